@@ -1,0 +1,39 @@
+"""codedag: find and remove input-pipeline bottlenecks in PyTorch training.
+
+Trace a data pipeline into an execution DAG, partition it, move the CPU-heavy preprocessing onto
+the GPU, and measure what that changes. Public names are imported lazily, so ``import codedag``
+stays cheap and has no side effects (no CUDA, no NVML, no patches).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# Public name -> module that defines it. Keep sorted by name.
+_EXPORTS: dict[str, str] = {
+    "CodeDAGError": "codedag.errors",
+    "ConfigError": "codedag.errors",
+    "DeviceError": "codedag.errors",
+    "SchemaError": "codedag.errors",
+    "detect_gpus": "codedag.monitor.devices.gpus",
+    "seed_everything": "codedag.util.seeding",
+    "setup_logging": "codedag.util.logs",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codedag' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

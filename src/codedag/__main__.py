@@ -1,0 +1,5 @@
+"""``python -m codedag`` runs the CLI."""
+
+from codedag.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""The exception hierarchy. Every error says what was received and what was expected."""
+
+from __future__ import annotations
+
+
+class CodeDAGError(Exception):
+    """Base class of all codedag errors."""
+
+
+class ConfigError(CodeDAGError):
+    """Bad user input: arguments, configuration files, settings."""
+
+
+class SchemaError(ConfigError):
+    """A data file (DAG, plan, results) that is malformed or has an unsupported schema version."""
+
+
+class TraceError(CodeDAGError):
+    """Tracing a target failed (missing target, not callable, hook conflict)."""
+
+
+class GraphError(CodeDAGError):
+    """An execution DAG violates an invariant (cycle, dangling edge, negative time)."""
+
+
+class OptimizeError(CodeDAGError):
+    """The optimizer cannot produce a plan from its input."""
+
+
+class MigrationError(CodeDAGError):
+    """A migration plan cannot be applied (unknown or refused function, bad device)."""
+
+
+class DeviceError(CodeDAGError):
+    """Requested hardware is missing or unusable (no CUDA, NVML not loadable)."""
+
+
+class ExperimentError(CodeDAGError):
+    """An experiment, training run or energy measurement failed."""
+
+
+class EnergyError(ExperimentError):
+    """Energy could not be measured as asked."""
+
+
+class UsageError(ConfigError):
+    """The CLI was called in a way that cannot work; the message says how to call it."""

@@ -1,0 +1,42 @@
+"""The public API: seed names stay importable from ``codedag`` and importing has no side effects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import codedag
+
+# Names users import from codedag. Add to this list as capabilities land; never remove.
+PUBLIC_NAMES = [
+    "CodeDAGError",
+    "ConfigError",
+    "SchemaError",
+    "DeviceError",
+    "detect_gpus",
+    "seed_everything",
+    "setup_logging",
+]
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert codedag.__all__ == sorted(codedag.__all__)
+    for name in PUBLIC_NAMES:
+        assert name in codedag.__all__, name
+
+
+def test_every_exported_name_resolves() -> None:
+    for name in codedag.__all__:
+        assert getattr(codedag, name) is not None, name
+
+
+def test_import_has_no_heavy_side_effects() -> None:
+    code = (
+        "import sys, codedag; "
+        "heavy = [m for m in ('torch', 'pynvml', 'cv2', 'matplotlib') if m in sys.modules]; "
+        "print(','.join(heavy)); print(sys.getprofile() is None and sys.gettrace() is None)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    heavy, hooks_clear = out.stdout.split("\n")[:2]
+    assert heavy == ""
+    assert hooks_clear == "True"
