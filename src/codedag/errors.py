@@ -45,3 +45,7 @@ class EnergyError(ExperimentError):
 
 class UsageError(ConfigError):
     """The CLI was called in a way that cannot work; the message says how to call it."""
+
+
+class UnsupportedOperation(MigrationError):
+    """A GPU backend cannot reproduce this call (argument value, dtype, shape); the original runs."""
