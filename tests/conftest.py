@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -20,3 +23,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_hooks() -> Iterator[None]:
+    """Fail a test that leaves a profile or trace hook installed."""
+    before = (sys.getprofile(), sys.gettrace())
+    yield
+    after = (sys.getprofile(), sys.gettrace())
+    if after != before:
+        sys.setprofile(before[0])
+        sys.settrace(before[1])
+        pytest.fail(f"test left a tracing hook installed: profile={after[0]!r} trace={after[1]!r}")
