@@ -48,4 +48,4 @@ class UsageError(ConfigError):
 
 
 class UnsupportedOperation(MigrationError):
-    """A GPU backend cannot reproduce this call (argument value, dtype, shape); the original runs."""
+    """A backend cannot reproduce this call (argument value, dtype, shape); the original runs."""
