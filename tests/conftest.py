@@ -26,8 +26,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _no_leaked_hooks() -> Iterator[None]:
-    """Fail a test that leaves a profile or trace hook installed."""
+def _no_leaked_hooks_or_patches() -> Iterator[None]:
+    """Fail a test that leaves a profile/trace hook installed or anything patched."""
+    from codedag.patching import active_patches
+
     before = (sys.getprofile(), sys.gettrace())
     yield
     after = (sys.getprofile(), sys.gettrace())
@@ -35,3 +37,6 @@ def _no_leaked_hooks() -> Iterator[None]:
         sys.setprofile(before[0])
         sys.settrace(before[1])
         pytest.fail(f"test left a tracing hook installed: profile={after[0]!r} trace={after[1]!r}")
+    leaked = active_patches()
+    if leaked:
+        pytest.fail(f"test left functions patched: {', '.join(leaked)}")
