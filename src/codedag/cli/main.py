@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
