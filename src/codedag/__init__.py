@@ -14,9 +14,17 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it. Keep sorted by name.
 _EXPORTS: dict[str, str] = {
+    "ClusterNode": "codedag.optimize.coarse",
+    "CoarsenedDAG": "codedag.optimize.coarse",
     "CodeDAGError": "codedag.errors",
     "ConfigError": "codedag.errors",
+    "CostModel": "codedag.optimize.costs",
     "DeviceError": "codedag.errors",
+    "GraphCoarsening": "codedag.optimize.coarsen",
+    "IterativeOptimizer": "codedag.optimize.refine",
+    "KWayPartitioner": "codedag.optimize.partition",
+    "OptimizerManager": "codedag.optimize.manager",
+    "Partition": "codedag.optimize.partition",
     "SchemaError": "codedag.errors",
     "detect_gpus": "codedag.monitor.devices.gpus",
     "seed_everything": "codedag.util.seeding",
