@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from optimize_helpers import add_call, add_value
 
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.costs import CostModel, builtin_can_migrate, default_can_migrate
@@ -15,8 +16,6 @@ from codedag.optimize.manager import OptimizerManager
 from codedag.optimize.partition import Partition, as_coarse
 from codedag.optimize.plan import PLAN_KEYS, build_plan
 from codedag.optimize.synthetic import trace_shaped_dag
-
-from optimize_helpers import add_call, add_value
 
 MIB = 1 << 20
 
