@@ -14,21 +14,32 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it. Keep sorted by name.
 _EXPORTS: dict[str, str] = {
+    "CallNode": "codedag.graph.model",
     "ClusterNode": "codedag.optimize.coarse",
     "CoarsenedDAG": "codedag.optimize.coarse",
     "CodeDAGError": "codedag.errors",
     "ConfigError": "codedag.errors",
     "CostModel": "codedag.optimize.costs",
+    "DAGBuilder": "codedag.trace.builder",
     "DeviceError": "codedag.errors",
+    "EnhancedTracer": "codedag.trace.tracer",
+    "ExecutionDAG": "codedag.graph.model",
+    "FunctionFilter": "codedag.trace.filter",
     "GraphCoarsening": "codedag.optimize.coarsen",
+    "GraphError": "codedag.errors",
     "IterativeOptimizer": "codedag.optimize.refine",
     "KWayPartitioner": "codedag.optimize.partition",
     "OptimizerManager": "codedag.optimize.manager",
     "Partition": "codedag.optimize.partition",
     "SchemaError": "codedag.errors",
+    "TraceError": "codedag.errors",
+    "ValueNode": "codedag.graph.model",
+    "canonical_name": "codedag.trace.names",
     "detect_gpus": "codedag.monitor.devices.gpus",
     "seed_everything": "codedag.util.seeding",
     "setup_logging": "codedag.util.logs",
+    "trace_dataloader": "codedag.trace.dataloader",
+    "trace_function": "codedag.trace.tracer",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
