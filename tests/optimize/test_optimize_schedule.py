@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from optimize_helpers import add_call, add_value
 
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.costs import CostModel
 from codedag.optimize.schedule import heft, list_schedule
 from codedag.optimize.synthetic import trace_shaped_dag
-
-from optimize_helpers import add_call, add_value
 
 
 def test_all_cpu_makespan_is_the_sum_of_self_times_on_one_core() -> None:
