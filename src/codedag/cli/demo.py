@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.equivalence.get("passed") else 1
 
 
-def print_summary(result) -> None:  # noqa: ANN001 - DemoResult, imported lazily
+def print_summary(result) -> None:
     """The summary table, migrated calls, fallbacks, equivalence and output files."""
     from rich.console import Console
     from rich.table import Table
