@@ -17,7 +17,11 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("doctor", "experiment", "env")
+SUBCOMMANDS: tuple[str, ...] = (
+    "doctor",
+    "experiment",
+    "env",
+)
 
 log = logging.getLogger("codedag.cli")
 
