@@ -17,7 +17,14 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("doctor", "trace", "optimize", "plan", "experiment", "env")
+SUBCOMMANDS: tuple[str, ...] = (
+    "doctor",
+    "trace",
+    "optimize",
+    "plan",
+    "experiment",
+    "env",
+)
 
 log = logging.getLogger("codedag.cli")
 
