@@ -78,9 +78,8 @@ def metis(full: CoarsenedDAG, k: int) -> tuple[list[Partition], float]:
     wg = build_workgraph(full, IterativeOptimizer().cost)
     weights = [max(1, round(w / 1000)) for w in wg.weight]  # microseconds, as METIS wants ints
     start = time.perf_counter()
-    _, parts = pymetis.part_graph(
-        k, xadj=wg.und_ptr.astype(np.int64), adjncy=wg.und.astype(np.int64), vweights=weights
-    )
+    graph = pymetis.CSRAdjacency(wg.und_ptr.astype(np.int64), wg.und.astype(np.int64))
+    _, parts = pymetis.part_graph(k, graph, vweights=weights)
     elapsed = time.perf_counter() - start
     out = [Partition(p, -1) for p in range(k)]
     for i, p in enumerate(parts):
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"n={row['nodes']}: done", file=sys.stderr, flush=True)
 
     def mb(x: float | None) -> str:
-        return "-" if x is None else f"{x:8.1f}"
+        return f"{'-':>8}" if x is None else f"{x:8.1f}"
 
     print(f"\n## Passes on the full graph (k={args.k}, B={args.batch_size}); seconds, peak MiB")
     print(
