@@ -122,6 +122,8 @@ def test_empty_dag_gives_an_empty_plan() -> None:
     plan = result["migration_plan"]
     assert plan["calls"] == [] and plan["context_device_map"] == {}
     assert result["optimized_partitions"] == []
+    assert any("empty" in note for note in plan["notes"])
+    assert not any("single partition" in note for note in plan["notes"])
 
 
 def test_can_migrate_predicate_is_asked() -> None:
