@@ -16,6 +16,14 @@ PUBLIC_NAMES = [
     "detect_gpus",
     "seed_everything",
     "setup_logging",
+    "Diagnosis",
+    "ProfileConfig",
+    "ProfileResult",
+    "StepFigures",
+    "StepProgram",
+    "diagnose",
+    "profile_scenario",
+    "profile_target",
 ]
 
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from codedag.errors import ConfigError, DeviceError, ExperimentError
 from codedag.profile.config import ProfileConfig
+from codedag.profile.program import StepProgram
 from codedag.profile.result import ProfileResult, summarize
-from codedag.profile.scenarios import StepProgram
 
 log = logging.getLogger(__name__)
 

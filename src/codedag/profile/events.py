@@ -18,6 +18,7 @@ synthetic CUDA-style events on machines without a GPU. What is counted:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,9 +205,8 @@ def count_steps(records: Sequence[EventRecord], steps: int, device: str) -> Step
         if r.kind == "op" and r.name == SCALAR_READ_OP and not _inside(r, optimizer)
     ]
     allocs = [r for r in step_host if r.kind == "memory" and r.nbytes > 0]
-    op_counts: dict[str, float] = {}
-    for r in ops:
-        op_counts[r.name] = op_counts.get(r.name, 0) + 1 / steps
+    calls = Counter(r.name for r in ops)
+    op_counts = {name: n / steps for name, n in calls.most_common()}
     counts = StepCounts(
         steps=steps,
         ops_per_step=len(ops) / steps,

@@ -29,7 +29,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from codedag.errors import ExperimentError
 from codedag.profile.config import ProfileConfig
 from codedag.profile.events import FETCH_ANNOTATION
-from codedag.profile.scenarios import StepProgram
+from codedag.profile.program import StepProgram
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -27,29 +25,11 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.profile.config import ProfileConfig
+from codedag.profile.program import StepProgram
 
 TINY_OPS_DEPTH = 128  # in-place (mul_, add_) pairs in the TinyOpsBlock chain
 CHURN_TEMPORARIES = 256  # temporary tensors created per step by memory_churn
 SYNC_SCALAR_READS = 4  # .item() reads per step in sync: one per CNN stage and the loss
-
-
-@dataclass
-class StepProgram:
-    """A training step to profile and, optionally, the batches it consumes.
-
-    Attributes:
-        step: runs one full training step (forward, backward, optimizer); it receives one batch
-            from ``batches``, or no argument when ``batches`` is None.
-        batches: an iterable of batches (a DataLoader); restarted when exhausted. None: the step
-            fetches its own data and the data wait is not measured.
-        name: label used for the trace file.
-        info: facts about the program recorded in the results (e.g. parameter count).
-    """
-
-    step: Callable[..., Any]
-    batches: Iterable[Any] | None = None
-    name: str = "step"
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def _cpu_work(iterations: int, seed: int) -> float:
