@@ -97,6 +97,13 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         default=None,
         help="unprofiled timed steps after the profile (default: profile_steps)",
     )
+    _flag(
+        steps,
+        "cpu_threads",
+        type=int,
+        default=None,
+        help="torch CPU threads for the run (default: torch's; 1 on a shared machine)",
+    )
     _flag(steps, "with_stack", action="store_true", help="record Python stacks in the trace")
     _flag(steps, "row_limit", type=int, default=15, help="rows of the top-ops table, default 15")
     out = p.add_argument_group("outputs")
@@ -149,6 +156,7 @@ def _config(args: argparse.Namespace, scenario: str) -> Any:
         tensorboard=args.tensorboard,
         cpu_work=args.cpu_work,
         io_sleep_ms=args.io_sleep_ms,
+        cpu_threads=args.cpu_threads,
     )
 
 
@@ -169,7 +177,9 @@ def run(args: argparse.Namespace) -> int:
     if args.target:
         scenarios = ["target"]
     require_device(args.device)
-    out = Console(file=sys.stderr if args.json else sys.stdout, highlight=False)
+    stream = sys.stderr if args.json else sys.stdout
+    wide = None if stream.isatty() else 160  # piped output: no truncated columns
+    out = Console(file=stream, highlight=False, width=wide)
     err = Console(file=sys.stderr)
     results = []
     with Progress(

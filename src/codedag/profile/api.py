@@ -57,7 +57,17 @@ def _measure(program: StepProgram, config: ProfileConfig, progress: ProgressCall
     from codedag.profile.measure import run_measurement
 
     Path(config.trace_dir).mkdir(parents=True, exist_ok=True)
-    measurement = run_measurement(program, config, progress)
+    threads_before = None
+    if config.cpu_threads is not None:
+        import torch
+
+        threads_before = torch.get_num_threads()
+        torch.set_num_threads(config.cpu_threads)
+    try:
+        measurement = run_measurement(program, config, progress)
+    finally:
+        if threads_before is not None:
+            torch.set_num_threads(threads_before)
     return summarize(measurement, config, program.batches is not None, program.info)
 
 

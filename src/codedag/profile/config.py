@@ -44,6 +44,7 @@ class ProfileConfig:
         tensorboard: also write the TensorBoard trace handler's files into trace_dir.
         cpu_work: per-sample CPU work iterations (None: the scenario's value).
         io_sleep_ms: per-sample simulated I/O latency (None: the scenario's value).
+        cpu_threads: torch intra-op threads during the run (None: torch's default).
     """
 
     scenario: str = "dataloader"
@@ -70,6 +71,7 @@ class ProfileConfig:
     tensorboard: bool = False
     cpu_work: int | None = None
     io_sleep_ms: float | None = None
+    cpu_threads: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -115,6 +117,8 @@ class ProfileConfig:
             raise ConfigError(f"lr must be positive, got {self.lr!r}")
         if self.cpu_work is not None and self.cpu_work < 0:
             raise ConfigError(f"cpu_work must be >= 0, got {self.cpu_work}")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ConfigError(f"cpu_threads must be a positive integer, got {self.cpu_threads}")
         if self.io_sleep_ms is not None and self.io_sleep_ms < 0:
             raise ConfigError(f"io_sleep_ms must be >= 0, got {self.io_sleep_ms}")
 
