@@ -117,3 +117,16 @@ def test_json_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert document["scenario"] == "sync"
     assert document["figures"]["syncs_per_step"] == 4
     assert not list(tmp_path.glob("*.json.tmp"))
+
+
+def test_all_scenarios_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out_json = tmp_path / "all.json"
+    tiny = ["--batch-size", "4", "--image-size", "16", "--dataset-size", "16", "--num-workers", "0"]
+    steps = ["--warmup-steps", "1", "--profile-steps", "1", "--timed-steps", "1"]
+    paths = ["--trace-dir", str(tmp_path), "--output-json", str(out_json)]
+    code = main(["profile", "--scenario", "all", "--device", "cpu", *tiny, *steps, *paths])
+    assert code == 0
+    assert "scenarios side by side" in capsys.readouterr().out
+    runs = json.loads(out_json.read_text())["runs"]
+    assert [r["scenario"] for r in runs] == ["dataloader", "sync", "tiny_ops", "memory_churn"]
+    assert len(list(tmp_path.glob("*.cpu.pt.trace.json"))) == 4
