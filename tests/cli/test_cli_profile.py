@@ -110,9 +110,12 @@ def test_json_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
             "--output-json",
             "",
             "--json",
+            "--tensorboard",
         ]
     )
     assert code == 0
+    # the trace, and a copy under the name TensorBoard's profiler plugin reads
+    assert len(list(tmp_path.glob("*.pt.trace.json"))) == 2
     document = json.loads(capsys.readouterr().out)
     assert document["scenario"] == "sync"
     assert document["figures"]["syncs_per_step"] == 4

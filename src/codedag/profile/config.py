@@ -41,7 +41,7 @@ class ProfileConfig:
         seed: random seed for data, weights and order.
         trace_dir: folder of the Chrome/Perfetto trace.
         output_json: metrics file ("" writes none).
-        tensorboard: also write the TensorBoard trace handler's files into trace_dir.
+        tensorboard: also copy the trace under the name tensorboard_trace_handler gives it.
         cpu_work: per-sample CPU work iterations (None: the scenario's value).
         io_sleep_ms: per-sample simulated I/O latency (None: the scenario's value).
         cpu_threads: torch intra-op threads during the run (None: torch's default).

@@ -17,6 +17,9 @@ How each figure is taken:
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -145,11 +148,12 @@ class _Timer:
 def _trace_handler(config: ProfileConfig, trace_path: Path) -> Callable[[Any], None]:
     def on_trace_ready(prof: Any) -> None:
         trace_path.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(trace_path))
+        prof.export_chrome_trace(str(trace_path))  # kineto saves a trace only once
         if config.tensorboard:
-            from torch.profiler import tensorboard_trace_handler
-
-            tensorboard_trace_handler(str(trace_path.parent))(prof)
+            # the file name torch.profiler.tensorboard_trace_handler writes: <worker>.<ns>.pt...
+            worker = f"{socket.gethostname()}_{os.getpid()}"
+            copy = trace_path.parent / f"{worker}.{time.time_ns()}.pt.trace.json"
+            shutil.copyfile(trace_path, copy)
 
     return on_trace_ready
 
