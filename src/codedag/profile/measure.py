@@ -102,14 +102,19 @@ class _Timer:
         self.cuda = cuda
         self.window = WindowTimes()
         self._events: list[tuple[Any, Any]] = []
-        self._wall0 = 0.0
+        self._wall0 = self._last_end = 0.0
+        self._window_start: Any = None
 
     def start_window(self) -> None:
         if self.cuda:
             torch.cuda.synchronize()  # once per window: the window starts with an idle queue
         self.window = WindowTimes()
         self._events = []
-        self._wall0 = time.perf_counter()
+        self._wall0 = self._last_end = time.perf_counter()
+        if self.cuda:
+            # GPU idle here, so this event marks the host's start time on the GPU timeline
+            self._window_start = torch.cuda.Event(enable_timing=True)
+            self._window_start.record()
 
     def run_step(self, source: _BatchSource, step: Callable[..., Any], has_batches: bool) -> None:
         t0 = time.perf_counter()
@@ -126,7 +131,7 @@ class _Timer:
         if self.cuda:
             end.record()
             self._events.append((start, end))
-        t2 = time.perf_counter()
+        t2 = self._last_end = time.perf_counter()
         self.window.data_wait_s.append(t1 - t0)
         self.window.host_step_s.append(t2 - t1)
 
@@ -139,9 +144,13 @@ class _Timer:
                 if previous_end is not None:
                     self.window.device_idle_s.append(previous_end.elapsed_time(start) / 1000.0)
                 previous_end = end
+            # wall time until the GPU finished the window's last step, read off the GPU timeline
+            if self._events:
+                last_end = self._events[-1][1]
+                self.window.wall_s = self._window_start.elapsed_time(last_end) / 1000.0
         else:
             self.window.step_s = list(self.window.host_step_s)
-        self.window.wall_s = time.perf_counter() - self._wall0
+            self.window.wall_s = self._last_end - self._wall0
         return self.window
 
 
