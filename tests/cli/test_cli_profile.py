@@ -133,3 +133,25 @@ def test_all_scenarios_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixtur
     runs = json.loads(out_json.read_text())["runs"]
     assert [r["scenario"] for r in runs] == ["dataloader", "sync", "tiny_ops", "memory_churn"]
     assert len(list(tmp_path.glob("*.cpu.pt.trace.json"))) == 4
+
+
+def test_target_from_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import sys
+
+    (tmp_path / "cli_user_step.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    x = torch.randn(32, 32)\n"
+        "    return lambda: (x @ x).sum().item()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cli_user_step", raising=False)
+    code = main(["profile", "--target", "cli_user_step:make", *SMALL, "--trace-dir", "t", "--json"])
+    assert code == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["target"] == "cli_user_step:make"
+    assert document["figures"]["syncs_per_step"] == 1
+    assert Path("results/metrics_demo.json").is_file()  # the seed's default path, in tmp_path

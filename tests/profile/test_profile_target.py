@@ -83,7 +83,10 @@ def test_step_and_batches(user_module: str, tmp_path: Path, one_torch_thread: No
     assert result.program_info["iterator_restarts"] >= 2  # 3 batches, 10 steps
     assert result.config.extra["target"] == f"{user_module}:make_step"
     assert Path(result.trace_path).is_file()
-    assert result.to_dict()["scenario"] == "target"
+    document = result.to_dict()
+    assert document["scenario"] == "target"
+    assert document["target"] == f"{user_module}:make_step"
+    assert document["num_workers"] is None  # the scenario settings do not apply to a target
     assert result.figures.num_workers is None  # no scenario loader to advise about
 
 

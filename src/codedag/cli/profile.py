@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -176,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
         scenarios = ["dataloader", "sync", "tiny_ops", "memory_churn"]
     if args.target:
         scenarios = ["target"]
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as with `python -m`: the working folder imports
     require_device(args.device)
     stream = sys.stderr if args.json else sys.stdout
     wide = None if stream.isatty() else 160  # piped output: no truncated columns

@@ -11,14 +11,14 @@ either
 - a :class:`~codedag.profile.scenarios.StepProgram`.
 
 The step should move the batch to the device itself and must not synchronize for timing: codedag
-times it with CUDA events.
+times it with CUDA events. The module must be importable (the CLI adds the working folder to
+``sys.path``, as ``python -m`` does).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -98,8 +98,6 @@ def load_target(spec: str) -> StepProgram:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f"--target must look like 'package.module:function', got {spec!r}")
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")  # like `python -m`: modules in the working folder are importable
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:

@@ -52,14 +52,16 @@ class ProfileResult:
         """The JSON document: the seed's flat fields first, then the details."""
         c = self.config
         counts = {k: v for k, v in self.counts.__dict__.items() if k != "op_counts"}
+        scenario = c.scenario != "target"  # a target brings its own loader and settings
         return {
             "schema_version": SCHEMA_VERSION,
             "scenario": c.scenario,
             "device": c.device,
-            "batch_size": c.batch_size,
-            "num_workers": c.num_workers,
-            "pin_memory": c.pin_memory,
-            "amp": c.amp,
+            "target": c.extra.get("target"),
+            "batch_size": c.batch_size if scenario else None,
+            "num_workers": c.num_workers if scenario else None,
+            "pin_memory": c.pin_memory if scenario else None,
+            "amp": c.amp if scenario else None,
             "avg_step_time_s": self.figures.avg_step_time_s,
             "avg_dataloader_wait_s": self.figures.avg_dataloader_wait_s,
             **self.timings,
