@@ -46,6 +46,11 @@ def make_plain():
 def make_nothing():
     return 42
 
+def make_failing_step():
+    def step():
+        raise ValueError("shape mismatch in user code")
+    return step
+
 def make_broken():
     raise RuntimeError("no data here")
 
@@ -111,3 +116,10 @@ def test_step_without_batches(user_module: str, tmp_path: Path, one_torch_thread
 def test_bad_targets(user_module: str, spec: str, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         load_target(spec.format(mod=user_module))
+
+
+def test_a_failing_step_is_one_error(user_module: str, tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    with pytest.raises(ExperimentError, match="ValueError: shape mismatch in user code"):
+        profile_target(f"{user_module}:make_failing_step", config)
+    assert config.scenario == "target" and "target" not in config.extra  # caller's config kept

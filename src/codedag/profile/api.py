@@ -20,10 +20,11 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from codedag.errors import ConfigError, DeviceError, ExperimentError
+from codedag.errors import CodeDAGError, ConfigError, DeviceError, ExperimentError
 from codedag.profile.config import ProfileConfig
 from codedag.profile.program import StepProgram
 from codedag.profile.result import ProfileResult, summarize
@@ -65,6 +66,13 @@ def _measure(program: StepProgram, config: ProfileConfig, progress: ProgressCall
         torch.set_num_threads(config.cpu_threads)
     try:
         measurement = run_measurement(program, config, progress)
+    except CodeDAGError:
+        raise
+    except Exception as error:
+        raise ExperimentError(
+            f"{program.name}: the step or its data raised {type(error).__name__}: {error} "
+            "(run with -v for the traceback)"
+        ) from error
     finally:
         if threads_before is not None:
             torch.set_num_threads(threads_before)
@@ -140,6 +148,5 @@ def profile_target(
     require_device(config.device)
     _seed(config)
     program = load_target(spec)
-    config.scenario = "target"
-    config.extra["target"] = spec
+    config = replace(config, scenario="target", extra={**config.extra, "target": spec})
     return _measure(program, config, progress)
