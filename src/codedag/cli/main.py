@@ -17,7 +17,12 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("doctor", "experiment", "env", "profile")
+SUBCOMMANDS: tuple[str, ...] = (
+    "doctor",
+    "experiment",
+    "env",
+    "profile",
+)
 
 log = logging.getLogger("codedag.cli")
 
