@@ -111,6 +111,9 @@ def test_event_kinds() -> None:
     assert _kind_of("cuda_runtime", "cudaStreamSynchronize", False) == "runtime"
     assert _kind_of("gpu_memcpy", "Memcpy HtoD", False) == "memcpy"
     assert _kind_of("cpu_instant_event", "[memory]", False) == "memory"
+    assert _kind_of("python_function", "torch/nn/modules/module.py(1): _call_impl", False) == (
+        "python"
+    )
 
 
 def test_steps_must_be_positive() -> None:

@@ -61,7 +61,8 @@ class EventRecord:
 
     Attributes:
         name: event name (``aten::mm``, a kernel's name, ``cudaLaunchKernel``, ``[memory]``).
-        kind: "op", "annotation", "kernel", "memcpy", "memset", "runtime", "memory" or "other".
+        kind: "op", "annotation", "kernel", "memcpy", "memset", "runtime", "memory", "python"
+            (with_stack) or "other".
         start_ns: start time.
         duration_ns: duration (0 for instant events such as memory records).
         thread: host thread id (device events: stream or resource id).
@@ -121,6 +122,8 @@ def _kind_of(activity: str, name: str, user_annotation: bool) -> str:
         return "memset"
     if activity in ("cuda_runtime", "cuda_driver"):
         return "runtime"
+    if activity == "python_function":
+        return "python"
     if activity == "cpu_op":
         if _OP_NAME.match(name) and not name.startswith(_NOT_OPS):
             return "op"

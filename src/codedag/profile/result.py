@@ -101,11 +101,13 @@ def _timings(window: WindowTimes, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def top_ops(prof: Any, device: str, steps: int, limit: int) -> list[TopOp]:
-    """Ops by self device time (CUDA) or self CPU time, per step."""
+def top_ops(
+    prof: Any, device: str, steps: int, limit: int, hidden: frozenset[str] = frozenset()
+) -> list[TopOp]:
+    """Ops by self device time (CUDA) or self CPU time, per step; ``hidden`` names left out."""
     rows = []
     for avg in prof.key_averages():
-        if avg.key.startswith(_HIDDEN_ROWS):
+        if avg.key.startswith(_HIDDEN_ROWS) or avg.key in hidden:
             continue
         if device == "cuda":
             self_us = getattr(avg, "self_device_time_total", None)
@@ -215,7 +217,8 @@ def summarize(
     """Analyse a measurement: counts, figures, top ops and the diagnosis."""
     records = records_from_profiler(m.profiler)
     counts = count_steps(records, m.active_steps, config.device)
-    rows = top_ops(m.profiler, config.device, m.active_steps, config.row_limit)
+    python_frames = frozenset(r.name for r in records if r.kind == "python")  # with_stack
+    rows = top_ops(m.profiler, config.device, m.active_steps, config.row_limit, python_frames)
     figures = build_figures(m, counts, config, has_loader, rows[0].name if rows else None)
     timings = {
         **_timings(m.timed),
