@@ -18,6 +18,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -154,6 +155,12 @@ def _adamw(params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=lr)
 
 
+def _grad_scaler(device_type: str, enabled: bool) -> Any:
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device_type, enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)  # pragma: no cover - torch < 2.3
+
+
 def build_scenario(config: ProfileConfig) -> StepProgram:
     """Build the dataset, loader, model, optimizer and step function of ``config.scenario``."""
     device = torch.device(config.device)
@@ -183,7 +190,7 @@ def build_scenario(config: ProfileConfig) -> StepProgram:
     model = SimpleCNN(config.num_classes).to(device, memory_format=memory_format)
     tiny = TinyOpsBlock(model.feature_dim).to(device)
     optimizer = _adamw([*model.parameters(), *tiny.parameters()], config.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=config.amp and cuda)
+    scaler = _grad_scaler(device.type, enabled=config.amp and cuda)
     amp_dtype = torch.float16 if cuda else torch.bfloat16
     non_blocking = config.pin_memory and cuda
     scenario = config.scenario
