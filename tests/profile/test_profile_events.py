@@ -96,6 +96,7 @@ def test_cuda_kernels_syncs_and_allocator_calls() -> None:
     assert counts.alloc_api_calls_per_step == 1
     assert counts.alloc_api_time_per_step_s == pytest.approx(100e-6)
     assert counts.device_allocations_per_step == 1
+    assert counts.device_allocated_bytes_per_step == 2**20
     assert counts.allocations_per_step == 1  # host allocations, counted apart
     assert counts.scalar_reads_per_step == 1
 

@@ -106,6 +106,7 @@ class StepCounts:
     alloc_api_calls_per_step: float | None = None
     alloc_api_time_per_step_s: float | None = None
     device_allocations_per_step: float | None = None
+    device_allocated_bytes_per_step: float | None = None
     op_counts: dict[str, float] = field(default_factory=dict)
 
 
@@ -242,4 +243,5 @@ def count_steps(records: Sequence[EventRecord], steps: int, device: str) -> Step
             r for r in records if r.kind == "memory" and r.device == "cuda" and r.nbytes > 0
         ]
         counts.device_allocations_per_step = len(device_allocs) / steps
+        counts.device_allocated_bytes_per_step = sum(r.nbytes for r in device_allocs) / steps
     return counts

@@ -182,7 +182,11 @@ def build_figures(
         scalar_reads_per_step=counts.scalar_reads_per_step,
         syncs_per_step=syncs,
         allocations_per_step=allocations,
-        allocated_bytes_per_step=counts.allocated_bytes_per_step,
+        allocated_bytes_per_step=(
+            counts.device_allocated_bytes_per_step or 0.0
+            if cuda
+            else counts.allocated_bytes_per_step
+        ),
         launch_share=launch,
         alloc_time_share=alloc_share,
         device_idle_share=idle_share if has_loader else None,
