@@ -55,7 +55,9 @@ class HyperparamSpec(_Strict):
         for name in ("range", "range_relative"):
             bounds = getattr(self, name)
             if bounds is not None and bounds[0] > bounds[1]:
-                raise ValueError(f"'{name}' must be [low, high] with low <= high, got {list(bounds)}")
+                raise ValueError(
+                    f"'{name}' must be [low, high] with low <= high, got {list(bounds)}"
+                )
         if self.type == "int" and self.default != int(self.default):
             raise ValueError(f"default of an int hyperparameter must be whole, got {self.default}")
         return self

@@ -11,6 +11,7 @@ all of them at once from its main thread.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import signal
@@ -188,10 +189,8 @@ def run_command(
                     break
                 if stop is not None and stop.is_set():
                     break
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=0.1)
-                except subprocess.TimeoutExpired:
-                    pass
         finally:
             # Always end the group: also children the leader left behind after a normal exit.
             terminate_group(pgid, grace_s)

@@ -85,10 +85,7 @@ def train_and_test(
     model.eval()
     with torch.no_grad():
         out = torch.cat(
-            [
-                model(x_test[i : i + 256].to(device)).cpu()
-                for i in range(0, len(x_test), 256)
-            ]
+            [model(x_test[i : i + 256].to(device)).cpu() for i in range(0, len(x_test), 256)]
         )
         test_loss = float(loss_fn(out, y_test))
         accuracy = 100.0 * float((out.argmax(1) == y_test).float().mean())

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from torch import nn
-
 from _common import parse_args, train_and_test
+from torch import nn
 
 
 def build(dropout: float) -> nn.Module:

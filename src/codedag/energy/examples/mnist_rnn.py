@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
-
 from _common import parse_args, train_and_test
+from torch import nn
 
 
 class RowGRU(nn.Module):

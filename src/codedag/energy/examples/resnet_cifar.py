@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
-
 from _common import parse_args, train_and_test
+from torch import nn
 
 
 class Block(nn.Module):
@@ -17,7 +16,9 @@ class Block(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
         self.skip: nn.Module = nn.Identity()
         if stride != 1 or cin != cout:
-            self.skip = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.skip = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.relu(self.bn1(self.conv1(x)))
