@@ -202,9 +202,13 @@ class RaplCpuMeter(CpuEnergyMeter):
         super().__init__()
         self.domains: list[_RaplDomain] = []
         for top in rapl_domains(root):
-            for path in [top, *sorted(top.glob(f"{top.name}:*"))]:
-                if not (path / "energy_uj").exists():
+            # sub-domains are child folders in sysfs and also siblings under /sys/class/powercap
+            subs = [*top.glob(f"{top.name}:*"), *root.glob(f"{top.name}:*")]
+            seen: set[Path] = set()
+            for path in [top, *sorted(subs)]:
+                if path.resolve() in seen or not (path / "energy_uj").exists():
                     continue
+                seen.add(path.resolve())
                 name_file = path / "name"
                 name = name_file.read_text().strip() if name_file.exists() else path.name
                 label = f"{top.name}/{name}" if path != top else f"{path.name}/{name}"
