@@ -16,6 +16,19 @@ PUBLIC_NAMES = [
     "detect_gpus",
     "seed_everything",
     "setup_logging",
+    "BatchSettings",
+    "EnergySession",
+    "Executor",
+    "GpuEnergyMeter",
+    "LocalExecutor",
+    "ModelsConfig",
+    "Mutator",
+    "ResultsDB",
+    "SessionOptions",
+    "load_models_config",
+    "load_settings",
+    "pareto_front",
+    "plan_jobs",
 ]
 
 

@@ -14,11 +14,24 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it. Keep sorted by name.
 _EXPORTS: dict[str, str] = {
+    "BatchSettings": "codedag.energy.settings",
     "CodeDAGError": "codedag.errors",
     "ConfigError": "codedag.errors",
     "DeviceError": "codedag.errors",
+    "EnergySession": "codedag.energy.session",
+    "Executor": "codedag.energy.executors",
+    "GpuEnergyMeter": "codedag.energy.gpu_meter",
+    "LocalExecutor": "codedag.energy.executors",
+    "ModelsConfig": "codedag.energy.config",
+    "Mutator": "codedag.energy.mutation",
+    "ResultsDB": "codedag.energy.store",
     "SchemaError": "codedag.errors",
+    "SessionOptions": "codedag.energy.session",
     "detect_gpus": "codedag.monitor.devices.gpus",
+    "load_models_config": "codedag.energy.config",
+    "load_settings": "codedag.energy.settings",
+    "pareto_front": "codedag.energy.analysis",
+    "plan_jobs": "codedag.energy.plan",
     "seed_everything": "codedag.util.seeding",
     "setup_logging": "codedag.util.logs",
 }

@@ -98,7 +98,7 @@ def test_command_is_an_argument_list(tmp_path: Path) -> None:
     config = load_models_config(write(tmp_path, base_config()))
     argv = config.command("toy", "m", {"epochs": 3})
     assert argv[1] == str(tmp_path / "train.py") and argv[-2:] == ["--epochs", "3"]
-    with pytest.raises(ConfigError, match="unknown model 'x'.*known: \\['m'\\]"):
+    with pytest.raises(ConfigError, match=r"unknown model 'x'.*known: \['m'\]"):
         config.command("toy", "x", {})
 
 

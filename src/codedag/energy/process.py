@@ -87,10 +87,15 @@ class ProcessRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._groups: set[int] = set()
+        self._exit_hook = False
 
     def add(self, pgid: int) -> None:
+        """Record a live group; the first one installs an exit hook that ends any left over."""
         with self._lock:
             self._groups.add(pgid)
+            if not self._exit_hook:
+                atexit.register(self.terminate_all, 1.0)
+                self._exit_hook = True
 
     def discard(self, pgid: int) -> None:
         with self._lock:
@@ -108,7 +113,6 @@ class ProcessRegistry:
 
 
 REGISTRY = ProcessRegistry()
-atexit.register(REGISTRY.terminate_all, 1.0)
 
 
 def _pump(stream: TextIO, log_file: TextIO, echo: TextIO | None) -> None:
