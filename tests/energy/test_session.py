@@ -224,3 +224,14 @@ def test_invalid_inputs_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Capt
         assert err.startswith("codedag mutate: error:") and expected in err, err
         assert "\n" not in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_program_that_cannot_start_is_a_failed_experiment(tmp_path: Path, toy: Path) -> None:
+    data = json.loads(toy.read_text())
+    data["repositories"]["toy"]["interpreter"] = [str(tmp_path / "no-such-python")]
+    toy.write_text(json.dumps(data))
+    result, _ = session(tmp_path, toy, [{"repo": "toy", "model": "ok"}], max_retries=1)
+    (record,) = result.records
+    assert not record["training_success"] and record["retries"] == 1
+    assert record["error_message"].startswith("cannot start")
+    assert result.status == "completed"

@@ -167,13 +167,15 @@ def _run_session(
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    previous_handler = signal.signal(signal.SIGTERM, on_term)
+    # SIGTERM and SIGHUP (terminal closed) end the session like Ctrl-C: no process is left.
+    previous = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with open_gpus() as gpus:
             session = EnergySession(config, settings, options, gpus=gpus)
             result = session.run(jobs)
     finally:
-        signal.signal(signal.SIGTERM, previous_handler)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if args.json:
         json.dump(
             {

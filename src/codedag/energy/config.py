@@ -13,9 +13,17 @@ import re
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from codedag.errors import ConfigError
 
@@ -129,7 +137,12 @@ class ModelsConfig(_Strict):
 
     schema_version: Literal[1] = 1
     repositories: dict[str, RepoConfig]
-    base_dir: Annotated[Path, Field(exclude=True)] = Path(".")
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder relative repository paths start from (the config file's folder)."""
+        return self._base_dir
 
     def repo(self, name: str) -> RepoConfig:
         """Return a repository's entry or raise ConfigError listing the known ones."""
@@ -161,7 +174,7 @@ class ModelsConfig(_Strict):
         entry = self.repo(repo)
         model_entry = self.model(repo, model)
         script = model_entry.train_script or entry.train_script
-        script_path = self.repo_dir(repo) / script
+        script_path = self.script_path(repo, model)
         interpreter = entry.interpreter
         if interpreter is None:
             interpreter = [sys.executable] if script.endswith(".py") else []
@@ -178,6 +191,11 @@ class ModelsConfig(_Strict):
                 )
             argv += [spec.flag, format_value(value, spec.type)]
         return argv
+
+    def script_path(self, repo: str, model: str) -> Path:
+        """The training script of a model (model entry over repository)."""
+        script = self.model(repo, model).train_script or self.repo(repo).train_script
+        return self.repo_dir(repo) / script
 
     def repo_dir(self, repo: str) -> Path:
         """The repository folder: ``path`` relative to the config file's folder unless absolute."""
@@ -243,6 +261,8 @@ def load_models_config(path: str | Path | None = None) -> ModelsConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{file}: expected a JSON object, got {type(data).__name__}")
     try:
-        return ModelsConfig.model_validate({**data, "base_dir": file.resolve().parent})
+        config = ModelsConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, str(file))) from error
+    config._base_dir = file.resolve().parent
+    return config

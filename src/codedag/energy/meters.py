@@ -276,6 +276,9 @@ class PerfCpuMeter(CpuEnergyMeter):
         self._proc = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
+        from codedag.energy.process import REGISTRY
+
+        REGISTRY.add(self._proc.pid)  # ended with the session's other groups, come what may
 
     def stop(self) -> CpuEnergyReading:
         import signal
@@ -291,6 +294,9 @@ class PerfCpuMeter(CpuEnergyMeter):
             proc.wait()
             return CpuEnergyReading("unavailable", reason="perf did not stop on SIGINT")
         finally:
+            from codedag.energy.process import REGISTRY
+
+            REGISTRY.discard(proc.pid)
             text = out.read_text() if out.exists() else ""
             out.unlink(missing_ok=True)
         raw = parse_perf_csv(text)

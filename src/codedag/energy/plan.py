@@ -70,6 +70,14 @@ def plan_jobs(
         ExperimentError: the ranges cannot yield as many distinct configurations as asked.
     """
     settings.check_against(config)
+    for exp in settings.experiments:
+        pairs = [(exp.repo, exp.model)]
+        if exp.background is not None:
+            pairs.append((exp.background.repo, exp.background.model))
+        for repo, model in pairs:
+            script = config.script_path(repo, model)
+            if not script.is_file():
+                raise ConfigError(f"training script of {repo}/{model} not found: {script}")
     mutators: dict[tuple[str, str], Mutator] = {}
     jobs: list[Job] = []
     for exp in settings.experiments:

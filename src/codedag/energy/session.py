@@ -32,6 +32,7 @@ from codedag.energy.plan import Job
 from codedag.energy.process import REGISTRY, CommandResult, run_command
 from codedag.energy.settings import BatchSettings
 from codedag.energy.store import SessionStore
+from codedag.errors import ExperimentError
 from codedag.monitor.devices.gpus import EmptyGPUs, GPUs
 from codedag.util.io import atomic_write_json, atomic_write_text
 
@@ -167,6 +168,9 @@ class EnergySession:
         except KeyboardInterrupt:
             stop.set()
             log.warning("interrupted: ending running experiments, keeping finished ones")
+        except BaseException:
+            status = "failed"
+            raise
         finally:
             stop.set()
             REGISTRY.terminate_all(self.options.kill_grace_s)
@@ -222,7 +226,7 @@ class EnergySession:
             outcome = self._attempt(job, slot, argv, env, timeout_s, log_path, folder, stop)
             outcome["attempt"] = attempt + 1
             attempts.append(outcome)
-            if stop.is_set() and outcome["result"].exit_code is None:
+            if stop.is_set() and outcome["error"] == "interrupted":
                 return  # interrupted: not a finished experiment
             if outcome["error"] is None:
                 break
@@ -298,6 +302,7 @@ class EnergySession:
                 background.start()
             cpu_meter.start()
             gpu_meter.start()
+            start_error = None
             try:
                 result = run_command(
                     argv,
@@ -309,6 +314,10 @@ class EnergySession:
                     stop=stop,
                     grace_s=self.options.kill_grace_s,
                 )
+            except ExperimentError as error:  # the program could not be started
+                start_error = str(error)
+                now = time.time()
+                result = CommandResult(argv, None, 0.0, False, now, now)
             finally:
                 gpu_reading = gpu_meter.stop()
                 cpu_reading = cpu_meter.stop()
@@ -318,7 +327,7 @@ class EnergySession:
         with open(log_path, encoding="utf-8", errors="replace") as handle:
             handle.seek(offset)
             text = handle.read()
-        error = judge(result, text, repo.success_patterns, repo.error_patterns)
+        error = start_error or judge(result, text, repo.success_patterns, repo.error_patterns)
         energy = {
             **cpu_reading.metrics(),
             **gpu_reading.metrics(),
