@@ -109,6 +109,10 @@ def test_real_bundled_example_with_two_mutated_configs(tmp_path: Path, capsys) -
     exported = list(csv.DictReader(capsys.readouterr().out.splitlines()))
     assert [r["experiment_id"] for r in exported] == [r["experiment_id"] for r in rows]
     assert exported[0]["session"] == run_dir.name
+    assert main(["results", "--results-dir", str(results), "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert (listed["session"], listed["experiments"], listed["succeeded"]) == (run_dir.name, 2, 2)
+    assert listed["status"] == "completed"
 
 
 def test_retry_error_patterns_and_cooldown(tmp_path: Path, toy: Path) -> None:
