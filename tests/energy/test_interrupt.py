@@ -13,6 +13,8 @@ from pathlib import Path
 
 import psutil
 
+from codedag.energy.process import group_members
+
 
 def wait_for(predicate, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
@@ -67,6 +69,7 @@ def test_ctrl_c_leaves_no_process_and_keeps_finished_experiments(tmp_path: Path,
     assert session.returncode == 130, err
     assert "interrupted" in err
     assert gone(leader) and gone(grandchild)
+    assert group_members(leader) == []
     (run_dir,) = results.glob("run_*")
     with open(run_dir / "summary.csv") as handle:
         rows = list(csv.DictReader(handle))

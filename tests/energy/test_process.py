@@ -13,9 +13,9 @@ from codedag.energy.process import ProcessRegistry, group_members, run_command
 
 HANG = textwrap.dedent(
     """
-    import subprocess, sys, time
+    import os, subprocess, sys, time
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    print("child", child.pid, flush=True)
+    print("child", child.pid, os.getpgid(0), flush=True)
     time.sleep(600)
     """
 )
@@ -49,6 +49,8 @@ def test_timeout_ends_the_whole_group(tmp_path: Path) -> None:
     assert result.timed_out and result.exit_code is None
     (child,) = pids_in_log(log)
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    pgid = int(log.read_text().split()[2])
+    assert group_members(pgid) == []  # psutil finds no live process of the group
     assert registry.live() == []
 
 
@@ -77,3 +79,25 @@ def test_stop_event_ends_the_group(tmp_path: Path) -> None:
     assert result.exit_code is None and not result.timed_out
     (child,) = pids_in_log(tmp_path / "t.log")
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+def test_background_load_is_stopped_when_the_foreground_is_interrupted(
+    tmp_path: Path, toy: Path
+) -> None:
+    import time
+
+    import pytest
+
+    from codedag.energy.background import BackgroundLoad
+
+    log = tmp_path / "background.log"
+    argv = [sys.executable, str(tmp_path / "toy" / "sleepy.py"), "--epochs", "60"]
+    with pytest.raises(KeyboardInterrupt), BackgroundLoad(argv, log) as load:
+        deadline = time.monotonic() + 30
+        while "child" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+    (child,) = pids_in_log(log)
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    assert load.info()["runs"] == 1

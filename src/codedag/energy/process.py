@@ -116,15 +116,18 @@ REGISTRY = ProcessRegistry()
 
 
 def _pump(stream: TextIO, log_file: TextIO, echo: TextIO | None) -> None:
-    for line in stream:
-        log_file.write(line)
-        log_file.flush()
-        if echo is not None:
-            try:
-                echo.write(line)
-                echo.flush()
-            except (OSError, ValueError):  # terminal gone; the log still gets everything
-                echo = None
+    try:
+        for line in stream:
+            log_file.write(line)
+            log_file.flush()
+            if echo is not None:
+                try:
+                    echo.write(line)
+                    echo.flush()
+                except (OSError, ValueError):  # terminal gone; the log still gets everything
+                    echo = None
+    except (OSError, ValueError) as error:  # the pipe or the log was closed under us
+        log.debug("output pump stopped: %s", error)
 
 
 def run_command(
