@@ -191,20 +191,20 @@ def _run_session(
         )
         sys.stdout.write("\n")
     else:
-        _print_summary(result, seed)
+        _print_summary(result, seed, config)
     if result.status == "interrupted":
         print("codedag mutate: interrupted; finished experiments are kept", file=sys.stderr)
         return 130
     return 0 if all(r["training_success"] for r in result.records) else 1
 
 
-def _print_summary(result: Any, seed: int) -> None:
+def _print_summary(result: Any, seed: int, config: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console() if sys.stdout.isatty() else Console(width=160)
     table = Table(title=f"session {result.path.name} ({result.status}, seed {seed})")
-    for column in ("experiment", "ok", "time s", "mutated", "metrics", "CPU J", "GPU J"):
+    for column in ("experiment", "ok", "time s", "changed", "metrics", "CPU J", "GPU J"):
         table.add_column(column)
     for r in result.records:
         energy = r["energy_metrics"]
@@ -212,8 +212,7 @@ def _print_summary(result: Any, seed: int) -> None:
             r["experiment_id"],
             "yes" if r["training_success"] else f"no: {r['error_message']}",
             f"{r['duration_seconds']:.1f}",
-            ", ".join(f"{k}={r['hyperparameters'][k]}" for k in r["mutated_hyperparameters"])
-            or "defaults",
+            _changed(r, config.defaults(r["repository"], r["model"])),
             ", ".join(f"{k}={v:g}" for k, v in r["performance_metrics"].items()),
             _joules(energy.get("cpu_energy_total_joules")),
             _joules(energy.get("gpu_energy_total_joules")),
@@ -227,6 +226,12 @@ def _print_summary(result: Any, seed: int) -> None:
                 console.print(f"{kind.upper()} energy unavailable: {reason}")
     console.print(f"governor: {result.governor}")
     console.print(f"summary: {result.path / 'summary.csv'}")
+
+
+def _changed(record: dict[str, Any], defaults: dict[str, float]) -> str:
+    values = record["hyperparameters"]
+    text = ", ".join(f"{k}={v}" for k, v in values.items() if v != defaults.get(k))
+    return text or "defaults"
 
 
 def _joules(value: float | None) -> str:
@@ -283,7 +288,9 @@ def _dry_run(config: Any, jobs: Any, seed: int, as_json: bool) -> int:
         return 0
     print(f"{len(rows)} planned run(s), seed {seed}:")
     for i, row in enumerate(rows, 1):
-        changed = {k: row["hyperparameters"][k] for k in row["mutated"]} or "defaults"
+        defaults = config.defaults(row["repository"], row["model"])
+        changed = {k: v for k, v in row["hyperparameters"].items() if v != defaults[k]}
+        changed = changed or "defaults"
         print(f"[{i}] {row['repository']}/{row['model']} ({row['mode']}) {changed}")
         print(f"    {shlex.join(row['command'])}")
     return 0

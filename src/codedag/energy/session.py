@@ -200,7 +200,8 @@ class EnergySession:
         timeout_s = (
             self.options.timeout_s or job.timeout_s or self.config.timeout_s(job.repo, job.model)
         )
-        changed = {k: job.hyperparameters[k] for k in job.mutated}
+        defaults = self.config.defaults(job.repo, job.model)
+        changed = {k: v for k, v in job.hyperparameters.items() if v != defaults.get(k)}
         log.info(
             "[%d/%d] %s on %s %s",
             number,
