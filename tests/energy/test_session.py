@@ -239,3 +239,14 @@ def test_a_program_that_cannot_start_is_a_failed_experiment(tmp_path: Path, toy:
     assert not record["training_success"] and record["retries"] == 1
     assert record["error_message"].startswith("cannot start")
     assert result.status == "completed"
+
+
+def test_local_executor_slots() -> None:
+    from codedag.energy.executors import Slot
+    from codedag.monitor.devices.gpus import EmptyGPUs
+
+    assert LocalExecutor(EmptyGPUs()).slots() == [Slot()]  # CPU only: one at a time
+    nvml = FakeNVML([FakeGPU(memory_used_mb=500.0), FakeGPU(memory_used_mb=30_000.0)])
+    with NvmlGPUs(nvml, environ={}) as gpus:
+        (slot,) = LocalExecutor(gpus).slots()  # the busy GPU is left alone
+    assert slot.gpu_index == 0 and slot.env() == {"CUDA_VISIBLE_DEVICES": "GPU-fake-0000"}
