@@ -17,7 +17,13 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("doctor", "experiment", "env", "mutate", "results")
+SUBCOMMANDS: tuple[str, ...] = (
+    "doctor",
+    "experiment",
+    "env",
+    "mutate",
+    "results",
+)
 
 log = logging.getLogger("codedag.cli")
 
