@@ -169,8 +169,11 @@ def _run_session(
 
     # SIGTERM and SIGHUP (terminal closed) end the session like Ctrl-C: no process is left.
     previous = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    progress = _progress(options.echo is None and not args.json)
     try:
-        with open_gpus() as gpus:
+        with open_gpus() as gpus, progress:
+            task = progress.add_task("experiments", total=len(jobs))
+            options.on_record = lambda record: progress.advance(task)
             session = EnergySession(config, settings, options, gpus=gpus)
             result = session.run(jobs)
     finally:
@@ -196,6 +199,23 @@ def _run_session(
         print("codedag mutate: interrupted; finished experiments are kept", file=sys.stderr)
         return 130
     return 0 if all(r["training_success"] for r in result.records) else 1
+
+
+def _progress(show: bool) -> Any:
+    """A progress bar over experiments on a terminal's stderr (only when training output is
+    not echoed, which would tear the bar apart)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not (show and console.is_terminal),
+    )
 
 
 def _print_summary(result: Any, seed: int, config: Any) -> None:

@@ -52,6 +52,7 @@ class SessionOptions:
     cpu_root: Path = CPU_ROOT
     seed: int = 0
     kill_grace_s: float = 5.0
+    on_record: Callable[[dict[str, Any]], None] | None = None
 
 
 @dataclass
@@ -270,6 +271,8 @@ class EnergySession:
             "background": last["background"],
         }
         self.store.add(record)
+        if self.options.on_record is not None:
+            self.options.on_record(record)
         mark = "ok" if record["training_success"] else f"FAILED: {record['error_message']}"
         log.info("%s %s (%.1f s)", experiment_id, mark, result.duration_s)
 
