@@ -70,6 +70,16 @@ def governor_status(cpu_root: Path = CPU_ROOT) -> GovernorStatus:
 UNAVAILABLE_NO_CPUFREQ = "unavailable: no cpufreq"
 
 
+def check_governor(wanted: str | None, status: GovernorStatus) -> None:
+    """Raise ConfigError when ``wanted`` is not one of the governors cpufreq offers here."""
+    if wanted is not None and status.available and wanted not in status.available:
+        from codedag.errors import ConfigError
+
+        raise ConfigError(
+            f"governor {wanted!r} is not offered here; available: {', '.join(status.available)}"
+        )
+
+
 @contextmanager
 def governor_applied(wanted: str | None, cpu_root: Path = CPU_ROOT) -> Iterator[str]:
     """Set the cpufreq governor for the duration of a session and restore the previous ones.
@@ -91,12 +101,7 @@ def governor_applied(wanted: str | None, cpu_root: Path = CPU_ROOT) -> Iterator[
     if wanted is None:
         yield status.in_effect
         return
-    if status.available and wanted not in status.available:
-        from codedag.errors import ConfigError
-
-        raise ConfigError(
-            f"governor {wanted!r} is not offered here; available: {', '.join(status.available)}"
-        )
+    check_governor(wanted, status)
     if not status.settable:
         log.warning(
             "cannot set governor %r: %s; recording %r", wanted, status.detail, status.in_effect

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from codedag.energy.background import BackgroundLoad
 from codedag.energy.config import ModelsConfig
 from codedag.energy.executors import Executor, LocalExecutor, Slot
-from codedag.energy.governor import CPU_ROOT, governor_applied
+from codedag.energy.governor import CPU_ROOT, check_governor, governor_applied, governor_status
 from codedag.energy.gpu_meter import GpuEnergyMeter
 from codedag.energy.meters import CpuEnergyMeter, CpuEnergyReading
 from codedag.energy.meters import cpu_meter_factory as default_cpu_meter_factory
@@ -144,6 +144,7 @@ class EnergySession:
 
     def run(self, jobs: Sequence[Job]) -> SessionResult:
         """Run ``jobs``; returns the records of every finished experiment."""
+        check_governor(self.settings.governor, governor_status(self.options.cpu_root))
         self.store = SessionStore(self.options.results_dir)
         self._total = len(jobs)
         stop = threading.Event()
