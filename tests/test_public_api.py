@@ -24,6 +24,19 @@ PUBLIC_NAMES = [
     "diagnose",
     "profile_scenario",
     "profile_target",
+    "BatchSettings",
+    "EnergySession",
+    "Executor",
+    "GpuEnergyMeter",
+    "LocalExecutor",
+    "ModelsConfig",
+    "Mutator",
+    "ResultsDB",
+    "SessionOptions",
+    "load_models_config",
+    "load_settings",
+    "pareto_front",
+    "plan_jobs",
 ]
 
 

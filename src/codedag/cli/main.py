@@ -22,6 +22,8 @@ SUBCOMMANDS: tuple[str, ...] = (
     "experiment",
     "env",
     "profile",
+    "mutate",
+    "results",
 )
 
 log = logging.getLogger("codedag.cli")
