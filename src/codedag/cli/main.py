@@ -24,6 +24,9 @@ SUBCOMMANDS: tuple[str, ...] = (
     "plan",
     "experiment",
     "env",
+    "profile",
+    "mutate",
+    "results",
 )
 
 log = logging.getLogger("codedag.cli")
