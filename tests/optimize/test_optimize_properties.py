@@ -32,7 +32,7 @@ def random_dags(draw: st.DrawFn) -> ExecutionDAG:
             dag.add_value(name="ndarray", nbytes=draw(st.integers(min_value=0, max_value=1 << 20)))
             kinds.append("value")
     for a, b in itertools.combinations(range(n), 2):
-        if not draw(st.integers(min_value=0, max_value=5)) == 0:
+        if draw(st.integers(min_value=0, max_value=5)) != 0:
             continue
         pair = (kinds[a], kinds[b])
         kind = {("call", "call"): "calls", ("call", "value"): "produces"}.get(pair, "uses")
