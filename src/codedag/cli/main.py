@@ -27,6 +27,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "profile",
     "mutate",
     "results",
+    "report",
 )
 
 log = logging.getLogger("codedag.cli")
