@@ -61,4 +61,24 @@ def collect_environment(resources: dict[str, Any] | None = None) -> dict[str, An
     env.update(_torch_facts())
     if resources:
         env.update(resources)
+    if "cpu_capacity_cpus" not in env:  # no probe description: read the limits directly
+        env.update(_limits())
     return env
+
+
+def _limits() -> dict[str, Any]:
+    """CPU quota and memory limit of this process's cgroup (cheap file reads; never raises)."""
+    try:
+        from codedag.monitor.devices.cgroup import CgroupReader, usable_cpu_count
+
+        reader = CgroupReader()
+        cpu, memory = reader.cpu_limit(), reader.memory_limit()
+        return {
+            "cpu_capacity_cpus": float(cpu.cpus or usable_cpu_count()),
+            "cpu_limit_cpus": cpu.cpus,
+            "cpu_limit_source": cpu.source,
+            "memory_limit_mb": memory.limit_bytes / 2**20 if memory.limit_bytes else None,
+            "cgroup_version": reader.version,
+        }
+    except Exception as error:  # pragma: no cover - unreadable /proc
+        return {"cpu_limit_error": str(error)}

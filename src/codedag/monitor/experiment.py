@@ -242,7 +242,7 @@ class ExperimentMonitor:
         )
         self._modes[name] = current
         self._current = current
-        if not self.environment:
+        if not self.environment or (describe and "cpu_source" not in self.environment):
             self.environment = collect_environment(describe)
         self._install_exit_hook()
         self.flush()
@@ -340,6 +340,11 @@ class ExperimentMonitor:
         with self._current.timer.paused():
             yield
 
+    def reset_data_wait(self) -> None:
+        """Count the next batch's data wait from now (e.g. at an epoch start, after validation)."""
+        if self._current is not None:
+            self._current.timer.resume()
+
     def track(
         self, iterable: Iterable[T], n_samples: Callable[[T], int] | None = None
     ) -> Iterator[T]:
@@ -360,7 +365,7 @@ class ExperimentMonitor:
         finally:
             if open_batch and self._current is not None:
                 # the consumer broke out or raised in the body: that batch is not complete
-                self._current.timer._batch_start = None
+                self._current.timer.cancel_batch()
 
     # ---------------------------------------------------------------- metrics
     def log_loss(self, epoch: int, batch: int, value: Any) -> None:

@@ -40,7 +40,7 @@ from codedag.monitor.stats import Downsampler, LogHistogram, RunningStats
 log = logging.getLogger(__name__)
 
 CUDA_TIMING_MODES = ("auto", "sync", "events", "none")
-BATCH_CSV_HEADER = "batch,time_s,batch_time_s,data_wait_s"
+BATCH_CSV_HEADER = "batch,time_s,batch_time_s,data_wait_s,samples"
 
 
 class TimingEvent(Protocol):
@@ -81,7 +81,7 @@ class Timer:
     Args:
         cuda_timing: ``"auto"``, ``"sync"``, ``"events"`` or ``"none"``.
         clock: host clock in seconds (injectable for tests).
-        spill: CSV sink for every batch row (``batch,time_s,batch_time_s,data_wait_s``).
+        spill: CSV sink for every batch row (``batch,time_s,batch_time_s,data_wait_s,samples``).
         downsample_capacity: most points kept in memory for plots.
         sync_fn: device synchronize used by ``"sync"`` (default ``torch.cuda.synchronize``).
         event_factory: makes timing events for ``"events"`` (default CUDA events).
@@ -211,8 +211,26 @@ class Timer:
         try:
             yield
         finally:
-            self._last_end = self._clock()
-            self._prev_end_ev = None
+            self.resume()
+
+    def resume(self) -> None:
+        """Count the next batch's data wait from now (after validation, an epoch boundary...)."""
+        self._last_end = self._clock()
+        self._prev_end_ev = None
+
+    def cancel_batch(self) -> None:
+        """Forget the open batch (the loop body raised or broke out): it is not recorded."""
+        self._batch_start = None
+        self._start_ev = None
+
+    def add(
+        self, batch_time_s: float, data_wait_s: float, *, time_s: float, n_samples: int = 0
+    ) -> None:
+        """Record a batch measured elsewhere (replays): ``time_s`` is its end since ``start()``."""
+        idx = self._next_idx
+        self._next_idx += 1
+        start = self._start if self._start is not None else 0.0
+        self._record(idx, start + time_s, batch_time_s, data_wait_s, n_samples)
 
     def drain(self, wait: bool = False) -> None:
         """Record the batches whose CUDA events finished; with ``wait``, wait for all of them."""
@@ -237,7 +255,7 @@ class Timer:
         self.series.add(idx, batch_s, wait_s)
         self.samples += n_samples
         t_rel = now - self._start if self._start is not None else now
-        self._spill.write(f"{idx},{t_rel:.6f},{batch_s:.9g},{wait_s:.9g}")
+        self._spill.write(f"{idx},{t_rel:.6f},{batch_s:.9g},{wait_s:.9g},{n_samples}")
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

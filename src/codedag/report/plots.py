@@ -39,8 +39,9 @@ def _figure(rows: int = 1, cols: int = 1, height: float = 4.0) -> tuple[Any, Any
 
 
 def _save(fig: Any, path: Path) -> Path:
-    from codedag.util.io import atomic_write_bytes
     import io
+
+    from codedag.util.io import atomic_write_bytes
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png")

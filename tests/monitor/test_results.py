@@ -1,0 +1,131 @@
+"""The results JSON: the seed's keys, schema_version, environment, data wait; old files load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from monitor_helpers import record_run
+
+from codedag.errors import SchemaError
+from codedag.monitor.results import SCHEMA_VERSION, load_results, upgrade_results
+
+# The seed's §6.1 structure, key for key.
+SEED_TOP = {"experiment_name", "timestamp", "datetime", "modes"}
+SEED_MODE = {"config", "batch_times", "resource_usage", "metrics", "summary"}
+SEED_USAGE = {"cpu_usage", "memory_usage", "gpu_usage", "gpu_memory"}
+SEED_SUMMARY = {"total_time", "batch_time", "loss", "accuracy"}
+
+
+def test_saved_json_has_every_seed_key_and_the_additions(two_mode_results: Path) -> None:
+    data = json.loads(two_mode_results.read_text())
+    assert set(data) >= SEED_TOP
+    assert isinstance(data["timestamp"], int) and isinstance(data["datetime"], str)
+    assert data["schema_version"] == SCHEMA_VERSION
+    env = data["environment"]
+    for key in ("host", "python", "torch", "cuda", "gpus", "cpu_capacity_cpus"):
+        assert key in env
+    assert list(data["modes"]) == ["baseline", "optimization"]
+    for mode in data["modes"].values():
+        assert set(mode) >= SEED_MODE
+        assert mode["config"] == {"epochs": 2, "batch_size": 8}
+        assert mode["status"] == "completed"
+        # [[global_batch_idx, seconds]]
+        assert [p[0] for p in mode["batch_times"]] == list(range(12))
+        assert all(len(p) == 2 and p[1] > 0 for p in mode["batch_times"])
+        usage = mode["resource_usage"]
+        assert set(usage) >= SEED_USAGE
+        assert usage["cpu_usage"] and all(len(p) == 2 for p in usage["cpu_usage"])
+        assert set(usage["gpu_usage"]) == {"0", "1"} and set(usage["gpu_memory"]) == {"0", "1"}
+        assert usage["gpu_memory"]["1"][0][1] == 4096.0
+        losses, accs = mode["metrics"]["losses"], mode["metrics"]["accuracies"]
+        assert [p[:2] for p in losses[:7]] == [[0, b] for b in range(6)] + [[1, 0]]
+        assert len(accs) == 12 and accs[0] == [0, 0, 0.5]
+        summary = mode["summary"]
+        assert set(summary) >= SEED_SUMMARY
+        assert {"mean", "std", "min", "max"} <= set(summary["batch_time"])
+        assert summary["total_time"] >= summary["step_time"]["total"] > 0
+        assert {"initial", "final", "min", "max"} <= set(summary["loss"])
+        assert summary["loss"]["initial"] == losses[0][2]
+        assert summary["accuracy"]["best"] == pytest.approx(0.5 + 0.04 * 11)
+        wait = summary["data_wait"]
+        assert {"mean", "p50", "p95", "total", "share_pct"} <= set(wait)
+        assert 0.0 <= wait["share_pct"] <= 100.0
+        assert summary["throughput"]["samples_per_s"] > 0
+    assert load_results(two_mode_results)["modes"]["baseline"]["summary"]["num_batches"] == 12
+
+
+def test_seed_format_file_without_schema_version_loads_with_defaults(tmp_path: Path) -> None:
+    old = {
+        "experiment_name": "BirdCLEF_2023",
+        "timestamp": 1705312200,
+        "datetime": "2024-01-15T10:30:00",
+        "modes": {
+            "baseline": {
+                "config": {"epochs": 2, "batch_size": 32},
+                "batch_times": [[0, 0.15], [1, 0.14], [2, 0.16]],
+                "resource_usage": {
+                    "cpu_usage": [[1705312200, 45.2]],
+                    "gpu_usage": {"0": [[1705312200, 78.5]]},
+                    "gpu_memory": {"0": [[1705312200, 2048]]},
+                },
+                "metrics": {"losses": [[0, 0, 2.5], [0, 1, 2.3]], "accuracies": [[0, 0, 0.65]]},
+                "summary": {
+                    "total_time": 120.5,
+                    "batch_time": {"mean": 0.145, "std": 0.02, "min": 0.12, "max": 0.18},
+                },
+            }
+        },
+    }
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    data = load_results(path)
+    mode = data["modes"]["baseline"]
+    assert data["schema_version"] == SCHEMA_VERSION and data["environment"] == {}
+    assert mode["status"] == "completed" and mode["resource_usage"]["memory_usage"] == []
+    summary = mode["summary"]
+    assert summary["total_time"] == 120.5
+    assert summary["batch_time"]["mean"] == 0.145  # the writer's figure is kept
+    assert summary["batch_time"]["p95"] == 0.16  # the missing quantile is computed
+    assert summary["data_wait"] is None  # not measured by the old writer: unknown, not zero
+    assert summary["loss"] == {"initial": 2.5, "final": 2.3, "min": 2.3, "max": 2.5}
+    assert summary["accuracy"]["best"] == 0.65
+    assert upgrade_results(old)["modes"]["baseline"]["metrics"]["accuracies"] == [[0, 0, 0.65]]
+
+
+def test_newer_and_malformed_files_are_refused_with_the_reason(tmp_path: Path) -> None:
+    path = record_run(tmp_path / "run", batches=2)
+    data = json.loads(path.read_text())
+    data["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(SchemaError, match="newer"):
+        load_results(data)
+    data["schema_version"] = SCHEMA_VERSION
+    data["modes"]["baseline"]["batch_times"] = [[0]]
+    with pytest.raises(SchemaError, match="batch_times"):
+        load_results(data)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(SchemaError, match="expected a JSON results file"):
+        load_results(bad)
+    with pytest.raises(SchemaError, match="no such file"):
+        load_results(tmp_path / "missing.json")
+
+
+def test_running_mode_is_flushed_with_status_running(tmp_path: Path) -> None:
+    from monitor_helpers import CountingProbe
+
+    from codedag.monitor.experiment import ExperimentMonitor
+
+    monitor = ExperimentMonitor("live", run_dir=tmp_path, probe_factory=CountingProbe)
+    monitor.start_mode("baseline", resource_interval=None)
+    for _ in range(3):
+        monitor.start_batch()
+        monitor.end_batch()
+    monitor.flush()
+    live = load_results(monitor.results_path)
+    assert live["modes"]["baseline"]["status"] == "running"
+    assert live["modes"]["baseline"]["summary"]["num_batches"] == 3
+    assert live["environment"]["cpu_capacity_cpus"] > 0  # limits known without a probe
+    monitor.stop_mode()
+    assert load_results(monitor.results_path)["modes"]["baseline"]["status"] == "completed"
