@@ -100,12 +100,15 @@ def _plot_resource(
         t0 = mode.get("started_at")
         for style, (key, label) in zip(("-", "--", ":", "-."), keys):
             for device, points in _resource_series(mode, key).items():
-                origin = t0 if isinstance(t0, int | float) else points[0][0]
+                # samples of another clock (a replay, a foreign file) start at their first point
+                aligned = isinstance(t0, int | float) and abs(points[0][0] - t0) < 3600.0
+                origin = t0 if aligned else points[0][0]
                 xs = [p[0] - origin for p in points]
                 ys = [p[1] for p in points]
                 parts = [name, device, label]
-                ax.plot(xs, ys, style, color=_COLORS[i % len(_COLORS)], lw=1.2,
-                        label=": ".join(p for p in parts if p))  # fmt: skip
+                marker = "o" if len(points) < 30 else None  # a lone sample stays visible
+                ax.plot(xs, ys, style, color=_COLORS[i % len(_COLORS)], lw=1.2, marker=marker,
+                        ms=3, label=": ".join(p for p in parts if p))  # fmt: skip
                 drawn = True
     ax.set_title(title)
     if not drawn:
@@ -152,7 +155,7 @@ def _plot_summary(fig: Any, axes: Any, results: dict[str, Any]) -> None:
     ax_time.bar(names, wait, color="0.75", label="data wait")
     ax_time.bar(names, batch, bottom=wait, color=colors, label="batch (compute)")
     for x, (w, b) in enumerate(zip(wait, batch)):
-        ax_time.annotate(f"{w + b:.1f}", (x, w + b), ha="center", va="bottom", fontsize="small")
+        ax_time.annotate(f"{w + b:.3g}", (x, w + b), ha="center", va="bottom", fontsize="small")
     ax_time.set_title("mean step time")
     ax_time.set_ylabel("ms per step")
     ax_time.legend(loc="best", fontsize="small")
