@@ -56,6 +56,14 @@ PUBLIC_NAMES = [
     "load_settings",
     "pareto_front",
     "plan_jobs",
+    "ExperimentMonitor",
+    "Timer",
+    "ResourceMonitor",
+    "MetricsLogger",
+    "MonitorCallback",
+    "ReplayMonitor",
+    "load_run",
+    "load_results",
 ]
 
 
