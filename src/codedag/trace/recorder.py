@@ -13,6 +13,7 @@ value.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import sys
@@ -100,6 +101,7 @@ class Session:
         self.stack: list[list[Any]] = []
         self.live: dict[int, tuple[Any, int, int]] = {}
         self.error: str | None = None
+        self.broken = False
         self.started_tracemalloc = False
         self.t_start_ns = 0
         self.t_stop_ns = 0
@@ -383,32 +385,44 @@ class Session:
                     if nskip > 255:  # small ints are cached: no allocation
                         nskip, nhi = 0, nhi + 1
             except Exception as error:  # never let the hook raise: Python would drop it
-                session.error = f"{type(error).__name__}: {error}"
-                sys.setprofile(None)
-                log.exception("tracer hook failed; tracing stopped early")
+                fail(error)
+
+        def fail(error: Exception) -> None:
+            session.error = f"{type(error).__name__}: {error}"
+            session.broken = True
+            sys.setprofile(None)
+            log.error("tracer failed (%s); tracing stopped early", session.error, exc_info=error)
 
         def call_wrapped(
             name: str, lib: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
-            if stack and (stack[-1][LIB] == lib or len(stack) >= max_depth):
+            if session.broken or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth)):
                 return fn(*args, **kwargs)
-            h0 = perf()
-            m0 = get_mem()[0] if track_memory else 0
-            args_out: list[Any] = []
-            found: list[int] = []
-            for i, value in enumerate(args):
-                scan_arg(i, value, args_out, found)
-            for key, value in kwargs.items():
-                scan_arg(key, value, args_out, found)
-            caller = sys._getframe(2)
-            site = (caller.f_code, caller.f_lasti)
-            rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)
+            try:
+                h0 = perf()
+                m0 = get_mem()[0] if track_memory else 0
+                args_out: list[Any] = []
+                found: list[int] = []
+                for i, value in enumerate(args):
+                    scan_arg(i, value, args_out, found)
+                for key, value in kwargs.items():
+                    scan_arg(key, value, args_out, found)
+                caller = sys._getframe(2)
+                site = (caller.f_code, caller.f_lasti)
+                rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)
+            except Exception as error:  # a tracer bug must never break the traced code
+                fail(error)
+                return fn(*args, **kwargs)
             try:
                 result = fn(*args, **kwargs)
             except BaseException:
-                leave(perf(), rec, None, False)
+                with contextlib.suppress(Exception):
+                    leave(perf(), rec, None, False)
                 raise
-            leave(perf(), rec, result, True)
+            try:
+                leave(perf(), rec, result, True)
+            except Exception as error:
+                fail(error)
             return result
 
         def counters() -> tuple[int, int, int]:
