@@ -17,7 +17,12 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("doctor", "trace", "experiment", "env")
+SUBCOMMANDS: tuple[str, ...] = (
+    "doctor",
+    "trace",
+    "experiment",
+    "env",
+)
 
 log = logging.getLogger("codedag.cli")
 
