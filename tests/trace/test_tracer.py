@@ -180,3 +180,29 @@ def test_no_memory_mode_and_other_threads() -> None:
     assert results and [n.name for n in tracer.dag.calls()] == ["trace_pipelines.helper"]
     assert all(n.mem_bytes == 0 for n in tracer.dag.calls())
     assert tracer.dag.metadata["tracer"]["track_memory"] is False
+
+
+def test_memory_per_call_and_with_tracemalloc_already_running() -> None:
+    import tracemalloc
+
+    img = np.zeros((64, 64, 3), np.uint8)
+    for already_tracing in (False, True):
+        if already_tracing:
+            tracemalloc.start()
+        try:
+            tracer = EnhancedTracer()
+            with tracer.tracing_context():
+                pipelines.chain(img)
+            assert tracemalloc.is_tracing() is already_tracing  # the user's session is kept
+        finally:
+            if already_tracing:
+                tracemalloc.stop()
+        dag = tracer.dag
+        mode = dag.metadata["tracer"]["memory_mode"]
+        assert mode == ("window" if already_tracing else "per_call")
+        (root,) = calls_named(dag, "trace_pipelines.chain")
+        (resize,) = calls_named(dag, "cv2.resize")
+        (norm,) = calls_named(dag, "cv2.normalize")
+        assert resize.mem_bytes >= 32 * 32 * 3
+        assert norm.mem_bytes >= 32 * 32 * 3 * 4  # float32 output
+        assert root.mem_bytes >= norm.mem_bytes

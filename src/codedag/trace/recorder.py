@@ -57,6 +57,17 @@ log = logging.getLogger(__name__)
     _SPARE,
 ) = range(23)
 KIND_PY, KIND_WRAPPED, KIND_C = 0, 1, 2
+# Memory measurement modes (Session.memory_mode):
+# - per_call (tracemalloc not running when the window opens): a tracemalloc session of its own
+#   (start/stop cost ~0.3 us) around each recorded C-level call (wrapped library functions and
+#   recorded C functions) gives its peak and retained bytes; nothing is traced in between, so
+#   Python code runs at full speed. A Python call reports the peak implied by its callees: the
+#   running sum of the bytes they retained plus the largest callee peak on top of it (frees
+#   between callees and Python-level allocations are not seen).
+# - window (tracemalloc already running, e.g. started by the user): every call reads
+#   get_traced_memory()/reset_peak() and the peak is carried up the stack; the tracer's own
+#   allocations are measured and subtracted. Much slower: every allocation is traced.
+MEMORY_OFF, MEMORY_PER_CALL, MEMORY_WINDOW = "off", "per_call", "window"
 # Argument payload kinds in ARGS entries ``(label, payload_kind, payload)``.
 ARG_VALUE, ARG_SCALAR, ARG_TYPE, ARG_CONTAINER = 0, 1, 2, 3
 
@@ -91,6 +102,12 @@ class Session:
         self.filter = function_filter
         self.max_depth = max_depth
         self.track_memory = track_memory
+        if not track_memory:
+            self.memory_mode = MEMORY_OFF
+        elif tracemalloc.is_tracing():
+            self.memory_mode = MEMORY_WINDOW
+        else:
+            self.memory_mode = MEMORY_PER_CALL
         self.data_types = data_types
         self.user_codes = user_codes
         self.thread = threading.get_ident()
@@ -102,7 +119,6 @@ class Session:
         self.live: dict[int, tuple[Any, int, int]] = {}
         self.error: str | None = None
         self.broken = False
-        self.started_tracemalloc = False
         self.t_start_ns = 0
         self.t_stop_ns = 0
         # Hundreds of thousands of records make every full GC pass slower (traced code slows
@@ -150,8 +166,10 @@ class Session:
         data_cache = self.data_types._cache
         perf = time.perf_counter_ns
         max_depth = self.max_depth
-        track_memory = self.track_memory
+        track_memory = self.memory_mode == MEMORY_WINDOW  # the whole-window measurement
+        per_call = self.memory_mode == MEMORY_PER_CALL
         get_mem, reset_peak = tracemalloc.get_traced_memory, tracemalloc.reset_peak
+        tm_start, tm_stop, tm_tracing = tracemalloc.start, tracemalloc.stop, tracemalloc.is_tracing
         module_type = types.ModuleType
         keyed_ref = weakref.KeyedRef
         weakrefable: dict[type, bool] = {}
@@ -246,8 +264,10 @@ class Session:
             seq += 1
             ncalls += 1
             parent = stack[-1][SEQ] if stack else -1
-            rec = [cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0]
-            rec += [ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0]
+            rec = [
+                cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0,
+                ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0,
+            ]  # fmt: skip
             calls.append(rec)
             if not ncalls & 0xFFF and freeze_gc:
                 gc_freeze()  # keep the growing records out of every GC pass (see start())
@@ -264,6 +284,12 @@ class Session:
                         top[PEAK] = peak
                 rec[CUR0] = rec[PEAK] = cur
             stack.append(rec)
+            if per_call and kind != KIND_PY:
+                if tm_tracing():  # nested in another C call's session: net growth only
+                    rec[CUR0] = get_mem()[0]
+                else:
+                    rec[CUR0] = -1
+                    tm_start(1)
             t0 = perf()
             ovh += t0 - h0
             rec[T0] = t0
@@ -272,6 +298,15 @@ class Session:
 
         def leave(t1: int, rec: list[Any], result: Any, returned: bool) -> None:
             nonlocal ovh, own_bytes
+            if per_call:
+                if rec[KIND] == KIND_PY:  # implied by the callees (see memory_mode)
+                    mem, net = rec[PEAK], rec[OWN0]
+                elif rec[CUR0] == -1:
+                    net, mem = get_mem()
+                    tm_stop()
+                else:
+                    net = mem = max(0, get_mem()[0] - rec[CUR0])
+                rec[MEM] = mem
             m0 = get_mem()[0] if track_memory else 0
             rec[T1] = t1
             rec[OV1] = ovh
@@ -288,6 +323,11 @@ class Session:
                 rec[MEM] = max(0, peak - rec[CUR0] - (own_bytes - rec[OWN0]))
                 if stack and peak > stack[-1][PEAK]:
                     stack[-1][PEAK] = peak
+            elif per_call and stack:
+                parent = stack[-1]
+                if parent[OWN0] + mem > parent[PEAK]:
+                    parent[PEAK] = parent[OWN0] + mem
+                parent[OWN0] += net
             if returned and result is not None:
                 cls = type(result)
                 if is_data(cls) or (
@@ -334,9 +374,11 @@ class Session:
                     m0 = get_mem()[0] if track_memory else 0
                     args_out: list[Any] = []
                     found: list[int] = []
-                    local = frame.f_locals
-                    for pname in info[2]:
-                        scan_arg(pname, local.get(pname), args_out, found)
+                    params = info[2]
+                    if params:
+                        local = frame.f_locals
+                        for pname in params:
+                            scan_arg(pname, local.get(pname), args_out, found)
                     back = frame.f_back
                     site = (back.f_code, back.f_lasti) if back is not None else None
                     enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
@@ -441,9 +483,6 @@ class Session:
     def start(self) -> None:
         """Make this the active session and install the profile hook on this thread."""
         global _active
-        if self.track_memory and not tracemalloc.is_tracing():
-            tracemalloc.start(1)
-            self.started_tracemalloc = True
         with _active_lock:
             self._previous_active = _active
             _active = self
@@ -459,10 +498,10 @@ class Session:
         with _active_lock:
             _active = self._previous_active
         self.close_open(self.t_stop_ns)
+        if self.broken and self.memory_mode == MEMORY_PER_CALL and tracemalloc.is_tracing():
+            tracemalloc.stop()  # a failure may have left a per-call session open
         if self.freeze_gc:
             gc.unfreeze()
-        if self.started_tracemalloc:
-            tracemalloc.stop()
         self.live.clear()
 
 
