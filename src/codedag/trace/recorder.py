@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import sys
 import threading
 import time
@@ -483,6 +484,7 @@ class Session:
     def start(self) -> None:
         """Make this the active session and install the profile hook on this thread."""
         global _active
+        _register_fork_handler()
         with _active_lock:
             self._previous_active = _active
             _active = self
@@ -503,6 +505,24 @@ class Session:
         if self.freeze_gc:
             gc.unfreeze()
         self.live.clear()
+
+
+_fork_handler_registered = False
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker) inherits the hook of the forking thread: drop it."""
+    global _active
+    if _active is not None:
+        _active = None
+        sys.setprofile(None)
+
+
+def _register_fork_handler() -> None:
+    global _fork_handler_registered
+    if not _fork_handler_registered and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_handler_registered = True
 
 
 def _items(obj: Any, limit: int) -> list[Any]:
