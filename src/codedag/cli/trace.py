@@ -88,8 +88,9 @@ def _print_tables(summary: dict[str, Any], written: list[Path]) -> None:
         f"[bold]{s['calls']}[/] calls, [bold]{s['values']}[/] values, [bold]{s['edges']}[/] edges"
     )
     table = Table(title="Calls by self time")
-    for col in ("function", "count", "total ms", "self ms", "max mem"):
-        table.add_column(col, justify="left" if col == "function" else "right")
+    table.add_column("function", overflow="fold")
+    for col in ("count", "total ms", "self ms", "max mem"):
+        table.add_column(col, justify="right", no_wrap=True)
     for row in summary["calls"]:
         table.add_row(
             row["name"],

@@ -351,13 +351,15 @@ class Session:
             ovh += perf() - t1
 
         def profile(frame: types.FrameType, event: str, arg: Any) -> None:
-            nonlocal nskip, nhi
+            nonlocal nskip, nhi, ovh
             try:
                 if event == "call":
                     code = frame.f_code
                     info = code_cache.get(code, False)
-                    if info is False:
+                    if info is False:  # first sight: classification time is tracer time
+                        c0 = perf()
                         info = classify_code(code, frame)
+                        ovh += perf() - c0
                     if info is None:
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
@@ -399,14 +401,18 @@ class Session:
                     if owner is None or type(owner) is module_type:
                         info = c_cache.get(arg, False)
                         if info is False:
+                            c0 = perf()
                             info = c_cache[arg] = classify_c(arg)
+                            ovh += perf() - c0
                     else:
                         per_type = bound_cache.get(type(owner))
                         if per_type is None:
                             per_type = bound_cache[type(owner)] = {}
                         info = per_type.get(arg.__name__, False)
                         if info is False:
+                            c0 = perf()
                             info = per_type[arg.__name__] = classify_c(arg)
+                            ovh += perf() - c0
                     if info is None:
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
