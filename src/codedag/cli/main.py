@@ -22,6 +22,9 @@ SUBCOMMANDS: tuple[str, ...] = (
     "trace",
     "experiment",
     "env",
+    "profile",
+    "mutate",
+    "results",
 )
 
 log = logging.getLogger("codedag.cli")
