@@ -38,6 +38,15 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format", default="json,dot,svg", help="comma-separated: json,dot,svg (default all)"
     )
+    p.add_argument(
+        "--include",
+        default="",
+        metavar="PREFIXES",
+        help="comma-separated module prefixes recorded as user code (e.g. your installed package)",
+    )
+    p.add_argument(
+        "--exclude", default="", metavar="PREFIXES", help="comma-separated module prefixes to skip"
+    )
     p.add_argument("--max-nodes", type=int, default=1500, help="nodes drawn in DOT/SVG")
     p.add_argument("--top", type=int, default=15, help="rows in the summary tables")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -126,7 +135,13 @@ def run(args: argparse.Namespace) -> int:
     formats = _formats(args.format)
     if args.max_depth < 1:
         raise UsageError(f"--max-depth must be >= 1, got {args.max_depth}")
-    tracer = EnhancedTracer(max_depth=args.max_depth, track_memory=not args.no_memory)
+    filter_config = {
+        "include": [m.strip() for m in args.include.split(",") if m.strip()],
+        "exclude": [m.strip() for m in args.exclude.split(",") if m.strip()],
+    }
+    tracer = EnhancedTracer(
+        max_depth=args.max_depth, track_memory=not args.no_memory, filter_config=filter_config
+    )
     out: Path = args.out
     failure: TraceError | None = None
     if args.dataloader:
