@@ -123,7 +123,7 @@ class Session:
         self.t_start_ns = 0
         self.t_stop_ns = 0
         # Hundreds of thousands of records make every full GC pass slower (traced code slows
-        # down quadratically). The records are moved to the permanent generation every 4096
+        # down quadratically). The records are moved to the permanent generation every 64
         # calls with gc.freeze() and back with gc.unfreeze() at the end of the window, unless
         # the process already uses gc.freeze() itself.
         self.freeze_gc = gc.get_freeze_count() == 0
@@ -270,7 +270,7 @@ class Session:
                 ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0,
             ]  # fmt: skip
             calls.append(rec)
-            if not ncalls & 0xFFF and freeze_gc:
+            if not ncalls & 0x3F and freeze_gc:
                 gc_freeze()  # keep the growing records out of every GC pass (see start())
             for vseq in found:
                 uses.append((vseq, cseq))
@@ -381,7 +381,11 @@ class Session:
                     if params:
                         local = frame.f_locals
                         for pname in params:
-                            scan_arg(pname, local.get(pname), args_out, found)
+                            value = local.get(pname)
+                            if type(value) in scalars:  # the common case, inlined
+                                args_out.append((pname, ARG_SCALAR, value))
+                            else:
+                                scan_arg(pname, value, args_out, found)
                     back = frame.f_back
                     site = (back.f_code, back.f_lasti) if back is not None else None
                     enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
