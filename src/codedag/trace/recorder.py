@@ -178,6 +178,7 @@ class Session:
         max_scan = MAX_CONTAINER_SCAN
         session = self
         gc_freeze = gc.freeze
+        get_profile, set_profile = sys.getprofile, sys.setprofile
         freeze_gc = self.freeze_gc
 
         seq = 0
@@ -451,8 +452,13 @@ class Session:
         ) -> Any:
             if session.broken or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth)):
                 return fn(*args, **kwargs)
+            # The bookkeeping below runs outside the profile callback, so the interpreter would
+            # report every helper call to the hook: switch the hook off around it.
+            own = get_profile() is profile
             try:
                 h0 = perf()
+                if own:
+                    set_profile(None)
                 m0 = get_mem()[0] if track_memory else 0
                 args_out: list[Any] = []
                 found: list[int] = []
@@ -466,16 +472,28 @@ class Session:
             except Exception as error:  # a tracer bug must never break the traced code
                 fail(error)
                 return fn(*args, **kwargs)
+            if own:
+                set_profile(profile)
             try:
                 result = fn(*args, **kwargs)
             except BaseException:
+                t1 = perf()
+                if own:
+                    set_profile(None)
                 with contextlib.suppress(Exception):
-                    leave(perf(), rec, None, False)
+                    leave(t1, rec, None, False)
+                if own and not session.broken:
+                    set_profile(profile)
                 raise
+            t1 = perf()
+            if own:
+                set_profile(None)
             try:
-                leave(perf(), rec, result, True)
+                leave(t1, rec, result, True)
             except Exception as error:
                 fail(error)
+            if own and not session.broken:
+                set_profile(profile)
             return result
 
         def counters() -> tuple[int, int, int]:
