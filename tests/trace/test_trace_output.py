@@ -127,3 +127,11 @@ def test_seed_builder_api_versions_values() -> None:
     assert [dag.nodes[v].version for v in (v0, v1)] == [0, 1]
     assert dag.nodes[v1].performance["memory_bytes"] == 0
     dag.self_check()
+
+
+def test_dot_colors_user_library_and_c_calls(chain_dag) -> None:
+    text = dot_module.to_dot(chain_dag.dag)
+    root_line = next(line for line in text.splitlines() if '"trace_pipelines.chain' in line)
+    assert dot_module.CALL_COLORS["user"] in root_line
+    resize_line = next(line for line in text.splitlines() if '"cv2.resize' in line)
+    assert dot_module.CALL_COLORS["builtin"] in resize_line
