@@ -160,6 +160,56 @@ def compare(name: str, fn: Callable[[], Any], repeats: int) -> None:
         )
 
 
+def tiny_resize_loop(n: int, img: np.ndarray) -> None:
+    for _ in range(n):
+        cv2.resize(img, (2, 2))
+
+
+def per_call_costs() -> None:
+    """CPU time (process_time, best of 5) per recorded call and per window: less load-sensitive."""
+
+    def cpu(fn: Callable[[], Any]) -> float:
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.process_time()
+            fn()
+            best = min(best, time.process_time() - t0)
+        return best
+
+    img = np.zeros((4, 4, 3), np.uint8)
+    n = 5000
+    base = cpu(lambda: tiny_resize_loop(n, img))
+    print("\nCPU time per recorded call (process_time, best of 5):")
+    for memory in (False, True):
+        tracer = EnhancedTracer(track_memory=memory)
+        with tracer.wrappers_kept():
+
+            def run(tracer: EnhancedTracer = tracer) -> None:
+                tracer.start()
+                tiny_resize_loop(n, img)
+                tracer._session.stop()  # window only: the DAG build is measured separately
+                tracer._session = None
+                tracer._patcher = None
+
+            t = cpu(run)
+        print(
+            f"  wrapped cv2.resize on a 4x4 image, track_memory={memory}: "
+            f"{(t - base) / n * 1e6:.1f} us tracer cost per call ({base / n * 1e6:.1f} us untraced)"
+        )
+    base = cpu(lambda: python_pipeline(20_000))
+    tracer = EnhancedTracer(track_memory=False)
+    t = cpu(lambda: tracer.trace(python_pipeline, 20_000))
+    print(f"  pure-Python call, window and DAG build included: {(t - base) / 80_000 * 1e6:.2f} us")
+    tracer = EnhancedTracer(track_memory=False)
+    t = cpu(lambda: tracer.trace(lambda: None))
+    print(
+        f"  fixed cost of a window (wrappers installed and removed, empty body): {t * 1e3:.1f} ms"
+    )
+    with tracer.wrappers_kept():
+        t = cpu(lambda: tracer.trace(lambda: None))
+    print(f"  fixed cost of a window inside wrappers_kept(): {t * 1e3:.2f} ms")
+
+
 def memory_per_nodes() -> None:
     gc.collect()
     tracemalloc.start()
@@ -242,6 +292,7 @@ def main() -> None:
     images = make_images()
     compare("a: cv2 pipeline, 64 images 512x512", lambda: cv2_pipeline(images), 2 * args.repeats)
     compare("b: pure-Python pipeline, 200k calls", python_pipeline, args.repeats)
+    per_call_costs()
     memory_per_nodes()
     print(f"\nsave/load of a {args.dag_nodes}-node DAG:")
     save_load(args.dag_nodes)
