@@ -409,10 +409,11 @@ class Session:
                             c0 = perf()
                             info = c_cache[arg] = classify_c(arg)
                             ovh += perf() - c0
-                    else:
-                        per_type = bound_cache.get(type(owner))
+                    else:  # a bound method: cached per class (the class itself for classmethods)
+                        owner_type = owner if isinstance(owner, type) else type(owner)
+                        per_type = bound_cache.get(owner_type)
                         if per_type is None:
-                            per_type = bound_cache[type(owner)] = {}
+                            per_type = bound_cache[owner_type] = {}
                         info = per_type.get(arg.__name__, False)
                         if info is False:
                             c0 = perf()
