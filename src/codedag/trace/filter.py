@@ -41,6 +41,9 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "debugpy",
     "pydevd",
     "pybind11_builtins",
+    "numba",  # JIT compilation on first call: tens of thousands of compiler calls
+    "llvmlite",
+    "lazy_loader",
 )
 
 # Module prefix -> library key, for modules that are an entry point of their own.

@@ -69,6 +69,9 @@ KIND_PY, KIND_WRAPPED, KIND_C = 0, 1, 2
 #   get_traced_memory()/reset_peak() and the peak is carried up the stack; the tracer's own
 #   allocations are measured and subtracted. Much slower: every allocation is traced.
 MEMORY_OFF, MEMORY_PER_CALL, MEMORY_WINDOW = "off", "per_call", "window"
+# Classification of module bodies (``<module>`` code): an import triggered inside the window.
+# Nothing is recorded until the module body returns; its time is the caller's self time.
+IMPORT = ("<import>", None, ())
 # Argument payload kinds in ARGS entries ``(label, payload_kind, payload)``.
 ARG_VALUE, ARG_SCALAR, ARG_TYPE, ARG_CONTAINER = 0, 1, 2, 3
 
@@ -131,6 +134,9 @@ class Session:
 
     # ------------------------------------------------------------------ classification
     def _classify_code(self, code: types.CodeType, frame: types.FrameType) -> Any:
+        if code.co_name == "<module>" and code not in self.user_codes:
+            self.code_cache[code] = IMPORT  # a module body: an import inside the window
+            return IMPORT
         if code in self.user_codes:
             decision: Decision | None = Decision(
                 f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}", None
@@ -181,6 +187,7 @@ class Session:
         get_profile, set_profile = sys.getprofile, sys.setprofile
         freeze_gc = self.freeze_gc
 
+        importing: list[types.FrameType] = []  # module bodies running: nothing is recorded
         seq = 0
         nskip = 0  # skipped events = nhi * 256 + nskip
         nhi = 0
@@ -361,7 +368,9 @@ class Session:
                         c0 = perf()
                         info = classify_code(code, frame)
                         ovh += perf() - c0
-                    if info is None:
+                    if info is None or importing or info is IMPORT:
+                        if info is IMPORT:
+                            importing.append(frame)
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
                             nskip, nhi = 0, nhi + 1
@@ -391,6 +400,13 @@ class Session:
                     site = (back.f_code, back.f_lasti) if back is not None else None
                     enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
                 elif event == "return":
+                    if importing:
+                        if importing[-1] is frame:
+                            importing.pop()
+                        nskip += 1
+                        if nskip > 255:  # small ints are cached: no allocation
+                            nskip, nhi = 0, nhi + 1
+                        return
                     if stack and stack[-1][FRAME] is frame:
                         leave(perf(), stack[-1], arg, True)
                     else:
@@ -419,7 +435,7 @@ class Session:
                             c0 = perf()
                             info = per_type[arg.__name__] = classify_c(arg)
                             ovh += perf() - c0
-                    if info is None:
+                    if info is None or importing:
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
                             nskip, nhi = 0, nhi + 1
@@ -451,7 +467,11 @@ class Session:
         def call_wrapped(
             name: str, lib: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
-            if session.broken or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth)):
+            if (
+                session.broken
+                or importing
+                or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth))
+            ):
                 return fn(*args, **kwargs)
             # The bookkeeping below runs outside the profile callback, so the interpreter would
             # report every helper call to the hook: switch the hook off around it.
