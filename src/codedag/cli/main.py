@@ -20,6 +20,8 @@ from codedag.errors import CodeDAGError
 SUBCOMMANDS: tuple[str, ...] = (
     "doctor",
     "trace",
+    "optimize",
+    "plan",
     "experiment",
     "env",
     "profile",
