@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
-from codedag.trace.recorder import (
+from codedag.trace.records import (
     ARG_CONTAINER,
     ARG_SCALAR,
     ARG_TYPE,
