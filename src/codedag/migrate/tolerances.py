@@ -68,6 +68,28 @@ TOLERANCES.update(
 TOLERANCES.update({f"numpy.fft.{n}": _FFT for n in ("rfft", "rfft2")})
 
 
+# --- librosa (signals of amplitude <= 1) -------------------------------------------------------
+_FFT32 = "float32 FFT rounding: librosa multiplies frames by a float64 window before its FFT"
+TOLERANCES.update(
+    {
+        "librosa.amplitude_to_db": Tolerance(atol=1e-4, note="float32 log10 ulps, in dB"),
+        "librosa.feature.melspectrogram": Tolerance(atol=1e-5, rtol=1e-5, note=_FFT32),
+        "librosa.feature.mfcc": Tolerance(
+            atol=5e-2,
+            rtol=1e-5,
+            note=_FFT32
+            + "; dB errors of quiet mel bands summed by the DCT: ~1e-4 with norm='ortho', "
+            "scaled by 2*sqrt(n_mels/2) with norm=None and by up to 1+lifter/2 with a lifter",
+        ),
+        "librosa.power_to_db": Tolerance(atol=1e-4, note="float32 log10 ulps, in dB"),
+        "librosa.resample": Tolerance(
+            atol=2e-6, note="float32 filter sums (polyphase) or FFTs in another order than SciPy's"
+        ),
+        "librosa.stft": Tolerance(atol=2e-5, rtol=1e-5, note=_FFT32),
+    }
+)
+
+
 def tolerance_for(name: str) -> Tolerance:
     """Return the tolerance of ``name``; backends without an entry must match exactly."""
     return TOLERANCES.get(name, EXACT)
