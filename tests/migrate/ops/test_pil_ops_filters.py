@@ -62,7 +62,7 @@ def test_solarize_and_expand(device, ims, threshold, border):
 @PROPS
 @given(
     ims=images(),
-    kind=st.sampled_from(["box", "gauss"]),
+    kind=st.sampled_from(["box", "gauss", "unsharp"]),
     radius=st.one_of(
         st.floats(0, 12, allow_nan=False),
         st.tuples(st.floats(0, 6, allow_nan=False), st.floats(0, 6, allow_nan=False)),
@@ -70,6 +70,9 @@ def test_solarize_and_expand(device, ims, threshold, border):
 )
 def test_box_and_gaussian_blur(device, ims, kind, radius):
     flt = ImageFilter.BoxBlur(radius) if kind == "box" else ImageFilter.GaussianBlur(radius)
+    if kind == "unsharp":
+        r = radius if isinstance(radius, float) else radius[0]
+        flt = ImageFilter.UnsharpMask(r, percent=int(r * 40), threshold=int(r) % 4)
     got = BACKENDS["PIL.Image.Image.filter"](from_pil(ims, device), flt)
     _check(got, [im.filter(flt) for im in ims], "PIL.Image.Image.filter")
 
@@ -101,3 +104,27 @@ def test_custom_kernel_and_refusals(device):
         BACKENDS["PIL.ImageOps.invert"](rgba)
     with pytest.raises(UnsupportedOperation):
         BACKENDS["PIL.ImageOps.autocontrast"](from_pil([im], device), cutoff=2)
+
+
+@PROPS
+@given(
+    ims=images(),
+    size=st.tuples(st.integers(1, 48), st.integers(1, 48)),
+    method=st.sampled_from([0, 1, 2, 3]),
+    centering=st.tuples(st.floats(-0.5, 1.5), st.floats(-0.5, 1.5)),
+    bleed=st.sampled_from([0.0, 0.1, 0.3]),
+)
+def test_contain_pad_fit(device, ims, size, method, centering, bleed):
+    batch = from_pil(ims, device)
+    w, h = ims[0].size
+    ratio_ok = min(round(h / w * size[0]), round(w / h * size[1])) > 0
+    if ratio_ok:
+        got = BACKENDS["PIL.ImageOps.contain"](batch, size, method)
+        _check(got, [ImageOps.contain(im, size, method) for im in ims], "PIL.ImageOps.contain")
+        got = BACKENDS["PIL.ImageOps.pad"](batch, size, method, None, centering)
+        expected = [ImageOps.pad(im, size, method, None, centering) for im in ims]
+        _check(got, expected, "PIL.ImageOps.pad")
+    got = BACKENDS["PIL.ImageOps.fit"](batch, size, method, bleed, centering)
+    _check(
+        got, [ImageOps.fit(im, size, method, bleed, centering) for im in ims], "PIL.ImageOps.fit"
+    )

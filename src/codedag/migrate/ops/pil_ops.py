@@ -20,11 +20,13 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.ops.pil import (
     BANDS,
+    BICUBIC,
     FLIP_LEFT_RIGHT,
     FLIP_TOP_BOTTOM,
     PILBatch,
     _batch,
     convert,
+    resize,
     transpose,
 )
 
@@ -146,6 +148,101 @@ def equalize(image: PILBatch, mask: Any = None) -> PILBatch:
     return _apply_lut(img, torch.where(keep, i.expand_as(lut), lut))
 
 
+def _fill_values(fill: Any, mode: str) -> list[int]:
+    bands = BANDS[mode]
+    if fill is None:
+        return [0] * bands
+    if isinstance(fill, int) and (bands == 1 or fill == 0):
+        return [fill] * bands
+    if isinstance(fill, tuple) and len(fill) == bands:
+        return [int(v) for v in fill]
+    raise UnsupportedOperation(f"fill {fill!r} for mode {mode}")
+
+
+def _place(img: PILBatch, size: tuple[int, int], left: int, top: int, fill: Any) -> PILBatch:
+    """``img`` pasted at (left, top) on a new ``size`` canvas of ``fill``."""
+    x = img.bands()
+    n, h, w, c = x.shape
+    color = torch.tensor(_fill_values(fill, img.mode), dtype=torch.uint8, device=x.device)
+    out = color.expand(n, size[1], size[0], c).clone()
+    out[:, top : top + h, left : left + w] = x
+    return img.with_bands(out)
+
+
+def contain(image: PILBatch, size: tuple[int, int], method: int = BICUBIC) -> PILBatch:
+    """``PIL.ImageOps.contain``: the largest resize of the same aspect ratio within ``size``."""
+    img = _batch(image)
+    w, h = img.size
+    size = (int(size[0]), int(size[1]))
+    if min(size) == 0 or h == 0:
+        raise UnsupportedOperation("contain to an empty size is not supported")
+    im_ratio, dest_ratio = w / h, size[0] / size[1]
+    if im_ratio != dest_ratio:
+        if im_ratio > dest_ratio:
+            new_height = round(h / w * size[0])
+            if new_height != size[1]:
+                size = (size[0], new_height)
+        else:
+            new_width = round(w / h * size[1])
+            if new_width != size[0]:
+                size = (new_width, size[1])
+    if min(size) == 0:
+        raise UnsupportedOperation("contain gives an empty image here")
+    return resize(img, size, method)
+
+
+def pad(
+    image: PILBatch,
+    size: tuple[int, int],
+    method: int = BICUBIC,
+    color: Any = None,
+    centering: tuple[float, float] = (0.5, 0.5),
+) -> PILBatch:
+    """``PIL.ImageOps.pad``: ``contain`` then centre on a ``color`` canvas of ``size``."""
+    resized = contain(image, size, method)
+    size = (int(size[0]), int(size[1]))
+    rw, rh = resized.size
+    if (rw, rh) == size:
+        return resized
+    if rw != size[0]:
+        left = round((size[0] - rw) * max(0, min(centering[0], 1)))
+        return _place(resized, size, left, 0, color)
+    top = round((size[1] - rh) * max(0, min(centering[1], 1)))
+    return _place(resized, size, 0, top, color)
+
+
+def fit(
+    image: PILBatch,
+    size: tuple[int, int],
+    method: int = BICUBIC,
+    bleed: float = 0.0,
+    centering: tuple[float, float] = (0.5, 0.5),
+) -> PILBatch:
+    """``PIL.ImageOps.fit``: crop to the aspect ratio of ``size`` (Pillow's box), then resize."""
+    img = _batch(image)
+    if min(size) == 0:
+        raise UnsupportedOperation("fit to an empty size is not supported")
+    cx, cy = centering
+    cx = cx if 0.0 <= cx <= 1.0 else 0.5
+    cy = cy if 0.0 <= cy <= 1.0 else 0.5
+    bleed = bleed if 0.0 <= bleed < 0.5 else 0.0
+    w, h = img.size
+    bleed_px = (bleed * w, bleed * h)
+    live = (w - bleed_px[0] * 2, h - bleed_px[1] * 2)
+    if live[1] == 0:
+        raise UnsupportedOperation("fit of an image without live area")
+    live_ratio, out_ratio = live[0] / live[1], size[0] / size[1]
+    if live_ratio == out_ratio:
+        crop_w, crop_h = live
+    elif live_ratio >= out_ratio:
+        crop_w, crop_h = out_ratio * live[1], live[1]
+    else:
+        crop_w, crop_h = live[0], live[0] / out_ratio
+    left = bleed_px[0] + (live[0] - crop_w) * cx
+    top = bleed_px[1] + (live[1] - crop_h) * cy
+    return resize(img, size, method, box=(left, top, left + crop_w, top + crop_h))
+
+
 def expand(image: PILBatch, border: Any = 0, fill: Any = 0) -> PILBatch:
     """``PIL.ImageOps.expand``: a border of ``fill`` (int, or a tuple per band)."""
     img = _batch(image)
@@ -158,19 +255,8 @@ def expand(image: PILBatch, border: Any = 0, fill: Any = 0) -> PILBatch:
         left = top = right = bottom = border
     else:
         raise UnsupportedOperation(f"border {border!r}; expected an int or a 2/4-tuple")
-    bands = BANDS[img.mode]
-    if isinstance(fill, int) and (bands == 1 or fill == 0):
-        values = [fill] * bands
-    elif isinstance(fill, tuple) and len(fill) == bands:
-        values = list(fill)
-    else:
-        raise UnsupportedOperation(f"fill {fill!r} for mode {img.mode}")
-    x = img.bands()
-    n, h, w, c = x.shape
-    color = torch.tensor(values, dtype=torch.uint8, device=x.device)
-    out = color.expand(n, h + top + bottom, w + left + right, c).clone()
-    out[:, top : top + h, left : left + w] = x
-    return img.with_bands(out)
+    w, h = img.size
+    return _place(img, (w + left + right, h + top + bottom), left, top, fill)
 
 
 # --- ImageFilter ------------------------------------------------------------------------------
@@ -277,6 +363,15 @@ def filter_(self: PILBatch, filter: Any) -> PILBatch:
         if isinstance(filter, ImageFilter.BoxBlur):
             return img.with_bands(_box_blur(x, rx, ry, 1))
         return img.with_bands(_box_blur(x, _gaussian_radius(rx, 3), _gaussian_radius(ry, 3), 3))
+    if isinstance(filter, ImageFilter.UnsharpMask):
+        r = float(np.float32(filter.radius))
+        blurred = _box_blur(x, _gaussian_radius(r, 3), _gaussian_radius(r, 3), 3)
+        src = x.to(torch.int32)
+        diff = src - blurred.to(torch.int32)
+        step = torch.div(diff * int(filter.percent), 100, rounding_mode="trunc")  # C division
+        sharp = (src + step).clamp(0, 255)
+        out = torch.where(diff.abs() > int(filter.threshold), sharp, src)
+        return img.with_bands(out.to(torch.uint8))
     if isinstance(filter, ImageFilter.RankFilter):
         return img.with_bands(_rank_filter(x, int(filter.size), int(filter.rank)))
     if isinstance(filter, (ImageFilter.Kernel, ImageFilter.BuiltinFilter)):
@@ -288,6 +383,9 @@ def filter_(self: PILBatch, filter: Any) -> PILBatch:
 BACKENDS: dict[str, Callable[..., Any]] = {
     "PIL.Image.Image.filter": filter_,
     "PIL.ImageOps.autocontrast": autocontrast,
+    "PIL.ImageOps.contain": contain,
+    "PIL.ImageOps.fit": fit,
+    "PIL.ImageOps.pad": pad,
     "PIL.ImageOps.equalize": equalize,
     "PIL.ImageOps.expand": expand,
     "PIL.ImageOps.flip": flip,
