@@ -69,6 +69,9 @@ TOLERANCES.update(
 TOLERANCES.update({f"numpy.fft.{n}": _FFT for n in ("rfft", "rfft2")})
 
 
+# --- PIL ----------------------------------------------------------------------------------------
+# Every PIL backend reproduces Pillow's integer arithmetic bit for bit: no entries.
+
 # --- librosa (signals of amplitude <= 1) -------------------------------------------------------
 _FFT32 = "float32 FFT rounding: librosa multiplies frames by a float64 window before its FFT"
 TOLERANCES.update(

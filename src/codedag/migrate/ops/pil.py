@@ -185,10 +185,16 @@ def _coeffs(
     return matrix, bits
 
 
-def _resample_axis(x: torch.Tensor, coeffs: tuple[np.ndarray, int], dim: int) -> torch.Tensor:
+@functools.lru_cache(maxsize=64)
+def _device_matrix(key: tuple[Any, ...], device: str) -> torch.Tensor:
+    """The coefficient matrix of ``_coeffs(*key)`` as a float64 tensor kept on ``device``."""
+    return torch.from_numpy(_coeffs(*key)[0]).to(device)
+
+
+def _resample_axis(x: torch.Tensor, key: tuple[Any, ...], dim: int) -> torch.Tensor:
     """One Pillow pass along ``dim`` of (N, H, W, C) uint8 data: fixed-point sums, round, clip."""
-    matrix, bits = coeffs
-    m = torch.from_numpy(matrix).to(x.device)
+    bits = _coeffs(*key)[1]
+    m = _device_matrix(key, str(x.device))
     moved = x.movedim(dim, -1).to(torch.float64)
     acc = torch.matmul(moved, m.T) + float(1 << (bits - 1))
     out = torch.floor(acc / float(1 << bits)).clamp(0, 255)
@@ -261,15 +267,15 @@ def resize(
         x = _premultiply(x)
     passes = []
     if out_w != w or box[0] != 0 or box[2] != w:
-        passes.append((_coeffs(w, box[0], box[2], out_w, resample), 2))
+        passes.append(((w, box[0], box[2], out_w, resample), 2))
     if out_h != h or box[1] != 0 or box[3] != h:
-        passes.append((_coeffs(h, box[1], box[3], out_h, resample), 1))
+        passes.append(((h, box[1], box[3], out_h, resample), 1))
     # Pillow 13 runs the vertical pass first when the height shrinks by more than twice as many
     # pixels as the width (python-pillow/Pillow#9549); the order changes the uint8 rounding.
     if out_h < h and (h - out_h) > 2 * (w - out_w):
         passes.reverse()
-    for coeffs, dim in passes:
-        x = _resample_axis(x, coeffs, dim=dim)
+    for key, dim in passes:
+        x = _resample_axis(x, key, dim=dim)
     if premult:
         x = _unpremultiply(x)
     return img.with_bands(x)
