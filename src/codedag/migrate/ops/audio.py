@@ -400,17 +400,8 @@ def mfcc(
 
 
 BACKENDS: dict[str, Callable[..., Any]] = {
-    # Public paths, and the defining-module paths (``__module__`` + ``__qualname__``) under which
-    # codedag's tracer names these Python functions.
-    "librosa.core.audio.resample": resample,
-    "librosa.core.spectrum.amplitude_to_db": amplitude_to_db,
-    "librosa.core.spectrum.db_to_amplitude": db_to_amplitude,
-    "librosa.core.spectrum.db_to_power": db_to_power,
-    "librosa.core.spectrum.power_to_db": power_to_db,
-    "librosa.core.spectrum.stft": stft,
-    "librosa.feature.spectral.melspectrogram": melspectrogram,
-    "librosa.feature.spectral.mfcc": mfcc,
-    "librosa.util.utils.normalize": normalize,
+    # Public paths; the registry also answers under the defining-module names the tracer uses
+    # (``librosa.core.spectrum.stft``), resolving them to these objects.
     "librosa.stft": stft,
     "librosa.feature.melspectrogram": melspectrogram,
     "librosa.power_to_db": power_to_db,
