@@ -21,7 +21,9 @@ SCRIPT = textwrap.dedent(
     from codedag.monitor.experiment import ExperimentMonitor
 
     run_dir, how = sys.argv[1], sys.argv[2]
-    monitor = ExperimentMonitor("crash", run_dir=run_dir, flush_interval_s=3600)
+    monitor = ExperimentMonitor(
+        "crash", run_dir=run_dir, flush_interval_s=3600, handle_sigterm=how == "sigterm"
+    )
     monitor.start_mode("baseline", config={"how": how}, resource_interval=0.01)
     batch = 0
     while True:
@@ -50,10 +52,10 @@ def run_script(tmp_path: Path, how: str) -> tuple[subprocess.CompletedProcess[st
         text=True,
         env=env,
     )
-    if how == "sigint":
+    if how in ("sigint", "sigterm"):
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGTERM)
     try:
         out, err = proc.communicate(timeout=60)
     finally:
@@ -87,6 +89,22 @@ def test_sigint_leaves_an_interrupted_complete_json(tmp_path: Path) -> None:
     proc, run_dir = run_script(tmp_path, "sigint")
     assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
     check_complete(run_dir, "interrupted", "KeyboardInterrupt")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_with_handle_sigterm_leaves_an_interrupted_complete_json(tmp_path: Path) -> None:
+    proc, run_dir = run_script(tmp_path, "sigterm")
+    assert proc.returncode == 143
+    check_complete(run_dir, "interrupted", "SIGTERM")
+
+
+def test_sigterm_handler_is_restored_after_the_mode(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    monitor = ExperimentMonitor("t", run_dir=tmp_path, stream_to_disk=False, handle_sigterm=True)
+    monitor.start_mode("a", resource_interval=None)
+    assert signal.getsignal(signal.SIGTERM) is not before
+    monitor.stop_mode()
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_mode_context_records_the_exception_in_process(tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from codedag.monitor.experiment import ExperimentMonitor, _count
+from codedag.monitor.experiment import ExperimentMonitor
+from codedag.monitor.mode import count_samples
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class MonitorCallback:
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """The step ended: record its time, its loss and (when logged) its accuracy."""
-        self.monitor.end_batch(_count(batch, self.n_samples))
+        self.monitor.end_batch(count_samples(batch, self.n_samples))
         if batch_idx % self.log_every_n_steps:
             return
         loss = _scalar(outputs)

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import re
+import signal
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -39,6 +42,7 @@ from typing import Any, TypeVar
 
 from codedag.monitor.environment import collect_environment
 from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
+from codedag.monitor.mode import ModeRecord, NullProbe, count_samples, plain
 from codedag.monitor.resources import RESOURCE_CSV_HEADER, Probe, ResourceMonitor
 from codedag.monitor.results import SCHEMA_VERSION
 from codedag.monitor.spill import CsvSpill
@@ -47,81 +51,6 @@ from codedag.util.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """A JSON-safe copy of a config (paths, devices, dtypes become strings; NaN becomes null)."""
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else None
-    if depth > 8:
-        return repr(value)
-    if isinstance(value, dict):
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(v, depth + 1) for v in value]
-    if hasattr(value, "item") and callable(value.item):
-        try:
-            return _plain(value.item(), depth + 1)
-        except Exception:
-            return repr(value)
-    return str(value)
-
-
-class _Mode:
-    """Everything measured in one mode."""
-
-    def __init__(
-        self,
-        name: str,
-        config: dict[str, Any],
-        timer: Timer,
-        metrics: MetricsLogger,
-        resources: ResourceMonitor | None,
-        spills: list[CsvSpill],
-        files: dict[str, str | None],
-        describe: dict[str, Any],
-    ) -> None:
-        self.name = name
-        self.config = config
-        self.timer = timer
-        self.metrics = metrics
-        self.resources = resources
-        self.spills = spills
-        self.files = files
-        self.describe = describe
-        self.status = "running"
-        self.error: str | None = None
-        self.started_at = time.time()
-        self.ended_at: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        batch_times, waits, stride = self.timer.batch_series()
-        summary = self.timer.summary()
-        summary.update(self.metrics.summary())
-        usage: dict[str, Any] = {}
-        downsampling: dict[str, Any] = {"batch_times": stride, **self.metrics.strides()}
-        if self.resources is not None:
-            usage = self.resources.usage()
-            res_summary = self.resources.summary()
-            downsampling["resource_usage"] = res_summary.pop("max_stride")
-            summary["resources"] = res_summary
-        return {
-            "config": self.config,
-            "status": self.status,
-            "error": self.error,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "batch_times": batch_times,
-            "data_wait_times": waits,
-            "resource_usage": usage,
-            "metrics": self.metrics.series(),
-            "summary": summary,
-            "resources": self.describe,
-            "downsampling": downsampling,
-            "files": self.files,
-        }
 
 
 class ExperimentMonitor:
@@ -136,6 +65,9 @@ class ExperimentMonitor:
         downsample_capacity: most points per series kept in memory and in the JSON.
         probe_factory: builds the resource probe for a mode (``SystemProbe`` by default).
         run_dir: exact folder for this run instead of ``save_dir/<name>_<time>``.
+        handle_sigterm: while a mode runs, turn SIGTERM (``docker stop``, batch schedulers) into
+            ``SystemExit(143)`` so the results are saved as ``interrupted``; installed only from
+            the main thread over the default handler, and restored at ``stop_mode``.
     """
 
     def __init__(
@@ -149,6 +81,7 @@ class ExperimentMonitor:
         downsample_capacity: int = 2048,
         probe_factory: Callable[[], Probe] | None = None,
         run_dir: str | Path | None = None,
+        handle_sigterm: bool = False,
     ) -> None:
         Timer(cuda_timing)  # validates the option now, not at the first batch
         self.experiment_name = str(experiment_name)
@@ -164,10 +97,14 @@ class ExperimentMonitor:
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", self.experiment_name) or "experiment"
         self.run_dir = Path(run_dir) if run_dir is not None else self.save_dir / f"{safe}_{stamp}"
         self.environment: dict[str, Any] = {}
-        self._modes: dict[str, _Mode] = {}
-        self._current: _Mode | None = None
+        self._modes: dict[str, ModeRecord] = {}
+        self._current: ModeRecord | None = None
         self._next_flush = 0.0
         self._exit_hook: Callable[[], None] | None = None
+        self.handle_sigterm = handle_sigterm
+        self._previous_sigterm: Any = None
+        self._signal_name: str | None = None
+        self._pid = os.getpid()
 
     # ------------------------------------------------------------------ modes
     @property
@@ -237,8 +174,8 @@ class ExperimentMonitor:
                 downsample_capacity=self.downsample_capacity,
             )
         metrics = MetricsLogger(spills[2], self.downsample_capacity)
-        current = _Mode(
-            name, _plain(config or {}), timer, metrics, resources, spills, files, describe
+        current = ModeRecord(
+            name, plain(config or {}), timer, metrics, resources, spills, files, describe
         )
         self._modes[name] = current
         self._current = current
@@ -259,7 +196,7 @@ class ExperimentMonitor:
             return SystemProbe()
         except Exception as error:  # never stop training because a probe cannot be built
             log.warning("resource probe unavailable (%s); recording no resource samples", error)
-            return _NullProbe(str(error))
+            return NullProbe(str(error))
 
     def stop_mode(self, status: str = "completed", error: str | None = None) -> dict[str, Any]:
         """Stop the running mode, write the JSON, and return the mode's summary."""
@@ -280,6 +217,7 @@ class ExperimentMonitor:
         if self._exit_hook is not None:
             atexit.unregister(self._exit_hook)
             self._exit_hook = None
+        self._restore_sigterm()
         return current.to_dict()["summary"]
 
     @contextmanager
@@ -360,7 +298,7 @@ class ExperimentMonitor:
                 self.start_batch()
                 open_batch = True
                 yield item
-                self.end_batch(_count(item, n_samples))
+                self.end_batch(count_samples(item, n_samples))
                 open_batch = False
         finally:
             if open_batch and self._current is not None:
@@ -380,7 +318,7 @@ class ExperimentMonitor:
         if target is not None:
             target.metrics.log_accuracy(epoch, batch, value)
 
-    def _metrics_target(self, what: str) -> _Mode | None:
+    def _metrics_target(self, what: str) -> ModeRecord | None:
         if self._current is not None:
             return self._current
         if self._modes:  # e.g. a final accuracy logged right after stop_mode()
@@ -439,6 +377,8 @@ class ExperimentMonitor:
 
     # --------------------------------------------------------------- exit hook
     def _install_exit_hook(self) -> None:
+        self._pid = os.getpid()
+        self._install_sigterm()
         if self._exit_hook is not None:
             return
         ref = weakref.ref(self)
@@ -451,11 +391,41 @@ class ExperimentMonitor:
         self._exit_hook = hook
         atexit.register(hook)
 
-    def _on_exit(self) -> None:
-        if self._current is None:
+    def _install_sigterm(self) -> None:
+        if not self.handle_sigterm or self._previous_sigterm is not None:
             return
+        if threading.current_thread() is not threading.main_thread():
+            log.warning("handle_sigterm needs start_mode() on the main thread: not installed")
+            return
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            log.info("SIGTERM already has a handler: leaving it")
+            return
+        ref = weakref.ref(self)
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            monitor = ref()
+            if monitor is not None and os.getpid() == monitor._pid:
+                monitor._signal_name = "SIGTERM"
+            raise SystemExit(128 + signum)
+
+        self._previous_sigterm = signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _restore_sigterm(self) -> None:
+        if self._previous_sigterm is None:
+            return
+        try:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+        except ValueError:  # pragma: no cover - stop_mode from another thread
+            log.warning("could not restore the SIGTERM handler (not on the main thread)")
+        self._previous_sigterm = None
+
+    def _on_exit(self) -> None:
+        if self._current is None or os.getpid() != self._pid:
+            return  # nothing running, or a forked child (e.g. a DataLoader worker) exiting
         exc = getattr(sys, "last_value", None)  # set when an uncaught exception ended main
-        if exc is None or isinstance(exc, KeyboardInterrupt):
+        if self._signal_name is not None:
+            status, error = "interrupted", self._signal_name
+        elif exc is None or isinstance(exc, KeyboardInterrupt):
             status = "interrupted"
             error = "KeyboardInterrupt" if exc is not None else "process exited during the mode"
         else:
@@ -464,29 +434,3 @@ class ExperimentMonitor:
             self.stop_mode(status, error)
         except Exception as failure:  # pragma: no cover - never raise at interpreter exit
             log.error("could not save results at exit: %s", failure)
-
-
-def _count(item: Any, n_samples: Callable[[Any], int] | None) -> int:
-    if n_samples is not None:
-        return int(n_samples(item))
-    first = item[0] if isinstance(item, list | tuple) and item else item
-    shape = getattr(first, "shape", None)
-    try:
-        return int(shape[0]) if shape is not None and len(shape) > 0 else 0
-    except (TypeError, IndexError):
-        return 0
-
-
-class _NullProbe:
-    """Stands in when no probe can be built: empty samples, and the reason in ``describe``."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def sample(self) -> Any:
-        from codedag.monitor.probes import ResourceSample
-
-        return ResourceSample(timestamp=time.time())
-
-    def describe(self) -> dict[str, Any]:
-        return {"error": self.reason}
