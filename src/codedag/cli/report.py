@@ -89,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     # piped output keeps every column instead of folding to 80 characters
     console = Console(width=None if sys.stdout.isatty() else 200)
     console.print(table)
+    if not rows:
+        console.print("no modes recorded in this file (was start_mode called?)")
     if figures:
         console.print(f"{len(figures)} figures in {Path(figures[0]).parent}")
     return 0
