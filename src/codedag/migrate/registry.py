@@ -1,0 +1,356 @@
+"""The registry of migratable functions: one :class:`OpSpec` per canonical name.
+
+Specs come from three places, later ones overriding earlier ones:
+
+1. built-in ``MoveOnly`` specs for torch functions that user code calls on CPU tensors
+   (``torch.nn.functional.interpolate``, ``torch.stft``, ...): the same function runs on the
+   device, only the inputs move;
+2. the ``BACKENDS`` of every ``codedag.migrate.ops.<library>`` module that imports (each imported
+   on its own, so the registry works with whichever backends exist): image and audio backends are
+   batch-first and get a ``StandardOp`` that adds and removes the batch axis; NumPy backends take
+   the arrays as they are and get a ``MoveOnly``; a module may add ``SPECS`` (full OpSpecs);
+3. :meth:`Registry.register` (tests, extensions).
+
+:data:`NON_MIGRATABLE` names what must stay on the CPU whatever a plan says (file and network
+I/O, decoders, functions returning views of their input), each with the reason.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# Backend modules under codedag.migrate.ops, imported one by one.
+OPS_MODULES: tuple[str, ...] = ("cv2", "numpy", "pil", "audio")
+
+
+class Strategy(str, enum.Enum):
+    """How the wrapper turns a library call into a backend call (seed 001 §4.2)."""
+
+    MOVE_ONLY = "MoveOnly"
+    """Move array inputs to the device and call the backend with the same arguments."""
+    STANDARD_OP = "StandardOp"
+    """Adapt the arguments (batch axis, value maps, renames, injected kwargs) then call."""
+    FACTORY_OP = "FactoryOp"
+    """Build (once per configuration) a transform from the configuration arguments, apply it."""
+
+
+# Convenience aliases matching the seed's names.
+MoveOnly = Strategy.MOVE_ONLY
+StandardOp = Strategy.STANDARD_OP
+FactoryOp = Strategy.FACTORY_OP
+
+# Parameter names that hold images in cv2/PIL signatures (batch-first backends get N=1 there).
+IMAGE_PARAMS: frozenset[str] = frozenset({"src", "src1", "src2", "image", "img", "im", "self"})
+AUDIO_PARAMS: frozenset[str] = frozenset({"y"})
+
+
+@dataclass(frozen=True)
+class BatchAxis:
+    """Which arguments get a leading batch axis of size 1 (and outputs lose it).
+
+    Attributes:
+        params: parameter names (matched by keyword, and by position through ``positions``).
+        positions: positional indices of those parameters in the library's signature.
+        ndims: only arrays with one of these ranks are batched (an image is HxW or HxWxC).
+    """
+
+    params: frozenset[str]
+    positions: tuple[int, ...]
+    ndims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """How one library function is migrated.
+
+    Attributes:
+        name: canonical qualified name (``cv2.resize``).
+        strategy: :class:`Strategy`.
+        backend: for MoveOnly/StandardOp the torch callable; for FactoryOp the factory
+            ``factory(**config) -> transform`` where ``transform(*data) -> result``. ``None``
+            for MoveOnly means "call the original function itself with moved inputs".
+        library: ``cv2``, ``numpy``, ``pil``, ``audio`` or ``torch``: decides how outputs are
+            converted back (numpy scalars, python floats, PIL images, CPU tensors).
+        batch: batch-axis rule for batch-first backends, or ``None``.
+        value_maps: ``{param: {library value: backend value}}`` applied to keyword arguments and
+            positional ones named through ``positional_names``.
+        renames: ``{library kwarg: backend kwarg}``.
+        inject_kwargs: keyword arguments added to every backend call (``device`` is filled in).
+        positional_names: parameter names of positional arguments, for value maps and FactoryOp.
+        data_params: FactoryOp: names of the arguments passed to the transform; the other
+            arguments (hashable) form the configuration the transform is cached by.
+        output_order: ``C`` (C-contiguous), ``F`` (Fortran) or ``K`` (keep the backend's strides)
+            for arrays returned to user code: the layout the library itself returns.
+        unsupported_kwargs: keyword arguments whose non-``None`` value means "the library writes
+            into a user buffer" (``dst``, ``out``): such calls run the original.
+        pil_mode_param: PIL functions whose output mode is an argument (``Image.convert``).
+    """
+
+    name: str
+    strategy: Strategy
+    backend: Callable[..., Any] | None = None
+    library: str = "numpy"
+    batch: BatchAxis | None = None
+    value_maps: Mapping[str, Mapping[Any, Any]] = field(default_factory=dict)
+    renames: Mapping[str, str] = field(default_factory=dict)
+    inject_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    positional_names: tuple[str, ...] = ()
+    data_params: tuple[str, ...] = ()
+    output_order: str = "K"
+    unsupported_kwargs: tuple[str, ...] = ("dst", "out")
+    pil_mode_param: str | None = None
+
+
+# Functions that must stay on the CPU whatever a plan says, with the reason.
+NON_MIGRATABLE: dict[str, str] = {
+    **{
+        name: "file or network I/O"
+        for name in (
+            "cv2.imread",
+            "cv2.imwrite",
+            "cv2.imreadmulti",
+            "cv2.VideoCapture",
+            "PIL.Image.open",
+            "PIL.Image.Image.save",
+            "numpy.load",
+            "numpy.save",
+            "numpy.savez",
+            "numpy.loadtxt",
+            "numpy.fromfile",
+            "numpy.genfromtxt",
+            "librosa.load",
+            "librosa.stream",
+            "builtins.open",
+            "io.open",
+            "os.system",
+            "subprocess.run",
+            "subprocess.Popen",
+            "urllib.request.urlopen",
+            "torch.load",
+            "torch.save",
+        )
+    },
+    **{
+        name: "decoder or encoder of a compressed format (CPU library code)"
+        for name in (
+            "cv2.imdecode",
+            "cv2.imencode",
+            "PIL.Image.frombytes",
+            "PIL.Image.Image.tobytes",
+        )
+    },
+    **{
+        name: "returns a view of its input: O(1) on the CPU, and a copy would break aliasing"
+        for name in (
+            "numpy.transpose",
+            "numpy.swapaxes",
+            "numpy.moveaxis",
+            "numpy.flip",
+            "numpy.fliplr",
+            "numpy.flipud",
+            "numpy.rot90",
+            "numpy.reshape",
+            "numpy.squeeze",
+            "numpy.expand_dims",
+            "numpy.ravel",
+            "numpy.broadcast_to",
+            "numpy.asarray",
+            "numpy.ascontiguousarray",
+        )
+    },
+    **{
+        name: "draws from NumPy's global random state: a device RNG gives other numbers"
+        for name in ("numpy.random.seed", "numpy.random.get_state", "numpy.random.set_state")
+    },
+}
+
+# Torch functions user code calls on CPU tensors; MoveOnly runs them on the device as they are.
+TORCH_MOVE_ONLY: tuple[str, ...] = (
+    "torch.nn.functional.interpolate",
+    "torch.nn.functional.conv1d",
+    "torch.nn.functional.conv2d",
+    "torch.nn.functional.avg_pool2d",
+    "torch.nn.functional.max_pool2d",
+    "torch.nn.functional.grid_sample",
+    "torch.nn.functional.pad",
+    "torch.stft",
+    "torch.matmul",
+    "torch.fft.fft",
+    "torch.fft.rfft",
+    "torch.fft.fft2",
+    "torch.fft.rfft2",
+)
+
+_LIBRARY_OF_MODULE = {"cv2": "cv2", "numpy": "numpy", "pil": "pil", "audio": "audio"}
+
+
+def _library_of(name: str, module: str) -> str:
+    if name.startswith("PIL."):
+        return "pil"
+    if name.startswith("librosa."):
+        return "audio"
+    if name.startswith("cv2."):
+        return "cv2"
+    if name.startswith("torch."):
+        return "torch"
+    return _LIBRARY_OF_MODULE.get(module, "numpy")
+
+
+def _parameter_names(func: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(p.name for p in params if p.kind in kinds)
+
+
+def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") -> OpSpec:
+    """The spec of a contract backend (``ops/__init__.py``): batch-first for images and audio.
+
+    Args:
+        name: canonical name of the library function.
+        backend: the torch implementation with the library's parameters.
+        module: the ops module it came from (``cv2``, ``numpy``, ``pil``, ``audio``).
+    """
+    library = _library_of(name, module)
+    positional = _parameter_names(backend)
+    if library in ("cv2", "pil"):
+        params, ndims = IMAGE_PARAMS, (2, 3)
+    elif library == "audio":
+        params, ndims = AUDIO_PARAMS, (1,)
+    else:
+        return OpSpec(name, Strategy.MOVE_ONLY, backend, library, positional_names=positional)
+    positions = tuple(i for i, p in enumerate(positional) if p in params) or (
+        (0,) if library != "audio" else ()
+    )
+    batch = BatchAxis(frozenset(params), positions, ndims)
+    order = "K" if library == "audio" else "C"
+    if name == "librosa.stft":
+        order = "F"
+    pil_mode = "mode" if name == "PIL.Image.Image.convert" else None
+    return OpSpec(
+        name,
+        Strategy.STANDARD_OP,
+        backend,
+        library,
+        batch=batch,
+        positional_names=positional,
+        output_order=order,
+        pil_mode_param=pil_mode,
+    )
+
+
+class Registry:
+    """Specs by canonical name, plus the NonMigratable list; thread-safe."""
+
+    def __init__(self, specs: Mapping[str, OpSpec] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._specs: dict[str, OpSpec] = dict(specs or {})
+        self.non_migratable: dict[str, str] = dict(NON_MIGRATABLE)
+        self.load_errors: dict[str, str] = {}
+
+    def register(self, spec: OpSpec) -> None:
+        """Add or replace a spec; refused for NonMigratable names."""
+        from codedag.errors import MigrationError
+
+        if spec.name in self.non_migratable:
+            raise MigrationError(
+                f"{spec.name!r} cannot be registered: {self.non_migratable[spec.name]}"
+            )
+        with self._lock:
+            self._specs[spec.name] = spec
+
+    def unregister(self, name: str) -> None:
+        """Remove a spec (no error when absent)."""
+        with self._lock:
+            self._specs.pop(name, None)
+
+    def get(self, name: str) -> OpSpec | None:
+        """The spec of ``name``, or ``None`` when unknown or NonMigratable."""
+        if name in self.non_migratable:
+            return None
+        return self._specs.get(name)
+
+    def is_migratable(self, name: str) -> bool:
+        """Whether a plan may place ``name`` on a device."""
+        return name not in self.non_migratable and name in self._specs
+
+    def names(self) -> list[str]:
+        """Every migratable canonical name, sorted."""
+        return sorted(n for n in self._specs if n not in self.non_migratable)
+
+    def by_strategy(self) -> dict[str, list[str]]:
+        """``{strategy value: [names]}`` with every strategy present (possibly empty)."""
+        out: dict[str, list[str]] = {s.value: [] for s in Strategy}
+        for name in self.names():
+            out[self._specs[name].strategy.value].append(name)
+        return out
+
+
+def _load_ops_module(registry: Registry, module: str) -> None:
+    try:
+        mod = importlib.import_module(f"codedag.migrate.ops.{module}")
+    except ImportError as e:  # a backend module that is absent or whose library is missing
+        registry.load_errors[module] = f"{type(e).__name__}: {e}"
+        log.debug("backend module %s not loaded: %s", module, e)
+        return
+    for name, backend in getattr(mod, "BACKENDS", {}).items():
+        if name in registry.non_migratable:
+            continue
+        registry._specs[name] = spec_from_backend(name, backend, module)
+    for name, spec in getattr(mod, "SPECS", {}).items():
+        if name not in registry.non_migratable:
+            registry._specs[name] = spec
+
+
+def build_default_registry() -> Registry:
+    """Build the registry from the built-in specs and every importable ops module."""
+    registry = Registry()
+    for name in TORCH_MOVE_ONLY:
+        registry._specs[name] = OpSpec(name, Strategy.MOVE_ONLY, None, "torch")
+    for module in OPS_MODULES:
+        _load_ops_module(registry, module)
+    return registry
+
+
+_DEFAULT: Registry | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """The process-wide registry, built on first use (imports torch and the ops modules)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = build_default_registry()
+    return _DEFAULT
+
+
+def list_supported_functions() -> dict[str, list[str]]:
+    """Migratable functions by strategy: ``{"MoveOnly": [...], "StandardOp": [...], ...}``."""
+    return default_registry().by_strategy()
+
+
+def is_migratable(name: str) -> bool:
+    """Whether the canonical name ``name`` can run through a torch backend.
+
+    The optimizer calls this to decide placement; NonMigratable names (I/O, decoders, views)
+    and names without a backend return ``False``.
+    """
+    return default_registry().is_migratable(name)
+
+
+def non_migratable_reason(name: str) -> str | None:
+    """Why ``name`` must stay on the CPU, or ``None`` when it is not on the NonMigratable list."""
+    return NON_MIGRATABLE.get(name)

@@ -1,0 +1,406 @@
+"""UniversalWrapper: decides per call whether to run the torch backend or the original.
+
+The replacement installed for a function is a plain Python function (so it binds as a method when
+installed on a class such as ``PIL.Image.Image``). Its hot path:
+
+* inside a migrated call (a backend or the value conversion calling patched code): the original,
+  with no bookkeeping;
+* a function whose planned calls all share one placement: straight to the backend, no stack walk;
+* otherwise the enclosing frames are matched against the plan (:mod:`codedag.migrate.context`);
+  unplanned calls pass through to the original.
+
+Any exception of the migrated path (``UnsupportedOperation`` included) runs the original instead;
+the first reason per function is logged as a warning, every reason is counted in
+:meth:`UniversalWrapper.stats`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import logging
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from codedag.errors import UnsupportedOperation
+from codedag.migrate.context import ContextMatcher, Placement, runtime_parents
+from codedag.migrate.devices import effective_device
+from codedag.migrate.registry import OpSpec, Strategy
+from codedag.migrate.values import CallValues, ValueConverter, numpy_scalar
+
+log = logging.getLogger(__name__)
+
+DEVICE = object()
+"""Value of an ``OpSpec.inject_kwargs`` entry replaced by the call's device."""
+
+_MAX_REASONS = 20
+_FACTORY_CACHE_SIZE = 64
+
+
+class _State(threading.local):
+    busy = False
+
+    def __init__(self) -> None:
+        self.counters: dict[str, list[Any]] = {}
+
+
+_STATE = _State()
+
+
+def _count(counter: itertools.count[int]) -> int:
+    """Current value of an ``itertools.count`` without advancing it."""
+    return int(counter.__reduce__()[1][0])
+
+
+class _UfuncProxy:
+    """A NumPy ufunc's replacement: calls go to the wrapper, ``reduce``/``outer``/... to the ufunc."""
+
+    def __init__(self, call: Callable[..., Any], ufunc: Any) -> None:
+        self._call = call
+        self._ufunc = ufunc
+        self.__name__ = ufunc.__name__
+        self.__doc__ = ufunc.__doc__
+        self.__codedag_wrapper__ = call.__codedag_wrapper__  # type: ignore[attr-defined]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._ufunc, name)
+
+    def __repr__(self) -> str:
+        return f"<codedag wrapper of {self._ufunc!r}>"
+
+
+class UniversalWrapper:
+    """Runs one library function through its torch backend where the plan places it.
+
+    Args:
+        spec: the registry's spec of the function.
+        original: the function being replaced.
+        matcher: the plan's placements of this function (devices already mapped to this host).
+        converters: one :class:`ValueConverter` per device, shared by all wrappers of a migrator
+            so that a value returned by one migrated call is reused by the next.
+    """
+
+    def __init__(
+        self,
+        spec: OpSpec,
+        original: Callable[..., Any],
+        matcher: ContextMatcher,
+        converters: Mapping[str, ValueConverter],
+    ) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.original = original
+        self.matcher = matcher
+        self.converters = converters
+        self._migrated = itertools.count()
+        self._passed = itertools.count()
+        self._nested = itertools.count()
+        self._fell_back = itertools.count()
+        self._reasons: Counter[str] = Counter()
+        self._levels: Counter[str] = Counter()
+        self._devices: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._warned = False
+        self._factories: OrderedDict[Any, Any] = OrderedDict()
+        self._walk_depth = min(64, 2 * matcher.depth + 8)
+        self.function = self._build()
+
+    # -- the replacement ---------------------------------------------------------------------
+    def _build(self) -> Callable[..., Any]:
+        original = self.original
+        state = _STATE
+        run = self._run
+        nested = self._nested
+        if self.matcher.constant:
+            device = self.matcher.default
+
+            def replacement(*args: Any, **kwargs: Any) -> Any:
+                if state.busy:
+                    next(nested)
+                    return original(*args, **kwargs)
+                return run(args, kwargs, device, "name")
+
+        else:
+            decide = self._decide
+            passed = self._passed
+
+            def replacement(*args: Any, **kwargs: Any) -> Any:
+                if state.busy:
+                    next(nested)
+                    return original(*args, **kwargs)
+                device, level = decide()
+                if device is None:
+                    next(passed)
+                    return original(*args, **kwargs)
+                return run(args, kwargs, device, level)
+
+        with contextlib.suppress(AttributeError, TypeError):
+            functools.update_wrapper(replacement, original)
+        replacement.__codedag_wrapper__ = self  # type: ignore[attr-defined]
+        if type(original).__name__ == "ufunc":
+            return _UfuncProxy(replacement, original)  # type: ignore[return-value]
+        return replacement
+
+    def _decide(self) -> tuple[Placement, str]:
+        # Frames: 0 runtime_parents, 1 _decide, 2 replacement, 3 the caller.
+        parents, caller = runtime_parents(self._walk_depth, skip=3)
+        counters = _STATE.counters
+        slot = counters.get(self.name)
+        if slot is not None and slot[0] is caller:
+            slot[1] += 1
+            index = slot[1]
+        else:
+            counters[self.name] = [caller, 0]
+            index = 0
+        return self.matcher.match(parents, index)
+
+    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any, level: str) -> Any:
+        if device is None:
+            next(self._passed)
+            return self.original(*args, **kwargs)
+        state = _STATE
+        state.busy = True
+        try:
+            used = effective_device(device)
+            result = self._execute(args, kwargs, used)
+        except Exception as error:
+            state.busy = False
+            self._record_fallback(error)
+            return self.original(*args, **kwargs)
+        finally:
+            state.busy = False
+        next(self._migrated)
+        with self._lock:
+            self._levels[level] += 1
+            self._devices[used] += 1
+        return result
+
+    def _record_fallback(self, error: Exception) -> None:
+        next(self._fell_back)
+        reason = f"{type(error).__name__}: {error}"[:200]
+        with self._lock:
+            if reason in self._reasons or len(self._reasons) < _MAX_REASONS:
+                self._reasons[reason] += 1
+            else:
+                self._reasons["(other reasons)"] += 1
+            first = not self._warned
+            self._warned = True
+        if first:
+            level = logging.INFO if isinstance(error, UnsupportedOperation) else logging.WARNING
+            log.log(level, "%s: running the original (%s)", self.name, reason)
+
+    # -- the migrated path -------------------------------------------------------------------
+    def _execute(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        spec = self.spec
+        for name in spec.unsupported_kwargs:
+            if name in kwargs:
+                if kwargs[name] is not None:
+                    raise UnsupportedOperation(f"{name}= writes into a caller's buffer")
+                kwargs = {k: v for k, v in kwargs.items() if k != name}
+        converter = self.converters.get(device)
+        if converter is None:
+            converter = self.converters[device] = ValueConverter(device)  # type: ignore[index]
+        call = CallValues()
+        try:
+            if spec.strategy is Strategy.FACTORY_OP:
+                result, batched = self._factory_call(args, kwargs, converter, call, device)
+            else:
+                new_args, new_kwargs, batched = self._convert_inputs(args, kwargs, converter, call)
+                if spec.strategy is Strategy.STANDARD_OP:
+                    new_args, new_kwargs = self._adapt(new_args, new_kwargs, device)
+                backend = spec.backend if spec.backend is not None else self.original
+                result = backend(*new_args, **new_kwargs)
+            return self._to_host(result, converter, call, batched, args, kwargs)
+        finally:
+            converter.finish(call)
+
+    def _convert_inputs(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        converter: ValueConverter,
+        call: CallValues,
+    ) -> tuple[list[Any], dict[str, Any], bool]:
+        batch = self.spec.batch
+        batched = False
+        new_args = []
+        for index, value in enumerate(args):
+            converted = converter.to_device(value, call)
+            if batch is not None and index in batch.positions:
+                converted, did = _add_batch_axis(converted, batch.ndims)
+                batched |= did
+            new_args.append(converted)
+        new_kwargs = {}
+        for key, value in kwargs.items():
+            converted = converter.to_device(value, call)
+            if batch is not None and key in batch.params:
+                converted, did = _add_batch_axis(converted, batch.ndims)
+                batched |= did
+            new_kwargs[key] = converted
+        return new_args, new_kwargs, batched
+
+    def _adapt(
+        self, args: list[Any], kwargs: dict[str, Any], device: str
+    ) -> tuple[list[Any], dict[str, Any]]:
+        spec = self.spec
+        if spec.value_maps:
+            for index, value in enumerate(args):
+                if index < len(spec.positional_names):
+                    table = spec.value_maps.get(spec.positional_names[index])
+                    if table is not None:
+                        args[index] = _mapped(spec.name, spec.positional_names[index], table, value)
+            for key, value in kwargs.items():
+                table = spec.value_maps.get(key)
+                if table is not None:
+                    kwargs[key] = _mapped(spec.name, key, table, value)
+        if spec.renames:
+            kwargs = {spec.renames.get(k, k): v for k, v in kwargs.items()}
+        for key, value in spec.inject_kwargs.items():
+            kwargs[key] = torch.device(device) if value is DEVICE else value
+        return args, kwargs
+
+    def _factory_call(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        converter: ValueConverter,
+        call: CallValues,
+        device: str,
+    ) -> tuple[Any, bool]:
+        spec = self.spec
+        names = spec.positional_names
+        if len(args) > len(names):
+            raise UnsupportedOperation(
+                f"{len(args)} positional arguments; expected <= {len(names)}"
+            )
+        bound = dict(zip(names, args))
+        bound.update(kwargs)
+        data = {k: v for k, v in bound.items() if k in spec.data_params}
+        config = {k: v for k, v in bound.items() if k not in spec.data_params}
+        key = (device, *sorted((k, _hashable(v)) for k, v in config.items()))
+        transform = self._factories.get(key)
+        if transform is None:
+            transform = spec.backend(**config, device=torch.device(device))  # type: ignore[misc]
+            with self._lock:
+                self._factories[key] = transform
+                while len(self._factories) > _FACTORY_CACHE_SIZE:
+                    self._factories.popitem(last=False)
+        tensors = []
+        batched = False
+        for name in spec.data_params:
+            if name not in data:
+                continue
+            value = converter.to_device(data[name], call)
+            if spec.batch is not None:
+                value, did = _add_batch_axis(value, spec.batch.ndims)
+                batched |= did
+            tensors.append(value)
+        return transform(*tensors), batched
+
+    def _to_host(
+        self,
+        result: Any,
+        converter: ValueConverter,
+        call: CallValues,
+        batched: bool,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        spec = self.spec
+        if isinstance(result, torch.Tensor):
+            if batched:
+                if result.dim() == 0 or result.shape[0] != 1:
+                    raise UnsupportedOperation(
+                        f"backend returned shape {tuple(result.shape)} for a batch of one"
+                    )
+                result = result[0]
+            if spec.library == "torch":
+                return result.to(call.torch_device or "cpu")
+            if spec.library == "pil" and call.pil_modes and result.dim() in (2, 3):
+                return self._to_pil(result, converter, call, args, kwargs)
+            array = converter.tensor_to_array(result, spec.output_order)
+            if array.ndim == 0:
+                return array.item() if spec.library == "cv2" else numpy_scalar(array)
+            return array
+        if isinstance(result, tuple | list):
+            return type(result)(
+                self._to_host(r, converter, call, batched, args, kwargs) for r in result
+            )
+        return result
+
+    def _to_pil(
+        self,
+        result: torch.Tensor,
+        converter: ValueConverter,
+        call: CallValues,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        from PIL import Image
+
+        mode = call.pil_modes[0]
+        param = self.spec.pil_mode_param
+        if param is not None:
+            names = self.spec.positional_names
+            position = names.index(param) if param in names else -1
+            if param in kwargs:
+                mode = kwargs[param]
+            elif 0 <= position < len(args):
+                mode = args[position]
+        image = Image.fromarray(converter.tensor_to_array(result, "C"))
+        if image.mode != mode:
+            raise UnsupportedOperation(f"result has PIL mode {image.mode!r}, expected {mode!r}")
+        return image
+
+    # -- statistics --------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Counters of this function: migrated, fell back (with reasons), passed through."""
+        with self._lock:
+            return {
+                "strategy": self.spec.strategy.value,
+                "migrated": _count(self._migrated),
+                "fell_back": _count(self._fell_back),
+                "passed_through": _count(self._passed),
+                "nested": _count(self._nested),
+                "fallback_reasons": dict(self._reasons),
+                "match_levels": dict(self._levels),
+                "devices": dict(self._devices),
+            }
+
+
+def _add_batch_axis(value: Any, ndims: tuple[int, ...]) -> tuple[Any, bool]:
+    if isinstance(value, torch.Tensor) and value.dim() in ndims:
+        return value.unsqueeze(0), True
+    return value, False
+
+
+def _mapped(function: str, param: str, table: Mapping[Any, Any], value: Any) -> Any:
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        raise UnsupportedOperation(
+            f"{function}: {param}={value!r} is not supported; supported: {sorted(map(repr, table))}"
+        ) from None
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    try:
+        hash(value)
+    except TypeError:
+        raise UnsupportedOperation(f"configuration value {value!r} is not hashable") from None
+    return value
