@@ -21,6 +21,8 @@ import enum
 import importlib
 import inspect
 import logging
+import pkgutil
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,8 +30,17 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# Backend modules under codedag.migrate.ops, imported one by one.
-OPS_MODULES: tuple[str, ...] = ("cv2", "numpy", "pil", "audio")
+
+class _Device:
+    def __repr__(self) -> str:
+        return "DEVICE"
+
+
+DEVICE: Any = _Device()
+"""Value of an ``OpSpec.inject_kwargs`` entry that the wrapper replaces by the call's device."""
+
+# In-place library functions: positional indices of the arguments they modify.
+INPLACE_ARGS: dict[str, tuple[int, ...]] = {"numpy.random.shuffle": (0,)}
 
 
 class Strategy(str, enum.Enum):
@@ -93,6 +104,8 @@ class OpSpec:
         unsupported_kwargs: keyword arguments whose non-``None`` value means "the library writes
             into a user buffer" (``dst``, ``out``): such calls run the original.
         pil_mode_param: PIL functions whose output mode is an argument (``Image.convert``).
+        inplace_args: positions of arguments the library modifies in place
+            (``numpy.random.shuffle``): the result is copied back into the caller's array.
     """
 
     name: str
@@ -108,6 +121,7 @@ class OpSpec:
     output_order: str = "K"
     unsupported_kwargs: tuple[str, ...] = ("dst", "out")
     pil_mode_param: str | None = None
+    inplace_args: tuple[int, ...] = ()
 
 
 # Functions that must stay on the CPU whatever a plan says, with the reason.
@@ -190,28 +204,29 @@ TORCH_MOVE_ONLY: tuple[str, ...] = (
     "torch.fft.rfft2",
 )
 
-_LIBRARY_OF_MODULE = {"cv2": "cv2", "numpy": "numpy", "pil": "pil", "audio": "audio"}
-
 
 def _library_of(name: str, module: str) -> str:
-    if name.startswith("PIL."):
-        return "pil"
-    if name.startswith("librosa."):
-        return "audio"
-    if name.startswith("cv2."):
-        return "cv2"
+    for prefix, library in (("PIL.", "pil"), ("librosa.", "audio"), ("cv2.", "cv2")):
+        if name.startswith(prefix):
+            return library
     if name.startswith("torch."):
         return "torch"
-    return _LIBRARY_OF_MODULE.get(module, "numpy")
+    for prefix in ("cv2", "pil", "audio"):
+        if module.startswith(prefix):
+            return prefix
+    return "numpy"
 
 
-def _parameter_names(func: Callable[..., Any]) -> tuple[str, ...]:
+def _parameters(func: Callable[..., Any]) -> tuple[tuple[str, ...], bool]:
+    """Names of the positional parameters, and whether there is a ``device`` keyword."""
     try:
-        params = inspect.signature(func).parameters.values()
+        params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
-        return ()
+        return (), False
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return tuple(p.name for p in params if p.kind in kinds)
+    positional = tuple(p.name for p in params if p.kind in kinds)
+    takes_device = any(p.name == "device" and p.kind is p.KEYWORD_ONLY for p in params)
+    return positional, takes_device
 
 
 def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") -> OpSpec:
@@ -223,13 +238,31 @@ def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") 
         module: the ops module it came from (``cv2``, ``numpy``, ``pil``, ``audio``).
     """
     library = _library_of(name, module)
-    positional = _parameter_names(backend)
+    positional, takes_device = _parameters(backend)
+    inject = {"device": DEVICE} if takes_device else {}
     if library in ("cv2", "pil"):
         params, ndims = IMAGE_PARAMS, (2, 3)
     elif library == "audio":
         params, ndims = AUDIO_PARAMS, (1,)
+    elif inject:  # NumPy draws without array arguments: run on the call's device
+        return OpSpec(
+            name,
+            Strategy.STANDARD_OP,
+            backend,
+            library,
+            inject_kwargs=inject,
+            positional_names=positional,
+            inplace_args=INPLACE_ARGS.get(name, ()),
+        )
     else:
-        return OpSpec(name, Strategy.MOVE_ONLY, backend, library, positional_names=positional)
+        return OpSpec(
+            name,
+            Strategy.MOVE_ONLY,
+            backend,
+            library,
+            positional_names=positional,
+            inplace_args=INPLACE_ARGS.get(name, ()),
+        )
     positions = tuple(i for i, p in enumerate(positional) if p in params) or (
         (0,) if library != "audio" else ()
     )
@@ -245,6 +278,7 @@ def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") 
         library,
         batch=batch,
         positional_names=positional,
+        inject_kwargs=inject,
         output_order=order,
         pil_mode_param=pil_mode,
     )
@@ -297,15 +331,40 @@ class Registry:
         return out
 
 
+def _immutable_owner(name: str) -> bool:
+    """Whether ``name`` is an attribute of a C type that cannot be set (``numpy.ndarray.sum``).
+
+    Checked only for libraries already imported (the ops modules import NumPy and torch).
+    """
+    parts = name.split(".")
+    if len(parts) < 3 or parts[0] not in sys.modules:
+        return False
+    owner: Any = sys.modules.get(".".join(parts[:-2]))
+    if owner is None:
+        return False
+    owner = getattr(owner, parts[-2], None)
+    return isinstance(owner, type) and bool(owner.__flags__ & (1 << 8))  # Py_TPFLAGS_IMMUTABLETYPE
+
+
+def ops_modules() -> list[str]:
+    """Backend modules in ``codedag.migrate.ops`` (files not starting with ``_``)."""
+    from codedag.migrate import ops
+
+    return sorted(m.name for m in pkgutil.iter_modules(ops.__path__) if not m.name.startswith("_"))
+
+
 def _load_ops_module(registry: Registry, module: str) -> None:
     try:
         mod = importlib.import_module(f"codedag.migrate.ops.{module}")
-    except ImportError as e:  # a backend module that is absent or whose library is missing
+    except Exception as e:  # absent library or a broken module: the others still load
         registry.load_errors[module] = f"{type(e).__name__}: {e}"
-        log.debug("backend module %s not loaded: %s", module, e)
+        log.warning("backend module %s not loaded: %s", module, e)
         return
     for name, backend in getattr(mod, "BACKENDS", {}).items():
         if name in registry.non_migratable:
+            continue
+        if _immutable_owner(name):
+            registry.non_migratable[name] = "a method of a C type, whose attributes cannot be set"
             continue
         registry._specs[name] = spec_from_backend(name, backend, module)
     for name, spec in getattr(mod, "SPECS", {}).items():
@@ -318,7 +377,7 @@ def build_default_registry() -> Registry:
     registry = Registry()
     for name in TORCH_MOVE_ONLY:
         registry._specs[name] = OpSpec(name, Strategy.MOVE_ONLY, None, "torch")
-    for module in OPS_MODULES:
+    for module in ops_modules():
         _load_ops_module(registry, module)
     return registry
 

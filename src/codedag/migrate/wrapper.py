@@ -31,13 +31,10 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.context import ContextMatcher, Placement, runtime_parents
 from codedag.migrate.devices import effective_device
-from codedag.migrate.registry import OpSpec, Strategy
+from codedag.migrate.registry import DEVICE, OpSpec, Strategy
 from codedag.migrate.values import CallValues, ValueConverter, numpy_scalar
 
 log = logging.getLogger(__name__)
-
-DEVICE = object()
-"""Value of an ``OpSpec.inject_kwargs`` entry replaced by the call's device."""
 
 _MAX_REASONS = 20
 _FACTORY_CACHE_SIZE = 64
@@ -221,6 +218,8 @@ class UniversalWrapper:
                     new_args, new_kwargs = self._adapt(new_args, new_kwargs, device)
                 backend = spec.backend if spec.backend is not None else self.original
                 result = backend(*new_args, **new_kwargs)
+                for index in spec.inplace_args:
+                    _copy_back(args[index], new_args[index])
             return self._to_host(result, converter, call, batched, args, kwargs)
         finally:
             converter.finish(call)
@@ -377,6 +376,15 @@ class UniversalWrapper:
                 "match_levels": dict(self._levels),
                 "devices": dict(self._devices),
             }
+
+
+def _copy_back(target: Any, tensor: Any) -> None:
+    """Write an in-place result back into the caller's array unless they share memory."""
+    if not isinstance(target, np.ndarray) or not isinstance(tensor, torch.Tensor):
+        return
+    if tensor.device.type == "cpu" and tensor.data_ptr() == target.ctypes.data:
+        return
+    np.copyto(target, tensor.detach().cpu().numpy())
 
 
 def _add_batch_axis(value: Any, ndims: tuple[int, ...]) -> tuple[Any, bool]:
