@@ -1,0 +1,253 @@
+"""``cv2.warpAffine`` and ``cv2.warpPerspective`` on torch, batch-first.
+
+Our own torch code rather than ``kornia.geometry.warp_affine``/``grid_sample``, because the sampling
+rules are cv2 5's, not grid_sample's: nearest rounds the source coordinate half to even; linear and
+cubic sample at the float32 source coordinate with cv2's cubic (A=-0.75) coefficients; lanczos4 still
+rounds the coordinate to 1/32 pixel in fixed point (affine: 10-bit ``AB_BITS`` steps). Border modes
+constant (per-channel value), replicate, reflect, reflect101 and wrap apply per tap, as cv2's remap
+does; grid_sample has no reflect101/wrap and no per-channel fill. The same map serves every image of
+the batch. Nearest and uint8 linear match cv2 bit for bit; float results within float32 rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from codedag.errors import UnsupportedOperation
+from codedag.migrate.ops._cv2_common import (
+    BORDER_CONSTANT,
+    BORDER_REFLECT,
+    BORDER_REFLECT_101,
+    BORDER_REPLICATE,
+    BORDER_WRAP,
+    as_nhwc,
+    border_type_base,
+    channels,
+    check_image,
+    like_input,
+    saturate,
+    scalar_values,
+    to_numpy_matrix,
+    work_dtype,
+)
+from codedag.migrate.ops.cv2_resize import _lanczos4_coeffs
+
+INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, INTER_AREA, INTER_LANCZOS4 = 0, 1, 2, 3, 4
+WARP_INVERSE_MAP = 16
+_AB_BITS, _INTER_BITS = 10, 5
+_TAB = 1 << _INTER_BITS
+_BORDERS = (BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, BORDER_WRAP, BORDER_REFLECT_101)
+
+
+def _torch_border(p: torch.Tensor, length: int, border: int) -> torch.Tensor:
+    """``cv::borderInterpolate`` on a tensor of indices; -1 for constant-border positions."""
+    inside = (p >= 0) & (p < length)
+    if border == BORDER_CONSTANT:
+        return torch.where(inside, p, torch.full_like(p, -1))
+    if border == BORDER_REPLICATE:
+        return p.clamp(0, length - 1)
+    if border == BORDER_WRAP:
+        return torch.remainder(p, length)
+    if length == 1:
+        return torch.zeros_like(p)
+    delta = 1 if border == BORDER_REFLECT_101 else 0
+    period = 2 * length - 2 * delta
+    q = torch.remainder(p, period)
+    return torch.where(q < length, q, period - q - (1 - delta))
+
+
+def _parse_flags(flags: int) -> tuple[int, bool]:
+    flags = int(flags)
+    mode = flags & 7
+    if flags & ~(7 | WARP_INVERSE_MAP):
+        raise UnsupportedOperation(f"warp: flags {flags} unsupported (interpolation | inverse map)")
+    if mode == INTER_AREA:
+        mode = INTER_LINEAR  # cv2 does the same
+    if mode not in (INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, INTER_LANCZOS4):
+        raise UnsupportedOperation(f"warp: interpolation {mode} unsupported")
+    return mode, bool(flags & WARP_INVERSE_MAP)
+
+
+def _invert_affine(m: np.ndarray) -> np.ndarray:
+    d = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+    d = 1.0 / d if d != 0 else 0.0
+    a11, a22, a12, a21 = m[1, 1] * d, m[0, 0] * d, -m[0, 1] * d, -m[1, 0] * d
+    b1 = -a11 * m[0, 2] - a12 * m[1, 2]
+    b2 = -a21 * m[0, 2] - a22 * m[1, 2]
+    return np.array([[a11, a12, b1], [a21, a22, b2]])
+
+
+def _affine_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.device):
+    """Fixed-point source coordinates of every destination pixel, as cv2's warpAffine."""
+    f64 = torch.float64
+    x = torch.arange(dw, dtype=f64, device=dev)
+    y = torch.arange(dh, dtype=f64, device=dev)
+    ab = float(1 << _AB_BITS)
+    delta = (1 << _AB_BITS) // 2 if nearest else (1 << _AB_BITS) // _TAB // 2
+    shift = _AB_BITS if nearest else _AB_BITS - _INTER_BITS
+    x0 = torch.round((m[0, 1] * y + m[0, 2]) * ab).long() + delta
+    y0 = torch.round((m[1, 1] * y + m[1, 2]) * ab).long() + delta
+    adelta = torch.round(m[0, 0] * x * ab).long()
+    bdelta = torch.round(m[1, 0] * x * ab).long()
+    xs = (x0[:, None] + adelta[None, :]) >> shift
+    ys = (y0[:, None] + bdelta[None, :]) >> shift
+    return xs.reshape(-1), ys.reshape(-1)
+
+
+def _perspective_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.device):
+    """Source coordinates (integer, or in 1/32 pixel) of every destination pixel, as cv2's."""
+    f64 = torch.float64
+    x = torch.arange(dw, dtype=f64, device=dev)[None, :]
+    y = torch.arange(dh, dtype=f64, device=dev)[:, None]
+    xw = m[0, 0] * x + m[0, 1] * y + m[0, 2]
+    yw = m[1, 0] * x + m[1, 1] * y + m[1, 2]
+    w = m[2, 0] * x + m[2, 1] * y + m[2, 2]
+    num = 1.0 if nearest else float(_TAB)
+    w = torch.where(w != 0, num / torch.where(w != 0, w, torch.ones_like(w)), torch.zeros_like(w))
+    lim = float(2**31 - 1)
+    xs = torch.round((xw * w).clamp(-lim - 1, lim)).long()
+    ys = torch.round((yw * w).clamp(-lim - 1, lim)).long()
+    return xs.reshape(-1), ys.reshape(-1)
+
+
+def _float_coords(m: np.ndarray, dw: int, dh: int, perspective: bool, dev: torch.device):
+    """Source coordinates (float64) of every destination pixel."""
+    x = torch.arange(dw, dtype=torch.float64, device=dev)[None, :]
+    y = torch.arange(dh, dtype=torch.float64, device=dev)[:, None]
+    xs = m[0, 0] * x + m[0, 1] * y + m[0, 2]
+    ys = m[1, 0] * x + m[1, 1] * y + m[1, 2]
+    if perspective:
+        w = m[2, 0] * x + m[2, 1] * y + m[2, 2]
+        w = torch.where(w != 0, 1.0 / torch.where(w != 0, w, torch.ones_like(w)), 0.0)
+        xs, ys = xs * w, ys * w
+    lim = float(2**30)
+    return xs.clamp(-lim, lim).reshape(-1), ys.clamp(-lim, lim).reshape(-1)
+
+
+def _cubic_torch(f: torch.Tensor) -> torch.Tensor:
+    a = -0.75
+    c0 = ((a * (f + 1) - 5 * a) * (f + 1) + 8 * a) * (f + 1) - 4 * a
+    c1 = ((a + 2) * f - (a + 3)) * f * f + 1
+    c2 = ((a + 2) * (1 - f) - (a + 3)) * (1 - f) * (1 - f) + 1
+    return torch.stack([c0, c1, c2, 1 - c0 - c1 - c2], dim=1)
+
+
+def _taps_1d(coord: torch.Tensor, mode: int, fixed: bool) -> tuple[torch.Tensor, int, torch.Tensor]:
+    """Integer base index, first tap offset and (P, K) float64 weights of each coordinate."""
+    if fixed:  # 1/32-pixel fixed point (lanczos4)
+        base, frac = coord >> _INTER_BITS, coord & (_TAB - 1)
+        grid = np.arange(_TAB, dtype=np.float32) / _TAB
+        table = torch.as_tensor(_lanczos4_coeffs(grid), device=coord.device)
+        return base, -3, table[frac]
+    c32 = coord.to(torch.float32)
+    base = torch.floor(c32)
+    f = c32 - base
+    if mode == INTER_LINEAR:
+        w = torch.stack([1 - f, f], dim=1)
+        return base.long(), 0, w.to(torch.float64)
+    return base.long(), -1, _cubic_torch(f).to(torch.float64)
+
+
+def _remap(
+    x: torch.Tensor,
+    xs: torch.Tensor,
+    ys: torch.Tensor,
+    dw: int,
+    dh: int,
+    mode: int,
+    border: int,
+    cval: list[float],
+) -> torch.Tensor:
+    n, h, w, c = x.shape
+    flat = x.reshape(n, h * w, c)
+    fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device)
+
+    def gather(ix: torch.Tensor, iy: torch.Tensor) -> torch.Tensor:
+        bx, by = _torch_border(ix, w, border), _torch_border(iy, h, border)
+        ok = (bx >= 0) & (by >= 0)
+        idx = torch.where(ok, by * w + bx, torch.zeros_like(bx))
+        vals = flat.index_select(1, idx)
+        if border == BORDER_CONSTANT and not bool(ok.all()):
+            vals = torch.where(ok.view(1, -1, 1), vals, fill.to(vals.dtype).view(1, 1, c))
+        return vals
+
+    if mode == INTER_NEAREST:
+        return gather(xs, ys).reshape(n, dh, dw, c)
+    fixed = mode == INTER_LANCZOS4
+    ix, first, wx = _taps_1d(xs, mode, fixed)
+    iy, _, wy = _taps_1d(ys, mode, fixed)
+    wdt = torch.float64 if x.dtype == torch.float64 else torch.float32
+    wx, wy = wx.to(wdt), wy.to(wdt)
+    out = torch.zeros((n, ix.numel(), c), dtype=wdt, device=x.device)
+    k = wx.shape[1]
+    for ky in range(k):
+        row = torch.zeros_like(out)
+        for kx in range(k):
+            vals = gather(ix + first + kx, iy + first + ky).to(wdt)
+            row += vals * wx[:, kx].view(1, -1, 1)
+        out += row * wy[:, ky].view(1, -1, 1)
+    return saturate(out, x.dtype).reshape(n, dh, dw, c)
+
+
+def _warp(
+    src: torch.Tensor,
+    m: np.ndarray,
+    dsize: Any,
+    dst: Any,
+    flags: int,
+    border_mode: int,
+    border_value: Any,
+    perspective: bool,
+) -> torch.Tensor:
+    check_image(src, dtypes=(torch.uint8, torch.uint16, torch.int16, torch.float32, torch.float64))
+    if dst is not None:
+        raise UnsupportedOperation("warp: an output array dst is not supported")
+    mode, inverse = _parse_flags(flags)
+    border = border_type_base(border_mode, _BORDERS)
+    dw, dh = (int(v) for v in dsize)
+    if dw <= 0 or dh <= 0:
+        dw, dh = int(src.shape[2]), int(src.shape[1])
+    if not inverse:
+        m = np.linalg.inv(m) if perspective else _invert_affine(m)
+    if mode == INTER_LANCZOS4:
+        coords = _perspective_coords if perspective else _affine_coords
+        xs, ys = coords(m, dw, dh, False, src.device)
+    else:
+        xs, ys = _float_coords(m, dw, dh, perspective, src.device)
+        if mode == INTER_NEAREST:
+            xs, ys = torch.round(xs).long(), torch.round(ys).long()
+    cval = scalar_values(border_value, channels(src))
+    out = _remap(as_nhwc(src), xs, ys, dw, dh, mode, border, cval)
+    return like_input(out, src)
+
+
+def warpAffine(  # noqa: N802
+    src: torch.Tensor,
+    M: Any,  # noqa: N803
+    dsize: Any,
+    dst: Any = None,
+    flags: int = INTER_LINEAR,
+    borderMode: int = BORDER_CONSTANT,  # noqa: N803
+    borderValue: Any = None,  # noqa: N803
+) -> torch.Tensor:
+    """``cv2.warpAffine`` for a batch with one 2x3 matrix (forward, or inverse with
+    WARP_INVERSE_MAP); nearest/linear/cubic/lanczos4; BORDER_TRANSPARENT is unsupported."""
+    m = to_numpy_matrix(M, (2, 3), "warpAffine: M")
+    return _warp(src, m, dsize, dst, flags, borderMode, borderValue, perspective=False)
+
+
+def warpPerspective(  # noqa: N802
+    src: torch.Tensor,
+    M: Any,  # noqa: N803
+    dsize: Any,
+    dst: Any = None,
+    flags: int = INTER_LINEAR,
+    borderMode: int = BORDER_CONSTANT,  # noqa: N803
+    borderValue: Any = None,  # noqa: N803
+) -> torch.Tensor:
+    """``cv2.warpPerspective`` for a batch with one 3x3 matrix; same modes as warpAffine."""
+    m = to_numpy_matrix(M, (3, 3), "warpPerspective: M")
+    return _warp(src, m, dsize, dst, flags, borderMode, borderValue, perspective=True)
