@@ -16,6 +16,17 @@ PUBLIC_NAMES = [
     "detect_gpus",
     "seed_everything",
     "setup_logging",
+    "CallNode",
+    "DAGBuilder",
+    "EnhancedTracer",
+    "ExecutionDAG",
+    "FunctionFilter",
+    "GraphError",
+    "TraceError",
+    "ValueNode",
+    "canonical_name",
+    "trace_dataloader",
+    "trace_function",
 ]
 
 

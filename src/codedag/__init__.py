@@ -14,13 +14,24 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it. Keep sorted by name.
 _EXPORTS: dict[str, str] = {
+    "CallNode": "codedag.graph.model",
     "CodeDAGError": "codedag.errors",
     "ConfigError": "codedag.errors",
+    "DAGBuilder": "codedag.trace.builder",
     "DeviceError": "codedag.errors",
+    "EnhancedTracer": "codedag.trace.tracer",
+    "ExecutionDAG": "codedag.graph.model",
+    "FunctionFilter": "codedag.trace.filter",
+    "GraphError": "codedag.errors",
     "SchemaError": "codedag.errors",
+    "TraceError": "codedag.errors",
+    "ValueNode": "codedag.graph.model",
+    "canonical_name": "codedag.trace.names",
     "detect_gpus": "codedag.monitor.devices.gpus",
     "seed_everything": "codedag.util.seeding",
     "setup_logging": "codedag.util.logs",
+    "trace_dataloader": "codedag.trace.dataloader",
+    "trace_function": "codedag.trace.tracer",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -16,7 +16,7 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("doctor",)
+SUBCOMMANDS: tuple[str, ...] = ("doctor", "trace")
 
 log = logging.getLogger("codedag.cli")
 
