@@ -9,6 +9,14 @@ import codedag
 
 # Names users import from codedag. Add to this list as capabilities land; never remove.
 PUBLIC_NAMES = [
+    "OptimizerManager",
+    "GraphCoarsening",
+    "KWayPartitioner",
+    "IterativeOptimizer",
+    "Partition",
+    "CoarsenedDAG",
+    "ClusterNode",
+    "CostModel",
     "CodeDAGError",
     "ConfigError",
     "SchemaError",
