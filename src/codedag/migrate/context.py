@@ -11,10 +11,11 @@ does not trace (that costs 10x), so it knows less:
   the traced batch, a number that means nothing for a later batch.
 
 So every key is *normalized*: outer counters dropped, the last one kept
-(``a#0/b#5/cv2.resize#1`` -> ``(("a", "b"), "cv2.resize", 1)``). A runtime call matches a plan key
-by the longest common suffix of enclosing names (innermost first; the plan's segments must appear
-in order among the runtime frames, so frames the tracer filtered out do not break a match), then
-by equal own counter. This one rule covers the seed's three levels: *exact* (the whole plan key
+(``a#0/b#5/cv2.resize#1`` -> ``(("a", "b"), "cv2.resize", 1)``). The plan's enclosing names are
+looked up, innermost first, in order among the runtime frames (frames the tracer filtered out do
+not break a match). The best plan key is the one whose innermost name is found closest to the call
+(the direct caller beats a frame further up), then the one with more names found, then the one
+with the same own counter. This one rule covers the seed's three levels: *exact* (the whole plan key
 matches), *suffix* (its innermost segments match, e.g. a DataLoader worker's stack above
 ``__getitem__`` differs from the traced ``__next__``), *function name* (no enclosing segment
 matches: the function's majority placement decides).
@@ -68,18 +69,27 @@ def function_of(key: str) -> str:
     return split_segment(key.rsplit("/", 1)[-1])[0]
 
 
-def _suffix_score(plan_parents: tuple[str, ...], runtime_parents: tuple[str, ...]) -> int:
-    """How many of the plan's enclosing names, innermost first, appear in order at run time."""
+def _suffix_score(plan_parents: tuple[str, ...], runtime_parents: tuple[str, ...]) -> tuple[int, int]:
+    """Match the plan's enclosing names, innermost first, in order among the runtime frames.
+
+    Returns:
+        ``(-gap, matched)``: ``gap`` is how many runtime frames lie between the call and the
+        innermost matched name (0: the plan's innermost segment is the direct caller), and
+        ``matched`` how many of the plan's names were found. Larger is better.
+    """
     matched = 0
+    gap = 0
     j = len(runtime_parents) - 1
     for name in reversed(plan_parents):
         while j >= 0 and runtime_parents[j] != name:
             j -= 1
         if j < 0:
             break
+        if matched == 0:
+            gap = len(runtime_parents) - 1 - j
         matched += 1
         j -= 1
-    return matched
+    return (-gap if matched else -len(runtime_parents) - 1), matched
 
 
 class ContextMatcher:
@@ -107,6 +117,20 @@ class ContextMatcher:
         self.constant: bool = len(distinct) <= 1
         self.depth: int = max((len(k.parents) for k in self.keys), default=0)
         self.conflicts: int = sum(1 for v in votes.values() if len(v) > 1)
+        by_parent: dict[str, set[Placement]] = {}
+        for key, placement in self.keys.items():
+            if key.parents:
+                by_parent.setdefault(key.parents[-1], set()).add(placement)
+        self._by_parent = by_parent
+
+    def decided_by_caller(self, caller_name: str) -> bool:
+        """Whether every call made directly from ``caller_name`` gets the same placement.
+
+        True when the plan names ``caller_name`` as the innermost enclosing call of this
+        function and all such keys agree: the wrapper may then cache the placement per caller
+        code object and skip the stack walk.
+        """
+        return len(self._by_parent.get(caller_name, ())) == 1
 
     def match(self, parents: tuple[str, ...], counter: int) -> tuple[Placement, str]:
         """Placement of a runtime call and the level that decided it.
@@ -114,17 +138,18 @@ class ContextMatcher:
         Returns:
             ``(placement, level)`` with level ``exact``, ``suffix`` or ``name``.
         """
-        best: tuple[int, int] = (-1, -1)
+        best: tuple[int, int, int] | None = None
         best_key: NormalizedKey | None = None
         for key in self.keys:
-            score = (_suffix_score(key.parents, parents), int(key.counter == counter))
-            if score > best:
+            gap, matched = _suffix_score(key.parents, parents)
+            score = (gap, matched, int(key.counter == counter))
+            if best is None or score > best:
                 best, best_key = score, key
-        if best_key is None or (best[0] == 0 and not best[1]):
+        if best is None or best_key is None or (best[1] == 0 and not best[2]):
             return self.default, "name"
-        if best[0] == len(best_key.parents) and best[1]:
+        if best[1] == len(best_key.parents) and best[2]:
             return self.keys[best_key], "exact"
-        if best[0] == 0:
+        if best[1] == 0:
             return self.keys[best_key], "name"
         return self.keys[best_key], "suffix"
 

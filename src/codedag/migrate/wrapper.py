@@ -20,6 +20,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
@@ -111,6 +112,7 @@ class UniversalWrapper:
         self._warned = False
         self._factories: OrderedDict[Any, Any] = OrderedDict()
         self._walk_depth = min(64, 2 * matcher.depth + 8)
+        self._by_code: dict[Any, tuple[Placement, str]] = {}
         self.function = self._build()
 
     # -- the replacement ---------------------------------------------------------------------
@@ -150,6 +152,11 @@ class UniversalWrapper:
         return replacement
 
     def _decide(self) -> tuple[Placement, str]:
+        # Frames: 0 _decide, 1 replacement, 2 the caller.
+        code = sys._getframe(2).f_code
+        cached = self._by_code.get(code)
+        if cached is not None:
+            return cached
         # Frames: 0 runtime_parents, 1 _decide, 2 replacement, 3 the caller.
         parents, caller = runtime_parents(self._walk_depth, skip=3)
         counters = _STATE.counters
@@ -160,7 +167,10 @@ class UniversalWrapper:
         else:
             counters[self.name] = [caller, 0]
             index = 0
-        return self.matcher.match(parents, index)
+        decision = self.matcher.match(parents, index)
+        if parents and self.matcher.decided_by_caller(parents[-1]):
+            self._by_code[code] = decision
+        return decision
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any, level: str) -> Any:
         if device is None:

@@ -126,7 +126,9 @@ def border_type_base(border_type: int, allowed: Sequence[int]) -> int:
     """Strip BORDER_ISOLATED (a whole image has no outside ROI) and check the type is allowed."""
     base = int(border_type) & ~BORDER_ISOLATED
     if base not in allowed:
-        raise UnsupportedOperation(f"borderType {border_type} unsupported; expected one of {allowed}")
+        raise UnsupportedOperation(
+            f"borderType {border_type} unsupported; expected one of {allowed}"
+        )
     return base
 
 
