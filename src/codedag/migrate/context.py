@@ -69,7 +69,9 @@ def function_of(key: str) -> str:
     return split_segment(key.rsplit("/", 1)[-1])[0]
 
 
-def _suffix_score(plan_parents: tuple[str, ...], runtime_parents: tuple[str, ...]) -> tuple[int, int]:
+def _suffix_score(
+    plan_parents: tuple[str, ...], runtime_parents: tuple[str, ...]
+) -> tuple[int, int]:
     """Match the plan's enclosing names, innermost first, in order among the runtime frames.
 
     Returns:

@@ -10,6 +10,7 @@ go through :class:`codedag.patching.Patcher`, which also rebinds references boun
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from codedag.migrate.registry import Registry
 from codedag.migrate.values import ValueConverter
 from codedag.migrate.wrapper import UniversalWrapper
 from codedag.patching import Patcher, resolve
+from codedag.trace.names import INDEXED_MODULES
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class PatchInjector:
         self.skipped: dict[str, str] = {}
         self.failed: dict[str, str] = {}
         self._patcher = Patcher("migrate")
+        self._current = ""
         self._lock = threading.RLock()
 
     def check(self) -> list[str]:
@@ -85,23 +88,35 @@ class PatchInjector:
             self.skipped.clear()
             self.failed.clear()
             wanted = self.check()
-            resolvable = []
+            patched = []
             for name in wanted:
                 try:
-                    resolve(name)
+                    _owner, _attr, raw = resolve(name)
                 except MigrationError as error:
                     self.failed[name] = str(error)
                     log.warning("cannot patch %s: %s", name, error)
                     continue
-                resolvable.append(name)
-            self._patcher.patch_many(resolvable, self._factory)
+                sites = [name, *alias_paths(name, raw, self.registry.aliases(name))]
+                self._current = name
+                try:
+                    self._patcher.patch_many(sites, self._factory)
+                except MigrationError as error:
+                    self.wrappers.pop(name, None)
+                    self.failed[name] = str(error)
+                    log.warning("cannot patch %s: %s", name, error)
+                    continue
+                patched.append(name)
             return {
-                "patched": len(resolvable),
+                "patched": len(patched),
                 "failed": len(self.failed),
                 "skipped": len(self.skipped),
             }
 
-    def _factory(self, name: str, original: Any) -> Any:
+    def _factory(self, site: str, original: Any) -> Any:
+        name = self._current
+        existing = self.wrappers.get(name)
+        if existing is not None and existing.original is original:
+            return existing.function  # an alias of the same function: one wrapper, one count
         spec = self.registry.get(name)
         if spec is None:  # checked before; the registry changed in between
             raise MigrationError(f"{name!r} left the registry while patching")
@@ -123,5 +138,36 @@ class PatchInjector:
             return self._patcher.restore()
 
     def patched_names(self) -> list[str]:
-        """Functions patched right now."""
+        """Functions patched right now (canonical names and their aliases)."""
         return sorted(self._patcher.records())
+
+
+def alias_paths(name: str, raw: Any, registered: set[str]) -> list[str]:
+    """Other public paths of the function ``name`` resolves to (``numpy.absolute`` for
+    ``numpy.abs``, ``torch.stft`` for ``torch.functional.stft``).
+
+    The Patcher rebinds references in user modules but not inside the library's own package, so
+    each public spelling of the same object in the library's namespaces is patched as well.
+    """
+    obj = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+    modules = {m for m in INDEXED_MODULES if m in sys.modules}
+    modules.add(name.rsplit(".", 1)[0])
+    modules.add(name.split(".", 1)[0])
+    found = set()
+    for module_name in modules:
+        module = sys.modules.get(module_name)
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            if value is obj and not attr.startswith("_"):
+                found.add(f"{module_name}.{attr}")
+    for other in registered:
+        try:
+            _owner, _attr, value = resolve(other)
+        except MigrationError:
+            continue
+        if (value.__func__ if isinstance(value, staticmethod | classmethod) else value) is obj:
+            found.add(other)
+    found.discard(name)
+    return sorted(found)

@@ -25,7 +25,7 @@ import pkgutil
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -190,13 +190,13 @@ NON_MIGRATABLE: dict[str, str] = {
 # Torch functions user code calls on CPU tensors; MoveOnly runs them on the device as they are.
 TORCH_MOVE_ONLY: tuple[str, ...] = (
     "torch.nn.functional.interpolate",
-    "torch.nn.functional.conv1d",
-    "torch.nn.functional.conv2d",
+    "torch.conv1d",
+    "torch.conv2d",
+    "torch.avg_pool1d",
     "torch.nn.functional.avg_pool2d",
-    "torch.nn.functional.max_pool2d",
     "torch.nn.functional.grid_sample",
     "torch.nn.functional.pad",
-    "torch.stft",
+    "torch.functional.stft",
     "torch.matmul",
     "torch.fft.fft",
     "torch.fft.rfft",
@@ -285,13 +285,23 @@ def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") 
 
 
 class Registry:
-    """Specs by canonical name, plus the NonMigratable list; thread-safe."""
+    """Specs by canonical name, plus the NonMigratable list; thread-safe.
+
+    Backends are registered under the names their modules chose (``numpy.absolute``,
+    ``librosa.feature.melspectrogram``); the tracer names a call after the function *object*
+    (:func:`codedag.trace.names.canonical_name`: ``numpy.abs`` for ``np.absolute`` in NumPy 2,
+    ``librosa.feature.spectral.melspectrogram``). The registry therefore also answers under each
+    object's canonical name: the first lookup of a library's name resolves that library's
+    registered names (importing it) and adds the canonical ones.
+    """
 
     def __init__(self, specs: Mapping[str, OpSpec] | None = None) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._specs: dict[str, OpSpec] = dict(specs or {})
         self.non_migratable: dict[str, str] = dict(NON_MIGRATABLE)
         self.load_errors: dict[str, str] = {}
+        self._canonical_done: set[str] = set()
+        self._aliases: dict[str, set[str]] = {}
 
     def register(self, spec: OpSpec) -> None:
         """Add or replace a spec; refused for NonMigratable names."""
@@ -303,24 +313,64 @@ class Registry:
             )
         with self._lock:
             self._specs[spec.name] = spec
+            self._canonical_done.discard(spec.name.split(".", 1)[0])
 
     def unregister(self, name: str) -> None:
         """Remove a spec (no error when absent)."""
         with self._lock:
             self._specs.pop(name, None)
 
+    def _canonicalize(self, top: str) -> None:
+        """Add the canonical names of every registered name of the library ``top``."""
+        with self._lock:
+            if top in self._canonical_done:
+                return
+            self._canonical_done.add(top)
+            from codedag.patching import resolve
+            from codedag.trace.names import canonical_name
+
+            for name, spec in list(self._specs.items()):
+                if name.split(".", 1)[0] != top:
+                    continue
+                try:
+                    _owner, _attr, raw = resolve(name)
+                except Exception as e:  # library missing or name absent in this version
+                    log.debug("cannot resolve %s: %s", name, e)
+                    continue
+                obj = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+                canonical = canonical_name(obj)
+                self._aliases.setdefault(canonical, set()).update({canonical, name})
+                if canonical not in self._specs and canonical not in self.non_migratable:
+                    self._specs[canonical] = replace(spec, name=canonical)
+
+    def _lookup(self, name: str) -> OpSpec | None:
+        spec = self._specs.get(name)
+        if spec is None:
+            top = name.split(".", 1)[0]
+            if top not in self._canonical_done and any(
+                n.split(".", 1)[0] == top for n in self._specs
+            ):
+                self._canonicalize(top)
+                spec = self._specs.get(name)
+        return spec
+
     def get(self, name: str) -> OpSpec | None:
         """The spec of ``name``, or ``None`` when unknown or NonMigratable."""
         if name in self.non_migratable:
             return None
-        return self._specs.get(name)
+        return self._lookup(name)
 
     def is_migratable(self, name: str) -> bool:
         """Whether a plan may place ``name`` on a device."""
-        return name not in self.non_migratable and name in self._specs
+        return name not in self.non_migratable and self._lookup(name) is not None
+
+    def aliases(self, name: str) -> set[str]:
+        """Registered names of the same function object as ``name`` (``name`` included)."""
+        self._lookup(name)
+        return set(self._aliases.get(name, ())) | {name}
 
     def names(self) -> list[str]:
-        """Every migratable canonical name, sorted."""
+        """Every migratable name (as registered, plus canonical names resolved so far)."""
         return sorted(n for n in self._specs if n not in self.non_migratable)
 
     def by_strategy(self) -> dict[str, list[str]]:
@@ -379,6 +429,8 @@ def build_default_registry() -> Registry:
         registry._specs[name] = OpSpec(name, Strategy.MOVE_ONLY, None, "torch")
     for module in ops_modules():
         _load_ops_module(registry, module)
+    for top in ("numpy", "torch"):  # imported already by the backends: cheap to resolve now
+        registry._canonicalize(top)
     return registry
 
 
