@@ -35,6 +35,19 @@ PUBLIC_NAMES = [
     "canonical_name",
     "trace_dataloader",
     "trace_function",
+    "PipelineMigrator",
+    "OpSpec",
+    "Registry",
+    "Strategy",
+    "MoveOnly",
+    "StandardOp",
+    "FactoryOp",
+    "UniversalWrapper",
+    "PatchInjector",
+    "list_supported_functions",
+    "is_migratable",
+    "MigrationError",
+    "UnsupportedOperation",
 ]
 
 

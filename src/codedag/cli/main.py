@@ -17,7 +17,7 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("doctor", "trace", "optimize", "plan")
+SUBCOMMANDS: tuple[str, ...] = ("doctor", "trace", "optimize", "plan", "migrate")
 
 log = logging.getLogger("codedag.cli")
 
