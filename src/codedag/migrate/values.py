@@ -24,7 +24,7 @@ import ctypes
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -160,13 +160,15 @@ class DeviceCache:
         return len(self._entries)
 
 
-@dataclass
 class CallValues:
     """What a call's inputs were, to convert its outputs back to the same kinds."""
 
-    pil_modes: list[str] = field(default_factory=list)
-    torch_device: torch.device | None = None
-    staging: list[torch.Tensor] = field(default_factory=list)
+    __slots__ = ("pil_modes", "staging", "torch_device")
+
+    def __init__(self) -> None:
+        self.pil_modes: list[str] = []
+        self.torch_device: torch.device | None = None
+        self.staging: list[torch.Tensor] = []
 
 
 class ValueConverter:
@@ -193,9 +195,12 @@ class ValueConverter:
         if not array.dtype.isnative:
             raise UnsupportedOperation(f"non-native byte order {array.dtype.str}")
         if self.zero_copy:
-            if not array.flags.writeable or any(s < 0 for s in array.strides):
-                array = np.array(array)  # from_numpy refuses negative strides, warns on read-only
-            return torch.from_numpy(array)
+            if not array.flags.writeable:  # from_numpy warns on read-only arrays
+                array = np.array(array)
+            try:
+                return torch.from_numpy(array)
+            except ValueError:  # negative strides
+                return torch.from_numpy(np.array(array))
         cached = self.cache.get(array)
         if cached is not None:
             return cached
@@ -231,8 +236,11 @@ class ValueConverter:
     # -- outputs -----------------------------------------------------------------------------
     def tensor_to_array(self, tensor: torch.Tensor, order: str) -> np.ndarray:
         """Bring a result tensor back as the NumPy array the library would return."""
-        if tensor.device.type == "cpu" and self.zero_copy:
-            array = tensor.detach().resolve_conj().resolve_neg().numpy()
+        if self.zero_copy and tensor.device.type == "cpu":
+            try:
+                array = tensor.numpy()
+            except RuntimeError:  # requires grad, or a lazy conjugate/negative view
+                array = tensor.detach().resolve_conj().resolve_neg().numpy()
             if order == "C" and not array.flags.c_contiguous:
                 array = np.ascontiguousarray(array)
             elif order == "F" and not array.flags.f_contiguous:

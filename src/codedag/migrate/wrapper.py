@@ -42,13 +42,15 @@ _FACTORY_CACHE_SIZE = 64
 
 
 class _State(threading.local):
-    busy = False
-
     def __init__(self) -> None:
         self.counters: dict[str, list[Any]] = {}
 
 
 _STATE = _State()
+
+# Threads inside a migrated call (backend or value conversion running): patched functions called
+# there run the original. A set checked for emptiness first keeps the common path to one test.
+_BUSY: set[int] = set()
 
 
 def _count(counter: itertools.count[int]) -> int:
@@ -101,16 +103,16 @@ class UniversalWrapper:
         self.original = original
         self.matcher = matcher
         self.converters = converters
-        self._migrated = itertools.count()
         self._passed = itertools.count()
         self._nested = itertools.count()
         self._fell_back = itertools.count()
         self._reasons: Counter[str] = Counter()
-        self._levels: Counter[str] = Counter()
-        self._devices: Counter[str] = Counter()
+        self._placements: dict[tuple[str, str], itertools.count[int]] = {}
         self._lock = threading.Lock()
         self._warned = False
         self._factories: OrderedDict[Any, Any] = OrderedDict()
+        self._factory = spec.strategy is Strategy.FACTORY_OP
+        self._adapting = bool(spec.value_maps or spec.renames or spec.inject_kwargs)
         self._walk_depth = min(64, 2 * matcher.depth + 8)
         self._by_code: dict[Any, tuple[Placement, str]] = {}
         self.function = self._build()
@@ -118,14 +120,15 @@ class UniversalWrapper:
     # -- the replacement ---------------------------------------------------------------------
     def _build(self) -> Callable[..., Any]:
         original = self.original
-        state = _STATE
         run = self._run
         nested = self._nested
+        busy = _BUSY
+        get_ident = threading.get_ident
         if self.matcher.constant:
             device = self.matcher.default
 
             def replacement(*args: Any, **kwargs: Any) -> Any:
-                if state.busy:
+                if busy and get_ident() in busy:
                     next(nested)
                     return original(*args, **kwargs)
                 return run(args, kwargs, device, "name")
@@ -133,16 +136,20 @@ class UniversalWrapper:
         else:
             decide = self._decide
             passed = self._passed
+            by_code = self._by_code.get
+            getframe = sys._getframe
 
             def replacement(*args: Any, **kwargs: Any) -> Any:
-                if state.busy:
+                if busy and get_ident() in busy:
                     next(nested)
                     return original(*args, **kwargs)
-                device, level = decide()
-                if device is None:
+                decision = by_code(getframe(1).f_code)
+                if decision is None:
+                    decision = decide()
+                if decision[0] is None:
                     next(passed)
                     return original(*args, **kwargs)
-                return run(args, kwargs, device, level)
+                return run(args, kwargs, decision[0], decision[1])
 
         with contextlib.suppress(AttributeError, TypeError):
             functools.update_wrapper(replacement, original)
@@ -152,11 +159,7 @@ class UniversalWrapper:
         return replacement
 
     def _decide(self) -> tuple[Placement, str]:
-        # Frames: 0 _decide, 1 replacement, 2 the caller.
-        code = sys._getframe(2).f_code
-        cached = self._by_code.get(code)
-        if cached is not None:
-            return cached
+        """Match the enclosing frames against the plan (the placement's slow path)."""
         # Frames: 0 runtime_parents, 1 _decide, 2 replacement, 3 the caller.
         parents, caller = runtime_parents(self._walk_depth, skip=3)
         counters = _STATE.counters
@@ -168,29 +171,30 @@ class UniversalWrapper:
             counters[self.name] = [caller, 0]
             index = 0
         decision = self.matcher.match(parents, index)
-        if parents and self.matcher.decided_by_caller(parents[-1]):
-            self._by_code[code] = decision
+        if caller is not None and parents and self.matcher.decided_by_caller(parents[-1]):
+            self._by_code[caller.f_code] = decision
         return decision
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any, level: str) -> Any:
         if device is None:
             next(self._passed)
             return self.original(*args, **kwargs)
-        state = _STATE
-        state.busy = True
+        ident = threading.get_ident()
+        _BUSY.add(ident)
         try:
-            used = effective_device(device)
+            used = device if device == "cpu" else effective_device(device)
             result = self._execute(args, kwargs, used)
         except Exception as error:
-            state.busy = False
+            _BUSY.discard(ident)
             self._record_fallback(error)
             return self.original(*args, **kwargs)
         finally:
-            state.busy = False
-        next(self._migrated)
-        with self._lock:
-            self._levels[level] += 1
-            self._devices[used] += 1
+            _BUSY.discard(ident)
+        counter = self._placements.get((level, used))
+        if counter is None:
+            with self._lock:
+                counter = self._placements.setdefault((level, used), itertools.count())
+        next(counter)
         return result
 
     def _record_fallback(self, error: Exception) -> None:
@@ -220,11 +224,11 @@ class UniversalWrapper:
             converter = self.converters[device] = ValueConverter(device)  # type: ignore[index]
         call = CallValues()
         try:
-            if spec.strategy is Strategy.FACTORY_OP:
+            if self._factory:
                 result, batched = self._factory_call(args, kwargs, converter, call, device)
             else:
                 new_args, new_kwargs, batched = self._convert_inputs(args, kwargs, converter, call)
-                if spec.strategy is Strategy.STANDARD_OP:
+                if self._adapting:
                     new_args, new_kwargs = self._adapt(new_args, new_kwargs, device)
                 backend = spec.backend if spec.backend is not None else self.original
                 result = backend(*new_args, **new_kwargs)
@@ -375,16 +379,22 @@ class UniversalWrapper:
     # -- statistics --------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """Counters of this function: migrated, fell back (with reasons), passed through."""
+        levels: Counter[str] = Counter()
+        devices: Counter[str] = Counter()
         with self._lock:
+            for (level, device), counter in self._placements.items():
+                count = _count(counter)
+                levels[level] += count
+                devices[device] += count
             return {
                 "strategy": self.spec.strategy.value,
-                "migrated": _count(self._migrated),
+                "migrated": sum(levels.values()),
                 "fell_back": _count(self._fell_back),
                 "passed_through": _count(self._passed),
                 "nested": _count(self._nested),
                 "fallback_reasons": dict(self._reasons),
-                "match_levels": dict(self._levels),
-                "devices": dict(self._devices),
+                "match_levels": dict(levels),
+                "devices": dict(devices),
             }
 
 
