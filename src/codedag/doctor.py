@@ -371,45 +371,32 @@ def check_tools(report: DoctorReport) -> None:
             "not found",
             "DAGs are written as DOT only, no SVG; get it with apt-get install graphviz (bin/bootstrap does this on Debian as root)",
         )
-    docker = shutil.which("docker")
-    tools["docker_client"] = None
-    tools["docker_engine"] = None
-    if not docker:
+    from codedag.experiments.docker import probe_docker
+
+    docker = probe_docker()
+    tools["docker_client"] = docker.client
+    tools["docker_engine"] = docker.engine
+    tools["docker_nvidia_runtime"] = docker.nvidia_runtime
+    if docker.client is None:
         report.add(
             "tools",
             "docker client",
             MISSING,
             "not found",
-            "codedag env build/run need Docker; use --local to run in this environment",
+            f"{docker.reason}; codedag env build/run need Docker; use --local to run in this environment",
         )
     else:
-        result = _run([docker, "--version"])
-        client = result.stdout.strip() if result and result.returncode == 0 else "unknown version"
-        tools["docker_client"] = client
-        report.add("tools", "docker client", OK, client)
-        result = _run(
-            [docker, "info", "--format", "{{.ServerVersion}} {{json .Runtimes}}"], timeout_s=8.0
-        )
-        if result is not None and result.returncode == 0 and result.stdout.strip():
-            server, _, runtimes = result.stdout.strip().partition(" ")
-            tools["docker_engine"] = server
-            tools["docker_nvidia_runtime"] = "nvidia" in runtimes
-            report.add(
-                "tools",
-                "docker engine",
-                OK,
-                f"{server}, nvidia runtime: {'yes' if 'nvidia' in runtimes else 'no'}",
-            )
+        report.add("tools", "docker client", OK, docker.client)
+        if docker.engine is not None:
+            runtime = "yes" if docker.nvidia_runtime else "no"
+            report.add("tools", "docker engine", OK, f"{docker.engine}, nvidia runtime: {runtime}")
         else:
-            message = (
-                (result.stderr.strip().splitlines() or ["no answer"])[-1] if result else "timed out"
-            )
             report.add(
                 "tools",
                 "docker engine",
                 MISSING,
                 "not reachable",
-                f"{message}; codedag env build/run need an engine, or use --local",
+                f"{docker.reason}; codedag env build/run need an engine, or use --local",
             )
     report.facts["tools"] = tools
 

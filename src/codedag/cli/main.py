@@ -17,7 +17,15 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("doctor", "trace", "optimize", "plan", "migrate")
+SUBCOMMANDS: tuple[str, ...] = (
+    "doctor",
+    "experiment",
+    "env",
+    "trace",
+    "optimize",
+    "plan",
+    "migrate",
+)
 
 log = logging.getLogger("codedag.cli")
 
