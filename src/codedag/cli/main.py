@@ -19,6 +19,7 @@ from codedag.errors import CodeDAGError
 # Subcommand modules under codedag.cli, in the order --help lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "doctor",
+    "trace",
     "experiment",
     "env",
     "trace",

@@ -13,6 +13,8 @@ topological order of a traced DAG.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
 import json
 import os
@@ -292,11 +294,10 @@ class ExecutionDAG:
     # ----------------------------------------------------------------- serialization
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data, with ``schema_version``."""
-        nodes_out = []
-        for node in self.nodes.values():
-            d = {name: getattr(node, name) for name in _FIELD_NAMES[type(node)]}
-            d["kind"] = node.kind
-            nodes_out.append(d)
+        nodes_out = [
+            _call_dict(n) if type(n) is CallNode else _value_dict(n)  # type: ignore[arg-type]
+            for n in self.nodes.values()
+        ]
         from codedag import __version__
 
         return {
@@ -330,6 +331,12 @@ class ExecutionDAG:
         nodes = dag.nodes
         problems: list[str] = []
         for i, raw in enumerate(raw_nodes):
+            node = _fast_node(raw)
+            if node is not None:
+                if node.id in nodes:
+                    problems.append(f"nodes[{i}]: duplicate id {node.id}")
+                nodes[node.id] = node
+                continue
             try:
                 node = _node_from_dict(raw)
             except SchemaError as error:
@@ -362,7 +369,9 @@ class ExecutionDAG:
         from codedag.util.io import atomic_write_bytes
 
         indent = 1 if len(self.nodes) <= 10_000 else None
-        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False, separators=(",", ":"))
+        with _gc_paused():
+            data_dict = self.to_dict()
+            text = json.dumps(data_dict, indent=indent, allow_nan=False, separators=(",", ":"))
         data = text.encode("utf-8")
         if str(path).endswith(".gz"):
             data = gzip.compress(data, compresslevel=5)
@@ -375,13 +384,14 @@ class ExecutionDAG:
             raw = Path(path).read_bytes()
         except OSError as error:
             raise SchemaError(f"cannot read execution DAG {path}: {error.strerror}") from error
-        try:
-            if raw[:2] == b"\x1f\x8b":
-                raw = gzip.decompress(raw)
-            data = json.loads(raw)
-        except (ValueError, OSError) as error:
-            raise SchemaError(f"{path} is not a JSON execution DAG: {error}") from error
-        return cls.from_dict(data)
+        with _gc_paused():
+            try:
+                if raw[:2] == b"\x1f\x8b":
+                    raw = gzip.decompress(raw)
+                data = json.loads(raw)
+            except (ValueError, OSError) as error:
+                raise SchemaError(f"{path} is not a JSON execution DAG: {error}") from error
+            return cls.from_dict(data)
 
     def __repr__(self) -> str:
         s = self.stats()
@@ -410,3 +420,109 @@ def _node_from_dict(raw: Any) -> Node:
             )
         kwargs[name] = value
     return cls(**kwargs)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC: building millions of acyclic objects triggers useless full passes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _call_dict(n: CallNode) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "kind": "call",
+        "name": n.name,
+        "context_key": n.context_key,
+        "call_site": n.call_site,
+        "depth": n.depth,
+        "total_ns": n.total_ns,
+        "self_ns": n.self_ns,
+        "mem_bytes": n.mem_bytes,
+        "arg_summaries": n.arg_summaries,
+        "return_summary": n.return_summary,
+        "is_builtin": n.is_builtin,
+    }
+
+
+def _value_dict(n: ValueNode) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "kind": "value",
+        "name": n.name,
+        "version": n.version,
+        "type_name": n.type_name,
+        "shape": n.shape,
+        "dtype": n.dtype,
+        "nbytes": n.nbytes,
+        "device": n.device,
+    }
+
+
+def _fast_node(raw: Any) -> Node | None:
+    """The node of a complete, well-typed current-format dict; None means: check it slowly."""
+    if type(raw) is not dict:
+        return None
+    kind = raw.get("kind")
+    try:
+        if kind == "call" and len(raw) == 12:
+            node_id, ret = raw["id"], raw["return_summary"]
+            node: Node = CallNode(
+                node_id,
+                raw["name"],
+                raw["context_key"],
+                raw["call_site"],
+                raw["depth"],
+                raw["total_ns"],
+                raw["self_ns"],
+                raw["mem_bytes"],
+                raw["arg_summaries"],
+                ret,
+                raw["is_builtin"],
+            )
+            ok = (
+                type(node_id) is int
+                and type(node.name) is str
+                and type(node.context_key) is str
+                and type(node.call_site) is str
+                and type(node.depth) is int
+                and type(node.total_ns) is int
+                and type(node.self_ns) is int
+                and type(node.mem_bytes) is int
+                and type(node.arg_summaries) is list
+                and (ret is None or type(ret) is str)
+                and type(node.is_builtin) is bool
+            )
+            return node if ok else None
+        if kind == "value" and len(raw) == 9:
+            node_id, shape, dtype = raw["id"], raw["shape"], raw["dtype"]
+            node = ValueNode(
+                node_id,
+                raw["name"],
+                raw["version"],
+                raw["type_name"],
+                shape,
+                dtype,
+                raw["nbytes"],
+                raw["device"],
+            )
+            ok = (
+                type(node_id) is int
+                and type(node.name) is str
+                and type(node.version) is int
+                and type(node.type_name) is str
+                and (shape is None or type(shape) is list)
+                and (dtype is None or type(dtype) is str)
+                and type(node.nbytes) is int
+                and type(node.device) is str
+            )
+            return node if ok else None
+    except KeyError:
+        return None
+    return None

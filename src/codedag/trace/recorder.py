@@ -13,6 +13,8 @@ value.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import sys
 import threading
@@ -99,9 +101,15 @@ class Session:
         self.stack: list[list[Any]] = []
         self.live: dict[int, tuple[Any, int, int]] = {}
         self.error: str | None = None
+        self.broken = False
         self.started_tracemalloc = False
         self.t_start_ns = 0
         self.t_stop_ns = 0
+        # Hundreds of thousands of records make every full GC pass slower (traced code slows
+        # down quadratically). The records are moved to the permanent generation every 4096
+        # calls with gc.freeze() and back with gc.unfreeze() at the end of the window, unless
+        # the process already uses gc.freeze() itself.
+        self.freeze_gc = gc.get_freeze_count() == 0
         self._make_hooks()
 
     # ------------------------------------------------------------------ classification
@@ -139,6 +147,7 @@ class Session:
         self.code_cache = code_cache
         classify_code, classify_c = self._classify_code, self._classify_c
         is_data = self.data_types.is_data
+        data_cache = self.data_types._cache
         perf = time.perf_counter_ns
         max_depth = self.max_depth
         track_memory = self.track_memory
@@ -146,9 +155,11 @@ class Session:
         module_type = types.ModuleType
         keyed_ref = weakref.KeyedRef
         weakrefable: dict[type, bool] = {}
-        scalars = SCALARS
+        scalars = frozenset(SCALARS)
         max_scan = MAX_CONTAINER_SCAN
         session = self
+        gc_freeze = gc.freeze
+        freeze_gc = self.freeze_gc
 
         seq = 0
         nskip = 0  # skipped events = nhi * 256 + nskip
@@ -204,7 +215,9 @@ class Session:
 
         def scan_arg(label: Any, obj: Any, args_out: list[Any], found: list[int]) -> None:
             cls = type(obj)
-            if is_data(cls):
+            if cls in scalars:
+                args_out.append((label, ARG_SCALAR, obj))
+            elif data_cache.get(cls) or is_data(cls):
                 args_out.append((label, ARG_VALUE, use(obj, found)))
             elif cls is tuple or cls is list or cls is dict:
                 if lookup(obj) is not None:
@@ -214,8 +227,6 @@ class Session:
                         if is_data(type(item)) or lookup(item) is not None:
                             use(item, found)
                 args_out.append((label, ARG_CONTAINER, (cls.__name__, len(obj))))
-            elif cls in scalars:
-                args_out.append((label, ARG_SCALAR, obj))
             else:
                 args_out.append((label, ARG_TYPE, cls))
 
@@ -238,6 +249,8 @@ class Session:
             rec = [cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0]
             rec += [ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0]
             calls.append(rec)
+            if not ncalls & 0xFFF and freeze_gc:
+                gc_freeze()  # keep the growing records out of every GC pass (see start())
             for vseq in found:
                 uses.append((vseq, cseq))
             if track_memory:
@@ -325,7 +338,7 @@ class Session:
                     for pname in info[2]:
                         scan_arg(pname, local.get(pname), args_out, found)
                     back = frame.f_back
-                    site = (back.f_code.co_filename, back.f_lineno) if back is not None else None
+                    site = (back.f_code, back.f_lasti) if back is not None else None
                     enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
                 elif event == "return":
                     if stack and stack[-1][FRAME] is frame:
@@ -363,7 +376,7 @@ class Session:
                         return
                     h0 = perf()
                     m0 = get_mem()[0] if track_memory else 0
-                    site = (frame.f_code.co_filename, frame.f_lineno)
+                    site = (frame.f_code, frame.f_lasti)
                     enter(h0, info[0], info[1], KIND_C, site, [], [], arg, m0)
                 elif stack and stack[-1][FRAME] is arg:  # c_return / c_exception
                     leave(perf(), stack[-1], None, False)
@@ -372,32 +385,44 @@ class Session:
                     if nskip > 255:  # small ints are cached: no allocation
                         nskip, nhi = 0, nhi + 1
             except Exception as error:  # never let the hook raise: Python would drop it
-                session.error = f"{type(error).__name__}: {error}"
-                sys.setprofile(None)
-                log.exception("tracer hook failed; tracing stopped early")
+                fail(error)
+
+        def fail(error: Exception) -> None:
+            session.error = f"{type(error).__name__}: {error}"
+            session.broken = True
+            sys.setprofile(None)
+            log.error("tracer failed (%s); tracing stopped early", session.error, exc_info=error)
 
         def call_wrapped(
             name: str, lib: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
-            if stack and (stack[-1][LIB] == lib or len(stack) >= max_depth):
+            if session.broken or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth)):
                 return fn(*args, **kwargs)
-            h0 = perf()
-            m0 = get_mem()[0] if track_memory else 0
-            args_out: list[Any] = []
-            found: list[int] = []
-            for i, value in enumerate(args):
-                scan_arg(i, value, args_out, found)
-            for key, value in kwargs.items():
-                scan_arg(key, value, args_out, found)
-            caller = sys._getframe(2)
-            site = (caller.f_code.co_filename, caller.f_lineno)
-            rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)
+            try:
+                h0 = perf()
+                m0 = get_mem()[0] if track_memory else 0
+                args_out: list[Any] = []
+                found: list[int] = []
+                for i, value in enumerate(args):
+                    scan_arg(i, value, args_out, found)
+                for key, value in kwargs.items():
+                    scan_arg(key, value, args_out, found)
+                caller = sys._getframe(2)
+                site = (caller.f_code, caller.f_lasti)
+                rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)
+            except Exception as error:  # a tracer bug must never break the traced code
+                fail(error)
+                return fn(*args, **kwargs)
             try:
                 result = fn(*args, **kwargs)
             except BaseException:
-                leave(perf(), rec, None, False)
+                with contextlib.suppress(Exception):
+                    leave(perf(), rec, None, False)
                 raise
-            leave(perf(), rec, result, True)
+            try:
+                leave(perf(), rec, result, True)
+            except Exception as error:
+                fail(error)
             return result
 
         def counters() -> tuple[int, int, int]:
@@ -434,6 +459,8 @@ class Session:
         with _active_lock:
             _active = self._previous_active
         self.close_open(self.t_stop_ns)
+        if self.freeze_gc:
+            gc.unfreeze()
         if self.started_tracemalloc:
             tracemalloc.stop()
         self.live.clear()

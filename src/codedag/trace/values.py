@@ -43,7 +43,9 @@ class DataTypes:
                 self._resolved.add(module_name)
                 changed = True
         if changed:
-            self._cache = {t: v for t, v in self._cache.items() if v}
+            stale = [t for t, v in self._cache.items() if not v]
+            for t in stale:  # in place: the tracer's hot path holds this dict
+                del self._cache[t]
         return self._bases + self._extra
 
     def is_data(self, cls: type) -> bool:
