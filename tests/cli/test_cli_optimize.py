@@ -41,6 +41,16 @@ def test_optimize_target_device_cpu(dag_file: Path, tmp_path: Path) -> None:
     assert set(plan["context_device_map"].values()) == {"cpu"}
 
 
+def test_cost_options_change_the_plan(dag_file: Path, tmp_path: Path) -> None:
+    slow = tmp_path / "slow"
+    args = ["optimize", str(dag_file), "--gpus", "1", "--bandwidth-gbps", "0.001"]
+    assert main([*args, "--out", str(slow)]) == 0
+    assert json.loads((slow / "migration_plan.json").read_text())["context_device_map"] == {}
+    with pytest.raises(SystemExit):
+        main(["optimize", str(dag_file), "--speedup", "fast"])
+    assert main(["optimize", str(dag_file), "--speedup", "0", "--out", str(slow)]) == 2
+
+
 def test_k_larger_than_the_graph_is_clamped(tmp_path: Path) -> None:
     dag = ExecutionDAG()
     dag.add_call(name="pkg.a", context_key="pkg.a#0", total_ns=10, self_ns=10)

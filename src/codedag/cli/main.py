@@ -20,11 +20,10 @@ from codedag.errors import CodeDAGError
 SUBCOMMANDS: tuple[str, ...] = (
     "doctor",
     "trace",
-    "experiment",
-    "env",
-    "trace",
     "optimize",
     "plan",
+    "experiment",
+    "env",
     "migrate",
 )
 

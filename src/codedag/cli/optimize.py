@@ -38,6 +38,19 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     parser.add_argument(
         "--max-iterations", type=int, default=50, help="refinement moves evaluated (default 50)"
     )
+    cost = parser.add_argument_group("cost model (assumptions of the placement)")
+    cost.add_argument(
+        "--speedup", type=float, default=8.0, help="accelerator speedup of a migrated call (8)"
+    )
+    cost.add_argument(
+        "--bandwidth-gbps", type=float, default=25.0, help="host<->device copy bandwidth (25 GB/s)"
+    )
+    cost.add_argument(
+        "--launch-overhead-us",
+        type=float,
+        default=20.0,
+        help="fixed cost of each migrated call instance (20 us)",
+    )
     parser.add_argument("--explain", action="store_true", help="print the placement of each call")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.set_defaults(handler=run)
@@ -57,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     from codedag.errors import UsageError
     from codedag.graph.model import ExecutionDAG
+    from codedag.optimize.costs import CostModel
     from codedag.optimize.explain import plan_table
     from codedag.optimize.manager import OptimizerManager
 
@@ -74,6 +88,12 @@ def run(args: argparse.Namespace) -> int:
         max_iterations=args.max_iterations,
         gpu_count=gpus,
         target_device=args.target_device,
+        cost=CostModel(
+            accelerator_speedup=args.speedup,
+            h2d_bandwidth_gbps=args.bandwidth_gbps,
+            d2h_bandwidth_gbps=args.bandwidth_gbps,
+            launch_overhead_ns=int(args.launch_overhead_us * 1000),
+        ),
     )
     with console.status(f"optimizing {len(dag.nodes)} nodes"):
         result = manager.optimize(dag, export_dir=Path(args.out))

@@ -143,14 +143,18 @@ class GraphCoarsening:
     def _level_zero(self, dag: ExecutionDAG) -> tuple[_Level, list[str]]:
         level = _Level()
         interned: dict[tuple[bool, str], int] = {}
+        by_raw: dict[tuple[bool, str], int] = {}  # raw name -> code, to normalize once per name
         names: list[str] = []
         for node_id, node in dag.nodes.items():
             is_call = node.kind == "call"
-            key = (is_call, normalize_name(node.name))
-            code = interned.get(key)
+            code = by_raw.get((is_call, node.name))
             if code is None:
-                code = interned[key] = len(names)
-                names.append(key[1])
+                key = (is_call, normalize_name(node.name))
+                code = interned.get(key)
+                if code is None:
+                    code = interned[key] = len(names)
+                    names.append(key[1])
+                by_raw[(is_call, node.name)] = code
             level.label[node_id] = code
             level.is_call[node_id] = is_call
             if is_call:

@@ -101,7 +101,8 @@ class CostModel:
 
     def node_weight(self, self_ns: float, nbytes: float) -> float:
         """Partitioning weight of a node: its time plus the memory term, in ns."""
-        return float(self_ns) + self.memory_weight * float(nbytes) / self.h2d_bandwidth_gbps
+        time_ns = max(0.0, float(self_ns))  # a negative measurement counts as nothing
+        return time_ns + self.memory_weight * max(0.0, float(nbytes)) / self.h2d_bandwidth_gbps
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data."""

@@ -79,6 +79,7 @@ def _mapping(rep: rx.PyDiGraph, other: rx.PyDiGraph, size: int) -> list[int] | N
         edge_matcher=operator.eq,
         id_order=False,
         subgraph=False,
+        call_limit=max(10_000, 50 * size),  # give up (no merge) rather than search for long
     )
     try:
         rep_to_other = next(iter(found))

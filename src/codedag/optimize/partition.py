@@ -4,8 +4,10 @@ Weights are measured self time plus a memory term (:meth:`CostModel.node_weight`
 undirected BFS hops from the k centers only (k vectorized BFS passes), normalized by the DAG's
 longest path; no all-pairs distances, no exact diameter (O(n*m)).
 
-- Centers: the first is the heaviest node; each next maximizes
-  ``lambda * distance to the chosen centers + (1 - lambda) * weight share``.
+- Centers: each maximizes ``lambda * distance to the chosen centers + (1 - lambda) * weight
+  share``; the first one's distances are taken from the heaviest node (a sweep: with one center
+  in the middle of the graph, the others get enclosed and starve), and for k = 1 it is the
+  heaviest node itself.
 - Growth: each partition keeps a heap of its frontier keyed by
   ``alpha * weight / max weight - beta * distance to the center``; each step takes, over the k
   heap tops, the best ``key - gamma * load penalty`` with the penalty
@@ -122,6 +124,12 @@ def load_stats(loads: list[float]) -> dict[str, float]:
     }
 
 
+def _normalized(dist: np.ndarray, hops: int) -> np.ndarray:
+    """BFS hops divided by the longest path; unreachable nodes count as one hop past the farthest."""
+    far = float(dist.max()) + 1.0 if dist.size else 1.0
+    return np.where(dist < 0, far, dist).astype(np.float64) / hops
+
+
 class KWayPartitioner:
     """Split a (coarsened) DAG into k partitions around k centers.
 
@@ -194,16 +202,21 @@ class KWayPartitioner:
         lam = self.lambda_weight
         centers: list[int] = []
         dists: list[list[int]] = []
-        nearest = np.zeros(wg.n, dtype=np.float64)  # normalized distance to the chosen centers
+        # Sweep start: distances from the heaviest node, so that with k >= 2 the first center is
+        # not wherever the heaviest node happens to sit (a center in the middle of the graph
+        # encloses the others and starves their growth).
+        nearest = _normalized(wg.bfs([int(np.argmax(weight))]), hops) if k > 1 else None
         for _ in range(k):
-            score = (1.0 - lam) * share + (lam * nearest if centers else 0.0)
+            score = (1.0 - lam) * share
+            if nearest is not None:
+                score = score + lam * nearest
             if centers:
                 score[np.asarray(centers)] = -np.inf
             center = int(np.argmax(score))
             centers.append(center)
             dist = wg.bfs([center])
             dists.append(dist.tolist())
-            norm = np.where(dist < 0, 1.0, np.minimum(dist / hops, 1.0))
+            norm = _normalized(dist, hops)
             nearest = norm if len(centers) == 1 else np.minimum(nearest, norm)
         return centers, dists
 
@@ -223,10 +236,11 @@ class KWayPartitioner:
         alpha, beta, gamma = self.alpha, self.beta, self.gamma
         ptr, nbr = wg.und_ptr.tolist(), wg.und.tolist()
 
+        far = [max(d) + 1 for d in dists]
+
         def base(v: int, p: int) -> float:
             d = dists[p][v]
-            dn = 1.0 if d < 0 else min(d / hops, 1.0)
-            return alpha * weight[v] / max_w - beta * dn
+            return alpha * weight[v] / max_w - beta * (d if d >= 0 else far[p]) / hops
 
         heaps: list[list[tuple[float, int]]] = [[] for _ in range(k)]
         for p, c in enumerate(centers):

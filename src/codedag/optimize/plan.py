@@ -189,7 +189,10 @@ def build_plan(
         transfer = net.transfer_ns(node.id) if node.id in migratable else 0
         migrate = node.id in migrated
         if migrate:
-            reason = f"saves {gain} ns > {transfer} ns of transfers (partition {p} on {device})"
+            reason = (
+                f"saves {gain} ns net of launches > {transfer} ns of transfers "
+                f"(partition {p} on {device})"
+            )
             for key in keys:
                 context_map[key] = device
         elif node.id not in migratable:
