@@ -1,12 +1,12 @@
 """``cv2.cvtColor`` on torch, batch-first: BGR/RGB(A) swaps, GRAY, YCrCb, YUV, XYZ, HSV, HLS, Lab.
 
-Our own torch code, not kornia: kornia's color conversions use different constants (e.g. its
-rgb_to_grayscale and YCbCr are close to but not cv2's fixed-point uint8 arithmetic), a hue in radians
-and no uint8 HSV with H in 0..180. uint8 GRAY, YCrCb, YUV, XYZ and HSV reproduce cv2's integer
-arithmetic (14/12-bit fixed point, HSV's division tables) bit for bit; GRAY is computed in float
-(cv2 5's SIMD gray differs from its documented 14-bit formula in ~0.2% of pixels by 1, float in
-~0.1%); uint8 HSV/HLS->BGR go through float as cv2 does; Lab uses the CIE formulas (uint8 within 1
-level; float32 BGR->Lab raises UnsupportedOperation: cv2 5 interpolates a quantized table there).
+Our own torch code, not kornia: kornia's color conversions use different constants (its
+rgb_to_grayscale and YCbCr are close to but not cv2's fixed-point uint8 arithmetic), a hue in
+radians and no uint8 HSV with H in 0..180. uint8 GRAY, YCrCb, YUV, XYZ and HSV reproduce cv2's
+integer arithmetic (14/12-bit fixed point, HSV's division tables) bit for bit; GRAY is computed in
+float (cv2 5's SIMD gray differs from its documented 14-bit formula in ~0.2% of pixels by 1, float
+in ~0.1%); uint8 HSV/HLS->BGR go through float as cv2 does; Lab uses the CIE formulas (uint8 within
+1 level; float32 BGR->Lab raises UnsupportedOperation: cv2 5 interpolates a quantized table there).
 Supported dtypes: uint8 and float32 (cv2 itself has no float64 color conversion).
 """
 
@@ -35,7 +35,9 @@ _INVERSE = {
     70: ("hsv", 0, 256), 71: ("hsv", 2, 256), 60: ("hls", 0, 180), 61: ("hls", 2, 180),
     72: ("hls", 0, 256), 73: ("hls", 2, 256), 56: ("lab", 0, 0), 57: ("lab", 2, 0),
 }  # fmt: skip
-SUPPORTED_CODES = frozenset(_SWAPS) | set(_TO_GRAY) | set(_FROM_GRAY) | set(_FORWARD) | set(_INVERSE)
+SUPPORTED_CODES = (
+    frozenset(_SWAPS) | set(_TO_GRAY) | set(_FROM_GRAY) | set(_FORWARD) | set(_INVERSE)
+)
 
 _SHIFT = 14
 _R2Y, _G2Y, _B2Y = 4899, 9617, 1868
@@ -156,7 +158,9 @@ def _hsv_hls_f(x: torch.Tensor, bidx: int, hrange: int, hls: bool) -> torch.Tens
         s = diff / (vmax.abs() + eps)
         scale = 60.0 / (diff + eps)
     h = torch.where(
-        vmax == r, (g - b) * scale, torch.where(vmax == g, (b - r) * scale + 120, (r - g) * scale + 240)
+        vmax == r,
+        (g - b) * scale,
+        torch.where(vmax == g, (b - r) * scale + 120, (r - g) * scale + 240),
     )
     h = torch.where(h < 0, h + 360, h)
     if hls:
@@ -280,8 +284,12 @@ def _convert(x: torch.Tensor, code: int) -> torch.Tensor:
     return saturate(out * 255.0 if u8 else out, x.dtype)
 
 
-def cvtColor(  # noqa: N802
-    src: torch.Tensor, code: int, dst: Any = None, dstCn: int = 0, hint: Any = None  # noqa: N803
+def cvtColor(
+    src: torch.Tensor,
+    code: int,
+    dst: Any = None,
+    dstCn: int = 0,
+    hint: Any = None,
 ) -> torch.Tensor:
     """``cv2.cvtColor`` for a batch (N,H,W[,C]) of uint8 or float32 images."""
     check_image(src)
