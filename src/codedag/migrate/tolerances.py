@@ -24,7 +24,85 @@ class Tolerance:
 EXACT = Tolerance()
 
 # Canonical name -> tolerance. Keep grouped by library and sorted within a group.
-TOLERANCES: dict[str, Tolerance] = {}
+_F32_SUM = "float results differ from cv2 by float32 summation order only"
+TOLERANCES: dict[str, Tolerance] = {
+    # cv2 (codedag.migrate.ops.cv2_*); float images are tested on a 0..255 scale.
+    "cv2.GaussianBlur": Tolerance(
+        atol=1e-3, rtol=1e-5, note=f"uint8 bit-exact (cv2's fixed-point kernel); {_F32_SUM}"
+    ),
+    "cv2.LUT": Tolerance(note="exact"),
+    "cv2.Sobel": Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
+    "cv2.absdiff": Tolerance(note="exact"),
+    "cv2.add": Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
+    "cv2.addWeighted": Tolerance(
+        atol=1e-4,
+        rtol=1e-6,
+        max_mismatch_frac=0.01,
+        mismatch_atol=1.0,
+        note="uint8: cv2's float32 evaluation order differs; ~0.3% of pixels round the other way",
+    ),
+    "cv2.blur": Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
+    "cv2.boxFilter": Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
+    "cv2.convertScaleAbs": Tolerance(
+        max_mismatch_frac=0.02,
+        mismatch_atol=1.0,
+        note="cv2 evaluates |a*alpha+beta| with its own float rounding; <1% of pixels differ by 1",
+    ),
+    "cv2.copyMakeBorder": Tolerance(note="exact"),
+    "cv2.cvtColor": Tolerance(
+        atol=1e-4,
+        rtol=1e-5,
+        max_mismatch_frac=0.12,
+        mismatch_atol=1.0,
+        note="swaps, YCrCb, YUV, XYZ, HSV (uint8) exact; uint8 GRAY ~0.2%, HLS ~5%, Lab ~9% "
+        "of values off by 1 (cv2 5 uses SIMD/LUT paths); float within float32 rounding",
+    ),
+    "cv2.equalizeHist": Tolerance(note="exact"),
+    "cv2.filter2D": Tolerance(atol=1e-3, rtol=1e-5, note=_F32_SUM),
+    "cv2.flip": Tolerance(note="exact"),
+    "cv2.medianBlur": Tolerance(note="exact"),
+    "cv2.multiply": Tolerance(
+        atol=1e-6,
+        rtol=1e-6,
+        max_mismatch_frac=0.01,
+        mismatch_atol=1.0,
+        note="float: product order; uint8 with a fractional scale: rare .5 ties",
+    ),
+    "cv2.normalize": Tolerance(
+        atol=1e-5,
+        rtol=1e-5,
+        max_mismatch_frac=0.01,
+        mismatch_atol=1.0,
+        note="norms in float64 per image; integer outputs may round a .5 tie the other way",
+    ),
+    "cv2.resize": Tolerance(
+        atol=1e-3,
+        rtol=1e-5,
+        max_mismatch_frac=0.2,
+        mismatch_atol=1.0,
+        note="float within 4e-4 on 0..255; uint8 linear emulates cv2's 11-bit fixed point "
+        "(exact but in border rows and SIMD tails), cubic/lanczos/area-upscale within 1 level",
+    ),
+    "cv2.rotate": Tolerance(note="exact"),
+    "cv2.subtract": Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
+    "cv2.threshold": Tolerance(note="exact, Otsu included"),
+    "cv2.transpose": Tolerance(note="exact"),
+    "cv2.warpAffine": Tolerance(
+        atol=2e-3,
+        rtol=1e-5,
+        max_mismatch_frac=0.02,
+        mismatch_atol=1.0,
+        note="nearest and uint8 linear exact; float linear/cubic within 2e-3 on 0..255 "
+        "(float32 weights); uint8 cubic/lanczos4 ~1% of pixels off by 1",
+    ),
+    "cv2.warpPerspective": Tolerance(
+        atol=2e-3,
+        rtol=1e-5,
+        max_mismatch_frac=0.02,
+        mismatch_atol=1.0,
+        note="as cv2.warpAffine",
+    ),
+}
 
 # --- numpy ------------------------------------------------------------------------------------
 # Arithmetic, comparisons, clip, where, rounding, casts, shape functions, min/max/arg and integer

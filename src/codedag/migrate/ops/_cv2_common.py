@@ -1,7 +1,7 @@
 """Shared helpers of the cv2 backends: constants, dtypes, cv2 rounding and saturation, borders.
 
-Images are batch-first tensors ``(N, H, W)`` or ``(N, H, W, C)`` in cv2's dtype. Helpers here work on
-the channels-last layout and never import cv2 (its flag values are part of its stable ABI).
+Images are batch-first tensors ``(N, H, W)`` or ``(N, H, W, C)`` in cv2's dtype. Helpers here
+work on the channels-last layout and never import cv2 (its flag values are part of its stable ABI).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def _no_dst(dst: Any, name: str) -> None:
         raise UnsupportedOperation(f"{name}: an output array dst is not supported")
 
 
-def flip(src: torch.Tensor, flipCode: int, dst: Any = None) -> torch.Tensor:  # noqa: N803
+def flip(src: torch.Tensor, flipCode: int, dst: Any = None) -> torch.Tensor:
     """``cv2.flip``: 0 flips rows (vertical), > 0 columns (horizontal), < 0 both."""
     check_image(src)
     _no_dst(dst, "flip")
@@ -52,7 +52,7 @@ def transpose(src: torch.Tensor, dst: Any = None) -> torch.Tensor:
     return src.transpose(1, 2).contiguous()
 
 
-def rotate(src: torch.Tensor, rotateCode: int, dst: Any = None) -> torch.Tensor:  # noqa: N803
+def rotate(src: torch.Tensor, rotateCode: int, dst: Any = None) -> torch.Tensor:
     """``cv2.rotate`` by 90, 180 or 270 degrees."""
     check_image(src)
     _no_dst(dst, "rotate")
@@ -66,17 +66,17 @@ def rotate(src: torch.Tensor, rotateCode: int, dst: Any = None) -> torch.Tensor:
     raise UnsupportedOperation(f"rotate: rotateCode {rotateCode} unknown; expected 0, 1 or 2")
 
 
-def copyMakeBorder(  # noqa: N802
+def copyMakeBorder(
     src: torch.Tensor,
     top: int,
     bottom: int,
     left: int,
     right: int,
-    borderType: int,  # noqa: N803
+    borderType: int,
     dst: Any = None,
     value: Any = None,
 ) -> torch.Tensor:
-    """``cv2.copyMakeBorder``: constant (per-channel value), replicate, reflect, reflect101, wrap."""
+    """``cv2.copyMakeBorder``: constant (per-channel value), replicate, reflect(101), wrap."""
     check_image(src)
     _no_dst(dst, "copyMakeBorder")
     if min(top, bottom, left, right) < 0:

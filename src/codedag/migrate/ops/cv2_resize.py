@@ -1,13 +1,17 @@
 """``cv2.resize`` on torch, batch-first, reproducing cv2's sampling grid and weights exactly.
 
-Our own torch code, not kornia: kornia's resize (and ``torch.nn.functional.interpolate``) differ from
-cv2 in the cubic coefficient (A=-0.75 in cv2), in border clamping, in INTER_AREA (cv2 averages
-fractional cell overlaps; adaptive pooling does not) and in nearest (cv2 takes floor(dst*scale)).
-Each output axis is a set of taps (source indices and weights per destination index) computed the way
-cv2's ``resize`` computes them; the image is resampled horizontally then vertically, as cv2 does.
+Our own torch code, not kornia: kornia's resize (and ``F.interpolate``) differ from cv2 in the
+cubic coefficient (A=-0.75 in cv2), in border clamping, in INTER_AREA (cv2 averages fractional cell
+overlaps; adaptive pooling does not) and in nearest (cv2 takes floor(dst * scale); its
+NEAREST_EXACT accumulates scale in double). Each output axis is a set of taps (source indices and
+weights per destination index) computed the way cv2's ``resize`` computes them; the image is
+resampled horizontally then vertically, as cv2 does, with ``index_select`` (no dense matrices).
 
-uint8: cv2 quantizes the weights of linear/cubic/lanczos to 11-bit fixed point; INTER_LINEAR is
-emulated bit for bit (integer arithmetic of cv2's SIMD path), cubic/lanczos within 1 level.
+uint8: cv2 quantizes the weights of linear/cubic/lanczos to 11-bit fixed point. INTER_LINEAR
+emulates the integer arithmetic of cv2's SIMD path (exact except in clamped border rows and SIMD
+tails of narrow images, where cv2's scalar code rounds differently by 1); cubic, lanczos4 and
+INTER_AREA upscaling use the quantized weights in float32 (within 1 level). Float results match
+within float32 rounding.
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 
 Our own torch code rather than ``kornia.geometry.warp_affine``/``grid_sample``, because the sampling
 rules are cv2 5's, not grid_sample's: nearest rounds the source coordinate half to even; linear and
-cubic sample at the float32 source coordinate with cv2's cubic (A=-0.75) coefficients; lanczos4 still
-rounds the coordinate to 1/32 pixel in fixed point (affine: 10-bit ``AB_BITS`` steps). Border modes
-constant (per-channel value), replicate, reflect, reflect101 and wrap apply per tap, as cv2's remap
-does; grid_sample has no reflect101/wrap and no per-channel fill. The same map serves every image of
-the batch. Nearest and uint8 linear match cv2 bit for bit; float results within float32 rounding.
+cubic sample at the float32 source coordinate with cv2's cubic (A=-0.75) coefficients; lanczos4
+still rounds the coordinate to 1/32 pixel in fixed point (affine: 10-bit ``AB_BITS`` steps). Border
+modes constant (per-channel value), replicate, reflect, reflect101 and wrap apply per tap, as cv2's
+remap does; grid_sample has no reflect101/wrap and no per-channel fill. The same map serves every
+image of the batch. Nearest and uint8 linear match cv2 bit for bit; float results within float32
+rounding.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from codedag.migrate.ops._cv2_common import (
     saturate,
     scalar_values,
     to_numpy_matrix,
-    work_dtype,
 )
 from codedag.migrate.ops.cv2_resize import _lanczos4_coeffs
 
@@ -224,14 +224,14 @@ def _warp(
     return like_input(out, src)
 
 
-def warpAffine(  # noqa: N802
+def warpAffine(
     src: torch.Tensor,
-    M: Any,  # noqa: N803
+    M: Any,
     dsize: Any,
     dst: Any = None,
     flags: int = INTER_LINEAR,
-    borderMode: int = BORDER_CONSTANT,  # noqa: N803
-    borderValue: Any = None,  # noqa: N803
+    borderMode: int = BORDER_CONSTANT,
+    borderValue: Any = None,
 ) -> torch.Tensor:
     """``cv2.warpAffine`` for a batch with one 2x3 matrix (forward, or inverse with
     WARP_INVERSE_MAP); nearest/linear/cubic/lanczos4; BORDER_TRANSPARENT is unsupported."""
@@ -239,14 +239,14 @@ def warpAffine(  # noqa: N802
     return _warp(src, m, dsize, dst, flags, borderMode, borderValue, perspective=False)
 
 
-def warpPerspective(  # noqa: N802
+def warpPerspective(
     src: torch.Tensor,
-    M: Any,  # noqa: N803
+    M: Any,
     dsize: Any,
     dst: Any = None,
     flags: int = INTER_LINEAR,
-    borderMode: int = BORDER_CONSTANT,  # noqa: N803
-    borderValue: Any = None,  # noqa: N803
+    borderMode: int = BORDER_CONSTANT,
+    borderValue: Any = None,
 ) -> torch.Tensor:
     """``cv2.warpPerspective`` for a batch with one 3x3 matrix; same modes as warpAffine."""
     m = to_numpy_matrix(M, (3, 3), "warpPerspective: M")
