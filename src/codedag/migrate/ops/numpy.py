@@ -256,6 +256,8 @@ def _unary(name: str, op: TorchFn, predicate: bool = False) -> Callable[..., tor
             if x.dtype == torch.bool or not (x.dtype.is_floating_point or x.dtype.is_complex):
                 if name == "logical_not":
                     return torch.logical_not(x)
+                if name == "signbit":
+                    return x < 0 if x.dtype != torch.bool else torch.zeros_like(x)
                 fill = name == "isfinite"
                 return torch.full_like(x, fill, dtype=torch.bool)
             return op(x)

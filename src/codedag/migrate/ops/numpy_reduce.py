@@ -191,6 +191,8 @@ def cumsum(a: torch.Tensor, axis: int | None = None, dtype: Any = None, out: Any
     """``numpy.cumsum``: flattens when ``axis`` is None; integer sums in NumPy's dtype."""
     dims = _prepare(a, axis, out)
     res = torch_dtype(probe_dtype(np.cumsum, a, dtype=dtype))
+    if res == torch.float16:
+        raise UnsupportedOperation("NumPy accumulates float16 step by step in float16")
     x = a.to(_accumulate_dtype(res))
     if dims is None:
         return torch.cumsum(x.reshape(-1), dim=0).to(res)
