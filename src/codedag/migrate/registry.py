@@ -61,7 +61,7 @@ FactoryOp = Strategy.FACTORY_OP
 
 # Parameter names that hold images in cv2/PIL signatures (batch-first backends get N=1 there).
 IMAGE_PARAMS: frozenset[str] = frozenset({"src", "src1", "src2", "image", "img", "im", "self"})
-AUDIO_PARAMS: frozenset[str] = frozenset({"y"})
+AUDIO_PARAMS: frozenset[str] = frozenset({"y", "S"})
 
 
 @dataclass(frozen=True)
@@ -242,8 +242,8 @@ def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") 
     inject = {"device": DEVICE} if takes_device else {}
     if library in ("cv2", "pil"):
         params, ndims = IMAGE_PARAMS, (2, 3)
-    elif library == "audio":
-        params, ndims = AUDIO_PARAMS, (1,)
+    elif library == "audio":  # every signal and spectrogram of a call is one sample
+        params, ndims = AUDIO_PARAMS, (1, 2, 3, 4)
     elif inject:  # NumPy draws without array arguments: run on the call's device
         return OpSpec(
             name,
