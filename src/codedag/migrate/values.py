@@ -59,12 +59,16 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 class HostBuffers:
-    """Reusable host staging buffers (pinned where CUDA is the target), by size class."""
+    """Reusable host staging buffers (pinned where CUDA is the target), by size class.
+
+    A buffer released after an asynchronous copy carries the CUDA event recorded after that
+    copy; it is handed out again only once the event has completed.
+    """
 
     def __init__(self, pinned: bool, max_free_bytes: int = 256 * 2**20) -> None:
         self.pinned = pinned
         self.max_free_bytes = max_free_bytes
-        self._free: dict[int, list[torch.Tensor]] = {}
+        self._free: dict[int, list[tuple[torch.Tensor, Any]]] = {}
         self._free_bytes = 0
         self._lock = threading.Lock()
 
@@ -75,15 +79,21 @@ class HostBuffers:
             bucket = self._free.get(size)
             if bucket:
                 self._free_bytes -= size
-                return bucket.pop()
-        return torch.empty(size, dtype=torch.uint8, pin_memory=self.pinned)
+                buffer, event = bucket.pop()
+            else:
+                buffer, event = None, None
+        if buffer is None:
+            return torch.empty(size, dtype=torch.uint8, pin_memory=self.pinned)
+        if event is not None and not event.query():
+            event.synchronize()  # the copy that last read this buffer is still running
+        return buffer
 
-    def release(self, buffer: torch.Tensor) -> None:
+    def release(self, buffer: torch.Tensor, event: Any = None) -> None:
         """Give a buffer back (dropped when the free pool is full)."""
         size = buffer.numel()
         with self._lock:
             if self._free_bytes + size <= self.max_free_bytes:
-                self._free.setdefault(size, []).append(buffer)
+                self._free.setdefault(size, []).append((buffer, event))
                 self._free_bytes += size
 
 
@@ -260,9 +270,15 @@ class ValueConverter:
         return array
 
     def finish(self, call: CallValues) -> None:
-        """Release the staging buffers of a call (after its device work has completed)."""
+        """Release the staging buffers of a call; on CUDA, behind an event after its copies."""
+        if not call.staging:
+            return
+        event = None
+        if self.device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.device))
         for buffer in call.staging:
-            self.buffers.release(buffer)
+            self.buffers.release(buffer, event)
         call.staging.clear()
 
 
