@@ -106,6 +106,8 @@ class OpSpec:
         pil_mode_param: PIL functions whose output mode is an argument (``Image.convert``).
         inplace_args: positions of arguments the library modifies in place
             (``numpy.random.shuffle``): the result is copied back into the caller's array.
+        config_key: FactoryOp: ``config -> hashable key`` of the transform cache (default: the
+            configuration values themselves).
     """
 
     name: str
@@ -122,6 +124,7 @@ class OpSpec:
     unsupported_kwargs: tuple[str, ...] = ("dst", "out")
     pil_mode_param: str | None = None
     inplace_args: tuple[int, ...] = ()
+    config_key: Callable[[dict[str, Any]], Any] | None = None
 
 
 # Functions that must stay on the CPU whatever a plan says, with the reason.
@@ -425,8 +428,11 @@ def _load_ops_module(registry: Registry, module: str) -> None:
 def build_default_registry() -> Registry:
     """Build the registry from the built-in specs and every importable ops module."""
     registry = Registry()
+    from codedag.migrate.factories import builtin_factory_specs
+
     for name in TORCH_MOVE_ONLY:
         registry._specs[name] = OpSpec(name, Strategy.MOVE_ONLY, None, "torch")
+    registry._specs.update(builtin_factory_specs())
     for module in ops_modules():
         _load_ops_module(registry, module)
     for top in ("numpy", "torch"):  # imported already by the backends: cheap to resolve now

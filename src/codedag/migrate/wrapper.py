@@ -301,7 +301,10 @@ class UniversalWrapper:
         bound.update(kwargs)
         data = {k: v for k, v in bound.items() if k in spec.data_params}
         config = {k: v for k, v in bound.items() if k not in spec.data_params}
-        key = (device, *sorted((k, _hashable(v)) for k, v in config.items()))
+        if spec.config_key is not None:
+            key: Any = (device, spec.config_key(config))
+        else:
+            key = (device, *sorted((k, _hashable(v)) for k, v in config.items()))
         transform = self._factories.get(key)
         if transform is None:
             transform = spec.backend(**config, device=torch.device(device))  # type: ignore[misc]
