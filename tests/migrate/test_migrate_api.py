@@ -213,3 +213,29 @@ def test_nested_calls_inside_a_backend_run_the_original() -> None:
         cv2.flip(_img(), 1)
     stats = migrator.get_stats()["functions"]
     assert stats["numpy.clip"]["nested"] == 1 and stats["numpy.clip"]["migrated"] == 0
+
+
+def test_concurrent_migrated_calls_are_correct_and_counted() -> None:
+    import threading
+
+    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu"})
+    images = [_img(i, (20, 24, 3)) for i in range(4)]
+    failures: list[str] = []
+
+    def work(img: np.ndarray) -> None:
+        for code in (0, 1, -1) * 20:
+            if not np.array_equal(cv2.flip(img, code), np.flip(img, _axes(code))):
+                failures.append("mismatch")
+
+    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+        threads = [threading.Thread(target=work, args=(img,)) for img in images]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not failures
+    assert migrator.get_stats()["functions"]["cv2.flip"]["migrated"] == 4 * 60
+
+
+def _axes(code: int) -> tuple[int, ...]:
+    return {0: (0,), 1: (1,), -1: (0, 1)}[code]
