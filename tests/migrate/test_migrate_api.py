@@ -239,3 +239,25 @@ def test_concurrent_migrated_calls_are_correct_and_counted() -> None:
 
 def _axes(code: int) -> tuple[int, ...]:
     return {0: (0,), 1: (1,), -1: (0, 1)}[code]
+
+
+def test_a_failure_while_applying_leaves_nothing_patched(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codedag.migrate import injector as injector_module
+
+    original_flip, original_clip = cv2.flip, np.clip
+    calls = {"n": 0}
+    real = injector_module.alias_paths
+
+    def failing(name: str, raw: object, registered: set[str]) -> list[str]:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("boom while patching")
+        return real(name, raw, registered)
+
+    monkeypatch.setattr(injector_module, "alias_paths", failing)
+    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/numpy.clip#0": "cpu"})
+    migrator = PipelineMigrator.from_plan(plan, registry=make_registry())
+    with pytest.raises(RuntimeError, match="boom"):
+        migrator.apply()
+    assert cv2.flip is original_flip and np.clip is original_clip
+    assert not migrator.is_applied()

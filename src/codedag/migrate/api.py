@@ -101,7 +101,11 @@ class PipelineMigrator:
                 return {"patched": 0, "failed": 0, "skipped": 0}
             install_fork_hook()
             injector = PatchInjector(self._entries(), self.registry, self._converters)
-            counts = injector.apply_all()
+            try:
+                counts = injector.apply_all()
+            except BaseException:
+                injector.restore_all()  # nothing stays patched when apply fails half-way
+                raise
             self._injector = injector
             self._applied = True
             log.info(
