@@ -93,3 +93,16 @@ def test_parse_command() -> None:
         parse_command(["--", "torchrun", "--nproc_per_node=2", "train.py"])
     with pytest.raises(UsageError, match="does not exist"):
         parse_command(["missing_script.py"])
+
+
+def test_help_and_options_before_the_plan(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan, script = files
+    with pytest.raises(SystemExit) as done:
+        main(["migrate", "--help"])
+    assert done.value.code == 0
+    assert "python train.py" in capsys.readouterr().out
+    assert main(["migrate", "--json", "--device", "cpu", str(plan), str(script), "0"]) == 0
+    printed = capsys.readouterr().out
+    assert json.loads(printed[printed.index("{") :])["device_map"] == {"cpu": "cpu"}
