@@ -132,7 +132,8 @@ def _print_table(stats: dict[str, Any]) -> None:
 
     table = Table(title="codedag migrate: calls per function")
     for column in ("function", "strategy", "migrated", "fell back", "passed", "first reason"):
-        table.add_column(column, justify="right" if column in ("migrated", "passed") else "left")
+        numeric = column in ("migrated", "fell back", "passed")
+        table.add_column(column, justify="right" if numeric else "left")
     for name, row in stats["functions"].items():
         reasons = row["fallback_reasons"]
         first = next(iter(reasons), "")
