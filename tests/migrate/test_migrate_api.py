@@ -261,3 +261,42 @@ def test_a_failure_while_applying_leaves_nothing_patched(monkeypatch: pytest.Mon
         migrator.apply()
     assert cv2.flip is original_flip and np.clip is original_clip
     assert not migrator.is_applied()
+
+
+def _outer_flips(img: np.ndarray) -> list[np.ndarray]:
+    return [_inner_flip(img) for _ in range(3)]
+
+
+def _inner_flip(img: np.ndarray) -> np.ndarray:
+    return cv2.flip(img, 1)
+
+
+def test_outer_contexts_and_own_counters_decide() -> None:
+    outer = f"{__name__}._outer_flips"
+    twice = f"{__name__}._flip_twice"
+    plan = plan_for(
+        {"elsewhere.f#0/cv2.flip#0": "cpu", f"{twice}#0/cv2.flip#0": "cpu"},
+        calls=[
+            {
+                "function": "cv2.flip",
+                "context_keys": [f"{outer}#0/cv2.flip#0", f"{twice}#0/cv2.flip#1"],
+                "migrate": False,
+            }
+        ],
+    )
+    img = _img(9)
+    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+        for _ in range(2):  # the plan names the caller's caller: kept on the CPU (cached)
+            for out in _outer_flips(img):
+                np.testing.assert_array_equal(out, img[:, ::-1])
+        for _ in range(4):  # first call of a frame migrates, the second does not
+            first, second = _flip_twice(img)
+            np.testing.assert_array_equal(first, img[:, ::-1])
+            np.testing.assert_array_equal(second, img[:, ::-1])
+    stats = migrator.get_stats()["functions"]["cv2.flip"]
+    assert stats["passed_through"] == 6 + 4 and stats["migrated"] == 4
+    assert stats["match_levels"] == {"exact": 4}
+
+
+def _flip_twice(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return cv2.flip(img, 1), cv2.flip(img, 1)

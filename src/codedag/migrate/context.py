@@ -27,7 +27,6 @@ placement (the usual case: the optimizer moved all ``cv2.resize`` calls) the mat
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -140,20 +139,32 @@ class ContextMatcher:
         Returns:
             ``(placement, level)`` with level ``exact``, ``suffix`` or ``name``.
         """
-        best: tuple[int, int, int] | None = None
-        best_key: NormalizedKey | None = None
+        placement, level, _independent = self.match_detail(parents, counter)
+        return placement, level
+
+    def match_detail(self, parents: tuple[str, ...], counter: int) -> tuple[Placement, str, bool]:
+        """Like :meth:`match`, plus whether the placement is the same for every own counter
+        (then a caller may cache it for this stack)."""
+        top: tuple[int, int] | None = None
+        candidates: list[NormalizedKey] = []
         for key in self.keys:
-            gap, matched = _suffix_score(key.parents, parents)
-            score = (gap, matched, int(key.counter == counter))
-            if best is None or score > best:
-                best, best_key = score, key
-        if best is None or best_key is None or (best[1] == 0 and not best[2]):
-            return self.default, "name"
-        if best[1] == len(best_key.parents) and best[2]:
-            return self.keys[best_key], "exact"
-        if best[1] == 0:
-            return self.keys[best_key], "name"
-        return self.keys[best_key], "suffix"
+            score = _suffix_score(key.parents, parents)
+            if top is None or score > top:
+                top, candidates = score, [key]
+            elif score == top:
+                candidates.append(key)
+        if top is None:
+            return self.default, "name", True
+        same_counter = [k for k in candidates if k.counter == counter]
+        if top[1] == 0:
+            placement = self.keys[same_counter[0]] if same_counter else self.default
+            independent = all(self.keys[k] == self.default for k in candidates)
+            return placement, "name", independent
+        best = same_counter[0] if same_counter else candidates[0]
+        independent = len({self.keys[k] for k in candidates}) == 1
+        if top[1] == len(best.parents) and same_counter:
+            return self.keys[best], "exact", independent
+        return self.keys[best], "suffix", independent
 
 
 def _majority(votes: Counter[Placement]) -> Placement:
@@ -173,21 +184,3 @@ def frame_name(frame: FrameType) -> str:
         name = f"{module}.{code.co_qualname}"
         _CODE_NAMES[code] = name
     return name
-
-
-def runtime_parents(depth: int, skip: int = 2) -> tuple[tuple[str, ...], FrameType | None]:
-    """Names of up to ``depth`` enclosing frames (outermost first) and the caller frame.
-
-    ``skip`` frames are skipped first (this function and the wrapper).
-    """
-    try:
-        frame: FrameType | None = sys._getframe(skip)
-    except ValueError:
-        return (), None
-    caller = frame
-    names: list[str] = []
-    while frame is not None and len(names) < depth:
-        names.append(frame_name(frame))
-        frame = frame.f_back
-    names.reverse()
-    return tuple(names), caller

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.context import ContextMatcher, Placement, runtime_parents
+from codedag.migrate.context import _CODE_NAMES, ContextMatcher, Placement, frame_name
 from codedag.migrate.devices import effective_device
 from codedag.migrate.registry import DEVICE, OpSpec, Strategy
 from codedag.migrate.values import CallValues, ValueConverter, numpy_scalar
@@ -38,6 +38,7 @@ from codedag.migrate.values import CallValues, ValueConverter, numpy_scalar
 log = logging.getLogger(__name__)
 
 _MAX_REASONS = 20
+_STACK_CACHE_SIZE = 4096
 _FACTORY_CACHE_SIZE = 64
 
 
@@ -113,8 +114,11 @@ class UniversalWrapper:
         self._factories: OrderedDict[Any, Any] = OrderedDict()
         self._factory = spec.strategy is Strategy.FACTORY_OP
         self._adapting = bool(spec.value_maps or spec.renames or spec.inject_kwargs)
-        self._walk_depth = min(64, 2 * matcher.depth + 8)
+        # Enough frames for the plan's enclosing names plus frames the tracer filtered out.
+        self._walk_depth = min(64, 4 * matcher.depth + 4)
         self._by_code: dict[Any, tuple[Placement, str]] = {}
+        self._by_stack: dict[tuple[int, ...], tuple[Placement, str]] = {}
+        self._keep_alive: list[tuple[Any, ...]] = []
         self.function = self._build()
 
     # -- the replacement ---------------------------------------------------------------------
@@ -159,9 +163,28 @@ class UniversalWrapper:
         return replacement
 
     def _decide(self) -> tuple[Placement, str]:
-        """Match the enclosing frames against the plan (the placement's slow path)."""
-        # Frames: 0 runtime_parents, 1 _decide, 2 replacement, 3 the caller.
-        parents, caller = runtime_parents(self._walk_depth, skip=3)
+        """Match the enclosing frames against the plan (the placement's slow path).
+
+        Placements that do not depend on the call's own counter are cached by the identities of
+        the enclosing code objects (kept alive by the cache, so an id is never reused).
+        """
+        # Frames: 0 _decide, 1 replacement, 2 the caller.
+        caller = sys._getframe(2)
+        frame: Any = caller
+        codes = []
+        for _ in range(self._walk_depth):
+            if frame is None:
+                break
+            codes.append(frame.f_code)
+            frame = frame.f_back
+        stack_key = tuple(map(id, codes))
+        cached = self._by_stack.get(stack_key)
+        if cached is not None:
+            return cached
+        names = _CODE_NAMES
+        parents = tuple(names.get(f.f_code) or frame_name(f) for f in _frames(caller, len(codes)))[
+            ::-1
+        ]
         counters = _STATE.counters
         slot = counters.get(self.name)
         if slot is not None and slot[0] is caller:
@@ -170,9 +193,14 @@ class UniversalWrapper:
         else:
             counters[self.name] = [caller, 0]
             index = 0
-        decision = self.matcher.match(parents, index)
-        if caller is not None and parents and self.matcher.decided_by_caller(parents[-1]):
-            self._by_code[caller.f_code] = decision
+        placement, level, independent = self.matcher.match_detail(parents, index)
+        decision = (placement, level)
+        if independent:
+            if parents and self.matcher.decided_by_caller(parents[-1]):
+                self._by_code[caller.f_code] = decision
+            elif len(self._by_stack) < _STACK_CACHE_SIZE:
+                self._by_stack[stack_key] = decision
+                self._keep_alive.append(tuple(codes))
         return decision
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any, level: str) -> Any:
@@ -399,6 +427,12 @@ class UniversalWrapper:
                 "match_levels": dict(levels),
                 "devices": dict(devices),
             }
+
+
+def _frames(frame: Any, count: int) -> Any:
+    for _ in range(count):
+        yield frame
+        frame = frame.f_back
 
 
 def _copy_back(target: Any, tensor: Any) -> None:
