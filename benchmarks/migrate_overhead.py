@@ -5,8 +5,8 @@ Rows (median ns per call over repeated timing loops):
 * ``unpatched``: the original function;
 * ``pass-through (cached caller)``: patched, the plan keeps this call site on the CPU; the
   placement is cached per caller code object (the usual case for mixed placements);
-* ``pass-through (stack walk)``: patched, the plan names only an outer frame of this call site, so
-  the enclosing frames are matched on every call;
+* ``pass-through (stack cached)``: patched, the plan names only an outer frame of this call site:
+  the enclosing frames are walked on every call and the placement is cached per stack;
 * ``migrated dispatch``: a migrated call of an identity backend on a one-element array on the
   CPU device minus a direct call of that backend on a tensor: the wrapper's decision, value
   conversion in and out and bookkeeping, excluding the op itself.
@@ -95,7 +95,7 @@ def main() -> int:
     outer = f"{__name__}.{_median_ns.__qualname__}"
     plan = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{outer}#0/{MODULE}.op#0"])
     with PipelineMigrator.from_plan(plan, registry=registry):
-        results["pass-through (stack walk)"] = _median_ns(lib.op, tiny, args.loops, args.repeats)
+        results["pass-through (stack cached)"] = _median_ns(lib.op, tiny, args.loops, args.repeats)
     plan = _plan({f"{here}#0/{MODULE}.op#0": "cpu"}, [])
     tensor = torch.from_numpy(tiny)
     direct = _median_ns(_identity_backend, tensor, args.loops, args.repeats)

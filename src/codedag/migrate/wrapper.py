@@ -242,11 +242,12 @@ class UniversalWrapper:
     # -- the migrated path -------------------------------------------------------------------
     def _execute(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
         spec = self.spec
-        for name in spec.unsupported_kwargs:
-            if name in kwargs:
-                if kwargs[name] is not None:
-                    raise UnsupportedOperation(f"{name}= writes into a caller's buffer")
-                kwargs = {k: v for k, v in kwargs.items() if k != name}
+        if kwargs:
+            for name in spec.unsupported_kwargs:
+                if name in kwargs:
+                    if kwargs[name] is not None:
+                        raise UnsupportedOperation(f"{name}= writes into a caller's buffer")
+                    kwargs = {k: v for k, v in kwargs.items() if k != name}
         converter = self.converters.get(device)
         if converter is None:
             converter = self.converters[device] = ValueConverter(device)  # type: ignore[index]
@@ -274,6 +275,13 @@ class UniversalWrapper:
         call: CallValues,
     ) -> tuple[list[Any], dict[str, Any], bool]:
         batch = self.spec.batch
+        to_device = converter.to_device
+        if batch is None:  # MoveOnly: convert, nothing else
+            return (
+                [to_device(v, call) for v in args],
+                {k: to_device(v, call) for k, v in kwargs.items()},
+                False,
+            )
         batched = False
         new_args = []
         for index, value in enumerate(args):
