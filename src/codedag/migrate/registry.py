@@ -305,6 +305,7 @@ class Registry:
         self.load_errors: dict[str, str] = {}
         self._canonical_done: set[str] = set()
         self._aliases: dict[str, set[str]] = {}
+        self._canonical_specs: dict[str, OpSpec] = {}
 
     def register(self, spec: OpSpec) -> None:
         """Add or replace a spec; refused for NonMigratable names."""
@@ -316,6 +317,7 @@ class Registry:
             )
         with self._lock:
             self._specs[spec.name] = spec
+            self._canonical_specs.pop(spec.name, None)
             self._canonical_done.discard(spec.name.split(".", 1)[0])
 
     def unregister(self, name: str) -> None:
@@ -344,17 +346,17 @@ class Registry:
                 canonical = canonical_name(obj)
                 self._aliases.setdefault(canonical, set()).update({canonical, name})
                 if canonical not in self._specs and canonical not in self.non_migratable:
-                    self._specs[canonical] = replace(spec, name=canonical)
+                    self._canonical_specs[canonical] = replace(spec, name=canonical)
 
     def _lookup(self, name: str) -> OpSpec | None:
-        spec = self._specs.get(name)
+        spec = self._specs.get(name) or self._canonical_specs.get(name)
         if spec is None:
             top = name.split(".", 1)[0]
             if top not in self._canonical_done and any(
                 n.split(".", 1)[0] == top for n in self._specs
             ):
                 self._canonicalize(top)
-                spec = self._specs.get(name)
+                spec = self._canonical_specs.get(name)
         return spec
 
     def get(self, name: str) -> OpSpec | None:
@@ -373,7 +375,7 @@ class Registry:
         return set(self._aliases.get(name, ())) | {name}
 
     def names(self) -> list[str]:
-        """Every migratable name (as registered, plus canonical names resolved so far)."""
+        """Every migratable name as registered (canonical spellings resolve through lookups)."""
         return sorted(n for n in self._specs if n not in self.non_migratable)
 
     def by_strategy(self) -> dict[str, list[str]]:
