@@ -300,3 +300,18 @@ def test_outer_contexts_and_own_counters_decide() -> None:
 
 def _flip_twice(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return cv2.flip(img, 1), cv2.flip(img, 1)
+
+
+def test_a_call_site_that_keeps_failing_stops_trying() -> None:
+    from codedag.migrate.wrapper import GIVE_UP_AFTER
+
+    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu"})
+    img = _img(2)
+    before = CALLS["boom"]
+    with PipelineMigrator.from_plan(plan, registry=make_registry(**{"cv2.flip": boom})) as m:
+        for _ in range(GIVE_UP_AFTER + 10):
+            np.testing.assert_array_equal(cv2.flip(img, 1), img[:, ::-1])
+    assert CALLS["boom"] - before == GIVE_UP_AFTER  # the backend is not tried any more
+    stats = m.get_stats()["functions"]["cv2.flip"]
+    assert stats["fell_back"] == GIVE_UP_AFTER and stats["passed_through"] == 10
+    assert stats["given_up_call_sites"] == 1

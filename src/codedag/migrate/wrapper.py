@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 _MAX_REASONS = 20
 _STACK_CACHE_SIZE = 4096
+GIVE_UP_AFTER = 16
+"""Consecutive fallbacks at one call site (code object) after which the original runs there."""
 _FACTORY_CACHE_SIZE = 64
 
 
@@ -60,17 +62,17 @@ def _count(counter: itertools.count[int]) -> int:
 
 
 class _UfuncProxy:
-    """A NumPy ufunc's replacement: calls go to the wrapper, ``reduce``/``outer``/... to the ufunc."""
+    """A NumPy ufunc's replacement: calls go to the wrapper, ``reduce``/``outer``/... to the ufunc.
 
-    def __init__(self, call: Callable[..., Any], ufunc: Any) -> None:
-        self._call = call
+    Each proxy has its own subclass whose ``__call__`` *is* the replacement function (a
+    staticmethod), so no extra Python frame sits between the caller and the replacement.
+    """
+
+    def __init__(self, ufunc: Any, wrapper: Any) -> None:
         self._ufunc = ufunc
         self.__name__ = ufunc.__name__
         self.__doc__ = ufunc.__doc__
-        self.__codedag_wrapper__ = call.__codedag_wrapper__  # type: ignore[attr-defined]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(*args, **kwargs)
+        self.__codedag_wrapper__ = wrapper
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -79,6 +81,11 @@ class _UfuncProxy:
 
     def __repr__(self) -> str:
         return f"<codedag wrapper of {self._ufunc!r}>"
+
+
+def _ufunc_proxy(replacement: Callable[..., Any], ufunc: Any, wrapper: Any) -> _UfuncProxy:
+    cls = type(f"codedag_{ufunc.__name__}", (_UfuncProxy,), {"__call__": staticmethod(replacement)})
+    return cls(ufunc, wrapper)
 
 
 class UniversalWrapper:
@@ -118,6 +125,8 @@ class UniversalWrapper:
         self._walk_depth = min(64, 4 * matcher.depth + 4)
         self._by_code: dict[Any, tuple[Placement, str]] = {}
         self._by_stack: dict[tuple[int, ...], tuple[Placement, str]] = {}
+        self._failures: dict[Any, int] = {}
+        self._given_up: set[Any] = set()
         self._keep_alive: list[tuple[Any, ...]] = []
         self.function = self._build()
 
@@ -128,6 +137,9 @@ class UniversalWrapper:
         nested = self._nested
         busy = _BUSY
         get_ident = threading.get_ident
+        passed = self._passed
+        getframe = sys._getframe
+        given_up = self._given_up
         if self.matcher.constant:
             device = self.matcher.default
 
@@ -135,13 +147,14 @@ class UniversalWrapper:
                 if busy and get_ident() in busy:
                     next(nested)
                     return original(*args, **kwargs)
+                if given_up and getframe(1).f_code in given_up:
+                    next(passed)
+                    return original(*args, **kwargs)
                 return run(args, kwargs, device, "name")
 
         else:
             decide = self._decide
-            passed = self._passed
             by_code = self._by_code.get
-            getframe = sys._getframe
 
             def replacement(*args: Any, **kwargs: Any) -> Any:
                 if busy and get_ident() in busy:
@@ -159,7 +172,7 @@ class UniversalWrapper:
             functools.update_wrapper(replacement, original)
         replacement.__codedag_wrapper__ = self  # type: ignore[attr-defined]
         if type(original).__name__ == "ufunc":
-            return _UfuncProxy(replacement, original)  # type: ignore[return-value]
+            return _ufunc_proxy(replacement, original, self)  # type: ignore[return-value]
         return replacement
 
     def _decide(self) -> tuple[Placement, str]:
@@ -215,15 +228,35 @@ class UniversalWrapper:
         except Exception as error:
             _BUSY.discard(ident)
             self._record_fallback(error)
+            # Frames: 0 _run, 1 replacement, 2 the caller.
+            self._note_failure(sys._getframe(2).f_code)
             return self.original(*args, **kwargs)
         finally:
             _BUSY.discard(ident)
+        if self._failures:
+            self._failures.pop(sys._getframe(2).f_code, None)
         counter = self._placements.get((level, used))
         if counter is None:
             with self._lock:
                 counter = self._placements.setdefault((level, used), itertools.count())
         next(counter)
         return result
+
+    def _note_failure(self, code: Any) -> None:
+        """After GIVE_UP_AFTER fallbacks in a row at one call site, stop trying there."""
+        count = self._failures.get(code, 0) + 1
+        self._failures[code] = count
+        if count >= GIVE_UP_AFTER:
+            self._failures.pop(code, None)
+            self._given_up.add(code)
+            self._by_code[code] = (None, "given up")
+            log.info(
+                "%s: %d fallbacks in a row at %s:%d; running the original there from now on",
+                self.name,
+                count,
+                code.co_filename,
+                code.co_firstlineno,
+            )
 
     def _record_fallback(self, error: Exception) -> None:
         next(self._fell_back)
@@ -431,6 +464,7 @@ class UniversalWrapper:
                 "fell_back": _count(self._fell_back),
                 "passed_through": _count(self._passed),
                 "nested": _count(self._nested),
+                "given_up_call_sites": len(self._given_up),
                 "fallback_reasons": dict(self._reasons),
                 "match_levels": dict(levels),
                 "devices": dict(devices),
