@@ -25,6 +25,9 @@ SUBCOMMANDS: tuple[str, ...] = (
     "experiment",
     "env",
     "migrate",
+    "profile",
+    "mutate",
+    "results",
 )
 
 log = logging.getLogger("codedag.cli")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 CPU_ROOT = Path("/sys/devices/system/cpu")
 
@@ -60,3 +65,58 @@ def governor_status(cpu_root: Path = CPU_ROOT) -> GovernorStatus:
         else "cpufreq governors are read-only for this user (root is needed)"
     )
     return GovernorStatus(current, available, writable, detail, [str(p) for p in files])
+
+
+UNAVAILABLE_NO_CPUFREQ = "unavailable: no cpufreq"
+
+
+def check_governor(wanted: str | None, status: GovernorStatus) -> None:
+    """Raise ConfigError when ``wanted`` is not one of the governors cpufreq offers here."""
+    if wanted is not None and status.available and wanted not in status.available:
+        from codedag.errors import ConfigError
+
+        raise ConfigError(
+            f"governor {wanted!r} is not offered here; available: {', '.join(status.available)}"
+        )
+
+
+@contextmanager
+def governor_applied(wanted: str | None, cpu_root: Path = CPU_ROOT) -> Iterator[str]:
+    """Set the cpufreq governor for the duration of a session and restore the previous ones.
+
+    Yields the governor in effect, which the session records: ``wanted`` when it was set,
+    otherwise what is in effect (``unavailable: no cpufreq`` without a cpufreq interface). When
+    the governor cannot be set (no cpufreq, not permitted) a warning is logged and the session
+    goes on.
+
+    Raises:
+        ConfigError: ``wanted`` is not one of the governors this machine offers.
+    """
+    status = governor_status(cpu_root)
+    if not status.current:
+        if wanted is not None:
+            log.warning("cannot set governor %r: %s", wanted, status.detail)
+        yield UNAVAILABLE_NO_CPUFREQ
+        return
+    if wanted is None:
+        yield status.in_effect
+        return
+    check_governor(wanted, status)
+    if not status.settable:
+        log.warning(
+            "cannot set governor %r: %s; recording %r", wanted, status.detail, status.in_effect
+        )
+        yield status.in_effect
+        return
+    previous = {Path(f): Path(f).read_text().strip() for f in status.files}
+    try:
+        for path in previous:
+            path.write_text(wanted)
+        log.info("CPU governor set to %s (was %s)", wanted, status.in_effect)
+        yield wanted
+    finally:
+        for path, value in previous.items():
+            try:
+                path.write_text(value)
+            except OSError as error:  # pragma: no cover - keep restoring the others
+                log.error("could not restore governor %s in %s: %s", value, path, error)

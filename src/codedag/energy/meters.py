@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,3 +138,204 @@ def perf_event_paranoid() -> int | None:
 def is_root() -> bool:
     """Whether this process runs as root."""
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Meters: energy over one experiment's window.
+
+
+@dataclass
+class CpuEnergyReading:
+    """CPU energy over one window. Joules are ``None`` when not measured; ``reason`` says why."""
+
+    source: str  # "rapl", "perf" or "unavailable"
+    pkg_j: float | None = None
+    ram_j: float | None = None
+    total_j: float | None = None
+    reason: str | None = None
+    raw: dict[str, float] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, object]:
+        """The ``energy_metrics`` keys of experiment.json."""
+        return {
+            "cpu_energy_pkg_joules": self.pkg_j,
+            "cpu_energy_ram_joules": self.ram_j,
+            "cpu_energy_total_joules": self.total_j,
+            "cpu_energy_source": self.source if self.reason is None else "unavailable",
+            "cpu_energy_unavailable_reason": self.reason,
+        }
+
+
+class CpuEnergyMeter:
+    """Measures CPU energy between :meth:`start` and :meth:`stop` (the unavailable base case)."""
+
+    source = "unavailable"
+
+    def __init__(self, reason: str = "no CPU energy source") -> None:
+        self.reason = reason
+
+    def start(self) -> None:
+        """Begin the window."""
+
+    def stop(self) -> CpuEnergyReading:
+        """End the window and return its energy."""
+        return CpuEnergyReading("unavailable", reason=self.reason)
+
+
+@dataclass(frozen=True)
+class _RaplDomain:
+    path: Path
+    name: str
+    max_range_uj: int | None
+
+
+class RaplCpuMeter(CpuEnergyMeter):
+    """RAPL counters from the powercap tree: packages, and their ``dram`` sub-domains.
+
+    Counter wrap-around is handled with ``max_energy_range_uj``. ``psys`` (whole platform) is
+    kept in ``raw`` but not added to the total when package domains exist (it contains them).
+    """
+
+    source = "rapl"
+
+    def __init__(self, root: Path = POWERCAP_ROOT) -> None:
+        super().__init__()
+        self.domains: list[_RaplDomain] = []
+        for top in rapl_domains(root):
+            # sub-domains are child folders in sysfs and also siblings under /sys/class/powercap
+            subs = [*top.glob(f"{top.name}:*"), *root.glob(f"{top.name}:*")]
+            seen: set[Path] = set()
+            for path in [top, *sorted(subs)]:
+                if path.resolve() in seen or not (path / "energy_uj").exists():
+                    continue
+                seen.add(path.resolve())
+                name_file = path / "name"
+                name = name_file.read_text().strip() if name_file.exists() else path.name
+                label = f"{top.name}/{name}" if path != top else f"{path.name}/{name}"
+                max_file = path / "max_energy_range_uj"
+                max_uj = int(max_file.read_text()) if max_file.exists() else None
+                self.domains.append(_RaplDomain(path, label, max_uj))
+        self._start: list[int] = []
+
+    def _read(self) -> list[int]:
+        return [int((d.path / "energy_uj").read_text()) for d in self.domains]
+
+    def start(self) -> None:
+        self._start = self._read()
+
+    def stop(self) -> CpuEnergyReading:
+        try:
+            end = self._read()
+        except OSError as error:
+            return CpuEnergyReading("unavailable", reason=f"RAPL read failed: {error}")
+        raw: dict[str, float] = {}
+        for domain, a, b in zip(self.domains, self._start, end):
+            delta = b - a
+            if delta < 0 and domain.max_range_uj:
+                delta += domain.max_range_uj + 1
+            raw[domain.name] = delta / 1e6
+        pkg = [v for k, v in raw.items() if k.endswith("/package") or "/package-" in k]
+        ram = [v for k, v in raw.items() if k.endswith("/dram")]
+        psys = [v for k, v in raw.items() if k.endswith("/psys")]
+        pkg_j = sum(pkg) if pkg else None
+        ram_j = sum(ram) if ram else None
+        if pkg_j is not None:
+            total = pkg_j + (ram_j or 0.0)
+        else:
+            total = sum(psys) if psys else None
+        if total is not None and total <= 0.0:
+            return CpuEnergyReading(
+                "unavailable", reason="RAPL counters did not advance (0 J)", raw=raw
+            )
+        return CpuEnergyReading("rapl", pkg_j, ram_j, total, None, raw)
+
+
+class PerfCpuMeter(CpuEnergyMeter):
+    """``perf stat -a`` on the power PMU's energy events, running for the window.
+
+    A window whose events all read 0 J is reported as unavailable: a zero is not a measurement.
+    """
+
+    source = "perf"
+
+    def __init__(self, events: list[str], perf: str = "perf") -> None:
+        super().__init__()
+        self.events = events
+        self.perf = shutil.which(perf) or perf
+        self._proc: subprocess.Popen[str] | None = None
+        self._out: Path | None = None
+
+    def start(self) -> None:
+        import tempfile
+
+        fd, name = tempfile.mkstemp(prefix="codedag-perf-", suffix=".csv")
+        os.close(fd)
+        self._out = Path(name)
+        spec = ",".join(f"power/{e}/" for e in self.events)
+        command = [self.perf, "stat", "-a", "-x", ",", "-e", spec, "-o", name]
+        self._proc = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        from codedag.energy.process import REGISTRY
+
+        REGISTRY.add(self._proc.pid)  # ended with the session's other groups, come what may
+
+    def stop(self) -> CpuEnergyReading:
+        import signal
+
+        proc, out = self._proc, self._out
+        if proc is None or out is None:
+            return CpuEnergyReading("unavailable", reason="perf meter was not started")
+        try:
+            proc.send_signal(signal.SIGINT)  # perf prints its counts on SIGINT
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return CpuEnergyReading("unavailable", reason="perf did not stop on SIGINT")
+        finally:
+            from codedag.energy.process import REGISTRY
+
+            REGISTRY.discard(proc.pid)
+            text = out.read_text() if out.exists() else ""
+            out.unlink(missing_ok=True)
+        raw = parse_perf_csv(text)
+        if not raw:
+            return CpuEnergyReading("unavailable", reason=f"perf counted nothing: {text[-200:]!r}")
+        if all(v <= 0.0 for v in raw.values()):
+            return CpuEnergyReading(
+                "unavailable", reason=f"perf events {sorted(raw)} read 0 J", raw=raw
+            )
+        pkg = raw.get("energy-pkg")
+        ram = raw.get("energy-ram")
+        total = (pkg + (ram or 0.0)) if pkg is not None else raw.get("energy-psys")
+        return CpuEnergyReading("perf", pkg, ram, total, None, raw)
+
+
+def parse_perf_csv(text: str) -> dict[str, float]:
+    """``{event: joules}`` from ``perf stat -x ,`` output (uncounted events are skipped)."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) < 3 or line.startswith("#"):
+            continue
+        event = fields[2].strip().removeprefix("power/").removesuffix("/")
+        try:
+            values[event] = float(fields[0])
+        except ValueError:
+            continue
+    return values
+
+
+def cpu_meter_factory(
+    probe: CpuEnergyProbe | None = None, powercap_root: Path = POWERCAP_ROOT
+) -> Callable[[], CpuEnergyMeter]:
+    """Probe once, then make a fresh meter of the usable source per window (unavailable: why)."""
+    probe = probe if probe is not None else probe_cpu_energy(powercap_root)
+    if probe.source == "rapl":
+        return lambda: RaplCpuMeter(powercap_root)
+    if probe.source == "perf":
+        events = list(probe.perf_events)
+        return lambda: PerfCpuMeter(events)
+    detail = probe.detail.removeprefix("CPU energy unavailable: ")
+    return lambda: CpuEnergyMeter(detail)
