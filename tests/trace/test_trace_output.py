@@ -12,7 +12,7 @@ import pytest
 import trace_pipelines as pipelines
 
 from codedag.graph.algorithms import topological_ranks
-from codedag.trace import EnhancedTracer, FunctionFilter, canonical_name
+from codedag.trace import DAGBuilder, EnhancedTracer, FunctionFilter, canonical_name
 from codedag.trace import dot as dot_module
 
 
@@ -114,3 +114,24 @@ def test_a_failing_value_description_stops_tracing_without_breaking_the_code(cap
     assert "no shape for you" in tracer.dag.metadata["tracer"]["error"]
     assert sys.getprofile() is None
     assert not hasattr(cv2.resize, "__codedag_original__")
+
+
+def test_seed_builder_api_versions_values() -> None:
+    builder = DAGBuilder()
+    f = builder.add_function_node("pkg.f", context="pkg.f#0")
+    v0 = builder.add_variable_node("x")
+    v1 = builder.add_variable_node("x")
+    builder.add_edge(f, v1, "produces")
+    builder.add_edge(v0, f, "uses")
+    dag = builder.dag
+    assert [dag.nodes[v].version for v in (v0, v1)] == [0, 1]
+    assert dag.nodes[v1].performance["memory_bytes"] == 0
+    dag.self_check()
+
+
+def test_dot_colors_user_library_and_c_calls(chain_dag) -> None:
+    text = dot_module.to_dot(chain_dag.dag)
+    root_line = next(line for line in text.splitlines() if '"trace_pipelines.chain' in line)
+    assert dot_module.CALL_COLORS["user"] in root_line
+    resize_line = next(line for line in text.splitlines() if '"cv2.resize' in line)
+    assert dot_module.CALL_COLORS["builtin"] in resize_line

@@ -54,3 +54,11 @@ def takes_weird(w: Weird) -> int:
 
 def array_user(img: np.ndarray) -> np.ndarray:
     return np.clip(cv2.GaussianBlur(img, (3, 3), 0), 0, 255)
+
+
+def pil_pipeline(arr: np.ndarray) -> np.ndarray:
+    from PIL import Image
+
+    image = Image.fromarray(arr)
+    small = image.resize((8, 8))
+    return np.asarray(small)

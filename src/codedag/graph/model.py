@@ -108,6 +108,11 @@ class ValueNode:
         """The seed's node type name: ``"variable"``."""
         return "variable"
 
+    @property
+    def performance(self) -> dict[str, float]:
+        """The seed's view of a value: no time, its size as memory."""
+        return {"execution_time": 0.0, "self_time": 0.0, "memory_bytes": self.nbytes}
+
 
 Node = CallNode | ValueNode
 

@@ -46,6 +46,23 @@ class DAGBuilder:
 
     def __init__(self) -> None:
         self.dag = ExecutionDAG()
+        self._versions: dict[str, int] = {}
+
+    # The seed's incremental API, for building DAGs by hand (tests, other front ends).
+    def add_function_node(self, name: str, context: str = "", **fields: Any) -> int:
+        """Add a call node named ``name`` with context key ``context``; return its id."""
+        return self.dag.add_call(name=name, context_key=context, **fields)
+
+    def add_variable_node(self, name: str, version: int | None = None, **fields: Any) -> int:
+        """Add a value node; without ``version`` the next SSA version of ``name`` is used."""
+        if version is None:
+            version = self._versions.get(name, -1) + 1
+        self._versions[name] = max(version, self._versions.get(name, -1))
+        return self.dag.add_value(name=name, version=version, **fields)
+
+    def add_edge(self, source: int, target: int, edge_type: str) -> None:
+        """Add an edge (``calls``, ``uses`` or ``produces``)."""
+        self.dag.add_edge(source, target, edge_type)
 
     def build(
         self, session: Session, calibration: Calibration, metadata: dict[str, Any]

@@ -123,6 +123,8 @@ class FunctionFilter:
         if self._matches(module, self._libraries):
             return self.library_key(module)
         top = module.split(".", 1)[0]
+        if top.startswith("namedtuple_"):
+            return False  # methods collections.namedtuple generates with exec()
         if top.startswith("_") and top != "__main__":
             return False  # private top-level modules: import hooks, C accelerators
         if filename is None:  # C function: its module decides

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import sys
 import threading
 import time
@@ -57,6 +58,17 @@ log = logging.getLogger(__name__)
     _SPARE,
 ) = range(23)
 KIND_PY, KIND_WRAPPED, KIND_C = 0, 1, 2
+# Memory measurement modes (Session.memory_mode):
+# - per_call (tracemalloc not running when the window opens): a tracemalloc session of its own
+#   (start/stop cost ~0.3 us) around each recorded C-level call (wrapped library functions and
+#   recorded C functions) gives its peak and retained bytes; nothing is traced in between, so
+#   Python code runs at full speed. A Python call reports the peak implied by its callees: the
+#   running sum of the bytes they retained plus the largest callee peak on top of it (frees
+#   between callees and Python-level allocations are not seen).
+# - window (tracemalloc already running, e.g. started by the user): every call reads
+#   get_traced_memory()/reset_peak() and the peak is carried up the stack; the tracer's own
+#   allocations are measured and subtracted. Much slower: every allocation is traced.
+MEMORY_OFF, MEMORY_PER_CALL, MEMORY_WINDOW = "off", "per_call", "window"
 # Argument payload kinds in ARGS entries ``(label, payload_kind, payload)``.
 ARG_VALUE, ARG_SCALAR, ARG_TYPE, ARG_CONTAINER = 0, 1, 2, 3
 
@@ -91,6 +103,12 @@ class Session:
         self.filter = function_filter
         self.max_depth = max_depth
         self.track_memory = track_memory
+        if not track_memory:
+            self.memory_mode = MEMORY_OFF
+        elif tracemalloc.is_tracing():
+            self.memory_mode = MEMORY_WINDOW
+        else:
+            self.memory_mode = MEMORY_PER_CALL
         self.data_types = data_types
         self.user_codes = user_codes
         self.thread = threading.get_ident()
@@ -102,11 +120,10 @@ class Session:
         self.live: dict[int, tuple[Any, int, int]] = {}
         self.error: str | None = None
         self.broken = False
-        self.started_tracemalloc = False
         self.t_start_ns = 0
         self.t_stop_ns = 0
         # Hundreds of thousands of records make every full GC pass slower (traced code slows
-        # down quadratically). The records are moved to the permanent generation every 4096
+        # down quadratically). The records are moved to the permanent generation every 64
         # calls with gc.freeze() and back with gc.unfreeze() at the end of the window, unless
         # the process already uses gc.freeze() itself.
         self.freeze_gc = gc.get_freeze_count() == 0
@@ -150,8 +167,10 @@ class Session:
         data_cache = self.data_types._cache
         perf = time.perf_counter_ns
         max_depth = self.max_depth
-        track_memory = self.track_memory
+        track_memory = self.memory_mode == MEMORY_WINDOW  # the whole-window measurement
+        per_call = self.memory_mode == MEMORY_PER_CALL
         get_mem, reset_peak = tracemalloc.get_traced_memory, tracemalloc.reset_peak
+        tm_start, tm_stop, tm_tracing = tracemalloc.start, tracemalloc.stop, tracemalloc.is_tracing
         module_type = types.ModuleType
         keyed_ref = weakref.KeyedRef
         weakrefable: dict[type, bool] = {}
@@ -159,6 +178,7 @@ class Session:
         max_scan = MAX_CONTAINER_SCAN
         session = self
         gc_freeze = gc.freeze
+        get_profile, set_profile = sys.getprofile, sys.setprofile
         freeze_gc = self.freeze_gc
 
         seq = 0
@@ -246,10 +266,12 @@ class Session:
             seq += 1
             ncalls += 1
             parent = stack[-1][SEQ] if stack else -1
-            rec = [cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0]
-            rec += [ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0]
+            rec = [
+                cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0,
+                ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0,
+            ]  # fmt: skip
             calls.append(rec)
-            if not ncalls & 0xFFF and freeze_gc:
+            if not ncalls & 0x3F and freeze_gc:
                 gc_freeze()  # keep the growing records out of every GC pass (see start())
             for vseq in found:
                 uses.append((vseq, cseq))
@@ -264,6 +286,12 @@ class Session:
                         top[PEAK] = peak
                 rec[CUR0] = rec[PEAK] = cur
             stack.append(rec)
+            if per_call and kind != KIND_PY:
+                if tm_tracing():  # nested in another C call's session: net growth only
+                    rec[CUR0] = get_mem()[0]
+                else:
+                    rec[CUR0] = -1
+                    tm_start(1)
             t0 = perf()
             ovh += t0 - h0
             rec[T0] = t0
@@ -272,6 +300,15 @@ class Session:
 
         def leave(t1: int, rec: list[Any], result: Any, returned: bool) -> None:
             nonlocal ovh, own_bytes
+            if per_call:
+                if rec[KIND] == KIND_PY:  # implied by the callees (see memory_mode)
+                    mem, net = rec[PEAK], rec[OWN0]
+                elif rec[CUR0] == -1:
+                    net, mem = get_mem()
+                    tm_stop()
+                else:
+                    net = mem = max(0, get_mem()[0] - rec[CUR0])
+                rec[MEM] = mem
             m0 = get_mem()[0] if track_memory else 0
             rec[T1] = t1
             rec[OV1] = ovh
@@ -288,6 +325,11 @@ class Session:
                 rec[MEM] = max(0, peak - rec[CUR0] - (own_bytes - rec[OWN0]))
                 if stack and peak > stack[-1][PEAK]:
                     stack[-1][PEAK] = peak
+            elif per_call and stack:
+                parent = stack[-1]
+                if parent[OWN0] + mem > parent[PEAK]:
+                    parent[PEAK] = parent[OWN0] + mem
+                parent[OWN0] += net
             if returned and result is not None:
                 cls = type(result)
                 if is_data(cls) or (
@@ -310,13 +352,15 @@ class Session:
             ovh += perf() - t1
 
         def profile(frame: types.FrameType, event: str, arg: Any) -> None:
-            nonlocal nskip, nhi
+            nonlocal nskip, nhi, ovh
             try:
                 if event == "call":
                     code = frame.f_code
                     info = code_cache.get(code, False)
-                    if info is False:
+                    if info is False:  # first sight: classification time is tracer time
+                        c0 = perf()
                         info = classify_code(code, frame)
+                        ovh += perf() - c0
                     if info is None:
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
@@ -334,9 +378,15 @@ class Session:
                     m0 = get_mem()[0] if track_memory else 0
                     args_out: list[Any] = []
                     found: list[int] = []
-                    local = frame.f_locals
-                    for pname in info[2]:
-                        scan_arg(pname, local.get(pname), args_out, found)
+                    params = info[2]
+                    if params:
+                        local = frame.f_locals
+                        for pname in params:
+                            value = local.get(pname)
+                            if type(value) in scalars:  # the common case, inlined
+                                args_out.append((pname, ARG_SCALAR, value))
+                            else:
+                                scan_arg(pname, value, args_out, found)
                     back = frame.f_back
                     site = (back.f_code, back.f_lasti) if back is not None else None
                     enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
@@ -356,14 +406,18 @@ class Session:
                     if owner is None or type(owner) is module_type:
                         info = c_cache.get(arg, False)
                         if info is False:
+                            c0 = perf()
                             info = c_cache[arg] = classify_c(arg)
+                            ovh += perf() - c0
                     else:
                         per_type = bound_cache.get(type(owner))
                         if per_type is None:
                             per_type = bound_cache[type(owner)] = {}
                         info = per_type.get(arg.__name__, False)
                         if info is False:
+                            c0 = perf()
                             info = per_type[arg.__name__] = classify_c(arg)
+                            ovh += perf() - c0
                     if info is None:
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
@@ -398,8 +452,13 @@ class Session:
         ) -> Any:
             if session.broken or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth)):
                 return fn(*args, **kwargs)
+            # The bookkeeping below runs outside the profile callback, so the interpreter would
+            # report every helper call to the hook: switch the hook off around it.
+            own = get_profile() is profile
             try:
                 h0 = perf()
+                if own:
+                    set_profile(None)
                 m0 = get_mem()[0] if track_memory else 0
                 args_out: list[Any] = []
                 found: list[int] = []
@@ -413,16 +472,28 @@ class Session:
             except Exception as error:  # a tracer bug must never break the traced code
                 fail(error)
                 return fn(*args, **kwargs)
+            if own:
+                set_profile(profile)
             try:
                 result = fn(*args, **kwargs)
             except BaseException:
+                t1 = perf()
+                if own:
+                    set_profile(None)
                 with contextlib.suppress(Exception):
-                    leave(perf(), rec, None, False)
+                    leave(t1, rec, None, False)
+                if own and not session.broken:
+                    set_profile(profile)
                 raise
+            t1 = perf()
+            if own:
+                set_profile(None)
             try:
-                leave(perf(), rec, result, True)
+                leave(t1, rec, result, True)
             except Exception as error:
                 fail(error)
+            if own and not session.broken:
+                set_profile(profile)
             return result
 
         def counters() -> tuple[int, int, int]:
@@ -441,9 +512,7 @@ class Session:
     def start(self) -> None:
         """Make this the active session and install the profile hook on this thread."""
         global _active
-        if self.track_memory and not tracemalloc.is_tracing():
-            tracemalloc.start(1)
-            self.started_tracemalloc = True
+        _register_fork_handler()
         with _active_lock:
             self._previous_active = _active
             _active = self
@@ -459,11 +528,29 @@ class Session:
         with _active_lock:
             _active = self._previous_active
         self.close_open(self.t_stop_ns)
+        if self.broken and self.memory_mode == MEMORY_PER_CALL and tracemalloc.is_tracing():
+            tracemalloc.stop()  # a failure may have left a per-call session open
         if self.freeze_gc:
             gc.unfreeze()
-        if self.started_tracemalloc:
-            tracemalloc.stop()
         self.live.clear()
+
+
+_fork_handler_registered = False
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker) inherits the hook of the forking thread: drop it."""
+    global _active
+    if _active is not None:
+        _active = None
+        sys.setprofile(None)
+
+
+def _register_fork_handler() -> None:
+    global _fork_handler_registered
+    if not _fork_handler_registered and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_handler_registered = True
 
 
 def _items(obj: Any, limit: int) -> list[Any]:

@@ -137,6 +137,7 @@ class EnhancedTracer:
             "tracer": {
                 "max_depth": self.max_depth,
                 "track_memory": self.track_memory,
+                "memory_mode": session.memory_mode,
                 "calibration_ns": self._calibration.to_dict(),
                 "recorded_calls": ncalls,
                 "skipped_events": nskip,
