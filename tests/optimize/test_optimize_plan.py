@@ -43,7 +43,8 @@ def _one_gpu_plan(dag: ExecutionDAG, **cost: float) -> dict:  # type: ignore[typ
         Partition(0, root, {root}),
         Partition(1, max(coarse.nodes), set(coarse.nodes) - {root}),
     ]
-    return build_plan(parts, coarse, gpu_count=1, cost=CostModel(**cost))
+    only_flip = lambda name: name == "cv2.flip"  # noqa: E731 - the registry's contents do not matter here
+    return build_plan(parts, coarse, gpu_count=1, cost=CostModel(**cost), can_migrate=only_flip)
 
 
 def _entry(plan: dict, function: str) -> dict:  # type: ignore[type-arg]
@@ -88,7 +89,8 @@ def test_plan_has_exactly_the_contract_keys_and_is_json() -> None:
 
 def test_plan_keys_are_the_tracer_context_keys_of_the_placed_calls() -> None:
     dag = trace_shaped_dag(500, batch_size=8)
-    plan = OptimizerManager(k=2, gpu_count=1).optimize(dag)["migration_plan"]
+    manager = OptimizerManager(k=2, gpu_count=1, can_migrate=builtin_can_migrate)
+    plan = manager.optimize(dag)["migration_plan"]
     traced = {n.context_key: n.name for n in dag.calls()}
     placed = [key for call in plan["calls"] for key in call["context_keys"]]
     assert sorted(placed) == sorted(traced)  # every traced call placed once, by its own key
@@ -122,6 +124,8 @@ def test_empty_dag_gives_an_empty_plan() -> None:
     plan = result["migration_plan"]
     assert plan["calls"] == [] and plan["context_device_map"] == {}
     assert result["optimized_partitions"] == []
+    assert any("empty" in note for note in plan["notes"])
+    assert not any("single partition" in note for note in plan["notes"])
 
 
 def test_can_migrate_predicate_is_asked() -> None:
@@ -130,7 +134,20 @@ def test_can_migrate_predicate_is_asked() -> None:
         "migration_plan"
     ]
     assert plan["context_device_map"] == {}
-    assert callable(default_can_migrate())
+
+
+def test_default_predicate_asks_the_migration_registry_when_it_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    fake = types.ModuleType("codedag.migrate.registry")
+    fake.is_migratable = lambda name: name == "pkg.custom"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "codedag.migrate.registry", fake)
+    predicate = default_can_migrate()
+    assert predicate("pkg.custom") and not predicate("cv2.resize")
+    monkeypatch.setitem(sys.modules, "codedag.migrate.registry", None)  # import fails
+    assert default_can_migrate() is builtin_can_migrate
 
 
 _DETERMINISM = """

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.optimize.costs import CostModel
+from codedag.optimize.costs import CostModel, builtin_can_migrate
 from codedag.optimize.manager import OptimizerManager
 from codedag.trace import trace_dataloader
 
@@ -29,7 +29,10 @@ def test_plan_keys_are_exactly_the_traced_context_keys() -> None:
     traced = {n.context_key: n.name for n in dag.calls()}
     assert sum(1 for name in traced.values() if name == "cv2.resize") == BATCH
     manager = OptimizerManager(
-        k=2, gpu_count=1, cost=CostModel(accelerator_speedup=100.0, launch_overhead_ns=0)
+        k=2,
+        gpu_count=1,
+        cost=CostModel(accelerator_speedup=100.0, launch_overhead_ns=0),
+        can_migrate=builtin_can_migrate,  # fixed, whatever the migration registry offers
     )
     result = manager.optimize(dag)
     plan = result["migration_plan"]

@@ -146,12 +146,12 @@ def build_plan(
             "no GPU (gpu_count=0) and no target device: every call stays on the CPU; "
             "pass --gpus N or --target-device cpu to plan a migration"
         )
-    elif len(partitions) < 2:
+    elif len(partitions) == 1:
         notes.append(
             f"k={len(partitions)}: a single partition stays on the CPU (it runs the Python "
             "that drives the pipeline); use k >= 2 to place work on an accelerator"
         )
-    else:
+    elif partitions:
         score = {p.id: 0 for p in partitions}
         for c in migratable:
             score[part_of[c]] += max(0, net.gain_ns(c))
@@ -226,7 +226,7 @@ def build_plan(
     entries.sort(key=lambda e: (-e["measured_ns"], e["context_keys"][:1]))
     if accels and not context_map and migratable:
         notes.append("no migratable call saves more than its launch and transfer costs")
-    elif accels and not migratable:
+    elif accels and calls and not migratable:
         notes.append("no traced call has an accelerator backend")
     return {
         "schema_version": PLAN_SCHEMA_VERSION,
