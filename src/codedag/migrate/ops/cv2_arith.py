@@ -55,7 +55,7 @@ def _operand(
                 f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} differ"
             )
         return b.to(wdt)
-    vals = torch.tensor(scalar_values(b, channels(a)), dtype=torch.float64)
+    vals = torch.tensor(scalar_values(b, channels(a), broadcast=True), dtype=torch.float64)
     if round_scalar and not a.dtype.is_floating_point:
         vals = torch.round(vals)
     vals = vals.to(wdt).to(a.device)

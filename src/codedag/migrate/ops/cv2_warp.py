@@ -12,6 +12,7 @@ rounding.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,33 @@ def _perspective_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: tor
     return xs.reshape(-1), ys.reshape(-1)
 
 
+@lru_cache(maxsize=1)
+def _lanczos4_itab() -> np.ndarray:
+    """cv2's 2-D fixed-point lanczos4 weights (``initInterTab2D``): (32*32, 64) int32, sum 2**15."""
+    grid = np.arange(_TAB, dtype=np.float32) / _TAB
+    tab1 = _lanczos4_coeffs(grid).astype(np.float32)  # (32, 8)
+    out = np.zeros((_TAB * _TAB, 64), dtype=np.int64)
+    for i in range(_TAB):
+        for j in range(_TAB):
+            v = (tab1[i][:, None] * tab1[j][None, :]).astype(np.float32)  # (y taps, x taps)
+            itab = np.rint(v.astype(np.float64) * 32768).astype(np.int64)
+            diff = int(itab.sum()) - 32768
+            if diff:
+                mk = big = (4, 4)
+                for k1 in (4, 5):
+                    for k2 in (4, 5):
+                        if itab[k1, k2] < itab[mk]:
+                            mk = (k1, k2)
+                        elif itab[k1, k2] > itab[big]:
+                            big = (k1, k2)
+                if diff < 0:
+                    itab[big] -= diff
+                else:
+                    itab[mk] -= diff
+            out[i * _TAB + j] = itab.reshape(-1)
+    return out.astype(np.int32)
+
+
 def _float_coords(m: np.ndarray, dw: int, dh: int, perspective: bool, dev: torch.device):
     """Source coordinates (float64) of every destination pixel."""
     x = torch.arange(dw, dtype=torch.float64, device=dev)[None, :]
@@ -177,6 +205,22 @@ def _remap(
     if mode == INTER_NEAREST:
         return gather(xs, ys).reshape(n, dh, dw, c)
     fixed = mode == INTER_LANCZOS4
+    if fixed and x.dtype == torch.uint8:
+        # cv2's integer path: 15-bit 2-D weights from its table, rounding half up.
+        table = torch.as_tensor(_lanczos4_itab(), device=x.device)
+        weights = table[(ys & (_TAB - 1)) * _TAB + (xs & (_TAB - 1))]  # (P, 64)
+        ix, iy = (xs >> _INTER_BITS) - 3, (ys >> _INTER_BITS) - 3
+        acc = torch.zeros((n, ix.numel(), c), dtype=torch.int32, device=x.device)
+        for ky in range(8):
+            for kx in range(8):
+                vals = gather(ix + kx, iy + ky).to(torch.int32)
+                acc += vals * weights[:, ky * 8 + kx].view(1, -1, 1)
+        out_u8 = ((acc + (1 << 14)) >> 15).clamp(0, 255).to(torch.uint8)
+        return out_u8.reshape(n, dh, dw, c)
+    if mode == INTER_CUBIC:
+        # Measured on cv2 5: cubic clamps source coordinates to [-L, 2L], L = max(size, 16).
+        lx, ly = float(max(w, 16)), float(max(h, 16))
+        xs, ys = xs.clamp(-lx, 2 * lx), ys.clamp(-ly, 2 * ly)
     ix, first, wx = _taps_1d(xs, mode, fixed)
     iy, _, wy = _taps_1d(ys, mode, fixed)
     wdt = torch.float64 if x.dtype == torch.float64 else torch.float32
