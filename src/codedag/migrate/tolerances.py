@@ -52,10 +52,10 @@ TOLERANCES: dict[str, Tolerance] = {
     "cv2.cvtColor": Tolerance(
         atol=1e-4,
         rtol=1e-5,
-        max_mismatch_frac=0.12,
+        max_mismatch_frac=0.2,
         mismatch_atol=1.0,
-        note="swaps, YCrCb, YUV, XYZ, HSV (uint8) exact; uint8 GRAY ~0.2%, HLS ~5%, Lab ~9% "
-        "of values off by 1 (cv2 5 uses SIMD/LUT paths); float within float32 rounding",
+        note="swaps, YCrCb, YUV, XYZ, uint8 BGR->HSV exact; float within float32 rounding; uint8 "
+        "GRAY ~0.2%, HSV->BGR and HLS ~1-5% of values off by 1 (cv2 5's SIMD paths)",
     ),
     "cv2.equalizeHist": Tolerance(note="exact"),
     "cv2.filter2D": Tolerance(atol=1e-3, rtol=1e-5, note=_F32_SUM),
