@@ -31,7 +31,12 @@ TOLERANCES: dict[str, Tolerance] = {
         atol=1e-3, rtol=1e-5, note=f"uint8 bit-exact (cv2's fixed-point kernel); {_F32_SUM}"
     ),
     "cv2.LUT": Tolerance(note="exact"),
-    "cv2.Sobel": Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
+    "cv2.Sobel": Tolerance(
+        atol=2e-2,
+        rtol=1e-5,
+        note="integer outputs exact; float32 sums of up to ~1e5 (7x7 derivative kernels on "
+        "0..255 data) round differently from cv2's, cancelling to ~2e-3 where cv2 gets 0",
+    ),
     "cv2.absdiff": Tolerance(note="exact"),
     "cv2.add": Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
     "cv2.addWeighted": Tolerance(
@@ -39,14 +44,14 @@ TOLERANCES: dict[str, Tolerance] = {
         rtol=1e-6,
         max_mismatch_frac=0.01,
         mismatch_atol=1.0,
-        note="uint8: cv2's float32 evaluation order differs; ~0.3% of pixels round the other way",
+        note="cv2's float32 fused multiply-adds are emulated exactly; margin for float32 rounding",
     ),
     "cv2.blur": Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
     "cv2.boxFilter": Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
     "cv2.convertScaleAbs": Tolerance(
-        max_mismatch_frac=0.02,
+        max_mismatch_frac=0.01,
         mismatch_atol=1.0,
-        note="cv2 evaluates |a*alpha+beta| with its own float rounding; <1% of pixels differ by 1",
+        note="cv2's float32 fused multiply-add is emulated exactly; margin for rare .5 ties",
     ),
     "cv2.copyMakeBorder": Tolerance(note="exact"),
     "cv2.cvtColor": Tolerance(
@@ -58,7 +63,7 @@ TOLERANCES: dict[str, Tolerance] = {
         "GRAY ~0.2%, HSV->BGR and HLS ~1-5% of values off by 1 (cv2 5's SIMD paths)",
     ),
     "cv2.equalizeHist": Tolerance(note="exact"),
-    "cv2.filter2D": Tolerance(atol=1e-3, rtol=1e-5, note=_F32_SUM),
+    "cv2.filter2D": Tolerance(atol=1e-2, rtol=1e-5, note=f"{_F32_SUM}; cancellations of ~1e4"),
     "cv2.flip": Tolerance(note="exact"),
     "cv2.medianBlur": Tolerance(note="exact"),
     "cv2.multiply": Tolerance(
