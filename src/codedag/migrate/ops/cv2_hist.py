@@ -57,7 +57,7 @@ def threshold(
 ) -> tuple[float | torch.Tensor, torch.Tensor]:
     """``cv2.threshold`` for a batch; returns (threshold, images). With THRESH_OTSU the threshold
     is per image: a float for a batch of one, else a float64 tensor of shape (N,)."""
-    check_image(src, dtypes=(torch.uint8, torch.int16, torch.uint16, torch.float32, torch.float64))
+    check_image(src, dtypes=(torch.uint8, torch.float32, torch.float64))
     if dst is not None:
         raise UnsupportedOperation("threshold: an output array dst is not supported")
     kind, auto = int(type) & 7, int(type) & ~7
@@ -107,10 +107,12 @@ def equalizeHist(src: torch.Tensor, dst: Any = None) -> torch.Tensor:
     idx = torch.arange(256, device=src.device)
     first = torch.where(hist > 0, idx, 256).min(dim=1, keepdim=True).values  # first nonzero bin
     first_count = torch.gather(hist, 1, first.clamp(max=255))
-    denom = (total - first_count).clamp(min=1).float()
-    scale = 255.0 / denom
+    denom = (total - first_count).clamp(min=1).double()
+    # IEEE float32 quotient and product, as cv2's float arithmetic (exact in float64, then rounded
+    # once to float32; torch's vectorized float32 kernels may differ in the last bit).
+    scale = (255.0 / denom).float().double()
     cums = torch.cumsum(hist, dim=1) - first_count  # sum of bins after the first nonzero one
-    lut = saturate(cums.float() * scale, torch.uint8)
+    lut = saturate((cums.double() * scale).float(), torch.uint8)
     lut = torch.where(idx.unsqueeze(0) <= first, torch.zeros_like(lut), lut)
     single = first_count == total  # one grey level: cv2 fills the image with that level
     flat = src.reshape(n, -1).long()

@@ -183,7 +183,7 @@ def resize(
 ) -> torch.Tensor:
     """``cv2.resize`` for a batch (N,H,W[,C]); modes nearest, nearest-exact, linear, cubic, area,
     lanczos4 (INTER_LINEAR_EXACT is served by the bit-exact uint8 linear path)."""
-    check_image(src, dtypes=(torch.uint8, torch.uint16, torch.int16, torch.float32, torch.float64))
+    check_image(src, dtypes=(torch.uint8, torch.float32, torch.float64))
     if dst is not None:
         raise UnsupportedOperation("resize: an output array dst is not supported")
     mode = int(interpolation)

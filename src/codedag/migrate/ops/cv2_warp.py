@@ -1,17 +1,20 @@
 """``cv2.warpAffine`` and ``cv2.warpPerspective`` on torch, batch-first.
 
 Our own torch code rather than ``kornia.geometry.warp_affine``/``grid_sample``, because the sampling
-rules are cv2 5's, not grid_sample's: nearest rounds the source coordinate half to even; linear and
-cubic sample at the float32 source coordinate with cv2's cubic (A=-0.75) coefficients; lanczos4
-still rounds the coordinate to 1/32 pixel in fixed point (affine: 10-bit ``AB_BITS`` steps). Border
-modes constant (per-channel value), replicate, reflect, reflect101 and wrap apply per tap, as cv2's
-remap does; grid_sample has no reflect101/wrap and no per-channel fill. The same map serves every
-image of the batch. Nearest and uint8 linear match cv2 bit for bit; float results within float32
-rounding.
+rules are cv2 5's, not grid_sample's (measured): nearest rounds the source coordinate half to even;
+linear and cubic sample at the float32 source coordinate with cv2's cubic (A=-0.75) coefficients,
+cubic clamping coordinates to [-L, 2L]; lanczos4, and nearest/linear on float64 data, round the
+coordinate to 1/32 pixel in fixed point (affine: 10-bit ``AB_BITS`` steps), uint8 lanczos4 with
+cv2's 15-bit weight table. Border modes constant (per-channel value), replicate, reflect, reflect101
+and wrap apply per tap, as cv2's remap does; grid_sample has no reflect101/wrap and no per-channel
+fill. The same map serves every image of the batch. Nearest, uint8 linear and uint8 lanczos4 match
+cv2 bit for bit; float results within float32 rounding. Not reproduced (UnsupportedOperation):
+BORDER_TRANSPARENT, cubic on float64.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -33,7 +36,7 @@ from codedag.migrate.ops._cv2_common import (
     scalar_values,
     to_numpy_matrix,
 )
-from codedag.migrate.ops.cv2_resize import _lanczos4_coeffs
+from codedag.migrate.ops.cv2_resize import _cubic_coeffs, _lanczos4_coeffs
 
 INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, INTER_AREA, INTER_LANCZOS4 = 0, 1, 2, 3, 4
 WARP_INVERSE_MAP = 16
@@ -113,6 +116,33 @@ def _perspective_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: tor
     return xs.reshape(-1), ys.reshape(-1)
 
 
+@lru_cache(maxsize=1)
+def _lanczos4_itab() -> np.ndarray:
+    """cv2's 2-D fixed-point lanczos4 weights (``initInterTab2D``): (32*32, 64) int32, sum 2**15."""
+    grid = np.arange(_TAB, dtype=np.float32) / _TAB
+    tab1 = _lanczos4_coeffs(grid).astype(np.float32)  # (32, 8)
+    out = np.zeros((_TAB * _TAB, 64), dtype=np.int64)
+    for i in range(_TAB):
+        for j in range(_TAB):
+            v = (tab1[i][:, None] * tab1[j][None, :]).astype(np.float32)  # (y taps, x taps)
+            itab = np.rint(v.astype(np.float64) * 32768).astype(np.int64)
+            diff = int(itab.sum()) - 32768
+            if diff:
+                mk = big = (4, 4)
+                for k1 in (4, 5):
+                    for k2 in (4, 5):
+                        if itab[k1, k2] < itab[mk]:
+                            mk = (k1, k2)
+                        elif itab[k1, k2] > itab[big]:
+                            big = (k1, k2)
+                if diff < 0:
+                    itab[big] -= diff
+                else:
+                    itab[mk] -= diff
+            out[i * _TAB + j] = itab.reshape(-1)
+    return out.astype(np.int32)
+
+
 def _float_coords(m: np.ndarray, dw: int, dh: int, perspective: bool, dev: torch.device):
     """Source coordinates (float64) of every destination pixel."""
     x = torch.arange(dw, dtype=torch.float64, device=dev)[None, :]
@@ -137,11 +167,16 @@ def _cubic_torch(f: torch.Tensor) -> torch.Tensor:
 
 def _taps_1d(coord: torch.Tensor, mode: int, fixed: bool) -> tuple[torch.Tensor, int, torch.Tensor]:
     """Integer base index, first tap offset and (P, K) float64 weights of each coordinate."""
-    if fixed:  # 1/32-pixel fixed point (lanczos4)
+    if fixed:  # 1/32-pixel fixed point (lanczos4, and every mode for float64 data)
         base, frac = coord >> _INTER_BITS, coord & (_TAB - 1)
         grid = np.arange(_TAB, dtype=np.float32) / _TAB
-        table = torch.as_tensor(_lanczos4_coeffs(grid), device=coord.device)
-        return base, -3, table[frac]
+        if mode == INTER_LINEAR:
+            table_np, first = np.stack([1 - grid, grid], axis=1).astype(np.float64), 0
+        elif mode == INTER_CUBIC:
+            table_np, first = _cubic_coeffs(grid), -1
+        else:
+            table_np, first = _lanczos4_coeffs(grid), -3
+        return base, first, torch.as_tensor(table_np, device=coord.device)[frac]
     c32 = coord.to(torch.float32)
     base = torch.floor(c32)
     f = c32 - base
@@ -176,7 +211,23 @@ def _remap(
 
     if mode == INTER_NEAREST:
         return gather(xs, ys).reshape(n, dh, dw, c)
-    fixed = mode == INTER_LANCZOS4
+    fixed = mode == INTER_LANCZOS4 or x.dtype == torch.float64
+    if mode == INTER_LANCZOS4 and x.dtype == torch.uint8:
+        # cv2's integer path: 15-bit 2-D weights from its table, rounding half up.
+        table = torch.as_tensor(_lanczos4_itab(), device=x.device)
+        weights = table[(ys & (_TAB - 1)) * _TAB + (xs & (_TAB - 1))]  # (P, 64)
+        ix, iy = (xs >> _INTER_BITS) - 3, (ys >> _INTER_BITS) - 3
+        acc = torch.zeros((n, ix.numel(), c), dtype=torch.int32, device=x.device)
+        for ky in range(8):
+            for kx in range(8):
+                vals = gather(ix + kx, iy + ky).to(torch.int32)
+                acc += vals * weights[:, ky * 8 + kx].view(1, -1, 1)
+        out_u8 = ((acc + (1 << 14)) >> 15).clamp(0, 255).to(torch.uint8)
+        return out_u8.reshape(n, dh, dw, c)
+    if mode == INTER_CUBIC and not fixed:
+        # Measured on cv2 5: cubic clamps source coordinates to [-L, 2L], L = max(size, 16).
+        lx, ly = float(max(w, 16)), float(max(h, 16))
+        xs, ys = xs.clamp(-lx, 2 * lx), ys.clamp(-ly, 2 * ly)
     ix, first, wx = _taps_1d(xs, mode, fixed)
     iy, _, wy = _taps_1d(ys, mode, fixed)
     wdt = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -202,19 +253,21 @@ def _warp(
     border_value: Any,
     perspective: bool,
 ) -> torch.Tensor:
-    check_image(src, dtypes=(torch.uint8, torch.uint16, torch.int16, torch.float32, torch.float64))
+    check_image(src, dtypes=(torch.uint8, torch.float32, torch.float64))
     if dst is not None:
         raise UnsupportedOperation("warp: an output array dst is not supported")
     mode, inverse = _parse_flags(flags)
+    if mode == INTER_CUBIC and src.dtype == torch.float64:
+        raise UnsupportedOperation("warp: INTER_CUBIC on float64 is not reproduced (cv2 5 differs)")
     border = border_type_base(border_mode, _BORDERS)
     dw, dh = (int(v) for v in dsize)
     if dw <= 0 or dh <= 0:
         dw, dh = int(src.shape[2]), int(src.shape[1])
     if not inverse:
         m = np.linalg.inv(m) if perspective else _invert_affine(m)
-    if mode == INTER_LANCZOS4:
+    if mode == INTER_LANCZOS4 or src.dtype == torch.float64:
         coords = _perspective_coords if perspective else _affine_coords
-        xs, ys = coords(m, dw, dh, False, src.device)
+        xs, ys = coords(m, dw, dh, mode == INTER_NEAREST, src.device)
     else:
         xs, ys = _float_coords(m, dw, dh, perspective, src.device)
         if mode == INTER_NEAREST:
