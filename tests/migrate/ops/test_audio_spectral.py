@@ -13,6 +13,7 @@ from codedag.errors import UnsupportedOperation
 from codedag.migrate.ops.audio import BACKENDS, mel_filterbank
 
 librosa = pytest.importorskip("librosa")
+pytestmark = pytest.mark.filterwarnings("ignore:n_fft=.*too large:UserWarning")
 
 
 def _signal(seed: int, n: int, length: int) -> np.ndarray:
