@@ -69,9 +69,11 @@ def test_trace_optimize_migrate_equals_the_original_batches() -> None:
         cost=CostModel(launch_overhead_ns=0),
     )
     plan = manager.optimize(tracer.dag)["migration_plan"]
-    placed = sorted({key.rsplit("/", 1)[-1].split("#")[0] for key in plan["context_device_map"]})
-    assert any(n.startswith("cv2.") for n in placed), (placed, plan["notes"])
-    assert any(n.startswith("numpy.") for n in placed), (placed, plan["notes"])
+    placed = {key.rsplit("/", 1)[-1].split("#")[0] for key in plan["context_device_map"]}
+    # Which of the cv2 and NumPy calls the partitioner places depends on the measured times;
+    # that it places some, and that every placed one is migrated, does not.
+    assert placed, plan["notes"]
+    assert placed <= {"cv2.resize", "cv2.flip", "numpy.clip"}, placed
     # every traced name the plan places is a registry name (one canonical name everywhere)
     assert all(registry.is_migratable(name) for name in placed)
     originals = {name: _lookup(name) for name in placed}
@@ -99,3 +101,29 @@ def _lookup(name: str) -> object:
     module, _, attr = name.rpartition(".")
     owner = {"cv2": cv2, "numpy": np}[module]
     return getattr(owner, attr)
+
+
+def test_every_traced_migratable_call_round_trips() -> None:
+    """Place every traced call the registry knows (no optimizer): each traced name resolves to a
+    registry entry, each traced key matches at run time, and each call is counted as migrated."""
+    loader = DataLoader(AugmentDataset(), batch_size=4)
+    reference = [b.clone() for b in loader]
+    registry = _registry()
+    tracer, _batch = trace_dataloader(loader, EnhancedTracer(max_depth=8))
+    calls = [c for c in tracer.dag.calls() if registry.is_migratable(c.name)]
+    names = {c.name for c in calls}
+    assert {"cv2.resize", "cv2.flip", "numpy.clip"} <= names
+    plan = {
+        "schema_version": 1,
+        "context_device_map": {c.context_key: "cpu" for c in calls},
+        "calls": [],
+    }
+    with PipelineMigrator.from_plan(plan, registry=registry) as migrator:
+        batches = list(loader)
+    for got, want in zip(batches, reference):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    stats = migrator.get_stats()["functions"]
+    per_sample = {name: sum(1 for c in calls if c.name == name) // 4 for name in names}
+    for name in names:
+        assert stats[name]["migrated"] == per_sample[name] * len(AugmentDataset()), name
+        assert stats[name]["fell_back"] == 0, stats[name]["fallback_reasons"]
