@@ -55,7 +55,7 @@ def test_kernel_filters_are_bit_exact(mode: str, channels: int) -> None:
     assert stats["strategy"] == "FactoryOp"
     assert stats["migrated"] == len(filters) + 1 and stats["fell_back"] == 0
     wrapper = migrator._injector.wrappers["PIL.Image.Image.filter"]  # type: ignore[union-attr]
-    assert len(wrapper._factories) == len(filters)  # one transform per configuration
+    assert len(wrapper.executor.factories) == len(filters)  # one transform per configuration
 
 
 def test_other_filters_fall_back_to_pillow() -> None:
