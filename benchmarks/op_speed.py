@@ -129,12 +129,17 @@ def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 class _PilFilter:
-    """The FactoryOp transform of a PIL filter, built per device on first use."""
+    """``Image.filter`` on a batch: the PIL backend (``PILBatch`` in and out), or the FactoryOp
+    transform built per device when that is the registered spec."""
 
     def __init__(self, spec: Any, filter: Any) -> None:
         self.spec, self.filter, self.transforms = spec, filter, {}
 
     def __call__(self, batch: torch.Tensor) -> Any:
+        if self.spec.pil_batch:
+            from codedag.migrate.ops.pil import PILBatch
+
+            return self.spec.backend(PILBatch(batch, "RGB"), self.filter).data
         transform = self.transforms.get(batch.device)
         if transform is None:
             transform = self.transforms[batch.device] = self.spec.backend(

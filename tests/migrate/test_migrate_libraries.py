@@ -84,3 +84,34 @@ def test_backends_through_the_migrator_return_what_the_library_returns() -> None
     for name, canonical in names.items():
         assert stats[canonical]["fell_back"] == 0, (name, stats[canonical]["fallback_reasons"])
         assert stats[canonical]["migrated"] >= 1, name
+
+
+def test_pil_backends_through_the_migrator_return_pil_images() -> None:
+    from PIL import Image, ImageFilter, ImageOps
+
+    rng = np.random.default_rng(3)
+    rgb = Image.fromarray(rng.integers(0, 256, (40, 52, 3), dtype=np.uint8))
+    cases = [
+        ("PIL.Image.Image.resize", lambda: rgb.resize((30, 20), Image.Resampling.BILINEAR)),
+        ("PIL.Image.Image.convert", lambda: rgb.convert("L")),
+        ("PIL.Image.Image.transpose", lambda: rgb.transpose(Image.Transpose.ROTATE_90)),
+        ("PIL.Image.Image.crop", lambda: rgb.crop((3, 4, 30, 25))),
+        ("PIL.Image.Image.filter", lambda: rgb.filter(ImageFilter.GaussianBlur(2))),
+        ("PIL.ImageOps.mirror", lambda: ImageOps.mirror(rgb)),
+    ]
+    expected = [fn() for _name, fn in cases]
+    here = f"{__name__}.test_pil_backends_through_the_migrator_return_pil_images"
+    names = sorted({name for name, _fn in cases})
+    plan = plan_for({f"{here}#0/{name}#0": "cpu" for name in names})
+    migrator = PipelineMigrator.from_plan(plan)
+    assert migrator.apply()["patched"] == len(names)
+    try:
+        got = [fn() for _name, fn in cases]
+    finally:
+        migrator.restore()
+    for (name, _fn), g, w in zip(cases, got, expected):
+        assert isinstance(g, Image.Image) and (g.mode, g.size) == (w.mode, w.size), name
+        _close(name, np.asarray(g), np.asarray(w))
+    stats = migrator.get_stats()["functions"]
+    for name in names:
+        assert stats[name]["migrated"] >= 1, (name, stats[name]["fallback_reasons"])

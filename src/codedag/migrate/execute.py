@@ -8,6 +8,7 @@ whether a call takes this path and falls back to the original on any exception r
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -91,21 +92,34 @@ class Executor:
                 False,
             )
         batched = False
+        wrap = self._pil_batch_type()
         new_args = []
         for index, value in enumerate(args):
             converted = converter.to_device(value, call)
-            if batch is not None and index in batch.positions:
+            if index in batch.positions:
                 converted, did = _add_batch_axis(converted, batch.ndims)
                 batched |= did
+                if did and wrap is not None and _is_pil_image(value):
+                    converted = wrap(converted, value.mode)
             new_args.append(converted)
         new_kwargs = {}
         for key, value in kwargs.items():
             converted = converter.to_device(value, call)
-            if batch is not None and key in batch.params:
+            if key in batch.params:
                 converted, did = _add_batch_axis(converted, batch.ndims)
                 batched |= did
+                if did and wrap is not None and _is_pil_image(value):
+                    converted = wrap(converted, value.mode)
             new_kwargs[key] = converted
         return new_args, new_kwargs, batched
+
+    def _pil_batch_type(self) -> Any:
+        """``PILBatch`` of the PIL backends (images travel with their mode), if this spec uses it."""
+        if not self.spec.pil_batch:
+            return None
+        from codedag.migrate.ops.pil import PILBatch
+
+        return PILBatch
 
     def _adapt(
         self, args: list[Any], kwargs: dict[str, Any], device: str
@@ -197,7 +211,23 @@ class Executor:
             return type(result)(
                 self._to_host(r, converter, call, batched, args, kwargs) for r in result
             )
+        if spec.pil_batch and isinstance(getattr(result, "data", None), torch.Tensor):
+            return self._batch_to_pil(result, converter, batched)
         return result
+
+    def _batch_to_pil(self, result: Any, converter: ValueConverter, batched: bool) -> Any:
+        """A ``PILBatch`` of one image back to a ``PIL.Image.Image`` of its mode."""
+        from PIL import Image
+
+        data = result.data
+        if batched:
+            if data.shape[0] != 1:
+                raise UnsupportedOperation(f"backend returned {data.shape[0]} images for one")
+            data = data[0]
+        image = Image.fromarray(converter.tensor_to_array(data, "C"))
+        if image.mode != result.mode:
+            raise UnsupportedOperation(f"result has PIL mode {image.mode!r}, not {result.mode!r}")
+        return image
 
     def _to_pil(
         self,
@@ -224,6 +254,11 @@ class Executor:
         return image
 
     # -- statistics --------------------------------------------------------------------------
+
+
+def _is_pil_image(value: Any) -> bool:
+    module = sys.modules.get("PIL.Image")
+    return module is not None and isinstance(value, module.Image)
 
 
 def _copy_back(target: Any, tensor: Any) -> None:

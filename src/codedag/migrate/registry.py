@@ -108,6 +108,8 @@ class OpSpec:
             (``numpy.random.shuffle``): the result is copied back into the caller's array.
         config_key: FactoryOp: ``config -> hashable key`` of the transform cache (default: the
             configuration values themselves).
+        pil_batch: PIL images reach the backend as ``ops.pil.PILBatch`` (tensor + mode) and
+            ``PILBatch`` results come back as PIL images (the convention of the PIL backends).
     """
 
     name: str
@@ -125,6 +127,7 @@ class OpSpec:
     pil_mode_param: str | None = None
     inplace_args: tuple[int, ...] = ()
     config_key: Callable[[dict[str, Any]], Any] | None = None
+    pil_batch: bool = False
 
 
 # Functions that must stay on the CPU whatever a plan says, with the reason.
@@ -274,6 +277,7 @@ def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") 
     if name == "librosa.stft":
         order = "F"
     pil_mode = "mode" if name == "PIL.Image.Image.convert" else None
+    pil_batch = library == "pil" and module.startswith("pil")
     return OpSpec(
         name,
         Strategy.STANDARD_OP,
@@ -284,6 +288,7 @@ def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") 
         inject_kwargs=inject,
         output_order=order,
         pil_mode_param=pil_mode,
+        pil_batch=pil_batch,
     )
 
 
