@@ -58,14 +58,19 @@ def test_kernel_filters_are_bit_exact(mode: str, channels: int) -> None:
     assert len(wrapper.executor.factories) == len(filters)  # one transform per configuration
 
 
-def test_other_filters_fall_back_to_pillow() -> None:
+def test_other_filters_use_the_pil_backend_or_fall_back() -> None:
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (12, 14, 3), np.uint8))
-    blur = ImageFilter.GaussianBlur(2)
-    expected = np.asarray(image.filter(blur))
+    blurs = [ImageFilter.GaussianBlur(2), ImageFilter.GaussianBlur(2), ImageFilter.BoxBlur(1)]
+    expected = [np.asarray(image.filter(b)) for b in blurs]
     plan = plan_for({"app.f#0/PIL.Image.Image.filter#0": "cpu"})
     with PipelineMigrator.from_plan(plan, registry=_registry()) as migrator:
-        got = image.filter(blur)
+        got = [image.filter(b) for b in blurs]
         with pytest.raises(ValueError, match="palette"):  # Pillow's own error reaches the caller
             image.convert("P").filter(ImageFilter.SHARPEN)
-    np.testing.assert_array_equal(np.asarray(got), expected)
-    assert migrator.get_stats()["functions"]["PIL.Image.Image.filter"]["fell_back"] == 2
+    for g, want in zip(got, expected):
+        np.testing.assert_array_equal(np.asarray(g), want)
+    stats = migrator.get_stats()["functions"]["PIL.Image.Image.filter"]
+    assert stats["migrated"] == 3 and stats["fell_back"] == 1
+    wrapper = migrator._injector.wrappers["PIL.Image.Image.filter"]  # type: ignore[union-attr]
+    kinds = [key[1][0] for key in wrapper.executor.factories]
+    assert kinds.count("GaussianBlur") == 1  # equal configurations share one transform

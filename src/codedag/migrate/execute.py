@@ -172,6 +172,7 @@ class Executor:
                     self.factories.popitem(last=False)
         tensors = []
         batched = False
+        wrap = self._pil_batch_type()
         for name in spec.data_params:
             if name not in data:
                 continue
@@ -179,6 +180,8 @@ class Executor:
             if spec.batch is not None:
                 value, did = _add_batch_axis(value, spec.batch.ndims)
                 batched |= did
+                if did and wrap is not None and _is_pil_image(data[name]):
+                    value = wrap(value, data[name].mode)
             tensors.append(value)
         return transform(*tensors), batched
 

@@ -1,9 +1,13 @@
 """Built-in FactoryOp specs: a transform built once per configuration and cached on the device.
 
-``PIL.Image.Image.filter`` with a convolution kernel (``ImageFilter.Kernel`` and the built-in
-BLUR, CONTOUR, DETAIL, EDGE_ENHANCE(_MORE), EMBOSS, FIND_EDGES, SHARPEN, SMOOTH(_MORE)): the
-configuration is the filter's ``filterargs`` (size, scale, offset, weights); the factory turns it
-into float32 weights on the device once, and the transform applies them to a batch.
+``PIL.Image.Image.filter(filter)`` is a FactoryOp by nature: a PIL filter object *is* a configured
+transform. The factory builds, once per filter configuration:
+
+* for convolution kernels (``ImageFilter.Kernel`` and the built-in BLUR, CONTOUR, DETAIL,
+  EDGE_ENHANCE(_MORE), EMBOSS, FIND_EDGES, SHARPEN, SMOOTH(_MORE)), float32 weights on the device
+  and the transform below; the configuration is the filter's ``filterargs``;
+* for the other filters (BoxBlur, GaussianBlur, UnsharpMask, rank filters), the PIL backend of
+  :mod:`codedag.migrate.ops.pil_ops` bound to that filter, when that module exists.
 
 Our own torch code rather than ``conv2d``: Pillow's ``ImagingFilter`` accumulates in float32 tap
 by tap (rows from ``y + r`` down to ``y - r``, i.e. the kernel flipped vertically, columns left to
@@ -44,8 +48,23 @@ def _filterargs(filter: Any) -> tuple[tuple[int, int], float, float, tuple[float
 
 
 def pil_filter_key(config: dict[str, Any]) -> Any:
-    """Cache key of a filter configuration: its ``filterargs`` (equal kernels share one)."""
-    return _filterargs(config["filter"])
+    """Cache key of a filter configuration: ``filterargs`` for kernels (equal kernels share one
+    transform), else the filter's type and attributes."""
+    filter = config["filter"]
+    if isinstance(filter, type):
+        filter = filter()
+    if getattr(filter, "filterargs", None) is not None:
+        return ("kernel", _filterargs(filter))
+    try:
+        items = tuple(sorted((k, _frozen(v)) for k, v in vars(filter).items()))
+        hash(items)
+    except TypeError:
+        raise UnsupportedOperation(f"{type(filter).__name__}: unhashable configuration") from None
+    return (type(filter).__qualname__, items)
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(_frozen(v) for v in value) if isinstance(value, list | tuple) else value
 
 
 def pil_kernel_filter(
@@ -85,19 +104,65 @@ def pil_kernel_filter(
     return transform
 
 
+def _ops_filter() -> Callable[..., Any] | None:
+    try:
+        from codedag.migrate.ops import pil_ops
+    except ImportError:
+        return None
+    backend: Callable[..., Any] | None = getattr(pil_ops, "BACKENDS", {}).get(FILTER)
+    return backend
+
+
+def pil_filter(filter: Any, *, device: torch.device) -> Callable[[Any], Any]:
+    """The FactoryOp factory of ``Image.filter``: a transform of a batch for this filter.
+
+    The transform takes and returns what the spec passes: a ``PILBatch`` (tensor + mode) when
+    the PIL backends exist, else a uint8 tensor (N, H, W[, C]).
+    """
+    if isinstance(filter, type):
+        filter = filter()
+    if getattr(filter, "filterargs", None) is not None:
+        kernel = pil_kernel_filter(filter, device=device)
+
+        def transform(batch: Any) -> Any:
+            if isinstance(batch, torch.Tensor):
+                return kernel(batch)
+            return type(batch)(kernel(batch.data), batch.mode)
+
+        return transform
+    other = _ops_filter()
+    if other is None:
+        raise UnsupportedOperation(f"{type(filter).__name__}: only kernel filters built in")
+
+    def delegate(batch: Any) -> Any:
+        return other(batch, filter)  # type: ignore[misc]
+
+    return delegate
+
+
+FILTER = "PIL.Image.Image.filter"
+
+
 def builtin_factory_specs() -> dict[str, OpSpec]:
-    """The FactoryOp specs codedag ships (library backends may override them)."""
-    name = "PIL.Image.Image.filter"
+    """The FactoryOp specs codedag ships; they take precedence over a library backend of the
+    same name, which they use for configurations they do not build themselves."""
+    try:
+        from codedag.migrate.ops import pil  # noqa: F401
+    except ImportError:
+        pil_batch = False
+    else:
+        pil_batch = True
     return {
-        name: OpSpec(
-            name,
+        FILTER: OpSpec(
+            FILTER,
             Strategy.FACTORY_OP,
-            pil_kernel_filter,
+            pil_filter,
             "pil",
             batch=BatchAxis(frozenset({"self"}), (0,), (2, 3)),
             positional_names=("self", "filter"),
             data_params=("self",),
             output_order="C",
             config_key=pil_filter_key,
+            pil_batch=pil_batch,
         )
     }

@@ -439,9 +439,9 @@ def build_default_registry() -> Registry:
 
     for name in TORCH_MOVE_ONLY:
         registry._specs[name] = OpSpec(name, Strategy.MOVE_ONLY, None, "torch")
-    registry._specs.update(builtin_factory_specs())
     for module in ops_modules():
         _load_ops_module(registry, module)
+    registry._specs.update(builtin_factory_specs())
     for top in ("numpy", "torch"):  # imported already by the backends: cheap to resolve now
         registry._canonicalize(top)
     return registry
