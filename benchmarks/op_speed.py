@@ -190,8 +190,19 @@ def main() -> int:
     parser.add_argument("--batches", default="1,64", help="comma-separated batch sizes")
     parser.add_argument("--sizes", default="224,512", help="comma-separated image sizes")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads for torch and cv2 (default 1: one core each, comparable; on a shared "
+        "machine more threads than free cores make OpenMP spin and distort torch's times)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    import cv2
+
+    torch.set_num_threads(args.threads)
+    cv2.setNumThreads(args.threads)
     args.batches = [int(b) for b in args.batches.split(",")]
     args.sizes = [int(s) for s in args.sizes.split(",")]
     rows = _rows(args)
@@ -219,6 +230,7 @@ def main() -> int:
             )
         print(line)
     print("x = library time / backend time (above 1: the backend is faster)")
+    print(f"CPU threads: {args.threads} for torch and cv2")
     if not cuda:
         print("CUDA: unavailable on this machine (no GPU); GPU columns omitted")
     return 0
