@@ -136,16 +136,19 @@ class _PilFilter:
         self.spec, self.filter, self.transforms = spec, filter, {}
 
     def __call__(self, batch: torch.Tensor) -> Any:
+        data: Any = batch
         if self.spec.pil_batch:
             from codedag.migrate.ops.pil import PILBatch
 
-            return self.spec.backend(PILBatch(batch, "RGB"), self.filter).data
+            data = PILBatch(batch, "RGB")
+        if self.spec.strategy.value != "FactoryOp":
+            return self.spec.backend(data, self.filter)
         transform = self.transforms.get(batch.device)
         if transform is None:
             transform = self.transforms[batch.device] = self.spec.backend(
                 self.filter, device=batch.device
             )
-        return transform(batch)
+        return transform(data)
 
 
 def _audio_rows(args: argparse.Namespace, registry: Any) -> list[dict[str, Any]]:
