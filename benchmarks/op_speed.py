@@ -97,6 +97,7 @@ def _measure(
 
 def _with_copies(backend: Callable[[torch.Tensor], Any], host: torch.Tensor) -> Any:
     out = backend(host.cuda(non_blocking=False))
+    out = getattr(out, "data", out)  # a PILBatch carries its tensor in .data
     return out.cpu() if isinstance(out, torch.Tensor) else out
 
 
