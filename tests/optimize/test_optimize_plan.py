@@ -101,6 +101,21 @@ def test_plan_keys_are_the_tracer_context_keys_of_the_placed_calls() -> None:
     assert migrated == set(plan["context_device_map"])
 
 
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_partitions_with_savings_share_the_accelerators_and_one_stays_on_the_cpu(
+    gpus: int,
+) -> None:
+    dag = trace_shaped_dag(3000, batch_size=16)
+    manager = OptimizerManager(k=3, gpu_count=gpus, can_migrate=builtin_can_migrate)
+    plan = manager.optimize(dag)["migration_plan"]
+    devices = list(plan["partition_device_map"].values())
+    assert "cpu" in devices
+    assert {d for d in devices if d != "cpu"} <= {f"cuda:{i}" for i in range(gpus)}
+    # with one accelerator partition only, numpy.clip sat in a CPU partition and stayed there
+    migrated = {c["function"] for c in plan["calls"] if c["migrate"]}
+    assert {"cv2.resize", "numpy.clip"} <= migrated
+
+
 def test_no_gpu_and_no_target_device_migrates_nothing_and_says_why() -> None:
     plan = OptimizerManager(k=2).optimize(trace_shaped_dag(300, batch_size=8))["migration_plan"]
     assert plan["context_device_map"] == {}

@@ -10,7 +10,10 @@ import sys
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add the ``plan`` subcommand (``plan explain PLAN``)."""
     parser = subparsers.add_parser(
-        "plan", parents=[parent], help="inspect a migration plan", description=__doc__
+        "plan",
+        parents=[parent],
+        help="inspect a migration plan",
+        description="Inspect a migration plan: `plan explain PLAN` shows where each call goes and why.",
     )
     actions = parser.add_subparsers(dest="plan_command", metavar="ACTION")
     actions.required = True

@@ -29,6 +29,7 @@ class OptimizerManager:
         alpha, beta, gamma, lambda_weight: objective and assignment weights (see
             :class:`KWayPartitioner` and :class:`IterativeOptimizer`).
         no_improvement_threshold: refinement stops after this many rejected moves in a row.
+        max_cut_increase: how much one refinement move may raise the edge cut (0: never).
         cost: cost model of weights, savings and transfers.
         can_migrate: ``canonical_name -> bool``; default: the migration registry, else a
             conservative built-in list.
@@ -47,6 +48,7 @@ class OptimizerManager:
         gamma: float = 10.0,
         lambda_weight: float = 0.5,
         no_improvement_threshold: int = 10,
+        max_cut_increase: int = 0,
         cost: CostModel | None = None,
         can_migrate: CanMigrate | None = None,
         gpu_count: int = 0,
@@ -73,6 +75,7 @@ class OptimizerManager:
             alpha=alpha,
             beta=beta,
             no_improvement_threshold=no_improvement_threshold,
+            max_cut_increase=max_cut_increase,
             cost=self.cost,
         )
 

@@ -8,8 +8,9 @@ caller uses). Candidates start on the accelerator; the worst net candidate is se
 CPU until every remaining one pays for itself, so a cheap op between two CPU-only ops stays on the
 CPU while a chain of migratable ops moves together. A call inside a migrated call is covered by it.
 
-Partitions take accelerators in order of the net saving of their migratable calls (the first
-partition with the most); at least one partition stays on the CPU (the Python driving the
+Partitions with a positive net saving of their migratable calls take accelerators, in order of
+that saving and round-robin over the accelerators (with more partitions than GPUs, several share
+one); the partition with the least saving stays on the CPU (it holds the Python driving the
 pipeline). With no GPU and no target device nothing migrates and the notes say why. With
 ``target_device="cpu"`` the decisions use the same cost model (the accelerator's speedup and
 transfer costs) while the migrated calls run through torch on the CPU: a CPU-only machine
@@ -156,9 +157,9 @@ def build_plan(
         for c in migratable:
             score[part_of[c]] += max(0, net.gain_ns(c))
         ranked = sorted(partitions, key=lambda p: (-score[p.id], p.id))
-        for p, device in zip(ranked[: len(partitions) - 1], accels):
+        for i, p in enumerate(ranked[: len(partitions) - 1]):
             if score[p.id] > 0:
-                device_of_part[p.id] = device
+                device_of_part[p.id] = accels[i % len(accels)]
                 accel_parts.add(p.id)
     on_accel = {c for c in migratable if part_of[c] in accel_parts}
     _eliminate(net, on_accel)
