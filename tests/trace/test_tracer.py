@@ -229,3 +229,29 @@ def test_pil_images_flow_between_python_methods_and_numpy() -> None:
     assert children == ["PIL.Image.Image.__array_interface__"]
     (image_value,) = dag.successors(resize.id, "produces")
     assert dag.nodes[image_value].shape == [8, 8, 3] and dag.nodes[image_value].dtype == "RGB"
+
+
+def test_wrappers_kept_across_windows() -> None:
+    tracer = EnhancedTracer(track_memory=False)
+    img = np.zeros((16, 16, 3), np.uint8)
+    with tracer.wrappers_kept():
+        wrapped = cv2.resize
+        assert hasattr(wrapped, "__codedag_original__")
+        assert pipelines.chain(img).shape == (32, 32, 3)  # between windows: forwards only
+        names = []
+        for _ in range(2):
+            with tracer.tracing_context():
+                pipelines.chain(img)
+            assert cv2.resize is wrapped  # still installed
+            names.append([n.name for n in tracer.dag.calls()])
+    assert not hasattr(cv2.resize, "__codedag_original__")
+    assert (
+        names[0]
+        == names[1]
+        == [
+            "trace_pipelines.chain",
+            "cv2.resize",
+            "cv2.cvtColor",
+            "cv2.normalize",
+        ]
+    )

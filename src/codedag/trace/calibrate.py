@@ -4,12 +4,11 @@ The hook times its own work on every recorded event and that time is subtracted 
 cannot time is the interpreter invoking the hook (and a wrapper's own frame), and skipped events,
 which are not timed to keep them cheap. Those costs are measured here by tracing small loops whose
 untraced duration is known: per skipped event, and per recorded Python call, wrapped call and
-C call. The medians of a few repetitions are kept.
+C call. The minimum over a few repetitions is kept (interruptions only add time).
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -19,7 +18,7 @@ from codedag.trace.filter import FunctionFilter
 from codedag.trace.values import DataTypes
 
 _N = 300
-_REPEATS = 3
+_REPEATS = 5
 _cache: dict[tuple[bool, bool], Calibration] = {}
 _lock = threading.Lock()
 
@@ -126,11 +125,9 @@ def calibration(track_memory: bool) -> Calibration:
         hit = _cache.get(key)
         if hit is None:
             runs = [_once(track_memory) for _ in range(_REPEATS)]
+            # preemption on a busy machine only ever adds time: the least disturbed run is best
             hit = Calibration(
-                *(
-                    statistics.median(getattr(r, f) for r in runs)
-                    for f in Calibration.__dataclass_fields__
-                )
+                *(min(getattr(r, f) for r in runs) for f in Calibration.__dataclass_fields__)
             )
             _cache[key] = hit
         return hit

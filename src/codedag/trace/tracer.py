@@ -76,6 +76,7 @@ class EnhancedTracer:
         self._nesting = 0
         self._owner_thread: int | None = None
         self._wrapped: list[str] = []
+        self._kept_patcher: Any = None
 
     # ------------------------------------------------------------------ window
     @property
@@ -100,9 +101,11 @@ class EnhancedTracer:
         from codedag.trace.recorder import Session
 
         self._calibration = calibration(self.track_memory) if self.calibrate else ZERO
-        patcher = Patcher(label="codedag.trace")
-        names = interpose.library_targets(self.wrap) if self.wrap_libraries else list(self.wrap)
-        self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
+        patcher = self._kept_patcher
+        if patcher is None:
+            patcher = Patcher(label="codedag.trace")
+            names = interpose.library_targets(self.wrap) if self.wrap_libraries else list(self.wrap)
+            self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         try:
             session = Session(
                 self.function_filter,
@@ -112,7 +115,8 @@ class EnhancedTracer:
             )
             session.start()
         except BaseException:
-            patcher.restore()
+            if patcher is not self._kept_patcher:
+                patcher.restore()
             raise
         self._patcher, self._session = patcher, session
         self._owner_thread = threading.get_ident()
@@ -130,7 +134,8 @@ class EnhancedTracer:
             session.stop()
         finally:
             self._session = None
-            self._patcher.restore()
+            if self._patcher is not self._kept_patcher:
+                self._patcher.restore()
             self._patcher = None
         nskip, ncalls, ovh_ns = session.counters()
         metadata = {
@@ -154,6 +159,32 @@ class EnhancedTracer:
         if session.error:
             log.warning("tracing stopped early: %s", session.error)
         return dag
+
+    @contextmanager
+    def wrappers_kept(self) -> Iterator[EnhancedTracer]:
+        """Keep the library wrappers installed across the windows opened inside this block.
+
+        Installing the wrappers costs tens of milliseconds per window (hundreds of functions
+        patched and references rebound); tracing many batches or a decorated function called
+        in a loop pays it once here. Between windows the wrappers only forward calls.
+        """
+        from codedag.patching import Patcher
+        from codedag.trace import interpose
+
+        if self._kept_patcher is not None:
+            yield self
+            return
+        patcher = Patcher(label="codedag.trace")
+        names = interpose.library_targets(self.wrap) if self.wrap_libraries else list(self.wrap)
+        self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
+        self._kept_patcher = patcher
+        try:
+            yield self
+        finally:
+            self._kept_patcher = None
+            if self._patcher is patcher:  # a window is still open: its stop() has nothing left
+                self._patcher = Patcher(label="codedag.trace")
+            patcher.restore()
 
     @contextmanager
     def tracing_context(self) -> Iterator[EnhancedTracer]:
