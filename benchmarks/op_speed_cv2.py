@@ -6,7 +6,7 @@ torch's CPU, and on the GPU when CUDA is present (data already on the device; CU
 Prints median times per batch and the ratios cv2 / backend side by side (> 1: the backend is
 faster). Images are random, so data-dependent ops (medianBlur, equalizeHist) see their worst case.
 
-    .venv/bin/python benchmarks/op_speed_cv2.py [--sizes 224 512] [--batches 1 64] [--ops resize,...]
+    .venv/bin/python benchmarks/op_speed_cv2.py [--sizes 224 512] [--batches 1 64] [--ops resize]
 """
 
 from __future__ import annotations
@@ -192,9 +192,8 @@ def main() -> None:
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, cv2 {cv2.__version__}"
     )
-    print(
-        f"cv2 threads {cv2.getNumThreads()}; CUDA: {torch.cuda.get_device_name() if cuda else 'none'}"
-    )
+    gpu_name = torch.cuda.get_device_name() if cuda else "none"
+    print(f"cv2 threads {cv2.getNumThreads()}; CUDA: {gpu_name}")
     head = f"{'op':26} {'size':>5} {'N':>3} {'cv2 ms':>9} {'torch-cpu ms':>12} {'cpu x':>6}"
     print(head + (f" {'cuda ms':>9} {'cuda x':>7}" if cuda else ""))
     rows = []
@@ -211,9 +210,9 @@ def main() -> None:
                 images = list(batch)
                 cpu_t = torch.from_numpy(batch)
                 ref_s = _median_s(
-                    lambda im=images: [case.ref(i) for i in im], lambda: None, args.budget_s
+                    lambda im=images, c=case: [c.ref(i) for i in im], lambda: None, args.budget_s
                 )
-                cpu_s = _median_s(lambda t=cpu_t: case.ours(t), lambda: None, args.budget_s)
+                cpu_s = _median_s(lambda t=cpu_t, c=case: c.ours(t), lambda: None, args.budget_s)
                 row = {
                     "op": case.name,
                     "size": size,
@@ -227,7 +226,7 @@ def main() -> None:
                 )
                 if cuda:
                     gpu_t = cpu_t.cuda()
-                    gpu_s = _cuda_median_s(lambda t=gpu_t: case.ours(t), args.budget_s)
+                    gpu_s = _cuda_median_s(lambda t=gpu_t, c=case: c.ours(t), args.budget_s)
                     row["cuda_s"] = gpu_s
                     line += f" {gpu_s * 1e3:>9.3f} {ref_s / gpu_s:>7.1f}"
                 rows.append(row)
