@@ -9,8 +9,9 @@ resampled horizontally then vertically, as cv2 does, with ``index_select`` (no d
 
 uint8: cv2 quantizes the weights of linear/cubic/lanczos to 11-bit fixed point. INTER_LINEAR
 emulates the integer arithmetic of cv2's SIMD path (exact except in clamped border rows and SIMD
-tails of narrow images, where cv2's scalar code rounds differently by 1); cubic, lanczos4 and
-INTER_AREA upscaling use the quantized weights in float32 (within 1 level). Float results match
+tails of narrow images, where cv2's scalar code rounds differently by 1), and so does INTER_AREA
+upscaling, which cv2 runs as a linear resize with area coefficients; cubic and lanczos4 use the
+quantized weights in float32 (within 1 level). Float results match
 within float32 rounding.
 """
 
@@ -221,6 +222,9 @@ def resize(
         return like_input(x.index_select(1, iy).index_select(2, ix), src)
     if src.dtype == torch.uint8 and mode == INTER_LINEAR:
         return like_input(_linear_u8_exact(x, tx, ty, _clamped(sh, dh, ify)), src)
+    if src.dtype == torch.uint8 and mode == INTER_AREA and not area_down:
+        sy = np.floor(np.arange(dh) / ify).astype(np.int64)
+        return like_input(_linear_u8_exact(x, tx, ty, sy >= sh - 1), src)
     wdt = work_dtype(src.dtype)
     wx, wy = tx[1], ty[1]
     if not src.dtype.is_floating_point and not area_down:
