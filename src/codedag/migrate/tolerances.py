@@ -27,6 +27,7 @@ EXACT = Tolerance()
 _F32_SUM = "float results differ from cv2 by float32 summation order only"
 TOLERANCES: dict[str, Tolerance] = {
     # cv2 (codedag.migrate.ops.cv2_*); float images are tested on a 0..255 scale.
+    "cv2.Canny": Tolerance(note="exact (cv2's integer gradients, tangent tests and hysteresis)"),
     "cv2.GaussianBlur": Tolerance(
         atol=1e-3, rtol=1e-5, note=f"uint8 bit-exact (cv2's fixed-point kernel); {_F32_SUM}"
     ),
@@ -81,30 +82,32 @@ TOLERANCES: dict[str, Tolerance] = {
         note="norms in float64 per image; integer outputs may round a .5 tie the other way",
     ),
     "cv2.resize": Tolerance(
-        atol=1e-3,
+        atol=1e-2,
         rtol=1e-5,
         max_mismatch_frac=1.0,
         mismatch_atol=1.0,
-        note="float within 4e-4 on 0..255. uint8: every value within 1 level; linear emulates "
-        "cv2's 11-bit fixed point and is exact inside the image (cv2 rounds its clamped border "
-        "rows and narrow SIMD tails differently: up to all values of a 1-3 pixel output), "
-        "cubic/lanczos/area-upscale differ by 1 in ~5-15% of values",
+        note="float linear/cubic within 6e-3 on 0..255 at 400 px (cv2 5's float path accumulates "
+        "differently), area/lanczos4 within 2e-4. uint8: every value within 1 level; linear "
+        "emulates cv2's 11-bit fixed point and is exact inside the image (cv2 rounds its clamped "
+        "border rows and narrow SIMD tails differently: up to all values of a 1-3 pixel output), "
+        "cubic/lanczos differ by 1 in ~5% of values",
     ),
     "cv2.rotate": Tolerance(note="exact"),
     "cv2.subtract": Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
     "cv2.threshold": Tolerance(note="exact, Otsu included"),
     "cv2.transpose": Tolerance(note="exact"),
     "cv2.warpAffine": Tolerance(
-        atol=5e-3,
+        atol=5e-2,
         rtol=1e-5,
         max_mismatch_frac=0.02,
         mismatch_atol=1.0,
-        note="nearest, uint8 linear and uint8 lanczos4 (cv2's 15-bit table) exact; float "
-        "linear/cubic within 2e-3 on 0..255 (float32 weights); uint8 cubic ~0.05% of pixels off "
-        "by 1; an exact .5 tie of nearest may pick the other pixel",
+        note="nearest, uint8 linear and uint8 lanczos4 exact; float linear/cubic within 2e-2 on "
+        "0..255 (float32 source coordinates near 400 px carry ~3e-5 px of rounding, times the "
+        "image gradient); uint8 cubic ~0.05% of pixels off by 1; an exact .5 tie of nearest may "
+        "pick the other pixel",
     ),
     "cv2.warpPerspective": Tolerance(
-        atol=5e-3,
+        atol=5e-2,
         rtol=1e-5,
         max_mismatch_frac=0.02,
         mismatch_atol=1.0,

@@ -31,7 +31,7 @@ def test_every_backend_names_a_cv2_function_and_has_a_tolerance() -> None:
 def test_backends_take_the_array_first_and_document_themselves() -> None:
     for name, fn in BACKENDS.items():
         params = list(inspect.signature(fn).parameters)
-        assert params[0] in ("src", "src1"), name
+        assert params[0] in ("src", "src1", "image"), name
         assert fn.__doc__, name
 
 
@@ -71,6 +71,7 @@ def test_numpy_input_is_refused_not_converted(name: str) -> None:
         "cv2.subtract": (arr,),
         "cv2.multiply": (arr,),
         "cv2.absdiff": (arr,),
+        "cv2.Canny": (10, 20),
     }
     with pytest.raises(UnsupportedOperation):
         BACKENDS[name](arr, *args.get(name, ()))

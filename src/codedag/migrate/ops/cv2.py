@@ -2,9 +2,7 @@
 
 The implementations live in the ``cv2_*`` modules of this package, grouped by kind of operation;
 ``BACKENDS`` assembles them. Tolerances against cv2 are in ``codedag.migrate.tolerances``.
-Not provided: ``cv2.Canny`` (its hysteresis is a sequential flood fill over the edge map and its
-uint8 gradient path differs from a float Sobel; an iterative GPU version was not made exact), and
-every function not listed below (they keep running in cv2).
+Every function not listed below keeps running in cv2.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from codedag.migrate.ops.cv2_arith import (
     normalize,
     subtract,
 )
+from codedag.migrate.ops.cv2_canny import Canny
 from codedag.migrate.ops.cv2_color import cvtColor
 from codedag.migrate.ops.cv2_filter import (
     GaussianBlur,
@@ -36,6 +35,7 @@ from codedag.migrate.ops.cv2_resize import resize
 from codedag.migrate.ops.cv2_warp import warpAffine, warpPerspective
 
 BACKENDS: dict[str, Callable] = {
+    "cv2.Canny": Canny,
     "cv2.GaussianBlur": GaussianBlur,
     "cv2.LUT": LUT,
     "cv2.Sobel": Sobel,

@@ -79,6 +79,17 @@ def _binary(name: str, src1: Any, src2: Any, dtype: int, op: str) -> torch.Tenso
         src1, src2 = src2, src1
     check_image(src1, "src1", dtypes=_TESTED)
     out_dtype = _result_dtype(name, src1, src2, dtype)
+    if src1.dtype == out_dtype == torch.uint8:
+        # Integer fast path: exact in int16, a quarter of float32's memory traffic.
+        a16 = src1.to(torch.int16)
+        if isinstance(src2, torch.Tensor) and src2.dim() >= 3:
+            b16 = _operand(name, src1, src2, torch.int16, round_scalar=False)
+        else:
+            vals = torch.round(torch.tensor(scalar_values(src2, channels(src1), broadcast=True)))
+            b16 = vals.clamp(-1024, 1024).to(torch.int16).to(src1.device)
+            b16 = b16 if src1.dim() == 4 else b16.reshape(())
+        r16 = a16 + b16 if op == "add" else a16 - b16 if op == "sub" else (a16 - b16).abs()
+        return r16.clamp(0, 255).to(torch.uint8)
     wdt = torch.float64 if torch.float64 in (src1.dtype, out_dtype) else torch.float32
     a = src1.to(wdt)
     b = _operand(name, src1, src2, wdt, round_scalar=True)

@@ -1,17 +1,18 @@
 """``cv2.cvtColor`` on torch, batch-first: BGR/RGB(A) swaps, GRAY, YCrCb, YUV, XYZ, HSV, HLS, Lab.
 
-Our own torch code, not kornia: kornia's color conversions use different constants (its
-rgb_to_grayscale and YCbCr are close to but not cv2's fixed-point uint8 arithmetic), a hue in
-radians and no uint8 HSV with H in 0..180. uint8 YCrCb, YUV, XYZ and BGR->HSV reproduce cv2's
-integer arithmetic (14/12-bit fixed point, HSV's division tables) bit for bit. GRAY is computed in
-float (cv2 5's SIMD gray differs from its documented 14-bit formula in ~0.2% of pixels by 1, float
-in ~0.1%); uint8 HSV->BGR and HLS go through float as cv2 does (within 1 level). Float hue is in
+Our own torch code rather than kornia's color module: kornia's float gray, YCbCr and HSV match cv2's
+float results (hue in radians; measured), but it has no uint8 path (cv2's fixed-point integer
+arithmetic, HSV's division tables, H in 0..180), works on NCHW RGB, and one implementation for both
+dtypes is simpler to keep exact. uint8 YCrCb, YUV, XYZ and BGR->HSV reproduce cv2's integer
+arithmetic (14/12-bit fixed point, HSV's division tables) bit for bit. GRAY is computed in float
+(cv2 5's SIMD gray differs from its documented 14-bit formula in ~0.2% of pixels by 1, float in
+~0.1%); uint8 HSV->BGR and HLS go through float as cv2 does (within 1 level). Float hue is in
 degrees, as in cv2; cv2 5 uses 255 as the uint8 "full" hue range except in BGR->HSV_FULL (256).
 
-Left in cv2 (UnsupportedOperation): BGR/RGB->Lab (cv2 5 interpolates quantized tables: float
-results up to 0.3 L units, uint8 up to 2 levels from the CIE formulas), uint8 Lab->BGR and uint8
-HLS_FULL (up to 2 levels / 20% of values off); Lab->BGR/RGB for float32 uses the CIE formulas.
-Supported dtypes: uint8 and float32 (cv2 itself has no float64 color conversion).
+Left in cv2 (UnsupportedOperation): BGR/RGB->Lab (cv2 5 interpolates quantized tables: float results
+up to 0.3 L units, uint8 up to 2 levels from the CIE formulas), uint8 Lab->BGR and uint8 HLS_FULL
+(up to 2 levels / 20% of values off); Lab->BGR/RGB for float32 uses the CIE formulas. Supported
+dtypes: uint8 and float32 (cv2 itself has no float64 color conversion).
 """
 
 from __future__ import annotations

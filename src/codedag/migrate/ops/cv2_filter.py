@@ -1,13 +1,16 @@
 """cv2 linear and median filters on torch, batch-first: GaussianBlur, blur, boxFilter, filter2D,
 Sobel, medianBlur.
 
-Our own torch code around ``conv2d`` rather than kornia's filters: kornia builds the Gaussian kernel
-from sigma without cv2's rules (fixed small kernels for sigma <= 0 and ksize <= 9, ksize from sigma
-by depth, uint8's 8-bit fixed-point kernel) and pads with ``F.pad``, which has no BORDER_REFLECT
-(``symmetric``) and no pads wider than the image. Here the kernel comes from cv2's
+Our own torch code around ``conv2d`` rather than kornia's filters:
+``kornia.filters.gaussian_blur2d`` matches cv2 exactly on float images for a given sigma with
+reflect101 borders (measured), but not cv2's kernel rules (fixed tables for sigma <= 0 and ksize <=
+9: 160 levels off; ksize from sigma by depth), nor uint8's 8-bit fixed-point kernel and half-up
+rounding, nor BORDER_REFLECT (kornia has no symmetric padding) or pads wider than the image, nor
+cv2's box-filter rounding. Here the kernel comes from cv2's
 ``getGaussianKernel``/``getDerivKernels`` rules, borders are built with cv2's ``borderInterpolate``
 (every pad size), and the filter runs as a depthwise convolution in float32 (float64 for float64
-data). uint8 results round half to even and saturate.
+data). uint8 results round half to even and saturate, except where cv2 rounds otherwise (noted at
+the function).
 """
 
 from __future__ import annotations

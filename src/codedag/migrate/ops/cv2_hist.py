@@ -48,6 +48,23 @@ def _otsu(hist: torch.Tensor) -> torch.Tensor:
     return torch.where(first > 255, 0.0, first)
 
 
+def _threshold_u8(src: torch.Tensor, t: int, maxval: int, kind: int) -> torch.Tensor:
+    """uint8 thresholding in integers (cv2's rules: floored threshold, rounded maxval)."""
+    above = src.to(torch.int16) > min(max(t, -1), 255)  # values are 0..255
+    mv = torch.tensor(min(max(t if kind == THRESH_TRUNC else maxval, 0), 255), dtype=torch.uint8)
+    mv = mv.to(src.device)
+    zero = torch.zeros((), dtype=torch.uint8, device=src.device)
+    if kind == THRESH_BINARY:
+        return torch.where(above, mv, zero)
+    if kind == THRESH_BINARY_INV:
+        return torch.where(above, zero, mv)
+    if kind == THRESH_TRUNC:
+        return torch.where(above, mv, src)
+    if kind == THRESH_TOZERO:
+        return torch.where(above, src, zero)
+    return torch.where(above, zero, src)
+
+
 def threshold(
     src: torch.Tensor,
     thresh: float,
@@ -75,6 +92,8 @@ def threshold(
         t_val = float(torch.floor(torch.tensor(float(thresh)))) if integer else float(thresh)
         t = torch.full((n,), t_val, dtype=torch.float64, device=src.device)
         retval = t_val
+    if integer and auto == 0:
+        return retval, _threshold_u8(src, int(t_val), round(float(maxval)), kind)
     wdt = torch.float64
     x = src.to(wdt)
     tt = t.to(wdt).view(shape)
