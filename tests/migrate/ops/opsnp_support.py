@@ -72,7 +72,7 @@ def assert_matches(
     with np.errstate(invalid="ignore"):
         same = (g == e) | nan_e
         diff = np.where(same, 0.0, np.abs(g - e))
-    allowed = tol.atol + tol.rtol * np.abs(np.where(nan_e, 0, e))
+    allowed = tol.atol + tol.rtol * np.abs(np.where(np.isfinite(e), e, 0))
     bad = diff > allowed
     if not bad.any():
         return

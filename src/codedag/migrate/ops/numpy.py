@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.ops import numpy_fft_random, numpy_reduce, numpy_shape
+from codedag.migrate.ops import numpy_fft_random, numpy_reduce, numpy_shape, numpy_stats
 from codedag.migrate.ops._npcommon import (
     NUMPY_OF_TORCH,
     check_computable,
@@ -389,3 +389,4 @@ BACKENDS.update(
 BACKENDS.update(numpy_reduce.BACKENDS)
 BACKENDS.update(numpy_shape.BACKENDS)
 BACKENDS.update(numpy_fft_random.BACKENDS)
+BACKENDS.update(numpy_stats.BACKENDS)
