@@ -255,3 +255,22 @@ def test_wrappers_kept_across_windows() -> None:
             "cv2.normalize",
         ]
     )
+
+
+def test_imports_inside_the_window_are_not_recorded(tmp_path, monkeypatch) -> None:
+    (tmp_path / "freshly_imported_mod.py").write_text(
+        "import numpy as np\n\ndef helper():\n    return np.zeros(3)\n\nTABLE = helper()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def load_and_use():
+        import freshly_imported_mod
+
+        return freshly_imported_mod.helper()
+
+    tracer = EnhancedTracer()
+    with tracer.tracing_context():
+        load_and_use()
+    names = [n.name for n in tracer.dag.calls()]
+    assert names[1:] == ["freshly_imported_mod.helper", "numpy.zeros"]  # the call, not the import
+    sys.modules.pop("freshly_imported_mod", None)

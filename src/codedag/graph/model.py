@@ -8,144 +8,38 @@ Edges are ``(src, dst, kind)`` tuples:
 
 ``A --produces--> v --uses--> B`` is dataflow from call A to call B. Nodes are numbered in creation
 order by the tracer, and every edge it adds goes from a lower to a higher id, so the id order is a
-topological order of a traced DAG.
+topological order of a traced DAG. The node types live in :mod:`codedag.graph.nodes` and the JSON
+form in :mod:`codedag.graph.serialize`; both are re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import gzip
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from codedag.errors import GraphError, SchemaError
+from codedag.graph.nodes import EDGE_KINDS, SCHEMA_VERSION, CallNode, Edge, Node, ValueNode
+from codedag.graph.serialize import (
+    call_dict,
+    fast_node,
+    gc_paused,
+    node_from_dict,
+    value_dict,
+)
 
-SCHEMA_VERSION = 1
-EDGE_KINDS: tuple[str, ...] = ("calls", "uses", "produces")
-Edge = tuple[int, int, str]
-
-
-@dataclass(slots=True)
-class CallNode:
-    """One call of a Python or C function.
-
-    Attributes:
-        id: node id, unique in the DAG.
-        name: canonical qualified name (``cv2.resize``, ``numpy.clip``, ``pkg.mod.Cls.method``).
-        context_key: the chain of calls from the outermost traced call, ``name#i`` segments
-            joined by ``/`` where ``i`` counts earlier calls of that name under the same parent.
-        call_site: ``file:line`` of the calling line.
-        depth: nesting depth, 0 for the outermost traced call.
-        total_ns: wall time of the call including callees (tracer cost subtracted).
-        self_ns: ``total_ns`` minus the total of the traced callees.
-        mem_bytes: peak increase of traced memory during the call (0 when not measured).
-        arg_summaries: short text summaries of the arguments.
-        return_summary: short summary of the returned value (None when nothing was returned).
-        is_builtin: True for C functions (builtins, extension functions).
-    """
-
-    id: int
-    name: str
-    context_key: str = ""
-    call_site: str = ""
-    depth: int = 0
-    total_ns: int = 0
-    self_ns: int = 0
-    mem_bytes: int = 0
-    arg_summaries: list[str] = field(default_factory=list)
-    return_summary: str | None = None
-    is_builtin: bool = False
-    kind: ClassVar[str] = "call"
-
-    @property
-    def node_type(self) -> str:
-        """The seed's node type name: ``"function_call"``."""
-        return "function_call"
-
-    @property
-    def performance(self) -> dict[str, float]:
-        """Times in seconds and memory in bytes, as the seed's examples read them."""
-        return {
-            "execution_time": self.total_ns / 1e9,
-            "self_time": self.self_ns / 1e9,
-            "memory_bytes": self.mem_bytes,
-        }
-
-
-@dataclass(slots=True)
-class ValueNode:
-    """One SSA version of a value that flows between calls.
-
-    Attributes:
-        id: node id, unique in the DAG.
-        name: short name of the value (usually its type, e.g. ``ndarray``).
-        version: SSA version: 0 for a value first seen as an argument, +1 each time a call
-            returns the same object again.
-        type_name: qualified type name (``numpy.ndarray``, ``torch.Tensor``).
-        shape: array shape, or None.
-        dtype: element type, or None.
-        nbytes: size of the data in bytes (0 when unknown).
-        device: ``cpu`` or ``cuda:i``.
-    """
-
-    id: int
-    name: str
-    version: int = 0
-    type_name: str = ""
-    shape: list[int] | None = None
-    dtype: str | None = None
-    nbytes: int = 0
-    device: str = "cpu"
-    kind: ClassVar[str] = "value"
-
-    @property
-    def node_type(self) -> str:
-        """The seed's node type name: ``"variable"``."""
-        return "variable"
-
-    @property
-    def performance(self) -> dict[str, float]:
-        """The seed's view of a value: no time, its size as memory."""
-        return {"execution_time": 0.0, "self_time": 0.0, "memory_bytes": self.nbytes}
-
-
-Node = CallNode | ValueNode
-
-# Field name -> accepted JSON types, per node class (for from_dict validation).
-_FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {
-    CallNode: {
-        "id": (int,),
-        "name": (str,),
-        "context_key": (str,),
-        "call_site": (str,),
-        "depth": (int,),
-        "total_ns": (int,),
-        "self_ns": (int,),
-        "mem_bytes": (int,),
-        "arg_summaries": (list,),
-        "return_summary": (str, type(None)),
-        "is_builtin": (bool,),
-    },
-    ValueNode: {
-        "id": (int,),
-        "name": (str,),
-        "version": (int,),
-        "type_name": (str,),
-        "shape": (list, type(None)),
-        "dtype": (str, type(None)),
-        "nbytes": (int,),
-        "device": (str,),
-    },
-}
-_KIND_CLASS: dict[str, type] = {"call": CallNode, "value": ValueNode}
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {
-    cls: tuple(f.name for f in fields(cls)) for cls in (CallNode, ValueNode)
-}
+__all__ = [
+    "EDGE_KINDS",
+    "SCHEMA_VERSION",
+    "CallNode",
+    "Edge",
+    "ExecutionDAG",
+    "Node",
+    "ValueNode",
+]
 
 
 class ExecutionDAG:
@@ -300,7 +194,7 @@ class ExecutionDAG:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data, with ``schema_version``."""
         nodes_out = [
-            _call_dict(n) if type(n) is CallNode else _value_dict(n)  # type: ignore[arg-type]
+            call_dict(n) if type(n) is CallNode else value_dict(n)  # type: ignore[arg-type]
             for n in self.nodes.values()
         ]
         from codedag import __version__
@@ -336,14 +230,14 @@ class ExecutionDAG:
         nodes = dag.nodes
         problems: list[str] = []
         for i, raw in enumerate(raw_nodes):
-            node = _fast_node(raw)
+            node = fast_node(raw)
             if node is not None:
                 if node.id in nodes:
                     problems.append(f"nodes[{i}]: duplicate id {node.id}")
                 nodes[node.id] = node
                 continue
             try:
-                node = _node_from_dict(raw)
+                node = node_from_dict(raw)
             except SchemaError as error:
                 problems.append(f"nodes[{i}]: {error}")
                 if len(problems) >= 20:
@@ -374,7 +268,7 @@ class ExecutionDAG:
         from codedag.util.io import atomic_write_bytes
 
         indent = 1 if len(self.nodes) <= 10_000 else None
-        with _gc_paused():
+        with gc_paused():
             data_dict = self.to_dict()
             text = json.dumps(data_dict, indent=indent, allow_nan=False, separators=(",", ":"))
         data = text.encode("utf-8")
@@ -389,7 +283,7 @@ class ExecutionDAG:
             raw = Path(path).read_bytes()
         except OSError as error:
             raise SchemaError(f"cannot read execution DAG {path}: {error.strerror}") from error
-        with _gc_paused():
+        with gc_paused():
             try:
                 if raw[:2] == b"\x1f\x8b":
                     raw = gzip.decompress(raw)
@@ -401,133 +295,3 @@ class ExecutionDAG:
     def __repr__(self) -> str:
         s = self.stats()
         return f"ExecutionDAG(calls={s['calls']}, values={s['values']}, edges={s['edges']})"
-
-
-def _node_from_dict(raw: Any) -> Node:
-    if not isinstance(raw, dict):
-        raise SchemaError(f"expected an object, got {type(raw).__name__}")
-    kind = raw.get("kind")
-    cls = _KIND_CLASS.get(kind)  # type: ignore[arg-type]
-    if cls is None:
-        raise SchemaError(f"kind {kind!r} is unknown; expected 'call' or 'value'")
-    types = _FIELD_TYPES[cls]
-    kwargs = {}
-    for name, accepted in types.items():
-        if name not in raw:
-            if name in ("id", "name"):
-                raise SchemaError(f"missing required field {name!r}")
-            continue  # older files: the dataclass default applies
-        value = raw[name]
-        if type(value) not in accepted:
-            raise SchemaError(
-                f"field {name!r} is {type(value).__name__}; expected "
-                f"{' or '.join(t.__name__ for t in accepted)}"
-            )
-        kwargs[name] = value
-    return cls(**kwargs)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC: building millions of acyclic objects triggers useless full passes."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _call_dict(n: CallNode) -> dict[str, Any]:
-    return {
-        "id": n.id,
-        "kind": "call",
-        "name": n.name,
-        "context_key": n.context_key,
-        "call_site": n.call_site,
-        "depth": n.depth,
-        "total_ns": n.total_ns,
-        "self_ns": n.self_ns,
-        "mem_bytes": n.mem_bytes,
-        "arg_summaries": n.arg_summaries,
-        "return_summary": n.return_summary,
-        "is_builtin": n.is_builtin,
-    }
-
-
-def _value_dict(n: ValueNode) -> dict[str, Any]:
-    return {
-        "id": n.id,
-        "kind": "value",
-        "name": n.name,
-        "version": n.version,
-        "type_name": n.type_name,
-        "shape": n.shape,
-        "dtype": n.dtype,
-        "nbytes": n.nbytes,
-        "device": n.device,
-    }
-
-
-def _fast_node(raw: Any) -> Node | None:
-    """The node of a complete, well-typed current-format dict; None means: check it slowly."""
-    if type(raw) is not dict:
-        return None
-    kind = raw.get("kind")
-    try:
-        if kind == "call" and len(raw) == 12:
-            node_id, ret = raw["id"], raw["return_summary"]
-            node: Node = CallNode(
-                node_id,
-                raw["name"],
-                raw["context_key"],
-                raw["call_site"],
-                raw["depth"],
-                raw["total_ns"],
-                raw["self_ns"],
-                raw["mem_bytes"],
-                raw["arg_summaries"],
-                ret,
-                raw["is_builtin"],
-            )
-            ok = (
-                type(node_id) is int
-                and type(node.name) is str
-                and type(node.context_key) is str
-                and type(node.call_site) is str
-                and type(node.depth) is int
-                and type(node.total_ns) is int
-                and type(node.self_ns) is int
-                and type(node.mem_bytes) is int
-                and type(node.arg_summaries) is list
-                and (ret is None or type(ret) is str)
-                and type(node.is_builtin) is bool
-            )
-            return node if ok else None
-        if kind == "value" and len(raw) == 9:
-            node_id, shape, dtype = raw["id"], raw["shape"], raw["dtype"]
-            node = ValueNode(
-                node_id,
-                raw["name"],
-                raw["version"],
-                raw["type_name"],
-                shape,
-                dtype,
-                raw["nbytes"],
-                raw["device"],
-            )
-            ok = (
-                type(node_id) is int
-                and type(node.name) is str
-                and type(node.version) is int
-                and type(node.type_name) is str
-                and (shape is None or type(shape) is list)
-                and (dtype is None or type(dtype) is str)
-                and type(node.nbytes) is int
-                and type(node.device) is str
-            )
-            return node if ok else None
-    except KeyError:
-        return None
-    return None

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
-from codedag.trace.recorder import (
+from codedag.trace.records import (
     ARG_CONTAINER,
     ARG_SCALAR,
     ARG_TYPE,
@@ -91,6 +91,7 @@ class DAGBuilder:
         counters: dict[tuple[int, str], int] = {}
         sites: dict[Any, str] = {}
         summaries: dict[Any, str] = {}
+        call_edges: list[tuple[int, int, str]] = []
         ci = vi = 0
         n_calls, n_values = len(calls), len(values)
         while ci < n_calls or vi < n_values:
@@ -131,6 +132,9 @@ class DAGBuilder:
                     _ret(rec[RET], value_by_seq),
                     rec[KIND] != KIND_PY,
                 )
+                if parent >= 0:
+                    call_edges.append((parent, seq, "calls"))
+                calls[ci] = None  # type: ignore[call-overload] # free records as nodes are made
                 ci += 1
             else:
                 v = values[vi]
@@ -147,7 +151,8 @@ class DAGBuilder:
                 vi += 1
         dag._next_id = max(nodes, default=-1) + 1
         edges = dag.edges
-        edges.extend((rec[PARENT], rec[SEQ], "calls") for rec in calls if rec[PARENT] >= 0)
+        edges.extend(call_edges)
+        calls.clear()
         edges.extend((v, c, "uses") for v, c in session.uses)
         edges.extend((c, v, "produces") for c, v in session.produces)
         return dag

@@ -101,7 +101,7 @@ def _once(track_memory: bool) -> Calibration:
             fn(*args)
     finally:
         session.stop()
-    from codedag.trace.recorder import NAME, OV0, OV1, SKIP0, SKIP1, T0, T1
+    from codedag.trace.records import NAME, OV0, OV1, SKIP0, SKIP1, T0, T1
 
     parents = [r for r in session.calls if r[NAME].endswith("_parent")]
     if len(parents) != len(cases):  # the hook was disturbed (e.g. a debugger): no correction

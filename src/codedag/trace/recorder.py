@@ -25,52 +25,40 @@ import types
 import weakref
 from typing import Any
 
-from codedag.trace.filter import Decision, FunctionFilter
-from codedag.trace.names import canonical_name
+from codedag.trace.filter import FunctionFilter, callable_info, code_info
+from codedag.trace.records import (
+    ARG_CONTAINER,
+    ARG_SCALAR,
+    ARG_TYPE,
+    ARG_VALUE,
+    CUR0,
+    FRAME,
+    IMPORT,
+    KIND,
+    KIND_C,
+    KIND_PY,
+    KIND_WRAPPED,
+    LIB,
+    MEM,
+    MEMORY_OFF,
+    MEMORY_PER_CALL,
+    MEMORY_WINDOW,
+    N1,
+    OV0,
+    OV1,
+    OWN0,
+    PEAK,
+    RET,
+    SEQ,
+    SKIP1,
+    T0,
+    T1,
+    first_items,
+    has_data,
+)
 from codedag.trace.values import MAX_CONTAINER_SCAN, SCALARS, DataTypes, describe
 
 log = logging.getLogger(__name__)
-
-# Call record fields (records are plain lists, indexed by these constants).
-(
-    SEQ,
-    NAME,
-    PARENT,
-    SITE,
-    DEPTH,
-    KIND,
-    T0,
-    T1,
-    OV0,
-    OV1,
-    SKIP0,
-    SKIP1,
-    N0,
-    N1,
-    MEM,
-    ARGS,
-    RET,
-    LIB,
-    FRAME,
-    CUR0,
-    PEAK,
-    OWN0,
-    _SPARE,
-) = range(23)
-KIND_PY, KIND_WRAPPED, KIND_C = 0, 1, 2
-# Memory measurement modes (Session.memory_mode):
-# - per_call (tracemalloc not running when the window opens): a tracemalloc session of its own
-#   (start/stop cost ~0.3 us) around each recorded C-level call (wrapped library functions and
-#   recorded C functions) gives its peak and retained bytes; nothing is traced in between, so
-#   Python code runs at full speed. A Python call reports the peak implied by its callees: the
-#   running sum of the bytes they retained plus the largest callee peak on top of it (frees
-#   between callees and Python-level allocations are not seen).
-# - window (tracemalloc already running, e.g. started by the user): every call reads
-#   get_traced_memory()/reset_peak() and the peak is carried up the stack; the tracer's own
-#   allocations are measured and subtracted. Much slower: every allocation is traced.
-MEMORY_OFF, MEMORY_PER_CALL, MEMORY_WINDOW = "off", "per_call", "window"
-# Argument payload kinds in ARGS entries ``(label, payload_kind, payload)``.
-ARG_VALUE, ARG_SCALAR, ARG_TYPE, ARG_CONTAINER = 0, 1, 2, 3
 
 _active: Session | None = None  # the innermost session; library wrappers report to it
 _active_lock = threading.Lock()
@@ -131,28 +119,12 @@ class Session:
 
     # ------------------------------------------------------------------ classification
     def _classify_code(self, code: types.CodeType, frame: types.FrameType) -> Any:
-        if code in self.user_codes:
-            decision: Decision | None = Decision(
-                f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}", None
-            )
-        else:
-            module = frame.f_globals.get("__name__") or "__main__"
-            decision = self.filter.classify_code(code, module)
-        if decision is None:
-            info: Any = None
-        else:
-            n = code.co_argcount + code.co_kwonlyargcount
-            n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
-            info = (decision.name, decision.library, code.co_varnames[:n])
+        info = code_info(self.filter, code, frame, self.user_codes)
         self.code_cache[code] = info
         return info
 
     def _classify_c(self, func: Any) -> Any:
-        try:
-            decision = self.filter.classify_callable(canonical_name(func))
-        except Exception:  # an exotic callable without names: not worth recording
-            decision = None
-        return None if decision is None else (decision.name, decision.library)
+        return callable_info(self.filter, func)
 
     # ------------------------------------------------------------------ hooks
     def _make_hooks(self) -> None:
@@ -181,6 +153,7 @@ class Session:
         get_profile, set_profile = sys.getprofile, sys.setprofile
         freeze_gc = self.freeze_gc
 
+        importing: list[types.FrameType] = []  # module bodies running: nothing is recorded
         seq = 0
         nskip = 0  # skipped events = nhi * 256 + nskip
         nhi = 0
@@ -221,7 +194,7 @@ class Session:
             seq += 1
             name, type_name, shape, dtype, nbytes, device = describe(obj)
             if type(obj) in (tuple, list, dict):
-                nbytes = sum(describe(x)[4] for x in _items(obj, max_scan) if is_data(type(x)))
+                nbytes = sum(describe(x)[4] for x in first_items(obj, max_scan) if is_data(type(x)))
             values.append([vseq, name, version, type_name, shape, dtype, nbytes, device])
             hold(obj, vseq, version)
             return vseq
@@ -333,7 +306,7 @@ class Session:
             if returned and result is not None:
                 cls = type(result)
                 if is_data(cls) or (
-                    (cls is tuple or cls is list or cls is dict) and _has_data(result, is_data)
+                    (cls is tuple or cls is list or cls is dict) and has_data(result, is_data)
                 ):
                     entry = lookup(result)
                     vseq = new_value(result, entry[2] + 1 if entry is not None else 0)
@@ -361,7 +334,9 @@ class Session:
                         c0 = perf()
                         info = classify_code(code, frame)
                         ovh += perf() - c0
-                    if info is None:
+                    if info is None or importing or info is IMPORT:
+                        if info is IMPORT:
+                            importing.append(frame)
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
                             nskip, nhi = 0, nhi + 1
@@ -391,6 +366,13 @@ class Session:
                     site = (back.f_code, back.f_lasti) if back is not None else None
                     enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
                 elif event == "return":
+                    if importing:
+                        if importing[-1] is frame:
+                            importing.pop()
+                        nskip += 1
+                        if nskip > 255:  # small ints are cached: no allocation
+                            nskip, nhi = 0, nhi + 1
+                        return
                     if stack and stack[-1][FRAME] is frame:
                         leave(perf(), stack[-1], arg, True)
                     else:
@@ -409,16 +391,17 @@ class Session:
                             c0 = perf()
                             info = c_cache[arg] = classify_c(arg)
                             ovh += perf() - c0
-                    else:
-                        per_type = bound_cache.get(type(owner))
+                    else:  # a bound method: cached per class (the class itself for classmethods)
+                        owner_type = owner if isinstance(owner, type) else type(owner)
+                        per_type = bound_cache.get(owner_type)
                         if per_type is None:
-                            per_type = bound_cache[type(owner)] = {}
+                            per_type = bound_cache[owner_type] = {}
                         info = per_type.get(arg.__name__, False)
                         if info is False:
                             c0 = perf()
                             info = per_type[arg.__name__] = classify_c(arg)
                             ovh += perf() - c0
-                    if info is None:
+                    if info is None or importing:
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
                             nskip, nhi = 0, nhi + 1
@@ -450,7 +433,11 @@ class Session:
         def call_wrapped(
             name: str, lib: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
-            if session.broken or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth)):
+            if (
+                session.broken
+                or importing
+                or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth))
+            ):
                 return fn(*args, **kwargs)
             # The bookkeeping below runs outside the profile callback, so the interpreter would
             # report every helper call to the hook: switch the hook off around it.
@@ -551,18 +538,3 @@ def _register_fork_handler() -> None:
     if not _fork_handler_registered and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _fork_handler_registered = True
-
-
-def _items(obj: Any, limit: int) -> list[Any]:
-    items = obj.values() if type(obj) is dict else obj
-    return list(items)[:limit]
-
-
-def _has_data(obj: Any, is_data: Any) -> bool:
-    items = obj.values() if type(obj) is dict else obj
-    for i, item in enumerate(items):
-        if i >= MAX_CONTAINER_SCAN:
-            break
-        if is_data(type(item)):
-            return True
-    return False

@@ -104,7 +104,7 @@ class EnhancedTracer:
         patcher = self._kept_patcher
         if patcher is None:
             patcher = Patcher(label="codedag.trace")
-            names = interpose.library_targets(self.wrap) if self.wrap_libraries else list(self.wrap)
+            names = self._wrap_targets()
             self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         try:
             session = Session(
@@ -160,6 +160,14 @@ class EnhancedTracer:
             log.warning("tracing stopped early: %s", session.error)
         return dag
 
+    def _wrap_targets(self) -> list[str]:
+        """Names to interpose: the wrapped libraries' callables the filter does not exclude."""
+        from codedag.trace import interpose
+
+        names = interpose.library_targets() if self.wrap_libraries else []
+        names = [n for n in names if self.function_filter.classify_callable(n) is not None]
+        return names + [n for n in self.wrap if n not in names]
+
     @contextmanager
     def wrappers_kept(self) -> Iterator[EnhancedTracer]:
         """Keep the library wrappers installed across the windows opened inside this block.
@@ -175,7 +183,7 @@ class EnhancedTracer:
             yield self
             return
         patcher = Patcher(label="codedag.trace")
-        names = interpose.library_targets(self.wrap) if self.wrap_libraries else list(self.wrap)
+        names = self._wrap_targets()
         self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         self._kept_patcher = patcher
         try:
