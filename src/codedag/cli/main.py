@@ -19,6 +19,9 @@ from codedag.errors import CodeDAGError
 # Subcommand modules under codedag.cli, in the order --help lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "doctor",
+    "trace",
+    "optimize",
+    "plan",
     "experiment",
     "env",
     "profile",
