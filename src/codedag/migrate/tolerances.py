@@ -86,11 +86,10 @@ TOLERANCES: dict[str, Tolerance] = {
         rtol=1e-5,
         max_mismatch_frac=1.0,
         mismatch_atol=1.0,
-        note="float linear/cubic within 6e-3 on 0..255 at 400 px (cv2 5's float path accumulates "
-        "differently), area/lanczos4 within 2e-4. uint8: every value within 1 level; linear "
-        "emulates cv2's 11-bit fixed point and is exact inside the image (cv2 rounds its clamped "
-        "border rows and narrow SIMD tails differently: up to all values of a 1-3 pixel output), "
-        "cubic/lanczos differ by 1 in ~5% of values",
+        note="uint8 nearest, linear (cv2's 11-bit fixed point) and area exact; uint8 cubic "
+        "differs by 1 in ~5% of values (more on tiny outputs), lanczos4 rarely; float "
+        "linear/cubic within 6e-3 on 0..255 at 400 px (cv2 5 accumulates differently), "
+        "area/lanczos4 within 2e-4",
     ),
     "cv2.rotate": Tolerance(note="exact"),
     "cv2.subtract": Tolerance(note="exact (scalars rounded to integers first, as cv2)"),

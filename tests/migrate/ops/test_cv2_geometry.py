@@ -16,6 +16,7 @@ from codedag.migrate.ops import cv2 as ops
 INTERPOLATIONS = [
     cv2.INTER_NEAREST,
     cv2.INTER_LINEAR,
+    cv2.INTER_LINEAR_EXACT,
     cv2.INTER_CUBIC,
     cv2.INTER_AREA,
     cv2.INTER_LANCZOS4,
@@ -41,6 +42,10 @@ BORDERS = [
 def test_resize_to_size(
     device: str, batch: np.ndarray, dst_w: int, dst_h: int, interpolation: int
 ) -> None:
+    if interpolation == cv2.INTER_LINEAR_EXACT and batch.dtype != np.uint8:
+        with pytest.raises(UnsupportedOperation):
+            ops.resize(torch.from_numpy(batch), (dst_w, dst_h), interpolation=interpolation)
+        return
     check_batch(
         "cv2.resize",
         batch,
@@ -56,7 +61,7 @@ def test_resize_to_size(
     batch=batches(min_side=4),
     fx=st.sampled_from([0.25, 0.5, 0.7, 1.5, 2.0, 3.0]),
     fy=st.sampled_from([0.5, 1.0, 1.3, 2.0]),
-    interpolation=st.sampled_from(INTERPOLATIONS[:5]),
+    interpolation=st.sampled_from(INTERPOLATIONS[:2] + INTERPOLATIONS[3:6]),
 )
 def test_resize_by_factors(
     device: str, batch: np.ndarray, fx: float, fy: float, interpolation: int
@@ -71,14 +76,34 @@ def test_resize_by_factors(
     )
 
 
-def test_resize_uint8_bilinear_is_bit_exact_inside() -> None:
-    """The common 224 -> 112/160 bilinear downscale matches cv2's fixed point exactly."""
-    rng = np.random.default_rng(0)
-    img = rng.integers(0, 256, (224, 224, 3)).astype(np.uint8)
-    for size in ((112, 112), (160, 96)):
-        ref = cv2.resize(img, size)
-        out = ops.resize(torch.from_numpy(img)[None], size)[0].numpy()
-        assert np.array_equal(out, ref)
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=(np.uint8,), max_side=40),
+    size=st.tuples(st.integers(1, 48), st.integers(1, 48)),
+    factors=st.sampled_from([None, (0.5, 0.5), (0.25, 1.0), (1 / 3, 1 / 3), (1.5, 0.75)]),
+    interpolation=st.sampled_from(
+        [cv2.INTER_NEAREST, cv2.INTER_LINEAR, cv2.INTER_LINEAR_EXACT, cv2.INTER_AREA]
+    ),
+)
+def test_resize_uint8_is_bit_exact(
+    device: str,
+    batch: np.ndarray,
+    size: tuple[int, int],
+    factors: tuple[float, float] | None,
+    interpolation: int,
+) -> None:
+    """uint8 nearest, linear (11-bit fixed point), linear-exact and area equal cv2 exactly."""
+    fx, fy = factors or (0, 0)
+    dsize = None if factors else size
+    if factors and min(round(batch.shape[2] * fx), round(batch.shape[1] * fy)) < 1:
+        return
+    ref = np.stack(
+        [cv2.resize(im, dsize, fx=fx, fy=fy, interpolation=interpolation) for im in batch]
+    )
+    t = torch.from_numpy(batch).to(device)
+    out = ops.resize(t, dsize, fx=fx, fy=fy, interpolation=interpolation).cpu().numpy()
+    assert np.array_equal(out, ref)
 
 
 @pytest.mark.parametrize("device", DEVICES)

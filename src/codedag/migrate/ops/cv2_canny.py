@@ -60,7 +60,7 @@ def _hysteresis(candidates: torch.Tensor, strong: torch.Tensor) -> torch.Tensor:
     while True:
         for _ in range(8):  # check for convergence every 8 steps (one host sync)
             cur = F.max_pool2d(cur, 3, stride=1, padding=1) * cand
-        new_count = int(cur.sum())
+        new_count = int((cur > 0).sum())  # an integer count (a float16 sum would overflow)
         if new_count == count:
             return cur.squeeze(1) > 0
         count = new_count

@@ -9,11 +9,12 @@ every mode and dtype here: each output axis is a set of taps (source indices and
 destination index) computed the way cv2's ``resize`` computes them, applied horizontally then
 vertically with ``index_select`` (no dense matrices), on NHWC data as it arrives.
 
-uint8: cv2 quantizes the weights of linear/cubic/lanczos to 11-bit fixed point. INTER_LINEAR
-emulates the integer arithmetic of cv2's SIMD path (exact except in clamped border rows and SIMD
-tails of narrow images, where cv2's scalar code rounds differently by 1), and so does INTER_AREA
-upscaling, which cv2 runs as a linear resize with area coefficients; cubic and lanczos4 use the
-quantized weights in float32 (within 1 level). Float results match within float32 rounding.
+uint8: cv2 quantizes the weights of linear/cubic/lanczos to 11-bit fixed point. INTER_LINEAR (and
+INTER_AREA upscaling, which cv2 runs as a linear resize with area coefficients) emulates the integer
+arithmetic of cv2's SIMD path bit for bit, including its unclamped vertical fractions at the
+borders; integer-scale INTER_AREA reproduces cv2's cell sums and roundings exactly; cubic and
+lanczos4 use the quantized weights in float32 (within 1 level). Float results match within float32
+rounding.
 """
 
 from __future__ import annotations
@@ -93,8 +94,14 @@ def _area_down_taps(src: int, dst: int, scale: float) -> Taps:
 
 
 @lru_cache(maxsize=128)
-def axis_taps(src: int, dst: int, inv_scale: float, mode: int, area_down: bool) -> Taps:
-    """Source indices and weights of one axis, as cv2's resize computes them."""
+def axis_taps(
+    src: int, dst: int, inv_scale: float, mode: int, area_down: bool, vertical: bool = False
+) -> Taps:
+    """Source indices and weights of one axis, as cv2's resize computes them.
+
+    cv2 clamps the linear fraction at the borders horizontally only; vertically it keeps the
+    fraction and clips the row indices (which matters for uint8's fixed-point rounding).
+    """
     scale = 1.0 / inv_scale
     dx = np.arange(dst, dtype=np.float64)
     if mode == INTER_NEAREST:
@@ -119,9 +126,10 @@ def axis_taps(src: int, dst: int, inv_scale: float, mode: int, area_down: bool) 
         sx = np.floor(fx).astype(np.int64)
         fx = fx - sx.astype(np.float32)
     if mode in (INTER_LINEAR, INTER_AREA):
-        low, high = sx < 0, sx >= src - 1
-        fx = np.where(low | high, np.float32(0), fx)
-        sx = np.where(low, 0, np.where(high, src - 1, sx))
+        if not vertical:
+            low, high = sx < 0, sx >= src - 1
+            fx = np.where(low | high, np.float32(0), fx)
+            sx = np.where(low, 0, np.where(high, src - 1, sx))
         w = np.stack([1 - fx, fx], axis=1).astype(np.float64)
         first = 0
     elif mode == INTER_CUBIC:
@@ -145,13 +153,7 @@ def _apply_taps(x: torch.Tensor, dim: int, idx: np.ndarray, w: torch.Tensor) -> 
     return out
 
 
-def _clamped(src: int, dst: int, inv_scale: float) -> np.ndarray:
-    f = ((np.arange(dst) + 0.5) / inv_scale - 0.5).astype(np.float32)
-    s = np.floor(f)
-    return (s < 0) | (s >= src - 1)
-
-
-def _linear_u8_exact(x: torch.Tensor, tx: Taps, ty: Taps, rows_clamped: np.ndarray) -> torch.Tensor:
+def _linear_u8_exact(x: torch.Tensor, tx: Taps, ty: Taps) -> torch.Tensor:
     """cv2's fixed-point bilinear for uint8: 11-bit weights, SIMD vertical rounding."""
     dev = x.device
 
@@ -163,16 +165,68 @@ def _linear_u8_exact(x: torch.Tensor, tx: Taps, ty: Taps, rows_clamped: np.ndarr
     ix, iy = torch.as_tensor(tx[0], device=dev), torch.as_tensor(ty[0], device=dev)
     h = xi.index_select(2, ix[:, 0]) * wx[:, 0].view(1, 1, -1, 1)
     h = h + xi.index_select(2, ix[:, 1]) * wx[:, 1].view(1, 1, -1, 1)
-    full = h
     h = h >> 4
     s0 = (h.index_select(1, iy[:, 0]) * wy[:, 0].view(1, -1, 1, 1)) >> 16
     s1 = (h.index_select(1, iy[:, 1]) * wy[:, 1].view(1, -1, 1, 1)) >> 16
-    out = (s0 + s1 + 2) >> 2
-    flat = torch.as_tensor(rows_clamped, device=dev)  # border rows: cv2 copies the horizontal pass
-    if bool(flat.any()):
-        rows = (full.index_select(1, iy[:, 0]) + 1023) >> 11  # cv2 rounds half down here
-        out = torch.where(flat.view(1, -1, 1, 1), rows, out)
+    return ((s0 + s1 + 2) >> 2).clamp(0, 255).to(torch.uint8)
+
+
+@lru_cache(maxsize=128)
+def _exact_taps(src: int, dst: int, inv_scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """INTER_LINEAR_EXACT taps: 8-bit fixed-point weights; which outputs lie outside the source."""
+    f = (np.arange(dst) + 0.5) / inv_scale - 0.5
+    i = np.floor(f).astype(np.int64)
+    w1 = np.rint((f - i) * 256).astype(np.int64)
+    outside_lo, outside_hi = i < 0, i >= src - 1
+    i = np.where(outside_lo, 0, np.where(outside_hi, src - 1, i))
+    w1 = np.where(outside_lo | outside_hi, 0, w1)
+    idx = np.stack([i, np.minimum(i + 1, src - 1)], axis=1)
+    return idx, np.stack([256 - w1, w1], axis=1), outside_lo | outside_hi
+
+
+def _linear_exact_u8(
+    x: torch.Tensor, sw: int, sh: int, dw: int, dh: int, ifx: float, ify: float
+) -> torch.Tensor:
+    """cv2's bit-exact INTER_LINEAR_EXACT: 8-bit weights, rows outside the source copied."""
+    dev = x.device
+    ix, wx, _ = (torch.as_tensor(a, device=dev) for a in _exact_taps(sw, dw, ifx))
+    iy, wy, rows_out = (torch.as_tensor(a, device=dev) for a in _exact_taps(sh, dh, ify))
+    xi = x.to(torch.int32)
+    wx, wy = wx.to(torch.int32), wy.to(torch.int32)
+    h = xi.index_select(2, ix[:, 0]) * wx[:, 0].view(1, 1, -1, 1)
+    h = h + xi.index_select(2, ix[:, 1]) * wx[:, 1].view(1, 1, -1, 1)  # 8 fraction bits
+    h0 = h.index_select(1, iy[:, 0])
+    v = h0 * wy[:, 0].view(1, -1, 1, 1) + h.index_select(1, iy[:, 1]) * wy[:, 1].view(1, -1, 1, 1)
+    out = torch.where(rows_out.view(1, -1, 1, 1), (h0 + 128) >> 8, (v + (1 << 15)) >> 16)
     return out.clamp(0, 255).to(torch.uint8)
+
+
+def _box_taps(
+    src: int, dst: int, step: int, dev: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices (dst, step) of integer-scale cells and their validity (inside the image)."""
+    idx = np.arange(dst)[:, None] * step + np.arange(step)[None, :]
+    valid = idx < src
+    return torch.as_tensor(np.minimum(idx, src - 1), device=dev), torch.as_tensor(valid, device=dev)
+
+
+def _area_fast_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch.Tensor:
+    """cv2's integer-scale INTER_AREA for uint8: exact cell sums; inside, sum * float32(1/area)
+    (a 2x2 cell: (sum + 2) >> 2); cells cut by the border: float32(sum) / count."""
+    dev = x.device
+    ix, vx = _box_taps(int(x.shape[2]), dw, sx, dev)
+    iy, vy = _box_taps(int(x.shape[1]), dh, sy, dev)
+    xf = x.to(torch.float32)
+    h = _apply_taps(xf, 2, ix.cpu().numpy(), vx.to(torch.float32))
+    total = _apply_taps(h, 1, iy.cpu().numpy(), vy.to(torch.float32))  # exact integer sums
+    count = (vy.sum(1).view(1, -1, 1, 1) * vx.sum(1).view(1, 1, -1, 1)).to(torch.float32)
+    area = sx * sy
+    if area == 4 and sx == 2:
+        inside = torch.floor((total + 2) / 4)
+    else:
+        inside = torch.round(total * torch.tensor(1.0 / area, dtype=torch.float32))
+    border = torch.round(total / count)
+    return torch.where(count == area, inside, border).clamp(0, 255).to(torch.uint8)
 
 
 def resize(
@@ -183,18 +237,16 @@ def resize(
     fy: float = 0,
     interpolation: int = INTER_LINEAR,
 ) -> torch.Tensor:
-    """``cv2.resize`` for a batch (N,H,W[,C]); modes nearest, nearest-exact, linear, cubic, area,
-    lanczos4 (INTER_LINEAR_EXACT is served by the bit-exact uint8 linear path)."""
+    """``cv2.resize`` for a batch (N,H,W[,C]); modes nearest, nearest-exact, linear,
+    linear-exact (uint8), cubic, area, lanczos4."""
     check_image(src, dtypes=(torch.uint8, torch.float32, torch.float64))
     if dst is not None:
         raise UnsupportedOperation("resize: an output array dst is not supported")
     mode = int(interpolation)
     if mode not in (0, 1, 2, 3, 4, 5, 6):
         raise UnsupportedOperation(f"resize: interpolation {interpolation} unsupported")
-    if mode == INTER_LINEAR_EXACT:
-        if src.dtype != torch.uint8:
-            raise UnsupportedOperation("resize: INTER_LINEAR_EXACT is reproduced for uint8 only")
-        mode = INTER_LINEAR
+    if mode == INTER_LINEAR_EXACT and src.dtype != torch.uint8:
+        raise UnsupportedOperation("resize: INTER_LINEAR_EXACT is reproduced for uint8 only")
     sh, sw = int(src.shape[1]), int(src.shape[2])
     if dsize is not None and tuple(int(v) for v in dsize) != (0, 0):
         dw, dh = (int(v) for v in dsize)
@@ -212,20 +264,23 @@ def resize(
     scale_x, scale_y = 1.0 / ifx, 1.0 / ify
     isx, isy = round(scale_x), round(scale_y)
     area_fast = abs(scale_x - isx) < 2.2e-16 and abs(scale_y - isy) < 2.2e-16
-    if mode == INTER_LINEAR and area_fast and isx == 2 and isy == 2:
+    if mode in (INTER_LINEAR, INTER_LINEAR_EXACT) and area_fast and isx == 2 and isy == 2:
         mode = INTER_AREA  # cv2 does the same switch
+    if mode == INTER_LINEAR_EXACT:
+        return like_input(_linear_exact_u8(x, sw, sh, dw, dh, ifx, ify), src)
     area_down = mode == INTER_AREA and scale_x >= 1 and scale_y >= 1
     tx = axis_taps(sw, dw, ifx, mode, area_down)
-    ty = axis_taps(sh, dh, ify, mode, area_down)
+    ty = axis_taps(sh, dh, ify, mode, area_down, vertical=True)
     if mode in (INTER_NEAREST, INTER_NEAREST_EXACT):
         iy = torch.as_tensor(ty[0][:, 0], device=x.device)
         ix = torch.as_tensor(tx[0][:, 0], device=x.device)
         return like_input(x.index_select(1, iy).index_select(2, ix), src)
     if src.dtype == torch.uint8 and mode == INTER_LINEAR:
-        return like_input(_linear_u8_exact(x, tx, ty, _clamped(sh, dh, ify)), src)
+        return like_input(_linear_u8_exact(x, tx, ty), src)
     if src.dtype == torch.uint8 and mode == INTER_AREA and not area_down:
-        sy = np.floor(np.arange(dh) / ify).astype(np.int64)
-        return like_input(_linear_u8_exact(x, tx, ty, sy >= sh - 1), src)
+        return like_input(_linear_u8_exact(x, tx, ty), src)
+    if src.dtype == torch.uint8 and area_fast and area_down:
+        return like_input(_area_fast_u8(x, isx, isy, dw, dh), src)
     wdt = work_dtype(src.dtype)
     wx, wy = tx[1], ty[1]
     if not src.dtype.is_floating_point and not area_down:
@@ -234,6 +289,4 @@ def resize(
     xf = x.to(wdt)
     h = _apply_taps(xf, 2, tx[0], torch.as_tensor(wx, dtype=wdt, device=x.device))
     out = _apply_taps(h, 1, ty[0], torch.as_tensor(wy, dtype=wdt, device=x.device))
-    if src.dtype == torch.uint8 and area_fast and area_down and isx == 2 and isy == 2:
-        out = torch.floor(out + 0.5)  # cv2's 2x2 uint8 average rounds half up: (sum + 2) >> 2
     return like_input(saturate(out, src.dtype), src)
