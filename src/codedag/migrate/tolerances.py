@@ -175,6 +175,8 @@ _FFT32 = "float32 FFT rounding: librosa multiplies frames by a float64 window be
 TOLERANCES.update(
     {
         "librosa.amplitude_to_db": Tolerance(atol=1e-4, note="float32 log10 ulps, in dB"),
+        "librosa.db_to_amplitude": Tolerance(rtol=1e-5, note="float32 pow ulps"),
+        "librosa.db_to_power": Tolerance(rtol=1e-5, note="float32 pow ulps"),
         "librosa.feature.melspectrogram": Tolerance(atol=1e-5, rtol=1e-5, note=_FFT32),
         "librosa.feature.mfcc": Tolerance(
             atol=5e-2,
@@ -188,6 +190,9 @@ TOLERANCES.update(
             atol=2e-6, note="float32 filter sums (polyphase) or FFTs in another order than SciPy's"
         ),
         "librosa.stft": Tolerance(atol=2e-5, rtol=1e-5, note=_FFT32),
+        "librosa.util.normalize": Tolerance(
+            rtol=1e-6, note="float64 norms summed in another order"
+        ),
     }
 )
 

@@ -165,3 +165,26 @@ def test_unsupported_parameters_fall_back(device):
         BACKENDS["librosa.feature.mfcc"](y=y, dct_type=3)
     with pytest.raises(UnsupportedOperation):
         BACKENDS["librosa.power_to_db"](y, ref=np.median)
+
+
+@PROPS
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    ref=st.sampled_from([1.0, 0.5, 3.0]),
+    norm=st.sampled_from([np.inf, -np.inf, 0, 1, 2, 3.5, None]),
+    axis=st.sampled_from([0, 1, -1, None]),
+    fill=st.sampled_from([None, False]),
+)
+def test_db_inverse_and_normalize(device, seed, ref, norm, axis, fill):
+    rng = np.random.default_rng(seed)
+    s_db = rng.uniform(-80, 20, (2, 12, 9)).astype(np.float32)
+    t = to_dev(s_db, device)
+    got = BACKENDS["librosa.db_to_power"](t, ref=ref)
+    assert_matches(got, librosa.db_to_power(s_db, ref=ref), "librosa.db_to_power")
+    got = BACKENDS["librosa.db_to_amplitude"](t, ref=ref)
+    assert_matches(got, librosa.db_to_amplitude(s_db, ref=ref), "librosa.db_to_amplitude")
+    spec = librosa.db_to_power(s_db) - 1.0  # signed values
+    spec[1, :3] = 0.0  # all-zero frames: below the threshold
+    got = BACKENDS["librosa.util.normalize"](to_dev(spec, device), norm=norm, axis=axis, fill=fill)
+    expected = np.stack([librosa.util.normalize(s, norm=norm, axis=axis, fill=fill) for s in spec])
+    assert_matches(got, expected, "librosa.util.normalize")

@@ -292,6 +292,63 @@ def amplitude_to_db(
     return _to_db(power, ref_value**2, amin**2, top_db)
 
 
+def db_to_power(S_db: torch.Tensor, *, ref: float = 1.0) -> torch.Tensor:
+    """``librosa.db_to_power``: ``ref * 10 ** (0.1 * S_db)``."""
+    x = _spectrogram_input(S_db)
+    return float(ref) * torch.pow(10.0, x * 0.1)
+
+
+def db_to_amplitude(S_db: torch.Tensor, *, ref: float = 1.0) -> torch.Tensor:
+    """``librosa.db_to_amplitude``: ``db_to_power(S_db, ref=ref**2) ** 0.5``."""
+    return db_to_power(S_db, ref=float(ref) ** 2) ** 0.5
+
+
+def normalize(
+    S: torch.Tensor,
+    *,
+    norm: float | None = np.inf,
+    axis: int | None = 0,
+    threshold: float | None = None,
+    fill: bool | None = None,
+) -> torch.Tensor:
+    """``librosa.util.normalize`` per sample: ``axis`` counts the axes of one call (batch excluded).
+
+    Norms inf, -inf, 0 and p > 0 with ``fill`` None or False; lengths in float64 as librosa does.
+    """
+    x = _spectrogram_input(S)
+    if fill is True:
+        raise UnsupportedOperation("normalize(fill=True) is not supported")
+    if norm is None:
+        return x
+    if threshold is None:
+        threshold = float(torch.finfo(x.dtype).tiny)
+    elif threshold <= 0:
+        raise UnsupportedOperation("threshold must be strictly positive")
+    if not bool(torch.isfinite(x).all()):
+        raise UnsupportedOperation("librosa refuses non-finite input")
+    call_dims = x.dim() - 1
+    if axis is None:
+        dims: tuple[int, ...] = tuple(range(1, x.dim()))
+    elif -call_dims <= axis < call_dims:
+        dims = (axis % call_dims + 1,)
+    else:
+        raise UnsupportedOperation(f"axis {axis} out of range for {call_dims}-d calls")
+    mag = x.abs().to(torch.float64)
+    if norm == np.inf:
+        length = mag.amax(dim=dims, keepdim=True)
+    elif norm == -np.inf:
+        length = mag.amin(dim=dims, keepdim=True)
+    elif norm == 0:
+        length = (mag > 0).to(torch.float64).sum(dim=dims, keepdim=True)
+    elif isinstance(norm, numbers.Real) and norm > 0:
+        length = (mag**norm).sum(dim=dims, keepdim=True) ** (1.0 / norm)
+    else:
+        raise UnsupportedOperation(f"norm={norm!r}")
+    small = length < threshold
+    length = torch.where(small, torch.full_like(length, 1.0 if fill is None else np.inf), length)
+    return (x.to(torch.float64) / length).to(x.dtype)
+
+
 @functools.lru_cache(maxsize=32)
 def _dct_matrix(n_in: int, n_out: int, norm: str | None) -> np.ndarray:
     """Rows of ``scipy.fftpack.dct(type=2)`` (ortho or unnormalized) as a (n_out, n_in) matrix."""
@@ -347,6 +404,9 @@ BACKENDS: dict[str, Callable[..., Any]] = {
     "librosa.feature.melspectrogram": melspectrogram,
     "librosa.power_to_db": power_to_db,
     "librosa.amplitude_to_db": amplitude_to_db,
+    "librosa.db_to_amplitude": db_to_amplitude,
+    "librosa.db_to_power": db_to_power,
+    "librosa.util.normalize": normalize,
     "librosa.feature.mfcc": mfcc,
     "librosa.resample": resample,
 }

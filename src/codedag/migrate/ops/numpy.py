@@ -44,9 +44,12 @@ def _operand(x: Any, td: torch.dtype, device: torch.device) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x.to(td)
     try:
-        return torch.as_tensor(np.asarray(x).astype(np.dtype(NUMPY_OF_TORCH[td])), device=device)
+        value = np.asarray(x).astype(NUMPY_OF_TORCH[td])
     except (TypeError, ValueError) as e:
         raise UnsupportedOperation(f"cannot use {type(x).__name__} {x!r} as an operand") from e
+    if value.ndim == 0:  # a fill kernel: no blocking host-to-device copy for a scalar
+        return torch.full((), value.item(), dtype=td, device=device)
+    return torch.as_tensor(value, device=device)
 
 
 def _require_tensor(*args: Any) -> None:

@@ -89,7 +89,7 @@ def to_pil(batch: PILBatch) -> list[Any]:
     from PIL import Image
 
     arr = batch.data.cpu().numpy()
-    return [Image.fromarray(a, mode=batch.mode) if False else Image.fromarray(a) for a in arr]
+    return [Image.fromarray(a) for a in arr]  # the shape gives L, LA, RGB or RGBA
 
 
 def _batch(image: Any) -> PILBatch:
