@@ -101,3 +101,14 @@ def test_default_device_follows_local_rank(monkeypatch: pytest.MonkeyPatch) -> N
     assert devices.default_device() == "cuda:2"
     monkeypatch.delenv("LOCAL_RANK")
     assert devices.default_device() == "cuda:0"
+
+
+def test_torchrun_ranks_shift_plan_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert devices.device_for_rank("cuda:0") == "cuda:3"
+    assert devices.device_for_rank("cuda:2") == "cuda:1"
+    assert devices.device_for_rank("cpu") == "cpu"
+    monkeypatch.delenv("LOCAL_RANK")
+    assert devices.device_for_rank("cuda:0") == "cuda:0"

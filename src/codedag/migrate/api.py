@@ -18,7 +18,7 @@ from typing import Any
 
 from codedag.migrate.context import Placement
 from codedag.migrate.devices import default_device as _default_device
-from codedag.migrate.devices import install_fork_hook, resolve_device
+from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_device
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
 from codedag.migrate.registry import Registry, default_registry
@@ -51,7 +51,7 @@ class PipelineMigrator:
         self.registry = registry if registry is not None else default_registry()
         self.device_map: dict[str, str] = {}
         for device in sorted(self.plan.devices):
-            used, warning = resolve_device(device, self.default_device)
+            used, warning = resolve_device(device_for_rank(device), self.default_device)
             if warning:
                 log.warning(warning)
             self.device_map[device] = used

@@ -30,10 +30,30 @@ def default_device() -> str:
     """``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` with CUDA, else ``cpu``."""
     if not torch.cuda.is_available():
         return "cpu"
-    local_rank = os.environ.get("LOCAL_RANK", "").strip()
-    if local_rank.isdigit() and int(local_rank) < torch.cuda.device_count():
-        return f"cuda:{int(local_rank)}"
+    rank = local_rank()
+    if rank is not None and rank < torch.cuda.device_count():
+        return f"cuda:{rank}"
     return "cuda:0"
+
+
+def local_rank() -> int | None:
+    """``LOCAL_RANK`` of torchrun-style launchers, or ``None`` outside them."""
+    value = os.environ.get("LOCAL_RANK", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def device_for_rank(device: str) -> str:
+    """Under torchrun, shift a plan's ``cuda:i`` by this process's local rank.
+
+    A plan is written for one process (usually ``cuda:0``); under torchrun every rank has its own
+    GPU, so rank ``r`` runs ``cuda:i`` on ``cuda:(i + r) % device_count``. Elsewhere unchanged.
+    """
+    rank = local_rank()
+    if rank is None or not device.startswith("cuda") or not torch.cuda.is_available():
+        return device
+    count = torch.cuda.device_count()
+    index = torch.device(device).index or 0
+    return f"cuda:{(index + rank) % count}" if count else device
 
 
 def device_exists(device: str) -> bool:
