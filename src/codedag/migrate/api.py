@@ -23,6 +23,7 @@ from codedag.migrate.injector import PatchInjector
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
 from codedag.migrate.registry import Registry, default_registry
 from codedag.migrate.values import ValueConverter
+from codedag.migrate.workerstats import WorkerStats
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class PipelineMigrator:
             self.device_map[device] = used
         self._converters: dict[str, ValueConverter] = {}
         self._injector: PatchInjector | None = None
+        self._workers: WorkerStats | None = None
         self._lock = threading.RLock()
         self._applied = False
 
@@ -107,6 +109,9 @@ class PipelineMigrator:
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
             self._injector = injector
+            self._workers = WorkerStats(
+                sorted(injector.wrappers), lambda name: injector.wrappers[name].counts()
+            )
             self._applied = True
             log.info(
                 "migration applied: %d patched, %d failed, %d skipped",
@@ -138,7 +143,8 @@ class PipelineMigrator:
 
         Returns:
             ``{"functions": {name: {"migrated", "fell_back", "passed_through", "nested",
-            "fallback_reasons", "match_levels", "devices", "strategy"}}, "totals": {...},
+            "fallback_reasons", "match_levels", "devices", "strategy", "in_workers"}},
+            "totals": {...},
             "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
             "value_cache": {"hits", "stale"}, "applied": bool}``.
         """
@@ -146,6 +152,13 @@ class PipelineMigrator:
         functions = {}
         if injector is not None:
             functions = {name: w.stats() for name, w in sorted(injector.wrappers.items())}
+        workers = self._workers
+        if workers is not None and os.getpid() == workers.parent_pid:
+            for name, row in functions.items():
+                in_workers = workers.totals(name)
+                row["in_workers"] = in_workers
+                for key, count in in_workers.items():
+                    row[key] += count
         totals = {
             key: sum(f[key] for f in functions.values())
             for key in ("migrated", "fell_back", "passed_through", "nested")

@@ -268,6 +268,16 @@ class UniversalWrapper:
             log.log(level, "%s: running the original (%s)", self.name, reason)
 
     # -- the migrated path -------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """The four counters, read without a lock (safe in a freshly forked child)."""
+        migrated = sum(_count(c) for c in list(self._placements.values()))
+        return {
+            "migrated": migrated,
+            "fell_back": _count(self._fell_back),
+            "passed_through": _count(self._passed),
+            "nested": _count(self._nested),
+        }
+
     def stats(self) -> dict[str, Any]:
         """Counters of this function: migrated, fell back (with reasons), passed through."""
         levels: Counter[str] = Counter()
