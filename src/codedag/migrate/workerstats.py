@@ -11,11 +11,14 @@ run the patches at all (see docs/migration.md).
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import multiprocessing.util
 import os
 from collections.abc import Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 FIELDS = ("migrated", "fell_back", "passed_through", "nested")
 
@@ -32,9 +35,11 @@ class WorkerStats:
         self.names = list(names)
         self.read = read
         self.parent_pid = os.getpid()
-        self._shared: Any = multiprocessing.get_context("fork").Array(
-            "q", max(1, len(self.names) * len(FIELDS))
-        )
+        try:
+            self._shared: Any = multiprocessing.Array("q", max(1, len(self.names) * len(FIELDS)))
+        except OSError as e:  # no shared memory (a container without /dev/shm, a sandbox)
+            log.debug("worker counters disabled: %s", e)
+            self._shared = None
         self._baseline: dict[str, dict[str, int]] | None = None
         # Runs in children that multiprocessing starts (after it resets their finalizers).
         multiprocessing.util.register_after_fork(self, WorkerStats._after_fork_in_child)
@@ -46,7 +51,7 @@ class WorkerStats:
     def flush(self) -> None:
         """Add this child's counts since the fork into the shared sums (once)."""
         baseline, self._baseline = self._baseline, None
-        if baseline is None:
+        if baseline is None or self._shared is None:
             return
         with self._shared.get_lock():
             for i, name in enumerate(self.names):
@@ -56,7 +61,7 @@ class WorkerStats:
 
     def totals(self, name: str) -> dict[str, int]:
         """What forked children counted for ``name`` (zeros for a function not listed)."""
-        if name not in self.names:
+        if name not in self.names or self._shared is None:
             return dict.fromkeys(FIELDS, 0)
         i = self.names.index(name)
         with self._shared.get_lock():
