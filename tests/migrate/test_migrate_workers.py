@@ -114,3 +114,19 @@ def test_torchrun_ranks_shift_plan_devices(monkeypatch: pytest.MonkeyPatch) -> N
     assert devices.device_for_rank("cpu") == "cpu"
     monkeypatch.delenv("LOCAL_RANK")
     assert devices.device_for_rank("cuda:0") == "cuda:0"
+
+
+def test_spawned_children_may_use_cuda_forked_ones_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    devices._in_child_cache.clear()
+    try:
+        monkeypatch.delitem(sys.modules, "__mp_main__", raising=False)
+        assert devices.must_avoid_cuda()  # forked child
+        devices._in_child_cache.clear()
+        monkeypatch.setitem(sys.modules, "__mp_main__", sys.modules["__main__"])
+        assert not devices.must_avoid_cuda()  # spawned child, e.g. a DDP rank
+    finally:
+        devices._in_child_cache.clear()

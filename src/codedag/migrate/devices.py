@@ -3,10 +3,10 @@
 * Default device: ``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` when CUDA exists, else ``cpu``
   (torch backends on the CPU: how CI and CPU-only machines run the migrated path).
 * A plan device that does not exist here maps to the default device, with one warning.
-* Child processes never initialize CUDA: in a DataLoader worker (or any child process where CUDA
-  is not already initialized, or was initialized by the parent before a fork) the migrated call
-  runs on the CPU. Forked CUDA is unusable ("Cannot re-initialize CUDA in forked subprocess"),
-  and each spawned worker that touches CUDA costs 300-500 MB of GPU memory.
+* DataLoader workers and forked children never initialize CUDA: there (unless the process
+  initialized CUDA itself) the migrated call runs on the CPU. Forked CUDA is unusable ("Cannot
+  re-initialize CUDA in forked subprocess"), and each spawned worker that touches CUDA costs
+  300-500 MB of GPU memory. Spawned children that are not workers (DDP ranks) may use CUDA.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import sys
 import threading
 
 import torch
@@ -101,8 +102,10 @@ def must_avoid_cuda() -> bool:
     """Whether this process must not use CUDA: a DataLoader worker or a child process.
 
     True in a DataLoader worker unless this process already initialized CUDA itself (its own
-    worker_init_fn did, in a spawned worker); true in any child process where CUDA is not
-    initialized yet or comes from a fork of an initialized parent.
+    worker_init_fn did, in a spawned worker); true in a forked child process where CUDA is not
+    initialized yet, and wherever CUDA comes from a fork of an initialized parent. Spawned
+    children that are not DataLoader workers (DDP ranks of ``torch.multiprocessing.spawn``) may
+    use CUDA.
     """
     pid = os.getpid()
     cached = _in_child_cache.get(pid)
@@ -112,7 +115,10 @@ def must_avoid_cuda() -> bool:
     initialized = torch.cuda.is_initialized() and not bad_fork
     worker = torch.utils.data.get_worker_info() is not None
     child = multiprocessing.parent_process() is not None
-    avoid = bad_fork or ((worker or child) and not initialized)
+    # A spawned child (its parent's main module imported as __mp_main__), such as a DDP rank
+    # started by torch.multiprocessing.spawn, may initialize CUDA; a forked one may not.
+    forked_child = child and "__mp_main__" not in sys.modules
+    avoid = bad_fork or ((worker or forked_child) and not initialized)
     if worker or not child:
         # Final for this process: a forked child starts afresh through the fork hook, and a
         # DataLoader worker has its worker info set before it fetches the first sample.
