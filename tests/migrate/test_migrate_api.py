@@ -315,3 +315,29 @@ def test_a_call_site_that_keeps_failing_stops_trying() -> None:
     stats = m.get_stats()["functions"]["cv2.flip"]
     assert stats["fell_back"] == GIVE_UP_AFTER and stats["passed_through"] == 10
     assert stats["given_up_call_sites"] == 1
+
+
+def test_torch_functions_move_only_and_come_back_on_the_callers_device() -> None:
+    import torch.nn.functional as F
+
+    x = torch.rand(1, 3, 20, 24)
+    signal = torch.rand(2048)
+    window = torch.hann_window(256)
+    want_resized = F.interpolate(x, size=(10, 12), mode="bilinear", align_corners=False)
+    want_spec = torch.stft(signal, 256, window=window, return_complex=True)
+    plan = plan_for(
+        {
+            f"{GET}#0/torch.nn.functional.interpolate#0": "cpu",
+            f"{GET}#0/torch.functional.stft#0": "cpu",  # the canonical name of torch.stft
+        }
+    )
+    with PipelineMigrator.from_plan(plan) as migrator:
+        resized = F.interpolate(x, size=(10, 12), mode="bilinear", align_corners=False)
+        spec = torch.stft(signal, 256, window=window, return_complex=True)  # an alias
+    assert resized.device == x.device and spec.device == signal.device
+    torch.testing.assert_close(resized, want_resized)
+    torch.testing.assert_close(spec, want_spec)
+    stats = migrator.get_stats()["functions"]
+    assert stats["torch.nn.functional.interpolate"]["strategy"] == "MoveOnly"
+    assert stats["torch.nn.functional.interpolate"]["migrated"] == 1
+    assert stats["torch.functional.stft"]["migrated"] == 1
