@@ -274,3 +274,30 @@ def test_imports_inside_the_window_are_not_recorded(tmp_path, monkeypatch) -> No
     names = [n.name for n in tracer.dag.calls()]
     assert names[1:] == ["freshly_imported_mod.helper", "numpy.zeros"]  # the call, not the import
     sys.modules.pop("freshly_imported_mod", None)
+
+
+def test_start_stop_misuse_is_reported() -> None:
+    from codedag.errors import TraceError
+
+    tracer = EnhancedTracer()
+    with pytest.raises(TraceError, match="without an open tracing window"):
+        tracer.stop()
+    errors = []
+    tracer.start()
+    try:
+        worker = threading.Thread(target=lambda: errors.append(_stop_error(tracer)))
+        worker.start()
+        worker.join()
+    finally:
+        tracer.stop()
+    assert errors and "same thread" not in errors[0] and "thread that called start" in errors[0]
+
+
+def _stop_error(tracer: EnhancedTracer) -> str:
+    from codedag.errors import TraceError
+
+    try:
+        tracer.stop()
+    except TraceError as error:
+        return str(error)
+    return ""

@@ -14,6 +14,7 @@ value.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -144,7 +145,8 @@ class Session:
         get_mem, reset_peak = tracemalloc.get_traced_memory, tracemalloc.reset_peak
         tm_start, tm_stop, tm_tracing = tracemalloc.start, tracemalloc.stop, tracemalloc.is_tracing
         module_type = types.ModuleType
-        keyed_ref = weakref.KeyedRef
+        weak_ref = weakref.ref
+        partial = functools.partial
         weakrefable: dict[type, bool] = {}
         scalars = frozenset(SCALARS)
         max_scan = MAX_CONTAINER_SCAN
@@ -161,10 +163,10 @@ class Session:
         ncalls = 0
         ovh = 0
 
-        def forget(ref: weakref.KeyedRef) -> None:
-            entry = live.get(ref.key)
+        def forget(key: int, ref: weakref.ref) -> None:  # called when a tracked value dies
+            entry = live.get(key)
             if entry is not None and entry[0] is ref:
-                del live[ref.key]
+                del live[key]
 
         def hold(obj: Any, vseq: int, version: int) -> None:
             cls = type(obj)
@@ -177,7 +179,7 @@ class Session:
                     can = False
                 weakrefable[cls] = can
             key = id(obj)
-            ref = keyed_ref(obj, forget, key) if can else obj
+            ref = weak_ref(obj, partial(forget, key)) if can else obj
             live[key] = (ref, vseq, version)
 
         def lookup(obj: Any) -> tuple[Any, int, int] | None:
@@ -185,7 +187,7 @@ class Session:
             if entry is None:
                 return None
             ref = entry[0]
-            held = ref() if type(ref) is keyed_ref else ref
+            held = ref() if type(ref) is weak_ref else ref
             return entry if held is obj else None
 
         def new_value(obj: Any, version: int) -> int:
@@ -442,10 +444,10 @@ class Session:
             # The bookkeeping below runs outside the profile callback, so the interpreter would
             # report every helper call to the hook: switch the hook off around it.
             own = get_profile() is profile
+            if own:  # first, so that the calls below raise no events
+                set_profile(None)
             try:
                 h0 = perf()
-                if own:
-                    set_profile(None)
                 m0 = get_mem()[0] if track_memory else 0
                 args_out: list[Any] = []
                 found: list[int] = []
@@ -457,24 +459,24 @@ class Session:
                 site = (caller.f_code, caller.f_lasti)
                 rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)
             except Exception as error:  # a tracer bug must never break the traced code
-                fail(error)
+                fail(error)  # leaves the hook off
                 return fn(*args, **kwargs)
             if own:
                 set_profile(profile)
             try:
                 result = fn(*args, **kwargs)
             except BaseException:
-                t1 = perf()
                 if own:
                     set_profile(None)
+                t1 = perf()
                 with contextlib.suppress(Exception):
                     leave(t1, rec, None, False)
                 if own and not session.broken:
                     set_profile(profile)
                 raise
-            t1 = perf()
             if own:
                 set_profile(None)
+            t1 = perf()
             try:
                 leave(t1, rec, result, True)
             except Exception as error:

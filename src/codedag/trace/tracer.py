@@ -127,6 +127,8 @@ class EnhancedTracer:
         session = self._session
         if session is None:
             raise TraceError("stop() called without an open tracing window")
+        if self._owner_thread != threading.get_ident():
+            raise TraceError("stop() must be called on the thread that called start()")
         if self._nesting:
             self._nesting -= 1
             return self.dag
