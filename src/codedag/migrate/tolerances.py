@@ -87,7 +87,7 @@ TOLERANCES: dict[str, Tolerance] = {
         max_mismatch_frac=1.0,
         mismatch_atol=1.0,
         note="uint8 nearest, linear (cv2's 11-bit fixed point) and area exact; uint8 cubic "
-        "differs by 1 in ~5% of values (more on tiny outputs), lanczos4 rarely; float "
+        "differs by 1 in ~5% of values (cv2 runs it through Intel IPP on x86), lanczos4 rarely; float "
         "linear/cubic within 6e-3 on 0..255 at 400 px (cv2 5 accumulates differently), "
         "area/lanczos4 within 2e-4",
     ),

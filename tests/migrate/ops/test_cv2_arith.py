@@ -6,7 +6,11 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from _cv2_testing import DEVICES, SETTINGS, batches, check_batch
+
+try:
+    from _cv2_testing import DEVICES, SETTINGS, batches, check_batch
+except ImportError:  # tests laid out as packages
+    from ._cv2_testing import DEVICES, SETTINGS, batches, check_batch
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -8,7 +8,11 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from _cv2_testing import DEVICES
+
+try:
+    from _cv2_testing import DEVICES
+except ImportError:  # tests laid out as packages
+    from ._cv2_testing import DEVICES
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.ops.cv2 import BACKENDS
