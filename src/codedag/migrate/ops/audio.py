@@ -400,6 +400,8 @@ def mfcc(
 
 
 BACKENDS: dict[str, Callable[..., Any]] = {
+    # Public paths; the registry also answers under the defining-module names the tracer uses
+    # (``librosa.core.spectrum.stft``), resolving them to these objects.
     "librosa.stft": stft,
     "librosa.feature.melspectrogram": melspectrogram,
     "librosa.power_to_db": power_to_db,

@@ -393,3 +393,28 @@ BACKENDS.update(numpy_reduce.BACKENDS)
 BACKENDS.update(numpy_shape.BACKENDS)
 BACKENDS.update(numpy_fft_random.BACKENDS)
 BACKENDS.update(numpy_stats.BACKENDS)
+
+
+def _add_aliases(backends: dict[str, Callable[..., Any]]) -> None:
+    """Register every other public name of the same NumPy object (``numpy.pow`` is
+    ``numpy.power``, ``numpy.concat`` is ``numpy.concatenate``): the tracer names an object by
+    whichever public name it meets first, so each of them must find the backend."""
+    spaces = {
+        "numpy": np,
+        "numpy.fft": np.fft,
+        "numpy.linalg": np.linalg,
+        "numpy.random": np.random,
+    }
+    names: dict[int, list[str]] = {}
+    for prefix, module in spaces.items():
+        for attr, value in vars(module).items():
+            if not attr.startswith("_") and callable(value) and not isinstance(value, type):
+                names.setdefault(id(value), []).append(f"{prefix}.{attr}")
+    for key, backend in list(backends.items()):
+        prefix, _, attr = key.rpartition(".")
+        target = getattr(spaces.get(prefix), attr, None)
+        for alias in names.get(id(target), []) if target is not None else []:
+            backends.setdefault(alias, backend)
+
+
+_add_aliases(BACKENDS)
