@@ -36,10 +36,19 @@ from codedag.errors import UnsupportedOperation
 PIL_MODES: frozenset[str] = frozenset({"1", "L", "LA", "RGB", "RGBA", "F", "I", "I;16"})
 
 _SUPPORTED_KINDS = frozenset("biufc")
-_libc = ctypes.CDLL(None)
-_memcmp = _libc.memcmp
-_memcmp.restype = ctypes.c_int
-_memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+
+
+def _load_memcmp() -> Any:
+    try:  # the C library of this process (Linux, macOS); elsewhere NumPy compares
+        memcmp = ctypes.CDLL(None).memcmp
+    except (OSError, AttributeError, TypeError):
+        return None
+    memcmp.restype = ctypes.c_int
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return memcmp
+
+
+_memcmp = _load_memcmp()
 
 
 def _pil_image_type() -> type | None:
@@ -53,7 +62,7 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two arrays hold identical bytes (``memcmp`` for C-contiguous arrays)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.flags.c_contiguous and b.flags.c_contiguous:
+    if _memcmp is not None and a.flags.c_contiguous and b.flags.c_contiguous:
         return _memcmp(a.ctypes.data, b.ctypes.data, a.nbytes) == 0
     return bool(np.array_equal(a, b))
 
