@@ -94,7 +94,8 @@ def install_fork_hook() -> None:
     global _fork_hook_installed
     with _lock:
         if not _fork_hook_installed:
-            os.register_at_fork(after_in_child=_reset_after_fork)
+            if hasattr(os, "register_at_fork"):  # no fork on Windows
+                os.register_at_fork(after_in_child=_reset_after_fork)
             _fork_hook_installed = True
 
 
