@@ -31,7 +31,10 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
 def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
     if value is None:
         return "-"
-    return f"{value * scale:.{digits}f}{suffix}"
+    scaled = value * scale
+    if 0 < abs(scaled) < 1 and digits == 2:  # sub-millisecond steps keep 3 significant digits
+        return f"{scaled:.3g}{suffix}"
+    return f"{scaled:.{digits}f}{suffix}"
 
 
 def _signed(value: Any, digits: int = 4) -> str:

@@ -154,6 +154,7 @@ class ExperimentMonitor:
             files[kind] = f"{safe}.{kind}.csv" if self.stream_to_disk else None
             path = self.run_dir / files[kind] if self.stream_to_disk else None
             spills.append(CsvSpill(path, header))
+            spills[-1].open()
         timer = Timer(
             cuda_timing or self.cuda_timing,
             spill=spills[0],

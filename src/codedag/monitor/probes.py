@@ -67,7 +67,6 @@ class ProcessTreeProbe:
     def __init__(self, pid: int | None = None, include_children: bool = True) -> None:
         self.process = psutil.Process(pid if pid is not None else os.getpid())
         self.include_children = include_children
-        self._procs: dict[tuple[int, float], psutil.Process] = {}
         self._last_cpu_s: float | None = None
         self._last_t: float | None = None
         self._dead_cpu_s = 0.0

@@ -49,6 +49,14 @@ class CsvSpill:
         self._fh = fh
         return fh
 
+    def open(self) -> None:
+        """Create the file now (with its header), so the first row costs no file creation."""
+        if self.path is None:
+            return
+        with self._lock:
+            if self._fh is None:
+                self._open()
+
     def write(self, line: str) -> None:
         """Append one CSV line (without the newline)."""
         if self.path is None:
