@@ -129,3 +129,33 @@ def test_running_mode_is_flushed_with_status_running(tmp_path: Path) -> None:
     assert live["environment"]["cpu_capacity_cpus"] > 0  # limits known without a probe
     monitor.stop_mode()
     assert load_results(monitor.results_path)["modes"]["baseline"]["status"] == "completed"
+
+
+def test_each_distributed_rank_gets_its_own_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codedag.monitor.environment import distributed_rank
+    from codedag.monitor.experiment import ExperimentMonitor
+
+    assert distributed_rank({"SLURM_PROCID": "3", "SLURM_NTASKS": "4"}) == (3, 4)
+    assert distributed_rank({"RANK": "0", "WORLD_SIZE": "1"}) == (0, 1)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monitor = ExperimentMonitor("ddp", save_dir=tmp_path)
+    assert monitor.run_dir.name.startswith("ddp_rank1_")
+    env = monitor.to_dict()["environment"]
+    assert (env["rank"], env["world_size"]) == (1, 2)
+
+
+def test_batch_size_is_read_from_tuple_dict_and_tensor_batches() -> None:
+    import torch
+
+    from codedag.monitor.mode import count_samples
+
+    x = torch.zeros(5, 3)
+    assert count_samples((x, x), None) == 5
+    assert count_samples({"image": x, "label": x[:, 0]}, None) == 5
+    assert count_samples(x, None) == 5
+    assert count_samples({"ids": [x]}, None) == 5
+    assert count_samples("text", None) == 0
+    assert count_samples([1, 2], lambda b: len(b)) == 2

@@ -82,3 +82,21 @@ def _limits() -> dict[str, Any]:
         }
     except Exception as error:  # pragma: no cover - unreadable /proc
         return {"cpu_limit_error": str(error)}
+
+
+def distributed_rank(environ: dict[str, str] | None = None) -> tuple[int, int]:
+    """``(rank, world size)`` from the launcher's variables (torchrun, SLURM, MPI); ``(0, 1)``."""
+    env = os.environ if environ is None else environ
+    for rank_key, size_key in (
+        ("RANK", "WORLD_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+    ):
+        try:
+            size = int(env.get(size_key, "1"))
+            if size > 1:
+                return int(env.get(rank_key, "0")), size
+        except ValueError:
+            continue
+    return 0, 1

@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from codedag.monitor.environment import collect_environment
+from codedag.monitor.environment import collect_environment, distributed_rank
 from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
 from codedag.monitor.mode import ModeRecord, NullProbe, count_samples, plain
 from codedag.monitor.resources import RESOURCE_CSV_HEADER, Probe, ResourceMonitor
@@ -95,6 +95,9 @@ class ExperimentMonitor:
         self.datetime = datetime.fromtimestamp(self.timestamp).astimezone().isoformat()
         stamp = datetime.fromtimestamp(self.timestamp).strftime("%Y%m%d-%H%M%S")
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", self.experiment_name) or "experiment"
+        self.rank, self.world_size = distributed_rank()
+        if self.world_size > 1:  # torchrun & co.: one folder per rank, never one file for all
+            safe = f"{safe}_rank{self.rank}"
         self.run_dir = Path(run_dir) if run_dir is not None else self.save_dir / f"{safe}_{stamp}"
         self.environment: dict[str, Any] = {}
         self._modes: dict[str, ModeRecord] = {}
@@ -341,7 +344,7 @@ class ExperimentMonitor:
             "experiment_name": self.experiment_name,
             "timestamp": self.timestamp,
             "datetime": self.datetime,
-            "environment": self.environment,
+            "environment": {**self.environment, "rank": self.rank, "world_size": self.world_size},
             "modes": {name: m.to_dict() for name, m in self._modes.items()},
         }
 

@@ -88,10 +88,18 @@ class ModeRecord:
 
 
 def count_samples(item: Any, n_samples: Callable[[Any], int] | None) -> int:
-    """Samples in a batch: ``n_samples(item)``, else the first dimension of its first tensor."""
+    """Samples in a batch: ``n_samples(item)``, else the first dimension of its first tensor.
+
+    The first tensor is the item itself, its first element (tuple/list batches) or its first
+    value (dict batches); anything without a shape counts 0 (no samples/s in the summary).
+    """
     if n_samples is not None:
         return int(n_samples(item))
-    first = item[0] if isinstance(item, list | tuple) and item else item
+    first = item
+    if isinstance(first, dict) and first:  # {"image": tensor, "label": tensor}
+        first = next(iter(first.values()))
+    if isinstance(first, list | tuple) and first:
+        first = first[0]
     shape = getattr(first, "shape", None)
     try:
         return int(shape[0]) if shape is not None and len(shape) > 0 else 0
