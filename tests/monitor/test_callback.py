@@ -118,3 +118,45 @@ def test_two_callbacks_record_two_modes_and_unknown_attributes_still_fail(tmp_pa
     assert base.on_save_checkpoint(None, None, {}) is None  # any other hook is a no-op
     with pytest.raises(AttributeError):
         base.not_a_hook  # noqa: B018
+
+
+def test_for_lightning_subclasses_lightnings_callback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    import types
+
+    class Callback:  # stands in for lightning.pytorch.Callback: every hook a no-op method
+        def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+            return None
+
+        @property
+        def state_key(self) -> str:
+            return "Callback"
+
+    package = types.ModuleType("lightning")
+    module = types.ModuleType("lightning.pytorch")
+    module.Callback = Callback  # type: ignore[attr-defined]
+    package.pytorch = module  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "lightning", package)
+    monkeypatch.setitem(sys.modules, "lightning.pytorch", module)
+    monitor = ExperimentMonitor("lit", run_dir=tmp_path, stream_to_disk=False)
+    callback = MonitorCallback.for_lightning(monitor, "baseline", resource_interval=None)
+    assert isinstance(callback, Callback) and isinstance(callback, MonitorCallback)
+    assert callback.state_key == "MonitorCallback[baseline]"  # ours, not Lightning's
+    fit(callback, epochs=1, batches=2)
+    assert monitor.to_dict()["modes"]["baseline"]["summary"]["num_batches"] == 2
+
+
+def test_for_lightning_without_lightning_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sys
+
+    from codedag.errors import ConfigError
+
+    for name in ("lightning", "lightning.pytorch", "pytorch_lightning"):
+        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    monitor = ExperimentMonitor("lit", run_dir=tmp_path, stream_to_disk=False)
+    with pytest.raises(ConfigError, match="pip install lightning"):
+        MonitorCallback.for_lightning(monitor)

@@ -90,6 +90,34 @@ class MonitorCallback:
         """Unique key of this callback in a checkpoint."""
         return f"MonitorCallback[{self.mode}]"
 
+    @property
+    def _legacy_state_key(self) -> str:  # read by Lightning when restoring old checkpoints
+        return type(self).__qualname__
+
+    @classmethod
+    def for_lightning(cls, *args: Any, **kwargs: Any) -> MonitorCallback:
+        """The same callback as a subclass of Lightning's ``Callback`` (for ``isinstance`` checks).
+
+        Imports ``lightning.pytorch`` (or ``pytorch_lightning``); takes this class's arguments.
+
+        Raises:
+            ConfigError: neither package is installed.
+        """
+        try:
+            from lightning.pytorch import Callback
+        except ImportError:
+            try:
+                from pytorch_lightning import Callback
+            except ImportError as error:
+                from codedag.errors import ConfigError
+
+                raise ConfigError(
+                    "for_lightning() needs lightning (pip install lightning); got neither "
+                    "lightning.pytorch nor pytorch_lightning"
+                ) from error
+        subclass = type(f"Lightning{cls.__name__}", (cls, Callback), {})
+        return subclass(*args, **kwargs)
+
     def state_dict(self) -> dict[str, Any]:
         """Nothing to checkpoint: measurements live in the monitor's run folder."""
         return {}
