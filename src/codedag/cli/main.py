@@ -16,7 +16,7 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ()
+SUBCOMMANDS: tuple[str, ...] = ("report",)
 
 log = logging.getLogger("codedag.cli")
 
