@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,7 +17,18 @@ from codedag import __version__
 from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("report",)
+SUBCOMMANDS: tuple[str, ...] = (
+    "doctor",
+    "trace",
+    "optimize",
+    "plan",
+    "experiment",
+    "env",
+    "profile",
+    "mutate",
+    "results",
+    "report",
+)
 
 log = logging.getLogger("codedag.cli")
 
@@ -84,6 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"codedag {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,20 @@
+"""Trace a data pipeline into an ExecutionDAG: capture, filter, dataflow, DataLoader helpers.
+
+Importing this package installs nothing: the profile hook and library wrappers exist only inside
+a tracing window.
+"""
+
+from codedag.trace.builder import DAGBuilder
+from codedag.trace.dataloader import trace_dataloader
+from codedag.trace.filter import FunctionFilter
+from codedag.trace.names import canonical_name
+from codedag.trace.tracer import EnhancedTracer, trace_function
+
+__all__ = [
+    "DAGBuilder",
+    "EnhancedTracer",
+    "FunctionFilter",
+    "canonical_name",
+    "trace_dataloader",
+    "trace_function",
+]

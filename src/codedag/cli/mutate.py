@@ -1,0 +1,336 @@
+"""``codedag mutate``: train with mutated hyperparameters and measure energy and quality."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    """Add the ``mutate`` subcommand (the seed's flags)."""
+    parser = subparsers.add_parser(
+        "mutate",
+        parents=[parent],
+        help="run training with mutated hyperparameters and measure CPU/GPU energy",
+        description=(
+            "Run a repository's training script with mutated hyperparameters (or its defaults), "
+            "each run in its own process group with a timeout, retries and a cooldown; measure "
+            "CPU energy (RAPL, perf) and GPU energy (NVML counter) over each run's exact window; "
+            "write results/run_<timestamp>/ with experiment.json, training.log, energy/ and "
+            "summary.csv, and record every experiment in results/codedag_energy.sqlite."
+        ),
+    )
+    what = parser.add_argument_group("what to run (one of)")
+    what.add_argument("-l", "--list", action="store_true", help="list repositories and models")
+    what.add_argument("-r", "--repo", help="repository name from the models config")
+    what.add_argument("-m", "--model", help="model name within the repository")
+    what.add_argument(
+        "-mt", "--mutate", help="hyperparameters to mutate: comma list or 'all' (none: defaults)"
+    )
+    what.add_argument(
+        "-ec",
+        "--experiment-config",
+        metavar="SETTINGS",
+        help="batch settings file, or a bundled one: default, all, boundary_test",
+    )
+    what.add_argument("--report", metavar="SESSION_DIR", help="plot a finished session")
+    how = parser.add_argument_group("how to run")
+    how.add_argument("-n", "--runs", type=int, help="runs per configuration (default 1)")
+    how.add_argument("-g", "--governor", help="CPU governor for the session, e.g. performance")
+    how.add_argument("-s", "--seed", type=int, help="random seed of the mutations")
+    how.add_argument("-mr", "--max-retries", type=int, help="retries of a failed run (default 2)")
+    how.add_argument("--results-dir", default="results", help="results folder (default: results)")
+    how.add_argument(
+        "--cooldown", type=float, default=60.0, help="seconds between runs (default 60)"
+    )
+    how.add_argument("--timeout", type=float, help="seconds before a run is ended (all models)")
+    how.add_argument("--retry-pause", type=float, default=5.0, help="seconds before a retry")
+    how.add_argument(
+        "--gpu-interval", type=float, default=0.1, help="GPU sampling interval in seconds"
+    )
+    how.add_argument("--models-config", help="models config JSON (default: the bundled one)")
+    how.add_argument(
+        "--avoid-previous",
+        action="store_true",
+        help="never draw a configuration an earlier session in --results-dir already ran",
+    )
+    how.add_argument("--no-echo", action="store_true", help="do not copy training output here")
+    how.add_argument("--dry-run", action="store_true", help="show the planned runs and commands")
+    how.add_argument("--metric", help="with --report: the quality metric of the Pareto plot")
+    how.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(handler=run)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    from codedag.errors import UsageError
+
+    modes = [
+        args.list,
+        bool(args.experiment_config),
+        bool(args.repo or args.model),
+        bool(args.report),
+    ]
+    if sum(modes) != 1:
+        raise UsageError(
+            "give exactly one of -l/--list, -ec/--experiment-config, -r/--repo with -m/--model, "
+            "or --report SESSION_DIR"
+        )
+    if (args.repo or args.model) and not (args.repo and args.model):
+        raise UsageError("-r/--repo and -m/--model go together")
+    if args.mutate is not None and not args.repo:
+        raise UsageError("-mt/--mutate needs -r/--repo and -m/--model")
+    for name in ("runs", "max_retries"):
+        value = getattr(args, name)
+        if value is not None and value < (1 if name == "runs" else 0):
+            raise UsageError(
+                f"--{name.replace('_', '-')} must be >= {int(name == 'runs')}, got {value}"
+            )
+    for name in ("cooldown", "retry_pause"):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    if args.gpu_interval <= 0:
+        raise UsageError(f"--gpu-interval must be > 0 seconds, got {args.gpu_interval}")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """List models, plan and run a session, or plot one."""
+    _check_args(args)
+    from codedag.energy.config import load_models_config
+
+    if args.report:
+        return _report(args)
+    config = load_models_config(args.models_config)
+    if args.list:
+        return _list(config, args.json)
+    from codedag.energy.plan import plan_jobs, settings_from_flags
+    from codedag.energy.settings import load_settings
+
+    if args.experiment_config:
+        settings = load_settings(args.experiment_config, config)
+        overrides: dict[str, Any] = {}
+        if args.governor is not None:
+            overrides["governor"] = args.governor
+        if args.max_retries is not None:
+            overrides["max_retries"] = args.max_retries
+        if args.runs is not None:
+            overrides["runs_per_config"] = args.runs
+        settings = settings.model_copy(update=overrides)
+    else:
+        settings = settings_from_flags(
+            args.repo,
+            args.model,
+            args.mutate,
+            runs=args.runs or 1,
+            max_retries=2 if args.max_retries is None else args.max_retries,
+            governor=args.governor,
+        )
+    seed = args.seed if args.seed is not None else settings.seed
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    results_dir = Path(args.results_dir)
+    previous = None
+    if args.avoid_previous:
+        from codedag.energy.store import ResultsDB
+
+        previous = ResultsDB(results_dir).hyperparameters
+    jobs = plan_jobs(config, settings, seed, previous)
+    if args.dry_run:
+        return _dry_run(config, jobs, seed, args.json)
+    return _run_session(args, config, settings, jobs, seed, results_dir)
+
+
+def _run_session(
+    args: argparse.Namespace, config: Any, settings: Any, jobs: Any, seed: int, results_dir: Path
+) -> int:
+    from codedag.energy.session import EnergySession, SessionOptions
+    from codedag.monitor.devices.gpus import open_gpus
+
+    options = SessionOptions(
+        results_dir=results_dir,
+        cooldown_s=args.cooldown,
+        timeout_s=args.timeout,
+        retry_pause_s=args.retry_pause,
+        gpu_interval_s=args.gpu_interval,
+        echo=None if (args.no_echo or args.json) else sys.stdout,
+        seed=seed,
+    )
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # SIGTERM and SIGHUP (terminal closed) end the session like Ctrl-C: no process is left.
+    previous = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    progress = _progress(options.echo is None and not args.json)
+    try:
+        with open_gpus() as gpus, progress:
+            task = progress.add_task("experiments", total=len(jobs))
+            options.on_record = lambda record: progress.advance(task)
+            session = EnergySession(config, settings, options, gpus=gpus)
+            result = session.run(jobs)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if args.json:
+        json.dump(
+            {
+                "session": str(result.path),
+                "status": result.status,
+                "governor": result.governor,
+                "seed": seed,
+                "experiments": result.records,
+            },
+            sys.stdout,
+            indent=2,
+            default=str,
+        )
+        sys.stdout.write("\n")
+    else:
+        _print_summary(result, seed, config)
+    if result.status == "interrupted":
+        print("codedag mutate: interrupted; finished experiments are kept", file=sys.stderr)
+        return 130
+    return 0 if all(r["training_success"] for r in result.records) else 1
+
+
+def _progress(show: bool) -> Any:
+    """A progress bar over experiments on a terminal's stderr (only when training output is
+    not echoed, which would tear the bar apart)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not (show and console.is_terminal),
+    )
+
+
+def _print_summary(result: Any, seed: int, config: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    table = Table(title=f"session {result.path.name} ({result.status}, seed {seed})")
+    for column in ("experiment", "ok", "time s", "changed", "metrics", "CPU J", "GPU J"):
+        table.add_column(column)
+    for r in result.records:
+        energy = r["energy_metrics"]
+        table.add_row(
+            r["experiment_id"],
+            "yes" if r["training_success"] else f"no: {r['error_message']}",
+            f"{r['duration_seconds']:.1f}",
+            _changed(r, config.defaults(r["repository"], r["model"])),
+            ", ".join(f"{k}={v:g}" for k, v in r["performance_metrics"].items()),
+            _joules(energy.get("cpu_energy_total_joules")),
+            _joules(energy.get("gpu_energy_total_joules")),
+        )
+    console.print(table)
+    if result.records:
+        first = result.records[0]["energy_metrics"]
+        for kind in ("cpu", "gpu"):
+            reason = first.get(f"{kind}_energy_unavailable_reason")
+            if reason:
+                console.print(f"{kind.upper()} energy unavailable: {reason}")
+    console.print(f"governor: {result.governor}")
+    console.print(f"summary: {result.path / 'summary.csv'}")
+
+
+def _changed(record: dict[str, Any], defaults: dict[str, float]) -> str:
+    values = record["hyperparameters"]
+    text = ", ".join(f"{k}={v}" for k, v in values.items() if v != defaults.get(k))
+    return text or "defaults"
+
+
+def _joules(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def _list(config: Any, as_json: bool) -> int:
+    rows = []
+    for name, repo in config.repositories.items():
+        for model in repo.models:
+            rows.append(
+                {
+                    "repository": name,
+                    "model": model,
+                    "hyperparameters": config.defaults(name, model),
+                    "path": str(config.repo_dir(name)),
+                }
+            )
+    if as_json:
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="models (codedag mutate -r REPO -m MODEL -mt all)")
+    for column in ("repository", "model", "hyperparameters (defaults)"):
+        table.add_column(column)
+    for row in rows:
+        defaults = ", ".join(f"{k}={v}" for k, v in row["hyperparameters"].items())
+        table.add_row(row["repository"], row["model"], defaults)
+    (Console() if sys.stdout.isatty() else Console(width=160)).print(table)
+    return 0
+
+
+def _dry_run(config: Any, jobs: Any, seed: int, as_json: bool) -> int:
+    import shlex
+
+    rows = [
+        {
+            "repository": j.repo,
+            "model": j.model,
+            "mode": j.mode,
+            "hyperparameters": j.hyperparameters,
+            "mutated": j.mutated,
+            "command": config.command(j.repo, j.model, j.hyperparameters),
+            "background": j.background.model_dump() if j.background else None,
+        }
+        for j in jobs
+    ]
+    if as_json:
+        json.dump({"seed": seed, "runs": rows}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print(f"{len(rows)} planned run(s), seed {seed}:")
+    for i, row in enumerate(rows, 1):
+        defaults = config.defaults(row["repository"], row["model"])
+        changed = {k: v for k, v in row["hyperparameters"].items() if v != defaults[k]}
+        changed = changed or "defaults"
+        print(f"[{i}] {row['repository']}/{row['model']} ({row['mode']}) {changed}")
+        print(f"    {shlex.join(row['command'])}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from codedag.energy.analysis import report
+
+    summary = report(Path(args.report), metric=args.metric)
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print(
+        f"plotted {summary['experiments_plotted']} experiment(s); energy axis: {summary['energy_axis']}"
+    )
+    if summary["note"]:
+        print(f"note: {summary['note']}")
+    if summary["metric"]:
+        print(f"Pareto front ({summary['metric']}): {', '.join(summary['pareto_front'])}")
+    for file in summary["files"]:
+        print(file)
+    return 0

@@ -1,0 +1,56 @@
+"""``codedag plan explain``: show where a migration plan places each call and why."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    """Add the ``plan`` subcommand (``plan explain PLAN``)."""
+    parser = subparsers.add_parser(
+        "plan",
+        parents=[parent],
+        help="inspect a migration plan",
+        description="Inspect a migration plan: `plan explain PLAN` shows where each call goes and why.",
+    )
+    actions = parser.add_subparsers(dest="plan_command", metavar="ACTION")
+    actions.required = True
+    explain = actions.add_parser(
+        "explain",
+        parents=[parent],
+        help="table of every placed call: device, measured time, estimated gain, reason",
+    )
+    explain.add_argument("plan", help="migration_plan.json")
+    explain.add_argument("--all", action="store_true", help="show every call, not the top 30")
+    explain.add_argument("--json", action="store_true", help="print the calls as JSON")
+    explain.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load and validate the plan, print its table (or JSON) and notes."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from codedag.errors import SchemaError
+    from codedag.optimize.explain import plan_table
+    from codedag.optimize.plan import validate_plan
+
+    try:
+        data = json.loads(Path(args.plan).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise SchemaError(f"cannot read migration plan {args.plan}: {error.strerror}") from error
+    except ValueError as error:
+        raise SchemaError(f"{args.plan} is not JSON: {error}") from error
+    plan = validate_plan(data)
+    if args.json:
+        json.dump(plan["calls"], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console.print(plan_table(plan, limit=None if args.all else 30))
+    for note in plan.get("notes", []):
+        console.print(f"note: {note}")
+    return 0

@@ -1,0 +1,167 @@
+"""``codedag trace``: trace a function or one DataLoader batch into an execution DAG."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from codedag.errors import TraceError, UsageError
+
+FORMATS = ("json", "dot", "svg")
+
+
+def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+    """Add the ``trace`` subcommand."""
+    p = subparsers.add_parser(
+        "trace",
+        parents=[parent],
+        help="trace a data pipeline into an execution DAG",
+        description=(
+            "Run TARGET (a function without arguments) or one batch of a DataLoader under the "
+            "tracer and write the execution DAG (dag.json, dag.dot, dag.svg)."
+        ),
+    )
+    p.add_argument(
+        "target", nargs="?", help="path/to/script.py:function or package.module:function"
+    )
+    p.add_argument(
+        "--dataloader",
+        metavar="MODULE:FACTORY",
+        help="a function returning a torch DataLoader; one batch is traced",
+    )
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--max-depth", type=int, default=10, help="deepest call recorded (default 10)")
+    p.add_argument("--no-memory", action="store_true", help="do not measure memory per call")
+    p.add_argument(
+        "--format", default="json,dot,svg", help="comma-separated: json,dot,svg (default all)"
+    )
+    p.add_argument("--max-nodes", type=int, default=1500, help="nodes drawn in DOT/SVG")
+    p.add_argument("--top", type=int, default=15, help="rows in the summary tables")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=run)
+
+
+def _formats(text: str) -> list[str]:
+    formats = [f.strip().lower() for f in text.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise UsageError(f"--format {text!r}: expected a comma-separated subset of {FORMATS}")
+    return formats
+
+
+def summarize(dag: Any, top: int) -> dict[str, Any]:
+    """Calls aggregated by name (sorted by self time) and the largest values."""
+    by_name: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for node in dag.calls():
+        row = by_name[node.name]
+        row[0] += 1
+        row[1] += node.total_ns
+        row[2] += node.self_ns
+        row[3] = max(row[3], node.mem_bytes)
+    calls = [
+        {
+            "name": k,
+            "count": v[0],
+            "total_ms": v[1] / 1e6,
+            "self_ms": v[2] / 1e6,
+            "max_mem_bytes": v[3],
+        }
+        for k, v in sorted(by_name.items(), key=lambda kv: -kv[1][2])[:top]
+    ]
+    values = [
+        {"id": v.id, "name": v.name, "shape": v.shape, "dtype": v.dtype, "nbytes": v.nbytes}
+        for v in sorted(dag.values(), key=lambda v: -v.nbytes)[:top]
+    ]
+    return {"stats": dag.stats(), "calls": calls, "values": values}
+
+
+def _print_tables(summary: dict[str, Any], written: list[Path]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    s = summary["stats"]
+    console.print(
+        f"[bold]{s['calls']}[/] calls, [bold]{s['values']}[/] values, [bold]{s['edges']}[/] edges"
+    )
+    table = Table(title="Calls by self time")
+    for col in ("function", "count", "total ms", "self ms", "max mem"):
+        table.add_column(col, justify="left" if col == "function" else "right")
+    for row in summary["calls"]:
+        table.add_row(
+            row["name"],
+            str(row["count"]),
+            f"{row['total_ms']:.3f}",
+            f"{row['self_ms']:.3f}",
+            f"{row['max_mem_bytes'] / 1024:.1f} KiB",
+        )
+    console.print(table)
+    if summary["values"]:
+        vt = Table(title="Values by size")
+        for col in ("id", "value", "shape", "dtype", "size"):
+            vt.add_column(col, justify="right" if col in ("id", "size") else "left")
+        for v in summary["values"]:
+            shape = "" if v["shape"] is None else "x".join(map(str, v["shape"]))
+            vt.add_row(
+                str(v["id"]), v["name"], shape, v["dtype"] or "", f"{v['nbytes'] / 1024:.1f} KiB"
+            )
+        console.print(vt)
+    for path in written:
+        console.print(f"wrote {path}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Trace, write the requested formats, print the summary."""
+    from codedag.trace.dataloader import trace_dataloader
+    from codedag.trace.dot import to_dot, write_visualization
+    from codedag.trace.target import load_target
+    from codedag.trace.tracer import EnhancedTracer
+
+    if bool(args.target) == bool(args.dataloader):
+        raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
+    formats = _formats(args.format)
+    if args.max_depth < 1:
+        raise UsageError(f"--max-depth must be >= 1, got {args.max_depth}")
+    tracer = EnhancedTracer(max_depth=args.max_depth, track_memory=not args.no_memory)
+    out: Path = args.out
+    failure: TraceError | None = None
+    if args.dataloader:
+        factory = load_target(args.dataloader, what="--dataloader")
+        try:
+            loader = factory()
+        except Exception as error:
+            raise TraceError(
+                f"--dataloader {args.dataloader} raised {type(error).__name__}: {error}"
+            ) from error
+        trace_dataloader(loader, tracer)
+    else:
+        target = load_target(args.target)
+        try:
+            tracer.trace(target)
+        except Exception as error:
+            failure = TraceError(
+                f"target {args.target} raised {type(error).__name__}: {error} "
+                f"(partial DAG written to {out / 'dag.json'})"
+            )
+            failure.__cause__ = error
+    dag = tracer.dag
+    written: list[Path] = []
+    if "json" in formats or failure is not None:
+        written.append(dag.save(out / "dag.json"))
+    if "dot" in formats:
+        from codedag.util.io import atomic_write_text
+
+        written.append(atomic_write_text(out / "dag.dot", to_dot(dag, max_nodes=args.max_nodes)))
+    if "svg" in formats:
+        written.append(write_visualization(dag, out / "dag.svg", max_nodes=args.max_nodes))
+    if failure is not None:
+        raise failure
+    summary = summarize(dag, args.top)
+    if args.json:
+        print(json.dumps({**summary, "written": [str(p) for p in written]}, indent=2))
+    else:
+        _print_tables(summary, written)
+    return 0

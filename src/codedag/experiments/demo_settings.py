@@ -1,0 +1,79 @@
+"""Settings and result records of ``codedag demo``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codedag.errors import ConfigError
+
+TASKS = ("image", "audio")
+
+
+@dataclass
+class DemoSettings:
+    """What ``codedag demo`` runs; the defaults finish in minutes on a 2-core CPU machine."""
+
+    task: str = "image"
+    batches: int = 12
+    batch_size: int = 32
+    workers: int = 0
+    device: str | None = None  # None: cuda when present, else cpu
+    out_dir: Path = Path("codedag-out")
+    seed: int = 0
+    samples: int = 0  # 0: enough for the batches
+    image_size: int = 128
+    source_size: int = 256
+    check_batches: int = 3
+    k: int = 2
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first bad setting."""
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        for name in ("batches", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.workers < 0:
+            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if self.device is not None and not (
+            self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")
+        ):
+            raise ConfigError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
+        if self.task == "image" and self.image_size < 16:
+            raise ConfigError(f"image_size must be >= 16, got {self.image_size}")
+
+
+@dataclass
+class ModeSummary:
+    """Per-mode figures of the summary table."""
+
+    mode: str
+    batches: int
+    mean_batch_s: float
+    p50_batch_s: float
+    p95_batch_s: float
+    data_wait_share: float
+    throughput_samples_s: float
+    final_loss: float | None
+
+
+@dataclass
+class DemoResult:
+    """Everything ``codedag demo`` measured and wrote."""
+
+    settings: dict[str, Any]
+    device: str
+    modes: list[ModeSummary]
+    speedup: float | None
+    migrated_calls: dict[str, int]
+    fallbacks: dict[str, int]
+    fallback_reasons: dict[str, dict[str, int]]
+    equivalence: dict[str, Any]
+    plan_summary: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)

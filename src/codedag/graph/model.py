@@ -1,0 +1,412 @@
+"""The execution DAG: call nodes, SSA value nodes and the edges between them.
+
+Edges are ``(src, dst, kind)`` tuples:
+
+- ``calls``: caller call -> callee call;
+- ``uses``: value -> call that received it as an argument;
+- ``produces``: call -> value it returned.
+
+``A --produces--> v --uses--> B`` is dataflow from call A to call B. Nodes are numbered in creation
+order by the tracer, and every edge it adds goes from a lower to a higher id, so the id order is a
+topological order of a traced DAG.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+from codedag.errors import GraphError, SchemaError
+
+SCHEMA_VERSION = 1
+EDGE_KINDS: tuple[str, ...] = ("calls", "uses", "produces")
+Edge = tuple[int, int, str]
+
+
+@dataclass(slots=True)
+class CallNode:
+    """One call of a Python or C function.
+
+    Attributes:
+        id: node id, unique in the DAG.
+        name: canonical qualified name (``cv2.resize``, ``numpy.clip``, ``pkg.mod.Cls.method``).
+        context_key: the chain of calls from the outermost traced call, ``name#i`` segments
+            joined by ``/`` where ``i`` counts earlier calls of that name under the same parent.
+        call_site: ``file:line`` of the calling line.
+        depth: nesting depth, 0 for the outermost traced call.
+        total_ns: wall time of the call including callees (tracer cost subtracted).
+        self_ns: ``total_ns`` minus the total of the traced callees.
+        mem_bytes: peak increase of traced memory during the call (0 when not measured).
+        arg_summaries: short text summaries of the arguments.
+        return_summary: short summary of the returned value (None when nothing was returned).
+        is_builtin: True for C functions (builtins, extension functions).
+    """
+
+    id: int
+    name: str
+    context_key: str = ""
+    call_site: str = ""
+    depth: int = 0
+    total_ns: int = 0
+    self_ns: int = 0
+    mem_bytes: int = 0
+    arg_summaries: list[str] = field(default_factory=list)
+    return_summary: str | None = None
+    is_builtin: bool = False
+    kind: ClassVar[str] = "call"
+
+    @property
+    def node_type(self) -> str:
+        """The seed's node type name: ``"function_call"``."""
+        return "function_call"
+
+    @property
+    def performance(self) -> dict[str, float]:
+        """Times in seconds and memory in bytes, as the seed's examples read them."""
+        return {
+            "execution_time": self.total_ns / 1e9,
+            "self_time": self.self_ns / 1e9,
+            "memory_bytes": self.mem_bytes,
+        }
+
+
+@dataclass(slots=True)
+class ValueNode:
+    """One SSA version of a value that flows between calls.
+
+    Attributes:
+        id: node id, unique in the DAG.
+        name: short name of the value (usually its type, e.g. ``ndarray``).
+        version: SSA version: 0 for a value first seen as an argument, +1 each time a call
+            returns the same object again.
+        type_name: qualified type name (``numpy.ndarray``, ``torch.Tensor``).
+        shape: array shape, or None.
+        dtype: element type, or None.
+        nbytes: size of the data in bytes (0 when unknown).
+        device: ``cpu`` or ``cuda:i``.
+    """
+
+    id: int
+    name: str
+    version: int = 0
+    type_name: str = ""
+    shape: list[int] | None = None
+    dtype: str | None = None
+    nbytes: int = 0
+    device: str = "cpu"
+    kind: ClassVar[str] = "value"
+
+    @property
+    def node_type(self) -> str:
+        """The seed's node type name: ``"variable"``."""
+        return "variable"
+
+
+Node = CallNode | ValueNode
+
+# Field name -> accepted JSON types, per node class (for from_dict validation).
+_FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {
+    CallNode: {
+        "id": (int,),
+        "name": (str,),
+        "context_key": (str,),
+        "call_site": (str,),
+        "depth": (int,),
+        "total_ns": (int,),
+        "self_ns": (int,),
+        "mem_bytes": (int,),
+        "arg_summaries": (list,),
+        "return_summary": (str, type(None)),
+        "is_builtin": (bool,),
+    },
+    ValueNode: {
+        "id": (int,),
+        "name": (str,),
+        "version": (int,),
+        "type_name": (str,),
+        "shape": (list, type(None)),
+        "dtype": (str, type(None)),
+        "nbytes": (int,),
+        "device": (str,),
+    },
+}
+_KIND_CLASS: dict[str, type] = {"call": CallNode, "value": ValueNode}
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in fields(cls)) for cls in (CallNode, ValueNode)
+}
+
+
+class ExecutionDAG:
+    """A traced execution: nodes by id, typed edges and free-form metadata."""
+
+    def __init__(self, metadata: dict[str, Any] | None = None) -> None:
+        self.nodes: dict[int, Node] = {}
+        self.edges: list[Edge] = []
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self._next_id = 0
+        self._succ: dict[int, list[tuple[int, str]]] = {}
+        self._pred: dict[int, list[tuple[int, str]]] = {}
+        self._indexed_edges: list[Edge] | None = None
+        self._indexed_len = 0
+
+    # ----------------------------------------------------------------- building
+    def _new_id(self, fields_: dict[str, Any]) -> int:
+        node_id = fields_.pop("id", None)
+        if node_id is None:
+            node_id = self._next_id
+        elif node_id in self.nodes:
+            raise GraphError(f"node id {node_id} already exists; expected a new id")
+        self._next_id = max(self._next_id, node_id + 1)
+        return node_id
+
+    def add_call(self, **fields_: Any) -> int:
+        """Add a :class:`CallNode` (``id`` optional: the next free id) and return its id."""
+        node_id = self._new_id(fields_)
+        self.nodes[node_id] = CallNode(id=node_id, **fields_)
+        return node_id
+
+    def add_value(self, **fields_: Any) -> int:
+        """Add a :class:`ValueNode` (``id`` optional: the next free id) and return its id."""
+        node_id = self._new_id(fields_)
+        self.nodes[node_id] = ValueNode(id=node_id, **fields_)
+        return node_id
+
+    def add_edge(self, src: int, dst: int, kind: str) -> None:
+        """Append the edge ``(src, dst, kind)``; ``kind`` is one of ``calls/uses/produces``."""
+        if kind not in EDGE_KINDS:
+            raise GraphError(f"edge kind {kind!r} is unknown; expected one of {EDGE_KINDS}")
+        self.edges.append((src, dst, kind))
+
+    # ----------------------------------------------------------------- queries
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def calls(self) -> Iterator[CallNode]:
+        """Iterate over the call nodes in id order of insertion."""
+        return (n for n in self.nodes.values() if n.kind == "call")  # type: ignore[misc]
+
+    def values(self) -> Iterator[ValueNode]:
+        """Iterate over the value nodes in order of insertion."""
+        return (n for n in self.nodes.values() if n.kind == "value")  # type: ignore[misc]
+
+    def _index(self) -> None:
+        """Bring the adjacency index up to date with ``self.edges`` (appends are incremental)."""
+        if self._indexed_edges is not self.edges or len(self.edges) < self._indexed_len:
+            self._succ, self._pred = {}, {}
+            self._indexed_edges, self._indexed_len = self.edges, 0
+        succ, pred = self._succ, self._pred
+        for src, dst, kind in self.edges[self._indexed_len :]:
+            succ.setdefault(src, []).append((dst, kind))
+            pred.setdefault(dst, []).append((src, kind))
+        self._indexed_len = len(self.edges)
+
+    def successors(self, node_id: int, kind: str | None = None) -> list[int]:
+        """Ids reached by edges leaving ``node_id`` (of one ``kind`` when given), in edge order."""
+        self._index()
+        return [d for d, k in self._succ.get(node_id, ()) if kind is None or k == kind]
+
+    def predecessors(self, node_id: int, kind: str | None = None) -> list[int]:
+        """Ids with edges into ``node_id`` (of one ``kind`` when given), in edge order."""
+        self._index()
+        return [s for s, k in self._pred.get(node_id, ()) if kind is None or k == kind]
+
+    def dataflow_successors(self, call_id: int) -> list[int]:
+        """Calls that used a value this call produced (``call -> value -> call``)."""
+        out: list[int] = []
+        for value_id in self.successors(call_id, "produces"):
+            out.extend(self.successors(value_id, "uses"))
+        return out
+
+    def stats(self) -> dict[str, int]:
+        """Counts of nodes and edges by kind."""
+        calls = sum(1 for n in self.nodes.values() if n.kind == "call")
+        out = {"nodes": len(self.nodes), "calls": calls, "values": len(self.nodes) - calls}
+        out["edges"] = len(self.edges)
+        for kind in EDGE_KINDS:
+            out[f"edges_{kind}"] = 0
+        for _, _, kind in self.edges:
+            out[f"edges_{kind}"] += 1
+        return out
+
+    # ----------------------------------------------------------------- checks
+    def self_check(self) -> None:
+        """Raise :class:`GraphError` listing every violated invariant, or return None.
+
+        Checks: edge kinds and endpoint kinds, dangling edges, cycles, negative times or memory,
+        self time above total time, a callee's total time above its caller's.
+        """
+        problems: list[str] = []
+        nodes = self.nodes
+        endpoint_kinds = {
+            "calls": ("call", "call"),
+            "uses": ("value", "call"),
+            "produces": ("call", "value"),
+        }
+        for src, dst, kind in self.edges:
+            if src not in nodes or dst not in nodes:
+                missing = [str(i) for i in (src, dst) if i not in nodes]
+                problems.append(
+                    f"dangling edge ({src}, {dst}, {kind}): no node {', '.join(missing)}"
+                )
+                continue
+            expected = endpoint_kinds.get(kind)
+            if expected is None:
+                problems.append(f"edge ({src}, {dst}) has unknown kind {kind!r}")
+            elif (nodes[src].kind, nodes[dst].kind) != expected:
+                problems.append(
+                    f"edge ({src}, {dst}, {kind}) joins {nodes[src].kind} -> {nodes[dst].kind}; "
+                    f"expected {expected[0]} -> {expected[1]}"
+                )
+            elif kind == "calls":
+                parent, child = nodes[src], nodes[dst]
+                if child.total_ns > parent.total_ns:  # type: ignore[union-attr]
+                    problems.append(
+                        f"call {dst} ({child.name}) takes {child.total_ns} ns, more than its "  # type: ignore[union-attr]
+                        f"caller {src} ({parent.name}, {parent.total_ns} ns)"  # type: ignore[union-attr]
+                    )
+        for node in nodes.values():
+            if node.kind == "call":
+                if node.total_ns < 0 or node.self_ns < 0:  # type: ignore[union-attr]
+                    problems.append(f"call {node.id} ({node.name}) has a negative time")
+                elif node.self_ns > node.total_ns:  # type: ignore[union-attr]
+                    problems.append(f"call {node.id} ({node.name}) has self time above total time")
+                if node.mem_bytes < 0:  # type: ignore[union-attr]
+                    problems.append(f"call {node.id} ({node.name}) has negative memory")
+            elif node.nbytes < 0:  # type: ignore[union-attr]
+                problems.append(f"value {node.id} ({node.name}) has negative nbytes")
+        from codedag.graph.algorithms import find_cycle
+
+        cycle = find_cycle(self)
+        if cycle:
+            problems.append(f"cycle through nodes {' -> '.join(map(str, cycle))}")
+        if problems:
+            head = "\n  ".join(problems[:50])
+            more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+            raise GraphError(f"execution DAG has {len(problems)} problem(s):\n  {head}{more}")
+
+    # ----------------------------------------------------------------- serialization
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data, with ``schema_version``."""
+        nodes_out = []
+        for node in self.nodes.values():
+            d = {name: getattr(node, name) for name in _FIELD_NAMES[type(node)]}
+            d["kind"] = node.kind
+            nodes_out.append(d)
+        from codedag import __version__
+
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "codedag_version": __version__,
+            "metadata": self.metadata,
+            "nodes": nodes_out,
+            "edges": [[s, d, k] for s, d, k in self.edges],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ExecutionDAG:
+        """Rebuild a DAG from :meth:`to_dict` output; raise :class:`SchemaError` if malformed."""
+        if not isinstance(data, dict):
+            raise SchemaError(f"execution DAG: expected a JSON object, got {type(data).__name__}")
+        version = data.get("schema_version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise SchemaError(f"execution DAG: expected an integer schema_version, got {version!r}")
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"execution DAG: schema_version {version} is newer than this codedag reads "
+                f"(<= {SCHEMA_VERSION}); upgrade codedag"
+            )
+        raw_nodes, raw_edges = data.get("nodes", []), data.get("edges", [])
+        metadata = data.get("metadata", {})
+        if not isinstance(raw_nodes, list) or not isinstance(raw_edges, list):
+            raise SchemaError("execution DAG: expected 'nodes' and 'edges' to be lists")
+        if not isinstance(metadata, dict):
+            raise SchemaError("execution DAG: expected 'metadata' to be an object")
+        dag = cls(metadata=metadata)
+        nodes = dag.nodes
+        problems: list[str] = []
+        for i, raw in enumerate(raw_nodes):
+            try:
+                node = _node_from_dict(raw)
+            except SchemaError as error:
+                problems.append(f"nodes[{i}]: {error}")
+                if len(problems) >= 20:
+                    break
+                continue
+            if node.id in nodes:
+                problems.append(f"nodes[{i}]: duplicate id {node.id}")
+            nodes[node.id] = node
+        edges = dag.edges
+        for i, raw in enumerate(raw_edges):
+            if (
+                isinstance(raw, list | tuple)
+                and len(raw) == 3
+                and type(raw[0]) is int
+                and type(raw[1]) is int
+                and raw[2] in EDGE_KINDS
+            ):
+                edges.append((raw[0], raw[1], raw[2]))
+            elif len(problems) < 20:
+                problems.append(f"edges[{i}]: expected [src:int, dst:int, kind in {EDGE_KINDS}]")
+        if problems:
+            raise SchemaError("execution DAG is malformed:\n  " + "\n  ".join(problems))
+        dag._next_id = max(nodes, default=-1) + 1
+        return dag
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write JSON atomically (gzip-compressed when the name ends in ``.gz``)."""
+        from codedag.util.io import atomic_write_bytes
+
+        indent = 1 if len(self.nodes) <= 10_000 else None
+        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False, separators=(",", ":"))
+        data = text.encode("utf-8")
+        if str(path).endswith(".gz"):
+            data = gzip.compress(data, compresslevel=5)
+        return atomic_write_bytes(path, data)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ExecutionDAG:
+        """Read a DAG written by :meth:`save`; raise :class:`SchemaError` for a bad file."""
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as error:
+            raise SchemaError(f"cannot read execution DAG {path}: {error.strerror}") from error
+        try:
+            if raw[:2] == b"\x1f\x8b":
+                raw = gzip.decompress(raw)
+            data = json.loads(raw)
+        except (ValueError, OSError) as error:
+            raise SchemaError(f"{path} is not a JSON execution DAG: {error}") from error
+        return cls.from_dict(data)
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return f"ExecutionDAG(calls={s['calls']}, values={s['values']}, edges={s['edges']})"
+
+
+def _node_from_dict(raw: Any) -> Node:
+    if not isinstance(raw, dict):
+        raise SchemaError(f"expected an object, got {type(raw).__name__}")
+    kind = raw.get("kind")
+    cls = _KIND_CLASS.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise SchemaError(f"kind {kind!r} is unknown; expected 'call' or 'value'")
+    types = _FIELD_TYPES[cls]
+    kwargs = {}
+    for name, accepted in types.items():
+        if name not in raw:
+            if name in ("id", "name"):
+                raise SchemaError(f"missing required field {name!r}")
+            continue  # older files: the dataclass default applies
+        value = raw[name]
+        if type(value) not in accepted:
+            raise SchemaError(
+                f"field {name!r} is {type(value).__name__}; expected "
+                f"{' or '.join(t.__name__ for t in accepted)}"
+            )
+        kwargs[name] = value
+    return cls(**kwargs)

@@ -1,0 +1,109 @@
+"""The cost model of placement and the question "can this call run on the accelerator?".
+
+Times are nanoseconds and bandwidths GB/s (which is bytes per nanosecond), so a transfer of
+``nbytes`` costs ``nbytes / bandwidth_gbps`` ns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from codedag.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+CanMigrate = Callable[[str], bool]
+
+# Used only while codedag.migrate.registry does not exist: calls with a torch backend that
+# matches the library within tolerance. Conservative on purpose: a call missing here stays on
+# the CPU, a call wrongly here would be patched and fall back at run time.
+BUILTIN_MIGRATABLE: frozenset[str] = frozenset(
+    {
+        "cv2.resize",
+        "cv2.cvtColor",
+        "cv2.flip",
+        "cv2.GaussianBlur",
+        "cv2.warpAffine",
+        "numpy.clip",
+        "numpy.stack",
+        "numpy.transpose",
+    }
+)
+
+
+def builtin_can_migrate(canonical_name: str) -> bool:
+    """True for the conservative built-in list of cv2/numpy calls (:data:`BUILTIN_MIGRATABLE`)."""
+    return canonical_name in BUILTIN_MIGRATABLE
+
+
+def default_can_migrate() -> CanMigrate:
+    """The migration registry's ``is_migratable`` when it exists, else :func:`builtin_can_migrate`."""
+    try:
+        from codedag.migrate.registry import is_migratable  # type: ignore[attr-defined]
+    except ImportError:
+        log.debug("codedag.migrate.registry not available; using the built-in migratable list")
+        return builtin_can_migrate
+    return is_migratable  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """What moving a call to the accelerator is assumed to save and cost.
+
+    Attributes:
+        accelerator_speedup: measured CPU time / time on the accelerator for a migratable call
+            (an assumption of the model: the plan states it in its notes).
+        h2d_bandwidth_gbps: host-to-device copy bandwidth; DESIGN.md measured 35-50 GB/s on an
+            H100, 25 is a conservative default for pageable memory.
+        d2h_bandwidth_gbps: device-to-host copy bandwidth.
+        launch_overhead_ns: fixed cost per migrated call instance (conversion, kernel launches,
+            synchronization): why per-sample calls on small inputs stay on the CPU.
+        memory_weight: weight of the memory term in a node's partitioning weight; a node's weight
+            is ``self_ns + memory_weight * bytes / h2d_bandwidth_gbps``.
+    """
+
+    accelerator_speedup: float = 8.0
+    h2d_bandwidth_gbps: float = 25.0
+    d2h_bandwidth_gbps: float = 25.0
+    launch_overhead_ns: int = 20_000
+    memory_weight: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.accelerator_speedup <= 0:
+            raise ConfigError(f"accelerator_speedup must be > 0, got {self.accelerator_speedup}")
+        for name in ("h2d_bandwidth_gbps", "d2h_bandwidth_gbps"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0 GB/s, got {getattr(self, name)}")
+        if self.launch_overhead_ns < 0 or self.memory_weight < 0:
+            raise ConfigError(
+                "launch_overhead_ns and memory_weight must be >= 0, got "
+                f"{self.launch_overhead_ns} and {self.memory_weight}"
+            )
+
+    def saved_ns(self, measured_ns: int) -> int:
+        """Time saved by running ``measured_ns`` of CPU work on the accelerator."""
+        return int(measured_ns * (1.0 - 1.0 / self.accelerator_speedup))
+
+    def launch_ns(self, instance_count: int) -> int:
+        """Fixed overhead of ``instance_count`` migrated calls."""
+        return int(self.launch_overhead_ns * instance_count)
+
+    def h2d_ns(self, nbytes: int) -> int:
+        """Host-to-device copy time of ``nbytes``."""
+        return int(nbytes / self.h2d_bandwidth_gbps)
+
+    def d2h_ns(self, nbytes: int) -> int:
+        """Device-to-host copy time of ``nbytes``."""
+        return int(nbytes / self.d2h_bandwidth_gbps)
+
+    def node_weight(self, self_ns: float, nbytes: float) -> float:
+        """Partitioning weight of a node: its time plus the memory term, in ns."""
+        time_ns = max(0.0, float(self_ns))  # a negative measurement counts as nothing
+        return time_ns + self.memory_weight * max(0.0, float(nbytes)) / self.h2d_bandwidth_gbps
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data."""
+        return asdict(self)

@@ -1,0 +1,140 @@
+"""OptimizerManager: coarsen, partition, refine and plan, as in the seed's three-stage API."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from codedag.errors import ConfigError
+from codedag.optimize.coarse import CoarsenedDAG
+from codedag.optimize.coarsen import GraphCoarsening
+from codedag.optimize.costs import CanMigrate, CostModel
+from codedag.optimize.export import write_results
+from codedag.optimize.partition import KWayPartitioner, Partition, as_coarse
+from codedag.optimize.plan import build_plan
+from codedag.optimize.refine import IterativeOptimizer
+
+log = logging.getLogger(__name__)
+
+
+class OptimizerManager:
+    """Run the optimization passes on an execution DAG and turn the result into a migration plan.
+
+    Args:
+        k: number of partitions.
+        coarsen_max_depth: call levels a repeated subgraph grows below its anchor.
+        max_iterations: most refinement moves evaluated.
+        alpha, beta, gamma, lambda_weight: objective and assignment weights (see
+            :class:`KWayPartitioner` and :class:`IterativeOptimizer`).
+        no_improvement_threshold: refinement stops after this many rejected moves in a row.
+        max_cut_increase: how much one refinement move may raise the edge cut (0: never).
+        cost: cost model of weights, savings and transfers.
+        can_migrate: ``canonical_name -> bool``; default: the migration registry, else a
+            conservative built-in list.
+        gpu_count: accelerators for the plan that :meth:`optimize` writes (default 0).
+        target_device: force the accelerator device (``"cpu"`` plans torch-on-CPU migration).
+    """
+
+    def __init__(
+        self,
+        k: int = 2,
+        coarsen_max_depth: int = 5,
+        max_iterations: int = 50,
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.5,
+        gamma: float = 10.0,
+        lambda_weight: float = 0.5,
+        no_improvement_threshold: int = 10,
+        max_cut_increase: int = 0,
+        cost: CostModel | None = None,
+        can_migrate: CanMigrate | None = None,
+        gpu_count: int = 0,
+        target_device: str | None = None,
+    ) -> None:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ConfigError(f"k must be an integer >= 1, got {k!r}")
+        self.k = k
+        self.cost = cost or CostModel()
+        self.can_migrate = can_migrate
+        self.gpu_count = gpu_count
+        self.target_device = target_device
+        self.coarsening = GraphCoarsening(max_depth=coarsen_max_depth)
+        self.partitioner = KWayPartitioner(
+            k=k,
+            alpha=alpha,
+            beta=beta,
+            gamma=gamma,
+            lambda_weight=lambda_weight,
+            cost=self.cost,
+        )
+        self.refiner = IterativeOptimizer(
+            max_iterations=max_iterations,
+            alpha=alpha,
+            beta=beta,
+            no_improvement_threshold=no_improvement_threshold,
+            max_cut_increase=max_cut_increase,
+            cost=self.cost,
+        )
+
+    def optimize(
+        self, dag: Any, export_dir: str | os.PathLike[str] | None = None
+    ) -> dict[str, Any]:
+        """Coarsen, partition and refine ``dag``; write the stage files when ``export_dir`` is given.
+
+        Returns:
+            ``{'coarsened_dag', 'kway_partitions', 'optimized_partitions', 'migration_plan',
+            'statistics': {'coarsening', 'partitioning', 'edge_cut', 'iteration'}}``.
+        """
+        if not hasattr(dag, "nodes") or not hasattr(dag, "edges"):
+            raise ConfigError(f"expected an ExecutionDAG, got {type(dag).__name__}")
+        coarse = dag if isinstance(dag, CoarsenedDAG) else self.coarsening.coarsen(dag)
+        kway = self.partitioner.partition(coarse)
+        refined = self.refiner.optimize(kway, coarse)
+        plan = self.get_migration_plan(refined, coarse, self.gpu_count)
+        refine_stats = self.refiner.stats
+        statistics = {
+            "coarsening": dict(coarse.stats),
+            "partitioning": dict(self.partitioner.stats),
+            "edge_cut": {
+                "kway": self.partitioner.stats.get("edge_cut", 0),
+                "optimized": refine_stats.get("edge_cut_after", 0),
+            },
+            "iteration": dict(refine_stats),
+        }
+        if self.partitioner.stats.get("k", self.k) < self.k and len(coarse):
+            plan["notes"].append(
+                f"k={self.k} is larger than the {len(coarse)} nodes of the coarsened DAG; "
+                f"used k={self.partitioner.stats['k']}"
+            )
+        if not len(coarse):
+            plan["notes"].append("the DAG is empty: nothing to place")
+        result = {
+            "coarsened_dag": coarse,
+            "kway_partitions": kway,
+            "optimized_partitions": refined,
+            "migration_plan": plan,
+            "statistics": statistics,
+        }
+        if export_dir is not None:
+            write_results(Path(export_dir), result)
+        return result
+
+    def get_migration_plan(
+        self,
+        partitions: list[Partition],
+        dag: Any,
+        gpu_count: int | None = None,
+        target_device: str | None = None,
+    ) -> dict[str, Any]:
+        """The migration plan dict (CONTRACT.md format) for partitions of ``dag``."""
+        return build_plan(
+            partitions,
+            as_coarse(dag),
+            self.gpu_count if gpu_count is None else gpu_count,
+            target_device if target_device is not None else self.target_device,
+            cost=self.cost,
+            can_migrate=self.can_migrate,
+        )

@@ -1,0 +1,364 @@
+"""The one owner of monkeypatches: replace functions by qualified name and put the originals back.
+
+Both the tracer (recording wrappers during a tracing window) and the migrator (GPU backends) go
+through a :class:`Patcher`. It
+
+* resolves a canonical qualified name (``cv2.resize``, ``PIL.Image.Image.resize``) to the object
+  that owns the attribute, and replaces the attribute with ``factory(original)``;
+* also rebinds references to the same original object that other modules bound at import time
+  (``from cv2 import resize``, or a module-level dict such as ``{"resize": cv2.resize}``), so that
+  patching does not depend on how user code spelled the call;
+* records every site it touched and restores the exact original objects, idempotently;
+* is thread-safe and exception-safe: a failure half-way rolls back what was already applied.
+
+:func:`active_patches` lists what any live patcher has applied; the test suite uses it to fail a
+test that leaves something patched. This module imports nothing of codedag but ``errors``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from codedag.errors import MigrationError
+
+log = logging.getLogger(__name__)
+
+ORIGINAL_ATTR = "__codedag_original__"
+
+_LIVE_PATCHERS: weakref.WeakSet[Patcher] = weakref.WeakSet()
+
+
+@dataclass
+class _Site:
+    """One place that held the original: ``container[key]`` or ``getattr(container, key)``."""
+
+    container: Any
+    key: Any
+    is_mapping: bool
+
+    def get(self) -> Any:
+        if self.is_mapping:
+            return self.container.get(self.key)
+        return self.container.__dict__.get(self.key) if _has_dict(self.container) else None
+
+    def set(self, value: Any) -> None:
+        if self.is_mapping:
+            self.container[self.key] = value
+        else:
+            setattr(self.container, self.key, value)
+
+
+@dataclass
+class PatchRecord:
+    """What one patch changed: the original, its replacement and every site rebound."""
+
+    name: str
+    original: Any
+    replacement: Any
+    sites: list[_Site] = field(default_factory=list)
+
+    @property
+    def site_count(self) -> int:
+        """Number of places that now hold the replacement."""
+        return len(self.sites)
+
+
+def _has_dict(obj: Any) -> bool:
+    try:
+        object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return False
+    return True
+
+
+def resolve(qualified_name: str) -> tuple[Any, str, Any]:
+    """Resolve ``qualified_name`` to ``(owner, attribute, current value)``.
+
+    The longest importable module prefix is imported, the rest is walked as attributes:
+    ``PIL.Image.Image.resize`` -> owner ``PIL.Image.Image`` (a class), attribute ``resize``.
+
+    Raises:
+        MigrationError: when no prefix imports or an attribute along the path is missing.
+    """
+    parts = qualified_name.split(".")
+    if len(parts) < 2 or not all(parts):
+        raise MigrationError(
+            f"expected a qualified name such as 'cv2.resize', got {qualified_name!r}"
+        )
+    module: ModuleType | None = None
+    split = 0
+    for i in range(len(parts) - 1, 0, -1):
+        candidate = ".".join(parts[:i])
+        try:
+            module = importlib.import_module(candidate)
+        except ImportError:
+            continue
+        split = i
+        break
+    if module is None:
+        raise MigrationError(f"cannot import any module prefix of {qualified_name!r}")
+    owner: Any = module
+    for part in parts[split:-1]:
+        try:
+            owner = getattr(owner, part)
+        except AttributeError as e:
+            raise MigrationError(f"{qualified_name!r}: {owner!r} has no attribute {part!r}") from e
+    attribute = parts[-1]
+    if not hasattr(owner, attribute):
+        raise MigrationError(f"{qualified_name!r}: {owner!r} has no attribute {attribute!r}")
+    # For classes, read the raw attribute so staticmethod/classmethod wrappers are preserved.
+    current = owner.__dict__[attribute] if attribute in getattr(owner, "__dict__", {}) else None
+    if current is None:
+        current = getattr(owner, attribute)
+    return owner, attribute, current
+
+
+def _unwrap_descriptor(value: Any) -> Any:
+    if isinstance(value, staticmethod | classmethod):
+        return value.__func__
+    return value
+
+
+def _package_of(obj: Any) -> str:
+    module = getattr(obj, "__module__", None) or ""
+    return module.split(".", 1)[0]
+
+
+# Packages that never hold user-bound references to preprocessing functions; skipping them keeps a
+# reference scan in the milliseconds even with torch imported.
+_SCAN_SKIP = frozenset(
+    {
+        "codedag",
+        "torch",
+        "torchgen",
+        "numpy",
+        "scipy",
+        "sympy",
+        "matplotlib",
+        "rich",
+        "pydantic",
+        "pydantic_core",
+        "_pytest",
+        "pytest",
+        "hypothesis",
+        "IPython",
+        "jedi",
+        "pygments",
+        "numba",
+        "llvmlite",
+    }
+)
+
+
+def _reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[int, list[_Site]]:
+    """Find, in one pass over ``sys.modules``, the places other modules bound each original.
+
+    Args:
+        targets: ``id(original) -> (original, packages to skip, owner, attribute)``.
+
+    Returns:
+        ``id(original) -> sites`` (module attributes and module-level dict entries). Modules of
+        the original's own package (its internals) are skipped: the point is to catch user code
+        that bound the function at import time (``from cv2 import resize``).
+    """
+    found: dict[int, list[_Site]] = {key: [] for key in targets}
+    for module_name, module in list(sys.modules.items()):
+        top = module_name.split(".", 1)[0]
+        if module is None or top in _SCAN_SKIP:
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for key, value in list(namespace.items()):
+            target = targets.get(id(value))
+            if target is not None and value is target[0]:
+                _original, skip, owner, attribute = target
+                if top not in skip and not (module is owner and key == attribute):
+                    found[id(value)].append(_Site(module, key, is_mapping=False))
+            elif type(value) is dict and 0 < len(value) <= 4096 and top not in _SCAN_SKIP:
+                for inner_key, inner_value in list(value.items()):
+                    inner = targets.get(id(inner_value))
+                    if inner is not None and inner_value is inner[0] and top not in inner[1]:
+                        found[id(inner_value)].append(_Site(value, inner_key, is_mapping=True))
+    return found
+
+
+def _skip_packages(original: Any, owner: Any) -> set[str]:
+    skip = {_package_of(original), _package_of(owner)}
+    if isinstance(owner, ModuleType):
+        skip.add(owner.__name__.split(".", 1)[0])
+    return skip
+
+
+class Patcher:
+    """Apply and restore patches by qualified name; see the module docstring.
+
+    Example:
+        >>> patcher = Patcher()
+        >>> patcher.patch("json.dumps", lambda orig: orig)  # doctest: +SKIP
+        >>> patcher.restore()  # doctest: +SKIP
+    """
+
+    def __init__(self, label: str = "codedag") -> None:
+        self.label = label
+        self._lock = threading.RLock()
+        self._records: dict[str, PatchRecord] = {}
+        _LIVE_PATCHERS.add(self)
+
+    def patch(
+        self,
+        qualified_name: str,
+        factory: Callable[[Callable[..., Any]], Callable[..., Any]],
+        *,
+        rebind_references: bool = True,
+    ) -> PatchRecord:
+        """Replace ``qualified_name`` with ``factory(original)``; a second call is a no-op.
+
+        Args:
+            qualified_name: canonical name of the function to replace.
+            factory: builds the replacement from the original callable.
+            rebind_references: also replace references to the original held by other modules.
+
+        Returns:
+            The record of the patch (the existing one when already patched by this patcher).
+
+        Raises:
+            MigrationError: the name does not resolve, is not callable, is already patched by
+                another patcher, or cannot be set.
+        """
+        with self._lock:
+            if qualified_name in self._records:
+                return self._records[qualified_name]
+            self.patch_many([qualified_name], lambda _name, orig: factory(orig), rebind_references)
+            return self._records[qualified_name]
+
+    def patch_many(
+        self,
+        names: Iterable[str],
+        factory: Callable[[str, Callable[..., Any]], Callable[..., Any]],
+        rebind_references: bool = True,
+    ) -> list[PatchRecord]:
+        """Patch every name or none, with one reference scan for all of them.
+
+        ``factory(name, original)`` builds each replacement. Names this patcher already patched
+        are left as they are. On any failure everything this call applied is undone and the
+        error propagates.
+        """
+        with self._lock:
+            applied: list[PatchRecord] = []
+            try:
+                for name in names:
+                    if name in self._records or any(r.name == name for r in applied):
+                        continue
+                    applied.append(self._install(name, factory))
+                if rebind_references and applied:
+                    targets = {}
+                    for record in applied:
+                        original = _unwrap_descriptor(record.original)
+                        owner = record.sites[0].container
+                        targets[id(original)] = (
+                            original,
+                            _skip_packages(original, owner),
+                            owner,
+                            record.sites[0].key,
+                        )
+                    sites = _reference_sites(targets)
+                    for record in applied:
+                        for site in sites[id(_unwrap_descriptor(record.original))]:
+                            site.set(record.replacement)
+                            record.sites.append(site)
+            except BaseException:
+                for record in reversed(applied):
+                    self._undo(record)
+                raise
+            for record in applied:
+                self._records[record.name] = record
+                log.debug("patched %s at %d site(s)", record.name, record.site_count)
+            return applied
+
+    def _install(
+        self, qualified_name: str, factory: Callable[[str, Callable[..., Any]], Callable[..., Any]]
+    ) -> PatchRecord:
+        owner, attribute, raw = resolve(qualified_name)
+        original = _unwrap_descriptor(raw)
+        if not callable(original):
+            raise MigrationError(f"{qualified_name!r} is {type(original).__name__}, not callable")
+        if getattr(original, ORIGINAL_ATTR, None) is not None:
+            raise MigrationError(f"{qualified_name!r} is already patched by another patcher")
+        replacement = factory(qualified_name, original)
+        # A builtin or slotted replacement cannot carry the marker; identity checks still work.
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(replacement, ORIGINAL_ATTR, original)
+        if isinstance(raw, staticmethod):
+            installed: Any = staticmethod(replacement)
+        elif isinstance(raw, classmethod):
+            installed = classmethod(replacement)
+        else:
+            installed = replacement
+        primary = _Site(owner, attribute, is_mapping=False)
+        try:
+            primary.set(installed)
+        except (AttributeError, TypeError) as e:
+            raise MigrationError(
+                f"cannot patch {qualified_name!r}: {getattr(owner, '__name__', owner)!r} "
+                f"does not allow setting {attribute!r} (a C type's attributes are read-only)"
+            ) from e
+        return PatchRecord(qualified_name, raw, replacement, [primary])
+
+    def _undo(self, record: PatchRecord) -> None:
+        original = _unwrap_descriptor(record.original)
+        for index, site in enumerate(reversed(record.sites)):
+            is_primary = index == len(record.sites) - 1
+            site.set(record.original if is_primary else original)
+
+    def restore(self, qualified_name: str | None = None) -> int:
+        """Put back the exact original objects (all patches, or one); returns how many."""
+        with self._lock:
+            names = [qualified_name] if qualified_name is not None else list(self._records)
+            restored = 0
+            for name in reversed(names):
+                record = self._records.pop(name, None)
+                if record is None:
+                    continue
+                self._undo(record)
+                restored += 1
+                log.debug("restored %s", name)
+            return restored
+
+    def is_patched(self, qualified_name: str) -> bool:
+        """Whether this patcher currently holds a patch of ``qualified_name``."""
+        with self._lock:
+            return qualified_name in self._records
+
+    def records(self) -> dict[str, PatchRecord]:
+        """A copy of the current patch records by name."""
+        with self._lock:
+            return dict(self._records)
+
+    def __enter__(self) -> Patcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+
+def active_patches() -> list[str]:
+    """Qualified names patched right now by any live patcher, as ``label:name``."""
+    names: list[str] = []
+    for patcher in list(_LIVE_PATCHERS):
+        names.extend(f"{patcher.label}:{name}" for name in patcher.records())
+    return sorted(names)
+
+
+def original_of(func: Any) -> Any:
+    """The original behind a replacement installed by a patcher, or ``func`` itself."""
+    return getattr(func, ORIGINAL_ATTR, func)

@@ -1,0 +1,199 @@
+"""One self-contained HTML report: summary, equivalence, plan, DAG, plots, environment.
+
+Everything is inline (PNG as data URIs, SVG as markup, CSS in the page), so the file can be
+mailed or attached to an issue and opens without network. A small inline script marks the page
+``data-rendered="ok"`` once every image has decoded, which the browser test reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codedag.util.io import atomic_write_text
+
+_CSS = """
+body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 2rem auto;
+       max-width: 1200px; color: #1d2430; line-height: 1.45; padding: 0 1rem; }
+h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h2 { margin-top: 2.2rem; font-size: 1.25rem;
+     border-bottom: 1px solid #d8dee8; padding-bottom: 0.3rem; }
+.sub { color: #5b6575; margin-top: 0; }
+table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.9rem; }
+th, td { border: 1px solid #d8dee8; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
+th { background: #f2f5f9; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.ok { color: #1a7f37; font-weight: 600; } .bad { color: #c62828; font-weight: 600; }
+.note { background: #f6f8fa; border-left: 4px solid #8aa4c8; padding: 0.5rem 0.8rem; }
+figure { margin: 1rem 0; } figure img { max-width: 100%; border: 1px solid #e3e8ef; }
+figcaption { color: #5b6575; font-size: 0.85rem; }
+.dag { overflow: auto; max-height: 900px; border: 1px solid #e3e8ef; padding: 0.5rem; }
+.dag svg { max-width: 100%; height: auto; }
+pre { background: #f6f8fa; padding: 0.6rem; overflow: auto; font-size: 0.8rem; }
+.legend span { display: inline-block; padding: 0.1rem 0.5rem; margin-right: 0.4rem;
+               border-radius: 3px; font-size: 0.85rem; }
+"""
+
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var images = Array.prototype.slice.call(document.images);
+  var broken = images.filter(function (i) { return !i.complete || i.naturalWidth === 0; });
+  document.body.setAttribute('data-images', String(images.length));
+  document.body.setAttribute('data-broken-images', String(broken.length));
+  document.body.setAttribute('data-svgs', String(document.querySelectorAll('svg').length));
+  document.body.setAttribute('data-rendered', broken.length === 0 ? 'ok' : 'broken');
+});
+"""
+
+
+@dataclass
+class ReportContent:
+    """What goes into the report; every part is optional but the title."""
+
+    title: str
+    subtitle: str = ""
+    summary_columns: Sequence[str] = ()
+    summary_rows: Sequence[Sequence[Any]] = ()
+    equivalence: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    dag_svg: str | None = None
+    dag_dot: str | None = None
+    partition_colors: dict[str, str] = field(default_factory=dict)
+    plots: Sequence[Path] = ()
+    environment: dict[str, Any] = field(default_factory=dict)
+    notes: Sequence[str] = ()
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f'<td class="num">{value:.4g}</td>'
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f'<td class="num">{value}</td>'
+    return f"<td>{_e(value)}</td>"
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _inline_svg(svg: str) -> str:
+    """SVG markup without its XML prolog and doctype, safe to embed in HTML."""
+    svg = re.sub(r"<\?xml[^>]*\?>", "", svg)
+    svg = re.sub(r"<!DOCTYPE[^>]*>", "", svg, flags=re.IGNORECASE)
+    svg = re.sub(r"<script.*?</script>", "", svg, flags=re.IGNORECASE | re.DOTALL)
+    return svg.strip()
+
+
+def _png_figure(path: Path) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    caption = Path(path).stem.replace("_", " ")
+    return (
+        f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
+
+
+def _plan_section(plan: dict[str, Any]) -> str:
+    calls = plan.get("calls", [])
+    rows = []
+    for call in calls:
+        rows.append(
+            [
+                call.get("function", "?"),
+                call.get("device", "?"),
+                "yes" if call.get("migrate") else "no",
+                int(call.get("instance_count", 1) or 1),
+                float(call.get("measured_ns", 0) or 0) / 1e6,
+                float(call.get("estimated_gain_ns", 0) or 0) / 1e6,
+                float(call.get("transfer_cost_ns", 0) or 0) / 1e6,
+                call.get("reason", ""),
+            ]
+        )
+    columns = [
+        "function",
+        "device",
+        "migrated",
+        "calls",
+        "measured ms",
+        "est. gain ms",
+        "transfer ms",
+        "reason",
+    ]
+    parts = [
+        f"<p>{len(plan.get('context_device_map', {}))} call context(s) to migrate; "
+        f"target device <code>{_e(plan.get('target_device'))}</code>; "
+        f"k = {_e(plan.get('k'))}, GPUs = {_e(plan.get('gpu_count'))}.</p>"
+    ]
+    parts.append(_table(columns, rows) if rows else "<p>The plan places no call.</p>")
+    for note in plan.get("notes", []):
+        parts.append(f'<p class="note">{_e(note)}</p>')
+    return "".join(parts)
+
+
+def _equivalence_section(result: dict[str, Any]) -> str:
+    passed = bool(result.get("passed"))
+    verdict = '<span class="ok">equal</span>' if passed else '<span class="bad">different</span>'
+    rows = [[k, v] for k, v in result.items() if k != "passed"]
+    return f"<p>Migrated batches vs baseline batches: {verdict}.</p>" + _table(
+        ["field", "value"], rows
+    )
+
+
+def render_html(content: ReportContent) -> str:
+    """Render the whole page as a string."""
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{_e(content.title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{_e(content.title)}</h1>",
+    ]
+    if content.subtitle:
+        parts.append(f'<p class="sub">{_e(content.subtitle)}</p>')
+    if content.summary_rows:
+        parts.append("<h2>Summary</h2>")
+        parts.append(_table(content.summary_columns, content.summary_rows))
+    for note in content.notes:
+        parts.append(f'<p class="note">{_e(note)}</p>')
+    if content.equivalence is not None:
+        parts.append("<h2>Equivalence check</h2>")
+        parts.append(_equivalence_section(content.equivalence))
+    if content.plan is not None:
+        parts.append("<h2>Migration plan</h2>")
+        parts.append(_plan_section(content.plan))
+    if content.dag_svg or content.dag_dot:
+        parts.append("<h2>Execution DAG</h2>")
+        if content.partition_colors:
+            legend = "".join(
+                f'<span style="background:{_e(color)}">{_e(name)}</span>'
+                for name, color in content.partition_colors.items()
+            )
+            parts.append(f'<p class="legend">Partitions: {legend}</p>')
+        if content.dag_svg:
+            parts.append(f'<div class="dag">{_inline_svg(content.dag_svg)}</div>')
+        else:
+            parts.append(
+                "<p class='note'>graphviz <code>dot</code> was not available, so the DAG is "
+                "shown as DOT text; render it with <code>dot -Tsvg dag.dot -o dag.svg</code>.</p>"
+            )
+            parts.append(f"<pre>{_e(content.dag_dot)}</pre>")
+    if content.plots:
+        parts.append("<h2>Metrics</h2>")
+        parts.extend(_png_figure(p) for p in content.plots)
+    if content.environment:
+        parts.append("<h2>Environment</h2>")
+        parts.append(_table(["", ""], [[k, v] for k, v in content.environment.items()]))
+    parts.append(f"<script>{_SCRIPT}</script></body></html>")
+    return "\n".join(parts)
+
+
+def write_html_report(path: str | Path, content: ReportContent) -> Path:
+    """Render and write the report atomically; returns its path."""
+    return atomic_write_text(path, render_html(content))

@@ -1,0 +1,147 @@
+"""Graphviz DOT text for an ExecutionDAG, and SVG through the ``dot`` program when present.
+
+Nodes are layered by topological rank (``rank=same`` per layer, top to bottom) and styled by
+kind: user calls, library calls and C functions are boxes of different colours, values are
+ellipses. Edges are labelled with their kind. No Python graphviz package is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from codedag.errors import TraceError
+from codedag.graph.algorithms import topological_ranks
+from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
+from codedag.util.io import atomic_write_bytes, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+CALL_COLORS = {"user": "#dbe9f6", "library": "#e3f2d9", "builtin": "#fde2c8"}
+VALUE_COLOR = "#fff6c9"
+EDGE_STYLES = {
+    "calls": 'color="#7f7f7f", style=dashed, fontcolor="#7f7f7f"',
+    "uses": 'color="#1f77b4", fontcolor="#1f77b4"',
+    "produces": 'color="#2ca02c", fontcolor="#2ca02c"',
+}
+INSTALL_HINT = "install Graphviz (apt-get install graphviz) and run: dot -Tsvg {dot} -o {svg}"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)  # pragma: no cover
+
+
+def _call_label(node: CallNode) -> str:
+    lines = [node.name, f"{node.total_ns / 1e6:.3f} ms (self {node.self_ns / 1e6:.3f})"]
+    if node.mem_bytes:
+        lines.append(f"mem +{_human_bytes(node.mem_bytes)}")
+    return "\n".join(lines)
+
+
+def _value_label(node: ValueNode) -> str:
+    head = f"{node.name} v{node.version}"
+    shape = "" if node.shape is None else "[" + ",".join(map(str, node.shape)) + "]"
+    lines = [head, f"{shape} {node.dtype or ''}".strip()]
+    if node.nbytes:
+        lines.append(_human_bytes(node.nbytes))
+    return "\n".join(line for line in lines if line)
+
+
+def _call_color(node: CallNode, user_modules: set[str]) -> str:
+    if node.is_builtin:
+        return CALL_COLORS["builtin"]
+    top = node.name.split(".", 1)[0]
+    return CALL_COLORS["user"] if top in user_modules else CALL_COLORS["library"]
+
+
+def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: int = 1500) -> str:
+    """DOT text of ``dag`` (the first ``max_nodes`` nodes in id order when it is larger)."""
+    shown = dag
+    if len(dag.nodes) > max_nodes:
+        keep = sorted(dag.nodes)[:max_nodes]
+        shown = ExecutionDAG()
+        shown.nodes = {i: dag.nodes[i] for i in keep}
+        shown.edges = [e for e in dag.edges if e[0] in shown.nodes and e[1] in shown.nodes]
+        title += f" (first {max_nodes} of {len(dag.nodes)} nodes)"
+    ranks = topological_ranks(shown)
+    depth0 = {n.name.split(".", 1)[0] for n in shown.calls() if n.depth == 0}
+    user_modules = {m for m in depth0 if m not in ("torch", "numpy", "cv2", "PIL")}
+    out = [
+        "digraph codedag {",
+        f"  label={_quote(title)}; labelloc=t; rankdir=TB; splines=spline;",
+        "  nodesep=0.5; ranksep=0.7;",
+        '  node [fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=8];',
+    ]
+    for node_id, node in shown.nodes.items():
+        if isinstance(node, CallNode):
+            attrs = (
+                f'shape=box, style="rounded,filled", fillcolor="{_call_color(node, user_modules)}"'
+            )
+            label = _call_label(node)
+        else:
+            attrs = f'shape=ellipse, style=filled, fillcolor="{VALUE_COLOR}"'
+            label = _value_label(node)  # type: ignore[arg-type]
+        out.append(f"  n{node_id} [label={_quote(label)}, {attrs}];")
+    layers: dict[int, list[int]] = {}
+    for node_id, rank in ranks.items():
+        layers.setdefault(rank, []).append(node_id)
+    for rank in sorted(layers):
+        members = " ".join(f"n{i};" for i in sorted(layers[rank]))
+        out.append(f"  {{ rank=same; {members} }}")
+    for src, dst, kind in shown.edges:
+        out.append(f"  n{src} -> n{dst} [label={_quote(kind)}, {EDGE_STYLES.get(kind, '')}];")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def render_svg(dot_text: str, timeout_s: float = 120.0) -> bytes | None:
+    """SVG bytes from ``dot -Tsvg``, or None when the ``dot`` program is not installed."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run(
+            [exe, "-Tsvg"], input=dot_text.encode(), capture_output=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired as error:
+        raise TraceError(f"dot took longer than {timeout_s:.0f} s; lower max_nodes") from error
+    if done.returncode != 0:
+        raise TraceError(f"dot failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+    return done.stdout
+
+
+def write_visualization(
+    dag: ExecutionDAG, path: str | os.PathLike[str], max_nodes: int = 1500
+) -> Path:
+    """Write ``path`` as DOT (``.dot``) or SVG; without ``dot`` an SVG request writes DOT.
+
+    Returns:
+        The file actually written.
+    """
+    target = Path(path)
+    dot_text = to_dot(dag, max_nodes=max_nodes)
+    if target.suffix.lower() != ".svg":
+        return atomic_write_text(target, dot_text)
+    svg = render_svg(dot_text)
+    if svg is None:
+        dot_path = target.with_suffix(".dot")
+        atomic_write_text(dot_path, dot_text)
+        log.warning(
+            "the dot program is missing; wrote %s instead. To get SVG: %s",
+            dot_path,
+            INSTALL_HINT.format(dot=dot_path, svg=target),
+        )
+        return dot_path
+    return atomic_write_bytes(target, svg)

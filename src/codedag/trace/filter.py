@@ -1,0 +1,152 @@
+"""Which calls the tracer records: user code and the entry points of libraries.
+
+Every Python code object and C function is classified once (results are cached per code object
+by the tracer):
+
+- **skipped**: the interpreter and the standard library, codedag itself, excluded packages;
+- **user code**: recorded at every depth up to ``max_depth``;
+- **library code** (third-party packages: cv2, numpy, PIL, torch, librosa, ...): recorded only at
+  the entry into the library, i.e. when the nearest recorded caller belongs to another library or
+  to user code. A library's internals are not recorded, but user callbacks it makes are
+  (``DataLoader.__next__`` -> ``Dataset.__getitem__``).
+
+Libraries are keyed by top-level package, with a few finer keys (``torch.utils.data``'s collate
+functions are their own library, so ``default_collate`` shows up under ``__next__``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# Packages skipped entirely by default: tooling around the traced code, never the pipeline.
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    "codedag",
+    "_pytest",
+    "pytest",
+    "pluggy",
+    "rich",
+    "tqdm",
+    "typing_extensions",
+    "importlib_metadata",
+    "pkg_resources",
+    "setuptools",
+    "coverage",
+    "IPython",
+    "ipykernel",
+    "debugpy",
+    "pydevd",
+    "pybind11_builtins",
+)
+
+# Module prefix -> library key, for modules that are an entry point of their own.
+LIBRARY_KEYS: dict[str, str] = {
+    "torch.utils.data._utils.collate": "torch.utils.data.collate",
+}
+
+_STDLIB_DIRS = tuple(
+    os.path.normcase(os.path.realpath(p)) + os.sep
+    for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+)
+_STDLIB_NAMES = frozenset(sys.stdlib_module_names) | {"builtins", "__future__"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How to record one function: its canonical name and library key (None: user code)."""
+
+    name: str
+    library: str | None
+
+
+@dataclass
+class FunctionFilter:
+    """Classify functions as skipped, user code or library entry points.
+
+    Args:
+        include: module prefixes always treated as user code (recorded at every depth).
+        exclude: module prefixes never recorded (added to :data:`DEFAULT_EXCLUDE`).
+        libraries: module prefixes treated as libraries even outside site-packages.
+    """
+
+    include: Iterable[str] = ()
+    exclude: Iterable[str] = ()
+    libraries: Iterable[str] = ()
+    _include: tuple[str, ...] = field(init=False, repr=False)
+    _exclude: tuple[str, ...] = field(init=False, repr=False)
+    _libraries: tuple[str, ...] = field(init=False, repr=False)
+    _path_cache: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._include = tuple(self.include)
+        self._exclude = tuple(DEFAULT_EXCLUDE) + tuple(self.exclude)
+        self._libraries = tuple(self.libraries)
+
+    @staticmethod
+    def _matches(module: str, prefixes: tuple[str, ...]) -> bool:
+        return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+    def library_key(self, module: str) -> str:
+        """Library key of a module: its top-level package, or a finer key from LIBRARY_KEYS."""
+        for prefix, key in LIBRARY_KEYS.items():
+            if module == prefix or module.startswith(prefix + "."):
+                return key
+        return module.split(".", 1)[0]
+
+    def _path_kind(self, filename: str) -> int:
+        """0: stdlib or interpreter internals, 1: other (user), 2: installed package."""
+        kind = self._path_cache.get(filename)
+        if kind is None:
+            if filename.startswith("<") and not filename.startswith(("<stdin", "<string")):
+                kind = 0  # <frozen importlib._bootstrap> and friends
+            else:
+                path = os.path.normcase(os.path.realpath(filename))
+                if "site-packages" in path or "dist-packages" in path:
+                    kind = 2
+                elif path.startswith(_STDLIB_DIRS):
+                    kind = 0
+                else:
+                    kind = 1
+            self._path_cache[filename] = kind
+        return kind
+
+    def classify_module(self, module: str, filename: str | None) -> str | bool | None:
+        """``False`` to skip, ``None`` for user code, else the library key."""
+        if self._matches(module, self._include):
+            return None
+        if self._matches(module, self._exclude):
+            return False
+        if self._matches(module, self._libraries):
+            return self.library_key(module)
+        top = module.split(".", 1)[0]
+        if top.startswith("_") and top != "__main__":
+            return False  # private top-level modules: import hooks, C accelerators
+        if filename is None:  # C function: its module decides
+            if top in _STDLIB_NAMES:
+                return False
+            return self.library_key(module)
+        kind = self._path_kind(filename)
+        if kind == 0 or (top in _STDLIB_NAMES and kind != 1):
+            return False
+        if kind == 2:
+            return self.library_key(module)
+        return None
+
+    def classify_code(self, code: types.CodeType, module: str) -> Decision | None:
+        """Decision for a Python code object run with globals ``__name__ == module``."""
+        verdict = self.classify_module(module, code.co_filename)
+        if verdict is False:
+            return None
+        return Decision(f"{module}.{code.co_qualname}", verdict)  # type: ignore[arg-type]
+
+    def classify_callable(self, name: str) -> Decision | None:
+        """Decision for a C function with canonical ``name``."""
+        module = name.rsplit(".", 1)[0]
+        verdict = self.classify_module(module, None)
+        if verdict is False:
+            return None
+        return Decision(name, verdict or self.library_key(module))  # type: ignore[arg-type]

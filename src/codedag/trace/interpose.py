@@ -1,0 +1,99 @@
+"""Recording wrappers around C-implemented library entry points (cv2, numpy, ...).
+
+``sys.setprofile`` reports C functions without their arguments or results, so dataflow through
+``cv2.resize`` needs interposition: for the tracing window, the public callables of the wrapped
+libraries are replaced through :class:`codedag.patching.Patcher` (which also rebinds
+``from cv2 import resize``-style references and restores the exact originals) by wrappers that
+report to the active tracing session. Outside the traced thread a wrapper only forwards the call.
+Only modules already imported are wrapped: tracing never imports a library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from codedag.patching import ORIGINAL_ATTR, Patcher
+from codedag.trace import recorder
+from codedag.trace.names import canonical_name
+
+log = logging.getLogger(__name__)
+
+# Modules whose public C-level callables are wrapped during tracing.
+WRAPPED_MODULES: tuple[str, ...] = ("cv2", "numpy", "numpy.linalg", "numpy.fft", "numpy.random")
+# Names never wrapped: wrapping them would change behaviour or recurse into the tracer.
+_NEVER = frozenset({"numpy.test", "numpy.show_config", "numpy.info", "numpy.source"})
+
+
+def _wrappable(value: Any) -> bool:
+    if isinstance(value, type | types.ModuleType) or not callable(value):
+        return False
+    if getattr(value, ORIGINAL_ATTR, None) is not None:
+        return False  # already a replacement (another tracer, a migration)
+    # ufuncs carry methods (np.add.reduce) a plain wrapper function would hide
+    return type(value).__name__ != "ufunc"
+
+
+def library_targets(extra: Iterable[str] = ()) -> list[str]:
+    """Qualified names to wrap now: public callables of imported WRAPPED_MODULES, plus ``extra``."""
+    names: list[str] = []
+    seen: set[int] = set()
+    for module_name in WRAPPED_MODULES:
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            name = f"{module_name}.{attr}"
+            if attr.startswith("_") or name in _NEVER or not _wrappable(value):
+                continue
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            names.append(name)
+    names.extend(n for n in extra if n not in names)
+    return names
+
+
+def make_wrapper(name: str, library: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A function that records calls of ``original`` in the active session of its thread."""
+    get_ident = threading.get_ident
+    call = original
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        session = recorder._active
+        if session is None or session.thread != get_ident():
+            return call(*args, **kwargs)
+        return session.call_wrapped(name, library, call, args, kwargs)
+
+    with contextlib.suppress(AttributeError, TypeError):  # exotic callables
+        functools.update_wrapper(wrapper, original)
+    return wrapper
+
+
+def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], str]) -> list[str]:
+    """Wrap ``names`` through ``patcher``; return the names wrapped (failures are logged)."""
+    names = list(names)
+
+    def factory(qualified: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        canonical = canonical_name(original)
+        return make_wrapper(canonical, library_of(canonical.rsplit(".", 1)[0]), original)
+
+    try:
+        patcher.patch_many(names, factory)
+        return names
+    except Exception as error:
+        log.debug("wrapping all at once failed (%s); wrapping one by one", error)
+    wrapped = []
+    for name in names:
+        try:
+            patcher.patch_many([name], factory)
+            wrapped.append(name)
+        except Exception as error:
+            log.debug("cannot wrap %s: %s", name, error)
+    return wrapped

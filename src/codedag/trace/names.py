@@ -1,0 +1,124 @@
+"""Canonical qualified names of functions: one name per function, everywhere in codedag.
+
+``canonical_name(numpy.clip) == "numpy.clip"`` however user code spelled it (``np.clip``,
+``from numpy import clip``). The name comes from the function object, not from the call site:
+
+- public callables of indexed libraries (cv2, numpy, torch, ...) take the public path under which
+  the library exposes them (``cv2.resize`` has no ``__module__``; ``torch.stack`` reports
+  ``torch._VariableFunctionsClass.stack``);
+- method descriptors and bound builtin methods take their defining class (``numpy.ndarray.astype``);
+- Python functions take ``__module__ + "." + __qualname__`` (``PIL.Image.Image.resize``);
+- a replacement installed by :mod:`codedag.patching` is named after its original.
+
+The tracer names Python frames with :func:`code_name` (module of the frame's globals plus
+``co_qualname``), which equals ``canonical_name`` of the function for undecorated functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import types
+from typing import Any
+
+# Modules whose public namespace defines canonical names, in priority order (first name wins).
+INDEXED_MODULES: tuple[str, ...] = (
+    "cv2",
+    "numpy",
+    "numpy.linalg",
+    "numpy.fft",
+    "numpy.random",
+    "torch",
+    "torch.nn.functional",
+    "torch.fft",
+    "torch.linalg",
+)
+
+_index: dict[int, tuple[Any, str]] = {}
+_indexed: set[str] = set()
+_lock = threading.Lock()
+
+
+def _refresh_index() -> None:
+    """Index the public callables of every INDEXED_MODULES module imported since last time."""
+    if all(m in _indexed or m not in sys.modules for m in INDEXED_MODULES):
+        return
+    with _lock:
+        for module_name in INDEXED_MODULES:
+            module = sys.modules.get(module_name)
+            if module is None or module_name in _indexed:
+                continue
+            _indexed.add(module_name)
+            for attr, value in list(vars(module).items()):
+                if attr.startswith("_") or isinstance(value, type | types.ModuleType):
+                    continue
+                if callable(value) and not isinstance(value, types.FunctionType):
+                    _index.setdefault(id(value), (value, f"{module_name}.{attr}"))
+
+
+def _defining_class(cls: type, name: str) -> type:
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return klass
+    return cls
+
+
+def _type_name(cls: type) -> str:
+    module = getattr(cls, "__module__", None) or "builtins"
+    return f"{module}.{cls.__qualname__}"
+
+
+def canonical_name(obj: Any) -> str:
+    """The canonical qualified name of a callable (``cv2.resize``, ``numpy.ndarray.astype``).
+
+    Args:
+        obj: a function, builtin, method, method descriptor, ufunc, partial or class.
+
+    Returns:
+        A dotted name; ``builtins.<name>`` for Python builtins; for an object without any
+        naming information, ``<module of its type>.<type name>``.
+    """
+    original = getattr(obj, "__codedag_original__", None)
+    if original is not None:
+        obj = original
+    if isinstance(obj, functools.partial):
+        obj = obj.func
+    _refresh_index()
+    hit = _index.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    if isinstance(obj, types.MethodType):
+        obj = obj.__func__
+        hit = _index.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+    if isinstance(obj, types.FunctionType):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    if isinstance(obj, types.BuiltinFunctionType):  # builtin functions and bound builtin methods
+        owner = obj.__self__
+        if isinstance(owner, types.ModuleType):
+            return f"{owner.__name__}.{obj.__name__}"
+        if owner is not None and not isinstance(owner, type):
+            return f"{_type_name(_defining_class(type(owner), obj.__name__))}.{obj.__name__}"
+        if isinstance(owner, type):
+            return f"{_type_name(owner)}.{obj.__name__}"
+        module = obj.__module__ or "builtins"
+        return f"{module}.{obj.__qualname__}"
+    objclass = getattr(obj, "__objclass__", None)
+    if isinstance(objclass, type):  # method/wrapper/getset descriptors of C types
+        return f"{_type_name(objclass)}.{obj.__name__}"
+    if isinstance(obj, type):
+        return _type_name(obj)
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if type(obj).__name__ == "ufunc":
+        module = "numpy"
+    if module and qualname:
+        return f"{module}.{qualname}"
+    return _type_name(type(obj))
+
+
+def code_name(code: types.CodeType, module_name: str) -> str:
+    """Name of a Python frame's function: ``<module>.<co_qualname>``."""
+    return f"{module_name}.{code.co_qualname}"

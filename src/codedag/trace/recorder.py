@@ -1,0 +1,454 @@
+"""The hot path: a ``sys.setprofile`` hook and library wrappers that record raw call records.
+
+Nothing here builds graph objects: the hook appends small lists (one per recorded call) and the
+:class:`~codedag.trace.builder.DAGBuilder` turns them into an ExecutionDAG after the window. The
+hook's own time is measured around every recorded event (two ``perf_counter_ns`` reads) and
+subtracted later; skipped events cost a dict lookup and a counter increment.
+
+Dataflow is tracked by object identity. Every tracked object is held through a weak reference
+whose callback drops its entry when the object dies, or by a strong reference when the type does
+not support weak references (tuples, lists, dicts), so a recycled ``id()`` never matches a dead
+value.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import tracemalloc
+import types
+import weakref
+from typing import Any
+
+from codedag.trace.filter import Decision, FunctionFilter
+from codedag.trace.names import canonical_name
+from codedag.trace.values import MAX_CONTAINER_SCAN, SCALARS, DataTypes, describe
+
+log = logging.getLogger(__name__)
+
+# Call record fields (records are plain lists, indexed by these constants).
+(
+    SEQ,
+    NAME,
+    PARENT,
+    SITE,
+    DEPTH,
+    KIND,
+    T0,
+    T1,
+    OV0,
+    OV1,
+    SKIP0,
+    SKIP1,
+    N0,
+    N1,
+    MEM,
+    ARGS,
+    RET,
+    LIB,
+    FRAME,
+    CUR0,
+    PEAK,
+    OWN0,
+    _SPARE,
+) = range(23)
+KIND_PY, KIND_WRAPPED, KIND_C = 0, 1, 2
+# Argument payload kinds in ARGS entries ``(label, payload_kind, payload)``.
+ARG_VALUE, ARG_SCALAR, ARG_TYPE, ARG_CONTAINER = 0, 1, 2, 3
+
+_active: Session | None = None  # the innermost session; library wrappers report to it
+_active_lock = threading.Lock()
+
+
+def active_session() -> Session | None:
+    """The innermost running session (any thread), or None."""
+    return _active
+
+
+class Session:
+    """One tracing window: configuration, raw records and the hook closures.
+
+    Args:
+        function_filter: decides which calls are recorded.
+        max_depth: calls nested deeper than this (0 = outermost) are not recorded.
+        track_memory: measure the peak traced-memory increase of each call.
+        data_types: which values become value nodes.
+        user_codes: code objects always treated as user code (calibration uses this).
+    """
+
+    def __init__(
+        self,
+        function_filter: FunctionFilter,
+        max_depth: int,
+        track_memory: bool,
+        data_types: DataTypes,
+        user_codes: frozenset[types.CodeType] = frozenset(),
+    ) -> None:
+        self.filter = function_filter
+        self.max_depth = max_depth
+        self.track_memory = track_memory
+        self.data_types = data_types
+        self.user_codes = user_codes
+        self.thread = threading.get_ident()
+        self.calls: list[list[Any]] = []
+        self.values: list[list[Any]] = []
+        self.uses: list[tuple[int, int]] = []
+        self.produces: list[tuple[int, int]] = []
+        self.stack: list[list[Any]] = []
+        self.live: dict[int, tuple[Any, int, int]] = {}
+        self.error: str | None = None
+        self.started_tracemalloc = False
+        self.t_start_ns = 0
+        self.t_stop_ns = 0
+        self._make_hooks()
+
+    # ------------------------------------------------------------------ classification
+    def _classify_code(self, code: types.CodeType, frame: types.FrameType) -> Any:
+        if code in self.user_codes:
+            decision: Decision | None = Decision(
+                f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}", None
+            )
+        else:
+            module = frame.f_globals.get("__name__") or "__main__"
+            decision = self.filter.classify_code(code, module)
+        if decision is None:
+            info: Any = None
+        else:
+            n = code.co_argcount + code.co_kwonlyargcount
+            n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
+            info = (decision.name, decision.library, code.co_varnames[:n])
+        self.code_cache[code] = info
+        return info
+
+    def _classify_c(self, func: Any) -> Any:
+        try:
+            decision = self.filter.classify_callable(canonical_name(func))
+        except Exception:  # an exotic callable without names: not worth recording
+            decision = None
+        return None if decision is None else (decision.name, decision.library)
+
+    # ------------------------------------------------------------------ hooks
+    def _make_hooks(self) -> None:
+        calls, values, uses, produces = self.calls, self.values, self.uses, self.produces
+        stack, live = self.stack, self.live
+        code_cache: dict[types.CodeType, Any] = {}
+        c_cache: dict[Any, Any] = {}
+        bound_cache: dict[type, dict[str, Any]] = {}
+        self.code_cache = code_cache
+        classify_code, classify_c = self._classify_code, self._classify_c
+        is_data = self.data_types.is_data
+        perf = time.perf_counter_ns
+        max_depth = self.max_depth
+        track_memory = self.track_memory
+        get_mem, reset_peak = tracemalloc.get_traced_memory, tracemalloc.reset_peak
+        module_type = types.ModuleType
+        keyed_ref = weakref.KeyedRef
+        weakrefable: dict[type, bool] = {}
+        scalars = SCALARS
+        max_scan = MAX_CONTAINER_SCAN
+        session = self
+
+        seq = 0
+        nskip = 0  # skipped events = nhi * 256 + nskip
+        nhi = 0
+        own_bytes = 0  # traced memory the tracer itself allocated
+        ncalls = 0
+        ovh = 0
+
+        def forget(ref: weakref.KeyedRef) -> None:
+            entry = live.get(ref.key)
+            if entry is not None and entry[0] is ref:
+                del live[ref.key]
+
+        def hold(obj: Any, vseq: int, version: int) -> None:
+            cls = type(obj)
+            can = weakrefable.get(cls)
+            if can is None:
+                try:
+                    weakref.ref(obj)
+                    can = True
+                except TypeError:
+                    can = False
+                weakrefable[cls] = can
+            key = id(obj)
+            ref = keyed_ref(obj, forget, key) if can else obj
+            live[key] = (ref, vseq, version)
+
+        def lookup(obj: Any) -> tuple[Any, int, int] | None:
+            entry = live.get(id(obj))
+            if entry is None:
+                return None
+            ref = entry[0]
+            held = ref() if type(ref) is keyed_ref else ref
+            return entry if held is obj else None
+
+        def new_value(obj: Any, version: int) -> int:
+            nonlocal seq
+            vseq = seq
+            seq += 1
+            name, type_name, shape, dtype, nbytes, device = describe(obj)
+            if type(obj) in (tuple, list, dict):
+                nbytes = sum(describe(x)[4] for x in _items(obj, max_scan) if is_data(type(x)))
+            values.append([vseq, name, version, type_name, shape, dtype, nbytes, device])
+            hold(obj, vseq, version)
+            return vseq
+
+        def use(obj: Any, found: list[int]) -> int:
+            entry = lookup(obj)
+            vseq = entry[1] if entry is not None else new_value(obj, 0)
+            if vseq not in found:
+                found.append(vseq)
+            return vseq
+
+        def scan_arg(label: Any, obj: Any, args_out: list[Any], found: list[int]) -> None:
+            cls = type(obj)
+            if is_data(cls):
+                args_out.append((label, ARG_VALUE, use(obj, found)))
+            elif cls is tuple or cls is list or cls is dict:
+                if lookup(obj) is not None:
+                    use(obj, found)
+                elif len(obj) <= max_scan:
+                    for item in obj.values() if cls is dict else obj:
+                        if is_data(type(item)) or lookup(item) is not None:
+                            use(item, found)
+                args_out.append((label, ARG_CONTAINER, (cls.__name__, len(obj))))
+            elif cls in scalars:
+                args_out.append((label, ARG_SCALAR, obj))
+            else:
+                args_out.append((label, ARG_TYPE, cls))
+
+        def enter(
+            h0: int,
+            name: str,
+            lib: str | None,
+            kind: int,
+            site: Any,
+            args_out: list[Any],
+            found: list[int],
+            marker: Any,
+            m0: int,
+        ) -> list[Any]:
+            nonlocal seq, ncalls, ovh, own_bytes
+            cseq = seq
+            seq += 1
+            ncalls += 1
+            parent = stack[-1][SEQ] if stack else -1
+            rec = [cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0]
+            rec += [ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0]
+            calls.append(rec)
+            for vseq in found:
+                uses.append((vseq, cseq))
+            if track_memory:
+                cur, peak = get_mem()
+                own_bytes += cur - m0
+                rec[OWN0] = own_bytes
+                reset_peak()
+                if stack:
+                    top = stack[-1]
+                    if peak > top[PEAK]:
+                        top[PEAK] = peak
+                rec[CUR0] = rec[PEAK] = cur
+            stack.append(rec)
+            t0 = perf()
+            ovh += t0 - h0
+            rec[T0] = t0
+            rec[OV0] = ovh
+            return rec
+
+        def leave(t1: int, rec: list[Any], result: Any, returned: bool) -> None:
+            nonlocal ovh, own_bytes
+            m0 = get_mem()[0] if track_memory else 0
+            rec[T1] = t1
+            rec[OV1] = ovh
+            rec[SKIP1] = nhi * 256 + nskip
+            rec[N1] = ncalls
+            rec[FRAME] = None
+            if stack and stack[-1] is rec:
+                stack.pop()
+            elif any(r is rec for r in stack):
+                while stack.pop() is not rec:
+                    pass
+            if track_memory:
+                peak = max(rec[PEAK], get_mem()[1])
+                rec[MEM] = max(0, peak - rec[CUR0] - (own_bytes - rec[OWN0]))
+                if stack and peak > stack[-1][PEAK]:
+                    stack[-1][PEAK] = peak
+            if returned and result is not None:
+                cls = type(result)
+                if is_data(cls) or (
+                    (cls is tuple or cls is list or cls is dict) and _has_data(result, is_data)
+                ):
+                    entry = lookup(result)
+                    vseq = new_value(result, entry[2] + 1 if entry is not None else 0)
+                    produces.append((rec[SEQ], vseq))
+                    if cls is tuple or cls is list:
+                        for item in result[:max_scan]:
+                            if is_data(type(item)) and lookup(item) is None:
+                                produces.append((rec[SEQ], new_value(item, 0)))
+                    rec[RET] = (ARG_VALUE, vseq)
+                elif cls in scalars:
+                    rec[RET] = (ARG_SCALAR, result)
+                else:
+                    rec[RET] = (ARG_TYPE, cls)
+            if track_memory:
+                own_bytes += get_mem()[0] - m0
+            ovh += perf() - t1
+
+        def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+            nonlocal nskip, nhi
+            try:
+                if event == "call":
+                    code = frame.f_code
+                    info = code_cache.get(code, False)
+                    if info is False:
+                        info = classify_code(code, frame)
+                    if info is None:
+                        nskip += 1
+                        if nskip > 255:  # small ints are cached: no allocation
+                            nskip, nhi = 0, nhi + 1
+                        return
+                    if stack and (
+                        (info[1] is not None and stack[-1][LIB] == info[1])
+                        or len(stack) >= max_depth
+                    ):
+                        nskip += 1
+                        if nskip > 255:  # small ints are cached: no allocation
+                            nskip, nhi = 0, nhi + 1
+                        return
+                    h0 = perf()
+                    m0 = get_mem()[0] if track_memory else 0
+                    args_out: list[Any] = []
+                    found: list[int] = []
+                    local = frame.f_locals
+                    for pname in info[2]:
+                        scan_arg(pname, local.get(pname), args_out, found)
+                    back = frame.f_back
+                    site = (back.f_code.co_filename, back.f_lineno) if back is not None else None
+                    enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
+                elif event == "return":
+                    if stack and stack[-1][FRAME] is frame:
+                        leave(perf(), stack[-1], arg, True)
+                    else:
+                        nskip += 1
+                        if nskip > 255:  # small ints are cached: no allocation
+                            nskip, nhi = 0, nhi + 1
+                        if code_cache.get(frame.f_code) and any(r[FRAME] is frame for r in stack):
+                            t1 = perf()
+                            for rec in [r for r in stack if r[FRAME] is frame]:
+                                leave(t1, rec, arg, True)
+                elif event == "c_call":
+                    owner = getattr(arg, "__self__", None)
+                    if owner is None or type(owner) is module_type:
+                        info = c_cache.get(arg, False)
+                        if info is False:
+                            info = c_cache[arg] = classify_c(arg)
+                    else:
+                        per_type = bound_cache.get(type(owner))
+                        if per_type is None:
+                            per_type = bound_cache[type(owner)] = {}
+                        info = per_type.get(arg.__name__, False)
+                        if info is False:
+                            info = per_type[arg.__name__] = classify_c(arg)
+                    if info is None:
+                        nskip += 1
+                        if nskip > 255:  # small ints are cached: no allocation
+                            nskip, nhi = 0, nhi + 1
+                        return
+                    if stack and (stack[-1][LIB] == info[1] or len(stack) >= max_depth):
+                        nskip += 1
+                        if nskip > 255:  # small ints are cached: no allocation
+                            nskip, nhi = 0, nhi + 1
+                        return
+                    h0 = perf()
+                    m0 = get_mem()[0] if track_memory else 0
+                    site = (frame.f_code.co_filename, frame.f_lineno)
+                    enter(h0, info[0], info[1], KIND_C, site, [], [], arg, m0)
+                elif stack and stack[-1][FRAME] is arg:  # c_return / c_exception
+                    leave(perf(), stack[-1], None, False)
+                else:
+                    nskip += 1
+                    if nskip > 255:  # small ints are cached: no allocation
+                        nskip, nhi = 0, nhi + 1
+            except Exception as error:  # never let the hook raise: Python would drop it
+                session.error = f"{type(error).__name__}: {error}"
+                sys.setprofile(None)
+                log.exception("tracer hook failed; tracing stopped early")
+
+        def call_wrapped(
+            name: str, lib: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
+            if stack and (stack[-1][LIB] == lib or len(stack) >= max_depth):
+                return fn(*args, **kwargs)
+            h0 = perf()
+            m0 = get_mem()[0] if track_memory else 0
+            args_out: list[Any] = []
+            found: list[int] = []
+            for i, value in enumerate(args):
+                scan_arg(i, value, args_out, found)
+            for key, value in kwargs.items():
+                scan_arg(key, value, args_out, found)
+            caller = sys._getframe(2)
+            site = (caller.f_code.co_filename, caller.f_lineno)
+            rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException:
+                leave(perf(), rec, None, False)
+                raise
+            leave(perf(), rec, result, True)
+            return result
+
+        def counters() -> tuple[int, int, int]:
+            return nhi * 256 + nskip, ncalls, ovh
+
+        def close_open(t_stop: int) -> None:
+            while stack:
+                leave(t_stop, stack[-1], None, False)
+
+        self.profile = profile
+        self.call_wrapped = call_wrapped
+        self.counters = counters
+        self.close_open = close_open
+
+    # ------------------------------------------------------------------ window
+    def start(self) -> None:
+        """Make this the active session and install the profile hook on this thread."""
+        global _active
+        if self.track_memory and not tracemalloc.is_tracing():
+            tracemalloc.start(1)
+            self.started_tracemalloc = True
+        with _active_lock:
+            self._previous_active = _active
+            _active = self
+        self._previous_profile = sys.getprofile()
+        self.t_start_ns = time.perf_counter_ns()
+        sys.setprofile(self.profile)
+
+    def stop(self) -> None:
+        """Restore the previous profile hook and active session; close unfinished records."""
+        global _active
+        sys.setprofile(self._previous_profile)
+        self.t_stop_ns = time.perf_counter_ns()
+        with _active_lock:
+            _active = self._previous_active
+        self.close_open(self.t_stop_ns)
+        if self.started_tracemalloc:
+            tracemalloc.stop()
+        self.live.clear()
+
+
+def _items(obj: Any, limit: int) -> list[Any]:
+    items = obj.values() if type(obj) is dict else obj
+    return list(items)[:limit]
+
+
+def _has_data(obj: Any, is_data: Any) -> bool:
+    items = obj.values() if type(obj) is dict else obj
+    for i, item in enumerate(items):
+        if i >= MAX_CONTAINER_SCAN:
+            break
+        if is_data(type(item)):
+            return True
+    return False

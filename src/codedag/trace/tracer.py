@@ -1,0 +1,242 @@
+"""EnhancedTracer: trace a data pipeline into an ExecutionDAG (seed API), and a decorator form."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from codedag.errors import ConfigError, TraceError
+from codedag.graph.model import ExecutionDAG
+from codedag.trace.builder import DAGBuilder, python_info
+from codedag.trace.calibrate import ZERO, calibration
+from codedag.trace.filter import FunctionFilter
+from codedag.trace.values import DataTypes
+
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class EnhancedTracer:
+    """Record the calls and the dataflow of the code run inside :meth:`tracing_context`.
+
+    Example:
+        >>> tracer = EnhancedTracer(max_depth=10, track_memory=True)
+        >>> with tracer.tracing_context():  # doctest: +SKIP
+        ...     batch = next(iterator)
+        >>> dag = tracer.dag_builder.dag  # doctest: +SKIP
+
+    Args:
+        max_depth: calls nested deeper than this are not recorded (the outermost is depth 0).
+        track_memory: record the peak increase of traced memory (``tracemalloc``) per call.
+        filter_config: ``{"include": [...], "exclude": [...], "libraries": [...]}`` module
+            prefixes (see :class:`~codedag.trace.filter.FunctionFilter`).
+        wrap_libraries: interpose C-level entry points of cv2/numpy for argument/result dataflow.
+        wrap: extra qualified names to interpose (e.g. a C extension of your own).
+        value_types: extra types whose instances become value nodes.
+        calibrate: subtract the tracer's calibrated per-event cost from recorded times.
+    """
+
+    def __init__(
+        self,
+        max_depth: int = 10,
+        track_memory: bool = True,
+        filter_config: dict[str, Iterable[str]] | None = None,
+        *,
+        wrap_libraries: bool = True,
+        wrap: Iterable[str] = (),
+        value_types: Iterable[type] = (),
+        calibrate: bool = True,
+    ) -> None:
+        if not isinstance(max_depth, int) or max_depth < 1:
+            raise ConfigError(f"max_depth must be an integer >= 1, got {max_depth!r}")
+        config = dict(filter_config or {})
+        unknown = set(config) - {"include", "exclude", "libraries"}
+        if unknown:
+            raise ConfigError(
+                f"filter_config has unknown keys {sorted(unknown)}; "
+                "expected include, exclude, libraries"
+            )
+        self.max_depth = max_depth
+        self.track_memory = track_memory
+        self.function_filter = FunctionFilter(**config)
+        self.wrap_libraries = wrap_libraries
+        self.wrap = tuple(wrap)
+        self.value_types = tuple(value_types)
+        self.calibrate = calibrate
+        self.dag_builder = DAGBuilder()
+        self._session: Any = None
+        self._patcher: Any = None
+        self._nesting = 0
+        self._owner_thread: int | None = None
+        self._wrapped: list[str] = []
+
+    # ------------------------------------------------------------------ window
+    @property
+    def dag(self) -> ExecutionDAG:
+        """The DAG of the last finished window (same as ``dag_builder.dag``)."""
+        return self.dag_builder.dag
+
+    @property
+    def is_tracing(self) -> bool:
+        """Whether a window is open."""
+        return self._session is not None
+
+    def start(self) -> None:
+        """Open a tracing window on the calling thread (prefer :meth:`tracing_context`)."""
+        if self._session is not None:
+            if self._owner_thread != threading.get_ident():
+                raise TraceError("this tracer is already tracing another thread")
+            self._nesting += 1  # re-entering the same tracer continues the same window
+            return
+        from codedag.patching import Patcher
+        from codedag.trace import interpose
+        from codedag.trace.recorder import Session
+
+        self._calibration = calibration(self.track_memory) if self.calibrate else ZERO
+        patcher = Patcher(label="codedag.trace")
+        names = interpose.library_targets(self.wrap) if self.wrap_libraries else list(self.wrap)
+        self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
+        try:
+            session = Session(
+                self.function_filter,
+                self.max_depth,
+                self.track_memory,
+                DataTypes(self.value_types),
+            )
+            session.start()
+        except BaseException:
+            patcher.restore()
+            raise
+        self._patcher, self._session = patcher, session
+        self._owner_thread = threading.get_ident()
+        self._t_wall0 = time.time()
+
+    def stop(self) -> ExecutionDAG:
+        """Close the window, restore hooks and originals, and build the DAG."""
+        session = self._session
+        if session is None:
+            raise TraceError("stop() called without an open tracing window")
+        if self._nesting:
+            self._nesting -= 1
+            return self.dag
+        try:
+            session.stop()
+        finally:
+            self._session = None
+            self._patcher.restore()
+            self._patcher = None
+        nskip, ncalls, ovh_ns = session.counters()
+        metadata = {
+            "tracer": {
+                "max_depth": self.max_depth,
+                "track_memory": self.track_memory,
+                "calibration_ns": self._calibration.to_dict(),
+                "recorded_calls": ncalls,
+                "skipped_events": nskip,
+                "hook_time_ns": ovh_ns,
+                "window_ns": session.t_stop_ns - session.t_start_ns,
+                "wrapped_functions": len(self._wrapped),
+                "error": session.error,
+            },
+            "started_at_unix_s": round(self._t_wall0, 3),
+            "python": python_info(),
+            "pid": os.getpid(),
+        }
+        dag = self.dag_builder.build(session, self._calibration, metadata)
+        if session.error:
+            log.warning("tracing stopped early: %s", session.error)
+        return dag
+
+    @contextmanager
+    def tracing_context(self) -> Iterator[EnhancedTracer]:
+        """Trace the calling thread inside the ``with`` block.
+
+        The profile hook is removed and the previous one restored on exit, also when the block
+        raises: the exception propagates unchanged and the partial DAG is kept.
+        """
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    def trace(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``func(*args, **kwargs)`` inside a tracing window and return its result."""
+        with self.tracing_context():
+            return func(*args, **kwargs)
+
+    def trace_dataloader(self, loader: Any) -> Any:
+        """Trace one batch of a DataLoader (see :func:`codedag.trace.trace_dataloader`)."""
+        from codedag.trace.dataloader import trace_dataloader
+
+        return trace_dataloader(loader, self)[1]
+
+    # ------------------------------------------------------------------ exports
+    def export_dataflow_graph(self) -> dict[str, Any]:
+        """The last DAG as JSON-ready data: ``to_dict()`` plus call-level ``dataflow`` triples.
+
+        ``dataflow`` lists ``[producer call, consumer call, value]`` for every value a call
+        produced and another call used.
+        """
+        from codedag.graph.algorithms import dataflow_edges
+
+        data = self.dag.to_dict()
+        data["dataflow"] = [list(t) for t in dataflow_edges(self.dag)]
+        return data
+
+    def export_visualization(self, path: str | os.PathLike[str], max_nodes: int = 1500) -> Path:
+        """Write the last DAG as SVG (through ``dot``) or DOT; return the file written.
+
+        A path ending in ``.dot`` gets DOT text. For ``.svg`` without the ``dot`` program the
+        DOT text is written next to it (``.dot``) and a warning says how to install Graphviz.
+        """
+        from codedag.trace.dot import write_visualization
+
+        return write_visualization(self.dag, path, max_nodes=max_nodes)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Save the last DAG as JSON (``.gz`` compresses)."""
+        return self.dag.save(path)
+
+
+def trace_function(
+    func: F | None = None, *, max_depth: int = 10, track_memory: bool = True, **options: Any
+) -> Any:
+    """Decorator: trace every call of the function; the last DAG is ``wrapper.last_dag``.
+
+    Usable bare (``@trace_function``) or with options (``@trace_function(max_depth=5)``);
+    ``options`` go to :class:`EnhancedTracer`. A call made while the same decorated function is
+    already being traced on this thread (recursion) runs inside the outer window.
+    """
+
+    def decorate(fn: F) -> F:
+        local = threading.local()
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if getattr(local, "active", False):
+                return fn(*args, **kwargs)
+            tracer = EnhancedTracer(max_depth=max_depth, track_memory=track_memory, **options)
+            local.active = True
+            try:
+                with tracer.tracing_context():
+                    return fn(*args, **kwargs)
+            finally:
+                local.active = False
+                wrapper.tracer = tracer  # type: ignore[attr-defined]
+                wrapper.last_dag = tracer.dag  # type: ignore[attr-defined]
+
+        wrapper.tracer = None  # type: ignore[attr-defined]
+        wrapper.last_dag = None  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    if func is not None:
+        return decorate(func)
+    return decorate

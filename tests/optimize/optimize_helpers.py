@@ -1,0 +1,43 @@
+"""Small hand-built execution DAGs for the optimizer tests."""
+
+from __future__ import annotations
+
+from codedag.graph.model import ExecutionDAG
+
+
+def add_call(
+    dag: ExecutionDAG, name: str, parent: int | None, key: str, ns: int, depth: int
+) -> int:
+    node = dag.add_call(
+        name=name, context_key=key, depth=depth, total_ns=ns, self_ns=ns, is_builtin=True
+    )
+    if parent is not None:
+        dag.add_edge(parent, node, "calls")
+    return node
+
+
+def add_value(dag: ExecutionDAG, producer: int | None, nbytes: int) -> int:
+    value = dag.add_value(name="ndarray", type_name="numpy.ndarray", nbytes=nbytes)
+    if producer is not None:
+        dag.add_edge(producer, value, "produces")
+    return value
+
+
+def wired_subgraph(dag: ExecutionDAG, parent: int, key: str, variant: str) -> int:
+    """A call ``f`` with callees a, b, c, where only the dataflow wiring differs by ``variant``.
+
+    variant "chain": a -> b -> c (a's output feeds b, b's feeds c);
+    variant "fork":  a -> b and a -> c (a's output feeds both, b's output is unused).
+    Same node names, same node and edge counts, same per-level signatures.
+    """
+    f = add_call(dag, "pkg.f", parent, f"{key}", 100, 1)
+    a = add_call(dag, "pkg.a", f, f"{key}/pkg.a#0", 10, 2)
+    va = add_value(dag, a, 8)
+    b = add_call(dag, "pkg.b", f, f"{key}/pkg.b#0", 10, 2)
+    vb = add_value(dag, b, 8)
+    c = add_call(dag, "pkg.c", f, f"{key}/pkg.c#0", 10, 2)
+    add_value(dag, c, 8)
+    dag.add_edge(va, b, "uses")
+    dag.add_edge(vb if variant == "chain" else va, c, "uses")
+    dag.nodes[f].total_ns = 130  # type: ignore[union-attr]
+    return f

@@ -1,0 +1,122 @@
+"""Counting rules on synthetic profiler records, CUDA-style ones included (no GPU needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from codedag.profile.events import (
+    FETCH_ANNOTATION,
+    SMALL_OP_NS,
+    EventRecord,
+    _kind_of,
+    count_steps,
+)
+
+US = 1_000
+
+
+def op(name: str, start_us: float, dur_us: float, thread: int = 1) -> EventRecord:
+    return EventRecord(name, "op", int(start_us * US), int(dur_us * US), thread)
+
+
+def ann(name: str, start_us: float, dur_us: float, thread: int = 1) -> EventRecord:
+    return EventRecord(name, "annotation", int(start_us * US), int(dur_us * US), thread)
+
+
+def mem(start_us: float, nbytes: int, thread: int = 1, device: str = "cpu") -> EventRecord:
+    return EventRecord("[memory]", "memory", int(start_us * US), 0, thread, nbytes, device)
+
+
+def test_only_top_level_ops_outside_data_loading_count() -> None:
+    records = [
+        ann(FETCH_ANNOTATION, 0, 100),
+        op("aten::randint", 10, 20),  # data loading in the main process
+        mem(12, 4096),
+        op("aten::add", 200, 50),
+        op("aten::empty", 205, 5),  # nested in aten::add
+        mem(206, 1024),
+        mem(240, -1024),  # a free is not an allocation
+        op("aten::mul_", 300, 4),
+    ]
+    counts = count_steps(records, steps=1, device="cpu")
+    assert counts.ops_per_step == 2
+    assert counts.op_counts == {"aten::add": 1, "aten::mul_": 1}
+    assert counts.allocations_per_step == 1
+    assert counts.allocated_bytes_per_step == 1024
+    assert counts.op_time_per_step_s == pytest.approx(54e-6)
+    assert counts.small_op_time_per_step_s == pytest.approx(4e-6)  # 4 us < SMALL_OP_NS
+    assert counts.large_op_time_per_step_s == pytest.approx(50e-6)
+    assert counts.kernels_per_step is None
+
+
+def test_scalar_reads_inside_the_optimizer_step_are_not_syncs() -> None:
+    records = [
+        op("aten::item", 0, 10),
+        op("aten::_local_scalar_dense", 2, 5),
+        ann("Optimizer.step#AdamW.step", 100, 100),
+        op("aten::_fused_adamw_", 110, 80),
+        op("aten::_local_scalar_dense", 120, 2),
+    ]
+    counts = count_steps(records, steps=2, device="cpu")
+    assert counts.scalar_reads_per_step == 0.5
+
+
+def test_factories_are_timed_apart_from_small_ops() -> None:
+    records = [op("aten::zeros", i * 10, 3) for i in range(10)] + [op("aten::add_", 200, 3)]
+    counts = count_steps(records, steps=1, device="cpu")
+    assert counts.factory_op_time_per_step_s == pytest.approx(30e-6)
+    assert counts.small_op_time_per_step_s == pytest.approx(3e-6)
+    assert SMALL_OP_NS > 3 * US
+
+
+def test_cuda_kernels_syncs_and_allocator_calls() -> None:
+    records = [
+        op("aten::mm", 0, 30),
+        EventRecord("cudaLaunchKernel", "runtime", 5 * US, 3 * US, 1),
+        EventRecord("sgemm_kernel", "kernel", 10 * US, 40 * US, 7, device="cuda"),
+        EventRecord("vectorized_elementwise", "kernel", 60 * US, 2 * US, 7, device="cuda"),
+        EventRecord("Memcpy DtoH", "memcpy", 70 * US, 1 * US, 7, device="cuda"),
+        op("aten::_local_scalar_dense", 65, 40),
+        EventRecord("cudaStreamSynchronize", "runtime", 70 * US, 30 * US, 1),
+        EventRecord("cudaMalloc", "runtime", 120 * US, 100 * US, 1),
+        mem(121, 2**20, device="cuda"),
+        mem(122, 64, device="cpu"),
+        # the DataLoader's pin-memory thread is not step work
+        op("aten::pin_memory", 0, 50, thread=9),
+        op("aten::is_pinned", 60, 1, thread=9),
+    ]
+    counts = count_steps(records, steps=1, device="cuda")
+    assert counts.ops_per_step == 2
+    assert counts.kernels_per_step == 2
+    assert counts.mean_kernel_time_us == pytest.approx(21.0)
+    assert counts.kernel_time_per_step_s == pytest.approx(42e-6)
+    assert counts.memcpy_per_step == 1
+    assert counts.runtime_syncs_per_step == 1
+    assert counts.sync_time_per_step_s == pytest.approx(30e-6)
+    assert counts.alloc_api_calls_per_step == 1
+    assert counts.alloc_api_time_per_step_s == pytest.approx(100e-6)
+    assert counts.device_allocations_per_step == 1
+    assert counts.device_allocated_bytes_per_step == 2**20
+    assert counts.allocations_per_step == 1  # host allocations, counted apart
+    assert counts.scalar_reads_per_step == 1
+
+
+def test_event_kinds() -> None:
+    assert _kind_of("cpu_op", "aten::add", False) == "op"
+    assert _kind_of("cpu_op", "autograd::engine::evaluate_function: MulBackward0", False) == (
+        "annotation"
+    )
+    assert _kind_of("cpu_op", "MulBackward0", False) == "annotation"
+    assert _kind_of("user_annotation", FETCH_ANNOTATION, True) == "annotation"
+    assert _kind_of("kernel", "void at::native::foo", False) == "kernel"
+    assert _kind_of("cuda_runtime", "cudaStreamSynchronize", False) == "runtime"
+    assert _kind_of("gpu_memcpy", "Memcpy HtoD", False) == "memcpy"
+    assert _kind_of("cpu_instant_event", "[memory]", False) == "memory"
+    assert _kind_of("python_function", "torch/nn/modules/module.py(1): _call_impl", False) == (
+        "python"
+    )
+
+
+def test_steps_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        count_steps([], steps=0, device="cpu")

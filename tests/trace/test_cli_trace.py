@@ -1,0 +1,90 @@
+"""``codedag trace``: outputs, summary and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codedag.cli.main import main
+from codedag.graph import ExecutionDAG
+
+HERE = Path(__file__).parent
+DATASETS = HERE / "trace_datasets.py"
+
+
+def test_traces_a_script_function_and_writes_every_format(tmp_path, capsys) -> None:
+    code = main(["trace", f"{DATASETS}:pipeline", "--out", str(tmp_path), "--json", "--top", "100"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    dag = ExecutionDAG.load(tmp_path / "dag.json")
+    dag.self_check()
+    names = {c["name"] for c in summary["calls"]}
+    assert any(n.endswith("ImageDataset.__getitem__") for n in names)
+    assert "cv2.resize" in names
+    assert summary["stats"]["calls"] == len(list(dag.calls()))
+    dot = (tmp_path / "dag.dot").read_text()
+    assert dot.startswith("digraph codedag {") and "rank=same" in dot and 'label="produces"' in dot
+    svg = tmp_path / "dag.svg"
+    written = {Path(p).name for p in summary["written"]}
+    assert "dag.svg" in written or "dag.dot" in written
+    if svg.exists():
+        assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_dataloader_factory_with_tables(tmp_path, capsys) -> None:
+    code = main(
+        [
+            "trace",
+            "--dataloader",
+            f"{DATASETS}:loader_two_workers",
+            "--out",
+            str(tmp_path),
+            "--format",
+            "json",
+            "--no-memory",
+            "--max-depth",
+            "3",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "Calls by self time" in out and "Values by size" in out
+    dag = ExecutionDAG.load(tmp_path / "dag.json")
+    assert dag.metadata["dataloader"]["reproduced_in_process"] is True
+    assert max(c.depth for c in dag.calls()) <= 2
+    assert not (tmp_path / "dag.dot").exists()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("no_such_module_xyz:main", "module 'no_such_module_xyz' not found"),
+        (f"{HERE}/missing.py:main", "does not exist"),
+        (f"{DATASETS}:nothing_here", "has no attribute 'nothing_here'"),
+        (f"{DATASETS}:NOT_CALLABLE", "is a int, not callable"),
+        (f"{DATASETS}:needs_args", "requires arguments ['x']"),
+        (f"{DATASETS}:broken", "raised RuntimeError: decoder exploded"),
+        ("no_colon", "names no function"),
+    ],
+)
+def test_bad_targets_give_one_line_and_exit_2(tmp_path, capsys, target, message) -> None:
+    code = main(["trace", target, "--out", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("codedag trace: error: ") and message in err
+
+
+def test_raising_target_keeps_the_partial_dag(tmp_path, capsys) -> None:
+    assert main(["trace", f"{DATASETS}:broken", "--out", str(tmp_path), "--format", "dot"]) == 2
+    dag = ExecutionDAG.load(tmp_path / "dag.json")
+    assert [c.name.rsplit(".", 1)[-1] for c in dag.calls()] == ["broken"]
+
+
+def test_usage_errors(tmp_path, capsys) -> None:
+    assert main(["trace", "--out", str(tmp_path)]) == 2
+    assert "exactly one of TARGET or --dataloader" in capsys.readouterr().err
+    assert main(["trace", f"{DATASETS}:pipeline", "--out", str(tmp_path), "--format", "png"]) == 2
+    assert "--format 'png'" in capsys.readouterr().err

@@ -1,0 +1,66 @@
+"""Tracing one DataLoader batch with 0 and 2 workers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import trace_datasets
+
+from codedag.trace import EnhancedTracer, trace_dataloader
+
+GETITEM = "trace_datasets.ImageDataset.__getitem__"
+
+
+def check_batch_dag(dag, batch) -> None:
+    dag.self_check()
+    getitems = [n for n in dag.calls() if n.name == GETITEM]
+    assert len(getitems) == 4
+    (nxt,) = [n for n in dag.calls() if n.depth == 0]
+    assert nxt.name.startswith("torch.utils.data.dataloader.") and nxt.name.endswith("__next__")
+    assert all(g.depth == 1 and g.context_key.startswith(nxt.context_key + "/") for g in getitems)
+    assert getitems[2].context_key.endswith(f"/{GETITEM}#2")
+    children = [dag.nodes[c].name for c in dag.successors(getitems[0].id, "calls")]
+    assert children == [
+        "trace_datasets.ImageDataset.load",
+        "cv2.resize",
+        "cv2.cvtColor",
+        "cv2.normalize",
+    ]
+    (collate,) = [n for n in dag.calls() if n.name.endswith("collate.default_collate")]
+    # every sample tuple __getitem__ returned flows into collate
+    consumers = {c for g in getitems for c in dag.dataflow_successors(g.id)}
+    assert consumers == {collate.id}
+    outs = [dag.nodes[v] for v in dag.successors(collate.id, "produces")]
+    assert [v.type_name for v in outs] == ["builtins.list", "torch.Tensor", "torch.Tensor"]
+    assert outs[1].shape == [4, 24, 24, 3] and outs[1].dtype == "float32"
+    assert isinstance(batch[0], torch.Tensor) and batch[0].shape == (4, 24, 24, 3)
+
+
+def test_zero_workers_traces_the_real_batch() -> None:
+    tracer, batch = trace_dataloader(trace_datasets.loader(num_workers=0))
+    check_batch_dag(tracer.dag, batch)
+    info = tracer.dag.metadata["dataloader"]
+    assert info["num_workers"] == 0 and info["reproduced_in_process"] is False
+
+
+@pytest.mark.timeout(120)
+def test_two_workers_reproduce_the_first_batch_in_process() -> None:
+    loader = trace_datasets.loader(num_workers=2)
+    tracer = EnhancedTracer()
+    batch = tracer.trace_dataloader(loader)
+    check_batch_dag(tracer.dag, batch)
+    info = tracer.dag.metadata["dataloader"]
+    assert info["num_workers"] == 2 and info["reproduced_in_process"] is True
+    assert info["batch_indices"] == [0, 1, 2, 3]
+    # same batch as the workers produce
+    real = next(iter(loader))
+    assert torch.equal(real[0], batch[0]) and torch.equal(real[1], batch[1])
+
+
+def test_shuffled_loader_uses_the_sampler_indices() -> None:
+    torch.manual_seed(0)
+    loader = trace_datasets.loader(num_workers=2, shuffle=True)
+    tracer, batch = trace_dataloader(loader)
+    indices = tracer.dag.metadata["dataloader"]["batch_indices"]
+    assert sorted(batch[1].tolist()) == sorted(i % 3 for i in indices)
+    assert len(set(indices)) == 4

@@ -1,0 +1,38 @@
+"""Small pipelines the tracer tests run (a module of their own: it is user code to the filter)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from cv2 import resize as bound_resize  # bound at import time: the tracer must still see it
+
+
+def chain(img: np.ndarray) -> np.ndarray:
+    small = cv2.resize(img, (32, 32))
+    rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
+    return cv2.normalize(rgb, None, 0.0, 1.0, cv2.NORM_MINMAX, dtype=cv2.CV_32F)
+
+
+def aliased(img: np.ndarray) -> np.ndarray:
+    return np.clip(bound_resize(img, (8, 8)), 10, 200)
+
+
+def produce() -> np.ndarray:
+    return np.zeros(16)
+
+
+def consume(x: np.ndarray) -> int:
+    return int(x.shape[0])
+
+
+def boom(x: int) -> int:
+    helper(x)
+    raise ValueError(f"bad sample {x}")
+
+
+def helper(x: int) -> int:
+    return x + 1
+
+
+def nested(depth: int) -> int:
+    return 0 if depth == 0 else nested(depth - 1) + 1

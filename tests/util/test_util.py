@@ -1,0 +1,81 @@
+"""Shared utilities: logging set-up, seeding, atomic writes."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from codedag.errors import ConfigError
+from codedag.util.io import atomic_write_json, atomic_write_text
+from codedag.util.logs import distributed_rank, setup_logging
+from codedag.util.seeding import seed_everything
+
+
+def test_logging_is_plain_when_piped() -> None:
+    stream = io.StringIO()
+    logger = setup_logging(0, stream=stream)
+    logging.getLogger("codedag.something").info("hello %s", "world")
+    logging.getLogger("codedag.something").debug("hidden")
+    text = stream.getvalue()
+    assert "hello world" in text and "hidden" not in text
+    assert "\x1b[" not in text  # no colors
+    setup_logging(0, stream=stream)
+    assert len([h for h in logger.handlers if h.get_name() == "codedag-cli"]) == 1
+
+
+def test_only_rank_zero_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    assert distributed_rank() == 3
+    stream = io.StringIO()
+    setup_logging(1, stream=stream)
+    logging.getLogger("codedag.x").info("from rank 3")
+    logging.getLogger("codedag.x").error("errors still show")
+    assert "from rank 3" not in stream.getvalue()
+    assert "errors still show" in stream.getvalue()
+    monkeypatch.delenv("RANK")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert distributed_rank() == 0
+
+
+def test_seed_everything_reproduces_all_generators() -> None:
+    def draw() -> tuple[float, float, float]:
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    seed_everything(7)
+    first = draw()
+    seed_everything(7)
+    assert draw() == first
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    seed_everything(8, deterministic=False)
+    assert draw() != first
+    torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
+def test_seed_everything_rejects_bad_seeds(bad: object) -> None:
+    with pytest.raises(ConfigError, match="non-negative integer"):
+        seed_everything(bad)  # type: ignore[arg-type]
+
+
+def test_atomic_write_replaces_and_keeps_old_on_failure(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "results.json"
+    atomic_write_json(target, {"a": 1})
+    assert json.loads(target.read_text()) == {"a": 1}
+    with pytest.raises(ValueError):
+        atomic_write_json(target, {"a": float("nan")})
+    assert json.loads(target.read_text()) == {"a": 1}  # the old file survives
+    assert [p.name for p in target.parent.iterdir()] == ["results.json"]  # no temp left
+    atomic_write_text(target, "x")
+    assert target.read_text() == "x"
+
+
+def test_atomic_json_handles_numpy_and_paths(tmp_path: Path) -> None:
+    target = atomic_write_json(tmp_path / "r.json", {"v": np.float32(1.5), "p": Path("/x")})
+    assert json.loads(target.read_text()) == {"v": 1.5, "p": "/x"}
