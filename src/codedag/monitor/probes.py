@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -75,10 +76,8 @@ class ProcessTreeProbe:
     def _tree(self) -> list[psutil.Process]:
         procs = [self.process]
         if self.include_children:
-            try:
+            with contextlib.suppress(psutil.Error):
                 procs += self.process.children(recursive=True)
-            except psutil.Error:
-                pass
         return procs
 
     def read(self, now: float) -> tuple[float | None, float | None]:

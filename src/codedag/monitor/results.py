@@ -176,7 +176,7 @@ def upgrade_results(data: dict[str, Any]) -> dict[str, Any]:
         summary = dict(m.get("summary") or {})
         if version < 1 and isinstance(summary.get("batch_time"), dict):
             # keep the writer's mean/std (over every batch) and add the missing quantiles
-            recomputed["batch_time"] = {**recomputed["batch_time"], **summary["batch_time"]}
+            summary["batch_time"] = {**recomputed["batch_time"], **summary["batch_time"]}
         for key, value in recomputed.items():
             summary.setdefault(key, value)
         summary.setdefault("total_time", summary["step_time"]["total"])
