@@ -164,3 +164,23 @@ def test_real_gpu_is_sampled_through_nvml() -> None:
     torch.cuda.synchronize()
     assert sample.gpus and sample.gpus[0].memory_used_mb and sample.gpus[0].memory_used_mb > 64
     probe.close()
+
+
+def test_process_tree_includes_child_processes() -> None:
+    import subprocess
+    import sys
+
+    from codedag.monitor.probes import ProcessTreeProbe
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        probe = ProcessTreeProbe()
+        deadline = time.monotonic() + 10
+        while child.pid not in [p.pid for p in probe._tree()] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert child.pid in [p.pid for p in probe._tree()]
+        alone = ProcessTreeProbe(include_children=False)
+        assert probe.read(1.0)[1] > alone.read(1.0)[1]  # the child's RSS is counted
+    finally:
+        child.kill()
+        child.wait()

@@ -236,8 +236,9 @@ class Timer:
         self.step_stats.add(batch_s + wait_s)
         self.series.add(idx, batch_s, wait_s)
         self.samples += n_samples
-        t_rel = now - self._start if self._start is not None else now
-        self._spill.write(f"{idx},{t_rel:.6f},{batch_s:.9g},{wait_s:.9g}")
+        if self._spill.path is not None:
+            t_rel = now - self._start if self._start is not None else now
+            self._spill.write(f"{idx},{t_rel:.6f},{batch_s:.9g},{wait_s:.9g}")
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
