@@ -272,3 +272,12 @@ def test_repeated_mode_names_get_a_suffix(tmp_path: Path) -> None:
     _run_mode(monitor, "baseline", 1)
     _run_mode(monitor, "baseline", 1)
     assert list(monitor.to_dict()["modes"]) == ["baseline", "baseline_2"]
+
+
+def test_save_json_elsewhere_keeps_csv_paths_resolvable(tmp_path: Path) -> None:
+    monitor = _monitor(tmp_path / "runs")
+    _run_mode(monitor, "baseline", 2)
+    target = monitor.save_json(tmp_path / "out" / "results.json")
+    files = json.loads(target.read_text())["modes"]["baseline"]["files"]
+    assert (target.parent / files["batches"]).is_file()
+    assert monitor.results_path.is_file()

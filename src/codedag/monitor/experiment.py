@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import re
 import sys
 import time
@@ -418,9 +419,16 @@ class ExperimentMonitor:
         """Write the results JSON (atomically) and return its path."""
         data = self.to_dict()
         target = Path(path) if path is not None else self.results_path
-        atomic_write_json(target, data)
-        if target != self.results_path:
+        if target.resolve() != self.results_path.resolve():
             atomic_write_json(self.results_path, data)
+            # the CSV names are relative to the run folder; make them resolve from ``target``
+            base = os.path.abspath(target.parent)
+            for mode in data["modes"].values():
+                mode["files"] = {
+                    kind: os.path.relpath(self.run_dir.absolute() / name, base) if name else None
+                    for kind, name in mode["files"].items()
+                }
+        atomic_write_json(target, data)
         log.info("results written to %s", target)
         return target
 

@@ -98,8 +98,9 @@ def _plot_resource(
     drawn = False
     for i, (name, mode) in enumerate(modes.items()):
         t0 = mode.get("started_at")
-        for style, (key, label) in zip(("-", "--", ":", "-."), keys):
-            for device, points in _resource_series(mode, key).items():
+        for k, (key, label) in enumerate(keys):
+            for d, (device, points) in enumerate(_resource_series(mode, key).items()):
+                style = ("-", "--", ":", "-.")[(k + d) % 4]  # GPUs of one mode: one color each
                 origin = t0 if isinstance(t0, int | float) else points[0][0]
                 xs = [p[0] - origin for p in points]
                 ys = [p[1] for p in points]
