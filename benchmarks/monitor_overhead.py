@@ -100,11 +100,14 @@ def main() -> None:
             for name in got:
                 ratios[name].append(got[name] / got["none"])
     print(f"monitor overhead: {args.rounds} rounds x {args.steps} steps, torch threads = 1")
-    print(f"{'sampling':>12} {'step ms':>9} {'ratio vs none':>14} {'sampler CPU s':>14} "
-          f"{'sampler CPU %':>14} {'samples':>8}")  # fmt: skip
+    print(
+        f"{'sampling':>12} {'step ms':>9} {'ratio (median)':>15} {'ratio min..max':>16} "
+        f"{'sampler CPU s':>14} {'sampler CPU %':>14} {'samples':>8}"
+    )
     for name, _ in conditions:
         mean_ms = 1e3 * statistics.mean(times[name])
         ratio = statistics.median(ratios[name])
+        spread = f"{min(ratios[name]):.3f}..{max(ratios[name]):.3f}"
         if sampler[name]:
             cpu_s = statistics.mean(s[0] for s in sampler[name])
             cpu_pct = statistics.mean(s[1] for s in sampler[name])
@@ -112,7 +115,31 @@ def main() -> None:
             extra = f"{cpu_s:>14.4f} {cpu_pct:>13.2f}% {samples:>8.1f}"
         else:
             extra = f"{'-':>14} {'-':>14} {'-':>8}"
-        print(f"{name:>12} {mean_ms:>9.3f} {ratio:>14.4f} {extra}")
+        print(f"{name:>12} {mean_ms:>9.3f} {ratio:>15.4f} {spread:>16} {extra}")
+    per_call_us = monitor_call_cost_us()
+    base_ms = 1e3 * statistics.mean(times["none"])
+    print(
+        f"monitor calls alone (start_batch + end_batch + log_loss, no training): "
+        f"{per_call_us:.2f} us per step = {100 * per_call_us / (1e3 * base_ms):.3f}% of a "
+        f"{base_ms:.2f} ms step"
+    )
+
+
+def monitor_call_cost_us(steps: int = 50_000) -> float:
+    """Microseconds the per-step monitor calls cost, measured without any training work."""
+    from codedag.monitor.experiment import ExperimentMonitor
+
+    with tempfile.TemporaryDirectory() as tmp:
+        monitor = ExperimentMonitor("calls", tmp)
+        monitor.start_mode("baseline", resource_interval=None)
+        t0 = time.perf_counter()
+        for i in range(steps):
+            monitor.start_batch()
+            monitor.end_batch()
+            monitor.log_loss(0, i, 0.5)
+        elapsed = time.perf_counter() - t0
+        monitor.stop_mode()
+    return 1e6 * elapsed / steps
 
 
 if __name__ == "__main__":

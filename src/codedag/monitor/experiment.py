@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from codedag.monitor.environment import collect_environment
 from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
+from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
 from codedag.monitor.resources import RESOURCE_CSV_HEADER, Probe, ResourceMonitor
 from codedag.monitor.results import SCHEMA_VERSION
 from codedag.monitor.spill import CsvSpill
@@ -48,81 +49,6 @@ from codedag.util.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """A JSON-safe copy of a config (paths, devices, dtypes become strings; NaN becomes null)."""
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else None
-    if depth > 8:
-        return repr(value)
-    if isinstance(value, dict):
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(v, depth + 1) for v in value]
-    if hasattr(value, "item") and callable(value.item):
-        try:
-            return _plain(value.item(), depth + 1)
-        except Exception:
-            return repr(value)
-    return str(value)
-
-
-class _Mode:
-    """Everything measured in one mode."""
-
-    def __init__(
-        self,
-        name: str,
-        config: dict[str, Any],
-        timer: Timer,
-        metrics: MetricsLogger,
-        resources: ResourceMonitor | None,
-        spills: list[CsvSpill],
-        files: dict[str, str | None],
-        describe: dict[str, Any],
-    ) -> None:
-        self.name = name
-        self.config = config
-        self.timer = timer
-        self.metrics = metrics
-        self.resources = resources
-        self.spills = spills
-        self.files = files
-        self.describe = describe
-        self.status = "running"
-        self.error: str | None = None
-        self.started_at = time.time()
-        self.ended_at: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        batch_times, waits, stride = self.timer.batch_series()
-        summary = self.timer.summary()
-        summary.update(self.metrics.summary())
-        usage: dict[str, Any] = {}
-        downsampling: dict[str, Any] = {"batch_times": stride, **self.metrics.strides()}
-        if self.resources is not None:
-            usage = self.resources.usage()
-            res_summary = self.resources.summary()
-            downsampling["resource_usage"] = res_summary.pop("max_stride")
-            summary["resources"] = res_summary
-        return {
-            "config": self.config,
-            "status": self.status,
-            "error": self.error,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "batch_times": batch_times,
-            "data_wait_times": waits,
-            "resource_usage": usage,
-            "metrics": self.metrics.series(),
-            "summary": summary,
-            "resources": self.describe,
-            "downsampling": downsampling,
-            "files": self.files,
-        }
 
 
 class ExperimentMonitor:
@@ -165,8 +91,8 @@ class ExperimentMonitor:
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", self.experiment_name) or "experiment"
         self.run_dir = Path(run_dir) if run_dir is not None else self.save_dir / f"{safe}_{stamp}"
         self.environment: dict[str, Any] = {}
-        self._modes: dict[str, _Mode] = {}
-        self._current: _Mode | None = None
+        self._modes: dict[str, ModeRecord] = {}
+        self._current: ModeRecord | None = None
         self._next_flush = 0.0
         self._exit_hook: Callable[[], None] | None = None
 
@@ -238,8 +164,8 @@ class ExperimentMonitor:
                 downsample_capacity=self.downsample_capacity,
             )
         metrics = MetricsLogger(spills[2], self.downsample_capacity)
-        current = _Mode(
-            name, _plain(config or {}), timer, metrics, resources, spills, files, describe
+        current = ModeRecord(
+            name, plain_config(config or {}), timer, metrics, resources, spills, files, describe
         )
         self._modes[name] = current
         self._current = current
@@ -260,7 +186,7 @@ class ExperimentMonitor:
             return SystemProbe()
         except Exception as error:  # never stop training because a probe cannot be built
             log.warning("resource probe unavailable (%s); recording no resource samples", error)
-            return _NullProbe(str(error))
+            return NullProbe(str(error))
 
     def stop_mode(self, status: str = "completed", error: str | None = None) -> dict[str, Any]:
         """Stop the running mode, write the JSON, and return the mode's summary."""
@@ -356,12 +282,12 @@ class ExperimentMonitor:
                 self.start_batch()
                 open_batch = True
                 yield item
-                self.end_batch(_count(item, n_samples))
+                self.end_batch(batch_size_of(item, n_samples))
                 open_batch = False
         finally:
             if open_batch and self._current is not None:
                 # the consumer broke out or raised in the body: that batch is not complete
-                self._current.timer._batch_start = None
+                self._current.timer.abandon_batch()
 
     # ---------------------------------------------------------------- metrics
     def log_loss(self, epoch: int, batch: int, value: Any) -> None:
@@ -376,7 +302,7 @@ class ExperimentMonitor:
         if target is not None:
             target.metrics.log_accuracy(epoch, batch, value)
 
-    def _metrics_target(self, what: str) -> _Mode | None:
+    def _metrics_target(self, what: str) -> ModeRecord | None:
         if self._current is not None:
             return self._current
         if self._modes:  # e.g. a final accuracy logged right after stop_mode()
@@ -467,29 +393,3 @@ class ExperimentMonitor:
             self.stop_mode(status, error)
         except Exception as failure:  # pragma: no cover - never raise at interpreter exit
             log.error("could not save results at exit: %s", failure)
-
-
-def _count(item: Any, n_samples: Callable[[Any], int] | None) -> int:
-    if n_samples is not None:
-        return int(n_samples(item))
-    first = item[0] if isinstance(item, list | tuple) and item else item
-    shape = getattr(first, "shape", None)
-    try:
-        return int(shape[0]) if shape is not None and len(shape) > 0 else 0
-    except (TypeError, IndexError):
-        return 0
-
-
-class _NullProbe:
-    """Stands in when no probe can be built: empty samples, and the reason in ``describe``."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def sample(self) -> Any:
-        from codedag.monitor.probes import ResourceSample
-
-        return ResourceSample(timestamp=time.time())
-
-    def describe(self) -> dict[str, Any]:
-        return {"error": self.reason}

@@ -205,6 +205,11 @@ class Timer:
             return
         self._record(idx, now, now - begin, host_wait, n_samples)
 
+    def abandon_batch(self) -> None:
+        """Forget an open batch (the loop body raised or broke out): it is not recorded."""
+        self._batch_start = None
+        self._start_ev = None
+
     @contextmanager
     def paused(self) -> Iterator[None]:
         """Exclude a block (validation, checkpointing) from the next batch's data wait."""
