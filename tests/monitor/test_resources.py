@@ -184,3 +184,17 @@ def test_process_tree_includes_child_processes() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_monitor_closes_nvml_when_the_mode_stops(tmp_path: Path) -> None:
+    from codedag.monitor.experiment import ExperimentMonitor
+
+    nvml = FakeNVML([FakeGPU("A")])
+    monitor = ExperimentMonitor(
+        "nv", tmp_path, probe_factory=lambda: SystemProbe(gpus=NvmlGPUs(nvml), in_container=False)
+    )
+    monitor.start_mode("baseline", resource_interval=60.0)
+    monitor.stop_mode()
+    data = monitor.to_dict()
+    assert data["modes"]["baseline"]["resource_usage"]["gpu_usage"]["0"][0][1] == 50.0
+    assert nvml.initialized == 0  # nvmlShutdown was called

@@ -198,6 +198,12 @@ class ExperimentMonitor:
         current.timer.stop()
         if current.resources is not None:
             current.resources.stop()
+            close = getattr(current.resources.probe, "close", None)
+            if callable(close):
+                try:
+                    close()  # release NVML; the next mode opens its own probe
+                except Exception as failure:
+                    log.debug("closing the resource probe failed: %s", failure)
         current.status = status
         current.error = error
         current.ended_at = time.time()
