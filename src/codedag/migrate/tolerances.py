@@ -24,7 +24,95 @@ class Tolerance:
 EXACT = Tolerance()
 
 # Canonical name -> tolerance. Keep grouped by library and sorted within a group.
-TOLERANCES: dict[str, Tolerance] = {}
+_F32_SUM = "float results differ from cv2 by float32 summation order only"
+TOLERANCES: dict[str, Tolerance] = {
+    # cv2 (codedag.migrate.ops.cv2_*); float images are tested on a 0..255 scale.
+    "cv2.Canny": Tolerance(note="exact (cv2's integer gradients, tangent tests and hysteresis)"),
+    "cv2.GaussianBlur": Tolerance(
+        atol=1e-3, rtol=1e-5, note=f"uint8 bit-exact (cv2's fixed-point kernel); {_F32_SUM}"
+    ),
+    "cv2.LUT": Tolerance(note="exact"),
+    "cv2.Sobel": Tolerance(
+        atol=2e-2,
+        rtol=1e-5,
+        note="integer outputs exact; float32 sums of up to ~1e5 (7x7 derivative kernels on "
+        "0..255 data) round differently from cv2's, cancelling to ~2e-3 where cv2 gets 0",
+    ),
+    "cv2.absdiff": Tolerance(note="exact"),
+    "cv2.add": Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
+    "cv2.addWeighted": Tolerance(
+        atol=1e-4,
+        rtol=1e-6,
+        max_mismatch_frac=0.01,
+        mismatch_atol=1.0,
+        note="cv2's float32 fused multiply-adds are emulated exactly; margin for float32 rounding",
+    ),
+    "cv2.blur": Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
+    "cv2.boxFilter": Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
+    "cv2.convertScaleAbs": Tolerance(
+        max_mismatch_frac=0.01,
+        mismatch_atol=1.0,
+        note="cv2's float32 fused multiply-add is emulated exactly; margin for rare .5 ties",
+    ),
+    "cv2.copyMakeBorder": Tolerance(note="exact"),
+    "cv2.cvtColor": Tolerance(
+        atol=1e-4,
+        rtol=1e-5,
+        max_mismatch_frac=0.2,
+        mismatch_atol=1.0,
+        note="swaps, YCrCb, YUV, XYZ, uint8 BGR->HSV exact; float within float32 rounding; uint8 "
+        "GRAY ~0.2%, HSV->BGR and HLS ~1-5% of values off by 1 (cv2 5's SIMD paths)",
+    ),
+    "cv2.equalizeHist": Tolerance(note="exact"),
+    "cv2.filter2D": Tolerance(atol=1e-2, rtol=1e-5, note=f"{_F32_SUM}; cancellations of ~1e4"),
+    "cv2.flip": Tolerance(note="exact"),
+    "cv2.medianBlur": Tolerance(note="exact"),
+    "cv2.multiply": Tolerance(
+        atol=1e-6,
+        rtol=1e-6,
+        max_mismatch_frac=0.01,
+        mismatch_atol=1.0,
+        note="float: product order; uint8 with a fractional scale: rare .5 ties",
+    ),
+    "cv2.normalize": Tolerance(
+        atol=1e-5,
+        rtol=1e-5,
+        max_mismatch_frac=0.01,
+        mismatch_atol=1.0,
+        note="norms in float64 per image; integer outputs may round a .5 tie the other way",
+    ),
+    "cv2.resize": Tolerance(
+        atol=1e-2,
+        rtol=1e-5,
+        max_mismatch_frac=1.0,
+        mismatch_atol=1.0,
+        note="uint8 nearest, linear (cv2's 11-bit fixed point) and area exact; uint8 cubic "
+        "differs by 1 in ~5% of values (cv2 runs it through Intel IPP on x86), lanczos4 rarely; float "
+        "linear/cubic within 6e-3 on 0..255 at 400 px (cv2 5 accumulates differently), "
+        "area/lanczos4 within 2e-4",
+    ),
+    "cv2.rotate": Tolerance(note="exact"),
+    "cv2.subtract": Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
+    "cv2.threshold": Tolerance(note="exact, Otsu included"),
+    "cv2.transpose": Tolerance(note="exact"),
+    "cv2.warpAffine": Tolerance(
+        atol=5e-2,
+        rtol=1e-5,
+        max_mismatch_frac=0.02,
+        mismatch_atol=1.0,
+        note="nearest, uint8 linear and uint8 lanczos4 exact; float linear/cubic within 2e-2 on "
+        "0..255 (float32 source coordinates near 400 px carry ~3e-5 px of rounding, times the "
+        "image gradient); uint8 cubic ~0.05% of pixels off by 1; an exact .5 tie of nearest may "
+        "pick the other pixel",
+    ),
+    "cv2.warpPerspective": Tolerance(
+        atol=5e-2,
+        rtol=1e-5,
+        max_mismatch_frac=0.02,
+        mismatch_atol=1.0,
+        note="as cv2.warpAffine",
+    ),
+}
 
 # --- numpy ------------------------------------------------------------------------------------
 # Arithmetic, comparisons, clip, where, rounding, casts, shape functions, min/max/arg and integer

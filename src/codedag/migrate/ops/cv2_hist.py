@@ -1,0 +1,140 @@
+"""cv2 ``threshold`` (all five types, Otsu) and ``equalizeHist`` on torch, batch-first.
+
+Plain torch. Thresholds follow cv2's integer rules for uint8 (the threshold is floored, maxval
+rounded); Otsu's threshold and the equalization LUT are computed per image from a batched histogram
+with cv2's formulas (Otsu in float64, the LUT scale in float32), so results match cv2 exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from codedag.errors import UnsupportedOperation
+from codedag.migrate.ops._cv2_common import check_image, saturate
+
+THRESH_BINARY, THRESH_BINARY_INV, THRESH_TRUNC, THRESH_TOZERO, THRESH_TOZERO_INV = range(5)
+THRESH_OTSU, THRESH_TRIANGLE = 8, 16
+
+
+def _histograms(src: torch.Tensor) -> torch.Tensor:
+    """(N, 256) int64 histograms of a uint8 batch."""
+    n = src.shape[0]
+    flat = src.reshape(n, -1).long()
+    offsets = torch.arange(n, device=src.device).unsqueeze(1) * 256
+    counts = torch.bincount((flat + offsets).reshape(-1), minlength=n * 256)
+    return counts.reshape(n, 256)
+
+
+def _otsu(hist: torch.Tensor) -> torch.Tensor:
+    total = hist.sum(dim=1, keepdim=True).double()
+    p = hist.double() / total
+    i = torch.arange(256, dtype=torch.float64, device=hist.device)
+    mu = (p * i).sum(dim=1, keepdim=True)
+    q1 = torch.cumsum(p, dim=1)
+    q2 = 1.0 - q1
+    m1 = torch.cumsum(p * i, dim=1)
+    eps = 1.1920928955078125e-07
+    valid = (torch.minimum(q1, q2) >= eps) & (torch.maximum(q1, q2) <= 1.0 - eps)
+    mu1 = m1 / torch.where(valid, q1, 1.0)
+    mu2 = (mu - q1 * mu1) / torch.where(valid, q2, 1.0)
+    sigma = torch.where(valid, q1 * q2 * (mu1 - mu2) ** 2, 0.0)
+    best = sigma.max(dim=1, keepdim=True).values
+    # cv2 keeps the first maximum (strict '>'), and 0 when no sigma exceeds 0.
+    first = (
+        torch.where((sigma == best) & (best > 0), i, torch.full_like(i, 256.0)).min(dim=1).values
+    )
+    return torch.where(first > 255, 0.0, first)
+
+
+def _threshold_u8(src: torch.Tensor, t: int, maxval: int, kind: int) -> torch.Tensor:
+    """uint8 thresholding in integers (cv2's rules: floored threshold, rounded maxval)."""
+    above = src.to(torch.int16) > min(max(t, -1), 255)  # values are 0..255
+    mv = torch.tensor(min(max(t if kind == THRESH_TRUNC else maxval, 0), 255), dtype=torch.uint8)
+    mv = mv.to(src.device)
+    zero = torch.zeros((), dtype=torch.uint8, device=src.device)
+    if kind == THRESH_BINARY:
+        return torch.where(above, mv, zero)
+    if kind == THRESH_BINARY_INV:
+        return torch.where(above, zero, mv)
+    if kind == THRESH_TRUNC:
+        return torch.where(above, mv, src)
+    if kind == THRESH_TOZERO:
+        return torch.where(above, src, zero)
+    return torch.where(above, zero, src)
+
+
+def threshold(
+    src: torch.Tensor,
+    thresh: float,
+    maxval: float,
+    type: int,
+    dst: Any = None,
+) -> tuple[float | torch.Tensor, torch.Tensor]:
+    """``cv2.threshold`` for a batch; returns (threshold, images). With THRESH_OTSU the threshold
+    is per image: a float for a batch of one, else a float64 tensor of shape (N,)."""
+    check_image(src, dtypes=(torch.uint8, torch.float32, torch.float64))
+    if dst is not None:
+        raise UnsupportedOperation("threshold: an output array dst is not supported")
+    kind, auto = int(type) & 7, int(type) & ~7
+    if kind > THRESH_TOZERO_INV or auto not in (0, THRESH_OTSU):
+        raise UnsupportedOperation(f"threshold: type {type} unsupported (THRESH_TRIANGLE is not)")
+    n = src.shape[0]
+    shape = (n,) + (1,) * (src.dim() - 1)
+    integer = not src.dtype.is_floating_point
+    if auto == THRESH_OTSU:
+        if src.dtype != torch.uint8 or src.dim() != 3:
+            raise UnsupportedOperation("threshold: THRESH_OTSU needs single-channel uint8")
+        t = _otsu(_histograms(src))
+        retval: float | torch.Tensor = float(t[0]) if n == 1 else t
+    else:
+        t_val = float(torch.floor(torch.tensor(float(thresh)))) if integer else float(thresh)
+        t = torch.full((n,), t_val, dtype=torch.float64, device=src.device)
+        retval = t_val
+    if integer and auto == 0:
+        return retval, _threshold_u8(src, int(t_val), round(float(maxval)), kind)
+    wdt = torch.float64
+    x = src.to(wdt)
+    tt = t.to(wdt).view(shape)
+    mv = float(round(float(maxval))) if integer else float(maxval)
+    above = x > tt
+    zero = torch.zeros_like(x)
+    if kind == THRESH_BINARY:
+        out = torch.where(above, mv, zero)
+    elif kind == THRESH_BINARY_INV:
+        out = torch.where(above, zero, mv)
+    elif kind == THRESH_TRUNC:
+        out = torch.where(above, tt.expand_as(x), x)
+    elif kind == THRESH_TOZERO:
+        out = torch.where(above, x, zero)
+    else:
+        out = torch.where(above, zero, x)
+    return retval, saturate(out, src.dtype)
+
+
+def equalizeHist(src: torch.Tensor, dst: Any = None) -> torch.Tensor:
+    """``cv2.equalizeHist`` per image of a single-channel uint8 batch (N,H,W)."""
+    check_image(src, dtypes=(torch.uint8,))
+    if dst is not None:
+        raise UnsupportedOperation("equalizeHist: an output array dst is not supported")
+    if src.dim() != 3:
+        raise UnsupportedOperation(f"equalizeHist: needs (N,H,W), got {tuple(src.shape)}")
+    n = src.shape[0]
+    hist = _histograms(src)
+    total = src.shape[1] * src.shape[2]
+    idx = torch.arange(256, device=src.device)
+    first = torch.where(hist > 0, idx, 256).min(dim=1, keepdim=True).values  # first nonzero bin
+    first_count = torch.gather(hist, 1, first.clamp(max=255))
+    denom = (total - first_count).clamp(min=1).double()
+    # IEEE float32 quotient and product, as cv2's float arithmetic (exact in float64, then rounded
+    # once to float32; torch's vectorized float32 kernels may differ in the last bit).
+    scale = (255.0 / denom).float().double()
+    cums = torch.cumsum(hist, dim=1) - first_count  # sum of bins after the first nonzero one
+    lut = saturate((cums.double() * scale).float(), torch.uint8)
+    lut = torch.where(idx.unsqueeze(0) <= first, torch.zeros_like(lut), lut)
+    single = first_count == total  # one grey level: cv2 fills the image with that level
+    flat = src.reshape(n, -1).long()
+    out = torch.gather(lut, 1, flat)
+    out = torch.where(single, first.to(torch.uint8).expand_as(out), out)
+    return out.reshape(src.shape)
