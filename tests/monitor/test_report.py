@@ -143,3 +143,24 @@ def test_lightning_style_callback(tmp_path: Path) -> None:
     assert data["summary"]["loss"]["final"] == 1.5
     assert data["summary"]["accuracy"]["final"] == 0.75
     assert data["status"] == "completed"
+
+
+def test_cli_report_accepts_the_run_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monitor = _results(tmp_path, {"baseline": 0.01})
+    monitor.save_json()
+    assert main(["report", str(monitor.run_dir), "--no-plots", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["modes"][0]["mode"] == "baseline"
+
+
+def test_lightning_callback_without_lightning_says_so(tmp_path: Path) -> None:
+    import importlib.util
+
+    from codedag.errors import ConfigError
+    from codedag.monitor.callbacks import lightning_callback
+
+    if importlib.util.find_spec("lightning") or importlib.util.find_spec("pytorch_lightning"):
+        pytest.skip("lightning is installed")
+    with pytest.raises(ConfigError, match="lightning"):
+        lightning_callback(ExperimentMonitor("pl", tmp_path))

@@ -18,7 +18,9 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
             "and render the comparison figures as PNG."
         ),
     )
-    parser.add_argument("results", help="results.json written by ExperimentMonitor")
+    parser.add_argument(
+        "results", help="results.json written by ExperimentMonitor, or its run folder"
+    )
     parser.add_argument(
         "--out", metavar="DIR", help="folder for the PNG figures (default: <results dir>/plots)"
     )
@@ -47,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from codedag.report.compare import compare_modes
 
     path = Path(args.results)
+    if path.is_dir():  # a run folder written by ExperimentMonitor
+        path = path / "results.json"
     results = load_results(path)
     rows = compare_modes(results, args.baseline)
     figures: list[str] = []
