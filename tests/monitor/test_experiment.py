@@ -281,3 +281,26 @@ def test_save_json_elsewhere_keeps_csv_paths_resolvable(tmp_path: Path) -> None:
     files = json.loads(target.read_text())["modes"]["baseline"]["files"]
     assert (target.parent / files["batches"]).is_file()
     assert monitor.results_path.is_file()
+
+
+def test_data_wait_of_a_dataloader_with_a_known_sleep(tmp_path: Path) -> None:
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Slow(Dataset):
+        def __len__(self) -> int:
+            return 8
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            time.sleep(0.01)  # the preprocessing this loader is slow at
+            return torch.zeros(3)
+
+    monitor = _monitor(tmp_path)
+    with monitor.mode("baseline", resource_interval=None):
+        for batch in monitor.track(DataLoader(Slow(), batch_size=2)):
+            assert batch.shape == (2, 3)
+    summary = monitor.to_dict()["modes"]["baseline"]["summary"]
+    assert summary["num_batches"] == 4
+    assert summary["data_wait"]["min"] >= 0.02  # two items of 10 ms each, at least
+    assert summary["data_wait"]["share_pct"] > 50.0  # the empty loop body is far cheaper
+    assert summary["throughput"]["samples_per_s"] is not None
