@@ -81,6 +81,8 @@ def _plot_steps(
         return
     ax.set_xlabel("batch (within mode)")
     ax.set_ylabel(unit)
+    ax.ticklabel_format(axis="y", useOffset=False)
+    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right")
 
@@ -114,6 +116,9 @@ def _plot_resource(
         return
     ax.set_xlabel("time since mode start (s)")
     ax.set_ylabel(unit)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    if unit.startswith("%"):
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.1 or 1.0)  # headroom: flat lines stay visible
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
 
@@ -134,6 +139,7 @@ def _plot_metric(ax: Any, modes: dict[str, Any], key: str, title: str, unit: str
         return
     ax.set_xlabel("logged step")
     ax.set_ylabel(unit)
+    ax.ticklabel_format(axis="y", useOffset=False)
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
 
@@ -197,7 +203,7 @@ def plot_results(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
         _plot_resource(axes[0][0], modes, keys, f"{name}: CPU use", "% of CPUs", "no CPU samples")
 
     def memory(fig: Any, axes: Any) -> None:
-        _plot_resource(axes[0][0], modes, [("memory_usage", "")], "Memory use", "% of limit",
+        _plot_resource(axes[0][0], modes, [("memory_usage", "")], "Memory use", "% of limit (host memory if none)",
                        "no memory samples")  # fmt: skip
         _plot_resource(axes[1][0], modes, [("process_memory_mb", "")], "Process-tree RSS", "MB",
                        "no process samples")  # fmt: skip
