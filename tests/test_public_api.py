@@ -74,9 +74,11 @@ PUBLIC_NAMES = [
     "ResourceMonitor",
     "MetricsLogger",
     "MonitorCallback",
-    "ReplayMonitor",
-    "load_run",
+    "SystemProbe",
+    "ReplayProbe",
     "load_results",
+    "plot_results",
+    "compare_modes",
 ]
 
 

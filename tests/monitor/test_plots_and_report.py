@@ -108,22 +108,3 @@ def test_report_unknown_baseline_is_exit_2(
 ) -> None:
     assert main(["report", str(two_mode_results), "--no-plots", "--baseline", "nope"]) == 2
     assert "baseline mode 'nope'" in capsys.readouterr().err
-
-
-def test_report_rebuild_reads_the_raw_streams(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monitor = ExperimentMonitor("killed", run_dir=tmp_path, flush_interval_s=3600)
-    monitor.start_mode("baseline", resource_interval=None)
-    monitor.flush()  # the last JSON written: no batch yet
-    for _ in range(4):
-        monitor.start_batch()
-        monitor.end_batch()
-    monitor._current.timer.fold()
-    monitor._current.spills[0].flush()
-    path = str(monitor.results_path)
-    assert main(["report", path, "--no-plots", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["modes"][0]["num_batches"] == 0
-    assert main(["report", path, "--no-plots", "--json", "--rebuild"]) == 0
-    assert json.loads(capsys.readouterr().out)["modes"][0]["num_batches"] == 4
-    monitor.stop_mode()

@@ -150,7 +150,7 @@ def test_each_distributed_rank_gets_its_own_run_folder(
 def test_batch_size_is_read_from_tuple_dict_and_tensor_batches() -> None:
     import torch
 
-    from codedag.monitor.mode import count_samples
+    from codedag.monitor.mode import batch_size_of as count_samples
 
     x = torch.zeros(5, 3)
     assert count_samples((x, x), None) == 5

@@ -1,85 +1,17 @@
-"""Batch time vs data wait, CUDA timing modes on fake events, and bounded memory on long runs."""
+"""Batch timing: data-wait accounting, CUDA sync and event modes (with fakes on the CPU)."""
 
 from __future__ import annotations
 
+import math
+import random
 import time
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
-import psutil
 import pytest
-import torch
-from torch.utils.data import DataLoader, Dataset
 
 from codedag.errors import ConfigError
-from codedag.monitor.experiment import ExperimentMonitor
-from codedag.monitor.spill import CsvSpill
-from codedag.monitor.timer import BATCH_CSV_HEADER, Timer
-
-SLEEP_PER_ITEM_S = 0.005  # 4 items per batch: 20 ms of loading per batch
-
-
-class SlowDataset(Dataset):
-    def __len__(self) -> int:
-        return 24
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        time.sleep(SLEEP_PER_ITEM_S)
-        return torch.full((8,), float(index)), index % 2
-
-
-def slow_loader() -> DataLoader:
-    return DataLoader(SlowDataset(), batch_size=4, num_workers=0)
-
-
-def check_pipeline_bound(summary: dict[str, Any]) -> None:
-    wait = summary["data_wait"]
-    assert summary["num_batches"] == 6
-    # every wait holds four sleeps of 5 ms: a lower bound that no scheduler can undercut
-    assert wait["min"] >= 4 * SLEEP_PER_ITEM_S
-    assert wait["share_pct"] > 50.0  # the loader, not the step, dominates
-    assert wait["total"] > summary["step_time"]["total"] - wait["total"]
-
-
-def test_track_splits_loader_wait_from_the_step(tmp_path: Path) -> None:
-    model = torch.nn.Linear(8, 2)
-    monitor = ExperimentMonitor("wait", run_dir=tmp_path, stream_to_disk=False)
-    monitor.start_mode("baseline", resource_interval=None)
-    for x, _ in monitor.track(slow_loader()):
-        model(x).sum().backward()
-    summary = monitor.stop_mode()
-    check_pipeline_bound(summary)
-    assert summary["throughput"]["samples_per_s"] > 0  # batch size read from the tensors
-
-
-def test_seed_loop_measures_the_same_split(tmp_path: Path) -> None:
-    monitor = ExperimentMonitor("wait", run_dir=tmp_path, stream_to_disk=False)
-    monitor.start_mode("baseline", resource_interval=None)
-    for batch_idx, (x, _) in enumerate(slow_loader()):
-        monitor.start_batch()
-        x.mul(2).sum()
-        monitor.end_batch()
-        monitor.log_loss(0, batch_idx, 1.0)
-    check_pipeline_bound(monitor.stop_mode())
-
-
-def test_paused_block_is_not_data_wait() -> None:
-    clock = FakeClock()
-    timer = Timer("none", clock=clock)
-    timer.start()
-    clock.t = 1.0
-    timer.start_batch()
-    clock.t = 1.5
-    timer.end_batch()
-    with timer.paused():
-        clock.t = 10.0  # validation
-    clock.t = 10.25
-    timer.start_batch()
-    clock.t = 10.5
-    timer.end_batch()
-    (_, b0), (_, b1) = timer.batch_series()[0]
-    waits = [p[1] for p in timer.batch_series()[1]]
-    assert (b0, b1) == (0.5, 0.25) and waits == [1.0, 0.25]
+from codedag.monitor.stats import Downsampler, LogHistogram, RunningStats
+from codedag.monitor.timer import Timer
 
 
 class FakeClock:
@@ -89,105 +21,183 @@ class FakeClock:
     def __call__(self) -> float:
         return self.t
 
-
-class FakeEvent:
-    """A CUDA event whose device timestamp is the fake clock at record() (ms apart)."""
-
-    def __init__(self, clock: FakeClock, done: list[bool]) -> None:
-        self.clock, self.done, self.at = clock, done, None
-
-    def record(self) -> None:
-        self.at = self.clock.t + 0.01  # the GPU runs 10 ms behind the host
-
-    def query(self) -> bool:
-        return self.done[0]
-
-    def synchronize(self) -> None:
-        self.done[0] = True
-
-    def elapsed_time(self, end: FakeEvent) -> float:
-        return (end.at - self.at) * 1000.0
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
 
 
-def test_event_timing_uses_device_time_and_resolves_lazily() -> None:
-    clock, done = FakeClock(), [False]
-    timer = Timer("events", clock=clock, event_factory=lambda: FakeEvent(clock, done))
-    timer.start()
-    for start, end in ((1.0, 1.2), (1.5, 1.6)):
-        clock.t = start
-        timer.start_batch()
-        clock.t = end
-        timer.end_batch()
-    assert timer.num_batches == 0  # events still pending: nothing read yet, no host sync
-    timer.stop()  # waits for them
-    times = [round(p[1], 9) for p in timer.batch_series()[0]]
-    waits = [round(p[1], 9) for p in timer.batch_series()[1]]
-    assert times == [0.2, 0.1]
-    # first wait is host time since start; the second is the GPU gap between the two steps
-    assert waits == [1.0, 0.3]
-    assert timer.summary()["timing"]["cuda_timing"] == "events"
+def _loader(clock: FakeClock, n: int, wait_s: float) -> Iterator[int]:
+    for i in range(n):
+        clock.sleep(wait_s)  # the pipeline's work for this batch
+        yield i
 
 
-def test_sync_timing_synchronizes_around_each_step() -> None:
-    calls: list[float] = []
+def test_data_wait_and_batch_time_are_split_exactly() -> None:
     clock = FakeClock()
-    timer = Timer("sync", clock=clock, sync_fn=lambda: calls.append(clock.t))
+    timer = Timer("none", clock=clock)
+    timer.start()
+    for _ in _loader(clock, 10, wait_s=0.030):
+        timer.start_batch()
+        clock.sleep(0.010)  # the training step
+        timer.end_batch(n_samples=32)
+    timer.stop()
+    s = timer.summary()
+    assert s["num_batches"] == 10
+    assert s["batch_time"]["mean"] == pytest.approx(0.010)
+    assert s["data_wait"]["mean"] == pytest.approx(0.030)
+    assert s["data_wait"]["share_pct"] == pytest.approx(75.0)
+    assert s["throughput"]["batches_per_s"] == pytest.approx(25.0)
+    assert s["throughput"]["samples_per_s"] == pytest.approx(800.0)
+    assert s["total_time"] == pytest.approx(0.4)
+
+
+def test_data_wait_with_a_sleeping_loader() -> None:
+    timer = Timer("none")
+    timer.start()
+
+    def loader() -> Iterator[int]:
+        for i in range(4):
+            time.sleep(0.02)
+            yield i
+
+    for _ in loader():
+        timer.start_batch()
+        timer.end_batch()
+    waits, batches = timer.wait_stats, timer.batch_stats
+    assert waits.count == 4
+    assert waits.min >= 0.02  # sleep() never returns early
+    assert batches.total < waits.total
+
+
+def test_paused_block_is_not_data_wait() -> None:
+    clock = FakeClock()
+    timer = Timer("none", clock=clock)
+    timer.start()
+    timer.start_batch()
+    timer.end_batch()
+    with timer.paused():
+        clock.sleep(5.0)  # validation
+    clock.sleep(0.1)
+    timer.start_batch()
+    timer.end_batch()
+    assert timer.wait_stats.max == pytest.approx(0.1)
+
+
+def test_sync_mode_synchronizes_before_each_clock_read() -> None:
+    calls = []
+    timer = Timer("sync", sync_fn=lambda: calls.append(1))
     timer.start()
     for _ in range(3):
         timer.start_batch()
-        clock.t += 0.1
         timer.end_batch()
-    assert len(calls) == 6 and timer.num_batches == 3
+    assert len(calls) == 6
 
 
-def test_auto_timing_without_cuda_is_host_clock_and_bad_mode_is_refused() -> None:
-    timer = Timer()
+class FakeEvent:
+    """Mimics torch.cuda.Event: a GPU timestamp that completes when the fake GPU gets there."""
+
+    def __init__(self, gpu: FakeGPU) -> None:
+        self.gpu = gpu
+        self.time_ms: float | None = None
+
+    def record(self) -> None:
+        self.time_ms = self.gpu.enqueue_marker()
+
+    def query(self) -> bool:
+        return self.time_ms is not None and self.time_ms <= self.gpu.done_ms
+
+    def synchronize(self) -> None:
+        assert self.time_ms is not None
+        self.gpu.done_ms = max(self.gpu.done_ms, self.time_ms)
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        assert self.query() and end.query()
+        assert self.time_ms is not None and end.time_ms is not None
+        return end.time_ms - self.time_ms
+
+
+class FakeGPU:
+    def __init__(self) -> None:
+        self.queue_ms = 0.0  # GPU time at the end of the queued work
+        self.done_ms = 0.0
+
+    def enqueue_marker(self) -> float:
+        return self.queue_ms
+
+
+def test_event_mode_measures_gpu_time_and_gpu_idle_gap() -> None:
+    gpu = FakeGPU()
+    timer = Timer("events", event_factory=lambda: FakeEvent(gpu), max_pending_events=4)
+    timer.start()
+    for _ in range(10):
+        gpu.queue_ms += 7.0  # GPU idle while the next batch is prepared
+        timer.start_batch()
+        gpu.queue_ms += 20.0  # kernels of the step
+        timer.end_batch()
+        assert len(timer._pending) <= 5  # bounded: the oldest is waited for
+    timer.stop()  # resolves the rest
+    assert timer.num_batches == 10
+    assert timer.batch_stats.mean == pytest.approx(0.020)
+    # the first batch's wait comes from the host clock; every later one is the GPU idle gap
+    assert timer.wait_hist.quantile(0.5) == pytest.approx(0.007, rel=0.01)
+
+
+def test_misuse_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    timer = Timer("none")
+    timer.end_batch()
+    timer.start_batch()
     timer.start_batch()
     timer.end_batch()
-    assert timer.timing == "none"
+    assert timer.num_batches == 1
+    assert "without start_batch" in caplog.text
+
+
+def test_unknown_timing_mode_is_refused() -> None:
     with pytest.raises(ConfigError, match="cuda_timing"):
         Timer("cuda")
-    with pytest.raises(ConfigError, match="cuda_timing"):
-        ExperimentMonitor(cuda_timing="fast")
 
 
-def test_misuse_warns_and_never_raises(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    monitor = ExperimentMonitor("misuse", run_dir=tmp_path, stream_to_disk=False)
-    monitor.start_batch()  # no mode yet
-    monitor.start_mode("a", resource_interval=None)
-    monitor.end_batch()  # no start_batch
-    monitor.start_batch()
-    monitor.start_batch()
-    monitor.end_batch()
-    assert monitor.stop_mode()["num_batches"] == 1
-    assert "without a running mode" in caplog.text and "without start_batch" in caplog.text
+def test_running_stats_and_quantiles_match_exact_values() -> None:
+    rng = random.Random(0)
+    values = [rng.lognormvariate(-3, 0.5) for _ in range(5000)]
+    stats, hist = RunningStats(), LogHistogram()
+    for v in values:
+        stats.add(v)
+        hist.add(v)
+    mean = sum(values) / len(values)
+    assert stats.mean == pytest.approx(mean)
+    assert stats.std == pytest.approx(math.sqrt(sum((v - mean) ** 2 for v in values) / 5000))
+    ordered = sorted(values)
+    for q in (0.5, 0.95, 0.99):
+        exact = ordered[math.ceil(q * 5000) - 1]
+        assert hist.quantile(q) == pytest.approx(exact, rel=0.006)
 
 
-def test_a_million_batches_keep_memory_bounded_and_spill_every_row(tmp_path: Path) -> None:
-    n = 1_000_000
-    spill = CsvSpill(tmp_path / "batches.csv", BATCH_CSV_HEADER)
-    clock = FakeClock()
-    timer = Timer("none", clock=clock, spill=spill, downsample_capacity=1024)
-    rss_before = psutil.Process().memory_info().rss
-    timer.start()
-    start_batch, end_batch = timer.start_batch, timer.end_batch
-    for i in range(n):
-        clock.t = i * 1e-3
-        start_batch()
-        clock.t = i * 1e-3 + 4e-4 + (i % 7) * 1e-5
-        end_batch(32)
-    timer.stop()
-    rss_growth_mb = (psutil.Process().memory_info().rss - rss_before) / 2**20
-    times, waits, stride = timer.batch_series()
-    assert timer.num_batches == n
-    assert len(times) <= 1024 and len(waits) == len(times) and stride >= n // 1024
-    assert times[-1][0] > n - 2 * stride  # the kept points still reach the end of the run
-    assert len(timer.batch_hist._counts) < 50  # quantile buckets do not grow with the count
-    assert rss_growth_mb < 30  # a list of 10^6 rows would alone take more
-    summary = timer.summary()
-    assert summary["batch_time"]["p50"] == pytest.approx(4.3e-4, rel=0.02)
-    assert summary["throughput"]["samples_per_s"] > 0
-    with open(spill.path, encoding="utf-8") as fh:
-        header = fh.readline().strip()
-        rows = sum(1 for _ in fh)
-    assert header == BATCH_CSV_HEADER and rows == n
+def test_downsampler_keeps_bounded_bucket_means() -> None:
+    down = Downsampler(capacity=64)
+    for i in range(10_000):
+        down.add(i, float(i))
+    points = down.points()
+    assert len(points) <= 65
+    assert down.stride == 256
+    # each kept point is the mean of a run of consecutive values starting at its x
+    for x, mean in points[:-1]:
+        assert mean == pytest.approx(x + (down.stride - 1) / 2)
+
+
+@pytest.mark.gpu
+def test_cuda_timing_modes_agree_on_real_kernels() -> None:
+    import torch
+
+    x = torch.randn(2048, 2048, device="cuda")
+    results = {}
+    for mode in ("sync", "events"):
+        timer = Timer(mode)
+        timer.start()
+        for _ in range(10):
+            timer.start_batch()
+            for _ in range(10):
+                x = (x @ x) / 2048
+            timer.end_batch()
+        timer.stop()
+        results[mode] = timer.batch_stats.mean
+    assert results["sync"] > 0.0 and results["events"] > 0.0

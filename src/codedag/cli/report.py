@@ -18,18 +18,14 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
             "and render the comparison figures as PNG."
         ),
     )
-    parser.add_argument("results", help="results.json written by ExperimentMonitor")
+    parser.add_argument(
+        "results", help="results.json written by ExperimentMonitor, or its run folder"
+    )
     parser.add_argument(
         "--out", metavar="DIR", help="folder for the PNG figures (default: <results dir>/plots)"
     )
     parser.add_argument("--baseline", metavar="MODE", help="reference mode (default: 'baseline')")
     parser.add_argument("--no-plots", action="store_true", help="print the table only")
-    parser.add_argument(
-        "--rebuild",
-        action="store_true",
-        help="recompute the results from the raw CSV streams next to the JSON (a run killed "
-        "between two flushes, or exact figures of a downsampled run)",
-    )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.set_defaults(handler=run)
 
@@ -37,10 +33,7 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
 def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
     if value is None:
         return "-"
-    scaled = value * scale
-    if 0 < abs(scaled) < 1 and digits == 2:  # sub-millisecond steps keep 3 significant digits
-        return f"{scaled:.3g}{suffix}"
-    return f"{scaled:.{digits}f}{suffix}"
+    return f"{value * scale:.{digits}f}{suffix}"
 
 
 def _signed(value: Any, digits: int = 4) -> str:
@@ -56,12 +49,9 @@ def run(args: argparse.Namespace) -> int:
     from codedag.report.compare import compare_modes
 
     path = Path(args.results)
-    if args.rebuild:
-        from codedag.monitor.replay import ReplayMonitor
-
-        results = ReplayMonitor(path).rebuild()
-    else:
-        results = load_results(path)
+    if path.is_dir():  # a run folder written by ExperimentMonitor
+        path = path / "results.json"
+    results = load_results(path)
     rows = compare_modes(results, args.baseline)
     figures: list[str] = []
     if not args.no_plots:
@@ -103,8 +93,6 @@ def run(args: argparse.Namespace) -> int:
     # piped output keeps every column instead of folding to 80 characters
     console = Console(width=None if sys.stdout.isatty() else 200)
     console.print(table)
-    if not rows:
-        console.print("no modes recorded in this file (was start_mode called?)")
     if figures:
         console.print(f"{len(figures)} figures in {Path(figures[0]).parent}")
     return 0

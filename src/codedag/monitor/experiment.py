@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 from codedag.monitor.environment import collect_environment, distributed_rank
 from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
-from codedag.monitor.mode import ModeRecord, NullProbe, count_samples, plain
+from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
 from codedag.monitor.resources import RESOURCE_CSV_HEADER, Probe, ResourceMonitor
 from codedag.monitor.results import SCHEMA_VERSION
 from codedag.monitor.spill import CsvSpill
@@ -157,7 +157,6 @@ class ExperimentMonitor:
             files[kind] = f"{safe}.{kind}.csv" if self.stream_to_disk else None
             path = self.run_dir / files[kind] if self.stream_to_disk else None
             spills.append(CsvSpill(path, header))
-            spills[-1].open()
         timer = Timer(
             cuda_timing or self.cuda_timing,
             spill=spills[0],
@@ -179,7 +178,7 @@ class ExperimentMonitor:
             )
         metrics = MetricsLogger(spills[2], self.downsample_capacity)
         current = ModeRecord(
-            name, plain(config or {}), timer, metrics, resources, spills, files, describe
+            name, plain_config(config or {}), timer, metrics, resources, spills, files, describe
         )
         self._modes[name] = current
         self._current = current
@@ -210,9 +209,14 @@ class ExperimentMonitor:
             return {}
         self._current = None
         current.timer.stop()
-        current.metrics.fold()
         if current.resources is not None:
             current.resources.stop()
+            close = getattr(current.resources.probe, "close", None)
+            if callable(close):
+                try:
+                    close()  # release NVML; the next mode opens its own probe
+                except Exception as failure:
+                    log.debug("closing the resource probe failed: %s", failure)
         current.status = status
         current.error = error
         current.ended_at = time.time()
@@ -283,11 +287,6 @@ class ExperimentMonitor:
         with self._current.timer.paused():
             yield
 
-    def reset_data_wait(self) -> None:
-        """Count the next batch's data wait from now (e.g. at an epoch start, after validation)."""
-        if self._current is not None:
-            self._current.timer.resume()
-
     def track(
         self, iterable: Iterable[T], n_samples: Callable[[T], int] | None = None
     ) -> Iterator[T]:
@@ -303,12 +302,12 @@ class ExperimentMonitor:
                 self.start_batch()
                 open_batch = True
                 yield item
-                self.end_batch(count_samples(item, n_samples))
+                self.end_batch(batch_size_of(item, n_samples))
                 open_batch = False
         finally:
             if open_batch and self._current is not None:
                 # the consumer broke out or raised in the body: that batch is not complete
-                self._current.timer.cancel_batch()
+                self._current.timer.abandon_batch()
 
     # ---------------------------------------------------------------- metrics
     def log_loss(self, epoch: int, batch: int, value: Any) -> None:
@@ -353,12 +352,11 @@ class ExperimentMonitor:
         """Write the JSON and the CSV buffers now; a failed write is logged, not raised."""
         self._next_flush = time.monotonic() + self.flush_interval_s
         current = self._current
-        data = self.to_dict()  # folds the rows buffered on the hot path into the CSV streams
         if current is not None:
             for spill in current.spills:
                 spill.flush()
         try:
-            return atomic_write_json(self.results_path, data)
+            return atomic_write_json(self.results_path, self.to_dict())
         except (OSError, ValueError, TypeError) as error:
             log.warning("could not write %s: %s", self.results_path, error)
             return None
@@ -367,9 +365,16 @@ class ExperimentMonitor:
         """Write the results JSON (atomically) and return its path."""
         data = self.to_dict()
         target = Path(path) if path is not None else self.results_path
-        atomic_write_json(target, data)
-        if target != self.results_path:
+        if target.resolve() != self.results_path.resolve():
             atomic_write_json(self.results_path, data)
+            # the CSV names are relative to the run folder; make them resolve from ``target``
+            base = os.path.abspath(target.parent)
+            for mode in data["modes"].values():
+                mode["files"] = {
+                    kind: os.path.relpath(self.run_dir.absolute() / name, base) if name else None
+                    for kind, name in mode["files"].items()
+                }
+        atomic_write_json(target, data)
         log.info("results written to %s", target)
         return target
 

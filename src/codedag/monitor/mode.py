@@ -1,4 +1,4 @@
-"""One mode's measurements, and small helpers of ExperimentMonitor."""
+"""One mode's measurements (timer, metrics, resources, raw streams) and its JSON form."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from codedag.monitor.spill import CsvSpill
 from codedag.monitor.timer import Timer
 
 
-def plain(value: Any, depth: int = 0) -> Any:
+def plain_config(value: Any, depth: int = 0) -> Any:
     """A JSON-safe copy of a config (paths, devices, dtypes become strings; NaN becomes null)."""
     if isinstance(value, bool | int | str) or value is None:
         return value
@@ -21,12 +21,12 @@ def plain(value: Any, depth: int = 0) -> Any:
     if depth > 8:
         return repr(value)
     if isinstance(value, dict):
-        return {str(k): plain(v, depth + 1) for k, v in value.items()}
+        return {str(k): plain_config(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [plain(v, depth + 1) for v in value]
+        return [plain_config(v, depth + 1) for v in value]
     if hasattr(value, "item") and callable(value.item):
         try:
-            return plain(value.item(), depth + 1)
+            return plain_config(value.item(), depth + 1)
         except Exception:
             return repr(value)
     return str(value)
@@ -87,12 +87,8 @@ class ModeRecord:
         }
 
 
-def count_samples(item: Any, n_samples: Callable[[Any], int] | None) -> int:
-    """Samples in a batch: ``n_samples(item)``, else the first dimension of its first tensor.
-
-    The first tensor is the item itself, its first element (tuple/list batches) or its first
-    value (dict batches); anything without a shape counts 0 (no samples/s in the summary).
-    """
+def batch_size_of(item: Any, n_samples: Callable[[Any], int] | None) -> int:
+    """Samples in a batch: ``n_samples(item)``, else the leading dimension of its first tensor."""
     if n_samples is not None:
         return int(n_samples(item))
     first = item

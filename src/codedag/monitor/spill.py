@@ -49,14 +49,6 @@ class CsvSpill:
         self._fh = fh
         return fh
 
-    def open(self) -> None:
-        """Create the file now (with its header), so the first row costs no file creation."""
-        if self.path is None:
-            return
-        with self._lock:
-            if self._fh is None:
-                self._open()
-
     def write(self, line: str) -> None:
         """Append one CSV line (without the newline)."""
         if self.path is None:
@@ -67,17 +59,6 @@ class CsvSpill:
                 fh.write(line)
                 fh.write("\n")
                 self.rows += 1
-
-    def write_lines(self, lines: list[str]) -> None:
-        """Append several CSV lines (one lock, one write)."""
-        if self.path is None or not lines:
-            return
-        with self._lock:
-            fh = self._fh or self._open()
-            if fh is not None:
-                fh.write("\n".join(lines))
-                fh.write("\n")
-                self.rows += len(lines)
 
     def flush(self) -> None:
         """Push buffered lines to the operating system."""

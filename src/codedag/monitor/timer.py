@@ -40,8 +40,7 @@ from codedag.monitor.stats import Downsampler, LogHistogram, RunningStats
 log = logging.getLogger(__name__)
 
 CUDA_TIMING_MODES = ("auto", "sync", "events", "none")
-BATCH_CSV_HEADER = "batch,time_s,batch_time_s,data_wait_s,samples"
-RECORD_BLOCK = 128  # rows buffered on the hot path before they are folded into the statistics
+BATCH_CSV_HEADER = "batch,time_s,batch_time_s,data_wait_s"
 
 
 class TimingEvent(Protocol):
@@ -82,7 +81,7 @@ class Timer:
     Args:
         cuda_timing: ``"auto"``, ``"sync"``, ``"events"`` or ``"none"``.
         clock: host clock in seconds (injectable for tests).
-        spill: CSV sink for every batch row (``batch,time_s,batch_time_s,data_wait_s,samples``).
+        spill: CSV sink for every batch row (``batch,time_s,batch_time_s,data_wait_s``).
         downsample_capacity: most points kept in memory for plots.
         sync_fn: device synchronize used by ``"sync"`` (default ``torch.cuda.synchronize``).
         event_factory: makes timing events for ``"events"`` (default CUDA events).
@@ -118,7 +117,6 @@ class Timer:
         self.wait_hist = LogHistogram()
         self.series = Downsampler(downsample_capacity, width=2)
         self.samples = 0
-        self._rows: list[tuple[int, float, float, float, int]] = []
         self._start: float | None = None
         self._stop: float | None = None
         self._batch_start: float | None = None
@@ -142,7 +140,6 @@ class Timer:
             self._warn_once("open", "stop() with a batch still open: that batch is not recorded")
             self._batch_start = None
         self.drain(wait=True)
-        self.fold()
         if self._start is not None and self._stop is None:
             self._stop = self._clock()
         self._spill.flush()
@@ -159,7 +156,6 @@ class Timer:
     @property
     def num_batches(self) -> int:
         """Batches recorded so far (pending CUDA events not counted)."""
-        self.fold()
         return self.batch_stats.count
 
     # -------------------------------------------------------------- batches
@@ -209,32 +205,19 @@ class Timer:
             return
         self._record(idx, now, now - begin, host_wait, n_samples)
 
+    def abandon_batch(self) -> None:
+        """Forget an open batch (the loop body raised or broke out): it is not recorded."""
+        self._batch_start = None
+        self._start_ev = None
+
     @contextmanager
     def paused(self) -> Iterator[None]:
         """Exclude a block (validation, checkpointing) from the next batch's data wait."""
         try:
             yield
         finally:
-            self.resume()
-
-    def resume(self) -> None:
-        """Count the next batch's data wait from now (after validation, an epoch boundary...)."""
-        self._last_end = self._clock()
-        self._prev_end_ev = None
-
-    def cancel_batch(self) -> None:
-        """Forget the open batch (the loop body raised or broke out): it is not recorded."""
-        self._batch_start = None
-        self._start_ev = None
-
-    def add(
-        self, batch_time_s: float, data_wait_s: float, *, time_s: float, n_samples: int = 0
-    ) -> None:
-        """Record a batch measured elsewhere (replays): ``time_s`` is its end since ``start()``."""
-        idx = self._next_idx
-        self._next_idx += 1
-        start = self._start if self._start is not None else 0.0
-        self._record(idx, start + time_s, batch_time_s, data_wait_s, n_samples)
+            self._last_end = self._clock()
+            self._prev_end_ev = None
 
     def drain(self, wait: bool = False) -> None:
         """Record the batches whose CUDA events finished; with ``wait``, wait for all of them."""
@@ -251,34 +234,16 @@ class Timer:
             self._record(idx, now, batch_s, max(wait_s, 0.0), n)
 
     def _record(self, idx: int, now: float, batch_s: float, wait_s: float, n_samples: int) -> None:
-        # Only an append on the training thread's hot path: right after a training step the
-        # interpreter's caches are cold and every statistic costs several times its warm price,
-        # so rows are folded in blocks (warm), at most RECORD_BLOCK behind.
-        rows = self._rows
-        rows.append((idx, now, batch_s, wait_s, n_samples))
-        if len(rows) >= RECORD_BLOCK:
-            self.fold()
-
-    def fold(self) -> None:
-        """Fold the rows buffered by the hot path into the statistics, the series and the CSV."""
-        rows, self._rows = self._rows, []
-        if not rows:
-            return
-        b_add, bh_add = self.batch_stats.add, self.batch_hist.add
-        w_add, wh_add = self.wait_stats.add, self.wait_hist.add
-        s_add, series_add = self.step_stats.add, self.series.add
-        origin = self._start if self._start is not None else 0.0
-        lines = []
-        for idx, now, batch_s, wait_s, n_samples in rows:
-            b_add(batch_s)
-            bh_add(batch_s)
-            w_add(wait_s)
-            wh_add(wait_s)
-            s_add(batch_s + wait_s)
-            series_add(idx, batch_s, wait_s)
-            self.samples += n_samples
-            lines.append(f"{idx},{now - origin:.6f},{batch_s:.9g},{wait_s:.9g},{n_samples}")
-        self._spill.write_lines(lines)
+        self.batch_stats.add(batch_s)
+        self.batch_hist.add(batch_s)
+        self.wait_stats.add(wait_s)
+        self.wait_hist.add(wait_s)
+        self.step_stats.add(batch_s + wait_s)
+        self.series.add(idx, batch_s, wait_s)
+        self.samples += n_samples
+        if self._spill.path is not None:
+            t_rel = now - self._start if self._start is not None else now
+            self._spill.write(f"{idx},{t_rel:.6f},{batch_s:.9g},{wait_s:.9g}")
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -288,7 +253,6 @@ class Timer:
     # -------------------------------------------------------------- results
     def summary(self) -> dict[str, Any]:
         """Total time, batch time, data wait, step time and throughput (seconds, percent)."""
-        self.fold()
         b, w, s = self.batch_stats, self.wait_stats, self.step_stats
         batch = {k: v for k, v in b.to_dict().items() if k not in ("count", "sum")}
         batch.update(p50=self.batch_hist.quantile(0.5), p95=self.batch_hist.quantile(0.95))
@@ -315,6 +279,5 @@ class Timer:
 
     def batch_series(self) -> tuple[list[list[float]], list[list[float]], int]:
         """Downsampled ``[[batch, batch_time_s]]``, ``[[batch, data_wait_s]]`` and the stride."""
-        self.fold()
         pts = self.series.points()
         return [[p[0], p[1]] for p in pts], [[p[0], p[2]] for p in pts], self.series.stride

@@ -81,6 +81,8 @@ def _plot_steps(
         return
     ax.set_xlabel("batch (within mode)")
     ax.set_ylabel(unit)
+    ax.ticklabel_format(axis="y", useOffset=False)
+    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right")
 
@@ -98,17 +100,15 @@ def _plot_resource(
     drawn = False
     for i, (name, mode) in enumerate(modes.items()):
         t0 = mode.get("started_at")
-        for style, (key, label) in zip(("-", "--", ":", "-."), keys):
-            for device, points in _resource_series(mode, key).items():
-                # samples of another clock (a replay, a foreign file) start at their first point
-                aligned = isinstance(t0, int | float) and abs(points[0][0] - t0) < 3600.0
-                origin = t0 if aligned else points[0][0]
+        for k, (key, label) in enumerate(keys):
+            for d, (device, points) in enumerate(_resource_series(mode, key).items()):
+                style = ("-", "--", ":", "-.")[(k + d) % 4]  # GPUs of one mode: one color each
+                origin = t0 if isinstance(t0, int | float) else points[0][0]
                 xs = [p[0] - origin for p in points]
                 ys = [p[1] for p in points]
                 parts = [name, device, label]
-                marker = "o" if len(points) < 30 else None  # a lone sample stays visible
-                ax.plot(xs, ys, style, color=_COLORS[i % len(_COLORS)], lw=1.2, marker=marker,
-                        ms=3, label=": ".join(p for p in parts if p))  # fmt: skip
+                ax.plot(xs, ys, style, color=_COLORS[i % len(_COLORS)], lw=1.2,
+                        label=": ".join(p for p in parts if p))  # fmt: skip
                 drawn = True
     ax.set_title(title)
     if not drawn:
@@ -116,6 +116,9 @@ def _plot_resource(
         return
     ax.set_xlabel("time since mode start (s)")
     ax.set_ylabel(unit)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    if unit.startswith("%"):
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.1 or 1.0)  # headroom: flat lines stay visible
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
 
@@ -136,6 +139,7 @@ def _plot_metric(ax: Any, modes: dict[str, Any], key: str, title: str, unit: str
         return
     ax.set_xlabel("logged step")
     ax.set_ylabel(unit)
+    ax.ticklabel_format(axis="y", useOffset=False)
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
 
@@ -155,7 +159,7 @@ def _plot_summary(fig: Any, axes: Any, results: dict[str, Any]) -> None:
     ax_time.bar(names, wait, color="0.75", label="data wait")
     ax_time.bar(names, batch, bottom=wait, color=colors, label="batch (compute)")
     for x, (w, b) in enumerate(zip(wait, batch)):
-        ax_time.annotate(f"{w + b:.3g}", (x, w + b), ha="center", va="bottom", fontsize="small")
+        ax_time.annotate(f"{w + b:.1f}", (x, w + b), ha="center", va="bottom", fontsize="small")
     ax_time.set_title("mean step time")
     ax_time.set_ylabel("ms per step")
     ax_time.legend(loc="best", fontsize="small")
@@ -199,7 +203,7 @@ def plot_results(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
         _plot_resource(axes[0][0], modes, keys, f"{name}: CPU use", "% of CPUs", "no CPU samples")
 
     def memory(fig: Any, axes: Any) -> None:
-        _plot_resource(axes[0][0], modes, [("memory_usage", "")], "Memory use", "% of limit",
+        _plot_resource(axes[0][0], modes, [("memory_usage", "")], "Memory use", "% of limit (host memory if none)",
                        "no memory samples")  # fmt: skip
         _plot_resource(axes[1][0], modes, [("process_memory_mb", "")], "Process-tree RSS", "MB",
                        "no process samples")  # fmt: skip
