@@ -209,6 +209,7 @@ class ExperimentMonitor:
             return {}
         self._current = None
         current.timer.stop()
+        current.metrics.fold()
         if current.resources is not None:
             current.resources.stop()
             close = getattr(current.resources.probe, "close", None)
@@ -352,11 +353,12 @@ class ExperimentMonitor:
         """Write the JSON and the CSV buffers now; a failed write is logged, not raised."""
         self._next_flush = time.monotonic() + self.flush_interval_s
         current = self._current
+        data = self.to_dict()  # folds the rows buffered on the hot path into the CSV streams
         if current is not None:
             for spill in current.spills:
                 spill.flush()
         try:
-            return atomic_write_json(self.results_path, self.to_dict())
+            return atomic_write_json(self.results_path, data)
         except (OSError, ValueError, TypeError) as error:
             log.warning("could not write %s: %s", self.results_path, error)
             return None

@@ -12,6 +12,7 @@ from codedag.monitor.stats import Downsampler
 log = logging.getLogger(__name__)
 
 METRICS_CSV_HEADER = "metric,epoch,batch,value"
+_BLOCK = 128  # values buffered on the training thread before they are folded (see Timer)
 
 
 class _Track:
@@ -63,6 +64,7 @@ class MetricsLogger:
         self._spill = spill or CsvSpill(None, METRICS_CSV_HEADER)
         self.losses = _Track(downsample_capacity)
         self.accuracies = _Track(downsample_capacity)
+        self._rows: list[tuple[bool, int, int, float]] = []  # (is_loss, epoch, batch, value)
 
     @staticmethod
     def _value(value: Any, what: str) -> float:
@@ -75,26 +77,40 @@ class MetricsLogger:
 
     def log_loss(self, epoch: int, batch: int, value: Any) -> None:
         """Record the loss of ``batch`` in ``epoch``."""
-        v = self._value(value, "loss")
-        self.losses.add(int(epoch), int(batch), v)
-        self._spill.write(f"loss,{int(epoch)},{int(batch)},{v!r}")
+        self._rows.append((True, int(epoch), int(batch), self._value(value, "loss")))
+        if len(self._rows) >= _BLOCK:
+            self.fold()
 
     def log_accuracy(self, epoch: int, batch: int, value: Any) -> None:
         """Record the accuracy (a fraction or a percent, as the caller uses) of ``batch``."""
-        v = self._value(value, "accuracy")
-        self.accuracies.add(int(epoch), int(batch), v)
-        self._spill.write(f"accuracy,{int(epoch)},{int(batch)},{v!r}")
+        self._rows.append((False, int(epoch), int(batch), self._value(value, "accuracy")))
+        if len(self._rows) >= _BLOCK:
+            self.fold()
+
+    def fold(self) -> None:
+        """Fold the values buffered on the training thread into the series and the raw CSV."""
+        rows, self._rows = self._rows, []
+        if not rows:
+            return
+        lines = []
+        for is_loss, epoch, batch, value in rows:
+            (self.losses if is_loss else self.accuracies).add(epoch, batch, value)
+            lines.append(f"{'loss' if is_loss else 'accuracy'},{epoch},{batch},{value!r}")
+        self._spill.write_lines(lines)
 
     def series(self) -> dict[str, list[list[float]]]:
         """``{"losses": [[epoch, batch, value]], "accuracies": [...]}`` (downsampled when long)."""
+        self.fold()
         return {"losses": self.losses.points(), "accuracies": self.accuracies.points()}
 
     def strides(self) -> dict[str, int]:
         """Raw values per kept point for each series."""
+        self.fold()
         return {"losses": self.losses.series.stride, "accuracies": self.accuracies.series.stride}
 
     def summary(self) -> dict[str, Any]:
         """The seed's ``loss`` and ``accuracy`` summaries; ``None`` where nothing was logged."""
+        self.fold()
         out: dict[str, Any] = {"loss": None, "accuracy": None}
         loss, acc = self.losses, self.accuracies
         if loss.first is not None:

@@ -60,6 +60,17 @@ class CsvSpill:
                 fh.write("\n")
                 self.rows += 1
 
+    def write_lines(self, lines: list[str]) -> None:
+        """Append several CSV lines (one lock, one write)."""
+        if self.path is None or not lines:
+            return
+        with self._lock:
+            fh = self._fh or self._open()
+            if fh is not None:
+                fh.write("\n".join(lines))
+                fh.write("\n")
+                self.rows += len(lines)
+
     def flush(self) -> None:
         """Push buffered lines to the operating system."""
         with self._lock:
