@@ -79,6 +79,7 @@ PUBLIC_NAMES = [
     "load_results",
     "plot_results",
     "compare_modes",
+    "rebuild_results",
 ]
 
 

@@ -80,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "plot_results": "codedag.report.plots",
     "profile_scenario": "codedag.profile.api",
     "profile_target": "codedag.profile.api",
+    "rebuild_results": "codedag.monitor.rebuild",
     "seed_everything": "codedag.util.seeding",
     "setup_logging": "codedag.util.logs",
     "trace_dataloader": "codedag.trace.dataloader",

@@ -26,6 +26,12 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--baseline", metavar="MODE", help="reference mode (default: 'baseline')")
     parser.add_argument("--no-plots", action="store_true", help="print the table only")
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="recompute the results from the raw CSV streams next to the JSON (a run killed "
+        "between two flushes, or exact figures of a long, downsampled run)",
+    )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.set_defaults(handler=run)
 
@@ -51,7 +57,12 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.results)
     if path.is_dir():  # a run folder written by ExperimentMonitor
         path = path / "results.json"
-    results = load_results(path)
+    if args.rebuild:
+        from codedag.monitor.rebuild import rebuild_results
+
+        results = rebuild_results(path)
+    else:
+        results = load_results(path)
     rows = compare_modes(results, args.baseline)
     figures: list[str] = []
     if not args.no_plots:

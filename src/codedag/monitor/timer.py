@@ -251,6 +251,15 @@ class Timer:
             return
         self._record(idx, now, now - begin, host_wait, n_samples)
 
+    def add(
+        self, batch_time_s: float, data_wait_s: float, *, time_s: float, n_samples: int = 0
+    ) -> None:
+        """Record a batch measured elsewhere (a rebuild from CSV); ``time_s``: end since start."""
+        idx = self._next_idx
+        self._next_idx += 1
+        start = self._start if self._start is not None else 0.0
+        self._record(idx, start + time_s, batch_time_s, data_wait_s, n_samples)
+
     def abandon_batch(self) -> None:
         """Forget an open batch (the loop body raised or broke out): it is not recorded."""
         self._batch_start = None
