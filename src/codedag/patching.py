@@ -255,11 +255,13 @@ class Patcher:
         """
         with self._lock:
             applied: list[PatchRecord] = []
+            applied_names: set[str] = set()
             try:
                 for name in names:
-                    if name in self._records or any(r.name == name for r in applied):
+                    if name in self._records or name in applied_names:
                         continue
                     applied.append(self._install(name, factory))
+                    applied_names.add(name)
                 if rebind_references and applied:
                     targets = {}
                     for record in applied:

@@ -88,3 +88,16 @@ def test_usage_errors(tmp_path, capsys) -> None:
     assert "exactly one of TARGET or --dataloader" in capsys.readouterr().err
     assert main(["trace", f"{DATASETS}:pipeline", "--out", str(tmp_path), "--format", "png"]) == 2
     assert "--format 'png'" in capsys.readouterr().err
+
+
+def test_exclude_and_include_prefixes(tmp_path, capsys) -> None:
+    args = ["trace", f"{DATASETS}:pipeline", "--out", str(tmp_path), "--format", "json"]
+    assert main([*args, "--exclude", "cv2,torch.utils.data.dataloader"]) == 0
+    names = {c.name for c in ExecutionDAG.load(tmp_path / "dag.json").calls()}
+    assert not any(n.startswith("cv2.") for n in names)
+    assert not any(n.startswith("torch.utils.data.dataloader.") for n in names)
+    assert any(n.endswith("ImageDataset.__getitem__") for n in names)
+    assert main([*args, "--include", "torch.utils.data"]) == 0
+    names = [c.name for c in ExecutionDAG.load(tmp_path / "dag.json").calls()]
+    # torch.utils.data recorded as user code: its internals (fetch) appear too
+    assert any(n.startswith("torch.utils.data._utils.fetch.") for n in names)

@@ -64,3 +64,26 @@ def test_shuffled_loader_uses_the_sampler_indices() -> None:
     indices = tracer.dag.metadata["dataloader"]["batch_indices"]
     assert sorted(batch[1].tolist()) == sorted(i % 3 for i in indices)
     assert len(set(indices)) == 4
+
+
+def test_multi_worker_next_inside_a_window_records_the_main_process_side() -> None:
+    loader = trace_datasets.loader(num_workers=2)
+    iterator = iter(loader)
+    tracer = EnhancedTracer()
+    with tracer.tracing_context():
+        batch = next(iterator)
+    del iterator
+    names = [n.name for n in tracer.dag.calls()]
+    assert names[0].endswith("__next__") and GETITEM not in names
+    assert batch[0].shape == (4, 24, 24, 3)
+
+
+def test_numpy_indices_from_a_custom_batch_sampler_are_plain_ints() -> None:
+    import numpy as np
+    from torch.utils.data import DataLoader
+
+    sampler = [np.array([5, 1], dtype=np.int64)]
+    loader = DataLoader(trace_datasets.ImageDataset(), batch_sampler=sampler, num_workers=2)
+    tracer, batch = trace_dataloader(loader)
+    assert tracer.dag.metadata["dataloader"]["batch_indices"] == [5, 1]
+    assert batch[1].tolist() == [5 % 3, 1 % 3]

@@ -180,3 +180,124 @@ def test_no_memory_mode_and_other_threads() -> None:
     assert results and [n.name for n in tracer.dag.calls()] == ["trace_pipelines.helper"]
     assert all(n.mem_bytes == 0 for n in tracer.dag.calls())
     assert tracer.dag.metadata["tracer"]["track_memory"] is False
+
+
+def test_memory_per_call_and_with_tracemalloc_already_running() -> None:
+    import tracemalloc
+
+    img = np.zeros((64, 64, 3), np.uint8)
+    for already_tracing in (False, True):
+        if already_tracing:
+            tracemalloc.start()
+        try:
+            tracer = EnhancedTracer()
+            with tracer.tracing_context():
+                pipelines.chain(img)
+            assert tracemalloc.is_tracing() is already_tracing  # the user's session is kept
+        finally:
+            if already_tracing:
+                tracemalloc.stop()
+        dag = tracer.dag
+        mode = dag.metadata["tracer"]["memory_mode"]
+        assert mode == ("window" if already_tracing else "per_call")
+        (root,) = calls_named(dag, "trace_pipelines.chain")
+        (resize,) = calls_named(dag, "cv2.resize")
+        (norm,) = calls_named(dag, "cv2.normalize")
+        assert resize.mem_bytes >= 32 * 32 * 3
+        assert norm.mem_bytes >= 32 * 32 * 3 * 4  # float32 output
+        assert root.mem_bytes >= norm.mem_bytes
+
+
+def test_pil_images_flow_between_python_methods_and_numpy() -> None:
+    import PIL.Image  # noqa: F401 - imported before the window so numpy sees the type
+
+    arr = np.zeros((16, 16, 3), np.uint8)
+    tracer = EnhancedTracer()
+    with tracer.tracing_context():
+        out = pipelines.pil_pipeline(arr)
+    assert out.shape == (8, 8, 3)
+    dag = tracer.dag
+    names = [n.name for n in dag.calls() if n.depth == 1]
+    assert names == ["PIL.Image.fromarray", "PIL.Image.Image.resize", "numpy.asarray"]
+    (fromarray,) = calls_named(dag, "PIL.Image.fromarray")
+    (resize,) = calls_named(dag, "PIL.Image.Image.resize")
+    (asarray,) = calls_named(dag, "numpy.asarray")
+    assert dag.dataflow_successors(fromarray.id) == [resize.id]
+    # numpy.asarray reads the image through PIL's __array_interface__: a PIL entry under numpy
+    assert asarray.id in dag.dataflow_successors(resize.id)
+    children = [dag.nodes[c].name for c in dag.successors(asarray.id, "calls")]
+    assert children == ["PIL.Image.Image.__array_interface__"]
+    (image_value,) = dag.successors(resize.id, "produces")
+    assert dag.nodes[image_value].shape == [8, 8, 3] and dag.nodes[image_value].dtype == "RGB"
+
+
+def test_wrappers_kept_across_windows() -> None:
+    tracer = EnhancedTracer(track_memory=False)
+    img = np.zeros((16, 16, 3), np.uint8)
+    with tracer.wrappers_kept():
+        wrapped = cv2.resize
+        assert hasattr(wrapped, "__codedag_original__")
+        assert pipelines.chain(img).shape == (32, 32, 3)  # between windows: forwards only
+        names = []
+        for _ in range(2):
+            with tracer.tracing_context():
+                pipelines.chain(img)
+            assert cv2.resize is wrapped  # still installed
+            names.append([n.name for n in tracer.dag.calls()])
+    assert not hasattr(cv2.resize, "__codedag_original__")
+    assert (
+        names[0]
+        == names[1]
+        == [
+            "trace_pipelines.chain",
+            "cv2.resize",
+            "cv2.cvtColor",
+            "cv2.normalize",
+        ]
+    )
+
+
+def test_imports_inside_the_window_are_not_recorded(tmp_path, monkeypatch) -> None:
+    (tmp_path / "freshly_imported_mod.py").write_text(
+        "import numpy as np\n\ndef helper():\n    return np.zeros(3)\n\nTABLE = helper()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def load_and_use():
+        import freshly_imported_mod
+
+        return freshly_imported_mod.helper()
+
+    tracer = EnhancedTracer()
+    with tracer.tracing_context():
+        load_and_use()
+    names = [n.name for n in tracer.dag.calls()]
+    assert names[1:] == ["freshly_imported_mod.helper", "numpy.zeros"]  # the call, not the import
+    sys.modules.pop("freshly_imported_mod", None)
+
+
+def test_start_stop_misuse_is_reported() -> None:
+    from codedag.errors import TraceError
+
+    tracer = EnhancedTracer()
+    with pytest.raises(TraceError, match="without an open tracing window"):
+        tracer.stop()
+    errors = []
+    tracer.start()
+    try:
+        worker = threading.Thread(target=lambda: errors.append(_stop_error(tracer)))
+        worker.start()
+        worker.join()
+    finally:
+        tracer.stop()
+    assert errors and "same thread" not in errors[0] and "thread that called start" in errors[0]
+
+
+def _stop_error(tracer: EnhancedTracer) -> str:
+    from codedag.errors import TraceError
+
+    try:
+        tracer.stop()
+    except TraceError as error:
+        return str(error)
+    return ""

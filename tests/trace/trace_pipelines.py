@@ -36,3 +36,29 @@ def helper(x: int) -> int:
 
 def nested(depth: int) -> int:
     return 0 if depth == 0 else nested(depth - 1) + 1
+
+
+class Weird:
+    """A value type whose description fails: the tracer must survive it."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        raise RuntimeError("no shape for you")
+
+    nbytes = 1
+
+
+def takes_weird(w: Weird) -> int:
+    return 1
+
+
+def array_user(img: np.ndarray) -> np.ndarray:
+    return np.clip(cv2.GaussianBlur(img, (3, 3), 0), 0, 255)
+
+
+def pil_pipeline(arr: np.ndarray) -> np.ndarray:
+    from PIL import Image
+
+    image = Image.fromarray(arr)
+    small = image.resize((8, 8))
+    return np.asarray(small)

@@ -79,3 +79,14 @@ def test_atomic_write_replaces_and_keeps_old_on_failure(tmp_path: Path) -> None:
 def test_atomic_json_handles_numpy_and_paths(tmp_path: Path) -> None:
     target = atomic_write_json(tmp_path / "r.json", {"v": np.float32(1.5), "p": Path("/x")})
     assert json.loads(target.read_text()) == {"v": 1.5, "p": "/x"}
+
+
+def test_atomic_files_get_ordinary_permissions(tmp_path: Path) -> None:
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        target = atomic_write_text(tmp_path / "dag.svg", "<svg/>")
+    finally:
+        os.umask(mask)
+    assert target.stat().st_mode & 0o777 == 0o644

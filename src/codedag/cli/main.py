@@ -24,6 +24,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "plan",
     "experiment",
     "env",
+    "migrate",
     "profile",
     "mutate",
     "results",

@@ -38,6 +38,15 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format", default="json,dot,svg", help="comma-separated: json,dot,svg (default all)"
     )
+    p.add_argument(
+        "--include",
+        default="",
+        metavar="PREFIXES",
+        help="comma-separated module prefixes recorded as user code (e.g. your installed package)",
+    )
+    p.add_argument(
+        "--exclude", default="", metavar="PREFIXES", help="comma-separated module prefixes to skip"
+    )
     p.add_argument("--max-nodes", type=int, default=1500, help="nodes drawn in DOT/SVG")
     p.add_argument("--top", type=int, default=15, help="rows in the summary tables")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -88,8 +97,9 @@ def _print_tables(summary: dict[str, Any], written: list[Path]) -> None:
         f"[bold]{s['calls']}[/] calls, [bold]{s['values']}[/] values, [bold]{s['edges']}[/] edges"
     )
     table = Table(title="Calls by self time")
-    for col in ("function", "count", "total ms", "self ms", "max mem"):
-        table.add_column(col, justify="left" if col == "function" else "right")
+    table.add_column("function", overflow="fold")
+    for col in ("count", "total ms", "self ms", "max mem"):
+        table.add_column(col, justify="right", no_wrap=True)
     for row in summary["calls"]:
         table.add_row(
             row["name"],
@@ -125,7 +135,13 @@ def run(args: argparse.Namespace) -> int:
     formats = _formats(args.format)
     if args.max_depth < 1:
         raise UsageError(f"--max-depth must be >= 1, got {args.max_depth}")
-    tracer = EnhancedTracer(max_depth=args.max_depth, track_memory=not args.no_memory)
+    filter_config = {
+        "include": [m.strip() for m in args.include.split(",") if m.strip()],
+        "exclude": [m.strip() for m in args.exclude.split(",") if m.strip()],
+    }
+    tracer = EnhancedTracer(
+        max_depth=args.max_depth, track_memory=not args.no_memory, filter_config=filter_config
+    )
     out: Path = args.out
     failure: TraceError | None = None
     if args.dataloader:

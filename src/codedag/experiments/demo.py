@@ -123,8 +123,8 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     progress("check", 1, 1)
 
     progress("report", 0, 1)
-    files = {"results": str(monitor.save_json())}
-    plots = [Path(p) for p in (monitor.plot_metrics() or [])]
+    files = {"results": str(monitor.save_json(out_dir / "results.json"))}
+    plots = [Path(p) for p in monitor.plot_metrics(out_dir / "plots")]
     dag_path, dag_svg, dag_dot = draw_dag(result, out_dir)
     files.update(
         dag=str(out_dir / "dag.json"),

@@ -95,6 +95,9 @@ def train(
     from codedag.util.seeding import seed_everything
 
     seed_everything(settings.seed, deterministic=False)
+    # One untimed sample first: imports, JIT compilation (librosa's numba) and backend set-up
+    # would otherwise land in the first measured batch of whichever mode runs first.
+    loader.dataset[0]
     if getattr(loader, "generator", None) is not None:
         loader.generator.manual_seed(settings.seed)  # the same sample order in every mode
     in_channels = 3 if settings.task == "image" else 1

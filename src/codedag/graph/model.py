@@ -8,7 +8,8 @@ Edges are ``(src, dst, kind)`` tuples:
 
 ``A --produces--> v --uses--> B`` is dataflow from call A to call B. Nodes are numbered in creation
 order by the tracer, and every edge it adds goes from a lower to a higher id, so the id order is a
-topological order of a traced DAG.
+topological order of a traced DAG. The node types live in :mod:`codedag.graph.nodes` and the JSON
+form in :mod:`codedag.graph.serialize`; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -17,128 +18,28 @@ import gzip
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from codedag.errors import GraphError, SchemaError
+from codedag.graph.nodes import EDGE_KINDS, SCHEMA_VERSION, CallNode, Edge, Node, ValueNode
+from codedag.graph.serialize import (
+    call_dict,
+    fast_node,
+    gc_paused,
+    node_from_dict,
+    value_dict,
+)
 
-SCHEMA_VERSION = 1
-EDGE_KINDS: tuple[str, ...] = ("calls", "uses", "produces")
-Edge = tuple[int, int, str]
-
-
-@dataclass(slots=True)
-class CallNode:
-    """One call of a Python or C function.
-
-    Attributes:
-        id: node id, unique in the DAG.
-        name: canonical qualified name (``cv2.resize``, ``numpy.clip``, ``pkg.mod.Cls.method``).
-        context_key: the chain of calls from the outermost traced call, ``name#i`` segments
-            joined by ``/`` where ``i`` counts earlier calls of that name under the same parent.
-        call_site: ``file:line`` of the calling line.
-        depth: nesting depth, 0 for the outermost traced call.
-        total_ns: wall time of the call including callees (tracer cost subtracted).
-        self_ns: ``total_ns`` minus the total of the traced callees.
-        mem_bytes: peak increase of traced memory during the call (0 when not measured).
-        arg_summaries: short text summaries of the arguments.
-        return_summary: short summary of the returned value (None when nothing was returned).
-        is_builtin: True for C functions (builtins, extension functions).
-    """
-
-    id: int
-    name: str
-    context_key: str = ""
-    call_site: str = ""
-    depth: int = 0
-    total_ns: int = 0
-    self_ns: int = 0
-    mem_bytes: int = 0
-    arg_summaries: list[str] = field(default_factory=list)
-    return_summary: str | None = None
-    is_builtin: bool = False
-    kind: ClassVar[str] = "call"
-
-    @property
-    def node_type(self) -> str:
-        """The seed's node type name: ``"function_call"``."""
-        return "function_call"
-
-    @property
-    def performance(self) -> dict[str, float]:
-        """Times in seconds and memory in bytes, as the seed's examples read them."""
-        return {
-            "execution_time": self.total_ns / 1e9,
-            "self_time": self.self_ns / 1e9,
-            "memory_bytes": self.mem_bytes,
-        }
-
-
-@dataclass(slots=True)
-class ValueNode:
-    """One SSA version of a value that flows between calls.
-
-    Attributes:
-        id: node id, unique in the DAG.
-        name: short name of the value (usually its type, e.g. ``ndarray``).
-        version: SSA version: 0 for a value first seen as an argument, +1 each time a call
-            returns the same object again.
-        type_name: qualified type name (``numpy.ndarray``, ``torch.Tensor``).
-        shape: array shape, or None.
-        dtype: element type, or None.
-        nbytes: size of the data in bytes (0 when unknown).
-        device: ``cpu`` or ``cuda:i``.
-    """
-
-    id: int
-    name: str
-    version: int = 0
-    type_name: str = ""
-    shape: list[int] | None = None
-    dtype: str | None = None
-    nbytes: int = 0
-    device: str = "cpu"
-    kind: ClassVar[str] = "value"
-
-    @property
-    def node_type(self) -> str:
-        """The seed's node type name: ``"variable"``."""
-        return "variable"
-
-
-Node = CallNode | ValueNode
-
-# Field name -> accepted JSON types, per node class (for from_dict validation).
-_FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {
-    CallNode: {
-        "id": (int,),
-        "name": (str,),
-        "context_key": (str,),
-        "call_site": (str,),
-        "depth": (int,),
-        "total_ns": (int,),
-        "self_ns": (int,),
-        "mem_bytes": (int,),
-        "arg_summaries": (list,),
-        "return_summary": (str, type(None)),
-        "is_builtin": (bool,),
-    },
-    ValueNode: {
-        "id": (int,),
-        "name": (str,),
-        "version": (int,),
-        "type_name": (str,),
-        "shape": (list, type(None)),
-        "dtype": (str, type(None)),
-        "nbytes": (int,),
-        "device": (str,),
-    },
-}
-_KIND_CLASS: dict[str, type] = {"call": CallNode, "value": ValueNode}
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {
-    cls: tuple(f.name for f in fields(cls)) for cls in (CallNode, ValueNode)
-}
+__all__ = [
+    "EDGE_KINDS",
+    "SCHEMA_VERSION",
+    "CallNode",
+    "Edge",
+    "ExecutionDAG",
+    "Node",
+    "ValueNode",
+]
 
 
 class ExecutionDAG:
@@ -292,11 +193,10 @@ class ExecutionDAG:
     # ----------------------------------------------------------------- serialization
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data, with ``schema_version``."""
-        nodes_out = []
-        for node in self.nodes.values():
-            d = {name: getattr(node, name) for name in _FIELD_NAMES[type(node)]}
-            d["kind"] = node.kind
-            nodes_out.append(d)
+        nodes_out = [
+            call_dict(n) if type(n) is CallNode else value_dict(n)  # type: ignore[arg-type]
+            for n in self.nodes.values()
+        ]
         from codedag import __version__
 
         return {
@@ -330,8 +230,14 @@ class ExecutionDAG:
         nodes = dag.nodes
         problems: list[str] = []
         for i, raw in enumerate(raw_nodes):
+            node = fast_node(raw)
+            if node is not None:
+                if node.id in nodes:
+                    problems.append(f"nodes[{i}]: duplicate id {node.id}")
+                nodes[node.id] = node
+                continue
             try:
-                node = _node_from_dict(raw)
+                node = node_from_dict(raw)
             except SchemaError as error:
                 problems.append(f"nodes[{i}]: {error}")
                 if len(problems) >= 20:
@@ -362,7 +268,9 @@ class ExecutionDAG:
         from codedag.util.io import atomic_write_bytes
 
         indent = 1 if len(self.nodes) <= 10_000 else None
-        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False, separators=(",", ":"))
+        with gc_paused():
+            data_dict = self.to_dict()
+            text = json.dumps(data_dict, indent=indent, allow_nan=False, separators=(",", ":"))
         data = text.encode("utf-8")
         if str(path).endswith(".gz"):
             data = gzip.compress(data, compresslevel=5)
@@ -375,38 +283,15 @@ class ExecutionDAG:
             raw = Path(path).read_bytes()
         except OSError as error:
             raise SchemaError(f"cannot read execution DAG {path}: {error.strerror}") from error
-        try:
-            if raw[:2] == b"\x1f\x8b":
-                raw = gzip.decompress(raw)
-            data = json.loads(raw)
-        except (ValueError, OSError) as error:
-            raise SchemaError(f"{path} is not a JSON execution DAG: {error}") from error
-        return cls.from_dict(data)
+        with gc_paused():
+            try:
+                if raw[:2] == b"\x1f\x8b":
+                    raw = gzip.decompress(raw)
+                data = json.loads(raw)
+            except (ValueError, OSError) as error:
+                raise SchemaError(f"{path} is not a JSON execution DAG: {error}") from error
+            return cls.from_dict(data)
 
     def __repr__(self) -> str:
         s = self.stats()
         return f"ExecutionDAG(calls={s['calls']}, values={s['values']}, edges={s['edges']})"
-
-
-def _node_from_dict(raw: Any) -> Node:
-    if not isinstance(raw, dict):
-        raise SchemaError(f"expected an object, got {type(raw).__name__}")
-    kind = raw.get("kind")
-    cls = _KIND_CLASS.get(kind)  # type: ignore[arg-type]
-    if cls is None:
-        raise SchemaError(f"kind {kind!r} is unknown; expected 'call' or 'value'")
-    types = _FIELD_TYPES[cls]
-    kwargs = {}
-    for name, accepted in types.items():
-        if name not in raw:
-            if name in ("id", "name"):
-                raise SchemaError(f"missing required field {name!r}")
-            continue  # older files: the dataclass default applies
-        value = raw[name]
-        if type(value) not in accepted:
-            raise SchemaError(
-                f"field {name!r} is {type(value).__name__}; expected "
-                f"{' or '.join(t.__name__ for t in accepted)}"
-            )
-        kwargs[name] = value
-    return cls(**kwargs)

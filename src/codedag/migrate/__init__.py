@@ -1,0 +1,12 @@
+"""Stage 3: run the calls a migration plan places on a device through torch, transparently.
+
+* :mod:`.registry`: one :class:`~.registry.OpSpec` per canonical name (MoveOnly, StandardOp,
+  FactoryOp), built from the backends in :mod:`.ops`, and the NonMigratable list;
+* :mod:`.values`: NumPy/PIL values to device tensors and back, exactly as the library returns;
+* :mod:`.context`: matching runtime calls against the plan's context keys;
+* :mod:`.wrapper`: :class:`~.wrapper.UniversalWrapper`, the per-call decision and fallback;
+* :mod:`.injector`: :class:`~.injector.PatchInjector` on :mod:`codedag.patching`;
+* :mod:`.api`: :class:`~.api.PipelineMigrator`, the seed's API.
+
+Nothing is imported here: ``import codedag.migrate`` stays free of torch.
+"""

@@ -114,6 +114,88 @@ TOLERANCES: dict[str, Tolerance] = {
     ),
 }
 
+# --- numpy ------------------------------------------------------------------------------------
+# Arithmetic, comparisons, clip, where, rounding, casts, shape functions, min/max/arg and integer
+# reductions are exact (no entry): IEEE +, -, * and / are correctly rounded in both. torch.sqrt
+# and reciprocal are vectorized and were seen 1 ulp off, so they share the libm tolerance.
+_TRANSCENDENTAL = Tolerance(
+    atol=1e-5,
+    rtol=1e-3,
+    note="NumPy's SIMD libm and torch's Sleef differ by a few ulp: 1 float16 ulp is 9.8e-4 "
+    "relative; float32 and float64 results agree to a few ulp of their own type",
+)
+_SUM = Tolerance(
+    atol=1e-6,
+    rtol=2e-3,
+    note="float sums in another order (NumPy pairwise, torch cascade): ~1 ulp of float16 results "
+    "(9.8e-4), a few ulp of float32/float64 ones; integer sums are exact",
+)
+_TRANSCENDENTAL_NAMES = (
+    "arccos arccosh arcsin arcsinh arctan arctan2 arctanh cos cosh deg2rad exp exp2 expm1 hypot "
+    "log log10 log1p log2 power rad2deg reciprocal sin sinh sqrt tan tanh"
+)
+_SUM_NAMES = ("cumsum", "mean", "prod", "std", "sum", "var")
+_ORDER = Tolerance(
+    rtol=1e-6,
+    atol=1e-9,
+    note="interpolation between sorted neighbours in float64 where NumPy mixes float32 and "
+    "float64 operands: a float32 ulp or two; integer and NaN cases are exact",
+)
+TOLERANCES.update({f"numpy.{n}": _ORDER for n in ("median", "percentile", "quantile")})
+TOLERANCES["numpy.linalg.norm"] = Tolerance(
+    rtol=1e-5, note="sum of squares in another order (BLAS dot vs torch): a few float32 ulp"
+)
+TOLERANCES.update({f"numpy.{n}": _TRANSCENDENTAL for n in _TRANSCENDENTAL_NAMES.split()})
+TOLERANCES.update({f"numpy.{n}": _SUM for n in _SUM_NAMES})
+TOLERANCES.update({f"numpy.ndarray.{n}": _SUM for n in _SUM_NAMES})
+_PRODUCT = Tolerance(
+    atol=1e-3,
+    rtol=1e-5,
+    note="float32 accumulation in another order (BLAS vs torch): a few float32 ulp of sum(|a*b|), "
+    "below 1e-3 for the O(1e3) magnitudes tested; integer products are exact",
+)
+TOLERANCES.update({n: _PRODUCT for n in ("numpy.dot", "numpy.matmul", "numpy.ndarray.dot")})
+_FFT = Tolerance(
+    atol=1e-3,
+    rtol=1e-5,
+    note="NumPy's pocketfft vs torch's FFT (pocketfft/MKL on the CPU, cuFFT): a few float32 ulp "
+    "of sum(|x|), below 1e-3 for the O(1e3) magnitudes tested; shifts are exact",
+)
+TOLERANCES.update(
+    {f"numpy.fft.{n}": _FFT for n in ("fft", "fft2", "fftn", "ifft", "ifft2", "ifftn", "irfft")}
+)
+TOLERANCES.update({f"numpy.fft.{n}": _FFT for n in ("rfft", "rfft2")})
+
+
+# --- PIL ----------------------------------------------------------------------------------------
+# Every PIL backend reproduces Pillow's integer arithmetic bit for bit: no entries.
+
+# --- librosa (signals of amplitude <= 1) -------------------------------------------------------
+_FFT32 = "float32 FFT rounding: librosa multiplies frames by a float64 window before its FFT"
+TOLERANCES.update(
+    {
+        "librosa.amplitude_to_db": Tolerance(atol=1e-4, note="float32 log10 ulps, in dB"),
+        "librosa.db_to_amplitude": Tolerance(rtol=1e-5, note="float32 pow ulps"),
+        "librosa.db_to_power": Tolerance(rtol=1e-5, note="float32 pow ulps"),
+        "librosa.feature.melspectrogram": Tolerance(atol=1e-5, rtol=1e-5, note=_FFT32),
+        "librosa.feature.mfcc": Tolerance(
+            atol=5e-2,
+            rtol=1e-5,
+            note=_FFT32
+            + "; dB errors of quiet mel bands summed by the DCT: ~1e-4 with norm='ortho', "
+            "scaled by 2*sqrt(n_mels/2) with norm=None and by up to 1+lifter/2 with a lifter",
+        ),
+        "librosa.power_to_db": Tolerance(atol=1e-4, note="float32 log10 ulps, in dB"),
+        "librosa.resample": Tolerance(
+            atol=2e-6, note="float32 filter sums (polyphase) or FFTs in another order than SciPy's"
+        ),
+        "librosa.stft": Tolerance(atol=2e-5, rtol=1e-5, note=_FFT32),
+        "librosa.util.normalize": Tolerance(
+            rtol=1e-6, note="float64 norms summed in another order"
+        ),
+    }
+)
+
 
 def tolerance_for(name: str) -> Tolerance:
     """Return the tolerance of ``name``; backends without an entry must match exactly."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from codedag.graph.model import ExecutionDAG
-from codedag.trace.recorder import (
+from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
+from codedag.trace.records import (
     ARG_CONTAINER,
     ARG_SCALAR,
     ARG_TYPE,
@@ -19,8 +22,6 @@ from codedag.trace.recorder import (
     KIND_PY,
     KIND_WRAPPED,
     MEM,
-    N0,
-    N1,
     NAME,
     OV0,
     OV1,
@@ -45,61 +46,115 @@ class DAGBuilder:
 
     def __init__(self) -> None:
         self.dag = ExecutionDAG()
+        self._versions: dict[str, int] = {}
+
+    # The seed's incremental API, for building DAGs by hand (tests, other front ends).
+    def add_function_node(self, name: str, context: str = "", **fields: Any) -> int:
+        """Add a call node named ``name`` with context key ``context``; return its id."""
+        return self.dag.add_call(name=name, context_key=context, **fields)
+
+    def add_variable_node(self, name: str, version: int | None = None, **fields: Any) -> int:
+        """Add a value node; without ``version`` the next SSA version of ``name`` is used."""
+        if version is None:
+            version = self._versions.get(name, -1) + 1
+        self._versions[name] = max(version, self._versions.get(name, -1))
+        return self.dag.add_value(name=name, version=version, **fields)
+
+    def add_edge(self, source: int, target: int, edge_type: str) -> None:
+        """Add an edge (``calls``, ``uses`` or ``produces``)."""
+        self.dag.add_edge(source, target, edge_type)
 
     def build(
         self, session: Session, calibration: Calibration, metadata: dict[str, Any]
     ) -> ExecutionDAG:
         """Build the DAG from ``session``'s records and keep it as ``self.dag``."""
+        enabled = gc.isenabled()
+        gc.disable()  # only acyclic objects are made here; GC passes would only slow it down
+        try:
+            dag = self._build(session, calibration, metadata)
+        finally:
+            if enabled:
+                gc.enable()
+        self.dag = dag
+        return dag
+
+    def _build(
+        self, session: Session, calibration: Calibration, metadata: dict[str, Any]
+    ) -> ExecutionDAG:
         calls, values = session.calls, session.values
         totals, selfs = _times(calls, calibration)
         value_by_seq = {v[0]: v for v in values}
         cwd = os.getcwd() + os.sep
         dag = ExecutionDAG(metadata=metadata)
+        nodes = dag.nodes
         keys: dict[int, str] = {}
         counters: dict[tuple[int, str], int] = {}
+        sites: dict[Any, str] = {}
+        summaries: dict[Any, str] = {}
+        call_edges: list[tuple[int, int, str]] = []
         ci = vi = 0
         n_calls, n_values = len(calls), len(values)
         while ci < n_calls or vi < n_values:
             if vi >= n_values or (ci < n_calls and calls[ci][SEQ] < values[vi][0]):
                 rec = calls[ci]
-                parent, name = rec[PARENT], rec[NAME]
+                seq, parent, name = rec[SEQ], rec[PARENT], rec[NAME]
                 count = counters.get((parent, name), 0)
                 counters[(parent, name)] = count + 1
-                segment = f"{name}#{count}"
-                key = f"{keys[parent]}/{segment}" if parent in keys else segment
-                keys[rec[SEQ]] = key
-                dag.add_call(
-                    id=rec[SEQ],
-                    name=name,
-                    context_key=key,
-                    call_site=_site(rec[SITE], cwd),
-                    depth=rec[DEPTH],
-                    total_ns=totals[ci],
-                    self_ns=selfs[ci],
-                    mem_bytes=rec[MEM],
-                    arg_summaries=[_arg(a, value_by_seq) for a in rec[ARGS]],
-                    return_summary=_ret(rec[RET], value_by_seq),
-                    is_builtin=rec[KIND] != KIND_PY,
+                key = f"{keys[parent]}/{name}#{count}" if parent >= 0 else f"{name}#{count}"
+                keys[seq] = key
+                site = sites.get(rec[SITE])
+                if site is None:
+                    site = sites[rec[SITE]] = _site(rec[SITE], cwd)
+                args = []
+                for arg in rec[ARGS]:
+                    if arg[1] == ARG_VALUE:
+                        args.append(_arg(arg, value_by_seq))
+                        continue
+                    try:
+                        text = summaries.get(arg)
+                    except TypeError:  # an unhashable scalar payload
+                        text = None
+                    if text is None:
+                        text = _arg(arg, value_by_seq)
+                        with contextlib.suppress(TypeError):
+                            summaries[arg] = text
+                    args.append(text)
+                nodes[seq] = CallNode(
+                    seq,
+                    name,
+                    key,
+                    site,
+                    rec[DEPTH],
+                    totals[ci],
+                    selfs[ci],
+                    rec[MEM],
+                    args,
+                    _ret(rec[RET], value_by_seq),
+                    rec[KIND] != KIND_PY,
                 )
+                if parent >= 0:
+                    call_edges.append((parent, seq, "calls"))
+                calls[ci] = None  # type: ignore[call-overload] # free records as nodes are made
                 ci += 1
             else:
                 v = values[vi]
-                dag.add_value(
-                    id=v[0],
-                    name=v[1],
-                    version=v[2],
-                    type_name=v[3],
-                    shape=format_shape(v[4]),
-                    dtype=format_dtype(v[5]),
-                    nbytes=int(v[6]),
-                    device=v[7],
+                nodes[v[0]] = ValueNode(
+                    v[0],
+                    v[1],
+                    v[2],
+                    v[3],
+                    format_shape(v[4]),
+                    format_dtype(v[5]),
+                    int(v[6]),
+                    v[7],
                 )
                 vi += 1
+        dag._next_id = max(nodes, default=-1) + 1
         edges = dag.edges
-        edges.extend((rec[PARENT], rec[SEQ], "calls") for rec in calls if rec[PARENT] >= 0)
+        edges.extend(call_edges)
+        calls.clear()
         edges.extend((v, c, "uses") for v, c in session.uses)
         edges.extend((c, v, "produces") for c, v in session.produces)
-        self.dag = dag
         return dag
 
 
@@ -111,26 +166,21 @@ def _times(calls: list[list[Any]], cal: Calibration) -> tuple[list[int], list[in
     never below the sum of its callees' totals, so ``self_ns >= 0``.
     """
     n = len(calls)
-    # prefix counts of recorded calls by kind, to count each record's descendants by kind
-    prefix = [[0] * (n + 1) for _ in range(3)]
-    for i, rec in enumerate(calls):
-        for k in range(3):
-            prefix[k][i + 1] = prefix[k][i] + (rec[KIND] == k)
     per_kind = {KIND_PY: cal.kept_py_ns, KIND_WRAPPED: cal.kept_wrapped_ns, KIND_C: cal.kept_c_ns}
     index_of = {rec[SEQ]: i for i, rec in enumerate(calls)}
+    skip_ns = cal.skip_ns
     totals = [0] * n
     child_sum = [0] * n
+    desc_cost = [0.0] * n  # unmeasured cost of the recorded calls nested inside each record
     for i in range(n - 1, -1, -1):
         rec = calls[i]
-        nested = rec[N1] - rec[N0]
-        own = rec[T1] - rec[T0] - (rec[OV1] - rec[OV0]) - (rec[SKIP1] - rec[SKIP0]) * cal.skip_ns
-        for k, cost in per_kind.items():
-            own -= (prefix[k][i + 1 + nested] - prefix[k][i + 1]) * cost
-        total = max(int(own), child_sum[i], 0)
+        own = rec[T1] - rec[T0] - (rec[OV1] - rec[OV0]) - (rec[SKIP1] - rec[SKIP0]) * skip_ns
+        total = max(int(own - desc_cost[i]), child_sum[i], 0)
         totals[i] = total
         parent = index_of.get(rec[PARENT])
         if parent is not None:
             child_sum[parent] += total
+            desc_cost[parent] += desc_cost[i] + per_kind[rec[KIND]]
     selfs = [totals[i] - child_sum[i] for i in range(n)]
     return totals, selfs
 
@@ -138,7 +188,8 @@ def _times(calls: list[list[Any]], cal: Calibration) -> tuple[list[int], list[in
 def _site(site: Any, cwd: str) -> str:
     if site is None:
         return ""
-    filename, line = site
+    code, lasti = site
+    filename, line = code.co_filename, _line_of(code, lasti)
     if filename.startswith(cwd):
         filename = filename[len(cwd) :]
     return f"{filename}:{line}"
@@ -165,6 +216,19 @@ def _arg(arg: tuple[Any, int, Any], value_by_seq: dict[int, list[Any]]) -> str:
 
 def _ret(ret: Any, value_by_seq: dict[int, list[Any]]) -> str | None:
     return None if ret is None else _payload(ret[0], ret[1], value_by_seq)
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_table(code: Any) -> list[tuple[int, int, int | None]]:
+    return list(code.co_lines())
+
+
+def _line_of(code: Any, lasti: int) -> int:
+    """Source line of the instruction at byte offset ``lasti`` (what ``f_lineno`` would say)."""
+    for start, end, line in _line_table(code):
+        if start <= lasti < end:
+            return line if line is not None else code.co_firstlineno
+    return code.co_firstlineno
 
 
 def python_info() -> str:

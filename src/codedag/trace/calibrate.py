@@ -4,12 +4,11 @@ The hook times its own work on every recorded event and that time is subtracted 
 cannot time is the interpreter invoking the hook (and a wrapper's own frame), and skipped events,
 which are not timed to keep them cheap. Those costs are measured here by tracing small loops whose
 untraced duration is known: per skipped event, and per recorded Python call, wrapped call and
-C call. The medians of a few repetitions are kept.
+C call. The minimum over a few repetitions is kept (interruptions only add time).
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -20,7 +19,7 @@ from codedag.trace.values import DataTypes
 
 _N = 300
 _REPEATS = 5
-_cache: dict[bool, Calibration] = {}
+_cache: dict[tuple[bool, bool], Calibration] = {}
 _lock = threading.Lock()
 
 
@@ -102,7 +101,7 @@ def _once(track_memory: bool) -> Calibration:
             fn(*args)
     finally:
         session.stop()
-    from codedag.trace.recorder import NAME, OV0, OV1, SKIP0, SKIP1, T0, T1
+    from codedag.trace.records import NAME, OV0, OV1, SKIP0, SKIP1, T0, T1
 
     parents = [r for r in session.calls if r[NAME].endswith("_parent")]
     if len(parents) != len(cases):  # the hook was disturbed (e.g. a debugger): no correction
@@ -118,16 +117,17 @@ def _once(track_memory: bool) -> Calibration:
 
 
 def calibration(track_memory: bool) -> Calibration:
-    """The cached calibration for this memory setting (measured on first use, ~10-50 ms)."""
+    """The cached calibration for this memory mode (measured on first use, ~0.1-0.3 s)."""
+    import tracemalloc
+
+    key = (track_memory, tracemalloc.is_tracing())  # the memory mode changes the costs
     with _lock:
-        hit = _cache.get(track_memory)
+        hit = _cache.get(key)
         if hit is None:
             runs = [_once(track_memory) for _ in range(_REPEATS)]
+            # preemption on a busy machine only ever adds time: the least disturbed run is best
             hit = Calibration(
-                *(
-                    statistics.median(getattr(r, f) for r in runs)
-                    for f in Calibration.__dataclass_fields__
-                )
+                *(min(getattr(r, f) for r in runs) for f in Calibration.__dataclass_fields__)
             )
-            _cache[track_memory] = hit
+            _cache[key] = hit
         return hit

@@ -20,6 +20,7 @@ one epoch would.
 from __future__ import annotations
 
 import logging
+import operator
 from typing import TYPE_CHECKING, Any
 
 from codedag.errors import TraceError
@@ -36,6 +37,14 @@ def _first_indices(loader: Any) -> Any:
         return next(iter(sampler))
     except StopIteration as error:
         raise TraceError("the DataLoader is empty: its sampler yields no batch") from error
+
+
+def _plain_index(index: Any) -> int | str:
+    """An index as JSON: an int (numpy and torch integers too), else its repr."""
+    try:
+        return int(operator.index(index))
+    except TypeError:
+        return repr(index)
 
 
 def in_process_loader(loader: Any) -> tuple[Any, dict[str, Any]]:
@@ -62,12 +71,12 @@ def in_process_loader(loader: Any) -> tuple[Any, dict[str, Any]]:
         replica = DataLoader(
             loader.dataset, batch_sampler=[list(indices)], collate_fn=loader.collate_fn
         )
-        info["batch_indices"] = [int(i) if isinstance(i, int) else repr(i) for i in indices]
+        info["batch_indices"] = [_plain_index(i) for i in indices]
     else:  # batch_size=None: the sampler yields single keys, no auto-collation
         replica = DataLoader(
             loader.dataset, batch_size=None, sampler=[indices], collate_fn=loader.collate_fn
         )
-        info["batch_indices"] = [indices if isinstance(indices, int) else repr(indices)]
+        info["batch_indices"] = [_plain_index(indices)]
     return replica, info
 
 

@@ -7,10 +7,12 @@ ellipses. Edges are labelled with their kind. No Python graphviz package is need
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from codedag.errors import TraceError
@@ -58,11 +60,24 @@ def _value_label(node: ValueNode) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _call_color(node: CallNode, user_modules: set[str]) -> str:
+_KNOWN_LIBRARIES = frozenset({"torch", "numpy", "cv2", "PIL", "librosa", "scipy", "kornia"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_library(top: str) -> bool:
+    """Whether a top-level module is installed (site-packages) or standard; else user code."""
+    if top in _KNOWN_LIBRARIES or top in sys.stdlib_module_names:
+        return True
+    module = sys.modules.get(top)
+    path = getattr(module, "__file__", None) or ""
+    return "site-packages" in path or "dist-packages" in path
+
+
+def _call_color(node: CallNode) -> str:
     if node.is_builtin:
         return CALL_COLORS["builtin"]
     top = node.name.split(".", 1)[0]
-    return CALL_COLORS["user"] if top in user_modules else CALL_COLORS["library"]
+    return CALL_COLORS["library"] if _is_library(top) else CALL_COLORS["user"]
 
 
 def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: int = 1500) -> str:
@@ -75,8 +90,6 @@ def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: i
         shown.edges = [e for e in dag.edges if e[0] in shown.nodes and e[1] in shown.nodes]
         title += f" (first {max_nodes} of {len(dag.nodes)} nodes)"
     ranks = topological_ranks(shown)
-    depth0 = {n.name.split(".", 1)[0] for n in shown.calls() if n.depth == 0}
-    user_modules = {m for m in depth0 if m not in ("torch", "numpy", "cv2", "PIL")}
     out = [
         "digraph codedag {",
         f"  label={_quote(title)}; labelloc=t; rankdir=TB; splines=spline;",
@@ -86,9 +99,7 @@ def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: i
     ]
     for node_id, node in shown.nodes.items():
         if isinstance(node, CallNode):
-            attrs = (
-                f'shape=box, style="rounded,filled", fillcolor="{_call_color(node, user_modules)}"'
-            )
+            attrs = f'shape=box, style="rounded,filled", fillcolor="{_call_color(node)}"'
             label = _call_label(node)
         else:
             attrs = f'shape=ellipse, style=filled, fillcolor="{VALUE_COLOR}"'

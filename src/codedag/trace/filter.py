@@ -22,6 +22,10 @@ import sysconfig
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+from codedag.trace.names import canonical_name
+from codedag.trace.records import IMPORT
 
 # Packages skipped entirely by default: tooling around the traced code, never the pipeline.
 DEFAULT_EXCLUDE: tuple[str, ...] = (
@@ -41,6 +45,9 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "debugpy",
     "pydevd",
     "pybind11_builtins",
+    "numba",  # JIT compilation on first call: tens of thousands of compiler calls
+    "llvmlite",
+    "lazy_loader",
 )
 
 # Module prefix -> library key, for modules that are an entry point of their own.
@@ -123,6 +130,8 @@ class FunctionFilter:
         if self._matches(module, self._libraries):
             return self.library_key(module)
         top = module.split(".", 1)[0]
+        if top.startswith("namedtuple_"):
+            return False  # methods collections.namedtuple generates with exec()
         if top.startswith("_") and top != "__main__":
             return False  # private top-level modules: import hooks, C accelerators
         if filename is None:  # C function: its module decides
@@ -150,3 +159,38 @@ class FunctionFilter:
         if verdict is False:
             return None
         return Decision(name, verdict or self.library_key(module))  # type: ignore[arg-type]
+
+
+def code_info(
+    function_filter: FunctionFilter,
+    code: types.CodeType,
+    frame: types.FrameType,
+    user_codes: frozenset[types.CodeType] = frozenset(),
+) -> Any:
+    """The tracer's cached entry for a code object.
+
+    Returns:
+        ``IMPORT`` for a module body, None to skip, else ``(name, library key, parameter
+        names)`` (library key None for user code).
+    """
+    if code.co_name == "<module>" and code not in user_codes:
+        return IMPORT  # a module body: an import inside the window
+    module = frame.f_globals.get("__name__") or "__main__"
+    if code in user_codes:
+        decision: Decision | None = Decision(f"{module}.{code.co_qualname}", None)
+    else:
+        decision = function_filter.classify_code(code, module)
+    if decision is None:
+        return None
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
+    return (decision.name, decision.library, code.co_varnames[:n])
+
+
+def callable_info(function_filter: FunctionFilter, func: Any) -> tuple[str, str | None] | None:
+    """The tracer's cached entry for a C function: ``(name, library key)`` or None to skip."""
+    try:
+        decision = function_filter.classify_callable(canonical_name(func))
+    except Exception:  # an exotic callable without names: not worth recording
+        return None
+    return None if decision is None else (decision.name, decision.library)

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 # Modules whose public C-level callables are wrapped during tracing.
 WRAPPED_MODULES: tuple[str, ...] = ("cv2", "numpy", "numpy.linalg", "numpy.fft", "numpy.random")
 # Names never wrapped: wrapping them would change behaviour or recurse into the tracer.
+# id(original) -> (original, wrapper): wrappers are made once per process and reused by every
+# window (a wrapper only forwards outside a window). Originals are module-level functions.
+_WRAPPERS: dict[int, tuple[Any, Callable[..., Any]]] = {}
 _NEVER = frozenset({"numpy.test", "numpy.show_config", "numpy.info", "numpy.source"})
 
 
@@ -81,8 +84,13 @@ def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], 
     names = list(names)
 
     def factory(qualified: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        hit = _WRAPPERS.get(id(original))
+        if hit is not None and hit[0] is original:
+            return hit[1]
         canonical = canonical_name(original)
-        return make_wrapper(canonical, library_of(canonical.rsplit(".", 1)[0]), original)
+        wrapper = make_wrapper(canonical, library_of(canonical.rsplit(".", 1)[0]), original)
+        _WRAPPERS[id(original)] = (original, wrapper)
+        return wrapper
 
     try:
         patcher.patch_many(names, factory)

@@ -13,7 +13,11 @@ value.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import logging
+import os
 import sys
 import threading
 import time
@@ -22,41 +26,40 @@ import types
 import weakref
 from typing import Any
 
-from codedag.trace.filter import Decision, FunctionFilter
-from codedag.trace.names import canonical_name
+from codedag.trace.filter import FunctionFilter, callable_info, code_info
+from codedag.trace.records import (
+    ARG_CONTAINER,
+    ARG_SCALAR,
+    ARG_TYPE,
+    ARG_VALUE,
+    CUR0,
+    FRAME,
+    IMPORT,
+    KIND,
+    KIND_C,
+    KIND_PY,
+    KIND_WRAPPED,
+    LIB,
+    MEM,
+    MEMORY_OFF,
+    MEMORY_PER_CALL,
+    MEMORY_WINDOW,
+    N1,
+    OV0,
+    OV1,
+    OWN0,
+    PEAK,
+    RET,
+    SEQ,
+    SKIP1,
+    T0,
+    T1,
+    first_items,
+    has_data,
+)
 from codedag.trace.values import MAX_CONTAINER_SCAN, SCALARS, DataTypes, describe
 
 log = logging.getLogger(__name__)
-
-# Call record fields (records are plain lists, indexed by these constants).
-(
-    SEQ,
-    NAME,
-    PARENT,
-    SITE,
-    DEPTH,
-    KIND,
-    T0,
-    T1,
-    OV0,
-    OV1,
-    SKIP0,
-    SKIP1,
-    N0,
-    N1,
-    MEM,
-    ARGS,
-    RET,
-    LIB,
-    FRAME,
-    CUR0,
-    PEAK,
-    OWN0,
-    _SPARE,
-) = range(23)
-KIND_PY, KIND_WRAPPED, KIND_C = 0, 1, 2
-# Argument payload kinds in ARGS entries ``(label, payload_kind, payload)``.
-ARG_VALUE, ARG_SCALAR, ARG_TYPE, ARG_CONTAINER = 0, 1, 2, 3
 
 _active: Session | None = None  # the innermost session; library wrappers report to it
 _active_lock = threading.Lock()
@@ -89,6 +92,12 @@ class Session:
         self.filter = function_filter
         self.max_depth = max_depth
         self.track_memory = track_memory
+        if not track_memory:
+            self.memory_mode = MEMORY_OFF
+        elif tracemalloc.is_tracing():
+            self.memory_mode = MEMORY_WINDOW
+        else:
+            self.memory_mode = MEMORY_PER_CALL
         self.data_types = data_types
         self.user_codes = user_codes
         self.thread = threading.get_ident()
@@ -99,35 +108,24 @@ class Session:
         self.stack: list[list[Any]] = []
         self.live: dict[int, tuple[Any, int, int]] = {}
         self.error: str | None = None
-        self.started_tracemalloc = False
+        self.broken = False
         self.t_start_ns = 0
         self.t_stop_ns = 0
+        # Hundreds of thousands of records make every full GC pass slower (traced code slows
+        # down quadratically). The records are moved to the permanent generation every 64
+        # calls with gc.freeze() and back with gc.unfreeze() at the end of the window, unless
+        # the process already uses gc.freeze() itself.
+        self.freeze_gc = gc.get_freeze_count() == 0
         self._make_hooks()
 
     # ------------------------------------------------------------------ classification
     def _classify_code(self, code: types.CodeType, frame: types.FrameType) -> Any:
-        if code in self.user_codes:
-            decision: Decision | None = Decision(
-                f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}", None
-            )
-        else:
-            module = frame.f_globals.get("__name__") or "__main__"
-            decision = self.filter.classify_code(code, module)
-        if decision is None:
-            info: Any = None
-        else:
-            n = code.co_argcount + code.co_kwonlyargcount
-            n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
-            info = (decision.name, decision.library, code.co_varnames[:n])
+        info = code_info(self.filter, code, frame, self.user_codes)
         self.code_cache[code] = info
         return info
 
     def _classify_c(self, func: Any) -> Any:
-        try:
-            decision = self.filter.classify_callable(canonical_name(func))
-        except Exception:  # an exotic callable without names: not worth recording
-            decision = None
-        return None if decision is None else (decision.name, decision.library)
+        return callable_info(self.filter, func)
 
     # ------------------------------------------------------------------ hooks
     def _make_hooks(self) -> None:
@@ -139,17 +137,25 @@ class Session:
         self.code_cache = code_cache
         classify_code, classify_c = self._classify_code, self._classify_c
         is_data = self.data_types.is_data
+        data_cache = self.data_types._cache
         perf = time.perf_counter_ns
         max_depth = self.max_depth
-        track_memory = self.track_memory
+        track_memory = self.memory_mode == MEMORY_WINDOW  # the whole-window measurement
+        per_call = self.memory_mode == MEMORY_PER_CALL
         get_mem, reset_peak = tracemalloc.get_traced_memory, tracemalloc.reset_peak
+        tm_start, tm_stop, tm_tracing = tracemalloc.start, tracemalloc.stop, tracemalloc.is_tracing
         module_type = types.ModuleType
-        keyed_ref = weakref.KeyedRef
+        weak_ref = weakref.ref
+        partial = functools.partial
         weakrefable: dict[type, bool] = {}
-        scalars = SCALARS
+        scalars = frozenset(SCALARS)
         max_scan = MAX_CONTAINER_SCAN
         session = self
+        gc_freeze = gc.freeze
+        get_profile, set_profile = sys.getprofile, sys.setprofile
+        freeze_gc = self.freeze_gc
 
+        importing: list[types.FrameType] = []  # module bodies running: nothing is recorded
         seq = 0
         nskip = 0  # skipped events = nhi * 256 + nskip
         nhi = 0
@@ -157,10 +163,10 @@ class Session:
         ncalls = 0
         ovh = 0
 
-        def forget(ref: weakref.KeyedRef) -> None:
-            entry = live.get(ref.key)
+        def forget(key: int, ref: weakref.ref) -> None:  # called when a tracked value dies
+            entry = live.get(key)
             if entry is not None and entry[0] is ref:
-                del live[ref.key]
+                del live[key]
 
         def hold(obj: Any, vseq: int, version: int) -> None:
             cls = type(obj)
@@ -173,7 +179,7 @@ class Session:
                     can = False
                 weakrefable[cls] = can
             key = id(obj)
-            ref = keyed_ref(obj, forget, key) if can else obj
+            ref = weak_ref(obj, partial(forget, key)) if can else obj
             live[key] = (ref, vseq, version)
 
         def lookup(obj: Any) -> tuple[Any, int, int] | None:
@@ -181,7 +187,7 @@ class Session:
             if entry is None:
                 return None
             ref = entry[0]
-            held = ref() if type(ref) is keyed_ref else ref
+            held = ref() if type(ref) is weak_ref else ref
             return entry if held is obj else None
 
         def new_value(obj: Any, version: int) -> int:
@@ -190,7 +196,7 @@ class Session:
             seq += 1
             name, type_name, shape, dtype, nbytes, device = describe(obj)
             if type(obj) in (tuple, list, dict):
-                nbytes = sum(describe(x)[4] for x in _items(obj, max_scan) if is_data(type(x)))
+                nbytes = sum(describe(x)[4] for x in first_items(obj, max_scan) if is_data(type(x)))
             values.append([vseq, name, version, type_name, shape, dtype, nbytes, device])
             hold(obj, vseq, version)
             return vseq
@@ -204,7 +210,9 @@ class Session:
 
         def scan_arg(label: Any, obj: Any, args_out: list[Any], found: list[int]) -> None:
             cls = type(obj)
-            if is_data(cls):
+            if cls in scalars:
+                args_out.append((label, ARG_SCALAR, obj))
+            elif data_cache.get(cls) or is_data(cls):
                 args_out.append((label, ARG_VALUE, use(obj, found)))
             elif cls is tuple or cls is list or cls is dict:
                 if lookup(obj) is not None:
@@ -214,8 +222,6 @@ class Session:
                         if is_data(type(item)) or lookup(item) is not None:
                             use(item, found)
                 args_out.append((label, ARG_CONTAINER, (cls.__name__, len(obj))))
-            elif cls in scalars:
-                args_out.append((label, ARG_SCALAR, obj))
             else:
                 args_out.append((label, ARG_TYPE, cls))
 
@@ -235,9 +241,13 @@ class Session:
             seq += 1
             ncalls += 1
             parent = stack[-1][SEQ] if stack else -1
-            rec = [cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0]
-            rec += [ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0]
+            rec = [
+                cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0,
+                ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0,
+            ]  # fmt: skip
             calls.append(rec)
+            if not ncalls & 0x3F and freeze_gc:
+                gc_freeze()  # keep the growing records out of every GC pass (see start())
             for vseq in found:
                 uses.append((vseq, cseq))
             if track_memory:
@@ -251,6 +261,12 @@ class Session:
                         top[PEAK] = peak
                 rec[CUR0] = rec[PEAK] = cur
             stack.append(rec)
+            if per_call and kind != KIND_PY:
+                if tm_tracing():  # nested in another C call's session: net growth only
+                    rec[CUR0] = get_mem()[0]
+                else:
+                    rec[CUR0] = -1
+                    tm_start(1)
             t0 = perf()
             ovh += t0 - h0
             rec[T0] = t0
@@ -259,6 +275,15 @@ class Session:
 
         def leave(t1: int, rec: list[Any], result: Any, returned: bool) -> None:
             nonlocal ovh, own_bytes
+            if per_call:
+                if rec[KIND] == KIND_PY:  # implied by the callees (see memory_mode)
+                    mem, net = rec[PEAK], rec[OWN0]
+                elif rec[CUR0] == -1:
+                    net, mem = get_mem()
+                    tm_stop()
+                else:
+                    net = mem = max(0, get_mem()[0] - rec[CUR0])
+                rec[MEM] = mem
             m0 = get_mem()[0] if track_memory else 0
             rec[T1] = t1
             rec[OV1] = ovh
@@ -275,10 +300,15 @@ class Session:
                 rec[MEM] = max(0, peak - rec[CUR0] - (own_bytes - rec[OWN0]))
                 if stack and peak > stack[-1][PEAK]:
                     stack[-1][PEAK] = peak
+            elif per_call and stack:
+                parent = stack[-1]
+                if parent[OWN0] + mem > parent[PEAK]:
+                    parent[PEAK] = parent[OWN0] + mem
+                parent[OWN0] += net
             if returned and result is not None:
                 cls = type(result)
                 if is_data(cls) or (
-                    (cls is tuple or cls is list or cls is dict) and _has_data(result, is_data)
+                    (cls is tuple or cls is list or cls is dict) and has_data(result, is_data)
                 ):
                     entry = lookup(result)
                     vseq = new_value(result, entry[2] + 1 if entry is not None else 0)
@@ -297,14 +327,18 @@ class Session:
             ovh += perf() - t1
 
         def profile(frame: types.FrameType, event: str, arg: Any) -> None:
-            nonlocal nskip, nhi
+            nonlocal nskip, nhi, ovh
             try:
                 if event == "call":
                     code = frame.f_code
                     info = code_cache.get(code, False)
-                    if info is False:
+                    if info is False:  # first sight: classification time is tracer time
+                        c0 = perf()
                         info = classify_code(code, frame)
-                    if info is None:
+                        ovh += perf() - c0
+                    if info is None or importing or info is IMPORT:
+                        if info is IMPORT:
+                            importing.append(frame)
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
                             nskip, nhi = 0, nhi + 1
@@ -321,13 +355,26 @@ class Session:
                     m0 = get_mem()[0] if track_memory else 0
                     args_out: list[Any] = []
                     found: list[int] = []
-                    local = frame.f_locals
-                    for pname in info[2]:
-                        scan_arg(pname, local.get(pname), args_out, found)
+                    params = info[2]
+                    if params:
+                        local = frame.f_locals
+                        for pname in params:
+                            value = local.get(pname)
+                            if type(value) in scalars:  # the common case, inlined
+                                args_out.append((pname, ARG_SCALAR, value))
+                            else:
+                                scan_arg(pname, value, args_out, found)
                     back = frame.f_back
-                    site = (back.f_code.co_filename, back.f_lineno) if back is not None else None
+                    site = (back.f_code, back.f_lasti) if back is not None else None
                     enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
                 elif event == "return":
+                    if importing:
+                        if importing[-1] is frame:
+                            importing.pop()
+                        nskip += 1
+                        if nskip > 255:  # small ints are cached: no allocation
+                            nskip, nhi = 0, nhi + 1
+                        return
                     if stack and stack[-1][FRAME] is frame:
                         leave(perf(), stack[-1], arg, True)
                     else:
@@ -343,15 +390,20 @@ class Session:
                     if owner is None or type(owner) is module_type:
                         info = c_cache.get(arg, False)
                         if info is False:
+                            c0 = perf()
                             info = c_cache[arg] = classify_c(arg)
-                    else:
-                        per_type = bound_cache.get(type(owner))
+                            ovh += perf() - c0
+                    else:  # a bound method: cached per class (the class itself for classmethods)
+                        owner_type = owner if isinstance(owner, type) else type(owner)
+                        per_type = bound_cache.get(owner_type)
                         if per_type is None:
-                            per_type = bound_cache[type(owner)] = {}
+                            per_type = bound_cache[owner_type] = {}
                         info = per_type.get(arg.__name__, False)
                         if info is False:
+                            c0 = perf()
                             info = per_type[arg.__name__] = classify_c(arg)
-                    if info is None:
+                            ovh += perf() - c0
+                    if info is None or importing:
                         nskip += 1
                         if nskip > 255:  # small ints are cached: no allocation
                             nskip, nhi = 0, nhi + 1
@@ -363,7 +415,7 @@ class Session:
                         return
                     h0 = perf()
                     m0 = get_mem()[0] if track_memory else 0
-                    site = (frame.f_code.co_filename, frame.f_lineno)
+                    site = (frame.f_code, frame.f_lasti)
                     enter(h0, info[0], info[1], KIND_C, site, [], [], arg, m0)
                 elif stack and stack[-1][FRAME] is arg:  # c_return / c_exception
                     leave(perf(), stack[-1], None, False)
@@ -372,32 +424,65 @@ class Session:
                     if nskip > 255:  # small ints are cached: no allocation
                         nskip, nhi = 0, nhi + 1
             except Exception as error:  # never let the hook raise: Python would drop it
-                session.error = f"{type(error).__name__}: {error}"
-                sys.setprofile(None)
-                log.exception("tracer hook failed; tracing stopped early")
+                fail(error)
+
+        def fail(error: Exception) -> None:
+            session.error = f"{type(error).__name__}: {error}"
+            session.broken = True
+            sys.setprofile(None)
+            log.error("tracer failed (%s); tracing stopped early", session.error, exc_info=error)
 
         def call_wrapped(
             name: str, lib: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
-            if stack and (stack[-1][LIB] == lib or len(stack) >= max_depth):
+            if (
+                session.broken
+                or importing
+                or (stack and (stack[-1][LIB] == lib or len(stack) >= max_depth))
+            ):
                 return fn(*args, **kwargs)
-            h0 = perf()
-            m0 = get_mem()[0] if track_memory else 0
-            args_out: list[Any] = []
-            found: list[int] = []
-            for i, value in enumerate(args):
-                scan_arg(i, value, args_out, found)
-            for key, value in kwargs.items():
-                scan_arg(key, value, args_out, found)
-            caller = sys._getframe(2)
-            site = (caller.f_code.co_filename, caller.f_lineno)
-            rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)
+            # The bookkeeping below runs outside the profile callback, so the interpreter would
+            # report every helper call to the hook: switch the hook off around it.
+            own = get_profile() is profile
+            if own:  # first, so that the calls below raise no events
+                set_profile(None)
+            try:
+                h0 = perf()
+                m0 = get_mem()[0] if track_memory else 0
+                args_out: list[Any] = []
+                found: list[int] = []
+                for i, value in enumerate(args):
+                    scan_arg(i, value, args_out, found)
+                for key, value in kwargs.items():
+                    scan_arg(key, value, args_out, found)
+                caller = sys._getframe(2)
+                site = (caller.f_code, caller.f_lasti)
+                rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)
+            except Exception as error:  # a tracer bug must never break the traced code
+                fail(error)  # leaves the hook off
+                return fn(*args, **kwargs)
+            if own:
+                set_profile(profile)
             try:
                 result = fn(*args, **kwargs)
             except BaseException:
-                leave(perf(), rec, None, False)
+                if own:
+                    set_profile(None)
+                t1 = perf()
+                with contextlib.suppress(Exception):
+                    leave(t1, rec, None, False)
+                if own and not session.broken:
+                    set_profile(profile)
                 raise
-            leave(perf(), rec, result, True)
+            if own:
+                set_profile(None)
+            t1 = perf()
+            try:
+                leave(t1, rec, result, True)
+            except Exception as error:
+                fail(error)
+            if own and not session.broken:
+                set_profile(profile)
             return result
 
         def counters() -> tuple[int, int, int]:
@@ -416,9 +501,7 @@ class Session:
     def start(self) -> None:
         """Make this the active session and install the profile hook on this thread."""
         global _active
-        if self.track_memory and not tracemalloc.is_tracing():
-            tracemalloc.start(1)
-            self.started_tracemalloc = True
+        _register_fork_handler()
         with _active_lock:
             self._previous_active = _active
             _active = self
@@ -434,21 +517,26 @@ class Session:
         with _active_lock:
             _active = self._previous_active
         self.close_open(self.t_stop_ns)
-        if self.started_tracemalloc:
-            tracemalloc.stop()
+        if self.broken and self.memory_mode == MEMORY_PER_CALL and tracemalloc.is_tracing():
+            tracemalloc.stop()  # a failure may have left a per-call session open
+        if self.freeze_gc:
+            gc.unfreeze()
         self.live.clear()
 
 
-def _items(obj: Any, limit: int) -> list[Any]:
-    items = obj.values() if type(obj) is dict else obj
-    return list(items)[:limit]
+_fork_handler_registered = False
 
 
-def _has_data(obj: Any, is_data: Any) -> bool:
-    items = obj.values() if type(obj) is dict else obj
-    for i, item in enumerate(items):
-        if i >= MAX_CONTAINER_SCAN:
-            break
-        if is_data(type(item)):
-            return True
-    return False
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker) inherits the hook of the forking thread: drop it."""
+    global _active
+    if _active is not None:
+        _active = None
+        sys.setprofile(None)
+
+
+def _register_fork_handler() -> None:
+    global _fork_handler_registered
+    if not _fork_handler_registered and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_handler_registered = True

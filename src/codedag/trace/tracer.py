@@ -76,6 +76,7 @@ class EnhancedTracer:
         self._nesting = 0
         self._owner_thread: int | None = None
         self._wrapped: list[str] = []
+        self._kept_patcher: Any = None
 
     # ------------------------------------------------------------------ window
     @property
@@ -100,9 +101,11 @@ class EnhancedTracer:
         from codedag.trace.recorder import Session
 
         self._calibration = calibration(self.track_memory) if self.calibrate else ZERO
-        patcher = Patcher(label="codedag.trace")
-        names = interpose.library_targets(self.wrap) if self.wrap_libraries else list(self.wrap)
-        self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
+        patcher = self._kept_patcher
+        if patcher is None:
+            patcher = Patcher(label="codedag.trace")
+            names = self._wrap_targets()
+            self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         try:
             session = Session(
                 self.function_filter,
@@ -112,7 +115,8 @@ class EnhancedTracer:
             )
             session.start()
         except BaseException:
-            patcher.restore()
+            if patcher is not self._kept_patcher:
+                patcher.restore()
             raise
         self._patcher, self._session = patcher, session
         self._owner_thread = threading.get_ident()
@@ -123,6 +127,8 @@ class EnhancedTracer:
         session = self._session
         if session is None:
             raise TraceError("stop() called without an open tracing window")
+        if self._owner_thread != threading.get_ident():
+            raise TraceError("stop() must be called on the thread that called start()")
         if self._nesting:
             self._nesting -= 1
             return self.dag
@@ -130,13 +136,15 @@ class EnhancedTracer:
             session.stop()
         finally:
             self._session = None
-            self._patcher.restore()
+            if self._patcher is not self._kept_patcher:
+                self._patcher.restore()
             self._patcher = None
         nskip, ncalls, ovh_ns = session.counters()
         metadata = {
             "tracer": {
                 "max_depth": self.max_depth,
                 "track_memory": self.track_memory,
+                "memory_mode": session.memory_mode,
                 "calibration_ns": self._calibration.to_dict(),
                 "recorded_calls": ncalls,
                 "skipped_events": nskip,
@@ -153,6 +161,40 @@ class EnhancedTracer:
         if session.error:
             log.warning("tracing stopped early: %s", session.error)
         return dag
+
+    def _wrap_targets(self) -> list[str]:
+        """Names to interpose: the wrapped libraries' callables the filter does not exclude."""
+        from codedag.trace import interpose
+
+        names = interpose.library_targets() if self.wrap_libraries else []
+        names = [n for n in names if self.function_filter.classify_callable(n) is not None]
+        return names + [n for n in self.wrap if n not in names]
+
+    @contextmanager
+    def wrappers_kept(self) -> Iterator[EnhancedTracer]:
+        """Keep the library wrappers installed across the windows opened inside this block.
+
+        Installing the wrappers costs tens of milliseconds per window (hundreds of functions
+        patched and references rebound); tracing many batches or a decorated function called
+        in a loop pays it once here. Between windows the wrappers only forward calls.
+        """
+        from codedag.patching import Patcher
+        from codedag.trace import interpose
+
+        if self._kept_patcher is not None:
+            yield self
+            return
+        patcher = Patcher(label="codedag.trace")
+        names = self._wrap_targets()
+        self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
+        self._kept_patcher = patcher
+        try:
+            yield self
+        finally:
+            self._kept_patcher = None
+            if self._patcher is patcher:  # a window is still open: its stop() has nothing left
+                self._patcher = Patcher(label="codedag.trace")
+            patcher.restore()
 
     @contextmanager
     def tracing_context(self) -> Iterator[EnhancedTracer]:

@@ -43,7 +43,9 @@ class DataTypes:
                 self._resolved.add(module_name)
                 changed = True
         if changed:
-            self._cache = {t: v for t, v in self._cache.items() if v}
+            stale = [t for t, v in self._cache.items() if not v]
+            for t in stale:  # in place: the tracer's hot path holds this dict
+                del self._cache[t]
         return self._bases + self._extra
 
     def is_data(self, cls: type) -> bool:
@@ -55,11 +57,18 @@ class DataTypes:
         return hit
 
 
+_NAMES: dict[type, tuple[str, str]] = {}
+
+
 def describe(obj: Any) -> tuple[str, str, Any, Any, int, str]:
     """``(name, type_name, shape, dtype, nbytes, device)`` of a value; shape/dtype kept raw."""
     cls = type(obj)
-    name = cls.__name__
-    type_name = f"{cls.__module__}.{cls.__qualname__}"
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = (cls.__name__, f"{cls.__module__}.{cls.__qualname__}")
+    name, type_name = names
+    if type_name == "numpy.ndarray":  # the common case first
+        return name, type_name, obj.shape, obj.dtype, obj.nbytes, "cpu"
     if cls.__module__ == "torch" or name in ("Tensor", "Parameter"):
         try:
             return (

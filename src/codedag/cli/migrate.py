@@ -1,0 +1,173 @@
+"""``codedag migrate PLAN -- python train.py ...``: run a script with a migration plan applied.
+
+The script runs in this process (``runpy``), as ``python train.py`` would run it, with the plan's
+functions patched; the originals are restored when it ends (also on errors and Ctrl-C) and the
+per-function counters are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from codedag.errors import UsageError
+
+_PYTHONS = ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+
+
+def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+    """Add the ``migrate`` subcommand."""
+    p = subparsers.add_parser(
+        "migrate",
+        parents=[parent],
+        help="run a training script with a migration plan applied",
+        description=(
+            "Run a Python script (or -m module) in this process with the calls of PLAN moved to "
+            "their device through torch backends; print per-function counters at exit."
+        ),
+        epilog="example: codedag migrate migration_plan.json -- python train.py --epochs 1",
+    )
+    p.add_argument("plan", type=Path, help="migration_plan.json written by `codedag optimize`")
+    _add_options(p)
+    p.add_argument(
+        "script_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND",
+        help="after --: python SCRIPT [ARGS...], python -m MODULE [ARGS...] or SCRIPT [ARGS...]",
+    )
+    p.set_defaults(handler=run)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--device", help="device for plan devices that do not exist here (default: auto)"
+    )
+    p.add_argument("--stats-out", type=Path, help="also write the counters to this JSON file")
+    p.add_argument("--json", action="store_true", help="print the counters as JSON on stdout")
+
+
+def split_options(args: argparse.Namespace) -> list[str]:
+    """Options written between PLAN and ``--`` land in the command: parse them, return the rest."""
+    words = list(args.script_command)
+    if "--" not in words:
+        return words
+    cut = words.index("--")
+    if cut:
+        options = argparse.ArgumentParser(prog="codedag migrate", add_help=False)
+        _add_options(options)
+        try:
+            parsed = options.parse_args(words[:cut])
+        except SystemExit as e:
+            raise UsageError(f"unrecognized options before --: {' '.join(words[:cut])}") from e
+        for key, value in vars(parsed).items():
+            if value not in (None, False):
+                setattr(args, key, value)
+    return words[cut + 1 :]
+
+
+def parse_command(command: list[str]) -> tuple[str, str, list[str]]:
+    """``[python] script.py args`` or ``[python] -m module args`` -> (kind, target, argv).
+
+    Raises:
+        UsageError: nothing to run, or a program that is not a Python script.
+    """
+    words = list(command)
+    if words and words[0] == "--":
+        words = words[1:]
+    if words and (os.path.basename(words[0]) in _PYTHONS or words[0] == sys.executable):
+        words = words[1:]
+    if not words:
+        raise UsageError("expected a command after --: python train.py [ARGS...]")
+    if words[0] == "-m":
+        if len(words) < 2:
+            raise UsageError("expected a module after -m")
+        return "module", words[1], [words[1], *words[2:]]
+    script = words[0]
+    if words[0].startswith("-"):
+        raise UsageError(f"interpreter option {words[0]!r} is not supported; run a script or -m")
+    if not script.endswith(".py") and not Path(script).is_file():
+        raise UsageError(
+            f"{script!r} is not a Python script; codedag migrate runs Python in-process "
+            "(under torchrun: torchrun ... -m codedag migrate PLAN -- train.py)"
+        )
+    if not Path(script).is_file():
+        raise UsageError(f"script {script!r} does not exist")
+    return "script", script, [script, *words[1:]]
+
+
+def _run_target(kind: str, target: str, argv: list[str]) -> int:
+    import runpy
+
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = argv
+    if kind == "script":
+        sys.path.insert(0, str(Path(target).resolve().parent))
+    else:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if kind == "script":
+            runpy.run_path(target, run_name="__main__")
+        else:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+    except SystemExit as done:
+        code = done.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return 0
+
+
+def _print_table(stats: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="codedag migrate: calls per function")
+    for column in ("function", "strategy", "migrated", "fell back", "passed", "first reason"):
+        numeric = column in ("migrated", "fell back", "passed")
+        table.add_column(column, justify="right" if numeric else "left")
+    for name, row in stats["functions"].items():
+        reasons = row["fallback_reasons"]
+        first = next(iter(reasons), "")
+        table.add_row(
+            name,
+            row["strategy"],
+            str(row["migrated"]),
+            str(row["fell_back"]),
+            str(row["passed_through"]),
+            first[:60],
+        )
+    console = Console(stderr=True)
+    console.print(table)
+    for name, why in {**stats["skipped"], **stats["failed"]}.items():
+        console.print(f"not patched: {name}: {why}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Apply the plan, run the command, restore, print the counters; returns its exit code."""
+    from codedag.migrate.api import PipelineMigrator
+    from codedag.util.io import atomic_write_json
+
+    kind, target, argv = parse_command(split_options(args))
+    migrator = PipelineMigrator.from_json(args.plan, default_device=args.device)
+    migrator.apply()
+    try:
+        code = _run_target(kind, target, argv)
+    finally:
+        migrator.restore()
+        stats = migrator.get_stats()
+        if args.stats_out is not None:
+            atomic_write_json(args.stats_out, stats)
+        if args.json:
+            print(json.dumps(stats, indent=2))
+        else:
+            _print_table(stats)
+    return code

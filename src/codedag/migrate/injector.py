@@ -1,0 +1,173 @@
+"""PatchInjector: installs one UniversalWrapper per planned function through codedag.patching.
+
+Only functions that the plan migrates *and* the registry knows are patched. A plan naming a
+NonMigratable function (I/O, decoders, ``os.system``) is refused as a whole with a
+:class:`MigrationError`; a name the registry does not know is skipped with a warning. All patches
+go through :class:`codedag.patching.Patcher`, which also rebinds references bound at import time
+(``from cv2 import resize``) and restores the exact original objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from codedag.errors import MigrationError
+from codedag.migrate.context import ContextMatcher, Placement
+from codedag.migrate.registry import Registry
+from codedag.migrate.values import ValueConverter
+from codedag.migrate.wrapper import UniversalWrapper
+from codedag.patching import Patcher, resolve
+from codedag.trace.names import INDEXED_MODULES
+
+log = logging.getLogger(__name__)
+
+
+class PatchInjector:
+    """Patch the planned functions; restore them.
+
+    Args:
+        entries: function -> ``[(context key, placement)]`` with placements already mapped to
+            devices that exist in this process (``None``: keep the original).
+        registry: the registry deciding what may be patched.
+        converters: shared value converters, one per device.
+    """
+
+    def __init__(
+        self,
+        entries: Mapping[str, list[tuple[str, Placement]]],
+        registry: Registry,
+        converters: dict[str, ValueConverter],
+    ) -> None:
+        self.entries = entries
+        self.registry = registry
+        self.converters = converters
+        self.wrappers: dict[str, UniversalWrapper] = {}
+        self.skipped: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+        self._patcher = Patcher("migrate")
+        self._current = ""
+        self._lock = threading.RLock()
+
+    def check(self) -> list[str]:
+        """The functions that would be patched; raises for NonMigratable ones.
+
+        Raises:
+            MigrationError: the plan migrates a function that must stay on the CPU.
+        """
+        refused = []
+        wanted = []
+        for name, placements in sorted(self.entries.items()):
+            if all(p is None for _key, p in placements):
+                continue
+            reason = self.registry.non_migratable.get(name)
+            if reason is not None:
+                refused.append(f"{name} ({reason})")
+            elif self.registry.get(name) is None:
+                self.skipped[name] = "not in the registry of migratable functions"
+            else:
+                wanted.append(name)
+        if refused:
+            raise MigrationError(
+                "the plan migrates functions that must stay on the CPU: "
+                + ", ".join(refused)
+                + "; expected only names from list_supported_functions()"
+            )
+        for name, why in self.skipped.items():
+            log.warning("skipping %s: %s", name, why)
+        return wanted
+
+    def apply_all(self) -> dict[str, int]:
+        """Patch every planned, known function; returns ``{'patched', 'failed', 'skipped'}``."""
+        with self._lock:
+            if self._patcher.records():
+                return {"patched": 0, "failed": 0, "skipped": 0}
+            self.skipped.clear()
+            self.failed.clear()
+            wanted = self.check()
+            patched = []
+            for name in wanted:
+                try:
+                    _owner, _attr, raw = resolve(name)
+                except MigrationError as error:
+                    self.failed[name] = str(error)
+                    log.warning("cannot patch %s: %s", name, error)
+                    continue
+                sites = [name, *alias_paths(name, raw, self.registry.aliases(name))]
+                self._current = name
+                try:
+                    self._patcher.patch_many(sites, self._factory)
+                except MigrationError as error:
+                    self.wrappers.pop(name, None)
+                    self.failed[name] = str(error)
+                    log.warning("cannot patch %s: %s", name, error)
+                    continue
+                patched.append(name)
+            return {
+                "patched": len(patched),
+                "failed": len(self.failed),
+                "skipped": len(self.skipped),
+            }
+
+    def _factory(self, site: str, original: Any) -> Any:
+        name = self._current
+        existing = self.wrappers.get(name)
+        if existing is not None and existing.original is original:
+            return existing.function  # an alias of the same function: one wrapper, one count
+        spec = self.registry.get(name)
+        if spec is None:  # checked before; the registry changed in between
+            raise MigrationError(f"{name!r} left the registry while patching")
+        matcher = ContextMatcher(name, self.entries[name])
+        if matcher.conflicts:
+            log.info(
+                "%s: %d context(s) are placed differently across traced samples; the runtime "
+                "uses each context's majority placement",
+                name,
+                matcher.conflicts,
+            )
+        wrapper = UniversalWrapper(spec, original, matcher, self.converters)
+        self.wrappers[name] = wrapper
+        return wrapper.function
+
+    def restore_all(self) -> int:
+        """Put back the exact original objects; returns how many functions were restored."""
+        with self._lock:
+            return self._patcher.restore()
+
+    def patched_names(self) -> list[str]:
+        """Functions patched right now (canonical names and their aliases)."""
+        return sorted(self._patcher.records())
+
+
+def alias_paths(name: str, raw: Any, registered: set[str]) -> list[str]:
+    """Other public paths of the function ``name`` resolves to (``numpy.absolute`` for
+    ``numpy.abs``, ``torch.stft`` for ``torch.functional.stft``).
+
+    The Patcher rebinds references in user modules but not inside the library's own package, so
+    each public spelling of the same object in the library's namespaces is patched as well.
+    """
+    obj = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+    modules = {m for m in INDEXED_MODULES if m in sys.modules}
+    modules.add(name.rsplit(".", 1)[0])
+    modules.add(name.split(".", 1)[0])
+    found = set()
+    for module_name in modules:
+        module = sys.modules.get(module_name)
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            if value is obj and not attr.startswith("_"):
+                found.add(f"{module_name}.{attr}")
+    for other in registered:
+        try:
+            _owner, _attr, value = resolve(other)
+        except MigrationError:
+            continue
+        if (value.__func__ if isinstance(value, staticmethod | classmethod) else value) is obj:
+            found.add(other)
+    found.discard(name)
+    return sorted(found)

@@ -1,0 +1,296 @@
+"""Values crossing devices: NumPy arrays and PIL images to device tensors and back.
+
+Rules (docs/migration.md explains the trade-off):
+
+* Arrays ship in their own dtype (uint8 stays uint8: four times fewer bytes than float32) and are
+  converted on the device by the backend.
+* Wherever a value reaches code that is not migrated it is what the library returns: a NumPy
+  array of the same dtype and layout (``OpSpec.output_order``), a NumPy scalar for reductions, a
+  PIL image of the expected mode, a tensor on the caller's device for torch functions. User code
+  never receives a device tensor where it got an array before.
+* On the CPU device a tensor *is* the array (``torch.from_numpy`` shares memory): no copy in
+  either direction, and a value is a tensor across consecutive migrated calls for free.
+* On another device every array returned to user code is remembered with its device tensor and
+  a host snapshot (the pinned buffer of the device-to-host copy). When a later migrated call
+  receives that same array object, one ``memcmp`` against the snapshot proves the user did not
+  change it and the device tensor is reused: no host-to-device copy. If the bytes differ (the user
+  wrote into the array) the array is shipped again. The array the user holds is always an
+  ordinary, writable, correct NumPy array.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from codedag.errors import UnsupportedOperation
+
+# PIL modes whose pixels round-trip exactly through a NumPy array (np.asarray / fromarray).
+PIL_MODES: frozenset[str] = frozenset({"1", "L", "LA", "RGB", "RGBA", "F", "I", "I;16"})
+
+_SUPPORTED_KINDS = frozenset("biufc")
+
+
+def _load_memcmp() -> Any:
+    try:  # the C library of this process (Linux, macOS); elsewhere NumPy compares
+        memcmp = ctypes.CDLL(None).memcmp
+    except (OSError, AttributeError, TypeError):
+        return None
+    memcmp.restype = ctypes.c_int
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return memcmp
+
+
+_memcmp = _load_memcmp()
+
+
+def _pil_image_type() -> type | None:
+    import sys
+
+    module = sys.modules.get("PIL.Image")
+    return getattr(module, "Image", None) if module is not None else None
+
+
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays hold identical bytes (``memcmp`` for C-contiguous arrays)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if _memcmp is not None and a.flags.c_contiguous and b.flags.c_contiguous:
+        return _memcmp(a.ctypes.data, b.ctypes.data, a.nbytes) == 0
+    return bool(np.array_equal(a, b))
+
+
+class HostBuffers:
+    """Reusable host staging buffers (pinned where CUDA is the target), by size class.
+
+    A buffer released after an asynchronous copy carries the CUDA event recorded after that
+    copy; it is handed out again only once the event has completed.
+    """
+
+    def __init__(self, pinned: bool, max_free_bytes: int = 256 * 2**20) -> None:
+        self.pinned = pinned
+        self.max_free_bytes = max_free_bytes
+        self._free: dict[int, list[tuple[torch.Tensor, Any]]] = {}
+        self._free_bytes = 0
+        self._lock = threading.Lock()
+
+    def acquire(self, nbytes: int) -> torch.Tensor:
+        """A uint8 buffer of at least ``nbytes`` (rounded up to a power of two)."""
+        size = 1 << max(12, (max(nbytes, 1) - 1).bit_length())
+        with self._lock:
+            bucket = self._free.get(size)
+            if bucket:
+                self._free_bytes -= size
+                buffer, event = bucket.pop()
+            else:
+                buffer, event = None, None
+        if buffer is None:
+            return torch.empty(size, dtype=torch.uint8, pin_memory=self.pinned)
+        if event is not None and not event.query():
+            event.synchronize()  # the copy that last read this buffer is still running
+        return buffer
+
+    def release(self, buffer: torch.Tensor, event: Any = None) -> None:
+        """Give a buffer back (dropped when the free pool is full)."""
+        size = buffer.numel()
+        with self._lock:
+            if self._free_bytes + size <= self.max_free_bytes:
+                self._free.setdefault(size, []).append((buffer, event))
+                self._free_bytes += size
+
+
+def _view(buffer: torch.Tensor, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    count = int(np.prod(shape, dtype=np.int64))
+    return buffer.numpy()[: count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+@dataclass
+class _Entry:
+    ref: weakref.ref[np.ndarray]
+    tensor: torch.Tensor
+    snapshot: np.ndarray
+    buffer: torch.Tensor
+
+
+class DeviceCache:
+    """Returned array -> its device tensor, valid while the array's bytes are unchanged."""
+
+    def __init__(self, buffers: HostBuffers, max_bytes: int = 512 * 2**20) -> None:
+        self.buffers = buffers
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.stale = 0
+
+    def put(self, array: np.ndarray, tensor: torch.Tensor, snapshot: np.ndarray, buf: Any) -> None:
+        """Remember ``array`` (returned to user code) with its device tensor and snapshot."""
+        key = id(array)
+
+        def _dead(_ref: Any, key: int = key) -> None:
+            self._drop(key, _ref)
+
+        entry = _Entry(weakref.ref(array, _dead), tensor, snapshot, buf)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            self._entries[key] = entry
+            self._bytes += snapshot.nbytes
+            evicted = [] if old is None else [old]
+            if old is not None:
+                self._bytes -= old.snapshot.nbytes
+            while self._bytes > self.max_bytes and self._entries:
+                _key, victim = self._entries.popitem(last=False)
+                self._bytes -= victim.snapshot.nbytes
+                evicted.append(victim)
+        for victim in evicted:
+            self.buffers.release(victim.buffer)
+
+    def _drop(self, key: int, ref: Any) -> None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.ref is not ref:
+                return
+            del self._entries[key]
+            self._bytes -= entry.snapshot.nbytes
+        self.buffers.release(entry.buffer)
+
+    def get(self, array: np.ndarray) -> torch.Tensor | None:
+        """The device tensor of ``array`` if it is a remembered, unchanged returned array."""
+        with self._lock:
+            entry = self._entries.get(id(array))
+        if entry is None or entry.ref() is not array:
+            return None
+        if same_bytes(array, entry.snapshot):
+            self.hits += 1
+            return entry.tensor
+        self.stale += 1
+        self._drop(id(array), entry.ref)
+        return None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class CallValues:
+    """What a call's inputs were, to convert its outputs back to the same kinds."""
+
+    __slots__ = ("pil_modes", "staging", "torch_device")
+
+    def __init__(self) -> None:
+        self.pil_modes: list[str] = []
+        self.torch_device: torch.device | None = None
+        self.staging: list[torch.Tensor] = []
+
+
+class ValueConverter:
+    """Converts arguments to tensors on ``device`` and results back to library types.
+
+    Args:
+        device: where backends run.
+        zero_copy: share memory between arrays and tensors (default: when ``device`` is the
+            CPU). ``False`` on the CPU exercises the staging and cache path of other devices.
+    """
+
+    def __init__(self, device: torch.device | str, zero_copy: bool | None = None) -> None:
+        self.device = torch.device(device)
+        self.zero_copy = self.device.type == "cpu" if zero_copy is None else zero_copy
+        pinned = self.device.type == "cuda" and torch.cuda.is_available()
+        self.buffers = HostBuffers(pinned=pinned)
+        self.cache = DeviceCache(self.buffers)
+
+    # -- inputs ------------------------------------------------------------------------------
+    def array_to_tensor(self, array: np.ndarray, call: CallValues) -> torch.Tensor:
+        """Ship one array (own dtype) to the device, or reuse its cached device tensor."""
+        if array.dtype.kind not in _SUPPORTED_KINDS or array.dtype.hasobject:
+            raise UnsupportedOperation(f"arrays of dtype {array.dtype} have no torch equivalent")
+        if not array.dtype.isnative:
+            raise UnsupportedOperation(f"non-native byte order {array.dtype.str}")
+        if self.zero_copy:
+            if not array.flags.writeable:  # from_numpy warns on read-only arrays
+                array = np.array(array)
+            try:
+                return torch.from_numpy(array)
+            except ValueError:  # negative strides
+                return torch.from_numpy(np.array(array))
+        cached = self.cache.get(array)
+        if cached is not None:
+            return cached
+        buffer = self.buffers.acquire(array.nbytes)
+        call.staging.append(buffer)
+        staged = _view(buffer, array.dtype, array.shape)
+        np.copyto(staged, array, casting="no")
+        host = torch.from_numpy(staged)
+        if self.device.type == "cpu":  # a copy, as a real transfer makes: the buffer is reused
+            return host.clone()
+        return host.to(self.device, non_blocking=self.buffers.pinned)
+
+    def to_device(self, value: Any, call: CallValues) -> Any:
+        """Convert one argument: arrays, PIL images, CPU tensors; lists and tuples of them."""
+        if isinstance(value, np.ndarray):
+            return self.array_to_tensor(value, call)
+        if isinstance(value, torch.Tensor):
+            if call.torch_device is None:
+                call.torch_device = value.device
+            return value.to(self.device, non_blocking=True)
+        if isinstance(value, list | tuple) and value and isinstance(value[0], np.ndarray):
+            return type(value)(self.to_device(v, call) for v in value)
+        image_type = _pil_image_type()
+        if image_type is not None and isinstance(value, image_type):
+            if value.mode not in PIL_MODES:
+                raise UnsupportedOperation(
+                    f"PIL mode {value.mode!r}; supported: {', '.join(sorted(PIL_MODES))}"
+                )
+            call.pil_modes.append(value.mode)
+            return self.array_to_tensor(np.asarray(value), call)
+        return value
+
+    # -- outputs -----------------------------------------------------------------------------
+    def tensor_to_array(self, tensor: torch.Tensor, order: str) -> np.ndarray:
+        """Bring a result tensor back as the NumPy array the library would return."""
+        if self.zero_copy and tensor.device.type == "cpu":
+            try:
+                array = tensor.numpy()
+            except RuntimeError:  # requires grad, or a lazy conjugate/negative view
+                array = tensor.detach().resolve_conj().resolve_neg().numpy()
+            if order == "C" and not array.flags.c_contiguous:
+                array = np.ascontiguousarray(array)
+            elif order == "F" and not array.flags.f_contiguous:
+                array = np.asfortranarray(array)
+            return array
+        tensor = tensor.detach()
+        dtype = np.dtype(str(tensor.dtype).removeprefix("torch."))
+        contiguous = tensor.contiguous()
+        buffer = self.buffers.acquire(contiguous.numel() * dtype.itemsize)
+        staged = _view(buffer, dtype, tuple(contiguous.shape))
+        torch.from_numpy(staged).copy_(contiguous)  # synchronous device-to-host copy
+        if order == "K" and not tensor.is_contiguous():
+            reverse = tensor.permute(*reversed(range(tensor.dim())))
+            order = "F" if reverse.is_contiguous() else "C"
+        array = np.array(staged, order="F" if order == "F" else "C", copy=True)
+        self.cache.put(array, contiguous, staged, buffer)
+        return array
+
+    def finish(self, call: CallValues) -> None:
+        """Release the staging buffers of a call; on CUDA, behind an event after its copies."""
+        if not call.staging:
+            return
+        event = None
+        if self.device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.device))
+        for buffer in call.staging:
+            self.buffers.release(buffer, event)
+        call.staging.clear()
+
+
+def numpy_scalar(array: np.ndarray) -> Any:
+    """A 0-d array as the NumPy scalar that NumPy reductions return."""
+    return array[()]

@@ -1,0 +1,71 @@
+"""Layout of the tracer's raw records: field indices, kinds, memory modes, small helpers.
+
+A call record is a plain list indexed by the constants below (lists are the cheapest mutable
+records in CPython); :mod:`codedag.trace.recorder` fills them and
+:mod:`codedag.trace.builder` turns them into DAG nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codedag.trace.values import MAX_CONTAINER_SCAN
+
+# Call record fields (records are plain lists, indexed by these constants).
+(
+    SEQ,
+    NAME,
+    PARENT,
+    SITE,
+    DEPTH,
+    KIND,
+    T0,
+    T1,
+    OV0,
+    OV1,
+    SKIP0,
+    SKIP1,
+    N0,
+    N1,
+    MEM,
+    ARGS,
+    RET,
+    LIB,
+    FRAME,
+    CUR0,
+    PEAK,
+    OWN0,
+    _SPARE,
+) = range(23)
+KIND_PY, KIND_WRAPPED, KIND_C = 0, 1, 2
+# Memory measurement modes (Session.memory_mode):
+# - per_call (tracemalloc not running when the window opens): a tracemalloc session of its own
+#   (start/stop cost ~0.3 us) around each recorded C-level call (wrapped library functions and
+#   recorded C functions) gives its peak and retained bytes; nothing is traced in between, so
+#   Python code runs at full speed. A Python call reports the peak implied by its callees: the
+#   running sum of the bytes they retained plus the largest callee peak on top of it (frees
+#   between callees and Python-level allocations are not seen).
+# - window (tracemalloc already running, e.g. started by the user): every call reads
+#   get_traced_memory()/reset_peak() and the peak is carried up the stack; the tracer's own
+#   allocations are measured and subtracted. Much slower: every allocation is traced.
+MEMORY_OFF, MEMORY_PER_CALL, MEMORY_WINDOW = "off", "per_call", "window"
+# Classification of module bodies (``<module>`` code): an import triggered inside the window.
+# Nothing is recorded until the module body returns; its time is the caller's self time.
+IMPORT = ("<import>", None, ())
+# Argument payload kinds in ARGS entries ``(label, payload_kind, payload)``.
+ARG_VALUE, ARG_SCALAR, ARG_TYPE, ARG_CONTAINER = 0, 1, 2, 3
+
+
+def first_items(obj: Any, limit: int) -> list[Any]:
+    items = obj.values() if type(obj) is dict else obj
+    return list(items)[:limit]
+
+
+def has_data(obj: Any, is_data: Any) -> bool:
+    items = obj.values() if type(obj) is dict else obj
+    for i, item in enumerate(items):
+        if i >= MAX_CONTAINER_SCAN:
+            break
+        if is_data(type(item)):
+            return True
+    return False
