@@ -93,7 +93,7 @@ TOLERANCES: dict[str, Tolerance] = {
     ),
     "cv2.rotate": Tolerance(note="exact"),
     "cv2.subtract": Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
-    "cv2.threshold": Tolerance(note="exact, Otsu included"),
+    "cv2.threshold": Tolerance(note="exact, Otsu and triangle thresholds included"),
     "cv2.transpose": Tolerance(note="exact"),
     "cv2.warpAffine": Tolerance(
         atol=5e-2,
