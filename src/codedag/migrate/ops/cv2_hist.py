@@ -8,6 +8,7 @@ cv2 exactly.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -117,7 +118,7 @@ def threshold(
         t = _otsu(hist) if auto == THRESH_OTSU else _triangle(hist)
         retval: float | torch.Tensor = float(t[0]) if n == 1 else t
     else:
-        t_val = float(torch.floor(torch.tensor(float(thresh)))) if integer else float(thresh)
+        t_val = float(math.floor(float(thresh))) if integer else float(thresh)
         t = torch.full((n,), t_val, dtype=torch.float64, device=src.device)
         retval = t_val
     if integer and auto == 0:
