@@ -69,6 +69,16 @@ PUBLIC_NAMES = [
     "load_settings",
     "pareto_front",
     "plan_jobs",
+    "ExperimentMonitor",
+    "Timer",
+    "ResourceMonitor",
+    "MetricsLogger",
+    "MonitorCallback",
+    "SystemProbe",
+    "ReplayProbe",
+    "load_results",
+    "plot_results",
+    "compare_modes",
 ]
 
 

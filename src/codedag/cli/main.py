@@ -28,6 +28,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "profile",
     "mutate",
     "results",
+    "report",
 )
 
 log = logging.getLogger("codedag.cli")

@@ -1,0 +1,98 @@
+"""``codedag report results.json --out DIR``: comparison table and plots of a monitored run."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+    """Add the ``report`` subcommand."""
+    parser = subparsers.add_parser(
+        "report",
+        parents=[parent],
+        help="compare the modes of a results.json and render its plots",
+        description=(
+            "Print a comparison table of the modes recorded by ExperimentMonitor (batch time "
+            "mean/std/p50/p95, data-wait share, throughput, speedup, loss and accuracy deltas) "
+            "and render the comparison figures as PNG."
+        ),
+    )
+    parser.add_argument(
+        "results", help="results.json written by ExperimentMonitor, or its run folder"
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="folder for the PNG figures (default: <results dir>/plots)"
+    )
+    parser.add_argument("--baseline", metavar="MODE", help="reference mode (default: 'baseline')")
+    parser.add_argument("--no-plots", action="store_true", help="print the table only")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.set_defaults(handler=run)
+
+
+def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value * scale:.{digits}f}{suffix}"
+
+
+def _signed(value: Any, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:+.{digits}f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, compare, plot and print."""
+    import json
+    from pathlib import Path
+
+    from codedag.monitor.results import load_results
+    from codedag.report.compare import compare_modes
+
+    path = Path(args.results)
+    if path.is_dir():  # a run folder written by ExperimentMonitor
+        path = path / "results.json"
+    results = load_results(path)
+    rows = compare_modes(results, args.baseline)
+    figures: list[str] = []
+    if not args.no_plots:
+        from codedag.report.plots import plot_results
+
+        out = Path(args.out) if args.out else path.parent / "plots"
+        figures = [str(p) for p in plot_results(results, out)]
+    if args.json:
+        print(json.dumps({"modes": rows, "figures": figures}, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{results['experiment_name']} ({path})")
+    for column in (
+        "mode", "status", "batches", "batch mean ms", "std", "p50", "p95", "data wait",
+        "step ms", "batches/s", "samples/s", "speedup", "Δ loss", "Δ acc",
+    ):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("mode", "status") else "right")
+    for r in rows:
+        table.add_row(
+            r["mode"] + (" (ref)" if r["is_baseline"] else ""),
+            r["status"],
+            str(r["num_batches"] if r["num_batches"] is not None else "-"),
+            _fmt(r["batch_mean_s"], 1e3),
+            _fmt(r["batch_std_s"], 1e3),
+            _fmt(r["batch_p50_s"], 1e3),
+            _fmt(r["batch_p95_s"], 1e3),
+            _fmt(r["data_wait_share_pct"], digits=1, suffix="%"),
+            _fmt(r["step_mean_s"], 1e3),
+            _fmt(r["batches_per_s"], digits=1),
+            _fmt(r["samples_per_s"], digits=0),
+            _fmt(r["speedup"], suffix="x"),
+            _signed(r["loss_delta"]),
+            _signed(r["accuracy_delta"]),
+        )
+    import sys
+
+    # piped output keeps every column instead of folding to 80 characters
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    if figures:
+        console.print(f"{len(figures)} figures in {Path(figures[0]).parent}")
+    return 0

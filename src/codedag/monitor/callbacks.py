@@ -1,0 +1,135 @@
+"""Monitoring for existing loops in two lines: a loop wrapper and a Lightning-style callback.
+
+Plain loop::
+
+    monitor = ExperimentMonitor("exp", "./results")
+    with monitor.mode("baseline", config=cfg):
+        for inputs, targets in monitor.track(loader):   # data wait vs step, samples/s
+            ...
+
+Lightning (duck-typed: lightning is not a dependency; ``lightning_callback`` subclasses the real
+``Callback`` when lightning is installed)::
+
+    trainer = Trainer(callbacks=[MonitorCallback(ExperimentMonitor("exp"), mode="baseline")])
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from codedag.monitor.experiment import ExperimentMonitor
+
+log = logging.getLogger(__name__)
+
+
+def _scalar(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return _scalar(value.get("loss"))
+    try:
+        return float(value.detach() if hasattr(value, "detach") else value)
+    except (TypeError, ValueError):
+        return None
+
+
+class MonitorCallback:
+    """Lightning-style hooks driving an :class:`ExperimentMonitor`.
+
+    Args:
+        monitor: the monitor to drive.
+        mode: the mode recorded for this fit.
+        config: saved with the mode.
+        resource_interval: seconds between resource samples.
+        accuracy_key: key in ``trainer.callback_metrics`` logged as accuracy, when present.
+        save: write the JSON (and plots when ``plot``) when training ends.
+    """
+
+    def __init__(
+        self,
+        monitor: ExperimentMonitor,
+        mode: str = "baseline",
+        config: dict[str, Any] | None = None,
+        resource_interval: float | None = 1.0,
+        accuracy_key: str = "train_acc",
+        save: bool = True,
+        plot: bool = False,
+    ) -> None:
+        self.monitor = monitor
+        self.mode = mode
+        self.config = config
+        self.resource_interval = resource_interval
+        self.accuracy_key = accuracy_key
+        self.save = save
+        self.plot = plot
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self.monitor.start_mode(self.mode, self.config, self.resource_interval)
+
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.monitor.start_batch()
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.monitor.end_batch()
+        epoch = int(getattr(trainer, "current_epoch", 0) or 0)
+        loss = _scalar(outputs)
+        if loss is not None:
+            self.monitor.log_loss(epoch, batch_idx, loss)
+        metrics = getattr(trainer, "callback_metrics", None) or {}
+        accuracy = _scalar(metrics.get(self.accuracy_key))
+        if accuracy is not None:
+            self.monitor.log_accuracy(epoch, batch_idx, accuracy)
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._validation = self.monitor.paused()
+        self._validation.__enter__()
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        validation = getattr(self, "_validation", None)
+        if validation is not None:
+            validation.__exit__(None, None, None)
+            self._validation = None
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.monitor.current_mode is not None:
+            self.monitor.stop_mode()
+        self._finish()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        if self.monitor.current_mode is not None:
+            status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
+            self.monitor.stop_mode(status, f"{type(exception).__name__}: {exception}")
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.save:
+            self.monitor.save_json()
+            if self.plot:
+                self.monitor.plot_metrics()
+
+
+def lightning_callback(monitor: ExperimentMonitor, **kwargs: Any) -> Any:
+    """A :class:`MonitorCallback` that also subclasses ``lightning.pytorch.Callback``.
+
+    Raises:
+        codedag.errors.ConfigError: lightning (or pytorch_lightning) is not installed.
+    """
+    try:
+        from lightning.pytorch import Callback
+    except ImportError:
+        try:
+            from pytorch_lightning import Callback
+        except ImportError as error:
+            from codedag.errors import ConfigError
+
+            raise ConfigError(
+                "lightning_callback needs lightning or pytorch_lightning installed; "
+                "MonitorCallback works without it for Lightning-style loops"
+            ) from error
+    cls = type("LightningMonitorCallback", (MonitorCallback, Callback), {})
+    return cls(monitor, **kwargs)

@@ -1,0 +1,401 @@
+"""ExperimentMonitor: one object that times batches, samples resources, logs metrics and saves.
+
+Used exactly as the seed shows::
+
+    monitor = ExperimentMonitor("BirdCLEF_2023", save_dir="./results")
+    monitor.start_mode("baseline", config={"epochs": 2}, resource_interval=1.0)
+    for epoch in range(epochs):
+        for batch_idx, (x, y) in enumerate(loader):
+            monitor.start_batch()
+            ...  # the unchanged training step
+            monitor.end_batch()
+            monitor.log_loss(epoch, batch_idx, loss.item())
+    monitor.stop_mode()
+    monitor.save_json()
+    monitor.plot_metrics()
+
+Each run gets a folder ``save_dir/<experiment_name>_<YYYYmmdd-HHMMSS>/`` holding ``results.json``,
+the raw CSV streams and ``plots/``. The JSON is rewritten atomically at ``start_mode``, every
+``flush_interval_s`` during a mode, at ``stop_mode`` and ``save_json``; if the process ends while
+a mode is running (Ctrl-C, an exception, ``sys.exit``), an exit hook marks the mode
+``interrupted`` or ``failed`` and writes a complete file of everything measured. Monitoring never
+raises into the training loop for a misuse such as ``end_batch()`` without ``start_batch()``:
+it logs a warning and carries on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import sys
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from codedag.monitor.environment import collect_environment
+from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
+from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
+from codedag.monitor.resources import RESOURCE_CSV_HEADER, Probe, ResourceMonitor
+from codedag.monitor.results import SCHEMA_VERSION
+from codedag.monitor.spill import CsvSpill
+from codedag.monitor.timer import BATCH_CSV_HEADER, Timer
+from codedag.util.io import atomic_write_json
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ExperimentMonitor:
+    """Batch timing, data wait, resources, losses and accuracies per mode, saved as JSON.
+
+    Args:
+        experiment_name: names the run folder and the results.
+        save_dir: parent folder of the run folder.
+        cuda_timing: ``"auto"``, ``"sync"``, ``"events"`` or ``"none"`` (see ``Timer``).
+        flush_interval_s: seconds between periodic JSON rewrites during a mode (0 disables).
+        stream_to_disk: write every raw sample to CSV files next to the JSON.
+        downsample_capacity: most points per series kept in memory and in the JSON.
+        probe_factory: builds the resource probe for a mode (``SystemProbe`` by default).
+        run_dir: exact folder for this run instead of ``save_dir/<name>_<time>``.
+    """
+
+    def __init__(
+        self,
+        experiment_name: str = "experiment",
+        save_dir: str | Path = "./results",
+        *,
+        cuda_timing: str = "auto",
+        flush_interval_s: float = 30.0,
+        stream_to_disk: bool = True,
+        downsample_capacity: int = 2048,
+        probe_factory: Callable[[], Probe] | None = None,
+        run_dir: str | Path | None = None,
+    ) -> None:
+        Timer(cuda_timing)  # validates the option now, not at the first batch
+        self.experiment_name = str(experiment_name)
+        self.save_dir = Path(save_dir)
+        self.cuda_timing = cuda_timing
+        self.flush_interval_s = float(flush_interval_s)
+        self.stream_to_disk = stream_to_disk
+        self.downsample_capacity = downsample_capacity
+        self._probe_factory = probe_factory
+        self.timestamp = int(time.time())
+        self.datetime = datetime.fromtimestamp(self.timestamp).astimezone().isoformat()
+        stamp = datetime.fromtimestamp(self.timestamp).strftime("%Y%m%d-%H%M%S")
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", self.experiment_name) or "experiment"
+        self.run_dir = Path(run_dir) if run_dir is not None else self.save_dir / f"{safe}_{stamp}"
+        self.environment: dict[str, Any] = {}
+        self._modes: dict[str, ModeRecord] = {}
+        self._current: ModeRecord | None = None
+        self._next_flush = 0.0
+        self._exit_hook: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------------ modes
+    @property
+    def results_path(self) -> Path:
+        """Where ``save_json()`` writes by default."""
+        return self.run_dir / "results.json"
+
+    @property
+    def current_mode(self) -> str | None:
+        """The running mode's name, or ``None``."""
+        return self._current.name if self._current is not None else None
+
+    def start_mode(
+        self,
+        mode: str,
+        config: dict[str, Any] | None = None,
+        resource_interval: float | None = 1.0,
+        *,
+        cuda_timing: str | None = None,
+    ) -> None:
+        """Start measuring a mode (``"baseline"``, ``"optimization"``, ...).
+
+        Args:
+            mode: the mode's name; a name used before gets a ``_2``, ``_3`` ... suffix.
+            config: the run's settings, saved with the results.
+            resource_interval: seconds between resource samples; ``None`` disables sampling.
+            cuda_timing: override the monitor's ``cuda_timing`` for this mode.
+        """
+        if self._current is not None:
+            log.warning("start_mode(%r) while %r is running: stopping it", mode, self._current.name)
+            self.stop_mode()
+        name = str(mode)
+        if name in self._modes:
+            n = 2
+            while f"{name}_{n}" in self._modes:
+                n += 1
+            log.warning("mode %r already recorded; recording this one as %r", name, f"{name}_{n}")
+            name = f"{name}_{n}"
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+        files: dict[str, str | None] = {}
+        spills = []
+        for kind, header in (
+            ("batches", BATCH_CSV_HEADER),
+            ("resources", RESOURCE_CSV_HEADER),
+            ("metrics", METRICS_CSV_HEADER),
+        ):
+            files[kind] = f"{safe}.{kind}.csv" if self.stream_to_disk else None
+            path = self.run_dir / files[kind] if self.stream_to_disk else None
+            spills.append(CsvSpill(path, header))
+        timer = Timer(
+            cuda_timing or self.cuda_timing,
+            spill=spills[0],
+            downsample_capacity=self.downsample_capacity,
+        )
+        resources = None
+        describe: dict[str, Any] = {}
+        if resource_interval is not None:
+            probe = self._make_probe()
+            try:
+                describe = probe.describe()
+            except Exception as error:
+                describe = {"error": f"describe() failed: {error}"}
+            resources = ResourceMonitor(
+                resource_interval,
+                probe=probe,
+                spill=spills[1],
+                downsample_capacity=self.downsample_capacity,
+            )
+        metrics = MetricsLogger(spills[2], self.downsample_capacity)
+        current = ModeRecord(
+            name, plain_config(config or {}), timer, metrics, resources, spills, files, describe
+        )
+        self._modes[name] = current
+        self._current = current
+        if not self.environment:
+            self.environment = collect_environment(describe)
+        self._install_exit_hook()
+        self.flush()
+        if resources is not None:
+            resources.start()
+        timer.start()
+
+    def _make_probe(self) -> Probe:
+        if self._probe_factory is not None:
+            return self._probe_factory()
+        try:
+            from codedag.monitor.system import SystemProbe
+
+            return SystemProbe()
+        except Exception as error:  # never stop training because a probe cannot be built
+            log.warning("resource probe unavailable (%s); recording no resource samples", error)
+            return NullProbe(str(error))
+
+    def stop_mode(self, status: str = "completed", error: str | None = None) -> dict[str, Any]:
+        """Stop the running mode, write the JSON, and return the mode's summary."""
+        current = self._current
+        if current is None:
+            log.warning("stop_mode() without a running mode: ignored")
+            return {}
+        self._current = None
+        current.timer.stop()
+        if current.resources is not None:
+            current.resources.stop()
+            close = getattr(current.resources.probe, "close", None)
+            if callable(close):
+                try:
+                    close()  # release NVML; the next mode opens its own probe
+                except Exception as failure:
+                    log.debug("closing the resource probe failed: %s", failure)
+        current.status = status
+        current.error = error
+        current.ended_at = time.time()
+        for spill in current.spills:
+            spill.close()
+        self.flush()
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
+        return current.to_dict()["summary"]
+
+    @contextmanager
+    def mode(
+        self, mode: str, config: dict[str, Any] | None = None, resource_interval: float | None = 1.0
+    ) -> Iterator[ExperimentMonitor]:
+        """``start_mode`` ... ``stop_mode`` that records an exception or Ctrl-C as the status."""
+        self.start_mode(mode, config, resource_interval)
+        try:
+            yield self
+        except KeyboardInterrupt:
+            self.stop_mode("interrupted", "KeyboardInterrupt")
+            raise
+        except BaseException as exc:
+            self.stop_mode("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        else:
+            self.stop_mode()
+
+    def __enter__(self) -> ExperimentMonitor:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._current is not None:
+            if exc_type is None:
+                self.stop_mode()
+            elif issubclass(exc_type, KeyboardInterrupt):
+                self.stop_mode("interrupted", "KeyboardInterrupt")
+            else:
+                self.stop_mode("failed", f"{exc_type.__name__}: {exc}")
+        self.save_json()
+
+    # ---------------------------------------------------------------- batches
+    def start_batch(self) -> None:
+        """Mark the start of a training step (after the batch arrived)."""
+        if self._current is None:
+            self._warn_no_mode("start_batch")
+            return
+        self._current.timer.start_batch()
+
+    def end_batch(self, n_samples: int = 0) -> None:
+        """Mark the end of a training step; ``n_samples`` (optional) gives samples/s."""
+        current = self._current
+        if current is None:
+            self._warn_no_mode("end_batch")
+            return
+        current.timer.end_batch(n_samples)
+        if self.flush_interval_s > 0 and time.monotonic() >= self._next_flush:
+            with current.timer.paused():  # the flush is not the input pipeline's time
+                self.flush()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Exclude a block (validation, checkpointing) from the next batch's data wait."""
+        if self._current is None:
+            yield
+            return
+        with self._current.timer.paused():
+            yield
+
+    def track(
+        self, iterable: Iterable[T], n_samples: Callable[[T], int] | None = None
+    ) -> Iterator[T]:
+        """Yield from ``iterable`` (a DataLoader), timing each step around the loop body.
+
+        ``for batch in monitor.track(loader):`` calls ``start_batch()`` when a batch arrives and
+        ``end_batch()`` when the loop asks for the next one, so the wait inside the loader is the
+        data wait and the loop body is the batch time.
+        """
+        open_batch = False
+        try:
+            for item in iterable:
+                self.start_batch()
+                open_batch = True
+                yield item
+                self.end_batch(batch_size_of(item, n_samples))
+                open_batch = False
+        finally:
+            if open_batch and self._current is not None:
+                # the consumer broke out or raised in the body: that batch is not complete
+                self._current.timer.abandon_batch()
+
+    # ---------------------------------------------------------------- metrics
+    def log_loss(self, epoch: int, batch: int, value: Any) -> None:
+        """Record a loss (``loss.item()``) for ``batch`` of ``epoch``."""
+        target = self._metrics_target("log_loss")
+        if target is not None:
+            target.metrics.log_loss(epoch, batch, value)
+
+    def log_accuracy(self, epoch: int, batch: int, value: Any) -> None:
+        """Record an accuracy for ``batch`` of ``epoch``."""
+        target = self._metrics_target("log_accuracy")
+        if target is not None:
+            target.metrics.log_accuracy(epoch, batch, value)
+
+    def _metrics_target(self, what: str) -> ModeRecord | None:
+        if self._current is not None:
+            return self._current
+        if self._modes:  # e.g. a final accuracy logged right after stop_mode()
+            return next(reversed(self._modes.values()))
+        self._warn_no_mode(what)
+        return None
+
+    def _warn_no_mode(self, what: str) -> None:
+        log.warning("%s() called without a running mode (call start_mode first): ignored", what)
+
+    # ----------------------------------------------------------------- output
+    def to_dict(self) -> dict[str, Any]:
+        """The full results (a running mode included, with status ``running``)."""
+        from codedag import __version__
+
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "codedag_version": __version__,
+            "experiment_name": self.experiment_name,
+            "timestamp": self.timestamp,
+            "datetime": self.datetime,
+            "environment": self.environment,
+            "modes": {name: m.to_dict() for name, m in self._modes.items()},
+        }
+
+    def flush(self) -> Path | None:
+        """Write the JSON and the CSV buffers now; a failed write is logged, not raised."""
+        self._next_flush = time.monotonic() + self.flush_interval_s
+        current = self._current
+        if current is not None:
+            for spill in current.spills:
+                spill.flush()
+        try:
+            return atomic_write_json(self.results_path, self.to_dict())
+        except (OSError, ValueError, TypeError) as error:
+            log.warning("could not write %s: %s", self.results_path, error)
+            return None
+
+    def save_json(self, path: str | Path | None = None) -> Path:
+        """Write the results JSON (atomically) and return its path."""
+        data = self.to_dict()
+        target = Path(path) if path is not None else self.results_path
+        if target.resolve() != self.results_path.resolve():
+            atomic_write_json(self.results_path, data)
+            # the CSV names are relative to the run folder; make them resolve from ``target``
+            base = os.path.abspath(target.parent)
+            for mode in data["modes"].values():
+                mode["files"] = {
+                    kind: os.path.relpath(self.run_dir.absolute() / name, base) if name else None
+                    for kind, name in mode["files"].items()
+                }
+        atomic_write_json(target, data)
+        log.info("results written to %s", target)
+        return target
+
+    def plot_metrics(self, out_dir: str | Path | None = None) -> list[Path]:
+        """Render the comparison figures (PNG) into ``out_dir`` (default ``<run dir>/plots``)."""
+        from codedag.report.plots import plot_results
+
+        return plot_results(
+            self.to_dict(), out_dir if out_dir is not None else self.run_dir / "plots"
+        )
+
+    # --------------------------------------------------------------- exit hook
+    def _install_exit_hook(self) -> None:
+        if self._exit_hook is not None:
+            return
+        ref = weakref.ref(self)
+
+        def hook() -> None:
+            monitor = ref()
+            if monitor is not None:
+                monitor._on_exit()
+
+        self._exit_hook = hook
+        atexit.register(hook)
+
+    def _on_exit(self) -> None:
+        if self._current is None:
+            return
+        exc = getattr(sys, "last_value", None)  # set when an uncaught exception ended main
+        if exc is None or isinstance(exc, KeyboardInterrupt):
+            status = "interrupted"
+            error = "KeyboardInterrupt" if exc is not None else "process exited during the mode"
+        else:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        try:
+            self.stop_mode(status, error)
+        except Exception as failure:  # pragma: no cover - never raise at interpreter exit
+            log.error("could not save results at exit: %s", failure)

@@ -1,0 +1,218 @@
+"""ResourceMonitor: a background thread sampling CPU, memory and GPUs at a fixed interval.
+
+Samples go to constant-memory series (downsampled for plots, moments for summaries) and, when a
+spill file is given, every sample to CSV. The sampler measures its own CPU time, so its overhead
+is reported rather than guessed. See ``codedag.monitor.probes`` for what one sample reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from codedag.errors import ConfigError
+from codedag.monitor.probes import ResourceSample
+from codedag.monitor.spill import CsvSpill
+from codedag.monitor.stats import Downsampler, RunningStats
+
+log = logging.getLogger(__name__)
+
+RESOURCE_CSV_HEADER = "timestamp,metric,value"
+# sample attribute -> (series name in the results JSON, per-GPU?)
+_HOST_SERIES = {
+    "cpu_pct": "cpu_usage",
+    "memory_pct": "memory_usage",
+    "memory_used_mb": "memory_used_mb",
+    "process_cpu_pct": "process_cpu_usage",
+    "process_memory_mb": "process_memory_mb",
+}
+_GPU_SERIES = {
+    "util_pct": "gpu_usage",
+    "memory_used_mb": "gpu_memory",
+    "power_w": "gpu_power_w",
+    "temperature_c": "gpu_temperature_c",
+}
+
+
+class Probe(Protocol):
+    """Something that takes one resource sample (``SystemProbe``, a replay, a fake)."""
+
+    def sample(self) -> ResourceSample: ...
+    def describe(self) -> dict[str, Any]: ...
+
+
+class _Series:
+    __slots__ = ("down", "stats")
+
+    def __init__(self, capacity: int) -> None:
+        self.down = Downsampler(capacity, width=1)
+        self.stats = RunningStats()
+
+
+class ResourceMonitor:
+    """Samples resources every ``interval_s`` seconds on a daemon thread.
+
+    Args:
+        interval_s: seconds between samples (the seed's ``resource_interval``).
+        probe: what one sample reads; ``SystemProbe()`` (this machine) by default.
+        spill: CSV sink for every sample (``timestamp,metric,value``).
+        downsample_capacity: most points per series kept in memory.
+        clock: wall clock for timestamps and scheduling (seconds).
+    """
+
+    def __init__(
+        self,
+        interval_s: float = 1.0,
+        *,
+        probe: Probe | None = None,
+        spill: CsvSpill | None = None,
+        downsample_capacity: int = 2048,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not interval_s > 0:
+            raise ConfigError(f"resource interval must be > 0 seconds, got {interval_s!r}")
+        self.interval_s = float(interval_s)
+        self._probe = probe
+        self._owns_probe = probe is None
+        self._spill = spill or CsvSpill(None, RESOURCE_CSV_HEADER)
+        self._capacity = downsample_capacity
+        self._clock = clock
+        self._series: dict[str, _Series] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.samples_taken = 0
+        self.errors = 0
+        self.sampler_cpu_s = 0.0
+        self._started_at: float | None = None
+        self._stopped_at: float | None = None
+
+    @property
+    def probe(self) -> Probe:
+        """The probe, created on first use (so constructing a monitor reads no hardware)."""
+        if self._probe is None:
+            from codedag.monitor.system import SystemProbe
+
+            self._probe = SystemProbe()
+        return self._probe
+
+    @property
+    def running(self) -> bool:
+        """Whether the sampler thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Prime the counters and start sampling (no-op when already running)."""
+        if self.running:
+            return
+        self._stop.clear()
+        self._started_at = self._clock()
+        self._stopped_at = None
+        self.sample_now(record=False)  # rates need a previous reading
+        self._thread = threading.Thread(target=self._loop, name="codedag-resources", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and take a last sample covering the final partial interval."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join(timeout=max(5.0, 2 * self.interval_s))
+        if thread.is_alive():  # pragma: no cover - a probe hung in a driver call
+            log.warning("resource sampler did not stop within its timeout; leaving it (daemon)")
+        else:
+            self.sample_now()
+            if self._owns_probe and hasattr(self._probe, "close"):
+                self._probe.close()  # type: ignore[union-attr]
+                self._probe = None
+        self._stopped_at = self._clock()
+        self._spill.flush()
+
+    def _loop(self) -> None:
+        next_at = self._clock() + self.interval_s
+        while not self._stop.wait(max(0.0, next_at - self._clock())):
+            self.sample_now()
+            next_at += self.interval_s
+            now = self._clock()
+            if next_at < now:  # fell behind (suspended, slow probe): skip, don't burst
+                next_at = now + self.interval_s
+
+    def sample_now(self, record: bool = True) -> ResourceSample | None:
+        """Take one sample now; errors are logged (first one as a warning) and counted."""
+        cpu0 = time.thread_time()  # this thread's CPU: the sampler's own cost
+        try:
+            sample = self.probe.sample()
+            if record:
+                self.record(sample)
+        except Exception as error:  # a flaky driver must never stop training
+            self.errors += 1
+            level = logging.WARNING if self.errors == 1 else logging.DEBUG
+            log.log(level, "resource sample failed: %s", error)
+            sample = None
+        self.sampler_cpu_s += time.thread_time() - cpu0
+        return sample
+
+    def record(self, sample: ResourceSample) -> None:
+        """Add a sample to the series (also used by replays and tests)."""
+        ts = round(sample.timestamp, 3)
+        rows: list[tuple[str, float]] = []
+        for attr, name in _HOST_SERIES.items():
+            value = getattr(sample, attr)
+            if value is not None:
+                rows.append((name, float(value)))
+        for gpu in sample.gpus:
+            for attr, name in _GPU_SERIES.items():
+                value = getattr(gpu, attr)
+                if value is not None:
+                    rows.append((f"{name}/{gpu.index}", float(value)))
+        with self._lock:
+            self.samples_taken += 1
+            for name, value in rows:
+                series = self._series.get(name)
+                if series is None:
+                    series = self._series[name] = _Series(self._capacity)
+                series.down.add(ts, value)
+                series.stats.add(value)
+        for name, value in rows:
+            self._spill.write(f"{ts:.3f},{name},{value:.6g}")
+
+    def usage(self) -> dict[str, Any]:
+        """The seed's ``resource_usage``: host series as ``[[ts, v]]``, GPU ones per device id."""
+        out: dict[str, Any] = {name: [] for name in _HOST_SERIES.values()}
+        for name in _GPU_SERIES.values():
+            out[name] = {}
+        with self._lock:
+            for key, series in sorted(self._series.items()):
+                points = [[p[0], p[1]] for p in series.down.points()]
+                name, _, device = key.partition("/")
+                if device:
+                    out[name][device] = points
+                else:
+                    out[name] = points
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """Mean and max of each series, sample count, sampler CPU use, probe description."""
+        with self._lock:
+            series = {
+                key: {"mean": s.stats.mean, "max": s.stats.max, "count": s.stats.count}
+                for key, s in sorted(self._series.items())
+                if s.stats.count
+            }
+            strides = {key: s.down.stride for key, s in self._series.items()}
+        end = self._stopped_at if self._stopped_at is not None else self._clock()
+        wall = end - self._started_at if self._started_at is not None else 0.0
+        cpu = self.sampler_cpu_s
+        return {
+            "interval_s": self.interval_s,
+            "samples": self.samples_taken,
+            "errors": self.errors,
+            "series": series,
+            "max_stride": max(strides.values(), default=1),
+            "sampler_cpu_s": cpu,
+            "sampler_cpu_pct": 100.0 * cpu / wall if wall > 0 else 0.0,
+        }

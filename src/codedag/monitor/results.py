@@ -1,0 +1,216 @@
+"""The results JSON: the seed's structure plus schema_version, environment and data wait.
+
+Layout (``SCHEMA_VERSION = 1``; every key of the seed's §6.1 is kept with its meaning)::
+
+    {"schema_version": 1, "codedag_version": "0.1.0",
+     "experiment_name": str, "timestamp": int (epoch s), "datetime": ISO 8601,
+     "environment": {host, python, torch, cuda, gpus, cpu_capacity_cpus, memory_limit_mb, ...},
+     "modes": {name: {
+        "config": {...}, "status": "running|completed|interrupted|failed", "error": str|null,
+        "started_at": epoch s, "ended_at": epoch s|null,
+        "batch_times": [[batch, s]], "data_wait_times": [[batch, s]],
+        "resource_usage": {"cpu_usage": [[ts, pct]], "memory_usage": [[ts, pct]],
+                           "gpu_usage": {"0": [[ts, pct]]}, "gpu_memory": {"0": [[ts, MB]]},
+                           "gpu_power_w": {...}, "gpu_temperature_c": {...},
+                           "process_cpu_usage": [[ts, pct]], "process_memory_mb": [[ts, MB]], ...},
+        "metrics": {"losses": [[epoch, batch, v]], "accuracies": [[epoch, batch, v]]},
+        "summary": {"total_time", "num_batches",
+                    "batch_time": {mean, std, min, max, p50, p95},
+                    "data_wait": {mean, std, min, max, p50, p95, total, share_pct},
+                    "step_time", "throughput": {batches_per_s, samples_per_s},
+                    "loss": {initial, final, min, max}, "accuracy": {initial, final, best},
+                    "resources": {...}, "timing": {...}},
+        "downsampling": {"batch_times": stride, "losses": stride, ...},
+        "files": {"batches": "baseline.batches.csv", ...}}}}
+
+Series longer than the in-memory capacity are bucket means with the stride in ``downsampling``;
+the CSV files named in ``files`` hold every raw row. Files without ``schema_version`` (the seed's
+own format) load with defaults, and their summaries are recomputed from the series.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from codedag.errors import SchemaError
+
+SCHEMA_VERSION = 1
+MODE_STATUSES = ("running", "completed", "interrupted", "failed")
+SEED_TOP_KEYS = ("experiment_name", "timestamp", "datetime", "modes")
+SEED_MODE_KEYS = ("config", "batch_times", "resource_usage", "metrics", "summary")
+SEED_RESOURCE_KEYS = ("cpu_usage", "memory_usage", "gpu_usage", "gpu_memory")
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    """Exact mean/std/min/max/p50/p95 of a list (nearest-rank quantiles); zeros when empty."""
+    if not values:
+        return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "p50": 0.0, "p95": 0.0}
+    n = len(values)
+    mean = sum(values) / n
+    ordered = sorted(values)
+
+    def q(p: float) -> float:
+        return ordered[max(0, math.ceil(p * n) - 1)]
+
+    return {
+        "mean": mean,
+        "std": math.sqrt(sum((v - mean) ** 2 for v in values) / n),
+        "min": ordered[0],
+        "max": ordered[-1],
+        "p50": q(0.5),
+        "p95": q(0.95),
+    }
+
+
+def summary_from_series(mode: dict[str, Any]) -> dict[str, Any]:
+    """Recompute a mode's summary from its series (for files that lack parts of it)."""
+    times = [float(p[1]) for p in mode.get("batch_times", [])]
+    waits = [float(p[1]) for p in mode.get("data_wait_times", [])]
+    batch = _stats(times)
+    out: dict[str, Any] = {"num_batches": len(times), "batch_time": batch}
+    if waits:
+        wait = _stats(waits)
+        active = sum(times) + sum(waits)
+        wait.update(total=sum(waits), share_pct=100.0 * sum(waits) / active if active else 0.0)
+        out["data_wait"] = wait
+        out["step_time"] = {"mean": active / len(times) if times else 0.0, "total": active}
+    else:
+        active = sum(times)
+        out["data_wait"] = None  # not measured by the program that wrote the file
+        out["step_time"] = {"mean": batch["mean"], "total": active}
+    out["throughput"] = {
+        "batches_per_s": len(times) / active if active > 0 else 0.0,
+        "samples_per_s": None,
+    }
+    losses = [float(p[2]) for p in mode.get("metrics", {}).get("losses", [])]
+    accs = [float(p[2]) for p in mode.get("metrics", {}).get("accuracies", [])]
+    out["loss"] = (
+        {"initial": losses[0], "final": losses[-1], "min": min(losses), "max": max(losses)}
+        if losses
+        else None
+    )
+    out["accuracy"] = {"initial": accs[0], "final": accs[-1], "best": max(accs)} if accs else None
+    return out
+
+
+def _check_series(where: str, value: Any, width: int, problems: list[str]) -> None:
+    if not isinstance(value, list):
+        problems.append(f"{where}: expected a list, got {type(value).__name__}")
+        return
+    for i, point in enumerate(value[:3] + value[-3:]):
+        if not isinstance(point, list | tuple) or len(point) != width:
+            problems.append(f"{where}[{i}]: expected a list of {width} numbers, got {point!r}")
+            return
+
+
+def validate_results(data: Any) -> list[str]:
+    """Every structural problem of a results dict (an empty list means it is valid)."""
+    problems: list[str] = []
+    if not isinstance(data, dict):
+        return [f"top level: expected an object, got {type(data).__name__}"]
+    if not isinstance(data.get("experiment_name"), str):
+        problems.append("experiment_name: expected a string")
+    modes = data.get("modes")
+    if not isinstance(modes, dict):
+        return [*problems, f"modes: expected an object, got {type(modes).__name__}"]
+    for name, mode in modes.items():
+        if not isinstance(mode, dict):
+            problems.append(f"modes.{name}: expected an object")
+            continue
+        _check_series(f"modes.{name}.batch_times", mode.get("batch_times", []), 2, problems)
+        _check_series(f"modes.{name}.data_wait_times", mode.get("data_wait_times", []), 2, problems)
+        metrics = mode.get("metrics", {})
+        if not isinstance(metrics, dict):
+            problems.append(f"modes.{name}.metrics: expected an object")
+        else:
+            for key in ("losses", "accuracies"):
+                _check_series(f"modes.{name}.metrics.{key}", metrics.get(key, []), 3, problems)
+        usage = mode.get("resource_usage", {})
+        if not isinstance(usage, dict):
+            problems.append(f"modes.{name}.resource_usage: expected an object")
+            continue
+        for key, series in usage.items():
+            if isinstance(series, dict):
+                for device, points in series.items():
+                    _check_series(
+                        f"modes.{name}.resource_usage.{key}.{device}", points, 2, problems
+                    )
+            else:
+                _check_series(f"modes.{name}.resource_usage.{key}", series, 2, problems)
+    return problems
+
+
+def upgrade_results(data: dict[str, Any]) -> dict[str, Any]:
+    """Fill what older files lack (defaults, recomputed summaries); returns a new dict."""
+    out = dict(data)
+    version = out.get("schema_version", 0)
+    out["schema_version"] = SCHEMA_VERSION
+    out.setdefault("environment", {})
+    out.setdefault("timestamp", 0)
+    out.setdefault("datetime", "")
+    modes: dict[str, Any] = {}
+    for name, mode in out["modes"].items():
+        m = dict(mode)
+        m.setdefault("config", {})
+        m.setdefault("status", "completed")
+        m.setdefault("error", None)
+        m.setdefault("batch_times", [])
+        m.setdefault("data_wait_times", [])
+        m.setdefault("downsampling", {})
+        m.setdefault("files", {})
+        usage = dict(m.get("resource_usage") or {})
+        for key in ("cpu_usage", "memory_usage"):
+            usage.setdefault(key, [])
+        for key in ("gpu_usage", "gpu_memory"):
+            usage.setdefault(key, {})
+        m["resource_usage"] = usage
+        metrics = dict(m.get("metrics") or {})
+        metrics.setdefault("losses", [])
+        metrics.setdefault("accuracies", [])
+        m["metrics"] = metrics
+        recomputed = summary_from_series(m)
+        summary = dict(m.get("summary") or {})
+        if version < 1 and isinstance(summary.get("batch_time"), dict):
+            # keep the writer's mean/std (over every batch) and add the missing quantiles
+            summary["batch_time"] = {**recomputed["batch_time"], **summary["batch_time"]}
+        for key, value in recomputed.items():
+            summary.setdefault(key, value)
+        summary.setdefault("total_time", summary["step_time"]["total"])
+        m["summary"] = summary
+        modes[str(name)] = m
+    out["modes"] = modes
+    return out
+
+
+def load_results(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, Any]:
+    """Load, validate and upgrade a results file (or dict).
+
+    Raises:
+        SchemaError: unreadable JSON, a structural problem (all are listed), or a file written by
+            a newer codedag (``schema_version`` above ``SCHEMA_VERSION``).
+    """
+    if isinstance(source, dict):
+        data: Any = source
+        where = "results"
+    else:
+        where = str(source)
+        try:
+            data = json.loads(Path(source).read_text(encoding="utf-8"))
+        except FileNotFoundError as error:
+            raise SchemaError(f"{where}: no such file") from error
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise SchemaError(f"{where}: expected a JSON results file, got: {error}") from error
+    problems = validate_results(data)
+    if problems:
+        raise SchemaError(f"{where}: not a codedag results file: " + "; ".join(problems[:10]))
+    version = data.get("schema_version", 0)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{where}: schema_version {version!r} is newer than this codedag reads "
+            f"(<= {SCHEMA_VERSION}); upgrade codedag"
+        )
+    return upgrade_results(data)

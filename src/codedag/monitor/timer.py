@@ -1,0 +1,283 @@
+"""Batch timing that is right with asynchronous GPUs, split into data wait and compute.
+
+For every batch the ``Timer`` records two durations:
+
+- **batch time**: ``start_batch()`` to ``end_batch()``, the training step itself;
+- **data wait**: the previous ``end_batch()`` (or the mode's start, or the end of a ``paused()``
+  block) to this ``start_batch()``: the time the loop waited for the input pipeline.
+
+CUDA kernels run asynchronously, so a host clock read right after ``loss.backward()`` measures how
+fast work was *queued*, not how long it took. ``cuda_timing`` picks how the timer deals with that:
+
+- ``"sync"``: ``torch.cuda.synchronize()`` before each clock read (exact wall time per step;
+  costs one device sync per step, which a loop calling ``loss.item()`` pays anyway);
+- ``"events"``: CUDA events recorded on the current stream, no host sync per step. Batch time is
+  the GPU time between the step's two events; data wait is the GPU idle gap between the previous
+  step's end event and this step's start event, which is exactly when the GPU starves on input.
+  Events are resolved lazily (a bounded queue, drained with ``query()``);
+- ``"none"``: host clock only (CPU training);
+- ``"auto"`` (default): ``"sync"`` when torch has initialized CUDA in this process, else ``"none"``,
+  decided at the first batch (so moving the model to the GPU after ``start_mode`` still counts).
+
+Memory stays constant however long the run: moments and quantiles are streamed
+(``codedag.monitor.stats``), plots get a downsampled series, and raw rows go to an optional CSV.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from codedag.errors import ConfigError
+from codedag.monitor.spill import CsvSpill
+from codedag.monitor.stats import Downsampler, LogHistogram, RunningStats
+
+log = logging.getLogger(__name__)
+
+CUDA_TIMING_MODES = ("auto", "sync", "events", "none")
+BATCH_CSV_HEADER = "batch,time_s,batch_time_s,data_wait_s"
+
+
+class TimingEvent(Protocol):
+    """What the timer needs of ``torch.cuda.Event(enable_timing=True)``."""
+
+    def record(self) -> None: ...
+    def query(self) -> bool: ...
+    def synchronize(self) -> None: ...
+    def elapsed_time(self, end: Any) -> float: ...  # milliseconds
+
+
+def cuda_in_use() -> bool:
+    """True when torch is imported and has initialized CUDA (never imports torch or inits CUDA)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.cuda.is_initialized())
+    except Exception:  # pragma: no cover - broken CUDA installs
+        return False
+
+
+def _torch_sync() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def _torch_event() -> TimingEvent:
+    import torch
+
+    return torch.cuda.Event(enable_timing=True)
+
+
+class Timer:
+    """Times batches and the total run; see the module docstring for the measured quantities.
+
+    Args:
+        cuda_timing: ``"auto"``, ``"sync"``, ``"events"`` or ``"none"``.
+        clock: host clock in seconds (injectable for tests).
+        spill: CSV sink for every batch row (``batch,time_s,batch_time_s,data_wait_s``).
+        downsample_capacity: most points kept in memory for plots.
+        sync_fn: device synchronize used by ``"sync"`` (default ``torch.cuda.synchronize``).
+        event_factory: makes timing events for ``"events"`` (default CUDA events).
+        max_pending_events: events in flight before the oldest is waited for.
+    """
+
+    def __init__(
+        self,
+        cuda_timing: str = "auto",
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        spill: CsvSpill | None = None,
+        downsample_capacity: int = 2048,
+        sync_fn: Callable[[], None] | None = None,
+        event_factory: Callable[[], TimingEvent] | None = None,
+        max_pending_events: int = 256,
+    ) -> None:
+        if cuda_timing not in CUDA_TIMING_MODES:
+            raise ConfigError(
+                f"cuda_timing must be one of {CUDA_TIMING_MODES}, got {cuda_timing!r}"
+            )
+        self.requested_timing = cuda_timing
+        self.timing: str | None = None if cuda_timing == "auto" else cuda_timing
+        self._clock = clock
+        self._spill = spill or CsvSpill(None, BATCH_CSV_HEADER)
+        self._sync = sync_fn or _torch_sync
+        self._event = event_factory or _torch_event
+        self._max_pending = max(1, max_pending_events)
+        self.batch_stats = RunningStats()
+        self.wait_stats = RunningStats()
+        self.step_stats = RunningStats()
+        self.batch_hist = LogHistogram()
+        self.wait_hist = LogHistogram()
+        self.series = Downsampler(downsample_capacity, width=2)
+        self.samples = 0
+        self._start: float | None = None
+        self._stop: float | None = None
+        self._batch_start: float | None = None
+        self._last_end: float | None = None
+        self._start_ev: TimingEvent | None = None
+        self._prev_end_ev: TimingEvent | None = None
+        self._pending: deque[tuple[int, float, float, Any, Any, Any, int]] = deque()
+        self._next_idx = 0
+        self._warned: set[str] = set()
+
+    # ----------------------------------------------------------------- run
+    def start(self) -> None:
+        """Start the total-time clock (called by ``ExperimentMonitor.start_mode``)."""
+        self._start = self._clock()
+        self._stop = None
+        self._last_end = self._start
+
+    def stop(self) -> float:
+        """Stop the total-time clock, resolve pending events; returns total time in seconds."""
+        if self._batch_start is not None:
+            self._warn_once("open", "stop() with a batch still open: that batch is not recorded")
+            self._batch_start = None
+        self.drain(wait=True)
+        if self._start is not None and self._stop is None:
+            self._stop = self._clock()
+        self._spill.flush()
+        return self.total_time_s
+
+    @property
+    def total_time_s(self) -> float:
+        """Seconds from ``start()`` to ``stop()`` (or to now while running)."""
+        if self._start is None:
+            return 0.0
+        end = self._stop if self._stop is not None else self._clock()
+        return end - self._start
+
+    @property
+    def num_batches(self) -> int:
+        """Batches recorded so far (pending CUDA events not counted)."""
+        return self.batch_stats.count
+
+    # -------------------------------------------------------------- batches
+    def start_batch(self) -> None:
+        """Mark the start of a training step (the batch has been received)."""
+        if self._start is None:
+            self.start()
+        if self.timing is None:
+            self.timing = "sync" if cuda_in_use() else "none"
+            log.debug("batch timing: %s", self.timing)
+        if self._batch_start is not None:
+            self._warn_once(
+                "twice", "start_batch() twice without end_batch(): restarting the batch"
+            )
+        if self.timing == "sync":
+            self._sync()
+        elif self.timing == "events":
+            self._start_ev = self._event()
+            self._start_ev.record()
+        self._batch_start = self._clock()
+
+    def end_batch(self, n_samples: int = 0) -> None:
+        """Mark the end of a training step; ``n_samples`` (optional) feeds samples/s."""
+        begin = self._batch_start
+        if begin is None:
+            self._warn_once("end", "end_batch() without start_batch(): ignored")
+            return
+        if self.timing == "sync":
+            self._sync()
+        now = self._clock()
+        self._batch_start = None
+        host_wait = begin - (self._last_end if self._last_end is not None else begin)
+        self._last_end = now
+        idx = self._next_idx
+        self._next_idx += 1
+        if self.timing == "events":
+            end_ev = self._event()
+            end_ev.record()
+            self._pending.append(
+                (idx, now, host_wait, self._prev_end_ev, self._start_ev, end_ev, n_samples)
+            )
+            self._prev_end_ev = end_ev
+            self._start_ev = None
+            if len(self._pending) > self._max_pending:
+                self._pending[0][5].synchronize()  # bound the queue: wait for the oldest step
+            self.drain()
+            return
+        self._record(idx, now, now - begin, host_wait, n_samples)
+
+    def abandon_batch(self) -> None:
+        """Forget an open batch (the loop body raised or broke out): it is not recorded."""
+        self._batch_start = None
+        self._start_ev = None
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Exclude a block (validation, checkpointing) from the next batch's data wait."""
+        try:
+            yield
+        finally:
+            self._last_end = self._clock()
+            self._prev_end_ev = None
+
+    def drain(self, wait: bool = False) -> None:
+        """Record the batches whose CUDA events finished; with ``wait``, wait for all of them."""
+        pending = self._pending
+        while pending:
+            idx, now, host_wait, prev_end, start_ev, end_ev, n = pending[0]
+            if wait:
+                end_ev.synchronize()
+            elif not end_ev.query():
+                return
+            pending.popleft()
+            batch_s = start_ev.elapsed_time(end_ev) / 1000.0
+            wait_s = prev_end.elapsed_time(start_ev) / 1000.0 if prev_end is not None else host_wait
+            self._record(idx, now, batch_s, max(wait_s, 0.0), n)
+
+    def _record(self, idx: int, now: float, batch_s: float, wait_s: float, n_samples: int) -> None:
+        self.batch_stats.add(batch_s)
+        self.batch_hist.add(batch_s)
+        self.wait_stats.add(wait_s)
+        self.wait_hist.add(wait_s)
+        self.step_stats.add(batch_s + wait_s)
+        self.series.add(idx, batch_s, wait_s)
+        self.samples += n_samples
+        if self._spill.path is not None:
+            t_rel = now - self._start if self._start is not None else now
+            self._spill.write(f"{idx},{t_rel:.6f},{batch_s:.9g},{wait_s:.9g}")
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message)
+
+    # -------------------------------------------------------------- results
+    def summary(self) -> dict[str, Any]:
+        """Total time, batch time, data wait, step time and throughput (seconds, percent)."""
+        b, w, s = self.batch_stats, self.wait_stats, self.step_stats
+        batch = {k: v for k, v in b.to_dict().items() if k not in ("count", "sum")}
+        batch.update(p50=self.batch_hist.quantile(0.5), p95=self.batch_hist.quantile(0.95))
+        active = s.total
+        wait = {k: v for k, v in w.to_dict().items() if k not in ("count", "sum")}
+        wait.update(
+            p50=self.wait_hist.quantile(0.5),
+            p95=self.wait_hist.quantile(0.95),
+            total=w.total,
+            share_pct=100.0 * w.total / active if active > 0 else 0.0,
+        )
+        return {
+            "total_time": self.total_time_s,
+            "num_batches": b.count,
+            "batch_time": batch,
+            "data_wait": wait,
+            "step_time": {"mean": s.mean if s.count else 0.0, "std": s.std, "total": active},
+            "throughput": {
+                "batches_per_s": b.count / active if active > 0 else 0.0,
+                "samples_per_s": self.samples / active if active > 0 and self.samples else None,
+            },
+            "timing": {"cuda_timing": self.timing or "none", "requested": self.requested_timing},
+        }
+
+    def batch_series(self) -> tuple[list[list[float]], list[list[float]], int]:
+        """Downsampled ``[[batch, batch_time_s]]``, ``[[batch, data_wait_s]]`` and the stride."""
+        pts = self.series.points()
+        return [[p[0], p[1]] for p in pts], [[p[0], p[2]] for p in pts], self.series.stride
