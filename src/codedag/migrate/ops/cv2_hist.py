@@ -2,7 +2,7 @@
 
 Plain torch. Thresholds follow cv2's integer rules for uint8 (the threshold is floored, maxval
 rounded); Otsu's and the triangle threshold and the equalization LUT are computed per image from a
-batched histogram with cv2's formulas (Otsu in float64, the LUT scale in float32), so results match
+batched histogram with cv2's formulas (Otsu replaying cv2's float64 steps, the LUT scale in float32), so results match
 cv2 exactly.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
@@ -30,24 +31,37 @@ def _histograms(src: torch.Tensor) -> torch.Tensor:
 
 
 def _otsu(hist: torch.Tensor) -> torch.Tensor:
-    total = hist.sum(dim=1, keepdim=True).double()
-    p = hist.double() / total
-    i = torch.arange(256, dtype=torch.float64, device=hist.device)
-    mu = (p * i).sum(dim=1, keepdim=True)
-    q1 = torch.cumsum(p, dim=1)
-    q2 = 1.0 - q1
-    m1 = torch.cumsum(p * i, dim=1)
-    eps = 1.1920928955078125e-07
-    valid = (torch.minimum(q1, q2) >= eps) & (torch.maximum(q1, q2) <= 1.0 - eps)
-    mu1 = m1 / torch.where(valid, q1, 1.0)
-    mu2 = (mu - q1 * mu1) / torch.where(valid, q2, 1.0)
-    sigma = torch.where(valid, q1 * q2 * (mu1 - mu2) ** 2, 0.0)
-    best = sigma.max(dim=1, keepdim=True).values
-    # cv2 keeps the first maximum (strict '>'), and 0 when no sigma exceeds 0.
-    first = (
-        torch.where((sigma == best) & (best > 0), i, torch.full_like(i, 256.0)).min(dim=1).values
-    )
-    return torch.where(first > 255, 0.0, first)
+    """cv2's Otsu threshold per histogram (N, 256), float64.
+
+    cv2 accumulates the class means sequentially; near-ties between two thresholds are decided by
+    that exact order of float64 operations, so it is replayed here (on the host: 256 steps over
+    the N histograms, a few milliseconds) rather than computed from cumulative sums. cv2's x86
+    wheels hand uint8 Otsu to Intel IPP, which resolves exact ties (symmetric histograms) its own
+    way; those alone may differ by one grey level.
+    """
+    h = hist.detach().cpu().numpy().astype(np.float64)
+    scale = 1.0 / h.sum(axis=1)
+    mu = (h * np.arange(256)).sum(axis=1) * scale
+    mu1 = np.zeros(len(h))
+    q1 = np.zeros(len(h))
+    max_sigma = np.zeros(len(h))
+    max_val = np.zeros(len(h))
+    eps = float(np.finfo(np.float32).eps)
+    for i in range(256):
+        p_i = h[:, i] * scale
+        mu1 = mu1 * q1
+        q1 = q1 + p_i
+        q2 = 1.0 - q1
+        ok = (np.minimum(q1, q2) >= eps) & (np.maximum(q1, q2) <= 1.0 - eps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            new_mu1 = (mu1 + i * p_i) / q1
+            mu2 = (mu - q1 * new_mu1) / q2
+            sigma = q1 * q2 * (new_mu1 - mu2) * (new_mu1 - mu2)
+        mu1 = np.where(ok, new_mu1, mu1)  # a skipped step keeps cv2's unnormalized mu1
+        better = ok & (sigma > max_sigma)
+        max_sigma = np.where(better, sigma, max_sigma)
+        max_val = np.where(better, float(i), max_val)
+    return torch.as_tensor(max_val, device=hist.device)
 
 
 def _threshold_u8(src: torch.Tensor, t: int, maxval: int, kind: int) -> torch.Tensor:
