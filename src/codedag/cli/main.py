@@ -18,6 +18,7 @@ from codedag.errors import CodeDAGError
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
 SUBCOMMANDS: tuple[str, ...] = (
+    "demo",
     "doctor",
     "trace",
     "optimize",

@@ -10,16 +10,20 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     """Add the ``report`` subcommand."""
     parser = subparsers.add_parser(
         "report",
+        aliases=["compare"],
         parents=[parent],
-        help="compare the modes of a results.json and render its plots",
+        help="compare the modes of results.json files and render their plots (alias: compare)",
         description=(
             "Print a comparison table of the modes recorded by ExperimentMonitor (batch time "
             "mean/std/p50/p95, data-wait share, throughput, speedup, loss and accuracy deltas) "
-            "and render the comparison figures as PNG."
+            "and render the comparison figures as PNG. Several files (e.g. a baseline run and an "
+            "optimization run made by separate processes) are compared as one."
         ),
     )
     parser.add_argument(
-        "results", help="results.json written by ExperimentMonitor, or its run folder"
+        "results",
+        nargs="+",
+        help="results.json written by ExperimentMonitor, or its run folder (one or more)",
     )
     parser.add_argument(
         "--out", metavar="DIR", help="folder for the PNG figures (default: <results dir>/plots)"
@@ -45,13 +49,12 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from codedag.monitor.results import load_results
+    from codedag.monitor.results import load_results, merge_results
     from codedag.report.compare import compare_modes
 
-    path = Path(args.results)
-    if path.is_dir():  # a run folder written by ExperimentMonitor
-        path = path / "results.json"
-    results = load_results(path)
+    paths = [Path(p) / "results.json" if Path(p).is_dir() else Path(p) for p in args.results]
+    path = paths[0]
+    results = merge_results([load_results(p) for p in paths])
     rows = compare_modes(results, args.baseline)
     figures: list[str] = []
     if not args.no_plots:
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{results['experiment_name']} ({path})")
+    table = Table(title=f"{results['experiment_name']} ({', '.join(map(str, paths))})")
     for column in (
         "mode", "status", "batches", "batch mean ms", "std", "p50", "p95", "data wait",
         "step ms", "batches/s", "samples/s", "speedup", "Δ loss", "Δ acc",

@@ -95,7 +95,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     out_dir = _prepare_out_dir(Path(settings.out_dir))
     device = resolve_device(settings.device)
     loader = build_loader(settings)
-    monitor = ExperimentMonitor(f"codedag_demo_{settings.task}", save_dir=str(out_dir))
+    monitor = ExperimentMonitor(f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir)
     keep = settings.check_batches
 
     kept_base, waits, computes, losses = train(
@@ -123,7 +123,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     progress("check", 1, 1)
 
     progress("report", 0, 1)
-    files = {"results": str(monitor.save_json(out_dir / "results.json"))}
+    files = {"results": str(monitor.save_json())}
     plots = [Path(p) for p in monitor.plot_metrics(out_dir / "plots")]
     dag_path, dag_svg, dag_dot = draw_dag(result, out_dir)
     files.update(

@@ -214,3 +214,28 @@ def load_results(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, A
             f"(<= {SCHEMA_VERSION}); upgrade codedag"
         )
     return upgrade_results(data)
+
+
+def merge_results(runs: list[dict[str, Any]], labels: list[str] | None = None) -> dict[str, Any]:
+    """Combine the modes of several loaded runs into one, for comparing separate processes.
+
+    A mode name seen in an earlier run gets ``@label`` appended (the label defaults to the run's
+    experiment name), so nothing is dropped. The first run provides the top-level fields.
+
+    Raises:
+        SchemaError: when ``runs`` is empty.
+    """
+    if not runs:
+        raise SchemaError("expected at least one results file to merge, got none")
+    merged = dict(runs[0])
+    merged["modes"] = {}
+    names = []
+    for index, run in enumerate(runs):
+        label = labels[index] if labels else str(run.get("experiment_name", index))
+        names.append(str(run.get("experiment_name", label)))
+        for mode, data in run.get("modes", {}).items():
+            key = mode if mode not in merged["modes"] else f"{mode}@{label}"
+            merged["modes"][key] = data
+    unique = list(dict.fromkeys(names))
+    merged["experiment_name"] = unique[0] if len(unique) == 1 else " + ".join(unique)
+    return merged

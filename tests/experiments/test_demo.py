@@ -1,0 +1,94 @@
+"""codedag demo end to end with small settings, and its bad-input errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codedag.errors import ConfigError
+from codedag.experiments.demo import run_demo
+from codedag.experiments.demo_settings import DemoSettings
+
+
+def small(task: str, out: Path) -> DemoSettings:
+    return DemoSettings(
+        task=task,
+        batches=2,
+        batch_size=4,
+        image_size=48,
+        source_size=96,
+        out_dir=out,
+        check_batches=2,
+        device="cpu",
+    )
+
+
+def test_image_demo_migrates_and_matches_the_baseline(tmp_path: Path) -> None:
+    stages: list[str] = []
+    result = run_demo(small("image", tmp_path), lambda s, d, t: stages.append(s))
+    assert result.equivalence["passed"], result.equivalence
+    assert result.equivalence["labels_equal"] and result.equivalence["batches_compared"] == 2
+    assert sum(result.migrated_calls.values()) > 0
+    assert all(name.startswith(("cv2.", "numpy.")) for name in result.migrated_calls)
+    assert [m.mode for m in result.modes] == ["baseline", "optimization"]
+    assert set(stages) == {"baseline", "trace", "optimize", "optimization", "check", "report"}
+    for name in ("results.json", "dag.json", "migration_plan.json", "report.html"):
+        assert (tmp_path / name).is_file(), name
+    assert (tmp_path / "dag.svg").is_file() or (tmp_path / "dag.dot").is_file()
+    assert list((tmp_path / "plots").glob("*.png"))
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results["modes"]) == {"baseline", "optimization"}
+    plan = json.loads((tmp_path / "migration_plan.json").read_text())
+    assert plan["context_device_map"] and set(plan["context_device_map"].values()) == {"cpu"}
+    summary = json.loads((tmp_path / "demo_summary.json").read_text())
+    assert summary["equivalence"]["passed"] is True
+
+
+def test_audio_demo(tmp_path: Path) -> None:
+    pytest.importorskip("librosa")
+    result = run_demo(small("audio", tmp_path))
+    assert result.equivalence["passed"], result.equivalence
+    assert any("melspectrogram" in name for name, n in result.migrated_calls.items() if n)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"task": "video"}, "task must be"),
+        ({"batches": 0}, "batches"),
+        ({"device": "tpu"}, "device"),
+    ],
+)
+def test_bad_settings(tmp_path: Path, changes: dict, match: str) -> None:
+    settings = small("image", tmp_path)
+    for key, value in changes.items():
+        setattr(settings, key, value)
+    with pytest.raises(ConfigError, match=match):
+        settings.validate()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--task", "video"], "task must be one of image, audio"),
+        (["--out", "/proc/no-such-place/out"], "cannot write into --out"),
+        (["--batches", "0"], "batches must be >= 1"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "codedag", "demo", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
