@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 
 import cv2
 import numpy as np
@@ -30,6 +31,14 @@ def test_every_backend_names_a_cv2_function_and_has_a_tolerance() -> None:
     cv2_group = [k for k in TOLERANCES if k.startswith("cv2.")]
     assert cv2_group == sorted(cv2_group)
     assert set(cv2_group) == set(BACKENDS)
+
+
+def test_backends_have_cv2s_parameters_in_cv2s_order() -> None:
+    """Names and positions as in cv2's own signature line (``resize(src, dsize[, dst[, ...``)."""
+    for name, fn in BACKENDS.items():
+        line = getattr(cv2, name.split(".", 1)[1]).__doc__.splitlines()[0]
+        cv2_params = re.findall(r"\w+", line.split("(", 1)[1].split(")", 1)[0])
+        assert list(inspect.signature(fn).parameters) == cv2_params, name
 
 
 def test_backends_take_the_array_first_and_document_themselves() -> None:

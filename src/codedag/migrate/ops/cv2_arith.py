@@ -85,7 +85,11 @@ def _binary(name: str, src1: Any, src2: Any, dtype: int, op: str) -> torch.Tenso
         if isinstance(src2, torch.Tensor) and src2.dim() >= 3:
             b16 = _operand(name, src1, src2, torch.int16, round_scalar=False)
         else:
-            vals = torch.round(torch.tensor(scalar_values(src2, channels(src1), broadcast=True)))
+            vals = torch.round(
+                torch.tensor(
+                    scalar_values(src2, channels(src1), broadcast=True), dtype=torch.float64
+                )
+            )
             b16 = vals.clamp(-1024, 1024).to(torch.int16).to(src1.device)
             b16 = b16 if src1.dim() == 4 else b16.reshape(())
         r16 = a16 + b16 if op == "add" else a16 - b16 if op == "sub" else (a16 - b16).abs()

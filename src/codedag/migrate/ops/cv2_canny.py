@@ -1,4 +1,4 @@
-"""``cv2.Canny`` on torch, batch-first, for single-channel uint8 images.
+"""``cv2.Canny`` on torch, batch-first, for uint8 images with 1, 3 or 4 channels.
 
 Our own torch code, not ``kornia.filters.canny``, whose edges differ from cv2's in 29% of the pixels
 of a test image (measured): kornia blurs first, uses float gradients, a different non-maximum
@@ -15,6 +15,7 @@ batch at once.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -74,10 +75,11 @@ def Canny(
     apertureSize: int = 3,
     L2gradient: bool = False,
 ) -> torch.Tensor:
-    """``cv2.Canny`` for a batch (N,H,W) of uint8 images; apertures 3, 5, 7; L1 or L2."""
+    """``cv2.Canny`` for a uint8 batch (N,H,W[,C]); apertures 3, 5, 7; L1 or L2; with several
+    channels each pixel uses the channel of largest gradient magnitude, as cv2 does."""
     check_image(image, "image", dtypes=(torch.uint8,))
-    if image.dim() != 3:
-        raise UnsupportedOperation(f"Canny: needs (N,H,W) single-channel, got {tuple(image.shape)}")
+    if image.dim() == 4 and image.shape[3] not in (1, 3, 4):
+        raise UnsupportedOperation(f"Canny: 1, 3 or 4 channels, got {tuple(image.shape)}")
     if edges is not None:
         raise UnsupportedOperation("Canny: an output array edges is not supported")
     aperture = int(apertureSize)
@@ -97,7 +99,10 @@ def Canny(
         mag = dx * dx + dy * dy
     else:
         mag = dx.abs() + dy.abs()
-    low, high = int(torch.tensor(low_t).floor()), int(torch.tensor(high_t).floor())
+    if mag.dim() == 4:  # several channels: cv2 keeps the first channel of largest magnitude
+        best = mag.argmax(dim=3, keepdim=True)
+        mag, dx, dy = (t.gather(3, best).squeeze(3) for t in (mag, dx, dy))
+    low, high = math.floor(low_t), math.floor(high_t)  # cvFloor, in double
     candidates = _suppress(mag, dx, dy, low)
     strong = candidates & (mag > high)
     out = _hysteresis(candidates, strong)

@@ -1,14 +1,17 @@
-"""cv2 ``threshold`` (all five types, Otsu) and ``equalizeHist`` on torch, batch-first.
+"""cv2 ``threshold`` (all five types, Otsu, triangle) and ``equalizeHist`` on torch, batch-first.
 
 Plain torch. Thresholds follow cv2's integer rules for uint8 (the threshold is floored, maxval
-rounded); Otsu's threshold and the equalization LUT are computed per image from a batched histogram
-with cv2's formulas (Otsu in float64, the LUT scale in float32), so results match cv2 exactly.
+rounded); Otsu's and the triangle threshold and the equalization LUT are computed per image from a
+batched histogram with cv2's formulas (Otsu replaying cv2's float64 steps, the LUT scale in float32), so results match
+cv2 exactly.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
@@ -28,24 +31,37 @@ def _histograms(src: torch.Tensor) -> torch.Tensor:
 
 
 def _otsu(hist: torch.Tensor) -> torch.Tensor:
-    total = hist.sum(dim=1, keepdim=True).double()
-    p = hist.double() / total
-    i = torch.arange(256, dtype=torch.float64, device=hist.device)
-    mu = (p * i).sum(dim=1, keepdim=True)
-    q1 = torch.cumsum(p, dim=1)
-    q2 = 1.0 - q1
-    m1 = torch.cumsum(p * i, dim=1)
-    eps = 1.1920928955078125e-07
-    valid = (torch.minimum(q1, q2) >= eps) & (torch.maximum(q1, q2) <= 1.0 - eps)
-    mu1 = m1 / torch.where(valid, q1, 1.0)
-    mu2 = (mu - q1 * mu1) / torch.where(valid, q2, 1.0)
-    sigma = torch.where(valid, q1 * q2 * (mu1 - mu2) ** 2, 0.0)
-    best = sigma.max(dim=1, keepdim=True).values
-    # cv2 keeps the first maximum (strict '>'), and 0 when no sigma exceeds 0.
-    first = (
-        torch.where((sigma == best) & (best > 0), i, torch.full_like(i, 256.0)).min(dim=1).values
-    )
-    return torch.where(first > 255, 0.0, first)
+    """cv2's Otsu threshold per histogram (N, 256), float64.
+
+    cv2 accumulates the class means sequentially; near-ties between two thresholds are decided by
+    that exact order of float64 operations, so it is replayed here (on the host: 256 steps over
+    the N histograms, a few milliseconds) rather than computed from cumulative sums. cv2's x86
+    wheels hand uint8 Otsu to Intel IPP, which resolves exact ties (symmetric histograms) its own
+    way; those alone may differ by one grey level.
+    """
+    h = hist.detach().cpu().numpy().astype(np.float64)
+    scale = 1.0 / h.sum(axis=1)
+    mu = (h * np.arange(256)).sum(axis=1) * scale
+    mu1 = np.zeros(len(h))
+    q1 = np.zeros(len(h))
+    max_sigma = np.zeros(len(h))
+    max_val = np.zeros(len(h))
+    eps = float(np.finfo(np.float32).eps)
+    for i in range(256):
+        p_i = h[:, i] * scale
+        mu1 = mu1 * q1
+        q1 = q1 + p_i
+        q2 = 1.0 - q1
+        ok = (np.minimum(q1, q2) >= eps) & (np.maximum(q1, q2) <= 1.0 - eps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            new_mu1 = (mu1 + i * p_i) / q1
+            mu2 = (mu - q1 * new_mu1) / q2
+            sigma = q1 * q2 * (new_mu1 - mu2) * (new_mu1 - mu2)
+        mu1 = np.where(ok, new_mu1, mu1)  # a skipped step keeps cv2's unnormalized mu1
+        better = ok & (sigma > max_sigma)
+        max_sigma = np.where(better, sigma, max_sigma)
+        max_val = np.where(better, float(i), max_val)
+    return torch.as_tensor(max_val, device=hist.device)
 
 
 def _threshold_u8(src: torch.Tensor, t: int, maxval: int, kind: int) -> torch.Tensor:
@@ -65,6 +81,31 @@ def _threshold_u8(src: torch.Tensor, t: int, maxval: int, kind: int) -> torch.Te
     return torch.where(above, zero, src)
 
 
+def _triangle(hist: torch.Tensor) -> torch.Tensor:
+    """cv2's triangle threshold per histogram (N, 256), float64."""
+    dev = hist.device
+    i = torch.arange(256, device=dev)
+    nz = hist > 0
+    left = torch.where(nz, i, 256).min(dim=1).values
+    left = torch.where(left > 0, left - 1, left)
+    right = torch.where(nz & (i > 0), i, 0).max(dim=1).values
+    right = torch.where(right < 255, right + 1, right)
+    max_ind = hist.argmax(dim=1)  # first maximum, as cv2's strict '>'
+    peak = hist.gather(1, max_ind[:, None])[:, 0]
+    flipped = (max_ind - left) < (right - max_ind)
+    h = torch.where(flipped[:, None], hist.flip(1), hist)
+    left = torch.where(flipped, 255 - right, left)
+    max_ind = torch.where(flipped, 255 - max_ind, max_ind)
+    a, b = peak.double()[:, None], (left - max_ind).double()[:, None]
+    dist = a * i.double() + b * h.double()
+    span = (i > left[:, None]) & (i <= max_ind[:, None])
+    dist = torch.where(span, dist, torch.zeros_like(dist))
+    best = dist.max(dim=1, keepdim=True).values
+    first = torch.where((dist == best) & (best > 0) & span, i, 256).min(dim=1).values
+    thresh = torch.where(first < 256, first, left).double() - 1
+    return torch.where(flipped, 255 - thresh, thresh)
+
+
 def threshold(
     src: torch.Tensor,
     thresh: float,
@@ -72,24 +113,26 @@ def threshold(
     type: int,
     dst: Any = None,
 ) -> tuple[float | torch.Tensor, torch.Tensor]:
-    """``cv2.threshold`` for a batch; returns (threshold, images). With THRESH_OTSU the threshold
-    is per image: a float for a batch of one, else a float64 tensor of shape (N,)."""
+    """``cv2.threshold`` for a batch; returns (threshold, images). With THRESH_OTSU or
+    THRESH_TRIANGLE the threshold is per image: a float for a batch of one, else a float64 tensor
+    of shape (N,)."""
     check_image(src, dtypes=(torch.uint8, torch.float32, torch.float64))
     if dst is not None:
         raise UnsupportedOperation("threshold: an output array dst is not supported")
     kind, auto = int(type) & 7, int(type) & ~7
-    if kind > THRESH_TOZERO_INV or auto not in (0, THRESH_OTSU):
-        raise UnsupportedOperation(f"threshold: type {type} unsupported (THRESH_TRIANGLE is not)")
+    if kind > THRESH_TOZERO_INV or auto not in (0, THRESH_OTSU, THRESH_TRIANGLE):
+        raise UnsupportedOperation(f"threshold: type {type} unsupported")
     n = src.shape[0]
     shape = (n,) + (1,) * (src.dim() - 1)
     integer = not src.dtype.is_floating_point
-    if auto == THRESH_OTSU:
+    if auto:
         if src.dtype != torch.uint8 or src.dim() != 3:
-            raise UnsupportedOperation("threshold: THRESH_OTSU needs single-channel uint8")
-        t = _otsu(_histograms(src))
+            raise UnsupportedOperation("threshold: OTSU/TRIANGLE need single-channel uint8")
+        hist = _histograms(src)
+        t = _otsu(hist) if auto == THRESH_OTSU else _triangle(hist)
         retval: float | torch.Tensor = float(t[0]) if n == 1 else t
     else:
-        t_val = float(torch.floor(torch.tensor(float(thresh)))) if integer else float(thresh)
+        t_val = float(math.floor(float(thresh))) if integer else float(thresh)
         t = torch.full((n,), t_val, dtype=torch.float64, device=src.device)
         retval = t_val
     if integer and auto == 0:

@@ -285,6 +285,7 @@ def warpAffine(
     flags: int = INTER_LINEAR,
     borderMode: int = BORDER_CONSTANT,
     borderValue: Any = None,
+    hint: Any = None,
 ) -> torch.Tensor:
     """``cv2.warpAffine`` for a batch with one 2x3 matrix (forward, or inverse with
     WARP_INVERSE_MAP); nearest/linear/cubic/lanczos4; BORDER_TRANSPARENT is unsupported."""
@@ -300,6 +301,7 @@ def warpPerspective(
     flags: int = INTER_LINEAR,
     borderMode: int = BORDER_CONSTANT,
     borderValue: Any = None,
+    hint: Any = None,
 ) -> torch.Tensor:
     """``cv2.warpPerspective`` for a batch with one 3x3 matrix; same modes as warpAffine."""
     m = to_numpy_matrix(M, (3, 3), "warpPerspective: M")
