@@ -234,6 +234,9 @@ def _fits(value: int, dtype: np.dtype) -> bool:
     return int(info.min) <= value <= int(info.max)
 
 
+_WIDE_INTERMEDIATE = frozenset({"sinh", "cosh"})
+
+
 def _unary(name: str, op: TorchFn, predicate: bool = False) -> Callable[..., torch.Tensor]:
     ufunc = getattr(np, name)
 
@@ -273,6 +276,10 @@ def _unary(name: str, op: TorchFn, predicate: bool = False) -> Callable[..., tor
             if name in ("absolute", "fabs", "square"):
                 return x.clone()
             raise UnsupportedOperation(f"numpy.{name} on bool is not supported")
+        if name in _WIDE_INTERMEDIATE and td in (torch.float16, torch.float32):
+            # torch forms e**|x| in the output precision and overflows early (sinh(-89) is
+            # finite in float32); NumPy does not.
+            return op(x.to(torch.float64)).to(td)
         return op(x.to(td)).to(td)
 
     backend.__name__ = name
