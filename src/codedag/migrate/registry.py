@@ -349,6 +349,11 @@ class Registry:
                     continue
                 obj = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
                 canonical = canonical_name(obj)
+                if canonical in self.non_migratable and name != canonical:
+                    # the same function object under another public name (numpy.permute_dims
+                    # is numpy.transpose): NonMigratable under every name
+                    self.non_migratable[name] = self.non_migratable[canonical]
+                    continue
                 self._aliases.setdefault(canonical, set()).update({canonical, name})
                 if canonical not in self._specs and canonical not in self.non_migratable:
                     self._canonical_specs[canonical] = replace(spec, name=canonical)
@@ -380,7 +385,13 @@ class Registry:
         return set(self._aliases.get(name, ())) | {name}
 
     def names(self) -> list[str]:
-        """Every migratable name as registered (canonical spellings resolve through lookups)."""
+        """Every migratable name as registered (canonical spellings resolve through lookups).
+
+        Aliases of NonMigratable functions (``numpy.permute_dims`` is ``numpy.transpose``) are
+        left out: canonicalizing each library first finds them.
+        """
+        for top in sorted({n.split(".", 1)[0] for n in self._specs}):
+            self._canonicalize(top)
         return sorted(n for n in self._specs if n not in self.non_migratable)
 
     def by_strategy(self) -> dict[str, list[str]]:

@@ -54,7 +54,16 @@ def _refresh_index() -> None:
                 if attr.startswith("_") or isinstance(value, type | types.ModuleType):
                     continue
                 if callable(value) and not isinstance(value, types.FunctionType):
-                    _index.setdefault(id(value), (value, f"{module_name}.{attr}"))
+                    name = f"{module_name}.{attr}"
+                    # Among aliases (numpy.permute_dims is numpy.transpose) the attribute named
+                    # like the object itself wins; otherwise the first module's name stays.
+                    previous = _index.get(id(value))
+                    if previous is None or (
+                        attr == getattr(value, "__name__", None)
+                        and previous[1].rsplit(".", 1)[0] == module_name
+                        and previous[1].rsplit(".", 1)[1] != attr
+                    ):
+                        _index[id(value)] = (value, name)
 
 
 def _defining_class(cls: type, name: str) -> type:
