@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from codedag.experiments.scaffold import new_experiment
 from codedag.monitor.results import load_results, merge_results
 
@@ -21,8 +23,11 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_env_run_local_both_modes_then_compare(tmp_path: Path) -> None:
-    folder = new_experiment("toy", "pytorch", tmp_path / "experiments").folder
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+def test_env_run_local_both_modes_then_compare(tmp_path: Path, framework: str) -> None:
+    if framework == "tensorflow":
+        pytest.importorskip("tensorflow", reason="the tensorflow extra is not installed")
+    folder = new_experiment("toy", framework, tmp_path / "experiments").folder
     config = json.loads((folder / "experiment_config.json").read_text())
     config["max_batches_per_epoch"] = 2
     (folder / "experiment_config.json").write_text(json.dumps(config))
