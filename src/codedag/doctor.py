@@ -34,7 +34,6 @@ CORE_PACKAGES = (
     ("pydantic", "pydantic", "configuration validation"),
     ("matplotlib", "matplotlib", "plots"),
     ("opencv-python-headless", "cv2", "the cv2 pipelines codedag traces and migrates"),
-    ("kornia", "kornia", "GPU image operations"),
     ("pillow", "PIL", "PIL pipelines"),
 )
 
@@ -53,6 +52,7 @@ OPTIONAL_EXTRAS = (
         "METIS partition comparison in benchmarks",
         "pip install 'codedag[bench]'",
     ),
+    ("bench", "kornia", "the kornia-vs-cv2 benchmark", "pip install 'codedag[bench]'"),
     (
         "tensorflow",
         "tensorflow",
@@ -406,7 +406,7 @@ def check_extras(report: DoctorReport) -> None:
     extras = {}
     for extra, module, purpose, how in OPTIONAL_EXTRAS:
         present = importlib.util.find_spec(module) is not None
-        extras[extra] = present
+        extras[extra] = extras.get(extra, True) and present  # all of its modules
         if present:
             report.add(
                 "extras", f"[{extra}] {module}", OK, _version(module) or "installed", purpose
