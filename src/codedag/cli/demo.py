@@ -92,12 +92,12 @@ def print_summary(result) -> None:
 
     console = Console()
     table = Table(title=f"codedag demo ({result.settings['task']}) on {result.device}")
-    for column in ("mode", "mean batch s", "p95 s", "data wait", "samples/s", "final loss"):
-        table.add_column(column, justify="right" if column != "mode" else "left")
+    for column in ("mode", "mean step s", "batch p95 s", "data wait", "samples/s", "final loss"):
+        table.add_column(column, justify="right" if column != "mode" else "left", no_wrap=True)
     for m in result.modes:
         table.add_row(
             m.mode,
-            f"{m.mean_batch_s:.4f}",
+            f"{m.mean_step_s:.4f}",
             f"{m.p95_batch_s:.4f}",
             f"{100 * m.data_wait_share:.1f} %",
             f"{m.throughput_samples_s:.1f}",
@@ -105,7 +105,7 @@ def print_summary(result) -> None:
         )
     console.print(table)
     if result.speedup is not None:
-        console.print(f"speedup (baseline / optimization mean batch time): {result.speedup:.3f}x")
+        console.print(f"speedup (baseline / optimization mean step time): {result.speedup:.3f}x")
     migrated = {n: c for n, c in result.migrated_calls.items() if c}
     console.print(
         "migrated calls: " + (", ".join(f"{n} x{c}" for n, c in sorted(migrated.items())) or "none")

@@ -98,10 +98,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     monitor = ExperimentMonitor(f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir)
     keep = settings.check_batches
 
-    kept_base, waits, computes, losses = train(
-        "baseline", loader, settings, device, monitor, progress, keep
-    )
-    baseline = summarize("baseline", waits, computes, losses, settings.batch_size)
+    kept_base = train("baseline", loader, settings, device, monitor, progress, keep)
 
     progress("trace", 0, 1)
     dag = trace_one_batch(loader, settings, out_dir)
@@ -112,10 +109,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
 
     migrator = PipelineMigrator.from_plan(plan, default_device=device)
     with migrator:
-        kept_opt, waits, computes, losses = train(
-            "optimization", loader, settings, device, monitor, progress, keep
-        )
-    optimized = summarize("optimization", waits, computes, losses, settings.batch_size)
+        kept_opt = train("optimization", loader, settings, device, monitor, progress, keep)
     stats = migrator.get_stats()
 
     progress("check", 0, 1)
@@ -132,11 +126,13 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
         plan=str(out_dir / "migration_plan.json"),
     )
     functions = stats.get("functions", {})
+    results = monitor.to_dict()
+    modes, speedup = summarize(results)
     demo = DemoResult(
         settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(settings).items()},
         device=device,
-        modes=[baseline, optimized],
-        speedup=baseline.mean_batch_s / optimized.mean_batch_s if optimized.mean_batch_s else None,
+        modes=modes,
+        speedup=speedup,
         migrated_calls={n: int(f.get("migrated", 0)) for n, f in functions.items()},
         fallbacks={n: int(f.get("fell_back", 0)) for n, f in functions.items()},
         fallback_reasons={n: dict(f.get("fallback_reasons", {})) for n, f in functions.items()},
@@ -151,7 +147,9 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     from codedag.report.demo_report import write_demo_report
 
     files["report"] = str(
-        write_demo_report(out_dir / "report.html", demo, plan, dag_svg, dag_dot, plots)
+        write_demo_report(
+            out_dir / "report.html", demo, plan, dag_svg, dag_dot, plots, results["environment"]
+        )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))
     progress("report", 1, 1)

@@ -51,8 +51,8 @@ class ModeSummary:
 
     mode: str
     batches: int
-    mean_batch_s: float
-    p50_batch_s: float
+    mean_step_s: float  # data wait + batch
+    p50_batch_s: float  # batch time alone (start_batch to end_batch)
     p95_batch_s: float
     data_wait_share: float
     throughput_samples_s: float

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
@@ -60,19 +59,15 @@ def build_loader(settings: DemoSettings) -> Any:
     )
 
 
-def _batches(loader: Any, limit: int) -> Iterator[tuple[int, Any, Any, float]]:
-    """Yield ``(index, inputs, targets, data_wait_s)`` for up to ``limit`` batches, cycling."""
+def _batches(loader: Any, limit: int) -> Iterator[tuple[int, Any, Any]]:
+    """Yield ``(index, inputs, targets)`` for up to ``limit`` batches, cycling the loader."""
     done = 0
     while done < limit:
-        iterator = iter(loader)
-        while done < limit:
-            start = time.perf_counter()
-            try:
-                inputs, targets = next(iterator)
-            except StopIteration:
-                break
-            yield done, inputs, targets, time.perf_counter() - start
+        for inputs, targets in loader:
+            yield done, inputs, targets
             done += 1
+            if done == limit:
+                return
 
 
 def train(
@@ -83,11 +78,13 @@ def train(
     monitor: Any,
     progress: Progress,
     keep: int,
-) -> tuple[list[Any], list[float], list[float], list[float]]:
+) -> list[Any]:
     """Train a fresh model for ``settings.batches`` batches under ``monitor``.
 
+    The monitor measures each batch and its data wait; the summary is read from it.
+
     Returns:
-        The first ``keep`` input batches (CPU copies), per-batch data wait, compute and losses.
+        The first ``keep`` input batches with their labels (CPU copies).
     """
     import torch
 
@@ -105,17 +102,13 @@ def train(
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     criterion = torch.nn.CrossEntropyLoss()
     kept: list[Any] = []
-    waits: list[float] = []
-    computes: list[float] = []
-    losses: list[float] = []
     correct = total = 0
     monitor.start_mode(
         mode, config=asdict(settings) | {"device": device, "out_dir": str(settings.out_dir)}
     )
     try:
-        for index, inputs, targets, wait_s in _batches(loader, settings.batches):
+        for index, inputs, targets in _batches(loader, settings.batches):
             monitor.start_batch()
-            start = time.perf_counter()
             if len(kept) < keep:
                 kept.append((inputs.detach().cpu().clone(), targets.detach().cpu().clone()))
             inputs, targets = inputs.to(device), targets.to(device)
@@ -125,10 +118,7 @@ def train(
             loss.backward()
             optimizer.step()
             loss_value = loss.item()  # synchronizes: the step's work is done
-            monitor.end_batch()
-            computes.append(time.perf_counter() - start)
-            waits.append(wait_s)
-            losses.append(loss_value)
+            monitor.end_batch(n_samples=int(targets.numel()))
             correct += int((outputs.argmax(1) == targets).sum().item())
             total += int(targets.numel())
             monitor.log_loss(0, index, loss_value)
@@ -136,7 +126,7 @@ def train(
             progress(mode, index + 1, settings.batches)
     finally:
         monitor.stop_mode()
-    return kept, waits, computes, losses
+    return kept
 
 
 def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> dict[str, Any]:
@@ -177,19 +167,23 @@ def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> di
     }
 
 
-def summarize(
-    mode: str, waits: list[float], computes: list[float], losses: list[float], batch_size: int
-) -> ModeSummary:
-    """Mean/p50/p95 batch time (data wait + compute), data-wait share and throughput."""
-    totals = np.asarray(waits) + np.asarray(computes)
-    wall = float(totals.sum())
-    return ModeSummary(
-        mode=mode,
-        batches=len(totals),
-        mean_batch_s=float(totals.mean()),
-        p50_batch_s=float(np.percentile(totals, 50)),
-        p95_batch_s=float(np.percentile(totals, 95)),
-        data_wait_share=float(np.sum(waits) / wall) if wall > 0 else 0.0,
-        throughput_samples_s=len(totals) * batch_size / wall if wall > 0 else 0.0,
-        final_loss=losses[-1] if losses else None,
-    )
+def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], float | None]:
+    """Per-mode figures from the monitor's results, and the speedup of the optimized mode."""
+    from codedag.report.compare import compare_modes
+
+    rows = compare_modes(results, "baseline")
+    summaries = [
+        ModeSummary(
+            mode=row["mode"],
+            batches=row["num_batches"] or 0,
+            mean_step_s=row["step_mean_s"] or 0.0,
+            p50_batch_s=row["batch_p50_s"] or 0.0,
+            p95_batch_s=row["batch_p95_s"] or 0.0,
+            data_wait_share=(row["data_wait_share_pct"] or 0.0) / 100.0,
+            throughput_samples_s=row["samples_per_s"] or 0.0,
+            final_loss=row["final_loss"],
+        )
+        for row in rows
+    ]
+    speedup = next((r["speedup"] for r in rows if r["mode"] == "optimization"), None)
+    return summaries, speedup

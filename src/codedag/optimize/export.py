@@ -16,7 +16,16 @@ FILES = (
     "optimized_partition.json",
     "migration_plan.json",
 )
-_COLORS = ("#cfe2f3", "#f4cccc", "#d9ead3", "#fff2cc", "#ead1dc", "#d0e0e3", "#fce5cd", "#d9d2e9")
+PARTITION_COLORS = (
+    "#cfe2f3",
+    "#f4cccc",
+    "#d9ead3",
+    "#fff2cc",
+    "#ead1dc",
+    "#d0e0e3",
+    "#fce5cd",
+    "#d9d2e9",
+)
 _EDGE_STYLE = {"calls": "solid", "uses": "dashed", "produces": "bold"}
 
 
@@ -33,7 +42,11 @@ def coarse_dot(dag: CoarsenedDAG, partitions: list[Partition] | None = None) -> 
         if node.kind == "call":
             label += f"\\n{node.total_ns / 1e6:.3f} ms"
         shape = "box" if node.kind == "call" else "ellipse"
-        color = _COLORS[part_of[node.id] % len(_COLORS)] if node.id in part_of else "white"
+        color = (
+            PARTITION_COLORS[part_of[node.id] % len(PARTITION_COLORS)]
+            if node.id in part_of
+            else "white"
+        )
         lines.append(
             f"  n{node.id} [label={_quote(label)}, shape={shape}, style=filled, "
             f'fillcolor="{color}"];'

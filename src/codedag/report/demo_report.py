@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 from typing import Any
 
+from codedag.optimize.export import PARTITION_COLORS
 from codedag.report.html import ReportContent, write_html_report
 
-PARTITION_LEGEND = {"partition 0": "#cfe2f3", "partition 1": "#f4cccc", "partition 2": "#d9ead3"}
-
-
-def environment_facts(device: str) -> dict[str, Any]:
-    """The few facts a reader of the report needs: host, versions, device."""
-    import torch
-
-    facts: dict[str, Any] = {
-        "host": platform.node(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "device used": device,
-        "CUDA": torch.version.cuda or "CPU-only torch build",
-    }
-    if torch.cuda.is_available():
-        facts["GPU"] = torch.cuda.get_device_name(0)
-    import os
-
-    facts["CPUs"] = os.cpu_count()
-    return facts
+# The facts of the monitor's environment record a reader of the report needs.
+ENVIRONMENT_KEYS = ("host", "platform", "python", "codedag", "torch", "cuda", "cpu_count")
 
 
 def write_demo_report(
@@ -37,14 +19,15 @@ def write_demo_report(
     dag_svg: str | None,
     dag_dot: str | None,
     plots: list[Path],
+    environment: dict[str, Any],
 ) -> Path:
     """Render ``report.html`` for a :class:`~codedag.experiments.demo_settings.DemoResult`."""
     columns = [
         "mode",
         "batches",
-        "mean batch s",
-        "p50 s",
-        "p95 s",
+        "mean step s",
+        "batch p50 s",
+        "batch p95 s",
         "data-wait share",
         "samples/s",
         "final loss",
@@ -53,7 +36,7 @@ def write_demo_report(
         [
             m.mode,
             m.batches,
-            m.mean_batch_s,
+            m.mean_step_s,
             m.p50_batch_s,
             m.p95_batch_s,
             f"{100 * m.data_wait_share:.1f} %",
@@ -65,7 +48,7 @@ def write_demo_report(
     notes = []
     if demo.speedup is not None:
         notes.append(
-            f"Speedup of the mean batch time (baseline / optimization): {demo.speedup:.3f}x"
+            f"Speedup of the mean step time, data wait included (baseline / optimization): {demo.speedup:.3f}x"
         )
     migrated = ", ".join(f"{n}: {c}" for n, c in sorted(demo.migrated_calls.items()) if c)
     notes.append(f"Migrated calls per function: {migrated or 'none'}")
@@ -94,9 +77,12 @@ def write_demo_report(
             plan=plan,
             dag_svg=dag_svg,
             dag_dot=None if dag_svg else dag_dot,
-            partition_colors=PARTITION_LEGEND,
+            partition_colors={
+                f"partition {i}": color for i, color in enumerate(PARTITION_COLORS[:3])
+            },
             plots=plots,
-            environment=environment_facts(demo.device),
+            environment={k: environment.get(k) for k in ENVIRONMENT_KEYS}
+            | {"device used": demo.device},
             notes=notes,
         ),
     )
