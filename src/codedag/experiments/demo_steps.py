@@ -15,16 +15,17 @@ Progress = Callable[[str, int, int], None]
 
 
 def resolve_device(requested: str | None) -> str:
-    """``cuda:0`` when CUDA exists and nothing else was asked, else what was asked (or cpu)."""
-    import torch
+    """The migrator's default device when nothing was asked, else the one asked for if it exists."""
+    from codedag.migrate.devices import default_device, device_exists
 
     if requested is None:
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    if requested.startswith("cuda") and not torch.cuda.is_available():
+        return default_device()
+    device = "cuda:0" if requested == "cuda" else requested
+    if not device_exists(device):
         from codedag.errors import DeviceError
 
-        raise DeviceError(f"--device {requested} was asked for but CUDA is not available here")
-    return "cuda:0" if requested == "cuda" else requested
+        raise DeviceError(f"--device {requested} was asked for but it does not exist here")
+    return device
 
 
 def build_loader(settings: DemoSettings) -> Any:
