@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 SCHEMA_VERSION = 1
 EDGE_KINDS: tuple[str, ...] = ("calls", "uses", "produces")
@@ -27,6 +27,10 @@ class CallNode:
         arg_summaries: short text summaries of the arguments.
         return_summary: short summary of the returned value (None when nothing was returned).
         is_builtin: True for C functions (builtins, extension functions).
+        args: JSON descriptions of the arguments of a library call, in call order (positional
+            ones named ``"0"``, ``"1"``, ..., then keywords by name), enough to synthesize inputs
+            of the same shapes, dtypes and parameters (see docs/dag-format.md); ``None`` when
+            not recorded.
     """
 
     id: int
@@ -40,6 +44,7 @@ class CallNode:
     arg_summaries: list[str] = field(default_factory=list)
     return_summary: str | None = None
     is_builtin: bool = False
+    args: list[dict[str, Any]] | None = None
     kind: ClassVar[str] = "call"
 
     @property

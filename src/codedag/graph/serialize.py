@@ -25,6 +25,7 @@ FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {
         "arg_summaries": (list,),
         "return_summary": (str, type(None)),
         "is_builtin": (bool,),
+        "args": (list, type(None)),
     },
     ValueNode: {
         "id": (int,),
@@ -93,6 +94,7 @@ def call_dict(n: CallNode) -> dict[str, Any]:
         "arg_summaries": n.arg_summaries,
         "return_summary": n.return_summary,
         "is_builtin": n.is_builtin,
+        "args": n.args,
     }
 
 
@@ -116,7 +118,7 @@ def fast_node(raw: Any) -> Node | None:
         return None
     kind = raw.get("kind")
     try:
-        if kind == "call" and len(raw) == 12:
+        if kind == "call" and len(raw) == 13:
             node_id, ret = raw["id"], raw["return_summary"]
             node: Node = CallNode(
                 node_id,
@@ -130,6 +132,7 @@ def fast_node(raw: Any) -> Node | None:
                 raw["arg_summaries"],
                 ret,
                 raw["is_builtin"],
+                raw["args"],
             )
             ok = (
                 type(node_id) is int
@@ -143,6 +146,7 @@ def fast_node(raw: Any) -> Node | None:
                 and type(node.arg_summaries) is list
                 and (ret is None or type(ret) is str)
                 and type(node.is_builtin) is bool
+                and (node.args is None or type(node.args) is list)
             )
             return node if ok else None
         if kind == "value" and len(raw) == 9:

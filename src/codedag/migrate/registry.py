@@ -486,6 +486,26 @@ def is_migratable(name: str) -> bool:
     return default_registry().is_migratable(name)
 
 
+# Prefixes of functions whose result is not a function of their arguments: a backend draws from
+# another random stream, so the data changes. Placed only when the user names them.
+RANDOM_PREFIXES: tuple[str, ...] = ("numpy.random.", "random.", "torch.rand", "torch.normal")
+
+# Functions whose backend differs from the library beyond the tolerance table, with the reason.
+# Placed only when the user names them.
+DIFFERS_FROM_LIBRARY: dict[str, str] = {}
+
+
+def placement_blocker(name: str) -> str | None:
+    """Why a plan must not place ``name`` unless the user opts in by name, or ``None``.
+
+    Blocked: functions whose result is not a function of their arguments (random draws) and
+    functions whose backend is declared to differ from the library beyond the tolerance table.
+    """
+    if name.startswith(RANDOM_PREFIXES):
+        return "draws random numbers: a backend draws from another stream and the data changes"
+    return DIFFERS_FROM_LIBRARY.get(name)
+
+
 def non_migratable_reason(name: str) -> str | None:
     """Why ``name`` must stay on the CPU, or ``None`` when it is not on the NonMigratable list."""
     return NON_MIGRATABLE.get(name)
