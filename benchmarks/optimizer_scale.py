@@ -30,8 +30,8 @@ from typing import Any
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.coarsen import GraphCoarsening
 from codedag.optimize.manager import OptimizerManager
-from codedag.optimize.placement import PlacementSettings
 from codedag.optimize.partition import KWayPartitioner, Partition, edge_cut
+from codedag.optimize.placement import PlacementSettings
 from codedag.optimize.refine import IterativeOptimizer
 from codedag.optimize.schedule import heft, list_schedule
 from codedag.optimize.synthetic import trace_shaped_dag
