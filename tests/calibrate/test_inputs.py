@@ -8,12 +8,12 @@ import pytest
 from calibrate_helpers import WARP_M, array, pair, scalar
 
 from codedag.calibrate.inputs import (
-    CannotRebuild,
     describe,
     input_bytes,
     rebuild_call,
     signature,
 )
+from codedag.errors import TraceError
 
 
 def test_arrays_scalars_and_sequences_come_back_with_their_shapes_and_values() -> None:
@@ -39,7 +39,7 @@ def test_layouts_dtypes_and_non_finite_floats() -> None:
 
 
 def test_an_opaque_argument_cannot_be_rebuilt() -> None:
-    with pytest.raises(CannotRebuild, match="state was not recorded"):
+    with pytest.raises(TraceError, match="cannot be rebuilt"):
         rebuild_call([{"name": "0", "kind": "object", "type": "mylib.Thing"}])
 
 

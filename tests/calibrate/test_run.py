@@ -189,3 +189,15 @@ def test_measurements_run_with_the_thread_count_the_calls_will_have() -> None:
         probe.original_function = real  # type: ignore[assignment]
     assert m.ok and set(seen) == {1}
     assert torch.get_num_threads() == before
+
+
+def test_the_tolerance_of_a_function_is_found_under_any_of_its_names() -> None:
+    """The tracer names librosa functions by their defining module; the tolerance table by the
+    public name: both must reach the same tolerance."""
+    import pytest
+
+    pytest.importorskip("librosa")
+    calibrator = Calibrator("cpu", cache=CalibrationCache(None), budget=QUICK)
+    args = [array("y", [22050], "float32"), scalar("sr", 22050), scalar("n_mels", 32)]
+    m = calibrator.measure("librosa.feature.spectral.melspectrogram", args)
+    assert m.ok, m.error

@@ -26,12 +26,30 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+@functools.cache
+def backends_fingerprint() -> str:
+    """A fingerprint of codedag's migration code (file names, sizes, modification times): a
+    changed backend invalidates its measurements even when the version number stays the same."""
+    import hashlib
+    from pathlib import Path
+
+    import codedag.migrate
+
+    root = Path(codedag.migrate.__file__).parent
+    digest = hashlib.sha1()
+    for path in sorted(root.rglob("*.py")):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:12]
+
+
 def library_versions(function: str) -> dict[str, str]:
-    """Versions of codedag, torch, Python and the library of ``function``."""
+    """Versions of codedag (and its backends' code), torch, Python and ``function``'s library."""
     from codedag import __version__
 
     versions = {
         "codedag": __version__,
+        "codedag_backends": backends_fingerprint(),
         "python": platform.python_version(),
         "torch": _version("torch") or "",
     }

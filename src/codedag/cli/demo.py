@@ -91,7 +91,8 @@ def placement_table(result: Any) -> Any:
     from rich.table import Table
 
     table = Table(title=f"measured on {result.device}: where each candidate runs")
-    for column in ("function", "calls", "library ms", "torch ms", "speedup", "runs"):
+    columns = ("function", "calls", "library ms (all)", "torch ms (all)", "speedup", "runs")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("function", "runs") else "right")
     for row in result.placement:
         speedup = row.get("speedup")
@@ -99,12 +100,12 @@ def placement_table(result: Any) -> Any:
         table.add_row(
             row["function"],
             str(row["calls"]),
-            f"{row['library_ns'] / 1e6:.2f}",
+            f"{row['library_ns'] / 1e6:.2f}" if row["library_ns"] else "-",
             f"{row['torch_ns'] / 1e6:.2f}" if row["torch_ns"] else "-",
             "-" if speedup is None else f"{speedup:.2f}x",
             ("torch" if placed == row["calls"] else f"torch for {placed}")
             if placed
-            else "its library",
+            else ("its library" if row["library_ns"] else f"its library: {row['reason']}"),
             style="green" if placed else "",
         )
     return table
@@ -115,7 +116,7 @@ def print_summary(result: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     table = Table(title=f"codedag demo ({result.settings['task']}) on {result.device}")
     for column in ("mode", "mean step s", "batch p95 s", "data wait", "samples/s", "final loss"):
         table.add_column(column, justify="right" if column != "mode" else "left", no_wrap=True)

@@ -194,7 +194,7 @@ def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
     """The calls the plan measured, one row per function (slowest first) with its decision."""
     rows: dict[str, dict[str, Any]] = {}
     for call in plan.get("calls", []):
-        if call.get("original_ns") is None and not call.get("migrate"):
+        if call.get("basis") == "none" and not call.get("migrate"):
             continue
         row = rows.setdefault(
             call["function"],

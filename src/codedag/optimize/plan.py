@@ -205,7 +205,7 @@ def build_plan(
                 "transfer_ns": d.transfer_ns // per,
                 "spread_ns": d.spread_ns // per,
                 "saving_ns": d.saving_ns,
-                "basis": d.basis if d.original_ns is not None else "none",
+                "basis": d.basis,
                 "reason": d.reason,
                 "estimated_gain_ns": d.saving_ns,
                 "transfer_cost_ns": d.transfer_ns,
