@@ -235,6 +235,21 @@ def test_each_pipeline_makes_the_library_calls_it_documents(
     assert set(pipelines.library_calls(name)) - set(counts) == set()
 
 
+@pytest.mark.parametrize("name", ["letterbox", "compose", "yolo_mosaic"])
+def test_a_traced_batch_records_the_pipelines_cv2_calls(name: str) -> None:
+    from codedag.trace.dataloader import trace_dataloader
+    from codedag.trace.tracer import EnhancedTracer
+
+    options = {"hyp": {"mosaic": 0.5}} if name == "yolo_mosaic" else {}
+    loader = small_loader(name, n=16, batch_size=16, **options)
+    tracer, batch = trace_dataloader(loader, EnhancedTracer(track_memory=False))
+    traced = {node.name for node in tracer.dag.nodes.values()}
+    expected = {c for c in pipelines.library_calls(name) if c.startswith("cv2.")}
+    expected -= {"cv2.warpPerspective", "cv2.line", "cv2.filter2D", "cv2.blur"}  # not drawn here
+    assert expected - traced == set()
+    assert len(batch[0]) == 16
+
+
 # ---- letterbox ---------------------------------------------------------------------------------
 
 
