@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -94,8 +95,6 @@ class ComposeDataset(Dataset):
         return len(self.samples)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        import cv2
-
         sample = self.samples[index]
         image = cv2.imdecode(np.frombuffer(sample.data, dtype=np.uint8), cv2.IMREAD_COLOR)
         if image is None:

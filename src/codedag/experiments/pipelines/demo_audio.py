@@ -12,6 +12,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
+from codedag.errors import ConfigError
 from codedag.experiments.demo_data import AudioDemoDataset, make_audio_samples
 from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
 from codedag.experiments.pipelines.mel import require_librosa
@@ -49,8 +50,6 @@ def make_dataset(
         n_mels=n_mels,
     )
     if seconds < 0.5:
-        from codedag.errors import ConfigError
-
         raise ConfigError(f"seconds must be >= 0.5 (each clip holds 0.3 s chirps), got {seconds}")
     samples = make_audio_samples(
         n, num_classes=num_classes, sample_rate=sample_rate, seconds=seconds, seed=seed

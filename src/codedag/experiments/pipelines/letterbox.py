@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from codedag.errors import ConfigError
 from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
 from codedag.experiments.pipelines.synthetic import SyntheticImage, make_images
 
@@ -58,8 +60,6 @@ def letterbox(
         The padded image, the scale applied, and the padding ``(dw, dh)`` added on each side
         (half of the total; odd totals put the extra pixel on the bottom and right).
     """
-    import cv2
-
     if isinstance(new_shape, int):
         new_shape = (new_shape, new_shape)
     height, width = img.shape[:2]
@@ -88,11 +88,11 @@ def normalize(
 class LetterboxDataset(Dataset):
     """Encoded images to letterboxed, blurred, normalized CHW tensors with their class labels."""
 
-    def __init__(self, samples: list[SyntheticImage], img_size: int = 416, blur_ksize: int = 3):
+    def __init__(
+        self, samples: list[SyntheticImage], img_size: int = 416, blur_ksize: int = 3
+    ) -> None:
         check_sizes(img_size=img_size, blur_ksize=blur_ksize)
         if blur_ksize % 2 == 0:
-            from codedag.errors import ConfigError
-
             raise ConfigError(f"blur_ksize must be odd, got {blur_ksize}")
         self.samples = samples
         self.img_size = img_size
@@ -102,8 +102,6 @@ class LetterboxDataset(Dataset):
         return len(self.samples)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        import cv2
-
         sample = self.samples[index]
         buffer = np.frombuffer(sample.data, dtype=np.uint8)
         img = cv2.imdecode(buffer, cv2.IMREAD_COLOR)

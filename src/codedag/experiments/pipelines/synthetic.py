@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from codedag.errors import ConfigError
@@ -80,8 +81,6 @@ def _draw_objects(
     rng: np.random.Generator, image: np.ndarray, num_classes: int, max_objects: int
 ) -> np.ndarray:
     """Draw non-overlapping objects, one per grid cell; return their normalized boxes."""
-    import cv2
-
     height, width = image.shape[:2]
     cells = rng.permutation(4)[: int(rng.integers(1, max_objects + 1))]
     boxes = []
@@ -131,8 +130,6 @@ def make_images(
         max_objects: at most this many objects per image (1 to 4).
         image_format: ``"jpg"``, ``"png"`` or ``"mixed"`` (alternating, JPEG first).
     """
-    import cv2
-
     _check_positive(n=n, min_size=min_size, max_size=max_size, num_classes=num_classes)
     if min_size > max_size:
         raise ConfigError(f"min_size must be <= max_size, got {min_size} > {max_size}")
