@@ -22,6 +22,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "doctor",
     "trace",
     "calibrate",
+    "tune",
     "optimize",
     "plan",
     "experiment",

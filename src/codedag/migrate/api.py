@@ -20,6 +20,7 @@ from codedag.migrate.context import Placement
 from codedag.migrate.devices import default_device as _default_device
 from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_device
 from codedag.migrate.injector import PatchInjector
+from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
 from codedag.migrate.registry import Registry, default_registry
 from codedag.migrate.values import ValueConverter
@@ -61,6 +62,7 @@ class PipelineMigrator:
         self._workers: WorkerStats | None = None
         self._lock = threading.RLock()
         self._applied = False
+        self._loader = LoaderSettingsPatch.from_plan(self.plan.plan)  # the plan's loader section
 
     @classmethod
     def from_plan(
@@ -105,6 +107,8 @@ class PipelineMigrator:
             injector = PatchInjector(self._entries(), self.registry, self._converters)
             try:
                 counts = injector.apply_all()
+                if self._loader is not None:
+                    self._loader.apply()
             except BaseException:
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
@@ -127,6 +131,8 @@ class PipelineMigrator:
             if not self._applied or self._injector is None:
                 return 0
             count = self._injector.restore_all()
+            if self._loader is not None:
+                self._loader.restore()
             self._applied = False
             return count
 
@@ -146,7 +152,8 @@ class PipelineMigrator:
             "fallback_reasons", "match_levels", "devices", "strategy", "in_workers"}},
             "totals": {...},
             "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
-            "value_cache": {"hits", "stale"}, "applied": bool}``.
+            "value_cache": {"hits", "stale"}, "applied": bool,
+            "loader": DataLoader settings applied (``LoaderSettingsPatch.stats``) or None}``.
         """
         injector = self._injector
         functions = {}
@@ -174,6 +181,7 @@ class PipelineMigrator:
                 "stale": sum(c.cache.stale for c in self._converters.values()),
             },
             "applied": self._applied,
+            "loader": None if self._loader is None else self._loader.stats(),
         }
 
     def __enter__(self) -> PipelineMigrator:
