@@ -1,0 +1,136 @@
+"""``codedag tune``: the table, the choice, the plan written (new and existing), errors."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from codedag.cli.main import main
+
+PIPELINE = textwrap.dedent(
+    """
+    import time
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Sleepy(Dataset):
+        def __len__(self):
+            return 256
+
+        def __getitem__(self, index):
+            time.sleep(0.006)
+            return torch.full((2,), float(index))
+
+
+    def make_loader():
+        return DataLoader(Sleepy(), batch_size=4)
+
+
+    def train():
+        for _batch in make_loader():
+            break
+        return "done"
+
+
+    def nothing():
+        return 42
+    """
+)
+
+QUICK = ["--batches", "6", "--rounds", "2", "--trial-s", "2", "--max-workers", "1"]
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path) -> Path:
+    path = tmp_path / "sleepy_pipeline.py"
+    path.write_text(PIPELINE)
+    return path
+
+
+def test_tune_prints_the_table_and_writes_a_new_plan(
+    pipeline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "plan.json"
+    code = main(["tune", "--dataloader", f"{pipeline}:make_loader", "--plan", str(plan), *QUICK])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "DataLoader settings measured" in out and "batches/s" in out
+    assert "in-process (0 workers)" in out and "1 worker x 1 thread" in out
+    assert "choice:" in out and "reason:" in out and "CPU limit" in out
+    assert "(new plan)" in out
+    data = json.loads(plan.read_text())
+    assert data["context_device_map"] == {}
+    assert data["loader"]["trials"] and data["loader"]["yours"]["num_workers"] == 0
+
+
+def test_tune_a_target_updates_an_existing_plan_and_prints_json(
+    pipeline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "plan.json"
+    existing = {
+        "schema_version": 2,
+        "context_device_map": {"f/cv2.resize#0": "cpu"},
+        "calls": [{"function": "cv2.resize", "context_keys": ["f/cv2.resize#0"]}],
+        "notes": ["kept"],
+    }
+    plan.write_text(json.dumps(existing))
+    args = ["tune", f"{pipeline}:train", "--plan", str(plan), "--json", "--step-ms", "30"]
+    assert main([*args, *QUICK, "--fix", "prefetch_factor", "--override", "num_workers"]) == 0
+    section = json.loads(capsys.readouterr().out)
+    assert section["step_ms"] == pytest.approx(30.0) and section["step_source"] == "--step-ms"
+    assert section["fixed"] == ["prefetch_factor"] and section["override"] == ["num_workers"]
+    written = json.loads(plan.read_text())
+    assert written["context_device_map"] == existing["context_device_map"]
+    assert written["notes"] == ["kept"] and written["loader"] == section
+
+
+def test_the_step_time_can_come_from_a_monitored_run(
+    pipeline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results.json"
+    results.write_text(
+        json.dumps(
+            {
+                "experiment_name": "x",
+                "modes": {"baseline": {"summary": {"batch_time": {"p50": 0.025}}}},
+            }
+        )
+    )
+    args = ["tune", "--dataloader", f"{pipeline}:make_loader", "--no-write", "--json"]
+    assert main([*args, "--step-from", str(results), *QUICK]) == 0
+    section = json.loads(capsys.readouterr().out)
+    assert section["step_ms"] == pytest.approx(25.0)
+    assert "baseline" in section["step_source"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "exactly one of TARGET or --dataloader"),
+        (["--dataloader", "{p}:nothing"], "created no DataLoader"),
+        (["--dataloader", "{p}:make_loader", "--fix", "workers=2"], "unknown setting"),
+        (["--dataloader", "{p}:make_loader", "--batches", "0"], "--batches must be >= 1"),
+        (["--dataloader", "{p}:make_loader", "--step-ms", "-3"], "--step-ms must be"),
+        (["--dataloader", "{p}:make_loader", "--device", "cuda:7"], "does not exist"),
+        (["--dataloader", "{p}:make_loader", "--plan", "{bad}"], "malformed"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    pipeline: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    bad = tmp_path / "bad_plan.json"
+    bad.write_text(json.dumps({"context_device_map": {"k": "gpu"}}))
+    words = [w.format(p=pipeline, bad=bad) for w in extra]
+    assert main(["tune", *words, "--no-write" if "--plan" not in words else "-q"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert json.loads(bad.read_text()) == {"context_device_map": {"k": "gpu"}}  # untouched
