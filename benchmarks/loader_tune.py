@@ -11,7 +11,8 @@ For each pipeline, in one run:
    whole cycles of the workers (with N workers batches arrive N at a time);
 3. the first batches of both are compared: identical for pipelines whose augmentation does not
    depend on which worker draws it; different where augmentation draws from each worker's random
-   state (as any change of ``num_workers`` does).
+   state (as any change of ``num_workers`` does: large differences), and by a unit in the last
+   place where a float32 matrix product runs with another BLAS thread count.
 
 Printed: the chosen settings, batches/s both ways, the ratio tuned / yours (the tuner keeps your
 settings unless it measured better, so the ratio should not fall below ~0.97 beyond noise), the
@@ -146,8 +147,15 @@ def bench_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "yours_startup_ms": 1e3 * mean(timed["yours"]["startup"]),
         "tuned_startup_ms": 1e3 * mean(timed["tuned"]["startup"]),
         "outputs_identical": comparison.identical,
+        "outputs_max_abs_diff": comparison.max_abs_diff,
         "cpu_limit": section.cpu_limit,
     }
+
+
+def _outputs(row: dict[str, Any]) -> str:
+    if row["outputs_identical"]:
+        return "same"
+    return f"max|d| {row['outputs_max_abs_diff']:.2g}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = (
         f"{'pipeline':<12} {'yours':<24} {'tuned':<34} {'yours b/s':>9} {'tuned b/s':>9} "
-        f"{'ratio':>12} {'start-up ms':>13} {'tune s':>7} {'outputs':>9}"
+        f"{'ratio':>12} {'start-up ms':>13} {'tune s':>7} {'outputs':>14}"
     )
     print(header)
     rows = []
@@ -183,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['yours_batches_per_s']:>9.2f} {row['tuned_batches_per_s']:>9.2f} "
             f"{row['ratio']:>6.2f} ±{row['ratio_stderr']:>4.2f} "
             f"{row['yours_startup_ms']:>6.0f}/{row['tuned_startup_ms']:<6.0f} "
-            f"{row['tune_s']:>7.1f} {'same' if row['outputs_identical'] else 'differ':>9}",
+            f"{row['tune_s']:>7.1f} {_outputs(row):>14}",
             flush=True,
         )
     worst = min(r["ratio"] for r in rows)

@@ -31,6 +31,11 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     parser.add_argument("--out", type=Path, default=Path("codedag-out"), help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--no-tune",
+        action="store_true",
+        help="keep the DataLoader's settings (default: measure them, as `codedag tune` does)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -38,7 +43,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     """Run the demo with a progress bar per stage and print the summary table."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from codedag.experiments.demo import run_demo
     from codedag.experiments.demo_settings import DemoSettings
@@ -51,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         out_dir=args.out,
         seed=args.seed,
+        tune=not args.no_tune,
     )
     settings.validate()
     console = Console(stderr=True)
@@ -62,10 +75,11 @@ def run(args: argparse.Namespace) -> int:
         console=console,
         transient=False,
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
         labels = {
             "baseline": "baseline training",
             "trace": "tracing one batch",
+            "tune": "tuning the DataLoader",
             "optimize": "optimizing the DAG",
             "optimization": "optimized training",
             "check": "equivalence check",
@@ -132,6 +146,11 @@ def print_summary(result: Any) -> None:
     console.print(table)
     if result.placement:
         console.print(placement_table(result))
+    if result.loader is not None:
+        from codedag.cli.tune import print_section
+        from codedag.plan import LoaderSection
+
+        print_section(LoaderSection.model_validate(result.loader), console)
     console.print(result.verdict)
     migrated = {n: c for n, c in result.migrated_calls.items() if c}
     console.print(

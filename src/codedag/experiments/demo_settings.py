@@ -27,6 +27,7 @@ class DemoSettings:
     source_size: int = 256
     check_batches: int = 3
     k: int = 2
+    tune: bool = True  # measure the DataLoader's settings; the optimized run uses them
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first bad setting."""
@@ -75,6 +76,7 @@ class DemoResult:
     placement: list[dict[str, Any]] = field(default_factory=list)
     verdict: str = ""
     files: dict[str, str] = field(default_factory=dict)
+    loader: dict[str, Any] | None = None  # the plan's loader section, when tuned
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -213,11 +213,26 @@ def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: -r["library_ns"])
 
 
-def verdict(rows: list[dict[str, Any]], speedup: float | None, device: str, basis: str) -> str:
-    """One sentence saying what the plan did and what it changed, without overclaiming."""
+def verdict(
+    rows: list[dict[str, Any]],
+    speedup: float | None,
+    device: str,
+    basis: str,
+    loader: str | None = None,
+) -> str:
+    """One sentence saying what the plan did and what it changed, without overclaiming.
+
+    ``loader`` names the tuned DataLoader settings when the plan changes them.
+    """
     placed = [r["function"] for r in rows if r["placed"]]
     kept = [r["function"] for r in rows if not r["placed"]]
     where = "the CPU" if device == "cpu" else device
+    if not placed and loader is not None:
+        return (
+            f"Measured on {where}, the plan keeps every call with its library (both runs execute "
+            f"the same code) and changes the DataLoader to the tuned {loader}"
+            + (f": the optimized run was {speedup:.2f}x as fast." if speedup is not None else ".")
+        )
     if not placed:
         if not rows:
             return (
@@ -237,6 +252,8 @@ def verdict(rows: list[dict[str, Any]], speedup: float | None, device: str, basi
         text += f", and keeps {len(kept)} other measured function(s) with their library"
     if basis == "assumed":
         text += " (ASSUMED speedup, not measured)"
+    if loader is not None:
+        text += f", with the tuned DataLoader ({loader})"
     if speedup is None:
         return text + "."
     if speedup >= 1.0:

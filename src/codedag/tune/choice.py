@@ -1,7 +1,8 @@
 """Choose among the timed settings, confirm against the program's own, and say why.
 
 * Without a step time, the candidate is the cheapest setting (fewest workers, then threads, then
-  prefetch, then memory) that is not clearly slower than the fastest and within the margin of it.
+  prefetch, then memory) that is not meaningfully slower than the fastest: not beyond the noise
+  (Welch's t-test) or not beyond the margin.
 * With a step time, the loader only has to keep the step fed: when your settings already do
   (the step waits less than 5 % of its time for data), they are kept; otherwise the cheapest
   setting that does is the candidate, else the fastest.
@@ -87,12 +88,17 @@ def pick(search: Search, step_s: float | None, margin: float) -> Candidate:
             "bottleneck, see `codedag trace` and `codedag optimize` for its slow calls",
         )
     fastest = best.run
+    # Meaningfully slower: beyond the noise (Welch) and beyond the margin. Anything else is as
+    # good as the fastest, and the cheapest of those wins (the fastest of several noisy
+    # measurements is flattered by its noise).
     close = [
         t
         for t in usable
         if t.run is not None
-        and clearly_slower(t.run.intervals_s, fastest.intervals_s) is None
-        and t.run.interval_s <= fastest.interval_s * (1.0 + margin)
+        and (
+            clearly_slower(t.run.intervals_s, fastest.intervals_s) is None
+            or t.run.interval_s <= fastest.interval_s * (1.0 + margin)
+        )
     ]
     if yours is not None and yours in close:
         return Candidate(yours, "no measured setting beats your settings by more than the noise")

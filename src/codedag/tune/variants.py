@@ -17,6 +17,9 @@ from codedag.errors import ConfigError
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings
 
+WORKER_TIMEOUT_S = 300.0
+"""A worker batch slower than this while tuning is a failure, not a wait without end."""
+
 
 class RepeatSampler:
     """Iterate a sampler (or batch sampler) again and again; stops only when it yields nothing."""
@@ -77,11 +80,19 @@ def epoch_length(loader: Any) -> int | None:
         return None
 
 
-def build_variant(loader: Any, settings: LoaderSettings, *, endless: bool = True) -> Any:
+def build_variant(
+    loader: Any,
+    settings: LoaderSettings,
+    *,
+    endless: bool = True,
+    timeout_s: float = WORKER_TIMEOUT_S,
+) -> Any:
     """A new DataLoader like ``loader`` with ``settings``; its sampler repeats when ``endless``.
 
     The torch default (``None``) of ``prefetch_factor`` is left to torch; ``persistent_workers``
-    and ``prefetch_factor`` are passed only with workers, as torch requires.
+    and ``prefetch_factor`` are passed only with workers, as torch requires. With workers, a
+    batch that takes longer than ``timeout_s`` raises instead of hanging the measurement
+    (unless the DataLoader sets its own timeout).
     """
     from torch.utils.data import DataLoader
 
@@ -106,6 +117,8 @@ def build_variant(loader: Any, settings: LoaderSettings, *, endless: bool = True
             kwargs["prefetch_factor"] = settings.prefetch_factor
         if settings.threads is not None:
             kwargs["worker_init_fn"] = WorkerThreads(settings.threads, user_init)
+        if not loader.timeout:
+            kwargs["timeout"] = timeout_s
     if is_iterable_dataset(loader):
         kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
     elif loader.batch_sampler is not None:
