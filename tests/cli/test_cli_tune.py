@@ -134,3 +134,63 @@ def test_bad_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert json.loads(bad.read_text()) == {"context_device_map": {"k": "gpu"}}  # untouched
+
+
+def test_codedag_migrate_applies_the_loader_section_to_the_scripts_dataloaders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from codedag.plan import LoaderSection, LoaderSettings
+
+    script = tmp_path / "train.py"
+    out = tmp_path / "seen.json"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import json
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+            data = TensorDataset(torch.arange(8.0))
+            default = DataLoader(data, batch_size=2)
+            explicit = DataLoader(data, batch_size=2, num_workers=0)
+            total = sum(float(b[0].sum()) for b in default)
+            json.dump(
+                {{"default": default.num_workers, "explicit": explicit.num_workers,
+                  "total": total}},
+                open({str(out)!r}, "w"),
+            )
+            """
+        )
+    )
+    section = LoaderSection(
+        chosen=LoaderSettings(num_workers=1, threads=1),
+        yours=LoaderSettings(),
+        changed=["num_workers", "threads"],
+        dataset="torch.utils.data.dataset.TensorDataset",
+    )
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"context_device_map": {}, "loader": section.model_dump()}))
+    stats = tmp_path / "stats.json"
+    code = main(["migrate", str(plan), "--stats-out", str(stats), "--", "python", str(script)])
+    assert code == 0
+    seen = json.loads(out.read_text())
+    assert seen == {"default": 1, "explicit": 0, "total": 28.0}
+    loader_stats = json.loads(stats.read_text())["loader"]
+    assert loader_stats["applied"] == 1 and loader_stats["kept_explicit"] == {"num_workers": 1}
+
+
+def test_plan_explain_shows_the_loader_choice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from codedag.plan import LoaderSection, LoaderSettings
+
+    section = LoaderSection(
+        chosen=LoaderSettings(num_workers=2, threads=1),
+        yours=LoaderSettings(),
+        changed=["num_workers", "threads"],
+        reason="measured 2.1x",
+    )
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"context_device_map": {}, "loader": section.model_dump()}))
+    assert main(["plan", "explain", str(plan)]) == 0
+    assert "loader: 2 workers x 1 thread: measured 2.1x" in capsys.readouterr().out

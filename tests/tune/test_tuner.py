@@ -110,3 +110,35 @@ def test_bad_input_is_one_clear_error() -> None:
         tune_loader(DataLoader(FreeDataset()), options=TuneOptions(batches=0))
     with pytest.raises(ConfigError, match="empty"):
         tune_loader(DataLoader(SleepyDataset(n=0)), **QUICK)
+
+
+def test_pin_memory_is_searched_only_when_batches_go_to_a_cuda_device(
+    cgroup_tree: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search logic, run on the CPU: the copy to the device is replaced by a no-op."""
+    import codedag.tune.tuner as tuner
+
+    copies: list[str] = []
+    monkeypatch.setattr(
+        tuner, "device_consumer", lambda device, then=None: lambda batch: copies.append(device)
+    )
+    loader = DataLoader(SleepyDataset(sleep_s=0.004, cpu_s=0.0), batch_size=2)
+    options = {**QUICK, "device": "cuda:0", "rounds": 1}
+    with pytest.warns(UserWarning, match="pin_memory"):  # torch: no accelerator to pin for
+        section = tune_loader(loader, reader=_reader(cgroup_tree, 1), max_workers=1, **options)
+    pinned = [t for t in section.trials if t.settings.pin_memory]
+    assert [t.phase for t in pinned] == ["pin_memory"] and pinned[0].batches > 0
+    assert section.device == "cuda:0"
+    assert copies and set(copies) == {"cuda:0"}
+    without = tune_loader(loader, reader=_reader(cgroup_tree, 1), max_workers=1, **QUICK)
+    assert not [t for t in without.trials if t.phase == "pin_memory"]
+
+
+@pytest.mark.gpu
+def test_pin_memory_is_measured_with_copies_to_the_gpu(cgroup_tree: Callable[..., Path]) -> None:
+    loader = DataLoader(SleepyDataset(sleep_s=0.002, cpu_s=0.0), batch_size=64)
+    section = tune_loader(
+        loader, reader=_reader(cgroup_tree, 2), batches=8, rounds=2, device="cuda:0"
+    )
+    assert section.device == "cuda:0"
+    assert {t.settings.pin_memory for t in section.trials} == {False, True}
