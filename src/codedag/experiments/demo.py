@@ -61,17 +61,43 @@ def trace_one_batch(loader: Any, settings: DemoSettings, out_dir: Path) -> Any:
     return dag
 
 
-def tune(loader: Any, settings: DemoSettings) -> Any | None:
-    """Measure the DataLoader's settings (short runs); the plan's loader section, or None.
+def training_step(settings: DemoSettings, device: str) -> Any:
+    """One training step of a fresh model on a batch: the consumer the loader must keep fed."""
+    import torch
 
-    The demo builds its own DataLoader, so the section overrides the settings it passes
-    explicitly: the optimized run then uses what was measured best (yours when nothing beat it).
+    from codedag.experiments.demo_data import SmallCNN
+
+    model = SmallCNN(3 if settings.task == "image" else 1).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    criterion = torch.nn.CrossEntropyLoss()
+
+    def step(batch: Any) -> None:
+        inputs, targets = batch
+        optimizer.zero_grad()
+        loss = criterion(model(inputs.to(device)), targets.to(device))
+        loss.backward()
+        optimizer.step()
+        loss.item()
+
+    return step
+
+
+def tune(loader: Any, settings: DemoSettings, device: str) -> Any | None:
+    """Measure the DataLoader's settings with the training step as the consumer (short runs).
+
+    The step runs after each batch, so workers that would take the CPU from a model training on
+    the CPU are measured as such. The demo builds its own DataLoader, so the section overrides
+    the settings it passes explicitly: the optimized run then uses what was measured best
+    (yours when nothing beat it). Returns the plan's loader section, or None.
     """
     if not settings.tune:
         return None
     from codedag.tune import TuneOptions, tune_loader
 
-    section = tune_loader(loader, TuneOptions(batches=8, rounds=2, trial_s=3.0, budget_s=90.0))
+    options = TuneOptions(
+        batches=8, rounds=2, trial_s=3.0, budget_s=90.0, step_fn=training_step(settings, device)
+    )
+    section = tune_loader(loader, options)
     section.override = list(section.changed)
     return section
 
@@ -124,7 +150,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     dag = trace_one_batch(loader, settings, out_dir)
     progress("trace", 1, 1)
     progress("tune", 0, 1)
-    section = tune(loader, settings)
+    section = tune(loader, settings, device)
     progress("tune", 1, 1)
     progress("optimize", 0, 1)
     plan, result = optimize(dag, settings, device, out_dir, section)

@@ -205,7 +205,7 @@ class LoaderSettingsPatch:
         confirmation = self.section.confirmation
         if confirmation is None or not confirmation.rounds:
             return "better"
-        return f"{confirmation.ratio:.2f}x as fast as these settings"
+        return f"{confirmation.ratio:.2f}x as fast as yours"
 
     def _once(self, message: str, level: int = logging.INFO) -> None:
         if message not in self._logged:

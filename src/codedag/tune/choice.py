@@ -1,8 +1,10 @@
 """Choose among the timed settings, confirm against the program's own, and say why.
 
-* Without a step time, the candidate is the cheapest setting (fewest workers, then threads, then
-  prefetch, then memory) that is not meaningfully slower than the fastest: not beyond the noise
-  (Welch's t-test) or not beyond the margin.
+* Without a step time, the worker count is the cheapest whose best setting is as fast as the
+  fastest (slower neither beyond the noise, by Welch's t-test, nor beyond the margin); at that
+  count, threads, prefetch and pinning take their cheapest values unless a costlier one clearly
+  beats them (beyond the noise and the margin): their effects are small next to the noise of
+  short runs, and the fastest of several noisy measurements is flattered by its noise.
 * With a step time, the loader only has to keep the step fed: when your settings already do
   (the step waits less than 5 % of its time for data), they are kept; otherwise the cheapest
   setting that does is the candidate, else the fastest.
@@ -87,29 +89,40 @@ def pick(search: Search, step_s: float | None, margin: float) -> Candidate:
             f"step still waits {best.run.wait_s * 1e3:.1f} ms per batch): the loader is the "
             "bottleneck, see `codedag trace` and `codedag optimize` for its slow calls",
         )
-    fastest = best.run
-    # Meaningfully slower: beyond the noise (Welch) and beyond the margin. Anything else is as
-    # good as the fastest, and the cheapest of those wins (the fastest of several noisy
-    # measurements is flattered by its noise).
-    close = [
-        t
-        for t in usable
-        if t.run is not None
-        and (
-            clearly_slower(t.run.intervals_s, fastest.intervals_s) is None
-            or t.run.interval_s <= fastest.interval_s * (1.0 + margin)
-        )
-    ]
-    if yours is not None and yours in close:
+    # The worker count first: the cheapest count whose best setting is as fast as the fastest
+    # (neither beyond the noise nor beyond the margin slower). Its speed is then confirmed
+    # against yours with more data, side by side.
+    level1 = [t for t in usable if _as_fast(t, best, margin, strict=True)]
+    if yours is not None and yours in level1:
         return Candidate(yours, "no measured setting beats your settings by more than the noise")
-    chosen = sorted(close, key=_cost)[0] if close else best
+    workers = min(level1, key=_cost).settings.num_workers
+    # Then threads, prefetch, pinning: their effects are small next to the noise of short runs,
+    # so a costlier value must clearly beat the cheaper ones (beyond the noise and the margin).
+    same = [t for t in usable if t.settings.num_workers == workers]
+    fastest = min(same, key=lambda t: t.run.interval_s)  # type: ignore[union-attr]
+    level2 = [t for t in same if _as_fast(t, fastest, margin, strict=False)]
+    if yours is not None and yours in level2:
+        return Candidate(yours, "no measured setting beats your settings by more than the noise")
+    chosen = min(level2, key=_cost)
     why = "the fastest setting measured"
     if chosen is not best:
         why = (
-            "the cheapest setting within the noise and the margin of the fastest "
-            f"({best.settings.label()})"
+            "the cheapest setting the fastest measured "
+            f"({best.settings.label()}) does not clearly beat"
         )
     return Candidate(chosen, why)
+
+
+def _as_fast(trial: Trial, reference: Trial, margin: float, strict: bool) -> bool:
+    """Whether ``trial`` is as fast as ``reference``.
+
+    ``strict``: slower neither beyond the noise (Welch) nor beyond the margin; otherwise: not
+    slower beyond both (the reference does not clearly beat it).
+    """
+    assert trial.run is not None and reference.run is not None
+    slower = clearly_slower(trial.run.intervals_s, reference.run.intervals_s) is not None
+    beyond = trial.run.interval_s > reference.run.interval_s * (1.0 + margin)
+    return not (slower or beyond) if strict else not (slower and beyond)
 
 
 def confirm(

@@ -153,8 +153,8 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
             reasons.append(side)
         else:
             reasons = [
-                f"{chosen.label()} looked faster ({candidate.why}), but {side}: not faster by "
-                f"more than {options.margin_pct:g} % and the noise, so your settings are kept"
+                f"the candidate was {chosen.label()} ({candidate.why}), but {side}: not faster "
+                f"by more than {options.margin_pct:g} % and the noise, so your settings are kept"
             ]
             chosen = yours
     else:
