@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -96,6 +97,8 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
         options = TuneOptions(**kwargs)
     elif kwargs:
         raise ConfigError("give either options or keyword settings, not both")
+    else:
+        options = dataclasses.replace(options)  # the defaults filled in below stay ours
     check_loader(loader)
     options.validate()
     started = time.perf_counter()
