@@ -170,6 +170,9 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
         if why:
             reasons.append(why)
     chosen = apply_fixed(chosen, fixed)
+    if fixed:
+        held = ", ".join(f"{key}={value}" for key, value in sorted(fixed.items()))
+        reasons.append(f"held fixed as asked: {held}")
     if search.budget_note:
         reasons.append(search.budget_note)
     differences = chosen.differences(yours)
