@@ -37,7 +37,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     """Run the demo with a progress bar per stage and print the summary table."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from codedag.experiments.demo import run_demo
     from codedag.experiments.demo_settings import DemoSettings
@@ -61,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         console=console,
         transient=False,
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
         labels = {
             "baseline": "baseline training",
             "trace": "tracing one batch",

@@ -8,6 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
+from codedag.cli.args import NON_NEGATIVE_INT, integer, number
+
 log = logging.getLogger(__name__)
 
 
@@ -24,9 +26,17 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         ),
     )
     parser.add_argument("dag", help="execution DAG written by `codedag trace` (dag.json[.gz])")
-    parser.add_argument("-k", type=int, default=2, help="number of partitions (default 2)")
     parser.add_argument(
-        "--gpus", type=int, default=None, help="GPUs to plan for (default: the ones detected)"
+        "-k",
+        type=integer(1, 4096, "more partitions than calls only adds empty ones"),
+        default=2,
+        help="number of partitions (default 2)",
+    )
+    parser.add_argument(
+        "--gpus",
+        type=integer(0, 1024),
+        default=None,
+        help="GPUs to plan for (default: the ones detected)",
     )
     parser.add_argument(
         "--target-device",
@@ -34,20 +44,31 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="device migrated calls run on: cuda:i, or cpu to run them through torch on the CPU",
     )
     parser.add_argument("--out", default="codedag_optimize", help="output folder")
-    parser.add_argument("--max-depth", type=int, default=5, help="coarsening depth (default 5)")
     parser.add_argument(
-        "--max-iterations", type=int, default=50, help="refinement moves evaluated (default 50)"
+        "--max-depth", type=NON_NEGATIVE_INT, default=5, help="coarsening depth (default 5)"
+    )
+    parser.add_argument(
+        "--max-iterations",
+        type=NON_NEGATIVE_INT,
+        default=50,
+        help="refinement moves evaluated (default 50)",
     )
     cost = parser.add_argument_group("cost model (assumptions of the placement)")
     cost.add_argument(
-        "--speedup", type=float, default=8.0, help="accelerator speedup of a migrated call (8)"
+        "--speedup",
+        type=number(above=0, max_value=1e6),
+        default=8.0,
+        help="accelerator speedup of a migrated call (8)",
     )
     cost.add_argument(
-        "--bandwidth-gbps", type=float, default=25.0, help="host<->device copy bandwidth (25 GB/s)"
+        "--bandwidth-gbps",
+        type=number(above=0, max_value=1e6),
+        default=25.0,
+        help="host<->device copy bandwidth (25 GB/s)",
     )
     cost.add_argument(
         "--launch-overhead-us",
-        type=float,
+        type=number(0, 1e9),
         default=20.0,
         help="fixed cost of each migrated call instance (20 us)",
     )
@@ -68,16 +89,13 @@ def run(args: argparse.Namespace) -> int:
     """Load the DAG, optimize it, write the stage files and print a summary."""
     from rich.console import Console
 
-    from codedag.errors import UsageError
     from codedag.graph.model import ExecutionDAG
     from codedag.optimize.costs import CostModel
     from codedag.optimize.explain import plan_table
     from codedag.optimize.manager import OptimizerManager
+    from codedag.util.paths import check_output_dir
 
-    if args.k < 1:
-        raise UsageError(f"-k must be >= 1, got {args.k}")
-    if args.gpus is not None and args.gpus < 0:
-        raise UsageError(f"--gpus must be >= 0, got {args.gpus}")
+    check_output_dir(args.out)
     console = Console(stderr=True)
     with console.status(f"loading {args.dag}"):
         dag = ExecutionDAG.load(args.dag)

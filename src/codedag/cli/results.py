@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _console():  # type: ignore[no-untyped-def]
+def _console() -> Any:
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=160)
