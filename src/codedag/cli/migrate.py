@@ -99,6 +99,40 @@ def parse_command(command: list[str]) -> tuple[str, str, list[str]]:
     return "script", script, [script, *words[1:]]
 
 
+def check_module(name: str) -> None:
+    """Raise :class:`UsageError` when ``python -m name`` would find no module.
+
+    Parent packages are imported to find a submodule, as running it would do.
+    """
+    import importlib.util
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        spec = importlib.util.find_spec(name)
+    except ImportError as error:  # a missing parent package
+        raise UsageError(f"-m {name}: no module named {error.name or name!r}") from None
+    except Exception as error:  # the parent package raised while importing
+        raise UsageError(
+            f"-m {name}: importing its package raised {type(error).__name__}: {error}"
+        ) from error
+    finally:
+        sys.path.remove(os.getcwd())
+    if spec is None:
+        raise UsageError(f"-m {name}: no module named {name!r}")
+
+
+def _print_user_traceback(error: BaseException) -> None:
+    """The script's traceback as ``python script.py`` prints it, without codedag's frames."""
+    import runpy
+    import traceback
+
+    tb = error.__traceback__
+    ours = {__file__, runpy.__file__}
+    while tb is not None and tb.tb_frame.f_code.co_filename in ours:
+        tb = tb.tb_next
+    traceback.print_exception(type(error), error, tb)
+
+
 def _run_target(kind: str, target: str, argv: list[str]) -> int:
     import runpy
 
@@ -120,6 +154,9 @@ def _run_target(kind: str, target: str, argv: list[str]) -> int:
         if isinstance(code, int):
             return code
         print(code, file=sys.stderr)
+        return 1
+    except Exception as error:  # the script's own error: its traceback, exit 1, as Python does
+        _print_user_traceback(error)
         return 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -153,12 +190,24 @@ def _print_table(stats: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Apply the plan, run the command, restore, print the counters; returns its exit code."""
+    from codedag.cli.args import check_device
     from codedag.migrate.api import PipelineMigrator
-    from codedag.util.io import atomic_write_json
+    from codedag.util.io import atomic_write_json, read_json
+    from codedag.util.paths import check_output_file
 
     kind, target, argv = parse_command(split_options(args))
-    migrator = PipelineMigrator.from_json(args.plan, default_device=args.device)
+    if args.stats_out is not None:
+        check_output_file(args.stats_out, "--stats-out")
+    device = check_device(args.device) if args.device is not None else None
+    plan = read_json(args.plan, "migration plan", expect=dict)
+    migrator = PipelineMigrator(plan, default_device=device)
     migrator.apply()
+    try:
+        if kind == "module":
+            check_module(target)
+    except BaseException:
+        migrator.restore()
+        raise
     try:
         code = _run_target(kind, target, argv)
     finally:

@@ -30,20 +30,13 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     """Load and validate the plan, print its table (or JSON) and notes."""
-    from pathlib import Path
-
     from rich.console import Console
 
-    from codedag.errors import SchemaError
     from codedag.optimize.explain import plan_table
     from codedag.optimize.plan import validate_plan
+    from codedag.util.io import read_json
 
-    try:
-        data = json.loads(Path(args.plan).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SchemaError(f"cannot read migration plan {args.plan}: {error.strerror}") from error
-    except ValueError as error:
-        raise SchemaError(f"{args.plan} is not JSON: {error}") from error
+    data = read_json(args.plan, "migration plan", expect=dict)
     plan = validate_plan(data)
     if args.json:
         json.dump(plan["calls"], sys.stdout, indent=2)

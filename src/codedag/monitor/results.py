@@ -30,10 +30,8 @@ own format) load with defaults, and their summaries are recomputed from the seri
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 from codedag.errors import SchemaError
@@ -186,33 +184,47 @@ def upgrade_results(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_version(version: Any, where: str) -> None:
+    """Accept 0 (the seed's format, also when the key is absent) up to :data:`SCHEMA_VERSION`.
+
+    Raises:
+        SchemaError: not a whole number, negative, or written by a newer codedag.
+    """
+    if type(version) is not int:
+        raise SchemaError(f"{where}: schema_version must be a whole number, got {version!r}")
+    if version < 0:
+        raise SchemaError(
+            f"{where}: schema_version {version} was never written by codedag "
+            f"(expected 0 to {SCHEMA_VERSION})"
+        )
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{where}: schema_version {version} is newer than this codedag reads "
+            f"(<= {SCHEMA_VERSION}); upgrade codedag"
+        )
+
+
 def load_results(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, Any]:
     """Load, validate and upgrade a results file (or dict).
 
     Raises:
-        SchemaError: unreadable JSON, a structural problem (all are listed), or a file written by
-            a newer codedag (``schema_version`` above ``SCHEMA_VERSION``).
+        SchemaError: unreadable JSON, a structural problem (all are listed), or a
+            ``schema_version`` that is not 0 to ``SCHEMA_VERSION`` (newer files need a newer
+            codedag).
     """
     if isinstance(source, dict):
         data: Any = source
         where = "results"
     else:
-        where = str(source)
-        try:
-            data = json.loads(Path(source).read_text(encoding="utf-8"))
-        except FileNotFoundError as error:
-            raise SchemaError(f"{where}: no such file") from error
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise SchemaError(f"{where}: expected a JSON results file, got: {error}") from error
+        from codedag.util.io import read_json
+
+        where = f"results file {source}"
+        data = read_json(source, "results file")
+    if isinstance(data, dict):
+        check_version(data.get("schema_version", 0), where)
     problems = validate_results(data)
     if problems:
         raise SchemaError(f"{where}: not a codedag results file: " + "; ".join(problems[:10]))
-    version = data.get("schema_version", 0)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"{where}: schema_version {version!r} is newer than this codedag reads "
-            f"(<= {SCHEMA_VERSION}); upgrade codedag"
-        )
     return upgrade_results(data)
 
 
