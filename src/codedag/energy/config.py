@@ -8,7 +8,6 @@ unknown keys: a misspelled key is an error naming the field, never silently igno
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from importlib import resources
@@ -227,22 +226,17 @@ def format_validation_error(error: ValidationError, source: str) -> str:
         if item["type"] == "extra_forbidden":
             parts.append(f"{loc}: unknown key (check its spelling)")
         else:
-            parts.append(f"{loc}: {item['msg']} (got {item.get('input')!r})")
+            got = repr(item.get("input"))
+            got = got if len(got) <= 80 else got[:77] + "..."
+            parts.append(f"{loc}: {item['msg']} (got {got})")
     return f"{source}: " + "; ".join(parts)
 
 
 def read_json(path: Path, what: str) -> Any:
-    """Read a JSON file, turning missing files and syntax errors into ConfigError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read {what} {path}: {error.strerror}") from error
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(
-            f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-        ) from error
+    """Read a JSON config with :func:`codedag.util.io.read_json`'s checks; errors are ConfigError."""
+    from codedag.util.io import read_json as read_checked
+
+    return read_checked(path, what, error=ConfigError)
 
 
 def bundled_path(name: str) -> Path:
