@@ -1,11 +1,15 @@
-"""SIGTERM and SIGHUP handled like Ctrl-C, so every interruption runs the same cleanup.
+"""Ctrl-C, SIGTERM and SIGHUP handled alike, so every interruption runs the same cleanup.
 
 ``docker stop``, batch schedulers and a closed terminal send SIGTERM or SIGHUP, whose default
 action ends the process at once: no ``finally`` block runs, nothing measured is saved, and child
 processes are orphaned. Inside :func:`interrupt_on_signals` these signals raise
 :class:`Terminated`, a ``KeyboardInterrupt``, so code that already saves its work on Ctrl-C does
-the same for them. A process forked inside the block (a DataLoader worker) keeps the default
-action: it ends at once, as it would without codedag.
+the same for them; SIGINT raises ``KeyboardInterrupt`` as Python's own handler does.
+
+:func:`deferred_interrupts` marks a short critical section (writing a results file): a signal that
+arrives inside it is raised when the section ends, so the file is complete. A process forked
+inside the block (a DataLoader worker) behaves as without codedag: SIGTERM and SIGHUP end it at
+once, SIGINT raises ``KeyboardInterrupt`` there.
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+HANDLED = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+_state = threading.local()  # per thread, though handlers only ever run in the main thread
+_pending: list[int] = []
 
 
 class Terminated(KeyboardInterrupt):
@@ -39,9 +48,15 @@ def interruption_name(error: BaseException) -> str:
     return error.signal_name if isinstance(error, Terminated) else "KeyboardInterrupt"
 
 
+def _raise_for(signum: int) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
 @contextlib.contextmanager
 def interrupt_on_signals(signals: tuple[int, ...] = HANDLED) -> Iterator[None]:
-    """Within the block, ``signals`` raise :class:`Terminated` in the main thread.
+    """Within the block, ``signals`` raise in the main thread (see the module docstring).
 
     Off the main thread (where handlers cannot be installed) it does nothing. The previous
     handlers are restored on exit.
@@ -52,11 +67,16 @@ def interrupt_on_signals(signals: tuple[int, ...] = HANDLED) -> Iterator[None]:
     owner = os.getpid()
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if os.getpid() != owner:  # a forked child: the default action, at once
+        if os.getpid() != owner:  # a forked child: what it would do without codedag
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        raise Terminated(signum)
+        if getattr(_state, "defer", 0):
+            _pending.append(signum)
+            return
+        _raise_for(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
@@ -64,3 +84,20 @@ def interrupt_on_signals(signals: tuple[int, ...] = HANDLED) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold signals handled by :func:`interrupt_on_signals` until the block ends, then raise.
+
+    Without those handlers installed (codedag used as a library), signals act as usual.
+    """
+    _state.defer = getattr(_state, "defer", 0) + 1
+    try:
+        yield
+    finally:
+        _state.defer -= 1
+        if not _state.defer and _pending and threading.current_thread() is threading.main_thread():
+            signum = _pending[0]
+            _pending.clear()
+            _raise_for(signum)
