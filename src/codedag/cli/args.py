@@ -15,13 +15,16 @@ SEED_MAX = 2**32 - 1  # NumPy's legacy seeding takes 32-bit seeds
 
 
 def _bound_text(low: float | None, high: float | None, above: float | None) -> str:
+    def show(value: float) -> str:
+        return str(value) if isinstance(value, int) else f"{value:g}"
+
     parts = []
     if above is not None:
-        parts.append(f"> {above:g}")
+        parts.append(f"> {show(above)}")
     if low is not None:
-        parts.append(f">= {low:g}")
+        parts.append(f">= {show(low)}")
     if high is not None:
-        parts.append(f"<= {high:g}")
+        parts.append(f"<= {show(high)}")
     return " and ".join(parts)
 
 

@@ -201,13 +201,9 @@ def run(args: argparse.Namespace) -> int:
     device = check_device(args.device) if args.device is not None else None
     plan = read_json(args.plan, "migration plan", expect=dict)
     migrator = PipelineMigrator(plan, default_device=device)
+    if kind == "module":
+        check_module(target)  # imports its parent packages: the patcher finds their bindings
     migrator.apply()
-    try:
-        if kind == "module":
-            check_module(target)
-    except BaseException:
-        migrator.restore()
-        raise
     try:
         code = _run_target(kind, target, argv)
     finally:

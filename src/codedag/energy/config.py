@@ -233,10 +233,10 @@ def format_validation_error(error: ValidationError, source: str) -> str:
 
 
 def read_json(path: Path, what: str) -> Any:
-    """Read a JSON config with :func:`codedag.util.io.read_json`'s checks; errors are ConfigError."""
+    """Read a JSON object with :func:`codedag.util.io.read_json`'s checks; errors are ConfigError."""
     from codedag.util.io import read_json as read_checked
 
-    return read_checked(path, what, error=ConfigError)
+    return read_checked(path, what, expect=dict, error=ConfigError)
 
 
 def bundled_path(name: str) -> Path:

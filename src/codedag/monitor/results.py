@@ -219,7 +219,7 @@ def load_results(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, A
         from codedag.util.io import read_json
 
         where = f"results file {source}"
-        data = read_json(source, "results file")
+        data = read_json(source, "results file", expect=dict)
     if isinstance(data, dict):
         check_version(data.get("schema_version", 0), where)
     problems = validate_results(data)
