@@ -193,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
     from codedag.cli.args import check_device
     from codedag.migrate.api import PipelineMigrator
     from codedag.util.io import atomic_write_json, read_json
+    from codedag.util.logs import held_logs
     from codedag.util.paths import check_output_file
 
     kind, target, argv = parse_command(split_options(args))
@@ -200,10 +201,11 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.stats_out, "--stats-out")
     device = check_device(args.device) if args.device is not None else None
     plan = read_json(args.plan, "migration plan", expect=dict)
-    migrator = PipelineMigrator(plan, default_device=device)
-    if kind == "module":
-        check_module(target)  # imports its parent packages: the patcher finds their bindings
-    migrator.apply()
+    with held_logs():  # a plan refused below prints its error alone, not its warnings first
+        migrator = PipelineMigrator(plan, default_device=device)
+        if kind == "module":
+            check_module(target)  # imports its parent packages: the patcher finds their bindings
+        migrator.apply()
     try:
         code = _run_target(kind, target, argv)
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -25,12 +26,22 @@ from codedag.monitor.resources import ResourceMonitor
 from codedag.monitor.results import load_results
 from codedag.monitor.timer import Timer
 
+log = logging.getLogger(__name__)
+
 
 def _rows(path: Path | None) -> Iterator[dict[str, str]]:
     if path is None or not path.is_file():
         return
-    with open(path, encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        rows = csv.DictReader(fh)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            except csv.Error as error:  # a NUL byte, an oversized field: the rest is unreadable
+                log.warning("%s: stopped reading at line %d: %s", path, rows.line_num, error)
+                return
             if None not in row.values():  # skip a line cut short by the kill
                 yield row
 

@@ -95,14 +95,81 @@ def summary_from_series(mode: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _check_series(where: str, value: Any, width: int, problems: list[str]) -> None:
     if not isinstance(value, list):
         problems.append(f"{where}: expected a list, got {type(value).__name__}")
         return
-    for i, point in enumerate(value[:3] + value[-3:]):
-        if not isinstance(point, list | tuple) or len(point) != width:
-            problems.append(f"{where}[{i}]: expected a list of {width} numbers, got {point!r}")
+    for i, point in enumerate(value):
+        if (
+            not isinstance(point, list | tuple)
+            or len(point) != width
+            or not all(_is_number(v) for v in point)
+        ):
+            shown = repr(point) if len(repr(point)) <= 60 else repr(point)[:57] + "..."
+            problems.append(f"{where}[{i}]: expected a list of {width} numbers, got {shown}")
             return
+
+
+# Summary groups and the numeric fields readers use (other keys are kept as they are).
+SUMMARY_NUMBERS = ("num_batches", "total_time")
+SUMMARY_GROUPS: dict[str, tuple[str, ...]] = {
+    "batch_time": ("mean", "std", "min", "max", "p50", "p95"),
+    "data_wait": ("mean", "std", "min", "max", "p50", "p95", "total", "share_pct"),
+    "step_time": ("mean", "total"),
+    "throughput": ("batches_per_s", "samples_per_s"),
+    "loss": ("initial", "final", "min", "max"),
+    "accuracy": ("initial", "final", "best"),
+}
+# Mode fields and the JSON types they may have (absent is always fine).
+MODE_FIELDS: dict[str, tuple[type, ...]] = {
+    "config": (dict,),
+    "status": (str,),
+    "error": (str, type(None)),
+    "started_at": (int, float, type(None)),
+    "ended_at": (int, float, type(None)),
+    "summary": (dict, type(None)),
+    "resources": (dict, type(None)),
+    "downsampling": (dict, type(None)),
+    "files": (dict, type(None)),
+}
+TOP_FIELDS: dict[str, tuple[type, ...]] = {
+    "environment": (dict,),
+    "timestamp": (int, float),
+    "datetime": (str,),
+}
+
+
+def _check_fields(
+    where: str, data: dict, fields: dict[str, tuple[type, ...]], problems: list[str]
+) -> None:
+    for key, kinds in fields.items():
+        if key in data and (not isinstance(data[key], kinds) or isinstance(data[key], bool)):
+            expected = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+            problems.append(f"{where}{key}: expected {expected}, got {type(data[key]).__name__}")
+
+
+def _check_summary(where: str, summary: Any, problems: list[str]) -> None:
+    if not isinstance(summary, dict):
+        return
+    for key in SUMMARY_NUMBERS:
+        if key in summary and not _is_number(summary[key]):
+            problems.append(f"{where}.{key}: expected a number, got {summary[key]!r:.40}")
+    for group, keys in SUMMARY_GROUPS.items():
+        values = summary.get(group)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            problems.append(f"{where}.{group}: expected an object or null")
+            continue
+        for key in keys:
+            if values.get(key) is not None and not _is_number(values[key]):
+                problems.append(
+                    f"{where}.{group}.{key}: expected a number, got {values[key]!r:.40}"
+                )
 
 
 def validate_results(data: Any) -> list[str]:
@@ -112,6 +179,7 @@ def validate_results(data: Any) -> list[str]:
         return [f"top level: expected an object, got {type(data).__name__}"]
     if not isinstance(data.get("experiment_name"), str):
         problems.append("experiment_name: expected a string")
+    _check_fields("", data, TOP_FIELDS, problems)
     modes = data.get("modes")
     if not isinstance(modes, dict):
         return [*problems, f"modes: expected an object, got {type(modes).__name__}"]
@@ -119,6 +187,8 @@ def validate_results(data: Any) -> list[str]:
         if not isinstance(mode, dict):
             problems.append(f"modes.{name}: expected an object")
             continue
+        _check_fields(f"modes.{name}.", mode, MODE_FIELDS, problems)
+        _check_summary(f"modes.{name}.summary", mode.get("summary"), problems)
         _check_series(f"modes.{name}.batch_times", mode.get("batch_times", []), 2, problems)
         _check_series(f"modes.{name}.data_wait_times", mode.get("data_wait_times", []), 2, problems)
         metrics = mode.get("metrics", {})
@@ -177,7 +247,8 @@ def upgrade_results(data: dict[str, Any]) -> dict[str, Any]:
             summary["batch_time"] = {**recomputed["batch_time"], **summary["batch_time"]}
         for key, value in recomputed.items():
             summary.setdefault(key, value)
-        summary.setdefault("total_time", summary["step_time"]["total"])
+        step = summary.get("step_time") or {}
+        summary.setdefault("total_time", step.get("total", recomputed["step_time"]["total"]))
         m["summary"] = summary
         modes[str(name)] = m
     out["modes"] = modes
