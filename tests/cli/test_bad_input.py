@@ -376,3 +376,26 @@ def test_subprocess_boundary_has_no_traceback(inputs: dict[str, Path], tmp_path:
         assert out.returncode == 2, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("name", ["../../outside", "a/b", ".hidden", ""])
+def test_repository_names_cannot_leave_the_results_folder(
+    capsys: pytest.CaptureFixture[str], inputs: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    config = json.loads(inputs["models"].read_text())
+    config["repositories"] = {name: config["repositories"]["toy"]}
+    models = write(tmp_path / "models.json", json.dumps(config))
+    result = run_cli(capsys, "mutate", "-l", "--models-config", models)
+    assert_one_line_error(result, "repository name", "it names result folders")
+
+
+def test_results_summary_of_the_wrong_type(
+    capsys: pytest.CaptureFixture[str], inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    data = json.loads(inputs["results"].read_text())
+    data["modes"]["baseline"]["summary"]["step_time"] = "fast"
+    data["modes"]["optimization"]["batch_times"].append([3, "slow"])
+    path = write(tmp_path / "results.json", json.dumps(data))
+    line = assert_one_line_error(run_cli(capsys, "report", path, "--no-plots"))
+    assert "modes.baseline.summary.step_time: expected an object or null" in line
+    assert "modes.optimization.batch_times[2]: expected a list of 2 numbers" in line

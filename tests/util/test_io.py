@@ -106,6 +106,14 @@ def test_gzip_bomb_stops_at_the_cap_without_inflating_it_all(tmp_path: Path) -> 
         read_json(bomb, "execution DAG", max_bytes=4 * 2**20)
 
 
+def test_large_gzip_within_the_cap_is_inflated_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    import codedag.util.io as io_module
+
+    monkeypatch.setattr(io_module, "_KEEP_BYTES", 1000)  # past it, the first pass only counts
+    payload = json.dumps(list(range(5000))).encode()
+    assert gunzip_capped(gzip.compress(payload), 10**6, "x") == payload
+
+
 def test_gunzip_reads_several_members_and_rejects_trailing_bytes() -> None:
     two = gzip.compress(b"[1,") + gzip.compress(b"2]")
     assert gunzip_capped(two, 100, "x") == b"[1,2]"

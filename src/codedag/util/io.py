@@ -127,24 +127,48 @@ def _read_capped(path: Path, what: str, limit: int, error: type[ConfigError]) ->
 def gunzip_capped(
     data: bytes, limit: int, where: str, error: type[ConfigError] = SchemaError
 ) -> bytes:
-    """Inflate gzip ``data`` (several members allowed), stopping as soon as it exceeds ``limit``.
+    """Inflate gzip ``data`` (several members allowed), refusing more than ``limit`` bytes.
+
+    Output is kept while it is small; past ``_KEEP_BYTES`` the rest is only counted, and the data
+    is inflated a second time once it is known to fit, so a compression bomb costs time up to
+    the cap but never memory.
 
     Raises:
         ``error``: corrupt or truncated gzip data, or more than ``limit`` bytes inflated.
     """
-    out = bytearray()
+    kept = _inflate(data, limit, where, error, keep_bytes=_KEEP_BYTES)
+    if kept is None:  # large but within the cap: inflate again, keeping everything
+        kept = _inflate(data, limit, where, error, keep_bytes=limit)
+    assert kept is not None
+    return kept
+
+
+_KEEP_BYTES = 64 * 2**20
+
+
+def _inflate(
+    data: bytes, limit: int, where: str, error: type[ConfigError], keep_bytes: int
+) -> bytes | None:
+    """The inflated bytes, or None when they exceed ``keep_bytes`` (but not ``limit``)."""
+    chunks: list[bytes] | None = []
+    total = 0
     rest = data
     while rest:
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
         pending = rest
         try:
             while pending:
-                out += inflater.decompress(pending, limit + 1 - len(out))
-                if len(out) > limit:
+                chunk = inflater.decompress(pending, _CHUNK_BYTES)
+                total += len(chunk)
+                if total > limit:
                     raise error(
                         f"{where} inflates to more than {_mb(limit)} (a compression bomb?); "
                         f"set {MAX_INPUT_ENV} to read it"
                     )
+                if chunks is not None:
+                    chunks.append(chunk)
+                    if total > keep_bytes:
+                        chunks = None  # count the rest only
                 pending = inflater.unconsumed_tail
                 if inflater.eof:
                     break
@@ -155,7 +179,7 @@ def gunzip_capped(
         rest = inflater.unused_data
         if rest and not rest.startswith(_GZIP_MAGIC):
             raise error(f"{where}: unexpected bytes after the gzip data")
-    return bytes(out)
+    return None if chunks is None else b"".join(chunks)
 
 
 def json_depth(data: bytes, stop_above: int | None = None) -> int:
