@@ -6,10 +6,19 @@ through a :class:`Patcher`. It
 * resolves a canonical qualified name (``cv2.resize``, ``PIL.Image.Image.resize``) to the object
   that owns the attribute, and replaces the attribute with ``factory(original)``;
 * also rebinds references to the same original object that other modules bound at import time
-  (``from cv2 import resize``, or a module-level dict such as ``{"resize": cv2.resize}``), so that
-  patching does not depend on how user code spelled the call;
+  (``from cv2 import resize``, or a module-level dict or list such as ``{"resize": cv2.resize}``),
+  so that patching does not depend on how user code spelled the call;
 * records every site it touched and restores the exact original objects, idempotently;
+* makes restore complete: modules imported while the patches were applied may have bound the
+  replacements (``from numpy import sin`` in a module imported inside the window, a dict of
+  patched functions built then, a class attribute). :meth:`Patcher.restore` sweeps every module
+  namespace, the dicts and lists it holds (two levels deep) and the attributes of the classes it
+  defines, and puts the originals back wherever a replacement is found;
 * is thread-safe and exception-safe: a failure half-way rolls back what was already applied.
+
+What the sweep cannot reach (a tuple, a closure, ``functools.partial``, a local variable) still
+holds the replacement after restore; the migrator's replacements then forward to the original
+without doing or counting anything (see :meth:`codedag.migrate.wrapper.UniversalWrapper.deactivate`).
 
 :func:`active_patches` lists what any live patcher has applied; the test suite uses it to fail a
 test that leaves something patched. This module imports nothing of codedag but ``errors``.
@@ -23,7 +32,7 @@ import logging
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -39,19 +48,14 @@ _LIVE_PATCHERS: weakref.WeakSet[Patcher] = weakref.WeakSet()
 
 @dataclass
 class _Site:
-    """One place that held the original: ``container[key]`` or ``getattr(container, key)``."""
+    """One place that held the original: ``container[key]`` (``item``) or an attribute."""
 
     container: Any
     key: Any
-    is_mapping: bool
-
-    def get(self) -> Any:
-        if self.is_mapping:
-            return self.container.get(self.key)
-        return self.container.__dict__.get(self.key) if _has_dict(self.container) else None
+    item: bool
 
     def set(self, value: Any) -> None:
-        if self.is_mapping:
+        if self.item:
             self.container[self.key] = value
         else:
             setattr(self.container, self.key, value)
@@ -159,6 +163,78 @@ _SCAN_SKIP = frozenset(
 )
 
 
+# Containers found in a module namespace are searched when they are small enough: a dict or list
+# of functions (``AUGMENTATIONS = {"flip": cv2.flip}``) and, one level down, the dicts and lists
+# it holds. Big containers are data, not registries of functions.
+_MAX_ITEMS = 4096
+_MAX_NESTED_PARENT = 64
+_MAX_NESTED_ITEMS = 256
+
+
+def _items(container: Any) -> list[tuple[Any, Any]]:
+    if type(container) is dict:
+        return list(container.items())
+    return list(enumerate(container))
+
+
+def _container_sites(
+    container: Any, targets: dict[int, Any], nested: bool, instances: bool
+) -> Iterator[tuple[Any, _Site]]:
+    """``(value, site)`` for the items of a dict or list that are targets; one level deeper
+    when ``nested`` (dicts, lists and, with ``instances``, plain objects' ``__dict__``)."""
+    items = _items(container)
+    deeper = nested and len(items) <= _MAX_NESTED_PARENT
+    for key, value in items:
+        target = targets.get(id(value))
+        if target is not None and target is value:
+            yield value, _Site(container, key, item=True)
+        elif deeper:
+            inner = _searchable(value, instances)
+            if inner is not None and len(inner) <= _MAX_NESTED_ITEMS:
+                yield from _container_sites(inner, targets, False, instances)
+
+
+def _searchable(value: Any, instances: bool) -> Any:
+    """The dict or list to search inside ``value`` (its ``__dict__`` for a plain object)."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        return value
+    if not instances or isinstance(value, type | ModuleType) or callable(value):
+        return None
+    if _package_of(kind) in _SCAN_SKIP:
+        return None
+    namespace = getattr(value, "__dict__", None)
+    return namespace if type(namespace) is dict else None
+
+
+def _namespace_sites(
+    module: ModuleType, targets: dict[int, Any], *, instances: bool, classes: bool
+) -> Iterator[tuple[Any, _Site]]:
+    """Every place in a module namespace that holds a target: its attributes, the small dicts
+    and lists it holds (two levels), with ``instances`` the attributes of objects it holds, and
+    with ``classes`` the attributes of the classes it defines (raw or inside a
+    ``staticmethod``/``classmethod``)."""
+    namespace = getattr(module, "__dict__", None)
+    if not isinstance(namespace, dict):
+        return
+    module_name = getattr(module, "__name__", None)
+    for key, value in list(namespace.items()):
+        target = targets.get(id(value))
+        if target is not None and target is value:
+            yield value, _Site(namespace, key, item=True)
+            continue
+        if classes and isinstance(value, type) and value.__module__ == module_name:
+            for attr, raw in list(vars(value).items()):
+                inner = _unwrap_descriptor(raw)
+                target = targets.get(id(inner))
+                if target is not None and target is inner:
+                    yield raw, _Site(value, attr, item=False)
+            continue
+        inner_container = _searchable(value, instances)
+        if inner_container is not None and 0 < len(inner_container) <= _MAX_ITEMS:
+            yield from _container_sites(inner_container, targets, True, instances)
+
+
 def _reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[int, list[_Site]]:
     """Find, in one pass over ``sys.modules``, the places other modules bound each original.
 
@@ -166,30 +242,54 @@ def _reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict
         targets: ``id(original) -> (original, packages to skip, owner, attribute)``.
 
     Returns:
-        ``id(original) -> sites`` (module attributes and module-level dict entries). Modules of
-        the original's own package (its internals) are skipped: the point is to catch user code
-        that bound the function at import time (``from cv2 import resize``).
+        ``id(original) -> sites`` (module attributes and the entries of module-level dicts and
+        lists). Modules of the original's own package (its internals) are skipped: the point is
+        to catch user code that bound the function at import time (``from cv2 import resize``).
     """
     found: dict[int, list[_Site]] = {key: [] for key in targets}
+    objects = {key: target[0] for key, target in targets.items()}
     for module_name, module in list(sys.modules.items()):
         top = module_name.split(".", 1)[0]
         if module is None or top in _SCAN_SKIP:
             continue
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for key, value in list(namespace.items()):
-            target = targets.get(id(value))
-            if target is not None and value is target[0]:
-                _original, skip, owner, attribute = target
-                if top not in skip and not (module is owner and key == attribute):
-                    found[id(value)].append(_Site(module, key, is_mapping=False))
-            elif type(value) is dict and 0 < len(value) <= 4096 and top not in _SCAN_SKIP:
-                for inner_key, inner_value in list(value.items()):
-                    inner = targets.get(id(inner_value))
-                    if inner is not None and inner_value is inner[0] and top not in inner[1]:
-                        found[id(inner_value)].append(_Site(value, inner_key, is_mapping=True))
+        for value, site in _namespace_sites(module, objects, instances=False, classes=False):
+            _original, skip, owner, attribute = targets[id(value)]
+            if top in skip:
+                continue
+            if site.container is getattr(owner, "__dict__", None) and site.key == attribute:
+                continue  # the primary site, patched by name
+            found[id(value)].append(site)
     return found
+
+
+def _sweep_modules(replacements: dict[int, tuple[Any, Any]], new_modules: set[str]) -> int:
+    """Put originals back wherever a module namespace still reaches a replacement.
+
+    Args:
+        replacements: ``id(replacement) -> (replacement, original)``.
+        new_modules: modules imported while the patches were applied: searched even inside the
+            packages a patch scan skips (a library module imported then may have bound a
+            replacement too).
+
+    Returns:
+        How many references were put back.
+    """
+    targets = {key: pair[0] for key, pair in replacements.items()}
+    count = 0
+    for module_name, module in list(sys.modules.items()):
+        top = module_name.split(".", 1)[0]
+        if module is None or top == "codedag":
+            continue
+        if top in _SCAN_SKIP and module_name not in new_modules:
+            continue
+        for value, site in _namespace_sites(module, targets, instances=True, classes=True):
+            inner = _unwrap_descriptor(value)
+            original = replacements[id(inner)][1]
+            if isinstance(value, staticmethod | classmethod):
+                original = type(value)(original)
+            site.set(original)
+            count += 1
+    return count
 
 
 def _skip_packages(original: Any, owner: Any) -> set[str]:
@@ -212,6 +312,9 @@ class Patcher:
         self.label = label
         self._lock = threading.RLock()
         self._records: dict[str, PatchRecord] = {}
+        # Modules present when the first patch was applied: the others were imported inside the
+        # window, and restore searches them all.
+        self._modules_before: frozenset[str] | None = None
         _LIVE_PATCHERS.add(self)
 
     def patch(
@@ -256,6 +359,8 @@ class Patcher:
         with self._lock:
             applied: list[PatchRecord] = []
             applied_names: set[str] = set()
+            if self._modules_before is None:
+                self._modules_before = frozenset(sys.modules)
             try:
                 for name in names:
                     if name in self._records or name in applied_names:
@@ -281,6 +386,8 @@ class Patcher:
             except BaseException:
                 for record in reversed(applied):
                     self._undo(record)
+                if not self._records:
+                    self._modules_before = None
                 raise
             for record in applied:
                 self._records[record.name] = record
@@ -306,7 +413,7 @@ class Patcher:
             installed = classmethod(replacement)
         else:
             installed = replacement
-        primary = _Site(owner, attribute, is_mapping=False)
+        primary = _Site(owner, attribute, item=False)
         try:
             primary.set(installed)
         except (AttributeError, TypeError) as e:
@@ -323,18 +430,43 @@ class Patcher:
             site.set(record.original if is_primary else original)
 
     def restore(self, qualified_name: str | None = None) -> int:
-        """Put back the exact original objects (all patches, or one); returns how many."""
+        """Put back the exact original objects (all patches, or one); returns how many.
+
+        Besides the sites recorded when patching, every module namespace is swept for the
+        replacements being removed (see the module docstring), so that a module imported while
+        the patches were applied does not keep them.
+        """
         with self._lock:
             names = [qualified_name] if qualified_name is not None else list(self._records)
-            restored = 0
+            removed: list[PatchRecord] = []
             for name in reversed(names):
                 record = self._records.pop(name, None)
                 if record is None:
                     continue
                 self._undo(record)
-                restored += 1
+                removed.append(record)
                 log.debug("restored %s", name)
-            return restored
+            if removed:
+                self._sweep(removed)
+            if not self._records:
+                self._modules_before = None
+            return len(removed)
+
+    def _sweep(self, removed: list[PatchRecord]) -> None:
+        # A replacement still installed under another name (an alias) stays where it is.
+        still_used = {id(record.replacement) for record in self._records.values()}
+        replacements = {
+            id(record.replacement): (record.replacement, _unwrap_descriptor(record.original))
+            for record in removed
+            if id(record.replacement) not in still_used
+        }
+        if not replacements:
+            return
+        before = self._modules_before or frozenset()
+        new_modules = {name for name in list(sys.modules) if name not in before}
+        count = _sweep_modules(replacements, new_modules)
+        if count:
+            log.debug("restore put back %d reference(s) bound while patched", count)
 
     def is_patched(self, qualified_name: str) -> bool:
         """Whether this patcher currently holds a patch of ``qualified_name``."""
