@@ -38,7 +38,7 @@ from typing import Any
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.context import ContextMatcher, Placement, frame_name
-from codedag.migrate.devices import effective_device, final_effective_device
+from codedag.migrate.devices import effective_device, final_effective_device, install_fork_hook
 from codedag.migrate.execute import Executor
 from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats
 from codedag.migrate.registry import OpSpec
@@ -549,6 +549,7 @@ def _reset_in_child() -> None:
 
 def _install_fork_hook() -> None:
     global _fork_hook_installed
+    install_fork_hook()  # a forked child also forgets which devices it may use
     with _fork_hook_lock:
         if not _fork_hook_installed:
             if hasattr(os, "register_at_fork"):  # no fork on Windows
