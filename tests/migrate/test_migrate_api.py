@@ -82,7 +82,9 @@ def test_unsupported_arguments_fall_back() -> None:
     [
         ([1, 2], "JSON object"),
         ({"context_device_map": "cuda"}, "context_device_map"),
-        ({"context_device_map": {"a#0/cv2.flip#0": 3}}, "expected 'cpu' or 'cuda"),
+        ({"context_device_map": {"a#0/cv2.flip#0": 3}}, "context_device_map"),
+        ({"context_device_map": {"a#0/cv2.flip#0": "cuda:-1"}}, "cuda:-1"),
+        ({"schema_version": -1, "context_device_map": {}}, "positive integer"),
         ({"schema_version": 99, "context_device_map": {}}, "schema_version 99"),
         ({"context_device_map": {}, "calls": [{"context_keys": "x", "migrate": 1}]}, "calls"),
     ],

@@ -51,11 +51,16 @@ def default_can_migrate() -> CanMigrate:
 
 @dataclass(frozen=True, slots=True)
 class CostModel:
-    """What moving a call to the accelerator is assumed to save and cost.
+    """A what-if model of the accelerator: weights for partitioning, and the assumptions of
+    ``--assume-speedup`` plans and of the scheduling benchmark.
+
+    Placement never uses it to decide: plans are made from calibration (measured times on the
+    target device); only a plan made with an explicit assumed speedup reads the speedup and the
+    bandwidths here, and says so in its notes.
 
     Attributes:
-        accelerator_speedup: measured CPU time / time on the accelerator for a migratable call
-            (an assumption of the model: the plan states it in its notes).
+        accelerator_speedup: what-if CPU time / accelerator time of a migratable call (the
+            scheduling benchmark's model; plans use ``PlacementSettings.assume_speedup``).
         h2d_bandwidth_gbps: host-to-device copy bandwidth; DESIGN.md measured 35-50 GB/s on an
             H100, 25 is a conservative default for pageable memory.
         d2h_bandwidth_gbps: device-to-host copy bandwidth.
