@@ -17,10 +17,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.migrate.guard import Guard, GuardSettings, GuardState, difference_between
+from codedag.migrate.guard import Guard, GuardSettings, GuardState
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.registry import Registry, default_registry, spec_from_backend
-from codedag.migrate.tolerances import EXACT, Tolerance
 
 LIB = "guardlib"
 NAME = f"{LIB}.double"
@@ -204,42 +203,6 @@ def test_a_cuda_backend_is_timed_between_synchronizations() -> None:
     events.clear()
     guard.run(lambda: events.append("backend") or 1.0, lambda: 1.0, "cpu")
     assert "cuda:1" not in events  # no synchronization on the CPU
-
-
-@pytest.mark.parametrize(
-    ("got", "expected", "tolerance", "why"),
-    [
-        (np.zeros(3, np.uint8), np.zeros(3, np.uint8), EXACT, None),
-        (np.zeros(3, np.uint8), np.zeros((3, 1), np.uint8), EXACT, "shape"),
-        (np.zeros(3, np.int16), np.zeros(3, np.uint8), EXACT, "dtype"),
-        (np.array([1, 2], np.uint8), np.array([1, 3], np.uint8), EXACT, "1 of 2 values"),
-        (np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), EXACT, None),
-        (np.array([np.nan, 1.0]), np.array([0.0, 1.0]), Tolerance(atol=1.0), "NaN"),
-        (np.array([1.0, 2.0]), np.array([1.0005, 2.0]), Tolerance(atol=1e-3), None),
-        (np.array([1.0, 2.0]), np.array([1.1, 2.0]), Tolerance(atol=1e-3), "1 of 2 values"),
-        (
-            np.array([0, 0, 0, 1], np.uint8),
-            np.array([0, 0, 0, 0], np.uint8),
-            Tolerance(max_mismatch_frac=0.25, mismatch_atol=1.0),
-            None,
-        ),
-        ((2.0, np.ones(2)), (2.0, np.ones(2)), EXACT, None),
-        ((2.0, np.ones(2)), (2.5, np.ones(2)), EXACT, "item 0"),
-        (np.float32(1.0), np.float64(1.0), EXACT, "returned float32"),
-        (3, 3, EXACT, None),
-        ([1], (1,), EXACT, "returned list"),
-        (torch.ones(2), torch.ones(2), EXACT, None),
-        ("a", "b", EXACT, "'a'"),
-    ],
-)
-def test_results_are_compared_like_the_tolerance_table(
-    got: Any, expected: Any, tolerance: Tolerance, why: str | None
-) -> None:
-    difference = difference_between(got, expected, tolerance)
-    if why is None:
-        assert difference is None
-    else:
-        assert difference is not None and why in difference
 
 
 def test_settings_are_checked() -> None:

@@ -7,7 +7,8 @@ placed function (per process: a forked DataLoader worker checks again, on its ow
 wrapper runs both the backend path and the original on the same arguments, in alternating order,
 timing each (around a CUDA backend the device is synchronized, so the time is the work's, not
 the launch's). It compares the two results with the tolerance table
-(:mod:`codedag.migrate.tolerances`: type, shape, dtype, values) and returns the backend's result
+(:func:`codedag.migrate.tolerances.difference`: type, shape, dtype, values) and returns the
+backend's result
 only when they match, else the original's.
 
 Then it decides, once: the placement is **kept** when every compared result matched and the
@@ -32,9 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import numpy as np
-
-from codedag.migrate.tolerances import Tolerance, tolerance_for
+from codedag.migrate.tolerances import difference
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +131,6 @@ class Guard:
         "reason",
         "settings",
         "state",
-        "tolerance",
     )
 
     def __init__(
@@ -147,7 +145,6 @@ class Guard:
         self.settings = settings
         self.disabled_reason = disabled_reason
         self.on_decision = on_decision
-        self.tolerance: Tolerance = tolerance_for(name)
         self._lock = threading.Lock()
         self.reset()
 
@@ -196,10 +193,10 @@ class Guard:
             result, backend_ns, error = _timed_backend(backend, device, clock, sync)
         if error is not None:
             return Checked(expected, False, error, None)
-        difference = difference_between(result, expected, self.tolerance)
-        self._record(original_ns, backend_ns, difference)
-        if difference is not None:
-            return Checked(expected, False, None, difference)
+        problem = difference(self.name, expected, result)
+        self._record(original_ns, backend_ns, problem)
+        if problem is not None:
+            return Checked(expected, False, None, problem)
         return Checked(result, True, None, None)
 
     def _record(self, original_ns: int, backend_ns: int, difference: str | None) -> None:
@@ -358,97 +355,3 @@ def _timed_backend(
         return result, clock() - start, None
     except Exception as error:
         return None, 0, error
-
-
-# -- comparing a backend's result with the original's -----------------------------------------
-def difference_between(got: Any, expected: Any, tolerance: Tolerance) -> str | None:
-    """Why ``got`` is not the original's ``expected`` within ``tolerance`` (``None``: it is).
-
-    Arrays, tensors and PIL images must have the same type, shape and dtype (mode); values are
-    compared as in the tolerance table. Tuples, lists and dicts are compared item by item;
-    scalars by type and value; anything else by ``==``.
-    """
-    if type(got) is not type(expected):
-        return f"returned {type(got).__name__} where the original returns {type(expected).__name__}"
-    if isinstance(expected, np.ndarray):
-        return _array_difference(got, expected, tolerance)
-    if isinstance(expected, tuple | list):
-        if len(got) != len(expected):
-            return f"returned {len(got)} items where the original returns {len(expected)}"
-        for index, (g, e) in enumerate(zip(got, expected)):
-            why = difference_between(g, e, tolerance)
-            if why is not None:
-                return f"item {index}: {why}"
-        return None
-    if isinstance(expected, dict):
-        if got.keys() != expected.keys():
-            return "returned other keys than the original"
-        for key in expected:
-            why = difference_between(got[key], expected[key], tolerance)
-            if why is not None:
-                return f"key {key!r}: {why}"
-        return None
-    if isinstance(expected, np.generic | int | float | complex) and not isinstance(expected, bool):
-        return _array_difference(np.asarray(got), np.asarray(expected), tolerance)
-    converted = _as_array(got, expected)
-    if converted is not None:
-        return _array_difference(converted[0], converted[1], tolerance)
-    try:
-        same = bool(got == expected)
-    except Exception:
-        return f"cannot compare values of type {type(expected).__name__}"
-    return None if same else f"returned {got!r} where the original returns {expected!r}"
-
-
-def _as_array(got: Any, expected: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """Tensors and PIL images as arrays (device, mode and size checked first)."""
-    kind = type(expected)
-    if kind.__module__.startswith("torch") and kind.__name__ == "Tensor":
-        if got.device != expected.device:
-            return None
-        return got.detach().cpu().numpy(), expected.detach().cpu().numpy()
-    if kind.__module__.startswith("PIL") and hasattr(expected, "mode"):
-        if got.mode != expected.mode or got.size != expected.size:
-            return None
-        return np.asarray(got), np.asarray(expected)
-    return None
-
-
-def _array_difference(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> str | None:
-    if got.shape != expected.shape:
-        return f"shape {got.shape} where the original's is {expected.shape}"
-    if got.dtype != expected.dtype:
-        return f"dtype {got.dtype} where the original's is {expected.dtype}"
-    if expected.size == 0:
-        return None
-    kind = expected.dtype.kind
-    exact = tol.atol == 0 and tol.rtol == 0 and tol.max_mismatch_frac == 0
-    if exact or kind not in "iufc":
-        with np.errstate(invalid="ignore"):
-            differ = got != expected
-            if kind in "fc":
-                differ &= ~(np.isnan(got) & np.isnan(expected))
-        count = int(np.count_nonzero(differ))
-        return f"{count} of {expected.size} values differ (exact expected)" if count else None
-    wide = np.complex128 if expected.dtype.kind == "c" else np.float64
-    g = got.astype(wide)
-    e = expected.astype(wide)
-    nan_g, nan_e = np.isnan(g), np.isnan(e)
-    if not np.array_equal(nan_g, nan_e):
-        return "NaN where the original has a number, or the reverse"
-    with np.errstate(invalid="ignore"):
-        same = (g == e) | nan_e
-        diff = np.where(same, 0.0, np.abs(g - e))
-    allowed = tol.atol + tol.rtol * np.abs(np.where(np.isfinite(e), e, 0))
-    bad = diff > allowed
-    if not bad.any():
-        return None
-    fraction = float(bad.mean())
-    worst = float(diff[bad].max())
-    if fraction <= tol.max_mismatch_frac and worst <= tol.mismatch_atol:
-        return None
-    return (
-        f"{int(bad.sum())} of {bad.size} values ({fraction:.2%}) differ, by up to {worst:g} "
-        f"(tolerance atol={tol.atol:g} rtol={tol.rtol:g}, up to {tol.max_mismatch_frac:.2%} "
-        f"within {tol.mismatch_atol:g})"
-    )
