@@ -7,6 +7,8 @@ machine the best loop is the one least disturbed by other work):
 * ``pass-through, plan names the caller``: patched, the plan keeps the calls made from this
   helper function on the CPU (a fresh caller frame per call, as ``__getitem__`` has); the
   placement is cached per caller code object (the usual case for mixed placements);
+* ``pass-through, plan names a large caller``: the same with a caller the size of a real
+  ``__getitem__``;
 * ``pass-through, same caller frame``: the same placement, all calls from one frame (a loop);
 * ``pass-through, plan names an outer frame``: the plan names only the helper's caller: the
   enclosing frames are walked up to the one that decides, and the answer is cached on that path;
@@ -80,6 +82,36 @@ def _helper(fn: Callable[[Any], Any], arg: Any) -> Any:
     return fn(arg)
 
 
+def large_loop(fn: Callable[[Any], Any], arg: Any, loops: int) -> None:
+    """Calls ``fn`` through a caller the size of a real ``__getitem__``."""
+    for _ in range(loops):
+        _large_caller(fn, arg, None)
+
+
+def _large_caller(fn: Callable[[Any], Any], arg: Any, options: dict[str, Any] | None) -> Any:
+    """A caller with a realistic body (hashing a code object hashes all of it)."""
+    if options is not None:
+        size = options.get("size", (224, 224))
+        mean = options.get("mean", (0.485, 0.456, 0.406))
+        std = options.get("std", (0.229, 0.224, 0.225))
+        flip = options.get("flip", 0.5)
+        crop = options.get("crop", (0.08, 1.0))
+        ratio = options.get("ratio", (3 / 4, 4 / 3))
+        if options.get("grayscale"):
+            mean, std = mean[:1], std[:1]
+        if options.get("jitter"):
+            brightness = options.get("brightness", 0.4)
+            contrast = options.get("contrast", 0.4)
+            saturation = options.get("saturation", 0.4)
+            hue = options.get("hue", 0.1)
+            options["jitter_params"] = (brightness, contrast, saturation, hue)
+        options["resolved"] = (size, mean, std, flip, crop, ratio)
+        label = options.get("label", -1)
+        if label < 0:
+            raise ValueError(f"sample without a label: {options!r}")
+    return fn(arg)
+
+
 def _best_ns(loop: Callable[..., None], fn: Callable[[Any], Any], arg: Any, loops: int) -> float:
     start = time.perf_counter_ns()
     loop(fn, arg, loops)
@@ -124,9 +156,11 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
     executor = Executor(spec, lib.op, {"cpu": ValueConverter("cpu")})
     here = f"{__name__}.{call_loop.__qualname__}"
     helper = f"{__name__}.{_helper.__qualname__}"
+    large = f"{__name__}.{_large_caller.__qualname__}"
     outer = f"{__name__}.{outer_loop.__qualname__}"
     keep_here = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{here}#0/{MODULE}.op#0"])
     keep_helper = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{helper}#0/{MODULE}.op#0"])
+    keep_large = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{large}#0/{MODULE}.op#0"])
     keep_outer = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{outer}#0/{MODULE}.op#0"])
     migrate_here = _plan({f"{here}#0/{MODULE}.op#0": "cpu"}, [])
 
@@ -141,11 +175,15 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
     for _ in range(repeats):
         sample("unpatched", _best_ns(call_loop, lib.op, tiny, loops))
         sample("unpatched, through a helper", _best_ns(outer_loop, lib.op, tiny, loops))
+        sample("unpatched, through a large caller", _best_ns(large_loop, lib.op, tiny, loops))
         sample("backend alone", _best_ns(call_loop, _identity_backend, tensor, loops))
         sample("executor alone", _best_ns(call_loop, run_executor, tiny, loops // 4))
         with PipelineMigrator.from_plan(keep_helper, registry=registry):
             value = _best_ns(outer_loop, lib.op, tiny, loops)
             sample("pass-through, plan names the caller", value)
+        with PipelineMigrator.from_plan(keep_large, registry=registry):
+            value = _best_ns(large_loop, lib.op, tiny, loops)
+            sample("pass-through, plan names a large caller", value)
         with PipelineMigrator.from_plan(keep_here, registry=registry):
             sample("pass-through, same caller frame", _best_ns(call_loop, lib.op, tiny, loops))
         with PipelineMigrator.from_plan(keep_outer, registry=registry):
@@ -173,6 +211,7 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
 # case -> the case it adds to: the "added" column is the difference.
 BASES = {
     "pass-through, plan names the caller": "unpatched, through a helper",
+    "pass-through, plan names a large caller": "unpatched, through a large caller",
     "pass-through, same caller frame": "unpatched",
     "pass-through, plan names an outer frame": "unpatched, through a helper",
     "migrated call": "backend alone",
