@@ -190,7 +190,7 @@ class UniversalWrapper:
         self._by_code: dict[int, tuple[Any, ...]] = {}
         self._trie: dict[int, Any] = {}
         self._trie_size = 0
-        self._keep_alive: set[Any] = set()
+        self._keep_alive: dict[int, Any] = {}  # id -> code: ids in the caches stay unique
         self._failures: dict[int, int] = {}
         self._given_up: dict[int, Any] = {}
         self._route = _Route()
@@ -311,7 +311,7 @@ class UniversalWrapper:
         with self._lock:
             if len(codes) == 1:
                 self._by_code[id(codes[0])] = decision
-                self._keep_alive.add(codes[0])
+                self._keep_alive[id(codes[0])] = codes[0]
                 return
             if self._trie_size >= _STACK_CACHE_SIZE:
                 return
@@ -322,7 +322,7 @@ class UniversalWrapper:
                     return  # a shorter path already decides
                 node = entry
             node[id(codes[-1])] = decision
-            self._keep_alive.update(codes)
+            self._keep_alive.update((id(code), code) for code in codes)
             self._trie_size += 1
 
     # -- the migrated path -------------------------------------------------------------------
@@ -446,7 +446,7 @@ class UniversalWrapper:
             self._failures.pop(id(code), None)
             self._given_up[id(code)] = code
             self._by_code[id(code)] = (None, "given up", self._passed.add)
-            self._keep_alive.add(code)
+            self._keep_alive[id(code)] = code
             log.info(
                 "%s: %d fallbacks in a row at %s:%d; running the original there from now on",
                 self.name,
