@@ -12,8 +12,9 @@ through a :class:`Patcher`. It
 * makes restore complete: modules imported while the patches were applied may have bound the
   replacements (``from numpy import sin`` in a module imported inside the window, a dict of
   patched functions built then, a class attribute). :meth:`Patcher.restore` sweeps every module
-  namespace, the dicts and lists it holds (two levels deep) and the attributes of the classes it
-  defines, and puts the originals back wherever a replacement is found;
+  namespace and the dicts and lists it holds (two levels deep); in modules imported while
+  patched, also the attributes of the classes it defines and of the plain objects it holds; it
+  puts the originals back wherever a replacement is found;
 * is thread-safe and exception-safe: a failure half-way rolls back what was already applied.
 
 What the sweep cannot reach (a tuple, a closure, ``functools.partial``, a local variable) still
@@ -171,10 +172,19 @@ _MAX_NESTED_PARENT = 64
 _MAX_NESTED_ITEMS = 256
 
 
-def _items(container: Any) -> list[tuple[Any, Any]]:
-    if type(container) is dict:
-        return list(container.items())
-    return list(enumerate(container))
+def _hits(container: Any, targets: dict[int, Any]) -> Iterator[tuple[Any, _Site]]:
+    """``(value, site)`` for the items of a dict or list that are targets.
+
+    The membership test runs in C (a set intersection of ids): most containers hold none.
+    """
+    values = container.values() if type(container) is dict else container
+    if targets.keys().isdisjoint(map(id, values)):
+        return
+    items = container.items() if type(container) is dict else enumerate(container)
+    for key, value in list(items):
+        target = targets.get(id(value))
+        if target is not None and target is value:
+            yield value, _Site(container, key, item=True)
 
 
 def _container_sites(
@@ -182,16 +192,15 @@ def _container_sites(
 ) -> Iterator[tuple[Any, _Site]]:
     """``(value, site)`` for the items of a dict or list that are targets; one level deeper
     when ``nested`` (dicts, lists and, with ``instances``, plain objects' ``__dict__``)."""
-    items = _items(container)
-    deeper = nested and len(items) <= _MAX_NESTED_PARENT
-    for key, value in items:
-        target = targets.get(id(value))
-        if target is not None and target is value:
-            yield value, _Site(container, key, item=True)
-        elif deeper:
-            inner = _searchable(value, instances)
-            if inner is not None and len(inner) <= _MAX_NESTED_ITEMS:
-                yield from _container_sites(inner, targets, False, instances)
+    yield from _hits(container, targets)
+    values = list(container.values() if type(container) is dict else container)
+    if not nested or len(values) > _MAX_NESTED_PARENT:
+        return
+    inner = values if instances else [v for v in values if type(v) is dict or type(v) is list]
+    for value in inner:
+        searchable = _searchable(value, instances)
+        if searchable is not None and 0 < len(searchable) <= _MAX_NESTED_ITEMS:
+            yield from _container_sites(searchable, targets, False, instances)
 
 
 def _searchable(value: Any, instances: bool) -> Any:
@@ -217,22 +226,25 @@ def _namespace_sites(
     namespace = getattr(module, "__dict__", None)
     if not isinstance(namespace, dict):
         return
-    module_name = getattr(module, "__name__", None)
-    for key, value in list(namespace.items()):
-        target = targets.get(id(value))
-        if target is not None and target is value:
-            yield value, _Site(namespace, key, item=True)
-            continue
-        if classes and isinstance(value, type) and value.__module__ == module_name:
-            for attr, raw in list(vars(value).items()):
-                inner = _unwrap_descriptor(raw)
-                target = targets.get(id(inner))
-                if target is not None and target is inner:
-                    yield raw, _Site(value, attr, item=False)
-            continue
-        inner_container = _searchable(value, instances)
-        if inner_container is not None and 0 < len(inner_container) <= _MAX_ITEMS:
-            yield from _container_sites(inner_container, targets, True, instances)
+    yield from _hits(namespace, targets)
+    values = list(namespace.values())
+    if classes or instances:
+        module_name = getattr(module, "__name__", None)
+        for value in values:
+            if classes and isinstance(value, type) and value.__module__ == module_name:
+                for attr, raw in list(vars(value).items()):
+                    inner = _unwrap_descriptor(raw)
+                    target = targets.get(id(inner))
+                    if target is not None and target is inner:
+                        yield raw, _Site(value, attr, item=False)
+                continue
+            searchable = _searchable(value, instances)
+            if searchable is not None and 0 < len(searchable) <= _MAX_ITEMS:
+                yield from _container_sites(searchable, targets, True, instances)
+        return
+    for value in [v for v in values if type(v) is dict or type(v) is list]:
+        if 0 < len(value) <= _MAX_ITEMS:
+            yield from _container_sites(value, targets, True, instances)
 
 
 def _reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[int, list[_Site]]:
@@ -280,9 +292,12 @@ def _sweep_modules(replacements: dict[int, tuple[Any, Any]], new_modules: set[st
         top = module_name.split(".", 1)[0]
         if module is None or top == "codedag":
             continue
-        if top in _SCAN_SKIP and module_name not in new_modules:
+        new = module_name in new_modules
+        if top in _SCAN_SKIP and not new:
             continue
-        for value, site in _namespace_sites(module, targets, instances=True, classes=True):
+        # A module imported while patched may hold replacements anywhere it put them at import;
+        # an older one only where user code stores functions at run time (dicts and lists).
+        for value, site in _namespace_sites(module, targets, instances=new, classes=new):
             inner = _unwrap_descriptor(value)
             original = replacements[id(inner)][1]
             if isinstance(value, staticmethod | classmethod):
