@@ -280,3 +280,25 @@ def test_decisions_in_forked_workers_reach_the_parent(timing: FakeTime) -> None:
     assert guard["state"] == "kept" and guard["calls"] == 6  # the parent made no call itself
     assert stats["in_workers"]["migrated"] == 16 and stats["migrated"] == 16
     assert timing.original_calls == 0  # the parent's copy of the clock never moved
+
+
+def _call_in_child(result: Any) -> None:
+    result.put([float(v) for v in sys.modules[LIB].double(np.arange(2, dtype=np.float32))])
+    result.put(sys.modules[LIB].double.__codedag_wrapper__.stats()["guard"]["state"])
+
+
+@pytest.mark.timeout(60)
+def test_a_forked_child_never_waits_on_locks_its_parent_held(timing: FakeTime) -> None:
+    injector = _injector(timing, GuardSettings(calls=1, clock_ns=timing.clock))
+    context = multiprocessing.get_context("fork")
+    with _applied(injector):
+        wrapper = injector.wrappers[NAME]
+        results = context.Queue()
+        with wrapper._lock, wrapper.guard._lock:  # held by the parent while it forks
+            child = context.Process(target=_call_in_child, args=(results,))
+            child.start()
+            child.join(30)
+        assert child.exitcode == 0
+        assert results.get(timeout=5) == [0.0, 2.0]
+        assert results.get(timeout=5) == "kept"  # the child checked and decided on its own
+        assert wrapper.guard.state is GuardState.CHECKING  # the parent has not been called

@@ -145,11 +145,11 @@ class Guard:
         self.settings = settings
         self.disabled_reason = disabled_reason
         self.on_decision = on_decision
-        self._lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
         """Start checking afresh (a forked child measures on its own device)."""
+        self._lock = threading.Lock()  # a forked child may have inherited it held
         self._original_ns: list[int] = []
         self._backend_ns: list[int] = []
         self._started = 0

@@ -290,6 +290,8 @@ def _publish_forever(interval_s: float) -> None:
 def _install_hooks() -> None:
     """Fork hooks and the exit hook, once per process (never at import)."""
     global _hooks_installed
+    if _hooks_installed:
+        return
     with _hooks_lock:
         if _hooks_installed:
             return

@@ -494,6 +494,7 @@ class UniversalWrapper:
 
     def _after_fork_in_child(self) -> None:
         """A forked child resolves its device and checks its guard afresh."""
+        self._lock = threading.Lock()  # another thread of the parent may have held it
         self._route.device = ""
         self._route.count = _DISCARD
         self.guard.reset()
@@ -549,6 +550,8 @@ def _reset_in_child() -> None:
 
 def _install_fork_hook() -> None:
     global _fork_hook_installed
+    if _fork_hook_installed:
+        return
     install_fork_hook()  # a forked child also forgets which devices it may use
     with _fork_hook_lock:
         if not _fork_hook_installed:
