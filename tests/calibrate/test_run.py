@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from calibrate_helpers import NoisyStopwatch, array, pipeline_dag, scalar
 
 from codedag.calibrate import Budget, CalibrationCache, Calibrator, calibrate_dag
@@ -201,3 +202,13 @@ def test_the_tolerance_of_a_function_is_found_under_any_of_its_names() -> None:
     args = [array("y", [22050], "float32"), scalar("sr", 22050), scalar("n_mels", 32)]
     m = calibrator.measure("librosa.feature.spectral.melspectrogram", args)
     assert m.ok, m.error
+
+
+@pytest.mark.gpu
+def test_calibration_on_cuda_measures_copies_and_synchronizes() -> None:
+    dag = pipeline_dag(with_audio=False)
+    cal = calibrate_dag(dag, "cuda:0", cache=CalibrationCache(None), budget=QUICK)
+    assert "sm_" in cal.device_name
+    for m in cal.measurements.values():
+        assert m.ok, m.error
+        assert m.h2d_ns > 0 and m.d2h_ns > 0

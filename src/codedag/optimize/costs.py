@@ -42,11 +42,11 @@ def builtin_can_migrate(canonical_name: str) -> bool:
 def default_can_migrate() -> CanMigrate:
     """The migration registry's ``is_migratable`` when it exists, else :func:`builtin_can_migrate`."""
     try:
-        from codedag.migrate.registry import is_migratable  # type: ignore[attr-defined]
+        from codedag.migrate.registry import is_migratable
     except ImportError:
         log.debug("codedag.migrate.registry not available; using the built-in migratable list")
         return builtin_can_migrate
-    return is_migratable  # type: ignore[no-any-return]
+    return is_migratable
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,6 +130,7 @@ class Placer:
     def _measured(self, node_id: int) -> Decision:
         """Figures of a call from calibration (all instances)."""
         node = self.dag.nodes[node_id]
+        assert self.calibration is not None
         estimates = [self.calibration.estimate(i) for i in node.original_ids]
         known = [e for e in estimates if e is not None]
         if not known:
