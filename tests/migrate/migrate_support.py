@@ -49,6 +49,11 @@ def clip(a: torch.Tensor, a_min: Any = None, a_max: Any = None, out: Any = None)
     return a.clamp(a_min, a_max)
 
 
+def sin(x: torch.Tensor, out: Any = None) -> torch.Tensor:
+    """numpy.sin for float arrays (a ufunc: its replacement is a proxy object)."""
+    return torch.sin(x)
+
+
 def boom(src: torch.Tensor, flipCode: int, dst: Any = None) -> torch.Tensor:
     """A backend that always fails."""
     CALLS["boom"] += 1

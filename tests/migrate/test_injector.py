@@ -10,18 +10,13 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from migrate_support import CALLS, make_registry, plan_for
+from migrate_support import CALLS, make_registry, plan_for, sin
 
 from codedag.errors import MigrationError
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.injector import PatchInjector, alias_paths
 
 GET = "app.DS.__getitem__"
-
-
-def _sin(x: torch.Tensor, out: object = None) -> torch.Tensor:
-    """numpy.sin for float arrays (test backend)."""
-    return torch.sin(x)
 
 
 def test_plan_naming_a_non_migratable_function_is_refused() -> None:
@@ -92,7 +87,7 @@ def test_restore_reaches_a_module_imported_while_applied(
     monkeypatch.syspath_prepend(str(tmp_path))
     originals = {"sin": np.sin, "clip": np.clip, "flip": cv2.flip}
     plan = plan_for({f"{GET}#0/{n}#0": "cpu" for n in ("numpy.sin", "numpy.clip", "cv2.flip")})
-    registry = make_registry(**{"numpy.sin": _sin})
+    registry = make_registry(**{"numpy.sin": sin})
     with PipelineMigrator.from_plan(plan, registry=registry) as migrator:
         import fresh_migrated_user as user  # type: ignore[import-not-found]
 

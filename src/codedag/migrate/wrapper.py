@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import itertools
 import logging
 import os
 import sys
@@ -41,6 +39,7 @@ from codedag.migrate.context import ContextMatcher, Placement, frame_name
 from codedag.migrate.devices import effective_device, final_effective_device, install_fork_hook
 from codedag.migrate.execute import Executor
 from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats
+from codedag.migrate.proxy import Count, ufunc_proxy
 from codedag.migrate.registry import OpSpec
 from codedag.migrate.values import ValueConverter
 from codedag.migrate.workerstats import publish_now
@@ -53,23 +52,7 @@ GIVE_UP_AFTER = 16
 """Consecutive fallbacks at one call site (code object) after which the original runs there."""
 
 
-class _Count:
-    """A call counter: ``add`` is one C call (atomic under the GIL), ``value`` reads it."""
-
-    __slots__ = ("_counter", "add")
-
-    def __init__(self) -> None:
-        self._counter = itertools.count()
-        self.add: Callable[[], int] = self._counter.__next__
-
-    @property
-    def value(self) -> int:
-        # ``repr`` is the one way to read an itertools.count without advancing it on every
-        # Python version (3.14 removed its __reduce__); it is read for statistics only.
-        return int(repr(self._counter)[6:-1])
-
-
-_DISCARD = _Count().add  # counts calls of a deactivated wrapper nowhere
+_DISCARD = Count().add  # counts calls of a deactivated wrapper nowhere
 
 
 class _State(threading.local):
@@ -99,52 +82,6 @@ class _Route:
         self.count: Callable[[], int] = _DISCARD
 
 
-def _global(module: str, qualname: str) -> Any:
-    """What a pickled replacement unpickles to: the attribute ``module.qualname`` there."""
-    value: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
-
-
-class _UfuncProxy:
-    """A NumPy ufunc's replacement: calls go to the wrapper, ``reduce``/``outer``/... to the ufunc.
-
-    Each proxy has its own subclass whose ``__call__`` *is* the replacement function (a
-    staticmethod), so no extra Python frame sits between the caller and the replacement.
-    """
-
-    def __init__(self, ufunc: Any, wrapper: Any, module: str) -> None:
-        self._ufunc = ufunc
-        self.__name__ = ufunc.__name__
-        self.__qualname__ = ufunc.__name__
-        self.__module__ = module
-        self.__doc__ = ufunc.__doc__
-        self.__codedag_wrapper__ = wrapper
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._ufunc, name)
-
-    def __reduce__(self) -> str | tuple[Any, ...]:
-        # Pickled by name, as the ufunc itself: the bytes are the original's while this proxy is
-        # the module's attribute; a stale proxy (still referenced after restore) unpickles to
-        # whatever the module holds then.
-        module = sys.modules.get(self.__module__)
-        if module is not None and getattr(module, self.__name__, None) is self:
-            return self.__name__
-        return (_global, (self.__module__, self.__name__))
-
-    def __repr__(self) -> str:
-        return f"<codedag wrapper of {self._ufunc!r}>"
-
-
-def _ufunc_proxy(replacement: Callable[..., Any], ufunc: Any, wrapper: Any, module: str) -> Any:
-    cls = type(f"codedag_{ufunc.__name__}", (_UfuncProxy,), {"__call__": staticmethod(replacement)})
-    return cls(ufunc, wrapper, module)
-
-
 class UniversalWrapper:
     """Runs one library function through its torch backend where the plan places it.
 
@@ -171,11 +108,11 @@ class UniversalWrapper:
         self.original = original
         self.matcher = matcher
         self.converters = converters
-        self._passed = _Count()
-        self._nested = _Count()
-        self._fell_back = _Count()
+        self._passed = Count()
+        self._nested = Count()
+        self._fell_back = Count()
         self._reasons: Counter[str] = Counter()
-        self._placements: dict[tuple[str, str], _Count] = {}
+        self._placements: dict[tuple[str, str], Count] = {}
         self._lock = threading.Lock()
         self._warned = False
         self._inert = False
@@ -254,7 +191,7 @@ class UniversalWrapper:
         replacement.__codedag_wrapper__ = self  # type: ignore[attr-defined]
         if type(original).__name__ == "ufunc":
             module = self.name.rsplit(".", 1)[0]
-            return _ufunc_proxy(replacement, original, self, module)
+            return ufunc_proxy(replacement, original, self, module)
         return replacement
 
     # -- placement ---------------------------------------------------------------------------
@@ -416,11 +353,11 @@ class UniversalWrapper:
         self._refresh_route()
         publish_now()  # a forked worker's decision reaches the parent even if it is killed next
 
-    def _placement(self, level: str, device: str) -> _Count:
+    def _placement(self, level: str, device: str) -> Count:
         counter = self._placements.get((level, device))
         if counter is None:
             with self._lock:
-                counter = self._placements.setdefault((level, device), _Count())
+                counter = self._placements.setdefault((level, device), Count())
         return counter
 
     def _fall_back(self, error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -22,7 +22,7 @@ holds the replacement after restore; the migrator's replacements then forward to
 without doing or counting anything (see :meth:`codedag.migrate.wrapper.UniversalWrapper.deactivate`).
 
 :func:`active_patches` lists what any live patcher has applied; the test suite uses it to fail a
-test that leaves something patched. This module imports nothing of codedag but ``errors``.
+test that leaves something patched. This package imports nothing of codedag but ``errors``.
 """
 
 from __future__ import annotations
@@ -33,12 +33,19 @@ import logging
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 from codedag.errors import MigrationError
+from codedag.patching.references import (
+    Site,
+    package_of,
+    reference_sites,
+    sweep_modules,
+    unwrap_descriptor,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,41 +55,18 @@ _LIVE_PATCHERS: weakref.WeakSet[Patcher] = weakref.WeakSet()
 
 
 @dataclass
-class _Site:
-    """One place that held the original: ``container[key]`` (``item``) or an attribute."""
-
-    container: Any
-    key: Any
-    item: bool
-
-    def set(self, value: Any) -> None:
-        if self.item:
-            self.container[self.key] = value
-        else:
-            setattr(self.container, self.key, value)
-
-
-@dataclass
 class PatchRecord:
     """What one patch changed: the original, its replacement and every site rebound."""
 
     name: str
     original: Any
     replacement: Any
-    sites: list[_Site] = field(default_factory=list)
+    sites: list[Site] = field(default_factory=list)
 
     @property
     def site_count(self) -> int:
         """Number of places that now hold the replacement."""
         return len(self.sites)
-
-
-def _has_dict(obj: Any) -> bool:
-    try:
-        object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        return False
-    return True
 
 
 def resolve(qualified_name: str) -> tuple[Any, str, Any]:
@@ -127,188 +111,8 @@ def resolve(qualified_name: str) -> tuple[Any, str, Any]:
     return owner, attribute, current
 
 
-def _unwrap_descriptor(value: Any) -> Any:
-    if isinstance(value, staticmethod | classmethod):
-        return value.__func__
-    return value
-
-
-def _package_of(obj: Any) -> str:
-    module = getattr(obj, "__module__", None) or ""
-    return module.split(".", 1)[0]
-
-
-# Packages that never hold user-bound references to preprocessing functions; skipping them keeps a
-# reference scan in the milliseconds even with torch imported.
-_SCAN_SKIP = frozenset(
-    {
-        "codedag",
-        "torch",
-        "torchgen",
-        "numpy",
-        "scipy",
-        "sympy",
-        "matplotlib",
-        "rich",
-        "pydantic",
-        "pydantic_core",
-        "_pytest",
-        "pytest",
-        "hypothesis",
-        "IPython",
-        "jedi",
-        "pygments",
-        "numba",
-        "llvmlite",
-    }
-)
-
-
-# Containers found in a module namespace are searched when they are small enough: a dict or list
-# of functions (``AUGMENTATIONS = {"flip": cv2.flip}``) and, one level down, the dicts and lists
-# it holds. Big containers are data, not registries of functions.
-_MAX_ITEMS = 4096
-_MAX_NESTED_PARENT = 64
-_MAX_NESTED_ITEMS = 256
-
-
-def _hits(container: Any, targets: dict[int, Any]) -> Iterator[tuple[Any, _Site]]:
-    """``(value, site)`` for the items of a dict or list that are targets.
-
-    The membership test runs in C (a set intersection of ids): most containers hold none.
-    """
-    values = container.values() if type(container) is dict else container
-    if targets.keys().isdisjoint(map(id, values)):
-        return
-    items = container.items() if type(container) is dict else enumerate(container)
-    for key, value in list(items):
-        target = targets.get(id(value))
-        if target is not None and target is value:
-            yield value, _Site(container, key, item=True)
-
-
-def _container_sites(
-    container: Any, targets: dict[int, Any], nested: bool, instances: bool
-) -> Iterator[tuple[Any, _Site]]:
-    """``(value, site)`` for the items of a dict or list that are targets; one level deeper
-    when ``nested`` (dicts, lists and, with ``instances``, plain objects' ``__dict__``)."""
-    yield from _hits(container, targets)
-    values = list(container.values() if type(container) is dict else container)
-    if not nested or len(values) > _MAX_NESTED_PARENT:
-        return
-    inner = values if instances else [v for v in values if type(v) is dict or type(v) is list]
-    for value in inner:
-        searchable = _searchable(value, instances)
-        if searchable is not None and 0 < len(searchable) <= _MAX_NESTED_ITEMS:
-            yield from _container_sites(searchable, targets, False, instances)
-
-
-def _searchable(value: Any, instances: bool) -> Any:
-    """The dict or list to search inside ``value`` (its ``__dict__`` for a plain object)."""
-    kind = type(value)
-    if kind is dict or kind is list:
-        return value
-    if not instances or isinstance(value, type | ModuleType) or callable(value):
-        return None
-    if _package_of(kind) in _SCAN_SKIP:
-        return None
-    namespace = getattr(value, "__dict__", None)
-    return namespace if type(namespace) is dict else None
-
-
-def _namespace_sites(
-    module: ModuleType, targets: dict[int, Any], *, instances: bool, classes: bool
-) -> Iterator[tuple[Any, _Site]]:
-    """Every place in a module namespace that holds a target: its attributes, the small dicts
-    and lists it holds (two levels), with ``instances`` the attributes of objects it holds, and
-    with ``classes`` the attributes of the classes it defines (raw or inside a
-    ``staticmethod``/``classmethod``)."""
-    namespace = getattr(module, "__dict__", None)
-    if not isinstance(namespace, dict):
-        return
-    yield from _hits(namespace, targets)
-    values = list(namespace.values())
-    if classes or instances:
-        module_name = getattr(module, "__name__", None)
-        for value in values:
-            if classes and isinstance(value, type) and value.__module__ == module_name:
-                for attr, raw in list(vars(value).items()):
-                    inner = _unwrap_descriptor(raw)
-                    target = targets.get(id(inner))
-                    if target is not None and target is inner:
-                        yield raw, _Site(value, attr, item=False)
-                continue
-            searchable = _searchable(value, instances)
-            if searchable is not None and 0 < len(searchable) <= _MAX_ITEMS:
-                yield from _container_sites(searchable, targets, True, instances)
-        return
-    for value in [v for v in values if type(v) is dict or type(v) is list]:
-        if 0 < len(value) <= _MAX_ITEMS:
-            yield from _container_sites(value, targets, True, instances)
-
-
-def _reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[int, list[_Site]]:
-    """Find, in one pass over ``sys.modules``, the places other modules bound each original.
-
-    Args:
-        targets: ``id(original) -> (original, packages to skip, owner, attribute)``.
-
-    Returns:
-        ``id(original) -> sites`` (module attributes and the entries of module-level dicts and
-        lists). Modules of the original's own package (its internals) are skipped: the point is
-        to catch user code that bound the function at import time (``from cv2 import resize``).
-    """
-    found: dict[int, list[_Site]] = {key: [] for key in targets}
-    objects = {key: target[0] for key, target in targets.items()}
-    for module_name, module in list(sys.modules.items()):
-        top = module_name.split(".", 1)[0]
-        if module is None or top in _SCAN_SKIP:
-            continue
-        for value, site in _namespace_sites(module, objects, instances=False, classes=False):
-            _original, skip, owner, attribute = targets[id(value)]
-            if top in skip:
-                continue
-            if site.container is getattr(owner, "__dict__", None) and site.key == attribute:
-                continue  # the primary site, patched by name
-            found[id(value)].append(site)
-    return found
-
-
-def _sweep_modules(replacements: dict[int, tuple[Any, Any]], new_modules: set[str]) -> int:
-    """Put originals back wherever a module namespace still reaches a replacement.
-
-    Args:
-        replacements: ``id(replacement) -> (replacement, original)``.
-        new_modules: modules imported while the patches were applied: searched even inside the
-            packages a patch scan skips (a library module imported then may have bound a
-            replacement too).
-
-    Returns:
-        How many references were put back.
-    """
-    targets = {key: pair[0] for key, pair in replacements.items()}
-    count = 0
-    for module_name, module in list(sys.modules.items()):
-        top = module_name.split(".", 1)[0]
-        if module is None or top == "codedag":
-            continue
-        new = module_name in new_modules
-        if top in _SCAN_SKIP and not new:
-            continue
-        # A module imported while patched may hold replacements anywhere it put them at import;
-        # an older one only where user code stores functions at run time (dicts and lists).
-        for value, site in _namespace_sites(module, targets, instances=new, classes=new):
-            inner = _unwrap_descriptor(value)
-            original = replacements[id(inner)][1]
-            if isinstance(value, staticmethod | classmethod):
-                original = type(value)(original)
-            site.set(original)
-            count += 1
-    return count
-
-
 def _skip_packages(original: Any, owner: Any) -> set[str]:
-    skip = {_package_of(original), _package_of(owner)}
+    skip = {package_of(original), package_of(owner)}
     if isinstance(owner, ModuleType):
         skip.add(owner.__name__.split(".", 1)[0])
     return skip
@@ -385,7 +189,7 @@ class Patcher:
                 if rebind_references and applied:
                     targets = {}
                     for record in applied:
-                        original = _unwrap_descriptor(record.original)
+                        original = unwrap_descriptor(record.original)
                         owner = record.sites[0].container
                         targets[id(original)] = (
                             original,
@@ -393,9 +197,9 @@ class Patcher:
                             owner,
                             record.sites[0].key,
                         )
-                    sites = _reference_sites(targets)
+                    sites = reference_sites(targets)
                     for record in applied:
-                        for site in sites[id(_unwrap_descriptor(record.original))]:
+                        for site in sites[id(unwrap_descriptor(record.original))]:
                             site.set(record.replacement)
                             record.sites.append(site)
             except BaseException:
@@ -413,7 +217,7 @@ class Patcher:
         self, qualified_name: str, factory: Callable[[str, Callable[..., Any]], Callable[..., Any]]
     ) -> PatchRecord:
         owner, attribute, raw = resolve(qualified_name)
-        original = _unwrap_descriptor(raw)
+        original = unwrap_descriptor(raw)
         if not callable(original):
             raise MigrationError(f"{qualified_name!r} is {type(original).__name__}, not callable")
         if getattr(original, ORIGINAL_ATTR, None) is not None:
@@ -428,7 +232,7 @@ class Patcher:
             installed = classmethod(replacement)
         else:
             installed = replacement
-        primary = _Site(owner, attribute, item=False)
+        primary = Site(owner, attribute, item=False)
         try:
             primary.set(installed)
         except (AttributeError, TypeError) as e:
@@ -439,7 +243,7 @@ class Patcher:
         return PatchRecord(qualified_name, raw, replacement, [primary])
 
     def _undo(self, record: PatchRecord) -> None:
-        original = _unwrap_descriptor(record.original)
+        original = unwrap_descriptor(record.original)
         for index, site in enumerate(reversed(record.sites)):
             is_primary = index == len(record.sites) - 1
             site.set(record.original if is_primary else original)
@@ -471,7 +275,7 @@ class Patcher:
         # A replacement still installed under another name (an alias) stays where it is.
         still_used = {id(record.replacement) for record in self._records.values()}
         replacements = {
-            id(record.replacement): (record.replacement, _unwrap_descriptor(record.original))
+            id(record.replacement): (record.replacement, unwrap_descriptor(record.original))
             for record in removed
             if id(record.replacement) not in still_used
         }
@@ -479,7 +283,7 @@ class Patcher:
             return
         before = self._modules_before or frozenset()
         new_modules = {name for name in list(sys.modules) if name not in before}
-        count = _sweep_modules(replacements, new_modules)
+        count = sweep_modules(replacements, new_modules)
         if count:
             log.debug("restore put back %d reference(s) bound while patched", count)
 
