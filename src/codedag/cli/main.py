@@ -26,6 +26,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "demo",
     "doctor",
     "trace",
+    "calibrate",
     "optimize",
     "plan",
     "experiment",

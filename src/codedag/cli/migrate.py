@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     """Apply the plan, run the command, restore, print the counters; returns its exit code."""
     from codedag.cli.args import check_device
     from codedag.migrate.api import PipelineMigrator
-    from codedag.util.io import atomic_write_json, read_json
+    from codedag.util.io import atomic_write_json
     from codedag.util.logs import held_logs
     from codedag.util.paths import check_output_file
 
@@ -200,9 +200,8 @@ def run(args: argparse.Namespace) -> int:
     if args.stats_out is not None:
         check_output_file(args.stats_out, "--stats-out")
     device = check_device(args.device) if args.device is not None else None
-    plan = read_json(args.plan, "migration plan", expect=dict)
     with held_logs():  # a plan refused below prints its error alone, not its warnings first
-        migrator = PipelineMigrator(plan, default_device=device)
+        migrator = PipelineMigrator.from_json(args.plan, default_device=device)
         if kind == "module":
             check_module(target)  # imports its parent packages: the patcher finds their bindings
         migrator.apply()

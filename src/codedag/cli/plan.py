@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     explain = actions.add_parser(
         "explain",
         parents=[parent],
-        help="table of every placed call: device, measured time, estimated gain, reason",
+        help="every call: device, measured library and torch times, saving, reason",
     )
     explain.add_argument("plan", help="migration_plan.json")
     explain.add_argument("--all", action="store_true", help="show every call, not the top 30")
@@ -33,11 +33,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from codedag.optimize.explain import plan_table
-    from codedag.optimize.plan import validate_plan
+    from codedag.plan import MigrationPlan
     from codedag.util.io import read_json
 
-    data = read_json(args.plan, "migration plan", expect=dict)
-    plan = validate_plan(data)
+    data = read_json(args.plan, what="migration plan")
+    plan = MigrationPlan.from_dict(data, source=f"migration plan {args.plan!r}").to_dict()
     if args.json:
         json.dump(plan["calls"], sys.stdout, indent=2)
         sys.stdout.write("\n")

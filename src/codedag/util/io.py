@@ -245,10 +245,10 @@ def parse_json_bytes(
 
 def read_json(
     path: str | os.PathLike[str],
-    what: str,
+    what: str = "file",
+    max_bytes: int | None = None,
     *,
     expect: type | None = None,
-    max_bytes: int | None = None,
     max_depth: int = MAX_JSON_DEPTH,
     error: type[ConfigError] = SchemaError,
 ) -> Any:
