@@ -81,7 +81,7 @@ def commands_reading(kind: str, path: Path, inputs: dict[str, Path], tmp: Path) 
     [
         (DEEP, "nested deeper than 100 levels"),
         (NOT_UTF8, "is not UTF-8 text (byte 0xff"),
-        ("[1, 2, 3]", "expected a JSON object, got array"),
+        ("[1, 2, 3]", "expected a JSON object, got"),
         ('{"a": ', "invalid JSON at line 1"),
     ],
     ids=["deep", "not-utf8", "list", "truncated"],
@@ -142,6 +142,17 @@ def test_bad_dag_values(
     dag = dag_with(inputs, tmp_path, **changes)
     result = run_cli(capsys, "optimize", dag, "--gpus", "0", "--out", tmp_path / "o")
     assert_one_line_error(result, problem)
+
+
+def test_dag_describing_an_absurd_array_is_refused_at_load(
+    capsys: pytest.CaptureFixture[str], inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    data = json.loads(inputs["dag"].read_text())
+    call = next(n for n in data["nodes"] if n["kind"] == "call" and n.get("args"))
+    call["args"][0] = {"name": "0", "kind": "array", "shape": [10**6, 10**6, 3], "dtype": "uint8"}
+    dag = write(tmp_path / "dag.json", json.dumps(data))
+    result = run_cli(capsys, "optimize", dag, "--gpus", "0", "--out", tmp_path / "o")
+    assert_one_line_error(result, f"({call['name']}) args[0]", "cannot be rebuilt")
 
 
 def test_a_plan_given_to_optimize_as_a_dag(
@@ -246,11 +257,12 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(
 @pytest.mark.parametrize(
     ("argv", "problem"),
     [
-        (["optimize", "DAG", "--speedup", "nan"], "argument --speedup: expected a finite number"),
-        (["optimize", "DAG", "--bandwidth-gbps", "inf"], "--bandwidth-gbps: expected a finite"),
-        (["optimize", "DAG", "--launch-overhead-us", "-1"], "must be >= 0"),
-        (["optimize", "DAG", "--launch-overhead-us", "1e400"], "expected a finite number"),
-        (["optimize", "DAG", "-k", "0"], "argument -k: must be >= 1"),
+        (["optimize", "DAG", "--speedup", "nan"], "--assume-speedup must be a positive number"),
+        (["optimize", "DAG", "--assume-speedup", "1e400"], "must be a positive number, got inf"),
+        (["optimize", "DAG", "--bandwidth-gbps", "inf"], "--bandwidth-gbps must be a positive"),
+        (["optimize", "DAG", "--margin", "nan"], "--margin must be a percentage >= 0"),
+        (["optimize", "DAG", "--max-depth", "-1"], "argument --max-depth: must be >= 0"),
+        (["optimize", "DAG", "-k", "0"], "-k must be >= 1"),
         (["demo", "--seed", "-1"], "argument --seed: must be >= 0 and <= 4294967295"),
         (["demo", "--seed", str(2**70)], "(seeds are 32-bit)"),
         (["demo", "--seed", "2**70"], "expected a whole number, got '2**70'"),

@@ -29,9 +29,6 @@ from cli_inputs import SCRIPT, make_dag, make_models_config, make_plan, make_res
 CASES = int(os.environ.get("CODEDAG_FUZZ_CASES", "12"))
 SEED = int(os.environ.get("CODEDAG_FUZZ_SEED", "0"))
 KINDS = ("dag", "plan", "plan_explain", "results", "models", "settings")
-# ``plan explain`` renders call fields that the plan reader does not type-check yet; the
-# MigrationPlan model (one model for optimize, plan explain and migrate) validates them.
-PENDING = {"plan_explain": "plan explain renders unvalidated call fields (MigrationPlan model)"}
 
 HOSTILE: list[Any] = [
     None, True, False, 0, -1, 1, 7, 2**63, -(2**63) - 1, 10**30, 0.5, -0.0, 1e308, -1e308,
@@ -205,15 +202,7 @@ def commands(kind: str, path: Path, originals: dict[str, Path], tmp: Path, rng: 
 
 
 @pytest.mark.parametrize("case", range(CASES))
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(reason=PENDING[k], strict=False))
-        if k in PENDING
-        else k
-        for k in KINDS
-    ],
-)
+@pytest.mark.parametrize("kind", KINDS)
 def test_fuzzed_input_is_success_or_one_line(
     capsys: pytest.CaptureFixture[str],
     originals: dict[str, Path],

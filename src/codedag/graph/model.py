@@ -212,6 +212,13 @@ class ExecutionDAG:
         """Rebuild a DAG from :meth:`to_dict` output; raise :class:`SchemaError` if malformed."""
         if not isinstance(data, dict):
             raise SchemaError(f"execution DAG: expected a JSON object, got {type(data).__name__}")
+        if "nodes" not in data:
+            hint = (
+                " (this is a migration plan; give optimize the dag.json written by trace)"
+                if "context_device_map" in data
+                else ""
+            )
+            raise SchemaError(f"execution DAG: expected a 'nodes' list, found none{hint}")
         version = data.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool):
             raise SchemaError(f"execution DAG: expected an integer schema_version, got {version!r}")
@@ -225,13 +232,6 @@ class ExecutionDAG:
                 f"execution DAG: schema_version {version} was never written by codedag "
                 f"(expected 1 to {SCHEMA_VERSION})"
             )
-        if "nodes" not in data:
-            hint = (
-                " (this is a migration plan; give optimize the dag.json written by trace)"
-                if "context_device_map" in data
-                else ""
-            )
-            raise SchemaError(f"execution DAG: expected a 'nodes' list, found none{hint}")
         raw_nodes, raw_edges = data.get("nodes", []), data.get("edges", [])
         metadata = data.get("metadata", {})
         if not isinstance(raw_nodes, list) or not isinstance(raw_edges, list):
@@ -313,7 +313,10 @@ _MAX_INT64 = 2**63 - 1
 
 
 def _range_problems(nodes: dict[int, Node]) -> list[str]:
-    """Times, sizes and ids a tracer can write: 0 <= n <= 2**63 - 1 (negative or huge = corrupt)."""
+    """What a tracer never writes: negative or huge times, sizes and ids (0..2**63 - 1), and
+    argument descriptions calibration could not rebuild."""
+    from codedag.graph.args_check import args_problems
+
     problems: list[str] = []
     for node_id, node in nodes.items():
         if type(node) is CallNode:
@@ -324,11 +327,13 @@ def _range_problems(nodes: dict[int, Node]) -> list[str]:
                 ("mem_bytes", node.mem_bytes),
                 ("depth", node.depth),
             ]
+            if node.args:
+                problems.extend(args_problems(node.args, f"node {node_id} ({node.name})"))
         else:
             checked = [("id", node_id), ("nbytes", node.nbytes)]  # type: ignore[union-attr]
         for name, value in checked:
             if not 0 <= value <= _MAX_INT64:
                 problems.append(f"node {node_id} ({node.name}): {name} {value} is out of range")
-                if len(problems) >= 20:
-                    return problems
+        if len(problems) >= 20:
+            return problems[:20]
     return problems
