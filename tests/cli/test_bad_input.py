@@ -82,7 +82,7 @@ def commands_reading(kind: str, path: Path, inputs: dict[str, Path], tmp: Path) 
         (DEEP, "nested deeper than 100 levels"),
         (NOT_UTF8, "is not UTF-8 text (byte 0xff"),
         ("[1, 2, 3]", "expected a JSON object, got"),
-        ('{"a": ', "invalid JSON at line 1"),
+        ('{"a": ', "is not JSON: Expecting value at line 1"),
     ],
     ids=["deep", "not-utf8", "list", "truncated"],
 )
@@ -222,7 +222,7 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(
     mutate_ec = ["mutate", "-ec", inputs["settings"], "--models-config", inputs["models"]]
     cases: list[tuple[list[Any], str]] = [
         (["trace", f"{target}:main", "--out", file], "--out " + str(file) + " is a file"),
-        (["trace", f"{target}:main", "--out", "/proc/codedag"], "cannot write in /proc"),
+        (["trace", f"{target}:main", "--out", "/proc/codedag"], "cannot write into"),
         (["optimize", inputs["dag"], "--out", file], "is a file; expected a folder"),
         (["report", inputs["results"], "--out", file], "is a file; expected a folder"),
         (
@@ -231,7 +231,7 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(
         ),
         (
             ["migrate", inputs["plan"], "--stats-out", "/proc/x.json", "--", "python", script],
-            "cannot write in /proc",
+            "cannot write into",
         ),
         (
             ["profile", "--device", "cpu", "--output_json", folder, "--trace_dir", tmp_path],

@@ -104,7 +104,7 @@ def _read_capped(path: Path, what: str, limit: int, error: type[ConfigError]) ->
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise error(f"{what} {path}: no such file") from None
+        raise error(f"cannot read {what} {path}: no such file") from None
     except OSError as e:
         raise error(f"cannot read {what} {path}: {e.strerror}") from e
     if stat.S_ISDIR(info.st_mode):
@@ -236,11 +236,11 @@ def parse_json_bytes(
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise error(f"{where}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise error(f"{where} is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise error(f"{where}: JSON nested too deeply") from None
     except ValueError as e:  # e.g. an integer with more digits than Python converts
-        raise error(f"{where}: invalid JSON: {e}") from None
+        raise error(f"{where} is not JSON: {e}") from None
 
 
 def read_json(

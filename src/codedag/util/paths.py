@@ -31,7 +31,7 @@ def _check_creatable(folder: Path, flag: str, target: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as error:
-        raise ConfigError(f"{flag} {target}: cannot write in {base}: {error.strerror}") from None
+        raise ConfigError(f"cannot write into {flag} {target}: {base}: {error.strerror}") from None
 
 
 def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
