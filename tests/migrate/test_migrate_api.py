@@ -162,3 +162,31 @@ def test_torch_functions_move_only_and_come_back_on_the_callers_device() -> None
     assert stats["torch.nn.functional.interpolate"]["strategy"] == "MoveOnly"
     assert stats["torch.nn.functional.interpolate"]["migrated"] == 1
     assert stats["torch.functional.stft"]["migrated"] == 1
+
+
+def test_the_run_time_check_switches_off_a_placement_that_loses_and_says_why() -> None:
+    """A plan forced onto cv2 calls that lose through torch on this CPU: the guard (on by
+    default) runs the first calls both ways, switches the placement off, and reports it."""
+    import cv2
+    import numpy as np
+
+    image = np.random.default_rng(0).integers(0, 256, (240, 320, 3), dtype=np.uint8)
+
+    def blur_many() -> None:
+        for _ in range(12):
+            cv2.GaussianBlur(image, (5, 5), 0)
+
+    plan = plan_for({f"{__name__}.blur_many#0/cv2.GaussianBlur#0": "cpu"})
+    with PipelineMigrator.from_plan(plan) as migrator:
+        blur_many()
+        stats = migrator.get_stats()
+    guard = stats["functions"]["cv2.GaussianBlur"]["guard"]
+    assert guard["state"] == "switched_off", guard
+    assert "cv2.GaussianBlur" in stats["guard"]["switched_off"]
+    assert stats["guard"]["enabled"] and stats["guard"]["calls"] == 8
+    assert guard["backend_ms_median"] > guard["original_ms_median"]
+    with PipelineMigrator.from_plan(plan, guard=False) as migrator:
+        blur_many()
+        stats = migrator.get_stats()
+    assert stats["guard"] == {"enabled": False}
+    assert stats["functions"]["cv2.GaussianBlur"]["migrated"] == 12
