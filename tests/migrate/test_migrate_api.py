@@ -16,6 +16,7 @@ from migrate_support import CALLS, make_registry, plan_for
 
 from codedag.errors import SchemaError
 from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.guard import GuardSettings
 
 GET = "app.DS.__getitem__"
 
@@ -190,3 +191,25 @@ def test_the_run_time_check_switches_off_a_placement_that_loses_and_says_why() -
         stats = migrator.get_stats()
     assert stats["guard"] == {"enabled": False}
     assert stats["functions"]["cv2.GaussianBlur"]["migrated"] == 12
+
+
+def test_the_run_time_check_compares_librosa_calls_under_their_traced_names() -> None:
+    """The tracer names librosa functions by their defining module; the check must use the
+    tolerance of the public name, or it would switch off a backend that is within it."""
+    pytest.importorskip("librosa")
+    import librosa
+    import numpy as np
+
+    y = np.random.default_rng(0).random(22050).astype(np.float32)
+
+    def mel() -> None:
+        for _ in range(3):
+            librosa.feature.melspectrogram(y=y, sr=22050, n_mels=32)
+
+    name = "librosa.feature.spectral.melspectrogram"
+    plan = plan_for({f"{__name__}.mel#0/{name}#0": "cpu"})
+    with PipelineMigrator.from_plan(plan, guard=GuardSettings(calls=2)) as migrator:
+        mel()
+        stats = migrator.get_stats()
+    guard = stats["functions"][name]["guard"]
+    assert guard["mismatches"] == 0, guard
