@@ -188,6 +188,12 @@ def print_summary(result: Any) -> None:
     if result.placement:
         console.print(placement_table(result))
     console.print(result.verdict)
+    guard = result.guard or {}
+    if guard.get("enabled") and (guard.get("kept") or guard.get("switched_off")):
+        kept = ", ".join(guard.get("kept", [])) or "none"
+        console.print(f"run-time check (first {guard.get('calls')} calls both ways): kept {kept}")
+        for name, why in guard.get("switched_off", {}).items():
+            console.print(f"run-time check switched off {name}: {why}", markup=False)
     migrated = {n: c for n, c in result.migrated_calls.items() if c}
     console.print(
         "migrated calls: " + (", ".join(f"{n} x{c}" for n, c in sorted(migrated.items())) or "none")
