@@ -155,16 +155,19 @@ def test_mutate_timeout_ends_the_grandchild_and_returns(tmp_path: Path, escaper:
     assert "timed out" in out
 
 
-@pytest.mark.parametrize("model", ["hang", "detach"])
-def test_mutate_sigint_while_a_grandchild_holds_the_pipe(
-    tmp_path: Path, escaper: Path, model: str
+@pytest.mark.parametrize(
+    ("model", "signame"),
+    [("hang", "SIGINT"), ("hang", "SIGTERM"), ("stubborn", "SIGINT")],
+)
+def test_mutate_interrupted_while_a_grandchild_holds_the_pipe(
+    tmp_path: Path, escaper: Path, model: str, signame: str
 ) -> None:
-    session = mutate(tmp_path, escaper, model if model == "hang" else "stubborn")
+    session = mutate(tmp_path, escaper, model)
     wait_for(lambda: bool(grandchildren(escaper)))
     (pid,) = grandchildren(escaper)
     leader = psutil.Process(pid).ppid()
-    session.send_signal(signal.SIGINT)
-    if model == "detach":  # the leader ignores SIGTERM: a second Ctrl-C skips the grace period
+    session.send_signal(getattr(signal, signame))
+    if model == "stubborn":  # the leader ignores SIGTERM: a second Ctrl-C skips the grace period
         time.sleep(0.5)
         session.send_signal(signal.SIGINT)
     start = time.monotonic()
