@@ -181,6 +181,8 @@ def commands(kind: str, path: Path, originals: dict[str, Path], tmp: Path, rng: 
     models = ["--models-config", str(originals["models"])]
     if kind == "dag":
         extra = ["--explain"] if rng.random() < 0.5 else ["--json"]
+        if rng.random() < 0.5:  # the what-if path; otherwise calibration measures
+            extra += ["--assume-speedup", "8"]
         return [["optimize", path, "--gpus", "0", "--target-device", "cpu", "--out", tmp, *extra]]
     if kind == "plan":
         return [["migrate", path, "--json", "--", "python", originals["script"]]]
