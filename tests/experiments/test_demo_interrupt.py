@@ -64,29 +64,38 @@ class Demo:
         command += ["--batch-size", "2", "--workers", str(workers), "--device", "cpu"]
         command += ["--out", str(self.out)]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}  # four demos share the cores
-        self.proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
+        self.stderr_path = tmp_path / f"{mode}_{signame}_{workers}.stderr"
+        with open(self.stderr_path, "w") as stderr:  # a file: a full pipe would stall the demo
+            self.proc = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=stderr, bufsize=0, env=env
+            )
+        assert self.proc.stdout is not None
+        self.fd = self.proc.stdout.fileno()
+        self.pending = b""
         self.children: list[psutil.Process] = []
         self.signalled = False
 
-    def poll_line(self) -> None:
-        """Read one line of progress; send the signal after batch 2 of the mode."""
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not self.signalled and line.strip() == f"batch {self.mode} 2":
-            self.children = psutil.Process(self.proc.pid).children(recursive=True)
-            self.proc.send_signal(getattr(signal, self.signame))
+    def read(self) -> None:
+        """Read what is there (unbuffered: select sees every line); signal after batch 2."""
+        chunk = os.read(self.fd, 4096)
+        if not chunk:  # EOF: ended (a failure if the signal was never sent)
             self.signalled = True
-        if not line:  # EOF: ended (a failure if the signal was never sent)
-            self.signalled = True
+            return
+        self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            if not self.signalled and line.decode().strip() == f"batch {self.mode} 2":
+                self.children = psutil.Process(self.proc.pid).children(recursive=True)
+                self.proc.send_signal(getattr(signal, self.signame))
+                self.signalled = True
 
     def check(self) -> None:
         try:
-            _, err = self.proc.communicate(timeout=120)
+            self.proc.communicate(timeout=120)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
+        err = self.stderr_path.read_text()
         case = f"{self.mode}/{self.signame}/workers={self.workers}"
         expected_code = 143 if self.signame == "SIGTERM" else 130
         assert self.proc.returncode == expected_code, (case, err)
@@ -129,10 +138,10 @@ def test_interrupted_demo_keeps_every_batch_and_leaves_no_worker(tmp_path: Path)
     try:
         pending = list(demos)
         while pending:
-            ready, _, _ = select.select([d.proc.stdout for d in pending], [], [], 120)
+            ready, _, _ = select.select([d.fd for d in pending], [], [], 120)
             assert ready, "no demo printed anything for 120 s"
-            for demo in [d for d in pending if d.proc.stdout in ready]:
-                demo.poll_line()
+            for demo in [d for d in pending if d.fd in ready]:
+                demo.read()
             pending = [d for d in pending if not d.signalled]
         for demo in demos:
             demo.check()
