@@ -67,10 +67,12 @@ def _candidates(calls: Iterable[Any]) -> tuple[list[_Candidate], list[int]]:
     found, missing = [], []
     for node in calls:
         args = getattr(node, "args", None)
-        if args is None:
-            missing.append(node.id)
-            continue
-        found.append(_Candidate(node.id, node.name, args, signature(args), input_bytes(args)))
+        try:
+            if not isinstance(args, list):
+                raise TypeError("no argument list")
+            found.append(_Candidate(node.id, node.name, args, signature(args), input_bytes(args)))
+        except (TypeError, ValueError, KeyError, AttributeError):
+            missing.append(node.id)  # not recorded, or not in the recorded format
     return found, missing
 
 
