@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import enum
+import functools
+import inspect
 import math
 import sys
 from collections.abc import Callable, Mapping
@@ -215,10 +217,39 @@ def _named(name: str, entry: Entry) -> Entry:
     return {"name": name, **entry}
 
 
+@functools.lru_cache(maxsize=1024)
+def parameter_defaults(name: str) -> dict[str, Any]:
+    """Default values of the parameters of the Python function named ``name`` ({} if unknown)."""
+    parts = name.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        obj: Any = sys.modules.get(".".join(parts[:split]))
+        if obj is None:
+            continue
+        for part in parts[split:]:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return {}
+        obj = getattr(obj, "__wrapped__", obj)
+        try:
+            parameters = inspect.signature(obj).parameters.values()
+        except (TypeError, ValueError):
+            return {}
+        return {p.name: p.default for p in parameters if p.default is not p.empty}
+    return {}
+
+
+def _is_default_sentinel(label: Any, kind: int, payload: Any, defaults: Mapping[str, Any]) -> bool:
+    """A parameter left at a default that is a sentinel object (NumPy's ``_NoValue``)."""
+    if kind != ARG_TYPE or label not in defaults:
+        return False
+    return type(defaults[label]) is payload
+
+
 def describe_arguments(
     raw: list[tuple[Any, int, Any]],
     values: Mapping[int, list[Any]],
     layout: tuple[int, int, int, bool, bool] | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> list[Entry]:
     """JSON entries of one call's recorded arguments, in call order.
 
@@ -231,6 +262,8 @@ def describe_arguments(
             that order): positional-only parameters, and every positional parameter when
             ``*args`` is not empty, are named by position; ``*args`` items follow them and
             ``**kwargs`` items are named by their keys.
+        defaults: the function's parameter defaults; keyword parameters left at a default
+            that is a sentinel object (recorded by type only) are left out.
     """
     if layout is None:
         return [_named(str(label), _entry(kind, payload, values)) for label, kind, payload in raw]
@@ -246,6 +279,8 @@ def describe_arguments(
             extra_positional.append(_named(str(npos), {"kind": "object", "type": "builtins.tuple"}))
     by_position = posonly if not star_items and not extra_positional else npos
     for i, (label, kind, payload) in enumerate(raw[: npos + nkw]):
+        if i >= by_position and defaults and _is_default_sentinel(label, kind, payload, defaults):
+            continue
         name = str(i) if i < by_position else str(label)
         out.append(_named(name, _entry(kind, payload, values)))
     for j, (kind, payload) in enumerate(star_items or ()):

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
-from codedag.trace.args import describe_arguments
+from codedag.trace.args import describe_arguments, parameter_defaults
 from codedag.trace.records import (
     ARG_CONTAINER,
     ARG_OBJ,
@@ -205,7 +205,9 @@ def _arguments(rec: list[Any], value_by_seq: dict[int, list[Any]]) -> list[dict[
     """``CallNode.args`` of a library call (None for user code and unwrapped C functions)."""
     if rec[LIB] is None or rec[KIND] == KIND_C:
         return None
-    return describe_arguments(rec[ARGS], value_by_seq, rec[INFO] if rec[KIND] == KIND_PY else None)
+    if rec[KIND] != KIND_PY:
+        return describe_arguments(rec[ARGS], value_by_seq)
+    return describe_arguments(rec[ARGS], value_by_seq, rec[INFO], parameter_defaults(rec[NAME]))
 
 
 def _payload(kind: int, payload: Any, value_by_seq: dict[int, list[Any]]) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from codedag.trace.names import canonical_name
+from codedag.trace.names import canonical_name, is_numpy_dispatcher, public_code_name
 from codedag.trace.records import IMPORT
 
 # Packages skipped entirely by default: tooling around the traced code, never the pipeline.
@@ -184,6 +184,14 @@ def code_info(
         decision = function_filter.classify_code(code, module)
     if decision is None:
         return None
+    if decision.library is not None and code.co_qualname in ("__getattr__", "__dir__"):
+        return None  # a module's lazy attribute lookup (numpy.fft on first use), not a function
+    if decision.library is not None and module.startswith("numpy"):
+        if is_numpy_dispatcher(code, module):
+            return None  # it only forwards the arguments; the function itself comes next
+        public = public_code_name(code)
+        if public is not None:
+            decision = Decision(public, decision.library)
     varargs, varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)  # *args, **kwargs
     n = code.co_argcount + code.co_kwonlyargcount + varargs + varkw
     layout = (code.co_posonlyargcount, code.co_argcount, code.co_kwonlyargcount, varargs, varkw)

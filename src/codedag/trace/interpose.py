@@ -21,7 +21,7 @@ from typing import Any
 
 from codedag.patching import ORIGINAL_ATTR, Patcher
 from codedag.trace import recorder
-from codedag.trace.names import canonical_name
+from codedag.trace.names import canonical_name, python_implementation
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +39,19 @@ def _wrappable(value: Any) -> bool:
         return False
     if getattr(value, ORIGINAL_ATTR, None) is not None:
         return False  # already a replacement (another tracer, a migration)
+    if python_implementation(value) is not None:
+        # a Python function (or one behind NumPy's dispatcher): the profile hook sees its frame
+        # with the real arguments and result, under its public name (names.public_code_name)
+        return False
     # ufuncs carry methods (np.add.reduce) a plain wrapper function would hide
     return type(value).__name__ != "ufunc"
 
 
 def library_targets(extra: Iterable[str] = ()) -> list[str]:
-    """Qualified names to wrap now: public callables of imported WRAPPED_MODULES, plus ``extra``."""
+    """Qualified names to wrap now: public C callables of imported WRAPPED_MODULES (every alias:
+    ``numpy.concat`` and ``numpy.concatenate`` are one function under two names), plus
+    ``extra``."""
     names: list[str] = []
-    seen: set[int] = set()
     for module_name in WRAPPED_MODULES:
         module = sys.modules.get(module_name)
         if module is None:
@@ -55,9 +60,6 @@ def library_targets(extra: Iterable[str] = ()) -> list[str]:
             name = f"{module_name}.{attr}"
             if attr.startswith("_") or name in _NEVER or not _wrappable(value):
                 continue
-            if id(value) in seen:
-                continue
-            seen.add(id(value))
             names.append(name)
     names.extend(n for n in extra if n not in names)
     return names
