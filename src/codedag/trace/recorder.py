@@ -36,6 +36,7 @@ from codedag.trace.records import (
     ARG_TYPE,
     ARG_VALUE,
     CUR0,
+    DEPTH,
     FRAME,
     IMPORT,
     INFO,
@@ -44,6 +45,7 @@ from codedag.trace.records import (
     KIND_PY,
     KIND_WRAPPED,
     LIB,
+    LINES,
     MAX_ITEMS,
     MAX_NESTING,
     MEM,
@@ -51,6 +53,7 @@ from codedag.trace.records import (
     MEMORY_PER_CALL,
     MEMORY_WINDOW,
     N1,
+    NL1,
     OV0,
     OV1,
     OWN0,
@@ -62,6 +65,21 @@ from codedag.trace.records import (
     T1,
     first_items,
     has_data,
+)
+from codedag.trace.statements import statements_of
+from codedag.trace.steps import (
+    ST_CALLS0,
+    ST_CODE,
+    ST_CURRENT,
+    ST_FAILED,
+    ST_NL0,
+    ST_OV0,
+    ST_SEQ0,
+    ST_SKIP0,
+    ST_SNAP,
+    ST_START,
+    ST_T0,
+    StepMaker,
 )
 from codedag.trace.values import MAX_CONTAINER_SCAN, SCALARS, DataTypes, describe
 
@@ -85,6 +103,8 @@ class Session:
         track_memory: measure the peak traced-memory increase of each call.
         data_types: which values become value nodes.
         user_codes: code objects always treated as user code (calibration uses this).
+        line_level: follow the statements of user frames (operators, subscripts, methods
+            become steps; see :mod:`codedag.trace.steps`).
     """
 
     def __init__(
@@ -94,6 +114,7 @@ class Session:
         track_memory: bool,
         data_types: DataTypes,
         user_codes: frozenset[types.CodeType] = frozenset(),
+        line_level: bool = False,
     ) -> None:
         self.filter = function_filter
         self.max_depth = max_depth
@@ -106,6 +127,8 @@ class Session:
             self.memory_mode = MEMORY_PER_CALL
         self.data_types = data_types
         self.user_codes = user_codes
+        self.line_level = line_level
+        self.line_level_off_reason: str | None = None
         self.thread = threading.get_ident()
         self.calls: list[list[Any]] = []
         self.values: list[list[Any]] = []
@@ -160,6 +183,7 @@ class Session:
         session = self
         gc_freeze = gc.freeze
         get_profile, set_profile = sys.getprofile, sys.setprofile
+        set_trace = sys.settrace
         freeze_gc = self.freeze_gc
 
         importing: list[types.FrameType] = []  # module bodies running: nothing is recorded
@@ -169,6 +193,9 @@ class Session:
         own_bytes = 0  # traced memory the tracer itself allocated
         ncalls = 0
         ovh = 0
+        nline = 0  # line events of user frames (line-level dataflow)
+        line_level = self.line_level
+        statement_cache: dict[types.CodeType, Any] = {}
 
         def forget(key: int, ref: weakref.ref) -> None:  # called when a tracked value dies
             entry = live.get(key)
@@ -283,7 +310,7 @@ class Session:
             parent = stack[-1][SEQ] if stack else -1
             rec = [
                 cseq, name, parent, site, len(stack), kind, 0, 0, 0, 0, nhi * 256 + nskip, 0,
-                ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0,
+                ncalls, 0, 0, args_out, None, lib, marker, 0, 0, 0, 0, None, nline, 0,
             ]  # fmt: skip
             calls.append(rec)
             if not ncalls & 0x3F and freeze_gc:
@@ -329,7 +356,9 @@ class Session:
             rec[OV1] = ovh
             rec[SKIP1] = nhi * 256 + nskip
             rec[N1] = ncalls
+            rec[NL1] = nline
             rec[FRAME] = None
+            rec[LINES] = None
             if stack and stack[-1] is rec:
                 stack.pop()
             elif any(r is rec for r in stack):
@@ -351,12 +380,26 @@ class Session:
                     (cls is tuple or cls is list or cls is dict) and has_data(result, is_data)
                 ):
                     entry = lookup(result)
-                    vseq = new_value(result, entry[2] + 1 if entry is not None else 0)
-                    produces.append((rec[SEQ], vseq))
+                    cseq = rec[SEQ]
+                    if entry is None or rec[KIND] != KIND_PY:
+                        # new, or returned again by a C function (which may have written into
+                        # it: cv2.rectangle): a new version
+                        vseq = new_value(result, entry[2] + 1 if entry is not None else 0)
+                        produces.append((cseq, vseq))
+                    else:
+                        # a Python function returns what it already holds: the same value
+                        # node; produced by this call if made inside it (helpers keep chains)
+                        vseq = entry[1]
+                        if vseq > cseq:
+                            produces.append((cseq, vseq))
                     if cls is tuple or cls is list:
                         for item in result[:max_scan]:
-                            if is_data(type(item)) and lookup(item) is None:
-                                produces.append((rec[SEQ], new_value(item, 0)))
+                            if is_data(type(item)):
+                                held = lookup(item)
+                                if held is None:
+                                    produces.append((cseq, new_value(item, 0)))
+                                elif held[1] > cseq and rec[KIND] == KIND_PY:
+                                    produces.append((cseq, held[1]))
                     rec[RET] = (ARG_VALUE, vseq)
                 elif cls in scalars:
                     rec[RET] = (ARG_SCALAR, result)
@@ -410,6 +453,15 @@ class Session:
                     rec = enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
                     if info[1] is not None:
                         rec[INFO] = info[3]  # the parameter layout, to name the arguments
+                    elif line_level and rec[DEPTH] < max_depth - 1:
+                        code_statements = statement_cache.get(code)
+                        if code_statements is None:
+                            c0 = perf()
+                            code_statements = statement_cache[code] = statements_of(code)
+                            ovh += perf() - c0
+                        if code_statements.by_line:
+                            rec[LINES] = [code_statements, None, 0, 0, 0, 0, 0, 0, None, 0, False]
+                            frame.f_trace = line_hook
                 elif event == "return":
                     if importing:
                         if importing[-1] is frame:
@@ -459,7 +511,12 @@ class Session:
                     h0 = perf()
                     m0 = get_mem()[0] if track_memory else 0
                     site = (frame.f_code, frame.f_lasti)
-                    enter(h0, info[0], info[1], KIND_C, site, [], [], arg, m0)
+                    c_args: list[Any] = []
+                    c_found: list[int] = []
+                    if owner is not None and (data_cache.get(type(owner)) or is_data(type(owner))):
+                        # a method of a data value (img.astype): it reads its receiver
+                        c_args.append(("self", ARG_VALUE, use(owner, c_found)))
+                    enter(h0, info[0], info[1], KIND_C, site, c_args, c_found, arg, m0)
                 elif stack and stack[-1][FRAME] is arg:  # c_return / c_exception
                     leave(perf(), stack[-1], None, False)
                 else:
@@ -469,10 +526,73 @@ class Session:
             except Exception as error:  # never let the hook raise: Python would drop it
                 fail(error)
 
+        def next_seq() -> int:
+            nonlocal seq
+            seq += 1
+            return seq - 1
+
+        def skipped(func: Any) -> bool:
+            return classify_c(func) is None
+
+        maker = StepMaker(
+            calls, values, uses, produces, lookup, use, new_value, is_data, next_seq, skipped
+        )
+        finish, snapshot = maker.finish, maker.snapshot
+
+        def line_hook(frame: types.FrameType, event: str, arg: Any) -> Any:
+            """Local trace function of user frames: statement boundaries (see steps.py)."""
+            nonlocal nline, ovh
+            nline += 1
+            h0 = perf()
+            try:
+                rec = stack[-1] if stack else None
+                if rec is None or rec[FRAME] is not frame:
+                    rec = None
+                    for candidate in reversed(stack):
+                        if candidate[FRAME] is frame:
+                            rec = candidate
+                            break
+                state = rec[LINES] if rec is not None else None
+                if state is not None:
+                    if event == "line":
+                        code_statements = state[ST_CODE]
+                        stmt = code_statements.by_line.get(frame.f_lineno)
+                        if stmt is not None and (
+                            stmt is not state[ST_CURRENT] or frame.f_lasti == state[ST_START]
+                        ):
+                            current = state[ST_CURRENT]
+                            if current is not None and current.active and not state[ST_FAILED]:
+                                timing = (h0, ovh, nhi * 256 + nskip, nline)
+                                finish(rec, state, frame, timing)  # type: ignore[arg-type]
+                            state[ST_CURRENT] = stmt
+                            state[ST_START] = code_statements.line_start[stmt.line]
+                            state[ST_FAILED] = False
+                            state[ST_SNAP] = snapshot(stmt, frame) if stmt.snapshot else None
+                            state[ST_CALLS0], state[ST_SEQ0] = len(calls), seq
+                            state[ST_SKIP0], state[ST_NL0] = nhi * 256 + nskip, nline
+                            t = perf()
+                            ovh += t - h0
+                            state[ST_T0], state[ST_OV0] = t, ovh
+                            return line_hook
+                    elif event == "return":
+                        current = state[ST_CURRENT]
+                        if current is not None and current.active and not state[ST_FAILED]:
+                            timing = (h0, ovh, nhi * 256 + nskip, nline)
+                            finish(rec, state, frame, timing, arg)  # type: ignore[arg-type]
+                        state[ST_CURRENT] = None
+                    elif event == "exception":
+                        state[ST_FAILED] = True
+            except Exception as error:  # never let the hook raise: Python would drop it
+                fail(error)
+            ovh += perf() - h0
+            return line_hook
+
         def fail(error: Exception) -> None:
             session.error = f"{type(error).__name__}: {error}"
             session.broken = True
             sys.setprofile(None)
+            if sys.gettrace() is no_trace:
+                sys.settrace(None)
             log.error("tracer failed (%s); tracing stopped early", session.error, exc_info=error)
 
         def call_wrapped(
@@ -489,6 +609,8 @@ class Session:
             own = get_profile() is profile
             if own:  # first, so that the calls below raise no events
                 set_profile(None)
+                if line_level:
+                    set_trace(None)
             try:
                 h0 = perf()
                 m0 = get_mem()[0] if track_memory else 0
@@ -506,19 +628,27 @@ class Session:
                 return fn(*args, **kwargs)
             if own:
                 set_profile(profile)
+                if line_level:
+                    set_trace(no_trace)
             try:
                 result = fn(*args, **kwargs)
             except BaseException:
                 if own:
                     set_profile(None)
+                    if line_level:
+                        set_trace(None)
                 t1 = perf()
                 with contextlib.suppress(Exception):
                     leave(t1, rec, None, False)
                 if own and not session.broken:
                     set_profile(profile)
+                    if line_level:
+                        set_trace(no_trace)
                 raise
             if own:
                 set_profile(None)
+                if line_level:
+                    set_trace(None)
             t1 = perf()
             try:
                 leave(t1, rec, result, True)
@@ -526,10 +656,15 @@ class Session:
                 fail(error)
             if own and not session.broken:
                 set_profile(profile)
+                if line_level:
+                    set_trace(no_trace)
             return result
 
         def counters() -> tuple[int, int, int]:
             return nhi * 256 + nskip, ncalls, ovh
+
+        def line_events() -> int:
+            return nline
 
         def close_open(t_stop: int) -> None:
             while stack:
@@ -538,6 +673,7 @@ class Session:
         self.profile = profile
         self.call_wrapped = call_wrapped
         self.counters = counters
+        self.line_events = line_events
         self.close_open = close_open
 
     # ------------------------------------------------------------------ window
@@ -549,13 +685,22 @@ class Session:
             self._previous_active = _active
             _active = self
         self._previous_profile = sys.getprofile()
+        self._previous_trace = sys.gettrace()
+        if self.line_level and self._previous_trace is not None:
+            self.line_level = False  # a debugger or coverage tool owns sys.settrace
+            self.line_level_off_reason = "another trace function (debugger, coverage) is set"
+            self._make_hooks()
         self.t_start_ns = time.perf_counter_ns()
+        if self.line_level:
+            sys.settrace(no_trace)
         sys.setprofile(self.profile)
 
     def stop(self) -> None:
         """Restore the previous profile hook and active session; close unfinished records."""
         global _active
         sys.setprofile(self._previous_profile)
+        if self.line_level:
+            sys.settrace(self._previous_trace)
         self.t_stop_ns = time.perf_counter_ns()
         with _active_lock:
             _active = self._previous_active
@@ -570,12 +715,23 @@ class Session:
 _fork_handler_registered = False
 
 
+def no_trace(frame: types.FrameType, event: str, arg: Any) -> None:
+    """The global trace function during line-level tracing: frames get no trace function here.
+
+    ``sys.settrace`` must be set for line events to reach the local trace functions the profile
+    hook gives user frames (``frame.f_trace``); every other frame gets none.
+    """
+    return None
+
+
 def _after_fork_in_child() -> None:
     """A forked child (a DataLoader worker) inherits the hook of the forking thread: drop it."""
     global _active
     if _active is not None:
         _active = None
         sys.setprofile(None)
+        if sys.gettrace() is no_trace:
+            sys.settrace(None)
 
 
 def _register_fork_handler() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -41,6 +42,10 @@ class EnhancedTracer:
         wrap: extra qualified names to interpose (e.g. a C extension of your own).
         value_types: extra types whose instances become value nodes.
         calibrate: subtract the tracer's calibrated per-event cost from recorded times.
+        line_level: follow the statements of user code: operators (``img / 255.0``), array
+            methods, subscripts and slice assignment become steps of the DAG
+            (``operator.truediv``, ``numpy.ndarray.astype``, ``operator.setitem``) with their
+            time and the values they make. Library code is never followed line by line.
     """
 
     def __init__(
@@ -53,6 +58,7 @@ class EnhancedTracer:
         wrap: Iterable[str] = (),
         value_types: Iterable[type] = (),
         calibrate: bool = True,
+        line_level: bool = True,
     ) -> None:
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ConfigError(f"max_depth must be an integer >= 1, got {max_depth!r}")
@@ -70,6 +76,7 @@ class EnhancedTracer:
         self.wrap = tuple(wrap)
         self.value_types = tuple(value_types)
         self.calibrate = calibrate
+        self.line_level = line_level
         self.dag_builder = DAGBuilder()
         self._session: Any = None
         self._patcher: Any = None
@@ -100,7 +107,8 @@ class EnhancedTracer:
         from codedag.trace import interpose
         from codedag.trace.recorder import Session
 
-        self._calibration = calibration(self.track_memory) if self.calibrate else ZERO
+        line_level = self.line_level and sys.gettrace() is None
+        self._calibration = calibration(self.track_memory, line_level) if self.calibrate else ZERO
         patcher = self._kept_patcher
         if patcher is None:
             patcher = Patcher(label="codedag.trace")
@@ -112,6 +120,7 @@ class EnhancedTracer:
                 self.max_depth,
                 self.track_memory,
                 DataTypes(self.value_types),
+                line_level=self.line_level,
             )
             session.start()
         except BaseException:
@@ -151,6 +160,9 @@ class EnhancedTracer:
                 "hook_time_ns": ovh_ns,
                 "window_ns": session.t_stop_ns - session.t_start_ns,
                 "wrapped_functions": len(self._wrapped),
+                "line_level": session.line_level,
+                "line_level_off_reason": session.line_level_off_reason,
+                "line_events": session.line_events(),
                 "error": session.error,
             },
             "started_at_unix_s": round(self._t_wall0, 3),
