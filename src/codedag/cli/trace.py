@@ -36,6 +36,18 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--max-depth", type=int, default=10, help="deepest call recorded (default 10)")
     p.add_argument("--no-memory", action="store_true", help="do not measure memory per call")
     p.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        metavar="N",
+        help="untraced runs before the traced one: imports, JIT and caches warm (default 1)",
+    )
+    p.add_argument(
+        "--no-lines",
+        action="store_true",
+        help="record calls only: no steps for operators, subscripts and methods in user code",
+    )
+    p.add_argument(
         "--format", default="json,dot,svg", help="comma-separated: json,dot,svg (default all)"
     )
     p.add_argument(
@@ -135,12 +147,17 @@ def run(args: argparse.Namespace) -> int:
     formats = _formats(args.format)
     if args.max_depth < 1:
         raise UsageError(f"--max-depth must be >= 1, got {args.max_depth}")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
     filter_config = {
         "include": [m.strip() for m in args.include.split(",") if m.strip()],
         "exclude": [m.strip() for m in args.exclude.split(",") if m.strip()],
     }
     tracer = EnhancedTracer(
-        max_depth=args.max_depth, track_memory=not args.no_memory, filter_config=filter_config
+        max_depth=args.max_depth,
+        track_memory=not args.no_memory,
+        filter_config=filter_config,
+        line_level=not args.no_lines,
     )
     out: Path = args.out
     failure: TraceError | None = None
@@ -152,9 +169,14 @@ def run(args: argparse.Namespace) -> int:
             raise TraceError(
                 f"--dataloader {args.dataloader} raised {type(error).__name__}: {error}"
             ) from error
-        trace_dataloader(loader, tracer)
+        trace_dataloader(loader, tracer, warmup=args.warmup)
     else:
         target = load_target(args.target)
+        try:
+            for _ in range(args.warmup):
+                target()
+        except Exception:  # traced below, where it raises again: the partial DAG is kept
+            pass
         try:
             tracer.trace(target)
         except Exception as error:

@@ -135,7 +135,7 @@ class Session:
         self.uses: list[tuple[int, int]] = []
         self.produces: list[tuple[int, int]] = []
         self.stack: list[list[Any]] = []
-        self.live: dict[int, tuple[Any, int, int]] = {}
+        self.live: dict[int, tuple[Any, int, int, Any]] = {}
         self.error: str | None = None
         self.broken = False
         self.t_start_ns = 0
@@ -197,12 +197,12 @@ class Session:
         line_level = self.line_level
         statement_cache: dict[types.CodeType, Any] = {}
 
-        def forget(key: int, ref: weakref.ref) -> None:  # called when a tracked value dies
+        def forget(key: int, ref: weakref.ref[Any]) -> None:  # called when a tracked value dies
             entry = live.get(key)
             if entry is not None and entry[0] is ref:
                 del live[key]
 
-        def hold(obj: Any, vseq: int, version: int) -> None:
+        def hold(obj: Any, vseq: int, version: int, shape: Any = None) -> None:
             cls = type(obj)
             can = weakrefable.get(cls)
             if can is None:
@@ -214,9 +214,9 @@ class Session:
                 weakrefable[cls] = can
             key = id(obj)
             ref = weak_ref(obj, partial(forget, key)) if can else obj
-            live[key] = (ref, vseq, version)
+            live[key] = (ref, vseq, version, shape)
 
-        def lookup(obj: Any) -> tuple[Any, int, int] | None:
+        def lookup(obj: Any) -> tuple[Any, int, int, Any] | None:
             entry = live.get(id(obj))
             if entry is None:
                 return None
@@ -232,7 +232,7 @@ class Session:
             if type(obj) in (tuple, list, dict):
                 nbytes = sum(describe(x)[4] for x in first_items(obj, max_scan) if is_data(type(x)))
             values.append([vseq, name, version, type_name, shape, dtype, nbytes, device, strides])
-            hold(obj, vseq, version)
+            hold(obj, vseq, version, shape)
             return vseq
 
         def use(obj: Any, found: list[int]) -> int:
@@ -381,7 +381,11 @@ class Session:
                 ):
                     entry = lookup(result)
                     cseq = rec[SEQ]
-                    if entry is None or rec[KIND] != KIND_PY:
+                    if (
+                        entry is None
+                        or rec[KIND] != KIND_PY
+                        or entry[3] != describe(result)[2]  # resized in place (resize_)
+                    ):
                         # new, or returned again by a C function (which may have written into
                         # it: cv2.rectangle): a new version
                         vseq = new_value(result, entry[2] + 1 if entry is not None else 0)
@@ -398,6 +402,8 @@ class Session:
                                 held = lookup(item)
                                 if held is None:
                                     produces.append((cseq, new_value(item, 0)))
+                                elif held[3] != describe(item)[2]:  # changed shape in place
+                                    produces.append((cseq, new_value(item, held[2] + 1)))
                                 elif held[1] > cseq and rec[KIND] == KIND_PY:
                                     produces.append((cseq, held[1]))
                     rec[RET] = (ARG_VALUE, vseq)

@@ -226,11 +226,12 @@ class EnhancedTracer:
         with self.tracing_context():
             return func(*args, **kwargs)
 
-    def trace_dataloader(self, loader: Any) -> Any:
-        """Trace one batch of a DataLoader (see :func:`codedag.trace.trace_dataloader`)."""
+    def trace_dataloader(self, loader: Any, warmup: int = 1) -> Any:
+        """Trace the first batch of a DataLoader after ``warmup`` untraced runs of it; return
+        the batch (see :func:`codedag.trace.trace_dataloader`)."""
         from codedag.trace.dataloader import trace_dataloader
 
-        return trace_dataloader(loader, self)[1]
+        return trace_dataloader(loader, self, warmup=warmup)[1]
 
     # ------------------------------------------------------------------ exports
     def export_dataflow_graph(self) -> dict[str, Any]:
