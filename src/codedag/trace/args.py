@@ -30,6 +30,7 @@ from codedag.trace.records import (
     ARG_VALUE,
     SMALL_ARRAY_BYTES,
 )
+from codedag.trace.values import format_dtype
 
 Entry = dict[str, Any]
 
@@ -103,8 +104,14 @@ def layout_of(shape: Any, strides: Any, itemsize: int) -> str:
     return "strided"
 
 
+_PLAIN_TYPES = (bool, int, str, type(None))
+
+
 def _scalar_entry(value: Any) -> Entry:
-    if value is None or isinstance(value, bool | int | str):
+    cls = type(value)
+    if cls in _PLAIN_TYPES or (cls is float and math.isfinite(value)):
+        return {"kind": "scalar", "value": value}
+    if isinstance(value, bool | int | str):
         return {"kind": "scalar", "value": value}
     if isinstance(value, float):
         if math.isfinite(value):
@@ -175,12 +182,11 @@ def _value_entry(record: list[Any] | None, data: bytes | None) -> Entry:
     else:
         return {"kind": "object", "type": type_name}
     dims = [int(d) for d in shape]
-    text = str(dtype)
     entry: Entry = {
         "kind": "array",
         "type": family,
         "shape": dims,
-        "dtype": text[6:] if text.startswith("torch.") else text,
+        "dtype": format_dtype(dtype),
         "layout": layout_of(dims, strides, itemsize),
     }
     if family == "torch.Tensor":

@@ -357,7 +357,11 @@ def _arguments(rec: list[Any], value_by_seq: dict[int, list[Any]]) -> list[dict[
 def _payload(kind: int, payload: Any, value_by_seq: dict[int, list[Any]]) -> str:
     if kind in (ARG_VALUE, ARG_SMALL):
         v = value_by_seq.get(payload if kind == ARG_VALUE else payload[0])
-        return "?" if v is None else value_summary(v[1], v[4], v[5])
+        if v is None:
+            return "?"
+        if len(v) < 10:
+            v.append(value_summary(v[1], v[4], v[5]))  # once per value
+        return v[9]  # type: ignore[no-any-return]
     if kind in (ARG_SCALAR, ARG_OBJ):
         return short_repr(payload)
     if kind == ARG_CONTAINER:

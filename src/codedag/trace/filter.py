@@ -87,6 +87,9 @@ class FunctionFilter:
     _exclude: tuple[str, ...] = field(init=False, repr=False)
     _libraries: tuple[str, ...] = field(init=False, repr=False)
     _path_cache: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+    _callable_cache: dict[str, Decision | None] = field(
+        init=False, repr=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         self._include = tuple(self.include)
@@ -153,12 +156,18 @@ class FunctionFilter:
         return Decision(f"{module}.{code.co_qualname}", verdict)  # type: ignore[arg-type]
 
     def classify_callable(self, name: str) -> Decision | None:
-        """Decision for a C function with canonical ``name``."""
+        """Decision for a C function with canonical ``name`` (cached per name)."""
+        try:
+            return self._callable_cache[name]
+        except KeyError:
+            pass
         module = name.rsplit(".", 1)[0]
         verdict = self.classify_module(module, None)
-        if verdict is False:
-            return None
-        return Decision(name, verdict or self.library_key(module))  # type: ignore[arg-type]
+        decision = (
+            None if verdict is False else Decision(name, verdict or self.library_key(module))  # type: ignore[arg-type]
+        )
+        self._callable_cache[name] = decision
+        return decision
 
 
 def code_info(

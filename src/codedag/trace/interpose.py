@@ -47,10 +47,28 @@ def _wrappable(value: Any) -> bool:
     return type(value).__name__ != "ufunc"
 
 
+_targets_cache: dict[tuple[Any, ...], list[str]] = {}
+
+
 def library_targets(extra: Iterable[str] = ()) -> list[str]:
     """Qualified names to wrap now: public C callables of imported WRAPPED_MODULES (every alias:
     ``numpy.concat`` and ``numpy.concatenate`` are one function under two names), plus
-    ``extra``."""
+    ``extra``. Cached while the modules' namespaces keep their size."""
+    extra = tuple(extra)
+    key: tuple[Any, ...] = (extra,)
+    for module_name in WRAPPED_MODULES:
+        module = sys.modules.get(module_name)
+        key += (id(module), len(vars(module)) if module is not None else 0)
+    hit = _targets_cache.get(key)
+    if hit is not None:
+        return list(hit)
+    names = _scan_targets(extra)
+    _targets_cache.clear()
+    _targets_cache[key] = names
+    return list(names)
+
+
+def _scan_targets(extra: tuple[str, ...]) -> list[str]:
     names: list[str] = []
     for module_name in WRAPPED_MODULES:
         module = sys.modules.get(module_name)

@@ -269,10 +269,29 @@ def _statement(node: ast.stmt) -> Statement:
         return Statement(line, "header")
     names = {n for n, _ in stmt.targets} | {n for n, _ in stmt.mutated}
     stmt.snapshot = tuple(sorted(builder.loads & names | {n for n, _ in stmt.mutated}))
-    stmt.active = bool(stmt.mutated) or (
-        _is_active(stmt.value) and (bool(stmt.targets) or stmt.kind in ("return", "expr"))
-    )
+    if stmt.kind == "expr" and stmt.value is not None and _plain_call(stmt.value):
+        stmt.active = False  # f(x) for its effect: nothing new to name (recorded if it is a call)
+    else:
+        stmt.active = bool(stmt.mutated) or (
+            _is_active(stmt.value) and (bool(stmt.targets) or stmt.kind in ("return", "expr"))
+        )
     return stmt
+
+
+def _plain_call(expr: Expr) -> bool:
+    """A call whose arguments are variables and constants (nothing computed around it)."""
+    if expr.kind not in (CALL, METHOD):
+        return False
+    operands = expr.children[1:] if expr.kind == METHOD else expr.children
+    return all(_plain(child) for child in operands)
+
+
+def _plain(expr: Expr) -> bool:
+    if expr.kind in (NAME, CONST):
+        return True
+    if expr.kind == GROUP and expr.name in ("tuple", "list"):
+        return all(_plain(child) for child in expr.children)
+    return expr.kind == ATTR and bool(expr.path)
 
 
 def _bind(stmt: Statement, builder: _Builder, target: ast.expr, value: Expr | None) -> None:

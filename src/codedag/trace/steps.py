@@ -186,6 +186,8 @@ class StepMaker:
         """
         stmt: Statement = state[ST_CURRENT]
         seq0 = state[ST_SEQ0]
+        if not stmt.mutated and self._nothing_new(stmt, frame, seq0, returned):
+            return
         parent = rec[SEQ]
         children = [
             r
@@ -243,6 +245,27 @@ class StepMaker:
                 self.values.append([vseq, "intermediate", 0, "", None, None, 0, "cpu", None])
                 self.produces.append((step, vseq))
                 self.uses.append((vseq, record[SEQ]))
+
+    def _nothing_new(
+        self, stmt: Statement, frame: types.FrameType, seq0: int, returned: Any
+    ) -> bool:
+        """Fast path: what the statement bound or returned is not data, or is already known
+        (a recorded call made it, or it existed before and was only renamed)."""
+        lookup, is_data = self.lookup, self.is_data
+        if stmt.kind == "return":
+            if returned is _MISSING or returned is None:
+                return True
+            if is_data(type(returned)):
+                return lookup(returned) is not None
+            return type(returned) not in (tuple, list)
+        if stmt.kind != "assign":
+            return False
+        local = frame.f_locals
+        for name, _expr in stmt.targets:
+            obj = local.get(name, _MISSING)
+            if obj is not _MISSING and is_data(type(obj)) and lookup(obj) is None:
+                return False
+        return True
 
     def _returned(
         self, obj: Any, expr: Expr, run: _Evaluation, produce: Callable[..., None]

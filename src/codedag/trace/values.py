@@ -7,6 +7,7 @@ level deep, so a batch list of samples links each sample to the call that receiv
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -132,12 +133,22 @@ def format_shape(shape: Any) -> list[int] | None:
         return None
 
 
+_DTYPE_TEXT: dict[Any, str] = {}
+
+
 def format_dtype(dtype: Any) -> str | None:
-    """A short dtype string (``uint8``, ``float32``)."""
+    """A short dtype string (``uint8``, ``float32``); cached: NumPy's ``str(dtype)`` is slow."""
     if dtype is None:
         return None
+    try:
+        return _DTYPE_TEXT[dtype]
+    except (KeyError, TypeError):
+        pass
     text = str(dtype)
-    return text[6:] if text.startswith("torch.") else text
+    text = text[6:] if text.startswith("torch.") else text
+    with contextlib.suppress(TypeError):  # unhashable
+        _DTYPE_TEXT[dtype] = text
+    return text
 
 
 def short_repr(obj: Any) -> str:
