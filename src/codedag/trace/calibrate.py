@@ -53,7 +53,7 @@ def _kept_parent(n: int) -> None:
 
 def _skip_parent(n: int) -> None:
     for _ in range(n):
-        len(())
+        _leaf()  # beyond max_depth: skipped at every call, on every Python version
 
 
 def _wrapped_parent(n: int, fn: Any) -> None:
@@ -106,16 +106,20 @@ def _once(track_memory: bool, line_level: bool) -> Calibration:
         (_c_parent, (_N, c_fn)),
     ]
     base = [_untraced(fn, *args) for fn, args in cases]
-    session = Session(
-        FunctionFilter(), 3, track_memory, DataTypes(), user_codes=_CODES, line_level=line_level
-    )
-    session.start()
-    try:
-        for fn, args in cases:
-            fn(*args)
-    finally:
-        session.stop()
-    parents = [r for r in session.calls if r[NAME].endswith("_parent")]
+    parents = []
+    # the skipped calls: _leaf below max_depth 1; the other cases: max_depth 3
+    for depth, group in ((1, cases[:1]), (3, cases[1:])):
+        session = Session(
+            FunctionFilter(), depth, track_memory, DataTypes(), user_codes=_CODES,
+            line_level=line_level,
+        )  # fmt: skip
+        session.start()
+        try:
+            for fn, args in group:
+                fn(*args)
+        finally:
+            session.stop()
+        parents += [r for r in session.calls if r[NAME].endswith("_parent")]
     if len(parents) != len(cases):  # the hook was disturbed (e.g. a debugger): no correction
         return ZERO
     extra, skipped, lines = [], [], []

@@ -39,6 +39,7 @@ from codedag.trace.records import (
     ARG_SMALL,
     ARG_VALUE,
     ARGS,
+    DATA,
     DEPTH,
     INFO,
     KIND,
@@ -174,8 +175,9 @@ class StepMaker:
         frame: types.FrameType,
         timing: tuple[int, int, int, int],
         returned: Any = _MISSING,
-    ) -> None:
-        """Create the steps of the statement that just finished in ``rec``'s frame.
+    ) -> bool:
+        """Create the steps of the statement that just finished in ``rec``'s frame; return
+        whether it made any.
 
         Args:
             rec: the frame's call record.
@@ -186,9 +188,10 @@ class StepMaker:
         """
         stmt: Statement = state[ST_CURRENT]
         seq0 = state[ST_SEQ0]
-        if not stmt.mutated and self._nothing_new(stmt, frame, seq0, returned):
-            return
+        if self._nothing_new(stmt, frame, seq0, returned):
+            return False
         parent = rec[SEQ]
+        made = len(self.calls)
         children = [
             r
             for r in self.calls[state[ST_CALLS0] :]
@@ -245,6 +248,10 @@ class StepMaker:
                 self.values.append([vseq, "intermediate", 0, "", None, None, 0, "cpu", None])
                 self.produces.append((step, vseq))
                 self.uses.append((vseq, record[SEQ]))
+        if len(self.calls) > made:
+            rec[DATA] = True
+            return True
+        return False
 
     def _nothing_new(
         self, stmt: Statement, frame: types.FrameType, seq0: int, returned: Any
@@ -258,13 +265,19 @@ class StepMaker:
             if is_data(type(returned)):
                 return lookup(returned) is not None
             return type(returned) not in (tuple, list)
-        if stmt.kind != "assign":
+        if stmt.kind not in ("assign", "augassign"):
             return False
         local = frame.f_locals
         for name, _expr in stmt.targets:
             obj = local.get(name, _MISSING)
             if obj is not _MISSING and is_data(type(obj)) and lookup(obj) is None:
                 return False
+        for name, _expr in stmt.mutated:
+            obj = local.get(name, _MISSING)
+            if obj is _MISSING:
+                obj = frame.f_globals.get(name, _MISSING)
+            if obj is not _MISSING and is_data(type(obj)):
+                return False  # written into: a new version
         return True
 
     def _returned(

@@ -22,6 +22,8 @@ from codedag.trace.values import DataTypes
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
+# Statements of one function followed without a step before its line events stop.
+IDLE_LINES = 512
 
 
 class EnhancedTracer:
@@ -46,6 +48,11 @@ class EnhancedTracer:
             methods, subscripts and slice assignment become steps of the DAG
             (``operator.truediv``, ``numpy.ndarray.astype``, ``operator.setitem``) with their
             time and the values they make. Library code is never followed line by line.
+        prune_after: stop recording a Python function after this many calls when none of
+            them received or returned a data value or led to one (tokenizers, small helpers
+            called in loops); its time stays in its callers' self time. None records every
+            call. Statements of a function are no longer followed after 512 of them made no
+            step (``None`` here follows them all too).
     """
 
     def __init__(
@@ -59,6 +66,7 @@ class EnhancedTracer:
         value_types: Iterable[type] = (),
         calibrate: bool = True,
         line_level: bool = True,
+        prune_after: int | None = 64,
     ) -> None:
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ConfigError(f"max_depth must be an integer >= 1, got {max_depth!r}")
@@ -76,7 +84,10 @@ class EnhancedTracer:
         self.wrap = tuple(wrap)
         self.value_types = tuple(value_types)
         self.calibrate = calibrate
+        if prune_after is not None and (not isinstance(prune_after, int) or prune_after < 1):
+            raise ConfigError(f"prune_after must be an integer >= 1 or None, got {prune_after!r}")
         self.line_level = line_level
+        self.prune_after = prune_after
         self.dag_builder = DAGBuilder()
         self._session: Any = None
         self._patcher: Any = None
@@ -121,6 +132,8 @@ class EnhancedTracer:
                 self.track_memory,
                 DataTypes(self.value_types),
                 line_level=self.line_level,
+                prune_after=self.prune_after,
+                idle_lines=IDLE_LINES if self.prune_after is not None else None,
             )
             session.start()
         except BaseException:
@@ -163,6 +176,10 @@ class EnhancedTracer:
                 "line_level": session.line_level,
                 "line_level_off_reason": session.line_level_off_reason,
                 "line_events": session.line_events(),
+                "event_source": "sys.monitoring" if session.use_monitoring else "sys.setprofile",
+                "prune_after": self.prune_after,
+                "pruned": sorted(set(session.pruned)),
+                "lines_stopped": sorted(set(session.lines_stopped)),
                 "error": session.error,
             },
             "started_at_unix_s": round(self._t_wall0, 3),
