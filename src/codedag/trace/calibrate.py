@@ -51,9 +51,13 @@ def _kept_parent(n: int) -> None:
         _leaf()
 
 
+def _skipped_leaf() -> None:
+    return None
+
+
 def _skip_parent(n: int) -> None:
     for _ in range(n):
-        _leaf()  # beyond max_depth: skipped at every call, on every Python version
+        _skipped_leaf()  # codedag's own code: never recorded (sys.monitoring: switched off)
 
 
 def _wrapped_parent(n: int, fn: Any) -> None:
@@ -106,20 +110,16 @@ def _once(track_memory: bool, line_level: bool) -> Calibration:
         (_c_parent, (_N, c_fn)),
     ]
     base = [_untraced(fn, *args) for fn, args in cases]
-    parents = []
-    # the skipped calls: _leaf below max_depth 1; the other cases: max_depth 3
-    for depth, group in ((1, cases[:1]), (3, cases[1:])):
-        session = Session(
-            FunctionFilter(), depth, track_memory, DataTypes(), user_codes=_CODES,
-            line_level=line_level,
-        )  # fmt: skip
-        session.start()
-        try:
-            for fn, args in group:
-                fn(*args)
-        finally:
-            session.stop()
-        parents += [r for r in session.calls if r[NAME].endswith("_parent")]
+    session = Session(
+        FunctionFilter(), 3, track_memory, DataTypes(), user_codes=_CODES, line_level=line_level
+    )
+    session.start()
+    try:
+        for fn, args in cases:
+            fn(*args)
+    finally:
+        session.stop()
+    parents = [r for r in session.calls if r[NAME].endswith("_parent")]
     if len(parents) != len(cases):  # the hook was disturbed (e.g. a debugger): no correction
         return ZERO
     extra, skipped, lines = [], [], []
@@ -130,7 +130,9 @@ def _once(track_memory: bool, line_level: bool) -> Calibration:
     # skipped events and line events of the first two cases: two equations, two unknowns
     (a1, b1, e1), (a2, b2, e2) = (skipped[0], lines[0], extra[0]), (skipped[1], lines[1], extra[1])
     det = a1 * b2 - a2 * b1
-    if b1 == 0 and b2 == 0:
+    if a1 < _N // 4:  # skipped events switched off after their first (sys.monitoring)
+        skip_ns, line_ns = 0.0, (e2 / b2 if b2 else 0.0)
+    elif b1 == 0 and b2 == 0:
         skip_ns, line_ns = e1 / max(1, a1), 0.0
     elif det:
         skip_ns, line_ns = (e1 * b2 - e2 * b1) / det, (a1 * e2 - a2 * e1) / det
