@@ -86,10 +86,23 @@ def small_bytes(obj: Any) -> bytes | None:
 
 
 # ---------------------------------------------------------------------------- description
+_LAYOUTS: dict[tuple[Any, Any, int], str] = {}
+
+
 def layout_of(shape: Any, strides: Any, itemsize: int) -> str:
     """``"C"`` (row-major contiguous), ``"F"`` (column-major contiguous) or ``"strided"``."""
     if strides is None:
         return "C"
+    key = (tuple(shape), tuple(strides), itemsize)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        hit = _layout(shape, strides, itemsize)
+        if len(_LAYOUTS) < 65536:
+            _LAYOUTS[key] = hit
+    return hit
+
+
+def _layout(shape: Any, strides: Any, itemsize: int) -> str:
     dims = list(zip(shape, strides))
     for order, items in (("C", reversed(dims)), ("F", iter(dims))):
         expected = itemsize

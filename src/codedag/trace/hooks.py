@@ -395,6 +395,9 @@ def make_hooks(session: Session) -> None:
         elif stats[0] >= prune_after and not stats[1]:
             code_cache[code] = None
             session.pruned.append(rec[NAME])
+            if code in line_codes:  # its statements are not followed any more either
+                sys.monitoring.set_local_events(session.monitoring_tool, code, 0)
+                line_codes.discard(code)
 
     def skip() -> None:
         nonlocal nskip, nhi

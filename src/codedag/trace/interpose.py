@@ -113,14 +113,14 @@ def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], 
         return wrapper
 
     try:
-        patcher.patch_many(names, factory)
+        patcher.patch_many(names, factory, rebind_references=False)
         return names
     except Exception as error:
         log.debug("wrapping all at once failed (%s); wrapping one by one", error)
     wrapped = []
     for name in names:
         try:
-            patcher.patch_many([name], factory)
+            patcher.patch_many([name], factory, rebind_references=False)
             wrapped.append(name)
         except Exception as error:
             log.debug("cannot wrap %s: %s", name, error)

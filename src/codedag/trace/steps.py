@@ -188,8 +188,6 @@ class StepMaker:
         """
         stmt: Statement = state[ST_CURRENT]
         seq0 = state[ST_SEQ0]
-        if self._nothing_new(stmt, frame, seq0, returned):
-            return False
         parent = rec[SEQ]
         made = len(self.calls)
         children = [
@@ -197,6 +195,9 @@ class StepMaker:
             for r in self.calls[state[ST_CALLS0] :]
             if r[PARENT] == parent and r[KIND] != KIND_STEP
         ]
+        has_c = any(r[KIND] == KIND_C for r in children)
+        if not has_c and self._nothing_new(stmt, frame, seq0, returned):
+            return False  # C calls recorded without their values are linked below
         run = _Evaluation(self, frame, state[ST_SNAP] or {}, children)
         unit = (parent, self.units)
         self.units += 1
@@ -239,6 +240,8 @@ class StepMaker:
             self._returned(returned, stmt.value, run, produce)
         elif stmt.kind == "expr" and stmt.value is not None:
             run.value(stmt.value)  # links recorded calls' arguments computed in the statement
+        if has_c and not any(run.matched) and stmt.value is not None:
+            run.value(stmt.value)  # link C calls made by a statement that produced nothing new
         for region, record, target in run.pending:
             step = make_step(region)
             if target is not None:  # the value the call received
@@ -286,6 +289,8 @@ class StepMaker:
         if self.is_data(type(obj)):
             if self.lookup(obj) is None:
                 produce(obj, expr, 0)
+            else:
+                run.value(expr)  # a recorded call made it; C calls inside still get linked
             return
         if type(obj) in (tuple, list) and expr.kind == GROUP and len(expr.children) == len(obj):
             for item, part in zip(obj, expr.children):

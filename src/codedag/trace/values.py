@@ -123,14 +123,27 @@ def describe(obj: Any) -> tuple[str, str, Any, Any, int, str, Any]:
     return name, type_name, None, None, 0, "cpu", None
 
 
+_SHAPES: dict[Any, list[int]] = {}
+
+
 def format_shape(shape: Any) -> list[int] | None:
-    """A JSON shape: a list of ints, or None."""
+    """A JSON shape: a list of ints (a fresh list), or None."""
     if shape is None:
         return None
     try:
-        return [int(d) for d in shape]
+        hit = _SHAPES.get(shape)
+    except TypeError:  # an unhashable shape-like
+        hit = None
+    if hit is not None:
+        return list(hit)
+    try:
+        dims = [int(d) for d in shape]
     except (TypeError, ValueError):
         return None
+    if len(_SHAPES) < 65536:
+        with contextlib.suppress(TypeError):
+            _SHAPES[shape] = dims
+    return list(dims)
 
 
 _DTYPE_TEXT: dict[Any, str] = {}
