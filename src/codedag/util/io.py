@@ -53,3 +53,49 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return sorted(obj)
     raise TypeError(f"cannot serialize {type(obj).__name__} to JSON")
+
+
+MAX_JSON_BYTES = 1 << 30
+"""Largest JSON document (after decompression) read from a file: 1 GiB."""
+
+
+def read_json(
+    path: str | os.PathLike[str], what: str = "file", max_bytes: int = MAX_JSON_BYTES
+) -> Any:
+    """Read a JSON (or gzip-compressed ``.gz`` JSON) file written by codedag or a user.
+
+    Args:
+        path: the file.
+        what: what the file is, for messages (``"migration plan"``).
+        max_bytes: refuse documents larger than this after decompression.
+
+    Raises:
+        SchemaError: missing or unreadable file, too large, not UTF-8, not JSON, nested too deeply.
+    """
+    import gzip
+
+    from codedag.errors import SchemaError
+
+    target = Path(path)
+    try:
+        if target.suffix == ".gz":
+            with gzip.open(target, "rb") as handle:
+                raw = handle.read(max_bytes + 1)
+        else:
+            with open(target, "rb") as handle:
+                raw = handle.read(max_bytes + 1)
+    except (OSError, EOFError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise SchemaError(f"cannot read {what} {str(target)!r}: {reason}") from e
+    if len(raw) > max_bytes:
+        raise SchemaError(f"{what} {str(target)!r} is larger than {max_bytes} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SchemaError(f"{what} {str(target)!r} is not UTF-8 text (byte {e.start})") from e
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"{what} {str(target)!r} is not JSON: {e.msg} at line {e.lineno}") from e
+    except RecursionError as e:
+        raise SchemaError(f"{what} {str(target)!r} is nested too deeply to be read") from e
