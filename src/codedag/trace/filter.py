@@ -50,6 +50,9 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "lazy_loader",
 )
 
+# Packages of codedag that are user code to the tracer: the example pipelines it ships.
+DEFAULT_INCLUDE: tuple[str, ...] = ("codedag.experiments.pipelines",)
+
 # Module prefix -> library key, for modules that are an entry point of their own.
 LIBRARY_KEYS: dict[str, str] = {
     "torch.utils.data._utils.collate": "torch.utils.data.collate",
@@ -75,7 +78,8 @@ class FunctionFilter:
     """Classify functions as skipped, user code or library entry points.
 
     Args:
-        include: module prefixes always treated as user code (recorded at every depth).
+        include: module prefixes always treated as user code (recorded at every depth), added
+            to :data:`DEFAULT_INCLUDE` (codedag's example pipelines).
         exclude: module prefixes never recorded (added to :data:`DEFAULT_EXCLUDE`).
         libraries: module prefixes treated as libraries even outside site-packages.
     """
@@ -92,7 +96,7 @@ class FunctionFilter:
     )
 
     def __post_init__(self) -> None:
-        self._include = tuple(self.include)
+        self._include = tuple(DEFAULT_INCLUDE) + tuple(self.include)
         self._exclude = tuple(DEFAULT_EXCLUDE) + tuple(self.exclude)
         self._libraries = tuple(self.libraries)
 
