@@ -361,7 +361,7 @@ def _payload(kind: int, payload: Any, value_by_seq: dict[int, list[Any]]) -> str
             return "?"
         if len(v) < 10:
             v.append(value_summary(v[1], v[4], v[5]))  # once per value
-        return v[9]  # type: ignore[no-any-return]
+        return str(v[9])
     if kind in (ARG_SCALAR, ARG_OBJ):
         return short_repr(payload)
     if kind == ARG_CONTAINER:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -102,7 +103,7 @@ def _once(track_memory: bool, line_level: bool) -> Calibration:
 
     wrapped = make_wrapper("codedag.calibration.abs", "codedag.calibration", abs)
     c_fn = numpy.zeros(1).item  # a bound C method the filter records as numpy.ndarray.item
-    cases = [
+    cases: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
         (_skip_parent, (_N,)),
         (_lines_parent, (_N,)),
         (_kept_parent, (_N,)),

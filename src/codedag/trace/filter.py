@@ -24,7 +24,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from codedag.trace.names import canonical_name, is_numpy_dispatcher, public_code_name
+from codedag.trace.names import (
+    canonical_name,
+    is_numpy_dispatcher,
+    public_code_name,
+    qualname_of,
+)
 from codedag.trace.records import IMPORT
 
 # Packages skipped entirely by default: tooling around the traced code, never the pipeline.
@@ -157,7 +162,8 @@ class FunctionFilter:
         verdict = self.classify_module(module, code.co_filename)
         if verdict is False:
             return None
-        return Decision(f"{module}.{code.co_qualname}", verdict)  # type: ignore[arg-type]
+        library = verdict if isinstance(verdict, str) else None
+        return Decision(f"{module}.{qualname_of(code)}", library)
 
     def classify_callable(self, name: str) -> Decision | None:
         """Decision for a C function with canonical ``name`` (cached per name)."""
@@ -167,9 +173,8 @@ class FunctionFilter:
             pass
         module = name.rsplit(".", 1)[0]
         verdict = self.classify_module(module, None)
-        decision = (
-            None if verdict is False else Decision(name, verdict or self.library_key(module))  # type: ignore[arg-type]
-        )
+        library = verdict if isinstance(verdict, str) else self.library_key(module)
+        decision = None if verdict is False else Decision(name, library)
         self._callable_cache[name] = decision
         return decision
 
@@ -192,12 +197,12 @@ def code_info(
         return IMPORT  # a module body: an import inside the window
     module = frame.f_globals.get("__name__") or "__main__"
     if code in user_codes:
-        decision: Decision | None = Decision(f"{module}.{code.co_qualname}", None)
+        decision: Decision | None = Decision(f"{module}.{qualname_of(code)}", None)
     else:
         decision = function_filter.classify_code(code, module)
     if decision is None:
         return None
-    if decision.library is not None and code.co_qualname in ("__getattr__", "__dir__"):
+    if decision.library is not None and qualname_of(code) in ("__getattr__", "__dir__"):
         return None  # a module's lazy attribute lookup (numpy.fft on first use), not a function
     if decision.library is not None and module.startswith("numpy"):
         if is_numpy_dispatcher(code, module):

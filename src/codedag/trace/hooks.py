@@ -105,6 +105,7 @@ def no_trace(frame: types.FrameType, event: str, arg: Any) -> None:
 
 def make_hooks(session: Session) -> None:
     """Build the session's hooks: closures over its record lists and counters (see module doc)."""
+    monitoring: Any = vars(sys).get("monitoring")  # Python 3.12+
     calls, values, uses, produces = session.calls, session.values, session.uses, session.produces
     stack, live = session.stack, session.live
     code_cache: dict[types.CodeType, Any] = {}
@@ -396,7 +397,7 @@ def make_hooks(session: Session) -> None:
             code_cache[code] = None
             session.pruned.append(rec[NAME])
             if code in line_codes:  # its statements are not followed any more either
-                sys.monitoring.set_local_events(session.monitoring_tool, code, 0)
+                monitoring.set_local_events(session.monitoring_tool, code, 0)
                 line_codes.discard(code)
 
     def skip() -> None:
@@ -477,7 +478,7 @@ def make_hooks(session: Session) -> None:
         per_type = bound_cache.get(owner_type)
         if per_type is None:
             per_type = bound_cache[owner_type] = {}
-        name = getattr(func, "__name__", None)
+        name = str(getattr(func, "__name__", ""))
         info = per_type.get(name, False)
         if info is False:
             c0 = perf()
@@ -596,7 +597,7 @@ def make_hooks(session: Session) -> None:
                 timing = (h0, ovh, nhi * 256 + nskip, nline)
                 if finish(rec, state, frame, timing):  # type: ignore[arg-type]
                     stats[1] = True
-            if stats[0] >= idle_lines and not stats[1]:
+            if stats[0] >= idle_lines and not stats[1] and rec is not None:
                 stop_lines(frame, rec)
                 ovh += perf() - h0
                 return False
@@ -618,7 +619,7 @@ def make_hooks(session: Session) -> None:
         rec[LINES] = None
         session.lines_stopped.append(rec[NAME])
         if session.monitoring_tool is not None:
-            sys.monitoring.set_local_events(session.monitoring_tool, code, 0)
+            monitoring.set_local_events(session.monitoring_tool, code, 0)
             line_codes.discard(code)
         else:
             frame.f_trace_lines = False
@@ -678,7 +679,6 @@ def make_hooks(session: Session) -> None:
     # the tracer never records are switched off where they happen (DISABLE). Events are global
     # in sys.monitoring: other threads' events are ignored (never disabled: the location may
     # matter to the traced thread).
-    monitoring = getattr(sys, "monitoring", None)
     disable = getattr(monitoring, "DISABLE", None)
     get_frame = sys._getframe
     get_ident = threading.get_ident

@@ -48,18 +48,23 @@ class Unavailable(TraceError):
 
 def monitoring_available() -> bool:
     """Whether this interpreter has ``sys.monitoring`` (Python 3.12+)."""
-    return hasattr(sys, "monitoring")
+    return "monitoring" in vars(sys)
+
+
+def api() -> Any:
+    """The ``sys.monitoring`` namespace (Python 3.12+)."""
+    return vars(sys)["monitoring"]
 
 
 def _event(name: str) -> int:
-    return int(getattr(sys.monitoring.events, name))
+    return int(getattr(api().events, name))
 
 
 def _tool_id() -> tuple[int, bool]:
     """``(tool id, whether this call acquired it)``: an outer codedag window's, or a free one."""
     if _holders:
         return _holders[-1][1], False
-    monitoring = sys.monitoring
+    monitoring = api()
     for tool in _CANDIDATE_IDS:
         if monitoring.get_tool(tool) is None:
             monitoring.use_tool_id(tool, TOOL_NAME)
@@ -69,7 +74,7 @@ def _tool_id() -> tuple[int, bool]:
 
 def start(session: Session) -> None:
     """Register the session's callbacks and switch its events on."""
-    monitoring = sys.monitoring
+    monitoring = api()
     tool, acquired = _tool_id()
     previous_events = monitoring.get_events(tool)
     previous: dict[str, Any] = {}
@@ -87,7 +92,7 @@ def start(session: Session) -> None:
 
 def stop(session: Session) -> None:
     """Switch the session's events off and give the tool back (or to the outer window)."""
-    monitoring = sys.monitoring
+    monitoring = api()
     entry = next((h for h in reversed(_holders) if h[0] is session), None)
     if entry is None:
         return

@@ -185,8 +185,7 @@ def canonical_name(obj: Any) -> str:
             return f"{_type_name(_defining_class(type(owner), obj.__name__))}.{obj.__name__}"
         if isinstance(owner, type):
             return f"{_type_name(owner)}.{obj.__name__}"
-        module = obj.__module__ or "builtins"
-        return f"{module}.{obj.__qualname__}"
+        return f"{obj.__module__ or 'builtins'}.{obj.__qualname__}"
     objclass = getattr(obj, "__objclass__", None)
     if isinstance(objclass, type):  # method/wrapper/getset descriptors of C types
         return f"{_type_name(objclass)}.{obj.__name__}"
@@ -201,6 +200,11 @@ def canonical_name(obj: Any) -> str:
     return _type_name(type(obj))
 
 
+def qualname_of(code: types.CodeType) -> str:
+    """``co_qualname`` of a code object (Python 3.11+; ``co_name`` before)."""
+    return str(getattr(code, "co_qualname", code.co_name))
+
+
 def code_name(code: types.CodeType, module_name: str) -> str:
     """Name of a Python frame's function: ``<module>.<co_qualname>``."""
-    return f"{module_name}.{code.co_qualname}"
+    return f"{module_name}.{qualname_of(code)}"

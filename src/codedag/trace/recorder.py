@@ -21,6 +21,7 @@ import threading
 import time
 import tracemalloc
 import types
+from collections.abc import Callable
 from typing import Any
 
 from codedag.trace import monitoring
@@ -59,6 +60,14 @@ class Session:
         idle_lines: stop following the statements of a function after this many without a
             step (None: follow them all).
     """
+
+    # set by codedag.trace.hooks.make_hooks
+    profile: Callable[[types.FrameType, str, Any], None]
+    call_wrapped: Callable[..., Any]
+    counters: Callable[[], tuple[int, int, int]]
+    line_events: Callable[[], int]
+    close_open: Callable[[int], None]
+    code_cache: dict[types.CodeType, Any]
 
     def __init__(
         self,

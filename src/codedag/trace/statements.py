@@ -334,7 +334,7 @@ class _Collector:
             for child in getattr(node, body, ()) or ():
                 if isinstance(child, ast.stmt):
                     self.add(child)
-                elif isinstance(child, ast.excepthandler | ast.match_case):
+                elif isinstance(child, ast.ExceptHandler | ast.match_case):
                     for inner in child.body:
                         self.add(inner)
 
@@ -382,10 +382,10 @@ def statements_of(code: types.CodeType) -> CodeStatements:
                 if line is not None and (line not in line_start or start < line_start[line]):
                     line_start[line] = start
             by_line: dict[int, Statement] = {}
-            for stmt in collector.statements:
-                if stmt.line in line_start:
+            for statement in collector.statements:
+                if statement.line in line_start:
                     # two statements on one line (a = 1; b = 2) run as one unit: keep the first
-                    by_line.setdefault(stmt.line, stmt)
+                    by_line.setdefault(statement.line, statement)
             result = CodeStatements(by_line, line_start)
     except Exception as error:  # never let analysis break tracing: call level only
         log.debug("no line-level analysis of %s: %s", code.co_name, error)

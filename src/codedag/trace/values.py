@@ -96,11 +96,12 @@ def describe(obj: Any) -> tuple[str, str, Any, Any, int, str, Any]:
         return name, type_name, obj.shape, obj.dtype, nbytes, "cpu", strides
     if cls.__module__ == "torch" or name in ("Tensor", "Parameter"):
         try:
-            shape, strides, itemsize = tuple(obj.shape), obj.stride(), obj.element_size()
+            dims, steps = tuple(obj.shape), obj.stride()
+            itemsize = obj.element_size()
             nbytes = itemsize * obj.nelement()
             if nbytes and obj._base is not None:
-                nbytes = min(nbytes, referenced_bytes(shape, strides, 1) * itemsize)
-            return name, type_name, shape, obj.dtype, nbytes, str(obj.device), strides
+                nbytes = min(nbytes, referenced_bytes(dims, steps, 1) * itemsize)
+            return name, type_name, dims, obj.dtype, nbytes, str(obj.device), steps
         except Exception:  # a Tensor-like that is not one: fall through
             pass
     shape = getattr(obj, "shape", None)
