@@ -89,11 +89,15 @@ def best_of(repeats: int, fn: Callable[[], Any]) -> float:
 
 
 def traced(track_memory: bool, fn: Callable[[], Any], **options: Any) -> Callable[[], Any]:
+    """A traced run; keeps the DAG and the least recorded time of the outermost call."""
+
     def run() -> Any:
         tracer = EnhancedTracer(track_memory=track_memory, **options)
         with tracer.tracing_context():
             fn()
         run.dag = tracer.dag  # type: ignore[attr-defined]
+        recorded = sum(n.total_ns for n in tracer.dag.calls() if n.depth == 0) / 1e9
+        run.recorded = min(getattr(run, "recorded", recorded), recorded)  # type: ignore[attr-defined]
 
     return run
 
@@ -180,12 +184,12 @@ def compare(name: str, fn: Callable[[], Any], repeats: int) -> dict[str, float]:
         ("codedag, track_memory=False", "recorded"),
         ("codedag, track_memory=True", "recorded_memory"),
     ):
-        dag = modes[[m[0] for m in modes].index(label)][1].dag  # type: ignore[attr-defined]
-        recorded = sum(n.total_ns for n in dag.calls() if n.depth == 0) / 1e9
+        run = modes[[m[0] for m in modes].index(label)][1]
+        dag, recorded = run.dag, run.recorded  # type: ignore[attr-defined]
         figures[key] = recorded / base_wall
         print(
-            f"  {label:34s} recorded time of the outermost call (tracer cost subtracted): "
-            f"{recorded:.4f} s = {recorded / base_wall:.2f}x untraced"
+            f"  {label:34s} recorded time of the outermost call (tracer cost subtracted, "
+            f"least of the runs): {recorded:.4f} s = {recorded / base_wall:.2f}x untraced"
         )
         meta = dag.metadata["tracer"]
         if meta.get("pruned") or meta.get("lines_stopped"):
