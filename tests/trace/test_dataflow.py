@@ -231,3 +231,32 @@ def test_dag_with_steps_round_trips_through_json(tmp_path) -> None:
     loaded = ExecutionDAG.load(tmp_path / "dag.json")
     assert loaded.to_dict() == dag.to_dict()
     assert all(s < d for s, d, _ in loaded.edges)  # ids stay a topological order
+
+
+def test_a_step_is_timed_like_the_operation_it_stands_for() -> None:
+    import time
+
+    big = np.ones((1500, 1500), np.float64)
+
+    def sample(x):
+        y = cv2.GaussianBlur(x, (3, 3), 0)
+        z = np.sqrt(y) * 2.0 + 1.0  # a few milliseconds of NumPy between recorded calls
+        return cv2.GaussianBlur(z, (3, 3), 0)
+
+    def alone(x):
+        return np.sqrt(x) * 2.0 + 1.0
+
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        alone(big)
+        runs.append(time.perf_counter_ns() - t0)
+    dag, _ = trace(sample, big)
+    (step,) = named(dag, "operator.add")
+    (root,) = named(
+        dag, "test_dataflow.test_a_step_is_timed_like_the_operation_it_stands_for.<locals>.sample"
+    )
+    blurs = named(dag, "cv2.GaussianBlur")
+    assert step.total_ns + sum(b.total_ns for b in blurs) <= root.total_ns
+    # the step's time is the statement's, not its frame's nor zero (a loaded machine: wide bounds)
+    assert 0.3 * min(runs) <= step.total_ns <= 5 * max(runs), (step.total_ns, runs)

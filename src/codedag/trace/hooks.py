@@ -24,7 +24,6 @@ import functools
 import gc
 import logging
 import sys
-import threading
 import time
 import tracemalloc
 import types
@@ -32,6 +31,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from codedag.trace.args import kept_object, small_bytes
+from codedag.trace.lines import make_line_follower
+from codedag.trace.monitoring import EventHandlers, monitoring_callbacks
 from codedag.trace.records import (
     ARG_CONTAINER,
     ARG_OBJ,
@@ -71,19 +72,8 @@ from codedag.trace.records import (
     first_items,
     has_data,
 )
-from codedag.trace.statements import NO_STATEMENTS, statements_of
+from codedag.trace.statements import statements_of
 from codedag.trace.steps import (
-    ST_CALLS0,
-    ST_CODE,
-    ST_CURRENT,
-    ST_FAILED,
-    ST_NL0,
-    ST_OV0,
-    ST_SEQ0,
-    ST_SKIP0,
-    ST_SNAP,
-    ST_START,
-    ST_T0,
     StepMaker,
 )
 from codedag.trace.values import MAX_CONTAINER_SCAN, SCALARS, describe
@@ -146,7 +136,6 @@ def make_hooks(session: Session) -> None:
     prune_after = session.prune_after
     idle_lines = session.idle_lines or sys.maxsize
     code_stats: dict[types.CodeType, list[Any]] = {}  # [recorded calls, touched data]
-    line_stats: dict[types.CodeType, list[Any]] = {}  # [statements ended, steps made]
 
     def forget(key: int, ref: weakref.ref[Any]) -> None:  # called when a tracked value dies
         entry = live.get(key)
@@ -559,110 +548,27 @@ def make_hooks(session: Session) -> None:
     )
     finish, snapshot = maker.finish, maker.snapshot
 
-    def frame_record(frame: types.FrameType) -> list[Any] | None:
-        rec = stack[-1] if stack else None
-        if rec is None or rec[FRAME] is not frame:
-            rec = None
-            for candidate in reversed(stack):
-                if candidate[FRAME] is frame:
-                    return candidate
-        return rec
+    def current_seq() -> int:
+        return seq
 
-    def line(frame: types.FrameType, h0: int) -> bool:
-        """A line event of a followed frame: a statement may end and another start.
+    def skip_count() -> int:
+        return nhi * 256 + nskip
 
-        Returns whether the line can start a statement (others may be switched off).
-        """
-        nonlocal ovh
-        rec = frame_record(frame)
-        state = rec[LINES] if rec is not None else None
-        if state is None:
-            ovh += perf() - h0
-            return True
-        code_statements = state[ST_CODE]
-        stmt = code_statements.by_line.get(frame.f_lineno)
-        if stmt is None:
-            ovh += perf() - h0
-            return False
-        if stmt is state[ST_CURRENT] and frame.f_lasti != state[ST_START]:
-            ovh += perf() - h0
-            return True  # back on the first line of a statement spanning several lines
-        current = state[ST_CURRENT]
-        if current is not None:
-            stats = line_stats.get(frame.f_code)
-            if stats is None:
-                stats = line_stats[frame.f_code] = [0, False]
-            stats[0] += 1
-            if current.active and not state[ST_FAILED]:
-                timing = (h0, ovh, nhi * 256 + nskip, nline)
-                if finish(rec, state, frame, timing):  # type: ignore[arg-type]
-                    stats[1] = True
-            if stats[0] >= idle_lines and not stats[1] and rec is not None:
-                stop_lines(frame, rec)
-                ovh += perf() - h0
-                return False
-        state[ST_CURRENT] = stmt
-        state[ST_START] = code_statements.line_start[stmt.line]
-        state[ST_FAILED] = False
-        state[ST_SNAP] = snapshot(stmt, frame) if stmt.snapshot else None
-        state[ST_CALLS0], state[ST_SEQ0] = len(calls), seq
-        state[ST_SKIP0], state[ST_NL0] = nhi * 256 + nskip, nline
-        t = perf()
-        ovh += t - h0
-        state[ST_T0], state[ST_OV0] = t, ovh
-        return True
+    def overhead() -> int:
+        return ovh
 
-    def stop_lines(frame: types.FrameType, rec: list[Any]) -> None:
-        """Stop following a function whose statements never make steps (a pure-Python loop)."""
-        code = frame.f_code
-        statement_cache[code] = NO_STATEMENTS
-        rec[LINES] = None
-        session.lines_stopped.append(rec[NAME])
-        if session.monitoring_tool is not None:
-            monitoring.set_local_events(session.monitoring_tool, code, 0)
-            line_codes.discard(code)
-        else:
-            frame.f_trace_lines = False
+    def line_count() -> int:
+        return nline
 
-    def statement_returns(frame: types.FrameType, h0: int, arg: Any) -> None:
-        """The frame returns: its last statement (``return expr``) ends."""
-        rec = frame_record(frame)
-        state = rec[LINES] if rec is not None else None
-        if state is None:
-            return
-        current = state[ST_CURRENT]
-        if current is not None and current.active and not state[ST_FAILED]:
-            timing = (h0, ovh, nhi * 256 + nskip, nline)
-            finish(rec, state, frame, timing, arg)  # type: ignore[arg-type]
-        state[ST_CURRENT] = None
-
-    def statement_failed(frame: types.FrameType) -> None:
-        rec = frame_record(frame)
-        if rec is not None and rec[LINES] is not None:
-            rec[LINES][ST_FAILED] = True
-
-    def line_hook(frame: types.FrameType, event: str, arg: Any) -> Any:
-        """Local trace function of followed user frames (Python 3.11)."""
-        nonlocal nline, ovh
+    def count_line() -> None:
+        nonlocal nline
         nline += 1
-        h0 = perf()
-        try:
-            if event == "line":
-                line(frame, h0)  # it adds its own time to the tracer's
-                return line_hook
-            if event == "return":
-                statement_returns(frame, h0, arg)
-            elif event == "exception":
-                statement_failed(frame)
-        except Exception as error:  # never let the hook raise: Python would drop it
-            fail(error)
-        ovh += perf() - h0
-        return line_hook
 
-    def follow_lines_trace(frame: types.FrameType, code: types.CodeType) -> None:
-        frame.f_trace = line_hook
-
-    follow_lines = follow_lines_trace  # replaced by the sys.monitoring source on 3.12+
+    def charge(h0: int, t: int = 0) -> int:
+        """Add the time from ``h0`` to ``t`` (now) to the tracer's own; return the new total."""
+        nonlocal ovh
+        ovh += (t or perf()) - h0
+        return ovh
 
     def fail(error: Exception) -> None:
         session.error = f"{type(error).__name__}: {error}"
@@ -674,145 +580,51 @@ def make_hooks(session: Session) -> None:
         # sys.monitoring callbacks check session.broken and do nothing from now on
         log.error("tracer failed (%s); tracing stopped early", session.error, exc_info=error)
 
-    # ------------------------------------------------------------------ sys.monitoring (3.12+)
-    # Callbacks get the code object and an offset; the frame is their caller's. Events of code
-    # the tracer never records are switched off where they happen (DISABLE). Events are global
-    # in sys.monitoring: other threads' events are ignored (never disabled: the location may
-    # matter to the traced thread).
-    disable = getattr(monitoring, "DISABLE", None)
-    get_frame = sys._getframe
-    get_ident = threading.get_ident
-    thread = session.thread
-    function_type = types.FunctionType
-    c_types = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
-
-    def m_start(code: types.CodeType, offset: int, *exc: Any) -> Any:  # PY_START/RESUME/THROW
-        h0 = perf()
-        if get_ident() != thread or session.broken:
-            return None
-        try:
-            frame = get_frame(1)
-            info = frame_info(code, frame)
-            if info is None:
-                skip()
-                return disable if not exc else None
-            if importing or info is IMPORT:
-                if info is IMPORT:
-                    importing.append(frame)
-                skip()
-                return None
-            if stack and (
-                (info[1] is not None and stack[-1][LIB] == info[1]) or len(stack) >= max_depth
-            ):
-                skip()
-                return None
-            record_py(frame, code, info, h0)
-        except Exception as error:
-            fail(error)
-        return None
-
-    def m_return(code: types.CodeType, offset: int, retval: Any) -> Any:  # PY_RETURN/YIELD
-        nonlocal ovh
-        h0 = perf()
-        if get_ident() != thread or session.broken:
-            return None
-        try:
-            frame = get_frame(1)
-            if code_cache.get(code, False) is None and not (stack and stack[-1][FRAME] is frame):
-                skip()
-                return disable
-            if line_level and stack and stack[-1][FRAME] is frame and stack[-1][LINES]:
-                statement_returns(frame, h0, retval)
-                ovh += perf() - h0  # the statement's end is tracer time
-                h0 = 0
-            py_return(frame, retval, h0)
-        except Exception as error:
-            fail(error)
-        return None
-
-    def m_unwind(code: types.CodeType, offset: int, exc: Any) -> None:  # PY_UNWIND
-        if get_ident() != thread or session.broken:
-            return
-        try:
-            py_return(get_frame(1), None)
-        except Exception as error:
-            fail(error)
-
-    def m_call(code: types.CodeType, offset: int, func: Any, arg0: Any) -> Any:  # CALL
-        h0 = perf()
-        if get_ident() != thread or session.broken:
-            return None
-        try:
-            if code_cache.get(code, False) is None or type(func) is function_type:
-                return disable  # calls made by skipped code; Python callees report PY_START
-            if not isinstance(func, c_types):
-                return disable  # classes, ufuncs, dispatchers: no C call of their own (as 3.11)
-            owner = getattr(func, "__self__", None)
-            if owner is None and arg0 is not monitoring.MISSING:
-                objclass = getattr(func, "__objclass__", None)  # img.astype(...) in 3.12
-                if objclass is not None and isinstance(arg0, objclass):
-                    owner = arg0
-            info = c_info(func, owner)
-            if info is None:
-                skip()
-                return disable
-            if importing or (stack and (stack[-1][LIB] == info[1] or len(stack) >= max_depth)):
-                skip()
-                return None
-            record_c(get_frame(1), func, info, owner, h0)
-        except Exception as error:
-            fail(error)
-        return None
-
-    def m_c_return(code: types.CodeType, offset: int, func: Any, arg0: Any) -> None:
-        h0 = perf()
-        if get_ident() != thread or session.broken:
-            return
-        try:
-            c_return(func, h0)
-        except Exception as error:
-            fail(error)
-
-    def m_line(code: types.CodeType, line_number: int) -> Any:  # LINE (user code only)
-        nonlocal nline
-        if get_ident() != thread or session.broken:
-            return None
-        nline += 1
-        h0 = perf()
-        try:
-            if not line(get_frame(1), h0):
-                return disable  # not where a statement starts: never needed again
-        except Exception as error:
-            fail(error)
-        return None
-
-    def m_handled(code: types.CodeType, offset: int, exc: Any) -> None:  # EXCEPTION_HANDLED
-        if get_ident() == thread and not session.broken:
-            statement_failed(get_frame(1))
-
     line_codes: set[types.CodeType] = set()
+    lines = make_line_follower(
+        session=session,
+        stack=stack,
+        calls=calls,
+        statement_cache=statement_cache,
+        line_codes=line_codes,
+        idle_lines=idle_lines,
+        finish=finish,
+        snapshot=snapshot,
+        fail=fail,
+        counters=(current_seq, skip_count, overhead, line_count),
+        count_line=count_line,
+        charge=charge,
+    )
+    line, statement_returns, statement_failed = lines.line, lines.returns, lines.failed
+    follow_lines = lines.follow_with_trace  # replaced by the sys.monitoring source on 3.12+
 
-    def follow_lines_monitoring(frame: types.FrameType, code: types.CodeType) -> None:
-        if code not in line_codes and session.monitoring_tool is not None:
-            line_codes.add(code)
-            events = monitoring.events
-            monitoring.set_local_events(session.monitoring_tool, code, events.LINE)
-
+    # ------------------------------------------------------------------ sys.monitoring (3.12+)
     if session.use_monitoring:
-        follow_lines = follow_lines_monitoring
-        session.monitoring_callbacks = {
-            "PY_START": m_start,
-            "PY_RESUME": m_start,
-            "PY_THROW": m_start,
-            "PY_RETURN": m_return,
-            "PY_YIELD": m_return,
-            "PY_UNWIND": m_unwind,
-            "CALL": m_call,
-            "C_RETURN": m_c_return,
-            "C_RAISE": m_c_return,
-            "LINE": m_line,
-            "EXCEPTION_HANDLED": m_handled,
-        }
+        follow_lines = lines.follow_with_monitoring
+        session.monitoring_callbacks = monitoring_callbacks(
+            EventHandlers(
+                session=session,
+                stack=stack,
+                importing=importing,
+                code_cache=code_cache,
+                max_depth=max_depth,
+                line_level=line_level,
+                perf=perf,
+                frame_info=frame_info,
+                record_py=record_py,
+                py_return=py_return,
+                c_info=c_info,
+                record_c=record_c,
+                c_return=c_return,
+                line=line,
+                statement_returns=statement_returns,
+                statement_failed=statement_failed,
+                skip=skip,
+                fail=fail,
+                count_line=count_line,
+                charge=charge,
+            )
+        )
         session.line_codes = line_codes
 
     def call_wrapped(
