@@ -251,12 +251,13 @@ def test_a_step_is_timed_like_the_operation_it_stands_for() -> None:
         t0 = time.perf_counter_ns()
         alone(big)
         runs.append(time.perf_counter_ns() - t0)
-    dag, _ = trace(sample, big)
-    (step,) = named(dag, "operator.add")
-    (root,) = named(
-        dag, "test_dataflow.test_a_step_is_timed_like_the_operation_it_stands_for.<locals>.sample"
-    )
-    blurs = named(dag, "cv2.GaussianBlur")
-    assert step.total_ns + sum(b.total_ns for b in blurs) <= root.total_ns
-    # the step's time is the statement's, not its frame's nor zero (a loaded machine: wide bounds)
-    assert 0.3 * min(runs) <= step.total_ns <= 5 * max(runs), (step.total_ns, runs)
+    steps = []
+    for _ in range(3):  # the least disturbed of three traced runs (a shared, loaded machine)
+        dag, _ = trace(sample, big)
+        (step,) = named(dag, "operator.add")
+        (root,) = [n for n in dag.calls() if n.depth == 0]
+        blurs = named(dag, "cv2.GaussianBlur")
+        assert step.total_ns + sum(b.total_ns for b in blurs) <= root.total_ns
+        steps.append(step.total_ns)
+    # the step's time is the statement's, not its frame's nor zero
+    assert 0.25 * min(runs) <= min(steps) <= 4 * min(runs), (steps, runs)
