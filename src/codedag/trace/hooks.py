@@ -24,7 +24,6 @@ import functools
 import gc
 import logging
 import sys
-import time
 import tracemalloc
 import types
 import weakref
@@ -105,7 +104,7 @@ def make_hooks(session: Session) -> None:
     classify_code, classify_c = session._classify_code, session._classify_c
     is_data = session.data_types.is_data
     data_cache = session.data_types._cache
-    perf = time.perf_counter_ns
+    perf = session.clock
     max_depth = session.max_depth
     track_memory = session.memory_mode == MEMORY_WINDOW  # the whole-window measurement
     per_call = session.memory_mode == MEMORY_PER_CALL

@@ -13,7 +13,6 @@ for ``idle_lines`` of them stops being followed.
 from __future__ import annotations
 
 import sys
-import time
 import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -76,7 +75,7 @@ def make_line_follower(
             new total.
     """
     current_seq, skipped, overhead, line_count = counters
-    perf = time.perf_counter_ns
+    perf = session.clock
     line_stats: dict[types.CodeType, list[Any]] = {}  # [statements ended, steps made]
 
     def frame_record(frame: types.FrameType) -> list[Any] | None:

@@ -59,6 +59,8 @@ class Session:
             touched a data value (None: record every call).
         idle_lines: stop following the statements of a function after this many without a
             step (None: follow them all).
+        clock: the clock of every timestamp (nanoseconds); calibration uses the thread's CPU
+            time, which a busy machine's preemption does not inflate.
     """
 
     # set by codedag.trace.hooks.make_hooks
@@ -80,6 +82,7 @@ class Session:
         use_monitoring: bool = True,
         prune_after: int | None = None,
         idle_lines: int | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.filter = function_filter
         self.max_depth = max_depth
@@ -94,6 +97,7 @@ class Session:
         self.user_codes = user_codes
         self.line_level = line_level
         self.line_level_off_reason: str | None = None
+        self.clock = clock
         self.prune_after = prune_after or 0
         self.idle_lines = idle_lines or 0
         self.pruned: list[str] = []  # functions no longer recorded (never touched data)
@@ -144,7 +148,7 @@ class Session:
             self.line_level = False  # a debugger or coverage tool owns sys.settrace
             self.line_level_off_reason = "another trace function (debugger, coverage) is set"
             make_hooks(self)
-        self.t_start_ns = time.perf_counter_ns()
+        self.t_start_ns = self.clock()
         if self.use_monitoring:
             try:
                 monitoring.start(self)
@@ -167,7 +171,7 @@ class Session:
             sys.setprofile(self._previous_profile)
             if self.line_level:
                 sys.settrace(self._previous_trace)
-        self.t_stop_ns = time.perf_counter_ns()
+        self.t_stop_ns = self.clock()
         with _active_lock:
             _active = self._previous_active
         self.close_open(self.t_stop_ns)
