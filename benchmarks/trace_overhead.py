@@ -128,6 +128,9 @@ def profiled(fn: Callable[[], Any]) -> Callable[[], Any]:
 
 
 def _timed(run: Callable[[], Any]) -> tuple[float, float]:
+    """Wall and CPU time of ``run()``, after one untimed run of the same mode: the allocator's
+    state (pages mapped, heap trimmed) then comes from this mode, not from the one before."""
+    run()
     gc.collect()
     c0, t0 = time.thread_time(), time.perf_counter()
     run()
