@@ -16,6 +16,7 @@ from migrate_support import CALLS, make_registry, plan_for
 
 from codedag.errors import SchemaError
 from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.guard import GuardSettings
 
 GET = "app.DS.__getitem__"
 
@@ -162,3 +163,53 @@ def test_torch_functions_move_only_and_come_back_on_the_callers_device() -> None
     assert stats["torch.nn.functional.interpolate"]["strategy"] == "MoveOnly"
     assert stats["torch.nn.functional.interpolate"]["migrated"] == 1
     assert stats["torch.functional.stft"]["migrated"] == 1
+
+
+def test_the_run_time_check_switches_off_a_placement_that_loses_and_says_why() -> None:
+    """A plan forced onto cv2 calls that lose through torch on this CPU: the guard (on by
+    default) runs the first calls both ways, switches the placement off, and reports it."""
+    import cv2
+    import numpy as np
+
+    image = np.random.default_rng(0).integers(0, 256, (240, 320, 3), dtype=np.uint8)
+
+    def blur_many() -> None:
+        for _ in range(12):
+            cv2.GaussianBlur(image, (5, 5), 0)
+
+    plan = plan_for({f"{__name__}.blur_many#0/cv2.GaussianBlur#0": "cpu"})
+    with PipelineMigrator.from_plan(plan) as migrator:
+        blur_many()
+        stats = migrator.get_stats()
+    guard = stats["functions"]["cv2.GaussianBlur"]["guard"]
+    assert guard["state"] == "switched_off", guard
+    assert "cv2.GaussianBlur" in stats["guard"]["switched_off"]
+    assert stats["guard"]["enabled"] and stats["guard"]["calls"] == 8
+    assert guard["backend_ms_median"] > guard["original_ms_median"]
+    with PipelineMigrator.from_plan(plan, guard=False) as migrator:
+        blur_many()
+        stats = migrator.get_stats()
+    assert stats["guard"] == {"enabled": False}
+    assert stats["functions"]["cv2.GaussianBlur"]["migrated"] == 12
+
+
+def test_the_run_time_check_compares_librosa_calls_under_their_traced_names() -> None:
+    """The tracer names librosa functions by their defining module; the check must use the
+    tolerance of the public name, or it would switch off a backend that is within it."""
+    pytest.importorskip("librosa")
+    import librosa
+    import numpy as np
+
+    y = np.random.default_rng(0).random(22050).astype(np.float32)
+
+    def mel() -> None:
+        for _ in range(3):
+            librosa.feature.melspectrogram(y=y, sr=22050, n_mels=32)
+
+    name = "librosa.feature.spectral.melspectrogram"
+    plan = plan_for({f"{__name__}.mel#0/{name}#0": "cpu"})
+    with PipelineMigrator.from_plan(plan, guard=GuardSettings(calls=2)) as migrator:
+        mel()
+        stats = migrator.get_stats()
+    guard = stats["functions"][name]["guard"]
+    assert guard["mismatches"] == 0, guard

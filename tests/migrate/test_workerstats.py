@@ -131,7 +131,7 @@ def _migrated_in_workers(migrator: PipelineMigrator) -> int:
 @pytest.mark.timeout(120)
 def test_a_terminated_pool_of_four_never_blocks_get_stats() -> None:
     plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu"})
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=make_registry(), guard=False) as migrator:
         pool = FORK.Pool(4)
         try:
             results = pool.map(flip_one, range(40), chunksize=1)
@@ -144,7 +144,7 @@ def test_a_terminated_pool_of_four_never_blocks_get_stats() -> None:
     assert stats["functions"]["cv2.flip"]["in_workers"]["migrated"] == 40
     assert stats["functions"]["cv2.flip"]["migrated"] == 40
     # a pool terminated while it works: the counts are partial, reading them still never blocks
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=make_registry(), guard=False) as migrator:
         pool = FORK.Pool(4)
         pending = pool.map_async(flip_one, range(4000), chunksize=1)
         time.sleep(0.3)
@@ -179,7 +179,7 @@ def test_a_killed_dataloader_worker_never_blocks_get_stats() -> None:
         KillingDataset(kill_at=40), batch_size=4, num_workers=2, multiprocessing_context=FORK
     )
     seen = 0
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=make_registry(), guard=False) as migrator:
         with pytest.raises(RuntimeError, match="DataLoader worker"):
             for batch in loader:
                 seen += len(batch)

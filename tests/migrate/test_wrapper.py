@@ -24,7 +24,9 @@ def _img(seed: int = 0, shape: tuple[int, ...] = (9, 11, 3)) -> np.ndarray:
 def test_a_failing_backend_falls_back_to_the_original(caplog: pytest.LogCaptureFixture) -> None:
     original = cv2.flip
     plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu"})
-    migrator = PipelineMigrator.from_plan(plan, registry=make_registry(**{"cv2.flip": boom}))
+    migrator = PipelineMigrator.from_plan(
+        plan, registry=make_registry(**{"cv2.flip": boom}), guard=False
+    )
     img = _img(3)
     with caplog.at_level(logging.INFO, logger="codedag.migrate"), migrator:
         outs = [cv2.flip(img, code) for code in (0, 1, -1)]
@@ -48,7 +50,7 @@ def test_calls_the_plan_keeps_on_the_cpu_pass_through() -> None:
         ],
     )
     img = _img(5)
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=make_registry(), guard=False) as migrator:
         for _ in range(3):
             np.testing.assert_array_equal(cv2.flip(img, 1), img[:, ::-1])
             np.testing.assert_array_equal(_helper_flip(img), img[:, ::-1])
@@ -69,7 +71,7 @@ def test_nested_calls_inside_a_backend_run_the_original() -> None:
 
     plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/numpy.clip#0": "cpu"})
     with PipelineMigrator.from_plan(
-        plan, registry=make_registry(**{"cv2.flip": flip_via_numpy})
+        plan, registry=make_registry(**{"cv2.flip": flip_via_numpy}), guard=False
     ) as migrator:
         cv2.flip(_img(), 1)
     stats = migrator.get_stats()["functions"]
@@ -88,7 +90,7 @@ def test_concurrent_migrated_calls_are_correct_and_counted() -> None:
             if not np.array_equal(cv2.flip(img, code), np.flip(img, _axes(code))):
                 failures.append("mismatch")
 
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=make_registry(), guard=False) as migrator:
         threads = [threading.Thread(target=work, args=(img,)) for img in images]
         for t in threads:
             t.start()
@@ -124,7 +126,7 @@ def test_outer_contexts_and_own_counters_decide() -> None:
         ],
     )
     img = _img(9)
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=make_registry(), guard=False) as migrator:
         for _ in range(2):  # the plan names the caller's caller: kept on the CPU (cached)
             for out in _outer_flips(img):
                 np.testing.assert_array_equal(out, img[:, ::-1])
@@ -147,7 +149,9 @@ def test_a_call_site_that_keeps_failing_stops_trying() -> None:
     plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu"})
     img = _img(2)
     before = CALLS["boom"]
-    with PipelineMigrator.from_plan(plan, registry=make_registry(**{"cv2.flip": boom})) as m:
+    with PipelineMigrator.from_plan(
+        plan, registry=make_registry(**{"cv2.flip": boom}), guard=False
+    ) as m:
         for _ in range(GIVE_UP_AFTER + 10):
             np.testing.assert_array_equal(cv2.flip(img, 1), img[:, ::-1])
     assert CALLS["boom"] - before == GIVE_UP_AFTER  # the backend is not tried any more
@@ -181,7 +185,7 @@ def test_the_frame_that_decides_is_found_beyond_a_shared_helper() -> None:
     )
     img = _img(4)
     before = CALLS["flip"]
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=make_registry(), guard=False) as migrator:
         for _ in range(5):  # alternating outer frames through the same helper
             np.testing.assert_array_equal(_outer_migrated(img), img[:, ::-1])
             np.testing.assert_array_equal(_outer_kept(img), img[:, ::-1])
@@ -210,7 +214,7 @@ def test_a_plan_naming_helper_and_outer_frames_decides_by_the_whole_path() -> No
         ],
     )
     img = _img(5)
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=make_registry(), guard=False) as migrator:
         for _ in range(4):
             _outer_migrated(img)
             _outer_kept(img)
@@ -224,7 +228,7 @@ def test_patched_functions_pickle_as_their_originals() -> None:
     expected = {name: pickle.dumps(f) for name, f in originals.items()}
     plan = plan_for({f"{GET}#0/{n}#0": "cpu" for n in ("numpy.sin", "cv2.flip", "numpy.clip")})
     registry = make_registry(**{"numpy.sin": sin})
-    with PipelineMigrator.from_plan(plan, registry=registry):
+    with PipelineMigrator.from_plan(plan, registry=registry, guard=False):
         patched = {"sin": np.sin, "flip": cv2.flip, "clip": np.clip}
         for name, function in patched.items():
             assert function is not originals[name]
@@ -240,7 +244,7 @@ def test_user_code_maps_patched_functions_over_a_real_pool(start: str) -> None:
     plan = plan_for({"multiprocessing.pool.mapstar#0/numpy.sin#0": "cpu"})
     values = [0.0, 0.5, 1.0, 2.0]
     registry = make_registry(**{"numpy.sin": sin})
-    migrator = PipelineMigrator.from_plan(plan, registry=registry)
+    migrator = PipelineMigrator.from_plan(plan, registry=registry, guard=False)
     with migrator, multiprocessing.get_context(start).Pool(2) as pool:
         results = pool.map(np.sin, values, chunksize=1)
         arrays = pool.map(np.sin, [np.linspace(0, 1, 5, dtype=np.float32)])
@@ -260,7 +264,7 @@ def test_user_code_maps_patched_functions_over_a_real_pool(start: str) -> None:
 def test_a_replacement_held_past_restore_forwards_without_counting() -> None:
     plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/numpy.sin#0": "cpu"})
     registry = make_registry(**{"numpy.sin": sin})
-    with PipelineMigrator.from_plan(plan, registry=registry) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=registry, guard=False) as migrator:
         held = (cv2.flip, np.sin)
         held[0](_img(), 1)
     before = migrator.get_stats()["functions"]
