@@ -201,6 +201,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
             plan.get("placement", {}).get("basis", "none"),
             None if section is None or section.keeps_yours else section.chosen.label(),
         ),
+        guard=dict(stats.get("guard", {})),
         files=files,
         loader=None if section is None else section.model_dump(mode="json"),
     )

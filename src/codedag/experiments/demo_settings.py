@@ -75,6 +75,7 @@ class DemoResult:
     plan_summary: dict[str, Any]
     placement: list[dict[str, Any]] = field(default_factory=list)
     verdict: str = ""
+    guard: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     loader: dict[str, Any] | None = None  # the plan's loader section, when tuned
 
