@@ -78,7 +78,7 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     assert result.loader is not None and plan["loader"]["trials"]
     assert "DataLoader settings" in html and "batches/s" in html
     if plan["loader"]["changed"]:
-        assert "tuned DataLoader" in result.verdict
+        assert "the tuned DataLoader" in result.verdict
 
 
 def test_audio_demo_measures_the_librosa_calls(tmp_path: Path) -> None:
