@@ -60,15 +60,22 @@ def build_loader(settings: DemoSettings) -> Any:
     )
 
 
-def _batches(loader: Any, limit: int) -> Generator[tuple[int, Any, Any], None, None]:
-    """Yield ``(index, inputs, targets)`` for up to ``limit`` batches, cycling the loader."""
+def _batches(
+    loader: Any, limit: int, first: Any | None = None
+) -> Generator[tuple[int, Any, Any], None, None]:
+    """Yield ``(index, inputs, targets)`` for up to ``limit`` batches, cycling the loader.
+
+    ``first`` is the first epoch's iterator when it was started beforehand.
+    """
     done = 0
+    epoch = first if first is not None else iter(loader)
     while done < limit:
-        for inputs, targets in loader:
+        for inputs, targets in epoch:
             yield done, inputs, targets
             done += 1
             if done == limit:
                 return
+        epoch = iter(loader)
 
 
 def train(
@@ -97,12 +104,11 @@ def train(
     # One untimed sample first: imports, JIT compilation (librosa's numba) and backend set-up
     # would otherwise land in the first measured batch of whichever mode runs first.
     loader.dataset[0]
-    if loader.num_workers and getattr(loader, "persistent_workers", False):
-        # Persistent workers start once per run, not per batch: started here, untimed (the
-        # generator is reseeded below, so the timed epoch draws the baseline's order).
-        iter(loader)
     if getattr(loader, "generator", None) is not None:
         loader.generator.manual_seed(settings.seed)  # the same sample order in every mode
+    # The first epoch starts here, untimed: DataLoader workers start (a run with persistent
+    # workers pays this once), in every mode alike.
+    first_epoch = iter(loader)
     in_channels = 3 if settings.task == "image" else 1
     model = SmallCNN(in_channels).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -112,7 +118,7 @@ def train(
     monitor.start_mode(
         mode, config=asdict(settings) | {"device": device, "out_dir": str(settings.out_dir)}
     )
-    batches = _batches(loader, settings.batches)
+    batches = _batches(loader, settings.batches, first_epoch)
     status, error = "completed", None
     try:
         for index, inputs, targets in batches:

@@ -193,7 +193,8 @@ def persistent_decision(
         return True, (
             f"persistent workers: starting {settings.num_workers} worker(s) took "
             f"{run.startup_s * 1e3:.0f} ms, paid again every epoch of {epoch} batches "
-            f"({epoch_s:.2f} s) without them ({100 * saving / epoch_s:.0f} %)"
+            f"({epoch_s:.2f} s) without them ({100 * saving / epoch_s:.0f} %; with a seeded "
+            "generator, epochs after the first are shuffled in another order)"
         )
     return settings.persistent_workers, (
         f"workers are not kept between epochs: their start-up ({run.startup_s * 1e3:.0f} ms) is "
