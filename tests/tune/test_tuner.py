@@ -142,3 +142,12 @@ def test_pin_memory_is_measured_with_copies_to_the_gpu(cgroup_tree: Callable[...
     )
     assert section.device == "cuda:0"
     assert {t.settings.pin_memory for t in section.trials} == {False, True}
+
+
+def test_a_spent_time_budget_starts_no_new_setting(cgroup_tree: Callable[..., Path]) -> None:
+    loader = DataLoader(SleepyDataset(sleep_s=0.002, cpu_s=0.0), batch_size=2)
+    section = tune_loader(loader, reader=_reader(cgroup_tree, 2), budget_s=0.001, **QUICK)
+    measured = [t for t in section.trials if t.batches]
+    assert [t.phase for t in measured] == ["yours"]
+    assert all(t.note == "time budget used up" for t in section.trials if not t.batches)
+    assert section.keeps_yours and "time budget" in section.reason
