@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import signal
@@ -46,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     how.add_argument("-mr", "--max-retries", type=int, help="retries of a failed run (default 2)")
     how.add_argument("--results-dir", default="results", help="results folder (default: results)")
     how.add_argument(
-        "--cooldown", type=float, default=60.0, help="seconds between runs (default 60)"
+        "--cooldown",
+        type=float,
+        help="seconds between runs (default: the settings' cooldown_s, else 60)",
     )
     how.add_argument("--timeout", type=float, help="seconds before a run is ended (all models)")
     how.add_argument("--retry-pause", type=float, default=5.0, help="seconds before a retry")
@@ -60,6 +63,27 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="never draw a configuration an earlier session in --results-dir already ran",
     )
     how.add_argument("--no-echo", action="store_true", help="do not copy training output here")
+    where = parser.add_argument_group("where to run (default: this machine, one run per free GPU)")
+    where.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        help="local: this machine; ray: one Ray task per run on a Ray cluster (codedag[ray])",
+    )
+    where.add_argument(
+        "--address",
+        help="Ray cluster: auto, HOST:PORT or ray://HOST:10001 (default: RAY_ADDRESS, "
+        "else a new Ray instance on this machine)",
+    )
+    where.add_argument(
+        "--node-retries",
+        type=int,
+        help="Ray: resubmit a run lost with its worker or node this many times (default 3)",
+    )
+    where.add_argument(
+        "--cpus-per-experiment",
+        type=float,
+        help="Ray: CPUs a run asks for on a cluster without GPUs (default 1)",
+    )
     how.add_argument("--dry-run", action="store_true", help="show the planned runs and commands")
     how.add_argument("--metric", help="with --report: the quality metric of the Pareto plot")
     how.add_argument("--json", action="store_true", help="machine-readable output")
@@ -91,7 +115,7 @@ def _check_args(args: argparse.Namespace) -> None:
                 f"--{name.replace('_', '-')} must be >= {int(name == 'runs')}, got {value}"
             )
     for name in ("cooldown", "retry_pause"):
-        if getattr(args, name) < 0:
+        if getattr(args, name) is not None and getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout}")
@@ -99,6 +123,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--gpu-interval must be > 0 seconds, got {args.gpu_interval}")
     if args.seed is not None and args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if args.node_retries is not None and args.node_retries < 0:
+        raise UsageError(f"--node-retries must be >= 0, got {args.node_retries}")
+    if args.cpus_per_experiment is not None and args.cpus_per_experiment <= 0:
+        raise UsageError(f"--cpus-per-experiment must be > 0, got {args.cpus_per_experiment}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
             max_retries=2 if args.max_retries is None else args.max_retries,
             governor=args.governor,
         )
+    settings = _with_executor(args, settings)
     seed = args.seed if args.seed is not None else settings.seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -148,15 +177,55 @@ def run(args: argparse.Namespace) -> int:
     return _run_session(args, config, settings, jobs, seed, results_dir)
 
 
+def _with_executor(args: argparse.Namespace, settings: Any) -> Any:
+    """The settings' executor with the command line's flags over it."""
+    from codedag.errors import UsageError
+
+    current = settings.executor
+    update = {
+        key: value
+        for key, value in (
+            ("kind", args.executor),
+            ("address", args.address),
+            ("node_retries", args.node_retries),
+            ("cpus_per_experiment", args.cpus_per_experiment),
+        )
+        if value is not None
+    }
+    executor = current.model_copy(update=update)
+    if executor.kind != "ray":
+        given = [f for f in ("address", "node_retries", "cpus_per_experiment") if f in update]
+        if given:
+            flags = ", ".join("--" + f.replace("_", "-") for f in given)
+            raise UsageError(f"{flags} only apply with --executor ray")
+    return settings.model_copy(update={"executor": executor})
+
+
+def _make_executor(settings: Any, echo: bool) -> Any:
+    """The Ray executor the settings ask for (None: the local one)."""
+    spec = settings.executor
+    if spec.kind != "ray":
+        return None
+    from codedag.energy.ray_executor import RayExecutor
+
+    return RayExecutor(
+        address=spec.address,
+        node_retries=spec.node_retries,
+        cpus_per_experiment=spec.cpus_per_experiment,
+        echo=echo,
+        wanted_governor=settings.governor,
+    )
+
+
 def _run_session(
     args: argparse.Namespace, config: Any, settings: Any, jobs: Any, seed: int, results_dir: Path
 ) -> int:
     from codedag.energy.session import EnergySession, SessionOptions
-    from codedag.monitor.devices.gpus import open_gpus
+    from codedag.monitor.devices.gpus import EmptyGPUs, open_gpus
 
     options = SessionOptions(
         results_dir=results_dir,
-        cooldown_s=args.cooldown,
+        cooldown_s=next(c for c in (args.cooldown, settings.cooldown_s, 60.0) if c is not None),
         timeout_s=args.timeout,
         retry_pause_s=args.retry_pause,
         gpu_interval_s=args.gpu_interval,
@@ -171,10 +240,14 @@ def _run_session(
     previous = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
     progress = _progress(options.echo is None and not args.json)
     try:
-        with open_gpus() as gpus, progress:
+        executor = _make_executor(settings, echo=options.echo is not None)
+        gpus = open_gpus() if executor is None else EmptyGPUs("experiments run on Ray nodes")
+        # --json: stdout carries the JSON alone (Ray prints its workers' errors to stdout)
+        quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+        with gpus, progress, quiet:
             task = progress.add_task("experiments", total=len(jobs))
             options.on_record = lambda record: progress.advance(task)
-            session = EnergySession(config, settings, options, gpus=gpus)
+            session = EnergySession(config, settings, options, gpus=gpus, executor=executor)
             result = session.run(jobs)
     finally:
         for sig, handler in previous.items():
@@ -184,6 +257,7 @@ def _run_session(
             {
                 "session": str(result.path),
                 "status": result.status,
+                "executor": settings.executor.kind,
                 "governor": result.governor,
                 "seed": seed,
                 "experiments": result.records,
@@ -224,11 +298,13 @@ def _print_summary(result: Any, seed: int, config: Any) -> None:
 
     console = Console() if sys.stdout.isatty() else Console(width=160)
     table = Table(title=f"session {result.path.name} ({result.status}, seed {seed})")
-    for column in ("experiment", "ok", "time s", "changed", "metrics", "CPU J", "GPU J"):
+    remote = any(r.get("executor") == "ray" for r in result.records)
+    columns = ["experiment", "ok", "time s", "changed", "metrics", "CPU J", "GPU J"]
+    for column in [*columns, *(["node", "lost"] if remote else [])]:
         table.add_column(column)
     for r in result.records:
         energy = r["energy_metrics"]
-        table.add_row(
+        row = [
             r["experiment_id"],
             "yes" if r["training_success"] else f"no: {r['error_message']}",
             f"{r['duration_seconds']:.1f}",
@@ -236,7 +312,13 @@ def _print_summary(result: Any, seed: int, config: Any) -> None:
             ", ".join(f"{k}={v:g}" for k, v in r["performance_metrics"].items()),
             _joules(energy.get("cpu_energy_total_joules")),
             _joules(energy.get("gpu_energy_total_joules")),
-        )
+        ]
+        if remote:
+            node = r.get("node") or {}
+            gpu = r.get("gpu") or {}
+            where = node.get("hostname") or node.get("ip") or "?"
+            row += [where + (f" {gpu.get('name')}" if gpu else ""), str(len(r["node_failures"]))]
+        table.add_row(*row)
     console.print(table)
     if result.records:
         first = result.records[0]["energy_metrics"]

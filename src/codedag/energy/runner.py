@@ -177,6 +177,33 @@ def unmeasured_energy(reason: str) -> dict[str, Any]:
     }
 
 
+def failed_result(
+    spec: RunSpec, error: str, executor: str, node: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The measured part of an experiment that could not run at all (same keys as a run)."""
+    job = spec.job
+    return {
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "command": spec.config.command(job.repo, job.model, job.hyperparameters),
+        "executor": executor,
+        "node": node or {"hostname": None, "ip": None, "ray_node_id": None},
+        "slot": None,
+        "gpu": None,
+        "cuda_visible_devices": None,
+        "governor": "unknown",
+        "training_success": False,
+        "duration_seconds": 0.0,
+        "retries": 0,
+        "exit_code": None,
+        "timed_out": False,
+        "error_message": error,
+        "attempts": [],
+        "performance_metrics": {},
+        "energy_metrics": unmeasured_energy(error),
+        "background": None,
+    }
+
+
 def run_experiment(
     spec: RunSpec, folder: Path, place: Place, stop: threading.Event
 ) -> dict[str, Any] | None:
