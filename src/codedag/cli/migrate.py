@@ -3,6 +3,11 @@
 The script runs in this process (``runpy``), as ``python train.py`` would run it, with the plan's
 functions patched; the originals are restored when it ends (also on errors and Ctrl-C) and the
 per-function counters are printed.
+
+Under torchrun (``torchrun --nproc_per_node N -m codedag migrate PLAN -- train.py``) every rank
+runs this command: each patches for its own device (a plan's ``cuda:i`` and ``--device cuda``
+become ``cuda:LOCAL_RANK``-relative), prints its own counters under its rank, and writes them to
+``--stats-out`` with ``.rank<R>`` before the suffix, so no rank overwrites another's.
 """
 
 from __future__ import annotations
@@ -126,11 +131,19 @@ def _run_target(kind: str, target: str, argv: list[str]) -> int:
     return 0
 
 
-def _print_table(stats: dict[str, Any]) -> None:
+def rank_suffixed(path: Path, rank: int, world_size: int) -> Path:
+    """``stats.json`` -> ``stats.rank1.json`` under a launcher with several ranks."""
+    if world_size <= 1:
+        return path
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+def _print_table(stats: dict[str, Any], rank: int = 0, world_size: int = 1) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="codedag migrate: calls per function")
+    where = f" (rank {rank} of {world_size})" if world_size > 1 else ""
+    table = Table(title=f"codedag migrate: calls per function{where}")
     for column in ("function", "strategy", "migrated", "fell back", "passed", "first reason"):
         numeric = column in ("migrated", "fell back", "passed")
         table.add_column(column, justify="right" if numeric else "left")
@@ -154,20 +167,26 @@ def _print_table(stats: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Apply the plan, run the command, restore, print the counters; returns its exit code."""
     from codedag.migrate.api import PipelineMigrator
+    from codedag.migrate.devices import device_for_rank
+    from codedag.monitor.environment import distributed_rank
     from codedag.util.io import atomic_write_json
 
     kind, target, argv = parse_command(split_options(args))
-    migrator = PipelineMigrator.from_json(args.plan, default_device=args.device)
+    rank, world_size = distributed_rank()
+    device = device_for_rank(args.device) if args.device else None
+    migrator = PipelineMigrator.from_json(args.plan, default_device=device)
     migrator.apply()
     try:
         code = _run_target(kind, target, argv)
     finally:
         migrator.restore()
         stats = migrator.get_stats()
+        if world_size > 1:
+            stats["rank"], stats["world_size"] = rank, world_size
         if args.stats_out is not None:
-            atomic_write_json(args.stats_out, stats)
+            atomic_write_json(rank_suffixed(args.stats_out, rank, world_size), stats)
         if args.json:
             print(json.dumps(stats, indent=2))
         else:
-            _print_table(stats)
+            _print_table(stats, rank, world_size)
     return code
