@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -198,4 +199,19 @@ def test_bad_executor_settings_exit_2_with_one_line(
     code = main(["mutate", "-ec", str(path), *flags, "--results-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and expected in err and "\n" not in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_unreachable_cluster_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again before the session tries it
+    argv = ["mutate", "-r", "examples", "-m", "mnist_cnn", "--executor", "ray"]
+    argv += ["--address", f"127.0.0.1:{port}", "--results-dir", str(tmp_path / "r")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in err and "\n" not in err
     assert not (tmp_path / "r").exists()

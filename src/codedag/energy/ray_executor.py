@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -56,6 +57,29 @@ def _remove_if_empty(folder: Path) -> None:
         for path in sorted(folder.rglob("*"), reverse=True):
             path.rmdir()
         folder.rmdir()
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on a ``HOST:PORT`` (or ``ray://HOST:PORT``) nobody listens on.
+
+    ``ray.init`` retries an unreachable address for minutes; a TCP connection tells at once.
+
+    Raises:
+        ExperimentError: the port cannot be connected to.
+    """
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return  # "auto", "local", or a form Ray resolves itself
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ExperimentError(
+            f"cannot reach the Ray cluster at {address} ({reason}); start it with "
+            "`ray start --head` on its head node, or check --address"
+        ) from error
 
 
 def _ray() -> Any:
@@ -128,6 +152,8 @@ class RayExecutor(Executor):
         kwargs: dict[str, Any] = {"log_to_driver": self.echo, "logging_level": logging.WARNING}
         if self.address is None:
             kwargs["include_dashboard"] = False
+        else:
+            check_reachable(self.address)
         try:
             ray.init(address=self.address, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as error:

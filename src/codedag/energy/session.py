@@ -109,9 +109,22 @@ class EnergySession:
         self._started = 0
 
     def run(self, jobs: Sequence[Job]) -> SessionResult:
-        """Run ``jobs``; returns the records of every finished experiment."""
+        """Run ``jobs``; returns the records of every finished experiment.
+
+        Raises:
+            ConfigError: a governor this machine does not offer, or an executor that cannot
+                start (Ray missing); nothing is written then.
+            ExperimentError: the executor cannot reach where the jobs run (a Ray cluster).
+        """
         if self.executor.runs_here:
             check_governor(self.settings.governor, governor_status(self.options.cpu_root))
+        self.executor.open()  # before the session folder: a cluster that is not there writes none
+        try:
+            return self._run(jobs)
+        finally:
+            self.executor.close()
+
+    def _run(self, jobs: Sequence[Job]) -> SessionResult:
         self.store = SessionStore(self.options.results_dir)
         self._total = len(jobs)
         stop = threading.Event()
@@ -123,7 +136,7 @@ class EnergySession:
             "settings": self.settings.model_dump(),
             "planned_experiments": len(jobs),
             "slots": [s.label for s in self.executor.slots()],
-            "executor": {"kind": self.executor.kind},
+            "executor": self.executor.describe(),
             "status": "running",
         }
         self.store.save_session_info(info)
@@ -132,9 +145,6 @@ class EnergySession:
             with self._governor() as governor:
                 self.governor = governor
                 info["governor"] = governor
-                self.executor.open()
-                info["executor"] = self.executor.describe()
-                self.store.save_session_info(info)
                 self.executor.run(jobs, self, stop)
             status = "completed"
         except KeyboardInterrupt:
@@ -145,16 +155,13 @@ class EnergySession:
             raise
         finally:
             stop.set()
-            try:
-                self.executor.close()
-            finally:
-                REGISTRY.terminate_all(self.options.kill_grace_s)
-                info.update(
-                    status=status,
-                    finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    finished_experiments=len(self.store.records),
-                )
-                self.store.save_session_info(info)
+            REGISTRY.terminate_all(self.options.kill_grace_s)
+            info.update(
+                status=status,
+                finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                finished_experiments=len(self.store.records),
+            )
+            self.store.save_session_info(info)
         return SessionResult(self.store.path, list(self.store.records), status, self.governor)
 
     @contextlib.contextmanager
