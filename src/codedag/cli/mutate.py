@@ -392,8 +392,7 @@ def _dry_run(config: Any, jobs: Any, seed: int, as_json: bool) -> int:
     for i, row in enumerate(rows, 1):
         defaults = config.defaults(row["repository"], row["model"])
         changed = {k: v for k, v in row["hyperparameters"].items() if v != defaults[k]}
-        changed = changed or "defaults"
-        print(f"[{i}] {row['repository']}/{row['model']} ({row['mode']}) {changed}")
+        print(f"[{i}] {row['repository']}/{row['model']} ({row['mode']}) {changed or 'defaults'}")
         print(f"    {shlex.join(row['command'])}")
     return 0
 

@@ -121,7 +121,7 @@ def distributed_launch(environ: dict[str, str] | None = None) -> dict[str, Any] 
     ranks next to one rank's results.
     """
     env = os.environ if environ is None else environ
-    rank, world_size = distributed_rank(env)
+    rank, world_size = distributed_rank(environ)
     if world_size <= 1:
         return None
     local = env.get("LOCAL_RANK", env.get("SLURM_LOCALID", "")).strip()

@@ -159,8 +159,9 @@ class ExperimentMonitor:
             ("resources", RESOURCE_CSV_HEADER),
             ("metrics", METRICS_CSV_HEADER),
         ):
-            files[kind] = f"{safe}.{kind}.csv" if self.stream_to_disk else None
-            path = self.run_dir / files[kind] if self.stream_to_disk else None
+            csv_name = f"{safe}.{kind}.csv"
+            files[kind] = csv_name if self.stream_to_disk else None
+            path = self.run_dir / csv_name if self.stream_to_disk else None
             spills.append(CsvSpill(path, header))
         timer = Timer(
             cuda_timing or self.cuda_timing,
