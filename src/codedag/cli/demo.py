@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -85,12 +86,37 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.equivalence.get("passed") else 1
 
 
-def print_summary(result) -> None:
+def placement_table(result: Any) -> Any:
+    """The functions calibration measured: library vs torch time and where each one runs."""
+    from rich.table import Table
+
+    table = Table(title=f"measured on {result.device}: where each candidate runs")
+    columns = ("function", "calls", "library ms (all)", "torch ms (all)", "speedup", "runs")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("function", "runs") else "right")
+    for row in result.placement:
+        speedup = row.get("speedup")
+        placed = row["placed"]
+        table.add_row(
+            row["function"],
+            str(row["calls"]),
+            f"{row['library_ns'] / 1e6:.2f}" if row["library_ns"] else "-",
+            f"{row['torch_ns'] / 1e6:.2f}" if row["torch_ns"] else "-",
+            "-" if speedup is None else f"{speedup:.2f}x",
+            ("torch" if placed == row["calls"] else f"torch for {placed}")
+            if placed
+            else ("its library" if row["library_ns"] else f"its library: {row['reason']}"),
+            style="green" if placed else "",
+        )
+    return table
+
+
+def print_summary(result: Any) -> None:
     """The summary table, migrated calls, fallbacks, equivalence and output files."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     table = Table(title=f"codedag demo ({result.settings['task']}) on {result.device}")
     for column in ("mode", "mean step s", "batch p95 s", "data wait", "samples/s", "final loss"):
         table.add_column(column, justify="right" if column != "mode" else "left", no_wrap=True)
@@ -104,8 +130,9 @@ def print_summary(result) -> None:
             "n/a" if m.final_loss is None else f"{m.final_loss:.4f}",
         )
     console.print(table)
-    if result.speedup is not None:
-        console.print(f"speedup (baseline / optimization mean step time): {result.speedup:.3f}x")
+    if result.placement:
+        console.print(placement_table(result))
+    console.print(result.verdict)
     migrated = {n: c for n, c in result.migrated_calls.items() if c}
     console.print(
         "migrated calls: " + (", ".join(f"{n} x{c}" for n, c in sorted(migrated.items())) or "none")

@@ -21,6 +21,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "demo",
     "doctor",
     "trace",
+    "calibrate",
     "optimize",
     "plan",
     "experiment",

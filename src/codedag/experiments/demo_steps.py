@@ -188,3 +188,60 @@ def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], float | None]
     ]
     speedup = next((r["speedup"] for r in rows if r["mode"] == "optimization"), None)
     return summaries, speedup
+
+
+def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The calls the plan measured, one row per function (slowest first) with its decision."""
+    rows: dict[str, dict[str, Any]] = {}
+    for call in plan.get("calls", []):
+        if call.get("basis") == "none" and not call.get("migrate"):
+            continue
+        row = rows.setdefault(
+            call["function"],
+            {"function": call["function"], "calls": 0, "placed": 0, "library_ns": 0,
+             "torch_ns": 0, "reason": call.get("reason", "")},
+        )  # fmt: skip
+        n = int(call.get("instance_count", 1) or 1)
+        row["calls"] += n
+        row["placed"] += n if call.get("migrate") else 0
+        row["library_ns"] += int(call.get("original_ns") or 0) * n
+        row["torch_ns"] += int(call.get("backend_ns") or 0) * n
+    out = []
+    for row in rows.values():
+        row["speedup"] = row["library_ns"] / row["torch_ns"] if row["torch_ns"] else None
+        out.append(row)
+    return sorted(out, key=lambda r: -r["library_ns"])
+
+
+def verdict(rows: list[dict[str, Any]], speedup: float | None, device: str, basis: str) -> str:
+    """One sentence saying what the plan did and what it changed, without overclaiming."""
+    placed = [r["function"] for r in rows if r["placed"]]
+    kept = [r["function"] for r in rows if not r["placed"]]
+    where = "the CPU" if device == "cpu" else device
+    if not placed:
+        if not rows:
+            return (
+                "No traced call could be measured, so the plan keeps every call on the CPU; both "
+                "runs execute the same code."
+            )
+        return (
+            f"Measured on {where}, each of the {len(kept)} candidate functions is faster with "
+            "its own library than through torch, so the plan keeps every call where it is: both "
+            "runs execute the same code"
+            + (f" (their step times differ by {abs(1 - speedup) * 100:.1f} %: run-to-run noise)."
+               if speedup is not None else ".")
+        )  # fmt: skip
+    moved = ", ".join(placed)
+    text = f"The plan moves {moved} to torch on {where}, where calibration measured it faster"
+    if kept:
+        text += f", and keeps {len(kept)} other measured function(s) with their library"
+    if basis == "assumed":
+        text += " (ASSUMED speedup, not measured)"
+    if speedup is None:
+        return text + "."
+    if speedup >= 1.0:
+        return text + f": the pipeline ran {speedup:.2f}x faster."
+    return (
+        text + f"; yet the optimized run was {1 / speedup:.2f}x slower than the baseline here "
+        "(see the run-time check in the migration stats)."
+    )
