@@ -69,6 +69,9 @@ def local_cluster(num_cpus: int = 2) -> Iterator[Cluster]:
     # A short folder: Ray's unix socket paths must stay under 108 characters.
     temp_dir = Path(tempfile.mkdtemp(prefix="cdray-", dir="/tmp"))
     port = _free_port()
+    # Ports Ray would otherwise take at fixed numbers: another cluster on this machine (a second
+    # test run) must not collide with this one.
+    fixed = ["dashboard-port", "dashboard-agent-listen-port"]
     command = [
         str(Path(sys.executable).with_name("ray")),
         "start",
@@ -76,6 +79,7 @@ def local_cluster(num_cpus: int = 2) -> Iterator[Cluster]:
         "--block",
         "--node-ip-address=127.0.0.1",
         f"--port={port}",
+        *(f"--{flag}={_free_port()}" for flag in fixed),
         f"--num-cpus={num_cpus}",
         "--num-gpus=0",
         "--include-dashboard=false",
@@ -100,7 +104,10 @@ def local_cluster(num_cpus: int = 2) -> Iterator[Cluster]:
             time.sleep(0.2)
         yield cluster
     finally:
-        members = [head, *psutil.Process(head.pid).children(recursive=True)]
+        try:
+            members = [head, *psutil.Process(head.pid).children(recursive=True)]
+        except psutil.Error:  # ray start already ended (it failed to start)
+            members = [head]
         head.send_signal(signal.SIGTERM)
         try:
             head.wait(timeout=60)
