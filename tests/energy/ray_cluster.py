@@ -90,7 +90,8 @@ def local_cluster(num_cpus: int = 2) -> Iterator[Cluster]:
     log = open(temp_dir / "head.log", "wb")  # noqa: SIM115 - closed in finally
     head = subprocess.Popen(
         command,
-        env={**os.environ, **LOOPBACK_ENV},
+        # TMPDIR: the node's own state (cooldown stamps, energy windows) goes with the cluster
+        env={**os.environ, **LOOPBACK_ENV, "TMPDIR": str(temp_dir)},
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -243,3 +243,15 @@ def test_a_task_whose_worker_is_killed_runs_again(
     assert "submitting it again" in err
     # the watchdog ended the killed worker's training group, grandchild included
     wait_for(lambda: gone(first_run) and gone(grandchild), 20, "the first run to end")
+
+
+def test_a_task_no_node_can_hold_is_refused_before_the_session(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    done = mutate(
+        cluster, "-r", "examples", "-m", "mnist_cnn", "--executor", "ray", "--address",
+        cluster.address, "--cpus-per-experiment", "3", "--results-dir", str(tmp_path / "r"),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "no node of the Ray cluster has that many (the largest has 2)" in done.stderr
+    assert not (tmp_path / "r").exists()

@@ -171,10 +171,12 @@ class RayExecutor(Executor):
         if gpus is None:
             gpus = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
         cpus = 1.0 if gpus else self.cpus_per_experiment
-        if not gpus and resources.get("CPU", 0) < cpus:
+        largest = max((n.get("Resources", {}).get("CPU", 0) for n in ray.nodes() if n.get("Alive")),
+                      default=0)  # fmt: skip
+        if largest < cpus:
             raise ConfigError(
-                f"each experiment asks for {cpus:g} CPU(s) but the Ray cluster has "
-                f"{resources.get('CPU', 0):g}"
+                f"each experiment asks for {cpus:g} CPU(s) but no node of the Ray cluster has "
+                f"that many (the largest has {largest:g}); lower --cpus-per-experiment"
             )
         from codedag.energy.ray_node import run_on_node
 
