@@ -45,7 +45,6 @@ class _Running:
     """One submitted task: the experiment, where it runs, the losses so far."""
 
     task: Task
-    submitted_s: float
     node: dict[str, Any] | None = None
     gpu: dict[str, Any] | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -166,6 +165,14 @@ class RayExecutor(Executor):
                 # ray.init turns SIGTERM into sys.exit; the session ends its tasks on SIGTERM
                 signal.signal(signal.SIGTERM, previous)
         self._connected = True
+        try:
+            self._prepare(ray)
+        except BaseException:
+            self.close()
+            raise
+
+    def _prepare(self, ray: Any) -> None:
+        """Size each task from the cluster's resources and describe the cluster."""
         resources = ray.cluster_resources()
         gpus = self.gpus_per_experiment
         if gpus is None:
@@ -225,7 +232,7 @@ class RayExecutor(Executor):
         try:
             for job in jobs:
                 task = work.start(job)
-                running[self._submit(task)] = _Running(task, time.monotonic())
+                running[self._submit(task)] = _Running(task)
             while running and not stop.is_set():
                 ready, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_S)
                 for handle in ready:
@@ -234,7 +241,11 @@ class RayExecutor(Executor):
             stop.set()
             self._cancel(running, work)
             raise
-        if running:  # stop was set from elsewhere (an error while recording)
+        except BaseException:  # recording failed: end every task, record nothing more
+            stop.set()
+            self._cancel(running, None)
+            raise
+        if running:  # stop was set from elsewhere
             self._cancel(running, work)
 
     def _submit(self, task: Task) -> Any:
@@ -307,7 +318,7 @@ class RayExecutor(Executor):
                 len(entry.failures),
                 self.node_retries,
             )
-            retry = _Running(task, time.monotonic(), failures=entry.failures)
+            retry = _Running(task, failures=entry.failures)
             running[self._submit(task)] = retry
             return
         log.error("%s: lost %d time(s); giving up", task.experiment_id, len(entry.failures))
@@ -342,8 +353,12 @@ class RayExecutor(Executor):
             )
 
     # ------------------------------------------------------------------- cancelling
-    def _cancel(self, running: dict[Any, _Running], work: Work) -> None:
-        """Cancel every task; force-kill those still running after the grace period."""
+    def _cancel(self, running: dict[Any, _Running], work: Work | None) -> None:
+        """Cancel every task; force-kill those still running after the grace period.
+
+        An experiment that finishes while being cancelled is still recorded through ``work``
+        (None: dropped).
+        """
         if not running:
             return
         ray = _ray()
@@ -374,7 +389,7 @@ class RayExecutor(Executor):
         for task in unfinished:
             _remove_if_empty(task.folder)
 
-    def _drain(self, handle: Any, running: dict[Any, _Running], work: Work) -> None:
+    def _drain(self, handle: Any, running: dict[Any, _Running], work: Work | None) -> None:
         """After a cancel: keep an experiment that finished anyway, drop everything else."""
         ray = _ray()
         try:
@@ -384,7 +399,7 @@ class RayExecutor(Executor):
             return
         if message["event"] == "done":
             entry = running.pop(handle)
-            if message["result"] is not None:
+            if message["result"] is not None and work is not None:
                 self._write_files(entry.task, message["files"])
                 message["result"]["node_failures"] = entry.failures
                 work.finish(entry.task, message["result"])
