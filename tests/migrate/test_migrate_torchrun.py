@@ -65,3 +65,18 @@ def test_every_rank_applies_the_plan_and_keeps_its_own_counters(tmp_path: Path) 
 )
 def test_stats_file_per_rank(rank: int, world: int, expected: str) -> None:
     assert rank_suffixed(Path("out/stats.json"), rank, world) == Path("out") / expected
+
+
+def test_ranks_beyond_the_gpu_count_share_gpus_the_same_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from codedag.migrate import devices
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv("LOCAL_RANK", "5")
+    assert devices.default_device() == "cuda:1"
+    assert devices.device_for_rank("cuda") == "cuda:1"  # what --device cuda means on rank 5
+    assert devices.device_for_rank("cuda:0") == devices.default_device()
