@@ -15,7 +15,9 @@ sums them per mode:
 
 from __future__ import annotations
 
+import glob
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +91,10 @@ def find_other_ranks(path: Path, results: dict[str, Any]) -> dict[int, Path]:
     stamp = float(results.get("timestamp", 0) or 0)
     found: dict[int, tuple[float, Path]] = {}
     here = path.resolve()
-    for candidate in sorted(path.parent.parent.glob("*/results.json")):
+    # ExperimentMonitor names rank folders <name>_rank<R>_<time>: look at that name's only
+    named = re.fullmatch(rf"(.+)_rank{rank}_[^/]+", path.parent.name)
+    pattern = f"{glob.escape(named.group(1))}_rank*_*/results.json" if named else "*/results.json"
+    for candidate in sorted(path.parent.parent.glob(pattern)):
         if candidate.resolve() == here:
             continue
         try:
