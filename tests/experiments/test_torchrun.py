@@ -60,15 +60,14 @@ def test_optimization_mode_under_torchrun_and_the_report_of_both_ranks(tmp_path:
 
     run = torchrun("optimization.py", "--modes", "optimization", "--plan", "plan.json", cwd=folder)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
-    for rank in (0, 1):
-        line = next(x for x in run.stdout.splitlines() if x.startswith(f"rank {rank} migration"))
-        stats = json.loads(line.split("stats: ", 1)[1])
+    rank_dirs = sorted((folder / "results").glob("toy_optimization_rank*"))
+    assert [d.name.split("_")[2] for d in rank_dirs] == ["rank0", "rank1"]
+    for rank, run_dir in enumerate(rank_dirs):
+        assert f"rank {rank} migration: " in run.stdout
+        stats = json.loads((run_dir / "migration_stats_optimization.json").read_text())
         # 24 samples per rank, 3 batches of 8: every resize of this rank's shard migrated
         assert stats["functions"]["cv2.resize"]["migrated"] == 24
         assert stats["functions"]["cv2.resize"]["fell_back"] == 0
-
-    rank_dirs = sorted((folder / "results").glob("toy_optimization_rank*"))
-    assert [d.name.split("_")[2] for d in rank_dirs] == ["rank0", "rank1"]
     for rank, run_dir in enumerate(rank_dirs):
         results = json.loads((run_dir / "results.json").read_text())
         env = results["environment"]
