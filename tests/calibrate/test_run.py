@@ -212,3 +212,22 @@ def test_calibration_on_cuda_measures_copies_and_synchronizes() -> None:
     for m in cal.measurements.values():
         assert m.ok, m.error
         assert m.h2d_ns > 0 and m.d2h_ns > 0
+
+
+def test_malformed_argument_descriptions_are_not_calibrated_and_do_not_crash() -> None:
+    dag = ExecutionDAG()
+    for i, args in enumerate(
+        [
+            [{"name": "0", "kind": "array", "shape": "wide", "dtype": "uint8"}],
+            [{"name": "0", "kind": "array", "shape": [4, 4], "dtype": "no-such-dtype"}],
+            [{"name": "0", "kind": "sequence", "items": "x"}],
+            [7],
+        ]
+    ):
+        dag.add_call(name="cv2.flip", context_key=f"cv2.flip#{i}", args=args)  # type: ignore[arg-type]
+    out = Calibrator("cpu", cache=CalibrationCache(None), budget=QUICK).calibrate(dag.calls())
+    for m in out.measurements.values():
+        assert not m.ok
+    assert all(
+        out.estimate(n.id) is None or not out.estimate(n.id).measurement.ok for n in dag.calls()
+    )  # type: ignore[union-attr]

@@ -69,7 +69,7 @@ def test_k_larger_than_the_graph_is_clamped(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("not json", "not a JSON execution DAG"),
+        ("not json", "is not JSON: Expecting value at line 1 column 1"),
         ('{"schema_version": 99, "nodes": [], "edges": []}', "newer"),
         ('{"schema_version": 1, "nodes": [{"kind": "call"}], "edges": []}', "malformed"),
         (

@@ -187,7 +187,7 @@ def test_settings_name_the_executor() -> None:
         ({"executor": "slurm"}, [], "executor.kind"),
         ({"executor": {"kind": "ray", "adress": "auto"}}, [], "executor.adress: unknown key"),
         ({}, ["--address", "auto"], "--address only apply with --executor ray"),
-        ({}, ["--executor", "ray", "--node-retries", "-1"], "--node-retries must be >= 0"),
+        ({}, ["--executor", "ray", "--node-retries", "-1"], "--node-retries: must be >= 0"),
     ],
 )
 def test_bad_executor_settings_exit_2_with_one_line(
@@ -196,7 +196,10 @@ def test_bad_executor_settings_exit_2_with_one_line(
     path = tmp_path / "s.json"
     experiments = [{"repo": "examples", "model": "mnist_cnn"}]
     path.write_text(json.dumps({"experiment_name": "x", "experiments": experiments, **settings}))
-    code = main(["mutate", "-ec", str(path), *flags, "--results-dir", str(tmp_path / "r")])
+    try:
+        code = main(["mutate", "-ec", str(path), *flags, "--results-dir", str(tmp_path / "r")])
+    except SystemExit as exit_:  # flag values are checked by the parser
+        code = exit_.code
     err = capsys.readouterr().err.strip()
     assert code == 2 and expected in err and "\n" not in err, err
     assert not (tmp_path / "r").exists()

@@ -104,7 +104,7 @@ def test_bad_settings(tmp_path: Path, changes: dict, match: str) -> None:
     [
         (["--task", "video"], "task must be one of image, audio"),
         (["--out", "/proc/no-such-place/out"], "cannot write into --out"),
-        (["--batches", "0"], "batches must be >= 1"),
+        (["--batches", "0"], "--batches: must be >= 1"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(

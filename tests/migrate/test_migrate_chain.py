@@ -73,12 +73,13 @@ def test_trace_optimize_migrate_equals_the_original_batches() -> None:
     # Which of the cv2 and NumPy calls the partitioner places depends on the measured times;
     # that it places some, and that every placed one is migrated, does not.
     assert placed, plan["notes"]
-    assert placed <= {"cv2.resize", "cv2.flip", "numpy.clip"}, placed
+    # (np.sqrt, a ufunc called by the statement, is a step named numpy.sqrt: placeable too)
+    assert placed <= {"cv2.resize", "cv2.flip", "numpy.clip", "numpy.sqrt"}, placed
     # every traced name the plan places is a registry name (one canonical name everywhere)
     assert all(registry.is_migratable(name) for name in placed)
     originals = {name: _lookup(name) for name in placed}
 
-    migrator = PipelineMigrator.from_plan(plan, registry=registry)
+    migrator = PipelineMigrator.from_plan(plan, registry=registry, guard=False)
     counts = migrator.apply()
     try:
         assert counts == {"patched": len(placed), "failed": 0, "skipped": 0}
@@ -118,7 +119,7 @@ def test_every_traced_migratable_call_round_trips() -> None:
         "context_device_map": {c.context_key: "cpu" for c in calls},
         "calls": [],
     }
-    with PipelineMigrator.from_plan(plan, registry=registry) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=registry, guard=False) as migrator:
         batches = list(loader)
     for got, want in zip(batches, reference):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

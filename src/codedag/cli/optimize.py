@@ -8,6 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
+from codedag.cli.args import NON_NEGATIVE_INT
+
 log = logging.getLogger(__name__)
 
 
@@ -34,9 +36,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="device migrated calls run on: cuda:i, or cpu to run them through torch on the CPU",
     )
     parser.add_argument("--out", default="codedag_optimize", help="output folder")
-    parser.add_argument("--max-depth", type=int, default=5, help="coarsening depth (default 5)")
     parser.add_argument(
-        "--max-iterations", type=int, default=50, help="refinement moves evaluated (default 50)"
+        "--max-depth", type=NON_NEGATIVE_INT, default=5, help="coarsening depth (default 5)"
+    )
+    parser.add_argument(
+        "--max-iterations",
+        type=NON_NEGATIVE_INT,
+        default=50,
+        help="refinement moves evaluated (default 50)",
     )
     place = parser.add_argument_group(
         "placement (a call moves only when calibration on the target device says it wins)"
@@ -119,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--bandwidth-gbps must be a positive number, got {args.bandwidth_gbps}")
     if args.speedup is not None:
         log.warning("--speedup is an assumption: it is now spelled --assume-speedup")
+    from codedag.util.paths import check_output_dir
+
+    check_output_dir(args.out)
     console = Console(stderr=True)
     with console.status(f"loading {args.dag}"):
         dag = ExecutionDAG.load(args.dag)

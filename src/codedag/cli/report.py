@@ -67,6 +67,11 @@ def run(args: argparse.Namespace) -> int:
     paths = [results_file(Path(p)) for p in args.results]
     path = paths[0]
     load: Callable[[Path], dict[str, Any]] = load_results
+    out = Path(args.out) if args.out else path.parent / "plots"
+    if not args.no_plots:
+        from codedag.util.paths import check_output_dir
+
+        check_output_dir(out, "--out" if args.out else "--out (default)")
     if args.rebuild:
         from codedag.monitor.rebuild import rebuild_results
 
@@ -83,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plots:
         from codedag.report.plots import plot_results
 
-        out = Path(args.out) if args.out else path.parent / "plots"
         figures = [str(p) for p in plot_results(results, out)]
     if args.json:
         print(json.dumps({"modes": rows, "figures": figures}, indent=2))

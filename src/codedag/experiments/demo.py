@@ -145,6 +145,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
         },
         placement=rows,
         verdict=verdict(rows, speedup, device, plan.get("placement", {}).get("basis", "none")),
+        guard=dict(stats.get("guard", {})),
         files=files,
     )
     from codedag.report.demo_report import write_demo_report

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import asdict
 from typing import Any
 
@@ -60,7 +60,7 @@ def build_loader(settings: DemoSettings) -> Any:
     )
 
 
-def _batches(loader: Any, limit: int) -> Iterator[tuple[int, Any, Any]]:
+def _batches(loader: Any, limit: int) -> Generator[tuple[int, Any, Any], None, None]:
     """Yield ``(index, inputs, targets)`` for up to ``limit`` batches, cycling the loader."""
     done = 0
     while done < limit:
@@ -91,6 +91,7 @@ def train(
 
     from codedag.experiments.demo_data import SmallCNN
     from codedag.util.seeding import seed_everything
+    from codedag.util.signals import interruption_name
 
     seed_everything(settings.seed, deterministic=False)
     # One untimed sample first: imports, JIT compilation (librosa's numba) and backend set-up
@@ -107,8 +108,10 @@ def train(
     monitor.start_mode(
         mode, config=asdict(settings) | {"device": device, "out_dir": str(settings.out_dir)}
     )
+    batches = _batches(loader, settings.batches)
+    status, error = "completed", None
     try:
-        for index, inputs, targets in _batches(loader, settings.batches):
+        for index, inputs, targets in batches:
             monitor.start_batch()
             if len(kept) < keep:
                 kept.append((inputs.detach().cpu().clone(), targets.detach().cpu().clone()))
@@ -125,8 +128,17 @@ def train(
             monitor.log_loss(0, index, loss_value)
             monitor.log_accuracy(0, index, correct / total)
             progress(mode, index + 1, settings.batches)
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP under the CLI
+        status, error = "interrupted", interruption_name(stop)
+        raise
+    except BaseException as failure:
+        status, error = "failed", f"{type(failure).__name__}: {failure}"
+        raise
     finally:
-        monitor.stop_mode()
+        try:
+            monitor.stop_mode(status, error)  # every measured batch is saved
+        finally:
+            batches.close()  # DataLoader workers end now, not when the iterator is collected
     return kept
 
 

@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from codedag.migrate.tolerances import TOLERANCES
+
 log = logging.getLogger(__name__)
 
 
@@ -357,6 +359,8 @@ class Registry:
                 self._aliases.setdefault(canonical, set()).update({canonical, name})
                 if canonical not in self._specs and canonical not in self.non_migratable:
                     self._canonical_specs[canonical] = replace(spec, name=canonical)
+                    if name in TOLERANCES:  # the same function: the same tolerance
+                        TOLERANCES.setdefault(canonical, TOLERANCES[name])
 
     def _lookup(self, name: str) -> OpSpec | None:
         spec = self._specs.get(name) or self._canonical_specs.get(name)

@@ -82,6 +82,11 @@ def _inside(dag: CoarsenedDAG, call: int, placed: set[int]) -> int | None:
     return None
 
 
+def _keys(dag: CoarsenedDAG, node_id: int) -> list[str]:
+    """The usable context keys of a call (files from hand-built or old DAGs may hold empty ones)."""
+    return [key for key in dag.context_keys(node_id) if key.strip("/")]
+
+
 def _default_blocker() -> Callable[[str], str | None]:
     from codedag.migrate.registry import placement_blocker
 
@@ -147,6 +152,11 @@ def build_plan(
         if not can(node.name):
             decisions[node.id] = Decision(reason=f"no torch backend for {node.name}")
             continue
+        if not _keys(dag, node.id):
+            decisions[node.id] = Decision(
+                reason="the trace recorded no context key for it: it cannot be addressed at run time"
+            )
+            continue
         args = getattr(dag.source.nodes.get(node.representative_id), "args", None)
         blocked = blocked_reason(node.name, args, positional(node.name), settings, blocker)
         if blocked is not None:
@@ -187,7 +197,7 @@ def build_plan(
     for node in calls:
         d = decisions[node.id]
         call_device = device_of_part[part_of[node.id]] if d.migrate else "cpu"
-        keys = dag.context_keys(node.id)
+        keys = _keys(dag, node.id)
         if d.migrate:
             for key in keys:
                 context_map[key] = call_device
