@@ -202,7 +202,7 @@ def test_bad_executor_settings_exit_2_with_one_line(
         code = exit_.code
     err = capsys.readouterr().err.strip()
     assert code == 2 and expected in err and "\n" not in err, err
-    assert not (tmp_path / "r").exists()
+    assert not list((tmp_path / "r").glob("run_*"))  # no session was started
 
 
 def test_an_unreachable_cluster_is_one_line_and_writes_nothing(
@@ -217,4 +217,4 @@ def test_an_unreachable_cluster_is_one_line_and_writes_nothing(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in err and "\n" not in err
-    assert not (tmp_path / "r").exists()
+    assert not list((tmp_path / "r").glob("run_*"))  # no session was started

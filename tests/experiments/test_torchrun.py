@@ -65,9 +65,11 @@ def test_optimization_mode_under_torchrun_and_the_report_of_both_ranks(tmp_path:
     for rank, run_dir in enumerate(rank_dirs):
         assert f"rank {rank} migration: " in run.stdout
         stats = json.loads((run_dir / "migration_stats_optimization.json").read_text())
-        # 24 samples per rank, 3 batches of 8: every resize of this rank's shard migrated
-        assert stats["functions"]["cv2.resize"]["migrated"] == 24
-        assert stats["functions"]["cv2.resize"]["fell_back"] == 0
+        resize = stats["functions"]["cv2.resize"]
+        # 24 samples per rank, 3 batches of 8: every resize of this rank's shard went through the
+        # wrapper; the run-time check may hand calls back to cv2 once it measured a loss on the CPU
+        assert resize["migrated"] >= 1 and resize["fell_back"] == 0
+        assert resize["migrated"] + resize["passed_through"] == 24
     for rank, run_dir in enumerate(rank_dirs):
         results = json.loads((run_dir / "results.json").read_text())
         env = results["environment"]
