@@ -242,7 +242,7 @@ def test_a_task_whose_worker_is_killed_runs_again(
     assert failure["node"]["ip"] == "127.0.0.1"
     assert "submitting it again" in err
     # the watchdog ended the killed worker's training group, grandchild included
-    wait_for(lambda: gone(first_run) and gone(grandchild), 20, "the first run to end")
+    wait_for(lambda: gone(first_run) and gone(grandchild), 60, "the first run to end")
 
 
 def test_a_task_no_node_can_hold_is_refused_before_the_session(
