@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import IO
+from typing import IO, Any
 
 import psutil
 
@@ -86,11 +86,11 @@ class GroupReaper(ProcessRegistry):
         except OSError:  # the watchdog is gone; the groups are still ended by this process
             self._pipe = None
 
-    def add(self, pgid: int) -> None:
+    def add(self, pgid: Any) -> None:
         super().add(pgid)
         self._send(f"+{pgid}")
 
-    def discard(self, pgid: int) -> None:
+    def discard(self, pgid: Any) -> None:
         super().discard(pgid)
         self._send(f"-{pgid}")
 
