@@ -95,7 +95,7 @@ def tune(loader: Any, settings: DemoSettings, device: str) -> Any | None:
     from codedag.tune import TuneOptions, tune_loader
 
     options = TuneOptions(
-        batches=8, rounds=2, trial_s=3.0, budget_s=90.0, step_fn=training_step(settings, device)
+        batches=6, rounds=2, trial_s=2.0, budget_s=30.0, step_fn=training_step(settings, device)
     )
     section = tune_loader(loader, options)
     section.override = list(section.changed)
