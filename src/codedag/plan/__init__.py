@@ -2,6 +2,8 @@
 
 from codedag.plan.model import (
     PLAN_SCHEMA_VERSION,
+    BatchedChain,
+    BatchedInfo,
     MigrationPlan,
     PlacementInfo,
     PlannedCall,
@@ -10,6 +12,8 @@ from codedag.plan.model import (
 
 __all__ = [
     "PLAN_SCHEMA_VERSION",
+    "BatchedChain",
+    "BatchedInfo",
     "MigrationPlan",
     "PlacementInfo",
     "PlannedCall",
