@@ -22,9 +22,11 @@ from codedag.migrate.devices import default_device as _default_device
 from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_device
 from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
+from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
 from codedag.migrate.registry import Registry, default_registry
 from codedag.migrate.values import ValueConverter
+from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
 
 if TYPE_CHECKING:
     from codedag.migrate.batched.runtime import BatchedRuntime
@@ -86,6 +88,7 @@ class PipelineMigrator:
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
         self._applied = False
+        self._loader = LoaderSettingsPatch.from_plan(self.plan.plan)  # the plan's loader section
 
     @classmethod
     def from_plan(
@@ -140,18 +143,21 @@ class PipelineMigrator:
             if self._applied:
                 return {"patched": 0, "failed": 0, "skipped": 0}
             install_fork_hook()
+            # A forked child must replace the wrappers' locks before the worker counters read
+            # them: their hooks run in registration order, so the wrappers' goes first even when
+            # no wrapper exists yet (an empty plan's injector still creates worker counters).
+            install_wrapper_fork_hook()
             injector = PatchInjector(
                 self._entries(), self.registry, self._converters, guard=self.guard
             )
             try:
                 counts = injector.apply_all()
-            except BaseException:
-                injector.restore_all()  # nothing stays patched when apply fails half-way
-                raise
-            try:
+                if self._loader is not None:
+                    self._loader.apply()
                 self._batched.apply()
             except BaseException:
-                injector.restore_all()
+                self._batched.restore()
+                injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
             self._injector = injector
             self._applied = True
@@ -170,6 +176,8 @@ class PipelineMigrator:
                 return 0
             count = self._batched.restore()
             count += self._injector.restore_all()
+            if self._loader is not None:
+                self._loader.restore()
             self._applied = False
             return count
 
@@ -190,6 +198,7 @@ class PipelineMigrator:
             "totals": {...},
             "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
             "value_cache": {"hits", "stale"}, "applied": bool, "guard": {...},
+            "loader": DataLoader settings applied (``LoaderSettingsPatch.stats``) or None,
             "batched": {...}}`` (``batched``: docs/batched.md).
         """
         injector = self._injector
@@ -210,6 +219,7 @@ class PipelineMigrator:
             },
             "applied": self._applied,
             "guard": self._guard_summary(functions),
+            "loader": None if self._loader is None else self._loader.stats(),
             "batched": self._batched.stats() if self._batched.active else {"enabled": False},
         }
 

@@ -1,5 +1,6 @@
 """The migration plan model shared by the optimizer (writer) and the migrator (reader)."""
 
+from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
 from codedag.plan.model import (
     PLAN_SCHEMA_VERSION,
     BatchedChain,
@@ -14,6 +15,9 @@ __all__ = [
     "PLAN_SCHEMA_VERSION",
     "BatchedChain",
     "BatchedInfo",
+    "LoaderSection",
+    "LoaderSettings",
+    "LoaderTrial",
     "MigrationPlan",
     "PlacementInfo",
     "PlannedCall",
