@@ -388,12 +388,12 @@ def _force_tree(value: Any) -> Any:
     return value
 
 
-def force_tree(value: Any, reason: str, detail: str) -> Any:
-    """Every deferred value inside ``value`` forced, counted under ``reason``."""
+def force_tree(value: Any, reason: str, detail: str, where: str | None = None) -> Any:
+    """Every deferred value inside ``value`` forced, counted under ``reason`` (at ``where``)."""
     count = _count_lazy(value)
     if not count:
         return value
-    FORCED.forced(reason, detail, None, count)
+    FORCED.forced(reason, detail, None, count, where=where)
     return _force_tree(value)
 
 

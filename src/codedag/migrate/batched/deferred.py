@@ -114,6 +114,7 @@ class _State(threading.local):
     def __init__(self) -> None:
         self.active = 0  # fetches with deferral on, in this thread
         self.created = 0  # nodes recorded in the current sample
+        self.entries: set[str] = set()  # entry sites that started chains in the current sample
         self.copies: dict[int, tuple[Any, Any]] = {}  # id -> (original, copy) in this fetch
 
 
@@ -268,6 +269,7 @@ def start(op: Op, data: Any, args: tuple[Any, ...], kwargs: dict[str, Any], entr
         entry=entry,
     )
     STATE.created += 1
+    STATE.entries.add(entry)
     return wrap(node)
 
 

@@ -29,7 +29,7 @@ from torch.utils.data._utils.collate import default_collate
 
 from codedag.migrate.batched.collate import BatchRecord, default_collate_deferred, force_tree
 from codedag.migrate.batched.deferred import STATE
-from codedag.migrate.batched.forcing import FORCED
+from codedag.migrate.batched.forcing import FORCED, code_line, error_line
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,10 @@ def _fetch(fetcher: Any, index: Any) -> Any:
         data = _sample(lambda: dataset[index])
     if fetcher.auto_collation and fetcher.collate_fn is default_collate:
         return default_collate_deferred(data)
-    return fetcher.collate_fn(force_tree(data, "collate", "custom collate_fn"))
+    collate_fn = fetcher.collate_fn
+    name = getattr(collate_fn, "__qualname__", type(collate_fn).__qualname__)
+    where = code_line(collate_fn)
+    return collate_fn(force_tree(data, "collate", f"custom collate_fn {name}", where))
 
 
 def _item(dataset: Any, index: Any) -> Any:
@@ -106,19 +109,25 @@ def _sample(make: Callable[[], Any]) -> Any:
     snapshot = _random_states()
     STATE.active += 1
     STATE.created = 0
+    STATE.entries.clear()
     try:
         return make()
     except Exception as error:
         if not STATE.created:
             raise
         detail = f"{type(error).__name__}: {error}".splitlines()[0][:120]
-        FORCED.forced("error", detail, None)
+        where = error_line(error)
+        for entry in sorted(STATE.entries) or [None]:  # type: ignore[list-item]
+            FORCED.forced("error", detail, entry, where=where)
         COUNTERS.retried += 1
-        log.info("a sample failed with deferred values (%s); it runs again eagerly", detail)
+        log.info(
+            "a sample failed with deferred values at %s (%s); it runs again eagerly", where, detail
+        )
         _restore(snapshot)
     finally:
         STATE.active -= 1
         STATE.created = 0
+        STATE.entries.clear()
     return make()
 
 

@@ -56,9 +56,18 @@ class ForceLog:
         self._taken: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def forced(self, reason: str, detail: str, entry: str | None, count: int = 1) -> None:
-        """Count ``count`` forced values of ``reason`` at the user line calling us."""
-        site = f"{user_line()} ({detail})" if detail else user_line()
+    def forced(
+        self,
+        reason: str,
+        detail: str,
+        entry: str | None,
+        count: int = 1,
+        where: str | None = None,
+    ) -> None:
+        """Count ``count`` forced values of ``reason`` at ``where`` (default: the user code line
+        calling us), and against ``entry``'s streak."""
+        where = where or user_line()
+        site = f"{where} ({detail})" if detail else where
         with self._lock:
             self.reasons[reason] += count
             if site in self.sites or len(self.sites) < _MAX_SITES:
@@ -124,6 +133,26 @@ def user_line() -> str:
     if frame is None:
         return "?"
     return f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def error_line(error: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``error``'s traceback outside this package."""
+    found = "?"
+    tb = error.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if os.path.dirname(os.path.abspath(filename)) != _HERE:
+            found = f"{short_path(filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+def code_line(function: object) -> str:
+    """``file:line`` where ``function`` is defined (its name when it has no code)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return getattr(function, "__qualname__", type(function).__qualname__)
+    return f"{short_path(code.co_filename)}:{code.co_firstlineno}"
 
 
 def short_path(filename: str) -> str:
