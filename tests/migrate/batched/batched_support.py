@@ -25,13 +25,13 @@ CHAIN = ["cv2.resize", "cv2.cvtColor", "cv2.flip", "cv2.warpAffine"]
 FORK = multiprocessing.get_context("fork")
 
 
-def images(n: int, sizes: Iterable[tuple[int, int]] = ((48, 64),), seed: int = 0) -> list[np.ndarray]:
+def images(
+    n: int, sizes: Iterable[tuple[int, int]] = ((48, 64),), seed: int = 0
+) -> list[np.ndarray]:
     """``n`` random uint8 BGR images, sizes cycling through ``sizes`` (ragged when several)."""
     rng = np.random.default_rng(seed)
     sizes = list(sizes)
-    return [
-        rng.integers(0, 256, (*sizes[i % len(sizes)], 3), dtype=np.uint8) for i in range(n)
-    ]
+    return [rng.integers(0, 256, (*sizes[i % len(sizes)], 3), dtype=np.uint8) for i in range(n)]
 
 
 def normalize(img: np.ndarray) -> np.ndarray:
