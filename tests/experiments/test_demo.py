@@ -53,6 +53,8 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     assert result.equivalence["labels_equal"] and result.equivalence["batches_compared"] == 2
     measured = {row["function"] for row in result.placement}
     assert {"cv2.resize", "cv2.warpAffine", "cv2.cvtColor"} <= measured
+    (chain,) = result.batched["chains"]  # resize > cvtColor > [flip] > warpAffine > astype
+    assert chain["steps"][:2] == ["cv2.resize", "cv2.cvtColor"]
     for row in result.placement:
         if row["function"].startswith("cv2."):
             assert row["library_ns"] > 0 and row["torch_ns"] > 0  # both timed
@@ -79,6 +81,21 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     assert "DataLoader settings" in html and "batches/s" in html
     if plan["loader"]["changed"]:
         assert "the tuned DataLoader" in result.verdict
+    _batched_consistent(result, plan)
+
+
+def _batched_consistent(result: object, plan: dict) -> None:
+    """The demo reports each sample chain's decision; stats exactly when a chain runs batched."""
+    batched = result.batched  # type: ignore[attr-defined]
+    assert batched["mode"] == "auto"
+    chains = batched["chains"]
+    assert [c["id"] for c in chains] == [c["id"] for c in plan["batched"]["chains"]]
+    for chain in chains:
+        assert chain["basis"] == "measured" and chain["reason"], chain
+    if any(c["batched"] for c in chains):
+        assert batched["stats"]["batches"] > 0 and batched["stats"]["backend_calls"] > 0
+    else:
+        assert batched["stats"] is None
 
 
 def test_audio_demo_measures_the_librosa_calls(tmp_path: Path) -> None:
@@ -89,6 +106,8 @@ def test_audio_demo_measures_the_librosa_calls(tmp_path: Path) -> None:
     mel = next(r for name, r in rows.items() if "melspectrogram" in name)
     assert mel["library_ns"] > 0 and mel["torch_ns"] > 0, mel
     _consistent(result)
+    plan = json.loads((tmp_path / "migration_plan.json").read_text())
+    _batched_consistent(result, plan)
 
 
 @pytest.mark.parametrize(

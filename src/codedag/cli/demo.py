@@ -173,6 +173,28 @@ def placement_table(result: Any) -> Any:
     return table
 
 
+def print_batched(batched: dict[str, Any], console: Any) -> None:
+    """Each sample chain's batched decision with its figures, and the run's batched stats."""
+    for chain in batched.get("chains", []):
+        verdict = "runs batched" if chain["batched"] else "stays per sample"
+        console.print(
+            f"batched {chain['id']} ({' > '.join(s.rsplit('.', 1)[-1] for s in chain['steps'])}):"
+            f" {verdict} [{chain['basis']}]: {chain['reason']}",
+            markup=False,
+        )
+    stats = batched.get("stats")
+    if stats:
+        forced = ", ".join(f"{k} x{v}" for k, v in stats.get("forced", {}).items()) or "none"
+        console.print(
+            f"batched execution on {stats.get('device')}: {stats.get('batches', 0)} batches, "
+            f"{stats.get('samples', 0)} samples, {stats.get('groups', 0)} groups, "
+            f"{stats.get('backend_calls', 0)} backend calls, h2d {stats.get('h2d_bytes', 0)} B, "
+            f"d2h {stats.get('d2h_bytes', 0)} B, worker {stats.get('worker_ms', 0.0):.1f} ms, "
+            f"main {stats.get('main_ms', 0.0):.1f} ms, forced: {forced}",
+            markup=False,
+        )
+
+
 def print_summary(result: Any) -> None:
     """The summary table, migrated calls, fallbacks, equivalence and output files."""
     from rich.console import Console
@@ -200,6 +222,7 @@ def print_summary(result: Any) -> None:
 
         print_section(LoaderSection.model_validate(result.loader), console)
     console.print(result.verdict)
+    print_batched(result.batched or {}, console)
     guard = result.guard or {}
     if guard.get("enabled") and (guard.get("kept") or guard.get("switched_off")):
         kept = ", ".join(guard.get("kept", [])) or "none"

@@ -82,6 +82,13 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="what-if host<->device bandwidth used with --assume-speedup (25 GB/s)",
     )
     place.add_argument(
+        "--batched",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="run each sample's chain of calls once per batch in the main process: auto (where "
+        "calibration measures it faster, the default), always or never (docs/placement.md)",
+    )
+    place.add_argument(
         "--no-calibrate",
         action="store_true",
         help="do not measure: nothing is placed unless --assume-speedup is given",
@@ -128,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from codedag.errors import UsageError
     from codedag.graph.model import ExecutionDAG
     from codedag.optimize.costs import CostModel
-    from codedag.optimize.explain import plan_table
+    from codedag.optimize.explain import chains_table, plan_table
     from codedag.optimize.manager import OptimizerManager
     from codedag.optimize.placement import PlacementSettings
 
@@ -170,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
             only=frozenset(args.only),
             exclude=frozenset(args.exclude),
             assume_speedup=assume,
+            batched=args.batched,
         ),
         calibrate=not args.no_calibrate,
         calibration_options={"cache": make_cache(args)},
@@ -204,4 +212,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(
             plan_table(plan, limit=None if args.explain else 12, measured_only=not args.explain)
         )
+        chains = chains_table(plan)
+        if chains is not None:
+            out.print(chains)
     return 0

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     """Load and validate the plan, print its table (or JSON) and notes."""
     from rich.console import Console
 
-    from codedag.optimize.explain import plan_table
+    from codedag.optimize.explain import chains_table, plan_table
     from codedag.plan import MigrationPlan
     from codedag.util.io import read_json
 
@@ -44,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     console = Console() if sys.stdout.isatty() else Console(width=160)
     console.print(plan_table(plan, limit=None if args.all else 30))
+    chains = chains_table(plan)
+    if chains is not None:
+        console.print(chains)
     for note in plan.get("notes", []):
         console.print(f"note: {note}")
     model = MigrationPlan.from_dict(plan)

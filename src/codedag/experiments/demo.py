@@ -119,6 +119,32 @@ def optimize(
     return plan, result
 
 
+def batched_summary(plan: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """The plan's sample chains with their batched decision, and the run's batched stats."""
+    section = plan.get("batched") or {}
+    chains = [
+        {
+            "id": c.get("id"),
+            "steps": list(c.get("steps", [])),
+            "batched": bool(c.get("batched")),
+            "basis": c.get("basis", "none"),
+            "original_ms": None if c.get("original_ns") is None else c["original_ns"] / 1e6,
+            "batched_ms": None if c.get("batched_ns") is None else c["batched_ns"] / 1e6,
+            "batch_size": c.get("batch_size", 0),
+            "backend_calls": c.get("backend_calls"),
+            "reason": c.get("reason", ""),
+        }
+        for c in section.get("chains", [])
+    ]
+    run = stats.get("batched") or {}
+    return {
+        "mode": section.get("mode", "auto"),
+        "device": section.get("device"),
+        "chains": chains,
+        "stats": run if run.get("enabled") else None,
+    }
+
+
 def draw_dag(result: dict[str, Any], out_dir: Path) -> tuple[Path, str | None, str]:
     """The coarsened DAG with partitions colored: ``dag.svg`` with ``dot``, else ``dag.dot``."""
     from codedag.optimize.export import coarse_dot
@@ -205,6 +231,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
         guard=dict(stats.get("guard", {})),
         files=files,
         loader=None if section is None else section.model_dump(mode="json"),
+        batched=batched_summary(plan, stats),
     )
     from codedag.report.demo_report import write_demo_report
 

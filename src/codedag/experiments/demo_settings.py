@@ -78,6 +78,7 @@ class DemoResult:
     guard: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     loader: dict[str, Any] | None = None  # the plan's loader section, when tuned
+    batched: dict[str, Any] = field(default_factory=dict)  # chains, decisions, run-time stats
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -14,8 +14,9 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from codedag.migrate.batched.settings import BatchedSettings
 from codedag.migrate.context import Placement
 from codedag.migrate.devices import default_device as _default_device
 from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_device
@@ -25,6 +26,10 @@ from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
 from codedag.migrate.registry import Registry, default_registry
 from codedag.migrate.values import ValueConverter
+from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
+
+if TYPE_CHECKING:
+    from codedag.migrate.batched.runtime import BatchedRuntime
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,12 @@ class PipelineMigrator:
             the library is switched off, with the reason in :meth:`get_stats` and the log.
             ``True`` uses :class:`GuardSettings` defaults, settings customize it, ``False`` or
             ``None`` switch it off.
+        deliver: batched chains (the plan's ``batched`` section, docs/batched.md) deliver
+            their batches on the host (``"host"``, what ``default_collate`` would produce) or
+            leave them on the device (``"device"``).
+        verify: batches (the first ones) that batched chains also run through the CPU
+            per-sample reference, compared through the tolerance table.
+        batched: all the settings of batched execution (overrides ``deliver`` and ``verify``).
 
     Raises:
         SchemaError: the plan is malformed (one error listing every problem).
@@ -53,6 +64,10 @@ class PipelineMigrator:
         default_device: str | None = None,
         registry: Registry | None = None,
         guard: GuardSettings | bool | None = True,
+        *,
+        deliver: str = "host",
+        verify: int = 1,
+        batched: BatchedSettings | None = None,
     ) -> None:
         self.plan: PlanView = parse_plan(plan)
         self.guard: GuardSettings | None = GuardSettings() if guard is True else (guard or None)
@@ -65,6 +80,11 @@ class PipelineMigrator:
                 log.warning(warning)
             self.device_map[device] = used
         self._converters: dict[str, ValueConverter] = {}
+        self._batched = _batched_runtime(
+            self.plan,
+            batched or BatchedSettings(deliver=deliver, verify=verify),
+            self.default_device,
+        )
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
         self._applied = False
@@ -77,11 +97,13 @@ class PipelineMigrator:
         default_device: str | None = None,
         registry: Registry | None = None,
         guard: GuardSettings | bool | None = True,
+        **batched: Any,
     ) -> PipelineMigrator:
-        """Build from a plan dict (what ``OptimizerManager`` returns)."""
+        """Build from a plan dict (what ``OptimizerManager`` returns); ``batched``: the
+        ``deliver``/``verify``/``batched`` arguments of the constructor."""
         if hasattr(plan, "to_dict"):
             plan = plan.to_dict()  # a plan object of the optimizer
-        return cls(plan, default_device=default_device, registry=registry, guard=guard)
+        return cls(plan, default_device=default_device, registry=registry, guard=guard, **batched)
 
     @classmethod
     def from_json(
@@ -90,16 +112,23 @@ class PipelineMigrator:
         default_device: str | None = None,
         registry: Registry | None = None,
         guard: GuardSettings | bool | None = True,
+        **batched: Any,
     ) -> PipelineMigrator:
-        """Build from a ``migration_plan.json`` file."""
+        """Build from a ``migration_plan.json`` file (``batched``: as :meth:`from_plan`)."""
         return cls(
-            load_plan_file(path), default_device=default_device, registry=registry, guard=guard
+            load_plan_file(path),
+            default_device=default_device,
+            registry=registry,
+            guard=guard,
+            **batched,
         )
 
     def _entries(self) -> dict[str, list[tuple[str, Placement]]]:
+        batched = set(self._batched.chains.functions) if self._batched.active else set()
         return {
             name: [(key, None if p is None else self.device_map[p]) for key, p in placements]
             for name, placements in self.plan.entries.items()
+            if name not in batched  # a chain's functions record deferred values instead
         }
 
     def apply(self) -> dict[str, int]:
@@ -114,6 +143,10 @@ class PipelineMigrator:
             if self._applied:
                 return {"patched": 0, "failed": 0, "skipped": 0}
             install_fork_hook()
+            # A forked child must replace the wrappers' locks before the worker counters read
+            # them: their hooks run in registration order, so the wrappers' goes first even when
+            # no wrapper exists yet (an empty plan's injector still creates worker counters).
+            install_wrapper_fork_hook()
             injector = PatchInjector(
                 self._entries(), self.registry, self._converters, guard=self.guard
             )
@@ -121,7 +154,9 @@ class PipelineMigrator:
                 counts = injector.apply_all()
                 if self._loader is not None:
                     self._loader.apply()
+                self._batched.apply()
             except BaseException:
+                self._batched.restore()
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
             self._injector = injector
@@ -139,7 +174,8 @@ class PipelineMigrator:
         with self._lock:
             if not self._applied or self._injector is None:
                 return 0
-            count = self._injector.restore_all()
+            count = self._batched.restore()
+            count += self._injector.restore_all()
             if self._loader is not None:
                 self._loader.restore()
             self._applied = False
@@ -161,8 +197,9 @@ class PipelineMigrator:
             "fallback_reasons", "match_levels", "devices", "strategy", "in_workers", "guard"}},
             "totals": {...},
             "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
-            "value_cache": {"hits", "stale"}, "applied": bool,
-            "loader": DataLoader settings applied (``LoaderSettingsPatch.stats``) or None}``.
+            "value_cache": {"hits", "stale"}, "applied": bool, "guard": {...},
+            "loader": DataLoader settings applied (``LoaderSettingsPatch.stats``) or None,
+            "batched": {...}}`` (``batched``: docs/batched.md).
         """
         injector = self._injector
         functions = injector.stats() if injector is not None else {}
@@ -183,6 +220,7 @@ class PipelineMigrator:
             "applied": self._applied,
             "guard": self._guard_summary(functions),
             "loader": None if self._loader is None else self._loader.stats(),
+            "batched": self._batched.stats() if self._batched.active else {"enabled": False},
         }
 
     def _guard_summary(self, functions: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,6 +245,11 @@ class PipelineMigrator:
             "switched_off": switched_off,
         }
 
+    @property
+    def batched(self) -> BatchedRuntime:
+        """The batched execution of the plan's chains (inactive when it places none)."""
+        return self._batched
+
     def __enter__(self) -> PipelineMigrator:
         with self._lock:
             if not self._applied:
@@ -219,3 +262,20 @@ class PipelineMigrator:
     def __repr__(self) -> str:
         state = "applied" if self._applied else "not applied"
         return f"PipelineMigrator({len(self.plan.migrated_functions)} functions, {state})"
+
+
+def _batched_runtime(plan: PlanView, settings: BatchedSettings, default: str) -> BatchedRuntime:
+    """The runtime of the plan's batched chains, on the device they run on here."""
+    from codedag.migrate.batched.runtime import BatchedRuntime
+    from codedag.migrate.batched.settings import chains_from_plan
+
+    model = plan.plan
+    chains = chains_from_plan(model.batched if model is not None else None)
+    device, warning = resolve_device(device_for_rank(chains.device or default), default)
+    if warning and chains.chains:
+        log.warning(warning)
+    others: dict[str, list[str]] = {}
+    for call in model.calls if model is not None else []:
+        if call.function in chains.entry_functions:
+            others.setdefault(call.function, []).extend(call.context_keys)
+    return BatchedRuntime(chains, device, settings, others)

@@ -68,3 +68,48 @@ def plan_table(plan: dict[str, Any], limit: int | None = 30, measured_only: bool
     if len(calls) > len(shown):
         table.caption = f"{len(calls) - len(shown)} more call(s); --all shows every one"
     return table
+
+
+def chains_table(plan: dict[str, Any]) -> Any | None:
+    """A rich Table of the plan's sample chains and their batched decision (``None``: none)."""
+    from rich.table import Table
+
+    section = plan.get("batched") or {}
+    chains = section.get("chains") or []
+    if not chains:
+        return None
+    batched = [c["id"] for c in chains if c.get("batched")]
+    table = Table(
+        title=(
+            f"batched execution ({section.get('mode', 'auto')}, on "
+            f"{section.get('device') or 'no device'}): {len(batched)} of {len(chains)} "
+            "chain(s) run once per batch"
+        ),
+        expand=False,
+    )
+    table.add_column("chain")
+    table.add_column("steps", overflow="fold", max_width=40)
+    table.add_column("samples", justify="right")
+    table.add_column("batch", justify="right")
+    table.add_column("per-sample ms/batch", justify="right")
+    table.add_column("batched ms/batch", justify="right")
+    table.add_column("backend calls", justify="right")
+    table.add_column("batched")
+    table.add_column("basis")
+    table.add_column("reason", overflow="fold", max_width=60)
+    for chain in chains:
+        calls = chain.get("backend_calls")
+        table.add_row(
+            str(chain.get("id", "")),
+            " > ".join(str(s).rsplit(".", 1)[-1] for s in chain.get("steps", [])),
+            str(chain.get("samples", 0)),
+            str(chain.get("batch_size", 0)),
+            _ms(chain.get("original_ns")),
+            _ms(chain.get("batched_ns")),
+            "-" if calls is None else str(calls),
+            "yes" if chain.get("batched") else "no",
+            str(chain.get("basis", "none")),
+            str(chain.get("reason", "")),
+            style="green" if chain.get("batched") else "",
+        )
+    return table

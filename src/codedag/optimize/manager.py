@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from codedag.errors import ConfigError
+from codedag.optimize.batched import check_mode
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.coarsen import GraphCoarsening
 from codedag.optimize.costs import CanMigrate, CostModel
@@ -51,6 +53,8 @@ class OptimizerManager:
         loader: DataLoader settings chosen by ``codedag tune`` (a plan's ``loader`` section,
             :class:`~codedag.plan.LoaderSection` or its dict): placement is then measured with
             its worker count and threads instead of the traced loader's, and the plan carries it.
+        batched: ``auto`` (default: a sample chain runs once per batch where calibration
+            measures it faster), ``always`` or ``never``; overrides ``placement.batched``.
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class OptimizerManager:
         calibration_options: dict[str, Any] | None = None,
         progress: Any | None = None,
         loader: Any | None = None,
+        batched: str | None = None,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"k must be an integer >= 1, got {k!r}")
@@ -84,6 +89,10 @@ class OptimizerManager:
         self.gpu_count = gpu_count
         self.target_device = target_device
         self.placement = placement or PlacementSettings()
+        if batched is not None:
+            self.placement = dataclasses.replace(self.placement, batched=batched)
+        check_mode(self.placement.batched)
+        self.chain_measurements: dict[str, Any] | None = None
         self.calibrate = calibrate
         self.calibration = calibration
         self.calibration_options = dict(calibration_options or {})
@@ -123,6 +132,8 @@ class OptimizerManager:
         kway = self.partitioner.partition(coarse)
         refined = self.refiner.optimize(kway, coarse)
         self.calibration = self.calibrate_for(coarse)
+        if self.chain_measurements is None:
+            self.chain_measurements = self.calibrate_chains_for(coarse)
         plan = self.get_migration_plan(refined, coarse, self.gpu_count)
         refine_stats = self.refiner.stats
         statistics = {
@@ -215,6 +226,7 @@ class OptimizerManager:
             settings=self.placement,
             workers=self._workers(coarse),
         )
+        self._plan_batched(plan, coarse)
         if self.loader is not None:
             plan["loader"] = self.loader.model_dump(mode="json")
             plan["notes"].append(
@@ -222,6 +234,73 @@ class OptimizerManager:
                 "which the plan also applies"
             )
         return plan
+
+    # ------------------------------------------------------------------ batched chains
+    def _batched_device(self) -> str | None:
+        """Where batched chains run: the main process's device (the target, even with workers)."""
+        accels = accelerators(self.gpu_count, self.target_device)
+        return accels[0] if accels else None
+
+    def find_chains(self, dag: Any) -> Any:
+        """The sample chains of ``dag`` batched execution could defer (placement's rules apply:
+        random draws, output buffers, ``only``/``exclude``)."""
+        from codedag.optimize.chains import find_chains
+        from codedag.optimize.plan import _default_positional
+
+        blocker = _default_blocker()
+        positional = _default_positional()
+        settings = self.placement
+
+        def allowed(node: Any) -> bool:
+            reason = blocked_reason(node.name, node.args, positional(node.name), settings, blocker)
+            return reason is None
+
+        return find_chains(as_coarse(dag).source, allowed=allowed)
+
+    def calibrate_chains_for(self, dag: Any) -> dict[str, Any]:
+        """Measure each sample chain of ``dag`` batched vs per sample on the batched device
+        (``auto`` only: ``always``/``never`` decide without measuring)."""
+        if self.placement.batched != "auto" or not self.calibrate:
+            return {}
+        device = self._batched_device()
+        if device is None:
+            return {}
+        from codedag.migrate.devices import device_exists
+
+        if not device_exists(device):
+            return {}
+        from codedag.calibrate.chains import ChainCalibrator
+        from codedag.optimize.batched import traced_batch_size
+
+        found = self.find_chains(dag)
+        if not found.candidates:
+            return {}
+        cache = self.calibration_options.get("cache")
+        calibrator = ChainCalibrator(device, cache=cache)
+        batch_size = traced_batch_size(as_coarse(dag).source, found.samples)
+        out = {}
+        for i, candidate in enumerate(found.candidates):
+            if self.progress is not None:
+                self.progress(i, len(found.candidates), f"batched {candidate.id}")
+            log.info("calibrating batched %s (%s)", candidate.id, ", ".join(candidate.steps))
+            out[candidate.id] = calibrator.measure(candidate, batch_size)
+        return out
+
+    def _plan_batched(self, plan: dict[str, Any], dag: Any) -> None:
+        from codedag.optimize.batched import apply_to_plan, batched_section, traced_batch_size
+
+        coarse = as_coarse(dag)
+        found = self.find_chains(coarse)
+        section = batched_section(
+            found,
+            self.chain_measurements or {},
+            self.placement.batched,
+            self._batched_device(),
+            self.placement.margin_pct,
+            self._workers(coarse),
+            traced_batch_size(coarse.source, found.samples),
+        )
+        apply_to_plan(plan, section, found.note)
 
     # ------------------------------------------------------------------ tuned loader
     def _workers(self, coarse: CoarsenedDAG) -> int:

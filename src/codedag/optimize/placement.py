@@ -42,12 +42,15 @@ class PlacementSettings:
         exclude: never place these functions.
         assume_speedup: what-if: the backend runs this many times faster than the traced time
             (no measurement; the plan says so).
+        batched: sample chains run once per batch: ``auto`` (where calibration measures it
+            faster), ``always`` or ``never`` (:mod:`codedag.optimize.batched`).
     """
 
     margin_pct: float = 10.0
     only: frozenset[str] = frozenset()
     exclude: frozenset[str] = frozenset()
     assume_speedup: float | None = None
+    batched: str = "auto"
 
 
 @dataclass

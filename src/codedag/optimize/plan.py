@@ -35,6 +35,7 @@ PLAN_KEYS = (
     "calls",
     "notes",
     "placement",
+    "batched",
 )
 
 

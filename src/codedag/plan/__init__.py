@@ -3,6 +3,8 @@
 from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
 from codedag.plan.model import (
     PLAN_SCHEMA_VERSION,
+    BatchedChain,
+    BatchedInfo,
     MigrationPlan,
     PlacementInfo,
     PlannedCall,
@@ -11,6 +13,8 @@ from codedag.plan.model import (
 
 __all__ = [
     "PLAN_SCHEMA_VERSION",
+    "BatchedChain",
+    "BatchedInfo",
     "LoaderSection",
     "LoaderSettings",
     "LoaderTrial",

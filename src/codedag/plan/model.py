@@ -133,6 +133,63 @@ class PlacementInfo(_Model):
         return None if value is None else check_device(value)
 
 
+BatchedMode = Literal["auto", "always", "never"]
+
+
+class BatchedChain(_Model):
+    """One per-sample chain of the traced pipeline and whether it runs batched (version 2).
+
+    Attributes:
+        id: the chain's name (``chain0``).
+        steps: the chain's operations in order (``cv2.resize``, ``operator.truediv``, ...).
+        functions: library functions the chain records (patched while the plan is applied).
+        entries: context keys of the calls that start the chain (its first deferred calls).
+        entry_functions: the functions of those calls.
+        samples: traced samples that ran this chain.
+        batched: whether it runs batched.
+        original_ns: the per-sample chain with the original libraries, for one batch.
+        batched_ns: the chain as one batched run on the device, for one batch.
+        batch_size: samples per batch the two times are for.
+        backend_calls: backend calls of one batched run.
+        basis: ``measured``, ``assumed`` (``always``/``never`` without a measurement) or ``none``.
+        reason: why, with the figures.
+    """
+
+    id: str
+    steps: list[str] = Field(default_factory=list)
+    functions: list[str] = Field(default_factory=list)
+    entries: list[str] = Field(default_factory=list)
+    entry_functions: list[str] = Field(default_factory=list)
+    samples: int = Field(default=0, ge=0)
+    batched: bool = False
+    original_ns: int | None = None
+    batched_ns: int | None = None
+    batch_size: int = Field(default=0, ge=0)
+    backend_calls: int | None = None
+    basis: Basis = "none"
+    reason: str = ""
+
+
+class BatchedInfo(_Model):
+    """Batched execution of the plan (version 2; absent in older plans: nothing runs batched).
+
+    Attributes:
+        mode: ``auto`` (a chain runs batched where calibration measured it faster), ``always``,
+            ``never``.
+        device: where batched chains run (the main process's device).
+        chains: every chain found, with its decision.
+    """
+
+    mode: BatchedMode = "auto"
+    device: str | None = None
+    chains: list[BatchedChain] = Field(default_factory=list)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str | None) -> str | None:
+        return None if value is None else check_device(value)
+
+
 class MigrationPlan(_Model):
     """Where each traced call runs, and why (``migration_plan.json``).
 
@@ -148,6 +205,7 @@ class MigrationPlan(_Model):
         notes: what a reader should know about the plan as a whole.
         placement: how the decisions were made (version 2).
         loader: DataLoader settings chosen by measurement (``codedag tune``), or ``None``.
+        batched: chains run once per batch in the main process (version 2).
     """
 
     schema_version: int = PLAN_SCHEMA_VERSION
@@ -161,6 +219,7 @@ class MigrationPlan(_Model):
     notes: list[str] = Field(default_factory=list)
     placement: PlacementInfo = Field(default_factory=PlacementInfo)
     loader: LoaderSection | None = None
+    batched: BatchedInfo = Field(default_factory=BatchedInfo)
 
     @field_validator("target_device")
     @classmethod

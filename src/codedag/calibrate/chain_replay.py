@@ -1,0 +1,326 @@
+"""Replaying a traced sample chain, per sample with the libraries or as one batched run.
+
+A chain found in the trace (:mod:`codedag.optimize.chains`) is a list of steps with their recorded
+argument descriptions. :func:`prepare` rebuilds each sample's arguments once (the entry's data
+array synthesized from its description, matrices and LUTs replayed exactly), keeping the chain's
+running value as a slot. Then:
+
+* :func:`run_original` runs each sample through the original functions, then
+  ``default_collate``: what the training loop gets today;
+* :func:`run_batched` runs each sample with deferral on (its entry call starts a deferred value,
+  the later steps record on it, exactly as inside a patched ``__getitem__``), collates the deferred
+  samples into one batch record and runs it through the batched executor on the device:
+  what batched execution does, without patching anything.
+
+Steps recorded without arguments are replayed where the trace says enough (``astype`` to the
+result's dtype, ``transpose`` to the result's shape, conversions to torch); the replay stops at
+the first step it cannot repeat, and :attr:`Prepared.timed_steps` says how far it got.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import operator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+NO_ARG_METHODS = ("float", "double", "half", "int", "long", "byte", "contiguous", "clone")
+
+
+@dataclass
+class _Step:
+    name: str
+    function: Callable[..., Any]
+    batched_function: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    slot: str  # where the running value goes: "0", "1", ..., a keyword, or "self"
+
+    def call(self, value: Any, batched: bool) -> Any:
+        fn = self.batched_function if batched else self.function
+        if self.slot == "self":
+            return fn(value, *self.args, **self.kwargs)
+        if self.slot.isdigit():
+            args = list(self.args)
+            args[int(self.slot)] = value
+            return fn(*args, **self.kwargs)
+        return fn(*self.args, **{**self.kwargs, self.slot: value})
+
+
+@dataclass
+class PreparedSample:
+    """One sample's chain, ready to run: its entry data and its steps."""
+
+    data: Any
+    steps: list[_Step]
+
+
+@dataclass
+class Prepared:
+    """A batch of prepared samples.
+
+    Attributes:
+        samples: one per sample of the batch (traced samples repeated up to the batch size).
+        timed_steps: operation names the replay covers (of the first sample).
+        untimed_steps: operation names it could not repeat (recorded without enough detail).
+    """
+
+    samples: list[PreparedSample]
+    timed_steps: list[str] = field(default_factory=list)
+    untimed_steps: list[str] = field(default_factory=list)
+
+
+def _function(name: str) -> Callable[..., Any]:
+    """The original function of a step name."""
+    module, _, short = name.rpartition(".")
+    if module == "operator":
+        return getattr(operator, short)
+    if module == "numpy.ndarray":
+        if short == "T":
+            return lambda a: a.T
+        return lambda a, *args, **kwargs: getattr(a, short)(*args, **kwargs)
+    if module == "torch.Tensor":
+        return lambda a, *args, **kwargs: getattr(a, short)(*args, **kwargs)
+    if module == "numpy" and hasattr(np, short) and isinstance(getattr(np, short), np.ufunc):
+        return getattr(np, short)
+    from codedag.migrate.probe import original_function
+    from codedag.patching import original_of
+
+    return original_of(original_function(name))
+
+
+def _batched_function(name: str, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """What a patched process calls for this step: the recording wrappers where there are some."""
+    from codedag.migrate.batched.wrappers import CONVERSIONS, chain_function, conversion
+
+    if name in CONVERSIONS:
+        return conversion(name, original)
+    if kind == "library":
+        return chain_function(name, original, None)
+    return original  # operators, ufuncs, views and methods dispatch on the deferred value
+
+
+def _permutation(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, ...] | None:
+    for perm in itertools.permutations(range(len(before))):
+        if tuple(before[p] for p in perm) == tuple(after):
+            return perm
+    return None
+
+
+def _without_data(args: list[dict[str, Any]], slot: str) -> list[dict[str, Any]]:
+    return [
+        {"name": slot, "kind": "scalar", "value": None} if str(e.get("name")) == slot else e
+        for e in args
+    ]
+
+
+def _step(step: Any, before: tuple[int, ...] | None, seed: int) -> _Step | None:
+    """A replayable step, or ``None`` when the trace does not say enough to repeat it."""
+    from codedag.calibrate.inputs import rebuild_call
+
+    name = step.name
+    short = name.rpartition(".")[2]
+    if step.args is not None and step.data_slot is not None:
+        try:
+            args, kwargs = rebuild_call(_without_data(step.args, step.data_slot), seed)
+        except Exception:
+            return None
+        function = _function(name)
+        return _Step(
+            name,
+            function,
+            _batched_function(name, step.kind, function),
+            args,
+            kwargs,
+            step.data_slot,
+        )
+    extra: tuple[Any, ...] = ()
+    if name == "numpy.ndarray.astype":
+        if step.out_dtype is None:
+            return None
+        extra = (np.dtype(step.out_dtype),)
+    elif name in ("numpy.ndarray.transpose", "numpy.ndarray.reshape"):
+        if step.out_shape is None or before is None:
+            return None
+        if short == "reshape":
+            extra = (tuple(step.out_shape),)
+        else:
+            perm = _permutation(before, tuple(step.out_shape))
+            if perm is None:
+                return None
+            extra = (perm,)
+    elif name in ("numpy.ndarray.copy", "numpy.ndarray.T"):
+        pass
+    elif name in ("torch.from_numpy", "torch.as_tensor", "torch.tensor"):
+        function = _function(name)
+        return _Step(name, function, _batched_function(name, step.kind, function), (), {}, "0")
+    elif name.startswith("torch.Tensor.") and short in NO_ARG_METHODS:
+        pass
+    else:
+        return None
+    function = _function(name)
+    return _Step(name, function, function, extra, {}, "self")
+
+
+def prepare(samples: list[Any], batch_size: int, seed: int = 0) -> Prepared:
+    """Rebuild the arguments of ``batch_size`` samples (the traced ones, cycled).
+
+    Args:
+        samples: the traced samples' chains (:class:`codedag.optimize.chains.SampleChain`).
+        batch_size: samples per batch.
+        seed: seed of the synthesized arrays.
+
+    Raises:
+        ValueError: the entry call cannot be rebuilt (nothing to time).
+    """
+    from codedag.calibrate.inputs import rebuild_call
+
+    out = Prepared([])
+    for i in range(batch_size):
+        chain = samples[i % len(samples)]
+        entry = chain.steps[0]
+        if entry.args is None or entry.data_slot is None:
+            raise ValueError(f"{entry.name}: the trace recorded no arguments for the entry call")
+        try:
+            args, kwargs = rebuild_call(entry.args, seed + i)
+        except Exception as e:
+            raise ValueError(f"{entry.name}: cannot rebuild the arguments: {e}") from e
+        slot = entry.data_slot
+        data = args[int(slot)] if slot.isdigit() else kwargs[slot]
+        function = _function(entry.name)
+        steps = [
+            _Step(
+                entry.name,
+                function,
+                function,
+                args,
+                kwargs,
+                slot,
+            )
+        ]
+        before = entry.out_shape
+        for traced in chain.steps[1:]:
+            step = _step(traced, before, seed + i)
+            if step is None:
+                break
+            steps.append(step)
+            before = traced.out_shape
+        out.samples.append(PreparedSample(data, steps))
+        if i == 0:
+            names = [s.name for s in chain.steps]
+            out.timed_steps = names[: len(steps)]
+            out.untimed_steps = names[len(steps) :]
+    # Every sample stops at the same depth: the shortest replay (outputs must stack).
+    depth = min(len(s.steps) for s in out.samples)
+    for sample in out.samples:
+        del sample.steps[depth:]
+    return out
+
+
+def run_original(prepared: Prepared) -> Any:
+    """Each sample through the original functions, then ``default_collate``."""
+    from torch.utils.data import default_collate
+
+    outputs = []
+    for sample in prepared.samples:
+        value = sample.data
+        for step in sample.steps:
+            value = step.call(value, batched=False)
+        outputs.append(value)
+    return default_collate(outputs)
+
+
+@contextlib.contextmanager
+def _deferring() -> Iterator[None]:
+    """Deferral on in this thread, as inside a DataLoader fetch of a patched process."""
+    from codedag.migrate.batched.deferred import STATE
+
+    STATE.active += 1
+    STATE.created = 0
+    STATE.entries.clear()
+    try:
+        yield
+    finally:
+        STATE.active -= 1
+        STATE.created = 0
+        STATE.entries.clear()
+        STATE.copies.clear()
+
+
+def record(prepared: Prepared) -> Any:
+    """Each sample with deferral, collated into one batch record (what a worker produces).
+
+    Raises:
+        ValueError: the samples could not be recorded as one batch (the record would force).
+    """
+    from codedag.migrate.batched import deferred, ops
+    from codedag.migrate.batched.collate import BatchRecord, default_collate_deferred
+
+    outputs = []
+    with _deferring():
+        for sample in prepared.samples:
+            entry = sample.steps[0]
+            op = ops.library_op(entry.name)
+            if op is None:
+                raise ValueError(f"{entry.name} has no batch-first backend")
+            args = list(entry.args)
+            kwargs = dict(entry.kwargs)
+            value = deferred.start(op, sample.data, tuple(args), kwargs, f"{entry.name} replay")
+            for step in sample.steps[1:]:
+                value = step.call(value, batched=True)
+            outputs.append(value)
+        batch = default_collate_deferred(outputs)
+    if not isinstance(batch, BatchRecord):
+        raise ValueError("the samples were forced when collated (their shapes differ)")
+    return batch
+
+
+@dataclass
+class BatchedRun:
+    """One batched run: the batch on the host, and what it took."""
+
+    output: Any
+    backend_calls: int
+    groups: int
+    h2d_bytes: int
+    d2h_bytes: int
+    mismatches: list[str]
+
+
+def run_batched(
+    prepared: Prepared, device: str, verify: bool = False, count_transfers: bool = False
+) -> BatchedRun:
+    """The batch through batched execution on ``device``, delivered on the host.
+
+    Args:
+        prepared: the samples.
+        device: where the executor runs.
+        verify: also run every round through the original functions and compare (tolerance
+            table); differences are returned in ``mismatches``.
+        count_transfers: on the CPU, copy as a device would, to count host<->device bytes.
+    """
+    import torch
+
+    from codedag.migrate.batched.executor import BatchExecutor
+    from codedag.migrate.batched.transfer import DeviceIO
+
+    batch = record(prepared)
+    io = DeviceIO(torch.device(device), simulate=count_transfers)
+    outcome = BatchExecutor(torch.device(device), io).run(batch, verify=verify)
+    output = io.download(outcome.tensor)
+    if output.device.type != "cpu":  # pragma: no cover - a device that DeviceIO does not move
+        output = output.cpu()
+    if outcome.failed:
+        raise ValueError(f"the batched run failed for {len(outcome.failed)} sample(s)")
+    return BatchedRun(
+        output,
+        outcome.backend_calls,
+        outcome.groups,
+        io.h2d_bytes,
+        io.d2h_bytes,
+        list(outcome.mismatches),
+    )

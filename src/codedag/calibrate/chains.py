@@ -1,0 +1,238 @@
+"""Calibrating batched chains: one batch through batched execution vs the per-sample chain.
+
+For a chain found in the trace (:mod:`codedag.optimize.chains`), one batch of ``batch_size``
+samples (the traced samples' recorded arguments, cycled) is run both ways on the target device
+(:mod:`.chain_replay`): each sample through the original libraries then ``default_collate``, and
+the samples recorded with deferral, collated into one record and run by the batched executor,
+delivered on the host. The first batched run is verified against the original functions, round
+by round, through the tolerance table: a chain whose batched result differs gets no time, only
+the reason. Both ways are then timed interleaved (:func:`~.timing.time_pair`), and the recording
+part alone (what DataLoader workers do) once more, so placement can charge it to the workers.
+Figures go to the calibration cache like the per-call ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from codedag.calibrate.cache import CalibrationCache, entry_key
+from codedag.calibrate.environment import device_name, device_sync, library_versions
+from codedag.calibrate.inputs import signature
+from codedag.calibrate.timing import Budget, Stopwatch, Timing, difference_error_ns, time_pair
+
+log = logging.getLogger(__name__)
+
+CHAIN_BUDGET = Budget(min_samples=3, max_samples=51, target_ns=0, max_ns=3_000_000_000, warmup=0)
+"""Batches are long (tens of ms to seconds on the CPU): 3 pairs at least, 3 s at most, stopping
+as soon as the comparison is decided."""
+
+
+@dataclass
+class ChainMeasurement:
+    """One batch of a chain, per sample with the libraries vs batched, on one device.
+
+    Attributes:
+        chain: the chain's id in the plan.
+        signature: cache key of the chain's samples and batch size.
+        device: where the batched executor ran.
+        device_name: description of that device.
+        batch_size: samples per batch.
+        original: timing of the batch per sample with the libraries (collate included).
+        batched: timing of the batch through batched execution (record, collate, executor,
+            copy back).
+        record_ns: the recording and collating part of ``batched`` (done in the workers).
+        backend_calls: backend calls of one batched run.
+        groups: distinct sample programs in the batch.
+        h2d_bytes: host-to-device bytes per batch (counted as a device would copy).
+        d2h_bytes: device-to-host bytes per batch (delivery on the host).
+        timed_steps: the operations the replay covers.
+        untimed_steps: operations it could not repeat (recorded without enough detail).
+        error: why the chain could not be measured (``None``: measured).
+        cached: whether the figures came from the cache.
+    """
+
+    chain: str
+    signature: str
+    device: str
+    device_name: str
+    batch_size: int
+    original: Timing | None = None
+    batched: Timing | None = None
+    record_ns: int = 0
+    backend_calls: int = 0
+    groups: int = 0
+    h2d_bytes: int = 0
+    d2h_bytes: int = 0
+    timed_steps: tuple[str, ...] = ()
+    untimed_steps: tuple[str, ...] = ()
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Both ways were timed."""
+        return self.error is None and self.original is not None and self.batched is not None
+
+    @property
+    def spread_ns(self) -> int:
+        """Twice the standard error of the difference of the medians."""
+        if self.original is None or self.batched is None:
+            return 0
+        return int(difference_error_ns(self.original, self.batched))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (the cache entry)."""
+        return {
+            "chain": self.chain,
+            "signature": self.signature,
+            "device": self.device,
+            "device_name": self.device_name,
+            "batch_size": self.batch_size,
+            "original": None if self.original is None else self.original.to_dict(),
+            "batched": None if self.batched is None else self.batched.to_dict(),
+            "record_ns": self.record_ns,
+            "backend_calls": self.backend_calls,
+            "groups": self.groups,
+            "h2d_bytes": self.h2d_bytes,
+            "d2h_bytes": self.d2h_bytes,
+            "timed_steps": list(self.timed_steps),
+            "untimed_steps": list(self.untimed_steps),
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], cached: bool = False) -> ChainMeasurement:
+        """Inverse of :meth:`to_dict`."""
+        original, batched = data.get("original"), data.get("batched")
+        return cls(
+            chain=str(data["chain"]),
+            signature=str(data["signature"]),
+            device=str(data["device"]),
+            device_name=str(data["device_name"]),
+            batch_size=int(data["batch_size"]),
+            original=None if original is None else Timing.from_dict(original),
+            batched=None if batched is None else Timing.from_dict(batched),
+            record_ns=int(data.get("record_ns", 0)),
+            backend_calls=int(data.get("backend_calls", 0)),
+            groups=int(data.get("groups", 0)),
+            h2d_bytes=int(data.get("h2d_bytes", 0)),
+            d2h_bytes=int(data.get("d2h_bytes", 0)),
+            timed_steps=tuple(data.get("timed_steps") or ()),
+            untimed_steps=tuple(data.get("untimed_steps") or ()),
+            error=data.get("error"),
+            cached=cached,
+        )
+
+
+def chain_signature(candidate: Any, batch_size: int) -> str:
+    """What a chain's batch time depends on: each sample's steps, argument signatures, size."""
+    parts: list[Any] = [batch_size]
+    for sample in candidate.samples:
+        parts.append(
+            [
+                [s.name, s.data_slot, None if s.args is None else signature(s.args), s.out_dtype]
+                for s in sample.steps
+            ]
+        )
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _versions(functions: list[str]) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    for function in functions or ["numpy.add"]:
+        versions.update(library_versions(function))
+    return versions
+
+
+class ChainCalibrator:
+    """Measures batched chains on one device, through the calibration cache.
+
+    Args:
+        device: where the batched executor runs (the main process's device).
+        cache: the calibration cache (default: the user's cache file).
+        stopwatch: how one batch is timed (tests inject fakes).
+        budget: how long each chain is measured.
+    """
+
+    def __init__(
+        self,
+        device: str = "cpu",
+        cache: CalibrationCache | None = None,
+        stopwatch: Stopwatch | None = None,
+        budget: Budget | None = None,
+    ) -> None:
+        self.device = device
+        self.cache = cache if cache is not None else CalibrationCache.default()
+        self.stopwatch = stopwatch or Stopwatch(sync=device_sync(device))
+        self.budget = budget or CHAIN_BUDGET
+        self.device_name = device_name(device)
+
+    def measure(self, candidate: Any, batch_size: int) -> ChainMeasurement:
+        """One batch of ``candidate`` both ways (or its figures from the cache)."""
+        sig = chain_signature(candidate, batch_size)
+        key = entry_key(self.device_name, _versions(candidate.functions), "<batched>", sig)
+        cached = self.cache.get(key)
+        if cached is not None:
+            try:
+                found = ChainMeasurement.from_dict(cached, cached=True)
+                found.chain = candidate.id
+                return found
+            except (KeyError, TypeError, ValueError):
+                log.debug("unusable cache entry for %s; measuring again", candidate.id)
+        result = self._measure(candidate, batch_size, sig)
+        if result.error is None or not result.error.startswith("internal"):
+            self.cache.put(key, result.to_dict())
+        return result
+
+    def _measure(self, candidate: Any, batch_size: int, sig: str) -> ChainMeasurement:
+        from codedag.calibrate import chain_replay
+
+        result = ChainMeasurement(candidate.id, sig, self.device, self.device_name, batch_size)
+        try:
+            prepared = chain_replay.prepare(candidate.samples, batch_size)
+        except ValueError as e:
+            result.error = str(e)
+            return result
+        result.timed_steps = tuple(prepared.timed_steps)
+        result.untimed_steps = tuple(prepared.untimed_steps)
+        try:
+            expected = chain_replay.run_original(prepared)
+        except Exception as e:
+            result.error = f"the libraries refuse the rebuilt chain ({type(e).__name__}: {e})"
+            return result
+        try:
+            run = chain_replay.run_batched(prepared, self.device, verify=True, count_transfers=True)
+        except Exception as e:
+            result.error = f"batched execution cannot run this chain: {type(e).__name__}: {e}"
+            result.error = result.error[:300]
+            return result
+        if run.mismatches:
+            result.error = f"batched result differs from the libraries': {run.mismatches[0]}"
+            result.error = result.error[:300]
+            return result
+        if tuple(run.output.shape) != tuple(getattr(expected, "shape", ())):
+            result.error = (
+                f"batched batch has shape {tuple(run.output.shape)}, the per-sample one "
+                f"{tuple(getattr(expected, 'shape', ()))}"
+            )
+            return result
+        result.backend_calls = run.backend_calls
+        result.groups = run.groups
+        result.h2d_bytes = run.h2d_bytes
+        result.d2h_bytes = run.d2h_bytes
+        device = self.device
+
+        result.original, result.batched = time_pair(
+            lambda: chain_replay.run_original(prepared),
+            lambda: chain_replay.run_batched(prepared, device),
+            self.stopwatch,
+            self.budget,
+        )
+        records = [self.stopwatch(lambda: chain_replay.record(prepared)) for _ in range(3)]
+        result.record_ns = int(sorted(records)[1])
+        return result

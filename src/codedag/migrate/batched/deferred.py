@@ -1,0 +1,669 @@
+"""Deferred values: what the chain's calls return inside ``__getitem__`` instead of computing.
+
+A :class:`LazyArray` (or :class:`LazyTensor`, after ``torch.from_numpy``) holds a :class:`Node`: the
+recorded operation, its arguments (other nodes, or concrete values copied when recorded) and the
+result's shape and dtype, known without computing. It is never an ``ndarray`` subclass (C code
+would read memory that does not exist), so what it cannot answer from the record *forces* it:
+:func:`evaluate` replays the recorded calls through the original CPU functions in this process
+(the per-sample reference itself), the value is kept, and from then on it behaves as that array.
+
+Recorded: the chain's library calls, NumPy operators and ufuncs (``__array_ufunc__``), the NumPy
+functions of :mod:`.views` (``__array_function__``), ``astype``/``transpose``/``reshape``/
+``copy``/``clip``/static indexing, conversions to torch and a set of tensor operations.
+Answered without computing: ``shape``, ``dtype``, ``ndim``, ``size``, ``nbytes``, ``len``.
+Everything else forces, counted by reason (:mod:`.forcing`).
+
+Recording happens only while a DataLoader fetch runs in this thread (:data:`STATE`); a deferred
+value used anywhere else is forced on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from codedag.errors import UnsupportedOperation
+from codedag.migrate.batched import ops as _ops
+from codedag.migrate.batched import views as _views
+from codedag.migrate.batched.forcing import FORCED
+from codedag.migrate.batched.ops import Meta, Op, meta_of
+
+_PENDING: Any = object()
+
+
+class Node:
+    """One recorded operation of a sample (or a concrete source value when ``op`` is None).
+
+    Attributes:
+        op: the operation; ``None`` for a source.
+        args, kwargs: its arguments: other nodes, or concrete values.
+        meta: the result's shape and dtype.
+        value: the result once computed (a source's value from the start).
+        entry: the entry site that started this chain (for accounting), or ``None``.
+        views: how many recorded views read this node's memory (writes then force).
+    """
+
+    __slots__ = ("__weakref__", "args", "entry", "kwargs", "meta", "op", "value", "views")
+
+    def __init__(
+        self,
+        op: Op | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        meta: Meta,
+        value: Any = _PENDING,
+        entry: str | None = None,
+    ) -> None:
+        self.op = op
+        self.args = args
+        self.kwargs = kwargs
+        self.meta = meta
+        self.value = value
+        self.entry = entry
+        self.views = 0
+
+    @property
+    def done(self) -> bool:
+        """Whether the value is known (a source, or computed)."""
+        return self.value is not _PENDING
+
+    def inputs(self) -> Iterator[Node]:
+        """The nodes among the arguments."""
+        for value in self.args:
+            if isinstance(value, Node):
+                yield value
+        for value in self.kwargs.values():
+            if isinstance(value, Node):
+                yield value
+
+
+def source(value: Any, entry: str | None = None) -> Node:
+    """A node holding a concrete value."""
+    return Node(None, (), {}, meta_of(value), value, entry)
+
+
+def evaluate(node: Node) -> Any:
+    """The node's value: replay its pending calls through the original CPU functions."""
+    if node.done:
+        return node.value
+    stack = [node]
+    while stack:
+        current = stack[-1]
+        pending = [n for n in current.inputs() if not n.done]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if current.done:
+            continue
+        assert current.op is not None
+        args = tuple(a.value if isinstance(a, Node) else a for a in current.args)
+        kwargs = {k: (v.value if isinstance(v, Node) else v) for k, v in current.kwargs.items()}
+        current.value = current.op.original(*args, **kwargs)
+    return node.value
+
+
+# -- recording state ------------------------------------------------------------------------------
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.active = 0  # fetches with deferral on, in this thread
+        self.created = 0  # nodes recorded in the current sample
+        self.entries: set[str] = set()  # entry sites that started chains in the current sample
+        self.copies: dict[int, tuple[Any, Any]] = {}  # id -> (original, copy) in this fetch
+
+
+STATE = _State()
+
+
+def recording() -> bool:
+    """Whether calls made now may be deferred (a fetch with deferral runs in this thread)."""
+    return STATE.active > 0
+
+
+def _snapshot(value: Any) -> Any:
+    """A concrete array argument as recorded: copied once per fetch (later writes by the user
+    must not reach the record; samples sharing one array keep sharing the copy)."""
+    if not isinstance(value, np.ndarray | torch.Tensor):
+        return value
+    hit = STATE.copies.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    copy = value.copy() if isinstance(value, np.ndarray) else value.detach().clone()
+    STATE.copies[id(value)] = (value, copy)
+    return copy
+
+
+# -- recording and forcing ----------------------------------------------------------------------
+
+
+def _lazy_in(value: Any) -> bool:
+    if isinstance(value, Lazy):
+        return True
+    if isinstance(value, list | tuple):
+        return any(isinstance(v, Lazy) for v in value)
+    return False
+
+
+def has_lazy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether any argument (or an item of a list/tuple argument) is deferred."""
+    for value in args:
+        if _lazy_in(value):
+            return True
+    return any(_lazy_in(value) for value in kwargs.values())
+
+
+def _concrete(value: Any, reason: str, detail: str) -> Any:
+    if isinstance(value, Lazy):
+        return value._force(reason, detail)
+    if isinstance(value, list | tuple) and any(isinstance(v, Lazy) for v in value):
+        items = [v._force(reason, detail) if isinstance(v, Lazy) else v for v in value]
+        return type(value)(items) if isinstance(value, list) else tuple(items)
+    return value
+
+
+def force_all(
+    args: tuple[Any, ...], kwargs: dict[str, Any], reason: str, detail: str
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments with every deferred value forced (counted under ``reason``)."""
+    return (
+        tuple(_concrete(a, reason, detail) for a in args),
+        {k: _concrete(v, reason, detail) for k, v in kwargs.items()},
+    )
+
+
+def call(
+    op: Op | None,
+    fallback: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    detail: str = "",
+) -> Any:
+    """Record ``op`` on deferred arguments, or run ``fallback`` on forced ones.
+
+    Arguments that were deferred but have been computed count as concrete. Without any pending
+    deferred argument the call runs eagerly (``fallback``); outside a fetch, or when ``op`` is
+    ``None`` or refuses these arguments, the deferred ones are forced first.
+    """
+    resolved = tuple(_resolved(a) for a in args)
+    resolved_kw = {k: _resolved(v) for k, v in kwargs.items()}
+    if not has_lazy(resolved, resolved_kw):
+        return fallback(*resolved, **resolved_kw)
+    what = detail or (op.name if op is not None else getattr(fallback, "__name__", "call"))
+    if not recording():
+        return _forced_call(fallback, resolved, resolved_kw, "outside", what)
+    if op is None:
+        return _forced_call(fallback, resolved, resolved_kw, "unsupported", what)
+    if any(
+        isinstance(v, list | tuple) and any(isinstance(i, Lazy) for i in v)
+        for v in (*resolved, *resolved_kw.values())
+    ):
+        return _forced_call(fallback, resolved, resolved_kw, "unsupported", f"{what} of a list")
+    metas = tuple(_meta_arg(a) for a in resolved)
+    metas_kw = {k: _meta_arg(v) for k, v in resolved_kw.items()}
+    try:
+        meta = op.infer(metas, metas_kw)
+    except UnsupportedOperation as e:
+        return _forced_call(fallback, resolved, resolved_kw, "unsupported", f"{what}: {e}"[:120])
+    node_args = tuple(_node_arg(a) for a in resolved)
+    node_kwargs = {k: _node_arg(v) for k, v in resolved_kw.items()}
+    entry = next(
+        (a._node.entry for a in (*resolved, *resolved_kw.values()) if isinstance(a, Lazy)), None
+    )
+    node = Node(op, node_args, node_kwargs, meta, entry=entry)
+    if op.view:
+        for parent in node.inputs():
+            parent.views += 1
+    STATE.created += 1
+    return wrap(node)
+
+
+def _forced_call(
+    fallback: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    reason: str,
+    detail: str,
+) -> Any:
+    forced_args, forced_kwargs = force_all(args, kwargs, reason, detail)
+    return fallback(*forced_args, **forced_kwargs)
+
+
+def _resolved(value: Any) -> Any:
+    if isinstance(value, Lazy) and value._node.done:
+        return value._node.value
+    return value
+
+
+def _meta_arg(value: Any) -> Any:
+    return value._node.meta if isinstance(value, Lazy) else value
+
+
+def _node_arg(value: Any) -> Any:
+    return value._node if isinstance(value, Lazy) else _snapshot(value)
+
+
+def start(op: Op, data: Any, args: tuple[Any, ...], kwargs: dict[str, Any], entry: str) -> Any:
+    """Begin a chain: ``op`` on a concrete data value (the decoded image) becomes deferred.
+
+    Raises:
+        UnsupportedOperation: ``op`` refuses these arguments (the caller runs it eagerly).
+    """
+    root = source(_snapshot(data), entry)
+    placeholder = wrap(root)
+    swapped = tuple(placeholder if a is data else a for a in args)
+    swapped_kw = {k: (placeholder if v is data else v) for k, v in kwargs.items()}
+    metas = tuple(_meta_arg(a) for a in swapped)
+    metas_kw = {k: _meta_arg(v) for k, v in swapped_kw.items()}
+    meta = op.infer(metas, metas_kw)
+    node = Node(
+        op,
+        tuple(_node_arg(a) for a in swapped),
+        {k: _node_arg(v) for k, v in swapped_kw.items()},
+        meta,
+        entry=entry,
+    )
+    STATE.created += 1
+    STATE.entries.add(entry)
+    return wrap(node)
+
+
+def wrap(node: Node) -> Lazy:
+    """The deferred value of a node."""
+    return LazyTensor(node) if node.meta.kind == "tensor" else LazyArray(node)
+
+
+def ready(value: Any) -> Lazy:
+    """A concrete value dressed as a deferred one (samples forced in a batch of deferred ones)."""
+    return wrap(source(value))
+
+
+# -- the deferred values ----------------------------------------------------------------------
+
+
+class Lazy:
+    """Common ground of :class:`LazyArray` and :class:`LazyTensor`."""
+
+    __slots__ = ("__weakref__", "_node")
+    __array_priority__ = 1000.0
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def _force(self, reason: str, detail: str = "") -> Any:
+        node = self._node
+        if node.done:
+            return node.value
+        value = evaluate(node)
+        FORCED.forced(reason, detail, node.entry)
+        return value
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions (no computation)."""
+        return self._node.meta.ndim
+
+    def __len__(self) -> int:
+        shape = self._node.meta.shape
+        if not shape:
+            raise TypeError("len() of unsized object")
+        return shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = self._force("conversion", "__array__")
+        array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+    def __bool__(self) -> bool:
+        return bool(self._force("truth_value", "bool()"))
+
+    def __float__(self) -> float:
+        return float(self._force("number", "float()"))
+
+    def __int__(self) -> int:
+        return int(self._force("number", "int()"))
+
+    def __index__(self) -> int:
+        return self._force("number", "index").__index__()
+
+    def __complex__(self) -> complex:
+        return complex(self._force("number", "complex()"))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._force("iteration", "iteration"))
+
+    def __repr__(self) -> str:
+        if not self._node.done and not recording():
+            meta = self._node.meta
+            return f"<deferred {meta.kind} {meta.shape} {meta.dtype}>"
+        return repr(self._force("repr", "repr()"))
+
+    def __str__(self) -> str:
+        return str(self._force("repr", "str()"))
+
+    def __format__(self, spec: str) -> str:
+        return format(self._force("repr", "format()"), spec)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        target = self._force("write", "x[...] = v")
+        if isinstance(value, Lazy):
+            value = value._force("write", "x[...] = v")
+        target[key] = value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._force("unsupported", f"attribute .{name}"), name)
+
+    def _inplace(self, result: Any) -> Any:
+        """Adopt ``result`` (the out-of-place operation) as this value: ``x -= m`` rebinds."""
+        if isinstance(result, Lazy):
+            self._node = result._node
+            return self
+        return result
+
+    def _writable(self) -> bool:
+        """Whether an in-place operation may rebind (no recorded view shares this memory)."""
+        node = self._node
+        return not node.done and node.views == 0 and not (node.op is not None and node.op.view)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickling a deferred value outside collate (a user's cache, a queue) carries the data.
+        return (ready, (self._force("conversion", "pickle"),))
+
+
+def _ufunc(name: str) -> Callable[..., Any]:
+    ufunc = getattr(np, name)
+
+    def apply(*operands: Any) -> Any:
+        return _record_ufunc(ufunc, operands, {})
+
+    return apply
+
+
+def _record_ufunc(ufunc: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    op = _ops.elementwise_op(f"numpy.{ufunc.__name__}")
+    return call(op, ufunc, inputs, kwargs, f"numpy.{ufunc.__name__}")
+
+
+class LazyArray(Lazy):
+    """A deferred NumPy array (see the module docstring)."""
+
+    __slots__ = ()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape (no computation)."""
+        return self._node.meta.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype (no computation)."""
+        return np.dtype(self._node.meta.dtype)
+
+    @property
+    def size(self) -> int:
+        """Number of elements (no computation)."""
+        return int(np.prod(self._node.meta.shape, dtype=np.int64))
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the array."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def T(self) -> Any:
+        """The transpose (recorded)."""
+        return call(_views.numpy_view("numpy.ndarray.T"), lambda a: a.T, (self,), {})
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and kwargs.get("out") is None:
+            kwargs.pop("out", None)
+            return _record_ufunc(ufunc, inputs, kwargs)
+        forced, forced_kw = force_all(
+            inputs, kwargs, "unsupported", f"numpy.{ufunc.__name__}.{method}"
+        )
+        return getattr(ufunc, method)(*forced, **forced_kw)
+
+    def __array_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        name = f"numpy.{func.__name__}" if func.__module__ == "numpy" else func.__qualname__
+        op = _views.numpy_view(name) or _ops.elementwise_op(name)
+        if op is None:
+            forced, forced_kw = force_all(args, kwargs, "unsupported", name)
+            return func(*forced, **forced_kw)
+        return call(op, func, args, kwargs, name)
+
+    def __getitem__(self, key: Any) -> Any:
+        op = _views.numpy_view("operator.getitem")
+        items = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(i, Lazy | np.ndarray | list) for i in items):
+            target = self._force("data_dependent", "x[array]")
+            index = tuple(
+                i._force("data_dependent", "x[array]") if isinstance(i, Lazy) else i for i in items
+            )
+            return target[index if isinstance(key, tuple) else index[0]]
+        return call(op, _getitem, (self, key), {}, "x[...]")
+
+    def astype(self, *args: Any, **kwargs: Any) -> Any:
+        """``ndarray.astype`` (recorded)."""
+        return self._method("astype", args, kwargs)
+
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
+        """``ndarray.copy`` (recorded)."""
+        return self._method("copy", args, kwargs)
+
+    def transpose(self, *args: Any, **kwargs: Any) -> Any:
+        """``ndarray.transpose`` (recorded)."""
+        return self._method("transpose", args, kwargs)
+
+    def reshape(self, *args: Any, **kwargs: Any) -> Any:
+        """``ndarray.reshape`` (recorded)."""
+        return self._method("reshape", args, kwargs)
+
+    def clip(self, *args: Any, **kwargs: Any) -> Any:
+        """``ndarray.clip`` (recorded as ``numpy.clip``)."""
+        return call(_ops.elementwise_op("numpy.clip"), np.clip, (self, *args), kwargs, "clip")
+
+    def _method(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        op = _views.numpy_view(f"numpy.ndarray.{name}")
+        return call(op, getattr(np.ndarray, name), (self, *args), kwargs, f".{name}()")
+
+    def tolist(self) -> Any:
+        """Forces."""
+        return self._force("number", ".tolist()").tolist()
+
+    def item(self, *args: Any) -> Any:
+        """Forces."""
+        return self._force("number", ".item()").item(*args)
+
+
+def _getitem(target: Any, key: Any) -> Any:
+    return target[key]
+
+
+_OPERATORS = {
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "truediv": "divide",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "pow": "power",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+}
+_COMPARISONS = {
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
+    "eq": "equal",
+    "ne": "not_equal",
+}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
+
+
+def _install_array_operators() -> None:
+    for short, ufunc_name in _OPERATORS.items():
+        apply = _ufunc(ufunc_name)
+
+        def forward(self: Any, other: Any, apply: Any = apply) -> Any:
+            return apply(self, other)
+
+        def reflected(self: Any, other: Any, apply: Any = apply) -> Any:
+            return apply(other, self)
+
+        def inplace(self: Any, other: Any, apply: Any = apply, short: str = short) -> Any:
+            if self._writable():
+                return self._inplace(apply(self, other))
+            target = self._force("write", "in-place operator")
+            value = other._force("write", "in-place operator") if isinstance(other, Lazy) else other
+            return _inplace_concrete(target, short, value)
+
+        setattr(LazyArray, f"__{short}__", forward)
+        setattr(LazyArray, f"__r{short}__", reflected)
+        setattr(LazyArray, f"__i{short}__", inplace)
+    for short, ufunc_name in _COMPARISONS.items():
+        apply = _ufunc(ufunc_name)
+        setattr(LazyArray, f"__{short}__", lambda self, other, apply=apply: apply(self, other))
+    for short, ufunc_name in _UNARY.items():
+        apply = _ufunc(ufunc_name)
+        setattr(LazyArray, f"__{short}__", lambda self, apply=apply: apply(self))
+    LazyArray.__hash__ = None  # type: ignore[assignment]
+
+
+def _inplace_concrete(target: Any, short: str, value: Any) -> Any:
+    import operator
+
+    return getattr(operator, f"i{short}")(target, value)
+
+
+_install_array_operators()
+
+
+class LazyTensor(Lazy):
+    """A deferred torch tensor (after ``torch.from_numpy`` of a deferred array)."""
+
+    __slots__ = ()
+
+    @property
+    def shape(self) -> torch.Size:
+        """The shape (no computation)."""
+        return torch.Size(self._node.meta.shape)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype (no computation)."""
+        return self._node.meta.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Deferred tensors live on the CPU, as the per-sample code made them."""
+        return torch.device("cpu")
+
+    @property
+    def is_cuda(self) -> bool:
+        """Always False (deferred tensors are CPU tensors)."""
+        return False
+
+    @property
+    def requires_grad(self) -> bool:
+        """Always False."""
+        return False
+
+    def size(self, dim: int | None = None) -> Any:
+        """``Tensor.size`` (no computation)."""
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        """``Tensor.dim`` (no computation)."""
+        return self._node.meta.ndim
+
+    def numel(self) -> int:
+        """``Tensor.numel`` (no computation)."""
+        return int(np.prod(self._node.meta.shape, dtype=np.int64))
+
+    def element_size(self) -> int:
+        """``Tensor.element_size`` (no computation)."""
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    @classmethod
+    def __torch_function__(
+        cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        op = _views.torch_function(func)
+        if op is None:
+            name = getattr(func, "__name__", "torch function")
+            return _forced_call(func, args, kwargs, "unsupported", f"torch.{name}")
+        return call(op, func, args, kwargs, op.name)
+
+    def __getattr__(self, name: str) -> Any:
+        op = None if name.startswith("__") else _views.tensor_method(name)
+        if op is None:
+            return super().__getattr__(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return call(op, op.function, (self, *args), kwargs, f".{name}()")
+
+        return method
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._force(
+            "data_dependent" if _dynamic(key) else "unsupported", "t[...]"
+        ).__getitem__(key)
+
+    def numpy(self) -> np.ndarray:
+        """Forces."""
+        return self._force("conversion", ".numpy()").numpy()
+
+    def tolist(self) -> Any:
+        """Forces."""
+        return self._force("number", ".tolist()").tolist()
+
+    def item(self) -> Any:
+        """Forces."""
+        return self._force("number", ".item()").item()
+
+
+def _dynamic(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(i, Lazy | torch.Tensor | np.ndarray | list) for i in items)
+
+
+def _install_tensor_operators() -> None:
+    for name in _views.TORCH_OPERATORS:
+
+        def operator_method(self: Any, *others: Any, name: str = name) -> Any:
+            op = _views.torch_operator(name)
+            assert op is not None
+            return call(op, op.function, (self, *others), {}, name)
+
+        setattr(LazyTensor, name, operator_method)
+    for short in ("add", "sub", "mul", "truediv"):
+
+        def inplace(self: Any, other: Any, short: str = short) -> Any:
+            if self._writable():
+                return self._inplace(getattr(self, f"__{short}__")(other))
+            target = self._force("write", "in-place operator")
+            value = other._force("write", "in-place operator") if isinstance(other, Lazy) else other
+            return _inplace_concrete(target, short, value)
+
+        setattr(LazyTensor, f"__i{short}__", inplace)
+    LazyTensor.__hash__ = None  # type: ignore[assignment]
+
+
+_install_tensor_operators()

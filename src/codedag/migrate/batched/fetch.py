@@ -1,0 +1,153 @@
+"""The DataLoader fetch with deferral: where samples are made and collated, in a worker or not.
+
+``_MapDatasetFetcher.fetch`` is replaced by :func:`fetch`, which does what torch's does (indexing
+the dataset, or ``__getitems__``, then the collate function) with three differences:
+
+* the dataset's code runs with deferral on (:data:`~.deferred.STATE`): the chain's calls return
+  deferred values;
+* ``default_collate`` collates deferred values into :class:`~.collate.BatchRecord` objects; a
+  custom ``collate_fn`` receives the samples forced (it may do anything with them);
+* a sample whose code raises while deferred values exist (a function outside the plan received
+  one: cv2 does not accept foreign arrays) runs again eagerly, from the random state it started
+  with (Python's, NumPy's and torch's global generators), and counts as forced by ``error``.
+
+Iterable datasets are fetched as torch fetches them (their samples are never deferred).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data._utils.collate import default_collate
+
+from codedag.migrate.batched.collate import BatchRecord, default_collate_deferred, force_tree
+from codedag.migrate.batched.deferred import STATE
+from codedag.migrate.batched.forcing import FORCED, code_line, error_line
+
+log = logging.getLogger(__name__)
+
+
+class FetchCounters:
+    """What fetches with deferral did in this process (workers publish these)."""
+
+    def __init__(self) -> None:
+        self.fetches = 0
+        self.fetch_ns = 0
+        self.records = 0
+        self.retried = 0
+
+    def reset(self) -> None:
+        """Start counting from zero (a new runtime)."""
+        self.__init__()  # type: ignore[misc]
+
+    def values(self) -> dict[str, int]:
+        """The counters as a dict."""
+        return {
+            "fetches": self.fetches,
+            "fetch_ns": self.fetch_ns,
+            "records": self.records,
+            "retried": self.retried,
+        }
+
+
+COUNTERS = FetchCounters()
+
+
+def make_fetch(original: Callable[..., Any], deferring: Callable[[], bool]) -> Callable[..., Any]:
+    """The replacement of ``_MapDatasetFetcher.fetch``; ``deferring()`` says whether to defer."""
+
+    def fetch(fetcher: Any, possibly_batched_index: Any) -> Any:
+        if not deferring():
+            return original(fetcher, possibly_batched_index)
+        started = time.perf_counter_ns()
+        try:
+            batch = _fetch(fetcher, possibly_batched_index)
+        finally:
+            STATE.copies.clear()
+        elapsed = time.perf_counter_ns() - started
+        COUNTERS.fetches += 1
+        COUNTERS.fetch_ns += elapsed
+        records = [r for r in _records(batch)]
+        COUNTERS.records += len(records)
+        if records:
+            records[0].worker_ns = elapsed
+        return batch
+
+    return fetch
+
+
+def _fetch(fetcher: Any, index: Any) -> Any:
+    dataset = fetcher.dataset
+    if fetcher.auto_collation:
+        if hasattr(dataset, "__getitems__") and dataset.__getitems__:
+            data = _sample(lambda: dataset.__getitems__(index))
+        else:
+            data = [_sample(functools.partial(_item, dataset, idx)) for idx in index]
+    else:
+        data = _sample(lambda: dataset[index])
+    if fetcher.auto_collation and fetcher.collate_fn is default_collate:
+        return default_collate_deferred(data)
+    collate_fn = fetcher.collate_fn
+    name = getattr(collate_fn, "__qualname__", type(collate_fn).__qualname__)
+    where = code_line(collate_fn)
+    return collate_fn(force_tree(data, "collate", f"custom collate_fn {name}", where))
+
+
+def _item(dataset: Any, index: Any) -> Any:
+    return dataset[index]
+
+
+def _sample(make: Callable[[], Any]) -> Any:
+    """Run the dataset's code with deferral; on an error with deferred values, again eagerly."""
+    snapshot = _random_states()
+    STATE.active += 1
+    STATE.created = 0
+    STATE.entries.clear()
+    try:
+        return make()
+    except Exception as error:
+        if not STATE.created:
+            raise
+        detail = f"{type(error).__name__}: {error}".splitlines()[0][:120]
+        where = error_line(error)
+        for entry in sorted(STATE.entries) or [None]:  # type: ignore[list-item]
+            FORCED.forced("error", detail, entry, where=where)
+        COUNTERS.retried += 1
+        log.info(
+            "a sample failed with deferred values at %s (%s); it runs again eagerly", where, detail
+        )
+        _restore(snapshot)
+    finally:
+        STATE.active -= 1
+        STATE.created = 0
+        STATE.entries.clear()
+    return make()
+
+
+def _random_states() -> tuple[Any, Any, torch.Tensor]:
+    return random.getstate(), np.random.get_state(), torch.random.get_rng_state()
+
+
+def _restore(states: tuple[Any, Any, torch.Tensor]) -> None:
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.random.set_rng_state(states[2])
+
+
+def _records(batch: Any, depth: int = 0) -> list[BatchRecord]:
+    if isinstance(batch, BatchRecord):
+        return [batch]
+    if depth > 4:
+        return []
+    if isinstance(batch, tuple | list):
+        return [r for item in batch for r in _records(item, depth + 1)]
+    if isinstance(batch, dict):
+        return [r for item in batch.values() for r in _records(item, depth + 1)]
+    return []

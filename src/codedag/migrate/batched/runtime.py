@@ -1,0 +1,282 @@
+"""BatchedRuntime: applies a plan's batched chains to the process and counts what they do.
+
+It patches, through its own :class:`codedag.patching.Patcher`:
+
+* the chains' library functions and the array conversions (:mod:`.wrappers`);
+* ``_MapDatasetFetcher.fetch`` (:mod:`.fetch`): samples are made with deferral, collated into
+  records;
+* ``_BaseDataLoaderIter.__next__`` (:mod:`.delivery`): records run in the main process.
+
+Counters from DataLoader workers (forked after :meth:`BatchedRuntime.apply`) reach
+:meth:`BatchedRuntime.stats` through :class:`codedag.migrate.workerstats.WorkerStats`. CUDA is
+never touched in a worker: everything a worker does (recording, forcing, packing) is CPU code,
+and the executor runs only where ``__next__`` runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import torch
+
+from codedag.migrate.batched import fetch as fetch_module
+from codedag.migrate.batched.collate import BatchRecord
+from codedag.migrate.batched.delivery import has_records, make_next, replace_records
+from codedag.migrate.batched.executor import BatchExecutor, Outcome
+from codedag.migrate.batched.forcing import FORCED, REASONS, install_fork_hook
+from codedag.migrate.batched.settings import BatchedSettings, ChainSet
+from codedag.migrate.batched.transfer import DeviceIO, Pending, streams_for
+from codedag.migrate.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
+from codedag.migrate.workerstats import WorkerStats
+from codedag.patching import Patcher
+
+log = logging.getLogger(__name__)
+
+FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
+NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
+_WORKER_FIELDS = ("fetches", "fetch_ns", "records", "retried", *(f"forced_{r}" for r in REASONS))
+
+
+class _Switch:
+    """One byte shared with forked workers: 1 while deferring is on."""
+
+    def __init__(self) -> None:
+        self._map = mmap.mmap(-1, 1)
+        self._map[0] = 1
+
+    @property
+    def on(self) -> bool:
+        return bool(self._map[0])
+
+    def off(self) -> None:
+        self._map[0] = 0
+
+
+class BatchedRuntime:
+    """Batched execution of a plan's chains (see the module docstring).
+
+    Args:
+        chains: the chains placed for batched execution.
+        device: where batches run (the main process's device for them).
+        settings: delivery, verification and the rest.
+        other_keys: function -> traced context keys of its calls the chains do not start at
+            (so those calls keep running eagerly).
+    """
+
+    def __init__(
+        self,
+        chains: ChainSet,
+        device: str,
+        settings: BatchedSettings | None = None,
+        other_keys: dict[str, list[str]] | None = None,
+    ) -> None:
+        self.chains = chains
+        self.settings = settings or BatchedSettings()
+        self.device = torch.device(device)
+        self.io = DeviceIO(self.device, simulate=self.settings.simulate_transfers)
+        self.executor = BatchExecutor(self.device, self.io)
+        self.streams = streams_for(self.device)
+        self.other_keys = dict(other_keys or {})
+        self.patcher = Patcher("batched")
+        self.workers: WorkerStats | None = None
+        self._switch = _Switch()
+        self._applied = False
+        self._owner = os.getpid()
+        self._lock = threading.Lock()
+        self.batches = 0
+        self.samples = 0
+        self.ready_samples = 0
+        self.groups = 0
+        self.backend_calls = 0
+        self.main_ns = 0
+        self.verified = 0
+        self.mismatches: list[str] = []
+        self.max_abs_diff = 0.0
+        self.failed_samples = 0
+        self._remote_sites: Counter[str] = Counter()
+        self._calls_per_batch: list[int] = []
+
+    # -- life cycle ---------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        """Whether there is anything to run batched."""
+        return bool(self.chains.chains)
+
+    def apply(self) -> dict[str, int]:
+        """Install the patches; returns ``{"patched": n, "failed": m}``."""
+        if self._applied or not self.active:
+            return {"patched": 0, "failed": 0}
+        install_fork_hook()
+        FORCED.reset()
+        fetch_module.COUNTERS.reset()
+        FORCED.give_up_after = self.settings.give_up_after
+        failed = 0
+        names = self.chains.functions
+        entries = set(self.chains.entry_functions)
+
+        def factory(name: str, original: Any) -> Any:
+            if name == FETCH:
+                return fetch_module.make_fetch(original, self._deferring)
+            if name == NEXT:
+                return make_next(original, self._launch, self._finish, self._has_work, self._ahead)
+            if name in CONVERSIONS:
+                return conversion(name, original)
+            matcher = None
+            if name in entries:
+                matcher = EntryMatcher(
+                    name, self.chains.entries_of(name), self.other_keys.get(name, [])
+                )
+            return chain_function(name, original, matcher)
+
+        _warm(names)
+        for name in names:
+            try:
+                self.patcher.patch_many([name], factory)
+            except Exception as error:  # a function absent in this environment
+                failed += 1
+                log.warning("batched execution: cannot patch %s: %s", name, error)
+        self.patcher.patch_many([n for n in CONVERSIONS if n not in names], factory)
+        self.patcher.patch_many([FETCH, NEXT], factory, rebind_references=False)
+        self.workers = WorkerStats(["batched"], self._local_counts, _WORKER_FIELDS)
+        self._applied = True
+        log.info(
+            "batched execution applied: %d chain(s) on %s, deliver=%s",
+            len(self.chains.chains),
+            self.device,
+            self.settings.deliver,
+        )
+        return {"patched": len(names) - failed, "failed": failed}
+
+    def restore(self) -> int:
+        """Remove the patches; returns how many were removed."""
+        if not self._applied:
+            return 0
+        count = self.patcher.restore()
+        if self.workers is not None:
+            self.workers.stop_tracking()
+        self._applied = False
+        return count
+
+    def stop(self, reason: str) -> None:
+        """Stop deferring, in this process and in workers forked from it (logged once)."""
+        if self._switch.on:
+            self._switch.off()
+            log.warning("batched execution stops: %s", reason)
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def _deferring(self) -> bool:
+        return self._applied and self._switch.on
+
+    def _has_work(self) -> bool:
+        return self._applied
+
+    def _ahead(self, iterator: Any) -> int:
+        if self.settings.ahead is not None:
+            return self.settings.ahead
+        workers = getattr(iterator, "_num_workers", 0)
+        return 1 if self.device.type == "cuda" and workers > 0 else 0
+
+    def _launch(self, batch: Any) -> Pending:
+        if os.getpid() != self._owner or not has_records(batch):
+            return Pending(batch)
+        return self.streams.launch(lambda: self._execute(batch))
+
+    def _finish(self, pending: Pending) -> Any:
+        return self.streams.wait(pending)
+
+    def _execute(self, batch: Any) -> Any:
+        started = time.perf_counter_ns()
+        result = replace_records(batch, self._run_record)
+        with self._lock:
+            self.main_ns += time.perf_counter_ns() - started
+        return result
+
+    def _run_record(self, record: BatchRecord) -> Any:
+        verify = self.verified < self.settings.verify
+        outcome = self.executor.run(record, verify=verify)
+        self._count(record, outcome)
+        tensor = outcome.tensor
+        if self.settings.deliver == "host":
+            tensor = self.io.download(tensor)
+        return tensor
+
+    def _count(self, record: BatchRecord, outcome: Outcome) -> None:
+        with self._lock:
+            self.batches += 1
+            self.samples += record.deferred
+            self.ready_samples += record.n - record.deferred
+            self.groups += outcome.groups
+            self.backend_calls += outcome.backend_calls
+            self._calls_per_batch.append(outcome.backend_calls)
+            del self._calls_per_batch[:-1000]
+            if record.pid != os.getpid():
+                self._remote_sites.update(record.sites)
+            if outcome.failed:
+                self.failed_samples += len(outcome.failed)
+                FORCED.forced("backend", "batched group failed", None, len(outcome.failed))
+            if outcome.verified:
+                self.verified += 1
+                self.max_abs_diff = max(self.max_abs_diff, outcome.max_abs_diff)
+        if outcome.mismatches:
+            self.mismatches.extend(outcome.mismatches[:5])
+            FORCED.forced("verify", outcome.mismatches[0][:100], None, record.deferred)
+            self.stop(f"a batch differs from its CPU reference ({outcome.mismatches[0]})")
+
+    # -- statistics -----------------------------------------------------------------------------
+    @staticmethod
+    def _local_counts(_name: str) -> dict[str, int]:
+        return {**fetch_module.COUNTERS.values(), **FORCED.counts()}
+
+    def stats(self) -> dict[str, Any]:
+        """``get_stats()["batched"]``: batches, samples, groups, backend calls, bytes, forced
+        values by reason (and site), time in workers and in the main process."""
+        local = self._local_counts("batched")
+        remote = self.workers.totals("batched") if self.workers is not None else {}
+        merged = {k: local.get(k, 0) + remote.get(k, 0) for k in _WORKER_FIELDS}
+        forced = {r: merged[f"forced_{r}"] for r in REASONS if merged[f"forced_{r}"]}
+        sites = Counter(FORCED.sites) + self._remote_sites
+        calls = self._calls_per_batch
+        return {
+            "enabled": self.active,
+            "deferring": self._switch.on,
+            "device": str(self.device),
+            "deliver": self.settings.deliver,
+            "chains": [c.id for c in self.chains.chains],
+            "batches": self.batches,
+            "samples": self.samples,
+            "ready_samples": self.ready_samples,
+            "groups": self.groups,
+            "backend_calls": self.backend_calls,
+            "backend_calls_per_batch_max": max(calls) if calls else 0,
+            "h2d_bytes": self.io.h2d_bytes,
+            "d2h_bytes": self.io.d2h_bytes,
+            "forced": forced,
+            "forced_sites": dict(sites.most_common(20)),
+            "stopped_sites": sorted(FORCED.stopped),
+            "retried_samples": merged["retried"],
+            "worker_ms": merged["fetch_ns"] / 1e6,
+            "main_ms": self.main_ns / 1e6,
+            "verify": {
+                "batches": self.verified,
+                "mismatches": list(self.mismatches),
+                "max_abs_diff": self.max_abs_diff,
+            },
+        }
+
+
+def _warm(functions: list[str]) -> None:
+    """Build the ops (and the registry behind them) now, so forked workers inherit them."""
+    from codedag.migrate.batched import ops, views
+
+    for name in functions:
+        ops.library_op(name)
+    for name in ("add", "subtract", "multiply", "divide"):
+        ops.elementwise_op(f"numpy.{name}")
+    for name in views.NUMPY_VIEWS:
+        views.numpy_view(name)

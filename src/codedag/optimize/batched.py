@@ -1,0 +1,203 @@
+"""Deciding which sample chains run batched: measure, then decide (a pure pass).
+
+Each chain found in the trace (:mod:`codedag.optimize.chains`) is judged on its calibration: one
+batch per sample with the libraries against the same batch through batched execution on the
+device the plan targets (:mod:`codedag.calibrate.chains`). With DataLoader workers the per-sample
+chain runs in ``W`` worker processes at once, and so does the recording half of batched
+execution, while the batched executor runs in the main process: the comparison is
+
+``original / W``  against  ``record / W + (batched - record)``
+
+(``W = 1`` without workers). A chain runs batched only when that saves more than the placement
+margin of its time and more than the measurement spread; otherwise it stays per sample and its
+reason gives both figures. ``mode`` ``always`` and ``never`` force the choice; without a
+measurement their decisions are labelled ``assumed``.
+
+Batched chains take their library functions away from per-call placement (the migrator patches
+them to record instead): :func:`apply_to_plan` says so in those calls' reasons.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codedag.errors import ConfigError
+
+MODES = ("auto", "always", "never")
+
+
+def check_mode(mode: Any) -> str:
+    """``auto``, ``always`` or ``never``; :class:`ConfigError` otherwise."""
+    if mode not in MODES:
+        raise ConfigError(f"batched must be 'auto', 'always' or 'never', got {mode!r}")
+    return str(mode)
+
+
+def _ms(ns: float) -> str:
+    value = ns / 1e6
+    return f"{value:.3g} ms" if abs(value) >= 0.01 else f"{ns / 1e3:.3g} us"
+
+
+def traced_batch_size(dag: Any, default: int) -> int:
+    """Samples per batch of the traced DataLoader (``default`` when the trace does not say)."""
+    info = (getattr(getattr(dag, "source", dag), "metadata", {}) or {}).get("dataloader") or {}
+    for value in (info.get("batch_size"), len(info.get("batch_indices") or [])):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return max(1, default)
+
+
+def _figures(m: Any, device: str, workers: int) -> tuple[str, int, int]:
+    """The measured figures as text, and the per-batch times placement compares."""
+    original, batched = m.original.median_ns, m.batched.median_ns
+    text = (
+        f"measured per batch of {m.batch_size}: {_ms(original)} per sample with the libraries vs "
+        f"{_ms(batched)} batched through torch on {device} ({m.backend_calls} backend calls)"
+    )
+    if workers > 0:
+        record = min(m.record_ns, batched)
+        effective_original = original // workers
+        effective_batched = record // workers + (batched - record)
+        text += (
+            f"; with {workers} DataLoader workers {_ms(effective_original)} vs "
+            f"{_ms(effective_batched)} (recording {_ms(record)} runs in the workers)"
+        )
+        return text, effective_original, effective_batched
+    return text, original, batched
+
+
+def decide_chain(
+    candidate: Any,
+    measurement: Any | None,
+    mode: str,
+    device: str | None,
+    margin_pct: float,
+    workers: int,
+    batch_size: int,
+) -> dict[str, Any]:
+    """One chain's entry of the plan's ``batched`` section (the plan model's ``BatchedChain``)."""
+    entry: dict[str, Any] = {
+        "id": candidate.id,
+        "steps": candidate.steps,
+        "functions": candidate.functions,
+        "entries": candidate.entries,
+        "entry_functions": [candidate.entry_function],
+        "samples": len(candidate.samples),
+        "batched": False,
+        "original_ns": None,
+        "batched_ns": None,
+        "batch_size": batch_size,
+        "backend_calls": None,
+        "basis": "none",
+        "reason": "",
+    }
+    measured = measurement is not None and measurement.ok
+    if measurement is not None and measured:
+        entry.update(
+            original_ns=int(measurement.original.median_ns),
+            batched_ns=int(measurement.batched.median_ns),
+            backend_calls=int(measurement.backend_calls),
+            batch_size=int(measurement.batch_size),
+            basis="measured",
+        )
+    if mode == "never":
+        entry["reason"] = "batched execution switched off (--batched never)"
+        if not measured:
+            entry["basis"] = "assumed"
+        return entry
+    if device is None:
+        if mode == "always":
+            entry.update(batched=True, basis="assumed")
+            entry["reason"] = "forced with --batched always (not measured): runs batched on cpu"
+        else:
+            entry["reason"] = "no target device (no GPU, no --target-device): nothing measured"
+        return entry
+    if mode == "always":
+        entry["batched"] = True
+        if not measured:
+            entry["basis"] = "assumed"
+            problem = getattr(measurement, "error", None)
+            entry["reason"] = "forced with --batched always (not measured)" + (
+                f"; calibration said: {problem}" if problem else ""
+            )
+            return entry
+        text, _, _ = _figures(measurement, device, workers)
+        entry["reason"] = f"forced with --batched always; {text}"
+        return entry
+    if measurement is None:
+        entry["reason"] = f"not measured on {device}: calibrate to run chains batched"
+        return entry
+    if not measured:
+        entry["basis"] = "measured"
+        entry["reason"] = f"stays per sample: {measurement.error}"
+        return entry
+    text, original, batched = _figures(measurement, device, workers)
+    saving = original - batched
+    margin = margin_pct / 100.0 * original
+    spread = measurement.spread_ns
+    if saving > max(margin, spread):
+        entry["batched"] = True
+        entry["reason"] = f"{text}: {original / max(1, batched):.2g}x faster, runs batched"
+    elif saving <= 0:
+        entry["reason"] = f"{text}: {batched / max(1, original):.2g}x slower, stays per sample"
+    elif margin >= spread:
+        entry["reason"] = (
+            f"{text}: saving {_ms(saving)} is within the {margin_pct:g} % margin, stays per sample"
+        )
+    else:
+        entry["reason"] = (
+            f"{text}: saving {_ms(saving)} is within the measurement spread {_ms(spread)}, "
+            "stays per sample"
+        )
+    if measurement.untimed_steps:
+        entry["reason"] += (
+            f" (timed {len(measurement.timed_steps)} of "
+            f"{len(measurement.timed_steps) + len(measurement.untimed_steps)} steps; not "
+            f"repeatable from the trace: {', '.join(measurement.untimed_steps)})"
+        )
+    return entry
+
+
+def batched_section(
+    found: Any,
+    measurements: dict[str, Any],
+    mode: str,
+    device: str | None,
+    margin_pct: float,
+    workers: int,
+    batch_size: int,
+) -> dict[str, Any]:
+    """The plan's ``batched`` section (the plan model's ``BatchedInfo``) for every chain found."""
+    chains = [
+        decide_chain(c, measurements.get(c.id), mode, device, margin_pct, workers, batch_size)
+        for c in found.candidates
+    ]
+    run_on = device or ("cpu" if any(c["batched"] for c in chains) else None)
+    return {"mode": mode, "device": run_on, "chains": chains}
+
+
+def apply_to_plan(plan: dict[str, Any], section: dict[str, Any], note: str = "") -> None:
+    """Put ``section`` into ``plan``; calls of batched chains' functions leave per-call placement."""
+    plan["batched"] = section
+    batched = [c for c in section["chains"] if c["batched"]]
+    owner = {f: c["id"] for c in batched for f in c["functions"]}
+    for call in plan.get("calls", []):
+        chain = owner.get(call["function"])
+        if chain is None:
+            continue
+        if call.get("migrate"):
+            for key in call.get("context_keys", []):
+                plan["context_device_map"].pop(key, None)
+            call["migrate"] = False
+            call["device"] = "cpu"
+        call["reason"] = f"{call.get('reason', '')}; its calls in samples run in batched {chain}"
+    chains = section["chains"]
+    if not chains:
+        if note:
+            plan.setdefault("notes", []).append(f"batched execution: {note}")
+        return
+    names = ", ".join(c["id"] for c in batched) or "none"
+    plan.setdefault("notes", []).append(
+        f"batched execution ({section['mode']}): {len(chains)} sample chain(s) found, "
+        f"batched: {names}"
+    )

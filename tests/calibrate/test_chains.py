@@ -1,0 +1,111 @@
+"""Calibrating batched chains: the replay is the chain, batched equals per sample, figures cached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from codedag.calibrate import CalibrationCache, Stopwatch
+from codedag.calibrate import chain_replay as replay
+from codedag.calibrate.chains import ChainCalibrator, ChainMeasurement
+from codedag.experiments import pipelines
+from codedag.optimize.chains import find_chains
+from codedag.trace import trace_dataloader
+
+
+@pytest.fixture(scope="module")
+def letterbox_chain() -> Any:
+    """Letterbox (ragged inputs, helpers, operators) traced on 3 small images."""
+    loader = pipelines.make_loader(
+        "letterbox", batch_size=3, n=3, seed=0, img_size=32, min_size=24, max_size=40
+    )
+    tracer, _ = trace_dataloader(loader)
+    (chain,) = find_chains(tracer.dag).candidates
+    return chain
+
+
+def test_replay_repeats_the_traced_steps_on_ragged_inputs(letterbox_chain: Any) -> None:
+    prepared = replay.prepare(letterbox_chain.samples, 5)
+    assert len(prepared.samples) == 5  # the 3 traced samples cycled to the batch size
+    assert prepared.timed_steps[:4] == [
+        "cv2.resize",
+        "cv2.copyMakeBorder",
+        "cv2.cvtColor",
+        "cv2.GaussianBlur",
+    ]
+    assert tuple(prepared.timed_steps + prepared.untimed_steps) == letterbox_chain.samples[0].names
+    shapes = {s.data.shape for s in prepared.samples}
+    assert len(shapes) > 1  # the recorded input sizes differ per sample
+    out = replay.run_original(prepared)
+    assert tuple(out.shape) == (5, 32, 32, 3)
+
+
+def test_batched_run_equals_the_per_sample_chain_with_few_backend_calls(
+    letterbox_chain: Any,
+) -> None:
+    prepared = replay.prepare(letterbox_chain.samples, 6)
+    expected = replay.run_original(prepared)
+    run = replay.run_batched(prepared, "cpu", verify=True, count_transfers=True)
+    assert run.mismatches == []
+    assert torch.equal(run.output, expected)
+    steps = len(prepared.samples[0].steps)
+    assert run.backend_calls <= steps * run.groups < steps * 6 + 1
+    assert run.h2d_bytes > 0 and run.d2h_bytes == expected.numel() * expected.element_size()
+
+
+def test_measurement_is_verified_timed_and_cached(letterbox_chain: Any, tmp_path: Path) -> None:
+    cache = CalibrationCache(tmp_path / "c.json")
+    calibrator = ChainCalibrator("cpu", cache=cache)
+    first = calibrator.measure(letterbox_chain, 4)
+    assert first.ok, first.error
+    assert not first.cached
+    assert first.original.samples >= 3 and first.batched.samples >= 3  # type: ignore[union-attr]
+    assert first.record_ns > 0
+    assert first.backend_calls >= 4 and first.h2d_bytes > 0
+    second = ChainCalibrator("cpu", cache=CalibrationCache(tmp_path / "c.json"))
+    again = second.measure(letterbox_chain, 4)
+    assert again.cached and again.original == first.original
+    assert ChainMeasurement.from_dict(first.to_dict()).to_dict() == first.to_dict()
+    # another batch size is another measurement
+    assert not second.measure(letterbox_chain, 2).cached
+
+
+def test_a_chain_the_backends_cannot_match_is_not_timed(
+    letterbox_chain: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from codedag.migrate.batched.executor import BatchExecutor
+
+    real_run = BatchExecutor.run
+
+    def wrong(self: Any, record: Any, verify: bool = False) -> Any:
+        outcome = real_run(self, record, verify)
+        if verify:
+            outcome.mismatches.append("cv2.resize: 3 values differ")
+        return outcome
+
+    monkeypatch.setattr(BatchExecutor, "run", wrong)
+    calls = {"n": 0}
+
+    def clock() -> int:
+        calls["n"] += 1
+        return calls["n"]
+
+    calibrator = ChainCalibrator(
+        "cpu", cache=CalibrationCache(None), stopwatch=Stopwatch(clock=clock)
+    )
+    m = calibrator.measure(letterbox_chain, 3)
+    assert not m.ok and "differs" in (m.error or "")
+    assert m.original is None and calls["n"] == 0  # nothing was timed
+
+
+def test_an_entry_without_recorded_arguments_is_refused(letterbox_chain: Any) -> None:
+    import dataclasses
+
+    sample = letterbox_chain.samples[0]
+    bare = dataclasses.replace(sample.steps[0], args=None)
+    broken = type(sample)(sample.sample, [bare, *sample.steps[1:]])
+    with pytest.raises(ValueError, match="no arguments"):
+        replay.prepare([broken], 2)
