@@ -26,7 +26,7 @@ EXACT = Tolerance()
 # Canonical name -> tolerance. Keep grouped by library and sorted within a group.
 _F32_SUM = "float results differ from cv2 by float32 summation order only"
 TOLERANCES: dict[str, Tolerance] = {
-    # cv2 (codedag.migrate.ops.cv2_*); float images are tested on a 0..255 scale.
+    # cv2 (codedag.migrate.ops.cv2); float images are tested on a 0..255 scale.
     "cv2.Canny": Tolerance(note="exact (cv2's integer gradients, tangent tests and hysteresis)"),
     "cv2.GaussianBlur": Tolerance(
         atol=1e-3, rtol=1e-5, note=f"uint8 bit-exact (cv2's fixed-point kernel); {_F32_SUM}"

@@ -1,0 +1,255 @@
+"""cv2 per-pixel arithmetic, normalize, LUT, threshold and equalizeHist backends against cv2."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from migrate_support import DEVICES, SETTINGS, batches, check_batch
+
+from codedag.errors import UnsupportedOperation
+from codedag.migrate.ops import cv2 as ops
+
+ALL_DTYPES = (np.uint8, np.float32, np.float64)
+SCALARS = st.sampled_from([2.5, 3.5, -7.25, 300, 0.5, (1, 2, 3, 4), (10.5, -3)])
+
+
+def _pair(batch: np.ndarray, seed: int) -> np.ndarray:
+    """A second batch like ``batch`` (same shape and dtype), for binary operations."""
+    rng = np.random.default_rng(seed)
+    if batch.dtype == np.uint8:
+        return rng.integers(0, 256, batch.shape).astype(np.uint8)
+    return (rng.random(batch.shape) * 300 - 20).astype(batch.dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["add", "subtract", "absdiff"])
+@SETTINGS
+@given(batch=batches(dtypes=ALL_DTYPES), seed=st.integers(0, 2**32 - 1), scalar=SCALARS)
+def test_saturating_add_subtract_absdiff(
+    device: str, name: str, batch: np.ndarray, seed: int, scalar: object
+) -> None:
+    other = _pair(batch, seed)
+    ref_fn, ours = getattr(cv2, name), getattr(ops, name)
+    dev_other = torch.from_numpy(other).to(device)
+    pairs = list(zip(other, dev_other))
+    index = iter(range(len(batch)))
+    check_batch(
+        f"cv2.{name}",
+        batch,
+        lambda im: ref_fn(im, pairs[next(index)][0]),
+        lambda t: ours(t, dev_other),
+        device,
+    )
+    # A Scalar operand (number broadcast, tuple per channel); cv2 reads a tuple as an array when
+    # the image has at most 4 pixels, so those are left out.
+    if name != "absdiff" and batch.shape[1] * batch.shape[2] > 4:
+        check_batch(
+            f"cv2.{name}",
+            batch,
+            lambda im: ref_fn(im, scalar),
+            lambda t: ours(t, scalar),
+            device,
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=ALL_DTYPES),
+    seed=st.integers(0, 2**32 - 1),
+    scale=st.sampled_from([1.0, 0.37, 1 / 255, 2.0]),
+    factor=st.sampled_from([1.7, 0.5, 3]),
+)
+def test_multiply(device: str, batch: np.ndarray, seed: int, scale: float, factor: float) -> None:
+    other = _pair(batch, seed)
+    index = iter(range(len(batch)))
+    check_batch(
+        "cv2.multiply",
+        batch,
+        lambda im: cv2.multiply(im, other[next(index)], scale=scale),
+        lambda t: ops.multiply(t, torch.from_numpy(other).to(device), scale=scale),
+        device,
+    )
+    if batch.shape[1] * batch.shape[2] <= 4:
+        return  # cv2 reads a number as an array next to images of at most 4 pixels
+    check_batch(
+        "cv2.multiply",
+        batch,
+        lambda im: cv2.multiply(im, factor, scale=scale),
+        lambda t: ops.multiply(t, factor, scale=scale),
+        device,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=ALL_DTYPES, min_side=8),
+    seed=st.integers(0, 2**32 - 1),
+    weights=st.tuples(st.floats(-2, 2), st.floats(-2, 2), st.floats(-50, 50)),
+)
+def test_add_weighted_and_convert_scale_abs(
+    device: str, batch: np.ndarray, seed: int, weights: tuple[float, float, float]
+) -> None:
+    alpha, beta, gamma = weights
+    other = _pair(batch, seed)
+    index = iter(range(len(batch)))
+    check_batch(
+        "cv2.addWeighted",
+        batch,
+        lambda im: cv2.addWeighted(im, alpha, other[next(index)], beta, gamma),
+        lambda t: ops.addWeighted(t, alpha, torch.from_numpy(other).to(device), beta, gamma),
+        device,
+    )
+    check_batch(
+        "cv2.convertScaleAbs",
+        batch,
+        lambda im: cv2.convertScaleAbs(im, alpha=alpha, beta=gamma),
+        lambda t: ops.convertScaleAbs(t, alpha=alpha, beta=gamma),
+        device,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=ALL_DTYPES, min_side=4),
+    norm_type=st.sampled_from([cv2.NORM_INF, cv2.NORM_L1, cv2.NORM_L2, cv2.NORM_MINMAX]),
+    bounds=st.sampled_from([(0.0, 1.0), (1.0, 0.0), (10.0, 200.0), (0.7, 0.0), (-1.0, 1.0)]),
+    dtype=st.sampled_from([-1, cv2.CV_8U, cv2.CV_32F, cv2.CV_64F]),
+)
+def test_normalize_per_image(
+    device: str, batch: np.ndarray, norm_type: int, bounds: tuple[float, float], dtype: int
+) -> None:
+    alpha, beta = bounds
+    check_batch(
+        "cv2.normalize",
+        batch,
+        lambda im: cv2.normalize(im, None, alpha, beta, norm_type, dtype),
+        lambda t: ops.normalize(t, None, alpha, beta, norm_type, dtype),
+        device,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=(np.uint8,)),
+    seed=st.integers(0, 2**32 - 1),
+    table_dtype=st.sampled_from([np.uint8, np.float32]),
+    per_channel=st.booleans(),
+)
+def test_lut(
+    device: str, batch: np.ndarray, seed: int, table_dtype: type, per_channel: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    cn = 1 if batch.ndim == 3 else batch.shape[3]
+    shape = (256, 1, cn) if per_channel and cn > 1 else (256,)
+    table = (rng.random(shape) * 255).astype(table_dtype)
+    check_batch(
+        "cv2.LUT",
+        batch,
+        lambda im: cv2.LUT(im, table),
+        lambda t: ops.LUT(t, torch.from_numpy(table).to(device)),
+        device,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=ALL_DTYPES),
+    kind=st.integers(0, 4),
+    thresh=st.sampled_from([100.7, 0.0, -3.0, 254.5, 300.0, 127.0]),
+    maxval=st.sampled_from([255.0, 200.5, 1.0]),
+)
+def test_threshold(device: str, batch: np.ndarray, kind: int, thresh: float, maxval: float) -> None:
+    ref_ret = cv2.threshold(batch[0], thresh, maxval, kind)[0]
+    ret, _ = ops.threshold(torch.from_numpy(batch).to(device), thresh, maxval, kind)
+    assert ret == ref_ret
+    check_batch(
+        "cv2.threshold",
+        batch,
+        lambda im: cv2.threshold(im, thresh, maxval, kind)[1],
+        lambda t: ops.threshold(t, thresh, maxval, kind)[1],
+        device,
+    )
+
+
+@st.composite
+def _gray_batches(draw: st.DrawFn) -> np.ndarray:
+    """Single-channel uint8 batches with uniform, peaked (normal) or narrow-range histograms."""
+    n, h, w = draw(st.integers(1, 3)), draw(st.integers(1, 24)), draw(st.integers(1, 24))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kind = draw(st.sampled_from(["uniform", "normal", "narrow"]))
+    if kind == "uniform":
+        return rng.integers(0, 256, (n, h, w)).astype(np.uint8)
+    if kind == "normal":
+        img = rng.normal(rng.uniform(0, 255), rng.uniform(1, 60), (n, h, w))
+        return np.clip(img, 0, 255).astype(np.uint8)
+    low, span = int(rng.integers(0, 200)), int(rng.integers(1, 56))
+    return (low + rng.integers(0, span, (n, h, w))).astype(np.uint8)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=_gray_batches(),
+    kind=st.sampled_from([0, 1, 2, 3, 4]),
+    auto=st.sampled_from([cv2.THRESH_OTSU, cv2.THRESH_TRIANGLE]),
+)
+def test_threshold_otsu_and_triangle_per_image(
+    device: str, batch: np.ndarray, kind: int, auto: int
+) -> None:
+    flags = kind | auto
+    rets, out = ops.threshold(torch.from_numpy(batch).to(device), 0, 255, flags)
+    got = [rets] if len(batch) == 1 else rets.cpu().tolist()
+    for im, t, result in zip(batch, got, out.cpu().numpy(), strict=True):
+        ref_t, ref = cv2.threshold(im, 0, 255, flags)
+        if t != ref_t:
+            # cv2's x86 wheels compute Otsu with Intel IPP, which breaks exact ties of the
+            # between-class variance its own way; anything else must match.
+            assert auto == cv2.THRESH_OTSU and _otsu_variance(im, t) == _otsu_variance(im, ref_t)
+            continue
+        assert np.array_equal(result, ref)
+
+
+def _otsu_variance(img: np.ndarray, t: float) -> Fraction:
+    """Otsu's between-class variance of threshold ``t``, exactly."""
+    h = np.bincount(img.ravel(), minlength=256).astype(np.int64)
+    k = int(t) + 1
+    n0, n1 = int(h[:k].sum()), int(h[k:].sum())
+    s0, s1 = int((h[:k] * np.arange(k)).sum()), int((h[k:] * np.arange(k, 256)).sum())
+    if n0 == 0 or n1 == 0:
+        return Fraction(0)
+    total = n0 + n1
+    return Fraction(n0 * n1, total * total) * (Fraction(s0, n0) - Fraction(s1, n1)) ** 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(batch=batches(dtypes=(np.uint8,), channels=(1,)), levels=st.integers(1, 256))
+def test_equalize_hist(device: str, batch: np.ndarray, levels: int) -> None:
+    """Includes images with few grey levels (and a single level, which cv2 keeps as is)."""
+    batch = (batch.astype(np.int64) % levels).astype(np.uint8)
+    check_batch("cv2.equalizeHist", batch, cv2.equalizeHist, ops.equalizeHist, device)
+
+
+def test_arithmetic_refuses_what_it_cannot_reproduce() -> None:
+    a = torch.zeros((1, 4, 4, 3), dtype=torch.uint8)
+    with pytest.raises(UnsupportedOperation):
+        ops.add(a, a.float())  # mixed dtypes need dtype=, as in cv2
+    with pytest.raises(UnsupportedOperation):
+        ops.add(a, a, mask=a[..., 0])
+    with pytest.raises(UnsupportedOperation):
+        ops.threshold(a, 0, 255, cv2.THRESH_OTSU)  # Otsu needs one channel
+    with pytest.raises(UnsupportedOperation):
+        ops.normalize(a, None, 0, 1, cv2.NORM_HAMMING)
+    with pytest.raises(UnsupportedOperation):
+        ops.equalizeHist(a)

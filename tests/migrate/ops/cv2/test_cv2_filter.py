@@ -1,0 +1,180 @@
+"""cv2 filter backends (GaussianBlur, blur, boxFilter, filter2D, Sobel, medianBlur) against cv2."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from migrate_support import DEVICES, SETTINGS, batches, check_batch
+
+from codedag.errors import UnsupportedOperation
+from codedag.migrate.ops import cv2 as ops
+
+FILTER_BORDERS = [
+    cv2.BORDER_CONSTANT,
+    cv2.BORDER_REPLICATE,
+    cv2.BORDER_REFLECT,
+    cv2.BORDER_REFLECT_101,
+]
+ALL_DTYPES = (np.uint8, np.float32, np.float64)
+odd = st.sampled_from([1, 3, 5, 7, 9, 11])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=ALL_DTYPES),
+    ksize=st.tuples(st.sampled_from([0, 1, 3, 5, 7, 9, 11]), st.sampled_from([0, 3, 5, 9])),
+    sigma=st.tuples(st.sampled_from([0.0, 0.5, 1.0, 1.7, 3.0]), st.sampled_from([0.0, 0.8, 2.0])),
+    border=st.sampled_from(FILTER_BORDERS),
+)
+def test_gaussian_blur(
+    device: str,
+    batch: np.ndarray,
+    ksize: tuple[int, int],
+    sigma: tuple[float, float],
+    border: int,
+) -> None:
+    """Covers cv2's sigma=0 rule, ksize=0 from sigma (3 or 4 sigma by depth), anisotropy."""
+    kw, kh = ksize
+    sx, sy = sigma
+    if (kw == 0 and sx == 0) or (kh == 0 and sx == 0 and sy == 0):
+        return  # cv2 asserts: no kernel size and no sigma
+    check_batch(
+        "cv2.GaussianBlur",
+        batch,
+        lambda im: cv2.GaussianBlur(im, (kw, kh), sx, sigmaY=sy, borderType=border),
+        lambda t: ops.GaussianBlur(t, (kw, kh), sx, sigmaY=sy, borderType=border),
+        device,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=ALL_DTYPES),
+    ksize=st.tuples(st.integers(1, 7), st.integers(1, 7)),
+    border=st.sampled_from(FILTER_BORDERS),
+    normalize=st.booleans(),
+    anchor_seed=st.integers(0, 1000),
+)
+def test_blur_and_box_filter(
+    device: str,
+    batch: np.ndarray,
+    ksize: tuple[int, int],
+    border: int,
+    normalize: bool,
+    anchor_seed: int,
+) -> None:
+    anchor = (anchor_seed % ksize[0], (anchor_seed // 7) % ksize[1])
+    check_batch(
+        "cv2.blur",
+        batch,
+        lambda im: cv2.blur(im, ksize, anchor=anchor, borderType=border),
+        lambda t: ops.blur(t, ksize, anchor=anchor, borderType=border),
+        device,
+    )
+    ddepth = -1 if batch.dtype != np.uint8 or normalize else cv2.CV_32F
+    check_batch(
+        "cv2.boxFilter",
+        batch,
+        lambda im: cv2.boxFilter(im, ddepth, ksize, normalize=normalize, borderType=border),
+        lambda t: ops.boxFilter(t, ddepth, ksize, normalize=normalize, borderType=border),
+        device,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=(np.uint8, np.float32)),
+    kshape=st.tuples(st.integers(1, 6), st.integers(1, 6)),
+    seed=st.integers(0, 2**32 - 1),
+    ddepth=st.sampled_from([-1, cv2.CV_32F]),
+    delta=st.sampled_from([0.0, 3.5]),
+    border=st.sampled_from(FILTER_BORDERS),
+)
+def test_filter2d(
+    device: str,
+    batch: np.ndarray,
+    kshape: tuple[int, int],
+    seed: int,
+    ddepth: int,
+    delta: float,
+    border: int,
+) -> None:
+    kernel = np.random.default_rng(seed).normal(size=kshape).astype(np.float32)
+    check_batch(
+        "cv2.filter2D",
+        batch,
+        lambda im: cv2.filter2D(im, ddepth, kernel, delta=delta, borderType=border),
+        lambda t: ops.filter2D(t, ddepth, torch.from_numpy(kernel), delta=delta, borderType=border),
+        device,
+    )
+
+
+SOBEL_CASES = [(1, 0, 3), (0, 1, 3), (1, 1, 3), (2, 0, 5), (0, 2, 7), (1, 0, 1), (0, 1, 1)]
+SOBEL_CASES += [(1, 0, -1), (0, 1, -1), (1, 2, 5)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(
+    batch=batches(dtypes=(np.uint8, np.float32)),
+    case=st.sampled_from(SOBEL_CASES),
+    ddepth=st.sampled_from([-1, cv2.CV_16S, cv2.CV_32F, cv2.CV_64F]),
+    scale=st.sampled_from([1.0, 0.25]),
+    border=st.sampled_from(FILTER_BORDERS),
+)
+def test_sobel(
+    device: str,
+    batch: np.ndarray,
+    case: tuple[int, int, int],
+    ddepth: int,
+    scale: float,
+    border: int,
+) -> None:
+    dx, dy, ksize = case
+    if batch.dtype == np.float32 and ddepth == cv2.CV_16S:
+        ddepth = cv2.CV_32F  # cv2 refuses float -> int16 here
+    check_batch(
+        "cv2.Sobel",
+        batch,
+        lambda im: cv2.Sobel(im, ddepth, dx, dy, ksize=ksize, scale=scale, borderType=border),
+        lambda t: ops.Sobel(t, ddepth, dx, dy, ksize=ksize, scale=scale, borderType=border),
+        device,
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(batch=batches(dtypes=(np.uint8, np.float32)), ksize=st.sampled_from([1, 3, 5, 7]))
+def test_median_blur(device: str, batch: np.ndarray, ksize: int) -> None:
+    if batch.dtype == np.float32 and ksize > 5:
+        with pytest.raises(UnsupportedOperation):
+            ops.medianBlur(torch.from_numpy(batch), ksize)
+        return
+    check_batch(
+        "cv2.medianBlur",
+        batch,
+        lambda im: cv2.medianBlur(im, ksize),
+        lambda t: ops.medianBlur(t, ksize),
+        device,
+    )
+
+
+def test_filters_refuse_what_they_cannot_reproduce() -> None:
+    img = torch.zeros((1, 8, 8, 3), dtype=torch.uint8)
+    with pytest.raises(UnsupportedOperation):
+        ops.GaussianBlur(img, (4, 4), 0)
+    with pytest.raises(UnsupportedOperation):
+        ops.GaussianBlur(img, (3, 3), 0, borderType=cv2.BORDER_WRAP)
+    with pytest.raises(UnsupportedOperation):
+        ops.Sobel(img, -1, 3, 0, ksize=3)
+    with pytest.raises(UnsupportedOperation):
+        ops.medianBlur(img, 4)
+    with pytest.raises(UnsupportedOperation):
+        ops.blur(img, (3, 3), anchor=(5, 0))
