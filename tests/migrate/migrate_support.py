@@ -9,7 +9,10 @@
 from __future__ import annotations
 
 import os
+import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -212,3 +215,239 @@ def check_batch(
     assert isinstance(out, torch.Tensor), f"{name}: backend returned {type(out).__name__}"
     assert out.device.type == torch.device(device).type
     assert_matches(out, ref, name)
+
+
+# -- conformance: one call through the migrated path against the library -------------------
+
+OUTCOMES = ("identical", "tolerance", "unsupported", "exception", "differs", "failed")
+"""identical: same values; tolerance: within the tolerance table; unsupported: declared before
+the backend ran (the original runs); exception: the library's exception class; differs: declared
+to differ (random draws: same types, shapes, dtypes); failed: anything else."""
+
+
+@dataclass
+class Tally:
+    """Conformance counts per outcome, per function, and the failures' descriptions."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    names: set[str] = field(default_factory=set)
+    reasons: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, name: str, label: str, outcome: str, detail: str) -> None:
+        self.counts[outcome] += 1
+        self.names.add(name)
+        if outcome == "unsupported":
+            self.reasons[f"{name}: {detail}"] += 1
+        if outcome == "failed":
+            self.failures.append(f"{name} [{label}]: {detail}")
+
+    def lines(self) -> list[str]:
+        """The summary printed at the end of a test session."""
+        total = sum(self.counts.values())
+        head = f"conformance: {len(self.names)} functions x {total} cases: " + ", ".join(
+            f"{self.counts[o]} {o}" for o in OUTCOMES
+        )
+        return [head]
+
+
+TALLY = Tally()
+
+
+def _leaves(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    if isinstance(value, tuple | list):
+        out = [(f"{path}:{type(value).__name__}[{len(value)}]", type(value))]
+        for i, v in enumerate(value):
+            out.extend(_leaves(v, f"{path}[{i}]"))
+        return out
+    return [(path or "result", value)]
+
+
+def _arrays(value: Any) -> list[np.ndarray]:
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [a for v in value for a in _arrays(v)]
+    if isinstance(value, dict):
+        return [a for v in value.values() for a in _arrays(v)]
+    return []
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    if isinstance(value, np.ndarray | np.generic):
+        return np.asarray(value)
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().resolve_conj().resolve_neg().numpy()
+    module = type(value).__module__
+    if module.startswith("PIL."):
+        return np.asarray(value)
+    return None
+
+
+def compare_values(name: str, got: Any, want: Any) -> tuple[str, str]:
+    """``("identical" | "tolerance" | "failed", detail)`` of a result against the library's."""
+    g_leaves, w_leaves = _leaves(got), _leaves(want)
+    if [p for p, _ in g_leaves] != [p for p, _ in w_leaves]:
+        return "failed", f"structure {[p for p, _ in g_leaves]} != {[p for p, _ in w_leaves]}"
+    worst = "identical"
+    for (path, g), (_, w) in zip(g_leaves, w_leaves):
+        if isinstance(w, type):
+            continue
+        if type(g) is not type(w):
+            return (
+                "failed",
+                f"{path}: {type(g).__name__} where the library gives {type(w).__name__}",
+            )
+        if type(w).__module__.startswith("PIL.") and (g.mode, g.size) != (w.mode, w.size):
+            return "failed", f"{path}: PIL {g.mode} {g.size} != {w.mode} {w.size}"
+        if isinstance(w, torch.Tensor) and g.device != w.device:
+            return "failed", f"{path}: on {g.device}, the library's on {w.device}"
+        ga, wa = _as_array(g), _as_array(w)
+        if wa is None or ga is None:
+            if isinstance(w, float) and isinstance(g, float):
+                ga, wa = np.asarray(g), np.asarray(w)
+            elif g != w:
+                return "failed", f"{path}: {g!r} != {w!r}"
+            else:
+                continue
+        if ga.shape != wa.shape or ga.dtype != wa.dtype:
+            return "failed", f"{path}: {ga.dtype} {ga.shape} != library {wa.dtype} {wa.shape}"
+        fortran = isinstance(w, np.ndarray) and w.flags.f_contiguous and not w.flags.c_contiguous
+        if fortran and not g.flags.f_contiguous:
+            return "failed", f"{path}: C order where the library returns Fortran order"
+        kind = _value_kind(name, ga, wa)
+        if kind.startswith("failed"):
+            return "failed", f"{path}: {kind[7:]}"
+        if kind == "tolerance":
+            worst = "tolerance"
+    return worst, ""
+
+
+def _value_kind(name: str, got: np.ndarray, want: np.ndarray) -> str:
+    if want.dtype.kind in "OSUV" or got.dtype.kind in "OSUV":
+        return "identical" if np.array_equal(got, want) else "failed: values differ"
+    if want.dtype == np.bool_:
+        bad = int((got != want).sum())
+        return "identical" if not bad else f"failed: {bad} of {want.size} booleans differ"
+    kind = np.complex128 if want.dtype.kind == "c" or got.dtype.kind == "c" else np.float64
+    g, w = got.astype(kind), want.astype(kind)
+    nan_g, nan_w = np.isnan(g), np.isnan(w)
+    if (nan_g != nan_w).any():
+        return f"failed: NaN at {int((nan_g != nan_w).sum())} positions where the library has none"
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (g == w) | nan_w
+    if same.all():
+        return "identical"
+    tol = tolerance_for(name)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same, 0.0, np.abs(g - w))
+    allowed = tol.atol + tol.rtol * np.abs(np.where(np.isfinite(w), w, 0))
+    bad = ~(diff <= allowed)
+    if not bad.any():
+        return "tolerance"
+    frac = float(bad.mean())
+    worst = float(np.nanmax(np.where(bad, diff, 0.0))) if np.isfinite(diff[bad]).all() else np.inf
+    if frac <= tol.max_mismatch_frac and worst <= tol.mismatch_atol:
+        return "tolerance"
+    return (
+        f"failed: {int(bad.sum())} of {bad.size} values ({frac:.2%}) beyond atol={tol.atol} "
+        f"rtol={tol.rtol}, worst {worst:g} (allowed {tol.max_mismatch_frac:.2%} up to "
+        f"{tol.mismatch_atol})"
+    )
+
+
+def _snapshot(values: list[np.ndarray]) -> list[np.ndarray]:
+    return [v.copy() for v in values]
+
+
+def _unchanged(before: list[np.ndarray], after: list[np.ndarray]) -> bool:
+    return all(np.array_equal(b, a, equal_nan=b.dtype.kind in "fc") for b, a in zip(before, after))
+
+
+Case = Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]
+"""Builds a call's arguments afresh (same layouts and values every time)."""
+
+
+def conform(name: str, case: Case, device: str = "cpu", registry: Any = None) -> tuple[str, str]:
+    """Run one call through the migrated path and through the library; the outcome and why.
+
+    The migrated path is refused before its backend (declared unsupported), or must raise the
+    library's exception class, or return what the library returns (types, shapes, dtypes, layout,
+    values within the tolerance table) without sharing memory with an input where the library
+    does not, and without writing into inputs it does not declare in place.
+    """
+    from codedag.migrate.contract import Fidelity
+    from codedag.migrate.execute import Executor
+    from codedag.migrate.probe import original_function
+    from codedag.migrate.registry import default_registry
+    from codedag.migrate.values import ValueConverter
+
+    registry = registry or default_registry()
+    spec = registry.get(name)
+    assert spec is not None, name
+    original = original_function(name)
+    args, kwargs = case()
+    want: Any = None
+    want_error: BaseException | None = None
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = original(*args, **kwargs)
+    except Exception as e:
+        want_error = e
+    want_alias = {
+        i
+        for i, out in enumerate(_arrays(want))
+        if any(np.shares_memory(out, a) for a in _arrays((args, kwargs)))
+    }
+    executor = Executor(spec, original, {device: ValueConverter(device)})
+    args, kwargs = case()
+    reason = executor.refusal(args, kwargs)
+    if reason is not None:
+        return "unsupported", reason
+    inputs = _arrays((args, kwargs))
+    before = _snapshot(inputs)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = executor.run(args, dict(kwargs), device)
+    except Exception as e:
+        if want_error is not None and isinstance(e, type(want_error)):
+            return "exception", type(e).__name__
+        where = f"the library raises {type(want_error).__name__}" if want_error else "the library"
+        return "failed", f"{type(e).__name__}: {str(e)[:160]} (hidden by the fallback; {where})"
+    if want_error is not None:
+        return "failed", f"returned where the library raises {type(want_error).__name__}: " + str(
+            want_error
+        )[:120].replace("\n", " ")
+    if not spec.quirks.inplace and not _unchanged(before, inputs):
+        return "failed", "wrote into an input"
+    for i, out in enumerate(_arrays(got)):
+        if i not in want_alias and any(np.shares_memory(out, a) for a in inputs):
+            return "failed", "result shares memory with an input; the library's does not"
+    if spec.quirks.fidelity is Fidelity.DIFFERS:
+        kind, detail = compare_values(name, _structure_only(got), _structure_only(want))
+        return ("differs", "") if kind != "failed" else (kind, detail)
+    return compare_values(name, got, want)
+
+
+def _structure_only(value: Any) -> Any:
+    """Arrays as zeros of their dtype and shape: what a declared random op must still match."""
+    if isinstance(value, np.ndarray):
+        return np.zeros(value.shape, value.dtype)
+    if isinstance(value, np.generic):
+        return type(value)(0)
+    if isinstance(value, tuple | list):
+        return type(value)(_structure_only(v) for v in value)
+    return value
+
+
+def refusal(name: str, *args: Any, **kwargs: Any) -> str | None:
+    """Why the declaration of ``name`` refuses this library call (library values in), or None."""
+    from codedag.migrate.execute import Executor
+    from codedag.migrate.probe import original_function
+    from codedag.migrate.registry import default_registry
+
+    spec = default_registry().get(name)
+    assert spec is not None, name
+    return Executor(spec, original_function(name), {}).refusal(args, kwargs)

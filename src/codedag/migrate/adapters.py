@@ -153,7 +153,7 @@ class ArrayAdapter:
         order = spec.quirks.order or self.default_order
 
         def leaf(tensor: torch.Tensor) -> Any:
-            array = converter.tensor_to_array(tensor, order)
+            array = converter.tensor_to_array(tensor, order, call)
             return numpy_scalar(array) if array.ndim == 0 else array
 
         return results(result, leaf)
@@ -286,7 +286,7 @@ class BatchAdapter:
                         "of one"
                     )
                 tensor = tensor[0]
-            array = converter.tensor_to_array(tensor, order)
+            array = converter.tensor_to_array(tensor, order, call)
             return self.scalar(array) if array.ndim == 0 else array
 
         return results(result, leaf)

@@ -69,7 +69,10 @@ class Executor:
                 return f"{name}= writes into a caller's buffer"
         reason = self.adapter.refuse(self.spec, args, kwargs)
         if reason is None and self._check is not None:
-            reason = self._check(*args, **kwargs)
+            try:
+                reason = self._check(*args, **kwargs)
+            except TypeError as e:  # arguments the library's signature does not take
+                reason = f"arguments do not match the signature: {e}"
         return reason
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:

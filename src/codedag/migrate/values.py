@@ -172,9 +172,10 @@ class DeviceCache:
 class CallValues:
     """What a call's inputs were, to convert its outputs back to the same kinds."""
 
-    __slots__ = ("staging", "torch_device")
+    __slots__ = ("inputs", "staging", "torch_device")
 
     def __init__(self) -> None:
+        self.inputs: set[int] = set()
         self.torch_device: torch.device | None = None
         self.staging: list[torch.Tensor] = []
 
@@ -206,9 +207,11 @@ class ValueConverter:
             if not array.flags.writeable:  # from_numpy warns on read-only arrays
                 array = np.array(array)
             try:
-                return torch.from_numpy(array)
+                tensor = torch.from_numpy(array)
             except ValueError:  # negative strides
                 return torch.from_numpy(np.array(array))
+            call.inputs.add(tensor.untyped_storage().data_ptr())
+            return tensor
         cached = self.cache.get(array)
         if cached is not None:
             return cached
@@ -235,13 +238,21 @@ class ValueConverter:
         return value
 
     # -- outputs -----------------------------------------------------------------------------
-    def tensor_to_array(self, tensor: torch.Tensor, order: str) -> np.ndarray:
-        """Bring a result tensor back as the NumPy array the library would return."""
+    def tensor_to_array(
+        self, tensor: torch.Tensor, order: str, call: CallValues | None = None
+    ) -> np.ndarray:
+        """Bring a result tensor back as the NumPy array the library would return.
+
+        On the CPU a result that is (a view of) one of the call's own input arrays is copied:
+        user code never gets memory the library would not have shared.
+        """
         if self.zero_copy and tensor.device.type == "cpu":
             try:
                 array = tensor.numpy()
             except RuntimeError:  # requires grad, or a lazy conjugate/negative view
                 array = tensor.detach().resolve_conj().resolve_neg().numpy()
+            if call is not None and tensor.untyped_storage().data_ptr() in call.inputs:
+                return np.array(array, order="F" if order == "F" else "C", copy=True)
             if order == "C" and not array.flags.c_contiguous:
                 array = np.ascontiguousarray(array)
             elif order == "F" and not array.flags.f_contiguous:

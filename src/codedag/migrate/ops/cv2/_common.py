@@ -45,6 +45,7 @@ _INT_RANGES: dict[torch.dtype, tuple[int, int]] = {
     torch.uint16: (0, 65535),
     torch.int16: (-32768, 32767),
     torch.int32: (-(2**31), 2**31 - 1),
+    torch.uint32: (0, 2**32 - 1),
 }
 
 
@@ -85,12 +86,17 @@ def work_dtype(*dtypes: torch.dtype) -> torch.dtype:
 
 
 def saturate(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``cv::saturate_cast``: integers round half to even (cvRound) and clamp; floats just cast."""
+    """``cv::saturate_cast``: floats just cast; integers round half to even (``cvRound``) and
+    clamp. ``cvRound`` of NaN, of inf and of anything outside int32 is INT_MIN (the x86
+    conversion's "integer indefinite"), so those become the type's minimum (0 for uint8)."""
     if dtype.is_floating_point:
         return x.to(dtype)
+    if dtype == torch.bool:
+        return x != 0
     lo, hi = _INT_RANGES[dtype]
     if x.dtype.is_floating_point:
-        x = torch.round(x)
+        r = torch.round(x.double() if x.dtype != torch.float64 else x)
+        x = torch.where((r >= -(2.0**31)) & (r <= 2.0**31 - 1), r, -(2.0**31))
     return x.clamp(lo, hi).to(dtype)
 
 
@@ -187,3 +193,66 @@ def pad_nhwc(
     out[:] = saturate(vals, x.dtype).to(x.device)
     out[:, top : top + h, left : left + w] = x
     return out
+
+
+# -- declared checks: helpers on the library's own arguments ---------------------------------
+
+
+def is_int(value: Any) -> bool:
+    """A Python or NumPy integer (not a bool)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def is_number(value: Any) -> bool:
+    """A Python or NumPy real number (not a bool)."""
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
+
+
+def int_pair(value: Any) -> tuple[int, int] | None:
+    """A cv2 Size or Point argument (a tuple or list of two integers), else ``None``."""
+    if isinstance(value, tuple | list) and len(value) == 2 and all(is_int(v) for v in value):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def channels_of(src: np.ndarray) -> int:
+    """Channels of a cv2 image array: (H, W) is 1, (H, W, C) is C."""
+    return 1 if src.ndim < 3 else int(src.shape[2])
+
+
+def mat_shape(src: np.ndarray) -> tuple[int, ...]:
+    """The shape cv2 sees: ``(H, W, 1)`` is the one-channel ``(H, W)``."""
+    return src.shape[:2] if src.ndim == 3 and src.shape[2] == 1 else src.shape
+
+
+def finite(src: np.ndarray) -> bool:
+    """Whether a float image holds only finite values (one fast pass: NaN and inf reach the
+    channel sums)."""
+    if src.dtype.kind != "f":
+        return True
+    if channels_of(src) <= 4 and src.dtype in (np.float32, np.float64):
+        import cv2
+
+        return bool(np.isfinite(cv2.sumElems(src)).all())
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(src.sum(dtype=np.float64)))
+
+
+def border_reason(border_type: Any, allowed: Sequence[int]) -> str | None:
+    """Why a borderType argument is not one of ``allowed`` (BORDER_ISOLATED stripped)."""
+    if not is_int(border_type):
+        return f"borderType {border_type!r} is not an integer"
+    if int(border_type) & ~BORDER_ISOLATED not in allowed:
+        return f"borderType {border_type} unsupported; expected one of {tuple(allowed)}"
+    return None
+
+
+def scalar_reason(value: Any) -> str | None:
+    """Why a cv2 Scalar argument (a number, a tuple of up to 4 numbers, None) is not one."""
+    if value is None or is_number(value):
+        return None
+    if isinstance(value, tuple | list) and len(value) <= 4 and all(is_number(v) for v in value):
+        return None
+    return f"a cv2 Scalar is a number or up to 4 numbers, got {value!r}"

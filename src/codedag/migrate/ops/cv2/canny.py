@@ -24,7 +24,13 @@ import torch.nn.functional as F
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Fidelity
 from codedag.migrate.ops.cv2._adapter import op
-from codedag.migrate.ops.cv2._common import BORDER_REPLICATE, CV_16S, check_image
+from codedag.migrate.ops.cv2._common import (
+    BORDER_REPLICATE,
+    CV_16S,
+    check_image,
+    is_int,
+    is_number,
+)
 from codedag.migrate.ops.cv2.filter import Sobel
 
 _TG22 = int(0.4142135623730950488016887242097 * (1 << 15) + 0.5)
@@ -80,8 +86,6 @@ def Canny(
     """``cv2.Canny`` for a uint8 batch (N,H,W[,C]); apertures 3, 5, 7; L1 or L2; with several
     channels each pixel uses the channel of largest gradient magnitude, as cv2 does."""
     check_image(image, "image", dtypes=(torch.uint8,))
-    if image.dim() == 4 and image.shape[3] not in (1, 3, 4):
-        raise UnsupportedOperation(f"Canny: 1, 3 or 4 channels, got {tuple(image.shape)}")
     if edges is not None:
         raise UnsupportedOperation("Canny: an output array edges is not supported")
     aperture = int(apertureSize)
@@ -111,12 +115,30 @@ def Canny(
     return out.to(torch.uint8) * 255
 
 
+def check_canny(
+    image: Any,
+    threshold1: Any,
+    threshold2: Any,
+    edges: Any = None,
+    apertureSize: Any = 3,
+    L2gradient: Any = False,
+) -> str | None:
+    """Numeric thresholds, an aperture of 3, 5 or 7 (cv2's own limits)."""
+    if not (is_number(threshold1) and is_number(threshold2)):
+        return f"thresholds {(threshold1, threshold2)!r} are not numbers"
+    if not is_int(apertureSize) or int(apertureSize) not in (3, 5, 7):
+        return f"apertureSize {apertureSize!r}; cv2 takes 3, 5 or 7"
+    if not isinstance(L2gradient, bool | int):
+        return f"L2gradient {L2gradient!r} is not a bool"
+    return None
+
+
 OPS = [
     op(
         "cv2.Canny",
         Canny,
+        check=check_canny,
         dtypes=frozenset({"uint8"}),
-        channels=(1, 3, 4),
         fidelity=Fidelity.EXACT,
     )
 ]

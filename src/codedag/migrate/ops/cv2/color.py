@@ -3,16 +3,15 @@
 Our own torch code rather than kornia's color module: kornia's float gray, YCbCr and HSV match cv2's
 float results (hue in radians; measured), but it has no uint8 path (cv2's fixed-point integer
 arithmetic, HSV's division tables, H in 0..180), works on NCHW RGB, and one implementation for both
-dtypes is simpler to keep exact. uint8 YCrCb, YUV, XYZ and BGR->HSV reproduce cv2's integer
-arithmetic (14/12-bit fixed point, HSV's division tables) bit for bit. GRAY is computed in float
-(cv2 5's SIMD gray differs from its documented 14-bit formula in ~0.2% of pixels by 1, float in
-~0.1%); uint8 HSV->BGR and HLS go through float as cv2 does (within 1 level). Float hue is in
-degrees, as in cv2; cv2 5 uses 255 as the uint8 "full" hue range except in BGR->HSV_FULL (256).
+dtypes is simpler to keep exact. uint8 GRAY (15-bit fixed point), YCrCb, YUV, XYZ and BGR->HSV
+reproduce cv2's integer arithmetic bit for bit; HSV and HLS in both directions follow cv2's SIMD and
+scalar code pixel by pixel (:mod:`._hsv`), so uint8 results are exact there too. Float hue is in
+degrees, as in cv2.
 
-Left in cv2 (UnsupportedOperation): BGR/RGB->Lab (cv2 5 interpolates quantized tables: float results
-up to 0.3 L units, uint8 up to 2 levels from the CIE formulas), uint8 Lab->BGR and uint8 HLS_FULL
-(up to 2 levels / 20% of values off); Lab->BGR/RGB for float32 uses the CIE formulas. Supported
-dtypes: uint8 and float32 (cv2 itself has no float64 color conversion).
+Declared unsupported (the original runs): BGR/RGB->Lab (cv2 5 interpolates quantized tables),
+uint8 Lab->BGR and uint8 HLS_FULL (cv2's x86 wheels run them through Intel IPP, whose rounding is
+not reproduced); codes cv2 has that are not listed here (YUV 4:2:0, Bayer, ...); non-finite float
+values; channel counts, dtypes and ``dstCn`` values cv2 refuses (cv2 raises its own error).
 """
 
 from __future__ import annotations
@@ -23,8 +22,16 @@ import torch
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Fidelity
+from codedag.migrate.ops.cv2 import _hsv
 from codedag.migrate.ops.cv2._adapter import op
-from codedag.migrate.ops.cv2._common import as_nhwc, channels, check_image, saturate
+from codedag.migrate.ops.cv2._common import (
+    as_nhwc,
+    channels_of,
+    check_image,
+    finite,
+    is_int,
+    saturate,
+)
 
 _SWAPS = {0: (4, False), 1: (3, False), 2: (4, True), 3: (3, True), 4: (3, True), 5: (4, True)}
 _TO_GRAY = {6: 0, 7: 2, 10: 0, 11: 2}
@@ -42,22 +49,19 @@ _INVERSE = {
     70: ("hsv", 0, 256), 71: ("hsv", 2, 256), 60: ("hls", 0, 180), 61: ("hls", 2, 180),
     72: ("hls", 0, 256), 73: ("hls", 2, 256), 56: ("lab", 0, 0), 57: ("lab", 2, 0),
 }  # fmt: skip
-# uint8 conversions cv2 5 computes through paths we do not reproduce within 1 level.
-_U8_UNSUPPORTED = frozenset({56, 57, 68, 69, 72, 73})  # Lab->BGR/RGB, HLS_FULL both ways
+# uint8 conversions cv2 5 computes through paths not reproduced: Lab->BGR/RGB, HLS_FULL both ways.
+_U8_UNSUPPORTED = frozenset({56, 57, 68, 69, 72, 73})
 SUPPORTED_CODES = (
     frozenset(_SWAPS) | set(_TO_GRAY) | set(_FROM_GRAY) | set(_FORWARD) | set(_INVERSE)
 )
 
 _SHIFT = 14
 _R2Y, _G2Y, _B2Y = 4899, 9617, 1868
+_R2Y15, _G2Y15, _B2Y15 = 9798, 19235, 3735
 _XYZ = ((0.412453, 0.357580, 0.180423), (0.212671, 0.715160, 0.072169),
         (0.019334, 0.119193, 0.950227))  # fmt: skip
 _XYZ_INV = ((3.240479, -1.53715, -0.498535), (-0.969256, 1.875991, 0.041556),
             (0.055648, -0.204043, 1.057311))  # fmt: skip
-
-
-def _max_value(dtype: torch.dtype) -> float:
-    return 255.0 if dtype == torch.uint8 else 1.0
 
 
 def _descale(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -74,6 +78,12 @@ def _swap(x: torch.Tensor, dcn: int, swapb: bool) -> torch.Tensor:
 
 def _to_gray(x: torch.Tensor, bidx: int) -> torch.Tensor:
     b, g, r = x[..., bidx], x[..., 1], x[..., 2 - bidx]
+    if x.dtype == torch.uint8:  # cv2's RGB2Gray<uchar>: 15-bit coefficients, rounded shift
+        y = b.int() * _B2Y15 + g.int() * _G2Y15 + r.int() * _R2Y15
+        return ((y + (1 << 14)) >> 15).to(torch.uint8)
+    if x.dtype == torch.uint16:
+        y = b.long() * _B2Y15 + g.long() * _G2Y15 + r.long() * _R2Y15
+        return ((y + (1 << 14)) >> 15).to(torch.uint16)
     y = b.float() * 0.114 + g.float() * 0.587 + r.float() * 0.299
     return saturate(y, x.dtype)
 
@@ -151,64 +161,6 @@ def _hsv_u8(x: torch.Tensor, bidx: int, hrange: int) -> torch.Tensor:
     return torch.stack([h, s, v], dim=-1).clamp(0, 255).to(torch.uint8)
 
 
-def _hsv_hls_f(x: torch.Tensor, bidx: int, hrange: int, hls: bool) -> torch.Tensor:
-    b, g, r = x[..., bidx], x[..., 1], x[..., 2 - bidx]
-    eps = torch.finfo(torch.float32).eps
-    vmax = torch.maximum(torch.maximum(b, g), r)
-    vmin = torch.minimum(torch.minimum(b, g), r)
-    diff = vmax - vmin
-    if hls:
-        lum = (vmax + vmin) * 0.5
-        has = diff > eps
-        s = torch.where(lum < 0.5, diff / (vmax + vmin), diff / (2 - vmax - vmin))
-        s = torch.where(has, s, torch.zeros_like(s))
-        scale = torch.where(has, 60.0 / torch.where(has, diff, torch.ones_like(diff)), 0.0)
-    else:
-        s = diff / (vmax.abs() + eps)
-        scale = 60.0 / (diff + eps)
-    h = torch.where(
-        vmax == r,
-        (g - b) * scale,
-        torch.where(vmax == g, (b - r) * scale + 120, (r - g) * scale + 240),
-    )
-    h = torch.where(h < 0, h + 360, h)
-    if hls:
-        h = torch.where(has, h, torch.zeros_like(h))
-    h = h * (hrange / 360.0)
-    return torch.stack([h, lum, s] if hls else [h, s, vmax], dim=-1)
-
-
-def _hsv_hls_inv_f(x: torch.Tensor, bidx: int, hrange: int, hls: bool) -> torch.Tensor:
-    if hls:
-        h, lum, s = x[..., 0], x[..., 1], x[..., 2]
-        p2 = torch.where(lum <= 0.5, lum * (1 + s), lum + s - lum * s)
-        p1 = 2 * lum - p2
-        hh = h * (6.0 / hrange)
-        hh = hh - torch.floor(hh / 6) * 6
-        sector = torch.floor(hh).long().clamp(0, 5)
-        frac = hh - torch.floor(hh)
-        tab = [p2, p1, p1 + (p2 - p1) * (1 - frac), p1 + (p2 - p1) * frac]
-        grey = s == 0
-        fill = lum
-    else:
-        h, s, v = x[..., 0], x[..., 1], x[..., 2]
-        hh = h * (6.0 / hrange)
-        hh = hh - torch.floor(hh / 6) * 6
-        sector = torch.floor(hh).long().clamp(0, 5)
-        frac = hh - torch.floor(hh)
-        tab = [v, v * (1 - s), v * (1 - s * frac), v * (1 - s * (1 - frac))]
-        grey = s == 0
-        fill = v
-    sectors = torch.tensor(
-        [[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]], device=x.device
-    )
-    stack = torch.stack(tab, dim=-1)
-    idx = sectors[sector]  # (..., 3) -> b, g, r positions in tab
-    bgr = torch.gather(stack, -1, idx)
-    bgr = torch.where(grey.unsqueeze(-1), fill.unsqueeze(-1).expand_as(bgr), bgr)
-    return bgr if bidx == 0 else bgr.flip(-1)
-
-
 def _gamma(c: torch.Tensor) -> torch.Tensor:
     c = c.clamp(0, 1)
     return torch.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
@@ -237,36 +189,44 @@ def _lab_inv_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
     return out.float()
 
 
-def _convert(x: torch.Tensor, code: int) -> torch.Tensor:
+def _convert(x: torch.Tensor, code: int, dcn: int) -> torch.Tensor:
     family, bidx, hrange = _FORWARD.get(code) or _INVERSE[code]
     inverse = code in _INVERSE
     u8 = x.dtype == torch.uint8
     if family in ("ycrcb", "yuv"):
-        return (_ycc_inv if inverse else _ycc)(x, bidx, family == "yuv")
-    if family == "xyz":
-        return _matrix(x, bidx, _XYZ_INV if inverse else _XYZ, inverse)
-    if family in ("hsv", "hls"):
-        hls = family == "hls"
-        if not u8:
-            hrange = 360  # cv2: float hue is always in degrees
-        elif hrange == 256 and (hls or inverse):
-            hrange = 255  # measured: cv2 5 uses 255 as the "full" hue range here
-        if not inverse:
-            if u8 and not hls:
-                return _hsv_u8(x, bidx, hrange)
-            out = _hsv_hls_f(x.float() / 255.0 if u8 else x, bidx, hrange, hls)
-            if u8:
-                out = out * torch.tensor([1.0, 255.0, 255.0], device=x.device)
-            return saturate(out, x.dtype)
-        xf = x.float() * torch.tensor([1.0, 1 / 255.0, 1 / 255.0], device=x.device) if u8 else x
-        out = _hsv_hls_inv_f(xf, bidx, hrange, hls)
-        return saturate(out * 255.0 if u8 else out, x.dtype)
-    xf = x.float()
-    if u8:
-        xf = xf * torch.tensor([100.0 / 255.0, 1.0, 1.0], device=x.device)
-        xf = xf - torch.tensor([0.0, 128.0, 128.0], device=x.device)
-    out = _lab_inv_f(xf, bidx)
-    return saturate(out * 255.0 if u8 else out, x.dtype)
+        out = (_ycc_inv if inverse else _ycc)(x, bidx, family == "yuv")
+    elif family == "xyz":
+        out = _matrix(x, bidx, _XYZ_INV if inverse else _XYZ, inverse)
+    elif family == "hsv" and inverse:
+        if u8 and hrange == 256:  # HSV_FULL -> BGR: rounded everywhere (cv2 5's IPP path)
+            return _full_hsv2bgr(x, bidx, dcn)
+        return _hsv.hsv2bgr(x, bidx, hrange if u8 else 360, dcn)
+    elif family == "hls" and inverse:
+        return _hsv.hls2bgr(x, bidx, hrange if u8 else 360, dcn)
+    elif family == "hsv":
+        out = _hsv_u8(x, bidx, hrange) if u8 else _hsv.bgr2hsv_f(x, bidx)
+    elif family == "hls":
+        out = _hsv.bgr2hls(x, bidx, hrange if u8 else 360)
+    else:
+        xf = x.float()
+        if u8:
+            xf = xf * torch.tensor([100.0 / 255.0, 1.0, 1.0], device=x.device)
+            xf = xf - torch.tensor([0.0, 128.0, 128.0], device=x.device)
+        out = saturate(_lab_inv_f(xf, bidx) * (255.0 if u8 else 1.0), x.dtype)
+    if inverse and dcn == 4:
+        out = torch.cat([out, torch.full_like(out[..., :1], _max_value(x.dtype))], dim=-1)
+    return out
+
+
+def _full_hsv2bgr(x: torch.Tensor, bidx: int, dcn: int) -> torch.Tensor:
+    h = x[..., 0].float()
+    s, v = x[..., 1].float() * _hsv_f(1 / 255), x[..., 2].float() * _hsv_f(1 / 255)
+    out = torch.stack(_hsv._hsv2bgr_native(h, s, v, 6.0 / 255), dim=-1)
+    return _hsv._finish(torch.round(out * 255.0).clamp(0, 255).to(torch.uint8), bidx, dcn)
+
+
+def _hsv_f(value: float) -> float:
+    return float(torch.tensor(value, dtype=torch.float32))
 
 
 def cvtColor(
@@ -276,41 +236,66 @@ def cvtColor(
     dstCn: int = 0,
     hint: Any = None,
 ) -> torch.Tensor:
-    """``cv2.cvtColor`` for a batch (N,H,W[,C]) of uint8 or float32 images."""
+    """``cv2.cvtColor`` for a batch (N,H,W[,C]) of uint8 or float32 images (uint16 for the swaps
+    and gray conversions); ``dstCn`` 3 or 4 adds the alpha channel where cv2 does."""
     check_image(src)
     code = int(code)
     if dst is not None:
         raise UnsupportedOperation("cvtColor: an output array dst is not supported")
-    if code not in SUPPORTED_CODES:
-        raise UnsupportedOperation(f"cvtColor: conversion code {code} is not supported")
-    cn = channels(src)
     if code in _FROM_GRAY:
-        if cn != 1:
-            raise UnsupportedOperation(f"cvtColor: code {code} needs 1 channel, got {cn}")
+        dcn = int(dstCn) or _FROM_GRAY[code]
         gray = as_nhwc(src)
         alpha = torch.full_like(gray, _max_value(src.dtype))
-        return torch.cat([gray] * 3 + ([alpha] if _FROM_GRAY[code] == 4 else []), dim=-1)
-    if cn not in (3, 4):
-        raise UnsupportedOperation(f"cvtColor: code {code} needs 3 or 4 channels, got {cn}")
+        return torch.cat([gray] * 3 + ([alpha] if dcn == 4 else []), dim=-1)
     if code in _SWAPS:
-        dcn, swapb = _SWAPS[code]
-        return _swap(src, dcn, swapb)
-    if src.dtype not in (torch.uint8, torch.float32):
-        raise UnsupportedOperation(f"cvtColor: dtype {src.dtype} unsupported; uint8 or float32")
+        default, swapb = _SWAPS[code]
+        return _swap(src, int(dstCn) or default, swapb)
     if code in _TO_GRAY:
         return _to_gray(src, _TO_GRAY[code])
-    if src.dtype == torch.uint8 and code in _U8_UNSUPPORTED:
-        raise UnsupportedOperation(f"cvtColor: code {code} is reproduced for float32 only")
-    if cn != 3:
-        raise UnsupportedOperation(f"cvtColor: code {code} needs 3 channels, got {cn}")
-    return _convert(src, code)
+    return _convert(src, code, int(dstCn) or 3)
+
+
+def _max_value(dtype: torch.dtype) -> float:
+    return {torch.uint8: 255.0, torch.uint16: 65535.0}.get(dtype, 1.0)
+
+
+# -- declared check ----------------------------------------------------------------------------
+
+
+def check_cvt_color(
+    src: Any, code: Any, dst: Any = None, dstCn: Any = 0, hint: Any = None
+) -> str | None:
+    """A listed code, the source channels and dtype cv2 takes for it, ``dstCn`` 0, 3 or 4 for
+    conversions to colour, finite float values."""
+    if not is_int(code) or int(code) not in SUPPORTED_CODES:
+        return f"conversion code {code!r} is not reproduced"
+    if not is_int(dstCn) or hint not in (None, 0):
+        return f"dstCn {dstCn!r} / hint {hint!r}: expected an integer and the default hint"
+    code, cn, dtype = int(code), channels_of(src), src.dtype.name
+    to_color = code in _FROM_GRAY or code in _SWAPS or code in _INVERSE
+    if to_color and int(dstCn) not in (0, 3, 4):
+        return f"dstCn {dstCn} (cv2 makes 3 or 4 channels here)"
+    copies = code in _FROM_GRAY or code in _SWAPS or code in _TO_GRAY
+    if dtype not in (("uint8", "uint16", "float32") if copies else ("uint8", "float32")):
+        return f"{dtype} images for code {code} (cv2 refuses them or they are not reproduced)"
+    if dtype == "uint16" and code in _TO_GRAY and cn not in (3, 4):
+        return f"{cn} channels for code {code}"
+    need = (1,) if code in _FROM_GRAY else (3,) if code in _INVERSE else (3, 4)
+    if cn not in need:
+        return f"{cn} channels for code {code}; cv2 takes {need}"
+    if dtype == "uint8" and code in _U8_UNSUPPORTED:
+        return f"uint8 code {code}: cv2 runs it through Intel IPP, whose rounding is not reproduced"
+    if dtype == "float32" and not finite(src):
+        return "non-finite values"
+    return None
 
 
 OPS = [
     op(
         "cv2.cvtColor",
         cvtColor,
-        dtypes=frozenset({"uint8", "float32"}),
+        check=check_cvt_color,
+        dtypes=frozenset({"uint8", "uint16", "float32"}),
         fidelity=Fidelity.TOLERANCE,
     )
 ]

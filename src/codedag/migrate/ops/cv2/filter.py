@@ -31,10 +31,19 @@ from codedag.migrate.ops.cv2._common import (
     BORDER_REFLECT,
     BORDER_REFLECT_101,
     BORDER_REPLICATE,
+    CV_8U,
+    CV_16S,
+    CV_32F,
+    CV_64F,
     DEPTH_TO_DTYPE,
     as_nhwc,
+    border_reason,
     border_type_base,
     check_image,
+    finite,
+    int_pair,
+    is_int,
+    is_number,
     like_input,
     pad_nhwc,
     saturate,
@@ -142,7 +151,7 @@ def _correlate(
     anchor: tuple[int, int],
     border: int,
     out_dtype: torch.dtype,
-    delta: float = 0.0,
+    delta: Any = 0.0,
 ) -> torch.Tensor:
     """Correlate every channel with a separable (kx, ky) or full 2-D kernel, cv2-style borders."""
     wdt = torch.float64 if torch.float64 in (src.dtype, out_dtype) else torch.float32
@@ -164,10 +173,29 @@ def _correlate(
         wy = torch.as_tensor(ky, dtype=wdt, device=src.device).view(1, 1, kh, 1).expand(c, 1, kh, 1)
         t = F.conv2d(t, wx.contiguous(), groups=c)
         t = F.conv2d(t, wy.contiguous(), groups=c)
-    if delta:
+    if isinstance(delta, torch.Tensor):
+        t = t + delta.to(wdt).reshape(-1, 1, 1, 1)
+    elif delta:
         t = t + delta
     out = saturate(t.permute(0, 2, 3, 1), out_dtype)
     return like_input(out.contiguous(), src)
+
+
+def gaussian_size(
+    ksize: tuple[int, int], sigma_x: float, sigma_y: float, u8: bool
+) -> tuple[int, int, float, float]:
+    """cv2's kernel size and sigmas of a GaussianBlur call (a size of 0 from sigma, by depth)."""
+    kw, kh = ksize
+    sx = max(float(sigma_x), 0.0)
+    sy = max(float(sigma_y), 0.0)
+    if sy <= 0:
+        sy = sx
+    mult = 3 if u8 else 4
+    if kw <= 0 and sx > 0:
+        kw = int(np.rint(sx * mult * 2 + 1)) | 1
+    if kh <= 0 and sy > 0:
+        kh = int(np.rint(sy * mult * 2 + 1)) | 1
+    return kw, kh, sx, sy
 
 
 def _ksize(ksize: Any) -> tuple[int, int]:
@@ -191,16 +219,7 @@ def GaussianBlur(
     if dst is not None:
         raise UnsupportedOperation("GaussianBlur: an output array dst is not supported")
     border = border_type_base(borderType, _FILTER_BORDERS)
-    kw, kh = _ksize(ksize)
-    sx = max(float(sigmaX), 0.0)
-    sy = max(float(sigmaY), 0.0)
-    if sy <= 0:
-        sy = sx
-    mult = 3 if src.dtype == torch.uint8 else 4
-    if kw <= 0 and sx > 0:
-        kw = int(np.rint(sx * mult * 2 + 1)) | 1
-    if kh <= 0 and sy > 0:
-        kh = int(np.rint(sy * mult * 2 + 1)) | 1
+    kw, kh, sx, sy = gaussian_size(_ksize(ksize), sigmaX, sigmaY, src.dtype == torch.uint8)
     if kw <= 0 or kh <= 0 or kw % 2 == 0 or kh % 2 == 0:
         raise UnsupportedOperation(f"GaussianBlur: ksize must be odd and positive, got {(kw, kh)}")
     if kw == 1 and kh == 1:
@@ -269,21 +288,82 @@ def filter2D(
     delta: float = 0,
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
-    """``cv2.filter2D``: correlation with one single-channel kernel applied to every channel."""
+    """``cv2.filter2D``: correlation with one single-channel kernel applied to every channel.
+
+    Below cv2's DFT threshold (:func:`uses_dft`) uint8 and float32 data are correlated as cv2's
+    ``Filter2D`` does, bit for bit: starting from ``delta``, one float32 fused multiply-add per
+    non-zero kernel tap in row-major order. Larger kernels (cv2 correlates them through a float32
+    DFT) and float64 data run as a convolution in float64/float32.
+    """
     check_image(src, dtypes=_DTYPES)
     if dst is not None:
         raise UnsupportedOperation("filter2D: an output array dst is not supported")
     border = border_type_base(borderType, _FILTER_BORDERS)
+    k = filter_kernel(kernel)
+    kh, kw = k.shape
+    out_dtype = _out_dtype(src, ddepth)
+    anc = _anchor(anchor, kw, kh)
+    d = _per_sample(delta, src)
+    exact = src.dtype in (torch.uint8, torch.float32) and out_dtype != torch.float64
+    if exact and not uses_dft(src.dtype, out_dtype, kw, kh):
+        return _fma_taps(src, k, anc, border, out_dtype, d)
+    return _correlate(src, None, None, k, anc, border, out_dtype, d)
+
+
+def _per_sample(value: Any, src: torch.Tensor) -> Any:
+    """A number, or one per sample (a tensor [N]) as (N, 1, 1, 1) float64."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device=src.device, dtype=torch.float64).reshape(-1, 1, 1, 1)
+    return float(value)
+
+
+def filter_kernel(kernel: Any) -> np.ndarray:
+    """A filter2D kernel as a 2-D float64 array (a 1-D one is a column, as cv2 sees it)."""
     if isinstance(kernel, torch.Tensor):
         kernel = kernel.detach().cpu().numpy()
     k = np.asarray(kernel, dtype=np.float64)
-    if k.ndim == 1:
-        k = k[:, None]
-    if k.ndim != 2:
-        raise UnsupportedOperation(f"filter2D: kernel must be 2-D, got shape {k.shape}")
+    return k[:, None] if k.ndim == 1 else k
+
+
+def uses_dft(sdtype: torch.dtype, ddtype: torch.dtype, kw: int, kh: int) -> bool:
+    """Whether cv2's filter2D correlates through a DFT: kernels of 130 taps or more for uint8 to
+    uint8/int16 and float32 to float32, of 50 or more otherwise (cv2's ``dftFilter2D``)."""
+    fast = (sdtype == torch.uint8 and ddtype in (torch.uint8, torch.int16)) or (
+        sdtype == ddtype == torch.float32
+    )
+    return kw * kh >= (130 if fast else 50)
+
+
+def _fma_taps(
+    src: torch.Tensor,
+    k: np.ndarray,
+    anchor: tuple[int, int],
+    border: int,
+    out_dtype: torch.dtype,
+    delta: Any,
+) -> torch.Tensor:
+    """cv2's ``Filter2D`` accumulation: float32 ``acc = fma(k, x, acc)`` over the non-zero taps in
+    row-major order from ``delta``, emulated exactly through float64 (a float32 times a uint8 or
+    float32 value is exact there, and the sum is rounded once to float32)."""
+    x = as_nhwc(src)
     kh, kw = k.shape
-    out_dtype = _out_dtype(src, ddepth)
-    return _correlate(src, None, None, k, _anchor(anchor, kw, kh), border, out_dtype, float(delta))
+    ax, ay = anchor
+    n, h, w, c = x.shape
+    xp = pad_nhwc(x, ay, kh - 1 - ay, ax, kw - 1 - ax, border, [0.0] * c)
+    if isinstance(delta, torch.Tensor):
+        acc = delta.float().expand(n, h, w, c).contiguous()
+    else:
+        acc = torch.full((n, h, w, c), float(np.float32(delta)), dtype=torch.float32)
+        acc = acc.to(x.device)
+    k32 = k.astype(np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            tap = float(k32[i, j])
+            if tap == 0.0:
+                continue
+            window = xp[:, i : i + h, j : j + w].double()
+            acc = (acc.double() + tap * window).float()
+    return like_input(saturate(acc, out_dtype).contiguous(), src)
 
 
 def Sobel(
@@ -340,16 +420,183 @@ def medianBlur(src: torch.Tensor, ksize: int, dst: Any = None) -> torch.Tensor:
     return like_input(torch.cat(outs, dim=0), src)
 
 
+# -- declared checks ---------------------------------------------------------------------------
+
+# (source dtype, ddepth) pairs cv2's filter engine has, ddepth -1 meaning the source's.
+_DEPTHS = {
+    "uint8": (-1, CV_8U, CV_16S, CV_32F, CV_64F),
+    "float32": (-1, CV_32F, CV_64F),
+    "float64": (-1, CV_64F),
+}
+_NONFINITE = "non-finite values: cv2's SIMD filters skip zero taps, so NaN and inf spread otherwise"
+
+
+def _common_reason(src: Any, ddepth: Any, border_type: Any, finite_only: bool = True) -> str | None:
+    if not is_int(ddepth) or int(ddepth) not in _DEPTHS.get(src.dtype.name, ()):
+        return f"ddepth {ddepth!r} for {src.dtype} images is not reproduced"
+    reason = border_reason(border_type, _FILTER_BORDERS)
+    if reason is None and finite_only and not finite(src):
+        return _NONFINITE
+    return reason
+
+
+def _anchor_reason(anchor: Any, kw: int, kh: int) -> str | None:
+    if anchor is None:
+        return None
+    pair = int_pair(anchor)
+    if pair is None:
+        return f"anchor {anchor!r} is not a point"
+    ax, ay = pair
+    if not (-1 <= ax < kw and -1 <= ay < kh):
+        return f"anchor {anchor!r} outside a {kw}x{kh} kernel"
+    return None
+
+
+def check_gaussian_blur(
+    src: Any,
+    ksize: Any,
+    sigmaX: Any,
+    dst: Any = None,
+    sigmaY: Any = 0,
+    borderType: Any = BORDER_DEFAULT,
+    hint: Any = None,
+) -> str | None:
+    """Odd kernel sizes (or 0 with a positive sigma), finite values, filter borders."""
+    size = int_pair(ksize)
+    if size is None or not (is_number(sigmaX) and is_number(sigmaY)):
+        return f"ksize {ksize!r} and sigmas {(sigmaX, sigmaY)!r}: expected a size and numbers"
+    if hint not in (None, 0):
+        return f"hint {hint!r}: only the default algorithm is reproduced"
+    kw, kh, _sx, _sy = gaussian_size(size, sigmaX, sigmaY, src.dtype == np.uint8)
+    if kw <= 0 or kh <= 0 or kw % 2 == 0 or kh % 2 == 0:
+        return f"kernel size {(kw, kh)} is not odd and positive"
+    return _common_reason(src, -1, borderType)
+
+
+def check_box_filter(
+    src: Any,
+    ddepth: Any,
+    ksize: Any,
+    dst: Any = None,
+    anchor: Any = (-1, -1),
+    normalize: Any = True,
+    borderType: Any = BORDER_DEFAULT,
+) -> str | None:
+    """Positive kernel sizes, an anchor inside, a depth the filter engine has."""
+    size = int_pair(ksize)
+    if size is None or min(size) <= 0:
+        return f"ksize {ksize!r} is not a positive size"
+    if not isinstance(normalize, bool | int):
+        return f"normalize {normalize!r} is not a bool"
+    return _anchor_reason(anchor, *size) or _common_reason(src, ddepth, borderType)
+
+
+def check_blur(
+    src: Any,
+    ksize: Any,
+    dst: Any = None,
+    anchor: Any = (-1, -1),
+    borderType: Any = BORDER_DEFAULT,
+) -> str | None:
+    """As boxFilter, normalized, in the source's depth."""
+    return check_box_filter(src, -1, ksize, dst, anchor, True, borderType)
+
+
+def check_filter2d(
+    src: Any,
+    ddepth: Any,
+    kernel: Any,
+    dst: Any = None,
+    anchor: Any = (-1, -1),
+    delta: Any = 0,
+    borderType: Any = BORDER_DEFAULT,
+) -> str | None:
+    """A real 1-D or 2-D kernel, an anchor inside, a numeric delta; finite values (always for
+    kernels cv2 correlates through its DFT)."""
+    if not isinstance(kernel, np.ndarray) or kernel.dtype.kind not in "iuf" or kernel.ndim > 2:
+        return f"kernel {type(kernel).__name__}: expected a 1-D or 2-D real array"
+    if kernel.size == 0 or not np.isfinite(kernel).all():
+        return "an empty or non-finite kernel"
+    if not is_number(delta):
+        return f"delta {delta!r} is not a number"
+    kh, kw = kernel.shape if kernel.ndim == 2 else (kernel.shape[0], 1)
+    return _anchor_reason(anchor, kw, kh) or _common_reason(src, ddepth, borderType)
+
+
+def check_sobel(
+    src: Any,
+    ddepth: Any,
+    dx: Any,
+    dy: Any,
+    dst: Any = None,
+    ksize: Any = 3,
+    scale: Any = 1,
+    delta: Any = 0,
+    borderType: Any = BORDER_DEFAULT,
+) -> str | None:
+    """Derivative orders below the aperture (1, 3, 5, 7; -1: Scharr, first order)."""
+    if not (is_int(dx) and is_int(dy) and is_int(ksize)):
+        return f"dx, dy, ksize {(dx, dy, ksize)!r} are not integers"
+    dx, dy, ksize = int(dx), int(dy), int(ksize)
+    if dx < 0 or dy < 0 or dx + dy == 0:
+        return f"derivative orders {(dx, dy)} (cv2 needs dx, dy >= 0 and dx + dy > 0)"
+    if ksize == -1:
+        if dx + dy != 1:
+            return f"Scharr needs dx + dy == 1, got {(dx, dy)}"
+    elif ksize not in (1, 3, 5, 7) or max(dx, dy) >= max(ksize, 3):
+        return f"ksize {ksize} for orders {(dx, dy)}: expected 1, 3, 5 or 7 above the orders"
+    if not (is_number(scale) and is_number(delta)):
+        return f"scale, delta {(scale, delta)!r} are not numbers"
+    return _common_reason(src, ddepth, borderType)
+
+
+def check_median_blur(src: Any, ksize: Any, dst: Any = None) -> str | None:
+    """An odd aperture; float32 images up to 5, as cv2; finite values."""
+    if not is_int(ksize) or int(ksize) < 1 or int(ksize) % 2 == 0:
+        return f"ksize {ksize!r} is not odd and positive"
+    if src.dtype != np.uint8 and int(ksize) > 5:
+        return f"ksize {ksize} on {src.dtype}: cv2 takes 3 or 5 only"
+    if not finite(src):
+        return "non-finite values: cv2's sorting network orders NaN its own way"
+    return None
+
+
 _FILTER = frozenset({"uint8", "float32", "float64"})
 OPS = [
-    op("cv2.GaussianBlur", GaussianBlur, dtypes=_FILTER, fidelity=Fidelity.TOLERANCE),
-    op("cv2.blur", blur, dtypes=_FILTER, fidelity=Fidelity.TOLERANCE),
-    op("cv2.boxFilter", boxFilter, dtypes=_FILTER, fidelity=Fidelity.TOLERANCE),
-    op("cv2.filter2D", filter2D, dtypes=_FILTER, fidelity=Fidelity.TOLERANCE),
-    op("cv2.Sobel", Sobel, dtypes=_FILTER, fidelity=Fidelity.TOLERANCE),
+    op(
+        "cv2.GaussianBlur",
+        GaussianBlur,
+        check=check_gaussian_blur,
+        dtypes=_FILTER,
+        fidelity=Fidelity.TOLERANCE,
+    ),
+    op("cv2.blur", blur, check=check_blur, dtypes=_FILTER, fidelity=Fidelity.TOLERANCE),
+    op(
+        "cv2.boxFilter",
+        boxFilter,
+        check=check_box_filter,
+        dtypes=_FILTER,
+        fidelity=Fidelity.TOLERANCE,
+    ),
+    op(
+        "cv2.filter2D",
+        filter2D,
+        check=check_filter2d,
+        dtypes=_FILTER,
+        per_sample={"delta": "[N]"},
+        fidelity=Fidelity.TOLERANCE,
+    ),
+    op(
+        "cv2.Sobel",
+        Sobel,
+        check=check_sobel,
+        dtypes=_FILTER,
+        fidelity=Fidelity.TOLERANCE,
+    ),
     op(
         "cv2.medianBlur",
         medianBlur,
+        check=check_median_blur,
         dtypes=frozenset({"uint8", "float32"}),
         fidelity=Fidelity.EXACT,
     ),

@@ -17,7 +17,14 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Fidelity
 from codedag.migrate.ops.cv2._adapter import op
-from codedag.migrate.ops.cv2._common import check_image, saturate
+from codedag.migrate.ops.cv2._common import (
+    channels_of,
+    check_image,
+    finite,
+    is_int,
+    is_number,
+    saturate,
+)
 
 THRESH_BINARY, THRESH_BINARY_INV, THRESH_TRUNC, THRESH_TOZERO, THRESH_TOZERO_INV = range(5)
 THRESH_OTSU, THRESH_TRIANGLE = 8, 16
@@ -133,16 +140,25 @@ def threshold(
         hist = _histograms(src)
         t = _otsu(hist) if auto == THRESH_OTSU else _triangle(hist)
         retval: float | torch.Tensor = float(t[0]) if n == 1 else t
+    elif isinstance(thresh, torch.Tensor):  # one threshold per sample
+        t = thresh.to(device=src.device, dtype=torch.float64).reshape(n)
+        t = torch.floor(t) if integer else t
+        retval = t
     else:
         t_val = float(math.floor(float(thresh))) if integer else float(thresh)
         t = torch.full((n,), t_val, dtype=torch.float64, device=src.device)
         retval = t_val
-    if integer and auto == 0:
+    per_sample = isinstance(thresh, torch.Tensor) or isinstance(maxval, torch.Tensor)
+    if integer and auto == 0 and not per_sample:
         return retval, _threshold_u8(src, int(t_val), round(float(maxval)), kind)
     wdt = torch.float64
     x = src.to(wdt)
     tt = t.to(wdt).view(shape)
-    mv = float(round(float(maxval))) if integer else float(maxval)
+    if isinstance(maxval, torch.Tensor):
+        mv: Any = maxval.to(device=src.device, dtype=wdt).reshape(shape)
+        mv = torch.round(mv) if integer else mv
+    else:
+        mv = float(round(float(maxval))) if integer else float(maxval)
     above = x > tt
     zero = torch.zeros_like(x)
     if kind == THRESH_BINARY:
@@ -185,18 +201,39 @@ def equalizeHist(src: torch.Tensor, dst: Any = None) -> torch.Tensor:
     return out.reshape(src.shape)
 
 
+def check_threshold(src: Any, thresh: Any, maxval: Any, type: Any, dst: Any = None) -> str | None:
+    """A known type; OTSU and TRIANGLE on one-channel uint8 images, as cv2 requires."""
+    if not (is_number(thresh) and is_number(maxval)) or not is_int(type):
+        return f"thresh, maxval, type {(thresh, maxval, type)!r}: expected numbers and a type"
+    kind, auto = int(type) & 7, int(type) & ~7
+    if kind > THRESH_TOZERO_INV or auto not in (0, THRESH_OTSU, THRESH_TRIANGLE):
+        return f"threshold type {type} unknown"
+    if auto and (src.dtype != np.uint8 or channels_of(src) != 1):
+        return "THRESH_OTSU and THRESH_TRIANGLE need a one-channel uint8 image"
+    if not finite(src):
+        return "non-finite values: cv2's SIMD comparisons order NaN their own way"
+    return None
+
+
+def check_equalize_hist(src: Any, dst: Any = None) -> str | None:
+    """One-channel images only (cv2's own rule)."""
+    return None if channels_of(src) == 1 else f"{channels_of(src)} channels; cv2 takes one"
+
+
 OPS = [
     op(
         "cv2.threshold",
         threshold,
+        check=check_threshold,
         dtypes=frozenset({"uint8", "float32", "float64"}),
+        per_sample={"thresh": "[N]", "maxval": "[N]"},
         fidelity=Fidelity.EXACT,
     ),
     op(
         "cv2.equalizeHist",
         equalizeHist,
+        check=check_equalize_hist,
         dtypes=frozenset({"uint8"}),
-        channels=(1,),
         fidelity=Fidelity.EXACT,
     ),
 ]

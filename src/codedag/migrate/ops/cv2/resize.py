@@ -29,7 +29,18 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Fidelity
 from codedag.migrate.ops.cv2._adapter import op
-from codedag.migrate.ops.cv2._common import as_nhwc, check_image, like_input, saturate, work_dtype
+from codedag.migrate.ops.cv2._common import (
+    as_nhwc,
+    channels_of,
+    check_image,
+    finite,
+    int_pair,
+    is_int,
+    is_number,
+    like_input,
+    saturate,
+    work_dtype,
+)
 
 INTER_NEAREST = 0
 INTER_LINEAR = 1
@@ -250,16 +261,10 @@ def resize(
     if mode == INTER_LINEAR_EXACT and src.dtype != torch.uint8:
         raise UnsupportedOperation("resize: INTER_LINEAR_EXACT is reproduced for uint8 only")
     sh, sw = int(src.shape[1]), int(src.shape[2])
-    if dsize is not None and tuple(int(v) for v in dsize) != (0, 0):
-        dw, dh = (int(v) for v in dsize)
-        ifx, ify = dw / sw, dh / sh
-    else:
-        if not (fx > 0 and fy > 0):
-            raise UnsupportedOperation(f"resize: need dsize or fx, fy > 0, got {fx=}, {fy=}")
-        dw, dh = round(sw * fx), round(sh * fy)
-        ifx, ify = float(fx), float(fy)
-    if dw <= 0 or dh <= 0:
-        raise UnsupportedOperation(f"resize: output size must be positive, got {(dw, dh)}")
+    size = output_size(sw, sh, dsize, fx, fy)
+    if size is None:
+        raise UnsupportedOperation(f"resize: no output size from dsize={dsize!r}, {fx=}, {fy=}")
+    dw, dh, ifx, ify = size
     if (dw, dh) == (sw, sh):
         return src.clone()
     x = as_nhwc(src)
@@ -294,11 +299,67 @@ def resize(
     return like_input(saturate(out, src.dtype), src)
 
 
+def output_size(
+    sw: int, sh: int, dsize: Any, fx: Any, fy: Any
+) -> tuple[int, int, float, float] | None:
+    """cv2's output size and inverse scales: ``dsize`` unless a side is <= 0, then the source size
+    times ``fx``, ``fy`` rounded (both must be > 0); ``None`` where cv2 raises."""
+    pair = (0, 0) if dsize is None else int_pair(dsize)
+    if pair is None:
+        return None
+    dw, dh = pair
+    if dw > 0 and dh > 0:
+        return dw, dh, dw / sw, dh / sh
+    if not (is_number(fx) and is_number(fy)) or not (fx > 0 and fy > 0):
+        return None
+    dw, dh = round(sw * float(fx)), round(sh * float(fy))
+    if dw <= 0 or dh <= 0:
+        return None
+    return dw, dh, float(fx), float(fy)
+
+
+MAX_OUTPUT_VALUES = 2**28
+"""Larger outputs run in cv2: the backend's float intermediates would take several GB."""
+
+
+def check_resize(
+    src: Any,
+    dsize: Any,
+    dst: Any = None,
+    fx: Any = 0,
+    fy: Any = 0,
+    interpolation: Any = INTER_LINEAR,
+) -> str | None:
+    """An output size cv2 accepts (integers in int32, > 0, or from positive fx, fy), a known
+    interpolation (LINEAR_EXACT on uint8 only), outputs below :data:`MAX_OUTPUT_VALUES`."""
+    if not (is_number(fx) and is_number(fy)):
+        return f"fx, fy {(fx, fy)!r} are not numbers"
+    if dsize is not None and int_pair(dsize) is None:
+        return f"dsize {dsize!r} is not a pair of integers (cv2 refuses it)"
+    if dsize is not None and max(abs(v) for v in int_pair(dsize) or (0,)) >= 2**31:
+        return f"dsize {dsize!r} does not fit a cv2 Size (int32)"
+    size = output_size(int(src.shape[1]), int(src.shape[0]), dsize, fx, fy)
+    if size is None:
+        return f"no output size from dsize={dsize!r}, fx={fx!r}, fy={fy!r}"
+    dw, dh = size[0], size[1]
+    if dw >= 2**31 or dh >= 2**31 or dw * dh * channels_of(src) > MAX_OUTPUT_VALUES:
+        return f"output {dw}x{dh}x{channels_of(src)} beyond {MAX_OUTPUT_VALUES} values"
+    if not is_int(interpolation) or int(interpolation) not in range(7):
+        return f"interpolation {interpolation!r} unknown (0..6 are reproduced)"
+    if int(interpolation) == INTER_LINEAR_EXACT and src.dtype != np.uint8:
+        return "INTER_LINEAR_EXACT is reproduced for uint8 only"
+    if not finite(src):
+        return "non-finite values: where a tap weighs 0, cv2 skips it and torch multiplies inf by 0"
+    return None
+
+
 OPS = [
     op(
         "cv2.resize",
         resize,
+        check=check_resize,
         dtypes=frozenset({"uint8", "float32", "float64"}),
+        channels=(1, 2, 3, 4),
         fidelity=Fidelity.TOLERANCE,
     )
 ]

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.adapters import describe, results
@@ -99,17 +98,13 @@ class PILAdapter:
             data = result.data
             if data.shape[0] != 1:
                 raise UnsupportedOperation(f"backend returned {data.shape[0]} images for one")
-            image = Image.fromarray(converter.tensor_to_array(data[0], "C"))
+            image = Image.fromarray(converter.tensor_to_array(data[0], "C", call))
             if image.mode != result.mode:
                 raise UnsupportedOperation(f"result has mode {image.mode!r}, not {result.mode!r}")
             return image
         if isinstance(result, tuple | list):
             return type(result)(self.to_library(spec, r, converter, call, state) for r in result)
-        return results(result, lambda t: _array(converter, t))
-
-
-def _array(converter: ValueConverter, tensor: torch.Tensor) -> Any:
-    return converter.tensor_to_array(tensor, "C")
+        return results(result, lambda t: converter.tensor_to_array(t, "C", call))
 
 
 PIL = PILAdapter()
