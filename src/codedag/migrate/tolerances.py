@@ -71,10 +71,10 @@ TOLERANCES: dict[str, Tolerance] = {
         rtol=1e-5,
         max_mismatch_frac=1e-3,
         mismatch_atol=1.0,
-        note="uint8 and float32 bit-exact below cv2's DFT threshold (cv2's float32 fused "
-        "multiply-adds in its tap order); kernels of 130 taps or more (50 for other depths) go "
-        "through cv2's float32 DFT: ~1e-4 of uint8 values off by 1, floats within 1e-2 on "
-        "0..255; float64 results within float64 rounding",
+        note="uint8 bit-exact below cv2's DFT threshold (cv2's float32 fused multiply-adds in "
+        "its tap order); float32 the same except the scalar tail of each row (a float32 ulp); "
+        "kernels of 130 taps or more (50 for other depths) go through cv2's float32 DFT: ~1e-4 "
+        "of uint8 values off by 1, floats within 1e-2 on 0..255",
     ),
     "cv2.flip": Tolerance(note="exact"),
     "cv2.medianBlur": Tolerance(note="exact"),
@@ -114,10 +114,10 @@ TOLERANCES: dict[str, Tolerance] = {
         rtol=1e-5,
         max_mismatch_frac=0.02,
         mismatch_atol=1.0,
-        note="nearest, uint8 linear and uint8 lanczos4 exact; float linear/cubic within 2e-2 on "
-        "0..255 (float32 source coordinates near 400 px carry ~3e-5 px of rounding, times the "
-        "image gradient); uint8 cubic ~0.05% of pixels off by 1; an exact .5 tie of nearest may "
-        "pick the other pixel",
+        note="nearest and linear bit-exact on uint8 and float32 (cv2 5's float32 warp kernels "
+        "for 1, 3 and 4 channels, SIMD and scalar coordinates per column; its fixed-point remap "
+        "otherwise), uint8 lanczos4 exact; float cubic within 2e-2 on 0..255; uint8 cubic "
+        "~0.05% of pixels off by 1",
     ),
     "cv2.warpPerspective": Tolerance(
         atol=5e-2,

@@ -13,6 +13,7 @@ from migrate_support import DEVICES
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.ops.cv2 import BACKENDS
+from codedag.migrate.probe import migrated_call
 from codedag.migrate.tolerances import TOLERANCES
 
 
@@ -84,3 +85,32 @@ def test_numpy_input_is_refused_not_converted(name: str) -> None:
     }
     with pytest.raises(UnsupportedOperation):
         BACKENDS[name](arr, *args.get(name, ()))
+
+
+ONE_CHANNEL_CALLS = {
+    "cv2.GaussianBlur": ((3, 3), 0),
+    "cv2.blur": ((3, 3),),
+    "cv2.medianBlur": (3,),
+    "cv2.filter2D": (-1, np.ones((3, 3), np.float32) / 9),
+    "cv2.flip": (1,),
+    "cv2.LUT": (np.arange(256, dtype=np.uint8)[::-1].copy(),),
+    "cv2.add": ("self",),
+    "cv2.multiply": ("self",),
+    "cv2.normalize": (None, 0, 255, cv2.NORM_MINMAX),
+    "cv2.resize": ((7, 5),),
+    "cv2.warpAffine": (np.array([[1.0, 0.1, 1.0], [0.0, 1.0, 2.0]]), (16, 12)),
+    "cv2.warpPerspective": (np.array([[1.0, 0.1, 1.0], [0.0, 1.0, 2.0], [0, 1e-3, 1]]), (16, 12)),
+    "cv2.copyMakeBorder": (1, 2, 3, 4, cv2.BORDER_REFLECT),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_CHANNEL_CALLS))
+def test_single_channel_3d_images_come_back_2d_like_cv2(name: str) -> None:
+    """cv2 sees an (H, W, 1) array as the one-channel image (H, W) and returns (H, W)."""
+    img = np.random.default_rng(0).integers(0, 256, (12, 16, 1), dtype=np.uint8)
+    args = tuple(img if isinstance(a, str) else a for a in ONE_CHANNEL_CALLS[name])
+    want = getattr(cv2, name[4:])(img, *args)
+    got = migrated_call(name)(img, *args)
+    assert want.shape == (12, 16) or want.ndim == 2
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

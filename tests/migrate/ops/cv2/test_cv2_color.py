@@ -12,6 +12,7 @@ from migrate_support import DEVICES, SETTINGS, batches, check_batch, refusal
 
 from codedag.migrate.ops import cv2 as ops
 from codedag.migrate.ops.cv2.color import _U8_UNSUPPORTED, SUPPORTED_CODES
+from codedag.migrate.probe import migrated_call
 
 FOUR_CHANNEL_IN = {cv2.COLOR_BGRA2BGR, cv2.COLOR_RGBA2BGR, cv2.COLOR_BGRA2RGBA}
 FOUR_CHANNEL_IN |= {cv2.COLOR_BGRA2GRAY, cv2.COLOR_RGBA2GRAY}
@@ -74,3 +75,59 @@ def test_cvt_color_declares_what_it_does_not_reproduce() -> None:
     assert refusal("cv2.cvtColor", img.astype(np.float64), cv2.COLOR_BGR2HSV)
     assert refusal("cv2.cvtColor", img.astype(np.uint8), cv2.COLOR_BGR2HLS_FULL)
     assert refusal("cv2.cvtColor", img[..., :1], cv2.COLOR_BGR2GRAY)
+
+
+# -- differences found by running real augmentation code with every call migrated ---------------
+
+
+@pytest.mark.parametrize("width", [64, 45, 7, 300])
+@pytest.mark.parametrize("code", [cv2.COLOR_HSV2RGB, cv2.COLOR_HSV2BGR, cv2.COLOR_HLS2BGR])
+def test_uint8_hsv_and_hls_to_rgb_are_bit_exact(code: int, width: int) -> None:
+    """cv2 truncates in its SIMD blocks and rounds in the scalar tail of each row (HSV), goes
+    through float blocks of 256 pixels (HLS): ~30% of values were off by one."""
+    img = np.random.default_rng(width).integers(0, 256, (9, width, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(migrated_call("cv2.cvtColor")(img, code), cv2.cvtColor(img, code))
+
+
+@pytest.mark.parametrize("code", [cv2.COLOR_HLS2RGB, cv2.COLOR_HSV2BGR])
+def test_float_hue_out_of_range_wraps_like_cv2(code: int) -> None:
+    rng = np.random.default_rng(1)
+    for width in (64, 45, 7):
+        img = np.concatenate(
+            [rng.uniform(-400, 800, (6, width, 1)), rng.random((6, width, 2))], axis=-1
+        ).astype(np.float32)
+        got = migrated_call("cv2.cvtColor")(img, code)
+        np.testing.assert_allclose(got, cv2.cvtColor(img, code), rtol=0, atol=1e-6)
+
+
+def test_dst_cn_adds_the_alpha_channel() -> None:
+    img = np.random.default_rng(2).integers(0, 256, (8, 8, 3), dtype=np.uint8)
+    for code in (cv2.COLOR_BGR2RGB, cv2.COLOR_HSV2BGR, cv2.COLOR_GRAY2BGR):
+        src = img[..., 0].copy() if code == cv2.COLOR_GRAY2BGR else img
+        want = cv2.cvtColor(src, code, dstCn=4)
+        got = migrated_call("cv2.cvtColor")(src, code, dstCn=4)
+        assert got.shape == want.shape == (8, 8, 4)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int16", "int8", "int32", "float16", "bool"])
+def test_dtypes_cv2_rejects_are_declared_and_raise_cv2s_error(dtype: str) -> None:
+    img = np.ones((8, 8, 3), dtype)
+    assert refusal("cv2.cvtColor", img, cv2.COLOR_BGR2HSV)
+    with pytest.raises(cv2.error):
+        cv2.cvtColor(img, cv2.COLOR_BGR2HSV)  # what the original raises in a migrated run
+
+
+def test_empty_images_are_declared() -> None:
+    assert refusal("cv2.cvtColor", np.ones((0, 8, 3), np.uint8), cv2.COLOR_BGR2GRAY)
+    with pytest.raises(cv2.error):
+        cv2.cvtColor(np.ones((0, 8, 3), np.uint8), cv2.COLOR_BGR2GRAY)
+
+
+def test_uint8_gray_is_bit_exact() -> None:
+    img = np.random.default_rng(3).integers(0, 256, (64, 70, 4), dtype=np.uint8)
+    for code, src in ((cv2.COLOR_BGR2GRAY, img[..., :3]), (cv2.COLOR_RGBA2GRAY, img)):
+        src = np.ascontiguousarray(src)
+        np.testing.assert_array_equal(
+            migrated_call("cv2.cvtColor")(src, code), cv2.cvtColor(src, code)
+        )

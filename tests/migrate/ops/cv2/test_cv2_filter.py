@@ -8,9 +8,10 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from migrate_support import DEVICES, SETTINGS, batches, check_batch, refusal
+from migrate_support import DEVICES, SETTINGS, assert_matches, batches, check_batch, refusal
 
 from codedag.migrate.ops import cv2 as ops
+from codedag.migrate.probe import migrated_call
 
 FILTER_BORDERS = [
     cv2.BORDER_CONSTANT,
@@ -172,3 +173,32 @@ def test_filters_declare_what_they_do_not_reproduce() -> None:
     assert refusal("cv2.medianBlur", img, 4)
     assert refusal("cv2.blur", img, (3, 3), anchor=(5, 0))
     assert refusal("cv2.GaussianBlur", img, (3, 3), 0) is None
+
+
+# -- differences found by running real augmentation code with every call migrated ---------------
+
+
+@pytest.mark.parametrize("size", [3, 5, 7, 11])
+@pytest.mark.parametrize("delta", [0.0, 10.5, -3.25])
+def test_filter2d_below_the_dft_threshold_is_bit_exact(size: int, delta: float) -> None:
+    """cv2 accumulates float32 fused multiply-adds tap by tap from delta (uint8 exact)."""
+    rng = np.random.default_rng(size)
+    img = rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)
+    kernel = rng.uniform(-1, 1, (size, size)).astype(np.float32) / size
+    want = cv2.filter2D(img, -1, kernel, delta=delta)
+    np.testing.assert_array_equal(migrated_call("cv2.filter2D")(img, -1, kernel, delta=delta), want)
+    imgf = img.astype(np.float32)
+    wantf = cv2.filter2D(imgf, -1, kernel, delta=delta)
+    gotf = migrated_call("cv2.filter2D")(imgf, -1, kernel, delta=delta)
+    assert_matches(gotf, wantf, "cv2.filter2D")  # cv2's scalar row tails round their own way
+
+
+def test_filter2d_17x17_uint8_is_within_its_tolerance_entry() -> None:
+    """cv2 correlates kernels of 130 taps and more through a float32 DFT: rare ties differ."""
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        img = rng.integers(0, 256, (64, 80, 3), dtype=np.uint8)
+        kernel = rng.uniform(-1, 1, (17, 17)).astype(np.float32)
+        kernel /= np.abs(kernel).sum() / 2
+        want = cv2.filter2D(img, -1, kernel)
+        assert_matches(migrated_call("cv2.filter2D")(img, -1, kernel), want, "cv2.filter2D")

@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from migrate_support import DEVICES, SETTINGS, batches, check_batch, refusal
 
+from codedag.migrate.contract import DeclaredUnsupported
 from codedag.migrate.ops import cv2 as ops
+from codedag.migrate.probe import migrated_call
 
 INTERPOLATIONS = [
     cv2.INTER_NEAREST,
@@ -227,3 +229,108 @@ def test_geometry_declares_what_it_does_not_reproduce() -> None:
     assert refusal("cv2.rotate", img, 3)
     assert refusal("cv2.flip", np.zeros((2, 8, 8, 3), np.uint8), 1)  # 4-d: not an image
     assert refusal("cv2.resize", img, (4, 4)) is None
+
+
+# -- differences found by running real augmentation code with every call migrated ---------------
+
+
+def test_copy_make_border_with_zero_borders_returns_a_copy() -> None:
+    img = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
+    for border in (cv2.BORDER_CONSTANT, cv2.BORDER_REFLECT):
+        got = migrated_call("cv2.copyMakeBorder")(img, 0, 0, 0, 0, border)
+        np.testing.assert_array_equal(got, img)
+        assert not np.shares_memory(got, img)
+
+
+@pytest.mark.parametrize("center", [(50.0, 50.0), (49.5, 49.5), (0.0, 0.0), (31.3, 77.1)])
+def test_warp_affine_nearest_rotation_is_exact(center: tuple[float, float]) -> None:
+    rng = np.random.default_rng(1)
+    img = rng.integers(0, 256, (100, 100), dtype=np.uint8)
+    m = cv2.getRotationMatrix2D(center, 45, 1.0)
+    want = cv2.warpAffine(img, m, (100, 100), flags=cv2.INTER_NEAREST, borderMode=0)
+    got = migrated_call("cv2.warpAffine")(img, m, (100, 100), flags=cv2.INTER_NEAREST, borderMode=0)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("channels", [2, 5])
+@pytest.mark.parametrize("flags", [cv2.INTER_NEAREST, cv2.INTER_LINEAR])
+def test_warp_affine_on_2_and_5_channels_is_exact(channels: int, flags: int) -> None:
+    """cv2 warps these through its fixed-point remap (1/32 pixel, 15-bit weights)."""
+    rng = np.random.default_rng(channels)
+    img = rng.integers(0, 256, (40, 50, channels), dtype=np.uint8)
+    for angle in (17.0, 45.0, 71.0):
+        m = cv2.getRotationMatrix2D((20.0, 20.0), angle, 1.1)
+        want = cv2.warpAffine(img, m, (50, 40), flags=flags)
+        np.testing.assert_array_equal(
+            migrated_call("cv2.warpAffine")(img, m, (50, 40), flags=flags), want
+        )
+
+
+@pytest.mark.parametrize("name", ["cv2.warpAffine", "cv2.warpPerspective"])
+def test_warps_of_inf_give_nan_where_cv2_does(name: str) -> None:
+    """cv2 interpolates ``p00 + a * (p01 - p00)``: an inf next to a weight of 0 gives NaN."""
+    img = np.random.default_rng(2).random((12, 16)).astype(np.float32)
+    img[5, 7] = np.inf
+    img[2, 3] = -np.inf
+    m = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.0]])
+    if name == "cv2.warpPerspective":
+        m = np.vstack([m, [0.0, 0.0, 1.0]])
+    want = getattr(cv2, name[4:])(img, m, (16, 12))
+    got = migrated_call(name)(img, m, (16, 12))
+    assert np.isnan(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
+def test_warp_perspective_with_a_zero_divisor_writes_the_border_value() -> None:
+    rng = np.random.default_rng(3)
+    m = np.array([[0.533, 0, 0], [0, 1.133, 0], [-0.0467, 0.0133, 1]])
+    img = rng.integers(0, 256, (30, 30, 3), dtype=np.uint8)
+    want = cv2.warpPerspective(img, m, (30, 30))
+    np.testing.assert_array_equal(migrated_call("cv2.warpPerspective")(img, m, (30, 30)), want)
+    imgf = rng.random((30, 30)).astype(np.float32)
+    wantf = cv2.warpPerspective(imgf, m, (30, 30))
+    gotf = migrated_call("cv2.warpPerspective")(imgf, m, (30, 30))
+    np.testing.assert_array_equal(np.isnan(gotf), np.isnan(wantf))
+    np.testing.assert_allclose(gotf[~np.isnan(wantf)], wantf[~np.isnan(wantf)], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "m", [np.zeros((3, 3)), np.array([[1.0, 2, 0], [2, 4, 0], [0, 0, 1]])], ids=["zero", "rank2"]
+)
+def test_warp_perspective_with_a_singular_matrix_warps_like_cv2(m: np.ndarray) -> None:
+    """cv2 inverts a singular matrix to zeros and warps with them; no LinAlgError."""
+    img = np.random.default_rng(4).integers(0, 256, (10, 12, 3), dtype=np.uint8)
+    for flags in (cv2.INTER_NEAREST, cv2.INTER_LINEAR):
+        want = cv2.warpPerspective(img, m, (12, 10), flags=flags)
+        got = migrated_call("cv2.warpPerspective")(img, m, (12, 10), flags=flags)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        (((20.0, 15.0),), {}),  # float dsize: cv2 raises
+        (((2**31, 1),), {}),  # beyond int32: cv2 raises at once
+        (((30000, 30000),), {}),  # 900 M values: left to cv2 rather than allocated here
+    ],
+    ids=["float-dsize", "int32-overflow", "huge"],
+)
+def test_resize_declares_sizes_it_does_not_take(args: tuple, kwargs: dict) -> None:
+    gray = np.zeros((8, 8), np.uint8)
+    assert refusal("cv2.resize", gray, *args, **kwargs)
+    with pytest.raises(DeclaredUnsupported):  # refused before anything is allocated
+        migrated_call("cv2.resize")(gray, *args, **kwargs)
+
+
+def test_resize_declares_tensors_and_512_channels() -> None:
+    assert refusal("cv2.resize", torch.zeros((8, 8), dtype=torch.uint8), (4, 4))
+    assert refusal("cv2.resize", np.zeros((4, 4, 512), np.uint8), (2, 2))
+    with pytest.raises(cv2.error):  # what the original then raises
+        cv2.resize(np.zeros((4, 4, 512), np.uint8), (2, 2))
+
+
+def test_resize_with_a_zero_side_in_dsize_uses_fx_fy_like_cv2() -> None:
+    img = np.random.default_rng(5).integers(0, 256, (10, 12, 3), dtype=np.uint8)
+    want = cv2.resize(img, (5, 0), fx=0.5, fy=0.75)
+    np.testing.assert_array_equal(migrated_call("cv2.resize")(img, (5, 0), fx=0.5, fy=0.75), want)

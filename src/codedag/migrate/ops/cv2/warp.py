@@ -284,20 +284,45 @@ def _remap(
 # -- cv2 5's warp kernels: uint8 and float32 images of 1, 3 or 4 channels, nearest and linear --
 
 
+@lru_cache(maxsize=1)
+def warp_block() -> int:
+    """Pixels per SIMD step of cv2 5's warp kernels here (twice the float32 lanes; 0: none),
+    measured from cv2: at column 3 of row 3 the SIMD and scalar coordinates of this map round
+    to different source pixels (7.4999995 and 7.5), so the narrowest output that cv2 converts
+    there with SIMD is one block wide."""
+    import cv2
+
+    src = np.arange(64, dtype=np.float32)[None, :].repeat(2, axis=0)
+    m = np.array([[0.777, -0.777, 7.5], [0.0, 0.0, 0.0]], dtype=np.float32)
+    for block in (4, 8, 16, 32, 64):
+        out = cv2.warpAffine(src, m, (block, 4), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
+        if out[3, 3] == 7.0:
+            return block
+    return 0
+
+
 def _f32_coords(
     m: np.ndarray, dw: int, dh: int, perspective: bool, dev: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Source coordinates (B, P) as cv2 5's warp kernels compute them: the inverse matrix in
-    float32, ``fma(M0, x, float(fma(y, M1, M2)))``, divided by the same of the third row for a
-    perspective (a zero divisor gives inf or NaN, hence a pixel outside the image)."""
-    mm = torch.as_tensor(m.reshape(m.shape[0], -1), dtype=torch.float32, device=dev).double()
-    x = torch.arange(dw, dtype=torch.float64, device=dev).view(1, 1, dw)
-    y = torch.arange(dh, dtype=torch.float64, device=dev).view(1, dh, 1)
+    """Source coordinates (B, P) as cv2 5's warp kernels compute them, the inverse matrix in
+    float32: SIMD blocks ``fma(M0, x, (y * M1) + M2)``, the scalar tail of each row
+    ``fma(x, M0, y * M1) + M2``, each operation rounded to float32; a perspective divides by
+    the third row computed the same way (a zero divisor gives inf or NaN: a pixel outside)."""
+    f32 = torch.float32
+    mm = torch.as_tensor(m.reshape(m.shape[0], -1), dtype=f32, device=dev)
+    x = torch.arange(dw, dtype=f32, device=dev).view(1, 1, dw)
+    y = torch.arange(dh, dtype=f32, device=dev).view(1, dh, 1)
+    block = warp_block()
+    simd = (torch.arange(dw, device=dev) < (dw // block) * block if block else x < -1).view(
+        1, 1, dw
+    )
 
     def row(k: int) -> torch.Tensor:
         a, b, c = (mm[:, 3 * k + i].view(-1, 1, 1) for i in range(3))
-        inner = (y * b + c).float().double()
-        return (a * x + inner).float()
+        yb = y * b
+        vector = (a.double() * x.double() + (yb + c).double()).float()  # fma(M0, x, M_x)
+        scalar = (x.double() * a.double() + yb.double()).float() + c
+        return torch.where(simd, vector, scalar)
 
     sx, sy = row(0), row(1)
     if perspective:
