@@ -451,3 +451,72 @@ def refusal(name: str, *args: Any, **kwargs: Any) -> str | None:
     spec = default_registry().get(name)
     assert spec is not None, name
     return Executor(spec, original_function(name), {}).refusal(args, kwargs)
+
+
+# -- conformance corpus ingredients ------------------------------------------------------------
+
+Args = tuple[tuple[Any, ...], dict[str, Any]]
+Params = list[tuple[str, tuple[Any, ...], dict[str, Any]]]
+Labeled = list[tuple[str, Callable[[], Args]]]
+
+ALL_DTYPES = (
+    "uint8",
+    "int8",
+    "uint16",
+    "int16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bool",
+    "complex64",
+)
+LAYOUTS = ("C", "F", "strided", "reversed", "readonly")
+
+
+def array(
+    shape: tuple[int, ...],
+    dtype: str = "uint8",
+    layout: str = "C",
+    *,
+    seed: int = 0,
+    scale: float = 255.0,
+    special: bool = False,
+) -> np.ndarray:
+    """A deterministic array of ``shape`` and ``dtype`` in the given memory layout.
+
+    Integers span their type's range (small types) or +-1000; floats span 0..scale; ``special``
+    puts NaN, inf and -inf into float arrays.
+    """
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    wide = tuple(s * 2 if i == 1 and layout == "strided" else s for i, s in enumerate(shape))
+    if dt == np.bool_:
+        a = rng.integers(0, 2, wide).astype(bool)
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        lo, hi = (int(info.min), int(info.max)) if dt.itemsize <= 2 else (-1000, 1000)
+        a = rng.integers(max(lo, int(info.min)), min(hi, int(info.max)), wide, endpoint=True)
+        a = a.astype(dt)
+    elif dt.kind == "c":
+        a = (rng.random(wide) * scale + 1j * rng.random(wide) * scale).astype(dt)
+    else:
+        a = (rng.random(wide) * scale).astype(dt)
+        if special and a.size >= 3:
+            flat = a.reshape(-1)
+            flat[:: max(1, a.size // 3)][:3] = [np.nan, np.inf, -np.inf][
+                : len(flat[:: max(1, a.size // 3)][:3])
+            ]
+    a = np.asarray(a)  # a 0-d array, not a NumPy scalar
+    if layout == "strided" and len(shape) > 1:
+        a = a[:, ::2]
+    elif layout == "F":
+        a = np.asfortranarray(a)
+    elif layout == "reversed" and a.ndim:
+        a = a[::-1]
+    elif layout == "readonly":
+        a.flags.writeable = False
+    return a

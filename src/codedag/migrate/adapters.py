@@ -79,6 +79,10 @@ def array_refusal(
     return None
 
 
+def _fortran_only(array: np.ndarray) -> bool:
+    return bool(array.flags.f_contiguous and not array.flags.c_contiguous)
+
+
 def results(result: Any, leaf: Callable[[torch.Tensor], Any]) -> Any:
     """Apply ``leaf`` to every tensor of a result (tuples and lists keep their type)."""
     if isinstance(result, torch.Tensor):
@@ -138,19 +142,25 @@ class ArrayAdapter:
         converter: ValueConverter,
         call: CallValues,
     ) -> tuple[list[Any], dict[str, Any], Any]:
-        """Every array argument as a tensor on the device."""
+        """Every array argument as a tensor on the device. The state: whether the first array
+        is Fortran-ordered (for ops declaring ``order="A"``, whose results follow it)."""
         to_device = converter.to_device
+        first = next((v for v in args if isinstance(v, np.ndarray)), None)
+        fortran = first is not None and first.ndim > 1 and _fortran_only(first)
         return (
             [to_device(v, call) for v in args],
             {k: to_device(v, call) for k, v in kwargs.items()},
-            None,
+            fortran,
         )
 
     def to_library(
         self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
     ) -> Any:
-        """Tensors back as arrays of the declared layout; 0-d ones as NumPy scalars."""
+        """Tensors back as arrays of the declared layout (``A``: Fortran order after a
+        Fortran-ordered first array, else the backend's strides); 0-d ones as NumPy scalars."""
         order = spec.quirks.order or self.default_order
+        if order == "A":
+            order = "F" if state else "K"
 
         def leaf(tensor: torch.Tensor) -> Any:
             array = converter.tensor_to_array(tensor, order, call)

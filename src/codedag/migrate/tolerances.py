@@ -157,6 +157,12 @@ _ORDER = Tolerance(
     "neighbours of opposite sign cancel to a small result; integer and NaN cases are exact",
 )
 TOLERANCES.update({f"numpy.{n}": _ORDER for n in ("median", "percentile", "quantile")})
+_COMPLEX = Tolerance(
+    rtol=3e-7,
+    note="real operands exact; complex results one or two float32 ulp apart (torch's complex "
+    "multiply, divide and hypot round otherwise than NumPy's)",
+)
+TOLERANCES.update({f"numpy.{n}": _COMPLEX for n in ("absolute", "divide", "multiply", "square")})
 TOLERANCES["numpy.linalg.norm"] = Tolerance(
     rtol=1e-5, note="sum of squares in another order (BLAS dot vs torch): a few float32 ulp"
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -10,11 +11,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from migrate_support import PROPS, assert_matches, device_fixture, random_array, to_dev  # noqa: F401
+from migrate_support import PROPS, assert_matches, device_fixture, random_array, refusal, to_dev  # noqa: F401
 
 from codedag.errors import UnsupportedOperation
+from codedag.migrate.contract import DeclaredUnsupported
 from codedag.migrate.ops.numpy import BACKENDS
 from codedag.migrate.ops.numpy import elementwise as npops
+from codedag.migrate.probe import migrated_call
 
 DTYPES = [np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64]
 DTYPES += [np.float16, np.float32, np.float64]
@@ -235,3 +238,33 @@ def test_backends_keep_numpys_parameter_names() -> None:
         assert first in {"x1", "a", "array", "arrays"}, (name, first)
     theirs = inspect.signature(np.mean).parameters
     assert list(inspect.signature(BACKENDS["numpy.mean"]).parameters)[:5] == list(theirs)[:5]
+
+
+# -- differences found by running real augmentation code with every call migrated ---------------
+
+
+def test_abs_of_complex_is_the_magnitude() -> None:
+    z = np.array([3 + 4j, 1 - 1j], np.complex64)
+    got = migrated_call("numpy.abs")(z)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, [5.0, np.sqrt(2)], rtol=3e-7)
+    assert_matches(got, np.abs(z), "numpy.absolute")
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("numpy.clip", (2.5, 0.0, 1.0)),  # a scalar first argument
+        ("numpy.round", (2.5,)),
+        ("numpy.round", (np.float32(2.5),)),
+        ("numpy.subtract", (np.arange(3, dtype=np.uint64), np.ones(3, np.uint64))),
+    ],
+    ids=["clip-scalar", "round-float", "round-numpy-scalar", "subtract-uint64"],
+)
+def test_calls_the_backend_cannot_run_are_declared_not_hidden(name: str, args: tuple) -> None:
+    """These raised inside the backend and the fallback hid it; now the declaration refuses
+    them before anything runs, with the reason counted."""
+    reason = refusal(name, *args)
+    assert reason
+    with pytest.raises(DeclaredUnsupported, match=re.escape(reason[:20])):
+        migrated_call(name)(*args)

@@ -12,6 +12,7 @@ from migrate_support import PROPS, assert_matches, device_fixture, random_array,
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.ops.numpy import BACKENDS
+from codedag.migrate.probe import migrated_call
 
 DTYPES = [np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64]
 DTYPES += [np.float16, np.float32, np.float64]
@@ -118,3 +119,12 @@ def test_unsupported_arguments(device):
         BACKENDS["numpy.max"](t, initial=5.0)
     with pytest.raises(UnsupportedOperation):
         BACKENDS["numpy.mean"](t, axis=2)
+
+
+def test_all_and_any_of_empty_arrays() -> None:
+    empty = np.zeros((0,), np.float32)
+    assert migrated_call("numpy.all")(empty) == np.all(empty)
+    assert migrated_call("numpy.any")(empty) == np.any(empty)
+    assert type(migrated_call("numpy.all")(empty)) is type(np.all(empty))
+    grid = np.zeros((0, 3), np.int16)
+    np.testing.assert_array_equal(migrated_call("numpy.all")(grid, axis=0), np.all(grid, axis=0))

@@ -314,6 +314,8 @@ def _operand_reason(src1: Any, src2: Any, dtype: Any, scalars: bool = True) -> s
         return f"src2: {type(src2).__name__}; expected an array"
     if channels_of(src1) > 4:
         return f"a Scalar operand with {channels_of(src1)} channels (cv2 takes up to 4)"
+    if src1.size <= 4:
+        return "an array of at most 4 values with a Scalar: cv2 treats both as Scalars"
     return scalar_reason(src2)
 
 

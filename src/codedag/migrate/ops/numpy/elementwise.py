@@ -15,6 +15,7 @@ Transcendental functions differ from NumPy's SIMD implementations by a few ulp (
 from __future__ import annotations
 
 import builtins
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +23,17 @@ import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.contract import Fidelity
+from codedag.migrate.contract import Check, Fidelity
 from codedag.migrate.ops.numpy._adapter import ops_of
+from codedag.migrate.ops.numpy._checks import (
+    COMPUTABLE,
+    broadcast,
+    declared,
+    operands,
+    probe,
+    refuse,
+    ufunc_kwargs,
+)
 from codedag.migrate.ops.numpy._common import (
     NUMPY_OF_TORCH,
     check_computable,
@@ -110,7 +120,7 @@ _UNARY: dict[str, TorchFn] = {
     "positive": torch.clone,
     "absolute": torch.abs,
     "fabs": torch.abs,
-    "sign": torch.sign,
+    "sign": lambda x: torch.where(torch.isnan(x), x, torch.sign(x)),  # NumPy: sign(nan) is nan
     "sqrt": torch.sqrt,
     "square": torch.square,
     "reciprocal": torch.reciprocal,
@@ -278,6 +288,8 @@ def _unary(name: str, op: TorchFn, predicate: bool = False) -> Callable[..., tor
             # torch forms e**|x| in the output precision and overflows early (sinh(-89) is
             # finite in float32); NumPy does not.
             return op(x.to(torch.float64)).to(td)
+        if x.dtype.is_complex and not td.is_complex:  # |z| of a complex: a real result
+            return op(x).to(td)
         return op(x.to(td)).to(td)
 
     backend.__name__ = name
@@ -370,6 +382,116 @@ def astype(
     return self.to(td, copy=True)
 
 
+# -- declared checks ---------------------------------------------------------------------------
+
+# Functions whose torch kernels do not take complex values (or order them unlike NumPy).
+_REAL_ONLY = frozenset(
+    [
+        "maximum",
+        "minimum",
+        "fmax",
+        "fmin",
+        "floor_divide",
+        "remainder",
+        "fmod",
+        "arctan2",
+        "hypot",
+        "greater",
+        "greater_equal",
+        "less",
+        "less_equal",
+        "sign",
+        "floor",
+        "ceil",
+        "trunc",
+        "rint",
+        "signbit",
+        "deg2rad",
+        "rad2deg",
+    ]
+)
+
+
+def _ufunc_check(name: str, nin: int) -> Check:
+    ufunc = getattr(np, name)
+    real = name in _REAL_ONLY
+
+    @declared
+    def check(*args: Any, **kwargs: Any) -> None:
+        refuse(len(args) != nin, f"numpy.{name} takes {nin} positional operands here")
+        where, order = kwargs.get("where", True), kwargs.get("order", "K")
+        ufunc_kwargs(where, order)
+        refuse(set(kwargs) - _UFUNC_KWARGS, f"arguments {sorted(set(kwargs) - _UFUNC_KWARGS)}")
+        operands(*args, real=real, name=f"numpy.{name}")
+        broadcast(*args)
+        kw = {k: kwargs[k] for k in ("casting", "dtype") if kwargs.get(k) is not None}
+        result = probe(ufunc, *args, **kw)
+        refuse(result.name not in COMPUTABLE, f"a {result} result: torch does not compute it")
+        integer = result.kind in "iu"
+        refuse(name == "reciprocal" and integer, "integer reciprocal truncates in NumPy")
+        if name == "power" and integer:
+            exponent = np.asarray(args[1])
+            refuse((exponent < 0).any(), "integers to negative integer powers: NumPy raises")
+        refuse(nin == 1 and result == np.bool_ and name not in _BOOL_OK, f"numpy.{name} of bool")
+
+    return check
+
+
+_UFUNC_KWARGS = frozenset({"out", "where", "casting", "order", "dtype", "subok"})
+_BOOL_OK = frozenset(
+    {"absolute", "fabs", "square", "positive", "floor", "ceil", "trunc", "rint"} | set(_PREDICATE)
+)
+
+
+@declared
+def check_clip(
+    a: Any,
+    a_min: Any = None,
+    a_max: Any = None,
+    out: Any = None,
+    *,
+    min: Any = None,
+    max: Any = None,
+    **kwargs: Any,
+) -> None:
+    """An array (not a scalar) of a real dtype, at least one bound, bounds NumPy takes."""
+    refuse(not isinstance(a, np.ndarray), f"a {type(a).__name__} first argument stays in NumPy")
+    refuse(bool(kwargs), f"clip arguments {sorted(kwargs)}")
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    refuse(lo is None and hi is None, "clip without bounds")
+    bounds = [v for v in (lo, hi) if v is not None]
+    operands(a, *bounds, real=True, name="numpy.clip")
+    broadcast(a, *bounds)
+    result = probe(np.clip, a, lo, hi)
+    refuse(result.name not in COMPUTABLE, f"a {result} result")
+
+
+@declared
+def check_where(condition: Any, x: Any = None, y: Any = None, /) -> None:
+    """An array condition with both x and y (or neither)."""
+    refuse(not isinstance(condition, np.ndarray), "a scalar condition stays in NumPy")
+    refuse((x is None) != (y is None), "numpy.where needs both x and y, or neither")
+    if x is None:
+        refuse(condition.dtype.name not in COMPUTABLE, f"dtype {condition.dtype}")
+        refuse(condition.ndim == 0, "nonzero of a 0-d array: NumPy raises")
+        return
+    operands(condition, x, y)
+    broadcast(condition, x, y)
+    result = probe(np.where, True, x, y)
+    refuse(result.name not in COMPUTABLE, f"a {result} result")
+
+
+@declared
+def check_round(a: Any, decimals: Any = 0, out: Any = None) -> None:
+    """A real array (scalars stay in NumPy), integer decimals (>= 0 for integer arrays)."""
+    refuse(not isinstance(a, np.ndarray), f"a {type(a).__name__} stays in NumPy")
+    refuse(not isinstance(decimals, numbers.Integral), f"decimals={decimals!r}")
+    operands(a, real=True, name="numpy.round")
+    refuse(a.dtype == np.bool_, "rounding bool arrays (NumPy returns float16)")
+    refuse(a.dtype.kind in "iu" and decimals < 0, "integer rounding to negative decimals")
+
+
 BACKENDS: dict[str, Callable[..., Any]] = {}
 for _name, _op in _ARITH.items():
     BACKENDS[f"numpy.{_name}"] = _binary(_name, _op)
@@ -419,4 +541,16 @@ _TRANSCENDENTAL = [
     "tan",
     "tanh",
 ]
-OPS = ops_of(BACKENDS, {name: {"fidelity": Fidelity.TOLERANCE} for name in _TRANSCENDENTAL})
+# Complex arithmetic in torch rounds its own way (a float ulp or two); real results are exact.
+_COMPLEX_ULPS = ("absolute", "multiply", "divide", "square")
+_QUIRKS: dict[str, dict[str, Any]] = {
+    **{n: {"check": _ufunc_check(n, 2)} for n in (*_ARITH, *_COMPARE)},
+    **{n: {"check": _ufunc_check(n, 1)} for n in (*_UNARY, *_PREDICATE)},
+    "clip": {"check": check_clip},
+    "where": {"check": check_where},
+    "round": {"check": check_round},
+    "around": {"check": check_round},
+}
+for _name in (*_TRANSCENDENTAL, *_COMPLEX_ULPS):
+    _QUIRKS[_name]["fidelity"] = Fidelity.TOLERANCE
+OPS = ops_of(BACKENDS, _QUIRKS)

@@ -15,8 +15,9 @@ import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.contract import Fidelity
+from codedag.migrate.contract import Check, Fidelity
 from codedag.migrate.ops.numpy._adapter import ops_of
+from codedag.migrate.ops.numpy._checks import declared, operands, refuse
 from codedag.migrate.ops.numpy._common import (
     check_computable,
     numpy_dtype,
@@ -103,6 +104,32 @@ def ifftshift(x: torch.Tensor, axes: int | Sequence[int] | None = None) -> torch
     return torch.fft.ifftshift(x, dim=axes)
 
 
+# -- declared checks ---------------------------------------------------------------------------
+
+
+def _fft_check(name: str) -> Check:
+    np_fn = getattr(np.fft, name)
+    shift = name.endswith("shift")
+
+    @declared
+    def check(a: Any, *args: Any, **kwargs: Any) -> None:
+        refuse(not isinstance(a, np.ndarray) or a.ndim == 0, "a scalar or 0-d array")
+        operands(a, real=name.startswith("rfft"), name=f"numpy.fft.{name}")
+        refuse(a.dtype == np.float16, "float16 FFTs are not reproduced")
+        refuse(kwargs.get("out") is not None, "out=")
+        if shift:
+            return
+        refuse(a.size == 0, "the FFT of an empty array: NumPy raises")
+        small = np.ones(tuple(min(s, 2) for s in a.shape), dtype=a.dtype)
+        try:  # NumPy on a tiny array of the same rank checks n/s, axes and norm
+            with np.errstate(all="ignore"):
+                np_fn(small, *args, **kwargs)
+        except Exception as e:
+            raise UnsupportedOperation(f"NumPy refuses these arguments: {e}") from e
+
+    return check
+
+
 BACKENDS: dict[str, Callable[..., Any]] = {
     "numpy.fft.fft": _fft1("fft"),
     "numpy.fft.ifft": _fft1("ifft"),
@@ -121,8 +148,11 @@ _SHIFTS = ("fftshift", "ifftshift")
 OPS = ops_of(
     BACKENDS,
     {
-        name.rsplit(".", 1)[1]: {"fidelity": Fidelity.TOLERANCE}
+        (short := name.rsplit(".", 1)[1]): {
+            "check": _fft_check(short),
+            "order": "A",
+            **({} if short in _SHIFTS else {"fidelity": Fidelity.TOLERANCE}),
+        }
         for name in BACKENDS
-        if name.rsplit(".", 1)[1] not in _SHIFTS
     },
 )

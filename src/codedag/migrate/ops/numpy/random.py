@@ -25,6 +25,7 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Fidelity
 from codedag.migrate.ops.numpy._adapter import ops_of
+from codedag.migrate.ops.numpy._checks import COMPUTABLE, declared, operands, refuse
 from codedag.migrate.ops.numpy._common import (
     shape_tuple,
     torch_dtype,
@@ -144,6 +145,89 @@ def choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> tor
     return a[idx].reshape(shape)
 
 
+# -- declared checks ---------------------------------------------------------------------------
+
+
+def _draw_size(size: Any) -> None:
+    refuse(size is None, "a scalar draw (size=None) stays on NumPy: it keeps the exact stream")
+
+
+@declared
+def check_dims(*dims: Any, **kwargs: Any) -> None:
+    """At least one dimension (``rand()`` is a scalar draw), non-negative integers."""
+    _draw_size(dims or None)
+    refuse(not all(isinstance(d, numbers.Integral) and d >= 0 for d in dims), f"dims {dims!r}")
+
+
+@declared
+def check_size(size: Any = None, **kwargs: Any) -> None:
+    """An explicit size."""
+    _draw_size(size)
+
+
+def _params(*values: Any) -> None:
+    for v in values:
+        ok = isinstance(v, numbers.Real) or (isinstance(v, np.ndarray) and v.dtype.kind in "iuf")
+        refuse(not ok, f"distribution parameter {v!r}")
+
+
+@declared
+def check_uniform(low: Any = 0.0, high: Any = 1.0, size: Any = None, **kwargs: Any) -> None:
+    """An explicit size and real parameters."""
+    _draw_size(size)
+    _params(low, high)
+
+
+@declared
+def check_normal(loc: Any = 0.0, scale: Any = 1.0, size: Any = None, **kwargs: Any) -> None:
+    """An explicit size, real parameters, no negative scale (NumPy raises)."""
+    _draw_size(size)
+    _params(loc, scale)
+    refuse(bool(np.any(np.asarray(scale) < 0)), "a negative scale: NumPy raises")
+
+
+@declared
+def check_randint(
+    low: Any, high: Any = None, size: Any = None, dtype: Any = int, **kwargs: Any
+) -> None:
+    """An explicit size, integer bounds that fit the dtype (NumPy raises otherwise)."""
+    _draw_size(size)
+    ints = isinstance(low, numbers.Integral) and (
+        high is None or isinstance(high, numbers.Integral)
+    )
+    refuse(not ints, "only scalar integer bounds are reproduced")
+    lo, hi = (0, int(low)) if high is None else (int(low), int(high))
+    try:
+        npd = np.dtype(dtype)
+    except TypeError as e:
+        raise UnsupportedOperation(f"dtype {dtype!r}") from e
+    refuse(npd.kind not in "iu" or npd.name not in COMPUTABLE, f"dtype {npd}")
+    info = np.iinfo(npd)
+    refuse(lo >= hi or lo < info.min or hi - 1 > info.max, f"bounds [{lo}, {hi}) for {npd}")
+
+
+@declared
+def check_shuffle(x: Any) -> None:
+    """An array of at least one dimension."""
+    refuse(not isinstance(x, np.ndarray) or x.ndim == 0, "an array of at least 1 dim")
+    operands(x)
+
+
+@declared
+def check_choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> None:
+    """A 1-D array population, an explicit size, enough elements without replacement, and
+    probabilities NumPy accepts."""
+    _draw_size(size)
+    refuse(not isinstance(a, np.ndarray) or a.ndim != 1, "an int or N-d population stays on NumPy")
+    operands(a)
+    k = int(np.prod(shape_tuple(size), dtype=np.int64))
+    refuse(a.shape[0] == 0 or (not replace and k > a.shape[0]), f"{k} of {a.shape[0]} elements")
+    if p is not None:
+        w = np.asarray(p, dtype=np.float64)
+        refuse(w.shape != a.shape or (w < 0).any(), "probabilities p of another shape or sign")
+        refuse(not np.isclose(w.sum(), 1.0), "probabilities p do not sum to 1")
+
+
 BACKENDS: dict[str, Callable[..., Any]] = {
     "numpy.random.rand": rand,
     "numpy.random.randn": randn,
@@ -157,6 +241,18 @@ BACKENDS: dict[str, Callable[..., Any]] = {
     "numpy.random.choice": choice,
 }
 
+_CHECKS: dict[str, Any] = {
+    "rand": check_dims,
+    "randn": check_dims,
+    "random": check_size,
+    "random_sample": check_size,
+    "uniform": check_uniform,
+    "normal": check_normal,
+    "randint": check_randint,
+    "shuffle": check_shuffle,
+    "permutation": check_shuffle,
+    "choice": check_choice,
+}
 _DIFFERS = (
     "torch's generators cannot reproduce NumPy's stream: same distribution, shape and dtype, "
     "other numbers"
@@ -168,6 +264,7 @@ OPS = ops_of(
             "random": True,
             "fidelity": Fidelity.DIFFERS,
             "differs": _DIFFERS,
+            "check": _CHECKS[name.rsplit(".", 1)[1]],
             **({"inplace": (0,)} if name.endswith(".shuffle") else {}),
         }
         for name in BACKENDS

@@ -15,8 +15,17 @@ import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.contract import Fidelity
+from codedag.migrate.contract import Check, Fidelity
 from codedag.migrate.ops.numpy._adapter import ops_of
+from codedag.migrate.ops.numpy._checks import (
+    COMPUTABLE,
+    axes,
+    declared,
+    operands,
+    probe,
+    reduced_sizes,
+    refuse,
+)
 from codedag.migrate.ops.numpy._common import (
     check_computable,
     norm_axes,
@@ -183,10 +192,9 @@ def _logical(name: str) -> Callable[..., torch.Tensor]:
         where: Any = True,
     ) -> torch.Tensor:
         dims = _prepare(a, axis, out, where)
-        x = (a != 0).to(torch.uint8)
-        fn = torch.amax if name == "any" else torch.amin
-        r = fn(x, dim=dims if dims is not None else tuple(range(a.dim())), keepdim=keepdims)
-        return r.bool()
+        x = a != 0
+        fn = torch.any if name == "any" else torch.all  # empty reductions: False and True
+        return fn(x, dim=dims if dims is not None else tuple(range(a.dim())), keepdim=keepdims)
 
     backend.__name__ = name
     backend.__doc__ = f"``numpy.{name}``: truth of nonzero elements."
@@ -202,7 +210,70 @@ def cumsum(a: torch.Tensor, axis: int | None = None, dtype: Any = None, out: Any
     x = a.to(_accumulate_dtype(res))
     if dims is None:
         return torch.cumsum(x.reshape(-1), dim=0).to(res)
-    return torch.cumsum(x, dim=dims[0]).to(res)
+    # NumPy keeps the input's layout (a Fortran-ordered array gives a Fortran-ordered result)
+    return torch.empty_like(a, dtype=res).copy_(torch.cumsum(x, dim=dims[0]))
+
+
+# -- declared checks ---------------------------------------------------------------------------
+
+
+def _reduce_check(name: str) -> Check:
+    np_fn = getattr(np, name)
+    arg = name in ("argmax", "argmin")
+    extremum = name in ("min", "max", "amin", "amax", "argmax", "argmin")
+
+    @declared
+    def check(a: Any, *args: Any, **kwargs: Any) -> None:
+        refuse(not isinstance(a, np.ndarray), f"a {type(a).__name__} stays in NumPy")
+        operands(a, real=True, name=f"numpy.{name}")
+        refuse(a.ndim == 0, "reductions of 0-d arrays stay in NumPy")
+        bound = _bind(name, args, kwargs)
+        refuse(bound is None, "arguments do not match the signature")
+        assert bound is not None
+        refuse(bound.get("where", True) is not True, "where= masks are not reproduced")
+        refuse(bound.get("initial") is not None, "initial= is not reproduced")
+        dims = axes(a, bound.get("axis"), single=arg or name == "cumsum")
+        refuse(dims == (), "axis=() is not reproduced")
+        if extremum:
+            refuse(0 in reduced_sizes(a, dims), "an empty reduction: NumPy raises")
+        dtype = bound.get("dtype")
+        result = probe(lambda p: np_fn(p.reshape(1), **({"dtype": dtype} if dtype else {})), a)
+        refuse(result.name not in COMPUTABLE, f"a {result} result")
+        if name in ("sum", "prod", "cumsum"):
+            refuse(result == np.float16, f"float16 numpy.{name}: NumPy's order depends on layout")
+        if name in ("mean", "var", "std"):
+            refuse(result.kind not in "fc", f"numpy.{name} with an integer dtype")
+
+    return check
+
+
+_SIGNATURES = {
+    "sum": ("axis", "dtype", "out", "keepdims", "initial", "where"),
+    "prod": ("axis", "dtype", "out", "keepdims", "initial", "where"),
+    "mean": ("axis", "dtype", "out", "keepdims"),
+    "var": ("axis", "dtype", "out", "ddof", "keepdims"),
+    "std": ("axis", "dtype", "out", "ddof", "keepdims"),
+    "min": ("axis", "out", "keepdims", "initial", "where"),
+    "max": ("axis", "out", "keepdims", "initial", "where"),
+    "argmax": ("axis", "out"),
+    "argmin": ("axis", "out"),
+    "all": ("axis", "out", "keepdims"),
+    "any": ("axis", "out", "keepdims"),
+    "cumsum": ("axis", "dtype", "out"),
+}
+_KEYWORDS = {"where", "keepdims", "mean", "correction"}
+
+
+def _bind(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    params = _SIGNATURES[name.replace("amin", "min").replace("amax", "max")]
+    if len(args) > len(params):
+        return None
+    bound = dict(zip(params, args))
+    for key, value in kwargs.items():
+        if key in bound or (key not in params and key not in _KEYWORDS):
+            return None
+        bound[key] = value
+    return bound
 
 
 _sum = _sum_like("sum", torch.sum)
@@ -238,4 +309,25 @@ BACKENDS["numpy.amin"] = _min
 BACKENDS["numpy.amax"] = _max
 
 _SUMS = ("cumsum", "mean", "prod", "std", "sum", "var")
-OPS = ops_of(BACKENDS, {name: {"fidelity": Fidelity.TOLERANCE} for name in _SUMS})
+_QUIRKS: dict[str, dict[str, Any]] = {
+    n: {"check": _reduce_check(n)}
+    for n in [
+        "sum",
+        "prod",
+        "mean",
+        "var",
+        "std",
+        "min",
+        "max",
+        "amin",
+        "amax",
+        "argmax",
+        "argmin",
+        "all",
+        "any",
+        "cumsum",
+    ]
+}
+for _name in _SUMS:
+    _QUIRKS[_name]["fidelity"] = Fidelity.TOLERANCE
+OPS = ops_of(BACKENDS, _QUIRKS)

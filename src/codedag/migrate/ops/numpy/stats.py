@@ -20,6 +20,7 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Fidelity
 from codedag.migrate.ops.numpy._adapter import ops_of
+from codedag.migrate.ops.numpy._checks import axes, declared, operands, reduced_sizes, refuse
 from codedag.migrate.ops.numpy._common import (
     check_computable,
     norm_axes,
@@ -220,6 +221,95 @@ def norm(
     return r.to(res)
 
 
+# -- declared checks ---------------------------------------------------------------------------
+
+
+def _order_input(a: Any, name: str) -> np.ndarray:
+    refuse(not isinstance(a, np.ndarray), f"a {type(a).__name__} stays in NumPy")
+    operands(a, real=True, name=name)
+    refuse(a.ndim == 0 or a.dtype == np.bool_, f"{name} of 0-d or bool arrays")
+    return a
+
+
+@declared
+def _check_quantile(
+    fn: Any,
+    scale: float,
+    a: Any,
+    q: Any,
+    axis: Any = None,
+    out: Any = None,
+    overwrite_input: bool = False,
+    method: str = "linear",
+    keepdims: bool = False,
+    *,
+    weights: Any = None,
+    interpolation: Any = None,
+) -> None:
+    a = _order_input(a, "quantiles")
+    refuse(a.dtype == np.float16, "float16 quantiles: NumPy interpolates in float16")
+    refuse(method != "linear" or interpolation is not None, f"method={method!r}")
+    refuse(weights is not None, "weights= is not reproduced")
+    dims = axes(a, axis)
+    refuse(0 in reduced_sizes(a, dims), "quantiles of an empty slice: NumPy raises")
+    qs = np.asarray(q)
+    refuse(qs.dtype.kind not in "iuf", f"q={q!r}")
+    refuse(((qs < 0) | (qs > scale)).any(), f"q={q!r} out of range: NumPy raises")
+
+
+def check_quantile(a: Any, q: Any, *args: Any, **kwargs: Any) -> str | None:
+    """Real arrays (not float16), q in [0, 1], method 'linear', no weights, non-empty slices."""
+    return _check_quantile(np.quantile, 1.0, a, q, *args, **kwargs)
+
+
+def check_percentile(a: Any, q: Any, *args: Any, **kwargs: Any) -> str | None:
+    """As quantile, q in [0, 100]."""
+    return _check_quantile(np.percentile, 100.0, a, q, *args, **kwargs)
+
+
+@declared
+def check_median(
+    a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
+) -> None:
+    """Real arrays of at least one dimension, non-empty slices."""
+    a = _order_input(a, "median")
+    refuse(0 in reduced_sizes(a, axes(a, axis)), "median of an empty slice")
+
+
+@declared
+def check_sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, **kw: Any) -> None:
+    """Real arrays of at least one dimension, no structured ``order``."""
+    a = _order_input(a, "sorting")
+    refuse(order is not None, "order= (structured arrays) is not reproduced")
+    axes(a, axis, single=True)
+
+
+@declared
+def check_argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, **kw: Any) -> None:
+    """As sort, with ``kind='stable'``: NumPy's default quicksort orders ties its own way."""
+    a = _order_input(a, "sorting")
+    refuse(order is not None, "order= (structured arrays) is not reproduced")
+    stable = kind in ("stable", "mergesort") or kw.get("stable") is True
+    refuse(not stable, "argsort without kind='stable': NumPy's tie order is unspecified")
+    axes(a, axis, single=True)
+
+
+@declared
+def check_norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> None:
+    """Real arrays (not float16): vector norms along one axis, or the Frobenius norm."""
+    refuse(not isinstance(x, np.ndarray) or x.ndim == 0, "a 0-d array or scalar")
+    operands(x, real=True, name="numpy.linalg.norm")
+    refuse(x.dtype == np.float16, "float16 norms: NumPy squares and sums in float16")
+    if axis is None and ord in (None, "fro"):
+        return
+    if axis is None:
+        refuse(x.ndim != 1, "matrix norms are not reproduced")
+    else:
+        refuse(not isinstance(axis, numbers.Integral), "matrix norms are not reproduced")
+        axes(x, axis, single=True)
+    refuse(not isinstance(ord, numbers.Real | type(None)), f"ord={ord!r} is not a vector norm")
+
+
 BACKENDS: dict[str, Callable[..., Any]] = {
     "numpy.argsort": argsort,
     "numpy.linalg.norm": norm,
@@ -233,7 +323,11 @@ BACKENDS: dict[str, Callable[..., Any]] = {
 OPS = ops_of(
     BACKENDS,
     {
-        name: {"fidelity": Fidelity.TOLERANCE}
-        for name in ("median", "percentile", "quantile", "norm")
+        "median": {"check": check_median, "fidelity": Fidelity.TOLERANCE},
+        "percentile": {"check": check_percentile, "fidelity": Fidelity.TOLERANCE},
+        "quantile": {"check": check_quantile, "fidelity": Fidelity.TOLERANCE},
+        "norm": {"check": check_norm, "fidelity": Fidelity.TOLERANCE},
+        "sort": {"check": check_sort},
+        "argsort": {"check": check_argsort},
     },
 )
