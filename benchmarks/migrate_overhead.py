@@ -1,37 +1,53 @@
 """Cost of the migration wrapper itself, side by side in one run.
 
-Rows (median ns per call over repeated timing loops):
+Cases (ns per call, the best of ``--repeats`` timing loops of ``--loops`` calls each: on a shared
+machine the best loop is the one least disturbed by other work):
 
 * ``unpatched``: the original function;
-* ``pass-through (cached caller)``: patched, the plan keeps this call site on the CPU; the
+* ``pass-through, plan names the caller``: patched, the plan keeps the calls made from this
+  helper function on the CPU (a fresh caller frame per call, as ``__getitem__`` has); the
   placement is cached per caller code object (the usual case for mixed placements);
-* ``pass-through (stack cached)``: patched, the plan names only an outer frame of this call site:
-  the enclosing frames are walked on every call and the placement is cached per stack;
-* ``migrated dispatch``: a migrated call of an identity backend on a one-element array on the
-  CPU device minus a direct call of that backend on a tensor: the wrapper's decision, value
-  conversion in and out and bookkeeping, excluding the op itself.
+* ``pass-through, plan names a large caller``: the same with a caller the size of a real
+  ``__getitem__``;
+* ``pass-through, same caller frame``: the same placement, all calls from one frame (a loop);
+* ``pass-through, plan names an outer frame``: the plan names only the helper's caller: the
+  enclosing frames are walked up to the one that decides, and the answer is cached on that path;
+* ``migrated call``: a migrated call of an identity backend on a one-element array on the CPU;
+* ``migrated call, guard decided``: the same after the run-time guard kept the placement (only
+  in a tree that has the guard);
+* ``executor alone`` and ``backend alone``: the value conversion plus backend, and the backend,
+  called directly.
 
-Usage: ``python benchmarks/migrate_overhead.py [--loops N] [--repeats R] [--json]``.
+Derived rows split a migrated call's dispatch (everything but the op): the wrapper's share
+(migrated call minus executor) and the executor's share (value conversion in and out).
+
+``--against REF`` runs the same cases on the source tree of git revision ``REF`` (exported to a
+temporary folder, imported in a subprocess) in the same run, interleaved with this tree's, and
+prints both columns and their ratio: before/after figures measured under the same conditions.
+
+Usage: ``python benchmarks/migrate_overhead.py [--loops N] [--repeats R] [--against REF] [--json]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.registry import Registry, spec_from_backend
-
 MODULE = "codedag_bench_lib"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _library() -> types.ModuleType:
@@ -41,7 +57,7 @@ def _library() -> types.ModuleType:
         return a
 
     op.__module__ = MODULE
-    lib.op = op
+    lib.op = op  # type: ignore[attr-defined]
     sys.modules[MODULE] = lib
     return lib
 
@@ -56,13 +72,50 @@ def call_loop(fn: Callable[[Any], Any], arg: Any, loops: int) -> None:
         fn(arg)
 
 
-def _median_ns(fn: Callable[[Any], Any], arg: Any, loops: int, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter_ns()
-        call_loop(fn, arg, loops)
-        samples.append((time.perf_counter_ns() - start) / loops)
-    return statistics.median(samples)
+def outer_loop(fn: Callable[[Any], Any], arg: Any, loops: int) -> None:
+    """Calls ``fn`` through a helper: the plan names this function, not the helper."""
+    for _ in range(loops):
+        _helper(fn, arg)
+
+
+def _helper(fn: Callable[[Any], Any], arg: Any) -> Any:
+    return fn(arg)
+
+
+def large_loop(fn: Callable[[Any], Any], arg: Any, loops: int) -> None:
+    """Calls ``fn`` through a caller the size of a real ``__getitem__``."""
+    for _ in range(loops):
+        _large_caller(fn, arg, None)
+
+
+def _large_caller(fn: Callable[[Any], Any], arg: Any, options: dict[str, Any] | None) -> Any:
+    """A caller with a realistic body (hashing a code object hashes all of it)."""
+    if options is not None:
+        size = options.get("size", (224, 224))
+        mean = options.get("mean", (0.485, 0.456, 0.406))
+        std = options.get("std", (0.229, 0.224, 0.225))
+        flip = options.get("flip", 0.5)
+        crop = options.get("crop", (0.08, 1.0))
+        ratio = options.get("ratio", (3 / 4, 4 / 3))
+        if options.get("grayscale"):
+            mean, std = mean[:1], std[:1]
+        if options.get("jitter"):
+            brightness = options.get("brightness", 0.4)
+            contrast = options.get("contrast", 0.4)
+            saturation = options.get("saturation", 0.4)
+            hue = options.get("hue", 0.1)
+            options["jitter_params"] = (brightness, contrast, saturation, hue)
+        options["resolved"] = (size, mean, std, flip, crop, ratio)
+        label = options.get("label", -1)
+        if label < 0:
+            raise ValueError(f"sample without a label: {options!r}")
+    return fn(arg)
+
+
+def _best_ns(loop: Callable[..., None], fn: Callable[[Any], Any], arg: Any, loops: int) -> float:
+    start = time.perf_counter_ns()
+    loop(fn, arg, loops)
+    return (time.perf_counter_ns() - start) / loops
 
 
 def _plan(mapping: dict[str, Any], keep: list[str]) -> dict[str, Any]:
@@ -73,49 +126,176 @@ def _plan(mapping: dict[str, Any], keep: list[str]) -> dict[str, Any]:
     }
 
 
+def _guarded_injector(registry: Any, here: str) -> Any:
+    """A PatchInjector whose guard has kept the placement, or None in a tree without a guard."""
+    try:
+        from codedag.migrate.guard import GuardSettings
+        from codedag.migrate.injector import PatchInjector
+    except ImportError:
+        return None
+    ticks = iter(range(0, 10**12, 1000))
+    # A fake clock: every timed interval reads 1 us, so the backend does not lose: kept.
+    settings = GuardSettings(calls=1, clock_ns=lambda: next(ticks))
+    entries = {f"{MODULE}.op": [(f"{here}#0/{MODULE}.op#0", "cpu")]}
+    return PatchInjector(entries, registry, {}, guard=settings)
+
+
+def measure(loops: int, repeats: int) -> dict[str, float]:
+    """Every case of the module docstring, best of ``repeats``, in ns per call."""
+    from codedag.migrate.api import PipelineMigrator
+    from codedag.migrate.execute import Executor
+    from codedag.migrate.registry import Registry, spec_from_backend
+    from codedag.migrate.values import ValueConverter
+
+    lib = _library()
+    registry = Registry()
+    spec = spec_from_backend(f"{MODULE}.op", _identity_backend, "numpy")
+    registry.register(spec)
+    tiny = np.zeros(1, dtype=np.float32)
+    tensor = torch.from_numpy(tiny)
+    executor = Executor(spec, lib.op, {"cpu": ValueConverter("cpu")})
+    here = f"{__name__}.{call_loop.__qualname__}"
+    helper = f"{__name__}.{_helper.__qualname__}"
+    large = f"{__name__}.{_large_caller.__qualname__}"
+    outer = f"{__name__}.{outer_loop.__qualname__}"
+    keep_here = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{here}#0/{MODULE}.op#0"])
+    keep_helper = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{helper}#0/{MODULE}.op#0"])
+    keep_large = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{large}#0/{MODULE}.op#0"])
+    keep_outer = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{outer}#0/{MODULE}.op#0"])
+    migrate_here = _plan({f"{here}#0/{MODULE}.op#0": "cpu"}, [])
+
+    def run_executor(arg: Any) -> Any:
+        return executor.run((arg,), {}, "cpu")
+
+    samples: dict[str, list[float]] = {}
+
+    def sample(name: str, value: float) -> None:
+        samples.setdefault(name, []).append(value)
+
+    for _ in range(repeats):
+        sample("unpatched", _best_ns(call_loop, lib.op, tiny, loops))
+        sample("unpatched, through a helper", _best_ns(outer_loop, lib.op, tiny, loops))
+        sample("unpatched, through a large caller", _best_ns(large_loop, lib.op, tiny, loops))
+        sample("backend alone", _best_ns(call_loop, _identity_backend, tensor, loops))
+        sample("executor alone", _best_ns(call_loop, run_executor, tiny, loops // 4))
+        with PipelineMigrator.from_plan(keep_helper, registry=registry):
+            value = _best_ns(outer_loop, lib.op, tiny, loops)
+            sample("pass-through, plan names the caller", value)
+        with PipelineMigrator.from_plan(keep_large, registry=registry):
+            value = _best_ns(large_loop, lib.op, tiny, loops)
+            sample("pass-through, plan names a large caller", value)
+        with PipelineMigrator.from_plan(keep_here, registry=registry):
+            sample("pass-through, same caller frame", _best_ns(call_loop, lib.op, tiny, loops))
+        with PipelineMigrator.from_plan(keep_outer, registry=registry):
+            value = _best_ns(outer_loop, lib.op, tiny, loops)
+            sample("pass-through, plan names an outer frame", value)
+        with PipelineMigrator.from_plan(migrate_here, registry=registry) as migrator:
+            sample("migrated call", _best_ns(call_loop, lib.op, tiny, loops // 4))
+            assert migrator.get_stats()["functions"][f"{MODULE}.op"]["migrated"] > 0
+        injector = _guarded_injector(registry, here)
+        if injector is not None:
+            injector.apply_all()
+            try:
+                lib.op(tiny)  # the guard checks this call and keeps the placement
+                state = injector.wrappers[f"{MODULE}.op"].stats()["guard"]["state"]
+                assert state == "kept", state
+                sample(
+                    "migrated call, guard decided", _best_ns(call_loop, lib.op, tiny, loops // 4)
+                )
+            finally:
+                injector.restore_all()
+    del sys.modules[MODULE]
+    return {name: min(values) for name, values in samples.items()}
+
+
+# case -> the case it adds to: the "added" column is the difference.
+BASES = {
+    "pass-through, plan names the caller": "unpatched, through a helper",
+    "pass-through, plan names a large caller": "unpatched, through a large caller",
+    "pass-through, same caller frame": "unpatched",
+    "pass-through, plan names an outer frame": "unpatched, through a helper",
+    "migrated call": "backend alone",
+    "migrated call, guard decided": "backend alone",
+    "executor alone": "backend alone",
+}
+
+
+def added(results: dict[str, float]) -> dict[str, float]:
+    """What each case adds to its base: the dispatch cost (for a migrated call: all but the op)."""
+    rows = {name: results[name] - results[base] for name, base in BASES.items() if name in results}
+    rows["wrapper share of a migrated call"] = results["migrated call"] - results["executor alone"]
+    return rows
+
+
+def _export(ref: str, folder: Path) -> Path:
+    """The ``src`` tree of git revision ``ref`` under ``folder``."""
+    archive = folder / "src.tar"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), ref, "src"],
+        check=True,
+    )
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, filter="data")
+    return folder / "src"
+
+
+def _against(ref: str, args: argparse.Namespace) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = _export(ref, Path(tmp))
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        command = [sys.executable, __file__, "--json", "--loops", str(args.loops)]
+        command += ["--repeats", str(args.repeats)]
+        output = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    return dict(json.loads(output.stdout))
+
+
+def _print(results: dict[str, float], baseline: dict[str, float] | None, ref: str) -> None:
+    sections = [("ns per call", results, baseline), ("added ns per call", added(results), None)]
+    if baseline is not None:
+        sections[1] = ("added ns per call", added(results), added(baseline))
+    for title, rows, before in sections:
+        if before is None:
+            print(f"{title:40s} {'this tree':>10s}")
+            for name, value in rows.items():
+                print(f"  {name:38s} {value:10.0f}")
+        else:
+            print(f"{title:40s} {ref[:12]:>12s} {'this tree':>10s} {'ratio':>7s}")
+            for name, value in rows.items():
+                old = before.get(name)
+                if old is None:
+                    print(f"  {name:38s} {'n/a':>12s} {value:10.0f}")
+                else:
+                    print(f"  {name:38s} {old:12.0f} {value:10.0f} {value / old:7.2f}")
+        print()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--against", metavar="REF", help="also measure git revision REF")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    lib = _library()
-    registry = Registry()
-    registry.register(spec_from_backend(f"{MODULE}.op", _identity_backend, "numpy"))
-    tiny = np.zeros(1, dtype=np.float32)
-    here = f"{__name__}.{call_loop.__qualname__}"
-    unpatched = _median_ns(lib.op, tiny, args.loops, args.repeats)
-    results: dict[str, float] = {"unpatched": unpatched}
-
-    # The plan migrates op in another context and keeps it on the CPU when called from here.
-    plan = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{here}#0/{MODULE}.op#0"])
-    with PipelineMigrator.from_plan(plan, registry=registry):
-        results["pass-through (cached caller)"] = _median_ns(lib.op, tiny, args.loops, args.repeats)
-    # The plan names only the caller's caller: the enclosing frames are matched on every call.
-    outer = f"{__name__}.{_median_ns.__qualname__}"
-    plan = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{outer}#0/{MODULE}.op#0"])
-    with PipelineMigrator.from_plan(plan, registry=registry):
-        results["pass-through (stack cached)"] = _median_ns(lib.op, tiny, args.loops, args.repeats)
-    plan = _plan({f"{here}#0/{MODULE}.op#0": "cpu"}, [])
-    tensor = torch.from_numpy(tiny)
-    direct = _median_ns(_identity_backend, tensor, args.loops, args.repeats)
-    with PipelineMigrator.from_plan(plan, registry=registry) as migrator:
-        migrated = _median_ns(lib.op, tiny, args.loops // 4, args.repeats)
-        assert migrator.get_stats()["functions"][f"{MODULE}.op"]["migrated"] > 0
-    results["migrated dispatch"] = migrated - direct
-    del sys.modules[MODULE]
-
-    if args.json:
-        print(json.dumps(results, indent=2))
+    if args.against:
+        # Interleaved: the baseline's loops and ours alternate, each best of its repeats.
+        baseline: dict[str, float] = {}
+        results: dict[str, float] = {}
+        rounds = 3
+        for _ in range(rounds):
+            for name, value in _against(args.against, args).items():
+                baseline[name] = min(value, baseline.get(name, value))
+            for name, value in measure(args.loops, args.repeats).items():
+                results[name] = min(value, results.get(name, value))
+        if args.json:
+            print(json.dumps({"this tree": results, args.against: baseline}, indent=2))
+        else:
+            _print(results, baseline, args.against)
         return 0
-    print(f"{'case':34s} {'ns/call':>10s} {'added ns':>10s} {'x unpatched':>12s}")
-    for name, value in results.items():
-        if name == "migrated dispatch":
-            print(f"{name:34s} {value:10.0f} {'':>10s} {'':>12s}")
-            continue
-        added = value - unpatched
-        print(f"{name:34s} {value:10.0f} {added:10.0f} {value / unpatched:12.2f}")
-    print(f"(backend called directly: {direct:.0f} ns; migrated call total: {migrated:.0f} ns)")
+    results = measure(args.loops, args.repeats)
+    if args.json:
+        print(json.dumps(results, indent=2))  # raw cases: --against reads them
+    else:
+        _print(results, None, "")
     return 0
 
 

@@ -34,6 +34,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_calibration_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests (and the processes they start) never read or write the user's calibration cache;
+    they share one for the session, so a measurement taken by one test serves the next."""
+    previous = os.environ.get("CODEDAG_CACHE_DIR")
+    os.environ["CODEDAG_CACHE_DIR"] = str(tmp_path_factory.mktemp("codedag-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("CODEDAG_CACHE_DIR", None)
+    else:
+        os.environ["CODEDAG_CACHE_DIR"] = previous
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_hooks_or_patches() -> Iterator[None]:
     """Fail a test that leaves a profile/trace hook installed or anything patched."""

@@ -146,3 +146,131 @@ def test_concurrent_patch_and_restore_leave_originals(fake_lib: types.ModuleType
     assert errors == []
     assert fake_lib.resize is original
     assert sys.modules["userpipeline"].resize is original
+
+
+FRESH_MODULE = """
+from fakelib import resize, blur
+import fakelib
+
+TABLE = {"resize": resize, "blur": fakelib.blur}
+NESTED = {"train": {"resize": resize}, "ops": [resize, blur]}
+OPS = [resize, blur]
+
+
+class Augment:
+    op = staticmethod(resize)
+    raw = resize
+
+
+class Holder:
+    def __init__(self):
+        self.fn = resize
+        self.ops = [blur]
+
+
+HOLDER = Holder()
+
+
+def build():
+    return {"late": resize}
+
+
+LATE = build()
+"""
+
+
+def test_restore_finds_references_bound_by_a_module_imported_while_patched(
+    fake_lib: types.ModuleType, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    folder = Path(str(tmp_path))
+    (folder / "fresh_pipeline_mod.py").write_text(FRESH_MODULE)
+    monkeypatch.syspath_prepend(str(folder))
+    originals = {"resize": fake_lib.resize, "blur": fake_lib.blur}
+    patcher = Patcher("test")
+    patcher.patch_many(["fakelib.resize", "fakelib.blur"], lambda name, orig: lambda x: -1)
+    try:
+        import fresh_pipeline_mod as fresh  # type: ignore[import-not-found]
+
+        assert fresh.resize(1) == -1 and fresh.TABLE["blur"](1) == -1  # bound the replacements
+        assert fresh.Augment.op(1) == -1 and fresh.HOLDER.fn(1) == -1
+    finally:
+        assert patcher.restore() == 2
+        monkeypatch.delitem(sys.modules, "fresh_pipeline_mod")
+    resize, blur = originals["resize"], originals["blur"]
+    assert fresh.resize is resize and fresh.blur is blur
+    assert {"resize": resize, "blur": blur} == fresh.TABLE
+    assert fresh.NESTED["train"]["resize"] is resize and fresh.NESTED["ops"] == [resize, blur]
+    assert [resize, blur] == fresh.OPS
+    assert fresh.Augment.__dict__["op"].__func__ is resize and fresh.Augment.raw is resize
+    assert fresh.Augment.op(1) == 2
+    assert fresh.HOLDER.fn is resize and fresh.HOLDER.ops == [blur]
+    assert fresh.LATE["late"] is resize
+
+
+def test_restoring_one_alias_keeps_the_other_patched(fake_lib: types.ModuleType) -> None:
+    fake_lib.resize_alias = fake_lib.resize
+    original = fake_lib.resize
+    shared = {}
+
+    def factory(name: str, orig: object) -> object:
+        return shared.setdefault("fn", lambda x: 0)
+
+    patcher = Patcher("test")
+    patcher.patch_many(["fakelib.resize", "fakelib.resize_alias"], factory)
+    assert patcher.restore("fakelib.resize") == 1
+    assert fake_lib.resize is original and fake_lib.resize_alias is shared["fn"]
+    assert patcher.restore() == 1 and fake_lib.resize_alias is original
+
+
+def test_restore_of_real_numpy_patches_reaches_a_fresh_module(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    import numpy as np
+
+    folder = Path(str(tmp_path))
+    (folder / "fresh_numpy_user.py").write_text(
+        "from numpy import sin, cos\nimport numpy as np\nFUNCS = {'sin': np.sin, 'cos': cos}\n"
+    )
+    monkeypatch.syspath_prepend(str(folder))
+    sin, cos = np.sin, np.cos
+    with Patcher("test") as patcher:
+        patcher.patch_many(["numpy.sin", "numpy.cos"], lambda name, orig: lambda *a: "patched")
+        import fresh_numpy_user as user  # type: ignore[import-not-found]
+
+        assert user.sin(0.0) == "patched" and user.FUNCS["cos"](0.0) == "patched"
+    monkeypatch.delitem(sys.modules, "fresh_numpy_user")
+    assert np.sin is sin and user.sin is sin and user.cos is cos
+    assert {"sin": sin, "cos": cos} == user.FUNCS
+
+
+def test_tracer_windows_leave_no_recording_wrapper_in_a_fresh_module(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    import cv2
+    import numpy as np
+
+    from codedag.trace.tracer import EnhancedTracer
+
+    folder = Path(str(tmp_path))
+    (folder / "fresh_traced_user.py").write_text(
+        "from numpy import clip, zeros\nfrom cv2 import resize\nimport cv2\n"
+        "OPS = {'clip': clip, 'flip': cv2.flip}\nCHAIN = [resize, zeros]\n"
+    )
+    monkeypatch.syspath_prepend(str(folder))
+    originals = (np.clip, np.zeros, cv2.resize, cv2.flip)
+    tracer = EnhancedTracer()
+    with tracer.tracing_context():
+        import fresh_traced_user as user  # type: ignore[import-not-found]
+
+        assert user.clip is not originals[0]  # the window's recording wrapper
+        user.clip(np.ones(3), 0, 1)
+    monkeypatch.delitem(sys.modules, "fresh_traced_user")
+    assert (user.clip, user.zeros, user.resize, user.OPS["flip"]) == originals
+    assert user.OPS["clip"] is np.clip and [cv2.resize, np.zeros] == user.CHAIN
+    assert (np.clip, np.zeros, cv2.resize, cv2.flip) == originals

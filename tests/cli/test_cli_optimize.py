@@ -21,12 +21,10 @@ def test_optimize_writes_the_stage_files_and_explains(
     dag_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    code = main(
-        ["optimize", str(dag_file), "-k", "2", "--gpus", "1", "--out", str(out), "--explain"]
-    )
-    assert code == 0
+    args = ["optimize", str(dag_file), "-k", "2", "--gpus", "1", "--assume-speedup", "8"]
+    assert main([*args, "--out", str(out), "--explain"]) == 0
     printed = capsys.readouterr().out
-    assert "cv2.resize" in printed and "cuda:0" in printed
+    assert "cv2.resize" in printed and "cuda:0" in printed and "ASSUMED" in printed
     plan = json.loads((out / "migration_plan.json").read_text())
     assert plan["gpu_count"] == 1 and plan["context_device_map"]
     assert main(["plan", "explain", str(out / "migration_plan.json"), "--all"]) == 0
@@ -36,19 +34,25 @@ def test_optimize_writes_the_stage_files_and_explains(
 def test_optimize_target_device_cpu(dag_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "cpu"
     args = ["optimize", str(dag_file), "--gpus", "0", "--target-device", "cpu", "--out", str(out)]
-    assert main([*args, "--json"]) == 0
+    assert main([*args, "--assume-speedup", "8", "--json"]) == 0
     plan = json.loads((out / "migration_plan.json").read_text())
     assert set(plan["context_device_map"].values()) == {"cpu"}
 
 
 def test_cost_options_change_the_plan(dag_file: Path, tmp_path: Path) -> None:
     slow = tmp_path / "slow"
-    args = ["optimize", str(dag_file), "--gpus", "1", "--bandwidth-gbps", "0.001"]
+    args = ["optimize", str(dag_file), "--gpus", "1", "--assume-speedup", "8"]
+    fast = tmp_path / "fast"
+    assert main([*args, "--out", str(fast)]) == 0
+    assert json.loads((fast / "migration_plan.json").read_text())["context_device_map"]
+    args += ["--bandwidth-gbps", "0.001"]
     assert main([*args, "--out", str(slow)]) == 0
     assert json.loads((slow / "migration_plan.json").read_text())["context_device_map"] == {}
     with pytest.raises(SystemExit):
         main(["optimize", str(dag_file), "--speedup", "fast"])
     assert main(["optimize", str(dag_file), "--speedup", "0", "--out", str(slow)]) == 2
+    assert main(["optimize", str(dag_file), "--assume-speedup", "nan", "--out", str(slow)]) == 2
+    assert main(["optimize", str(dag_file), "--margin", "-1", "--out", str(slow)]) == 2
 
 
 def test_k_larger_than_the_graph_is_clamped(tmp_path: Path) -> None:
@@ -65,7 +69,7 @@ def test_k_larger_than_the_graph_is_clamped(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("not json", "not a JSON execution DAG"),
+        ("not json", "is not JSON: Expecting value at line 1 column 1"),
         ('{"schema_version": 99, "nodes": [], "edges": []}', "newer"),
         ('{"schema_version": 1, "nodes": [{"kind": "call"}], "edges": []}', "malformed"),
         (
@@ -96,3 +100,8 @@ def test_k_below_one_and_bad_plan_are_errors(
     bad.write_text('{"schema_version": 1}')
     assert main(["plan", "explain", str(bad)]) == 2
     assert "missing" in capsys.readouterr().err
+    bad.write_text('{"schema_version": -1, "context_device_map": {}}')
+    assert main(["plan", "explain", str(bad)]) == 2
+    assert "positive integer" in capsys.readouterr().err
+    assert main(["optimize", str(dag_file), "--target-device", "cuda:-1"]) == 2
+    assert "cuda:-1" in capsys.readouterr().err

@@ -62,8 +62,11 @@ def test_scenario_and_target_together_is_a_usage_error(capsys: pytest.CaptureFix
 
 
 def test_bad_value_is_one_line(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
-    assert main(["profile", *SMALL, "--batch-size", "0", "--trace-dir", str(tmp_path)]) == 2
-    assert "batch_size must be a positive integer, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["profile", *SMALL, "--batch-size", "0", "--trace-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "argument --batch_size/--batch-size: must be >= 1 and <= 65536, got 0" in line
 
 
 def test_dataloader_with_workers_writes_trace_json_and_tables(

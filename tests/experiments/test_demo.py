@@ -27,13 +27,35 @@ def small(task: str, out: Path) -> DemoSettings:
     )
 
 
-def test_image_demo_migrates_and_matches_the_baseline(tmp_path: Path) -> None:
+def _consistent(result: object) -> None:
+    """Every measured function's decision agrees with what ran and with the verdict."""
+    rows = result.placement  # type: ignore[attr-defined]
+    migrated = result.migrated_calls  # type: ignore[attr-defined]
+    for row in rows:
+        if row["placed"]:
+            assert migrated.get(row["function"], 0) > 0, row
+            assert row["library_ns"] > row["torch_ns"] > 0, row
+        else:
+            assert migrated.get(row["function"], 0) == 0, row
+    placed = [r["function"] for r in rows if r["placed"]]
+    verdict = result.verdict  # type: ignore[attr-defined]
+    if placed:
+        assert "The plan moves" in verdict and all(name in verdict for name in placed)
+    else:
+        assert "same code" in verdict and sum(migrated.values()) == 0
+
+
+def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> None:
     stages: list[str] = []
     result = run_demo(small("image", tmp_path), lambda s, d, t: stages.append(s))
     assert result.equivalence["passed"], result.equivalence
     assert result.equivalence["labels_equal"] and result.equivalence["batches_compared"] == 2
-    assert sum(result.migrated_calls.values()) > 0
-    assert all(name.startswith(("cv2.", "numpy.")) for name in result.migrated_calls)
+    measured = {row["function"] for row in result.placement}
+    assert {"cv2.resize", "cv2.warpAffine", "cv2.cvtColor"} <= measured
+    for row in result.placement:
+        if row["function"].startswith("cv2."):
+            assert row["library_ns"] > 0 and row["torch_ns"] > 0  # both timed
+    _consistent(result)
     assert [m.mode for m in result.modes] == ["baseline", "optimization"]
     assert set(stages) == {"baseline", "trace", "optimize", "optimization", "check", "report"}
     for name in ("results.json", "dag.json", "migration_plan.json", "report.html"):
@@ -43,16 +65,22 @@ def test_image_demo_migrates_and_matches_the_baseline(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "results.json").read_text())
     assert set(results["modes"]) == {"baseline", "optimization"}
     plan = json.loads((tmp_path / "migration_plan.json").read_text())
-    assert plan["context_device_map"] and set(plan["context_device_map"].values()) == {"cpu"}
+    assert plan["placement"]["basis"] == "measured" and plan["target_device"] == "cpu"
+    assert set(plan["context_device_map"].values()) <= {"cpu"}
     summary = json.loads((tmp_path / "demo_summary.json").read_text())
-    assert summary["equivalence"]["passed"] is True
+    assert summary["equivalence"]["passed"] is True and summary["verdict"] == result.verdict
+    html = (tmp_path / "report.html").read_text()
+    assert "library ms/call" in html and result.verdict.split(",")[0] in html
 
 
-def test_audio_demo(tmp_path: Path) -> None:
+def test_audio_demo_measures_the_librosa_calls(tmp_path: Path) -> None:
     pytest.importorskip("librosa")
     result = run_demo(small("audio", tmp_path))
     assert result.equivalence["passed"], result.equivalence
-    assert any("melspectrogram" in name for name, n in result.migrated_calls.items() if n)
+    rows = {row["function"]: row for row in result.placement}
+    mel = next(r for name, r in rows.items() if "melspectrogram" in name)
+    assert mel["library_ns"] > 0 and mel["torch_ns"] > 0, mel
+    _consistent(result)
 
 
 @pytest.mark.parametrize(
@@ -76,7 +104,7 @@ def test_bad_settings(tmp_path: Path, changes: dict, match: str) -> None:
     [
         (["--task", "video"], "task must be one of image, audio"),
         (["--out", "/proc/no-such-place/out"], "cannot write into --out"),
-        (["--batches", "0"], "batches must be >= 1"),
+        (["--batches", "0"], "--batches: must be >= 1"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(

@@ -50,7 +50,7 @@ def test_env_run_local_both_modes_then_compare(tmp_path: Path, framework: str) -
         summary = run["modes"][mode]["summary"]
         assert summary["batch_time"]["mean"] > 0 and summary["loss"]["final"] is not None
     plan = json.loads((folder / "results" / "migration_plan.json").read_text())
-    assert plan["schema_version"] == 1 and "context_device_map" in plan
+    assert plan["schema_version"] == 2 and "context_device_map" in plan
     assert set(merge_results(runs)["modes"]) == {"baseline", "optimization"}
 
     compared = cli("compare", *map(str, files), "--no-plots", "--json", cwd=tmp_path)

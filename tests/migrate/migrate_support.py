@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -71,6 +73,11 @@ def clip(a: torch.Tensor, a_min: Any = None, a_max: Any = None, out: Any = None)
     if not a.is_floating_point():
         raise UnsupportedOperation("floats only")
     return a.clamp(a_min, a_max)
+
+
+def sin(x: torch.Tensor, out: Any = None) -> torch.Tensor:
+    """numpy.sin for float arrays (a ufunc: its replacement is a proxy object)."""
+    return torch.sin(x)
 
 
 def boom(src: torch.Tensor, flipCode: int, dst: Any = None) -> torch.Tensor:
@@ -520,3 +527,35 @@ def array(
     elif layout == "readonly":
         a.flags.writeable = False
     return a
+
+
+T = TypeVar("T")
+
+
+def call_within(seconds: float, func: Callable[[], T]) -> T:
+    """``func()``, failing the test if it has not returned after ``seconds`` (it may hang)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = func()
+        except BaseException as error:  # re-raised in the test's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise AssertionError(f"{getattr(func, '__name__', func)} still blocked after {seconds} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)

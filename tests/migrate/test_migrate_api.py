@@ -12,10 +12,11 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from migrate_support import CALLS, boom, make_registry, plan_for
+from migrate_support import CALLS, make_registry, plan_for
 
-from codedag.errors import MigrationError, SchemaError
+from codedag.errors import SchemaError
 from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.guard import GuardSettings
 
 GET = "app.DS.__getitem__"
 
@@ -62,22 +63,6 @@ def test_apply_migrates_and_restore_puts_back_the_exact_originals() -> None:
         del sys.modules["user_pipeline_mod"]
 
 
-def test_a_failing_backend_falls_back_to_the_original(caplog: pytest.LogCaptureFixture) -> None:
-    original = cv2.flip
-    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu"})
-    migrator = PipelineMigrator.from_plan(plan, registry=make_registry(**{"cv2.flip": boom}))
-    img = _img(3)
-    with caplog.at_level(logging.INFO, logger="codedag.migrate"), migrator:
-        outs = [cv2.flip(img, code) for code in (0, 1, -1)]
-    for code, out in zip((0, 1, -1), outs):
-        np.testing.assert_array_equal(out, original(img, code))
-    stats = migrator.get_stats()["functions"]["cv2.flip"]
-    assert stats["fell_back"] == 3 and stats["migrated"] == 0
-    assert stats["fallback_reasons"] == {"RuntimeError: injected failure": 3}
-    warnings = [r for r in caplog.records if "running the original" in r.getMessage()]
-    assert len(warnings) == 1  # logged once per function
-
-
 def test_unsupported_arguments_fall_back() -> None:
     plan = plan_for({f"{GET}#0/numpy.clip#0": "cpu", f"{GET}#0/cv2.flip#0": "cpu"})
     with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
@@ -93,36 +78,14 @@ def test_unsupported_arguments_fall_back() -> None:
     assert any("out=" in r for r in reasons)
 
 
-def test_plan_naming_a_non_migratable_function_is_refused() -> None:
-    original = cv2.flip
-    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/os.system#0": "cpu"})
-    migrator = PipelineMigrator.from_plan(plan, registry=make_registry())
-    with pytest.raises(MigrationError, match=r"os\.system"):
-        migrator.apply()
-    assert cv2.flip is original and not migrator.is_applied()
-
-
-def test_unknown_names_warn_and_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
-    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/mylib.fancy_op#0": "cpu"})
-    migrator = PipelineMigrator.from_plan(plan, registry=make_registry())
-    with caplog.at_level(logging.WARNING, logger="codedag.migrate"):
-        counts = migrator.apply()
-    try:
-        assert counts == {"patched": 1, "failed": 0, "skipped": 1}
-        assert "mylib.fancy_op" in caplog.text
-        assert migrator.get_stats()["skipped"] == {
-            "mylib.fancy_op": "not in the registry of migratable functions"
-        }
-    finally:
-        migrator.restore()
-
-
 @pytest.mark.parametrize(
     ("plan", "match"),
     [
         ([1, 2], "JSON object"),
         ({"context_device_map": "cuda"}, "context_device_map"),
-        ({"context_device_map": {"a#0/cv2.flip#0": 3}}, "expected 'cpu' or 'cuda"),
+        ({"context_device_map": {"a#0/cv2.flip#0": 3}}, "context_device_map"),
+        ({"context_device_map": {"a#0/cv2.flip#0": "cuda:-1"}}, "cuda:-1"),
+        ({"schema_version": -1, "context_device_map": {}}, "positive integer"),
         ({"schema_version": 99, "context_device_map": {}}, "schema_version 99"),
         ({"context_device_map": {}, "calls": [{"context_keys": "x", "migrate": 1}]}, "calls"),
     ],
@@ -156,30 +119,6 @@ def test_missing_plan_device_maps_to_the_default(caplog: pytest.LogCaptureFixtur
     assert migrator.get_stats()["functions"]["cv2.flip"]["migrated"] == 1
 
 
-def test_calls_the_plan_keeps_on_the_cpu_pass_through() -> None:
-    # migrate the flip made directly from this test function, keep the one from a helper
-    here = f"{__name__}.test_calls_the_plan_keeps_on_the_cpu_pass_through"
-    helper = f"{__name__}._helper_flip"
-    plan = plan_for(
-        {f"{here}#0/cv2.flip#0": "cpu"},
-        calls=[
-            {"function": "cv2.flip", "context_keys": [f"{helper}#0/cv2.flip#0"], "migrate": False}
-        ],
-    )
-    img = _img(5)
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
-        for _ in range(3):
-            np.testing.assert_array_equal(cv2.flip(img, 1), img[:, ::-1])
-            np.testing.assert_array_equal(_helper_flip(img), img[:, ::-1])
-    stats = migrator.get_stats()["functions"]["cv2.flip"]
-    assert stats["migrated"] == 3 and stats["passed_through"] == 3
-    assert stats["match_levels"] == {"exact": 3}
-
-
-def _helper_flip(img: np.ndarray) -> np.ndarray:
-    return cv2.flip(img, 1)
-
-
 def test_consecutive_migrated_calls_reuse_device_values() -> None:
     from codedag.migrate.values import ValueConverter
 
@@ -198,123 +137,6 @@ def test_consecutive_migrated_calls_reuse_device_values() -> None:
     np.testing.assert_array_equal(summed2, cv2.add(ref, img))
     cache = migrator.get_stats()["value_cache"]
     assert cache["hits"] >= 2 and cache["stale"] == 1
-
-
-def test_nested_calls_inside_a_backend_run_the_original() -> None:
-    def flip_via_numpy(src: torch.Tensor, flipCode: int, dst: object = None) -> torch.Tensor:
-        # a backend that (badly) calls a patched function: it must get the original
-        np.clip(np.zeros(2, np.float32), 0, 1)
-        return src.flip(2)
-
-    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/numpy.clip#0": "cpu"})
-    with PipelineMigrator.from_plan(
-        plan, registry=make_registry(**{"cv2.flip": flip_via_numpy})
-    ) as migrator:
-        cv2.flip(_img(), 1)
-    stats = migrator.get_stats()["functions"]
-    assert stats["numpy.clip"]["nested"] == 1 and stats["numpy.clip"]["migrated"] == 0
-
-
-def test_concurrent_migrated_calls_are_correct_and_counted() -> None:
-    import threading
-
-    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu"})
-    images = [_img(i, (20, 24, 3)) for i in range(4)]
-    failures: list[str] = []
-
-    def work(img: np.ndarray) -> None:
-        for code in (0, 1, -1) * 20:
-            if not np.array_equal(cv2.flip(img, code), np.flip(img, _axes(code))):
-                failures.append("mismatch")
-
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
-        threads = [threading.Thread(target=work, args=(img,)) for img in images]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert not failures
-    assert migrator.get_stats()["functions"]["cv2.flip"]["migrated"] == 4 * 60
-
-
-def _axes(code: int) -> tuple[int, ...]:
-    return {0: (0,), 1: (1,), -1: (0, 1)}[code]
-
-
-def test_a_failure_while_applying_leaves_nothing_patched(monkeypatch: pytest.MonkeyPatch) -> None:
-    from codedag.migrate import injector as injector_module
-
-    original_flip, original_clip = cv2.flip, np.clip
-    calls = {"n": 0}
-    real = injector_module.alias_paths
-
-    def failing(name: str, raw: object, registered: set[str]) -> list[str]:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("boom while patching")
-        return real(name, raw, registered)
-
-    monkeypatch.setattr(injector_module, "alias_paths", failing)
-    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/numpy.clip#0": "cpu"})
-    migrator = PipelineMigrator.from_plan(plan, registry=make_registry())
-    with pytest.raises(RuntimeError, match="boom"):
-        migrator.apply()
-    assert cv2.flip is original_flip and np.clip is original_clip
-    assert not migrator.is_applied()
-
-
-def _outer_flips(img: np.ndarray) -> list[np.ndarray]:
-    return [_inner_flip(img) for _ in range(3)]
-
-
-def _inner_flip(img: np.ndarray) -> np.ndarray:
-    return cv2.flip(img, 1)
-
-
-def test_outer_contexts_and_own_counters_decide() -> None:
-    outer = f"{__name__}._outer_flips"
-    twice = f"{__name__}._flip_twice"
-    plan = plan_for(
-        {"elsewhere.f#0/cv2.flip#0": "cpu", f"{twice}#0/cv2.flip#0": "cpu"},
-        calls=[
-            {
-                "function": "cv2.flip",
-                "context_keys": [f"{outer}#0/cv2.flip#0", f"{twice}#0/cv2.flip#1"],
-                "migrate": False,
-            }
-        ],
-    )
-    img = _img(9)
-    with PipelineMigrator.from_plan(plan, registry=make_registry()) as migrator:
-        for _ in range(2):  # the plan names the caller's caller: kept on the CPU (cached)
-            for out in _outer_flips(img):
-                np.testing.assert_array_equal(out, img[:, ::-1])
-        for _ in range(4):  # first call of a frame migrates, the second does not
-            first, second = _flip_twice(img)
-            np.testing.assert_array_equal(first, img[:, ::-1])
-            np.testing.assert_array_equal(second, img[:, ::-1])
-    stats = migrator.get_stats()["functions"]["cv2.flip"]
-    assert stats["passed_through"] == 6 + 4 and stats["migrated"] == 4
-    assert stats["match_levels"] == {"exact": 4}
-
-
-def _flip_twice(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return cv2.flip(img, 1), cv2.flip(img, 1)
-
-
-def test_a_call_site_that_keeps_failing_stops_trying() -> None:
-    from codedag.migrate.wrapper import GIVE_UP_AFTER
-
-    plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu"})
-    img = _img(2)
-    before = CALLS["boom"]
-    with PipelineMigrator.from_plan(plan, registry=make_registry(**{"cv2.flip": boom})) as m:
-        for _ in range(GIVE_UP_AFTER + 10):
-            np.testing.assert_array_equal(cv2.flip(img, 1), img[:, ::-1])
-    assert CALLS["boom"] - before == GIVE_UP_AFTER  # the backend is not tried any more
-    stats = m.get_stats()["functions"]["cv2.flip"]
-    assert stats["fell_back"] == GIVE_UP_AFTER and stats["passed_through"] == 10
-    assert stats["given_up_call_sites"] == 1
 
 
 def test_torch_functions_move_only_and_come_back_on_the_callers_device() -> None:
@@ -341,3 +163,53 @@ def test_torch_functions_move_only_and_come_back_on_the_callers_device() -> None
     assert stats["torch.nn.functional.interpolate"]["strategy"] == "MoveOnly"
     assert stats["torch.nn.functional.interpolate"]["migrated"] == 1
     assert stats["torch.functional.stft"]["migrated"] == 1
+
+
+def test_the_run_time_check_switches_off_a_placement_that_loses_and_says_why() -> None:
+    """A plan forced onto cv2 calls that lose through torch on this CPU: the guard (on by
+    default) runs the first calls both ways, switches the placement off, and reports it."""
+    import cv2
+    import numpy as np
+
+    image = np.random.default_rng(0).integers(0, 256, (240, 320, 3), dtype=np.uint8)
+
+    def blur_many() -> None:
+        for _ in range(12):
+            cv2.GaussianBlur(image, (5, 5), 0)
+
+    plan = plan_for({f"{__name__}.blur_many#0/cv2.GaussianBlur#0": "cpu"})
+    with PipelineMigrator.from_plan(plan) as migrator:
+        blur_many()
+        stats = migrator.get_stats()
+    guard = stats["functions"]["cv2.GaussianBlur"]["guard"]
+    assert guard["state"] == "switched_off", guard
+    assert "cv2.GaussianBlur" in stats["guard"]["switched_off"]
+    assert stats["guard"]["enabled"] and stats["guard"]["calls"] == 8
+    assert guard["backend_ms_median"] > guard["original_ms_median"]
+    with PipelineMigrator.from_plan(plan, guard=False) as migrator:
+        blur_many()
+        stats = migrator.get_stats()
+    assert stats["guard"] == {"enabled": False}
+    assert stats["functions"]["cv2.GaussianBlur"]["migrated"] == 12
+
+
+def test_the_run_time_check_compares_librosa_calls_under_their_traced_names() -> None:
+    """The tracer names librosa functions by their defining module; the check must use the
+    tolerance of the public name, or it would switch off a backend that is within it."""
+    pytest.importorskip("librosa")
+    import librosa
+    import numpy as np
+
+    y = np.random.default_rng(0).random(22050).astype(np.float32)
+
+    def mel() -> None:
+        for _ in range(3):
+            librosa.feature.melspectrogram(y=y, sr=22050, n_mels=32)
+
+    name = "librosa.feature.spectral.melspectrogram"
+    plan = plan_for({f"{__name__}.mel#0/{name}#0": "cpu"})
+    with PipelineMigrator.from_plan(plan, guard=GuardSettings(calls=2)) as migrator:
+        mel()
+        stats = migrator.get_stats()
+    guard = stats["functions"][name]["guard"]
+    assert guard["mismatches"] == 0, guard

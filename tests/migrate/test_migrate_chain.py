@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.registry import Registry, default_registry, spec_from_backend
-from codedag.optimize.costs import CostModel
 from codedag.optimize.manager import OptimizerManager
+from codedag.optimize.placement import PlacementSettings
 from codedag.patching import original_of
 from codedag.trace.dataloader import trace_dataloader
 from codedag.trace.tracer import EnhancedTracer
@@ -60,13 +60,13 @@ def test_trace_optimize_migrate_equals_the_original_batches() -> None:
     reference = [b.clone() for b in loader]
     registry = _registry()
     tracer, _batch = trace_dataloader(loader, EnhancedTracer(max_depth=8))
-    # No launch overhead in the cost model: small per-sample calls are placed too, so the chain
-    # covers cv2 and NumPy functions on this test's small images.
+    # A what-if speedup places the cv2 and NumPy calls whatever torch on this CPU measures: the
+    # migration mechanics are the point here (measured placement has its own tests).
     manager = OptimizerManager(
         k=2,
         target_device="cpu",
         can_migrate=registry.is_migratable,
-        cost=CostModel(launch_overhead_ns=0),
+        placement=PlacementSettings(assume_speedup=100.0),
     )
     plan = manager.optimize(tracer.dag)["migration_plan"]
     placed = {key.rsplit("/", 1)[-1].split("#")[0] for key in plan["context_device_map"]}
@@ -78,7 +78,7 @@ def test_trace_optimize_migrate_equals_the_original_batches() -> None:
     assert all(registry.is_migratable(name) for name in placed)
     originals = {name: _lookup(name) for name in placed}
 
-    migrator = PipelineMigrator.from_plan(plan, registry=registry)
+    migrator = PipelineMigrator.from_plan(plan, registry=registry, guard=False)
     counts = migrator.apply()
     try:
         assert counts == {"patched": len(placed), "failed": 0, "skipped": 0}
@@ -118,7 +118,7 @@ def test_every_traced_migratable_call_round_trips() -> None:
         "context_device_map": {c.context_key: "cpu" for c in calls},
         "calls": [],
     }
-    with PipelineMigrator.from_plan(plan, registry=registry) as migrator:
+    with PipelineMigrator.from_plan(plan, registry=registry, guard=False) as migrator:
         batches = list(loader)
     for got, want in zip(batches, reference):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

@@ -70,8 +70,8 @@ def test_trace_optimize_migrate_from_the_command_line(
                 "t/dag.json",
                 "--target-device",
                 "cpu",
-                "--launch-overhead-us",
-                "0",
+                "--assume-speedup",
+                "100",
                 "--out",
                 "o",
             ]

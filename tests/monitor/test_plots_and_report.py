@@ -87,7 +87,10 @@ def test_report_json_output(two_mode_results: Path, capsys: pytest.CaptureFixtur
     ("content", "message"),
     [
         (None, "no such file"),
-        ("{truncated", "expected a JSON results file"),
+        (
+            "{truncated",
+            "is not JSON: Expecting property name enclosed in double quotes at line 1 column 2",
+        ),
         ('{"experiment_name": "x", "modes": []}', "modes: expected an object"),
     ],
 )

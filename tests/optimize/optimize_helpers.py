@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from codedag.graph.model import ExecutionDAG
 
 
@@ -41,3 +43,40 @@ def wired_subgraph(dag: ExecutionDAG, parent: int, key: str, variant: str) -> in
     dag.add_edge(vb if variant == "chain" else va, c, "uses")
     dag.nodes[f].total_ns = 130  # type: ignore[union-attr]
     return f
+
+
+def fake_calibration(
+    dag: ExecutionDAG,
+    backend_over_original: dict[str, float],
+    *,
+    original_ns: int = 1_000_000,
+    spread_pct: float = 1.0,
+    h2d_ns: int = 0,
+    device: str = "cpu",
+    passthrough_ns: int = 0,
+    errors: dict[str, str] | None = None,
+) -> Any:
+    """A Calibration whose every call of ``name`` takes ``original_ns`` with the library and
+    ``original_ns * ratio`` through the migrated path (``ratio`` from ``backend_over_original``)."""
+    from codedag.calibrate import Calibration, CallEstimate, DispatchCost, Measurement, Timing
+
+    def timing(median: int) -> Timing:
+        half = int(median * spread_pct / 200)
+        return Timing(median, median - half, median + half, 9)
+
+    cal = Calibration(device, f"fake {device}")
+    cal.dispatch = DispatchCost(0, passthrough_ns)
+    for node in dag.calls():
+        if node.name not in backend_over_original and node.name not in (errors or {}):
+            continue
+        error = (errors or {}).get(node.name)
+        ratio = backend_over_original.get(node.name, 1.0)
+        m = Measurement(
+            node.name, "sig", "", device, f"fake {device}",
+            original=None if error else timing(original_ns),
+            backend=None if error else timing(int(original_ns * ratio)),
+            h2d_ns=h2d_ns, error=error,
+        )  # fmt: skip
+        cal.measurements[f"{node.name}|{node.id}"] = m
+        cal.calls[node.id] = CallEstimate(m)
+    return cal

@@ -6,8 +6,9 @@ import cv2
 import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.optimize.costs import CostModel, builtin_can_migrate
+from codedag.optimize.costs import builtin_can_migrate
 from codedag.optimize.manager import OptimizerManager
+from codedag.optimize.placement import PlacementSettings
 from codedag.trace import trace_dataloader
 
 BATCH = 4
@@ -31,7 +32,7 @@ def test_plan_keys_are_exactly_the_traced_context_keys() -> None:
     manager = OptimizerManager(
         k=2,
         gpu_count=1,
-        cost=CostModel(accelerator_speedup=100.0, launch_overhead_ns=0),
+        placement=PlacementSettings(assume_speedup=100.0),  # a what-if: keys are the point
         can_migrate=builtin_can_migrate,  # fixed, whatever the migration registry offers
     )
     result = manager.optimize(dag)

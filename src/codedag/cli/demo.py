@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
+from typing import Any
+
+from codedag.cli.args import SEED, integer
+from codedag.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# The demo generates every sample up front and keeps it in memory (encoded PNG images of about
+# 140 KiB, or 5 s float32 clips of 625 KiB): the sample count is capped to stay near 3 GB.
+SAMPLE_KIB = {"image": 142, "audio": 625}
+MEMORY_CAP_MIB = 3072
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -22,14 +34,29 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         ),
     )
     parser.add_argument("--task", default="image", help="image (cv2 + NumPy) or audio (librosa)")
-    parser.add_argument("--batches", type=int, default=12, help="batches per mode (default 12)")
-    parser.add_argument("--batch-size", type=int, default=32, help="samples per batch (default 32)")
-    parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (default 0)")
+    parser.add_argument(
+        "--batches",
+        type=integer(1, 10_000, "a demo, not a training run; use your own pipeline for more"),
+        default=12,
+        help="batches per mode (default 12)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=integer(1, 1024, "a batch of 1024 128x128 images is 200 MB per copy"),
+        default=32,
+        help="samples per batch (default 32)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=integer(0, 64, "each worker is a process with a copy of the data"),
+        default=0,
+        help="DataLoader workers (default 0)",
+    )
     parser.add_argument(
         "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if present)"
     )
     parser.add_argument("--out", type=Path, default=Path("codedag-out"), help="output folder")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -37,10 +64,18 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     """Run the demo with a progress bar per stage and print the summary table."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from codedag.experiments.demo import run_demo
     from codedag.experiments.demo_settings import DemoSettings
+    from codedag.util.paths import check_output_dir
 
     settings = DemoSettings(
         task=args.task,
@@ -52,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     settings.validate()
+    check_sample_count(settings.task, args.batches, args.batch_size)
+    check_output_dir(args.out)
     console = Console(stderr=True)
     with Progress(
         TextColumn("{task.description:<22}"),
@@ -61,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         console=console,
         transient=False,
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
         labels = {
             "baseline": "baseline training",
             "trace": "tracing one batch",
@@ -76,7 +113,13 @@ def run(args: argparse.Namespace) -> int:
                 tasks[stage] = bar.add_task(labels.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        result = run_demo(settings, progress)
+        try:
+            result = run_demo(settings, progress)
+        except KeyboardInterrupt:
+            results = Path(args.out) / "results.json"
+            if results.is_file():
+                log.warning("the batches measured before the interruption are in %s", results)
+            raise
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -85,12 +128,50 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.equivalence.get("passed") else 1
 
 
-def print_summary(result) -> None:
+def check_sample_count(task: str, batches: int, batch_size: int) -> None:
+    """Refuse sample counts whose generated data would not fit the demo's memory budget."""
+    kib = SAMPLE_KIB.get(task, max(SAMPLE_KIB.values()))
+    limit = MEMORY_CAP_MIB * 1024 // kib
+    samples = batches * batch_size
+    if samples > limit:
+        raise ConfigError(
+            f"--batches {batches} x --batch-size {batch_size} = {samples} samples: the {task} "
+            f"demo generates and holds every sample in memory (~{kib} KiB each), at most {limit}; "
+            "lower --batches or --batch-size"
+        )
+
+
+def placement_table(result: Any) -> Any:
+    """The functions calibration measured: library vs torch time and where each one runs."""
+    from rich.table import Table
+
+    table = Table(title=f"measured on {result.device}: where each candidate runs")
+    columns = ("function", "calls", "library ms (all)", "torch ms (all)", "speedup", "runs")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("function", "runs") else "right")
+    for row in result.placement:
+        speedup = row.get("speedup")
+        placed = row["placed"]
+        table.add_row(
+            row["function"],
+            str(row["calls"]),
+            f"{row['library_ns'] / 1e6:.2f}" if row["library_ns"] else "-",
+            f"{row['torch_ns'] / 1e6:.2f}" if row["torch_ns"] else "-",
+            "-" if speedup is None else f"{speedup:.2f}x",
+            ("torch" if placed == row["calls"] else f"torch for {placed}")
+            if placed
+            else ("its library" if row["library_ns"] else f"its library: {row['reason']}"),
+            style="green" if placed else "",
+        )
+    return table
+
+
+def print_summary(result: Any) -> None:
     """The summary table, migrated calls, fallbacks, equivalence and output files."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     table = Table(title=f"codedag demo ({result.settings['task']}) on {result.device}")
     for column in ("mode", "mean step s", "batch p95 s", "data wait", "samples/s", "final loss"):
         table.add_column(column, justify="right" if column != "mode" else "left", no_wrap=True)
@@ -104,8 +185,15 @@ def print_summary(result) -> None:
             "n/a" if m.final_loss is None else f"{m.final_loss:.4f}",
         )
     console.print(table)
-    if result.speedup is not None:
-        console.print(f"speedup (baseline / optimization mean step time): {result.speedup:.3f}x")
+    if result.placement:
+        console.print(placement_table(result))
+    console.print(result.verdict)
+    guard = result.guard or {}
+    if guard.get("enabled") and (guard.get("kept") or guard.get("switched_off")):
+        kept = ", ".join(guard.get("kept", [])) or "none"
+        console.print(f"run-time check (first {guard.get('calls')} calls both ways): kept {kept}")
+        for name, why in guard.get("switched_off", {}).items():
+            console.print(f"run-time check switched off {name}: {why}", markup=False)
     migrated = {n: c for n, c in result.migrated_calls.items() if c}
     console.print(
         "migrated calls: " + (", ".join(f"{n} x{c}" for n, c in sorted(migrated.items())) or "none")

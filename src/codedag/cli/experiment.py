@@ -38,7 +38,9 @@ def run_new(args: argparse.Namespace) -> int:
     import importlib.util
 
     from codedag.experiments.scaffold import new_experiment
+    from codedag.util.paths import check_output_dir
 
+    check_output_dir(args.root, "--root")
     scaffold = new_experiment(args.name, args.framework, args.root, force=args.force)
     for path in scaffold.files:
         print(f"created {path}")

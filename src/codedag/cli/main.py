@@ -1,7 +1,11 @@
 """The ``codedag`` command: a thin dispatcher over one module per subcommand.
 
 Each subcommand module defines ``register(subparsers)`` (argument parsing only, no heavy imports)
-and ``run(args) -> int``. Errors of codedag's own hierarchy become one line and exit code 2.
+and ``run(args) -> int``. Bad input of any kind becomes one line on stderr and exit code 2: argument
+errors, codedag's own errors (``CodeDAGError``), and operating-system errors on a named file. Ctrl-C,
+SIGTERM and SIGHUP raise ``KeyboardInterrupt`` in the command, so it saves what it measured and ends
+its processes; the exit code is 130, or 128 + the signal number. Anything else is a bug in codedag
+and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from codedag import __version__
 from codedag.errors import CodeDAGError
@@ -21,6 +26,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "demo",
     "doctor",
     "trace",
+    "calibrate",
     "optimize",
     "plan",
     "experiment",
@@ -36,7 +42,21 @@ log = logging.getLogger("codedag.cli")
 
 
 class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors print the usage line and exit 2 (argparse's own convention)."""
+    """ArgumentParser whose errors are one line on stderr, pointing at ``--help``, and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see: {self.prog} --help)\n")
+
+
+def one_line(message: object) -> str:
+    """A message on one line: continuation lines joined (after a colon with a space, else '; ')."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    text = lines[0]
+    for line in lines[1:]:
+        text += (" " if text.endswith(":") else "; ") + line
+    return text
 
 
 def common_options(top_level: bool = False) -> argparse.ArgumentParser:
@@ -88,13 +108,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     from codedag.util.logs import setup_logging
 
     setup_logging(-1 if args.quiet else args.verbose)
+    from codedag.util.signals import Terminated, interrupt_on_signals
+
     try:
-        return int(args.handler(args) or 0)
+        with interrupt_on_signals():
+            return int(args.handler(args) or 0)
     except CodeDAGError as error:
-        print(f"codedag {args.command}: error: {error}", file=sys.stderr)
+        print(f"codedag {args.command}: error: {one_line(error)}", file=sys.stderr)
         if args.verbose:
             log.exception("details")
         return 2
+    except Terminated as stop:
+        print(f"codedag {args.command}: interrupted by {stop.signal_name}", file=sys.stderr)
+        return stop.exit_code
     except KeyboardInterrupt:
         print(f"codedag {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -103,6 +129,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as error:
+        if error.filename is None:
+            raise  # not about a file the user named: a bug, keep the traceback
+        where = (
+            error.filename if error.filename2 is None else f"{error.filename} -> {error.filename2}"
+        )
+        reason = error.strerror or type(error).__name__
+        print(f"codedag {args.command}: error: {where}: {reason}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -48,6 +48,21 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--stats-out", type=Path, help="also write the counters to this JSON file")
     p.add_argument("--json", action="store_true", help="print the counters as JSON on stdout")
+    p.add_argument(
+        "--no-guard",
+        action="store_true",
+        help="skip the run-time check (by default the first calls of each placed function run "
+        "both ways, and a placement that loses time or differs from the library is switched off)",
+    )
+    p.add_argument(
+        "--guard-calls", type=int, default=8, help="calls per function the check runs both ways (8)"
+    )
+    p.add_argument(
+        "--guard-margin",
+        type=float,
+        default=0.0,
+        help="share of the library's time a placement must save to be kept (0: must not lose)",
+    )
 
 
 def split_options(args: argparse.Namespace) -> list[str]:
@@ -99,6 +114,40 @@ def parse_command(command: list[str]) -> tuple[str, str, list[str]]:
     return "script", script, [script, *words[1:]]
 
 
+def check_module(name: str) -> None:
+    """Raise :class:`UsageError` when ``python -m name`` would find no module.
+
+    Parent packages are imported to find a submodule, as running it would do.
+    """
+    import importlib.util
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        spec = importlib.util.find_spec(name)
+    except ImportError as error:  # a missing parent package
+        raise UsageError(f"-m {name}: no module named {error.name or name!r}") from None
+    except Exception as error:  # the parent package raised while importing
+        raise UsageError(
+            f"-m {name}: importing its package raised {type(error).__name__}: {error}"
+        ) from error
+    finally:
+        sys.path.remove(os.getcwd())
+    if spec is None:
+        raise UsageError(f"-m {name}: no module named {name!r}")
+
+
+def _print_user_traceback(error: BaseException) -> None:
+    """The script's traceback as ``python script.py`` prints it, without codedag's frames."""
+    import runpy
+    import traceback
+
+    tb = error.__traceback__
+    ours = {__file__, runpy.__file__}
+    while tb is not None and tb.tb_frame.f_code.co_filename in ours:
+        tb = tb.tb_next
+    traceback.print_exception(type(error), error, tb)
+
+
 def _run_target(kind: str, target: str, argv: list[str]) -> int:
     import runpy
 
@@ -121,9 +170,19 @@ def _run_target(kind: str, target: str, argv: list[str]) -> int:
             return code
         print(code, file=sys.stderr)
         return 1
+    except Exception as error:  # the script's own error: its traceback, exit 1, as Python does
+        _print_user_traceback(error)
+        return 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     return 0
+
+
+def _guard_text(guard: dict[str, Any]) -> str:
+    state = str(guard.get("state", "-"))
+    if state == "switched_off":
+        return f"switched off: {guard.get('reason', '')}"[:70]
+    return state
 
 
 def _print_table(stats: dict[str, Any]) -> None:
@@ -131,7 +190,15 @@ def _print_table(stats: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title="codedag migrate: calls per function")
-    for column in ("function", "strategy", "migrated", "fell back", "passed", "first reason"):
+    for column in (
+        "function",
+        "strategy",
+        "migrated",
+        "fell back",
+        "passed",
+        "run-time check",
+        "first reason",
+    ):
         numeric = column in ("migrated", "fell back", "passed")
         table.add_column(column, justify="right" if numeric else "left")
     for name, row in stats["functions"].items():
@@ -143,9 +210,10 @@ def _print_table(stats: dict[str, Any]) -> None:
             str(row["migrated"]),
             str(row["fell_back"]),
             str(row["passed_through"]),
+            _guard_text(row.get("guard") or {}),
             first[:60],
         )
-    console = Console(stderr=True)
+    console = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
     console.print(table)
     for name, why in {**stats["skipped"], **stats["failed"]}.items():
         console.print(f"not patched: {name}: {why}")
@@ -153,12 +221,27 @@ def _print_table(stats: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Apply the plan, run the command, restore, print the counters; returns its exit code."""
+    from codedag.cli.args import check_device
+    from codedag.errors import UsageError
     from codedag.migrate.api import PipelineMigrator
+    from codedag.migrate.guard import GuardSettings
     from codedag.util.io import atomic_write_json
+    from codedag.util.logs import held_logs
+    from codedag.util.paths import check_output_file
 
     kind, target, argv = parse_command(split_options(args))
-    migrator = PipelineMigrator.from_json(args.plan, default_device=args.device)
-    migrator.apply()
+    if args.stats_out is not None:
+        check_output_file(args.stats_out, "--stats-out")
+    device = check_device(args.device) if args.device is not None else None
+    try:
+        guard = None if args.no_guard else GuardSettings(args.guard_calls, args.guard_margin)
+    except ValueError as e:
+        raise UsageError(f"--guard-calls/--guard-margin: {e}") from None
+    with held_logs():  # a plan refused below prints its error alone, not its warnings first
+        migrator = PipelineMigrator.from_json(args.plan, default_device=device, guard=guard)
+        if kind == "module":
+            check_module(target)  # imports its parent packages: the patcher finds their bindings
+        migrator.apply()
     try:
         code = _run_target(kind, target, argv)
     finally:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
 import sys
 from pathlib import Path
 from typing import Any
+
+from codedag.cli.args import NON_NEGATIVE_NUMBER, SEED, integer, number
+
+_WEEK_S = 7 * 24 * 3600.0
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -40,18 +43,40 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     what.add_argument("--report", metavar="SESSION_DIR", help="plot a finished session")
     how = parser.add_argument_group("how to run")
-    how.add_argument("-n", "--runs", type=int, help="runs per configuration (default 1)")
+    how.add_argument(
+        "-n",
+        "--runs",
+        type=integer(1, 10_000, "runs per configuration"),
+        help="runs per configuration (default 1)",
+    )
     how.add_argument("-g", "--governor", help="CPU governor for the session, e.g. performance")
-    how.add_argument("-s", "--seed", type=int, help="random seed of the mutations")
-    how.add_argument("-mr", "--max-retries", type=int, help="retries of a failed run (default 2)")
+    how.add_argument("-s", "--seed", type=SEED, help="random seed of the mutations")
+    how.add_argument(
+        "-mr",
+        "--max-retries",
+        type=integer(0, 100),
+        help="retries of a failed run (default 2)",
+    )
     how.add_argument("--results-dir", default="results", help="results folder (default: results)")
     how.add_argument(
-        "--cooldown", type=float, default=60.0, help="seconds between runs (default 60)"
+        "--cooldown",
+        type=number(0, _WEEK_S),
+        default=60.0,
+        help="seconds between runs (default 60)",
     )
-    how.add_argument("--timeout", type=float, help="seconds before a run is ended (all models)")
-    how.add_argument("--retry-pause", type=float, default=5.0, help="seconds before a retry")
     how.add_argument(
-        "--gpu-interval", type=float, default=0.1, help="GPU sampling interval in seconds"
+        "--timeout",
+        type=number(above=0, max_value=_WEEK_S),
+        help="seconds before a run is ended (all models)",
+    )
+    how.add_argument(
+        "--retry-pause", type=NON_NEGATIVE_NUMBER, default=5.0, help="seconds before a retry"
+    )
+    how.add_argument(
+        "--gpu-interval",
+        type=number(0.001, 60.0),
+        default=0.1,
+        help="GPU sampling interval in seconds",
     )
     how.add_argument("--models-config", help="models config JSON (default: the bundled one)")
     how.add_argument(
@@ -84,21 +109,6 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("-r/--repo and -m/--model go together")
     if args.mutate is not None and not args.repo:
         raise UsageError("-mt/--mutate needs -r/--repo and -m/--model")
-    for name in ("runs", "max_retries"):
-        value = getattr(args, name)
-        if value is not None and value < (1 if name == "runs" else 0):
-            raise UsageError(
-                f"--{name.replace('_', '-')} must be >= {int(name == 'runs')}, got {value}"
-            )
-    for name in ("cooldown", "retry_pause"):
-        if getattr(args, name) < 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout}")
-    if args.gpu_interval <= 0:
-        raise UsageError(f"--gpu-interval must be > 0 seconds, got {args.gpu_interval}")
-    if args.seed is not None and args.seed < 0:
-        raise UsageError(f"--seed must be >= 0, got {args.seed}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,6 +155,11 @@ def run(args: argparse.Namespace) -> int:
     jobs = plan_jobs(config, settings, seed, previous)
     if args.dry_run:
         return _dry_run(config, jobs, seed, args.json)
+    from codedag.energy.store import ResultsDB
+    from codedag.util.paths import check_output_dir
+
+    check_output_dir(results_dir, "--results-dir")
+    ResultsDB(results_dir)  # a file there that is not our database fails now, not after a run
     return _run_session(args, config, settings, jobs, seed, results_dir)
 
 
@@ -164,21 +179,14 @@ def _run_session(
         seed=seed,
     )
 
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    # SIGTERM and SIGHUP (terminal closed) end the session like Ctrl-C: no process is left.
-    previous = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # SIGTERM and SIGHUP (terminal closed) end the session like Ctrl-C (the CLI's top level
+    # turns them into KeyboardInterrupt): no process is left, finished experiments are kept.
     progress = _progress(options.echo is None and not args.json)
-    try:
-        with open_gpus() as gpus, progress:
-            task = progress.add_task("experiments", total=len(jobs))
-            options.on_record = lambda record: progress.advance(task)
-            session = EnergySession(config, settings, options, gpus=gpus)
-            result = session.run(jobs)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with open_gpus() as gpus, progress:
+        task = progress.add_task("experiments", total=len(jobs))
+        options.on_record = lambda record: progress.advance(task)
+        session = EnergySession(config, settings, options, gpus=gpus)
+        result = session.run(jobs)
     if args.json:
         json.dump(
             {
@@ -310,8 +318,7 @@ def _dry_run(config: Any, jobs: Any, seed: int, as_json: bool) -> int:
     for i, row in enumerate(rows, 1):
         defaults = config.defaults(row["repository"], row["model"])
         changed = {k: v for k, v in row["hyperparameters"].items() if v != defaults[k]}
-        changed = changed or "defaults"
-        print(f"[{i}] {row['repository']}/{row['model']} ({row['mode']}) {changed}")
+        print(f"[{i}] {row['repository']}/{row['model']} ({row['mode']}) {changed or 'defaults'}")
         print(f"    {shlex.join(row['command'])}")
     return 0
 

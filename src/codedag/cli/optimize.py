@@ -8,6 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
+from codedag.cli.args import NON_NEGATIVE_INT
+
 log = logging.getLogger(__name__)
 
 
@@ -34,23 +36,59 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="device migrated calls run on: cuda:i, or cpu to run them through torch on the CPU",
     )
     parser.add_argument("--out", default="codedag_optimize", help="output folder")
-    parser.add_argument("--max-depth", type=int, default=5, help="coarsening depth (default 5)")
     parser.add_argument(
-        "--max-iterations", type=int, default=50, help="refinement moves evaluated (default 50)"
+        "--max-depth", type=NON_NEGATIVE_INT, default=5, help="coarsening depth (default 5)"
     )
-    cost = parser.add_argument_group("cost model (assumptions of the placement)")
-    cost.add_argument(
-        "--speedup", type=float, default=8.0, help="accelerator speedup of a migrated call (8)"
+    parser.add_argument(
+        "--max-iterations",
+        type=NON_NEGATIVE_INT,
+        default=50,
+        help="refinement moves evaluated (default 50)",
     )
-    cost.add_argument(
-        "--bandwidth-gbps", type=float, default=25.0, help="host<->device copy bandwidth (25 GB/s)"
+    place = parser.add_argument_group(
+        "placement (a call moves only when calibration on the target device says it wins)"
     )
-    cost.add_argument(
-        "--launch-overhead-us",
+    place.add_argument(
+        "--margin",
         type=float,
-        default=20.0,
-        help="fixed cost of each migrated call instance (20 us)",
+        default=10.0,
+        metavar="PCT",
+        help="a call moves only when it saves more than PCT %% of its time (10)",
     )
+    place.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="place nothing but these functions; naming a function kept on the CPU on purpose "
+        "(random draws, backends that differ from the library) opts it in",
+    )
+    place.add_argument(
+        "--exclude", nargs="+", default=[], metavar="NAME", help="never place these functions"
+    )
+    place.add_argument(
+        "--assume-speedup",
+        type=float,
+        default=None,
+        metavar="X",
+        help="what-if: decide from the traced times divided by X instead of measuring; the plan "
+        "labels every decision as an assumption",
+    )
+    place.add_argument("--speedup", type=float, default=None, help=argparse.SUPPRESS)
+    place.add_argument(
+        "--bandwidth-gbps",
+        type=float,
+        default=25.0,
+        help="what-if host<->device bandwidth used with --assume-speedup (25 GB/s)",
+    )
+    place.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="do not measure: nothing is placed unless --assume-speedup is given",
+    )
+    from codedag.cli.calibrate import add_calibration_options
+
+    add_calibration_options(parser, device=False)
     parser.add_argument("--explain", action="store_true", help="print the placement of each call")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.set_defaults(handler=run)
@@ -73,15 +111,31 @@ def run(args: argparse.Namespace) -> int:
     from codedag.optimize.costs import CostModel
     from codedag.optimize.explain import plan_table
     from codedag.optimize.manager import OptimizerManager
+    from codedag.optimize.placement import PlacementSettings
 
     if args.k < 1:
         raise UsageError(f"-k must be >= 1, got {args.k}")
     if args.gpus is not None and args.gpus < 0:
         raise UsageError(f"--gpus must be >= 0, got {args.gpus}")
+    assume = args.assume_speedup if args.assume_speedup is not None else args.speedup
+    if assume is not None and not (0 < assume < float("inf")):
+        raise UsageError(f"--assume-speedup must be a positive number, got {assume}")
+    if not (0 <= args.margin < float("inf")):
+        raise UsageError(f"--margin must be a percentage >= 0, got {args.margin}")
+    if not (0 < args.bandwidth_gbps < float("inf")):
+        raise UsageError(f"--bandwidth-gbps must be a positive number, got {args.bandwidth_gbps}")
+    if args.speedup is not None:
+        log.warning("--speedup is an assumption: it is now spelled --assume-speedup")
+    from codedag.util.paths import check_output_dir
+
+    check_output_dir(args.out)
     console = Console(stderr=True)
     with console.status(f"loading {args.dag}"):
         dag = ExecutionDAG.load(args.dag)
     gpus = args.gpus if args.gpus is not None else _gpu_count()
+    from codedag.cli.calibrate import make_cache, progress_bar
+
+    bar, update = progress_bar(console)
     manager = OptimizerManager(
         k=args.k,
         coarsen_max_depth=args.max_depth,
@@ -89,13 +143,19 @@ def run(args: argparse.Namespace) -> int:
         gpu_count=gpus,
         target_device=args.target_device,
         cost=CostModel(
-            accelerator_speedup=args.speedup,
-            h2d_bandwidth_gbps=args.bandwidth_gbps,
-            d2h_bandwidth_gbps=args.bandwidth_gbps,
-            launch_overhead_ns=int(args.launch_overhead_us * 1000),
+            h2d_bandwidth_gbps=args.bandwidth_gbps, d2h_bandwidth_gbps=args.bandwidth_gbps
         ),
+        placement=PlacementSettings(
+            margin_pct=args.margin,
+            only=frozenset(args.only),
+            exclude=frozenset(args.exclude),
+            assume_speedup=assume,
+        ),
+        calibrate=not args.no_calibrate,
+        calibration_options={"cache": make_cache(args)},
+        progress=update,
     )
-    with console.status(f"optimizing {len(dag.nodes)} nodes"):
+    with bar:
         result = manager.optimize(dag, export_dir=Path(args.out))
     stats = result["statistics"]
     plan = result["migration_plan"]
@@ -112,12 +172,15 @@ def run(args: argparse.Namespace) -> int:
             f"{it.get('load_balance_after', 1.0):.3f}, J {it.get('objective_before', 0):.4f} -> "
             f"{it.get('objective_after', 0):.4f}, edge cut {stats['edge_cut']['optimized']}"
         )
+        placed = sorted({c["function"] for c in plan["calls"] if c["migrate"]})
         out.print(
-            f"{len(plan['context_device_map'])} call context(s) migrate; "
-            f"partitions: {plan['partition_device_map']}; files in {args.out}"
+            f"{len(plan['context_device_map'])} call context(s) migrate"
+            + (f" ({', '.join(placed)}) to {plan['target_device']}" if placed else "")
+            + f"; files in {args.out}"
         )
         for note in plan["notes"]:
             out.print(f"note: {note}")
-        if args.explain:
-            out.print(plan_table(plan))
+        out.print(
+            plan_table(plan, limit=None if args.explain else 12, measured_only=not args.explain)
+        )
     return 0

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     explain = actions.add_parser(
         "explain",
         parents=[parent],
-        help="table of every placed call: device, measured time, estimated gain, reason",
+        help="every call: device, measured library and torch times, saving, reason",
     )
     explain.add_argument("plan", help="migration_plan.json")
     explain.add_argument("--all", action="store_true", help="show every call, not the top 30")
@@ -30,21 +30,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     """Load and validate the plan, print its table (or JSON) and notes."""
-    from pathlib import Path
-
     from rich.console import Console
 
-    from codedag.errors import SchemaError
     from codedag.optimize.explain import plan_table
-    from codedag.optimize.plan import validate_plan
+    from codedag.plan import MigrationPlan
+    from codedag.util.io import read_json
 
-    try:
-        data = json.loads(Path(args.plan).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SchemaError(f"cannot read migration plan {args.plan}: {error.strerror}") from error
-    except ValueError as error:
-        raise SchemaError(f"{args.plan} is not JSON: {error}") from error
-    plan = validate_plan(data)
+    data = read_json(args.plan, what="migration plan")
+    plan = MigrationPlan.from_dict(data, source=f"migration plan {args.plan!r}").to_dict()
     if args.json:
         json.dump(plan["calls"], sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from codedag.cli.args import SEED, integer, number
+
 SCENARIO_CHOICES = ("dataloader", "sync", "tiny_ops", "memory_churn", "all")
 
 
@@ -55,10 +57,28 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         help="cuda (default; CPU + CUDA activities) or cpu (CPU activities only)",
     )
     data = p.add_argument_group("data and model (scenarios)")
-    _flag(data, "batch_size", type=int, default=64, help="default 64")
-    _flag(data, "image_size", type=int, default=224, help="image side in pixels, default 224")
-    _flag(data, "dataset_size", type=int, default=2048, help="synthetic samples, default 2048")
-    _flag(data, "num_workers", type=int, default=2, help="DataLoader workers, default 2")
+    _flag(data, "batch_size", type=integer(1, 65536), default=64, help="default 64")
+    _flag(
+        data,
+        "image_size",
+        type=integer(16, 8192, "one float32 RGB image of 8192 px is 800 MB"),
+        default=224,
+        help="image side in pixels, default 224",
+    )
+    _flag(
+        data,
+        "dataset_size",
+        type=integer(1, 10_000_000),
+        default=2048,
+        help="synthetic samples, default 2048",
+    )
+    _flag(
+        data,
+        "num_workers",
+        type=integer(0, 256, "each worker is a process"),
+        default=2,
+        help="DataLoader workers, default 2",
+    )
     _flag(data, "pin_memory", action="store_true", help="pinned host batches (CUDA)")
     _flag(
         data,
@@ -67,18 +87,24 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         default=True,
         help="keep workers between epochs (default on; only with workers)",
     )
-    _flag(data, "prefetch_factor", type=int, default=2, help="batches per worker ahead, default 2")
+    _flag(
+        data,
+        "prefetch_factor",
+        type=integer(1, 1024),
+        default=2,
+        help="batches per worker ahead, default 2",
+    )
     _flag(
         data,
         "cpu_work",
-        type=int,
+        type=integer(0, 10**9),
         default=None,
         help="per-sample CPU work iterations (default: 4000 for dataloader, 200 otherwise)",
     )
     _flag(
         data,
         "io_sleep_ms",
-        type=float,
+        type=number(0, 60_000),
         default=None,
         help="per-sample simulated I/O in ms (default: 2 for dataloader, 0 otherwise)",
     )
@@ -86,27 +112,51 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         data, "amp", action="store_true", help="autocast (fp16 + GradScaler on CUDA, bf16 on CPU)"
     )
     _flag(data, "channels_last", action="store_true", help="NHWC model and inputs")
-    _flag(data, "lr", type=float, default=1e-3, help="AdamW learning rate, default 1e-3")
-    _flag(data, "seed", type=int, default=0, help="random seed, default 0")
+    _flag(
+        data,
+        "lr",
+        type=number(above=0, max_value=100),
+        default=1e-3,
+        help="AdamW learning rate, default 1e-3",
+    )
+    _flag(data, "seed", type=SEED, default=0, help="random seed, default 0")
     steps = p.add_argument_group("profiling")
-    _flag(steps, "warmup_steps", type=int, default=10, help="steps before profiling, default 10")
-    _flag(steps, "profile_steps", type=int, default=8, help="profiled steps, default 8")
+    _flag(
+        steps,
+        "warmup_steps",
+        type=integer(0, 1_000_000),
+        default=10,
+        help="steps before profiling, default 10",
+    )
+    _flag(
+        steps,
+        "profile_steps",
+        type=integer(1, 100_000, "every profiled step is kept in memory"),
+        default=8,
+        help="profiled steps, default 8",
+    )
     _flag(
         steps,
         "timed_steps",
-        type=int,
+        type=integer(0, 1_000_000),
         default=None,
         help="unprofiled timed steps after the profile (default: profile_steps)",
     )
     _flag(
         steps,
         "cpu_threads",
-        type=int,
+        type=integer(1, 4096),
         default=None,
         help="torch CPU threads for the run (default: torch's; 1 on a shared machine)",
     )
     _flag(steps, "with_stack", action="store_true", help="record Python stacks in the trace")
-    _flag(steps, "row_limit", type=int, default=15, help="rows of the top-ops table, default 15")
+    _flag(
+        steps,
+        "row_limit",
+        type=integer(1, 10_000),
+        default=15,
+        help="rows of the top-ops table, default 15",
+    )
     out = p.add_argument_group("outputs")
     _flag(
         out,
@@ -180,6 +230,12 @@ def run(args: argparse.Namespace) -> int:
         if "" not in sys.path and os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())  # as with `python -m`: the working folder imports
     require_device(args.device)
+    from codedag.util.paths import check_output_dir, check_output_file
+
+    if args.output_json:
+        check_output_file(args.output_json, "--output_json")
+    if args.trace_dir:
+        check_output_dir(args.trace_dir, "--trace_dir")
     stream = sys.stderr if args.json else sys.stdout
     wide = None if stream.isatty() else 160  # piped output: no truncated columns
     out = Console(file=stream, highlight=False, width=wide)

@@ -60,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
 
     paths = [Path(p) / "results.json" if Path(p).is_dir() else Path(p) for p in args.results]
     path = paths[0]
+    out = Path(args.out) if args.out else path.parent / "plots"
+    if not args.no_plots:
+        from codedag.util.paths import check_output_dir
+
+        check_output_dir(out, "--out" if args.out else "--out (default)")
     if args.rebuild:
         from codedag.monitor.rebuild import rebuild_results
 
@@ -72,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plots:
         from codedag.report.plots import plot_results
 
-        out = Path(args.out) if args.out else path.parent / "plots"
         figures = [str(p) for p in plot_results(results, out)]
     if args.json:
         print(json.dumps({"modes": rows, "figures": figures}, indent=2))

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -39,14 +40,31 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     """Print sessions or experiments, or export CSV."""
-    from codedag.energy.store import DB_NAME, ResultsDB, render_csv
+    import sqlite3
+
+    from codedag.energy.store import DB_NAME
     from codedag.errors import ConfigError
 
     results_dir = Path(args.results_dir)
-    if not (results_dir / DB_NAME).exists():
+    if not (results_dir / DB_NAME).is_file():
         raise ConfigError(
             f"no results database at {results_dir / DB_NAME}; run codedag mutate first"
         )
+    if args.csv and args.csv != "-":
+        from codedag.util.paths import check_output_file
+
+        check_output_file(args.csv, "--csv")
+    try:
+        return _query(args, results_dir)
+    except sqlite3.DatabaseError as error:
+        raise ConfigError(
+            f"{results_dir / DB_NAME} is not a codedag results database: {error}"
+        ) from None
+
+
+def _query(args: argparse.Namespace, results_dir: Path) -> int:
+    from codedag.energy.store import ResultsDB, render_csv
+
     db = ResultsDB(results_dir)
     success = True if args.succeeded else False if args.failed else None
     filtered = any(v is not None for v in (args.session, args.repo, args.model, success))
@@ -77,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _console():  # type: ignore[no-untyped-def]
+def _console() -> Any:
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=160)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from codedag.cli.args import POSITIVE_INT
 from codedag.errors import TraceError, UsageError
 
 FORMATS = ("json", "dot", "svg")
@@ -33,7 +35,9 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         help="a function returning a torch DataLoader; one batch is traced",
     )
     p.add_argument("--out", required=True, type=Path, help="output folder")
-    p.add_argument("--max-depth", type=int, default=10, help="deepest call recorded (default 10)")
+    p.add_argument(
+        "--max-depth", type=POSITIVE_INT, default=10, help="deepest call recorded (default 10)"
+    )
     p.add_argument("--no-memory", action="store_true", help="do not measure memory per call")
     p.add_argument(
         "--format", default="json,dot,svg", help="comma-separated: json,dot,svg (default all)"
@@ -47,8 +51,8 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exclude", default="", metavar="PREFIXES", help="comma-separated module prefixes to skip"
     )
-    p.add_argument("--max-nodes", type=int, default=1500, help="nodes drawn in DOT/SVG")
-    p.add_argument("--top", type=int, default=15, help="rows in the summary tables")
+    p.add_argument("--max-nodes", type=POSITIVE_INT, default=1500, help="nodes drawn in DOT/SVG")
+    p.add_argument("--top", type=POSITIVE_INT, default=15, help="rows in the summary tables")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=run)
 
@@ -123,19 +127,32 @@ def _print_tables(summary: dict[str, Any], written: list[Path]) -> None:
         console.print(f"wrote {path}")
 
 
+def describe_failure(error: BaseException) -> str:
+    """``Type: message`` of a user-code exception on one line.
+
+    A DataLoader worker's exception arrives in the main process with the worker's traceback in
+    its message; its last line names the original error.
+    """
+    text = str(error).strip()
+    if "Traceback (most recent call last)" in text:
+        return text.splitlines()[-1].strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
 def run(args: argparse.Namespace) -> int:
     """Trace, write the requested formats, print the summary."""
     from codedag.trace.dataloader import trace_dataloader
     from codedag.trace.dot import to_dot, write_visualization
     from codedag.trace.target import load_target
     from codedag.trace.tracer import EnhancedTracer
+    from codedag.util.paths import check_output_dir
 
     if bool(args.target) == bool(args.dataloader):
         raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
     formats = _formats(args.format)
-    if args.max_depth < 1:
-        raise UsageError(f"--max-depth must be >= 1, got {args.max_depth}")
-    filter_config = {
+    check_output_dir(args.out)
+    filter_config: dict[str, Iterable[str]] = {
         "include": [m.strip() for m in args.include.split(",") if m.strip()],
         "exclude": [m.strip() for m in args.exclude.split(",") if m.strip()],
     }
@@ -150,16 +167,24 @@ def run(args: argparse.Namespace) -> int:
             loader = factory()
         except Exception as error:
             raise TraceError(
-                f"--dataloader {args.dataloader} raised {type(error).__name__}: {error}"
+                f"--dataloader {args.dataloader} raised {describe_failure(error)}"
             ) from error
-        trace_dataloader(loader, tracer)
+        try:
+            trace_dataloader(loader, tracer)
+        except TraceError:
+            raise
+        except Exception as error:
+            raise TraceError(
+                f"loading a batch of --dataloader {args.dataloader} raised "
+                f"{describe_failure(error)}"
+            ) from error
     else:
         target = load_target(args.target)
         try:
             tracer.trace(target)
         except Exception as error:
             failure = TraceError(
-                f"target {args.target} raised {type(error).__name__}: {error} "
+                f"target {args.target} raised {describe_failure(error)} "
                 f"(partial DAG written to {out / 'dag.json'})"
             )
             failure.__cause__ = error

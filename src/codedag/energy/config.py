@@ -8,9 +8,9 @@ unknown keys: a misspelled key is an error naming the field, never silently igno
 
 from __future__ import annotations
 
-import json
 import re
 import sys
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +42,18 @@ SEED_STRATEGY: dict[str, tuple[str, float, float, str, float]] = {
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        # Paths, flags and arguments end up in a command line, where a NUL byte cannot go.
+        if isinstance(data, dict):
+            for key, value in data.items():
+                texts = value if isinstance(value, list) else [value]
+                if any(isinstance(t, str) and "\x00" in t for t in texts):
+                    raise ValueError(f"{key}: contains a NUL byte")
+        return data
 
 
 class HyperparamSpec(_Strict):
@@ -122,6 +133,8 @@ class RepoConfig(_Strict):
     def _check(self) -> RepoConfig:
         if not self.models:
             raise ValueError("'models' must name at least one model")
+        for model in self.models:
+            _check_name(model, "model")
         for model, entry in self.models.items():
             unknown = sorted(set(entry.defaults) - set(self.supported_hyperparams))
             if unknown:
@@ -138,6 +151,13 @@ class ModelsConfig(_Strict):
     schema_version: Literal[1] = 1
     repositories: dict[str, RepoConfig]
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("repositories")
+    @classmethod
+    def _names(cls, value: dict[str, RepoConfig]) -> dict[str, RepoConfig]:
+        for name in value:
+            _check_name(name, "repository")
+        return value
 
     @property
     def base_dir(self) -> Path:
@@ -212,9 +232,23 @@ def format_value(value: float, kind: str) -> str:
     return str(int(value)) if kind == "int" else repr(float(value))
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+
+
+def _check_name(name: str, what: str) -> None:
+    """Repository and model names become folder names: letters, digits and ``._+-`` only."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(
+            f"{what} name {name!r} must start with a letter or digit and use only letters, "
+            "digits and ._+- (it names result folders)"
+        )
+
+
 def _compile_regex(pattern: str, where: str) -> None:
     try:
-        re.compile(pattern)
+        with warnings.catch_warnings():  # e.g. "possible nested set": valid, only a hint
+            warnings.simplefilter("ignore", FutureWarning)
+            re.compile(pattern)
     except re.error as error:
         raise ValueError(f"{where}: invalid regex {pattern!r}: {error}") from error
 
@@ -227,22 +261,17 @@ def format_validation_error(error: ValidationError, source: str) -> str:
         if item["type"] == "extra_forbidden":
             parts.append(f"{loc}: unknown key (check its spelling)")
         else:
-            parts.append(f"{loc}: {item['msg']} (got {item.get('input')!r})")
+            got = repr(item.get("input"))
+            got = got if len(got) <= 80 else got[:77] + "..."
+            parts.append(f"{loc}: {item['msg']} (got {got})")
     return f"{source}: " + "; ".join(parts)
 
 
 def read_json(path: Path, what: str) -> Any:
-    """Read a JSON file, turning missing files and syntax errors into ConfigError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read {what} {path}: {error.strerror}") from error
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(
-            f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-        ) from error
+    """Read a JSON object with :func:`codedag.util.io.read_json`'s checks; errors are ConfigError."""
+    from codedag.util.io import read_json as read_checked
+
+    return read_checked(path, what, expect=dict, error=ConfigError)
 
 
 def bundled_path(name: str) -> Path:

@@ -20,7 +20,7 @@ BUNDLED_SETTINGS = ("default", "all", "boundary_test")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class BackgroundSpec(_Strict):

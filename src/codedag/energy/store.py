@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from codedag.errors import SchemaError
+from codedag.errors import ConfigError, SchemaError
 from codedag.util.io import atomic_write_json, atomic_write_text
 
 SCHEMA_VERSION = 1
@@ -101,6 +101,12 @@ class ResultsDB:
         self.path = Path(results_dir) / DB_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        try:
+            self._create_tables()
+        except sqlite3.DatabaseError as error:
+            raise ConfigError(f"{self.path} is not a codedag results database: {error}") from None
+
+    def _create_tables(self) -> None:
         with self._connect() as db:
             db.executescript(
                 """
@@ -180,7 +186,8 @@ class ResultsDB:
         success: bool | None = None,
     ) -> list[dict[str, Any]]:
         """Experiment records matching every given filter, oldest first."""
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[str | int] = []
         for column, value in (("session", session), ("repository", repository), ("model", model)):
             if value is not None:
                 clauses.append(f"{column} = ?")
@@ -251,13 +258,12 @@ def load_session_records(session_dir: Path) -> list[dict[str, Any]]:
     session_dir = Path(session_dir)
     if not session_dir.is_dir():
         raise SchemaError(f"session folder {session_dir} does not exist")
-    records = []
-    for file in sorted(session_dir.glob("*/experiment.json")):
-        try:
-            records.append(json.loads(file.read_text(encoding="utf-8")))
-        except json.JSONDecodeError as error:
-            raise SchemaError(f"{file}: invalid JSON: {error.msg}") from error
-    return records
+    from codedag.util.io import read_json
+
+    return [
+        read_json(file, "experiment record", expect=dict)
+        for file in sorted(session_dir.glob("*/experiment.json"))
+    ]
 
 
 def iter_numbers(values: Iterable[Any]) -> list[float]:

@@ -19,9 +19,11 @@ from codedag.experiments.demo_steps import (
     Progress,
     build_loader,
     check_equivalence,
+    placement_rows,
     resolve_device,
     summarize,
     train,
+    verdict,
 )
 from codedag.util.io import atomic_write_json
 
@@ -58,17 +60,15 @@ def trace_one_batch(loader: Any, settings: DemoSettings, out_dir: Path) -> Any:
 
 
 def optimize(dag: Any, settings: DemoSettings, device: str, out_dir: Path) -> tuple[dict, Any]:
-    """Coarsen, partition and plan; ``cpu`` plans torch-on-CPU migration on CPU-only machines."""
+    """Coarsen, partition, calibrate on ``device`` and plan: calls move only where measured faster.
+
+    Without CUDA the target is torch on the CPU, so the demo shows what codedag finds there.
+    """
     from codedag.optimize.manager import OptimizerManager
 
-    gpu_count = 1 if device.startswith("cuda") else 0
-    manager = OptimizerManager(
-        k=settings.k, gpu_count=gpu_count, target_device=None if gpu_count else "cpu"
-    )
+    manager = OptimizerManager(k=settings.k, target_device=device)
     result = manager.optimize(dag, export_dir=out_dir / "optimizer")
-    plan = manager.get_migration_plan(
-        result["optimized_partitions"], result["coarsened_dag"], gpu_count=gpu_count
-    )
+    plan = result["migration_plan"]
     atomic_write_json(out_dir / "migration_plan.json", plan)
     return plan, result
 
@@ -128,6 +128,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     functions = stats.get("functions", {})
     results = monitor.to_dict()
     modes, speedup = summarize(results)
+    rows = placement_rows(plan)
     demo = DemoResult(
         settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(settings).items()},
         device=device,
@@ -142,6 +143,9 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
             "functions": sorted({c["function"] for c in plan.get("calls", []) if c.get("migrate")}),
             "notes": list(plan.get("notes", [])),
         },
+        placement=rows,
+        verdict=verdict(rows, speedup, device, plan.get("placement", {}).get("basis", "none")),
+        guard=dict(stats.get("guard", {})),
         files=files,
     )
     from codedag.report.demo_report import write_demo_report

@@ -72,6 +72,9 @@ class DemoResult:
     fallback_reasons: dict[str, dict[str, int]]
     equivalence: dict[str, Any]
     plan_summary: dict[str, Any]
+    placement: list[dict[str, Any]] = field(default_factory=list)
+    verdict: str = ""
+    guard: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

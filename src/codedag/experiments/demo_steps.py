@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import asdict
 from typing import Any
 
@@ -60,7 +60,7 @@ def build_loader(settings: DemoSettings) -> Any:
     )
 
 
-def _batches(loader: Any, limit: int) -> Iterator[tuple[int, Any, Any]]:
+def _batches(loader: Any, limit: int) -> Generator[tuple[int, Any, Any], None, None]:
     """Yield ``(index, inputs, targets)`` for up to ``limit`` batches, cycling the loader."""
     done = 0
     while done < limit:
@@ -91,6 +91,7 @@ def train(
 
     from codedag.experiments.demo_data import SmallCNN
     from codedag.util.seeding import seed_everything
+    from codedag.util.signals import interruption_name
 
     seed_everything(settings.seed, deterministic=False)
     # One untimed sample first: imports, JIT compilation (librosa's numba) and backend set-up
@@ -107,8 +108,10 @@ def train(
     monitor.start_mode(
         mode, config=asdict(settings) | {"device": device, "out_dir": str(settings.out_dir)}
     )
+    batches = _batches(loader, settings.batches)
+    status, error = "completed", None
     try:
-        for index, inputs, targets in _batches(loader, settings.batches):
+        for index, inputs, targets in batches:
             monitor.start_batch()
             if len(kept) < keep:
                 kept.append((inputs.detach().cpu().clone(), targets.detach().cpu().clone()))
@@ -125,8 +128,17 @@ def train(
             monitor.log_loss(0, index, loss_value)
             monitor.log_accuracy(0, index, correct / total)
             progress(mode, index + 1, settings.batches)
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP under the CLI
+        status, error = "interrupted", interruption_name(stop)
+        raise
+    except BaseException as failure:
+        status, error = "failed", f"{type(failure).__name__}: {failure}"
+        raise
     finally:
-        monitor.stop_mode()
+        try:
+            monitor.stop_mode(status, error)  # every measured batch is saved
+        finally:
+            batches.close()  # DataLoader workers end now, not when the iterator is collected
     return kept
 
 
@@ -188,3 +200,60 @@ def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], float | None]
     ]
     speedup = next((r["speedup"] for r in rows if r["mode"] == "optimization"), None)
     return summaries, speedup
+
+
+def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The calls the plan measured, one row per function (slowest first) with its decision."""
+    rows: dict[str, dict[str, Any]] = {}
+    for call in plan.get("calls", []):
+        if call.get("basis") == "none" and not call.get("migrate"):
+            continue
+        row = rows.setdefault(
+            call["function"],
+            {"function": call["function"], "calls": 0, "placed": 0, "library_ns": 0,
+             "torch_ns": 0, "reason": call.get("reason", "")},
+        )  # fmt: skip
+        n = int(call.get("instance_count", 1) or 1)
+        row["calls"] += n
+        row["placed"] += n if call.get("migrate") else 0
+        row["library_ns"] += int(call.get("original_ns") or 0) * n
+        row["torch_ns"] += int(call.get("backend_ns") or 0) * n
+    out = []
+    for row in rows.values():
+        row["speedup"] = row["library_ns"] / row["torch_ns"] if row["torch_ns"] else None
+        out.append(row)
+    return sorted(out, key=lambda r: -r["library_ns"])
+
+
+def verdict(rows: list[dict[str, Any]], speedup: float | None, device: str, basis: str) -> str:
+    """One sentence saying what the plan did and what it changed, without overclaiming."""
+    placed = [r["function"] for r in rows if r["placed"]]
+    kept = [r["function"] for r in rows if not r["placed"]]
+    where = "the CPU" if device == "cpu" else device
+    if not placed:
+        if not rows:
+            return (
+                "No traced call could be measured, so the plan keeps every call on the CPU; both "
+                "runs execute the same code."
+            )
+        return (
+            f"Measured on {where}, each of the {len(kept)} candidate functions is faster with "
+            "its own library than through torch, so the plan keeps every call where it is: both "
+            "runs execute the same code"
+            + (f" (their step times differ by {abs(1 - speedup) * 100:.1f} %: run-to-run noise)."
+               if speedup is not None else ".")
+        )  # fmt: skip
+    moved = ", ".join(placed)
+    text = f"The plan moves {moved} to torch on {where}, where calibration measured it faster"
+    if kept:
+        text += f", and keeps {len(kept)} other measured function(s) with their library"
+    if basis == "assumed":
+        text += " (ASSUMED speedup, not measured)"
+    if speedup is None:
+        return text + "."
+    if speedup >= 1.0:
+        return text + f": the pipeline ran {speedup:.2f}x faster."
+    return (
+        text + f"; yet the optimized run was {1 / speedup:.2f}x slower than the baseline here "
+        "(see the run-time check in the migration stats)."
+    )

@@ -8,7 +8,6 @@ exists). ``--local`` does the same in the current Python environment, without Do
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -21,6 +20,7 @@ from pathlib import Path
 from codedag.errors import ConfigError, ExperimentError
 from codedag.experiments.docker import DockerStatus, probe_docker
 from codedag.experiments.scaffold import FRAMEWORKS, experiment_folder, validate_name
+from codedag.util.io import read_json
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +57,14 @@ def load_experiment(root: Path, name: str) -> Experiment:
             f"no experiment {name!r}: {folder} does not exist{hint}; "
             f"create it with: codedag experiment new {name}"
         )
-    config_path = folder / "experiment_config.json"
-    try:
-        config = json.loads(config_path.read_text())
-    except FileNotFoundError as e:
-        raise ConfigError(f"{config_path} is missing") from e
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{config_path} is not valid JSON: {e}") from e
+    config = read_json(
+        folder / "experiment_config.json", "experiment config", expect=dict, error=ConfigError
+    )
     framework = config.get("framework", "pytorch")
     if framework not in FRAMEWORKS:
         raise ConfigError(
-            f"{config_path}: framework must be one of {FRAMEWORKS}, got {framework!r}"
+            f"{folder / 'experiment_config.json'}: framework must be one of {FRAMEWORKS}, "
+            f"got {framework!r}"
         )
     for required in ("baseline.py", "optimization.py"):
         if not (folder / required).is_file():

@@ -212,6 +212,13 @@ class ExecutionDAG:
         """Rebuild a DAG from :meth:`to_dict` output; raise :class:`SchemaError` if malformed."""
         if not isinstance(data, dict):
             raise SchemaError(f"execution DAG: expected a JSON object, got {type(data).__name__}")
+        if "nodes" not in data:
+            hint = (
+                " (this is a migration plan; give optimize the dag.json written by trace)"
+                if "context_device_map" in data
+                else ""
+            )
+            raise SchemaError(f"execution DAG: expected a 'nodes' list, found none{hint}")
         version = data.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool):
             raise SchemaError(f"execution DAG: expected an integer schema_version, got {version!r}")
@@ -219,6 +226,11 @@ class ExecutionDAG:
             raise SchemaError(
                 f"execution DAG: schema_version {version} is newer than this codedag reads "
                 f"(<= {SCHEMA_VERSION}); upgrade codedag"
+            )
+        if version < 1:
+            raise SchemaError(
+                f"execution DAG: schema_version {version} was never written by codedag "
+                f"(expected 1 to {SCHEMA_VERSION})"
             )
         raw_nodes, raw_edges = data.get("nodes", []), data.get("edges", [])
         metadata = data.get("metadata", {})
@@ -258,6 +270,8 @@ class ExecutionDAG:
                 edges.append((raw[0], raw[1], raw[2]))
             elif len(problems) < 20:
                 problems.append(f"edges[{i}]: expected [src:int, dst:int, kind in {EDGE_KINDS}]")
+        if not problems:
+            problems = _range_problems(nodes)
         if problems:
             raise SchemaError("execution DAG is malformed:\n  " + "\n  ".join(problems))
         dag._next_id = max(nodes, default=-1) + 1
@@ -278,20 +292,48 @@ class ExecutionDAG:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ExecutionDAG:
-        """Read a DAG written by :meth:`save`; raise :class:`SchemaError` for a bad file."""
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as error:
-            raise SchemaError(f"cannot read execution DAG {path}: {error.strerror}") from error
+        """Read a DAG written by :meth:`save`; raise :class:`SchemaError` for a bad file.
+
+        The file is read by :func:`codedag.util.io.read_json` (size caps on the raw and inflated
+        bytes, ``CODEDAG_MAX_INPUT_MB`` to raise them, a nesting-depth cap, strict UTF-8).
+        """
+        from codedag.util.io import DAG_MAX_BYTES, input_limit_bytes, read_json
+
+        limit = input_limit_bytes(DAG_MAX_BYTES)
         with gc_paused():
-            try:
-                if raw[:2] == b"\x1f\x8b":
-                    raw = gzip.decompress(raw)
-                data = json.loads(raw)
-            except (ValueError, OSError) as error:
-                raise SchemaError(f"{path} is not a JSON execution DAG: {error}") from error
+            data = read_json(path, "execution DAG", expect=dict, max_bytes=limit)
             return cls.from_dict(data)
 
     def __repr__(self) -> str:
         s = self.stats()
         return f"ExecutionDAG(calls={s['calls']}, values={s['values']}, edges={s['edges']})"
+
+
+_MAX_INT64 = 2**63 - 1
+
+
+def _range_problems(nodes: dict[int, Node]) -> list[str]:
+    """What a tracer never writes: negative or huge times, sizes and ids (0..2**63 - 1), and
+    argument descriptions calibration could not rebuild."""
+    from codedag.graph.args_check import args_problems
+
+    problems: list[str] = []
+    for node_id, node in nodes.items():
+        if type(node) is CallNode:
+            checked = [
+                ("id", node_id),
+                ("total_ns", node.total_ns),
+                ("self_ns", node.self_ns),
+                ("mem_bytes", node.mem_bytes),
+                ("depth", node.depth),
+            ]
+            if node.args:
+                problems.extend(args_problems(node.args, f"node {node_id} ({node.name})"))
+        else:
+            checked = [("id", node_id), ("nbytes", node.nbytes)]  # type: ignore[union-attr]
+        for name, value in checked:
+            if not 0 <= value <= _MAX_INT64:
+                problems.append(f"node {node_id} ({node.name}): {name} {value} is out of range")
+        if len(problems) >= 20:
+            return problems[:20]
+    return problems

@@ -48,7 +48,7 @@ def node_from_dict(raw: Any) -> Node:
     if not isinstance(raw, dict):
         raise SchemaError(f"expected an object, got {type(raw).__name__}")
     kind = raw.get("kind")
-    cls = KIND_CLASS.get(kind)  # type: ignore[arg-type]
+    cls = KIND_CLASS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise SchemaError(f"kind {kind!r} is unknown; expected 'call' or 'value'")
     types = FIELD_TYPES[cls]

@@ -5,6 +5,8 @@
 * :mod:`.values`: NumPy/PIL values to device tensors and back, exactly as the library returns;
 * :mod:`.context`: matching runtime calls against the plan's context keys;
 * :mod:`.wrapper`: :class:`~.wrapper.UniversalWrapper`, the per-call decision and fallback;
+* :mod:`.guard`: the run-time check of a placement's first calls against the original;
+* :mod:`.workerstats`: counters of forked workers, read without locks;
 * :mod:`.injector`: :class:`~.injector.PatchInjector` on :mod:`codedag.patching`;
 * :mod:`.api`: :class:`~.api.PipelineMigrator`, the seed's API.
 

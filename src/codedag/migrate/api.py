@@ -19,11 +19,11 @@ from typing import Any
 from codedag.migrate.context import Placement
 from codedag.migrate.devices import default_device as _default_device
 from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_device
+from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
 from codedag.migrate.registry import Registry, default_registry
 from codedag.migrate.values import ValueConverter
-from codedag.migrate.workerstats import WorkerStats
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,11 @@ class PipelineMigrator:
         default_device: where calls go whose plan device does not exist here; default
             ``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` with CUDA, else ``cpu``.
         registry: the registry of migratable functions (default: the process-wide one).
+        guard: the run-time check of the plan (default on): the first calls of each placed
+            function run both ways, and a placement whose backend loses time or differs from
+            the library is switched off, with the reason in :meth:`get_stats` and the log.
+            ``True`` uses :class:`GuardSettings` defaults, settings customize it, ``False`` or
+            ``None`` switch it off.
 
     Raises:
         SchemaError: the plan is malformed (one error listing every problem).
@@ -46,8 +51,10 @@ class PipelineMigrator:
         plan: Mapping[str, Any],
         default_device: str | None = None,
         registry: Registry | None = None,
+        guard: GuardSettings | bool | None = True,
     ) -> None:
         self.plan: PlanView = parse_plan(plan)
+        self.guard: GuardSettings | None = GuardSettings() if guard is True else (guard or None)
         self.default_device = default_device or _default_device()
         self.registry = registry if registry is not None else default_registry()
         self.device_map: dict[str, str] = {}
@@ -58,7 +65,6 @@ class PipelineMigrator:
             self.device_map[device] = used
         self._converters: dict[str, ValueConverter] = {}
         self._injector: PatchInjector | None = None
-        self._workers: WorkerStats | None = None
         self._lock = threading.RLock()
         self._applied = False
 
@@ -68,11 +74,12 @@ class PipelineMigrator:
         plan: Mapping[str, Any],
         default_device: str | None = None,
         registry: Registry | None = None,
+        guard: GuardSettings | bool | None = True,
     ) -> PipelineMigrator:
         """Build from a plan dict (what ``OptimizerManager`` returns)."""
         if hasattr(plan, "to_dict"):
             plan = plan.to_dict()  # a plan object of the optimizer
-        return cls(plan, default_device=default_device, registry=registry)
+        return cls(plan, default_device=default_device, registry=registry, guard=guard)
 
     @classmethod
     def from_json(
@@ -80,9 +87,12 @@ class PipelineMigrator:
         path: str | os.PathLike[str],
         default_device: str | None = None,
         registry: Registry | None = None,
+        guard: GuardSettings | bool | None = True,
     ) -> PipelineMigrator:
         """Build from a ``migration_plan.json`` file."""
-        return cls(load_plan_file(path), default_device=default_device, registry=registry)
+        return cls(
+            load_plan_file(path), default_device=default_device, registry=registry, guard=guard
+        )
 
     def _entries(self) -> dict[str, list[tuple[str, Placement]]]:
         return {
@@ -102,16 +112,15 @@ class PipelineMigrator:
             if self._applied:
                 return {"patched": 0, "failed": 0, "skipped": 0}
             install_fork_hook()
-            injector = PatchInjector(self._entries(), self.registry, self._converters)
+            injector = PatchInjector(
+                self._entries(), self.registry, self._converters, guard=self.guard
+            )
             try:
                 counts = injector.apply_all()
             except BaseException:
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
             self._injector = injector
-            self._workers = WorkerStats(
-                sorted(injector.wrappers), lambda name: injector.wrappers[name].counts()
-            )
             self._applied = True
             log.info(
                 "migration applied: %d patched, %d failed, %d skipped",
@@ -143,22 +152,13 @@ class PipelineMigrator:
 
         Returns:
             ``{"functions": {name: {"migrated", "fell_back", "passed_through", "nested",
-            "fallback_reasons", "match_levels", "devices", "strategy", "in_workers"}},
+            "fallback_reasons", "match_levels", "devices", "strategy", "in_workers", "guard"}},
             "totals": {...},
             "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
             "value_cache": {"hits", "stale"}, "applied": bool}``.
         """
         injector = self._injector
-        functions = {}
-        if injector is not None:
-            functions = {name: w.stats() for name, w in sorted(injector.wrappers.items())}
-        workers = self._workers
-        if workers is not None and os.getpid() == workers.parent_pid:
-            for name, row in functions.items():
-                in_workers = workers.totals(name)
-                row["in_workers"] = in_workers
-                for key, count in in_workers.items():
-                    row[key] += count
+        functions = injector.stats() if injector is not None else {}
         totals = {
             key: sum(f[key] for f in functions.values())
             for key in ("migrated", "fell_back", "passed_through", "nested")
@@ -174,6 +174,29 @@ class PipelineMigrator:
                 "stale": sum(c.cache.stale for c in self._converters.values()),
             },
             "applied": self._applied,
+            "guard": self._guard_summary(functions),
+        }
+
+    def _guard_summary(self, functions: Mapping[str, Any]) -> dict[str, Any]:
+        """Which placements the run-time check kept or switched off, and why."""
+        if self.guard is None:
+            return {"enabled": False}
+        kept, switched_off = [], {}
+        for name, row in functions.items():
+            guard = row.get("guard") or {}
+            if guard.get("state") == "kept":
+                kept.append(name)
+            elif guard.get("state") == "switched_off":
+                switched_off[name] = guard.get("reason", "")
+            for worker in guard.get("workers") or []:
+                if isinstance(worker, Mapping) and worker.get("state") == "switched_off":
+                    switched_off.setdefault(name, worker.get("reason", ""))
+        return {
+            "enabled": True,
+            "calls": self.guard.calls,
+            "margin": self.guard.margin,
+            "kept": sorted(kept),
+            "switched_off": switched_off,
         }
 
     def __enter__(self) -> PipelineMigrator:

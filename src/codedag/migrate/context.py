@@ -119,17 +119,21 @@ class ContextMatcher:
         self.depth: int = max((len(k.parents) for k in self.keys), default=0)
         self.conflicts: int = sum(1 for v in votes.values() if len(v) > 1)
         by_parent: dict[str, set[Placement]] = {}
-        for key, placement in self.keys.items():
-            if key.parents:
-                by_parent.setdefault(key.parents[-1], set()).add(placement)
+        for norm_key, placement in self.keys.items():
+            if norm_key.parents:
+                by_parent.setdefault(norm_key.parents[-1], set()).add(placement)
         self._by_parent = by_parent
+        self.innermost: frozenset[str] = frozenset(by_parent)
+        """Names that are the innermost enclosing segment of some plan key."""
 
     def decided_by_caller(self, caller_name: str) -> bool:
         """Whether every call made directly from ``caller_name`` gets the same placement.
 
         True when the plan names ``caller_name`` as the innermost enclosing call of this
         function and all such keys agree: the wrapper may then cache the placement per caller
-        code object and skip the stack walk.
+        code object and skip the stack walk. The same holds for a frame further out: when the
+        closest enclosing frame whose name is in :attr:`innermost` has such a name, the frames
+        beyond it cannot change the placement (they only decide between exact and suffix).
         """
         return len(self._by_parent.get(caller_name, ())) == 1
 
@@ -172,15 +176,18 @@ def _majority(votes: Counter[Placement]) -> Placement:
     return ranked[0][0]
 
 
-_CODE_NAMES: dict[CodeType, str] = {}
+# id(code) -> (code, name). Keyed by identity: hashing a code object hashes its whole content.
+# The code object is kept, so its id is never reused while the entry exists.
+_CODE_NAMES: dict[int, tuple[CodeType, str]] = {}
 
 
 def frame_name(frame: FrameType) -> str:
     """Canonical name of a Python frame's function (module of its globals + ``co_qualname``)."""
     code = frame.f_code
-    name = _CODE_NAMES.get(code)
-    if name is None:
-        module = frame.f_globals.get("__name__", "?")
-        name = f"{module}.{code.co_qualname}"
-        _CODE_NAMES[code] = name
+    hit = _CODE_NAMES.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    module = frame.f_globals.get("__name__", "?")
+    name = f"{module}.{getattr(code, 'co_qualname', code.co_name)}"
+    _CODE_NAMES[id(code)] = (code, name)
     return name

@@ -184,6 +184,11 @@ class OpSpec:
     config_key: Callable[[dict[str, Any]], Any] | None = None
 
     @property
+    def inplace_args(self) -> tuple[int, ...]:
+        """Positions of the arguments the library modifies in place (``quirks.inplace``)."""
+        return self.quirks.inplace
+
+    @property
     def library(self) -> str:
         """The adapter's library name (``cv2``, ``numpy``, ``pil``, ``audio``, ``torch``)."""
         return self.adapter.library if self.adapter is not None else "numpy"

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _in_child_cache: dict[int, bool] = {}
+# plan device -> device used in this process, once that is final; emptied in a forked child.
+_effective_cache: dict[str, str] = {}
 _fork_hook_installed = False
 
 
@@ -87,6 +89,7 @@ def resolve_device(requested: str, fallback: str) -> tuple[str, str | None]:
 
 def _reset_after_fork() -> None:
     _in_child_cache.clear()
+    _effective_cache.clear()
 
 
 def install_fork_hook() -> None:
@@ -108,10 +111,15 @@ def must_avoid_cuda() -> bool:
     children that are not DataLoader workers (DDP ranks of ``torch.multiprocessing.spawn``) may
     use CUDA.
     """
+    return _avoid_cuda()[0]
+
+
+def _avoid_cuda() -> tuple[bool, bool]:
+    """``(must avoid CUDA, whether that is final for this process)``."""
     pid = os.getpid()
     cached = _in_child_cache.get(pid)
     if cached is not None:
-        return cached
+        return cached, True
     bad_fork = bool(getattr(torch.cuda, "_is_in_bad_fork", lambda: False)())
     initialized = torch.cuda.is_initialized() and not bad_fork
     worker = torch.utils.data.get_worker_info() is not None
@@ -120,15 +128,32 @@ def must_avoid_cuda() -> bool:
     # started by torch.multiprocessing.spawn, may initialize CUDA; a forked one may not.
     forked_child = child and "__mp_main__" not in sys.modules
     avoid = bad_fork or ((worker or forked_child) and not initialized)
-    if worker or not child:
+    final = worker or not child
+    if final:
         # Final for this process: a forked child starts afresh through the fork hook, and a
         # DataLoader worker has its worker info set before it fetches the first sample.
         _in_child_cache[pid] = avoid
-    return avoid
+    return avoid, final
 
 
 def effective_device(device: str) -> str:
-    """The device a migrated call uses in this process: ``cpu`` where CUDA must be avoided."""
-    if device.startswith("cuda") and must_avoid_cuda():
-        return "cpu"
-    return device
+    """The device a migrated call uses in this process: ``cpu`` where CUDA must be avoided.
+
+    Called on every migrated call: the answer is cached per process once it is final.
+    """
+    used = _effective_cache.get(device)
+    if used is not None:
+        return used
+    if not device.startswith("cuda"):
+        _effective_cache[device] = device
+        return device
+    avoid, final = _avoid_cuda()
+    used = "cpu" if avoid else device
+    if final:
+        _effective_cache[device] = used
+    return used
+
+
+def final_effective_device(device: str) -> str | None:
+    """:func:`effective_device` of ``device`` if it is final for this process, else ``None``."""
+    return _effective_cache.get(device)

@@ -4,11 +4,18 @@ Only functions that the plan migrates *and* the registry knows are patched. A pl
 NonMigratable function (I/O, decoders, ``os.system``) is refused as a whole with a
 :class:`MigrationError`; a name the registry does not know is skipped with a warning. All patches
 go through :class:`codedag.patching.Patcher`, which also rebinds references bound at import time
-(``from cv2 import resize``) and restores the exact original objects.
+(``from cv2 import resize``) and restores the exact original objects; restored wrappers still
+referenced somewhere forward to the original (:meth:`UniversalWrapper.deactivate`).
+
+With ``guard`` settings every wrapper checks its first migrated calls against the original
+(:mod:`codedag.migrate.guard`). Forked workers report their counters and guard decisions through
+:attr:`PatchInjector.workers` (:mod:`codedag.migrate.workerstats`): :meth:`PatchInjector.stats`
+merges them, and each wrapper's ``stats()["guard"]`` lists the workers' decisions.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -16,9 +23,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from codedag.errors import MigrationError
+from codedag.migrate import guard as guard_module
 from codedag.migrate.context import ContextMatcher, Placement
+from codedag.migrate.guard import GuardSettings
 from codedag.migrate.registry import Registry
 from codedag.migrate.values import ValueConverter
+from codedag.migrate.workerstats import COUNT_FIELDS, WorkerStats
 from codedag.migrate.wrapper import UniversalWrapper
 from codedag.patching import Patcher, resolve
 from codedag.trace.names import INDEXED_MODULES
@@ -34,6 +44,8 @@ class PatchInjector:
             devices that exist in this process (``None``: keep the original).
         registry: the registry deciding what may be patched.
         converters: shared value converters, one per device.
+        guard: check each function's first migrated calls against the original and keep the
+            placement only if it matches and does not lose time; ``None``: no check.
     """
 
     def __init__(
@@ -41,11 +53,15 @@ class PatchInjector:
         entries: Mapping[str, list[tuple[str, Placement]]],
         registry: Registry,
         converters: dict[str, ValueConverter],
+        guard: GuardSettings | None = None,
     ) -> None:
         self.entries = entries
         self.registry = registry
         self.converters = converters
+        self.guard = guard
         self.wrappers: dict[str, UniversalWrapper] = {}
+        self.workers: WorkerStats | None = None
+        """Counters and guard decisions of forked children (created by :meth:`apply_all`)."""
         self.skipped: dict[str, str] = {}
         self.failed: dict[str, str] = {}
         self._patcher = Patcher("migrate")
@@ -106,6 +122,7 @@ class PatchInjector:
                     log.warning("cannot patch %s: %s", name, error)
                     continue
                 patched.append(name)
+            self._track_workers()
             return {
                 "patched": len(patched),
                 "failed": len(self.failed),
@@ -128,14 +145,52 @@ class PatchInjector:
                 name,
                 matcher.conflicts,
             )
-        wrapper = UniversalWrapper(spec, original, matcher, self.converters)
+        wrapper = UniversalWrapper(spec, original, matcher, self.converters, guard=self.guard)
         self.wrappers[name] = wrapper
         return wrapper.function
 
+    def _track_workers(self) -> None:
+        wrappers = dict(self.wrappers)
+        workers = WorkerStats(
+            sorted(wrappers),
+            lambda name: wrappers[name].report(),
+            COUNT_FIELDS + guard_module.FIELDS,
+            cumulative=COUNT_FIELDS,
+        )
+        for name, wrapper in wrappers.items():
+            wrapper.worker_reports = functools.partial(workers.children, name)
+        self.workers = workers
+
     def restore_all(self) -> int:
-        """Put back the exact original objects; returns how many functions were restored."""
+        """Put back the exact original objects; returns how many functions were restored.
+
+        The wrappers are deactivated: one still referenced where the restore could not reach
+        (a tuple, a closure) forwards to the original without counting.
+        """
         with self._lock:
-            return self._patcher.restore()
+            count = self._patcher.restore()
+            for wrapper in self.wrappers.values():
+                wrapper.deactivate()
+            if self.workers is not None:
+                self.workers.stop_tracking()
+            return count
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Each patched function's :meth:`UniversalWrapper.stats`, forked workers' counts added.
+
+        A row's ``in_workers`` holds what forked children counted (already included in its
+        totals); ``guard`` lists the workers' guard decisions under ``workers``.
+        """
+        rows = {}
+        for name, wrapper in sorted(self.wrappers.items()):
+            row = wrapper.stats()
+            if self.workers is not None:
+                in_workers = self.workers.totals(name)
+                row["in_workers"] = in_workers
+                for key, count in in_workers.items():
+                    row[key] += count
+            rows[name] = row
+        return rows
 
     def patched_names(self) -> list[str]:
         """Functions patched right now (canonical names and their aliases)."""

@@ -36,6 +36,7 @@ from codedag.migrate.contract import (
     Strategy,
     declare,
 )
+from codedag.migrate.tolerances import TOLERANCES
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +253,8 @@ class Registry:
                     continue
                 names = {name, canonical, *public.get(id(obj), ())}
                 self._file(replace(spec, name=canonical), canonical, tuple(sorted(names)))
+                if name in TOLERANCES:  # the same function: the same tolerance
+                    TOLERANCES.setdefault(canonical, TOLERANCES[name])
 
     def _file(self, spec: OpSpec, canonical: str, names: tuple[str, ...]) -> None:
         self._specs[canonical] = spec

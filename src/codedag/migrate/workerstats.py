@@ -1,68 +1,305 @@
-"""Counters of migrated calls made in forked DataLoader workers, summed into the main process.
+"""Counters of forked child processes, summed into the process that applied the patches.
 
-Most real pipelines run ``__getitem__`` in worker processes, so without this the main process's
-``get_stats()`` would report nothing migrated. A fork inherits the patched functions and their
-counters; at the fork each child remembers the counters' values (its baseline), and when it exits
-normally (``multiprocessing`` runs its finalizers; a DataLoader worker ends that way when its
-iterator is exhausted or deleted) it adds what it counted since then into a shared array that the
-parent created before forking. Workers that are killed lose their counts; spawned workers do not
+Most real pipelines run ``__getitem__`` in DataLoader workers, so without this the main process's
+``get_stats()`` would report nothing migrated. A forked child inherits the patched functions and
+their counters; what it counts after the fork reaches the process that created the
+:class:`WorkerStats` (its *owner*) through shared memory, and reading it never blocks, whatever
+happens to the children:
+
+* The owner maps one anonymous shared region (``mmap``) of fixed slots. A slot holds one child's
+  values: a header (its pid, how often it published) and one row of integers per name.
+* Only the owner hands out slots, in an ``os.register_at_fork`` *before* hook, so no two
+  processes ever claim the same slot; the child finds its slot number in the memory it inherited.
+* A child writes only its own slot and the owner only reads it: there is no lock at all, so a
+  child terminated or killed at any moment (``Pool.terminate()``, a SIGKILLed DataLoader worker)
+  cannot leave one held. Every value is one aligned 8-byte word, written and read whole.
+* A child publishes its values every ``publish_interval_s`` from a daemon thread, whenever
+  :func:`publish_now` is called (a guard decision), and once more when it exits normally
+  (multiprocessing's finalizers, or ``atexit`` after a plain ``os.fork``). A killed child keeps
+  its last publication: only what it counted in its last interval is lost.
+* Slots of children that have ended are folded into the owner's sums and handed out again, so a
+  DataLoader forking new workers every epoch never runs out.
+
+Children of children are not counted (only the owner hands out slots); spawned workers do not
 run the patches at all (see docs/migration.md).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
-import multiprocessing
+import mmap
 import multiprocessing.util
 import os
-from collections.abc import Callable
-from typing import Any
+import threading
+import time
+import weakref
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("migrated", "fell_back", "passed_through", "nested")
+COUNT_FIELDS = ("migrated", "fell_back", "passed_through", "nested")
+FIELDS = COUNT_FIELDS
+"""The counters of :meth:`codedag.migrate.wrapper.UniversalWrapper.counts` (the default fields)."""
+
+DEFAULT_SLOTS = 256
+"""Children that can publish at once; ended children's slots are reused."""
+
+_HEADER = 2  # pid, number of publications
+_MAX_ENDED_ROWS = 1024  # per-child rows kept of ended children (their sums are all kept)
+_UNCLAIMED_GRACE_S = 60.0  # a reserved slot whose child never wrote its pid is reused after this
+
+_INSTANCES: weakref.WeakSet[WorkerStats] = weakref.WeakSet()
+_hooks_lock = threading.Lock()
+_hooks_installed = False
+_publisher: threading.Thread | None = None
 
 
 class WorkerStats:
-    """Shared sums of the counters of forked children, per function.
+    """Shared per-child values of forked children, per name; see the module docstring.
 
     Args:
-        names: function names, in a fixed order.
-        read: ``name -> {field: count}`` of this process's counters.
+        names: names (functions), in a fixed order.
+        read: ``name -> {field: value}`` of this process's values.
+        fields: the integer fields of each name.
+        cumulative: fields that count up (a child reports them since its fork; the owner sums
+            them); the others are states reported as they are (default: all fields count).
+        slots: children that can hold a slot at once.
+        publish_interval_s: how often a child publishes.
     """
 
-    def __init__(self, names: list[str], read: Callable[[str], dict[str, int]]) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        read: Callable[[str], Mapping[str, int]],
+        fields: Sequence[str] = COUNT_FIELDS,
+        *,
+        cumulative: Collection[str] | None = None,
+        slots: int = DEFAULT_SLOTS,
+        publish_interval_s: float = 0.1,
+    ) -> None:
         self.names = list(names)
         self.read = read
+        self.fields = tuple(fields)
+        self.cumulative = frozenset(self.fields if cumulative is None else cumulative)
+        self.publish_interval_s = publish_interval_s
         self.parent_pid = os.getpid()
-        try:
-            self._shared: Any = multiprocessing.Array("q", max(1, len(self.names) * len(FIELDS)))
-        except OSError as e:  # no shared memory (a container without /dev/shm, a sandbox)
-            log.debug("worker counters disabled: %s", e)
-            self._shared = None
-        self._baseline: dict[str, dict[str, int]] | None = None
-        # Runs in children that multiprocessing starts (after it resets their finalizers).
-        multiprocessing.util.register_after_fork(self, WorkerStats._after_fork_in_child)
+        self._row = len(self.fields)
+        self._stride = _HEADER + len(self.names) * self._row
+        self._slots = max(1, slots)
+        self._buffer = mmap.mmap(-1, self._slots * self._stride * 8)
+        self._view = memoryview(self._buffer).cast("q")
+        # Owner side (never touched in a child: a child may inherit this lock held).
+        self._lock = threading.Lock()
+        self._free = list(range(self._slots - 1, -1, -1))
+        self._reserved: dict[int, float] = {}
+        self._ended = [0] * (len(self.names) * self._row)
+        self._ended_rows: list[list[int]] = []
+        self._warned_full = False
+        self.tracking = True
+        # Handed from the before-fork hook to the child through the copied memory.
+        self._child_slot: int | None = None
+        # Child side.
+        self._slot: int | None = None
+        self._baseline: list[int] = []
+        _install_hooks()
+        _INSTANCES.add(self)
+        multiprocessing.util.register_after_fork(self, WorkerStats._after_multiprocessing_fork)
 
-    def _after_fork_in_child(self) -> None:
-        self._baseline = {name: dict(self.read(name)) for name in self.names}
-        multiprocessing.util.Finalize(self, WorkerStats.flush, args=(self,), exitpriority=10)
+    # -- owner side ------------------------------------------------------------------------
+    def stop_tracking(self) -> None:
+        """Hand no slot to children forked from now on (values already published stay)."""
+        self.tracking = False
 
-    def flush(self) -> None:
-        """Add this child's counts since the fork into the shared sums (once)."""
-        baseline, self._baseline = self._baseline, None
-        if baseline is None or self._shared is None:
-            return
-        with self._shared.get_lock():
-            for i, name in enumerate(self.names):
-                now = self.read(name)
-                for j, field in enumerate(FIELDS):
-                    self._shared[i * len(FIELDS) + j] += now[field] - baseline[name][field]
+    def _reserve(self) -> int | None:
+        with self._lock:
+            if not self._free:
+                self._reclaim()
+            if not self._free:
+                if not self._warned_full:
+                    self._warned_full = True
+                    log.warning(
+                        "%d forked children are running: the counters of further children "
+                        "are not reported",
+                        self._slots,
+                    )
+                return None
+            slot = self._free.pop()
+            self._reserved[slot] = time.monotonic()
+            return slot
+
+    def _reclaim(self) -> None:
+        """Fold the values of ended children into the owner's sums and free their slots."""
+        now = time.monotonic()
+        view = self._view
+        for slot, since in list(self._reserved.items()):
+            base = slot * self._stride
+            pid = view[base]
+            if pid == 0 and now - since < _UNCLAIMED_GRACE_S:
+                continue
+            if pid != 0 and _alive(pid):
+                continue
+            if view[base + 1]:
+                values = list(view[base + _HEADER : base + self._stride])
+                for k, value in enumerate(values):
+                    self._ended[k] += value
+                self._ended_rows.append([pid, *values])
+                del self._ended_rows[:-_MAX_ENDED_ROWS]
+            view[base : base + self._stride] = memoryview(bytes(self._stride * 8)).cast("q")
+            del self._reserved[slot]
+            self._free.append(slot)
+
+    def _published(self) -> list[list[int]]:
+        """``[pid, values...]`` of every child that published, running or ended."""
+        with self._lock:
+            view = self._view
+            rows = [list(row) for row in self._ended_rows]
+            for slot in self._reserved:
+                base = slot * self._stride
+                if view[base + 1]:
+                    rows.append([view[base], *view[base + _HEADER : base + self._stride]])
+            return rows
 
     def totals(self, name: str) -> dict[str, int]:
-        """What forked children counted for ``name`` (zeros for a function not listed)."""
-        if name not in self.names or self._shared is None:
-            return dict.fromkeys(FIELDS, 0)
-        i = self.names.index(name)
-        with self._shared.get_lock():
-            return {f: int(self._shared[i * len(FIELDS) + j]) for j, f in enumerate(FIELDS)}
+        """The sums over children of the cumulative fields of ``name`` (zeros if not listed)."""
+        fields = [f for f in self.fields if f in self.cumulative]
+        if name not in self.names or os.getpid() != self.parent_pid:
+            return dict.fromkeys(fields, 0)
+        offset = self.names.index(name) * self._row
+        with self._lock:
+            view = self._view
+            sums = list(self._ended[offset : offset + self._row])
+            for slot in self._reserved:
+                base = slot * self._stride + _HEADER + offset
+                for j in range(self._row):
+                    sums[j] += view[base + j]
+        return {f: sums[j] for j, f in enumerate(self.fields) if f in self.cumulative}
+
+    def children(self, name: str) -> list[dict[str, int]]:
+        """Each child's values of ``name`` (``pid`` included), for children that published."""
+        if name not in self.names or os.getpid() != self.parent_pid:
+            return []
+        offset = 1 + self.names.index(name) * self._row
+        return [
+            {"pid": row[0], **dict(zip(self.fields, row[offset : offset + self._row]))}
+            for row in self._published()
+        ]
+
+    # -- child side ------------------------------------------------------------------------
+    def _values(self) -> list[int]:
+        values: list[int] = []
+        for name in self.names:
+            row = self.read(name)
+            values.extend(int(row.get(field, 0)) for field in self.fields)
+        return values
+
+    def _start_in_child(self, slot: int) -> None:
+        self._slot = slot
+        self._baseline = self._values()
+        for index, field in enumerate(self.fields * len(self.names)):
+            if field not in self.cumulative:
+                self._baseline[index] = 0
+        self._view[slot * self._stride] = os.getpid()
+
+    def _after_multiprocessing_fork(self) -> None:
+        # multiprocessing clears the finalizers a child inherited, then runs these callbacks.
+        if self._slot is not None:
+            multiprocessing.util.Finalize(self, WorkerStats.publish, args=(self,), exitpriority=10)
+
+    def publish(self) -> None:
+        """In a child that holds a slot: write its values now (a no-op elsewhere)."""
+        slot = self._slot
+        if slot is None or os.getpid() == self.parent_pid:
+            return
+        values = self._values()
+        base = slot * self._stride
+        view = self._view
+        for index, value in enumerate(values):
+            view[base + _HEADER + index] = value - self._baseline[index]
+        view[base + 1] += 1
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie has ended: its values are final)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            state = stat.read().rsplit(")", 1)[-1].split()[:1]
+    except OSError:
+        return True
+    return state not in (["Z"], ["X"])
+
+
+def publish_now() -> None:
+    """Publish every child-side :class:`WorkerStats` of this process (a no-op in an owner)."""
+    for stats in list(_INSTANCES):
+        stats.publish()
+
+
+def _before_fork() -> None:
+    pid = os.getpid()
+    for stats in list(_INSTANCES):
+        if stats.parent_pid == pid and stats.tracking:
+            stats._child_slot = stats._reserve()
+
+
+def _after_fork_in_parent() -> None:
+    for stats in list(_INSTANCES):
+        stats._child_slot = None
+
+
+def _after_fork_in_child() -> None:
+    global _publisher
+    _publisher = None  # the parent's thread does not exist here
+    started = False
+    for stats in list(_INSTANCES):
+        slot, stats._child_slot = stats._child_slot, None
+        stats._slot = None
+        if slot is not None:
+            stats._start_in_child(slot)
+            started = True
+    if started:
+        _start_publisher()
+
+
+def _start_publisher() -> None:
+    global _publisher
+    if _publisher is not None:
+        return
+    interval = min((s.publish_interval_s for s in list(_INSTANCES)), default=0.1)
+    _publisher = threading.Thread(
+        target=_publish_forever, args=(interval,), name="codedag-worker-stats", daemon=True
+    )
+    _publisher.start()
+
+
+def _publish_forever(interval_s: float) -> None:
+    while True:
+        time.sleep(interval_s)
+        try:
+            publish_now()
+        except Exception:  # never let a reporting thread take a worker down
+            log.debug("publishing worker counters failed", exc_info=True)
+
+
+def _install_hooks() -> None:
+    """Fork hooks and the exit hook, once per process (never at import)."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    with _hooks_lock:
+        if _hooks_installed:
+            return
+        if hasattr(os, "register_at_fork"):  # no fork on Windows
+            os.register_at_fork(
+                before=_before_fork,
+                after_in_parent=_after_fork_in_parent,
+                after_in_child=_after_fork_in_child,
+            )
+        atexit.register(publish_now)  # a plain os.fork child that exits through sys.exit
+        _hooks_installed = True

@@ -1,37 +1,48 @@
 """UniversalWrapper: decides per call whether to run the torch backend or the original.
 
 The replacement installed for a function is a plain Python function (so it binds as a method when
-installed on a class such as ``PIL.Image.Image``). Its hot path:
+installed on a class such as ``PIL.Image.Image``); a NumPy ufunc gets a proxy object that keeps
+the ufunc's methods. Its hot path, cheapest first:
 
 * inside a migrated call (a backend or the value conversion calling patched code): the original,
   with no bookkeeping;
-* a function whose planned calls all share one placement: straight to the backend, no stack walk;
-* otherwise the enclosing frames are matched against the plan (:mod:`codedag.migrate.context`);
-  unplanned calls pass through to the original.
+* a function whose planned calls all share one placement (the usual case): straight to the
+  backend, no stack walk, one attribute test (``route.slow``) for everything that is rare: the
+  guard still checking, a call site that gave up, a restored wrapper, a fresh process;
+* otherwise the placement is looked up by the caller's code object; where the plan names a frame
+  further out, the enclosing frames are walked only as far as needed (the first frame whose name
+  decides, see :meth:`codedag.migrate.context.ContextMatcher.decided_by_caller`) and the answer is
+  cached along that path. Unplanned calls pass through to the original.
 
 Any exception of the migrated path (``UnsupportedOperation`` included) runs the original instead;
-the first reason per function is logged as a warning, every reason is counted in
-:meth:`UniversalWrapper.stats`.
+the first reason per function is logged, every reason is counted in :meth:`UniversalWrapper.stats`.
+After :meth:`UniversalWrapper.deactivate` (the migrator's restore) a replacement still held
+somewhere only forwards to the original. A replacement pickles as its original does, so
+``multiprocessing.Pool.map(np.sin, ...)`` works while patched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import logging
+import os
 import sys
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.context import _CODE_NAMES, ContextMatcher, Placement, frame_name
-from codedag.migrate.devices import effective_device
+from codedag.migrate.context import ContextMatcher, Placement, frame_name
+from codedag.migrate.devices import effective_device, final_effective_device, install_fork_hook
 from codedag.migrate.execute import Executor
+from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats
+from codedag.migrate.proxy import Count, ufunc_proxy
 from codedag.migrate.registry import OpSpec
 from codedag.migrate.values import ValueConverter
+from codedag.migrate.workerstats import publish_now
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +50,9 @@ _MAX_REASONS = 20
 _STACK_CACHE_SIZE = 4096
 GIVE_UP_AFTER = 16
 """Consecutive fallbacks at one call site (code object) after which the original runs there."""
+
+
+_DISCARD = Count().add  # counts calls of a deactivated wrapper nowhere
 
 
 class _State(threading.local):
@@ -52,37 +66,20 @@ _STATE = _State()
 # there run the original. A set checked for emptiness first keeps the common path to one test.
 _BUSY: set[int] = set()
 
-
-def _count(counter: itertools.count[int]) -> int:
-    """Current value of an ``itertools.count`` without advancing it."""
-    return int(counter.__reduce__()[1][0])
-
-
-class _UfuncProxy:
-    """A NumPy ufunc's replacement: calls go to the wrapper, ``reduce``/``outer``/... to the ufunc.
-
-    Each proxy has its own subclass whose ``__call__`` *is* the replacement function (a
-    staticmethod), so no extra Python frame sits between the caller and the replacement.
-    """
-
-    def __init__(self, ufunc: Any, wrapper: Any) -> None:
-        self._ufunc = ufunc
-        self.__name__ = ufunc.__name__
-        self.__doc__ = ufunc.__doc__
-        self.__codedag_wrapper__ = wrapper
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._ufunc, name)
-
-    def __repr__(self) -> str:
-        return f"<codedag wrapper of {self._ufunc!r}>"
+_LIVE: weakref.WeakSet[UniversalWrapper] = weakref.WeakSet()
+_fork_hook_lock = threading.Lock()
+_fork_hook_installed = False
 
 
-def _ufunc_proxy(replacement: Callable[..., Any], ufunc: Any, wrapper: Any) -> _UfuncProxy:
-    cls = type(f"codedag_{ufunc.__name__}", (_UfuncProxy,), {"__call__": staticmethod(replacement)})
-    return cls(ufunc, wrapper)
+class _Route:
+    """What the constant-placement hot path reads per call (per process)."""
+
+    __slots__ = ("count", "device", "slow")
+
+    def __init__(self) -> None:
+        self.slow = True  # the first call resolves the device for this process
+        self.device = ""
+        self.count: Callable[[], int] = _DISCARD
 
 
 class UniversalWrapper:
@@ -94,6 +91,8 @@ class UniversalWrapper:
         matcher: the plan's placements of this function (devices already mapped to this host).
         converters: one :class:`ValueConverter` per device, shared by all wrappers of a migrator
             so that a value returned by one migrated call is reused by the next.
+        guard: check the first migrated calls against the original and keep the placement only
+            if it matches and does not lose time (:mod:`codedag.migrate.guard`); ``None``: off.
     """
 
     def __init__(
@@ -102,97 +101,132 @@ class UniversalWrapper:
         original: Callable[..., Any],
         matcher: ContextMatcher,
         converters: Mapping[str, ValueConverter],
+        guard: GuardSettings | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
         self.original = original
         self.matcher = matcher
         self.converters = converters
-        self._passed = itertools.count()
-        self._nested = itertools.count()
-        self._fell_back = itertools.count()
+        self._passed = Count()
+        self._nested = Count()
+        self._fell_back = Count()
         self._reasons: Counter[str] = Counter()
-        self._placements: dict[tuple[str, str], itertools.count[int]] = {}
+        self._placements: dict[tuple[str, str], Count] = {}
         self._lock = threading.Lock()
         self._warned = False
+        self._inert = False
         self.executor = Executor(spec, original, converters)
+        inplace = "modifies its arguments in place" if spec.inplace_args else None
+        self.guard = Guard(spec.name, guard, disabled_reason=inplace, on_decision=self._decided)
+        self.worker_reports: Callable[[], list[dict[str, int]]] | None = None
+        """Each forked worker's :meth:`report` (set by the injector), merged into ``stats``."""
         # Enough frames for the plan's enclosing names plus frames the tracer filtered out.
         self._walk_depth = min(64, 4 * matcher.depth + 4)
-        self._by_code: dict[Any, tuple[Placement, str]] = {}
-        self._by_stack: dict[tuple[int, ...], tuple[Placement, str]] = {}
-        self._failures: dict[Any, int] = {}
-        self._given_up: set[Any] = set()
-        self._keep_alive: list[tuple[Any, ...]] = []
+        # id(caller code) -> decision, and deeper paths id(code) -> {id(code) -> ... decision}.
+        self._by_code: dict[int, tuple[Any, ...]] = {}
+        self._trie: dict[int, Any] = {}
+        self._trie_size = 0
+        self._keep_alive: dict[int, Any] = {}  # id -> code: ids in the caches stay unique
+        self._failures: dict[int, int] = {}
+        self._given_up: dict[int, Any] = {}
+        self._route = _Route()
         self.function = self._build()
+        _LIVE.add(self)
+        _install_fork_hook()
 
     # -- the replacement ---------------------------------------------------------------------
     def _build(self) -> Callable[..., Any]:
         original = self.original
-        run = self._run
-        nested = self._nested
         busy = _BUSY
         get_ident = threading.get_ident
-        passed = self._passed
-        getframe = sys._getframe
-        given_up = self._given_up
+        nested = self._nested.add
         if self.matcher.constant:
-            device = self.matcher.default
+            route = self._route
+            execute = self.executor.run
+            slow = self._slow_constant
+            fall_back = self._fall_back
 
             def replacement(*args: Any, **kwargs: Any) -> Any:
                 if busy and get_ident() in busy:
-                    next(nested)
+                    nested()
                     return original(*args, **kwargs)
-                if given_up and getframe(1).f_code in given_up:
-                    next(passed)
-                    return original(*args, **kwargs)
-                return run(args, kwargs, device, "name")
+                if route.slow:
+                    return slow(args, kwargs)
+                ident = get_ident()
+                busy.add(ident)
+                try:
+                    result = execute(args, kwargs, route.device)
+                except Exception as error:
+                    busy.discard(ident)
+                    return fall_back(error, args, kwargs)
+                except BaseException:
+                    busy.discard(ident)
+                    raise
+                busy.discard(ident)
+                route.count()
+                return result
 
         else:
             decide = self._decide
+            migrate = self._migrate_at
             by_code = self._by_code.get
+            getframe = sys._getframe
 
             def replacement(*args: Any, **kwargs: Any) -> Any:
                 if busy and get_ident() in busy:
-                    next(nested)
+                    nested()
                     return original(*args, **kwargs)
-                decision = by_code(getframe(1).f_code)
+                caller = getframe(1)
+                decision = by_code(id(caller.f_code))
                 if decision is None:
-                    decision = decide()
+                    decision = decide(caller)
                 if decision[0] is None:
-                    next(passed)
+                    decision[2]()
                     return original(*args, **kwargs)
-                return run(args, kwargs, decision[0], decision[1])
+                return migrate(args, kwargs, decision)
 
         with contextlib.suppress(AttributeError, TypeError):
             functools.update_wrapper(replacement, original)
         replacement.__codedag_wrapper__ = self  # type: ignore[attr-defined]
         if type(original).__name__ == "ufunc":
-            return _ufunc_proxy(replacement, original, self)  # type: ignore[return-value]
+            module = self.name.rsplit(".", 1)[0]
+            return ufunc_proxy(replacement, original, self, module)
         return replacement
 
-    def _decide(self) -> tuple[Placement, str]:
-        """Match the enclosing frames against the plan (the placement's slow path).
+    # -- placement ---------------------------------------------------------------------------
+    def _decision(self, placement: Placement, level: str) -> tuple[Any, ...]:
+        """``(plan device, level, counter)``: the counter counts a pass-through."""
+        return (placement, level, self._passed.add)
 
-        Placements that do not depend on the call's own counter are cached by the identities of
-        the enclosing code objects (kept alive by the cache, so an id is never reused).
+    def _decide(self, caller: Any) -> tuple[Any, ...]:
+        """Match the enclosing frames of ``caller`` against the plan (the slow path).
+
+        Placements that do not depend on the call's own counter are cached along the path of
+        code objects that decided them (kept alive by the cache, so an id is never reused).
         """
-        # Frames: 0 _decide, 1 replacement, 2 the caller.
-        caller = sys._getframe(2)
-        frame: Any = caller
-        codes = []
+        if self._inert:
+            decision = (None, "restored", _DISCARD)
+            self._by_code[id(caller.f_code)] = decision
+            return decision
+        node = self._trie
+        frame = caller
+        while frame is not None:
+            entry = node.get(id(frame.f_code))
+            if entry is None:
+                break
+            if type(entry) is tuple:
+                return entry
+            node = entry
+            frame = frame.f_back
+        frames = []
+        frame = caller
         for _ in range(self._walk_depth):
             if frame is None:
                 break
-            codes.append(frame.f_code)
+            frames.append(frame)
             frame = frame.f_back
-        stack_key = tuple(map(id, codes))
-        cached = self._by_stack.get(stack_key)
-        if cached is not None:
-            return cached
-        names = _CODE_NAMES
-        parents = tuple(names.get(f.f_code) or frame_name(f) for f in _frames(caller, len(codes)))[
-            ::-1
-        ]
+        names = [frame_name(f) for f in frames]
         counters = _STATE.counters
         slot = counters.get(self.name)
         if slot is not None and slot[0] is caller:
@@ -201,50 +235,155 @@ class UniversalWrapper:
         else:
             counters[self.name] = [caller, 0]
             index = 0
-        placement, level, independent = self.matcher.match_detail(parents, index)
-        decision = (placement, level)
-        if independent:
-            if parents and self.matcher.decided_by_caller(parents[-1]):
-                self._by_code[caller.f_code] = decision
-            elif len(self._by_stack) < _STACK_CACHE_SIZE:
-                self._by_stack[stack_key] = decision
-                self._keep_alive.append(tuple(codes))
+        placement, level, independent = self.matcher.match_detail(tuple(names[::-1]), index)
+        decision = self._decision(placement, level)
+        deciding = next((i for i, n in enumerate(names) if n in self.matcher.innermost), None)
+        if deciding is not None and self.matcher.decided_by_caller(names[deciding]):
+            self._remember([f.f_code for f in frames[: deciding + 1]], decision)
+        elif independent:
+            self._remember([f.f_code for f in frames], decision)
         return decision
 
-    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any, level: str) -> Any:
-        if device is None:
-            next(self._passed)
-            return self.original(*args, **kwargs)
+    def _remember(self, codes: list[Any], decision: tuple[Any, ...]) -> None:
+        with self._lock:
+            if len(codes) == 1:
+                self._by_code[id(codes[0])] = decision
+                self._keep_alive[id(codes[0])] = codes[0]
+                return
+            if self._trie_size >= _STACK_CACHE_SIZE:
+                return
+            node = self._trie
+            for code in codes[:-1]:
+                entry = node.setdefault(id(code), {})
+                if type(entry) is tuple:
+                    return  # a shorter path already decides
+                node = entry
+            node[id(codes[-1])] = decision
+            self._keep_alive.update((id(code), code) for code in codes)
+            self._trie_size += 1
+
+    # -- the migrated path -------------------------------------------------------------------
+    def _migrate_at(self, args: tuple[Any, ...], kwargs: dict[str, Any], decision: Any) -> Any:
+        # Frames: 0 _migrate_at, 1 replacement, 2 the caller.
+        device, level = decision[0], decision[1]
+        if self._route.slow:
+            return self._migrate_slow(args, kwargs, device, level, sys._getframe(2).f_code)
+        used = device if device == "cpu" else effective_device(device)
         ident = threading.get_ident()
         _BUSY.add(ident)
         try:
-            used = device if device == "cpu" else effective_device(device)
             result = self.executor.run(args, kwargs, used)
         except Exception as error:
             _BUSY.discard(ident)
-            self._record_fallback(error)
-            # Frames: 0 _run, 1 replacement, 2 the caller.
-            self._note_failure(sys._getframe(2).f_code)
+            return self._failed(error, args, kwargs, sys._getframe(2).f_code)
+        except BaseException:
+            _BUSY.discard(ident)
+            raise
+        _BUSY.discard(ident)
+        self._placement(level, used).add()
+        return result
+
+    def _slow_constant(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # Frames: 0 _slow_constant, 1 replacement, 2 the caller.
+        if self._inert:
             return self.original(*args, **kwargs)
+        code = sys._getframe(2).f_code
+        if self._given_up and id(code) in self._given_up:
+            self._passed.add()
+            return self.original(*args, **kwargs)
+        return self._migrate_slow(args, kwargs, self.matcher.default, "name", code)
+
+    def _migrate_slow(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any, level: str, code: Any
+    ) -> Any:
+        """A migrated call while something rare holds: guard, failures, a fresh process."""
+        guard = self.guard
+        if self._inert or device is None or guard.switched_off:
+            if not self._inert:
+                self._passed.add()
+            return self.original(*args, **kwargs)
+        used = effective_device(device)
+        if guard.checking:
+            return self._guarded(args, kwargs, used, level, code)
+        ident = threading.get_ident()
+        _BUSY.add(ident)
+        try:
+            result = self.executor.run(args, kwargs, used)
+        except Exception as error:
+            _BUSY.discard(ident)
+            return self._failed(error, args, kwargs, code)
         finally:
             _BUSY.discard(ident)
-        if self._failures:
-            self._failures.pop(sys._getframe(2).f_code, None)
-        counter = self._placements.get((level, used))
+        self._succeeded(code)
+        counter = self._placement(level, used)
+        counter.add()
+        if self.matcher.constant and final_effective_device(device) == used:
+            self._route.device = used  # the fast path may skip the device lookup from now on
+            self._route.count = counter.add
+            self._refresh_route()
+        return result
+
+    def _guarded(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str, level: str, code: Any
+    ) -> Any:
+        ident = threading.get_ident()
+        _BUSY.add(ident)  # patched calls inside either path run their originals
+        try:
+            checked: Checked = self.guard.run(
+                lambda: self.executor.run(args, kwargs, device),
+                lambda: self.original(*args, **kwargs),
+                device,
+            )
+        except BaseException:
+            self._passed.add()  # the original raised: the library rejects these arguments
+            raise
+        finally:
+            _BUSY.discard(ident)
+        if checked.backend_error is not None:
+            self._record_fallback(checked.backend_error)
+            self._note_failure(code)
+        elif checked.difference is not None:
+            self._record_fallback(RuntimeError(f"result differs: {checked.difference}"))
+        else:
+            self._succeeded(code)
+            self._placement(level, device).add()
+        return checked.result
+
+    def _decided(self, guard: Guard) -> None:
+        self._refresh_route()
+        publish_now()  # a forked worker's decision reaches the parent even if it is killed next
+
+    def _placement(self, level: str, device: str) -> Count:
+        counter = self._placements.get((level, device))
         if counter is None:
             with self._lock:
-                counter = self._placements.setdefault((level, used), itertools.count())
-        next(counter)
-        return result
+                counter = self._placements.setdefault((level, device), Count())
+        return counter
+
+    def _fall_back(self, error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # Frames: 0 _fall_back, 1 replacement, 2 the caller.
+        return self._failed(error, args, kwargs, sys._getframe(2).f_code)
+
+    def _failed(
+        self, error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any], code: Any
+    ) -> Any:
+        self._record_fallback(error)
+        self._note_failure(code)
+        return self.original(*args, **kwargs)
+
+    def _succeeded(self, code: Any) -> None:
+        if self._failures and self._failures.pop(id(code), None) is not None:
+            self._refresh_route()
 
     def _note_failure(self, code: Any) -> None:
         """After GIVE_UP_AFTER fallbacks in a row at one call site, stop trying there."""
-        count = self._failures.get(code, 0) + 1
-        self._failures[code] = count
+        count = self._failures.get(id(code), 0) + 1
+        self._failures[id(code)] = count
         if count >= GIVE_UP_AFTER:
-            self._failures.pop(code, None)
-            self._given_up.add(code)
-            self._by_code[code] = (None, "given up")
+            self._failures.pop(id(code), None)
+            self._given_up[id(code)] = code
+            self._by_code[id(code)] = (None, "given up", self._passed.add)
+            self._keep_alive[id(code)] = code
             log.info(
                 "%s: %d fallbacks in a row at %s:%d; running the original there from now on",
                 self.name,
@@ -252,9 +391,22 @@ class UniversalWrapper:
                 code.co_filename,
                 code.co_firstlineno,
             )
+        self._refresh_route()
+
+    def _refresh_route(self) -> None:
+        """Send calls down the slow path while anything rare needs looking at."""
+        route = self._route
+        route.slow = bool(
+            self._inert
+            or (self.matcher.constant and not route.device)
+            or self.guard.checking
+            or self.guard.switched_off
+            or self._given_up
+            or self._failures
+        )
 
     def _record_fallback(self, error: Exception) -> None:
-        next(self._fell_back)
+        self._fell_back.add()
         reason = f"{type(error).__name__}: {error}"[:200]
         with self._lock:
             if reason in self._reasons or len(self._reasons) < _MAX_REASONS:
@@ -267,40 +419,79 @@ class UniversalWrapper:
             level = logging.INFO if isinstance(error, UnsupportedOperation) else logging.WARNING
             log.log(level, "%s: running the original (%s)", self.name, reason)
 
-    # -- the migrated path -------------------------------------------------------------------
+    # -- life cycle --------------------------------------------------------------------------
+    def deactivate(self) -> None:
+        """Forward every later call to the original, counting nothing (after restore)."""
+        self._inert = True
+        self._route.slow = True
+        with self._lock:
+            self._by_code.clear()
+            self._trie.clear()
+            self._trie_size = 0
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child resolves its device and checks its guard afresh."""
+        self._lock = threading.Lock()  # another thread of the parent may have held it
+        self._route.device = ""
+        self._route.count = _DISCARD
+        self.guard.reset()
+        self._refresh_route()
+
+    # -- statistics --------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         """The four counters, read without a lock (safe in a freshly forked child)."""
-        migrated = sum(_count(c) for c in list(self._placements.values()))
+        migrated = sum(c.value for c in list(self._placements.values()))
         return {
             "migrated": migrated,
-            "fell_back": _count(self._fell_back),
-            "passed_through": _count(self._passed),
-            "nested": _count(self._nested),
+            "fell_back": self._fell_back.value,
+            "passed_through": self._passed.value,
+            "nested": self._nested.value,
         }
 
+    def report(self) -> dict[str, int]:
+        """What a forked worker reports: :meth:`counts` and the guard's fields."""
+        return {**self.counts(), **self.guard.fields()}
+
     def stats(self) -> dict[str, Any]:
-        """Counters of this function: migrated, fell back (with reasons), passed through."""
+        """Counters of this function: migrated, fell back (with reasons), passed through, guard."""
         levels: Counter[str] = Counter()
         devices: Counter[str] = Counter()
         with self._lock:
-            for (level, device), counter in self._placements.items():
-                count = _count(counter)
+            for (level, device), counter in list(self._placements.items()):
+                count = counter.value
                 levels[level] += count
                 devices[device] += count
-            return {
-                "strategy": self.spec.strategy.value,
-                "migrated": sum(levels.values()),
-                "fell_back": _count(self._fell_back),
-                "passed_through": _count(self._passed),
-                "nested": _count(self._nested),
-                "given_up_call_sites": len(self._given_up),
-                "fallback_reasons": dict(self._reasons),
-                "match_levels": dict(levels),
-                "devices": dict(devices),
-            }
+            reasons = dict(self._reasons)
+        guard = self.guard.stats()
+        if self.worker_reports is not None:
+            guard = merge_worker_stats(guard, self.worker_reports())
+        return {
+            "strategy": self.spec.strategy.value,
+            "migrated": sum(levels.values()),
+            "fell_back": self._fell_back.value,
+            "passed_through": self._passed.value,
+            "nested": self._nested.value,
+            "given_up_call_sites": len(self._given_up),
+            "fallback_reasons": reasons,
+            "match_levels": dict(levels),
+            "devices": dict(devices),
+            "guard": guard,
+        }
 
 
-def _frames(frame: Any, count: int) -> Any:
-    for _ in range(count):
-        yield frame
-        frame = frame.f_back
+def _reset_in_child() -> None:
+    _BUSY.clear()  # only the forking thread lives on, and it is not inside a migrated call
+    for wrapper in list(_LIVE):
+        wrapper._after_fork_in_child()
+
+
+def _install_fork_hook() -> None:
+    global _fork_hook_installed
+    if _fork_hook_installed:
+        return
+    install_fork_hook()  # a forked child also forgets which devices it may use
+    with _fork_hook_lock:
+        if not _fork_hook_installed:
+            if hasattr(os, "register_at_fork"):  # no fork on Windows
+                os.register_at_fork(after_in_child=_reset_in_child)
+            _fork_hook_installed = True

@@ -20,7 +20,8 @@ the raw CSV streams and ``plots/``. The JSON is rewritten atomically at ``start_
 a mode is running (Ctrl-C, an exception, ``sys.exit``), an exit hook marks the mode
 ``interrupted`` or ``failed`` and writes a complete file of everything measured. Monitoring never
 raises into the training loop for a misuse such as ``end_batch()`` without ``start_batch()``:
-it logs a warning and carries on.
+it logs a warning and carries on. A monitor records only in the process that created it: calls
+from a forked process (a DataLoader worker) are ignored there (:mod:`codedag.monitor.forksafe`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from codedag.monitor import forksafe
 from codedag.monitor.environment import collect_environment, distributed_rank
 from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
 from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
@@ -48,6 +50,7 @@ from codedag.monitor.results import SCHEMA_VERSION
 from codedag.monitor.spill import CsvSpill
 from codedag.monitor.timer import BATCH_CSV_HEADER, Timer
 from codedag.util.io import atomic_write_json
+from codedag.util.signals import deferred_interrupts, interruption_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -107,7 +110,8 @@ class ExperimentMonitor:
         self.handle_sigterm = handle_sigterm
         self._previous_sigterm: Any = None
         self._signal_name: str | None = None
-        self._pid = os.getpid()
+        self._pid = os.getpid()  # the owner: other processes (forks) record nothing
+        forksafe.register(self)
 
     # ------------------------------------------------------------------ modes
     @property
@@ -136,6 +140,8 @@ class ExperimentMonitor:
             resource_interval: seconds between resource samples; ``None`` disables sampling.
             cuda_timing: override the monitor's ``cuda_timing`` for this mode.
         """
+        if forksafe.ignored_here(self._pid, "start_mode"):
+            return
         if self._current is not None:
             log.warning("start_mode(%r) while %r is running: stopping it", mode, self._current.name)
             self.stop_mode()
@@ -154,9 +160,9 @@ class ExperimentMonitor:
             ("resources", RESOURCE_CSV_HEADER),
             ("metrics", METRICS_CSV_HEADER),
         ):
-            files[kind] = f"{safe}.{kind}.csv" if self.stream_to_disk else None
-            path = self.run_dir / files[kind] if self.stream_to_disk else None
-            spills.append(CsvSpill(path, header))
+            csv_name = f"{safe}.{kind}.csv" if self.stream_to_disk else None
+            files[kind] = csv_name
+            spills.append(CsvSpill(self.run_dir / csv_name if csv_name else None, header))
         timer = Timer(
             cuda_timing or self.cuda_timing,
             spill=spills[0],
@@ -202,7 +208,17 @@ class ExperimentMonitor:
             return NullProbe(str(error))
 
     def stop_mode(self, status: str = "completed", error: str | None = None) -> dict[str, Any]:
-        """Stop the running mode, write the JSON, and return the mode's summary."""
+        """Stop the running mode, write the JSON, and return the mode's summary.
+
+        An interruption (Ctrl-C, SIGTERM under the codedag CLI) arriving meanwhile is raised once
+        the results are written.
+        """
+        if forksafe.ignored_here(self._pid, "stop_mode"):
+            return {}
+        with deferred_interrupts():
+            return self._stop_mode(status, error)
+
+    def _stop_mode(self, status: str, error: str | None) -> dict[str, Any]:
         current = self._current
         if current is None:
             log.warning("stop_mode() without a running mode: ignored")
@@ -238,8 +254,8 @@ class ExperimentMonitor:
         self.start_mode(mode, config, resource_interval)
         try:
             yield self
-        except KeyboardInterrupt:
-            self.stop_mode("interrupted", "KeyboardInterrupt")
+        except KeyboardInterrupt as stop:
+            self.stop_mode("interrupted", interruption_name(stop))
             raise
         except BaseException as exc:
             self.stop_mode("failed", f"{type(exc).__name__}: {exc}")
@@ -255,7 +271,7 @@ class ExperimentMonitor:
             if exc_type is None:
                 self.stop_mode()
             elif issubclass(exc_type, KeyboardInterrupt):
-                self.stop_mode("interrupted", "KeyboardInterrupt")
+                self.stop_mode("interrupted", interruption_name(exc))
             else:
                 self.stop_mode("failed", f"{exc_type.__name__}: {exc}")
         self.save_json()
@@ -263,6 +279,8 @@ class ExperimentMonitor:
     # ---------------------------------------------------------------- batches
     def start_batch(self) -> None:
         """Mark the start of a training step (after the batch arrived)."""
+        if forksafe.ignored_here(self._pid, "start_batch"):
+            return
         if self._current is None:
             self._warn_no_mode("start_batch")
             return
@@ -270,6 +288,8 @@ class ExperimentMonitor:
 
     def end_batch(self, n_samples: int = 0) -> None:
         """Mark the end of a training step; ``n_samples`` (optional) gives samples/s."""
+        if forksafe.ignored_here(self._pid, "end_batch"):
+            return
         current = self._current
         if current is None:
             self._warn_no_mode("end_batch")
@@ -324,6 +344,8 @@ class ExperimentMonitor:
             target.metrics.log_accuracy(epoch, batch, value)
 
     def _metrics_target(self, what: str) -> ModeRecord | None:
+        if forksafe.ignored_here(self._pid, what):
+            return None
         if self._current is not None:
             return self._current
         if self._modes:  # e.g. a final accuracy logged right after stop_mode()
@@ -351,6 +373,8 @@ class ExperimentMonitor:
 
     def flush(self) -> Path | None:
         """Write the JSON and the CSV buffers now; a failed write is logged, not raised."""
+        if forksafe.ignored_here(self._pid, "flush"):
+            return None
         self._next_flush = time.monotonic() + self.flush_interval_s
         current = self._current
         data = self.to_dict()  # folds the rows buffered on the hot path into the CSV streams
@@ -364,7 +388,10 @@ class ExperimentMonitor:
             return None
 
     def save_json(self, path: str | Path | None = None) -> Path:
-        """Write the results JSON (atomically) and return its path."""
+        """Write the results JSON (atomically) and return its path (in a forked process: nothing
+        is written, the owner's results path is returned)."""
+        if forksafe.ignored_here(self._pid, "save_json"):
+            return self.results_path
         data = self.to_dict()
         target = Path(path) if path is not None else self.results_path
         if target.resolve() != self.results_path.resolve():
@@ -389,8 +416,16 @@ class ExperimentMonitor:
         )
 
     # --------------------------------------------------------------- exit hook
+    def open_stream_files(self) -> list[Any]:
+        """File objects of the raw CSV streams now open (for :mod:`forksafe`)."""
+        return [
+            spill._fh
+            for mode in self._modes.values()
+            for spill in mode.spills
+            if spill._fh is not None
+        ]
+
     def _install_exit_hook(self) -> None:
-        self._pid = os.getpid()
         self._install_sigterm()
         if self._exit_hook is not None:
             return
@@ -440,7 +475,7 @@ class ExperimentMonitor:
             status, error = "interrupted", self._signal_name
         elif exc is None or isinstance(exc, KeyboardInterrupt):
             status = "interrupted"
-            error = "KeyboardInterrupt" if exc is not None else "process exited during the mode"
+            error = interruption_name(exc) if exc is not None else "process exited during the mode"
         else:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         try:

@@ -13,23 +13,35 @@ from __future__ import annotations
 
 import csv
 import itertools
+import logging
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from codedag.errors import SchemaError
 from codedag.monitor.metrics import MetricsLogger
 from codedag.monitor.resources import ResourceMonitor
 from codedag.monitor.results import load_results
 from codedag.monitor.timer import Timer
 
+log = logging.getLogger(__name__)
+
 
 def _rows(path: Path | None) -> Iterator[dict[str, str]]:
     if path is None or not path.is_file():
         return
-    with open(path, encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        rows = csv.DictReader(fh)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            except csv.Error as error:  # a NUL byte, an oversized field: the rest is unreadable
+                log.warning("%s: stopped reading at line %d: %s", path, rows.line_num, error)
+                return
             if None not in row.values():  # skip a line cut short by the kill
                 yield row
 
@@ -63,11 +75,34 @@ def _usage_from_rows(rows: Iterator[tuple[float, str, float]], capacity: int) ->
     return monitor
 
 
-def _rebuild_mode(mode: dict[str, Any], run_dir: Path, capacity: int) -> dict[str, Any]:
+def stream_path(run_dir: Path, name: Any, where: str) -> Path | None:
+    """The raw CSV a results file names, which must lie inside its run folder.
+
+    Raises:
+        SchemaError: the name is not a string, or resolves (``..``, an absolute path, a symbolic
+            link) outside ``run_dir``: a results file never makes codedag read other files.
+    """
+    if name is None or name == "":
+        return None
+    if not isinstance(name, str):
+        raise SchemaError(f"{where}: expected a file name, got {name!r}")
+    root = run_dir.resolve()
+    candidate = (root / name).resolve()
+    if not candidate.is_relative_to(root):
+        raise SchemaError(
+            f"{where}: {name!r} is outside the run folder {root}; raw streams are only read "
+            "from the folder of the results file"
+        )
+    return candidate
+
+
+def _rebuild_mode(name: str, mode: dict[str, Any], run_dir: Path, capacity: int) -> dict[str, Any]:
     files = mode.get("files") or {}
+    if not isinstance(files, dict):
+        raise SchemaError(f"modes.{name}.files: expected an object, got {type(files).__name__}")
 
     def path(kind: str) -> Path | None:
-        return run_dir / files[kind] if files.get(kind) else None
+        return stream_path(run_dir, files.get(kind), f"modes.{name}.files.{kind}")
 
     batches_csv = path("batches")
     if batches_csv is None or not batches_csv.is_file():
@@ -130,7 +165,8 @@ def rebuild_results(
     Modes without a batches CSV keep their JSON entry unchanged.
 
     Raises:
-        SchemaError: the results file is missing, malformed or from a newer codedag.
+        SchemaError: the results file is missing, malformed or from a newer codedag, or names a
+            raw stream outside its run folder.
     """
     path = Path(source)
     if path.is_dir():
@@ -138,7 +174,9 @@ def rebuild_results(
     results = load_results(path)
     out = {k: v for k, v in results.items() if k != "modes"}
     out["modes"] = {
-        name: _rebuild_mode(mode, path.parent, downsample_capacity)
+        name: _rebuild_mode(
+            f"results file {path}: modes.{name}", mode, path.parent, downsample_capacity
+        )
         for name, mode in results["modes"].items()
     }
     return load_results(out)

@@ -30,10 +30,8 @@ own format) load with defaults, and their summaries are recomputed from the seri
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 from codedag.errors import SchemaError
@@ -97,14 +95,81 @@ def summary_from_series(mode: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _check_series(where: str, value: Any, width: int, problems: list[str]) -> None:
     if not isinstance(value, list):
         problems.append(f"{where}: expected a list, got {type(value).__name__}")
         return
-    for i, point in enumerate(value[:3] + value[-3:]):
-        if not isinstance(point, list | tuple) or len(point) != width:
-            problems.append(f"{where}[{i}]: expected a list of {width} numbers, got {point!r}")
+    for i, point in enumerate(value):
+        if (
+            not isinstance(point, list | tuple)
+            or len(point) != width
+            or not all(_is_number(v) for v in point)
+        ):
+            shown = repr(point) if len(repr(point)) <= 60 else repr(point)[:57] + "..."
+            problems.append(f"{where}[{i}]: expected a list of {width} numbers, got {shown}")
             return
+
+
+# Summary groups and the numeric fields readers use (other keys are kept as they are).
+SUMMARY_NUMBERS = ("num_batches", "total_time")
+SUMMARY_GROUPS: dict[str, tuple[str, ...]] = {
+    "batch_time": ("mean", "std", "min", "max", "p50", "p95"),
+    "data_wait": ("mean", "std", "min", "max", "p50", "p95", "total", "share_pct"),
+    "step_time": ("mean", "total"),
+    "throughput": ("batches_per_s", "samples_per_s"),
+    "loss": ("initial", "final", "min", "max"),
+    "accuracy": ("initial", "final", "best"),
+}
+# Mode fields and the JSON types they may have (absent is always fine).
+MODE_FIELDS: dict[str, tuple[type, ...]] = {
+    "config": (dict,),
+    "status": (str,),
+    "error": (str, type(None)),
+    "started_at": (int, float, type(None)),
+    "ended_at": (int, float, type(None)),
+    "summary": (dict, type(None)),
+    "resources": (dict, type(None)),
+    "downsampling": (dict, type(None)),
+    "files": (dict, type(None)),
+}
+TOP_FIELDS: dict[str, tuple[type, ...]] = {
+    "environment": (dict,),
+    "timestamp": (int, float),
+    "datetime": (str,),
+}
+
+
+def _check_fields(
+    where: str, data: dict, fields: dict[str, tuple[type, ...]], problems: list[str]
+) -> None:
+    for key, kinds in fields.items():
+        if key in data and (not isinstance(data[key], kinds) or isinstance(data[key], bool)):
+            expected = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+            problems.append(f"{where}{key}: expected {expected}, got {type(data[key]).__name__}")
+
+
+def _check_summary(where: str, summary: Any, problems: list[str]) -> None:
+    if not isinstance(summary, dict):
+        return
+    for key in SUMMARY_NUMBERS:
+        if key in summary and not _is_number(summary[key]):
+            problems.append(f"{where}.{key}: expected a number, got {summary[key]!r:.40}")
+    for group, keys in SUMMARY_GROUPS.items():
+        values = summary.get(group)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            problems.append(f"{where}.{group}: expected an object or null")
+            continue
+        for key in keys:
+            if values.get(key) is not None and not _is_number(values[key]):
+                problems.append(
+                    f"{where}.{group}.{key}: expected a number, got {values[key]!r:.40}"
+                )
 
 
 def validate_results(data: Any) -> list[str]:
@@ -114,6 +179,7 @@ def validate_results(data: Any) -> list[str]:
         return [f"top level: expected an object, got {type(data).__name__}"]
     if not isinstance(data.get("experiment_name"), str):
         problems.append("experiment_name: expected a string")
+    _check_fields("", data, TOP_FIELDS, problems)
     modes = data.get("modes")
     if not isinstance(modes, dict):
         return [*problems, f"modes: expected an object, got {type(modes).__name__}"]
@@ -121,6 +187,8 @@ def validate_results(data: Any) -> list[str]:
         if not isinstance(mode, dict):
             problems.append(f"modes.{name}: expected an object")
             continue
+        _check_fields(f"modes.{name}.", mode, MODE_FIELDS, problems)
+        _check_summary(f"modes.{name}.summary", mode.get("summary"), problems)
         _check_series(f"modes.{name}.batch_times", mode.get("batch_times", []), 2, problems)
         _check_series(f"modes.{name}.data_wait_times", mode.get("data_wait_times", []), 2, problems)
         metrics = mode.get("metrics", {})
@@ -179,40 +247,55 @@ def upgrade_results(data: dict[str, Any]) -> dict[str, Any]:
             summary["batch_time"] = {**recomputed["batch_time"], **summary["batch_time"]}
         for key, value in recomputed.items():
             summary.setdefault(key, value)
-        summary.setdefault("total_time", summary["step_time"]["total"])
+        step = summary.get("step_time") or {}
+        summary.setdefault("total_time", step.get("total", recomputed["step_time"]["total"]))
         m["summary"] = summary
         modes[str(name)] = m
     out["modes"] = modes
     return out
 
 
+def check_version(version: Any, where: str) -> None:
+    """Accept 0 (the seed's format, also when the key is absent) up to :data:`SCHEMA_VERSION`.
+
+    Raises:
+        SchemaError: not a whole number, negative, or written by a newer codedag.
+    """
+    if type(version) is not int:
+        raise SchemaError(f"{where}: schema_version must be a whole number, got {version!r}")
+    if version < 0:
+        raise SchemaError(
+            f"{where}: schema_version {version} was never written by codedag "
+            f"(expected 0 to {SCHEMA_VERSION})"
+        )
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{where}: schema_version {version} is newer than this codedag reads "
+            f"(<= {SCHEMA_VERSION}); upgrade codedag"
+        )
+
+
 def load_results(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, Any]:
     """Load, validate and upgrade a results file (or dict).
 
     Raises:
-        SchemaError: unreadable JSON, a structural problem (all are listed), or a file written by
-            a newer codedag (``schema_version`` above ``SCHEMA_VERSION``).
+        SchemaError: unreadable JSON, a structural problem (all are listed), or a
+            ``schema_version`` that is not 0 to ``SCHEMA_VERSION`` (newer files need a newer
+            codedag).
     """
     if isinstance(source, dict):
         data: Any = source
         where = "results"
     else:
-        where = str(source)
-        try:
-            data = json.loads(Path(source).read_text(encoding="utf-8"))
-        except FileNotFoundError as error:
-            raise SchemaError(f"{where}: no such file") from error
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise SchemaError(f"{where}: expected a JSON results file, got: {error}") from error
+        from codedag.util.io import read_json
+
+        where = f"results file {source}"
+        data = read_json(source, "results file", expect=dict)
+    if isinstance(data, dict):
+        check_version(data.get("schema_version", 0), where)
     problems = validate_results(data)
     if problems:
         raise SchemaError(f"{where}: not a codedag results file: " + "; ".join(problems[:10]))
-    version = data.get("schema_version", 0)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"{where}: schema_version {version!r} is newer than this codedag reads "
-            f"(<= {SCHEMA_VERSION}); upgrade codedag"
-        )
     return upgrade_results(data)
 
 

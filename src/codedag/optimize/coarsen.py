@@ -289,9 +289,9 @@ class GraphCoarsening:
                 instance_count=nodes[anchor_id].instance_count,
                 node_ids=node_ids,
             )
-        for cluster in sorted(clusters.values(), key=lambda c: -len(c.node_ids)):
-            for node_id in cluster.node_ids:
-                nodes[node_id].cluster_id = cluster.id
+        for merged in sorted(clusters.values(), key=lambda c: -len(c.node_ids)):
+            for node_id in merged.node_ids:
+                nodes[node_id].cluster_id = merged.id
         return CoarsenedDAG(nodes, list(edges), clusters, dag, original_to_coarse)
 
 

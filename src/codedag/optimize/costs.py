@@ -42,20 +42,25 @@ def builtin_can_migrate(canonical_name: str) -> bool:
 def default_can_migrate() -> CanMigrate:
     """The migration registry's ``is_migratable`` when it exists, else :func:`builtin_can_migrate`."""
     try:
-        from codedag.migrate.registry import is_migratable  # type: ignore[attr-defined]
+        from codedag.migrate.registry import is_migratable
     except ImportError:
         log.debug("codedag.migrate.registry not available; using the built-in migratable list")
         return builtin_can_migrate
-    return is_migratable  # type: ignore[no-any-return]
+    return is_migratable
 
 
 @dataclass(frozen=True, slots=True)
 class CostModel:
-    """What moving a call to the accelerator is assumed to save and cost.
+    """A what-if model of the accelerator: weights for partitioning, and the assumptions of
+    ``--assume-speedup`` plans and of the scheduling benchmark.
+
+    Placement never uses it to decide: plans are made from calibration (measured times on the
+    target device); only a plan made with an explicit assumed speedup reads the speedup and the
+    bandwidths here, and says so in its notes.
 
     Attributes:
-        accelerator_speedup: measured CPU time / time on the accelerator for a migratable call
-            (an assumption of the model: the plan states it in its notes).
+        accelerator_speedup: what-if CPU time / accelerator time of a migratable call (the
+            scheduling benchmark's model; plans use ``PlacementSettings.assume_speedup``).
         h2d_bandwidth_gbps: host-to-device copy bandwidth; DESIGN.md measured 35-50 GB/s on an
             H100, 25 is a conservative default for pageable memory.
         d2h_bandwidth_gbps: device-to-host copy bandwidth.

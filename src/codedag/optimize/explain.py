@@ -1,4 +1,4 @@
-"""A human view of a migration plan: one row per placed call (``codedag plan explain``)."""
+"""A human view of a migration plan: one row per call, with the measured figures behind it."""
 
 from __future__ import annotations
 
@@ -6,38 +6,62 @@ from typing import Any
 
 
 def _ms(ns: Any) -> str:
-    return f"{(ns or 0) / 1e6:.3f}"
+    if ns is None:
+        return "-"
+    return f"{ns / 1e6:.3g}"
 
 
-def plan_table(plan: dict[str, Any], limit: int | None = 30) -> Any:
-    """A rich Table of the plan's calls, migrated ones first, then by measured time."""
+def _speedup(call: dict[str, Any]) -> str:
+    original, backend = call.get("original_ns"), call.get("backend_ns")
+    if not original or not backend:
+        return "-"
+    return f"{original / backend:.2f}x"
+
+
+def plan_table(plan: dict[str, Any], limit: int | None = 30, measured_only: bool = False) -> Any:
+    """A rich Table of the plan's calls: placed ones first, then by traced time.
+
+    Args:
+        plan: a migration plan dict.
+        limit: rows shown at most (``None``: all).
+        measured_only: only calls that were measured or placed (the others have nothing to
+            show but "no backend").
+    """
     from rich.table import Table
 
     calls = sorted(
         plan.get("calls", []), key=lambda c: (not c.get("migrate"), -c.get("measured_ns", 0))
     )
+    if measured_only:
+        calls = [c for c in calls if c.get("migrate") or c.get("original_ns") is not None]
     shown = calls if limit is None else calls[:limit]
+    placement = plan.get("placement") or {}
+    basis = placement.get("basis", "none")
+    where = placement.get("device_name") or plan.get("target_device") or "none"
     title = (
         f"migration plan: {len(plan.get('context_device_map', {}))} context(s) migrate, "
-        f"k={plan.get('k')}, target {plan.get('target_device') or 'none'}"
+        f"target {plan.get('target_device') or 'none'}, decided from "
+        + ("measurements on " + where if basis == "measured" else basis)
     )
     table = Table(title=title, expand=False)
-    table.add_column("function", overflow="fold", max_width=48)
+    table.add_column("function", overflow="fold", max_width=44)
     table.add_column("n", justify="right")
     table.add_column("device")
-    table.add_column("measured ms", justify="right")
-    table.add_column("gain ms", justify="right")
-    table.add_column("transfer ms", justify="right")
-    table.add_column("reason", overflow="fold", max_width=60)
+    table.add_column("library ms/call", justify="right")
+    table.add_column("torch ms/call", justify="right")
+    table.add_column("speedup", justify="right")
+    table.add_column("saving ms", justify="right")
+    table.add_column("reason", overflow="fold", max_width=64)
     for call in shown:
         style = "green" if call.get("migrate") else ""
         table.add_row(
             str(call.get("function", "")),
             str(call.get("instance_count", len(call.get("context_keys", [])))),
             str(call.get("device", "cpu")),
-            _ms(call.get("measured_ns")),
-            _ms(call.get("estimated_gain_ns")),
-            _ms(call.get("transfer_cost_ns")),
+            _ms(call.get("original_ns")),
+            _ms(call.get("backend_ns")),
+            _speedup(call),
+            _ms(call.get("saving_ns")) if call.get("original_ns") is not None else "-",
             str(call.get("reason", "")),
             style=style,
         )

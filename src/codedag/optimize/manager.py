@@ -13,7 +13,14 @@ from codedag.optimize.coarsen import GraphCoarsening
 from codedag.optimize.costs import CanMigrate, CostModel
 from codedag.optimize.export import write_results
 from codedag.optimize.partition import KWayPartitioner, Partition, as_coarse
-from codedag.optimize.plan import build_plan
+from codedag.optimize.placement import PlacementSettings, blocked_reason
+from codedag.optimize.plan import (
+    _default_blocker,
+    accelerators,
+    build_plan,
+    loader_workers,
+    placement_device,
+)
 from codedag.optimize.refine import IterativeOptimizer
 
 log = logging.getLogger(__name__)
@@ -35,6 +42,12 @@ class OptimizerManager:
             conservative built-in list.
         gpu_count: accelerators for the plan that :meth:`optimize` writes (default 0).
         target_device: force the accelerator device (``"cpu"`` plans torch-on-CPU migration).
+        placement: margin, ``only``/``exclude`` and an optional what-if speedup.
+        calibrate: measure candidate calls on the placement device before planning (default);
+            without measurements (and without an assumed speedup) nothing is placed.
+        calibration: measurements already taken (``codedag.calibrate.Calibration``).
+        calibration_options: passed to :class:`codedag.calibrate.Calibrator` (``cache``, ...).
+        progress: ``progress(done, total, what)`` during calibration.
     """
 
     def __init__(
@@ -53,6 +66,11 @@ class OptimizerManager:
         can_migrate: CanMigrate | None = None,
         gpu_count: int = 0,
         target_device: str | None = None,
+        placement: PlacementSettings | None = None,
+        calibrate: bool = True,
+        calibration: Any | None = None,
+        calibration_options: dict[str, Any] | None = None,
+        progress: Any | None = None,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"k must be an integer >= 1, got {k!r}")
@@ -61,6 +79,12 @@ class OptimizerManager:
         self.can_migrate = can_migrate
         self.gpu_count = gpu_count
         self.target_device = target_device
+        self.placement = placement or PlacementSettings()
+        self.calibrate = calibrate
+        self.calibration = calibration
+        self.calibration_options = dict(calibration_options or {})
+        self.progress = progress
+        self.calibration_problem: str | None = None
         self.coarsening = GraphCoarsening(max_depth=coarsen_max_depth)
         self.partitioner = KWayPartitioner(
             k=k,
@@ -93,6 +117,7 @@ class OptimizerManager:
         coarse = dag if isinstance(dag, CoarsenedDAG) else self.coarsening.coarsen(dag)
         kway = self.partitioner.partition(coarse)
         refined = self.refiner.optimize(kway, coarse)
+        self.calibration = self.calibrate_for(coarse)
         plan = self.get_migration_plan(refined, coarse, self.gpu_count)
         refine_stats = self.refiner.stats
         statistics = {
@@ -111,6 +136,8 @@ class OptimizerManager:
             )
         if not len(coarse):
             plan["notes"].append("the DAG is empty: nothing to place")
+        if self.calibration_problem:
+            plan["notes"].append(self.calibration_problem)
         result = {
             "coarsened_dag": coarse,
             "kway_partitions": kway,
@@ -121,6 +148,48 @@ class OptimizerManager:
         if export_dir is not None:
             write_results(Path(export_dir), result)
         return result
+
+    def calibrate_for(self, dag: Any) -> Any | None:
+        """Measure the candidate calls of ``dag`` on the device placement targets.
+
+        Returns the calibration (``None`` when there is no target device, when an assumed speedup
+        replaces measurements, or when calibration is switched off). Functions the placement
+        would refuse anyway (blocked, excluded, not named with ``only``) are not measured.
+        """
+        if self.calibration is not None:
+            return self.calibration
+        if not self.calibrate or self.placement.assume_speedup is not None:
+            return None
+        coarse = as_coarse(dag)
+        device = placement_device(
+            accelerators(self.gpu_count, self.target_device), loader_workers(coarse)
+        )
+        if device is None:
+            return None
+        from codedag.migrate.devices import device_exists
+
+        if not device_exists(device):
+            self.calibration_problem = (
+                f"{device} does not exist here, so nothing could be measured on it: plan on the "
+                "machine that has it, or pass an assumed speedup for a what-if plan"
+            )
+            log.warning("%s", self.calibration_problem)
+            return None
+        from codedag.calibrate import calibrate_dag
+
+        blocker = _default_blocker()
+        settings = self.placement
+
+        def wanted(name: str) -> bool:
+            return blocked_reason(name, None, (), settings, blocker) is None
+
+        log.info("calibrating candidate calls on %s", device)
+        options = dict(self.calibration_options)
+        if self.progress is not None:
+            options["progress"] = self.progress
+        if loader_workers(coarse) > 0:
+            options.setdefault("threads", 1)  # PyTorch runs DataLoader workers with one thread
+        return calibrate_dag(coarse.source, device, names=wanted, **options)
 
     def get_migration_plan(
         self,
@@ -137,4 +206,6 @@ class OptimizerManager:
             target_device if target_device is not None else self.target_device,
             cost=self.cost,
             can_migrate=self.can_migrate,
+            calibration=self.calibration,
+            settings=self.placement,
         )

@@ -205,7 +205,7 @@ class KWayPartitioner:
         # Sweep start: distances from the heaviest node, so that with k >= 2 the first center is
         # not wherever the heaviest node happens to sit (a center in the middle of the graph
         # encloses the others and starves their growth).
-        nearest = _normalized(wg.bfs([int(np.argmax(weight))]), hops) if k > 1 else None
+        nearest: Any = _normalized(wg.bfs([int(np.argmax(weight))]), hops) if k > 1 else None
         for _ in range(k):
             score = (1.0 - lam) * share
             if nearest is not None:

@@ -1,34 +1,29 @@
-"""Placement: partitions onto devices, calls onto the accelerator when it pays, and the plan JSON.
+"""The migration plan of a partitioned, coarsened DAG: every call with its device and the reason.
 
-A call is migrated only if (1) its partition runs on an accelerator, (2) ``can_migrate(name)``
-says a torch backend exists, and (3) its estimated saving exceeds the launch overhead of its
-instances plus the transfer cost of the values that cross the device boundary around it
-(host-to-device for inputs produced on the CPU, device-to-host for outputs a CPU call or the
-caller uses). Candidates start on the accelerator; the worst net candidate is sent back to the
-CPU until every remaining one pays for itself, so a cheap op between two CPU-only ops stays on the
-CPU while a chain of migratable ops moves together. A call inside a migrated call is covered by it.
+Whether a call leaves the CPU is decided by :mod:`codedag.optimize.placement` from measurements
+(calibration on the target device), never from an assumed speedup unless the user asks for that
+what-if. Partitions spread the placed calls over several accelerators: partitions holding placed
+calls take the accelerators in order of what they save, round-robin; with one accelerator every
+placed call runs on it. With no target device nothing moves and the notes say why.
 
-Partitions with a positive net saving of their migratable calls take accelerators, in order of
-that saving and round-robin over the accelerators (with more partitions than GPUs, several share
-one); the partition with the least saving stays on the CPU (it holds the Python driving the
-pipeline). With no GPU and no target device nothing migrates and the notes say why. With
-``target_device="cpu"`` the decisions use the same cost model (the accelerator's speedup and
-transfer costs) while the migrated calls run through torch on the CPU: a CPU-only machine
-rehearses exactly the plan a GPU machine would get.
+DataLoader workers never use CUDA (a forked CUDA context is unusable and each spawned worker that
+touches CUDA costs 300-500 MB): when the traced loader has workers, calls migrated one by one run
+through torch on the CPU there, so they are measured and placed for the CPU.
 """
 
 from __future__ import annotations
 
-import heapq
+from collections.abc import Callable
 from typing import Any
 
 from codedag import __version__
-from codedag.errors import ConfigError, SchemaError
+from codedag.errors import ConfigError
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.costs import CanMigrate, CostModel, default_can_migrate
 from codedag.optimize.partition import Partition
+from codedag.optimize.placement import Decision, PlacementSettings, Placer, blocked_reason
+from codedag.plan import PLAN_SCHEMA_VERSION, MigrationPlan, check_device
 
-PLAN_SCHEMA_VERSION = 1
 PLAN_KEYS = (
     "schema_version",
     "codedag_version",
@@ -39,88 +34,75 @@ PLAN_KEYS = (
     "context_device_map",
     "calls",
     "notes",
+    "placement",
 )
 
 
-def _accelerators(gpu_count: int, target_device: str | None) -> list[str]:
+def accelerators(gpu_count: int, target_device: str | None) -> list[str]:
+    """The devices placed calls may run on: the target device, else ``cuda:0..gpu_count-1``."""
     if target_device is not None:
-        if target_device != "cpu" and not target_device.startswith("cuda"):
-            raise ConfigError(f"target device must be 'cpu' or 'cuda[:i]', got {target_device!r}")
+        try:
+            check_device(target_device)
+        except ValueError as e:
+            raise ConfigError(f"target device: {e}") from None
         return [target_device if target_device != "cuda" else "cuda:0"]
     if gpu_count < 0:
         raise ConfigError(f"gpu_count must be >= 0, got {gpu_count}")
     return [f"cuda:{i}" for i in range(gpu_count)]
 
 
-class _Net:
-    """Net saving of candidate calls given which calls are currently migrated."""
-
-    def __init__(self, dag: CoarsenedDAG, cost: CostModel, migrated: set[int]) -> None:
-        self.dag, self.cost, self.migrated = dag, cost, migrated
-
-    def transfer_ns(self, call: int) -> int:
-        dag, migrated, cost = self.dag, self.migrated, self.cost
-        total = 0
-        for value in dag.predecessors(call, "uses"):
-            producers = dag.predecessors(value, "produces")
-            if not any(p in migrated for p in producers):
-                total += cost.h2d_ns(dag.nodes[value].nbytes)
-        for value in dag.successors(call, "produces"):
-            users = dag.successors(value, "uses")
-            if not users or any(u not in migrated for u in users):
-                total += cost.d2h_ns(dag.nodes[value].nbytes)
-        return total
-
-    def gain_ns(self, call: int) -> int:
-        node = self.dag.nodes[call]
-        return self.cost.saved_ns(node.total_ns) - self.cost.launch_ns(node.instance_count)
-
-    def neighbors(self, call: int) -> set[int]:
-        dag = self.dag
-        out: set[int] = set()
-        for value in dag.predecessors(call, "uses"):
-            out.update(dag.predecessors(value, "produces"))
-            out.update(dag.successors(value, "uses"))
-        for value in dag.successors(call, "produces"):
-            out.update(dag.successors(value, "uses"))
-        out.discard(call)
-        return out
+def loader_workers(dag: CoarsenedDAG) -> int:
+    """``num_workers`` of the traced DataLoader (0 when the trace was not of a DataLoader)."""
+    info = getattr(dag.source, "metadata", {}).get("dataloader") or {}
+    try:
+        return max(0, int(info.get("num_workers", 0)))
+    except (TypeError, ValueError):
+        return 0
 
 
-def _eliminate(net: _Net, candidates: set[int]) -> None:
-    """Send the worst candidate back to the CPU until every migrated call pays for itself."""
-    migrated = net.migrated
-    migrated.update(candidates)
-    version = dict.fromkeys(candidates, 0)
-    heap = [(net.gain_ns(c) - net.transfer_ns(c), c, 0) for c in sorted(candidates)]
-    heapq.heapify(heap)
-    while heap:
-        value, call, ver = heapq.heappop(heap)
-        if call not in migrated or ver != version[call]:
-            continue
-        if value > 0:
-            break
-        migrated.discard(call)
-        for other in net.neighbors(call):
-            if other in migrated:
-                version[other] += 1
-                fresh = net.gain_ns(other) - net.transfer_ns(other)
-                heapq.heappush(heap, (fresh, other, version[other]))
+def placement_device(accels: list[str], workers: int) -> str | None:
+    """Where calls migrated one by one actually run: the CPU inside DataLoader workers."""
+    if not accels:
+        return None
+    return "cpu" if workers > 0 else accels[0]
 
 
-def _inside(dag: CoarsenedDAG, call: int, migrated: set[int]) -> int | None:
-    """The migrated call that (transitively) calls ``call``, if any."""
+def _inside(dag: CoarsenedDAG, call: int, placed: set[int]) -> int | None:
+    """The placed call that (transitively) calls ``call``, if any."""
     stack = list(dag.predecessors(call, "calls"))
     seen = set(stack)
     while stack:
         parent = stack.pop()
-        if parent in migrated:
+        if parent in placed:
             return parent
         for grand in dag.predecessors(parent, "calls"):
             if grand not in seen:
                 seen.add(grand)
                 stack.append(grand)
     return None
+
+
+def _keys(dag: CoarsenedDAG, node_id: int) -> list[str]:
+    """The usable context keys of a call (files from hand-built or old DAGs may hold empty ones)."""
+    return [key for key in dag.context_keys(node_id) if key.strip("/")]
+
+
+def _default_blocker() -> Callable[[str], str | None]:
+    from codedag.migrate.registry import placement_blocker
+
+    return placement_blocker
+
+
+def _default_positional() -> Callable[[str], tuple[str, ...]]:
+    from codedag.migrate.registry import default_registry
+
+    registry = default_registry()
+
+    def positional(name: str) -> tuple[str, ...]:
+        spec = registry.get(name)
+        return tuple(spec.positional_names) if spec is not None else ()
+
+    return positional
 
 
 def build_plan(
@@ -130,136 +112,204 @@ def build_plan(
     target_device: str | None = None,
     cost: CostModel | None = None,
     can_migrate: CanMigrate | None = None,
+    *,
+    calibration: Any | None = None,
+    settings: PlacementSettings | None = None,
+    blocker: Callable[[str], str | None] | None = None,
+    positional: Callable[[str], tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
-    """The migration plan (CONTRACT.md format) of a partitioned coarsened DAG."""
+    """The migration plan (a :class:`~codedag.plan.MigrationPlan` as a dict).
+
+    Args:
+        partitions: the refined partitions of ``dag``.
+        dag: the coarsened DAG.
+        gpu_count: accelerators available.
+        target_device: force the device (``cpu`` runs migrated calls through torch on the CPU).
+        cost: the what-if cost model (used with ``settings.assume_speedup`` only).
+        can_migrate: ``name -> bool`` (default: the migration registry).
+        calibration: measured figures of the calls on the placement device.
+        settings: margin, ``only``/``exclude`` and the what-if speedup.
+        blocker: ``name -> reason`` for functions never placed without opt-in (random draws,
+            backends that differ); default: the registry's.
+        positional: ``name -> positional parameter names`` (finds ``dst``/``out`` buffers).
+    """
     cost = cost or CostModel()
+    settings = settings or PlacementSettings()
     can = can_migrate or default_can_migrate()
-    accels = _accelerators(gpu_count, target_device)
-    notes: list[str] = []
+    blocker = blocker or _default_blocker()
+    positional = positional or _default_positional()
+    accels = accelerators(gpu_count, target_device)
+    workers = loader_workers(dag)
+    device = placement_device(accels, workers)
     part_of = {node: p.id for p in partitions for node in p.nodes}
     calls = sorted(dag.calls(), key=lambda n: n.id)
-    migratable = {c.id for c in calls if can(c.name)}
-    device_of_part = {p.id: "cpu" for p in partitions}
-    accel_parts: set[int] = set()
-    net = _Net(dag, cost, set())
-    if not accels:
-        notes.append(
-            "no GPU (gpu_count=0) and no target device: every call stays on the CPU; "
-            "pass --gpus N or --target-device cpu to plan a migration"
-        )
-    elif len(partitions) == 1:
-        notes.append(
-            f"k={len(partitions)}: a single partition stays on the CPU (it runs the Python "
-            "that drives the pipeline); use k >= 2 to place work on an accelerator"
-        )
-    elif partitions:
-        score = {p.id: 0 for p in partitions}
-        for c in migratable:
-            score[part_of[c]] += max(0, net.gain_ns(c))
-        ranked = sorted(partitions, key=lambda p: (-score[p.id], p.id))
-        for i, p in enumerate(ranked[: len(partitions) - 1]):
-            if score[p.id] > 0:
-                device_of_part[p.id] = accels[i % len(accels)]
-                accel_parts.add(p.id)
-    on_accel = {c for c in migratable if part_of[c] in accel_parts}
-    _eliminate(net, on_accel)
-    migrated = net.migrated
-    nested = {c: _inside(dag, c, migrated) for c in sorted(migrated)}
-    for c, parent in nested.items():
-        if parent is not None:
-            migrated.discard(c)
-    if target_device == "cpu" and accels:
-        notes.append(
-            "target device cpu: calls are chosen with the accelerator cost model "
-            f"(speedup {cost.accelerator_speedup}x, {cost.h2d_bandwidth_gbps} GB/s H2D) and run "
-            "through torch on the CPU; expect no speedup there"
-        )
-    notes.append(
-        f"estimates: saving = measured time x (1 - 1/{cost.accelerator_speedup}); launch {cost.launch_overhead_ns} ns per instance; transfers "
-        f"at {cost.h2d_bandwidth_gbps} GB/s H2D, {cost.d2h_bandwidth_gbps} GB/s D2H"
-    )
-    entries: list[dict[str, Any]] = []
-    context_map: dict[str, str] = {}
+    notes: list[str] = []
+    decisions: dict[int, Decision] = {}
+    candidates: dict[int, Decision] = {}
     for node in calls:
-        p = part_of.get(node.id)
-        if p is None:
+        if node.id not in part_of:
             raise ConfigError(f"call {node.id} ({node.name}) is in no partition")
-        device = device_of_part[p]
-        keys = dag.context_keys(node.id)
-        gain = net.gain_ns(node.id) if node.id in migratable else 0
-        transfer = net.transfer_ns(node.id) if node.id in migratable else 0
-        migrate = node.id in migrated
-        if migrate:
-            reason = (
-                f"saves {gain} ns net of launches > {transfer} ns of transfers "
-                f"(partition {p} on {device})"
+        if not can(node.name):
+            decisions[node.id] = Decision(reason=f"no torch backend for {node.name}")
+            continue
+        if not _keys(dag, node.id):
+            decisions[node.id] = Decision(
+                reason="the trace recorded no context key for it: it cannot be addressed at run time"
             )
-            for key in keys:
-                context_map[key] = device
-        elif node.id not in migratable:
-            reason = f"no accelerator backend for {node.name}"
-        elif not accels:
-            reason = "no accelerator (gpu_count=0, no target device)"
-        elif p not in accel_parts:
-            reason = f"partition {p} runs on the CPU"
-        elif nested.get(node.id) is not None:
-            reason = f"runs inside migrated call {dag.nodes[nested[node.id]].name}"  # type: ignore[index]
+            continue
+        args = getattr(dag.source.nodes.get(node.representative_id), "args", None)
+        blocked = blocked_reason(node.name, args, positional(node.name), settings, blocker)
+        if blocked is not None:
+            decisions[node.id] = Decision(reason=blocked, blocked=True)
+            continue
+        if device is None:
+            decisions[node.id] = Decision(reason="no target device (no GPU, no --target-device)")
+            continue
+        candidates[node.id] = decisions[node.id] = Decision()
+    basis = "none"
+    if device is not None and candidates:
+        on_gpu = not device.startswith("cpu")
+        placer = Placer(dag, settings, calibration, cost, on_gpu)
+        if settings.assume_speedup is not None:
+            basis = "assumed"
+            figures = {i: placer._assumed(i) for i in candidates}
+        elif calibration is not None:
+            basis = "measured"
+            figures = {i: placer._measured(i) for i in candidates}
         else:
-            reason = (
-                f"saving {gain} ns does not exceed {transfer} ns of transfers to and from "
-                "CPU-side neighbours"
-                if gain > 0
-                else f"launch overhead exceeds the saving ({node.instance_count} instances)"
-            )
+            figures = {
+                i: Decision(reason=f"not measured on {device}: calibrate to place calls")
+                for i in candidates
+            }
+        decisions.update(figures)
+        placer.decide(figures, lambda _i: device)
+    placed = {i for i, d in decisions.items() if d.migrate}
+    for node_id in sorted(placed):
+        parent = _inside(dag, node_id, placed)
+        if parent is not None:
+            d = decisions[node_id]
+            d.migrate = False
+            d.reason = f"runs inside placed call {dag.nodes[parent].name}"
+    placed = {i for i, d in decisions.items() if d.migrate}
+    device_of_part = _partition_devices(partitions, part_of, placed, decisions, accels, device)
+    context_map: dict[str, str] = {}
+    entries: list[dict[str, Any]] = []
+    for node in calls:
+        d = decisions[node.id]
+        call_device = device_of_part[part_of[node.id]] if d.migrate else "cpu"
+        keys = _keys(dag, node.id)
+        if d.migrate:
+            for key in keys:
+                context_map[key] = call_device
+        per = max(1, node.instance_count)
         entries.append(
             {
                 "function": node.name,
                 "context_keys": keys,
                 "instance_count": node.instance_count,
-                "device": device if migrate else "cpu",
-                "migrate": migrate,
+                "device": call_device,
+                "migrate": d.migrate,
                 "measured_ns": node.total_ns,
-                "estimated_gain_ns": gain,
-                "transfer_cost_ns": transfer,
-                "reason": reason,
+                "original_ns": None if d.original_ns is None else d.original_ns // per,
+                "backend_ns": None if d.backend_ns is None else d.backend_ns // per,
+                "transfer_ns": d.transfer_ns // per,
+                "spread_ns": d.spread_ns // per,
+                "saving_ns": d.saving_ns,
+                "basis": d.basis,
+                "reason": d.reason,
+                "estimated_gain_ns": d.saving_ns,
+                "transfer_cost_ns": d.transfer_ns,
             }
         )
-    entries.sort(key=lambda e: (-e["measured_ns"], e["context_keys"][:1]))
-    if accels and not context_map and migratable:
-        notes.append("no migratable call saves more than its launch and transfer costs")
-    elif accels and calls and not migratable:
-        notes.append("no traced call has an accelerator backend")
-    return {
-        "schema_version": PLAN_SCHEMA_VERSION,
-        "codedag_version": __version__,
-        "k": len(partitions),
-        "gpu_count": gpu_count,
-        "target_device": accels[0] if accels else None,
-        "partition_device_map": {str(p.id): device_of_part[p.id] for p in partitions},
-        "context_device_map": context_map,
-        "calls": entries,
-        "notes": notes,
-    }
+    entries.sort(key=lambda e: (not e["migrate"], -e["measured_ns"], e["context_keys"][:1]))
+    notes.extend(_notes(accels, device, workers, basis, calls, candidates, placed, settings))
+    dispatch = getattr(calibration, "dispatch", None)
+    plan = MigrationPlan(
+        schema_version=PLAN_SCHEMA_VERSION,
+        codedag_version=__version__,
+        k=max(1, len(partitions)),
+        gpu_count=gpu_count,
+        target_device=device,
+        partition_device_map={str(p.id): device_of_part[p.id] for p in partitions},
+        context_device_map=context_map,
+        calls=entries,  # type: ignore[arg-type]  # validated into PlannedCall
+        notes=notes,
+        placement={  # type: ignore[arg-type]
+            "basis": basis,
+            "device": device,
+            "device_name": getattr(calibration, "device_name", "") if basis == "measured" else "",
+            "margin_pct": settings.margin_pct,
+            "assumed_speedup": settings.assume_speedup,
+            "only": sorted(settings.only),
+            "exclude": sorted(settings.exclude),
+            "calibration_cache": getattr(calibration, "cache_path", None),
+            "dispatch_ns": int(getattr(dispatch, "migrated_ns", 0)),
+            "passthrough_ns": int(getattr(dispatch, "passthrough_ns", 0)),
+        },
+    )
+    return MigrationPlan.from_dict(plan.model_dump(mode="json")).to_dict()
 
 
-def validate_plan(plan: Any) -> dict[str, Any]:
-    """Check a loaded plan's shape and version; raise :class:`SchemaError` if it is unusable."""
-    if not isinstance(plan, dict):
-        raise SchemaError(f"migration plan: expected a JSON object, got {type(plan).__name__}")
-    version = plan.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise SchemaError(f"migration plan: expected an integer schema_version, got {version!r}")
-    if version > PLAN_SCHEMA_VERSION:
-        raise SchemaError(
-            f"migration plan: schema_version {version} is newer than this codedag reads "
-            f"(<= {PLAN_SCHEMA_VERSION}); upgrade codedag"
+def _partition_devices(
+    partitions: list[Partition],
+    part_of: dict[int, int],
+    placed: set[int],
+    decisions: dict[int, Decision],
+    accels: list[str],
+    device: str | None,
+) -> dict[int, str]:
+    """Partitions with placed calls take the accelerators by saving, round-robin; others the CPU."""
+    saving = {p.id: 0 for p in partitions}
+    for node_id in placed:
+        saving[part_of[node_id]] += decisions[node_id].saving_ns
+    out = {p.id: "cpu" for p in partitions}
+    if device is None:
+        return out
+    pool = accels if device != "cpu" else ["cpu"]
+    ranked = sorted((p for p in partitions if saving[p.id] > 0), key=lambda p: -saving[p.id])
+    for i, p in enumerate(ranked):
+        out[p.id] = pool[i % len(pool)]
+    return out
+
+
+def _notes(
+    accels: list[str],
+    device: str | None,
+    workers: int,
+    basis: str,
+    calls: list[Any],
+    candidates: dict[int, Decision],
+    placed: set[int],
+    settings: PlacementSettings,
+) -> list[str]:
+    notes = []
+    if device is None:
+        notes.append(
+            "no GPU and no target device: every call stays on the CPU; pass --gpus N or "
+            "--target-device cpu|cuda:i to plan a migration"
         )
-    missing = [key for key in ("context_device_map", "calls") if key not in plan]
-    if missing:
-        raise SchemaError(f"migration plan: missing {', '.join(missing)}")
-    if not isinstance(plan["context_device_map"], dict) or not isinstance(plan["calls"], list):
-        raise SchemaError("migration plan: expected context_device_map object and calls list")
-    for i, call in enumerate(plan["calls"]):
-        if not isinstance(call, dict) or "function" not in call:
-            raise SchemaError(f"migration plan: calls[{i}] has no 'function'")
-    return plan
+        return notes
+    if workers and accels[0] != "cpu":
+        notes.append(
+            f"the DataLoader runs {workers} worker process(es), where CUDA is never used: calls "
+            "migrated one by one run through torch on the CPU there, so they were measured and "
+            "placed for the CPU"
+        )
+    if basis == "measured":
+        notes.append(
+            f"placement measured on {device}: a call moves only when it saves more than "
+            f"{settings.margin_pct:g} % of its time and more than the measurement spread"
+        )
+    elif basis == "assumed":
+        notes.append(
+            f"ASSUMPTION: placement uses a what-if speedup of {settings.assume_speedup:g}x, not "
+            "measurements; calibrate (the default) to decide from measured times"
+        )
+    if calls and not candidates:
+        notes.append("no traced call can be placed (no backend, or kept on the CPU on purpose)")
+    elif candidates and not placed:
+        notes.append(
+            f"every candidate call is faster with its library on {device} than through torch: "
+            "nothing moves, so the pipeline runs exactly as before"
+        )
+    return notes

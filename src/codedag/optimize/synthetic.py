@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from codedag.graph.model import ExecutionDAG
+from codedag.graph.model import CallNode, ExecutionDAG
 
 NEXT = "torch.utils.data.dataloader._SingleProcessDataLoaderIter.__next__"
 NEXT_INDEX = "torch.utils.data.dataloader._SingleProcessDataLoaderIter._next_index"
@@ -73,7 +73,8 @@ class _Builder:
         """Set a call's total time to its self time plus its callees' totals."""
         nodes = self.dag.nodes
         call = nodes[node]
-        call.total_ns = call.self_ns + sum(nodes[c].total_ns for c in children)  # type: ignore[union-attr]
+        assert isinstance(call, CallNode)
+        call.total_ns = call.self_ns + sum(getattr(nodes[c], "total_ns", 0) for c in children)
 
 
 def _sample(b: _Builder, fetch: int, flip_prob: float) -> int:
@@ -125,7 +126,7 @@ def trace_shaped_dag(
         stack = b.call("numpy.stack", collate, 3, b.time_ns(30.0 * batch_size), True)
         for out in outputs:
             b.use(out, stack)
-        sample_bytes = sum(b.dag.nodes[o].nbytes for o in outputs)  # type: ignore[union-attr]
+        sample_bytes = sum(getattr(b.dag.nodes[o], "nbytes", 0) for o in outputs)
         b.value(stack, sample_bytes)
         b.finish(collate, [stack])
         b.value(collate, sample_bytes, version=1)

@@ -40,7 +40,7 @@ class WorkGraph:
 
     def neighbors(self, v: int) -> list[int]:
         """Undirected neighbors of index ``v``."""
-        return self.und[self.und_ptr[v] : self.und_ptr[v + 1]].tolist()  # type: ignore[no-any-return]
+        return list(self.und[self.und_ptr[v] : self.und_ptr[v + 1]].tolist())
 
     def bfs(self, sources: list[int]) -> np.ndarray:
         """Undirected hop distances from the nearest source; -1 where unreachable.
@@ -82,7 +82,7 @@ def build_workgraph(dag: CoarsenedDAG, cost: CostModel) -> WorkGraph:
     cache_key = (cost.memory_weight, cost.h2d_bandwidth_gbps)
     cached = getattr(dag, "_workgraph", None)
     if cached is not None and cached[0] == cache_key:
-        return cached[1]  # type: ignore[no-any-return]
+        return cached[1]
     ids = sorted(dag.nodes)
     index = {node_id: i for i, node_id in enumerate(ids)}
     n = len(ids)

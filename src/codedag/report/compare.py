@@ -7,6 +7,7 @@ preprocessing to the GPU shortens the wait for data, which the batch time alone 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from codedag.errors import ConfigError
@@ -30,6 +31,14 @@ def _get(d: Any, *keys: str) -> Any:
             return None
         d = d.get(key)
     return d
+
+
+def _num(d: Any, *keys: str) -> float | None:
+    """The number at ``keys`` (int or finite float; not bool), else None."""
+    value = _get(d, *keys)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def _ratio(num: Any, den: Any) -> float | None:
@@ -57,28 +66,29 @@ def compare_modes(results: dict[str, Any], baseline: str | None = None) -> list[
     ref = _get(modes, ref_name, "summary") if ref_name else None
     rows = []
     for name, mode in modes.items():
-        s = mode.get("summary", {})
+        s = mode.get("summary", {}) if isinstance(mode, dict) else {}
+        batches = _num(s, "num_batches")
         row: dict[str, Any] = {
-            "mode": name,
-            "status": mode.get("status", "completed"),
-            "num_batches": _get(s, "num_batches"),
-            "total_time_s": _get(s, "total_time"),
-            "batch_mean_s": _get(s, "batch_time", "mean"),
-            "batch_std_s": _get(s, "batch_time", "std"),
-            "batch_p50_s": _get(s, "batch_time", "p50"),
-            "batch_p95_s": _get(s, "batch_time", "p95"),
-            "data_wait_mean_s": _get(s, "data_wait", "mean"),
-            "data_wait_share_pct": _get(s, "data_wait", "share_pct"),
-            "step_mean_s": _get(s, "step_time", "mean"),
-            "batches_per_s": _get(s, "throughput", "batches_per_s"),
-            "samples_per_s": _get(s, "throughput", "samples_per_s"),
-            "final_loss": _get(s, "loss", "final"),
-            "final_accuracy": _get(s, "accuracy", "final"),
+            "mode": str(name),
+            "status": str(mode.get("status", "completed")) if isinstance(mode, dict) else "?",
+            "num_batches": int(batches) if batches is not None else None,
+            "total_time_s": _num(s, "total_time"),
+            "batch_mean_s": _num(s, "batch_time", "mean"),
+            "batch_std_s": _num(s, "batch_time", "std"),
+            "batch_p50_s": _num(s, "batch_time", "p50"),
+            "batch_p95_s": _num(s, "batch_time", "p95"),
+            "data_wait_mean_s": _num(s, "data_wait", "mean"),
+            "data_wait_share_pct": _num(s, "data_wait", "share_pct"),
+            "step_mean_s": _num(s, "step_time", "mean"),
+            "batches_per_s": _num(s, "throughput", "batches_per_s"),
+            "samples_per_s": _num(s, "throughput", "samples_per_s"),
+            "final_loss": _num(s, "loss", "final"),
+            "final_accuracy": _num(s, "accuracy", "final"),
             "is_baseline": name == ref_name,
         }
-        row["speedup"] = _ratio(_get(ref, "step_time", "mean"), row["step_mean_s"])
-        row["batch_speedup"] = _ratio(_get(ref, "batch_time", "mean"), row["batch_mean_s"])
-        row["loss_delta"] = _delta(row["final_loss"], _get(ref, "loss", "final"))
-        row["accuracy_delta"] = _delta(row["final_accuracy"], _get(ref, "accuracy", "final"))
+        row["speedup"] = _ratio(_num(ref, "step_time", "mean"), row["step_mean_s"])
+        row["batch_speedup"] = _ratio(_num(ref, "batch_time", "mean"), row["batch_mean_s"])
+        row["loss_delta"] = _delta(row["final_loss"], _num(ref, "loss", "final"))
+        row["accuracy_delta"] = _delta(row["final_accuracy"], _num(ref, "accuracy", "final"))
         rows.append(row)
     return rows

@@ -45,10 +45,10 @@ def write_demo_report(
         ]
         for m in demo.modes
     ]
-    notes = []
+    notes = [demo.verdict] if demo.verdict else []
     if demo.speedup is not None:
         notes.append(
-            f"Speedup of the mean step time, data wait included (baseline / optimization): {demo.speedup:.3f}x"
+            f"Mean step time, data wait included, baseline / optimization: {demo.speedup:.3f}x"
         )
     migrated = ", ".join(f"{n}: {c}" for n, c in sorted(demo.migrated_calls.items()) if c)
     notes.append(f"Migrated calls per function: {migrated or 'none'}")
@@ -62,8 +62,8 @@ def write_demo_report(
         )
     if demo.device == "cpu":
         notes.append(
-            "No CUDA device here: the migrated calls ran through torch on the CPU, which checks "
-            "correctness and dispatch, not GPU speed."
+            "No CUDA device here: calls were measured and placed for torch on the CPU; a GPU "
+            "machine measures and places for its GPU."
         )
     return write_html_report(
         path,

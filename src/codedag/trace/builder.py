@@ -10,17 +10,22 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
+from codedag.trace.args import describe_arguments
 from codedag.trace.records import (
     ARG_CONTAINER,
+    ARG_OBJ,
     ARG_SCALAR,
+    ARG_SMALL,
     ARG_TYPE,
     ARG_VALUE,
     ARGS,
     DEPTH,
+    INFO,
     KIND,
     KIND_C,
     KIND_PY,
     KIND_WRAPPED,
+    LIB,
     MEM,
     NAME,
     OV0,
@@ -107,7 +112,7 @@ class DAGBuilder:
                     site = sites[rec[SITE]] = _site(rec[SITE], cwd)
                 args = []
                 for arg in rec[ARGS]:
-                    if arg[1] == ARG_VALUE:
+                    if arg[1] == ARG_VALUE or arg[1] == ARG_SMALL:
                         args.append(_arg(arg, value_by_seq))
                         continue
                     try:
@@ -131,6 +136,7 @@ class DAGBuilder:
                     args,
                     _ret(rec[RET], value_by_seq),
                     rec[KIND] != KIND_PY,
+                    _arguments(rec, value_by_seq),
                 )
                 if parent >= 0:
                     call_edges.append((parent, seq, "calls"))
@@ -195,11 +201,18 @@ def _site(site: Any, cwd: str) -> str:
     return f"{filename}:{line}"
 
 
+def _arguments(rec: list[Any], value_by_seq: dict[int, list[Any]]) -> list[dict[str, Any]] | None:
+    """``CallNode.args`` of a library call (None for user code and unwrapped C functions)."""
+    if rec[LIB] is None or rec[KIND] == KIND_C:
+        return None
+    return describe_arguments(rec[ARGS], value_by_seq, rec[INFO] if rec[KIND] == KIND_PY else None)
+
+
 def _payload(kind: int, payload: Any, value_by_seq: dict[int, list[Any]]) -> str:
-    if kind == ARG_VALUE:
-        v = value_by_seq.get(payload)
+    if kind in (ARG_VALUE, ARG_SMALL):
+        v = value_by_seq.get(payload if kind == ARG_VALUE else payload[0])
         return "?" if v is None else value_summary(v[1], v[4], v[5])
-    if kind == ARG_SCALAR:
+    if kind in (ARG_SCALAR, ARG_OBJ):
         return short_repr(payload)
     if kind == ARG_CONTAINER:
         return f"{payload[0]}[{payload[1]}]"

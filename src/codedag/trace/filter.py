@@ -171,7 +171,9 @@ def code_info(
 
     Returns:
         ``IMPORT`` for a module body, None to skip, else ``(name, library key, parameter
-        names)`` (library key None for user code).
+        names, parameter layout)`` (library key None for user code; the layout is
+        ``(positional-only count, positional count, keyword-only count, has *args, has
+        **kwargs)``).
     """
     if code.co_name == "<module>" and code not in user_codes:
         return IMPORT  # a module body: an import inside the window
@@ -182,9 +184,10 @@ def code_info(
         decision = function_filter.classify_code(code, module)
     if decision is None:
         return None
-    n = code.co_argcount + code.co_kwonlyargcount
-    n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
-    return (decision.name, decision.library, code.co_varnames[:n])
+    varargs, varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)  # *args, **kwargs
+    n = code.co_argcount + code.co_kwonlyargcount + varargs + varkw
+    layout = (code.co_posonlyargcount, code.co_argcount, code.co_kwonlyargcount, varargs, varkw)
+    return (decision.name, decision.library, code.co_varnames[:n], layout)
 
 
 def callable_info(function_filter: FunctionFilter, func: Any) -> tuple[str, str | None] | None:

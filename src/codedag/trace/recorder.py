@@ -26,20 +26,26 @@ import types
 import weakref
 from typing import Any
 
+from codedag.trace.args import kept_object, small_bytes
 from codedag.trace.filter import FunctionFilter, callable_info, code_info
 from codedag.trace.records import (
     ARG_CONTAINER,
+    ARG_OBJ,
     ARG_SCALAR,
+    ARG_SMALL,
     ARG_TYPE,
     ARG_VALUE,
     CUR0,
     FRAME,
     IMPORT,
+    INFO,
     KIND,
     KIND_C,
     KIND_PY,
     KIND_WRAPPED,
     LIB,
+    MAX_ITEMS,
+    MAX_NESTING,
     MEM,
     MEMORY_OFF,
     MEMORY_PER_CALL,
@@ -150,6 +156,7 @@ class Session:
         weakrefable: dict[type, bool] = {}
         scalars = frozenset(SCALARS)
         max_scan = MAX_CONTAINER_SCAN
+        max_items, max_nesting = MAX_ITEMS, MAX_NESTING
         session = self
         gc_freeze = gc.freeze
         get_profile, set_profile = sys.getprofile, sys.setprofile
@@ -194,10 +201,10 @@ class Session:
             nonlocal seq
             vseq = seq
             seq += 1
-            name, type_name, shape, dtype, nbytes, device = describe(obj)
+            name, type_name, shape, dtype, nbytes, device, strides = describe(obj)
             if type(obj) in (tuple, list, dict):
                 nbytes = sum(describe(x)[4] for x in first_items(obj, max_scan) if is_data(type(x)))
-            values.append([vseq, name, version, type_name, shape, dtype, nbytes, device])
+            values.append([vseq, name, version, type_name, shape, dtype, nbytes, device, strides])
             hold(obj, vseq, version)
             return vseq
 
@@ -221,9 +228,42 @@ class Session:
                     for item in obj.values() if cls is dict else obj:
                         if is_data(type(item)) or lookup(item) is not None:
                             use(item, found)
-                args_out.append((label, ARG_CONTAINER, (cls.__name__, len(obj))))
+                args_out.append((label, ARG_CONTAINER, (cls.__name__, len(obj), None)))
             else:
                 args_out.append((label, ARG_TYPE, cls))
+
+        def payload(obj: Any, found: list[int], depth: int) -> tuple[int, Any]:
+            """A library call's argument, kept whole enough to rebuild the call (see args.py)."""
+            cls = type(obj)
+            if cls in scalars:
+                return ARG_SCALAR, obj
+            if data_cache.get(cls) or is_data(cls):
+                vseq = use(obj, found)
+                data = small_bytes(obj)
+                return (ARG_VALUE, vseq) if data is None else (ARG_SMALL, (vseq, data))
+            if cls is tuple or cls is list or cls is dict:
+                if lookup(obj) is not None:
+                    use(obj, found)
+                n = len(obj)
+                if n > max_items or depth >= max_nesting:
+                    if n <= max_scan:
+                        for item in obj.values() if cls is dict else obj:
+                            if is_data(type(item)) or lookup(item) is not None:
+                                use(item, found)
+                    return ARG_CONTAINER, (cls.__name__, n, None)
+                items: list[tuple[Any, ...]]
+                if cls is dict:
+                    items = [(k, *payload(v, found, depth + 1)) for k, v in obj.items()]
+                else:
+                    items = [payload(v, found, depth + 1) for v in obj]
+                return ARG_CONTAINER, (cls.__name__, n, items)
+            if kept_object(obj):
+                return ARG_OBJ, obj
+            return ARG_TYPE, cls
+
+        def scan_library_arg(label: Any, obj: Any, args_out: list[Any], found: list[int]) -> None:
+            kind, data = payload(obj, found, 0)
+            args_out.append((label, kind, data))
 
         def enter(
             h0: int,
@@ -358,15 +398,18 @@ class Session:
                     params = info[2]
                     if params:
                         local = frame.f_locals
+                        scan = scan_arg if info[1] is None else scan_library_arg
                         for pname in params:
                             value = local.get(pname)
                             if type(value) in scalars:  # the common case, inlined
                                 args_out.append((pname, ARG_SCALAR, value))
                             else:
-                                scan_arg(pname, value, args_out, found)
+                                scan(pname, value, args_out, found)
                     back = frame.f_back
                     site = (back.f_code, back.f_lasti) if back is not None else None
-                    enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
+                    rec = enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
+                    if info[1] is not None:
+                        rec[INFO] = info[3]  # the parameter layout, to name the arguments
                 elif event == "return":
                     if importing:
                         if importing[-1] is frame:
@@ -452,9 +495,9 @@ class Session:
                 args_out: list[Any] = []
                 found: list[int] = []
                 for i, value in enumerate(args):
-                    scan_arg(i, value, args_out, found)
+                    scan_library_arg(i, value, args_out, found)
                 for key, value in kwargs.items():
-                    scan_arg(key, value, args_out, found)
+                    scan_library_arg(key, value, args_out, found)
                 caller = sys._getframe(2)
                 site = (caller.f_code, caller.f_lasti)
                 rec = enter(h0, name, lib, KIND_WRAPPED, site, args_out, found, args, m0)

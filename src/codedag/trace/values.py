@@ -60,38 +60,66 @@ class DataTypes:
 _NAMES: dict[type, tuple[str, str]] = {}
 
 
-def describe(obj: Any) -> tuple[str, str, Any, Any, int, str]:
-    """``(name, type_name, shape, dtype, nbytes, device)`` of a value; shape/dtype kept raw."""
+def referenced_bytes(shape: Any, strides: Any, itemsize: int) -> int:
+    """Bytes of memory an array view spans: ``itemsize + sum((n - 1) * |stride|)``.
+
+    A strided view (``as_strided`` framing, broadcasting with stride 0) references far fewer
+    bytes than ``prod(shape) * itemsize``; an empty array references none.
+    """
+    span = itemsize
+    for n, step in zip(shape, strides):
+        if n == 0:
+            return 0
+        span += (n - 1) * (step if step >= 0 else -step)
+    return span
+
+
+def describe(obj: Any) -> tuple[str, str, Any, Any, int, str, Any]:
+    """``(name, type_name, shape, dtype, nbytes, device, strides)`` of a value (raw shape/dtype).
+
+    ``nbytes`` counts the bytes a value references: a view whose strides overlap or skip
+    (``as_strided`` framing, broadcast views) counts the span of memory it covers, never more than
+    its apparent size. ``strides`` is in bytes for NumPy arrays, in elements for tensors, None
+    for other values.
+    """
     cls = type(obj)
     names = _NAMES.get(cls)
     if names is None:
         names = _NAMES[cls] = (cls.__name__, f"{cls.__module__}.{cls.__qualname__}")
     name, type_name = names
     if type_name == "numpy.ndarray":  # the common case first
-        return name, type_name, obj.shape, obj.dtype, obj.nbytes, "cpu"
+        nbytes = obj.nbytes
+        strides = obj.strides
+        if obj.base is not None and nbytes:
+            nbytes = min(nbytes, referenced_bytes(obj.shape, strides, obj.itemsize))
+        return name, type_name, obj.shape, obj.dtype, nbytes, "cpu", strides
     if cls.__module__ == "torch" or name in ("Tensor", "Parameter"):
         try:
-            return (
-                name,
-                type_name,
-                tuple(obj.shape),
-                obj.dtype,
-                obj.element_size() * obj.nelement(),
-                str(obj.device),
-            )
+            shape, strides, itemsize = tuple(obj.shape), obj.stride(), obj.element_size()
+            nbytes = itemsize * obj.nelement()
+            if nbytes and obj._base is not None:
+                nbytes = min(nbytes, referenced_bytes(shape, strides, 1) * itemsize)
+            return name, type_name, shape, obj.dtype, nbytes, str(obj.device), strides
         except Exception:  # a Tensor-like that is not one: fall through
             pass
     shape = getattr(obj, "shape", None)
     if shape is not None and hasattr(obj, "nbytes"):
-        return name, type_name, shape, getattr(obj, "dtype", None), int(obj.nbytes), "cpu"
+        dtype = getattr(obj, "dtype", None)
+        steps = getattr(obj, "strides", None)
+        nbytes = int(obj.nbytes)
+        if getattr(obj, "base", None) is not None and isinstance(steps, tuple) and nbytes:
+            itemsize = int(getattr(obj, "itemsize", 0) or 0)
+            if itemsize:
+                nbytes = min(nbytes, referenced_bytes(shape, steps, itemsize))
+        return name, type_name, shape, dtype, nbytes, "cpu", steps
     size, mode = getattr(obj, "size", None), getattr(obj, "mode", None)
     if isinstance(size, tuple) and isinstance(mode, str):  # a PIL image
         bands = len(obj.getbands())
         shape = (size[1], size[0]) if bands == 1 else (size[1], size[0], bands)
-        return name, type_name, shape, mode, size[0] * size[1] * bands, "cpu"
+        return name, type_name, shape, mode, size[0] * size[1] * bands, "cpu", None
     if isinstance(obj, list | tuple | dict):
-        return name, type_name, (len(obj),), None, 0, "cpu"
-    return name, type_name, None, None, 0, "cpu"
+        return name, type_name, (len(obj),), None, 0, "cpu", None
+    return name, type_name, None, None, 0, "cpu", None
 
 
 def format_shape(shape: Any) -> list[int] | None:

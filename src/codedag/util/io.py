@@ -1,12 +1,32 @@
-"""Atomic file writes: a reader never sees half a file, and a crash never destroys the old one."""
+"""Files in and out: atomic writes, and the one checked JSON reader for every file codedag reads.
+
+Writes go through a temporary file in the same folder and a rename, so a reader never sees half a
+file and a crash never destroys the old one. :func:`read_json` reads DAGs, plans, results and
+configs with the same guarantees against bad or hostile input: a size cap on the raw bytes and on
+what a ``.gz`` file inflates to, strict UTF-8, a nesting-depth cap checked before the JSON parser
+recurses, and one error naming the file and the problem (``SchemaError`` for data files,
+``ConfigError`` for configs).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
+
+from codedag.errors import ConfigError, SchemaError
+
+MAX_INPUT_ENV = "CODEDAG_MAX_INPUT_MB"
+DEFAULT_MAX_BYTES = 256 * 2**20  # plans, results, configs
+DAG_MAX_BYTES = 1024 * 2**20  # traced DAGs of ~10^6 nodes fit
+MAX_JSON_DEPTH = 100  # codedag's formats nest fewer than 10 levels
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK_BYTES = 1 << 20
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -53,3 +73,219 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return sorted(obj)
     raise TypeError(f"cannot serialize {type(obj).__name__} to JSON")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def input_limit_bytes(default: int = DEFAULT_MAX_BYTES) -> int:
+    """The size cap of an input file: ``CODEDAG_MAX_INPUT_MB`` when set, else ``default``.
+
+    Raises:
+        ConfigError: the variable is set to something other than a positive number.
+    """
+    text = os.environ.get(MAX_INPUT_ENV, "").strip()
+    if not text:
+        return default
+    try:
+        megabytes = float(text)
+    except ValueError:
+        megabytes = float("nan")
+    if not megabytes > 0 or megabytes == float("inf"):
+        raise ConfigError(f"{MAX_INPUT_ENV}={text!r}: expected a positive number of megabytes")
+    return int(megabytes * 2**20)
+
+
+def _mb(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:.0f} MiB"
+
+
+def _read_capped(path: Path, what: str, limit: int, error: type[ConfigError]) -> bytes:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise error(f"cannot read {what} {path}: no such file") from None
+    except OSError as e:
+        raise error(f"cannot read {what} {path}: {e.strerror}") from e
+    if stat.S_ISDIR(info.st_mode):
+        raise error(f"{what} {path} is a folder; expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"{what} {path} is not a regular file (a device, pipe or socket)")
+    too_big = f"{what} {path} is larger than {_mb(limit)}; set {MAX_INPUT_ENV} to read it"
+    if info.st_size > limit:
+        raise error(too_big)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as e:
+        raise error(f"cannot read {what} {path}: {e.strerror}") from e
+    if len(raw) > limit:  # grew while we read it
+        raise error(too_big)
+    return raw
+
+
+def gunzip_capped(
+    data: bytes, limit: int, where: str, error: type[ConfigError] = SchemaError
+) -> bytes:
+    """Inflate gzip ``data`` (several members allowed), refusing more than ``limit`` bytes.
+
+    Output is kept while it is small; past ``_KEEP_BYTES`` the rest is only counted, and the data
+    is inflated a second time once it is known to fit, so a compression bomb costs time up to
+    the cap but never memory.
+
+    Raises:
+        ``error``: corrupt or truncated gzip data, or more than ``limit`` bytes inflated.
+    """
+    kept = _inflate(data, limit, where, error, keep_bytes=_KEEP_BYTES)
+    if kept is None:  # large but within the cap: inflate again, keeping everything
+        kept = _inflate(data, limit, where, error, keep_bytes=limit)
+    assert kept is not None
+    return kept
+
+
+_KEEP_BYTES = 64 * 2**20
+
+
+def _inflate(
+    data: bytes, limit: int, where: str, error: type[ConfigError], keep_bytes: int
+) -> bytes | None:
+    """The inflated bytes, or None when they exceed ``keep_bytes`` (but not ``limit``)."""
+    chunks: list[bytes] | None = []
+    total = 0
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending = rest
+        try:
+            while pending:
+                chunk = inflater.decompress(pending, _CHUNK_BYTES)
+                total += len(chunk)
+                if total > limit:
+                    raise error(
+                        f"{where} inflates to more than {_mb(limit)} (a compression bomb?); "
+                        f"set {MAX_INPUT_ENV} to read it"
+                    )
+                if chunks is not None:
+                    chunks.append(chunk)
+                    if total > keep_bytes:
+                        chunks = None  # count the rest only
+                pending = inflater.unconsumed_tail
+                if inflater.eof:
+                    break
+        except zlib.error as e:
+            raise error(f"{where}: corrupt gzip data ({e})") from e
+        if not inflater.eof:
+            raise error(f"{where}: truncated gzip data")
+        rest = inflater.unused_data
+        if rest and not rest.startswith(_GZIP_MAGIC):
+            raise error(f"{where}: unexpected bytes after the gzip data")
+    return None if chunks is None else b"".join(chunks)
+
+
+def json_depth(data: bytes, stop_above: int | None = None) -> int:
+    """Deepest nesting of arrays and objects in JSON ``data`` (brackets in strings ignored).
+
+    Linear in the size and never recursive, so it can run before a recursive parser. With
+    ``stop_above``, data with at most that many opening brackets is not scanned: the count is
+    returned instead, an upper bound of the depth that is enough to accept it.
+    """
+    opens = data.count(b"[") + data.count(b"{")
+    if stop_above is not None and opens <= stop_above:
+        return opens  # an upper bound, enough to accept
+    if not opens:
+        return 0
+    import numpy as np
+
+    if b"\\" in data:
+        # Escapes pair up left to right: drop escaped backslashes first, then escaped quotes;
+        # what remains (\n, \u...) cannot open or close anything.
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    skeleton = data.translate(None, _NOT_STRUCTURE)  # quotes and brackets only: small
+    if not skeleton:
+        return 0
+    codes = np.frombuffer(skeleton, dtype=np.uint8)
+    quote = codes == ord('"')
+    # Unescaped quotes alternate open/close: a bracket after an odd number of them is in a string.
+    outside = ~quote & (np.bitwise_xor.accumulate(quote.view(np.uint8)) == 0)
+    brackets = codes[outside]
+    if not brackets.size:
+        return 0
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1).astype(np.int32)
+    return int(np.cumsum(steps, dtype=np.int64).max())
+
+
+def parse_json_bytes(
+    data: bytes,
+    where: str,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    error: type[ConfigError] = SchemaError,
+) -> Any:
+    """Decode UTF-8 ``data`` (a BOM is allowed) and parse it as JSON, with a depth cap.
+
+    Raises:
+        ``error``: not UTF-8, nested deeper than ``max_depth``, or not JSON.
+    """
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        bad = data[e.start : e.start + 1].hex()
+        raise error(f"{where} is not UTF-8 text (byte 0x{bad} at offset {e.start})") from None
+    if json_depth(data, stop_above=max_depth) > max_depth:
+        raise error(f"{where}: JSON nested deeper than {max_depth} levels")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{where} is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise error(f"{where}: JSON nested too deeply") from None
+    except ValueError as e:  # e.g. an integer with more digits than Python converts
+        raise error(f"{where} is not JSON: {e}") from None
+
+
+def read_json(
+    path: str | os.PathLike[str],
+    what: str = "file",
+    max_bytes: int | None = None,
+    *,
+    expect: type | None = None,
+    max_depth: int = MAX_JSON_DEPTH,
+    error: type[ConfigError] = SchemaError,
+) -> Any:
+    """Read a JSON file (``.gz`` or plain, detected by content) that a user handed to codedag.
+
+    Args:
+        path: the file.
+        what: what the file should be, for messages ("execution DAG", "models config").
+        expect: the type the top level must have (``dict`` or ``list``), or None for any.
+        max_bytes: cap on the raw size and on the inflated size of gzip data (default:
+            ``CODEDAG_MAX_INPUT_MB`` or 256 MiB).
+        max_depth: deepest nesting of arrays and objects accepted.
+        error: the error class raised (``SchemaError`` for data files, ``ConfigError`` for
+            configs).
+
+    Returns:
+        The parsed JSON value.
+
+    Raises:
+        ``error``: with one line naming the file and what is wrong with it.
+    """
+    source = Path(path)
+    limit = max_bytes if max_bytes is not None else input_limit_bytes()
+    raw = _read_capped(source, what, limit, error)
+    where = f"{what} {source}"
+    if raw.startswith(_GZIP_MAGIC):
+        raw = gunzip_capped(raw, limit, where, error)
+    data = parse_json_bytes(raw, where, max_depth=max_depth, error=error)
+    if expect is not None and not isinstance(data, expect):
+        raise error(
+            f"{where}: expected a JSON {_json_type_name(expect)}, got {_json_type_name(type(data))}"
+        )
+    return data
+
+
+def _json_type_name(kind: type) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    if kind in (int, float):
+        return "number"
+    return names.get(kind, kind.__name__)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 _HANDLER_NAME = "codedag-cli"
@@ -76,3 +78,27 @@ def setup_logging(verbosity: int = 0, stream: TextIO | None = None) -> logging.L
     level = level_for(verbosity) if distributed_rank() == 0 else logging.ERROR
     logger.setLevel(level)
     return logger
+
+
+@contextlib.contextmanager
+def held_logs(name: str = "codedag") -> Iterator[None]:
+    """Hold the log records of a block: shown when it succeeds, dropped when it raises.
+
+    For a short checking step (reading and applying a plan) whose warnings only matter if it
+    succeeds: when it fails, the error alone is the one line the user sees.
+    """
+    logger = logging.getLogger(name)
+    held: list[logging.LogRecord] = []
+
+    class _Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            held.append(record)
+
+    handlers, propagate = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [_Hold()], False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
+    for record in held:  # reached only when the block did not raise
+        logger.handle(record)

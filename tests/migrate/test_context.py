@@ -68,3 +68,20 @@ def test_decided_by_caller() -> None:
     assert matcher.decided_by_caller(GET)
     assert not matcher.decided_by_caller("app.collate")  # depends on the counter
     assert not matcher.decided_by_caller("unknown")
+
+
+def test_innermost_names_and_frame_names() -> None:
+    import sys
+
+    from codedag.migrate.context import frame_name
+
+    entries = [
+        (f"{NEXT}#0/{GET}#0/numpy.clip#0", "cpu"),
+        ("app.collate#0/numpy.clip#0", None),
+        ("numpy.clip#0", "cpu"),  # a top-level call: no enclosing name
+    ]
+    matcher = ContextMatcher("numpy.clip", entries)
+    assert matcher.innermost == frozenset({GET, "app.collate"})
+    here = sys._getframe()
+    assert frame_name(here) == f"{__name__}.test_innermost_names_and_frame_names"
+    assert frame_name(here) is frame_name(here)  # cached by the code object's identity

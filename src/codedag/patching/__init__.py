@@ -6,13 +6,23 @@ through a :class:`Patcher`. It
 * resolves a canonical qualified name (``cv2.resize``, ``PIL.Image.Image.resize``) to the object
   that owns the attribute, and replaces the attribute with ``factory(original)``;
 * also rebinds references to the same original object that other modules bound at import time
-  (``from cv2 import resize``, or a module-level dict such as ``{"resize": cv2.resize}``), so that
-  patching does not depend on how user code spelled the call;
+  (``from cv2 import resize``, or a module-level dict or list such as ``{"resize": cv2.resize}``),
+  so that patching does not depend on how user code spelled the call;
 * records every site it touched and restores the exact original objects, idempotently;
+* makes restore complete: modules imported while the patches were applied may have bound the
+  replacements (``from numpy import sin`` in a module imported inside the window, a dict of
+  patched functions built then, a class attribute). :meth:`Patcher.restore` sweeps every module
+  namespace and the dicts and lists it holds (two levels deep); in modules imported while
+  patched, also the attributes of the classes it defines and of the plain objects it holds; it
+  puts the originals back wherever a replacement is found;
 * is thread-safe and exception-safe: a failure half-way rolls back what was already applied.
 
+What the sweep cannot reach (a tuple, a closure, ``functools.partial``, a local variable) still
+holds the replacement after restore; the migrator's replacements then forward to the original
+without doing or counting anything (see :meth:`codedag.migrate.wrapper.UniversalWrapper.deactivate`).
+
 :func:`active_patches` lists what any live patcher has applied; the test suite uses it to fail a
-test that leaves something patched. This module imports nothing of codedag but ``errors``.
+test that leaves something patched. This package imports nothing of codedag but ``errors``.
 """
 
 from __future__ import annotations
@@ -29,6 +39,13 @@ from types import ModuleType
 from typing import Any
 
 from codedag.errors import MigrationError
+from codedag.patching.references import (
+    Site,
+    package_of,
+    reference_sites,
+    sweep_modules,
+    unwrap_descriptor,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,46 +55,18 @@ _LIVE_PATCHERS: weakref.WeakSet[Patcher] = weakref.WeakSet()
 
 
 @dataclass
-class _Site:
-    """One place that held the original: ``container[key]`` or ``getattr(container, key)``."""
-
-    container: Any
-    key: Any
-    is_mapping: bool
-
-    def get(self) -> Any:
-        if self.is_mapping:
-            return self.container.get(self.key)
-        return self.container.__dict__.get(self.key) if _has_dict(self.container) else None
-
-    def set(self, value: Any) -> None:
-        if self.is_mapping:
-            self.container[self.key] = value
-        else:
-            setattr(self.container, self.key, value)
-
-
-@dataclass
 class PatchRecord:
     """What one patch changed: the original, its replacement and every site rebound."""
 
     name: str
     original: Any
     replacement: Any
-    sites: list[_Site] = field(default_factory=list)
+    sites: list[Site] = field(default_factory=list)
 
     @property
     def site_count(self) -> int:
         """Number of places that now hold the replacement."""
         return len(self.sites)
-
-
-def _has_dict(obj: Any) -> bool:
-    try:
-        object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        return False
-    return True
 
 
 def resolve(qualified_name: str) -> tuple[Any, str, Any]:
@@ -122,78 +111,8 @@ def resolve(qualified_name: str) -> tuple[Any, str, Any]:
     return owner, attribute, current
 
 
-def _unwrap_descriptor(value: Any) -> Any:
-    if isinstance(value, staticmethod | classmethod):
-        return value.__func__
-    return value
-
-
-def _package_of(obj: Any) -> str:
-    module = getattr(obj, "__module__", None) or ""
-    return module.split(".", 1)[0]
-
-
-# Packages that never hold user-bound references to preprocessing functions; skipping them keeps a
-# reference scan in the milliseconds even with torch imported.
-_SCAN_SKIP = frozenset(
-    {
-        "codedag",
-        "torch",
-        "torchgen",
-        "numpy",
-        "scipy",
-        "sympy",
-        "matplotlib",
-        "rich",
-        "pydantic",
-        "pydantic_core",
-        "_pytest",
-        "pytest",
-        "hypothesis",
-        "IPython",
-        "jedi",
-        "pygments",
-        "numba",
-        "llvmlite",
-    }
-)
-
-
-def _reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[int, list[_Site]]:
-    """Find, in one pass over ``sys.modules``, the places other modules bound each original.
-
-    Args:
-        targets: ``id(original) -> (original, packages to skip, owner, attribute)``.
-
-    Returns:
-        ``id(original) -> sites`` (module attributes and module-level dict entries). Modules of
-        the original's own package (its internals) are skipped: the point is to catch user code
-        that bound the function at import time (``from cv2 import resize``).
-    """
-    found: dict[int, list[_Site]] = {key: [] for key in targets}
-    for module_name, module in list(sys.modules.items()):
-        top = module_name.split(".", 1)[0]
-        if module is None or top in _SCAN_SKIP:
-            continue
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for key, value in list(namespace.items()):
-            target = targets.get(id(value))
-            if target is not None and value is target[0]:
-                _original, skip, owner, attribute = target
-                if top not in skip and not (module is owner and key == attribute):
-                    found[id(value)].append(_Site(module, key, is_mapping=False))
-            elif type(value) is dict and 0 < len(value) <= 4096 and top not in _SCAN_SKIP:
-                for inner_key, inner_value in list(value.items()):
-                    inner = targets.get(id(inner_value))
-                    if inner is not None and inner_value is inner[0] and top not in inner[1]:
-                        found[id(inner_value)].append(_Site(value, inner_key, is_mapping=True))
-    return found
-
-
 def _skip_packages(original: Any, owner: Any) -> set[str]:
-    skip = {_package_of(original), _package_of(owner)}
+    skip = {package_of(original), package_of(owner)}
     if isinstance(owner, ModuleType):
         skip.add(owner.__name__.split(".", 1)[0])
     return skip
@@ -212,6 +131,9 @@ class Patcher:
         self.label = label
         self._lock = threading.RLock()
         self._records: dict[str, PatchRecord] = {}
+        # Modules present when the first patch was applied: the others were imported inside the
+        # window, and restore searches them all.
+        self._modules_before: frozenset[str] | None = None
         _LIVE_PATCHERS.add(self)
 
     def patch(
@@ -256,6 +178,8 @@ class Patcher:
         with self._lock:
             applied: list[PatchRecord] = []
             applied_names: set[str] = set()
+            if self._modules_before is None:
+                self._modules_before = frozenset(sys.modules)
             try:
                 for name in names:
                     if name in self._records or name in applied_names:
@@ -265,7 +189,7 @@ class Patcher:
                 if rebind_references and applied:
                     targets = {}
                     for record in applied:
-                        original = _unwrap_descriptor(record.original)
+                        original = unwrap_descriptor(record.original)
                         owner = record.sites[0].container
                         targets[id(original)] = (
                             original,
@@ -273,14 +197,16 @@ class Patcher:
                             owner,
                             record.sites[0].key,
                         )
-                    sites = _reference_sites(targets)
+                    sites = reference_sites(targets)
                     for record in applied:
-                        for site in sites[id(_unwrap_descriptor(record.original))]:
+                        for site in sites[id(unwrap_descriptor(record.original))]:
                             site.set(record.replacement)
                             record.sites.append(site)
             except BaseException:
                 for record in reversed(applied):
                     self._undo(record)
+                if not self._records:
+                    self._modules_before = None
                 raise
             for record in applied:
                 self._records[record.name] = record
@@ -291,7 +217,7 @@ class Patcher:
         self, qualified_name: str, factory: Callable[[str, Callable[..., Any]], Callable[..., Any]]
     ) -> PatchRecord:
         owner, attribute, raw = resolve(qualified_name)
-        original = _unwrap_descriptor(raw)
+        original = unwrap_descriptor(raw)
         if not callable(original):
             raise MigrationError(f"{qualified_name!r} is {type(original).__name__}, not callable")
         if getattr(original, ORIGINAL_ATTR, None) is not None:
@@ -306,7 +232,7 @@ class Patcher:
             installed = classmethod(replacement)
         else:
             installed = replacement
-        primary = _Site(owner, attribute, is_mapping=False)
+        primary = Site(owner, attribute, item=False)
         try:
             primary.set(installed)
         except (AttributeError, TypeError) as e:
@@ -317,24 +243,49 @@ class Patcher:
         return PatchRecord(qualified_name, raw, replacement, [primary])
 
     def _undo(self, record: PatchRecord) -> None:
-        original = _unwrap_descriptor(record.original)
+        original = unwrap_descriptor(record.original)
         for index, site in enumerate(reversed(record.sites)):
             is_primary = index == len(record.sites) - 1
             site.set(record.original if is_primary else original)
 
     def restore(self, qualified_name: str | None = None) -> int:
-        """Put back the exact original objects (all patches, or one); returns how many."""
+        """Put back the exact original objects (all patches, or one); returns how many.
+
+        Besides the sites recorded when patching, every module namespace is swept for the
+        replacements being removed (see the module docstring), so that a module imported while
+        the patches were applied does not keep them.
+        """
         with self._lock:
             names = [qualified_name] if qualified_name is not None else list(self._records)
-            restored = 0
+            removed: list[PatchRecord] = []
             for name in reversed(names):
                 record = self._records.pop(name, None)
                 if record is None:
                     continue
                 self._undo(record)
-                restored += 1
+                removed.append(record)
                 log.debug("restored %s", name)
-            return restored
+            if removed:
+                self._sweep(removed)
+            if not self._records:
+                self._modules_before = None
+            return len(removed)
+
+    def _sweep(self, removed: list[PatchRecord]) -> None:
+        # A replacement still installed under another name (an alias) stays where it is.
+        still_used = {id(record.replacement) for record in self._records.values()}
+        replacements = {
+            id(record.replacement): (record.replacement, unwrap_descriptor(record.original))
+            for record in removed
+            if id(record.replacement) not in still_used
+        }
+        if not replacements:
+            return
+        before = self._modules_before or frozenset()
+        new_modules = {name for name in list(sys.modules) if name not in before}
+        count = sweep_modules(replacements, new_modules)
+        if count:
+            log.debug("restore put back %d reference(s) bound while patched", count)
 
     def is_patched(self, qualified_name: str) -> bool:
         """Whether this patcher currently holds a patch of ``qualified_name``."""

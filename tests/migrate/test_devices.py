@@ -1,8 +1,11 @@
-"""DataLoader workers: migrated calls run on the CPU there, never initialize CUDA, never hang."""
+"""Devices: defaults, torchrun ranks, and DataLoader workers (they run migrated calls on the CPU,
+never initialize CUDA, never hang)."""
 
 from __future__ import annotations
 
 import multiprocessing
+import sys
+from collections.abc import Iterator
 
 import cv2
 import numpy as np
@@ -80,18 +83,38 @@ def test_dataloader_with_workers_equals_the_original(workers: int) -> None:
         assert flips["match_levels"] == {"exact": 8}
 
 
-def test_simulated_worker_runs_cuda_plans_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    devices._in_child_cache.clear()
+@pytest.fixture
+def fresh_process() -> Iterator[None]:
+    """Forget this process's device decisions before and after (as a forked child does)."""
+    devices._reset_after_fork()
+    yield
+    devices._reset_after_fork()
+
+
+def test_simulated_worker_runs_cuda_plans_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch, fresh_process: None
+) -> None:
     monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    try:
-        assert devices.must_avoid_cuda()
-        assert devices.effective_device("cuda:0") == "cpu"
-        assert devices.effective_device("cpu") == "cpu"
-    finally:
-        devices._in_child_cache.clear()
+    assert devices.must_avoid_cuda()
+    assert devices.effective_device("cuda:0") == "cpu"
+    assert devices.final_effective_device("cuda:0") == "cpu"  # a worker's answer is final
+    assert devices.effective_device("cpu") == "cpu"
+    devices._reset_after_fork()
     monkeypatch.undo()
-    assert devices.effective_device("cuda:1") == "cuda:1"  # main process: unchanged
+    assert devices.effective_device("cuda:1") == "cuda:1"
+
+
+def test_a_forked_child_that_is_no_worker_decides_on_every_call(
+    monkeypatch: pytest.MonkeyPatch, fresh_process: None
+) -> None:
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.delitem(sys.modules, "__mp_main__", raising=False)
+    assert devices.effective_device("cuda:0") == "cpu"
+    assert (
+        devices.final_effective_device("cuda:0") is None
+    )  # it may still become a worker  # main process: unchanged
 
 
 def test_default_device_follows_local_rank(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,17 +139,13 @@ def test_torchrun_ranks_shift_plan_devices(monkeypatch: pytest.MonkeyPatch) -> N
     assert devices.device_for_rank("cuda:0") == "cuda:0"
 
 
-def test_spawned_children_may_use_cuda_forked_ones_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
+def test_spawned_children_may_use_cuda_forked_ones_not(
+    monkeypatch: pytest.MonkeyPatch, fresh_process: None
+) -> None:
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    devices._in_child_cache.clear()
-    try:
-        monkeypatch.delitem(sys.modules, "__mp_main__", raising=False)
-        assert devices.must_avoid_cuda()  # forked child
-        devices._in_child_cache.clear()
-        monkeypatch.setitem(sys.modules, "__mp_main__", sys.modules["__main__"])
-        assert not devices.must_avoid_cuda()  # spawned child, e.g. a DDP rank
-    finally:
-        devices._in_child_cache.clear()
+    monkeypatch.delitem(sys.modules, "__mp_main__", raising=False)
+    assert devices.must_avoid_cuda()  # forked child
+    devices._reset_after_fork()
+    monkeypatch.setitem(sys.modules, "__mp_main__", sys.modules["__main__"])
+    assert not devices.must_avoid_cuda()  # spawned child, e.g. a DDP rank

@@ -1,0 +1,137 @@
+"""The calibration cache: measured times per (device, library versions, function, signature).
+
+One JSON file under the user's cache directory (``platformdirs``; ``CODEDAG_CACHE_DIR`` overrides
+it), shared by every run on this machine. Entries are added as they are measured (each write is
+atomic and taken under a file lock, so concurrent runs merge rather than overwrite one another).
+A cache that cannot be read is set aside with a warning: it only ever saves time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from codedag.errors import CodeDAGError
+from codedag.util.io import atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
+
+CACHE_SCHEMA_VERSION = 1
+CACHE_FILE = "calibration.json"
+
+
+def default_cache_path() -> Path:
+    """``$CODEDAG_CACHE_DIR/calibration.json``, else the platform's user cache directory."""
+    override = os.environ.get("CODEDAG_CACHE_DIR", "").strip()
+    if override:
+        return Path(override) / CACHE_FILE
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("codedag")) / CACHE_FILE
+
+
+def entry_key(device_name: str, versions: dict[str, str], function: str, signature: str) -> str:
+    """The cache key of one measurement."""
+    text = json.dumps([device_name, sorted(versions.items()), function, signature])
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no cross-process lock, writes stay atomic
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class CalibrationCache:
+    """Measurements by key, persisted in one file (or only in memory when ``path`` is None).
+
+    Args:
+        path: the cache file; ``None`` keeps measurements for this process only.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.hits = 0
+        self.misses = 0
+        if self.path is not None:
+            self.entries = self._read()
+
+    @classmethod
+    def default(cls) -> CalibrationCache:
+        """The cache at :func:`default_cache_path`."""
+        return cls(default_cache_path())
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        assert self.path is not None
+        if not self.path.exists():
+            return {}
+        try:
+            data = read_json(self.path, what="calibration cache")
+        except CodeDAGError as e:
+            return self._set_aside(str(e))
+        if (
+            not isinstance(data, dict)
+            or data.get("schema_version") != CACHE_SCHEMA_VERSION
+            or not isinstance(data.get("entries"), dict)
+        ):
+            return self._set_aside("unknown format or version")
+        return {k: v for k, v in data["entries"].items() if isinstance(v, dict)}
+
+    def _set_aside(self, reason: str) -> dict[str, dict[str, Any]]:
+        assert self.path is not None
+        aside = self.path.with_name(self.path.name + ".unreadable")
+        with contextlib.suppress(OSError):
+            os.replace(self.path, aside)
+        log.warning("calibration cache %s set aside (%s); measuring again", self.path, reason)
+        return {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The entry of ``key``, counting hits and misses."""
+        entry = self.entries.get(key)
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return entry
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        """Add a measurement and persist it (merged with what other runs wrote meanwhile)."""
+        self.entries[key] = entry
+        if self.path is None:
+            return
+        try:
+            with _locked(self.path):
+                current = self._read() if self.path.exists() else {}
+                current.update(self.entries)
+                self.entries = current
+                atomic_write_json(
+                    self.path,
+                    {"schema_version": CACHE_SCHEMA_VERSION, "entries": current},
+                    indent=None,
+                )
+        except OSError as e:
+            log.warning("cannot write the calibration cache %s: %s", self.path, e)
+
+    def clear(self) -> None:
+        """Forget every measurement (and the file)."""
+        self.entries = {}
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()

@@ -1,0 +1,118 @@
+"""Argument types for numeric flags: finite, in range, and a message that says why.
+
+``type=integer(min_value=1)`` or ``type=number(above=0)`` makes argparse reject ``nan``, ``inf``,
+``-1`` or ``2**70`` with one line naming the flag, the bound and, where a bound protects the
+machine, the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+SEED_MAX = 2**32 - 1  # NumPy's legacy seeding takes 32-bit seeds
+
+
+def _bound_text(low: float | None, high: float | None, above: float | None) -> str:
+    def show(value: float) -> str:
+        return str(value) if isinstance(value, int) else f"{value:g}"
+
+    parts = []
+    if above is not None:
+        parts.append(f"> {show(above)}")
+    if low is not None:
+        parts.append(f">= {show(low)}")
+    if high is not None:
+        parts.append(f"<= {show(high)}")
+    return " and ".join(parts)
+
+
+def integer(
+    min_value: int | None = None, max_value: int | None = None, reason: str = ""
+) -> Callable[[str], int]:
+    """An argparse type: a whole number in ``[min_value, max_value]`` (either may be open)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip(), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if (min_value is not None and value < min_value) or (
+            max_value is not None and value > max_value
+        ):
+            why = f" ({reason})" if reason else ""
+            bound = _bound_text(min_value, max_value, None)
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}{why}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(
+    min_value: float | None = None,
+    max_value: float | None = None,
+    *,
+    above: float | None = None,
+    reason: str = "",
+) -> Callable[[str], float]:
+    """An argparse type: a finite float, ``> above`` and within ``[min_value, max_value]``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if (
+            (above is not None and value <= above)
+            or (min_value is not None and value < min_value)
+            or (max_value is not None and value > max_value)
+        ):
+            why = f" ({reason})" if reason else ""
+            bound = _bound_text(min_value, max_value, above)
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}{why}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+POSITIVE_INT = integer(1)
+NON_NEGATIVE_INT = integer(0)
+POSITIVE_NUMBER = number(above=0)
+NON_NEGATIVE_NUMBER = number(0)
+SEED = integer(0, SEED_MAX, "seeds are 32-bit")
+
+
+def check_device(text: str, flag: str = "--device") -> str:
+    """``text`` as a torch device that exists here (``cuda`` means ``cuda:0``).
+
+    Raises:
+        ConfigError: not a device name, or no such device on this machine.
+    """
+    import torch
+
+    from codedag.errors import ConfigError
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise ConfigError(
+            f"{flag} {text!r} is not a device; expected cpu, cuda or cuda:N"
+        ) from None
+    if device.type == "cpu":
+        return "cpu"
+    if device.type != "cuda":
+        raise ConfigError(f"{flag} {text!r}: only cpu and cuda devices are supported")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"{flag} {text}: CUDA is not available on this machine")
+    index = device.index or 0
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ConfigError(
+            f"{flag} {text}: no such GPU here ({count} CUDA device(s): cuda:0 to cuda:{count - 1})"
+        )
+    return f"cuda:{index}"

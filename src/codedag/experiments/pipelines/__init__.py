@@ -1,0 +1,83 @@
+"""Realistic training data pipelines, synthetic and generated in memory from a seed.
+
+Written the way practitioners write them (helper functions, operators, ndarray methods, slicing
+into canvases, transform objects, random augmentation seeded per DataLoader worker), they are
+what codedag's tracer, optimizer, batched execution and loader tuning are measured and tested on.
+Each pipeline is a module with ``make_dataset(n=..., seed=..., **sizes)``, ``make_loader(
+batch_size=..., num_workers=..., seed=..., **options)`` callable without arguments, a one-line
+``DESCRIPTION`` and the library ``CALLS`` its samples make::
+
+    codedag trace --dataloader codedag.experiments.pipelines.letterbox:make_loader --out out/
+
+See docs/pipelines.md.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from codedag.errors import ConfigError
+from codedag.experiments.pipelines import (
+    compose,
+    demo_audio,
+    demo_image,
+    letterbox,
+    mel,
+    yolo_mosaic,
+)
+
+PIPELINES: dict[str, ModuleType] = {
+    "letterbox": letterbox,
+    "compose": compose,
+    "yolo_mosaic": yolo_mosaic,
+    "mel": mel,
+    "demo_image": demo_image,
+    "demo_audio": demo_audio,
+}
+
+
+def pipeline_names() -> list[str]:
+    """The pipelines' names, in a stable order."""
+    return list(PIPELINES)
+
+
+def pipeline(name: str) -> ModuleType:
+    """The module of pipeline ``name``; :class:`ConfigError` naming the known ones otherwise."""
+    try:
+        return PIPELINES[name]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"unknown pipeline {name!r}; known: {', '.join(pipeline_names())}"
+        ) from None
+
+
+def describe(name: str) -> str:
+    """One line: what pipeline ``name`` does per sample."""
+    return str(pipeline(name).DESCRIPTION)
+
+
+def library_calls(name: str) -> tuple[str, ...]:
+    """The canonical names of the library calls pipeline ``name`` makes per sample or batch."""
+    return tuple(pipeline(name).CALLS)
+
+
+def make_dataset(name: str, **kwargs: Any) -> Any:
+    """Pipeline ``name``'s Dataset; ``kwargs`` go to its ``make_dataset``."""
+    return pipeline(name).make_dataset(**kwargs)
+
+
+def make_loader(name: str, **kwargs: Any) -> Any:
+    """Pipeline ``name``'s DataLoader; ``kwargs`` go to its ``make_loader``."""
+    return pipeline(name).make_loader(**kwargs)
+
+
+__all__ = [
+    "PIPELINES",
+    "describe",
+    "library_calls",
+    "make_dataset",
+    "make_loader",
+    "pipeline",
+    "pipeline_names",
+]

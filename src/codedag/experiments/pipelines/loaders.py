@@ -1,0 +1,161 @@
+"""DataLoader construction shared by the example pipelines: seeding as real projects do it.
+
+Augmentations draw from NumPy's and Python's global random state (``np.random.uniform``,
+``random.random``), like YOLO's and most Kaggle datasets. PyTorch seeds each worker's torch RNG
+from the loader's generator (``base_seed + worker_id``) but not NumPy's or ``random``'s, so
+without help every worker would draw the same augmentations. :func:`seed_worker` is the
+``worker_init_fn`` the PyTorch reproducibility notes recommend: it seeds both from
+``torch.initial_seed()``. With ``num_workers=0`` there is no worker to initialize, so
+:func:`build_loader` seeds the main process's NumPy and ``random`` state from ``seed`` when it
+builds the loader, as a training script's ``seed_everything(seed)`` would.
+
+Either way, building a loader with the same seed and taking its batches gives bit-identical
+batches. The two settings draw from different streams, so a run with workers and one without
+see different augmentations, as in any real project.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from codedag.errors import ConfigError
+
+
+def seed_worker(worker_id: int) -> None:
+    """Seed NumPy and ``random`` in a DataLoader worker from torch's per-worker seed."""
+    worker_seed = torch.initial_seed() % 2**32
+    np.random.seed(worker_seed)
+    random.seed(worker_seed)
+
+
+def build_loader(
+    dataset: Dataset,
+    *,
+    batch_size: int,
+    num_workers: int,
+    seed: int,
+    shuffle: bool = True,
+    drop_last: bool = False,
+    pin_memory: bool = False,
+    persistent_workers: bool = False,
+    prefetch_factor: int | None = None,
+    collate_fn: Callable[[list[Any]], Any] | None = None,
+) -> DataLoader:
+    """A DataLoader over ``dataset`` whose batches depend only on ``seed`` and the settings.
+
+    Args:
+        dataset: a map-style Dataset.
+        batch_size: samples per batch.
+        num_workers: worker processes (0: load in the calling process).
+        seed: seeds the sampler's generator, hence the workers' seeds; with no workers, NumPy's
+            and ``random``'s global state too.
+        shuffle: draw samples in a random order from the seeded generator.
+        drop_last: drop the last incomplete batch.
+        pin_memory: copy batches into pinned memory (for fast host-to-device copies).
+        persistent_workers: keep workers alive between epochs (needs ``num_workers > 0``).
+        prefetch_factor: batches loaded in advance per worker (needs ``num_workers > 0``).
+        collate_fn: how samples become a batch (torch's default when None).
+    """
+    check_loader_settings(batch_size, num_workers, seed, persistent_workers, prefetch_factor)
+    generator = torch.Generator().manual_seed(seed)
+    if num_workers == 0:
+        np.random.seed(seed % 2**32)
+        random.seed(seed)
+    extra: dict[str, Any] = {}
+    if num_workers > 0:
+        extra["persistent_workers"] = persistent_workers
+        if prefetch_factor is not None:
+            extra["prefetch_factor"] = prefetch_factor
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        collate_fn=collate_fn,
+        worker_init_fn=seed_worker,
+        generator=generator,
+        **extra,
+    )
+
+
+def check_loader_settings(
+    batch_size: int,
+    num_workers: int,
+    seed: int,
+    persistent_workers: bool = False,
+    prefetch_factor: int | None = None,
+) -> None:
+    """Raise :class:`ConfigError` naming the first loader setting that cannot work."""
+    for name, value, low in (("batch_size", batch_size, 1), ("num_workers", num_workers, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    if num_workers == 0 and persistent_workers:
+        raise ConfigError("persistent_workers=True needs num_workers > 0")
+    if prefetch_factor is not None:
+        if num_workers == 0:
+            raise ConfigError("prefetch_factor needs num_workers > 0")
+        if not isinstance(prefetch_factor, int) or prefetch_factor < 1:
+            raise ConfigError(f"prefetch_factor must be an integer >= 1, got {prefetch_factor!r}")
+
+
+def check_sizes(**sizes: int) -> None:
+    """Raise :class:`ConfigError` for a size that is not a positive integer."""
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+LOADER_OPTIONS = ("drop_last", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
+def loader_from_factory(
+    make_dataset: Callable[..., Dataset],
+    batch_size: int,
+    num_workers: int,
+    seed: int,
+    *,
+    n: int,
+    shuffle: bool,
+    options: dict[str, Any],
+    collate_fn: Callable[[list[Any]], Any] | None = None,
+) -> DataLoader:
+    """A pipeline's ``make_loader``: ``options`` go to ``make_dataset`` or to the DataLoader.
+
+    Raises:
+        ConfigError: an option neither ``make_dataset`` nor the DataLoader takes.
+    """
+    import inspect
+
+    dataset_params = set(inspect.signature(make_dataset).parameters) - {"n", "seed"}
+    unknown = sorted(set(options) - dataset_params - set(LOADER_OPTIONS))
+    if unknown:
+        accepted = ", ".join(sorted(dataset_params) + list(LOADER_OPTIONS))
+        raise ConfigError(f"unknown option(s) {', '.join(unknown)}; accepted: {accepted}")
+    sizes = {k: v for k, v in options.items() if k in dataset_params}
+    loader_options = {k: v for k, v in options.items() if k in LOADER_OPTIONS}
+    check_loader_settings(
+        batch_size,
+        num_workers,
+        seed,
+        loader_options.get("persistent_workers", False),
+        loader_options.get("prefetch_factor"),
+    )
+    return build_loader(
+        make_dataset(n=n, seed=seed, **sizes),
+        batch_size=batch_size,
+        num_workers=num_workers,
+        seed=seed,
+        shuffle=shuffle,
+        collate_fn=collate_fn,
+        **loader_options,
+    )

@@ -1,0 +1,357 @@
+"""Run-time guard: a placement stays only if, measured on this process's own calls, its backend
+agrees with the original library and does not lose time to it.
+
+A plan comes from measurements taken elsewhere (calibration on synthetic inputs, maybe another
+device); the guard checks it on the real calls. For the first ``calls`` migrated calls of each
+placed function (per process: a forked DataLoader worker checks again, on its own device), the
+wrapper runs both the backend path and the original on the same arguments, in alternating order,
+timing each (around a CUDA backend the device is synchronized, so the time is the work's, not
+the launch's). It compares the two results with the tolerance table
+(:func:`codedag.migrate.tolerances.difference`: type, shape, dtype, values) and returns the
+backend's result
+only when they match, else the original's.
+
+Then it decides, once: the placement is **kept** when every compared result matched and the
+backend's median time is at most the original's median times ``1 - margin``; otherwise it is
+**switched off** (the original runs from then on) with the reason and both medians. A result that
+differs switches the function off at once: nothing is gained by checking further. Each decision
+is one INFO log line and appears in the function's stats (``guard``).
+
+The wrapper tests one attribute per call (:attr:`Guard.checking`); once decided, or when the
+guard is disabled, a migrated call costs nothing more.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from codedag.migrate.tolerances import difference
+
+log = logging.getLogger(__name__)
+
+
+class GuardState(str, enum.Enum):
+    """Where a function's guard stands."""
+
+    CHECKING = "checking"
+    KEPT = "kept"
+    SWITCHED_OFF = "switched_off"
+    DISABLED = "disabled"
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """How the guard checks placements.
+
+    Args:
+        calls: migrated calls per function and process that also run the original.
+        margin: fraction of the original's median time the backend must save to be kept
+            (0: it must not lose; 0.1: it must be at least 10 % faster).
+        clock_ns: the clock (nanoseconds); tests inject a fake one.
+        synchronize: ``synchronize(device)`` around a backend on a CUDA device; default
+            ``torch.cuda.synchronize``.
+    """
+
+    calls: int = 8
+    margin: float = 0.0
+    clock_ns: Callable[[], int] = time.perf_counter_ns
+    synchronize: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.calls, int) or self.calls < 1:
+            raise ValueError(f"guard calls must be an integer >= 1, got {self.calls!r}")
+        if not 0.0 <= self.margin < 1.0:
+            raise ValueError(f"guard margin must be in [0, 1), got {self.margin!r}")
+
+
+class Checked(NamedTuple):
+    """One guarded call: the result to return and what happened."""
+
+    result: Any
+    from_backend: bool
+    backend_error: Exception | None
+    difference: str | None
+
+
+def _cuda_synchronize(device: str) -> None:
+    import torch
+
+    torch.cuda.synchronize(device)
+
+
+# Integer codes of the states and reasons, for the shared counters of forked workers.
+STATE_CODES = {
+    GuardState.CHECKING: 1,
+    GuardState.KEPT: 2,
+    GuardState.SWITCHED_OFF: 3,
+    GuardState.DISABLED: 4,
+}
+_STATES_BY_CODE = {code: state for state, code in STATE_CODES.items()}
+FIELDS = (
+    "guard_state",
+    "guard_calls",
+    "guard_mismatches",
+    "guard_original_ns",
+    "guard_backend_ns",
+    "guard_slower",
+)
+"""What a worker reports of its guard (see :meth:`Guard.fields`)."""
+
+
+class Guard:
+    """The guard of one function in one process.
+
+    Args:
+        name: canonical function name (its tolerance entry).
+        settings: the settings; ``None`` disables the guard.
+        disabled_reason: why this function must not run twice per call (in-place arguments);
+            the guard is then disabled.
+        on_decision: called after each decision (the migrator publishes worker stats there).
+    """
+
+    __slots__ = (
+        "_backend_ns",
+        "_lock",
+        "_original_ns",
+        "_started",
+        "calls",
+        "checking",
+        "disabled_reason",
+        "mismatches",
+        "name",
+        "on_decision",
+        "reason",
+        "settings",
+        "state",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        settings: GuardSettings | None,
+        *,
+        disabled_reason: str | None = None,
+        on_decision: Callable[[Guard], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self.disabled_reason = disabled_reason
+        self.on_decision = on_decision
+        self.reset()
+
+    def reset(self) -> None:
+        """Start checking afresh (a forked child measures on its own device)."""
+        self._lock = threading.Lock()  # a forked child may have inherited it held
+        self._original_ns: list[int] = []
+        self._backend_ns: list[int] = []
+        self._started = 0
+        self.calls = 0
+        self.mismatches = 0
+        if self.settings is None or self.disabled_reason is not None:
+            self.state = GuardState.DISABLED
+            self.reason = self.disabled_reason or ""
+        else:
+            self.state = GuardState.CHECKING
+            self.reason = ""
+        self.checking = self.state is GuardState.CHECKING
+
+    @property
+    def switched_off(self) -> bool:
+        """Whether the original runs from now on."""
+        return self.state is GuardState.SWITCHED_OFF
+
+    def run(self, backend: Callable[[], Any], original: Callable[[], Any], device: str) -> Checked:
+        """Run both paths of one call, compare, and decide after the last checked call.
+
+        Exceptions of ``original`` propagate (the library rejects the input); an exception of
+        ``backend`` is returned in :class:`Checked` with the original's result.
+        """
+        settings = self.settings
+        assert settings is not None, "run() is only called while checking"
+        clock = settings.clock_ns
+        sync = settings.synchronize or _cuda_synchronize
+        with self._lock:
+            backend_first = self._started % 2 == 0
+            self._started += 1
+        backend_ns = original_ns = 0
+        error: Exception | None = None
+        result: Any = None
+        if backend_first:
+            result, backend_ns, error = _timed_backend(backend, device, clock, sync)
+        start = clock()
+        expected = original()
+        original_ns = clock() - start
+        if not backend_first:
+            result, backend_ns, error = _timed_backend(backend, device, clock, sync)
+        if error is not None:
+            return Checked(expected, False, error, None)
+        problem = difference(self.name, expected, result)
+        self._record(original_ns, backend_ns, problem)
+        if problem is not None:
+            return Checked(expected, False, None, problem)
+        return Checked(result, True, None, None)
+
+    def _record(self, original_ns: int, backend_ns: int, difference: str | None) -> None:
+        settings = self.settings
+        assert settings is not None
+        with self._lock:
+            if not self.checking:
+                return  # another thread decided meanwhile
+            self._original_ns.append(original_ns)
+            self._backend_ns.append(backend_ns)
+            self.calls += 1
+            if difference is not None:
+                self.mismatches += 1
+                if not self.reason:
+                    self.reason = difference
+            if self.mismatches == 0 and self.calls < settings.calls:
+                return
+            self._decide(settings)
+        if self.on_decision is not None:
+            self.on_decision(self)
+
+    def _decide(self, settings: GuardSettings) -> None:
+        original_ms = statistics.median(self._original_ns) / 1e6
+        backend_ms = statistics.median(self._backend_ns) / 1e6
+        medians = f"backend median {backend_ms:.4g} ms, original {original_ms:.4g} ms"
+        if self.mismatches:
+            self.state = GuardState.SWITCHED_OFF
+            self.reason = (
+                f"{self.mismatches} of {self.calls} results differ from the original beyond "
+                f"the tolerance ({self.reason})"
+            )
+        elif backend_ms > original_ms * (1.0 - settings.margin):
+            self.state = GuardState.SWITCHED_OFF
+            needed = f" by {settings.margin:.0%}" if settings.margin else ""
+            self.reason = f"the backend does not beat the original{needed}: {medians}"
+        else:
+            self.state = GuardState.KEPT
+            self.reason = f"results match and the backend is not slower: {medians}"
+        self.checking = False
+        log.info(
+            "guard: %s %s after %d checked call(s): %s",
+            self.name,
+            "kept" if self.state is GuardState.KEPT else "switched off",
+            self.calls,
+            self.reason,
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """``{"state", "original_ms_median", "backend_ms_median", "calls", "mismatches",
+        "reason"}`` (medians ``None`` before the first checked call)."""
+        with self._lock:
+            original = list(self._original_ns)
+            backend = list(self._backend_ns)
+            return {
+                "state": self.state.value,
+                "original_ms_median": statistics.median(original) / 1e6 if original else None,
+                "backend_ms_median": statistics.median(backend) / 1e6 if backend else None,
+                "calls": self.calls,
+                "mismatches": self.mismatches,
+                "reason": self.reason,
+            }
+
+    def fields(self) -> dict[str, int]:
+        """This guard as the integers a forked worker reports (see :data:`FIELDS`)."""
+        with self._lock:
+            original = int(statistics.median(self._original_ns)) if self._original_ns else 0
+            backend = int(statistics.median(self._backend_ns)) if self._backend_ns else 0
+            slower = self.state is GuardState.SWITCHED_OFF and not self.mismatches
+            return {
+                "guard_state": STATE_CODES[self.state],
+                "guard_calls": self.calls,
+                "guard_mismatches": self.mismatches,
+                "guard_original_ns": original,
+                "guard_backend_ns": backend,
+                "guard_slower": int(slower),
+            }
+
+
+def stats_from_fields(row: Mapping[str, int]) -> dict[str, Any] | None:
+    """A worker's reported :meth:`Guard.fields` as :meth:`Guard.stats` (``None``: no report)."""
+    state = _STATES_BY_CODE.get(int(row.get("guard_state", 0)))
+    if state is None:
+        return None
+    calls = int(row.get("guard_calls", 0))
+    original_ms = row.get("guard_original_ns", 0) / 1e6 if calls else None
+    backend_ms = row.get("guard_backend_ns", 0) / 1e6 if calls else None
+    reason = ""
+    if state is GuardState.SWITCHED_OFF:
+        if row.get("guard_mismatches", 0):
+            reason = f"{row['guard_mismatches']} of {calls} results differ from the original"
+        elif row.get("guard_slower", 0):
+            reason = (
+                f"the backend does not beat the original: backend median {backend_ms:.4g} ms, "
+                f"original {original_ms:.4g} ms"
+            )
+    elif state is GuardState.KEPT:
+        reason = (
+            f"results match and the backend is not slower: backend median {backend_ms:.4g} ms, "
+            f"original {original_ms:.4g} ms"
+        )
+    return {
+        "state": state.value,
+        "original_ms_median": original_ms,
+        "backend_ms_median": backend_ms,
+        "calls": calls,
+        "mismatches": int(row.get("guard_mismatches", 0)),
+        "reason": reason,
+    }
+
+
+def merge_worker_stats(own: dict[str, Any], reports: list[dict[str, int]]) -> dict[str, Any]:
+    """Add forked workers' guard decisions to this process's guard stats.
+
+    Each worker that reported appears under ``"workers"`` (with its ``pid``). When this process
+    made no checked call itself (all calls ran in DataLoader workers), the top-level fields sum
+    up the workers': their common state (``"mixed"`` when they differ), the calls and mismatches
+    summed, the medians of their medians.
+    """
+    workers = []
+    for row in reports:
+        stats = stats_from_fields(row)
+        if stats is not None:
+            workers.append({"pid": int(row.get("pid", 0)), **stats})
+    if not workers:
+        return own
+    merged = {**own, "workers": workers}
+    if own["calls"] or own["state"] != GuardState.CHECKING.value:
+        return merged
+    states = Counter(w["state"] for w in workers)
+    merged["state"] = next(iter(states)) if len(states) == 1 else "mixed"
+    merged["calls"] = sum(w["calls"] for w in workers)
+    merged["mismatches"] = sum(w["mismatches"] for w in workers)
+    for key in ("original_ms_median", "backend_ms_median"):
+        values = [w[key] for w in workers if w[key] is not None]
+        merged[key] = statistics.median(values) if values else None
+    summary = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
+    reasons = sorted({w["reason"] for w in workers if w["reason"]})
+    merged["reason"] = f"workers: {summary}" + (f" ({reasons[0]})" if reasons else "")
+    return merged
+
+
+def _timed_backend(
+    backend: Callable[[], Any],
+    device: str,
+    clock: Callable[[], int],
+    sync: Callable[[str], None],
+) -> tuple[Any, int, Exception | None]:
+    cuda = device.startswith("cuda")
+    try:
+        if cuda:
+            sync(device)  # earlier queued work is not this call's
+        start = clock()
+        result = backend()
+        if cuda:
+            sync(device)
+        return result, clock() - start, None
+    except Exception as error:
+        return None, 0, error

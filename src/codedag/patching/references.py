@@ -1,0 +1,215 @@
+"""Finding the references to a function that other modules hold, for :mod:`codedag.patching`.
+
+Patching must not depend on how user code spelled a call, and restore must not leave a
+replacement behind, so both search the module namespaces for an object by identity:
+
+* at patch time (:func:`reference_sites`): module attributes (``from cv2 import resize``) and the
+  entries of the small dicts and lists modules hold, two levels deep (``{"flip": cv2.flip}``);
+* at restore (:func:`sweep_modules`): the same, plus, in modules imported while patched, the
+  attributes of the classes they define and of the plain objects they hold.
+
+Membership is tested in C (set operations on ids): most containers hold no target.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+
+@dataclass
+class Site:
+    """One place that held the original: ``container[key]`` (``item``) or an attribute."""
+
+    container: Any
+    key: Any
+    item: bool
+
+    def set(self, value: Any) -> None:
+        if self.item:
+            self.container[self.key] = value
+        else:
+            setattr(self.container, self.key, value)
+
+
+def unwrap_descriptor(value: Any) -> Any:
+    if isinstance(value, staticmethod | classmethod):
+        return value.__func__
+    return value
+
+
+def package_of(obj: Any) -> str:
+    module = getattr(obj, "__module__", None) or ""
+    return module.split(".", 1)[0]
+
+
+# Packages that never hold user-bound references to preprocessing functions; skipping them keeps a
+# reference scan in the milliseconds even with torch imported.
+SCAN_SKIP = frozenset(
+    {
+        "codedag",
+        "torch",
+        "torchgen",
+        "numpy",
+        "scipy",
+        "sympy",
+        "matplotlib",
+        "rich",
+        "pydantic",
+        "pydantic_core",
+        "_pytest",
+        "pytest",
+        "hypothesis",
+        "IPython",
+        "jedi",
+        "pygments",
+        "numba",
+        "llvmlite",
+    }
+)
+
+
+# Containers found in a module namespace are searched when they are small enough: a dict or list
+# of functions (``AUGMENTATIONS = {"flip": cv2.flip}``) and, one level down, the dicts and lists
+# it holds. Big containers are data, not registries of functions.
+_MAX_ITEMS = 4096
+_MAX_NESTED_PARENT = 64
+_MAX_NESTED_ITEMS = 256
+
+
+def _hits(container: Any, targets: dict[int, Any]) -> Iterator[tuple[Any, Site]]:
+    """``(value, site)`` for the items of a dict or list that are targets.
+
+    The membership test runs in C (a set intersection of ids): most containers hold none.
+    """
+    values = container.values() if type(container) is dict else container
+    if targets.keys().isdisjoint(map(id, values)):
+        return
+    items = container.items() if type(container) is dict else enumerate(container)
+    for key, value in list(items):
+        target = targets.get(id(value))
+        if target is not None and target is value:
+            yield value, Site(container, key, item=True)
+
+
+def _container_sites(
+    container: Any, targets: dict[int, Any], nested: bool, instances: bool
+) -> Iterator[tuple[Any, Site]]:
+    """``(value, site)`` for the items of a dict or list that are targets; one level deeper
+    when ``nested`` (dicts, lists and, with ``instances``, plain objects' ``__dict__``)."""
+    yield from _hits(container, targets)
+    values = list(container.values() if type(container) is dict else container)
+    if not nested or len(values) > _MAX_NESTED_PARENT:
+        return
+    inner = values if instances else [v for v in values if type(v) is dict or type(v) is list]
+    for value in inner:
+        searchable = _searchable(value, instances)
+        if searchable is not None and 0 < len(searchable) <= _MAX_NESTED_ITEMS:
+            yield from _container_sites(searchable, targets, False, instances)
+
+
+def _searchable(value: Any, instances: bool) -> Any:
+    """The dict or list to search inside ``value`` (its ``__dict__`` for a plain object)."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        return value
+    if not instances or isinstance(value, type | ModuleType) or callable(value):
+        return None
+    if package_of(kind) in SCAN_SKIP:
+        return None
+    namespace = getattr(value, "__dict__", None)
+    return namespace if type(namespace) is dict else None
+
+
+def _namespace_sites(
+    module: ModuleType, targets: dict[int, Any], *, instances: bool, classes: bool
+) -> Iterator[tuple[Any, Site]]:
+    """Every place in a module namespace that holds a target: its attributes, the small dicts
+    and lists it holds (two levels), with ``instances`` the attributes of objects it holds, and
+    with ``classes`` the attributes of the classes it defines (raw or inside a
+    ``staticmethod``/``classmethod``)."""
+    namespace = getattr(module, "__dict__", None)
+    if not isinstance(namespace, dict):
+        return
+    yield from _hits(namespace, targets)
+    values = list(namespace.values())
+    if classes or instances:
+        module_name = getattr(module, "__name__", None)
+        for value in values:
+            if classes and isinstance(value, type) and value.__module__ == module_name:
+                for attr, raw in list(vars(value).items()):
+                    inner = unwrap_descriptor(raw)
+                    target = targets.get(id(inner))
+                    if target is not None and target is inner:
+                        yield raw, Site(value, attr, item=False)
+                continue
+            searchable = _searchable(value, instances)
+            if searchable is not None and 0 < len(searchable) <= _MAX_ITEMS:
+                yield from _container_sites(searchable, targets, True, instances)
+        return
+    for value in [v for v in values if type(v) is dict or type(v) is list]:
+        if 0 < len(value) <= _MAX_ITEMS:
+            yield from _container_sites(value, targets, True, instances)
+
+
+def reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[int, list[Site]]:
+    """Find, in one pass over ``sys.modules``, the places other modules bound each original.
+
+    Args:
+        targets: ``id(original) -> (original, packages to skip, owner, attribute)``.
+
+    Returns:
+        ``id(original) -> sites`` (module attributes and the entries of module-level dicts and
+        lists). Modules of the original's own package (its internals) are skipped: the point is
+        to catch user code that bound the function at import time (``from cv2 import resize``).
+    """
+    found: dict[int, list[Site]] = {key: [] for key in targets}
+    objects = {key: target[0] for key, target in targets.items()}
+    for module_name, module in list(sys.modules.items()):
+        top = module_name.split(".", 1)[0]
+        if module is None or top in SCAN_SKIP:
+            continue
+        for value, site in _namespace_sites(module, objects, instances=False, classes=False):
+            _original, skip, owner, attribute = targets[id(value)]
+            if top in skip:
+                continue
+            if site.container is getattr(owner, "__dict__", None) and site.key == attribute:
+                continue  # the primary site, patched by name
+            found[id(value)].append(site)
+    return found
+
+
+def sweep_modules(replacements: dict[int, tuple[Any, Any]], new_modules: set[str]) -> int:
+    """Put originals back wherever a module namespace still reaches a replacement.
+
+    Args:
+        replacements: ``id(replacement) -> (replacement, original)``.
+        new_modules: modules imported while the patches were applied: searched even inside the
+            packages a patch scan skips (a library module imported then may have bound a
+            replacement too).
+
+    Returns:
+        How many references were put back.
+    """
+    targets = {key: pair[0] for key, pair in replacements.items()}
+    count = 0
+    for module_name, module in list(sys.modules.items()):
+        top = module_name.split(".", 1)[0]
+        if module is None or top == "codedag":
+            continue
+        new = module_name in new_modules
+        if top in SCAN_SKIP and not new:
+            continue
+        # A module imported while patched may hold replacements anywhere it put them at import;
+        # an older one only where user code stores functions at run time (dicts and lists).
+        for value, site in _namespace_sites(module, targets, instances=new, classes=new):
+            inner = unwrap_descriptor(value)
+            original = replacements[id(inner)][1]
+            if isinstance(value, staticmethod | classmethod):
+                original = type(value)(original)
+            site.set(original)
+            count += 1
+    return count

@@ -1,0 +1,426 @@
+"""Argument descriptions of library calls (``CallNode.args``) and rebuilding calls from them.
+
+While tracing, the recorder keeps what a library call received in a compact raw form (value
+sequence numbers, the bytes of small arrays, scalars, small containers' items); after the window
+:func:`describe_arguments` turns that into the JSON entries of ``CallNode.args`` (format in
+docs/dag-format.md), and :func:`rebuild_arguments` turns entries back into ``(args, kwargs)``:
+arrays of the recorded shape, dtype and layout (with their recorded bytes when they were small:
+warp matrices, kernels, LUTs), scalars, sequences, dtypes. Calibration times backends on inputs
+rebuilt this way.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import math
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from codedag.errors import TraceError
+from codedag.trace.records import (
+    ARG_CONTAINER,
+    ARG_OBJ,
+    ARG_SCALAR,
+    ARG_SMALL,
+    ARG_TYPE,
+    ARG_VALUE,
+    SMALL_ARRAY_BYTES,
+)
+
+Entry = dict[str, Any]
+
+# ---------------------------------------------------------------------------- recording side
+_kept: dict[type, bool] = {}
+
+
+def kept_object(obj: Any) -> bool:
+    """Whether a non-scalar, non-data argument is immutable and descriptive enough to keep.
+
+    NumPy scalars, dtypes and scalar types, torch dtypes, slices, Ellipsis and enum members are
+    kept as they are (holding them is safe: they never change); anything else is described by
+    its type only.
+    """
+    cls = type(obj)
+    hit = _kept.get(cls)
+    if hit is None:
+        hit = cls in (slice, type(Ellipsis), range) or issubclass(cls, enum.Enum)
+        numpy = sys.modules.get("numpy")
+        if not hit and numpy is not None:
+            hit = issubclass(cls, numpy.generic | numpy.dtype)
+        torch = sys.modules.get("torch")
+        if not hit and torch is not None:
+            hit = cls is torch.dtype
+        _kept[cls] = hit
+    if hit:
+        return True
+    return cls is type and _is_scalar_type(obj)
+
+
+def _is_scalar_type(obj: type) -> bool:
+    numpy = sys.modules.get("numpy")
+    if obj in (int, float, bool, complex):
+        return True
+    return numpy is not None and issubclass(obj, numpy.generic)
+
+
+def small_bytes(obj: Any) -> bytes | None:
+    """The C-order bytes of a CPU array of at most SMALL_ARRAY_BYTES bytes, else None."""
+    try:
+        if type(obj).__module__ == "numpy" or hasattr(obj, "__array_interface__"):
+            nbytes = obj.nbytes
+            return obj.tobytes() if nbytes <= SMALL_ARRAY_BYTES else None
+        if hasattr(obj, "element_size") and hasattr(obj, "nelement"):  # a torch tensor
+            if obj.element_size() * obj.nelement() > SMALL_ARRAY_BYTES:
+                return None
+            if obj.device.type != "cpu":
+                return None
+            return bytes(obj.detach().contiguous().numpy().tobytes())
+    except Exception:  # an exotic array type: described without its data
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------- description
+def layout_of(shape: Any, strides: Any, itemsize: int) -> str:
+    """``"C"`` (row-major contiguous), ``"F"`` (column-major contiguous) or ``"strided"``."""
+    if strides is None:
+        return "C"
+    dims = list(zip(shape, strides))
+    for order, items in (("C", reversed(dims)), ("F", iter(dims))):
+        expected = itemsize
+        ok = True
+        for n, step in items:
+            if n != 1 and step != expected:
+                ok = False
+                break
+            expected *= n
+        if ok:
+            return order
+    return "strided"
+
+
+def _scalar_entry(value: Any) -> Entry:
+    if value is None or isinstance(value, bool | int | str):
+        return {"kind": "scalar", "value": value}
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return {"kind": "scalar", "value": value}
+        return {"kind": "scalar", "float": "nan" if math.isnan(value) else str(value)}
+    return {"kind": "object", "type": _type_name(type(value))}
+
+
+def _type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _object_entry(obj: Any) -> Entry:
+    cls = type(obj)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        if isinstance(obj, numpy.generic):
+            entry = _scalar_entry(obj.item())
+            if entry["kind"] == "scalar":
+                entry["dtype"] = str(obj.dtype)
+            return entry
+        if isinstance(obj, numpy.dtype):
+            return {"kind": "dtype", "value": str(obj)}
+        if isinstance(obj, type) and issubclass(obj, numpy.generic):
+            try:
+                return {"kind": "dtype", "value": str(numpy.dtype(obj))}
+            except TypeError:  # an abstract type (numpy.floating)
+                return {"kind": "object", "type": _type_name(obj)}
+    if cls.__module__ == "torch" and cls.__name__ == "dtype":
+        return {"kind": "dtype", "value": str(obj)}
+    if obj in (int, float, bool, complex):
+        return {"kind": "dtype", "value": obj.__name__}
+    if isinstance(obj, enum.Enum):
+        entry = _scalar_entry(obj.value)
+        if entry["kind"] == "scalar":
+            entry["enum"] = _type_name(cls)
+        return entry
+    if cls is slice:
+        parts = [_plain(obj.start), _plain(obj.stop), _plain(obj.step)]
+        if all(p is None or isinstance(p, int) for p in parts):
+            return {"kind": "slice", "start": parts[0], "stop": parts[1], "step": parts[2]}
+    if obj is Ellipsis:
+        return {"kind": "ellipsis"}
+    return {"kind": "object", "type": _type_name(cls)}
+
+
+def _plain(value: Any) -> Any:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else value
+    except (TypeError, ValueError):
+        return value
+
+
+def _value_entry(record: list[Any] | None, data: bytes | None) -> Entry:
+    """An entry for a data value from its value record ``[seq, name, version, type_name,
+    shape, dtype, nbytes, device, strides]``."""
+    if record is None:
+        return {"kind": "object", "type": "unknown"}
+    type_name, shape, dtype, strides = record[3], record[4], record[5], record[8]
+    if isinstance(dtype, str) and shape is not None and strides is None:  # a PIL image
+        size = [int(shape[1]), int(shape[0])]
+        return {"kind": "image", "type": type_name, "mode": dtype, "size": size}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(dtype, numpy.dtype) and shape is not None:
+        family, itemsize = "numpy.ndarray", dtype.itemsize
+    elif type(dtype).__module__ == "torch" and shape is not None:
+        family, itemsize = "torch.Tensor", 1  # torch strides count elements
+    else:
+        return {"kind": "object", "type": type_name}
+    dims = [int(d) for d in shape]
+    text = str(dtype)
+    entry: Entry = {
+        "kind": "array",
+        "type": family,
+        "shape": dims,
+        "dtype": text[6:] if text.startswith("torch.") else text,
+        "layout": layout_of(dims, strides, itemsize),
+    }
+    if family == "torch.Tensor":
+        entry["device"] = record[7]
+    if data is not None:
+        entry["data"] = base64.b64encode(data).decode("ascii")
+    return entry
+
+
+def _entry(kind: int, payload: Any, values: Mapping[int, list[Any]]) -> Entry:
+    if kind == ARG_SCALAR:
+        return _scalar_entry(payload)
+    if kind == ARG_VALUE:
+        return _value_entry(values.get(payload), None)
+    if kind == ARG_SMALL:
+        return _value_entry(values.get(payload[0]), payload[1])
+    if kind == ARG_OBJ:
+        return _object_entry(payload)
+    if kind == ARG_CONTAINER:
+        type_name, _length, items = payload
+        if items is None or type_name not in ("tuple", "list"):
+            return {"kind": "object", "type": f"builtins.{type_name}"}
+        return {
+            "kind": "sequence",
+            "type": type_name,
+            "items": [_entry(k, p, values) for k, p in items],
+        }
+    if kind == ARG_TYPE:
+        return {"kind": "object", "type": _type_name(payload)}
+    return {"kind": "object", "type": "unknown"}
+
+
+def _named(name: str, entry: Entry) -> Entry:
+    return {"name": name, **entry}
+
+
+def describe_arguments(
+    raw: list[tuple[Any, int, Any]],
+    values: Mapping[int, list[Any]],
+    layout: tuple[int, int, int, bool, bool] | None = None,
+) -> list[Entry]:
+    """JSON entries of one call's recorded arguments, in call order.
+
+    Args:
+        raw: the recorder's ``(label, kind, payload)`` triples: int labels are positions,
+            str labels keyword or parameter names.
+        values: value records by sequence number.
+        layout: for Python functions, ``(positional-only, positional, keyword-only, *args,
+            **kwargs)`` counts of the frame's parameters (``raw`` then lists the parameters in
+            that order): positional-only parameters, and every positional parameter when
+            ``*args`` is not empty, are named by position; ``*args`` items follow them and
+            ``**kwargs`` items are named by their keys.
+    """
+    if layout is None:
+        return [_named(str(label), _entry(kind, payload, values)) for label, kind, payload in raw]
+    posonly, npos, nkw, varargs, varkw = layout
+    out: list[Entry] = []
+    extra_positional: list[Entry] = []
+    extra_keywords: list[Entry] = []
+    star = raw[npos + nkw] if varargs and len(raw) > npos + nkw else None
+    star_items = None
+    if star is not None and star[1] == ARG_CONTAINER:
+        star_items = star[2][2]
+        if star_items is None and star[2][1] > 0:
+            extra_positional.append(_named(str(npos), {"kind": "object", "type": "builtins.tuple"}))
+    by_position = posonly if not star_items and not extra_positional else npos
+    for i, (label, kind, payload) in enumerate(raw[: npos + nkw]):
+        name = str(i) if i < by_position else str(label)
+        out.append(_named(name, _entry(kind, payload, values)))
+    for j, (kind, payload) in enumerate(star_items or ()):
+        extra_positional.append(_named(str(npos + j), _entry(kind, payload, values)))
+    if varkw:
+        kw = raw[npos + nkw + varargs] if len(raw) > npos + nkw + varargs else None
+        if kw is not None and kw[1] == ARG_CONTAINER and kw[2][2] is not None:
+            for key, kind, payload in kw[2][2]:
+                extra_keywords.append(_named(str(key), _entry(kind, payload, values)))
+        elif kw is not None and not (kw[1] == ARG_CONTAINER and kw[2][1] == 0):
+            extra_keywords.append(_named(str(kw[0]), {"kind": "object", "type": "builtins.dict"}))
+    positional = [e for e in out if e["name"].isdigit()]
+    named = [e for e in out if not e["name"].isdigit()]
+    return positional + extra_positional + named + extra_keywords
+
+
+# ---------------------------------------------------------------------------- rebuilding
+def _numpy() -> Any:
+    import numpy
+
+    return numpy
+
+
+def _synthetic(numpy: Any, shape: list[int], dtype: Any, seed: int) -> Any:
+    """Deterministic data in the typical range of the dtype (images 0..255, floats 0..1)."""
+    rng = numpy.random.default_rng(seed)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(dtype)
+    if dtype.kind in "ui":
+        info = numpy.iinfo(dtype)
+        return rng.integers(max(info.min, 0), min(info.max, 255), shape, endpoint=True).astype(
+            dtype
+        )
+    if dtype.kind == "f":
+        return rng.random(shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.random(shape) + 1j * rng.random(shape)).astype(dtype)
+    return numpy.zeros(shape, dtype)
+
+
+def _with_layout(numpy: Any, array: Any, layout: str) -> Any:
+    if layout == "F":
+        return numpy.asfortranarray(array)
+    if layout == "strided" and array.ndim:
+        # Every second element of a buffer twice as long along the last axis: same values, not
+        # contiguous.
+        wide = numpy.zeros((*array.shape[:-1], array.shape[-1] * 2), array.dtype)
+        view = wide[..., ::2]
+        view[...] = array
+        return view
+    return numpy.ascontiguousarray(array)
+
+
+def rebuild_value(entry: Entry, seed: int = 0) -> Any:
+    """One argument rebuilt from its entry (arrays synthesized unless their data was recorded).
+
+    Raises:
+        TraceError: the entry describes an object that cannot be rebuilt (its ``type`` says
+            which), or is malformed.
+    """
+    kind = entry.get("kind")
+    if kind == "scalar":
+        if "float" in entry:
+            return float(entry["float"])
+        value = entry.get("value")
+        if "dtype" in entry:
+            return _numpy().dtype(entry["dtype"]).type(value)
+        return value
+    if kind == "sequence":
+        items = [rebuild_value(item, seed + i + 1) for i, item in enumerate(entry["items"])]
+        return tuple(items) if entry.get("type") == "tuple" else items
+    if kind == "array":
+        return _rebuild_array(entry, seed)
+    if kind == "dtype":
+        text = entry["value"]
+        if text.startswith("torch."):
+            import torch
+
+            return getattr(torch, text[6:])
+        if text in ("int", "float", "bool", "complex"):
+            return {"int": int, "float": float, "bool": bool, "complex": complex}[text]
+        return _numpy().dtype(text)
+    if kind == "slice":
+        return slice(entry.get("start"), entry.get("stop"), entry.get("step"))
+    if kind == "ellipsis":
+        return Ellipsis
+    if kind == "image":
+        from PIL import Image
+
+        width, height = entry["size"]
+        mode = entry["mode"]
+        bands = len(Image.new(mode, (1, 1)).getbands())
+        numpy = _numpy()
+        shape = [height, width] if bands == 1 else [height, width, bands]
+        data = _synthetic(numpy, shape, numpy.dtype("uint8"), seed)
+        if mode in ("L", "RGB", "RGBA", "CMYK", "YCbCr", "LAB", "HSV"):
+            return Image.fromarray(data, mode)
+        return Image.new(mode, (width, height))
+    raise TraceError(
+        f"argument {entry.get('name', '?')!r} was a {entry.get('type', kind)} ({kind}): it "
+        "cannot be rebuilt from the DAG; pass it in `overrides`"
+    )
+
+
+def _rebuild_array(entry: Entry, seed: int) -> Any:
+    numpy = _numpy()
+    try:
+        shape = [int(d) for d in entry["shape"]]
+        dtype = numpy.dtype(entry["dtype"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise TraceError(f"array entry {entry!r} has no usable shape/dtype: {error}") from error
+    data = entry.get("data")
+    if data is not None:
+        raw = base64.b64decode(data)
+        array = numpy.frombuffer(raw, dtype).reshape(shape).copy()
+    else:
+        array = _synthetic(numpy, shape, dtype, seed)
+    array = _with_layout(numpy, array, entry.get("layout", "C"))
+    if entry.get("type") == "torch.Tensor":
+        import torch
+
+        tensor = torch.from_numpy(numpy.ascontiguousarray(array))
+        if entry.get("layout") == "strided" and tensor.ndim:
+            wide = torch.zeros((*tensor.shape[:-1], tensor.shape[-1] * 2), dtype=tensor.dtype)
+            wide[..., ::2] = tensor
+            tensor = wide[..., ::2]
+        elif entry.get("layout") == "F" and tensor.ndim > 1:
+            tensor = tensor.permute(*reversed(range(tensor.ndim))).contiguous()
+            tensor = tensor.permute(*reversed(range(tensor.ndim)))
+        device = entry.get("device", "cpu")
+        return tensor if device == "cpu" else tensor.to(device)
+    return array
+
+
+def rebuild_arguments(
+    args: list[Entry] | None,
+    seed: int = 0,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` that repeat a recorded call: ``fn(*args, **kwargs)``.
+
+    Entries named ``"0"``, ``"1"``, ... become positional arguments in that order, the others
+    keyword arguments. Arrays get the recorded shape, dtype and layout (``C``, ``F`` or a
+    non-contiguous view) and their recorded bytes when those were kept (arrays up to 4096
+    bytes), else deterministic data from ``seed`` in the dtype's usual range.
+
+    Args:
+        args: a call node's ``args`` (see docs/dag-format.md).
+        seed: seed of the synthesized data.
+        overrides: values for entries by name (``{"window": numpy.hanning}``), for arguments
+            recorded only by their type.
+
+    Raises:
+        TraceError: ``args`` is None (not recorded) or an entry cannot be rebuilt and has no
+            override.
+    """
+    if args is None:
+        raise TraceError("this call has no recorded arguments (args is None)")
+    overrides = overrides or {}
+    positional: list[tuple[int, Any]] = []
+    keywords: dict[str, Any] = {}
+    for i, entry in enumerate(args):
+        name = str(entry.get("name", i))
+        value = overrides[name] if name in overrides else rebuild_value(entry, seed + 7919 * i)
+        if name.isdigit():
+            positional.append((int(name), value))
+        else:
+            keywords[name] = value
+    positional.sort(key=lambda item: item[0])
+    return tuple(v for _, v in positional), keywords
+
+
+def rebuild_call(
+    function: Callable[..., Any], args: list[Entry] | None, seed: int = 0, **overrides: Any
+) -> Any:
+    """Call ``function`` with the arguments rebuilt from ``args`` and return its result."""
+    positional, keywords = rebuild_arguments(args, seed, overrides)
+    return function(*positional, **keywords)

@@ -1,0 +1,82 @@
+"""Interleaved timing and the calibration cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codedag.calibrate import Budget, CalibrationCache, Stopwatch, Timing
+from codedag.calibrate.cache import default_cache_path, entry_key
+from codedag.calibrate.timing import time_pair
+
+
+def test_timing_summarizes_median_and_quartiles() -> None:
+    t = Timing.of([10, 30, 20, 40, 50])
+    assert (t.median_ns, t.samples) == (30, 5)
+    assert t.q25_ns <= t.median_ns <= t.q75_ns and t.iqr_ns == t.q75_ns - t.q25_ns
+    assert Timing.from_dict(t.to_dict()) == t
+
+
+def test_time_pair_interleaves_and_stops_at_the_budget() -> None:
+    order: list[str] = []
+    clock = iter(range(0, 10**9, 1000))
+    watch = Stopwatch(clock=lambda: next(clock))
+    a, b = time_pair(
+        lambda: order.append("a"), lambda: order.append("b"), watch,
+        Budget(min_samples=4, max_samples=10, target_ns=4000, warmup=1),
+    )  # fmt: skip
+    assert a.samples == b.samples == 4  # 4 pairs of 1000 ns each reach the budget
+    assert order[:2] == ["a", "b"]  # warm-up
+    timed = order[2:]
+    assert timed[:4] == ["a", "b", "b", "a"]  # alternating which goes first
+
+
+def test_time_pair_propagates_a_failure() -> None:
+    with pytest.raises(ZeroDivisionError):
+        time_pair(lambda: None, lambda: 1 / 0)
+
+
+def test_cache_persists_merges_and_sets_aside_a_broken_file(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    one = CalibrationCache(path)
+    key = entry_key("cpu X", {"cv2": "5"}, "cv2.resize", "abc")
+    assert one.get(key) is None and one.misses == 1
+    one.put(key, {"function": "cv2.resize", "value": 1})
+    two = CalibrationCache(path)  # another process's view
+    assert two.get(key) == {"function": "cv2.resize", "value": 1} and two.hits == 1
+    other = entry_key("cpu X", {"cv2": "5"}, "cv2.flip", "abc")
+    one.put(other, {"function": "cv2.flip"})  # written after two was read: merged, not lost
+    two.put(entry_key("cpu X", {}, "numpy.sum", ""), {"function": "numpy.sum"})
+    assert len(CalibrationCache(path).entries) == 3
+    path.write_text("{not json")
+    broken = CalibrationCache(path)
+    assert broken.entries == {} and (tmp_path / "calibration.json.unreadable").exists()
+    json.loads(json.dumps(broken.entries))
+    assert CalibrationCache(None).path is None
+
+
+def test_keys_depend_on_device_versions_function_and_signature() -> None:
+    keys = {
+        entry_key("cpu X", {"cv2": "5"}, "cv2.resize", "s"),
+        entry_key("cpu Y", {"cv2": "5"}, "cv2.resize", "s"),
+        entry_key("cpu X", {"cv2": "4"}, "cv2.resize", "s"),
+        entry_key("cpu X", {"cv2": "5"}, "cv2.flip", "s"),
+        entry_key("cpu X", {"cv2": "5"}, "cv2.resize", "t"),
+    }
+    assert len(keys) == 5
+
+
+def test_default_cache_path_follows_the_environment(tmp_path: Path) -> None:
+    env = {**os.environ, "CODEDAG_CACHE_DIR": str(tmp_path)}
+    code = "from codedag.calibrate import default_cache_path; print(default_cache_path())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == str(tmp_path / "calibration.json")
+    env.pop("CODEDAG_CACHE_DIR")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip().endswith("codedag/calibration.json")
+    assert default_cache_path().name == "calibration.json"
