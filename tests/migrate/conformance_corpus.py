@@ -16,10 +16,11 @@ from types import ModuleType
 
 import corpus_cv2
 import corpus_numpy
+import corpus_pil
 from hypothesis import strategies as st
 from migrate_support import Args, Labeled
 
-_MODULES: tuple[ModuleType, ...] = (corpus_cv2, corpus_numpy)
+_MODULES: tuple[ModuleType, ...] = (corpus_cv2, corpus_numpy, corpus_pil)
 
 
 def _module(name: str) -> ModuleType:

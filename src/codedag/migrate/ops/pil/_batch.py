@@ -106,3 +106,29 @@ def _unpremultiply(x: torch.Tensor) -> torch.Tensor:
     keep = (alpha == 0) | (alpha == 255)
     color = torch.where(keep, color, scaled)
     return torch.cat([color.to(torch.uint8), x[..., -1:]], dim=-1)
+
+
+def ink(color: Any, mode: str) -> list[int] | str:
+    """The band values ``Image.new(mode, size, color)`` fills with, or why they are not computed.
+
+    As Pillow: an int is clipped for L and read as little-endian bytes for multi-band modes (LA
+    keeps bytes 0 and 3); a tuple gives one value per band (RGB takes the first 3 of 4, RGBA adds
+    alpha 255 to 3), each clipped to 0..255. Colour names, floats and palettes are left to Pillow.
+    """
+    bands = BANDS[mode]
+    if color is None:
+        return [0] * bands
+    if isinstance(color, int):
+        if bands == 1:
+            return [min(max(int(color), 0), 255)]
+        raw = [(int(color) >> (8 * i)) & 255 for i in range(4)]
+        return [raw[0], raw[3]] if mode == "LA" else raw[:bands]
+    if isinstance(color, tuple) and all(isinstance(v, int) for v in color):
+        values = [min(max(int(v), 0), 255) for v in color]
+        if mode == "RGB" and len(values) == 4:
+            values = values[:3]
+        if mode == "RGBA" and len(values) == 3:
+            values.append(255)
+        if len(values) == bands:
+            return values
+    return f"colour {color!r} for mode {mode} (left to Pillow)"

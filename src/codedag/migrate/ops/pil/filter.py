@@ -42,12 +42,12 @@ def _filterargs(filter: Any) -> tuple[tuple[int, int], float, float, tuple[float
             f"{type(filter).__name__} is not a convolution kernel filter (ImageFilter.Kernel)"
         )
     size, scale, offset, kernel = args
-    size = tuple(int(s) for s in size)
-    if size not in _SIZES:
+    width, height = (int(s) for s in size)
+    if (width, height) not in _SIZES:
         raise UnsupportedOperation(f"kernel size {size}; supported: 3x3 and 5x5")
     if not scale:
-        raise UnsupportedOperation("kernel scale 0 (PIL raises)")
-    return size, float(scale), float(offset), tuple(float(k) for k in kernel)  # type: ignore[return-value]
+        raise UnsupportedOperation("kernel scale 0 (a division by zero) is left to Pillow")
+    return (width, height), float(scale), float(offset), tuple(float(k) for k in kernel)
 
 
 def pil_filter_key(config: dict[str, Any]) -> Any:
@@ -84,11 +84,11 @@ def pil_kernel_filter(
     def transform(images: torch.Tensor) -> torch.Tensor:
         if images.dtype != torch.uint8 or images.dim() not in (3, 4):
             raise UnsupportedOperation(f"expected uint8 (N,H,W[,C]), got {images.dtype}")
-        if images.dim() == 4 and images.shape[-1] not in (3, 4):
-            raise UnsupportedOperation(f"{images.shape[-1]} bands (PIL modes L, RGB, RGBA only)")
+        if images.dim() == 4 and images.shape[-1] not in (2, 3, 4):
+            raise UnsupportedOperation(f"{images.shape[-1]} bands (PIL modes L, LA, RGB, RGBA)")
         h, w = images.shape[1:3]
-        if h < kh or w < kw:
-            raise UnsupportedOperation(f"image {h}x{w} smaller than the kernel")
+        if h < kh or w < kw:  # Pillow copies images smaller than the kernel
+            return images.clone()
         x = images.to(torch.float32)
         acc = offset32.expand(x[:, rh : h - rh, rw : w - rw].shape).clone()
         for i, dy in enumerate(range(rh, -rh - 1, -1)):
@@ -131,6 +131,39 @@ def pil_filter(filter: Any, *, device: torch.device) -> Callable[[Any], Any]:
     return delegate
 
 
+def _filter_check(self: Any, filter: Any) -> str | None:
+    """The filters computed here: kernels of 3x3 or 5x5, BoxBlur, GaussianBlur, UnsharpMask with
+    non-negative radii, rank filters of odd size and valid rank."""
+    from PIL import ImageFilter
+
+    if isinstance(filter, type):
+        try:
+            filter = filter()
+        except TypeError as e:
+            return f"{filter.__name__}() needs arguments ({e})"
+    if isinstance(filter, ImageFilter.Kernel | ImageFilter.BuiltinFilter):
+        try:
+            _filterargs(filter)
+        except UnsupportedOperation as e:
+            return str(e)
+        return None
+    if isinstance(filter, ImageFilter.BoxBlur | ImageFilter.GaussianBlur):
+        radius = filter.radius
+        radii = (radius, radius) if isinstance(radius, int | float) else tuple(radius)
+        if len(radii) != 2 or min(radii) < 0:
+            return f"{type(filter).__name__} radius {radius!r} (Pillow raises)"
+        return None
+    if isinstance(filter, ImageFilter.UnsharpMask):
+        return None if filter.radius >= 0 else f"UnsharpMask radius {filter.radius!r}"
+    if isinstance(filter, ImageFilter.RankFilter):
+        size, rank = filter.size, filter.rank
+        odd = isinstance(size, int) and size % 2 == 1
+        if odd and isinstance(rank, int) and 0 <= rank < size * size:
+            return None
+        return f"{type(filter).__name__} size {size!r} rank {rank!r} (Pillow raises ValueError)"
+    return f"filter {type(filter).__name__} is left to Pillow"
+
+
 OPS = [
     op(
         "PIL.Image.Image.filter",
@@ -139,5 +172,6 @@ OPS = [
         positional_names=("self", "filter"),
         data_params=("self",),
         config_key=pil_filter_key,
+        check=_filter_check,
     )
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -280,9 +281,90 @@ def crop(self: PILBatch, box: Sequence[float] | None = None) -> PILBatch:
     return img.with_bands(out)
 
 
+# --- declared domains: what the backends leave to Pillow, checked before they run -------------
+
+
+def size_refusal(size: Any) -> str | None:
+    """Why ``size`` is not a (width, height) pair of positive ints, or ``None``."""
+    try:
+        width, height = (operator.index(s) for s in size)
+    except (TypeError, ValueError):
+        return f"size {size!r}: expected two ints"
+    if width <= 0 or height <= 0:
+        return f"size {size!r} is not positive (Pillow raises ValueError)"
+    return None
+
+
+def resample_refusal(resample: Any) -> str | None:
+    """Why ``resample`` is not one of Pillow's six filters, or ``None``."""
+    if resample is None:
+        return None
+    try:
+        value = operator.index(resample)
+    except TypeError:
+        return f"resample {resample!r}: expected a Resampling value"
+    return None if value == NEAREST or value in _FILTERS else f"resample {value}: not 0..5"
+
+
+def _resize_check(
+    self: Any,
+    size: Any,
+    resample: Any = None,
+    box: Any = None,
+    reducing_gap: Any = None,
+) -> str | None:
+    if reducing_gap is not None:
+        return "reducing_gap (a reduce() before resampling) is left to Pillow"
+    reason = size_refusal(size) or resample_refusal(resample)
+    if reason is None and box is not None:
+        try:
+            x0, y0, x1, y1 = (float(b) for b in box)
+        except (TypeError, ValueError):
+            return f"box {box!r}: expected four numbers"
+        w, h = self.size
+        if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
+            return f"box {box!r} is empty or outside the {w}x{h} image (Pillow raises)"
+    return reason
+
+
+def _convert_check(
+    self: Any,
+    mode: Any = None,
+    matrix: Any = None,
+    dither: Any = None,
+    palette: Any = None,
+    colors: int = 256,
+) -> str | None:
+    if matrix is not None:
+        return "convert(matrix=...) is left to Pillow"
+    if mode is not None and mode not in BANDS:
+        return f"convert to {mode!r}; computed: {', '.join(sorted(BANDS))}"
+    return None
+
+
+def _transpose_check(self: Any, method: Any) -> str | None:
+    try:
+        valid = operator.index(method) in range(7)
+    except TypeError:
+        valid = False
+    return None if valid else f"transpose method {method!r}; expected 0..6 (Pillow raises)"
+
+
+def _crop_check(self: Any, box: Any = None) -> str | None:
+    if box is None:
+        return None
+    try:
+        x0, y0, x1, y1 = (float(v) for v in box)
+    except (TypeError, ValueError):
+        return f"crop box {box!r}: expected four numbers"
+    if x1 < x0 or y1 < y0:
+        return f"crop box {box!r} has a negative size (Pillow raises ValueError)"
+    return None
+
+
 OPS = [
-    op("PIL.Image.Image.convert", convert),
-    op("PIL.Image.Image.crop", crop),
-    op("PIL.Image.Image.resize", resize),
-    op("PIL.Image.Image.transpose", transpose),
+    op("PIL.Image.Image.convert", convert, check=_convert_check),
+    op("PIL.Image.Image.crop", crop, check=_crop_check),
+    op("PIL.Image.Image.resize", resize, check=_resize_check),
+    op("PIL.Image.Image.transpose", transpose, check=_transpose_check),
 ]

@@ -21,14 +21,20 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.ops.pil._adapter import op
 from codedag.migrate.ops.pil._batch import (
-    BANDS,
     BICUBIC,
     FLIP_LEFT_RIGHT,
     FLIP_TOP_BOTTOM,
     PILBatch,
     _batch,
+    ink,
 )
-from codedag.migrate.ops.pil.image import convert, resize, transpose
+from codedag.migrate.ops.pil.image import (
+    convert,
+    resample_refusal,
+    resize,
+    size_refusal,
+    transpose,
+)
 
 
 def _lut_modes(img: PILBatch, name: str) -> None:
@@ -149,14 +155,10 @@ def equalize(image: PILBatch, mask: Any = None) -> PILBatch:
 
 
 def _fill_values(fill: Any, mode: str) -> list[int]:
-    bands = BANDS[mode]
-    if fill is None:
-        return [0] * bands
-    if isinstance(fill, int) and (bands == 1 or fill == 0):
-        return [fill] * bands
-    if isinstance(fill, tuple) and len(fill) == bands:
-        return [int(v) for v in fill]
-    raise UnsupportedOperation(f"fill {fill!r} for mode {mode}")
+    values = ink(fill, mode)
+    if isinstance(values, str):
+        raise UnsupportedOperation(values)
+    return values
 
 
 def _place(img: PILBatch, size: tuple[int, int], left: int, top: int, fill: Any) -> PILBatch:
@@ -169,13 +171,8 @@ def _place(img: PILBatch, size: tuple[int, int], left: int, top: int, fill: Any)
     return img.with_bands(out)
 
 
-def contain(image: PILBatch, size: tuple[int, int], method: int = BICUBIC) -> PILBatch:
-    """``PIL.ImageOps.contain``: the largest resize of the same aspect ratio within ``size``."""
-    img = _batch(image)
-    w, h = img.size
-    size = (int(size[0]), int(size[1]))
-    if min(size) == 0 or h == 0:
-        raise UnsupportedOperation("contain to an empty size is not supported")
+def _contain_size(w: int, h: int, size: tuple[int, int]) -> tuple[int, int]:
+    """The size ``ImageOps.contain`` resizes a w x h image to for ``size``."""
     im_ratio, dest_ratio = w / h, size[0] / size[1]
     if im_ratio != dest_ratio:
         if im_ratio > dest_ratio:
@@ -186,9 +183,14 @@ def contain(image: PILBatch, size: tuple[int, int], method: int = BICUBIC) -> PI
             new_width = round(w / h * size[1])
             if new_width != size[0]:
                 size = (new_width, size[1])
-    if min(size) == 0:
-        raise UnsupportedOperation("contain gives an empty image here")
-    return resize(img, size, method)
+    return size
+
+
+def contain(image: PILBatch, size: tuple[int, int], method: int = BICUBIC) -> PILBatch:
+    """``PIL.ImageOps.contain``: the largest resize of the same aspect ratio within ``size``."""
+    img = _batch(image)
+    w, h = img.size
+    return resize(img, _contain_size(w, h, (int(size[0]), int(size[1]))), method)
 
 
 def pad(
@@ -220,8 +222,6 @@ def fit(
 ) -> PILBatch:
     """``PIL.ImageOps.fit``: crop to the aspect ratio of ``size`` (Pillow's box), then resize."""
     img = _batch(image)
-    if min(size) == 0:
-        raise UnsupportedOperation("fit to an empty size is not supported")
     cx, cy = centering
     cx = cx if 0.0 <= cx <= 1.0 else 0.5
     cy = cy if 0.0 <= cy <= 1.0 else 0.5
@@ -229,8 +229,6 @@ def fit(
     w, h = img.size
     bleed_px = (bleed * w, bleed * h)
     live = (w - bleed_px[0] * 2, h - bleed_px[1] * 2)
-    if live[1] == 0:
-        raise UnsupportedOperation("fit of an image without live area")
     live_ratio, out_ratio = live[0] / live[1], size[0] / size[1]
     if live_ratio == out_ratio:
         crop_w, crop_h = live
@@ -380,17 +378,71 @@ def filter_(self: PILBatch, filter: Any) -> PILBatch:
     raise UnsupportedOperation(f"filter {type(filter).__name__} is not supported")
 
 
+# --- declared domains: what the backends leave to Pillow, checked before they run -------------
+
+_LUT_MODES = frozenset({"L", "RGB"})  # ImageOps' point() tables; Pillow raises OSError otherwise
+
+
+def _autocontrast_check(
+    image: Any, cutoff: Any = 0, ignore: Any = None, mask: Any = None, preserve_tone: Any = False
+) -> str | None:
+    if cutoff or ignore is not None or mask is not None or preserve_tone:
+        return "autocontrast with cutoff, ignore, mask or preserve_tone is left to Pillow"
+    return None
+
+
+def _equalize_check(image: Any, mask: Any = None) -> str | None:
+    return None if mask is None else "equalize(mask=...) is left to Pillow"
+
+
+def _posterize_check(image: Any, bits: Any) -> str | None:
+    if isinstance(bits, int) and 1 <= bits <= 8:
+        return None
+    return f"bits {bits!r}: expected an int in 1..8 (Pillow raises ValueError)"
+
+
+def _contain_check(image: Any, size: Any, method: Any = BICUBIC) -> str | None:
+    reason = size_refusal(size) or resample_refusal(method)
+    if reason is None and 0 in _contain_size(*image.size, (int(size[0]), int(size[1]))):
+        reason = f"contain to {size!r} gives an empty image"
+    return reason
+
+
+def _pad_check(
+    image: Any, size: Any, method: Any = BICUBIC, color: Any = None, centering: Any = (0.5, 0.5)
+) -> str | None:
+    reason = _contain_check(image, size, method)
+    values = ink(color, image.mode)
+    return reason or (values if isinstance(values, str) else None)
+
+
+def _fit_check(
+    image: Any, size: Any, method: Any = BICUBIC, bleed: Any = 0.0, centering: Any = (0.5, 0.5)
+) -> str | None:
+    return size_refusal(size) or resample_refusal(method)
+
+
+def _expand_check(image: Any, border: Any = 0, fill: Any = 0) -> str | None:
+    sides = (border,) * 4 if isinstance(border, int) else border
+    if not (isinstance(sides, tuple) and len(sides) in (2, 4)):
+        return f"border {border!r}: expected an int or a 2- or 4-tuple"
+    if not all(isinstance(v, int) and v >= 0 for v in sides):
+        return f"border {border!r}: negative or non-int sides are left to Pillow"
+    values = ink(fill, image.mode)
+    return values if isinstance(values, str) else None
+
+
 OPS = [
-    op("PIL.ImageOps.autocontrast", autocontrast),
-    op("PIL.ImageOps.contain", contain),
-    op("PIL.ImageOps.fit", fit),
-    op("PIL.ImageOps.pad", pad),
-    op("PIL.ImageOps.equalize", equalize),
-    op("PIL.ImageOps.expand", expand),
+    op("PIL.ImageOps.autocontrast", autocontrast, dtypes=_LUT_MODES, check=_autocontrast_check),
+    op("PIL.ImageOps.contain", contain, check=_contain_check),
+    op("PIL.ImageOps.fit", fit, check=_fit_check),
+    op("PIL.ImageOps.pad", pad, check=_pad_check),
+    op("PIL.ImageOps.equalize", equalize, dtypes=_LUT_MODES, check=_equalize_check),
+    op("PIL.ImageOps.expand", expand, check=_expand_check),
     op("PIL.ImageOps.flip", flip),
     op("PIL.ImageOps.grayscale", grayscale),
-    op("PIL.ImageOps.invert", invert),
+    op("PIL.ImageOps.invert", invert, dtypes=_LUT_MODES),
     op("PIL.ImageOps.mirror", mirror),
-    op("PIL.ImageOps.posterize", posterize),
-    op("PIL.ImageOps.solarize", solarize),
+    op("PIL.ImageOps.posterize", posterize, dtypes=_LUT_MODES, check=_posterize_check),
+    op("PIL.ImageOps.solarize", solarize, dtypes=_LUT_MODES),
 ]

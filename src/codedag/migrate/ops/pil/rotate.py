@@ -9,6 +9,7 @@ alpha around the transform, ``fillcolor`` written raw outside the source.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from codedag.migrate.ops.pil._batch import (
     _batch,
     _premultiply,
     _unpremultiply,
+    ink,
 )
 from codedag.migrate.ops.pil.image import transpose
 
@@ -119,6 +121,15 @@ def _affine(x: torch.Tensor, m: list[float], out_w: int, out_h: int, resample: i
     return torch.floor(out).clamp(0, 255).to(torch.uint8), inside  # clipped, then truncated
 
 
+def _fixed_point_fits(m: list[float], out_w: int, out_h: int) -> bool:
+    """Whether Pillow's 16.16 nearest affine reaches every corner without overflowing."""
+    corners = ((0, 0), (out_w, out_h), (0, out_h), (out_w, 0))
+    return all(
+        abs(px * m[0] + py * m[1] + m[2]) < 32768.0 and abs(px * m[3] + py * m[4] + m[5]) < 32768.0
+        for px, py in corners
+    )
+
+
 def _nearest_affine(m: list[float], out_w: int, out_h: int, dev: Any) -> Any:
     """Source indices of Pillow's nearest affine: exact scaling path or 16.16 fixed point."""
     xs = torch.arange(out_w, dtype=torch.int64, device=dev)[None, :]
@@ -130,12 +141,7 @@ def _nearest_affine(m: list[float], out_w: int, out_h: int, dev: Any) -> Any:
         yi = torch.where(yo < 0, -1, yo.long())
         return xi.expand(out_h, out_w), yi.expand(out_h, out_w)
 
-    def fits(px: int, py: int) -> bool:
-        return abs(px * m[0] + py * m[1] + m[2]) < 32768.0 and (
-            abs(px * m[3] + py * m[4] + m[5]) < 32768.0
-        )
-
-    if not all(fits(px, py) for px, py in ((0, 0), (out_w, out_h), (0, out_h), (out_w, 0))):
+    if not _fixed_point_fits(m, out_w, out_h):
         raise UnsupportedOperation("images beyond Pillow's 16.16 fixed-point range")
 
     def fix(v: float) -> int:
@@ -147,18 +153,11 @@ def _nearest_affine(m: list[float], out_w: int, out_h: int, dev: Any) -> Any:
     return (a2 + ys * a1 + xs * a0) >> 16, (a5 + ys * a4 + xs * a3) >> 16
 
 
-def _fill(fillcolor: Any, bands: int, device: Any) -> torch.Tensor:
-    if fillcolor is None:
-        fillcolor = 0
-    if isinstance(fillcolor, (int, float)):
-        vals = [int(fillcolor)] * bands if bands == 1 else [int(fillcolor)] + [0] * (bands - 1)
-    else:
-        vals = [int(v) for v in fillcolor]
-        if len(vals) == 3 and bands == 4:
-            vals.append(255)
-        if len(vals) != bands:
-            raise UnsupportedOperation(f"fillcolor {fillcolor!r} for {bands} bands")
-    return torch.tensor(vals, dtype=torch.uint8, device=device)
+def _fill(fillcolor: Any, mode: str, device: Any) -> torch.Tensor:
+    values = ink(fillcolor, mode)
+    if isinstance(values, str):
+        raise UnsupportedOperation(values)
+    return torch.tensor(values, dtype=torch.uint8, device=device)
 
 
 def rotate(
@@ -190,11 +189,39 @@ def rotate(
     if premult:
         x = _premultiply(x)
     vals, inside = _affine(x, matrix, out_w, out_h, resample)
-    fill = _fill(fillcolor, x.shape[-1], x.device)  # written raw, also into RGBa, as Pillow does
+    fill = _fill(fillcolor, img.mode, x.device)  # written raw, also into RGBa, as Pillow does
     out = torch.where(inside[None, :, :, None], vals, fill)
     if premult:
         out = _unpremultiply(out)
     return img.with_bands(out)
 
 
-OPS = [op("PIL.Image.Image.rotate", rotate)]
+def _rotate_check(
+    self: Any,
+    angle: Any,
+    resample: Any = NEAREST,
+    expand: Any = 0,
+    center: Any = None,
+    translate: Any = None,
+    fillcolor: Any = None,
+) -> str | None:
+    try:
+        resample = operator.index(resample)
+    except TypeError:
+        return f"resample {resample!r}: expected a Resampling value"
+    if resample not in (NEAREST, BILINEAR, BICUBIC):
+        return f"rotate resample={resample}; expected NEAREST, BILINEAR or BICUBIC (Pillow raises)"
+    values = ink(fillcolor, self.mode)
+    if isinstance(values, str):
+        return values
+    angle = float(angle) % 360.0
+    transposed = not (center or translate) and angle in (0.0, 90.0, 180.0, 270.0)
+    if resample == NEAREST and not transposed:
+        matrix, out_w, out_h = _rotation_matrix(*self.size, angle, bool(expand), center, translate)
+        scaling = matrix[1] == 0 and matrix[3] == 0
+        if not scaling and not _fixed_point_fits(matrix, out_w, out_h):
+            return "a nearest rotation beyond Pillow's 16.16 fixed-point range"
+    return None
+
+
+OPS = [op("PIL.Image.Image.rotate", rotate, check=_rotate_check)]
