@@ -14,13 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
+import corpus_audio
 import corpus_cv2
 import corpus_numpy
 import corpus_pil
+import corpus_torch
 from hypothesis import strategies as st
 from migrate_support import Args, Labeled
 
-_MODULES: tuple[ModuleType, ...] = (corpus_cv2, corpus_numpy, corpus_pil)
+_MODULES: tuple[ModuleType, ...] = (
+    corpus_cv2,
+    corpus_numpy,
+    corpus_pil,
+    corpus_audio,
+    corpus_torch,
+)
 
 
 def _module(name: str) -> ModuleType:

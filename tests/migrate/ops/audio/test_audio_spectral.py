@@ -7,10 +7,18 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from migrate_support import FEW, PROPS, assert_matches, device_fixture, to_dev  # noqa: F401
+from migrate_support import (  # noqa: F401
+    FEW,
+    PROPS,
+    assert_matches,
+    device_fixture,
+    refusal,
+    to_dev,
+)
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.ops.audio import BACKENDS, mel_filterbank
+from codedag.migrate.probe import migrated_call
 
 librosa = pytest.importorskip("librosa")
 pytestmark = pytest.mark.filterwarnings("ignore:n_fft=.*too large:UserWarning")
@@ -188,3 +196,71 @@ def test_db_inverse_and_normalize(device, seed, ref, norm, axis, fill):
     got = BACKENDS["librosa.util.normalize"](to_dev(spec, device), norm=norm, axis=axis, fill=fill)
     expected = np.stack([librosa.util.normalize(s, norm=norm, axis=axis, fill=fill) for s in spec])
     assert_matches(got, expected, "librosa.util.normalize")
+
+
+# --- regressions: calls that returned a value where librosa raises, or differed from it ----------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        ({"pad_mode": "wrap"}, "pad_mode='wrap'"),  # librosa raises; the backend padded
+        ({"hop_length": 0}, "hop_length=0"),  # librosa raises; the backend used win // 4
+        ({"n_fft": 64, "win_length": 128}, "win_length=128"),
+    ],
+)
+def test_stft_refuses_what_librosa_rejects(kwargs, why):
+    y = _signal(0, 1, 2000)[0]
+    with pytest.raises(librosa.util.exceptions.ParameterError):
+        librosa.stft(y, **kwargs)
+    reason = refusal("librosa.core.spectrum.stft", y, **kwargs)
+    assert reason is not None and why in reason
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["librosa.core.spectrum.stft", "librosa.feature.spectral.mfcc", "librosa.core.audio.resample"],
+)
+def test_non_finite_signals_are_librosas(name):
+    y = _signal(0, 1, 2000)[0]
+    y[5] = np.nan
+    kwargs = {"orig_sr": 8000, "target_sr": 4000, "res_type": "fft"} if "resample" in name else {}
+    args = (y,) if "mfcc" not in name else ()
+    if "mfcc" in name:
+        kwargs["y"] = y
+    reason = refusal(name, *args, **kwargs)
+    assert reason is not None and "non-finite" in reason
+
+
+def test_db_to_power_float16_rounds_the_factors_as_numpy():
+    s_db = np.random.default_rng(0).uniform(-80, 0, (33, 12)).astype(np.float16)
+    for name in ("librosa.core.spectrum.db_to_power", "librosa.core.spectrum.db_to_amplitude"):
+        got = migrated_call(name)(s_db)
+        want = getattr(librosa, name.rsplit(".", 1)[-1])(s_db)
+        assert got.dtype == want.dtype == np.float16
+        np.testing.assert_array_equal(got, want)  # 0.1 * S_db was 1 half-ulp off on 19%
+
+
+def test_melspectrogram_of_s_keeps_an_odd_n_fft():
+    s = np.abs(librosa.stft(_signal(1, 1, 2000)[0], n_fft=101)) ** 2
+    got = migrated_call("librosa.feature.spectral.melspectrogram")(S=s, sr=8000, n_fft=101)
+    want = librosa.feature.melspectrogram(S=s, sr=8000, n_fft=101)
+    assert_matches(got, want, "librosa.feature.melspectrogram")  # was the n_fft=100 filterbank
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.complex64, np.float32])
+@pytest.mark.parametrize("fill", [None, True])
+def test_normalize_keeps_librosas_dtype_and_fill(dtype, fill):
+    s = np.random.default_rng(2).uniform(-3, 3, (12, 9))
+    s[:, 2] = 0  # a column below the threshold: filled
+    s = (s * 100).astype(dtype) if dtype == np.int16 else s.astype(dtype)
+    got = migrated_call("librosa.util.utils.normalize")(s, norm=2, fill=fill)
+    want = librosa.util.normalize(s, norm=2, fill=fill)
+    assert_matches(got, want, "librosa.util.normalize")
+
+
+def test_mfcc_with_more_coefficients_than_mel_bands():
+    y = _signal(3, 1, 2000)[0]
+    kw = {"y": y, "sr": 8000, "n_fft": 256, "n_mels": 10, "n_mfcc": 20}
+    got = migrated_call("librosa.feature.spectral.mfcc")(**kw)
+    assert_matches(got, librosa.feature.mfcc(**kw), "librosa.feature.mfcc")

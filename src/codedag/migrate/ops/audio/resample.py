@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -93,28 +94,17 @@ def resample(
     """``librosa.resample`` with ``res_type`` 'polyphase', 'fft' or 'scipy' on (N, ..., T)."""
     if not isinstance(y, torch.Tensor) or y.dim() < 2:
         raise UnsupportedOperation("expected a batch-first (N, T) or (N, C, T) tensor")
-    if y.dtype not in (torch.float32, torch.float64):
-        raise UnsupportedOperation(f"expected a float32 or float64 signal, got {y.dtype}")
-    if axis not in (-1, y.dim() - 1):
-        raise UnsupportedOperation(f"axis={axis}; only the last axis is supported")
-    if kwargs:
-        raise UnsupportedOperation(f"fix_length arguments {sorted(kwargs)} are not supported")
-    if orig_sr <= 0 or target_sr <= 0:
-        raise UnsupportedOperation("sample rates must be positive")
+    reason = _resample_refusal(y.dim() - 1, orig_sr, target_sr, res_type, axis, kwargs)
+    if reason is not None:
+        raise UnsupportedOperation(reason)
     if orig_sr == target_sr:
         return y
     ratio = float(target_sr) / orig_sr
     n_samples = math.ceil(y.shape[-1] * ratio)
     if res_type in ("fft", "scipy"):
         y_hat = _resample_fft(y, n_samples)
-    elif res_type == "polyphase":
-        if int(orig_sr) != orig_sr or int(target_sr) != target_sr:
-            raise UnsupportedOperation("polyphase needs integer sample rates (librosa raises)")
-        y_hat = _resample_poly(y, int(target_sr), int(orig_sr))
     else:
-        raise UnsupportedOperation(
-            f"res_type={res_type!r} is not reproduced on torch; use 'polyphase' or 'fft'"
-        )
+        y_hat = _resample_poly(y, int(target_sr), int(orig_sr))
     if fix and y_hat.shape[-1] != n_samples:
         if y_hat.shape[-1] > n_samples:
             y_hat = y_hat[..., :n_samples]
@@ -125,11 +115,47 @@ def resample(
     return y_hat.to(y.dtype)
 
 
+def _resample_refusal(
+    ndim: int, orig_sr: Any, target_sr: Any, res_type: Any, axis: Any, kwargs: Any
+) -> str | None:
+    """Why ``librosa.resample`` with these parameters on ``ndim``-d signals is left to librosa."""
+    if res_type not in ("fft", "scipy", "polyphase"):
+        return f"res_type={res_type!r} is not reproduced on torch; use 'polyphase' or 'fft'"
+    if not isinstance(axis, int) or axis not in (-1, ndim - 1):
+        return f"axis={axis!r}; computed: the last axis"
+    if kwargs:
+        return f"fix_length arguments {sorted(kwargs)} are left to librosa"
+    rates = (orig_sr, target_sr)
+    if not all(isinstance(r, numbers.Real) and r > 0 for r in rates):
+        return f"sample rates {orig_sr!r} -> {target_sr!r} must be positive"
+    if res_type == "polyphase" and any(int(r) != r for r in rates):
+        return "polyphase needs integer sample rates (librosa raises ParameterError)"
+    return None
+
+
+def _resample_check(
+    y: Any,
+    *,
+    orig_sr: Any,
+    target_sr: Any,
+    res_type: Any = "soxr_hq",
+    fix: Any = True,
+    scale: Any = False,
+    axis: Any = -1,
+    **kwargs: Any,
+) -> str | None:
+    if isinstance(y, np.ndarray) and y.dtype.kind == "f" and not np.isfinite(y).all():
+        return "y: non-finite samples (librosa raises ParameterError)"
+    ndim = y.ndim if isinstance(y, np.ndarray) else 0
+    return _resample_refusal(ndim, orig_sr, target_sr, res_type, axis, kwargs)
+
+
 OPS = [
     op(
         "librosa.resample",
         resample,
         dtypes=frozenset({"float32", "float64"}),
+        check=_resample_check,
         fidelity=Fidelity.TOLERANCE,
     )
 ]

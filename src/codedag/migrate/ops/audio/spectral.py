@@ -29,7 +29,9 @@ from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Fidelity
 from codedag.migrate.ops.audio._adapter import op
 
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
+# librosa.stft's pad modes computed here (librosa itself raises for wrap, mean, median, ...).
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}
+_WINDOWS = frozenset({"hann", "hamming", "blackman", "boxcar", "ones", "rectangular"})
 
 
 def _signal(y: Any) -> torch.Tensor:
@@ -44,12 +46,82 @@ def _signal(y: Any) -> torch.Tensor:
     return y
 
 
+def _window_name(window: Any) -> Any:
+    return window[0] if isinstance(window, tuple) and len(window) == 1 else window
+
+
+def _stft_refusal(
+    length: int,
+    n_fft: Any,
+    hop_length: Any,
+    win_length: Any,
+    window: Any,
+    center: Any,
+    dtype: Any,
+    pad_mode: Any,
+    out: Any,
+) -> str | None:
+    """Why ``librosa.stft`` with these parameters on ``length`` samples is left to librosa."""
+    if not isinstance(n_fft, int) or n_fft <= 0:
+        return f"n_fft={n_fft!r}: expected a positive int"
+    win = n_fft if win_length is None else win_length
+    if not isinstance(win, int) or not 0 < win <= n_fft:
+        return f"win_length={win_length!r} must be in 1..n_fft={n_fft} (librosa raises)"
+    if hop_length is not None and not (isinstance(hop_length, int) and hop_length > 0):
+        return f"hop_length={hop_length!r} must be a positive int (librosa raises)"
+    if (hop_length or win // 4) <= 0:
+        return f"win_length={win} gives a hop of 0 (librosa raises)"
+    if out is not None or dtype is not None:
+        return "stft's out= and dtype= are left to librosa"
+    if isinstance(window, np.ndarray | torch.Tensor):
+        if tuple(window.shape) != (win,):
+            return f"window of shape {tuple(window.shape)} != ({win},) (librosa raises)"
+    elif not isinstance(_window_name(window), str) or _window_name(window) not in _WINDOWS:
+        return f"window {window!r}; computed: {', '.join(sorted(_WINDOWS))} or an array"
+    if center:
+        if pad_mode not in _PAD_MODES:
+            return f"pad_mode={pad_mode!r}; computed: {', '.join(sorted(_PAD_MODES))}"
+        if pad_mode != "constant" and n_fft // 2 >= length:
+            return f"pad_mode={pad_mode!r} on a signal of {length} <= n_fft // 2 samples"
+    elif n_fft > length:
+        return f"n_fft={n_fft} > signal length {length} with center=False (librosa raises)"
+    return None
+
+
+def _finite(name: str, value: Any) -> str | None:
+    """librosa's ``valid_audio`` refusal of non-finite samples, as a declared reason."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fc" and not np.isfinite(value).all():
+        return f"{name}: non-finite samples (librosa raises ParameterError)"
+    return None
+
+
+def _length(value: Any) -> int:
+    return int(value.shape[-1]) if isinstance(value, np.ndarray) and value.ndim else 0
+
+
+def _stft_check(
+    y: Any,
+    *,
+    n_fft: Any = 2048,
+    hop_length: Any = None,
+    win_length: Any = None,
+    window: Any = "hann",
+    center: Any = True,
+    dtype: Any = None,
+    pad_mode: Any = "constant",
+    out: Any = None,
+) -> str | None:
+    return _finite("y", y) or _stft_refusal(
+        _length(y), n_fft, hop_length, win_length, window, center, dtype, pad_mode, out
+    )
+
+
 def _window(window: Any, win_length: int, dtype: torch.dtype, device: torch.device) -> Any:
     if isinstance(window, torch.Tensor):
         if window.shape != (win_length,):
             raise UnsupportedOperation(f"window of shape {tuple(window.shape)} != ({win_length},)")
         return window.to(device=device, dtype=dtype)
-    name = window[0] if isinstance(window, tuple) and len(window) == 1 else window
+    name = _window_name(window)
     makers = {
         "hann": torch.hann_window,
         "hamming": torch.hamming_window,
@@ -76,19 +148,14 @@ def stft(
 ) -> torch.Tensor:
     """``librosa.stft``: complex (N, ..., 1 + n_fft // 2, frames)."""
     y = _signal(y)
-    if out is not None or dtype is not None:
-        raise UnsupportedOperation("stft's out= and dtype= are not supported")
+    reason = _stft_refusal(
+        y.shape[-1], n_fft, hop_length, win_length, window, center, dtype, pad_mode, out
+    )
+    if reason is not None:
+        raise UnsupportedOperation(reason)
     win_length = win_length or n_fft
     hop_length = hop_length or win_length // 4
-    if win_length > n_fft or hop_length <= 0:
-        raise UnsupportedOperation(f"win_length={win_length} > n_fft={n_fft} or bad hop")
-    if pad_mode not in _PAD_MODES:
-        raise UnsupportedOperation(f"pad_mode={pad_mode!r}; expected one of {sorted(_PAD_MODES)}")
     length = y.shape[-1]
-    if center and pad_mode != "constant" and n_fft // 2 >= length:
-        raise UnsupportedOperation(f"pad_mode={pad_mode!r} needs a signal longer than n_fft // 2")
-    if not center and n_fft > length:
-        raise UnsupportedOperation(f"n_fft={n_fft} > signal length {length} with center=False")
     lead = y.shape[:-1]
     win = _window(window, win_length, y.dtype, y.device)
     spec = torch.stft(
@@ -165,15 +232,70 @@ def mel_filterbank(
     return weights
 
 
-def _mel_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"n_mels", "fmin", "fmax", "htk", "norm", "dtype"}
-    unknown = set(kwargs) - allowed
+_MEL_KWARGS = frozenset({"n_mels", "fmin", "fmax", "htk", "norm", "dtype"})
+
+
+def _mel_refusal(kwargs: dict[str, Any]) -> str | None:
+    """Why ``librosa.filters.mel`` keyword arguments are left to librosa, or ``None``."""
+    unknown = set(kwargs) - _MEL_KWARGS
     if unknown:
-        raise UnsupportedOperation(f"melspectrogram arguments {sorted(unknown)} are not supported")
-    dtype = kwargs.pop("dtype", np.float32)
-    if np.dtype(dtype) != np.float32:
-        raise UnsupportedOperation(f"mel filterbank dtype {dtype!r}; only float32 is supported")
+        return f"arguments {sorted(unknown)} (librosa.filters.mel raises TypeError)"
+    try:
+        dtype = np.dtype(kwargs.get("dtype", np.float32))
+    except TypeError:
+        return f"mel dtype {kwargs['dtype']!r}"
+    if dtype != np.float32:
+        return f"mel filterbank dtype {dtype}; computed: float32"
+    n_mels = kwargs.get("n_mels", 128)
+    if not isinstance(n_mels, int) or n_mels <= 0:
+        return f"n_mels={n_mels!r}: expected a positive int"
+    norm = kwargs.get("norm", "slaney")
+    if not (norm is None or norm == "slaney" or (isinstance(norm, numbers.Real) and norm > 0)):
+        return f"mel norm={norm!r}; computed: None, 'slaney' or a positive number"
+    return None
+
+
+def _mel_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    reason = _mel_refusal(kwargs)
+    if reason is not None:
+        raise UnsupportedOperation(reason)
+    kwargs.pop("dtype", None)
     return kwargs
+
+
+def _spectrogram_n_fft(n_fft: int | None, bins: int) -> int:
+    """librosa's ``_spectrogram``: ``n_fft`` unless it does not match the bins of ``S``."""
+    return 2 * (bins - 1) if n_fft is None or n_fft // 2 + 1 != bins else n_fft
+
+
+def _melspectrogram_check(
+    *,
+    y: Any = None,
+    sr: Any = 22050,
+    S: Any = None,
+    n_fft: Any = 2048,
+    hop_length: Any = 512,
+    win_length: Any = None,
+    window: Any = "hann",
+    center: Any = True,
+    pad_mode: Any = "constant",
+    power: Any = 2.0,
+    **kwargs: Any,
+) -> str | None:
+    reason = _mel_refusal(kwargs)
+    if reason is not None:
+        return reason
+    if not isinstance(sr, numbers.Real) or sr <= 0:
+        return f"sr={sr!r}: expected a positive number"
+    if S is not None:
+        if not isinstance(S, np.ndarray) or S.ndim < 2:
+            return "S: expected a (..., F, frames) array"
+        return None
+    if y is None:
+        return "neither y nor S (librosa raises ParameterError)"
+    return _finite("y", y) or _stft_refusal(
+        _length(y), n_fft, hop_length, win_length, window, center, None, pad_mode, None
+    )
 
 
 def melspectrogram(
@@ -195,7 +317,7 @@ def melspectrogram(
     if S is not None:
         if not isinstance(S, torch.Tensor) or S.dim() < 3:
             raise UnsupportedOperation("S must be a (N, ..., F, frames) tensor")
-        spec, n_fft = S, 2 * (S.shape[-2] - 1)
+        spec, n_fft = S, _spectrogram_n_fft(n_fft, S.shape[-2])
     elif y is not None:
         z = stft(
             y,
@@ -222,18 +344,20 @@ def _per_sample(x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> 
     return fn(flat).reshape((x.shape[0],) + (1,) * (x.dim() - 1))
 
 
+_REDUCERS: dict[Any, Callable[[torch.Tensor], torch.Tensor]] = {
+    np.max: lambda f: f.amax(dim=1),
+    np.amax: lambda f: f.amax(dim=1),
+    np.min: lambda f: f.amin(dim=1),
+    np.amin: lambda f: f.amin(dim=1),
+    np.mean: lambda f: f.mean(dim=1),
+}
+
+
 def _ref_value(ref: Any, magnitude: torch.Tensor) -> Any:
     if callable(ref):
-        reducers: dict[Any, Callable[[torch.Tensor], torch.Tensor]] = {
-            np.max: lambda f: f.amax(dim=1),
-            np.amax: lambda f: f.amax(dim=1),
-            np.min: lambda f: f.amin(dim=1),
-            np.amin: lambda f: f.amin(dim=1),
-            np.mean: lambda f: f.mean(dim=1),
-        }
-        if ref not in reducers:
+        if ref not in _REDUCERS:
             raise UnsupportedOperation(f"ref={ref!r}; expected a number, np.max, np.min or np.mean")
-        return _per_sample(magnitude, reducers[ref])
+        return _per_sample(magnitude, _REDUCERS[ref])
     if isinstance(ref, torch.Tensor):
         return ref.abs().to(magnitude.dtype)
     if isinstance(ref, numbers.Real):
@@ -242,29 +366,47 @@ def _ref_value(ref: Any, magnitude: torch.Tensor) -> Any:
 
 
 def _to_db(magnitude: torch.Tensor, ref_value: Any, amin: float, top_db: float | None) -> Any:
-    if amin <= 0:
-        raise UnsupportedOperation("amin must be strictly positive")
     log_spec = 10.0 * torch.log10(torch.clamp(magnitude, min=amin))
     if isinstance(ref_value, torch.Tensor):
         log_spec = log_spec - 10.0 * torch.log10(torch.clamp(ref_value, min=amin))
     else:
         log_spec = log_spec - float(10.0 * np.log10(np.maximum(amin, ref_value)))
     if top_db is not None:
-        if top_db < 0:
-            raise UnsupportedOperation("top_db must be non-negative")
         floor = _per_sample(log_spec, lambda f: f.amax(dim=1)) - top_db
         log_spec = torch.maximum(log_spec, floor.to(log_spec.dtype))
     return log_spec
 
 
-def _spectrogram_input(S: Any) -> torch.Tensor:
+def _tensor(S: Any) -> torch.Tensor:
     if not isinstance(S, torch.Tensor) or S.dim() < 1:
-        raise UnsupportedOperation("expected a batch-first spectrogram tensor")
-    if S.is_complex():
-        raise UnsupportedOperation("complex input: librosa warns and discards the phase")
-    if S.dtype not in (torch.float32, torch.float64, torch.float16):
-        raise UnsupportedOperation(f"spectrogram dtype {S.dtype}")
+        raise UnsupportedOperation("expected a batch-first tensor")
     return S
+
+
+def _db_refusal(ref: Any, amin: Any, top_db: Any) -> str | None:
+    if not isinstance(amin, numbers.Real) or amin <= 0:
+        return f"amin={amin!r} must be strictly positive (librosa raises ParameterError)"
+    if top_db is not None and (not isinstance(top_db, numbers.Real) or top_db < 0):
+        return f"top_db={top_db!r} must be non-negative (librosa raises ParameterError)"
+    if callable(ref) and ref not in _REDUCERS:
+        return f"ref={getattr(ref, '__name__', ref)!r}; computed: a number, np.max, np.min, np.mean"
+    if not callable(ref) and not isinstance(ref, numbers.Real | np.ndarray):
+        return f"ref of type {type(ref).__name__}"
+    return None
+
+
+def _power_to_db_check(
+    S: Any, *, ref: Any = 1.0, amin: Any = 1e-10, top_db: Any = 80.0
+) -> str | None:
+    return _db_refusal(ref, amin, top_db)
+
+
+def _amplitude_to_db_check(
+    S: Any, *, ref: Any = 1.0, amin: Any = 1e-5, top_db: Any = 80.0
+) -> str | None:
+    # amplitude_to_db passes amin**2 on: a negative amin is as good as its absolute value
+    square = amin**2 if isinstance(amin, numbers.Real) else amin
+    return _db_refusal(ref, square, top_db)
 
 
 def power_to_db(
@@ -274,9 +416,16 @@ def power_to_db(
     amin: float = 1e-10,
     top_db: float | None = 80.0,
 ) -> torch.Tensor:
-    """``librosa.power_to_db``; ``top_db`` and a callable ``ref`` act per sample (per call)."""
-    S = _spectrogram_input(S)
-    return _to_db(S, _ref_value(ref, S), amin, top_db)
+    """``librosa.power_to_db``; ``top_db`` and a callable ``ref`` act per sample (per call).
+
+    Complex input counts by its magnitude (librosa warns and drops the phase); integers are
+    computed in float64, as NumPy promotes them.
+    """
+    x = _tensor(S)
+    magnitude = x.abs() if x.is_complex() else x
+    if not magnitude.is_floating_point():
+        magnitude = magnitude.to(torch.float64)
+    return _to_db(magnitude, _ref_value(ref, magnitude), amin, top_db)
 
 
 def amplitude_to_db(
@@ -287,21 +436,47 @@ def amplitude_to_db(
     top_db: float | None = 80.0,
 ) -> torch.Tensor:
     """``librosa.amplitude_to_db``: ``power_to_db(S**2, ref=ref**2, amin=amin**2)`` per sample."""
-    magnitude = _spectrogram_input(S).abs()
+    magnitude = _tensor(S).abs()
     ref_value = _ref_value(ref, magnitude)
     power = torch.square(magnitude)
     return _to_db(power, ref_value**2, amin**2, top_db)
 
 
 def db_to_power(S_db: torch.Tensor, *, ref: float = 1.0) -> torch.Tensor:
-    """``librosa.db_to_power``: ``ref * 10 ** (0.1 * S_db)``."""
-    x = _spectrogram_input(S_db)
-    return float(ref) * torch.pow(10.0, x * 0.1)
+    """``librosa.db_to_power``: ``ref * 10 ** (0.1 * S_db)``, each factor rounded to the data's
+    dtype first as NumPy does with Python scalars (integers: float64)."""
+    x = _tensor(S_db)
+    if not x.is_floating_point():
+        x = x.to(torch.float64)
+    tenth = torch.tensor(0.1, dtype=x.dtype, device=x.device)
+    factor = torch.tensor(float(ref), dtype=x.dtype, device=x.device)
+    return factor * torch.pow(10.0, x * tenth)
 
 
 def db_to_amplitude(S_db: torch.Tensor, *, ref: float = 1.0) -> torch.Tensor:
     """``librosa.db_to_amplitude``: ``db_to_power(S_db, ref=ref**2) ** 0.5``."""
-    return db_to_power(S_db, ref=float(ref) ** 2) ** 0.5
+    return torch.sqrt(db_to_power(S_db, ref=float(ref) ** 2))
+
+
+def _normalize_check(
+    S: Any, *, norm: Any = np.inf, axis: Any = 0, threshold: Any = None, fill: Any = None
+) -> str | None:
+    if threshold is not None and (not isinstance(threshold, numbers.Real) or threshold <= 0):
+        return f"threshold={threshold!r} must be strictly positive (librosa raises)"
+    if fill not in (None, False, True):
+        return f"fill={fill!r} must be None or a bool (librosa raises)"
+    reason = _finite("S", S)
+    if reason is not None:
+        return reason
+    valid = norm is None or norm in (np.inf, -np.inf, 0)
+    if not valid and not (isinstance(norm, numbers.Real) and norm > 0):
+        return f"norm={norm!r} (librosa raises ParameterError)"
+    if norm == 0 and fill is True:
+        return "norm=0 with fill=True (librosa raises ParameterError)"
+    ndim = S.ndim if isinstance(S, np.ndarray) else 0
+    if axis is not None and not (isinstance(axis, int) and -ndim <= axis < ndim):
+        return f"axis {axis!r} out of range for {ndim}-d data (NumPy raises AxisError)"
+    return None
 
 
 def normalize(
@@ -314,40 +489,41 @@ def normalize(
 ) -> torch.Tensor:
     """``librosa.util.normalize`` per sample: ``axis`` counts the axes of one call (batch excluded).
 
-    Norms inf, -inf, 0 and p > 0 with ``fill`` None or False; lengths in float64 as librosa does.
+    Norms inf, -inf, 0 and p > 0, every ``fill``; lengths in float64 as librosa does, the result in
+    the input's dtype (integers truncated, as NumPy's assignment into ``empty_like(S)``).
     """
-    x = _spectrogram_input(S)
-    if fill is True:
-        raise UnsupportedOperation("normalize(fill=True) is not supported")
+    x = _tensor(S)
     if norm is None:
         return x
-    if threshold is None:
-        threshold = float(torch.finfo(x.dtype).tiny)
-    elif threshold <= 0:
-        raise UnsupportedOperation("threshold must be strictly positive")
-    if not bool(torch.isfinite(x).all()):
-        raise UnsupportedOperation("librosa refuses non-finite input")
+    if threshold is None:  # librosa's util.tiny: the dtype's, float32's for non-floats
+        tiny_dtype = x.dtype if x.is_floating_point() or x.is_complex() else torch.float32
+        threshold = float(torch.finfo(tiny_dtype).tiny)
     call_dims = x.dim() - 1
-    if axis is None:
-        dims: tuple[int, ...] = tuple(range(1, x.dim()))
-    elif -call_dims <= axis < call_dims:
-        dims = (axis % call_dims + 1,)
-    else:
-        raise UnsupportedOperation(f"axis {axis} out of range for {call_dims}-d calls")
+    dims: tuple[int, ...] = (
+        tuple(range(1, x.dim())) if axis is None else (int(axis) % call_dims + 1,)
+    )
     mag = x.abs().to(torch.float64)
+    fill_norm = 1.0
     if norm == np.inf:
         length = mag.amax(dim=dims, keepdim=True)
     elif norm == -np.inf:
         length = mag.amin(dim=dims, keepdim=True)
     elif norm == 0:
         length = (mag > 0).to(torch.float64).sum(dim=dims, keepdim=True)
-    elif isinstance(norm, numbers.Real) and norm > 0:
-        length = (mag**norm).sum(dim=dims, keepdim=True) ** (1.0 / norm)
     else:
-        raise UnsupportedOperation(f"norm={norm!r}")
+        length = (mag**norm).sum(dim=dims, keepdim=True) ** (1.0 / norm)
+        size = math.prod(x.shape[d] for d in dims)
+        fill_norm = size ** (-1.0 / norm)
     small = length < threshold
-    length = torch.where(small, torch.full_like(length, 1.0 if fill is None else np.inf), length)
-    return (x.to(torch.float64) / length).to(x.dtype)
+    if fill is None:
+        length = torch.where(small, torch.ones_like(length), length)
+    else:
+        length = torch.where(small, torch.full_like(length, math.nan if fill else math.inf), length)
+    wide = torch.complex128 if x.is_complex() else torch.float64
+    out = x.to(wide) / length
+    if fill:
+        out = torch.where(torch.isnan(out), torch.full_like(out, fill_norm), out)
+    return out.to(x.dtype)
 
 
 @functools.lru_cache(maxsize=32)
@@ -388,8 +564,7 @@ def mfcc(
     elif not isinstance(S, torch.Tensor) or S.dim() < 3:
         raise UnsupportedOperation("S must be a (N, ..., n_mels, frames) tensor")
     n_mels = S.shape[-2]
-    if n_mfcc > n_mels:
-        raise UnsupportedOperation(f"n_mfcc={n_mfcc} > n_mels={n_mels}")
+    n_mfcc = min(n_mfcc, n_mels)  # librosa slices the DCT's n_mels rows
     basis = torch.from_numpy(_dct_matrix(n_mels, n_mfcc, norm)).to(S.device, torch.float64)
     out = torch.matmul(basis.to(S.dtype), S)
     if lifter > 0:
@@ -400,21 +575,93 @@ def mfcc(
     return out
 
 
+def _mfcc_check(
+    *,
+    y: Any = None,
+    sr: Any = 22050,
+    S: Any = None,
+    n_mfcc: Any = 20,
+    dct_type: Any = 2,
+    norm: Any = "ortho",
+    lifter: Any = 0,
+    mel_norm: Any = "slaney",
+    **kwargs: Any,
+) -> str | None:
+    if dct_type != 2 or norm not in ("ortho", None):
+        return f"dct_type={dct_type!r}, norm={norm!r}; computed: DCT-II, 'ortho' or None"
+    if not isinstance(n_mfcc, int) or n_mfcc <= 0:
+        return f"n_mfcc={n_mfcc!r}: expected a positive int"
+    if not isinstance(lifter, numbers.Real) or lifter < 0:
+        return f"lifter={lifter!r} must be non-negative (librosa raises ParameterError)"
+    if S is None:
+        n_mels = kwargs.get("n_mels", 128)
+        reason = _melspectrogram_check(y=y, sr=sr, norm=mel_norm, **kwargs)
+    elif not isinstance(S, np.ndarray) or S.ndim < 2:
+        return "S: expected a (..., n_mels, frames) array"
+    else:
+        n_mels, reason = S.shape[-2], None
+    if reason is None and lifter > 0 and n_mfcc > n_mels:
+        reason = f"n_mfcc={n_mfcc} > n_mels={n_mels} with a lifter (librosa raises ValueError)"
+    return reason
+
+
 _FLOAT = frozenset({"float32", "float64"})
+_INTS = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+_FLOATS = frozenset({"float16", "float32", "float64"})
+_COMPLEX = frozenset({"complex64", "complex128"})
 OPS = [
     # Public paths; the registry resolves them to the canonical names of the function objects
     # (``librosa.core.spectrum.stft``), which the tracer reports.
-    op("librosa.stft", stft, dtypes=_FLOAT, order="F", fidelity=Fidelity.TOLERANCE),
+    op(
+        "librosa.stft",
+        stft,
+        dtypes=_FLOAT,
+        check=_stft_check,
+        order="F",
+        fidelity=Fidelity.TOLERANCE,
+    ),
     op(
         "librosa.feature.melspectrogram",
         melspectrogram,
         dtypes=_FLOAT,
+        check=_melspectrogram_check,
         fidelity=Fidelity.TOLERANCE,
     ),
-    op("librosa.power_to_db", power_to_db, fidelity=Fidelity.TOLERANCE),
-    op("librosa.amplitude_to_db", amplitude_to_db, fidelity=Fidelity.TOLERANCE),
-    op("librosa.db_to_amplitude", db_to_amplitude, fidelity=Fidelity.TOLERANCE),
-    op("librosa.db_to_power", db_to_power, fidelity=Fidelity.TOLERANCE),
-    op("librosa.util.normalize", normalize, fidelity=Fidelity.TOLERANCE),
-    op("librosa.feature.mfcc", mfcc, dtypes=_FLOAT, fidelity=Fidelity.TOLERANCE),
+    op(
+        "librosa.power_to_db",
+        power_to_db,
+        dtypes=_FLOATS | _COMPLEX | _INTS,
+        check=_power_to_db_check,
+        fidelity=Fidelity.TOLERANCE,
+        notes="integer spectrograms in float64 as NumPy promotes them",
+    ),
+    op(
+        "librosa.amplitude_to_db",
+        amplitude_to_db,
+        dtypes=_FLOATS | _COMPLEX,
+        check=_amplitude_to_db_check,
+        fidelity=Fidelity.TOLERANCE,
+        notes="integer input is left to librosa (NumPy squares it with wraparound)",
+    ),
+    op(
+        "librosa.db_to_amplitude",
+        db_to_amplitude,
+        dtypes=_FLOATS | _INTS,
+        fidelity=Fidelity.TOLERANCE,
+    ),
+    op("librosa.db_to_power", db_to_power, dtypes=_FLOATS | _INTS, fidelity=Fidelity.TOLERANCE),
+    op(
+        "librosa.util.normalize",
+        normalize,
+        dtypes=_FLOATS | _COMPLEX | _INTS | frozenset({"bool"}),
+        check=_normalize_check,
+        fidelity=Fidelity.TOLERANCE,
+    ),
+    op(
+        "librosa.feature.mfcc",
+        mfcc,
+        dtypes=_FLOAT,
+        check=_mfcc_check,
+        fidelity=Fidelity.TOLERANCE,
+    ),
 ]
