@@ -5,8 +5,9 @@ For each pipeline of ``codedag.experiments.pipelines`` and each worker count, in
 1. trace one batch of the pipeline's DataLoader;
 2. optimize the DAG for the target device (CUDA when present, else torch on the CPU), which
    measures every candidate call on it (calibration, cached) and places only what wins;
-3. time batches of the loader without and with the plan applied, in alternating rounds
-   (A B A B ...), the first batch of each round (worker start-up) excluded;
+3. time batches of the loader without and with the plan applied: one untimed warm-up round each,
+   then alternating rounds (A B A B ...), each round's steady-state time per batch (worker
+   start-up and prefetched batches left out), the median over rounds;
 4. compare the optimized batches with the baseline's (same seed, same sample order): identical,
    or the largest difference; the non-image leaves (labels, boxes: products of the random draws)
    are compared bit for bit.
@@ -17,7 +18,7 @@ the comparison. Nothing is asserted: it measures. Runs unchanged on CUDA.
 Usage::
 
     python benchmarks/placement.py [--pipelines letterbox mel ...] [--workers 0 2]
-        [--batches 8] [--batch-size 16] [--rounds 3] [--device cpu|cuda:0] [--json out.json]
+        [--batches 16] [--batch-size 16] [--rounds 3] [--device cpu|cuda:0] [--json out.json]
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pipelines", nargs="+", default=list(DEFAULT_PIPELINES))
     parser.add_argument("--workers", nargs="+", type=int, default=[0, 2])
-    parser.add_argument("--batches", type=int, default=8, help="batches per round (8)")
+    parser.add_argument("--batches", type=int, default=16, help="batches per round (16)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="rounds per variant (3)")
     parser.add_argument("--seed", type=int, default=0)

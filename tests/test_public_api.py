@@ -80,6 +80,9 @@ PUBLIC_NAMES = [
     "plot_results",
     "compare_modes",
     "rebuild_results",
+    "Executor",
+    "LocalExecutor",
+    "RayExecutor",
 ]
 
 

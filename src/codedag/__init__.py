@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "PipelineMigrator": "codedag.migrate.api",
     "ProfileConfig": "codedag.profile.config",
     "ProfileResult": "codedag.profile.result",
+    "RayExecutor": "codedag.energy.ray_executor",
     "Registry": "codedag.migrate.registry",
     "ReplayProbe": "codedag.monitor.replay",
     "ResourceMonitor": "codedag.monitor.resources",

@@ -403,7 +403,7 @@ def check_tools(report: DoctorReport) -> None:
 
 def check_extras(report: DoctorReport) -> None:
     """Which optional extras are installed."""
-    extras = {}
+    extras: dict[str, bool] = {}
     for extra, module, purpose, how in OPTIONAL_EXTRAS:
         present = importlib.util.find_spec(module) is not None
         extras[extra] = extras.get(extra, True) and present  # all of its modules

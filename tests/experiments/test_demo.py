@@ -14,8 +14,9 @@ from codedag.experiments.demo import run_demo
 from codedag.experiments.demo_settings import DemoSettings
 
 
-def small(task: str, out: Path) -> DemoSettings:
+def small(task: str, out: Path, tune: bool = True) -> DemoSettings:
     return DemoSettings(
+        tune=tune,
         task=task,
         batches=2,
         batch_size=4,
@@ -57,7 +58,9 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
             assert row["library_ns"] > 0 and row["torch_ns"] > 0  # both timed
     _consistent(result)
     assert [m.mode for m in result.modes] == ["baseline", "optimization"]
-    assert set(stages) == {"baseline", "trace", "optimize", "optimization", "check", "report"}
+    assert set(stages) == {
+        "baseline", "trace", "tune", "optimize", "optimization", "check", "report"
+    }  # fmt: skip
     for name in ("results.json", "dag.json", "migration_plan.json", "report.html"):
         assert (tmp_path / name).is_file(), name
     assert (tmp_path / "dag.svg").is_file() or (tmp_path / "dag.dot").is_file()
@@ -71,11 +74,16 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     assert summary["equivalence"]["passed"] is True and summary["verdict"] == result.verdict
     html = (tmp_path / "report.html").read_text()
     assert "library ms/call" in html and result.verdict.split(",")[0] in html
+    # the DataLoader was tuned; the plan carries its section and the report shows it
+    assert result.loader is not None and plan["loader"]["trials"]
+    assert "DataLoader settings" in html and "batches/s" in html
+    if plan["loader"]["changed"]:
+        assert "the tuned DataLoader" in result.verdict
 
 
 def test_audio_demo_measures_the_librosa_calls(tmp_path: Path) -> None:
     pytest.importorskip("librosa")
-    result = run_demo(small("audio", tmp_path))
+    result = run_demo(small("audio", tmp_path, tune=False))
     assert result.equivalence["passed"], result.equivalence
     rows = {row["function"]: row for row in result.placement}
     mel = next(r for name, r in rows.items() if "melspectrogram" in name)

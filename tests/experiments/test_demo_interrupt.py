@@ -62,7 +62,7 @@ class Demo:
         self.out = tmp_path / f"{mode}_{signame}_{workers}"
         command = [sys.executable, str(tmp_path / "launch.py"), "demo", "--batches", "4"]
         command += ["--batch-size", "2", "--workers", str(workers), "--device", "cpu"]
-        command += ["--out", str(self.out)]
+        command += ["--out", str(self.out), "--no-tune"]  # the signals hit training, not tuning
         env = {**os.environ, "OMP_NUM_THREADS": "1"}  # four demos share the cores
         self.stderr_path = tmp_path / f"{mode}_{signame}_{workers}.stderr"
         with open(self.stderr_path, "w") as stderr:  # a file: a full pipe would stall the demo
@@ -99,7 +99,10 @@ class Demo:
         case = f"{self.mode}/{self.signame}/workers={self.workers}"
         expected_code = 143 if self.signame == "SIGTERM" else 130
         assert self.proc.returncode == expected_code, (case, err)
-        assert err.rstrip().splitlines()[-1].startswith("codedag demo: interrupted"), case
+        # codedag's own report is one line; a DataLoader worker (or torch's fd-sharing thread)
+        # interrupted mid-handshake may still print its own traceback after it (docs say so)
+        ours = [line for line in err.splitlines() if line.startswith("codedag demo:")]
+        assert ours and ours[-1].startswith("codedag demo: interrupted"), (case, err)
         if self.workers:
             assert len(self.children) >= self.workers, case  # the workers were running
         _, alive = psutil.wait_procs(self.children, timeout=0.5)

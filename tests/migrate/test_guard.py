@@ -283,6 +283,36 @@ def test_decisions_in_forked_workers_reach_the_parent(timing: FakeTime) -> None:
     assert timing.original_calls == 0  # the parent's copy of the clock never moved
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_workers_of_the_next_epoch_start_with_the_decision_of_the_last(timing: FakeTime) -> None:
+    """Without persistent workers every epoch forks new workers: they take over the decision the
+    first epoch's workers reached instead of running the first calls both ways again."""
+    get = f"{__name__}.DoublingDataset.__getitem__"
+    registry = Registry()
+    registry.register(spec_from_backend(NAME, _backend(timing), "numpy"))
+    entries = {NAME: [(f"{get}#0/{NAME}#0", "cpu")]}
+    injector = PatchInjector(entries, registry, {}, guard=GuardSettings(3, clock_ns=timing.clock))
+    loader = DataLoader(
+        DoublingDataset(), batch_size=4, num_workers=2,
+        multiprocessing_context=multiprocessing.get_context("fork"),
+    )  # fmt: skip
+    injector.apply_all()
+    try:
+        first = torch.cat(list(loader))
+        checked_first = injector.stats()[NAME]["guard"]["calls"]
+        second = torch.cat(list(loader))
+        stats = injector.stats()[NAME]
+    finally:
+        injector.restore_all()
+    torch.testing.assert_close(first, second)
+    assert checked_first == 6  # 3 checked calls in each of the first epoch's two workers
+    workers = stats["guard"]["workers"]
+    later = [w for w in workers if w["calls"] == 0]
+    assert len(later) == 2 and all(w["state"] == "kept" for w in later), workers
+    assert stats["migrated"] == 32
+
+
 def _call_in_child(result: Any) -> None:
     result.put([float(v) for v in sys.modules[LIB].double(np.arange(2, dtype=np.float32))])
     result.put(sys.modules[LIB].double.__codedag_wrapper__.stats()["guard"]["state"])

@@ -73,7 +73,8 @@ def test_trace_optimize_migrate_equals_the_original_batches() -> None:
     # Which of the cv2 and NumPy calls the partitioner places depends on the measured times;
     # that it places some, and that every placed one is migrated, does not.
     assert placed, plan["notes"]
-    assert placed <= {"cv2.resize", "cv2.flip", "numpy.clip"}, placed
+    # (np.sqrt, a ufunc called by the statement, is a step named numpy.sqrt: placeable too)
+    assert placed <= {"cv2.resize", "cv2.flip", "numpy.clip", "numpy.sqrt"}, placed
     # every traced name the plan places is a registry name (one canonical name everywhere)
     assert all(registry.is_migratable(name) for name in placed)
     originals = {name: _lookup(name) for name in placed}

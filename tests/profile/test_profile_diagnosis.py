@@ -57,7 +57,8 @@ def test_data_bound_on_the_cpu_from_the_wait_share() -> None:
     d = diagnose(replace(CPU, data_wait_share=DATA_SHARE + 0.01, avg_dataloader_wait_s=0.02))
     assert d.verdict == "data-bound"
     text = " ".join(d.primary.next_steps)
-    assert "workers (now 2)" in text and "codedag trace" in text and "codedag optimize" in text
+    assert "workers (now 2" in text and "codedag trace" in text and "codedag optimize" in text
+    assert "codedag tune" in text
     assert "pin_memory" not in text  # pinned memory only helps host-to-GPU copies
     assert diagnose(replace(CPU, data_wait_share=DATA_SHARE - 0.01)).verdict == "compute-bound"
 

@@ -117,24 +117,38 @@ def test_scalars_dtypes_slices_and_layouts_round_trip() -> None:
     tracer = EnhancedTracer()
     with tracer.tracing_context():
         run()
-    calls = {n.name: n.args for n in tracer.dag.calls() if n.depth == 1}
+    calls = {n.name: {e["name"]: e for e in n.args} for n in tracer.dag.calls() if n.args}
+    # Python-implemented NumPy functions: named parameters, sentinel defaults left out
     clip = calls["numpy.clip"]
-    assert clip[1] == {"name": "1", "kind": "scalar", "value": 1.5, "dtype": "float32"}
-    assert clip[2] == {"name": "2", "kind": "scalar", "float": "inf"}
-    assert calls["numpy.asarray"][0]["layout"] == "F"
-    assert calls["numpy.asarray"][1] == {"name": "dtype", "kind": "dtype", "value": "float64"}
+    assert clip["a_min"] == {"name": "a_min", "kind": "scalar", "value": 1.5, "dtype": "float32"}
+    assert clip["a_max"] == {"name": "a_max", "kind": "scalar", "float": "inf"}
+    assert "min" not in clip and "max" not in clip  # left at numpy's _NoValue
+    # C functions (wrapped): positions and keywords as called
+    assert calls["numpy.asarray"]["0"]["layout"] == "F"
+    assert calls["numpy.asarray"]["dtype"] == {"name": "dtype", "kind": "dtype", "value": "float64"}
     take = calls["numpy.take"]
-    assert take[0]["layout"] == "strided" and take[0]["shape"] == [4, 3]
-    assert calls["numpy.full"][1] == {"name": "1", "kind": "scalar", "float": "nan"}
-    args, kwargs = rebuild_arguments(take)
-    assert not args[0].flags.c_contiguous and args[0].shape == (4, 3)
-    np.testing.assert_array_equal(args[0], np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2])
-    assert kwargs == {"axis": 1} and args[1] == [0, 2]
-    a_min = rebuild_value(clip[1])
+    assert take["a"]["layout"] == "strided" and take["a"]["shape"] == [4, 3]
+    assert calls["numpy.full"]["fill_value"] == {
+        "name": "fill_value",
+        "kind": "scalar",
+        "float": "nan",
+    }
+    args, kwargs = rebuild_arguments(list(take.values()))
+    assert args == () and not kwargs["a"].flags.c_contiguous and kwargs["a"].shape == (4, 3)
+    np.testing.assert_array_equal(
+        kwargs["a"], np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2]
+    )
+    assert kwargs["axis"] == 1 and kwargs["indices"] == [0, 2]
+    a_min = rebuild_value(clip["a_min"])
     assert type(a_min) is np.float32 and a_min == 1.5
-    assert np.isnan(rebuild_value(calls["numpy.full"][1]))
+    assert np.isnan(rebuild_value(calls["numpy.full"]["fill_value"]))
     assert rebuild_value({"kind": "slice", "start": 1, "stop": None, "step": 2}) == slice(
         1, None, 2
+    )
+    arr = np.arange(24, dtype=np.float32).reshape(4, 6)
+    np.testing.assert_array_equal(
+        np.clip(**rebuild_arguments(list(clip.values()), overrides={"a": arr})[1]),
+        np.clip(arr, np.float32(1.5), float("inf")),
     )
 
 

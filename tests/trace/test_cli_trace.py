@@ -101,3 +101,29 @@ def test_exclude_and_include_prefixes(tmp_path, capsys) -> None:
     names = [c.name for c in ExecutionDAG.load(tmp_path / "dag.json").calls()]
     # torch.utils.data recorded as user code: its internals (fetch) appear too
     assert any(n.startswith("torch.utils.data._utils.fetch.") for n in names)
+
+
+def test_warmup_and_line_level_options(tmp_path, capsys) -> None:
+    args = ["trace", "--dataloader", f"{DATASETS}:loader_two_workers", "--format", "json"]
+    assert main([*args, "--out", str(tmp_path / "a"), "--warmup", "3"]) == 0
+    dag = ExecutionDAG.load(tmp_path / "a" / "dag.json")
+    assert dag.metadata["dataloader"]["warmup"] == 3
+    assert dag.metadata["tracer"]["line_level"] is True
+    assert main([*args, "--out", str(tmp_path / "b"), "--no-lines", "--warmup", "0"]) == 0
+    dag = ExecutionDAG.load(tmp_path / "b" / "dag.json")
+    assert dag.metadata["tracer"]["line_level"] is False
+    assert dag.metadata["dataloader"]["warmup"] == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--out", str(tmp_path / "c"), "--warmup", "-2"])
+    assert exited.value.code == 2
+    assert "argument --warmup: must be >= 0, got -2" in capsys.readouterr().err
+
+
+def test_a_target_is_warmed_up_before_it_is_traced(tmp_path, capsys, monkeypatch) -> None:
+    calls = []
+    import trace_datasets
+
+    monkeypatch.setattr(trace_datasets, "counted", lambda: calls.append(1), raising=False)
+    code = main(["trace", "trace_datasets:counted", "--out", str(tmp_path), "--format", "json"])
+    assert code == 0 and len(calls) == 2  # one warm-up run, one traced

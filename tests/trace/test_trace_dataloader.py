@@ -87,3 +87,55 @@ def test_numpy_indices_from_a_custom_batch_sampler_are_plain_ints() -> None:
     tracer, batch = trace_dataloader(loader)
     assert tracer.dag.metadata["dataloader"]["batch_indices"] == [5, 1]
     assert batch[1].tolist() == [5 % 3, 1 % 3]
+
+
+def _assert_same_batch(a, b) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y), (x, y)
+
+
+def _random_states():
+    import random
+
+    import numpy as np
+
+    return random.getstate(), np.random.get_state()[1].tolist(), torch.get_rng_state().tolist()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("init", [False, True])
+def test_replay_under_random_augmentation_equals_the_workers_batch(init) -> None:
+    torch.manual_seed(123)
+    loader = trace_datasets.augmented_loader(num_workers=2, init=init)
+    before = _random_states()
+    tracer, traced = trace_dataloader(loader, warmup=2)
+    assert _random_states() == before  # tracing leaves the process's random state as it was
+    info = tracer.dag.metadata["dataloader"]
+    assert info["reproduced_in_process"] and info["worker_id"] == 0 and info["warmup"] == 2
+    assert info["worker_init_fn_run"] is init
+    torch.manual_seed(123)
+    real = next(iter(trace_datasets.augmented_loader(num_workers=2, init=init)))
+    _assert_same_batch(traced, real)
+    assert traced[4].tolist() == [0, 0, 0, 0]  # get_worker_info() said worker 0
+    # the augmentation ran under the tracer: warpAffine per sample, a flip step where drawn
+    dag = tracer.dag
+    assert len([n for n in dag.calls() if n.name == "cv2.warpAffine"]) == 4
+    assert torch.get_num_threads() >= 1
+
+
+def test_zero_workers_warm_up_replays_the_first_batch() -> None:
+    torch.manual_seed(5)
+    loader = trace_datasets.augmented_loader(num_workers=0)
+    tracer, traced = trace_dataloader(loader, warmup=1)
+    real = next(iter(loader))  # same state as before tracing: the same first batch
+    _assert_same_batch(traced, real)
+    assert tracer.dag.metadata["dataloader"]["reproduced_in_process"] is False
+    assert traced[4].tolist() == [-1, -1, -1, -1]
+
+
+def test_warmup_must_be_a_count() -> None:
+    from codedag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="warmup must be an integer >= 0, got -1"):
+        trace_dataloader(trace_datasets.loader(), warmup=-1)

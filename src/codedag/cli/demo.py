@@ -57,6 +57,11 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     parser.add_argument("--out", type=Path, default=Path("codedag-out"), help="output folder")
     parser.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--no-tune",
+        action="store_true",
+        help="keep the DataLoader's settings (default: measure them, as `codedag tune` does)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -85,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         out_dir=args.out,
         seed=args.seed,
+        tune=not args.no_tune,
     )
     settings.validate()
     check_sample_count(settings.task, args.batches, args.batch_size)
@@ -102,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         labels = {
             "baseline": "baseline training",
             "trace": "tracing one batch",
+            "tune": "tuning the DataLoader",
             "optimize": "optimizing the DAG",
             "optimization": "optimized training",
             "check": "equivalence check",
@@ -187,6 +194,11 @@ def print_summary(result: Any) -> None:
     console.print(table)
     if result.placement:
         console.print(placement_table(result))
+    if result.loader is not None:
+        from codedag.cli.tune import print_section
+        from codedag.plan import LoaderSection
+
+        print_section(LoaderSection.model_validate(result.loader), console)
     console.print(result.verdict)
     guard = result.guard or {}
     if guard.get("enabled") and (guard.get("kept") or guard.get("switched_off")):

@@ -27,6 +27,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "doctor",
     "trace",
     "calibrate",
+    "tune",
     "optimize",
     "plan",
     "experiment",

@@ -3,6 +3,11 @@
 The script runs in this process (``runpy``), as ``python train.py`` would run it, with the plan's
 functions patched; the originals are restored when it ends (also on errors and Ctrl-C) and the
 per-function counters are printed.
+
+Under torchrun (``torchrun --nproc_per_node N -m codedag migrate PLAN -- train.py``) every rank
+runs this command: each patches for its own device (a plan's ``cuda:i`` and ``--device cuda``
+become ``cuda:LOCAL_RANK``-relative), prints its own counters under its rank, and writes them to
+``--stats-out`` with ``.rank<R>`` before the suffix, so no rank overwrites another's.
 """
 
 from __future__ import annotations
@@ -178,6 +183,13 @@ def _run_target(kind: str, target: str, argv: list[str]) -> int:
     return 0
 
 
+def rank_suffixed(path: Path, rank: int, world_size: int) -> Path:
+    """``stats.json`` -> ``stats.rank1.json`` under a launcher with several ranks."""
+    if world_size <= 1:
+        return path
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
 def _guard_text(guard: dict[str, Any]) -> str:
     state = str(guard.get("state", "-"))
     if state == "switched_off":
@@ -185,11 +197,12 @@ def _guard_text(guard: dict[str, Any]) -> str:
     return state
 
 
-def _print_table(stats: dict[str, Any]) -> None:
+def _print_table(stats: dict[str, Any], rank: int = 0, world_size: int = 1) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="codedag migrate: calls per function")
+    where = f" (rank {rank} of {world_size})" if world_size > 1 else ""
+    table = Table(title=f"codedag migrate: calls per function{where}")
     for column in (
         "function",
         "strategy",
@@ -224,15 +237,19 @@ def run(args: argparse.Namespace) -> int:
     from codedag.cli.args import check_device
     from codedag.errors import UsageError
     from codedag.migrate.api import PipelineMigrator
+    from codedag.migrate.devices import device_for_rank
     from codedag.migrate.guard import GuardSettings
+    from codedag.monitor.environment import distributed_rank
     from codedag.util.io import atomic_write_json
     from codedag.util.logs import held_logs
     from codedag.util.paths import check_output_file
 
     kind, target, argv = parse_command(split_options(args))
+    rank, world_size = distributed_rank()
     if args.stats_out is not None:
         check_output_file(args.stats_out, "--stats-out")
-    device = check_device(args.device) if args.device is not None else None
+    # under torchrun --device cuda means this rank's GPU (cuda:LOCAL_RANK)
+    device = device_for_rank(check_device(args.device)) if args.device is not None else None
     try:
         guard = None if args.no_guard else GuardSettings(args.guard_calls, args.guard_margin)
     except ValueError as e:
@@ -247,10 +264,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         migrator.restore()
         stats = migrator.get_stats()
+        if world_size > 1:
+            stats["rank"], stats["world_size"] = rank, world_size
         if args.stats_out is not None:
-            atomic_write_json(args.stats_out, stats)
+            atomic_write_json(rank_suffixed(args.stats_out, rank, world_size), stats)
         if args.json:
             print(json.dumps(stats, indent=2))
         else:
-            _print_table(stats)
+            _print_table(stats, rank, world_size)
     return code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -61,8 +62,7 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     how.add_argument(
         "--cooldown",
         type=number(0, _WEEK_S),
-        default=60.0,
-        help="seconds between runs (default 60)",
+        help="seconds between runs (default: the settings' cooldown_s, else 60)",
     )
     how.add_argument(
         "--timeout",
@@ -85,6 +85,27 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="never draw a configuration an earlier session in --results-dir already ran",
     )
     how.add_argument("--no-echo", action="store_true", help="do not copy training output here")
+    where = parser.add_argument_group("where to run (default: this machine, one run per free GPU)")
+    where.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        help="local: this machine; ray: one Ray task per run on a Ray cluster (codedag[ray])",
+    )
+    where.add_argument(
+        "--address",
+        help="Ray cluster: auto, HOST:PORT or ray://HOST:10001 (default: RAY_ADDRESS, "
+        "else a new Ray instance on this machine)",
+    )
+    where.add_argument(
+        "--node-retries",
+        type=integer(0, 100),
+        help="Ray: resubmit a run lost with its worker or node this many times (default 3)",
+    )
+    where.add_argument(
+        "--cpus-per-experiment",
+        type=number(above=0, max_value=4096),
+        help="Ray: CPUs a run asks for on a cluster without GPUs (default 1)",
+    )
     how.add_argument("--dry-run", action="store_true", help="show the planned runs and commands")
     how.add_argument("--metric", help="with --report: the quality metric of the Pareto plot")
     how.add_argument("--json", action="store_true", help="machine-readable output")
@@ -143,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
             max_retries=2 if args.max_retries is None else args.max_retries,
             governor=args.governor,
         )
+    settings = _with_executor(args, settings)
     seed = args.seed if args.seed is not None else settings.seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -163,15 +185,55 @@ def run(args: argparse.Namespace) -> int:
     return _run_session(args, config, settings, jobs, seed, results_dir)
 
 
+def _with_executor(args: argparse.Namespace, settings: Any) -> Any:
+    """The settings' executor with the command line's flags over it."""
+    from codedag.errors import UsageError
+
+    current = settings.executor
+    update = {
+        key: value
+        for key, value in (
+            ("kind", args.executor),
+            ("address", args.address),
+            ("node_retries", args.node_retries),
+            ("cpus_per_experiment", args.cpus_per_experiment),
+        )
+        if value is not None
+    }
+    executor = current.model_copy(update=update)
+    if executor.kind != "ray":
+        given = [f for f in ("address", "node_retries", "cpus_per_experiment") if f in update]
+        if given:
+            flags = ", ".join("--" + f.replace("_", "-") for f in given)
+            raise UsageError(f"{flags} only apply with --executor ray")
+    return settings.model_copy(update={"executor": executor})
+
+
+def _make_executor(settings: Any, echo: bool) -> Any:
+    """The Ray executor the settings ask for (None: the local one)."""
+    spec = settings.executor
+    if spec.kind != "ray":
+        return None
+    from codedag.energy.ray_executor import RayExecutor
+
+    return RayExecutor(
+        address=spec.address,
+        node_retries=spec.node_retries,
+        cpus_per_experiment=spec.cpus_per_experiment,
+        echo=echo,
+        wanted_governor=settings.governor,
+    )
+
+
 def _run_session(
     args: argparse.Namespace, config: Any, settings: Any, jobs: Any, seed: int, results_dir: Path
 ) -> int:
     from codedag.energy.session import EnergySession, SessionOptions
-    from codedag.monitor.devices.gpus import open_gpus
+    from codedag.monitor.devices.gpus import EmptyGPUs, open_gpus
 
     options = SessionOptions(
         results_dir=results_dir,
-        cooldown_s=args.cooldown,
+        cooldown_s=next(c for c in (args.cooldown, settings.cooldown_s, 60.0) if c is not None),
         timeout_s=args.timeout,
         retry_pause_s=args.retry_pause,
         gpu_interval_s=args.gpu_interval,
@@ -182,16 +244,21 @@ def _run_session(
     # SIGTERM and SIGHUP (terminal closed) end the session like Ctrl-C (the CLI's top level
     # turns them into KeyboardInterrupt): no process is left, finished experiments are kept.
     progress = _progress(options.echo is None and not args.json)
-    with open_gpus() as gpus, progress:
+    executor = _make_executor(settings, echo=options.echo is not None)
+    gpus = open_gpus() if executor is None else EmptyGPUs("experiments run on Ray nodes")
+    # --json: stdout carries the JSON alone (Ray prints its workers' errors to stdout)
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    with gpus, progress, quiet:
         task = progress.add_task("experiments", total=len(jobs))
         options.on_record = lambda record: progress.advance(task)
-        session = EnergySession(config, settings, options, gpus=gpus)
+        session = EnergySession(config, settings, options, gpus=gpus, executor=executor)
         result = session.run(jobs)
     if args.json:
         json.dump(
             {
                 "session": str(result.path),
                 "status": result.status,
+                "executor": settings.executor.kind,
                 "governor": result.governor,
                 "seed": seed,
                 "experiments": result.records,
@@ -232,11 +299,13 @@ def _print_summary(result: Any, seed: int, config: Any) -> None:
 
     console = Console() if sys.stdout.isatty() else Console(width=160)
     table = Table(title=f"session {result.path.name} ({result.status}, seed {seed})")
-    for column in ("experiment", "ok", "time s", "changed", "metrics", "CPU J", "GPU J"):
+    remote = any(r.get("executor") == "ray" for r in result.records)
+    columns = ["experiment", "ok", "time s", "changed", "metrics", "CPU J", "GPU J"]
+    for column in [*columns, *(["node", "lost"] if remote else [])]:
         table.add_column(column)
     for r in result.records:
         energy = r["energy_metrics"]
-        table.add_row(
+        row = [
             r["experiment_id"],
             "yes" if r["training_success"] else f"no: {r['error_message']}",
             f"{r['duration_seconds']:.1f}",
@@ -244,7 +313,13 @@ def _print_summary(result: Any, seed: int, config: Any) -> None:
             ", ".join(f"{k}={v:g}" for k, v in r["performance_metrics"].items()),
             _joules(energy.get("cpu_energy_total_joules")),
             _joules(energy.get("gpu_energy_total_joules")),
-        )
+        ]
+        if remote:
+            node = r.get("node") or {}
+            gpu = r.get("gpu") or {}
+            where = node.get("hostname") or node.get("ip") or "?"
+            row += [where + (f" {gpu.get('name')}" if gpu else ""), str(len(r["node_failures"]))]
+        table.add_row(*row)
     console.print(table)
     if result.records:
         first = result.records[0]["energy_metrics"]

@@ -89,6 +89,13 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     from codedag.cli.calibrate import add_calibration_options
 
     add_calibration_options(parser, device=False)
+    parser.add_argument(
+        "--loader",
+        metavar="PLAN",
+        default=None,
+        help="a plan with DataLoader settings from `codedag tune`: placement is measured with "
+        "its workers and threads, and the new plan carries them",
+    )
     parser.add_argument("--explain", action="store_true", help="print the placement of each call")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.set_defaults(handler=run)
@@ -100,6 +107,18 @@ def _gpu_count() -> int:
     except ImportError:  # pragma: no cover - the monitor package is part of codedag
         return 0
     return int(detect_gpus().count)
+
+
+def _tuned_loader(path: str) -> object:
+    """The loader section of the plan at ``path``; UsageError when it has none."""
+    from codedag.errors import UsageError
+    from codedag.plan import MigrationPlan
+    from codedag.util.io import read_json
+
+    plan = MigrationPlan.from_dict(read_json(path, what="plan"), source=f"plan {path!r}")
+    if plan.loader is None:
+        raise UsageError(f"--loader {path}: the plan has no loader section (run `codedag tune`)")
+    return plan.loader
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     from codedag.util.paths import check_output_dir
 
     check_output_dir(args.out)
+    loader = _tuned_loader(args.loader) if args.loader else None
     console = Console(stderr=True)
     with console.status(f"loading {args.dag}"):
         dag = ExecutionDAG.load(args.dag)
@@ -154,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         calibrate=not args.no_calibrate,
         calibration_options={"cache": make_cache(args)},
         progress=update,
+        loader=loader,
     )
     with bar:
         result = manager.optimize(dag, export_dir=Path(args.out))

@@ -46,4 +46,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(plan_table(plan, limit=None if args.all else 30))
     for note in plan.get("notes", []):
         console.print(f"note: {note}")
+    model = MigrationPlan.from_dict(plan)
+    if model.loader is not None:  # DataLoader settings from `codedag tune`
+        console.print(f"loader: {model.loader.chosen.label()}: {model.loader.reason}", markup=False)
     return 0

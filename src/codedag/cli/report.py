@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -17,13 +19,17 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
             "Print a comparison table of the modes recorded by ExperimentMonitor (batch time "
             "mean/std/p50/p95, data-wait share, throughput, speedup, loss and accuracy deltas) "
             "and render the comparison figures as PNG. Several files (e.g. a baseline run and an "
-            "optimization run made by separate processes) are compared as one."
+            "optimization run made by separate processes) are compared as one. A run under "
+            "torchrun (one folder per rank) is read as one: give any rank's folder, or the "
+            "results folder, and get each rank's figures and the aggregate (samples/s summed, "
+            "data wait per rank, slowest rank)."
         ),
     )
     parser.add_argument(
         "results",
         nargs="+",
-        help="results.json written by ExperimentMonitor, or its run folder (one or more)",
+        help="results.json written by ExperimentMonitor, its run folder, or a folder of run "
+        "folders (its newest run) (one or more)",
     )
     parser.add_argument(
         "--out", metavar="DIR", help="folder for the PNG figures (default: <results dir>/plots)"
@@ -53,13 +59,14 @@ def _signed(value: Any, digits: int = 4) -> str:
 def run(args: argparse.Namespace) -> int:
     """Load, compare, plot and print."""
     import json
-    from pathlib import Path
 
     from codedag.monitor.results import load_results, merge_results
     from codedag.report.compare import compare_modes
+    from codedag.report.ranks import collect_ranks, results_file
 
-    paths = [Path(p) / "results.json" if Path(p).is_dir() else Path(p) for p in args.results]
+    paths = [results_file(Path(p)) for p in args.results]
     path = paths[0]
+    load: Callable[[Path], dict[str, Any]] = load_results
     out = Path(args.out) if args.out else path.parent / "plots"
     if not args.no_plots:
         from codedag.util.paths import check_output_dir
@@ -68,9 +75,13 @@ def run(args: argparse.Namespace) -> int:
     if args.rebuild:
         from codedag.monitor.rebuild import rebuild_results
 
-        loaded = [rebuild_results(p) for p in paths]
-    else:
-        loaded = [load_results(p) for p in paths]
+        load = rebuild_results
+    loaded = [load(p) for p in paths]
+    ranked = collect_ranks(paths, loaded, load=load)
+    if ranked is not None:
+        from codedag.cli._report_ranks import report_ranks
+
+        return report_ranks(args, ranked)
     results = merge_results(loaded)
     rows = compare_modes(results, args.baseline)
     figures: list[str] = []

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from codedag.cli.args import POSITIVE_INT
+from codedag.cli.args import NON_NEGATIVE_INT, POSITIVE_INT
 from codedag.errors import TraceError, UsageError
 
 FORMATS = ("json", "dot", "svg")
@@ -39,6 +39,18 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         "--max-depth", type=POSITIVE_INT, default=10, help="deepest call recorded (default 10)"
     )
     p.add_argument("--no-memory", action="store_true", help="do not measure memory per call")
+    p.add_argument(
+        "--warmup",
+        type=NON_NEGATIVE_INT,
+        default=1,
+        metavar="N",
+        help="untraced runs before the traced one: imports, JIT and caches warm (default 1)",
+    )
+    p.add_argument(
+        "--no-lines",
+        action="store_true",
+        help="record calls only: no steps for operators, subscripts and methods in user code",
+    )
     p.add_argument(
         "--format", default="json,dot,svg", help="comma-separated: json,dot,svg (default all)"
     )
@@ -157,7 +169,10 @@ def run(args: argparse.Namespace) -> int:
         "exclude": [m.strip() for m in args.exclude.split(",") if m.strip()],
     }
     tracer = EnhancedTracer(
-        max_depth=args.max_depth, track_memory=not args.no_memory, filter_config=filter_config
+        max_depth=args.max_depth,
+        track_memory=not args.no_memory,
+        filter_config=filter_config,
+        line_level=not args.no_lines,
     )
     out: Path = args.out
     failure: TraceError | None = None
@@ -170,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--dataloader {args.dataloader} raised {describe_failure(error)}"
             ) from error
         try:
-            trace_dataloader(loader, tracer)
+            trace_dataloader(loader, tracer, warmup=args.warmup)
         except TraceError:
             raise
         except Exception as error:
@@ -180,6 +195,11 @@ def run(args: argparse.Namespace) -> int:
             ) from error
     else:
         target = load_target(args.target)
+        try:
+            for _ in range(args.warmup):
+                target()
+        except Exception:  # traced below, where it raises again: the partial DAG is kept
+            pass
         try:
             tracer.trace(target)
         except Exception as error:

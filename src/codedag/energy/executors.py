@@ -1,5 +1,11 @@
 """Where experiments run: the executor interface and the local executor.
 
+A session hands an executor its planned jobs and a :class:`Work`: ``start(job)`` numbers the
+experiment on the session's side, ``run_here(task, slot, stop)`` runs it in this process, and
+``finish(task, result)`` records it, always in the session's process (one writer of the session
+folder and the database). The local executor calls all three here; the Ray executor
+(:mod:`codedag.energy.ray_executor`) runs the middle part on the cluster instead.
+
 The local executor gives each free GPU one slot (the experiment sees only that GPU through
 ``CUDA_VISIBLE_DEVICES``) and runs one experiment per slot at a time, so no two energy windows
 overlap on a GPU. A machine without a free GPU has one CPU slot: experiments run one at a time.
@@ -11,15 +17,17 @@ import logging
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from codedag.monitor.devices.gpus import GPUs
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from codedag.energy.runner import RunSpec
 
-JobT = TypeVar("JobT")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,15 +48,52 @@ class Slot:
         return {"CUDA_VISIBLE_DEVICES": self.gpu_uuid or str(self.gpu_index)}
 
 
-Work = Callable[[Any, Slot, threading.Event], None]
+@dataclass(frozen=True)
+class Task:
+    """One numbered experiment handed to an executor (plain data: it travels to Ray nodes)."""
+
+    number: int
+    total: int
+    experiment_id: str
+    folder: Path
+    spec: RunSpec
+
+
+class Work(Protocol):
+    """The session's side of running jobs."""
+
+    def start(self, job: Any) -> Task:
+        """Number the job's experiment and give it a folder (session side)."""
+        ...
+
+    def run_here(self, task: Task, slot: Slot, stop: threading.Event) -> dict[str, Any] | None:
+        """Run the experiment in this process; None when ``stop`` interrupted it."""
+        ...
+
+    def finish(self, task: Task, result: dict[str, Any]) -> None:
+        """Record a finished experiment (session side)."""
+        ...
 
 
 class Executor(ABC):
-    """Runs jobs on slots; ``work(job, slot, stop)`` runs one job and must honour ``stop``."""
+    """Runs a session's jobs; concrete executors say where."""
+
+    kind = "local"
+    runs_here = True  # experiments run on this machine: the session's governor applies
 
     @abstractmethod
     def slots(self) -> list[Slot]:
-        """The slots jobs run on (their count is the concurrency)."""
+        """The slots of this machine jobs run on (their count is the local concurrency)."""
+
+    def describe(self) -> dict[str, Any]:
+        """What session.json records about the executor."""
+        return {"kind": self.kind, "slots": [s.label for s in self.slots()]}
+
+    def open(self) -> None:  # noqa: B027 - nothing to connect to by default
+        """Connect to whatever runs the jobs (called by the session before :meth:`run`)."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Release it (always called, also after errors and Ctrl-C)."""
 
     @abstractmethod
     def run(self, jobs: Sequence[Any], work: Work, stop: threading.Event) -> None:
@@ -82,12 +127,18 @@ class LocalExecutor(Executor):
         return list(self._slots)
 
     def run(self, jobs: Sequence[Any], work: Work, stop: threading.Event) -> None:
+        def one(job: Any, slot: Slot) -> None:
+            task = work.start(job)
+            result = work.run_here(task, slot, stop)
+            if result is not None:
+                work.finish(task, result)
+
         if len(self._slots) == 1:
             # One slot: run in this thread, so Ctrl-C reaches the running job directly.
             for job in jobs:
                 if stop.is_set():
                     break
-                work(job, self._slots[0], stop)
+                one(job, self._slots[0])
             return
         pending: queue.Queue[Any] = queue.Queue()
         for job in jobs:
@@ -101,7 +152,7 @@ class LocalExecutor(Executor):
                 except queue.Empty:
                     return
                 try:
-                    work(job, slot, stop)
+                    one(job, slot)
                 except BaseException as error:
                     errors.append(error)
                     stop.set()

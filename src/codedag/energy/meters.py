@@ -239,10 +239,11 @@ class RaplCpuMeter(CpuEnergyMeter):
         psys = [v for k, v in raw.items() if k.endswith("/psys")]
         pkg_j = sum(pkg) if pkg else None
         ram_j = sum(ram) if ram else None
+        total: float | None
         if pkg_j is not None:
             total = pkg_j + (ram_j or 0.0)
         else:
-            total = sum(psys) if psys else None
+            total = float(sum(psys)) if psys else None
         if total is not None and total <= 0.0:
             return CpuEnergyReading(
                 "unavailable", reason="RAPL counters did not advance (0 J)", raw=raw
@@ -262,7 +263,7 @@ class PerfCpuMeter(CpuEnergyMeter):
         super().__init__()
         self.events = events
         self.perf = shutil.which(perf) or perf
-        self._proc: subprocess.Popen[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._out: Path | None = None
 
     def start(self) -> None:

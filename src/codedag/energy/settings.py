@@ -2,7 +2,8 @@
 
 A settings file names the experiments of a session: which repository and model, whether to mutate
 (which hyperparameters), run defaults, or run with a background training load (parallel), how many
-runs, retries and which CPU governor. Unknown keys are errors.
+runs, retries, which CPU governor, and where the experiments run (``"executor": "ray"`` or
+``{"kind": "ray", "address": "auto"}``). Unknown keys are errors.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codedag.energy.config import ModelsConfig, bundled_path, format_validation_error, read_json
 from codedag.errors import ConfigError
@@ -45,6 +46,15 @@ class ExperimentSpec(_Strict):
     description: str = ""
 
 
+class ExecutorSettings(_Strict):
+    """Where the experiments run: ``local`` (this machine) or ``ray`` (a Ray cluster)."""
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = None
+    node_retries: int = Field(default=3, ge=0)
+    cpus_per_experiment: float = Field(default=1.0, gt=0)
+
+
 class BatchSettings(_Strict):
     """A settings file."""
 
@@ -56,7 +66,13 @@ class BatchSettings(_Strict):
     mode: Mode = "mutation"
     cooldown_s: float | None = Field(default=None, ge=0)
     seed: int | None = Field(default=None, ge=0)
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
     experiments: list[ExperimentSpec] = Field(min_length=1)
+
+    @field_validator("executor", mode="before")
+    @classmethod
+    def _executor_name(cls, value: object) -> object:
+        return {"kind": value} if isinstance(value, str) else value
 
     def check_against(self, config: ModelsConfig, source: str = "settings") -> None:
         """Check that every repository, model and hyperparameter exists in ``config``.

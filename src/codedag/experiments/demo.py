@@ -1,8 +1,10 @@
 """``codedag demo``: the whole experiment on synthetic data, end to end.
 
 Stages: baseline training for N batches with an :class:`~codedag.monitor.ExperimentMonitor`;
-tracing one batch of the DataLoader; optimizing the DAG into a migration plan; training again with
-the plan applied; checking that the migrated batches equal the baseline's for the same seed. The
+tracing one batch of the DataLoader; tuning the DataLoader's settings (``codedag tune``);
+optimizing the DAG into a migration plan (placement measured with the tuned loader); training
+again with the plan applied (its calls and its loader settings); checking that the migrated
+batches equal the baseline's for the same seed. The
 files go into ``settings.out_dir``: ``results.json`` and plots (from the monitor), ``dag.json``,
 ``dag.svg`` (or ``.dot``), ``migration_plan.json``, ``demo_summary.json`` and ``report.html``.
 """
@@ -29,7 +31,7 @@ from codedag.util.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 
-STAGES = ("baseline", "trace", "optimize", "optimization", "check", "report")
+STAGES = ("baseline", "trace", "tune", "optimize", "optimization", "check", "report")
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -59,14 +61,58 @@ def trace_one_batch(loader: Any, settings: DemoSettings, out_dir: Path) -> Any:
     return dag
 
 
-def optimize(dag: Any, settings: DemoSettings, device: str, out_dir: Path) -> tuple[dict, Any]:
+def training_step(settings: DemoSettings, device: str) -> Any:
+    """One training step of a fresh model on a batch: the consumer the loader must keep fed."""
+    import torch
+
+    from codedag.experiments.demo_data import SmallCNN
+
+    model = SmallCNN(3 if settings.task == "image" else 1).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    criterion = torch.nn.CrossEntropyLoss()
+
+    def step(batch: Any) -> None:
+        inputs, targets = batch
+        optimizer.zero_grad()
+        loss = criterion(model(inputs.to(device)), targets.to(device))
+        loss.backward()
+        optimizer.step()
+        loss.item()
+
+    return step
+
+
+def tune(loader: Any, settings: DemoSettings, device: str) -> Any | None:
+    """Measure the DataLoader's settings with the training step as the consumer (short runs).
+
+    The step runs after each batch, so workers that would take the CPU from a model training on
+    the CPU are measured as such. The demo builds its own DataLoader, so the section overrides
+    the settings it passes explicitly: the optimized run then uses what was measured best
+    (yours when nothing beat it). Returns the plan's loader section, or None.
+    """
+    if not settings.tune:
+        return None
+    from codedag.tune import TuneOptions, tune_loader
+
+    options = TuneOptions(
+        batches=6, rounds=2, trial_s=2.0, budget_s=30.0, step_fn=training_step(settings, device)
+    )
+    section = tune_loader(loader, options)
+    section.override = list(section.changed)
+    return section
+
+
+def optimize(
+    dag: Any, settings: DemoSettings, device: str, out_dir: Path, loader: Any | None = None
+) -> tuple[dict, Any]:
     """Coarsen, partition, calibrate on ``device`` and plan: calls move only where measured faster.
 
     Without CUDA the target is torch on the CPU, so the demo shows what codedag finds there.
+    With a tuned ``loader`` section, placement is measured with its workers and threads.
     """
     from codedag.optimize.manager import OptimizerManager
 
-    manager = OptimizerManager(k=settings.k, target_device=device)
+    manager = OptimizerManager(k=settings.k, target_device=device, loader=loader)
     result = manager.optimize(dag, export_dir=out_dir / "optimizer")
     plan = result["migration_plan"]
     atomic_write_json(out_dir / "migration_plan.json", plan)
@@ -103,13 +149,17 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     progress("trace", 0, 1)
     dag = trace_one_batch(loader, settings, out_dir)
     progress("trace", 1, 1)
+    progress("tune", 0, 1)
+    section = tune(loader, settings, device)
+    progress("tune", 1, 1)
     progress("optimize", 0, 1)
-    plan, result = optimize(dag, settings, device, out_dir)
+    plan, result = optimize(dag, settings, device, out_dir, section)
     progress("optimize", 1, 1)
 
     migrator = PipelineMigrator.from_plan(plan, default_device=device)
     with migrator:
-        kept_opt = train("optimization", loader, settings, device, monitor, progress, keep)
+        opt_loader = build_loader(settings) if section is not None else loader
+        kept_opt = train("optimization", opt_loader, settings, device, monitor, progress, keep)
     stats = migrator.get_stats()
 
     progress("check", 0, 1)
@@ -144,9 +194,16 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
             "notes": list(plan.get("notes", [])),
         },
         placement=rows,
-        verdict=verdict(rows, speedup, device, plan.get("placement", {}).get("basis", "none")),
+        verdict=verdict(
+            rows,
+            speedup,
+            device,
+            plan.get("placement", {}).get("basis", "none"),
+            None if section is None or section.keeps_yours else section.chosen.label(),
+        ),
         guard=dict(stats.get("guard", {})),
         files=files,
+        loader=None if section is None else section.model_dump(mode="json"),
     )
     from codedag.report.demo_report import write_demo_report
 

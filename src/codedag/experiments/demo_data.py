@@ -84,6 +84,8 @@ class ImageDemoDataset(Dataset):
 
         sample = self.samples[index]
         image = cv2.imdecode(np.frombuffer(sample.data, dtype=np.uint8), cv2.IMREAD_COLOR)
+        if image is None:
+            raise ValueError(f"sample {index}: its bytes do not decode to an image")
         image = cv2.resize(image, (self.out_size, self.out_size), interpolation=cv2.INTER_LINEAR)
         image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
         rng = np.random.default_rng(self.seed + index)

@@ -27,6 +27,7 @@ class DemoSettings:
     source_size: int = 256
     check_batches: int = 3
     k: int = 2
+    tune: bool = True  # measure the DataLoader's settings; the optimized run uses them
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first bad setting."""
@@ -76,6 +77,7 @@ class DemoResult:
     verdict: str = ""
     guard: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    loader: dict[str, Any] | None = None  # the plan's loader section, when tuned
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -1,9 +1,12 @@
 """Measuring a DataLoader side by side with and without a change (a plan, a loader setting).
 
-Used by the benchmarks (``benchmarks/placement.py``, ``batched.py``, ``loader_tune.py``): each
-variant is timed in alternating rounds (A B A B ...) so both see the same machine state, the first
-batch of every round (worker start-up) is left out, and the batches of the first round are kept so
-outputs can be compared element by element.
+Used by the benchmarks (``benchmarks/placement.py``, ``batched.py``, ``loader_tune.py``). Each
+variant first runs one untimed warm-up round (one-time costs: JIT compilation, caches, lazy
+imports; its batches are kept so outputs can be compared element by element), then the variants
+are timed in alternating rounds (A B A B ...) so both see the same machine state. A round's figure
+is its steady-state time per batch: the first batch (worker start-up) and the batches the workers
+had prefetched meanwhile are left out, the rest averaged. The variant's figure is the median of
+its rounds.
 """
 
 from __future__ import annotations
@@ -20,27 +23,27 @@ import numpy as np
 
 @dataclass
 class LoaderTiming:
-    """Per-batch times of one variant over several rounds.
+    """Steady-state times per batch of one variant, one per round.
 
     Attributes:
         name: the variant's name.
-        batch_s: every timed batch (seconds), first batch of each round excluded.
-        batches: the batches of the first round (CPU copies), for comparisons.
+        round_s: each timed round's steady-state seconds per batch.
+        batches: the batches of the warm-up round (CPU copies), for comparisons.
     """
 
     name: str
-    batch_s: list[float] = field(default_factory=list)
+    round_s: list[float] = field(default_factory=list)
     batches: list[Any] = field(default_factory=list)
 
     @property
     def median_s(self) -> float:
-        """Median time per batch."""
-        return statistics.median(self.batch_s) if self.batch_s else float("nan")
+        """Median over rounds of the steady-state time per batch."""
+        return statistics.median(self.round_s) if self.round_s else float("nan")
 
     @property
-    def mean_s(self) -> float:
-        """Mean time per batch."""
-        return statistics.fmean(self.batch_s) if self.batch_s else float("nan")
+    def spread_s(self) -> float:
+        """Half the range of the rounds' figures (how far they disagree)."""
+        return (max(self.round_s) - min(self.round_s)) / 2 if len(self.round_s) > 1 else 0.0
 
 
 def _copy(batch: Any) -> Any:
@@ -57,10 +60,17 @@ def _copy(batch: Any) -> Any:
     return batch
 
 
+def in_flight(loader: Any) -> int:
+    """Batches a DataLoader's workers prepare ahead (0 without workers)."""
+    workers = int(getattr(loader, "num_workers", 0) or 0)
+    return workers * int(getattr(loader, "prefetch_factor", None) or 2) if workers else 0
+
+
 def run_round(
     make_loader: Callable[[], Any], batches: int, keep: bool
 ) -> tuple[list[float], list[Any]]:
-    """Iterate ``batches`` batches of a fresh loader; per-batch times after the first."""
+    """Iterate ``batches`` batches of a fresh loader; the intervals between batches after the
+    first, and (with ``keep``) CPU copies of the batches."""
     loader = make_loader()
     times: list[float] = []
     kept: list[Any] = []
@@ -81,29 +91,38 @@ def run_round(
     return times, kept
 
 
+def steady_s(make_loader: Callable[[], Any], batches: int) -> float:
+    """One round's steady-state seconds per batch (start-up and prefetched batches left out)."""
+    loader = make_loader()
+    skip = in_flight(loader)
+    times, _ = run_round(lambda: loader, batches, keep=False)
+    steady = times[skip:] if len(times) > skip + 1 else times[-2:] or times
+    return statistics.fmean(steady) if steady else float("nan")
+
+
 def compare_variants(
     variants: dict[str, tuple[Callable[[], Any], Callable[[], Any]]],
     batches: int,
     rounds: int,
 ) -> dict[str, LoaderTiming]:
-    """Time each variant in alternating rounds.
+    """Warm each variant up once, then time them in alternating rounds.
 
     Args:
         variants: name -> ``(make_loader, context)``; ``context()`` is entered around each round
-            (a migrator's ``with``), ``contextlib.nullcontext`` for none.
-        batches: batches per round (the first one is not timed).
-        rounds: rounds per variant.
+            (a migrator's ``with``), ``no_context`` for none.
+        batches: batches per round; with workers, more than those they prefetch.
+        rounds: timed rounds per variant.
     """
     out = {name: LoaderTiming(name) for name in variants}
+    for name, (make_loader, context) in variants.items():
+        with context():
+            _, out[name].batches = run_round(make_loader, batches, keep=True)
     for r in range(rounds):
         order = list(variants) if r % 2 == 0 else list(reversed(variants))
         for name in order:
             make_loader, context = variants[name]
             with context():
-                times, kept = run_round(make_loader, batches, keep=r == 0)
-            out[name].batch_s.extend(times)
-            if r == 0:
-                out[name].batches = kept
+                out[name].round_s.append(steady_s(make_loader, batches))
     return out
 
 

@@ -52,7 +52,7 @@ def validate_name(name: str) -> str:
 
 
 def _template(path: str) -> str:
-    return resources.files("codedag.experiments").joinpath("templates", path).read_text()
+    return resources.files("codedag.experiments").joinpath("templates").joinpath(path).read_text()
 
 
 def new_experiment(

@@ -136,7 +136,7 @@ def bfs_distances(
 
 def dataflow_edges(dag: ExecutionDAG) -> list[tuple[int, int, int]]:
     """``(producer call, consumer call, value)`` for every ``produces`` + ``uses`` pair."""
-    out = []
+    out: list[tuple[int, int, int]] = []
     for src, value_id, kind in dag.edges:
         if kind == "produces":
             out.extend((src, consumer, value_id) for consumer in dag.successors(value_id, "uses"))

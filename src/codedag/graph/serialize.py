@@ -120,7 +120,7 @@ def fast_node(raw: Any) -> Node | None:
     try:
         if kind == "call" and len(raw) == 13:
             node_id, ret = raw["id"], raw["return_summary"]
-            node: Node = CallNode(
+            call = CallNode(
                 node_id,
                 raw["name"],
                 raw["context_key"],
@@ -136,22 +136,22 @@ def fast_node(raw: Any) -> Node | None:
             )
             ok = (
                 type(node_id) is int
-                and type(node.name) is str
-                and type(node.context_key) is str
-                and type(node.call_site) is str
-                and type(node.depth) is int
-                and type(node.total_ns) is int
-                and type(node.self_ns) is int
-                and type(node.mem_bytes) is int
-                and type(node.arg_summaries) is list
+                and type(call.name) is str
+                and type(call.context_key) is str
+                and type(call.call_site) is str
+                and type(call.depth) is int
+                and type(call.total_ns) is int
+                and type(call.self_ns) is int
+                and type(call.mem_bytes) is int
+                and type(call.arg_summaries) is list
                 and (ret is None or type(ret) is str)
-                and type(node.is_builtin) is bool
-                and (node.args is None or type(node.args) is list)
+                and type(call.is_builtin) is bool
+                and (call.args is None or type(call.args) is list)
             )
-            return node if ok else None
+            return call if ok else None
         if kind == "value" and len(raw) == 9:
             node_id, shape, dtype = raw["id"], raw["shape"], raw["dtype"]
-            node = ValueNode(
+            value = ValueNode(
                 node_id,
                 raw["name"],
                 raw["version"],
@@ -163,15 +163,15 @@ def fast_node(raw: Any) -> Node | None:
             )
             ok = (
                 type(node_id) is int
-                and type(node.name) is str
-                and type(node.version) is int
-                and type(node.type_name) is str
+                and type(value.name) is str
+                and type(value.version) is int
+                and type(value.type_name) is str
                 and (shape is None or type(shape) is list)
                 and (dtype is None or type(dtype) is str)
-                and type(node.nbytes) is int
-                and type(node.device) is str
+                and type(value.nbytes) is int
+                and type(value.device) is str
             )
-            return node if ok else None
+            return value if ok else None
     except KeyError:
         return None
     return None

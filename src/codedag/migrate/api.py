@@ -21,6 +21,7 @@ from codedag.migrate.devices import default_device as _default_device
 from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_device
 from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
+from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
 from codedag.migrate.registry import Registry, default_registry
 from codedag.migrate.values import ValueConverter
@@ -67,6 +68,7 @@ class PipelineMigrator:
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
         self._applied = False
+        self._loader = LoaderSettingsPatch.from_plan(self.plan.plan)  # the plan's loader section
 
     @classmethod
     def from_plan(
@@ -117,6 +119,8 @@ class PipelineMigrator:
             )
             try:
                 counts = injector.apply_all()
+                if self._loader is not None:
+                    self._loader.apply()
             except BaseException:
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
@@ -136,6 +140,8 @@ class PipelineMigrator:
             if not self._applied or self._injector is None:
                 return 0
             count = self._injector.restore_all()
+            if self._loader is not None:
+                self._loader.restore()
             self._applied = False
             return count
 
@@ -155,7 +161,8 @@ class PipelineMigrator:
             "fallback_reasons", "match_levels", "devices", "strategy", "in_workers", "guard"}},
             "totals": {...},
             "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
-            "value_cache": {"hits", "stale"}, "applied": bool}``.
+            "value_cache": {"hits", "stale"}, "applied": bool,
+            "loader": DataLoader settings applied (``LoaderSettingsPatch.stats``) or None}``.
         """
         injector = self._injector
         functions = injector.stats() if injector is not None else {}
@@ -175,6 +182,7 @@ class PipelineMigrator:
             },
             "applied": self._applied,
             "guard": self._guard_summary(functions),
+            "loader": None if self._loader is None else self._loader.stats(),
         }
 
     def _guard_summary(self, functions: Mapping[str, Any]) -> dict[str, Any]:

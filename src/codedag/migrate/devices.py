@@ -30,12 +30,17 @@ _fork_hook_installed = False
 
 
 def default_device() -> str:
-    """``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` with CUDA, else ``cpu``."""
+    """``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` with CUDA, else ``cpu``.
+
+    With more local ranks than GPUs, rank ``r`` gets ``cuda:(r % device_count)``, as
+    :func:`device_for_rank` maps plan devices.
+    """
     if not torch.cuda.is_available():
         return "cpu"
     rank = local_rank()
-    if rank is not None and rank < torch.cuda.device_count():
-        return f"cuda:{rank}"
+    count = torch.cuda.device_count()
+    if rank is not None and count:
+        return f"cuda:{rank % count}"
     return "cuda:0"
 
 

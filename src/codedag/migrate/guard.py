@@ -125,6 +125,7 @@ class Guard:
         "calls",
         "checking",
         "disabled_reason",
+        "inherited",
         "mismatches",
         "name",
         "on_decision",
@@ -145,6 +146,9 @@ class Guard:
         self.settings = settings
         self.disabled_reason = disabled_reason
         self.on_decision = on_decision
+        # Decisions forked DataLoader workers reached, by the device they ran on: a worker forked
+        # later starts with them instead of checking again (see adopt_workers()).
+        self.inherited: dict[str, tuple[GuardState, str]] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -162,6 +166,30 @@ class Guard:
             self.state = GuardState.CHECKING
             self.reason = ""
         self.checking = self.state is GuardState.CHECKING
+
+    def adopt_workers(self, reports: list[dict[str, int]], device: str) -> None:
+        """Remember what forked workers decided on ``device`` for the workers forked next.
+
+        One worker that switched the function off is enough (it saw a mismatch or a loss on
+        its own calls); kept needs every reporting worker to agree.
+        """
+        decided = [s for s in (stats_from_fields(r) for r in reports) if s is not None]
+        states = {s["state"] for s in decided}
+        if GuardState.SWITCHED_OFF.value in states:
+            reason = next(s["reason"] for s in decided if s["state"] == "switched_off")
+            self.inherited[device] = (GuardState.SWITCHED_OFF, reason)
+        elif states == {GuardState.KEPT.value}:
+            self.inherited[device] = (GuardState.KEPT, decided[0]["reason"])
+
+    def start_inherited(self, device: str) -> bool:
+        """In a fresh worker: take the decision earlier workers reached on ``device``, if any."""
+        found = self.inherited.get(device)
+        if found is None or self.state is GuardState.DISABLED:
+            return False
+        self.state, reason = found
+        self.reason = f"decided by earlier DataLoader workers: {reason}"
+        self.checking = False
+        return True
 
     @property
     def switched_off(self) -> bool:
@@ -284,7 +312,9 @@ def stats_from_fields(row: Mapping[str, int]) -> dict[str, Any] | None:
     original_ms = row.get("guard_original_ns", 0) / 1e6 if calls else None
     backend_ms = row.get("guard_backend_ns", 0) / 1e6 if calls else None
     reason = ""
-    if state is GuardState.SWITCHED_OFF:
+    if not calls and state in (GuardState.KEPT, GuardState.SWITCHED_OFF):
+        reason = "decided by earlier DataLoader workers; no call checked again here"
+    elif state is GuardState.SWITCHED_OFF:
         if row.get("guard_mismatches", 0):
             reason = f"{row['guard_mismatches']} of {calls} results differ from the original"
         elif row.get("guard_slower", 0):

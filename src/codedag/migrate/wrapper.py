@@ -430,12 +430,24 @@ class UniversalWrapper:
             self._trie_size = 0
 
     def _after_fork_in_child(self) -> None:
-        """A forked child resolves its device and checks its guard afresh."""
+        """A forked child resolves its device and checks its guard afresh, unless workers
+        forked earlier already decided on the device this child runs on."""
         self._lock = threading.Lock()  # another thread of the parent may have held it
         self._route.device = ""
         self._route.count = _DISCARD
         self.guard.reset()
+        default = self.matcher.default
+        if default is not None and self.guard.inherited:
+            self.guard.start_inherited(effective_device(default))
         self._refresh_route()
+
+    def _before_fork(self) -> None:
+        """In the parent: take in what the workers it forked so far decided, for the next ones."""
+        default = self.matcher.default
+        if self.worker_reports is None or default is None or not self.guard.checking:
+            return
+        worker_device = "cpu" if str(default).startswith("cuda") else str(default)
+        self.guard.adopt_workers(self.worker_reports(), worker_device)
 
     # -- statistics --------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
@@ -485,6 +497,14 @@ def _reset_in_child() -> None:
         wrapper._after_fork_in_child()
 
 
+def _before_fork() -> None:
+    for wrapper in list(_LIVE):
+        try:
+            wrapper._before_fork()
+        except Exception as error:  # never let bookkeeping break a fork
+            log.debug("%s: worker decisions not adopted: %s", wrapper.name, error)
+
+
 def _install_fork_hook() -> None:
     global _fork_hook_installed
     if _fork_hook_installed:
@@ -493,5 +513,5 @@ def _install_fork_hook() -> None:
     with _fork_hook_lock:
         if not _fork_hook_installed:
             if hasattr(os, "register_at_fork"):  # no fork on Windows
-                os.register_at_fork(after_in_child=_reset_in_child)
+                os.register_at_fork(before=_before_fork, after_in_child=_reset_in_child)
             _fork_hook_installed = True

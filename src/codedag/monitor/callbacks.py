@@ -86,7 +86,7 @@ class MonitorCallback:
             self.monitor.log_accuracy(epoch, batch_idx, accuracy)
 
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
-        self._validation = self.monitor.paused()
+        self._validation: Any = self.monitor.paused()
         self._validation.__enter__()
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:

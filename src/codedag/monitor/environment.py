@@ -100,3 +100,34 @@ def distributed_rank(environ: dict[str, str] | None = None) -> tuple[int, int]:
         except ValueError:
             continue
     return 0, 1
+
+
+# Variables that name one launch of a distributed job, shared by all of its ranks.
+_LAUNCH_VARS = (
+    "TORCHELASTIC_RUN_ID",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "OMPI_MCA_orte_jobid",
+)
+
+
+def distributed_launch(environ: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """What identifies this process's distributed launch (None outside one).
+
+    ``local_rank`` and the launcher's run identifiers (torchrun's run id and master address,
+    SLURM's job and step): ranks of one launch share them, which lets a report find a run's other
+    ranks next to one rank's results.
+    """
+    env = os.environ if environ is None else environ
+    rank, world_size = distributed_rank(environ)
+    if world_size <= 1:
+        return None
+    local = env.get("LOCAL_RANK", env.get("SLURM_LOCALID", "")).strip()
+    return {
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": int(local) if local.isdigit() else None,
+        "ids": {key: env[key] for key in _LAUNCH_VARS if env.get(key)},
+    }

@@ -42,7 +42,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from codedag.monitor import forksafe
-from codedag.monitor.environment import collect_environment, distributed_rank
+from codedag.monitor.environment import (
+    collect_environment,
+    distributed_launch,
+    distributed_rank,
+)
 from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
 from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
 from codedag.monitor.resources import RESOURCE_CSV_HEADER, Probe, ResourceMonitor
@@ -99,6 +103,7 @@ class ExperimentMonitor:
         stamp = datetime.fromtimestamp(self.timestamp).strftime("%Y%m%d-%H%M%S")
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", self.experiment_name) or "experiment"
         self.rank, self.world_size = distributed_rank()
+        self.launch = distributed_launch()
         if self.world_size > 1:  # torchrun & co.: one folder per rank, never one file for all
             safe = f"{safe}_rank{self.rank}"
         self.run_dir = Path(run_dir) if run_dir is not None else self.save_dir / f"{safe}_{stamp}"
@@ -367,7 +372,12 @@ class ExperimentMonitor:
             "experiment_name": self.experiment_name,
             "timestamp": self.timestamp,
             "datetime": self.datetime,
-            "environment": {**self.environment, "rank": self.rank, "world_size": self.world_size},
+            "environment": {
+                **self.environment,
+                "rank": self.rank,
+                "world_size": self.world_size,
+                "launch": self.launch,
+            },
             "modes": {name: m.to_dict() for name, m in self._modes.items()},
         }
 

@@ -48,6 +48,9 @@ class OptimizerManager:
         calibration: measurements already taken (``codedag.calibrate.Calibration``).
         calibration_options: passed to :class:`codedag.calibrate.Calibrator` (``cache``, ...).
         progress: ``progress(done, total, what)`` during calibration.
+        loader: DataLoader settings chosen by ``codedag tune`` (a plan's ``loader`` section,
+            :class:`~codedag.plan.LoaderSection` or its dict): placement is then measured with
+            its worker count and threads instead of the traced loader's, and the plan carries it.
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class OptimizerManager:
         calibration: Any | None = None,
         calibration_options: dict[str, Any] | None = None,
         progress: Any | None = None,
+        loader: Any | None = None,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"k must be an integer >= 1, got {k!r}")
@@ -85,6 +89,7 @@ class OptimizerManager:
         self.calibration_options = dict(calibration_options or {})
         self.progress = progress
         self.calibration_problem: str | None = None
+        self.loader = _loader_section(loader)
         self.coarsening = GraphCoarsening(max_depth=coarsen_max_depth)
         self.partitioner = KWayPartitioner(
             k=k,
@@ -161,9 +166,8 @@ class OptimizerManager:
         if not self.calibrate or self.placement.assume_speedup is not None:
             return None
         coarse = as_coarse(dag)
-        device = placement_device(
-            accelerators(self.gpu_count, self.target_device), loader_workers(coarse)
-        )
+        workers = self._workers(coarse)
+        device = placement_device(accelerators(self.gpu_count, self.target_device), workers)
         if device is None:
             return None
         from codedag.migrate.devices import device_exists
@@ -187,8 +191,8 @@ class OptimizerManager:
         options = dict(self.calibration_options)
         if self.progress is not None:
             options["progress"] = self.progress
-        if loader_workers(coarse) > 0:
-            options.setdefault("threads", 1)  # PyTorch runs DataLoader workers with one thread
+        if workers > 0:
+            options.setdefault("threads", self._worker_threads())
         return calibrate_dag(coarse.source, device, names=wanted, **options)
 
     def get_migration_plan(
@@ -199,13 +203,52 @@ class OptimizerManager:
         target_device: str | None = None,
     ) -> dict[str, Any]:
         """The migration plan dict (CONTRACT.md format) for partitions of ``dag``."""
-        return build_plan(
+        coarse = as_coarse(dag)
+        plan = build_plan(
             partitions,
-            as_coarse(dag),
+            coarse,
             self.gpu_count if gpu_count is None else gpu_count,
             target_device if target_device is not None else self.target_device,
             cost=self.cost,
             can_migrate=self.can_migrate,
             calibration=self.calibration,
             settings=self.placement,
+            workers=self._workers(coarse),
         )
+        if self.loader is not None:
+            plan["loader"] = self.loader.model_dump(mode="json")
+            plan["notes"].append(
+                f"placement measured with the tuned DataLoader ({self.loader.chosen.label()}), "
+                "which the plan also applies"
+            )
+        return plan
+
+    # ------------------------------------------------------------------ tuned loader
+    def _workers(self, coarse: CoarsenedDAG) -> int:
+        """DataLoader workers the placed calls will run in: the tuned loader's, else the traced."""
+        if self.loader is not None:
+            return self.loader.chosen.num_workers
+        return loader_workers(coarse)
+
+    def _worker_threads(self) -> int:
+        """Torch threads in a worker: the tuned count, else PyTorch's default of one."""
+        threads = self.loader.chosen.threads if self.loader is not None else None
+        return threads or 1
+
+
+def _loader_section(loader: Any | None) -> Any | None:
+    """A plan's loader section (or a whole plan holding one) as the plan model, or None."""
+    if loader is None:
+        return None
+    from codedag.plan import LoaderSection, MigrationPlan
+
+    if isinstance(loader, LoaderSection):
+        return loader
+    if isinstance(loader, MigrationPlan):
+        return loader.loader
+    if isinstance(loader, dict) and "context_device_map" in loader:
+        return MigrationPlan.from_dict(loader, "loader plan").loader
+    try:
+        return LoaderSection.model_validate(loader)
+    except ValueError as e:
+        raise ConfigError(f"loader settings: {e}") from None

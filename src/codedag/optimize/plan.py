@@ -117,6 +117,7 @@ def build_plan(
     settings: PlacementSettings | None = None,
     blocker: Callable[[str], str | None] | None = None,
     positional: Callable[[str], tuple[str, ...]] | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """The migration plan (a :class:`~codedag.plan.MigrationPlan` as a dict).
 
@@ -132,6 +133,7 @@ def build_plan(
         blocker: ``name -> reason`` for functions never placed without opt-in (random draws,
             backends that differ); default: the registry's.
         positional: ``name -> positional parameter names`` (finds ``dst``/``out`` buffers).
+        workers: DataLoader workers the calls run in (default: the traced loader's).
     """
     cost = cost or CostModel()
     settings = settings or PlacementSettings()
@@ -139,7 +141,7 @@ def build_plan(
     blocker = blocker or _default_blocker()
     positional = positional or _default_positional()
     accels = accelerators(gpu_count, target_device)
-    workers = loader_workers(dag)
+    workers = loader_workers(dag) if workers is None else workers
     device = placement_device(accels, workers)
     part_of = {node: p.id for p in partitions for node in p.nodes}
     calls = sorted(dag.calls(), key=lambda n: n.id)

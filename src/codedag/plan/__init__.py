@@ -1,5 +1,6 @@
 """The migration plan model shared by the optimizer (writer) and the migrator (reader)."""
 
+from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
 from codedag.plan.model import (
     PLAN_SCHEMA_VERSION,
     MigrationPlan,
@@ -10,6 +11,9 @@ from codedag.plan.model import (
 
 __all__ = [
     "PLAN_SCHEMA_VERSION",
+    "LoaderSection",
+    "LoaderSettings",
+    "LoaderTrial",
     "MigrationPlan",
     "PlacementInfo",
     "PlannedCall",

@@ -9,7 +9,9 @@ and :meth:`MigrationPlan.from_dict` convert at that boundary.
 Versions: 1 is the format before measured placement (no ``schema_version`` key means 1); version 2
 adds the calibrated times behind every decision (``original_ns``, ``backend_ns``, ``basis``) and
 the ``placement`` section. Old files load with defaults; a version newer than this codedag reads,
-or one that is not a positive integer, is refused.
+or one that is not a positive integer, is refused. The optional ``loader`` section (DataLoader
+settings chosen by ``codedag tune``, :mod:`codedag.plan.loader`) needs no new version: plans
+without it load with ``loader = None``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codedag.errors import SchemaError
+from codedag.plan.loader import LoaderSection
 
 PLAN_SCHEMA_VERSION = 2
 DEVICE_KINDS = ("cuda", "mps", "xpu")
@@ -144,6 +147,7 @@ class MigrationPlan(_Model):
         calls: every traced call with its decision.
         notes: what a reader should know about the plan as a whole.
         placement: how the decisions were made (version 2).
+        loader: DataLoader settings chosen by measurement (``codedag tune``), or ``None``.
     """
 
     schema_version: int = PLAN_SCHEMA_VERSION
@@ -156,6 +160,7 @@ class MigrationPlan(_Model):
     calls: list[PlannedCall] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     placement: PlacementInfo = Field(default_factory=PlacementInfo)
+    loader: LoaderSection | None = None
 
     @field_validator("target_device")
     @classmethod
@@ -215,6 +220,8 @@ class MigrationPlan(_Model):
         """The JSON form (written at the current schema version)."""
         data = self.model_dump(mode="json")
         data["schema_version"] = PLAN_SCHEMA_VERSION
+        if data.get("loader") is None:
+            data.pop("loader", None)  # a plan without loader settings is written as before
         return data
 
     # ------------------------------------------------------------------ queries

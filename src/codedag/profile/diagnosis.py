@@ -104,9 +104,14 @@ def _data(f: StepFigures) -> Finding:
     ]
     if f.device_idle_share is not None:
         evidence.append(f"GPU idle between steps: {_pct(f.device_idle_share)} of its timeline")
-    steps = []
-    if f.num_workers is not None:
-        steps.append(f"more DataLoader workers (now {f.num_workers}), persistent, with prefetch")
+    now = "" if f.num_workers is None else f" (now {f.num_workers} workers)"
+    pinned = " and pin_memory" if f.device == "cuda" else ""
+    steps = [
+        "measure the DataLoader's settings with `codedag tune --dataloader MODULE:FACTORY "
+        f"--step-ms {f.avg_step_time_s * 1e3:.0f}`: num_workers{now}, threads per worker, "
+        f"prefetch, persistent workers{pinned}, written into the plan that `codedag migrate` "
+        "applies"
+    ]
     if f.pin_memory is False and f.device == "cuda":
         steps.append("pin_memory=True with .to(device, non_blocking=True)")
     steps.append(

@@ -129,7 +129,8 @@ class TinyOpsBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = x * self.gain + self.bias
-        scales, shifts = self.scales.to(y.dtype).unbind(), self.shifts.to(y.dtype).unbind()
+        scales = torch.as_tensor(self.scales).to(y.dtype).unbind()
+        shifts = torch.as_tensor(self.shifts).to(y.dtype).unbind()
         for scale, shift in zip(scales, shifts):
             y.mul_(scale).add_(shift)
         return y
@@ -187,7 +188,8 @@ def build_scenario(config: ProfileConfig) -> StepProgram:
         generator=torch.Generator().manual_seed(config.seed),
     )
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
-    model = SimpleCNN(config.num_classes).to(device, memory_format=memory_format)
+    model = SimpleCNN(config.num_classes).to(device)
+    model = model.to(memory_format=memory_format)  # type: ignore[call-overload]
     tiny = TinyOpsBlock(model.feature_dim).to(device)
     optimizer = _adamw([*model.parameters(), *tiny.parameters()], config.lr)
     scaler = _grad_scaler(device.type, enabled=config.amp and cuda)

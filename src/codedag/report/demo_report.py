@@ -84,5 +84,6 @@ def write_demo_report(
             environment={k: environment.get(k) for k in ENVIRONMENT_KEYS}
             | {"device used": demo.device},
             notes=notes,
+            loader=demo.loader,
         ),
     )

@@ -65,6 +65,7 @@ class ReportContent:
     plots: Sequence[Path] = ()
     environment: dict[str, Any] = field(default_factory=dict)
     notes: Sequence[str] = ()
+    loader: dict[str, Any] | None = None  # a plan's loader section (codedag tune)
 
 
 def _e(value: Any) -> str:
@@ -181,6 +182,11 @@ def render_html(content: ReportContent) -> str:
     if content.plan is not None:
         parts.append("<h2>Migration plan</h2>")
         parts.append(_plan_section(content.plan))
+    if content.loader is not None:
+        from codedag.report.loader import loader_section_html
+
+        parts.append("<h2>DataLoader settings</h2>")
+        parts.append(loader_section_html(content.loader))
     if content.dag_svg or content.dag_dot:
         parts.append("<h2>Execution DAG</h2>")
         if content.partition_colors:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import enum
+import functools
+import inspect
 import math
 import sys
 from collections.abc import Callable, Mapping
@@ -28,6 +30,7 @@ from codedag.trace.records import (
     ARG_VALUE,
     SMALL_ARRAY_BYTES,
 )
+from codedag.trace.values import format_dtype
 
 Entry = dict[str, Any]
 
@@ -83,10 +86,23 @@ def small_bytes(obj: Any) -> bytes | None:
 
 
 # ---------------------------------------------------------------------------- description
+_LAYOUTS: dict[tuple[Any, Any, int], str] = {}
+
+
 def layout_of(shape: Any, strides: Any, itemsize: int) -> str:
     """``"C"`` (row-major contiguous), ``"F"`` (column-major contiguous) or ``"strided"``."""
     if strides is None:
         return "C"
+    key = (tuple(shape), tuple(strides), itemsize)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        hit = _layout(shape, strides, itemsize)
+        if len(_LAYOUTS) < 65536:
+            _LAYOUTS[key] = hit
+    return hit
+
+
+def _layout(shape: Any, strides: Any, itemsize: int) -> str:
     dims = list(zip(shape, strides))
     for order, items in (("C", reversed(dims)), ("F", iter(dims))):
         expected = itemsize
@@ -101,8 +117,14 @@ def layout_of(shape: Any, strides: Any, itemsize: int) -> str:
     return "strided"
 
 
+_PLAIN_TYPES = (bool, int, str, type(None))
+
+
 def _scalar_entry(value: Any) -> Entry:
-    if value is None or isinstance(value, bool | int | str):
+    cls = type(value)
+    if cls in _PLAIN_TYPES or (cls is float and math.isfinite(value)):
+        return {"kind": "scalar", "value": value}
+    if isinstance(value, bool | int | str):
         return {"kind": "scalar", "value": value}
     if isinstance(value, float):
         if math.isfinite(value):
@@ -173,12 +195,11 @@ def _value_entry(record: list[Any] | None, data: bytes | None) -> Entry:
     else:
         return {"kind": "object", "type": type_name}
     dims = [int(d) for d in shape]
-    text = str(dtype)
     entry: Entry = {
         "kind": "array",
         "type": family,
         "shape": dims,
-        "dtype": text[6:] if text.startswith("torch.") else text,
+        "dtype": format_dtype(dtype),
         "layout": layout_of(dims, strides, itemsize),
     }
     if family == "torch.Tensor":
@@ -215,10 +236,39 @@ def _named(name: str, entry: Entry) -> Entry:
     return {"name": name, **entry}
 
 
+@functools.lru_cache(maxsize=1024)
+def parameter_defaults(name: str) -> dict[str, Any]:
+    """Default values of the parameters of the Python function named ``name`` ({} if unknown)."""
+    parts = name.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        obj: Any = sys.modules.get(".".join(parts[:split]))
+        if obj is None:
+            continue
+        for part in parts[split:]:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return {}
+        obj = getattr(obj, "__wrapped__", obj)
+        try:
+            parameters = inspect.signature(obj).parameters.values()
+        except (TypeError, ValueError):
+            return {}
+        return {p.name: p.default for p in parameters if p.default is not p.empty}
+    return {}
+
+
+def _is_default_sentinel(label: Any, kind: int, payload: Any, defaults: Mapping[str, Any]) -> bool:
+    """A parameter left at a default that is a sentinel object (NumPy's ``_NoValue``)."""
+    if kind != ARG_TYPE or label not in defaults:
+        return False
+    return type(defaults[label]) is payload
+
+
 def describe_arguments(
     raw: list[tuple[Any, int, Any]],
     values: Mapping[int, list[Any]],
     layout: tuple[int, int, int, bool, bool] | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> list[Entry]:
     """JSON entries of one call's recorded arguments, in call order.
 
@@ -231,6 +281,8 @@ def describe_arguments(
             that order): positional-only parameters, and every positional parameter when
             ``*args`` is not empty, are named by position; ``*args`` items follow them and
             ``**kwargs`` items are named by their keys.
+        defaults: the function's parameter defaults; keyword parameters left at a default
+            that is a sentinel object (recorded by type only) are left out.
     """
     if layout is None:
         return [_named(str(label), _entry(kind, payload, values)) for label, kind, payload in raw]
@@ -246,6 +298,8 @@ def describe_arguments(
             extra_positional.append(_named(str(npos), {"kind": "object", "type": "builtins.tuple"}))
     by_position = posonly if not star_items and not extra_positional else npos
     for i, (label, kind, payload) in enumerate(raw[: npos + nkw]):
+        if i >= by_position and defaults and _is_default_sentinel(label, kind, payload, defaults):
+            continue
         name = str(i) if i < by_position else str(label)
         out.append(_named(name, _entry(kind, payload, values)))
     for j, (kind, payload) in enumerate(star_items or ()):

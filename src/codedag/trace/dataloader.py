@@ -1,20 +1,24 @@
-"""Trace one batch of a PyTorch DataLoader, with or without worker processes.
+"""Trace the first batch of a PyTorch DataLoader, warmed up, with or without worker processes.
 
-With ``num_workers == 0`` the batch is traced as it is: ``next(iter(loader))`` in the calling
-thread, so the DAG holds ``__next__``, each ``Dataset.__getitem__`` with its calls, and the
-collate function.
+The first batch is what gets traced, in the calling thread, after ``warmup`` untraced runs of
+the same batch (a cold first batch pays imports, JIT compilation and caches: one function took
+2.6 s cold and 60 ms warm). Every run starts from the same random state, saved before the first
+one: Python's ``random``, NumPy's global generator, torch's default generator, the loader's and
+its sampler's generators and the random generators the dataset holds as attributes. After
+tracing that state is put back, so tracing leaves the process as it found it.
 
-With ``num_workers > 0`` the per-sample work runs in worker processes, where the tracer's hook does
-not exist. Capturing it there would mean installing a hook and library wrappers in every worker,
-shipping partial DAGs back and stitching their timings to the main process: fragile (fork vs
-spawn, persistent workers, workers killed at shutdown) and not what the optimizer needs, which is
-the work done per sample. So codedag **reproduces the first batch in-process**: it draws the
-first batch's indices from the loader's own batch sampler (or sampler) and runs them through a
-``num_workers=0`` DataLoader with the same dataset and ``collate_fn``. The DAG therefore has the
-same calls as the worker would run, recorded in the main process. Differences, recorded in the
-DAG's metadata: ``worker_init_fn`` is not run and ``torch.utils.data.get_worker_info()`` is None
-during the traced batch; drawing indices advances the sampler's random state once, like starting
-one epoch would.
+- ``num_workers == 0``: each run is ``next(iter(loader))``, as a training loop starts an epoch.
+- ``num_workers > 0``: the per-sample work runs in worker processes, where the tracer's hook does
+  not exist. Capturing it there would need a hook and library wrappers in every worker and
+  partial DAGs shipped back and stitched (fragile across fork and spawn, persistent workers,
+  workers killed at shutdown); the optimizer needs the per-sample work, which a replay gives.
+  So the batch is **replayed in-process exactly as worker 0 computes it**: the iterator's base
+  seed is drawn and the sampler's first batch of indices taken in the order torch's iterator
+  does, then ``random``, NumPy and torch are seeded as torch seeds worker 0
+  (:func:`codedag.trace.replay.worker_zero`), ``get_worker_info()`` reports worker 0,
+  ``worker_init_fn(0)`` runs, torch uses one thread, and the indices go through a
+  ``num_workers=0`` DataLoader with the same dataset and ``collate_fn``. Under random
+  augmentation the traced batch equals the workers' first batch (a test compares them).
 """
 
 from __future__ import annotations
@@ -23,20 +27,13 @@ import logging
 import operator
 from typing import TYPE_CHECKING, Any
 
-from codedag.errors import TraceError
+from codedag.errors import ConfigError, TraceError
+from codedag.trace.replay import RandomSnapshot, worker_zero
 
 if TYPE_CHECKING:
     from codedag.trace.tracer import EnhancedTracer
 
 log = logging.getLogger(__name__)
-
-
-def _first_indices(loader: Any) -> Any:
-    sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
-    try:
-        return next(iter(sampler))
-    except StopIteration as error:
-        raise TraceError("the DataLoader is empty: its sampler yields no batch") from error
 
 
 def _plain_index(index: Any) -> int | str:
@@ -47,15 +44,34 @@ def _plain_index(index: Any) -> int | str:
         return repr(index)
 
 
-def in_process_loader(loader: Any) -> tuple[Any, dict[str, Any]]:
-    """A ``num_workers=0`` DataLoader that yields ``loader``'s first batch, and a description."""
+def _first_task(loader: Any) -> tuple[int, Any]:
+    """``(base seed, first batch of indices)`` drawn as torch's iterator draws them.
+
+    ``_BaseDataLoaderIter.__init__`` creates the sampler iterator, then draws the base seed
+    from ``loader.generator`` (torch's default generator when None); the first indices are
+    taken afterwards, when the workers are fed.
+    """
+    import torch
+
+    sampler_iter = iter(loader._index_sampler)
+    base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
+    try:
+        indices = next(sampler_iter)
+    except StopIteration as error:
+        raise TraceError("the DataLoader is empty: its sampler yields no batch") from error
+    return base_seed, indices
+
+
+def _replica(loader: Any, indices: Any) -> tuple[Any, Any]:
+    """A ``num_workers=0`` DataLoader yielding the batch of ``indices``, and the indices as JSON.
+
+    It has a generator of its own, so creating its iterator draws nothing from torch's default
+    generator (which worker 0's seeding has just set).
+    """
+    import torch
     from torch.utils.data import DataLoader, IterableDataset
 
-    info: dict[str, Any] = {
-        "num_workers": loader.num_workers,
-        "reproduced_in_process": True,
-        "worker_init_fn_run": False,
-    }
+    generator = torch.Generator()
     if isinstance(loader.dataset, IterableDataset):
         replica = DataLoader(
             loader.dataset,
@@ -63,54 +79,102 @@ def in_process_loader(loader: Any) -> tuple[Any, dict[str, Any]]:
             drop_last=loader.drop_last,
             collate_fn=loader.collate_fn,
             num_workers=0,
+            generator=generator,
         )
-        info["batch_indices"] = None
-        return replica, info
-    indices = _first_indices(loader)
+        return replica, None
     if loader.batch_sampler is not None:
         replica = DataLoader(
-            loader.dataset, batch_sampler=[list(indices)], collate_fn=loader.collate_fn
+            loader.dataset,
+            batch_sampler=[list(indices)],
+            collate_fn=loader.collate_fn,
+            generator=generator,
         )
-        info["batch_indices"] = [_plain_index(i) for i in indices]
-    else:  # batch_size=None: the sampler yields single keys, no auto-collation
-        replica = DataLoader(
-            loader.dataset, batch_size=None, sampler=[indices], collate_fn=loader.collate_fn
-        )
-        info["batch_indices"] = [_plain_index(indices)]
-    return replica, info
+        return replica, [_plain_index(i) for i in indices]
+    replica = DataLoader(  # batch_size=None: the sampler yields single keys, no auto-collation
+        loader.dataset,
+        batch_size=None,
+        sampler=[indices],
+        collate_fn=loader.collate_fn,
+        generator=generator,
+    )
+    return replica, [_plain_index(indices)]
 
 
-def trace_dataloader(loader: Any, tracer: EnhancedTracer | None = None) -> tuple[Any, Any]:
-    """Trace one batch of ``loader``; return ``(tracer, batch)``. The DAG is ``tracer.dag``.
+def trace_dataloader(
+    loader: Any, tracer: EnhancedTracer | None = None, warmup: int = 1
+) -> tuple[Any, Any]:
+    """Trace the first batch of ``loader``; return ``(tracer, batch)``. The DAG is ``tracer.dag``.
 
     Args:
         loader: a ``torch.utils.data.DataLoader``.
         tracer: the tracer to use (a default :class:`EnhancedTracer` when None).
+        warmup: untraced runs of the same batch before the traced one.
     """
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, IterableDataset
 
     from codedag.trace.tracer import EnhancedTracer
 
     if not isinstance(loader, DataLoader):
         raise TraceError(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}")
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ConfigError(f"warmup must be an integer >= 0, got {warmup!r}")
     tracer = tracer or EnhancedTracer()
-    if loader.num_workers > 0:
-        source, info = in_process_loader(loader)
-        log.info(
-            "DataLoader has %d workers: tracing its first batch in-process", loader.num_workers
-        )
-    else:
-        source, info = loader, {"num_workers": 0, "reproduced_in_process": False}
-    iterator = iter(source)
+    sampler = getattr(loader, "sampler", None)
+    snapshot = RandomSnapshot(
+        generators=(loader.generator, getattr(sampler, "generator", None)),
+        holders=(loader.dataset, sampler),
+    )
+    workers = loader.num_workers > 0
+    info: dict[str, Any] = {"num_workers": loader.num_workers, "reproduced_in_process": workers}
     try:
-        with tracer.tracing_context():
-            batch = next(iterator)
-    except StopIteration as error:
-        raise TraceError("the DataLoader is empty: it yields no batch") from error
+        if workers:
+            base_seed, indices = _first_task(loader)
+            replica, batch_indices = _replica(loader, indices)
+            info.update(
+                batch_indices=batch_indices,
+                base_seed=base_seed,
+                worker_id=0,
+                worker_init_fn_run=loader.worker_init_fn is not None,
+                iterable=isinstance(loader.dataset, IterableDataset),
+            )
+            log.info(
+                "DataLoader has %d workers: replaying worker 0's first batch in-process",
+                loader.num_workers,
+            )
+        after_draws = RandomSnapshot(
+            generators=(loader.generator, getattr(sampler, "generator", None)),
+            holders=(loader.dataset, sampler),
+        )
+        batch = None
+        for run in range(warmup + 1):
+            after_draws.restore()
+            traced = run == warmup
+            if workers:
+                with worker_zero(loader, base_seed):
+                    iterator = iter(replica)
+                    batch = _next(iterator, tracer if traced else None)
+            else:
+                snapshot.restore()  # every run is the epoch's first batch
+                iterator = iter(loader)
+                batch = _next(iterator, tracer if traced else None)
+            del iterator
     finally:
+        snapshot.restore()
         tracer.dag.metadata["dataloader"] = {
             **info,
+            "warmup": warmup,
             "batch_size": loader.batch_size,
             "dataset": type(loader.dataset).__qualname__,
+            "random_state_restored": True,
         }
     return tracer, batch
+
+
+def _next(iterator: Any, tracer: EnhancedTracer | None) -> Any:
+    try:
+        if tracer is None:
+            return next(iterator)
+        with tracer.tracing_context():
+            return next(iterator)
+    except StopIteration as error:
+        raise TraceError("the DataLoader is empty: it yields no batch") from error

@@ -103,7 +103,7 @@ def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: i
             label = _call_label(node)
         else:
             attrs = f'shape=ellipse, style=filled, fillcolor="{VALUE_COLOR}"'
-            label = _value_label(node)  # type: ignore[arg-type]
+            label = _value_label(node)
         out.append(f"  n{node_id} [label={_quote(label)}, {attrs}];")
     layers: dict[int, list[int]] = {}
     for node_id, rank in ranks.items():

@@ -24,7 +24,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from codedag.trace.names import canonical_name
+from codedag.trace.names import (
+    canonical_name,
+    is_numpy_dispatcher,
+    public_code_name,
+    qualname_of,
+)
 from codedag.trace.records import IMPORT
 
 # Packages skipped entirely by default: tooling around the traced code, never the pipeline.
@@ -49,6 +54,9 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "llvmlite",
     "lazy_loader",
 )
+
+# Packages of codedag that are user code to the tracer: the example pipelines it ships.
+DEFAULT_INCLUDE: tuple[str, ...] = ("codedag.experiments.pipelines",)
 
 # Module prefix -> library key, for modules that are an entry point of their own.
 LIBRARY_KEYS: dict[str, str] = {
@@ -75,7 +83,8 @@ class FunctionFilter:
     """Classify functions as skipped, user code or library entry points.
 
     Args:
-        include: module prefixes always treated as user code (recorded at every depth).
+        include: module prefixes always treated as user code (recorded at every depth), added
+            to :data:`DEFAULT_INCLUDE` (codedag's example pipelines).
         exclude: module prefixes never recorded (added to :data:`DEFAULT_EXCLUDE`).
         libraries: module prefixes treated as libraries even outside site-packages.
     """
@@ -87,9 +96,12 @@ class FunctionFilter:
     _exclude: tuple[str, ...] = field(init=False, repr=False)
     _libraries: tuple[str, ...] = field(init=False, repr=False)
     _path_cache: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+    _callable_cache: dict[str, Decision | None] = field(
+        init=False, repr=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
-        self._include = tuple(self.include)
+        self._include = tuple(DEFAULT_INCLUDE) + tuple(self.include)
         self._exclude = tuple(DEFAULT_EXCLUDE) + tuple(self.exclude)
         self._libraries = tuple(self.libraries)
 
@@ -150,15 +162,21 @@ class FunctionFilter:
         verdict = self.classify_module(module, code.co_filename)
         if verdict is False:
             return None
-        return Decision(f"{module}.{code.co_qualname}", verdict)  # type: ignore[arg-type]
+        library = verdict if isinstance(verdict, str) else None
+        return Decision(f"{module}.{qualname_of(code)}", library)
 
     def classify_callable(self, name: str) -> Decision | None:
-        """Decision for a C function with canonical ``name``."""
+        """Decision for a C function with canonical ``name`` (cached per name)."""
+        try:
+            return self._callable_cache[name]
+        except KeyError:
+            pass
         module = name.rsplit(".", 1)[0]
         verdict = self.classify_module(module, None)
-        if verdict is False:
-            return None
-        return Decision(name, verdict or self.library_key(module))  # type: ignore[arg-type]
+        library = verdict if isinstance(verdict, str) else self.library_key(module)
+        decision = None if verdict is False else Decision(name, library)
+        self._callable_cache[name] = decision
+        return decision
 
 
 def code_info(
@@ -179,11 +197,19 @@ def code_info(
         return IMPORT  # a module body: an import inside the window
     module = frame.f_globals.get("__name__") or "__main__"
     if code in user_codes:
-        decision: Decision | None = Decision(f"{module}.{code.co_qualname}", None)
+        decision: Decision | None = Decision(f"{module}.{qualname_of(code)}", None)
     else:
         decision = function_filter.classify_code(code, module)
     if decision is None:
         return None
+    if decision.library is not None and qualname_of(code) in ("__getattr__", "__dir__"):
+        return None  # a module's lazy attribute lookup (numpy.fft on first use), not a function
+    if decision.library is not None and module.startswith("numpy"):
+        if is_numpy_dispatcher(code, module):
+            return None  # it only forwards the arguments; the function itself comes next
+        public = public_code_name(code)
+        if public is not None:
+            decision = Decision(public, decision.library)
     varargs, varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)  # *args, **kwargs
     n = code.co_argcount + code.co_kwonlyargcount + varargs + varkw
     layout = (code.co_posonlyargcount, code.co_argcount, code.co_kwonlyargcount, varargs, varkw)

@@ -21,7 +21,7 @@ from typing import Any
 
 from codedag.patching import ORIGINAL_ATTR, Patcher
 from codedag.trace import recorder
-from codedag.trace.names import canonical_name
+from codedag.trace.names import canonical_name, python_implementation
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +39,37 @@ def _wrappable(value: Any) -> bool:
         return False
     if getattr(value, ORIGINAL_ATTR, None) is not None:
         return False  # already a replacement (another tracer, a migration)
+    if python_implementation(value) is not None:
+        # a Python function (or one behind NumPy's dispatcher): the profile hook sees its frame
+        # with the real arguments and result, under its public name (names.public_code_name)
+        return False
     # ufuncs carry methods (np.add.reduce) a plain wrapper function would hide
     return type(value).__name__ != "ufunc"
 
 
+_targets_cache: dict[tuple[Any, ...], list[str]] = {}
+
+
 def library_targets(extra: Iterable[str] = ()) -> list[str]:
-    """Qualified names to wrap now: public callables of imported WRAPPED_MODULES, plus ``extra``."""
+    """Qualified names to wrap now: public C callables of imported WRAPPED_MODULES (every alias:
+    ``numpy.concat`` and ``numpy.concatenate`` are one function under two names), plus
+    ``extra``. Cached while the modules' namespaces keep their size."""
+    extra = tuple(extra)
+    key: tuple[Any, ...] = (extra,)
+    for module_name in WRAPPED_MODULES:
+        module = sys.modules.get(module_name)
+        key += (id(module), len(vars(module)) if module is not None else 0)
+    hit = _targets_cache.get(key)
+    if hit is not None:
+        return list(hit)
+    names = _scan_targets(extra)
+    _targets_cache.clear()
+    _targets_cache[key] = names
+    return list(names)
+
+
+def _scan_targets(extra: tuple[str, ...]) -> list[str]:
     names: list[str] = []
-    seen: set[int] = set()
     for module_name in WRAPPED_MODULES:
         module = sys.modules.get(module_name)
         if module is None:
@@ -55,9 +78,6 @@ def library_targets(extra: Iterable[str] = ()) -> list[str]:
             name = f"{module_name}.{attr}"
             if attr.startswith("_") or name in _NEVER or not _wrappable(value):
                 continue
-            if id(value) in seen:
-                continue
-            seen.add(id(value))
             names.append(name)
     names.extend(n for n in extra if n not in names)
     return names
@@ -93,14 +113,14 @@ def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], 
         return wrapper
 
     try:
-        patcher.patch_many(names, factory)
+        patcher.patch_many(names, factory, rebind_references=False)
         return names
     except Exception as error:
         log.debug("wrapping all at once failed (%s); wrapping one by one", error)
     wrapped = []
     for name in names:
         try:
-            patcher.patch_many([name], factory)
+            patcher.patch_many([name], factory, rebind_references=False)
             wrapped.append(name)
         except Exception as error:
             log.debug("cannot wrap %s: %s", name, error)

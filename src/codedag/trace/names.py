@@ -35,9 +35,21 @@ INDEXED_MODULES: tuple[str, ...] = (
     "torch.linalg",
 )
 
+# NumPy namespaces whose public functions are implemented in Python (behind the array-function
+# dispatcher, or plain functions): their implementations' code objects carry the public name.
+PUBLIC_PYTHON_MODULES: tuple[str, ...] = (
+    "numpy",
+    "numpy.linalg",
+    "numpy.fft",
+    "numpy.lib.stride_tricks",
+    "numpy.lib.scimath",
+)
+
 _index: dict[int, tuple[Any, str]] = {}
 _indexed: set[str] = set()
 _lock = threading.Lock()
+_public_codes: dict[types.CodeType, str] = {}
+_public_done: set[str] = set()
 
 
 def _refresh_index() -> None:
@@ -47,7 +59,7 @@ def _refresh_index() -> None:
     with _lock:
         for module_name in INDEXED_MODULES:
             module = sys.modules.get(module_name)
-            if module is None or module_name in _indexed:
+            if module is None or module_name in _indexed or _initializing(module):
                 continue
             _indexed.add(module_name)
             for attr, value in list(vars(module).items()):
@@ -64,6 +76,64 @@ def _refresh_index() -> None:
                         and previous[1].rsplit(".", 1)[1] != attr
                     ):
                         _index[id(value)] = (value, name)
+
+
+def _initializing(module: Any) -> bool:
+    """Whether a module is still running its body (an import in progress): index it later."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def python_implementation(obj: Any) -> types.FunctionType | None:
+    """The Python function behind a NumPy public function (itself, or what its array-function
+    dispatcher calls), or None for C implementations and other objects."""
+    if isinstance(obj, types.FunctionType):
+        return obj
+    if type(obj).__name__ == "_ArrayFunctionDispatcher":
+        impl = getattr(obj, "__wrapped__", None)
+        if isinstance(impl, types.FunctionType):
+            return impl
+    return None
+
+
+def _refresh_public_codes() -> None:
+    if all(m in _public_done or m not in sys.modules for m in PUBLIC_PYTHON_MODULES):
+        return
+    with _lock:
+        for module_name in PUBLIC_PYTHON_MODULES:
+            module = sys.modules.get(module_name)
+            if module is None or module_name in _public_done or _initializing(module):
+                continue
+            _public_done.add(module_name)
+            for attr, value in list(vars(module).items()):
+                if attr.startswith("_"):
+                    continue
+                impl = python_implementation(value)
+                if impl is None or not (impl.__module__ or "").startswith("numpy"):
+                    continue
+                code = impl.__code__
+                previous = _public_codes.get(code)
+                # the first namespace wins; within one, the attribute named like the function
+                if previous is None or (
+                    attr == impl.__name__
+                    and previous.rsplit(".", 1)[0] == module_name
+                    and previous.rsplit(".", 1)[1] != attr
+                ):
+                    _public_codes[code] = f"{module_name}.{attr}"
+
+
+def public_code_name(code: types.CodeType) -> str | None:
+    """The public name of a NumPy function implemented by ``code`` (``numpy.clip`` for the code
+    of ``numpy._core.fromnumeric.clip``), or None."""
+    _refresh_public_codes()
+    return _public_codes.get(code)
+
+
+def is_numpy_dispatcher(code: types.CodeType, module_name: str) -> bool:
+    """Whether ``code`` is one of NumPy's array-function dispatchers (``_clip_dispatcher``, and
+    every function of ``numpy._core.multiarray``, which only forward C functions' arguments)."""
+    if not module_name.startswith("numpy"):
+        return False
+    return code.co_name.endswith("_dispatcher") or module_name == "numpy._core.multiarray"
 
 
 def _defining_class(cls: type, name: str) -> type:
@@ -103,7 +173,10 @@ def canonical_name(obj: Any) -> str:
         if hit is not None and hit[0] is obj:
             return hit[1]
     if isinstance(obj, types.FunctionType):
-        return f"{obj.__module__}.{obj.__qualname__}"
+        public = (
+            public_code_name(obj.__code__) if (obj.__module__ or "").startswith("numpy") else None
+        )
+        return public or f"{obj.__module__}.{obj.__qualname__}"
     if isinstance(obj, types.BuiltinFunctionType):  # builtin functions and bound builtin methods
         owner = obj.__self__
         if isinstance(owner, types.ModuleType):
@@ -112,8 +185,7 @@ def canonical_name(obj: Any) -> str:
             return f"{_type_name(_defining_class(type(owner), obj.__name__))}.{obj.__name__}"
         if isinstance(owner, type):
             return f"{_type_name(owner)}.{obj.__name__}"
-        module = obj.__module__ or "builtins"
-        return f"{module}.{obj.__qualname__}"
+        return f"{obj.__module__ or 'builtins'}.{obj.__qualname__}"
     objclass = getattr(obj, "__objclass__", None)
     if isinstance(objclass, type):  # method/wrapper/getset descriptors of C types
         return f"{_type_name(objclass)}.{obj.__name__}"
@@ -128,6 +200,11 @@ def canonical_name(obj: Any) -> str:
     return _type_name(type(obj))
 
 
+def qualname_of(code: types.CodeType) -> str:
+    """``co_qualname`` of a code object (Python 3.11+; ``co_name`` before)."""
+    return str(getattr(code, "co_qualname", code.co_name))
+
+
 def code_name(code: types.CodeType, module_name: str) -> str:
     """Name of a Python frame's function: ``<module>.<co_qualname>``."""
-    return f"{module_name}.{code.co_qualname}"
+    return f"{module_name}.{qualname_of(code)}"

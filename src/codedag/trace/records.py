@@ -36,8 +36,15 @@ from codedag.trace.values import MAX_CONTAINER_SCAN
     PEAK,
     OWN0,
     INFO,
-) = range(23)
-KIND_PY, KIND_WRAPPED, KIND_C = 0, 1, 2
+    LINES,
+    NL0,
+    NL1,
+    DATA,
+) = range(27)
+# Record kinds: a Python frame, a wrapped library call, a C function seen by the profiler, and a
+# step: the operators, subscripts and unrecorded calls of one statement of a user frame.
+KIND_PY, KIND_WRAPPED, KIND_C, KIND_STEP = 0, 1, 2, 3
+NFIELDS = 27
 # Memory measurement modes (Session.memory_mode):
 # - per_call (tracemalloc not running when the window opens): a tracemalloc session of its own
 #   (start/stop cost ~0.3 us) around each recorded C-level call (wrapped library functions and

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -21,6 +22,8 @@ from codedag.trace.values import DataTypes
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
+# Statements of one function followed without a step before its line events stop.
+IDLE_LINES = 512
 
 
 class EnhancedTracer:
@@ -41,6 +44,15 @@ class EnhancedTracer:
         wrap: extra qualified names to interpose (e.g. a C extension of your own).
         value_types: extra types whose instances become value nodes.
         calibrate: subtract the tracer's calibrated per-event cost from recorded times.
+        line_level: follow the statements of user code: operators (``img / 255.0``), array
+            methods, subscripts and slice assignment become steps of the DAG
+            (``operator.truediv``, ``numpy.ndarray.astype``, ``operator.setitem``) with their
+            time and the values they make. Library code is never followed line by line.
+        prune_after: stop recording a Python function after this many calls when none of
+            them received or returned a data value or led to one (tokenizers, small helpers
+            called in loops); its time stays in its callers' self time. None records every
+            call. Statements of a function are no longer followed after 512 of them made no
+            step (``None`` here follows them all too).
     """
 
     def __init__(
@@ -53,6 +65,8 @@ class EnhancedTracer:
         wrap: Iterable[str] = (),
         value_types: Iterable[type] = (),
         calibrate: bool = True,
+        line_level: bool = True,
+        prune_after: int | None = 64,
     ) -> None:
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ConfigError(f"max_depth must be an integer >= 1, got {max_depth!r}")
@@ -70,6 +84,10 @@ class EnhancedTracer:
         self.wrap = tuple(wrap)
         self.value_types = tuple(value_types)
         self.calibrate = calibrate
+        if prune_after is not None and (not isinstance(prune_after, int) or prune_after < 1):
+            raise ConfigError(f"prune_after must be an integer >= 1 or None, got {prune_after!r}")
+        self.line_level = line_level
+        self.prune_after = prune_after
         self.dag_builder = DAGBuilder()
         self._session: Any = None
         self._patcher: Any = None
@@ -100,7 +118,8 @@ class EnhancedTracer:
         from codedag.trace import interpose
         from codedag.trace.recorder import Session
 
-        self._calibration = calibration(self.track_memory) if self.calibrate else ZERO
+        line_level = self.line_level and sys.gettrace() is None
+        self._calibration = calibration(self.track_memory, line_level) if self.calibrate else ZERO
         patcher = self._kept_patcher
         if patcher is None:
             patcher = Patcher(label="codedag.trace")
@@ -112,6 +131,9 @@ class EnhancedTracer:
                 self.max_depth,
                 self.track_memory,
                 DataTypes(self.value_types),
+                line_level=self.line_level,
+                prune_after=self.prune_after,
+                idle_lines=IDLE_LINES if self.prune_after is not None else None,
             )
             session.start()
         except BaseException:
@@ -151,6 +173,13 @@ class EnhancedTracer:
                 "hook_time_ns": ovh_ns,
                 "window_ns": session.t_stop_ns - session.t_start_ns,
                 "wrapped_functions": len(self._wrapped),
+                "line_level": session.line_level,
+                "line_level_off_reason": session.line_level_off_reason,
+                "line_events": session.line_events(),
+                "event_source": "sys.monitoring" if session.use_monitoring else "sys.setprofile",
+                "prune_after": self.prune_after,
+                "pruned": sorted(set(session.pruned)),
+                "lines_stopped": sorted(set(session.lines_stopped)),
                 "error": session.error,
             },
             "started_at_unix_s": round(self._t_wall0, 3),
@@ -214,11 +243,12 @@ class EnhancedTracer:
         with self.tracing_context():
             return func(*args, **kwargs)
 
-    def trace_dataloader(self, loader: Any) -> Any:
-        """Trace one batch of a DataLoader (see :func:`codedag.trace.trace_dataloader`)."""
+    def trace_dataloader(self, loader: Any, warmup: int = 1) -> Any:
+        """Trace the first batch of a DataLoader after ``warmup`` untraced runs of it; return
+        the batch (see :func:`codedag.trace.trace_dataloader`)."""
         from codedag.trace.dataloader import trace_dataloader
 
-        return trace_dataloader(loader, self)[1]
+        return trace_dataloader(loader, self, warmup=warmup)[1]
 
     # ------------------------------------------------------------------ exports
     def export_dataflow_graph(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ level deep, so a batch list of samples links each sample to the call that receiv
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -95,11 +96,12 @@ def describe(obj: Any) -> tuple[str, str, Any, Any, int, str, Any]:
         return name, type_name, obj.shape, obj.dtype, nbytes, "cpu", strides
     if cls.__module__ == "torch" or name in ("Tensor", "Parameter"):
         try:
-            shape, strides, itemsize = tuple(obj.shape), obj.stride(), obj.element_size()
+            dims, steps = tuple(obj.shape), obj.stride()
+            itemsize = obj.element_size()
             nbytes = itemsize * obj.nelement()
             if nbytes and obj._base is not None:
-                nbytes = min(nbytes, referenced_bytes(shape, strides, 1) * itemsize)
-            return name, type_name, shape, obj.dtype, nbytes, str(obj.device), strides
+                nbytes = min(nbytes, referenced_bytes(dims, steps, 1) * itemsize)
+            return name, type_name, dims, obj.dtype, nbytes, str(obj.device), steps
         except Exception:  # a Tensor-like that is not one: fall through
             pass
     shape = getattr(obj, "shape", None)
@@ -122,22 +124,45 @@ def describe(obj: Any) -> tuple[str, str, Any, Any, int, str, Any]:
     return name, type_name, None, None, 0, "cpu", None
 
 
+_SHAPES: dict[Any, list[int]] = {}
+
+
 def format_shape(shape: Any) -> list[int] | None:
-    """A JSON shape: a list of ints, or None."""
+    """A JSON shape: a list of ints (a fresh list), or None."""
     if shape is None:
         return None
     try:
-        return [int(d) for d in shape]
+        hit = _SHAPES.get(shape)
+    except TypeError:  # an unhashable shape-like
+        hit = None
+    if hit is not None:
+        return list(hit)
+    try:
+        dims = [int(d) for d in shape]
     except (TypeError, ValueError):
         return None
+    if len(_SHAPES) < 65536:
+        with contextlib.suppress(TypeError):
+            _SHAPES[shape] = dims
+    return list(dims)
+
+
+_DTYPE_TEXT: dict[Any, str] = {}
 
 
 def format_dtype(dtype: Any) -> str | None:
-    """A short dtype string (``uint8``, ``float32``)."""
+    """A short dtype string (``uint8``, ``float32``); cached: NumPy's ``str(dtype)`` is slow."""
     if dtype is None:
         return None
+    try:
+        return _DTYPE_TEXT[dtype]
+    except (KeyError, TypeError):
+        pass
     text = str(dtype)
-    return text[6:] if text.startswith("torch.") else text
+    text = text[6:] if text.startswith("torch.") else text
+    with contextlib.suppress(TypeError):  # unhashable
+        _DTYPE_TEXT[dtype] = text
+    return text
 
 
 def short_repr(obj: Any) -> str:

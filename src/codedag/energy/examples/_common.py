@@ -26,6 +26,7 @@ def parse_args(description: str, default_epochs: int, default_lr: float) -> argp
     args = parser.parse_args()
     if args.epochs < 0 or args.lr <= 0 or not 0.0 <= args.dropout < 1.0:
         parser.error(f"need epochs >= 0, lr > 0, 0 <= dropout < 1; got {vars(args)}")
+    torch.manual_seed(args.seed)  # the model is built next: --seed decides its initial weights
     return args
 
 

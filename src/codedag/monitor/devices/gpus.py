@@ -114,10 +114,11 @@ class NvmlGPUs(GPUs):
 
         if nvml is None:
             try:
-                import pynvml as nvml
+                import pynvml
             except ImportError as e:
                 raise DeviceError("nvidia-ml-py (pynvml) is not installed") from e
-        self._nvml = nvml
+            nvml = pynvml
+        self._nvml: Any = nvml
         try:
             nvml.nvmlInit()
         except Exception as e:

@@ -1,0 +1,93 @@
+"""``codedag report`` of a multi-rank run: one table with every rank and the aggregate per mode."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from codedag.report.ranks import RankedRun, aggregate_rows, plot_ranks, rank_rows
+
+
+def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value * scale:.{digits}f}{suffix}"
+
+
+def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
+    """Print (or emit as JSON) the per-rank rows and the aggregate, and render the figures.
+
+    The figures go to ``--out``, else ``plots_ranks/`` in the folder of the lowest rank.
+    """
+    rows = rank_rows(run, args.baseline)
+    totals = aggregate_rows(rows, args.baseline)
+    figures: list[str] = []
+    if not args.no_plots:
+        lowest = run.paths[min(run.paths)][0]
+        out = Path(args.out) if args.out else lowest.parent / "plots_ranks"
+        figures = [str(p) for p in plot_ranks(run, out, args.baseline)]
+    if args.json:
+        payload = {
+            "experiment_name": run.experiment_name,
+            "world_size": run.world_size,
+            "files": {str(r): [str(p) for p in paths] for r, paths in run.paths.items()},
+            "modes": totals,
+            "ranks": rows,
+            "figures": figures,
+        }
+        print(json.dumps(payload, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{run.experiment_name}: {run.world_size} ranks")
+    for column in (
+        "mode", "rank", "status", "batches", "batch mean ms", "p95", "data wait", "step ms",
+        "batches/s", "samples/s", "speedup", "slowest",
+    ):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("mode", "status") else "right")
+    for total in totals:
+        for row in (r for r in rows if r["mode"] == total["mode"]):
+            table.add_row(
+                row["mode"],
+                str(row["rank"]),
+                row["status"],
+                str(row["num_batches"] if row["num_batches"] is not None else "-"),
+                _fmt(row["batch_mean_s"], 1e3),
+                _fmt(row["batch_p95_s"], 1e3),
+                _fmt(row["data_wait_share_pct"], digits=1, suffix="%"),
+                _fmt(row["step_mean_s"], 1e3),
+                _fmt(row["batches_per_s"], digits=1),
+                _fmt(row["samples_per_s"], digits=0),
+                _fmt(row["speedup"], suffix="x"),
+                "*" if total["slowest_rank"] == row["rank"] else "",
+            )
+        imbalance = total["imbalance"]
+        table.add_row(
+            total["mode"] + (" (ref)" if total["is_baseline"] else ""),
+            f"all {len(total['ranks'])}",
+            total["status"],
+            str(total["num_batches"] if total["num_batches"] is not None else "-"),
+            _fmt(total["batch_mean_s"], 1e3),
+            _fmt(total["batch_p95_s"], 1e3),
+            _fmt(total["data_wait_share_pct"], digits=1, suffix="% mean"),
+            _fmt(total["step_mean_s"], 1e3),
+            _fmt(total["batches_per_s"], digits=1),
+            _fmt(total["samples_per_s"], digits=0),
+            _fmt(total["speedup"], suffix="x"),
+            f"rank {total['slowest_rank']} ({imbalance:.2f}x)" if imbalance else "-",
+            end_section=True,
+        )
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    console.print(
+        "all N: samples/s and batches/s summed over the ranks, step ms of the slowest rank "
+        "(the one DDP waits for; in brackets its step time over the fastest rank's), "
+        "speedup = summed throughput over the reference mode's"
+    )
+    if figures:
+        console.print(f"{len(figures)} figures in {Path(figures[-1]).parent} (rank<R>/, ranks.png)")
+    return 0

@@ -1,0 +1,300 @@
+"""``codedag tune``: measure a DataLoader's parallelism settings and write them into a plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from codedag.errors import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    """Add the ``tune`` subcommand."""
+    p = subparsers.add_parser(
+        "tune",
+        parents=[parent],
+        help="measure DataLoader settings (workers, threads, prefetch) and put them in the plan",
+        description=(
+            "Time batches/s and the consumer's wait of the pipeline's DataLoader for num_workers "
+            "0 up to the CPUs this container may use, threads per worker for torch, OpenCV and "
+            "BLAS, prefetch_factor, persistent_workers and (with a GPU) pin_memory; confirm the "
+            "best against your own settings side by side, and write the choice with its figures "
+            "into the plan's loader section (codedag migrate applies it)."
+        ),
+        epilog=(
+            "examples: codedag tune --dataloader pkg.data:make_loader --step-ms 80; "
+            "codedag tune train.py:loader --fix num_workers=4 --plan out/migration_plan.json"
+        ),
+    )
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="path/to/script.py:function or package.module:function returning (or creating) "
+        "the DataLoader",
+    )
+    p.add_argument(
+        "--dataloader", metavar="MODULE:FACTORY", help="a function returning a torch DataLoader"
+    )
+    p.add_argument(
+        "--plan",
+        type=Path,
+        default=Path("migration_plan.json"),
+        help="plan to write the loader section into: an existing plan keeps everything else "
+        "(default: migration_plan.json)",
+    )
+    p.add_argument("--no-write", action="store_true", help="measure and print only")
+    step = p.add_argument_group("what the loader must keep up with (default: as fast as possible)")
+    step.add_argument(
+        "--step-ms", type=float, help="the training step's time per batch, data wait excluded"
+    )
+    step.add_argument(
+        "--step-from",
+        type=Path,
+        metavar="RESULTS",
+        help="take the step time from a monitored run's results.json (median batch time)",
+    )
+    step.add_argument("--step-mode", help="the mode of --step-from to read (default: baseline)")
+    search = p.add_argument_group("search")
+    search.add_argument(
+        "--max-workers", type=int, help="largest num_workers tried (default: the CPU limit)"
+    )
+    search.add_argument(
+        "--fix",
+        nargs="+",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help="hold settings fixed: num_workers=4, threads=1, prefetch_factor=default, "
+        "persistent_workers=false, pin_memory=true; a bare KEY keeps the DataLoader's value",
+    )
+    search.add_argument(
+        "--override",
+        nargs="+",
+        default=[],
+        metavar="KEY",
+        help="settings the plan applies even where your code passes them explicitly",
+    )
+    search.add_argument(
+        "--device",
+        help="copy batches to this device while timing (default: cuda:0 if present; cpu: none)",
+    )
+    search.add_argument("--batches", type=int, default=12, help="batches per setting (12)")
+    search.add_argument(
+        "--trial-s", type=float, default=4.0, help="seconds per setting at most (4)"
+    )
+    search.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds against your settings (3)"
+    )
+    search.add_argument(
+        "--margin",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="change a setting only when it is faster by more than PCT %% and the noise (5)",
+    )
+    search.add_argument(
+        "--budget-s", type=float, default=300.0, help="start no new setting after this long (300)"
+    )
+    p.add_argument("--json", action="store_true", help="print the loader section as JSON")
+    p.set_defaults(handler=run)
+
+
+def _loader(args: argparse.Namespace) -> Any:
+    from codedag.trace.target import load_target
+    from codedag.tune.capture import loader_from_factory
+
+    if bool(args.target) == bool(args.dataloader):
+        raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
+    if args.dataloader:
+        return loader_from_factory(
+            load_target(args.dataloader, what="--dataloader"), f"--dataloader {args.dataloader}"
+        )
+    return loader_from_factory(load_target(args.target), f"target {args.target}")
+
+
+def _step(args: argparse.Namespace) -> tuple[float | None, str]:
+    if args.step_ms is not None and args.step_from is not None:
+        raise UsageError("give at most one of --step-ms and --step-from")
+    if args.step_ms is not None:
+        if not (0 < args.step_ms < math.inf):
+            raise UsageError(f"--step-ms must be a positive number, got {args.step_ms}")
+        return args.step_ms / 1e3, "--step-ms"
+    if args.step_from is not None:
+        from codedag.tune.consumer import step_from_results
+
+        return step_from_results(args.step_from, args.step_mode)
+    if args.step_mode is not None:
+        raise UsageError("--step-mode needs --step-from RESULTS")
+    return None, ""
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("batches", "rounds"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.max_workers is not None and args.max_workers < 0:
+        raise UsageError(f"--max-workers must be >= 0, got {args.max_workers}")
+    for name in ("trial_s", "budget_s"):
+        value = getattr(args, name)
+        if not (0 < value < math.inf):
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
+    if not (0 <= args.margin < 100):
+        raise UsageError(f"--margin must be a percentage in [0, 100), got {args.margin}")
+    if args.device is not None:
+        from codedag.migrate.devices import device_exists
+
+        if not device_exists(args.device):
+            raise UsageError(f"--device {args.device} does not exist here")
+
+
+def loader_table(section: Any) -> Any:
+    """Every measured setting: batches/s, interval, wait, start-up, worker memory, status."""
+    from rich.table import Table
+
+    title = f"DataLoader settings measured ({section.duration_s:.0f} s"
+    if section.step_ms is not None:
+        title += f", against a {section.step_ms:.1f} ms step"
+    table = Table(title=title + ")")
+    for column in (
+        "phase",
+        "setting",
+        "batches/s",
+        "ms/batch",
+        "wait ms",
+        "start-up ms",
+        "workers MiB",
+        "status",
+    ):
+        table.add_column(
+            column, justify="left" if column in ("phase", "setting", "status") else "right"
+        )
+    chosen = section.chosen.normalized()
+    yours = section.yours.normalized()
+    for trial in section.trials:
+        measured = trial.batches > 0
+        settings = trial.settings.normalized()
+        tags = [t for t, s in (("chosen", chosen), ("yours", yours)) if _same(settings, s)]
+        memory = "-"
+        if trial.settings.num_workers and measured:
+            unique = "" if trial.worker_uss_mb is None else f"{trial.worker_uss_mb:.0f} / "
+            memory = f"{unique}{trial.worker_rss_mb:.0f}"
+        status = trial.status if not trial.note else f"{trial.status}: {trial.note}"
+        table.add_row(
+            trial.phase,
+            trial.settings.label() + (f" [{', '.join(tags)}]" if tags else ""),
+            f"{trial.batches_per_s:.2f}" if measured else "-",
+            f"{trial.batch_ms:.1f} ± {trial.stderr_ms:.1f}" if measured else "-",
+            f"{trial.wait_ms:.1f}" if measured else "-",
+            f"{trial.startup_ms:.0f}" if measured else "-",
+            memory,
+            status,
+            style="bold green" if "chosen" in tags else "",
+        )
+    table.caption = "workers MiB: unique / resident memory of all worker processes"
+    return table
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(a.model_dump() == b.model_dump())
+
+
+def print_section(section: Any, console: Any) -> None:
+    """The table, the limits, the choice and its reason."""
+    console.print(loader_table(section))
+    console.print(
+        f"CPU limit {section.cpu_limit:g} ({section.cpu_limit_source}): num_workers searched "
+        f"0..{section.max_workers}"
+        + (
+            f"; memory limit {section.memory_limit_mb:.0f} MiB"
+            if section.memory_limit_mb is not None
+            else ""
+        ),
+        markup=False,
+    )
+    verdict = (
+        "keeps your settings" if section.keeps_yours else "changes " + ", ".join(section.changed)
+    )
+    console.print(f"choice: {section.chosen.label()} ({verdict})", markup=False)
+    console.print(f"reason: {section.reason}", markup=False)
+
+
+def _progress(console: Any) -> tuple[Any, Any]:
+    import contextlib
+
+    if not console.is_terminal:
+        return contextlib.nullcontext(), None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("tuning {task.description:<40}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    task = bar.add_task("", total=None)
+
+    def update(done: int, total: int, what: str) -> None:
+        bar.update(task, completed=done, total=total, description=what)
+
+    return bar, update
+
+
+def run(args: argparse.Namespace) -> int:
+    """Find the DataLoader, tune it, print the table and write the plan."""
+    from rich.console import Console
+
+    from codedag.tune import TuneOptions, parse_fixed, tune_loader
+    from codedag.tune.tuner import plan_with_loader
+    from codedag.util.io import atomic_write_json, read_json
+
+    _check(args)
+    fixed = parse_fixed(args.fix)
+    options = TuneOptions(
+        max_workers=args.max_workers,
+        fixed=fixed,
+        override=tuple(k.replace("-", "_") for k in args.override),
+        device=args.device,
+        batches=args.batches,
+        trial_s=args.trial_s,
+        rounds=args.rounds,
+        margin_pct=args.margin,
+        budget_s=args.budget_s,
+    )
+    options.validate()
+    options.step_s, options.step_source = _step(args)
+    existing = None
+    if not args.no_write and args.plan.exists():
+        existing = read_json(args.plan, what="migration plan")
+        plan_with_loader(existing, _placeholder(), source=f"plan {str(args.plan)!r}")
+    loader = _loader(args)
+    console = Console(stderr=True)
+    bar, update = _progress(console)
+    options.progress = update
+    with bar:
+        section = tune_loader(loader, options)
+    written = None
+    if not args.no_write:
+        plan = plan_with_loader(existing, section, source=f"plan {str(args.plan)!r}")
+        written = atomic_write_json(args.plan, plan)
+    if args.json:
+        json.dump(section.model_dump(mode="json"), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        out = Console() if sys.stdout.isatty() else Console(width=160)
+        print_section(section, out)
+        if written is not None:
+            state = "updated" if existing is not None else "new plan"
+            out.print(f"wrote the loader section into {written} ({state})", markup=False)
+    return 0
+
+
+def _placeholder() -> Any:
+    """A minimal section, to check an existing plan before minutes of measuring."""
+    from codedag.plan import LoaderSection, LoaderSettings
+
+    return LoaderSection(chosen=LoaderSettings(), yours=LoaderSettings())

@@ -1,0 +1,228 @@
+"""Apply a plan's ``loader`` section to the DataLoaders a program creates while the plan is applied.
+
+``torch.utils.data.DataLoader.__init__`` is patched through the one owner of monkeypatches
+(:class:`codedag.patching.Patcher`). For each DataLoader created over the tuned Dataset type, the
+settings the plan changes (``LoaderSection.changed``) become keyword defaults:
+
+* a setting the program passes explicitly is kept, and the log says which value the plan measured
+  (unless the plan lists the key in ``override``);
+* the thread count goes into a ``worker_init_fn`` (:class:`WorkerThreads`) that wraps the
+  program's own one, which still runs;
+* what only applies with workers (``prefetch_factor``, ``persistent_workers``, threads) is left
+  out when the DataLoader ends up with ``num_workers=0``; ``pin_memory`` only where CUDA exists;
+* DataLoaders that codedag itself creates (tracing, tuning) are left alone.
+
+:meth:`LoaderSettingsPatch.restore` puts the original ``__init__`` back.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from codedag.migrate.worker_threads import WorkerThreads
+from codedag.patching import Patcher
+from codedag.plan.loader import LoaderSection
+
+log = logging.getLogger(__name__)
+
+TARGET = "torch.utils.data.dataloader.DataLoader.__init__"
+
+# codedag modules whose DataLoaders are internal (a replay for tracing, variants while tuning).
+_INTERNAL_PREFIXES = ("codedag.trace", "codedag.tune", "codedag.calibrate", "codedag.migrate")
+
+
+def _qualified_type(obj: Any) -> str:
+    kind = type(obj)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _creator_module() -> str:
+    """The module of the code that created the DataLoader (past torch, subclasses and us)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        code = frame.f_code
+        is_init = code.co_name == "__init__" and "self" in code.co_varnames[:1]
+        if not (name.startswith("torch.utils.data") or name == __name__ or is_init):
+            return name
+        frame = frame.f_back  # type: ignore[assignment]
+    return ""
+
+
+class LoaderSettingsPatch:
+    """Install, count and restore the DataLoader defaults of a loader section.
+
+    Args:
+        section: the plan's loader section.
+        cuda_available: whether ``pin_memory`` may be set (default: ask torch when applied).
+    """
+
+    def __init__(self, section: LoaderSection, cuda_available: bool | None = None) -> None:
+        self.section = section
+        self.cuda_available = cuda_available
+        self._patcher = Patcher("codedag-loader")
+        self._lock = threading.Lock()
+        self._logged: set[str] = set()
+        self.loaders = 0
+        self.applied = 0
+        self.kept_explicit: Counter[str] = Counter()
+        self.overridden: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.wrapped_worker_init = 0
+
+    @classmethod
+    def from_plan(cls, plan: Any) -> LoaderSettingsPatch | None:
+        """The patch for a plan (a :class:`~codedag.plan.MigrationPlan` or its dict), or None.
+
+        ``None`` when the plan has no loader section or its section keeps every setting.
+        """
+        section = plan.get("loader") if isinstance(plan, Mapping) else getattr(plan, "loader", None)
+        if section is None:
+            return None
+        if not isinstance(section, LoaderSection):
+            section = LoaderSection.model_validate(section)
+        if not section.changed:
+            return None
+        return cls(section)
+
+    # ------------------------------------------------------------------ apply / restore
+    def apply(self) -> None:
+        """Patch ``DataLoader.__init__`` (a second call does nothing)."""
+        if self._patcher.is_patched(TARGET):
+            return
+        if self.cuda_available is None:
+            import torch
+
+            self.cuda_available = bool(torch.cuda.is_available())
+        self._patcher.patch(TARGET, self._factory, rebind_references=False)
+        log.info(
+            "loader settings applied to new DataLoaders%s: %s",
+            f" over {self.section.dataset}" if self.section.dataset else "",
+            self.section.chosen.label(),
+        )
+
+    def restore(self) -> int:
+        """Put the original ``DataLoader.__init__`` back; returns how many patches were undone."""
+        return self._patcher.restore()
+
+    def is_applied(self) -> bool:
+        """Whether the patch is installed."""
+        return self._patcher.is_patched(TARGET)
+
+    def _factory(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+        patch = self
+
+        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+            try:
+                bound = signature.bind(loader, *args, **kwargs)
+            except TypeError:
+                original(loader, *args, **kwargs)  # raises the DataLoader's own error
+                return
+            bound.arguments.update(patch.defaults(bound.arguments, _creator_module()))
+            original(*bound.args, **bound.kwargs)
+
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        __init__.__doc__ = original.__doc__
+        return __init__
+
+    # ------------------------------------------------------------------ the decision
+    def defaults(self, explicit: Mapping[str, Any], creator: str = "") -> dict[str, Any]:
+        """The arguments to set for one DataLoader created with ``explicit`` arguments.
+
+        Settings the program left out are added; an explicit one is replaced only when the
+        plan overrides it; ``worker_init_fn`` becomes a wrapper that calls the program's own.
+
+        Args:
+            explicit: the arguments the program passed (name -> value), ``self`` included.
+            creator: the module that created the DataLoader.
+        """
+        with self._lock:
+            self.loaders += 1
+            dataset = explicit.get("dataset")
+            wanted = self.section.dataset
+            if creator.startswith(_INTERNAL_PREFIXES):
+                self.skipped["created by codedag"] += 1
+                return {}
+            if wanted is not None and dataset is not None and _qualified_type(dataset) != wanted:
+                self.skipped[f"dataset {_qualified_type(dataset)}"] += 1
+                self._once(
+                    f"DataLoader over {_qualified_type(dataset)} left as it is: the plan's "
+                    f"loader settings were measured for {wanted}",
+                    logging.DEBUG,
+                )
+                return {}
+            added = self._decide(explicit)
+            if added:
+                self.applied += 1
+            return added
+
+    def _decide(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
+        chosen = self.section.chosen
+        added: dict[str, Any] = {}
+        for key in self.section.changed:
+            if key == "threads":
+                continue
+            value = getattr(chosen, key)
+            if key in explicit and explicit[key] != value:
+                if key in self.section.override:
+                    self.overridden[key] += 1
+                    self._once(
+                        f"DataLoader: {key}={explicit[key]!r} given explicitly, replaced by the "
+                        f"plan's measured {value!r} (the plan overrides {key})"
+                    )
+                    added[key] = value
+                else:
+                    self.kept_explicit[key] += 1
+                    self._once(
+                        f"DataLoader: your explicit {key}={explicit[key]!r} is kept; the plan "
+                        f"measured {key}={value!r} {self._gain()} (leave {key} unset, or tune "
+                        f"with --override {key}, to use it)"
+                    )
+            elif key not in explicit:
+                added[key] = value
+        workers = added.get("num_workers", explicit.get("num_workers", 0))
+        if not workers:
+            for key in ("prefetch_factor", "persistent_workers"):
+                added.pop(key, None)
+        if added.get("pin_memory") and not self.cuda_available:
+            added.pop("pin_memory")
+            self._once("DataLoader: pin_memory left off: no CUDA device here")
+        if workers and "threads" in self.section.changed:
+            user_init = explicit.get("worker_init_fn")
+            added["worker_init_fn"] = WorkerThreads(chosen.threads, user_init)
+            if user_init is not None:
+                self.wrapped_worker_init += 1
+        return added
+
+    def _gain(self) -> str:
+        confirmation = self.section.confirmation
+        if confirmation is None or not confirmation.rounds:
+            return "better"
+        return f"{confirmation.ratio:.2f}x as fast as yours"
+
+    def _once(self, message: str, level: int = logging.INFO) -> None:
+        if message not in self._logged:
+            self._logged.add(message)
+            log.log(level, "%s", message)
+
+    # ------------------------------------------------------------------ report
+    def stats(self) -> dict[str, Any]:
+        """What the patch did: DataLoaders seen, changed, explicit settings kept, skipped."""
+        return {
+            "settings": self.section.chosen.model_dump(mode="json"),
+            "changed": list(self.section.changed),
+            "dataloaders": self.loaders,
+            "applied": self.applied,
+            "kept_explicit": dict(self.kept_explicit),
+            "overridden": dict(self.overridden),
+            "wrapped_worker_init_fn": self.wrapped_worker_init,
+            "skipped": dict(self.skipped),
+            "applied_now": self.is_applied(),
+        }

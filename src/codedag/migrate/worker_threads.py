@@ -1,0 +1,233 @@
+"""A DataLoader ``worker_init_fn`` that sets the thread counts of torch, OpenCV and BLAS.
+
+PyTorch starts each DataLoader worker with one torch thread but leaves OpenCV's and the BLAS
+library's thread pools as they are: each worker then runs as many OpenCV and BLAS threads as
+there are cores, and N workers fight over the same cores. :class:`WorkerThreads` sets them to a
+measured count in every worker, then calls the program's own ``worker_init_fn`` (which is never
+dropped, and runs last, so a thread count the program sets itself wins).
+
+Workers started by ``fork`` (Linux's default) inherit the main process's thread pools without
+their threads, and two of them must then be handled with care:
+
+* GNU OpenMP (torch's intra-op pool) hangs in a forked child that runs more than one thread when
+  the parent has used its pool: torch stays at one thread there (what PyTorch itself sets);
+* OpenCV's pthreads pool joins its threads when it shrinks, and a forked child would wait
+  forever for threads that only existed in the parent. When a DataLoader whose init is a
+  :class:`WorkerThreads` starts its workers, a fork hook stops the parent's OpenCV pool just
+  before each fork (it restarts on the parent's next parallel call, with its thread count
+  restored), so the child's pool is empty and safe to size. Other forks are left alone.
+
+BLAS threads are set through ``threadpoolctl`` where it is installed (it comes with scikit-learn
+and librosa; OpenBLAS is fork-safe); without it only the environment variables a BLAS library
+reads when it loads later are set, and :func:`thread_counts` says so. Workers started by
+``spawn`` or ``forkserver`` get every count as asked. The class pickles by reference, so it works
+with every start method.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# What the last WorkerThreads call in this process set, for read-back (tests, diagnostics).
+_APPLIED: dict[str, Any] = {}
+# threadpoolctl's limiter: kept alive so that its limits stay set for the worker's life.
+_BLAS_LIMITER: list[Any] = []
+# Fork bookkeeping: "forked" (this process is a forked child), "cv2_at_fork" (OpenCV was loaded
+# when it forked), "cv2_pool_stopped" (the parent stopped OpenCV's pool just before forking).
+_FORK_STATE: dict[str, Any] = {"forked": False, "cv2_at_fork": False, "cv2_pool_stopped": False}
+_HOOKS: list[bool] = []
+
+
+def _forking_for_thread_settings() -> bool:
+    """Whether this fork starts the workers of a DataLoader whose init is a WorkerThreads."""
+    frame = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            return False
+        owner = frame.f_locals.get("self")
+        init = getattr(owner, "_worker_init_fn", None)
+        if isinstance(init, WorkerThreads) and init.threads is not None:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _before_fork() -> None:
+    _FORK_STATE["cv2_restore"] = None
+    _FORK_STATE["cv2_pool_stopped"] = False
+    cv2 = sys.modules.get("cv2")
+    if cv2 is None or not hasattr(cv2, "setNumThreads") or not _forking_for_thread_settings():
+        return
+    try:
+        previous = int(cv2.getNumThreads())
+        cv2.setNumThreads(1)  # joins the pool's threads here, where they exist
+    except Exception:  # pragma: no cover - a broken OpenCV: leave its pool alone
+        return
+    _FORK_STATE["cv2_pool_stopped"] = True
+    if previous != 1:
+        _FORK_STATE["cv2_restore"] = previous
+
+
+def _after_fork_in_parent() -> None:
+    previous = _FORK_STATE.pop("cv2_restore", None)
+    _FORK_STATE["cv2_pool_stopped"] = False
+    cv2 = sys.modules.get("cv2")
+    if previous is not None and cv2 is not None:
+        with contextlib.suppress(Exception):
+            cv2.setNumThreads(previous)
+
+
+def _after_fork_in_child() -> None:
+    _FORK_STATE["forked"] = True
+    _FORK_STATE["cv2_at_fork"] = "cv2" in sys.modules
+    _FORK_STATE.pop("cv2_restore", None)
+
+
+def _install_fork_hooks() -> None:
+    """Install the fork hooks once per process (they act only for WorkerThreads' DataLoaders)."""
+    if not _HOOKS and hasattr(os, "register_at_fork"):
+        os.register_at_fork(
+            before=_before_fork,
+            after_in_parent=_after_fork_in_parent,
+            after_in_child=_after_fork_in_child,
+        )
+        _HOOKS.append(True)
+
+
+class WorkerThreads:
+    """``worker_init_fn(worker_id)``: set thread counts, then call the program's own init.
+
+    Args:
+        threads: threads for torch, OpenCV and BLAS in each worker (``None``: leave them).
+        user_init: the DataLoader's own ``worker_init_fn``, called afterwards.
+    """
+
+    def __init__(self, threads: int | None, user_init: Callable[[int], Any] | None = None) -> None:
+        if threads is not None and (
+            not isinstance(threads, int) or isinstance(threads, bool) or threads < 1
+        ):
+            raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+        if isinstance(user_init, WorkerThreads):  # wrapping twice keeps one layer
+            user_init = user_init.wrapped
+        self.threads = threads
+        self.user_init: Callable[[int], Any] | None = user_init
+        if threads is not None:
+            _install_fork_hooks()
+            # Imported here so that forked workers inherit it instead of each importing it.
+            with contextlib.suppress(ImportError):
+                import threadpoolctl  # noqa: F401
+
+    @property
+    def wrapped(self) -> Callable[[int], Any] | None:
+        """The program's own ``worker_init_fn`` (``None`` when it had none)."""
+        return self.user_init
+
+    def __call__(self, worker_id: int) -> None:
+        if self.threads is not None:
+            set_thread_counts(self.threads)
+        if self.user_init is not None:
+            self.user_init(worker_id)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, WorkerThreads)
+            and other.threads == self.threads
+            and other.user_init is self.user_init
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.threads, id(self.user_init)))
+
+    def __repr__(self) -> str:
+        user = getattr(self.user_init, "__qualname__", repr(self.user_init))
+        return f"WorkerThreads(threads={self.threads}, then {user})"
+
+
+# Read by the libraries when they load: covers a library the worker imports later (lazily).
+THREAD_ENV_VARS = (
+    "OPENCV_FOR_THREADS_NUM",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
+
+
+def set_thread_counts(threads: int) -> dict[str, Any]:
+    """Set torch, OpenCV and BLAS thread counts in this process; returns what was set.
+
+    Libraries already loaded are set through their own calls; for those loaded later the
+    environment variables they read at load time are set too. OpenCV is not imported here when
+    the program has not imported it (a worker that never uses it starts faster). In a forked
+    worker, torch stays at one thread and OpenCV is sized only when its pool is known to be
+    empty (see the module docstring).
+    """
+    import torch
+
+    for name in THREAD_ENV_VARS:
+        os.environ[name] = str(threads)
+    forked = bool(_FORK_STATE["forked"])
+    applied: dict[str, Any] = {"threads": threads, "forked": forked}
+    if forked and threads > 1:
+        torch.set_num_threads(1)
+        applied["torch"] = 1
+        applied["torch_note"] = "one thread in a forked worker (GNU OpenMP is not fork-safe)"
+    else:
+        torch.set_num_threads(threads)
+        applied["torch"] = threads
+    cv2 = sys.modules.get("cv2")
+    if cv2 is None or not hasattr(cv2, "setNumThreads"):
+        applied["cv2"] = f"{threads} (OPENCV_FOR_THREADS_NUM, when imported)"
+    elif not forked or not _FORK_STATE["cv2_at_fork"] or _FORK_STATE["cv2_pool_stopped"]:
+        cv2.setNumThreads(threads)
+        applied["cv2"] = threads
+    else:
+        applied["cv2"] = None
+        applied["cv2_note"] = "left as inherited: the main process's OpenCV pool was not stopped"
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        applied["blas"] = None
+        applied["blas_note"] = "threadpoolctl is not installed: BLAS threads left as they are"
+    else:
+        _BLAS_LIMITER.clear()
+        # BLAS only: OpenMP is torch's pool here, sized above.
+        _BLAS_LIMITER.append(threadpool_limits(limits=threads, user_api="blas"))
+        applied["blas"] = threads
+    _APPLIED.clear()
+    _APPLIED.update(applied)
+    return applied
+
+
+def thread_counts() -> dict[str, Any]:
+    """The thread counts in effect in this process: torch, OpenCV, BLAS libraries.
+
+    ``blas`` maps each loaded BLAS/OpenMP library (``openblas``, ``mkl``, ``openmp``...) to its
+    thread count, or is ``None`` without threadpoolctl. ``set_by_codedag`` is what the last
+    :class:`WorkerThreads` call in this process set (empty when none ran).
+    """
+    import torch
+
+    counts: dict[str, Any] = {"torch": torch.get_num_threads()}
+    try:
+        import cv2
+
+        counts["cv2"] = int(cv2.getNumThreads())
+    except ImportError:  # pragma: no cover - opencv is a dependency of codedag
+        counts["cv2"] = None
+    counts["blas"] = None
+    with contextlib.suppress(ImportError):
+        from threadpoolctl import threadpool_info
+
+        counts["blas"] = {
+            str(info.get("internal_api")): int(info.get("num_threads", 0))
+            for info in threadpool_info()
+        }
+    counts["set_by_codedag"] = dict(_APPLIED)
+    return counts

@@ -1,0 +1,201 @@
+"""The ``loader`` section of a migration plan: DataLoader settings chosen by measurement.
+
+``codedag tune`` (:func:`codedag.tune.tune_loader`) writes it; ``PipelineMigrator`` applies it to
+the DataLoaders a program creates while the plan is applied (settings the program did not pass
+explicitly; see :mod:`codedag.migrate.loader_settings`), and ``OptimizerManager`` calibrates
+placement with the worker count and threads it names. Every figure behind the choice is kept:
+each measured setting with its batches per second, the consumer's wait, start-up time and the
+memory of its worker processes.
+
+The section is optional: plans without it load as before (``loader`` is ``None``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# The DataLoader keywords a loader section may set, in the order tables show them.
+TUNABLE_KEYS = ("num_workers", "threads", "prefetch_factor", "persistent_workers", "pin_memory")
+DEFAULT_PREFETCH = 2
+"""torch's ``prefetch_factor`` when workers are used and none is given."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True, validate_assignment=True)
+
+
+class LoaderSettings(_Model):
+    """One combination of DataLoader settings.
+
+    Attributes:
+        num_workers: worker processes (0: samples load in the consuming process).
+        threads: threads per worker for torch, OpenCV and BLAS, set by a ``worker_init_fn``
+            before the program's own one runs; ``None`` leaves the libraries' defaults (torch
+            uses one thread in workers, OpenCV and BLAS as many as there are cores).
+        prefetch_factor: batches loaded in advance per worker (``None``: torch's default, 2).
+        persistent_workers: keep the workers (and their copy of the dataset) between epochs.
+        pin_memory: copy batches into page-locked memory for faster host-to-GPU copies.
+    """
+
+    num_workers: int = Field(default=0, ge=0)
+    threads: int | None = Field(default=None, ge=1)
+    prefetch_factor: int | None = Field(default=None, ge=1)
+    persistent_workers: bool = False
+    pin_memory: bool = False
+
+    def normalized(self) -> LoaderSettings:
+        """The same settings spelled one way: torch's default prefetch (2) as ``None``, and
+        what ``num_workers=0`` ignores reset to its default."""
+        if self.num_workers:
+            if self.prefetch_factor == DEFAULT_PREFETCH:
+                return self.model_copy(update={"prefetch_factor": None})
+            return self
+        return LoaderSettings(pin_memory=self.pin_memory)
+
+    def label(self) -> str:
+        """A short description: ``2 workers x 1 thread, prefetch 4, persistent``."""
+        if not self.num_workers:
+            text = "in-process (0 workers)"
+        else:
+            threads = "default threads" if self.threads is None else f"{self.threads} thread"
+            if self.threads not in (None, 1):
+                threads += "s"
+            text = f"{self.num_workers} worker{'s' if self.num_workers > 1 else ''} x {threads}"
+            if self.prefetch_factor not in (None, DEFAULT_PREFETCH):
+                text += f", prefetch {self.prefetch_factor}"
+            if self.persistent_workers:
+                text += ", persistent"
+        if self.pin_memory:
+            text += ", pinned"
+        return text
+
+    def differences(self, other: LoaderSettings) -> dict[str, tuple[Any, Any]]:
+        """``key -> (mine, other's)`` for every setting that differs."""
+        mine, theirs = self.normalized(), other.normalized()
+        return {
+            key: (getattr(mine, key), getattr(theirs, key))
+            for key in TUNABLE_KEYS
+            if getattr(mine, key) != getattr(theirs, key)
+        }
+
+
+TrialStatus = Literal["measured", "stopped early", "over memory", "not measured"]
+
+
+class LoaderTrial(_Model):
+    """The measurement of one setting.
+
+    Attributes:
+        settings: what was measured.
+        phase: which part of the search measured it (``yours``, ``workers``, ``threads``, ...).
+        status: ``measured``; ``stopped early`` (clearly slower than the best so far, by the
+            statistic in ``note``); ``over memory`` (its workers would not fit the memory limit).
+        batches: timed batches (start-up excluded).
+        batches_per_s: delivered batches per second (with the consumer, when one was given).
+        batch_ms: mean time between batches.
+        stderr_ms: standard error of ``batch_ms``.
+        wait_ms: the consumer's mean wait in ``next()`` per batch.
+        startup_ms: time from ``iter(loader)`` to the first batch (worker start included).
+        worker_rss_mb: resident memory of the worker processes together.
+        worker_uss_mb: memory unique to the workers (what they copied), where readable.
+        note: why it stopped, or what else the reader should know.
+    """
+
+    settings: LoaderSettings
+    phase: str = ""
+    status: TrialStatus = "measured"
+    batches: int = Field(default=0, ge=0)
+    batches_per_s: float = Field(default=0.0, ge=0)
+    batch_ms: float = Field(default=0.0, ge=0)
+    stderr_ms: float = Field(default=0.0, ge=0)
+    wait_ms: float = Field(default=0.0, ge=0)
+    startup_ms: float = Field(default=0.0, ge=0)
+    worker_rss_mb: float = Field(default=0.0, ge=0)
+    worker_uss_mb: float | None = None
+    note: str = ""
+
+
+class LoaderConfirmation(_Model):
+    """The chosen settings against the program's own, timed in alternating rounds.
+
+    Attributes:
+        rounds: rounds per side (A B A B ...).
+        yours_batches_per_s: the program's settings.
+        chosen_batches_per_s: the candidate's.
+        ratio: chosen / yours batches per second.
+        stderr_ratio: standard error of the ratio.
+    """
+
+    rounds: int = Field(default=0, ge=0)
+    yours_batches_per_s: float = Field(default=0.0, ge=0)
+    chosen_batches_per_s: float = Field(default=0.0, ge=0)
+    ratio: float = Field(default=1.0, ge=0)
+    stderr_ratio: float = Field(default=0.0, ge=0)
+
+
+class LoaderSection(_Model):
+    """The ``loader`` section of a migration plan.
+
+    Attributes:
+        basis: ``measured`` (timed on this machine).
+        chosen: the settings the plan applies.
+        yours: the settings the DataLoader had when it was tuned.
+        changed: the keys where ``chosen`` differs from ``yours`` (the ones the plan sets).
+        reason: the choice in words, with its figures.
+        fixed: keys held at a given value during the search (``--fix``).
+        override: keys the plan sets even where the program passes them explicitly.
+        dataset: qualified type name of the Dataset tuned; DataLoaders over other Dataset
+            types are left alone (``None``: every DataLoader).
+        batch_size: the DataLoader's batch size.
+        batches_per_epoch: its length, where the sampler has one.
+        cpu_limit: CPUs the container may use (cgroup quota, cpuset, affinity: the smallest).
+        cpu_limit_source: where that figure came from.
+        max_workers: the largest worker count searched.
+        memory_limit_mb: the container's memory limit, when it has one.
+        step_ms: the consumer's time per step the loader has to keep up with, when known.
+        step_source: where ``step_ms`` came from (``--step-ms``, a results file, a function).
+        device: where batches were copied during the measurement (``cpu``: no copy).
+        margin_pct: a change is made only when it is faster by more than this and the noise.
+        trials: every measured setting.
+        confirmation: the chosen settings against yours, side by side.
+        duration_s: how long the tuning took.
+        machine: CPU model and count of the machine that measured.
+    """
+
+    basis: Literal["measured"] = "measured"
+    chosen: LoaderSettings
+    yours: LoaderSettings
+    changed: list[str] = Field(default_factory=list)
+    reason: str = ""
+    fixed: list[str] = Field(default_factory=list)
+    override: list[str] = Field(default_factory=list)
+    dataset: str | None = None
+    batch_size: int | None = None
+    batches_per_epoch: int | None = None
+    cpu_limit: float | None = None
+    cpu_limit_source: str = ""
+    max_workers: int = Field(default=0, ge=0)
+    memory_limit_mb: float | None = None
+    step_ms: float | None = Field(default=None, ge=0)
+    step_source: str = ""
+    device: str = "cpu"
+    margin_pct: float = Field(default=5.0, ge=0)
+    trials: list[LoaderTrial] = Field(default_factory=list)
+    confirmation: LoaderConfirmation | None = None
+    duration_s: float = Field(default=0.0, ge=0)
+    machine: str = ""
+
+    @field_validator("changed", "fixed", "override")
+    @classmethod
+    def _keys(cls, value: list[str]) -> list[str]:
+        unknown = [key for key in value if key not in TUNABLE_KEYS]
+        if unknown:
+            raise ValueError(f"unknown loader setting(s) {unknown}; known: {list(TUNABLE_KEYS)}")
+        return value
+
+    @property
+    def keeps_yours(self) -> bool:
+        """Whether the plan leaves the DataLoader as the program configured it."""
+        return not self.changed

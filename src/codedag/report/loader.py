@@ -1,0 +1,94 @@
+"""The HTML section of a plan's ``loader`` section: every measured setting, the choice, why."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _label(settings: dict[str, Any]) -> str:
+    from codedag.plan import LoaderSettings
+
+    return LoaderSettings.model_validate(settings).label()
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    from codedag.plan import LoaderSettings
+
+    one = LoaderSettings.model_validate(a).normalized()
+    two = LoaderSettings.model_validate(b).normalized()
+    return one.model_dump() == two.model_dump()
+
+
+def loader_section_html(section: dict[str, Any]) -> str:
+    """The trials table (chosen row highlighted), the limits, the confirmation and the reason."""
+    chosen, yours = section.get("chosen", {}), section.get("yours", {})
+    head = "".join(
+        f"<th>{_e(c)}</th>"
+        for c in (
+            "phase",
+            "setting",
+            "batches/s",
+            "ms/batch",
+            "wait ms",
+            "start-up ms",
+            "workers MiB (unique / resident)",
+            "status",
+        )
+    )
+    rows = []
+    for trial in section.get("trials", []):
+        settings = trial.get("settings", {})
+        tags = [name for name, s in (("chosen", chosen), ("yours", yours)) if _same(settings, s)]
+        measured = trial.get("batches", 0) > 0
+        memory = "-"
+        if settings.get("num_workers") and measured:
+            unique = trial.get("worker_uss_mb")
+            memory = (
+                f"{unique:.0f} / " if isinstance(unique, int | float) else ""
+            ) + f"{trial.get('worker_rss_mb', 0):.0f}"
+        status = trial.get("status", "")
+        if trial.get("note"):
+            status += f": {trial['note']}"
+        cells = [
+            _e(trial.get("phase", "")),
+            _e(_label(settings) + (f" [{', '.join(tags)}]" if tags else "")),
+            f'<td class="num">{trial.get("batches_per_s", 0):.2f}</td>' if measured else "-",
+            (
+                f'<td class="num">{trial.get("batch_ms", 0):.1f} ± {trial.get("stderr_ms", 0):.1f}'
+                "</td>"
+                if measured
+                else "-"
+            ),
+            f'<td class="num">{trial.get("wait_ms", 0):.1f}</td>' if measured else "-",
+            f'<td class="num">{trial.get("startup_ms", 0):.0f}</td>' if measured else "-",
+            _e(memory),
+            _e(status),
+        ]
+        style = ' style="background:#e8f5e9;font-weight:600"' if "chosen" in tags else ""
+        rows.append(
+            f"<tr{style}>"
+            + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells)
+            + "</tr>"
+        )
+    parts = [
+        f"<p>Chosen: <b>{_e(_label(chosen))}</b>; yours: {_e(_label(yours))}. "
+        f"CPU limit {_e(section.get('cpu_limit'))} ({_e(section.get('cpu_limit_source', ''))}), "
+        f"num_workers searched 0..{_e(section.get('max_workers'))}; measured in "
+        f"{section.get('duration_s', 0):.0f} s on {_e(section.get('machine', ''))}.</p>",
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>",
+        f'<p class="note">{_e(section.get("reason", ""))}</p>',
+    ]
+    confirmation = section.get("confirmation")
+    if confirmation:
+        parts.append(
+            f"<p>Side by side ({confirmation.get('rounds')} alternating rounds): "
+            f"{confirmation.get('chosen_batches_per_s', 0):.2f} batches/s with the chosen "
+            f"settings against {confirmation.get('yours_batches_per_s', 0):.2f} with yours "
+            f"({confirmation.get('ratio', 1):.2f}x).</p>"
+        )
+    return "".join(parts)

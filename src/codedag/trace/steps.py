@@ -1,0 +1,275 @@
+"""Steps: what one statement of a user frame computed outside recorded calls.
+
+When a statement of a traced user frame finishes, :class:`StepMaker` compares what it produced
+(the locals it rebound, the containers it wrote into, the value it returned) with the records of
+the calls made while it ran, and evaluates the statement's expression tree
+(:mod:`codedag.trace.statements`) against them:
+
+- a value that a recorded call returned needs nothing more;
+- a value made by operators, subscripts, attribute reads of arrays, or calls the tracer does not
+  record (ufuncs such as ``np.exp``) becomes the result of a **step** record named after the
+  outermost operation (``operator.truediv``, ``operator.getitem``, ``numpy.exp``,
+  ``numpy.ndarray.T``); the step uses the data values the operation read (variables, results of
+  recorded calls) and produces the new value;
+- a subscript store (``canvas[y0:y1, x0:x1] = tile``) is an ``operator.setitem`` step that
+  produces a new version of the container;
+- a C method recorded by the profiler without its result (``img.astype(np.float32)``) produces
+  the statement's value when it is the outermost call, or an ``intermediate`` value that the
+  enclosing step uses;
+- an operation computed inside the arguments of a recorded call produces the value that call
+  received.
+
+A statement's time outside recorded calls is shared by its steps (see the builder).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+from codedag.trace.evaluation import MISSING, S_RECORD, S_REGION, Evaluation, Region
+from codedag.trace.records import (
+    ARGS,
+    DATA,
+    DEPTH,
+    INFO,
+    KIND,
+    KIND_C,
+    KIND_STEP,
+    MEM,
+    N0,
+    N1,
+    NAME,
+    NFIELDS,
+    NL0,
+    NL1,
+    OV0,
+    OV1,
+    PARENT,
+    SEQ,
+    SITE,
+    SKIP0,
+    SKIP1,
+    T0,
+    T1,
+)
+from codedag.trace.statements import GROUP, Expr, Statement
+
+# Line state of a frame (a list kept in the frame's record, LINES field): its statements, the
+# running one and where it started (offset, counters), its snapshot, whether it raised.
+(
+    ST_CODE,
+    ST_CURRENT,
+    ST_START,
+    ST_T0,
+    ST_OV0,
+    ST_SKIP0,
+    ST_CALLS0,
+    ST_SEQ0,
+    ST_SNAP,
+    ST_NL0,
+    ST_FAILED,
+) = range(11)
+
+
+class StepMaker:
+    """Creates step records when statements of traced user frames finish (see module doc).
+
+    Args:
+        calls, values, uses, produces: the session's raw record lists.
+        lookup, use, new_value, is_data: the recorder's value-tracking functions.
+        next_seq: allocates a sequence number.
+        skipped: whether the filter skips a callable (the standard library, excluded
+            packages): a statement's call of one is not a step.
+    """
+
+    def __init__(
+        self,
+        calls: list[list[Any]],
+        values: list[list[Any]],
+        uses: list[tuple[int, int]],
+        produces: list[tuple[int, int]],
+        lookup: Callable[[Any], Any],
+        use: Callable[[Any, list[int]], int],
+        new_value: Callable[[Any, int], int],
+        is_data: Callable[[type], bool],
+        next_seq: Callable[[], int],
+        skipped: Callable[[Any], bool],
+    ) -> None:
+        self.calls, self.values, self.uses, self.produces = calls, values, uses, produces
+        self.lookup, self.use, self.new_value, self.is_data = lookup, use, new_value, is_data
+        self.next_seq = next_seq
+        self.skipped = skipped
+        self.units = 0
+
+    def snapshot(self, stmt: Statement, frame: types.FrameType) -> dict[str, int] | None:
+        """Value nodes of the names a statement may rebind or write into, as it starts."""
+        if not stmt.snapshot:
+            return None
+        local = frame.f_locals
+        out: dict[str, int] = {}
+        for name in stmt.snapshot:
+            obj = local.get(name, MISSING)
+            if obj is MISSING:
+                obj = frame.f_globals.get(name, MISSING)
+            if obj is not MISSING and self.is_data(type(obj)):
+                out[name] = self.use(obj, [])
+        return out
+
+    def finish(
+        self,
+        rec: list[Any],
+        state: list[Any],
+        frame: types.FrameType,
+        timing: tuple[int, int, int, int],
+        returned: Any = MISSING,
+    ) -> bool:
+        """Create the steps of the statement that just finished in ``rec``'s frame; return
+        whether it made any.
+
+        Args:
+            rec: the frame's call record.
+            state: its line state (``ST_*`` fields).
+            frame: the frame.
+            timing: ``(t1, ov1, skip1, nl1)`` counters as the statement ends.
+            returned: the frame's return value when the statement is a ``return``.
+        """
+        stmt: Statement = state[ST_CURRENT]
+        seq0 = state[ST_SEQ0]
+        parent = rec[SEQ]
+        made = len(self.calls)
+        children = [
+            r
+            for r in self.calls[state[ST_CALLS0] :]
+            if r[PARENT] == parent and r[KIND] != KIND_STEP
+        ]
+        has_c = any(r[KIND] == KIND_C for r in children)
+        if not has_c and self._nothing_new(stmt, frame, seq0, returned):
+            return False  # C calls recorded without their values are linked below
+        run = Evaluation(self, frame, state[ST_SNAP] or {}, children)
+        unit = (parent, self.units)
+        self.units += 1
+        siblings = tuple(r[SEQ] for r in children)
+        local = frame.f_locals
+        lookup, is_data = self.lookup, self.is_data
+
+        def make_step(region: Region) -> int:
+            return self._step(region, rec, state, frame, timing, (unit, siblings))
+
+        def produce(obj: Any, expr: Expr, version: int) -> None:
+            src = run.value(expr)
+            if version == 0 and lookup(obj) is not None:
+                return  # evaluating found it: a plain variable, nothing was computed
+            if src[0] == S_RECORD:
+                self.produces.append((src[1][SEQ], self.new_value(obj, version)))
+            elif src[0] == S_REGION:
+                step = make_step(src[1])
+                self.produces.append((step, self.new_value(obj, version)))
+
+        mutated = {name for name, _ in stmt.mutated}
+        for name, expr in stmt.targets:
+            if name in mutated:
+                continue
+            obj = local.get(name, MISSING)
+            if obj is not MISSING and is_data(type(obj)) and lookup(obj) is None:
+                produce(obj, expr, 0)
+        for name, expr in stmt.mutated:
+            obj = local.get(name, MISSING)
+            if obj is MISSING:
+                obj = frame.f_globals.get(name, MISSING)
+            if obj is MISSING or not is_data(type(obj)):
+                continue
+            entry = lookup(obj)
+            if entry is None:
+                produce(obj, expr, 0)  # x += y made a new object (x was not an array)
+            elif entry[1] < seq0:  # not already versioned by a call during the statement
+                produce(obj, expr, entry[2] + 1)
+        if stmt.kind == "return" and returned is not MISSING and stmt.value is not None:
+            self._returned(returned, stmt.value, run, produce)
+        elif stmt.kind == "expr" and stmt.value is not None:
+            run.value(stmt.value)  # links recorded calls' arguments computed in the statement
+        if has_c and not any(run.matched) and stmt.value is not None:
+            run.value(stmt.value)  # link C calls made by a statement that produced nothing new
+        for region, record, target in run.pending:
+            step = make_step(region)
+            if target is not None:  # the value the call received
+                self.produces.append((step, target))
+            else:
+                vseq = self.next_seq()
+                self.values.append([vseq, "intermediate", 0, "", None, None, 0, "cpu", None])
+                self.produces.append((step, vseq))
+                self.uses.append((vseq, record[SEQ]))
+        if len(self.calls) > made:
+            rec[DATA] = True
+            return True
+        return False
+
+    def _nothing_new(
+        self, stmt: Statement, frame: types.FrameType, seq0: int, returned: Any
+    ) -> bool:
+        """Fast path: what the statement bound or returned is not data, or is already known
+        (a recorded call made it, or it existed before and was only renamed)."""
+        lookup, is_data = self.lookup, self.is_data
+        if stmt.kind == "return":
+            if returned is MISSING or returned is None:
+                return True
+            if is_data(type(returned)):
+                return lookup(returned) is not None
+            return type(returned) not in (tuple, list)
+        if stmt.kind not in ("assign", "augassign"):
+            return False
+        local = frame.f_locals
+        for name, _expr in stmt.targets:
+            obj = local.get(name, MISSING)
+            if obj is not MISSING and is_data(type(obj)) and lookup(obj) is None:
+                return False
+        for name, _expr in stmt.mutated:
+            obj = local.get(name, MISSING)
+            if obj is MISSING:
+                obj = frame.f_globals.get(name, MISSING)
+            if obj is not MISSING and is_data(type(obj)):
+                return False  # written into: a new version
+        return True
+
+    def _returned(
+        self, obj: Any, expr: Expr, run: Evaluation, produce: Callable[..., None]
+    ) -> None:
+        if self.is_data(type(obj)):
+            if self.lookup(obj) is None:
+                produce(obj, expr, 0)
+            else:
+                run.value(expr)  # a recorded call made it; C calls inside still get linked
+            return
+        if type(obj) in (tuple, list) and expr.kind == GROUP and len(expr.children) == len(obj):
+            for item, part in zip(obj, expr.children):
+                if self.is_data(type(item)) and self.lookup(item) is None:
+                    produce(item, part, 0)
+        else:
+            run.value(expr)
+
+    def _step(
+        self,
+        region: Region,
+        rec: list[Any],
+        state: list[Any],
+        frame: types.FrameType,
+        timing: tuple[int, int, int, int],
+        info: tuple[Any, ...],
+    ) -> int:
+        cseq = self.next_seq()
+        t1, ov1, skip1, nl1 = timing
+        step: list[Any] = [None] * NFIELDS
+        step[SEQ], step[NAME], step[PARENT] = cseq, region.name, rec[SEQ]
+        step[SITE] = (frame.f_code, state[ST_START])
+        step[DEPTH], step[KIND] = rec[DEPTH] + 1, KIND_STEP
+        step[T0], step[T1], step[OV0], step[OV1] = state[ST_T0], t1, state[ST_OV0], ov1
+        step[SKIP0], step[SKIP1], step[N0], step[N1] = state[ST_SKIP0], skip1, 0, 0
+        step[MEM] = 0
+        step[ARGS] = region.raw_args if region.single else None
+        step[NL0], step[NL1] = state[ST_NL0], nl1
+        step[INFO] = info
+        self.calls.append(step)
+        for vseq in dict.fromkeys(region.leaves):
+            self.uses.append((vseq, cseq))
+        return cseq

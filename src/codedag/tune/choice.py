@@ -1,0 +1,202 @@
+"""Choose among the timed settings, confirm against the program's own, and say why.
+
+* Without a step time, the worker count is the cheapest whose best setting is as fast as the
+  fastest (slower neither beyond the noise, by Welch's t-test, nor beyond the margin); at that
+  count, threads, prefetch and pinning take their cheapest values unless a costlier one clearly
+  beats them (beyond the noise and the margin): their effects are small next to the noise of
+  short runs, and the fastest of several noisy measurements is flattered by its noise.
+* With a step time, the loader only has to keep the step fed: when your settings already do
+  (the step waits less than 5 % of its time for data), they are kept; otherwise the cheapest
+  setting that does is the candidate, else the fastest.
+* The candidate then runs against your settings in alternating rounds (A B A B, fresh loaders);
+  it replaces them only when it is faster by more than the margin and the noise. So the plan
+  never makes the loader slower than the program made it.
+* ``persistent_workers`` is turned on when the measured worker start-up, paid again at every
+  epoch without it, is more than the margin of an epoch's time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from codedag.plan.loader import DEFAULT_PREFETCH, LoaderConfirmation, LoaderSettings
+from codedag.tune.measure import Consumer, TrialRun, run_trial
+from codedag.tune.search import Search, Trial
+from codedag.tune.stats import clearly_faster, clearly_slower, mean, stderr
+from codedag.tune.variants import build_variant, epoch_length
+
+FAST_ENOUGH_SHARE = 0.05
+"""A loader keeps the step fed when the step waits less than this share of its time."""
+
+
+def fast_enough(trial: Trial, step_s: float) -> bool:
+    """Whether the step waited for data less than :data:`FAST_ENOUGH_SHARE` of its time."""
+    run = trial.run
+    return run is not None and trial.usable and run.wait_s <= FAST_ENOUGH_SHARE * step_s
+
+
+def _cost(trial: Trial) -> tuple[Any, ...]:
+    """What a setting costs the machine: workers, threads (the default is one per core), the
+    batches it holds, pinned memory, then its workers' measured memory."""
+    s = trial.settings.normalized()
+    run = trial.run
+    memory = 0 if run is None else (run.worker_uss_bytes or run.worker_rss_bytes)
+    threads = math.inf if s.threads is None else s.threads
+    prefetch = DEFAULT_PREFETCH if s.prefetch_factor is None else s.prefetch_factor
+    return (s.num_workers, threads, prefetch, s.pin_memory, memory)
+
+
+@dataclass
+class Candidate:
+    """The setting picked from the search, and the words for why."""
+
+    trial: Trial
+    why: str
+
+
+def pick(search: Search, step_s: float | None, margin: float) -> Candidate:
+    """The candidate setting (see the module docstring)."""
+    yours = search.trial_of(search.yours)
+    best = search.best()
+    if best is None or best.run is None:
+        return Candidate(yours or Trial(search.yours, "yours"), "no setting could be timed")
+    usable = [t for t in search.trials.values() if t.usable]
+    if step_s is not None and step_s > 0:
+        if yours is not None and fast_enough(yours, step_s):
+            assert yours.run is not None
+            return Candidate(
+                yours,
+                f"your settings already keep a {step_s * 1e3:.1f} ms step fed (it waits "
+                f"{yours.run.wait_s * 1e3:.2f} ms per batch for data): the loader only has to "
+                "keep the accelerator busy, so nothing changes",
+            )
+        enough = sorted((t for t in usable if fast_enough(t, step_s)), key=_cost)
+        if enough:
+            chosen = enough[0]
+            assert chosen.run is not None
+            return Candidate(
+                chosen,
+                f"the cheapest setting that keeps a {step_s * 1e3:.1f} ms step fed (it waits "
+                f"{chosen.run.wait_s * 1e3:.2f} ms per batch for data): more workers or threads "
+                "would only take CPU and memory",
+            )
+        return Candidate(
+            best,
+            f"no setting keeps a {step_s * 1e3:.1f} ms step fed; this one is the fastest (the "
+            f"step still waits {best.run.wait_s * 1e3:.1f} ms per batch): the loader is the "
+            "bottleneck, see `codedag trace` and `codedag optimize` for its slow calls",
+        )
+    # The worker count first: the cheapest count whose best setting is as fast as the fastest
+    # (neither beyond the noise nor beyond the margin slower). Its speed is then confirmed
+    # against yours with more data, side by side.
+    level1 = [t for t in usable if _as_fast(t, best, margin, strict=True)]
+    if yours is not None and yours in level1:
+        return Candidate(yours, "no measured setting beats your settings by more than the noise")
+    workers = min(level1, key=_cost).settings.num_workers
+    # Then threads, prefetch, pinning: their effects are small next to the noise of short runs,
+    # so a costlier value must clearly beat the cheaper ones (beyond the noise and the margin).
+    same = [t for t in usable if t.settings.num_workers == workers]
+    fastest = min(same, key=lambda t: t.run.interval_s)  # type: ignore[union-attr]
+    level2 = [t for t in same if _as_fast(t, fastest, margin, strict=False)]
+    if yours is not None and yours in level2:
+        return Candidate(yours, "no measured setting beats your settings by more than the noise")
+    chosen = min(level2, key=_cost)
+    why = "the fastest setting measured"
+    if chosen is not best:
+        why = (
+            "the cheapest setting the fastest measured "
+            f"({best.settings.label()}) does not clearly beat"
+        )
+    return Candidate(chosen, why)
+
+
+def _as_fast(trial: Trial, reference: Trial, margin: float, strict: bool) -> bool:
+    """Whether ``trial`` is as fast as ``reference``.
+
+    ``strict``: slower neither beyond the noise (Welch) nor beyond the margin; otherwise: not
+    slower beyond both (the reference does not clearly beat it).
+    """
+    assert trial.run is not None and reference.run is not None
+    slower = clearly_slower(trial.run.intervals_s, reference.run.intervals_s) is not None
+    beyond = trial.run.interval_s > reference.run.interval_s * (1.0 + margin)
+    return not (slower or beyond) if strict else not (slower and beyond)
+
+
+def confirm(
+    loader: Any,
+    yours: LoaderSettings,
+    candidate: LoaderSettings,
+    *,
+    rounds: int,
+    batches: int,
+    max_s: float,
+    consumer: Consumer | None,
+    tick: Callable[[str], None],
+) -> tuple[list[float], list[float], LoaderConfirmation]:
+    """Time yours and the candidate in alternating rounds; pooled cycle intervals of each."""
+    pooled: dict[str, list[float]] = {"yours": [], "candidate": []}
+    per_round: dict[str, list[float]] = {"yours": [], "candidate": []}
+    for index in range(rounds):
+        order = [("yours", yours), ("candidate", candidate)]
+        if index % 2:
+            order.reverse()
+        for name, settings in order:
+            run: TrialRun = run_trial(
+                lambda s=settings: build_variant(loader, s, endless=True),  # type: ignore[misc]
+                settings,
+                max_batches=batches,
+                max_s=max_s,
+                consumer=consumer,
+                on_batch=lambda: tick("side by side with your settings"),
+            )
+            pooled[name].extend(run.intervals_s)
+            if run.intervals_s:
+                per_round[name].append(run.interval_s)
+    yours_bps = 1.0 / mean(pooled["yours"]) if pooled["yours"] else 0.0
+    cand_bps = 1.0 / mean(pooled["candidate"]) if pooled["candidate"] else 0.0
+    ratios = [y / c for y, c in zip(per_round["yours"], per_round["candidate"]) if c > 0]
+    spread = stderr(ratios) if len(ratios) > 1 else 0.0
+    confirmation = LoaderConfirmation(
+        rounds=rounds,
+        yours_batches_per_s=yours_bps,
+        chosen_batches_per_s=cand_bps,
+        ratio=cand_bps / yours_bps if yours_bps else 1.0,
+        stderr_ratio=spread if spread == spread and spread != float("inf") else 0.0,
+    )
+    return pooled["candidate"], pooled["yours"], confirmation
+
+
+def beats(candidate: list[float], yours: list[float], margin: float) -> bool:
+    """Whether the candidate's pooled intervals beat yours beyond noise and margin."""
+    return clearly_faster(candidate, yours, margin)
+
+
+def persistent_decision(
+    loader: Any, trial: Trial, yours: LoaderSettings, margin: float
+) -> tuple[bool, str]:
+    """Whether to keep workers between epochs, from the measured start-up; and why."""
+    settings = trial.settings
+    if not settings.num_workers:
+        return False, ""
+    if yours.persistent_workers and yours.num_workers:
+        return True, ""
+    run = trial.run
+    epoch = epoch_length(loader)
+    if run is None or not epoch or not run.intervals_s:
+        return settings.persistent_workers, ""
+    saving = max(0.0, run.startup_s - run.interval_s)
+    epoch_s = epoch * run.interval_s
+    if saving > margin * epoch_s:
+        return True, (
+            f"persistent workers: starting {settings.num_workers} worker(s) took "
+            f"{run.startup_s * 1e3:.0f} ms, paid again every epoch of {epoch} batches "
+            f"({epoch_s:.2f} s) without them ({100 * saving / epoch_s:.0f} %; with a seeded "
+            "generator, epochs after the first are shuffled in another order)"
+        )
+    return settings.persistent_workers, (
+        f"workers are not kept between epochs: their start-up ({run.startup_s * 1e3:.0f} ms) is "
+        f"{100 * saving / epoch_s:.1f} % of an epoch of {epoch} batches"
+    )

@@ -1,0 +1,70 @@
+"""The consumer's time per step: what "fast enough" means for a loader.
+
+A loader only has to deliver a batch before the training step that consumes it is done. That
+step time comes from the user (``--step-ms``), from a training run measured by
+:class:`~codedag.monitor.ExperimentMonitor` (its results file: the median batch time, which
+excludes the wait for data), or from timing a step function on real batches.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from codedag.errors import ConfigError
+
+
+def step_from_results(path: str | os.PathLike[str], mode: str | None = None) -> tuple[float, str]:
+    """The median compute time per step of a mode of a results file, in seconds, and its source.
+
+    Args:
+        path: ``results.json`` written by the monitor (``codedag experiment``, ``codedag demo``).
+        mode: the mode to read (default: ``baseline``, else the first).
+
+    Raises:
+        SchemaError: the file cannot be read as results.
+        ConfigError: the mode is missing or has no batch times.
+    """
+    from codedag.report.compare import pick_baseline
+    from codedag.util.io import read_json
+
+    results = read_json(path, what="results")
+    if not isinstance(results, dict) or not isinstance(results.get("modes"), dict):
+        raise ConfigError(f"{path}: not a results file (no 'modes' object)")
+    name = pick_baseline(results, mode)
+    if name is None:
+        raise ConfigError(f"{path}: the results hold no mode")
+    summary = results["modes"][name].get("summary") or {}
+    batch = summary.get("batch_time") or {}
+    step = batch.get("p50")
+    if not isinstance(step, int | float) or step <= 0:
+        times = [p[1] for p in results["modes"][name].get("batch_times", []) if len(p) == 2]
+        if not times:
+            raise ConfigError(f"{path}: mode {name!r} has no batch times")
+        step = statistics.median(float(t) for t in times)
+    return float(step), f"median batch time of mode {name!r} in {path}"
+
+
+def time_step(step: Callable[[Any], Any], batches: list[Any], warmup: int = 1) -> tuple[float, str]:
+    """The median time of ``step(batch)`` over ``batches`` (after ``warmup`` calls), seconds.
+
+    CUDA work is synchronized around each call so asynchronous kernels are counted.
+    """
+    import torch
+
+    if len(batches) <= warmup:
+        raise ConfigError(f"timing a step needs more than {warmup} batch(es), got {len(batches)}")
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    times = []
+    for index, batch in enumerate(batches):
+        sync()
+        start = time.perf_counter()
+        step(batch)
+        sync()
+        if index >= warmup:
+            times.append(time.perf_counter() - start)
+    name = getattr(step, "__qualname__", type(step).__name__)
+    return statistics.median(times), f"median of {len(times)} calls of {name}"

@@ -1,0 +1,79 @@
+"""What the container allows a DataLoader: CPUs (the worker ceiling) and memory.
+
+The CPU limit is the smallest of the cgroup's CPU quota, its cpuset and the process's affinity
+(:mod:`codedag.monitor.devices.cgroup`): ``os.cpu_count()`` in a container reports the host's
+cores, and workers beyond the quota only queue for it.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from codedag.monitor.devices.cgroup import CgroupReader, usable_cpu_count
+
+
+@dataclass(frozen=True)
+class MachineLimits:
+    """CPUs and memory available to this process's container.
+
+    Attributes:
+        cpus: CPUs it may use (fractional with a quota such as 1.5).
+        cpu_source: where the figure came from (a cgroup file, the cpuset, the affinity mask).
+        memory_limit_bytes: the container's memory limit, ``None`` without one.
+        available_bytes: memory free for new workers now (limit minus usage, or the host's).
+    """
+
+    cpus: float
+    cpu_source: str
+    memory_limit_bytes: int | None
+    available_bytes: int
+
+    @property
+    def max_workers(self) -> int:
+        """The largest worker count worth trying: one per whole CPU (at least 1)."""
+        return max(1, math.floor(self.cpus + 1e-9))
+
+
+def machine_limits(reader: CgroupReader | None = None) -> MachineLimits:
+    """Read the limits (``reader`` is injectable: tests pass a fake cgroup tree)."""
+    reader = reader if reader is not None else CgroupReader()
+    usable = usable_cpu_count()
+    cpus, source = float(usable), f"CPU affinity of this process ({usable} CPUs)"
+    cpuset = reader.cpuset_cpus()
+    if cpuset is not None and cpuset <= cpus:
+        cpus, source = float(cpuset), f"cgroup cpuset ({cpuset} CPUs)"
+    quota = reader.cpu_limit()
+    if quota.cpus is not None and quota.cpus <= cpus:
+        cpus, source = quota.cpus, f"cgroup CPU quota {quota.cpus:g} ({quota.source})"
+    memory = reader.memory_limit()
+    if memory.limit_bytes is not None:
+        used = reader.memory_usage_bytes() or 0
+        available = max(0, memory.limit_bytes - used)
+    else:
+        available = int(psutil.virtual_memory().available)
+    return MachineLimits(cpus, source, memory.limit_bytes, available)
+
+
+def machine_description(limits: MachineLimits) -> str:
+    """CPU model and the CPUs this process may use, for the plan."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine()
+    return f"{model}, {limits.cpus:g} CPUs usable"
+
+
+def as_mb(value: Any) -> float | None:
+    """Bytes as MiB (``None`` stays ``None``)."""
+    return None if value is None else float(value) / 2**20

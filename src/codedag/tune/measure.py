@@ -1,0 +1,206 @@
+"""Time one DataLoader setting: batches per second, the consumer's wait, start-up, worker memory.
+
+A trial iterates a fresh DataLoader (built by the caller) and stamps the moment each batch
+arrives. With N workers, batches arrive in bursts of N, so the samples are mean intervals over
+whole cycles of ``max(1, N)`` batches after the first cycle (worker start-up and the initial
+ramp excluded); the time from ``iter()`` to the first batch is kept apart as ``startup_s``. An
+optional consumer runs after each batch (a sleep of the training step's time, a copy to the
+GPU, a step function): the wait in ``next()`` is then the time the step would wait for data.
+
+The memory of each setting is read from its worker processes while they run: resident set size,
+and the unique set size (the pages a worker copied: with ``fork``, a worker shares the parent's
+pages until it touches them, and Python's reference counting touches the dataset's objects).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from codedag.plan.loader import LoaderSettings
+from codedag.tune.stats import MIN_SAMPLES, mean, stderr
+
+log = logging.getLogger(__name__)
+
+Consumer = Callable[[Any], None]
+StopRule = Callable[[list[float]], "str | None"]
+
+
+@dataclass
+class TrialRun:
+    """What one trial measured (seconds and bytes).
+
+    Attributes:
+        settings: the setting timed.
+        intervals_s: mean batch interval of each full cycle after the first.
+        waits_s: the consumer's wait in ``next()`` for each batch after the first.
+        startup_s: ``iter()`` to the first batch.
+        batches: batches taken.
+        worker_rss_bytes: resident memory of the worker processes together.
+        worker_uss_bytes: their unique memory (``None`` where unreadable).
+        stopped: why the trial ended before its batch budget, if it did.
+        error: the exception text when the setting failed to load batches.
+    """
+
+    settings: LoaderSettings
+    intervals_s: list[float] = field(default_factory=list)
+    waits_s: list[float] = field(default_factory=list)
+    startup_s: float = 0.0
+    batches: int = 0
+    worker_rss_bytes: int = 0
+    worker_uss_bytes: int | None = None
+    stopped: str | None = None
+    error: str | None = None
+
+    @property
+    def interval_s(self) -> float:
+        """Mean time between batches."""
+        return mean(self.intervals_s)
+
+    @property
+    def stderr_s(self) -> float:
+        """Standard error of :attr:`interval_s`."""
+        return stderr(self.intervals_s)
+
+    @property
+    def batches_per_s(self) -> float:
+        """Batches delivered per second (0 when nothing was timed)."""
+        interval = self.interval_s
+        return 1.0 / interval if interval and interval == interval and interval > 0 else 0.0
+
+    @property
+    def wait_s(self) -> float:
+        """Mean wait for data per batch."""
+        return mean(self.waits_s) if self.waits_s else 0.0
+
+
+def worker_memory(iterator: Any) -> tuple[int, int | None]:
+    """``(rss, uss)`` bytes of a DataLoader iterator's live worker processes (0 without any)."""
+    import psutil
+
+    workers = getattr(iterator, "_workers", None) or []
+    rss, uss = 0, 0
+    uss_known = True
+    for worker in workers:
+        pid = getattr(worker, "pid", None)
+        if pid is None:
+            continue
+        try:
+            process = psutil.Process(pid)
+            rss += int(process.memory_info().rss)
+            try:
+                uss += int(process.memory_full_info().uss)
+            except (psutil.AccessDenied, AttributeError, OSError):
+                uss_known = False
+        except psutil.Error:
+            continue
+    return rss, (uss if uss_known else None)
+
+
+def run_trial(
+    make_loader: Callable[[], Any],
+    settings: LoaderSettings,
+    *,
+    max_batches: int,
+    max_s: float,
+    consumer: Consumer | None = None,
+    stop: StopRule | None = None,
+    on_batch: Callable[[], None] | None = None,
+) -> TrialRun:
+    """Time ``make_loader()``'s batches; see the module docstring.
+
+    Args:
+        make_loader: builds the DataLoader to time (its sampler should not run out).
+        settings: the setting it has (recorded in the result).
+        max_batches: most batches to take (raised to cover :data:`MIN_SAMPLES` cycles).
+        max_s: stop after this long once :data:`MIN_SAMPLES` cycles are timed.
+        consumer: runs after each batch, like a training step.
+        stop: called with the intervals after each cycle; a reason stops the trial early.
+        on_batch: called after each batch (progress).
+    """
+    cycle = max(1, settings.num_workers)
+    limit = max(max_batches, cycle * (MIN_SAMPLES + 1))
+    run = TrialRun(settings)
+    loader = make_loader()
+    stamps: list[float] = []
+    iterator = None
+    try:
+        start = time.perf_counter()
+        iterator = iter(loader)
+        for index in range(limit):
+            before = time.perf_counter()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                run.stopped = "the loader ran out of batches"
+                break
+            arrived = time.perf_counter()
+            stamps.append(arrived)
+            if index == 0:
+                run.startup_s = arrived - start
+            else:
+                run.waits_s.append(arrived - before)
+            if consumer is not None:
+                consumer(batch)
+            del batch
+            run.batches = index + 1
+            if on_batch is not None:
+                on_batch()
+            if run.batches % cycle == 0 and run.batches > cycle:
+                run.intervals_s.append((stamps[-1] - stamps[-1 - cycle]) / cycle)
+                if run.batches == limit - cycle and settings.num_workers:
+                    run.worker_rss_bytes, run.worker_uss_bytes = worker_memory(iterator)
+                reason = stop(run.intervals_s) if stop is not None else None
+                if reason is not None:
+                    run.stopped = reason
+                    break
+                enough = len(run.intervals_s) >= MIN_SAMPLES
+                if enough and arrived - start > max_s:
+                    run.stopped = f"time limit ({max_s:g} s) reached"
+                    break
+        if settings.num_workers and not run.worker_rss_bytes and iterator is not None:
+            run.worker_rss_bytes, run.worker_uss_bytes = worker_memory(iterator)
+    except Exception as error:  # a setting that cannot load (e.g. unpicklable for spawn)
+        run.error = f"{type(error).__name__}: {error}"
+        log.warning("loader setting %s failed: %s", settings.label(), run.error)
+    finally:
+        del iterator, loader
+        gc.collect()  # shut the workers down before the next setting is timed
+    return run
+
+
+def sleep_consumer(step_s: float) -> Consumer:
+    """A consumer that holds each batch for ``step_s`` (the accelerator busy with a step)."""
+
+    def consume(_batch: Any) -> None:
+        time.sleep(step_s)
+
+    return consume
+
+
+def device_consumer(device: str, then: Consumer | None = None) -> Consumer:
+    """A consumer that copies each batch to ``device`` (non-blocking when pinned) and waits."""
+    import torch
+
+    def move(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.to(device, non_blocking=value.is_pinned())
+        if isinstance(value, list | tuple):
+            return [move(v) for v in value]
+        if isinstance(value, dict):
+            return {k: move(v) for k, v in value.items()}
+        return value
+
+    def consume(batch: Any) -> None:
+        moved = move(batch)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        del moved
+        if then is not None:
+            then(batch)
+
+    return consume

@@ -1,0 +1,244 @@
+"""The search: which DataLoader settings to time, in which order, and when to stop one early.
+
+Phases, each around the best setting so far (coordinate descent over a small grid):
+
+1. ``yours``: the DataLoader as the program built it (the reference for everything);
+2. ``workers``: ``num_workers`` from 0 to the CPU limit, one thread per worker;
+3. ``threads``: the best worker count with the libraries' default threads and with
+   ``CPUs // workers`` threads;
+4. ``prefetch``: the best setting with other ``prefetch_factor`` values;
+5. ``pin_memory``: on and off, only when batches are copied to a CUDA device.
+
+A setting stops early as soon as Welch's t-test says it is clearly slower than the best so far
+(:func:`codedag.tune.stats.clearly_slower`); a setting whose workers would not fit in the memory
+left is not started. Fixed settings (``TuneOptions.fixed``) are never varied.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings, TrialStatus
+from codedag.tune.limits import MachineLimits
+from codedag.tune.measure import Consumer, TrialRun, run_trial
+from codedag.tune.options import TuneOptions, apply_fixed
+from codedag.tune.stats import MIN_SAMPLES, clearly_slower
+from codedag.tune.variants import build_variant
+
+log = logging.getLogger(__name__)
+
+MEMORY_HEADROOM = 0.8
+"""Share of the memory left that the workers of one setting may take."""
+
+
+def settings_key(settings: LoaderSettings) -> tuple[Any, ...]:
+    """A hashable key: equal for settings that make the same DataLoader."""
+    normal = settings.normalized()
+    return tuple(getattr(normal, key) for key in TUNABLE_KEYS)
+
+
+@dataclass
+class Trial:
+    """One setting with its measurement (``run`` is ``None`` when it was not started)."""
+
+    settings: LoaderSettings
+    phase: str
+    run: TrialRun | None = None
+    status: TrialStatus = "measured"
+    note: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Measured well enough to be chosen."""
+        run = self.run
+        return (
+            run is not None
+            and run.error is None
+            and self.status == "measured"
+            and len(run.intervals_s) >= MIN_SAMPLES
+        )
+
+
+class Search:
+    """Time settings of one DataLoader and keep every trial (see the module docstring).
+
+    Args:
+        loader: the DataLoader to tune.
+        yours: its settings.
+        options: what to search and for how long.
+        limits: the container's CPUs and memory.
+        consumer: runs after each batch while timing (a step, a copy to the device).
+        tick: called after each timed batch with a description of the setting.
+    """
+
+    def __init__(
+        self,
+        loader: Any,
+        yours: LoaderSettings,
+        options: TuneOptions,
+        limits: MachineLimits,
+        fixed: dict[str, Any],
+        consumer: Consumer | None,
+        tick: Callable[[str], None],
+    ) -> None:
+        self.loader = loader
+        self.yours = yours
+        self.options = options
+        self.limits = limits
+        self.fixed = fixed
+        self.consumer = consumer
+        self.tick = tick
+        self.trials: dict[tuple[Any, ...], Trial] = {}
+        self.started = time.perf_counter()
+        self.budget_note = ""
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def max_workers(self) -> int:
+        """The largest worker count searched."""
+        if self.options.max_workers is not None:
+            return self.options.max_workers
+        return self.limits.max_workers
+
+    def best(self) -> Trial | None:
+        """The usable trial with the shortest mean batch interval."""
+        usable = [t for t in self.trials.values() if t.usable]
+        return min(usable, key=lambda t: t.run.interval_s) if usable else None  # type: ignore[union-attr]
+
+    def trial_of(self, settings: LoaderSettings) -> Trial | None:
+        """The trial of ``settings``, if it was timed."""
+        return self.trials.get(settings_key(settings))
+
+    # ------------------------------------------------------------------ timing
+    def measure(self, settings: LoaderSettings, phase: str) -> Trial:
+        """Time ``settings`` unless it was already (memory and budget permitting)."""
+        settings = apply_fixed(settings, self.fixed)
+        key = settings_key(settings)
+        if key in self.trials:
+            return self.trials[key]
+        trial = Trial(settings, phase)
+        self.trials[key] = trial
+        elapsed = time.perf_counter() - self.started
+        if elapsed > self.options.budget_s and self.trials and phase != "yours":
+            trial.status, trial.note = "not measured", "time budget used up"
+            self.budget_note = (
+                f"the time budget ({self.options.budget_s:g} s) ran out before every setting "
+                "was timed"
+            )
+            return trial
+        memory = self._memory_problem(settings)
+        if memory:
+            trial.status, trial.note = "over memory", memory
+            return trial
+        best = self.best()
+        reference = best.run.intervals_s if best is not None and best.run is not None else None
+
+        def stop(intervals: list[float]) -> str | None:
+            return clearly_slower(intervals, reference) if reference else None
+
+        label = settings.label()
+        trial.run = run_trial(
+            lambda: build_variant(self.loader, settings, endless=True),
+            settings,
+            max_batches=self.options.batches,
+            max_s=self.options.trial_s,
+            consumer=self.consumer,
+            stop=stop if phase != "yours" else None,
+            on_batch=lambda: self.tick(label),
+        )
+        run = trial.run
+        if run.error is not None:
+            trial.status, trial.note = "not measured", f"failed: {run.error}"
+        elif run.stopped and run.stopped.startswith(("time limit", "the loader ran out")):
+            trial.note = run.stopped
+        elif run.stopped:
+            trial.status, trial.note = "stopped early", run.stopped
+        if trial.usable or trial.status == "stopped early":
+            log.info("%s: %.1f batches/s (%s)", label, run.batches_per_s, trial.status)
+        return trial
+
+    def _memory_problem(self, settings: LoaderSettings) -> str:
+        """Why ``settings``' workers would not fit in the memory left, or ``""``."""
+        if not settings.num_workers:
+            return ""
+        per_worker = 0.0
+        for trial in self.trials.values():
+            run = trial.run
+            if run is None or not trial.settings.num_workers or not run.worker_rss_bytes:
+                continue
+            used = run.worker_uss_bytes if run.worker_uss_bytes else run.worker_rss_bytes
+            per_worker = max(per_worker, used / trial.settings.num_workers)
+        need = per_worker * settings.num_workers
+        room = self.limits.available_bytes * MEMORY_HEADROOM
+        if per_worker and need > room:
+            return (
+                f"{settings.num_workers} workers would need about {need / 2**20:.0f} MiB "
+                f"({per_worker / 2**20:.0f} MiB each, measured), more than "
+                f"{MEMORY_HEADROOM:.0%} of the {self.limits.available_bytes / 2**20:.0f} MiB left"
+            )
+        return ""
+
+    # ------------------------------------------------------------------ phases
+    def run(self) -> None:
+        """All phases in order."""
+        self.measure(self.yours, "yours")
+        self.search_workers()
+        self.search_threads()
+        self.search_prefetch()
+        self.search_pin_memory()
+
+    def _around_best(self) -> LoaderSettings:
+        best = self.best()
+        return best.settings if best is not None else self.yours
+
+    def search_workers(self) -> None:
+        """``num_workers`` 0..max with one thread per worker."""
+        counts: Iterable[int]
+        if "num_workers" in self.fixed:
+            counts = [self.fixed["num_workers"]]
+        else:
+            counts = range(0, self.max_workers + 1)
+        for workers in counts:
+            update: dict[str, Any] = {"num_workers": workers}
+            if workers and "threads" not in self.fixed:
+                update["threads"] = 1
+            self.measure(self.yours.model_copy(update=update), "workers")
+
+    def search_threads(self) -> None:
+        """The best worker count with default threads and with ``CPUs // workers`` threads."""
+        around = self._around_best()
+        if not around.num_workers or "threads" in self.fixed:
+            return
+        per_worker = max(1, math.floor(self.limits.cpus / around.num_workers + 1e-9))
+        for threads in (None, 1, per_worker):
+            self.measure(around.model_copy(update={"threads": threads}), "threads")
+
+    def search_prefetch(self) -> None:
+        """The best setting with other ``prefetch_factor`` values."""
+        around = self._around_best()
+        if not around.num_workers or "prefetch_factor" in self.fixed:
+            return
+        for factor in self.options.prefetch_factors:
+            self.measure(around.model_copy(update={"prefetch_factor": factor}), "prefetch")
+
+    def search_pin_memory(self) -> None:
+        """Pinned and unpinned batches, when they are copied to a CUDA device."""
+        device = self.options.device or ""
+        if not device.startswith("cuda") or "pin_memory" in self.fixed:
+            return
+        around = self._around_best()
+        for pin in (False, True):
+            self.measure(around.model_copy(update={"pin_memory": pin}), "pin_memory")
+
+    def planned_batches(self) -> int:
+        """An upper estimate of the batches the search will time (for the progress bar)."""
+        per_trial = self.options.batches + 2 * max(1, self.max_workers)
+        trials = 1 + (self.max_workers + 1) + 3 + len(self.options.prefetch_factors)
+        if (self.options.device or "").startswith("cuda"):
+            trials += 2
+        return trials * per_trial

@@ -1,0 +1,235 @@
+"""``tune_loader``: measure a DataLoader's settings and return the plan's ``loader`` section."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from codedag.errors import ConfigError
+from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
+from codedag.tune.choice import beats, confirm, persistent_decision, pick
+from codedag.tune.limits import as_mb, machine_description, machine_limits
+from codedag.tune.measure import Consumer, device_consumer, sleep_consumer
+from codedag.tune.options import TuneOptions, apply_fixed, resolve_fixed
+from codedag.tune.search import Search, Trial, settings_key
+from codedag.tune.variants import (
+    build_variant,
+    check_loader,
+    current_settings,
+    describe_changes,
+    epoch_length,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _default_device() -> str | None:
+    import torch
+
+    return "cuda:0" if torch.cuda.is_available() else None
+
+
+def _consumer(options: TuneOptions) -> Consumer | None:
+    then: Consumer | None = None
+    if options.step_fn is not None:
+        then = options.step_fn
+    elif options.step_s:
+        then = sleep_consumer(options.step_s)
+    if options.device and options.device != "cpu":
+        return device_consumer(options.device, then)
+    return then
+
+
+def _warm_up(loader: Any) -> None:
+    """One batch in this process first: imports, JIT compilation, caches (inherited by forks)."""
+    try:
+        next(iter(build_variant(loader, LoaderSettings(), endless=True)))
+    except StopIteration:
+        raise ConfigError("the DataLoader is empty: it yields no batch") from None
+    except Exception as error:
+        raise ConfigError(
+            f"the DataLoader fails to load a batch: {type(error).__name__}: {error}"
+        ) from error
+
+
+def _trial_record(trial: Trial) -> LoaderTrial:
+    run = trial.run
+    if run is None:
+        return LoaderTrial(
+            settings=trial.settings,
+            phase=trial.phase,
+            status=trial.status,
+            note=trial.note,
+        )
+    se = run.stderr_s
+    return LoaderTrial(
+        settings=trial.settings,
+        phase=trial.phase,
+        status=trial.status if run.error is None else "not measured",
+        batches=run.batches,
+        batches_per_s=run.batches_per_s,
+        batch_ms=run.interval_s * 1e3 if run.intervals_s else 0.0,
+        stderr_ms=se * 1e3 if se != float("inf") else 0.0,
+        wait_ms=run.wait_s * 1e3,
+        startup_ms=run.startup_s * 1e3,
+        worker_rss_mb=run.worker_rss_bytes / 2**20,
+        worker_uss_mb=as_mb(run.worker_uss_bytes),
+        note=trial.note,
+    )
+
+
+def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) -> LoaderSection:
+    """Measure ``loader``'s settings and choose the ones to use; see :mod:`codedag.tune`.
+
+    Args:
+        loader: a ``torch.utils.data.DataLoader`` (its dataset, sampler and collate are reused).
+        options: what to search (or give its fields as keywords).
+
+    Returns:
+        The plan's loader section: the chosen settings, yours, the figures and the reason.
+
+    Raises:
+        ConfigError: not a DataLoader, one that cannot load a batch, or bad options.
+    """
+    if options is None:
+        options = TuneOptions(**kwargs)
+    elif kwargs:
+        raise ConfigError("give either options or keyword settings, not both")
+    else:
+        options = dataclasses.replace(options)  # the defaults filled in below stay ours
+    check_loader(loader)
+    options.validate()
+    started = time.perf_counter()
+    if options.device is None:
+        options.device = _default_device()
+    limits = machine_limits(options.reader)
+    yours = current_settings(loader)
+    fixed = resolve_fixed(options.fixed, yours)
+    consumer = _consumer(options)
+    margin = options.margin_pct / 100.0
+    step_s = options.step_s
+    _warm_up(loader)
+    if step_s is None and options.step_fn is not None:
+        from codedag.tune.consumer import time_step
+
+        batches = []
+        for batch in build_variant(loader, LoaderSettings(), endless=True):
+            batches.append(batch)
+            if len(batches) == 4:
+                break
+        step_s, options.step_source = time_step(options.step_fn, batches)
+    done = [0]
+    total = [1]
+
+    def tick(what: str) -> None:
+        done[0] += 1
+        if options.progress is not None:
+            options.progress(min(done[0], total[0]), total[0], what)
+
+    search = Search(loader, yours, options, limits, fixed, consumer, tick)
+    total[0] = search.planned_batches() + options.rounds * 2 * options.batches
+    search.run()
+    candidate = pick(search, step_s, margin)
+    chosen = candidate.trial.settings
+    reasons = [candidate.why]
+    confirmation = None
+    if settings_key(chosen) != settings_key(yours) and candidate.trial.usable:
+        mine, theirs, confirmation = confirm(
+            loader,
+            yours,
+            chosen,
+            rounds=options.rounds,
+            batches=options.batches,
+            max_s=options.trial_s,
+            consumer=consumer,
+            tick=tick,
+        )
+        side = (
+            f"side by side in {options.rounds} alternating rounds: "
+            f"{confirmation.chosen_batches_per_s:.2f} batches/s against "
+            f"{confirmation.yours_batches_per_s:.2f} with your settings "
+            f"({confirmation.ratio:.2f}x)"
+        )
+        if beats(mine, theirs, margin):
+            reasons.append(side)
+        else:
+            reasons = [
+                f"the candidate was {chosen.label()} ({candidate.why}), but {side}: not faster "
+                f"by more than {options.margin_pct:g} % and the noise, so your settings are kept"
+            ]
+            chosen = yours
+    else:
+        chosen = yours  # the candidate is your settings, or nothing could be timed
+    chosen_trial = search.trial_of(chosen) or candidate.trial
+    if "persistent_workers" not in fixed:
+        persistent, why = persistent_decision(loader, chosen_trial, yours, margin)
+        if persistent != chosen.persistent_workers:
+            chosen = chosen.model_copy(update={"persistent_workers": persistent})
+        if why:
+            reasons.append(why)
+    chosen = apply_fixed(chosen, fixed)
+    if fixed:
+        held = ", ".join(f"{key}={value}" for key, value in sorted(fixed.items()))
+        reasons.append(f"held fixed as asked: {held}")
+    if search.budget_note:
+        reasons.append(search.budget_note)
+    differences = chosen.differences(yours)
+    changed = list(differences)
+    summary = f"{chosen.label()}: " if changed else f"keep your settings ({yours.label()}): "
+    if changed:
+        summary += f"changes {describe_changes(chosen, yours)}; "
+    step_source = options.step_source or ("--step-ms" if options.step_s else "")
+    section = LoaderSection(
+        chosen=chosen,
+        yours=yours,
+        changed=changed,
+        reason=summary + "; ".join(reasons),
+        fixed=sorted(fixed),
+        override=sorted(set(options.override)),
+        dataset=f"{type(loader.dataset).__module__}.{type(loader.dataset).__qualname__}",
+        batch_size=loader.batch_size,
+        batches_per_epoch=epoch_length(loader),
+        cpu_limit=limits.cpus,
+        cpu_limit_source=limits.cpu_source,
+        max_workers=search.max_workers,
+        memory_limit_mb=as_mb(limits.memory_limit_bytes),
+        step_ms=None if step_s is None else step_s * 1e3,
+        step_source=step_source,
+        device=options.device or "cpu",
+        margin_pct=options.margin_pct,
+        trials=[_trial_record(t) for t in search.trials.values()],
+        confirmation=confirmation,
+        duration_s=time.perf_counter() - started,
+        machine=machine_description(limits),
+    )
+    if options.progress is not None:
+        options.progress(total[0], total[0], "done")
+    log.info("loader tuning: %s", section.reason)
+    return section
+
+
+def plan_with_loader(existing: Any, section: LoaderSection, source: str = "plan") -> dict[str, Any]:
+    """A plan dict holding ``section``: ``existing`` (a plan dict) with its loader section
+    replaced and everything else kept, or a new plan that places no call.
+
+    Raises:
+        SchemaError: ``existing`` is not a valid plan.
+    """
+    from codedag import __version__
+    from codedag.plan import MigrationPlan
+
+    if existing is None:
+        plan = MigrationPlan(
+            codedag_version=__version__,
+            context_device_map={},
+            notes=[
+                "loader settings only (codedag tune): no call is placed; `codedag optimize "
+                "--loader` this plan to place calls measured with the tuned loader"
+            ],
+        )
+    else:
+        plan = MigrationPlan.from_dict(existing, source)
+    plan.loader = section
+    return plan.to_dict()

@@ -1,0 +1,257 @@
+"""``codedag mutate --executor ray`` on a real local Ray cluster (no mock).
+
+One head on 127.0.0.1 with 2 CPUs serves the whole module: a 4-experiment session of a bundled
+example equals a local one, Ctrl-C and SIGTERM cancel every task and leave no process, and a task
+whose worker is killed runs again and says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytest.importorskip("ray", reason="the ray extra is not installed")
+
+from ray_cluster import Cluster, local_cluster
+
+from codedag.energy.config import bundled_path
+from codedag.energy.store import ResultsDB
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with local_cluster(num_cpus=2) as running:
+        yield running
+
+
+def mutate(cluster: Cluster, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codedag", "mutate", *args],
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def start_mutate(cluster: Cluster, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "codedag", "mutate", *args],
+        env=cluster.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(predicate, timeout_s: float = 90.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def processes_running(path: Path) -> list[psutil.Process]:
+    """Live processes whose command line names ``path``, and all their descendants."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if str(path) in " ".join(proc.info["cmdline"] or []):
+            found.append(proc)
+            try:
+                found += proc.children(recursive=True)
+            except psutil.Error:
+                continue
+    return found
+
+
+def task_workers(cluster: Cluster) -> list[psutil.Process]:
+    out = []
+    for proc in cluster.workers():
+        try:
+            if "run_on_node" in " ".join(proc.cmdline()):
+                out.append(proc)
+        except psutil.Error:
+            continue
+    return out
+
+
+def rows_of(session: Path) -> list[dict[str, str]]:
+    """summary.csv's rows in experiment order (it lists them as they finish)."""
+    with open(session / "summary.csv") as handle:
+        return sorted(csv.DictReader(handle), key=lambda row: row["experiment_id"])
+
+
+def small_bundled_config(tmp_path: Path) -> Path:
+    """The bundled examples, one torch thread, 128 training samples: seconds per run."""
+    data = json.loads(bundled_path("models_config.json").read_text())
+    repo = data["repositories"]["examples"]
+    repo["path"] = str(bundled_path("examples"))
+    repo["required_args"] = ["--threads", "1", "--train-samples", "128", "--test-samples", "64"]
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_four_experiments_on_ray_equal_a_local_session(cluster: Cluster, tmp_path: Path) -> None:
+    config = small_bundled_config(tmp_path)
+    plan = ["-r", "examples", "-m", "mnist_cnn", "-mt", "learning_rate,dropout", "-n", "4"]
+    plan += ["-s", "11", "--models-config", str(config), "--cooldown", "0", "--no-echo", "--json"]
+    started = time.monotonic()
+    on_ray = mutate(
+        cluster, *plan, "--executor", "ray", "--address", cluster.address, "--results-dir",
+        str(tmp_path / "ray"),
+    )  # fmt: skip
+    ray_s = time.monotonic() - started
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    started = time.monotonic()
+    local = mutate(cluster, *plan, "--results-dir", str(tmp_path / "local"))
+    local_s = time.monotonic() - started
+    assert local.returncode == 0, local.stderr[-3000:]
+    print(f"4 experiments: ray {ray_s:.1f} s, local {local_s:.1f} s, ratio {ray_s / local_s:.2f}")
+
+    (ray_run,) = (tmp_path / "ray").glob("run_*")
+    (local_run,) = (tmp_path / "local").glob("run_*")
+    ray_rows, local_rows = rows_of(ray_run), rows_of(local_run)
+    assert len(ray_rows) == 4 and list(ray_rows[0]) == list(local_rows[0])
+    assert [r["experiment_id"] for r in ray_rows] == [r["experiment_id"] for r in local_rows]
+    # Same plan, same seeds, one thread: the same hyperparameters and the same trained models.
+    for ray_row, local_row in zip(ray_rows, local_rows):
+        for column, value in local_row.items():
+            if column.startswith(("hyperparam_", "perf_")) or column == "training_success":
+                assert ray_row[column] == value, column
+    stored = ResultsDB(tmp_path / "ray").experiments(session=ray_run.name)
+    assert len(stored) == 4 and all(r["training_success"] for r in stored)
+    for ray_row in ray_rows:
+        name = ray_row["experiment_id"]
+        remote = json.loads((ray_run / name / "experiment.json").read_text())
+        here = json.loads((local_run / name / "experiment.json").read_text())
+        assert set(remote) == set(here)
+        assert (ray_run / name / "training.log").read_text().count("Training complete") == 1
+        assert (ray_run / name / "energy" / "cpu_energy.json").is_file()
+        assert remote["executor"] == "ray" and here["executor"] == "local"
+        assert remote["node"]["ip"] == "127.0.0.1" and remote["node"]["ray_node_id"]
+        assert remote["node_failures"] == [] and remote["slot"] == "cpu" and remote["gpu"] is None
+    info = json.loads((ray_run / "session.json").read_text())
+    assert info["status"] == "completed" and info["executor"]["kind"] == "ray"
+    assert info["executor"]["nodes"][0]["cpus"] == 2
+    assert json.loads(on_ray.stdout)["executor"] == "ray"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_cancels_every_task_and_leaves_no_process(
+    cluster: Cluster, tmp_path: Path, toy: Path, sig: signal.Signals
+) -> None:
+    settings = tmp_path / "settings.json"
+    sleepy = {"repo": "toy", "model": "sleepy", "hyperparameters": {"epochs": 120}}
+    settings.write_text(
+        json.dumps(
+            {
+                "experiment_name": "interrupt",
+                "mode": "default",
+                "max_retries": 0,
+                "executor": {"kind": "ray", "address": cluster.address},
+                "experiments": [{"repo": "toy", "model": "ok"}, sleepy, sleepy, sleepy],
+            }
+        )
+    )
+    results = tmp_path / "results"
+    session = start_mutate(
+        cluster, "-ec", str(settings), "--models-config", str(toy), "--results-dir",
+        str(results), "--cooldown", "0",
+    )  # fmt: skip
+    script = tmp_path / "toy" / "sleepy.py"
+    try:
+        # two sleepy runs at once (2 CPUs), each with a grandchild; the third one is queued
+        wait_for(lambda: len(processes_running(script)) >= 4, what="two sleepy runs")
+        training = processes_running(script)
+        session.send_signal(sig)
+        _, err = session.communicate(timeout=60)
+    finally:
+        if session.poll() is None:
+            session.kill()
+    assert session.returncode == 130, err[-3000:]
+    assert "cancelling" in err and "interrupted" in err
+    wait_for(lambda: all(gone(p.pid) for p in training), 20, "the training processes to end")
+    assert processes_running(script) == []
+    wait_for(lambda: task_workers(cluster) == [], 20, "the task workers to end")
+    (run_dir,) = results.glob("run_*")
+    assert [r["experiment_id"] for r in rows_of(run_dir)] == ["toy_ok_001"]
+    info = json.loads((run_dir / "session.json").read_text())
+    assert info["status"] == "interrupted" and info["finished_experiments"] == 1
+    assert sorted(p.name for p in run_dir.iterdir() if p.is_dir()) == ["toy_ok_001"]
+
+
+VICTIM = """
+import os, pathlib, subprocess, sys, time
+marker = pathlib.Path(__file__).with_name("victim.ran")
+if not marker.exists():  # the first run waits to be killed with its worker
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    marker.write_text(f"{os.getppid()} {os.getpid()} {child.pid}")
+    time.sleep(600)
+print("Test Accuracy: 80.00%")
+print("Training complete")
+"""
+
+
+def test_a_task_whose_worker_is_killed_runs_again(
+    cluster: Cluster, tmp_path: Path, toy: Path
+) -> None:
+    (tmp_path / "toy" / "victim.py").write_text(VICTIM)
+    config = json.loads(toy.read_text())
+    config["repositories"]["toy"]["models"]["victim"] = {"train_script": "victim.py"}
+    toy.write_text(json.dumps(config))
+    session = start_mutate(
+        cluster, "-r", "toy", "-m", "victim", "--models-config", str(toy), "--executor", "ray",
+        "--address", cluster.address, "--results-dir", str(tmp_path / "results"), "--json",
+        "--cooldown", "0",
+    )  # fmt: skip
+    marker = tmp_path / "toy" / "victim.ran"
+    try:
+        wait_for(lambda: marker.exists() and len(marker.read_text().split()) == 3, what="a run")
+        worker, first_run, grandchild = map(int, marker.read_text().split())
+        assert "ray::" in " ".join(psutil.Process(worker).cmdline())
+        os.kill(worker, signal.SIGKILL)
+        out, err = session.communicate(timeout=120)
+    finally:
+        if session.poll() is None:
+            session.kill()
+    assert session.returncode == 0, err[-3000:]
+    (record,) = json.loads(out)["experiments"]
+    assert record["training_success"] and record["performance_metrics"] == {"accuracy": 80.0}
+    (failure,) = record["node_failures"]
+    assert failure["error"].startswith("WorkerCrashedError")
+    assert failure["node"]["ip"] == "127.0.0.1"
+    assert "submitting it again" in err
+    # the watchdog ended the killed worker's training group, grandchild included
+    wait_for(lambda: gone(first_run) and gone(grandchild), 60, "the first run to end")
+
+
+def test_a_task_no_node_can_hold_is_refused_before_the_session(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    done = mutate(
+        cluster, "-r", "examples", "-m", "mnist_cnn", "--executor", "ray", "--address",
+        cluster.address, "--cpus-per-experiment", "3", "--results-dir", str(tmp_path / "r"),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "no node of the Ray cluster has that many (the largest has 2)" in done.stderr
+    assert not list((tmp_path / "r").glob("run_*"))  # no session was started

@@ -1,0 +1,263 @@
+"""Dataflow through real pipeline code: helper returns, operators, methods, slices (steps)."""
+
+from __future__ import annotations
+
+import itertools
+import operator
+
+import cv2
+import numpy as np
+import pytest
+import real_pipelines as rp
+
+from codedag.graph import ExecutionDAG
+from codedag.trace import EnhancedTracer
+from codedag.trace.args import rebuild_arguments
+
+IMG = np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8)
+
+
+def trace(fn, *args, **options):
+    tracer = EnhancedTracer(**options)
+    with tracer.tracing_context():
+        out = fn(*args)
+    tracer.dag.self_check()
+    return tracer.dag, out
+
+
+def named(dag: ExecutionDAG, name: str) -> list:
+    return [n for n in dag.calls() if n.name == name]
+
+
+def flows(dag: ExecutionDAG, source: int, target: int) -> bool:
+    """Whether data flows from call ``source`` to call ``target`` (produces/uses edges)."""
+    seen, todo = {source}, [source]
+    while todo:
+        node = todo.pop()
+        for nxt in dag.dataflow_successors(node):
+            if nxt == target:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def chain(dag: ExecutionDAG, *names: str) -> None:
+    nodes = [named(dag, n)[0] for n in names]
+    for a, b in itertools.pairwise(nodes):
+        assert flows(dag, a.id, b.id), f"no dataflow {a.name} -> {b.name}"
+
+
+def test_a_helper_return_keeps_the_chain() -> None:
+    dag, _ = trace(rp.detect_sample, IMG)
+    chain(dag, "cv2.resize", "cv2.cvtColor", "cv2.GaussianBlur")
+    (resize,) = named(dag, "cv2.resize")
+    (helper,) = named(dag, "real_pipelines.resize_only")
+    (cvt,) = named(dag, "cv2.cvtColor")
+    # the helper returns what resize made: one value node, produced by both, used by cvtColor
+    (value,) = dag.successors(resize.id, "produces")
+    assert dag.successors(helper.id, "produces") == [value]
+    assert dag.successors(value, "uses") == [cvt.id]
+    assert dag.nodes[value].version == 0
+
+
+def test_letterbox_helper_links_resize_to_the_padded_result() -> None:
+    def sample(img):
+        img = rp.letterbox(img)
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        return cv2.GaussianBlur(img, (3, 3), 0)
+
+    dag, out = trace(sample, IMG)
+    assert out.shape == (64, 64, 3)
+    chain(dag, "cv2.resize", "cv2.copyMakeBorder", "cv2.cvtColor", "cv2.GaussianBlur")
+
+
+def test_normalize_written_with_operators_becomes_steps() -> None:
+    dag, out = trace(rp.classify_sample, IMG)
+    assert out.shape == (3, 60, 80) and out.dtype == np.float32
+    names = [n.name for n in dag.calls() if n.depth == 1]
+    assert names == [
+        "cv2.GaussianBlur",
+        "numpy.ndarray.astype",
+        "operator.truediv",
+        "operator.truediv",
+        "numpy.ndarray.transpose",
+        "numpy.ascontiguousarray",
+    ]
+    chain(dag, "cv2.GaussianBlur", "numpy.ndarray.astype", "numpy.ndarray.transpose")
+    chain(dag, "numpy.ndarray.transpose", "numpy.ascontiguousarray")
+    scale, normalize = named(dag, "operator.truediv")
+    assert flows(dag, scale.id, normalize.id)
+    (scaled,) = dag.successors(scale.id, "produces")
+    assert (dag.nodes[scaled].shape, dag.nodes[scaled].dtype) == ([60, 80, 3], "float32")
+    (transpose,) = named(dag, "numpy.ndarray.transpose")
+    (chw,) = dag.successors(transpose.id, "produces")
+    assert dag.nodes[chw].shape == [3, 60, 80]
+    # (img - MEAN) / STD reads the module-level constants too
+    inputs = [dag.nodes[v] for v in dag.predecessors(normalize.id, "uses")]
+    assert sorted(v.shape for v in inputs) == [[3], [3], [60, 80, 3]]
+    assert normalize.context_key == "real_pipelines.classify_sample#0/operator.truediv#1"
+    assert normalize.is_builtin and normalize.call_site.endswith("real_pipelines.py:49")
+    (root,) = named(dag, "real_pipelines.classify_sample")
+    assert sum(n.total_ns for n in dag.calls() if n.depth == 1) <= root.total_ns
+
+
+def test_mosaic_canvas_filled_by_slice_assignment() -> None:
+    dag, out = trace(rp.mosaic, [IMG, IMG[::-1], IMG[:, ::-1], IMG])
+    assert out.shape == (64, 64, 3)
+    resizes = named(dag, "cv2.resize")
+    setitems = named(dag, "operator.setitem")
+    (warp,) = named(dag, "cv2.warpAffine")
+    assert len(resizes) == len(setitems) == 4
+    for resize in resizes:
+        assert flows(dag, resize.id, warp.id)
+    (full,) = named(dag, "numpy.full")
+    assert flows(dag, full.id, warp.id)
+    versions = [dag.nodes[dag.successors(s.id, "produces")[0]].version for s in setitems]
+    assert versions == [1, 2, 3, 4]  # each paste makes a new version of the canvas
+    # the last paste: canvas[32:64, 32:64] = tile, rebuilt and applied to a fresh canvas
+    args, kwargs = rebuild_arguments(setitems[-1].args)
+    assert args[1] == (slice(32, 64, None), slice(32, 64, None)) and not kwargs
+    canvas = args[0].copy()
+    operator.setitem(canvas, args[1], args[2])
+    np.testing.assert_array_equal(canvas[32:, 32:], args[2])
+
+
+def test_mel_pipeline_through_slicing_and_min_max_arithmetic() -> None:
+    pytest.importorskip("librosa")
+    rp.mel_pipeline()  # warm: librosa compiles on first use
+    dag, out = trace(rp.mel_pipeline)
+    assert out.dtype == np.float32 and out.min() >= 0 and out.max() <= 1
+    chain(
+        dag,
+        "real_pipelines.load_audio",
+        "operator.getitem",
+        "librosa.feature.spectral.melspectrogram",
+        "librosa.core.spectrum.power_to_db",
+    )
+    (power,) = named(dag, "librosa.core.spectrum.power_to_db")
+    inside = "real_pipelines.mel_features#0/"
+    normalize = [n for n in named(dag, "operator.truediv") if inside in n.context_key]
+    (astype,) = [n for n in named(dag, "numpy.ndarray.astype") if inside in n.context_key]
+    assert len(normalize) == 1 and flows(dag, power.id, normalize[0].id)
+    assert flows(dag, normalize[0].id, astype.id)
+    (getitem,) = named(dag, "operator.getitem")
+    (half,) = dag.successors(getitem.id, "produces")
+    assert dag.nodes[half].shape == [8000]
+
+
+def test_np_concatenate_is_named_and_linked_to_the_operator_after_it() -> None:
+    dag, out = trace(rp.two_channels, np.ones(3), np.zeros(4))
+    assert out.shape == (7,)
+    (concat,) = named(dag, "numpy.concatenate")
+    (mul,) = named(dag, "operator.mul")
+    assert dag.dataflow_successors(concat.id) == [mul.id]
+    assert [e["name"] for e in concat.args] == ["0", "axis"]
+    args, _ = rebuild_arguments(mul.args)
+    assert args[0].shape == (7,) and args[1] == 0.5
+
+
+def test_in_place_operators_and_returned_tuples() -> None:
+    def sample(img):
+        x = img.astype(np.float32)
+        x *= 2.0
+        return x / 255.0, 3
+
+    dag, (_, label) = trace(sample, IMG)
+    assert label == 3
+    (imul,) = named(dag, "operator.imul")
+    (astype,) = named(dag, "numpy.ndarray.astype")
+    (div,) = named(dag, "operator.truediv")
+    (x0,) = dag.successors(astype.id, "produces")
+    (x1,) = dag.successors(imul.id, "produces")
+    assert dag.nodes[x1].version == dag.nodes[x0].version + 1  # same array, written in place
+    assert flows(dag, astype.id, imul.id) and flows(dag, imul.id, div.id)
+    produced = dag.successors(div.id, "produces")
+    assert [dag.nodes[v].shape for v in produced] == [[60, 80, 3]]
+
+
+def test_unrecorded_calls_and_attribute_reads_are_steps() -> None:
+    def sample(img):
+        f = img.astype(np.float64)
+        g = np.exp(-f / 255.0)
+        return g.T
+
+    dag, out = trace(sample, IMG)
+    assert out.shape == (3, 80, 60)
+    (exp,) = named(dag, "numpy.exp")  # a ufunc: no wrapper, named by the statement
+    (transposed,) = named(dag, "numpy.ndarray.T")
+    assert flows(dag, exp.id, transposed.id)
+
+
+def test_line_level_off_records_calls_only() -> None:
+    dag, _ = trace(rp.classify_sample, IMG, line_level=False)
+    assert not [n for n in dag.calls() if n.name.startswith("operator.")]
+    assert dag.metadata["tracer"]["line_level"] is False
+    on, _ = trace(rp.classify_sample, IMG)
+    assert on.metadata["tracer"]["line_level"] is True
+    assert on.metadata["tracer"]["line_events"] >= 5
+
+
+def test_a_statement_that_raises_makes_no_step() -> None:
+    def sample(img):
+        try:
+            img = img / np.zeros((2, 2))  # shapes do not broadcast
+        except ValueError:
+            img = img.copy()  # a statement after the failed one
+        return img
+
+    dag, out = trace(sample, IMG)
+    np.testing.assert_array_equal(out, IMG)
+    assert not named(dag, "operator.truediv")
+    assert named(dag, "numpy.ndarray.copy")
+
+
+def test_step_names_are_never_functions_the_migrator_patches() -> None:
+    from codedag.migrate.registry import default_registry
+
+    registry = default_registry()
+    dags = [
+        trace(fn, *args)[0] for fn, args in ((rp.classify_sample, (IMG,)), (rp.mosaic, ([IMG],)))
+    ]
+    names = {n.name for dag in dags for n in dag.calls() if n.name.startswith("operator.")}
+    assert {"operator.truediv", "operator.setitem"} <= names
+    assert not any(registry.is_migratable(name) for name in names)
+
+
+def test_dag_with_steps_round_trips_through_json(tmp_path) -> None:
+    dag, _ = trace(rp.mosaic, [IMG])
+    dag.save(tmp_path / "dag.json")
+    loaded = ExecutionDAG.load(tmp_path / "dag.json")
+    assert loaded.to_dict() == dag.to_dict()
+    assert all(s < d for s, d, _ in loaded.edges)  # ids stay a topological order
+
+
+def test_a_step_is_timed_like_the_operation_it_stands_for() -> None:
+    import time
+
+    big = np.ones((1500, 1500), np.float64)
+
+    def sample(x):
+        y = cv2.GaussianBlur(x, (3, 3), 0)
+        z = np.sqrt(y) * 2.0 + 1.0  # a few milliseconds of NumPy between recorded calls
+        return cv2.GaussianBlur(z, (3, 3), 0)
+
+    def alone(x):
+        return np.sqrt(x) * 2.0 + 1.0
+
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        alone(big)
+        runs.append(time.perf_counter_ns() - t0)
+    steps = []
+    for _ in range(3):  # the least disturbed of three traced runs (a shared, loaded machine)
+        dag, _ = trace(sample, big)
+        (step,) = named(dag, "operator.add")
+        (root,) = [n for n in dag.calls() if n.depth == 0]
+        blurs = named(dag, "cv2.GaussianBlur")
+        assert step.total_ns + sum(b.total_ns for b in blurs) <= root.total_ns
+        steps.append(step.total_ns)
+    # the step's time is the statement's, not its frame's nor zero
+    assert 0.25 * min(runs) <= min(steps) <= 4 * min(runs), (steps, runs)
