@@ -334,3 +334,46 @@ def test_resize_with_a_zero_side_in_dsize_uses_fx_fy_like_cv2() -> None:
     img = np.random.default_rng(5).integers(0, 256, (10, 12, 3), dtype=np.uint8)
     want = cv2.resize(img, (5, 0), fx=0.5, fy=0.75)
     np.testing.assert_array_equal(migrated_call("cv2.resize")(img, (5, 0), fx=0.5, fy=0.75), want)
+
+
+# -- differences found by the conformance suite ---------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "int8", "float64"])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_flip_and_rotate_take_every_dtype_cv2_takes(dtype: str, order: str) -> None:
+    """torch's CPU flip has no uint16/uint32 kernel: those flip as the signed ints of their width."""
+    img = np.arange(12 * 16 * 3, dtype=dtype).reshape(12, 16, 3)
+    img = np.asfortranarray(img) if order == "F" else img
+    for code in (0, 1, -1):
+        got = migrated_call("cv2.flip")(img, code)
+        want = cv2.flip(img, code)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    for code in (cv2.ROTATE_90_CLOCKWISE, cv2.ROTATE_180, cv2.ROTATE_90_COUNTERCLOCKWISE):
+        got = migrated_call("cv2.rotate")(img, code)
+        want = cv2.rotate(img, code)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["cv2.warpAffine", "cv2.warpPerspective"])
+@pytest.mark.parametrize("flags", [cv2.INTER_CUBIC, cv2.INTER_LANCZOS4])
+def test_cubic_and_lanczos_warps_of_more_than_4_channels_are_left_to_cv2(
+    name: str, flags: int
+) -> None:
+    """cv2's remap refuses them (an error the backend would hide by returning an image)."""
+    img = np.zeros((12, 16, 5), dtype=np.uint8)
+    m = np.eye(2, 3) if name == "cv2.warpAffine" else np.eye(3)
+    with pytest.raises(cv2.error):
+        getattr(cv2, name[4:])(img, m, (16, 12), flags=flags)
+    assert "more than 4 channels" in (refusal(name, img, m, (16, 12), flags=flags) or "")
+    assert refusal(name, img[..., :4], m, (16, 12), flags=flags) is None
+    assert refusal(name, img, m, (16, 12), flags=cv2.INTER_LINEAR) is None
+
+
+def test_copy_make_border_of_an_empty_image_is_left_to_cv2() -> None:
+    """cv2 reflecting an empty image never returns: the declaration refuses empty images, so the
+    conformance suite does not call cv2 on them either."""
+    img = np.zeros((0, 16, 3), dtype=np.uint8)
+    assert refusal("cv2.copyMakeBorder", img, 1, 1, 1, 1, cv2.BORDER_REFLECT_101)

@@ -126,7 +126,7 @@ def _resample_refusal(
     if kwargs:
         return f"fix_length arguments {sorted(kwargs)} are left to librosa"
     rates = (orig_sr, target_sr)
-    if not all(isinstance(r, numbers.Real) and r > 0 for r in rates):
+    if not all(isinstance(r, numbers.Real) and float(r) > 0 for r in rates):
         return f"sample rates {orig_sr!r} -> {target_sr!r} must be positive"
     if res_type == "polyphase" and any(int(r) != r for r in rates):
         return "polyphase needs integer sample rates (librosa raises ParameterError)"

@@ -171,7 +171,7 @@ def stft(
     return spec.reshape(*lead, *spec.shape[-2:])
 
 
-def _hz_to_mel(f: np.ndarray, htk: bool) -> np.ndarray:
+def _hz_to_mel(f: float | np.ndarray, htk: bool) -> np.ndarray:
     f = np.asanyarray(f, dtype=np.float64)
     if htk:
         return 2595.0 * np.log10(1.0 + f / 700.0)
@@ -205,7 +205,7 @@ def mel_filterbank(
 ) -> np.ndarray:
     """``librosa.filters.mel`` (float32, (n_mels, 1 + n_fft // 2)), computed as librosa does."""
     fmax = float(sr) / 2 if fmax is None else fmax
-    weights = np.zeros((n_mels, 1 + n_fft // 2), dtype=np.float32)
+    weights: np.ndarray = np.zeros((n_mels, 1 + n_fft // 2), dtype=np.float32)
     fftfreqs = np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
     mel_f = _mel_to_hz(np.linspace(_hz_to_mel(fmin, htk), _hz_to_mel(fmax, htk), n_mels + 2), htk)
     fdiff = np.diff(mel_f)
@@ -217,10 +217,10 @@ def mel_filterbank(
     if norm == "slaney":
         enorm = 2.0 / (mel_f[2 : n_mels + 2] - mel_f[:n_mels])
         weights *= enorm[:, np.newaxis]
-    elif isinstance(norm, numbers.Number):
+    elif isinstance(norm, numbers.Real):
         if norm == np.inf:
             length = np.max(np.abs(weights), axis=-1, keepdims=True)
-        elif norm > 0:
+        elif float(norm) > 0:
             length = np.sum(np.abs(weights) ** norm, axis=-1, keepdims=True) ** (1.0 / norm)
         else:
             raise UnsupportedOperation(f"mel norm={norm!r}")
@@ -250,7 +250,9 @@ def _mel_refusal(kwargs: dict[str, Any]) -> str | None:
     if not isinstance(n_mels, int) or n_mels <= 0:
         return f"n_mels={n_mels!r}: expected a positive int"
     norm = kwargs.get("norm", "slaney")
-    if not (norm is None or norm == "slaney" or (isinstance(norm, numbers.Real) and norm > 0)):
+    if not (
+        norm is None or norm == "slaney" or (isinstance(norm, numbers.Real) and float(norm) > 0)
+    ):
         return f"mel norm={norm!r}; computed: None, 'slaney' or a positive number"
     return None
 
@@ -469,7 +471,7 @@ def _normalize_check(
     if reason is not None:
         return reason
     valid = norm is None or norm in (np.inf, -np.inf, 0)
-    if not valid and not (isinstance(norm, numbers.Real) and norm > 0):
+    if not valid and not (isinstance(norm, numbers.Real) and float(norm) > 0):
         return f"norm={norm!r} (librosa raises ParameterError)"
     if norm == 0 and fill is True:
         return "norm=0 with fill=True (librosa raises ParameterError)"
@@ -600,7 +602,7 @@ def _mfcc_check(
         return "S: expected a (..., n_mels, frames) array"
     else:
         n_mels, reason = S.shape[-2], None
-    if reason is None and lifter > 0 and n_mfcc > n_mels:
+    if reason is None and float(lifter) > 0 and n_mfcc > n_mels:
         reason = f"n_mfcc={n_mfcc} > n_mels={n_mels} with a lifter (librosa raises ValueError)"
     return reason
 

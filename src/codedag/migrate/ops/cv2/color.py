@@ -184,7 +184,7 @@ def _lab_inv_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
         return torch.where(v <= 0.206893, (v - 16.0 / 116.0) / 7.787, v**3)
 
     xyz = [finv(fx) * _WHITE[0], y, finv(fz) * _WHITE[2]]
-    rgb = [_gamma_inv(sum(m[k] * xyz[k] for k in range(3))) for m in _XYZ_INV]
+    rgb = [_gamma_inv(m[0] * xyz[0] + m[1] * xyz[1] + m[2] * xyz[2]) for m in _XYZ_INV]
     out = torch.stack(rgb[::-1] if bidx == 0 else rgb, dim=-1)
     return out.float()
 

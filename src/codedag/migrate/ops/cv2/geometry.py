@@ -43,6 +43,26 @@ def _no_dst(dst: Any, name: str) -> None:
         raise UnsupportedOperation(f"{name}: an output array dst is not supported")
 
 
+_SIGNED_VIEW = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
+
+
+def _flip(src: torch.Tensor, dims: list[int]) -> torch.Tensor:
+    """``torch.flip`` for every dtype: torch's CPU kernel has no uint16/32/64, so those flip as
+    the signed integers of their width (a bit-for-bit reinterpretation)."""
+    signed = _SIGNED_VIEW.get(src.dtype)
+    if signed is None:
+        return torch.flip(src, dims)
+    return torch.flip(src.view(signed), dims).view(src.dtype)
+
+
+def _rot90(src: torch.Tensor, k: int) -> torch.Tensor:
+    """``torch.rot90`` over (H, W) for every dtype (see :func:`_flip`), C-contiguous."""
+    signed = _SIGNED_VIEW.get(src.dtype)
+    if signed is None:
+        return torch.rot90(src, k, dims=(1, 2)).contiguous()
+    return torch.rot90(src.view(signed), k, dims=(1, 2)).contiguous().view(src.dtype)
+
+
 def flip(src: torch.Tensor, flipCode: Any, dst: Any = None) -> torch.Tensor:
     """``cv2.flip``: 0 flips rows (vertical), > 0 columns (horizontal), < 0 both; ``flipCode``
     may be one code per sample (a tensor [N])."""
@@ -61,7 +81,7 @@ def flip(src: torch.Tensor, flipCode: Any, dst: Any = None) -> torch.Tensor:
         return src[batch, iy.view(n, h, 1), ix.view(n, 1, w)]
     code = int(flipCode)
     dims = [1] if code == 0 else [2] if code > 0 else [1, 2]
-    return torch.flip(src, dims)
+    return _flip(src, dims)
 
 
 def check_flip(src: Any, flipCode: Any, dst: Any = None) -> str | None:
@@ -82,11 +102,11 @@ def rotate(src: torch.Tensor, rotateCode: int, dst: Any = None) -> torch.Tensor:
     _no_dst(dst, "rotate")
     code = int(rotateCode)
     if code == ROTATE_90_CLOCKWISE:
-        return torch.rot90(src, -1, dims=(1, 2)).contiguous()
+        return _rot90(src, -1)
     if code == ROTATE_180:
-        return torch.flip(src, [1, 2])
+        return _flip(src, [1, 2])
     if code == ROTATE_90_COUNTERCLOCKWISE:
-        return torch.rot90(src, 1, dims=(1, 2)).contiguous()
+        return _rot90(src, 1)
     raise UnsupportedOperation(f"rotate: rotateCode {rotateCode} unknown; expected 0, 1 or 2")
 
 

@@ -514,6 +514,8 @@ def _check_warp(
         return "INTER_CUBIC on float64 is not reproduced"
     if hint not in (None, 0):
         return f"hint {hint!r}: only the default algorithm is reproduced"
+    if mode in (INTER_CUBIC, INTER_LANCZOS4) and channels_of(src) > 4:
+        return "cubic or lanczos4 on more than 4 channels (cv2's remap raises)"
     if mode in (INTER_CUBIC, INTER_LANCZOS4) and not finite(src):
         return "non-finite values with cubic or lanczos4 taps"
     return border_reason(border, _BORDERS) or scalar_reason(value)

@@ -8,7 +8,6 @@ then casts its inputs to that dtype and computes, so integer results wrap exactl
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -132,7 +131,7 @@ def norm_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...] | 
     """Normalize ``axis`` (int, tuple, negative values) against ``ndim``; None stays None."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     out = []
     for a in axes:
         a = int(a)
@@ -154,6 +153,6 @@ def shape_tuple(size: int | Iterable[int] | None) -> tuple[int, ...]:
     """A NumPy ``size``/``shape`` argument as a tuple."""
     if size is None:
         return ()
-    if isinstance(size, numbers.Integral):
+    if isinstance(size, int | np.integer):
         return (int(size),)
     return tuple(int(s) for s in size)

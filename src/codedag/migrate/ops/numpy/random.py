@@ -156,7 +156,7 @@ def _draw_size(size: Any) -> None:
 def check_dims(*dims: Any, **kwargs: Any) -> None:
     """At least one dimension (``rand()`` is a scalar draw), non-negative integers."""
     _draw_size(dims or None)
-    refuse(not all(isinstance(d, numbers.Integral) and d >= 0 for d in dims), f"dims {dims!r}")
+    refuse(not all(isinstance(d, numbers.Integral) and int(d) >= 0 for d in dims), f"dims {dims!r}")
 
 
 @declared

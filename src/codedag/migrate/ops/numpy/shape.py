@@ -115,7 +115,9 @@ def flatten(self: torch.Tensor, order: str = "C") -> torch.Tensor:
 def expand_dims(a: torch.Tensor, axis: int | Sequence[int]) -> torch.Tensor:
     """``numpy.expand_dims``."""
     a = _tensor(a)
-    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    axes: tuple[int, ...] = (
+        (int(axis),) if isinstance(axis, int | np.integer) else tuple(int(v) for v in axis)
+    )
     nd = a.dim() + len(axes)
     shape = iter(a.shape)
     pos = norm_axes(axes, nd) or ()
@@ -210,7 +212,7 @@ def rot90(m: torch.Tensor, k: int = 1, axes: Sequence[int] = (0, 1)) -> torch.Te
 
 def tile(A: torch.Tensor, reps: int | Sequence[int]) -> torch.Tensor:
     """``numpy.tile``."""
-    reps_t = (int(reps),) if isinstance(reps, numbers.Integral) else tuple(int(r) for r in reps)
+    reps_t = (int(reps),) if isinstance(reps, int | np.integer) else tuple(int(r) for r in reps)
     return torch.tile(_tensor(A), reps_t)
 
 
@@ -393,7 +395,9 @@ def check_stack(
     arrs = _sequence(arrays)
     refuse(len({a.shape for a in arrs}) != 1, "arrays of different shapes")
     ndim = arrs[0].ndim + 1
-    refuse(not isinstance(axis, numbers.Integral) or not -ndim <= axis < ndim, f"axis={axis!r}")
+    refuse(
+        not isinstance(axis, numbers.Integral) or not -ndim <= int(axis) < ndim, f"axis={axis!r}"
+    )
     _join_dtype(arrs, dtype, casting)
 
 
@@ -478,7 +482,9 @@ def check_tile(A: Any, reps: Any) -> None:
     refuse(not isinstance(A, np.ndarray), "a scalar stays in NumPy")
     operands(A)
     reps_t = (reps,) if isinstance(reps, numbers.Integral) else tuple(np.ravel(reps))
-    refuse(not all(isinstance(r, numbers.Integral) and r >= 0 for r in reps_t), f"reps={reps!r}")
+    refuse(
+        not all(isinstance(r, numbers.Integral) and int(r) >= 0 for r in reps_t), f"reps={reps!r}"
+    )
 
 
 @declared

@@ -92,10 +92,9 @@ def pil_kernel_filter(
         x = images.to(torch.float32)
         acc = offset32.expand(x[:, rh : h - rh, rw : w - rw].shape).clone()
         for i, dy in enumerate(range(rh, -rh - 1, -1)):
-            row = None
-            for j, dx in enumerate(range(-rw, rw + 1)):
-                tap = x[:, rh + dy : h - rh + dy, rw + dx : w - rw + dx] * weights[i * kw + j]
-                row = tap if row is None else row + tap
+            row = x[:, rh + dy : h - rh + dy, 0 : w - 2 * rw] * weights[i * kw]
+            for j in range(1, kw):
+                row = row + x[:, rh + dy : h - rh + dy, j : w - 2 * rw + j] * weights[i * kw + j]
             acc = acc + row
         rounded = torch.where(
             acc <= 0, 0.0, torch.where(acc >= 255, 255.0, torch.floor(acc + 0.5))

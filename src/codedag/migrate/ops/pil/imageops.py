@@ -325,10 +325,9 @@ def _kernel_filter(
     for row in range(k):
         dy = half - row
         line = src[:, half + dy : h - half + dy]
-        acc = None
-        for col in range(k):
-            term = line[:, :, col : wd - 2 * half + col] * w[row, col]
-            acc = term if acc is None else acc + term
+        acc = line[:, :, 0 : wd - 2 * half] * w[row, 0]
+        for col in range(1, k):
+            acc = acc + line[:, :, col : wd - 2 * half + col] * w[row, col]
         ss = ss + acc
     out = x.clone()
     out[:, half : h - half, half : wd - half] = ss.clamp(0, 255).to(torch.uint8)
@@ -403,7 +402,8 @@ def _posterize_check(image: Any, bits: Any) -> str | None:
 
 def _contain_check(image: Any, size: Any, method: Any = BICUBIC) -> str | None:
     reason = size_refusal(size) or resample_refusal(method)
-    if reason is None and 0 in _contain_size(*image.size, (int(size[0]), int(size[1]))):
+    width, height = image.size
+    if reason is None and 0 in _contain_size(width, height, (int(size[0]), int(size[1]))):
         reason = f"contain to {size!r} gives an empty image"
     return reason
 

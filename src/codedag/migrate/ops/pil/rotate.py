@@ -112,12 +112,13 @@ def _affine(x: torch.Tensor, m: list[float], out_w: int, out_h: int, resample: i
     ystart = y0 - 1
     vals: list[torch.Tensor] = []
     for k in range(4):
-        v = cubic(*row(ystart + k, range(-1, 3)), dx)
+        v1, v2, v3, v4 = row(ystart + k, range(-1, 3))
+        v = cubic(v1, v2, v3, v4, dx)
         if k > 0:
             valid = ((ystart + k >= 0) & (ystart + k < h))[None, :, :, None]
             v = torch.where(valid, v, vals[-1])
         vals.append(v)
-    out = cubic(*vals, dy)
+    out = cubic(vals[0], vals[1], vals[2], vals[3], dy)
     return torch.floor(out).clamp(0, 255).to(torch.uint8), inside  # clipped, then truncated
 
 
@@ -217,7 +218,10 @@ def _rotate_check(
     angle = float(angle) % 360.0
     transposed = not (center or translate) and angle in (0.0, 90.0, 180.0, 270.0)
     if resample == NEAREST and not transposed:
-        matrix, out_w, out_h = _rotation_matrix(*self.size, angle, bool(expand), center, translate)
+        width, height = self.size
+        matrix, out_w, out_h = _rotation_matrix(
+            width, height, angle, bool(expand), center, translate
+        )
         scaling = matrix[1] == 0 and matrix[3] == 0
         if not scaling and not _fixed_point_fits(matrix, out_w, out_h):
             return "a nearest rotation beyond Pillow's 16.16 fixed-point range"
