@@ -202,3 +202,16 @@ def test_filter2d_17x17_uint8_is_within_its_tolerance_entry() -> None:
         kernel /= np.abs(kernel).sum() / 2
         want = cv2.filter2D(img, -1, kernel)
         assert_matches(migrated_call("cv2.filter2D")(img, -1, kernel), want, "cv2.filter2D")
+
+
+@pytest.mark.parametrize("channels", [2, 5])
+def test_median_blur_above_5_on_2_or_5_channels_is_left_to_cv2(channels: int) -> None:
+    """cv2's sorting-network median takes 1, 3 or 4 channels only (it raises otherwise)."""
+    img = np.zeros((12, 16, channels), np.uint8)
+    with pytest.raises(cv2.error):
+        cv2.medianBlur(img, 7)
+    assert "cv2 takes 1, 3 or 4" in (refusal("cv2.medianBlur", img, 7) or "")
+    assert refusal("cv2.medianBlur", img, 5) is None
+    np.testing.assert_array_equal(
+        migrated_call("cv2.medianBlur")(img + 3, 5), cv2.medianBlur(img + 3, 5)
+    )

@@ -377,3 +377,18 @@ def test_copy_make_border_of_an_empty_image_is_left_to_cv2() -> None:
     conformance suite does not call cv2 on them either."""
     img = np.zeros((0, 16, 3), dtype=np.uint8)
     assert refusal("cv2.copyMakeBorder", img, 1, 1, 1, 1, cv2.BORDER_REFLECT_101)
+
+
+@pytest.mark.parametrize("name", ["cv2.warpAffine", "cv2.warpPerspective"])
+@pytest.mark.parametrize("value", [(10, 20, 30, 40), (10, 20, 30), 7])
+def test_border_values_of_more_than_4_channels_repeat_every_4_channels(
+    name: str, value: object
+) -> None:
+    """cv2's Scalar has 4 values: channel c of a wider image takes value c % 4."""
+    img = np.full((12, 16, 6), 100, np.uint8)
+    m = cv2.getRotationMatrix2D((8, 6), 45, 1.0)
+    m = m if name == "cv2.warpAffine" else np.vstack([m, [0.0, 0.0, 1.0]])
+    want = getattr(cv2, name[4:])(img, m, (16, 12), borderValue=value)
+    got = migrated_call(name)(img, m, (16, 12), borderValue=value)
+    np.testing.assert_array_equal(got, want)
+    assert want[0, 0, 4] == want[0, 0, 0]

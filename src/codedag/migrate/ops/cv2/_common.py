@@ -114,7 +114,9 @@ def scalar_values(value: Any, n_channels: int, broadcast: bool = False) -> list[
     """A cv2 Scalar argument (number, tuple of up to 4, None) as one value per channel.
 
     A tuple gives channel values, missing ones 0. A plain number is ``Scalar(v, 0, 0, 0)`` (border
-    values) unless ``broadcast`` (cv2 5's arithmetic applies it to every channel).
+    values) unless ``broadcast`` (cv2 5's arithmetic applies it to every channel). Images of more
+    than 4 channels repeat the 4 values (channel ``c`` takes value ``c % 4``), as cv2's remap
+    fills its border.
     """
     if value is None:
         return [0.0] * n_channels
@@ -130,7 +132,7 @@ def scalar_values(value: Any, n_channels: int, broadcast: bool = False) -> list[
     if len(vals) > 4:
         raise UnsupportedOperation(f"a cv2 Scalar has at most 4 values, got {len(vals)}")
     vals = vals + [0.0] * (4 - len(vals))
-    return vals[:n_channels] if n_channels <= 4 else vals + [0.0] * (n_channels - 4)
+    return [vals[c % 4] for c in range(n_channels)]
 
 
 def border_type_base(border_type: int, allowed: Sequence[int]) -> int:

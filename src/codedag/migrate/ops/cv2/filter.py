@@ -39,6 +39,7 @@ from codedag.migrate.ops.cv2._common import (
     as_nhwc,
     border_reason,
     border_type_base,
+    channels_of,
     check_image,
     finite,
     int_pair,
@@ -551,11 +552,14 @@ def check_sobel(
 
 
 def check_median_blur(src: Any, ksize: Any, dst: Any = None) -> str | None:
-    """An odd aperture; float32 images up to 5, as cv2; finite values."""
+    """An odd aperture; apertures above 5 on uint8 images of 1, 3 or 4 channels only, as cv2;
+    finite values."""
     if not is_int(ksize) or int(ksize) < 1 or int(ksize) % 2 == 0:
         return f"ksize {ksize!r} is not odd and positive"
     if src.dtype != np.uint8 and int(ksize) > 5:
         return f"ksize {ksize} on {src.dtype}: cv2 takes 3 or 5 only"
+    if int(ksize) > 5 and channels_of(src) not in (1, 3, 4):
+        return f"ksize {ksize} on {channels_of(src)} channels: cv2 takes 1, 3 or 4 (it raises)"
     if not finite(src):
         return "non-finite values: cv2's sorting network orders NaN its own way"
     return None
