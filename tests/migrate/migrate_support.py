@@ -463,8 +463,53 @@ def conform(name: str, case: Case, device: str = "cpu", registry: Any = None) ->
             return "failed", "result shares memory with an input; the library's does not"
     if spec.quirks.fidelity is Fidelity.DIFFERS:
         kind, detail = compare_values(name, _structure_only(got), _structure_only(want))
-        return ("differs", "") if kind != "failed" else (kind, detail)
+        if kind == "failed":
+            return kind, detail
+        outside = outside_support(name, got, args, kwargs, before)
+        return ("failed", outside) if outside else ("differs", "")
     return compare_values(name, got, want)
+
+
+def _rows(a: np.ndarray) -> list[bytes]:
+    return sorted(np.ascontiguousarray(r).tobytes() for r in np.asarray(a))
+
+
+def outside_support(
+    name: str, got: Any, args: tuple[Any, ...], kwargs: dict[str, Any], before: list[np.ndarray]
+) -> str:
+    """Why a random draw is not one the library could have made ('' when it could): values in the
+    distribution's range, permutations of the input, choices from the population."""
+    fn = name.rsplit(".", 1)[-1]
+    bound = dict(kwargs)
+    with np.errstate(all="ignore"):
+        if fn in ("rand", "random", "random_sample"):
+            ok = ((got >= 0) & (got < 1)).all()
+        elif fn in ("randn", "normal"):
+            ok = np.isfinite(got).all() or not np.isfinite(np.asarray(args, dtype=object)).all()
+        elif fn == "uniform":
+            low = args[0] if args else bound.get("low", 0.0)
+            high = args[1] if len(args) > 1 else bound.get("high", 1.0)
+            lo, hi = np.minimum(low, high), np.maximum(low, high)
+            ok = ((got >= lo) & (got <= hi)).all()
+        elif fn == "randint":
+            low = args[0] if args else bound["low"]
+            high = args[1] if len(args) > 1 else bound.get("high")
+            lo, hi = (0, low) if high is None else (low, high)
+            ok = ((got >= lo) & (got < hi)).all()
+        elif fn == "shuffle":
+            ok = _rows(args[0]) == _rows(before[0])
+        elif fn == "permutation":
+            x = args[0]
+            ok = _rows(got) == (_rows(np.arange(x)) if isinstance(x, int) else _rows(before[0]))
+        elif fn == "choice":
+            a = args[0]
+            population = np.arange(a) if isinstance(a, int) else np.asarray(a)
+            ok = np.isin(got, population).all()
+            if not bound.get("replace", True):
+                ok = ok and len(np.unique(got)) == np.size(got)
+        else:
+            return ""
+    return "" if ok else f"{fn}: values the library could not draw"
 
 
 def _structure_only(value: Any) -> Any:

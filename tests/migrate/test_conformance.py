@@ -67,3 +67,27 @@ def test_overlap_of_interleaved_views_is_answered_at_once() -> None:
     assert not shares_memory(base[:32], base[32:])
     assert shares_memory(base[5:9], base[8:])
     assert not shares_memory(base, np.zeros(4))
+
+
+def test_random_draws_are_held_to_what_the_library_could_draw() -> None:
+    import numpy as np
+    from migrate_support import outside_support
+
+    def check(fn: str, got: object, *args: object, before: tuple = (), **kwargs: object) -> str:
+        return outside_support(f"numpy.random.{fn}", got, args, dict(kwargs), list(before))
+
+    assert not check("rand", np.array([0.0, 0.5]), 2)
+    assert check("rand", np.array([0.5, 1.0]), 2)
+    assert not check("randint", np.array([5, 9]), 5, 10)
+    assert check("randint", np.array([5, 10]), 5, 10)
+    assert check("randint", np.array([3]), 3, size=1)  # high=None: [0, low)
+    assert not check("uniform", np.array([-1.0, 1.5]), -1.0, 2.0)
+    assert check("uniform", np.array([2.5]), -1.0, 2.0)
+    x = np.arange(6).reshape(3, 2)
+    assert not check("permutation", x[::-1], x, before=(x,))
+    assert check("permutation", x * 2, x, before=(x,))
+    assert not check("permutation", np.array([2, 0, 1]), 3)
+    assert check("shuffle", None, np.zeros((3, 2), int), before=(x,))
+    assert not check("choice", np.array([1.0, 1.0]), np.array([1.0, 2.0]), size=2)
+    assert check("choice", np.array([1.0, 1.0]), np.array([1.0, 2.0]), size=2, replace=False)
+    assert check("choice", np.array([7]), 5, size=1)
