@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -42,6 +43,14 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+CV2_BORDERS = (
+    cv2.BORDER_CONSTANT,
+    cv2.BORDER_REPLICATE,
+    cv2.BORDER_REFLECT,
+    cv2.BORDER_WRAP,
+    cv2.BORDER_REFLECT_101,
+)
+"""cv2's border types that every border-taking cv2 backend reproduces."""
 
 CALLS: dict[str, int] = {"flip": 0, "add": 0, "clip": 0, "boom": 0}
 
@@ -144,6 +153,15 @@ def random_array(seed: int, shape: tuple[int, ...], dtype: np.dtype | type) -> n
     return (rng.standard_normal(shape) * 10).astype(dt)
 
 
+def audio_signal(seed: int, n: int, length: int) -> np.ndarray:
+    """``n`` test signals of ``length`` samples, amplitude <= 1: noise plus tones."""
+    rng = np.random.default_rng(seed)
+    y = rng.uniform(-1, 1, (n, length)).astype(np.float32)
+    t = np.arange(length) / 8000.0
+    y[:, length // 3 :] *= 0.01  # a quiet tail exercises the small bins
+    return (0.5 * y + 0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+
+
 @st.composite
 def batches(
     draw: st.DrawFn,
@@ -208,6 +226,44 @@ def assert_matches(
         f"atol={tol.atol} rtol={tol.rtol}; worst difference {worst:g} "
         f"(allowed {tol.max_mismatch_frac:.2%} up to {tol.mismatch_atol})"
     )
+
+
+# -- PIL images ------------------------------------------------------------------------------
+
+PIL_MODES = {"L": (), "LA": (2,), "RGB": (3,), "RGBA": (4,)}
+"""The PIL modes the backends take, with the trailing shape of their arrays."""
+
+
+@st.composite
+def pil_images(draw: st.DrawFn, max_side: int = 40) -> list[Any]:
+    """1 to 3 equally sized PIL images of one mode: noise, or smooth ramps."""
+    from PIL import Image
+
+    mode = draw(st.sampled_from(sorted(PIL_MODES)))
+    w, h = draw(st.integers(1, max_side)), draw(st.integers(1, max_side))
+    n = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    arrays = rng.integers(0, 256, (n, h, w, *PIL_MODES[mode]), dtype=np.uint8)
+    if draw(st.booleans()):  # smooth content as well as noise
+        yy, xx = np.mgrid[0:h, 0:w]
+        ramp = ((xx * 7 + yy * 3) % 256).astype(np.uint8)
+        arrays = np.broadcast_to(ramp.reshape(1, h, w, *([1] * len(PIL_MODES[mode]))), arrays.shape)
+    return [Image.fromarray(np.ascontiguousarray(a), mode=mode) for a in arrays]
+
+
+def assert_pil_matches(got: Any, expected: list[Any], name: str) -> None:
+    """A ``PILBatch`` against Pillow's images: same mode, pixels within the tolerance table."""
+    assert got.mode == expected[0].mode
+    assert_matches(got.data, np.stack([np.asarray(e) for e in expected]), name)
+
+
+def pil_kernels() -> list[Any]:
+    """Pillow's built-in 3x3 and 5x5 kernel filters."""
+    from PIL import ImageFilter
+
+    names = "BLUR CONTOUR DETAIL EDGE_ENHANCE EDGE_ENHANCE_MORE EMBOSS FIND_EDGES SHARPEN SMOOTH"
+    return [getattr(ImageFilter, n) for n in (*names.split(), "SMOOTH_MORE")]
 
 
 def check_batch(

@@ -1,28 +1,27 @@
-"""FactoryOp: PIL kernel filters built once per configuration, bit-exact against Pillow."""
+"""PIL.Image.Image.filter against Pillow (bit-exact): box and Gaussian blurs, unsharp masks, kernel
+and rank filters; kernel filters as a FactoryOp, built once per configuration."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from migrate_support import plan_for
+from hypothesis import given
+from hypothesis import strategies as st
+from migrate_support import (  # noqa: F401
+    PROPS,
+    assert_pil_matches,
+    device_fixture,
+    pil_images,
+    pil_kernels,
+    plan_for,
+)
 from PIL import Image, ImageFilter
 
+from codedag.errors import UnsupportedOperation
 from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.ops.pil import BACKENDS, from_pil
 from codedag.migrate.ops.pil.filter import OPS
 from codedag.migrate.registry import Registry
-
-FILTERS = [
-    ImageFilter.BLUR,
-    ImageFilter.CONTOUR,
-    ImageFilter.DETAIL,
-    ImageFilter.EDGE_ENHANCE,
-    ImageFilter.EDGE_ENHANCE_MORE,
-    ImageFilter.EMBOSS,
-    ImageFilter.FIND_EDGES,
-    ImageFilter.SHARPEN,
-    ImageFilter.SMOOTH,
-    ImageFilter.SMOOTH_MORE,
-]
 
 
 def _registry() -> Registry:
@@ -41,7 +40,7 @@ def test_kernel_filters_are_bit_exact(mode: str, channels: int) -> None:
         ImageFilter.Kernel((3, 3), [1, 2, 3, 4, 5, 6, 7, 8, 9], scale=7, offset=3),
         ImageFilter.Kernel((5, 5), list(rng.uniform(-1, 2, 25)), offset=1.5),
     ]
-    filters = FILTERS + custom
+    filters = pil_kernels() + custom
     expected = [np.asarray(image.filter(f)) for f in filters]
     plan = plan_for({"app.f#0/PIL.Image.Image.filter#0": "cpu"})
     with PipelineMigrator.from_plan(plan, registry=_registry(), guard=False) as migrator:
@@ -74,3 +73,50 @@ def test_other_filters_use_the_pil_backend_or_fall_back() -> None:
     wrapper = migrator._injector.wrappers["PIL.Image.Image.filter"]  # type: ignore[union-attr]
     kinds = [key[1][0] for key in wrapper.executor.factories]
     assert kinds.count("GaussianBlur") == 1  # equal configurations share one transform
+
+
+@PROPS
+@given(
+    ims=pil_images(),
+    kind=st.sampled_from(["box", "gauss", "unsharp"]),
+    radius=st.one_of(
+        st.floats(0, 12, allow_nan=False),
+        st.tuples(st.floats(0, 6, allow_nan=False), st.floats(0, 6, allow_nan=False)),
+    ),
+)
+def test_box_and_gaussian_blur(device, ims, kind, radius):
+    flt = ImageFilter.BoxBlur(radius) if kind == "box" else ImageFilter.GaussianBlur(radius)
+    if kind == "unsharp":
+        r = radius if isinstance(radius, float) else radius[0]
+        flt = ImageFilter.UnsharpMask(r, percent=int(r * 40), threshold=int(r) % 4)
+    got = BACKENDS["PIL.Image.Image.filter"](from_pil(ims, device), flt)
+    assert_pil_matches(got, [im.filter(flt) for im in ims], "PIL.Image.Image.filter")
+
+
+@PROPS
+@given(
+    ims=pil_images(max_side=24),
+    flt=st.one_of(
+        st.sampled_from(pil_kernels()),
+        st.sampled_from([3, 5]).map(ImageFilter.MedianFilter),
+        st.sampled_from([3, 5]).map(ImageFilter.MinFilter),
+        st.sampled_from([3, 5]).map(ImageFilter.MaxFilter),
+    ),
+)
+def test_kernel_and_rank_filters(device, ims, flt):
+    got = BACKENDS["PIL.Image.Image.filter"](from_pil(ims, device), flt)
+    assert_pil_matches(got, [im.filter(flt) for im in ims], "PIL.Image.Image.filter")
+
+
+def test_custom_kernel_and_refusals(device):
+    im = Image.fromarray(np.random.default_rng(0).integers(0, 256, (9, 11, 3), dtype=np.uint8))
+    kernel = ImageFilter.Kernel((3, 3), [1, -2, 1, 0, 3, 0, 1, 2, -1], scale=3, offset=10)
+    got = BACKENDS["PIL.Image.Image.filter"](from_pil([im], device), kernel)
+    assert_pil_matches(got, [im.filter(kernel)], "PIL.Image.Image.filter")
+    with pytest.raises(UnsupportedOperation):
+        BACKENDS["PIL.Image.Image.filter"](from_pil([im], device), ImageFilter.ModeFilter(3))
+    rgba = from_pil([im.convert("RGBA")], device)
+    with pytest.raises(UnsupportedOperation):
+        BACKENDS["PIL.ImageOps.invert"](rgba)
+    with pytest.raises(UnsupportedOperation):
+        BACKENDS["PIL.ImageOps.autocontrast"](from_pil([im], device), cutoff=2)
