@@ -215,3 +215,34 @@ def test_median_blur_above_5_on_2_or_5_channels_is_left_to_cv2(channels: int) ->
     np.testing.assert_array_equal(
         migrated_call("cv2.medianBlur")(img + 3, 5), cv2.medianBlur(img + 3, 5)
     )
+
+
+# -- cv2's integer box means (ColumnSum), found by the conformance suite -------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 6, 4), (2, 8), (3, 21, 3), (2, 40)])
+@pytest.mark.parametrize("ksize", [(1, 2), (2, 1)])
+def test_blur_of_two_255s_saturates_in_vector_lanes_and_wraps_in_the_scalar_tail(
+    shape: tuple[int, ...], ksize: tuple[int, int]
+) -> None:
+    """(255 + 255 + 2) >> 1 is 256: 255 where cv2's vector loop stores it, 0 in the last
+    ``width % 16`` values of a row, which its scalar loop casts to uchar."""
+    img = np.full(shape, 255, np.uint8)
+    img[:, 1:2] = np.random.default_rng(4).integers(0, 255, img[:, 1:2].shape, dtype=np.uint8)
+    want = cv2.blur(img, ksize)
+    assert (want == 0).any()  # every shape here has a scalar tail
+    if img[0].size >= 16:  # and a vector part
+        assert (want == 255).any()
+    np.testing.assert_array_equal(migrated_call("cv2.blur")(img, ksize), want)
+
+
+@pytest.mark.parametrize("ksize", [(2, 2), (6, 6), (1, 4), (3, 2), (16, 16), (17, 16)])
+@pytest.mark.parametrize("ddepth", [-1, cv2.CV_16S])
+def test_box_means_into_integers_round_as_cv2(ksize: tuple[int, int], ddepth: int) -> None:
+    """uint8 means of up to 256 pixels: cv2's 23-bit fixed point; larger boxes and 16-bit
+    outputs: float32 products rounded half to even, double ones in each row's tail."""
+    img = np.random.default_rng(5).integers(0, 256, (23, 37, 3), dtype=np.uint8)
+    want = cv2.boxFilter(img, ddepth, ksize)
+    got = migrated_call("cv2.boxFilter")(img, ddepth, ksize)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

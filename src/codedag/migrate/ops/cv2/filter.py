@@ -256,17 +256,59 @@ def boxFilter(
     anc = _anchor(anchor, kw, kh)
     ones_x, ones_y = np.ones(kw), np.ones(kh)
     if normalize and not out_dtype.is_floating_point:
-        # Exact integer sums, then sum / area rounded half up, as cv2 does for integer outputs.
+        # Exact integer sums, then cv2's integer division of its column filter (below).
         wdt = torch.float64 if src.dtype == torch.float64 else torch.float32
         acc = _correlate(src, ones_x, ones_y, None, anc, border, wdt).double()
         area = kw * kh
-        if src.dtype == torch.uint8 and area > 1 and area & (area - 1) == 0:
-            # Measured on cv2 5: power-of-two areas divide by shifting, (sum + area/2 + 1) >> log2.
-            return saturate(torch.floor((acc + area // 2 + 1) / area), out_dtype)
-        return saturate(torch.floor((2 * acc + area) / (2 * area)), out_dtype)
+        if area == 1:
+            return saturate(acc, out_dtype)
+        if src.dtype == torch.uint8 and out_dtype == torch.uint8 and area <= 256:
+            return _fixed_point_mean_u8(acc, area, src)
+        return _scaled_sum(acc, area, out_dtype, src)
     kx = ones_x / kw if normalize else ones_x
     ky = ones_y / kh if normalize else ones_y
     return _correlate(src, kx, ky, None, anc, border, out_dtype)
+
+
+def _scalar_tail(src: torch.Tensor, lanes: int) -> torch.Tensor:
+    """(W, C) mask of the values of each image row that cv2's vector loops leave to their scalar
+    tail: the last ``width % lanes`` of the row's ``width`` = columns x channels values."""
+    x = as_nhwc(src)
+    width = x.shape[2] * x.shape[3]
+    index = torch.arange(width, device=src.device).view(x.shape[2], x.shape[3])
+    return index >= width - width % lanes
+
+
+def _fixed_point_mean_u8(acc: torch.Tensor, area: int, src: torch.Tensor) -> torch.Tensor:
+    """uint8 box means of up to 256 pixels as cv2's ``ColumnSum<ushort, uchar>`` computes them:
+    ``(sum + delta) * scale >> 23`` with cv2's 23-bit reciprocal of the area.
+
+    Only two 255s (area 2) reach 256: cv2's vector loop saturates it to 255, its scalar tail (the
+    last ``width % 16`` values of each row) casts it to uchar, which wraps to 0.
+    """
+    scale_f = float(1 << 23) / area
+    scale, delta = math.floor(scale_f), area // 2
+    if scale_f - scale < 0.5:
+        delta += 1
+    else:
+        scale += 1
+    q = as_nhwc((acc.long() + delta) * scale >> 23)
+    out = torch.where(_scalar_tail(src, 16), q & 255, q.clamp(0, 255))
+    return like_input(out.to(torch.uint8), src)
+
+
+def _scaled_sum(
+    acc: torch.Tensor, area: int, out_dtype: torch.dtype, src: torch.Tensor
+) -> torch.Tensor:
+    """Box means into integer outputs as cv2's ``ColumnSum<int, T>`` computes them: the vector
+    loop rounds ``float32(sum) * float32(1 / area)`` half to even, the scalar tail (the last
+    ``width % 8`` values of each row) ``sum * (1 / area)`` in double."""
+    scale = 1.0 / area
+    vector = torch.round(acc.float() * torch.tensor(scale, dtype=torch.float32)).double()
+    scalar = torch.round(acc * scale)
+    tail = _scalar_tail(src, 8)
+    out = torch.where(tail, as_nhwc(scalar), as_nhwc(vector))
+    return like_input(saturate(out, out_dtype), src)
 
 
 def blur(
