@@ -149,6 +149,8 @@ def _blur(img: np.ndarray) -> Params:
         ("3x3", ((3, 3),), {}),
         ("5x1", ((5, 1),), {}),
         ("4x4", ((4, 4),), {}),
+        ("1x2", ((1, 2),), {}),
+        ("17x17", ((17, 17),), {}),
         ("anchor", ((3, 3),), {"anchor": (0, 0)}),
         ("constant", ((5, 5),), {"borderType": cv2.BORDER_CONSTANT}),
         ("wrap", ((3, 3),), {"borderType": cv2.BORDER_WRAP}),
@@ -162,6 +164,7 @@ def _box(img: np.ndarray) -> Params:
         ("sum", (-1, (3, 3)), {"normalize": False}),
         ("float", (cv2.CV_32F, (5, 3)), {}),
         ("16S sum", (cv2.CV_16S, (3, 3)), {"normalize": False}),
+        ("16S mean", (cv2.CV_16S, (2, 2)), {}),
     ]
 
 
@@ -370,6 +373,10 @@ CV2_SHAPES = (
     (1, 1),
     (0, 0),
     (0, W, 3),
+    # rows of 13 x C values: cv2's vector loops leave a scalar tail (width % 16, % 8, % 4)
+    (9, 13),
+    (9, 13, 3),
+    (2, 37, 4),
 )
 
 
