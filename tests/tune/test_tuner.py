@@ -40,6 +40,7 @@ def test_sleep_dominated_samples_get_one_worker_per_cpu_of_the_limit(
     assert "num_workers" in section.changed and section.yours.num_workers == 0
     assert section.confirmation is not None and section.confirmation.ratio > 1.4
     assert "side by side" in section.reason
+    assert f"({section.confirmation.ratio:.2f}x ± " in section.reason  # the noise is shown
     workers = [t for t in section.trials if t.settings.num_workers and t.batches]
     assert all(t.worker_rss_mb > 0 for t in workers)  # the workers' memory was read
 

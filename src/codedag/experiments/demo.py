@@ -200,6 +200,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
             device,
             plan.get("placement", {}).get("basis", "none"),
             None if section is None or section.keeps_yours else section.chosen.label(),
+            switched_off=stats.get("guard", {}).get("switched_off", {}),
         ),
         guard=dict(stats.get("guard", {})),
         files=files,

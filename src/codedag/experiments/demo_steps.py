@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from dataclasses import asdict
 from typing import Any
 
@@ -241,14 +241,26 @@ def verdict(
     device: str,
     basis: str,
     loader: str | None = None,
+    switched_off: Collection[str] = (),
 ) -> str:
     """One sentence saying what the plan did and what it changed, without overclaiming.
 
-    ``loader`` names the tuned DataLoader settings when the plan changes them.
+    ``loader`` names the tuned DataLoader settings when the plan changes them; ``switched_off``
+    the placed functions the run-time check turned back to their library.
     """
     placed = [r["function"] for r in rows if r["placed"]]
     kept = [r["function"] for r in rows if not r["placed"]]
     where = "the CPU" if device == "cpu" else device
+    off = [f for f in placed if f in switched_off]
+    if placed and len(off) == len(placed):
+        return (
+            f"The plan moved {', '.join(placed)} to torch on {where}, where calibration measured "
+            "it faster, but on the training run's own calls the run-time check measured the "
+            "library faster and switched it back, so both runs executed the library code"
+            + (f" (their step times differ by {abs(1 - speedup) * 100:.1f} %: run-to-run noise)."
+               if speedup is not None else ".")
+        )  # fmt: skip
+    placed = [f for f in placed if f not in off]
     if not placed and loader is not None:
         return (
             f"Measured on {where}, the plan keeps every call with its library (both runs execute "
@@ -272,6 +284,8 @@ def verdict(
     text = f"The plan moves {moved} to torch on {where}, where calibration measured it faster"
     if kept:
         text += f", and keeps {len(kept)} other measured function(s) with their library"
+    if off:
+        text += f" (the run-time check switched {', '.join(off)} back to its library)"
     if basis == "assumed":
         text += " (ASSUMED speedup, not measured)"
     if loader is not None:

@@ -150,7 +150,7 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
             f"side by side in {options.rounds} alternating rounds: "
             f"{confirmation.chosen_batches_per_s:.2f} batches/s against "
             f"{confirmation.yours_batches_per_s:.2f} with your settings "
-            f"({confirmation.ratio:.2f}x)"
+            f"({confirmation.ratio:.2f}x ± {confirmation.stderr_ratio:.2f})"
         )
         if beats(mine, theirs, margin):
             reasons.append(side)

@@ -1,0 +1,41 @@
+"""The demo's one-sentence verdict says what ran, never more."""
+
+from __future__ import annotations
+
+from codedag.experiments.demo_steps import verdict
+
+MEL = "librosa.feature.spectral.melspectrogram"
+
+
+def _rows(*placed: str, kept: tuple[str, ...] = ("numpy.pad",)) -> list[dict]:
+    return [{"function": f, "placed": 1} for f in placed] + [
+        {"function": f, "placed": 0} for f in kept
+    ]
+
+
+def test_a_measured_win_is_reported_with_its_speedup() -> None:
+    text = verdict(_rows(MEL), 1.5, "cpu", "measured")
+    assert f"moves {MEL} to torch on the CPU" in text
+    assert "ran 1.50x faster" in text
+
+
+def test_placements_the_run_time_check_switched_off_claim_no_speedup() -> None:
+    text = verdict(_rows(MEL), 1.53, "cpu", "measured", switched_off={MEL: "slower"})
+    assert "faster." not in text and "1.53x" not in text
+    assert "switched it back" in text
+    assert "both runs executed the library code" in text
+    assert "differ by 53.0 %" in text
+
+
+def test_a_partly_switched_off_plan_names_what_still_moves() -> None:
+    text = verdict(
+        _rows(MEL, "numpy.fft.rfft"), 1.2, "cpu", "measured", switched_off=["numpy.fft.rfft"]
+    )
+    assert f"moves {MEL} to torch" in text
+    assert "switched numpy.fft.rfft back to its library" in text
+
+
+def test_nothing_placed_says_both_runs_execute_the_same_code() -> None:
+    text = verdict(_rows(kept=("cv2.resize", "cv2.flip")), 0.9, "cpu", "measured")
+    assert "each of the 2 candidate functions is faster with its own library" in text
+    assert "run-to-run noise" in text
