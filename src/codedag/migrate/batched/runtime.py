@@ -40,7 +40,14 @@ log = logging.getLogger(__name__)
 
 FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
 NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
-_WORKER_FIELDS = ("fetches", "fetch_ns", "records", "retried", *(f"forced_{r}" for r in REASONS))
+_WORKER_FIELDS = (
+    "fetches",
+    "fetch_ns",
+    "records",
+    "retried",
+    "stopped",
+    *(f"forced_{r}" for r in REASONS),
+)
 
 
 class _Switch:
@@ -231,7 +238,11 @@ class BatchedRuntime:
     # -- statistics -----------------------------------------------------------------------------
     @staticmethod
     def _local_counts(_name: str) -> dict[str, int]:
-        return {**fetch_module.COUNTERS.values(), **FORCED.counts()}
+        return {
+            **fetch_module.COUNTERS.values(),
+            **FORCED.counts(),
+            "stopped": len(FORCED.stopped),
+        }
 
     def stats(self) -> dict[str, Any]:
         """``get_stats()["batched"]``: batches, samples, groups, backend calls, bytes, forced
@@ -259,6 +270,7 @@ class BatchedRuntime:
             "forced": forced,
             "forced_sites": dict(sites.most_common(20)),
             "stopped_sites": sorted(FORCED.stopped),
+            "stopped_sites_in_workers": remote.get("stopped", 0),
             "retried_samples": merged["retried"],
             "worker_ms": merged["fetch_ns"] / 1e6,
             "main_ms": self.main_ns / 1e6,
