@@ -379,17 +379,27 @@ def op_from_key(key: tuple[Any, ...]) -> Op:
     return register_op(_build_op(key))
 
 
+_BUILDERS: list[Callable[[tuple[Any, ...]], Op | None]] = []
+
+
+def register_builder(builder: Callable[[tuple[Any, ...]], Op | None]) -> None:
+    """Let ``builder`` rebuild ops of other kinds from their keys (:mod:`.views` registers its
+    own when imported, as every process that records or runs batches does)."""
+    if builder not in _BUILDERS:
+        _BUILDERS.append(builder)
+
+
 def _build_op(key: tuple[Any, ...]) -> Op:
     kind = key[0]
-    op: Op | None
+    op: Op | None = None
     if kind == "library":
         op = library_op(key[1])
     elif kind == "elementwise":
         op = elementwise_op(key[1])
     else:
-        from codedag.migrate.batched.views import view_op
-
-        op = view_op(key)
+        for builder in _BUILDERS:
+            if (op := builder(key)) is not None:
+                break
     if op is None:
         raise UnsupportedOperation(f"no batched op {key!r} in this process")
     return op
