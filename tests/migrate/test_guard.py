@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from codedag.migrate.contract import Quirks
 from codedag.migrate.guard import Guard, GuardSettings, GuardState
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.registry import Registry, default_registry, spec_from_backend
@@ -170,7 +171,7 @@ def test_once_decided_or_disabled_the_fast_path_has_no_guard(timing: FakeTime) -
 
 def test_functions_that_write_their_arguments_are_not_run_twice(timing: FakeTime) -> None:
     settings = GuardSettings(calls=4, clock_ns=timing.clock)
-    injector = _injector(timing, settings, inplace_args=(0,))
+    injector = _injector(timing, settings, quirks=Quirks(inplace=(0,)))
     with _applied(injector):
         _call(2)
         guard = injector.stats()[NAME]["guard"]

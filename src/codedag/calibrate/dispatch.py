@@ -43,7 +43,7 @@ def measure_dispatch(device: str = "cpu") -> DispatchCost:
     from codedag.migrate.values import ValueConverter
     from codedag.migrate.wrapper import UniversalWrapper
 
-    spec = OpSpec(_NAME, Strategy.MOVE_ONLY, _noop, "numpy")
+    spec = OpSpec(_NAME, Strategy.MOVE_ONLY, _noop)  # NumPy semantics: the default adapter
     converters = {device: ValueConverter(device)}
     value = np.zeros(4, np.float32)
 

@@ -29,7 +29,7 @@ def original_function(name: str) -> Callable[..., Any]:
         value = value.__func__
     if not callable(value):
         raise MigrationError(f"{name} is not callable here ({type(value).__name__})")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def migrated_call(

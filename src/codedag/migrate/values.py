@@ -1,4 +1,4 @@
-"""Values crossing devices: NumPy arrays and PIL images to device tensors and back.
+"""Values crossing devices: NumPy arrays (and CPU tensors) to device tensors and back.
 
 Rules (docs/migration.md explains the trade-off):
 
@@ -32,9 +32,6 @@ import torch
 
 from codedag.errors import UnsupportedOperation
 
-# PIL modes whose pixels round-trip exactly through a NumPy array (np.asarray / fromarray).
-PIL_MODES: frozenset[str] = frozenset({"1", "L", "LA", "RGB", "RGBA", "F", "I", "I;16"})
-
 _SUPPORTED_KINDS = frozenset("biufc")
 
 
@@ -49,13 +46,6 @@ def _load_memcmp() -> Any:
 
 
 _memcmp = _load_memcmp()
-
-
-def _pil_image_type() -> type | None:
-    import sys
-
-    module = sys.modules.get("PIL.Image")
-    return getattr(module, "Image", None) if module is not None else None
 
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -182,10 +172,10 @@ class DeviceCache:
 class CallValues:
     """What a call's inputs were, to convert its outputs back to the same kinds."""
 
-    __slots__ = ("pil_modes", "staging", "torch_device")
+    __slots__ = ("inputs", "staging", "torch_device")
 
     def __init__(self) -> None:
-        self.pil_modes: list[str] = []
+        self.inputs: set[int] = set()
         self.torch_device: torch.device | None = None
         self.staging: list[torch.Tensor] = []
 
@@ -217,9 +207,11 @@ class ValueConverter:
             if not array.flags.writeable:  # from_numpy warns on read-only arrays
                 array = np.array(array)
             try:
-                return torch.from_numpy(array)
+                tensor = torch.from_numpy(array)
             except ValueError:  # negative strides
                 return torch.from_numpy(np.array(array))
+            call.inputs.add(tensor.untyped_storage().data_ptr())
+            return tensor
         cached = self.cache.get(array)
         if cached is not None:
             return cached
@@ -233,7 +225,8 @@ class ValueConverter:
         return host.to(self.device, non_blocking=self.buffers.pinned)
 
     def to_device(self, value: Any, call: CallValues) -> Any:
-        """Convert one argument: arrays, PIL images, CPU tensors; lists and tuples of them."""
+        """Convert one argument: arrays and CPU tensors, lists and tuples of arrays; other
+        values are returned as they are."""
         if isinstance(value, np.ndarray):
             return self.array_to_tensor(value, call)
         if isinstance(value, torch.Tensor):
@@ -242,24 +235,24 @@ class ValueConverter:
             return value.to(self.device, non_blocking=True)
         if isinstance(value, list | tuple) and value and isinstance(value[0], np.ndarray):
             return type(value)(self.to_device(v, call) for v in value)
-        image_type = _pil_image_type()
-        if image_type is not None and isinstance(value, image_type):
-            if value.mode not in PIL_MODES:
-                raise UnsupportedOperation(
-                    f"PIL mode {value.mode!r}; supported: {', '.join(sorted(PIL_MODES))}"
-                )
-            call.pil_modes.append(value.mode)
-            return self.array_to_tensor(np.asarray(value), call)
         return value
 
     # -- outputs -----------------------------------------------------------------------------
-    def tensor_to_array(self, tensor: torch.Tensor, order: str) -> np.ndarray:
-        """Bring a result tensor back as the NumPy array the library would return."""
+    def tensor_to_array(
+        self, tensor: torch.Tensor, order: str, call: CallValues | None = None
+    ) -> np.ndarray:
+        """Bring a result tensor back as the NumPy array the library would return.
+
+        On the CPU a result that is (a view of) one of the call's own input arrays is copied:
+        user code never gets memory the library would not have shared.
+        """
         if self.zero_copy and tensor.device.type == "cpu":
             try:
                 array = tensor.numpy()
             except RuntimeError:  # requires grad, or a lazy conjugate/negative view
                 array = tensor.detach().resolve_conj().resolve_neg().numpy()
+            if call is not None and tensor.untyped_storage().data_ptr() in call.inputs:
+                return np.array(array, order="F" if order == "F" else "C", copy=True)
             if order == "C" and not array.flags.c_contiguous:
                 array = np.ascontiguousarray(array)
             elif order == "F" and not array.flags.f_contiguous:

@@ -19,6 +19,7 @@ value used anywhere else is forced on first use.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -124,6 +125,18 @@ STATE = _State()
 def recording() -> bool:
     """Whether calls made now may be deferred (a fetch with deferral runs in this thread)."""
     return STATE.active > 0
+
+
+@contextlib.contextmanager
+def deferring() -> Iterator[None]:
+    """Record in this thread as a DataLoader fetch does (calibration, tests)."""
+    STATE.active += 1
+    try:
+        yield
+    finally:
+        STATE.active -= 1
+        if not STATE.active:
+            STATE.copies.clear()
 
 
 def _snapshot(value: Any) -> Any:

@@ -301,15 +301,35 @@ def meta_of(value: Any) -> Meta:
     return Meta(tuple(array.shape), array.dtype, "array")
 
 
+_TORCH_OF_NUMPY: dict[np.dtype, torch.dtype] = {
+    np.dtype(np.bool_): torch.bool,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.int8): torch.int8,
+    np.dtype(np.int16): torch.int16,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.uint16): torch.uint16,
+    np.dtype(np.uint32): torch.uint32,
+    np.dtype(np.uint64): torch.uint64,
+    np.dtype(np.float16): torch.float16,
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.complex64): torch.complex64,
+    np.dtype(np.complex128): torch.complex128,
+}
+_NUMPY_OF_TORCH = {v: k for k, v in _TORCH_OF_NUMPY.items()}
+
+
 def torch_dtype(dtype: Any) -> torch.dtype:
-    """The torch dtype of a NumPy dtype.
+    """The torch dtype of a NumPy dtype (anything ``numpy.dtype()`` takes).
 
     Raises:
         UnsupportedOperation: torch has no such dtype.
     """
-    from codedag.migrate.ops._npcommon import torch_dtype as convert
-
-    return convert(dtype)
+    try:
+        return _TORCH_OF_NUMPY[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise UnsupportedOperation(f"dtype {dtype!r} has no torch equivalent") from None
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
@@ -318,10 +338,8 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     Raises:
         UnsupportedOperation: NumPy has no such dtype (bfloat16).
     """
-    from codedag.migrate.ops._npcommon import NUMPY_OF_TORCH
-
     try:
-        return NUMPY_OF_TORCH[dtype]
+        return _NUMPY_OF_TORCH[dtype]
     except KeyError:
         raise UnsupportedOperation(f"{dtype} has no NumPy equivalent") from None
 
@@ -361,17 +379,27 @@ def op_from_key(key: tuple[Any, ...]) -> Op:
     return register_op(_build_op(key))
 
 
+_BUILDERS: list[Callable[[tuple[Any, ...]], Op | None]] = []
+
+
+def register_builder(builder: Callable[[tuple[Any, ...]], Op | None]) -> None:
+    """Let ``builder`` rebuild ops of other kinds from their keys (:mod:`.views` registers its
+    own when imported, as every process that records or runs batches does)."""
+    if builder not in _BUILDERS:
+        _BUILDERS.append(builder)
+
+
 def _build_op(key: tuple[Any, ...]) -> Op:
     kind = key[0]
-    op: Op | None
+    op: Op | None = None
     if kind == "library":
         op = library_op(key[1])
     elif kind == "elementwise":
         op = elementwise_op(key[1])
     else:
-        from codedag.migrate.batched.views import view_op
-
-        op = view_op(key)
+        for builder in _BUILDERS:
+            if (op := builder(key)) is not None:
+                break
     if op is None:
         raise UnsupportedOperation(f"no batched op {key!r} in this process")
     return op

@@ -40,7 +40,14 @@ log = logging.getLogger(__name__)
 
 FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
 NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
-_WORKER_FIELDS = ("fetches", "fetch_ns", "records", "retried", *(f"forced_{r}" for r in REASONS))
+_WORKER_FIELDS = (
+    "fetches",
+    "fetch_ns",
+    "records",
+    "retried",
+    "stopped",
+    *(f"forced_{r}" for r in REASONS),
+)
 
 
 class _Switch:
@@ -120,7 +127,10 @@ class BatchedRuntime:
         names = self.chains.functions
         entries = set(self.chains.entry_functions)
 
-        def factory(name: str, original: Any) -> Any:
+        current: list[str] = []  # the canonical name whose sites are being patched
+
+        def factory(site: str, original: Any) -> Any:
+            name = current[0] if current else site
             if name == FETCH:
                 return fetch_module.make_fetch(original, self._deferring)
             if name == NEXT:
@@ -137,10 +147,12 @@ class BatchedRuntime:
         _warm(names)
         for name in names:
             try:
-                self.patcher.patch_many([name], factory)
+                current[:] = [name]
+                self.patcher.patch_many(_sites(name), factory)
             except Exception as error:  # a function absent in this environment
                 failed += 1
                 log.warning("batched execution: cannot patch %s: %s", name, error)
+        current.clear()
         self.patcher.patch_many([n for n in CONVERSIONS if n not in names], factory)
         self.patcher.patch_many([FETCH, NEXT], factory, rebind_references=False)
         self.workers = WorkerStats(["batched"], self._local_counts, _WORKER_FIELDS)
@@ -231,7 +243,11 @@ class BatchedRuntime:
     # -- statistics -----------------------------------------------------------------------------
     @staticmethod
     def _local_counts(_name: str) -> dict[str, int]:
-        return {**fetch_module.COUNTERS.values(), **FORCED.counts()}
+        return {
+            **fetch_module.COUNTERS.values(),
+            **FORCED.counts(),
+            "stopped": len(FORCED.stopped),
+        }
 
     def stats(self) -> dict[str, Any]:
         """``get_stats()["batched"]``: batches, samples, groups, backend calls, bytes, forced
@@ -259,6 +275,7 @@ class BatchedRuntime:
             "forced": forced,
             "forced_sites": dict(sites.most_common(20)),
             "stopped_sites": sorted(FORCED.stopped),
+            "stopped_sites_in_workers": remote.get("stopped", 0),
             "retried_samples": merged["retried"],
             "worker_ms": merged["fetch_ns"] / 1e6,
             "main_ms": self.main_ns / 1e6,
@@ -280,3 +297,15 @@ def _warm(functions: list[str]) -> None:
         ops.elementwise_op(f"numpy.{name}")
     for name in views.NUMPY_VIEWS:
         views.numpy_view(name)
+
+
+def _sites(name: str) -> list[str]:
+    """``name`` and the other public paths of the same function (``librosa.feature.melspectrogram``
+    for ``librosa.feature.spectral.melspectrogram``): the library's own namespaces keep their
+    references, so each spelling user code may call is patched, as a per-call migration does."""
+    from codedag.migrate.injector import alias_paths
+    from codedag.migrate.registry import default_registry
+    from codedag.patching import resolve
+
+    _owner, _attr, raw = resolve(name)
+    return [name, *alias_paths(name, raw, default_registry().aliases(name))]

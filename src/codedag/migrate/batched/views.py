@@ -30,6 +30,7 @@ from codedag.migrate.batched.ops import (
     is_array,
     meta_of,
     numpy_dtype,
+    register_builder,
     register_op,
     torch_dtype,
     unpatched,
@@ -526,6 +527,8 @@ def view_op(key: tuple[Any, ...]) -> Op | None:
         return torch_function(function) if function is not None else None
     return None
 
+
+register_builder(view_op)
 
 __all__ = [
     "CastOp",

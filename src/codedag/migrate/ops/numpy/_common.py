@@ -1,0 +1,158 @@
+"""Helpers shared by the NumPy backends: dtype maps, NumPy's own type promotion, axis handling.
+
+Result dtypes are never guessed: :func:`probe_dtype` calls the real NumPy function on 0-d arrays of
+the argument dtypes (Python scalars passed as they are, so NEP 50 weak-scalar rules, loop selection
+such as ``sqrt(uint8) -> float16`` and overflow errors all come from NumPy itself). The torch side
+then casts its inputs to that dtype and computes, so integer results wrap exactly as NumPy's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from codedag.errors import UnsupportedOperation
+
+TORCH_OF_NUMPY: dict[np.dtype, torch.dtype] = {
+    np.dtype(np.bool_): torch.bool,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.int8): torch.int8,
+    np.dtype(np.int16): torch.int16,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.uint16): torch.uint16,
+    np.dtype(np.uint32): torch.uint32,
+    np.dtype(np.uint64): torch.uint64,
+    np.dtype(np.float16): torch.float16,
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.complex64): torch.complex64,
+    np.dtype(np.complex128): torch.complex128,
+}
+NUMPY_OF_TORCH: dict[torch.dtype, np.dtype] = {v: k for k, v in TORCH_OF_NUMPY.items()}
+
+# torch stores uint16/32/64 and converts them, but has no arithmetic kernels for them.
+STORAGE_ONLY = frozenset({torch.uint16, torch.uint32, torch.uint64})
+
+
+def torch_dtype(dtype: Any) -> torch.dtype:
+    """Map what ``numpy.dtype()`` accepts (``"f4"``, ``np.uint8``, ``float``) to a torch dtype."""
+    try:
+        npd = np.dtype(dtype)
+    except TypeError as e:
+        raise UnsupportedOperation(f"dtype {dtype!r} is not a NumPy dtype") from e
+    td = TORCH_OF_NUMPY.get(npd)
+    if td is None:
+        raise UnsupportedOperation(
+            f"dtype {npd} has no torch equivalent; expected one of "
+            f"{sorted(str(d) for d in TORCH_OF_NUMPY)}"
+        )
+    return td
+
+
+def numpy_dtype(t: torch.Tensor) -> np.dtype:
+    """The NumPy dtype of a tensor."""
+    try:
+        return NUMPY_OF_TORCH[t.dtype]
+    except KeyError as e:
+        raise UnsupportedOperation(f"tensor dtype {t.dtype} has no NumPy equivalent") from e
+
+
+def check_computable(*tensors: Any) -> None:
+    """Raise UnsupportedOperation for tensors whose dtype torch cannot compute with."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and (
+            t.dtype in STORAGE_ONLY or t.dtype not in NUMPY_OF_TORCH
+        ):
+            raise UnsupportedOperation(
+                f"received a {t.dtype} tensor; torch has no kernels for it (expected bool, "
+                "int8..int64, uint8, float16/32/64 or complex)"
+            )
+
+
+def as_probe(x: Any) -> Any:
+    """A stand-in for ``x`` in a NumPy dtype probe: a 0-d array of a tensor's dtype, else ``x``."""
+    if isinstance(x, torch.Tensor):
+        return np.ones((), dtype=numpy_dtype(x))
+    if isinstance(x, (list, tuple)):
+        return type(x)(as_probe(v) for v in x)
+    return x
+
+
+def probe_dtype(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> np.dtype:
+    """Return the dtype NumPy's ``fn`` gives for these arguments (tensors as 0-d arrays)."""
+    pargs = [as_probe(a) for a in args]
+    pkw = {k: as_probe(v) for k, v in kwargs.items()}
+    try:
+        with np.errstate(all="ignore"):
+            out = fn(*pargs, **pkw)
+    except Exception as e:  # NumPy refuses (OverflowError, casting rules): so does the backend
+        raise UnsupportedOperation(f"NumPy rejects these argument types: {e}") from e
+    return np.asarray(out).dtype
+
+
+def result_type(*args: Any) -> np.dtype:
+    """``numpy.result_type`` of tensors and scalars (NEP 50: Python scalars are weak)."""
+    try:
+        return np.result_type(*[as_probe(a) for a in args])
+    except Exception as e:
+        raise UnsupportedOperation(f"no common NumPy dtype for these arguments: {e}") from e
+
+
+def to_torch_operand(x: Any, dtype: torch.dtype, device: torch.device) -> Any:
+    """Cast a tensor to ``dtype``; NumPy scalars and arrays become tensors; Python scalars stay."""
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype)
+    if isinstance(x, (bool, int, float, complex)):
+        return x
+    if isinstance(x, (np.generic, np.ndarray)):
+        return torch.as_tensor(np.asarray(x)).to(device=device, dtype=dtype)
+    raise UnsupportedOperation(
+        f"received an argument of type {type(x).__name__}; expected a tensor"
+    )
+
+
+def first_device(*args: Any) -> torch.device:
+    """Device of the first tensor among ``args`` (CPU when there is none)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a.device
+        if isinstance(a, (list, tuple)):
+            for v in a:
+                if isinstance(v, torch.Tensor):
+                    return v.device
+    return torch.device("cpu")
+
+
+def norm_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
+    """Normalize ``axis`` (int, tuple, negative values) against ``ndim``; None stays None."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1):
+            raise UnsupportedOperation(f"axis {a} is out of bounds for an array of {ndim} dims")
+        out.append(a % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise UnsupportedOperation(f"repeated axis in {axis!r}")
+    return tuple(out)
+
+
+def require_default(name: str, value: Any, default: Any) -> None:
+    """Raise UnsupportedOperation unless a parameter has its default (``out=``, ``where=``...)."""
+    if value is not default and not (default is True and value is True):
+        raise UnsupportedOperation(f"{name}={value!r} is not supported; expected {default!r}")
+
+
+def shape_tuple(size: int | Iterable[int] | None) -> tuple[int, ...]:
+    """A NumPy ``size``/``shape`` argument as a tuple."""
+    if size is None:
+        return ()
+    if isinstance(size, int | np.integer):
+        return (int(size),)
+    return tuple(int(s) for s in size)
