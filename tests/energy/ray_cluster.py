@@ -72,8 +72,13 @@ def local_cluster(num_cpus: int = 2) -> Iterator[Cluster]:
     # Ports Ray would otherwise take at fixed numbers: another cluster on this machine (a second
     # test run) must not collide with this one.
     fixed = ["dashboard-port", "dashboard-agent-listen-port"]
+    # This interpreter, not the `ray` script: its shebang may name another environment (a copied
+    # virtualenv), and Ray's workers run the interpreter that started the head, so the tasks would
+    # import another checkout's codedag.
     command = [
-        str(Path(sys.executable).with_name("ray")),
+        sys.executable,
+        "-m",
+        "ray.scripts.scripts",
         "start",
         "--head",
         "--block",

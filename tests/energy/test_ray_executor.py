@@ -13,9 +13,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import psutil
 import pytest
@@ -52,6 +54,32 @@ def start_mutate(cluster: Cluster, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+class Output:
+    """Everything a running process writes to stdout and stderr, read as it comes."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._threads = [
+            threading.Thread(target=self._read, args=(stream, lines), daemon=True)
+            for stream, lines in ((proc.stdout, self.out), (proc.stderr, self.err))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def _read(stream: IO[str] | None, lines: list[str]) -> None:
+        assert stream is not None
+        for line in stream:
+            lines.append(line)
+
+    def finish(self) -> tuple[str, str]:
+        """Both streams in full, once the process has closed them."""
+        for thread in self._threads:
+            thread.join(30)
+        return "".join(self.out), "".join(self.err)
 
 
 def wait_for(predicate, timeout_s: float = 90.0, what: str = "condition") -> None:
@@ -224,16 +252,21 @@ def test_a_task_whose_worker_is_killed_runs_again(
         "--address", cluster.address, "--results-dir", str(tmp_path / "results"), "--json",
         "--cooldown", "0",
     )  # fmt: skip
+    output = Output(session)
     marker = tmp_path / "toy" / "victim.ran"
     try:
+        # the training script reports its worker (its parent), itself and its child
         wait_for(lambda: marker.exists() and len(marker.read_text().split()) == 3, what="a run")
         worker, first_run, grandchild = map(int, marker.read_text().split())
         assert "ray::" in " ".join(psutil.Process(worker).cmdline())
+        # the session has taken the task's "started" message: it knows where the task runs
+        wait_for(lambda: "toy_victim_001 on " in "".join(output.err), what="the task's start")
         os.kill(worker, signal.SIGKILL)
-        out, err = session.communicate(timeout=120)
+        session.wait(timeout=120)
     finally:
         if session.poll() is None:
             session.kill()
+    out, err = output.finish()
     assert session.returncode == 0, err[-3000:]
     (record,) = json.loads(out)["experiments"]
     assert record["training_success"] and record["performance_metrics"] == {"accuracy": 80.0}

@@ -9,11 +9,15 @@ lead their own groups, would be left behind. So the Ray task starts this watchdo
 - it is detached (double fork, own session), so neither the worker's death nor Ray's clean-up of
   the worker's direct children ends it;
 - the task tells it, through a pipe on its stdin, every process group it starts and ends
-  (:class:`GroupReaper` is a :class:`~codedag.energy.process.ProcessRegistry` that does so);
+  (:class:`GroupReaper` is a :class:`~codedag.energy.process.ProcessRegistry` that does so), at
+  once when the group starts, so a worker killed right after starting its training leaves no
+  group the watchdog has not heard of;
 - it also notes every descendant of the worker a few times per second (the CPU energy ``perf``
   process, anything a library starts);
-- when the pipe closes it exits. If the worker is dead by then, it first ends every group and
-  process it knew of: SIGTERM, then SIGKILL after the grace period.
+- when the pipe closes it exits. A task that leaves its work normally writes ``done`` first; a
+  pipe closed without it means the worker died (its file descriptors close before it turns into
+  a zombie, so its state is no proof of life at that moment), and the watchdog first ends every
+  group and process it knew of: SIGTERM, then SIGKILL after the grace period.
 
 ``python -m codedag.energy.ray_reaper WORKER_PID GRACE_S`` runs it; it needs only psutil.
 """
@@ -27,13 +31,14 @@ import signal
 import subprocess
 import sys
 import time
-from typing import IO, Any
+from typing import IO
 
 import psutil
 
-from codedag.energy.process import TERM_GRACE_S, ProcessRegistry
+from codedag.energy.process import TERM_GRACE_S, ProcessRegistry, ProcessTree
 
 POLL_S = 0.2
+DONE = "done"  # the task left its work normally; written last, before closing the pipe
 
 
 class GroupReaper(ProcessRegistry):
@@ -72,6 +77,7 @@ class GroupReaper(ProcessRegistry):
 
     def __exit__(self, *exc: object) -> None:
         self.terminate_all(self.grace_s)
+        self._send(DONE)
         pipe, self._pipe = self._pipe, None
         if pipe is not None:
             with contextlib.suppress(OSError):
@@ -86,18 +92,23 @@ class GroupReaper(ProcessRegistry):
         except OSError:  # the watchdog is gone; the groups are still ended by this process
             self._pipe = None
 
-    def add(self, pgid: Any) -> None:
-        super().add(pgid)
-        self._send(f"+{pgid}")
+    def add(self, run: ProcessTree | int) -> None:
+        super().add(run)
+        self._send(f"+{_leader(run)}")
 
-    def discard(self, pgid: Any) -> None:
-        super().discard(pgid)
-        self._send(f"-{pgid}")
+    def discard(self, run: ProcessTree | int) -> None:
+        super().discard(run)
+        self._send(f"-{_leader(run)}")
+
+
+def _leader(run: ProcessTree | int) -> int:
+    """The process group of a run: its leader's pid (the leader of its own group)."""
+    return run.leader if isinstance(run, ProcessTree) else int(run)
 
 
 def _alive(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
     except psutil.NoSuchProcess:
         return False
 
@@ -117,10 +128,13 @@ class _Watch:
         self.groups: set[int] = set()
         self.seen: dict[int, tuple[float, int | None]] = {}  # pid -> (create time, pgid)
         self.protected = {_pgid(worker), os.getpgid(0)}
+        self.done = False  # the task said it left its work normally
 
     def note(self, line: str) -> None:
         line = line.strip()
-        if line[:1] in "+-" and line[1:].isdigit():
+        if line == DONE:
+            self.done = True
+        elif line[:1] in "+-" and line[1:].isdigit():
             pgid = int(line[1:])
             if line[0] == "+":
                 self.groups.add(pgid)
@@ -173,7 +187,10 @@ class _Watch:
 
 
 def watch(worker: int, grace_s: float, stream: IO[str]) -> None:
-    """Follow ``stream`` until it closes; then, if ``worker`` is dead, end what it left."""
+    """Follow ``stream`` until it closes; then, unless the task said ``done``, end what it left.
+
+    A worker found dead before the stream closes also ends the watch.
+    """
     state = _Watch(worker)
     fd = stream.fileno()
     buffer = b""
@@ -190,12 +207,17 @@ def watch(worker: int, grace_s: float, stream: IO[str]) -> None:
                 state.note(line.decode(errors="replace"))
         state.poll()
         if not _alive(worker):
+            # what the task wrote before it died is still in the pipe: read it all
+            while select.select([fd], [], [], 0)[0] and (chunk := os.read(fd, 4096)):
+                buffer += chunk
+            for line in buffer.split(b"\n"):
+                state.note(line.decode(errors="replace"))
             break
-    if not _alive(worker):
+    if not state.done or not _alive(worker):
         state.end_all(grace_s)
     elif state.groups:
-        # The task closed the pipe while alive: it ended its groups itself, normally; end only
-        # registered leftovers, never what the worker runs for others.
+        # The task left its work normally and ended its groups itself; end only registered
+        # leftovers, never what the worker runs for others.
         state.seen.clear()
         state.end_all(grace_s)
 
