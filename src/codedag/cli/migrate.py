@@ -230,6 +230,39 @@ def _print_table(stats: dict[str, Any], rank: int = 0, world_size: int = 1) -> N
     console.print(table)
     for name, why in {**stats["skipped"], **stats["failed"]}.items():
         console.print(f"not patched: {name}: {why}")
+    batched = stats.get("batched") or {}
+    if batched.get("enabled"):
+        console.print(batched_table(batched, where))
+
+
+def batched_table(batched: dict[str, Any], where: str = "") -> Any:
+    """The counters of batched execution (``get_stats()["batched"]``) as a rich table."""
+    from rich.table import Table
+
+    table = Table(title=f"codedag migrate: batched chains on {batched['device']}{where}")
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    forced = batched["forced"]
+    rows = [
+        ("batches", str(batched["batches"])),
+        ("samples", str(batched["samples"])),
+        ("groups", str(batched["groups"])),
+        ("backend calls", str(batched["backend_calls"])),
+        ("host->device bytes", f"{batched['h2d_bytes']:,}"),
+        ("device->host bytes", f"{batched['d2h_bytes']:,}"),
+        ("forced", ", ".join(f"{r}: {n}" for r, n in forced.items()) or "0"),
+        ("worker ms", f"{batched['worker_ms']:.1f}"),
+        ("main ms", f"{batched['main_ms']:.1f}"),
+    ]
+    verify = batched.get("verify") or {}
+    if verify.get("batches"):
+        mismatches = verify.get("mismatches") or []
+        rows.append(("verified batches", f"{verify['batches']} ({len(mismatches)} differ)"))
+    if not batched.get("deferring", True):
+        rows.append(("state", "stopped (see the log)"))
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
 
 
 def run(args: argparse.Namespace) -> int:
