@@ -1,0 +1,123 @@
+"""Batched execution on the cases real loaders meet: ragged input sizes, samples forced by user
+code next to deferred ones, a custom ``collate_fn``, delivery on the device (no copy back), and
+the same tests on CUDA (``-m gpu``)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from batched_support import Augmented, images, loader, max_level_diff, plan, run
+
+from codedag.migrate.batched.settings import BatchedSettings
+
+STEPS = 12  # the chain's recorded steps per sample (library calls, operators, views)
+RAGGED = ((48, 64), (40, 56), (36, 36))
+DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)]
+
+
+def _close(reference: list[Any], batches: list[Any]) -> None:
+    for (ref_x, ref_y), (x, y) in zip(reference, batches, strict=True):
+        assert torch.equal(y, ref_y)
+        assert max_level_diff(x.cpu(), ref_x) <= 1.001
+
+
+class _Brightness(Augmented):
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:  # type: ignore[override]
+        import cv2
+
+        img = cv2.resize(self.data[index], (self.size, self.size), interpolation=cv2.INTER_LINEAR)
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        if index % 2 and float(img.mean()) > 300.0:  # forces odd samples; never true
+            img = 255 - img
+        out = np.transpose(img.astype(np.float32) / 255.0, (2, 0, 1))
+        return torch.from_numpy(np.ascontiguousarray(out)), index
+
+
+class _Canvas(Augmented):
+    """A letterbox: the resized image written into a slice of a padded canvas."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:  # type: ignore[override]
+        import cv2
+
+        img = cv2.resize(self.data[index], (self.size, self.size // 2))
+        canvas = np.full((self.size, self.size, 3), 114, dtype=np.uint8)
+        top = self.size // 4
+        canvas[top : top + self.size // 2] = img
+        return torch.from_numpy(canvas), index
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("device", DEVICES)
+def test_ragged_input_sizes_group_at_the_first_step(device: str) -> None:
+    data = images(9, sizes=RAGGED)
+    make = functools.partial(loader, Augmented(data), 0, 4)
+    reference, batches, stats = run(make, plan(device=device))
+    _close(reference, batches)
+    assert stats["samples"] == 9 and stats["batches"] == 3 and stats["forced"] == {}
+    assert stats["groups"] > stats["batches"]  # three input sizes per full batch
+    assert stats["backend_calls_per_batch_max"] <= STEPS * 3  # steps x groups, not x samples
+    assert stats["backend_calls"] <= STEPS * stats["groups"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("device", DEVICES)
+def test_samples_forced_by_user_code_next_to_deferred_ones(device: str) -> None:
+    make = functools.partial(loader, _Brightness(images(8)), 0, 4)
+    reference, batches, stats = run(make, plan(["cv2.resize", "cv2.cvtColor"], device=device))
+    for (ref_x, ref_y), (x, y) in zip(reference, batches, strict=True):
+        assert torch.equal(y, ref_y)
+        assert x.shape == ref_x.shape
+        assert float((x.cpu() - ref_x).abs().max()) <= 1.001 / 255.0
+    assert stats["forced"] == {"unsupported": 4}  # img.mean() of the odd samples
+    assert stats["batches"] == 2 and stats["samples"] == 4  # the deferred (even) samples
+    assert stats["ready_samples"] == 4  # forced ones ride along in the same batches
+    assert any("(attribute .mean)" in site for site in stats["forced_sites"])
+
+
+@pytest.mark.timeout(120)
+def test_slicing_into_a_canvas_forces_with_the_reason_and_equals_the_reference() -> None:
+    make = functools.partial(loader, _Canvas(images(6)), 0, 4)
+    reference, batches, stats = run(make, plan(["cv2.resize"]))
+    for (ref_x, ref_y), (x, y) in zip(reference, batches, strict=True):
+        assert torch.equal(y, ref_y) and torch.equal(x, ref_x)  # forced: cv2 itself ran
+    assert stats["forced"] == {"conversion": 6}
+
+
+def _dict_collate(samples: list[tuple[torch.Tensor, int]]) -> dict[str, torch.Tensor]:
+    return {
+        "image": torch.stack([x for x, _ in samples]),
+        "label": torch.tensor([y for _, y in samples]),
+    }
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_custom_collate_fn_gets_forced_samples(workers: int) -> None:
+    make = functools.partial(loader, Augmented(images(6)), workers, 4, collate_fn=_dict_collate)
+    reference = list(make())
+    _ref, batches, stats = run(make)
+    for ref, got in zip(reference, batches, strict=True):
+        assert torch.equal(got["label"], ref["label"])
+        assert torch.allclose(got["image"], ref["image"], atol=0)  # forced: the CPU reference
+    assert stats["forced"] and set(stats["forced"]) <= {"collate", "custom_collate", "outside"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("device", DEVICES)
+def test_delivery_on_the_device_copies_nothing_back(device: str) -> None:
+    make = functools.partial(loader, Augmented(images(6)), 0, 4)
+    simulate = device == "cpu"
+    on_host = BatchedSettings(verify=0, deliver="host", simulate_transfers=simulate)
+    on_device = BatchedSettings(verify=0, deliver="device", simulate_transfers=simulate)
+    reference, host_batches, host = run(make, plan(device=device), on_host)
+    _ref, device_batches, dev = run(make, plan(device=device), on_device)
+    _close(reference, host_batches)
+    _close(reference, device_batches)
+    assert host["h2d_bytes"] > 0 and host["d2h_bytes"] > 0
+    assert dev["h2d_bytes"] > 0 and dev["d2h_bytes"] == 0
+    if device != "cpu":
+        assert all(x.device.type == "cuda" for x, _y in device_batches)
