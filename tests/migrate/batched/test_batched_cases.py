@@ -121,3 +121,24 @@ def test_delivery_on_the_device_copies_nothing_back(device: str) -> None:
     assert dev["h2d_bytes"] > 0 and dev["d2h_bytes"] == 0
     if device != "cpu":
         assert all(x.device.type == "cuda" for x, _y in device_batches)
+
+
+class _Downscale(Augmented):
+    """``cv2.resize`` by an integer factor (64 -> 32), whose backend reads values on a fast path."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:  # type: ignore[override]
+        import cv2
+
+        img = cv2.resize(self.data[index], (32, 32), interpolation=cv2.INTER_LINEAR)
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        return torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1))), index
+
+
+@pytest.mark.timeout(120)
+def test_a_backend_that_reads_values_still_defers() -> None:
+    make = functools.partial(loader, _Downscale(images(6, sizes=((64, 64),))), 0, 3)
+    reference, batches, stats = run(make, plan(["cv2.resize", "cv2.cvtColor"]))
+    for (ref_x, ref_y), (x, y) in zip(reference, batches, strict=True):
+        assert torch.equal(y, ref_y)
+        assert int((x.int() - ref_x.int()).abs().max()) <= 1
+    assert stats["forced"] == {} and stats["samples"] == 6

@@ -17,6 +17,7 @@ across a group; part of the group key).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ PER_SAMPLE = "per_sample"
 STATIC = "static"
 
 SMALL_BYTES = 4096
+_MAX_ZERO_ELEMENTS = 1 << 24  # zeros a shape rule may run on when meta tensors cannot
 """Concrete arrays up to this size are static arguments (compared by value); larger ones are
 per-sample data shipped with the batch."""
 
@@ -181,15 +183,21 @@ class LibraryOp(Op):
             cached = self._meta_cache.get(signature)
             if cached is not None:
                 return cached
-        meta_device = torch.device("meta")
-        call_args = [self._meta_arg(k, v) for k, v in enumerate(args)]
-        call_kwargs = {k: self._meta_arg(k, v) for k, v in kwargs.items()}
         try:
-            out = self.backend.call(call_args, call_kwargs, meta_device)
+            out = self._described(args, kwargs, torch.device("meta"))
         except UnsupportedOperation:
             raise
-        except Exception as e:  # the backend cannot describe its result without data
-            raise UnsupportedOperation(f"{self.name}: no shape rule ({type(e).__name__})") from e
+        except Exception:
+            # the backend reads data on some path (e.g. a fast path choosing on the values):
+            # run it once on zeros of the same shapes on the CPU (cached per signature below)
+            try:
+                out = self._described(args, kwargs, torch.device("cpu"))
+            except UnsupportedOperation:
+                raise
+            except Exception as e:
+                raise UnsupportedOperation(
+                    f"{self.name}: no shape rule ({type(e).__name__})"
+                ) from e
         if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != 1:
             raise UnsupportedOperation(f"{self.name}: the backend returns {type(out).__name__}")
         meta = Meta(tuple(out.shape[1:]), numpy_dtype(out.dtype))
@@ -198,11 +206,25 @@ class LibraryOp(Op):
                 self._meta_cache[signature] = meta
         return meta
 
-    def _meta_arg(self, key: int | str, value: Any) -> Any:
-        if self.slot_kind(key, value) == DATA:
-            meta = value if isinstance(value, Meta) else meta_of(value)
-            return torch.empty((1, *meta.shape), dtype=meta.torch_dtype, device="meta")
-        return value
+    def _described(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], device: torch.device
+    ) -> Any:
+        """The backend's result for one sample of placeholder data on ``device`` (``meta``:
+        shapes only; the CPU: zeros, for backends that read values)."""
+        call_args = [self._placeholder(k, v, device) for k, v in enumerate(args)]
+        call_kwargs = {k: self._placeholder(k, v, device) for k, v in kwargs.items()}
+        return self.backend.call(call_args, call_kwargs, device)
+
+    def _placeholder(self, key: int | str, value: Any, device: torch.device) -> Any:
+        if self.slot_kind(key, value) != DATA:
+            return value
+        meta = value if isinstance(value, Meta) else meta_of(value)
+        shape = (1, *meta.shape)
+        if device.type == "meta":
+            return torch.empty(shape, dtype=meta.torch_dtype, device=device)
+        if math.prod(shape) > _MAX_ZERO_ELEMENTS:
+            raise UnsupportedOperation(f"{self.name}: no shape rule for {meta.shape}")
+        return torch.zeros(shape, dtype=meta.torch_dtype, device=device)
 
     def run(self, args: list[Any], kwargs: dict[str, Any], n: int, device: torch.device) -> Any:
         call_args = [a.expanded(n) if isinstance(a, Batch) else a for a in args]
