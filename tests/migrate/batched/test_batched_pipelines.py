@@ -1,6 +1,6 @@
 """Batched execution on codedag's example pipelines (codedag.experiments.pipelines): decoded
-images, helper functions, random flips and affine matrices drawn in seeded workers, a letterbox
-with a copyMakeBorder canvas and compose's ragged sources. The training loop gets the unpatched
+images, helper functions, random flips and affine matrices drawn in seeded workers, and a
+letterbox of ragged sources with a copyMakeBorder canvas. The training loop gets the unpatched
 seeded run's batches (within the tolerance table), with 0, 2 and 4 forked workers."""
 
 from __future__ import annotations

@@ -75,3 +75,24 @@ def test_verify_passes_a_right_backend() -> None:
     _reference, _batches, stats = run(make, settings=BatchedSettings(verify=2))
     assert stats["verify"]["batches"] == 2 and stats["verify"]["mismatches"] == []
     assert stats["deferring"] is True and stats["forced"] == {}
+
+
+@pytest.mark.timeout(120)
+def test_codedag_migrate_prints_the_batched_table_only_for_batched_plans(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from batched_support import plan
+
+    from codedag.cli.migrate import _print_table
+    from codedag.migrate.api import PipelineMigrator
+
+    migrator = PipelineMigrator.from_plan(plan(), guard=False)
+    with migrator:
+        list(loader(Augmented(images(4)), 0, 4))
+    _print_table(migrator.get_stats())
+    assert "batched chains" in capsys.readouterr().err
+    plain = PipelineMigrator.from_plan({"context_device_map": {}}, guard=False)
+    with plain:
+        pass
+    _print_table(plain.get_stats())
+    assert "batched chains" not in capsys.readouterr().err
