@@ -17,6 +17,7 @@ type it converts to.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import numbers
 from collections.abc import Callable, Mapping
@@ -51,6 +52,12 @@ CONVERTIBLE: frozenset[str] = frozenset(
 _MISSING = object()
 
 
+@functools.cache
+def _dtype_name(dtype: np.dtype) -> str:
+    # numpy computes dtype.name in Python on every access (about 1 us); once per dtype here
+    return dtype.name
+
+
 def describe(value: Any) -> str:
     """A short description of a value for refusal reasons (``uint8 array (4, 5, 3)``)."""
     if isinstance(value, np.ndarray):
@@ -66,7 +73,8 @@ def array_refusal(
     """Why an array argument is outside ``spec``'s declared dtypes, ranks, channels or sizes."""
     quirks = spec.quirks
     dtypes = quirks.dtypes if quirks.dtypes is not None else CONVERTIBLE
-    if value.dtype.name not in dtypes or not value.dtype.isnative:
+    dtype = value.dtype
+    if _dtype_name(dtype) not in dtypes or not dtype.isnative:
         return f"{name}: dtype {value.dtype.str} is not supported; expected {sorted(dtypes)}"
     if ndims and value.ndim not in ndims:
         return f"{name}: {value.ndim}-d array; expected {' or '.join(map(str, ndims))} dims"
