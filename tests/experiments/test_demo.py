@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -151,3 +152,22 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     assert out.returncode == 2, out.stderr
     assert message in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_image_demo_with_batched_always_runs_the_chain_batched_and_reports_its_stats(
+    tmp_path: Path,
+) -> None:
+    settings = dataclasses.replace(small("image", tmp_path, tune=False), batched="always")
+    result = run_demo(settings)
+    assert result.equivalence["passed"], result.equivalence  # the verified batched batches
+    (chain,) = result.batched["chains"]
+    assert chain["batched"] and chain["basis"] == "assumed"
+    stats = result.batched["stats"]
+    assert stats["batches"] > 0 and stats["samples"] == stats["batches"] * settings.batch_size
+    steps = len(chain["steps"])
+    assert 0 < stats["backend_calls"] <= stats["batches"] * steps * max(1, stats["groups"])
+
+
+def test_demo_settings_refuse_an_unknown_batched_mode(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="batched must be auto, always or never"):
+        dataclasses.replace(small("image", tmp_path), batched="sometimes").validate()

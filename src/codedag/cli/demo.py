@@ -62,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         action="store_true",
         help="keep the DataLoader's settings (default: measure them, as `codedag tune` does)",
     )
+    parser.add_argument(
+        "--batched",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="run sample chains batched where measured faster (auto), always, or never",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         out_dir=args.out,
         seed=args.seed,
         tune=not args.no_tune,
+        batched=args.batched,
     )
     settings.validate()
     check_sample_count(settings.task, args.batches, args.batch_size)

@@ -112,7 +112,9 @@ def optimize(
     """
     from codedag.optimize.manager import OptimizerManager
 
-    manager = OptimizerManager(k=settings.k, target_device=device, loader=loader)
+    manager = OptimizerManager(
+        k=settings.k, target_device=device, loader=loader, batched=settings.batched
+    )
     result = manager.optimize(dag, export_dir=out_dir / "optimizer")
     plan = result["migration_plan"]
     atomic_write_json(out_dir / "migration_plan.json", plan)

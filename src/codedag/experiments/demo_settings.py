@@ -28,6 +28,7 @@ class DemoSettings:
     check_batches: int = 3
     k: int = 2
     tune: bool = True  # measure the DataLoader's settings; the optimized run uses them
+    batched: str = "auto"  # sample chains run batched: where measured faster, always or never
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first bad setting."""
@@ -38,6 +39,8 @@ class DemoSettings:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if self.batched not in ("auto", "always", "never"):
+            raise ConfigError(f"batched must be auto, always or never, got {self.batched!r}")
         if self.device is not None and not (
             self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")
         ):
