@@ -28,6 +28,7 @@ import torch
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.batched.backends import Backend, backend_for
+from codedag.migrate.ops.numpy._common import NUMPY_OF_TORCH, TORCH_OF_NUMPY
 
 DATA = "data"
 PER_SAMPLE = "per_sample"
@@ -323,25 +324,6 @@ def meta_of(value: Any) -> Meta:
     return Meta(tuple(array.shape), array.dtype, "array")
 
 
-_TORCH_OF_NUMPY: dict[np.dtype, torch.dtype] = {
-    np.dtype(np.bool_): torch.bool,
-    np.dtype(np.uint8): torch.uint8,
-    np.dtype(np.int8): torch.int8,
-    np.dtype(np.int16): torch.int16,
-    np.dtype(np.int32): torch.int32,
-    np.dtype(np.int64): torch.int64,
-    np.dtype(np.uint16): torch.uint16,
-    np.dtype(np.uint32): torch.uint32,
-    np.dtype(np.uint64): torch.uint64,
-    np.dtype(np.float16): torch.float16,
-    np.dtype(np.float32): torch.float32,
-    np.dtype(np.float64): torch.float64,
-    np.dtype(np.complex64): torch.complex64,
-    np.dtype(np.complex128): torch.complex128,
-}
-_NUMPY_OF_TORCH = {v: k for k, v in _TORCH_OF_NUMPY.items()}
-
-
 def torch_dtype(dtype: Any) -> torch.dtype:
     """The torch dtype of a NumPy dtype (anything ``numpy.dtype()`` takes).
 
@@ -349,7 +331,7 @@ def torch_dtype(dtype: Any) -> torch.dtype:
         UnsupportedOperation: torch has no such dtype.
     """
     try:
-        return _TORCH_OF_NUMPY[np.dtype(dtype)]
+        return TORCH_OF_NUMPY[np.dtype(dtype)]
     except (KeyError, TypeError):
         raise UnsupportedOperation(f"dtype {dtype!r} has no torch equivalent") from None
 
@@ -361,7 +343,7 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
         UnsupportedOperation: NumPy has no such dtype (bfloat16).
     """
     try:
-        return _NUMPY_OF_TORCH[dtype]
+        return NUMPY_OF_TORCH[dtype]
     except KeyError:
         raise UnsupportedOperation(f"{dtype} has no NumPy equivalent") from None
 
