@@ -107,12 +107,11 @@ class PatchInjector:
             patched = []
             for name in wanted:
                 try:
-                    _owner, _attr, raw = resolve(name)
+                    sites = patch_sites(name, self.registry)
                 except MigrationError as error:
                     self.failed[name] = str(error)
                     log.warning("cannot patch %s: %s", name, error)
                     continue
-                sites = [name, *alias_paths(name, raw, self.registry.aliases(name))]
                 self._current = name
                 try:
                     self._patcher.patch_many(sites, self._factory)
@@ -195,6 +194,16 @@ class PatchInjector:
     def patched_names(self) -> list[str]:
         """Functions patched right now (canonical names and their aliases)."""
         return sorted(self._patcher.records())
+
+
+def patch_sites(name: str, registry: Any) -> list[str]:
+    """``name`` and every other public path of the same function: what patching it means.
+
+    Raises:
+        MigrationError: ``name`` does not resolve.
+    """
+    _owner, _attr, raw = resolve(name)
+    return [name, *alias_paths(name, raw, registry.aliases(name))]
 
 
 def alias_paths(name: str, raw: Any, registered: set[str]) -> list[str]:

@@ -33,6 +33,8 @@ from codedag.migrate.batched.forcing import FORCED, REASONS, install_fork_hook
 from codedag.migrate.batched.settings import BatchedSettings, ChainSet
 from codedag.migrate.batched.transfer import DeviceIO, Pending, streams_for
 from codedag.migrate.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
+from codedag.migrate.injector import patch_sites
+from codedag.migrate.registry import default_registry
 from codedag.migrate.workerstats import WorkerStats
 from codedag.patching import Patcher
 
@@ -148,7 +150,7 @@ class BatchedRuntime:
         for name in names:
             try:
                 current[:] = [name]
-                self.patcher.patch_many(_sites(name), factory)
+                self.patcher.patch_many(patch_sites(name, default_registry()), factory)
             except Exception as error:  # a function absent in this environment
                 failed += 1
                 log.warning("batched execution: cannot patch %s: %s", name, error)
@@ -297,15 +299,3 @@ def _warm(functions: list[str]) -> None:
         ops.elementwise_op(f"numpy.{name}")
     for name in views.NUMPY_VIEWS:
         views.numpy_view(name)
-
-
-def _sites(name: str) -> list[str]:
-    """``name`` and the other public paths of the same function (``librosa.feature.melspectrogram``
-    for ``librosa.feature.spectral.melspectrogram``): the library's own namespaces keep their
-    references, so each spelling user code may call is patched, as a per-call migration does."""
-    from codedag.migrate.injector import alias_paths
-    from codedag.migrate.registry import default_registry
-    from codedag.patching import resolve
-
-    _owner, _attr, raw = resolve(name)
-    return [name, *alias_paths(name, raw, default_registry().aliases(name))]
