@@ -12,7 +12,8 @@ machine the best loop is the one least disturbed by other work):
 * ``pass-through, same caller frame``: the same placement, all calls from one frame (a loop);
 * ``pass-through, plan names an outer frame``: the plan names only the helper's caller: the
   enclosing frames are walked up to the one that decides, and the answer is cached on that path;
-* ``migrated call``: a migrated call of an identity backend on a one-element array on the CPU;
+* ``migrated call``: a migrated call of an identity backend on a one-element array on the CPU,
+  run-time check off (it would switch this op back to the library);
 * ``migrated call, guard decided``: the same after the run-time guard kept the placement (only
   in a tree that has the guard);
 * ``executor alone`` and ``backend alone``: the value conversion plus backend, and the backend,
