@@ -120,6 +120,11 @@ def _fft_check(name: str) -> Check:
         if shift:
             return
         refuse(a.size == 0, "the FFT of an empty array: NumPy raises")
+        refuse(
+            a.dtype.kind in "fc" and not np.isfinite(a).all(),
+            "non-finite values: which outputs of an FFT of an infinity are NaN depends on the "
+            "implementation's order of operations",
+        )
         small = np.ones(tuple(min(s, 2) for s in a.shape), dtype=a.dtype)
         try:  # NumPy on a tiny array of the same rank checks n/s, axes and norm
             with np.errstate(all="ignore"):
