@@ -13,7 +13,11 @@ machine the best loop is the one least disturbed by other work):
 * ``pass-through, plan names an outer frame``: the plan names only the helper's caller: the
   enclosing frames are walked up to the one that decides, and the answer is cached on that path;
 * ``migrated call``: a migrated call of an identity backend on a one-element array on the CPU,
-  run-time check off (it would switch this op back to the library);
+  run-time check off (it would switch this op back to the library); a result that is the
+  input comes back as a copy;
+* ``migrated call, new result``: the same with a backend returning a new tensor (a copy), the
+  usual case: its array is returned without a copy, after the check that it shares no input's
+  memory;
 * ``migrated call, guard decided``: the same after the run-time guard kept the placement (only
   in a tree that has the guard);
 * ``executor alone`` and ``backend alone``: the value conversion plus backend, and the backend,
@@ -57,14 +61,22 @@ def _library() -> types.ModuleType:
     def op(a: Any, b: Any = None) -> Any:
         return a
 
-    op.__module__ = MODULE
+    def copy(a: Any, b: Any = None) -> Any:
+        return a.copy()
+
+    op.__module__ = copy.__module__ = MODULE
     lib.op = op  # type: ignore[attr-defined]
+    lib.copy = copy  # type: ignore[attr-defined]
     sys.modules[MODULE] = lib
     return lib
 
 
 def _identity_backend(a: torch.Tensor, b: Any = None) -> torch.Tensor:
     return a
+
+
+def _copy_backend(a: torch.Tensor, b: Any = None) -> torch.Tensor:
+    return a.clone()
 
 
 def call_loop(fn: Callable[[Any], Any], arg: Any, loops: int) -> None:
@@ -141,6 +153,14 @@ def _guarded_injector(registry: Any, here: str) -> Any:
     return PatchInjector(entries, registry, {}, guard=settings)
 
 
+def _migrator(migrator_class: Any, plan: dict[str, Any], registry: Any) -> Any:
+    """A migrator with the run-time guard off (trees without a guard take no such argument)."""
+    try:
+        return migrator_class.from_plan(plan, registry=registry, guard=False)
+    except TypeError:
+        return migrator_class.from_plan(plan, registry=registry)
+
+
 def measure(loops: int, repeats: int) -> dict[str, float]:
     """Every case of the module docstring, best of ``repeats``, in ns per call."""
     from codedag.migrate.api import PipelineMigrator
@@ -152,6 +172,7 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
     registry = Registry()
     spec = spec_from_backend(f"{MODULE}.op", _identity_backend, "numpy")
     registry.register(spec)
+    registry.register(spec_from_backend(f"{MODULE}.copy", _copy_backend, "numpy"))
     tiny = np.zeros(1, dtype=np.float32)
     tensor = torch.from_numpy(tiny)
     executor = Executor(spec, lib.op, {"cpu": ValueConverter("cpu")})
@@ -164,6 +185,7 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
     keep_large = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{large}#0/{MODULE}.op#0"])
     keep_outer = _plan({f"other.f#0/{MODULE}.op#0": "cpu"}, [f"{outer}#0/{MODULE}.op#0"])
     migrate_here = _plan({f"{here}#0/{MODULE}.op#0": "cpu"}, [])
+    migrate_copy = _plan({f"{here}#0/{MODULE}.copy#0": "cpu"}, [])
 
     def run_executor(arg: Any) -> Any:
         return executor.run((arg,), {}, "cpu")
@@ -178,6 +200,7 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
         sample("unpatched, through a helper", _best_ns(outer_loop, lib.op, tiny, loops))
         sample("unpatched, through a large caller", _best_ns(large_loop, lib.op, tiny, loops))
         sample("backend alone", _best_ns(call_loop, _identity_backend, tensor, loops))
+        sample("backend alone, new result", _best_ns(call_loop, _copy_backend, tensor, loops // 4))
         sample("executor alone", _best_ns(call_loop, run_executor, tiny, loops // 4))
         with PipelineMigrator.from_plan(keep_helper, registry=registry):
             value = _best_ns(outer_loop, lib.op, tiny, loops)
@@ -192,9 +215,13 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
             sample("pass-through, plan names an outer frame", value)
         # guard off: on this identity op the run-time check would switch the placement back to
         # the library after 8 calls, and the row would time a pass-through
-        with PipelineMigrator.from_plan(migrate_here, registry=registry, guard=False) as migrator:
+        with _migrator(PipelineMigrator, migrate_here, registry) as migrator:
             sample("migrated call", _best_ns(call_loop, lib.op, tiny, loops // 4))
             assert migrator.get_stats()["functions"][f"{MODULE}.op"]["migrated"] > 0
+        with _migrator(PipelineMigrator, migrate_copy, registry) as migrator:
+            value = _best_ns(call_loop, lib.copy, tiny, loops // 4)
+            sample("migrated call, new result", value)
+            assert migrator.get_stats()["functions"][f"{MODULE}.copy"]["migrated"] > 0
         injector = _guarded_injector(registry, here)
         if injector is not None:
             injector.apply_all()
@@ -218,6 +245,7 @@ BASES = {
     "pass-through, same caller frame": "unpatched",
     "pass-through, plan names an outer frame": "unpatched, through a helper",
     "migrated call": "backend alone",
+    "migrated call, new result": "backend alone, new result",
     "migrated call, guard decided": "backend alone",
     "executor alone": "backend alone",
 }

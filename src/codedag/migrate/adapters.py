@@ -27,35 +27,18 @@ import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.contract import OpSpec, Strategy
-from codedag.migrate.values import CallValues, ValueConverter, numpy_scalar
+from codedag.migrate.contract import NOT_TAKEN, FastPath, OpSpec, Strategy
+from codedag.migrate.values import CONVERTIBLE, CallValues, ValueConverter, numpy_scalar
 
-# NumPy dtypes that a tensor holds (torch stores uint16/32/64 but computes little on them).
-CONVERTIBLE: frozenset[str] = frozenset(
-    {
-        "bool",
-        "uint8",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-        "complex64",
-        "complex128",
-    }
-)
 _MISSING = object()
 
 
 @functools.cache
-def _dtype_name(dtype: np.dtype) -> str:
-    # numpy computes dtype.name in Python on every access (about 1 us); once per dtype here
-    return dtype.name
+def accepted_dtypes(names: frozenset[str] | None) -> frozenset[np.dtype]:
+    """The dtype objects (native byte order) of declared dtype names (``None``: every
+    convertible one): a membership test is one hash, where ``dtype.name`` is computed in Python
+    on every access."""
+    return frozenset(np.dtype(n) for n in (CONVERTIBLE if names is None else names & CONVERTIBLE))
 
 
 def describe(value: Any) -> str:
@@ -72,9 +55,8 @@ def array_refusal(
 ) -> str | None:
     """Why an array argument is outside ``spec``'s declared dtypes, ranks, channels or sizes."""
     quirks = spec.quirks
-    dtypes = quirks.dtypes if quirks.dtypes is not None else CONVERTIBLE
-    dtype = value.dtype
-    if _dtype_name(dtype) not in dtypes or not dtype.isnative:
+    if value.dtype not in accepted_dtypes(quirks.dtypes):
+        dtypes = quirks.dtypes if quirks.dtypes is not None else CONVERTIBLE
         return f"{name}: dtype {value.dtype.str} is not supported; expected {sorted(dtypes)}"
     if ndims and value.ndim not in ndims:
         return f"{name}: {value.ndim}-d array; expected {' or '.join(map(str, ndims))} dims"
@@ -121,7 +103,13 @@ class ArrayAdapter:
 
     def refuse(self, spec: OpSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
         """Arrays (and lists or tuples of arrays) of a dtype the op does not declare."""
+        quirks = spec.quirks
+        accepted = accepted_dtypes(quirks.dtypes)
+        empty = quirks.empty
         for index, value in enumerate(args):
+            # the common case in one test (the same conditions as array_refusal's here)
+            if isinstance(value, np.ndarray) and value.dtype in accepted and (empty or value.size):
+                continue
             reason = self._refuse_value(spec, f"argument {index}", value)
             if reason is not None:
                 return reason
@@ -153,11 +141,13 @@ class ArrayAdapter:
         """Every array argument as a tensor on the device. The state: whether the first array
         is Fortran-ordered (for ops declaring ``order="A"``, whose results follow it)."""
         to_device = converter.to_device
-        first = next((v for v in args if isinstance(v, np.ndarray)), None)
-        fortran = first is not None and first.ndim > 1 and _fortran_only(first)
+        fortran = False
+        if spec.quirks.order == "A":
+            first = next((v for v in args if isinstance(v, np.ndarray)), None)
+            fortran = first is not None and first.ndim > 1 and _fortran_only(first)
         return (
             [to_device(v, call) for v in args],
-            {k: to_device(v, call) for k, v in kwargs.items()},
+            {k: to_device(v, call) for k, v in kwargs.items()} if kwargs else {},
             fortran,
         )
 
@@ -169,12 +159,107 @@ class ArrayAdapter:
         order = spec.quirks.order or self.default_order
         if order == "A":
             order = "F" if state else "K"
+        if isinstance(result, torch.Tensor):  # the common case without the recursion
+            array = converter.tensor_to_array(result, order, call)
+            return numpy_scalar(array) if array.ndim == 0 else array
 
         def leaf(tensor: torch.Tensor) -> Any:
             array = converter.tensor_to_array(tensor, order, call)
             return numpy_scalar(array) if array.ndim == 0 else array
 
         return results(result, leaf)
+
+    def fast_path(self, spec: OpSpec) -> FastPath:
+        """Calls whose values are arrays of an accepted dtype (writeable, non-negative strides,
+        exact ``ndarray``) and values that are passed on as they are: one pass of checks and
+        conversions, then ``to_library`` (a single tensor result inline)."""
+        quirks = spec.quirks
+        accepted = accepted_dtypes(quirks.dtypes)
+        empty = quirks.empty
+        declared = quirks.order or self.default_order
+        from_numpy = torch.from_numpy
+        ndarray = np.ndarray
+        tensor_type = torch.Tensor
+        to_library = self.to_library
+
+        def convert(value: Any, call: CallValues) -> Any:
+            if type(value) is ndarray:
+                if value.dtype not in accepted or not (empty or value.size):
+                    return NOT_TAKEN
+                if not value.flags.writeable:
+                    return NOT_TAKEN
+                try:
+                    tensor = from_numpy(value)
+                except ValueError:  # negative strides
+                    return NOT_TAKEN
+                call.sources.append((tensor, value))
+                return tensor
+            if isinstance(value, _CONVERTED) and (
+                not isinstance(value, list | tuple) or (value and isinstance(value[0], ndarray))
+            ):
+                return NOT_TAKEN
+            return value
+
+        def call_backend(
+            backend: Callable[..., Any],
+            args: tuple[Any, ...],
+            kwargs: Mapping[str, Any],
+            converter: ValueConverter,
+        ) -> Any:
+            call = CallValues()
+            sources = call.sources
+            backend_args = []
+            for value in args:
+                # convert() inline for the usual argument, an accepted array
+                if (
+                    type(value) is ndarray
+                    and value.dtype in accepted
+                    and (empty or value.size)
+                    and value.flags.writeable
+                ):
+                    try:
+                        tensor = from_numpy(value)
+                    except ValueError:  # negative strides
+                        return NOT_TAKEN
+                    sources.append((tensor, value))
+                    backend_args.append(tensor)
+                    continue
+                value = convert(value, call)
+                if value is NOT_TAKEN:
+                    return NOT_TAKEN
+                backend_args.append(value)
+            fortran = False
+            if declared == "A" and call.sources:  # the first positional array decides
+                first = call.sources[0][1]
+                fortran = first.ndim > 1 and _fortran_only(first)
+            backend_kwargs = {}
+            if kwargs:
+                for key, value in kwargs.items():
+                    value = convert(value, call)
+                    if value is NOT_TAKEN:
+                        return NOT_TAKEN
+                    backend_kwargs[key] = value
+            result = backend(*backend_args, **backend_kwargs)
+            if type(result) is tensor_type:
+                order = ("F" if fortran else "K") if declared == "A" else declared
+                for source, array in sources:
+                    if result is source:  # the backend returned its input: the library copies
+                        array = np.array(array, order="F" if order == "F" else "C", copy=True)
+                        break
+                else:
+                    array = converter.tensor_to_array(result, order, call)
+                output = numpy_scalar(array) if array.ndim == 0 else array
+            else:
+                output = to_library(spec, result, converter, call, fortran)
+            if call.staging:  # results left the host's memory
+                converter.finish(call)
+            return output
+
+        return call_backend
+
+
+# Values ArrayAdapter.to_device converts (lists and tuples only when they hold arrays).
+_CONVERTED = (np.ndarray, torch.Tensor, list, tuple)
 
 
 class BatchAdapter:

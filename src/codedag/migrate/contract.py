@@ -40,6 +40,19 @@ DEVICE: Any = _Device()
 """Value of an ``OpSpec.inject_kwargs`` entry that the executor replaces by the call's device."""
 
 
+class _NotTaken:
+    def __repr__(self) -> str:
+        return "NOT_TAKEN"
+
+
+NOT_TAKEN: Any = _NotTaken()
+"""What a :data:`FastPath` returns for a call outside its case (nothing was converted or run)."""
+
+FastPath = Callable[[Callable[..., Any], tuple[Any, ...], Mapping[str, Any], "ValueConverter"], Any]
+"""``(backend, args, kwargs, converter) -> result``: an adapter's conversion of one op's common
+calls in a single pass, or :data:`NOT_TAKEN` (the executor then takes the general path)."""
+
+
 class Strategy(str, enum.Enum):
     """How a library call becomes a backend call (seed 001 §4.2)."""
 
@@ -118,6 +131,12 @@ class Adapter(Protocol):
     types the library takes); ``to_backend`` converts the arguments (arrays to device tensors,
     images to batches of one); ``to_library`` turns the backend's result into what the library
     returns (arrays of the declared layout, scalars of the library's kind, PIL images).
+
+    An adapter may also define ``fast_path(spec) -> FastPath | None``: a single-pass conversion
+    of an op's common calls, built once per op. It returns what ``refuse``, ``to_backend`` and
+    ``to_library`` together return for every call it takes, and :data:`NOT_TAKEN` before
+    converting anything for the others. The executor uses it only on devices that share memory
+    with the host, for calls passing no output buffer, after the op's own check accepted them.
     """
 
     library: str

@@ -21,7 +21,15 @@ import torch
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.adapters import ArrayAdapter
-from codedag.migrate.contract import DEVICE, Adapter, DeclaredUnsupported, OpSpec, Strategy
+from codedag.migrate.contract import (
+    DEVICE,
+    NOT_TAKEN,
+    Adapter,
+    DeclaredUnsupported,
+    FastPath,
+    OpSpec,
+    Strategy,
+)
 from codedag.migrate.values import CallValues, ValueConverter
 
 FACTORY_CACHE_SIZE = 64
@@ -56,17 +64,25 @@ class Executor:
         self._backend = spec.backend if spec.backend is not None else original
         quirks = spec.quirks
         names = spec.positional_names
-        self._buffers = tuple((names.index(b) if b in names else -1, b) for b in quirks.buffers)
+        self._buffer_positions = tuple(names.index(b) for b in quirks.buffers if b in names)
         self._buffer_names = frozenset(quirks.buffers)
         self._check = quirks.check
         self._inplace = quirks.inplace
+        # Calls with fewer positional arguments than this pass no output buffer positionally.
+        self._first_buffer = min(self._buffer_positions, default=len(names) + 1)
+        plain = not (self._factory or self._adapting or self._inplace)
+        build = getattr(self.adapter, "fast_path", None)
+        self._fast: FastPath | None = build(spec) if plain and build is not None else None
 
     def refusal(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
         """Why the op's declaration refuses this call, or ``None`` (nothing is converted)."""
-        for position, name in self._buffers:
-            value = args[position] if 0 <= position < len(args) else kwargs.get(name)
-            if value is not None:
-                return f"{name}= writes into a caller's buffer"
+        for position in self._buffer_positions:
+            if position < len(args) and args[position] is not None:
+                return f"{self.spec.positional_names[position]}= writes into a caller's buffer"
+        if kwargs and not self._buffer_names.isdisjoint(kwargs):
+            for name in self.spec.quirks.buffers:
+                if kwargs.get(name) is not None:
+                    return f"{name}= writes into a caller's buffer"
         reason = self.adapter.refuse(self.spec, args, kwargs)
         if reason is None and self._check is not None:
             try:
@@ -81,6 +97,33 @@ class Executor:
         Raises:
             DeclaredUnsupported: the op's declaration refuses the call (nothing ran).
         """
+        fast = self._fast
+        if (
+            fast is not None
+            and len(args) <= self._first_buffer
+            and (not kwargs or self._buffer_names.isdisjoint(kwargs))
+        ):
+            converter = self.converters.get(device)
+            if (
+                converter is not None
+                and converter.zero_copy
+                and (self._check is None or self._checked(args, kwargs))
+            ):
+                result = fast(self._backend, args, kwargs, converter)
+                if result is not NOT_TAKEN:
+                    return result
+        return self._run(args, kwargs, device)
+
+    def _checked(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+        """Whether the op's own check accepts the call."""
+        assert self._check is not None
+        try:
+            return self._check(*args, **kwargs) is None
+        except TypeError:
+            return False
+
+    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        """The general path: refusal, the adapter's conversions, the backend."""
         spec = self.spec
         reason = self.refusal(args, kwargs)
         if reason is not None:

@@ -33,6 +33,29 @@ import torch
 from codedag.errors import UnsupportedOperation
 
 _SUPPORTED_KINDS = frozenset("biufc")
+CONVERTIBLE: frozenset[str] = frozenset(
+    {
+        "bool",
+        "uint8",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    }
+)
+"""NumPy dtypes that a tensor holds (torch stores uint16/32/64 but computes little on them)."""
+
+# The same as dtype objects (native byte order): one hash and one comparison per array instead
+# of three attribute reads (kind, hasobject, byte order).
+_NATIVE_DTYPES = frozenset(np.dtype(name) for name in CONVERTIBLE)
 
 
 def _load_memcmp() -> Any:
@@ -170,14 +193,41 @@ class DeviceCache:
 
 
 class CallValues:
-    """What a call's inputs were, to convert its outputs back to the same kinds."""
+    """What a call's inputs were, to convert its outputs back to the same kinds.
 
-    __slots__ = ("inputs", "staging", "torch_device")
+    ``sources`` pairs each tensor that shares an input array's memory with that array (the CPU
+    without copies): a result that is one of them, or a view of one, is returned as a copy.
+    """
+
+    __slots__ = ("sources", "staging", "torch_device")
 
     def __init__(self) -> None:
-        self.inputs: set[int] = set()
+        self.sources: list[tuple[torch.Tensor, np.ndarray]] = []
         self.torch_device: torch.device | None = None
         self.staging: list[torch.Tensor] = []
+
+    def shares_input(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` uses the memory of one of the call's input arrays (it is one of
+        their tensors or a view of one: its first element lies in an input's bytes)."""
+        if not self.sources:
+            return False
+        pointer = tensor.data_ptr()
+        for source, array in self.sources:
+            start = source.data_ptr()
+            if source is tensor or start <= pointer < start + span(array):
+                return True
+        return False
+
+
+def span(array: np.ndarray) -> int:
+    """Bytes from an array's first element to the end of its last (strides not negative)."""
+    if array.flags.c_contiguous or array.flags.f_contiguous:
+        return int(array.nbytes)
+    if array.size == 0:
+        return 0
+    return sum((n - 1) * s for n, s in zip(array.shape, array.strides, strict=True)) + int(
+        array.itemsize
+    )
 
 
 class ValueConverter:
@@ -199,10 +249,13 @@ class ValueConverter:
     # -- inputs ------------------------------------------------------------------------------
     def array_to_tensor(self, array: np.ndarray, call: CallValues) -> torch.Tensor:
         """Ship one array (own dtype) to the device, or reuse its cached device tensor."""
-        if array.dtype.kind not in _SUPPORTED_KINDS or array.dtype.hasobject:
-            raise UnsupportedOperation(f"arrays of dtype {array.dtype} have no torch equivalent")
-        if not array.dtype.isnative:
-            raise UnsupportedOperation(f"non-native byte order {array.dtype.str}")
+        if array.dtype not in _NATIVE_DTYPES:
+            if array.dtype.kind not in _SUPPORTED_KINDS or array.dtype.hasobject:
+                raise UnsupportedOperation(
+                    f"arrays of dtype {array.dtype} have no torch equivalent"
+                )
+            if not array.dtype.isnative:
+                raise UnsupportedOperation(f"non-native byte order {array.dtype.str}")
         if self.zero_copy:
             if not array.flags.writeable:  # from_numpy warns on read-only arrays
                 array = np.array(array)
@@ -210,7 +263,7 @@ class ValueConverter:
                 tensor = torch.from_numpy(array)
             except ValueError:  # negative strides
                 return torch.from_numpy(np.array(array))
-            call.inputs.add(tensor.untyped_storage().data_ptr())
+            call.sources.append((tensor, array))
             return tensor
         cached = self.cache.get(array)
         if cached is not None:
@@ -246,12 +299,13 @@ class ValueConverter:
         On the CPU a result that is (a view of) one of the call's own input arrays is copied:
         user code never gets memory the library would not have shared.
         """
-        if self.zero_copy and tensor.device.type == "cpu":
+        if self.zero_copy and tensor.is_cpu:
+            shared = call is not None and call.shares_input(tensor)
             try:
                 array = tensor.numpy()
             except RuntimeError:  # requires grad, or a lazy conjugate/negative view
                 array = tensor.detach().resolve_conj().resolve_neg().numpy()
-            if call is not None and tensor.untyped_storage().data_ptr() in call.inputs:
+            if shared:
                 return np.array(array, order="F" if order == "F" else "C", copy=True)
             if order == "C" and not array.flags.c_contiguous:
                 array = np.ascontiguousarray(array)
