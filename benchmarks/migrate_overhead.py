@@ -23,6 +23,12 @@ machine the best loop is the one least disturbed by other work):
 * ``executor alone`` and ``backend alone``: the value conversion plus backend, and the backend,
   called directly.
 
+Library calls as they are written (``REAL_CALLS``: NumPy and cv2 functions on small arrays,
+through the default registry) add three rows each: the library function, the migrated call
+(executor: the op's declared check, value conversion, the backend) and the declared check alone
+(where the tree has one). On arrays this small the library is fast and the rows show what a
+migrated call costs beyond its arithmetic; the run-time guard sends such calls back to the library.
+
 Derived rows split a migrated call's dispatch (everything but the op): the wrapper's share
 (migrated call minus executor) and the executor's share (value conversion in and out).
 
@@ -36,6 +42,7 @@ Usage: ``python benchmarks/migrate_overhead.py [--loops N] [--repeats R] [--agai
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -44,6 +51,7 @@ import tarfile
 import tempfile
 import time
 import types
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,6 +131,55 @@ def _large_caller(fn: Callable[[Any], Any], arg: Any, options: dict[str, Any] | 
         if label < 0:
             raise ValueError(f"sample without a label: {options!r}")
     return fn(arg)
+
+
+def _real_calls() -> list[tuple[str, tuple[Any, ...]]]:
+    """Calls as pipelines write them, on small inputs (the library's own time is small)."""
+    gray = np.arange(64, dtype=np.float32).reshape(8, 8) / 64
+    image = np.arange(192, dtype=np.uint8).reshape(8, 8, 3)
+    return [
+        ("numpy.add", (gray, gray)),
+        ("numpy.multiply", (gray, 2.0)),
+        ("numpy.clip", (gray, 0.0, 0.5)),
+        ("numpy.mean", (gray,)),
+        ("cv2.flip", (image, 1)),
+        ("cv2.cvtColor", (image, 4)),
+    ]
+
+
+def _library_function(name: str) -> Callable[..., Any]:
+    module, *path = name.split(".")
+    value: Any = importlib.import_module(module)
+    for part in path:
+        value = getattr(value, part)
+    return value  # type: ignore[no-any-return]
+
+
+def _calling(fn: Callable[..., Any], *args: Any) -> Callable[[Any], Any]:
+    """``fn(*args)`` as a function of the one argument ``call_loop`` passes (ignored)."""
+    return lambda _: fn(*args)
+
+
+def _measure_real_calls(loops: int, sample: Callable[[str, float], None]) -> None:
+    from codedag.migrate.execute import Executor
+    from codedag.migrate.registry import default_registry
+    from codedag.migrate.values import ValueConverter
+
+    registry = default_registry()
+    converters = {"cpu": ValueConverter("cpu")}
+    for name, args in _real_calls():
+        spec = registry.get(name)
+        if spec is None:
+            continue
+        original = _library_function(name)
+        executor = Executor(spec, original, converters)
+        check = getattr(getattr(spec, "quirks", None), "check", None)
+        sample(f"{name}: library", _best_ns(call_loop, _calling(original, *args), None, loops))
+        value = _best_ns(call_loop, _calling(executor.run, args, {}, "cpu"), None, loops)
+        sample(f"{name}: migrated", value)
+        if check is not None:
+            value = _best_ns(call_loop, _calling(check, *args), None, loops)
+            sample(f"{name}: declared check", value)
 
 
 def _best_ns(loop: Callable[..., None], fn: Callable[[Any], Any], arg: Any, loops: int) -> float:
@@ -234,6 +291,9 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
                 )
             finally:
                 injector.restore_all()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _measure_real_calls(max(1, loops // 40), sample)
     del sys.modules[MODULE]
     return {name: min(values) for name, values in samples.items()}
 

@@ -214,7 +214,7 @@ class CallValues:
         pointer = tensor.data_ptr()
         for source, array in self.sources:
             start = source.data_ptr()
-            if source is tensor or start <= pointer < start + span(array):
+            if source is tensor or (pointer >= start and pointer < start + span(array)):
                 return True
         return False
 

@@ -8,7 +8,7 @@ then casts its inputs to that dtype and computes, so integer results wrap exactl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -74,7 +74,10 @@ def check_computable(*tensors: Any) -> None:
 
 
 def as_probe(x: Any) -> Any:
-    """A stand-in for ``x`` in a NumPy dtype probe: a 0-d array of a tensor's dtype, else ``x``."""
+    """A stand-in for ``x`` in a NumPy dtype probe: a 0-d array of an array's or a tensor's
+    dtype, else ``x`` (lists and tuples item by item)."""
+    if isinstance(x, np.ndarray):
+        return np.ones((), dtype=x.dtype)
     if isinstance(x, torch.Tensor):
         return np.ones((), dtype=numpy_dtype(x))
     if isinstance(x, (list, tuple)):
@@ -82,24 +85,82 @@ def as_probe(x: Any) -> Any:
     return x
 
 
+class _Unkeyed(Exception):
+    """An argument whose probe stand-in has no hashable description."""
+
+
+def _probe_key(x: Any) -> Any:
+    """What a probe on ``as_probe(x)`` depends on: the dtype of arrays and tensors, the type of
+    Python floats and complex numbers (NEP 50: weak, their value never changes NumPy's answer),
+    the value of everything else (a Python int out of an array's range is an error)."""
+    kind = type(x)
+    if kind is np.ndarray:
+        return x.dtype
+    if kind is torch.Tensor:
+        return NUMPY_OF_TORCH.get(x.dtype) or x.dtype
+    if kind is float or kind is complex:
+        return kind
+    if kind is list or kind is tuple:
+        return (kind, *map(_probe_key, x))
+    if isinstance(x, np.ndarray | torch.Tensor | list | tuple):
+        raise _Unkeyed  # subclasses: described by nothing simpler than themselves
+    try:
+        hash(x)
+    except TypeError:
+        raise _Unkeyed from None
+    return (kind, x)
+
+
+_ANSWERS: dict[Any, np.dtype | str] = {}
+_MAX_ANSWERS = 4096
+
+
+def numpy_answer(
+    fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> np.dtype:
+    """The dtype NumPy's ``fn`` returns (or is, for ``numpy.result_type``) for these arguments,
+    arrays and tensors as 0-d probes of
+    their dtype, remembered per :func:`_probe_key` of every argument (a probe costs a NumPy
+    call on fresh 0-d arrays; a remembered answer, one dictionary lookup).
+
+    Raises:
+        UnsupportedOperation: NumPy raises on the probes (its message).
+    """
+    try:
+        key: Any = (fn, *map(_probe_key, args), *((k, _probe_key(v)) for k, v in kwargs.items()))
+        answer = _ANSWERS.get(key)
+    except _Unkeyed:
+        key, answer = None, None
+    if answer is None:
+        try:
+            with np.errstate(all="ignore"):
+                out = fn(*map(as_probe, args), **{k: as_probe(v) for k, v in kwargs.items()})
+            answer = out if isinstance(out, np.dtype) else np.asarray(out).dtype
+        except Exception as e:  # OverflowError, casting rules, unknown arguments
+            answer = str(e)
+        if key is not None:
+            if len(_ANSWERS) >= _MAX_ANSWERS:
+                _ANSWERS.clear()
+            _ANSWERS[key] = answer
+    if isinstance(answer, str):
+        raise UnsupportedOperation(answer)
+    return answer
+
+
 def probe_dtype(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> np.dtype:
     """Return the dtype NumPy's ``fn`` gives for these arguments (tensors as 0-d arrays)."""
-    pargs = [as_probe(a) for a in args]
-    pkw = {k: as_probe(v) for k, v in kwargs.items()}
     try:
-        with np.errstate(all="ignore"):
-            out = fn(*pargs, **pkw)
-    except Exception as e:  # NumPy refuses (OverflowError, casting rules): so does the backend
-        raise UnsupportedOperation(f"NumPy rejects these argument types: {e}") from e
-    return np.asarray(out).dtype
+        return numpy_answer(fn, args, kwargs)
+    except UnsupportedOperation as e:  # NumPy refuses (overflow, casting rules): so does this
+        raise UnsupportedOperation(f"NumPy rejects these argument types: {e}") from None
 
 
 def result_type(*args: Any) -> np.dtype:
     """``numpy.result_type`` of tensors and scalars (NEP 50: Python scalars are weak)."""
     try:
-        return np.result_type(*[as_probe(a) for a in args])
-    except Exception as e:
-        raise UnsupportedOperation(f"no common NumPy dtype for these arguments: {e}") from e
+        return numpy_answer(np.result_type, args, {})
+    except UnsupportedOperation as e:
+        raise UnsupportedOperation(f"no common NumPy dtype for these arguments: {e}") from None
 
 
 def to_torch_operand(x: Any, dtype: torch.dtype, device: torch.device) -> Any:

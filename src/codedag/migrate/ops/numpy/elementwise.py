@@ -26,8 +26,8 @@ from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Check, Fidelity
 from codedag.migrate.ops.numpy._adapter import ops_of
 from codedag.migrate.ops.numpy._checks import (
-    COMPUTABLE,
     broadcast,
+    computable,
     declared,
     operands,
     probe,
@@ -421,12 +421,13 @@ def _ufunc_check(name: str, nin: int) -> Check:
         refuse(len(args) != nin, f"numpy.{name} takes {nin} positional operands here")
         where, order = kwargs.get("where", True), kwargs.get("order", "K")
         ufunc_kwargs(where, order)
-        refuse(set(kwargs) - _UFUNC_KWARGS, f"arguments {sorted(set(kwargs) - _UFUNC_KWARGS)}")
+        unknown = set(kwargs) - _UFUNC_KWARGS
+        refuse(unknown, "arguments {}", sorted(unknown))
         operands(*args, real=real, name=f"numpy.{name}")
         broadcast(*args)
         kw = {k: kwargs[k] for k in ("casting", "dtype") if kwargs.get(k) is not None}
         result = probe(ufunc, *args, **kw)
-        refuse(result.name not in COMPUTABLE, f"a {result} result: torch does not compute it")
+        refuse(not computable(result), "a {} result: torch does not compute it", result)
         integer = result.kind in "iu"
         refuse(name == "reciprocal" and integer, "integer reciprocal truncates in NumPy")
         if name == "power" and integer:
@@ -464,7 +465,7 @@ def check_clip(
     operands(a, *bounds, real=True, name="numpy.clip")
     broadcast(a, *bounds)
     result = probe(np.clip, a, lo, hi)
-    refuse(result.name not in COMPUTABLE, f"a {result} result")
+    refuse(not computable(result), "a {} result", result)
 
 
 @declared
@@ -473,13 +474,13 @@ def check_where(condition: Any, x: Any = None, y: Any = None, /) -> None:
     refuse(not isinstance(condition, np.ndarray), "a scalar condition stays in NumPy")
     refuse((x is None) != (y is None), "numpy.where needs both x and y, or neither")
     if x is None:
-        refuse(condition.dtype.name not in COMPUTABLE, f"dtype {condition.dtype}")
+        refuse(not computable(condition.dtype), "dtype {}", condition.dtype)
         refuse(condition.ndim == 0, "nonzero of a 0-d array: NumPy raises")
         return
     operands(condition, x, y)
     broadcast(condition, x, y)
     result = probe(np.where, True, x, y)
-    refuse(result.name not in COMPUTABLE, f"a {result} result")
+    refuse(not computable(result), "a {} result", result)
 
 
 @declared

@@ -25,7 +25,7 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Fidelity
 from codedag.migrate.ops.numpy._adapter import ops_of
-from codedag.migrate.ops.numpy._checks import COMPUTABLE, declared, operands, refuse
+from codedag.migrate.ops.numpy._checks import computable, declared, operands, refuse
 from codedag.migrate.ops.numpy._common import (
     shape_tuple,
     torch_dtype,
@@ -201,7 +201,7 @@ def check_randint(
         npd = np.dtype(dtype)
     except TypeError as e:
         raise UnsupportedOperation(f"dtype {dtype!r}") from e
-    refuse(npd.kind not in "iu" or npd.name not in COMPUTABLE, f"dtype {npd}")
+    refuse(npd.kind not in "iu" or not computable(npd), "dtype {}", npd)
     info = np.iinfo(npd)
     refuse(lo >= hi or lo < info.min or hi - 1 > info.max, f"bounds [{lo}, {hi}) for {npd}")
 

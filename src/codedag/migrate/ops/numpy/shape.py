@@ -20,7 +20,7 @@ import torch
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import Check, Fidelity
 from codedag.migrate.ops.numpy._adapter import ops_of
-from codedag.migrate.ops.numpy._checks import COMPUTABLE, declared, operands, refuse
+from codedag.migrate.ops.numpy._checks import computable, declared, operands, refuse
 from codedag.migrate.ops.numpy._common import (
     NUMPY_OF_TORCH,
     check_computable,
@@ -372,7 +372,7 @@ def _join_dtype(arrays: list[np.ndarray], dtype: Any, casting: Any) -> None:
         raise UnsupportedOperation(
             f"NumPy refuses dtype={dtype!r}, casting={casting!r}: {e}"
         ) from e
-    refuse(result.name not in COMPUTABLE, f"a {result} result")
+    refuse(not computable(result), "a {} result", result)
 
 
 @declared
