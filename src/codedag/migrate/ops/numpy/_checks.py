@@ -37,6 +37,7 @@ COMPUTABLE = frozenset(
 )
 _COMPUTABLE_DTYPES = frozenset(np.dtype(name) for name in COMPUTABLE)
 _SCALARS = (bool, int, float, complex, np.bool_, np.number)
+_COMPLEX = (complex, np.complexfloating)
 
 
 def declared(fn: Callable[..., None]) -> Callable[..., str | None]:
@@ -83,10 +84,10 @@ def operands(*values: Any, real: bool = False, name: str = "") -> None:
     for v in values:
         if isinstance(v, np.ndarray):
             refuse(not computable(v.dtype), "dtype {}: torch does not compute it", v.dtype)
-            refuse(real and v.dtype.kind == "c", f"{name} of complex arrays is not reproduced")
+            refuse(real and v.dtype.kind == "c", "{} of complex arrays is not reproduced", name)
         else:
             refuse(not isinstance(v, _SCALARS), "a {} operand stays in NumPy", type(v).__name__)
-            refuse(real and isinstance(v, complex | np.complexfloating), f"complex {name}")
+            refuse(real and isinstance(v, _COMPLEX), "complex {}", name)
 
 
 def probe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> np.dtype:

@@ -36,6 +36,7 @@ from codedag.migrate.ops.numpy._checks import (
 )
 from codedag.migrate.ops.numpy._common import (
     NUMPY_OF_TORCH,
+    cast,
     check_computable,
     first_device,
     probe_dtype,
@@ -50,7 +51,7 @@ TorchFn = Callable[..., torch.Tensor]
 def _operand(x: Any, td: torch.dtype, device: torch.device) -> torch.Tensor:
     """``x`` cast to ``td`` as NumPy casts inputs to a loop (Python scalars included)."""
     if isinstance(x, torch.Tensor):
-        return x.to(td)
+        return cast(x, td)
     try:
         value = np.asarray(x).astype(NUMPY_OF_TORCH[td])
     except (TypeError, ValueError) as e:
@@ -61,8 +62,10 @@ def _operand(x: Any, td: torch.dtype, device: torch.device) -> torch.Tensor:
 
 
 def _require_tensor(*args: Any) -> None:
-    if not any(isinstance(a, torch.Tensor) for a in args):
-        raise UnsupportedOperation("no tensor argument: nothing to run on a device")
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return
+    raise UnsupportedOperation("no tensor argument: nothing to run on a device")
 
 
 def _int_safe(op: TorchFn) -> TorchFn:
@@ -191,7 +194,7 @@ def _binary(name: str, op: TorchFn) -> Callable[..., torch.Tensor]:
             kw["dtype"] = dtype
         td = torch_dtype(probe_dtype(ufunc, x1, x2, **kw))
         dev = first_device(x1, x2)
-        return op(_operand(x1, td, dev), _operand(x2, td, dev)).to(td)
+        return cast(op(_operand(x1, td, dev), _operand(x2, td, dev)), td)
 
     backend.__name__ = name
     backend.__doc__ = f"``numpy.{name}`` with NumPy's result dtype (NEP 50 promotion)."
@@ -287,10 +290,10 @@ def _unary(name: str, op: TorchFn, predicate: bool = False) -> Callable[..., tor
         if name in _WIDE_INTERMEDIATE and td in (torch.float16, torch.float32):
             # torch forms e**|x| in the output precision and overflows early (sinh(-89) is
             # finite in float32); NumPy does not.
-            return op(x.to(torch.float64)).to(td)
+            return cast(op(cast(x, torch.float64)), td)
         if x.dtype.is_complex and not td.is_complex:  # |z| of a complex: a real result
-            return op(x).to(td)
-        return op(x.to(td)).to(td)
+            return cast(op(x), td)
+        return cast(op(cast(x, td)), td)
 
     backend.__name__ = name
     backend.__doc__ = f"``numpy.{name}`` with NumPy's result dtype."
@@ -318,7 +321,7 @@ def clip(
     check_computable(a, lo, hi)
     npdt = probe_dtype(np.clip, a, lo, hi)
     td = torch_dtype(npdt)
-    x = a.to(td)
+    x = cast(a, td)
 
     def bound(v: Any) -> torch.Tensor | None:
         if v is None:

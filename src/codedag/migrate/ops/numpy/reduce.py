@@ -27,6 +27,7 @@ from codedag.migrate.ops.numpy._checks import (
     refuse,
 )
 from codedag.migrate.ops.numpy._common import (
+    cast,
     check_computable,
     norm_axes,
     probe_dtype,
@@ -90,7 +91,7 @@ def _sum_like(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch
             r = x
             for d in sorted(dims, reverse=True):
                 r = op(r, dim=d, keepdim=keepdims)
-        return r.to(res)
+        return cast(r, res)
 
     backend.__name__ = name
     backend.__doc__ = f"``numpy.{name}`` with NumPy's accumulator dtype."
@@ -112,7 +113,7 @@ def mean(
     acc = torch.float32 if res == torch.float16 else res
     if not acc.is_floating_point:
         raise UnsupportedOperation(f"mean with an integer dtype {res} is not supported")
-    return torch.mean(a.to(acc), dim=dims, keepdim=keepdims).to(res)
+    return cast(torch.mean(cast(a, acc), dim=dims, keepdim=keepdims), res)
 
 
 def _var_like(name: str) -> Callable[..., torch.Tensor]:
@@ -139,7 +140,7 @@ def _var_like(name: str) -> Callable[..., torch.Tensor]:
         if not acc.is_floating_point:
             raise UnsupportedOperation(f"{name} with an integer dtype {res} is not supported")
         fn = torch.var if name == "var" else torch.std
-        return fn(a.to(acc), dim=dims, correction=ddof, keepdim=keepdims).to(res)
+        return cast(fn(cast(a, acc), dim=dims, correction=ddof, keepdim=keepdims), res)
 
     backend.__name__ = name
     backend.__doc__ = f"``numpy.{name}`` with ``ddof`` (``correction``); float64 for integers."
