@@ -153,6 +153,13 @@ def numpy_answer(
     return answer
 
 
+def on_one_element(probe: np.ndarray, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn`` on a 0-d probe made one element long (reductions refuse 0-d arrays). A probe of a
+    named function, where a lambda made per call would never be found among remembered answers.
+    """
+    return fn(probe.reshape(1), *args, **kwargs)
+
+
 def probe_dtype(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> np.dtype:
     """Return the dtype NumPy's ``fn`` gives for these arguments (tensors as 0-d arrays)."""
     try:

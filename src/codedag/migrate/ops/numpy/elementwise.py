@@ -61,6 +61,10 @@ def _operand(x: Any, td: torch.dtype, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(value, device=device)
 
 
+def _astype(probe: np.ndarray, dtype: Any, casting: Any) -> np.ndarray:
+    return probe.astype(dtype, casting=casting)
+
+
 def _require_tensor(*args: Any) -> None:
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -379,7 +383,7 @@ def astype(
     """
     if order not in ("K", "A", "C"):
         raise UnsupportedOperation(f"order={order!r} is not supported; expected 'K', 'A' or 'C'")
-    td = torch_dtype(probe_dtype(lambda p: p.astype(dtype, casting=casting), self))
+    td = torch_dtype(probe_dtype(_astype, self, dtype, casting))
     if td == self.dtype and not copy:
         return self
     return self.to(td, copy=True)

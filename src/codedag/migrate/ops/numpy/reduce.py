@@ -30,6 +30,7 @@ from codedag.migrate.ops.numpy._common import (
     cast,
     check_computable,
     norm_axes,
+    on_one_element,
     probe_dtype,
     require_default,
     torch_dtype,
@@ -238,7 +239,7 @@ def _reduce_check(name: str) -> Check:
         if extremum:
             refuse(0 in reduced_sizes(a, dims), "an empty reduction: NumPy raises")
         dtype = bound.get("dtype")
-        result = probe(lambda p: np_fn(p.reshape(1), **({"dtype": dtype} if dtype else {})), a)
+        result = probe(on_one_element, a, np_fn, **({"dtype": dtype} if dtype else {}))
         refuse(not computable(result), "a {} result", result)
         if name in ("sum", "prod", "cumsum"):
             refuse(result == np.float16, f"float16 numpy.{name}: NumPy's order depends on layout")

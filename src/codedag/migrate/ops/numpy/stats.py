@@ -24,6 +24,7 @@ from codedag.migrate.ops.numpy._checks import axes, declared, operands, reduced_
 from codedag.migrate.ops.numpy._common import (
     check_computable,
     norm_axes,
+    on_one_element,
     probe_dtype,
     require_default,
     torch_dtype,
@@ -142,7 +143,7 @@ def _quantile_like(
     if a.dtype == torch.float16:
         raise UnsupportedOperation("float16 quantiles: NumPy interpolates in float16")
     q_probe = q if isinstance(q, (int, float)) else np.asarray(q)
-    res = torch_dtype(probe_dtype(lambda p: fn(p.reshape(1), q_probe), a))
+    res = torch_dtype(probe_dtype(on_one_element, a, fn, q_probe))
     qt, scalar = _q_tensor(q, scale, a.device)
     r = _quantiles(a, qt, axis, keepdims, res)
     return r[0] if scalar else r.reshape(*np.shape(q), *r.shape[1:])
@@ -201,7 +202,7 @@ def norm(
     if not isinstance(x, torch.Tensor):
         raise UnsupportedOperation("expected a tensor")
     check_computable(x)
-    res = torch_dtype(probe_dtype(lambda p: np.linalg.norm(p.reshape(1)), x))
+    res = torch_dtype(probe_dtype(on_one_element, x, np.linalg.norm))
     if res == torch.float16:
         raise UnsupportedOperation("float16 norms: NumPy squares and sums in float16 (overflows)")
     work = x.to(res)
