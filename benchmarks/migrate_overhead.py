@@ -12,6 +12,9 @@ machine the best loop is the one least disturbed by other work):
 * ``pass-through, same caller frame``: the same placement, all calls from one frame (a loop);
 * ``pass-through, plan names an outer frame``: the plan names only the helper's caller: the
   enclosing frames are walked up to the one that decides, and the answer is cached on that path;
+* ``floor: forwarding function`` and ``floor: forwarding + caller lookup``: what any Python
+  replacement costs, through the same helper: a function forwarding ``*args, **kwargs``, and
+  one that also finds its caller's placement (frame, dict lookup by code identity, counter);
 * ``migrated call``: a migrated call of an identity backend on a one-element array on the CPU,
   run-time check off (it would switch this op back to the library); a result that is the
   input comes back as a copy;
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import subprocess
@@ -182,6 +186,27 @@ def _measure_real_calls(loops: int, sample: Callable[[str, float], None]) -> Non
             sample(f"{name}: declared check", value)
 
 
+def _forwarders(op: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The floor of a pass-through in Python: a function forwarding ``*args, **kwargs``, and
+    the same finding its caller's placement (one frame, one dict lookup, one counter)."""
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        return op(*args, **kwargs)
+
+    placements: dict[int, tuple[Any, Callable[[], int]]] = {}
+    getframe = sys._getframe
+    count = itertools.count().__next__
+
+    def forward_by_caller(*args: Any, **kwargs: Any) -> Any:
+        placement = placements.get(id(getframe(1).f_code))
+        if placement is not None:
+            placement[1]()
+        return op(*args, **kwargs)
+
+    placements[id(_helper.__code__)] = (None, count)
+    return forward, forward_by_caller
+
+
 def _best_ns(loop: Callable[..., None], fn: Callable[[Any], Any], arg: Any, loops: int) -> float:
     start = time.perf_counter_ns()
     loop(fn, arg, loops)
@@ -255,6 +280,10 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
     for _ in range(repeats):
         sample("unpatched", _best_ns(call_loop, lib.op, tiny, loops))
         sample("unpatched, through a helper", _best_ns(outer_loop, lib.op, tiny, loops))
+        forward, forward_by_caller = _forwarders(lib.op)
+        sample("floor: forwarding function", _best_ns(outer_loop, forward, tiny, loops))
+        value = _best_ns(outer_loop, forward_by_caller, tiny, loops)
+        sample("floor: forwarding + caller lookup", value)
         sample("unpatched, through a large caller", _best_ns(large_loop, lib.op, tiny, loops))
         sample("backend alone", _best_ns(call_loop, _identity_backend, tensor, loops))
         sample("backend alone, new result", _best_ns(call_loop, _copy_backend, tensor, loops // 4))
@@ -300,6 +329,8 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
 
 # case -> the case it adds to: the "added" column is the difference.
 BASES = {
+    "floor: forwarding function": "unpatched, through a helper",
+    "floor: forwarding + caller lookup": "unpatched, through a helper",
     "pass-through, plan names the caller": "unpatched, through a helper",
     "pass-through, plan names a large caller": "unpatched, through a large caller",
     "pass-through, same caller frame": "unpatched",
