@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from codedag.migrate.adapters import ArrayAdapter
+from codedag.migrate.adapters import ArrayAdapter, BatchAdapter
 from codedag.migrate.contract import NOT_TAKEN, DeclaredUnsupported, declare
 from codedag.migrate.execute import Executor
 from codedag.migrate.values import ValueConverter
@@ -205,3 +205,88 @@ def test_devices_without_shared_memory_take_the_general_path() -> None:
     np.testing.assert_array_equal(out, a)
     assert not np.shares_memory(out, a)
     assert len(ex.converters["cpu"].cache) == 1  # the staged path remembered its result
+
+
+# -- batch-first adapters (cv2 images, librosa signals) ----------------------------------------
+
+IMAGES = BatchAdapter(
+    "cv2",
+    frozenset({"src", "src2"}),
+    (2, 3),
+    squeeze_channel=True,
+    channel_axis=True,
+    scalar=lambda a: a.item(),
+    scalar_params=frozenset({"src2"}),
+)
+
+BATCH_BACKENDS: dict[str, Callable[..., Any]] = {
+    "identity": lambda src, src2=None, kernel=None: src,
+    "view": lambda src, src2=None, kernel=None: src[..., :1, :],
+    "new": lambda src, src2=None, kernel=None: src + (1 if src2 is None else src2),
+    "kernel": lambda src, src2=None, kernel=None: src * (1 if kernel is None else kernel.sum()),
+    "scalar": lambda src, src2=None, kernel=None: src.float().mean(dim=tuple(range(1, src.dim()))),
+    "pair": lambda src, src2=None, kernel=None: (src, src + 1),
+}
+
+
+def _images() -> dict[str, np.ndarray]:
+    base = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
+    return {
+        "color": base,
+        "gray": base[..., 0].copy(),
+        "one channel": base[..., :1].copy(),
+        "strided": base[::2, ::2],
+        "float": base.astype(np.float32) / 7,
+    }
+
+
+def _batch_executor(backend: Callable[..., Any], **quirks: Any) -> Executor:
+    spec = declare("cv2.fast_demo", backend, IMAGES, **quirks)
+    return Executor(spec, lambda *a, **k: None, {"cpu": ValueConverter("cpu")})
+
+
+@pytest.mark.parametrize("backend", sorted(BATCH_BACKENDS))
+def test_batch_fast_path_returns_what_the_general_path_returns(backend: str) -> None:
+    ex = _batch_executor(BATCH_BACKENDS[backend])
+    assert ex._fast is not None
+    kernel = np.ones((3, 3), np.float32)
+    for label, image in _images().items():
+        for args, kwargs in [
+            ((image,), {}),
+            ((image, 2), {}),
+            ((image,), {"kernel": kernel}),
+            ((), {"src": image, "src2": 3}),
+        ]:
+            fast = ex.run(args, dict(kwargs), "cpu")
+            general = ex._run(args, dict(kwargs), "cpu")
+            assert _describe(fast, [image]) == _describe(general, [image]), (label, kwargs)
+
+
+def test_batch_calls_outside_the_fast_case_are_left_before_anything_runs() -> None:
+    ran: list[int] = []
+
+    def backend(src: Any, src2: Any = None, kernel: Any = None) -> Any:
+        ran.append(1)
+        return src
+
+    ex = _batch_executor(backend, channels=(1, 3), dtypes=frozenset({"uint8"}))
+    fast, converter = ex._fast, ex.converters["cpu"]
+    assert fast is not None
+    image = np.zeros((4, 4, 3), np.uint8)
+    read_only = image.copy()
+    read_only.flags.writeable = False
+    for args, kwargs in [
+        ((np.zeros((4, 4, 2), np.uint8),), {}),  # channels not declared
+        ((np.zeros(4, np.uint8),), {}),  # rank
+        ((np.zeros((0, 4, 3), np.uint8),), {}),  # empty
+        ((image.astype(np.int64),), {}),  # dtype
+        ((read_only,), {}),
+        ((image[::-1],), {}),
+        ((image.view(_Sub),), {}),
+        ((torch.zeros(4, 4, 3),), {}),
+        ((image, "text"), {}),  # a data argument that is no declared scalar
+        ((image,), {"kernel": np.zeros(2, dtype=object)}),
+        ((image,), {"kernel": [np.zeros(2)]}),
+    ]:
+        assert fast(backend, args, kwargs, converter) is NOT_TAKEN, (args, kwargs)
+    assert ran == []

@@ -186,19 +186,8 @@ class ArrayAdapter:
             if type(value) is ndarray:
                 if value.dtype not in accepted or not (empty or value.size):
                     return NOT_TAKEN
-                if not value.flags.writeable:
-                    return NOT_TAKEN
-                try:
-                    tensor = from_numpy(value)
-                except ValueError:  # negative strides
-                    return NOT_TAKEN
-                call.sources.append((tensor, value))
-                return tensor
-            if isinstance(value, _CONVERTED) and (
-                not isinstance(value, list | tuple) or (value and isinstance(value[0], ndarray))
-            ):
-                return NOT_TAKEN
-            return value
+                return _shared(value, call)
+            return value if _unconverted(value) else NOT_TAKEN
 
         def call_backend(
             backend: Callable[..., Any],
@@ -258,8 +247,28 @@ class ArrayAdapter:
         return call_backend
 
 
-# Values ArrayAdapter.to_device converts (lists and tuples only when they hold arrays).
+# Values ValueConverter.to_device converts (lists and tuples only when they hold arrays).
 _CONVERTED = (np.ndarray, torch.Tensor, list, tuple)
+
+
+def _unconverted(value: Any) -> bool:
+    """Whether ``ValueConverter.to_device`` passes ``value`` on as it is."""
+    return not isinstance(value, _CONVERTED) or (
+        isinstance(value, list | tuple) and not (value and isinstance(value[0], np.ndarray))
+    )
+
+
+def _shared(array: np.ndarray, call: CallValues) -> Any:
+    """A writeable array with non-negative strides as a tensor sharing its memory (recorded in
+    ``call``), else :data:`NOT_TAKEN` (the general path copies such arrays first)."""
+    if not array.flags.writeable:
+        return NOT_TAKEN
+    try:
+        tensor = torch.from_numpy(array)
+    except ValueError:  # negative strides
+        return NOT_TAKEN
+    call.sources.append((tensor, array))
+    return tensor
 
 
 class BatchAdapter:
@@ -393,6 +402,91 @@ class BatchAdapter:
             return self.scalar(array) if array.ndim == 0 else array
 
         return results(result, leaf)
+
+    def fast_path(self, spec: OpSpec) -> FastPath | None:
+        """Calls whose data arguments are exact arrays the op declares (dtype, rank, channels,
+        size), ``None`` or declared scalars, and whose other values are arrays of a convertible
+        dtype or values passed on as they are: one pass of checks and conversions (batches of
+        one), then ``to_library``. ``None`` for adapters without declared ranks."""
+        if not self.ndims:
+            return None
+        positions = self.data_positions(spec)
+        quirks = spec.quirks
+        accepted = accepted_dtypes(quirks.dtypes)
+        convertible = accepted_dtypes(None)
+        empty, ndims, squeeze = quirks.empty, self.ndims, self.squeeze_channel
+        channels = quirks.channels if self.channel_axis else None
+        data_at = {position: name for position, name in positions if position >= 0}
+        data_names = frozenset(name for _position, name in positions)
+        scalar_params = self.scalar_params
+        to_library = self.to_library
+        ndarray = np.ndarray
+        tensor_type = torch.Tensor
+
+        def data(value: Any, name: str, call: CallValues) -> Any:
+            if type(value) is ndarray:
+                ndim = value.ndim
+                if (
+                    value.dtype not in accepted
+                    or ndim not in ndims
+                    or not (empty or value.size)
+                    or (
+                        channels is not None and (value.shape[2] if ndim > 2 else 1) not in channels
+                    )
+                ):
+                    return NOT_TAKEN
+                tensor = _shared(value, call)
+                if tensor is NOT_TAKEN:
+                    return NOT_TAKEN
+                if squeeze and ndim == 3 and value.shape[2] == 1:
+                    tensor = tensor[..., 0]
+                return tensor.unsqueeze(0)
+            if value is None or (name in scalar_params and _is_scalar_like(value)):
+                return value
+            return NOT_TAKEN
+
+        def other(value: Any, call: CallValues) -> Any:
+            if type(value) is ndarray:
+                return _shared(value, call) if value.dtype in convertible else NOT_TAKEN
+            return value if _unconverted(value) else NOT_TAKEN
+
+        def call_backend(
+            backend: Callable[..., Any],
+            args: tuple[Any, ...],
+            kwargs: Mapping[str, Any],
+            converter: ValueConverter,
+        ) -> Any:
+            call = CallValues()
+            batched = False  # whether a data array became a batch of one
+            backend_args = []
+            for index, value in enumerate(args):
+                name = data_at.get(index)
+                if name is None:
+                    value = other(value, call)
+                else:
+                    value = data(value, name, call)
+                    batched = batched or type(value) is tensor_type
+                if value is NOT_TAKEN:
+                    return NOT_TAKEN
+                backend_args.append(value)
+            backend_kwargs = {}
+            if kwargs:
+                for key, value in kwargs.items():
+                    if key in data_names:
+                        value = data(value, key, call)
+                        batched = batched or type(value) is tensor_type
+                    else:
+                        value = other(value, call)
+                    if value is NOT_TAKEN:
+                        return NOT_TAKEN
+                    backend_kwargs[key] = value
+            result = backend(*backend_args, **backend_kwargs)
+            output = to_library(spec, result, converter, call, batched)
+            if call.staging:  # results left the host's memory
+                converter.finish(call)
+            return output
+
+        return call_backend
 
 
 def _is_scalar_like(value: Any) -> bool:
