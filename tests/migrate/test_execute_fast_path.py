@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from codedag.migrate.adapters import ArrayAdapter, BatchAdapter
+from codedag.migrate.adapters import ArrayAdapter
 from codedag.migrate.contract import NOT_TAKEN, DeclaredUnsupported, declare
 from codedag.migrate.execute import Executor
+from codedag.migrate.ops.cv2._adapter import CV2
 from codedag.migrate.values import ValueConverter
 
 ARRAYS = ArrayAdapter()
@@ -209,16 +210,6 @@ def test_devices_without_shared_memory_take_the_general_path() -> None:
 
 # -- batch-first adapters (cv2 images, librosa signals) ----------------------------------------
 
-IMAGES = BatchAdapter(
-    "cv2",
-    frozenset({"src", "src2"}),
-    (2, 3),
-    squeeze_channel=True,
-    channel_axis=True,
-    scalar=lambda a: a.item(),
-    scalar_params=frozenset({"src2"}),
-)
-
 BATCH_BACKENDS: dict[str, Callable[..., Any]] = {
     "identity": lambda src, src2=None, kernel=None: src,
     "view": lambda src, src2=None, kernel=None: src[..., :1, :],
@@ -241,7 +232,7 @@ def _images() -> dict[str, np.ndarray]:
 
 
 def _batch_executor(backend: Callable[..., Any], **quirks: Any) -> Executor:
-    spec = declare("cv2.fast_demo", backend, IMAGES, **quirks)
+    spec = declare("cv2.fast_demo", backend, CV2, **quirks)
     return Executor(spec, lambda *a, **k: None, {"cpu": ValueConverter("cpu")})
 
 
