@@ -7,6 +7,11 @@ checks the call against the op's declared quirks (output buffers, the adapter's 
 and sizes, the op's own check) and a refused call raises
 :class:`~codedag.migrate.contract.DeclaredUnsupported` with the declared reason;
 :class:`~codedag.migrate.wrapper.UniversalWrapper` then runs the original.
+
+On devices sharing memory with the host, a call passing no output buffer and accepted by the op's
+own check first tries the adapter's fast path (``fast_path(spec)``, built once per op): the same
+checks and conversions in one pass over the arguments. A call outside its case takes the general
+path above, unchanged.
 """
 
 from __future__ import annotations
