@@ -228,7 +228,7 @@ class ArrayAdapter:
                     if value is NOT_TAKEN:
                         return NOT_TAKEN
                     backend_kwargs[key] = value
-            result = backend(*backend_args, **backend_kwargs)
+            result = backend(*backend_args, **backend_kwargs) if kwargs else backend(*backend_args)
             if type(result) is tensor_type:
                 order = ("F" if fortran else "K") if declared == "A" else declared
                 for source, array in sources:
@@ -480,7 +480,7 @@ class BatchAdapter:
                     if value is NOT_TAKEN:
                         return NOT_TAKEN
                     backend_kwargs[key] = value
-            result = backend(*backend_args, **backend_kwargs)
+            result = backend(*backend_args, **backend_kwargs) if kwargs else backend(*backend_args)
             output = to_library(spec, result, converter, call, batched)
             if call.staging:  # results left the host's memory
                 converter.finish(call)
