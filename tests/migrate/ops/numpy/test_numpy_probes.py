@@ -91,6 +91,20 @@ def test_keyword_arguments_and_unhashable_values() -> None:
     assert numpy_answer(fn, (odd, a), {}) == np.float32
     assert fn.calls == 4
 
+    class Changing:
+        """Hashable, with an ``__array__`` whose dtype changes: never remembered."""
+
+        dtype = np.int16
+
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            return np.zeros(2, self.dtype)
+
+    value = Changing()
+    assert numpy_answer(fn, (a, value), {}) == np.int16
+    value.dtype = np.float64
+    assert numpy_answer(fn, (a, value), {}) == np.float64
+    assert fn.calls == 6
+
 
 def test_result_type_returns_the_dtype_numpy_names() -> None:
     assert result_type(torch.zeros(2, dtype=torch.bool), True) == np.bool_
