@@ -106,6 +106,16 @@ def test_keyword_arguments_and_unhashable_values() -> None:
     assert fn.calls == 6
 
 
+def test_probes_of_numpy_functions_are_remembered() -> None:
+    from codedag.migrate.ops.numpy._common import on_one_element
+
+    fn = _Counting(on_one_element)
+    a = np.zeros(3, np.int32)
+    for _ in range(3):  # numpy.mean is an array-function dispatcher, not a Python function
+        assert numpy_answer(fn, (a, np.mean), {"dtype": np.float32}) == np.float32
+    assert fn.calls == 1
+
+
 def test_result_type_returns_the_dtype_numpy_names() -> None:
     assert result_type(torch.zeros(2, dtype=torch.bool), True) == np.bool_
     assert result_type(torch.zeros(2, dtype=torch.uint8), 2.0) == np.float64

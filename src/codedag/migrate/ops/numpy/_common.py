@@ -8,7 +8,6 @@ then casts its inputs to that dtype and computes, so integer results wrap exactl
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -95,7 +94,7 @@ def _probe_key(x: Any) -> Any:
     """What a probe on ``as_probe(x)`` depends on: the dtype of arrays and tensors, the type of
     Python floats and complex numbers (NEP 50: weak, their value never changes NumPy's answer),
     the value of Python ints (one out of an array's range is an error), strings, NumPy scalars,
-    dtypes, types and functions. Any other value may change what NumPy makes of it (an object
+    dtypes and callables (types, functions). Any other value may change what NumPy makes of it (an object
     with ``__array__``): its probe is not remembered."""
     kind = type(x)
     if kind is np.ndarray:
@@ -108,7 +107,7 @@ def _probe_key(x: Any) -> Any:
         return (kind, x)
     if kind is list or kind is tuple:
         return (kind, *map(_probe_key, x))
-    if isinstance(x, _BY_VALUE) and not isinstance(x, _CONTAINERS):
+    if (isinstance(x, _BY_VALUE) or callable(x)) and not isinstance(x, _CONTAINERS):
         try:
             hash(x)
         except TypeError:
@@ -118,17 +117,8 @@ def _probe_key(x: Any) -> Any:
 
 
 _CONTAINERS = (np.ndarray, torch.Tensor, list, tuple)
-# Immutable values whose probe answer follows from their value.
-_BY_VALUE = (
-    int,
-    str,
-    np.generic,
-    np.dtype,
-    type,
-    np.ufunc,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-)
+# Immutable values whose probe answer follows from their value (functions too: any callable).
+_BY_VALUE = (int, str, np.generic, np.dtype)
 _ANSWERS: dict[Any, np.dtype | str] = {}
 _MAX_ANSWERS = 4096
 
