@@ -152,6 +152,8 @@ def _real_calls() -> list[tuple[str, tuple[Any, ...]]]:
 
 
 def _library_function(name: str) -> Callable[..., Any]:
+    """The library function ``name`` names (resolved here: ``--against`` trees may predate
+    ``codedag.migrate.probe.original_function``)."""
     module, *path = name.split(".")
     value: Any = importlib.import_module(module)
     for part in path:

@@ -17,7 +17,6 @@ type it converts to.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import numbers
 from collections.abc import Callable, Mapping
@@ -28,17 +27,15 @@ import torch
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.contract import NOT_TAKEN, FastPath, OpSpec, Strategy
-from codedag.migrate.values import CONVERTIBLE, CallValues, ValueConverter, numpy_scalar
+from codedag.migrate.values import (
+    CONVERTIBLE,
+    CallValues,
+    ValueConverter,
+    accepted_dtypes,
+    numpy_scalar,
+)
 
 _MISSING = object()
-
-
-@functools.cache
-def accepted_dtypes(names: frozenset[str] | None) -> frozenset[np.dtype]:
-    """The dtype objects (native byte order) of declared dtype names (``None``: every
-    convertible one): a membership test is one hash, where ``dtype.name`` is computed in Python
-    on every access."""
-    return frozenset(np.dtype(n) for n in (CONVERTIBLE if names is None else names & CONVERTIBLE))
 
 
 def describe(value: Any) -> str:
@@ -218,8 +215,8 @@ class ArrayAdapter:
                     return NOT_TAKEN
                 backend_args.append(value)
             fortran = False
-            if declared == "A" and call.sources:  # the first positional array decides
-                first = call.sources[0][1]
+            if declared == "A" and sources:  # the first positional array decides
+                first = sources[0][1]
                 fortran = first.ndim > 1 and _fortran_only(first)
             backend_kwargs = {}
             if kwargs:

@@ -90,11 +90,16 @@ class Executor:
                     return f"{name}= writes into a caller's buffer"
         reason = self.adapter.refuse(self.spec, args, kwargs)
         if reason is None and self._check is not None:
-            try:
-                reason = self._check(*args, **kwargs)
-            except TypeError as e:  # arguments the library's signature does not take
-                reason = f"arguments do not match the signature: {e}"
+            reason = self._check_reason(args, kwargs)
         return reason
+
+    def _check_reason(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """Why the op's own check refuses the call, or ``None`` (the op declares a check)."""
+        assert self._check is not None
+        try:
+            return self._check(*args, **kwargs)
+        except TypeError as e:  # arguments the library's signature does not take
+            return f"arguments do not match the signature: {e}"
 
     def run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
         """Run the backend on ``device`` for one library call; exceptions propagate.
@@ -112,20 +117,12 @@ class Executor:
             if (
                 converter is not None
                 and converter.zero_copy
-                and (self._check is None or self._checked(args, kwargs))
+                and (self._check is None or self._check_reason(args, kwargs) is None)
             ):
                 result = fast(self._backend, args, kwargs, converter)
                 if result is not NOT_TAKEN:
                     return result
         return self._run(args, kwargs, device)
-
-    def _checked(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
-        """Whether the op's own check accepts the call."""
-        assert self._check is not None
-        try:
-            return self._check(*args, **kwargs) is None
-        except TypeError:
-            return False
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
         """The general path: refusal, the adapter's conversions, the backend."""

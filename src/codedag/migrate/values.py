@@ -21,6 +21,7 @@ Rules (docs/migration.md explains the trade-off):
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -53,9 +54,15 @@ CONVERTIBLE: frozenset[str] = frozenset(
 )
 """NumPy dtypes that a tensor holds (torch stores uint16/32/64 but computes little on them)."""
 
-# The same as dtype objects (native byte order): one hash and one comparison per array instead
-# of three attribute reads (kind, hasobject, byte order).
-_NATIVE_DTYPES = frozenset(np.dtype(name) for name in CONVERTIBLE)
+
+@functools.cache
+def accepted_dtypes(names: frozenset[str] | None) -> frozenset[np.dtype]:
+    """The dtype objects (native byte order) of dtype names (``None``: every convertible one):
+    a membership test is one hash, where ``dtype.name`` is computed in Python on every access."""
+    return frozenset(np.dtype(n) for n in (CONVERTIBLE if names is None else names & CONVERTIBLE))
+
+
+_CONVERTIBLE_DTYPES = accepted_dtypes(None)
 
 
 def _load_memcmp() -> Any:
@@ -214,12 +221,12 @@ class CallValues:
         pointer = tensor.data_ptr()
         for source, array in self.sources:
             start = source.data_ptr()
-            if source is tensor or (pointer >= start and pointer < start + span(array)):
+            if source is tensor or (pointer >= start and pointer < start + _span(array)):
                 return True
         return False
 
 
-def span(array: np.ndarray) -> int:
+def _span(array: np.ndarray) -> int:
     """Bytes from an array's first element to the end of its last (strides not negative)."""
     if array.flags.c_contiguous or array.flags.f_contiguous:
         return int(array.nbytes)
@@ -249,7 +256,7 @@ class ValueConverter:
     # -- inputs ------------------------------------------------------------------------------
     def array_to_tensor(self, array: np.ndarray, call: CallValues) -> torch.Tensor:
         """Ship one array (own dtype) to the device, or reuse its cached device tensor."""
-        if array.dtype not in _NATIVE_DTYPES:
+        if array.dtype not in _CONVERTIBLE_DTYPES:
             if array.dtype.kind not in _SUPPORTED_KINDS or array.dtype.hasobject:
                 raise UnsupportedOperation(
                     f"arrays of dtype {array.dtype} have no torch equivalent"

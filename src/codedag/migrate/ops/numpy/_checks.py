@@ -19,11 +19,11 @@ import numpy as np
 
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.ops.numpy._common import norm_axes, numpy_answer
-from codedag.migrate.values import CONVERTIBLE
+from codedag.migrate.values import CONVERTIBLE, accepted_dtypes
 
 # Convertible dtypes torch also computes with (uint16/32/64 are storage only).
 COMPUTABLE = CONVERTIBLE - {"uint16", "uint32", "uint64"}
-_COMPUTABLE_DTYPES = frozenset(np.dtype(name) for name in COMPUTABLE)
+_COMPUTABLE_DTYPES = accepted_dtypes(COMPUTABLE)
 _SCALARS = (bool, int, float, complex, np.bool_, np.number)
 _COMPLEX = (complex, np.complexfloating)
 

@@ -94,8 +94,8 @@ def _probe_key(x: Any) -> Any:
     """What a probe on ``as_probe(x)`` depends on: the dtype of arrays and tensors, the type of
     Python floats and complex numbers (NEP 50: weak, their value never changes NumPy's answer),
     the value of Python ints (one out of an array's range is an error), strings, NumPy scalars,
-    dtypes and callables (types, functions). Any other value may change what NumPy makes of it (an object
-    with ``__array__``): its probe is not remembered."""
+    dtypes and callables (types, functions). Any other value may change what NumPy makes of it
+    (an object with ``__array__``): its probe is not remembered."""
     kind = type(x)
     if kind is np.ndarray:
         return x.dtype
@@ -127,9 +127,9 @@ def numpy_answer(
     fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> np.dtype:
     """The dtype NumPy's ``fn`` returns (or is, for ``numpy.result_type``) for these arguments,
-    arrays and tensors as 0-d probes of
-    their dtype, remembered per :func:`_probe_key` of every argument (a probe costs a NumPy
-    call on fresh 0-d arrays; a remembered answer, one dictionary lookup).
+    arrays and tensors as 0-d probes of their dtype, remembered per :func:`_probe_key` of every
+    argument (a probe costs a NumPy call on fresh 0-d arrays; a remembered answer, one dictionary
+    lookup).
 
     Raises:
         UnsupportedOperation: NumPy raises on the probes (its message).
