@@ -23,7 +23,8 @@ CUDA when available, else the CPU), so it runs unchanged on a GPU machine.
 Usage::
 
     python benchmarks/batched.py [--pipelines demo_image letterbox ...] [--workers 0]
-        [--batches 4] [--batch-size 8] [--rounds 2] [--device cpu|cuda:0] [--json out.json]
+        [--batches 4] [--batch-size 8] [--rounds 2] [--size PX] [--device cpu|cuda:0]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ import sys
 from typing import Any
 
 import torch
+from common import make_loader
 
-from codedag.experiments import pipelines
 from codedag.experiments.loader_bench import compare_batches, compare_variants, no_context
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.batched.settings import BatchedSettings
@@ -55,10 +56,10 @@ SMALL = {
 }
 
 
-def _loader(name: str, workers: int, batch_size: int, samples: int, seed: int) -> Any:
-    return pipelines.make_loader(
-        name, batch_size=batch_size, num_workers=workers, seed=seed, n=samples, **SMALL[name]
-    )
+def _loader(
+    name: str, workers: int, batch_size: int, samples: int, seed: int, size: int | None
+) -> Any:
+    return make_loader(name, workers, batch_size, samples, seed, size, **SMALL[name])
 
 
 def _plans(dag: Any, device: str) -> dict[str, dict[str, Any]]:
@@ -83,7 +84,7 @@ def _per_batch(value: float, batches: int) -> float:
 def bench_one(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any]:
     """Trace, plan and time one pipeline with one worker count."""
     samples = args.batch_size * args.batches
-    make = functools.partial(_loader, name, workers, args.batch_size, samples, args.seed)
+    make = functools.partial(_loader, name, workers, args.batch_size, samples, args.seed, args.size)
     tracer, _ = trace_dataloader(make())
     plans = _plans(tracer.dag, args.device)
     per_call = PipelineMigrator.from_plan(
@@ -155,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2, help="rounds per variant (2)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--size", type=int, default=None, help="source image side in px (default: small sizes)"
+    )
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args(argv)

@@ -18,7 +18,8 @@ the comparison. Nothing is asserted: it measures. Runs unchanged on CUDA.
 Usage::
 
     python benchmarks/placement.py [--pipelines letterbox mel ...] [--workers 0 2]
-        [--batches 16] [--batch-size 16] [--rounds 3] [--device cpu|cuda:0] [--json out.json]
+        [--batches 16] [--batch-size 16] [--rounds 3] [--size PX] [--device cpu|cuda:0]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import sys
 from typing import Any
 
 import torch
+from common import make_loader
 
-from codedag.experiments import pipelines
 from codedag.experiments.loader_bench import compare_batches, compare_variants, no_context
 from codedag.migrate.api import PipelineMigrator
 from codedag.optimize.manager import OptimizerManager
@@ -41,16 +42,12 @@ DEFAULT_PIPELINES = ("demo_image", "demo_audio", "letterbox", "compose", "yolo_m
 AUDIO = ("demo_audio", "mel")
 
 
-def _loader(name: str, workers: int, batch_size: int, samples: int, seed: int) -> Any:
-    return pipelines.make_loader(
-        name, batch_size=batch_size, num_workers=workers, seed=seed, n=samples
-    )
-
-
 def bench_one(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any]:
     """Trace, plan and time one pipeline with one worker count."""
     samples = args.batch_size * args.batches
-    make = functools.partial(_loader, name, workers, args.batch_size, samples, args.seed)
+    make = functools.partial(
+        make_loader, name, workers, args.batch_size, samples, args.seed, args.size
+    )
     tracer, _ = trace_dataloader(make())
     manager = OptimizerManager(k=2, target_device=args.device)
     plan = manager.optimize(tracer.dag)["migration_plan"]
@@ -89,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="rounds per variant (3)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--size", type=int, default=None, help="source image side in px (default: each pipeline's)"
+    )
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args(argv)

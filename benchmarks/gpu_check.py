@@ -1,0 +1,719 @@
+"""One prepared check of codedag on a GPU machine, and its rehearsal on the CPU.
+
+Runs, each step in its own process group under its own time limit, and all of them within one
+overall budget: the CUDA tests, ``codedag doctor``, the image and audio demos, the placement,
+batched, dispatch and loader benchmarks, the NVML energy counter against integrated power, one
+short ``codedag mutate`` run and the four ``codedag profile`` scenarios. A step that fails or runs
+out of time is reported and the rest still run. It writes three files into ``--out`` (default
+``$OUT``, else ``gpu-check-out/``): ``summary.json`` (every step's status, time and figures),
+``summary.md`` (the same for a person) and ``logs.tar.gz`` (each step's raw log and the files it
+wrote, text only), and prints a short verdict.
+
+Usage (``bin/gpu-check`` sets up the environment first)::
+
+    python benchmarks/gpu_check.py [--device cuda|cpu] [--quick] [--budget-s 450] [--only a,b]
+
+Exit code: 0 when every step that ran passed, 1 otherwise, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+TEXT_SUFFIXES = {".log", ".json", ".md", ".csv", ".txt", ".xml", ".dot"}
+MAX_ARCHIVED_BYTES = 4 * 2**20  # per file: the archive must come back (16 MiB per file)
+MIN_STEP_S = 10.0  # a step gets at least this much of the budget, else it is skipped
+KILL_GRACE_S = 5.0
+# The order steps run in: what matters most first, in case the budget runs out.
+ORDER = (
+    "environment",
+    "pytest-gpu",
+    "doctor",
+    "demo-image",
+    "batched",
+    "placement",
+    "profile",
+    "nvml-energy",
+    "migrate-overhead",
+    "demo-audio",
+    "mutate",
+    "loader-tune",
+)
+
+Summarizer = Callable[[Path, str], dict[str, Any]]
+
+
+@dataclass
+class Step:
+    """One command of the check: its own time limit; ``summarize`` reads what it wrote."""
+
+    name: str
+    argv: list[str]
+    limit_s: float
+    summarize: Summarizer | None = None
+    stdout_file: str | None = None  # stdout kept apart from the log (a JSON document)
+    skip_reason: str | None = None  # set when the machine cannot run it
+
+
+@dataclass
+class StepResult:
+    """What one step did."""
+
+    name: str
+    status: str  # ok | failed | timeout | skipped
+    seconds: float = 0.0
+    limit_s: float = 0.0
+    returncode: int | None = None
+    reason: str = ""
+    command: str = ""
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def run_step(step: Step, work: Path, limit_s: float, env: dict[str, str]) -> StepResult:
+    """Run one step in its own process group; kill the whole group when it outlives ``limit_s``."""
+    log_path = work / f"{step.name}.log"
+    result = StepResult(step.name, "ok", limit_s=round(limit_s, 1), command=_quote(step.argv))
+    start = time.monotonic()
+    with contextlib.ExitStack() as files:
+        log = files.enter_context(open(log_path, "w", encoding="utf-8"))
+        log.write(f"$ {result.command}\n")
+        log.flush()
+        stdout = log
+        if step.stdout_file:
+            stdout = files.enter_context(open(work / step.stdout_file, "w", encoding="utf-8"))
+        try:
+            proc = subprocess.Popen(
+                step.argv,
+                cwd=ROOT,
+                env=env,
+                stdout=stdout,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            result.status, result.reason = "failed", f"could not start: {exc}"
+            return result
+        try:
+            result.returncode = proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            result.status = "timeout"
+            result.reason = f"still running after {limit_s:.0f} s: stopped"
+        result.seconds = round(time.monotonic() - start, 1)
+    if result.status == "ok" and result.returncode != 0:
+        result.status, result.reason = "failed", f"exit code {result.returncode}"
+    if step.summarize is not None:
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+        try:
+            result.figures = step.summarize(work, text)
+        except Exception as exc:  # a summary must never lose the step's status
+            result.figures = {"summary_error": f"{type(exc).__name__}: {exc}"}
+    return result
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_steps(
+    steps: list[Step],
+    work: Path,
+    budget_s: float,
+    env: dict[str, str],
+    echo: Callable[[str], None] = print,
+) -> list[StepResult]:
+    """Run ``steps`` in order within ``budget_s`` overall; each gets ``min(limit, time left)``."""
+    deadline = time.monotonic() + budget_s
+    results = []
+    for step in steps:
+        left = deadline - time.monotonic()
+        if step.skip_reason:
+            result = StepResult(step.name, "skipped", reason=step.skip_reason)
+        elif left < MIN_STEP_S:
+            result = StepResult(step.name, "skipped", reason="no time left in the budget")
+        else:
+            echo(f"[gpu-check] {step.name} (up to {min(step.limit_s, left):.0f} s) ...")
+            result = run_step(step, work, min(step.limit_s, left), env)
+        results.append(result)
+        echo(f"[gpu-check] {_line(result)}")
+    return results
+
+
+def _quote(argv: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+# ---------------------------------------------------------------------------------------------
+# the steps
+
+
+def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable) -> list[Step]:
+    """The check's steps for ``device`` (``cuda`` or ``cpu``); ``quick`` uses tiny sizes."""
+    cuda = device.startswith("cuda")
+    dev = "cuda:0" if device == "cuda" else device
+    codedag = [python, "-m", "codedag"]
+    # sizes where a GPU plausibly wins, or tiny ones for the rehearsal
+    image = {"batch": 64, "batches": 3, "rounds": 2, "size": 512}
+    if quick:
+        image = {"batch": 4, "batches": 2, "rounds": 1, "size": 64}
+    no_cuda = None if cuda else "needs CUDA (rehearsal on the CPU)"
+    no_librosa = None if _importable("librosa", python) else "librosa is not installed"
+    gpu_tests = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("test_*.py")
+        if "mark.gpu" in p.read_text(encoding="utf-8", errors="replace")
+    )
+    steps = [
+        Step(
+            "environment",
+            [python, str(BENCH / "gpu_check.py"), "--environment"],
+            60,
+            _summarize_json("environment.json"),
+            stdout_file="environment.json",
+        ),
+        Step(
+            "pytest-gpu",
+            [
+                python,
+                "-m",
+                "pytest",
+                "-m",
+                "gpu",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--continue-on-collection-errors",
+                f"--junitxml={work / 'pytest-gpu.xml'}",
+                *gpu_tests,
+            ],
+            90 if quick else 150,
+            _summarize_pytest,
+        ),
+        Step(
+            "doctor",
+            [*codedag, "doctor", "--json"],
+            60,
+            _summarize_doctor,
+            stdout_file="doctor.json",
+        ),
+        Step(
+            "demo-image",
+            [
+                *codedag,
+                "demo",
+                "--device",
+                dev,
+                "--no-tune",
+                "--batched",
+                "always",
+                "--batches",
+                "2" if quick else "8",
+                "--batch-size",
+                "8" if quick else "64",
+                "--out",
+                str(work / "demo-image"),
+                "--json",
+            ],
+            60 if quick else 120,
+            _summarize_demo("demo-image"),
+            stdout_file="demo-image.json",
+        ),
+        Step(
+            "demo-audio",
+            [
+                *codedag,
+                "demo",
+                "--task",
+                "audio",
+                "--device",
+                dev,
+                "--no-tune",
+                "--batches",
+                "2" if quick else "6",
+                "--batch-size",
+                "4" if quick else "16",
+                "--out",
+                str(work / "demo-audio"),
+                "--json",
+            ],
+            60 if quick else 90,
+            _summarize_demo("demo-audio"),
+            stdout_file="demo-audio.json",
+            skip_reason=no_librosa,
+        ),
+        Step(
+            "batched",
+            [
+                python,
+                str(BENCH / "batched.py"),
+                "--device",
+                dev,
+                "--pipelines",
+                *(
+                    ["demo_image"]
+                    if quick
+                    else ["demo_image", "letterbox", "compose", "demo_audio"]
+                ),
+                "--workers",
+                "0",
+                "--batch-size",
+                str(image["batch"]),
+                "--batches",
+                str(image["batches"]),
+                "--rounds",
+                str(image["rounds"]),
+                "--size",
+                str(image["size"]),
+                "--json",
+                str(work / "batched.json"),
+            ],
+            60 if quick else 120,
+            _summarize_rows("batched.json"),
+        ),
+        Step(
+            "placement",
+            [
+                python,
+                str(BENCH / "placement.py"),
+                "--device",
+                dev,
+                "--pipelines",
+                *(["demo_image"] if quick else ["demo_image", "letterbox", "demo_audio"]),
+                "--workers",
+                *(["0"] if quick else ["0", "2"]),
+                "--batch-size",
+                str(image["batch"]),
+                "--batches",
+                str(image["batches"]),
+                "--rounds",
+                str(image["rounds"]),
+                "--size",
+                str(image["size"]),
+                "--json",
+                str(work / "placement.json"),
+            ],
+            60 if quick else 100,
+            _summarize_rows("placement.json"),
+        ),
+        Step(
+            "migrate-overhead",
+            [
+                python,
+                str(BENCH / "migrate_overhead.py"),
+                "--loops",
+                "500" if quick else "3000",
+                "--repeats",
+                "3" if quick else "7",
+                "--json",
+            ],
+            60,
+            _summarize_json("migrate-overhead.json"),
+            stdout_file="migrate-overhead.json",
+        ),
+        Step(
+            "profile",
+            [
+                *codedag,
+                "profile",
+                "--scenario",
+                "all",
+                "--device",
+                "cuda" if cuda else "cpu",
+                "--batch_size",
+                "8" if quick else "64",
+                "--image_size",
+                "32" if quick else "224",
+                "--dataset_size",
+                "64" if quick else "1024",
+                "--warmup_steps",
+                "2" if quick else "5",
+                "--profile_steps",
+                "2" if quick else "5",
+                "--cpu_threads",
+                "1" if quick else "4",
+                "--trace_dir",
+                str(work / "profile-traces"),
+                "--output_json",
+                str(work / "profile.json"),
+            ],
+            60 if quick else 120,
+            _summarize_profile,
+        ),
+        Step(
+            "nvml-energy",
+            [python, str(BENCH / "nvml_counter_vs_power.py"), "--seconds", "15"],
+            45,
+            _summarize_nvml,
+            skip_reason=no_cuda,
+        ),
+        Step(
+            "mutate",
+            [
+                *codedag,
+                "mutate",
+                "-r",
+                "examples",
+                "-m",
+                "mnist_cnn",
+                "-mt",
+                "learning_rate",
+                "-n",
+                "1",
+                "-s",
+                "1",
+                "--cooldown",
+                "0",
+                "--results-dir",
+                str(work / "mutate"),
+                "--no-echo",
+                "--json",
+            ],
+            60 if quick else 90,
+            _summarize_json("mutate.json"),
+            stdout_file="mutate.json",
+        ),
+        Step(
+            "loader-tune",
+            [
+                python,
+                str(BENCH / "loader_tune.py"),
+                "--pipelines",
+                "demo",
+                "letterbox",
+                "--batch-size",
+                "8" if quick else "32",
+                "--batches",
+                "3" if quick else "6",
+                "--rounds",
+                "1" if quick else "2",
+                "--json",
+                str(work / "loader-tune.json"),
+            ],
+            60 if quick else 90,
+            _summarize_rows("loader-tune.json"),
+        ),
+    ]
+    return sorted(steps, key=lambda step: ORDER.index(step.name))
+
+
+def _importable(module: str, python: str) -> bool:
+    probe = subprocess.run(
+        [python, "-c", f"import {module}"], capture_output=True, check=False, timeout=120
+    )
+    return probe.returncode == 0
+
+
+def environment() -> dict[str, Any]:
+    """Versions and the device as this Python sees them (the ``environment`` step's output)."""
+    facts: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count()}
+    for module in ("torch", "numpy", "cv2", "PIL", "librosa", "pydantic", "rustworkx", "pynvml"):
+        try:
+            facts[module] = __import__(module).__version__
+        except Exception as exc:
+            facts[module] = f"unavailable: {type(exc).__name__}: {exc}"
+    try:
+        import torch
+
+        facts["torch_cuda"] = torch.version.cuda
+        facts["cuda_available"] = torch.cuda.is_available()
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            facts["gpu"] = props.name
+            facts["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+            facts["gpu_capability"] = f"{props.major}.{props.minor}"
+    except Exception as exc:
+        facts["torch_error"] = f"{type(exc).__name__}: {exc}"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        facts["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        pynvml.nvmlShutdown()
+    except Exception as exc:
+        facts["driver"] = f"unavailable: {type(exc).__name__}"
+    return facts
+
+
+# ---------------------------------------------------------------------------------------------
+# figures from what each step wrote
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _summarize_json(name: str) -> Summarizer:
+    def summarize(work: Path, _log: str) -> dict[str, Any]:
+        data = _load(work / name)
+        return data if isinstance(data, dict) else {"items": data}
+
+    return summarize
+
+
+def _summarize_rows(name: str) -> Summarizer:
+    def summarize(work: Path, _log: str) -> dict[str, Any]:
+        data = _load(work / name)
+        return data if isinstance(data, dict) else {"rows": data}
+
+    return summarize
+
+
+def _summarize_pytest(work: Path, log: str) -> dict[str, Any]:
+    import xml.etree.ElementTree as ET
+
+    figures: dict[str, Any] = {"result_line": _last_line_with(log, (" passed", " failed", "error"))}
+    xml_path = work / "pytest-gpu.xml"
+    if not xml_path.exists():
+        return figures
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    failed = []
+    for suite in ET.parse(xml_path).getroot().iter("testsuite"):
+        for key in counts:
+            counts[key] += int(suite.get(key, 0))
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        for tag in ("failure", "error"):
+            problem = case.find(tag)
+            if problem is not None:
+                message = (problem.get("message") or "").splitlines()[:1]
+                failed.append(f"{case.get('classname')}::{case.get('name')}: {' '.join(message)}")
+    counts["passed"] = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    figures.update(counts)
+    figures["failed"] = failed
+    return figures
+
+
+def _summarize_doctor(work: Path, _log: str) -> dict[str, Any]:
+    data = _load(work / "doctor.json")
+    keep = ("torch", "cuda", "gpus", "cpu", "cgroup", "energy", "nvml", "governor")
+    return {k: v for k, v in data.items() if any(word in k for word in keep)} or data
+
+
+def _summarize_demo(folder: str) -> Summarizer:
+    def summarize(work: Path, _log: str) -> dict[str, Any]:
+        data = _load(work / folder / "demo_summary.json")
+        batched = data.get("batched") or {}
+        stats = batched.get("stats") or {}
+        return {
+            "device": data.get("device"),
+            "modes": {
+                m["mode"]: {
+                    k: m.get(k) for k in ("mean_step_s", "p50_batch_s", "throughput_samples_s")
+                }
+                for m in data.get("modes", [])
+            },
+            "speedup": data.get("speedup"),
+            "equivalence": data.get("equivalence"),
+            "placement": [
+                {
+                    k: p.get(k)
+                    for k in ("function", "calls", "placed", "library_ns", "torch_ns", "speedup")
+                }
+                for p in data.get("placement", [])
+            ],
+            "guard": data.get("guard"),
+            "migrated_calls": data.get("migrated_calls"),
+            "fallbacks": data.get("fallbacks"),
+            "batched": {
+                k: stats.get(k)
+                for k in (
+                    "batches",
+                    "samples",
+                    "groups",
+                    "backend_calls",
+                    "h2d_bytes",
+                    "d2h_bytes",
+                    "forced",
+                    "worker_ms",
+                    "main_ms",
+                    "verify",
+                )
+            },
+            "verdict": data.get("verdict"),
+        }
+
+    return summarize
+
+
+def _summarize_profile(work: Path, _log: str) -> dict[str, Any]:
+    runs = _load(work / "profile.json").get("runs", [])
+    return {
+        run.get("scenario", f"run{i}"): {
+            "diagnosis": (run.get("diagnosis") or {}).get("verdict"),
+            "p50_step_ms": _ms(run.get("p50_step_time_s")),
+            "p50_data_wait_ms": _ms(run.get("p50_dataloader_wait_s")),
+        }
+        for i, run in enumerate(runs)
+    }
+
+
+def _ms(seconds: Any) -> float | None:
+    return None if seconds is None else round(float(seconds) * 1e3, 3)
+
+
+def _summarize_nvml(_work: Path, log: str) -> dict[str, Any]:
+    rows = {}
+    for line in log.splitlines():
+        parts = line.rsplit(None, 2)
+        if len(parts) == 3:
+            try:
+                rows[parts[0].strip()] = {"joules": float(parts[1]), "vs_counter": float(parts[2])}
+            except ValueError:
+                continue
+    return {"rows": rows}
+
+
+def _last_line_with(text: str, words: tuple[str, ...]) -> str:
+    for line in reversed(text.splitlines()):
+        if not line.startswith("$ ") and any(w in line for w in words):
+            return line.strip("= ").strip()
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs
+
+
+def _line(result: StepResult) -> str:
+    text = f"{result.name:<17} {result.status:<8} {result.seconds:>6.1f} s"
+    return f"{text}  {result.reason}" if result.reason else text
+
+
+def write_outputs(
+    results: list[StepResult], work: Path, out: Path, meta: dict[str, Any]
+) -> list[Path]:
+    """summary.json, summary.md and logs.tar.gz into ``out``; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {**meta, "verdict": verdict(results), "steps": [asdict(r) for r in results]}
+    summary_json = out / "summary.json"
+    summary_json.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    summary_md = out / "summary.md"
+    summary_md.write_text(markdown(results, meta), encoding="utf-8")
+    archive = out / "logs.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(work.rglob("*")):
+            small = path.is_file() and path.stat().st_size <= MAX_ARCHIVED_BYTES
+            if small and path.suffix in TEXT_SUFFIXES:
+                tar.add(path, arcname=str(path.relative_to(work)))
+    return [summary_json, summary_md, archive]
+
+
+def verdict(results: list[StepResult]) -> str:
+    """One sentence: how many steps ran and passed, and which did not."""
+    ran = [r for r in results if r.status != "skipped"]
+    bad = [f"{r.name} ({r.status})" for r in ran if r.status != "ok"]
+    skipped = [r.name for r in results if r.status == "skipped"]
+    text = f"{len(ran) - len(bad)} of {len(ran)} steps passed"
+    if bad:
+        text += "; not passed: " + ", ".join(bad)
+    if skipped:
+        text += "; skipped: " + ", ".join(skipped)
+    return text
+
+
+def markdown(results: list[StepResult], meta: dict[str, Any]) -> str:
+    """The summary for a person: one table of steps, then each step's figures."""
+    lines = [f"# gpu-check on {meta.get('device')} ({meta.get('date')})", ""]
+    lines += [f"**{verdict(results)}**", "", "| step | status | s | limit s | note |"]
+    lines += ["|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r.name} | {r.status} | {r.seconds} | {r.limit_s} | {r.reason} |")
+    for r in results:
+        if r.figures or r.command:
+            lines += ["", f"## {r.name}", "", f"`{r.command}`" if r.command else "", ""]
+            lines += ["```json", json.dumps(r.figures, indent=1, default=str)[:6000], "```"]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (the rehearsal)")
+    parser.add_argument(
+        "--budget-s", type=float, default=None, help="overall limit in s (420; quick 170)"
+    )
+    parser.add_argument("--only", default="", help="comma-separated step names to run")
+    parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-out")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder and say where")
+    parser.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.environment:
+        print(json.dumps(environment(), indent=2))
+        return 0
+    if args.device not in ("cuda", "cpu") and not args.device.startswith("cuda:"):
+        parser.error(f"--device must be cuda, cuda:N or cpu, got {args.device!r}")
+    budget_s = args.budget_s or (170.0 if args.quick else 420.0)
+    if not 0 < budget_s <= 3600:
+        parser.error(f"--budget-s must be in (0, 3600], got {budget_s}")
+    work = Path(tempfile.mkdtemp(prefix="codedag-gpu-check-"))
+    steps = steps_for(args.device, args.quick, work)
+    wanted = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(wanted) - {s.name for s in steps})
+    if unknown:
+        parser.error(f"unknown steps {unknown}; steps: {', '.join(s.name for s in steps)}")
+    if wanted:
+        steps = [s for s in steps if s.name in wanted]
+    env = {
+        **os.environ,
+        "CI": "true",
+        "PYTHONUNBUFFERED": "1",
+        "MPLBACKEND": "Agg",
+        "CODEDAG_CACHE_DIR": str(work / "calibration-cache"),
+    }
+    started = time.monotonic()
+    results = run_steps(steps, work, budget_s, env)
+    meta = {
+        "device": args.device,
+        "quick": args.quick,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "host": platform.node(),
+        "budget_s": budget_s,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    files = write_outputs(results, work, Path(args.out), meta)
+    print(f"[gpu-check] wrote {', '.join(str(f) for f in files)}")
+    print(f"[gpu-check] verdict: {verdict(results)} in {meta['seconds']:.0f} s")
+    if args.keep:
+        print(f"[gpu-check] work folder kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(r.status in ("ok", "skipped") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
