@@ -33,6 +33,7 @@ import argparse
 import functools
 import json
 import sys
+import time
 from typing import Any
 
 import torch
@@ -85,8 +86,13 @@ def bench_one(name: str, workers: int, args: argparse.Namespace) -> dict[str, An
     """Trace, plan and time one pipeline with one worker count."""
     samples = args.batch_size * args.batches
     make = functools.partial(_loader, name, workers, args.batch_size, samples, args.seed, args.size)
+    clock = time.perf_counter()
     tracer, _ = trace_dataloader(make())
+    phase_s = {"trace": time.perf_counter() - clock}
+    clock = time.perf_counter()
     plans = _plans(tracer.dag, args.device)
+    phase_s["plan"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     per_call = PipelineMigrator.from_plan(
         plans["per-call"], default_device=args.device, guard=False
     )
@@ -100,6 +106,7 @@ def bench_one(name: str, workers: int, args: argparse.Namespace) -> dict[str, An
         batches=args.batches,
         rounds=args.rounds,
     )
+    phase_s["time"] = time.perf_counter() - clock
     stats = batched.get_stats()["batched"]
     per_call_batches = (args.rounds + 1) * args.batches
     calls_per_batch = per_call.get_stats()["totals"]["migrated"] / per_call_batches
@@ -123,6 +130,7 @@ def bench_one(name: str, workers: int, args: argparse.Namespace) -> dict[str, An
         "auto_reasons": [c["reason"] for c in chains],
         "identical": comparison.identical,
         "max_abs_diff": comparison.max_abs_diff,
+        "phase_s": phase_s,
     }
 
 
@@ -187,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{'; '.join(row['auto']) or 'no chain'}",
                 flush=True,
             )
+            phases = ", ".join(f"{k} {v:.1f} s" for k, v in row["phase_s"].items())
+            print(f"{'':<15}{phases}")
             if row["batched_forced"]:
                 print(f"{'':<15}batched values forced: {row['batched_forced']}")
     print("auto decisions (measured on the device):")

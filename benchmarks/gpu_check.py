@@ -186,7 +186,7 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
     dev = "cuda:0" if device == "cuda" else device
     codedag = [python, "-m", "codedag"]
     # sizes where a GPU plausibly wins, or tiny ones for the rehearsal
-    image = {"batch": 64, "batches": 3, "rounds": 2, "size": 512}
+    image = {"batch": 32, "batches": 3, "rounds": 2, "size": 512}
     if quick:
         image = {"batch": 4, "batches": 2, "rounds": 1, "size": 64}
     no_cuda = None if cuda else "needs CUDA (rehearsal on the CPU)"
@@ -311,7 +311,7 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
                 "--device",
                 dev,
                 "--pipelines",
-                *(["demo_image"] if quick else ["demo_image", "letterbox", "demo_audio"]),
+                *(["demo_image"] if quick else ["letterbox", "demo_image", "demo_audio"]),
                 "--workers",
                 *(["0"] if quick else ["0", "2"]),
                 "--batch-size",

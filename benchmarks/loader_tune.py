@@ -42,7 +42,7 @@ from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.plan import LoaderSection
 from codedag.tune import TuneOptions, tune_loader
 from codedag.tune.measure import run_trial
-from codedag.tune.stats import mean, stderr
+from codedag.tune.stats import MIN_SAMPLES, mean, stderr
 from codedag.tune.variants import current_settings
 
 DEFAULT_PIPELINES = (
@@ -122,6 +122,11 @@ def bench_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
         ),
     )
     tune_s = time.perf_counter() - started
+    # Timed runs take whole cycles of the workers (run_trial): the data set must outlast them.
+    workers = max(section.yours.num_workers, section.chosen.num_workers)
+    needed = max(args.batches + 4, workers * (MIN_SAMPLES + 1)) + 4
+    if needed * args.batch_size > samples:
+        make = factory(name, args.batch_size, needed * args.batch_size, args.seed)
     tuned = tuned_factory(make, section)
     timed = side_by_side({"yours": make, "tuned": tuned}, args.batches + 4, args.rounds)
     yours, mine = timed["yours"]["intervals"], timed["tuned"]["intervals"]

@@ -476,7 +476,12 @@ def conform(name: str, case: Case, device: str = "cpu", registry: Any = None) ->
     spec = registry.get(name)
     assert spec is not None, name
     original = original_function(name)
-    executor = Executor(spec, original, {device: ValueConverter(device)})
+    # "cpu-staged": the CPU through the conversions of a device that shares no memory with the
+    # host (staging buffers, device cache, copies back), as CUDA takes them.
+    staged = device == "cpu-staged"
+    device = "cpu" if staged else device
+    converter = ValueConverter(device, zero_copy=False) if staged else ValueConverter(device)
+    executor = Executor(spec, original, {device: converter})
     args, kwargs = case()
     # Refused calls run the original unchanged, whatever it does (some hang in the library:
     # cv2.copyMakeBorder reflecting an empty image loops forever), so it is not called here.

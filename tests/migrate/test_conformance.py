@@ -1,7 +1,8 @@
 """Conformance: every registry name, call by call against the original library.
 
 For each function, a generated corpus (``conformance_corpus``) of calls runs through the migrated
-path (:class:`~codedag.migrate.execute.Executor`, device ``cpu``; ``cuda`` under ``pytest -m gpu``)
+path (:class:`~codedag.migrate.execute.Executor`, device ``cpu``; ``cpu-staged``, the CPU through
+the staging and copy-back conversions a CUDA device takes; ``cuda`` under ``pytest -m gpu``)
 and through the library. Each call must be declared unsupported before its backend runs, or raise
 the library's exception class, or return what the library returns within the tolerance table
 (types, shapes, dtypes, layout, values; no output sharing memory with an input where the
@@ -41,7 +42,9 @@ def _run(name: str, label: str, case: Case, device: str) -> str | None:
     return f"[{label}] {detail}" if outcome == "failed" else None
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize(
+    "device", ["cpu", "cpu-staged", pytest.param("cuda", marks=pytest.mark.gpu)]
+)
 @pytest.mark.parametrize("name", CORPUS_NAMES)
 def test_corpus(name: str, device: str) -> None:
     failures = [f for label, case in cases(name) if (f := _run(name, label, case, device))]

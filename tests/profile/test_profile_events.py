@@ -120,3 +120,61 @@ def test_event_kinds() -> None:
 def test_steps_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         count_steps([], steps=0, device="cpu")
+
+
+class _WithoutActivityType:
+    """A kineto event as torch 2.11 and older give it: no ``activity_type()``."""
+
+    def __init__(self, event: object) -> None:
+        self._event = event
+
+    def __getattr__(self, name: str) -> object:
+        if name == "activity_type":
+            raise AttributeError(name)
+        return getattr(self._event, name)
+
+
+def test_activity_types_are_inferred_where_torch_does_not_report_them() -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from codedag.profile.events import activity_of
+
+    with (
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+        record_function("step"),
+    ):
+        x = torch.randn(64, 64)
+        (x @ x).relu().sum().item()
+    events = prof.profiler.kineto_results.events()
+    assert events
+    for event in events:
+        assert activity_of(_WithoutActivityType(event)) == event.activity_type(), event.name()
+
+
+def test_cuda_activities_are_told_apart_by_name_without_activity_type() -> None:
+    from codedag.profile.events import activity_of
+
+    class Event:
+        def __init__(self, name: str, device: str, annotation: bool = False) -> None:
+            self._name, self._device, self._annotation = name, device, annotation
+
+        def name(self) -> str:
+            return self._name
+
+        def device_type(self) -> str:
+            return f"DeviceType.{self._device}"
+
+        def is_user_annotation(self) -> bool:
+            return self._annotation
+
+        def is_python_function(self) -> bool:
+            return False
+
+    assert activity_of(Event("Memcpy HtoD (Pinned -> Device)", "CUDA")) == "gpu_memcpy"
+    assert activity_of(Event("Memset (Device)", "CUDA")) == "gpu_memset"
+    assert activity_of(Event("void at::native::vectorized_elementwise", "CUDA")) == "kernel"
+    assert activity_of(Event("ProfilerStep#3", "CUDA", annotation=True)) == "gpu_user_annotation"
+    assert activity_of(Event("cudaLaunchKernel", "CPU")) == "cuda_runtime"
+    assert activity_of(Event("cuLaunchKernel", "CPU")) == "cuda_runtime"
+    assert activity_of(Event("aten::mm", "CPU")) == "cpu_op"

@@ -32,6 +32,7 @@ from codedag.migrate.values import (
     CallValues,
     ValueConverter,
     accepted_dtypes,
+    fortran_only,
     numpy_scalar,
 )
 
@@ -64,10 +65,6 @@ def array_refusal(
     if value.size == 0 and not quirks.empty:
         return f"{name}: empty array {value.shape}"
     return None
-
-
-def _fortran_only(array: np.ndarray) -> bool:
-    return bool(array.flags.f_contiguous and not array.flags.c_contiguous)
 
 
 def results(result: Any, leaf: Callable[[torch.Tensor], Any]) -> Any:
@@ -141,7 +138,7 @@ class ArrayAdapter:
         fortran = False
         if spec.quirks.order == "A":
             first = next((v for v in args if isinstance(v, np.ndarray)), None)
-            fortran = first is not None and first.ndim > 1 and _fortran_only(first)
+            fortran = first is not None and first.ndim > 1 and fortran_only(first)
         return (
             [to_device(v, call) for v in args],
             {k: to_device(v, call) for k, v in kwargs.items()} if kwargs else {},
@@ -217,7 +214,7 @@ class ArrayAdapter:
             fortran = False
             if declared == "A" and sources:  # the first positional array decides
                 first = sources[0][1]
-                fortran = first.ndim > 1 and _fortran_only(first)
+                fortran = first.ndim > 1 and fortran_only(first)
             backend_kwargs = {}
             if kwargs:
                 for key, value in kwargs.items():

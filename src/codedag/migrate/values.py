@@ -226,6 +226,11 @@ class CallValues:
         return False
 
 
+def fortran_only(array: np.ndarray) -> bool:
+    """Whether ``array`` is Fortran-ordered and not also C-ordered (a 1-d array is both)."""
+    return bool(array.flags.f_contiguous and not array.flags.c_contiguous)
+
+
 def _span(array: np.ndarray) -> int:
     """Bytes from an array's first element to the end of its last (strides not negative)."""
     if array.flags.c_contiguous or array.flags.f_contiguous:
@@ -277,9 +282,15 @@ class ValueConverter:
             return cached
         buffer = self.buffers.acquire(array.nbytes)
         call.staging.append(buffer)
-        staged = _view(buffer, array.dtype, array.shape)
-        np.copyto(staged, array, casting="no")
+        # A Fortran-ordered array travels as its transpose and keeps its strides on the device:
+        # results that follow their input's layout (NumPy's order "K") come back Fortran-ordered.
+        fortran = array.ndim > 1 and fortran_only(array)
+        source = array.T if fortran else array
+        staged = _view(buffer, array.dtype, source.shape)
+        np.copyto(staged, source, casting="no")
         host = torch.from_numpy(staged)
+        if fortran:
+            host = host.permute(*reversed(range(array.ndim)))
         if self.device.type == "cpu":  # a copy, as a real transfer makes: the buffer is reused
             return host.clone()
         return host.to(self.device, non_blocking=self.buffers.pinned)

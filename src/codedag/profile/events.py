@@ -132,6 +132,36 @@ def _kind_of(activity: str, name: str, user_annotation: bool) -> str:
     return "other"
 
 
+_RUNTIME_CALL = re.compile(r"^cu(da)?[A-Z]")  # cudaLaunchKernel, cuLaunchKernel, ...
+
+
+def activity_of(event: Any) -> str:
+    """Kineto's activity type of ``event`` (``kernel``, ``cpu_op``, ``cuda_runtime``, ...).
+
+    torch releases before ``_KinetoEvent.activity_type()`` (2.11 and older) get it from the
+    event's device, name and flags, the way Kineto names those activities.
+    """
+    getter = getattr(event, "activity_type", None)
+    if getter is not None:
+        return str(getter())
+    name = event.name()
+    if name == "[memory]":
+        return "cpu_instant_event"
+    if "CUDA" in str(event.device_type()):
+        if name.startswith("Memcpy"):
+            return "gpu_memcpy"
+        if name.startswith("Memset"):
+            return "gpu_memset"
+        return "gpu_user_annotation" if event.is_user_annotation() else "kernel"
+    if event.is_user_annotation():
+        return "user_annotation"
+    if event.is_python_function():
+        return "python_function"
+    if _RUNTIME_CALL.match(name):
+        return "cuda_runtime"
+    return "cpu_op"
+
+
 def records_from_profiler(prof: Any) -> list[EventRecord]:
     """Convert a stopped torch.profiler.profile's kineto events into records."""
     results = prof.profiler.kineto_results
@@ -139,7 +169,7 @@ def records_from_profiler(prof: Any) -> list[EventRecord]:
     for event in results.events():
         name = event.name()
         device = "cuda" if "CUDA" in str(event.device_type()) else "cpu"
-        kind = _kind_of(str(event.activity_type()), name, bool(event.is_user_annotation()))
+        kind = _kind_of(activity_of(event), name, bool(event.is_user_annotation()))
         records.append(
             EventRecord(
                 name=name,
