@@ -285,7 +285,7 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
                 *(
                     ["demo_image"]
                     if quick
-                    else ["demo_image", "letterbox", "compose", "demo_audio"]
+                    else ["letterbox", "demo_image", "compose", "demo_audio"]
                 ),
                 "--workers",
                 "0",
