@@ -10,6 +10,7 @@ from codedag.profile.events import (
     EventRecord,
     _kind_of,
     count_steps,
+    records_from_profiler,
 )
 
 US = 1_000
@@ -123,15 +124,27 @@ def test_steps_must_be_positive() -> None:
 
 
 class _WithoutActivityType:
-    """A kineto event as torch 2.11 and older give it: no ``activity_type()``."""
+    """A kineto event as torch 2.11 gives it: no ``activity_type()``, no ``is_python_function()``
+    (seen on an H100 with torch 2.11.0+cu130)."""
+
+    MISSING = ("activity_type", "is_python_function")
 
     def __init__(self, event: object) -> None:
         self._event = event
 
     def __getattr__(self, name: str) -> object:
-        if name == "activity_type":
+        if name in self.MISSING:
             raise AttributeError(name)
         return getattr(self._event, name)
+
+
+class _Profile:
+    """A stopped profiler whose events are wrapped by ``wrap``."""
+
+    def __init__(self, prof: object, wrap: type) -> None:
+        events = [wrap(e) for e in prof.profiler.kineto_results.events()]  # type: ignore[attr-defined]
+        results = type("Results", (), {"events": lambda self: events})()
+        self.profiler = type("Profiler", (), {"kineto_results": results})()
 
 
 def test_activity_types_are_inferred_where_torch_does_not_report_them() -> None:
@@ -150,6 +163,8 @@ def test_activity_types_are_inferred_where_torch_does_not_report_them() -> None:
     assert events
     for event in events:
         assert activity_of(_WithoutActivityType(event)) == event.activity_type(), event.name()
+    inferred = records_from_profiler(_Profile(prof, _WithoutActivityType))
+    assert [r.kind for r in inferred] == [r.kind for r in records_from_profiler(prof)]
 
 
 def test_cuda_activities_are_told_apart_by_name_without_activity_type() -> None:

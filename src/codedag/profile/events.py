@@ -155,7 +155,8 @@ def activity_of(event: Any) -> str:
         return "gpu_user_annotation" if event.is_user_annotation() else "kernel"
     if event.is_user_annotation():
         return "user_annotation"
-    if event.is_python_function():
+    is_python = getattr(event, "is_python_function", None)  # also missing from torch 2.11
+    if is_python is not None and is_python():
         return "python_function"
     if _RUNTIME_CALL.match(name):
         return "cuda_runtime"
