@@ -79,6 +79,15 @@ def test_filter_classification() -> None:
     assert f.classify_callable("cv2.resize").library == "cv2"
 
 
+def test_known_libraries_installed_outside_site_packages_stay_libraries() -> None:
+    """`pip install --target DIR` and PYTHONPATH put libraries outside site-packages; their
+    internals (librosa's own numpy.pad calls) must not become user code."""
+    f = FunctionFilter()
+    where = "/tmp/codedag-gpu-site/librosa/feature/spectral.py"
+    assert f.classify_module("librosa.feature.spectral", where) == "librosa"
+    assert f.classify_module("mypkg.audio", "/tmp/codedag-gpu-site/mypkg/audio.py") is None
+
+
 def test_canonical_names_of_many_kinds() -> None:
     import torch
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from codedag.errors import TraceError
 from codedag.graph.algorithms import topological_ranks
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
+from codedag.trace.filter import KNOWN_LIBRARIES
 from codedag.util.io import atomic_write_bytes, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -60,13 +61,10 @@ def _value_label(node: ValueNode) -> str:
     return "\n".join(line for line in lines if line)
 
 
-_KNOWN_LIBRARIES = frozenset({"torch", "numpy", "cv2", "PIL", "librosa", "scipy", "kornia"})
-
-
 @functools.lru_cache(maxsize=1024)
 def _is_library(top: str) -> bool:
     """Whether a top-level module is installed (site-packages) or standard; else user code."""
-    if top in _KNOWN_LIBRARIES or top in sys.stdlib_module_names:
+    if top in KNOWN_LIBRARIES or top in sys.stdlib_module_names:
         return True
     module = sys.modules.get(top)
     path = getattr(module, "__file__", None) or ""

@@ -55,6 +55,12 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "lazy_loader",
 )
 
+# Libraries whose calls are library calls wherever they are installed: a package installed with
+# `pip install --target` or put on PYTHONPATH lives outside site-packages.
+KNOWN_LIBRARIES: frozenset[str] = frozenset(
+    {"torch", "numpy", "cv2", "PIL", "librosa", "scipy", "kornia", "soundfile", "soxr"}
+)
+
 # Packages of codedag that are user code to the tracer: the example pipelines it ships.
 DEFAULT_INCLUDE: tuple[str, ...] = ("codedag.experiments.pipelines",)
 
@@ -153,7 +159,7 @@ class FunctionFilter:
         kind = self._path_kind(filename)
         if kind == 0 or (top in _STDLIB_NAMES and kind != 1):
             return False
-        if kind == 2:
+        if kind == 2 or top in KNOWN_LIBRARIES:
             return self.library_key(module)
         return None
 
