@@ -47,6 +47,8 @@ def _consistent(result: object) -> None:
         assert all(name in verdict for name in placed)
     elif placed:
         assert "The plan moves" in verdict and all(name in verdict for name in placed)
+    elif (result.batched.get("stats") or {}).get("batches"):  # type: ignore[attr-defined]
+        assert "ran once per batch" in verdict and "same code" not in verdict
     else:
         assert "same code" in verdict and sum(migrated.values()) == 0
 

@@ -39,3 +39,12 @@ def test_nothing_placed_says_both_runs_execute_the_same_code() -> None:
     text = verdict(_rows(kept=("cv2.resize", "cv2.flip")), 0.9, "cpu", "measured")
     assert "each of the 2 candidate functions is faster with its own library" in text
     assert "run-to-run noise" in text
+
+
+def test_chains_that_ran_batched_are_not_called_the_same_code() -> None:
+    rows = _rows(kept=("cv2.resize", "cv2.warpAffine"))
+    text = verdict(rows, 0.5, "cuda:0", "measured", batched=["chain0"])
+    assert "same code" not in text and "noise" not in text
+    assert "chain chain0 ran once per batch through torch on cuda:0" in text
+    assert "2.00x slower" in text
+    assert "1.39x as fast" in verdict(rows, 1.39, "cpu", "measured", batched=["chain0"])

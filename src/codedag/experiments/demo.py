@@ -121,6 +121,12 @@ def optimize(
     return plan, result
 
 
+def ran_batched(stats: dict[str, Any]) -> list[str]:
+    """The sample chains the migrated run executed once per batch (none without a batch)."""
+    run = stats.get("batched") or {}
+    return list(run.get("chains", [])) if run.get("enabled") and run.get("batches") else []
+
+
 def batched_summary(plan: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     """The plan's sample chains with their batched decision, and the run's batched stats."""
     section = plan.get("batched") or {}
@@ -229,6 +235,7 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
             plan.get("placement", {}).get("basis", "none"),
             None if section is None or section.keeps_yours else section.chosen.label(),
             switched_off=stats.get("guard", {}).get("switched_off", {}),
+            batched=ran_batched(stats),
         ),
         guard=dict(stats.get("guard", {})),
         files=files,

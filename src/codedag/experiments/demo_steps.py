@@ -242,15 +242,29 @@ def verdict(
     basis: str,
     loader: str | None = None,
     switched_off: Collection[str] = (),
+    batched: Collection[str] = (),
 ) -> str:
     """One sentence saying what the plan did and what it changed, without overclaiming.
 
     ``loader`` names the tuned DataLoader settings when the plan changes them; ``switched_off``
-    the placed functions the run-time check turned back to their library.
+    the placed functions the run-time check turned back to their library; ``batched`` the sample
+    chains that ran once per batch.
     """
     placed = [r["function"] for r in rows if r["placed"]]
     kept = [r["function"] for r in rows if not r["placed"]]
     where = "the CPU" if device == "cpu" else device
+    if batched and not placed:
+        text = (
+            f"Measured on {where}, no call moves on its own; the sample chain "
+            f"{', '.join(batched)} ran once per batch through torch on {where}"
+        )
+        if loader is not None:
+            text += f", with the tuned DataLoader ({loader})"
+        if speedup is None:
+            return text + "."
+        if speedup >= 1.0:
+            return text + f": the optimized run was {speedup:.2f}x as fast."
+        return text + f": the optimized run was {1 / speedup:.2f}x slower than the baseline."
     off = [f for f in placed if f in switched_off]
     if placed and len(off) == len(placed):
         return (
