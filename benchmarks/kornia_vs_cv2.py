@@ -13,7 +13,7 @@ import kornia
 import numpy as np
 import torch
 
-from codedag.migrate.ops.cv2 import BACKENDS as B
+from codedag.backends.ops.cv2 import BACKENDS as B
 
 
 def _chw(img: np.ndarray) -> torch.Tensor:

@@ -153,7 +153,7 @@ def _real_calls() -> list[tuple[str, tuple[Any, ...]]]:
 
 def _library_function(name: str) -> Callable[..., Any]:
     """The library function ``name`` names (resolved here: ``--against`` trees may predate
-    ``codedag.migrate.probe.original_function``)."""
+    ``codedag.backends.probe.original_function``)."""
     module, *path = name.split(".")
     value: Any = importlib.import_module(module)
     for part in path:
@@ -167,9 +167,9 @@ def _calling(fn: Callable[..., Any], *args: Any) -> Callable[[Any], Any]:
 
 
 def _measure_real_calls(loops: int, sample: Callable[[str, float], None]) -> None:
-    from codedag.migrate.execute import Executor
-    from codedag.migrate.registry import default_registry
-    from codedag.migrate.values import ValueConverter
+    from codedag.backends.executor import Executor
+    from codedag.backends.registry import default_registry
+    from codedag.backends.values import ValueConverter
 
     registry = default_registry()
     converters = {"cpu": ValueConverter("cpu")}
@@ -247,10 +247,10 @@ def _migrator(migrator_class: Any, plan: dict[str, Any], registry: Any) -> Any:
 
 def measure(loops: int, repeats: int) -> dict[str, float]:
     """Every case of the module docstring, best of ``repeats``, in ns per call."""
+    from codedag.backends.executor import Executor
+    from codedag.backends.registry import Registry, spec_from_backend
+    from codedag.backends.values import ValueConverter
     from codedag.migrate.api import PipelineMigrator
-    from codedag.migrate.execute import Executor
-    from codedag.migrate.registry import Registry, spec_from_backend
-    from codedag.migrate.values import ValueConverter
 
     lib = _library()
     registry = Registry()

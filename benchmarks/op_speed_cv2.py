@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 import torch
 
-from codedag.migrate.ops.cv2 import BACKENDS as B
+from codedag.backends.ops.cv2 import BACKENDS as B
 
 M_AFFINE = cv2.getRotationMatrix2D((100.0, 100.0), 17.0, 1.1)
 M_PERSP = np.vstack([M_AFFINE, [1e-4, -2e-4, 1.0]])

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageFilter
 
-from codedag.migrate.ops import audio, pil
-from codedag.migrate.ops import numpy as npops
+from codedag.backends.ops import audio, pil
+from codedag.backends.ops import numpy as npops
 
 
 @dataclass

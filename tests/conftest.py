@@ -1,4 +1,6 @@
-"""Shared fixtures and markers: gpu tests skip without CUDA."""
+"""Shared fixtures and markers: gpu tests skip without CUDA. The helper modules of every test
+folder live in ``tests/support`` and import by their bare names (``from migrate_support import
+...``); the conformance counts are printed at the end of a session."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 # CI explores a fixed set of examples, so a run is repeatable; local runs keep exploring.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
@@ -160,3 +164,12 @@ def cgroup_tree(tmp_path: Path) -> Callable[..., Path]:
         return build_cgroup_tree(tmp_path / f"tree{next(counter)}", layout, **kwargs)
 
     return make
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    support = sys.modules.get("migrate_support")
+    tally = getattr(support, "TALLY", None)
+    if tally is None or not tally.counts:
+        return
+    for line in tally.lines():
+        terminalreporter.write_line(line)

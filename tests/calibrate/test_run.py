@@ -59,7 +59,7 @@ def test_a_call_the_backend_cannot_reproduce_gets_a_reason_not_a_time() -> None:
 
 
 def test_a_backend_whose_result_differs_is_not_timed(monkeypatch: object) -> None:
-    import codedag.migrate.probe as probe
+    import codedag.backends.probe as probe
 
     real = probe.migrated_call
 
@@ -175,7 +175,7 @@ def test_measurements_run_with_the_thread_count_the_calls_will_have() -> None:
     seen: list[int] = []
     one = Calibrator("cpu", cache=CalibrationCache(None), budget=QUICK, threads=1)
     assert "(1 torch threads" in one.device_name
-    import codedag.migrate.probe as probe
+    import codedag.backends.probe as probe
 
     real = probe.original_function
 

@@ -17,10 +17,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.migrate.contract import Quirks
+from codedag.backends.contract import Quirks
+from codedag.backends.registry import Registry, default_registry, spec_from_backend
 from codedag.migrate.guard import Guard, GuardSettings, GuardState
 from codedag.migrate.injector import PatchInjector
-from codedag.migrate.registry import Registry, default_registry, spec_from_backend
 
 LIB = "guardlib"
 NAME = f"{LIB}.double"

@@ -13,13 +13,12 @@ import torch
 from migrate_support import flip
 from torch.utils.data import DataLoader, Dataset
 
+from codedag.backends.registry import Registry, default_registry, spec_from_backend
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.registry import Registry, default_registry, spec_from_backend
 from codedag.optimize.manager import OptimizerManager
 from codedag.optimize.placement import PlacementSettings
 from codedag.patching import original_of
-from codedag.trace.dataloader import trace_dataloader
-from codedag.trace.tracer import EnhancedTracer
+from codedag.trace.tracer import EnhancedTracer, trace_dataloader
 
 
 class AugmentDataset(Dataset):

@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from codedag.backends.names import canonical_name
 from codedag.migrate import devices
 from codedag.migrate.api import PipelineMigrator
-from codedag.trace.names import canonical_name
 
 pytestmark = pytest.mark.gpu
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from migrate_support import plan_for
 
+from codedag.backends.names import canonical_name
+from codedag.backends.tolerances import tolerance_for
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.tolerances import tolerance_for
-from codedag.trace.names import canonical_name
 
 librosa = pytest.importorskip("librosa")
 

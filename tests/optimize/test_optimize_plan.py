@@ -142,7 +142,7 @@ def test_patching_cost_of_the_unplaced_calls_can_outweigh_the_saving() -> None:
 
 def test_semantics_first_random_draws_output_buffers_and_user_choices() -> None:
     dag = _sandwich("numpy.random.uniform")
-    from codedag.migrate.registry import placement_blocker
+    from codedag.backends.registry import placement_blocker
 
     coarse = as_coarse(dag)
     parts = [Partition(0, min(coarse.nodes), set(coarse.nodes))]
@@ -328,12 +328,12 @@ def test_default_predicate_asks_the_migration_registry_when_it_exists(
 ) -> None:
     import types
 
-    fake = types.ModuleType("codedag.migrate.registry")
+    fake = types.ModuleType("codedag.backends.registry")
     fake.is_migratable = lambda name: name == "pkg.custom"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "codedag.migrate.registry", fake)
+    monkeypatch.setitem(sys.modules, "codedag.backends.registry", fake)
     predicate = default_can_migrate()
     assert predicate("pkg.custom") and not predicate("cv2.resize")
-    monkeypatch.setitem(sys.modules, "codedag.migrate.registry", None)  # import fails
+    monkeypatch.setitem(sys.modules, "codedag.backends.registry", None)  # import fails
     assert default_can_migrate() is builtin_can_migrate
 
 

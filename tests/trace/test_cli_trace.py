@@ -11,7 +11,7 @@ from codedag.cli.main import main
 from codedag.graph import ExecutionDAG
 
 HERE = Path(__file__).parent
-DATASETS = HERE / "trace_datasets.py"
+DATASETS = HERE.parent / "support" / "trace_datasets.py"
 
 
 def test_traces_a_script_function_and_writes_every_format(tmp_path, capsys) -> None:

@@ -214,7 +214,7 @@ def test_a_statement_that_raises_makes_no_step() -> None:
 
 
 def test_step_names_are_never_functions_the_migrator_patches() -> None:
-    from codedag.migrate.registry import default_registry
+    from codedag.backends.registry import default_registry
 
     registry = default_registry()
     dags = [

@@ -122,7 +122,7 @@ def report() -> dict:
         pytest.skip("no Python 3.12+ interpreter with numpy and cv2 (see module doc)")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT / "src"), str(ROOT / "tests" / "trace"), env.get("PYTHONPATH", "")]
+        [str(ROOT / "src"), str(ROOT / "tests" / "support"), env.get("PYTHONPATH", "")]
     )
     done = subprocess.run(
         [python, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT

@@ -87,7 +87,7 @@ def _function(name: str) -> Callable[..., Any]:
         return lambda a, *args, **kwargs: getattr(a, short)(*args, **kwargs)
     if module == "numpy" and hasattr(np, short) and isinstance(getattr(np, short), np.ufunc):
         return getattr(np, short)
-    from codedag.migrate.probe import original_function
+    from codedag.backends.probe import original_function
     from codedag.patching import original_of
 
     return original_of(original_function(name))

@@ -37,10 +37,10 @@ def _best_per_call(fn: object, arg: object, calls: int = 2000, rounds: int = 5) 
 @functools.cache
 def measure_dispatch(device: str = "cpu") -> DispatchCost:
     """Measured wrapper costs: migrated dispatch (beyond the migrated path) and pass-through."""
+    from codedag.backends.executor import Executor
+    from codedag.backends.registry import OpSpec, Strategy
+    from codedag.backends.values import ValueConverter
     from codedag.migrate.context import ContextMatcher
-    from codedag.migrate.execute import Executor
-    from codedag.migrate.registry import OpSpec, Strategy
-    from codedag.migrate.values import ValueConverter
     from codedag.migrate.wrapper import UniversalWrapper
 
     spec = OpSpec(_NAME, Strategy.MOVE_ONLY, _noop)  # NumPy semantics: the default adapter

@@ -28,14 +28,14 @@ def _version(distribution: str) -> str | None:
 
 @functools.cache
 def backends_fingerprint() -> str:
-    """A fingerprint of codedag's migration code (file names, sizes, modification times): a
-    changed backend invalidates its measurements even when the version number stays the same."""
+    """A fingerprint of codedag's op library (file names, sizes, modification times): a changed
+    backend invalidates its measurements even when the version number stays the same."""
     import hashlib
     from pathlib import Path
 
-    import codedag.migrate
+    import codedag.backends
 
-    root = Path(codedag.migrate.__file__).parent
+    root = Path(codedag.backends.__file__).parent
     digest = hashlib.sha1()
     for path in sorted(root.rglob("*.py")):
         stat = path.stat()

@@ -158,8 +158,8 @@ class Calibrator:
         return measurement
 
     def _measure(self, function: str, args: list[dict[str, Any]], sig: str) -> Measurement:
-        from codedag.migrate.probe import migrated_call, original_function
-        from codedag.migrate.tolerances import difference
+        from codedag.backends.probe import migrated_call, original_function
+        from codedag.backends.tolerances import difference
 
         result = Measurement(
             function, sig, describe(args), self.device, self.device_name,
@@ -301,7 +301,7 @@ def calibrate_dag(
         progress: ``progress(done, total, function)``.
         **options: passed to :class:`Calibrator` (``cache``, ``registry``, ``stopwatch``, ...).
     """
-    from codedag.migrate.registry import default_registry
+    from codedag.backends.registry import default_registry
 
     registry = options.get("registry") or default_registry()
     source = getattr(dag, "source", dag)

@@ -154,10 +154,9 @@ def describe_failure(error: BaseException) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Trace, write the requested formats, print the summary."""
-    from codedag.trace.dataloader import trace_dataloader
     from codedag.trace.dot import to_dot, write_visualization
     from codedag.trace.target import load_target
-    from codedag.trace.tracer import EnhancedTracer
+    from codedag.trace.tracer import EnhancedTracer, trace_dataloader
     from codedag.util.paths import check_output_dir
 
     if bool(args.target) == bool(args.dataloader):

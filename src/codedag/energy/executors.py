@@ -20,12 +20,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from codedag.energy.plan import RunSpec
 from codedag.monitor.devices.gpus import GPUs
-
-if TYPE_CHECKING:
-    from codedag.energy.runner import RunSpec
 
 log = logging.getLogger(__name__)
 

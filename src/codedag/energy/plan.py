@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from codedag.energy.config import ModelsConfig
+from codedag.energy.config import ModelsConfig, load_models_config
 from codedag.energy.mutation import Mutator
 from codedag.energy.settings import BackgroundSpec, BatchSettings, ExperimentSpec
 from codedag.errors import ConfigError
@@ -127,3 +127,26 @@ def _typed(config: ModelsConfig, repo: str, values: Mapping[str, float]) -> dict
         else:
             out[name] = float(value)
     return out
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to run and how, for one experiment (plain data: it travels to Ray nodes).
+
+    ``bundled_config`` says the models config is codedag's own: a node then loads its own copy,
+    whose repository paths point into the node's installation.
+    """
+
+    job: Job
+    config: ModelsConfig
+    max_retries: int = 2
+    timeout_s: float | None = None
+    retry_pause_s: float = 5.0
+    cooldown_s: float = 60.0
+    gpu_interval_s: float = 0.1
+    kill_grace_s: float = 5.0
+    bundled_config: bool = False
+
+    def models_config(self) -> ModelsConfig:
+        """The models config to use here (the local copy of a bundled config)."""
+        return load_models_config() if self.bundled_config else self.config

@@ -23,40 +23,17 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from codedag.energy.background import BackgroundLoad
-from codedag.energy.config import ModelsConfig, bundled_path, load_models_config
+from codedag.energy.config import ModelsConfig, bundled_path
 from codedag.energy.executors import Slot
 from codedag.energy.gpu_meter import GpuEnergyMeter, GpuEnergyReading
 from codedag.energy.meters import CpuEnergyMeter, CpuEnergyReading
-from codedag.energy.plan import Job
+from codedag.energy.plan import RunSpec
 from codedag.energy.process import REGISTRY, CommandResult, ProcessRegistry, run_command
 from codedag.errors import ExperimentError
 from codedag.monitor.devices.gpus import GPUs
 from codedag.util.io import atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What to run and how, for one experiment (plain data: it travels to Ray nodes).
-
-    ``bundled_config`` says the models config is codedag's own: a node then loads its own copy,
-    whose repository paths point into the node's installation.
-    """
-
-    job: Job
-    config: ModelsConfig
-    max_retries: int = 2
-    timeout_s: float | None = None
-    retry_pause_s: float = 5.0
-    cooldown_s: float = 60.0
-    gpu_interval_s: float = 0.1
-    kill_grace_s: float = 5.0
-    bundled_config: bool = False
-
-    def models_config(self) -> ModelsConfig:
-        """The models config to use here (the local copy of a bundled config)."""
-        return load_models_config() if self.bundled_config else self.config
 
 
 def is_bundled(config: ModelsConfig) -> bool:

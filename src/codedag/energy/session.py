@@ -28,12 +28,11 @@ from codedag.energy.executors import Executor, LocalExecutor, Slot, Task
 from codedag.energy.governor import CPU_ROOT, check_governor, governor_applied, governor_status
 from codedag.energy.meters import CpuEnergyMeter
 from codedag.energy.meters import cpu_meter_factory as default_cpu_meter_factory
-from codedag.energy.plan import Job
+from codedag.energy.plan import Job, RunSpec
 from codedag.energy.process import REGISTRY
 from codedag.energy.runner import (
     MemoryCooldown,
     Place,
-    RunSpec,
     extract_metrics,
     gpu_record,
     is_bundled,

@@ -1,4 +1,4 @@
-"""Graph algorithms on an :class:`ExecutionDAG`, through rustworkx.
+"""Graph algorithms on any :class:`~codedag.graph.interface.DAGView`, through rustworkx.
 
 rustworkx indexes nodes 0..n-1; :func:`to_rustworkx` maps DAG ids to those indices and stores each
 DAG id as the node payload, so results translate back cheaply. Exact diameters are O(n*m) and are
@@ -8,20 +8,18 @@ deliberately absent: use :func:`longest_path` and :func:`bfs_distances` from a f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import rustworkx as rx
 
 from codedag.errors import GraphError
-
-if TYPE_CHECKING:
-    from codedag.graph.model import ExecutionDAG, Node
+from codedag.graph.interface import DAGView
+from codedag.graph.nodes import Node
 
 Weight = str | Callable[["Node"], float]
 
 
 def to_rustworkx(
-    dag: ExecutionDAG, kinds: Iterable[str] | None = None
+    dag: DAGView, kinds: Iterable[str] | None = None
 ) -> tuple[rx.PyDiGraph, dict[int, int]]:
     """Build a ``PyDiGraph`` whose payloads are DAG ids; return it and ``{dag id: index}``.
 
@@ -43,7 +41,7 @@ def to_rustworkx(
     return graph, index_of
 
 
-def find_cycle(dag: ExecutionDAG) -> list[int]:
+def find_cycle(dag: DAGView) -> list[int]:
     """DAG ids along one cycle (first id repeated at the end), or ``[]`` when acyclic."""
     graph, _ = to_rustworkx(dag)
     if rx.is_directed_acyclic_graph(graph):
@@ -55,7 +53,7 @@ def find_cycle(dag: ExecutionDAG) -> list[int]:
     return path
 
 
-def topological_order(dag: ExecutionDAG, kinds: Iterable[str] | None = None) -> list[int]:
+def topological_order(dag: DAGView, kinds: Iterable[str] | None = None) -> list[int]:
     """DAG ids in a topological order; raise :class:`GraphError` on a cycle."""
     graph, _ = to_rustworkx(dag, kinds)
     try:
@@ -65,7 +63,7 @@ def topological_order(dag: ExecutionDAG, kinds: Iterable[str] | None = None) -> 
     return [graph[i] for i in order]
 
 
-def topological_ranks(dag: ExecutionDAG, kinds: Iterable[str] | None = None) -> dict[int, int]:
+def topological_ranks(dag: DAGView, kinds: Iterable[str] | None = None) -> dict[int, int]:
     """``{id: layer}``: 0 for nodes without predecessors, else 1 + the max layer of those."""
     graph, _ = to_rustworkx(dag, kinds)
     try:
@@ -83,7 +81,7 @@ def _weight_fn(weight: Weight) -> Callable[[Node], float]:
 
 
 def longest_path(
-    dag: ExecutionDAG, weight: Weight = "self_ns", kinds: Iterable[str] | None = None
+    dag: DAGView, weight: Weight = "self_ns", kinds: Iterable[str] | None = None
 ) -> tuple[float, list[int]]:
     """The path with the largest sum of node weights: ``(length, [ids])``.
 
@@ -113,7 +111,7 @@ def longest_path(
 
 
 def bfs_distances(
-    dag: ExecutionDAG,
+    dag: DAGView,
     sources: Iterable[int],
     undirected: bool = True,
     kinds: Iterable[str] | None = None,
@@ -134,7 +132,7 @@ def bfs_distances(
     return {graph[i]: dist for dist, layer in enumerate(layers) for i in layer}
 
 
-def dataflow_edges(dag: ExecutionDAG) -> list[tuple[int, int, int]]:
+def dataflow_edges(dag: DAGView) -> list[tuple[int, int, int]]:
     """``(producer call, consumer call, value)`` for every ``produces`` + ``uses`` pair."""
     out: list[tuple[int, int, int]] = []
     for src, value_id, kind in dag.edges:
@@ -143,7 +141,7 @@ def dataflow_edges(dag: ExecutionDAG) -> list[tuple[int, int, int]]:
     return out
 
 
-def weakly_connected_components(dag: ExecutionDAG) -> list[set[int]]:
+def weakly_connected_components(dag: DAGView) -> list[set[int]]:
     """Sets of DAG ids connected when edge directions are ignored, largest first."""
     graph, _ = to_rustworkx(dag)
     comps = [{graph[i] for i in c} for c in rx.weakly_connected_components(graph)]

@@ -1,8 +1,8 @@
 """Stage 3: run the calls a migration plan places on a device through torch, transparently.
 
-* :mod:`.registry`: one :class:`~.registry.OpSpec` per canonical name (MoveOnly, StandardOp,
-  FactoryOp), built from the backends in :mod:`.ops`, and the NonMigratable list;
-* :mod:`.values`: NumPy/PIL values to device tensors and back, exactly as the library returns;
+The op library it runs (registry, backends, conversions, tolerances) is
+:mod:`codedag.backends`.
+
 * :mod:`.context`: matching runtime calls against the plan's context keys;
 * :mod:`.wrapper`: :class:`~.wrapper.UniversalWrapper`, the per-call decision and fallback;
 * :mod:`.guard`: the run-time check of a placement's first calls against the original;

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from codedag.backends.registry import Registry, default_registry
+from codedag.backends.values import ValueConverter
 from codedag.migrate.batched.settings import BatchedSettings
 from codedag.migrate.context import Placement
 from codedag.migrate.devices import default_device as _default_device
@@ -24,8 +26,6 @@ from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
-from codedag.migrate.registry import Registry, default_registry
-from codedag.migrate.values import ValueConverter
 from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ placed function (per process: a forked DataLoader worker checks again, on its ow
 wrapper runs both the backend path and the original on the same arguments, in alternating order,
 timing each (around a CUDA backend the device is synchronized, so the time is the work's, not
 the launch's). It compares the two results with the tolerance table
-(:func:`codedag.migrate.tolerances.difference`: type, shape, dtype, values) and returns the
+(:func:`codedag.backends.tolerances.difference`: type, shape, dtype, values) and returns the
 backend's result
 only when they match, else the original's.
 
@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from codedag.migrate.tolerances import difference
+from codedag.backends.tolerances import difference
 
 log = logging.getLogger(__name__)
 

@@ -22,16 +22,16 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from codedag.backends.names import INDEXED_MODULES
+from codedag.backends.registry import Registry
+from codedag.backends.values import ValueConverter
 from codedag.errors import MigrationError
 from codedag.migrate import guard as guard_module
 from codedag.migrate.context import ContextMatcher, Placement
 from codedag.migrate.guard import GuardSettings
-from codedag.migrate.registry import Registry
-from codedag.migrate.values import ValueConverter
 from codedag.migrate.workerstats import COUNT_FIELDS, WorkerStats
 from codedag.migrate.wrapper import UniversalWrapper
 from codedag.patching import Patcher, resolve
-from codedag.trace.names import INDEXED_MODULES
 
 log = logging.getLogger(__name__)
 

@@ -34,14 +34,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from codedag.backends.executor import Executor
+from codedag.backends.registry import OpSpec
+from codedag.backends.values import ValueConverter
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.context import ContextMatcher, Placement, frame_name
 from codedag.migrate.devices import effective_device, final_effective_device, install_fork_hook
-from codedag.migrate.execute import Executor
 from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats
 from codedag.migrate.proxy import Count, ufunc_proxy
-from codedag.migrate.registry import OpSpec
-from codedag.migrate.values import ValueConverter
 from codedag.migrate.workerstats import publish_now
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 CanMigrate = Callable[[str], bool]
 
-# Used only while codedag.migrate.registry does not exist: calls with a torch backend that
+# Used only while codedag.backends.registry does not exist: calls with a torch backend that
 # matches the library within tolerance. Conservative on purpose: a call missing here stays on
 # the CPU, a call wrongly here would be patched and fall back at run time.
 BUILTIN_MIGRATABLE: frozenset[str] = frozenset(
@@ -42,9 +42,9 @@ def builtin_can_migrate(canonical_name: str) -> bool:
 def default_can_migrate() -> CanMigrate:
     """The migration registry's ``is_migratable`` when it exists, else :func:`builtin_can_migrate`."""
     try:
-        from codedag.migrate.registry import is_migratable
+        from codedag.backends.registry import is_migratable
     except ImportError:
-        log.debug("codedag.migrate.registry not available; using the built-in migratable list")
+        log.debug("codedag.backends.registry not available; using the built-in migratable list")
         return builtin_can_migrate
     return is_migratable
 

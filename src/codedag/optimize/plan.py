@@ -89,13 +89,13 @@ def _keys(dag: CoarsenedDAG, node_id: int) -> list[str]:
 
 
 def _default_blocker() -> Callable[[str], str | None]:
-    from codedag.migrate.registry import placement_blocker
+    from codedag.backends.registry import placement_blocker
 
     return placement_blocker
 
 
 def _default_positional() -> Callable[[str], tuple[str, ...]]:
-    from codedag.migrate.registry import default_registry
+    from codedag.backends.registry import default_registry
 
     registry = default_registry()
 

@@ -4,11 +4,10 @@ Importing this package installs nothing: the profile hook and library wrappers e
 a tracing window.
 """
 
+from codedag.backends.names import canonical_name
 from codedag.trace.builder import DAGBuilder
-from codedag.trace.dataloader import trace_dataloader
 from codedag.trace.filter import FunctionFilter
-from codedag.trace.names import canonical_name
-from codedag.trace.tracer import EnhancedTracer, trace_function
+from codedag.trace.tracer import EnhancedTracer, trace_dataloader, trace_function
 
 __all__ = [
     "DAGBuilder",

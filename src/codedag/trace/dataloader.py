@@ -25,13 +25,26 @@ from __future__ import annotations
 
 import logging
 import operator
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from codedag.errors import ConfigError, TraceError
+from codedag.graph.model import ExecutionDAG
 from codedag.trace.replay import RandomSnapshot, worker_zero
 
-if TYPE_CHECKING:
-    from codedag.trace.tracer import EnhancedTracer
+
+class BatchTracer(Protocol):
+    """What tracing a batch needs of a tracer (:class:`~codedag.trace.tracer.EnhancedTracer`)."""
+
+    @property
+    def dag(self) -> ExecutionDAG:
+        """The DAG of the last tracing window."""
+        ...
+
+    def tracing_context(self) -> AbstractContextManager[Any]:
+        """A tracing window."""
+        ...
+
 
 log = logging.getLogger(__name__)
 
@@ -100,25 +113,21 @@ def _replica(loader: Any, indices: Any) -> tuple[Any, Any]:
     return replica, [_plain_index(indices)]
 
 
-def trace_dataloader(
-    loader: Any, tracer: EnhancedTracer | None = None, warmup: int = 1
-) -> tuple[Any, Any]:
-    """Trace the first batch of ``loader``; return ``(tracer, batch)``. The DAG is ``tracer.dag``.
+def trace_first_batch(loader: Any, tracer: BatchTracer, warmup: int = 1) -> Any:
+    """Trace the first batch of ``loader`` with ``tracer``; return the batch. The DAG is
+    ``tracer.dag``.
 
     Args:
         loader: a ``torch.utils.data.DataLoader``.
-        tracer: the tracer to use (a default :class:`EnhancedTracer` when None).
+        tracer: the tracer to use.
         warmup: untraced runs of the same batch before the traced one.
     """
     from torch.utils.data import DataLoader, IterableDataset
-
-    from codedag.trace.tracer import EnhancedTracer
 
     if not isinstance(loader, DataLoader):
         raise TraceError(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}")
     if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
         raise ConfigError(f"warmup must be an integer >= 0, got {warmup!r}")
-    tracer = tracer or EnhancedTracer()
     sampler = getattr(loader, "sampler", None)
     snapshot = RandomSnapshot(
         generators=(loader.generator, getattr(sampler, "generator", None)),
@@ -167,10 +176,10 @@ def trace_dataloader(
             "dataset": type(loader.dataset).__qualname__,
             "random_state_restored": True,
         }
-    return tracer, batch
+    return batch
 
 
-def _next(iterator: Any, tracer: EnhancedTracer | None) -> Any:
+def _next(iterator: Any, tracer: BatchTracer | None) -> Any:
     try:
         if tracer is None:
             return next(iterator)

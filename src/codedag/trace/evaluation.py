@@ -13,10 +13,11 @@ from __future__ import annotations
 import builtins
 import operator
 import types
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from codedag.backends.names import canonical_name
 from codedag.trace.args import kept_object
-from codedag.trace.names import canonical_name
 from codedag.trace.records import (
     ARG_CONTAINER,
     ARG_OBJ,
@@ -36,8 +37,18 @@ from codedag.trace.records import (
 from codedag.trace.statements import ATTR, CALL, CONST, GROUP, METHOD, OP, Expr
 from codedag.trace.statements import NAME as E_NAME
 
-if TYPE_CHECKING:
-    from codedag.trace.steps import StepMaker
+
+class StepRecords(Protocol):
+    """The records an evaluation reads and extends (:class:`~codedag.trace.steps.StepMaker`)."""
+
+    values: list[list[Any]]
+    uses: list[tuple[int, int]]
+    produces: list[tuple[int, int]]
+    use: Callable[[Any, list[int]], int]
+    is_data: Callable[[type], bool]
+    next_seq: Callable[[], int]
+    skipped: Callable[[Any], bool]
+
 
 _BUILTINS = vars(builtins)
 MISSING = object()  # no such variable or attribute
@@ -84,7 +95,7 @@ class Evaluation:
 
     def __init__(
         self,
-        maker: StepMaker,
+        maker: StepRecords,
         frame: types.FrameType,
         snap: dict[str, int],
         children: list[list[Any]],

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from codedag.trace.names import (
+from codedag.backends.names import (
     canonical_name,
     is_numpy_dispatcher,
     public_code_name,

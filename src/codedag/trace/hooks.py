@@ -27,7 +27,7 @@ import sys
 import tracemalloc
 import types
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from codedag.trace.args import kept_object, small_bytes
 from codedag.trace.lines import make_line_follower
@@ -71,14 +71,12 @@ from codedag.trace.records import (
     first_items,
     has_data,
 )
+from codedag.trace.session_state import SessionState
 from codedag.trace.statements import statements_of
 from codedag.trace.steps import (
     StepMaker,
 )
 from codedag.trace.values import MAX_CONTAINER_SCAN, SCALARS, describe
-
-if TYPE_CHECKING:
-    from codedag.trace.recorder import Session
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +90,7 @@ def no_trace(frame: types.FrameType, event: str, arg: Any) -> None:
     return None
 
 
-def make_hooks(session: Session) -> None:
+def make_hooks(session: SessionState) -> None:
     """Build the session's hooks: closures over its record lists and counters (see module doc)."""
     monitoring: Any = vars(sys).get("monitoring")  # Python 3.12+
     calls, values, uses, produces = session.calls, session.values, session.uses, session.produces

@@ -19,9 +19,9 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import codedag.trace.recorder as recorder
+from codedag.backends.names import canonical_name, python_implementation
 from codedag.patching import ORIGINAL_ATTR, Patcher
-from codedag.trace import recorder
-from codedag.trace.names import canonical_name, python_implementation
 
 log = logging.getLogger(__name__)
 

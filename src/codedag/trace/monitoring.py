@@ -19,13 +19,11 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from codedag.errors import TraceError
 from codedag.trace.records import FRAME, IMPORT, LIB, LINES
-
-if TYPE_CHECKING:
-    from codedag.trace.recorder import Session
+from codedag.trace.session_state import SessionState
 
 TOOL_NAME = "codedag"
 # The events every window listens to (C_RETURN and C_RAISE come with CALL; EXCEPTION_HANDLED
@@ -76,7 +74,7 @@ def _tool_id() -> tuple[int, bool]:
     raise Unavailable(f"sys.monitoring tool ids {_CANDIDATE_IDS} are all in use")
 
 
-def start(session: Session) -> None:
+def start(session: SessionState) -> None:
     """Register the session's callbacks and switch its events on."""
     monitoring = api()
     tool, acquired = _tool_id()
@@ -94,7 +92,7 @@ def start(session: Session) -> None:
     monitoring.set_events(tool, mask)
 
 
-def stop(session: Session) -> None:
+def stop(session: SessionState) -> None:
     """Switch the session's events off and give the tool back (or to the outer window)."""
     monitoring = api()
     entry = next((h for h in reversed(_holders) if h[0] is session), None)

@@ -17,6 +17,7 @@ from codedag.errors import ConfigError, TraceError
 from codedag.graph.model import ExecutionDAG
 from codedag.trace.builder import DAGBuilder, python_info
 from codedag.trace.calibrate import ZERO, calibration
+from codedag.trace.dataloader import trace_first_batch
 from codedag.trace.filter import FunctionFilter
 from codedag.trace.values import DataTypes
 
@@ -114,8 +115,8 @@ class EnhancedTracer:
                 raise TraceError("this tracer is already tracing another thread")
             self._nesting += 1  # re-entering the same tracer continues the same window
             return
+        import codedag.trace.interpose as interpose
         from codedag.patching import Patcher
-        from codedag.trace import interpose
         from codedag.trace.recorder import Session
 
         line_level = self.line_level and sys.gettrace() is None
@@ -193,7 +194,7 @@ class EnhancedTracer:
 
     def _wrap_targets(self) -> list[str]:
         """Names to interpose: the wrapped libraries' callables the filter does not exclude."""
-        from codedag.trace import interpose
+        import codedag.trace.interpose as interpose
 
         names = interpose.library_targets() if self.wrap_libraries else []
         names = [n for n in names if self.function_filter.classify_callable(n) is not None]
@@ -207,8 +208,8 @@ class EnhancedTracer:
         patched and references rebound); tracing many batches or a decorated function called
         in a loop pays it once here. Between windows the wrappers only forward calls.
         """
+        import codedag.trace.interpose as interpose
         from codedag.patching import Patcher
-        from codedag.trace import interpose
 
         if self._kept_patcher is not None:
             yield self
@@ -246,9 +247,7 @@ class EnhancedTracer:
     def trace_dataloader(self, loader: Any, warmup: int = 1) -> Any:
         """Trace the first batch of a DataLoader after ``warmup`` untraced runs of it; return
         the batch (see :func:`codedag.trace.trace_dataloader`)."""
-        from codedag.trace.dataloader import trace_dataloader
-
-        return trace_dataloader(loader, self, warmup=warmup)[1]
+        return trace_first_batch(loader, self, warmup=warmup)
 
     # ------------------------------------------------------------------ exports
     def export_dataflow_graph(self) -> dict[str, Any]:
@@ -312,3 +311,20 @@ def trace_function(
     if func is not None:
         return decorate(func)
     return decorate
+
+
+def trace_dataloader(
+    loader: Any, tracer: EnhancedTracer | None = None, warmup: int = 1
+) -> tuple[EnhancedTracer, Any]:
+    """Trace the first batch of ``loader``; return ``(tracer, batch)``. The DAG is ``tracer.dag``.
+
+    A DataLoader with workers is traced by replaying worker 0's first batch in-process
+    (:mod:`codedag.trace.dataloader`).
+
+    Args:
+        loader: a ``torch.utils.data.DataLoader``.
+        tracer: the tracer to use (a default :class:`EnhancedTracer` when None).
+        warmup: untraced runs of the same batch before the traced one.
+    """
+    tracer = tracer or EnhancedTracer()
+    return tracer, trace_first_batch(loader, tracer, warmup=warmup)

@@ -6,7 +6,7 @@ their static arguments. What it needs to know about an op:
 
 * which parameters hold per-sample data (images, signals): they get the batch axis;
 * which parameters the backend accepts with one value per sample (a warp matrix per image,
-  ``[N, 2, 3]``): the op's declared ``per_sample`` quirks (:mod:`codedag.migrate.contract`); a
+  ``[N, 2, 3]``): the op's declared ``per_sample`` quirks (:mod:`codedag.backends.contract`); a
   parameter not declared there must be equal across a group, so differing values split groups;
 * the keyword arguments the migrated path injects or renames (the device of NumPy draws).
 
@@ -84,7 +84,7 @@ def backend_for(name: str) -> Backend | None:
 
 
 def _build(name: str) -> Backend | None:
-    from codedag.migrate.registry import default_registry
+    from codedag.backends.registry import default_registry
 
     spec = default_registry().get(name)
     if spec is None or spec.backend is None:

@@ -12,7 +12,7 @@ ragged inputs run one call per input shape until the first resize makes them uni
 A group whose backend fails runs its samples' CPU replay instead (the original functions on the
 recorded arguments), counted as forced by ``backend``. With ``verify`` every round is also run
 through the original functions, sample by sample, on the same inputs, and compared through the
-tolerance table (:func:`codedag.migrate.tolerances.difference`); a batch with any difference is
+tolerance table (:func:`codedag.backends.tolerances.difference`); a batch with any difference is
 replaced by its CPU replay.
 """
 
@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from codedag.backends.tolerances import difference
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.batched.collate import BatchRecord, Ref, Step, entry_view, freeze
 from codedag.migrate.batched.ops import PER_SAMPLE, Batch, Meta
 from codedag.migrate.batched.transfer import DeviceIO
-from codedag.migrate.tolerances import difference
 
 log = logging.getLogger(__name__)
 

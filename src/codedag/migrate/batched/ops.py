@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from codedag.backends.ops.numpy._common import NUMPY_OF_TORCH, TORCH_OF_NUMPY
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.batched.backends import Backend, backend_for
-from codedag.migrate.ops.numpy._common import NUMPY_OF_TORCH, TORCH_OF_NUMPY
 
 DATA = "data"
 PER_SAMPLE = "per_sample"
@@ -411,7 +411,7 @@ def _build_op(key: tuple[Any, ...]) -> Op:
 
 def unpatched(name: str) -> Callable[..., Any]:
     """The library's own function of ``name``, even while a patch replaces it."""
-    from codedag.migrate.probe import original_function
+    from codedag.backends.probe import original_function
     from codedag.patching import original_of
 
     return original_of(original_function(name))

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from codedag.backends.registry import default_registry
 from codedag.migrate.batched import fetch as fetch_module
 from codedag.migrate.batched.collate import BatchRecord
 from codedag.migrate.batched.delivery import has_records, make_next, replace_records
@@ -34,7 +35,6 @@ from codedag.migrate.batched.settings import BatchedSettings, ChainSet
 from codedag.migrate.batched.transfer import DeviceIO, Pending, streams_for
 from codedag.migrate.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
 from codedag.migrate.injector import patch_sites
-from codedag.migrate.registry import default_registry
 from codedag.migrate.workerstats import WorkerStats
 from codedag.patching import Patcher
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codedag.migrate.values import HostBuffers
+from codedag.backends.values import HostBuffers
 
 
 class DeviceIO:

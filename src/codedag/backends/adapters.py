@@ -1,0 +1,527 @@
+"""Generic adapters: library values to backend values and back, for arrays and batches.
+
+Each ``codedag.backends.ops.<library>`` package picks one adapter (:class:`~.contract.Adapter`):
+
+* :class:`ArrayAdapter`: NumPy semantics. Every array argument becomes a tensor of its own shape;
+  results come back as arrays (0-d results as NumPy scalars).
+* :class:`BatchAdapter`: batch-first backends (cv2 images, librosa signals). The data arguments get
+  a leading batch axis of one and results lose it. cv2 sees an ``(H, W, 1)`` array as a
+  one-channel image, exactly as an ``(H, W)`` one, and returns one-channel results as ``(H, W)``;
+  ``squeeze_channel`` reproduces that.
+* :class:`TensorAdapter`: torch functions called on CPU tensors: tensors move to the device and the
+  result returns to the caller's device.
+
+The PIL adapter lives with the PIL backends (:mod:`codedag.backends.ops.pil`), whose image batch
+type it converts to.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from codedag.backends.contract import NOT_TAKEN, FastPath, OpSpec, Strategy
+from codedag.backends.values import (
+    CONVERTIBLE,
+    CallValues,
+    ValueConverter,
+    accepted_dtypes,
+    fortran_only,
+    numpy_scalar,
+)
+from codedag.errors import UnsupportedOperation
+
+_MISSING = object()
+
+
+def describe(value: Any) -> str:
+    """A short description of a value for refusal reasons (``uint8 array (4, 5, 3)``)."""
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} array {value.shape}"
+    if isinstance(value, torch.Tensor):
+        return f"torch.Tensor {tuple(value.shape)}"
+    return type(value).__name__
+
+
+def array_refusal(
+    name: str, value: np.ndarray, spec: OpSpec, ndims: tuple[int, ...], channel_axis: bool
+) -> str | None:
+    """Why an array argument is outside ``spec``'s declared dtypes, ranks, channels or sizes."""
+    quirks = spec.quirks
+    if value.dtype not in accepted_dtypes(quirks.dtypes):
+        dtypes = quirks.dtypes if quirks.dtypes is not None else CONVERTIBLE
+        return f"{name}: dtype {value.dtype.str} is not supported; expected {sorted(dtypes)}"
+    if ndims and value.ndim not in ndims:
+        return f"{name}: {value.ndim}-d array; expected {' or '.join(map(str, ndims))} dims"
+    if quirks.channels is not None and channel_axis:
+        cn = 1 if value.ndim < 3 else int(value.shape[2])
+        if cn not in quirks.channels:
+            return f"{name}: {cn} channels; expected {', '.join(map(str, quirks.channels))}"
+    if value.size == 0 and not quirks.empty:
+        return f"{name}: empty array {value.shape}"
+    return None
+
+
+def results(result: Any, leaf: Callable[[torch.Tensor], Any]) -> Any:
+    """Apply ``leaf`` to every tensor of a result (tuples and lists keep their type)."""
+    if isinstance(result, torch.Tensor):
+        return leaf(result)
+    if isinstance(result, tuple | list):
+        return type(result)(results(r, leaf) for r in result)
+    return result
+
+
+class ArrayAdapter:
+    """NumPy semantics: arrays in and out as they are, 0-d results as NumPy scalars.
+
+    Args:
+        library: the library name.
+        default_order: layout of returned arrays unless an op declares one (``K``: the
+            backend's strides, as NumPy keeps them).
+    """
+
+    default_strategy = Strategy.MOVE_ONLY
+
+    def __init__(self, library: str = "numpy", default_order: str = "K") -> None:
+        self.library = library
+        self.default_order = default_order
+
+    def data_positions(self, spec: OpSpec) -> tuple[tuple[int, str], ...]:
+        """Every parameter may hold an array: they are found by type, not by name."""
+        return ()
+
+    def refuse(self, spec: OpSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """Arrays (and lists or tuples of arrays) of a dtype the op does not declare."""
+        quirks = spec.quirks
+        accepted = accepted_dtypes(quirks.dtypes)
+        empty = quirks.empty
+        for index, value in enumerate(args):
+            # the common case in one test (the same conditions as array_refusal's here)
+            if isinstance(value, np.ndarray) and value.dtype in accepted and (empty or value.size):
+                continue
+            reason = self._refuse_value(spec, f"argument {index}", value)
+            if reason is not None:
+                return reason
+        for key, value in kwargs.items():
+            reason = self._refuse_value(spec, key, value)
+            if reason is not None:
+                return reason
+        return None
+
+    def _refuse_value(self, spec: OpSpec, name: str, value: Any) -> str | None:
+        if isinstance(value, np.ndarray):
+            return array_refusal(name, value, spec, (), channel_axis=False)
+        if isinstance(value, list | tuple) and value and isinstance(value[0], np.ndarray):
+            for item in value:
+                if isinstance(item, np.ndarray):
+                    reason = array_refusal(name, item, spec, (), channel_axis=False)
+                    if reason is not None:
+                        return reason
+        return None
+
+    def to_backend(
+        self,
+        spec: OpSpec,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        converter: ValueConverter,
+        call: CallValues,
+    ) -> tuple[list[Any], dict[str, Any], Any]:
+        """Every array argument as a tensor on the device. The state: whether the first array
+        is Fortran-ordered (for ops declaring ``order="A"``, whose results follow it)."""
+        to_device = converter.to_device
+        fortran = False
+        if spec.quirks.order == "A":
+            first = next((v for v in args if isinstance(v, np.ndarray)), None)
+            fortran = first is not None and first.ndim > 1 and fortran_only(first)
+        return (
+            [to_device(v, call) for v in args],
+            {k: to_device(v, call) for k, v in kwargs.items()} if kwargs else {},
+            fortran,
+        )
+
+    def to_library(
+        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+    ) -> Any:
+        """Tensors back as arrays of the declared layout (``A``: Fortran order after a
+        Fortran-ordered first array, else the backend's strides); 0-d ones as NumPy scalars."""
+        order = spec.quirks.order or self.default_order
+        if order == "A":
+            order = "F" if state else "K"
+        if isinstance(result, torch.Tensor):  # the common case without the recursion
+            array = converter.tensor_to_array(result, order, call)
+            return numpy_scalar(array) if array.ndim == 0 else array
+
+        def leaf(tensor: torch.Tensor) -> Any:
+            array = converter.tensor_to_array(tensor, order, call)
+            return numpy_scalar(array) if array.ndim == 0 else array
+
+        return results(result, leaf)
+
+    def fast_path(self, spec: OpSpec) -> FastPath:
+        """Calls whose values are arrays of an accepted dtype (writeable, non-negative strides,
+        exact ``ndarray``) and values that are passed on as they are: one pass of checks and
+        conversions, then ``to_library`` (a single tensor result inline)."""
+        quirks = spec.quirks
+        accepted = accepted_dtypes(quirks.dtypes)
+        empty = quirks.empty
+        declared = quirks.order or self.default_order
+        from_numpy = torch.from_numpy
+        ndarray = np.ndarray
+        tensor_type = torch.Tensor
+        to_library = self.to_library
+
+        def convert(value: Any, call: CallValues) -> Any:
+            if type(value) is ndarray:
+                if value.dtype not in accepted or not (empty or value.size):
+                    return NOT_TAKEN
+                return _shared(value, call)
+            return value if _unconverted(value) else NOT_TAKEN
+
+        def call_backend(
+            backend: Callable[..., Any],
+            args: tuple[Any, ...],
+            kwargs: Mapping[str, Any],
+            converter: ValueConverter,
+        ) -> Any:
+            call = CallValues()
+            sources = call.sources
+            backend_args = []
+            for value in args:
+                # convert() inline for the usual argument, an accepted array
+                if (
+                    type(value) is ndarray
+                    and value.dtype in accepted
+                    and (empty or value.size)
+                    and value.flags.writeable
+                ):
+                    try:
+                        tensor = from_numpy(value)
+                    except ValueError:  # negative strides
+                        return NOT_TAKEN
+                    sources.append((tensor, value))
+                    backend_args.append(tensor)
+                    continue
+                value = convert(value, call)
+                if value is NOT_TAKEN:
+                    return NOT_TAKEN
+                backend_args.append(value)
+            fortran = False
+            if declared == "A" and sources:  # the first positional array decides
+                first = sources[0][1]
+                fortran = first.ndim > 1 and fortran_only(first)
+            backend_kwargs = {}
+            if kwargs:
+                for key, value in kwargs.items():
+                    value = convert(value, call)
+                    if value is NOT_TAKEN:
+                        return NOT_TAKEN
+                    backend_kwargs[key] = value
+            result = backend(*backend_args, **backend_kwargs) if kwargs else backend(*backend_args)
+            if type(result) is tensor_type:
+                order = ("F" if fortran else "K") if declared == "A" else declared
+                for source, array in sources:
+                    if result is source:  # the backend returned its input: the library copies
+                        array = np.array(array, order="F" if order == "F" else "C", copy=True)
+                        break
+                else:
+                    array = converter.tensor_to_array(result, order, call)
+                output = numpy_scalar(array) if array.ndim == 0 else array
+            else:
+                output = to_library(spec, result, converter, call, fortran)
+            if call.staging:  # results left the host's memory
+                converter.finish(call)
+            return output
+
+        return call_backend
+
+
+# Values ValueConverter.to_device converts (lists and tuples only when they hold arrays).
+_CONVERTED = (np.ndarray, torch.Tensor, list, tuple)
+
+
+def _unconverted(value: Any) -> bool:
+    """Whether ``ValueConverter.to_device`` passes ``value`` on as it is."""
+    return not isinstance(value, _CONVERTED) or (
+        isinstance(value, list | tuple) and not (value and isinstance(value[0], np.ndarray))
+    )
+
+
+def _shared(array: np.ndarray, call: CallValues) -> Any:
+    """A writeable array with non-negative strides as a tensor sharing its memory (recorded in
+    ``call``), else :data:`NOT_TAKEN` (the general path copies such arrays first)."""
+    if not array.flags.writeable:
+        return NOT_TAKEN
+    try:
+        tensor = torch.from_numpy(array)
+    except ValueError:  # negative strides
+        return NOT_TAKEN
+    call.sources.append((tensor, array))
+    return tensor
+
+
+class BatchAdapter:
+    """Batch-first backends: data arguments get a batch axis of one, results lose it.
+
+    Args:
+        library: the library name.
+        params: names of the data parameters (images, signals) in the library's signature.
+        ndims: ranks of data arrays the library takes (others are refused).
+        first_is_data: without a data parameter name, the first parameter is the data.
+        squeeze_channel: an ``(H, W, 1)`` array is the one-channel image ``(H, W)`` (cv2).
+        channel_axis: the third axis of a data array is its channels (declared ``channels``).
+        scalar: how a 0-d result reaches user code (a Python float for cv2).
+        default_order: layout of returned arrays unless an op declares one.
+        scalar_params: data parameters that may also be numbers or tuples of numbers (cv2's
+            Scalar operands).
+    """
+
+    default_strategy = Strategy.STANDARD_OP
+
+    def __init__(
+        self,
+        library: str,
+        params: frozenset[str],
+        ndims: tuple[int, ...],
+        *,
+        first_is_data: bool = True,
+        squeeze_channel: bool = False,
+        channel_axis: bool = False,
+        scalar: Callable[[np.ndarray], Any] = numpy_scalar,
+        default_order: str = "C",
+        scalar_params: frozenset[str] = frozenset(),
+    ) -> None:
+        self.library = library
+        self.params = params
+        self.ndims = ndims
+        self.first_is_data = first_is_data
+        self.squeeze_channel = squeeze_channel
+        self.channel_axis = channel_axis
+        self.scalar = scalar
+        self.default_order = default_order
+        self.scalar_params = scalar_params
+        self._positions: dict[Any, tuple[tuple[int, str], ...]] = {}
+
+    def data_positions(self, spec: OpSpec) -> tuple[tuple[int, str], ...]:
+        """(position, name) of the data parameters (position -1: keyword-only)."""
+        key = (spec.name, spec.positional_names, spec.backend)
+        cached = self._positions.get(key)
+        if cached is not None:
+            return cached
+        names = spec.positional_names
+        found = tuple((i, p) for i, p in enumerate(names) if p in self.params)
+        if not found and self.first_is_data and names:
+            found = ((0, names[0]),)
+        if not found and spec.backend is not None:  # keyword-only data (librosa's y=, S=)
+            try:
+                keywords = list(inspect.signature(spec.backend).parameters)
+            except (TypeError, ValueError):
+                keywords = []
+            found = tuple((-1, p) for p in keywords if p in self.params)
+        self._positions[key] = found
+        return found
+
+    @staticmethod
+    def _value(position: int, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        if 0 <= position < len(args):
+            return args[position]
+        return kwargs.get(name, _MISSING)
+
+    def refuse(self, spec: OpSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """Data arguments that are not arrays of the declared dtypes, ranks, channels, sizes."""
+        for position, name in self.data_positions(spec):
+            value = self._value(position, name, args, kwargs)
+            if value is _MISSING or value is None:
+                continue
+            if isinstance(value, np.ndarray):
+                reason = array_refusal(name, value, spec, self.ndims, self.channel_axis)
+                if reason is not None:
+                    return reason
+            elif name in self.scalar_params and _is_scalar_like(value):
+                continue
+            else:
+                return f"{name}: {describe(value)}; {self.library} takes NumPy arrays here"
+        return None
+
+    def _batch(self, value: Any) -> tuple[Any, bool]:
+        if not isinstance(value, torch.Tensor) or value.dim() not in self.ndims:
+            return value, False
+        if self.squeeze_channel and value.dim() == 3 and value.shape[2] == 1:
+            value = value[..., 0]
+        return value.unsqueeze(0), True
+
+    def to_backend(
+        self,
+        spec: OpSpec,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        converter: ValueConverter,
+        call: CallValues,
+    ) -> tuple[list[Any], dict[str, Any], Any]:
+        """Arrays as tensors; data arguments as batches of one. The state: whether batched."""
+        to_device = converter.to_device
+        new_args = [to_device(v, call) for v in args]
+        new_kwargs = {k: to_device(v, call) for k, v in kwargs.items()}
+        batched = False
+        for position, name in self.data_positions(spec):
+            if 0 <= position < len(new_args):
+                new_args[position], did = self._batch(new_args[position])
+            elif name in new_kwargs:
+                new_kwargs[name], did = self._batch(new_kwargs[name])
+            else:
+                continue
+            batched |= did
+        return new_args, new_kwargs, batched
+
+    def to_library(
+        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+    ) -> Any:
+        """Results without their batch axis, as arrays of the declared layout or scalars."""
+        order = spec.quirks.order or self.default_order
+
+        def leaf(tensor: torch.Tensor) -> Any:
+            if state:
+                if tensor.dim() == 0 or tensor.shape[0] != 1:
+                    raise UnsupportedOperation(
+                        f"{spec.name}: backend returned shape {tuple(tensor.shape)} for a batch "
+                        "of one"
+                    )
+                tensor = tensor[0]
+            array = converter.tensor_to_array(tensor, order, call)
+            return self.scalar(array) if array.ndim == 0 else array
+
+        return results(result, leaf)
+
+    def fast_path(self, spec: OpSpec) -> FastPath | None:
+        """Calls whose data arguments are exact arrays the op declares (dtype, rank, channels,
+        size), ``None`` or declared scalars, and whose other values are arrays of a convertible
+        dtype or values passed on as they are: one pass of checks and conversions (batches of
+        one), then ``to_library``. ``None`` for adapters without declared ranks."""
+        if not self.ndims:
+            return None
+        positions = self.data_positions(spec)
+        quirks = spec.quirks
+        accepted = accepted_dtypes(quirks.dtypes)
+        convertible = accepted_dtypes(None)
+        empty, ndims, squeeze = quirks.empty, self.ndims, self.squeeze_channel
+        channels = quirks.channels if self.channel_axis else None
+        data_at = {position: name for position, name in positions if position >= 0}
+        data_names = frozenset(name for _position, name in positions)
+        scalar_params = self.scalar_params
+        to_library = self.to_library
+        ndarray = np.ndarray
+        tensor_type = torch.Tensor
+
+        def data(value: Any, name: str, call: CallValues) -> Any:
+            if type(value) is ndarray:
+                ndim = value.ndim
+                if (
+                    value.dtype not in accepted
+                    or ndim not in ndims
+                    or not (empty or value.size)
+                    or (
+                        channels is not None and (value.shape[2] if ndim > 2 else 1) not in channels
+                    )
+                ):
+                    return NOT_TAKEN
+                tensor = _shared(value, call)
+                if tensor is NOT_TAKEN:
+                    return NOT_TAKEN
+                if squeeze and ndim == 3 and value.shape[2] == 1:
+                    tensor = tensor[..., 0]
+                return tensor.unsqueeze(0)
+            if value is None or (name in scalar_params and _is_scalar_like(value)):
+                return value
+            return NOT_TAKEN
+
+        def other(value: Any, call: CallValues) -> Any:
+            if type(value) is ndarray:
+                return _shared(value, call) if value.dtype in convertible else NOT_TAKEN
+            return value if _unconverted(value) else NOT_TAKEN
+
+        def call_backend(
+            backend: Callable[..., Any],
+            args: tuple[Any, ...],
+            kwargs: Mapping[str, Any],
+            converter: ValueConverter,
+        ) -> Any:
+            call = CallValues()
+            batched = False  # whether a data array became a batch of one
+            backend_args = []
+            for index, value in enumerate(args):
+                name = data_at.get(index)
+                if name is None:
+                    value = other(value, call)
+                else:
+                    value = data(value, name, call)
+                    batched = batched or type(value) is tensor_type
+                if value is NOT_TAKEN:
+                    return NOT_TAKEN
+                backend_args.append(value)
+            backend_kwargs = {}
+            if kwargs:
+                for key, value in kwargs.items():
+                    if key in data_names:
+                        value = data(value, key, call)
+                        batched = batched or type(value) is tensor_type
+                    else:
+                        value = other(value, call)
+                    if value is NOT_TAKEN:
+                        return NOT_TAKEN
+                    backend_kwargs[key] = value
+            result = backend(*backend_args, **backend_kwargs) if kwargs else backend(*backend_args)
+            output = to_library(spec, result, converter, call, batched)
+            if call.staging:  # results left the host's memory
+                converter.finish(call)
+            return output
+
+        return call_backend
+
+
+def _is_scalar_like(value: Any) -> bool:
+    if isinstance(value, numbers.Number | np.generic):
+        return True
+    return isinstance(value, tuple) and all(isinstance(v, numbers.Number) for v in value)
+
+
+class TensorAdapter:
+    """Torch functions called on CPU tensors: tensors move to the device, results move back."""
+
+    default_strategy = Strategy.MOVE_ONLY
+    library = "torch"
+
+    def data_positions(self, spec: OpSpec) -> tuple[tuple[int, str], ...]:
+        """Tensors are found by type."""
+        return ()
+
+    def refuse(self, spec: OpSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """Nothing is refused: the original torch function runs on the device."""
+        return None
+
+    def to_backend(
+        self,
+        spec: OpSpec,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        converter: ValueConverter,
+        call: CallValues,
+    ) -> tuple[list[Any], dict[str, Any], Any]:
+        """Tensor arguments on the device (the caller's device is remembered)."""
+        to_device = converter.to_device
+        return (
+            [to_device(v, call) for v in args],
+            {k: to_device(v, call) for k, v in kwargs.items()},
+            None,
+        )
+
+    def to_library(
+        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+    ) -> Any:
+        """Result tensors on the caller's device."""
+        device = call.torch_device or torch.device("cpu")
+        return results(result, lambda t: t.to(device))

@@ -1,0 +1,335 @@
+"""Torch backends of NumPy reductions: sum, prod, mean, std, var, min, max, argmax, argmin, ...
+
+Result dtypes are NumPy's (asked from NumPy on a 0-d probe): ``sum`` of uint8 is uint64, ``mean``
+of any integer is float64, ``mean`` of float16 is float16 (accumulated in float32 as NumPy does).
+Integer sums accumulate in int64 and are then cast, which is exact modulo 2**64 as NumPy's are.
+Reductions over all axes return a 0-d tensor where NumPy returns a NumPy scalar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from codedag.backends.contract import Check, Fidelity
+from codedag.backends.ops.numpy._adapter import ops_of
+from codedag.backends.ops.numpy._checks import (
+    axes,
+    computable,
+    declared,
+    operands,
+    probe,
+    reduced_sizes,
+    refuse,
+)
+from codedag.backends.ops.numpy._common import (
+    cast,
+    check_computable,
+    norm_axes,
+    on_one_element,
+    probe_dtype,
+    require_default,
+    torch_dtype,
+)
+from codedag.errors import UnsupportedOperation
+
+Axis = int | Sequence[int] | None
+
+
+def _prepare(a: Any, axis: Axis, out: Any, where: Any = True) -> tuple[int, ...] | None:
+    if not isinstance(a, torch.Tensor):
+        raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
+    check_computable(a)
+    require_default("out", out, None)
+    if where is not True:
+        raise UnsupportedOperation(f"where={where!r} is not supported; expected True")
+    if a.dtype.is_complex:
+        raise UnsupportedOperation("complex reductions are not supported")
+    dims = norm_axes(axis, a.dim())
+    if dims == ():
+        raise UnsupportedOperation("axis=() (a reduction over no axis) is not supported")
+    if a.dim() == 0:
+        raise UnsupportedOperation("reductions of 0-d arrays are not supported")
+    return dims
+
+
+def _accumulate_dtype(res: torch.dtype) -> torch.dtype:
+    if res in (torch.uint64, torch.uint32, torch.uint16) or not res.is_floating_point:
+        return torch.int64 if res != torch.bool else torch.bool
+    return torch.float32 if res == torch.float16 else res
+
+
+def _sum_like(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    np_fn = getattr(np, name)
+
+    def backend(
+        a: torch.Tensor,
+        axis: Axis = None,
+        dtype: Any = None,
+        out: Any = None,
+        keepdims: bool = False,
+        initial: Any = None,
+        where: Any = True,
+    ) -> torch.Tensor:
+        dims = _prepare(a, axis, out, where)
+        require_default("initial", initial, None)
+        res = torch_dtype(probe_dtype(np_fn, a, dtype=dtype))
+        if res == torch.float16:
+            # NumPy rounds float16 partial results in an order that depends on the memory
+            # layout (pairwise along contiguous axes, step by step across others).
+            raise UnsupportedOperation(f"numpy.{name} in float16 follows NumPy's layout order")
+        acc = _accumulate_dtype(res)
+        x = a.to(acc)
+        if dims is None:
+            r = op(x.reshape(-1), dim=0)
+            r = r.reshape((1,) * a.dim()) if keepdims else r
+        elif name == "sum":
+            r = op(x, dim=dims, keepdim=keepdims)
+        else:  # prod reduces one dim at a time
+            r = x
+            for d in sorted(dims, reverse=True):
+                r = op(r, dim=d, keepdim=keepdims)
+        return cast(r, res)
+
+    backend.__name__ = name
+    backend.__doc__ = f"``numpy.{name}`` with NumPy's accumulator dtype."
+    return backend
+
+
+def mean(
+    a: torch.Tensor,
+    axis: Axis = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    *,
+    where: Any = True,
+) -> torch.Tensor:
+    """``numpy.mean``: float64 for integers, float32 accumulation for float16."""
+    dims = _prepare(a, axis, out, where)
+    res = torch_dtype(probe_dtype(np.mean, a, dtype=dtype))
+    acc = torch.float32 if res == torch.float16 else res
+    if not acc.is_floating_point:
+        raise UnsupportedOperation(f"mean with an integer dtype {res} is not supported")
+    return cast(torch.mean(cast(a, acc), dim=dims, keepdim=keepdims), res)
+
+
+def _var_like(name: str) -> Callable[..., torch.Tensor]:
+    np_fn = getattr(np, name)
+
+    def backend(
+        a: torch.Tensor,
+        axis: Axis = None,
+        dtype: Any = None,
+        out: Any = None,
+        ddof: float = 0,
+        keepdims: bool = False,
+        *,
+        where: Any = True,
+        mean: Any = None,
+        correction: Any = None,
+    ) -> torch.Tensor:
+        dims = _prepare(a, axis, out, where)
+        require_default("mean", mean, None)
+        if correction is not None:
+            ddof = correction
+        res = torch_dtype(probe_dtype(np_fn, a, dtype=dtype))
+        acc = torch.float32 if res == torch.float16 else res
+        if not acc.is_floating_point:
+            raise UnsupportedOperation(f"{name} with an integer dtype {res} is not supported")
+        fn = torch.var if name == "var" else torch.std
+        return cast(fn(cast(a, acc), dim=dims, correction=ddof, keepdim=keepdims), res)
+
+    backend.__name__ = name
+    backend.__doc__ = f"``numpy.{name}`` with ``ddof`` (``correction``); float64 for integers."
+    return backend
+
+
+def _minmax(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    def backend(
+        a: torch.Tensor,
+        axis: Axis = None,
+        out: Any = None,
+        keepdims: bool = False,
+        initial: Any = None,
+        where: Any = True,
+    ) -> torch.Tensor:
+        dims = _prepare(a, axis, out, where)
+        require_default("initial", initial, None)
+        x = a.to(torch.uint8) if a.dtype == torch.bool else a
+        r = op(x, dim=dims if dims is not None else tuple(range(a.dim())), keepdim=keepdims)
+        return r.to(a.dtype)
+
+    backend.__name__ = name
+    backend.__doc__ = f"``numpy.{name}``: NaN propagates as in NumPy."
+    return backend
+
+
+def _arg(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    def backend(
+        a: torch.Tensor, axis: int | None = None, out: Any = None, *, keepdims: bool = False
+    ) -> torch.Tensor:
+        dims = _prepare(a, axis, out)
+        x = a.to(torch.uint8) if a.dtype == torch.bool else a
+        if dims is None:
+            r = op(x.reshape(-1))
+            return r.reshape((1,) * a.dim()) if keepdims else r
+        return op(x, dim=dims[0], keepdim=keepdims)
+
+    backend.__name__ = name
+    backend.__doc__ = f"``numpy.{name}``: int64 indices, first occurrence on ties."
+    return backend
+
+
+def _logical(name: str) -> Callable[..., torch.Tensor]:
+    def backend(
+        a: torch.Tensor,
+        axis: Axis = None,
+        out: Any = None,
+        keepdims: bool = False,
+        *,
+        where: Any = True,
+    ) -> torch.Tensor:
+        dims = _prepare(a, axis, out, where)
+        x = a != 0
+        fn = torch.any if name == "any" else torch.all  # empty reductions: False and True
+        return fn(x, dim=dims if dims is not None else tuple(range(a.dim())), keepdim=keepdims)
+
+    backend.__name__ = name
+    backend.__doc__ = f"``numpy.{name}``: truth of nonzero elements."
+    return backend
+
+
+def cumsum(a: torch.Tensor, axis: int | None = None, dtype: Any = None, out: Any = None) -> Any:
+    """``numpy.cumsum``: flattens when ``axis`` is None; integer sums in NumPy's dtype."""
+    dims = _prepare(a, axis, out)
+    res = torch_dtype(probe_dtype(np.cumsum, a, dtype=dtype))
+    if res == torch.float16:
+        raise UnsupportedOperation("NumPy accumulates float16 step by step in float16")
+    x = a.to(_accumulate_dtype(res))
+    if dims is None:
+        return torch.cumsum(x.reshape(-1), dim=0).to(res)
+    # NumPy keeps the input's layout (a Fortran-ordered array gives a Fortran-ordered result)
+    return torch.empty_like(a, dtype=res).copy_(torch.cumsum(x, dim=dims[0]))
+
+
+# -- declared checks ---------------------------------------------------------------------------
+
+
+def _reduce_check(name: str) -> Check:
+    np_fn = getattr(np, name)
+    arg = name in ("argmax", "argmin")
+    extremum = name in ("min", "max", "amin", "amax", "argmax", "argmin")
+
+    @declared
+    def check(a: Any, *args: Any, **kwargs: Any) -> None:
+        refuse(not isinstance(a, np.ndarray), f"a {type(a).__name__} stays in NumPy")
+        operands(a, real=True, name=f"numpy.{name}")
+        refuse(a.ndim == 0, "reductions of 0-d arrays stay in NumPy")
+        bound = _bind(name, args, kwargs)
+        refuse(bound is None, "arguments do not match the signature")
+        assert bound is not None
+        refuse(bound.get("where", True) is not True, "where= masks are not reproduced")
+        refuse(bound.get("initial") is not None, "initial= is not reproduced")
+        dims = axes(a, bound.get("axis"), single=arg or name == "cumsum")
+        refuse(dims == (), "axis=() is not reproduced")
+        if extremum:
+            refuse(0 in reduced_sizes(a, dims), "an empty reduction: NumPy raises")
+        dtype = bound.get("dtype")
+        result = probe(on_one_element, a, np_fn, **({"dtype": dtype} if dtype else {}))
+        refuse(not computable(result), "a {} result", result)
+        if name in ("sum", "prod", "cumsum"):
+            refuse(result == np.float16, f"float16 numpy.{name}: NumPy's order depends on layout")
+        if name in ("mean", "var", "std"):
+            refuse(result.kind not in "fc", f"numpy.{name} with an integer dtype")
+
+    return check
+
+
+_SIGNATURES = {
+    "sum": ("axis", "dtype", "out", "keepdims", "initial", "where"),
+    "prod": ("axis", "dtype", "out", "keepdims", "initial", "where"),
+    "mean": ("axis", "dtype", "out", "keepdims"),
+    "var": ("axis", "dtype", "out", "ddof", "keepdims"),
+    "std": ("axis", "dtype", "out", "ddof", "keepdims"),
+    "min": ("axis", "out", "keepdims", "initial", "where"),
+    "max": ("axis", "out", "keepdims", "initial", "where"),
+    "argmax": ("axis", "out"),
+    "argmin": ("axis", "out"),
+    "all": ("axis", "out", "keepdims"),
+    "any": ("axis", "out", "keepdims"),
+    "cumsum": ("axis", "dtype", "out"),
+}
+_KEYWORDS = {"where", "keepdims", "mean", "correction"}
+
+
+def _bind(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    params = _SIGNATURES[name.replace("amin", "min").replace("amax", "max")]
+    if len(args) > len(params):
+        return None
+    bound = dict(zip(params, args))
+    for key, value in kwargs.items():
+        if key in bound or (key not in params and key not in _KEYWORDS):
+            return None
+        bound[key] = value
+    return bound
+
+
+_sum = _sum_like("sum", torch.sum)
+_prod = _sum_like("prod", torch.prod)
+_var = _var_like("var")
+_std = _var_like("std")
+_min = _minmax("min", torch.amin)
+_max = _minmax("max", torch.amax)
+_argmax = _arg("argmax", torch.argmax)
+_argmin = _arg("argmin", torch.argmin)
+_all = _logical("all")
+_any = _logical("any")
+
+BACKENDS: dict[str, Callable[..., Any]] = {}
+for _prefix in ("numpy", "numpy.ndarray"):
+    BACKENDS.update(
+        {
+            f"{_prefix}.sum": _sum,
+            f"{_prefix}.prod": _prod,
+            f"{_prefix}.mean": mean,
+            f"{_prefix}.var": _var,
+            f"{_prefix}.std": _std,
+            f"{_prefix}.min": _min,
+            f"{_prefix}.max": _max,
+            f"{_prefix}.argmax": _argmax,
+            f"{_prefix}.argmin": _argmin,
+            f"{_prefix}.all": _all,
+            f"{_prefix}.any": _any,
+            f"{_prefix}.cumsum": cumsum,
+        }
+    )
+BACKENDS["numpy.amin"] = _min
+BACKENDS["numpy.amax"] = _max
+
+_SUMS = ("cumsum", "mean", "prod", "std", "sum", "var")
+_QUIRKS: dict[str, dict[str, Any]] = {
+    n: {"check": _reduce_check(n)}
+    for n in [
+        "sum",
+        "prod",
+        "mean",
+        "var",
+        "std",
+        "min",
+        "max",
+        "amin",
+        "amax",
+        "argmax",
+        "argmin",
+        "all",
+        "any",
+        "cumsum",
+    ]
+}
+for _name in _SUMS:
+    _QUIRKS[_name]["fidelity"] = Fidelity.TOLERANCE
+OPS = ops_of(BACKENDS, _QUIRKS)

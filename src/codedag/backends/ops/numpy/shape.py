@@ -1,0 +1,541 @@
+"""Torch backends of NumPy's shape functions, padding, flips and products.
+
+``transpose``/``swapaxes``/``moveaxis``/``reshape`` return views where NumPy does. ``stack`` and
+``concatenate`` promote mixed dtypes with ``numpy.result_type``. ``pad`` builds, axis after axis as
+NumPy does, a gather index per axis for ``edge``, ``reflect``, ``symmetric`` and ``wrap`` (any pad
+width, also wider than the axis) and concatenates constants for ``constant``; the other modes raise
+UnsupportedOperation. ``dot``/``matmul`` of integers accumulate in int64 and wrap to NumPy's dtype;
+CUDA has no integer matmul, so integer products on CUDA raise UnsupportedOperation.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from codedag.backends.contract import Check, Fidelity
+from codedag.backends.ops.numpy._adapter import ops_of
+from codedag.backends.ops.numpy._checks import computable, declared, operands, refuse
+from codedag.backends.ops.numpy._common import (
+    NUMPY_OF_TORCH,
+    check_computable,
+    norm_axes,
+    require_default,
+    result_type,
+    torch_dtype,
+)
+from codedag.errors import UnsupportedOperation
+
+
+def _tensor(a: Any) -> torch.Tensor:
+    if not isinstance(a, torch.Tensor):
+        raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
+    check_computable(a)
+    return a
+
+
+def transpose(a: torch.Tensor, axes: Sequence[int] | None = None) -> torch.Tensor:
+    """``numpy.transpose``: reverses the axes by default."""
+    a = _tensor(a)
+    if axes is None:
+        return a.permute(*reversed(range(a.dim())))
+    perm = norm_axes(axes, a.dim())
+    if perm is None or len(perm) != a.dim():
+        raise UnsupportedOperation(f"axes {axes!r} do not match an array of {a.dim()} dims")
+    return a.permute(*perm)
+
+
+def ndarray_transpose(self: torch.Tensor, *axes: Any) -> torch.Tensor:
+    """``numpy.ndarray.transpose``: axes as one tuple or as separate arguments."""
+    if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], numbers.Integral)):
+        return transpose(self, axes[0])
+    return transpose(self, axes if axes else None)
+
+
+def swapaxes(a: torch.Tensor, axis1: int, axis2: int) -> torch.Tensor:
+    """``numpy.swapaxes``."""
+    return _tensor(a).transpose(axis1, axis2)
+
+
+def moveaxis(
+    a: torch.Tensor, source: int | Sequence[int], destination: int | Sequence[int]
+) -> torch.Tensor:
+    """``numpy.moveaxis``."""
+    a = _tensor(a)
+    src = norm_axes(source, a.dim()) or ()
+    dst = norm_axes(destination, a.dim()) or ()
+    return torch.movedim(a, src, dst)
+
+
+def reshape(
+    a: torch.Tensor,
+    shape: Any = None,
+    order: str = "C",
+    *,
+    newshape: Any = None,
+    copy: bool | None = None,
+) -> torch.Tensor:
+    """``numpy.reshape`` in C or Fortran order (``newshape`` is NumPy's older name)."""
+    a = _tensor(a)
+    shape = newshape if shape is None else shape
+    if shape is None:
+        raise UnsupportedOperation("reshape needs a shape")
+    shp = (int(shape),) if isinstance(shape, numbers.Integral) else tuple(int(s) for s in shape)
+    if order == "C":
+        out = a.reshape(shp)
+    elif order == "F":
+        out = a.permute(*reversed(range(a.dim()))).reshape(shp[::-1])
+        out = out.permute(*reversed(range(len(shp))))
+    else:
+        raise UnsupportedOperation(f"order={order!r} is not supported; expected 'C' or 'F'")
+    return out.clone() if copy else out
+
+
+def ndarray_reshape(self: torch.Tensor, *shape: Any, order: str = "C", copy: Any = None) -> Any:
+    """``numpy.ndarray.reshape``: the shape as one tuple or as separate integers."""
+    if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        return reshape(self, shape[0], order=order, copy=copy)
+    return reshape(self, shape, order=order, copy=copy)
+
+
+def ravel(a: torch.Tensor, order: str = "C") -> torch.Tensor:
+    """``numpy.ravel``."""
+    return reshape(a, -1, order=order)
+
+
+def flatten(self: torch.Tensor, order: str = "C") -> torch.Tensor:
+    """``numpy.ndarray.flatten``: always a copy."""
+    return reshape(self, -1, order=order).clone()
+
+
+def expand_dims(a: torch.Tensor, axis: int | Sequence[int]) -> torch.Tensor:
+    """``numpy.expand_dims``."""
+    a = _tensor(a)
+    axes: tuple[int, ...] = (
+        (int(axis),) if isinstance(axis, int | np.integer) else tuple(int(v) for v in axis)
+    )
+    nd = a.dim() + len(axes)
+    shape = iter(a.shape)
+    pos = norm_axes(axes, nd) or ()
+    return a.reshape([1 if i in pos else next(shape) for i in range(nd)])
+
+
+def squeeze(a: torch.Tensor, axis: int | Sequence[int] | None = None) -> torch.Tensor:
+    """``numpy.squeeze``; squeezing an axis whose length is not 1 is refused as NumPy does."""
+    a = _tensor(a)
+    dims = norm_axes(axis, a.dim())
+    if dims is None:
+        return a.reshape([s for s in a.shape if s != 1])
+    if any(a.shape[d] != 1 for d in dims):
+        raise UnsupportedOperation(f"cannot squeeze axes {dims} of shape {tuple(a.shape)}")
+    return a.reshape([s for i, s in enumerate(a.shape) if i not in dims])
+
+
+def _common(arrays: Sequence[Any], dtype: Any) -> list[torch.Tensor]:
+    tensors = [_tensor(t) for t in arrays]
+    if not tensors:
+        raise UnsupportedOperation("need at least one array")
+    td = torch_dtype(dtype) if dtype is not None else torch_dtype(result_type(*tensors))
+    return [t.to(td) for t in tensors]
+
+
+def stack(
+    arrays: Sequence[torch.Tensor],
+    axis: int = 0,
+    out: Any = None,
+    *,
+    dtype: Any = None,
+    casting: str = "same_kind",
+) -> torch.Tensor:
+    """``numpy.stack``."""
+    require_default("out", out, None)
+    return torch.stack(_common(arrays, dtype), dim=axis)
+
+
+def concatenate(
+    arrays: Sequence[torch.Tensor],
+    axis: int | None = 0,
+    out: Any = None,
+    *,
+    dtype: Any = None,
+    casting: str = "same_kind",
+) -> torch.Tensor:
+    """``numpy.concatenate``; ``axis=None`` flattens first."""
+    require_default("out", out, None)
+    ts = _common(arrays, dtype)
+    if axis is None:
+        return torch.cat([t.reshape(-1) for t in ts])
+    return torch.cat(ts, dim=axis)
+
+
+def hstack(tup: Sequence[torch.Tensor], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    """``numpy.hstack``: axis 1, or 0 for 1-D arrays."""
+    ts = [t.reshape(1) if t.dim() == 0 else t for t in _common(tup, dtype)]
+    return torch.cat(ts, dim=0 if ts[0].dim() == 1 else 1)
+
+
+def vstack(tup: Sequence[torch.Tensor], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    """``numpy.vstack``: 1-D arrays become rows."""
+    ts = [t.reshape(1, -1) if t.dim() < 2 else t for t in _common(tup, dtype)]
+    return torch.cat(ts, dim=0)
+
+
+def flip(m: torch.Tensor, axis: int | Sequence[int] | None = None) -> torch.Tensor:
+    """``numpy.flip`` (all axes when ``axis`` is None)."""
+    m = _tensor(m)
+    dims = norm_axes(axis, m.dim())
+    return m.flip(dims if dims is not None else tuple(range(m.dim())))
+
+
+def fliplr(m: torch.Tensor) -> torch.Tensor:
+    """``numpy.fliplr``: reverse axis 1."""
+    if _tensor(m).dim() < 2:
+        raise UnsupportedOperation("fliplr needs an array of at least 2 dims")
+    return m.flip(1)
+
+
+def flipud(m: torch.Tensor) -> torch.Tensor:
+    """``numpy.flipud``: reverse axis 0."""
+    if _tensor(m).dim() < 1:
+        raise UnsupportedOperation("flipud needs an array of at least 1 dim")
+    return m.flip(0)
+
+
+def rot90(m: torch.Tensor, k: int = 1, axes: Sequence[int] = (0, 1)) -> torch.Tensor:
+    """``numpy.rot90``: from the first axis towards the second, as torch.rot90 does."""
+    return torch.rot90(_tensor(m), int(k), list(axes))
+
+
+def tile(A: torch.Tensor, reps: int | Sequence[int]) -> torch.Tensor:
+    """``numpy.tile``."""
+    reps_t = (int(reps),) if isinstance(reps, int | np.integer) else tuple(int(r) for r in reps)
+    return torch.tile(_tensor(A), reps_t)
+
+
+def repeat(a: torch.Tensor, repeats: int, axis: int | None = None) -> torch.Tensor:
+    """``numpy.repeat`` with an integer count."""
+    a = _tensor(a)
+    if not isinstance(repeats, numbers.Integral):
+        raise UnsupportedOperation("only an integer repeat count is supported")
+    if axis is None:
+        return a.reshape(-1).repeat_interleave(int(repeats))
+    return a.repeat_interleave(int(repeats), dim=axis)
+
+
+def _pad_index(n: int, before: int, after: int, mode: str, device: torch.device) -> torch.Tensor:
+    i = torch.arange(-before, n + after, device=device)
+    if mode == "edge":
+        return i.clamp(0, n - 1)
+    if mode == "wrap":
+        return i.remainder(n)
+    if mode == "symmetric":
+        j = i.remainder(2 * n)
+        return torch.where(j < n, j, 2 * n - 1 - j)
+    if n == 1:  # reflect of a single element repeats it
+        return torch.zeros_like(i)
+    j = i.remainder(2 * (n - 1))
+    return torch.where(j < n, j, 2 * (n - 1) - j)
+
+
+def _pad_widths(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
+    pw = np.asarray(pad_width)
+    if pw.dtype.kind not in "iu" or pw.size == 0:
+        raise UnsupportedOperation(f"pad_width {pad_width!r} must hold integers")
+    try:
+        pw = np.broadcast_to(pw.reshape(-1, 2) if pw.size > 2 else pw.reshape(1, -1), (ndim, 2))
+    except ValueError as e:
+        raise UnsupportedOperation(f"pad_width {pad_width!r} does not fit {ndim} dims") from e
+    if (pw < 0).any():
+        raise UnsupportedOperation("negative pad widths are refused by NumPy")
+    return [(int(b), int(a)) for b, a in pw]
+
+
+def pad(array: torch.Tensor, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
+    """``numpy.pad`` with modes constant, edge, reflect, symmetric and wrap."""
+    x = _tensor(array)
+    widths = _pad_widths(pad_width, x.dim())
+    if mode == "constant":
+        cv = kwargs.pop("constant_values", 0)
+        vals = _pad_widths_values(cv, x.dim())
+    elif mode in ("edge", "reflect", "symmetric", "wrap"):
+        if kwargs.pop("reflect_type", "even") != "even":
+            raise UnsupportedOperation("reflect_type='odd' is not supported")
+        vals = []
+    else:
+        raise UnsupportedOperation(
+            f"pad mode {mode!r} is not supported; expected constant, edge, reflect, symmetric, wrap"
+        )
+    if kwargs:
+        raise UnsupportedOperation(f"unexpected pad arguments {sorted(kwargs)}")
+    for d, (b, a) in enumerate(widths):
+        if b == 0 and a == 0:
+            continue
+        if mode == "constant":
+            parts = []
+            for width, value in ((b, vals[d][0]), (a, vals[d][1])):
+                shp = list(x.shape)
+                shp[d] = width
+                parts.append(_const_block(shp, value, x))
+            x = torch.cat([parts[0], x, parts[1]], dim=d)
+        else:
+            if x.shape[d] == 0:
+                raise UnsupportedOperation(f"cannot pad an empty axis in mode {mode!r}")
+            x = x.index_select(d, _pad_index(x.shape[d], b, a, mode, x.device))
+    return x
+
+
+def _pad_widths_values(cv: Any, ndim: int) -> list[tuple[Any, Any]]:
+    arr = np.asarray(cv, dtype=object)
+    if arr.ndim == 0:
+        return [(cv, cv)] * ndim
+    flat = np.broadcast_to(arr.reshape(-1, 2) if arr.size > 2 else arr.reshape(1, -1), (ndim, 2))
+    return [(b, a) for b, a in flat]
+
+
+def _const_block(shape: list[int], value: Any, like: torch.Tensor) -> torch.Tensor:
+    # NumPy casts the constant to the array's dtype (float to int truncates).
+    v = np.asarray(value).astype(NUMPY_OF_TORCH[like.dtype])
+    return torch.full(shape, v.item(), dtype=like.dtype, device=like.device)
+
+
+def _product_dtype(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.dtype, torch.dtype]:
+    res = torch_dtype(result_type(a, b))
+    if res.is_floating_point or res.is_complex:
+        return res, res
+    return res, torch.int64
+
+
+def dot(a: torch.Tensor, b: torch.Tensor, out: Any = None) -> torch.Tensor:
+    """``numpy.dot``: inner product, matrix product, or sum over a's last and b's 2nd-last axis."""
+    require_default("out", out, None)
+    a, b = _tensor(a), _tensor(b)
+    res, acc = _product_dtype(a, b)
+    x, y = _host_if_integer(a.to(acc)), _host_if_integer(b.to(acc))
+    if x.dim() == 0 or y.dim() == 0:
+        r = x * y
+    elif y.dim() == 1:
+        r = torch.tensordot(x, y, dims=([x.dim() - 1], [0]))
+    else:
+        r = torch.tensordot(x, y, dims=([x.dim() - 1], [y.dim() - 2]))
+    return r.to(device=a.device, dtype=res)
+
+
+def _host_if_integer(t: torch.Tensor) -> torch.Tensor:
+    """Integer products run on the CPU: CUDA has no integer matmul kernel."""
+    return t.cpu() if not (t.is_floating_point() or t.is_complex()) else t
+
+
+def matmul(x1: torch.Tensor, x2: torch.Tensor, /, out: Any = None, **kwargs: Any) -> Any:
+    """``numpy.matmul`` (broadcast batches, 1-D operands promoted and removed as NumPy does)."""
+    require_default("out", out, None)
+    if kwargs:
+        raise UnsupportedOperation(f"matmul arguments {sorted(kwargs)} are not supported")
+    a, b = _tensor(x1), _tensor(x2)
+    if a.dim() == 0 or b.dim() == 0:
+        raise UnsupportedOperation("matmul of a 0-d array is an error in NumPy")
+    res, acc = _product_dtype(a, b)
+    out = torch.matmul(_host_if_integer(a.to(acc)), _host_if_integer(b.to(acc)))
+    return out.to(device=a.device, dtype=res)
+
+
+# -- declared checks ---------------------------------------------------------------------------
+
+
+def _sequence(arrays: Any) -> list[np.ndarray]:
+    refuse(not isinstance(arrays, list | tuple) or not arrays, "a non-empty list of arrays")
+    refuse(not all(isinstance(a, np.ndarray) for a in arrays), "a list holding non-arrays")
+    operands(*arrays)
+    return list(arrays)
+
+
+def _join_shapes(shapes: list[tuple[int, ...]], axis: int) -> None:
+    ndim = len(shapes[0])
+    refuse(ndim == 0, "zero-dimensional arrays cannot be concatenated")
+    refuse(any(len(s) != ndim for s in shapes), f"arrays of different ranks {shapes}")
+    refuse(not -ndim <= axis < ndim, f"axis {axis} out of bounds")
+    ax = axis % ndim
+    refuse(
+        any(s[:ax] + s[ax + 1 :] != shapes[0][:ax] + shapes[0][ax + 1 :] for s in shapes),
+        f"shapes {shapes} do not match off axis {axis}",
+    )
+
+
+def _join_dtype(arrays: list[np.ndarray], dtype: Any, casting: Any) -> None:
+    empty = [np.empty((0,), a.dtype) for a in arrays]
+    try:
+        result = np.concatenate(empty, dtype=dtype, casting=casting).dtype
+    except (TypeError, ValueError) as e:
+        raise UnsupportedOperation(
+            f"NumPy refuses dtype={dtype!r}, casting={casting!r}: {e}"
+        ) from e
+    refuse(not computable(result), "a {} result", result)
+
+
+@declared
+def check_concatenate(
+    arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: Any = "same_kind"
+) -> None:
+    """Arrays of one rank whose shapes match off the axis (any shapes with ``axis=None``)."""
+    arrs = _sequence(arrays)
+    if axis is not None:
+        refuse(not isinstance(axis, numbers.Integral), f"axis={axis!r}")
+        _join_shapes([a.shape for a in arrs], int(axis))
+    _join_dtype(arrs, dtype, casting)
+
+
+@declared
+def check_stack(
+    arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: Any = "same_kind"
+) -> None:
+    """Arrays of one shape; an axis within rank + 1."""
+    arrs = _sequence(arrays)
+    refuse(len({a.shape for a in arrs}) != 1, "arrays of different shapes")
+    ndim = arrs[0].ndim + 1
+    refuse(
+        not isinstance(axis, numbers.Integral) or not -ndim <= int(axis) < ndim, f"axis={axis!r}"
+    )
+    _join_dtype(arrs, dtype, casting)
+
+
+@declared
+def check_hstack(tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> None:
+    """``concatenate`` of the arrays at least 1-d, along axis 0 (1-d arrays) or 1."""
+    arrs = _sequence(tup)
+    shapes = [a.shape or (1,) for a in arrs]
+    _join_shapes(shapes, 0 if len(shapes[0]) == 1 else 1)
+    _join_dtype(arrs, dtype, casting)
+
+
+@declared
+def check_vstack(tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> None:
+    """``concatenate`` of the arrays at least 2-d, along axis 0."""
+    arrs = _sequence(tup)
+    _join_shapes([np.atleast_2d(np.empty(a.shape, bool)).shape for a in arrs], 0)
+    _join_dtype(arrs, dtype, casting)
+
+
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+@declared
+def check_pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> None:
+    """Modes constant, edge, reflect (even), symmetric, wrap; non-negative integer widths; no
+    empty axis to pad except with constants."""
+    refuse(not isinstance(array, np.ndarray) or array.ndim == 0, "a scalar or 0-d array")
+    operands(array)
+    refuse(mode not in _PAD_MODES, f"pad mode {mode!r} is not reproduced")
+    allowed = {"constant_values"} if mode == "constant" else {"reflect_type"}
+    refuse(set(kwargs) - allowed, f"pad arguments {sorted(set(kwargs) - allowed)}")
+    refuse(kwargs.get("reflect_type", "even") != "even", "reflect_type='odd' is not reproduced")
+    widths = np.asarray(pad_width)
+    refuse(widths.dtype.kind not in "iu" or widths.size == 0, f"pad_width {pad_width!r}")
+    try:
+        full = np.broadcast_to(
+            widths.reshape(-1, 2) if widths.size > 2 else widths.reshape(1, -1), (array.ndim, 2)
+        )
+    except ValueError as e:
+        raise UnsupportedOperation(f"pad_width {pad_width!r} does not fit the array") from e
+    refuse((full < 0).any(), "negative pad widths: NumPy raises")
+    padded = [d for d, (b, a) in enumerate(full) if b or a]
+    refuse(
+        mode != "constant" and any(array.shape[d] == 0 for d in padded),
+        f"padding an empty axis in mode {mode!r}",
+    )
+    if mode == "constant":
+        values = np.asarray(kwargs.get("constant_values", 0))
+        refuse(values.dtype.kind not in "biuf", "constant_values of another kind")
+
+
+def _product_shapes(name: str, a: np.ndarray, b: np.ndarray) -> None:
+    if name == "matmul":
+        refuse(a.ndim == 0 or b.ndim == 0, "matmul of a 0-d array: NumPy raises")
+        inner = b.shape[-2] if b.ndim > 1 else b.shape[0]
+        refuse(a.shape[-1] != inner, f"matmul of shapes {a.shape} and {b.shape}")
+        try:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError as e:
+            raise UnsupportedOperation(f"batch shapes {a.shape} and {b.shape}") from e
+    elif a.ndim and b.ndim:
+        inner = b.shape[0] if b.ndim == 1 else b.shape[-2]
+        refuse(a.shape[-1] != inner, f"dot of shapes {a.shape} and {b.shape}")
+
+
+def _product_check(name: str) -> Check:
+    @declared
+    def check(x1: Any, x2: Any, /, *args: Any, **kwargs: Any) -> None:
+        refuse(not (isinstance(x1, np.ndarray) and isinstance(x2, np.ndarray)), "two arrays")
+        refuse(bool(set(kwargs) - {"out"}) or len(args) > 1, "extra arguments")
+        operands(x1, x2)
+        refuse(np.result_type(x1, x2) == np.bool_, "boolean products")
+        _product_shapes(name, x1, x2)
+
+    return check
+
+
+@declared
+def check_tile(A: Any, reps: Any) -> None:
+    """An array and non-negative integer repetitions."""
+    refuse(not isinstance(A, np.ndarray), "a scalar stays in NumPy")
+    operands(A)
+    reps_t = (reps,) if isinstance(reps, numbers.Integral) else tuple(np.ravel(reps))
+    refuse(
+        not all(isinstance(r, numbers.Integral) and int(r) >= 0 for r in reps_t), f"reps={reps!r}"
+    )
+
+
+@declared
+def check_repeat(a: Any, repeats: Any, axis: Any = None) -> None:
+    """An array, one non-negative integer count, an axis within its rank."""
+    refuse(not isinstance(a, np.ndarray), "a scalar stays in NumPy")
+    operands(a)
+    refuse(not isinstance(repeats, numbers.Integral) or repeats < 0, f"repeats={repeats!r}")
+    refuse(axis is not None and (a.ndim == 0 or not -a.ndim <= int(axis) < a.ndim), "axis")
+
+
+BACKENDS: dict[str, Callable[..., Any]] = {
+    "numpy.transpose": transpose,
+    "numpy.ndarray.transpose": ndarray_transpose,
+    "numpy.swapaxes": swapaxes,
+    "numpy.ndarray.swapaxes": swapaxes,
+    "numpy.moveaxis": moveaxis,
+    "numpy.reshape": reshape,
+    "numpy.ndarray.reshape": ndarray_reshape,
+    "numpy.ravel": ravel,
+    "numpy.ndarray.ravel": ravel,
+    "numpy.ndarray.flatten": flatten,
+    "numpy.expand_dims": expand_dims,
+    "numpy.squeeze": squeeze,
+    "numpy.stack": stack,
+    "numpy.concatenate": concatenate,
+    "numpy.hstack": hstack,
+    "numpy.vstack": vstack,
+    "numpy.flip": flip,
+    "numpy.fliplr": fliplr,
+    "numpy.flipud": flipud,
+    "numpy.rot90": rot90,
+    "numpy.tile": tile,
+    "numpy.repeat": repeat,
+    "numpy.pad": pad,
+    "numpy.dot": dot,
+    "numpy.ndarray.dot": dot,
+    "numpy.matmul": matmul,
+}
+
+OPS = ops_of(
+    BACKENDS,
+    {
+        "concatenate": {"check": check_concatenate},
+        "stack": {"check": check_stack},
+        "hstack": {"check": check_hstack},
+        "vstack": {"check": check_vstack},
+        "pad": {"check": check_pad},
+        "tile": {"check": check_tile},
+        "repeat": {"check": check_repeat},
+        "dot": {"check": _product_check("dot"), "fidelity": Fidelity.TOLERANCE},
+        "matmul": {"check": _product_check("matmul"), "fidelity": Fidelity.TOLERANCE},
+    },
+)

@@ -1,0 +1,423 @@
+"""The registry of migratable functions: one :class:`OpSpec` per canonical name.
+
+Specs come from the ``LIBRARY`` of every ``codedag.backends.ops.<library>`` package that imports
+(each loaded on its own, so the registry works with whichever libraries exist), and from
+:meth:`Registry.register` (tests, extensions).
+
+A function has one canonical name: the one :func:`codedag.backends.names.canonical_name` gives its
+object, which is what traces and plans carry. Ops are declared under any public name; the first
+lookup of a library resolves every declared name to its object once, files the spec under the
+object's canonical name and records every other public name of the object (in the library's
+namespaces) as an alias. Lookups by any alias find the same spec.
+
+:data:`NON_MIGRATABLE` names what must stay on the CPU whatever a plan says (file and network
+I/O, decoders, functions returning views of their input), each with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from codedag.backends.contract import (
+    DEVICE,
+    FactoryOp,
+    Fidelity,
+    Library,
+    MoveOnly,
+    OpSpec,
+    StandardOp,
+    Strategy,
+    declare,
+)
+from codedag.backends.tolerances import TOLERANCES
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DEVICE",
+    "NON_MIGRATABLE",
+    "RANDOM_PREFIXES",
+    "FactoryOp",
+    "MoveOnly",
+    "OpSpec",
+    "Registry",
+    "StandardOp",
+    "Strategy",
+    "default_registry",
+    "is_migratable",
+    "list_supported_functions",
+    "non_migratable_reason",
+    "placement_blocker",
+    "spec_from_backend",
+]
+
+# Functions that must stay on the CPU whatever a plan says, with the reason.
+NON_MIGRATABLE: dict[str, str] = {
+    **{
+        name: "file or network I/O"
+        for name in (
+            "cv2.imread",
+            "cv2.imwrite",
+            "cv2.imreadmulti",
+            "cv2.VideoCapture",
+            "PIL.Image.open",
+            "PIL.Image.Image.save",
+            "numpy.load",
+            "numpy.save",
+            "numpy.savez",
+            "numpy.loadtxt",
+            "numpy.fromfile",
+            "numpy.genfromtxt",
+            "librosa.load",
+            "librosa.stream",
+            "builtins.open",
+            "io.open",
+            "os.system",
+            "subprocess.run",
+            "subprocess.Popen",
+            "urllib.request.urlopen",
+            "torch.load",
+            "torch.save",
+        )
+    },
+    **{
+        name: "decoder or encoder of a compressed format (CPU library code)"
+        for name in (
+            "cv2.imdecode",
+            "cv2.imencode",
+            "PIL.Image.frombytes",
+            "PIL.Image.Image.tobytes",
+        )
+    },
+    **{
+        name: "returns a view of its input: O(1) on the CPU, and a copy would break aliasing"
+        for name in (
+            "numpy.transpose",
+            "numpy.swapaxes",
+            "numpy.moveaxis",
+            "numpy.flip",
+            "numpy.fliplr",
+            "numpy.flipud",
+            "numpy.rot90",
+            "numpy.reshape",
+            "numpy.squeeze",
+            "numpy.expand_dims",
+            "numpy.ravel",
+            "numpy.broadcast_to",
+            "numpy.asarray",
+            "numpy.ascontiguousarray",
+        )
+    },
+    **{
+        name: "draws from NumPy's global random state: a device RNG gives other numbers"
+        for name in ("numpy.random.seed", "numpy.random.get_state", "numpy.random.set_state")
+    },
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``TORCH_MOVE_ONLY`` (the torch functions run as they are on the device), imported lazily:
+    importing the registry stays free of torch."""
+    if name == "TORCH_MOVE_ONLY":
+        from codedag.backends.ops.torch import TORCH_MOVE_ONLY
+
+        return TORCH_MOVE_ONLY
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_LIBRARY_OF_PREFIX = (("PIL.", "pil"), ("librosa.", "audio"), ("cv2.", "cv2"), ("torch.", "torch"))
+
+
+def _library_package(name: str, module: str = "") -> str:
+    for prefix, package in _LIBRARY_OF_PREFIX:
+        if name.startswith(prefix):
+            return package
+    for package in ("cv2", "pil", "audio"):
+        if module.startswith(package):
+            return package
+    return "numpy"
+
+
+def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") -> OpSpec:
+    """The spec of a backend declared with its library's adapter and default quirks.
+
+    Args:
+        name: canonical name of the library function (its prefix picks the library).
+        backend: the torch implementation with the library's parameters.
+        module: the ops package it came from (``cv2``, ``numpy``, ``pil``, ``audio``), when the
+            name's prefix does not tell.
+    """
+    package = importlib.import_module(f"codedag.backends.ops.{_library_package(name, module)}")
+    library: Library = package.LIBRARY
+    if library.name == "numpy":
+        from codedag.backends.ops.numpy._adapter import op
+
+        return op(name, backend)
+    return declare(name, backend, library.adapter, empty=True)
+
+
+def _unwrap(raw: Any) -> Any:
+    return raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+
+
+class Registry:
+    """Specs by canonical name, their aliases, and the NonMigratable list; thread-safe.
+
+    Args:
+        specs: initial specs by name (canonicalized on first lookup, like registered ones).
+    """
+
+    def __init__(self, specs: Mapping[str, OpSpec] | None = None) -> None:
+        self._lock = threading.RLock()
+        self._specs: dict[str, OpSpec] = {}
+        self._alias: dict[str, str] = {}
+        self._pending: dict[str, dict[str, OpSpec]] = {}
+        self._namespaces: dict[str, tuple[str, ...]] = {}
+        self.non_migratable: dict[str, str] = dict(NON_MIGRATABLE)
+        self.load_errors: dict[str, str] = {}
+        for spec in (specs or {}).values():
+            self._add(spec)
+
+    # -- building --------------------------------------------------------------------------
+    def _add(self, spec: OpSpec, namespaces: tuple[str, ...] = ()) -> None:
+        top = spec.name.split(".", 1)[0]
+        with self._lock:
+            self._pending.setdefault(top, {})[spec.name] = spec
+            if namespaces:
+                known = self._namespaces.get(top, ())
+                self._namespaces[top] = known + tuple(n for n in namespaces if n not in known)
+
+    def add_library(self, library: Library) -> None:
+        """Add every spec of an ops package (resolved to canonical names on first lookup)."""
+        for name, reason in library.non_migratable.items():
+            self.non_migratable.setdefault(name, reason)
+        for spec in library.specs:
+            if spec.name in self.non_migratable:
+                continue
+            if _immutable_owner(spec.name):
+                self.non_migratable[spec.name] = (
+                    "a method of a C type, whose attributes cannot be set"
+                )
+                continue
+            self._add(spec, library.namespaces)
+
+    def register(self, spec: OpSpec) -> None:
+        """Add or replace a spec; refused for NonMigratable names."""
+        from codedag.errors import MigrationError
+
+        if spec.name in self.non_migratable:
+            raise MigrationError(
+                f"{spec.name!r} cannot be registered: {self.non_migratable[spec.name]}"
+            )
+        self._add(spec)
+
+    def unregister(self, name: str) -> None:
+        """Remove a spec and its aliases (no error when absent)."""
+        with self._lock:
+            canonical = self._alias.get(name, name)
+            self._specs.pop(canonical, None)
+            for top_pending in self._pending.values():
+                top_pending.pop(name, None)
+            for alias in [a for a, c in self._alias.items() if c == canonical]:
+                del self._alias[alias]
+
+    def _resolve_pending(self, top: str) -> None:
+        """File the pending specs of the library ``top`` under canonical names, with aliases."""
+        with self._lock:
+            pending = self._pending.pop(top, None)
+            if not pending:
+                return
+            from codedag.backends.names import canonical_name
+            from codedag.patching import resolve
+
+            public = _public_names(self._namespaces.get(top, ()))
+            for name, spec in pending.items():
+                try:
+                    obj = _unwrap(resolve(name)[2])
+                except Exception as e:  # library missing or name absent in this version
+                    log.debug("cannot resolve %s: %s", name, e)
+                    self._file(spec, name, (name,))
+                    continue
+                canonical = canonical_name(obj)
+                if canonical in self.non_migratable and canonical != name:
+                    # the same function object under another public name (numpy.permute_dims
+                    # is numpy.transpose): NonMigratable under every name
+                    self.non_migratable[name] = self.non_migratable[canonical]
+                    continue
+                names = {name, canonical, *public.get(id(obj), ())}
+                self._file(replace(spec, name=canonical), canonical, tuple(sorted(names)))
+                if name in TOLERANCES:  # the same function: the same tolerance
+                    TOLERANCES.setdefault(canonical, TOLERANCES[name])
+
+    def _file(self, spec: OpSpec, canonical: str, names: tuple[str, ...]) -> None:
+        self._specs[canonical] = spec
+        for alias in names:
+            if alias not in self.non_migratable:
+                self._alias[alias] = canonical
+
+    def _canonical(self, name: str) -> str:
+        top = name.split(".", 1)[0]
+        if top in self._pending:
+            self._resolve_pending(top)
+        return self._alias.get(name, name)
+
+    # -- queries ---------------------------------------------------------------------------
+    def canonical(self, name: str) -> str:
+        """The canonical name of ``name`` (itself when it is one, or unknown)."""
+        return self._canonical(name)
+
+    def get(self, name: str) -> OpSpec | None:
+        """The spec of ``name`` (any alias), or ``None`` when unknown or NonMigratable."""
+        if name in self.non_migratable:
+            return None
+        return self._specs.get(self._canonical(name))
+
+    def is_migratable(self, name: str) -> bool:
+        """Whether a plan may place ``name`` on a device."""
+        return self.get(name) is not None
+
+    def aliases(self, name: str) -> set[str]:
+        """Every known name of the same function as ``name`` (``name`` included)."""
+        canonical = self._canonical(name)
+        with self._lock:
+            return {a for a, c in self._alias.items() if c == canonical} | {name, canonical}
+
+    def names(self) -> list[str]:
+        """Every migratable function, by canonical name."""
+        for top in list(self._pending):
+            self._resolve_pending(top)
+        return sorted(n for n in self._specs if n not in self.non_migratable)
+
+    def specs(self) -> list[OpSpec]:
+        """The spec of every migratable function."""
+        return [self._specs[n] for n in self.names()]
+
+    def by_strategy(self) -> dict[str, list[str]]:
+        """``{strategy value: [names]}`` with every strategy present (possibly empty)."""
+        out: dict[str, list[str]] = {s.value: [] for s in Strategy}
+        for name in self.names():
+            out[self._specs[name].strategy.value].append(name)
+        return out
+
+
+def _public_names(namespaces: tuple[str, ...]) -> dict[int, list[str]]:
+    """``{id(object): [module.attr, ...]}`` of the public callables of imported namespaces."""
+    found: dict[int, list[str]] = {}
+    for module_name in namespaces:
+        module = sys.modules.get(module_name)
+        if module is None:
+            try:
+                module = importlib.import_module(module_name)
+            except Exception:  # an optional library or submodule missing: no aliases from it
+                continue
+        for attr, value in list(vars(module).items()):
+            if not attr.startswith("_") and callable(value) and not isinstance(value, type):
+                found.setdefault(id(value), []).append(f"{module_name}.{attr}")
+    return found
+
+
+def _immutable_owner(name: str) -> bool:
+    """Whether ``name`` is an attribute of a C type that cannot be set (``numpy.ndarray.sum``).
+
+    Checked only for libraries already imported (the ops packages import NumPy and torch).
+    """
+    parts = name.split(".")
+    if len(parts) < 3 or parts[0] not in sys.modules:
+        return False
+    owner: Any = sys.modules.get(".".join(parts[:-2]))
+    if owner is None:
+        return False
+    owner = getattr(owner, parts[-2], None)
+    return isinstance(owner, type) and bool(owner.__flags__ & (1 << 8))  # Py_TPFLAGS_IMMUTABLETYPE
+
+
+def ops_modules() -> list[str]:
+    """The library packages of ``codedag.backends.ops`` (names not starting with ``_``)."""
+    from codedag.backends import ops
+
+    return sorted(m.name for m in pkgutil.iter_modules(ops.__path__) if not m.name.startswith("_"))
+
+
+def _load_ops_module(registry: Registry, module: str) -> None:
+    try:
+        package = importlib.import_module(f"codedag.backends.ops.{module}")
+    except Exception as e:  # absent library or a broken package: the others still load
+        registry.load_errors[module] = f"{type(e).__name__}: {e}"
+        log.warning("backend package %s not loaded: %s", module, e)
+        return
+    library = getattr(package, "LIBRARY", None)
+    if isinstance(library, Library):
+        registry.add_library(library)
+
+
+def build_default_registry() -> Registry:
+    """Build the registry from every importable ops package."""
+    registry = Registry()
+    for module in ops_modules():
+        _load_ops_module(registry, module)
+    for top in ("numpy", "torch"):  # imported already by the backends: cheap to resolve now
+        registry._canonical(f"{top}.")
+    return registry
+
+
+_DEFAULT: Registry | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """The process-wide registry, built on first use (imports torch and the ops packages)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = build_default_registry()
+    return _DEFAULT
+
+
+def list_supported_functions() -> dict[str, list[str]]:
+    """Migratable functions by strategy: ``{"MoveOnly": [...], "StandardOp": [...], ...}``."""
+    return default_registry().by_strategy()
+
+
+def is_migratable(name: str) -> bool:
+    """Whether the canonical name ``name`` can run through a torch backend.
+
+    The optimizer calls this to decide placement; NonMigratable names (I/O, decoders, views)
+    and names without a backend return ``False``.
+    """
+    return default_registry().is_migratable(name)
+
+
+# Prefixes of functions without a spec whose result is not a function of their arguments.
+RANDOM_PREFIXES: tuple[str, ...] = ("numpy.random.", "random.", "torch.rand", "torch.normal")
+
+
+def placement_blocker(name: str) -> str | None:
+    """Why a plan must not place ``name`` unless the user opts in by name, or ``None``.
+
+    Read from the op's declaration: functions whose result is not a function of their arguments
+    (``random``), and backends declared to differ from the library beyond the tolerance table
+    (``Fidelity.DIFFERS``). Names without a spec: random draws by prefix.
+    """
+    spec = default_registry().get(name)
+    if spec is None:
+        if name.startswith(RANDOM_PREFIXES):
+            return "draws random numbers: a backend draws from another stream and the data changes"
+        return None
+    if spec.quirks.random:
+        return "draws random numbers: a backend draws from another stream and the data changes"
+    if spec.quirks.fidelity is Fidelity.DIFFERS:
+        return spec.quirks.differs or "its backend is declared to differ from the library"
+    return None
+
+
+def non_migratable_reason(name: str) -> str | None:
+    """Why ``name`` must stay on the CPU, or ``None`` when it is not on the NonMigratable list."""
+    return NON_MIGRATABLE.get(name)

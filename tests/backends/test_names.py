@@ -1,0 +1,57 @@
+"""Canonical names: one public name per function object."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codedag.backends.names import canonical_name
+
+
+def test_aliases_take_the_name_of_the_object_itself() -> None:
+    assert canonical_name(np.transpose) == "numpy.transpose"
+    if hasattr(np, "permute_dims"):  # NumPy 2 alias of the same object
+        assert canonical_name(np.permute_dims) == "numpy.transpose"
+    assert canonical_name(np.clip) == "numpy.clip"
+
+
+def test_numpy_dispatched_functions_get_public_names_and_real_arguments() -> None:
+    import sys
+
+    from codedag.trace import EnhancedTracer
+
+    def pipeline(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        joined = np.concatenate([a, b], axis=0)
+        picked = np.where(joined > 0.5, joined, 0.0)
+        spectrum = np.fft.rfft(picked)  # numpy.fft may be imported lazily, inside the window
+        return np.clip(np.abs(spectrum), 0, 10)
+
+    a, b = np.ones(3), np.zeros(2)
+    tracer = EnhancedTracer()
+    with tracer.tracing_context():
+        pipeline(a, b)
+    dag = tracer.dag
+    names = [n.name for n in dag.calls() if n.depth == 1]
+    assert names == ["numpy.concatenate", "numpy.where", "numpy.fft.rfft", "numpy.clip"]
+    assert not any("dispatcher" in n.name or "multiarray" in n.name for n in dag.calls())
+    concat, where, rfft, clip = (next(n for n in dag.calls() if n.name == k) for k in names)
+    assert concat.args[0]["kind"] == "sequence" and len(concat.args[0]["items"]) == 2
+    assert concat.args[0]["items"][0]["shape"] == [3] and concat.args[1]["name"] == "axis"
+    assert dag.dataflow_successors(concat.id) == [where.id]
+    assert dag.dataflow_successors(where.id) == [rfft.id]
+    (joined,) = dag.successors(concat.id, "produces")
+    assert dag.nodes[joined].shape == [5]
+    assert clip.args[0]["name"] == "a" and clip.args[0]["shape"] == [3]  # abs(rfft(5 values))
+    assert "numpy.fft" in sys.modules
+    assert (
+        canonical_name(np.fft.rfft) == canonical_name(np.fft.rfft.__wrapped__) == "numpy.fft.rfft"
+    )
+    assert canonical_name(np.concat) == "numpy.concatenate"
+
+
+def test_traced_numpy_names_resolve_to_registry_entries() -> None:
+    from codedag.backends.registry import default_registry
+
+    registry = default_registry()
+    for fn in (np.concatenate, np.where, np.clip, np.transpose):
+        name = canonical_name(fn)
+        assert registry.get(name) is not None or registry.non_migratable.get(name), name

@@ -1,0 +1,162 @@
+"""The registry: strategies, NonMigratable refusals, canonical names, defensive module loading."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+from migrate_support import add, clip, flip, plan_for
+
+from codedag.backends.names import canonical_name
+from codedag.backends.registry import (
+    DEVICE,
+    NON_MIGRATABLE,
+    TORCH_MOVE_ONLY,
+    OpSpec,
+    Registry,
+    Strategy,
+    _load_ops_module,
+    default_registry,
+    is_migratable,
+    list_supported_functions,
+    spec_from_backend,
+)
+from codedag.errors import MigrationError
+from codedag.migrate.api import PipelineMigrator
+from codedag.patching import resolve
+
+
+def test_list_supported_functions_by_strategy() -> None:
+    supported = list_supported_functions()
+    assert set(supported) == {"MoveOnly", "StandardOp", "FactoryOp"}
+    assert "torch.nn.functional.interpolate" in supported["MoveOnly"]
+    every = [n for names in supported.values() for n in names]
+    assert len(every) == len(set(every))
+    assert not set(every) & set(NON_MIGRATABLE)
+
+
+def test_io_and_decoders_are_never_migratable() -> None:
+    for name in ("cv2.imread", "cv2.imdecode", "PIL.Image.open", "numpy.load", "librosa.load"):
+        assert not is_migratable(name)
+        assert name in NON_MIGRATABLE
+    assert not is_migratable("os.system") and not is_migratable("no.such.function")
+    with pytest.raises(MigrationError, match="file or network I/O"):
+        Registry().register(OpSpec("cv2.imread", Strategy.MOVE_ONLY))
+
+
+def test_specs_from_contract_backends() -> None:
+    image = spec_from_backend("cv2.flip", flip, "cv2")
+    assert image.strategy is Strategy.STANDARD_OP and image.library == "cv2"
+    assert image.adapter is not None
+    assert image.adapter.data_positions(image) == ((0, "src"),)
+    binary = spec_from_backend("cv2.add", add, "cv2")
+    assert binary.adapter is not None
+    assert binary.adapter.data_positions(binary) == ((0, "src1"), (1, "src2"))
+    array = spec_from_backend("numpy.clip", clip, "numpy")
+    assert array.strategy is Strategy.MOVE_ONLY and array.library == "numpy"
+
+    def draw(size: object = None, *, device: object = None) -> torch.Tensor:
+        return torch.zeros(1)
+
+    assert spec_from_backend("numpy.random.random", draw, "numpy").inject_kwargs == {
+        "device": DEVICE
+    }
+
+
+def test_a_broken_backend_module_does_not_break_the_registry() -> None:
+    registry = Registry()
+    _load_ops_module(registry, "no_such_backend_module")
+    assert "no_such_backend_module" in registry.load_errors
+    registry.register(spec_from_backend("numpy.clip", clip, "numpy"))
+    assert registry.is_migratable("numpy.clip")
+
+
+def test_every_registry_name_is_reachable_under_its_canonical_name() -> None:
+    """The traced name of each registered function (canonical_name of the object) hits the
+    registry, so plan keys written from a trace always find their spec."""
+    registry = default_registry()
+    missing = []
+    for name in list(registry.names()) + list(TORCH_MOVE_ONLY):
+        try:
+            _owner, _attr, raw = resolve(name)
+        except MigrationError:
+            continue  # a library or function absent in this version
+        obj = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+        if not registry.is_migratable(canonical_name(obj)):
+            missing.append((name, canonical_name(obj)))
+    assert not missing
+    for name in TORCH_MOVE_ONLY:  # built-in names are canonical names themselves
+        assert canonical_name(resolve(name)[2]) == name
+
+
+def test_c_type_methods_are_not_migratable() -> None:
+    registry = default_registry()
+    if "numpy.ndarray.sum" in registry.non_migratable:
+        assert not registry.is_migratable("numpy.ndarray.sum")
+        assert "C type" in registry.non_migratable["numpy.ndarray.sum"]
+
+
+def test_aliases_of_one_function_are_all_patched() -> None:
+    registry = Registry()
+    spec = spec_from_backend("numpy.absolute", lambda x, out=None: x.abs(), "numpy")
+    registry.register(spec)
+    canonical = canonical_name(np.absolute)  # "numpy.abs" in NumPy 2: the name traces carry
+    assert registry.is_migratable(canonical)
+    original = np.absolute
+    plan = plan_for({f"app.f#0/{canonical}#0": "cpu"})
+    x = np.array([-1.5, 2.0], dtype=np.float32)
+    with PipelineMigrator.from_plan(plan, registry=registry) as migrator:
+        np.testing.assert_array_equal(np.abs(x), [1.5, 2.0])
+        np.testing.assert_array_equal(np.absolute(x), [1.5, 2.0])
+        assert np.absolute.nin == 1 and np.absolute.types == original.types  # ufunc attributes
+    assert np.absolute is original and np.abs is original
+    assert migrator.get_stats()["functions"][canonical]["migrated"] == 2
+
+
+def _resolve(name: str) -> object:
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(name)
+
+
+@pytest.mark.parametrize("package", ["cv2", "numpy", "pil", "audio"])
+def test_declared_names_resolve_and_traced_names_find_the_same_backend(package: str) -> None:
+    if package == "audio":
+        pytest.importorskip("librosa")
+    library = importlib.import_module(f"codedag.backends.ops.{package}").LIBRARY
+    registry = default_registry()
+    for spec in library.specs:
+        if spec.name in registry.non_migratable:
+            continue
+        target = _resolve(spec.name)
+        assert callable(target), spec.name
+        assert spec.backend is not None and spec.backend.__doc__, spec.name
+        found = registry.get(canonical_name(target))
+        assert found is not None, (spec.name, canonical_name(target))
+        assert found.backend is spec.backend and found.name == canonical_name(target)
+
+
+def test_aliases_resolve_once_to_one_spec() -> None:
+    registry = default_registry()
+    for alias, name in [
+        ("numpy.abs", "numpy.absolute"),
+        ("numpy.pow", "numpy.power"),
+        ("numpy.concat", "numpy.concatenate"),
+        ("numpy.true_divide", "numpy.divide"),
+        ("numpy.acos", "numpy.arccos"),
+    ]:
+        assert registry.get(alias) is registry.get(name) is not None, alias
+        assert registry.canonical(alias) == canonical_name(getattr(np, name.split(".")[1]))
+        assert {alias, name} <= registry.aliases(name)
+    names = registry.names()
+    assert "numpy.abs" not in names and "numpy.absolute" in names  # canonical names only
+    assert len(names) == len(set(names))

@@ -1,0 +1,95 @@
+"""Value conversion: dtype, layout and contiguity are the library's; the device cache is safe."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from codedag.backends.values import CallValues, ValueConverter, same_bytes
+from codedag.errors import UnsupportedOperation
+
+DTYPES = ["uint8", "int16", "int32", "int64", "float16", "float32", "float64", "bool", "uint16"]
+
+
+@pytest.mark.parametrize("zero_copy", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_round_trip_keeps_dtype_shape_and_values(dtype: str, zero_copy: bool) -> None:
+    rng = np.random.default_rng(0)
+    array = (rng.random((5, 7, 3)) * 100).astype(dtype)
+    conv = ValueConverter("cpu", zero_copy=zero_copy)
+    call = CallValues()
+    tensor = conv.to_device(array, call)
+    assert isinstance(tensor, torch.Tensor)
+    assert str(tensor.dtype) == f"torch.{dtype}"  # shipped in its own dtype
+    back = conv.tensor_to_array(tensor, "C")
+    conv.finish(call)
+    assert type(back) is np.ndarray and back.dtype == array.dtype
+    assert back.flags.c_contiguous and back.flags.writeable
+    np.testing.assert_array_equal(back, array)
+
+
+@pytest.mark.parametrize("zero_copy", [True, False])
+def test_output_layout_follows_the_requested_order(zero_copy: bool) -> None:
+    conv = ValueConverter("cpu", zero_copy=zero_copy)
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    transposed = base.t()  # F-ordered view
+    assert conv.tensor_to_array(transposed, "K").flags.f_contiguous
+    assert conv.tensor_to_array(transposed, "C").flags.c_contiguous
+    fortran = conv.tensor_to_array(base, "F")
+    assert fortran.flags.f_contiguous
+    np.testing.assert_array_equal(fortran, base.numpy())
+
+
+def test_zero_copy_shares_memory_and_handles_negative_strides() -> None:
+    conv = ValueConverter("cpu")
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    call = CallValues()
+    tensor = conv.to_device(array, call)
+    assert tensor.data_ptr() == array.ctypes.data  # the tensor is the array on the CPU
+    flipped = array[::-1]
+    np.testing.assert_array_equal(conv.to_device(flipped, call).numpy(), flipped)
+    readonly = array.copy()
+    readonly.flags.writeable = False
+    np.testing.assert_array_equal(conv.to_device(readonly, call).numpy(), readonly)
+
+
+def test_device_cache_reuses_unchanged_arrays_and_detects_writes() -> None:
+    conv = ValueConverter("cpu", zero_copy=False)  # the path of a CUDA device, on the CPU
+    device_result = torch.arange(60, dtype=torch.uint8).reshape(3, 4, 5)
+    returned = conv.tensor_to_array(device_result, "C")
+    call = CallValues()
+    again = conv.to_device(returned, call)
+    assert again is conv.cache.get(returned)  # the remembered device tensor, no transfer
+    assert conv.cache.hits >= 1 and not call.staging
+    returned[0, 0, 0] = 200  # the user writes into the array
+    fresh = conv.to_device(returned, call)
+    assert conv.cache.stale == 1
+    assert int(fresh[0, 0, 0]) == 200  # shipped again: the device sees the user's write
+    conv.finish(call)
+
+
+def test_device_cache_forgets_dead_arrays() -> None:
+    conv = ValueConverter("cpu", zero_copy=False)
+    returned = conv.tensor_to_array(torch.ones(4, 4), "C")
+    assert len(conv.cache) == 1
+    del returned
+    assert len(conv.cache) == 0
+
+
+def test_unsupported_arrays_raise() -> None:
+    conv = ValueConverter("cpu")
+    with pytest.raises(UnsupportedOperation):
+        conv.to_device(np.array(["a", "b"]), CallValues())
+    with pytest.raises(UnsupportedOperation):
+        conv.to_device(np.arange(3, dtype=">i4"), CallValues())
+
+
+def test_same_bytes() -> None:
+    a = np.arange(10, dtype=np.int32)
+    assert same_bytes(a, a.copy())
+    b = a.copy()
+    b[3] = 0
+    assert not same_bytes(a, b)
+    assert same_bytes(a[::2], a[::2].copy())
+    assert not same_bytes(a, a.astype(np.int64))
