@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from codedag.version import __version__ as __version__
 
 # Public name -> module that defines it. Keep sorted by name.
 _EXPORTS: dict[str, str] = {
@@ -68,7 +68,7 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedOperation": "codedag.errors",
     "ValueNode": "codedag.graph.model",
     "canonical_name": "codedag.backends.names",
-    "compare_modes": "codedag.report.compare",
+    "compare_modes": "codedag.monitor.compare",
     "detect_gpus": "codedag.monitor.devices.gpus",
     "diagnose": "codedag.profile.diagnosis",
     "is_migratable": "codedag.backends.registry",
@@ -78,7 +78,7 @@ _EXPORTS: dict[str, str] = {
     "load_settings": "codedag.energy.settings",
     "pareto_front": "codedag.energy.analysis",
     "plan_jobs": "codedag.energy.plan",
-    "plot_results": "codedag.report.plots",
+    "plot_results": "codedag.monitor.plots",
     "profile_scenario": "codedag.profile.api",
     "profile_target": "codedag.profile.api",
     "rebuild_results": "codedag.monitor.rebuild",

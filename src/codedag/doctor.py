@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codedag import __version__
+from codedag.version import __version__
 
 SCHEMA_VERSION = 1
 

@@ -76,7 +76,7 @@ def test_measurement_is_verified_timed_and_cached(letterbox_chain: Any, tmp_path
 def test_a_chain_the_backends_cannot_match_is_not_timed(
     letterbox_chain: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from codedag.migrate.batched.executor import BatchExecutor
+    from codedag.backends.batched.executor import BatchExecutor
 
     real_run = BatchExecutor.run
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from codedag import __version__
 from codedag.cli import main as cli_main
 from codedag.errors import ConfigError
+from codedag.version import __version__
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

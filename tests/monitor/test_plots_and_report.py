@@ -9,8 +9,8 @@ import pytest
 from monitor_helpers import record_run
 
 from codedag.cli.main import main
+from codedag.monitor.compare import compare_modes
 from codedag.monitor.experiment import ExperimentMonitor
-from codedag.report.compare import compare_modes
 
 FIGURES = {
     "batch_time.png",
@@ -35,7 +35,7 @@ def test_plots_render_for_one_mode(tmp_path: Path) -> None:
     from codedag.monitor.results import load_results
 
     results = record_run(tmp_path / "run", {"baseline": 1.0}, batches=6)
-    from codedag.report.plots import plot_results
+    from codedag.monitor.plots import plot_results
 
     check_figures(plot_results(load_results(results), tmp_path / "plots"))
 

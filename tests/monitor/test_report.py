@@ -11,12 +11,12 @@ import pytest
 
 from codedag.cli.main import main
 from codedag.monitor.callbacks import MonitorCallback
+from codedag.monitor.compare import compare_modes
 from codedag.monitor.experiment import ExperimentMonitor
+from codedag.monitor.plots import plot_results
 from codedag.monitor.probes import GpuReading, ResourceSample
 from codedag.monitor.replay import ReplayGPUs, ReplayProbe
 from codedag.monitor.resources import ResourceMonitor
-from codedag.report.compare import compare_modes
-from codedag.report.plots import plot_results
 
 FIGURES = {
     "batch_time.png", "cpu.png", "memory.png", "gpu_util.png", "gpu_memory.png", "loss.png",

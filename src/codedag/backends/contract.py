@@ -8,7 +8,7 @@ it comes to the library. The registry holds one :class:`OpSpec` per canonical na
 :class:`Adapter`, one per library, converts the library's values to the backend's and back, so the
 executor (:mod:`codedag.backends.executor`) is the same for every library.
 
-This module is the leaf of ``codedag.migrate``: it imports nothing else of it (the value types
+This module is the leaf of ``codedag.backends``: it imports nothing else of it (the value types
 only for annotations).
 """
 

@@ -95,7 +95,7 @@ def _function(name: str) -> Callable[..., Any]:
 
 def _batched_function(name: str, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
     """What a patched process calls for this step: the recording wrappers where there are some."""
-    from codedag.migrate.batched.wrappers import CONVERSIONS, chain_function, conversion
+    from codedag.backends.batched.wrappers import CONVERSIONS, chain_function, conversion
 
     if name in CONVERSIONS:
         return conversion(name, original)
@@ -237,7 +237,7 @@ def run_original(prepared: Prepared) -> Any:
 @contextlib.contextmanager
 def _deferring() -> Iterator[None]:
     """Deferral on in this thread, as inside a DataLoader fetch of a patched process."""
-    from codedag.migrate.batched.deferred import STATE
+    from codedag.backends.batched.deferred import STATE
 
     STATE.active += 1
     STATE.created = 0
@@ -257,8 +257,9 @@ def record(prepared: Prepared) -> Any:
     Raises:
         ValueError: the samples could not be recorded as one batch (the record would force).
     """
-    from codedag.migrate.batched import deferred, ops
-    from codedag.migrate.batched.collate import BatchRecord, default_collate_deferred
+    import codedag.backends.batched.deferred as deferred
+    import codedag.backends.batched.ops as ops
+    from codedag.backends.batched.collate import BatchRecord, default_collate_deferred
 
     outputs = []
     with _deferring():
@@ -305,8 +306,8 @@ def run_batched(
     """
     import torch
 
-    from codedag.migrate.batched.executor import BatchExecutor
-    from codedag.migrate.batched.transfer import DeviceIO
+    from codedag.backends.batched.executor import BatchExecutor
+    from codedag.backends.batched.transfer import DeviceIO
 
     batch = record(prepared)
     io = DeviceIO(torch.device(device), simulate=count_transfers)

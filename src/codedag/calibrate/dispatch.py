@@ -40,8 +40,8 @@ def measure_dispatch(device: str = "cpu") -> DispatchCost:
     from codedag.backends.executor import Executor
     from codedag.backends.registry import OpSpec, Strategy
     from codedag.backends.values import ValueConverter
-    from codedag.migrate.context import ContextMatcher
     from codedag.migrate.wrapper import UniversalWrapper
+    from codedag.plan.context import ContextMatcher
 
     spec = OpSpec(_NAME, Strategy.MOVE_ONLY, _noop)  # NumPy semantics: the default adapter
     converters = {device: ValueConverter(device)}

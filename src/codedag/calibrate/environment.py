@@ -45,7 +45,7 @@ def backends_fingerprint() -> str:
 
 def library_versions(function: str) -> dict[str, str]:
     """Versions of codedag (and its backends' code), torch, Python and ``function``'s library."""
-    from codedag import __version__
+    from codedag.version import __version__
 
     versions = {
         "codedag": __version__,

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from codedag import __version__
 from codedag.errors import CodeDAGError
+from codedag.version import __version__
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
 SUBCOMMANDS: tuple[str, ...] = (

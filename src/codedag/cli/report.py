@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     """Load, compare, plot and print."""
     import json
 
+    from codedag.monitor.compare import compare_modes
     from codedag.monitor.results import load_results, merge_results
-    from codedag.report.compare import compare_modes
     from codedag.report.ranks import collect_ranks, results_file
 
     paths = [results_file(Path(p)) for p in args.results]
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     rows = compare_modes(results, args.baseline)
     figures: list[str] = []
     if not args.no_plots:
-        from codedag.report.plots import plot_results
+        from codedag.monitor.plots import plot_results
 
         figures = [str(p) for p in plot_results(results, out)]
     if args.json:

@@ -192,7 +192,7 @@ def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> di
 
 def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], float | None]:
     """Per-mode figures from the monitor's results, and the speedup of the optimized mode."""
-    from codedag.report.compare import compare_modes
+    from codedag.monitor.compare import compare_modes
 
     rows = compare_modes(results, "baseline")
     summaries = [

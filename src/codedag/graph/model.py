@@ -197,7 +197,7 @@ class ExecutionDAG:
             call_dict(n) if type(n) is CallNode else value_dict(n)  # type: ignore[arg-type]
             for n in self.nodes.values()
         ]
-        from codedag import __version__
+        from codedag.version import __version__
 
         return {
             "schema_version": SCHEMA_VERSION,

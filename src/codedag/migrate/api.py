@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from codedag.backends.registry import Registry, default_registry
 from codedag.backends.values import ValueConverter
 from codedag.migrate.batched.settings import BatchedSettings
-from codedag.migrate.context import Placement
 from codedag.migrate.devices import default_device as _default_device
 from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_device
 from codedag.migrate.guard import GuardSettings
@@ -27,6 +26,7 @@ from codedag.migrate.injector import PatchInjector
 from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
 from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
+from codedag.plan.context import Placement
 
 if TYPE_CHECKING:
     from codedag.migrate.batched.runtime import BatchedRuntime

@@ -27,11 +27,11 @@ from codedag.backends.registry import Registry
 from codedag.backends.values import ValueConverter
 from codedag.errors import MigrationError
 from codedag.migrate import guard as guard_module
-from codedag.migrate.context import ContextMatcher, Placement
 from codedag.migrate.guard import GuardSettings
 from codedag.migrate.workerstats import COUNT_FIELDS, WorkerStats
 from codedag.migrate.wrapper import UniversalWrapper
 from codedag.patching import Patcher, resolve
+from codedag.plan.context import ContextMatcher, Placement
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from codedag.migrate.context import Placement, function_of
 from codedag.plan import MigrationPlan
+from codedag.plan.context import Placement, function_of
 from codedag.util.io import read_json
 
 

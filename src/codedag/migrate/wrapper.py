@@ -11,7 +11,7 @@ the ufunc's methods. Its hot path, cheapest first:
   guard still checking, a call site that gave up, a restored wrapper, a fresh process;
 * otherwise the placement is looked up by the caller's code object; where the plan names a frame
   further out, the enclosing frames are walked only as far as needed (the first frame whose name
-  decides, see :meth:`codedag.migrate.context.ContextMatcher.decided_by_caller`) and the answer is
+  decides, see :meth:`codedag.plan.context.ContextMatcher.decided_by_caller`) and the answer is
   cached along that path. Unplanned calls pass through to the original.
 
 Any exception of the migrated path (``UnsupportedOperation`` included) runs the original instead;
@@ -38,11 +38,11 @@ from codedag.backends.executor import Executor
 from codedag.backends.registry import OpSpec
 from codedag.backends.values import ValueConverter
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.context import ContextMatcher, Placement, frame_name
 from codedag.migrate.devices import effective_device, final_effective_device, install_fork_hook
 from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats
 from codedag.migrate.proxy import Count, ufunc_proxy
 from codedag.migrate.workerstats import publish_now
+from codedag.plan.context import ContextMatcher, Placement, frame_name
 
 log = logging.getLogger(__name__)
 

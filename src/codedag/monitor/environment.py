@@ -47,7 +47,7 @@ def collect_environment(resources: dict[str, Any] | None = None) -> dict[str, An
         resources: a probe's ``describe()`` (CPU/memory sources and limits, container, GPUs),
             merged in under the same keys.
     """
-    from codedag import __version__
+    from codedag.version import __version__
 
     env: dict[str, Any] = {
         "host": socket.gethostname(),

@@ -364,7 +364,7 @@ class ExperimentMonitor:
     # ----------------------------------------------------------------- output
     def to_dict(self) -> dict[str, Any]:
         """The full results (a running mode included, with status ``running``)."""
-        from codedag import __version__
+        from codedag.version import __version__
 
         return {
             "schema_version": SCHEMA_VERSION,
@@ -419,7 +419,7 @@ class ExperimentMonitor:
 
     def plot_metrics(self, out_dir: str | Path | None = None) -> list[Path]:
         """Render the comparison figures (PNG) into ``out_dir`` (default ``<run dir>/plots``)."""
-        from codedag.report.plots import plot_results
+        from codedag.monitor.plots import plot_results
 
         return plot_results(
             self.to_dict(), out_dir if out_dir is not None else self.run_dir / "plots"

@@ -434,7 +434,7 @@ def _enclosing(dag: Any, node: Any) -> tuple[str, ...]:
 
 
 def _default_library() -> Callable[[str], bool]:
-    from codedag.migrate.batched.backends import backend_for
+    from codedag.backends.batched.backends import backend_for
 
     def library(name: str) -> bool:
         try:

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from codedag import __version__
 from codedag.errors import ConfigError
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.costs import CanMigrate, CostModel, default_can_migrate
 from codedag.optimize.partition import Partition
 from codedag.optimize.placement import Decision, PlacementSettings, Placer, blocked_reason
 from codedag.plan import PLAN_SCHEMA_VERSION, MigrationPlan, check_device
+from codedag.version import __version__
 
 PLAN_KEYS = (
     "schema_version",

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codedag.monitor.compare import compare_modes, pick_baseline
 from codedag.monitor.results import load_results, merge_results
-from codedag.report.compare import compare_modes, pick_baseline
 from codedag.util.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ def _throughput_ratio(row: dict[str, Any], ref: dict[str, Any] | None) -> float 
 
 def plot_ranks(run: RankedRun, out_dir: Path, baseline: str | None = None) -> list[Path]:
     """Each rank's usual figures in ``out_dir/rank<R>/`` and ``ranks.png`` with the aggregate."""
-    from codedag.report.plots import plot_results
+    from codedag.monitor.plots import plot_results
 
     written: list[Path] = []
     for rank, results in run.ranks.items():

@@ -28,7 +28,7 @@ def step_from_results(path: str | os.PathLike[str], mode: str | None = None) -> 
         SchemaError: the file cannot be read as results.
         ConfigError: the mode is missing or has no batch times.
     """
-    from codedag.report.compare import pick_baseline
+    from codedag.monitor.compare import pick_baseline
     from codedag.util.io import read_json
 
     results = read_json(path, what="results")

@@ -217,8 +217,8 @@ def plan_with_loader(existing: Any, section: LoaderSection, source: str = "plan"
     Raises:
         SchemaError: ``existing`` is not a valid plan.
     """
-    from codedag import __version__
     from codedag.plan import MigrationPlan
+    from codedag.version import __version__
 
     if existing is None:
         plan = MigrationPlan(

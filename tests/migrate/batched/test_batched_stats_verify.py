@@ -13,8 +13,8 @@ import torch
 from batched_support import Augmented, images, loader, max_level_diff, run
 from rich.console import Console
 
+import codedag.backends.batched.ops as ops
 from codedag.cli.migrate import batched_table
-from codedag.migrate.batched import ops
 from codedag.migrate.batched.settings import BatchedSettings
 
 FIELDS = {

@@ -1,18 +1,10 @@
-"""Batched execution: each sample's chain runs once per batch on the device, in the main process.
+"""Batched execution at run time: a plan's ``batched`` chains applied to a DataLoader.
 
-Inside ``__getitem__`` (in DataLoader workers, or in the main process with ``num_workers=0``) the
-calls of a chain the plan places for batched execution return deferred values
-(:mod:`.deferred`) that record the call and its per-sample arguments instead of computing;
-``default_collate`` gathers the deferred samples of a batch into one record (:mod:`.collate`);
-in the main process the executor runs each step once per group of samples through the same
-batch-first backends a per-call migration uses (:mod:`.executor`), and the training loop receives
-what ``default_collate`` would have produced (:mod:`.delivery`). Anything the record cannot answer
-forces the value: the recorded calls replay through the original CPU functions, which is the
-per-sample reference itself (:mod:`.forcing`).
+The engine (deferred values, collate, the batched executor, delivery) is
+:mod:`codedag.backends.batched`; here:
 
-* :mod:`.ops`, :mod:`.views`, :mod:`.backends`: what can be recorded and how it runs batched;
-* :mod:`.fetch`, :mod:`.wrappers`: what is patched while applied;
-* :mod:`.transfer`: host<->device copies (counted) and the side stream;
+* :mod:`.settings`: the chains a plan names and the runtime's settings;
+* :mod:`.fetch`: the DataLoader fetch patched to defer each sample's chain;
 * :mod:`.runtime`: :class:`~.runtime.BatchedRuntime`, applied by
   :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``batched`` section.
 

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from torch.utils.data._utils.collate import default_collate
 
-from codedag.migrate.batched.collate import BatchRecord, default_collate_deferred, force_tree
-from codedag.migrate.batched.deferred import STATE
-from codedag.migrate.batched.forcing import FORCED, code_line, error_line
+from codedag.backends.batched.collate import BatchRecord, default_collate_deferred, force_tree
+from codedag.backends.batched.deferred import STATE
+from codedag.backends.batched.forcing import FORCED, code_line, error_line
 
 log = logging.getLogger(__name__)
 

@@ -25,15 +25,15 @@ from typing import Any
 
 import torch
 
+import codedag.migrate.batched.fetch as fetch_module
+from codedag.backends.batched.collate import BatchRecord
+from codedag.backends.batched.delivery import has_records, make_next, replace_records
+from codedag.backends.batched.executor import BatchExecutor, Outcome
+from codedag.backends.batched.forcing import FORCED, REASONS, install_fork_hook
+from codedag.backends.batched.transfer import DeviceIO, Pending, streams_for
+from codedag.backends.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
 from codedag.backends.registry import default_registry
-from codedag.migrate.batched import fetch as fetch_module
-from codedag.migrate.batched.collate import BatchRecord
-from codedag.migrate.batched.delivery import has_records, make_next, replace_records
-from codedag.migrate.batched.executor import BatchExecutor, Outcome
-from codedag.migrate.batched.forcing import FORCED, REASONS, install_fork_hook
 from codedag.migrate.batched.settings import BatchedSettings, ChainSet
-from codedag.migrate.batched.transfer import DeviceIO, Pending, streams_for
-from codedag.migrate.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
 from codedag.migrate.injector import patch_sites
 from codedag.migrate.workerstats import WorkerStats
 from codedag.patching import Patcher
@@ -291,7 +291,8 @@ class BatchedRuntime:
 
 def _warm(functions: list[str]) -> None:
     """Build the ops (and the registry behind them) now, so forked workers inherit them."""
-    from codedag.migrate.batched import ops, views
+    import codedag.backends.batched.ops as ops
+    import codedag.backends.batched.views as views
 
     for name in functions:
         ops.library_op(name)

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from codedag.backends.batched.forcing import GIVE_UP_AFTER
 from codedag.errors import ConfigError
-from codedag.migrate.batched.forcing import GIVE_UP_AFTER
 
 DELIVER = ("host", "device")
 
@@ -94,7 +94,7 @@ class ChainSet:
 
 
 def _function_of(key: str) -> str:
-    from codedag.migrate.context import function_of
+    from codedag.plan.context import function_of
 
     return function_of(key)
 

@@ -21,8 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from codedag.migrate.batched.collate import BatchRecord
-from codedag.migrate.batched.transfer import Pending
+from codedag.backends.batched.collate import BatchRecord
+from codedag.backends.batched.transfer import Pending
 
 
 class _Ahead:

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from codedag.backends.batched.collate import BatchRecord, Ref, Step, entry_view, freeze
+from codedag.backends.batched.ops import PER_SAMPLE, Batch, Meta
+from codedag.backends.batched.transfer import DeviceIO
 from codedag.backends.tolerances import difference
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.batched.collate import BatchRecord, Ref, Step, entry_view, freeze
-from codedag.migrate.batched.ops import PER_SAMPLE, Batch, Meta
-from codedag.migrate.batched.transfer import DeviceIO
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from codedag.report.compare import compare_modes
+from codedag.monitor.compare import compare_modes
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codedag.errors import UnsupportedOperation
-from codedag.migrate.batched.ops import (
+from codedag.backends.batched.ops import (
     DATA,
     STATIC,
     Batch,
@@ -35,6 +34,7 @@ from codedag.migrate.batched.ops import (
     torch_dtype,
     unpatched,
 )
+from codedag.errors import UnsupportedOperation
 
 
 def dummy(meta: Meta) -> np.ndarray:

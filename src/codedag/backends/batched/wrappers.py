@@ -8,7 +8,7 @@
   ``torch.as_tensor``, ``torch.tensor``): record on a deferred argument, else the original.
 
 Entry sites are matched against the plan's context keys as the per-call migration matches its
-placements (:class:`codedag.migrate.context.ContextMatcher`: the enclosing frames' names, innermost
+placements (:class:`codedag.plan.context.ContextMatcher`: the enclosing frames' names, innermost
 first), cached per calling line.
 """
 
@@ -21,11 +21,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import codedag.backends.batched.deferred as deferred
+import codedag.backends.batched.ops as ops
+import codedag.backends.batched.views as views
+from codedag.backends.batched.deferred import STATE, Lazy, has_lazy
+from codedag.backends.batched.forcing import FORCED, short_path
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.batched import deferred, ops, views
-from codedag.migrate.batched.deferred import STATE, Lazy, has_lazy
-from codedag.migrate.batched.forcing import FORCED, short_path
-from codedag.migrate.context import ContextMatcher, frame_name
+from codedag.plan.context import ContextMatcher, frame_name
 
 CONVERSIONS: tuple[str, ...] = (
     "numpy.asarray",

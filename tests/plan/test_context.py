@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codedag.migrate.context import ContextMatcher, function_of, normalize_key, split_segment
+from codedag.plan.context import ContextMatcher, function_of, normalize_key, split_segment
 
 NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
 GET = "app.data.DS.__getitem__"
@@ -73,7 +73,7 @@ def test_decided_by_caller() -> None:
 def test_innermost_names_and_frame_names() -> None:
     import sys
 
-    from codedag.migrate.context import frame_name
+    from codedag.plan.context import frame_name
 
     entries = [
         (f"{NEXT}#0/{GET}#0/numpy.clip#0", "cpu"),

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from codedag.backends.batched.backends import Backend, backend_for
 from codedag.backends.ops.numpy._common import NUMPY_OF_TORCH, TORCH_OF_NUMPY
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.batched.backends import Backend, backend_for
 
 DATA = "data"
 PER_SAMPLE = "per_sample"

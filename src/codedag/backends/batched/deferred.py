@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
+import codedag.backends.batched.ops as _ops
+import codedag.backends.batched.views as _views
+from codedag.backends.batched.forcing import FORCED
+from codedag.backends.batched.ops import Meta, Op, meta_of
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.batched import ops as _ops
-from codedag.migrate.batched import views as _views
-from codedag.migrate.batched.forcing import FORCED
-from codedag.migrate.batched.ops import Meta, Op, meta_of
 
 _PENDING: Any = object()
 

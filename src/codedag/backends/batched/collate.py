@@ -28,10 +28,10 @@ import numpy as np
 import torch
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
+from codedag.backends.batched.deferred import Lazy, LazyArray, LazyTensor, Node, evaluate, ready
+from codedag.backends.batched.forcing import FORCED
+from codedag.backends.batched.ops import DATA, PER_SAMPLE, SMALL_BYTES, Meta, Op, meta_of
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.batched.deferred import Lazy, LazyArray, LazyTensor, Node, evaluate, ready
-from codedag.migrate.batched.forcing import FORCED
-from codedag.migrate.batched.ops import DATA, PER_SAMPLE, SMALL_BYTES, Meta, Op, meta_of
 
 Ref = tuple[str, Any]
 """An argument of a step: ``("s", j)`` step j's result, ``("x", k)`` payload entry k,
