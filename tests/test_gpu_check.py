@@ -138,9 +138,9 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
 def test_the_cpu_rehearsal_passes(tmp_path: Path) -> None:
     """The same steps as on a GPU machine, on the CPU with tiny sizes (about 100 s on an idle
     2-core machine; the budget is raised so that a busy machine does not fail it)."""
+    command = [str(ROOT / "bin/gpu-check"), "--device", "cpu", "--quick", "--budget-s", "900"]
     proc = subprocess.run(
-        [str(ROOT / "bin/gpu-check"), "--device", "cpu", "--quick", "--budget-s", "900"]
-        + ["--out", str(tmp_path)],
+        [*command, "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=1000,
