@@ -89,11 +89,11 @@ class ExecutionDAG:
 
     def calls(self) -> Iterator[CallNode]:
         """Iterate over the call nodes in id order of insertion."""
-        return (n for n in self.nodes.values() if n.kind == "call")  # type: ignore[misc]
+        return (n for n in self.nodes.values() if isinstance(n, CallNode))
 
     def values(self) -> Iterator[ValueNode]:
         """Iterate over the value nodes in order of insertion."""
-        return (n for n in self.nodes.values() if n.kind == "value")  # type: ignore[misc]
+        return (n for n in self.nodes.values() if isinstance(n, ValueNode))
 
     def _index(self) -> None:
         """Bring the adjacency index up to date with ``self.edges`` (appends are incremental)."""
@@ -165,20 +165,21 @@ class ExecutionDAG:
                 )
             elif kind == "calls":
                 parent, child = nodes[src], nodes[dst]
-                if child.total_ns > parent.total_ns:  # type: ignore[union-attr]
+                assert isinstance(parent, CallNode) and isinstance(child, CallNode)  # kinds checked
+                if child.total_ns > parent.total_ns:
                     problems.append(
-                        f"call {dst} ({child.name}) takes {child.total_ns} ns, more than its "  # type: ignore[union-attr]
-                        f"caller {src} ({parent.name}, {parent.total_ns} ns)"  # type: ignore[union-attr]
+                        f"call {dst} ({child.name}) takes {child.total_ns} ns, more than its "
+                        f"caller {src} ({parent.name}, {parent.total_ns} ns)"
                     )
         for node in nodes.values():
-            if node.kind == "call":
-                if node.total_ns < 0 or node.self_ns < 0:  # type: ignore[union-attr]
+            if isinstance(node, CallNode):
+                if node.total_ns < 0 or node.self_ns < 0:
                     problems.append(f"call {node.id} ({node.name}) has a negative time")
-                elif node.self_ns > node.total_ns:  # type: ignore[union-attr]
+                elif node.self_ns > node.total_ns:
                     problems.append(f"call {node.id} ({node.name}) has self time above total time")
-                if node.mem_bytes < 0:  # type: ignore[union-attr]
+                if node.mem_bytes < 0:
                     problems.append(f"call {node.id} ({node.name}) has negative memory")
-            elif node.nbytes < 0:  # type: ignore[union-attr]
+            elif node.nbytes < 0:
                 problems.append(f"value {node.id} ({node.name}) has negative nbytes")
         from codedag.graph.algorithms import find_cycle
 
@@ -194,7 +195,7 @@ class ExecutionDAG:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data, with ``schema_version``."""
         nodes_out = [
-            call_dict(n) if type(n) is CallNode else value_dict(n)  # type: ignore[arg-type]
+            call_dict(n) if isinstance(n, CallNode) else value_dict(n)
             for n in self.nodes.values()
         ]
         from codedag.version import __version__
@@ -319,7 +320,7 @@ def _range_problems(nodes: dict[int, Node]) -> list[str]:
 
     problems: list[str] = []
     for node_id, node in nodes.items():
-        if type(node) is CallNode:
+        if isinstance(node, CallNode):
             checked = [
                 ("id", node_id),
                 ("total_ns", node.total_ns),
@@ -330,7 +331,7 @@ def _range_problems(nodes: dict[int, Node]) -> list[str]:
             if node.args:
                 problems.extend(args_problems(node.args, f"node {node_id} ({node.name})"))
         else:
-            checked = [("id", node_id), ("nbytes", node.nbytes)]  # type: ignore[union-attr]
+            checked = [("id", node_id), ("nbytes", node.nbytes)]
         for name, value in checked:
             if not 0 <= value <= _MAX_INT64:
                 problems.append(f"node {node_id} ({node.name}): {name} {value} is out of range")
