@@ -139,3 +139,17 @@ def test_self_check_lists_every_problem(tmp_path) -> None:
     assert "dangling edge (3, 99, uses)" in text
     assert "joins value -> call" in text
     assert "cycle through nodes" in text
+
+
+def test_nodes_are_fetched_by_their_type() -> None:
+    dag = ExecutionDAG()
+    call = dag.add_call(name="cv2.resize")
+    value = dag.add_value(name="v")
+    assert isinstance(dag.call(call), CallNode) and isinstance(dag.value(value), ValueNode)
+    assert [n.id for n in dag.calls()] == [call] and [n.id for n in dag.values()] == [value]
+    with pytest.raises(GraphError, match="not a call"):
+        dag.call(value)
+    with pytest.raises(GraphError, match="not a value"):
+        dag.value(call)
+    with pytest.raises(GraphError, match="not a call"):
+        dag.call(99)

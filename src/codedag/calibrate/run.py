@@ -39,6 +39,7 @@ from codedag.calibrate.measurement import (
 )
 from codedag.calibrate.timing import Budget, Stopwatch, time_one, time_pair
 from codedag.errors import CodeDAGError
+from codedag.graph.model import ExecutionDAG
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +287,7 @@ def _nearest(cand: _Candidate, measured: list[tuple[_Candidate, Measurement]]) -
 
 
 def calibrate_dag(
-    dag: Any,
+    dag: ExecutionDAG,
     device: str = "cpu",
     names: Callable[[str], bool] | None = None,
     progress: Progress = _no_progress,

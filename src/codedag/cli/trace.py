@@ -11,6 +11,7 @@ from typing import Any
 
 from codedag.cli.args import NON_NEGATIVE_INT, POSITIVE_INT
 from codedag.errors import TraceError, UsageError
+from codedag.graph.model import ExecutionDAG
 
 FORMATS = ("json", "dot", "svg")
 
@@ -77,7 +78,7 @@ def _formats(text: str) -> list[str]:
     return formats
 
 
-def summarize(dag: Any, top: int) -> dict[str, Any]:
+def summarize(dag: ExecutionDAG, top: int) -> dict[str, Any]:
     """Calls aggregated by name (sorted by self time) and the largest values."""
     by_name: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for node in dag.calls():

@@ -27,6 +27,7 @@ from codedag.experiments.demo_steps import (
     train,
     verdict,
 )
+from codedag.graph.model import ExecutionDAG
 from codedag.util.io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def tune(loader: Any, settings: DemoSettings, device: str) -> Any | None:
 
 
 def optimize(
-    dag: Any, settings: DemoSettings, device: str, out_dir: Path, loader: Any | None = None
+    dag: ExecutionDAG, settings: DemoSettings, device: str, out_dir: Path, loader: Any | None = None
 ) -> tuple[dict, Any]:
     """Coarsen, partition, calibrate on ``device`` and plan: calls move only where measured faster.
 

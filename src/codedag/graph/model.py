@@ -95,6 +95,20 @@ class ExecutionDAG:
         """Iterate over the value nodes in order of insertion."""
         return (n for n in self.nodes.values() if isinstance(n, ValueNode))
 
+    def call(self, node_id: int) -> CallNode:
+        """The call node ``node_id``; :class:`GraphError` when it is a value or missing."""
+        node = self.nodes.get(node_id)
+        if not isinstance(node, CallNode):
+            raise GraphError(f"node {node_id} is not a call: {node!r}")
+        return node
+
+    def value(self, node_id: int) -> ValueNode:
+        """The value node ``node_id``; :class:`GraphError` when it is a call or missing."""
+        node = self.nodes.get(node_id)
+        if not isinstance(node, ValueNode):
+            raise GraphError(f"node {node_id} is not a value: {node!r}")
+        return node
+
     def _index(self) -> None:
         """Bring the adjacency index up to date with ``self.edges`` (appends are incremental)."""
         if self._indexed_edges is not self.edges or len(self.edges) < self._indexed_len:
@@ -195,8 +209,7 @@ class ExecutionDAG:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data, with ``schema_version``."""
         nodes_out = [
-            call_dict(n) if isinstance(n, CallNode) else value_dict(n)
-            for n in self.nodes.values()
+            call_dict(n) if isinstance(n, CallNode) else value_dict(n) for n in self.nodes.values()
         ]
         from codedag.version import __version__
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from codedag.errors import ConfigError
+from codedag.graph.model import ExecutionDAG
 
 MODES = ("auto", "always", "never")
 
@@ -38,7 +39,7 @@ def _ms(ns: float) -> str:
     return f"{value:.3g} ms" if abs(value) >= 0.01 else f"{ns / 1e3:.3g} us"
 
 
-def traced_batch_size(dag: Any, default: int) -> int:
+def traced_batch_size(dag: ExecutionDAG, default: int) -> int:
     """Samples per batch of the traced DataLoader (``default`` when the trace does not say)."""
     info = (getattr(getattr(dag, "source", dag), "metadata", {}) or {}).get("dataloader") or {}
     for value in (info.get("batch_size"), len(info.get("batch_indices") or [])):

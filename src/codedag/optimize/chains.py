@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from codedag.graph.model import ExecutionDAG
+
 LIBRARY = "library"
 ELEMENTWISE = "elementwise"
 VIEW = "view"
@@ -191,7 +193,7 @@ def _is_operation(node: Any) -> bool:
     return bool(node.is_builtin) or node.args is not None
 
 
-def _samples(dag: Any) -> list[list[Any]]:
+def _samples(dag: ExecutionDAG) -> list[list[Any]]:
     """The operations of each traced sample (see the module docstring)."""
     calls = sorted(dag.calls(), key=lambda n: n.id)
     roots = [
@@ -214,7 +216,7 @@ def _samples(dag: Any) -> list[list[Any]]:
     return out
 
 
-def _ancestor_named(dag: Any, node_id: int, short: str) -> Iterable[int]:
+def _ancestor_named(dag: ExecutionDAG, node_id: int, short: str) -> Iterable[int]:
     stack = list(dag.predecessors(node_id, "calls"))
     seen: set[int] = set()
     while stack:
@@ -227,7 +229,7 @@ def _ancestor_named(dag: Any, node_id: int, short: str) -> Iterable[int]:
         stack.extend(dag.predecessors(parent, "calls"))
 
 
-def _descendants(dag: Any, node_id: int) -> list[int]:
+def _descendants(dag: ExecutionDAG, node_id: int) -> list[int]:
     out: list[int] = []
     stack = list(dag.successors(node_id, "calls"))
     seen: set[int] = set()
@@ -241,7 +243,7 @@ def _descendants(dag: Any, node_id: int) -> list[int]:
     return sorted(out)
 
 
-def _components(dag: Any, ops: list[Any]) -> list[list[Any]]:
+def _components(dag: ExecutionDAG, ops: list[Any]) -> list[list[Any]]:
     """Operations split by dataflow (union-find over producer -> consumer)."""
     parent = {n.id: n.id for n in ops}
 
@@ -262,7 +264,7 @@ def _components(dag: Any, ops: list[Any]) -> list[list[Any]]:
     return sorted(groups.values(), key=lambda g: g[0].id)
 
 
-def _consumers(dag: Any, node_id: int, inside: set[int]) -> list[int]:
+def _consumers(dag: ExecutionDAG, node_id: int, inside: set[int]) -> list[int]:
     out = set()
     for value in dag.successors(node_id, "produces"):
         for consumer in dag.successors(value, "uses"):
@@ -271,7 +273,7 @@ def _consumers(dag: Any, node_id: int, inside: set[int]) -> list[int]:
     return sorted(out)
 
 
-def _producers(dag: Any, node_id: int, inside: set[int]) -> set[int]:
+def _producers(dag: ExecutionDAG, node_id: int, inside: set[int]) -> set[int]:
     out = set()
     for value in dag.predecessors(node_id, "uses"):
         for producer in dag.predecessors(value, "produces"):
@@ -280,7 +282,7 @@ def _producers(dag: Any, node_id: int, inside: set[int]) -> set[int]:
     return out
 
 
-def _value_of(dag: Any, node_id: int) -> Any:
+def _value_of(dag: ExecutionDAG, node_id: int) -> Any:
     """The value node a call produced (the first data value), or ``None``."""
     for value in dag.successors(node_id, "produces"):
         node = dag.nodes[value]
@@ -289,12 +291,12 @@ def _value_of(dag: Any, node_id: int) -> Any:
     return None
 
 
-def _data_slot(dag: Any, node: Any, chain: set[int]) -> str | None:
+def _data_slot(dag: ExecutionDAG, node: Any, chain: set[int]) -> str | None:
     """The argument entry of ``node`` that received a value made by the chain."""
     if node.args is None:
         return None
     fed = [
-        dag.nodes[v]
+        dag.value(v)
         for v in dag.predecessors(node.id, "uses")
         if any(p in chain for p in dag.predecessors(v, "produces"))
     ]
@@ -309,7 +311,7 @@ def _data_slot(dag: Any, node: Any, chain: set[int]) -> str | None:
 
 
 def find_chains(
-    dag: Any,
+    dag: ExecutionDAG,
     library: Callable[[str], bool] | None = None,
     allowed: Callable[[Any], bool] | None = None,
 ) -> ChainsFound:
@@ -341,7 +343,7 @@ def find_chains(
     return ChainsFound(found, _sample_count(dag, samples), note)
 
 
-def _sample_count(dag: Any, samples: list[list[Any]]) -> int:
+def _sample_count(dag: ExecutionDAG, samples: list[list[Any]]) -> int:
     """Samples in the traced batch: ``__getitem__`` calls, else what the DataLoader says."""
     if any(n.name.rsplit(".", 1)[-1] in ("__getitem__", "__getitems__") for n in dag.calls()):
         return len(samples)
@@ -356,7 +358,7 @@ def _sample_count(dag: Any, samples: list[list[Any]]) -> int:
 
 
 def _sample_chains(
-    dag: Any,
+    dag: ExecutionDAG,
     ops: list[Any],
     index: int,
     library: Callable[[str], bool],
@@ -389,7 +391,7 @@ def _sample_chains(
                     frontier.append(consumer)
         steps = []
         for member in sorted(members):
-            call = dag.nodes[member]
+            call = dag.call(member)
             value = _value_of(dag, member)
             steps.append(
                 ChainStep(
@@ -419,7 +421,7 @@ def _entry_slot(call: Any) -> str | None:
     return None
 
 
-def _enclosing(dag: Any, node: Any) -> tuple[str, ...]:
+def _enclosing(dag: ExecutionDAG, node: Any) -> tuple[str, ...]:
     """Names of the user functions between the sample and the call (no per-sample counters)."""
     names = []
     for segment in node.context_key.split("/")[:-1]:
