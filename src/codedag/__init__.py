@@ -77,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "load_results": "codedag.monitor.results",
     "load_settings": "codedag.energy.settings",
     "pareto_front": "codedag.energy.analysis",
-    "plan_jobs": "codedag.energy.plan",
+    "plan_jobs": "codedag.energy.jobs",
     "plot_results": "codedag.monitor.plots",
     "profile_scenario": "codedag.profile.api",
     "profile_target": "codedag.profile.api",

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from codedag.energy.config import HyperparamSpec, load_models_config
+from codedag.energy.jobs import plan_jobs, settings_from_flags
 from codedag.energy.mutation import Mutator, draw_value, resolve_rule
-from codedag.energy.plan import plan_jobs, settings_from_flags
 from codedag.errors import ConfigError, ExperimentError
 
 

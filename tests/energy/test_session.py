@@ -14,7 +14,7 @@ import pytest
 from codedag.cli.main import main
 from codedag.energy.config import bundled_path, load_models_config
 from codedag.energy.executors import LocalExecutor
-from codedag.energy.plan import plan_jobs
+from codedag.energy.jobs import plan_jobs
 from codedag.energy.session import EnergySession, SessionOptions
 from codedag.energy.settings import BatchSettings
 from codedag.energy.store import BASE_COLUMNS, ENERGY_COLUMNS, ResultsDB

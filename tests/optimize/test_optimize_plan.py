@@ -15,7 +15,7 @@ from codedag.optimize.costs import builtin_can_migrate, default_can_migrate
 from codedag.optimize.manager import OptimizerManager
 from codedag.optimize.partition import Partition, as_coarse
 from codedag.optimize.placement import PlacementSettings
-from codedag.optimize.plan import PLAN_KEYS, build_plan
+from codedag.optimize.plan_builder import PLAN_KEYS, build_plan
 from codedag.optimize.synthetic import trace_shaped_dag
 from codedag.plan import MigrationPlan
 

@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_models_config(args.models_config)
     if args.list:
         return _list(config, args.json)
-    from codedag.energy.plan import plan_jobs, settings_from_flags
+    from codedag.energy.jobs import plan_jobs, settings_from_flags
     from codedag.energy.settings import load_settings
 
     if args.experiment_config:

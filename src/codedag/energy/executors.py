@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from codedag.energy.plan import RunSpec
+from codedag.energy.jobs import RunSpec
 from codedag.monitor.devices.gpus import GPUs
 
 log = logging.getLogger(__name__)

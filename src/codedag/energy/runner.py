@@ -26,8 +26,8 @@ from codedag.energy.background import BackgroundLoad
 from codedag.energy.config import ModelsConfig, bundled_path
 from codedag.energy.executors import Slot
 from codedag.energy.gpu_meter import GpuEnergyMeter, GpuEnergyReading
+from codedag.energy.jobs import RunSpec
 from codedag.energy.meters import CpuEnergyMeter, CpuEnergyReading
-from codedag.energy.plan import RunSpec
 from codedag.energy.process import REGISTRY, CommandResult, ProcessRegistry, run_command
 from codedag.errors import ExperimentError
 from codedag.monitor.devices.gpus import GPUs

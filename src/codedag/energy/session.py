@@ -26,9 +26,9 @@ from typing import Any, TextIO
 from codedag.energy.config import ModelsConfig
 from codedag.energy.executors import Executor, LocalExecutor, Slot, Task
 from codedag.energy.governor import CPU_ROOT, check_governor, governor_applied, governor_status
+from codedag.energy.jobs import Job, RunSpec
 from codedag.energy.meters import CpuEnergyMeter
 from codedag.energy.meters import cpu_meter_factory as default_cpu_meter_factory
-from codedag.energy.plan import Job, RunSpec
 from codedag.energy.process import REGISTRY
 from codedag.energy.runner import (
     MemoryCooldown,

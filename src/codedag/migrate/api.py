@@ -24,7 +24,7 @@ from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_
 from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.loader_settings import LoaderSettingsPatch
-from codedag.migrate.plan import PlanView, load_plan_file, parse_plan
+from codedag.migrate.placements import PlanView, load_plan_file, parse_plan
 from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
 from codedag.plan.context import Placement
 

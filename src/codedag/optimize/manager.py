@@ -16,7 +16,7 @@ from codedag.optimize.costs import CanMigrate, CostModel
 from codedag.optimize.export import write_results
 from codedag.optimize.partition import KWayPartitioner, Partition, as_coarse
 from codedag.optimize.placement import PlacementSettings, blocked_reason
-from codedag.optimize.plan import (
+from codedag.optimize.plan_builder import (
     _default_blocker,
     accelerators,
     build_plan,
@@ -245,7 +245,7 @@ class OptimizerManager:
         """The sample chains of ``dag`` batched execution could defer (placement's rules apply:
         random draws, output buffers, ``only``/``exclude``)."""
         from codedag.optimize.chains import find_chains
-        from codedag.optimize.plan import _default_positional
+        from codedag.optimize.plan_builder import _default_positional
 
         blocker = _default_blocker()
         positional = _default_positional()
