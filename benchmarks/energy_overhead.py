@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+from codedag.devices.gpus import NvmlGPUs, open_gpus
 from codedag.energy.gpu_meter import GpuEnergyMeter
 from codedag.energy.meters import (
     PerfCpuMeter,
@@ -26,8 +28,6 @@ from codedag.energy.meters import (
     probe_cpu_energy,
 )
 from codedag.energy.process import run_command
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-from codedag.monitor.devices.gpus import NvmlGPUs, open_gpus
 
 
 def timed_run(loops: int, folder: Path, meters: Callable[[], list]) -> float:

@@ -183,7 +183,7 @@ def check_torch(report: DoctorReport) -> None:
 
 def check_gpus(report: DoctorReport, nvml: Any | None = None) -> None:
     """GPUs through NVML: name, memory, driver, energy counter."""
-    from codedag.monitor.devices.gpus import detect_gpus, open_gpus
+    from codedag.devices.gpus import detect_gpus, open_gpus
 
     detection = detect_gpus(nvml)
     gpus = open_gpus(nvml)
@@ -230,19 +230,18 @@ def check_gpus(report: DoctorReport, nvml: Any | None = None) -> None:
 
 def check_cpu(report: DoctorReport, reader: Any | None = None, root: Path = Path("/")) -> None:
     """CPU count, container limits from cgroups, container detection."""
-    import os
-
     import psutil
 
-    from codedag.monitor.devices.cgroup import CgroupReader, usable_cpu_count
-    from codedag.monitor.devices.container import detect_container
+    from codedag.devices.cgroups import CgroupReader
+    from codedag.devices.container import detect_container
+    from codedag.devices.cpus import logical_cpu_count, usable_cpu_count
 
     reader = reader if reader is not None else CgroupReader()
     cpu_limit = reader.cpu_limit()
     memory_limit = reader.memory_limit()
     total_memory = psutil.virtual_memory().total
     container = detect_container(root)
-    logical = os.cpu_count() or 1
+    logical = logical_cpu_count()
     usable = usable_cpu_count()
     report.facts["cpu"] = {
         "logical_cpus": logical,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+from codedag.devices.gpus import EmptyGPUs, NvmlGPUs
 from codedag.energy.governor import UNAVAILABLE_NO_CPUFREQ, governor_applied
 from codedag.energy.gpu_meter import GpuEnergyMeter, trapezoid_j
 from codedag.energy.meters import (
@@ -16,8 +18,6 @@ from codedag.energy.meters import (
     parse_perf_csv,
 )
 from codedag.errors import ConfigError
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-from codedag.monitor.devices.gpus import EmptyGPUs, NvmlGPUs
 
 
 def fake_rapl(root: Path) -> dict[str, Path]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from codedag.devices.gpus import EmptyGPUs, GPUs
 from codedag.energy.config import ModelsConfig
 from codedag.energy.executors import Executor, LocalExecutor, Slot, Task
 from codedag.energy.governor import CPU_ROOT, check_governor, governor_applied, governor_status
@@ -41,7 +42,6 @@ from codedag.energy.runner import (
 )
 from codedag.energy.settings import BatchSettings
 from codedag.energy.store import SessionStore
-from codedag.monitor.devices.gpus import EmptyGPUs, GPUs
 
 __all__ = ["EnergySession", "SessionOptions", "SessionResult", "extract_metrics", "judge"]
 

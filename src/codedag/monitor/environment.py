@@ -69,7 +69,8 @@ def collect_environment(resources: dict[str, Any] | None = None) -> dict[str, An
 def _limits() -> dict[str, Any]:
     """CPU quota and memory limit of this process's cgroup (cheap file reads; never raises)."""
     try:
-        from codedag.monitor.devices.cgroup import CgroupReader, usable_cpu_count
+        from codedag.devices.cgroups import CgroupReader
+        from codedag.devices.cpus import usable_cpu_count
 
         reader = CgroupReader()
         cpu, memory = reader.cpu_limit(), reader.memory_limit()

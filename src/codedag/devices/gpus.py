@@ -2,7 +2,7 @@
 
 Callers never branch on "is there a GPU": :func:`open_gpus` returns :class:`NvmlGPUs` or
 :class:`EmptyGPUs`, both :class:`GPUs`. The NVML module is injectable, so tests use
-:mod:`codedag.monitor.devices.fake_nvml`. Only the GPUs visible to this process
+:mod:`codedag.devices.fake_nvml`. Only the GPUs visible to this process
 (``CUDA_VISIBLE_DEVICES``, by index or UUID) are reported.
 """
 

@@ -5,8 +5,8 @@ utilization, memory, power and temperature; its energy counter integrates the po
 fake's clock, which tests advance explicitly with :meth:`FakeNVML.advance`.
 
 Example:
-    >>> from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-    >>> from codedag.monitor.devices.gpus import NvmlGPUs
+    >>> from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+    >>> from codedag.devices.gpus import NvmlGPUs
     >>> nvml = FakeNVML([FakeGPU("H100", power_w=300.0)])
     >>> gpus = NvmlGPUs(nvml)
     >>> nvml.advance(2.0)

@@ -1,0 +1,13 @@
+"""Foundation: every hardware fact and action codedag reads or takes.
+
+* :mod:`.cpus`: logical CPUs, the CPUs this process may run on, the CPU model;
+* :mod:`.cgroups`: the process's cgroup (v1, v2, hybrid), its CPU quota, memory limit and usage;
+* :mod:`.container`: whether this process runs in a container, and the evidence;
+* :mod:`.gpus`: GPUs through NVML behind the :class:`~.gpus.GPUs` interface, with the empty
+  no-device implementation :class:`~.gpus.EmptyGPUs`;
+* :mod:`.fake_nvml`: a fake NVML module for tests and demos without a GPU.
+
+Modules here import only the standard library, psutil, torch, pynvml and :mod:`codedag.errors`;
+torch and pynvml are imported inside the functions that need them. Nothing is imported here:
+``import codedag.devices`` initializes no CUDA and opens no NVML.
+"""
