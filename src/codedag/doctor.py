@@ -296,8 +296,8 @@ def check_cpu(report: DoctorReport, reader: Any | None = None, root: Path = Path
 
 def check_energy(report: DoctorReport) -> None:
     """Whether CPU energy can be measured, and whether the governor can be set."""
-    from codedag.energy.governor import governor_status
-    from codedag.energy.meters import is_root, perf_event_paranoid, probe_cpu_energy
+    from codedag.devices.cpu_energy import is_root, perf_event_paranoid, probe_cpu_energy
+    from codedag.devices.governor import governor_status
 
     probe = probe_cpu_energy()
     governor = governor_status()

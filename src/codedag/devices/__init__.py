@@ -5,7 +5,10 @@
 * :mod:`.container`: whether this process runs in a container, and the evidence;
 * :mod:`.gpus`: GPUs through NVML behind the :class:`~.gpus.GPUs` interface, with the empty
   no-device implementation :class:`~.gpus.EmptyGPUs`;
-* :mod:`.fake_nvml`: a fake NVML module for tests and demos without a GPU.
+* :mod:`.fake_nvml`: a fake NVML module for tests and demos without a GPU;
+* :mod:`.cpu_energy`: CPU energy sources (RAPL powercap files, ``perf`` power events), which one
+  is usable here and why the others are not, and their readers;
+* :mod:`.governor`: the CPU frequency governor, read, checked and set for a session.
 
 Modules here import only the standard library, psutil, torch, pynvml and :mod:`codedag.errors`;
 torch and pynvml are imported inside the functions that need them. Nothing is imported here:

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from codedag.devices.governor import CPU_ROOT, check_governor, governor_applied, governor_status
 from codedag.devices.gpus import EmptyGPUs, GPUs
 from codedag.energy.config import ModelsConfig
 from codedag.energy.executors import Executor, LocalExecutor, Slot, Task
-from codedag.energy.governor import CPU_ROOT, check_governor, governor_applied, governor_status
 from codedag.energy.meters import CpuEnergyMeter
 from codedag.energy.meters import cpu_meter_factory as default_cpu_meter_factory
 from codedag.energy.plan import Job, RunSpec
