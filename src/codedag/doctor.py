@@ -143,10 +143,12 @@ def check_torch(report: DoctorReport) -> None:
             "torch", "torch", MISSING, f"not importable: {e}", "everything on the GPU is disabled"
         )
         return
+    from codedag.devices.torch_devices import cuda_available, cuda_device_count
+
     facts.update(installed=True, version=torch.__version__, cuda_build=torch.version.cuda)
     build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
     report.add("torch", "torch", OK, f"{torch.__version__} ({build})")
-    available = bool(torch.cuda.is_available())
+    available = cuda_available()
     facts["cuda_available"] = available
     if not available:
         why = (
@@ -176,9 +178,10 @@ def check_torch(report: DoctorReport) -> None:
             "check the driver and CUDA_VISIBLE_DEVICES",
         )
     facts["cuda_works"] = works
-    facts["cuda_device_count"] = torch.cuda.device_count()
+    count = cuda_device_count()
+    facts["cuda_device_count"] = count
     if works:
-        report.add("torch", "CUDA", OK, f"works on {torch.cuda.device_count()} device(s)")
+        report.add("torch", "CUDA", OK, f"works on {count} device(s)")
 
 
 def check_gpus(report: DoctorReport, nvml: Any | None = None) -> None:

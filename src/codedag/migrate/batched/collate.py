@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
+from codedag.devices.torch_devices import cuda_available
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.batched.deferred import Lazy, LazyArray, LazyTensor, Node, evaluate, ready
 from codedag.migrate.batched.forcing import FORCED
@@ -91,7 +92,7 @@ class BatchRecord:
 
     def pin_memory(self, device: Any = None) -> BatchRecord:
         """The DataLoader's pin thread calls this: pin the payload for an asynchronous copy."""
-        if not self.payload.is_pinned() and torch.cuda.is_available():
+        if not self.payload.is_pinned() and cuda_available():
             self.payload = self.payload.pin_memory()
         return self
 
