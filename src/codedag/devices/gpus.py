@@ -109,7 +109,9 @@ class NvmlGPUs(GPUs):
 
     source = "nvml"
 
-    def __init__(self, nvml: ModuleType | Any | None = None, environ: dict[str, str] | None = None):
+    def __init__(
+        self, nvml: ModuleType | Any | None = None, environ: dict[str, str] | None = None
+    ) -> None:
         from codedag.errors import DeviceError
 
         if nvml is None:
