@@ -18,16 +18,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from codedag.devices.cpu_energy import perf_power_events, probe_cpu_energy
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+from codedag.devices.gpus import NvmlGPUs, open_gpus
 from codedag.energy.gpu_meter import GpuEnergyMeter
-from codedag.energy.meters import (
-    PerfCpuMeter,
-    cpu_meter_factory,
-    perf_power_events,
-    probe_cpu_energy,
-)
+from codedag.energy.meters import PerfCpuMeter, cpu_meter_factory
 from codedag.energy.process import run_command
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-from codedag.monitor.devices.gpus import NvmlGPUs, open_gpus
 
 
 def timed_run(loops: int, folder: Path, meters: Callable[[], list]) -> float:

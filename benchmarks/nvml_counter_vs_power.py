@@ -16,9 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from codedag.devices.gpus import open_gpus
 from codedag.energy.gpu_meter import GpuEnergyMeter
 from codedag.energy.process import run_command
-from codedag.monitor.devices.gpus import open_gpus
 
 LOAD = """
 import sys, time, torch

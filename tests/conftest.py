@@ -21,16 +21,10 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-def _cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _cuda_available():
+    from codedag.devices.torch_devices import cuda_available
+
+    if cuda_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs CUDA (none available here)")
     for item in items:

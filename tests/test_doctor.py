@@ -10,9 +10,9 @@ from pathlib import Path
 
 import psutil
 
+from codedag.devices.cgroups import CgroupReader, discover
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
 from codedag.doctor import DoctorReport, check_cpu, check_gpus, run_doctor
-from codedag.monitor.devices.cgroup import CgroupReader, discover
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
 
 
 def checks_by_name(report: DoctorReport) -> dict[str, tuple[str, str, str]]:

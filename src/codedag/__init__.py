@@ -69,7 +69,7 @@ _EXPORTS: dict[str, str] = {
     "ValueNode": "codedag.graph.model",
     "canonical_name": "codedag.backends.names",
     "compare_modes": "codedag.monitor.compare",
-    "detect_gpus": "codedag.monitor.devices.gpus",
+    "detect_gpus": "codedag.devices.gpus",
     "diagnose": "codedag.profile.diagnosis",
     "is_migratable": "codedag.backends.registry",
     "list_supported_functions": "codedag.backends.registry",

@@ -143,10 +143,12 @@ def check_torch(report: DoctorReport) -> None:
             "torch", "torch", MISSING, f"not importable: {e}", "everything on the GPU is disabled"
         )
         return
+    from codedag.devices.torch_devices import cuda_available, cuda_device_count
+
     facts.update(installed=True, version=torch.__version__, cuda_build=torch.version.cuda)
     build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
     report.add("torch", "torch", OK, f"{torch.__version__} ({build})")
-    available = bool(torch.cuda.is_available())
+    available = cuda_available()
     facts["cuda_available"] = available
     if not available:
         why = (
@@ -176,14 +178,15 @@ def check_torch(report: DoctorReport) -> None:
             "check the driver and CUDA_VISIBLE_DEVICES",
         )
     facts["cuda_works"] = works
-    facts["cuda_device_count"] = torch.cuda.device_count()
+    count = cuda_device_count()
+    facts["cuda_device_count"] = count
     if works:
-        report.add("torch", "CUDA", OK, f"works on {torch.cuda.device_count()} device(s)")
+        report.add("torch", "CUDA", OK, f"works on {count} device(s)")
 
 
 def check_gpus(report: DoctorReport, nvml: Any | None = None) -> None:
     """GPUs through NVML: name, memory, driver, energy counter."""
-    from codedag.monitor.devices.gpus import detect_gpus, open_gpus
+    from codedag.devices.gpus import detect_gpus, open_gpus
 
     detection = detect_gpus(nvml)
     gpus = open_gpus(nvml)
@@ -230,19 +233,18 @@ def check_gpus(report: DoctorReport, nvml: Any | None = None) -> None:
 
 def check_cpu(report: DoctorReport, reader: Any | None = None, root: Path = Path("/")) -> None:
     """CPU count, container limits from cgroups, container detection."""
-    import os
-
     import psutil
 
-    from codedag.monitor.devices.cgroup import CgroupReader, usable_cpu_count
-    from codedag.monitor.devices.container import detect_container
+    from codedag.devices.cgroups import CgroupReader
+    from codedag.devices.container import detect_container
+    from codedag.devices.cpus import logical_cpu_count, usable_cpu_count
 
     reader = reader if reader is not None else CgroupReader()
     cpu_limit = reader.cpu_limit()
     memory_limit = reader.memory_limit()
     total_memory = psutil.virtual_memory().total
     container = detect_container(root)
-    logical = os.cpu_count() or 1
+    logical = logical_cpu_count()
     usable = usable_cpu_count()
     report.facts["cpu"] = {
         "logical_cpus": logical,
@@ -297,8 +299,8 @@ def check_cpu(report: DoctorReport, reader: Any | None = None, root: Path = Path
 
 def check_energy(report: DoctorReport) -> None:
     """Whether CPU energy can be measured, and whether the governor can be set."""
-    from codedag.energy.governor import governor_status
-    from codedag.energy.meters import is_root, perf_event_paranoid, probe_cpu_energy
+    from codedag.devices.cpu_energy import is_root, perf_event_paranoid, probe_cpu_energy
+    from codedag.devices.governor import governor_status
 
     probe = probe_cpu_energy()
     governor = governor_status()

@@ -1,4 +1,4 @@
-"""Energy meters on fake hardware: RAPL files, perf output, fake NVML; the governor on fake sysfs."""
+"""Energy meters over a window on fake hardware: RAPL files, a fake perf, fake NVML."""
 
 from __future__ import annotations
 
@@ -6,18 +6,14 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_perf import wait_for, write_fake_perf
 
-from codedag.energy.governor import UNAVAILABLE_NO_CPUFREQ, governor_applied
+from codedag.devices.cpu_energy import CpuEnergyProbe
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+from codedag.devices.gpus import EmptyGPUs, NvmlGPUs
 from codedag.energy.gpu_meter import GpuEnergyMeter, trapezoid_j
-from codedag.energy.meters import (
-    CpuEnergyProbe,
-    RaplCpuMeter,
-    cpu_meter_factory,
-    parse_perf_csv,
-)
-from codedag.errors import ConfigError
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-from codedag.monitor.devices.gpus import EmptyGPUs, NvmlGPUs
+from codedag.energy.meters import PerfCpuMeter, RaplCpuMeter, cpu_meter_factory
+from codedag.energy.process import REGISTRY
 
 
 def fake_rapl(root: Path) -> dict[str, Path]:
@@ -60,9 +56,7 @@ def test_rapl_meter_that_does_not_advance_is_unavailable(tmp_path: Path) -> None
     assert reading.metrics()["cpu_energy_source"] == "unavailable"
 
 
-def test_perf_output_parsing_and_unavailable_factory() -> None:
-    text = "# started on ...\n\n12.34,Joules,power/energy-pkg/,1000,100.00,,\n0.00,Joules,power/energy-psys/,1000,100.00,,\n"
-    assert parse_perf_csv(text) == {"energy-pkg": 12.34, "energy-psys": 0.0}
+def test_unavailable_factory_gives_the_reason() -> None:
     probe = CpuEnergyProbe(
         None, "CPU energy unavailable: RAPL: none; perf: reads 0 J", "none", "0 J"
     )
@@ -97,31 +91,31 @@ def test_gpu_meter_counter_and_trapezoid_on_real_timestamps() -> None:
     assert empty.stop().metrics()["gpu_energy_unavailable_reason"] == "no NVML"
 
 
-def fake_cpufreq(root: Path, governor: str = "powersave") -> list[Path]:
-    files = []
-    for cpu in ("cpu0", "cpu1"):
-        folder = root / cpu / "cpufreq"
-        folder.mkdir(parents=True)
-        (folder / "scaling_governor").write_text(governor + "\n")
-        (folder / "scaling_available_governors").write_text("performance powersave\n")
-        files.append(folder / "scaling_governor")
-    return files
+def test_perf_meter_reads_a_window_and_its_process_is_registered(tmp_path: Path) -> None:
+    perf, ready = write_fake_perf(tmp_path, {"energy-pkg": 6.0, "energy-ram": 1.5})
+    meter = PerfCpuMeter(["energy-pkg", "energy-ram"], perf=str(perf))
+    before = set(REGISTRY.live())
+    meter.start()
+    wait_for(ready)
+    started = set(REGISTRY.live()) - before
+    assert len(started) == 1  # ended with the session's other processes if it is interrupted
+    reading = meter.stop()
+    assert not started & set(REGISTRY.live())
+    assert (reading.source, reading.pkg_j, reading.ram_j, reading.total_j) == (
+        "perf",
+        6.0,
+        1.5,
+        7.5,
+    )
+    assert reading.metrics()["cpu_energy_source"] == "perf"
 
 
-def test_governor_is_set_and_restored(tmp_path: Path) -> None:
-    files = fake_cpufreq(tmp_path)
-    with pytest.raises(RuntimeError), governor_applied("performance", tmp_path) as governor:
-        assert governor == "performance"
-        assert all(f.read_text().strip() == "performance" for f in files)
-        raise RuntimeError("an error inside the session")
-    assert all(f.read_text().strip() == "powersave" for f in files)
-    with (
-        pytest.raises(ConfigError, match="available: performance, powersave"),
-        governor_applied("turbo", tmp_path),
-    ):
-        pass
-
-
-def test_governor_without_cpufreq_is_recorded_as_unavailable(tmp_path: Path) -> None:
-    with governor_applied("performance", tmp_path) as governor:
-        assert governor == UNAVAILABLE_NO_CPUFREQ == "unavailable: no cpufreq"
+def test_perf_meter_that_reads_zero_or_was_not_started_is_unavailable(tmp_path: Path) -> None:
+    perf, ready = write_fake_perf(tmp_path, {"energy-psys": 0.0})
+    meter = PerfCpuMeter(["energy-psys"], perf=str(perf))
+    meter.start()
+    wait_for(ready)
+    reading = meter.stop()
+    assert reading.total_j is None and "read 0 J" in (reading.reason or "")
+    unstarted = PerfCpuMeter(["energy-pkg"], perf=str(perf)).stop()
+    assert unstarted.source == "unavailable" and unstarted.reason == "perf meter was not started"

@@ -12,14 +12,14 @@ import psutil
 import pytest
 
 from codedag.cli.main import main
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+from codedag.devices.gpus import NvmlGPUs
 from codedag.energy.config import bundled_path, load_models_config
 from codedag.energy.executors import LocalExecutor
 from codedag.energy.jobs import plan_jobs
 from codedag.energy.session import EnergySession, SessionOptions
 from codedag.energy.settings import BatchSettings
 from codedag.energy.store import BASE_COLUMNS, ENERGY_COLUMNS, ResultsDB
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-from codedag.monitor.devices.gpus import NvmlGPUs
 
 
 def dead(pid: int) -> bool:
@@ -242,8 +242,8 @@ def test_a_program_that_cannot_start_is_a_failed_experiment(tmp_path: Path, toy:
 
 
 def test_local_executor_slots() -> None:
+    from codedag.devices.gpus import EmptyGPUs
     from codedag.energy.executors import Slot
-    from codedag.monitor.devices.gpus import EmptyGPUs
 
     assert LocalExecutor(EmptyGPUs()).slots() == [Slot()]  # CPU only: one at a time
     nvml = FakeNVML([FakeGPU(memory_used_mb=500.0), FakeGPU(memory_used_mb=30_000.0)])

@@ -237,8 +237,7 @@ def test_each_pipeline_makes_the_library_calls_it_documents(
 
 @pytest.mark.parametrize("name", ["letterbox", "compose", "yolo_mosaic"])
 def test_a_traced_batch_records_the_pipelines_cv2_calls(name: str) -> None:
-    from codedag.trace import trace_dataloader
-    from codedag.trace.tracer import EnhancedTracer
+    from codedag.trace.tracer import EnhancedTracer, trace_dataloader
 
     options = {"hyp": {"mosaic": 0.5}} if name == "yolo_mosaic" else {}
     loader = small_loader(name, n=16, batch_size=16, **options)

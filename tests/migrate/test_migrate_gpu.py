@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+import codedag.devices.workers as workers_devices
 from codedag.backends.names import canonical_name
-from codedag.migrate import devices
 from codedag.migrate.api import PipelineMigrator
 
 pytestmark = pytest.mark.gpu
@@ -52,7 +52,7 @@ class _Images(Dataset):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, bool, bool]:
         img = np.full((32, 32, 3), i, dtype=np.uint8)
         flipped = torch.from_numpy(cv2.flip(img, 0))
-        return flipped, torch.cuda.is_initialized(), devices.must_avoid_cuda()
+        return flipped, torch.cuda.is_initialized(), workers_devices.must_avoid_cuda()
 
 
 @pytest.mark.timeout(120)

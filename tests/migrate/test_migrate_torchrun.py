@@ -72,11 +72,11 @@ def test_ranks_beyond_the_gpu_count_share_gpus_the_same_way(
 ) -> None:
     import torch
 
-    from codedag.migrate import devices
+    import codedag.devices.torch_devices as torch_devices
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     monkeypatch.setenv("LOCAL_RANK", "5")
-    assert devices.default_device() == "cuda:1"
-    assert devices.device_for_rank("cuda") == "cuda:1"  # what --device cuda means on rank 5
-    assert devices.device_for_rank("cuda:0") == devices.default_device()
+    assert torch_devices.default_device() == "cuda:1"
+    assert torch_devices.device_for_rank("cuda") == "cuda:1"  # what --device cuda means on rank 5
+    assert torch_devices.device_for_rank("cuda:0") == torch_devices.default_device()

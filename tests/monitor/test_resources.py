@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from codedag.monitor.devices.cgroup import CgroupReader, discover
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-from codedag.monitor.devices.gpus import EmptyGPUs, NvmlGPUs
+from codedag.devices.cgroups import CgroupReader, discover
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+from codedag.devices.gpus import EmptyGPUs, NvmlGPUs
 from codedag.monitor.probes import ResourceSample
 from codedag.monitor.resources import ResourceMonitor
 from codedag.monitor.system import SystemProbe

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from codedag.monitor.devices.cgroup import CgroupReader, discover, usable_cpu_count
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-from codedag.monitor.devices.gpus import EmptyGPUs, NvmlGPUs
+from codedag.devices.cgroups import CgroupReader, discover
+from codedag.devices.cpus import usable_cpu_count
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+from codedag.devices.gpus import EmptyGPUs, NvmlGPUs
 from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.resources import ResourceMonitor
 from codedag.monitor.system import SystemProbe

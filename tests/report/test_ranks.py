@@ -10,7 +10,6 @@ import pytest
 
 from codedag.cli.main import main
 from codedag.errors import SchemaError
-from codedag.monitor.environment import distributed_launch
 from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.results import load_results
 from codedag.report.ranks import (
@@ -122,17 +121,3 @@ def test_report_figures_and_table_of_a_multi_rank_run(
     assert main(["report", str(launch[1].parent), "--no-plots"]) == 0
     out = capsys.readouterr().out
     assert "2 ranks" in out and "all 2" in out and "rank 1 (" in out
-
-
-def test_distributed_launch_identifies_the_launch() -> None:
-    assert distributed_launch({}) is None
-    assert distributed_launch({"RANK": "0", "WORLD_SIZE": "1"}) is None
-    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_PORT": "29500"}
-    assert distributed_launch({**env, "TORCHELASTIC_RUN_ID": "abc"}) == {
-        "rank": 3,
-        "world_size": 4,
-        "local_rank": 1,
-        "ids": {"TORCHELASTIC_RUN_ID": "abc", "MASTER_PORT": "29500"},
-    }
-    slurm = distributed_launch({"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "77"})
-    assert slurm is not None and slurm["rank"] == 1 and slurm["ids"] == {"SLURM_JOB_ID": "77"}

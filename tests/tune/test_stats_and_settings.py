@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from codedag.devices.cgroups import CgroupReader, discover
 from codedag.errors import ConfigError, SchemaError
-from codedag.monitor.devices.cgroup import CgroupReader, discover
 from codedag.plan import LoaderSection, LoaderSettings, MigrationPlan
 from codedag.tune.limits import machine_limits
 from codedag.tune.options import parse_fixed, resolve_fixed

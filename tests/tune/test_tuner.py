@@ -13,8 +13,8 @@ import pytest
 from loader_fixtures import FreeDataset, SleepyDataset
 from torch.utils.data import DataLoader
 
+from codedag.devices.cgroups import CgroupReader, discover
 from codedag.errors import ConfigError
-from codedag.monitor.devices.cgroup import CgroupReader, discover
 from codedag.plan import MigrationPlan
 from codedag.tune import TuneOptions, tune_loader
 from codedag.tune.tuner import plan_with_loader

@@ -14,7 +14,7 @@ import torch
 
 from codedag.errors import ConfigError
 from codedag.util.io import atomic_write_json, atomic_write_text
-from codedag.util.logs import distributed_rank, setup_logging
+from codedag.util.logs import setup_logging
 from codedag.util.seeding import seed_everything
 
 
@@ -30,18 +30,34 @@ def test_logging_is_plain_when_piped() -> None:
     assert len([h for h in logger.handlers if h.get_name() == "codedag-cli"]) == 1
 
 
-def test_only_rank_zero_logs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RANK", "3")
-    assert distributed_rank() == 3
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS")
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        {"RANK": "3", "WORLD_SIZE": "4"},
+        {"RANK": "3"},
+        {"SLURM_PROCID": "1", "SLURM_NTASKS": "2"},
+    ],
+)
+def test_only_rank_zero_logs(monkeypatch: pytest.MonkeyPatch, launch: dict[str, str]) -> None:
+    for name in LAUNCH_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in launch.items():
+        monkeypatch.setenv(name, value)
     stream = io.StringIO()
     setup_logging(1, stream=stream)
-    logging.getLogger("codedag.x").info("from rank 3")
+    logging.getLogger("codedag.x").info("from another rank")
     logging.getLogger("codedag.x").error("errors still show")
-    assert "from rank 3" not in stream.getvalue()
+    assert "from another rank" not in stream.getvalue()
     assert "errors still show" in stream.getvalue()
-    monkeypatch.delenv("RANK")
+    for name in launch:
+        monkeypatch.delenv(name)
     monkeypatch.setenv("LOCAL_RANK", "0")
-    assert distributed_rank() == 0
+    setup_logging(1, stream=stream)
+    logging.getLogger("codedag.x").info("from rank 0")
+    assert "from rank 0" in stream.getvalue()
 
 
 def test_seed_everything_reproduces_all_generators() -> None:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from codedag.devices.torch_devices import cuda_available
 from codedag.errors import UnsupportedOperation
 
 _SUPPORTED_KINDS = frozenset("biufc")
@@ -254,7 +255,7 @@ class ValueConverter:
     def __init__(self, device: torch.device | str, zero_copy: bool | None = None) -> None:
         self.device = torch.device(device)
         self.zero_copy = self.device.type == "cpu" if zero_copy is None else zero_copy
-        pinned = self.device.type == "cuda" and torch.cuda.is_available()
+        pinned = self.device.type == "cuda" and cuda_available()
         self.buffers = HostBuffers(pinned=pinned)
         self.cache = DeviceCache(self.buffers)
 

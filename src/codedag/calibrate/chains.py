@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from codedag.calibrate.cache import CalibrationCache, entry_key
-from codedag.calibrate.environment import device_name, device_sync, library_versions
+from codedag.calibrate.environment import library_versions
 from codedag.calibrate.inputs import signature
 from codedag.calibrate.timing import Budget, Stopwatch, Timing, difference_error_ns, time_pair
+from codedag.devices.torch_devices import device_name, device_sync
 
 log = logging.getLogger(__name__)
 

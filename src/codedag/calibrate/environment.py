@@ -1,12 +1,13 @@
-"""What a measurement depends on besides the call: the device and the library versions."""
+"""What a measurement depends on besides the call and the device: the library versions.
+
+The device's description and how to wait for its work live in :mod:`codedag.devices.torch_devices`.
+"""
 
 from __future__ import annotations
 
 import functools
 import importlib.metadata
 import platform
-import sys
-from collections.abc import Callable
 
 # Distribution names whose versions a function's timing depends on, by the name's first segment.
 _LIBRARY_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -59,41 +60,3 @@ def library_versions(function: str) -> dict[str, str]:
         if found:
             versions[distribution] = found
     return versions
-
-
-@functools.cache
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
-
-
-def device_name(device: str) -> str:
-    """A description of ``device`` that identifies its speed: CPU model and torch threads, or
-    the GPU's name and compute capability."""
-    import torch
-
-    if device.startswith("cuda"):
-        index = torch.device(device).index or 0
-        major, minor = torch.cuda.get_device_capability(index)
-        return f"{torch.cuda.get_device_name(index)} (sm_{major}{minor})"
-    if device == "mps":
-        return f"Apple MPS ({platform.machine()})"
-    return f"{_cpu_model()} ({torch.get_num_threads()} torch threads, {sys.platform})"
-
-
-def device_sync(device: str) -> Callable[[], None]:
-    """The function that waits for ``device``'s queued work (nothing to wait for on the CPU)."""
-    import torch
-
-    if device.startswith("cuda"):
-        index = torch.device(device).index or 0
-        return lambda: torch.cuda.synchronize(index)
-    if device == "mps":
-        return torch.mps.synchronize
-    return lambda: None

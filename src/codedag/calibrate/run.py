@@ -24,7 +24,7 @@ from typing import Any
 
 from codedag.calibrate.cache import CalibrationCache, entry_key
 from codedag.calibrate.dispatch import measure_dispatch
-from codedag.calibrate.environment import device_name, device_sync, library_versions
+from codedag.calibrate.environment import library_versions
 from codedag.calibrate.inputs import (
     describe,
     input_bytes,
@@ -38,6 +38,7 @@ from codedag.calibrate.measurement import (
     Measurement,
 )
 from codedag.calibrate.timing import Budget, Stopwatch, time_one, time_pair
+from codedag.devices.torch_devices import device_name, device_sync
 from codedag.errors import CodeDAGError
 from codedag.graph.model import ExecutionDAG
 

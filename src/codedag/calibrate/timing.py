@@ -67,7 +67,8 @@ class Stopwatch:
     """Times one call: ``sync(); t0; fn(); sync(); t1``.
 
     Args:
-        sync: waits for queued device work (``torch.cuda.synchronize`` on CUDA).
+        sync: waits for queued device work (:func:`codedag.devices.torch_devices.device_sync` of
+            the device).
         clock: nanosecond clock.
     """
 

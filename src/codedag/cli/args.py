@@ -85,34 +85,3 @@ NON_NEGATIVE_INT = integer(0)
 POSITIVE_NUMBER = number(above=0)
 NON_NEGATIVE_NUMBER = number(0)
 SEED = integer(0, SEED_MAX, "seeds are 32-bit")
-
-
-def check_device(text: str, flag: str = "--device") -> str:
-    """``text`` as a torch device that exists here (``cuda`` means ``cuda:0``).
-
-    Raises:
-        ConfigError: not a device name, or no such device on this machine.
-    """
-    import torch
-
-    from codedag.errors import ConfigError
-
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise ConfigError(
-            f"{flag} {text!r} is not a device; expected cpu, cuda or cuda:N"
-        ) from None
-    if device.type == "cpu":
-        return "cpu"
-    if device.type != "cuda":
-        raise ConfigError(f"{flag} {text!r}: only cpu and cuda devices are supported")
-    if not torch.cuda.is_available():
-        raise ConfigError(f"{flag} {text}: CUDA is not available on this machine")
-    index = device.index or 0
-    count = torch.cuda.device_count()
-    if index >= count:
-        raise ConfigError(
-            f"{flag} {text}: no such GPU here ({count} CUDA device(s): cuda:0 to cuda:{count - 1})"
-        )
-    return f"cuda:{index}"

@@ -93,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from codedag.calibrate import calibrate_dag
+    from codedag.devices.torch_devices import device_exists
     from codedag.errors import UsageError
     from codedag.graph.model import ExecutionDAG
-    from codedag.migrate.devices import device_exists
     from codedag.plan import check_device
 
     try:

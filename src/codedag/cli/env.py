@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 def run_check(args: argparse.Namespace) -> int:
     """Print Docker, GPU and experiment status."""
+    from codedag.devices.gpus import detect_gpus
     from codedag.experiments.docker import probe_docker
-    from codedag.monitor.devices.gpus import detect_gpus
 
     status = probe_docker()
     gpus = detect_gpus()

@@ -267,12 +267,11 @@ def batched_table(batched: dict[str, Any], where: str = "") -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Apply the plan, run the command, restore, print the counters; returns its exit code."""
-    from codedag.cli.args import check_device
+    from codedag.devices.distributed import distributed_rank
+    from codedag.devices.torch_devices import device_for_rank, require_device
     from codedag.errors import UsageError
     from codedag.migrate.api import PipelineMigrator
-    from codedag.migrate.devices import device_for_rank
     from codedag.migrate.guard import GuardSettings
-    from codedag.monitor.environment import distributed_rank
     from codedag.util.io import atomic_write_json
     from codedag.util.logs import held_logs
     from codedag.util.paths import check_output_file
@@ -282,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stats_out is not None:
         check_output_file(args.stats_out, "--stats-out")
     # under torchrun --device cuda means this rank's GPU (cuda:LOCAL_RANK)
-    device = device_for_rank(check_device(args.device)) if args.device is not None else None
+    device = device_for_rank(require_device(args.device)) if args.device is not None else None
     try:
         guard = None if args.no_guard else GuardSettings(args.guard_calls, args.guard_margin)
     except ValueError as e:

@@ -228,8 +228,8 @@ def _make_executor(settings: Any, echo: bool) -> Any:
 def _run_session(
     args: argparse.Namespace, config: Any, settings: Any, jobs: Any, seed: int, results_dir: Path
 ) -> int:
+    from codedag.devices.gpus import EmptyGPUs, open_gpus
     from codedag.energy.session import EnergySession, SessionOptions
-    from codedag.monitor.devices.gpus import EmptyGPUs, open_gpus
 
     options = SessionOptions(
         results_dir=results_dir,

@@ -110,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 def _gpu_count() -> int:
     try:
-        from codedag.monitor.devices.gpus import detect_gpus
+        from codedag.devices.gpus import detect_gpus
     except ImportError:  # pragma: no cover - the monitor package is part of codedag
         return 0
     return int(detect_gpus().count)

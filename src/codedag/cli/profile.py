@@ -216,8 +216,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from codedag.devices.torch_devices import require_device
     from codedag.errors import UsageError
-    from codedag.profile.api import profile_scenario, profile_target, require_device
+    from codedag.profile.api import profile_scenario, profile_target
     from codedag.util.io import atomic_write_json
 
     if args.target and args.scenario:

@@ -144,7 +144,7 @@ def _check(args: argparse.Namespace) -> None:
     if not (0 <= args.margin < 100):
         raise UsageError(f"--margin must be a percentage in [0, 100), got {args.margin}")
     if args.device is not None:
-        from codedag.migrate.devices import device_exists
+        from codedag.devices.torch_devices import device_exists
 
         if not device_exists(args.device):
             raise UsageError(f"--device {args.device} does not exist here")

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from codedag.devices.gpus import GPUs
 from codedag.energy.jobs import RunSpec
-from codedag.monitor.devices.gpus import GPUs
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codedag.monitor.devices.gpus import GPUs, GPUSample
+from codedag.devices.gpus import GPUs, GPUSample
 from codedag.util.io import atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)

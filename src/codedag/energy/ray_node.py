@@ -31,12 +31,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from codedag.devices.governor import UNAVAILABLE_NO_CPUFREQ, governor_status
+from codedag.devices.gpus import open_gpus
 from codedag.energy.executors import Slot, Task
-from codedag.energy.governor import UNAVAILABLE_NO_CPUFREQ, governor_status
 from codedag.energy.meters import CpuEnergyMeter, CpuEnergyReading, cpu_meter_factory
 from codedag.energy.ray_reaper import GroupReaper
 from codedag.energy.runner import Place, gpu_record, run_experiment
-from codedag.monitor.devices.gpus import open_gpus
 
 log = logging.getLogger(__name__)
 

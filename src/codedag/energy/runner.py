@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from codedag.devices.gpus import GPUs
 from codedag.energy.background import BackgroundLoad
 from codedag.energy.config import ModelsConfig, bundled_path
 from codedag.energy.executors import Slot
@@ -30,7 +31,6 @@ from codedag.energy.jobs import RunSpec
 from codedag.energy.meters import CpuEnergyMeter, CpuEnergyReading
 from codedag.energy.process import REGISTRY, CommandResult, ProcessRegistry, run_command
 from codedag.errors import ExperimentError
-from codedag.monitor.devices.gpus import GPUs
 from codedag.util.io import atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)

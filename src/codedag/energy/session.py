@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from codedag.devices.governor import CPU_ROOT, check_governor, governor_applied, governor_status
+from codedag.devices.gpus import EmptyGPUs, GPUs
 from codedag.energy.config import ModelsConfig
 from codedag.energy.executors import Executor, LocalExecutor, Slot, Task
-from codedag.energy.governor import CPU_ROOT, check_governor, governor_applied, governor_status
 from codedag.energy.jobs import Job, RunSpec
 from codedag.energy.meters import CpuEnergyMeter
 from codedag.energy.meters import cpu_meter_factory as default_cpu_meter_factory
@@ -41,7 +42,6 @@ from codedag.energy.runner import (
 )
 from codedag.energy.settings import BatchSettings
 from codedag.energy.store import SessionStore
-from codedag.monitor.devices.gpus import EmptyGPUs, GPUs
 
 __all__ = ["EnergySession", "SessionOptions", "SessionResult", "extract_metrics", "judge"]
 

@@ -22,7 +22,6 @@ from codedag.experiments.demo_steps import (
     build_loader,
     check_equivalence,
     placement_rows,
-    resolve_device,
     summarize,
     train,
     verdict,
@@ -169,12 +168,14 @@ def draw_dag(result: dict[str, Any], out_dir: Path) -> tuple[Path, str | None, s
 
 def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoResult:
     """Run every stage and write the outputs; returns the figures of the summary."""
+    from codedag.devices.torch_devices import default_device, require_device
     from codedag.migrate.api import PipelineMigrator
     from codedag.monitor.experiment import ExperimentMonitor
 
     settings.validate()
     out_dir = _prepare_out_dir(Path(settings.out_dir))
-    device = resolve_device(settings.device)
+    # the migrator's default device when nothing was asked, else the one asked for if it exists
+    device = default_device() if settings.device is None else require_device(settings.device)
     loader = build_loader(settings)
     monitor = ExperimentMonitor(f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir)
     keep = settings.check_batches

@@ -14,20 +14,6 @@ from codedag.experiments.demo_settings import DemoSettings, ModeSummary
 Progress = Callable[[str, int, int], None]
 
 
-def resolve_device(requested: str | None) -> str:
-    """The migrator's default device when nothing was asked, else the one asked for if it exists."""
-    from codedag.migrate.devices import default_device, device_exists
-
-    if requested is None:
-        return default_device()
-    device = "cuda:0" if requested == "cuda" else requested
-    if not device_exists(device):
-        from codedag.errors import DeviceError
-
-        raise DeviceError(f"--device {requested} was asked for but it does not exist here")
-    return device
-
-
 def build_loader(settings: DemoSettings) -> Any:
     """The demo's Dataset and DataLoader for the task, seeded so every run sees the same order."""
     import torch

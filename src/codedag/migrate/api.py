@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from codedag.backends.registry import Registry, default_registry
 from codedag.backends.values import ValueConverter
+from codedag.devices.torch_devices import default_device as _default_device
+from codedag.devices.torch_devices import device_for_rank, resolve_device
+from codedag.devices.workers import install_fork_hook
 from codedag.migrate.batched.settings import BatchedSettings
-from codedag.migrate.devices import default_device as _default_device
-from codedag.migrate.devices import device_for_rank, install_fork_hook, resolve_device
 from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.loader_settings import LoaderSettingsPatch

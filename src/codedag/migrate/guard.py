@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from codedag.backends.tolerances import difference
+from codedag.devices.torch_devices import synchronize
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class GuardSettings:
             (0: it must not lose; 0.1: it must be at least 10 % faster).
         clock_ns: the clock (nanoseconds); tests inject a fake one.
         synchronize: ``synchronize(device)`` around a backend on a CUDA device; default
-            ``torch.cuda.synchronize``.
+            :func:`codedag.devices.torch_devices.synchronize`.
     """
 
     calls: int = 8
@@ -79,12 +80,6 @@ class Checked(NamedTuple):
     from_backend: bool
     backend_error: Exception | None
     difference: str | None
-
-
-def _cuda_synchronize(device: str) -> None:
-    import torch
-
-    torch.cuda.synchronize(device)
 
 
 # Integer codes of the states and reasons, for the shared counters of forked workers.
@@ -205,7 +200,7 @@ class Guard:
         settings = self.settings
         assert settings is not None, "run() is only called while checking"
         clock = settings.clock_ns
-        sync = settings.synchronize or _cuda_synchronize
+        sync = settings.synchronize or synchronize
         with self._lock:
             backend_first = self._started % 2 == 0
             self._started += 1

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from codedag.devices.torch_devices import cuda_available
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.patching import Patcher
 from codedag.plan.loader import LoaderSection
@@ -97,9 +98,7 @@ class LoaderSettingsPatch:
         if self._patcher.is_patched(TARGET):
             return
         if self.cuda_available is None:
-            import torch
-
-            self.cuda_available = bool(torch.cuda.is_available())
+            self.cuda_available = cuda_available()
         self._patcher.patch(TARGET, self._factory, rebind_references=False)
         log.info(
             "loader settings applied to new DataLoaders%s: %s",

@@ -37,8 +37,8 @@ from typing import Any
 from codedag.backends.executor import Executor
 from codedag.backends.registry import OpSpec
 from codedag.backends.values import ValueConverter
+from codedag.devices.workers import effective_device, final_effective_device, install_fork_hook
 from codedag.errors import UnsupportedOperation
-from codedag.migrate.devices import effective_device, final_effective_device, install_fork_hook
 from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats
 from codedag.migrate.proxy import Count, ufunc_proxy
 from codedag.migrate.workerstats import publish_now

@@ -1,5 +1,5 @@
 """Monitoring of training runs: batch time, data wait, CPU/GPU use, memory, losses, accuracies.
 
 Import from the submodules (``codedag.monitor.experiment`` etc.) or from ``codedag``; this package
-imports nothing at load time, so ``import codedag.monitor.devices`` stays cheap.
+imports nothing at load time.
 """

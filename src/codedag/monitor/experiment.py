@@ -41,12 +41,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from codedag.devices.distributed import distributed_launch, distributed_rank
 from codedag.monitor import forksafe
-from codedag.monitor.environment import (
-    collect_environment,
-    distributed_launch,
-    distributed_rank,
-)
+from codedag.monitor.environment import collect_environment
 from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
 from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
 from codedag.monitor.resources import RESOURCE_CSV_HEADER, Probe, ResourceMonitor

@@ -6,7 +6,7 @@
   wrong for the job, so CPU comes from the cgroup usage counter (v1 ``cpuacct.usage``, v2
   ``cpu.stat``) as percent of the quota, and memory from the cgroup usage against its limit.
   Elsewhere, host-wide CPU and memory from psutil.
-- **GPUs**: through the ``GPUs`` interface of ``codedag.monitor.devices.gpus`` (``EmptyGPUs``
+- **GPUs**: through the ``GPUs`` interface of ``codedag.devices.gpus`` (``EmptyGPUs``
   when there is no GPU or no NVML).
 """
 

@@ -11,8 +11,8 @@ import os
 from collections import defaultdict
 from typing import Any
 
+from codedag.devices.gpus import GPUInfo, GPUs, GPUSample
 from codedag.errors import ConfigError
-from codedag.monitor.devices.gpus import GPUInfo, GPUs, GPUSample
 from codedag.monitor.probes import GpuReading, ResourceSample
 from codedag.monitor.results import load_results
 

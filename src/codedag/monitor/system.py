@@ -55,19 +55,20 @@ class SystemProbe:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        from codedag.monitor.devices.cgroup import CgroupReader, usable_cpu_count
+        from codedag.devices.cgroups import CgroupReader
+        from codedag.devices.cpus import usable_cpu_count
 
         self._clock = clock
         self._monotonic = monotonic
         self.cgroup = cgroup if cgroup is not None else CgroupReader()
         if gpus is None:
-            from codedag.monitor.devices.gpus import open_gpus
+            from codedag.devices.gpus import open_gpus
 
             gpus = open_gpus()
         self.gpus = gpus
         self.container_evidence: list[str] = []
         if in_container is None:
-            from codedag.monitor.devices.container import detect_container
+            from codedag.devices.container import detect_container
 
             info = detect_container()
             in_container, self.container_evidence = info.in_container, list(info.evidence)

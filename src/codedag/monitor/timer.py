@@ -9,7 +9,7 @@ For every batch the ``Timer`` records two durations:
 CUDA kernels run asynchronously, so a host clock read right after ``loss.backward()`` measures how
 fast work was *queued*, not how long it took. ``cuda_timing`` picks how the timer deals with that:
 
-- ``"sync"``: ``torch.cuda.synchronize()`` before each clock read (exact wall time per step;
+- ``"sync"``: wait for the CUDA device before each clock read (exact wall time per step;
   costs one device sync per step, which a loop calling ``loss.item()`` pays anyway);
 - ``"events"``: CUDA events recorded on the current stream, no host sync per step. Batch time is
   the GPU time between the step's two events; data wait is the GPU idle gap between the previous
@@ -25,14 +25,15 @@ Memory stays constant however long the run: moments and quantiles are streamed
 
 from __future__ import annotations
 
+import functools
 import logging
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from codedag.devices.torch_devices import cuda_initialized, synchronize
 from codedag.errors import ConfigError
 from codedag.monitor.spill import CsvSpill
 from codedag.monitor.stats import Downsampler, LogHistogram, RunningStats
@@ -53,23 +54,6 @@ class TimingEvent(Protocol):
     def elapsed_time(self, end: Any) -> float: ...  # milliseconds
 
 
-def cuda_in_use() -> bool:
-    """True when torch is imported and has initialized CUDA (never imports torch or inits CUDA)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return False
-    try:
-        return bool(torch.cuda.is_initialized())
-    except Exception:  # pragma: no cover - broken CUDA installs
-        return False
-
-
-def _torch_sync() -> None:
-    import torch
-
-    torch.cuda.synchronize()
-
-
 def _torch_event() -> TimingEvent:
     import torch
 
@@ -84,7 +68,7 @@ class Timer:
         clock: host clock in seconds (injectable for tests).
         spill: CSV sink for every batch row (``batch,time_s,batch_time_s,data_wait_s``).
         downsample_capacity: most points kept in memory for plots.
-        sync_fn: device synchronize used by ``"sync"`` (default ``torch.cuda.synchronize``).
+        sync_fn: device synchronize used by ``"sync"`` (default: the current CUDA device's).
         event_factory: makes timing events for ``"events"`` (default CUDA events).
         max_pending_events: events in flight before the oldest is waited for.
     """
@@ -108,7 +92,7 @@ class Timer:
         self.timing: str | None = None if cuda_timing == "auto" else cuda_timing
         self._clock = clock
         self._spill = spill or CsvSpill(None, BATCH_CSV_HEADER)
-        self._sync = sync_fn or _torch_sync
+        self._sync = sync_fn or functools.partial(synchronize, "cuda")
         self._event = event_factory or _torch_event
         self._max_pending = max(1, max_pending_events)
         self._batch_stats = RunningStats()
@@ -210,7 +194,7 @@ class Timer:
         if self._start is None:
             self.start()
         if self.timing is None:
-            self.timing = "sync" if cuda_in_use() else "none"
+            self.timing = "sync" if cuda_initialized() else "none"
             log.debug("batch timing: %s", self.timing)
         if self._batch_start is not None:
             self._warn_once(

@@ -181,7 +181,7 @@ class OptimizerManager:
         device = placement_device(accelerators(self.gpu_count, self.target_device), workers)
         if device is None:
             return None
-        from codedag.migrate.devices import device_exists
+        from codedag.devices.torch_devices import device_exists
 
         if not device_exists(device):
             self.calibration_problem = (
@@ -265,7 +265,7 @@ class OptimizerManager:
         device = self._batched_device()
         if device is None:
             return {}
-        from codedag.migrate.devices import device_exists
+        from codedag.devices.torch_devices import device_exists
 
         if not device_exists(device):
             return {}

@@ -24,7 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from codedag.errors import CodeDAGError, ConfigError, DeviceError, ExperimentError
+from codedag.devices.torch_devices import require_device
+from codedag.errors import CodeDAGError, ConfigError, ExperimentError
 from codedag.profile.config import ProfileConfig
 from codedag.profile.program import StepProgram
 from codedag.profile.result import ProfileResult, summarize
@@ -32,20 +33,6 @@ from codedag.profile.result import ProfileResult, summarize
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[str, int, int], None]
-
-
-def require_device(device: str) -> None:
-    """Raise DeviceError when ``device`` is "cuda" and torch sees no CUDA device."""
-    if device != "cuda":
-        return
-    import torch
-
-    if not torch.cuda.is_available():
-        raise DeviceError(
-            "--device cuda was asked but torch sees no CUDA device "
-            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'}); "
-            "use --device cpu to run on the CPU"
-        )
 
 
 def _seed(config: ProfileConfig) -> None:
@@ -93,7 +80,7 @@ def profile_scenario(
     """
     if config.scenario == "target":
         raise ConfigError("profile_scenario needs a scenario name; use profile_target for a target")
-    require_device(config.device)
+    require_device(config.device)  # DeviceError without CUDA: run with device "cpu"
     _seed(config)
     from codedag.profile.scenarios import build_scenario
 
@@ -145,7 +132,7 @@ def profile_target(
     spec: str, config: ProfileConfig, progress: ProgressCallback | None = None
 ) -> ProfileResult:
     """Profile a user's training step given as ``module:function`` (see the module docstring)."""
-    require_device(config.device)
+    require_device(config.device)  # DeviceError without CUDA: run with device "cpu"
     _seed(config)
     program = load_target(spec)
     config = replace(config, scenario="target", extra={**config.extra, "target": spec})

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from codedag.devices.torch_devices import synchronize
 from codedag.errors import ExperimentError
 from codedag.profile.config import ProfileConfig
 from codedag.profile.events import FETCH_ANNOTATION
@@ -107,7 +108,7 @@ class _Timer:
 
     def start_window(self) -> None:
         if self.cuda:
-            torch.cuda.synchronize()  # once per window: the window starts with an idle queue
+            synchronize("cuda")  # once per window: the window starts with an idle queue
         self.window = WindowTimes()
         self._events = []
         self._wall0 = self._last_end = time.perf_counter()
@@ -137,7 +138,7 @@ class _Timer:
 
     def finish_window(self) -> WindowTimes:
         if self.cuda:
-            torch.cuda.synchronize()  # once: events can be read now
+            synchronize("cuda")  # once: events can be read now
             previous_end = None
             for start, end in self._events:
                 self.window.step_s.append(start.elapsed_time(end) / 1000.0)

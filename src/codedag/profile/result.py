@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from codedag.devices.torch_devices import gpu_name
 from codedag.profile.config import ProfileConfig
 from codedag.profile.diagnosis import Diagnosis, StepFigures, diagnose
 from codedag.profile.events import StepCounts, count_steps, records_from_profiler
@@ -210,7 +211,7 @@ def _environment(device: str) -> dict[str, Any]:
         "platform": platform.platform(),
     }
     if device == "cuda":
-        env["gpu"] = torch.cuda.get_device_name()
+        env["gpu"] = gpu_name()
         env["cuda"] = torch.version.cuda
     return env
 

@@ -53,11 +53,11 @@ def time_step(step: Callable[[Any], Any], batches: list[Any], warmup: int = 1) -
 
     CUDA work is synchronized around each call so asynchronous kernels are counted.
     """
-    import torch
+    from codedag.devices.torch_devices import cuda_available, device_sync
 
     if len(batches) <= warmup:
         raise ConfigError(f"timing a step needs more than {warmup} batch(es), got {len(batches)}")
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync = device_sync("cuda" if cuda_available() else "cpu")
     times = []
     for index, batch in enumerate(batches):
         sync()

@@ -1,20 +1,20 @@
 """What the container allows a DataLoader: CPUs (the worker ceiling) and memory.
 
 The CPU limit is the smallest of the cgroup's CPU quota, its cpuset and the process's affinity
-(:mod:`codedag.monitor.devices.cgroup`): ``os.cpu_count()`` in a container reports the host's
+(:mod:`codedag.devices.cgroups`): ``os.cpu_count()`` in a container reports the host's
 cores, and workers beyond the quota only queue for it.
 """
 
 from __future__ import annotations
 
 import math
-import platform
 from dataclasses import dataclass
 from typing import Any
 
 import psutil
 
-from codedag.monitor.devices.cgroup import CgroupReader, usable_cpu_count
+from codedag.devices.cgroups import CgroupReader
+from codedag.devices.cpus import cpu_model, usable_cpu_count
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,7 @@ def machine_limits(reader: CgroupReader | None = None) -> MachineLimits:
 
 def machine_description(limits: MachineLimits) -> str:
     """CPU model and the CPUs this process may use, for the plan."""
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    model = model or platform.processor() or platform.machine()
-    return f"{model}, {limits.cpus:g} CPUs usable"
+    return f"{cpu_model()}, {limits.cpus:g} CPUs usable"
 
 
 def as_mb(value: Any) -> float | None:

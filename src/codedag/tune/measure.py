@@ -186,6 +186,8 @@ def device_consumer(device: str, then: Consumer | None = None) -> Consumer:
     """A consumer that copies each batch to ``device`` (non-blocking when pinned) and waits."""
     import torch
 
+    from codedag.devices.torch_devices import synchronize
+
     def move(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return value.to(device, non_blocking=value.is_pinned())
@@ -197,8 +199,7 @@ def device_consumer(device: str, then: Consumer | None = None) -> Consumer:
 
     def consume(batch: Any) -> None:
         moved = move(batch)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
+        synchronize(device)
         del moved
         if then is not None:
             then(batch)

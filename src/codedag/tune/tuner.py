@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+from codedag.devices.torch_devices import cuda_available
 from codedag.errors import ConfigError
 from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
 from codedag.tune.choice import beats, confirm, persistent_decision, pick
@@ -26,9 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def _default_device() -> str | None:
-    import torch
-
-    return "cuda:0" if torch.cuda.is_available() else None
+    return "cuda:0" if cuda_available() else None
 
 
 def _consumer(options: TuneOptions) -> Consumer | None:

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 from collections.abc import Iterator
 from typing import TextIO
 
 _HANDLER_NAME = "codedag-cli"
-
-
-def distributed_rank() -> int:
-    """Return this process's rank under torchrun-style launchers (RANK, then LOCAL_RANK), else 0."""
-    for var in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(var, "").strip()
-        if value:
-            try:
-                return int(value)
-            except ValueError:
-                return 0
-    return 0
 
 
 def level_for(verbosity: int) -> int:
@@ -75,7 +62,10 @@ def setup_logging(verbosity: int = 0, stream: TextIO | None = None) -> logging.L
             logger.removeHandler(old)
     logger.addHandler(handler)
     logger.propagate = False
-    level = level_for(verbosity) if distributed_rank() == 0 else logging.ERROR
+    from codedag.devices.distributed import distributed_rank
+
+    rank, _ = distributed_rank()
+    level = level_for(verbosity) if rank == 0 else logging.ERROR
     logger.setLevel(level)
     return logger
 

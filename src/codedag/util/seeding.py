@@ -37,9 +37,9 @@ def seed_everything(seed: int, deterministic: bool = True) -> int:
     except ImportError:  # pragma: no cover - torch is a dependency
         return seed
     torch.manual_seed(seed)
-    # manual_seed seeds CUDA lazily too; this is explicit for readers and cheap without CUDA.
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
+    # manual_seed seeds CUDA lazily too; this is explicit for readers. Without CUDA (or before
+    # CUDA is initialized) the seed is only queued: nothing is initialized here.
+    torch.cuda.manual_seed_all(seed)
     torch.backends.cudnn.deterministic = deterministic
     torch.backends.cudnn.benchmark = not deterministic
     if deterministic:

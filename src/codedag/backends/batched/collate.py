@@ -31,6 +31,7 @@ from torch.utils.data._utils.collate import collate, default_collate_fn_map
 from codedag.backends.batched.deferred import Lazy, LazyArray, LazyTensor, Node, evaluate, ready
 from codedag.backends.batched.forcing import FORCED
 from codedag.backends.batched.ops import DATA, PER_SAMPLE, SMALL_BYTES, Meta, Op, meta_of
+from codedag.devices.torch_devices import cuda_available
 from codedag.errors import UnsupportedOperation
 
 Ref = tuple[str, Any]
@@ -91,7 +92,7 @@ class BatchRecord:
 
     def pin_memory(self, device: Any = None) -> BatchRecord:
         """The DataLoader's pin thread calls this: pin the payload for an asynchronous copy."""
-        if not self.payload.is_pinned() and torch.cuda.is_available():
+        if not self.payload.is_pinned() and cuda_available():
             self.payload = self.payload.pin_memory()
         return self
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from codedag.backends.values import HostBuffers
+from codedag.devices.torch_devices import cuda_available
 
 
 class DeviceIO:
@@ -36,7 +37,7 @@ class DeviceIO:
         self.device = torch.device(device)
         self.moves = self.device.type != "cpu" or simulate
         self.cuda = self.device.type == "cuda"
-        self.staging = HostBuffers(pinned=self.cuda and torch.cuda.is_available())
+        self.staging = HostBuffers(pinned=self.cuda and cuda_available())
         self.h2d_bytes = 0
         self.d2h_bytes = 0
         self._lock = threading.Lock()

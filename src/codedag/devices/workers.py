@@ -1,95 +1,28 @@
-"""Which device a migrated call runs on in this process.
+"""Whether this process may use CUDA, and so which device a call made here runs on.
 
-* Default device: ``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` when CUDA exists, else ``cpu``
-  (torch backends on the CPU: how CI and CPU-only machines run the migrated path).
-* A plan device that does not exist here maps to the default device, with one warning.
-* DataLoader workers and forked children never initialize CUDA: there (unless the process
-  initialized CUDA itself) the migrated call runs on the CPU. Forked CUDA is unusable ("Cannot
-  re-initialize CUDA in forked subprocess"), and each spawned worker that touches CUDA costs
-  300-500 MB of GPU memory. Spawned children that are not workers (DDP ranks) may use CUDA.
+DataLoader workers and forked children never initialize CUDA: there (unless the process
+initialized CUDA itself) a call planned for CUDA runs on the CPU. Forked CUDA is unusable ("Cannot
+re-initialize CUDA in forked subprocess"), and each spawned worker that touches CUDA costs
+300-500 MB of GPU memory. Spawned children that are not workers (DDP ranks) may use CUDA.
+
+The answers are cached per process once they are final, and forgotten in a forked child
+(:func:`install_fork_hook`).
 """
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 import sys
 import threading
 
-import torch
-import torch.utils.data
-
-log = logging.getLogger(__name__)
+from codedag.devices.torch_devices import cuda_initialized
 
 _lock = threading.Lock()
 _in_child_cache: dict[int, bool] = {}
 # plan device -> device used in this process, once that is final; emptied in a forked child.
 _effective_cache: dict[str, str] = {}
 _fork_hook_installed = False
-
-
-def default_device() -> str:
-    """``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` with CUDA, else ``cpu``.
-
-    With more local ranks than GPUs, rank ``r`` gets ``cuda:(r % device_count)``, as
-    :func:`device_for_rank` maps plan devices.
-    """
-    if not torch.cuda.is_available():
-        return "cpu"
-    rank = local_rank()
-    count = torch.cuda.device_count()
-    if rank is not None and count:
-        return f"cuda:{rank % count}"
-    return "cuda:0"
-
-
-def local_rank() -> int | None:
-    """``LOCAL_RANK`` of torchrun-style launchers, or ``None`` outside them."""
-    value = os.environ.get("LOCAL_RANK", "").strip()
-    return int(value) if value.isdigit() else None
-
-
-def device_for_rank(device: str) -> str:
-    """Under torchrun, shift a plan's ``cuda:i`` by this process's local rank.
-
-    A plan is written for one process (usually ``cuda:0``); under torchrun every rank has its own
-    GPU, so rank ``r`` runs ``cuda:i`` on ``cuda:(i + r) % device_count``. Elsewhere unchanged.
-    """
-    rank = local_rank()
-    if rank is None or not device.startswith("cuda") or not torch.cuda.is_available():
-        return device
-    count = torch.cuda.device_count()
-    index = torch.device(device).index or 0
-    return f"cuda:{(index + rank) % count}" if count else device
-
-
-def device_exists(device: str) -> bool:
-    """Whether ``device`` can be used in this process."""
-    dev = torch.device(device)
-    if dev.type == "cpu":
-        return True
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            return False
-        return dev.index is None or dev.index < torch.cuda.device_count()
-    if dev.type == "mps":
-        return bool(torch.backends.mps.is_available())
-    return False
-
-
-def resolve_device(requested: str, fallback: str) -> tuple[str, str | None]:
-    """Map a plan device onto one that exists here.
-
-    Returns:
-        ``(device, warning)``; the warning is ``None`` when ``requested`` exists.
-    """
-    try:
-        if device_exists(requested):
-            return requested, None
-    except RuntimeError:
-        pass
-    return fallback, f"plan device {requested!r} does not exist here; using {fallback!r}"
 
 
 def _reset_after_fork() -> None:
@@ -125,8 +58,11 @@ def _avoid_cuda() -> tuple[bool, bool]:
     cached = _in_child_cache.get(pid)
     if cached is not None:
         return cached, True
+    import torch
+    import torch.utils.data
+
     bad_fork = bool(getattr(torch.cuda, "_is_in_bad_fork", lambda: False)())
-    initialized = torch.cuda.is_initialized() and not bad_fork
+    initialized = cuda_initialized() and not bad_fork
     worker = torch.utils.data.get_worker_info() is not None
     child = multiprocessing.parent_process() is not None
     # A spawned child (its parent's main module imported as __mp_main__), such as a DDP rank

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from codedag.monitor.devices.cgroup import CgroupReader, count_cpu_list, discover
+from codedag.devices.cgroups import CgroupReader, count_cpu_list, discover
 
 GIB = 2**30
 

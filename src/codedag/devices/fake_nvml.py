@@ -5,8 +5,8 @@ utilization, memory, power and temperature; its energy counter integrates the po
 fake's clock, which tests advance explicitly with :meth:`FakeNVML.advance`.
 
 Example:
-    >>> from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-    >>> from codedag.monitor.devices.gpus import NvmlGPUs
+    >>> from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+    >>> from codedag.devices.gpus import NvmlGPUs
     >>> nvml = FakeNVML([FakeGPU("H100", power_w=300.0)])
     >>> gpus = NvmlGPUs(nvml)
     >>> nvml.advance(2.0)
@@ -42,7 +42,7 @@ class FakeGPU:
 
 
 class FakeNVML:
-    """Module-like object with pynvml's function names."""
+    """Module-like object with pynvml's function names; its methods answer as pynvml's do."""
 
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVMLError = NVMLError
@@ -70,49 +70,61 @@ class FakeNVML:
             raise NVMLError("NVML Shared Library Not Initialized")
 
     def nvmlInit(self) -> None:
+        """Open NVML (fails like a missing library when ``fail_init``)."""
         if self.fail_init:
             raise NVMLError("NVML Shared Library Not Found")
         self.initialized += 1
 
     def nvmlShutdown(self) -> None:
+        """Close NVML once."""
         self._check()
         self.initialized -= 1
 
     def nvmlSystemGetDriverVersion(self) -> str:
+        """The driver version."""
         self._check()
         return self.driver
 
     def nvmlDeviceGetCount(self) -> int:
+        """Number of GPUs, visible or not."""
         self._check()
         return len(self.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGPU:
+        """The handle of GPU ``index``."""
         self._check()
         if not 0 <= index < len(self.gpus):
             raise NVMLError("Invalid Argument")
         return self.gpus[index]
 
     def nvmlDeviceGetName(self, handle: FakeGPU) -> str:
+        """The GPU's name."""
         return handle.name
 
     def nvmlDeviceGetUUID(self, handle: FakeGPU) -> str:
+        """The GPU's UUID (``GPU-fake-0000`` ...)."""
         return handle.uuid
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeGPU) -> SimpleNamespace:
+        """Total, used and free memory in bytes."""
         total = int(handle.memory_total_mb * 2**20)
         used = int(handle.memory_used_mb * 2**20)
         return SimpleNamespace(total=total, used=used, free=total - used)
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeGPU) -> SimpleNamespace:
+        """GPU utilization in percent."""
         return SimpleNamespace(gpu=handle.utilization_pct, memory=0)
 
     def nvmlDeviceGetPowerUsage(self, handle: FakeGPU) -> int:
+        """Power in milliwatts."""
         return int(handle.power_w * 1000)
 
     def nvmlDeviceGetTemperature(self, handle: FakeGPU, sensor: int) -> int:
+        """Temperature in degrees Celsius."""
         return int(handle.temperature_c)
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeGPU) -> int:
+        """Energy since the fake started, in millijoules (raises where ``energy_supported`` is off)."""
         if not handle.energy_supported:
             raise NVMLError("Not Supported")
         return int(handle.energy_mj)

@@ -1,4 +1,4 @@
-"""The CPU frequency governor: read it, and tell whether it can be set here."""
+"""The CPU frequency governor: read it, tell whether it can be set here, and set it for a while."""
 
 from __future__ import annotations
 

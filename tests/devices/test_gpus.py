@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from codedag.errors import DeviceError
-from codedag.monitor.devices.fake_nvml import FakeGPU, FakeNVML
-from codedag.monitor.devices.gpus import (
+from codedag.devices.fake_nvml import FakeGPU, FakeNVML
+from codedag.devices.gpus import (
     EmptyGPUs,
     NvmlGPUs,
     detect_gpus,
     open_gpus,
     visible_device_filter,
 )
+from codedag.errors import DeviceError
 
 
 def two_gpus() -> FakeNVML:

@@ -2,7 +2,7 @@
 
 Callers never branch on "is there a GPU": :func:`open_gpus` returns :class:`NvmlGPUs` or
 :class:`EmptyGPUs`, both :class:`GPUs`. The NVML module is injectable, so tests use
-:mod:`codedag.monitor.devices.fake_nvml`. Only the GPUs visible to this process
+:mod:`codedag.devices.fake_nvml`. Only the GPUs visible to this process
 (``CUDA_VISIBLE_DEVICES``, by index or UUID) are reported.
 """
 
@@ -109,7 +109,9 @@ class NvmlGPUs(GPUs):
 
     source = "nvml"
 
-    def __init__(self, nvml: ModuleType | Any | None = None, environ: dict[str, str] | None = None):
+    def __init__(
+        self, nvml: ModuleType | Any | None = None, environ: dict[str, str] | None = None
+    ) -> None:
         from codedag.errors import DeviceError
 
         if nvml is None:
@@ -265,13 +267,13 @@ def detect_gpus(
             [],
             f"{nvml_reason}; counted CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')}",
         )
-    try:
-        import torch
+    from codedag.devices.torch_devices import cuda_device_count, gpu_name
 
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        count = cuda_device_count()
     except Exception as e:  # a broken torch install must not break detection
         return GPUDetection(0, "none", [], f"{nvml_reason}; torch: {e}")
     if count:
-        names = [torch.cuda.get_device_name(i) for i in range(count)]
+        names = [gpu_name(i) for i in range(count)]
         return GPUDetection(count, "torch", names, f"{nvml_reason}; torch.cuda")
     return GPUDetection(0, "none", [], f"{nvml_reason}; torch sees no CUDA device")

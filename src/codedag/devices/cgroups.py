@@ -14,7 +14,6 @@ Every path is injectable, so tests run on fake trees.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -290,11 +289,3 @@ def count_cpu_list(text: str) -> int:
         low, _, high = part.partition("-")
         total += (int(high) - int(low) + 1) if high else 1
     return total
-
-
-def usable_cpu_count() -> int:
-    """CPUs this process may run on (affinity), before any quota."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codedag.monitor.devices.container import detect_container
+from codedag.devices.container import detect_container
 
 
 def test_bare_host_has_no_evidence(tmp_path: Path) -> None:
