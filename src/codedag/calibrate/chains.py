@@ -22,7 +22,14 @@ from typing import Any
 from codedag.calibrate.cache import CalibrationCache, entry_key
 from codedag.calibrate.environment import device_name, device_sync, library_versions
 from codedag.calibrate.inputs import signature
-from codedag.calibrate.timing import Budget, Stopwatch, Timing, difference_error_ns, time_pair
+from codedag.calibrate.timing import (
+    Budget,
+    Stopwatch,
+    Timing,
+    cpu_aware_stopwatch,
+    difference_error_ns,
+    time_pair,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +86,8 @@ class ChainMeasurement:
 
     @property
     def spread_ns(self) -> int:
-        """Twice the standard error of the difference of the medians."""
+        """Half-width of the 95 % interval of the difference of the medians
+        (:func:`codedag.measure.statistic.difference_spread_ns`)."""
         if self.original is None or self.batched is None:
             return 0
         return int(difference_error_ns(self.original, self.batched))
@@ -168,7 +176,7 @@ class ChainCalibrator:
     ) -> None:
         self.device = device
         self.cache = cache if cache is not None else CalibrationCache.default()
-        self.stopwatch = stopwatch or Stopwatch(sync=device_sync(device))
+        self.stopwatch = stopwatch or cpu_aware_stopwatch(device, device_sync(device))
         self.budget = budget or CHAIN_BUDGET
         self.device_name = device_name(device)
 
@@ -232,6 +240,7 @@ class ChainCalibrator:
             lambda: chain_replay.run_batched(prepared, device),
             self.stopwatch,
             self.budget,
+            what=f"batched chain {candidate.id}",
         )
         records = [self.stopwatch(lambda: chain_replay.record(prepared)) for _ in range(3)]
         result.record_ns = int(sorted(records)[1])
