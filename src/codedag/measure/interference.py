@@ -56,6 +56,21 @@ class Interference:
         return "; ".join(self.reasons)
 
 
+def spread_reason(whose: str, timing: Timing) -> str | None:
+    """Why ``timing``'s samples look disturbed (their spread), or ``None``.
+
+    Args:
+        whose: how to name the samples' owner in the reason ("A's", "the baseline's").
+        timing: the samples' summary.
+    """
+    if timing.relative_spread <= NOISY_SPREAD:
+        return None
+    return (
+        f"{whose} {timing.samples} samples spread by {timing.relative_spread:.0%} of their "
+        f"median ({timing.q25_ns / 1e6:.4g} to {timing.q75_ns / 1e6:.4g} ms)"
+    )
+
+
 def detect(a: Timing, b: Timing, cpu_shares: Sequence[float] = ()) -> Interference:
     """Look for interference in two ways' timings and, optionally, their samples' CPU shares.
 
@@ -64,13 +79,11 @@ def detect(a: Timing, b: Timing, cpu_shares: Sequence[float] = ()) -> Interferen
         b: B's timing.
         cpu_shares: CPU time over wall time of each sample (both ways), when measured.
     """
-    reasons = []
-    for name, timing in (("A", a), ("B", b)):
-        if timing.relative_spread > NOISY_SPREAD:
-            reasons.append(
-                f"{name}'s {timing.samples} samples spread by {timing.relative_spread:.0%} of "
-                f"their median ({timing.q25_ns / 1e6:.4g} to {timing.q75_ns / 1e6:.4g} ms)"
-            )
+    reasons = [
+        reason
+        for reason in (spread_reason("A's", a), spread_reason("B's", b))
+        if reason is not None
+    ]
     share = statistics.median(cpu_shares) if cpu_shares else None
     if share is not None and share < MIN_CPU_SHARE:
         reasons.append(
