@@ -131,3 +131,24 @@ def test_the_cpu_limit_is_the_smallest_of_quota_cpuset_and_affinity(
     )
     assert memory.memory_limit_bytes == 1 << 30
     assert memory.available_bytes == (1 << 30) - (200 << 20)
+
+
+def test_a_step_function_is_timed_after_its_warm_up() -> None:
+    import time
+
+    from codedag.tune.consumer import time_step
+
+    calls: list[float] = []
+
+    def step(delay_s: float) -> None:
+        calls.append(delay_s)
+        time.sleep(delay_s)
+
+    step_s, source = time_step(step, [0.3, 0.002, 0.002, 0.002])  # the first call is slow
+    assert 0.002 <= step_s < 0.1 and len(calls) == 4
+    assert (
+        source
+        == "median of 3 calls of test_a_step_function_is_timed_after_its_warm_up.<locals>.step"
+    )
+    with pytest.raises(ConfigError, match="more than 1"):
+        time_step(step, [0.0])

@@ -31,7 +31,13 @@ torch only inside :func:`~.threads.torch_threads`.
 from __future__ import annotations
 
 from codedag.measure.clock import Clock, Stopwatch, Sync, Timed, no_sync
-from codedag.measure.interference import MIN_CPU_SHARE, NOISY_SPREAD, Interference, detect
+from codedag.measure.interference import (
+    MIN_CPU_SHARE,
+    NOISY_SPREAD,
+    Interference,
+    detect,
+    spread_reason,
+)
 from codedag.measure.pair import Budget, PairResult, PairSamples, round_order, time_one, time_pair
 from codedag.measure.statistic import (
     Comparison,
@@ -66,6 +72,7 @@ __all__ = [
     "difference_spread_ns",
     "no_sync",
     "round_order",
+    "spread_reason",
     "t_critical",
     "time_one",
     "time_pair",
