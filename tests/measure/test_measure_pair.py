@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from codedag.errors import ConfigError
 from codedag.measure import (
     Budget,
     PairSamples,
@@ -144,5 +145,5 @@ def test_failures_propagate_and_time_one_leaves_out_its_warm_up() -> None:
         clock.call("f", lambda i: 10**9 if i == 0 else 7), Stopwatch(clock=clock), repeats=5
     )
     assert (timing.median_ns, timing.samples) == (7, 5)
-    with pytest.raises(ValueError, match="min_samples"):
+    with pytest.raises(ConfigError, match="min_samples"):
         Budget(min_samples=0)

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from codedag.errors import ConfigError
 from codedag.measure import (
     Timing,
     Verdict,
@@ -77,7 +78,7 @@ def test_a_win_smaller_than_the_margin_is_a_tie() -> None:
     assert compare(a, b, margin=0.05).verdict is Verdict.TIE
     assert compare(a, Timing.of([700] * 6), margin=0.05).verdict is Verdict.FASTER
     assert compare(a, a).verdict is Verdict.TIE  # equal: no saving to speak of
-    with pytest.raises(ValueError, match="margin"):
+    with pytest.raises(ConfigError, match="margin"):
         compare(a, b, margin=-0.1)
 
 

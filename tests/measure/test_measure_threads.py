@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from codedag.errors import ConfigError
 from codedag.measure import torch_threads
 
 
@@ -19,5 +20,5 @@ def test_the_thread_count_is_set_for_the_block_and_restored() -> None:
     assert torch.get_num_threads() == before  # restored after an exception too
     with torch_threads(None):
         assert torch.get_num_threads() == before
-    with pytest.raises(ValueError, match="at least 1"), torch_threads(0):
+    with pytest.raises(ConfigError, match="at least 1"), torch_threads(0):
         pass

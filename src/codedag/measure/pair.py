@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from codedag.errors import ConfigError
 from codedag.measure.clock import Stopwatch
 from codedag.measure.interference import Interference, detect
 from codedag.measure.statistic import Comparison, Verdict, compare
@@ -56,12 +57,12 @@ class Budget:
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_samples <= self.max_samples:
-            raise ValueError(
+            raise ConfigError(
                 f"budget needs 1 <= min_samples <= max_samples, got {self.min_samples} and "
                 f"{self.max_samples}"
             )
         if self.warmup < 0 or self.target_ns < 0 or self.max_ns < 0 or self.precision < 0:
-            raise ValueError(f"budget values must not be negative, got {self!r}")
+            raise ConfigError(f"budget values must not be negative, got {self!r}")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from codedag.errors import ConfigError
 from codedag.measure.summary import Timing
 
 # Two-sided 95 % (one-sided 97.5 %) critical values of Student's t for 1..30 degrees of freedom.
@@ -140,7 +141,7 @@ def compare(a: Timing, b: Timing, margin: float = 0.0) -> Comparison:
         margin: the smallest relative saving worth a change (0.1: 10 % of A's median).
     """
     if not margin >= 0.0:
-        raise ValueError(f"margin must be a fraction >= 0, got {margin!r}")
+        raise ConfigError(f"margin must be a fraction >= 0, got {margin!r}")
     saving = a.median_ns - b.median_ns
     spread = difference_spread_ns(a, b)
     margin_ns = margin * a.median_ns

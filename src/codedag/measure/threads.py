@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from codedag.errors import ConfigError
+
 
 @contextlib.contextmanager
 def torch_threads(count: int | None) -> Iterator[None]:
@@ -23,7 +25,7 @@ def torch_threads(count: int | None) -> Iterator[None]:
         yield
         return
     if count < 1:
-        raise ValueError(f"torch threads must be at least 1, got {count!r}")
+        raise ConfigError(f"torch threads must be at least 1, got {count!r}")
     import torch
 
     previous = torch.get_num_threads()
