@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import codedag.measure.pair as pair
 from codedag.calibrate.cache import CalibrationCache, entry_key
 from codedag.calibrate.environment import device_name, device_sync, library_versions
 from codedag.calibrate.inputs import signature
@@ -242,6 +243,8 @@ class ChainCalibrator:
             self.budget,
             what=f"batched chain {candidate.id}",
         )
-        records = [self.stopwatch(lambda: chain_replay.record(prepared)) for _ in range(3)]
-        result.record_ns = int(sorted(records)[1])
+        record = pair.time_one(
+            lambda: chain_replay.record(prepared), self.stopwatch, repeats=3, warmup=0
+        )
+        result.record_ns = record.median_ns
         return result
