@@ -24,11 +24,12 @@ def test_noisy_injected_timings_are_flagged_with_their_spread() -> None:
     for i in range(20):
         slow = 10 if i % 2 else 1
         samples.add(int(1e6 * rng.uniform(0.95, 1.05)), int(5e5 * slow * rng.uniform(0.95, 1.05)))
-    result = samples.result()
+    result = samples.result(names=("the original", "the backend"))
     interference = result.interference
     assert interference.disturbed and interference.b_spread > NOISY_SPREAD
     assert interference.a_spread < NOISY_SPREAD
-    assert "B's 20 samples spread by" in interference.describe()
+    assert interference.describe().startswith("the backend's 20 samples spread by")
+    assert detect(result.a, result.b).reasons[0].startswith("B's 20 samples")
     assert result.b.samples == 20  # the figures are still there, next to the warning
 
 

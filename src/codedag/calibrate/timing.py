@@ -65,7 +65,9 @@ def time_pair(
 
     Exceptions of either call propagate (a call that cannot run has no time).
     """
-    result = pair.time_pair(original, backend, stopwatch, budget)
+    result = pair.time_pair(
+        original, backend, stopwatch, budget, names=("the original", "the backend")
+    )
     if result.interference.disturbed:
         log.warning(
             "timing %s was disturbed by other work (%s): its figures may be off; measure again "

@@ -71,17 +71,20 @@ def spread_reason(whose: str, timing: Timing) -> str | None:
     )
 
 
-def detect(a: Timing, b: Timing, cpu_shares: Sequence[float] = ()) -> Interference:
+def detect(
+    a: Timing, b: Timing, cpu_shares: Sequence[float] = (), names: tuple[str, str] = ("A", "B")
+) -> Interference:
     """Look for interference in two ways' timings and, optionally, their samples' CPU shares.
 
     Args:
         a: A's timing.
         b: B's timing.
         cpu_shares: CPU time over wall time of each sample (both ways), when measured.
+        names: what to call A and B in the reasons ("the library", "the backend").
     """
     reasons = [
         reason
-        for reason in (spread_reason("A's", a), spread_reason("B's", b))
+        for reason in (spread_reason(f"{names[0]}'s", a), spread_reason(f"{names[1]}'s", b))
         if reason is not None
     ]
     share = statistics.median(cpu_shares) if cpu_shares else None

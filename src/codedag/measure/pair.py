@@ -117,14 +117,19 @@ class PairSamples:
         """Both ways' timings (at least one round must have been added)."""
         return Timing.of(self.a_ns), Timing.of(self.b_ns)
 
-    def result(self, margin: float = 0.0) -> PairResult:
-        """The rounds so far, summarized and judged (``margin``: see :func:`~.statistic.compare`)."""
+    def result(self, margin: float = 0.0, names: tuple[str, str] = ("A", "B")) -> PairResult:
+        """The rounds so far, summarized and judged.
+
+        Args:
+            margin: the smallest relative saving that counts (:func:`~.statistic.compare`).
+            names: what to call A and B where interference is reported.
+        """
         a, b = self.timings()
         return PairResult(
             a,
             b,
             compare(a, b, margin),
-            detect(a, b, self.cpu_shares),
+            detect(a, b, self.cpu_shares, names),
             tuple(self.a_ns),
             tuple(self.b_ns),
         )
@@ -153,6 +158,7 @@ def time_pair(
     stopwatch: Stopwatch | None = None,
     budget: Budget | None = None,
     margin: float = 0.0,
+    names: tuple[str, str] = ("A", "B"),
 ) -> PairResult:
     """Time ``a`` and ``b`` in interleaved rounds after warm-up, sampling within ``budget``.
 
@@ -162,6 +168,7 @@ def time_pair(
         stopwatch: times one call (its clock and device synchronization).
         budget: how long to sample.
         margin: the smallest relative saving the comparison counts.
+        names: what to call A and B where interference is reported.
 
     Exceptions of either call propagate (a call that cannot run has no time).
     """
@@ -184,7 +191,7 @@ def time_pair(
             continue
         if spent >= plan.max_ns or _decided(samples, plan.precision):
             break
-    return samples.result(margin)
+    return samples.result(margin, names)
 
 
 def time_one(

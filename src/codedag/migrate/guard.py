@@ -1,15 +1,14 @@
 """Run-time guard: a placement stays only if, measured on this process's own calls, its backend
-agrees with the original library and does not lose time to it.
+agrees with the original library and beats it in time.
 
 A plan comes from measurements taken elsewhere (calibration on synthetic inputs, maybe another
 device); the guard checks it on the real calls. For the first ``calls`` migrated calls of each
 placed function (per process: a forked DataLoader worker checks again, on its own device), the
 wrapper runs both the backend path and the original on the same arguments, in interleaved rounds
 (backend first, then original first, ...), each timed by :mod:`codedag.measure` (on a CUDA device
-between two synchronizations, so the time is the work's, not the launch's). It compares the two results with the tolerance table
-(:func:`codedag.backends.tolerances.difference`: type, shape, dtype, values) and returns the
-backend's result
-only when they match, else the original's.
+between two synchronizations, so the time is the work's, not the launch's). It compares the two
+results with the tolerance table (:func:`codedag.backends.tolerances.difference`: type, shape,
+dtype, values) and returns the backend's result only when they match, else the original's.
 
 Then it decides, once, by the rule of :func:`codedag.measure.statistic.verdict`: the placement is
 **kept** when every compared result matched and the backend's saving (the original's median time
@@ -249,7 +248,7 @@ class Guard:
             self.on_decision(self)
 
     def _decide(self, settings: GuardSettings) -> None:
-        measured = self._samples.result(settings.margin)
+        measured = self._samples.result(settings.margin, ("the original", "the backend"))
         needed = f" by {settings.margin:.0%}" if settings.margin else ""
         figures = _figures(measured)
         if self.mismatches:
