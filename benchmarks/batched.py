@@ -8,8 +8,9 @@ For the demo image pipeline and the benchmark pipelines of ``benchmarks/placemen
    with a backend migrated one by one: a what-if plan, ``--assume-speedup``, so that the
    per-call path runs whatever it measures); ``batched`` (``--batched always``: each sample chain
    found in the trace runs once per batch in the main process, per-call placement off);
-3. time batches of the loader under each variant (``codedag.experiments.loader_bench``: one
-   untimed warm-up round each, then alternating rounds, steady-state time per batch, median);
+3. time batches of the loader under each variant (``common.compare_variants``: one
+   untimed warm-up round each, then interleaved rounds, steady-state time per batch, median;
+   rounds that disagree widely are noted on stderr);
 4. count per batch: backend calls (per-call: migrated calls; batched: batched backend calls) and
    host<->device bytes of batched execution (on the CPU counted by a separate short run that copies
    as a device would: the timed runs do not copy);
@@ -37,9 +38,8 @@ import time
 from typing import Any
 
 import torch
-from common import make_loader
+from common import compare_batches, compare_variants, disturbed, make_loader, no_context
 
-from codedag.experiments.loader_bench import compare_batches, compare_variants, no_context
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.batched.settings import BatchedSettings
 from codedag.optimize.manager import OptimizerManager
@@ -107,6 +107,8 @@ def bench_one(name: str, workers: int, args: argparse.Namespace) -> dict[str, An
         rounds=args.rounds,
     )
     phase_s["time"] = time.perf_counter() - clock
+    for line in disturbed(timings):
+        print(f"note, {name} with {workers} workers: {line}", file=sys.stderr)
     stats = batched.get_stats()["batched"]
     per_call_batches = (args.rounds + 1) * args.batches
     calls_per_batch = per_call.get_stats()["totals"]["migrated"] / per_call_batches

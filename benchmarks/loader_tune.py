@@ -6,9 +6,10 @@ For each pipeline, in one run:
    plan's loader section;
 2. the pipeline's DataLoader is built twice per round, as the program builds it and with the loader
    section applied (``LoaderSettingsPatch``, overriding the settings the pipeline passes
-   explicitly, as ``codedag tune --override`` would), and both are timed in alternating rounds
-   (A B A B ...), fresh loaders each round, worker start-up excluded: batches per second over
-   whole cycles of the workers (with N workers batches arrive N at a time);
+   explicitly, as ``codedag tune --override`` would), and both are timed in interleaved rounds
+   (A B, B A, ...), fresh loaders each round, worker start-up excluded: batches per second at the
+   median interval over whole cycles of the workers (with N workers batches arrive N at a time),
+   the ratio and its standard error by :mod:`codedag.measure`;
 3. the first batches of both are compared: identical for pipelines whose augmentation does not
    depend on which worker draws it; different where augmentation draws from each worker's random
    state (as any change of ``num_workers`` does: large differences), and by a unit in the last
@@ -36,13 +37,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from common import compare_batches, run_round
+
 from codedag.experiments import pipelines
-from codedag.experiments.loader_bench import compare_batches, run_round
+from codedag.measure import round_order
 from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.plan import LoaderSection
 from codedag.tune import TuneOptions, tune_loader
 from codedag.tune.measure import run_trial
-from codedag.tune.stats import MIN_SAMPLES, mean, stderr
+from codedag.tune.stats import MIN_SAMPLES, compare, median_s
 from codedag.tune.variants import current_settings
 
 DEFAULT_PIPELINES = (
@@ -90,13 +93,12 @@ def tuned_factory(make: Callable[[], Any], section: LoaderSection) -> Callable[[
 def side_by_side(
     variants: dict[str, Callable[[], Any]], batches: int, rounds: int
 ) -> dict[str, dict[str, Any]]:
-    """Cycle intervals and start-ups of each variant over alternating rounds."""
+    """Cycle intervals and start-ups of each variant over interleaved rounds (A B, B A, ...)."""
     out: dict[str, dict[str, Any]] = {
         name: {"intervals": [], "startup": [], "settings": None} for name in variants
     }
     for index in range(rounds):
-        order = list(variants) if index % 2 == 0 else list(reversed(variants))
-        for name in order:
+        for name in round_order(list(variants), index):
             loader = variants[name]()
             settings = current_settings(loader)
             run = run_trial(
@@ -130,10 +132,7 @@ def bench_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
     tuned = tuned_factory(make, section)
     timed = side_by_side({"yours": make, "tuned": tuned}, args.batches + 4, args.rounds)
     yours, mine = timed["yours"]["intervals"], timed["tuned"]["intervals"]
-    ratio = mean(yours) / mean(mine)
-    spread = ratio * math.sqrt(
-        (stderr(yours) / mean(yours)) ** 2 + (stderr(mine) / mean(mine)) ** 2
-    )
+    judged = compare(yours, mine)  # the rule of codedag.measure: medians and their spread
     _, kept_yours = run_round(make, args.compare_batches, keep=True)
     _, kept_tuned = run_round(tuned, args.compare_batches, keep=True)
     comparison = compare_batches(kept_yours, kept_tuned)
@@ -145,12 +144,12 @@ def bench_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "reason": section.reason,
         "tune_s": tune_s,
         "trials": len(section.trials),
-        "yours_batches_per_s": 1.0 / mean(yours),
-        "tuned_batches_per_s": 1.0 / mean(mine),
-        "ratio": ratio,
-        "ratio_stderr": spread,
-        "yours_startup_ms": 1e3 * mean(timed["yours"]["startup"]),
-        "tuned_startup_ms": 1e3 * mean(timed["tuned"]["startup"]),
+        "yours_batches_per_s": 1.0 / median_s(yours),
+        "tuned_batches_per_s": 1.0 / median_s(mine),
+        "ratio": judged.speedup,
+        "ratio_stderr": judged.speedup_se,
+        "yours_startup_ms": 1e3 * median_s(timed["yours"]["startup"]),
+        "tuned_startup_ms": 1e3 * median_s(timed["tuned"]["startup"]),
         "outputs_identical": comparison.identical,
         "outputs_max_abs_diff": comparison.max_abs_diff,
         "cpu_limit": section.cpu_limit,

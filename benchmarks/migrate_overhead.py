@@ -230,8 +230,9 @@ def _guarded_injector(registry: Any, here: str) -> Any:
         from codedag.migrate.injector import PatchInjector
     except ImportError:
         return None
-    ticks = iter(range(0, 10**12, 1000))
-    # A fake clock: every timed interval reads 1 us, so the backend does not lose: kept.
+    # A fake clock for the one checked call (backend first, then the original): the backend's
+    # interval reads 1 us, the original's 2 us, so the backend beats it: kept.
+    ticks = itertools.chain([0, 1000, 1000, 3000], range(4000, 10**12, 1000))
     settings = GuardSettings(calls=1, clock_ns=lambda: next(ticks))
     entries = {f"{MODULE}.op": [(f"{here}#0/{MODULE}.op#0", "cpu")]}
     return PatchInjector(entries, registry, {}, guard=settings)

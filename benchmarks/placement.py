@@ -5,9 +5,10 @@ For each pipeline of ``codedag.experiments.pipelines`` and each worker count, in
 1. trace one batch of the pipeline's DataLoader;
 2. optimize the DAG for the target device (CUDA when present, else torch on the CPU), which
    measures every candidate call on it (calibration, cached) and places only what wins;
-3. time batches of the loader without and with the plan applied: one untimed warm-up round each,
-   then alternating rounds (A B A B ...), each round's steady-state time per batch (worker
-   start-up and prefetched batches left out), the median over rounds;
+3. time batches of the loader without and with the plan applied (``common.compare_variants``, on
+   ``codedag.measure``): one untimed warm-up round each, then interleaved rounds (A B, B A, ...),
+   each round's steady-state time per batch (worker start-up and prefetched batches left out),
+   the median over rounds; rounds that disagree widely are noted on stderr;
 4. compare the optimized batches with the baseline's (same seed, same sample order): identical,
    or the largest difference; the non-image leaves (labels, boxes: products of the random draws)
    are compared bit for bit.
@@ -31,9 +32,8 @@ import sys
 from typing import Any
 
 import torch
-from common import make_loader
+from common import compare_batches, compare_variants, disturbed, make_loader, no_context
 
-from codedag.experiments.loader_bench import compare_batches, compare_variants, no_context
 from codedag.migrate.api import PipelineMigrator
 from codedag.optimize.manager import OptimizerManager
 from codedag.trace import trace_dataloader
@@ -59,6 +59,8 @@ def bench_one(name: str, workers: int, args: argparse.Namespace) -> dict[str, An
         rounds=args.rounds,
     )
     base, opt = timings["baseline"], timings["optimized"]
+    for line in disturbed(timings):
+        print(f"note, {name} with {workers} workers: {line}", file=sys.stderr)
     comparison = compare_batches(base.batches, opt.batches)
     labels_differ = [p for p in comparison.differing if not p.startswith("[0]")]
     stats = migrator.get_stats()

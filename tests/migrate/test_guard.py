@@ -144,6 +144,27 @@ def test_the_margin_the_backend_must_save(timing: FakeTime, margin: float, state
         assert injector.stats()[NAME]["guard"]["state"] == state
 
 
+def test_a_saving_within_the_noise_does_not_keep_the_backend() -> None:
+    """A backend whose median is 5 % below the original's, with samples that spread from 1 to
+    3 us on both sides: the saving is within its spread, so the original runs."""
+    now = [0]
+    guard = Guard("numpy.sin", GuardSettings(calls=6, clock_ns=lambda: now[0]))
+
+    def costs(ns: int) -> Any:
+        def call() -> float:
+            now[0] += ns
+            return 1.0
+
+        return call
+
+    for original_ns, backend_ns in zip((1000, 3000) * 3, (950, 2850) * 3):
+        guard.run(costs(backend_ns), costs(original_ns), "cpu")
+    stats = guard.stats()
+    assert stats["state"] == "switched_off" and stats["calls"] == 6
+    assert stats["backend_ms_median"] < stats["original_ms_median"]
+    assert "beyond the spread" in stats["reason"] and "±" in stats["reason"]
+
+
 def test_a_result_that_differs_switches_off_at_once(timing: FakeTime) -> None:
     injector = _injector(timing, GuardSettings(calls=8, clock_ns=timing.clock), wrong=True)
     with _applied(injector):

@@ -13,14 +13,14 @@ from codedag.errors import ConfigError, SchemaError
 from codedag.plan import LoaderSection, LoaderSettings, MigrationPlan
 from codedag.tune.limits import machine_limits
 from codedag.tune.options import parse_fixed, resolve_fixed
-from codedag.tune.stats import clearly_faster, clearly_slower, t_critical, welch
+from codedag.tune.stats import clearly_faster, clearly_slower, compare, median_s, median_se_s
 
 
-def test_t_critical_values_follow_the_table_and_tend_to_the_normal() -> None:
-    assert t_critical(1) == pytest.approx(12.706)
-    assert t_critical(10) == pytest.approx(2.228)
-    assert 1.96 < t_critical(200) < 1.98
-    assert t_critical(float("inf")) == pytest.approx(1.96)
+def test_a_settings_figure_is_the_median_of_its_cycles() -> None:
+    cycles = [0.010, 0.011, 0.009, 0.250]  # one cycle disturbed by other work
+    assert median_s(cycles) == pytest.approx(0.0105)
+    assert 0 < median_se_s(cycles) < 0.1 and median_se_s(cycles[:1]) == float("inf")
+    assert median_s([]) != median_s([])  # nan
 
 
 def test_clearly_slower_needs_evidence_not_a_constant() -> None:
@@ -34,8 +34,9 @@ def test_clearly_slower_needs_evidence_not_a_constant() -> None:
     noisy_a = [0.0105 + rng.gauss(0, 0.004) for _ in range(4)]
     noisy_b = [0.0100 + rng.gauss(0, 0.004) for _ in range(4)]
     assert clearly_slower(noisy_a, noisy_b) is None
-    diff, se, df = welch(slow, fast)
-    assert diff > 0 and se > 0 and df > 1
+    judged = compare(fast, slow)
+    assert judged.b_slower and -judged.saving_ns > judged.spread_ns > 0
+    assert "cycles" in (clearly_slower(slow, fast) or "")
 
 
 def test_clearly_faster_respects_the_margin() -> None:
@@ -130,3 +131,24 @@ def test_the_cpu_limit_is_the_smallest_of_quota_cpuset_and_affinity(
     )
     assert memory.memory_limit_bytes == 1 << 30
     assert memory.available_bytes == (1 << 30) - (200 << 20)
+
+
+def test_a_step_function_is_timed_after_its_warm_up() -> None:
+    import time
+
+    from codedag.tune.consumer import time_step
+
+    calls: list[float] = []
+
+    def step(delay_s: float) -> None:
+        calls.append(delay_s)
+        time.sleep(delay_s)
+
+    step_s, source = time_step(step, [0.3, 0.002, 0.002, 0.002])  # the first call is slow
+    assert 0.002 <= step_s < 0.1 and len(calls) == 4
+    assert (
+        source
+        == "median of 3 calls of test_a_step_function_is_timed_after_its_warm_up.<locals>.step"
+    )
+    with pytest.raises(ConfigError, match="more than 1"):
+        time_step(step, [0.0])

@@ -19,10 +19,18 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import codedag.measure.pair as pair
 from codedag.calibrate.cache import CalibrationCache, entry_key
 from codedag.calibrate.environment import library_versions
 from codedag.calibrate.inputs import signature
-from codedag.calibrate.timing import Budget, Stopwatch, Timing, difference_error_ns, time_pair
+from codedag.calibrate.timing import (
+    Budget,
+    Stopwatch,
+    Timing,
+    cpu_aware_stopwatch,
+    difference_error_ns,
+    time_pair,
+)
 from codedag.devices.torch_devices import device_name, device_sync
 
 log = logging.getLogger(__name__)
@@ -80,7 +88,8 @@ class ChainMeasurement:
 
     @property
     def spread_ns(self) -> int:
-        """Twice the standard error of the difference of the medians."""
+        """Half-width of the 95 % interval of the difference of the medians
+        (:func:`codedag.measure.statistic.difference_spread_ns`)."""
         if self.original is None or self.batched is None:
             return 0
         return int(difference_error_ns(self.original, self.batched))
@@ -169,7 +178,7 @@ class ChainCalibrator:
     ) -> None:
         self.device = device
         self.cache = cache if cache is not None else CalibrationCache.default()
-        self.stopwatch = stopwatch or Stopwatch(sync=device_sync(device))
+        self.stopwatch = stopwatch or cpu_aware_stopwatch(device, device_sync(device))
         self.budget = budget or CHAIN_BUDGET
         self.device_name = device_name(device)
 
@@ -233,7 +242,10 @@ class ChainCalibrator:
             lambda: chain_replay.run_batched(prepared, device),
             self.stopwatch,
             self.budget,
+            what=f"batched chain {candidate.id}",
         )
-        records = [self.stopwatch(lambda: chain_replay.record(prepared)) for _ in range(3)]
-        result.record_ns = int(sorted(records)[1])
+        record = pair.time_one(
+            lambda: chain_replay.record(prepared), self.stopwatch, repeats=3, warmup=0
+        )
+        result.record_ns = record.median_ns
         return result

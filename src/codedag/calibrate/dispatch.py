@@ -3,18 +3,20 @@
 A patched function costs something on every call: deciding where the call goes and counting it
 (migrated calls), or handing it to the original (calls the plan keeps on the CPU). Placement
 charges these costs to the functions it patches, so they are measured here with the migrator's
-real wrapper around a do-nothing function rather than assumed.
+real wrapper around a do-nothing function rather than assumed: the wrapped and the bare call, in
+interleaved rounds of tight loops (:mod:`codedag.measure`).
 """
 
 from __future__ import annotations
 
 import functools
-import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from codedag.calibrate.measurement import DispatchCost
-from codedag.calibrate.timing import Timing
+from codedag.measure.pair import Budget, time_pair
 
 _NAME = "codedag.calibrate.noop"
 
@@ -23,15 +25,26 @@ def _noop(x: object) -> object:
     return x
 
 
-def _best_per_call(fn: object, arg: object, calls: int = 2000, rounds: int = 5) -> float:
-    """Median over rounds of the per-call time of ``fn(arg)`` in a tight loop (ns)."""
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter_ns()
-        for _ in range(calls):
-            fn(arg)  # type: ignore[operator]
-        samples.append((time.perf_counter_ns() - t0) // calls)
-    return float(Timing.of([int(s) for s in samples]).median_ns)
+_ROUNDS = Budget(min_samples=5, max_samples=5, target_ns=0, warmup=1)
+"""Five interleaved rounds of each loop after one untimed round."""
+
+
+def _extra_per_call_ns(
+    base: Callable[[Any], Any], wrapped: Callable[[Any], Any], arg: Any, calls: int
+) -> int:
+    """What ``wrapped(arg)`` costs per call beyond ``base(arg)`` (ns, at least 0): each way runs
+    ``calls`` times in a tight loop per sample, in interleaved rounds (:mod:`codedag.measure`);
+    the difference of the medians."""
+
+    def loop(fn: Callable[[Any], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(calls):
+                fn(arg)
+
+        return run
+
+    measured = time_pair(loop(base), loop(wrapped), budget=_ROUNDS)
+    return max(0, -measured.comparison.saving_ns // calls)
 
 
 @functools.cache
@@ -61,11 +74,7 @@ def measure_dispatch(device: str = "cpu") -> DispatchCost:
         ContextMatcher(_NAME, [(f"elsewhere#0/{_NAME}#0", device), (f"other#0/{_NAME}#0", None)]),
         converters,
     )
-    via_wrapper = _best_per_call(migrated.function, value, calls=500)
-    via_executor = _best_per_call(direct, value, calls=500)
-    passed = _best_per_call(kept.function, value)
-    plain = _best_per_call(_noop, value)
     return DispatchCost(
-        migrated_ns=max(0, int(via_wrapper - via_executor)),
-        passthrough_ns=max(0, int(passed - plain)),
+        migrated_ns=_extra_per_call_ns(direct, migrated.function, value, calls=500),
+        passthrough_ns=_extra_per_call_ns(_noop, kept.function, value, calls=2000),
     )

@@ -57,8 +57,8 @@ class Measurement:
 
     @property
     def spread_ns(self) -> int:
-        """Uncertainty of the saving: twice the standard error of the difference of the medians
-        (:func:`codedag.calibrate.timing.difference_error_ns`)."""
+        """Uncertainty of the saving: half-width of the 95 % interval of the difference of the
+        medians (:func:`codedag.measure.statistic.difference_spread_ns`)."""
         if self.original is None or self.backend is None:
             return 0
         return int(difference_error_ns(self.original, self.backend))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +37,11 @@ from codedag.calibrate.measurement import (
     DispatchCost,
     Measurement,
 )
-from codedag.calibrate.timing import Budget, Stopwatch, time_one, time_pair
+from codedag.calibrate.timing import Budget, Stopwatch, cpu_aware_stopwatch, time_one, time_pair
 from codedag.devices.torch_devices import device_name, device_sync
 from codedag.errors import CodeDAGError
 from codedag.graph.model import ExecutionDAG
+from codedag.measure.threads import torch_threads
 
 log = logging.getLogger(__name__)
 
@@ -118,27 +119,16 @@ class Calibrator:
         self.device = device
         self.cache = cache if cache is not None else CalibrationCache.default()
         self.registry = registry
-        self.stopwatch = stopwatch or Stopwatch(sync=device_sync(device))
+        self.stopwatch = stopwatch or cpu_aware_stopwatch(device, device_sync(device))
         self.budget = budget or Budget()
         self.max_signatures = max(1, max_signatures)
         self.threads = threads
         with self._threads():
             self.device_name = device_name(device)
 
-    @contextlib.contextmanager
-    def _threads(self) -> Iterator[None]:
+    def _threads(self) -> contextlib.AbstractContextManager[None]:
         """Run with ``self.threads`` torch threads (restored afterwards)."""
-        if self.threads is None:
-            yield
-            return
-        import torch
-
-        previous = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(previous)
+        return torch_threads(self.threads)
 
     # ------------------------------------------------------------------ one signature
     def measure(self, function: str, args: list[dict[str, Any]]) -> Measurement:
@@ -197,6 +187,7 @@ class Calibrator:
             lambda: backend(*call_args, **call_kwargs),
             self.stopwatch,
             self.budget,
+            what=f"{function} ({result.arguments})",
         )
         if not self.device.startswith("cpu"):
             result.h2d_ns, result.d2h_ns = self._copies(call_args, call_kwargs, expected)

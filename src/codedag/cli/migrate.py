@@ -57,7 +57,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "--no-guard",
         action="store_true",
         help="skip the run-time check (by default the first calls of each placed function run "
-        "both ways, and a placement that loses time or differs from the library is switched off)",
+        "both ways, and a placement that does not save time beyond the noise or differs from the "
+        "library is switched off)",
     )
     p.add_argument(
         "--guard-calls", type=int, default=8, help="calls per function the check runs both ways (8)"
@@ -66,7 +67,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "--guard-margin",
         type=float,
         default=0.0,
-        help="share of the library's time a placement must save to be kept (0: must not lose)",
+        help="share of the library's time a placement must save to be kept, beyond the noise "
+        "(0: any saving beyond the noise)",
     )
 
 

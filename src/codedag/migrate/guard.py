@@ -1,19 +1,21 @@
 """Run-time guard: a placement stays only if, measured on this process's own calls, its backend
-agrees with the original library and does not lose time to it.
+agrees with the original library and beats it in time.
 
 A plan comes from measurements taken elsewhere (calibration on synthetic inputs, maybe another
 device); the guard checks it on the real calls. For the first ``calls`` migrated calls of each
 placed function (per process: a forked DataLoader worker checks again, on its own device), the
-wrapper runs both the backend path and the original on the same arguments, in alternating order,
-timing each (around a CUDA backend the device is synchronized, so the time is the work's, not
-the launch's). It compares the two results with the tolerance table
-(:func:`codedag.backends.tolerances.difference`: type, shape, dtype, values) and returns the
-backend's result
-only when they match, else the original's.
+wrapper runs both the backend path and the original on the same arguments, in interleaved rounds
+(backend first, then original first, ...), each timed by :mod:`codedag.measure` (on a CUDA device
+between two synchronizations, so the time is the work's, not the launch's). It compares the two
+results with the tolerance table (:func:`codedag.backends.tolerances.difference`: type, shape,
+dtype, values) and returns the backend's result only when they match, else the original's.
 
-Then it decides, once: the placement is **kept** when every compared result matched and the
-backend's median time is at most the original's median times ``1 - margin``; otherwise it is
-**switched off** (the original runs from then on) with the reason and both medians. A result that
+Then it decides, once, by the rule of :func:`codedag.measure.statistic.verdict`: the placement is
+**kept** when every compared result matched and the backend's saving (the original's median time
+minus the backend's) exceeds both its spread (the half-width of its 95 % interval) and ``margin``
+of the original's median; otherwise it is **switched off** (the original runs from then on) with
+the reason, both medians and the spread. A slow first call is one sample of ``calls``: the medians
+do not follow it. A measurement that other work disturbed says so in the reason. A result that
 differs switches the function off at once: nothing is gained by checking further. Each decision
 is one INFO log line and appears in the function's stats (``guard``).
 
@@ -24,6 +26,7 @@ guard is disabled, a migrated call costs nothing more.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import statistics
 import threading
@@ -35,6 +38,8 @@ from typing import Any, NamedTuple
 
 from codedag.backends.tolerances import difference
 from codedag.devices.torch_devices import synchronize
+from codedag.measure.clock import Stopwatch, no_sync
+from codedag.measure.pair import PairResult, PairSamples, round_order
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +60,7 @@ class GuardSettings:
     Args:
         calls: migrated calls per function and process that also run the original.
         margin: fraction of the original's median time the backend must save to be kept
-            (0: it must not lose; 0.1: it must be at least 10 % faster).
+            (0: it must beat the original beyond the spread; 0.1: also by at least 10 %).
         clock_ns: the clock (nanoseconds); tests inject a fake one.
         synchronize: ``synchronize(device)`` around a backend on a CUDA device; default
             :func:`codedag.devices.torch_devices.synchronize`.
@@ -113,9 +118,8 @@ class Guard:
     """
 
     __slots__ = (
-        "_backend_ns",
         "_lock",
-        "_original_ns",
+        "_samples",
         "_started",
         "calls",
         "checking",
@@ -149,8 +153,7 @@ class Guard:
     def reset(self) -> None:
         """Start checking afresh (a forked child measures on its own device)."""
         self._lock = threading.Lock()  # a forked child may have inherited it held
-        self._original_ns: list[int] = []
-        self._backend_ns: list[int] = []
+        self._samples = PairSamples()  # A: the original, B: the backend
         self._started = 0
         self.calls = 0
         self.mismatches = 0
@@ -199,21 +202,20 @@ class Guard:
         """
         settings = self.settings
         assert settings is not None, "run() is only called while checking"
-        clock = settings.clock_ns
-        sync = settings.synchronize or synchronize
+        watch = _stopwatch(settings, device)
         with self._lock:
-            backend_first = self._started % 2 == 0
+            order = round_order(("backend", "original"), self._started)
             self._started += 1
         backend_ns = original_ns = 0
         error: Exception | None = None
         result: Any = None
-        if backend_first:
-            result, backend_ns, error = _timed_backend(backend, device, clock, sync)
-        start = clock()
-        expected = original()
-        original_ns = clock() - start
-        if not backend_first:
-            result, backend_ns, error = _timed_backend(backend, device, clock, sync)
+        expected: Any = None
+        for way in order:
+            if way == "backend":
+                result, backend_ns, error = _timed_backend(backend, watch)
+            else:
+                timed = watch.timed(original)
+                expected, original_ns = timed.value, timed.elapsed_ns
         if error is not None:
             return Checked(expected, False, error, None)
         problem = difference(self.name, expected, result)
@@ -228,8 +230,7 @@ class Guard:
         with self._lock:
             if not self.checking:
                 return  # another thread decided meanwhile
-            self._original_ns.append(original_ns)
-            self._backend_ns.append(backend_ns)
+            self._samples.add(original_ns, backend_ns)
             self.calls += 1
             if difference is not None:
                 self.mismatches += 1
@@ -242,22 +243,23 @@ class Guard:
             self.on_decision(self)
 
     def _decide(self, settings: GuardSettings) -> None:
-        original_ms = statistics.median(self._original_ns) / 1e6
-        backend_ms = statistics.median(self._backend_ns) / 1e6
-        medians = f"backend median {backend_ms:.4g} ms, original {original_ms:.4g} ms"
+        measured = self._samples.result(settings.margin, ("the original", "the backend"))
+        needed = f" by {settings.margin:.0%}" if settings.margin else ""
+        figures = _figures(measured)
         if self.mismatches:
             self.state = GuardState.SWITCHED_OFF
             self.reason = (
                 f"{self.mismatches} of {self.calls} results differ from the original beyond "
                 f"the tolerance ({self.reason})"
             )
-        elif backend_ms > original_ms * (1.0 - settings.margin):
+        elif not measured.comparison.b_faster:
             self.state = GuardState.SWITCHED_OFF
-            needed = f" by {settings.margin:.0%}" if settings.margin else ""
-            self.reason = f"the backend does not beat the original{needed}: {medians}"
+            self.reason = (
+                f"the backend does not beat the original{needed} beyond the spread: {figures}"
+            )
         else:
             self.state = GuardState.KEPT
-            self.reason = f"results match and the backend is not slower: {medians}"
+            self.reason = f"results match and the backend beats the original{needed}: {figures}"
         self.checking = False
         log.info(
             "guard: %s %s after %d checked call(s): %s",
@@ -271,8 +273,8 @@ class Guard:
         """``{"state", "original_ms_median", "backend_ms_median", "calls", "mismatches",
         "reason"}`` (medians ``None`` before the first checked call)."""
         with self._lock:
-            original = list(self._original_ns)
-            backend = list(self._backend_ns)
+            original = list(self._samples.a_ns)
+            backend = list(self._samples.b_ns)
             return {
                 "state": self.state.value,
                 "original_ms_median": statistics.median(original) / 1e6 if original else None,
@@ -285,8 +287,9 @@ class Guard:
     def fields(self) -> dict[str, int]:
         """This guard as the integers a forked worker reports (see :data:`FIELDS`)."""
         with self._lock:
-            original = int(statistics.median(self._original_ns)) if self._original_ns else 0
-            backend = int(statistics.median(self._backend_ns)) if self._backend_ns else 0
+            original_ns, backend_ns = self._samples.a_ns, self._samples.b_ns
+            original = int(statistics.median(original_ns)) if original_ns else 0
+            backend = int(statistics.median(backend_ns)) if backend_ns else 0
             slower = self.state is GuardState.SWITCHED_OFF and not self.mismatches
             return {
                 "guard_state": STATE_CODES[self.state],
@@ -314,13 +317,13 @@ def stats_from_fields(row: Mapping[str, int]) -> dict[str, Any] | None:
             reason = f"{row['guard_mismatches']} of {calls} results differ from the original"
         elif row.get("guard_slower", 0):
             reason = (
-                f"the backend does not beat the original: backend median {backend_ms:.4g} ms, "
-                f"original {original_ms:.4g} ms"
+                f"the backend does not beat the original beyond the spread: backend median "
+                f"{backend_ms:.4g} ms, original {original_ms:.4g} ms"
             )
     elif state is GuardState.KEPT:
         reason = (
-            f"results match and the backend is not slower: backend median {backend_ms:.4g} ms, "
-            f"original {original_ms:.4g} ms"
+            f"results match and the backend beats the original: backend median "
+            f"{backend_ms:.4g} ms, original {original_ms:.4g} ms"
         )
     return {
         "state": state.value,
@@ -363,20 +366,32 @@ def merge_worker_stats(own: dict[str, Any], reports: list[dict[str, int]]) -> di
     return merged
 
 
+def _stopwatch(settings: GuardSettings, device: str) -> Stopwatch:
+    """Both ways of a call on ``device`` are timed alike: on CUDA between synchronizations."""
+    sync: Callable[[], None] = no_sync
+    if device.startswith("cuda"):
+        sync = functools.partial(settings.synchronize or synchronize, device)
+    return Stopwatch(sync=sync, clock=settings.clock_ns)
+
+
+def _figures(measured: PairResult) -> str:
+    """Both medians, the saving's spread and any interference, in words."""
+    comparison = measured.comparison
+    text = (
+        f"backend median {measured.b.median_ns / 1e6:.4g} ms, original "
+        f"{measured.a.median_ns / 1e6:.4g} ms (saving {comparison.saving_ns / 1e6:.4g} ± "
+        f"{comparison.spread_ns / 1e6:.2g} ms)"
+    )
+    if measured.interference.disturbed:
+        text += f"; measurement disturbed: {measured.interference.describe()}"
+    return text
+
+
 def _timed_backend(
-    backend: Callable[[], Any],
-    device: str,
-    clock: Callable[[], int],
-    sync: Callable[[str], None],
+    backend: Callable[[], Any], watch: Stopwatch
 ) -> tuple[Any, int, Exception | None]:
-    cuda = device.startswith("cuda")
     try:
-        if cuda:
-            sync(device)  # earlier queued work is not this call's
-        start = clock()
-        result = backend()
-        if cuda:
-            sync(device)
-        return result, clock() - start, None
+        timed = watch.timed(backend)
     except Exception as error:
         return None, 0, error
+    return timed.value, timed.elapsed_ns, None

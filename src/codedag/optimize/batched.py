@@ -9,7 +9,8 @@ execution, while the batched executor runs in the main process: the comparison i
 ``original / W``  against  ``record / W + (batched - record)``
 
 (``W = 1`` without workers). A chain runs batched only when that saves more than the placement
-margin of its time and more than the measurement spread; otherwise it stays per sample and its
+margin of its time and more than the measurement spread (the rule of
+:func:`codedag.measure.statistic.verdict`); otherwise it stays per sample and its
 reason gives both figures. ``mode`` ``always`` and ``never`` force the choice; without a
 measurement their decisions are labelled ``assumed``.
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from codedag.errors import ConfigError
 from codedag.graph.model import ExecutionDAG
+from codedag.measure.statistic import Verdict, verdict
 
 MODES = ("auto", "always", "never")
 
@@ -136,7 +138,7 @@ def decide_chain(
     saving = original - batched
     margin = margin_pct / 100.0 * original
     spread = measurement.spread_ns
-    if saving > max(margin, spread):
+    if verdict(saving, spread, margin) is Verdict.FASTER:
         entry["batched"] = True
         entry["reason"] = f"{text}: {original / max(1, batched):.2g}x faster, runs batched"
     elif saving <= 0:

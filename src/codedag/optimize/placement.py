@@ -11,7 +11,8 @@ For each call of the coarsened DAG (a cluster stands for its instances):
    measured dispatch cost. On a GPU, an input produced by another placed call is already on the
    device: its measured upload is saved. ``saving = original - (migrated path + dispatch)``.
 3. **Margin.** The call moves only when the saving exceeds both ``margin_pct`` of its time and the
-   measurement spread (interquartile ranges of both timings): noise never flips a decision.
+   measurement spread (the half-width of the saving's 95 % interval): the rule of
+   :func:`codedag.measure.statistic.verdict`, so noise never flips a decision.
 4. **Patching has a price.** A patched function's unplaced calls pay the measured pass-through
    cost; when that outweighs what its placed calls save, none of its calls is placed.
 5. A call inside a placed call is covered by it.
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from codedag.measure.statistic import Verdict, verdict
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.costs import CostModel
 
@@ -173,7 +175,6 @@ class Placer:
         assert d.original_ns is not None and d.backend_ns is not None
         d.saving_ns = d.original_ns - d.backend_ns + saved_upload_ns
         margin = self.settings.margin_pct / 100.0 * d.original_ns
-        threshold = max(margin, float(d.spread_ns))
         label = "assumed" if d.basis == "assumed" else "measured"
         figures = (
             f"{label} {_ms(d.original_ns)} with the library vs {_ms(d.backend_ns)} through "
@@ -183,7 +184,7 @@ class Placer:
             figures += f" ({_ms(saved_upload_ns)} of uploads saved by placed producers)"
         if d.basis == "assumed":
             figures += f" (ASSUMED {self.settings.assume_speedup:g}x speedup, not measured)"
-        d.migrate = d.saving_ns > threshold
+        d.migrate = verdict(d.saving_ns, d.spread_ns, margin) is Verdict.FASTER
         if d.migrate:
             d.reason = f"{figures}: saves {_ms(d.saving_ns)}"
         elif d.saving_ns <= 0:

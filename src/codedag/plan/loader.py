@@ -94,8 +94,8 @@ class LoaderTrial(_Model):
             statistic in ``note``); ``over memory`` (its workers would not fit the memory limit).
         batches: timed batches (start-up excluded).
         batches_per_s: delivered batches per second (with the consumer, when one was given).
-        batch_ms: mean time between batches.
-        stderr_ms: standard error of ``batch_ms``.
+        batch_ms: median over cycles of the mean time between batches.
+        stderr_ms: standard error of ``batch_ms`` (from the quartiles).
         wait_ms: the consumer's mean wait in ``next()`` per batch.
         startup_ms: time from ``iter(loader)`` to the first batch (worker start included).
         worker_rss_mb: resident memory of the worker processes together.

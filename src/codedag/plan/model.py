@@ -62,7 +62,8 @@ class PlannedCall(_Model):
         original_ns: calibrated time of one call with the original library, median.
         backend_ns: calibrated time of one call through the migrated path, median.
         transfer_ns: host<->device copies this placement causes per call (0 on the CPU).
-        spread_ns: measurement spread (interquartile ranges of both timings added).
+        spread_ns: measurement spread: half-width of the saving's 95 % interval
+            (:mod:`codedag.measure`).
         saving_ns: time saved by the placement over all instances (negative: a loss).
         basis: ``measured`` (calibrated), ``assumed`` (``--assume-speedup``), ``none``.
         reason: why the call goes where it goes, with the figures.

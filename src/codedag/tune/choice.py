@@ -1,16 +1,19 @@
 """Choose among the timed settings, confirm against the program's own, and say why.
 
 * Without a step time, the worker count is the cheapest whose best setting is as fast as the
-  fastest (slower neither beyond the noise, by Welch's t-test, nor beyond the margin); at that
+  fastest (slower neither beyond the noise nor beyond the margin); at that
   count, threads, prefetch and pinning take their cheapest values unless a costlier one clearly
   beats them (beyond the noise and the margin): their effects are small next to the noise of
   short runs, and the fastest of several noisy measurements is flattered by its noise.
 * With a step time, the loader only has to keep the step fed: when your settings already do
   (the step waits less than 5 % of its time for data), they are kept; otherwise the cheapest
   setting that does is the candidate, else the fastest.
-* The candidate then runs against your settings in alternating rounds (A B A B, fresh loaders);
-  it replaces them only when it is faster by more than the margin and the noise. So the plan
-  never makes the loader slower than the program made it.
+* The candidate then runs against your settings in interleaved rounds (A B, B A, ..., fresh
+  loaders); it replaces them only when it is faster by more than the margin and the noise. So the
+  plan never makes the loader slower than the program made it.
+
+Every comparison is the rule of :mod:`codedag.measure` on the medians of cycle intervals
+(:mod:`codedag.tune.stats`).
 * ``persistent_workers`` is turned on when the measured worker start-up, paid again at every
   epoch without it, is more than the margin of an epoch's time.
 """
@@ -22,10 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from codedag.measure.pair import round_order
 from codedag.plan.loader import DEFAULT_PREFETCH, LoaderConfirmation, LoaderSettings
 from codedag.tune.measure import Consumer, TrialRun, run_trial
 from codedag.tune.search import Search, Trial
-from codedag.tune.stats import clearly_faster, clearly_slower, mean, stderr
+from codedag.tune.stats import clearly_faster, clearly_slower, compare, median_s
 from codedag.tune.variants import build_variant, epoch_length
 
 FAST_ENOUGH_SHARE = 0.05
@@ -116,8 +120,8 @@ def pick(search: Search, step_s: float | None, margin: float) -> Candidate:
 def _as_fast(trial: Trial, reference: Trial, margin: float, strict: bool) -> bool:
     """Whether ``trial`` is as fast as ``reference``.
 
-    ``strict``: slower neither beyond the noise (Welch) nor beyond the margin; otherwise: not
-    slower beyond both (the reference does not clearly beat it).
+    ``strict``: slower neither beyond the noise nor beyond the margin; otherwise: not slower
+    beyond both (the reference does not clearly beat it).
     """
     assert trial.run is not None and reference.run is not None
     slower = clearly_slower(trial.run.intervals_s, reference.run.intervals_s) is not None
@@ -136,14 +140,11 @@ def confirm(
     consumer: Consumer | None,
     tick: Callable[[str], None],
 ) -> tuple[list[float], list[float], LoaderConfirmation]:
-    """Time yours and the candidate in alternating rounds; pooled cycle intervals of each."""
+    """Time yours and the candidate in interleaved rounds; pooled cycle intervals of each."""
     pooled: dict[str, list[float]] = {"yours": [], "candidate": []}
-    per_round: dict[str, list[float]] = {"yours": [], "candidate": []}
+    ways = [("yours", yours), ("candidate", candidate)]
     for index in range(rounds):
-        order = [("yours", yours), ("candidate", candidate)]
-        if index % 2:
-            order.reverse()
-        for name, settings in order:
+        for name, settings in round_order(ways, index):
             run: TrialRun = run_trial(
                 lambda s=settings: build_variant(loader, s, endless=True),  # type: ignore[misc]
                 settings,
@@ -153,20 +154,25 @@ def confirm(
                 on_batch=lambda: tick("side by side with your settings"),
             )
             pooled[name].extend(run.intervals_s)
-            if run.intervals_s:
-                per_round[name].append(run.interval_s)
-    yours_bps = 1.0 / mean(pooled["yours"]) if pooled["yours"] else 0.0
-    cand_bps = 1.0 / mean(pooled["candidate"]) if pooled["candidate"] else 0.0
-    ratios = [y / c for y, c in zip(per_round["yours"], per_round["candidate"]) if c > 0]
-    spread = stderr(ratios) if len(ratios) > 1 else 0.0
+    yours_bps, cand_bps = _per_s(pooled["yours"]), _per_s(pooled["candidate"])
+    ratio, spread = (cand_bps / yours_bps if yours_bps else 1.0), 0.0
+    if pooled["yours"] and pooled["candidate"]:
+        judged = compare(pooled["yours"], pooled["candidate"])
+        ratio, spread = judged.speedup, judged.speedup_se
     confirmation = LoaderConfirmation(
         rounds=rounds,
         yours_batches_per_s=yours_bps,
         chosen_batches_per_s=cand_bps,
-        ratio=cand_bps / yours_bps if yours_bps else 1.0,
-        stderr_ratio=spread if spread == spread and spread != float("inf") else 0.0,
+        ratio=ratio,
+        stderr_ratio=spread if math.isfinite(spread) else 0.0,
     )
     return pooled["candidate"], pooled["yours"], confirmation
+
+
+def _per_s(intervals_s: list[float]) -> float:
+    """Batches per second at the median interval (0 without a positive one)."""
+    interval = median_s(intervals_s) if intervals_s else 0.0
+    return 1.0 / interval if interval > 0 else 0.0
 
 
 def beats(candidate: list[float], yours: list[float], margin: float) -> bool:

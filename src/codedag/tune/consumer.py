@@ -8,13 +8,15 @@ excludes the wait for data), or from timing a step function on real batches.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 from codedag.errors import ConfigError
+from codedag.measure.clock import Stopwatch
+from codedag.measure.summary import Timing
 
 
 def step_from_results(path: str | os.PathLike[str], mode: str | None = None) -> tuple[float, str]:
@@ -51,20 +53,15 @@ def step_from_results(path: str | os.PathLike[str], mode: str | None = None) -> 
 def time_step(step: Callable[[Any], Any], batches: list[Any], warmup: int = 1) -> tuple[float, str]:
     """The median time of ``step(batch)`` over ``batches`` (after ``warmup`` calls), seconds.
 
-    CUDA work is synchronized around each call so asynchronous kernels are counted.
+    Each call is timed by :class:`codedag.measure.Stopwatch`; CUDA work is synchronized around
+    each call so asynchronous kernels are counted.
     """
     from codedag.devices.torch_devices import cuda_available, device_sync
 
     if len(batches) <= warmup:
         raise ConfigError(f"timing a step needs more than {warmup} batch(es), got {len(batches)}")
-    sync = device_sync("cuda" if cuda_available() else "cpu")
-    times = []
-    for index, batch in enumerate(batches):
-        sync()
-        start = time.perf_counter()
-        step(batch)
-        sync()
-        if index >= warmup:
-            times.append(time.perf_counter() - start)
+    watch = Stopwatch(sync=device_sync("cuda" if cuda_available() else "cpu"))
+    times_ns = [watch(functools.partial(step, batch)) for batch in batches]
+    timing = Timing.of(times_ns[warmup:])
     name = getattr(step, "__qualname__", type(step).__name__)
-    return statistics.median(times), f"median of {len(times)} calls of {name}"
+    return timing.median_ns / 1e9, f"median of {timing.samples} calls of {name}"

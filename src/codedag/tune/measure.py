@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from codedag.plan.loader import LoaderSettings
-from codedag.tune.stats import MIN_SAMPLES, mean, stderr
+from codedag.tune.stats import MIN_SAMPLES, median_s, median_se_s
 
 log = logging.getLogger(__name__)
 
@@ -58,24 +59,24 @@ class TrialRun:
 
     @property
     def interval_s(self) -> float:
-        """Mean time between batches."""
-        return mean(self.intervals_s)
+        """Median of the cycles' mean times between batches (``nan`` before the first cycle)."""
+        return median_s(self.intervals_s)
 
     @property
     def stderr_s(self) -> float:
         """Standard error of :attr:`interval_s`."""
-        return stderr(self.intervals_s)
+        return median_se_s(self.intervals_s)
 
     @property
     def batches_per_s(self) -> float:
-        """Batches delivered per second (0 when nothing was timed)."""
+        """Batches delivered per second at :attr:`interval_s` (0 when nothing was timed)."""
         interval = self.interval_s
         return 1.0 / interval if interval and interval == interval and interval > 0 else 0.0
 
     @property
     def wait_s(self) -> float:
-        """Mean wait for data per batch."""
-        return mean(self.waits_s) if self.waits_s else 0.0
+        """Mean wait for data per batch (a share of the run's time, so the mean, not a median)."""
+        return statistics.fmean(self.waits_s) if self.waits_s else 0.0
 
 
 def worker_memory(iterator: Any) -> tuple[int, int | None]:

@@ -9,9 +9,9 @@ Phases, each around the best setting so far (coordinate descent over a small gri
 4. ``prefetch``: the best setting with other ``prefetch_factor`` values;
 5. ``pin_memory``: on and off, only when batches are copied to a CUDA device.
 
-A setting stops early as soon as Welch's t-test says it is clearly slower than the best so far
-(:func:`codedag.tune.stats.clearly_slower`); a setting whose workers would not fit in the memory
-left is not started. Fixed settings (``TuneOptions.fixed``) are never varied.
+A setting stops early as soon as its median cycle interval is longer than the best's so far by
+more than the spread (:func:`codedag.tune.stats.clearly_slower`, the rule of
+:mod:`codedag.measure`); a setting whose workers would not fit in the memory left is not started. Fixed settings (``TuneOptions.fixed``) are never varied.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Search:
         return self.limits.max_workers
 
     def best(self) -> Trial | None:
-        """The usable trial with the shortest mean batch interval."""
+        """The usable trial with the shortest median batch interval."""
         usable = [t for t in self.trials.values() if t.usable]
         return min(usable, key=lambda t: t.run.interval_s) if usable else None  # type: ignore[union-attr]
 

@@ -1,22 +1,40 @@
-"""Side-by-side loader timing: warm-up, alternating rounds, steady state, batch comparison."""
+"""The benchmarks' shared helpers: side-by-side loader timing (warm-up, interleaved rounds,
+steady state, the rule of codedag.measure), batch comparison, pipeline sizes."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
+import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.experiments.loader_bench import (
-    compare_batches,
-    compare_variants,
-    in_flight,
-    no_context,
-    steady_s,
-)
+from codedag.measure import Verdict
+
+
+def _load_common() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "common.py"
+    spec = importlib.util.spec_from_file_location("benchmarks_common", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+common = _load_common()
+compare_batches = common.compare_batches
+compare_variants = common.compare_variants
+in_flight = common.in_flight
+no_context = common.no_context
+steady_s = common.steady_s
 
 
 class Sleepy(Dataset):
@@ -53,6 +71,23 @@ def test_variants_are_warmed_up_then_timed_in_alternating_rounds() -> None:
     assert len(out["fast"].round_s) == len(out["slow"].round_s) == 3
     assert out["slow"].median_s > out["fast"].median_s  # 40 ms of sleep per batch vs none
     assert len(out["fast"].batches) == 5 and out["fast"].spread_s >= 0
+    assert out["fast"].versus(out["slow"]).verdict is Verdict.FASTER
+    assert out["slow"].versus(out["fast"]).verdict is Verdict.SLOWER
+
+
+def test_rounds_that_disagree_are_reported() -> None:
+    steady = common.LoaderTiming("steady", [0.010, 0.0101, 0.0099])
+    jumpy = common.LoaderTiming("jumpy", [0.010, 0.050, 0.011])
+    assert common.disturbed({"steady": steady}) == []
+    (line,) = common.disturbed({"steady": steady, "jumpy": jumpy})
+    assert line.startswith("jumpy: 3 samples spread by")
+
+
+def test_pipeline_sizes_follow_one_image_side() -> None:
+    assert common.pipeline_sizes("yolo_mosaic", 97) == {"img_size": 96}
+    assert common.pipeline_sizes("mel", 64) == {} and common.pipeline_sizes("letterbox", None) == {}
+    with pytest.raises(ValueError, match="at least 32"):
+        common.pipeline_sizes("letterbox", 8)
 
 
 def test_steady_state_leaves_out_prefetched_batches() -> None:
