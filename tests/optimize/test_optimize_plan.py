@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from optimize_helpers import add_call, add_value, fake_calibration
+from optimize_helpers import add_call, add_value, builtin_can_migrate, fake_calibration
 
 from codedag.graph.model import ExecutionDAG
-from codedag.optimize.costs import builtin_can_migrate, default_can_migrate
+from codedag.optimize.costs import default_can_migrate
 from codedag.optimize.manager import OptimizerManager
 from codedag.optimize.partition import Partition, as_coarse
 from codedag.optimize.placement import PlacementSettings
@@ -323,18 +323,9 @@ def test_can_migrate_predicate_is_asked() -> None:
     assert all(c["reason"].startswith("no torch backend") for c in plan["calls"])
 
 
-def test_default_predicate_asks_the_migration_registry_when_it_exists(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import types
-
-    fake = types.ModuleType("codedag.backends.registry")
-    fake.is_migratable = lambda name: name == "pkg.custom"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "codedag.backends.registry", fake)
+def test_default_predicate_is_the_op_librarys() -> None:
     predicate = default_can_migrate()
-    assert predicate("pkg.custom") and not predicate("cv2.resize")
-    monkeypatch.setitem(sys.modules, "codedag.backends.registry", None)  # import fails
-    assert default_can_migrate() is builtin_can_migrate
+    assert predicate("cv2.resize") and not predicate("pkg.custom")
 
 
 _DETERMINISM = """

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+from optimize_helpers import builtin_can_migrate
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.optimize.costs import builtin_can_migrate
 from codedag.optimize.manager import OptimizerManager
 from codedag.optimize.placement import PlacementSettings
 from codedag.trace import trace_dataloader

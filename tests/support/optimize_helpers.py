@@ -80,3 +80,22 @@ def fake_calibration(
         cal.measurements[f"{node.name}|{node.id}"] = m
         cal.calls[node.id] = CallEstimate(m)
     return cal
+
+
+FIXED_MIGRATABLE: frozenset[str] = frozenset(
+    {
+        "cv2.resize",
+        "cv2.cvtColor",
+        "cv2.flip",
+        "cv2.GaussianBlur",
+        "cv2.warpAffine",
+        "numpy.clip",
+        "numpy.stack",
+        "numpy.transpose",
+    }
+)
+
+
+def builtin_can_migrate(canonical_name: str) -> bool:
+    """A fixed migratable set, whatever the op library offers (placement tests stay stable)."""
+    return canonical_name in FIXED_MIGRATABLE

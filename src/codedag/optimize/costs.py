@@ -17,35 +17,11 @@ log = logging.getLogger(__name__)
 
 CanMigrate = Callable[[str], bool]
 
-# Used only while codedag.backends.registry does not exist: calls with a torch backend that
-# matches the library within tolerance. Conservative on purpose: a call missing here stays on
-# the CPU, a call wrongly here would be patched and fall back at run time.
-BUILTIN_MIGRATABLE: frozenset[str] = frozenset(
-    {
-        "cv2.resize",
-        "cv2.cvtColor",
-        "cv2.flip",
-        "cv2.GaussianBlur",
-        "cv2.warpAffine",
-        "numpy.clip",
-        "numpy.stack",
-        "numpy.transpose",
-    }
-)
-
-
-def builtin_can_migrate(canonical_name: str) -> bool:
-    """True for the conservative built-in list of cv2/numpy calls (:data:`BUILTIN_MIGRATABLE`)."""
-    return canonical_name in BUILTIN_MIGRATABLE
-
 
 def default_can_migrate() -> CanMigrate:
-    """The migration registry's ``is_migratable`` when it exists, else :func:`builtin_can_migrate`."""
-    try:
-        from codedag.backends.registry import is_migratable
-    except ImportError:
-        log.debug("codedag.backends.registry not available; using the built-in migratable list")
-        return builtin_can_migrate
+    """Whether a call has a torch backend: the op library's ``is_migratable``."""
+    from codedag.backends.registry import is_migratable
+
     return is_migratable
 
 
