@@ -106,7 +106,7 @@ def test_step_without_batches(user_module: str, tmp_path: Path, one_torch_thread
     ("spec", "error", "match"),
     [
         ("no_colon_here", ConfigError, "package.module:function"),
-        ("codedag_missing_module_xyz:f", ConfigError, "cannot import"),
+        ("codedag_missing_module_xyz:f", ConfigError, "not found"),
         ("{mod}:absent", ConfigError, "no attribute"),
         ("{mod}:not_callable", ConfigError, "expected a function"),
         ("{mod}:make_nothing", ConfigError, "expected step, \\(step, batches\\)"),

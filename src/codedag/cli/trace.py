@@ -156,9 +156,9 @@ def describe_failure(error: BaseException) -> str:
 def run(args: argparse.Namespace) -> int:
     """Trace, write the requested formats, print the summary."""
     from codedag.trace.dot import to_dot, write_visualization
-    from codedag.trace.target import load_target
     from codedag.trace.tracer import EnhancedTracer, trace_dataloader
     from codedag.util.paths import check_output_dir
+    from codedag.util.targets import load_target
 
     if bool(args.target) == bool(args.dataloader):
         raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     failure: TraceError | None = None
     if args.dataloader:
-        factory = load_target(args.dataloader, what="--dataloader")
+        factory = load_target(args.dataloader, what="--dataloader", raises=TraceError)
         try:
             loader = factory()
         except Exception as error:
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{describe_failure(error)}"
             ) from error
     else:
-        target = load_target(args.target)
+        target = load_target(args.target, raises=TraceError)
         try:
             for _ in range(args.warmup):
                 target()

@@ -103,8 +103,8 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 
 def _loader(args: argparse.Namespace) -> Any:
-    from codedag.trace.target import load_target
     from codedag.tune.capture import loader_from_factory
+    from codedag.util.targets import load_target
 
     if bool(args.target) == bool(args.dataloader):
         raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")

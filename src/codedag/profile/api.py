@@ -17,18 +17,17 @@ times it with CUDA events. The module must be importable (the CLI adds the worki
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from codedag.devices.torch_devices import require_device
 from codedag.errors import CodeDAGError, ConfigError, ExperimentError
 from codedag.profile.config import ProfileConfig
 from codedag.profile.program import StepProgram
 from codedag.profile.result import ProfileResult, summarize
+from codedag.util.targets import load_target as load_callable
 
 log = logging.getLogger(__name__)
 
@@ -89,22 +88,10 @@ def profile_scenario(
 
 
 def load_target(spec: str) -> StepProgram:
-    """Import ``module:function``, call it and wrap what it returns in a StepProgram."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"--target must look like 'package.module:function', got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigError(f"cannot import target module {module_name!r}: {error}") from error
-    factory: Any = module
-    for part in attr.split("."):
-        try:
-            factory = getattr(factory, part)
-        except AttributeError as error:
-            raise ConfigError(f"module {module_name!r} has no attribute {attr!r}") from error
-    if not callable(factory):
-        raise ConfigError(f"target {spec!r} is a {type(factory).__name__}, expected a function")
+    """Import ``module:function`` (or ``script.py:function``), call it and wrap what it returns
+    in a StepProgram."""
+    factory = load_callable(spec, "--target")
+    attr = spec.rpartition(":")[2]
     try:
         made = factory()
     except Exception as error:
