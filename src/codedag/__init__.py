@@ -3,6 +3,41 @@
 Trace a data pipeline into an execution DAG, partition it, move the CPU-heavy preprocessing onto
 the GPU, and measure what that changes. Public names are imported lazily, so ``import codedag``
 stays cheap and has no side effects (no CUDA, no NVML, no patches).
+
+* :mod:`.doctor`: The environment check behind ``codedag doctor``: plain data, rendered by the CLI
+* :mod:`.errors`: The exception hierarchy
+* :mod:`.version`: codedag's version (one place: the package root, the CLI and every written file
+  read it here)
+* :mod:`.backends`: Foundation: the op library, every library function codedag can run through
+  torch
+* :mod:`.calibrate`: Calibration: time each migratable call's original and backend on the target
+  device
+* :mod:`.cli`: The ``codedag`` command: one thin module per subcommand over the library
+* :mod:`.devices`: Foundation: every hardware fact codedag reads and every hardware action it takes
+* :mod:`.energy`: Energy experiments: training runs with mutated hyperparameters, their CPU and GPU
+  energy, and the results store (``codedag mutate``, ``codedag results``)
+* :mod:`.experiments`: The demo, the example pipelines and the scaffolding of experiments
+* :mod:`.graph`: The execution DAG model and its graph algorithms (imports nothing of codedag but
+  errors)
+* :mod:`.measure`: One protocol for timing A against B, and the one statistic its results are
+  judged by
+* :mod:`.migrate`: Stage 3: run the calls a migration plan places on a device through torch,
+  transparently
+* :mod:`.monitor`: Monitoring of training runs: batch time, data wait, CPU/GPU use, memory, losses,
+  accuracies
+* :mod:`.optimize`: Stage 2: from an execution DAG to a migration plan, as pure passes
+* :mod:`.patching`: The one owner of monkeypatches: replace functions by qualified name and put the
+  originals back
+* :mod:`.plan`: The migration plan model shared by the optimizer (writer) and the migrator (reader)
+* :mod:`.profile`: torch.profiler bottleneck scenarios and a diagnosis of what bounds a training
+  step
+* :mod:`.report`: Reports over measured runs: the demo's HTML page, multi-rank runs, loader tables
+* :mod:`.trace`: Trace a data pipeline into an ExecutionDAG: capture, filter, dataflow, DataLoader
+  helpers
+* :mod:`.tune`: Loader tuning: measure a DataLoader's parallelism settings and choose them
+  (``codedag tune``)
+* :mod:`.util`: Small helpers of every layer: safe reading and atomic writing, paths, signals,
+  logs, seeding
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ calls in a single pass, or :data:`NOT_TAKEN` (the executor then takes the genera
 
 
 class Strategy(str, enum.Enum):
-    """How a library call becomes a backend call (seed 001 §4.2)."""
+    """How a library call becomes a backend call."""
 
     MOVE_ONLY = "MoveOnly"
     """Move array inputs to the device and call the backend with the same arguments."""

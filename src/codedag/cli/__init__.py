@@ -1,0 +1,31 @@
+"""The ``codedag`` command: one thin module per subcommand over the library.
+
+* :mod:`._profile_render`: Rich console output of ``codedag profile``: stats, top ops, diagnosis,
+  scenario comparison
+* :mod:`._report_ranks`: ``codedag report`` of a multi-rank run: one table with every rank and the
+  aggregate per mode
+* :mod:`.args`: Argument types for numeric flags: finite, in range, and a message that says why
+* :mod:`.calibrate`: ``codedag calibrate``: measure a traced DAG's migratable calls on a device and
+  print the table
+* :mod:`.demo`: ``codedag demo``: baseline vs optimized training on synthetic Kaggle-like data
+* :mod:`.doctor`: ``codedag doctor``: what this machine can do for codedag, and what is missing
+* :mod:`.env`: ``codedag env check|build|setup|run``: the experiment environment, Docker or --local
+* :mod:`.experiment`: ``codedag experiment new NAME``: scaffold a Kaggle competition experiment
+* :mod:`.main`: The ``codedag`` command: a thin dispatcher over one module per subcommand
+* :mod:`.migrate`: ``codedag migrate PLAN -- python train.py ...``: run a script with a migration
+  plan applied
+* :mod:`.mutate`: ``codedag mutate``: train with mutated hyperparameters and measure energy and
+  quality
+* :mod:`.optimize`: ``codedag optimize``: coarsen, partition and refine a traced DAG into a
+  migration plan
+* :mod:`.plan`: ``codedag plan explain``: show where a migration plan places each call and why
+* :mod:`.profile`: ``codedag profile``: torch.profiler bottleneck scenarios and what bounds a
+  training step
+* :mod:`.report`: ``codedag report results.json --out DIR``: comparison table and plots of a
+  monitored run
+* :mod:`.results`: ``codedag results``: list and filter the energy sessions of a results folder,
+  export CSV
+* :mod:`.trace`: ``codedag trace``: trace a function or one DataLoader batch into an execution DAG
+* :mod:`.tune`: ``codedag tune``: measure a DataLoader's parallelism settings and write them into a
+  plan
+"""

@@ -1,6 +1,6 @@
 """Results on disk: session folders, experiment.json, summary.csv and one SQLite database.
 
-Layout (the seed's)::
+Layout (the original)::
 
     results/
       codedag_energy.sqlite               every experiment of every session
@@ -60,7 +60,7 @@ ENERGY_COLUMNS = {
 
 
 def summary_columns(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The seed's columns: base, ``hyperparam_*``, ``perf_*``, ``energy_*`` (dynamic parts sorted)."""
+    """The original API's columns: base, ``hyperparam_*``, ``perf_*``, ``energy_*`` (dynamic parts sorted)."""
     hyper = sorted({k for r in records for k in r.get("hyperparameters", {})})
     perf = sorted({k for r in records for k in r.get("performance_metrics", {})})
     return [

@@ -1,6 +1,6 @@
 """``codedag experiment new``: one folder per Kaggle competition, from templates.
 
-Layout (seed experiment guide §2.1)::
+Layout::
 
     experiments/
       docker/Dockerfile.pytorch, Dockerfile.tensorflow

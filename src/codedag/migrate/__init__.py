@@ -3,12 +3,24 @@
 The op library it runs (registry, backends, conversions, tolerances) is
 :mod:`codedag.backends`.
 
-* :mod:`.context`: matching runtime calls against the plan's context keys;
-* :mod:`.wrapper`: :class:`~.wrapper.UniversalWrapper`, the per-call decision and fallback;
-* :mod:`.guard`: the run-time check of a placement's first calls against the original;
-* :mod:`.workerstats`: counters of forked workers, read without locks;
-* :mod:`.injector`: :class:`~.injector.PatchInjector` on :mod:`codedag.patching`;
-* :mod:`.api`: :class:`~.api.PipelineMigrator`, the seed's API.
+* :mod:`.api`: PipelineMigrator: apply a migration plan to the running process
+* :mod:`.guard`: Run-time guard: a placement stays only if, measured on this process's own calls,
+  its backend agrees with the original library and beats it in time
+* :mod:`.injector`: PatchInjector: installs one UniversalWrapper per planned function through
+  codedag.patching
+* :mod:`.loader_settings`: Apply a plan's ``loader`` section to the DataLoaders a program creates
+  while the plan is applied
+* :mod:`.placements`: The migrator's index of a migration plan: placements by function
+* :mod:`.proxy`: Small objects the migration wrapper is made of: call counters and NumPy ufunc
+  proxies
+* :mod:`.worker_threads`: A DataLoader ``worker_init_fn`` that sets the thread counts of torch,
+  OpenCV and BLAS
+* :mod:`.workerstats`: Counters of forked child processes, summed into the process that applied the
+  patches
+* :mod:`.wrapper`: UniversalWrapper: decides per call whether to run the torch backend or the
+  original
+* :mod:`.batched`: Batched execution at run time: a plan's ``batched`` chains applied to a
+  DataLoader
 
 Nothing is imported here: ``import codedag.migrate`` stays free of torch.
 """

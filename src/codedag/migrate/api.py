@@ -1,4 +1,4 @@
-"""PipelineMigrator: apply a migration plan to the running process (seed 001 §4).
+"""PipelineMigrator: apply a migration plan to the running process.
 
 Example:
     >>> migrator = PipelineMigrator.from_json("migration_plan.json")  # doctest: +SKIP

@@ -1,5 +1,36 @@
 """Monitoring of training runs: batch time, data wait, CPU/GPU use, memory, losses, accuracies.
 
+* :mod:`.callbacks`: Monitoring for existing loops in two lines: a loop wrapper and a Lightning-
+  style callback
+* :mod:`.compare`: Compare the modes of one results file: timing, data-wait share, throughput,
+  speedup, metrics
+* :mod:`.environment`: The environment a run measured on: host, Python, torch, CUDA, GPUs, CPU and
+  memory limits
+* :mod:`.experiment`: ExperimentMonitor: one object that times batches, samples resources, logs
+  metrics and saves
+* :mod:`.forksafe`: An ExperimentMonitor in a forked process (a DataLoader worker) writes nothing
+  there
+* :mod:`.metrics`: Loss and accuracy logging with constant memory and honest handling of NaN/inf
+* :mod:`.mode`: One mode's measurements (timer, metrics, resources, raw streams) and its JSON form
+* :mod:`.plots`: PNG figures comparing the modes of a results file (baseline vs optimization
+  overlaid)
+* :mod:`.probes`: What one resource sample reads: CPU and memory of the process tree, the
+  container, the GPUs
+* :mod:`.rebuild`: Recompute a run's results from the raw CSV streams next to its JSON
+* :mod:`.replay`: Replays of a saved run: resource samples and GPU readings played back from a
+  results file
+* :mod:`.resources`: ResourceMonitor: a background thread sampling CPU, memory and GPUs at a fixed
+  interval
+* :mod:`.results`: The results JSON: the original API's structure plus schema_version, environment and data
+  wait
+* :mod:`.spill`: Stream every raw sample of a long run to a CSV file, so memory stays bounded and
+  nothing is lost
+* :mod:`.stats`: Constant-memory statistics for long runs: running moments, quantiles and plot
+  downsampling
+* :mod:`.system`: SystemProbe: one resource sample of this machine, right inside containers
+* :mod:`.timer`: Batch timing that is right with asynchronous GPUs, split into data wait and
+  compute
+
 Import from the submodules (``codedag.monitor.experiment`` etc.) or from ``codedag``; this package
 imports nothing at load time.
 """

@@ -50,7 +50,7 @@ class _Track:
 
 
 class MetricsLogger:
-    """Records losses and accuracies as the seed's ``[(epoch, batch, value)]`` series.
+    """Records losses and accuracies as the original API's ``[(epoch, batch, value)]`` series.
 
     Non-finite values (a diverging loss) are counted in ``nonfinite`` and kept in the raw CSV,
     never averaged into the series: JSON has no NaN and one NaN would poison every summary.
@@ -109,7 +109,7 @@ class MetricsLogger:
         return {"losses": self.losses.series.stride, "accuracies": self.accuracies.series.stride}
 
     def summary(self) -> dict[str, Any]:
-        """The seed's ``loss`` and ``accuracy`` summaries; ``None`` where nothing was logged."""
+        """The original API's ``loss`` and ``accuracy`` summaries; ``None`` where nothing was logged."""
         self.fold()
         out: dict[str, Any] = {"loss": None, "accuracy": None}
         loss, acc = self.losses, self.accuracies

@@ -56,7 +56,7 @@ class ResourceMonitor:
     """Samples resources every ``interval_s`` seconds on a daemon thread.
 
     Args:
-        interval_s: seconds between samples (the seed's ``resource_interval``).
+        interval_s: seconds between samples (the original API's ``resource_interval``).
         probe: what one sample reads; ``SystemProbe()`` (this machine) by default.
         spill: CSV sink for every sample (``timestamp,metric,value``).
         downsample_capacity: most points per series kept in memory.
@@ -181,7 +181,7 @@ class ResourceMonitor:
             self._spill.write(f"{ts:.3f},{name},{value:.6g}")
 
     def usage(self) -> dict[str, Any]:
-        """The seed's ``resource_usage``: host series as ``[[ts, v]]``, GPU ones per device id."""
+        """The original API's ``resource_usage``: host series as ``[[ts, v]]``, GPU ones per device id."""
         out: dict[str, Any] = {name: [] for name in _HOST_SERIES.values()}
         for name in _GPU_SERIES.values():
             out[name] = {}

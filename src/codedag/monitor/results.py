@@ -1,6 +1,6 @@
-"""The results JSON: the seed's structure plus schema_version, environment and data wait.
+"""The results JSON: the original API's structure plus schema_version, environment and data wait.
 
-Layout (``SCHEMA_VERSION = 1``; every key of the seed's §6.1 is kept with its meaning)::
+Layout (``SCHEMA_VERSION = 1``; every key of the original results format is kept with its meaning)::
 
     {"schema_version": 1, "codedag_version": "0.1.0",
      "experiment_name": str, "timestamp": int (epoch s), "datetime": ISO 8601,
@@ -24,8 +24,8 @@ Layout (``SCHEMA_VERSION = 1``; every key of the seed's §6.1 is kept with its m
         "files": {"batches": "baseline.batches.csv", ...}}}}
 
 Series longer than the in-memory capacity are bucket means with the stride in ``downsampling``;
-the CSV files named in ``files`` hold every raw row. Files without ``schema_version`` (the seed's
-own format) load with defaults, and their summaries are recomputed from the series.
+the CSV files named in ``files`` hold every raw row. Files without ``schema_version`` (the original
+format) load with defaults, and their summaries are recomputed from the series.
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def upgrade_results(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_version(version: Any, where: str) -> None:
-    """Accept 0 (the seed's format, also when the key is absent) up to :data:`SCHEMA_VERSION`.
+    """Accept 0 (the original API's format, also when the key is absent) up to :data:`SCHEMA_VERSION`.
 
     Raises:
         SchemaError: not a whole number, negative, or written by a newer codedag.

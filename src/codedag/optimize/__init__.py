@@ -8,5 +8,31 @@
   :mod:`~codedag.optimize.costs` model and writes the plan;
 - :mod:`~codedag.optimize.manager` (:class:`OptimizerManager`) runs them in order.
 
+* :mod:`.batched`: Deciding which sample chains run batched: measure, then decide (a pure pass)
+* :mod:`.chains`: Finding each sample's chain of deferrable calls in a traced DataLoader batch (a
+  pure pass)
+* :mod:`.coarse`: The coarsened DAG: cluster nodes that stand for one or many isomorphic original
+  nodes
+* :mod:`.coarsen`: Graph coarsening: merge repeated, isomorphic subgraphs into cluster nodes
+* :mod:`.costs`: The cost model of placement and the question "can this call run on the
+  accelerator?"
+* :mod:`.explain`: A human view of a migration plan: one row per call, with the measured figures
+  behind it
+* :mod:`.export`: Writing the optimizer's stage results: JSON for each pass, DOT for the coarsened
+  graph
+* :mod:`.isomorphism`: Grouping subgraphs into isomorphism classes, exactly
+* :mod:`.manager`: OptimizerManager: coarsen, partition, refine and plan, as in the original API's three-
+  stage API
+* :mod:`.partition`: K-way partitioning: k centers, then greedy region growing from them
+* :mod:`.placement`: The placement rule: a call leaves the CPU only when a measurement says it wins
+* :mod:`.plan_builder`: The migration plan of a partitioned, coarsened DAG: every call with its
+  device and the reason
+* :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective
+* :mod:`.schedule`: Makespan of a two-device placement under the cost model, and HEFT as a
+  reference scheduler
+* :mod:`.synthetic`: Synthetic execution DAGs shaped like a traced DataLoader, for tests and
+  benchmarks
+* :mod:`.workgraph`: A compact, index-based view of a (coarsened) DAG for the partitioning passes
+
 Nothing is imported here, so ``import codedag.optimize`` stays cheap.
 """

@@ -1,4 +1,4 @@
-"""OptimizerManager: coarsen, partition, refine and plan, as in the seed's three-stage API."""
+"""OptimizerManager: coarsen, partition, refine and plan, as in the original API's three-stage API."""
 
 from __future__ import annotations
 

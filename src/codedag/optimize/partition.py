@@ -11,7 +11,7 @@ longest path; no all-pairs distances, no exact diameter (O(n*m)).
 - Growth: each partition keeps a heap of its frontier keyed by
   ``alpha * weight / max weight - beta * distance to the center``; each step takes, over the k
   heap tops, the best ``key - gamma * load penalty`` with the penalty
-  ``max(0, load_after / (total / k) - 1) ** 2``: O((n + m) log n + n k) in all. The seed's
+  ``max(0, load_after / (total / k) - 1) ** 2``: O((n + m) log n + n k) in all. The original
   penalty divided by the running mean load, which is near zero early on; the fixed target
   ``total / k`` avoids that.
 - Nodes no center reaches (other components) go, one component at a time, to the least loaded

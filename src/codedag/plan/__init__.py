@@ -1,4 +1,11 @@
-"""The migration plan model shared by the optimizer (writer) and the migrator (reader)."""
+"""The migration plan model shared by the optimizer (writer) and the migrator (reader).
+
+* :mod:`.context`: Matching a runtime call against the plan's context keys
+* :mod:`.loader`: The ``loader`` section of a migration plan: DataLoader settings chosen by
+  measurement
+* :mod:`.model`: The migration plan: one model for the file ``codedag optimize`` writes and
+  everything that reads it
+"""
 
 from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
 from codedag.plan.model import (

@@ -2,7 +2,7 @@
 
 ``OptimizerManager`` builds a :class:`MigrationPlan`; ``codedag plan explain``, ``codedag migrate``
 and :class:`~codedag.migrate.api.PipelineMigrator` validate a plan through the same model, so a plan
-one of them accepts is a plan all of them accept. The public API (the seed's) passes plans around as
+one of them accepts is a plan all of them accept. The public API (the original) passes plans around as
 JSON dicts (``plan.get("context_device_map")``, ``json.dump(plan)``): :meth:`MigrationPlan.to_dict`
 and :meth:`MigrationPlan.from_dict` convert at that boundary.
 

@@ -1,4 +1,4 @@
-"""Settings of a profiling run: the seed's flags and defaults, validated in one place."""
+"""Settings of a profiling run: the original API's flags and defaults, validated in one place."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class DAGBuilder:
         self.dag = ExecutionDAG()
         self._versions: dict[str, int] = {}
 
-    # The seed's incremental API, for building DAGs by hand (tests, other front ends).
+    # The original incremental API, for building DAGs by hand (tests, other front ends).
     def add_function_node(self, name: str, context: str = "", **fields: Any) -> int:
         """Add a call node named ``name`` with context key ``context``; return its id."""
         return self.dag.add_call(name=name, context_key=context, **fields)

@@ -14,6 +14,22 @@ Example:
     >>> section.chosen.num_workers, section.reason  # doctest: +SKIP
 
 See docs/loader-tuning.md.
+
+* :mod:`.capture`: Find the DataLoader of a pipeline given as ``codedag trace`` takes it
+* :mod:`.choice`: Choose among the timed settings, confirm against the program's own, and say why
+* :mod:`.consumer`: The consumer's time per step: what "fast enough" means for a loader
+* :mod:`.limits`: What the container allows a DataLoader: CPUs (the worker ceiling) and memory
+* :mod:`.measure`: Time one DataLoader setting: batches per second, the consumer's wait, start-up,
+  worker memory
+* :mod:`.options`: What a loader tuning searches, how long it measures, and what it holds fixed
+* :mod:`.search`: The search: which DataLoader settings to time, in which order, and when to stop
+  one early
+* :mod:`.stats`: The tuner's statistics: DataLoader settings judged by the rule of
+  :mod:`codedag.measure`
+* :mod:`.tuner`: ``tune_loader``: measure a DataLoader's settings and return the plan's ``loader``
+  section
+* :mod:`.variants`: A DataLoader's settings, and copies of it with other settings (same dataset,
+  sampler, collate)
 """
 
 from codedag.tune.options import TuneOptions, parse_fixed

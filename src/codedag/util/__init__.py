@@ -1,0 +1,14 @@
+"""Small helpers of every layer: safe reading and atomic writing, paths, signals, logs, seeding.
+
+* :mod:`.io`: Files in and out: atomic writes, and the one checked JSON reader for every file
+  codedag reads
+* :mod:`.logs`: Logging set-up for the CLI and scripts
+* :mod:`.paths`: Output paths checked before any work: a run never fails at its end because of
+  where it writes
+* :mod:`.seeding`: Reproducibility: one call seeds every random number generator a training run
+  touches
+* :mod:`.signals`: Ctrl-C, SIGTERM and SIGHUP handled alike, so every interruption runs the same
+  cleanup
+* :mod:`.targets`: Resolve a target named on the command line (``path/to/script.py:function`` or
+  ``package.module:function``): the one loader of ``trace``, ``tune`` and ``profile``
+"""

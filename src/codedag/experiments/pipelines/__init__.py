@@ -10,6 +10,26 @@ batch_size=..., num_workers=..., seed=..., **options)`` callable without argumen
     codedag trace --dataloader codedag.experiments.pipelines.letterbox:make_loader --out out/
 
 See docs/pipelines.md.
+
+* :mod:`.compose`: Classification training augmentation as an albumentations-style ``Compose``
+  recipe
+* :mod:`.demo_audio`: The demo's audio pipeline (:mod:`codedag.experiments.demo_data`) behind the
+  pipelines' factories
+* :mod:`.demo_image`: The demo's image pipeline (:mod:`codedag.experiments.demo_data`) behind the
+  pipelines' factories
+* :mod:`.letterbox`: Detector-style inference preprocessing: letterbox, color conversion, blur,
+  normalize
+* :mod:`.loaders`: DataLoader construction shared by the example pipelines: seeding as real
+  projects do it
+* :mod:`.mel`: Audio classification front end: fixed-length crops, librosa log-mel spectrograms, an
+  image
+* :mod:`.synthetic`: Synthetic data for the example pipelines, generated in memory from a seed
+  (nothing downloaded)
+* :mod:`.transforms`: Albumentations-style image transforms written with cv2 and NumPy
+* :mod:`.yolo_augment`: Detection augmentation helpers in YOLO's style: box formats, random
+  perspective, HSV jitter
+* :mod:`.yolo_mosaic`: YOLO-style detection training: mosaic, random perspective, HSV jitter,
+  flips, letterbox
 """
 
 from __future__ import annotations
