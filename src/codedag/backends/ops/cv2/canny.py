@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from codedag.backends.contract import Fidelity
+from codedag.backends.contract import Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     BORDER_REPLICATE,
@@ -139,6 +139,6 @@ OPS = [
         Canny,
         check=check_canny,
         dtypes=frozenset({"uint8"}),
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact (cv2's integer gradients, tangent tests and hysteresis)"),
     )
 ]
