@@ -394,12 +394,14 @@ def check_lut(src: Any, lut: Any, dst: Any = None) -> str | None:
 
 _DEPTHS = frozenset(DEPTH_TO_DTYPE) - {CV_16U, CV_8S, CV_16S, CV_32S}
 _LUT_DTYPES = frozenset({"uint8", "int8", "uint16", "int16", "int32", "float32", "float64"})
+_OPERANDS = "arrays or Scalars (a number applies to every channel, a tuple per channel)"
 _ARITH = frozenset({"uint8", "float32", "float64"})
 _FACTORS = {"alpha": "[N]", "beta": "[N]", "gamma": "[N]"}
 OPS = [
     op(
         "cv2.add",
         add,
+        reproduces=f"{_OPERANDS}, `dtype`; no mask",
         check=check_add,
         dtypes=_ARITH,
         per_sample={"src2": "[N] or [N,k] Scalars"},
@@ -408,6 +410,7 @@ OPS = [
     op(
         "cv2.subtract",
         subtract,
+        reproduces=f"{_OPERANDS}, `dtype`; no mask",
         check=check_add,
         dtypes=_ARITH,
         per_sample={"src2": "[N] or [N,k] Scalars"},
@@ -416,6 +419,7 @@ OPS = [
     op(
         "cv2.absdiff",
         absdiff,
+        reproduces=_OPERANDS,
         check=check_absdiff,
         dtypes=_ARITH,
         per_sample={"src2": "[N] or [N,k] Scalars"},
@@ -424,6 +428,7 @@ OPS = [
     op(
         "cv2.multiply",
         multiply,
+        reproduces=f"{_OPERANDS}, `scale`, `dtype`",
         check=check_multiply,
         dtypes=_ARITH,
         per_sample={"src2": "[N] or [N,k] Scalars", "scale": "[N]"},
@@ -438,6 +443,7 @@ OPS = [
     op(
         "cv2.addWeighted",
         addWeighted,
+        reproduces="alpha, beta, gamma, `dtype`",
         check=check_add_weighted,
         dtypes=_ARITH,
         per_sample=_FACTORS,
@@ -446,12 +452,14 @@ OPS = [
             rtol=1e-6,
             max_mismatch_frac=0.01,
             mismatch_atol=1.0,
-            note="cv2's float32 fused multiply-adds are emulated exactly; margin for float32 rounding",
+            note="cv2's float32 fused multiply-adds are emulated exactly; margin for float32 "
+            "rounding",
         ),
     ),
     op(
         "cv2.convertScaleAbs",
         convertScaleAbs,
+        reproduces="alpha, beta",
         check=check_convert_scale_abs,
         dtypes=_ARITH,
         per_sample={"alpha": "[N]", "beta": "[N]"},
@@ -464,6 +472,7 @@ OPS = [
     op(
         "cv2.normalize",
         normalize,
+        reproduces="NORM_MINMAX, NORM_INF, NORM_L1, NORM_L2, alpha/beta, dtype",
         check=check_normalize,
         dtypes=_ARITH,
         per_sample={"alpha": "[N]", "beta": "[N]"},
@@ -478,6 +487,7 @@ OPS = [
     op(
         "cv2.LUT",
         LUT,
+        reproduces="256-entry table shared or per channel, any table dtype",
         check=check_lut,
         dtypes=frozenset({"uint8"}),
         per_sample={"lut": "[N,256] or [N,256,C]"},

@@ -137,6 +137,10 @@ OPS = [
     op(
         "cv2.Canny",
         Canny,
+        reproduces=(
+            "both thresholds, apertureSize 3/5/7, L2gradient; 1, 3 or 4 channels (largest-"
+            "magnitude channel per pixel, as cv2)"
+        ),
         check=check_canny,
         dtypes=frozenset({"uint8"}),
         tolerance=Tolerance(note="exact (cv2's integer gradients, tangent tests and hysteresis)"),

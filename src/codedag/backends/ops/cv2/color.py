@@ -294,6 +294,10 @@ OPS = [
     op(
         "cv2.cvtColor",
         cvtColor,
+        reproduces=(
+            "BGR/RGB/BGRA/RGBA swaps, ->GRAY, GRAY->BGR(A), XYZ, YCrCb, YUV (both ways), HSV and "
+            "HSV_FULL (both ways), HLS (both ways), HLS_FULL and Lab->BGR/RGB (float32 only)"
+        ),
         check=check_cvt_color,
         dtypes=frozenset({"uint8", "uint16", "float32"}),
         tolerance=Tolerance(
@@ -301,8 +305,9 @@ OPS = [
             rtol=1e-5,
             max_mismatch_frac=1e-3,
             mismatch_atol=1.0,
-            note="uint8 bit-exact: GRAY (15-bit fixed point), YCrCb, YUV, XYZ, and HSV and HLS both "
-            "ways (cv2's SIMD and scalar code emulated pixel by pixel), except an HLS rounding tie "
+            note="uint8 bit-exact: GRAY (15-bit fixed point), YCrCb, YUV, XYZ, and HSV and HLS "
+            "both ways (cv2's SIMD and scalar code emulated pixel by pixel), except an HLS rounding "
+            "tie "
             "now and then (at most 0.1% of values off by 1); float results within float32 "
             "rounding (hue in degrees)",
         ),

@@ -607,12 +607,17 @@ def check_median_blur(src: Any, ksize: Any, dst: Any = None) -> str | None:
     return None
 
 
+_FILTER_BORDER_MODES = "borders constant/replicate/reflect/reflect101"
 _FILTER = frozenset({"uint8", "float32", "float64"})
 _F32_SUM = "float results differ from cv2 by float32 summation order only"
 OPS = [
     op(
         "cv2.GaussianBlur",
         GaussianBlur,
+        reproduces=(
+            "ksize (0 = from sigma, 3/4 sigma by depth), sigmaX/sigmaY (0 = from ksize, cv2's "
+            f"fixed tables up to 9), {_FILTER_BORDER_MODES}"
+        ),
         check=check_gaussian_blur,
         dtypes=_FILTER,
         tolerance=Tolerance(
@@ -622,6 +627,7 @@ OPS = [
     op(
         "cv2.blur",
         blur,
+        reproduces=f"ksize, anchor, {_FILTER_BORDER_MODES}",
         check=check_blur,
         dtypes=_FILTER,
         tolerance=Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
@@ -629,6 +635,7 @@ OPS = [
     op(
         "cv2.boxFilter",
         boxFilter,
+        reproduces=f"ddepth, ksize, anchor, normalize, {_FILTER_BORDER_MODES}",
         check=check_box_filter,
         dtypes=_FILTER,
         tolerance=Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
@@ -636,6 +643,7 @@ OPS = [
     op(
         "cv2.filter2D",
         filter2D,
+        reproduces=f"any kernel, anchor, delta, ddepth, {_FILTER_BORDER_MODES}",
         check=check_filter2d,
         dtypes=_FILTER,
         per_sample={"delta": "[N]"},
@@ -653,6 +661,10 @@ OPS = [
     op(
         "cv2.Sobel",
         Sobel,
+        reproduces=(
+            "dx, dy, ksize 1/3/5/7 and -1 (Scharr), scale, delta, ddepth (16S/32F/64F/-1), "
+            f"{_FILTER_BORDER_MODES}"
+        ),
         check=check_sobel,
         dtypes=_FILTER,
         tolerance=Tolerance(
@@ -665,6 +677,7 @@ OPS = [
     op(
         "cv2.medianBlur",
         medianBlur,
+        reproduces="ksize (any odd for uint8 images of 1, 3 or 4 channels, 3/5 otherwise, as cv2)",
         check=check_median_blur,
         dtypes=frozenset({"uint8", "float32"}),
         tolerance=Tolerance(note="exact"),

@@ -180,6 +180,7 @@ OPS = [
     op(
         "cv2.flip",
         flip,
+        reproduces="all codes",
         check=check_flip,
         dtypes=_ANY,
         per_sample={"flipCode": "[N]"},
@@ -188,6 +189,7 @@ OPS = [
     op(
         "cv2.transpose",
         transpose,
+        reproduces="images of up to 4 channels",
         dtypes=_ANY,
         channels=(1, 2, 3, 4),
         tolerance=Tolerance(note="exact"),
@@ -195,6 +197,7 @@ OPS = [
     op(
         "cv2.rotate",
         rotate,
+        reproduces="all codes",
         check=check_rotate,
         dtypes=_ANY,
         channels=(1, 2, 3, 4),
@@ -203,6 +206,9 @@ OPS = [
     op(
         "cv2.copyMakeBorder",
         copyMakeBorder,
+        reproduces=(
+            "constant (per-channel value), replicate, reflect, reflect101, wrap; any border size"
+        ),
         check=check_copy_make_border,
         dtypes=_ANY,
         channels=(1, 2, 3, 4),

@@ -224,17 +224,22 @@ OPS = [
     op(
         "cv2.threshold",
         threshold,
+        reproduces=(
+            "BINARY, BINARY_INV, TRUNC, TOZERO, TOZERO_INV, with OTSU or TRIANGLE (uint8, one "
+            "channel)"
+        ),
         check=check_threshold,
         dtypes=frozenset({"uint8", "float32", "float64"}),
         per_sample={"thresh": "[N]", "maxval": "[N]"},
         tolerance=Tolerance(
-            note="exact, Otsu and triangle thresholds included (except exact Otsu ties, which cv2's "
-            "IPP path breaks its own way)"
+            note="exact, Otsu and triangle thresholds included (except exact Otsu ties, which "
+            "cv2's IPP path breaks its own way)"
         ),
     ),
     op(
         "cv2.equalizeHist",
         equalizeHist,
+        reproduces="single-channel images",
         check=check_equalize_hist,
         dtypes=frozenset({"uint8"}),
         tolerance=Tolerance(note="exact"),

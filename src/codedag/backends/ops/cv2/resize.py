@@ -357,6 +357,10 @@ OPS = [
     op(
         "cv2.resize",
         resize,
+        reproduces=(
+            "`dsize` or `fx`/`fy` (cv2's sampling scale from fx), NEAREST, NEAREST_EXACT, LINEAR, "
+            "LINEAR_EXACT (uint8), CUBIC, AREA (down- and upscaling), LANCZOS4"
+        ),
         check=check_resize,
         dtypes=frozenset({"uint8", "float32", "float64"}),
         channels=(1, 2, 3, 4),
@@ -366,8 +370,8 @@ OPS = [
             max_mismatch_frac=1.0,
             mismatch_atol=1.0,
             note="uint8 nearest, linear (cv2's 11-bit fixed point) and area exact; uint8 cubic "
-            "differs by 1 in ~5% of values (cv2 runs it through Intel IPP on x86), lanczos4 rarely; float "
-            "linear/cubic within 6e-3 on 0..255 at 400 px (cv2 5 accumulates differently), "
+            "differs by 1 in ~5% of values (cv2 runs it through Intel IPP on x86), lanczos4 "
+            "rarely; float linear/cubic within 6e-3 on 0..255 at 400 px (cv2 5 accumulates differently), "
             "area/lanczos4 within 2e-4",
         ),
     )
