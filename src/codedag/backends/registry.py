@@ -266,10 +266,11 @@ class Registry:
         """``{name: tolerance}`` declared by the ops, sorted by name: under the name each op is
         declared with, and under its canonical name once its library is resolved. Ops declared
         without a tolerance (bit-exact) are absent."""
-        with self._lock:
-            if self._tolerances_view is None:
-                self._tolerances_view = dict(sorted(self._tolerances.items()))
-            return self._tolerances_view
+        view = self._tolerances_view
+        if view is None:  # rebuilt after a change only: the run-time check reads it per call
+            with self._lock:
+                view = self._tolerances_view = dict(sorted(self._tolerances.items()))
+        return view
 
     def by_strategy(self) -> dict[str, list[str]]:
         """``{strategy value: [names]}`` with every strategy present (possibly empty)."""
