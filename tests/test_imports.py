@@ -82,8 +82,18 @@ def test_the_import_graph_is_acyclic() -> None:
     graph = {name: _imports(name, path) for name, path in MODULES.items()}
     assert len(graph) > 200
     assert "codedag.backends.contract" in graph
-    # the contract is the leaf: only the value types, for annotations
-    assert graph["codedag.backends.contract"] <= {"codedag.backends.values", "codedag.errors"}
+    # the contract is the leaf: only the value types and the library facts, for annotations
+    assert graph["codedag.backends.contract"] <= {
+        "codedag.backends.values",
+        "codedag.backends.facts",
+        "codedag.errors",
+    }
+    # a library package's facts are plain data, read before any backend
+    assert not graph["codedag.backends.facts"]
+    for name in [
+        n for n in graph if n.startswith("codedag.backends.ops.") and n.endswith(".facts")
+    ]:
+        assert graph[name] == {"codedag.backends.facts"}, name
     cycle = _cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
 
@@ -125,3 +135,26 @@ def test_importing_the_registry_does_not_import_torch() -> None:
         timeout=120,
     )
     assert done.stdout.strip() == "False", done.stdout + done.stderr
+
+
+def test_the_tables_derived_from_the_library_packages_import_no_library() -> None:
+    """The tracer, the name index and the calibration key read the library packages' facts
+    without importing a library or a backend (the packages' ``__init__`` imports torch)."""
+    script = (
+        "import sys\n"
+        "import codedag.backends.names as names, codedag.trace.filter as trace_filter\n"
+        "import codedag.trace.interpose as interpose, codedag.trace.values as values\n"
+        "import codedag.calibrate.environment as environment, codedag.backends.registry as r\n"
+        "assert 'cv2' in names.INDEXED_MODULES and 'librosa' in trace_filter.KNOWN_LIBRARIES\n"
+        "assert 'numpy' in interpose.WRAPPED_MODULES and len(values.DATA_BASES) >= 3\n"
+        "assert 'cv2.imread' in r.NON_MIGRATABLE and 'numpy.random.' in r.RANDOM_PREFIXES\n"
+        "assert 'scipy' in environment.library_versions('librosa.stft')\n"
+        "names.canonical_name(len)\n"
+        "heavy = ('torch', 'cv2', 'librosa', 'PIL', 'scipy')\n"
+        "packages = [f'codedag.backends.ops.{p}' for p in ('cv2', 'numpy', 'pil', 'audio')]\n"
+        "print(sorted(m for m in (*heavy, *packages) if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

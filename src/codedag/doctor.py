@@ -13,18 +13,21 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codedag.backends.derived import SequenceView
+from codedag.backends.libraries import requirements
 from codedag.version import __version__
 
 SCHEMA_VERSION = 1
 
 OK, WARN, MISSING, INFO = "ok", "warn", "missing", "info"
 
-# distribution name, import name, what it is for
-CORE_PACKAGES = (
+# distribution name, import name, what it is for: codedag's own dependencies
+_CORE = (
     ("numpy", "numpy", "arrays"),
     ("torch", "torch", "GPU backends and training"),
     ("rustworkx", "rustworkx", "graph algorithms"),
@@ -33,18 +36,10 @@ CORE_PACKAGES = (
     ("rich", "rich", "terminal output"),
     ("pydantic", "pydantic", "configuration validation"),
     ("matplotlib", "matplotlib", "plots"),
-    ("opencv-python-headless", "cv2", "the cv2 pipelines codedag traces and migrates"),
-    ("pillow", "PIL", "PIL pipelines"),
 )
 
-# extra name, import name, what it enables, how to get it
-OPTIONAL_EXTRAS = (
-    (
-        "audio",
-        "librosa",
-        "audio pipelines (librosa reference, demo --task audio)",
-        "pip install 'codedag[audio]'",
-    ),
+# extra name, import name, what it enables, how to get it: extras besides the libraries'
+_EXTRAS = (
     ("ray", "ray", "running experiments across machines", "pip install 'codedag[ray]'"),
     (
         "bench",
@@ -60,6 +55,28 @@ OPTIONAL_EXTRAS = (
         "pip install 'codedag[tensorflow]'",
     ),
 )
+
+
+def _core_packages() -> tuple[tuple[str, str, str], ...]:
+    libraries = ((r.distribution, r.module, r.purpose) for r in requirements() if not r.extra)
+    return (*_CORE, *libraries)
+
+
+def _optional_extras() -> tuple[tuple[str, str, str, str], ...]:
+    libraries = (
+        (r.extra, r.module, r.purpose, f"pip install 'codedag[{r.extra}]'")
+        for r in requirements()
+        if r.extra
+    )
+    return (*libraries, *_EXTRAS)
+
+
+CORE_PACKAGES: Sequence[tuple[str, str, str]] = SequenceView(_core_packages)
+"""(distribution, import name, what it is for) of codedag's dependencies and of the libraries
+its backends serve (declared by their packages)."""
+
+OPTIONAL_EXTRAS: Sequence[tuple[str, str, str, str]] = SequenceView(_optional_extras)
+"""(extra, import name, what it enables, how to get it): the libraries' extras, then the others."""
 
 
 @dataclass

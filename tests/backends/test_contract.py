@@ -14,15 +14,18 @@ import torch
 from codedag.backends.adapters import ArrayAdapter, TensorAdapter
 from codedag.backends.contract import (
     DEVICE,
+    EXACT,
     FactoryOp,
     Fidelity,
     Library,
     MoveOnly,
     StandardOp,
+    Tolerance,
     collect_specs,
     declare,
     parameters,
 )
+from codedag.backends.facts import LibraryFacts
 from codedag.backends.ops.cv2._adapter import CV2
 
 ARRAYS = ArrayAdapter()
@@ -39,11 +42,13 @@ def test_parameters_are_the_positional_names_and_a_keyword_only_device() -> None
 
 
 def test_declare_takes_the_backends_signature_and_the_adapters_strategy() -> None:
-    spec = declare("cv2.demo", _backend, CV2, fidelity=Fidelity.TOLERANCE, inplace=(0,))
+    loose = Tolerance(atol=1e-3, note="float32 sums")
+    spec = declare("cv2.demo", _backend, CV2, tolerance=loose, inplace=(0,))
     assert spec.strategy is StandardOp and spec.adapter is CV2 and spec.library == "cv2"
     assert spec.positional_names == ("src", "ksize", "dst")
     assert spec.inject_kwargs == {"device": DEVICE}
     assert spec.quirks.fidelity is Fidelity.TOLERANCE and spec.inplace_args == (0,)
+    assert spec.quirks.tolerance is loose
     numpy_spec = declare("numpy.demo", lambda a: a, ARRAYS, positional_names=("a", "b"))
     assert numpy_spec.strategy is MoveOnly and numpy_spec.positional_names == ("a", "b")
     assert not numpy_spec.inject_kwargs
@@ -61,9 +66,25 @@ def test_torch_move_only_ops_have_no_backend_of_their_own() -> None:
     assert spec.quirks.buffers == ("out",)
 
 
+def test_fidelity_follows_from_the_declared_tolerance() -> None:
+    """Exact without a tolerance (or with one allowing nothing, a note alone), within tolerance
+    with one, differing as declared: the fidelity cannot disagree with the tolerance."""
+    exact = declare("numpy.demo", lambda a: a, ARRAYS)
+    assert exact.quirks.tolerance is None and exact.quirks.fidelity is Fidelity.EXACT
+    noted = declare("numpy.demo", lambda a: a, ARRAYS, tolerance=Tolerance(note="exact"))
+    assert noted.quirks.fidelity is Fidelity.EXACT and EXACT.exact
+    for loose in (Tolerance(rtol=1e-6), Tolerance(max_mismatch_frac=0.01, mismatch_atol=1)):
+        spec = declare("numpy.demo", lambda a: a, ARRAYS, tolerance=loose)
+        assert spec.quirks.fidelity is Fidelity.TOLERANCE and not loose.exact
+    drawn = declare("numpy.demo", lambda a: a, ARRAYS, random=True, differs="another stream")
+    assert drawn.quirks.fidelity is Fidelity.DIFFERS
+
+
 def test_unknown_quirks_are_a_type_error() -> None:
     with pytest.raises(TypeError):
         declare("numpy.demo", lambda a: a, ARRAYS, fidelty=Fidelity.EXACT)
+    with pytest.raises(TypeError):  # the fidelity is not declared: it follows from the tolerance
+        declare("numpy.demo", lambda a: a, ARRAYS, fidelity=Fidelity.TOLERANCE)
 
 
 def test_an_ops_package_collects_the_ops_of_its_public_modules(
@@ -95,7 +116,9 @@ def test_an_ops_package_collects_the_ops_of_its_public_modules(
         for name in [m for m in sys.modules if m.startswith("demo_ops")]:
             del sys.modules[name]
     assert [s.name for s in specs] == ["numpy.first", "numpy.second"]  # module order
-    library = Library("demo", ARRAYS, specs)
+    assert [s.family for s in specs] == ["a_first", "b_second"]
+    library = Library(LibraryFacts("demo", ("numpy",)), ARRAYS, specs)
+    assert library.name == "demo" and library.namespaces == () and not library.non_migratable
     assert sorted(library.backends()) == ["numpy.first", "numpy.second"]
     assert library.backends()["numpy.first"].__name__ == "first"
 

@@ -10,10 +10,10 @@ import torch
 from migrate_support import add, clip, flip, plan_for
 
 from codedag.backends.names import canonical_name
+from codedag.backends.ops.torch import TORCH_MOVE_ONLY
 from codedag.backends.registry import (
     DEVICE,
     NON_MIGRATABLE,
-    TORCH_MOVE_ONLY,
     OpSpec,
     Registry,
     Strategy,

@@ -1,13 +1,10 @@
-"""The tolerance table: every entry names a migrated function and agrees with its declared
-fidelity; difference(): a migrated call's result against the library's, through the table."""
+"""The tolerance table, a view of the ops' declarations: every entry names a declared function
+and agrees with its fidelity; difference(): a migrated call's result against the library's,
+through the table. (The documented tables are checked in test_doc_tables.py.)"""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import numpy as np
-import pytest
 from PIL import Image
 
 from codedag.backends.contract import Fidelity
@@ -79,46 +76,3 @@ def test_pil_images_compare_mode_size_and_pixels() -> None:
     other = img.copy()
     other.putpixel((0, 0), (9, 9, 9))
     assert "values" in (difference("PIL.Image.Image.resize", img, other) or "")
-
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-
-
-def _documented_rows(page: str) -> list[tuple[list[str], tuple[float, ...]]]:
-    """Rows ``| `names` | atol | rtol | max mismatch frac | mismatch atol | ...`` of a page."""
-    rows = []
-    for line in (DOCS / page).read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 5 or not cells[0].startswith("`"):
-            continue
-        try:
-            values = tuple(float(c) for c in cells[1:5])
-        except ValueError:
-            continue
-        rows.append((re.findall(r"`([\w.]+)`", cells[0]), values))
-    return rows
-
-
-@pytest.mark.parametrize("page", ["ops-cv2.md", "ops-numpy-pil-audio.md"])
-def test_the_documented_tolerances_are_the_tables(page: str) -> None:
-    rows = _documented_rows(page)
-    assert rows, f"no tolerance table in docs/{page}"
-    documented = set()
-    for names, values in rows:
-        for name in names:
-            tol = TOLERANCES.get(name)
-            assert tol is not None, f"docs/{page} lists {name}, which has no entry"
-            want = (tol.atol, tol.rtol, tol.max_mismatch_frac, tol.mismatch_atol)
-            assert values == want, f"docs/{page}: {name} {values}, the table has {want}"
-            documented.add(name)
-    prefixes = ("cv2.",) if page == "ops-cv2.md" else ("numpy.", "librosa.")
-    declared = {n for n in _declared_names() if n.startswith(prefixes)}
-    missing = sorted(n for n in declared if n in TOLERANCES and n not in documented)
-    assert not missing, f"docs/{page} has no row for {missing}"
-
-
-def _declared_names() -> set[str]:
-    """Names the ops packages declare their ops under (the keys of the table)."""
-    from codedag.backends.ops import audio, cv2, numpy
-
-    return {s.name for lib in (cv2.LIBRARY, numpy.LIBRARY, audio.LIBRARY) for s in lib.specs}

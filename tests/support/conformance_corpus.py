@@ -2,7 +2,7 @@
 the library: shapes ((H,W), (H,W,1), (H,W,3), (H,W,4), 1x1, empty), every dtype the library
 accepts and some it rejects, layouts (non-contiguous, negative stride, Fortran order, read-only),
 NaN and inf, and degenerate parameters. One module per library (``corpus_cv2``, ``corpus_numpy``,
-...) declares its cases; this one gathers them.
+...) declares its cases; this one gathers every ``corpus_*`` module of its folder.
 
 A case is a function building its arguments afresh (``migrate_support.Case``), so the library and
 the backend each get their own identical inputs. :func:`cases` lists the fixed corpus of a name
@@ -11,23 +11,17 @@ the backend each get their own identical inputs. :func:`cases` lists the fixed c
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
-import corpus_audio
-import corpus_cv2
-import corpus_numpy
-import corpus_pil
-import corpus_torch
 from hypothesis import strategies as st
 from migrate_support import Args, Labeled
 
-_MODULES: tuple[ModuleType, ...] = (
-    corpus_cv2,
-    corpus_numpy,
-    corpus_pil,
-    corpus_audio,
-    corpus_torch,
+# every corpus_<library>.py beside this module: a new library's corpus is found by itself
+_MODULES: tuple[ModuleType, ...] = tuple(
+    importlib.import_module(path.stem) for path in sorted(Path(__file__).parent.glob("corpus_*.py"))
 )
 
 

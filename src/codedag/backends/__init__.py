@@ -1,13 +1,17 @@
 """Foundation: the op library, every library function codedag can run through torch.
 
-* :mod:`.contract`: what an op declares (strategy, quirks, domain, fidelity) and a library's
+* :mod:`.contract`: what an op declares (strategy, quirks, domain, tolerance) and a library's
   declaration (:class:`~.contract.Library`);
+* :mod:`.facts`: what a library package declares about its library as plain data (modules the
+  tracer indexes or wraps, functions kept on the CPU, distributions keying calibration);
+* :mod:`.libraries`: those facts read without importing any backend, and the tables derived from
+  them; :mod:`.derived`: read-only views that keep a derived table's name;
 * :mod:`.names`: one canonical name per function (``numpy.clip``, never ``np.clip``);
 * :mod:`.values`: NumPy/PIL values to device tensors and back, exactly as the library returns;
 * :mod:`.adapters`: one adapter per kind of library (arrays, images, PIL, signals, tensors);
 * :mod:`.registry`: one :class:`~.contract.OpSpec` per canonical name, built from :mod:`.ops`;
 * :mod:`.executor`: one library call through its backend (refusal, conversion, backend, result);
-* :mod:`.tolerances`: how close each backend must come to its library;
+* :mod:`.tolerances`: the table of the tolerances the ops declare, and the comparison;
 * :mod:`.probe`: the original function of a name, and a migrated call outside any plan;
 * :mod:`.ops`: one package per library (``cv2``, ``numpy``, ``pil``, ``audio``, ``torch``).
 

@@ -9,7 +9,7 @@ it comes to the library. The registry holds one :class:`OpSpec` per canonical na
 executor (:mod:`codedag.backends.executor`) is the same for every library.
 
 This module is the leaf of ``codedag.backends``: it imports nothing else of it (the value types
-only for annotations).
+and the library facts only for annotations).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from codedag.errors import UnsupportedOperation
 
 if TYPE_CHECKING:
+    from codedag.backends.facts import LibraryFacts
     from codedag.backends.values import CallValues, ValueConverter
 
 
@@ -70,14 +71,41 @@ FactoryOp = Strategy.FACTORY_OP
 
 
 class Fidelity(str, enum.Enum):
-    """How close an op's backend comes to the library function it replaces."""
+    """How close an op's backend comes to the library function it replaces (read from its
+    declaration: :attr:`Quirks.fidelity`)."""
 
     EXACT = "exact"
-    """Bit-exact on the declared domain (no tolerance entry)."""
+    """Bit-exact on the declared domain (no tolerance, or one without slack)."""
     TOLERANCE = "within tolerance"
-    """Within the op's entry of the tolerance table (:mod:`codedag.backends.tolerances`)."""
+    """Within the op's declared :class:`Tolerance`."""
     DIFFERS = "differs"
     """Differs beyond any tolerance (another random stream, ...): placed only on request."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How close a backend's output must be to the library's.
+
+    ``atol`` is absolute on the library's output scale (0..255 for uint8 images), ``rtol``
+    relative; ``max_mismatch_frac`` allows a fraction of elements to differ by more (uint8
+    rounding at exact .5 ties, nearest-neighbour index ties), each by at most ``mismatch_atol``.
+    ``note`` says where a difference comes from (or what makes the backend exact).
+    """
+
+    atol: float = 0.0
+    rtol: float = 0.0
+    max_mismatch_frac: float = 0.0
+    mismatch_atol: float = 0.0
+    note: str = ""
+
+    @property
+    def exact(self) -> bool:
+        """Whether it allows no difference at all (a note alone)."""
+        return not (self.atol or self.rtol or self.max_mismatch_frac or self.mismatch_atol)
+
+
+EXACT = Tolerance()
+"""The tolerance of every op declared without one."""
 
 
 Check = Callable[..., "str | None"]
@@ -105,8 +133,11 @@ class Quirks:
         per_sample: parameters that may differ per sample of a batch, with their batched form
             (``{"M": "[N,2,3]"}``): a batched executor stacks them; the others group samples.
         random: the result depends on a random stream, not only on the arguments.
-        fidelity: :class:`Fidelity` of the backend on its declared domain.
-        differs: why, when ``fidelity`` is ``DIFFERS``.
+        tolerance: how close the backend comes to the library (``None``: bit-exact).
+        differs: why the backend differs from the library beyond any tolerance (``""``: it
+            does not); :attr:`fidelity` follows from this and ``tolerance``.
+        reproduces: the parameters and modes the backend reproduces, in words (the op tables
+            of the documentation).
         notes: what the declaration leaves to the library, for documentation.
     """
 
@@ -119,9 +150,20 @@ class Quirks:
     order: str | None = None
     per_sample: Mapping[str, str] = field(default_factory=dict)
     random: bool = False
-    fidelity: Fidelity = Fidelity.EXACT
+    tolerance: Tolerance | None = None
     differs: str = ""
+    reproduces: str = ""
     notes: str = ""
+
+    @property
+    def fidelity(self) -> Fidelity:
+        """``DIFFERS`` when declared to differ, ``TOLERANCE`` with a tolerance that allows a
+        difference, ``EXACT`` otherwise."""
+        if self.differs:
+            return Fidelity.DIFFERS
+        if self.tolerance is not None and not self.tolerance.exact:
+            return Fidelity.TOLERANCE
+        return Fidelity.EXACT
 
 
 class Adapter(Protocol):
@@ -188,6 +230,7 @@ class OpSpec:
         data_params: FactoryOp: names of the arguments passed to the transform; the others
             (hashable) form the configuration the transform is cached by.
         config_key: FactoryOp: ``config -> hashable key`` of the transform cache.
+        family: the module of the ops package that declares it (``filter``), for documentation.
     """
 
     name: str
@@ -201,6 +244,7 @@ class OpSpec:
     positional_names: tuple[str, ...] = ()
     data_params: tuple[str, ...] = ()
     config_key: Callable[[dict[str, Any]], Any] | None = None
+    family: str = ""
 
     @property
     def inplace_args(self) -> tuple[int, ...]:
@@ -234,6 +278,7 @@ def declare(
     positional_names: tuple[str, ...] | None = None,
     data_params: tuple[str, ...] = (),
     config_key: Callable[[dict[str, Any]], Any] | None = None,
+    tolerance: Tolerance | None = None,
     **quirks: Any,
 ) -> OpSpec:
     """The spec of a backend with the library's parameters, declared with its quirks.
@@ -250,7 +295,9 @@ def declare(
         positional_names: the library's positional parameters (default: the backend's).
         data_params: FactoryOp: the arguments passed to the transform.
         config_key: FactoryOp: the cache key of a configuration.
-        **quirks: fields of :class:`Quirks`.
+        tolerance: how close the backend comes to the library; absent: bit-exact. The op's
+            fidelity follows from it (:attr:`Quirks.fidelity`).
+        **quirks: the other fields of :class:`Quirks`.
     """
     positional, takes_device = parameters(backend) if backend is not None else ((), False)
     strategy = strategy or adapter.default_strategy
@@ -260,7 +307,7 @@ def declare(
         strategy,
         backend,
         adapter,
-        Quirks(**quirks),
+        Quirks(tolerance=tolerance, **quirks),
         inject_kwargs=inject,
         positional_names=positional if positional_names is None else positional_names,
         data_params=data_params,
@@ -270,40 +317,63 @@ def declare(
 
 @dataclass(frozen=True)
 class Library:
-    """One ``codedag.backends.ops.<library>`` package: its adapter and the specs of its ops.
+    """One ``codedag.backends.ops.<library>`` package: its facts, adapter and the specs of its ops.
 
     Attributes:
-        name: the package name (``cv2``).
+        facts: the package's plain facts (``facts.py``: modules, namespaces, non-migratable
+            functions, distributions, ...).
         adapter: the library's adapter.
         specs: one spec per op, under the name it was declared with (the registry resolves it
             to the canonical name of the function object).
-        namespaces: modules whose public names are searched for aliases of each function.
-        non_migratable: names of this library that must stay on the CPU, with the reason.
+        op: the package's declaration helper, ``op(name, backend) -> OpSpec``, for backends
+            declared with default quirks (``None``: the adapter's, empty arrays accepted).
     """
 
-    name: str
+    facts: LibraryFacts
     adapter: Adapter
     specs: tuple[OpSpec, ...]
-    namespaces: tuple[str, ...] = ()
-    non_migratable: Mapping[str, str] = field(default_factory=dict)
+    op: Callable[[str, Callable[..., Any]], OpSpec] | None = None
+
+    @property
+    def name(self) -> str:
+        """The package name (``cv2``)."""
+        return self.facts.name
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        """Modules whose public names are searched for aliases of each function."""
+        return self.facts.namespaces
+
+    @property
+    def non_migratable(self) -> Mapping[str, str]:
+        """Names of this library that must stay on the CPU, with the reason."""
+        return self.facts.non_migratable
 
     def backends(self) -> dict[str, Callable[..., Any]]:
         """``{declared name: backend}`` of every op with a backend."""
         return {s.name: s.backend for s in self.specs if s.backend is not None}
 
+    def declare_backend(self, name: str, backend: Callable[..., Any]) -> OpSpec:
+        """The spec of ``backend`` for ``name`` with the library's default quirks."""
+        if self.op is not None:
+            return self.op(name, backend)
+        return declare(name, backend, self.adapter, empty=True)
+
 
 def collect_specs(package: str, path: Any) -> tuple[OpSpec, ...]:
-    """The ``OPS`` of every module of an ops package (modules not starting with ``_``).
+    """The ``OPS`` of every module of an ops package (modules not starting with ``_``), each
+    spec's ``family`` set to its module's name.
 
     Adding an op to a library is adding a module with its backend and ``OPS`` declaration.
     """
     import importlib
     import pkgutil
+    from dataclasses import replace
 
     specs: list[OpSpec] = []
     for info in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{package}.{info.name}")
-        specs.extend(getattr(module, "OPS", ()))
+        specs.extend(replace(spec, family=info.name) for spec in getattr(module, "OPS", ()))
     return tuple(specs)

@@ -12,6 +12,9 @@
 
 The tracer names Python frames with :func:`code_name` (module of the frame's globals plus
 ``co_qualname``), which equals ``canonical_name`` of the function for undecorated functions.
+
+Which namespaces are indexed is declared by each library package (``facts.py``, read through
+:mod:`codedag.backends.libraries` without importing any library or backend).
 """
 
 from __future__ import annotations
@@ -20,30 +23,18 @@ import functools
 import sys
 import threading
 import types
+from collections.abc import Sequence
 from typing import Any
 
-# Modules whose public namespace defines canonical names, in priority order (first name wins).
-INDEXED_MODULES: tuple[str, ...] = (
-    "cv2",
-    "numpy",
-    "numpy.linalg",
-    "numpy.fft",
-    "numpy.random",
-    "torch",
-    "torch.nn.functional",
-    "torch.fft",
-    "torch.linalg",
-)
+from codedag.backends import libraries
+from codedag.backends.derived import SequenceView
 
-# NumPy namespaces whose public functions are implemented in Python (behind the array-function
-# dispatcher, or plain functions): their implementations' code objects carry the public name.
-PUBLIC_PYTHON_MODULES: tuple[str, ...] = (
-    "numpy",
-    "numpy.linalg",
-    "numpy.fft",
-    "numpy.lib.stride_tricks",
-    "numpy.lib.scimath",
-)
+INDEXED_MODULES: Sequence[str] = SequenceView(libraries.indexed_modules)
+"""Modules whose public namespace defines canonical names, in priority order (first name wins)."""
+
+PUBLIC_PYTHON_MODULES: Sequence[str] = SequenceView(libraries.python_namespaces)
+"""Namespaces whose public functions are implemented in Python (behind NumPy's array-function
+dispatcher, or plain functions): their implementations' code objects carry the public name."""
 
 _index: dict[int, tuple[Any, str]] = {}
 _indexed: set[str] = set()
@@ -54,10 +45,11 @@ _public_done: set[str] = set()
 
 def _refresh_index() -> None:
     """Index the public callables of every INDEXED_MODULES module imported since last time."""
-    if all(m in _indexed or m not in sys.modules for m in INDEXED_MODULES):
+    indexed = libraries.indexed_modules()
+    if all(m in _indexed or m not in sys.modules for m in indexed):
         return
     with _lock:
-        for module_name in INDEXED_MODULES:
+        for module_name in indexed:
             module = sys.modules.get(module_name)
             if module is None or module_name in _indexed or _initializing(module):
                 continue
@@ -96,10 +88,12 @@ def python_implementation(obj: Any) -> types.FunctionType | None:
 
 
 def _refresh_public_codes() -> None:
-    if all(m in _public_done or m not in sys.modules for m in PUBLIC_PYTHON_MODULES):
+    namespaces = libraries.python_namespaces()
+    if all(m in _public_done or m not in sys.modules for m in namespaces):
         return
+    libraries_of_namespaces = libraries.python_modules()
     with _lock:
-        for module_name in PUBLIC_PYTHON_MODULES:
+        for module_name in namespaces:
             module = sys.modules.get(module_name)
             if module is None or module_name in _public_done or _initializing(module):
                 continue
@@ -108,7 +102,7 @@ def _refresh_public_codes() -> None:
                 if attr.startswith("_"):
                     continue
                 impl = python_implementation(value)
-                if impl is None or not (impl.__module__ or "").startswith("numpy"):
+                if impl is None or _top(impl.__module__) not in libraries_of_namespaces:
                     continue
                 code = impl.__code__
                 previous = _public_codes.get(code)
@@ -121,9 +115,13 @@ def _refresh_public_codes() -> None:
                     _public_codes[code] = f"{module_name}.{attr}"
 
 
+def _top(module: str | None) -> str:
+    return (module or "").split(".", 1)[0]
+
+
 def public_code_name(code: types.CodeType) -> str | None:
-    """The public name of a NumPy function implemented by ``code`` (``numpy.clip`` for the code
-    of ``numpy._core.fromnumeric.clip``), or None."""
+    """The public name of a library function implemented by ``code`` in Python (``numpy.clip``
+    for the code of ``numpy._core.fromnumeric.clip``), or None."""
     _refresh_public_codes()
     return _public_codes.get(code)
 
@@ -174,7 +172,9 @@ def canonical_name(obj: Any) -> str:
             return hit[1]
     if isinstance(obj, types.FunctionType):
         public = (
-            public_code_name(obj.__code__) if (obj.__module__ or "").startswith("numpy") else None
+            public_code_name(obj.__code__)
+            if _top(obj.__module__) in libraries.python_modules()
+            else None
         )
         return public or f"{obj.__module__}.{obj.__qualname__}"
     if isinstance(obj, types.BuiltinFunctionType):  # builtin functions and bound builtin methods

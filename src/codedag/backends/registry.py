@@ -11,20 +11,23 @@ object's canonical name and records every other public name of the object (in th
 namespaces) as an alias. Lookups by any alias find the same spec.
 
 :data:`NON_MIGRATABLE` names what must stay on the CPU whatever a plan says (file and network
-I/O, decoders, functions returning views of their input), each with the reason.
+I/O, decoders, functions returning views of their input), each with the reason: Python's own I/O
+here, the rest declared by each library package (``facts.py``). Each op's tolerance comes with its
+declaration; :meth:`Registry.tolerances` gathers them (the table of
+:mod:`codedag.backends.tolerances`).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-import pkgutil
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from codedag.backends import libraries
 from codedag.backends.contract import (
     DEVICE,
     FactoryOp,
@@ -34,15 +37,17 @@ from codedag.backends.contract import (
     OpSpec,
     StandardOp,
     Strategy,
-    declare,
+    Tolerance,
 )
-from codedag.backends.tolerances import TOLERANCES
+from codedag.backends.derived import MappingView, SequenceView
+from codedag.errors import MigrationError
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "DEVICE",
     "NON_MIGRATABLE",
+    "PYTHON_NON_MIGRATABLE",
     "RANDOM_PREFIXES",
     "FactoryOp",
     "MoveOnly",
@@ -58,109 +63,55 @@ __all__ = [
     "spec_from_backend",
 ]
 
-# Functions that must stay on the CPU whatever a plan says, with the reason.
-NON_MIGRATABLE: dict[str, str] = {
-    **{
-        name: "file or network I/O"
-        for name in (
-            "cv2.imread",
-            "cv2.imwrite",
-            "cv2.imreadmulti",
-            "cv2.VideoCapture",
-            "PIL.Image.open",
-            "PIL.Image.Image.save",
-            "numpy.load",
-            "numpy.save",
-            "numpy.savez",
-            "numpy.loadtxt",
-            "numpy.fromfile",
-            "numpy.genfromtxt",
-            "librosa.load",
-            "librosa.stream",
-            "builtins.open",
-            "io.open",
-            "os.system",
-            "subprocess.run",
-            "subprocess.Popen",
-            "urllib.request.urlopen",
-            "torch.load",
-            "torch.save",
+# Python's own functions that must stay on the CPU; each library package declares its own.
+PYTHON_NON_MIGRATABLE: dict[str, str] = dict.fromkeys(
+    (
+        "builtins.open",
+        "io.open",
+        "os.system",
+        "subprocess.run",
+        "subprocess.Popen",
+        "urllib.request.urlopen",
+    ),
+    "file or network I/O",
+)
+
+
+def _non_migratable() -> dict[str, str]:
+    return {**PYTHON_NON_MIGRATABLE, **libraries.non_migratable()}
+
+
+NON_MIGRATABLE: Mapping[str, str] = MappingView(_non_migratable)
+"""Functions that must stay on the CPU whatever a plan says, with the reason (a view of
+:data:`PYTHON_NON_MIGRATABLE` and every library package's ``non_migratable``)."""
+
+
+def _library_of(name: str, package: str) -> Library:
+    facts = libraries.facts_of(name)
+    if facts is not None:
+        package = facts.name
+    elif package not in libraries.ops_packages():
+        raise MigrationError(
+            f"{name!r}: no library package declares its module, and {package!r} is not one of "
+            f"{', '.join(libraries.ops_packages())}"
         )
-    },
-    **{
-        name: "decoder or encoder of a compressed format (CPU library code)"
-        for name in (
-            "cv2.imdecode",
-            "cv2.imencode",
-            "PIL.Image.frombytes",
-            "PIL.Image.Image.tobytes",
-        )
-    },
-    **{
-        name: "returns a view of its input: O(1) on the CPU, and a copy would break aliasing"
-        for name in (
-            "numpy.transpose",
-            "numpy.swapaxes",
-            "numpy.moveaxis",
-            "numpy.flip",
-            "numpy.fliplr",
-            "numpy.flipud",
-            "numpy.rot90",
-            "numpy.reshape",
-            "numpy.squeeze",
-            "numpy.expand_dims",
-            "numpy.ravel",
-            "numpy.broadcast_to",
-            "numpy.asarray",
-            "numpy.ascontiguousarray",
-        )
-    },
-    **{
-        name: "draws from NumPy's global random state: a device RNG gives other numbers"
-        for name in ("numpy.random.seed", "numpy.random.get_state", "numpy.random.set_state")
-    },
-}
-
-
-def __getattr__(name: str) -> Any:
-    """``TORCH_MOVE_ONLY`` (the torch functions run as they are on the device), imported lazily:
-    importing the registry stays free of torch."""
-    if name == "TORCH_MOVE_ONLY":
-        from codedag.backends.ops.torch import TORCH_MOVE_ONLY
-
-        return TORCH_MOVE_ONLY
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_LIBRARY_OF_PREFIX = (("PIL.", "pil"), ("librosa.", "audio"), ("cv2.", "cv2"), ("torch.", "torch"))
-
-
-def _library_package(name: str, module: str = "") -> str:
-    for prefix, package in _LIBRARY_OF_PREFIX:
-        if name.startswith(prefix):
-            return package
-    for package in ("cv2", "pil", "audio"):
-        if module.startswith(package):
-            return package
-    return "numpy"
+    library: Library = importlib.import_module(f"codedag.backends.ops.{package}").LIBRARY
+    return library
 
 
 def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") -> OpSpec:
     """The spec of a backend declared with its library's adapter and default quirks.
 
     Args:
-        name: canonical name of the library function (its prefix picks the library).
+        name: canonical name of the library function (its top module picks the library).
         backend: the torch implementation with the library's parameters.
         module: the ops package it came from (``cv2``, ``numpy``, ``pil``, ``audio``), when the
-            name's prefix does not tell.
-    """
-    package = importlib.import_module(f"codedag.backends.ops.{_library_package(name, module)}")
-    library: Library = package.LIBRARY
-    if library.name == "numpy":
-        from codedag.backends.ops.numpy._adapter import op
+            name's module does not tell.
 
-        return op(name, backend)
-    return declare(name, backend, library.adapter, empty=True)
+    Raises:
+        MigrationError: neither ``name`` nor ``module`` names a library package.
+    """
+    return _library_of(name, module).declare_backend(name, backend)
 
 
 def _unwrap(raw: Any) -> Any:
@@ -180,7 +131,10 @@ class Registry:
         self._alias: dict[str, str] = {}
         self._pending: dict[str, dict[str, OpSpec]] = {}
         self._namespaces: dict[str, tuple[str, ...]] = {}
+        self._tolerances: dict[str, Tolerance] = {}
+        self._tolerances_view: dict[str, Tolerance] | None = None
         self.non_migratable: dict[str, str] = dict(NON_MIGRATABLE)
+        self.libraries: dict[str, Library] = {}
         self.load_errors: dict[str, str] = {}
         for spec in (specs or {}).values():
             self._add(spec)
@@ -190,15 +144,18 @@ class Registry:
         top = spec.name.split(".", 1)[0]
         with self._lock:
             self._pending.setdefault(top, {})[spec.name] = spec
+            self._declare_tolerance(spec.name, spec)
             if namespaces:
                 known = self._namespaces.get(top, ())
                 self._namespaces[top] = known + tuple(n for n in namespaces if n not in known)
 
     def add_library(self, library: Library) -> None:
         """Add every spec of an ops package (resolved to canonical names on first lookup)."""
+        self.libraries[library.name] = library
         for name, reason in library.non_migratable.items():
             self.non_migratable.setdefault(name, reason)
         for spec in library.specs:
+            self._declare_tolerance(spec.name, spec)  # kept on the CPU or not, one table
             if spec.name in self.non_migratable:
                 continue
             if _immutable_owner(spec.name):
@@ -210,8 +167,6 @@ class Registry:
 
     def register(self, spec: OpSpec) -> None:
         """Add or replace a spec; refused for NonMigratable names."""
-        from codedag.errors import MigrationError
-
         if spec.name in self.non_migratable:
             raise MigrationError(
                 f"{spec.name!r} cannot be registered: {self.non_migratable[spec.name]}"
@@ -227,6 +182,15 @@ class Registry:
                 top_pending.pop(name, None)
             for alias in [a for a, c in self._alias.items() if c == canonical]:
                 del self._alias[alias]
+            for key in {name, canonical} & set(self._tolerances):
+                del self._tolerances[key]
+            self._tolerances_view = None
+
+    def _declare_tolerance(self, name: str, spec: OpSpec, replace: bool = True) -> None:
+        tolerance = spec.quirks.tolerance
+        if tolerance is not None and (replace or name not in self._tolerances):
+            self._tolerances[name] = tolerance
+            self._tolerances_view = None
 
     def _resolve_pending(self, top: str) -> None:
         """File the pending specs of the library ``top`` under canonical names, with aliases."""
@@ -253,8 +217,7 @@ class Registry:
                     continue
                 names = {name, canonical, *public.get(id(obj), ())}
                 self._file(replace(spec, name=canonical), canonical, tuple(sorted(names)))
-                if name in TOLERANCES:  # the same function: the same tolerance
-                    TOLERANCES.setdefault(canonical, TOLERANCES[name])
+                self._declare_tolerance(canonical, spec, replace=False)  # the same function
 
     def _file(self, spec: OpSpec, canonical: str, names: tuple[str, ...]) -> None:
         self._specs[canonical] = spec
@@ -299,6 +262,16 @@ class Registry:
         """The spec of every migratable function."""
         return [self._specs[n] for n in self.names()]
 
+    def tolerances(self) -> dict[str, Tolerance]:
+        """``{name: tolerance}`` declared by the ops, sorted by name: under the name each op is
+        declared with, and under its canonical name once its library is resolved. Ops declared
+        without a tolerance (bit-exact) are absent."""
+        view = self._tolerances_view
+        if view is None:  # rebuilt after a change only: the run-time check reads it per call
+            with self._lock:
+                view = self._tolerances_view = dict(sorted(self._tolerances.items()))
+        return view
+
     def by_strategy(self) -> dict[str, list[str]]:
         """``{strategy value: [names]}`` with every strategy present (possibly empty)."""
         out: dict[str, list[str]] = {s.value: [] for s in Strategy}
@@ -340,9 +313,7 @@ def _immutable_owner(name: str) -> bool:
 
 def ops_modules() -> list[str]:
     """The library packages of ``codedag.backends.ops`` (names not starting with ``_``)."""
-    from codedag.backends import ops
-
-    return sorted(m.name for m in pkgutil.iter_modules(ops.__path__) if not m.name.startswith("_"))
+    return libraries.ops_packages()
 
 
 def _load_ops_module(registry: Registry, module: str) -> None:
@@ -362,8 +333,11 @@ def build_default_registry() -> Registry:
     registry = Registry()
     for module in ops_modules():
         _load_ops_module(registry, module)
-    for top in ("numpy", "torch"):  # imported already by the backends: cheap to resolve now
-        registry._canonical(f"{top}.")
+    for library in list(registry.libraries.values()):
+        # libraries imported already (by the backends, or the user): cheap to resolve now
+        for top in library.facts.modules:
+            if top in sys.modules:
+                registry._canonical(f"{top}.")
     return registry
 
 
@@ -395,8 +369,13 @@ def is_migratable(name: str) -> bool:
     return default_registry().is_migratable(name)
 
 
-# Prefixes of functions without a spec whose result is not a function of their arguments.
-RANDOM_PREFIXES: tuple[str, ...] = ("numpy.random.", "random.", "torch.rand", "torch.normal")
+def _random_prefixes() -> tuple[str, ...]:
+    return ("random.", *libraries.random_prefixes())
+
+
+RANDOM_PREFIXES: Sequence[str] = SequenceView(_random_prefixes)
+"""Prefixes of functions without a spec whose result is not a function of their arguments:
+Python's ``random`` and the prefixes each library package declares."""
 
 
 def placement_blocker(name: str) -> str | None:
@@ -408,7 +387,7 @@ def placement_blocker(name: str) -> str | None:
     """
     spec = default_registry().get(name)
     if spec is None:
-        if name.startswith(RANDOM_PREFIXES):
+        if name.startswith(_random_prefixes()):
             return "draws random numbers: a backend draws from another stream and the data changes"
         return None
     if spec.quirks.random:

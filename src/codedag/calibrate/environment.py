@@ -9,14 +9,7 @@ import functools
 import importlib.metadata
 import platform
 
-# Distribution names whose versions a function's timing depends on, by the name's first segment.
-_LIBRARY_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
-    "cv2": ("opencv-python-headless", "opencv-python", "opencv-contrib-python"),
-    "numpy": ("numpy",),
-    "PIL": ("pillow",),
-    "librosa": ("librosa", "numpy", "scipy"),
-    "torch": (),
-}
+from codedag.backends.libraries import distributions
 
 
 @functools.cache
@@ -45,7 +38,9 @@ def backends_fingerprint() -> str:
 
 
 def library_versions(function: str) -> dict[str, str]:
-    """Versions of codedag (and its backends' code), torch, Python and ``function``'s library."""
+    """Versions of codedag (and its backends' code), torch, Python and ``function``'s library:
+    the distributions its library package declares, or the distribution named like the top
+    module of a function no package declares."""
     from codedag.version import __version__
 
     versions = {
@@ -54,8 +49,8 @@ def library_versions(function: str) -> dict[str, str]:
         "python": platform.python_version(),
         "torch": _version("torch") or "",
     }
-    top = function.split(".", 1)[0]
-    for distribution in _LIBRARY_DISTRIBUTIONS.get(top, (top,)):
+    declared = distributions(function)
+    for distribution in declared if declared is not None else (function.split(".", 1)[0],):
         found = _version(distribution)
         if found:
             versions[distribution] = found

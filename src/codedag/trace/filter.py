@@ -20,10 +20,12 @@ import os
 import sys
 import sysconfig
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from codedag.backends import libraries
+from codedag.backends.derived import SetView
 from codedag.backends.names import (
     canonical_name,
     is_numpy_dispatcher,
@@ -55,11 +57,18 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "lazy_loader",
 )
 
-# Libraries whose calls are library calls wherever they are installed: a package installed with
-# `pip install --target` or put on PYTHONPATH lives outside site-packages.
-KNOWN_LIBRARIES: frozenset[str] = frozenset(
-    {"torch", "numpy", "cv2", "PIL", "librosa", "scipy", "kornia", "soundfile", "soxr"}
-)
+# Libraries without an ops package whose calls are library calls wherever they are installed.
+OTHER_LIBRARIES: frozenset[str] = frozenset({"kornia"})
+
+
+def _known_libraries() -> frozenset[str]:
+    return libraries.library_packages() | OTHER_LIBRARIES
+
+
+KNOWN_LIBRARIES: Set[str] = SetView(_known_libraries)
+"""Libraries whose calls are library calls wherever they are installed (a package installed with
+`pip install --target` or put on PYTHONPATH lives outside site-packages): those of every library
+package (its modules and what it calls into) and :data:`OTHER_LIBRARIES`."""
 
 # Packages of codedag that are user code to the tracer: the example pipelines it ships.
 DEFAULT_INCLUDE: tuple[str, ...] = ("codedag.experiments.pipelines",)

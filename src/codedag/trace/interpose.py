@@ -16,22 +16,24 @@ import logging
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import codedag.trace.recorder as recorder
+from codedag.backends import libraries
+from codedag.backends.derived import SequenceView
 from codedag.backends.names import canonical_name, python_implementation
 from codedag.patching import ORIGINAL_ATTR, Patcher
 
 log = logging.getLogger(__name__)
 
-# Modules whose public C-level callables are wrapped during tracing.
-WRAPPED_MODULES: tuple[str, ...] = ("cv2", "numpy", "numpy.linalg", "numpy.fft", "numpy.random")
-# Names never wrapped: wrapping them would change behaviour or recurse into the tracer.
+WRAPPED_MODULES: Sequence[str] = SequenceView(libraries.wrapped_modules)
+"""Modules whose public C-level callables are wrapped during tracing (declared by each library
+package, with the names never wrapped: wrapping them would change behaviour or recurse into the
+tracer)."""
 # id(original) -> (original, wrapper): wrappers are made once per process and reused by every
 # window (a wrapper only forwards outside a window). Originals are module-level functions.
 _WRAPPERS: dict[int, tuple[Any, Callable[..., Any]]] = {}
-_NEVER = frozenset({"numpy.test", "numpy.show_config", "numpy.info", "numpy.source"})
 
 
 def _wrappable(value: Any) -> bool:
@@ -55,28 +57,30 @@ def library_targets(extra: Iterable[str] = ()) -> list[str]:
     ``numpy.concat`` and ``numpy.concatenate`` are one function under two names), plus
     ``extra``. Cached while the modules' namespaces keep their size."""
     extra = tuple(extra)
-    key: tuple[Any, ...] = (extra,)
-    for module_name in WRAPPED_MODULES:
+    modules = libraries.wrapped_modules()
+    key: tuple[Any, ...] = (extra, modules)
+    for module_name in modules:
         module = sys.modules.get(module_name)
         key += (id(module), len(vars(module)) if module is not None else 0)
     hit = _targets_cache.get(key)
     if hit is not None:
         return list(hit)
-    names = _scan_targets(extra)
+    names = _scan_targets(modules, extra)
     _targets_cache.clear()
     _targets_cache[key] = names
     return list(names)
 
 
-def _scan_targets(extra: tuple[str, ...]) -> list[str]:
+def _scan_targets(modules: tuple[str, ...], extra: tuple[str, ...]) -> list[str]:
     names: list[str] = []
-    for module_name in WRAPPED_MODULES:
+    never = libraries.not_wrapped()
+    for module_name in modules:
         module = sys.modules.get(module_name)
         if module is None:
             continue
         for attr, value in list(vars(module).items()):
             name = f"{module_name}.{attr}"
-            if attr.startswith("_") or name in _NEVER or not _wrappable(value):
+            if attr.startswith("_") or name in never or not _wrappable(value):
                 continue
             names.append(name)
     names.extend(n for n in extra if n not in names)

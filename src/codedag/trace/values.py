@@ -1,7 +1,7 @@
 """Which values become value nodes, how they are described and how arguments are summarized.
 
 Data values are arrays and images: ``numpy.ndarray``, ``torch.Tensor``, ``PIL.Image.Image`` (their
-subclasses too) and any extra types the user names. Lists, tuples and dicts are looked into one
+subclasses too; each library package declares its data types) and any extra types the user names. Lists, tuples and dicts are looked into one
 level deep, so a batch list of samples links each sample to the call that received the batch.
 """
 
@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Sequence
 from typing import Any
+
+from codedag.backends import libraries
+from codedag.backends.derived import SequenceView
 
 SCALARS = (int, float, bool, str, bytes, type(None), complex)
 MAX_CONTAINER_SCAN = 256
 _SUMMARY_CHARS = 60
 
-# (module, attribute path) of the data base classes; resolved once their module is imported.
-DATA_BASES: tuple[tuple[str, str], ...] = (
-    ("numpy", "ndarray"),
-    ("torch", "Tensor"),
-    ("PIL.Image", "Image"),
-)
+DATA_BASES: Sequence[tuple[str, str]] = SequenceView(libraries.data_types)
+"""(module, attribute path) of the data base classes, declared by the library packages; resolved
+once their module is imported."""
 
 
 class DataTypes:

@@ -12,9 +12,10 @@ from typing import Any
 
 from codedag.backends.contract import Library, collect_specs
 from codedag.backends.ops.audio._adapter import AUDIO
+from codedag.backends.ops.audio.facts import FACTS
 from codedag.backends.ops.audio.spectral import mel_filterbank
 
-LIBRARY = Library("audio", AUDIO, collect_specs(__name__, __path__), namespaces=("librosa",))
+LIBRARY = Library(FACTS, AUDIO, collect_specs(__name__, __path__))
 BACKENDS: dict[str, Callable[..., Any]] = LIBRARY.backends()
 
 __all__ = ["BACKENDS", "LIBRARY", "mel_filterbank"]

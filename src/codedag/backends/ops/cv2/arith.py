@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codedag.backends.contract import Fidelity
+from codedag.backends.contract import Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     CV_8S,
@@ -394,71 +394,103 @@ def check_lut(src: Any, lut: Any, dst: Any = None) -> str | None:
 
 _DEPTHS = frozenset(DEPTH_TO_DTYPE) - {CV_16U, CV_8S, CV_16S, CV_32S}
 _LUT_DTYPES = frozenset({"uint8", "int8", "uint16", "int16", "int32", "float32", "float64"})
+_OPERANDS = "arrays or Scalars (a number applies to every channel, a tuple per channel)"
 _ARITH = frozenset({"uint8", "float32", "float64"})
 _FACTORS = {"alpha": "[N]", "beta": "[N]", "gamma": "[N]"}
 OPS = [
     op(
         "cv2.add",
         add,
+        reproduces=f"{_OPERANDS}, `dtype`; no mask",
         check=check_add,
         dtypes=_ARITH,
         per_sample={"src2": "[N] or [N,k] Scalars"},
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
     ),
     op(
         "cv2.subtract",
         subtract,
+        reproduces=f"{_OPERANDS}, `dtype`; no mask",
         check=check_add,
         dtypes=_ARITH,
         per_sample={"src2": "[N] or [N,k] Scalars"},
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
     ),
     op(
         "cv2.absdiff",
         absdiff,
+        reproduces=_OPERANDS,
         check=check_absdiff,
         dtypes=_ARITH,
         per_sample={"src2": "[N] or [N,k] Scalars"},
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact"),
     ),
     op(
         "cv2.multiply",
         multiply,
+        reproduces=f"{_OPERANDS}, `scale`, `dtype`",
         check=check_multiply,
         dtypes=_ARITH,
         per_sample={"src2": "[N] or [N,k] Scalars", "scale": "[N]"},
-        fidelity=Fidelity.TOLERANCE,
+        tolerance=Tolerance(
+            atol=1e-6,
+            rtol=1e-6,
+            max_mismatch_frac=0.01,
+            mismatch_atol=1.0,
+            note="float: product order; uint8 with a fractional scale: rare .5 ties",
+        ),
     ),
     op(
         "cv2.addWeighted",
         addWeighted,
+        reproduces="alpha, beta, gamma, `dtype`",
         check=check_add_weighted,
         dtypes=_ARITH,
         per_sample=_FACTORS,
-        fidelity=Fidelity.TOLERANCE,
+        tolerance=Tolerance(
+            atol=1e-4,
+            rtol=1e-6,
+            max_mismatch_frac=0.01,
+            mismatch_atol=1.0,
+            note="cv2's float32 fused multiply-adds are emulated exactly; margin for float32 "
+            "rounding",
+        ),
     ),
     op(
         "cv2.convertScaleAbs",
         convertScaleAbs,
+        reproduces="alpha, beta",
         check=check_convert_scale_abs,
         dtypes=_ARITH,
         per_sample={"alpha": "[N]", "beta": "[N]"},
-        fidelity=Fidelity.TOLERANCE,
+        tolerance=Tolerance(
+            max_mismatch_frac=0.01,
+            mismatch_atol=1.0,
+            note="cv2's float32 fused multiply-add is emulated exactly; margin for rare .5 ties",
+        ),
     ),
     op(
         "cv2.normalize",
         normalize,
+        reproduces="NORM_MINMAX, NORM_INF, NORM_L1, NORM_L2, alpha/beta, dtype",
         check=check_normalize,
         dtypes=_ARITH,
         per_sample={"alpha": "[N]", "beta": "[N]"},
-        fidelity=Fidelity.TOLERANCE,
+        tolerance=Tolerance(
+            atol=1e-5,
+            rtol=1e-5,
+            max_mismatch_frac=0.01,
+            mismatch_atol=1.0,
+            note="norms in float64 per image; integer outputs may round a .5 tie the other way",
+        ),
     ),
     op(
         "cv2.LUT",
         LUT,
+        reproduces="256-entry table shared or per channel, any table dtype",
         check=check_lut,
         dtypes=frozenset({"uint8"}),
         per_sample={"lut": "[N,256] or [N,256,C]"},
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact"),
     ),
 ]

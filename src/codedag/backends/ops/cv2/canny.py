@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from codedag.backends.contract import Fidelity
+from codedag.backends.contract import Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     BORDER_REPLICATE,
@@ -137,8 +137,12 @@ OPS = [
     op(
         "cv2.Canny",
         Canny,
+        reproduces=(
+            "both thresholds, apertureSize 3/5/7, L2gradient; 1, 3 or 4 channels (largest-"
+            "magnitude channel per pixel, as cv2)"
+        ),
         check=check_canny,
         dtypes=frozenset({"uint8"}),
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact (cv2's integer gradients, tangent tests and hysteresis)"),
     )
 ]

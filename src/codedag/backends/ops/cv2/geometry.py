@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from codedag.backends.contract import Fidelity
+from codedag.backends.contract import Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     BORDER_CONSTANT,
@@ -180,27 +180,39 @@ OPS = [
     op(
         "cv2.flip",
         flip,
+        reproduces="all codes",
         check=check_flip,
         dtypes=_ANY,
         per_sample={"flipCode": "[N]"},
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact"),
     ),
-    op("cv2.transpose", transpose, dtypes=_ANY, channels=(1, 2, 3, 4), fidelity=Fidelity.EXACT),
+    op(
+        "cv2.transpose",
+        transpose,
+        reproduces="images of up to 4 channels",
+        dtypes=_ANY,
+        channels=(1, 2, 3, 4),
+        tolerance=Tolerance(note="exact"),
+    ),
     op(
         "cv2.rotate",
         rotate,
+        reproduces="all codes",
         check=check_rotate,
         dtypes=_ANY,
         channels=(1, 2, 3, 4),
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact"),
     ),
     op(
         "cv2.copyMakeBorder",
         copyMakeBorder,
+        reproduces=(
+            "constant (per-channel value), replicate, reflect, reflect101, wrap; any border size"
+        ),
         check=check_copy_make_border,
         dtypes=_ANY,
         channels=(1, 2, 3, 4),
         per_sample={"value": "[N,k]"},
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact"),
     ),
 ]

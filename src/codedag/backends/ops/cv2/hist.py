@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codedag.backends.contract import Fidelity
+from codedag.backends.contract import Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     channels_of,
@@ -224,16 +224,24 @@ OPS = [
     op(
         "cv2.threshold",
         threshold,
+        reproduces=(
+            "BINARY, BINARY_INV, TRUNC, TOZERO, TOZERO_INV, with OTSU or TRIANGLE (uint8, one "
+            "channel)"
+        ),
         check=check_threshold,
         dtypes=frozenset({"uint8", "float32", "float64"}),
         per_sample={"thresh": "[N]", "maxval": "[N]"},
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(
+            note="exact, Otsu and triangle thresholds included (except exact Otsu ties, which "
+            "cv2's IPP path breaks its own way)"
+        ),
     ),
     op(
         "cv2.equalizeHist",
         equalizeHist,
+        reproduces="single-channel images",
         check=check_equalize_hist,
         dtypes=frozenset({"uint8"}),
-        fidelity=Fidelity.EXACT,
+        tolerance=Tolerance(note="exact"),
     ),
 ]

@@ -13,12 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from codedag.backends.contract import Library, collect_specs
-from codedag.backends.ops.numpy._adapter import NUMPY
+from codedag.backends.ops.numpy._adapter import NUMPY, op
+from codedag.backends.ops.numpy.facts import FACTS
 
-LIBRARY = Library(
-    "numpy",
-    NUMPY,
-    collect_specs(__name__, __path__),
-    namespaces=("numpy", "numpy.fft", "numpy.linalg", "numpy.random"),
-)
+LIBRARY = Library(FACTS, NUMPY, collect_specs(__name__, __path__), op=op)
 BACKENDS: dict[str, Callable[..., Any]] = LIBRARY.backends()

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from codedag.backends.contract import Fidelity
 from codedag.backends.ops.numpy._adapter import ops_of
 from codedag.backends.ops.numpy._checks import computable, declared, operands, refuse
 from codedag.backends.ops.numpy._common import (
@@ -262,7 +261,6 @@ OPS = ops_of(
     {
         name.rsplit(".", 1)[1]: {
             "random": True,
-            "fidelity": Fidelity.DIFFERS,
             "differs": _DIFFERS,
             "check": _CHECKS[name.rsplit(".", 1)[1]],
             **({"inplace": (0,)} if name.endswith(".shuffle") else {}),

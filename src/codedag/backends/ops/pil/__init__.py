@@ -14,11 +14,10 @@ from typing import Any
 from codedag.backends.contract import Library, collect_specs
 from codedag.backends.ops.pil._adapter import PIL
 from codedag.backends.ops.pil._batch import PILBatch, from_pil, to_pil
+from codedag.backends.ops.pil.facts import FACTS
 from codedag.backends.ops.pil.imageops import filter_
 
-LIBRARY = Library(
-    "pil", PIL, collect_specs(__name__, __path__), namespaces=("PIL.Image", "PIL.ImageOps")
-)
+LIBRARY = Library(FACTS, PIL, collect_specs(__name__, __path__))
 BACKENDS: dict[str, Callable[..., Any]] = {
     **LIBRARY.backends(),
     "PIL.Image.Image.filter": filter_,

@@ -1,0 +1,83 @@
+"""What a library package says about its library as plain data, before any backend is imported.
+
+Each ``codedag.backends.ops.<library>`` package has a ``facts.py`` module defining ``FACTS``, a
+:class:`LibraryFacts`: the top-level modules its functions live in, the namespaces the tracer
+indexes or wraps, the functions that must stay on the CPU, the distributions whose versions key
+calibration, and what ``codedag doctor`` reports about it. The central tables of the tracer, the
+registry and calibration are views over these facts (:mod:`codedag.backends.libraries`).
+
+A facts module imports nothing but this module: the tracer reads facts without importing torch or
+the library itself. This module imports nothing of codedag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+FILE_IO = "file or network I/O"
+CODEC = "decoder or encoder of a compressed format (CPU library code)"
+VIEW = "returns a view of its input: O(1) on the CPU, and a copy would break aliasing"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """The distribution a library comes from, as ``codedag doctor`` reports it.
+
+    Attributes:
+        distribution: the distribution's name (``opencv-python-headless``).
+        module: its import name (``cv2``).
+        purpose: what it is for, in words.
+        extra: the optional extra of codedag that installs it; ``""`` for a core dependency.
+    """
+
+    distribution: str
+    module: str
+    purpose: str
+    extra: str = ""
+
+
+@dataclass(frozen=True)
+class LibraryFacts:
+    """Plain facts about one library, declared by its ops package.
+
+    Attributes:
+        name: the ops package's name (``cv2``, ``pil``, ``audio``).
+        modules: top-level modules the library's canonical names start with (``PIL``).
+        namespaces: modules whose public names are searched for aliases of each declared op.
+        indexed: modules whose public callables define canonical names, in priority order (the
+            first name of an object wins): C functions without a usable ``__module__``.
+        python_namespaces: modules whose public functions are implemented in Python (behind a
+            dispatcher or plain): the code objects of their implementations carry the public name.
+        wrapped: modules whose public C callables the tracer wraps to see arguments and results.
+        not_wrapped: qualified names in ``wrapped`` modules never wrapped (wrapping them would
+            change behaviour or recurse into the tracer).
+        library_packages: top-level packages besides ``modules`` whose code the tracer treats as
+            library code wherever they are installed (what the library calls into).
+        data_types: ``(module, attribute)`` of the library's data value types, which the tracer
+            follows through user code.
+        distributions: distributions whose versions a timing of the library's functions depends
+            on (the calibration cache's key); torch's version is always part of it.
+        non_migratable: functions of the library that must stay on the CPU, with the reason.
+        random_prefixes: prefixes of the library's functions whose results are random draws,
+            placed only on request even without a backend.
+        requirement: what ``codedag doctor`` checks for the library (``None``: nothing).
+    """
+
+    name: str
+    modules: tuple[str, ...]
+    namespaces: tuple[str, ...] = ()
+    indexed: tuple[str, ...] = ()
+    python_namespaces: tuple[str, ...] = ()
+    wrapped: tuple[str, ...] = ()
+    not_wrapped: tuple[str, ...] = ()
+    library_packages: tuple[str, ...] = ()
+    data_types: tuple[tuple[str, str], ...] = ()
+    distributions: tuple[str, ...] = ()
+    non_migratable: Mapping[str, str] = field(default_factory=dict)
+    random_prefixes: tuple[str, ...] = ()
+    requirement: Requirement | None = None
+
+    def owns(self, name: str) -> bool:
+        """Whether the qualified ``name`` belongs to one of the library's modules."""
+        return name.split(".", 1)[0] in self.modules

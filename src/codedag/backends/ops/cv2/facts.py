@@ -1,0 +1,21 @@
+"""What codedag knows about OpenCV (cv2) besides its backends: plain data, no imports."""
+
+from codedag.backends.facts import CODEC, FILE_IO, LibraryFacts, Requirement
+
+FACTS = LibraryFacts(
+    name="cv2",
+    modules=("cv2",),
+    namespaces=("cv2",),
+    indexed=("cv2",),
+    wrapped=("cv2",),
+    distributions=("opencv-python-headless", "opencv-python", "opencv-contrib-python"),
+    non_migratable={
+        **dict.fromkeys(
+            ("cv2.imread", "cv2.imwrite", "cv2.imreadmulti", "cv2.VideoCapture"), FILE_IO
+        ),
+        **dict.fromkeys(("cv2.imdecode", "cv2.imencode"), CODEC),
+    },
+    requirement=Requirement(
+        "opencv-python-headless", "cv2", "the cv2 pipelines codedag traces and migrates"
+    ),
+)

@@ -1,0 +1,47 @@
+"""What codedag knows about NumPy besides its backends: plain data, no imports."""
+
+from codedag.backends.facts import FILE_IO, VIEW, LibraryFacts
+
+_IO = ("load", "save", "savez", "loadtxt", "fromfile", "genfromtxt")
+_VIEWS = (
+    "transpose",
+    "swapaxes",
+    "moveaxis",
+    "flip",
+    "fliplr",
+    "flipud",
+    "rot90",
+    "reshape",
+    "squeeze",
+    "expand_dims",
+    "ravel",
+    "broadcast_to",
+    "asarray",
+    "ascontiguousarray",
+)
+_GLOBAL_STATE = "draws from NumPy's global random state: a device RNG gives other numbers"
+
+FACTS = LibraryFacts(
+    name="numpy",
+    modules=("numpy",),
+    namespaces=("numpy", "numpy.fft", "numpy.linalg", "numpy.random"),
+    indexed=("numpy", "numpy.linalg", "numpy.fft", "numpy.random"),
+    # public functions implemented in Python (behind the array-function dispatcher, or plain)
+    python_namespaces=(
+        "numpy",
+        "numpy.linalg",
+        "numpy.fft",
+        "numpy.lib.stride_tricks",
+        "numpy.lib.scimath",
+    ),
+    wrapped=("numpy", "numpy.linalg", "numpy.fft", "numpy.random"),
+    not_wrapped=("numpy.test", "numpy.show_config", "numpy.info", "numpy.source"),
+    data_types=(("numpy", "ndarray"),),
+    distributions=("numpy",),
+    non_migratable={
+        **{f"numpy.{n}": FILE_IO for n in _IO},
+        **{f"numpy.{n}": VIEW for n in _VIEWS},
+        **{f"numpy.random.{n}": _GLOBAL_STATE for n in ("seed", "get_state", "set_state")},
+    },
+    random_prefixes=("numpy.random.",),
+)
