@@ -13,7 +13,10 @@
 * :mod:`.executor`: one library call through its backend (refusal, conversion, backend, result);
 * :mod:`.tolerances`: the table of the tolerances the ops declare, and the comparison;
 * :mod:`.probe`: the original function of a name, and a migrated call outside any plan;
-* :mod:`.ops`: one package per library (``cv2``, ``numpy``, ``pil``, ``audio``, ``torch``).
+* :mod:`.ops`: one package per library (``cv2``, ``numpy``, ``pil``, ``audio``, ``torch``);
+* :mod:`.batched`: batched execution's engine: deferred values recording a sample's calls, run
+  once per batch through the same backends;
+* :mod:`.doc_tables`: the op tables of the documentation, generated from the declarations.
 
 Nothing is imported here: ``import codedag.backends`` stays free of torch.
 """

@@ -3,6 +3,13 @@
 Every module of this package holds backends and their declarations (``OPS``). ``BACKENDS`` maps
 librosa's public paths (``librosa.stft``) to the backends; the registry resolves the names the
 tracer reports (``librosa.core.spectrum.stft``) to the same functions.
+
+* :mod:`._adapter`: The librosa adapter and the declaration helper of the librosa ops
+* :mod:`.facts`: What codedag knows about librosa besides its backends: plain data, no imports
+* :mod:`.resample`: Torch backend of ``librosa.resample`` for ``res_type`` 'polyphase', 'fft' and
+  'scipy'
+* :mod:`.spectral`: Torch backends of librosa: stft, melspectrogram, power/amplitude_to_db, mfcc
+  (no torchaudio)
 """
 
 from __future__ import annotations

@@ -5,6 +5,23 @@ functions, reductions, order statistics, shape functions, FFT and random draws. 
 declared once under one of its public names; the registry resolves the other names of the same
 object (``numpy.abs`` and ``numpy.absolute``, ``numpy.concat`` and ``numpy.concatenate``) through
 its canonical name. ``BACKENDS`` maps the declared names to the backends.
+
+* :mod:`._adapter`: The NumPy adapter and the declaration helper of the NumPy ops
+* :mod:`._checks`: Declared checks of the NumPy ops: what each backend does not reproduce, decided
+  on the call's own arguments before anything is converted (NumPy arrays, Python scalars), so such
+  calls run NumPy
+* :mod:`._common`: Helpers shared by the NumPy backends: dtype maps, NumPy's own type promotion,
+  axis handling
+* :mod:`.elementwise`: Torch backends of NumPy: elementwise math, comparisons, clip, where, round
+  and dtype conversion
+* :mod:`.facts`: What codedag knows about NumPy besides its backends: plain data, no imports
+* :mod:`.fft`: Torch backends of ``numpy.fft``
+* :mod:`.random`: Torch backends of the legacy ``numpy.random`` draws
+* :mod:`.reduce`: Torch backends of NumPy reductions: sum, prod, mean, std, var, min, max, argmax,
+  argmin,
+* :mod:`.shape`: Torch backends of NumPy's shape functions, padding, flips and products
+* :mod:`.stats`: Torch backends of NumPy order statistics and norms: median, percentile, quantile,
+  sort, argsort, linalg.norm (vector norms)
 """
 
 from __future__ import annotations
