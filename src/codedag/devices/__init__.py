@@ -2,6 +2,8 @@
 
 * :mod:`.cpus`: logical CPUs, the CPUs this process may run on, the CPU model;
 * :mod:`.cgroups`: the process's cgroup (v1, v2, hybrid), its CPU quota, memory limit and usage;
+* :mod:`.memory`: the memory this process may use (cgroup limit or the machine's), the shared
+  memory folder, free and allocated bytes of a folder (for caches);
 * :mod:`.container`: whether this process runs in a container, and the evidence;
 * :mod:`.gpus`: GPUs through NVML behind the :class:`~.gpus.GPUs` interface, with the empty
   no-device implementation :class:`~.gpus.EmptyGPUs`, and how many GPUs this process can use;

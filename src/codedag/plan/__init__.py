@@ -1,5 +1,7 @@
 """The migration plan model shared by the optimizer (writer) and the migrator (reader).
 
+* :mod:`.cache`: The ``cache`` section of a migration plan: each sample's deterministic prefix and
+  where the prefix cache cuts it
 * :mod:`.context`: Matching a runtime call against the plan's context keys
 * :mod:`.loader`: The ``loader`` section of a migration plan: DataLoader settings chosen by
   measurement
@@ -7,6 +9,7 @@
   everything that reads it
 """
 
+from codedag.plan.cache import CacheChain, CacheCut, CacheSection
 from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
 from codedag.plan.model import (
     PLAN_SCHEMA_VERSION,
@@ -22,6 +25,9 @@ __all__ = [
     "PLAN_SCHEMA_VERSION",
     "BatchedChain",
     "BatchedInfo",
+    "CacheChain",
+    "CacheCut",
+    "CacheSection",
     "LoaderSection",
     "LoaderSettings",
     "LoaderTrial",

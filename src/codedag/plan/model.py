@@ -10,8 +10,9 @@ Versions: 1 is the format before measured placement (no ``schema_version`` key m
 adds the calibrated times behind every decision (``original_ns``, ``backend_ns``, ``basis``) and
 the ``placement`` section. Old files load with defaults; a version newer than this codedag reads,
 or one that is not a positive integer, is refused. The optional ``loader`` section (DataLoader
-settings chosen by ``codedag tune``, :mod:`codedag.plan.loader`) needs no new version: plans
-without it load with ``loader = None``.
+settings chosen by ``codedag tune``, :mod:`codedag.plan.loader`) and the optional ``cache``
+section (the prefix cache's cuts, :mod:`codedag.plan.cache`) need no new version: plans without
+them load with ``None``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codedag.errors import SchemaError
+from codedag.plan.cache import CacheSection
 from codedag.plan.loader import LoaderSection
 
 PLAN_SCHEMA_VERSION = 2
@@ -207,6 +209,8 @@ class MigrationPlan(_Model):
         placement: how the decisions were made (version 2).
         loader: DataLoader settings chosen by measurement (``codedag tune``), or ``None``.
         batched: chains run once per batch in the main process (version 2).
+        cache: each sample's deterministic prefix and where the prefix cache cuts it, or
+            ``None`` (nothing cached).
     """
 
     schema_version: int = PLAN_SCHEMA_VERSION
@@ -221,6 +225,7 @@ class MigrationPlan(_Model):
     placement: PlacementInfo = Field(default_factory=PlacementInfo)
     loader: LoaderSection | None = None
     batched: BatchedInfo = Field(default_factory=BatchedInfo)
+    cache: CacheSection | None = None
 
     @field_validator("target_device")
     @classmethod
@@ -282,6 +287,8 @@ class MigrationPlan(_Model):
         data["schema_version"] = PLAN_SCHEMA_VERSION
         if data.get("loader") is None:
             data.pop("loader", None)  # a plan without loader settings is written as before
+        if data.get("cache") is None:
+            data.pop("cache", None)
         return data
 
     # ------------------------------------------------------------------ queries

@@ -1,0 +1,176 @@
+"""How a cached value is written and read back: a small header and the raw buffer.
+
+Values the cache keeps: NumPy arrays (any fixed-size dtype), torch CPU tensors (through NumPy) and
+PIL images of the modes NumPy round-trips exactly (``L``, ``RGB``, ``RGBA``, ``I``, ``F`` and a few
+more). The header says which, with dtype, shape, the PIL mode, and an xxh3 checksum of the bytes;
+reading checks the checksum (about 30 GB/s, a few microseconds per value) and returns a private,
+writable copy: user code may write into what it receives, and the shared map stays read-only.
+
+The same header, without data, describes an intermediate value of a chain (:class:`Meta`): what a
+deferred intermediate answers (``shape``, ``dtype``, ``size``, ``mode``) without being computed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xxhash
+
+PIL_MODES = frozenset({"L", "RGB", "RGBA", "I", "F", "LA", "CMYK", "YCbCr", "HSV"})
+"""PIL modes whose pixels ``numpy.asarray`` and ``Image.fromarray`` round-trip exactly."""
+
+
+class CorruptEntry(Exception):
+    """A stored value whose bytes do not match its checksum or header."""
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What an intermediate value is, without its data.
+
+    Attributes:
+        kind: ``ndarray``, ``tensor``, ``pil`` or ``other``.
+        shape: array shape (for a PIL image: ``(height, width[, bands])``).
+        dtype: NumPy dtype name (``uint8``); ``""`` for ``other``.
+        mode: the PIL mode (``RGB``); ``""`` otherwise.
+        type_name: the value's type, for ``other``.
+    """
+
+    kind: str
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    mode: str = ""
+    type_name: str = ""
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """A PIL image's ``(width, height)``."""
+        return (self.shape[1], self.shape[0]) if len(self.shape) >= 2 else (0, 0)
+
+    def to_bytes(self) -> bytes:
+        """The header form."""
+        data = {"kind": self.kind, "shape": list(self.shape), "dtype": self.dtype}
+        if self.mode:
+            data["mode"] = self.mode
+        if self.type_name:
+            data["type"] = self.type_name
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | memoryview) -> Meta:
+        """Read a header written by :meth:`to_bytes` (or by :func:`encode`)."""
+        data = json.loads(bytes(raw))
+        return cls(
+            kind=str(data["kind"]),
+            shape=tuple(int(x) for x in data.get("shape", ())),
+            dtype=str(data.get("dtype", "")),
+            mode=str(data.get("mode", "")),
+            type_name=str(data.get("type", "")),
+        )
+
+
+def _pil_image_type() -> Any:
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - pillow is a dependency
+        return None
+    return Image.Image
+
+
+def _torch_tensor_type() -> Any:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.Tensor
+
+
+def meta_of(value: Any) -> Meta:
+    """The :class:`Meta` of a concrete value."""
+    if isinstance(value, np.ndarray):
+        return Meta("ndarray", tuple(value.shape), value.dtype.str)
+    tensor = _torch_tensor_type()
+    if tensor is not None and isinstance(value, tensor):
+        return Meta("tensor", tuple(value.shape), str(value.dtype).removeprefix("torch."))
+    image = _pil_image_type()
+    if image is not None and isinstance(value, image):
+        width, height = value.size
+        bands = len(value.getbands())
+        shape = (height, width) if bands == 1 else (height, width, bands)
+        return Meta("pil", shape, "", value.mode)
+    return Meta("other", type_name=f"{type(value).__module__}.{type(value).__qualname__}")
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    """The contiguous array holding ``value``'s data, or None when it cannot be kept exactly."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject or value.dtype.kind == "V":
+            return None
+        return np.ascontiguousarray(value)
+    tensor = _torch_tensor_type()
+    if tensor is not None and isinstance(value, tensor):
+        if value.device.type != "cpu" or value.requires_grad or value.is_sparse:
+            return None
+        try:
+            return np.ascontiguousarray(value.detach().numpy())
+        except (TypeError, RuntimeError):  # bfloat16 and other dtypes NumPy lacks
+            return None
+    image = _pil_image_type()
+    if image is not None and isinstance(value, image) and value.mode in PIL_MODES:
+        return np.ascontiguousarray(np.asarray(value))
+    return None
+
+
+def encode(value: Any) -> tuple[bytes, memoryview] | None:
+    """``(header, data)`` for a value the cache can keep exactly, else None."""
+    array = _as_array(value)
+    if array is None:
+        return None
+    meta = meta_of(value)
+    header = json.loads(meta.to_bytes())
+    header["dtype"] = array.dtype.str
+    header["array_shape"] = list(array.shape)
+    data = memoryview(array).cast("B") if array.size else memoryview(b"")
+    header["xxh3"] = xxhash.xxh3_64_hexdigest(data)
+    return json.dumps(header, separators=(",", ":")).encode(), data
+
+
+def decode(header: bytes, data: memoryview) -> Any:
+    """A private copy of the value stored as ``(header, data)``.
+
+    Raises:
+        CorruptEntry: the data does not match the header's checksum or size.
+    """
+    info = json.loads(header)
+    if xxhash.xxh3_64_hexdigest(data) != info.get("xxh3"):
+        raise CorruptEntry("checksum mismatch")
+    dtype = np.dtype(info["dtype"])
+    shape = tuple(int(x) for x in info["array_shape"])
+    count = int(np.prod(shape, dtype=np.int64))
+    if count * dtype.itemsize != data.nbytes:
+        raise CorruptEntry(f"{data.nbytes} bytes for {shape} {dtype}")
+    kind = info["kind"]
+    if kind == "pil":
+        from PIL import Image
+
+        if info.get("mode") not in PIL_MODES or len(shape) < 2:
+            raise CorruptEntry(f"PIL mode {info.get('mode')!r}")
+        return Image.frombytes(info["mode"], (shape[1], shape[0]), data)
+    array = np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
+    if kind == "tensor":
+        import torch
+
+        return torch.from_numpy(array)
+    return array
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two values are equal bit for bit (type, dtype, shape, mode and data)."""
+    if meta_of(a) != meta_of(b):
+        return False
+    array_a, array_b = _as_array(a), _as_array(b)
+    if array_a is None or array_b is None:
+        return False
+    return array_a.tobytes() == array_b.tobytes()

@@ -1,0 +1,219 @@
+"""A cached value's key is its provenance: the source, each call and its arguments, the versions.
+
+``key(source) = h(chain, versions, identity(source))`` and, for each call of the chain,
+``key(result) = h(key(input), call name, arguments)``, where ``h`` is xxh3-128 and:
+
+* a file named by a path (``str``, ``os.PathLike``) or an open file is identified by its real
+  path, size, modification time (ns), inode and device: editing or replacing it is a miss;
+* an in-memory buffer (``bytes``, ``bytearray``, ``memoryview``, a NumPy array, a CPU tensor) by
+  a hash of its bytes with its dtype and shape; an immutable ``bytes`` object's hash is kept per
+  object while it lives (a data set's encoded images are hashed once per process);
+* arguments by their value: numbers, strings, ``None``, enums, dtypes, tuples, lists and dicts of
+  them, and arrays by a hash of their bytes. Anything else (an open handle, a user object, a
+  function) has no stable value: the chain is not cached and says so;
+* versions: of NumPy, OpenCV, Pillow, torch, librosa and SciPy where installed, and of the
+  cache's format.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import struct
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import xxhash
+
+FORMAT_VERSION = 1
+_VERSIONED = (
+    "numpy",
+    "opencv-python-headless",
+    "opencv-python",
+    "pillow",
+    "torch",
+    "librosa",
+    "scipy",
+)
+_MEMO_ENTRIES = 200_000
+
+
+class Unkeyable(Exception):
+    """A value without a stable identity (its reason is the message)."""
+
+
+_versions: bytes | None = None
+
+
+def versions() -> bytes:
+    """The library versions a cached value depends on, as bytes (computed once per process)."""
+    global _versions
+    if _versions is None:
+        from importlib import metadata
+
+        parts = [f"format={FORMAT_VERSION}"]
+        for name in _VERSIONED:
+            try:
+                parts.append(f"{name}={metadata.version(name)}")
+            except metadata.PackageNotFoundError:
+                continue
+        _versions = ";".join(parts).encode()
+    return _versions
+
+
+class _BytesMemo:
+    """Hashes of immutable ``bytes`` objects by identity, holding each object while remembered
+    (so its id cannot be reused by another object); least recently used forgotten first."""
+
+    def __init__(self, capacity: int = _MEMO_ENTRIES) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[int, tuple[bytes, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def digest(self, data: bytes) -> bytes:
+        key = id(data)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] is data:
+                self._items.move_to_end(key)
+                return hit[1]
+        digest = xxhash.xxh3_128_digest(data)
+        with self._lock:
+            self._items[key] = (data, digest)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+        return digest
+
+
+_MEMO = _BytesMemo()
+
+
+def _array_identity(array: np.ndarray) -> bytes:
+    if array.dtype.hasobject:
+        raise Unkeyable("an array of Python objects")
+    header = f"{array.dtype.str}{array.shape}".encode()
+    data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    return header + xxhash.xxh3_128_digest(memoryview(data).cast("B") if data.size else b"")
+
+
+def _file_identity(path: str | os.PathLike[str]) -> bytes:
+    real = os.path.realpath(os.fspath(path))
+    try:
+        stat = os.stat(real)
+    except OSError as error:
+        raise Unkeyable(f"cannot stat {real}: {error.strerror}") from None
+    return _stat_identity(real, stat)
+
+
+def _stat_identity(name: str, stat: os.stat_result) -> bytes:
+    return (
+        b"file:"
+        + os.fsencode(name)
+        + struct.pack("<qqqq", stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev)
+    )
+
+
+def source_identity(value: Any) -> bytes:
+    """The identity of a chain's source (see the module docstring).
+
+    Raises:
+        Unkeyable: the value has no stable identity.
+    """
+    if isinstance(value, bytes):
+        return b"bytes:" + _MEMO.digest(value)
+    if isinstance(value, bytearray | memoryview):
+        return b"buffer:" + xxhash.xxh3_128_digest(value)
+    if isinstance(value, str | os.PathLike):
+        return _file_identity(value)
+    if isinstance(value, np.ndarray):
+        return b"array:" + _array_identity(value)
+    fileno = getattr(value, "fileno", None)
+    name = getattr(value, "name", None)
+    if callable(fileno) and isinstance(name, str):
+        try:
+            stat = os.fstat(fileno())
+            position = value.tell()
+        except (OSError, ValueError, AttributeError):
+            raise Unkeyable("an open file whose position or status cannot be read") from None
+        return _stat_identity(os.path.realpath(name), stat) + struct.pack("<q", position)
+    tensor = _tensor(value)
+    if tensor is not None:
+        return b"tensor:" + _array_identity(tensor)
+    raise Unkeyable(f"a {type(value).__qualname__} source has no stable identity")
+
+
+def _tensor(value: Any) -> np.ndarray | None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor):
+        return None
+    if value.device.type != "cpu" or value.requires_grad:
+        raise Unkeyable("a tensor on a device or one that requires grad")
+    return value.detach().numpy()
+
+
+def encode_argument(value: Any, out: list[bytes], depth: int = 0) -> None:
+    """Append a stable encoding of an argument's value to ``out``.
+
+    Raises:
+        Unkeyable: the argument has no stable value.
+    """
+    if depth > 8:
+        raise Unkeyable("an argument nested too deeply")
+    if value is None or isinstance(value, bool | int | float | complex | str):
+        out.append(f"{type(value).__name__}:{value!r};".encode())
+    elif isinstance(value, enum.Enum):
+        out.append(f"enum:{type(value).__qualname__}.{value.name}={value.value!r};".encode())
+    elif isinstance(value, bytes):
+        out.append(b"bytes:" + _MEMO.digest(value))
+    elif isinstance(value, np.ndarray):
+        out.append(b"array:" + _array_identity(value))
+    elif isinstance(value, np.generic):
+        out.append(f"np:{value.dtype.str}:{value!r};".encode())
+    elif isinstance(value, np.dtype):
+        out.append(f"dtype:{value.str};".encode())
+    elif isinstance(value, type) and value.__module__ in ("numpy", "builtins"):
+        out.append(f"type:{value.__module__}.{value.__qualname__};".encode())
+    elif isinstance(value, tuple | list):
+        out.append(f"{type(value).__name__}[{len(value)}](".encode())
+        for item in value:
+            encode_argument(item, out, depth + 1)
+        out.append(b")")
+    elif isinstance(value, dict):
+        out.append(f"dict[{len(value)}](".encode())
+        for key in sorted(value, key=repr):
+            encode_argument(key, out, depth + 1)
+            encode_argument(value[key], out, depth + 1)
+        out.append(b")")
+    else:
+        dtype = _torch_dtype(value)
+        if dtype is None:
+            raise Unkeyable(f"an argument of type {type(value).__qualname__} has no stable value")
+        out.append(dtype)
+
+
+def _torch_dtype(value: Any) -> bytes | None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        if isinstance(value, torch.dtype):
+            return f"torch.dtype:{value};".encode()
+        if isinstance(value, torch.Tensor):
+            return b"tensor:" + _array_identity(_tensor(value))  # type: ignore[arg-type]
+    return None
+
+
+def source_key(chain: str, source: Any) -> bytes:
+    """The key of a chain's source value."""
+    return xxhash.xxh3_128_digest(
+        chain.encode() + b"\0" + versions() + b"\0" + source_identity(source)
+    )
+
+
+def step_key(parts: list[bytes]) -> bytes:
+    """The key of one call's result from its encoded name, inputs' keys and arguments."""
+    return xxhash.xxh3_128_digest(b"".join(parts))

@@ -1,0 +1,261 @@
+"""PrefixCacheRuntime: applies a plan's ``cache`` section to the process and counts what it does.
+
+It patches, through its own :class:`codedag.patching.Patcher`:
+
+* the chains' library functions: a planned source call (matched by the function that makes it)
+  starts a chain; a call receiving a prefix value is a step of its chain (:mod:`.values`); every
+  other call runs the original;
+* ``_MapDatasetFetcher.fetch``: a batch whose code fails while prefix values exist (a function
+  outside the chain received one) runs again without the cache, from the random state it started
+  with (Python's, NumPy's and torch's global generators), counted as ``error``.
+
+DataLoader workers forked after :meth:`PrefixCacheRuntime.apply` inherit the patches and open the
+store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
+:class:`codedag.migrate.workerstats.WorkerStats`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codedag.migrate.prefix.session import FIELDS, REASONS, ChainSpec, Session
+from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+from codedag.migrate.prefix.values import has_prefix_value, step
+from codedag.patching import Patcher
+
+log = logging.getLogger(__name__)
+
+FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """How the prefix cache runs.
+
+    Attributes:
+        enabled: ``False`` applies nothing (the plan's section is ignored).
+        verify: hits (the first ones in each process) recomputed and compared bit for bit with
+            the stored value; a difference removes the entry and delivers the computed value.
+        store: where the store lives and its budgets (defaults: the plan's, then
+            :class:`~.tiers.StoreSettings`' own).
+    """
+
+    enabled: bool = True
+    verify: int = 0
+    store: StoreSettings = field(default_factory=StoreSettings)
+
+
+def chains_from_plan(section: Any) -> list[ChainSpec]:
+    """The cached chains of a plan's ``cache`` section (the model or its dict)."""
+    if section is None:
+        return []
+    if isinstance(section, dict):
+        from codedag.plan.cache import CacheSection
+
+        section = CacheSection.model_validate(section)
+    out = []
+    for chain in section.cached_chains:
+        cut = chain.cut
+        assert cut is not None
+        out.append(
+            ChainSpec(
+                id=chain.id,
+                source_function=chain.source_function,
+                source_slot=chain.source_slot,
+                callers=tuple(chain.callers),
+                functions=tuple(chain.functions),
+                cut_function=cut.step,
+                cut_occurrence=cut.occurrence,
+            )
+        )
+    return out
+
+
+class PrefixCacheRuntime:
+    """The prefix cache of a plan (see the module docstring).
+
+    Args:
+        chains: the cached chains.
+        settings: verification and the store's place and budgets.
+    """
+
+    def __init__(self, chains: list[ChainSpec], settings: CacheSettings | None = None) -> None:
+        self.chains = chains if (settings is None or settings.enabled) else []
+        self.settings = settings or CacheSettings()
+        self.store = PrefixStore.open(self.settings.store) if self.chains else PrefixStore([])
+        self.session = Session(self.store, self.settings.verify)
+        self.patcher = Patcher("prefix-cache")
+        self.workers: Any = None
+        self._applied = False
+        self._sources: dict[str, list[ChainSpec]] = {}
+        for chain in self.chains:
+            self._sources.setdefault(chain.source_function, []).append(chain)
+
+    @property
+    def active(self) -> bool:
+        """Whether the plan caches anything."""
+        return bool(self.chains)
+
+    def apply(self) -> dict[str, int]:
+        """Open the store (a new generation) and install the patches."""
+        if self._applied or not self.active:
+            return {"patched": 0, "failed": 0}
+        self.store.begin_run()
+        if not self.store.enabled:
+            log.warning(
+                "prefix cache: no usable store (%s); the run goes on without the cache",
+                "; ".join(self.store.problems) or "no tier",
+            )
+        from codedag.backends.registry import default_registry
+        from codedag.migrate.injector import patch_sites
+        from codedag.migrate.workerstats import WorkerStats
+
+        names = sorted({f for c in self.chains for f in c.functions} | set(self._sources))
+        current: list[str] = []
+
+        def factory(site: str, original: Any) -> Any:
+            name = current[0] if current else site
+            if name == FETCH:
+                return self._make_fetch(original)
+            return self._replacement(name, original)
+
+        failed = 0
+        for name in names:
+            try:
+                current[:] = [name]
+                self.patcher.patch_many(patch_sites(name, default_registry()), factory)
+            except Exception as error:  # a function absent in this environment
+                failed += 1
+                log.warning("prefix cache: cannot patch %s: %s", name, error)
+        current.clear()
+        self.patcher.patch_many([FETCH], factory, rebind_references=False)
+        self.workers = WorkerStats(["cache"], lambda _name: self.session.values(), FIELDS)
+        self._applied = True
+        log.info("prefix cache applied: %d chain(s)", len(self.chains))
+        return {"patched": len(names) - failed, "failed": failed}
+
+    def restore(self) -> int:
+        """Remove the patches and write pending updates; returns how many were removed."""
+        if not self._applied:
+            return 0
+        self.session.flush()
+        count = self.patcher.restore()
+        if self.workers is not None:
+            self.workers.stop_tracking()
+        self.store.close()
+        self._applied = False
+        return count
+
+    # -- replacements ---------------------------------------------------------------------
+    def _replacement(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        from codedag.plan.context import frame_name
+
+        session = self.session
+        sources = self._sources.get(name, [])
+        by_caller: dict[str, ChainSpec] = {}
+        for chain in sources:
+            for caller in chain.callers:
+                by_caller.setdefault(caller, chain)
+
+        def replacement(*args: Any, **kwargs: Any) -> Any:
+            if has_prefix_value(args, kwargs):
+                return step(name, original, args, kwargs)
+            if by_caller and session.active:
+                chain = by_caller.get(frame_name(sys._getframe(1)))
+                if chain is not None and chain.id not in session.given_up:
+                    return session.source(chain, original, args, kwargs)
+            return original(*args, **kwargs)
+
+        import contextlib
+        import functools
+
+        with contextlib.suppress(AttributeError, TypeError):
+            functools.update_wrapper(replacement, original)
+        return replacement
+
+    def _make_fetch(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        session = self.session
+
+        def fetch(fetcher: Any, index: Any) -> Any:
+            if not session.active:
+                return original(fetcher, index)
+            states = _random_states()
+            session.begin_sample()
+            try:
+                batch = original(fetcher, index)
+            except Exception as error:
+                if not session.created:
+                    raise
+                log.info(
+                    "a batch failed with cached chains (%s: %s); it runs again without the cache",
+                    type(error).__name__,
+                    str(error).splitlines()[0][:120] if str(error) else "",
+                )
+                session.failed_sample()
+                _restore(states)
+                with session.suspended():
+                    return original(fetcher, index)
+            finally:
+                session.flush()
+            session.succeeded_sample()
+            return batch
+
+        return fetch
+
+    # -- statistics -----------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """``get_stats()["cache"]``: hits, misses by reason, bytes in RAM and on disk,
+        evictions, verification, time reading and writing (all processes)."""
+        local = self.session.values()
+        remote = self.workers.totals("cache") if self.workers is not None else {}
+        merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
+        tiers = self.store.info() if self.active else []
+        hits = merged["hits"]
+        misses = {r: merged[f"miss_{r}"] for r in REASONS if merged[f"miss_{r}"]}
+        lookups = hits + sum(misses.values())
+        return {
+            "enabled": self.active,
+            "chains": [c.id for c in self.chains],
+            "hits": hits,
+            "misses": misses,
+            "hit_rate": hits / lookups if lookups else 0.0,
+            "stored": merged["stored"],
+            "not_stored_full": merged["full"],
+            "evictions": merged["evicted"],
+            "corrupt": merged["corrupt"],
+            "bytes": {t.kind: t.used_bytes for t in tiers},
+            "allocated_bytes": {t.kind: t.allocated_bytes for t in tiers},
+            "budget_bytes": {t.kind: t.budget_bytes for t in tiers},
+            "tiers": [t.__dict__ for t in tiers],
+            "verify": {
+                "checked": merged["verified"],
+                "mismatches": merged["verify_mismatches"],
+                "examples": list(self.session.mismatches[:5]),
+            },
+            "read_ms": merged["read_ns"] / 1e6,
+            "write_ms": merged["write_ns"] / 1e6,
+            "hit_bytes": merged["hit_bytes"],
+            "diverged": dict(self.session.details.most_common(10)),
+            "problems": self.store.problems,
+        }
+
+
+def _random_states() -> tuple[Any, Any, Any]:
+    import torch
+
+    return random.getstate(), np.random.get_state(), torch.random.get_rng_state()
+
+
+def _restore(states: tuple[Any, Any, Any]) -> None:
+    import torch
+
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.random.set_rng_state(states[2])

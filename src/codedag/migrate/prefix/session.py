@@ -1,0 +1,304 @@
+"""One process's side of the prefix cache: starting chains, answering cuts, counting.
+
+:class:`Session` holds the store and the counters of this process (DataLoader workers each have
+their own, forked with the patches; their counters reach the main process through
+:class:`codedag.migrate.workerstats.WorkerStats`). Its :meth:`Session.source` starts a chain at a
+planned source call, and :meth:`Session.cut` answers the cut: the stored value on a hit (checked
+bit for bit against a recomputation for the first ``verify`` hits), else the computed value,
+stored with the headers of its intermediates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import codedag.migrate.prefix.keys as keys
+from codedag.migrate.prefix.entry import meta_of, same
+from codedag.migrate.prefix.tiers import PrefixStore
+from codedag.migrate.prefix.values import Lineage, PrefixValue, concrete, concrete_kwargs
+
+log = logging.getLogger(__name__)
+
+REASONS: tuple[str, ...] = (
+    "new",  # the provenance was not seen before (first epoch, a changed file, argument, version)
+    "not_stored",  # seen, but its value is not in the store (evicted, or it did not fit)
+    "arguments",  # an argument without a stable value
+    "diverged",  # a use outside the chain, a call the chain does not make, two sources combined
+    "source",  # the source has no stable identity
+    "error",  # the sample failed with prefix values: it ran again without the cache
+    "unstorable",  # a value type the cache cannot keep exactly
+    "verify",  # a verified hit differed from its recomputation
+    "off",  # no usable store
+)
+FIELDS: tuple[str, ...] = (
+    "hits",
+    "stored",
+    "full",
+    "exists",
+    "verified",
+    "verify_mismatches",
+    "evicted",
+    "corrupt",
+    "read_ns",
+    "write_ns",
+    "hit_bytes",
+    *(f"miss_{r}" for r in REASONS),
+)
+GIVE_UP_AFTER = 3
+"""Samples of one chain failing in a row with prefix values, after which it is not cached here."""
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """What the runtime needs of a cached chain.
+
+    Attributes:
+        id: the chain's name.
+        source_function: the call that starts it.
+        source_slot: the argument holding the source (``"0"``, or a keyword).
+        callers: functions whose calls of ``source_function`` start the chain.
+        functions: library functions patched for it.
+        cut_function: the call whose result is stored.
+        cut_occurrence: which call of that name (0: the first).
+    """
+
+    id: str
+    source_function: str
+    source_slot: str
+    callers: tuple[str, ...]
+    functions: tuple[str, ...]
+    cut_function: str
+    cut_occurrence: int
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.suspended = 0
+        self.lineages: list[Lineage] = []
+
+
+class Session:
+    """The cache in this process (see the module docstring).
+
+    Args:
+        store: the store.
+        verify: hits (the first ones, in each process) recomputed and compared bit for bit.
+    """
+
+    def __init__(self, store: PrefixStore, verify: int = 0) -> None:
+        self.store = store
+        self.verify_left = verify
+        self.counts: Counter[str] = Counter()
+        self.details: Counter[str] = Counter()
+        self.mismatches: list[str] = []
+        self.failures: Counter[str] = Counter()
+        self.given_up: set[str] = set()
+        self.local = _Local()
+        self._touch: dict[int, tuple[Any, list[bytes], list[bytes]]] = {}
+        self._lock = threading.Lock()
+
+    # -- state ----------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        """Whether chains start here now."""
+        return not self.local.suspended and self.store.enabled
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Run without the cache in this thread (a sample computed normally)."""
+        self.local.suspended += 1
+        try:
+            yield
+        finally:
+            self.local.suspended -= 1
+
+    def values(self) -> dict[str, int]:
+        """This process's counters (:data:`FIELDS`)."""
+        out = {field: int(self.counts.get(field, 0)) for field in FIELDS}
+        out["evicted"] = self.store.evicted
+        out["corrupt"] = self.store.corrupt
+        return out
+
+    def miss(self, chain: str, reason: str) -> None:
+        """Count a chain computed normally, for ``reason`` (free text or one of
+        :data:`REASONS`)."""
+        bucket = reason if reason in REASONS else "diverged"
+        if reason.startswith("arguments"):
+            bucket = "arguments"
+        with self._lock:
+            self.counts[f"miss_{bucket}"] += 1
+            if bucket != reason:
+                self.details[f"{chain}: {reason}"[:160]] += 1
+
+    # -- the chain ------------------------------------------------------------------------
+    def source(
+        self,
+        chain: ChainSpec,
+        original: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """A planned source call: the first prefix value of a chain."""
+        data = _argument(chain.source_slot, args, kwargs)
+        try:
+            key = keys.source_key(chain.id, data)
+        except keys.Unkeyable as error:
+            self.miss(chain.id, "source")
+            self.details[f"{chain.id}: {error}"[:160]] += 1
+            return original(*args, **kwargs)
+        lineage = Lineage(chain, self)
+        self.local.lineages.append(lineage)
+        counts = {chain.source_function: 0}
+        if chain.cut_function == chain.source_function and chain.cut_occurrence == 0:
+            head = PrefixValue(lineage, key, meta_of(None), counts=counts)
+            return self.cut(head, keys.step_key([b"source", key]), True, original, args, kwargs)
+        found = self.store.meta(key)
+        if found is not None:
+            meta, stale = found
+            if stale:
+                lineage.stale.append(key)
+            return PrefixValue(lineage, key, meta, call=(original, args, kwargs), counts=counts)
+        value = original(*args, **kwargs)
+        return PrefixValue(lineage, key, meta_of(value), value, counts=counts)
+
+    def meta(self, key: bytes) -> Any:
+        """The stored header of an intermediate value, or None."""
+        return self.store.meta(key)
+
+    def cut(
+        self,
+        first: PrefixValue,
+        key: bytes,
+        deferred: bool,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """The cut: the stored value on a hit, else the computed one (stored)."""
+        lineage = first._lineage
+        chain = lineage.chain.id
+        reason = "new"
+        if deferred:
+            started = time.perf_counter_ns()
+            found = self.store.get(key)
+            if found is not None:
+                value, tier, stale = found
+                elapsed = time.perf_counter_ns() - started
+                if self.verify_left > 0:
+                    return self._verified(lineage, key, value, function, args, kwargs)
+                lineage.done = True
+                with self._lock:
+                    self.counts["hits"] += 1
+                    self.counts["read_ns"] += elapsed
+                    self.counts["hit_bytes"] += getattr(value, "nbytes", 0)
+                if stale or lineage.stale:
+                    self._queue_touch(tier, key, first, lineage)
+                return value
+            reason = "not_stored"
+        value = function(*concrete(args), **concrete_kwargs(kwargs))
+        if lineage.done:
+            return value
+        lineage.done = True
+        started = time.perf_counter_ns()
+        outcome = self.store.put(key, value, first._lineage_metas() if first._key else [])
+        with self._lock:
+            self.counts["write_ns"] += time.perf_counter_ns() - started
+            if outcome in ("stored", "full", "exists"):
+                self.counts[outcome] += 1
+        self.miss(chain, outcome if outcome in ("unstorable", "off") else reason)
+        return value
+
+    def _verified(
+        self,
+        lineage: Lineage,
+        key: bytes,
+        stored: Any,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        self.verify_left -= 1
+        value = function(*concrete(args), **concrete_kwargs(kwargs))
+        lineage.done = True
+        with self._lock:
+            self.counts["verified"] += 1
+            if same(value, stored):
+                self.counts["hits"] += 1
+                return stored
+            self.counts["verify_mismatches"] += 1
+            self.mismatches.append(
+                f"{lineage.chain.id}: stored value differs from its recomputation"
+            )
+        self.miss(lineage.chain.id, "verify")
+        self.store.delete(key)
+        log.warning(
+            "prefix cache: a stored value of %s differed from its recomputation; it was "
+            "removed and the computed value used",
+            lineage.chain.id,
+        )
+        return value
+
+    def _queue_touch(self, tier: Any, key: bytes, first: PrefixValue, lineage: Lineage) -> None:
+        metas = [k for k, _header in first._lineage_metas() if k]
+        with self._lock:
+            entry = self._touch.setdefault(id(tier), (tier, [], []))
+            entry[1].append(key)
+            entry[2].extend(metas)
+            pending = sum(len(e[1]) for e in self._touch.values())
+        if pending >= 64:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write pending generation updates of hit entries."""
+        with self._lock:
+            pending, self._touch = self._touch, {}
+        for tier, hit_keys, metas in pending.values():
+            self.store.touch(tier, hit_keys, metas)
+
+    # -- samples ------------------------------------------------------------------------
+    def begin_sample(self) -> None:
+        """Forget the chains of the previous fetch in this thread."""
+        self.local.lineages = []
+
+    def failed_sample(self) -> None:
+        """The fetch failed with prefix values: its open chains count as ``error``."""
+        for lineage in self.local.lineages:
+            if not lineage.done:
+                lineage.diverge("error")
+            chain = lineage.chain.id
+            self.failures[chain] += 1
+            if self.failures[chain] >= GIVE_UP_AFTER and chain not in self.given_up:
+                self.given_up.add(chain)
+                log.warning(
+                    "prefix cache: samples of %s keep failing with cached values; it is not "
+                    "cached in this process any more",
+                    chain,
+                )
+        self.local.lineages = []
+
+    def succeeded_sample(self) -> None:
+        """The fetch went through: the failure streaks of its chains end."""
+        for lineage in self.local.lineages:
+            self.failures.pop(lineage.chain.id, None)
+
+    @property
+    def created(self) -> bool:
+        """Whether the current fetch started chains in this thread."""
+        return bool(self.local.lineages)
+
+
+def _argument(slot: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if slot.isdigit() and int(slot) < len(args):
+        return args[int(slot)]
+    if slot in kwargs:
+        return kwargs[slot]
+    if args:
+        return args[0]
+    return next(iter(kwargs.values()), None)

@@ -1,0 +1,398 @@
+"""The prefix cache's store: LMDB environments that every process maps, in a RAM and a disk tier.
+
+Why LMDB: one memory-mapped file that any number of processes read at once without copies into
+their own heaps (a DataLoader worker reads a stored value straight from the shared page cache into
+the one array it returns), ACID transactions with one writer at a time across processes (a worker
+killed while writing leaves nothing: its transaction never committed), and a hard size cap (the
+map size), so a tier can never outgrow its budget. It is a mature C library with a maintained
+binding; diskcache (SQLite plus one file per large value) reads each value with a file read.
+
+A tier is one LMDB environment in a folder with four named databases:
+
+* ``data``: key -> the value's bytes (the array's buffer, written without a copy);
+* ``info``: key -> generation, size and the value's header (type, dtype, shape, checksum);
+* ``meta``: key -> generation and the header of an intermediate value (no data: what a deferred
+  intermediate answers for ``.shape`` without computing);
+* ``state``: bytes in use and the current generation.
+
+Budgets and eviction: each tier admits values while the bytes in use stay under
+:data:`FILL` of its budget (the rest is room for LMDB's pages and free lists); its map size is the
+budget, so its file never grows past it. Every run (:meth:`PrefixStore.begin_run`) starts a new
+generation; a hit on an entry of an older generation moves it to the current one. When a value
+does not fit, entries of older generations are evicted, oldest first; entries of the current run
+are never evicted for another of the same run (with shuffled epochs an LRU cache smaller than the
+data set misses every time; keeping what is cached hits ``budget / data`` of the time).
+
+Failures: a tier whose folder cannot be created or written, or whose filesystem is full, is
+switched off with one warning (per process) and the run goes on without it; with no tier left the
+cache does nothing. Environments are closed before a ``fork`` and opened again where they are
+used (LMDB forbids using one across ``fork``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import struct
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+log = logging.getLogger(__name__)
+
+FILL = 0.9
+"""Share of a tier's budget its values may use; the rest is room for LMDB's own pages."""
+
+_INFO = struct.Struct("<IQ")  # generation, bytes; then the header
+_U64 = struct.Struct("<Q")
+_USED = b"used"
+_GENERATION = b"generation"
+_DBS = (b"data", b"info", b"meta", b"state")
+_MIN_MAP_BYTES = 1 << 20
+
+T = TypeVar("T")
+
+_TIERS: weakref.WeakSet[LmdbTier] = weakref.WeakSet()
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+class TierError(Exception):
+    """A tier cannot be used (its folder, its filesystem or its file)."""
+
+
+@dataclass(frozen=True)
+class TierInfo:
+    """What one tier holds.
+
+    Attributes:
+        kind: ``ram`` or ``disk``.
+        path: its folder.
+        budget_bytes: its budget (the map size).
+        used_bytes: bytes of the values and headers it holds.
+        allocated_bytes: storage its files occupy (blocks written; in RAM, the memory it holds).
+        entries: values stored.
+        metas: intermediate headers stored.
+        generation: the current generation (runs so far).
+        enabled: whether this process uses it.
+        problem: why it is switched off, if it is.
+    """
+
+    kind: str
+    path: str
+    budget_bytes: int
+    used_bytes: int
+    allocated_bytes: int
+    entries: int
+    metas: int
+    generation: int
+    enabled: bool
+    problem: str = ""
+
+
+def _close_all_before_fork() -> None:
+    for tier in list(_TIERS):
+        tier.close()
+
+
+def _install_fork_hook() -> None:
+    global _hook_installed
+    with _hook_lock:
+        if not _hook_installed and hasattr(os, "register_at_fork"):
+            os.register_at_fork(before=_close_all_before_fork)
+            _hook_installed = True
+
+
+class LmdbTier:
+    """One LMDB environment with a budget (see the module docstring).
+
+    Args:
+        kind: ``ram`` or ``disk`` (what the folder is backed by).
+        path: the environment's folder (created on first use).
+        budget_bytes: the most storage the tier may occupy.
+    """
+
+    def __init__(self, kind: str, path: str | os.PathLike[str], budget_bytes: int) -> None:
+        self.kind = kind
+        self.path = Path(path)
+        self.budget_bytes = max(_MIN_MAP_BYTES, int(budget_bytes))
+        self.limit_bytes = int(self.budget_bytes * FILL)
+        self.generation = 0
+        self.problem = ""
+        self.evicted = 0
+        self._env: Any = None
+        self._dbs: dict[bytes, Any] = {}
+        self._pid = 0
+        self._lock = threading.RLock()
+        _install_fork_hook()
+        _TIERS.add(self)
+
+    # -- opening ----------------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """Whether this process uses the tier."""
+        return not self.problem
+
+    def disable(self, problem: str) -> None:
+        """Stop using the tier in this process, with one warning."""
+        if not self.problem:
+            self.problem = problem
+            log.warning("prefix cache: the %s tier at %s is off: %s", self.kind, self.path, problem)
+        self.close()
+
+    def _open(self) -> Any:
+        if self.problem:
+            raise TierError(self.problem)
+        if self._env is not None and self._pid == os.getpid():
+            return self._env
+        with self._lock:
+            if self._env is not None and self._pid == os.getpid():
+                return self._env
+            self._env = None  # inherited across fork: never used or closed here
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                env = lmdb.open(
+                    str(self.path),
+                    map_size=self.budget_bytes,
+                    subdir=True,
+                    max_dbs=len(_DBS),
+                    max_readers=1024,
+                    sync=False,
+                    metasync=False,
+                    readahead=False,
+                    writemap=False,  # a full filesystem then fails a write, never SIGBUS
+                    meminit=False,
+                )
+                self._dbs = {name: env.open_db(name) for name in _DBS}
+            except (lmdb.Error, OSError) as error:
+                self.disable(_describe(error))
+                raise TierError(self.problem) from error
+            self._env, self._pid = env, os.getpid()
+            return env
+
+    def close(self) -> None:
+        """Close the environment in this process (it opens again on the next use)."""
+        with self._lock:
+            if self._env is not None and self._pid == os.getpid():
+                self._env.close()
+            self._env = None
+            self._dbs = {}
+
+    def _failed(self, error: Exception) -> TierError:
+        self.disable(_describe(error))
+        return TierError(self.problem)
+
+    # -- generations ------------------------------------------------------------------------
+    def begin_run(self) -> int:
+        """Start a new generation (a new run); returns it."""
+        env = self._open()
+        try:
+            with env.begin(write=True) as txn:
+                raw = txn.get(_GENERATION, db=self._dbs[b"state"])
+                generation = (_U64.unpack(raw)[0] if raw else 0) + 1
+                txn.put(_GENERATION, _U64.pack(generation), db=self._dbs[b"state"])
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+        self.generation = generation
+        return generation
+
+    # -- reading ----------------------------------------------------------------------------
+    def get(self, key: bytes, decode: Callable[[bytes, memoryview], T]) -> tuple[T, bool] | None:
+        """``(decode(header, data), stale)`` for ``key``, or None; ``stale``: an older
+        generation's entry (to be touched). ``decode`` runs inside the read transaction (the
+        data is a view of the shared map) and must copy what it keeps."""
+        env = self._open()
+        try:
+            with env.begin(buffers=True) as txn:
+                info = txn.get(key, db=self._dbs[b"info"])
+                if info is None:
+                    return None
+                data = txn.get(key, db=self._dbs[b"data"])
+                if data is None:
+                    return None
+                generation, _size = _INFO.unpack_from(info)
+                value = decode(bytes(info[_INFO.size :]), data)
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+        return value, generation < self.generation
+
+    def meta(self, key: bytes) -> tuple[bytes, bool] | None:
+        """``(header, stale)`` of an intermediate value, or None."""
+        env = self._open()
+        try:
+            with env.begin() as txn:
+                raw = txn.get(key, db=self._dbs[b"meta"])
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+        if raw is None:
+            return None
+        generation, _size = _INFO.unpack_from(raw)
+        return raw[_INFO.size :], generation < self.generation
+
+    # -- writing ----------------------------------------------------------------------------
+    def put(
+        self,
+        key: bytes,
+        header: bytes,
+        payload: memoryview,
+        metas: Iterable[tuple[bytes, bytes]] = (),
+    ) -> str:
+        """Store a value (and the headers of its intermediates) in one transaction.
+
+        Returns:
+            ``stored``, ``exists`` (another process stored it first) or ``full`` (it does not
+            fit even after evicting older generations).
+        """
+        size = payload.nbytes + len(header)
+        metas = list(metas)
+        meta_bytes = sum(len(k) + len(v) + _INFO.size for k, v in metas)
+        if size + meta_bytes > self.limit_bytes:
+            return "full"
+        env = self._open()
+        dbs = self._dbs
+        try:
+            with env.begin(write=True) as txn:
+                used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
+                added = self._put_metas(txn, metas)
+                if txn.get(key, db=dbs[b"info"]) is not None:
+                    txn.put(_USED, _U64.pack(used + added), db=dbs[b"state"])
+                    return "exists"
+                need = used + added + size - self.limit_bytes
+                if need > 0:
+                    used -= self._evict(txn, need + self.limit_bytes // 10)
+                    if used + added + size > self.limit_bytes:
+                        txn.put(_USED, _U64.pack(max(0, used + added)), db=dbs[b"state"])
+                        return "full"
+                txn.put(key, payload, db=dbs[b"data"])
+                txn.put(key, _INFO.pack(self.generation, size) + header, db=dbs[b"info"])
+                txn.put(_USED, _U64.pack(used + added + size), db=dbs[b"state"])
+        except lmdb.MapFullError:
+            return "full"
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+        return "stored"
+
+    def _put_metas(self, txn: Any, metas: list[tuple[bytes, bytes]]) -> int:
+        added = 0
+        db = self._dbs[b"meta"]
+        for meta_key, header in metas:
+            old = txn.get(meta_key, db=db)
+            value = _INFO.pack(self.generation, len(header)) + header
+            if old is not None:
+                added -= len(meta_key) + len(old)
+            txn.put(meta_key, value, db=db)
+            added += len(meta_key) + len(value)
+        return added
+
+    def _evict(self, txn: Any, need: int) -> int:
+        """Delete entries of older generations, oldest first, until ``need`` bytes are free."""
+        dbs = self._dbs
+        victims: list[tuple[int, bytes, bytes, int]] = []
+        for name in (b"info", b"meta"):
+            for key, raw in txn.cursor(db=dbs[name]):
+                generation, size = _INFO.unpack_from(raw)
+                if generation < self.generation:
+                    cost = size if name == b"info" else len(key) + len(raw)
+                    victims.append((generation, name, bytes(key), cost))
+        victims.sort(key=lambda v: (v[0], v[1] == b"info"))  # oldest, headers before values
+        freed = 0
+        for _generation, name, key, cost in victims:
+            if freed >= need:
+                break
+            txn.delete(key, db=dbs[name])
+            if name == b"info":
+                txn.delete(key, db=dbs[b"data"])
+                self.evicted += 1
+            freed += cost
+        return freed
+
+    def touch(self, keys: Iterable[bytes], metas: Iterable[bytes]) -> None:
+        """Move entries and intermediate headers to the current generation (they were hit)."""
+        env = self._open()
+        try:
+            with env.begin(write=True) as txn:
+                for name, group in ((b"info", keys), (b"meta", metas)):
+                    db = self._dbs[name]
+                    for key in group:
+                        raw = txn.get(key, db=db)
+                        if raw is not None:
+                            _gen, size = _INFO.unpack_from(raw)
+                            txn.put(
+                                key, _INFO.pack(self.generation, size) + raw[_INFO.size :], db=db
+                            )
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+
+    def delete(self, key: bytes) -> None:
+        """Remove one value (a corrupt or mismatched entry)."""
+        env = self._open()
+        dbs = self._dbs
+        try:
+            with env.begin(write=True) as txn:
+                raw = txn.get(key, db=dbs[b"info"])
+                if raw is None:
+                    return
+                _gen, size = _INFO.unpack_from(raw)
+                txn.delete(key, db=dbs[b"info"])
+                txn.delete(key, db=dbs[b"data"])
+                used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
+                txn.put(_USED, _U64.pack(max(0, used - size)), db=dbs[b"state"])
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+
+    # -- inspection -------------------------------------------------------------------------
+    def info(self) -> TierInfo:
+        """What the tier holds (opening it if it exists)."""
+        entries = metas = used = generation = 0
+        if self.enabled and (self.path / "data.mdb").exists():
+            try:
+                env = self._open()
+                with env.begin() as txn:
+                    entries = txn.stat(self._dbs[b"info"])["entries"]
+                    metas = txn.stat(self._dbs[b"meta"])["entries"]
+                    state = self._dbs[b"state"]
+                    used = _U64.unpack(txn.get(_USED, db=state) or _U64.pack(0))[0]
+                    generation = _U64.unpack(txn.get(_GENERATION, db=state) or _U64.pack(0))[0]
+            except (TierError, lmdb.Error):
+                pass
+        from codedag.devices.memory import allocated_bytes
+
+        return TierInfo(
+            kind=self.kind,
+            path=str(self.path),
+            budget_bytes=self.budget_bytes,
+            used_bytes=used,
+            allocated_bytes=allocated_bytes(self.path) if self.path.exists() else 0,
+            entries=entries,
+            metas=metas,
+            generation=generation,
+            enabled=self.enabled,
+            problem=self.problem,
+        )
+
+    def clear(self) -> int:
+        """Delete the tier's files; returns the bytes they occupied."""
+        self.close()
+        if not self.path.exists():
+            return 0
+        from codedag.devices.memory import allocated_bytes
+
+        freed = allocated_bytes(self.path)
+        shutil.rmtree(self.path, ignore_errors=True)
+        return freed
+
+
+def _describe(error: BaseException) -> str:
+    code = getattr(error, "errno", None)
+    if isinstance(error, lmdb.ReadonlyError) or code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"its folder cannot be written ({error})"
+    if isinstance(error, lmdb.DiskError) or code == errno.ENOSPC:
+        return f"its filesystem is full ({error})"
+    return f"{type(error).__name__}: {error}"

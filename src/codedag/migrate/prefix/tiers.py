@@ -1,0 +1,233 @@
+"""The prefix cache's two tiers and where they live: RAM (shared memory) first, then disk.
+
+* **RAM tier**: an LMDB environment in the shared memory folder (``/dev/shm``), which every
+  DataLoader worker maps: reads copy straight from shared pages into the array returned. Its
+  budget defaults to a quarter of the memory the container may use (the cgroup limit, else the
+  machine's memory), and at most half of what the shared memory folder has free. Its pages count
+  as shared memory of the container and live until ``codedag cache clear`` or a reboot.
+* **Disk tier**: an LMDB environment in the cache folder (``$CODEDAG_PREFIX_CACHE_DIR``, else
+  ``prefix/`` in the user cache directory), for what does not fit in RAM and across reboots. Its
+  budget defaults to half the free space of its filesystem, at most 32 GiB.
+
+A value goes to the RAM tier when it fits there, else to the disk tier; a read asks the RAM tier
+first. Each tier of one cache folder is its own environment; two folders never share a RAM tier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from codedag.migrate.prefix.entry import CorruptEntry, Meta, decode, encode
+from codedag.migrate.prefix.store import LmdbTier, TierError, TierInfo
+
+log = logging.getLogger(__name__)
+
+ENV_FOLDER = "CODEDAG_PREFIX_CACHE_DIR"
+RAM_SHARE = 0.25
+DISK_SHARE = 0.5
+DISK_MAX_BYTES = 32 << 30
+
+
+def default_folder() -> Path:
+    """``$CODEDAG_PREFIX_CACHE_DIR``, else ``prefix`` in the user cache directory."""
+    override = os.environ.get(ENV_FOLDER, "").strip()
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("codedag")) / "prefix"
+
+
+def default_ram_budget_bytes() -> int:
+    """A quarter of the memory the container may use, at most half the free shared memory."""
+    from codedag.devices.memory import free_bytes, memory_limit_bytes, shared_memory_folder
+
+    folder = shared_memory_folder()
+    if folder is None:
+        return 0
+    return int(min(memory_limit_bytes() * RAM_SHARE, free_bytes(folder) * 0.5))
+
+
+def default_disk_budget_bytes(folder: Path) -> int:
+    """Half the free space where ``folder`` lives, at most 32 GiB."""
+    from codedag.devices.memory import free_bytes
+
+    return int(min(DISK_MAX_BYTES, free_bytes(folder) * DISK_SHARE))
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where the cache lives and how much it may hold.
+
+    Attributes:
+        folder: the disk tier's folder (default :func:`default_folder`).
+        ram_budget_bytes: the RAM tier's budget (default :func:`default_ram_budget_bytes`;
+            0: no RAM tier).
+        disk_budget_bytes: the disk tier's budget (default :func:`default_disk_budget_bytes`;
+            0: no disk tier).
+    """
+
+    folder: Path | None = None
+    ram_budget_bytes: int | None = None
+    disk_budget_bytes: int | None = None
+
+    def resolved_folder(self) -> Path:
+        """The disk tier's folder."""
+        return Path(self.folder) if self.folder is not None else default_folder()
+
+
+def ram_folder(folder: Path) -> Path | None:
+    """The RAM tier of the cache in ``folder``: its own environment in shared memory."""
+    from codedag.devices.memory import shared_memory_folder
+
+    shm = shared_memory_folder()
+    if shm is None:
+        return None
+    tag = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.abspath(folder)))[:12]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return shm / f"codedag-prefix-{uid}-{tag}"
+
+
+class PrefixStore:
+    """The tiers of one cache folder (see the module docstring).
+
+    Args:
+        tiers: the tiers, read in order (RAM first).
+    """
+
+    def __init__(self, tiers: list[LmdbTier]) -> None:
+        self.tiers = tiers
+        self.corrupt = 0
+
+    @classmethod
+    def open(cls, settings: StoreSettings | None = None) -> PrefixStore:
+        """The store the settings describe (tiers open on first use)."""
+        settings = settings or StoreSettings()
+        folder = settings.resolved_folder()
+        tiers = []
+        ram = ram_folder(folder)
+        ram_budget = (
+            default_ram_budget_bytes()
+            if settings.ram_budget_bytes is None
+            else settings.ram_budget_bytes
+        )
+        if ram is not None and ram_budget > 0:
+            tiers.append(LmdbTier("ram", ram, ram_budget))
+        disk_budget = (
+            default_disk_budget_bytes(folder)
+            if settings.disk_budget_bytes is None
+            else settings.disk_budget_bytes
+        )
+        if disk_budget > 0:
+            tiers.append(LmdbTier("disk", folder / "store", disk_budget))
+        return cls(tiers)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any tier is usable in this process."""
+        return any(t.enabled for t in self.tiers)
+
+    @property
+    def problems(self) -> list[str]:
+        """Why tiers are off."""
+        return [f"{t.kind} tier: {t.problem}" for t in self.tiers if t.problem]
+
+    def _usable(self) -> list[LmdbTier]:
+        return [t for t in self.tiers if t.enabled]
+
+    def begin_run(self) -> None:
+        """Start a new generation in every tier (opening them: a tier that cannot be used is
+        switched off here, with its warning)."""
+        for tier in self._usable():
+            with contextlib.suppress(TierError):
+                tier.begin_run()
+
+    def get(self, key: bytes) -> tuple[Any, LmdbTier, bool] | None:
+        """``(value, tier, stale)`` for ``key``, or None."""
+        for tier in self._usable():
+            try:
+                found = tier.get(key, decode)
+            except TierError:
+                continue
+            except CorruptEntry as error:
+                self.corrupt += 1
+                log.warning(
+                    "prefix cache: a %s tier entry is corrupt (%s); removed", tier.kind, error
+                )
+                with contextlib.suppress(TierError):
+                    tier.delete(key)
+                continue
+            if found is not None:
+                value, stale = found
+                return value, tier, stale
+        return None
+
+    def meta(self, key: bytes) -> tuple[Meta, bool] | None:
+        """``(header, stale)`` of an intermediate value, or None."""
+        for tier in self._usable():
+            try:
+                found = tier.meta(key)
+            except TierError:
+                continue
+            if found is not None:
+                return Meta.from_bytes(found[0]), found[1]
+        return None
+
+    def put(self, key: bytes, value: Any, metas: Iterable[tuple[bytes, bytes]]) -> str:
+        """Store a value: ``stored``, ``exists``, ``full`` or ``unstorable`` (a type the cache
+        cannot keep exactly) or ``off`` (no usable tier)."""
+        encoded = encode(value)
+        if encoded is None:
+            return "unstorable"
+        header, data = encoded
+        metas = list(metas)
+        outcome = "off"
+        for tier in self._usable():
+            try:
+                outcome = tier.put(key, header, data, metas)
+            except TierError:
+                continue
+            if outcome != "full":
+                return outcome
+        return outcome
+
+    def touch(self, tier: LmdbTier, keys: list[bytes], metas: list[bytes]) -> None:
+        """Move hit entries to the current generation."""
+        with contextlib.suppress(TierError):
+            tier.touch(keys, metas)
+        for other in self._usable():
+            if other is not tier and metas:
+                with contextlib.suppress(TierError):
+                    other.touch([], metas)
+
+    def delete(self, key: bytes) -> None:
+        """Remove a value from every tier."""
+        for tier in self._usable():
+            with contextlib.suppress(TierError):
+                tier.delete(key)
+
+    @property
+    def evicted(self) -> int:
+        """Values evicted by this process."""
+        return sum(t.evicted for t in self.tiers)
+
+    def info(self) -> list[TierInfo]:
+        """What each tier holds."""
+        return [t.info() for t in self.tiers]
+
+    def close(self) -> None:
+        """Close every tier in this process."""
+        for tier in self.tiers:
+            tier.close()
+
+    def clear(self) -> int:
+        """Delete every tier's files; returns the bytes freed."""
+        return sum(t.clear() for t in self.tiers)

@@ -1,0 +1,445 @@
+"""Prefix values: what a cached chain's calls return inside ``__getitem__`` before the cut.
+
+A chain starts at its source call (``numpy.frombuffer(data)``, ``cv2.imread(path)``,
+``PIL.Image.open(path)``): the call returns a :class:`PrefixValue` carrying the key of its
+provenance (:mod:`.keys`). Each call of the chain that receives one (a patched library function,
+an operator, a NumPy function through ``__array_function__``/``__array_ufunc__``, an array or
+image method) returns the next one, keyed by the call and its arguments, until the *cut*: there
+the store is asked for the key, and user code receives the stored value on a hit.
+
+A prefix value is *deferred* while the store knows its key (it was seen before: its shape, dtype
+or mode come from the stored header, nothing is computed) and *computed* otherwise (the call ran
+through the original function, as without the cache). On a miss at the cut the deferred calls
+replay through the original functions, and the value is stored with the headers of its
+intermediates.
+
+Anything else done with a prefix value (an attribute the header cannot answer, a conversion to an
+array, a write, a truth test, iteration) gives the real value (replaying the calls if deferred) and
+marks the chain *diverged*: it is computed normally and not stored, counted with its reason.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import codedag.migrate.prefix.keys as keys
+from codedag.migrate.prefix.entry import Meta, meta_of
+
+PENDING: Any = object()
+
+ARRAY_METADATA = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize"})
+IMAGE_METADATA = frozenset({"size", "width", "height", "mode"})
+ARRAY_METHODS = frozenset({"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel"})
+IMAGE_METHODS = frozenset(
+    {"convert", "resize", "crop", "transpose", "rotate", "copy", "reduce", "filter", "getchannel"}
+)
+TENSOR_METHODS = frozenset(
+    {"float", "double", "half", "byte", "long", "int", "contiguous", "permute", "unsqueeze",
+     "squeeze", "clone", "div", "mul", "sub", "add", "flip"}
+)  # fmt: skip
+_METHOD_OWNERS = {"ndarray": "numpy.ndarray", "pil": "PIL.Image.Image", "tensor": "torch.Tensor"}
+MAX_STEPS = 64
+"""Calls a chain may make before its cut; past that it is computed normally."""
+
+
+class Lineage:
+    """What the values started by one source call share: the chain, and how it ended.
+
+    Attributes:
+        chain: the chain (the runtime's spec).
+        session: the process's cache session (store and counters).
+        done: the chain was counted (hit, miss or divergence).
+        stale: keys of intermediate headers read from an older generation (touched on a hit).
+    """
+
+    __slots__ = ("chain", "done", "session", "stale")
+
+    def __init__(self, chain: Any, session: Any) -> None:
+        self.chain = chain
+        self.session = session
+        self.done = False
+        self.stale: list[bytes] = []
+
+    def diverge(self, reason: str) -> None:
+        """Count the chain as computed normally, for ``reason`` (once)."""
+        if not self.done:
+            self.done = True
+            self.session.miss(self.chain.id, reason)
+
+
+class PrefixValue:
+    """A value of a cached chain before its cut (see the module docstring)."""
+
+    __slots__ = (
+        "__weakref__",
+        "_call",
+        "_counts",
+        "_key",
+        "_lineage",
+        "_meta",
+        "_parent",
+        "_value",
+    )
+    __array_priority__ = 1000.0
+
+    def __init__(
+        self,
+        lineage: Lineage,
+        key: bytes,
+        meta: Meta,
+        value: Any = PENDING,
+        call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = None,
+        counts: dict[str, int] | None = None,
+        parent: PrefixValue | None = None,
+    ) -> None:
+        self._lineage = lineage
+        self._key = key
+        self._meta = meta
+        self._value = value
+        self._call = call
+        self._counts = counts or {}
+        self._parent = parent
+
+    # -- state ----------------------------------------------------------------------------
+    @property
+    def _done(self) -> bool:
+        return self._value is not PENDING
+
+    def _compute(self) -> Any:
+        """The value: replay the deferred calls through the original functions."""
+        if self._value is PENDING:
+            assert self._call is not None
+            function, args, kwargs = self._call
+            self._value = function(*concrete(args), **concrete_kwargs(kwargs))
+        return self._value
+
+    def _real(self, reason: str) -> Any:
+        """The real value for a use outside the chain: the chain diverges."""
+        value = self._compute()
+        self._lineage.diverge(reason)
+        return value
+
+    def _lineage_metas(self) -> list[tuple[bytes, bytes]]:
+        """``(key, header)`` of this value and every earlier value of its chain."""
+        out = []
+        node: PrefixValue | None = self
+        while node is not None:
+            out.append((node._key, node._meta.to_bytes()))
+            node = node._parent
+        return out
+
+    # -- what the header answers ----------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        meta = self._meta
+        if meta.kind in ("ndarray", "tensor") and name in ARRAY_METADATA:
+            if self._done:
+                return getattr(self._value, name)
+            return _array_metadata(meta, name)
+        if meta.kind == "pil" and name in IMAGE_METADATA:
+            if self._done:
+                return getattr(self._value, name)
+            return _image_metadata(meta, name)
+        methods = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METHODS}
+        if name in methods.get(meta.kind, ()):
+            qualified = f"{_METHOD_OWNERS[meta.kind]}.{name}"
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                return step(qualified, _method_call(name), (self, *args), kwargs)
+
+            return method
+        if name == "T" and meta.kind == "ndarray":
+            return step("numpy.ndarray.T", _attribute("T"), (self,), {})
+        return getattr(self._real(f"attribute .{name}"), name)
+
+    def __len__(self) -> int:
+        if self._meta.kind in ("ndarray", "tensor") and self._meta.shape:
+            return self._meta.shape[0] if not self._done else len(self._value)
+        return len(self._real("len()"))
+
+    # -- uses that need the data ----------------------------------------------------------
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        value = self._real("conversion to an array")
+        array = np.asarray(value)
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+    def __bool__(self) -> bool:
+        return bool(self._real("truth value"))
+
+    def __iter__(self) -> Any:
+        return iter(self._real("iteration"))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        target = self._real("a write into an intermediate")
+        target[key] = value._real("a write") if isinstance(value, PrefixValue) else value
+
+    def __repr__(self) -> str:
+        if not self._done:
+            return f"<prefix value {self._meta.kind} {self._meta.shape} (deferred)>"
+        return f"<prefix value {self._value!r}>"
+
+    def __float__(self) -> float:
+        return float(self._real("float()"))
+
+    def __int__(self) -> int:
+        return int(self._real("int()"))
+
+    def __index__(self) -> int:
+        return operator.index(self._real("index"))
+
+    def __reduce__(self) -> Any:
+        return (_identity, (self._real("pickle"),))
+
+    # -- recorded operations --------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        if _static_index(key):
+            return step("operator.getitem", operator.getitem, (self, key), {})
+        return self._real("indexing with an array")[key]
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and kwargs.get("out") is None:
+            kwargs.pop("out", None)
+            return step(f"numpy.{ufunc.__name__}", ufunc, inputs, kwargs)
+        forced = tuple(
+            i._real(f"numpy.{ufunc.__name__}.{method}") if isinstance(i, PrefixValue) else i
+            for i in inputs
+        )
+        return getattr(ufunc, method)(*forced, **concrete_kwargs(kwargs))
+
+    def __array_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if "out" in kwargs and kwargs["out"] is not None:
+            return func(*real_args(args, "out="), **concrete_kwargs(kwargs))
+        module = getattr(func, "__module__", "numpy") or "numpy"
+        name = f"numpy.{func.__name__}" if module.startswith("numpy") else func.__qualname__
+        return step(name, func, args, kwargs)
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        return func(*real_args(args, "a torch function"), **concrete_kwargs(kwargs or {}))
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _method_call(name: str) -> Callable[..., Any]:
+    def call(target: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(target, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+def _attribute(name: str) -> Callable[[Any], Any]:
+    def read(target: Any) -> Any:
+        return getattr(target, name)
+
+    return read
+
+
+def _array_metadata(meta: Meta, name: str) -> Any:
+    import numpy as np
+
+    if meta.kind == "tensor":
+        import torch
+
+        if name == "shape":
+            return torch.Size(meta.shape)
+        if name == "dtype":
+            return getattr(torch, meta.dtype)
+    dtype = np.dtype(meta.dtype) if meta.kind == "ndarray" else None
+    size = int(np.prod(meta.shape, dtype=np.int64))
+    values = {
+        "shape": tuple(meta.shape),
+        "dtype": dtype,
+        "ndim": len(meta.shape),
+        "size": size,
+        "itemsize": dtype.itemsize if dtype is not None else None,
+        "nbytes": size * dtype.itemsize if dtype is not None else None,
+    }
+    return values[name]
+
+
+def _image_metadata(meta: Meta, name: str) -> Any:
+    width, height = meta.size
+    return {"size": (width, height), "width": width, "height": height, "mode": meta.mode}[name]
+
+
+def _static_index(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    return all(
+        i is None or i is Ellipsis or (isinstance(i, int | slice) and not isinstance(i, bool))
+        for i in items
+    )
+
+
+def _install_operators() -> None:
+    binary = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
+    binary += ("and_", "or_", "xor", "lt", "le", "gt", "ge", "eq", "ne")
+    for name in binary:
+        function = getattr(operator, name)
+        short = name.rstrip("_")
+
+        def forward(self: Any, other: Any, name: str = name, function: Any = function) -> Any:
+            return step(f"operator.{name}", function, (self, other), {})
+
+        def reflected(self: Any, other: Any, name: str = name, function: Any = function) -> Any:
+            return step(f"operator.{name}", function, (other, self), {})
+
+        setattr(PrefixValue, f"__{short}__", forward)
+        if name not in ("lt", "le", "gt", "ge", "eq", "ne"):
+            setattr(PrefixValue, f"__r{short}__", reflected)
+            setattr(PrefixValue, f"__i{short}__", _inplace(short))
+    for name in ("neg", "pos", "abs", "invert"):
+        function = getattr(operator, name)
+
+        def unary(self: Any, name: str = name, function: Any = function) -> Any:
+            return step(f"operator.{name}", function, (self,), {})
+
+        setattr(PrefixValue, f"__{name}__", unary)
+    PrefixValue.__hash__ = None  # type: ignore[assignment]
+
+
+def _inplace(short: str) -> Callable[[Any, Any], Any]:
+    function = getattr(operator, f"i{short}")
+
+    def inplace(self: Any, other: Any) -> Any:
+        target = self._real("an in-place operator")
+        value = other._real("an in-place operator") if isinstance(other, PrefixValue) else other
+        return function(target, value)
+
+    return inplace
+
+
+_install_operators()
+
+
+# -- helpers for arguments -------------------------------------------------------------------
+
+
+def _resolve(value: Any) -> Any:
+    if isinstance(value, PrefixValue):
+        return value._compute()
+    if isinstance(value, list | tuple) and any(isinstance(v, PrefixValue) for v in value):
+        items = [v._compute() if isinstance(v, PrefixValue) else v for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    return value
+
+
+def concrete(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Positional arguments with every prefix value computed (no divergence counted)."""
+    return tuple(_resolve(a) for a in args)
+
+
+def concrete_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments with every prefix value computed."""
+    return {k: _resolve(v) for k, v in kwargs.items()}
+
+
+def real_args(args: tuple[Any, ...], reason: str) -> tuple[Any, ...]:
+    """Positional arguments as real values: their chains diverge for ``reason``."""
+    for value in _prefix_values(args, {}):
+        value._lineage.diverge(reason)
+    return concrete(args)
+
+
+def _prefix_values(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[PrefixValue]:
+    found = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, PrefixValue):
+            found.append(value)
+        elif isinstance(value, list | tuple):
+            found.extend(v for v in value if isinstance(v, PrefixValue))
+    return found
+
+
+def has_prefix_value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether any argument (or an item of a list/tuple argument) is a prefix value."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, PrefixValue):
+            return True
+        if isinstance(value, list | tuple) and any(isinstance(v, PrefixValue) for v in value):
+            return True
+    return False
+
+
+def _encode(value: Any, out: list[bytes]) -> None:
+    if isinstance(value, PrefixValue):
+        out.append(b"<" + value._key + b">")
+    elif isinstance(value, list | tuple) and any(isinstance(v, PrefixValue) for v in value):
+        out.append(f"{type(value).__name__}[{len(value)}](".encode())
+        for item in value:
+            _encode(item, out)
+        out.append(b")")
+    else:
+        keys.encode_argument(value, out)
+
+
+# -- one call of the chain -------------------------------------------------------------------
+
+
+def _snapshot(values: Any) -> Any:
+    """Array arguments copied (a later write by user code must not reach a deferred call)."""
+    import numpy as np
+
+    if isinstance(values, dict):
+        return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in values.items()}
+    return tuple(v.copy() if isinstance(v, np.ndarray) else v for v in values)
+
+
+def step(
+    name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A call of the chain on prefix values (see the module docstring)."""
+    inputs = _prefix_values(args, kwargs)
+    first = inputs[0]
+    lineage = first._lineage
+    if lineage.done:  # diverged earlier: computed normally from here on
+        return function(*concrete(args), **concrete_kwargs(kwargs))
+    if any(v._lineage is not lineage for v in inputs):
+        for value in inputs:
+            value._lineage.diverge("values of two sources combined")
+        return function(*concrete(args), **concrete_kwargs(kwargs))
+    counts = dict(first._counts)
+    counts[name] = counts.get(name, -1) + 1
+    chain = lineage.chain
+    if sum(counts.values()) + len(counts) > MAX_STEPS:
+        lineage.diverge("more calls than a chain may make before its cut")
+        return function(*concrete(args), **concrete_kwargs(kwargs))
+    parts: list[bytes] = [name.encode(), b"("]
+    try:
+        for value in args:
+            _encode(value, parts)
+        for key in sorted(kwargs):
+            parts.append(key.encode() + b"=")
+            _encode(kwargs[key], parts)
+    except keys.Unkeyable as error:
+        lineage.diverge(f"arguments: {error}")
+        return function(*concrete(args), **concrete_kwargs(kwargs))
+    key = keys.step_key(parts)
+    session = lineage.session
+    deferred = not any(v._done for v in inputs)
+    if name == chain.cut_function and counts[name] == chain.cut_occurrence:
+        return session.cut(first, key, deferred, function, args, kwargs)
+    if deferred:
+        found = session.meta(key)
+        if found is not None:
+            meta, stale = found
+            if stale:
+                lineage.stale.append(key)
+            call = (function, _snapshot(args), _snapshot(kwargs))
+            return PrefixValue(lineage, key, meta, call=call, counts=counts, parent=first)
+    value = function(*concrete(args), **concrete_kwargs(kwargs))
+    return PrefixValue(lineage, key, meta_of(value), value, counts=counts, parent=first)

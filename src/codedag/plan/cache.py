@@ -1,0 +1,119 @@
+"""The ``cache`` section of a migration plan: what each sample's deterministic prefix is, and
+where the plan cuts it for the prefix cache.
+
+``codedag optimize --cache auto`` writes it (:mod:`codedag.optimize.prefix`); ``PipelineMigrator``
+applies it (:mod:`codedag.migrate.prefix`). Every candidate cut keeps its figures: the traced
+time of the calls before it, what reading its value back costs, its bytes per sample. The section
+is optional: plans without it load as before (``cache`` is ``None``: nothing is cached).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CacheMode = Literal["auto", "off"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True, validate_assignment=True)
+
+
+class CacheCut(_Model):
+    """One place a chain could be cut: the value of one of its calls.
+
+    Attributes:
+        step: the call whose result is stored (``cv2.resize``, ``operator.truediv``).
+        occurrence: which call of that name in the chain (0: the first).
+        position: the call's index in the traced chain.
+        bytes_per_sample: bytes of its value per source.
+        shape: the traced value's shape.
+        dtype: the traced value's dtype (or PIL mode).
+        prefix_ns: traced time of the calls up to and with the cut, per source.
+        read_ns: measured time to read the value back from the store, per source.
+        write_ns: measured time to store it, per source (once, in the first epoch).
+        saved_ns: ``prefix_ns - read_ns``: what a hit saves, per source.
+    """
+
+    step: str
+    occurrence: int = Field(default=0, ge=0)
+    position: int = Field(default=0, ge=0)
+    bytes_per_sample: int = Field(default=0, ge=0)
+    shape: list[int] = Field(default_factory=list)
+    dtype: str = ""
+    prefix_ns: int = Field(default=0, ge=0)
+    read_ns: int = Field(default=0, ge=0)
+    write_ns: int = Field(default=0, ge=0)
+    saved_ns: int = 0
+
+
+class CacheChain(_Model):
+    """One source's chain of calls in ``__getitem__`` and the cut chosen for it.
+
+    Attributes:
+        id: the chain's name (``prefix0``).
+        source_function: the call that reads the source (``numpy.frombuffer``, ``cv2.imread``).
+        source_kind: what identifies the source: ``buffer``, ``file`` or ``array``.
+        source_slot: the argument of the source call holding the source (``"0"``, a keyword).
+        callers: the function that makes the source call (matched at run time).
+        context_keys: the traced context keys of the source calls.
+        steps: the chain's calls in order, up to the deepest deterministic one.
+        functions: library functions patched while the plan is applied.
+        sources: traced sources that ran the chain (several per sample in a mosaic).
+        samples: traced samples.
+        stop: why the chain cannot be cut later than its last step.
+        candidates: every possible cut, with its figures.
+        cut: the chosen cut, or ``None``.
+        cached: whether the chain is cached.
+        reason: why, with the figures.
+    """
+
+    id: str
+    source_function: str
+    source_kind: str = ""
+    source_slot: str = "0"
+    callers: list[str] = Field(default_factory=list)
+    context_keys: list[str] = Field(default_factory=list)
+    steps: list[str] = Field(default_factory=list)
+    functions: list[str] = Field(default_factory=list)
+    sources: int = Field(default=0, ge=0)
+    samples: int = Field(default=0, ge=0)
+    stop: str = ""
+    candidates: list[CacheCut] = Field(default_factory=list)
+    cut: CacheCut | None = None
+    cached: bool = False
+    reason: str = ""
+
+
+class CacheSection(_Model):
+    """The prefix cache of the plan.
+
+    Attributes:
+        mode: ``auto`` (cache where a cut saves time) or ``off``.
+        budget_bytes: the memory budget the cut was chosen within (the RAM tier's budget).
+        folder: the disk tier's folder (``None``: the default).
+        dataset_len: items of the traced data set (how many values the cache will hold).
+        bytes_total: bytes the chosen cuts hold for the whole data set.
+        saved_ns_per_sample: expected saving per sample from the second epoch on.
+        write_ns_per_sample: expected storing cost per sample in the first epoch.
+        chains: every chain found, with its decision.
+        note: why nothing is cached, when nothing is.
+    """
+
+    mode: CacheMode = "auto"
+    budget_bytes: int = Field(default=0, ge=0)
+    folder: str | None = None
+    dataset_len: int | None = None
+    bytes_total: int = Field(default=0, ge=0)
+    saved_ns_per_sample: int = 0
+    write_ns_per_sample: int = Field(default=0, ge=0)
+    chains: list[CacheChain] = Field(default_factory=list)
+    note: str = ""
+
+    @property
+    def cached_chains(self) -> list[CacheChain]:
+        """The chains the migrator caches."""
+        if self.mode == "off":
+            return []
+        return [c for c in self.chains if c.cached and c.cut is not None]
