@@ -31,6 +31,7 @@ from codedag.plan.context import Placement
 
 if TYPE_CHECKING:
     from codedag.migrate.batched.runtime import BatchedRuntime
+    from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ class PipelineMigrator:
         verify: batches (the first ones) that batched chains also run through the CPU
             per-sample reference, compared through the tolerance table.
         batched: all the settings of batched execution (overrides ``deliver`` and ``verify``).
+        cache: the prefix cache of the plan's ``cache`` section (docs/cache.md): ``True``
+            (default) applies it with the plan's folder and budget, settings customize it
+            (verification, folder, budgets), ``False`` or ``None`` switch it off.
 
     Raises:
         SchemaError: the plan is malformed (one error listing every problem).
@@ -69,6 +73,7 @@ class PipelineMigrator:
         deliver: str = "host",
         verify: int = 1,
         batched: BatchedSettings | None = None,
+        cache: CacheSettings | bool | None = True,
     ) -> None:
         self.plan: PlanView = parse_plan(plan)
         self.guard: GuardSettings | None = GuardSettings() if guard is True else (guard or None)
@@ -86,6 +91,7 @@ class PipelineMigrator:
             batched or BatchedSettings(deliver=deliver, verify=verify),
             self.default_device,
         )
+        self._cache = _cache_runtime(self.plan, cache)
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
         self._applied = False
@@ -156,7 +162,9 @@ class PipelineMigrator:
                 if self._loader is not None:
                     self._loader.apply()
                 self._batched.apply()
+                self._cache.apply()  # last: its replacements wrap the others'
             except BaseException:
+                self._cache.restore()
                 self._batched.restore()
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
@@ -175,7 +183,8 @@ class PipelineMigrator:
         with self._lock:
             if not self._applied or self._injector is None:
                 return 0
-            count = self._batched.restore()
+            count = self._cache.restore()
+            count += self._batched.restore()
             count += self._injector.restore_all()
             if self._loader is not None:
                 self._loader.restore()
@@ -200,7 +209,8 @@ class PipelineMigrator:
             "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
             "value_cache": {"hits", "stale"}, "applied": bool, "guard": {...},
             "loader": DataLoader settings applied (``LoaderSettingsPatch.stats``) or None,
-            "batched": {...}}`` (``batched``: docs/batched.md).
+            "batched": {...}, "cache": {...}}`` (``batched``: docs/batched.md; ``cache``: hits,
+            misses by reason, bytes in RAM and on disk, evictions, verification: docs/cache.md).
         """
         injector = self._injector
         functions = injector.stats() if injector is not None else {}
@@ -222,6 +232,7 @@ class PipelineMigrator:
             "guard": self._guard_summary(functions),
             "loader": None if self._loader is None else self._loader.stats(),
             "batched": self._batched.stats() if self._batched.active else {"enabled": False},
+            "cache": self._cache.stats() if self._cache.active else {"enabled": False},
         }
 
     def _guard_summary(self, functions: Mapping[str, Any]) -> dict[str, Any]:
@@ -250,6 +261,11 @@ class PipelineMigrator:
     def batched(self) -> BatchedRuntime:
         """The batched execution of the plan's chains (inactive when it places none)."""
         return self._batched
+
+    @property
+    def cache(self) -> PrefixCacheRuntime:
+        """The prefix cache of the plan's ``cache`` section (inactive when it caches nothing)."""
+        return self._cache
 
     def __enter__(self) -> PipelineMigrator:
         with self._lock:
@@ -280,3 +296,24 @@ def _batched_runtime(plan: PlanView, settings: BatchedSettings, default: str) ->
         if call.function in chains.entry_functions:
             others.setdefault(call.function, []).extend(call.context_keys)
     return BatchedRuntime(chains, device, settings, others)
+
+
+def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> PrefixCacheRuntime:
+    """The prefix cache of the plan's ``cache`` section, with the plan's folder and budget
+    where the settings name none."""
+    import dataclasses
+    from pathlib import Path
+
+    from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime, chains_from_plan
+
+    section = plan.plan.cache if plan.plan is not None else None
+    if cache is None or cache is False or section is None:
+        return PrefixCacheRuntime([], CacheSettings(enabled=False))
+    settings = CacheSettings() if cache is True else cache
+    store = settings.store
+    if store.folder is None and section.folder:
+        store = dataclasses.replace(store, folder=Path(section.folder))
+    if store.ram_budget_bytes is None and section.budget_bytes:
+        store = dataclasses.replace(store, ram_budget_bytes=section.budget_bytes)
+    settings = dataclasses.replace(settings, store=store)
+    return PrefixCacheRuntime(chains_from_plan(section), settings)

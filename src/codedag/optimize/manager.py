@@ -55,6 +55,12 @@ class OptimizerManager:
             its worker count and threads instead of the traced loader's, and the plan carries it.
         batched: ``auto`` (default: a sample chain runs once per batch where calibration
             measures it faster), ``always`` or ``never``; overrides ``placement.batched``.
+        cache: the prefix cache: ``auto`` (cut each sample's deterministic prefix where the
+            store's measured costs say it saves time, :mod:`codedag.optimize.prefix`) or
+            ``off`` (default: the plan has no ``cache`` section).
+        cache_budget_bytes: the memory the cached values may take (default: the RAM tier's
+            default budget on this machine).
+        cache_folder: the prefix cache's folder, recorded in the plan (default: the user cache).
     """
 
     def __init__(
@@ -80,6 +86,9 @@ class OptimizerManager:
         progress: Any | None = None,
         loader: Any | None = None,
         batched: str | None = None,
+        cache: str = "off",
+        cache_budget_bytes: int | None = None,
+        cache_folder: str | None = None,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"k must be an integer >= 1, got {k!r}")
@@ -92,6 +101,14 @@ class OptimizerManager:
         if batched is not None:
             self.placement = dataclasses.replace(self.placement, batched=batched)
         check_mode(self.placement.batched)
+        if cache not in ("auto", "off"):
+            raise ConfigError(f"cache must be 'auto' or 'off', got {cache!r}")
+        if cache_budget_bytes is not None and cache_budget_bytes < 0:
+            raise ConfigError(f"cache_budget_bytes must be >= 0, got {cache_budget_bytes}")
+        self.cache = cache
+        self.cache_budget_bytes = cache_budget_bytes
+        self.cache_folder = cache_folder
+        self.store_costs: Any | None = None
         self.chain_measurements: dict[str, Any] | None = None
         self.calibrate = calibrate
         self.calibration = calibration
@@ -227,6 +244,8 @@ class OptimizerManager:
             workers=self._workers(coarse),
         )
         self._plan_batched(plan, coarse)
+        if self.cache == "auto":
+            plan["cache"] = self.plan_cache(coarse)
         if self.loader is not None:
             plan["loader"] = self.loader.model_dump(mode="json")
             plan["notes"].append(
@@ -301,6 +320,30 @@ class OptimizerManager:
             traced_batch_size(coarse.source, found.samples),
         )
         apply_to_plan(plan, section, found.note)
+
+    # ------------------------------------------------------------------ prefix cache
+    def plan_cache(self, dag: Any) -> dict[str, Any]:
+        """The plan's ``cache`` section: each chain's deterministic prefix and its cut, from the
+        traced times and the store's costs measured here (:mod:`codedag.optimize.prefix`)."""
+        from codedag.optimize.prefix import candidates, decide, find_prefixes
+
+        found = find_prefixes(as_coarse(dag).source)
+        sizes = {c.nbytes for chain in found.chains for c in candidates(chain)}
+        if self.store_costs is None and self.calibrate and sizes:
+            from codedag.calibrate.prefix import measure_store
+
+            if self.progress is not None:
+                self.progress(0, 1, "prefix cache store")
+            log.info("measuring the prefix cache's store for %d value sizes", len(sizes))
+            self.store_costs = measure_store(sizes)
+        budget = self.cache_budget_bytes
+        if budget is None:
+            from codedag.migrate.prefix.tiers import default_ram_budget_bytes
+
+            budget = default_ram_budget_bytes()
+        section = decide(found, self.store_costs, budget, self.cache)
+        section["folder"] = self.cache_folder
+        return section
 
     # ------------------------------------------------------------------ tuned loader
     def _workers(self, coarse: CoarsenedDAG) -> int:

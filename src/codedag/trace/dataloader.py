@@ -174,9 +174,18 @@ def trace_first_batch(loader: Any, tracer: BatchTracer, warmup: int = 1) -> Any:
             "warmup": warmup,
             "batch_size": loader.batch_size,
             "dataset": type(loader.dataset).__qualname__,
+            "dataset_len": _length(loader.dataset),
             "random_state_restored": True,
         }
     return batch
+
+
+def _length(dataset: Any) -> int | None:
+    """Items of a map-style data set (``None`` for an iterable one or a failing ``__len__``)."""
+    try:
+        return len(dataset)
+    except Exception:  # an iterable dataset, or user code that raises
+        return None
 
 
 def _next(iterator: Any, tracer: BatchTracer | None) -> Any:

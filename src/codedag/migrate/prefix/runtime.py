@@ -160,6 +160,7 @@ class PrefixCacheRuntime:
         session = self.session
         sources = self._sources.get(name, [])
         by_caller: dict[str, ChainSpec] = {}
+        anywhere = next((c for c in sources if not c.callers), None)
         for chain in sources:
             for caller in chain.callers:
                 by_caller.setdefault(caller, chain)
@@ -167,8 +168,10 @@ class PrefixCacheRuntime:
         def replacement(*args: Any, **kwargs: Any) -> Any:
             if has_prefix_value(args, kwargs):
                 return step(name, original, args, kwargs)
-            if by_caller and session.active:
-                chain = by_caller.get(frame_name(sys._getframe(1)))
+            if sources and session.active:
+                chain = by_caller.get(frame_name(sys._getframe(1))) if by_caller else None
+                if chain is None and anywhere is not None and session.fetching:
+                    chain = anywhere
                 if chain is not None and chain.id not in session.given_up:
                     return session.source(chain, original, args, kwargs)
             return original(*args, **kwargs)
@@ -188,6 +191,7 @@ class PrefixCacheRuntime:
                 return original(fetcher, index)
             states = _random_states()
             session.begin_sample()
+            session.local.fetching += 1
             try:
                 batch = original(fetcher, index)
             except Exception as error:
@@ -203,6 +207,7 @@ class PrefixCacheRuntime:
                 with session.suspended():
                     return original(fetcher, index)
             finally:
+                session.local.fetching -= 1
                 session.flush()
             session.succeeded_sample()
             return batch

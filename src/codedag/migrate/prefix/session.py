@@ -63,7 +63,8 @@ class ChainSpec:
         id: the chain's name.
         source_function: the call that starts it.
         source_slot: the argument holding the source (``"0"``, or a keyword).
-        callers: functions whose calls of ``source_function`` start the chain.
+        callers: functions whose calls of ``source_function`` start the chain (empty: every
+            call made inside a DataLoader fetch).
         functions: library functions patched for it.
         cut_function: the call whose result is stored.
         cut_occurrence: which call of that name (0: the first).
@@ -81,6 +82,7 @@ class ChainSpec:
 class _Local(threading.local):
     def __init__(self) -> None:
         self.suspended = 0
+        self.fetching = 0
         self.lineages: list[Lineage] = []
 
 
@@ -109,6 +111,11 @@ class Session:
     def active(self) -> bool:
         """Whether chains start here now."""
         return not self.local.suspended and self.store.enabled
+
+    @property
+    def fetching(self) -> bool:
+        """Whether a DataLoader fetch runs in this thread."""
+        return self.local.fetching > 0
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
@@ -159,7 +166,7 @@ class Session:
         if chain.cut_function == chain.source_function and chain.cut_occurrence == 0:
             head = PrefixValue(lineage, key, meta_of(None), counts=counts)
             return self.cut(head, keys.step_key([b"source", key]), True, original, args, kwargs)
-        found = self.store.meta(key)
+        found = self.meta(key)
         if found is not None:
             meta, stale = found
             if stale:
@@ -170,7 +177,8 @@ class Session:
 
     def meta(self, key: bytes) -> Any:
         """The stored header of an intermediate value, or None."""
-        return self.store.meta(key)
+        with self.suspended():
+            return self.store.meta(key)
 
     def cut(
         self,
@@ -187,7 +195,8 @@ class Session:
         reason = "new"
         if deferred:
             started = time.perf_counter_ns()
-            found = self.store.get(key)
+            with self.suspended():  # the store's own NumPy calls never start chains
+                found = self.store.get(key)
             if found is not None:
                 value, tier, stale = found
                 elapsed = time.perf_counter_ns() - started
@@ -207,7 +216,8 @@ class Session:
             return value
         lineage.done = True
         started = time.perf_counter_ns()
-        outcome = self.store.put(key, value, first._lineage_metas() if first._key else [])
+        with self.suspended():
+            outcome = self.store.put(key, value, first._lineage_metas() if first._key else [])
         with self._lock:
             self.counts["write_ns"] += time.perf_counter_ns() - started
             if outcome in ("stored", "full", "exists"):
@@ -227,7 +237,7 @@ class Session:
         self.verify_left -= 1
         value = function(*concrete(args), **concrete_kwargs(kwargs))
         lineage.done = True
-        with self._lock:
+        with self._lock, self.suspended():
             self.counts["verified"] += 1
             if same(value, stored):
                 self.counts["hits"] += 1
@@ -237,7 +247,8 @@ class Session:
                 f"{lineage.chain.id}: stored value differs from its recomputation"
             )
         self.miss(lineage.chain.id, "verify")
-        self.store.delete(key)
+        with self.suspended():
+            self.store.delete(key)
         log.warning(
             "prefix cache: a stored value of %s differed from its recomputation; it was "
             "removed and the computed value used",
@@ -259,8 +270,9 @@ class Session:
         """Write pending generation updates of hit entries."""
         with self._lock:
             pending, self._touch = self._touch, {}
-        for tier, hit_keys, metas in pending.values():
-            self.store.touch(tier, hit_keys, metas)
+        with self.suspended():
+            for tier, hit_keys, metas in pending.values():
+                self.store.touch(tier, hit_keys, metas)
 
     # -- samples ------------------------------------------------------------------------
     def begin_sample(self) -> None:

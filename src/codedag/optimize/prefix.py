@@ -1,0 +1,433 @@
+"""Finding each sample's deterministic prefix in a traced DataLoader batch, and cutting it (pure).
+
+In every traced sample (the ``__getitem__`` calls of the batch) a chain starts at a *source
+call*: a library call that reads the sample's source (an encoded buffer, a file named by a path,
+an array the data set holds) and whose result the sample goes on computing with. The chain
+follows the dataflow from call to call while each value is a function of the source and fixed
+arguments only:
+
+* the value goes to exactly one next operation (an intermediate another part of the sample also
+  reads would see a stand-in on a hit);
+* that operation draws no random numbers and reads no clock, and no random draw happens in the
+  sample between the source call and it (its arguments may come from one: the tracer does not
+  follow Python numbers), and it writes into nothing (``operator.setitem``);
+* its other array inputs are not computed in the sample (constants such as a mean and std are
+  fixed arguments; the run-time key holds their values).
+
+Chains of different samples that start at the same source function called from the same
+function form one :class:`PrefixChain` (a mosaic's four image loads are one chain). Every value
+along the part all samples share is a candidate cut with its traced time up to there and its
+bytes. :func:`decide` picks, per chain, the cut that saves the most over :data:`EPOCHS` epochs
+within the memory budget (a cut whose data set does not fit saves on the share that does), from
+the store's measured read and write costs (:mod:`codedag.calibrate.prefix`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from codedag.graph.model import ExecutionDAG
+from codedag.optimize.chains import _is_operation, _samples
+
+EPOCHS = 10
+"""Epochs a cut is judged over: what it saves from the second on against storing in the first."""
+
+MIN_SAVING = 0.1
+"""A cut must save at least this share of its prefix's traced time per hit."""
+
+_SOURCE_TYPES = ("builtins.bytes", "builtins.bytearray", "builtins.memoryview", "builtins.str")
+_CLOCKS = ("time.", "datetime.", "os.urandom", "uuid.", "secrets.")
+_WRITES = frozenset({"operator.setitem", "operator.delitem"})
+NO_DISPATCH = frozenset(
+    {
+        "numpy.frombuffer", "numpy.fromfile", "numpy.load", "numpy.asarray", "numpy.asanyarray",
+        "numpy.ascontiguousarray", "numpy.array", "numpy.asfortranarray", "numpy.require",
+    }
+)  # fmt: skip
+"""NumPy functions that do not dispatch to ``__array_function__``: the cache patches them."""
+_PROXY_HANDLED = ("operator.", "numpy.ndarray.", "PIL.Image.Image.", "torch.Tensor.")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call of a traced chain.
+
+    Attributes:
+        call_id: its node.
+        name: canonical name.
+        occurrence: calls of the same name before it in the chain.
+        total_ns: its traced time.
+        nbytes: bytes of its value.
+        shape: its value's shape (for an image: height, width, bands).
+        dtype: its value's dtype (or PIL mode).
+        context_key: its context key.
+    """
+
+    call_id: int
+    name: str
+    occurrence: int
+    total_ns: int
+    nbytes: int
+    shape: tuple[int, ...]
+    dtype: str
+    context_key: str
+
+
+@dataclass
+class TracedChain:
+    """One source's chain in one sample, and why it stops where it stops."""
+
+    sample: int
+    caller: str
+    source_slot: str
+    source_kind: str
+    steps: list[Step]
+    stop: str
+
+
+@dataclass
+class PrefixChain:
+    """Chains of several samples that start at the same source call of the same function.
+
+    Attributes:
+        id: ``prefix0``, ``prefix1``, ...
+        source_function: the source call's function.
+        caller: the function making it.
+        traced: each traced source's chain.
+    """
+
+    id: str
+    source_function: str
+    caller: str
+    traced: list[TracedChain] = field(default_factory=list)
+
+    @property
+    def common(self) -> list[tuple[str, int]]:
+        """``(name, occurrence)`` of the steps every traced source took, in order."""
+        sequences = [[(s.name, s.occurrence) for s in t.steps] for t in self.traced]
+        out: list[tuple[str, int]] = []
+        for position, item in enumerate(sequences[0]):
+            if all(len(seq) > position and seq[position] == item for seq in sequences):
+                out.append(item)
+            else:
+                break
+        return out
+
+    @property
+    def samples(self) -> int:
+        """Traced samples that ran the chain."""
+        return len({t.sample for t in self.traced})
+
+    @property
+    def stop(self) -> str:
+        """Why the chain ends where it does (the first source's reason)."""
+        if len(self.common) < max(len(t.steps) for t in self.traced):
+            return "samples take different calls after this point"
+        return self.traced[0].stop
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One possible cut of a chain, with its traced figures (medians over the sources)."""
+
+    position: int
+    step: str
+    occurrence: int
+    prefix_ns: int
+    nbytes: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class PrefixFound:
+    """What :func:`find_prefixes` found."""
+
+    chains: list[PrefixChain]
+    samples: int
+    dataset_len: int | None
+    note: str = ""
+
+
+def _random(name: str) -> bool:
+    from codedag.backends.registry import placement_blocker
+
+    if name.startswith(_CLOCKS):
+        return True
+    reason = placement_blocker(name)
+    return reason is not None and "random" in reason
+
+
+def _value(dag: ExecutionDAG, call_id: int) -> Any:
+    for value_id in dag.successors(call_id, "produces"):
+        node = dag.nodes[value_id]
+        if getattr(node, "shape", None) is not None or getattr(node, "nbytes", 0):
+            return node
+    return None
+
+
+def _source_slot(node: Any) -> tuple[str, str] | None:
+    """``(argument, kind)`` of a call's source argument, or None."""
+    for entry in node.args or ():
+        kind, name = entry.get("kind"), str(entry.get("name", "0"))
+        if kind == "object" and entry.get("type") in _SOURCE_TYPES:
+            return name, "buffer" if entry.get("type") != "builtins.str" else "file"
+        if kind == "scalar" and isinstance(entry.get("value"), str) and name in ("0", "fp", "file"):
+            return name, "file"
+        if kind == "object" and "Path" in str(entry.get("type", "")):
+            return name, "file"
+    return None
+
+
+def _describe(dag: ExecutionDAG, node: Any, occurrence: int, consumer: Any | None) -> Step:
+    value = _value(dag, node.id)
+    shape = tuple(value.shape or ()) if value is not None else ()
+    dtype = str(value.dtype or "") if value is not None else ""
+    nbytes = int(value.nbytes) if value is not None else 0
+    if consumer is not None and (not nbytes or not shape):
+        for entry in consumer.args or ():  # a PIL image: its size and mode in the next call
+            if entry.get("kind") == "image" and entry.get("size"):
+                width, height = entry["size"]
+                mode = str(entry.get("mode", ""))
+                bands = {"L": 1, "I": 4, "F": 4, "LA": 2, "RGB": 3, "RGBA": 4}.get(mode, 3)
+                shape = (height, width, bands) if mode not in ("L", "I", "F") else (height, width)
+                nbytes, dtype = width * height * bands, mode
+                break
+    return Step(
+        node.id, node.name, occurrence, int(node.total_ns), nbytes, shape, dtype, node.context_key
+    )
+
+
+_LOADER_FRAMES = ("torch.utils.data.",)
+
+
+def _caller(node: Any) -> str:
+    """The function making the call; ``""`` when the data set's own code was not traced (the
+    call then starts the chain wherever a DataLoader fetch makes it)."""
+    parts = node.context_key.split("/")
+    caller = parts[-2].rpartition("#")[0] if len(parts) >= 2 else ""
+    return "" if caller.startswith(_LOADER_FRAMES) else caller
+
+
+def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[TracedChain]:
+    operations = sorted((n for n in ops if _is_operation(n)), key=lambda n: n.id)
+    inside = {n.id for n in operations}
+    randoms = [n.id for n in operations if _random(n.name)]
+
+    def producers(node: Any) -> set[int]:
+        out = set()
+        for value in dag.predecessors(node.id, "uses"):
+            out.update(p for p in dag.predecessors(value, "produces") if p in inside)
+        return out
+
+    def consumers(node: Any) -> list[Any]:
+        out: dict[int, Any] = {}
+        for value in dag.successors(node.id, "produces"):
+            for user in dag.successors(value, "uses"):
+                if user in inside and user != node.id:
+                    out[user] = dag.nodes[user]
+        return [out[k] for k in sorted(out)]
+
+    chains = []
+    for node in operations:
+        slot = _source_slot(node)
+        if slot is None or producers(node) or _random(node.name):
+            continue
+        steps: list[Step] = []
+        counts: dict[str, int] = {}
+        current, stop = node, "the sample's output"
+        chain_ids = {node.id}
+        while True:
+            nexts = consumers(current)
+            after = nexts[0] if len(nexts) == 1 else None
+            counts[current.name] = counts.get(current.name, -1) + 1
+            steps.append(_describe(dag, current, counts[current.name], after))
+            if not nexts:
+                break
+            if after is None:
+                stop = f"its value goes to {len(nexts)} operations"
+                break
+            if after.name in _WRITES or _random(after.name):
+                stop = f"{after.name} writes or draws random numbers"
+                break
+            if any(node.id < r < after.id for r in randoms):
+                stop = f"a random draw happens before {after.name}"
+                break
+            if producers(after) - chain_ids:
+                stop = f"{after.name} also takes a value computed in the sample"
+                break
+            chain_ids.add(after.id)
+            current = after
+        chains.append(TracedChain(sample, _caller(node), slot[0], slot[1], steps, stop))
+    return chains
+
+
+def find_prefixes(dag: Any) -> PrefixFound:
+    """The deterministic prefix chains of each traced sample, grouped across samples."""
+    dag = getattr(dag, "source", dag)
+    samples = _samples(dag)
+    info = (getattr(dag, "metadata", {}) or {}).get("dataloader") or {}
+    length = info.get("dataset_len")
+    dataset_len = length if isinstance(length, int) and not isinstance(length, bool) else None
+    if not samples:
+        return PrefixFound([], 0, dataset_len, "the trace holds no DataLoader samples")
+    groups: dict[tuple[str, str], PrefixChain] = {}
+    for index, ops in enumerate(samples):
+        for traced in _sample_chains(dag, ops, index):
+            key = (traced.caller, traced.steps[0].name)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = PrefixChain(f"prefix{len(groups)}", key[1], key[0])
+            group.traced.append(traced)
+    chains = list(groups.values())
+    note = "" if chains else "no sample reads a source (a buffer, a file) that a chain follows"
+    return PrefixFound(chains, len(samples), dataset_len, note)
+
+
+def candidates(chain: PrefixChain) -> list[Candidate]:
+    """Every cut along the part of the chain all traced sources share, with median figures."""
+    out = []
+    for position, (name, occurrence) in enumerate(chain.common):
+        prefix = [sum(s.total_ns for s in t.steps[: position + 1]) for t in chain.traced]
+        sizes = [t.steps[position].nbytes for t in chain.traced]
+        first = chain.traced[0].steps[position]
+        out.append(
+            Candidate(
+                position,
+                name,
+                occurrence,
+                int(median(prefix)),
+                int(median(sizes)),
+                first.shape,
+                first.dtype,
+            )
+        )
+    return out
+
+
+def functions_to_patch(steps: list[str]) -> list[str]:
+    """The library functions of a chain that the cache patches (the rest reach its values
+    through operators, methods and NumPy's dispatch)."""
+    out = set()
+    for name in steps:
+        if name.startswith(_PROXY_HANDLED):
+            continue
+        if name.startswith("numpy.") and name not in NO_DISPATCH:
+            continue
+        out.add(name)
+    return sorted(out)
+
+
+Costs = Callable[[int], tuple[int, int]]
+"""``bytes -> (read_ns, write_ns)`` of the store, measured."""
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3g} ms"
+
+
+def _mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.3g} MB"
+
+
+def decide(
+    found: PrefixFound, costs: Costs | None, budget_bytes: int, mode: str = "auto"
+) -> dict[str, Any]:
+    """The plan's ``cache`` section (as a dict) for the chains found.
+
+    Args:
+        found: what :func:`find_prefixes` found.
+        costs: the store's measured read and write cost per size (``None``: not measured, so
+            nothing is cached).
+        budget_bytes: the memory the cached values may take (the RAM tier's budget).
+        mode: ``auto`` or ``off``.
+    """
+    chains_out: list[dict[str, Any]] = []
+    left = budget_bytes
+    saved_total = write_total = bytes_total = 0
+    per_sample = max(1, found.samples)
+    for chain in found.chains:
+        steps = [s.name for s in chain.traced[0].steps[: len(chain.common)]]
+        entry: dict[str, Any] = {
+            "id": chain.id,
+            "source_function": chain.source_function,
+            "source_kind": chain.traced[0].source_kind,
+            "source_slot": chain.traced[0].source_slot,
+            "callers": [chain.caller] if chain.caller else [],
+            "context_keys": sorted({t.steps[0].context_key for t in chain.traced}),
+            "steps": steps,
+            "functions": functions_to_patch(steps),
+            "sources": len(chain.traced),
+            "samples": chain.samples,
+            "stop": chain.stop,
+            "candidates": [],
+            "cut": None,
+            "cached": False,
+        }
+        distinct = found.dataset_len or len(chain.traced)
+        best: tuple[float, dict[str, Any]] | None = None
+        for cand in candidates(chain):
+            row = {
+                "step": cand.step,
+                "occurrence": cand.occurrence,
+                "position": cand.position,
+                "bytes_per_sample": cand.nbytes,
+                "shape": list(cand.shape),
+                "dtype": cand.dtype,
+                "prefix_ns": cand.prefix_ns,
+            }
+            if costs is not None and cand.nbytes:
+                read_ns, write_ns = costs(cand.nbytes)
+                row.update(read_ns=read_ns, write_ns=write_ns, saved_ns=cand.prefix_ns - read_ns)
+                total = cand.nbytes * distinct
+                share = min(1.0, left / total) if total else 0.0
+                value = share * (EPOCHS - 1) * row["saved_ns"] - write_ns
+                if row["saved_ns"] > MIN_SAVING * cand.prefix_ns and value > 0:
+                    if best is None or value > best[0]:
+                        best = (value, row)
+            entry["candidates"].append(row)
+        if mode == "off":
+            entry["reason"] = "the cache is off (--cache off)"
+        elif costs is None:
+            entry["reason"] = "the store's costs were not measured: nothing is cached"
+        elif best is None:
+            entry["reason"] = (
+                "no cut saves time: reading a value back costs about what computing it does"
+                if entry["candidates"]
+                else "the chain has no value to keep"
+            )
+        else:
+            row = best[1]
+            entry.update(cut=row, cached=True)
+            total = row["bytes_per_sample"] * distinct
+            fits = min(total, max(0, left))
+            left -= fits
+            share = fits / total if total else 0.0
+            sources = len(chain.traced) / per_sample
+            saved_total += int(share * row["saved_ns"] * sources)
+            write_total += int(share * row["write_ns"] * sources)
+            bytes_total += fits
+            entry["reason"] = (
+                f"cut after {row['step']} (call {row['position'] + 1} of {len(steps)}): a hit "
+                f"saves {_ms(row['saved_ns'])} of {_ms(row['prefix_ns'])} traced (reading "
+                f"{_mb(row['bytes_per_sample'])} back takes {_ms(row['read_ns'])}; storing it "
+                f"once {_ms(row['write_ns'])}); {_mb(total)} for {distinct} sources"
+                + ("" if share >= 1 else f", {share:.0%} of them within the budget")
+            )
+        chains_out.append(entry)
+    note = found.note
+    if not note and not any(c["cached"] for c in chains_out):
+        note = "nothing is cached: " + "; ".join(c["reason"] for c in chains_out)
+    return {
+        "mode": mode,
+        "budget_bytes": budget_bytes,
+        "dataset_len": found.dataset_len,
+        "bytes_total": bytes_total,
+        "saved_ns_per_sample": saved_total,
+        "write_ns_per_sample": write_total,
+        "chains": chains_out,
+        "note": note,
+    }
