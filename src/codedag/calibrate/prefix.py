@@ -10,10 +10,11 @@ hit does). The optimizer weighs a cut's traced time against these figures
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,19 +71,10 @@ def measure_store(sizes: Iterable[int], repeats: int = 7) -> StoreCosts:
             assert encoded is not None
             header, data = encoded
             written: list[bytes] = []
-
-            def write(header: bytes = header, data: memoryview = data) -> None:
-                key = next(counter).to_bytes(8, "little")
-                tier.put(key, header, data)
-                written.append(key)
-
+            write = functools.partial(_write, tier, counter, header, data, written)
             write_timing = time_one(write, repeats=repeats, warmup=1)
-            keys = itertools.cycle(written)
-
-            def read() -> None:
-                tier.get(next(keys), decode)
-
-            read_timing = time_one(read, repeats=repeats, warmup=1)
+            read = functools.partial(_read, tier, itertools.cycle(written))
+            read_timing = time_one(read, repeats=repeats)
             costs.sizes.append(size)
             costs.read_ns.append(int(read_timing.median_ns))
             costs.write_ns.append(int(write_timing.median_ns))
@@ -90,3 +82,15 @@ def measure_store(sizes: Iterable[int], repeats: int = 7) -> StoreCosts:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return costs
+
+
+def _write(
+    tier: LmdbTier, counter: Iterator[int], header: bytes, data: memoryview, written: list[bytes]
+) -> None:
+    key = next(counter).to_bytes(8, "little")
+    tier.put(key, header, data)
+    written.append(key)
+
+
+def _read(tier: LmdbTier, keys: Iterator[bytes]) -> None:
+    tier.get(next(keys), decode)

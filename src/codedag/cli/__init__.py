@@ -4,7 +4,9 @@
   scenario comparison
 * :mod:`._report_ranks`: ``codedag report`` of a multi-rank run: one table with every rank and the
   aggregate per mode
-* :mod:`.args`: Argument types for numeric flags: finite, in range, and a message that says why
+* :mod:`.args`: Argument types for numeric flags: finite, in range, and a message that says why;
+  byte sizes
+* :mod:`.cache`: ``codedag cache info|clear``: what the prefix cache holds, and emptying it
 * :mod:`.calibrate`: ``codedag calibrate``: measure a traced DAG's migratable calls on a device and
   print the table
 * :mod:`.demo`: ``codedag demo``: baseline vs optimized training on synthetic Kaggle-like data
@@ -18,7 +20,8 @@
   quality
 * :mod:`.optimize`: ``codedag optimize``: coarsen, partition and refine a traced DAG into a
   migration plan
-* :mod:`.plan`: ``codedag plan explain``: show where a migration plan places each call and why
+* :mod:`.plan`: ``codedag plan explain``: show where a migration plan places each call and why,
+  and what its prefix cache keeps
 * :mod:`.profile`: ``codedag profile``: torch.profiler bottleneck scenarios and what bounds a
   training step
 * :mod:`.report`: ``codedag report results.json --out DIR``: comparison table and plots of a

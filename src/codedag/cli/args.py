@@ -85,3 +85,23 @@ NON_NEGATIVE_INT = integer(0)
 POSITIVE_NUMBER = number(above=0)
 NON_NEGATIVE_NUMBER = number(0)
 SEED = integer(0, SEED_MAX, "seeds are 32-bit")
+
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """A size such as ``512M``, ``2G``, ``1.5GiB`` or ``1000000`` (bytes) for argparse.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else, or a negative size.
+    """
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 2G, got {text!r}")
+    value = float(match.group(1)) * _UNITS[match.group(2).upper()]
+    if not value < 2**62:
+        raise argparse.ArgumentTypeError(f"size {text!r} is too large")
+    return int(value)

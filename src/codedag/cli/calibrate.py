@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 
 def add_calibration_options(parser: argparse.ArgumentParser, device: bool = True) -> None:
-    """``--device`` (optional), ``--recalibrate`` and ``--cache-dir``, shared with ``optimize``."""
+    """``--device`` (optional), ``--recalibrate`` and ``--calibration-cache-dir`` (also spelled
+    ``--cache-dir``), shared with ``optimize``."""
     group = parser.add_argument_group("calibration")
     if device:
         group.add_argument(
@@ -39,9 +40,13 @@ def add_calibration_options(parser: argparse.ArgumentParser, device: bool = True
         "--recalibrate", action="store_true", help="measure again, ignoring cached figures"
     )
     group.add_argument(
-        "--cache-dir",
+        "--calibration-cache-dir",
+        "--cache-dir",  # the name before the prefix cache had a folder of its own
+        dest="calibration_cache_dir",
         default=None,
-        help="folder of the calibration cache (default: $CODEDAG_CACHE_DIR or the user cache)",
+        metavar="DIR",
+        help="folder of the calibration cache (default: $CODEDAG_CACHE_DIR or the user cache); "
+        "--cache-dir is the same option",
     )
 
 
@@ -52,8 +57,8 @@ def make_cache(args: argparse.Namespace) -> Any:
     from codedag.calibrate.cache import CACHE_FILE, CalibrationCache
 
     cache = (
-        CalibrationCache(Path(args.cache_dir) / CACHE_FILE)
-        if args.cache_dir
+        CalibrationCache(Path(args.calibration_cache_dir) / CACHE_FILE)
+        if args.calibration_cache_dir
         else CalibrationCache.default()
     )
     if args.recalibrate:

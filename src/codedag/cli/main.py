@@ -30,6 +30,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "tune",
     "optimize",
     "plan",
+    "cache",
     "experiment",
     "env",
     "migrate",

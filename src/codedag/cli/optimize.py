@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from codedag.cli.args import NON_NEGATIVE_INT
+from codedag.cli.args import NON_NEGATIVE_INT, byte_size
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,31 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="run each sample's chain of calls once per batch in the main process: auto (where "
         "calibration measures it faster, the default), always or never (docs/placement.md)",
     )
+    cache = parser.add_argument_group(
+        "prefix cache (each sample's deterministic prefix computed once, read back later)"
+    )
+    cache.add_argument(
+        "--cache",
+        choices=("auto", "off"),
+        default="auto",
+        help="auto: cut each sample's deterministic prefix where the store's measured costs say "
+        "it saves time (the default); off: no cache section (docs/cache.md)",
+    )
+    cache.add_argument(
+        "--cache-budget",
+        type=byte_size,
+        default=None,
+        metavar="SIZE",
+        help="memory the cached values may take, e.g. 2G or 512M (default: a quarter of the "
+        "memory the container may use)",
+    )
+    cache.add_argument(
+        "--prefix-cache-dir",
+        default=None,
+        metavar="DIR",
+        help="folder of the prefix cache's disk tier (default: $CODEDAG_PREFIX_CACHE_DIR or "
+        "prefix/ in the user cache)",
+    )
     place.add_argument(
         "--no-calibrate",
         action="store_true",
@@ -135,9 +160,10 @@ def run(args: argparse.Namespace) -> int:
     from codedag.errors import UsageError
     from codedag.graph.model import ExecutionDAG
     from codedag.optimize.costs import CostModel
-    from codedag.optimize.explain import chains_table, plan_table
+    from codedag.optimize.explain import cache_table, chains_table, plan_table
     from codedag.optimize.manager import OptimizerManager
     from codedag.optimize.placement import PlacementSettings
+    from codedag.util.paths import check_output_dir
 
     if args.k < 1:
         raise UsageError(f"-k must be >= 1, got {args.k}")
@@ -150,10 +176,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--margin must be a percentage >= 0, got {args.margin}")
     if not (0 < args.bandwidth_gbps < float("inf")):
         raise UsageError(f"--bandwidth-gbps must be a positive number, got {args.bandwidth_gbps}")
+    if args.prefix_cache_dir is not None:
+        check_output_dir(args.prefix_cache_dir, "--prefix-cache-dir")
     if args.speedup is not None:
         log.warning("--speedup is an assumption: it is now spelled --assume-speedup")
-    from codedag.util.paths import check_output_dir
-
     check_output_dir(args.out)
     loader = _tuned_loader(args.loader) if args.loader else None
     console = Console(stderr=True)
@@ -183,6 +209,9 @@ def run(args: argparse.Namespace) -> int:
         calibration_options={"cache": make_cache(args)},
         progress=update,
         loader=loader,
+        cache=args.cache,
+        cache_budget_bytes=args.cache_budget,
+        cache_folder=args.prefix_cache_dir,
     )
     with bar:
         result = manager.optimize(dag, export_dir=Path(args.out))
@@ -215,4 +244,7 @@ def run(args: argparse.Namespace) -> int:
         chains = chains_table(plan)
         if chains is not None:
             out.print(chains)
+        cached = cache_table(plan)
+        if cached is not None:
+            out.print(cached)
     return 0

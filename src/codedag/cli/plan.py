@@ -1,4 +1,5 @@
-"""``codedag plan explain``: show where a migration plan places each call and why."""
+"""``codedag plan explain``: show where a migration plan places each call and why, and what its
+prefix cache keeps."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     """Load and validate the plan, print its table (or JSON) and notes."""
     from rich.console import Console
 
-    from codedag.optimize.explain import chains_table, plan_table
+    from codedag.optimize.explain import cache_table, chains_table, plan_table
     from codedag.plan import MigrationPlan
     from codedag.util.io import read_json
 
@@ -47,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     chains = chains_table(plan)
     if chains is not None:
         console.print(chains)
+    cached = cache_table(plan)
+    if cached is not None:
+        console.print(cached)
     for note in plan.get("notes", []):
         console.print(f"note: {note}")
     model = MigrationPlan.from_dict(plan)

@@ -21,6 +21,8 @@ The op library it runs (registry, backends, conversions, tolerances) is
   original
 * :mod:`.batched`: Batched execution at run time: a plan's ``batched`` chains applied to a
   DataLoader
+* :mod:`.prefix`: The prefix cache at run time: each sample's deterministic prefix computed once,
+  then read back
 
 Nothing is imported here: ``import codedag.migrate`` stays free of torch.
 """

@@ -27,6 +27,8 @@
 * :mod:`.placement`: The placement rule: a call leaves the CPU only when a measurement says it wins
 * :mod:`.plan_builder`: The migration plan of a partitioned, coarsened DAG: every call with its
   device and the reason
+* :mod:`.prefix`: Finding each sample's deterministic prefix in a traced DataLoader batch, and
+  cutting it for the prefix cache
 * :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective
 * :mod:`.schedule`: Makespan of a two-device placement under the cost model, and HEFT as a
   reference scheduler

@@ -113,3 +113,43 @@ def chains_table(plan: dict[str, Any]) -> Any | None:
             style="green" if chain.get("batched") else "",
         )
     return table
+
+
+def cache_table(plan: dict[str, Any]) -> Any | None:
+    """A rich Table of the plan's prefix cache: each chain's cut and figures (``None``: no
+    ``cache`` section)."""
+    from rich.table import Table
+
+    section = plan.get("cache")
+    if not section:
+        return None
+    chains = section.get("chains") or []
+    cached = [c for c in chains if c.get("cached")]
+    budget = section.get("budget_bytes", 0) / 1e6
+    table = Table(
+        title=(
+            f"prefix cache ({section.get('mode', 'auto')}, budget {budget:.0f} MB): "
+            f"{len(cached)} of {len(chains)} chain(s) cached, {section.get('bytes_total', 0) / 1e6:.1f}"
+            f" MB, saves {_ms(section.get('saved_ns_per_sample'))} per sample from epoch 2"
+        ),
+        expand=False,
+    )
+    for column in ("chain", "source", "steps", "cut", "MB/sample", "traced ms", "read ms"):
+        table.add_column(column, justify="right" if "ms" in column or "MB" in column else "left")
+    table.add_column("cached")
+    table.add_column("reason", overflow="fold", max_width=70)
+    for chain in chains:
+        cut = chain.get("cut") or {}
+        table.add_row(
+            str(chain.get("id", "")),
+            str(chain.get("source_function", "")),
+            " > ".join(str(s).rsplit(".", 1)[-1] for s in chain.get("steps", [])),
+            str(cut.get("step", "-")),
+            f"{cut.get('bytes_per_sample', 0) / 1e6:.3g}" if cut else "-",
+            _ms(cut.get("prefix_ns")) if cut else "-",
+            _ms(cut.get("read_ns")) if cut else "-",
+            "yes" if chain.get("cached") else "no",
+            str(chain.get("reason", "")),
+            style="green" if chain.get("cached") else "",
+        )
+    return table

@@ -342,8 +342,8 @@ class OptimizerManager:
 
             budget = default_ram_budget_bytes()
         section = decide(found, self.store_costs, budget, self.cache)
-        section["folder"] = self.cache_folder
-        return section
+        section.folder = self.cache_folder
+        return section.model_dump(mode="json")
 
     # ------------------------------------------------------------------ tuned loader
     def _workers(self, coarse: CoarsenedDAG) -> int:

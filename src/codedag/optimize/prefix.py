@@ -31,6 +31,7 @@ from typing import Any
 
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.chains import _is_operation, _samples
+from codedag.plan.cache import CacheChain, CacheCut, CacheSection
 
 EPOCHS = 10
 """Epochs a cut is judged over: what it saves from the second on against storing in the first."""
@@ -164,7 +165,7 @@ def _random(name: str) -> bool:
 def _value(dag: ExecutionDAG, call_id: int) -> Any:
     for value_id in dag.successors(call_id, "produces"):
         node = dag.nodes[value_id]
-        if getattr(node, "shape", None) is not None or getattr(node, "nbytes", 0):
+        if getattr(node, "shape", None) is not None or getattr(node, "nbytes", 0) > 0:
             return node
     return None
 
@@ -218,7 +219,7 @@ def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[Trace
     randoms = [n.id for n in operations if _random(n.name)]
 
     def producers(node: Any) -> set[int]:
-        out = set()
+        out: set[int] = set()
         for value in dag.predecessors(node.id, "uses"):
             out.update(p for p in dag.predecessors(value, "produces") if p in inside)
         return out
@@ -311,7 +312,7 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
 def functions_to_patch(steps: list[str]) -> list[str]:
     """The library functions of a chain that the cache patches (the rest reach its values
     through operators, methods and NumPy's dispatch)."""
-    out = set()
+    out: set[str] = set()
     for name in steps:
         if name.startswith(_PROXY_HANDLED):
             continue
@@ -335,8 +336,8 @@ def _mb(nbytes: float) -> str:
 
 def decide(
     found: PrefixFound, costs: Costs | None, budget_bytes: int, mode: str = "auto"
-) -> dict[str, Any]:
-    """The plan's ``cache`` section (as a dict) for the chains found.
+) -> CacheSection:
+    """The plan's ``cache`` section for the chains found.
 
     Args:
         found: what :func:`find_prefixes` found.
@@ -345,89 +346,86 @@ def decide(
         budget_bytes: the memory the cached values may take (the RAM tier's budget).
         mode: ``auto`` or ``off``.
     """
-    chains_out: list[dict[str, Any]] = []
+    section = CacheSection(
+        mode="off" if mode == "off" else "auto",
+        budget_bytes=max(0, budget_bytes),
+        dataset_len=found.dataset_len,
+    )
     left = budget_bytes
-    saved_total = write_total = bytes_total = 0
     per_sample = max(1, found.samples)
     for chain in found.chains:
-        steps = [s.name for s in chain.traced[0].steps[: len(chain.common)]]
-        entry: dict[str, Any] = {
-            "id": chain.id,
-            "source_function": chain.source_function,
-            "source_kind": chain.traced[0].source_kind,
-            "source_slot": chain.traced[0].source_slot,
-            "callers": [chain.caller] if chain.caller else [],
-            "context_keys": sorted({t.steps[0].context_key for t in chain.traced}),
-            "steps": steps,
-            "functions": functions_to_patch(steps),
-            "sources": len(chain.traced),
-            "samples": chain.samples,
-            "stop": chain.stop,
-            "candidates": [],
-            "cut": None,
-            "cached": False,
-        }
+        entry = _chain_entry(chain)
         distinct = found.dataset_len or len(chain.traced)
-        best: tuple[float, dict[str, Any]] | None = None
+        best: tuple[float, CacheCut] | None = None
         for cand in candidates(chain):
-            row = {
-                "step": cand.step,
-                "occurrence": cand.occurrence,
-                "position": cand.position,
-                "bytes_per_sample": cand.nbytes,
-                "shape": list(cand.shape),
-                "dtype": cand.dtype,
-                "prefix_ns": cand.prefix_ns,
-            }
+            cut = CacheCut(
+                step=cand.step,
+                occurrence=cand.occurrence,
+                position=cand.position,
+                bytes_per_sample=cand.nbytes,
+                shape=list(cand.shape),
+                dtype=cand.dtype,
+                prefix_ns=cand.prefix_ns,
+            )
             if costs is not None and cand.nbytes:
                 read_ns, write_ns = costs(cand.nbytes)
-                row.update(read_ns=read_ns, write_ns=write_ns, saved_ns=cand.prefix_ns - read_ns)
+                cut.read_ns, cut.write_ns = read_ns, write_ns
+                cut.saved_ns = cand.prefix_ns - read_ns
                 total = cand.nbytes * distinct
-                share = min(1.0, left / total) if total else 0.0
-                value = share * (EPOCHS - 1) * row["saved_ns"] - write_ns
-                if row["saved_ns"] > MIN_SAVING * cand.prefix_ns and value > 0:
-                    if best is None or value > best[0]:
-                        best = (value, row)
-            entry["candidates"].append(row)
+                share = min(1.0, max(0, left) / total) if total else 0.0
+                value = share * (EPOCHS - 1) * cut.saved_ns - write_ns
+                worth = cut.saved_ns > MIN_SAVING * cand.prefix_ns and value > 0
+                if worth and (best is None or value > best[0]):
+                    best = (value, cut)
+            entry.candidates.append(cut)
         if mode == "off":
-            entry["reason"] = "the cache is off (--cache off)"
+            entry.reason = "the cache is off (--cache off)"
         elif costs is None:
-            entry["reason"] = "the store's costs were not measured: nothing is cached"
+            entry.reason = "the store's costs were not measured: nothing is cached"
         elif best is None:
-            entry["reason"] = (
+            entry.reason = (
                 "no cut saves time: reading a value back costs about what computing it does"
-                if entry["candidates"]
+                if entry.candidates
                 else "the chain has no value to keep"
             )
         else:
-            row = best[1]
-            entry.update(cut=row, cached=True)
-            total = row["bytes_per_sample"] * distinct
+            cut = best[1]
+            total = cut.bytes_per_sample * distinct
             fits = min(total, max(0, left))
             left -= fits
             share = fits / total if total else 0.0
             sources = len(chain.traced) / per_sample
-            saved_total += int(share * row["saved_ns"] * sources)
-            write_total += int(share * row["write_ns"] * sources)
-            bytes_total += fits
-            entry["reason"] = (
-                f"cut after {row['step']} (call {row['position'] + 1} of {len(steps)}): a hit "
-                f"saves {_ms(row['saved_ns'])} of {_ms(row['prefix_ns'])} traced (reading "
-                f"{_mb(row['bytes_per_sample'])} back takes {_ms(row['read_ns'])}; storing it "
-                f"once {_ms(row['write_ns'])}); {_mb(total)} for {distinct} sources"
+            section.saved_ns_per_sample += int(share * cut.saved_ns * sources)
+            section.write_ns_per_sample += int(share * cut.write_ns * sources)
+            section.bytes_total += fits
+            entry.cut, entry.cached = cut, True
+            entry.reason = (
+                f"cut after {cut.step} (call {cut.position + 1} of {len(entry.steps)}): a hit "
+                f"saves {_ms(cut.saved_ns)} of {_ms(cut.prefix_ns)} traced (reading "
+                f"{_mb(cut.bytes_per_sample)} back takes {_ms(cut.read_ns)}; storing it once "
+                f"{_ms(cut.write_ns)}); {_mb(total)} for {distinct} sources"
                 + ("" if share >= 1 else f", {share:.0%} of them within the budget")
             )
-        chains_out.append(entry)
+        section.chains.append(entry)
     note = found.note
-    if not note and not any(c["cached"] for c in chains_out):
-        note = "nothing is cached: " + "; ".join(c["reason"] for c in chains_out)
-    return {
-        "mode": mode,
-        "budget_bytes": budget_bytes,
-        "dataset_len": found.dataset_len,
-        "bytes_total": bytes_total,
-        "saved_ns_per_sample": saved_total,
-        "write_ns_per_sample": write_total,
-        "chains": chains_out,
-        "note": note,
-    }
+    if not note and not section.cached_chains:
+        note = "nothing is cached: " + "; ".join(c.reason for c in section.chains)
+    section.note = note
+    return section
+
+
+def _chain_entry(chain: PrefixChain) -> CacheChain:
+    steps = [s.name for s in chain.traced[0].steps[: len(chain.common)]]
+    return CacheChain(
+        id=chain.id,
+        source_function=chain.source_function,
+        source_kind=chain.traced[0].source_kind,
+        source_slot=chain.traced[0].source_slot,
+        callers=[chain.caller] if chain.caller else [],
+        context_keys=sorted({t.steps[0].context_key for t in chain.traced}),
+        steps=steps,
+        functions=functions_to_patch(steps),
+        sources=len(chain.traced),
+        samples=chain.samples,
+        stop=chain.stop,
+    )

@@ -132,7 +132,7 @@ def encode(value: Any) -> tuple[bytes, memoryview] | None:
     header = json.loads(meta.to_bytes())
     header["dtype"] = array.dtype.str
     header["array_shape"] = list(array.shape)
-    data = memoryview(array).cast("B") if array.size else memoryview(b"")
+    data = memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
     header["xxh3"] = xxhash.xxh3_64_hexdigest(data)
     return json.dumps(header, separators=(",", ":")).encode(), data
 

@@ -95,7 +95,8 @@ def _array_identity(array: np.ndarray) -> bytes:
         raise Unkeyable("an array of Python objects")
     header = f"{array.dtype.str}{array.shape}".encode()
     data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
-    return header + xxhash.xxh3_128_digest(memoryview(data).cast("B") if data.size else b"")
+    raw = memoryview(data).cast("B") if data.size else b""  # type: ignore[arg-type]
+    return header + xxhash.xxh3_128_digest(raw)
 
 
 def _file_identity(path: str | os.PathLike[str]) -> bytes:

@@ -286,8 +286,8 @@ def _static_index(key: Any) -> bool:
 
 
 def _install_operators() -> None:
-    binary = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
-    binary += ("and_", "or_", "xor", "lt", "le", "gt", "ge", "eq", "ne")
+    arithmetic = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
+    binary = (*arithmetic, "and_", "or_", "xor", "lt", "le", "gt", "ge", "eq", "ne")
     for name in binary:
         function = getattr(operator, name)
         short = name.rstrip("_")
@@ -422,9 +422,9 @@ def step(
     try:
         for value in args:
             _encode(value, parts)
-        for key in sorted(kwargs):
-            parts.append(key.encode() + b"=")
-            _encode(kwargs[key], parts)
+        for keyword in sorted(kwargs):
+            parts.append(keyword.encode() + b"=")
+            _encode(kwargs[keyword], parts)
     except keys.Unkeyable as error:
         lineage.diverge(f"arguments: {error}")
         return function(*concrete(args), **concrete_kwargs(kwargs))
