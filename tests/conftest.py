@@ -34,15 +34,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_calibration_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Tests (and the processes they start) never read or write the user's calibration cache;
-    they share one for the session, so a measurement taken by one test serves the next."""
+    """Tests (and the processes they start) never read or write the user's calibration cache or
+    prefix cache; they share one of each for the session (a measurement taken by one test serves
+    the next), and the prefix cache's RAM tier is deleted at the end."""
     previous = os.environ.get("CODEDAG_CACHE_DIR")
+    previous_prefix = os.environ.get("CODEDAG_PREFIX_CACHE_DIR")
     os.environ["CODEDAG_CACHE_DIR"] = str(tmp_path_factory.mktemp("codedag-cache"))
+    prefix = tmp_path_factory.mktemp("codedag-prefix-cache")
+    os.environ["CODEDAG_PREFIX_CACHE_DIR"] = str(prefix)
     yield
-    if previous is None:
-        os.environ.pop("CODEDAG_CACHE_DIR", None)
-    else:
-        os.environ["CODEDAG_CACHE_DIR"] = previous
+    from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+
+    PrefixStore.open(StoreSettings(folder=prefix, ram_budget_bytes=1, disk_budget_bytes=1)).clear()
+    for name, value in (
+        ("CODEDAG_CACHE_DIR", previous),
+        ("CODEDAG_PREFIX_CACHE_DIR", previous_prefix),
+    ):
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)

@@ -113,6 +113,8 @@ class PrefixCacheRuntime:
                 "prefix cache: no usable store (%s); the run goes on without the cache",
                 "; ".join(self.store.problems) or "no tier",
             )
+        elif self.store.problems:
+            log.warning("prefix cache: %s", "; ".join(self.store.problems))
         from codedag.backends.registry import default_registry
         from codedag.migrate.injector import patch_sites
         from codedag.migrate.workerstats import WorkerStats

@@ -37,7 +37,6 @@ import os
 import shutil
 import struct
 import threading
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +58,10 @@ _MIN_MAP_BYTES = 1 << 20
 
 T = TypeVar("T")
 
-_TIERS: weakref.WeakSet[LmdbTier] = weakref.WeakSet()
-_hook_lock = threading.Lock()
+_OPEN: dict[str, tuple[Any, dict[bytes, Any], int]] = {}
+"""Environments open in this process by folder: LMDB allows one per process and folder, so
+tiers of the same folder share it."""
+_open_lock = threading.RLock()
 _hook_installed = False
 
 
@@ -97,16 +98,27 @@ class TierInfo:
     problem: str = ""
 
 
-def _close_all_before_fork() -> None:
-    for tier in list(_TIERS):
-        tier.close()
+def close_all() -> None:
+    """Close every environment this process opened (before a fork; they reopen on use)."""
+    with _open_lock:
+        for env, _dbs, pid in _OPEN.values():
+            if pid == os.getpid():
+                env.close()
+        _OPEN.clear()
+
+
+def _close(path: str) -> None:
+    with _open_lock:
+        found = _OPEN.pop(path, None)
+        if found is not None and found[2] == os.getpid():
+            found[0].close()
 
 
 def _install_fork_hook() -> None:
     global _hook_installed
-    with _hook_lock:
+    with _open_lock:
         if not _hook_installed and hasattr(os, "register_at_fork"):
-            os.register_at_fork(before=_close_all_before_fork)
+            os.register_at_fork(before=close_all)
             _hook_installed = True
 
 
@@ -126,13 +138,10 @@ class LmdbTier:
         self.limit_bytes = int(self.budget_bytes * FILL)
         self.generation = 0
         self.problem = ""
+        self.quiet = False  # problems found while opening are reported by the caller
         self.evicted = 0
-        self._env: Any = None
         self._dbs: dict[bytes, Any] = {}
-        self._pid = 0
-        self._lock = threading.RLock()
         _install_fork_hook()
-        _TIERS.add(self)
 
     # -- opening ----------------------------------------------------------------------------
     @property
@@ -144,18 +153,25 @@ class LmdbTier:
         """Stop using the tier in this process, with one warning."""
         if not self.problem:
             self.problem = problem
-            log.warning("prefix cache: the %s tier at %s is off: %s", self.kind, self.path, problem)
+            if not self.quiet:
+                log.warning(
+                    "prefix cache: the %s tier at %s is off: %s", self.kind, self.path, problem
+                )
         self.close()
 
     def _open(self) -> Any:
         if self.problem:
             raise TierError(self.problem)
-        if self._env is not None and self._pid == os.getpid():
-            return self._env
-        with self._lock:
-            if self._env is not None and self._pid == os.getpid():
-                return self._env
-            self._env = None  # inherited across fork: never used or closed here
+        key = str(self.path.absolute())
+        found = _OPEN.get(key)
+        if found is not None and found[2] == os.getpid():
+            self._dbs = found[1]
+            return found[0]
+        with _open_lock:
+            found = _OPEN.get(key)
+            if found is not None and found[2] == os.getpid():
+                self._dbs = found[1]
+                return found[0]
             try:
                 self.path.mkdir(parents=True, exist_ok=True)
                 env = lmdb.open(
@@ -170,20 +186,17 @@ class LmdbTier:
                     writemap=False,  # a full filesystem then fails a write, never SIGBUS
                     meminit=False,
                 )
-                self._dbs = {name: env.open_db(name) for name in _DBS}
+                dbs = {name: env.open_db(name) for name in _DBS}
             except (lmdb.Error, OSError) as error:
                 self.disable(_describe(error))
                 raise TierError(self.problem) from error
-            self._env, self._pid = env, os.getpid()
+            _OPEN[key] = (env, dbs, os.getpid())  # one inherited across fork is never used
+            self._dbs = dbs
             return env
 
     def close(self) -> None:
         """Close the environment in this process (it opens again on the next use)."""
-        with self._lock:
-            if self._env is not None and self._pid == os.getpid():
-                self._env.close()
-            self._env = None
-            self._dbs = {}
+        _close(str(self.path.absolute()))
 
     def _failed(self, error: Exception) -> TierError:
         self.disable(_describe(error))
@@ -260,16 +273,25 @@ class LmdbTier:
         try:
             with env.begin(write=True) as txn:
                 used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
-                added = self._put_metas(txn, metas)
                 if txn.get(key, db=dbs[b"info"]) is not None:
+                    added = self._put_metas(txn, metas)
                     txn.put(_USED, _U64.pack(used + added), db=dbs[b"state"])
                     return "exists"
-                need = used + added + size - self.limit_bytes
-                if need > 0:
-                    used -= self._evict(txn, need + self.limit_bytes // 10)
-                    if used + added + size > self.limit_bytes:
-                        txn.put(_USED, _U64.pack(max(0, used + added)), db=dbs[b"state"])
+                need = used + meta_bytes + size - self.limit_bytes
+                if need > 0:  # evict in a transaction of its own: LMDB reuses the pages it
+                    # frees only once it has committed; a quarter more, for LMDB's contiguous runs
+                    used -= self._evict(txn, need + self.limit_bytes // 4)
+                    txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
+                    if used + meta_bytes + size > self.limit_bytes:
                         return "full"
+            if need > 0:  # LMDB reuses pages freed by a transaction two commits later
+                with env.begin(write=True) as txn:
+                    txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
+            with env.begin(write=True) as txn:
+                used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
+                added = self._put_metas(txn, metas)
+                if used + added + size > self.limit_bytes:
+                    return "full"
                 txn.put(key, payload, db=dbs[b"data"])
                 txn.put(key, _INFO.pack(self.generation, size) + header, db=dbs[b"info"])
                 txn.put(_USED, _U64.pack(used + added + size), db=dbs[b"state"])

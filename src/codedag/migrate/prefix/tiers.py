@@ -145,10 +145,15 @@ class PrefixStore:
 
     def begin_run(self) -> None:
         """Start a new generation in every tier (opening them: a tier that cannot be used is
-        switched off here, with its warning)."""
+        switched off here, without a warning: :attr:`problems` says why)."""
         for tier in self._usable():
-            with contextlib.suppress(TierError):
+            tier.quiet = True
+            try:
                 tier.begin_run()
+            except TierError:
+                pass
+            finally:
+                tier.quiet = False
 
     def get(self, key: bytes) -> tuple[Any, LmdbTier, bool] | None:
         """``(value, tier, stale)`` for ``key``, or None."""

@@ -1,0 +1,183 @@
+"""The prefix cache at run time: hits equal the computed values, provenance changes miss, workers
+share one store, and a store that cannot be used degrades to no cache with one warning."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import cv2
+import lmdb
+import numpy as np
+import pytest
+from prefix_support import FileImages, epoch, equal, runtime, write_images
+
+import codedag.migrate.prefix.keys as keys
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> list[str]:
+    return write_images(tmp_path / "images")
+
+
+def _run(rt, dataset, epochs: int = 2, workers: int = 0):  # type: ignore[no-untyped-def]
+    rt.apply()
+    try:
+        return [epoch(dataset, workers) for _ in range(epochs)]
+    finally:
+        rt.restore()
+
+
+def test_the_second_epoch_hits_and_every_epoch_equals_the_uncached_run(
+    tmp_path: Path, images: list[str]
+) -> None:
+    dataset = FileImages(images)
+    reference = epoch(dataset)
+    rt = runtime(tmp_path / "cache", verify=2)
+    first, second = _run(rt, dataset)
+    stats = rt.stats()
+    assert equal(first, reference) and equal(second, reference)
+    assert stats["misses"] == {"new": len(images)}
+    assert stats["hits"] == len(images)
+    assert stats["stored"] == len(images)
+    assert stats["verify"] == {"checked": 2, "mismatches": 0, "examples": []}
+    assert stats["bytes"]["ram"] > 0
+
+
+def test_a_changed_file_argument_or_version_is_a_miss_never_a_stale_hit(
+    tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dataset = FileImages(images)
+    _run(runtime(tmp_path / "cache"), dataset, epochs=1)
+    # a file rewritten with other pixels (its mtime moves on)
+    cv2.imwrite(images[0], np.full((48, 56, 3), 7, np.uint8))
+    os.utime(images[0], ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    rt = runtime(tmp_path / "cache")
+    (changed,) = _run(rt, dataset, epochs=1)
+    assert equal(changed, epoch(dataset))
+    assert rt.stats()["misses"] == {"new": 1} and rt.stats()["hits"] == len(images) - 1
+    # another argument of a call of the chain (the resize size)
+    rt = runtime(tmp_path / "cache")
+    (resized,) = _run(rt, FileImages(images, out=24), epochs=1)
+    assert equal(resized, epoch(FileImages(images, out=24)))
+    assert rt.stats()["misses"] == {"new": len(images)} and rt.stats()["hits"] == 0
+    # another library version
+    monkeypatch.setattr(keys, "_versions", b"opencv-python-headless=0.0.0")
+    rt = runtime(tmp_path / "cache")
+    _run(rt, dataset, epochs=1)
+    assert rt.stats()["hits"] == 0
+
+
+def test_a_use_outside_the_chain_computes_normally_and_counts_its_reason(
+    tmp_path: Path, images: list[str]
+) -> None:
+    class Peeking(FileImages):
+        def __getitem__(self, index: int):  # type: ignore[no-untyped-def]
+            image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+            image[0, 0] = 255  # a write into an intermediate value
+            image = cv2.resize(image, (self.out, self.out), interpolation=cv2.INTER_AREA)
+            return cv2.cvtColor(image, cv2.COLOR_BGR2RGB), index
+
+    dataset = Peeking(images)
+    rt = runtime(tmp_path / "cache")
+    rt.chains[0] = rt.chains[0].__class__(
+        **{
+            **rt.chains[0].__dict__,
+            "callers": (
+                f"{__name__}.test_a_use_outside_the_chain_computes_normally_and_counts_its_reason"
+                ".<locals>.Peeking.__getitem__",
+            ),
+        }
+    )
+    rt._sources = {"cv2.imread": rt.chains}
+    first, second = _run(rt, dataset)
+    assert equal(first, second)
+    stats = rt.stats()
+    assert stats["hits"] == 0 and stats["stored"] == 0
+    assert stats["misses"] == {"diverged": 2 * len(images)}
+    assert any("write" in reason for reason in stats["diverged"])
+
+
+def test_a_value_tampered_with_in_the_store_is_caught_by_verify(
+    tmp_path: Path, images: list[str]
+) -> None:
+    dataset = FileImages(images)
+    rt = runtime(tmp_path / "cache")
+    _run(rt, dataset, epochs=1)
+    tier = rt.store.tiers[0]
+    env = lmdb.open(str(tier.path), max_dbs=4)
+    data = env.open_db(b"data")
+    with env.begin(write=True) as txn:
+        key, value = next(iter(txn.cursor(db=data)))
+        txn.put(key, bytes(len(value)), db=data)  # same size, other bytes: the checksum fails
+    env.close()
+    rt = runtime(tmp_path / "cache", verify=len(images))
+    (after,) = _run(rt, dataset, epochs=1)
+    assert equal(after, epoch(dataset))
+    stats = rt.stats()
+    assert stats["corrupt"] == 1  # read back corrupt: removed, computed again
+    assert stats["hits"] == len(images) - 1 and stats["verify"]["mismatches"] == 0
+
+
+@pytest.mark.slow
+def test_workers_0_2_and_4_share_one_store(tmp_path: Path, images: list[str]) -> None:
+    dataset = FileImages(images)
+    reference = epoch(dataset)
+    folder = tmp_path / "cache"
+    rt = runtime(folder)
+    (zero,) = _run(rt, dataset, epochs=1, workers=0)
+    assert rt.stats()["stored"] == len(images)
+    for workers in (2, 4):
+        rt = runtime(folder)
+        (out,) = _run(rt, dataset, epochs=1, workers=workers)
+        assert equal(out, reference)
+        assert rt.stats()["hits"] == len(images), workers  # counted in the workers
+        assert rt.stats()["misses"] == {}
+
+
+def test_a_read_only_cache_folder_degrades_to_no_cache_with_one_warning(
+    tmp_path: Path,
+    images: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def refuse(path: str, **_kwargs: object) -> None:
+        raise lmdb.ReadonlyError(f"{path}: Read-only file system")
+
+    monkeypatch.setattr(lmdb, "open", refuse)
+    dataset = FileImages(images)
+    rt = runtime(tmp_path / "cache")
+    with caplog.at_level(logging.WARNING, logger="codedag.migrate.prefix"):
+        first, second = _run(rt, dataset)
+    assert equal(first, epoch(dataset)) and equal(second, first)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "no usable store" in warnings[0].getMessage()
+    assert "cannot be written" in warnings[0].getMessage()
+    assert rt.stats()["hits"] == 0
+
+
+def test_a_full_filesystem_degrades_to_no_cache_with_one_warning(
+    tmp_path: Path,
+    images: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from codedag.migrate.prefix import store
+
+    original = store.LmdbTier.put
+
+    def full(self: store.LmdbTier, *args: object, **kwargs: object) -> str:
+        raise self._failed(lmdb.DiskError("mdb_put: No space left on device"))
+
+    monkeypatch.setattr(store.LmdbTier, "put", full)
+    dataset = FileImages(images)
+    rt = runtime(tmp_path / "cache", ram=0)  # the disk tier only
+    with caplog.at_level(logging.WARNING, logger="codedag.migrate.prefix"):
+        first, second = _run(rt, dataset)
+    assert original is not store.LmdbTier.put
+    assert equal(first, epoch(dataset)) and equal(second, first)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "filesystem is full" in warnings[0].getMessage()
+    assert rt.stats()["hits"] == 0 and rt.stats()["stored"] == 0

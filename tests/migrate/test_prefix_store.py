@@ -1,0 +1,88 @@
+"""The prefix cache's store: budgets honoured with eviction, generations, crash safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codedag.devices.memory import allocated_bytes
+from codedag.migrate.prefix.entry import decode, encode
+from codedag.migrate.prefix.store import LmdbTier
+
+MB = 1 << 20
+
+
+def _put(tier: LmdbTier, index: int, size: int = MB) -> str:
+    encoded = encode(np.full(size, index % 251, np.uint8))
+    assert encoded is not None
+    return tier.put(index.to_bytes(4, "little"), *encoded)
+
+
+def test_the_budget_is_honoured_with_eviction_of_older_runs(tmp_path: Path) -> None:
+    tier = LmdbTier("ram", tmp_path / "env", 8 * MB)
+    tier.begin_run()
+    outcomes = [_put(tier, i, MB // 2) for i in range(20)]
+    assert outcomes[:10] == ["stored"] * 10
+    assert "full" in outcomes  # this run's entries are kept, not thrashed
+    assert tier.info().used_bytes <= tier.limit_bytes
+    assert allocated_bytes(tier.path / "data.mdb") <= tier.budget_bytes
+    tier.begin_run()
+    assert [_put(tier, 100 + i, MB // 2) for i in range(10)] == ["stored"] * 10  # older evicted
+    info = tier.info()
+    assert tier.evicted >= 9 and info.used_bytes <= tier.limit_bytes
+    assert allocated_bytes(tier.path / "data.mdb") <= tier.budget_bytes
+    assert tier.get((100).to_bytes(4, "little"), decode) is not None
+    assert tier.get((0).to_bytes(4, "little"), decode) is None
+
+
+def test_a_hit_moves_an_entry_to_the_current_run(tmp_path: Path) -> None:
+    tier = LmdbTier("disk", tmp_path / "env", 8 * MB)
+    tier.begin_run()
+    _put(tier, 1)
+    tier.begin_run()
+    key = (1).to_bytes(4, "little")
+    found = tier.get(key, decode)
+    assert found is not None and found[1] is True  # stale: from an older run
+    tier.touch([key], [])
+    found = tier.get(key, decode)
+    assert found is not None and found[1] is False
+
+
+def test_a_writer_killed_mid_transaction_leaves_no_entry(tmp_path: Path) -> None:
+    tier = LmdbTier("disk", tmp_path / "env", 16 * MB)
+    tier.begin_run()
+    _put(tier, 1)
+    tier.close()
+    pid = os.fork()
+    if pid == 0:  # the child: a worker killed while its value is half written
+        try:
+            env = tier._open()
+            txn = env.begin(write=True)
+            header, data = encode(np.full(4 * MB, 9, np.uint8))  # type: ignore[misc]
+            txn.put(b"killed", data, db=tier._dbs[b"data"])
+            os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert tier.get(b"killed", decode) is None
+    assert tier.get((1).to_bytes(4, "little"), decode) is not None
+    assert _put(tier, 2) == "stored"  # the write lock the child held is free again
+
+
+@pytest.mark.parametrize("size", [0, 1, 1000])
+def test_values_round_trip_bit_for_bit(tmp_path: Path, size: int) -> None:
+    tier = LmdbTier("disk", tmp_path / "env", 4 * MB)
+    tier.begin_run()
+    value = np.arange(size, dtype=np.float32).reshape(-1, 1) / 3
+    encoded = encode(value)
+    assert encoded is not None
+    assert tier.put(b"k", *encoded) == "stored"
+    found = tier.get(b"k", decode)
+    assert found is not None
+    assert found[0].dtype == value.dtype and found[0].tobytes() == value.tobytes()
+    found[0][...] = 1  # a private, writable copy

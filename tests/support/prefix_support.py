@@ -1,0 +1,81 @@
+"""A small file-backed image Dataset and a hand-made cached chain for prefix cache tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
+from codedag.migrate.prefix.session import ChainSpec
+from codedag.migrate.prefix.tiers import StoreSettings
+
+CALLER = f"{__name__}.FileImages.__getitem__"
+
+
+def write_images(folder: Path, n: int = 8, size: int = 48, seed: int = 0) -> list[str]:
+    """``n`` PNG files of noise with a square, ``size`` pixels; their paths."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        image = rng.integers(0, 255, (size, size + 8, 3), dtype=np.uint8)
+        path = folder / f"img{i}.png"
+        cv2.imwrite(str(path), image)
+        paths.append(str(path))
+    return paths
+
+
+class FileImages(Dataset):
+    """imread, resize to ``out``, BGR->RGB (the prefix), then a flip drawn per index, to a tensor."""
+
+    def __init__(self, paths: list[str], out: int = 32) -> None:
+        self.paths = paths
+        self.out = out
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+        image = cv2.resize(image, (self.out, self.out), interpolation=cv2.INTER_AREA)
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        if np.random.default_rng(index).random() < 0.5:
+            image = cv2.flip(image, 1)
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+def chain(cut: str = "cv2.cvtColor") -> ChainSpec:
+    """The cached chain of :class:`FileImages` (source ``cv2.imread``)."""
+    return ChainSpec(
+        "prefix0",
+        "cv2.imread",
+        "0",
+        (CALLER,),
+        ("cv2.cvtColor", "cv2.imread", "cv2.resize"),
+        cut,
+        0,
+    )
+
+
+def runtime(
+    folder: Path, verify: int = 0, ram: int = 64 << 20, disk: int = 64 << 20
+) -> PrefixCacheRuntime:
+    """A runtime caching :func:`chain` in ``folder``."""
+    store = StoreSettings(folder=folder, ram_budget_bytes=ram, disk_budget_bytes=disk)
+    return PrefixCacheRuntime([chain()], CacheSettings(verify=verify, store=store))
+
+
+def epoch(dataset: Dataset, workers: int = 0, batch_size: int = 4) -> list[Any]:
+    """Every batch of one epoch, in order."""
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=workers, shuffle=False)
+    return [images.clone() for images, _ in loader]
+
+
+def equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """Bit-identical batches."""
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
