@@ -62,7 +62,7 @@ def test_a_writer_killed_mid_transaction_leaves_no_entry(tmp_path: Path) -> None
         try:
             env = tier._open()
             txn = env.begin(write=True)
-            header, data = encode(np.full(4 * MB, 9, np.uint8))  # type: ignore[misc]
+            _header, data = encode(np.full(4 * MB, 9, np.uint8))  # type: ignore[misc]
             txn.put(b"killed", data, db=tier._dbs[b"data"])
             os.kill(os.getpid(), signal.SIGKILL)
         finally:

@@ -180,6 +180,9 @@ def _source_slot(node: Any) -> tuple[str, str] | None:
             return name, "file"
         if kind == "object" and "Path" in str(entry.get("type", "")):
             return name, "file"
+    for entry in node.args or ():  # an array the data set holds (a waveform, a volume)
+        if entry.get("kind") == "array":
+            return str(entry.get("name", "0")), "array"
     return None
 
 
@@ -213,8 +216,15 @@ def _caller(node: Any) -> str:
     return "" if caller.startswith(_LOADER_FRAMES) else caller
 
 
+def _top_level(dag: ExecutionDAG, node: Any) -> bool:
+    """Whether a call is made by user code (not by a library call it is inside)."""
+    return not any(_is_operation(dag.nodes[p]) for p in dag.predecessors(node.id, "calls"))
+
+
 def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[TracedChain]:
-    operations = sorted((n for n in ops if _is_operation(n)), key=lambda n: n.id)
+    operations = sorted(
+        (n for n in ops if _is_operation(n) and _top_level(dag, n)), key=lambda n: n.id
+    )
     inside = {n.id for n in operations}
     randoms = [n.id for n in operations if _random(n.name)]
 
@@ -237,6 +247,8 @@ def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[Trace
         slot = _source_slot(node)
         if slot is None or producers(node) or _random(node.name):
             continue
+        if node.name.startswith(_PROXY_HANDLED):
+            continue  # a slice or operator of a value: a source is read by a library call
         steps: list[Step] = []
         counts: dict[str, int] = {}
         current, stop = node, "the sample's output"

@@ -21,11 +21,15 @@ See docs/pipelines.md.
   normalize
 * :mod:`.loaders`: DataLoader construction shared by the example pipelines: seeding as real
   projects do it
+* :mod:`.pil_recipe`: A torchvision-style classification recipe written with PIL: files on disk,
+  opened per sample
 * :mod:`.mel`: Audio classification front end: fixed-length crops, librosa log-mel spectrograms, an
   image
 * :mod:`.synthetic`: Synthetic data for the example pipelines, generated in memory from a seed
   (nothing downloaded)
 * :mod:`.transforms`: Albumentations-style image transforms written with cv2 and NumPy
+* :mod:`.volume`: 3D medical segmentation preprocessing with NumPy: volumes on disk, cropped and
+  flipped
 * :mod:`.yolo_augment`: Detection augmentation helpers in YOLO's style: box formats, random
   perspective, HSV jitter
 * :mod:`.yolo_mosaic`: YOLO-style detection training: mosaic, random perspective, HSV jitter,
@@ -44,6 +48,8 @@ from codedag.experiments.pipelines import (
     demo_image,
     letterbox,
     mel,
+    pil_recipe,
+    volume,
     yolo_mosaic,
 )
 
@@ -54,6 +60,8 @@ PIPELINES: dict[str, ModuleType] = {
     "mel": mel,
     "demo_image": demo_image,
     "demo_audio": demo_audio,
+    "pil_recipe": pil_recipe,
+    "volume": volume,
 }
 
 

@@ -1,0 +1,72 @@
+"""Finding each sample's deterministic prefix in a trace, and choosing its cut."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from codedag.optimize.prefix import decide, find_prefixes
+from codedag.trace.tracer import trace_dataloader
+
+ENCODED = [
+    cv2.imencode(".png", np.full((40, 48, 3), i * 20, np.uint8))[1].tobytes() for i in range(4)
+]
+
+
+class Decoded(Dataset):
+    """decode, resize, then (optionally) a random draw before a BGR->RGB conversion."""
+
+    def __init__(self, draw_before_convert: bool) -> None:
+        self.draw = draw_before_convert
+
+    def __len__(self) -> int:
+        return len(ENCODED)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = cv2.imdecode(np.frombuffer(ENCODED[index], np.uint8), cv2.IMREAD_COLOR)
+        image = cv2.resize(image, (32, 32), interpolation=cv2.INTER_LINEAR)
+        if self.draw:
+            shift = int(np.random.randint(0, 3))
+            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) + shift
+        else:
+            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        return torch.from_numpy(np.ascontiguousarray(image))
+
+
+def _found(draw: bool):  # type: ignore[no-untyped-def]
+    tracer, _ = trace_dataloader(DataLoader(Decoded(draw), batch_size=4), warmup=0)
+    return find_prefixes(tracer.dag)
+
+
+@pytest.mark.parametrize("draw", [False, True])
+def test_a_random_draw_before_a_call_ends_the_cacheable_prefix(draw: bool) -> None:
+    found = _found(draw)
+    assert found.dataset_len == 4 and found.samples == 4
+    (chain,) = found.chains
+    assert chain.source_function == "numpy.frombuffer"
+    steps = [name for name, _ in chain.common]
+    assert steps[:3] == ["numpy.frombuffer", "cv2.imdecode", "cv2.resize"]
+    if draw:
+        assert "cv2.cvtColor" not in steps
+        assert "random" in chain.stop
+    else:
+        assert "cv2.cvtColor" in steps
+
+
+def test_the_cut_saves_the_most_within_the_budget_and_none_when_reading_costs_more() -> None:
+    found = _found(False)
+    cheap = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)
+    (chain,) = cheap.chains
+    assert chain.cached and chain.cut is not None
+    best = max(c.saved_ns for c in chain.candidates)
+    assert chain.cut.saved_ns == best
+    assert cheap.bytes_total == chain.cut.bytes_per_sample * 4
+    dear = decide(found, lambda nbytes: (10**9, 10**9), budget_bytes=1 << 30)
+    assert not dear.chains[0].cached and "no cut saves time" in dear.chains[0].reason
+    nothing = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=0)
+    assert not nothing.chains[0].cached
+    off = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30, mode="off")
+    assert off.cached_chains == []
