@@ -70,13 +70,13 @@ class PilRecipeDataset(Dataset):
         img = Image.open(self.paths[index]).convert("RGB")
         width, height = img.size
         scale = self.resize / min(width, height)
-        img = img.resize((round(width * scale), round(height * scale)), Image.BILINEAR)
+        img = img.resize((round(width * scale), round(height * scale)), Image.Resampling.BILINEAR)
         width, height = img.size
         top = int(torch.randint(0, height - self.crop + 1, size=(1,)))
         left = int(torch.randint(0, width - self.crop + 1, size=(1,)))
         img = img.crop((left, top, left + self.crop, top + self.crop))
         if torch.rand(1) < 0.5:
-            img = img.transpose(Image.FLIP_LEFT_RIGHT)
+            img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         x = np.asarray(img, dtype=np.float32) / 255.0
         x = (x - MEAN) / STD
         return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1))), index % 4
