@@ -218,7 +218,11 @@ def _caller(node: Any) -> str:
 
 def _top_level(dag: ExecutionDAG, node: Any) -> bool:
     """Whether a call is made by user code (not by a library call it is inside)."""
-    return not any(_is_operation(dag.nodes[p]) for p in dag.predecessors(node.id, "calls"))
+    for parent_id in dag.predecessors(node.id, "calls"):
+        parent = dag.nodes[parent_id]
+        if _is_operation(parent) and not parent.name.startswith(_LOADER_FRAMES):
+            return False
+    return True
 
 
 def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[TracedChain]:
