@@ -70,3 +70,30 @@ def test_the_cut_saves_the_most_within_the_budget_and_none_when_reading_costs_mo
     assert not nothing.chains[0].cached
     off = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30, mode="off")
     assert off.cached_chains == []
+
+
+def _pipeline_found(name: str):  # type: ignore[no-untyped-def]
+    from codedag.experiments import pipelines
+
+    loader = pipelines.make_loader(name, batch_size=4, num_workers=0, seed=0, n=4)
+    tracer, _ = trace_dataloader(loader, warmup=0)
+    return find_prefixes(tracer.dag)
+
+
+def test_an_array_from_untraced_code_after_a_random_draw_is_no_source() -> None:
+    # The demo's Dataset is not traced (codedag's own module): its samples are split by dataflow,
+    # and its normalized image reaches numpy.transpose with no traced producer after the draws.
+    found = _pipeline_found("demo_image")
+    (chain,) = found.chains
+    assert chain.source_function == "numpy.frombuffer"
+    assert [name for name, _ in chain.common][-1] == "cv2.cvtColor"
+    assert "random draw" in chain.stop
+
+
+def test_reading_an_images_size_does_not_end_the_chain() -> None:
+    # Image.open(path).convert("RGB"); img.size; img.resize(...): the header answers .size
+    found = _pipeline_found("pil_recipe")
+    (chain,) = found.chains
+    steps = [name for name, _ in chain.common]
+    assert steps == ["PIL.Image.open", "PIL.Image.Image.convert", "PIL.Image.Image.resize"]
+    assert "random draw" in chain.stop

@@ -7,12 +7,19 @@ follows the dataflow from call to call while each value is a function of the sou
 arguments only:
 
 * the value goes to exactly one next operation (an intermediate another part of the sample also
-  reads would see a stand-in on a hit);
+  reads would see a stand-in on a hit); reading its metadata (an image's ``size``, an array's
+  ``shape``) is no use: the stored header answers it;
 * that operation draws no random numbers and reads no clock, and no random draw happens in the
   sample between the source call and it (its arguments may come from one: the tracer does not
   follow Python numbers), and it writes into nothing (``operator.setitem``);
 * its other array inputs are not computed in the sample (constants such as a mean and std are
   fixed arguments; the run-time key holds their values).
+
+Where the data set's own code was not traced (its module is excluded), samples are split by
+dataflow and their bounds are unknown: a random draw anywhere earlier in the DataLoader fetch
+counts as one in the sample. An array no traced call produced is a source only while no random
+draw came before it: after one, it may be computed from the draw out of the tracer's sight
+(operators in untraced code), and a key of its bytes could change every epoch.
 
 Chains of different samples that start at the same source function called from the same
 function form one :class:`PrefixChain` (a mosaic's four image loads are one chain). Every value
@@ -216,6 +223,17 @@ def _caller(node: Any) -> str:
     return "" if caller.startswith(_LOADER_FRAMES) else caller
 
 
+def _metadata(name: str) -> bool:
+    """Whether a traced step only reads a value's metadata (an image's ``size``, an array's
+    ``shape``): the cache answers it from the stored header, so it does not use the value."""
+    from codedag.migrate.prefix.values import ARRAY_METADATA, IMAGE_METADATA
+
+    owner, _, attribute = name.rpartition(".")
+    if owner == "PIL.Image.Image":
+        return attribute in IMAGE_METADATA
+    return owner in ("numpy.ndarray", "torch.Tensor") and attribute in ARRAY_METADATA
+
+
 def _top_level(dag: ExecutionDAG, node: Any) -> bool:
     """Whether a call is made by user code (not by a library call it is inside)."""
     for parent_id in dag.predecessors(node.id, "calls"):
@@ -225,12 +243,32 @@ def _top_level(dag: ExecutionDAG, node: Any) -> bool:
     return True
 
 
+def _fetch_randoms(dag: ExecutionDAG, operations: list[Any]) -> list[int]:
+    """The random draws of the DataLoader fetches making ``operations`` whose caller was not
+    traced (the data set's own code is excluded: samples split by dataflow have no known
+    bounds, so a draw anywhere earlier in the fetch may belong to the sample)."""
+    parents = {
+        parent
+        for node in operations
+        if not _caller(node)
+        for parent in dag.predecessors(node.id, "calls")
+    }
+    return [
+        child
+        for parent in parents
+        for child in dag.successors(parent, "calls")
+        if _is_operation(dag.nodes[child]) and _random(dag.nodes[child].name)
+    ]
+
+
 def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[TracedChain]:
     operations = sorted(
         (n for n in ops if _is_operation(n) and _top_level(dag, n)), key=lambda n: n.id
     )
     inside = {n.id for n in operations}
-    randoms = [n.id for n in operations if _random(n.name)]
+    randoms = sorted(
+        {n.id for n in operations if _random(n.name)}.union(_fetch_randoms(dag, operations))
+    )
 
     def producers(node: Any) -> set[int]:
         out: set[int] = set()
@@ -242,7 +280,7 @@ def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[Trace
         out: dict[int, Any] = {}
         for value in dag.successors(node.id, "produces"):
             for user in dag.successors(value, "uses"):
-                if user in inside and user != node.id:
+                if user in inside and user != node.id and not _metadata(dag.nodes[user].name):
                     out[user] = dag.nodes[user]
         return [out[k] for k in sorted(out)]
 
@@ -253,6 +291,8 @@ def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[Trace
             continue
         if node.name.startswith(_PROXY_HANDLED):
             continue  # a slice or operator of a value: a source is read by a library call
+        if slot[1] == "array" and any(r < node.id for r in randoms):
+            continue  # an array that may come from a random draw the trace did not follow
         steps: list[Step] = []
         counts: dict[str, int] = {}
         current, stop = node, "the sample's output"
@@ -366,6 +406,7 @@ def decide(
         mode="off" if mode == "off" else "auto",
         budget_bytes=max(0, budget_bytes),
         dataset_len=found.dataset_len,
+        samples=found.samples,
     )
     left = budget_bytes
     per_sample = max(1, found.samples)
@@ -414,7 +455,7 @@ def decide(
             section.saved_ns_per_sample += int(share * cut.saved_ns * sources)
             section.write_ns_per_sample += int(share * cut.write_ns * sources)
             section.bytes_total += fits
-            entry.cut, entry.cached = cut, True
+            entry.cut, entry.cached, entry.share = cut, True, share
             entry.reason = (
                 f"cut after {cut.step} (call {cut.position + 1} of {len(entry.steps)}): a hit "
                 f"saves {_ms(cut.saved_ns)} of {_ms(cut.prefix_ns)} traced (reading "
