@@ -51,25 +51,47 @@ class Meta:
         return (self.shape[1], self.shape[0]) if len(self.shape) >= 2 else (0, 0)
 
     def to_bytes(self) -> bytes:
-        """The header form."""
-        data = {"kind": self.kind, "shape": list(self.shape), "dtype": self.dtype}
-        if self.mode:
-            data["mode"] = self.mode
-        if self.type_name:
-            data["type"] = self.type_name
-        return json.dumps(data, separators=(",", ":")).encode()
+        """The header form (remembered: a data set's values share a few headers)."""
+        raw = _HEADERS.get(self)
+        if raw is None:
+            data = {"kind": self.kind, "shape": list(self.shape), "dtype": self.dtype}
+            if self.mode:
+                data["mode"] = self.mode
+            if self.type_name:
+                data["type"] = self.type_name
+            raw = json.dumps(data, separators=(",", ":")).encode()
+            _remember(_HEADERS, self, raw)
+        return raw
 
     @classmethod
     def from_bytes(cls, raw: bytes | memoryview) -> Meta:
         """Read a header written by :meth:`to_bytes` (or by :func:`encode`)."""
-        data = json.loads(bytes(raw))
-        return cls(
-            kind=str(data["kind"]),
-            shape=tuple(int(x) for x in data.get("shape", ())),
-            dtype=str(data.get("dtype", "")),
-            mode=str(data.get("mode", "")),
-            type_name=str(data.get("type", "")),
-        )
+        raw = bytes(raw)
+        meta = _METAS.get(raw)
+        if meta is None:
+            data = json.loads(raw)
+            meta = cls(
+                kind=str(data["kind"]),
+                shape=tuple(int(x) for x in data.get("shape", ())),
+                dtype=str(data.get("dtype", "")),
+                mode=str(data.get("mode", "")),
+                type_name=str(data.get("type", "")),
+            )
+            _remember(_METAS, raw, meta)
+        return meta
+
+
+_HEADERS: dict[Meta, bytes] = {}
+_HEADS: dict[Meta, str] = {}
+_METAS: dict[bytes, Meta] = {}
+_REMEMBERED = 4096
+"""Headers remembered each way (a data set of varied image sizes has one per size)."""
+
+
+def _remember(table: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(table) >= _REMEMBERED:
+        table.clear()
+    table[key] = value
 
 
 def _pil_image_type() -> Any:
@@ -129,12 +151,19 @@ def encode(value: Any) -> tuple[bytes, memoryview] | None:
     if array is None:
         return None
     meta = meta_of(value)
-    header = json.loads(meta.to_bytes())
-    header["dtype"] = array.dtype.str
-    header["array_shape"] = list(array.shape)
     data = memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
-    header["xxh3"] = xxhash.xxh3_64_hexdigest(data)
-    return json.dumps(header, separators=(",", ":")).encode(), data
+    shape = ",".join(str(n) for n in array.shape)
+    extra = (  # the header is the value's Meta with the stored array's layout and checksum
+        f',"dtype":"{array.dtype.str}","array_shape":[{shape}],'
+        f'"xxh3":"{xxhash.xxh3_64_hexdigest(data)}"}}'
+    )
+    head = _HEADS.get(meta)
+    if head is None:
+        fields = json.loads(meta.to_bytes())
+        fields.pop("dtype", None)
+        head = json.dumps(fields, separators=(",", ":"))[:-1]
+        _remember(_HEADS, meta, head)
+    return (head + extra).encode(), data
 
 
 def decode(header: bytes, data: memoryview) -> Any:

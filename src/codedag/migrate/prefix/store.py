@@ -278,27 +278,44 @@ class LmdbTier:
                     txn.put(_USED, _U64.pack(used + added), db=dbs[b"state"])
                     return "exists"
                 need = used + meta_bytes + size - self.limit_bytes
-                if need > 0:  # evict in a transaction of its own: LMDB reuses the pages it
-                    # frees only once it has committed; a quarter more, for LMDB's contiguous runs
-                    used -= self._evict(txn, need + self.limit_bytes // 4)
-                    txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
-                    if used + meta_bytes + size > self.limit_bytes:
-                        return "full"
-            if need > 0:  # LMDB reuses pages freed by a transaction two commits later
-                with env.begin(write=True) as txn:
-                    txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
+                if need <= 0:  # the common case: one transaction
+                    return self._insert(txn, key, header, payload, metas, used)
+                # evict in a transaction of its own: LMDB reuses the pages it frees only once it
+                # has committed; a quarter more, for LMDB's contiguous runs
+                used -= self._evict(txn, need + self.limit_bytes // 4)
+                txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
+                if used + meta_bytes + size > self.limit_bytes:
+                    return "full"
+            with env.begin(write=True) as txn:  # LMDB reuses freed pages two commits later
+                txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
             with env.begin(write=True) as txn:
                 used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
-                added = self._put_metas(txn, metas)
-                if used + added + size > self.limit_bytes:
-                    return "full"
-                txn.put(key, payload, db=dbs[b"data"])
-                txn.put(key, _INFO.pack(self.generation, size) + header, db=dbs[b"info"])
-                txn.put(_USED, _U64.pack(used + added + size), db=dbs[b"state"])
+                return self._insert(txn, key, header, payload, metas, used)
         except lmdb.MapFullError:
             return "full"
         except lmdb.Error as error:
             raise self._failed(error) from error
+
+    def _insert(
+        self,
+        txn: Any,
+        key: bytes,
+        header: bytes,
+        payload: memoryview,
+        metas: list[tuple[bytes, bytes]],
+        used: int,
+    ) -> str:
+        """Write a value and its intermediates' headers in ``txn`` (``full`` when they do not
+        fit, and the transaction is then aborted)."""
+        dbs = self._dbs
+        size = payload.nbytes + len(header)
+        added = self._put_metas(txn, metas)
+        if used + added + size > self.limit_bytes:
+            txn.abort()
+            return "full"
+        txn.put(key, payload, db=dbs[b"data"])
+        txn.put(key, _INFO.pack(self.generation, size) + header, db=dbs[b"info"])
+        txn.put(_USED, _U64.pack(used + added + size), db=dbs[b"state"])
         return "stored"
 
     def _put_metas(self, txn: Any, metas: list[tuple[bytes, bytes]]) -> int:
