@@ -72,6 +72,8 @@ def test_trace_optimize_migrate_from_the_command_line(
                 "cpu",
                 "--assume-speedup",
                 "100",
+                "--cache",  # every call here is deterministic: the prefix cache would own them
+                "off",
                 "--out",
                 "o",
             ]

@@ -29,6 +29,8 @@
   device and the reason
 * :mod:`.prefix`: Finding each sample's deterministic prefix in a traced DataLoader batch, and
   cutting it for the prefix cache
+* :mod:`.prefix_conflicts`: The prefix cache against placement and batched chains: one owner per
+  function (a pure pass)
 * :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective
 * :mod:`.schedule`: Makespan of a two-device placement under the cost model, and HEFT as a
   reference scheduler

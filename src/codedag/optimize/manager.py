@@ -245,7 +245,10 @@ class OptimizerManager:
         )
         self._plan_batched(plan, coarse)
         if self.cache == "auto":
+            from codedag.optimize.prefix_conflicts import resolve
+
             plan["cache"] = self.plan_cache(coarse)
+            resolve(plan)
         if self.loader is not None:
             plan["loader"] = self.loader.model_dump(mode="json")
             plan["notes"].append(

@@ -65,6 +65,7 @@ class CacheChain(_Model):
         stop: why the chain cannot be cut later than its last step.
         candidates: every possible cut, with its figures.
         cut: the chosen cut, or ``None``.
+        share: the share of the data set's values at the cut that the budget holds.
         cached: whether the chain is cached.
         reason: why, with the figures.
     """
@@ -82,6 +83,7 @@ class CacheChain(_Model):
     stop: str = ""
     candidates: list[CacheCut] = Field(default_factory=list)
     cut: CacheCut | None = None
+    share: float = Field(default=1.0, ge=0.0, le=1.0)
     cached: bool = False
     reason: str = ""
 
@@ -94,6 +96,7 @@ class CacheSection(_Model):
         budget_bytes: the memory budget the cut was chosen within (the RAM tier's budget).
         folder: the disk tier's folder (``None``: the default).
         dataset_len: items of the traced data set (how many values the cache will hold).
+        samples: traced samples the chains were found in.
         bytes_total: bytes the chosen cuts hold for the whole data set.
         saved_ns_per_sample: expected saving per sample from the second epoch on.
         write_ns_per_sample: expected storing cost per sample in the first epoch.
@@ -105,6 +108,7 @@ class CacheSection(_Model):
     budget_bytes: int = Field(default=0, ge=0)
     folder: str | None = None
     dataset_len: int | None = None
+    samples: int = Field(default=0, ge=0)
     bytes_total: int = Field(default=0, ge=0)
     saved_ns_per_sample: int = 0
     write_ns_per_sample: int = Field(default=0, ge=0)

@@ -1,0 +1,129 @@
+"""The prefix cache against placement and batched chains: one owner per function (a pure pass).
+
+The prefix cache patches the functions of its chains and hands the calls before each cut values
+of its own (placeholders of what a hit skips), and per-call placement and batched chains patch
+functions too: a function has one owner while a plan is applied. Where the calls a cached chain
+covers (up to its cut) are also placed or batched, the plan keeps whichever saves more per
+sample over
+:data:`codedag.optimize.prefix.EPOCHS` epochs, from the figures already measured:
+
+* the cache: ``share * (EPOCHS - 1) * saved_ns - write_ns`` (a hit saves the prefix minus the
+  read from the second epoch on; the first epoch stores, for the share of the data set the budget
+  holds);
+* placement: ``EPOCHS * (original_ns - backend_ns - transfer_ns)`` for each of the chain's calls
+  it places;
+* a batched chain: ``EPOCHS * (original_ns - batched_ns) / batch_size`` per sample.
+
+The loser is switched off with the reason, and the plan gets a note.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codedag.optimize.prefix import EPOCHS
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3g} ms"
+
+
+def cache_value_ns(chain: dict[str, Any]) -> float:
+    """What a cached chain saves per source over :data:`EPOCHS` epochs."""
+    cut = chain.get("cut") or {}
+    share = float(chain.get("share", 1.0))
+    return share * (EPOCHS - 1) * cut.get("saved_ns", 0) - cut.get("write_ns", 0)
+
+
+def _placed_value_ns(call: dict[str, Any], sources: int) -> float:
+    original, backend = call.get("original_ns"), call.get("backend_ns")
+    if original is None or backend is None:
+        return 0.0
+    per_call = max(0, original - backend - int(call.get("transfer_ns") or 0))
+    calls = max(1, int(call.get("instance_count", 1) or 1)) / max(1, sources)
+    return EPOCHS * per_call * calls
+
+
+def _batched_value_ns(chain: dict[str, Any]) -> float:
+    original, batched = chain.get("original_ns"), chain.get("batched_ns")
+    if original is None or batched is None:
+        return 0.0
+    return EPOCHS * max(0, original - batched) / max(1, int(chain.get("batch_size") or 1))
+
+
+def resolve(plan: dict[str, Any]) -> None:
+    """Give each function patched by a cached chain one owner (see the module docstring)."""
+    section = plan.get("cache") or {}
+    for chain in section.get("chains", []):
+        if not chain.get("cached") or not chain.get("cut"):
+            continue
+        cut = chain["cut"]
+        covered = chain.get("steps", [])[: int(cut.get("position", 0)) + 1]
+        patched = set(chain.get("functions", [])) | set(covered) | {chain["source_function"]}
+        calls = [c for c in plan.get("calls", []) if c.get("migrate") and c["function"] in patched]
+        batched = [
+            b
+            for b in (plan.get("batched") or {}).get("chains", [])
+            if b.get("batched") and patched & set(b.get("functions", []))
+        ]
+        if not calls and not batched:
+            continue
+        sources = int(chain.get("sources", 1) or 1)
+        other = sum(_placed_value_ns(c, sources) for c in calls)
+        other += sum(_batched_value_ns(b) for b in batched)
+        mine = cache_value_ns(chain)
+        names = [c["function"] for c in calls] + [f"batched {b['id']}" for b in batched]
+        if mine >= other:
+            _unplace(plan, chain["id"], calls, batched, mine, other)
+        else:
+            _uncache(section, chain, names, mine, other)
+        plan.setdefault("notes", []).append(
+            f"prefix cache: {chain['id']} and {', '.join(names)} patch the same functions; "
+            f"kept the {'cache' if mine >= other else 'placement'} ({_ms(max(mine, other))} vs "
+            f"{_ms(min(mine, other))} saved per sample over {EPOCHS} epochs)"
+        )
+
+
+def _unplace(
+    plan: dict[str, Any],
+    chain_id: str,
+    calls: list[dict[str, Any]],
+    batched: list[dict[str, Any]],
+    mine: float,
+    other: float,
+) -> None:
+    why = (
+        f"the prefix cache keeps the result of {chain_id}, which saves more ({_ms(mine)} vs "
+        f"{_ms(other)} per sample over {EPOCHS} epochs)"
+    )
+    for call in calls:
+        for key in call.get("context_keys", []):
+            plan.get("context_device_map", {}).pop(key, None)
+        call["migrate"] = False
+        call["device"] = "cpu"
+        call["reason"] = f"{call.get('reason', '')}; {why}"
+    for entry in batched:
+        entry["batched"] = False
+        entry["reason"] = f"{entry.get('reason', '')}; {why}"
+
+
+def _uncache(
+    section: dict[str, Any], chain: dict[str, Any], names: list[str], mine: float, other: float
+) -> None:
+    share = float(chain.get("share", 1.0))
+    cut = chain["cut"]
+    samples = max(1, int(section.get("samples", 0) or chain.get("samples", 1) or 1))
+    per_sample = int(chain.get("sources", 1) or 1) / samples
+    section["saved_ns_per_sample"] -= int(share * cut.get("saved_ns", 0) * per_sample)
+    section["write_ns_per_sample"] = max(
+        0, section["write_ns_per_sample"] - int(share * cut.get("write_ns", 0) * per_sample)
+    )
+    distinct = section.get("dataset_len") or int(chain.get("sources", 1) or 1)
+    section["bytes_total"] = max(
+        0, section["bytes_total"] - int(share * cut.get("bytes_per_sample", 0) * distinct)
+    )
+    chain["cached"] = False
+    chain["reason"] = (
+        f"{', '.join(names)} also patch its functions and save more ({_ms(other)} vs "
+        f"{_ms(mine)} per sample over {EPOCHS} epochs): not cached"
+    )
