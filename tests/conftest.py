@@ -57,6 +57,24 @@ def _private_calibration_cache(tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 @pytest.fixture(autouse=True)
+def _no_leaked_ram_tiers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A prefix cache a test opened in its ``tmp_path`` leaves no RAM tier in shared memory
+    (it lives outside ``tmp_path``, named after the cache's folder, until deleted)."""
+    yield
+    root = getattr(request.node, "funcargs", {}).get("tmp_path")
+    if root is None:
+        return
+    import shutil
+
+    from codedag.migrate.prefix.tiers import ram_folder
+
+    for disk in Path(root).rglob("store"):  # a cache folder's disk tier
+        tier = ram_folder(disk.parent)
+        if tier is not None:
+            shutil.rmtree(tier, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
 def _no_leaked_hooks_or_patches() -> Iterator[None]:
     """Fail a test that leaves a profile/trace hook installed or anything patched."""
     from codedag.patching import active_patches
