@@ -1,8 +1,11 @@
 """Reports over measured runs: the demo's HTML page, multi-rank runs, loader tables.
 
-* :mod:`.demo_report`: The demo's HTML report: summary, equivalence, plan, partitioned DAG, plots,
-  environment
-* :mod:`.html`: One self-contained HTML report: summary, equivalence, plan, DAG, plots, environment
+* :mod:`.cache`: The HTML section of a plan's ``cache`` section: each chain's cut and figures, and
+  what the run counted (hits, misses by reason, bytes in RAM and on disk, evictions, verification)
+* :mod:`.demo_report`: The demo's HTML report: summary, epochs, equivalence, plan, prefix cache,
+  partitioned DAG, plots, environment
+* :mod:`.html`: One self-contained HTML report: summary, epochs, equivalence, plan, prefix cache,
+  DAG, plots, environment
 * :mod:`.loader`: The HTML section of a plan's ``loader`` section: every measured setting, the
   choice, why
 * :mod:`.ranks`: A multi-rank run (torchrun, SLURM, MPI) read as one: per-rank figures and the

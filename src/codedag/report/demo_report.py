@@ -1,4 +1,5 @@
-"""The demo's HTML report: summary, equivalence, plan, partitioned DAG, plots, environment."""
+"""The demo's HTML report: summary, epochs, equivalence, plan, prefix cache, partitioned DAG,
+plots, environment."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ def write_demo_report(
     dag_dot: str | None,
     plots: list[Path],
     environment: dict[str, Any],
+    cache_stats: dict[str, Any] | None = None,
 ) -> Path:
-    """Render ``report.html`` for a :class:`~codedag.experiments.demo_settings.DemoResult`."""
+    """Render ``report.html`` for a :class:`~codedag.experiments.demo_settings.DemoResult`
+    (``cache_stats``: the optimized run's ``get_stats()["cache"]``)."""
     columns = [
         "mode",
         "batches",
@@ -44,6 +47,22 @@ def write_demo_report(
             "n/a" if m.final_loss is None else m.final_loss,
         ]
         for m in demo.modes
+    ]
+    epoch_columns = ["mode", "epoch", "batches", "samples", "s", "samples/s", "data-wait share",
+                     "vs baseline"]  # fmt: skip
+    base = {e.epoch: e.samples_per_s for e in demo.epochs if e.mode == "baseline"}
+    epoch_rows = [
+        [
+            e.mode,
+            e.epoch,
+            e.batches,
+            e.samples,
+            e.seconds,
+            e.samples_per_s,
+            f"{100 * e.data_wait_s / e.seconds:.1f} %" if e.seconds else "-",
+            f"{e.samples_per_s / base[e.epoch]:.2f}x" if base.get(e.epoch) else "-",
+        ]
+        for e in demo.epochs
     ]
     notes = [demo.verdict] if demo.verdict else []
     if demo.speedup is not None:
@@ -85,5 +104,9 @@ def write_demo_report(
             | {"device used": demo.device},
             notes=notes,
             loader=demo.loader,
+            epoch_columns=epoch_columns,
+            epoch_rows=epoch_rows,
+            cache=plan.get("cache"),
+            cache_stats=cache_stats,
         ),
     )

@@ -1,4 +1,5 @@
-"""One self-contained HTML report: summary, equivalence, plan, DAG, plots, environment.
+"""One self-contained HTML report: summary, epochs, equivalence, plan, prefix cache, DAG, plots,
+environment.
 
 Everything is inline (PNG as data URIs, SVG as markup, CSS in the page), so the file can be
 mailed or attached to an issue and opens without network. A small inline script marks the page
@@ -66,6 +67,10 @@ class ReportContent:
     environment: dict[str, Any] = field(default_factory=dict)
     notes: Sequence[str] = ()
     loader: dict[str, Any] | None = None  # a plan's loader section (codedag tune)
+    epoch_columns: Sequence[str] = ()
+    epoch_rows: Sequence[Sequence[Any]] = ()  # the figures of each epoch of each mode
+    cache: dict[str, Any] | None = None  # a plan's cache section (the prefix cache's cuts)
+    cache_stats: dict[str, Any] | None = None  # the run's get_stats()["cache"]
 
 
 def _e(value: Any) -> str:
@@ -174,6 +179,9 @@ def render_html(content: ReportContent) -> str:
     if content.summary_rows:
         parts.append("<h2>Summary</h2>")
         parts.append(_table(content.summary_columns, content.summary_rows))
+    if content.epoch_rows:
+        parts.append("<h2>Epochs</h2>")
+        parts.append(_table(content.epoch_columns, content.epoch_rows))
     for note in content.notes:
         parts.append(f'<p class="note">{_e(note)}</p>')
     if content.equivalence is not None:
@@ -182,6 +190,11 @@ def render_html(content: ReportContent) -> str:
     if content.plan is not None:
         parts.append("<h2>Migration plan</h2>")
         parts.append(_plan_section(content.plan))
+    if content.cache is not None:
+        from codedag.report.cache import cache_section_html
+
+        parts.append("<h2>Prefix cache</h2>")
+        parts.append(cache_section_html(content.cache, content.cache_stats))
     if content.loader is not None:
         from codedag.report.loader import loader_section_html
 
