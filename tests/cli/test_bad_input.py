@@ -291,7 +291,8 @@ def test_demo_sample_count_is_bounded_with_the_reason(
     result = run_cli(
         capsys, "demo", "--batches", "1000", "--batch-size", "1000", "--out", tmp_path / "o"
     )
-    assert_one_line_error(result, "1000000 samples", "holds every sample in memory")
+    # the data set holds one epoch: 1000 batches over the default 2 epochs, 500 each
+    assert_one_line_error(result, "500000 samples", "holds every sample in memory")
     assert not (tmp_path / "o").exists()
 
 

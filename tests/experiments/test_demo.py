@@ -47,6 +47,9 @@ def _consistent(result: object) -> None:
         assert all(name in verdict for name in placed)
     elif placed:
         assert "The plan moves" in verdict and all(name in verdict for name in placed)
+    elif (result.cache.get("stats") or {}).get("hits"):  # type: ignore[attr-defined]
+        assert "prefix cache" in verdict and "same code" not in verdict
+        assert "epoch 1 ran" in verdict and "epoch 2" in verdict
     elif (result.batched.get("stats") or {}).get("batches"):  # type: ignore[attr-defined]
         assert "ran once per batch" in verdict and "same code" not in verdict
     else:
@@ -89,6 +92,28 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     if plan["loader"]["changed"]:
         assert "the tuned DataLoader" in result.verdict
     _batched_consistent(result, plan)
+    _cache_consistent(result, tmp_path, html, summary)
+
+
+def _cache_consistent(result: object, out: Path, html: str, summary: dict) -> None:
+    """Two epochs per mode, shown apart; the cache stored in epoch 1, read back in epoch 2, and
+    left nothing in shared memory."""
+    from codedag.migrate.prefix.tiers import ram_folder
+
+    epochs = [(e.mode, e.epoch) for e in result.epochs]  # type: ignore[attr-defined]
+    assert epochs == [("baseline", 1), ("baseline", 2), ("optimization", 1), ("optimization", 2)]
+    assert [e["epoch"] for e in summary["epochs"]] == [1, 2, 1, 2]
+    assert all(e["samples_per_s"] > 0 for e in summary["epochs"])
+    cache = result.cache  # type: ignore[attr-defined]
+    (chain,) = [c for c in cache["chains"] if c["cached"]]
+    assert chain["cut"] == "cv2.cvtColor" and chain["steps"][0] == "numpy.frombuffer"
+    stats = cache["stats"]
+    samples = summary["epochs"][2]["samples"]
+    assert stats["misses"] == {"new": samples} and stats["hits"] == samples
+    assert "<h2>Epochs</h2>" in html and "<h2>Prefix cache</h2>" in html
+    assert "misses: new" in html and "cut after" in html
+    tier = ram_folder(out / "prefix-cache")
+    assert tier is None or not tier.exists()
 
 
 def _batched_consistent(result: object, plan: dict) -> None:

@@ -48,3 +48,14 @@ def test_chains_that_ran_batched_are_not_called_the_same_code() -> None:
     assert "chain chain0 ran once per batch through torch on cuda:0" in text
     assert "2.00x slower" in text
     assert "1.39x as fast" in verdict(rows, 1.39, "cpu", "measured", batched=["chain0"])
+
+
+def test_a_cached_run_reports_each_epoch_and_never_the_same_code() -> None:
+    cached = "keeps each sample's deterministic prefix in the prefix cache (prefix0: x > y)"
+    rows = _rows(kept=("cv2.resize",))
+    text = verdict(rows, 1.4, "cpu", "measured", cached=cached, epochs=[0.96, 2.5])
+    assert "moves no call to torch and keeps each sample's deterministic prefix" in text
+    assert "epoch 1 ran 0.96x as fast" in text and "epoch 2 2.50x" in text
+    assert "same code" not in text and "noise" not in text
+    one = verdict(_rows(MEL), 1.2, "cpu", "measured", cached=cached, epochs=[1.2])
+    assert f"moves {MEL} to torch" in one and "was 1.20x as fast" in one

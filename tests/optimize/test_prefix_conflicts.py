@@ -33,6 +33,7 @@ def _plan(saved_ns: int, placed_saving_ns: int, batched: bool = False) -> dict[s
                     "original_ns": 8_000_000,
                     "batched_ns": 4_000_000,
                     "batch_size": 4,
+                    "basis": "measured",
                     "reason": "measured",
                 }
             ]
@@ -86,3 +87,13 @@ def test_chains_without_a_shared_function_are_left_alone() -> None:
     plan["calls"][0]["function"] = "cv2.resize"
     resolve(plan)
     assert plan["calls"][0]["migrate"] and plan["notes"] == []
+
+
+def test_a_batched_chain_forced_by_the_user_keeps_its_functions() -> None:
+    plan = _plan(saved_ns=50_000_000, placed_saving_ns=0, batched=True)
+    plan["calls"] = []
+    plan["batched"]["chains"][0].update(basis="assumed", original_ns=None, batched_ns=None)
+    resolve(plan)
+    assert plan["batched"]["chains"][0]["batched"]
+    assert not plan["cache"]["chains"][0]["cached"]
+    assert "forced" in plan["cache"]["chains"][0]["reason"]

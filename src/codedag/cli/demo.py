@@ -27,10 +27,12 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         parents=[parent],
         help="run the whole experiment end to end on synthetic data (no download)",
         description=(
-            "Baseline training with monitoring, tracing one DataLoader batch, optimizing the DAG "
-            "into a migration plan, training again with the plan applied, and checking that the "
-            "migrated batches equal the baseline's. Writes results.json, plots, dag.svg, "
-            "migration_plan.json and report.html into --out."
+            "Baseline training with monitoring over two or more epochs, tracing one DataLoader "
+            "batch, optimizing the DAG into a migration plan, training again with the plan "
+            "applied (the prefix cache stores each sample's deterministic prefix in epoch 1 and "
+            "reads it back from epoch 2), and checking that the migrated batches equal the "
+            "baseline's. Each epoch's figures are shown apart. Writes results.json, plots, "
+            "dag.svg, migration_plan.json and report.html into --out."
         ),
     )
     parser.add_argument("--task", default="image", help="image (cv2 + NumPy) or audio (librosa)")
@@ -38,7 +40,13 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--batches",
         type=integer(1, 10_000, "a demo, not a training run; use your own pipeline for more"),
         default=12,
-        help="batches per mode (default 12)",
+        help="batches per mode, over every epoch (default 12)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=integer(1, 100, "a demo, not a training run"),
+        default=2,
+        help="passes over the data set, which holds batches / epochs batches (default 2)",
     )
     parser.add_argument(
         "--batch-size",
@@ -68,6 +76,12 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         default="auto",
         help="run sample chains batched where measured faster (auto), always, or never",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="leave the prefix cache out of the plan (default: cache each sample's deterministic "
+        "prefix where measured worth it)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -91,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     settings = DemoSettings(
         task=args.task,
         batches=args.batches,
+        epochs=args.epochs,
         batch_size=args.batch_size,
         workers=args.workers,
         device=args.device,
@@ -98,9 +113,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         tune=not args.no_tune,
         batched=args.batched,
+        cache=not args.no_cache,
     )
     settings.validate()
-    check_sample_count(settings.task, args.batches, args.batch_size)
+    check_sample_count(settings.task, args.batches, args.batch_size, args.epochs)
     check_output_dir(args.out)
     console = Console(stderr=True)
     with Progress(
@@ -142,16 +158,19 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.equivalence.get("passed") else 1
 
 
-def check_sample_count(task: str, batches: int, batch_size: int) -> None:
-    """Refuse sample counts whose generated data would not fit the demo's memory budget."""
+def check_sample_count(task: str, batches: int, batch_size: int, epochs: int = 1) -> None:
+    """Refuse sample counts whose generated data would not fit the demo's memory budget (the
+    data set holds one epoch: ``batches / epochs`` batches)."""
     kib = SAMPLE_KIB.get(task, max(SAMPLE_KIB.values()))
     limit = MEMORY_CAP_MIB * 1024 // kib
-    samples = batches * batch_size
+    per_epoch = -(-batches // epochs)
+    samples = per_epoch * batch_size
     if samples > limit:
+        spread = f" / --epochs {epochs}" if epochs > 1 else ""
         raise ConfigError(
-            f"--batches {batches} x --batch-size {batch_size} = {samples} samples: the {task} "
-            f"demo generates and holds every sample in memory (~{kib} KiB each), at most {limit}; "
-            "lower --batches or --batch-size"
+            f"--batches {batches}{spread} x --batch-size {batch_size} = {samples} samples: the "
+            f"{task} demo generates and holds every sample in memory (~{kib} KiB each), at most "
+            f"{limit}; lower --batches or --batch-size, or raise --epochs"
         )
 
 
@@ -202,6 +221,55 @@ def print_batched(batched: dict[str, Any], console: Any) -> None:
         )
 
 
+def epoch_table(result: Any) -> Any:
+    """Each epoch of each mode: samples/s, data-wait share and the ratio to the baseline's."""
+    from rich.table import Table
+
+    table = Table(title="per epoch (the prefix cache stores in epoch 1, reads back from epoch 2)")
+    for column in ("mode", "epoch", "batches", "samples/s", "data wait", "vs baseline"):
+        table.add_column(column, justify="left" if column == "mode" else "right", no_wrap=True)
+    base = {e.epoch: e.samples_per_s for e in result.epochs if e.mode == "baseline"}
+    for e in result.epochs:
+        share = e.data_wait_s / e.seconds if e.seconds else 0.0
+        ratio = e.samples_per_s / base[e.epoch] if base.get(e.epoch) else None
+        table.add_row(
+            e.mode,
+            str(e.epoch),
+            str(e.batches),
+            f"{e.samples_per_s:.1f}",
+            f"{100 * share:.1f} %",
+            "-" if ratio is None or e.mode == "baseline" else f"{ratio:.2f}x",
+        )
+    return table
+
+
+def print_cache(cache: dict[str, Any], console: Any) -> None:
+    """Each chain's cut with its figures, and the optimized run's hits and misses."""
+    if not cache:
+        return
+    for chain in cache.get("chains", []):
+        steps = " > ".join(s.rsplit(".", 1)[-1] for s in chain["steps"])
+        if chain["cached"]:
+            what = (
+                f"cached after {chain['cut']}: {chain['bytes_per_sample'] / 1e6:.3g} MB per "
+                f"sample, saves {chain['saved_ms']:.3g} ms per sample"
+            )
+        else:
+            what = f"not cached: {chain['reason']}"
+        console.print(f"prefix cache {chain['id']} ({steps}): {what}", markup=False)
+    stats = cache.get("stats")
+    if stats:
+        misses = ", ".join(f"{k} {v}" for k, v in stats.get("misses", {}).items()) or "none"
+        stored = sum((stats.get("bytes") or {}).values())
+        console.print(
+            f"prefix cache run: {stats.get('hits', 0)} hits, misses: {misses}; "
+            f"{stats.get('stored', 0)} values stored ({stored / 1e6:.3g} MB of a "
+            f"{cache.get('budget_bytes', 0) / 1e6:.0f} MB budget), "
+            f"{stats.get('evictions', 0)} evictions",
+            markup=False,
+        )
+
+
 def print_summary(result: Any) -> None:
     """The summary table, migrated calls, fallbacks, equivalence and output files."""
     from rich.console import Console
@@ -221,6 +289,8 @@ def print_summary(result: Any) -> None:
             "n/a" if m.final_loss is None else f"{m.final_loss:.4f}",
         )
     console.print(table)
+    if result.epochs:
+        console.print(epoch_table(result))
     if result.placement:
         console.print(placement_table(result))
     if result.loader is not None:
@@ -230,6 +300,7 @@ def print_summary(result: Any) -> None:
         print_section(LoaderSection.model_validate(result.loader), console)
     console.print(result.verdict)
     print_batched(result.batched or {}, console)
+    print_cache(result.cache or {}, console)
     guard = result.guard or {}
     if guard.get("enabled") and (guard.get("kept") or guard.get("switched_off")):
         kept = ", ".join(guard.get("kept", [])) or "none"

@@ -1,6 +1,8 @@
 """The demo, the example pipelines and the scaffolding of experiments.
 
 * :mod:`.demo`: ``codedag demo``: the whole experiment on synthetic data, end to end
+* :mod:`.demo_cache`: The demo's prefix cache: its own folder, emptied around the optimized run,
+  and its summary
 * :mod:`.demo_data`: Synthetic Kaggle-like data for ``codedag demo``: nothing is downloaded
 * :mod:`.demo_settings`: Settings and result records of ``codedag demo``
 * :mod:`.demo_steps`: The steps of ``codedag demo``: device choice, loader, monitored training,

@@ -1,12 +1,15 @@
 """``codedag demo``: the whole experiment on synthetic data, end to end.
 
-Stages: baseline training for N batches with an :class:`~codedag.monitor.ExperimentMonitor`;
-tracing one batch of the DataLoader; tuning the DataLoader's settings (``codedag tune``);
-optimizing the DAG into a migration plan (placement measured with the tuned loader); training
-again with the plan applied (its calls and its loader settings); checking that the migrated
-batches equal the baseline's for the same seed. The
-files go into ``settings.out_dir``: ``results.json`` and plots (from the monitor), ``dag.json``,
-``dag.svg`` (or ``.dot``), ``migration_plan.json``, ``demo_summary.json`` and ``report.html``.
+Stages: baseline training for N batches over two or more epochs with an
+:class:`~codedag.monitor.ExperimentMonitor`; tracing one batch of the DataLoader; tuning the
+DataLoader's settings (``codedag tune``); optimizing the DAG into a migration plan (placement
+measured with the tuned loader, the prefix cache's cuts); training again with the plan applied
+(its calls, its loader settings and the prefix cache, which stores each sample's deterministic
+prefix in the first epoch and reads it back from the second); checking that the migrated
+batches of every epoch equal the baseline's for the same seed. Each epoch's figures are kept
+apart. The files go into ``settings.out_dir``: ``results.json`` and plots (from the monitor),
+``dag.json``, ``dag.svg`` (or ``.dot``), ``migration_plan.json``, ``demo_summary.json`` and
+``report.html``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from codedag.errors import ConfigError
-from codedag.experiments.demo_settings import DemoResult, DemoSettings
+from codedag.experiments import demo_cache
+from codedag.experiments.demo_settings import (
+    DemoResult,
+    DemoSettings,
+    EpochSummary,
+    epoch_speedups,
+)
 from codedag.experiments.demo_steps import (
     Progress,
     build_loader,
@@ -110,10 +119,16 @@ def optimize(
     Without CUDA the target is torch on the CPU, so the demo shows what codedag finds there.
     With a tuned ``loader`` section, placement is measured with its workers and threads.
     """
+    from codedag.experiments.demo_cache import FOLDER
     from codedag.optimize.manager import OptimizerManager
 
     manager = OptimizerManager(
-        k=settings.k, target_device=device, loader=loader, batched=settings.batched
+        k=settings.k,
+        target_device=device,
+        loader=loader,
+        batched=settings.batched,
+        cache="auto" if settings.cache else "off",
+        cache_folder=str(out_dir / FOLDER),
     )
     result = manager.optimize(dag, export_dir=out_dir / "optimizer")
     plan = result["migration_plan"]
@@ -180,7 +195,8 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     monitor = ExperimentMonitor(f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir)
     keep = settings.check_batches
 
-    kept_base = train("baseline", loader, settings, device, monitor, progress, keep)
+    epochs: list[EpochSummary] = []
+    kept_base = train("baseline", loader, settings, device, monitor, progress, keep, epochs)
 
     progress("trace", 0, 1)
     dag = trace_one_batch(loader, settings, out_dir)
@@ -192,11 +208,20 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     plan, result = optimize(dag, settings, device, out_dir, section)
     progress("optimize", 1, 1)
 
-    migrator = PipelineMigrator.from_plan(plan, default_device=device)
-    with migrator:
-        opt_loader = build_loader(settings) if section is not None else loader
-        kept_opt = train("optimization", opt_loader, settings, device, monitor, progress, keep)
-    stats = migrator.get_stats()
+    demo_cache.clear(out_dir)  # the first epoch computes and stores, as a first run does
+    migrator = PipelineMigrator.from_plan(
+        plan, default_device=device, cache=demo_cache.cache_settings(out_dir, settings.cache)
+    )
+    try:
+        with migrator:
+            opt_loader = build_loader(settings) if section is not None else loader
+            kept_opt = train(
+                "optimization", opt_loader, settings, device, monitor, progress, keep, epochs
+            )
+        stats = migrator.get_stats()
+    finally:
+        demo_cache.clear(out_dir)  # nothing stays in shared memory
+    cache = demo_cache.cache_summary(plan, stats.get("cache") or {})
 
     progress("check", 0, 1)
     equivalence = check_equivalence(kept_base, kept_opt, settings.task)
@@ -238,17 +263,28 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
             None if section is None or section.keeps_yours else section.chosen.label(),
             switched_off=stats.get("guard", {}).get("switched_off", {}),
             batched=ran_batched(stats),
+            cached=demo_cache.cache_clause(cache),
+            epochs=epoch_speedups(epochs),
         ),
         guard=dict(stats.get("guard", {})),
         files=files,
         loader=None if section is None else section.model_dump(mode="json"),
         batched=batched_summary(plan, stats),
+        epochs=epochs,
+        cache=cache,
     )
     from codedag.report.demo_report import write_demo_report
 
     files["report"] = str(
         write_demo_report(
-            out_dir / "report.html", demo, plan, dag_svg, dag_dot, plots, results["environment"]
+            out_dir / "report.html",
+            demo,
+            plan,
+            dag_svg,
+            dag_dot,
+            plots,
+            results["environment"],
+            stats.get("cache"),
         )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))

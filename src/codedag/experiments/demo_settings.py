@@ -16,25 +16,33 @@ class DemoSettings:
     """What ``codedag demo`` runs; the defaults finish in minutes on a 2-core CPU machine."""
 
     task: str = "image"
-    batches: int = 12
+    batches: int = 12  # per mode, over every epoch
+    epochs: int = 2  # passes over the data set, which holds ceil(batches / epochs) batches
     batch_size: int = 32
     workers: int = 0
     device: str | None = None  # None: cuda when present, else cpu
     out_dir: Path = Path("codedag-out")
     seed: int = 0
-    samples: int = 0  # 0: enough for the batches
+    samples: int = 0  # 0: enough for the batches of one epoch
     image_size: int = 128
     source_size: int = 256
     check_batches: int = 3
     k: int = 2
     tune: bool = True  # measure the DataLoader's settings; the optimized run uses them
     batched: str = "auto"  # sample chains run batched: where measured faster, always or never
+    cache: bool = True  # the prefix cache: each sample's deterministic prefix computed once
+
+    @property
+    def dataset_len(self) -> int:
+        """Samples in the data set: ``samples``, else one epoch of the batches."""
+        per_epoch = -(-self.batches // max(1, self.epochs))
+        return self.samples or per_epoch * self.batch_size
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first bad setting."""
         if self.task not in TASKS:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
-        for name in ("batches", "batch_size"):
+        for name in ("batches", "batch_size", "epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.workers < 0:
@@ -64,6 +72,40 @@ class ModeSummary:
 
 
 @dataclass
+class EpochSummary:
+    """One epoch of one mode: its batches, samples and time (data wait and step together)."""
+
+    mode: str
+    epoch: int  # 1, 2, ...
+    batches: int
+    samples: int
+    seconds: float
+    data_wait_s: float
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples per second of the epoch."""
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with samples/s and the data-wait share."""
+        share = self.data_wait_s / self.seconds if self.seconds > 0 else 0.0
+        return asdict(self) | {"samples_per_s": self.samples_per_s, "data_wait_share": share}
+
+
+def epoch_speedups(epochs: list[EpochSummary]) -> list[float]:
+    """Samples/s of each epoch of the optimized run over the baseline's same epoch."""
+    by = {(e.mode, e.epoch): e for e in epochs}
+    out = []
+    for number in sorted({e.epoch for e in epochs}):
+        base, opt = by.get(("baseline", number)), by.get(("optimization", number))
+        if base is None or opt is None or not base.samples_per_s:
+            break
+        out.append(opt.samples_per_s / base.samples_per_s)
+    return out
+
+
+@dataclass
 class DemoResult:
     """Everything ``codedag demo`` measured and wrote."""
 
@@ -82,7 +124,15 @@ class DemoResult:
     files: dict[str, str] = field(default_factory=dict)
     loader: dict[str, Any] | None = None  # the plan's loader section, when tuned
     batched: dict[str, Any] = field(default_factory=dict)  # chains, decisions, run-time stats
+    epochs: list[EpochSummary] = field(default_factory=list)  # per mode, per epoch
+    cache: dict[str, Any] = field(default_factory=dict)  # the plan's cuts and the run's counts
+
+    def epoch(self, mode: str, number: int) -> EpochSummary | None:
+        """Epoch ``number`` (1, 2, ...) of ``mode``, if it ran."""
+        return next((e for e in self.epochs if e.mode == mode and e.epoch == number), None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return asdict(self)
+        out = asdict(self)
+        out["epochs"] = [e.to_dict() for e in self.epochs]
+        return out

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Generator
+import time
+from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from codedag.errors import ConfigError
-from codedag.experiments.demo_settings import DemoSettings, ModeSummary
+from codedag.experiments.demo_settings import DemoSettings, EpochSummary, ModeSummary
 
 Progress = Callable[[str, int, int], None]
 
@@ -21,7 +22,7 @@ def build_loader(settings: DemoSettings) -> Any:
 
     from codedag.experiments import demo_data
 
-    count = settings.samples or settings.batches * settings.batch_size
+    count = settings.dataset_len
     if settings.task == "image":
         samples = demo_data.make_image_samples(
             count, source_size=settings.source_size, seed=settings.seed
@@ -48,20 +49,52 @@ def build_loader(settings: DemoSettings) -> Any:
 
 def _batches(
     loader: Any, limit: int, first: Any | None = None
-) -> Generator[tuple[int, Any, Any], None, None]:
-    """Yield ``(index, inputs, targets)`` for up to ``limit`` batches, cycling the loader.
+) -> Generator[tuple[int, int, Any, Any], None, None]:
+    """Yield ``(index, epoch, inputs, targets)`` for up to ``limit`` batches, cycling the loader
+    (``epoch`` counts from 0).
 
     ``first`` is the first epoch's iterator when it was started beforehand.
     """
     done = 0
+    number = 0
     epoch = first if first is not None else iter(loader)
     while done < limit:
         for inputs, targets in epoch:
-            yield done, inputs, targets
+            yield done, number, inputs, targets
             done += 1
             if done == limit:
                 return
+        number += 1
         epoch = iter(loader)
+
+
+class _EpochClock:
+    """Each epoch's batches, samples, time and data wait, from the training loop's marks."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.epochs: list[EpochSummary] = []
+        self.mark = time.perf_counter()
+
+    def arrived(self, epoch: int) -> float:
+        """A batch of ``epoch`` (from 0) arrived; returns its data wait."""
+        now = time.perf_counter()
+        if len(self.epochs) <= epoch:
+            self.epochs.append(EpochSummary(self.mode, epoch + 1, 0, 0, 0.0, 0.0))
+        wait = now - self.mark
+        self.epochs[epoch].data_wait_s += wait
+        self.epochs[epoch].seconds += wait
+        self.mark = now
+        return wait
+
+    def done(self, epoch: int, samples: int) -> None:
+        """The batch's training step ended."""
+        now = time.perf_counter()
+        summary = self.epochs[epoch]
+        summary.seconds += now - self.mark
+        summary.batches += 1
+        summary.samples += samples
+        self.mark = now
 
 
 def train(
@@ -72,13 +105,15 @@ def train(
     monitor: Any,
     progress: Progress,
     keep: int,
+    epochs: list[EpochSummary] | None = None,
 ) -> list[Any]:
     """Train a fresh model for ``settings.batches`` batches under ``monitor``.
 
-    The monitor measures each batch and its data wait; the summary is read from it.
+    The monitor measures each batch and its data wait; the summary is read from it. Each
+    epoch's figures are appended to ``epochs`` when given.
 
     Returns:
-        The first ``keep`` input batches with their labels (CPU copies).
+        The first ``keep`` input batches of every epoch with their labels (CPU copies).
     """
     import torch
 
@@ -105,11 +140,15 @@ def train(
         mode, config=asdict(settings) | {"device": device, "out_dir": str(settings.out_dir)}
     )
     batches = _batches(loader, settings.batches, first_epoch)
+    clock = _EpochClock(mode)
+    per_epoch: dict[int, int] = {}
     status, error = "completed", None
     try:
-        for index, inputs, targets in batches:
+        for index, epoch, inputs, targets in batches:
+            clock.arrived(epoch)
             monitor.start_batch()
-            if len(kept) < keep:
+            if per_epoch.get(epoch, 0) < keep:
+                per_epoch[epoch] = per_epoch.get(epoch, 0) + 1
                 kept.append((inputs.detach().cpu().clone(), targets.detach().cpu().clone()))
             inputs, targets = inputs.to(device), targets.to(device)
             optimizer.zero_grad()
@@ -119,10 +158,11 @@ def train(
             optimizer.step()
             loss_value = loss.item()  # synchronizes: the step's work is done
             monitor.end_batch(n_samples=int(targets.numel()))
+            clock.done(epoch, int(targets.numel()))
             correct += int((outputs.argmax(1) == targets).sum().item())
             total += int(targets.numel())
-            monitor.log_loss(0, index, loss_value)
-            monitor.log_accuracy(0, index, correct / total)
+            monitor.log_loss(epoch, index, loss_value)
+            monitor.log_accuracy(epoch, index, correct / total)
             progress(mode, index + 1, settings.batches)
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP under the CLI
         status, error = "interrupted", interruption_name(stop)
@@ -131,6 +171,8 @@ def train(
         status, error = "failed", f"{type(failure).__name__}: {failure}"
         raise
     finally:
+        if epochs is not None:
+            epochs.extend(clock.epochs)
         try:
             monitor.stop_mode(status, error)  # every measured batch is saved
         finally:
@@ -229,13 +271,19 @@ def verdict(
     loader: str | None = None,
     switched_off: Collection[str] = (),
     batched: Collection[str] = (),
+    cached: str = "",
+    epochs: Sequence[float] = (),
 ) -> str:
     """One sentence saying what the plan did and what it changed, without overclaiming.
 
     ``loader`` names the tuned DataLoader settings when the plan changes them; ``switched_off``
     the placed functions the run-time check turned back to their library; ``batched`` the sample
-    chains that ran once per batch.
+    chains that ran once per batch; ``cached`` what the prefix cache did (a clause), and
+    ``epochs`` the optimized run's speedup per epoch (the cache stores in the first, reads back
+    from the second).
     """
+    if cached:
+        return _cached_verdict(rows, speedup, device, loader, switched_off, batched, cached, epochs)
     placed = [r["function"] for r in rows if r["placed"]]
     kept = [r["function"] for r in rows if not r["placed"]]
     where = "the CPU" if device == "cpu" else device
@@ -298,3 +346,35 @@ def verdict(
         text + f"; yet the optimized run was {1 / speedup:.2f}x slower than the baseline here "
         "(see the run-time check in the migration stats)."
     )
+
+
+def _cached_verdict(
+    rows: list[dict[str, Any]],
+    speedup: float | None,
+    device: str,
+    loader: str | None,
+    switched_off: Collection[str],
+    batched: Collection[str],
+    cached: str,
+    epochs: Sequence[float],
+) -> str:
+    """The verdict of a run with the prefix cache: what moved, what was cached, each epoch."""
+    where = "the CPU" if device == "cpu" else device
+    placed = [r["function"] for r in rows if r["placed"] and r["function"] not in switched_off]
+    if placed:
+        text = f"The plan moves {', '.join(placed)} to torch on {where}, where measured faster"
+    else:
+        text = f"Measured on {where}, the plan moves no call to torch"
+    if batched:
+        text += f", runs the sample chain {', '.join(batched)} once per batch"
+    if loader is not None:
+        text += f", uses the tuned DataLoader ({loader})"
+    text += f" and {cached}"
+    if len(epochs) >= 2:
+        return text + (
+            f": epoch 1 ran {epochs[0]:.2f}x as fast as the baseline (computing and storing "
+            f"the cached values), epoch 2 {epochs[1]:.2f}x (reading them back)."
+        )
+    if speedup is not None:
+        return text + f": the optimized run was {speedup:.2f}x as fast as the baseline."
+    return text + "."

@@ -341,7 +341,12 @@ def find_prefixes(dag: Any) -> PrefixFound:
             group.traced.append(traced)
     chains = list(groups.values())
     note = "" if chains else "no sample reads a source (a buffer, a file) that a chain follows"
-    return PrefixFound(chains, len(samples), dataset_len, note)
+    # samples split by dataflow (the data set's code not traced) are parts of samples: there are
+    # no more samples than the traced batch holds
+    from codedag.optimize.batched import traced_batch_size
+
+    count = min(len(samples), traced_batch_size(dag, len(samples)))
+    return PrefixFound(chains, count, dataset_len, note)
 
 
 def candidates(chain: PrefixChain) -> list[Candidate]:

@@ -14,7 +14,8 @@ sample over
   it places;
 * a batched chain: ``EPOCHS * (original_ns - batched_ns) / batch_size`` per sample.
 
-The loser is switched off with the reason, and the plan gets a note.
+The loser is switched off with the reason, and the plan gets a note. A batched chain forced with
+``--batched always`` is the user's choice and keeps its functions.
 """
 
 from __future__ import annotations
@@ -73,6 +74,17 @@ def resolve(plan: dict[str, Any]) -> None:
         other += sum(_batched_value_ns(b) for b in batched)
         mine = cache_value_ns(chain)
         names = [c["function"] for c in calls] + [f"batched {b['id']}" for b in batched]
+        forced = [b["id"] for b in batched if b.get("basis") != "measured"]
+        if forced:  # --batched always: the user's choice, not a measurement to weigh
+            _uncache(section, chain, names, mine, other)
+            chain["reason"] = (
+                f"batched {', '.join(forced)} is forced (--batched always): not cached"
+            )
+            plan.setdefault("notes", []).append(
+                f"prefix cache: {chain['id']} is not cached: batched {', '.join(forced)} patches "
+                "the same functions and is forced"
+            )
+            continue
         if mine >= other:
             _unplace(plan, chain["id"], calls, batched, mine, other)
         else:

@@ -1,0 +1,85 @@
+"""The demo's prefix cache: its own folder, emptied around the optimized run, and its summary.
+
+The optimized run keeps each sample's deterministic prefix (docs/cache.md) in ``prefix-cache``
+under the demo's output folder. It is emptied before the run, so the first epoch computes and
+stores every value as a first run does, and after it, so nothing stays in shared memory (the
+RAM tier lives in ``/dev/shm``). Its summary (the plan's cuts and the run's hits and misses)
+goes into ``demo_summary.json``, the terminal summary and the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+FOLDER = "prefix-cache"
+
+
+def cache_settings(out_dir: Path, enabled: bool) -> Any:
+    """The migrator's cache settings: the demo's folder (``enabled=False``: no cache)."""
+    from codedag.migrate.prefix.runtime import CacheSettings
+    from codedag.migrate.prefix.tiers import StoreSettings
+
+    return CacheSettings(enabled=enabled, store=StoreSettings(folder=out_dir / FOLDER))
+
+
+def clear(out_dir: Path) -> int:
+    """Delete both tiers of the demo's cache; returns the bytes freed."""
+    from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+
+    return PrefixStore.open(StoreSettings(folder=out_dir / FOLDER)).clear()
+
+
+def cache_summary(plan: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """The plan's cache section in short, with the run's counters (``{}``: no section)."""
+    section = plan.get("cache")
+    if not section:
+        return {}
+    chains = [
+        {
+            "id": c["id"],
+            "steps": list(c.get("steps", [])),
+            "cached": bool(c.get("cached")),
+            "cut": (c.get("cut") or {}).get("step") if c.get("cached") else None,
+            "bytes_per_sample": (c.get("cut") or {}).get("bytes_per_sample", 0),
+            "saved_ms": (c.get("cut") or {}).get("saved_ns", 0) / 1e6,
+            "reason": c.get("reason", ""),
+        }
+        for c in section.get("chains", [])
+    ]
+    run = stats if stats.get("enabled") else None
+    return {
+        "mode": section.get("mode", "auto"),
+        "budget_bytes": section.get("budget_bytes", 0),
+        "bytes_total": section.get("bytes_total", 0),
+        "saved_ms_per_sample": section.get("saved_ns_per_sample", 0) / 1e6,
+        "write_ms_per_sample": section.get("write_ns_per_sample", 0) / 1e6,
+        "note": section.get("note", ""),
+        "chains": chains,
+        "stats": run,
+    }
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def cache_clause(summary: dict[str, Any]) -> str:
+    """What the cache did, in words for the verdict (``""``: nothing was cached)."""
+    cached = [c for c in summary.get("chains", []) if c["cached"]]
+    if not cached:
+        return ""
+    described = "; ".join(
+        f"{c['id']}: {' > '.join(_short(s) for s in c['steps'][: c['steps'].index(c['cut']) + 1])}"
+        if c["cut"] in c["steps"]
+        else c["id"]
+        for c in cached
+    )
+    stats = summary.get("stats") or {}
+    if not stats.get("hits"):
+        misses = ", ".join(f"{k} {v}" for k, v in (stats.get("misses") or {}).items()) or "none"
+        return (
+            f"planned the prefix cache for {described}, but the run read nothing back from it "
+            f"(misses: {misses})"
+        )
+    return f"keeps each sample's deterministic prefix in the prefix cache ({described})"
