@@ -1,38 +1,57 @@
-"""The whole plan against the pipeline's own settings, side by side, epoch 1 and epochs 2-3.
+"""The whole plan against the pipeline's own settings, side by side, epoch 1 and epochs 2+.
 
-For each example pipeline and worker count: the pipeline's own DataLoader (``own``); with the
-loader tuning alone (``tuned``: the settings ``codedag tune`` chooses, with ``--tune``); and with
-codedag's whole plan (``plan``: the tuned loader where measured, the prefix cache, placement and
-batched chains where calibration measured them faster), applied by ``PipelineMigrator``. Each
-variant trains nothing: it loads every batch of three epochs, and the samples per second of
-epoch 1 and of epochs 2-3 are printed separately, with their ratios to ``own``, the geometric
-mean over pipelines, whether every batch equals ``own``'s bit for bit (same seeds each epoch),
-and the prefix cache's RAM tier at its largest against its budget (memory resident in shared
-memory, measured as the blocks its file holds).
+For each example pipeline and worker count, one data set is built and loaded for ``--epochs``
+epochs (each epoch a fresh DataLoader seeded with its epoch number, so every variant sees the
+same sample order and the same augmentation draws) in these variants:
 
-Variants run one after another in one process on a fresh cache folder each, in the order own,
-tuned, plan; rerun to see the spread on a busy machine. Run::
+* ``own``: the pipeline's own DataLoader;
+* ``tuned`` (with ``--tune``): the loader settings ``codedag tune`` chooses, alone;
+* ``plan``: codedag's whole plan applied by ``PipelineMigrator``: the tuned loader (with
+  ``--tune``), the prefix cache, placement and batched chains where calibration measured them
+  faster. Each run starts on an empty cache folder, so its epoch 1 is a true first epoch.
 
-    python benchmarks/whole_plan.py --workers 0 2 --samples 64
+Variants are interleaved in ``--rounds`` rounds (own tuned plan, plan tuned own, ...), so all see
+the same machine state; a figure is the median over rounds and the spread (lowest to highest
+round) is printed beside it. An epoch is timed whole, from ``iter(loader)`` to its last batch
+(DataLoader workers start every epoch, as they do without ``persistent_workers``). Printed per
+pipeline: samples/s of epoch 1 and of epochs 2+ for each variant, their ratios to ``own``, whether
+every batch of every epoch equals ``own``'s bit for bit (``tuned``'s when the plan changes the
+worker count: then the augmentations that draw from a worker's random state change too), and the
+memory: the RAM tier at its largest (the blocks its file holds in shared memory), the resident
+private memory of the loading processes beyond ``own``'s at its largest, their sum, and the
+budget. Then the geometric means over pipelines. It measures; it asserts nothing.
+
+``--torch-threads`` (default 1) sets torch's intra-op threads in every variant alike: on a machine
+shared with other work, OpenMP threads spinning for a core turn epochs of a few hundred
+milliseconds into noise; 0 keeps torch's own setting. Run::
+
+    python benchmarks/whole_plan.py --workers 0 2 --samples 256 --rounds 3 [--tune]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import random
 import shutil
 import statistics
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import xxhash
 
 from codedag.experiments import pipelines
-from codedag.graph.model import ExecutionDAG
+from codedag.experiments.pipelines.loaders import build_loader
+from codedag.measure import round_order
 
 PIPELINES = (
     "demo_image",
@@ -42,144 +61,314 @@ PIPELINES = (
     "compose",
     "volume",
     "demo_audio",
+    "mel",
 )
 
 
-def _seed(epoch: int) -> None:
-    random.seed(epoch)
-    np.random.seed(epoch)
-    torch.manual_seed(epoch)
+@dataclass
+class Run:
+    """One variant's epochs in one round."""
+
+    rates: list[float]
+    digests: list[list[bytes]]
+    tier_peak_bytes: int = 0
+    private_peak_bytes: int = 0
+    cache: dict[str, Any] = field(default_factory=dict)
 
 
-def _epochs(make: Any, epochs: int) -> tuple[list[float], list[Any], int]:
-    """Samples/s per epoch, the batches, and the RAM tier's peak blocks (0 without one)."""
-    rates, batches = [], []
+class MemoryPeak:
+    """The largest RAM tier and private resident memory of this process and its children,
+    sampled every 20 ms while entered."""
+
+    def __init__(self, tier: Path | None) -> None:
+        self.tier = tier
+        self.tier_bytes = 0
+        self.private_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> MemoryPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._measure()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            self._measure()
+
+    def _measure(self) -> None:
+        import psutil
+
+        from codedag.devices.memory import allocated_bytes
+
+        if self.tier is not None and self.tier.exists():
+            self.tier_bytes = max(self.tier_bytes, allocated_bytes(self.tier))
+        me = psutil.Process()
+        total = 0
+        for process in [me, *me.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error, OSError):
+                total += _rss_anon(process.pid)
+        self.private_bytes = max(self.private_bytes, total)
+
+
+def _rss_anon(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _digests(batch: Any) -> list[bytes]:
+    leaves = batch if isinstance(batch, list | tuple) else [batch]
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            out.append(xxhash.xxh3_128_digest(leaf.contiguous().numpy().tobytes()))
+    return out
+
+
+def _epochs(make: Callable[[int], Any], epochs: int) -> tuple[list[float], list[list[bytes]]]:
+    rates, digests = [], []
     for epoch in range(epochs):
-        _seed(epoch)
-        loader = make()
+        random.seed(epoch)
+        np.random.seed(epoch)
+        torch.manual_seed(epoch)
+        loader = make(epoch)
         count = 0
         started = time.perf_counter()
-        out = []
         for batch in loader:
             first = batch[0] if isinstance(batch, list | tuple) else batch
             count += len(first)
-            out.append([b.clone() if isinstance(b, torch.Tensor) else b for b in batch])
+            digests.append(_digests(batch))
         rates.append(count / (time.perf_counter() - started))
-        batches.append(out)
-    return rates, batches, 0
+        del loader
+    return rates, digests
 
 
-def _identical(a: list[Any], b: list[Any]) -> bool:
-    for epoch_a, epoch_b in zip(a, b):
-        for x, y in zip(epoch_a, epoch_b):
-            for u, v in zip(x, y):
-                if isinstance(u, torch.Tensor) and not torch.equal(u, v):
-                    return False
-    return True
+@dataclass
+class Case:
+    """One pipeline at one worker count: its data set, tuned section and plan."""
+
+    name: str
+    workers: int
+    make: Callable[[int], Any]
+    tuned: Any | None
+    plan: dict[str, Any]
+    budget_bytes: int | None
 
 
-def _plan(name: str, make: Any, out: Path, tuned: Any | None) -> dict[str, Any]:
+def prepare(
+    name: str, workers: int, samples: int, batch: int, tune: bool, budget_bytes: int | None
+) -> Case:
+    """Build the data set, tune the loader (optional), trace one batch and plan."""
     from codedag.optimize.manager import OptimizerManager
     from codedag.trace.tracer import trace_dataloader
 
-    tracer, _ = trace_dataloader(make())
-    dag: ExecutionDAG = tracer.dag
-    manager = OptimizerManager(cache="auto", loader=tuned, target_device="cpu")
-    return manager.optimize(dag)["migration_plan"]
+    own = pipelines.make_loader(name, batch_size=batch, num_workers=workers, seed=0, n=samples)
+    dataset, collate = own.dataset, own.collate_fn
 
-
-def _tuned(make: Any) -> Any:
-    from codedag.tune.tuner import tune_loader
-
-    return tune_loader(make())
-
-
-def run(
-    name: str, workers: int, samples: int, batch: int, epochs: int, tune: bool
-) -> dict[str, Any]:
-    from codedag.devices.memory import allocated_bytes
-    from codedag.migrate.api import PipelineMigrator
-    from codedag.migrate.prefix.runtime import CacheSettings
-    from codedag.migrate.prefix.tiers import StoreSettings
-
-    def make() -> Any:
-        return pipelines.make_loader(
-            name, batch_size=batch, num_workers=workers, seed=0, n=samples, shuffle=True
+    def make(epoch: int) -> Any:
+        return build_loader(
+            dataset, batch_size=batch, num_workers=workers, seed=epoch, collate_fn=collate
         )
 
-    row: dict[str, Any] = {"pipeline": name, "workers": workers}
-    own_rates, own_batches, _ = _epochs(make, epochs)
-    row["own"] = own_rates
-    tuned = _tuned(make) if tune else None
-    if tuned is not None:
-        plan = {"context_device_map": {}, "loader": tuned.model_dump(mode="json")}
-        with PipelineMigrator(plan, guard=False):
-            row["tuned"], _, _ = _epochs(make, epochs)
+    tuned = None
+    if tune:
+        from codedag.tune import TuneOptions, tune_loader
+
+        tuned = tune_loader(make(0), TuneOptions(batches=6, rounds=2, trial_s=2.0, budget_s=60))
+        tuned.override = list(tuned.changed)
+    tracer, _ = trace_dataloader(make(0))
+    manager = OptimizerManager(
+        cache="auto", loader=tuned, target_device="cpu", cache_budget_bytes=budget_bytes
+    )
+    plan = manager.optimize(tracer.dag)["migration_plan"]
+    return Case(name, workers, make, tuned, plan, budget_bytes)
+
+
+def _own(case: Case, epochs: int) -> Run:
+    with MemoryPeak(None) as memory:
+        rates, digests = _epochs(case.make, epochs)
+    return Run(rates, digests, private_peak_bytes=memory.private_bytes)
+
+
+def _tuned(case: Case, epochs: int) -> Run:
+    from codedag.migrate.api import PipelineMigrator
+
+    plan = {"context_device_map": {}, "loader": case.tuned.model_dump(mode="json")}
+    with PipelineMigrator(plan, guard=False), MemoryPeak(None) as memory:
+        rates, digests = _epochs(case.make, epochs)
+    return Run(rates, digests, private_peak_bytes=memory.private_bytes)
+
+
+def _plan(case: Case, epochs: int) -> Run:
+    from codedag.migrate.api import PipelineMigrator
+    from codedag.migrate.prefix.runtime import CacheSettings
+    from codedag.migrate.prefix.tiers import StoreSettings, ram_folder
+
     folder = Path(tempfile.mkdtemp(prefix="codedag-whole-plan-"))
     try:
-        plan = _plan(name, make, folder, tuned)
-        settings = CacheSettings(store=StoreSettings(folder=folder / "cache"))
-        migrator = PipelineMigrator(plan, guard=False, cache=settings)
-        with migrator:
-            rates, batches, _ = _epochs(make, epochs)
-        stats = migrator.get_stats()["cache"]
-        row["plan"] = rates
-        row["identical"] = _identical(own_batches, batches)
-        cached = [c for c in (plan.get("cache") or {}).get("chains", []) if c.get("cached")]
-        row["cut"] = ", ".join(f"{c['cut']['step']}" for c in cached) or "-"
-        ram = [t for t in stats.get("tiers", []) if t["kind"] == "ram"]
-        row["ram_mb"] = ram[0]["allocated_bytes"] / 1e6 if ram else 0.0
-        row["budget_mb"] = ram[0]["budget_bytes"] / 1e6 if ram else 0.0
-        row["hits"] = stats.get("hits", 0)
-        row["misses"] = stats.get("misses", {})
+        store = StoreSettings(folder=folder / "cache", ram_budget_bytes=case.budget_bytes)
+        migrator = PipelineMigrator(case.plan, guard=False, cache=CacheSettings(store=store))
+        with migrator, MemoryPeak(ram_folder(folder / "cache")) as memory:
+            rates, digests = _epochs(case.make, epochs)
+        run = Run(rates, digests, memory.tier_bytes, memory.private_bytes)
+        run.cache = migrator.get_stats()["cache"]
         migrator.cache.store.clear()
-        del allocated_bytes
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return row
+    return run
+
+
+VARIANTS: dict[str, Callable[[Case, int], Run]] = {"own": _own, "tuned": _tuned, "plan": _plan}
 
 
 def _later(rates: list[float]) -> float:
     return statistics.fmean(rates[1:]) if len(rates) > 1 else rates[0]
 
 
+def _ratio(runs: list[Run], own: list[Run], pick: Callable[[list[float]], float]) -> list[float]:
+    """Per round, this variant's rate over own's (rounds paired)."""
+    return [pick(r.rates) / pick(o.rates) for r, o in zip(runs, own)]
+
+
+def _span(values: list[float]) -> str:
+    return f"{statistics.median(values):5.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def _rounds(case: Case, variants: list[str], rounds: int, epochs: int) -> dict[str, list[Run]]:
+    runs: dict[str, list[Run]] = {v: [] for v in variants}
+    for r in range(rounds):
+        for variant in round_order(variants, r):
+            runs[variant].append(VARIANTS[variant](case, epochs))
+    return runs
+
+
+def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
+    own, plan = runs["own"], runs["plan"]
+    first = lambda rates: rates[0]  # noqa: E731
+    row: dict[str, Any] = {
+        "pipeline": case.name,
+        "workers": case.workers,
+        "own_e1": statistics.median(r.rates[0] for r in own),
+        "own_later": statistics.median(_later(r.rates) for r in own),
+        "plan_e1": statistics.median(r.rates[0] for r in plan),
+        "plan_later": statistics.median(_later(r.rates) for r in plan),
+        "e1": _ratio(plan, own, first),
+        "later": _ratio(plan, own, _later),
+    }
+    reference = own
+    workers_changed = case.tuned is not None and case.tuned.changed
+    if "tuned" in runs:
+        row["tuned_e1"] = _ratio(runs["tuned"], own, first)
+        row["tuned_later"] = _ratio(runs["tuned"], own, _later)
+        if workers_changed:
+            reference = runs["tuned"]
+    row["same"] = all(p.digests == reference[0].digests for p in plan)
+    row["same_against"] = "tuned" if reference is not own else "own"
+    tier = max(p.tier_peak_bytes for p in plan)
+    private = max(p.private_peak_bytes for p in plan) - max(o.private_peak_bytes for o in own)
+    cache = plan[-1].cache
+    budgets = cache.get("budget_bytes", {}) if cache.get("enabled") else {}
+    row.update(
+        tier_mb=tier / 1e6,
+        private_mb=max(0, private) / 1e6,
+        budget_mb=budgets.get("ram", 0) / 1e6,
+        hits=cache.get("hits", 0),
+        misses=cache.get("misses", {}),
+    )
+    chains = [c for c in (case.plan.get("cache") or {}).get("chains", []) if c.get("cached")]
+    row["cut"] = ", ".join(c["cut"]["step"].rsplit(".", 1)[-1] for c in chains) or "-"
+    return row
+
+
+HEADER = (
+    f"{'pipeline':<11} {'w':>1}  {'own e1':>6} {'own e2+':>7}  {'plan e1':>7} {'plan e2+':>8}  "
+    f"{'e1 x (range)':>16} {'e2+ x (range)':>17}  {'same':<4}  {'tier MB':>7} {'+priv MB':>8} "
+    f"{'budget MB':>9}  cut"
+)
+
+
+def _print(row: dict[str, Any]) -> None:
+    same = ("yes" if row["same"] else "NO") + ("*" if row["same_against"] == "tuned" else "")
+    print(
+        f"{row['pipeline']:<11} {row['workers']:>1}  {row['own_e1']:6.1f} {row['own_later']:7.1f}"
+        f"  {row['plan_e1']:7.1f} {row['plan_later']:8.1f}  {_span(row['e1']):>16} "
+        f"{_span(row['later']):>17}  {same:<4}  {row['tier_mb']:7.1f} {row['private_mb']:8.1f} "
+        f"{row['budget_mb']:9.0f}  {row['cut']}",
+        flush=True,
+    )
+    if "tuned_e1" in row:
+        print(
+            f"{'':<14}tuned alone: e1 {_span(row['tuned_e1'])}, e2+ {_span(row['tuned_later'])}",
+            flush=True,
+        )
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+@contextlib.contextmanager
+def _threads(count: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    if count > 0:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipelines", nargs="+", default=list(PIPELINES), choices=PIPELINES)
     parser.add_argument("--workers", nargs="+", type=int, default=[0, 2])
-    parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--tune", action="store_true", help="also measure the loader tuning alone")
-    args = parser.parse_args()
-    rows = []
-    print(
-        f"{'pipeline':<11} {'w':>1}  {'own e1':>7} {'own e2+':>7}  {'plan e1':>7} {'plan e2+':>8}"
-        f"  {'e1 x':>5} {'e2+ x':>6}  {'same':<4} {'RAM MB':>7} {'budget':>7}  cut"
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tune", action="store_true", help="also tune the loader (and apply it)")
+    parser.add_argument(
+        "--cache-budget-mb", type=float, default=None, help="default: the RAM tier's"
     )
-    for name in args.pipelines:
-        for workers in args.workers:
-            row = run(name, workers, args.samples, args.batch_size, args.epochs, args.tune)
-            rows.append(row)
-            own, plan = row["own"], row["plan"]
-            e1, later = plan[0] / own[0], _later(plan) / _later(own)
-            row["ratio_e1"], row["ratio_later"] = e1, later
-            tuned = ""
-            if "tuned" in row:
-                tuned = f"  tuned e1 {row['tuned'][0] / own[0]:.2f}x e2+ {_later(row['tuned']) / _later(own):.2f}x"
-            print(
-                f"{name:<11} {workers:>1}  {own[0]:7.1f} {_later(own):7.1f}  {plan[0]:7.1f} "
-                f"{_later(plan):8.1f}  {e1:5.2f} {later:6.2f}  {'yes' if row['identical'] else 'NO':<4} "
-                f"{row['ram_mb']:7.1f} {row['budget_mb']:7.0f}  {row['cut']}{tuned}",
-                flush=True,
-            )
+    parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's own")
+    args = parser.parse_args()
+    budget = None if args.cache_budget_mb is None else int(args.cache_budget_mb * 1e6)
+    variants = ["own", "tuned", "plan"] if args.tune else ["own", "plan"]
+    print(
+        f"{args.samples} samples, batches of {args.batch_size}, {args.epochs} epochs, "
+        f"{args.rounds} interleaved rounds, torch threads {args.torch_threads or 'default'}, "
+        f"{os.cpu_count()} CPUs; samples/s (median over rounds); x: plan / own per round, "
+        "median (lowest-highest)"
+    )
+    print(HEADER)
+    rows = []
+    with _threads(args.torch_threads):
+        for name in args.pipelines:
+            for workers in args.workers:
+                case = prepare(name, workers, args.samples, args.batch_size, args.tune, budget)
+                row = _row(case, _rounds(case, variants, args.rounds, args.epochs))
+                rows.append(row)
+                _print(row)
+    if any(r["same_against"] == "tuned" for r in rows):
+        print("* compared with the tuned loader alone: the plan changes the worker count")
     for workers in args.workers:
         chosen = [r for r in rows if r["workers"] == workers]
-        g1 = math.exp(statistics.fmean(math.log(r["ratio_e1"]) for r in chosen))
-        g2 = math.exp(statistics.fmean(math.log(r["ratio_later"]) for r in chosen))
+        e1 = _geomean([statistics.median(r["e1"]) for r in chosen])
+        later = _geomean([statistics.median(r["later"]) for r in chosen])
         print(
-            f"geometric mean, {workers} workers: epoch 1 {g1:.2f}x, epochs 2+ {g2:.2f}x (samples/s, plan / own)"
+            f"geometric mean, {workers} workers, {len(chosen)} pipelines: epoch 1 {e1:.2f}x, "
+            f"epochs 2+ {later:.2f}x (samples/s, plan / own)"
         )
+    for row in rows:
+        misses = ", ".join(f"{k} {v}" for k, v in row["misses"].items()) or "none"
+        print(f"cache {row['pipeline']} w{row['workers']}: hits {row['hits']}, misses {misses}")
 
 
 if __name__ == "__main__":
