@@ -561,6 +561,14 @@ def _summarize_demo(folder: str) -> Summarizer:
                     "verify",
                 )
             },
+            "epochs": [
+                {k: e.get(k) for k in ("mode", "epoch", "samples_per_s", "data_wait_share")}
+                for e in data.get("epochs", [])
+            ],
+            "cache": {
+                k: ((data.get("cache") or {}).get("stats") or {}).get(k)
+                for k in ("hits", "misses", "stored", "evictions")
+            },
             "verdict": data.get("verdict"),
         }
 

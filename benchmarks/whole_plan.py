@@ -19,7 +19,10 @@ every batch of every epoch equals ``own``'s bit for bit (``tuned``'s when the pl
 worker count: then the augmentations that draw from a worker's random state change too), and the
 memory: the RAM tier at its largest (the blocks its file holds in shared memory), the resident
 private memory of the loading processes beyond ``own``'s at its largest, their sum, and the
-budget. Then the geometric means over pipelines. It measures; it asserts nothing.
+budget. Beside samples/s, the CPU time per sample of this process and its workers (own /
+plan): on a machine shared with other work it moves far less than wall time, and shows what the
+plan costs or saves in work. Then the geometric means over pipelines. It measures; it asserts
+nothing.
 
 ``--torch-threads`` (default 1) sets torch's intra-op threads in every variant alike: on a machine
 shared with other work, OpenMP threads spinning for a core turn epochs of a few hundred
@@ -35,6 +38,7 @@ import contextlib
 import math
 import os
 import random
+import resource
 import shutil
 import statistics
 import tempfile
@@ -67,9 +71,10 @@ PIPELINES = (
 
 @dataclass
 class Run:
-    """One variant's epochs in one round."""
+    """One variant's epochs in one round: samples/s and CPU ms per sample of each epoch."""
 
     rates: list[float]
+    cpu_ms: list[float]
     digests: list[list[bytes]]
     tier_peak_bytes: int = 0
     private_peak_bytes: int = 0
@@ -78,7 +83,8 @@ class Run:
 
 class MemoryPeak:
     """The largest RAM tier and private resident memory of this process and its children,
-    sampled every 20 ms while entered."""
+    sampled every 100 ms while entered (children read from ``/proc``, not a scan of every
+    process)."""
 
     def __init__(self, tier: Path | None) -> None:
         self.tier = tier
@@ -97,22 +103,28 @@ class MemoryPeak:
         self._measure()
 
     def _sample(self) -> None:
-        while not self._stop.wait(0.02):
+        while not self._stop.wait(0.1):
             self._measure()
 
     def _measure(self) -> None:
-        import psutil
-
         from codedag.devices.memory import allocated_bytes
 
         if self.tier is not None and self.tier.exists():
             self.tier_bytes = max(self.tier_bytes, allocated_bytes(self.tier))
-        me = psutil.Process()
         total = 0
-        for process in [me, *me.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error, OSError):
-                total += _rss_anon(process.pid)
+        for pid in (os.getpid(), *_children(os.getpid())):
+            with contextlib.suppress(OSError, ValueError):
+                total += _rss_anon(pid)
         self.private_bytes = max(self.private_bytes, total)
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as children:
+                out.extend(int(c) for c in children.read().split())
+    return out
 
 
 def _rss_anon(pid: int) -> int:
@@ -121,6 +133,13 @@ def _rss_anon(pid: int) -> int:
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user and system) of this process and of its children that ended."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _digests(batch: Any) -> list[bytes]:
@@ -132,14 +151,19 @@ def _digests(batch: Any) -> list[bytes]:
     return out
 
 
-def _epochs(make: Callable[[int], Any], epochs: int) -> tuple[list[float], list[list[bytes]]]:
-    rates, digests = [], []
+def _epochs(
+    make: Callable[[int], Any], epochs: int
+) -> tuple[list[float], list[float], list[list[bytes]]]:
+    """Samples/s and CPU ms per sample of each epoch (the workers' CPU counts once they ended,
+    at the epoch's end), and the batches' digests."""
+    rates, cpu_ms, digests = [], [], []
     for epoch in range(epochs):
         random.seed(epoch)
         np.random.seed(epoch)
         torch.manual_seed(epoch)
         loader = make(epoch)
         count = 0
+        cpu = _cpu_s()
         started = time.perf_counter()
         for batch in loader:
             first = batch[0] if isinstance(batch, list | tuple) else batch
@@ -147,7 +171,8 @@ def _epochs(make: Callable[[int], Any], epochs: int) -> tuple[list[float], list[
             digests.append(_digests(batch))
         rates.append(count / (time.perf_counter() - started))
         del loader
-    return rates, digests
+        cpu_ms.append((_cpu_s() - cpu) * 1e3 / count)
+    return rates, cpu_ms, digests
 
 
 @dataclass
@@ -193,8 +218,8 @@ def prepare(
 
 def _own(case: Case, epochs: int) -> Run:
     with MemoryPeak(None) as memory:
-        rates, digests = _epochs(case.make, epochs)
-    return Run(rates, digests, private_peak_bytes=memory.private_bytes)
+        rates, cpu_ms, digests = _epochs(case.make, epochs)
+    return Run(rates, cpu_ms, digests, private_peak_bytes=memory.private_bytes)
 
 
 def _tuned(case: Case, epochs: int) -> Run:
@@ -202,8 +227,8 @@ def _tuned(case: Case, epochs: int) -> Run:
 
     plan = {"context_device_map": {}, "loader": case.tuned.model_dump(mode="json")}
     with PipelineMigrator(plan, guard=False), MemoryPeak(None) as memory:
-        rates, digests = _epochs(case.make, epochs)
-    return Run(rates, digests, private_peak_bytes=memory.private_bytes)
+        rates, cpu_ms, digests = _epochs(case.make, epochs)
+    return Run(rates, cpu_ms, digests, private_peak_bytes=memory.private_bytes)
 
 
 def _plan(case: Case, epochs: int) -> Run:
@@ -216,8 +241,8 @@ def _plan(case: Case, epochs: int) -> Run:
         store = StoreSettings(folder=folder / "cache", ram_budget_bytes=case.budget_bytes)
         migrator = PipelineMigrator(case.plan, guard=False, cache=CacheSettings(store=store))
         with migrator, MemoryPeak(ram_folder(folder / "cache")) as memory:
-            rates, digests = _epochs(case.make, epochs)
-        run = Run(rates, digests, memory.tier_bytes, memory.private_bytes)
+            rates, cpu_ms, digests = _epochs(case.make, epochs)
+        run = Run(rates, cpu_ms, digests, memory.tier_bytes, memory.private_bytes)
         run.cache = migrator.get_stats()["cache"]
         migrator.cache.store.clear()
     finally:
@@ -261,6 +286,8 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
         "plan_later": statistics.median(_later(r.rates) for r in plan),
         "e1": _ratio(plan, own, first),
         "later": _ratio(plan, own, _later),
+        "cpu_e1": [o.cpu_ms[0] / p.cpu_ms[0] for p, o in zip(plan, own)],
+        "cpu_later": [_later(o.cpu_ms) / _later(p.cpu_ms) for p, o in zip(plan, own)],
     }
     reference = own
     workers_changed = case.tuned is not None and case.tuned.changed
@@ -289,8 +316,8 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
 
 HEADER = (
     f"{'pipeline':<11} {'w':>1}  {'own e1':>6} {'own e2+':>7}  {'plan e1':>7} {'plan e2+':>8}  "
-    f"{'e1 x (range)':>16} {'e2+ x (range)':>17}  {'same':<4}  {'tier MB':>7} {'+priv MB':>8} "
-    f"{'budget MB':>9}  cut"
+    f"{'e1 x (range)':>16} {'e2+ x (range)':>17}  {'cpu e1 x':>8} {'cpu e2+ x':>9}  {'same':<4}  "
+    f"{'tier MB':>7} {'+priv MB':>8} {'budget MB':>9}  cut"
 )
 
 
@@ -299,8 +326,9 @@ def _print(row: dict[str, Any]) -> None:
     print(
         f"{row['pipeline']:<11} {row['workers']:>1}  {row['own_e1']:6.1f} {row['own_later']:7.1f}"
         f"  {row['plan_e1']:7.1f} {row['plan_later']:8.1f}  {_span(row['e1']):>16} "
-        f"{_span(row['later']):>17}  {same:<4}  {row['tier_mb']:7.1f} {row['private_mb']:8.1f} "
-        f"{row['budget_mb']:9.0f}  {row['cut']}",
+        f"{_span(row['later']):>17}  {statistics.median(row['cpu_e1']):8.2f} "
+        f"{statistics.median(row['cpu_later']):9.2f}  {same:<4}  {row['tier_mb']:7.1f} "
+        f"{row['private_mb']:8.1f} {row['budget_mb']:9.0f}  {row['cut']}",
         flush=True,
     )
     if "tuned_e1" in row:
@@ -345,7 +373,8 @@ def main() -> None:
         f"{args.samples} samples, batches of {args.batch_size}, {args.epochs} epochs, "
         f"{args.rounds} interleaved rounds, torch threads {args.torch_threads or 'default'}, "
         f"{os.cpu_count()} CPUs; samples/s (median over rounds); x: plan / own per round, "
-        "median (lowest-highest)"
+        "median (lowest-highest); cpu x: own / plan CPU time per sample (this process and its "
+        "workers), median"
     )
     print(HEADER)
     rows = []
@@ -362,9 +391,12 @@ def main() -> None:
         chosen = [r for r in rows if r["workers"] == workers]
         e1 = _geomean([statistics.median(r["e1"]) for r in chosen])
         later = _geomean([statistics.median(r["later"]) for r in chosen])
+        cpu1 = _geomean([statistics.median(r["cpu_e1"]) for r in chosen])
+        cpu2 = _geomean([statistics.median(r["cpu_later"]) for r in chosen])
         print(
             f"geometric mean, {workers} workers, {len(chosen)} pipelines: epoch 1 {e1:.2f}x, "
-            f"epochs 2+ {later:.2f}x (samples/s, plan / own)"
+            f"epochs 2+ {later:.2f}x (samples/s, plan / own); CPU time per sample own / plan: "
+            f"epoch 1 {cpu1:.2f}x, epochs 2+ {cpu2:.2f}x"
         )
     for row in rows:
         misses = ", ".join(f"{k} {v}" for k, v in row["misses"].items()) or "none"

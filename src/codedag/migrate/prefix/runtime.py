@@ -107,6 +107,9 @@ class PrefixCacheRuntime:
         """Open the store (a new generation) and install the patches."""
         if self._applied or not self.active:
             return {"patched": 0, "failed": 0}
+        from codedag.migrate.prefix.keys import versions
+
+        versions()  # read once here (tens of ms), not in the first sample of every worker
         self.store.begin_run()
         if not self.store.enabled:
             log.warning(

@@ -134,6 +134,7 @@ class LmdbTier:
     def __init__(self, kind: str, path: str | os.PathLike[str], budget_bytes: int) -> None:
         self.kind = kind
         self.path = Path(path)
+        self._key = str(self.path.absolute())  # its entry in the environments open here
         self.budget_bytes = max(_MIN_MAP_BYTES, int(budget_bytes))
         self.limit_bytes = int(self.budget_bytes * FILL)
         self.generation = 0
@@ -162,7 +163,7 @@ class LmdbTier:
     def _open(self) -> Any:
         if self.problem:
             raise TierError(self.problem)
-        key = str(self.path.absolute())
+        key = self._key
         found = _OPEN.get(key)
         if found is not None and found[2] == os.getpid():
             self._dbs = found[1]
@@ -196,7 +197,7 @@ class LmdbTier:
 
     def close(self) -> None:
         """Close the environment in this process (it opens again on the next use)."""
-        _close(str(self.path.absolute()))
+        _close(self._key)
 
     def _failed(self, error: Exception) -> TierError:
         self.disable(_describe(error))
