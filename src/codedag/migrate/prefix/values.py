@@ -76,10 +76,10 @@ class PrefixValue:
         "__weakref__",
         "_call",
         "_counts",
+        "_history",
         "_key",
         "_lineage",
         "_meta",
-        "_parent",
         "_value",
     )
     __array_priority__ = 1000.0
@@ -100,7 +100,9 @@ class PrefixValue:
         self._value = value
         self._call = call
         self._counts = counts or {}
-        self._parent = parent
+        # the earlier values' keys and headers, not the values: an intermediate user code no
+        # longer holds is freed as it would be without the cache
+        self._history = () if parent is None else parent._lineage_metas()
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -121,14 +123,9 @@ class PrefixValue:
         self._lineage.diverge(reason)
         return value
 
-    def _lineage_metas(self) -> list[tuple[bytes, bytes]]:
+    def _lineage_metas(self) -> tuple[tuple[bytes, bytes], ...]:
         """``(key, header)`` of this value and every earlier value of its chain."""
-        out = []
-        node: PrefixValue | None = self
-        while node is not None:
-            out.append((node._key, node._meta.to_bytes()))
-            node = node._parent
-        return out
+        return ((self._key, self._meta.to_bytes()), *self._history)
 
     # -- what the header answers ----------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
