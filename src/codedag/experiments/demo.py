@@ -119,7 +119,6 @@ def optimize(
     Without CUDA the target is torch on the CPU, so the demo shows what codedag finds there.
     With a tuned ``loader`` section, placement is measured with its workers and threads.
     """
-    from codedag.experiments.demo_cache import FOLDER
     from codedag.optimize.manager import OptimizerManager
 
     manager = OptimizerManager(
@@ -128,7 +127,7 @@ def optimize(
         loader=loader,
         batched=settings.batched,
         cache="auto" if settings.cache else "off",
-        cache_folder=str(out_dir / FOLDER),
+        cache_folder=str(out_dir / demo_cache.FOLDER),
     )
     result = manager.optimize(dag, export_dir=out_dir / "optimizer")
     plan = result["migration_plan"]
