@@ -113,7 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with interrupt_on_signals():
-            return int(args.handler(args) or 0)
+            code = int(args.handler(args) or 0)
+        _report_suppressed()
+        return code
     except CodeDAGError as error:
         print(f"codedag {args.command}: error: {one_line(error)}", file=sys.stderr)
         if args.verbose:
@@ -139,6 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         reason = error.strerror or type(error).__name__
         print(f"codedag {args.command}: error: {where}: {reason}", file=sys.stderr)
         return 2
+
+
+def _report_suppressed() -> None:
+    from codedag.util.logs import suppressed_summary
+
+    summary = suppressed_summary()
+    if summary is not None:
+        log.warning("%s", summary)
 
 
 if __name__ == "__main__":  # pragma: no cover
