@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from codedag.errors import UsageError
+from codedag.util.text import listing, printable
 
 _PYTHONS = ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")
 
@@ -230,11 +231,19 @@ def _print_table(stats: dict[str, Any], rank: int = 0, world_size: int = 1) -> N
         )
     console = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
     console.print(table)
-    for name, why in {**stats["skipped"], **stats["failed"]}.items():
-        console.print(f"not patched: {name}: {why}")
+    for line in not_patched_lines({**stats["skipped"], **stats["failed"]}):
+        console.print(line, markup=False)
     batched = stats.get("batched") or {}
     if batched.get("enabled"):
         console.print(batched_table(batched, where))
+
+
+def not_patched_lines(reasons: dict[str, str]) -> list[str]:
+    """One line per reason naming the functions it kept unpatched (the first few, then a count)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in reasons.items():
+        by_reason.setdefault(printable(why), []).append(printable(name, 80))
+    return [f"not patched: {listing(names)}: {why}" for why, names in by_reason.items()]
 
 
 def batched_table(batched: dict[str, Any], where: str = "") -> Any:

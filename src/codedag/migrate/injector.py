@@ -22,6 +22,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from codedag.backends.admission import UNKNOWN
 from codedag.backends.names import INDEXED_MODULES
 from codedag.backends.registry import Registry
 from codedag.backends.values import ValueConverter
@@ -32,6 +33,7 @@ from codedag.migrate.workerstats import COUNT_FIELDS, WorkerStats
 from codedag.migrate.wrapper import UniversalWrapper
 from codedag.patching import Patcher, resolve
 from codedag.plan.context import ContextMatcher, Placement
+from codedag.util.text import listing, printable
 
 log = logging.getLogger(__name__)
 
@@ -83,17 +85,23 @@ class PatchInjector:
             if reason is not None:
                 refused.append(f"{name} ({reason})")
             elif self.registry.get(name) is None:
-                self.skipped[name] = "not in the registry of migratable functions"
+                self.skipped[name] = UNKNOWN
             else:
                 wanted.append(name)
         if refused:
             raise MigrationError(
                 "the plan migrates functions that must stay on the CPU: "
-                + ", ".join(refused)
+                + listing([printable(r, 120) for r in refused])
                 + "; expected only names from list_supported_functions()"
             )
-        for name, why in self.skipped.items():
-            log.warning("skipping %s: %s", name, why)
+        if self.skipped:
+            names = [printable(n, 80) for n in self.skipped]
+            log.warning(
+                "skipping %d function(s) %s: %s",
+                len(names),
+                self.skipped[next(iter(self.skipped))],
+                listing(names),
+            )
         return wanted
 
     def apply_all(self) -> dict[str, int]:
