@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 # C0 and C1 controls, DEL, line and paragraph separators, direction embeddings and isolates,
 # and lone surrogates (undecodable bytes of a file name read with ``surrogateescape``).
@@ -40,6 +41,29 @@ def printable(text: object, limit: int | None = DEFAULT_LIMIT) -> str:
         value = value[:limit]
     value = _UNSAFE.sub(_escape, value)
     return f"{value}... ({cut:,} more characters)" if cut else value
+
+
+def terminal_text(text: object, limit: int | None = DEFAULT_LIMIT) -> Any:
+    """:func:`printable` text as a rich ``Text``: shown as it is, never read as rich markup
+    (``[link=...]`` or ``[/]`` in a name stays text)."""
+    from rich.text import Text
+
+    return Text(printable(text, limit))
+
+
+def dot_string(text: str, limit: int = 200) -> str:
+    """``text`` as a quoted Graphviz DOT string: each line :func:`printable` (cut past
+    ``limit``), quotes and backslashes escaped, line breaks as DOT's ``\\n``."""
+    lines = (printable(line, limit) for line in str(text).split("\n"))
+    body = "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"') for line in lines)
+    return f'"{body}"'
+
+
+def file_stem(text: str, limit: int = 100) -> str:
+    """``text`` as a safe file name part: letters, digits, ``._-`` kept, the rest ``_``, cut
+    to ``limit`` characters (a name from a file never becomes a path: no ``/``, no ``..``)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:limit].strip(".")
+    return stem or "_"
 
 
 def listing(items: Sequence[str], limit: int = 8) -> str:
