@@ -14,6 +14,7 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -109,11 +110,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from codedag.util.logs import setup_logging
 
     setup_logging(-1 if args.quiet else args.verbose)
-    from codedag.util.signals import Terminated, interrupt_on_signals
+    from codedag.util.signals import Terminated, interrupt_on_signals, interrupted_by
 
     try:
         with interrupt_on_signals():
             code = int(args.handler(args) or 0)
+        signum = interrupted_by()
+        if code == 0 and signum is not None:  # a library swallowed the interruption
+            raise Terminated(signum) if signum != signal.SIGINT else KeyboardInterrupt
         _report_suppressed()
         return code
     except CodeDAGError as error:

@@ -19,6 +19,7 @@ import functools
 import logging
 import sys
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -163,6 +164,7 @@ class PatchInjector:
             lambda name: wrappers[name].report(),
             COUNT_FIELDS + guard_module.FIELDS,
             cumulative=COUNT_FIELDS,
+            labels=lambda: {name: w.fallback_reasons() for name, w in wrappers.items()},
         )
         for name, wrapper in wrappers.items():
             wrapper.worker_reports = functools.partial(workers.children, name)
@@ -186,7 +188,8 @@ class PatchInjector:
         """Each patched function's :meth:`UniversalWrapper.stats`, forked workers' counts added.
 
         A row's ``in_workers`` holds what forked children counted (already included in its
-        totals); ``guard`` lists the workers' guard decisions under ``workers``.
+        totals, their fallbacks' reasons in ``fallback_reasons``); ``guard`` lists the workers'
+        guard decisions under ``workers``.
         """
         rows = {}
         for name, wrapper in sorted(self.wrappers.items()):
@@ -196,6 +199,9 @@ class PatchInjector:
                 row["in_workers"] = in_workers
                 for key, count in in_workers.items():
                     row[key] += count
+                reasons = Counter(row["fallback_reasons"])
+                reasons.update(self.workers.label_totals(name))
+                row["fallback_reasons"] = dict(reasons)
             rows[name] = row
         return rows
 
