@@ -17,8 +17,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from codedag.cli.args import nonempty_path
 from codedag.errors import UsageError
 from codedag.util.text import listing, printable
 
@@ -37,7 +38,9 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         ),
         epilog="example: codedag migrate migration_plan.json -- python train.py --epochs 1",
     )
-    p.add_argument("plan", type=Path, help="migration_plan.json written by `codedag optimize`")
+    p.add_argument(
+        "plan", type=nonempty_path, help="migration_plan.json written by `codedag optimize`"
+    )
     _add_options(p)
     p.add_argument(
         "script_command",
@@ -52,7 +55,9 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--device", help="device for plan devices that do not exist here (default: auto)"
     )
-    p.add_argument("--stats-out", type=Path, help="also write the counters to this JSON file")
+    p.add_argument(
+        "--stats-out", type=nonempty_path, help="also write the counters to this JSON file"
+    )
     p.add_argument("--json", action="store_true", help="print the counters as JSON on stdout")
     p.add_argument(
         "--no-guard",
@@ -73,6 +78,13 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _OptionsParser(argparse.ArgumentParser):
+    """Parses the options written between PLAN and ``--``; an error is one UsageError line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"options before --: {message}")
+
+
 def split_options(args: argparse.Namespace) -> list[str]:
     """Options written between PLAN and ``--`` land in the command: parse them, return the rest."""
     words = list(args.script_command)
@@ -80,12 +92,9 @@ def split_options(args: argparse.Namespace) -> list[str]:
         return words
     cut = words.index("--")
     if cut:
-        options = argparse.ArgumentParser(prog="codedag migrate", add_help=False)
+        options = _OptionsParser(prog="codedag migrate", add_help=False)
         _add_options(options)
-        try:
-            parsed = options.parse_args(words[:cut])
-        except SystemExit as e:
-            raise UsageError(f"unrecognized options before --: {' '.join(words[:cut])}") from e
+        parsed = options.parse_args(words[:cut])
         for key, value in vars(parsed).items():
             if value not in (None, False):
                 setattr(args, key, value)
