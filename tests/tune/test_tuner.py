@@ -6,8 +6,10 @@ load of this shared machine; assertions are about choices with wide margins, nev
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loader_fixtures import FreeDataset, SleepyDataset
@@ -111,6 +113,29 @@ def test_bad_input_is_one_clear_error() -> None:
         tune_loader(DataLoader(FreeDataset()), options=TuneOptions(batches=0))
     with pytest.raises(ConfigError, match="empty"):
         tune_loader(DataLoader(SleepyDataset(n=0)), **QUICK)
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"max_workers": 1_000_000}, "max_workers=1000000 is more than 8 workers"),
+        ({"fixed": {"num_workers": 9}}, "num_workers=9 is more than 8 workers"),
+        ({"fixed": {"threads": 3}}, "threads=3 is more than 2"),
+    ],
+)
+def test_worker_counts_past_the_cpu_limit_start_no_process(
+    options: dict[str, Any], problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import codedag.tune.tuner as tuner
+    from codedag.tune.limits import MachineLimits
+
+    monkeypatch.setattr(
+        tuner, "machine_limits", lambda reader=None: MachineLimits(2.0, "a test", None, 2**30)
+    )
+    started = multiprocessing.active_children()
+    with pytest.raises(ConfigError, match=problem):
+        tune_loader(DataLoader(FreeDataset()), **options)
+    assert multiprocessing.active_children() == started
 
 
 def test_pin_memory_is_searched_only_when_batches_go_to_a_cuda_device(
