@@ -62,6 +62,9 @@ class PatchRecord:
     original: Any
     replacement: Any
     sites: list[Site] = field(default_factory=list)
+    # sys.getrefcount(replacement) once its batch was applied: more at restore means a reference
+    # the patcher did not make (0: unknown, always swept)
+    references: int = 0
 
     @property
     def site_count(self) -> int:
@@ -88,7 +91,7 @@ def resolve(qualified_name: str) -> tuple[Any, str, Any]:
     for i in range(len(parts) - 1, 0, -1):
         candidate = ".".join(parts[:i])
         try:
-            module = importlib.import_module(candidate)
+            module = sys.modules.get(candidate) or importlib.import_module(candidate)
         except ImportError:
             continue
         split = i
@@ -121,19 +124,29 @@ def _skip_packages(original: Any, owner: Any) -> set[str]:
 class Patcher:
     """Apply and restore patches by qualified name; see the module docstring.
 
+    Args:
+        label: names this patcher in :func:`active_patches`.
+        stable_references: the references to each replacement that exist once it is applied
+            (a factory's cache) stay while it is applied: restore then sweeps the modules only
+            for replacements whose reference count grew (something bound them), not for all.
+
     Example:
         >>> patcher = Patcher()
         >>> patcher.patch("json.dumps", lambda orig: orig)  # doctest: +SKIP
         >>> patcher.restore()  # doctest: +SKIP
     """
 
-    def __init__(self, label: str = "codedag") -> None:
+    def __init__(self, label: str = "codedag", *, stable_references: bool = False) -> None:
         self.label = label
+        self.stable_references = stable_references
         self._lock = threading.RLock()
         self._records: dict[str, PatchRecord] = {}
         # Modules present when the first patch was applied: the others were imported inside the
         # window, and restore searches them all.
         self._modules_before: frozenset[str] | None = None
+        # id(replacement) -> references to it the patcher dropped (sites put back, records
+        # removed) in earlier partial restores
+        self._released: dict[int, int] = {}
         _LIVE_PATCHERS.add(self)
 
     def patch(
@@ -211,6 +224,8 @@ class Patcher:
             for record in applied:
                 self._records[record.name] = record
                 log.debug("patched %s at %d site(s)", record.name, record.site_count)
+            for record in applied:  # every site of the batch is set: the baseline of restore
+                record.references = sys.getrefcount(record.replacement)
             return applied
 
     def _install(
@@ -253,23 +268,33 @@ class Patcher:
 
         Besides the sites recorded when patching, every module namespace is swept for the
         replacements being removed (see the module docstring), so that a module imported while
-        the patches were applied does not keep them.
+        the patches were applied does not keep them. With ``stable_references``, a replacement
+        whose reference count did not grow is held nowhere new: it needs no sweep.
         """
         with self._lock:
             names = [qualified_name] if qualified_name is not None else list(self._records)
-            removed: list[PatchRecord] = []
-            for name in reversed(names):
-                record = self._records.pop(name, None)
-                if record is None:
-                    continue
+            removed = [self._records.pop(n) for n in reversed(names) if n in self._records]
+            elsewhere = {id(r.replacement) for r in removed if self._held_elsewhere(r)}
+            for record in removed:
                 self._undo(record)
-                removed.append(record)
-                log.debug("restored %s", name)
-            if removed:
-                self._sweep(removed)
+                key = id(record.replacement)
+                self._released[key] = self._released.get(key, 0) + len(record.sites) + 1
+                log.debug("restored %s", record.name)
+            swept = [r for r in removed if id(r.replacement) in elsewhere]
+            if swept:
+                self._sweep(swept)
             if not self._records:
                 self._modules_before = None
+                self._released.clear()
             return len(removed)
+
+    def _held_elsewhere(self, record: PatchRecord) -> bool:
+        """Whether something other than the patcher's sites and records may hold the
+        replacement (counted before any site is put back; never wrong the other way)."""
+        if not self.stable_references or record.references == 0:
+            return True
+        expected = record.references - self._released.get(id(record.replacement), 0)
+        return sys.getrefcount(record.replacement) > expected
 
     def _sweep(self, removed: list[PatchRecord]) -> None:
         # A replacement still installed under another name (an alias) stays where it is.

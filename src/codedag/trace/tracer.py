@@ -125,7 +125,7 @@ class EnhancedTracer:
         classifications = shared_classifications(self.function_filter)
         patcher = self._kept_patcher
         if patcher is None:
-            patcher = Patcher(label="codedag.trace")
+            patcher = Patcher(label="codedag.trace", stable_references=True)
             names = self._wrap_targets(classifications.filter)
             self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         try:
@@ -217,7 +217,7 @@ class EnhancedTracer:
         if self._kept_patcher is not None:
             yield self
             return
-        patcher = Patcher(label="codedag.trace")
+        patcher = Patcher(label="codedag.trace", stable_references=True)
         names = self._wrap_targets(shared_classifications(self.function_filter).filter)
         self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         self._kept_patcher = patcher
