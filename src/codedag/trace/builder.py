@@ -257,15 +257,55 @@ def _payload(kind: int, payload: Any, value_by_seq: dict[int, list[Any]]) -> str
         if v is None:
             return "?"
         if len(v) < 10:
-            v.append(value_summary(v[1], v[4], v[5]))  # once per value
+            v.append(_value_summary(v[1], v[4], v[5]))  # once per value
         return str(v[9])
-    if kind in (ARG_SCALAR, ARG_OBJ):
+    if kind == ARG_SCALAR:
+        return short_text(payload)
+    if kind == ARG_OBJ:
         return short_repr(payload)
     if kind == ARG_CONTAINER:
         return f"{payload[0]}[{payload[1]}]"
     if kind == ARG_TYPE:
         return f"<{payload.__name__}>"
     return "?"
+
+
+_HEAD = 64  # characters of a long str or bytes rendered for its summary (which keeps 57)
+
+
+def short_text(obj: Any) -> str:
+    """``short_repr(obj)``, without rendering a long ``str`` or ``bytes`` whole (an encoded
+    image passed to ``numpy.frombuffer`` is hundreds of kilobytes)."""
+    # repr picks its quotes from the whole text: quotes added to the head make it agree, and
+    # fall beyond the cut
+    if type(obj) is str and len(obj) > _HEAD:
+        head = obj[:_HEAD]
+        if "'" in obj:
+            head += "'\"" if '"' in obj else "'"
+        return short_repr(head)
+    if type(obj) is bytes and len(obj) > _HEAD:
+        data = obj[:_HEAD]
+        if b"'" in obj:
+            data += b"'\"" if b'"' in obj else b"'"
+        return short_repr(data)
+    return short_repr(obj)
+
+
+_SUMMARIES: dict[tuple[Any, ...], str] = {}
+
+
+def _value_summary(name: str, shape: Any, dtype: Any) -> str:
+    """:func:`value_summary`, cached: a window has many values of few shapes."""
+    try:
+        key = (name, shape, dtype)
+        text = _SUMMARIES.get(key)
+    except TypeError:  # an unhashable shape or dtype
+        return value_summary(name, shape, dtype)
+    if text is None:
+        text = value_summary(name, shape, dtype)
+        if len(_SUMMARIES) < 65536:
+            _SUMMARIES[key] = text
+    return text
 
 
 def _arg(arg: tuple[Any, int, Any], value_by_seq: dict[int, list[Any]]) -> str:

@@ -107,14 +107,17 @@ class LineFollower:
         if stmt is state[ST_CURRENT] and frame.f_lasti != state[ST_START]:
             self.meter.charge(h0)
             return True  # back on the first line of a statement spanning several lines
-        if state[ST_CURRENT] is not None and not self._ended(rec, state, frame, h0):
+        current = state[ST_CURRENT]
+        ending = current is not None and current.active and not state[ST_FAILED]
+        local = frame.f_locals if ending or stmt.snapshot else None  # copies every local
+        if current is not None and not self._ended(rec, state, frame, h0, local):
             self.meter.charge(h0)
             return False
         meter, sequence = self.meter, self.state.sequence
         state[ST_CURRENT] = stmt
         state[ST_START] = statements.line_start[stmt.line]
         state[ST_FAILED] = False
-        state[ST_SNAP] = self.steps.snapshot(stmt, frame) if stmt.snapshot else None
+        state[ST_SNAP] = self.steps.snapshot(stmt, frame, local) if local is not None else None
         state[ST_CALLS0], state[ST_SEQ0] = len(self.calls), sequence.next
         state[ST_SKIP0], state[ST_NL0] = meter.skipped, meter.lines
         t = self.clock()
@@ -122,18 +125,26 @@ class LineFollower:
         state[ST_T0] = t
         return True
 
-    def _ended(self, rec: list[Any], state: list[Any], frame: types.FrameType, h0: int) -> bool:
-        """The running statement ended: make its steps. Returns False when the function stops
-        being followed (its statements made no step for ``idle_lines`` of them)."""
+    def _ended(
+        self,
+        rec: list[Any],
+        state: list[Any],
+        frame: types.FrameType,
+        h0: int,
+        local: dict[str, Any] | None,
+    ) -> bool:
+        """The running statement ended: make its steps (``local``: the frame's locals when it
+        can make any). Returns False when the function stops being followed (its statements
+        made no step for ``idle_lines`` of them)."""
         code = frame.f_code
         stats = self.line_stats.get(code)
         if stats is None:
             stats = self.line_stats[code] = [0, False]
         stats[0] += 1
-        if state[ST_CURRENT].active and not state[ST_FAILED]:
+        if local is not None and state[ST_CURRENT].active and not state[ST_FAILED]:
             meter = self.meter
             timing = (h0, meter.overhead_ns, meter.skipped, meter.lines)
-            if self.steps.finish(rec, state, frame, timing):
+            if self.steps.finish(rec, state, frame, timing, local):
                 stats[1] = True
         if stats[0] >= self.idle_lines and not stats[1]:
             self.stop(frame, rec)
@@ -168,7 +179,7 @@ class LineFollower:
         if current is not None and current.active and not state[ST_FAILED]:
             meter = self.meter
             timing = (h0, meter.overhead_ns, meter.skipped, meter.lines)
-            self.steps.finish(rec, state, frame, timing, arg)
+            self.steps.finish(rec, state, frame, timing, frame.f_locals, arg)
         state[ST_CURRENT] = None
 
     def failed(self, frame: types.FrameType) -> None:

@@ -110,11 +110,13 @@ class StepMaker:
         self.skipped = skipped
         self.units = 0
 
-    def snapshot(self, stmt: Statement, frame: types.FrameType) -> dict[str, int] | None:
-        """Value nodes of the names a statement may rebind or write into, as it starts."""
+    def snapshot(
+        self, stmt: Statement, frame: types.FrameType, local: dict[str, Any]
+    ) -> dict[str, int] | None:
+        """Value nodes of the names a statement may rebind or write into, as it starts
+        (``local``: the frame's locals, read once per line event)."""
         if not stmt.snapshot:
             return None
-        local = frame.f_locals
         out: dict[str, int] = {}
         for name in stmt.snapshot:
             obj = local.get(name, MISSING)
@@ -130,6 +132,7 @@ class StepMaker:
         state: list[Any],
         frame: types.FrameType,
         timing: tuple[int, int, int, int],
+        local: dict[str, Any],
         returned: Any = MISSING,
     ) -> bool:
         """Create the steps of the statement that just finished in ``rec``'s frame; return
@@ -140,6 +143,7 @@ class StepMaker:
             state: its line state (``ST_*`` fields).
             frame: the frame.
             timing: ``(t1, ov1, skip1, nl1)`` counters as the statement ends.
+            local: the frame's locals (``frame.f_locals`` copies them all: read once).
             returned: the frame's return value when the statement is a ``return``.
         """
         stmt: Statement = state[ST_CURRENT]
@@ -151,9 +155,9 @@ class StepMaker:
             if r[PARENT] == parent and r[KIND] != KIND_STEP
         ]
         has_c = any(r[KIND] == KIND_C for r in children)
-        if not has_c and self._nothing_new(stmt, frame, state[ST_SEQ0], returned):
+        if not has_c and self._nothing_new(stmt, frame, local, returned):
             return False  # C calls recorded without their values are linked below
-        run = Evaluation(self, frame, state[ST_SNAP] or {}, children)
+        run = Evaluation(self, frame, local, state[ST_SNAP] or {}, children)
         unit = (parent, self.units)
         self.units += 1
         siblings = tuple(r[SEQ] for r in children)
@@ -161,7 +165,7 @@ class StepMaker:
         def make_step(region: Region) -> int:
             return self._step(region, rec, state, frame, timing, (unit, siblings))
 
-        self._bound(stmt, frame, state[ST_SEQ0], run, make_step)
+        self._bound(stmt, frame, local, state[ST_SEQ0], run, make_step)
         if stmt.kind == "return" and returned is not MISSING and stmt.value is not None:
             self._returned(
                 returned, stmt.value, run, functools.partial(self._produce, run, make_step)
@@ -206,12 +210,12 @@ class StepMaker:
         self,
         stmt: Statement,
         frame: types.FrameType,
+        local: dict[str, Any],
         seq0: int,
         run: Evaluation,
         make_step: Callable[[Region], int],
     ) -> None:
         """The names a statement bound to new data values, and the containers it wrote into."""
-        local = frame.f_locals
         lookup, is_data = self.lookup, self.is_data
         mutated = {name for name, _ in stmt.mutated}
         for name, expr in stmt.targets:
@@ -233,7 +237,7 @@ class StepMaker:
                 self._produce(run, make_step, obj, expr, entry[2] + 1)
 
     def _nothing_new(
-        self, stmt: Statement, frame: types.FrameType, seq0: int, returned: Any
+        self, stmt: Statement, frame: types.FrameType, local: dict[str, Any], returned: Any
     ) -> bool:
         """Fast path: what the statement bound or returned is not data, or is already known
         (a recorded call made it, or it existed before and was only renamed)."""
@@ -246,7 +250,6 @@ class StepMaker:
             return type(returned) not in (tuple, list)
         if stmt.kind not in ("assign", "augassign"):
             return False
-        local = frame.f_locals
         for name, _expr in stmt.targets:
             obj = local.get(name, MISSING)
             if obj is not MISSING and is_data(type(obj)) and lookup(obj) is None:
