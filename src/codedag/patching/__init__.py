@@ -27,7 +27,6 @@ test that leaves something patched. This package imports nothing of codedag but 
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import sys
@@ -81,12 +80,16 @@ def resolve(qualified_name: str) -> tuple[Any, str, Any]:
     Raises:
         MigrationError: when no prefix imports or an attribute along the path is missing.
     """
+    prefix, _, attribute = qualified_name.rpartition(".")
+    module = sys.modules.get(prefix)
+    if type(module) is ModuleType and attribute and attribute in vars(module):
+        return module, attribute, vars(module)[attribute]  # the common case: a module's own
     parts = qualified_name.split(".")
     if len(parts) < 2 or not all(parts):
         raise MigrationError(
             f"expected a qualified name such as 'cv2.resize', got {qualified_name!r}"
         )
-    module: ModuleType | None = None
+    module = None
     split = 0
     for i in range(len(parts) - 1, 0, -1):
         candidate = ".".join(parts[:i])
@@ -221,9 +224,11 @@ class Patcher:
                 if not self._records:
                     self._modules_before = None
                 raise
+            debug = log.isEnabledFor(logging.DEBUG)
             for record in applied:
                 self._records[record.name] = record
-                log.debug("patched %s at %d site(s)", record.name, record.site_count)
+                if debug:
+                    log.debug("patched %s at %d site(s)", record.name, record.site_count)
             for record in applied:  # every site of the batch is set: the baseline of restore
                 record.references = sys.getrefcount(record.replacement)
             return applied
@@ -239,8 +244,11 @@ class Patcher:
             raise MigrationError(f"{qualified_name!r} is already patched by another patcher")
         replacement = factory(qualified_name, original)
         # A builtin or slotted replacement cannot carry the marker; identity checks still work.
-        with contextlib.suppress(AttributeError, TypeError):
+        # (try, not contextlib.suppress: a tracing window patches hundreds of names)
+        try:  # noqa: SIM105
             setattr(replacement, ORIGINAL_ATTR, original)
+        except (AttributeError, TypeError):
+            pass
         if isinstance(raw, staticmethod):
             installed: Any = staticmethod(replacement)
         elif isinstance(raw, classmethod):
@@ -275,11 +283,13 @@ class Patcher:
             names = [qualified_name] if qualified_name is not None else list(self._records)
             removed = [self._records.pop(n) for n in reversed(names) if n in self._records]
             elsewhere = {id(r.replacement) for r in removed if self._held_elsewhere(r)}
+            debug = log.isEnabledFor(logging.DEBUG)
             for record in removed:
                 self._undo(record)
                 key = id(record.replacement)
                 self._released[key] = self._released.get(key, 0) + len(record.sites) + 1
-                log.debug("restored %s", record.name)
+                if debug:
+                    log.debug("restored %s", record.name)
             swept = [r for r in removed if id(r.replacement) in elsewhere]
             if swept:
                 self._sweep(swept)

@@ -32,7 +32,7 @@ from codedag.trace.hooks import make_profile_hook
 from codedag.trace.identity import ValueTracker
 from codedag.trace.lines import LineFollower
 from codedag.trace.records import MEMORY_PER_CALL
-from codedag.trace.session_state import SessionState, no_trace
+from codedag.trace.session_state import GC_WINDOW_THRESHOLD, SessionState, no_trace
 from codedag.trace.steps import StepMaker
 from codedag.trace.values import DataTypes
 
@@ -128,6 +128,9 @@ class Session(SessionState):
             _active = self
         self._previous_profile = sys.getprofile()
         self._previous_trace = sys.gettrace()
+        self._gc_threshold = gc.get_threshold()
+        if self.freeze_gc and self._gc_threshold[0] < GC_WINDOW_THRESHOLD:
+            gc.set_threshold(GC_WINDOW_THRESHOLD, *self._gc_threshold[1:])
         self.t_start_ns = self.meter.clock()
         if self.use_monitoring:
             try:
@@ -160,6 +163,8 @@ class Session(SessionState):
             tracemalloc.stop()  # a failure may have left a per-call session open
         if self.freeze_gc:
             gc.unfreeze()
+            if gc.get_threshold() == (GC_WINDOW_THRESHOLD, *self._gc_threshold[1:]):
+                gc.set_threshold(*self._gc_threshold)  # unless the traced code changed it
         self.tracker.clear()
 
 

@@ -21,6 +21,8 @@ from codedag.trace.records import MEMORY_OFF, MEMORY_PER_CALL, MEMORY_WINDOW, Se
 
 log = logging.getLogger(__name__)
 
+GC_WINDOW_THRESHOLD = 100_000
+
 
 def no_trace(frame: types.FrameType, event: str, arg: Any) -> None:
     """The global trace function while following lines on Python 3.11: frames get none here.
@@ -86,7 +88,9 @@ class SessionState:
         # Hundreds of thousands of records make every full GC pass slower (traced code slows
         # down quadratically). The records are moved to the permanent generation every 64
         # calls with gc.freeze() and back with gc.unfreeze() at the end of the window, unless
-        # the process already uses gc.freeze() itself.
+        # the process already uses gc.freeze() itself; in between, the youngest generation is
+        # collected only after GC_WINDOW_THRESHOLD new objects (records and values, not
+        # garbage: collecting them every 700 was a tenth of a line-level window).
         self.freeze_gc = gc.get_freeze_count() == 0
         # Python 3.12+: sys.monitoring (PEP 669) instead of sys.setprofile/sys.settrace
         self.use_monitoring = False
