@@ -14,7 +14,7 @@ from codedag.trace.values import DataTypes
 
 
 def tracker() -> ValueTracker:
-    return ValueTracker([], Sequence(), DataTypes().is_data)
+    return ValueTracker([], Sequence(), DataTypes())
 
 
 def test_new_values_and_versions_share_the_window_numbering() -> None:

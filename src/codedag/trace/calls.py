@@ -152,7 +152,9 @@ class CallRecorder:
         m0 = memory.mark() if memory is not None else 0
         c_args: list[Any] = []
         c_found: list[int] = []
-        if owner is not None and self.tracker.is_data(type(owner)):
+        if owner is not None and (
+            self.tracker.data_cache.get(type(owner)) or self.tracker.is_data(type(owner))
+        ):
             self.capture.receiver(owner, c_args, c_found)  # a method of a data value
         site = (frame.f_code, frame.f_lasti)
         self.enter(h0, info[0], info[1], KIND_C, site, c_args, c_found, func, m0)
@@ -232,7 +234,8 @@ class CallRecorder:
         cls = type(result)
         tracker = self.tracker
         is_data = tracker.is_data
-        if not (is_data(cls) or (cls in _CONTAINERS and has_data(result, is_data))):
+        data = tracker.data_cache.get(cls) or is_data(cls)
+        if not (data or (cls in _CONTAINERS and has_data(result, is_data))):
             rec[RET] = (ARG_SCALAR, result) if cls in SCALAR_TYPES else (ARG_TYPE, cls)
             return
         entry = tracker.lookup(result)

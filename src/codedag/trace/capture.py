@@ -34,13 +34,14 @@ class ArgumentCapture:
     def __init__(self, tracker: ValueTracker) -> None:
         self.tracker = tracker
         self.is_data = tracker.is_data
+        self.data_cache = tracker.data_cache
 
     def user_arg(self, label: Any, obj: Any, out: list[Any], found: list[int]) -> None:
         """An argument of a user-code frame: scalars, values, containers' values, types."""
         cls = type(obj)
         if cls in SCALAR_TYPES:
             out.append((label, ARG_SCALAR, obj))
-        elif self.is_data(cls):
+        elif self.data_cache.get(cls) or self.is_data(cls):
             out.append((label, ARG_VALUE, self.tracker.use(obj, found)))
         elif cls is tuple or cls is list or cls is dict:
             tracker = self.tracker
@@ -68,7 +69,7 @@ class ArgumentCapture:
         cls = type(obj)
         if cls in SCALAR_TYPES:
             return ARG_SCALAR, obj
-        if self.is_data(cls):
+        if self.data_cache.get(cls) or self.is_data(cls):
             vseq = self.tracker.use(obj, found)
             data = small_bytes(obj)
             return (ARG_VALUE, vseq) if data is None else (ARG_SMALL, (vseq, data))
@@ -84,7 +85,12 @@ class ArgumentCapture:
             if cls is dict:
                 items = [(k, *self._payload(v, found, depth + 1)) for k, v in obj.items()]
             else:
-                items = [self._payload(v, found, depth + 1) for v in obj]
+                items = []
+                for item in obj:  # mostly scalars: sizes, kernels, colors
+                    if type(item) in SCALAR_TYPES:
+                        items.append((ARG_SCALAR, item))
+                    else:
+                        items.append(self._payload(item, found, depth + 1))
             return ARG_CONTAINER, (cls.__name__, n, items)
         if kept_object(obj):
             return ARG_OBJ, obj

@@ -9,18 +9,24 @@ creates a false edge).
 
 from __future__ import annotations
 
-import functools
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from codedag.trace.records import Sequence, first_items
-from codedag.trace.values import MAX_CONTAINER_SCAN, describe
+from codedag.trace.values import MAX_CONTAINER_SCAN, DataTypes, describe
 
 # A live entry: (weak reference or the object, value sequence number, version, shape, is weak).
 Entry = tuple[Any, int, int, Any, bool]
 
 _CONTAINERS = (tuple, list, dict)
+
+
+class _KeyedRef(weakref.ref[Any]):
+    """A weak reference that knows its table key (one shared callback, no partial per value)."""
+
+    __slots__ = ("key",)
+    key: int
 
 
 class ValueTracker:
@@ -30,23 +36,24 @@ class ValueTracker:
         values: the window's value records (``[seq, name, version, type name, shape, dtype,
             nbytes, device, strides]``), extended here.
         sequence: the window's numbering, shared with call records.
-        is_data: whether values of a type become value nodes.
+        data_types: which values become value nodes.
     """
 
-    def __init__(
-        self, values: list[list[Any]], sequence: Sequence, is_data: Callable[[type], bool]
-    ) -> None:
+    def __init__(self, values: list[list[Any]], sequence: Sequence, data_types: DataTypes) -> None:
         self.values = values
         self.sequence = sequence
-        self.is_data = is_data
+        self.is_data: Callable[[type], bool] = data_types.is_data
+        # type -> is data, as far as known: the hot paths read it before calling is_data
+        self.data_cache: dict[type, bool] = data_types._cache
         self.live: dict[int, Entry] = {}
         self._weakrefable: dict[type, bool] = {}
+        self._forget = self._forget_ref  # one bound method for every weak reference
 
-    def _forget(self, key: int, ref: weakref.ref[Any]) -> None:
+    def _forget_ref(self, ref: _KeyedRef) -> None:
         """Weak reference callback: the tracked object died, its id may be reused."""
-        entry = self.live.get(key)
+        entry = self.live.get(ref.key)
         if entry is not None and entry[0] is ref:
-            del self.live[key]
+            del self.live[ref.key]
 
     def hold(self, obj: Any, vseq: int, version: int, shape: Any = None) -> None:
         """Make ``obj`` value ``vseq`` at ``version`` until it dies or the window closes."""
@@ -55,8 +62,12 @@ class ValueTracker:
         if weak is None:
             weak = self._weakrefable[cls] = _supports_weakref(obj)
         key = id(obj)
-        held = weakref.ref(obj, functools.partial(self._forget, key)) if weak else obj
-        self.live[key] = (held, vseq, version, shape, weak)
+        if weak:
+            ref = _KeyedRef(obj, self._forget)
+            ref.key = key
+            self.live[key] = (ref, vseq, version, shape, True)
+        else:
+            self.live[key] = (obj, vseq, version, shape, False)
 
     def lookup(self, obj: Any) -> Entry | None:
         """The live entry of ``obj`` (``entry[1]`` its value, ``entry[2]`` its version), or

@@ -90,7 +90,7 @@ class Session(SessionState):
         if self.line_level and not self.use_monitoring and sys.gettrace() is not None:
             self._line_level_off()
         self.meter = Meter(clock)
-        self.tracker = ValueTracker(self.values, self.sequence, data_types.is_data)
+        self.tracker = ValueTracker(self.values, self.sequence, data_types)
         self.classifier = Classifier(
             classifications or Classifications(function_filter, user_codes), self.meter
         )
