@@ -52,6 +52,14 @@ from codedag.trace.values import MAX_CONTAINER_SCAN, describe
 _CONTAINERS = (tuple, list, dict)
 
 
+def _same_shape(obj: Any, shape: Any) -> bool:
+    """Whether ``obj`` still has the shape it was recorded with (``describe``'s shape)."""
+    cls = type(obj)
+    if cls.__name__ == "ndarray" and cls.__module__ == "numpy":  # the common case, cheaply
+        return bool(obj.shape == shape)
+    return bool(describe(obj)[2] == shape)
+
+
 class CallRecorder:
     """Opens and closes the call records of one window.
 
@@ -241,7 +249,7 @@ class CallRecorder:
         entry = tracker.lookup(result)
         cseq, python = rec[SEQ], rec[KIND] == KIND_PY
         produces = self.produces
-        if entry is None or not python or entry[3] != describe(result)[2]:
+        if entry is None or not python or not _same_shape(result, entry[3]):
             # new, or returned again by a C function (which may have written into it:
             # cv2.rectangle), or resized in place (resize_): a new version
             vseq = tracker.new_value(result, entry[2] + 1 if entry is not None else 0)
@@ -258,7 +266,7 @@ class CallRecorder:
                     held = tracker.lookup(item)
                     if held is None:
                         produces.append((cseq, tracker.new_value(item, 0)))
-                    elif held[3] != describe(item)[2]:  # changed shape in place
+                    elif not _same_shape(item, held[3]):  # changed shape in place
                         produces.append((cseq, tracker.new_value(item, held[2] + 1)))
                     elif held[1] > cseq and python:
                         produces.append((cseq, held[1]))

@@ -39,7 +39,7 @@ def make_profile_hook(
         recorder.record_wrapped,
         recorder.record_c,
     )
-    leave, returned, c_returned = recorder.leave, recorder.returned, recorder.c_returned
+    leave, returned, open_frames = recorder.leave, recorder.returned, recorder.open_frames
     clock = meter.clock
     module_type = types.ModuleType
 
@@ -65,8 +65,10 @@ def make_profile_hook(
             elif event == "return":
                 if stack and stack[-1][FRAME] is frame and not importing:
                     leave(clock(), stack[-1], arg, True)
-                else:
+                elif importing or frame in open_frames:
                     returned(frame, arg)
+                else:
+                    meter.skipped += 1
             elif event == "c_call":
                 if stack and stack[-1][FRAME] is frame and stack[-1][KIND] == KIND_WRAPPED:
                     meter.skipped += 1  # the original, called by its recording wrapper
@@ -86,8 +88,10 @@ def make_profile_hook(
                     meter.skipped += 1
                 else:
                     record_c(frame, arg, info, owner)
-            else:  # c_return / c_exception
-                c_returned(arg)
+            elif stack and stack[-1][FRAME] is arg:  # c_return / c_exception
+                leave(clock(), stack[-1], None, False)
+            else:
+                meter.skipped += 1
         except Exception as error:  # never let the hook raise: Python would drop it
             fail(error)
 
