@@ -133,9 +133,11 @@ class _Build:
         self.counters[(parent, name)] = count + 1
         key = f"{self.keys[parent]}/{name}#{count}" if parent >= 0 else f"{name}#{count}"
         self.keys[seq] = key
-        site = self.sites.get(rec[SITE])
+        raw_site = rec[SITE]  # (code, offset): keyed by id(code), as hashing code is slow
+        site_key = (id(raw_site[0]), raw_site[1]) if raw_site is not None else None
+        site = self.sites.get(site_key)
         if site is None:
-            site = self.sites[rec[SITE]] = _site(rec[SITE], self.cwd)
+            site = self.sites[site_key] = _site(raw_site, self.cwd)
         raw_args = rec[ARGS]
         if raw_args is None:  # a step of several operations: what it read
             raw_args = [(i, ARG_VALUE, v) for i, v in enumerate(self.step_uses.get(seq, ()))]

@@ -99,7 +99,8 @@ class CallRecorder:
         self.freeze_gc = state.freeze_gc
         self.prune_after = state.prune_after
         self.open_frames: set[Any] = set()  # frames of open Python and wrapped-call records
-        self.code_stats: dict[types.CodeType, list[Any]] = {}  # [recorded calls, touched data]
+        # id(code) -> [recorded calls, touched data, code (kept alive: its id stays its own)]
+        self.code_stats: dict[int, list[Any]] = {}
 
     # ------------------------------------------------------------------ opening
     def record_py(
@@ -291,14 +292,14 @@ class CallRecorder:
         code = frame.f_code if frame is not None else None
         if code is None:
             return
-        stats = self.code_stats.get(code)
+        stats = self.code_stats.get(id(code))
         if stats is None:
-            stats = self.code_stats[code] = [0, False]
+            stats = self.code_stats[id(code)] = [0, False, code]
         stats[0] += 1
         if data:
             stats[1] = True
         elif stats[0] >= self.prune_after and not stats[1]:
-            self.classifier.code_cache[code] = None
+            self.classifier.stop_recording(code)
             self.state.pruned.append(rec[NAME])
             self.lines.forget_code(code)  # its statements are not followed any more either
 

@@ -1,7 +1,9 @@
 """Which code objects and C functions a window records: classified once, looked up per event.
 
 The hooks read :attr:`Classifier.code_cache` and :attr:`Classifier.c_cache` directly (one dict
-lookup per event) and call the classifier only on a miss. Classifying (the filter's module
+lookup per event) and call the classifier only on a miss. Code objects are looked up by ``id()``:
+hashing one hashes its bytecode and constants (0.2 µs on Python 3.11, 1 µs on 3.12, at every
+event); the tables hold the code objects, so an id is never reused while its entry exists. Classifying (the filter's module
 prefixes, paths, canonical names) is the costly part, so results outlive a window: windows
 whose filters have the same prefixes share one :class:`Classifications` per process (a new
 tracer per batch classifies nothing twice). The recording wrappers of library functions
@@ -40,7 +42,7 @@ class Classifications:
     ) -> None:
         self.filter = function_filter
         self.user_codes = user_codes
-        self.codes: dict[types.CodeType, tuple[Any, Any]] = {}  # code -> (module, entry)
+        self.codes: dict[int, tuple[Any, Any, Any]] = {}  # id(code) -> (code, module, entry)
         self.functions: dict[Any, Any] = {}  # module-level C function -> entry
         self.methods: dict[tuple[type, str], Any] = {}  # (receiver type, name) -> entry
 
@@ -50,13 +52,13 @@ class Classifications:
         if wrapped is not None:
             return (wrapped[0], wrapped[1], (), WRAPPER)
         module = frame.f_globals.get("__name__")
-        hit = self.codes.get(code)
-        if hit is not None and hit[0] == module:
-            return hit[1]
+        hit = self.codes.get(id(code))
+        if hit is not None and hit[0] is code and hit[1] == module:
+            return hit[2]
         info = code_info(self.filter, code, frame, self.user_codes)
         if len(self.codes) >= _MAX_SHARED:
             self.codes.clear()
-        self.codes[code] = (module, info)
+        self.codes[id(code)] = (code, module, info)
         return info
 
     def function(self, func: Any) -> Any:
@@ -109,15 +111,21 @@ class Classifier:
     def __init__(self, classifications: Classifications, meter: Meter) -> None:
         self.classifications = classifications
         self.meter = meter
-        self.code_cache: dict[types.CodeType, Any] = {}
+        self.code_cache: dict[int, Any] = {}  # id(code) -> entry (None: skip)
+        self.codes: list[types.CodeType] = []  # the code objects of code_cache, kept alive
         self.c_cache: dict[Any, Any] = {}  # module-level C functions
 
     def code(self, code: types.CodeType, frame: types.FrameType) -> Any:
         """Classify a code object seen for the first time in this window."""
         c0 = self.meter.clock()
-        info = self.code_cache[code] = self.classifications.code(code, frame)
+        info = self.code_cache[id(code)] = self.classifications.code(code, frame)
+        self.codes.append(code)
         self.meter.charge(c0)
         return info
+
+    def stop_recording(self, code: types.CodeType) -> None:
+        """Skip ``code`` for the rest of the window (it was classified before)."""
+        self.code_cache[id(code)] = None
 
     def c_function(self, func: Any, owner: Any) -> Any:
         """The entry of a C function (``owner``: its ``__self__``); kept for the window when

@@ -47,7 +47,7 @@ def make_profile_hook(
         try:
             if event == "call":
                 code = frame.f_code
-                info = code_cache.get(code, False)
+                info = code_cache.get(id(code), False)
                 if info is False:  # first sight in this window
                     info = classify_code(code, frame)
                 if info is None or importing or info is IMPORT:

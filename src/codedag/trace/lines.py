@@ -32,6 +32,7 @@ from codedag.trace.steps import (
     ST_SKIP0,
     ST_SNAP,
     ST_START,
+    ST_STATS,
     ST_T0,
     StepMaker,
 )
@@ -57,25 +58,27 @@ class LineFollower:
         self.stack = state.stack
         self.calls = state.calls
         self.idle_lines = state.idle_lines or sys.maxsize
-        self.statements: dict[types.CodeType, CodeStatements] = {}  # NO_STATEMENTS: stopped
-        self.line_stats: dict[types.CodeType, list[Any]] = {}  # [statements ended, steps made]
+        # by id(code): (code, its statements; NO_STATEMENTS once stopped, [statements ended,
+        # steps made]); holding the code keeps its id its own
+        self.statements: dict[int, tuple[types.CodeType, CodeStatements, list[Any]]] = {}
         self.hook = make_line_hook(self)
 
     def follow(self, rec: list[Any], frame: types.FrameType, code: types.CodeType) -> None:
         """Follow the statements of a newly recorded user frame (when it has any)."""
-        statements = self.statements.get(code)
-        if statements is None:
+        known = self.statements.get(id(code))
+        if known is None:
             c0 = self.clock()
-            statements = self.statements[code] = statements_of(code)
+            known = self.statements[id(code)] = (code, statements_of(code), [0, False])
             self.meter.charge(c0)
+        statements = known[1]
         if not statements.by_line:
             return
-        rec[LINES] = [statements, None, 0, 0, 0, 0, 0, 0, None, 0, False]
+        rec[LINES] = [statements, None, 0, 0, 0, 0, 0, 0, None, 0, False, known[2]]
         tool = self.state.monitoring_tool
         if tool is None:
             frame.f_trace = self.hook
-        elif code not in self.state.line_codes:
-            self.state.line_codes.add(code)
+        elif id(code) not in self.state.line_codes:
+            self.state.line_codes[id(code)] = code
             monitoring = vars(sys)["monitoring"]
             monitoring.set_local_events(tool, code, monitoring.events.LINE)
 
@@ -136,10 +139,7 @@ class LineFollower:
         """The running statement ended: make its steps (``local``: the frame's locals when it
         can make any). Returns False when the function stops being followed (its statements
         made no step for ``idle_lines`` of them)."""
-        code = frame.f_code
-        stats = self.line_stats.get(code)
-        if stats is None:
-            stats = self.line_stats[code] = [0, False]
+        stats = state[ST_STATS]
         stats[0] += 1
         if local is not None and state[ST_CURRENT].active and not state[ST_FAILED]:
             meter = self.meter
@@ -154,7 +154,7 @@ class LineFollower:
     def stop(self, frame: types.FrameType, rec: list[Any]) -> None:
         """Stop following a function whose statements never make steps (a pure-Python loop)."""
         code = frame.f_code
-        self.statements[code] = NO_STATEMENTS
+        self.statements[id(code)] = (code, NO_STATEMENTS, rec[LINES][ST_STATS])
         rec[LINES] = None
         self.state.lines_stopped.append(rec[NAME])
         if self.state.monitoring_tool is not None:
@@ -165,9 +165,8 @@ class LineFollower:
     def forget_code(self, code: types.CodeType) -> None:
         """No more ``sys.monitoring`` LINE events for ``code``."""
         state = self.state
-        if code in state.line_codes:
+        if state.line_codes.pop(id(code), None) is not None:
             vars(sys)["monitoring"].set_local_events(state.monitoring_tool, code, 0)
-            state.line_codes.discard(code)
 
     def returns(self, frame: types.FrameType, h0: int, arg: Any) -> None:
         """The frame returns: its last statement (``return expr``) ends."""

@@ -113,7 +113,7 @@ def stop(session: SessionState) -> None:
         return
     _holders.remove(entry)
     _, tool, previous, previous_events = entry
-    for code in session.line_codes:
+    for code in session.line_codes.values():
         monitoring.set_local_events(tool, code, 0)
     session.line_codes.clear()
     session.monitoring_tool = None
@@ -184,7 +184,7 @@ def _start_callback(
             return None
         try:
             frame = get_frame(1)
-            info = code_cache.get(code, False)
+            info = code_cache.get(id(code), False)
             if info is False:
                 info = classify_code(code, frame)
             if info is None:
@@ -234,7 +234,7 @@ def _c_call_callback(
         if get_ident() != thread or state.broken:
             return None
         try:
-            caller = code_cache.get(code, False)
+            caller = code_cache.get(id(code), False)
             if caller is None or type(func) is function_type:
                 return disable  # calls made by skipped code; Python callees report PY_START
             if caller is not False and caller[3] is WRAPPER:
@@ -286,7 +286,7 @@ def _return_callbacks(
         try:
             frame = get_frame(1)
             top = stack[-1] if stack else None
-            if code_cache.get(code, False) is None and not (top and top[FRAME] is frame):
+            if code_cache.get(id(code), False) is None and not (top and top[FRAME] is frame):
                 meter.skipped += 1
                 return disable
             if state.line_level and top and top[FRAME] is frame and top[LINES]:

@@ -95,7 +95,8 @@ class SessionState:
         # Python 3.12+: sys.monitoring (PEP 669) instead of sys.setprofile/sys.settrace
         self.use_monitoring = False
         self.monitoring_tool: int | None = None  # set while sys.monitoring delivers events
-        self.line_codes: set[types.CodeType] = set()  # code objects with LINE events on
+        # code objects with sys.monitoring LINE events on, by id
+        self.line_codes: dict[int, types.CodeType] = {}
 
     def fail(self, error: Exception) -> None:
         """Stop tracing after an internal error: the traced code must never see it."""

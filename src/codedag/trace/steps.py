@@ -60,7 +60,8 @@ from codedag.trace.records import (
 from codedag.trace.statements import GROUP, Expr, Statement
 
 # Line state of a frame (a list kept in the frame's record, LINES field): its statements, the
-# running one and where it started (offset, counters), its snapshot, whether it raised.
+# running one and where it started (offset, counters), its snapshot, whether it raised, and its
+# function's statement counts (shared by the frames of one code object).
 (
     ST_CODE,
     ST_CURRENT,
@@ -73,7 +74,8 @@ from codedag.trace.statements import GROUP, Expr, Statement
     ST_SNAP,
     ST_NL0,
     ST_FAILED,
-) = range(11)
+    ST_STATS,
+) = range(12)
 
 
 class WindowRecords(Protocol):
