@@ -153,6 +153,7 @@ def test_placement_is_stable_under_20_percent_timing_noise() -> None:
     assert placed_sets[0] == {"librosa.feature.melspectrogram", "librosa.power_to_db"}
 
 
+@pytest.mark.slow
 def test_real_calibration_under_injected_noise_gives_the_same_decisions() -> None:
     """The same, through real library calls: each decision that is clear without noise stays."""
     dag = pipeline_dag(with_audio=False)

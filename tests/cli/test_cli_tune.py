@@ -68,6 +68,7 @@ def test_tune_prints_the_table_and_writes_a_new_plan(
     assert data["loader"]["trials"] and data["loader"]["yours"]["num_workers"] == 0
 
 
+@pytest.mark.slow
 def test_tune_a_target_updates_an_existing_plan_and_prints_json(
     pipeline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -89,6 +90,7 @@ def test_tune_a_target_updates_an_existing_plan_and_prints_json(
     assert written["notes"] == ["kept"] and written["loader"] == section
 
 
+@pytest.mark.slow
 def test_the_step_time_can_come_from_a_monitored_run(
     pipeline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -207,6 +207,7 @@ def test_seed_style_script_killed_by_sigint_or_exception_leaves_valid_json(
     assert (run_dir / "baseline.batches.csv").read_text().count("\n") >= 22
 
 
+@pytest.mark.slow
 def test_a_million_batches_in_bounded_memory(tmp_path: Path) -> None:
     monitor = ExperimentMonitor(
         "long", tmp_path, stream_to_disk=False, downsample_capacity=512, flush_interval_s=0

@@ -29,6 +29,7 @@ def _reader(cgroup_tree: Callable[..., Path], cpus: float) -> CgroupReader:
     return CgroupReader(discover(proc))
 
 
+@pytest.mark.slow
 def test_sleep_dominated_samples_get_one_worker_per_cpu_of_the_limit(
     cgroup_tree: Callable[..., Path],
 ) -> None:
@@ -47,6 +48,7 @@ def test_sleep_dominated_samples_get_one_worker_per_cpu_of_the_limit(
     assert all(t.worker_rss_mb > 0 for t in workers)  # the workers' memory was read
 
 
+@pytest.mark.slow
 def test_cpu_quota_of_one_limits_the_search_and_a_step_time_decides_enough(
     cgroup_tree: Callable[..., Path],
 ) -> None:
@@ -74,6 +76,7 @@ def test_your_settings_are_kept_when_nothing_measured_beats_them(
     assert section.reason.startswith("keep your settings")
 
 
+@pytest.mark.slow
 def test_fixed_settings_are_never_varied(cgroup_tree: Callable[..., Path]) -> None:
     loader = DataLoader(SleepyDataset(sleep_s=0.004, cpu_s=0.0), batch_size=2)
     section = tune_loader(
@@ -138,6 +141,7 @@ def test_worker_counts_past_the_cpu_limit_start_no_process(
     assert multiprocessing.active_children() == started
 
 
+@pytest.mark.slow
 def test_pin_memory_is_searched_only_when_batches_go_to_a_cuda_device(
     cgroup_tree: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
