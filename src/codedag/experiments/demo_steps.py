@@ -263,6 +263,23 @@ def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: -r["library_ns"])
 
 
+def _batched_verdict(
+    speedup: float | None, where: str, loader: str | None, batched: Collection[str]
+) -> str:
+    """The verdict when no call moves on its own and sample chains ran once per batch."""
+    text = (
+        f"Measured on {where}, no call moves on its own; the sample chain "
+        f"{', '.join(batched)} ran once per batch through torch on {where}"
+    )
+    if loader is not None:
+        text += f", with the tuned DataLoader ({loader})"
+    if speedup is None:
+        return text + "."
+    if speedup >= 1.0:
+        return text + f": the optimized run was {speedup:.2f}x as fast."
+    return text + f": the optimized run was {1 / speedup:.2f}x slower than the baseline."
+
+
 def verdict(
     rows: list[dict[str, Any]],
     speedup: float | None,
@@ -288,17 +305,7 @@ def verdict(
     kept = [r["function"] for r in rows if not r["placed"]]
     where = "the CPU" if device == "cpu" else device
     if batched and not placed:
-        text = (
-            f"Measured on {where}, no call moves on its own; the sample chain "
-            f"{', '.join(batched)} ran once per batch through torch on {where}"
-        )
-        if loader is not None:
-            text += f", with the tuned DataLoader ({loader})"
-        if speedup is None:
-            return text + "."
-        if speedup >= 1.0:
-            return text + f": the optimized run was {speedup:.2f}x as fast."
-        return text + f": the optimized run was {1 / speedup:.2f}x slower than the baseline."
+        return _batched_verdict(speedup, where, loader, batched)
     off = [f for f in placed if f in switched_off]
     if placed and len(off) == len(placed):
         return (

@@ -293,33 +293,40 @@ def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[Trace
             continue  # a slice or operator of a value: a source is read by a library call
         if slot[1] == "array" and any(r < node.id for r in randoms):
             continue  # an array that may come from a random draw the trace did not follow
-        steps: list[Step] = []
-        counts: dict[str, int] = {}
-        current, stop = node, "the sample's output"
-        chain_ids = {node.id}
-        while True:
-            nexts = consumers(current)
-            after = nexts[0] if len(nexts) == 1 else None
-            counts[current.name] = counts.get(current.name, -1) + 1
-            steps.append(_describe(dag, current, counts[current.name], after))
-            if not nexts:
-                break
-            if after is None:
-                stop = f"its value goes to {len(nexts)} operations"
-                break
-            if after.name in _WRITES or _random(after.name):
-                stop = f"{after.name} writes or draws random numbers"
-                break
-            if any(node.id < r < after.id for r in randoms):
-                stop = f"a random draw happens before {after.name}"
-                break
-            if producers(after) - chain_ids:
-                stop = f"{after.name} also takes a value computed in the sample"
-                break
-            chain_ids.add(after.id)
-            current = after
+        steps, stop = _follow(dag, node, randoms, producers, consumers)
         chains.append(TracedChain(sample, _caller(node), slot[0], slot[1], steps, stop))
     return chains
+
+
+def _follow(
+    dag: ExecutionDAG,
+    node: Any,
+    randoms: list[int],
+    producers: Callable[[Any], set[int]],
+    consumers: Callable[[Any], list[Any]],
+) -> tuple[list[Step], str]:
+    """The steps of the chain from its source call ``node``, and why it stops where it does."""
+    steps: list[Step] = []
+    counts: dict[str, int] = {}
+    current = node
+    chain_ids = {node.id}
+    while True:
+        nexts = consumers(current)
+        after = nexts[0] if len(nexts) == 1 else None
+        counts[current.name] = counts.get(current.name, -1) + 1
+        steps.append(_describe(dag, current, counts[current.name], after))
+        if not nexts:
+            return steps, "the sample's output"
+        if after is None:
+            return steps, f"its value goes to {len(nexts)} operations"
+        if after.name in _WRITES or _random(after.name):
+            return steps, f"{after.name} writes or draws random numbers"
+        if any(node.id < r < after.id for r in randoms):
+            return steps, f"a random draw happens before {after.name}"
+        if producers(after) - chain_ids:
+            return steps, f"{after.name} also takes a value computed in the sample"
+        chain_ids.add(after.id)
+        current = after
 
 
 def find_prefixes(dag: Any) -> PrefixFound:
