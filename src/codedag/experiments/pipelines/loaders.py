@@ -7,7 +7,8 @@ without help every worker would draw the same augmentations. :func:`seed_worker`
 ``worker_init_fn`` the PyTorch reproducibility notes recommend: it seeds both from
 ``torch.initial_seed()``. With ``num_workers=0`` there is no worker to initialize, so
 :func:`build_loader` seeds the main process's NumPy and ``random`` state from ``seed`` when it
-builds the loader, as a training script's ``seed_everything(seed)`` would.
+builds the loader, as a training script's ``seed_everything(seed)`` would (torch's too, which
+torchvision-style transforms draw from).
 
 Either way, building a loader with the same seed and taking its batches gives bit-identical
 batches. The two settings draw from different streams, so a run with workers and one without
@@ -67,6 +68,7 @@ def build_loader(
     if num_workers == 0:
         np.random.seed(seed % 2**32)
         random.seed(seed)
+        torch.manual_seed(seed)  # torchvision-style transforms draw from torch's global state
     extra: dict[str, Any] = {}
     if num_workers > 0:
         extra["persistent_workers"] = persistent_workers
