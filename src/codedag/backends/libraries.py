@@ -164,7 +164,15 @@ def distributions(name: str) -> tuple[str, ...] | None:
     return facts.distributions if facts is not None else None
 
 
+@functools.cache
+def all_distributions() -> tuple[str, ...]:
+    """Every library package's distributions: the versions a value computed by any library's
+    functions may depend on."""
+    return _unique(d for facts in library_facts() for d in facts.distributions)
+
+
 _DERIVED = (
+    all_distributions,
     indexed_modules,
     python_namespaces,
     python_modules,

@@ -11,8 +11,9 @@
 * arguments by their value: numbers, strings, ``None``, enums, dtypes, tuples, lists and dicts of
   them, and arrays by a hash of their bytes. Anything else (an open handle, a user object, a
   function) has no stable value: the chain is not cached and says so;
-* versions: of NumPy, OpenCV, Pillow, torch, librosa and SciPy where installed, and of the
-  cache's format.
+* versions: of torch and of the distributions every library package of
+  :mod:`codedag.backends.ops` declares (NumPy, OpenCV, Pillow, librosa, SciPy) where installed,
+  and of the cache's format.
 """
 
 from __future__ import annotations
@@ -27,16 +28,9 @@ from typing import Any
 import numpy as np
 import xxhash
 
+import codedag.backends.libraries as libraries
+
 FORMAT_VERSION = 1
-_VERSIONED = (
-    "numpy",
-    "opencv-python-headless",
-    "opencv-python",
-    "pillow",
-    "torch",
-    "librosa",
-    "scipy",
-)
 _MEMO_ENTRIES = 200_000
 
 
@@ -54,7 +48,7 @@ def versions() -> bytes:
         from importlib import metadata
 
         parts = [f"format={FORMAT_VERSION}"]
-        for name in _VERSIONED:
+        for name in libraries.all_distributions():
             try:
                 parts.append(f"{name}={metadata.version(name)}")
             except metadata.PackageNotFoundError:

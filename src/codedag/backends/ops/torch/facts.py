@@ -1,6 +1,7 @@
 """What codedag knows about torch functions that user code calls: plain data, no imports.
 
-torch's version is part of every calibration key already: no distributions of its own.
+torch's version is part of every calibration key already; it is declared here as well for the
+values computed through torch (the prefix cache's keys).
 """
 
 from codedag.backends.facts import FILE_IO, LibraryFacts
@@ -11,6 +12,7 @@ FACTS = LibraryFacts(
     namespaces=("torch", "torch.nn.functional", "torch.fft", "torch.functional"),
     indexed=("torch", "torch.nn.functional", "torch.fft", "torch.linalg"),
     data_types=(("torch", "Tensor"),),
+    distributions=("torch",),
     non_migratable=dict.fromkeys(("torch.load", "torch.save"), FILE_IO),
     random_prefixes=("torch.rand", "torch.normal"),
 )
