@@ -163,15 +163,6 @@ class ProcessTree:
             time.sleep(0.05)
 
 
-def terminate_group(pgid: int, grace_s: float = TERM_GRACE_S) -> bool:
-    """End process group ``pgid`` and every descendant of its members (TERM, then KILL).
-
-    Returns:
-        True when nothing of it is left alive.
-    """
-    return ProcessTree(pgid).terminate(grace_s)
-
-
 class ProcessRegistry:
     """The runs a session started and has not ended yet (thread-safe)."""
 
