@@ -22,7 +22,7 @@ from typing import Any
 from codedag.errors import TraceError
 
 
-def _generator_attributes(obj: Any) -> list[tuple[Any, str]]:
+def _generator_attributes(obj: object) -> list[tuple[Any, str]]:
     """``(owner, attribute)`` of random generators held by a dataset (one level deep)."""
     numpy = sys.modules.get("numpy")
     torch = sys.modules.get("torch")
