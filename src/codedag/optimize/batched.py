@@ -29,7 +29,7 @@ from codedag.measure.statistic import Verdict, verdict
 MODES = ("auto", "always", "never")
 
 
-def check_mode(mode: Any) -> str:
+def check_mode(mode: object) -> str:
     """``auto``, ``always`` or ``never``; :class:`ConfigError` otherwise."""
     if mode not in MODES:
         raise ConfigError(f"batched must be 'auto', 'always' or 'never', got {mode!r}")

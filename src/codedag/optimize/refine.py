@@ -157,13 +157,13 @@ class IterativeOptimizer:
         self.cost = cost or CostModel()
         self.stats: dict[str, Any] = {}
 
-    def objective(self, partitions: list[Partition], dag: Any) -> float:
+    def objective(self, partitions: list[Partition], dag: object) -> float:
         """J of a partition of ``dag``."""
         wg = build_workgraph(as_coarse(dag), self.cost)
         part = assignment_of(partitions, wg)
         return _State(wg, part, len(partitions)).objective(self.alpha, self.beta)[0]
 
-    def optimize(self, partitions: list[Partition], dag: Any) -> list[Partition]:
+    def optimize(self, partitions: list[Partition], dag: object) -> list[Partition]:
         """Return refined partitions (new objects; the input is not modified)."""
         start = time.perf_counter()
         wg = build_workgraph(as_coarse(dag), self.cost)

@@ -130,7 +130,7 @@ def _as_fast(trial: Trial, reference: Trial, margin: float, strict: bool) -> boo
 
 
 def confirm(
-    loader: Any,
+    loader: object,
     yours: LoaderSettings,
     candidate: LoaderSettings,
     *,
@@ -181,7 +181,7 @@ def beats(candidate: list[float], yours: list[float], margin: float) -> bool:
 
 
 def persistent_decision(
-    loader: Any, trial: Trial, yours: LoaderSettings, margin: float
+    loader: object, trial: Trial, yours: LoaderSettings, margin: float
 ) -> tuple[bool, str]:
     """Whether to keep workers between epochs, from the measured start-up; and why."""
     settings = trial.settings

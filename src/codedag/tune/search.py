@@ -78,7 +78,7 @@ class Search:
 
     def __init__(
         self,
-        loader: Any,
+        loader: object,
         yours: LoaderSettings,
         options: TuneOptions,
         limits: MachineLimits,

@@ -42,7 +42,7 @@ def _consumer(options: TuneOptions) -> Consumer | None:
     return then
 
 
-def _warm_up(loader: Any) -> None:
+def _warm_up(loader: object) -> None:
     """One batch in this process first: imports, JIT compilation, caches (inherited by forks)."""
     try:
         next(iter(build_variant(loader, LoaderSettings(), endless=True)))
@@ -171,7 +171,7 @@ def _own_options(options: TuneOptions | None, kwargs: dict[str, Any]) -> TuneOpt
     return dataclasses.replace(options)
 
 
-def _time_user_step(loader: Any, options: TuneOptions) -> float:
+def _time_user_step(loader: object, options: TuneOptions) -> float:
     """The user's training step timed on a few real batches; records where the figure came from."""
     from codedag.tune.consumer import time_step
 
@@ -204,7 +204,7 @@ class _Progress:
 
 
 def _confirmed(
-    loader: Any,
+    loader: object,
     yours: LoaderSettings,
     candidate: Candidate,
     options: TuneOptions,
@@ -244,7 +244,9 @@ def _confirmed(
     return yours, [kept], confirmation
 
 
-def plan_with_loader(existing: Any, section: LoaderSection, source: str = "plan") -> dict[str, Any]:
+def plan_with_loader(
+    existing: object, section: LoaderSection, source: str = "plan"
+) -> dict[str, Any]:
     """A plan dict holding ``section``: ``existing`` (a plan dict) with its loader section
     replaced and everything else kept, or a new plan that places no call.
 

@@ -10,7 +10,7 @@ epoch does not end a measurement early.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from codedag.errors import ConfigError
@@ -24,7 +24,7 @@ WORKER_TIMEOUT_S = 300.0
 class RepeatSampler:
     """Iterate a sampler (or batch sampler) again and again; stops only when it yields nothing."""
 
-    def __init__(self, sampler: Any) -> None:
+    def __init__(self, sampler: Iterable[Any]) -> None:
         self.sampler = sampler
 
     def __iter__(self) -> Iterator[Any]:
@@ -37,7 +37,7 @@ class RepeatSampler:
                 return
 
 
-def check_loader(loader: Any) -> None:
+def check_loader(loader: object) -> None:
     """Raise :class:`ConfigError` when ``loader`` is not a ``torch.utils.data.DataLoader``."""
     from torch.utils.data import DataLoader
 
@@ -140,7 +140,7 @@ def describe_changes(chosen: LoaderSettings, yours: LoaderSettings) -> str:
     return ", ".join(parts) if parts else "nothing"
 
 
-def _word(value: Any) -> str:
+def _word(value: object) -> str:
     if value is None:
         return "default"
     if isinstance(value, bool):
