@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.devices.torch_devices import cuda_available
 from codedag.errors import ConfigError
@@ -16,6 +16,9 @@ from codedag.tune.limits import as_mb, machine_description, machine_limits
 from codedag.tune.measure import Consumer, device_consumer, sleep_consumer
 from codedag.tune.options import Progress, TuneOptions, apply_fixed, resolve_fixed
 from codedag.tune.search import Search, Trial, settings_key
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
 from codedag.tune.variants import (
     build_variant,
     check_loader,
@@ -42,7 +45,7 @@ def _consumer(options: TuneOptions) -> Consumer | None:
     return then
 
 
-def _warm_up(loader: object) -> None:
+def _warm_up(loader: DataLoader[Any]) -> None:
     """One batch in this process first: imports, JIT compilation, caches (inherited by forks)."""
     try:
         next(iter(build_variant(loader, LoaderSettings(), endless=True)))
@@ -80,7 +83,9 @@ def _trial_record(trial: Trial) -> LoaderTrial:
     )
 
 
-def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) -> LoaderSection:
+def tune_loader(
+    loader: DataLoader[Any], options: TuneOptions | None = None, **kwargs: Any
+) -> LoaderSection:
     """Measure ``loader``'s settings and choose the ones to use; see :mod:`codedag.tune`.
 
     Args:
@@ -171,7 +176,7 @@ def _own_options(options: TuneOptions | None, kwargs: dict[str, Any]) -> TuneOpt
     return dataclasses.replace(options)
 
 
-def _time_user_step(loader: object, options: TuneOptions) -> float:
+def _time_user_step(loader: DataLoader[Any], options: TuneOptions) -> float:
     """The user's training step timed on a few real batches; records where the figure came from."""
     from codedag.tune.consumer import time_step
 
@@ -204,7 +209,7 @@ class _Progress:
 
 
 def _confirmed(
-    loader: object,
+    loader: DataLoader[Any],
     yours: LoaderSettings,
     candidate: Candidate,
     options: TuneOptions,

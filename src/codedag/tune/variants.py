@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.errors import ConfigError
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
 
 WORKER_TIMEOUT_S = 300.0
 """A worker batch slower than this while tuning is a failure, not a wait without end."""
@@ -45,14 +48,14 @@ def check_loader(loader: object) -> None:
         raise ConfigError(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}")
 
 
-def is_iterable_dataset(loader: Any) -> bool:
+def is_iterable_dataset(loader: DataLoader[Any]) -> bool:
     """Whether ``loader`` reads an ``IterableDataset`` (no sampler to repeat)."""
     from torch.utils.data import IterableDataset
 
     return isinstance(loader.dataset, IterableDataset)
 
 
-def current_settings(loader: Any) -> LoaderSettings:
+def current_settings(loader: DataLoader[Any]) -> LoaderSettings:
     """The tunable settings ``loader`` was created with."""
     init = loader.worker_init_fn
     threads = init.threads if isinstance(init, WorkerThreads) else None
@@ -66,13 +69,13 @@ def current_settings(loader: Any) -> LoaderSettings:
     )
 
 
-def user_worker_init(loader: Any) -> Any:
+def user_worker_init(loader: DataLoader[Any]) -> Any:
     """The program's own ``worker_init_fn`` (unwrapped from a codedag thread setter)."""
     init = loader.worker_init_fn
     return init.user_init if isinstance(init, WorkerThreads) else init
 
 
-def epoch_length(loader: Any) -> int | None:
+def epoch_length(loader: DataLoader[Any]) -> int | None:
     """Batches per epoch, where the sampler knows its length."""
     try:
         return len(loader)
@@ -81,7 +84,7 @@ def epoch_length(loader: Any) -> int | None:
 
 
 def build_variant(
-    loader: Any,
+    loader: DataLoader[Any],
     settings: LoaderSettings,
     *,
     endless: bool = True,
