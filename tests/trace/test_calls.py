@@ -51,7 +51,7 @@ def test_nested_records_know_their_parent_and_depth_and_share_the_numbering() ->
     assert s.stack == [outer, inner]
     # closing the outer one first (an event was missed) closes the inner one with it
     s.recorder.leave(s.meter.clock(), outer, None, False)
-    assert s.stack == []
+    assert s.stack == [] and inner[T1] == outer[T1] > inner[T0]
 
 
 def test_a_c_method_of_a_data_value_uses_it_and_its_new_result_is_produced() -> None:
@@ -154,6 +154,17 @@ def test_a_function_that_returned_data_once_is_never_pruned() -> None:
         s.recorder.record_py(frame, code, info)
         s.recorder.returned(frame, None)
     assert s.classifier.code_cache[id(code)] == info and s.pruned == []
+
+
+def test_unwinding_a_frame_closes_the_records_opened_inside_it() -> None:
+    s = core_session()
+    frame = finished_frame(0)
+    info = ("tests.user_step", None, (), None)
+    s.recorder.record_py(frame, frame.f_code, info)
+    inner = s.recorder.enter(s.meter.clock(), "lib.g", "lib", KIND_PY, None, [], [], "x", 0)
+    s.recorder.returned(frame, None)  # not on top: counted as skipped, then unwound
+    assert s.stack == [] and s.meter.skipped == 1
+    assert inner[T1] > inner[T0] and inner[FRAME] is None  # closed, not just dropped
 
 
 def test_closing_the_window_closes_every_open_record_at_its_stop_time() -> None:
