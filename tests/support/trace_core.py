@@ -48,3 +48,14 @@ def finished_frame(*args: Any) -> types.FrameType:
         return sys._getframe()
 
     return user_step(*args)
+
+
+def traced(fn: Any, *args: Any, **kwargs: Any) -> Session:
+    """A finished window around ``fn(*args)`` (``kwargs``: the window's settings)."""
+    session = core_session(use_monitoring=False, **kwargs)
+    session.start()
+    try:
+        fn(*args)
+    finally:
+        session.stop()
+    return session
