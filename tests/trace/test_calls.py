@@ -4,8 +4,15 @@ uses and produces, and pruning functions that never touch data."""
 from __future__ import annotations
 
 import numpy as np
-from trace_core import TICK_NS, core_session, finished_frame
+from trace_core import TICK_NS, TickClock, core_session, finished_frame
 
+from codedag.trace.calls import CallRecorder
+from codedag.trace.capture import ArgumentCapture
+from codedag.trace.classify import Classifications, Classifier
+from codedag.trace.costs import Meter, PerCallMemory
+from codedag.trace.filter import FunctionFilter
+from codedag.trace.identity import ValueTracker
+from codedag.trace.lines import LineFollower
 from codedag.trace.records import (
     ARG_SCALAR,
     ARG_VALUE,
@@ -14,6 +21,7 @@ from codedag.trace.records import (
     FRAME,
     KIND_C,
     KIND_PY,
+    MEM,
     N0,
     N1,
     NAME,
@@ -27,6 +35,9 @@ from codedag.trace.records import (
     T0,
     T1,
 )
+from codedag.trace.session_state import SessionState
+from codedag.trace.steps import StepMaker
+from codedag.trace.values import DataTypes
 
 
 def test_a_record_times_the_call_and_the_tracers_own_work_around_it() -> None:
@@ -173,3 +184,21 @@ def test_closing_the_window_closes_every_open_record_at_its_stop_time() -> None:
         s.recorder.enter(s.meter.clock(), name, None, KIND_PY, None, [], [], name, 0)
     s.recorder.close_open(12_345)
     assert s.stack == [] and [r[T1] for r in s.calls] == [12_345] * 3
+
+
+def test_a_recorder_built_from_its_parts_measures_each_c_calls_memory() -> None:
+    state = SessionState(FunctionFilter(), 8, track_memory=True)
+    meter = Meter(TickClock())
+    tracker = ValueTracker(state.values, state.sequence, DataTypes())
+    classifier = Classifier(Classifications(FunctionFilter()), meter)
+    lines = LineFollower(state, meter, StepMaker(state, tracker, classifier.skipped))
+    recorder = CallRecorder(
+        state, meter, tracker, ArgumentCapture(tracker), classifier, PerCallMemory(), lines
+    )
+    frame = finished_frame(0)
+    recorder.record_c(frame, np.ones, ("numpy.ones", "numpy"), None)
+    made = np.ones(1 << 16, np.uint8)  # 64 KiB allocated inside the call
+    recorder.c_returned(np.ones)
+    (rec,) = state.calls
+    assert rec[MEM] >= made.nbytes and state.stack == []
+    assert rec[T1] > rec[T0]
