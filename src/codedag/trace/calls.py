@@ -210,8 +210,12 @@ class CallRecorder:
 
     # ------------------------------------------------------------------ closing
     def leave(self, t1: int, rec: list[Any], result: object, returned: bool) -> None:
-        """Close ``rec`` at ``t1``; ``result`` is what it returned when ``returned``."""
+        """Close ``rec`` at ``t1``; ``result`` is what it returned when ``returned``. Records
+        opened inside it and still open (an event was missed) are closed first, at ``t1``."""
         memory, meter, stack = self.memory, self.meter, self.stack
+        if stack and stack[-1] is not rec and any(r is rec for r in stack):
+            while stack[-1] is not rec:
+                self.leave(t1, stack[-1], None, False)
         net = memory.measure(rec) if memory is not None else 0
         m0 = memory.mark() if memory is not None else 0
         rec[T1] = t1
@@ -227,9 +231,6 @@ class CallRecorder:
         rec[LINES] = None
         if stack and stack[-1] is rec:
             stack.pop()
-        elif any(r is rec for r in stack):
-            while stack.pop() is not rec:
-                pass
         if memory is not None:
             memory.settle(rec, stack, net)
         if returned and result is not None:

@@ -122,17 +122,9 @@ def tune_loader(
     chosen, reasons, confirmation = _confirmed(
         loader, yours, candidate, options, consumer, progress.tick
     )
-    chosen_trial = search.trial_of(chosen) or candidate.trial
-    if "persistent_workers" not in fixed:
-        persistent, why = persistent_decision(loader, chosen_trial, yours, margin)
-        if persistent != chosen.persistent_workers:
-            chosen = chosen.model_copy(update={"persistent_workers": persistent})
-        if why:
-            reasons.append(why)
-    chosen = apply_fixed(chosen, fixed)
-    if fixed:
-        held = ", ".join(f"{key}={value}" for key, value in sorted(fixed.items()))
-        reasons.append(f"held fixed as asked: {held}")
+    chosen = _settled(
+        loader, chosen, search.trial_of(chosen) or candidate.trial, yours, fixed, margin, reasons
+    )
     if search.budget_note:
         reasons.append(search.budget_note)
     changed = list(chosen.differences(yours))
@@ -165,6 +157,29 @@ def tune_loader(
     progress.finish()
     log.info("loader tuning: %s", section.reason)
     return section
+
+
+def _settled(
+    loader: DataLoader[Any],
+    chosen: LoaderSettings,
+    trial: Trial,
+    yours: LoaderSettings,
+    fixed: dict[str, Any],
+    margin: float,
+    reasons: list[str],
+) -> LoaderSettings:
+    """``chosen`` with persistent workers decided from the measured start-up and the settings
+    held fixed applied; the reasons for both are appended to ``reasons``."""
+    if "persistent_workers" not in fixed:
+        persistent, why = persistent_decision(loader, trial, yours, margin)
+        if persistent != chosen.persistent_workers:
+            chosen = chosen.model_copy(update={"persistent_workers": persistent})
+        if why:
+            reasons.append(why)
+    if fixed:
+        held = ", ".join(f"{key}={value}" for key, value in sorted(fixed.items()))
+        reasons.append(f"held fixed as asked: {held}")
+    return apply_fixed(chosen, fixed)
 
 
 def _own_options(options: TuneOptions | None, kwargs: dict[str, Any]) -> TuneOptions:
