@@ -152,15 +152,3 @@ def test_cli_report_accepts_the_run_folder(
     monitor.save_json()
     assert main(["report", str(monitor.run_dir), "--no-plots", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["modes"][0]["mode"] == "baseline"
-
-
-def test_lightning_callback_without_lightning_says_so(tmp_path: Path) -> None:
-    import importlib.util
-
-    from codedag.errors import ConfigError
-    from codedag.monitor.callbacks import lightning_callback
-
-    if importlib.util.find_spec("lightning") or importlib.util.find_spec("pytorch_lightning"):
-        pytest.skip("lightning is installed")
-    with pytest.raises(ConfigError, match="lightning"):
-        lightning_callback(ExperimentMonitor("pl", tmp_path))
