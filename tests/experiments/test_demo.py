@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
@@ -139,6 +140,7 @@ def test_bad_settings(tmp_path: Path, changes: dict, match: str) -> None:
         (["--task", "video"], "task must be one of image, audio"),
         (["--out", "/proc/no-such-place/out"], "cannot write into --out"),
         (["--batches", "0"], "--batches: must be >= 1"),
+        (["--sink", "wandb"], "unknown sink 'wandb'"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(
@@ -159,8 +161,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(
 def test_image_demo_with_batched_always_runs_the_chain_batched_and_reports_its_stats(
     tmp_path: Path,
 ) -> None:
-    settings = dataclasses.replace(small("image", tmp_path, tune=False), batched="always")
+    settings = dataclasses.replace(
+        small("image", tmp_path, tune=False), batched="always", sinks=("tensorboard",)
+    )
     result = run_demo(settings)
+    if importlib.util.find_spec("tensorboard") is not None:  # codedag[tensorboard]
+        for mode in ("baseline", "optimization"):
+            assert list((tmp_path / "tensorboard" / mode).glob("events.out.tfevents.*")), mode
     assert result.equivalence["passed"], result.equivalence  # the verified batched batches
     (chain,) = result.batched["chains"]
     assert chain["batched"] and chain["basis"] == "assumed"

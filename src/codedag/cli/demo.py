@@ -68,6 +68,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         default="auto",
         help="run sample chains batched where measured faster (auto), always, or never",
     )
+    parser.add_argument(
+        "--sink",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also send the monitor's records to tensorboard (tensorboard:DIR) or mlflow "
+        "(mlflow:TRACKING_URI); repeatable",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -98,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         tune=not args.no_tune,
         batched=args.batched,
+        sinks=tuple(args.sink),
     )
     settings.validate()
     check_sample_count(settings.task, args.batches, args.batch_size)

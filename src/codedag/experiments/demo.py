@@ -6,7 +6,9 @@ optimizing the DAG into a migration plan (placement measured with the tuned load
 again with the plan applied (its calls and its loader settings); checking that the migrated
 batches equal the baseline's for the same seed. The
 files go into ``settings.out_dir``: ``results.json`` and plots (from the monitor), ``dag.json``,
-``dag.svg`` (or ``.dot``), ``migration_plan.json``, ``demo_summary.json`` and ``report.html``.
+``dag.svg`` (or ``.dot``), ``migration_plan.json``, ``demo_summary.json`` and ``report.html``; with
+``settings.sinks`` the monitor's records also go to TensorBoard or MLflow, and the files to
+MLflow's artifacts.
 """
 
 from __future__ import annotations
@@ -177,7 +179,9 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     # the migrator's default device when nothing was asked, else the one asked for if it exists
     device = default_device() if settings.device is None else require_device(settings.device)
     loader = build_loader(settings)
-    monitor = ExperimentMonitor(f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir)
+    monitor = ExperimentMonitor(
+        f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir, sinks=settings.sinks
+    )
     keep = settings.check_batches
 
     kept_base = train("baseline", loader, settings, device, monitor, progress, keep)
@@ -252,5 +256,8 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
         )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))
+    for name in ("plan", "report", "summary", "dag_drawing"):
+        monitor.log_artifact(files[name])
+    monitor.close()
     progress("report", 1, 1)
     return demo

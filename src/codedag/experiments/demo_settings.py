@@ -29,6 +29,7 @@ class DemoSettings:
     k: int = 2
     tune: bool = True  # measure the DataLoader's settings; the optimized run uses them
     batched: str = "auto"  # sample chains run batched: where measured faster, always or never
+    sinks: tuple[str, ...] = ()  # where the monitor's records also go: tensorboard, mlflow[:URI]
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first bad setting."""
@@ -47,6 +48,10 @@ class DemoSettings:
             raise ConfigError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.task == "image" and self.image_size < 16:
             raise ConfigError(f"image_size must be >= 16, got {self.image_size}")
+        from codedag.monitor.sinks.specs import check_spec
+
+        for sink in self.sinks:
+            check_spec(sink)
 
 
 @dataclass
