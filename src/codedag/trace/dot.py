@@ -11,14 +11,13 @@ the drawing (``codedag trace``, the demo) goes on with its results.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+from codedag.backends.libraries import is_library_module
 from codedag.graph.algorithms import topological_ranks
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
 from codedag.trace.filter import KNOWN_LIBRARIES
@@ -65,14 +64,9 @@ def _value_label(node: ValueNode) -> str:
     return "\n".join(line for line in lines if line)
 
 
-@functools.lru_cache(maxsize=1024)
 def _is_library(top: str) -> bool:
-    """Whether a top-level module is installed (site-packages) or standard; else user code."""
-    if top in KNOWN_LIBRARIES or top in sys.stdlib_module_names:
-        return True
-    module = sys.modules.get(top)
-    path = getattr(module, "__file__", None) or ""
-    return "site-packages" in path or "dist-packages" in path
+    """Whether a top-level module is library code (known, standard or installed); else user code."""
+    return top in KNOWN_LIBRARIES or is_library_module(top)
 
 
 def _call_color(node: CallNode) -> str:
