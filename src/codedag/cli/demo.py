@@ -218,12 +218,24 @@ def print_summary(result: Any) -> None:
 
     console = Console() if sys.stdout.isatty() else Console(width=150)
     table = Table(title=f"codedag demo ({result.settings['task']}) on {result.device}")
-    for column in ("mode", "mean step s", "batch p95 s", "data wait", "samples/s", "final loss"):
+    for column in (
+        "mode",
+        "mean step s ± std",
+        "batch p95 s",
+        "data wait",
+        "samples/s",
+        "final loss",
+    ):
         table.add_column(column, justify="right" if column != "mode" else "left", no_wrap=True)
+    warm = sorted({m.warmup_batches for m in result.modes})
+    if any(warm):
+        table.caption = (
+            f"the first {', '.join(map(str, warm))} batch(es) of each mode left out (warm-up)"
+        )
     for m in result.modes:
         table.add_row(
             m.mode,
-            f"{m.mean_step_s:.4f}",
+            f"{m.mean_step_s:.4f} ± {m.step_std_s:.4f}",
             f"{m.p95_batch_s:.4f}",
             f"{100 * m.data_wait_share:.1f} %",
             f"{m.throughput_samples_s:.1f}",

@@ -217,7 +217,10 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
     )
     functions = stats.get("functions", {})
     results = monitor.to_dict()
-    modes, speedup = summarize(results)
+    modes, optimized = summarize(results)
+    speedup = None if optimized is None else optimized["speedup"]
+    spread = None if optimized is None else optimized["speedup_spread"]
+    difference = None if optimized is None else optimized["difference"]
     rows = placement_rows(plan)
     demo = DemoResult(
         settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(settings).items()},
@@ -242,11 +245,15 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
             None if section is None or section.keeps_yours else section.chosen.label(),
             switched_off=stats.get("guard", {}).get("switched_off", {}),
             batched=ran_batched(stats),
+            difference=difference,
+            spread=spread,
         ),
         guard=dict(stats.get("guard", {})),
         files=files,
         loader=None if section is None else section.model_dump(mode="json"),
         batched=batched_summary(plan, stats),
+        speedup_spread=spread,
+        difference=difference,
     )
     from codedag.report.demo_report import write_demo_report
 
