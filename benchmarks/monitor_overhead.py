@@ -9,6 +9,11 @@ the unmonitored loop's (sinks work on threads of their own: this is their whole 
 resource sampler's own CPU time and share of wall time. Sinks whose package is missing are left
 out with a note.
 
+Step-time ratios on a shared machine carry several percent of noise, more than the monitor
+costs. A second table therefore measures the cost itself: the same conditions around a step that
+sleeps (``--sleep-ms``, no CPU of its own), so the process's CPU time per step is what the
+monitor, its sampler and its sinks' threads spend, given as a share of the step time.
+
     .venv/bin/python benchmarks/monitor_overhead.py [--rounds 5] [--steps 1500]
 """
 
@@ -92,6 +97,19 @@ def run(
     return elapsed / steps, cpu / steps, summary.get("resources")
 
 
+def cpu_per_step_us(
+    steps: int, interval: float | None, out: Path, sinks: list | None, sleep_s: float
+) -> float:
+    """Process CPU microseconds per step around a sleeping step (no monitor for -1)."""
+
+    def step() -> float:
+        time.sleep(sleep_s)
+        return 0.5
+
+    _, cpu, _ = run(step, steps, interval, out, sinks)
+    return 1e6 * cpu
+
+
 def available(kind: str) -> bool:
     """Whether a sink's package imports here."""
     import importlib.util
@@ -108,6 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--sleep-ms", type=float, default=10.0)
     args = parser.parse_args()
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("mlflow").setLevel(logging.WARNING)
@@ -159,6 +178,12 @@ def main() -> None:
             for name in got:
                 ratios[name].append(got[name][0] / got["none"][0])
                 cpu_ratios[name].append(got[name][1] / got["none"][1])
+        sleep_s = args.sleep_ms / 1e3
+        cost: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(3):
+            for name, interval, kinds in conditions:
+                sinks = make_sinks(kinds, root / f"s{r}_{name.replace(' ', '_')}", mlflow_uri)
+                cost[name].append(cpu_per_step_us(args.steps, interval, root, sinks, sleep_s))
     print(f"monitor overhead: {args.rounds} rounds x {args.steps} steps, torch threads = 1")
     print(
         f"{'condition':>20} {'step ms':>8} {'ratio (median)':>15} {'ratio min..max':>15} "
@@ -176,6 +201,16 @@ def main() -> None:
         else:
             extra = f"{'-':>14} {'-':>8}"
         print(f"{name:>20} {mean_ms:>8.3f} {ratio:>15.4f} {spread:>15} {cpu_ratio:>15.4f} {extra}")
+    print(
+        f"CPU per step around a {args.sleep_ms:g} ms sleeping step (median of 3 runs; the "
+        "monitor's whole cost, its threads included):"
+    )
+    print(f"{'condition':>20} {'CPU us/step':>12} {'over none':>10} {'% of step':>10}")
+    none_us = statistics.median(cost["none"])
+    for name in names:
+        us = statistics.median(cost[name])
+        extra = us - none_us
+        print(f"{name:>20} {us:>12.1f} {extra:>10.1f} {100 * extra / (1e3 * args.sleep_ms):>9.3f}%")
     per_call_us = monitor_call_cost_us()
     base_ms = 1e3 * statistics.mean(times["none"])
     print(

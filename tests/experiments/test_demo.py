@@ -84,6 +84,8 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     assert summary["equivalence"]["passed"] is True and summary["verdict"] == result.verdict
     html = (tmp_path / "report.html").read_text()
     assert "library ms/call" in html and result.verdict.split(",")[0] in html
+    assert 'class="cv-samples"' in html and "cv2.warpAffine" in html  # the chain view
+    assert "first 1 batch(es) of each mode" in html  # warm-up left out, and said
     # the DataLoader was tuned; the plan carries its section and the report shows it
     assert result.loader is not None and plan["loader"]["trials"]
     assert "DataLoader settings" in html and "batches/s" in html

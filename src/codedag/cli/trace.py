@@ -66,6 +66,17 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-nodes", type=POSITIVE_INT, default=1500, help="nodes drawn in DOT/SVG")
     p.add_argument("--top", type=POSITIVE_INT, default=15, help="rows in the summary tables")
+    p.add_argument(
+        "--show",
+        action="store_true",
+        help="print one sample's chain of calls (time, share, where it runs) and write dag.html: "
+        "that chain drawn left to right, and the full DAG to zoom and search",
+    )
+    p.add_argument(
+        "--plan",
+        metavar="PLAN",
+        help="with --show: a migration_plan.json saying where each call runs",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=run)
 
@@ -162,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.target) == bool(args.dataloader):
         raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
+    if args.plan and not args.show:
+        raise UsageError("--plan goes with --show")
     formats = _formats(args.format)
     check_output_dir(args.out)
     filter_config: dict[str, Iterable[str]] = {
@@ -220,9 +233,17 @@ def run(args: argparse.Namespace) -> int:
         written.append(write_visualization(dag, out / "dag.svg", max_nodes=args.max_nodes))
     if failure is not None:
         raise failure
+    view = None
+    if args.show:
+        from codedag.cli.chain import print_chain, write_chain_page
+
+        view, page = write_chain_page(dag, out, args.plan, written)
+        written.append(page)
     summary = summarize(dag, args.top)
     if args.json:
         print(json.dumps({**summary, "written": [str(p) for p in written]}, indent=2))
     else:
         _print_tables(summary, written)
+        if view is not None:
+            print_chain(view)
     return 0

@@ -255,11 +255,19 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
         speedup_spread=spread,
         difference=difference,
     )
+    from codedag.report.chain_view import chain_view
     from codedag.report.demo_report import write_demo_report
 
     files["report"] = str(
         write_demo_report(
-            out_dir / "report.html", demo, plan, dag_svg, dag_dot, plots, results["environment"]
+            out_dir / "report.html",
+            demo,
+            plan,
+            dag_svg,
+            dag_dot,
+            plots,
+            results["environment"],
+            chain_view(dag, plan),
         )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))

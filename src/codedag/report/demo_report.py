@@ -1,4 +1,5 @@
-"""The demo's HTML report: summary, equivalence, plan, partitioned DAG, plots, environment."""
+"""The demo's HTML report: summary, equivalence, plan, chain view, partitioned DAG, plots,
+environment."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from codedag.optimize.export import PARTITION_COLORS
+from codedag.report.chain_view import ChainView
 from codedag.report.html import ReportContent, write_html_report
 
 # The facts of the monitor's environment record a reader of the report needs.
@@ -20,6 +22,7 @@ def write_demo_report(
     dag_dot: str | None,
     plots: list[Path],
     environment: dict[str, Any],
+    chain: ChainView | None = None,
 ) -> Path:
     """Render ``report.html`` for a :class:`~codedag.experiments.demo_settings.DemoResult`."""
     columns = [
@@ -99,5 +102,6 @@ def write_demo_report(
             | {"device used": demo.device},
             notes=notes,
             loader=demo.loader,
+            chain=chain,
         ),
     )
