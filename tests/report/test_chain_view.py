@@ -38,6 +38,34 @@ def test_samples_coarsen_into_one_chain_with_the_batch_around_it() -> None:
     assert view.steps[3].where == "your code"
 
 
+def test_a_big_call_of_user_code_is_shown_as_the_calls_it_makes() -> None:
+    dag = traced_batch(samples=2)
+    for node in [n for n in dag.calls() if n.name == "mydata.normalize"]:  # 4 of 10 or 7 ms
+        for name, ms in (("cv2.subtract", 1), ("numpy.multiply", 2)):
+            inner = dag.add_call(name=name, total_ns=ms * 1_000_000, is_builtin=True, depth=3)
+            dag.add_edge(node.id, inner, "calls")
+    view = chain_view(dag)
+    assert [b.name for b in view.steps] == [
+        "cv2.imdecode", "cv2.resize", "cv2.flip", "cv2.subtract", "numpy.multiply"
+    ]  # fmt: skip
+    assert view.sample_ms == pytest.approx(8.5)  # the samples' time, normalize's own included
+    assert view.steps[4].share_pct == pytest.approx(100.0 * 4 / 17)
+    assert chain_view(traced_batch(samples=2)).steps[3].name == "mydata.normalize"  # no calls
+
+
+def test_an_inherited_method_is_named_after_the_class_of_its_self() -> None:
+    steps = ["cv2.imdecode", "aug.Transform.__call__", "aug.Transform.__call__"]
+    dag = traced_batch(samples=2, steps=steps)
+    calls = [n for n in dag.calls() if n.name == "aug.Transform.__call__"]
+    for node, cls in zip(calls, ["Resize", "Flip", "Resize", "Flip"], strict=True):
+        node.arg_summaries = [f"self=<{cls}>", "image=ndarray[8,8,3] uint8"]
+    view = chain_view(dag)
+    assert [b.name for b in view.steps] == [
+        "cv2.imdecode", "aug.Resize.__call__", "aug.Flip.__call__"
+    ]  # fmt: skip
+    assert view.steps[2].samples == 2
+
+
 def test_the_plan_says_where_each_call_runs() -> None:
     plan = {
         "context_device_map": {

@@ -105,7 +105,7 @@ def _box(box: Box, samples: int, batch_level: bool = False) -> str:
     title += f"{share:.1f} % {what}, {box.where}{partial}"
     return (
         f'<div class="cv-box cv-{kind}" title="{_e(title)}">'
-        f'<div class="cv-name label">{_e(box.label)}</div>'
+        f'<div class="cv-name label">{_e(box.label).replace(".", ".<wbr>")}</div>'
         f'<div class="label">{_e(_ms(box.ms))} · {share:.1f} %</div>'
         f'<div class="cv-bar"><span style="width:{share:.1f}%"></span></div>'
         f'<div class="label">{_e(box.where + partial)}</div></div>'

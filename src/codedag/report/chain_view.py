@@ -9,7 +9,10 @@ a DAG (and, when there is one, a migration plan):
   function in one sample lines up with the n-th call of it in the others, so a step only some
   samples take (a random flip) is one box saying how many did. Each box has the mean time per
   sample that ran it, its share of the samples' time, and where it runs: its library, torch on a
-  device per call, or batched (the plan's batched chains);
+  device per call, or batched (the plan's batched chains). A function of the user's code that
+  takes a quarter of the samples' time or more and makes calls of its own (a ``Compose`` of
+  transforms) is shown, in every sample, as the calls it makes, so only its own time has no box.
+  An inherited method is named after the class of its ``self`` (``Resize.__call__``);
 - the **batch-level calls** around it: what the DataLoader does before the samples and after
   them (collate), with their share of the batch.
 
@@ -19,6 +22,7 @@ calls form the chain of one "sample".
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +38,7 @@ class Box:
     """One call of the view.
 
     Attributes:
-        name: its canonical name.
+        name: its name (:func:`display_name`).
         label: the short name shown (the last two parts of the name).
         ms: mean milliseconds per sample that ran it (batch-level boxes: per batch).
         share_pct: its share of the samples' time (batch-level boxes: of the batch's time).
@@ -131,6 +135,49 @@ def _ancestors(dag: ExecutionDAG, ids: set[int]) -> set[int]:
     return out
 
 
+OPEN_SHARE = 0.25
+"""A function of the user's code taking this share of the samples' time or more is shown as the
+calls it makes."""
+
+
+def display_name(node: CallNode) -> str:
+    """The name a reader knows a call by: an inherited method under the class of its ``self``
+    (``transforms.Resize.__call__`` for ``Transform.__call__`` called on a ``Resize``)."""
+    found = re.fullmatch(r"self=<(\w+)>", node.arg_summaries[0]) if node.arg_summaries else None
+    parts = node.name.split(".")
+    if found is None or len(parts) < 3 or parts[-2] == found.group(1):
+        return node.name
+    return ".".join([*parts[:-2], found.group(1), parts[-1]])
+
+
+def _open_big_calls(
+    dag: ExecutionDAG, samples: list[list[CallNode]], sample_ns: int, is_library: Any
+) -> list[list[CallNode]]:
+    """The samples' steps with each big function of the user's code replaced, in every sample,
+    by the calls it makes; again for big ones among those (see the module docstring)."""
+    for _ in range(8):  # nesting levels opened at most
+        spent: dict[str, int] = defaultdict(int)
+        for node in (n for steps in samples for n in steps):
+            if dag.successors(node.id, "calls") and _where(node, {}, {}, is_library) == USER_CODE:
+                spent[display_name(node)] += node.total_ns
+        big = {name for name, ns in spent.items() if ns >= OPEN_SHARE * sample_ns}
+        if not big:
+            break
+        samples = [
+            [
+                dag.call(c)
+                for node in steps
+                for c in (
+                    sorted(dag.successors(node.id, "calls"))
+                    if display_name(node) in big and dag.successors(node.id, "calls")
+                    else [node.id]
+                )
+            ]
+            for steps in samples
+        ]
+    return samples
+
+
 def chain_view(dag: ExecutionDAG, plan: dict[str, Any] | None = None) -> ChainView:
     """The chain view of a traced DAG (see the module docstring)."""
     from codedag.backends.libraries import is_library_module
@@ -142,16 +189,18 @@ def chain_view(dag: ExecutionDAG, plan: dict[str, Any] | None = None) -> ChainVi
     if not samples and root is not None:
         samples = [[dag.call(i) for i in sorted(dag.successors(root.id, "calls"))]]
     samples = [s for s in samples if s]
+    sample_ns = sum(n.total_ns for steps in samples for n in steps)
+    samples = _open_big_calls(dag, samples, sample_ns, is_library_module)
     keyed: dict[tuple[str, int], list[CallNode]] = defaultdict(list)
     position: dict[tuple[str, int], list[float]] = defaultdict(list)
     for steps in samples:
         seen: dict[str, int] = defaultdict(int)
         for index, node in enumerate(steps):
-            key = (node.name, seen[node.name])
-            seen[node.name] += 1
+            name = display_name(node)
+            key = (name, seen[name])
+            seen[name] += 1
             keyed[key].append(node)
             position[key].append(index / max(1, len(steps) - 1))
-    total_ns = sum(n.total_ns for nodes in keyed.values() for n in nodes)
     order = sorted(keyed, key=lambda k: (sum(position[k]) / len(position[k]), k[1]))
     boxes = []
     for key in order:
@@ -162,16 +211,16 @@ def chain_view(dag: ExecutionDAG, plan: dict[str, Any] | None = None) -> ChainVi
                 name=key[0],
                 label=short_label(key[0]),
                 ms=spent / len(nodes) / 1e6,
-                share_pct=100.0 * spent / total_ns if total_ns else 0.0,
+                share_pct=100.0 * spent / sample_ns if sample_ns else 0.0,
                 samples=len(nodes),
                 where=_where(nodes[0], per_call, batched, is_library_module),
             )
         )
     view = ChainView(
         batch_name=root.name if root is not None else "",
-        batch_ms=root.total_ns / 1e6 if root is not None else total_ns / 1e6,
+        batch_ms=root.total_ns / 1e6 if root is not None else sample_ns / 1e6,
         samples=len(samples),
-        sample_ms=total_ns / len(samples) / 1e6 if samples else 0.0,
+        sample_ms=sample_ns / len(samples) / 1e6 if samples else 0.0,
         steps=boxes,
         placed=plan is not None,
     )
