@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -244,8 +243,3 @@ def gpu_reading(sample: Any, energy_j: float | None = None) -> GpuReading:
         temperature_c=first("temperature_c", "temp_c"),
         energy_j=energy_j,
     )
-
-
-def monotonic_now() -> float:
-    """The clock rates are computed on (immune to wall-clock jumps)."""
-    return time.monotonic()
