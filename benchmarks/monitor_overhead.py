@@ -11,10 +11,13 @@ out with a note.
 
 Step-time ratios on a shared machine carry several percent of noise, more than the monitor
 costs. A second table therefore measures the cost itself: the same conditions around a step that
-sleeps (``--sleep-ms``, no CPU of its own), so the process's CPU time per step is what the
-monitor, its sampler and its sinks' threads spend, given as a share of the step time.
+sleeps (``--sleep-ms``, no CPU of its own), so the process's CPU time is what the monitor, its
+sampler and its sinks' threads spend. Each condition runs ``--short`` and ``4 x --short`` steps:
+the difference over the extra steps is the steady-state CPU cost per step (given as a share of
+the step time), the rest the fixed cost of a run (creating the MLflow run, the summary and
+artifacts at its end, closing the files), which a long training run pays once.
 
-    .venv/bin/python benchmarks/monitor_overhead.py [--rounds 5] [--steps 1500]
+    .venv/bin/python benchmarks/monitor_overhead.py [--rounds 5] [--steps 1500] [--short 300]
 """
 
 from __future__ import annotations
@@ -97,17 +100,17 @@ def run(
     return elapsed / steps, cpu / steps, summary.get("resources")
 
 
-def cpu_per_step_us(
+def cpu_cost_us(
     steps: int, interval: float | None, out: Path, sinks: list | None, sleep_s: float
 ) -> float:
-    """Process CPU microseconds per step around a sleeping step (no monitor for -1)."""
+    """Process CPU microseconds of a run of ``steps`` sleeping steps (no monitor for -1)."""
 
     def step() -> float:
         time.sleep(sleep_s)
         return 0.5
 
     _, cpu, _ = run(step, steps, interval, out, sinks)
-    return 1e6 * cpu
+    return 1e6 * cpu * steps
 
 
 def available(kind: str) -> bool:
@@ -127,6 +130,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--sleep-ms", type=float, default=10.0)
+    parser.add_argument("--short", type=int, default=300, help="steps of the short sleeping runs")
     args = parser.parse_args()
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("mlflow").setLevel(logging.WARNING)
@@ -179,11 +183,20 @@ def main() -> None:
                 ratios[name].append(got[name][0] / got["none"][0])
                 cpu_ratios[name].append(got[name][1] / got["none"][1])
         sleep_s = args.sleep_ms / 1e3
-        cost: dict[str, list[float]] = {name: [] for name in names}
+        short, long = args.short, 4 * args.short
+        per_step: dict[str, list[float]] = {name: [] for name in names}
+        fixed: dict[str, list[float]] = {name: [] for name in names}
         for r in range(3):
             for name, interval, kinds in conditions:
-                sinks = make_sinks(kinds, root / f"s{r}_{name.replace(' ', '_')}", mlflow_uri)
-                cost[name].append(cpu_per_step_us(args.steps, interval, root, sinks, sleep_s))
+                costs = []
+                for n in (short, long):
+                    out = root / f"s{r}_{n}_{name.replace(' ', '_')}"
+                    costs.append(
+                        cpu_cost_us(n, interval, root, make_sinks(kinds, out, mlflow_uri), sleep_s)
+                    )
+                slope = (costs[1] - costs[0]) / (long - short)
+                per_step[name].append(slope)
+                fixed[name].append(costs[0] - short * slope)
     print(f"monitor overhead: {args.rounds} rounds x {args.steps} steps, torch threads = 1")
     print(
         f"{'condition':>20} {'step ms':>8} {'ratio (median)':>15} {'ratio min..max':>15} "
@@ -202,15 +215,21 @@ def main() -> None:
             extra = f"{'-':>14} {'-':>8}"
         print(f"{name:>20} {mean_ms:>8.3f} {ratio:>15.4f} {spread:>15} {cpu_ratio:>15.4f} {extra}")
     print(
-        f"CPU per step around a {args.sleep_ms:g} ms sleeping step (median of 3 runs; the "
-        "monitor's whole cost, its threads included):"
+        f"CPU around a {args.sleep_ms:g} ms sleeping step, runs of {short} and {long} steps "
+        "(median of 3; the monitor's whole cost, its threads included):"
     )
-    print(f"{'condition':>20} {'CPU us/step':>12} {'over none':>10} {'% of step':>10}")
-    none_us = statistics.median(cost["none"])
+    print(
+        f"{'condition':>20} {'CPU us/step':>12} {'over none':>10} {'% of step':>10} "
+        f"{'fixed ms/run':>13}"
+    )
+    none_us = statistics.median(per_step["none"])
+    none_fixed = statistics.median(fixed["none"])
     for name in names:
-        us = statistics.median(cost[name])
+        us = statistics.median(per_step[name])
         extra = us - none_us
-        print(f"{name:>20} {us:>12.1f} {extra:>10.1f} {100 * extra / (1e3 * args.sleep_ms):>9.3f}%")
+        share = 100 * extra / (1e3 * args.sleep_ms)
+        run_ms = (statistics.median(fixed[name]) - none_fixed) / 1e3
+        print(f"{name:>20} {us:>12.1f} {extra:>10.1f} {share:>9.3f}% {run_ms:>13.1f}")
     per_call_us = monitor_call_cost_us()
     base_ms = 1e3 * statistics.mean(times["none"])
     print(

@@ -71,7 +71,9 @@ class MlflowSink(Sink):
             ``None``: MLflow's default.
         experiment_name: MLflow experiment; ``None``: the monitor's experiment name.
         min_interval_s: seconds of training between two points of the per-step figures.
-        send_interval_s: seconds between two sends to the tracking server.
+        send_interval_s: seconds between two sends to the tracking server (a send to a local
+            SQLite store costs about 10 ms of CPU plus 0.13 ms per value: every 10 s keeps the
+            sink near 0.3 % of one CPU).
         close_timeout_s: how long :meth:`close` waits for the last sends.
         client_factory: builds the client from the tracking URI (``MlflowClient`` by default).
 
@@ -87,7 +89,7 @@ class MlflowSink(Sink):
         experiment_name: str | None = None,
         *,
         min_interval_s: float = 1.0,
-        send_interval_s: float = 2.0,
+        send_interval_s: float = 10.0,
         close_timeout_s: float = 30.0,
         client_factory: Callable[[str | None], Any] | None = None,
     ) -> None:
