@@ -59,3 +59,11 @@ def test_a_cached_run_reports_each_epoch_and_never_the_same_code() -> None:
     assert "same code" not in text and "noise" not in text
     one = verdict(_rows(MEL), 1.2, "cpu", "measured", cached=cached, epochs=[1.2])
     assert f"moves {MEL} to torch" in one and "was 1.20x as fast" in one
+
+
+def test_a_ratio_within_its_spread_reads_as_no_difference() -> None:
+    text = verdict(_rows(MEL), 1.076, "cpu", "measured", difference="no difference", spread=0.09)
+    assert "1.08x faster" not in text and "ran 1.08x" not in text
+    assert "do not differ beyond their spread (1.08x ± 0.09)" in text
+    faster = verdict(_rows(MEL), 1.5, "cpu", "measured", difference="faster", spread=0.05)
+    assert "ran 1.50x faster" in faster

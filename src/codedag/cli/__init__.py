@@ -9,6 +9,8 @@
 * :mod:`.cache`: ``codedag cache info|clear``: what the prefix cache holds, and emptying it
 * :mod:`.calibrate`: ``codedag calibrate``: measure a traced DAG's migratable calls on a device and
   print the table
+* :mod:`.chain`: ``codedag trace --show``: the traced pipeline as one sample's chain, in the
+  terminal and HTML
 * :mod:`.demo`: ``codedag demo``: baseline vs optimized training on synthetic Kaggle-like data
 * :mod:`.doctor`: ``codedag doctor``: what this machine can do for codedag, and what is missing
 * :mod:`.env`: ``codedag env check|build|setup|run``: the experiment environment, Docker or --local

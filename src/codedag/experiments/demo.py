@@ -9,7 +9,8 @@ prefix in the first epoch and reads it back from the second); checking that the 
 batches of every epoch equal the baseline's for the same seed. Each epoch's figures are kept
 apart. The files go into ``settings.out_dir``: ``results.json`` and plots (from the monitor),
 ``dag.json``, ``dag.svg`` (or ``.dot``), ``migration_plan.json``, ``demo_summary.json`` and
-``report.html``.
+``report.html``; with ``settings.sinks`` the monitor's records also go to TensorBoard or MLflow,
+and the files to MLflow's artifacts.
 """
 
 from __future__ import annotations
@@ -201,7 +202,9 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     # the migrator's default device when nothing was asked, else the one asked for if it exists
     device = default_device() if settings.device is None else require_device(settings.device)
     loader = build_loader(settings)
-    monitor = ExperimentMonitor(f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir)
+    monitor = ExperimentMonitor(
+        f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir, sinks=settings.sinks
+    )
     keep = settings.check_batches
 
     epochs: list[EpochSummary] = []
@@ -247,7 +250,10 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     )
     functions = stats.get("functions", {})
     results = monitor.to_dict()
-    modes, speedup = summarize(results)
+    modes, optimized = summarize(results)
+    speedup = None if optimized is None else optimized["speedup"]
+    spread = None if optimized is None else optimized["speedup_spread"]
+    difference = None if optimized is None else optimized["difference"]
     rows = placement_rows(plan)
     demo = DemoResult(
         settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(settings).items()},
@@ -274,6 +280,8 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
             batched=ran_batched(stats),
             cached=demo_cache.cache_clause(cache),
             epochs=epoch_speedups(epochs),
+            difference=difference,
+            spread=spread,
         ),
         guard=dict(stats.get("guard", {})),
         files=files,
@@ -281,7 +289,10 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
         batched=batched_summary(plan, stats),
         epochs=epochs,
         cache=cache,
+        speedup_spread=spread,
+        difference=difference,
     )
+    from codedag.report.chain_view import chain_view
     from codedag.report.demo_report import write_demo_report
 
     files["report"] = str(
@@ -294,8 +305,12 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
             plots,
             results["environment"],
             stats.get("cache"),
+            chain_view(dag, plan),
         )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))
+    for name in ("plan", "report", "summary", "dag_drawing"):
+        monitor.log_artifact(files[name])
+    monitor.close()
     progress("report", 1, 1)
     return demo

@@ -30,6 +30,7 @@ class DemoSettings:
     k: int = 2
     tune: bool = True  # measure the DataLoader's settings; the optimized run uses them
     batched: str = "auto"  # sample chains run batched: where measured faster, always or never
+    sinks: tuple[str, ...] = ()  # where the monitor's records also go: tensorboard, mlflow[:URI]
     cache: bool = True  # the prefix cache: each sample's deterministic prefix computed once
 
     @property
@@ -55,6 +56,10 @@ class DemoSettings:
             raise ConfigError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.task == "image" and self.image_size < 16:
             raise ConfigError(f"image_size must be >= 16, got {self.image_size}")
+        from codedag.monitor.sinks.specs import check_spec
+
+        for sink in self.sinks:
+            check_spec(sink)
 
 
 @dataclass
@@ -63,12 +68,14 @@ class ModeSummary:
 
     mode: str
     batches: int
-    mean_step_s: float  # data wait + batch
+    mean_step_s: float  # data wait + batch, the warm-up batches left out
     p50_batch_s: float  # batch time alone (start_batch to end_batch)
     p95_batch_s: float
     data_wait_share: float
     throughput_samples_s: float
     final_loss: float | None
+    step_std_s: float = 0.0
+    warmup_batches: int = 0  # first batches left out of the figures
 
 
 @dataclass
@@ -112,7 +119,7 @@ class DemoResult:
     settings: dict[str, Any]
     device: str
     modes: list[ModeSummary]
-    speedup: float | None
+    speedup: float | None  # median step times, baseline / optimization, warm-up left out
     migrated_calls: dict[str, int]
     fallbacks: dict[str, int]
     fallback_reasons: dict[str, dict[str, int]]
@@ -130,6 +137,9 @@ class DemoResult:
     def epoch(self, mode: str, number: int) -> EpochSummary | None:
         """Epoch ``number`` (1, 2, ...) of ``mode``, if it ran."""
         return next((e for e in self.epochs if e.mode == mode and e.epoch == number), None)
+
+    speedup_spread: float | None = None  # half-width of the speedup's 95 % interval
+    difference: str | None = None  # faster, slower, or "no difference" (within the spread)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -218,8 +218,10 @@ def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> di
     }
 
 
-def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], float | None]:
-    """Per-mode figures from the monitor's results, and the speedup of the optimized mode."""
+def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], dict[str, Any] | None]:
+    """Per-mode figures from the monitor's results (steady state: the warm-up batches left out),
+    and the optimized mode's row of :func:`~codedag.monitor.compare.compare_modes` (``speedup``,
+    ``speedup_spread``, ``difference``), ``None`` when it did not run."""
     from codedag.monitor.compare import compare_modes
 
     rows = compare_modes(results, "baseline")
@@ -233,11 +235,28 @@ def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], float | None]
             data_wait_share=(row["data_wait_share_pct"] or 0.0) / 100.0,
             throughput_samples_s=row["samples_per_s"] or 0.0,
             final_loss=row["final_loss"],
+            step_std_s=row["step_std_s"] or 0.0,
+            warmup_batches=row["warmup_batches"],
         )
         for row in rows
     ]
-    speedup = next((r["speedup"] for r in rows if r["mode"] == "optimization"), None)
-    return summaries, speedup
+    optimized = next((r for r in rows if r["mode"] == "optimization"), None)
+    return summaries, optimized
+
+
+def _outcome(
+    speedup: float, difference: str | None, spread: float | None, faster: str, slower: str
+) -> str:
+    """The end of a verdict: ``faster`` or ``slower`` filled with the ratio, or no difference
+    when the ratio lies within its spread."""
+    if difference == "no difference":
+        return (
+            f": the two runs' step times do not differ beyond their spread ({speedup:.2f}x "
+            f"± {spread or 0.0:.2f})."
+        )
+    if speedup >= 1.0:
+        return faster.format(speedup)
+    return slower.format(1 / speedup)
 
 
 def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -264,7 +283,12 @@ def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _batched_verdict(
-    speedup: float | None, where: str, loader: str | None, batched: Collection[str]
+    speedup: float | None,
+    where: str,
+    loader: str | None,
+    batched: Collection[str],
+    difference: str | None,
+    spread: float | None,
 ) -> str:
     """The verdict when no call moves on its own and sample chains ran once per batch."""
     text = (
@@ -275,9 +299,13 @@ def _batched_verdict(
         text += f", with the tuned DataLoader ({loader})"
     if speedup is None:
         return text + "."
-    if speedup >= 1.0:
-        return text + f": the optimized run was {speedup:.2f}x as fast."
-    return text + f": the optimized run was {1 / speedup:.2f}x slower than the baseline."
+    return text + _outcome(
+        speedup,
+        difference,
+        spread,
+        ": the optimized run was {:.2f}x as fast.",
+        ": the optimized run was {:.2f}x slower than the baseline.",
+    )
 
 
 def verdict(
@@ -290,6 +318,8 @@ def verdict(
     batched: Collection[str] = (),
     cached: str = "",
     epochs: Sequence[float] = (),
+    difference: str | None = None,
+    spread: float | None = None,
 ) -> str:
     """One sentence saying what the plan did and what it changed, without overclaiming.
 
@@ -297,7 +327,8 @@ def verdict(
     the placed functions the run-time check turned back to their library; ``batched`` the sample
     chains that ran once per batch; ``cached`` what the prefix cache did (a clause), and
     ``epochs`` the optimized run's speedup per epoch (the cache stores in the first, reads back
-    from the second).
+    from the second); ``difference`` (``no difference`` when the speedup lies within its
+    ``spread``) keeps noise from reading as a speedup.
     """
     if cached:
         return _cached_verdict(rows, speedup, device, loader, switched_off, batched, cached, epochs)
@@ -305,7 +336,7 @@ def verdict(
     kept = [r["function"] for r in rows if not r["placed"]]
     where = "the CPU" if device == "cpu" else device
     if batched and not placed:
-        return _batched_verdict(speedup, where, loader, batched)
+        return _batched_verdict(speedup, where, loader, batched, difference, spread)
     off = [f for f in placed if f in switched_off]
     if placed and len(off) == len(placed):
         return (
@@ -320,7 +351,17 @@ def verdict(
         return (
             f"Measured on {where}, the plan keeps every call with its library (both runs execute "
             f"the same code) and runs them in the tuned DataLoader ({loader})"
-            + (f": the optimized run was {speedup:.2f}x as fast." if speedup is not None else ".")
+            + (
+                _outcome(
+                    speedup,
+                    difference,
+                    spread,
+                    ": the optimized run was {:.2f}x as fast.",
+                    ": the optimized run was {:.2f}x slower.",
+                )
+                if speedup is not None
+                else "."
+            )
         )
     if not placed:
         if not rows:
@@ -347,11 +388,13 @@ def verdict(
         text += f", with the tuned DataLoader ({loader})"
     if speedup is None:
         return text + "."
-    if speedup >= 1.0:
-        return text + f": the pipeline ran {speedup:.2f}x faster."
-    return (
-        text + f"; yet the optimized run was {1 / speedup:.2f}x slower than the baseline here "
-        "(see the run-time check in the migration stats)."
+    return text + _outcome(
+        speedup,
+        difference,
+        spread,
+        ": the pipeline ran {:.2f}x faster.",
+        "; yet the optimized run was {:.2f}x slower than the baseline here "
+        "(see the run-time check in the migration stats).",
     )
 
 

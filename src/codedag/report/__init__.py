@@ -2,10 +2,13 @@
 
 * :mod:`.cache`: The HTML section of a plan's ``cache`` section: each chain's cut and figures, and
   what the run counted (hits, misses by reason, bytes in RAM and on disk, evictions, verification)
+* :mod:`.chain_view`: The traced pipeline as a person reads it: one sample's chain of calls, with
+  the batch around it
+* :mod:`.chain_html`: HTML of the chain view, and of the full DAG as a view to zoom and search
 * :mod:`.demo_report`: The demo's HTML report: summary, epochs, equivalence, plan, prefix cache,
-  partitioned DAG, plots, environment
+  chain view, partitioned DAG, plots, environment
 * :mod:`.html`: One self-contained HTML report: summary, epochs, equivalence, plan, prefix cache,
-  DAG, plots, environment
+  chain view, DAG, plots, environment
 * :mod:`.loader`: The HTML section of a plan's ``loader`` section: every measured setting, the
   choice, why
 * :mod:`.ranks`: A multi-rank run (torchrun, SLURM, MPI) read as one: per-rank figures and the

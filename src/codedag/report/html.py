@@ -1,5 +1,5 @@
-"""One self-contained HTML report: summary, epochs, equivalence, plan, prefix cache, DAG, plots,
-environment.
+"""One self-contained HTML report: summary, epochs, equivalence, plan, prefix cache, chain view,
+DAG, plots, environment.
 
 Everything is inline (PNG as data URIs, SVG as markup, CSS in the page), so the file can be
 mailed or attached to an issue and opens without network. A small inline script marks the page
@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codedag.report.chain_html import CHAIN_CSS, DAG_SCRIPT, chain_section, dag_explorer
+from codedag.report.chain_view import ChainView
 from codedag.util.io import atomic_write_text
 from codedag.util.text import printable
 
@@ -72,6 +74,7 @@ class ReportContent:
     epoch_rows: Sequence[Sequence[Any]] = ()  # the figures of each epoch of each mode
     cache: dict[str, Any] | None = None  # a plan's cache section (the prefix cache's cuts)
     cache_stats: dict[str, Any] | None = None  # the run's get_stats()["cache"]
+    chain: ChainView | None = None  # the traced pipeline as one sample's chain
 
 
 def _e(value: Any) -> str:
@@ -173,7 +176,7 @@ def render_html(content: ReportContent) -> str:
     """Render the whole page as a string."""
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>{_e(content.title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{_e(content.title)}</title><style>{_CSS}{CHAIN_CSS}</style></head><body>",
         f"<h1>{_e(content.title)}</h1>",
     ]
     if content.subtitle:
@@ -202,6 +205,9 @@ def render_html(content: ReportContent) -> str:
 
         parts.append("<h2>DataLoader settings</h2>")
         parts.append(loader_section_html(content.loader))
+    if content.chain is not None:
+        parts.append("<h2>Pipeline: the chain of one sample</h2>")
+        parts.append(chain_section(content.chain))
     if content.dag_svg or content.dag_dot:
         parts.append("<h2>Execution DAG</h2>")
         if content.partition_colors:
@@ -211,7 +217,7 @@ def render_html(content: ReportContent) -> str:
             )
             parts.append(f'<p class="legend">Partitions: {legend}</p>')
         if content.dag_svg:
-            parts.append(f'<div class="dag">{_inline_svg(content.dag_svg)}</div>')
+            parts.append(dag_explorer(_inline_svg(content.dag_svg)))
         else:
             parts.append(
                 "<p class='note'>graphviz <code>dot</code> was not available, so the DAG is "
@@ -225,7 +231,7 @@ def render_html(content: ReportContent) -> str:
     if content.environment:
         parts.append("<h2>Environment</h2>")
         parts.append(_table(["", ""], [[k, v] for k, v in content.environment.items()]))
-    parts.append(f"<script>{_SCRIPT}</script></body></html>")
+    parts.append(f"<script>{DAG_SCRIPT}{_SCRIPT}</script></body></html>")
     return "\n".join(parts)
 
 
