@@ -9,8 +9,7 @@ import sys
 import numpy as np
 from trace_core import core_session
 
-import codedag.trace.recorder as recorder
-from codedag.trace.recorder import Session
+from codedag.trace.recorder import Session, active_session
 from codedag.trace.records import NAME, T1
 
 
@@ -25,13 +24,13 @@ def test_a_window_is_active_while_open_and_restores_everything_when_stopped() ->
     previous_profile = sys.getprofile()
     s.start()
     try:
-        assert recorder._active is s and sys.getprofile() is s.profile
+        assert active_session() is s and sys.getprofile() is s.profile
         if s.freeze_gc:
             assert gc.get_threshold()[0] >= threshold[0]
         _work(image)
     finally:
         s.stop()
-    assert recorder._active is None and sys.getprofile() is previous_profile
+    assert active_session() is None and sys.getprofile() is previous_profile
     assert gc.get_threshold() == threshold
     assert [r[NAME] for r in s.calls] == [f"{__name__}._work", "numpy.flip"]
     assert s.t_stop_ns > s.t_start_ns > 0
@@ -45,13 +44,13 @@ def test_nested_windows_hand_the_active_session_back() -> None:
     try:
         inner.start()
         try:
-            assert recorder._active is inner
+            assert active_session() is inner
         finally:
             inner.stop()
-        assert recorder._active is outer and sys.getprofile() is outer.profile
+        assert active_session() is outer and sys.getprofile() is outer.profile
     finally:
         outer.stop()
-    assert recorder._active is None
+    assert active_session() is None
 
 
 def test_a_record_still_open_at_stop_is_closed_at_the_stop_time() -> None:
