@@ -31,10 +31,13 @@ from codedag.backends.batched.ops import (
     numpy_dtype,
     register_builder,
     register_op,
+    registered_ops,
     torch_dtype,
     unpatched,
 )
 from codedag.errors import UnsupportedOperation
+
+_REGISTERED = registered_ops()
 
 
 def dummy(meta: Meta) -> np.ndarray:
@@ -444,6 +447,9 @@ def tensor_method(name: str) -> TorchOp | None:
     """The op of ``Tensor.<name>`` (``None`` when a deferred tensor does not record it)."""
     if name not in TENSOR_METHODS:
         return None
+    found = _REGISTERED.get(("view", f"torch.Tensor.{name}"))
+    if found is not None:
+        return found  # type: ignore[return-value]
     op = TorchOp(f"torch.Tensor.{name}", getattr(torch.Tensor, name), TENSOR_METHODS[name])
     return register_op(op)  # type: ignore[return-value]
 
@@ -453,6 +459,9 @@ def torch_operator(name: str) -> TorchOp | None:
     function = TORCH_OPERATORS.get(name)
     if function is None:
         return None
+    found = _REGISTERED.get(("view", f"torch.Tensor.{name}"))
+    if found is not None:
+        return found  # type: ignore[return-value]
     return register_op(TorchOp(f"torch.Tensor.{name}", function))  # type: ignore[return-value]
 
 
@@ -461,6 +470,9 @@ def torch_function(function: Callable[..., Any]) -> TorchOp | None:
     name = getattr(function, "__name__", "")
     if getattr(torch, name, None) is not function or name not in TENSOR_METHODS:
         return None
+    found = _REGISTERED.get(("view", f"torch.{name}"))
+    if found is not None:
+        return found  # type: ignore[return-value]
     return register_op(TorchOp(f"torch.{name}", function, TENSOR_METHODS[name]))  # type: ignore[return-value]
 
 
@@ -492,6 +504,9 @@ def numpy_view(name: str) -> Op | None:
     cls = NUMPY_VIEWS.get(name)
     if cls is None:
         return None
+    found = _REGISTERED.get(("view", name))
+    if found is not None:
+        return found
     return register_op(cls(name, _numpy_original(name)))
 
 
@@ -509,6 +524,9 @@ def to_tensor_op(name: str) -> Op | None:
     """The op of a conversion of a deferred array to a tensor."""
     if name not in TO_TENSOR:
         return None
+    found = _REGISTERED.get(("view", name))
+    if found is not None:
+        return found
     return register_op(ToTensorOp(name, unpatched(name)))
 
 
