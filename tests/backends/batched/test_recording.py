@@ -89,7 +89,7 @@ def test_python_ints_count_by_the_dtypes_that_hold_them() -> None:
         small = x + 3
         assert isinstance(small, LazyArray) and small.dtype == np.uint8
         with pytest.raises(OverflowError):  # NumPy refuses 300 for uint8: forced, then raised
-            x + 300  # noqa: B018
+            x + 300
     assert FORCED.reasons["unsupported"] == 1
 
 

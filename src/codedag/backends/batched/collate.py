@@ -96,6 +96,19 @@ class BatchRecord:
             self.payload = self.payload.pin_memory()
         return self
 
+    def part(self, start: int, stop: int) -> BatchRecord:
+        """Samples ``start:stop`` as a record of their own (sharing the payload)."""
+        return BatchRecord(
+            self.meta,
+            self.programs[start:stop],
+            self.ready[start:stop],
+            self.payload,
+            self.entries,
+            self.worker_ns,
+            {},
+            self.pid,
+        )
+
     def host_entry(self, index: int) -> Any:
         """Payload entry ``index`` as the value it was (NumPy array or tensor), on the host."""
         offset, meta = self.entries[index]

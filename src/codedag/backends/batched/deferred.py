@@ -196,6 +196,16 @@ def thaw(copy_sources: bool = True) -> None:
     STATE.frozen.clear()
 
 
+def _freezable(value: Any) -> bool:
+    """A large NumPy array whose memory NumPy owns (a flag set read-only can be set back)."""
+    if type(value) is not np.ndarray or value.nbytes < FREEZE_BYTES:
+        return False
+    base = value
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    return base.flags.owndata
+
+
 def _frozen_source(value: np.ndarray, entry: str | None = None) -> Node:
     """A source node reading a large NumPy array in place: the array is made read-only until the
     outermost :func:`deferring` block ends, so no write can change the record behind its back
@@ -375,11 +385,7 @@ def _resolved(value: Any) -> Any:
 def _argument(op: Op, slot: int | str, value: Any) -> Any:
     """A concrete argument as a node records it: large data arrays in place (frozen), the rest
     as :func:`_snapshot` keeps it."""
-    if (
-        type(value) is np.ndarray
-        and value.nbytes >= FREEZE_BYTES
-        and op.slot_kind(slot, value) == _ops.DATA
-    ):
+    if _freezable(value) and op.slot_kind(slot, value) == _ops.DATA:
         return _frozen_source(value)
     return _snapshot(value)
 
@@ -394,7 +400,7 @@ def start(op: Op, data: Any, args: tuple[Any, ...], kwargs: dict[str, Any], entr
     metas = tuple([data_meta if a is data else a for a in args])
     metas_kw = {k: (data_meta if v is data else v) for k, v in kwargs.items()}
     meta = op.meta(metas, metas_kw)
-    if type(data) is np.ndarray and data.nbytes >= FREEZE_BYTES:
+    if _freezable(data):
         root = _frozen_source(data, entry)
     else:
         root = source(_snapshot(data), entry)

@@ -14,6 +14,7 @@ cubic on float64.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -313,16 +314,20 @@ def _f32_coords(
     x = torch.arange(dw, dtype=f32, device=dev).view(1, 1, dw)
     y = torch.arange(dh, dtype=f32, device=dev).view(1, dh, 1)
     block = warp_block()
-    simd = (torch.arange(dw, device=dev) < (dw // block) * block if block else x < -1).view(
-        1, 1, dw
-    )
+
+    head = (dw // block) * block if block else 0
 
     def row(k: int) -> torch.Tensor:
         a, b, c = (mm[:, 3 * k + i].view(-1, 1, 1) for i in range(3))
         yb = y * b
-        vector = (a.double() * x.double() + (yb + c).double()).float()  # fma(M0, x, M_x)
-        scalar = (x.double() * a.double() + yb.double()).float() + c
-        return torch.where(simd, vector, scalar)
+        out = torch.empty((mm.shape[0], dh, dw), dtype=f32, device=dev)
+        if head:  # fma(M0, x, M_x): exact in float64, rounded once to float32
+            xd = x[..., :head].double()
+            out[..., :head] = torch.addcmul((yb + c).double(), a.double(), xd).float()
+        if head < dw:
+            xt = x[..., head:].double()
+            out[..., head:] = torch.addcmul(yb.double(), xt, a.double()).float() + c
+        return out
 
     sx, sy = row(0), row(1)
     if perspective:
@@ -340,6 +345,134 @@ def _to_int(v: torch.Tensor, how: str) -> torch.Tensor:
     return torch.where(ok, r, torch.full_like(r, -(2.0**31))).long()
 
 
+def _remap_linear_fast(
+    x: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, border: int, cval: list[float]
+) -> torch.Tensor | None:
+    """:func:`_remap_f32`'s linear kernel with fewer passes, bit for bit the same (``None``
+    where a coordinate is not finite or lies beyond int32: the general path handles those).
+
+    Border rules become one small table per axis over the range the coordinates reach (a
+    constant border reads a one-pixel ring of the fill value: a pixel wholly outside lerps
+    four equal fill values, which is the fill value); each tap is one flat gather (uint8 pixels
+    of up to 4 channels as one int32); the lerps run on channel planes (``(N, C, P)``: the
+    per-pixel fractions broadcast over whole rows). Returns ``(N, P, C)``, planar in memory.
+    """
+    n, h, w, c = x.shape
+    fx, fy = torch.floor(sx), torch.floor(sy)
+    lo_x, hi_x = (float(v) for v in torch.aminmax(fx))
+    lo_y, hi_y = (float(v) for v in torch.aminmax(fy))
+    if not all(math.isfinite(v) and abs(v) < 2.0**30 for v in (lo_x, hi_x, lo_y, hi_y)):
+        return None
+    if border == BORDER_CONSTANT:
+        fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device)
+        src = torch.empty((n, h + 2, w + 2, c), dtype=x.dtype, device=x.device)
+        src[:] = fill.view(1, 1, 1, c)
+        src[:, 1:-1, 1:-1] = x
+        lut_x = _ring_table(int(lo_x), int(hi_x) + 1, w, x.device)
+        lut_y = _ring_table(int(lo_y), int(hi_y) + 1, h, x.device)
+        width, height = w + 2, h + 2
+    else:
+        src = x
+        lut_x = _border_table(int(lo_x), int(hi_x) + 1, w, border, x.device)
+        lut_y = _border_table(int(lo_y), int(hi_y) + 1, h, border, x.device)
+        width, height = w, h
+    index_dtype = torch.int32 if n * height * width < 2**31 else torch.int64
+    ix = fx.sub(lo_x).to(index_dtype).reshape(-1)
+    iy = fy.sub(lo_y).to(index_dtype).reshape(-1)
+    lut_x, lut_y = lut_x.to(index_dtype), (lut_y * width).to(index_dtype)
+    cols = (lut_x.index_select(0, ix), lut_x.index_select(0, ix + 1))
+    rows = (lut_y.index_select(0, iy), lut_y.index_select(0, iy + 1))
+    table, planes = _pixels(src)
+    b = sx.shape[0]
+    base = (torch.arange(n, device=x.device, dtype=index_dtype) * (height * width)).view(n, 1)
+
+    def tap(r: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        index = (r + q).view(b, -1)
+        index = (index.expand(n, -1) if b != n else index) + base
+        return planes(table.index_select(0, index.reshape(-1)), n)  # (N, C, P) float32
+
+    ax = (sx - fx).unsqueeze(1)  # (B, 1, P)
+    ay = (sy - fy).unsqueeze(1).double()
+    taps = [tap(rows[0], cols[0]), tap(rows[0], cols[1]), tap(rows[1], cols[0])]
+    taps.append(tap(rows[1], cols[1]))
+    if x.dtype == torch.uint8:
+        v0, v1 = _lerp_u8(taps, ax, sx)
+    else:
+        v0, v1 = _lerp64(taps[0], taps[1], ax), _lerp64(taps[2], taps[3], ax)
+    out = _lerp64(v0, v1, ay)
+    if x.dtype == torch.uint8:
+        out = out.round_().clamp_(0, 255).to(torch.uint8)
+    return out.permute(0, 2, 1)
+
+
+def _lerp64(p0: torch.Tensor, p1: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """``fma(a, p1 - p0, p0)`` in float32: exact in float64, rounded once."""
+    return torch.addcmul(p0.double(), a.double(), (p1 - p0).double()).float()
+
+
+def _lerp_u8(
+    taps: list[torch.Tensor], ax: torch.Tensor, sx: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two horizontal ``fma`` lerps of uint8 taps in float32, exactly.
+
+    The fraction splits into ``hi`` (a multiple of 2**-12) and ``lo``: ``p0 + hi * d`` is exact
+    (integers below 2**9 and 21 bits), ``lo * d`` too while ``lo`` has at most 15 bits, so one
+    float32 addition rounds the exact sum once, as ``fma`` does. ``lo`` has more bits only for
+    fractions of coordinates in [0, 1/16) (finer float32 steps there): those pixels are redone
+    in float64.
+    """
+    hi = torch.floor(ax * 4096.0).mul_(1.0 / 4096.0)
+    lo = ax - hi
+    out = []
+    for p0, p1 in ((taps[0], taps[1]), (taps[2], taps[3])):
+        d = p1 - p0
+        out.append(torch.addcmul(p0, hi, d).addcmul_(lo, d))
+    fine = ((sx >= 0) & (sx < 0.0625)).nonzero()
+    if fine.numel():
+        n = taps[0].shape[0]
+        maps, pixels = fine[:, 0], fine[:, 1]
+        if ax.shape[0] != n:  # one map for every sample
+            samples = torch.arange(n, device=sx.device).repeat_interleave(len(pixels))
+            maps, pixels = torch.zeros_like(samples), pixels.repeat(n)
+        else:
+            samples = maps
+        a = ax[maps, 0, pixels].unsqueeze(1)
+        for v, p0, p1 in ((out[0], taps[0], taps[1]), (out[1], taps[2], taps[3])):
+            v[samples, :, pixels] = _lerp64(p0[samples, :, pixels], p1[samples, :, pixels], a)
+    return out[0], out[1]
+
+
+def _ring_table(lo: int, hi: int, length: int, dev: torch.device) -> torch.Tensor:
+    """Positions ``lo..hi`` in an axis padded with one pixel of the fill value on each side."""
+    return (torch.arange(lo, hi + 1, device=dev).clamp_(-1, length) + 1).long()
+
+
+def _border_table(lo: int, hi: int, length: int, border: int, dev: torch.device) -> torch.Tensor:
+    """Positions ``lo..hi`` under cv2's border rule (``cv::borderInterpolate``)."""
+    return _torch_border(torch.arange(lo, hi + 1, device=dev), length, border)
+
+
+def _pixels(src: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    """Every pixel of the batch as one row of a table one ``index_select`` reads (uint8 pixels
+    of up to 4 channels packed into one int32), and how gathered rows become float32 channel
+    planes ``(N, C, P)``."""
+    n, h, w, c = src.shape
+    if src.dtype == torch.uint8 and 1 < c <= 4:
+        packed = src if c == 4 else torch.nn.functional.pad(src, (0, 4 - c))
+        words = packed.contiguous().view(torch.int32).reshape(-1)
+
+        def from_words(values: torch.Tensor, count: int) -> torch.Tensor:
+            return values.view(torch.uint8).view(count, -1, 4).permute(0, 2, 1)[:, :c].float()
+
+        return words, from_words
+    table = src.reshape(n * h * w, c)
+
+    def from_rows(values: torch.Tensor, count: int) -> torch.Tensor:
+        return values.view(count, -1, c).permute(0, 2, 1).float()
+
+    return table, from_rows
+
+
 def _remap_f32(
     x: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, mode: int, border: int, cval: list[float]
 ) -> torch.Tensor:
@@ -351,6 +484,10 @@ def _remap_f32(
     gather = _gather_fn(x, border, fill)  # a 1-pixel side: every border mode replicates
     if mode == INTER_NEAREST:
         return gather(_to_int(sx, "round"), _to_int(sy, "round"))
+    if x.dtype in (torch.uint8, torch.float32):
+        fast = _remap_linear_fast(x, sx, sy, border, cval)
+        if fast is not None:
+            return fast
     ix, iy = _to_int(sx, "floor"), _to_int(sy, "floor")
     ax = (sx - ix.float()).unsqueeze(-1).double()
     ay = (sy - iy.float()).unsqueeze(-1).double()
