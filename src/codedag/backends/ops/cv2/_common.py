@@ -168,6 +168,23 @@ def border_interpolate(p: np.ndarray, length: int, border_type: int) -> np.ndarr
     raise UnsupportedOperation(f"borderType {border_type} unsupported")
 
 
+def torch_border(p: torch.Tensor, length: int, border: int) -> torch.Tensor:
+    """``cv::borderInterpolate`` on a tensor of indices; -1 for constant-border positions."""
+    inside = (p >= 0) & (p < length)
+    if border == BORDER_CONSTANT:
+        return torch.where(inside, p, torch.full_like(p, -1))
+    if border == BORDER_REPLICATE:
+        return p.clamp(0, length - 1)
+    if border == BORDER_WRAP:
+        return torch.remainder(p, length)
+    if length == 1:
+        return torch.zeros_like(p)
+    delta = 1 if border == BORDER_REFLECT_101 else 0
+    period = 2 * length - 2 * delta
+    q = torch.remainder(p, period)
+    return torch.where(q < length, q, period - q - (1 - delta))
+
+
 @lru_cache(maxsize=256)
 def _pad_index(length: int, before: int, after: int, border_type: int) -> tuple[int, ...]:
     return tuple(border_interpolate(np.arange(-before, length + after), length, border_type))

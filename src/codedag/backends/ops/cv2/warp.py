@@ -14,13 +14,13 @@ cubic on float64.
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import torch
 
+import codedag.backends.ops.cv2._warp_fast as _warp_fast
 from codedag.backends.contract import Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
@@ -43,6 +43,7 @@ from codedag.backends.ops.cv2._common import (
     scalar_reason,
     scalar_values,
     to_numpy_matrix,
+    torch_border,
 )
 from codedag.backends.ops.cv2.resize import _cubic_coeffs, _lanczos4_coeffs
 from codedag.errors import UnsupportedOperation
@@ -52,23 +53,6 @@ WARP_INVERSE_MAP = 16
 _AB_BITS, _INTER_BITS = 10, 5
 _TAB = 1 << _INTER_BITS
 _BORDERS = (BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, BORDER_WRAP, BORDER_REFLECT_101)
-
-
-def _torch_border(p: torch.Tensor, length: int, border: int) -> torch.Tensor:
-    """``cv::borderInterpolate`` on a tensor of indices; -1 for constant-border positions."""
-    inside = (p >= 0) & (p < length)
-    if border == BORDER_CONSTANT:
-        return torch.where(inside, p, torch.full_like(p, -1))
-    if border == BORDER_REPLICATE:
-        return p.clamp(0, length - 1)
-    if border == BORDER_WRAP:
-        return torch.remainder(p, length)
-    if length == 1:
-        return torch.zeros_like(p)
-    delta = 1 if border == BORDER_REFLECT_101 else 0
-    period = 2 * length - 2 * delta
-    q = torch.remainder(p, period)
-    return torch.where(q < length, q, period - q - (1 - delta))
 
 
 def _parse_flags(flags: int) -> tuple[int, bool]:
@@ -217,7 +201,7 @@ def _gather_fn(x: torch.Tensor, border: int, fill: torch.Tensor):
     flat = x.reshape(n, h * w, c)
 
     def gather(ix: torch.Tensor, iy: torch.Tensor) -> torch.Tensor:
-        bx, by = _torch_border(ix, w, border), _torch_border(iy, h, border)
+        bx, by = torch_border(ix, w, border), torch_border(iy, h, border)
         ok = (bx >= 0) & (by >= 0)
         idx = torch.where(ok, by * w + bx, torch.zeros_like(bx))
         if idx.shape[0] == 1:
@@ -345,134 +329,6 @@ def _to_int(v: torch.Tensor, how: str) -> torch.Tensor:
     return torch.where(ok, r, torch.full_like(r, -(2.0**31))).long()
 
 
-def _remap_linear_fast(
-    x: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, border: int, cval: list[float]
-) -> torch.Tensor | None:
-    """:func:`_remap_f32`'s linear kernel with fewer passes, bit for bit the same (``None``
-    where a coordinate is not finite or lies beyond int32: the general path handles those).
-
-    Border rules become one small table per axis over the range the coordinates reach (a
-    constant border reads a one-pixel ring of the fill value: a pixel wholly outside lerps
-    four equal fill values, which is the fill value); each tap is one flat gather (uint8 pixels
-    of up to 4 channels as one int32); the lerps run on channel planes (``(N, C, P)``: the
-    per-pixel fractions broadcast over whole rows). Returns ``(N, P, C)``, planar in memory.
-    """
-    n, h, w, c = x.shape
-    fx, fy = torch.floor(sx), torch.floor(sy)
-    lo_x, hi_x = (float(v) for v in torch.aminmax(fx))
-    lo_y, hi_y = (float(v) for v in torch.aminmax(fy))
-    if not all(math.isfinite(v) and abs(v) < 2.0**30 for v in (lo_x, hi_x, lo_y, hi_y)):
-        return None
-    if border == BORDER_CONSTANT:
-        fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device)
-        src = torch.empty((n, h + 2, w + 2, c), dtype=x.dtype, device=x.device)
-        src[:] = fill.view(1, 1, 1, c)
-        src[:, 1:-1, 1:-1] = x
-        lut_x = _ring_table(int(lo_x), int(hi_x) + 1, w, x.device)
-        lut_y = _ring_table(int(lo_y), int(hi_y) + 1, h, x.device)
-        width, height = w + 2, h + 2
-    else:
-        src = x
-        lut_x = _border_table(int(lo_x), int(hi_x) + 1, w, border, x.device)
-        lut_y = _border_table(int(lo_y), int(hi_y) + 1, h, border, x.device)
-        width, height = w, h
-    index_dtype = torch.int32 if n * height * width < 2**31 else torch.int64
-    ix = fx.sub(lo_x).to(index_dtype).reshape(-1)
-    iy = fy.sub(lo_y).to(index_dtype).reshape(-1)
-    lut_x, lut_y = lut_x.to(index_dtype), (lut_y * width).to(index_dtype)
-    cols = (lut_x.index_select(0, ix), lut_x.index_select(0, ix + 1))
-    rows = (lut_y.index_select(0, iy), lut_y.index_select(0, iy + 1))
-    table, planes = _pixels(src)
-    b = sx.shape[0]
-    base = (torch.arange(n, device=x.device, dtype=index_dtype) * (height * width)).view(n, 1)
-
-    def tap(r: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        index = (r + q).view(b, -1)
-        index = (index.expand(n, -1) if b != n else index) + base
-        return planes(table.index_select(0, index.reshape(-1)), n)  # (N, C, P) float32
-
-    ax = (sx - fx).unsqueeze(1)  # (B, 1, P)
-    ay = (sy - fy).unsqueeze(1).double()
-    taps = [tap(rows[0], cols[0]), tap(rows[0], cols[1]), tap(rows[1], cols[0])]
-    taps.append(tap(rows[1], cols[1]))
-    if x.dtype == torch.uint8:
-        v0, v1 = _lerp_u8(taps, ax, sx)
-    else:
-        v0, v1 = _lerp64(taps[0], taps[1], ax), _lerp64(taps[2], taps[3], ax)
-    out = _lerp64(v0, v1, ay)
-    if x.dtype == torch.uint8:
-        out = out.round_().clamp_(0, 255).to(torch.uint8)
-    return out.permute(0, 2, 1)
-
-
-def _lerp64(p0: torch.Tensor, p1: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-    """``fma(a, p1 - p0, p0)`` in float32: exact in float64, rounded once."""
-    return torch.addcmul(p0.double(), a.double(), (p1 - p0).double()).float()
-
-
-def _lerp_u8(
-    taps: list[torch.Tensor], ax: torch.Tensor, sx: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two horizontal ``fma`` lerps of uint8 taps in float32, exactly.
-
-    The fraction splits into ``hi`` (a multiple of 2**-12) and ``lo``: ``p0 + hi * d`` is exact
-    (integers below 2**9 and 21 bits), ``lo * d`` too while ``lo`` has at most 15 bits, so one
-    float32 addition rounds the exact sum once, as ``fma`` does. ``lo`` has more bits only for
-    fractions of coordinates in [0, 1/16) (finer float32 steps there): those pixels are redone
-    in float64.
-    """
-    hi = torch.floor(ax * 4096.0).mul_(1.0 / 4096.0)
-    lo = ax - hi
-    out = []
-    for p0, p1 in ((taps[0], taps[1]), (taps[2], taps[3])):
-        d = p1 - p0
-        out.append(torch.addcmul(p0, hi, d).addcmul_(lo, d))
-    fine = ((sx >= 0) & (sx < 0.0625)).nonzero()
-    if fine.numel():
-        n = taps[0].shape[0]
-        maps, pixels = fine[:, 0], fine[:, 1]
-        if ax.shape[0] != n:  # one map for every sample
-            samples = torch.arange(n, device=sx.device).repeat_interleave(len(pixels))
-            maps, pixels = torch.zeros_like(samples), pixels.repeat(n)
-        else:
-            samples = maps
-        a = ax[maps, 0, pixels].unsqueeze(1)
-        for v, p0, p1 in ((out[0], taps[0], taps[1]), (out[1], taps[2], taps[3])):
-            v[samples, :, pixels] = _lerp64(p0[samples, :, pixels], p1[samples, :, pixels], a)
-    return out[0], out[1]
-
-
-def _ring_table(lo: int, hi: int, length: int, dev: torch.device) -> torch.Tensor:
-    """Positions ``lo..hi`` in an axis padded with one pixel of the fill value on each side."""
-    return (torch.arange(lo, hi + 1, device=dev).clamp_(-1, length) + 1).long()
-
-
-def _border_table(lo: int, hi: int, length: int, border: int, dev: torch.device) -> torch.Tensor:
-    """Positions ``lo..hi`` under cv2's border rule (``cv::borderInterpolate``)."""
-    return _torch_border(torch.arange(lo, hi + 1, device=dev), length, border)
-
-
-def _pixels(src: torch.Tensor) -> tuple[torch.Tensor, Any]:
-    """Every pixel of the batch as one row of a table one ``index_select`` reads (uint8 pixels
-    of up to 4 channels packed into one int32), and how gathered rows become float32 channel
-    planes ``(N, C, P)``."""
-    n, h, w, c = src.shape
-    if src.dtype == torch.uint8 and 1 < c <= 4:
-        packed = src if c == 4 else torch.nn.functional.pad(src, (0, 4 - c))
-        words = packed.contiguous().view(torch.int32).reshape(-1)
-
-        def from_words(values: torch.Tensor, count: int) -> torch.Tensor:
-            return values.view(torch.uint8).view(count, -1, 4).permute(0, 2, 1)[:, :c].float()
-
-        return words, from_words
-    table = src.reshape(n * h * w, c)
-
-    def from_rows(values: torch.Tensor, count: int) -> torch.Tensor:
-        return values.view(count, -1, c).permute(0, 2, 1).float()
-
-    return table, from_rows
-
-
 def _remap_f32(
     x: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, mode: int, border: int, cval: list[float]
 ) -> torch.Tensor:
@@ -484,10 +340,9 @@ def _remap_f32(
     gather = _gather_fn(x, border, fill)  # a 1-pixel side: every border mode replicates
     if mode == INTER_NEAREST:
         return gather(_to_int(sx, "round"), _to_int(sy, "round"))
-    if x.dtype in (torch.uint8, torch.float32):
-        fast = _remap_linear_fast(x, sx, sy, border, cval)
-        if fast is not None:
-            return fast
+    fast = _warp_fast.remap_linear(x, sx, sy, border, cval)
+    if fast is not None:
+        return fast
     ix, iy = _to_int(sx, "floor"), _to_int(sy, "floor")
     ax = (sx - ix.float()).unsqueeze(-1).double()
     ay = (sy - iy.float()).unsqueeze(-1).double()
