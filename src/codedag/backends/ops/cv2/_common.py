@@ -199,18 +199,31 @@ def pad_nhwc(
     border_type: int,
     value: Sequence[float] | None = None,
 ) -> torch.Tensor:
-    """Pad an (N,H,W,C) tensor as cv2 does (any pad size, every border type but transparent)."""
+    """Pad an (N,H,W,C) tensor as cv2 does (any pad size, every border type but transparent).
+
+    The image is copied once into the middle of the output; only the border pixels are
+    gathered (``index_select`` of the few border columns and rows)."""
     if top == bottom == left == right == 0:
         return x
     n, h, w, c = x.shape
-    iy = torch.tensor(_pad_index(h, top, bottom, border_type), device=x.device)
-    ix = torch.tensor(_pad_index(w, left, right, border_type), device=x.device)
-    if border_type != BORDER_CONSTANT:
-        return x.index_select(1, iy).index_select(2, ix)
-    vals = torch.tensor(list(value or [0.0] * c), dtype=torch.float64)
     out = torch.empty((n, h + top + bottom, w + left + right, c), dtype=x.dtype, device=x.device)
-    out[:] = saturate(vals, x.dtype).to(x.device)
-    out[:, top : top + h, left : left + w] = x
+    if border_type == BORDER_CONSTANT:
+        vals = torch.tensor(list(value or [0.0] * c), dtype=torch.float64)
+        out[:] = saturate(vals, x.dtype).to(x.device)
+        out[:, top : top + h, left : left + w] = x
+        return out
+    ix = _pad_index(w, left, right, border_type)
+    iy = _pad_index(h, top, bottom, border_type)
+    middle = out[:, top : top + h]
+    middle[:, :, left : left + w] = x
+    for start, stop in ((0, left), (left + w, left + w + right)):
+        if stop > start:
+            cols = torch.tensor(ix[start:stop], device=x.device)
+            middle[:, :, start:stop] = x.index_select(2, cols)
+    for start, stop in ((0, top), (top + h, top + h + bottom)):
+        if stop > start:
+            rows = torch.tensor([iy[i] + top for i in range(start, stop)], device=x.device)
+            out[:, start:stop] = out.index_select(1, rows)
     return out
 
 

@@ -182,6 +182,34 @@ def _correlate(
     return like_input(out.contiguous(), src)
 
 
+def _correlate_int(
+    src: torch.Tensor, kx: np.ndarray, ky: np.ndarray, anchor: tuple[int, int], border: int
+) -> torch.Tensor:
+    """Separable correlation of uint8 images with integer kernels, in int32: each tap one
+    in-place add of a shifted view (rows of whole pixels are contiguous: no strided passes)."""
+    x = as_nhwc(src)
+    kh, kw = len(ky), len(kx)
+    ax, ay = anchor
+    h, w = int(x.shape[1]), int(x.shape[2])
+    xp = pad_nhwc(x, ay, kh - 1 - ay, ax, kw - 1 - ax, border).to(torch.int32)
+    rows = _taps(xp, kx, 2, w)
+    return like_input(_taps(rows, ky, 1, h), src)
+
+
+def _taps(x: torch.Tensor, kernel: np.ndarray, dim: int, size: int) -> torch.Tensor:
+    out: torch.Tensor | None = None
+    for offset, weight in enumerate(int(k) for k in kernel):
+        if weight == 0:
+            continue
+        view = x.narrow(dim, offset, size)
+        if out is None:
+            out = view * weight
+        else:
+            out.add_(view, alpha=weight)
+    assert out is not None
+    return out
+
+
 def gaussian_size(
     ksize: tuple[int, int], sigma_x: float, sigma_y: float, u8: bool
 ) -> tuple[int, int, float, float]:
@@ -229,8 +257,10 @@ def GaussianBlur(
     if src.dtype == torch.uint8 and kw % 2 == 1 and kh % 2 == 1:
         # cv2's fixed-point path: integer kernels (sum 256 each), exact sums, round half up.
         kx, ky = gaussian_kernel_u8(kw, sx), gaussian_kernel_u8(kh, sy)
-        acc = _correlate(src, kx, ky, None, anchor, border, torch.float32)
-        return torch.floor((acc + 32768.0) / 65536.0).clamp(0, 255).to(torch.uint8)
+        acc = _correlate_int(src, kx, ky, anchor, border)
+        acc += 32768
+        acc >>= 16
+        return acc.to(torch.uint8)  # sums of 65536 * bytes at most: no saturation needed
     kx, ky = gaussian_kernel(kw, sx), gaussian_kernel(kh, sy)
     return _correlate(src, kx, ky, None, anchor, border, src.dtype)
 

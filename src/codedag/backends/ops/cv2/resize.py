@@ -169,9 +169,10 @@ def _apply_taps(x: torch.Tensor, dim: int, idx: np.ndarray, w: torch.Tensor) -> 
 def _linear_u8_exact(x: torch.Tensor, tx: Taps, ty: Taps) -> torch.Tensor:
     """cv2's fixed-point bilinear for uint8: 11-bit weights, SIMD vertical rounding.
 
-    Horizontal pass on the source rows the vertical taps read (uint8 gathers, int32 products,
-    ``>> 4`` kept in int16), vertical pass ``((h0 * wy0) >> 16) + ((h1 * wy1) >> 16) + 2 >> 2``,
-    in place where it can.
+    Horizontal pass on the source rows the vertical taps read (uint8 gathers, then int32,
+    ``>> 4``), vertical pass ``((h0 * wy0) >> 16) + ((h1 * wy1) >> 16) + 2 >> 2`` on gathered
+    rows; every product in place on int32 (a promoting product is a slow pass). Weights sum to
+    2048 on each axis, so the result never exceeds 255.
     """
     dev = x.device
     wx, wy = _quantized(tx[1], dev), _quantized(ty[1], dev)
@@ -180,19 +181,18 @@ def _linear_u8_exact(x: torch.Tensor, tx: Taps, ty: Taps) -> torch.Tensor:
     if rows is not None:
         x = x.index_select(1, torch.as_tensor(rows, device=dev))
     ix = torch.as_tensor(tx[0], device=dev)
-    h = torch.mul(x.index_select(2, ix[:, 0]), wx[:, 0].view(1, 1, -1, 1))
-    h += torch.mul(x.index_select(2, ix[:, 1]), wx[:, 1].view(1, 1, -1, 1))
+    h = x.index_select(2, ix[:, 0]).to(torch.int32).mul_(wx[:, 0].view(1, 1, -1, 1))
+    h += x.index_select(2, ix[:, 1]).to(torch.int32).mul_(wx[:, 1].view(1, 1, -1, 1))
     h >>= 4
-    h16 = h.to(torch.int16)  # < 2**15: half the bytes for the vertical gathers
     iy_t = torch.as_tensor(iy, device=dev)
-    s0 = torch.mul(h16.index_select(1, iy_t[:, 0]), wy[:, 0].view(1, -1, 1, 1))
+    s0 = h.index_select(1, iy_t[:, 0]).mul_(wy[:, 0].view(1, -1, 1, 1))
     s0 >>= 16
-    s1 = torch.mul(h16.index_select(1, iy_t[:, 1]), wy[:, 1].view(1, -1, 1, 1))
+    s1 = h.index_select(1, iy_t[:, 1]).mul_(wy[:, 1].view(1, -1, 1, 1))
     s1 >>= 16
     s0 += s1
     s0 += 2
     s0 >>= 2
-    return s0.clamp_(0, 255).to(torch.uint8)
+    return s0.to(torch.uint8)
 
 
 def _quantized(w: np.ndarray, dev: torch.device) -> torch.Tensor:
