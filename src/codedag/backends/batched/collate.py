@@ -6,7 +6,8 @@ the loader's ``default_collate`` runs with :data:`COLLATE_FN_MAP`, torch's own m
 :func:`collate_deferred` for :class:`~.deferred.LazyArray` and :class:`~.deferred.LazyTensor`;
 :func:`normalize` first dresses concrete values that share a position with deferred ones (samples
 that were forced) so the first value's type never decides wrongly. A custom ``collate_fn`` gets
-forced samples (:mod:`.fetch`).
+the deferred samples: its ``torch.stack`` (or ``np.stack``) of them is :func:`collate_deferred`
+too (:func:`~.deferred.collating`), anything else it does with them forces them.
 
 A record holds, per deferred sample, its *program*: the recorded steps in order, each with its
 op, argument template and the key that groups it with other samples' steps (op, the shapes and
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
+import codedag.backends.batched.deferred as deferred
 from codedag.backends.batched.deferred import Lazy, LazyArray, LazyTensor, Node, evaluate, ready
 from codedag.backends.batched.forcing import FORCED
 from codedag.backends.batched.ops import DATA, PER_SAMPLE, SMALL_BYTES, Meta, Op, meta_of
@@ -306,6 +308,8 @@ def _to_value(value: Any, meta: Meta) -> Any:
     return concrete
 
 
+deferred.on_stack(collate_deferred)
+
 COLLATE_FN_MAP: dict[Any, Any] = {
     **default_collate_fn_map,
     LazyArray: collate_deferred,
@@ -328,6 +332,11 @@ def normalize(samples: list[Any]) -> list[Any]:
     if not samples or not any(_contains_lazy(s) for s in samples):
         return samples
     return _normalized(samples)
+
+
+def has_deferred(value: Any) -> bool:
+    """Whether ``value`` (a sample, a list of samples) holds deferred values."""
+    return _contains_lazy(value, -1)
 
 
 def _contains_lazy(value: Any, depth: int = 0) -> bool:

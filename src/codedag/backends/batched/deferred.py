@@ -135,6 +135,7 @@ class _State(threading.local):
         self.scope = Scope()  # the innermost block's
         self.copies: dict[int, tuple[Any, Any]] = {}  # id -> (original, copy) in the outer block
         self.frozen: dict[int, tuple[np.ndarray, list[Node]]] = {}  # made read-only, their sources
+        self.collating = False  # a custom collate_fn runs on deferred samples
 
 
 STATE = _State()
@@ -172,6 +173,44 @@ def deferring(enabled: bool = True) -> Iterator[Scope]:
             state.copies.clear()
             state.scope = Scope()
             thaw(copy_sources=False)
+
+
+@contextlib.contextmanager
+def collating() -> Iterator[None]:
+    """A custom ``collate_fn`` runs on deferred samples in this block: stacking deferred values
+    along a new first axis (``torch.stack``, ``np.stack``) makes a batch record, as
+    ``default_collate`` does; anything else forces them (counted as ``collate``)."""
+    state = STATE
+    before = state.collating
+    state.collating = True
+    try:
+        yield
+    finally:
+        state.collating = before
+
+
+_STACKERS: list[Callable[[list[Any]], Any]] = []
+
+
+def on_stack(stack: Callable[[list[Any]], Any]) -> None:
+    """Let ``stack`` collate a list of deferred samples stacked in a custom ``collate_fn``
+    (:mod:`.collate` registers its own when imported)."""
+    if stack not in _STACKERS:
+        _STACKERS.append(stack)
+
+
+def _stacked(items: Any, axis: Any, fallback: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """``stack(items)`` in a custom collate: a batch record of the deferred samples."""
+    if (
+        STATE.collating
+        and _STACKERS
+        and axis in (0, None)
+        and isinstance(items, list | tuple)
+        and items
+        and all(isinstance(v, Lazy) for v in items)
+    ):
+        return _STACKERS[0](list(items))
+    return _forced_call(fallback, args, kwargs, "collate", getattr(fallback, "__name__", "stack"))
 
 
 FREEZE_BYTES = 1 << 14
@@ -308,7 +347,8 @@ def _record(
     nested: bool,
 ) -> Any:
     if not STATE.active:
-        return _forced_call(fallback, args, kwargs, "outside", _what(op, fallback, detail))
+        reason = "collate" if STATE.collating else "outside"
+        return _forced_call(fallback, args, kwargs, reason, _what(op, fallback, detail))
     if op is None:
         return _forced_call(fallback, args, kwargs, "unsupported", _what(op, fallback, detail))
     if nested:
@@ -400,6 +440,10 @@ def start(op: Op, data: Any, args: tuple[Any, ...], kwargs: dict[str, Any], entr
     metas = tuple([data_meta if a is data else a for a in args])
     metas_kw = {k: (data_meta if v is data else v) for k, v in kwargs.items()}
     meta = op.meta(metas, metas_kw)
+    refusal = getattr(op, "refusal", None)
+    reason = refusal(args, kwargs) if refusal is not None else None
+    if reason is not None:  # what only the values tell (NaN, inf): the call runs eagerly
+        raise UnsupportedOperation(reason)
     if _freezable(data):
         root = _frozen_source(data, entry)
     else:
@@ -588,6 +632,9 @@ class LazyArray(Lazy):
     def __array_function__(
         self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        if func is np.stack:
+            axis = args[1] if len(args) > 1 else kwargs.get("axis", 0)
+            return _stacked(args[0] if args else kwargs.get("arrays"), axis, func, args, kwargs)
         name = f"numpy.{func.__name__}" if func.__module__ == "numpy" else func.__qualname__
         op = _views.numpy_view(name) or _ops.elementwise_op(name)
         if op is None:
@@ -714,6 +761,17 @@ def _inplace_concrete(target: Any, short: str, value: Any) -> Any:
 
 
 _install_array_operators()
+_POWER = getattr(LazyArray, "__pow__")  # noqa: B009 (installed above, unknown to type checkers)
+
+
+def _power(self: LazyArray, other: Any) -> Any:
+    # ndarray's ** squares for an exponent of 2 (bool ** 2 is int8, np.power gives int64)
+    if type(other) is int and other == 2 and np.dtype(self._node.meta.dtype) == np.bool_:
+        return _record_ufunc(np.square, (self,), {})
+    return _POWER(self, other)
+
+
+setattr(LazyArray, "__pow__", _power)  # noqa: B010
 
 
 class LazyTensor(Lazy):
@@ -767,6 +825,9 @@ class LazyTensor(Lazy):
         cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
+        if func is torch.stack:
+            axis = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+            return _stacked(args[0] if args else kwargs.get("tensors"), axis, func, args, kwargs)
         op = _views.torch_function(func)
         if op is None:
             name = getattr(func, "__name__", "torch function")

@@ -255,6 +255,9 @@ class LibraryOp(Op):
         slots = [(i, a) for i, a in enumerate(args)] + list(kwargs.items())
         if not any(self.slot_kind(k, v) == DATA for k, v in slots):
             raise UnsupportedOperation(f"{self.name}: no image or signal argument")
+        reason = self._declared_refusal(args, kwargs)
+        if reason is not None:
+            raise UnsupportedOperation(f"{self.name}: {reason}")
         try:
             out = self._described(args, kwargs, torch.device("meta"))
         except UnsupportedOperation:
@@ -301,6 +304,27 @@ class LibraryOp(Op):
             return None
         return key
 
+    def refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The op's declared refusal of a call on concrete arguments (an entry's data: what
+        only values tell, such as NaN and inf, is checked here; later steps' deferred inputs
+        are checked by shape and dtype only)."""
+        return self.backend.refusal(args, kwargs)
+
+    def _declared_refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The op's declared refusal (the per-call migration's) on zeros of the deferred
+        arguments' shapes and dtypes: a call the library refuses must not be recorded."""
+        if self.backend.refuse is None:
+            return None
+        try:
+            concrete = tuple(_zeros_like(v) for v in args)
+            concrete_kw = {k: _zeros_like(v) for k, v in kwargs.items()}
+        except UnsupportedOperation:
+            return None  # no zeros to check with (a tensor, or too large): the backend decides
+        try:
+            return self.backend.refusal(concrete, concrete_kw)
+        except Exception as e:  # a check that cannot look at zeros: the backend decides
+            return None if isinstance(e, ValueError | TypeError) else f"{type(e).__name__}"
+
     def _described(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], device: torch.device
     ) -> Any:
@@ -314,16 +338,29 @@ class LibraryOp(Op):
         if self.slot_kind(key, value) != DATA:
             return value
         meta = value if isinstance(value, Meta) else meta_of(value)
-        shape = (1, *meta.shape)
+        shape = (1, *self._shape(meta.shape))
         if device.type == "meta":
             return torch.empty(shape, dtype=meta.torch_dtype, device=device)
         if math.prod(shape) > _MAX_ZERO_ELEMENTS:
             raise UnsupportedOperation(f"{self.name}: no shape rule for {meta.shape}")
         return torch.zeros(shape, dtype=meta.torch_dtype, device=device)
 
+    def _shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """A sample's shape as the backend takes it (cv2's ``(H, W, 1)`` is ``(H, W)``)."""
+        if self.backend.squeeze_channel and len(shape) == 3 and shape[2] == 1:
+            return shape[:2]
+        return shape
+
+    def _data(self, batch: Batch, n: int) -> torch.Tensor:
+        tensor = batch.expanded(n)
+        shape = self._shape(batch.meta.shape)
+        return tensor if len(shape) == batch.meta.ndim else tensor.reshape(n, *shape)
+
     def run(self, args: list[Any], kwargs: dict[str, Any], n: int, device: torch.device) -> Any:
-        call_args = [a.expanded(n) if isinstance(a, Batch) else a for a in args]
-        call_kwargs = {k: (v.expanded(n) if isinstance(v, Batch) else v) for k, v in kwargs.items()}
+        call_args = [self._data(a, n) if isinstance(a, Batch) else a for a in args]
+        call_kwargs = {
+            k: (self._data(v, n) if isinstance(v, Batch) else v) for k, v in kwargs.items()
+        }
         out = self.backend.call(call_args, call_kwargs, device)
         if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != n:
             raise UnsupportedOperation(f"{self.name}: backend returned {type(out).__name__}")
@@ -487,6 +524,15 @@ def signature_of(value: Any, weak_scalars: bool = False) -> Any:
 
 
 _BY_VALUE = frozenset({bool, str, bytes, type(None), type(Ellipsis)})
+
+
+def _zeros_like(value: Any) -> Any:
+    """A deferred array's stand-in for a declared check: zeros of its shape and dtype."""
+    if not isinstance(value, Meta):
+        return value
+    if value.kind != "array" or math.prod(value.shape) > _MAX_ZERO_ELEMENTS:
+        raise UnsupportedOperation("no stand-in")
+    return np.zeros(value.shape, dtype=value.dtype)
 
 
 def _per_sample_key(value: Any) -> Any:

@@ -6,7 +6,9 @@ the dataset, or ``__getitems__``, then the collate function) with three differen
 * the dataset's code runs with deferral on (one :func:`~.deferred.deferring` block per fetch,
   and one per sample inside it): the chain's calls return deferred values;
 * ``default_collate`` collates deferred values into :class:`~.collate.BatchRecord` objects; a
-  custom ``collate_fn`` receives the samples forced (it may do anything with them);
+  custom ``collate_fn`` receives the deferred samples: stacking them (``torch.stack``) makes a
+  record too, anything else forces them, and a collate that fails on them runs again on forced
+  samples;
 * a sample whose code raises while deferred values exist (a function outside the plan received
   one: cv2 does not accept foreign arrays) runs again eagerly, from the random state it started
   with (Python's, NumPy's and torch's global generators), and counts as forced by ``error``.
@@ -27,8 +29,13 @@ import numpy as np
 import torch
 from torch.utils.data._utils.collate import default_collate
 
-from codedag.backends.batched.collate import BatchRecord, default_collate_deferred, force_tree
-from codedag.backends.batched.deferred import deferring, frozen, thaw
+from codedag.backends.batched.collate import (
+    BatchRecord,
+    default_collate_deferred,
+    force_tree,
+    has_deferred,
+)
+from codedag.backends.batched.deferred import collating, deferring, frozen, thaw
 from codedag.backends.batched.forcing import FORCED, code_line, error_line
 
 log = logging.getLogger(__name__)
@@ -102,7 +109,15 @@ def _collate(fetcher: Any, data: Any) -> Any:
     collate_fn = fetcher.collate_fn
     name = getattr(collate_fn, "__qualname__", type(collate_fn).__qualname__)
     where = code_line(collate_fn)
-    return collate_fn(force_tree(data, "collate", f"custom collate_fn {name}", where))
+    if has_deferred(data):
+        try:
+            with collating():  # its torch.stack of deferred samples makes a batch record
+                return collate_fn(data)
+        except Exception as error:
+            detail = f"custom collate_fn {name} failed on deferred samples ({type(error).__name__})"
+            log.info("%s at %s; it runs again on forced samples", detail, where)
+            return collate_fn(force_tree(data, "collate", detail, where))
+    return collate_fn(data)
 
 
 def _item(dataset: Any, index: Any) -> Any:
