@@ -374,6 +374,9 @@ def _record(
                 metas_kw[name] = value
     try:
         meta = op.meta(tuple(metas), metas_kw)
+        refused = op.sample_refusal(tuple(metas), metas_kw)
+        if refused is not None:
+            raise UnsupportedOperation(refused)
     except UnsupportedOperation as e:
         what = _what(op, fallback, detail)
         return _forced_call(fallback, args, kwargs, "unsupported", f"{what}: {e}"[:120])

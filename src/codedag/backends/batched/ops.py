@@ -206,6 +206,11 @@ class Op:
         """Drop the remembered signatures (tests; a backend registered anew)."""
         self._metas = None
 
+    def sample_refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """Why this call's own values (not its signature) refuse it: checked on every call
+        (``None`` here; ops with per-sample parameters look at them)."""
+        return None
+
     def run(self, args: list[Any], kwargs: dict[str, Any], n: int, device: torch.device) -> Any:
         """The operation for ``n`` samples; data slots arrive as :class:`Batch`."""
         raise NotImplementedError
@@ -303,6 +308,18 @@ class LibraryOp(Op):
         except TypeError:
             return None
         return key
+
+    def sample_refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The declared refusal on this call's per-sample parameters (a warp's matrix: the
+        signature knows only their shapes), deferred inputs as zero-stride stand-ins."""
+        if not self.backend.per_sample or self.backend.refuse is None:
+            return None
+        try:
+            concrete = tuple(_stand_in(v) for v in args)
+            concrete_kw = {k: _stand_in(v) for k, v in kwargs.items()}
+            return self.backend.refusal(concrete, concrete_kw)
+        except Exception:  # a check that cannot look at stand-ins: the signature decided
+            return None
 
     def refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         """The op's declared refusal of a call on concrete arguments (an entry's data: what
@@ -524,6 +541,16 @@ def signature_of(value: Any, weak_scalars: bool = False) -> Any:
 
 
 _BY_VALUE = frozenset({bool, str, bytes, type(None), type(Ellipsis)})
+
+
+def _stand_in(value: Any) -> Any:
+    """A deferred array as a read-only zero-stride array of its shape and dtype (no memory)."""
+    if not isinstance(value, Meta):
+        return value
+    if value.kind != "array":
+        raise UnsupportedOperation("no stand-in")
+    base = np.zeros((), dtype=value.dtype)
+    return np.lib.stride_tricks.as_strided(base, value.shape, (0,) * value.ndim, writeable=False)
 
 
 def _zeros_like(value: Any) -> Any:

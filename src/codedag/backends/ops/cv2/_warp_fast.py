@@ -45,7 +45,7 @@ three float32 roundings of values below 256: 6e-5)."""
 MAX_DOUBTFUL = 0.05
 """Above this share of doubtful elements the table path runs instead (exact halves)."""
 MAX_MARGIN = 4
-"""Padding for reflect and wrap borders is at most this many times the image's side."""
+"""Padding, and the coordinate tables, reach at most this many times the image's side."""
 
 
 def remap_linear(
@@ -190,6 +190,8 @@ def remap_table(
     fx, fy = torch.floor(sx), torch.floor(sy)
     lo_x, hi_x = span_x
     lo_y, hi_y = span_y
+    if hi_x - lo_x > MAX_MARGIN * (w + 2) or hi_y - lo_y > MAX_MARGIN * (h + 2):
+        return None  # coordinates far outside (a perspective's horizon): tables too long
     if border == BORDER_CONSTANT:
         fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device)
         src = torch.empty((n, h + 2, w + 2, c), dtype=x.dtype, device=x.device)
@@ -204,8 +206,8 @@ def remap_table(
         lut_y = _border_table(lo_y, hi_y + 1, h, border, x.device)
         width, height = w, h
     index_dtype = torch.int32 if n * height * width < 2**31 else torch.int64
-    ix = fx.sub(lo_x).to(index_dtype).reshape(-1)
-    iy = fy.sub(lo_y).to(index_dtype).reshape(-1)
+    ix = fx.long().sub_(lo_x).to(index_dtype).reshape(-1)
+    iy = fy.long().sub_(lo_y).to(index_dtype).reshape(-1)
     lut_x, lut_y = lut_x.to(index_dtype), (lut_y * width).to(index_dtype)
     cols = (lut_x.index_select(0, ix), lut_x.index_select(0, ix + 1))
     rows = (lut_y.index_select(0, iy), lut_y.index_select(0, iy + 1))

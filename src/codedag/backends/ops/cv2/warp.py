@@ -537,8 +537,27 @@ def check_warp_perspective(
     borderValue: Any = None,
     hint: Any = None,
 ) -> str | None:
-    """As warpAffine with a 3x3 matrix (singular ones included: cv2 then warps with zeros)."""
-    return _check_warp(src, M, 3, dsize, flags, borderMode, borderValue, hint)
+    """As warpAffine with a 3x3 matrix (singular ones included: cv2 then warps with zeros), whose
+    horizon does not cross the output: where the inverse map's third row is 0 the coordinates
+    are infinite or NaN, and which of those pixels cv2 fills and which become NaN depends on its
+    SIMD blocks, not reproduced."""
+    reason = _check_warp(src, M, 3, dsize, flags, borderMode, borderValue, hint)
+    if reason is None:
+        reason = _horizon_reason(np.asarray(M, dtype=np.float64), dsize, flags, src)
+    return reason
+
+
+def _horizon_reason(m: np.ndarray, dsize: Any, flags: Any, src: Any) -> str | None:
+    inverse = m if int(flags) & WARP_INVERSE_MAP else invert3(m)
+    if not inverse.any():
+        return None  # singular: every coordinate is NaN and every pixel the border value
+    size = int_pair(dsize) or (0, 0)
+    dw, dh = size if min(size) > 0 else (int(src.shape[1]), int(src.shape[0]))
+    corners = np.array([[0, 0, 1], [dw - 1, 0, 1], [0, dh - 1, 1], [dw - 1, dh - 1, 1]])
+    w = corners @ inverse[2]
+    if w.min() <= 0 <= w.max():
+        return "the perspective's horizon crosses the output (infinite and NaN coordinates)"
+    return None
 
 
 _WARP_MODES = (
