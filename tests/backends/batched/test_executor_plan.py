@@ -104,3 +104,13 @@ def test_groups_differing_by_an_optional_step_meet_again() -> None:
     assert outcome.groups == 2
     assert outcome.backend_calls == longest  # the flip once, every other step once for all
     assert torch.equal(outcome.tensor, _reference(record))
+
+
+def test_a_batch_copied_as_a_device_would_is_uploaded_once() -> None:
+    from codedag.backends.batched.transfer import DeviceIO
+
+    record = _record(CHAINS["reflected int"], n=7)
+    io = DeviceIO("cpu", simulate=True)
+    outcome = BatchExecutor("cpu", io, chunk_bytes=1).run(record)
+    assert io.h2d_bytes == record.payload.numel()  # one payload copy, no chunks
+    assert torch.equal(outcome.tensor, _reference(record))

@@ -132,15 +132,16 @@ class BatchExecutor:
         On the CPU the samples run in chunks whose working set stays in the caches (the whole
         chain per chunk); a device runs the whole batch at once.
         """
+        payload = self.io.upload(record.payload)  # once: the chunks share it
         size = self._chunk(record)
         if size >= record.n:
-            return self._run(record, verify)
+            return self._run(record, verify, payload)
         out = torch.empty((record.n, *record.meta.shape), dtype=record.out_dtype)
         total = Outcome(out, groups=0, backend_calls=0, verified=verify)
         programs: set[tuple[Any, ...]] = set()
         for start in range(0, record.n, size):
             part = record.part(start, min(start + size, record.n))
-            outcome = self._run(part, verify)
+            outcome = self._run(part, verify, payload)
             out[start : start + part.n] = outcome.tensor
             total.backend_calls += outcome.backend_calls
             total.failed.extend(start + i for i in outcome.failed)
@@ -152,8 +153,8 @@ class BatchExecutor:
 
     def _chunk(self, record: BatchRecord) -> int:
         """Samples per chunk: the batch on a device, or as many as ``chunk_bytes`` holds."""
-        if self.device.type != "cpu" or not self.chunk_bytes:
-            return record.n
+        if self.device.type != "cpu" or self.io.moves or not self.chunk_bytes:
+            return record.n  # a device (or the CPU copying as one) runs the whole batch
         largest = max(
             (s.meta.nbytes for p in record.programs if p for s in p),
             default=record.meta.nbytes,
@@ -161,8 +162,7 @@ class BatchExecutor:
         per_sample = _WORKING_SET * max(largest, 1)
         return max(1, min(record.n, self.chunk_bytes // per_sample))
 
-    def _run(self, record: BatchRecord, verify: bool) -> Outcome:
-        payload = self.io.upload(record.payload)
+    def _run(self, record: BatchRecord, verify: bool, payload: torch.Tensor) -> Outcome:
         groups = self._groups(record, verify)
         distinct = len(groups)
         failed: set[int] = set()
