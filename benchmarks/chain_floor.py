@@ -34,7 +34,7 @@ from torch.utils.data import default_collate
 
 import codedag.backends.batched.deferred as deferred_module
 from codedag.backends.batched.collate import BatchRecord, Step, default_collate_deferred
-from codedag.backends.batched.deferred import deferring
+from codedag.backends.batched.deferred import collating, deferring
 from codedag.backends.batched.delivery import replace_records
 from codedag.backends.batched.executor import BatchExecutor, replay
 from codedag.devices.torch_devices import device_sync
@@ -152,8 +152,17 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
     dev = torch.device(device)
     watch = Stopwatch(sync=device_sync(dev))
 
+    collate_fn = loader.collate_fn
+
     def original() -> Any:
-        return default_collate([dataset[i] for i in indices])
+        return collate_fn([dataset[i] for i in indices])
+
+    def collated(samples: list[Any]) -> Any:
+        with deferring(enabled=False):
+            if collate_fn is default_collate:
+                return default_collate_deferred(samples)
+            with collating():  # a custom collate_fn stacking deferred samples
+                return collate_fn(samples)
 
     stack = contextlib.ExitStack()
     stack.enter_context(cached_decode())
@@ -168,20 +177,17 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
 
         def deferred() -> Any:
             with deferring():
-                samples = [dataset[i] for i in indices]
-                with deferring(enabled=False):
-                    return default_collate_deferred(samples)
+                return collated([dataset[i] for i in indices])
 
         getitem = time_pair(original, deferred_samples, watch, BUDGET)
         with deferring():
             samples = [dataset[i] for i in indices]
-            with deferring(enabled=False):
-                collate = time_pair(
-                    lambda: default_collate_deferred(samples),
-                    lambda: default_collate_deferred(samples),
-                    watch,
-                    Budget(min_samples=3, max_samples=7, target_ns=0),
-                )
+            collate = time_pair(
+                lambda: collated(samples),
+                lambda: collated(samples),
+                watch,
+                Budget(min_samples=3, max_samples=7, target_ns=0),
+            )
         records = _records(deferred())
     stack.close()
     if not records:
