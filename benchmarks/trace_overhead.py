@@ -3,13 +3,16 @@
 Workloads:
   (a) cv2 image pipeline: 64 images 512x512x3 uint8 -> resize 256x256, cvtColor, GaussianBlur,
       normalize to float32 [0, 1];
-  (b) call-heavy pure-Python pipeline: ~200k small function calls.
+  (b) call-heavy pure-Python pipeline: ~200k small function calls;
+  (c) with --loaders (needs torch): codedag's example DataLoaders (letterbox, compose,
+      yolo_mosaic), one batch of 16 with num_workers=0 and a new tracer per batch, as
+      trace_dataloader runs them.
 Modes: untraced, codedag (memory off/on, line-level dataflow on/off), an empty window (fixed
 cost), wrappers kept installed, cProfile. Goals: (a) at most 1.5x, window cost included, and a
 recorded time within 1.1x of the untraced time; (b) a recorded time within 1.3x.
 Also: CPU cost per recorded call, memory per 1e5 nodes, save/load of a 1e6-node DAG.
 
-Run: .venv/bin/python benchmarks/trace_overhead.py [--repeats 3] [--dag-nodes 1000000]
+Run: .venv/bin/python benchmarks/trace_overhead.py [--repeats 3] [--dag-nodes 1000000] [--loaders]
 Python 3.12+ (sys.monitoring): PYTHONPATH=src .venv312/bin/python benchmarks/trace_overhead.py
 Each time is the best of --repeats runs, the modes interleaved. Ratios are traced / untraced time
 of the same workload; CPU ratios (this thread's CPU time) are steadier on a loaded machine.
@@ -21,6 +24,7 @@ import argparse
 import cProfile
 import gc
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -34,7 +38,7 @@ import numpy as np
 
 from codedag.graph import ExecutionDAG
 from codedag.trace import EnhancedTracer
-from codedag.trace.calibrate import calibration
+from codedag.trace.overhead import calibration
 
 cv2.setNumThreads(1)
 
@@ -360,10 +364,47 @@ def save_load(n_nodes: int) -> None:
         print(f"  self_check: {time.perf_counter() - t0:.2f} s")
 
 
+def loader_batches(repeats: int) -> None:
+    """(c) traced / untraced CPU time of one batch of each example loader (paired runs)."""
+    try:
+        from codedag.experiments import pipelines
+    except ImportError as error:  # torch is not installed
+        print(f"\n(c) loaders: unavailable ({error})")
+        return
+    sizes = {"letterbox": {"img_size": 256}, "compose": {"img_size": 224}}
+    sizes["yolo_mosaic"] = {"img_size": 320}
+    print("\n(c) example loaders, one batch of 16, CPU time (median of paired runs):")
+    print(f"  {'loader':12s} {'untraced s':>10s} {'traced s':>9s} {'ratio':>6s} {'nodes':>6s}")
+    for name, options in sizes.items():
+        loader = pipelines.make_loader(name, batch_size=16, num_workers=0, **options)
+
+        def batch(loader: Any = loader) -> Any:
+            return next(iter(loader))
+
+        run = traced(False, batch)
+        batch()
+        run()
+        untraced_s, traced_s, ratios = [], [], []
+        for i in range(3 * repeats):
+            pair = (batch, run) if i % 2 == 0 else (run, batch)
+            times = {}
+            for fn in pair:
+                times[fn] = _timed(fn)[1]
+            untraced_s.append(times[batch])
+            traced_s.append(times[run])
+            ratios.append(times[run] / times[batch])
+        nodes = len(run.dag.nodes)  # type: ignore[attr-defined]
+        print(
+            f"  {name:12s} {statistics.median(untraced_s):10.4f} "
+            f"{statistics.median(traced_s):9.4f} {statistics.median(ratios):6.2f} {nodes:6d}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="(a) runs twice as many")
     parser.add_argument("--dag-nodes", type=int, default=1_000_000)
+    parser.add_argument("--loaders", action="store_true", help="also (c): the example loaders")
     args = parser.parse_args()
     source = "sys.monitoring" if sys.version_info >= (3, 12) else "sys.setprofile"
     print(
@@ -381,6 +422,8 @@ def main() -> None:
     )
     b = compare("b: pure-Python pipeline, 200k calls", python_pipeline, args.repeats)
     goals(a, b)
+    if args.loaders:
+        loader_batches(args.repeats)
     per_call_costs()
     memory_per_nodes()
     print(f"\nsave/load of a {args.dag_nodes}-node DAG:")

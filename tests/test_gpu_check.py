@@ -100,6 +100,7 @@ def test_steps_run_in_order_each_within_its_limit(tmp_path: Path) -> None:
     assert "| hangs | timeout |" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_spent_budget_skips_the_remaining_steps(tmp_path: Path) -> None:
     gc = _gpu_check()
     steps = [

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import codedag
 
 ROOT = Path(codedag.__file__).parent
@@ -98,6 +100,7 @@ def test_the_import_graph_is_acyclic() -> None:
     assert cycle is None, " -> ".join(cycle or [])
 
 
+@pytest.mark.slow
 def test_every_module_imports_alone() -> None:
     """Each module imported first, in a fresh set of codedag modules (an import cycle that
     depends on import order fails here)."""

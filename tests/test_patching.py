@@ -209,6 +209,64 @@ def test_restore_finds_references_bound_by_a_module_imported_while_patched(
     assert fresh.LATE["late"] is resize
 
 
+@pytest.fixture
+def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many replacements each restore swept the modules for."""
+    import codedag.patching as patching
+
+    counts: list[int] = []
+    sweep = patching.sweep_modules
+
+    def counting(replacements: dict[int, tuple[object, object]], new: set[str]) -> int:
+        counts.append(len(replacements))
+        return sweep(replacements, new)
+
+    monkeypatch.setattr(patching, "sweep_modules", counting)
+    return counts
+
+
+def test_stable_references_sweep_only_replacements_bound_while_patched(
+    fake_lib: types.ModuleType, sweeps: list[int]
+) -> None:
+    user = sys.modules["userpipeline"]
+    resize, blur = fake_lib.resize, fake_lib.blur
+    cache: dict[str, object] = {}  # a factory's cache: references that stay
+
+    def factory(name: str, orig: object) -> object:
+        return cache.setdefault(name, lambda x: -x)
+
+    with Patcher("test", stable_references=True) as patcher:
+        patcher.patch_many(["fakelib.resize", "fakelib.blur"], factory)
+    assert sweeps == [] and (fake_lib.resize, user.AUGS["blur"]) == (resize, blur)
+    with Patcher("test", stable_references=True) as patcher:
+        patcher.patch_many(["fakelib.resize", "fakelib.blur"], factory)
+        user.LATER = {"op": fake_lib.blur}  # bound at run time, after patching
+    assert sweeps == [1]
+    assert user.LATER["op"] is blur and fake_lib.resize is resize
+    with Patcher("test") as patcher:  # by default every restore sweeps
+        patcher.patch_many(["fakelib.resize", "fakelib.blur"], factory)
+    assert sweeps == [1, 2]
+
+
+def test_a_reference_made_after_one_alias_was_restored_is_still_swept(
+    fake_lib: types.ModuleType, sweeps: list[int]
+) -> None:
+    fake_lib.resize_alias = fake_lib.resize
+    original = fake_lib.resize
+    shared = {}
+    patcher = Patcher("test", stable_references=True)
+    patcher.patch_many(
+        ["fakelib.resize", "fakelib.resize_alias"],
+        lambda name, orig: shared.setdefault("fn", lambda x: 0),
+    )
+    assert patcher.restore("fakelib.resize") == 1
+    user = sys.modules["userpipeline"]
+    user.KEPT = [fake_lib.resize_alias]
+    assert patcher.restore() == 1
+    assert [original] == user.KEPT and fake_lib.resize_alias is original
+    assert sweeps == [1]
+
+
 def test_restoring_one_alias_keeps_the_other_patched(fake_lib: types.ModuleType) -> None:
     fake_lib.resize_alias = fake_lib.resize
     original = fake_lib.resize

@@ -43,6 +43,11 @@ class EnergyError(ExperimentError):
     """Energy could not be measured as asked."""
 
 
+class WriteError(CodeDAGError):
+    """A file could not be written (a full disk, a quota, a read-only mount); the file it would
+    have replaced is intact and no partial file is left."""
+
+
 class UsageError(ConfigError):
     """The CLI was called in a way that cannot work; the message says how to call it."""
 

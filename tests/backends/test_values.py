@@ -93,3 +93,21 @@ def test_same_bytes() -> None:
     assert not same_bytes(a, b)
     assert same_bytes(a[::2], a[::2].copy())
     assert not same_bytes(a, a.astype(np.int64))
+
+
+def test_a_broadcast_view_is_shipped_compact_and_reduced_without_materializing() -> None:
+    import resource
+
+    from codedag.backends.probe import migrated_call
+
+    row = np.arange(4096, dtype=np.float64)
+    view = np.broadcast_to(row, (4096, 4096))  # 128 MiB if materialized
+    converter = ValueConverter("cpu")
+    tensor = converter.array_to_tensor(view, CallValues())
+    assert tensor.shape == view.shape and tensor.stride() == (0, 1)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for name, reference in (("numpy.sum", np.sum), ("numpy.mean", np.mean)):
+        assert migrated_call(name)(view) == pytest.approx(reference(view))
+        assert np.allclose(migrated_call(name)(view, axis=0), reference(view, axis=0))
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 64 * 1024  # far below the 128 MiB of the materialized view

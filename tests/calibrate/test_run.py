@@ -153,6 +153,7 @@ def test_placement_is_stable_under_20_percent_timing_noise() -> None:
     assert placed_sets[0] == {"librosa.feature.melspectrogram", "librosa.power_to_db"}
 
 
+@pytest.mark.slow
 def test_real_calibration_under_injected_noise_gives_the_same_decisions() -> None:
     """The same, through real library calls: each decision that is clear without noise stays."""
     dag = pipeline_dag(with_audio=False)
@@ -231,3 +232,36 @@ def test_malformed_argument_descriptions_are_not_calibrated_and_do_not_crash() -
     assert all(
         out.estimate(n.id) is None or not out.estimate(n.id).measurement.ok for n in dag.calls()
     )  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -5, 2.5, True, "7", None])
+def test_a_crafted_cache_entry_is_measured_again_not_trusted(tmp_path: Path, bad: object) -> None:
+    import json
+
+    dag = ExecutionDAG()
+    dag.add_call(
+        name="numpy.clip", context_key="numpy.clip#0", is_builtin=True,
+        args=[array("0", [64], "float64"), scalar("1", 0), scalar("2", 1)],
+    )  # fmt: skip
+    path = tmp_path / "c.json"
+    first = calibrate_dag(dag, "cpu", cache=CalibrationCache(path), budget=QUICK)
+    assert first.measured == 1
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        if entry.get("function") == "numpy.clip":
+            entry["original"]["median_ns"] = bad
+            entry["h2d_ns"] = bad
+    path.write_text(json.dumps(data))  # NaN and Infinity as Python's json writes them
+    again = calibrate_dag(dag, "cpu", cache=CalibrationCache(path), budget=QUICK)
+    assert again.measured == 1 and again.from_cache == 0
+    (measurement,) = again.measurements.values()
+    assert measurement.ok and measurement.original.median_ns > 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("device", ["cuda:99", "bogus", "cuda:-1"])
+def test_an_argument_recorded_on_a_device_absent_here_is_named_not_a_crash(device: str) -> None:
+    tensor = {"name": "0", "kind": "array", "type": "torch.Tensor", "shape": [4, 4],
+              "dtype": "float32", "layout": "C", "device": device}  # fmt: skip
+    calibrator = Calibrator("cpu", cache=CalibrationCache(None), budget=QUICK)
+    measured = calibrator.measure("torch.nn.functional.relu", [tensor])
+    assert not measured.ok and "absent here" in str(measured.error)

@@ -242,7 +242,7 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(
             [*mutate_ec, "--results-dir", file],
             "--results-dir",
         ),
-        (["results", "--results-dir", tmp_path, "--csv", folder], "no results database"),
+        (["results", "--results-dir", tmp_path, "--csv", folder], "is a folder"),
     ]
     for argv, problem in cases:
         assert_one_line_error(run_cli(capsys, *argv), problem)
@@ -276,13 +276,59 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(
         (["trace", "x:y", "--out", "o", "--max-nodes", "-5"], "argument --max-nodes: must be"),
         (["profile", "--lr", "nan"], "argument --lr: expected a finite number"),
         (["profile", "--image-size", "100000"], "one float32 RGB image of 8192 px is 800 MB"),
+        # once accepted silently: each now names its limit
+        (["trace", "x:y", "--out", "o", "--warmup", "1000000000"], "each warm-up runs the whole"),
+        (["optimize", "DAG", "--gpus", "1000000"], "<= 256 (the GPUs of one machine)"),
+        (["optimize", "DAG", "-k", "1000000"], "-k must be >= 1 and <= 1024"),
+        (["optimize", "DAG", "--only", ""], "--only: an empty function name"),
+        (["optimize", "DAG", "--exclude", " "], "--exclude: an empty function name"),
+        (["migrate", "PLAN", "--guard-calls", str(10**12), "--", "SCRIPT"], "<= 10000"),
+        (["tune", "x:y", "--batches", str(10**9)], "--batches must be >= 1 and <= 10000"),
+        (["tune", "x:y", "--max-workers", "1000000"], "max_workers=1000000 is more than"),
     ],
 )
 def test_numeric_flags(
     capsys: pytest.CaptureFixture[str], inputs: dict[str, Path], argv: list[str], problem: str
 ) -> None:
-    argv = [str(inputs["dag"]) if a == "DAG" else a for a in argv]
+    paths = {
+        "DAG": str(inputs["dag"]),
+        "PLAN": str(inputs["plan"]),
+        "SCRIPT": str(inputs["script"]),
+    }
+    argv = [paths.get(a, a) for a in argv]
     assert_one_line_error(run_cli(capsys, *argv), problem)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trace", "x:y", "--out", ""],
+        ["optimize", "DAG", "--out", ""],
+        ["demo", "--out", ""],
+        ["report", "RESULTS", "--out", ""],
+        ["results", "--csv", ""],
+        ["migrate", "PLAN", "--stats-out", "", "--", "SCRIPT"],
+        ["tune", "x:y", "--plan", ""],
+        ["experiment", "new", "e", "--root", ""],
+    ],
+)
+def test_an_empty_output_path_is_refused_not_the_current_folder(
+    capsys: pytest.CaptureFixture[str],
+    inputs: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    paths = {
+        "DAG": str(inputs["dag"]),
+        "PLAN": str(inputs["plan"]),
+        "SCRIPT": str(inputs["script"]),
+    }
+    paths["RESULTS"] = str(inputs["results"])
+    line = assert_one_line_error(run_cli(capsys, *[paths.get(a, a) for a in argv]))
+    assert "empty" in line, line
+    assert list(tmp_path.iterdir()) == []  # nothing written into the current folder
 
 
 def test_demo_sample_count_is_bounded_with_the_reason(

@@ -125,6 +125,7 @@ def test_json_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert not list(tmp_path.glob("*.json.tmp"))
 
 
+@pytest.mark.slow
 def test_all_scenarios_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out_json = tmp_path / "all.json"
     tiny = ["--batch-size", "4", "--image-size", "16", "--dataset-size", "16", "--num-workers", "0"]

@@ -68,6 +68,7 @@ def test_tune_prints_the_table_and_writes_a_new_plan(
     assert data["loader"]["trials"] and data["loader"]["yours"]["num_workers"] == 0
 
 
+@pytest.mark.slow
 def test_tune_a_target_updates_an_existing_plan_and_prints_json(
     pipeline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -89,6 +90,7 @@ def test_tune_a_target_updates_an_existing_plan_and_prints_json(
     assert written["notes"] == ["kept"] and written["loader"] == section
 
 
+@pytest.mark.slow
 def test_the_step_time_can_come_from_a_monitored_run(
     pipeline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -116,7 +118,14 @@ def test_the_step_time_can_come_from_a_monitored_run(
         (["--dataloader", "{p}:make_loader", "--fix", "workers=2"], "unknown setting"),
         (["--dataloader", "{p}:make_loader", "--batches", "0"], "--batches must be >= 1"),
         (["--dataloader", "{p}:make_loader", "--step-ms", "-3"], "--step-ms must be"),
-        (["--dataloader", "{p}:make_loader", "--device", "cuda:7"], "does not exist"),
+        (["--dataloader", "{p}:make_loader", "--device", "cuda:7"], "--device cuda:7"),
+        (["--dataloader", "{p}:make_loader", "--device", "bogus"], "'bogus' is not a device"),
+        (["--dataloader", "{p}:make_loader", "--max-workers", "1000000"], "the limit here"),
+        (["--dataloader", "{p}:make_loader", "--fix", "num_workers=1000000"], "<= 1024"),
+        (["--dataloader", "{p}:make_loader", "--fix", "num_workers=999"], "4 per CPU"),
+        (["--dataloader", "{p}:make_loader", "--fix", "threads=999"], "one thread per CPU"),
+        (["--dataloader", "{p}:make_loader", "--fix", "prefetch_factor=10**9"], "an integer"),
+        (["--dataloader", "{p}:make_loader", "--fix", "prefetch_factor=1000"], "<= 64"),
         (["--dataloader", "{p}:make_loader", "--plan", "{bad}"], "malformed"),
     ],
 )

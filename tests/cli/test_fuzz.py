@@ -20,6 +20,8 @@ import json
 import os
 import random
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,13 @@ HOSTILE: list[Any] = [
     float("nan"), float("inf"), float("-inf"), "", "x", "../../../../etc/passwd", "/etc/passwd",
     "x" * 5000, "\u00e9\u0000\n", "cuda:-1", "cuda:5", "cpu", "bogus", "numpy.clip",
     "os.system", "builtins.eval", "a#0/os.system#0", "-1", "1e400",
+    "\x1b]0;PWNED\x07\x1b[2J", "[link=file:///etc/passwd]x[/link]", "builtins.open",
+    "codedag_fuzz_probe.f", 10**6, 10**9,
 ]  # fmt: skip
 KEYS = ["schema_version", "nodes", "edges", "modes", "calls", "context_device_map", "files",
-        "batches", "id", "kind", "name", "repositories", "experiments", "status"]  # fmt: skip
+        "batches", "id", "kind", "name", "repositories", "experiments", "status", "batched",
+        "chains", "functions", "entry_functions", "loader", "num_workers"]  # fmt: skip
+LOADER_KEYS = ["num_workers", "threads", "prefetch_factor", "persistent_workers", "pin_memory"]
 
 
 def nested(depth: int) -> Any:
@@ -122,11 +128,24 @@ def mutate_structure(rng: random.Random, kind: str, doc: Any) -> Any:
         else:  # edges only, nodes gone
             doc["nodes"] = []
     elif kind == "plan" and isinstance(doc.get("context_device_map"), dict):
-        cdm = doc["context_device_map"]
-        key = rng.choice(["", "/", "a#0/os.system#0", "x#0/builtins.eval#0", "m#0/numpy.clip#0"])
-        cdm[key] = rng.choice(["cpu", "cuda:5", "cuda:-1", "mps", "cuda", "cuda:0:1", 0])
-        if rng.random() < 0.5 and cdm:
-            cdm.pop(rng.choice(list(cdm)))
+        action = rng.randrange(3)
+        if action == 0:
+            cdm = doc["context_device_map"]
+            key = rng.choice(
+                ["", "/", "a#0/os.system#0", "x#0/builtins.eval#0", "m#0/numpy.clip#0"]
+            )
+            cdm[key] = rng.choice(["cpu", "cuda:5", "cuda:-1", "mps", "cuda", "cuda:0:1", 0])
+            if rng.random() < 0.5 and cdm:
+                cdm.pop(rng.choice(list(cdm)))
+        elif action == 1:  # a batched chain naming hostile functions
+            names = [rng.choice(HOSTILE) for _ in range(rng.randrange(1, 4))]
+            chain = {"id": rng.choice(HOSTILE), "batched": True, "functions": names}
+            chain["entry_functions"] = names[:1]
+            section = {"mode": "always", "device": "cpu", "chains": [chain]}
+            doc["batched"] = section if rng.random() < 0.8 else random_value(rng)
+        else:  # a loader section asking for absurd settings
+            chosen = {rng.choice(LOADER_KEYS): rng.choice(HOSTILE) for _ in range(2)}
+            doc["loader"] = {"chosen": chosen, "yours": {}, "changed": list(chosen)}
     return doc
 
 
@@ -161,7 +180,17 @@ def mutated(rng: random.Random, kind: str, original: bytes) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def originals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def probe_on_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """An importable module that a plan naming ``codedag_fuzz_probe.f`` must never import."""
+    folder = tmp_path_factory.mktemp("probe")
+    (folder / "codedag_fuzz_probe.py").write_text("def f(*args):\n    return 1\n")
+    sys.path.insert(0, str(folder))
+    yield
+    sys.path.remove(str(folder))
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory: pytest.TempPathFactory, probe_on_path: None) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("originals")
     dag = make_dag(folder)
     models, settings = make_models_config(folder)
@@ -229,6 +258,8 @@ def test_fuzzed_input_is_success_or_one_line(
         where = f"seed {SEED}, {kind} case {case}: codedag {' '.join(map(str, argv))}"
         assert "Traceback" not in err, f"{where}\n{err}"
         assert code in (0, 2), f"{where}: exit {code}\n{err}"
+        assert "\x1b" not in _out + err, f"{where}: a raw escape reached the terminal"
+        assert "codedag_fuzz_probe" not in sys.modules, f"{where}: a name in a file was imported"
         if code == 2:
             lines = err.strip().splitlines()
             assert len(lines) == 1, f"{where}: {len(lines)} lines on stderr\n{err}"

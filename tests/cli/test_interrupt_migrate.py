@@ -26,6 +26,7 @@ finally:
 """
 
 
+@pytest.mark.slow
 def test_sigterm_runs_the_scripts_finally_and_writes_the_counters(tmp_path: Path) -> None:
     plan = make_plan(tmp_path, make_dag(tmp_path))
     script = tmp_path / "train.py"

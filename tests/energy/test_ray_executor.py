@@ -139,6 +139,7 @@ def small_bundled_config(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_four_experiments_on_ray_equal_a_local_session(cluster: Cluster, tmp_path: Path) -> None:
     config = small_bundled_config(tmp_path)
     plan = ["-r", "examples", "-m", "mnist_cnn", "-mt", "learning_rate,dropout", "-n", "4"]
@@ -184,6 +185,7 @@ def test_four_experiments_on_ray_equal_a_local_session(cluster: Cluster, tmp_pat
     assert json.loads(on_ray.stdout)["executor"] == "ray"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupt_cancels_every_task_and_leaves_no_process(
     cluster: Cluster, tmp_path: Path, toy: Path, sig: signal.Signals

@@ -66,6 +66,7 @@ def bundled_config_one_thread(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_real_bundled_example_with_two_mutated_configs(tmp_path: Path, capsys) -> None:
     results = tmp_path / "results"
     argv = ["mutate", "-r", "examples", "-m", "mnist_rnn", "-mt", "epochs,learning_rate"]

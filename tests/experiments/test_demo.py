@@ -53,6 +53,7 @@ def _consistent(result: object) -> None:
         assert "same code" in verdict and sum(migrated.values()) == 0
 
 
+@pytest.mark.slow
 def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> None:
     stages: list[str] = []
     result = run_demo(small("image", tmp_path), lambda s, d, t: stages.append(s))
@@ -105,6 +106,7 @@ def _batched_consistent(result: object, plan: dict) -> None:
         assert batched["stats"] is None
 
 
+@pytest.mark.slow
 def test_audio_demo_measures_the_librosa_calls(tmp_path: Path) -> None:
     pytest.importorskip("librosa")
     result = run_demo(small("audio", tmp_path, tune=False))
@@ -156,6 +158,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_image_demo_with_batched_always_runs_the_chain_batched_and_reports_its_stats(
     tmp_path: Path,
 ) -> None:

@@ -134,6 +134,7 @@ class Demo:
         assert rows[self.mode]["status"] == "interrupted", case
 
 
+@pytest.mark.slow
 def test_interrupted_demo_keeps_every_batch_and_leaves_no_worker(tmp_path: Path) -> None:
     """The four cases run side by side (each is mostly start-up and waiting)."""
     (tmp_path / "launch.py").write_text(LAUNCHER)

@@ -23,6 +23,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
 def test_env_run_local_both_modes_then_compare(tmp_path: Path, framework: str) -> None:
     if framework == "tensorflow":

@@ -38,6 +38,7 @@ def test_new_experiment_writes_valid_files(tmp_path: Path, framework: str) -> No
     assert "from baseline import" in optimization and "PipelineMigrator" in optimization
 
 
+@pytest.mark.slow
 def test_pytorch_baseline_trains(tmp_path: Path) -> None:
     new_experiment("toy", "pytorch", tmp_path)
     out = subprocess.run(

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from codedag.experiments.scaffold import new_experiment
 
 # Every cv2.resize of the Dataset runs through the torch backend on the CPU (matched by name
@@ -35,6 +37,7 @@ def codedag(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_optimization_mode_under_torchrun_and_the_report_of_both_ranks(tmp_path: Path) -> None:
     folder = new_experiment("toy", "pytorch", tmp_path / "experiments").folder
     config = json.loads((folder / "experiment_config.json").read_text())

@@ -200,6 +200,36 @@ def test_functions_that_write_their_arguments_are_not_run_twice(timing: FakeTime
     assert timing.original_calls == 0
 
 
+def test_functions_that_draw_random_numbers_are_not_run_twice(timing: FakeTime) -> None:
+    settings = GuardSettings(calls=4, clock_ns=timing.clock)
+    injector = _injector(timing, settings, quirks=Quirks(random=True))
+    with _applied(injector):
+        _call(3)
+        guard = injector.stats()[NAME]["guard"]
+    assert guard["state"] == "disabled" and "random numbers" in guard["reason"]
+    assert timing.original_calls == 0
+
+
+def test_a_placed_numpy_draw_leaves_numpy_s_stream_alone_with_the_guard_on() -> None:
+    """A draw placed on purpose (``--only``) runs once: through its backend (which takes one
+    seed from NumPy's stream); the guard never runs the original too, which would advance
+    NumPy's generator again and change every later draw."""
+    from codedag.migrate.api import PipelineMigrator
+
+    plan = {"context_device_map": {"app.f#0/numpy.random.uniform#0": "cpu"}}
+    np.random.seed(7)
+    with PipelineMigrator.from_plan(plan, guard=GuardSettings(calls=4)) as migrator:
+        for _ in range(6):
+            np.random.uniform(0.0, 1.0, size=8)
+        after = np.random.random(3)
+    np.random.seed(7)
+    for _ in range(6):  # what the backend takes from NumPy's stream: one seed per call
+        np.random.randint(0, 2**63 - 1, dtype=np.int64)
+    assert np.array_equal(after, np.random.random(3))
+    stats = migrator.get_stats()["functions"]["numpy.random.uniform"]
+    assert stats["migrated"] == 6 and stats["guard"]["state"] == "disabled"
+
+
 def test_backend_errors_return_the_original_and_original_errors_propagate() -> None:
     guard = Guard("numpy.clip", GuardSettings(calls=2))
     checked = guard.run(lambda: 1 / 0, lambda: np.float64(3.0), "cpu")

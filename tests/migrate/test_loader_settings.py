@@ -197,3 +197,57 @@ def test_a_section_that_keeps_your_settings_patches_nothing() -> None:
     section = LoaderSection(chosen=LoaderSettings(), yours=LoaderSettings())
     assert LoaderSettingsPatch.from_plan({"loader": section.model_dump()}) is None
     assert torch.utils.data.DataLoader.__init__ is ORIGINAL_INIT
+
+
+# ----------------------------------------------------------------- a plan from elsewhere
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "limit"),
+    [("num_workers", 1_000_000, 1024), ("threads", 10**9, 1024), ("prefetch_factor", 10**9, 64)],
+)
+def test_a_plan_asking_for_absurd_loader_settings_is_refused_with_the_limit(
+    key: str, value: int, limit: int
+) -> None:
+    from codedag.errors import SchemaError
+
+    section = _section(num_workers=2).model_dump()
+    section["chosen"][key] = value
+    with pytest.raises(SchemaError, match=f"loader.chosen.{key}: .*less than or equal to {limit}"):
+        PipelineMigrator.from_plan({"context_device_map": {}, "loader": section})
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_workers_and_threads_past_the_cpu_limit_are_lowered_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    patch = LoaderSettingsPatch(
+        _section(num_workers=1000, threads=64), cuda_available=False, cpus=2.0
+    )
+    with caplog.at_level(logging.WARNING, logger="codedag"):
+        patch.apply()
+        try:
+            loader = DataLoader(FreeDataset(), batch_size=8)
+        finally:
+            patch.restore()
+    assert loader.num_workers == 8  # 4 per CPU
+    assert loader.worker_init_fn.threads == 2  # one per CPU
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert (
+        "num_workers=1000 lowered to 8" in warnings[0] and "threads=64 lowered to 2" in warnings[0]
+    )
+    assert patch.stats()["settings"]["num_workers"] == 8
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_the_cpu_limit_comes_from_the_container(monkeypatch: pytest.MonkeyPatch) -> None:
+    import codedag.migrate.loader_settings as module
+
+    monkeypatch.setattr(module, "container_cpus", lambda: (1.5, "cgroup CPU quota 1.5"))
+    patch = LoaderSettingsPatch(_section(num_workers=9), cuda_available=False)
+    patch.apply()
+    try:
+        assert DataLoader(FreeDataset()).num_workers == 4
+    finally:
+        patch.restore()

@@ -33,6 +33,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_every_rank_applies_the_plan_and_keeps_its_own_counters(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(TRAIN)
     plan = tmp_path / "plan.json"

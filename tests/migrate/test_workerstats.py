@@ -155,6 +155,57 @@ def test_a_terminated_pool_of_four_never_blocks_get_stats() -> None:
     assert 0 <= stats["functions"]["cv2.flip"]["in_workers"]["migrated"] <= 4000
 
 
+def clip_with_casting(seed: int) -> float:
+    """A worker task whose migrated call falls back (the backend refuses ``casting=``)."""
+    values = np.random.default_rng(seed).random(16)
+    return float(np.clip(values, 0.2, 0.8, casting="unsafe").sum())
+
+
+@pytest.mark.timeout(120)
+def test_every_fallback_counted_in_workers_keeps_its_reason() -> None:
+    plan = {"context_device_map": {f"{__name__}.clip_with_casting#0/numpy.clip#0": "cpu"}}
+    with PipelineMigrator.from_plan(plan, guard=False) as migrator:
+        pool = FORK.Pool(4)
+        try:
+            results = pool.map(clip_with_casting, range(40), chunksize=1)
+            wait_until(
+                lambda: _clip_calls(migrator) == 40,
+                "the workers' counts",
+            )
+        finally:
+            pool.terminate()
+            pool.join()
+        row = call_within(10, migrator.get_stats)["functions"]["numpy.clip"]
+    assert results == [clip_with_casting(i) for i in range(40)]
+    fell_back = row["in_workers"]["fell_back"]
+    assert fell_back == row["fell_back"] > 0  # a call site that keeps failing is then given up
+    assert sum(row["fallback_reasons"].values()) == fell_back, row["fallback_reasons"]
+    assert all("casting" in reason for reason in row["fallback_reasons"])
+
+
+def _clip_calls(migrator: PipelineMigrator) -> int:
+    row = migrator.get_stats()["functions"]["numpy.clip"]
+    return int(row["fell_back"] + row["passed_through"])
+
+
+def test_labels_past_the_text_area_are_counted_as_other_reasons(
+    stats: Callable[..., WorkerStats],
+) -> None:
+    from codedag.migrate.workerstats import LABEL_BYTES, OTHER
+
+    many = {f"reason {i} " + "x" * 150: 1 for i in range(LABEL_BYTES // 100)}
+    workers = stats(labels=lambda: {"a": many})
+    assert _run_child(_publish_labels) == 0
+    totals = workers.label_totals("a")
+    assert sum(totals.values()) == len(many) and totals[OTHER] > 0
+
+
+def _publish_labels() -> None:
+    from codedag.migrate.workerstats import publish_now
+
+    publish_now()
+
+
 class KillingDataset(Dataset):
     """Flips images; the worker that loads sample ``kill_at`` dies by SIGKILL."""
 

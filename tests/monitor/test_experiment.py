@@ -207,6 +207,7 @@ def test_seed_style_script_killed_by_sigint_or_exception_leaves_valid_json(
     assert (run_dir / "baseline.batches.csv").read_text().count("\n") >= 22
 
 
+@pytest.mark.slow
 def test_a_million_batches_in_bounded_memory(tmp_path: Path) -> None:
     monitor = ExperimentMonitor(
         "long", tmp_path, stream_to_disk=False, downsample_capacity=512, flush_interval_s=0
@@ -304,3 +305,21 @@ def test_data_wait_of_a_dataloader_with_a_known_sleep(tmp_path: Path) -> None:
     assert summary["data_wait"]["min"] >= 0.02  # two items of 10 ms each, at least
     assert summary["data_wait"]["share_pct"] > 50.0  # the empty loop body is far cheaper
     assert summary["throughput"]["samples_per_s"] is not None
+
+
+def test_a_second_run_in_the_same_folder_replaces_the_streams_not_extends_them(
+    tmp_path: Path,
+) -> None:
+    import csv
+
+    for batches in (4, 2):  # two runs, one folder
+        monitor = ExperimentMonitor("again", run_dir=tmp_path, flush_interval_s=0)
+        monitor.start_mode("baseline", resource_interval=None)
+        for _ in range(batches):
+            monitor.start_batch()
+            monitor.end_batch(4)
+        monitor.stop_mode()
+        monitor.save_json()
+    rows = list(csv.DictReader((tmp_path / "baseline.batches.csv").open()))
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert len(rows) == 2 == results["modes"]["baseline"]["summary"]["num_batches"]

@@ -10,6 +10,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "optimizer_scale.py"
 
 
+@pytest.mark.slow
 def test_benchmark_script_prints_every_section(capsys: pytest.CaptureFixture[str]) -> None:
     spec = importlib.util.spec_from_file_location("optimizer_scale", SCRIPT)
     assert spec is not None and spec.loader is not None

@@ -340,6 +340,7 @@ print(json.dumps([result["migration_plan"], [sorted(p.nodes) for p in result["op
 """
 
 
+@pytest.mark.slow
 def test_same_input_gives_the_same_plan_across_processes_and_hash_seeds() -> None:
     outputs = []
     for hash_seed in ("1", "2"):

@@ -108,6 +108,7 @@ def test_a_folder_of_runs_means_its_newest_run(tmp_path: Path, launch: dict) -> 
         results_file(tmp_path / "empty")
 
 
+@pytest.mark.slow
 def test_report_figures_and_table_of_a_multi_rank_run(
     launch: dict[int, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

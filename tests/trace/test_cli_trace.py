@@ -117,7 +117,7 @@ def test_warmup_and_line_level_options(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit) as exited:
         main([*args, "--out", str(tmp_path / "c"), "--warmup", "-2"])
     assert exited.value.code == 2
-    assert "argument --warmup: must be >= 0, got -2" in capsys.readouterr().err
+    assert "argument --warmup: must be >= 0 and <= 1000, got -2" in capsys.readouterr().err
 
 
 def test_a_target_is_warmed_up_before_it_is_traced(tmp_path, capsys, monkeypatch) -> None:

@@ -98,6 +98,7 @@ def test_mel_pipeline_chain() -> None:
     ("name", "options"),
     [("compose", {"img_size": 64}), ("yolo_mosaic", {"img_size": 96, "hyp": {"mosaic": 1.0}})],
 )
+@pytest.mark.slow
 def test_worker_replay_equals_the_workers_batch(name, options) -> None:
     dag, replayed = traced(name, num_workers=2, **options)
     assert dag.metadata["dataloader"]["reproduced_in_process"] is True

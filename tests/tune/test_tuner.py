@@ -6,8 +6,10 @@ load of this shared machine; assertions are about choices with wide margins, nev
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loader_fixtures import FreeDataset, SleepyDataset
@@ -27,6 +29,7 @@ def _reader(cgroup_tree: Callable[..., Path], cpus: float) -> CgroupReader:
     return CgroupReader(discover(proc))
 
 
+@pytest.mark.slow
 def test_sleep_dominated_samples_get_one_worker_per_cpu_of_the_limit(
     cgroup_tree: Callable[..., Path],
 ) -> None:
@@ -45,6 +48,7 @@ def test_sleep_dominated_samples_get_one_worker_per_cpu_of_the_limit(
     assert all(t.worker_rss_mb > 0 for t in workers)  # the workers' memory was read
 
 
+@pytest.mark.slow
 def test_cpu_quota_of_one_limits_the_search_and_a_step_time_decides_enough(
     cgroup_tree: Callable[..., Path],
 ) -> None:
@@ -72,6 +76,7 @@ def test_your_settings_are_kept_when_nothing_measured_beats_them(
     assert section.reason.startswith("keep your settings")
 
 
+@pytest.mark.slow
 def test_fixed_settings_are_never_varied(cgroup_tree: Callable[..., Path]) -> None:
     loader = DataLoader(SleepyDataset(sleep_s=0.004, cpu_s=0.0), batch_size=2)
     section = tune_loader(
@@ -113,6 +118,30 @@ def test_bad_input_is_one_clear_error() -> None:
         tune_loader(DataLoader(SleepyDataset(n=0)), **QUICK)
 
 
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"max_workers": 1_000_000}, "max_workers=1000000 is more than 8 workers"),
+        ({"fixed": {"num_workers": 9}}, "num_workers=9 is more than 8 workers"),
+        ({"fixed": {"threads": 3}}, "threads=3 is more than 2"),
+    ],
+)
+def test_worker_counts_past_the_cpu_limit_start_no_process(
+    options: dict[str, Any], problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import codedag.tune.tuner as tuner
+    from codedag.tune.limits import MachineLimits
+
+    monkeypatch.setattr(
+        tuner, "machine_limits", lambda reader=None: MachineLimits(2.0, "a test", None, 2**30)
+    )
+    started = multiprocessing.active_children()
+    with pytest.raises(ConfigError, match=problem):
+        tune_loader(DataLoader(FreeDataset()), **options)
+    assert multiprocessing.active_children() == started
+
+
+@pytest.mark.slow
 def test_pin_memory_is_searched_only_when_batches_go_to_a_cuda_device(
     cgroup_tree: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from codedag.errors import ConfigError
-from codedag.util.paths import check_output_dir, check_output_file
+from codedag.util.paths import check_output_dir, check_output_file, output_lock
 
 
 def test_good_paths_pass_and_create_nothing(tmp_path: Path) -> None:
@@ -47,3 +47,44 @@ def test_read_only_folder(tmp_path: Path) -> None:
             check_output_dir(tmp_path / "out")
     finally:
         tmp_path.chmod(0o700)
+
+
+def test_an_empty_path_is_refused_not_taken_as_the_current_folder() -> None:
+    with pytest.raises(ConfigError, match="--out is empty"):
+        check_output_dir("")
+    with pytest.raises(ConfigError, match="--csv is empty"):
+        check_output_file("  ", "--csv")
+
+
+def test_a_folder_in_use_by_another_run_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with output_lock(out):
+        (out / "results.json").write_text("{}")
+        with (
+            pytest.raises(ConfigError, match=f"in use by another codedag run \\(pid {os.getpid()}"),
+            output_lock(out),
+        ):
+            pass  # pragma: no cover
+    with output_lock(out):  # released: the next run may write
+        pass
+    assert (out / "results.json").read_text() == "{}"
+
+
+def test_a_run_that_wrote_nothing_leaves_no_folder(tmp_path: Path) -> None:
+    with output_lock(tmp_path / "new"):
+        assert (tmp_path / "new").is_dir()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_demos_into_one_folder_do_not_mix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_inputs import assert_one_line_error, run_cli
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "results.json").write_text("{}")
+    with output_lock(tmp_path / "d"):  # a demo running there
+        result = run_cli(capsys, "demo", "--out", tmp_path / "d", "--batches", "1")
+    assert_one_line_error(result, "in use by another codedag run")
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [".codedag.lock", "results.json"]
+    assert (tmp_path / "d" / "results.json").read_text() == "{}"

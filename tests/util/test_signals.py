@@ -90,3 +90,45 @@ def test_held_logs_show_on_success_and_drop_on_failure() -> None:
         assert handler in root.handlers
     finally:
         root.removeHandler(handler)
+
+
+class _SlowFinalizer:
+    """Stands for a DataLoader iterator whose ``__del__`` shuts its workers down."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # the handler runs here, inside __del__
+            pass
+
+
+def test_a_signal_landing_in_a_finalizer_is_delivered_again_not_dropped() -> None:
+    import time
+
+    with pytest.raises(Terminated), interrupt_on_signals():
+        _SlowFinalizer()  # collected at once: SIGTERM arrives inside its __del__
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:  # the work goes on ... until the signal comes back
+            time.sleep(0.01)
+
+
+def test_a_command_that_swallows_sigterm_does_not_report_success(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from codedag.cli import main as cli_main
+
+    def swallowing(_args: argparse.Namespace) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+        except KeyboardInterrupt:
+            pass  # a library that catches everything
+        return 0
+
+    import codedag.cli.doctor as doctor
+
+    monkeypatch.setattr(doctor, "run", swallowing)
+    assert cli_main.main(["doctor"]) == 143
+    assert "interrupted by SIGTERM" in capsys.readouterr().err

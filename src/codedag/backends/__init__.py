@@ -10,6 +10,8 @@
 * :mod:`.values`: NumPy/PIL values to device tensors and back, exactly as the library returns;
 * :mod:`.adapters`: one adapter per kind of library (arrays, images, PIL, signals, tensors);
 * :mod:`.registry`: one :class:`~.contract.OpSpec` per canonical name, built from :mod:`.ops`;
+* :mod:`.admission`: function names from plans and DAGs admitted by the registry before anything
+  is imported;
 * :mod:`.executor`: one library call through its backend (refusal, conversion, backend, result);
 * :mod:`.tolerances`: the table of the tolerances the ops declare, and the comparison;
 * :mod:`.probe`: the original function of a name, and a migrated call outside any plan;

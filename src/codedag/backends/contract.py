@@ -51,6 +51,11 @@ class _NotTaken:
 NOT_TAKEN: Any = _NotTaken()
 """What a :data:`FastPath` returns for a call outside its case (nothing was converted or run)."""
 
+MAX_OUTPUT_VALUES = 2**28
+"""Results larger than this (in values) stay with the library, decided before anything is
+converted: a backend's intermediates take several times the result's memory, where the library
+allocates once, or refuses at once what cannot exist."""
+
 FastPath = Callable[[Callable[..., Any], tuple[Any, ...], Mapping[str, Any], "ValueConverter"], Any]
 """``(backend, args, kwargs, converter) -> result``: an adapter's conversion of one op's common
 calls in a single pass, or :data:`NOT_TAKEN` (the executor then takes the general path)."""

@@ -227,6 +227,16 @@ class CallValues:
         return False
 
 
+def _compact(array: np.ndarray) -> np.ndarray | None:
+    """The distinct values of a broadcast view (its stride-0 axes cut to length 1, copied), or
+    ``None`` when ``array`` repeats nothing."""
+    repeated = [n > 1 and s == 0 for n, s in zip(array.shape, array.strides, strict=True)]
+    if not any(repeated):
+        return None
+    index = tuple(slice(0, 1) if r else slice(None) for r in repeated)
+    return np.array(array[index])
+
+
 def fortran_only(array: np.ndarray) -> bool:
     """Whether ``array`` is Fortran-ordered and not also C-ordered (a 1-d array is both)."""
     return bool(array.flags.f_contiguous and not array.flags.c_contiguous)
@@ -261,7 +271,11 @@ class ValueConverter:
 
     # -- inputs ------------------------------------------------------------------------------
     def array_to_tensor(self, array: np.ndarray, call: CallValues) -> torch.Tensor:
-        """Ship one array (own dtype) to the device, or reuse its cached device tensor."""
+        """Ship one array (own dtype) to the device, or reuse its cached device tensor.
+
+        A broadcast view (``numpy.broadcast_to``: axes of stride 0) ships only its distinct
+        values and is expanded again on the device, never materialized.
+        """
         if array.dtype not in _CONVERTIBLE_DTYPES:
             if array.dtype.kind not in _SUPPORTED_KINDS or array.dtype.hasobject:
                 raise UnsupportedOperation(
@@ -269,6 +283,10 @@ class ValueConverter:
                 )
             if not array.dtype.isnative:
                 raise UnsupportedOperation(f"non-native byte order {array.dtype.str}")
+        if not array.flags.writeable:
+            compact = _compact(array)
+            if compact is not None:
+                return self.array_to_tensor(compact, call).expand(array.shape)
         if self.zero_copy:
             if not array.flags.writeable:  # from_numpy warns on read-only arrays
                 array = np.array(array)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from codedag.errors import CodeDAGError
+from codedag.errors import CodeDAGError, WriteError
 from codedag.util.io import atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class CalibrationCache:
                     {"schema_version": CACHE_SCHEMA_VERSION, "entries": current},
                     indent=None,
                 )
-        except OSError as e:
+        except (OSError, WriteError) as e:  # the cache only saves time: measuring goes on
             log.warning("cannot write the calibration cache %s: %s", self.path, e)
 
     def clear(self) -> None:

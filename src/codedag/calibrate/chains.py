@@ -32,6 +32,7 @@ from codedag.calibrate.timing import (
     time_pair,
 )
 from codedag.devices.torch_devices import device_name, device_sync
+from codedag.measure.summary import nanoseconds
 
 log = logging.getLogger(__name__)
 
@@ -116,21 +117,21 @@ class ChainMeasurement:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], cached: bool = False) -> ChainMeasurement:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict` (``ValueError`` for NaN, infinite or negative figures)."""
         original, batched = data.get("original"), data.get("batched")
         return cls(
             chain=str(data["chain"]),
             signature=str(data["signature"]),
             device=str(data["device"]),
             device_name=str(data["device_name"]),
-            batch_size=int(data["batch_size"]),
+            batch_size=nanoseconds(data["batch_size"]),
             original=None if original is None else Timing.from_dict(original),
             batched=None if batched is None else Timing.from_dict(batched),
-            record_ns=int(data.get("record_ns", 0)),
-            backend_calls=int(data.get("backend_calls", 0)),
-            groups=int(data.get("groups", 0)),
-            h2d_bytes=int(data.get("h2d_bytes", 0)),
-            d2h_bytes=int(data.get("d2h_bytes", 0)),
+            record_ns=nanoseconds(data.get("record_ns", 0)),
+            backend_calls=nanoseconds(data.get("backend_calls", 0)),
+            groups=nanoseconds(data.get("groups", 0)),
+            h2d_bytes=nanoseconds(data.get("h2d_bytes", 0)),
+            d2h_bytes=nanoseconds(data.get("d2h_bytes", 0)),
             timed_steps=tuple(data.get("timed_steps") or ()),
             untimed_steps=tuple(data.get("untimed_steps") or ()),
             error=data.get("error"),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codedag.calibrate.timing import Timing, difference_error_ns
+from codedag.measure.summary import nanoseconds
 
 
 @dataclass
@@ -81,7 +82,12 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], cached: bool = False) -> Measurement:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            KeyError, TypeError, ValueError: not a measurement (a cache entry edited or damaged:
+                NaN, infinite or negative times are refused).
+        """
         return cls(
             function=str(data["function"]),
             signature=str(data["signature"]),
@@ -90,9 +96,9 @@ class Measurement:
             device_name=str(data.get("device_name", "")),
             original=Timing.from_dict(data["original"]) if data.get("original") else None,
             backend=Timing.from_dict(data["backend"]) if data.get("backend") else None,
-            h2d_ns=int(data.get("h2d_ns", 0)),
-            d2h_ns=int(data.get("d2h_ns", 0)),
-            input_bytes=int(data.get("input_bytes", 0)),
+            h2d_ns=nanoseconds(data.get("h2d_ns", 0)),
+            d2h_ns=nanoseconds(data.get("d2h_ns", 0)),
+            input_bytes=nanoseconds(data.get("input_bytes", 0)),
             error=data.get("error"),
             cached=cached,
         )

@@ -294,10 +294,12 @@ def calibrate_dag(
         progress: ``progress(done, total, function)``.
         **options: passed to :class:`Calibrator` (``cache``, ``registry``, ``stopwatch``, ...).
     """
+    from codedag.backends.admission import admit_dag
     from codedag.backends.registry import default_registry
 
     registry = options.get("registry") or default_registry()
     source = getattr(dag, "source", dag)
-    wanted = names or registry.is_migratable
-    calls = [n for n in source.calls() if wanted(n.name) and registry.is_migratable(n.name)]
+    admission = admit_dag(source, registry)  # nothing is imported for a name it does not admit
+    wanted = names or admission.allows
+    calls = [n for n in source.calls() if admission.allows(n.name) and wanted(n.name)]
     return Calibrator(device, **options).calibrate(calls, progress)

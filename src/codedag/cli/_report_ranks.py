@@ -43,7 +43,9 @@ def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{run.experiment_name}: {run.world_size} ranks")
+    from codedag.util.text import terminal_text
+
+    table = Table(title=terminal_text(f"{run.experiment_name}: {run.world_size} ranks", 500))
     for column in (
         "mode", "rank", "status", "batches", "batch mean ms", "p95", "data wait", "step ms",
         "batches/s", "samples/s", "speedup", "slowest",
@@ -52,9 +54,9 @@ def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
     for total in totals:
         for row in (r for r in rows if r["mode"] == total["mode"]):
             table.add_row(
-                row["mode"],
+                terminal_text(row["mode"], 80),
                 str(row["rank"]),
-                row["status"],
+                terminal_text(row["status"], 80),
                 str(row["num_batches"] if row["num_batches"] is not None else "-"),
                 _fmt(row["batch_mean_s"], 1e3),
                 _fmt(row["batch_p95_s"], 1e3),
@@ -67,9 +69,9 @@ def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
             )
         imbalance = total["imbalance"]
         table.add_row(
-            total["mode"] + (" (ref)" if total["is_baseline"] else ""),
+            terminal_text(total["mode"] + (" (ref)" if total["is_baseline"] else ""), 80),
             f"all {len(total['ranks'])}",
-            total["status"],
+            terminal_text(total["status"], 80),
             str(total["num_batches"] if total["num_batches"] is not None else "-"),
             _fmt(total["batch_mean_s"], 1e3),
             _fmt(total["batch_p95_s"], 1e3),
@@ -89,5 +91,6 @@ def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
         "speedup = summed throughput over the reference mode's"
     )
     if figures:
-        console.print(f"{len(figures)} figures in {Path(figures[-1]).parent} (rank<R>/, ranks.png)")
+        where = f"{Path(figures[-1]).parent} (rank<R>/, ranks.png)"
+        console.print(terminal_text(f"{len(figures)} figures in {where}"))
     return 0

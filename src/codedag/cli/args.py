@@ -1,8 +1,9 @@
-"""Argument types for numeric flags: finite, in range, and a message that says why.
+"""Argument types: numbers finite and in range, paths never empty, with a message that says why.
 
 ``type=integer(min_value=1)`` or ``type=number(above=0)`` makes argparse reject ``nan``, ``inf``,
 ``-1`` or ``2**70`` with one line naming the flag, the bound and, where a bound protects the
-machine, the reason.
+machine, the reason. ``type=nonempty_path`` rejects an empty path, which ``Path("")`` would
+silently turn into the current folder.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 SEED_MAX = 2**32 - 1  # NumPy's legacy seeding takes 32-bit seeds
 
@@ -78,6 +80,13 @@ def number(
 
     parse.__name__ = "number"
     return parse
+
+
+def nonempty_path(text: str) -> Path:
+    """An argparse type: a non-empty path (``Path("")`` would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return Path(text)
 
 
 POSITIVE_INT = integer(1)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from codedag.cli.args import SEED, integer
+from codedag.cli.args import SEED, integer, nonempty_path
 from codedag.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     parser.add_argument(
         "--device", default=None, help="cpu, cuda or cuda:N (default: cuda if present)"
     )
-    parser.add_argument("--out", type=Path, default=Path("codedag-out"), help="output folder")
+    parser.add_argument(
+        "--out", type=nonempty_path, default=Path("codedag-out"), help="output folder"
+    )
     parser.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--no-tune",

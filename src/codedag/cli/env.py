@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from codedag.cli.args import nonempty_path
+
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add the ``env`` subcommand and its verbs."""
@@ -17,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
             "or the current Python environment with --local."
         ),
     )
-    parser.add_argument("--root", type=Path, default=Path("experiments"), help="experiments folder")
+    parser.add_argument(
+        "--root", type=nonempty_path, default=Path("experiments"), help="experiments folder"
+    )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     verbs.required = True
     check = verbs.add_parser("check", parents=[parent], help="Docker engine, GPUs, experiments")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from codedag.cli.args import nonempty_path
+
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add the ``experiment`` subcommand."""
@@ -28,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     new.add_argument("name", help="competition name, e.g. birdclef_2023")
     new.add_argument("--framework", choices=["pytorch", "tensorflow"], default="pytorch")
-    new.add_argument("--root", type=Path, default=Path("experiments"), help="experiments folder")
+    new.add_argument(
+        "--root", type=nonempty_path, default=Path("experiments"), help="experiments folder"
+    )
     new.add_argument("--force", action="store_true", help="overwrite existing template files")
     new.set_defaults(handler=run_new)
 

@@ -14,6 +14,7 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -109,11 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from codedag.util.logs import setup_logging
 
     setup_logging(-1 if args.quiet else args.verbose)
-    from codedag.util.signals import Terminated, interrupt_on_signals
+    from codedag.util.signals import Terminated, interrupt_on_signals, interrupted_by
 
     try:
         with interrupt_on_signals():
-            return int(args.handler(args) or 0)
+            code = int(args.handler(args) or 0)
+        signum = interrupted_by()
+        if code == 0 and signum is not None:  # a library swallowed the interruption
+            raise Terminated(signum) if signum != signal.SIGINT else KeyboardInterrupt
+        _report_suppressed()
+        return code
     except CodeDAGError as error:
         print(f"codedag {args.command}: error: {one_line(error)}", file=sys.stderr)
         if args.verbose:
@@ -139,6 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         reason = error.strerror or type(error).__name__
         print(f"codedag {args.command}: error: {where}: {reason}", file=sys.stderr)
         return 2
+
+
+def _report_suppressed() -> None:
+    from codedag.util.logs import suppressed_summary
+
+    summary = suppressed_summary()
+    if summary is not None:
+        log.warning("%s", summary)
 
 
 if __name__ == "__main__":  # pragma: no cover

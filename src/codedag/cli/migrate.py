@@ -17,9 +17,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from codedag.cli.args import nonempty_path
 from codedag.errors import UsageError
+from codedag.util.text import listing, printable
 
 _PYTHONS = ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")
 
@@ -36,7 +38,9 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         ),
         epilog="example: codedag migrate migration_plan.json -- python train.py --epochs 1",
     )
-    p.add_argument("plan", type=Path, help="migration_plan.json written by `codedag optimize`")
+    p.add_argument(
+        "plan", type=nonempty_path, help="migration_plan.json written by `codedag optimize`"
+    )
     _add_options(p)
     p.add_argument(
         "script_command",
@@ -51,7 +55,9 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--device", help="device for plan devices that do not exist here (default: auto)"
     )
-    p.add_argument("--stats-out", type=Path, help="also write the counters to this JSON file")
+    p.add_argument(
+        "--stats-out", type=nonempty_path, help="also write the counters to this JSON file"
+    )
     p.add_argument("--json", action="store_true", help="print the counters as JSON on stdout")
     p.add_argument(
         "--no-guard",
@@ -72,6 +78,13 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _OptionsParser(argparse.ArgumentParser):
+    """Parses the options written between PLAN and ``--``; an error is one UsageError line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"options before --: {message}")
+
+
 def split_options(args: argparse.Namespace) -> list[str]:
     """Options written between PLAN and ``--`` land in the command: parse them, return the rest."""
     words = list(args.script_command)
@@ -79,12 +92,9 @@ def split_options(args: argparse.Namespace) -> list[str]:
         return words
     cut = words.index("--")
     if cut:
-        options = argparse.ArgumentParser(prog="codedag migrate", add_help=False)
+        options = _OptionsParser(prog="codedag migrate", add_help=False)
         _add_options(options)
-        try:
-            parsed = options.parse_args(words[:cut])
-        except SystemExit as e:
-            raise UsageError(f"unrecognized options before --: {' '.join(words[:cut])}") from e
+        parsed = options.parse_args(words[:cut])
         for key, value in vars(parsed).items():
             if value not in (None, False):
                 setattr(args, key, value)
@@ -230,11 +240,19 @@ def _print_table(stats: dict[str, Any], rank: int = 0, world_size: int = 1) -> N
         )
     console = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
     console.print(table)
-    for name, why in {**stats["skipped"], **stats["failed"]}.items():
-        console.print(f"not patched: {name}: {why}")
+    for line in not_patched_lines({**stats["skipped"], **stats["failed"]}):
+        console.print(line, markup=False)
     batched = stats.get("batched") or {}
     if batched.get("enabled"):
         console.print(batched_table(batched, where))
+
+
+def not_patched_lines(reasons: dict[str, str]) -> list[str]:
+    """One line per reason naming the functions it kept unpatched (the first few, then a count)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in reasons.items():
+        by_reason.setdefault(printable(why), []).append(printable(name, 80))
+    return [f"not patched: {listing(names)}: {why}" for why, names in by_reason.items()]
 
 
 def batched_table(batched: dict[str, Any], where: str = "") -> Any:

@@ -8,7 +8,10 @@ import logging
 import sys
 from pathlib import Path
 
-from codedag.cli.args import NON_NEGATIVE_INT
+from codedag.cli.args import integer
+
+MAX_PARTITIONS = 1024
+MAX_GPUS = 256  # the GPUs of one machine: a plan places calls for the processes of one node
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +40,11 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     parser.add_argument("--out", default="codedag_optimize", help="output folder")
     parser.add_argument(
-        "--max-depth", type=NON_NEGATIVE_INT, default=5, help="coarsening depth (default 5)"
+        "--max-depth", type=integer(0, 1000), default=5, help="coarsening depth (default 5)"
     )
     parser.add_argument(
         "--max-iterations",
-        type=NON_NEGATIVE_INT,
+        type=integer(0, 1_000_000),
         default=50,
         help="refinement moves evaluated (default 50)",
     )
@@ -138,18 +141,26 @@ def run(args: argparse.Namespace) -> int:
     from codedag.optimize.explain import chains_table, plan_table
     from codedag.optimize.manager import OptimizerManager
     from codedag.optimize.placement import PlacementSettings
+    from codedag.util.text import listing, printable
 
-    if args.k < 1:
-        raise UsageError(f"-k must be >= 1, got {args.k}")
-    if args.gpus is not None and args.gpus < 0:
-        raise UsageError(f"--gpus must be >= 0, got {args.gpus}")
+    if not 1 <= args.k <= MAX_PARTITIONS:
+        raise UsageError(f"-k must be >= 1 and <= {MAX_PARTITIONS}, got {args.k}")
+    if args.gpus is not None and not 0 <= args.gpus <= MAX_GPUS:
+        raise UsageError(
+            f"--gpus must be >= 0 and <= {MAX_GPUS} (the GPUs of one machine), got {args.gpus}"
+        )
     assume = args.assume_speedup if args.assume_speedup is not None else args.speedup
-    if assume is not None and not (0 < assume < float("inf")):
-        raise UsageError(f"--assume-speedup must be a positive number, got {assume}")
-    if not (0 <= args.margin < float("inf")):
-        raise UsageError(f"--margin must be a percentage >= 0, got {args.margin}")
-    if not (0 < args.bandwidth_gbps < float("inf")):
-        raise UsageError(f"--bandwidth-gbps must be a positive number, got {args.bandwidth_gbps}")
+    if assume is not None and not (0 < assume <= 1e6):
+        raise UsageError(f"--assume-speedup must be a positive number, got {assume} (at most 1e6)")
+    if not (0 <= args.margin <= 100):
+        raise UsageError(f"--margin must be a percentage >= 0 and <= 100, got {args.margin}")
+    if not (0 < args.bandwidth_gbps <= 1e4):
+        raise UsageError(
+            f"--bandwidth-gbps must be a positive number up to 10000, got {args.bandwidth_gbps}"
+        )
+    for flag, names in (("--only", args.only), ("--exclude", args.exclude)):
+        if any(not name.strip() for name in names):
+            raise UsageError(f"{flag}: an empty function name; expected names such as cv2.resize")
     if args.speedup is not None:
         log.warning("--speedup is an assumption: it is now spelled --assume-speedup")
     from codedag.util.paths import check_output_dir
@@ -184,7 +195,9 @@ def run(args: argparse.Namespace) -> int:
         progress=update,
         loader=loader,
     )
-    with bar:
+    from codedag.util.paths import output_lock
+
+    with output_lock(args.out), bar:
         result = manager.optimize(dag, export_dir=Path(args.out))
     stats = result["statistics"]
     plan = result["migration_plan"]
@@ -201,14 +214,15 @@ def run(args: argparse.Namespace) -> int:
             f"{it.get('load_balance_after', 1.0):.3f}, J {it.get('objective_before', 0):.4f} -> "
             f"{it.get('objective_after', 0):.4f}, edge cut {stats['edge_cut']['optimized']}"
         )
-        placed = sorted({c["function"] for c in plan["calls"] if c["migrate"]})
+        placed = sorted({printable(c["function"], 80) for c in plan["calls"] if c["migrate"]})
         out.print(
             f"{len(plan['context_device_map'])} call context(s) migrate"
-            + (f" ({', '.join(placed)}) to {plan['target_device']}" if placed else "")
-            + f"; files in {args.out}"
+            + (f" ({listing(placed)}) to {plan['target_device']}" if placed else "")
+            + f"; files in {printable(args.out)}",
+            markup=False,
         )
         for note in plan["notes"]:
-            out.print(f"note: {note}")
+            out.print(f"note: {printable(note)}", markup=False)
         out.print(
             plan_table(plan, limit=None if args.explain else 12, measured_only=not args.explain)
         )

@@ -32,9 +32,11 @@ def run(args: argparse.Namespace) -> int:
     """Load and validate the plan, print its table (or JSON) and notes."""
     from rich.console import Console
 
+    from codedag.backends.admission import admit_plan
     from codedag.optimize.explain import chains_table, plan_table
     from codedag.plan import MigrationPlan
     from codedag.util.io import read_json
+    from codedag.util.text import printable
 
     data = read_json(args.plan, what="migration plan")
     plan = MigrationPlan.from_dict(data, source=f"migration plan {args.plan!r}").to_dict()
@@ -48,8 +50,14 @@ def run(args: argparse.Namespace) -> int:
     if chains is not None:
         console.print(chains)
     for note in plan.get("notes", []):
-        console.print(f"note: {note}")
+        console.print(f"note: {printable(note)}", markup=False)
     model = MigrationPlan.from_dict(plan)
     if model.loader is not None:  # DataLoader settings from `codedag tune`
-        console.print(f"loader: {model.loader.chosen.label()}: {model.loader.reason}", markup=False)
+        console.print(
+            f"loader: {model.loader.chosen.label()}: {printable(model.loader.reason)}",
+            markup=False,
+        )
+    unknown = admit_plan(model).unknown_line()
+    if unknown is not None:
+        console.print(f"note: {unknown}", markup=False)
     return 0

@@ -67,11 +67,14 @@ def run(args: argparse.Namespace) -> int:
     paths = [results_file(Path(p)) for p in args.results]
     path = paths[0]
     load: Callable[[Path], dict[str, Any]] = load_results
-    out = Path(args.out) if args.out else path.parent / "plots"
+    out = Path(args.out) if args.out is not None else path.parent / "plots"
     if not args.no_plots:
         from codedag.util.paths import check_output_dir
 
-        check_output_dir(out, "--out" if args.out else "--out (default)")
+        check_output_dir(
+            args.out if args.out is not None else out,
+            "--out" if args.out is not None else "--out (default)",
+        )
     if args.rebuild:
         from codedag.monitor.rebuild import rebuild_results
 
@@ -95,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{results['experiment_name']} ({', '.join(map(str, paths))})")
+    from codedag.util.text import terminal_text
+
+    title = f"{results['experiment_name']} ({', '.join(map(str, paths))})"
+    table = Table(title=terminal_text(title, 500))
     for column in (
         "mode", "status", "batches", "batch mean ms", "std", "p50", "p95", "data wait",
         "step ms", "batches/s", "samples/s", "speedup", "Δ loss", "Δ acc",
@@ -103,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(column, justify="left" if column in ("mode", "status") else "right")
     for r in rows:
         table.add_row(
-            r["mode"] + (" (ref)" if r["is_baseline"] else ""),
-            r["status"],
+            terminal_text(r["mode"] + (" (ref)" if r["is_baseline"] else ""), 80),
+            terminal_text(r["status"], 80),
             str(r["num_batches"] if r["num_batches"] is not None else "-"),
             _fmt(r["batch_mean_s"], 1e3),
             _fmt(r["batch_std_s"], 1e3),
@@ -124,5 +130,5 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
     console.print(table)
     if figures:
-        console.print(f"{len(figures)} figures in {Path(figures[0]).parent}")
+        console.print(terminal_text(f"{len(figures)} figures in {Path(figures[0]).parent}"))
     return 0

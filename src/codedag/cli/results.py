@@ -45,15 +45,15 @@ def run(args: argparse.Namespace) -> int:
     from codedag.energy.store import DB_NAME
     from codedag.errors import ConfigError
 
+    if args.csv is not None and args.csv != "-":
+        from codedag.util.paths import check_output_file
+
+        check_output_file(args.csv, "--csv")
     results_dir = Path(args.results_dir)
     if not (results_dir / DB_NAME).is_file():
         raise ConfigError(
             f"no results database at {results_dir / DB_NAME}; run codedag mutate first"
         )
-    if args.csv and args.csv != "-":
-        from codedag.util.paths import check_output_file
-
-        check_output_file(args.csv, "--csv")
     try:
         return _query(args, results_dir)
     except sqlite3.DatabaseError as error:
@@ -68,9 +68,9 @@ def _query(args: argparse.Namespace, results_dir: Path) -> int:
     db = ResultsDB(results_dir)
     success = True if args.succeeded else False if args.failed else None
     filtered = any(v is not None for v in (args.session, args.repo, args.model, success))
-    if args.csv or args.experiments or filtered:
+    if args.csv is not None or args.experiments or filtered:
         records = db.experiments(args.session, args.repo, args.model, success)
-        if args.csv:
+        if args.csv is not None:
             text = render_csv(records, extra_base=["session"])
             if args.csv == "-":
                 sys.stdout.write(text)

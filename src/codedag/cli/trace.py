@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from codedag.cli.args import NON_NEGATIVE_INT, POSITIVE_INT
+from codedag.cli.args import integer, nonempty_path
 from codedag.errors import TraceError, UsageError
 from codedag.graph.model import ExecutionDAG
 
@@ -35,14 +35,17 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         metavar="MODULE:FACTORY",
         help="a function returning a torch DataLoader; one batch is traced",
     )
-    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--out", required=True, type=nonempty_path, help="output folder")
     p.add_argument(
-        "--max-depth", type=POSITIVE_INT, default=10, help="deepest call recorded (default 10)"
+        "--max-depth",
+        type=integer(1, 500, "Python stops at 1000 nested calls"),
+        default=10,
+        help="deepest call recorded (default 10)",
     )
     p.add_argument("--no-memory", action="store_true", help="do not measure memory per call")
     p.add_argument(
         "--warmup",
-        type=NON_NEGATIVE_INT,
+        type=integer(0, 1000, "each warm-up runs the whole target"),
         default=1,
         metavar="N",
         help="untraced runs before the traced one: imports, JIT and caches warm (default 1)",
@@ -64,8 +67,13 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exclude", default="", metavar="PREFIXES", help="comma-separated module prefixes to skip"
     )
-    p.add_argument("--max-nodes", type=POSITIVE_INT, default=1500, help="nodes drawn in DOT/SVG")
-    p.add_argument("--top", type=POSITIVE_INT, default=15, help="rows in the summary tables")
+    p.add_argument(
+        "--max-nodes",
+        type=integer(1, 100_000, "Graphviz takes minutes past that"),
+        default=1500,
+        help="nodes drawn in DOT/SVG",
+    )
+    p.add_argument("--top", type=integer(1, 10_000), default=15, help="rows in the summary tables")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=run)
 
@@ -155,15 +163,21 @@ def describe_failure(error: BaseException) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Trace, write the requested formats, print the summary."""
-    from codedag.trace.dot import to_dot, write_visualization
-    from codedag.trace.tracer import EnhancedTracer, trace_dataloader
-    from codedag.util.paths import check_output_dir
-    from codedag.util.targets import load_target
+    from codedag.util.paths import check_output_dir, output_lock
 
     if bool(args.target) == bool(args.dataloader):
         raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
     formats = _formats(args.format)
     check_output_dir(args.out)
+    with output_lock(args.out):
+        return _trace(args, formats)
+
+
+def _trace(args: argparse.Namespace, formats: list[str]) -> int:
+    from codedag.trace.dot import to_dot, write_visualization
+    from codedag.trace.tracer import EnhancedTracer, trace_dataloader
+    from codedag.util.targets import load_target
+
     filter_config: dict[str, Iterable[str]] = {
         "include": [m.strip() for m in args.include.split(",") if m.strip()],
         "exclude": [m.strip() for m in args.exclude.split(",") if m.strip()],

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from codedag.cli.args import nonempty_path
 from codedag.errors import UsageError
 
 
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     p.add_argument(
         "--plan",
-        type=Path,
+        type=nonempty_path,
         default=Path("migration_plan.json"),
         help="plan to write the loader section into: an existing plan keeps everything else "
         "(default: migration_plan.json)",
@@ -53,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     )
     step.add_argument(
         "--step-from",
-        type=Path,
+        type=nonempty_path,
         metavar="RESULTS",
         help="take the step time from a monitored run's results.json (median batch time)",
     )
@@ -131,23 +132,30 @@ def _step(args: argparse.Namespace) -> tuple[float | None, str]:
     return None, ""
 
 
+_MAX_SECONDS = 7 * 24 * 3600.0  # a week: longer is a typo
+
+
 def _check(args: argparse.Namespace) -> None:
-    for name in ("batches", "rounds"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    from codedag.tune.options import MAX_BATCHES, MAX_ROUNDS
+
+    for name, most in (("batches", MAX_BATCHES), ("rounds", MAX_ROUNDS)):
+        if not 1 <= getattr(args, name) <= most:
+            raise UsageError(f"--{name} must be >= 1 and <= {most}, got {getattr(args, name)}")
     if args.max_workers is not None and args.max_workers < 0:
         raise UsageError(f"--max-workers must be >= 0, got {args.max_workers}")
     for name in ("trial_s", "budget_s"):
         value = getattr(args, name)
-        if not (0 < value < math.inf):
-            raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
+        if not (0 < value <= _MAX_SECONDS):
+            raise UsageError(
+                f"--{name.replace('_', '-')} must be a positive number of seconds up to "
+                f"{_MAX_SECONDS:.0f} (a week), got {value}"
+            )
     if not (0 <= args.margin < 100):
         raise UsageError(f"--margin must be a percentage in [0, 100), got {args.margin}")
     if args.device is not None:
-        from codedag.devices.torch_devices import device_exists
+        from codedag.devices.torch_devices import require_device
 
-        if not device_exists(args.device):
-            raise UsageError(f"--device {args.device} does not exist here")
+        args.device = require_device(args.device, "--device")
 
 
 def loader_table(section: Any) -> Any:
@@ -266,8 +274,15 @@ def run(args: argparse.Namespace) -> int:
         budget_s=args.budget_s,
     )
     options.validate()
+    from codedag.devices.cgroups import container_cpus
+
+    options.check_machine(*container_cpus())  # before any worker starts
     options.step_s, options.step_source = _step(args)
     existing = None
+    if not args.no_write:
+        from codedag.util.paths import check_output_file
+
+        check_output_file(args.plan, "--plan")
     if not args.no_write and args.plan.exists():
         existing = read_json(args.plan, what="migration plan")
         plan_with_loader(existing, _placeholder(), source=f"plan {str(args.plan)!r}")

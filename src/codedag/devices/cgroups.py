@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codedag.devices.cpus import usable_cpu_count
+
 # v1 "unlimited" is PAGE_COUNTER_MAX rounded to the page size (9223372036854771712 on x86-64);
 # anything this large means no limit.
 UNLIMITED_THRESHOLD_BYTES = 1 << 62
@@ -289,3 +291,22 @@ def count_cpu_list(text: str) -> int:
         low, _, high = part.partition("-")
         total += (int(high) - int(low) + 1) if high else 1
     return total
+
+
+def container_cpus(reader: CgroupReader | None = None) -> tuple[float, str]:
+    """CPUs this process may use: the smallest of its affinity, the cgroup's cpuset and its
+    quota (fractional with a quota such as 1.5), and where that figure came from.
+
+    Args:
+        reader: the cgroup reader (tests pass one over a fake tree).
+    """
+    reader = reader if reader is not None else CgroupReader()
+    usable = usable_cpu_count()
+    cpus, source = float(usable), f"CPU affinity of this process ({usable} CPUs)"
+    cpuset = reader.cpuset_cpus()
+    if cpuset is not None and cpuset <= cpus:
+        cpus, source = float(cpuset), f"cgroup cpuset ({cpuset} CPUs)"
+    quota = reader.cpu_limit()
+    if quota.cpus is not None and quota.cpus <= cpus:
+        cpus, source = quota.cpus, f"cgroup CPU quota {quota.cpus:g} ({quota.source})"
+    return cpus, source

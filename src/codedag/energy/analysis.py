@@ -14,7 +14,8 @@ from typing import Any
 
 from codedag.energy.store import load_session_records
 from codedag.errors import SchemaError
-from codedag.util.io import atomic_write_json
+from codedag.util.io import atomic_save_figure, atomic_write_json
+from codedag.util.text import file_stem
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +116,7 @@ def report(
         ax.set_title(f"{label} vs {name}" + (f"\n{note}" if note else ""), fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        path = out / f"energy_vs_{name}.png"
-        fig.savefig(path, dpi=100)
+        path = atomic_save_figure(fig, out / f"energy_vs_{file_stem(name)}.png", dpi=100)
         plt.close(fig)
         files.append(str(path))
     metric_name, maximize = choose_metric(records, metric)
@@ -143,8 +143,7 @@ def report(
         ax.set_title(f"{metric_name} vs {label}" + (f"\n{note}" if note else ""), fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        path = out / f"energy_vs_{metric_name}.png"
-        fig.savefig(path, dpi=100)
+        path = atomic_save_figure(fig, out / f"energy_vs_{file_stem(metric_name)}.png", dpi=100)
         plt.close(fig)
         files.append(str(path))
     summary = {

@@ -28,6 +28,7 @@ from codedag.experiments.demo_steps import (
 )
 from codedag.graph.model import ExecutionDAG
 from codedag.util.io import atomic_write_json
+from codedag.util.paths import output_lock
 
 log = logging.getLogger(__name__)
 
@@ -167,13 +168,22 @@ def draw_dag(result: dict[str, Any], out_dir: Path) -> tuple[Path, str | None, s
 
 
 def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoResult:
-    """Run every stage and write the outputs; returns the figures of the summary."""
+    """Run every stage and write the outputs; returns the figures of the summary.
+
+    Raises:
+        ConfigError: ``settings.out_dir`` cannot be written, or another run is writing there.
+    """
+    settings.validate()
+    out_dir = _prepare_out_dir(Path(settings.out_dir))
+    with output_lock(out_dir):
+        return _run_demo(settings, progress, out_dir)
+
+
+def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> DemoResult:
     from codedag.devices.torch_devices import default_device, require_device
     from codedag.migrate.api import PipelineMigrator
     from codedag.monitor.experiment import ExperimentMonitor
 
-    settings.validate()
-    out_dir = _prepare_out_dir(Path(settings.out_dir))
     # the migrator's default device when nothing was asked, else the one asked for if it exists
     device = default_device() if settings.device is None else require_device(settings.device)
     loader = build_loader(settings)

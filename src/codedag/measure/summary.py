@@ -77,7 +77,27 @@ class Timing:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Timing:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            int(data["median_ns"]), int(data["q25_ns"]), int(data["q75_ns"]), int(data["samples"])
-        )
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: a figure that no measurement gives (negative, NaN, infinite, not a whole
+                number, quartiles around the median in the wrong order, no sample).
+        """
+        median, q25, q75 = (nanoseconds(data[k]) for k in ("median_ns", "q25_ns", "q75_ns"))
+        samples = nanoseconds(data["samples"])
+        if not q25 <= median <= q75 or samples < 1:
+            raise ValueError(f"inconsistent timing {data!r}")
+        return cls(median, q25, q75, samples)
+
+
+def nanoseconds(value: Any) -> int:
+    """A whole number >= 0 read from a file (``3.0`` too; NaN, inf, negatives and booleans not).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    return int(value)

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from codedag.backends.admission import Admission, admit_plan
 from codedag.backends.registry import Registry, default_registry
 from codedag.backends.values import ValueConverter
 from codedag.devices.torch_devices import default_device as _default_device
@@ -28,6 +29,7 @@ from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.placements import PlanView, load_plan_file, parse_plan
 from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
 from codedag.plan.context import Placement
+from codedag.util.text import listing, printable
 
 if TYPE_CHECKING:
     from codedag.migrate.batched.runtime import BatchedRuntime
@@ -55,6 +57,11 @@ class PipelineMigrator:
             per-sample reference, compared through the tolerance table.
         batched: all the settings of batched execution (overrides ``deliver`` and ``verify``).
 
+    Every function the plan names, in any section, is looked up in the registry before anything
+    is imported (:mod:`codedag.backends.admission`): names it does not know stay unpatched (a
+    batched chain naming one runs per sample), and names that must stay on the CPU make
+    :meth:`apply` refuse the plan.
+
     Raises:
         SchemaError: the plan is malformed (one error listing every problem).
     """
@@ -74,6 +81,8 @@ class PipelineMigrator:
         self.guard: GuardSettings | None = GuardSettings() if guard is True else (guard or None)
         self.default_device = default_device or _default_device()
         self.registry = registry if registry is not None else default_registry()
+        assert self.plan.plan is not None
+        self.admission: Admission = admit_plan(self.plan.plan, self.registry)
         self.device_map: dict[str, str] = {}
         for device in sorted(self.plan.devices):
             used, warning = resolve_device(device_for_rank(device), self.default_device)
@@ -85,6 +94,7 @@ class PipelineMigrator:
             self.plan,
             batched or BatchedSettings(deliver=deliver, verify=verify),
             self.default_device,
+            self.admission,
         )
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
@@ -137,12 +147,16 @@ class PipelineMigrator:
 
         A second call while applied patches nothing and returns zeros.
 
+        Every function replaced is counted: the placed calls' and the batched chains'.
+
         Raises:
-            MigrationError: the plan migrates a NonMigratable function (nothing is patched).
+            MigrationError: the plan migrates a NonMigratable function, in any section (nothing
+                is patched).
         """
         with self._lock:
             if self._applied:
                 return {"patched": 0, "failed": 0, "skipped": 0}
+            self.admission.check()
             install_fork_hook()
             # A forked child must replace the wrappers' locks before the worker counters read
             # them: their hooks run in registration order, so the wrappers' goes first even when
@@ -155,13 +169,15 @@ class PipelineMigrator:
                 counts = injector.apply_all()
                 if self._loader is not None:
                     self._loader.apply()
-                self._batched.apply()
+                chains = self._batched.apply()
             except BaseException:
                 self._batched.restore()
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
             self._injector = injector
             self._applied = True
+            counts["patched"] += chains["patched"]
+            counts["failed"] += chains["failed"]
             log.info(
                 "migration applied: %d patched, %d failed, %d skipped",
                 counts["patched"],
@@ -187,8 +203,11 @@ class PipelineMigrator:
         return self._applied
 
     def patched_functions(self) -> list[str]:
-        """Canonical names patched right now."""
-        return self._injector.patched_names() if self._injector and self._applied else []
+        """Every function replaced right now (placed calls and batched chains), by the names
+        it was patched under."""
+        if not (self._injector and self._applied):
+            return []
+        return sorted({*self._injector.patched_names(), *self._batched.patched_names()})
 
     def get_stats(self) -> dict[str, Any]:
         """Per-function counters and totals (they survive :meth:`restore`).
@@ -265,13 +284,28 @@ class PipelineMigrator:
         return f"PipelineMigrator({len(self.plan.migrated_functions)} functions, {state})"
 
 
-def _batched_runtime(plan: PlanView, settings: BatchedSettings, default: str) -> BatchedRuntime:
-    """The runtime of the plan's batched chains, on the device they run on here."""
+def _batched_runtime(
+    plan: PlanView, settings: BatchedSettings, default: str, admission: Admission
+) -> BatchedRuntime:
+    """The runtime of the plan's batched chains, on the device they run on here; a chain
+    naming a function the registry does not admit is dropped (it runs per sample)."""
     from codedag.migrate.batched.runtime import BatchedRuntime
     from codedag.migrate.batched.settings import chains_from_plan
 
     model = plan.plan
     chains = chains_from_plan(model.batched if model is not None else None)
+    dropped = chains.keep_only(admission.allows)
+    if dropped:
+        shown = [
+            f"{printable(c, 40)} ({listing([printable(n, 80) for n in names], 3)})"
+            for c, names in dropped.items()
+        ]
+        log.warning(
+            "%d batched chain(s) name functions without a backend in the registry and run per "
+            "sample: %s",
+            len(dropped),
+            listing(shown, 5),
+        )
     device, warning = resolve_device(device_for_rank(chains.device or default), default)
     if warning and chains.chains:
         log.warning(warning)

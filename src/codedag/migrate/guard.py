@@ -53,6 +53,10 @@ class GuardState(str, enum.Enum):
     DISABLED = "disabled"
 
 
+MAX_CALLS = 10_000
+"""Checked calls per function at most: each runs twice, so more only doubles the run's work."""
+
+
 @dataclass(frozen=True)
 class GuardSettings:
     """How the guard checks placements.
@@ -72,8 +76,11 @@ class GuardSettings:
     synchronize: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.calls, int) or self.calls < 1:
-            raise ValueError(f"guard calls must be an integer >= 1, got {self.calls!r}")
+        if not isinstance(self.calls, int) or not 1 <= self.calls <= MAX_CALLS:
+            raise ValueError(
+                f"guard calls must be an integer >= 1 and <= {MAX_CALLS} (each runs the call "
+                f"twice), got {self.calls!r}"
+            )
         if not 0.0 <= self.margin < 1.0:
             raise ValueError(f"guard margin must be in [0, 1), got {self.margin!r}")
 

@@ -19,9 +19,11 @@ import functools
 import logging
 import sys
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from codedag.backends.admission import UNKNOWN
 from codedag.backends.names import INDEXED_MODULES
 from codedag.backends.registry import Registry
 from codedag.backends.values import ValueConverter
@@ -32,6 +34,7 @@ from codedag.migrate.workerstats import COUNT_FIELDS, WorkerStats
 from codedag.migrate.wrapper import UniversalWrapper
 from codedag.patching import Patcher, resolve
 from codedag.plan.context import ContextMatcher, Placement
+from codedag.util.text import listing, printable
 
 log = logging.getLogger(__name__)
 
@@ -83,17 +86,23 @@ class PatchInjector:
             if reason is not None:
                 refused.append(f"{name} ({reason})")
             elif self.registry.get(name) is None:
-                self.skipped[name] = "not in the registry of migratable functions"
+                self.skipped[name] = UNKNOWN
             else:
                 wanted.append(name)
         if refused:
             raise MigrationError(
                 "the plan migrates functions that must stay on the CPU: "
-                + ", ".join(refused)
+                + listing([printable(r, 120) for r in refused])
                 + "; expected only names from list_supported_functions()"
             )
-        for name, why in self.skipped.items():
-            log.warning("skipping %s: %s", name, why)
+        if self.skipped:
+            names = [printable(n, 80) for n in self.skipped]
+            log.warning(
+                "skipping %d function(s) %s: %s",
+                len(names),
+                self.skipped[next(iter(self.skipped))],
+                listing(names),
+            )
         return wanted
 
     def apply_all(self) -> dict[str, int]:
@@ -155,6 +164,7 @@ class PatchInjector:
             lambda name: wrappers[name].report(),
             COUNT_FIELDS + guard_module.FIELDS,
             cumulative=COUNT_FIELDS,
+            labels=lambda: {name: w.fallback_reasons() for name, w in wrappers.items()},
         )
         for name, wrapper in wrappers.items():
             wrapper.worker_reports = functools.partial(workers.children, name)
@@ -178,7 +188,8 @@ class PatchInjector:
         """Each patched function's :meth:`UniversalWrapper.stats`, forked workers' counts added.
 
         A row's ``in_workers`` holds what forked children counted (already included in its
-        totals); ``guard`` lists the workers' guard decisions under ``workers``.
+        totals, their fallbacks' reasons in ``fallback_reasons``); ``guard`` lists the workers'
+        guard decisions under ``workers``.
         """
         rows = {}
         for name, wrapper in sorted(self.wrappers.items()):
@@ -188,6 +199,9 @@ class PatchInjector:
                 row["in_workers"] = in_workers
                 for key, count in in_workers.items():
                     row[key] += count
+                reasons = Counter(row["fallback_reasons"])
+                reasons.update(self.workers.label_totals(name))
+                row["fallback_reasons"] = dict(reasons)
             rows[name] = row
         return rows
 

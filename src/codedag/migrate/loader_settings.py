@@ -10,7 +10,11 @@ settings the plan changes (``LoaderSection.changed``) become keyword defaults:
   program's own one, which still runs;
 * what only applies with workers (``prefetch_factor``, ``persistent_workers``, threads) is left
   out when the DataLoader ends up with ``num_workers=0``; ``pin_memory`` only where CUDA exists;
-* DataLoaders that codedag itself creates (tracing, tuning) are left alone.
+* DataLoaders that codedag itself creates (tracing, tuning) are left alone;
+* settings past what this container's CPU limit justifies (:meth:`LoaderSettings.bounded
+  <codedag.plan.loader.LoaderSettings.bounded>`: workers up to a few per CPU, threads up to one
+  per CPU) are lowered to the limit, with one warning: a plan from another machine, or another
+  person, never starts more processes than the machine can run.
 
 :meth:`LoaderSettingsPatch.restore` puts the original ``__init__`` back.
 """
@@ -25,10 +29,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from codedag.devices.cgroups import container_cpus
 from codedag.devices.torch_devices import cuda_available
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.patching import Patcher
-from codedag.plan.loader import LoaderSection
+from codedag.plan.loader import WORKERS_PER_CPU, LoaderSection, LoaderSettings
+from codedag.util.text import printable
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +68,21 @@ class LoaderSettingsPatch:
     Args:
         section: the plan's loader section.
         cuda_available: whether ``pin_memory`` may be set (default: ask torch when applied).
+        cpus: CPUs this process may use, which bound workers and threads (default: the
+            container's limit, read when applied).
     """
 
-    def __init__(self, section: LoaderSection, cuda_available: bool | None = None) -> None:
+    def __init__(
+        self,
+        section: LoaderSection,
+        cuda_available: bool | None = None,
+        cpus: float | None = None,
+    ) -> None:
         self.section = section
         self.cuda_available = cuda_available
+        self.cpus = cpus
+        self.chosen: LoaderSettings = section.chosen
+        """The settings applied: the section's, within this machine's bounds."""
         self._patcher = Patcher("codedag-loader")
         self._lock = threading.Lock()
         self._logged: set[str] = set()
@@ -99,12 +115,28 @@ class LoaderSettingsPatch:
             return
         if self.cuda_available is None:
             self.cuda_available = cuda_available()
+        self._bound()
         self._patcher.patch(TARGET, self._factory, rebind_references=False)
         log.info(
             "loader settings applied to new DataLoaders%s: %s",
-            f" over {self.section.dataset}" if self.section.dataset else "",
-            self.section.chosen.label(),
+            f" over {printable(self.section.dataset, 120)}" if self.section.dataset else "",
+            self.chosen.label(),
         )
+
+    def _bound(self) -> None:
+        source = "given"
+        if self.cpus is None:
+            self.cpus, source = container_cpus()
+        self.chosen, changes = self.section.chosen.bounded(self.cpus)
+        if changes:
+            log.warning(
+                "the plan's loader settings exceed this machine: %s (limits: %d workers per CPU "
+                "and one thread per CPU, %g CPUs usable: %s)",
+                ", ".join(changes),
+                WORKERS_PER_CPU,
+                self.cpus,
+                source,
+            )
 
     def restore(self) -> int:
         """Put the original ``DataLoader.__init__`` back; returns how many patches were undone."""
@@ -153,7 +185,7 @@ class LoaderSettingsPatch:
                 self.skipped[f"dataset {_qualified_type(dataset)}"] += 1
                 self._once(
                     f"DataLoader over {_qualified_type(dataset)} left as it is: the plan's "
-                    f"loader settings were measured for {wanted}",
+                    f"loader settings were measured for {printable(wanted, 120)}",
                     logging.DEBUG,
                 )
                 return {}
@@ -163,7 +195,7 @@ class LoaderSettingsPatch:
             return added
 
     def _decide(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
-        chosen = self.section.chosen
+        chosen = self.chosen
         added: dict[str, Any] = {}
         for key in self.section.changed:
             if key == "threads":
@@ -215,7 +247,7 @@ class LoaderSettingsPatch:
     def stats(self) -> dict[str, Any]:
         """What the patch did: DataLoaders seen, changed, explicit settings kept, skipped."""
         return {
-            "settings": self.section.chosen.model_dump(mode="json"),
+            "settings": self.chosen.model_dump(mode="json"),
             "changed": list(self.section.changed),
             "dataloaders": self.loaders,
             "applied": self.applied,

@@ -20,6 +20,12 @@ happens to the children:
 * Slots of children that have ended are folded into the owner's sums and handed out again, so a
   DataLoader forking new workers every epoch never runs out.
 
+Counted labels travel too (``labels``: the reasons of each function's fallbacks): each slot has
+a text area the child rewrites whole at each publication, between two increments of a sequence
+number, so the owner never takes a half-written text (it keeps the last whole one). A text past
+the area's size keeps the most frequent labels and counts the rest under ``(other reasons)``:
+every count keeps a label.
+
 Children of children are not counted (only the owner hands out slots); spawned workers do not
 run the patches at all (see docs/migration.md).
 """
@@ -27,6 +33,8 @@ run the patches at all (see docs/migration.md).
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
 import logging
 import mmap
 import multiprocessing.util
@@ -34,6 +42,7 @@ import os
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 log = logging.getLogger(__name__)
@@ -46,6 +55,9 @@ DEFAULT_SLOTS = 256
 """Children that can publish at once; ended children's slots are reused."""
 
 _HEADER = 2  # pid, number of publications
+LABEL_BYTES = 16_384
+"""Text area of one child's labels (JSON); what does not fit is counted as OTHER."""
+OTHER = "(other reasons)"
 _MAX_ENDED_ROWS = 1024  # per-child rows kept of ended children (their sums are all kept)
 _UNCLAIMED_GRACE_S = 60.0  # a reserved slot whose child never wrote its pid is reused after this
 
@@ -66,6 +78,8 @@ class WorkerStats:
             them); the others are states reported as they are (default: all fields count).
         slots: children that can hold a slot at once.
         publish_interval_s: how often a child publishes.
+        labels: ``() -> {name: {label: count}}`` counted in this process since its fork (the
+            reasons of fallbacks); summed over children by :meth:`label_totals`.
     """
 
     def __init__(
@@ -77,8 +91,10 @@ class WorkerStats:
         cumulative: Collection[str] | None = None,
         slots: int = DEFAULT_SLOTS,
         publish_interval_s: float = 0.1,
+        labels: Callable[[], Mapping[str, Mapping[str, int]]] | None = None,
     ) -> None:
         self.names = list(names)
+        self.labels = labels
         self.read = read
         self.fields = tuple(fields)
         self.cumulative = frozenset(self.fields if cumulative is None else cumulative)
@@ -89,6 +105,8 @@ class WorkerStats:
         self._slots = max(1, slots)
         self._buffer = mmap.mmap(-1, self._slots * self._stride * 8)
         self._view = memoryview(self._buffer).cast("q")
+        self._texts = _LabelSlots(self._slots) if labels is not None else None
+        self._ended_labels: dict[str, Counter[str]] = {}
         # Owner side (never touched in a child: a child may inherit this lock held).
         self._lock = threading.Lock()
         self._free = list(range(self._slots - 1, -1, -1))
@@ -145,6 +163,11 @@ class WorkerStats:
                     self._ended[k] += value
                 self._ended_rows.append([pid, *values])
                 del self._ended_rows[:-_MAX_ENDED_ROWS]
+                if self._texts is not None:
+                    for name, counts in self._texts.read(slot).items():
+                        self._ended_labels.setdefault(name, Counter()).update(counts)
+            if self._texts is not None:
+                self._texts.clear(slot)
             view[base : base + self._stride] = memoryview(bytes(self._stride * 8)).cast("q")
             del self._reserved[slot]
             self._free.append(slot)
@@ -174,6 +197,16 @@ class WorkerStats:
                 for j in range(self._row):
                     sums[j] += view[base + j]
         return {f: sums[j] for j, f in enumerate(self.fields) if f in self.cumulative}
+
+    def label_totals(self, name: str) -> dict[str, int]:
+        """The labels of ``name`` counted by children (running and ended), summed."""
+        if self._texts is None or os.getpid() != self.parent_pid:
+            return {}
+        with self._lock:
+            total = Counter(self._ended_labels.get(name, {}))
+            for slot in self._reserved:
+                total.update(self._texts.read(slot).get(name, {}))
+        return dict(total)
 
     def children(self, name: str) -> list[dict[str, int]]:
         """Each child's values of ``name`` (``pid`` included), for children that published."""
@@ -214,9 +247,73 @@ class WorkerStats:
         values = self._values()
         base = slot * self._stride
         view = self._view
+        if self._texts is not None and self.labels is not None:
+            self._texts.write(slot, self.labels())
         for index, value in enumerate(values):
             view[base + _HEADER + index] = value - self._baseline[index]
         view[base + 1] += 1
+
+
+class _LabelSlots:
+    """One text area per slot: a sequence number, a length and JSON bytes (see the module doc).
+
+    The child writes only its own slot; the owner reads a slot only when the sequence number is
+    even and unchanged across its copy, else it keeps the last whole text it read there.
+    """
+
+    _WORDS = 2  # sequence number, length
+
+    def __init__(self, slots: int) -> None:
+        self._stride = self._WORDS * 8 + LABEL_BYTES
+        self._buffer = mmap.mmap(-1, slots * self._stride)
+        self._last: dict[int, dict[str, dict[str, int]]] = {}
+
+    def _words(self, slot: int) -> memoryview:
+        start = slot * self._stride
+        return memoryview(self._buffer)[start : start + self._WORDS * 8].cast("q")
+
+    def write(self, slot: int, labels: Mapping[str, Mapping[str, int]]) -> None:
+        data = _encode(labels)
+        words = self._words(slot)
+        start = slot * self._stride + self._WORDS * 8
+        words[0] += 1  # odd: writing
+        self._buffer[start : start + len(data)] = data
+        words[1] = len(data)
+        words[0] += 1  # even: whole
+
+    def read(self, slot: int) -> dict[str, dict[str, int]]:
+        words = self._words(slot)
+        sequence, length = words[0], words[1]
+        if sequence and sequence % 2 == 0 and 0 < length <= LABEL_BYTES:
+            start = slot * self._stride + self._WORDS * 8
+            data = bytes(self._buffer[start : start + length])
+            if words[0] == sequence:
+                with contextlib.suppress(ValueError):  # not JSON: keep the last whole text
+                    self._last[slot] = json.loads(data)
+        return self._last.get(slot, {})
+
+    def clear(self, slot: int) -> None:
+        self._words(slot)[0:2] = memoryview(bytes(16)).cast("q")
+        self._last.pop(slot, None)
+
+
+def _encode(labels: Mapping[str, Mapping[str, int]]) -> bytes:
+    """JSON of ``labels`` within :data:`LABEL_BYTES`: past it, the rarer labels of each name
+    are counted as :data:`OTHER` (so the counts always add up)."""
+    for keep in (None, 8, 3, 0):
+        shown: dict[str, dict[str, int]] = {}
+        for name, counts in labels.items():
+            ranked = Counter({str(k)[:200]: int(v) for k, v in counts.items() if v})
+            kept = dict(ranked.most_common(keep))
+            rest = sum(ranked.values()) - sum(kept.values())
+            if rest:
+                kept[OTHER] = kept.get(OTHER, 0) + rest
+            if kept:
+                shown[name] = kept
+        data = json.dumps(shown, ensure_ascii=True, separators=(",", ":")).encode()
+        if len(data) <= LABEL_BYTES:
+            return data
+    return b"{}"  # more functions than the area holds even as counts alone
 
 
 def _alive(pid: int) -> bool:

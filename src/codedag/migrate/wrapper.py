@@ -82,6 +82,17 @@ class _Route:
         self.count: Callable[[], int] = _DISCARD
 
 
+def once_only(spec: OpSpec) -> str | None:
+    """Why each call of ``spec`` must run exactly once (the guard would run it twice), or
+    ``None``: it writes into its arguments, or it draws random numbers (a second run advances
+    the generator again, and every later draw changes)."""
+    if spec.inplace_args:
+        return "modifies its arguments in place"
+    if spec.quirks.random:
+        return "draws random numbers: a second run would advance the generator twice"
+    return None
+
+
 class UniversalWrapper:
     """Runs one library function through its torch backend where the plan places it.
 
@@ -117,8 +128,11 @@ class UniversalWrapper:
         self._warned = False
         self._inert = False
         self.executor = Executor(spec, original, converters)
-        inplace = "modifies its arguments in place" if spec.inplace_args else None
-        self.guard = Guard(spec.name, guard, disabled_reason=inplace, on_decision=self._decided)
+        self.guard = Guard(
+            spec.name, guard, disabled_reason=once_only(spec), on_decision=self._decided
+        )
+        if guard is not None and self.guard.disabled_reason:
+            log.info("guard: %s is not checked: it %s", self.name, self.guard.disabled_reason)
         self.worker_reports: Callable[[], list[dict[str, int]]] | None = None
         """Each forked worker's :meth:`report` (set by the injector), merged into ``stats``."""
         # Enough frames for the plan's enclosing names plus frames the tracer filtered out.
@@ -433,6 +447,7 @@ class UniversalWrapper:
         """A forked child resolves its device and checks its guard afresh, unless workers
         forked earlier already decided on the device this child runs on."""
         self._lock = threading.Lock()  # another thread of the parent may have held it
+        self._reasons = Counter()  # a child reports the reasons of its own fallbacks
         self._route.device = ""
         self._route.count = _DISCARD
         self.guard.reset()
@@ -463,6 +478,11 @@ class UniversalWrapper:
     def report(self) -> dict[str, int]:
         """What a forked worker reports: :meth:`counts` and the guard's fields."""
         return {**self.counts(), **self.guard.fields()}
+
+    def fallback_reasons(self) -> dict[str, int]:
+        """Reason -> fallbacks counted in this process (in a forked child: since its fork)."""
+        with self._lock:
+            return dict(self._reasons)
 
     def stats(self) -> dict[str, Any]:
         """Counters of this function: migrated, fell back (with reasons), passed through, guard."""

@@ -119,17 +119,21 @@ def lightning_callback(monitor: ExperimentMonitor, **kwargs: Any) -> Any:
     Raises:
         codedag.errors.ConfigError: lightning (or pytorch_lightning) is not installed.
     """
-    try:
-        from lightning.pytorch import Callback
-    except ImportError:
-        try:
-            from pytorch_lightning import Callback
-        except ImportError as error:
-            from codedag.errors import ConfigError
+    import importlib
 
-            raise ConfigError(
-                "lightning_callback needs lightning or pytorch_lightning installed; "
-                "MonitorCallback works without it for Lightning-style loops"
-            ) from error
-    cls = type("LightningMonitorCallback", (MonitorCallback, Callback), {})
+    base: Any = None
+    for module in ("lightning.pytorch", "pytorch_lightning"):
+        try:
+            base = importlib.import_module(module).Callback
+            break
+        except ImportError:
+            continue
+    if base is None:
+        from codedag.errors import ConfigError
+
+        raise ConfigError(
+            "lightning_callback needs lightning or pytorch_lightning installed; "
+            "MonitorCallback works without it for Lightning-style loops"
+        )
+    cls = type("LightningMonitorCallback", (MonitorCallback, base), {})
     return cls(monitor, **kwargs)

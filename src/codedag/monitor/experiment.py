@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from codedag.devices.distributed import distributed_launch, distributed_rank
+from codedag.errors import WriteError
 from codedag.monitor import forksafe
 from codedag.monitor.environment import collect_environment
 from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
@@ -390,6 +391,9 @@ class ExperimentMonitor:
                 spill.flush()
         try:
             return atomic_write_json(self.results_path, data)
+        except WriteError as error:  # a full disk: training goes on, the next flush retries
+            log.warning("%s", error)
+            return None
         except (OSError, ValueError, TypeError) as error:
             log.warning("could not write %s: %s", self.results_path, error)
             return None

@@ -39,13 +39,9 @@ def _figure(rows: int = 1, cols: int = 1, height: float = 4.0) -> tuple[Any, Any
 
 
 def _save(fig: Any, path: Path) -> Path:
-    import io
+    from codedag.util.io import atomic_save_figure
 
-    from codedag.util.io import atomic_write_bytes
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return atomic_write_bytes(path, buf.getvalue())
+    return atomic_save_figure(fig, path)
 
 
 def _empty(ax: Any, text: str) -> None:

@@ -7,17 +7,21 @@ flushed whenever the monitor flushes its JSON, so a crash loses at most one flus
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 log = logging.getLogger(__name__)
 
 
 class CsvSpill:
-    """Append-only CSV writer; ``path=None`` makes every call a no-op.
+    """CSV writer of one stream; ``path=None`` makes every call a no-op.
+
+    Its first write replaces a file an earlier run left at ``path``; after :meth:`close`, a
+    write appends. A disk that fills up stops the stream with one warning, never the training.
 
     Thread-safe: the resource sampler writes from its own thread while the training thread flushes.
     """
@@ -29,14 +33,19 @@ class CsvSpill:
         self._fh: TextIO | None = None
         self._lock = threading.Lock()
         self._failed = False
+        self._started = False
 
     def _open(self) -> TextIO | None:
         if self.path is None or self._failed:
             return None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fresh = not self.path.exists() or self.path.stat().st_size == 0
-            fh = open(self.path, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
+            # The first open starts the file: a stream of an earlier run in the same folder is
+            # replaced, never continued with this run's rows.
+            fresh = not self._started or not self.path.exists() or self.path.stat().st_size == 0
+            mode: Literal["a", "w"] = "a" if self._started else "w"
+            fh = open(self.path, mode, encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
+            self._started = True
             if fresh:
                 fh.write(self.header + "\n")
         except OSError as error:
@@ -51,14 +60,7 @@ class CsvSpill:
 
     def write(self, line: str) -> None:
         """Append one CSV line (without the newline)."""
-        if self.path is None:
-            return
-        with self._lock:
-            fh = self._fh or self._open()
-            if fh is not None:
-                fh.write(line)
-                fh.write("\n")
-                self.rows += 1
+        self.write_lines([line])
 
     def write_lines(self, lines: list[str]) -> None:
         """Append several CSV lines (one lock, one write)."""
@@ -66,10 +68,22 @@ class CsvSpill:
             return
         with self._lock:
             fh = self._fh or self._open()
-            if fh is not None:
-                fh.write("\n".join(lines))
-                fh.write("\n")
-                self.rows += len(lines)
+            if fh is None:
+                return
+            try:
+                fh.write("\n".join(lines) + "\n")
+            except OSError as error:  # a full disk: training goes on, the JSON keeps summaries
+                self._give_up(error)
+                return
+            self.rows += len(lines)
+
+    def _give_up(self, error: OSError) -> None:
+        log.warning("cannot write raw samples to %s (%s); keeping summaries only", self.path, error)
+        self._failed = True
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            with contextlib.suppress(OSError):
+                fh.close()
 
     def flush(self) -> None:
         """Push buffered lines to the operating system."""
@@ -77,8 +91,8 @@ class CsvSpill:
             if self._fh is not None:
                 try:
                     self._fh.flush()
-                except OSError as error:  # pragma: no cover - disk full etc.
-                    log.warning("flushing %s failed: %s", self.path, error)
+                except OSError as error:  # a full disk
+                    self._give_up(error)
 
     def close(self) -> None:
         """Flush and close; a later ``write`` reopens in append mode."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from codedag.util.text import terminal_text
+
 
 def _ms(ns: Any) -> str:
     if ns is None:
@@ -43,7 +45,7 @@ def plan_table(plan: dict[str, Any], limit: int | None = 30, measured_only: bool
         f"target {plan.get('target_device') or 'none'}, decided from "
         + ("measurements on " + where if basis == "measured" else basis)
     )
-    table = Table(title=title, expand=False)
+    table = Table(title=terminal_text(title, None), expand=False)
     table.add_column("function", overflow="fold", max_width=44)
     table.add_column("n", justify="right")
     table.add_column("device")
@@ -55,14 +57,14 @@ def plan_table(plan: dict[str, Any], limit: int | None = 30, measured_only: bool
     for call in shown:
         style = "green" if call.get("migrate") else ""
         table.add_row(
-            str(call.get("function", "")),
+            terminal_text(call.get("function", "")),
             str(call.get("instance_count", len(call.get("context_keys", [])))),
-            str(call.get("device", "cpu")),
+            terminal_text(call.get("device", "cpu")),
             _ms(call.get("original_ns")),
             _ms(call.get("backend_ns")),
             _speedup(call),
             _ms(call.get("saving_ns")) if call.get("original_ns") is not None else "-",
-            str(call.get("reason", "")),
+            terminal_text(call.get("reason", "")),
             style=style,
         )
     if len(calls) > len(shown):
@@ -80,10 +82,11 @@ def chains_table(plan: dict[str, Any]) -> Any | None:
         return None
     batched = [c["id"] for c in chains if c.get("batched")]
     table = Table(
-        title=(
+        title=terminal_text(
             f"batched execution ({section.get('mode', 'auto')}, on "
             f"{section.get('device') or 'no device'}): {len(batched)} of {len(chains)} "
-            "chain(s) run once per batch"
+            "chain(s) run once per batch",
+            None,
         ),
         expand=False,
     )
@@ -100,16 +103,16 @@ def chains_table(plan: dict[str, Any]) -> Any | None:
     for chain in chains:
         calls = chain.get("backend_calls")
         table.add_row(
-            str(chain.get("id", "")),
-            " > ".join(str(s).rsplit(".", 1)[-1] for s in chain.get("steps", [])),
+            terminal_text(chain.get("id", "")),
+            terminal_text(" > ".join(str(s).rsplit(".", 1)[-1] for s in chain.get("steps", []))),
             str(chain.get("samples", 0)),
             str(chain.get("batch_size", 0)),
             _ms(chain.get("original_ns")),
             _ms(chain.get("batched_ns")),
             "-" if calls is None else str(calls),
             "yes" if chain.get("batched") else "no",
-            str(chain.get("basis", "none")),
-            str(chain.get("reason", "")),
+            terminal_text(chain.get("basis", "none")),
+            terminal_text(chain.get("reason", "")),
             style="green" if chain.get("batched") else "",
         )
     return table

@@ -8,6 +8,7 @@ from typing import Any
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.partition import Partition
 from codedag.util.io import atomic_write_json, atomic_write_text
+from codedag.util.text import dot_string
 
 FILES = (
     "coarsening_result.json",
@@ -29,10 +30,6 @@ PARTITION_COLORS = (
 _EDGE_STYLE = {"calls": "solid", "uses": "dashed", "produces": "bold"}
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def coarse_dot(dag: CoarsenedDAG, partitions: list[Partition] | None = None) -> str:
     """Graphviz DOT of the coarsened DAG; nodes show name and instance count, colored by partition."""
     part_of = {n: p.id for p in partitions or [] for n in p.nodes}
@@ -40,7 +37,7 @@ def coarse_dot(dag: CoarsenedDAG, partitions: list[Partition] | None = None) -> 
     for node in dag.nodes.values():
         label = node.name if node.instance_count == 1 else f"{node.name} x{node.instance_count}"
         if node.kind == "call":
-            label += f"\\n{node.total_ns / 1e6:.3f} ms"
+            label += f"\n{node.total_ns / 1e6:.3f} ms"
         shape = "box" if node.kind == "call" else "ellipse"
         color = (
             PARTITION_COLORS[part_of[node.id] % len(PARTITION_COLORS)]
@@ -48,7 +45,7 @@ def coarse_dot(dag: CoarsenedDAG, partitions: list[Partition] | None = None) -> 
             else "white"
         )
         lines.append(
-            f"  n{node.id} [label={_quote(label)}, shape={shape}, style=filled, "
+            f"  n{node.id} [label={dot_string(label)}, shape={shape}, style=filled, "
             f'fillcolor="{color}"];'
         )
     for src, dst, kind in dag.edges:

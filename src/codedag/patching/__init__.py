@@ -27,7 +27,6 @@ test that leaves something patched. This package imports nothing of codedag but 
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import sys
@@ -62,6 +61,9 @@ class PatchRecord:
     original: Any
     replacement: Any
     sites: list[Site] = field(default_factory=list)
+    # sys.getrefcount(replacement) once its batch was applied: more at restore means a reference
+    # the patcher did not make (0: unknown, always swept)
+    references: int = 0
 
     @property
     def site_count(self) -> int:
@@ -78,17 +80,21 @@ def resolve(qualified_name: str) -> tuple[Any, str, Any]:
     Raises:
         MigrationError: when no prefix imports or an attribute along the path is missing.
     """
+    prefix, _, attribute = qualified_name.rpartition(".")
+    module = sys.modules.get(prefix)
+    if type(module) is ModuleType and attribute and attribute in vars(module):
+        return module, attribute, vars(module)[attribute]  # the common case: a module's own
     parts = qualified_name.split(".")
     if len(parts) < 2 or not all(parts):
         raise MigrationError(
             f"expected a qualified name such as 'cv2.resize', got {qualified_name!r}"
         )
-    module: ModuleType | None = None
+    module = None
     split = 0
     for i in range(len(parts) - 1, 0, -1):
         candidate = ".".join(parts[:i])
         try:
-            module = importlib.import_module(candidate)
+            module = sys.modules.get(candidate) or importlib.import_module(candidate)
         except ImportError:
             continue
         split = i
@@ -121,19 +127,29 @@ def _skip_packages(original: Any, owner: Any) -> set[str]:
 class Patcher:
     """Apply and restore patches by qualified name; see the module docstring.
 
+    Args:
+        label: names this patcher in :func:`active_patches`.
+        stable_references: the references to each replacement that exist once it is applied
+            (a factory's cache) stay while it is applied: restore then sweeps the modules only
+            for replacements whose reference count grew (something bound them), not for all.
+
     Example:
         >>> patcher = Patcher()
         >>> patcher.patch("json.dumps", lambda orig: orig)  # doctest: +SKIP
         >>> patcher.restore()  # doctest: +SKIP
     """
 
-    def __init__(self, label: str = "codedag") -> None:
+    def __init__(self, label: str = "codedag", *, stable_references: bool = False) -> None:
         self.label = label
+        self.stable_references = stable_references
         self._lock = threading.RLock()
         self._records: dict[str, PatchRecord] = {}
         # Modules present when the first patch was applied: the others were imported inside the
         # window, and restore searches them all.
         self._modules_before: frozenset[str] | None = None
+        # id(replacement) -> references to it the patcher dropped (sites put back, records
+        # removed) in earlier partial restores
+        self._released: dict[int, int] = {}
         _LIVE_PATCHERS.add(self)
 
     def patch(
@@ -208,9 +224,13 @@ class Patcher:
                 if not self._records:
                     self._modules_before = None
                 raise
+            debug = log.isEnabledFor(logging.DEBUG)
             for record in applied:
                 self._records[record.name] = record
-                log.debug("patched %s at %d site(s)", record.name, record.site_count)
+                if debug:
+                    log.debug("patched %s at %d site(s)", record.name, record.site_count)
+            for record in applied:  # every site of the batch is set: the baseline of restore
+                record.references = sys.getrefcount(record.replacement)
             return applied
 
     def _install(
@@ -224,8 +244,11 @@ class Patcher:
             raise MigrationError(f"{qualified_name!r} is already patched by another patcher")
         replacement = factory(qualified_name, original)
         # A builtin or slotted replacement cannot carry the marker; identity checks still work.
-        with contextlib.suppress(AttributeError, TypeError):
+        # (try, not contextlib.suppress: a tracing window patches hundreds of names)
+        try:  # noqa: SIM105
             setattr(replacement, ORIGINAL_ATTR, original)
+        except (AttributeError, TypeError):
+            pass
         if isinstance(raw, staticmethod):
             installed: Any = staticmethod(replacement)
         elif isinstance(raw, classmethod):
@@ -253,23 +276,35 @@ class Patcher:
 
         Besides the sites recorded when patching, every module namespace is swept for the
         replacements being removed (see the module docstring), so that a module imported while
-        the patches were applied does not keep them.
+        the patches were applied does not keep them. With ``stable_references``, a replacement
+        whose reference count did not grow is held nowhere new: it needs no sweep.
         """
         with self._lock:
             names = [qualified_name] if qualified_name is not None else list(self._records)
-            removed: list[PatchRecord] = []
-            for name in reversed(names):
-                record = self._records.pop(name, None)
-                if record is None:
-                    continue
+            removed = [self._records.pop(n) for n in reversed(names) if n in self._records]
+            elsewhere = {id(r.replacement) for r in removed if self._held_elsewhere(r)}
+            debug = log.isEnabledFor(logging.DEBUG)
+            for record in removed:
                 self._undo(record)
-                removed.append(record)
-                log.debug("restored %s", name)
-            if removed:
-                self._sweep(removed)
+                key = id(record.replacement)
+                self._released[key] = self._released.get(key, 0) + len(record.sites) + 1
+                if debug:
+                    log.debug("restored %s", record.name)
+            swept = [r for r in removed if id(r.replacement) in elsewhere]
+            if swept:
+                self._sweep(swept)
             if not self._records:
                 self._modules_before = None
+                self._released.clear()
             return len(removed)
+
+    def _held_elsewhere(self, record: PatchRecord) -> bool:
+        """Whether something other than the patcher's sites and records may hold the
+        replacement (counted before any site is put back; never wrong the other way)."""
+        if not self.stable_references or record.references == 0:
+            return True
+        expected = record.references - self._released.get(id(record.replacement), 0)
+        return sys.getrefcount(record.replacement) > expected
 
     def _sweep(self, removed: list[PatchRecord]) -> None:
         # A replacement still installed under another name (an alias) stays where it is.

@@ -36,7 +36,7 @@ class Site:
 
 
 def unwrap_descriptor(value: Any) -> Any:
-    if isinstance(value, staticmethod | classmethod):
+    if isinstance(value, (staticmethod, classmethod)):  # a tuple: faster than a union
         return value.__func__
     return value
 

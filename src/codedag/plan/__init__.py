@@ -5,6 +5,7 @@
   measurement
 * :mod:`.model`: The migration plan: one model for the file ``codedag optimize`` writes and
   everything that reads it
+* :mod:`.names`: Which fields of a plan name library functions, and every name a plan would use
 """
 
 from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial

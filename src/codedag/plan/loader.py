@@ -12,6 +12,7 @@ The section is optional: plans without it load as before (``loader`` is ``None``
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -20,6 +21,27 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 TUNABLE_KEYS = ("num_workers", "threads", "prefetch_factor", "persistent_workers", "pin_memory")
 DEFAULT_PREFETCH = 2
 """torch's ``prefetch_factor`` when workers are used and none is given."""
+
+# Bounds. A plan may come from elsewhere, and each worker is a process with a copy of the
+# dataset: the schema refuses what no machine runs well, and :meth:`LoaderSettings.bounded`
+# lowers what this machine's CPU limit does not justify.
+MAX_WORKERS = 1024
+MAX_THREADS = 1024
+MAX_PREFETCH = 64
+"""Batches loaded ahead per worker: past a few, only memory grows."""
+WORKERS_PER_CPU = 4
+"""Workers per CPU the container may use: loaders waiting on files or the network gain from a few
+per CPU; more only multiply processes and memory."""
+
+
+def worker_limit(cpus: float) -> int:
+    """The most workers a loader may start on a machine with ``cpus`` usable CPUs."""
+    return WORKERS_PER_CPU * max(1, math.floor(cpus + 1e-9))
+
+
+def thread_limit(cpus: float) -> int:
+    """The most threads per worker on a machine with ``cpus`` usable CPUs (one per CPU)."""
+    return max(1, math.ceil(cpus - 1e-9))
 
 
 class _Model(BaseModel):
@@ -39,9 +61,9 @@ class LoaderSettings(_Model):
         pin_memory: copy batches into page-locked memory for faster host-to-GPU copies.
     """
 
-    num_workers: int = Field(default=0, ge=0)
-    threads: int | None = Field(default=None, ge=1)
-    prefetch_factor: int | None = Field(default=None, ge=1)
+    num_workers: int = Field(default=0, ge=0, le=MAX_WORKERS)
+    threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
+    prefetch_factor: int | None = Field(default=None, ge=1, le=MAX_PREFETCH)
     persistent_workers: bool = False
     pin_memory: bool = False
 
@@ -53,6 +75,23 @@ class LoaderSettings(_Model):
                 return self.model_copy(update={"prefetch_factor": None})
             return self
         return LoaderSettings(pin_memory=self.pin_memory)
+
+    def bounded(self, cpus: float) -> tuple[LoaderSettings, list[str]]:
+        """These settings within what ``cpus`` usable CPUs justify, and what was lowered.
+
+        Returns:
+            ``(settings, changes)``: ``changes`` says each lowered value and its limit.
+        """
+        update: dict[str, int] = {}
+        limits = {"num_workers": worker_limit(cpus), "threads": thread_limit(cpus)}
+        for key, limit in limits.items():
+            value = getattr(self, key)
+            if value is not None and value > limit:
+                update[key] = limit
+        changes = [
+            f"{key}={getattr(self, key)} lowered to {value}" for key, value in update.items()
+        ]
+        return (self.model_copy(update=update) if update else self), changes
 
     def label(self) -> str:
         """A short description: ``2 workers x 1 thread, prefetch 4, persistent``."""
@@ -176,7 +215,7 @@ class LoaderSection(_Model):
     batches_per_epoch: int | None = None
     cpu_limit: float | None = None
     cpu_limit_source: str = ""
-    max_workers: int = Field(default=0, ge=0)
+    max_workers: int = Field(default=0, ge=0, le=MAX_WORKERS)
     memory_limit_mb: float | None = None
     step_ms: float | None = Field(default=None, ge=0)
     step_source: str = ""

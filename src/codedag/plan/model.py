@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from codedag.errors import SchemaError
 from codedag.plan.loader import LoaderSection
+from codedag.plan.names import ContextKey, FunctionName
 
 PLAN_SCHEMA_VERSION = 2
 DEVICE_KINDS = ("cuda", "mps", "xpu")
@@ -71,8 +72,8 @@ class PlannedCall(_Model):
         transfer_cost_ns: version 1 name of the transfer cost (kept for old readers).
     """
 
-    function: str
-    context_keys: list[str] = Field(default_factory=list)
+    function: FunctionName
+    context_keys: list[ContextKey] = Field(default_factory=list)
     instance_count: int = Field(default=1, ge=0)
     device: str = "cpu"
     migrate: bool = False
@@ -98,6 +99,11 @@ class PlannedCall(_Model):
         if not all(key.strip("/") for key in value):
             raise ValueError("context keys must be non-empty strings")
         return value
+
+    @property
+    def in_use(self) -> bool:
+        """Whether applying the plan patches this call's function (it is placed)."""
+        return self.migrate
 
 
 class PlacementInfo(_Model):
@@ -158,9 +164,9 @@ class BatchedChain(_Model):
 
     id: str
     steps: list[str] = Field(default_factory=list)
-    functions: list[str] = Field(default_factory=list)
-    entries: list[str] = Field(default_factory=list)
-    entry_functions: list[str] = Field(default_factory=list)
+    functions: list[FunctionName] = Field(default_factory=list)
+    entries: list[ContextKey] = Field(default_factory=list)
+    entry_functions: list[FunctionName] = Field(default_factory=list)
     samples: int = Field(default=0, ge=0)
     batched: bool = False
     original_ns: int | None = None
@@ -169,6 +175,11 @@ class BatchedChain(_Model):
     backend_calls: int | None = None
     basis: Basis = "none"
     reason: str = ""
+
+    @property
+    def in_use(self) -> bool:
+        """Whether applying the plan patches this chain's functions (it runs batched)."""
+        return self.batched
 
 
 class BatchedInfo(_Model):
@@ -215,7 +226,7 @@ class MigrationPlan(_Model):
     gpu_count: int = Field(default=0, ge=0)
     target_device: str | None = None
     partition_device_map: dict[str, str] = Field(default_factory=dict)
-    context_device_map: dict[str, str]
+    context_device_map: dict[ContextKey, str]
     calls: list[PlannedCall] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     placement: PlacementInfo = Field(default_factory=PlacementInfo)

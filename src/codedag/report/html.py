@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from codedag.util.io import atomic_write_text
+from codedag.util.text import printable
 
 _CSS = """
 body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 2rem auto;
@@ -69,7 +70,8 @@ class ReportContent:
 
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """Text from a file as HTML: control characters visible, long text cut, markup escaped."""
+    return html.escape(printable(value, 2000), quote=True)
 
 
 def _cell(value: Any) -> str:
@@ -202,7 +204,8 @@ def render_html(content: ReportContent) -> str:
                 "<p class='note'>graphviz <code>dot</code> was not available, so the DAG is "
                 "shown as DOT text; render it with <code>dot -Tsvg dag.dot -o dag.svg</code>.</p>"
             )
-            parts.append(f"<pre>{_e(content.dag_dot)}</pre>")
+            # DOT text quotes every name through dot_string, so it holds no control characters
+            parts.append(f"<pre>{html.escape(content.dag_dot or '', quote=True)}</pre>")
     if content.plots:
         parts.append("<h2>Metrics</h2>")
         parts.extend(_png_figure(p) for p in content.plots)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from codedag.util.text import printable
+
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(printable(value, 2000), quote=True)
 
 
 def _label(settings: dict[str, Any]) -> str:

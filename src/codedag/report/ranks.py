@@ -25,7 +25,7 @@ from typing import Any
 
 from codedag.monitor.compare import compare_modes, pick_baseline
 from codedag.monitor.results import load_results, merge_results
-from codedag.util.io import atomic_write_bytes
+from codedag.util.io import atomic_save_figure
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,6 @@ def plot_ranks(run: RankedRun, out_dir: Path, baseline: str | None = None) -> li
 def _plot_aggregate(
     run: RankedRun, rows: list[dict[str, Any]], totals: list[dict[str, Any]], path: Path
 ) -> Path:
-    import io
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -297,6 +296,4 @@ def _plot_aggregate(
         ax.set_ylim(0, top * 1.25 if top > 0 else 1.0)  # room for the legend above the bars
         ax.legend(loc="upper center", ncol=min(4, len(ranks)), fontsize="small")
     fig.suptitle(f"{run.experiment_name}: {run.world_size} ranks")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return atomic_write_bytes(path, buffer.getvalue())
+    return atomic_save_figure(fig, path)

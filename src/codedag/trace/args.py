@@ -430,8 +430,25 @@ def _rebuild_array(entry: Entry, seed: int) -> Any:
             tensor = tensor.permute(*reversed(range(tensor.ndim))).contiguous()
             tensor = tensor.permute(*reversed(range(tensor.ndim)))
         device = entry.get("device", "cpu")
-        return tensor if device == "cpu" else tensor.to(device)
+        return tensor if device == "cpu" else tensor.to(_existing_device(device))
     return array
+
+
+def _existing_device(device: Any) -> str:
+    """A recorded tensor's device, if this machine has it.
+
+    Raises:
+        TraceError: not a device name, or a device this machine lacks (``cuda:99``).
+    """
+    from codedag.devices.torch_devices import device_exists
+
+    try:
+        exists = isinstance(device, str) and device_exists(device)
+    except (RuntimeError, ValueError):
+        exists = False
+    if not exists:
+        raise TraceError(f"a tensor recorded on device {str(device)[:40]!r}, absent here")
+    return str(device)
 
 
 def rebuild_arguments(

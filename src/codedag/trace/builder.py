@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
 from codedag.trace.args import describe_arguments, parameter_defaults
+from codedag.trace.costs import Calibration, CostModel
 from codedag.trace.records import (
     ARG_CONTAINER,
     ARG_OBJ,
@@ -26,28 +27,18 @@ from codedag.trace.records import (
     KIND_C,
     KIND_PY,
     KIND_STEP,
-    KIND_WRAPPED,
     LIB,
     MEM,
     NAME,
-    NL0,
-    NL1,
-    OV0,
-    OV1,
     PARENT,
     RET,
     SEQ,
     SITE,
-    SKIP0,
-    SKIP1,
-    T0,
-    T1,
 )
 from codedag.trace.values import format_dtype, format_shape, short_repr, value_summary
 
 if TYPE_CHECKING:
-    from codedag.trace.calibrate import Calibration
-    from codedag.trace.recorder import Session
+    from codedag.trace.session_state import SessionState
 
 
 class DAGBuilder:
@@ -74,105 +65,111 @@ class DAGBuilder:
         self.dag.add_edge(source, target, edge_type)
 
     def build(
-        self, session: Session, calibration: Calibration, metadata: dict[str, Any]
+        self, session: SessionState, calibration: Calibration, metadata: dict[str, Any]
     ) -> ExecutionDAG:
         """Build the DAG from ``session``'s records and keep it as ``self.dag``."""
         enabled = gc.isenabled()
         gc.disable()  # only acyclic objects are made here; GC passes would only slow it down
         try:
-            dag = self._build(session, calibration, metadata)
+            dag = _Build(session, calibration).dag(metadata)
         finally:
             if enabled:
                 gc.enable()
         self.dag = dag
         return dag
 
-    def _build(
-        self, session: Session, calibration: Calibration, metadata: dict[str, Any]
-    ) -> ExecutionDAG:
-        calls, values = session.calls, session.values
-        value_by_seq = {v[0]: v for v in values}
-        step_uses = _step_inputs(calls, session.uses)
-        weights = _step_weights(step_uses, session.produces, value_by_seq)
-        totals, selfs = _times(calls, calibration, weights)
-        cwd = os.getcwd() + os.sep
+
+class _Build:
+    """One DAG built from one window's records (records are freed as nodes are made)."""
+
+    def __init__(self, session: SessionState, calibration: Calibration) -> None:
+        self.session = session
+        self.calls = session.calls
+        self.value_by_seq = {v[0]: v for v in session.values}
+        self.step_uses = _step_inputs(self.calls, session.uses)
+        weights = _step_weights(self.step_uses, session.produces, self.value_by_seq)
+        self.totals, self.selfs = CostModel(calibration).times(self.calls, weights)
+        self.cwd = os.getcwd() + os.sep
+        self.keys: dict[int, str] = {}
+        self.counters: dict[tuple[int, str], int] = {}
+        self.sites: dict[Any, str] = {}
+        self.summaries: dict[Any, str] = {}
+
+    def dag(self, metadata: dict[str, Any]) -> ExecutionDAG:
+        """The DAG: nodes in sequence order (calls and values interleaved), then edges."""
+        calls, values = self.calls, self.session.values
         dag = ExecutionDAG(metadata=metadata)
         nodes = dag.nodes
-        keys: dict[int, str] = {}
-        counters: dict[tuple[int, str], int] = {}
-        sites: dict[Any, str] = {}
-        summaries: dict[Any, str] = {}
         call_edges: list[tuple[int, int, str]] = []
         ci = vi = 0
         n_calls, n_values = len(calls), len(values)
         while ci < n_calls or vi < n_values:
             if vi >= n_values or (ci < n_calls and calls[ci][SEQ] < values[vi][0]):
                 rec = calls[ci]
-                seq, parent, name = rec[SEQ], rec[PARENT], rec[NAME]
-                count = counters.get((parent, name), 0)
-                counters[(parent, name)] = count + 1
-                key = f"{keys[parent]}/{name}#{count}" if parent >= 0 else f"{name}#{count}"
-                keys[seq] = key
-                site = sites.get(rec[SITE])
-                if site is None:
-                    site = sites[rec[SITE]] = _site(rec[SITE], cwd)
-                args = []
-                raw_args = rec[ARGS]
-                if raw_args is None:  # a step of several operations: what it read
-                    raw_args = [(i, ARG_VALUE, v) for i, v in enumerate(step_uses.get(seq, ()))]
-                for arg in raw_args:
-                    if arg[1] == ARG_VALUE or arg[1] == ARG_SMALL:
-                        args.append(_arg(arg, value_by_seq))
-                        continue
-                    try:
-                        text = summaries.get(arg)
-                    except TypeError:  # an unhashable scalar payload
-                        text = None
-                    if text is None:
-                        text = _arg(arg, value_by_seq)
-                        with contextlib.suppress(TypeError):
-                            summaries[arg] = text
-                    args.append(text)
-                nodes[seq] = CallNode(
-                    seq,
-                    name,
-                    key,
-                    site,
-                    rec[DEPTH],
-                    totals[ci],
-                    selfs[ci],
-                    rec[MEM],
-                    args,
-                    _ret(rec[RET], value_by_seq),
-                    rec[KIND] != KIND_PY,
-                    _arguments(rec, value_by_seq),
-                )
-                if parent >= 0:
-                    call_edges.append((parent, seq, "calls"))
+                nodes[rec[SEQ]] = self._call_node(rec, ci)
+                if rec[PARENT] >= 0:
+                    call_edges.append((rec[PARENT], rec[SEQ], "calls"))
                 calls[ci] = None  # type: ignore[call-overload] # free records as nodes are made
                 ci += 1
             else:
                 v = values[vi]
                 nodes[v[0]] = ValueNode(
-                    v[0],
-                    v[1],
-                    v[2],
-                    v[3],
-                    format_shape(v[4]),
-                    format_dtype(v[5]),
-                    int(v[6]),
-                    v[7],
+                    v[0], v[1], v[2], v[3], format_shape(v[4]), format_dtype(v[5]), int(v[6]), v[7]
                 )
                 vi += 1
         dag._next_id = max(nodes, default=-1) + 1
         edges = dag.edges
         edges.extend(call_edges)
         calls.clear()
-        edges.extend((v, c, "uses") for v, c in dict.fromkeys(session.uses))
-        edges.extend((c, v, "produces") for c, v in dict.fromkeys(session.produces))
+        edges.extend((v, c, "uses") for v, c in dict.fromkeys(self.session.uses))
+        edges.extend((c, v, "produces") for c, v in dict.fromkeys(self.session.produces))
         if any(src > dst for src, dst, _ in edges):
             _renumber(dag)
         return dag
+
+    def _call_node(self, rec: list[Any], index: int) -> CallNode:
+        seq, parent, name = rec[SEQ], rec[PARENT], rec[NAME]
+        count = self.counters.get((parent, name), 0)
+        self.counters[(parent, name)] = count + 1
+        key = f"{self.keys[parent]}/{name}#{count}" if parent >= 0 else f"{name}#{count}"
+        self.keys[seq] = key
+        raw_site = rec[SITE]  # (code, offset): keyed by id(code), as hashing code is slow
+        site_key = (id(raw_site[0]), raw_site[1]) if raw_site is not None else None
+        site = self.sites.get(site_key)
+        if site is None:
+            site = self.sites[site_key] = _site(raw_site, self.cwd)
+        raw_args = rec[ARGS]
+        if raw_args is None:  # a step of several operations: what it read
+            raw_args = [(i, ARG_VALUE, v) for i, v in enumerate(self.step_uses.get(seq, ()))]
+        value_by_seq = self.value_by_seq
+        return CallNode(
+            seq,
+            name,
+            key,
+            site,
+            rec[DEPTH],
+            self.totals[index],
+            self.selfs[index],
+            rec[MEM],
+            [self._summary(arg) for arg in raw_args],
+            _ret(rec[RET], value_by_seq),
+            rec[KIND] != KIND_PY,
+            _arguments(rec, value_by_seq),
+        )
+
+    def _summary(self, arg: tuple[Any, int, Any]) -> str:
+        """An argument's summary (cached for scalars, types and objects)."""
+        if arg[1] == ARG_VALUE or arg[1] == ARG_SMALL:
+            return _arg(arg, self.value_by_seq)
+        try:
+            text = self.summaries.get(arg)
+        except TypeError:  # an unhashable scalar payload
+            text = None
+        if text is None:
+            text = _arg(arg, self.value_by_seq)
+            with contextlib.suppress(TypeError):
+                self.summaries[arg] = text
+        return text
 
 
 def _step_inputs(calls: list[list[Any]], uses: list[tuple[int, int]]) -> dict[int, list[int]]:
@@ -235,104 +232,6 @@ def _renumber(dag: ExecutionDAG) -> None:
     dag._next_id = len(order)
 
 
-def _times(
-    calls: list[list[Any]], cal: Calibration, weights: dict[int, int]
-) -> tuple[list[int], list[int]]:
-    """Total and self time of every record, with the tracer's own cost subtracted.
-
-    Measured hook time inside a call is subtracted exactly; the unmeasured rest (the interpreter
-    invoking the hook, skipped events, line events) with calibrated per-event constants. A call's
-    total is never below the sum of its callees' totals, so ``self_ns >= 0``. A statement's time
-    outside the calls it made is shared by its steps in proportion to the bytes they produced,
-    within what its frame has left.
-    """
-    n = len(calls)
-    per_kind = {
-        KIND_PY: cal.kept_py_ns,
-        KIND_WRAPPED: cal.kept_wrapped_ns,
-        KIND_C: cal.kept_c_ns,
-        KIND_STEP: 0.0,
-    }
-    index_of = {rec[SEQ]: i for i, rec in enumerate(calls)}
-    skip_ns, line_ns = cal.skip_ns, cal.line_ns
-    totals = [0] * n
-    child_sum = [0] * n
-    desc_cost = [0.0] * n  # unmeasured cost of the recorded calls nested inside each record
-    steps_of: dict[int, list[int]] = {}
-    for i, rec in enumerate(calls):
-        if rec[KIND] == KIND_STEP:
-            parent = index_of.get(rec[PARENT])
-            if parent is not None:
-                steps_of.setdefault(parent, []).append(i)
-    for i in range(n - 1, -1, -1):
-        rec = calls[i]
-        if rec[KIND] == KIND_STEP:
-            continue
-        own = (
-            rec[T1]
-            - rec[T0]
-            - (rec[OV1] - rec[OV0])
-            - (rec[SKIP1] - rec[SKIP0]) * skip_ns
-            - (rec[NL1] - rec[NL0]) * line_ns
-        )
-        if i in steps_of:
-            available = max(0, int(own - desc_cost[i]) - child_sum[i])
-            shares = _step_times(calls, steps_of[i], totals, desc_cost, index_of, cal, weights)
-            scale = min(1.0, available / sum(shares)) if sum(shares) else 0.0
-            for j, share in zip(steps_of[i], shares):
-                totals[j] = int(share * scale)
-                child_sum[i] += totals[j]
-        total = max(int(own - desc_cost[i]), child_sum[i], 0)
-        totals[i] = total
-        parent = index_of.get(rec[PARENT])
-        if parent is not None:
-            child_sum[parent] += total
-            desc_cost[parent] += desc_cost[i] + per_kind[rec[KIND]]
-    selfs = [totals[i] - child_sum[i] for i in range(n)]
-    return totals, selfs
-
-
-def _step_times(
-    calls: list[list[Any]],
-    steps: list[int],
-    totals: list[int],
-    desc_cost: list[float],
-    index_of: dict[int, int],
-    cal: Calibration,
-    weights: dict[int, int],
-) -> list[float]:
-    """Time of each step: its statement's time outside recorded calls, shared by weight."""
-    per_kind = {
-        KIND_PY: cal.kept_py_ns,
-        KIND_WRAPPED: cal.kept_wrapped_ns,
-        KIND_C: cal.kept_c_ns,
-        KIND_STEP: 0.0,
-    }
-    by_unit: dict[Any, list[int]] = {}
-    for j in steps:
-        by_unit.setdefault(calls[j][INFO][0], []).append(j)
-    out = dict.fromkeys(steps, 0.0)
-    for members in by_unit.values():
-        rec = calls[members[0]]
-        own = (
-            rec[T1]
-            - rec[T0]
-            - (rec[OV1] - rec[OV0])
-            - (rec[SKIP1] - rec[SKIP0]) * cal.skip_ns
-            - (rec[NL1] - rec[NL0]) * cal.line_ns
-        )
-        for sibling in rec[INFO][1]:
-            k = index_of.get(sibling)
-            if k is not None:
-                own -= totals[k] + desc_cost[k] + per_kind[calls[k][KIND]]
-        own = max(0.0, own)
-        weight = [weights.get(calls[j][SEQ], 0) for j in members]
-        total_weight = sum(weight)
-        for j, w in zip(members, weight):
-            out[j] = own * (w / total_weight if total_weight else 1 / len(members))
-    return [out[j] for j in steps]
-
-
 def _site(site: Any, cwd: str) -> str:
     if site is None:
         return ""
@@ -360,15 +259,55 @@ def _payload(kind: int, payload: Any, value_by_seq: dict[int, list[Any]]) -> str
         if v is None:
             return "?"
         if len(v) < 10:
-            v.append(value_summary(v[1], v[4], v[5]))  # once per value
+            v.append(_value_summary(v[1], v[4], v[5]))  # once per value
         return str(v[9])
-    if kind in (ARG_SCALAR, ARG_OBJ):
+    if kind == ARG_SCALAR:
+        return short_text(payload)
+    if kind == ARG_OBJ:
         return short_repr(payload)
     if kind == ARG_CONTAINER:
         return f"{payload[0]}[{payload[1]}]"
     if kind == ARG_TYPE:
         return f"<{payload.__name__}>"
     return "?"
+
+
+_HEAD = 64  # characters of a long str or bytes rendered for its summary (which keeps 57)
+
+
+def short_text(obj: Any) -> str:
+    """``short_repr(obj)``, without rendering a long ``str`` or ``bytes`` whole (an encoded
+    image passed to ``numpy.frombuffer`` is hundreds of kilobytes)."""
+    # repr picks its quotes from the whole text: quotes added to the head make it agree, and
+    # fall beyond the cut
+    if type(obj) is str and len(obj) > _HEAD:
+        head = obj[:_HEAD]
+        if "'" in obj:
+            head += "'\"" if '"' in obj else "'"
+        return short_repr(head)
+    if type(obj) is bytes and len(obj) > _HEAD:
+        data = obj[:_HEAD]
+        if b"'" in obj:
+            data += b"'\"" if b'"' in obj else b"'"
+        return short_repr(data)
+    return short_repr(obj)
+
+
+_SUMMARIES: dict[tuple[Any, ...], str] = {}
+
+
+def _value_summary(name: str, shape: Any, dtype: Any) -> str:
+    """:func:`value_summary`, cached: a window has many values of few shapes."""
+    try:
+        key = (name, shape, dtype)
+        text = _SUMMARIES.get(key)
+    except TypeError:  # an unhashable shape or dtype
+        return value_summary(name, shape, dtype)
+    if text is None:
+        text = value_summary(name, shape, dtype)
+        if len(_SUMMARIES) < 65536:
+            _SUMMARIES[key] = text
+    return text
 
 
 def _arg(arg: tuple[Any, int, Any], value_by_seq: dict[int, list[Any]]) -> str:

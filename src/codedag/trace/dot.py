@@ -20,6 +20,7 @@ from codedag.graph.algorithms import topological_ranks
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
 from codedag.trace.filter import KNOWN_LIBRARIES
 from codedag.util.io import atomic_write_bytes, atomic_write_text
+from codedag.util.text import dot_string
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +32,6 @@ EDGE_STYLES = {
     "produces": 'color="#2ca02c", fontcolor="#2ca02c"',
 }
 INSTALL_HINT = "install Graphviz (apt-get install graphviz) and run: dot -Tsvg {dot} -o {svg}"
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def _human_bytes(n: int) -> str:
@@ -90,7 +87,7 @@ def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: i
     ranks = topological_ranks(shown)
     out = [
         "digraph codedag {",
-        f"  label={_quote(title)}; labelloc=t; rankdir=TB; splines=spline;",
+        f"  label={dot_string(title)}; labelloc=t; rankdir=TB; splines=spline;",
         "  nodesep=0.5; ranksep=0.7;",
         '  node [fontname="Helvetica", fontsize=10];',
         '  edge [fontname="Helvetica", fontsize=8];',
@@ -102,7 +99,7 @@ def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: i
         else:
             attrs = f'shape=ellipse, style=filled, fillcolor="{VALUE_COLOR}"'
             label = _value_label(node)
-        out.append(f"  n{node_id} [label={_quote(label)}, {attrs}];")
+        out.append(f"  n{node_id} [label={dot_string(label)}, {attrs}];")
     layers: dict[int, list[int]] = {}
     for node_id, rank in ranks.items():
         layers.setdefault(rank, []).append(node_id)
@@ -110,7 +107,7 @@ def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: i
         members = " ".join(f"n{i};" for i in sorted(layers[rank]))
         out.append(f"  {{ rank=same; {members} }}")
     for src, dst, kind in shown.edges:
-        out.append(f"  n{src} -> n{dst} [label={_quote(kind)}, {EDGE_STYLES.get(kind, '')}];")
+        out.append(f"  n{src} -> n{dst} [label={dot_string(kind)}, {EDGE_STYLES.get(kind, '')}];")
     out.append("}")
     return "\n".join(out) + "\n"
 

@@ -55,6 +55,8 @@ MISSING = object()  # no such variable or attribute
 
 # Evaluated sources: a value node, a plain object, a record's unknown result, a pending step.
 S_VALUE, S_OBJECT, S_RECORD, S_REGION, S_NONE = range(5)
+_DATA_SOURCES = frozenset((S_VALUE, S_RECORD, S_REGION))  # sources that carry data
+_PLAIN_PAYLOAD = frozenset((bool, int, float, str, type(None)))
 
 
 class Region:
@@ -97,12 +99,13 @@ class Evaluation:
         self,
         maker: StepRecords,
         frame: types.FrameType,
+        local: dict[str, Any],
         snap: dict[str, int],
         children: list[list[Any]],
     ) -> None:
         self.maker = maker
         self.frame = frame
-        self.local = frame.f_locals
+        self.local = local
         self.snap = snap
         self.children = children
         self.matched = [False] * len(children)
@@ -126,7 +129,7 @@ class Evaluation:
         return (S_OBJECT, obj)
 
     def _data(self, src: tuple[int, Any]) -> bool:
-        return src[0] in (S_VALUE, S_RECORD, S_REGION)
+        return src[0] in _DATA_SOURCES
 
     def _intermediate(self, record: list[Any]) -> int:
         """A value node for what a C method returned into an expression (not observable)."""
@@ -136,27 +139,30 @@ class Evaluation:
         maker.produces.append((record[SEQ], vseq))
         return vseq
 
-    def _region(self, name: str, operands: list[tuple[Any, tuple[int, Any]]]) -> tuple[int, Any]:
-        """Combine operands into one pending step (operands that are steps merge into it)."""
+    def _region(
+        self, name: str, operands: list[tuple[int, Any]], labels: Any = None
+    ) -> tuple[int, Any]:
+        """Combine operands (labelled by ``labels``, else by position) into one pending step
+        (operands that are steps merge into it)."""
         region = Region(name)
-        for label, src in operands:
+        leaves, raw_args = region.leaves, region.raw_args
+        for label, src in enumerate(operands) if labels is None else zip(labels, operands):
             kind = src[0]
             if kind == S_VALUE:
-                region.leaves.append(src[1])
-                region.raw_args.append((label, ARG_VALUE, src[1]))
+                leaves.append(src[1])
+                raw_args.append((label, ARG_VALUE, src[1]))
             elif kind == S_RECORD:
-                region.leaves.append(self._intermediate(src[1]))
+                leaves.append(self._intermediate(src[1]))
                 region.single = False  # an operand of unknown shape: not rebuildable
             elif kind == S_REGION:
-                inner: Region = src[1]
-                region.leaves.extend(inner.leaves)
+                leaves.extend(src[1].leaves)
                 region.single = False
             elif kind == S_OBJECT:
                 payload = _object_payload(src[1], 0)
                 if payload is None:
                     region.single = False
                 else:
-                    region.raw_args.append((label, *payload))
+                    raw_args.append((label, *payload))
             else:
                 region.single = False
         return (S_REGION, region)
@@ -173,38 +179,49 @@ class Evaluation:
         if kind == CONST:
             return (S_OBJECT, expr.value)
         if kind == OP:
-            operands = [self.value(child) for child in expr.children]
+            value = self.value
+            operands = [value(child) for child in expr.children]
             if expr.name == "operator.getitem" and operands[0][0] == S_OBJECT:
                 return self._item(operands[0][1], operands[1])
-            if not any(self._data(src) for src in operands):
-                return _fold(expr.name, operands)
-            return self._region(expr.name, list(enumerate(operands)))
+            for src in operands:
+                if src[0] in _DATA_SOURCES:
+                    return self._region(expr.name, operands)
+            return _fold(expr.name, operands)
         if kind == ATTR:
             owner = self.value(expr.children[0])
             if owner[0] == S_OBJECT:
                 return self._from_object(_safe_attribute(owner[1], expr.name))
             if owner[0] == S_VALUE:
                 name = self._member_name(owner[1], expr.name)
-                return self._region(name, [(0, owner)])
+                return self._region(name, [owner])
             if owner[0] in (S_RECORD, S_REGION):
-                return self._region(f"attribute.{expr.name}", [(0, owner)])
+                return self._region(f"attribute.{expr.name}", [owner])
             return (S_NONE, None)
         if kind in (CALL, METHOD):
             return self._call(expr)
         if kind == GROUP:
-            parts = [self.value(child) for child in expr.children]
-            data = [src for src in parts if self._data(src)]
-            if not data:
-                if expr.name in ("slice", "tuple") and all(p[0] == S_OBJECT for p in parts):
-                    items = [p[1] for p in parts]  # a constant index: img[:, ::-1], a[y0:y1]
-                    return (S_OBJECT, slice(*items) if expr.name == "slice" else tuple(items))
-                return (S_NONE, None)
-            if len(data) == 1 and expr.name == "expression":
-                return data[0]
-            region = self._region("", list(enumerate(parts)))
-            region[1].single = False
-            return (S_REGION, region[1]) if region[1].leaves else (S_NONE, None)
+            return self._group(expr)
         return (S_NONE, None)
+
+    def _group(self, expr: Expr) -> tuple[int, Any]:
+        """A tuple, list, slice or parenthesized expression."""
+        value = self.value
+        parts = [value(child) for child in expr.children]
+        data = [src for src in parts if src[0] in _DATA_SOURCES]
+        if not data:
+            if expr.name in ("slice", "tuple"):
+                items = []
+                for kind, obj in parts:
+                    if kind != S_OBJECT:
+                        return (S_NONE, None)
+                    items.append(obj)  # a constant index: img[:, ::-1], a[y0:y1]
+                return (S_OBJECT, slice(*items) if expr.name == "slice" else tuple(items))
+            return (S_NONE, None)
+        if len(data) == 1 and expr.name == "expression":
+            return data[0]
+        region = self._region("", parts)[1]
+        region.single = False
+        return (S_REGION, region) if region.leaves else (S_NONE, None)
 
     def _item(self, container: Any, index: tuple[int, Any]) -> tuple[int, Any]:
         """``container[index]`` for plain lists, tuples and dicts (no user code runs)."""
@@ -267,7 +284,7 @@ class Evaluation:
         record = self._match(names, expr.name)
         if record is not None:
             return self._recorded(record, operands, labels)
-        if not any(self._data(src) for src in operands):
+        if not any(src[0] in _DATA_SOURCES for src in operands):
             return (S_NONE, None)
         if callee is not MISSING and self.maker.skipped(callee):
             return (S_NONE, None)  # a call the filter skips (excluded, standard library)
@@ -277,7 +294,7 @@ class Evaluation:
             step_name = f"attribute.{expr.name}"
         else:
             step_name = expr.name or "call"
-        return self._region(step_name, list(zip(labels, operands)))
+        return self._region(step_name, operands, labels)
 
     def _recorded(
         self, record: list[Any], operands: list[tuple[int, Any]], labels: tuple[Any, ...]
@@ -335,14 +352,19 @@ def _fold(name: str, operands: list[tuple[int, Any]]) -> tuple[int, Any]:
 
 def _object_payload(obj: Any, depth: int) -> tuple[int, Any] | None:
     """A non-data operand as the recorder keeps arguments (scalars, slices, small tuples)."""
-    if obj is None or type(obj) in (bool, int, float, str):
+    cls = type(obj)
+    if cls in _PLAIN_PAYLOAD:
         return (ARG_SCALAR, obj)
-    if type(obj) is slice or obj is Ellipsis or kept_object(obj):
+    if cls is slice or obj is Ellipsis or kept_object(obj):
         return (ARG_OBJ, obj)
-    if type(obj) in (tuple, list) and len(obj) <= MAX_ITEMS and depth < MAX_NESTING:
-        items = [_object_payload(item, depth + 1) for item in obj]
-        if all(item is not None for item in items):
-            return (ARG_CONTAINER, (type(obj).__name__, len(obj), items))
+    if (cls is tuple or cls is list) and len(obj) <= MAX_ITEMS and depth < MAX_NESTING:
+        items = []
+        for item in obj:
+            payload = _object_payload(item, depth + 1)
+            if payload is None:
+                return None
+            items.append(payload)
+        return (ARG_CONTAINER, (cls.__name__, len(obj), items))
     return None
 
 

@@ -2,10 +2,12 @@
 
 ``sys.setprofile`` reports C functions without their arguments or results, so dataflow through
 ``cv2.resize`` needs interposition: for the tracing window, the public callables of the wrapped
-libraries are replaced through :class:`codedag.patching.Patcher` (which also rebinds
-``from cv2 import resize``-style references and restores the exact originals) by wrappers that
-report to the active tracing session. Outside the traced thread a wrapper only forwards the call.
-Only modules already imported are wrapped: tracing never imports a library.
+libraries are replaced through :class:`codedag.patching.Patcher` (which restores the exact
+originals) by wrappers whose frames
+the tracer's hooks record. A wrapper only forwards the call: each has a code object of its own
+(:data:`WRAPPER_CODES`), and the hooks record a call of it, with its arguments and result, from
+the events of its frame, as a call of the function it wraps. Outside a traced thread nothing
+sees those events. Only modules already imported are wrapped: tracing never imports a library.
 """
 
 from __future__ import annotations
@@ -14,12 +16,10 @@ import contextlib
 import functools
 import logging
 import sys
-import threading
 import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import codedag.trace.recorder as recorder
 from codedag.backends import libraries
 from codedag.backends.derived import SequenceView
 from codedag.backends.names import canonical_name, python_implementation
@@ -87,17 +87,24 @@ def _scan_targets(modules: tuple[str, ...], extra: tuple[str, ...]) -> list[str]
     return names
 
 
+# The code object of each recording wrapper -> (canonical name, library key) of what it wraps.
+WRAPPER_CODES: dict[types.CodeType, tuple[str, str]] = {}
+
+
 def make_wrapper(name: str, library: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    """A function that records calls of ``original`` in the active session of its thread."""
-    get_ident = threading.get_ident
+    """A function that calls ``original``; the tracer's hooks record its calls as ``name``."""
     call = original
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        session = recorder._active
-        if session is None or session.thread != get_ident():
-            return call(*args, **kwargs)
-        return session.call_wrapped(name, library, call, args, kwargs)
+        return call(*args, **kwargs)
 
+    # A code object of its own (named after the function, which tracebacks show): the hooks
+    # tell the wrappers apart by code object, one dictionary lookup per event.
+    changes: dict[str, Any] = {"co_name": name}
+    if hasattr(wrapper.__code__, "co_qualname"):  # Python 3.11+
+        changes["co_qualname"] = name
+    wrapper.__code__ = wrapper.__code__.replace(**changes)
+    WRAPPER_CODES[wrapper.__code__] = (name, library)
     with contextlib.suppress(AttributeError, TypeError):  # exotic callables
         functools.update_wrapper(wrapper, original)
     return wrapper

@@ -1,13 +1,13 @@
 """Following the statements of user frames: where one ends, the next starts (line events).
 
-The tracer's hooks (:mod:`codedag.trace.hooks`) give every recorded user frame a line state (its
-record's ``LINES`` field, ``ST_*`` indices in :mod:`codedag.trace.steps`). A line event on the
-first line of a statement (and on its first instruction: a statement spanning several lines
-revisits its first line) ends the running statement, whose steps are made then
-(:meth:`~codedag.trace.steps.StepMaker.finish`), and starts the next one. Line events come from
-a local trace function on Python 3.11 (``frame.f_trace``) and from ``sys.monitoring`` LINE
-events enabled on the followed code objects on 3.12+. A function whose statements made no step
-for ``idle_lines`` of them stops being followed.
+Every recorded user frame gets a line state (its record's ``LINES`` field, ``ST_*`` indices in
+:mod:`codedag.trace.steps`). A line event on the first line of a statement (and on its first
+instruction: a statement spanning several lines revisits its first line) ends the running
+statement, whose steps are made then (:meth:`~codedag.trace.steps.StepMaker.finish`), and
+starts the next one. Line events come from a local trace function on Python 3.11
+(``frame.f_trace``, :func:`make_line_hook`) and from ``sys.monitoring`` LINE events enabled on
+the followed code objects on 3.12+. A function whose statements made no step for
+``idle_lines`` of them stops being followed.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
+from codedag.trace.costs import Meter
 from codedag.trace.records import FRAME, LINES, NAME
-from codedag.trace.statements import NO_STATEMENTS
+from codedag.trace.session_state import SessionState
+from codedag.trace.statements import NO_STATEMENTS, CodeStatements, statements_of
 from codedag.trace.steps import (
     ST_CALLS0,
     ST_CODE,
@@ -30,138 +32,170 @@ from codedag.trace.steps import (
     ST_SKIP0,
     ST_SNAP,
     ST_START,
+    ST_STATS,
     ST_T0,
+    StepMaker,
 )
 
-
-class LineHandlers(NamedTuple):
-    """The statement-following functions of one session."""
-
-    line: Callable[[types.FrameType, int], bool]
-    returns: Callable[[types.FrameType, int, Any], None]
-    failed: Callable[[types.FrameType], None]
-    follow_with_trace: Callable[[types.FrameType, types.CodeType], None]
-    follow_with_monitoring: Callable[[types.FrameType, types.CodeType], None]
+LineHook = Callable[[types.FrameType, str, Any], Any]
 
 
-def make_line_follower(
-    *,
-    session: Any,
-    stack: list[list[Any]],
-    calls: list[list[Any]],
-    statement_cache: dict[types.CodeType, Any],
-    line_codes: set[types.CodeType],
-    idle_lines: int,
-    finish: Callable[..., bool],
-    snapshot: Callable[..., Any],
-    fail: Callable[[Exception], None],
-    counters: tuple[Callable[[], int], ...],
-    count_line: Callable[[], None],
-    charge: Callable[..., int],
-) -> LineHandlers:
-    """The line handlers of a session.
+class LineFollower:
+    """Follows the statements of recorded user frames and has their steps made.
 
     Args:
-        session: the session (its monitoring tool, the functions whose lines stopped).
-        stack, calls: the session's open records and all records.
-        statement_cache: statements by code object (a function stopped gets none).
-        line_codes: code objects with sys.monitoring LINE events on.
-        idle_lines: statements without a step after which a function stops being followed.
-        finish, snapshot: the step maker's.
-        fail: stops tracing after an internal error.
-        counters: ``(sequence number, skipped events, tracer time, line events)`` readers.
-        count_line: counts a line event.
-        charge: ``charge(h0, t=now)`` adds ``t - h0`` to the tracer's own time and returns the
-            new total.
+        state: the window (its open records, its ``sys.monitoring`` tool, the functions whose
+            statements are no longer followed).
+        meter: the tracer's own costs (line events are counted there).
+        steps: makes the steps of a finished statement.
     """
-    current_seq, skipped, overhead, line_count = counters
-    perf = session.clock
-    line_stats: dict[types.CodeType, list[Any]] = {}  # [statements ended, steps made]
 
-    def frame_record(frame: types.FrameType) -> list[Any] | None:
-        rec = stack[-1] if stack else None
-        if rec is None or rec[FRAME] is not frame:
-            for candidate in reversed(stack):
-                if candidate[FRAME] is frame:
-                    return candidate
-            return None
-        return rec
+    def __init__(self, state: SessionState, meter: Meter, steps: StepMaker) -> None:
+        self.state = state
+        self.meter = meter
+        self.clock = meter.clock
+        self.steps = steps
+        self.stack = state.stack
+        self.calls = state.calls
+        self.idle_lines = state.idle_lines or sys.maxsize
+        # by id(code): (code, its statements; NO_STATEMENTS once stopped, [statements ended,
+        # steps made]); holding the code keeps its id its own
+        self.statements: dict[int, tuple[types.CodeType, CodeStatements, list[Any]]] = {}
+        self.hook = make_line_hook(self)
 
-    def line(frame: types.FrameType, h0: int) -> bool:
+    def follow(self, rec: list[Any], frame: types.FrameType, code: types.CodeType) -> None:
+        """Follow the statements of a newly recorded user frame (when it has any)."""
+        known = self.statements.get(id(code))
+        if known is None:
+            c0 = self.clock()
+            known = self.statements[id(code)] = (code, statements_of(code), [0, False])
+            self.meter.charge(c0)
+        statements = known[1]
+        if not statements.by_line:
+            return
+        rec[LINES] = [statements, None, 0, 0, 0, 0, 0, 0, None, 0, False, known[2]]
+        tool = self.state.monitoring_tool
+        if tool is None:
+            frame.f_trace = self.hook
+        elif id(code) not in self.state.line_codes:
+            self.state.line_codes[id(code)] = code
+            monitoring = vars(sys)["monitoring"]
+            monitoring.set_local_events(tool, code, monitoring.events.LINE)
+
+    def frame_record(self, frame: types.FrameType) -> list[Any] | None:
+        """The open record of ``frame`` (usually the innermost)."""
+        stack = self.stack
+        if stack and stack[-1][FRAME] is frame:
+            return stack[-1]
+        for candidate in reversed(stack):
+            if candidate[FRAME] is frame:
+                return candidate
+        return None
+
+    def line(self, frame: types.FrameType, h0: int) -> bool:
         """A line event of a followed frame: a statement may end and another start.
 
         Returns whether the line can start a statement (others may be switched off).
         """
-        rec = frame_record(frame)
+        rec = self.frame_record(frame)
         state = rec[LINES] if rec is not None else None
-        if state is None:
-            charge(h0)
+        if rec is None or state is None:
+            self.meter.charge(h0)
             return True
-        code_statements = state[ST_CODE]
-        stmt = code_statements.by_line.get(frame.f_lineno)
+        statements = state[ST_CODE]
+        stmt = statements.by_line.get(frame.f_lineno)
         if stmt is None:
-            charge(h0)
+            self.meter.charge(h0)
             return False
         if stmt is state[ST_CURRENT] and frame.f_lasti != state[ST_START]:
-            charge(h0)
+            self.meter.charge(h0)
             return True  # back on the first line of a statement spanning several lines
         current = state[ST_CURRENT]
-        if current is not None and rec is not None:
-            stats = line_stats.get(frame.f_code)
-            if stats is None:
-                stats = line_stats[frame.f_code] = [0, False]
-            stats[0] += 1
-            if current.active and not state[ST_FAILED]:
-                timing = (h0, overhead(), skipped(), line_count())
-                if finish(rec, state, frame, timing):
-                    stats[1] = True
-            if stats[0] >= idle_lines and not stats[1]:
-                stop(frame, rec)
-                charge(h0)
-                return False
+        ending = current is not None and current.active and not state[ST_FAILED]
+        local = frame.f_locals if ending or stmt.snapshot else None  # copies every local
+        if current is not None and not self._ended(rec, state, frame, h0, local):
+            self.meter.charge(h0)
+            return False
+        meter, sequence = self.meter, self.state.sequence
         state[ST_CURRENT] = stmt
-        state[ST_START] = code_statements.line_start[stmt.line]
+        state[ST_START] = statements.line_start[stmt.line]
         state[ST_FAILED] = False
-        state[ST_SNAP] = snapshot(stmt, frame) if stmt.snapshot else None
-        state[ST_CALLS0], state[ST_SEQ0] = len(calls), current_seq()
-        state[ST_SKIP0], state[ST_NL0] = skipped(), line_count()
-        t = perf()
-        state[ST_OV0] = charge(h0, t)  # the tracer's time up to t, where the statement starts
+        state[ST_SNAP] = self.steps.snapshot(stmt, frame, local) if local is not None else None
+        state[ST_CALLS0], state[ST_SEQ0] = len(self.calls), sequence.next
+        state[ST_SKIP0], state[ST_NL0] = meter.skipped, meter.lines
+        t = self.clock()
+        state[ST_OV0] = meter.charge(h0, t)  # the tracer's time up to t, where it starts
         state[ST_T0] = t
         return True
 
-    def stop(frame: types.FrameType, rec: list[Any]) -> None:
+    def _ended(
+        self,
+        rec: list[Any],
+        state: list[Any],
+        frame: types.FrameType,
+        h0: int,
+        local: dict[str, Any] | None,
+    ) -> bool:
+        """The running statement ended: make its steps (``local``: the frame's locals when it
+        can make any). Returns False when the function stops being followed (its statements
+        made no step for ``idle_lines`` of them)."""
+        stats = state[ST_STATS]
+        stats[0] += 1
+        if local is not None and state[ST_CURRENT].active and not state[ST_FAILED]:
+            meter = self.meter
+            timing = (h0, meter.overhead_ns, meter.skipped, meter.lines)
+            if self.steps.finish(rec, state, frame, timing, local):
+                stats[1] = True
+        if stats[0] >= self.idle_lines and not stats[1]:
+            self.stop(frame, rec)
+            return False
+        return True
+
+    def stop(self, frame: types.FrameType, rec: list[Any]) -> None:
         """Stop following a function whose statements never make steps (a pure-Python loop)."""
         code = frame.f_code
-        statement_cache[code] = NO_STATEMENTS
+        self.statements[id(code)] = (code, NO_STATEMENTS, rec[LINES][ST_STATS])
         rec[LINES] = None
-        session.lines_stopped.append(rec[NAME])
-        if session.monitoring_tool is not None:
-            vars(sys)["monitoring"].set_local_events(session.monitoring_tool, code, 0)
-            line_codes.discard(code)
+        self.state.lines_stopped.append(rec[NAME])
+        if self.state.monitoring_tool is not None:
+            self.forget_code(code)
         else:
             frame.f_trace_lines = False
 
-    def returns(frame: types.FrameType, h0: int, arg: Any) -> None:
+    def forget_code(self, code: types.CodeType) -> None:
+        """No more ``sys.monitoring`` LINE events for ``code``."""
+        state = self.state
+        if state.line_codes.pop(id(code), None) is not None:
+            vars(sys)["monitoring"].set_local_events(state.monitoring_tool, code, 0)
+
+    def returns(self, frame: types.FrameType, h0: int, arg: Any) -> None:
         """The frame returns: its last statement (``return expr``) ends."""
-        rec = frame_record(frame)
+        rec = self.frame_record(frame)
         state = rec[LINES] if rec is not None else None
-        if state is None or rec is None:
+        if rec is None or state is None:
             return
         current = state[ST_CURRENT]
         if current is not None and current.active and not state[ST_FAILED]:
-            finish(rec, state, frame, (h0, overhead(), skipped(), line_count()), arg)
+            meter = self.meter
+            timing = (h0, meter.overhead_ns, meter.skipped, meter.lines)
+            self.steps.finish(rec, state, frame, timing, frame.f_locals, arg)
         state[ST_CURRENT] = None
 
-    def failed(frame: types.FrameType) -> None:
-        rec = frame_record(frame)
+    def failed(self, frame: types.FrameType) -> None:
+        """The frame's running statement raised: it makes no step."""
+        rec = self.frame_record(frame)
         if rec is not None and rec[LINES] is not None:
             rec[LINES][ST_FAILED] = True
 
+
+def make_line_hook(follower: LineFollower) -> LineHook:
+    """The local trace function of followed user frames (Python 3.11)."""
+    line, returns, failed = follower.line, follower.returns, follower.failed
+    meter, clock, fail = follower.meter, follower.clock, follower.state.fail
+
     def line_hook(frame: types.FrameType, event: str, arg: Any) -> Any:
-        """Local trace function of followed user frames (Python 3.11)."""
-        count_line()
-        h0 = perf()
+        meter.lines += 1
+        h0 = clock()
         try:
             if event == "line":
                 line(frame, h0)  # it adds its own time to the tracer's
@@ -172,16 +206,7 @@ def make_line_follower(
                 failed(frame)
         except Exception as error:  # never let the hook raise: Python would drop it
             fail(error)
-        charge(h0)
+        meter.overhead_ns += clock() - h0
         return line_hook
 
-    def follow_with_trace(frame: types.FrameType, code: types.CodeType) -> None:
-        frame.f_trace = line_hook
-
-    def follow_with_monitoring(frame: types.FrameType, code: types.CodeType) -> None:
-        if code not in line_codes and session.monitoring_tool is not None:
-            line_codes.add(code)
-            monitoring = vars(sys)["monitoring"]
-            monitoring.set_local_events(session.monitoring_tool, code, monitoring.events.LINE)
-
-    return LineHandlers(line, returns, failed, follow_with_trace, follow_with_monitoring)
+    return line_hook

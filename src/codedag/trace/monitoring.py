@@ -5,7 +5,9 @@ conversion per event), and a callback can switch its event off where it happened
 (``sys.monitoring.DISABLE``): code the tracer never records (the standard library, codedag
 itself, excluded packages) and call sites of such code cost nothing after their first event.
 Line events are enabled only on the code objects of followed user frames
-(``set_local_events``). The callbacks are built by :func:`codedag.trace.hooks.make_hooks`.
+(``set_local_events``). The callbacks (:func:`monitoring_callbacks`) hand what they record to
+the :class:`~codedag.trace.calls.CallRecorder` and the
+:class:`~codedag.trace.lines.LineFollower`, as the 3.11 profile hook does.
 
 Limits: a disabled event stays off for the rest of the window, so a call site that first calls a
 Python function and later a C function (``fn = ops[i]; fn(x)``) reports only the first kind.
@@ -19,9 +21,13 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from codedag.errors import TraceError
+from codedag.trace.calls import CallRecorder
+from codedag.trace.classify import WRAPPER, Classifier
+from codedag.trace.costs import Meter
+from codedag.trace.lines import LineFollower
 from codedag.trace.records import FRAME, IMPORT, LIB, LINES
 from codedag.trace.session_state import SessionState
 
@@ -74,13 +80,20 @@ def _tool_id() -> tuple[int, bool]:
     raise Unavailable(f"sys.monitoring tool ids {_CANDIDATE_IDS} are all in use")
 
 
-def start(session: SessionState) -> None:
+def tool_available() -> bool:
+    """Whether a window could take a tool id now (an outer codedag window's, or a free one)."""
+    if not monitoring_available():
+        return False
+    return bool(_holders) or any(api().get_tool(tool) is None for tool in _CANDIDATE_IDS)
+
+
+def start(session: SessionState, callbacks: dict[str, Callable[..., Any]]) -> None:
     """Register the session's callbacks and switch its events on."""
     monitoring = api()
     tool, acquired = _tool_id()
     previous_events = monitoring.get_events(tool)
     previous: dict[str, Any] = {}
-    for name, callback in session.monitoring_callbacks.items():
+    for name, callback in callbacks.items():
         previous[name] = monitoring.register_callback(tool, _event(name), callback)
     _holders.append((session, tool, previous, previous_events if not acquired else -1))
     session.monitoring_tool = tool
@@ -100,7 +113,7 @@ def stop(session: SessionState) -> None:
         return
     _holders.remove(entry)
     _, tool, previous, previous_events = entry
-    for code in session.line_codes:
+    for code in session.line_codes.values():
         monitoring.set_local_events(tool, code, 0)
     session.line_codes.clear()
     session.monitoring_tool = None
@@ -116,110 +129,116 @@ def stop(session: SessionState) -> None:
     monitoring.restart_events()
 
 
-class EventHandlers(NamedTuple):
-    """What the ``sys.monitoring`` callbacks share with the tracer's hooks (see hooks.py)."""
-
-    session: Any
-    stack: list[list[Any]]
-    importing: list[types.FrameType]
-    code_cache: dict[types.CodeType, Any]
-    max_depth: int
-    line_level: bool
-    perf: Callable[[], int]
-    frame_info: Callable[..., Any]
-    record_py: Callable[..., None]
-    py_return: Callable[..., None]
-    c_info: Callable[..., Any]
-    record_c: Callable[..., None]
-    c_return: Callable[..., None]
-    line: Callable[..., bool]
-    statement_returns: Callable[..., None]
-    statement_failed: Callable[..., None]
-    skip: Callable[[], None]
-    fail: Callable[[Exception], None]
-    count_line: Callable[[], None]
-    charge: Callable[..., int]
+Callbacks = dict[str, Callable[..., Any]]
 
 
-def monitoring_callbacks(h: EventHandlers) -> dict[str, Callable[..., Any]]:
-    """The callbacks of one session, by event name.
+def monitoring_callbacks(
+    state: SessionState,
+    meter: Meter,
+    classifier: Classifier,
+    recorder: CallRecorder,
+    lines: LineFollower,
+) -> Callbacks:
+    """The callbacks of one window, by event name.
 
     Callbacks get the code object and an offset; the frame is their caller's. Events of code the
     tracer never records are switched off where they happen (``DISABLE``). Events are global in
     ``sys.monitoring``: other threads' events are ignored, never disabled (the location may
     matter to the traced thread).
     """
-    monitoring = api()
-    disable, missing = monitoring.DISABLE, monitoring.MISSING
-    get_frame = sys._getframe
-    get_ident = threading.get_ident
-    session, stack, importing, code_cache = h.session, h.stack, h.importing, h.code_cache
-    thread, max_depth, line_level, perf = session.thread, h.max_depth, h.line_level, h.perf
-    frame_info, record_py, py_return = h.frame_info, h.record_py, h.py_return
-    c_info, record_c, c_return = h.c_info, h.record_c, h.c_return
-    line, statement_returns, statement_failed = h.line, h.statement_returns, h.statement_failed
-    skip, fail, count_line, charge = h.skip, h.fail, h.count_line, h.charge
-    function_type = types.FunctionType
-    c_types = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
+    callbacks = _call_callbacks(state, meter, classifier, recorder)
+    callbacks.update(_return_callbacks(state, meter, classifier, recorder, lines))
+    return callbacks
 
-    def m_start(code: types.CodeType, offset: int, *exc: Any) -> Any:  # PY_START/RESUME/THROW
-        h0 = perf()
-        if get_ident() != thread or session.broken:
+
+def _call_callbacks(
+    state: SessionState, meter: Meter, classifier: Classifier, recorder: CallRecorder
+) -> Callbacks:
+    """PY_START (and RESUME, THROW) and CALL: what to record as it starts."""
+    m_start = _start_callback(state, meter, classifier, recorder)
+    m_call = _c_call_callback(state, meter, classifier, recorder)
+    return {"PY_START": m_start, "PY_RESUME": m_start, "PY_THROW": m_start, "CALL": m_call}
+
+
+def _start_callback(
+    state: SessionState, meter: Meter, classifier: Classifier, recorder: CallRecorder
+) -> Callable[..., Any]:
+    disable, get_frame, get_ident, clock = (
+        api().DISABLE,
+        sys._getframe,
+        threading.get_ident,
+        meter.clock,
+    )
+    thread, stack, importing, max_depth = (
+        state.thread,
+        state.stack,
+        state.importing,
+        state.max_depth,
+    )
+    code_cache, classify_code, fail = classifier.code_cache, classifier.code, state.fail
+    record_py, record_wrapped = recorder.record_py, recorder.record_wrapped
+
+    def m_start(code: types.CodeType, offset: int, *exc: Any) -> Any:
+        h0 = clock()
+        if get_ident() != thread or state.broken:
             return None
         try:
             frame = get_frame(1)
-            info = frame_info(code, frame)
+            info = code_cache.get(id(code), False)
+            if info is False:
+                info = classify_code(code, frame)
             if info is None:
-                skip()
+                meter.skipped += 1
                 return disable if not exc else None
             if importing or info is IMPORT:
                 if info is IMPORT:
                     importing.append(frame)
-                skip()
-                return None
-            if stack and (
+                meter.skipped += 1
+            elif stack and (
                 (info[1] is not None and stack[-1][LIB] == info[1]) or len(stack) >= max_depth
             ):
-                skip()
-                return None
-            record_py(frame, code, info, h0)
+                meter.skipped += 1
+            elif info[3] is WRAPPER:
+                record_wrapped(frame, info, h0)
+            else:
+                record_py(frame, code, info, h0)
         except Exception as error:
             fail(error)
         return None
 
-    def m_return(code: types.CodeType, offset: int, retval: Any) -> Any:  # PY_RETURN/YIELD
-        h0 = perf()
-        if get_ident() != thread or session.broken:
+    return m_start
+
+
+def _c_call_callback(
+    state: SessionState, meter: Meter, classifier: Classifier, recorder: CallRecorder
+) -> Callable[..., Any]:
+    disable, missing = api().DISABLE, api().MISSING
+    get_frame, get_ident, clock = sys._getframe, threading.get_ident, meter.clock
+    thread, stack, importing, max_depth = (
+        state.thread,
+        state.stack,
+        state.importing,
+        state.max_depth,
+    )
+    code_cache, classify_c, record_c, fail = (
+        classifier.code_cache,
+        classifier.c_function,
+        recorder.record_c,
+        state.fail,
+    )
+    function_type = types.FunctionType
+    c_types = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
+
+    def m_call(code: types.CodeType, offset: int, func: Any, arg0: Any) -> Any:
+        h0 = clock()
+        if get_ident() != thread or state.broken:
             return None
         try:
-            frame = get_frame(1)
-            if code_cache.get(code, False) is None and not (stack and stack[-1][FRAME] is frame):
-                skip()
-                return disable
-            if line_level and stack and stack[-1][FRAME] is frame and stack[-1][LINES]:
-                statement_returns(frame, h0, retval)
-                charge(h0)  # the statement's end is tracer time
-                h0 = 0
-            py_return(frame, retval, h0)
-        except Exception as error:
-            fail(error)
-        return None
-
-    def m_unwind(code: types.CodeType, offset: int, exc: Any) -> None:  # PY_UNWIND
-        if get_ident() != thread or session.broken:
-            return
-        try:
-            py_return(get_frame(1), None)
-        except Exception as error:
-            fail(error)
-
-    def m_call(code: types.CodeType, offset: int, func: Any, arg0: Any) -> Any:  # CALL
-        h0 = perf()
-        if get_ident() != thread or session.broken:
-            return None
-        try:
-            if code_cache.get(code, False) is None or type(func) is function_type:
+            caller = code_cache.get(id(code), False)
+            if caller is None or type(func) is function_type:
                 return disable  # calls made by skipped code; Python callees report PY_START
+            if caller is not False and caller[3] is WRAPPER:
+                return disable  # the original, called by its recording wrapper
             if not isinstance(func, c_types):
                 return disable  # classes, ufuncs, dispatchers: no C call of their own (as 3.11)
             owner = getattr(func, "__self__", None)
@@ -227,32 +246,78 @@ def monitoring_callbacks(h: EventHandlers) -> dict[str, Callable[..., Any]]:
                 objclass = getattr(func, "__objclass__", None)  # img.astype(...) in 3.12
                 if objclass is not None and isinstance(arg0, objclass):
                     owner = arg0
-            info = c_info(func, owner)
+            info = classify_c(func, owner)
             if info is None:
-                skip()
+                meter.skipped += 1
                 return disable
             if importing or (stack and (stack[-1][LIB] == info[1] or len(stack) >= max_depth)):
-                skip()
+                meter.skipped += 1
                 return None
             record_c(get_frame(1), func, info, owner, h0)
         except Exception as error:
             fail(error)
         return None
 
-    def m_c_return(code: types.CodeType, offset: int, func: Any, arg0: Any) -> None:
-        h0 = perf()
-        if get_ident() != thread or session.broken:
-            return
+    return m_call
+
+
+def _return_callbacks(
+    state: SessionState,
+    meter: Meter,
+    classifier: Classifier,
+    recorder: CallRecorder,
+    lines: LineFollower,
+) -> Callbacks:
+    """PY_RETURN (and YIELD, UNWIND), C_RETURN (and C_RAISE), LINE and EXCEPTION_HANDLED."""
+    disable, get_frame, get_ident, clock = (
+        api().DISABLE,
+        sys._getframe,
+        threading.get_ident,
+        meter.clock,
+    )
+    thread, stack, code_cache, fail = state.thread, state.stack, classifier.code_cache, state.fail
+    returned, c_returned = recorder.returned, recorder.c_returned
+    line, statement_returns, statement_failed = lines.line, lines.returns, lines.failed
+
+    def m_return(code: types.CodeType, offset: int, retval: Any) -> Any:
+        h0 = clock()
+        if get_ident() != thread or state.broken:
+            return None
         try:
-            c_return(func, h0)
+            frame = get_frame(1)
+            top = stack[-1] if stack else None
+            if code_cache.get(id(code), False) is None and not (top and top[FRAME] is frame):
+                meter.skipped += 1
+                return disable
+            if state.line_level and top and top[FRAME] is frame and top[LINES]:
+                statement_returns(frame, h0, retval)
+                meter.charge(h0)  # the statement's end is tracer time
+                h0 = 0
+            returned(frame, retval, h0)
         except Exception as error:
             fail(error)
+        return None
+
+    def m_unwind(code: types.CodeType, offset: int, exc: Any) -> None:
+        if get_ident() == thread and not state.broken:
+            try:
+                returned(get_frame(1), None)
+            except Exception as error:
+                fail(error)
+
+    def m_c_return(code: types.CodeType, offset: int, func: Any, arg0: Any) -> None:
+        h0 = clock()
+        if get_ident() == thread and not state.broken:
+            try:
+                c_returned(func, h0)
+            except Exception as error:
+                fail(error)
 
     def m_line(code: types.CodeType, line_number: int) -> Any:  # LINE (user code only)
-        if get_ident() != thread or session.broken:
+        if get_ident() != thread or state.broken:
             return None
-        count_line()
-        h0 = perf()
+        meter.lines += 1
+        h0 = clock()
         try:
             if not line(get_frame(1), h0):
                 return disable  # not where a statement starts: never needed again
@@ -261,17 +326,13 @@ def monitoring_callbacks(h: EventHandlers) -> dict[str, Callable[..., Any]]:
         return None
 
     def m_handled(code: types.CodeType, offset: int, exc: Any) -> None:  # EXCEPTION_HANDLED
-        if get_ident() == thread and not session.broken:
+        if get_ident() == thread and not state.broken:
             statement_failed(get_frame(1))
 
     return {
-        "PY_START": m_start,
-        "PY_RESUME": m_start,
-        "PY_THROW": m_start,
         "PY_RETURN": m_return,
         "PY_YIELD": m_return,
         "PY_UNWIND": m_unwind,
-        "CALL": m_call,
         "C_RETURN": m_c_return,
         "C_RAISE": m_c_return,
         "LINE": m_line,

@@ -1,8 +1,9 @@
 """Layout of the tracer's raw records: field indices, kinds, memory modes, small helpers.
 
 A call record is a plain list indexed by the constants below (lists are the cheapest mutable
-records in CPython); :mod:`codedag.trace.recorder` fills them and
-:mod:`codedag.trace.builder` turns them into DAG nodes.
+records in CPython); :mod:`codedag.trace.calls` fills them and :mod:`codedag.trace.builder`
+turns them into DAG nodes. Calls, steps and values share one numbering (:class:`Sequence`): a
+record's sequence number is its node id.
 """
 
 from __future__ import annotations
@@ -75,12 +76,32 @@ SMALL_ARRAY_BYTES = 4096
 MAX_ITEMS, MAX_NESTING = 32, 2
 
 
+class Sequence:
+    """The next sequence number of a window (calls, steps and values share one numbering).
+
+    Hot paths read and bump ``next`` inline; :meth:`take` is for the others.
+    """
+
+    __slots__ = ("next",)
+
+    def __init__(self) -> None:
+        self.next = 0
+
+    def take(self) -> int:
+        """Allocate a sequence number."""
+        number = self.next
+        self.next = number + 1
+        return number
+
+
 def first_items(obj: Any, limit: int) -> list[Any]:
+    """The first ``limit`` items of a list or tuple, or values of a dict."""
     items = obj.values() if type(obj) is dict else obj
     return list(items)[:limit]
 
 
 def has_data(obj: Any, is_data: Any) -> bool:
+    """Whether one of the first items of a container is a data value."""
     items = obj.values() if type(obj) is dict else obj
     for i, item in enumerate(items):
         if i >= MAX_CONTAINER_SCAN:

@@ -173,7 +173,7 @@ class _Builder:
             parts = (self.expr(node.left), self.expr(node.comparators[0]))
             return Expr(OP, f"operator.{name}", parts)
         if isinstance(node, ast.Subscript):
-            return Expr(OP, "operator.getitem", (self.expr(node.value), self.expr(node.slice)))
+            return Expr(OP, "operator.getitem", (self.expr(node.value), self.index(node.slice)))
         if isinstance(node, ast.Attribute):
             return Expr(ATTR, node.attr, (self.expr(node.value),), path=_path(node))
         if isinstance(node, ast.Call):
@@ -192,6 +192,11 @@ class _Builder:
         inner.visit(node)
         self.loads |= inner.names
         return Expr(GROUP, "expression", tuple(Expr(NAME, n) for n in sorted(inner.names)))
+
+    def index(self, node: ast.expr) -> Expr:
+        """A subscript's index; a constant one (``[:, 0]``, ``[::-1]``) becomes one constant,
+        as evaluating it would make it."""
+        return _constant_index(self.expr(node))
 
     def call(self, node: ast.Call) -> Expr:
         args: list[Expr] = []
@@ -229,6 +234,17 @@ class _Loads(ast.NodeVisitor):
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         return None  # its body runs later, in a frame of its own
+
+
+def _constant_index(expr: Expr) -> Expr:
+    """``expr``, or one constant when it is a slice or tuple of constants (nested too)."""
+    if expr.kind != GROUP or expr.name not in ("slice", "tuple"):
+        return expr
+    children = tuple(_constant_index(child) for child in expr.children)
+    if not all(child.kind == CONST for child in children):
+        return expr
+    values = [child.value for child in children]
+    return Expr(CONST, value=slice(*values) if expr.name == "slice" else tuple(values))
 
 
 def _is_active(expr: Expr | None) -> bool:
@@ -311,7 +327,7 @@ def _bind(stmt: Statement, builder: _Builder, target: ast.expr, value: Expr | No
             root = root.value
         if isinstance(root, ast.Name):
             builder.loads.add(root.id)
-            index = builder.expr(target.slice)
+            index = builder.index(target.slice)
             container = builder.expr(target.value)
             written = Expr(OP, "operator.setitem", (container, index, value or Expr(CONST)))
             stmt.mutated.append((root.id, written))

@@ -24,11 +24,13 @@ A statement's time outside recorded calls is shared by its steps (see the builde
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from codedag.trace.evaluation import MISSING, S_RECORD, S_REGION, Evaluation, Region
+from codedag.trace.identity import ValueTracker
 from codedag.trace.records import (
     ARGS,
     DATA,
@@ -53,11 +55,13 @@ from codedag.trace.records import (
     SKIP1,
     T0,
     T1,
+    Sequence,
 )
 from codedag.trace.statements import GROUP, Expr, Statement
 
 # Line state of a frame (a list kept in the frame's record, LINES field): its statements, the
-# running one and where it started (offset, counters), its snapshot, whether it raised.
+# running one and where it started (offset, counters), its snapshot, whether it raised, and its
+# function's statement counts (shared by the frames of one code object).
 (
     ST_CODE,
     ST_CURRENT,
@@ -70,44 +74,51 @@ from codedag.trace.statements import GROUP, Expr, Statement
     ST_SNAP,
     ST_NL0,
     ST_FAILED,
-) = range(11)
+    ST_STATS,
+) = range(12)
+
+
+class WindowRecords(Protocol):
+    """The raw records of a window that steps extend (a :class:`SessionState`)."""
+
+    calls: list[list[Any]]
+    values: list[list[Any]]
+    uses: list[tuple[int, int]]
+    produces: list[tuple[int, int]]
+    sequence: Sequence
 
 
 class StepMaker:
     """Creates step records when statements of traced user frames finish (see module doc).
 
     Args:
-        calls, values, uses, produces: the session's raw record lists.
-        lookup, use, new_value, is_data: the recorder's value-tracking functions.
-        next_seq: allocates a sequence number.
+        records: the window's raw records (``calls``, ``values``, ``uses``, ``produces``) and
+            their numbering (``sequence``).
+        tracker: values by identity.
         skipped: whether the filter skips a callable (the standard library, excluded
             packages): a statement's call of one is not a step.
     """
 
     def __init__(
-        self,
-        calls: list[list[Any]],
-        values: list[list[Any]],
-        uses: list[tuple[int, int]],
-        produces: list[tuple[int, int]],
-        lookup: Callable[[Any], Any],
-        use: Callable[[Any, list[int]], int],
-        new_value: Callable[[Any, int], int],
-        is_data: Callable[[type], bool],
-        next_seq: Callable[[], int],
-        skipped: Callable[[Any], bool],
+        self, records: WindowRecords, tracker: ValueTracker, skipped: Callable[[Any], bool]
     ) -> None:
-        self.calls, self.values, self.uses, self.produces = calls, values, uses, produces
-        self.lookup, self.use, self.new_value, self.is_data = lookup, use, new_value, is_data
-        self.next_seq = next_seq
+        self.calls, self.values = records.calls, records.values
+        self.uses, self.produces = records.uses, records.produces
+        self.next_seq = records.sequence.take
+        self.lookup: Callable[[Any], Any] = tracker.lookup
+        self.use: Callable[[Any, list[int]], int] = tracker.use
+        self.new_value: Callable[[Any, int], int] = tracker.new_value
+        self.is_data = tracker.is_data
         self.skipped = skipped
         self.units = 0
 
-    def snapshot(self, stmt: Statement, frame: types.FrameType) -> dict[str, int] | None:
-        """Value nodes of the names a statement may rebind or write into, as it starts."""
+    def snapshot(
+        self, stmt: Statement, frame: types.FrameType, local: dict[str, Any]
+    ) -> dict[str, int] | None:
+        """Value nodes of the names a statement may rebind or write into, as it starts
+        (``local``: the frame's locals, read once per line event)."""
         if not stmt.snapshot:
             return None
-        local = frame.f_locals
         out: dict[str, int] = {}
         for name in stmt.snapshot:
             obj = local.get(name, MISSING)
@@ -123,6 +134,7 @@ class StepMaker:
         state: list[Any],
         frame: types.FrameType,
         timing: tuple[int, int, int, int],
+        local: dict[str, Any],
         returned: Any = MISSING,
     ) -> bool:
         """Create the steps of the statement that just finished in ``rec``'s frame; return
@@ -133,10 +145,10 @@ class StepMaker:
             state: its line state (``ST_*`` fields).
             frame: the frame.
             timing: ``(t1, ov1, skip1, nl1)`` counters as the statement ends.
+            local: the frame's locals (``frame.f_locals`` copies them all: read once).
             returned: the frame's return value when the statement is a ``return``.
         """
         stmt: Statement = state[ST_CURRENT]
-        seq0 = state[ST_SEQ0]
         parent = rec[SEQ]
         made = len(self.calls)
         children = [
@@ -145,48 +157,21 @@ class StepMaker:
             if r[PARENT] == parent and r[KIND] != KIND_STEP
         ]
         has_c = any(r[KIND] == KIND_C for r in children)
-        if not has_c and self._nothing_new(stmt, frame, seq0, returned):
+        if not has_c and self._nothing_new(stmt, frame, local, returned):
             return False  # C calls recorded without their values are linked below
-        run = Evaluation(self, frame, state[ST_SNAP] or {}, children)
+        run = Evaluation(self, frame, local, state[ST_SNAP] or {}, children)
         unit = (parent, self.units)
         self.units += 1
         siblings = tuple(r[SEQ] for r in children)
-        local = frame.f_locals
-        lookup, is_data = self.lookup, self.is_data
 
         def make_step(region: Region) -> int:
             return self._step(region, rec, state, frame, timing, (unit, siblings))
 
-        def produce(obj: Any, expr: Expr, version: int) -> None:
-            src = run.value(expr)
-            if version == 0 and lookup(obj) is not None:
-                return  # evaluating found it: a plain variable, nothing was computed
-            if src[0] == S_RECORD:
-                self.produces.append((src[1][SEQ], self.new_value(obj, version)))
-            elif src[0] == S_REGION:
-                step = make_step(src[1])
-                self.produces.append((step, self.new_value(obj, version)))
-
-        mutated = {name for name, _ in stmt.mutated}
-        for name, expr in stmt.targets:
-            if name in mutated:
-                continue
-            obj = local.get(name, MISSING)
-            if obj is not MISSING and is_data(type(obj)) and lookup(obj) is None:
-                produce(obj, expr, 0)
-        for name, expr in stmt.mutated:
-            obj = local.get(name, MISSING)
-            if obj is MISSING:
-                obj = frame.f_globals.get(name, MISSING)
-            if obj is MISSING or not is_data(type(obj)):
-                continue
-            entry = lookup(obj)
-            if entry is None:
-                produce(obj, expr, 0)  # x += y made a new object (x was not an array)
-            elif entry[1] < seq0:  # not already versioned by a call during the statement
-                produce(obj, expr, entry[2] + 1)
+        self._bound(stmt, frame, local, state[ST_SEQ0], run, make_step)
         if stmt.kind == "return" and returned is not MISSING and stmt.value is not None:
-            self._returned(returned, stmt.value, run, produce)
+            self._returned(
+                returned, stmt.value, run, functools.partial(self._produce, run, make_step)
+            )
         elif stmt.kind == "expr" and stmt.value is not None:
             run.value(stmt.value)  # links recorded calls' arguments computed in the statement
         if has_c and not any(run.matched) and stmt.value is not None:
@@ -205,8 +190,56 @@ class StepMaker:
             return True
         return False
 
+    def _produce(
+        self,
+        run: Evaluation,
+        make_step: Callable[[Region], int],
+        obj: Any,
+        expr: Expr,
+        version: int,
+    ) -> None:
+        """``obj`` (at ``version``) was made by ``expr``: by a recorded call or by a step."""
+        src = run.value(expr)
+        if version == 0 and self.lookup(obj) is not None:
+            return  # evaluating found it: a plain variable, nothing was computed
+        if src[0] == S_RECORD:
+            self.produces.append((src[1][SEQ], self.new_value(obj, version)))
+        elif src[0] == S_REGION:
+            step = make_step(src[1])
+            self.produces.append((step, self.new_value(obj, version)))
+
+    def _bound(
+        self,
+        stmt: Statement,
+        frame: types.FrameType,
+        local: dict[str, Any],
+        seq0: int,
+        run: Evaluation,
+        make_step: Callable[[Region], int],
+    ) -> None:
+        """The names a statement bound to new data values, and the containers it wrote into."""
+        lookup, is_data = self.lookup, self.is_data
+        mutated = {name for name, _ in stmt.mutated}
+        for name, expr in stmt.targets:
+            if name in mutated:
+                continue
+            obj = local.get(name, MISSING)
+            if obj is not MISSING and is_data(type(obj)) and lookup(obj) is None:
+                self._produce(run, make_step, obj, expr, 0)
+        for name, expr in stmt.mutated:
+            obj = local.get(name, MISSING)
+            if obj is MISSING:
+                obj = frame.f_globals.get(name, MISSING)
+            if obj is MISSING or not is_data(type(obj)):
+                continue
+            entry = lookup(obj)
+            if entry is None:
+                self._produce(run, make_step, obj, expr, 0)  # x += y made a new object
+            elif entry[1] < seq0:  # not already versioned by a call during the statement
+                self._produce(run, make_step, obj, expr, entry[2] + 1)
+
     def _nothing_new(
-        self, stmt: Statement, frame: types.FrameType, seq0: int, returned: Any
+        self, stmt: Statement, frame: types.FrameType, local: dict[str, Any], returned: Any
     ) -> bool:
         """Fast path: what the statement bound or returned is not data, or is already known
         (a recorded call made it, or it existed before and was only renamed)."""
@@ -219,7 +252,6 @@ class StepMaker:
             return type(returned) not in (tuple, list)
         if stmt.kind not in ("assign", "augassign"):
             return False
-        local = frame.f_locals
         for name, _expr in stmt.targets:
             obj = local.get(name, MISSING)
             if obj is not MISSING and is_data(type(obj)) and lookup(obj) is None:

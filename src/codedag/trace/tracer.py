@@ -1,4 +1,4 @@
-"""EnhancedTracer: trace a data pipeline into an ExecutionDAG (seed API), and a decorator form."""
+"""EnhancedTracer: trace a data pipeline into an ExecutionDAG, and a decorator form."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 from codedag.errors import ConfigError, TraceError
 from codedag.graph.model import ExecutionDAG
 from codedag.trace.builder import DAGBuilder, python_info
-from codedag.trace.calibrate import ZERO, calibration
+from codedag.trace.classify import shared_classifications
 from codedag.trace.dataloader import trace_first_batch
 from codedag.trace.filter import FunctionFilter
+from codedag.trace.overhead import ZERO, calibration
 from codedag.trace.values import DataTypes
 
 log = logging.getLogger(__name__)
@@ -121,10 +122,11 @@ class EnhancedTracer:
 
         line_level = self.line_level and sys.gettrace() is None
         self._calibration = calibration(self.track_memory, line_level) if self.calibrate else ZERO
+        classifications = shared_classifications(self.function_filter)
         patcher = self._kept_patcher
         if patcher is None:
-            patcher = Patcher(label="codedag.trace")
-            names = self._wrap_targets()
+            patcher = Patcher(label="codedag.trace", stable_references=True)
+            names = self._wrap_targets(classifications.filter)
             self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         try:
             session = Session(
@@ -135,6 +137,7 @@ class EnhancedTracer:
                 line_level=self.line_level,
                 prune_after=self.prune_after,
                 idle_lines=IDLE_LINES if self.prune_after is not None else None,
+                classifications=classifications,
             )
             session.start()
         except BaseException:
@@ -162,21 +165,21 @@ class EnhancedTracer:
             if self._patcher is not self._kept_patcher:
                 self._patcher.restore()
             self._patcher = None
-        nskip, ncalls, ovh_ns = session.counters()
+        meter = session.meter
         metadata = {
             "tracer": {
                 "max_depth": self.max_depth,
                 "track_memory": self.track_memory,
                 "memory_mode": session.memory_mode,
                 "calibration_ns": self._calibration.to_dict(),
-                "recorded_calls": ncalls,
-                "skipped_events": nskip,
-                "hook_time_ns": ovh_ns,
+                "recorded_calls": meter.calls,
+                "skipped_events": meter.skipped,
+                "hook_time_ns": meter.overhead_ns,
                 "window_ns": session.t_stop_ns - session.t_start_ns,
                 "wrapped_functions": len(self._wrapped),
                 "line_level": session.line_level,
                 "line_level_off_reason": session.line_level_off_reason,
-                "line_events": session.line_events(),
+                "line_events": meter.lines,
                 "event_source": "sys.monitoring" if session.use_monitoring else "sys.setprofile",
                 "prune_after": self.prune_after,
                 "pruned": sorted(set(session.pruned)),
@@ -192,12 +195,12 @@ class EnhancedTracer:
             log.warning("tracing stopped early: %s", session.error)
         return dag
 
-    def _wrap_targets(self) -> list[str]:
+    def _wrap_targets(self, function_filter: FunctionFilter) -> list[str]:
         """Names to interpose: the wrapped libraries' callables the filter does not exclude."""
         import codedag.trace.interpose as interpose
 
         names = interpose.library_targets() if self.wrap_libraries else []
-        names = [n for n in names if self.function_filter.classify_callable(n) is not None]
+        names = [n for n in names if function_filter.classify_callable(n) is not None]
         return names + [n for n in self.wrap if n not in names]
 
     @contextmanager
@@ -214,8 +217,8 @@ class EnhancedTracer:
         if self._kept_patcher is not None:
             yield self
             return
-        patcher = Patcher(label="codedag.trace")
-        names = self._wrap_targets()
+        patcher = Patcher(label="codedag.trace", stable_references=True)
+        names = self._wrap_targets(shared_classifications(self.function_filter).filter)
         self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         self._kept_patcher = patcher
         try:

@@ -13,8 +13,8 @@ from typing import Any
 
 import psutil
 
-from codedag.devices.cgroups import CgroupReader
-from codedag.devices.cpus import cpu_model, usable_cpu_count
+from codedag.devices.cgroups import CgroupReader, container_cpus
+from codedag.devices.cpus import cpu_model
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,7 @@ class MachineLimits:
 def machine_limits(reader: CgroupReader | None = None) -> MachineLimits:
     """Read the limits (``reader`` is injectable: tests pass a fake cgroup tree)."""
     reader = reader if reader is not None else CgroupReader()
-    usable = usable_cpu_count()
-    cpus, source = float(usable), f"CPU affinity of this process ({usable} CPUs)"
-    cpuset = reader.cpuset_cpus()
-    if cpuset is not None and cpuset <= cpus:
-        cpus, source = float(cpuset), f"cgroup cpuset ({cpuset} CPUs)"
-    quota = reader.cpu_limit()
-    if quota.cpus is not None and quota.cpus <= cpus:
-        cpus, source = quota.cpus, f"cgroup CPU quota {quota.cpus:g} ({quota.source})"
+    cpus, source = container_cpus(reader)
     memory = reader.memory_limit()
     if memory.limit_bytes is not None:
         used = reader.memory_usage_bytes() or 0

@@ -8,10 +8,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codedag.errors import ConfigError
-from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings
+from codedag.plan.loader import (
+    MAX_PREFETCH,
+    MAX_THREADS,
+    MAX_WORKERS,
+    TUNABLE_KEYS,
+    WORKERS_PER_CPU,
+    LoaderSettings,
+    thread_limit,
+    worker_limit,
+)
 
 Progress = Callable[[int, int, str], None]
 """``progress(done, total, what)`` in batches."""
+
+MAX_BATCHES = 10_000
+MAX_ROUNDS = 100
+_UPPER = {"num_workers": MAX_WORKERS, "threads": MAX_THREADS, "prefetch_factor": MAX_PREFETCH}
 
 
 @dataclass
@@ -63,10 +76,10 @@ class TuneOptions:
             not isinstance(self.max_workers, int) or self.max_workers < 0
         ):
             raise ConfigError(f"max_workers must be an integer >= 0, got {self.max_workers!r}")
-        for name in ("batches", "rounds"):
+        for name, most in (("batches", MAX_BATCHES), ("rounds", MAX_ROUNDS)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+                raise ConfigError(f"{name} must be an integer in [1, {most}], got {value!r}")
         for name in ("trial_s", "budget_s"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and 0 < value < math.inf):
@@ -75,13 +88,41 @@ class TuneOptions:
             raise ConfigError(f"margin_pct must be in [0, 100), got {self.margin_pct!r}")
         if self.step_s is not None and not (0 <= self.step_s < math.inf):
             raise ConfigError(f"the step time must be >= 0 seconds, got {self.step_s!r}")
-        if any(not isinstance(p, int) or p < 1 for p in self.prefetch_factors):
-            raise ConfigError(f"prefetch factors must be integers >= 1: {self.prefetch_factors}")
+        if any(not isinstance(p, int) or not 1 <= p <= MAX_PREFETCH for p in self.prefetch_factors):
+            raise ConfigError(
+                f"prefetch factors must be integers in [1, {MAX_PREFETCH}]: {self.prefetch_factors}"
+            )
         for key in list(self.fixed) + list(self.override):
             if key not in TUNABLE_KEYS:
                 raise ConfigError(
                     f"unknown loader setting {key!r}; known: {', '.join(TUNABLE_KEYS)}"
                 )
+
+    def check_machine(self, cpus: float, source: str = "") -> None:
+        """Refuse worker and thread counts this machine's CPU limit does not justify.
+
+        Each worker is a process: ``max_workers`` and a fixed ``num_workers`` may be at most
+        :data:`~codedag.plan.loader.WORKERS_PER_CPU` per usable CPU, a fixed ``threads`` one
+        per CPU.
+
+        Raises:
+            ConfigError: naming the setting, the limit and where the CPU figure came from.
+        """
+        where = f"{cpus:g} CPUs usable" + (f": {source}" if source else "")
+        workers = worker_limit(cpus)
+        asked = {"max_workers": self.max_workers, "num_workers": self.fixed.get("num_workers")}
+        for name, value in asked.items():
+            if isinstance(value, int) and value > workers:
+                raise ConfigError(
+                    f"{name}={value} is more than {workers} workers, the limit here "
+                    f"({WORKERS_PER_CPU} per CPU, {where})"
+                )
+        threads = self.fixed.get("threads")
+        if isinstance(threads, int) and threads > thread_limit(cpus):
+            raise ConfigError(
+                f"threads={threads} is more than {thread_limit(cpus)}, the limit here "
+                f"(one thread per CPU, {where})"
+            )
 
 
 def apply_fixed(settings: LoaderSettings, fixed: Mapping[str, Any]) -> LoaderSettings:
@@ -126,8 +167,8 @@ def parse_fixed(items: list[str]) -> dict[str, Any]:
             except ValueError:
                 raise ConfigError(f"--fix {item!r}: expected an integer") from None
             low = 0 if key == "num_workers" else 1
-            if value < low:
-                raise ConfigError(f"--fix {item!r}: must be >= {low}")
+            if not low <= value <= _UPPER[key]:
+                raise ConfigError(f"--fix {item!r}: must be >= {low} and <= {_UPPER[key]}")
             fixed[key] = value
     return fixed
 

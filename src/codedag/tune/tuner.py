@@ -104,6 +104,7 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
     if options.device is None:
         options.device = _default_device()
     limits = machine_limits(options.reader)
+    options.check_machine(limits.cpus, limits.cpu_source)
     yours = current_settings(loader)
     fixed = resolve_fixed(options.fixed, yours)
     consumer = _consumer(options)

@@ -9,6 +9,8 @@
   touches
 * :mod:`.signals`: Ctrl-C, SIGTERM and SIGHUP handled alike, so every interruption runs the same
   cleanup
+* :mod:`.text`: Text from files made safe to show: the one escaper for terminals, logs, HTML and
+  DOT
 * :mod:`.targets`: Resolve a target named on the command line (``path/to/script.py:function`` or
   ``package.module:function``): the one loader of ``trace``, ``tune`` and ``profile``
 """

@@ -10,6 +10,8 @@ recurses, and one error naming the file and the problem (``SchemaError`` for dat
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import stat
@@ -18,7 +20,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from codedag.errors import ConfigError, SchemaError
+from codedag.errors import ConfigError, SchemaError, WriteError
+from codedag.util.text import printable
 
 MAX_INPUT_ENV = "CODEDAG_MAX_INPUT_MB"
 DEFAULT_MAX_BYTES = 256 * 2**20  # plans, results, configs
@@ -30,10 +33,18 @@ _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
+
+    Raises:
+        WriteError: the disk is full, over quota, read-only or otherwise refuses the write; the
+            old file (if any) is intact and the temporary file is removed.
+    """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as error:
+        raise write_error(target, error) from error
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -42,10 +53,38 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         # mkstemp creates 0600; give the file the permissions a plain open() would.
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise write_error(target, error) from error
         raise
     return target
+
+
+def write_error(target: str | os.PathLike[str], error: OSError) -> WriteError:
+    """One line for a failed write: the file, the system's reason, and that nothing was lost."""
+    reason = error.strerror or str(error) or type(error).__name__
+    full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+    hint = "; free some space and run again" if full else ""
+    return WriteError(
+        f"cannot write {printable(os.fspath(target), 200)}: {reason}{hint} "
+        "(files already written are intact)"
+    )
+
+
+def atomic_save_figure(fig: Any, path: str | os.PathLike[str], **options: Any) -> Path:
+    """Render a matplotlib figure to PNG in memory and write it atomically (``options``:
+    ``savefig``'s, e.g. ``dpi``).
+
+    Raises:
+        WriteError: as :func:`atomic_write_bytes`.
+    """
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", **options)
+    return atomic_write_bytes(path, buffer.getvalue())
 
 
 def _umask() -> int:

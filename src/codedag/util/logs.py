@@ -1,14 +1,64 @@
-"""Logging set-up for the CLI and scripts. Library modules only call ``logging.getLogger``."""
+"""Logging set-up for the CLI and scripts. Library modules only call ``logging.getLogger``.
+
+The CLI's handler shows every record as bounded text: control characters escaped, a message cut
+past :data:`MAX_MESSAGE_CHARS`, and after :data:`FLOOD_RECORDS` records of one message template
+the rest only counted (:func:`suppressed_summary` says how many at the end), so a file with
+thousands of odd names cannot flood or hang the terminal.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from typing import TextIO
 
+from codedag.util.text import printable
+
 _HANDLER_NAME = "codedag-cli"
+MAX_MESSAGE_CHARS = 2000
+FLOOD_RECORDS = 20
+
+
+class BoundedRecords(logging.Filter):
+    """Escapes and cuts each record's message; drops repeats of a template past a count."""
+
+    def __init__(self, repeats: int = FLOOD_RECORDS) -> None:
+        super().__init__()
+        self.repeats = repeats
+        self.seen: Counter[tuple[str, str]] = Counter()
+        self.dropped: Counter[tuple[str, str]] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        template = (record.name, str(record.msg)[:200])
+        self.seen[template] += 1
+        if self.seen[template] > self.repeats and record.levelno < logging.ERROR:
+            self.dropped[template] += 1
+            return False
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format: let logging report it as usual
+            return True
+        lines = message[: MAX_MESSAGE_CHARS + 1].split("\n")
+        text = "\n".join(printable(line, None) for line in lines)
+        cut = len(message) - MAX_MESSAGE_CHARS
+        if cut > 0:
+            text = f"{text[:MAX_MESSAGE_CHARS]}... ({cut:,} more characters)"
+        record.msg, record.args = text, None
+        return True
+
+    def summary(self) -> str | None:
+        """One line counting the records dropped as repeats, or ``None``."""
+        if not self.dropped:
+            return None
+        total = sum(self.dropped.values())
+        (_name, template), _count = self.dropped.most_common(1)[0]
+        return (
+            f"{total:,} more log message(s) like {printable(template, 80)!r} were not shown "
+            f"(after {self.repeats} of each kind)"
+        )
 
 
 def level_for(verbosity: int) -> int:
@@ -46,13 +96,17 @@ def setup_logging(verbosity: int = 0, stream: TextIO | None = None) -> logging.L
         highlight=False,
         width=None if is_tty else 200,
     )
+    from rich.highlighter import NullHighlighter
+
     handler = RichHandler(
         console=console,
         show_time=is_tty,
         show_path=False,
         rich_tracebacks=False,
         markup=False,
+        highlighter=NullHighlighter(),  # its regular expressions take minutes on long lines
     )
+    handler.addFilter(BoundedRecords())
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(logging.Formatter("%(message)s"))
 
@@ -92,3 +146,13 @@ def held_logs(name: str = "codedag") -> Iterator[None]:
         logger.handlers, logger.propagate = handlers, propagate
     for record in held:  # reached only when the block did not raise
         logger.handle(record)
+
+
+def suppressed_summary(name: str = "codedag") -> str | None:
+    """The CLI handler's count of log records it did not show (repeats), or ``None``."""
+    for handler in logging.getLogger(name).handlers:
+        if handler.get_name() == _HANDLER_NAME:
+            for found in handler.filters:
+                if isinstance(found, BoundedRecords):
+                    return found.summary()
+    return None

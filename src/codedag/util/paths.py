@@ -2,16 +2,20 @@
 
 Both checks look at the path and write (then remove) one probe file in the nearest existing
 folder, so an unwritable place (a read-only mount, ``/proc``, a folder of another user) is found
-up front; nothing is created when a check fails.
+up front; nothing is created when a check fails. An empty path is refused (``Path("")`` would be
+the current folder). :func:`output_lock` keeps two runs from writing into one folder at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from codedag.errors import ConfigError
+from codedag.util.io import write_error
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -34,12 +38,19 @@ def _check_creatable(folder: Path, flag: str, target: Path) -> None:
         raise ConfigError(f"cannot write into {flag} {target}: {base}: {error.strerror}") from None
 
 
+def _refuse_empty(path: str | os.PathLike[str], flag: str) -> None:
+    """An empty name would mean the current folder (``Path("")`` is ``.``): say so instead."""
+    if not os.fspath(path).strip():
+        raise ConfigError(f"{flag} is empty; expected a path (use . for the current folder)")
+
+
 def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
     """Check that ``path`` is, or can become, a writable folder; returns it as a Path.
 
     Raises:
         ConfigError: ``path`` is a file, lies under a file, or cannot be written.
     """
+    _refuse_empty(path, flag)
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise ConfigError(f"{flag} {target} is a file; expected a folder")
@@ -54,6 +65,7 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path
         ConfigError: ``path`` is a folder or a special file (device, pipe), its folder is a
             file, or the folder cannot be written.
     """
+    _refuse_empty(path, flag)
     text = os.fspath(path)
     target = Path(text)
     if text.endswith(("/", os.sep)) or target.is_dir():
@@ -62,3 +74,51 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path
         raise ConfigError(f"{flag} {target} exists and is not a regular file (a device or pipe)")
     _check_creatable(target.parent, flag, target)
     return target
+
+
+LOCK_FILE = ".codedag.lock"
+
+
+@contextlib.contextmanager
+def output_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator[Path]:
+    """Hold ``folder`` for this run: a second run writing there meanwhile is refused.
+
+    The lock is an advisory ``flock`` on ``folder/.codedag.lock`` (released by the system when
+    the process ends, however it ends); the file says which process holds it. A folder this
+    run created is removed again when the run leaves it empty.
+
+    Raises:
+        ConfigError: another process holds the folder.
+    """
+    target = Path(folder)
+    lock = target / LOCK_FILE
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield target
+        return
+    created = not target.exists()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:
+        raise write_error(lock, error) from error
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
+            raise ConfigError(
+                f"{flag} {target} is in use by another codedag run ({holder}); wait for it to "
+                "end or choose another folder"
+            ) from None
+        with contextlib.suppress(OSError):  # who holds it is a courtesy: a full disk is no reason
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        yield target
+    finally:
+        if created:  # a run that wrote nothing leaves no folder behind
+            with contextlib.suppress(OSError):
+                lock.unlink()
+                target.rmdir()
+        os.close(fd)  # releases the lock

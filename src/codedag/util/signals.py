@@ -10,6 +10,11 @@ the same for them; SIGINT raises ``KeyboardInterrupt`` as Python's own handler d
 arrives inside it is raised when the section ends, so the file is complete. A process forked
 inside the block (a DataLoader worker) behaves as without codedag: SIGTERM and SIGHUP end it at
 once, SIGINT raises ``KeyboardInterrupt`` there.
+
+An exception raised inside a finalizer (``__del__``: a DataLoader iterator shutting its workers
+down) is printed and dropped by Python, so a signal that lands there is delivered again a moment
+later instead; and :func:`interrupted_by` tells the caller that a signal came, in case code it ran
+swallowed the exception anyway (a command must not report success after a SIGTERM).
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ HANDLED = tuple(
 
 _state = threading.local()  # per thread, though handlers only ever run in the main thread
 _pending: list[int] = []
+_received: list[int] = []
+REDELIVER_S = 0.05
+"""Delay before a signal that landed in a finalizer is sent again."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -73,17 +81,38 @@ def interrupt_on_signals(signals: tuple[int, ...] = HANDLED) -> Iterator[None]:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        _received.append(signum)
         if getattr(_state, "defer", 0):
             _pending.append(signum)
+            return
+        if _in_finalizer(frame):  # Python would print the exception and drop it
+            timer = threading.Timer(REDELIVER_S, os.kill, (owner, signum))
+            timer.daemon = True
+            timer.start()
             return
         _raise_for(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in signals}
+    _received.clear()
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def interrupted_by() -> int | None:
+    """The first signal the last :func:`interrupt_on_signals` block received, or ``None``."""
+    return _received[0] if _received else None
+
+
+def _in_finalizer(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside an object's ``__del__`` (where exceptions are dropped)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager

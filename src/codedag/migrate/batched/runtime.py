@@ -118,7 +118,11 @@ class BatchedRuntime:
         return bool(self.chains.chains)
 
     def apply(self) -> dict[str, int]:
-        """Install the patches; returns ``{"patched": n, "failed": m}``."""
+        """Install the patches; returns ``{"patched": n, "failed": m}``.
+
+        ``n`` counts every function replaced: the chains' library functions, the array
+        conversions and the two DataLoader hooks (fetch, ``__next__``).
+        """
         if self._applied or not self.active:
             return {"patched": 0, "failed": 0}
         install_fork_hook()
@@ -155,7 +159,8 @@ class BatchedRuntime:
                 failed += 1
                 log.warning("batched execution: cannot patch %s: %s", name, error)
         current.clear()
-        self.patcher.patch_many([n for n in CONVERSIONS if n not in names], factory)
+        conversions = [n for n in CONVERSIONS if n not in names]
+        self.patcher.patch_many(conversions, factory)
         self.patcher.patch_many([FETCH, NEXT], factory, rebind_references=False)
         self.workers = WorkerStats(["batched"], self._local_counts, _WORKER_FIELDS)
         self._applied = True
@@ -165,7 +170,12 @@ class BatchedRuntime:
             self.device,
             self.settings.deliver,
         )
-        return {"patched": len(names) - failed, "failed": failed}
+        return {"patched": len(names) - failed + len(conversions) + 2, "failed": failed}
+
+    def patched_names(self) -> list[str]:
+        """Every name patched right now (chain functions and their aliases, conversions,
+        DataLoader hooks)."""
+        return sorted(self.patcher.records()) if self._applied else []
 
     def restore(self) -> int:
         """Remove the patches; returns how many were removed."""

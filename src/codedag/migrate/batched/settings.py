@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,24 @@ class ChainSet:
     def entry_functions(self) -> list[str]:
         """Functions whose calls start a chain."""
         return sorted({f for c in self.chains for f in c.entry_functions})
+
+    def keep_only(self, allowed: Callable[[str], bool]) -> dict[str, list[str]]:
+        """Drop the chains naming a function ``allowed`` rejects (nothing of them is patched).
+
+        Returns:
+            chain id -> the rejected names, for each chain dropped.
+        """
+        dropped: dict[str, list[str]] = {}
+        kept = []
+        for chain in self.chains:
+            named = {*chain.functions, *chain.entry_functions, *map(_function_of, chain.entries)}
+            rejected = sorted(n for n in named if not allowed(n))
+            if rejected:
+                dropped[chain.id] = rejected
+            else:
+                kept.append(chain)
+        self.chains = kept
+        return dropped
 
 
 def _function_of(key: str) -> str:

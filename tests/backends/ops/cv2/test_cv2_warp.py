@@ -179,3 +179,22 @@ def test_border_values_of_more_than_4_channels_repeat_every_4_channels(
     got = migrated_call(name)(img, m, (16, 12), borderValue=value)
     np.testing.assert_array_equal(got, want)
     assert want[0, 0, 4] == want[0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    "m",
+    [
+        [[1.0, 0.0, 2.0], [0.0, 1.0, 3.0]],  # a list: cv2 raises "M is not a numpy array"
+        ((1.0, 0.0, 2.0), (0.0, 1.0, 3.0)),
+        np.array([[1, 0, 2], [0, 1, 3]], dtype=np.int64),  # integers: cv2's assertion fails
+    ],
+)
+def test_a_matrix_cv2_refuses_is_refused_so_the_migrated_call_raises_as_cv2_does(m: object) -> None:
+    from codedag.migrate.api import PipelineMigrator
+
+    img = np.zeros((8, 8, 3), np.uint8)
+    with pytest.raises(cv2.error):
+        cv2.warpAffine(img, m, (8, 8))
+    plan = {"context_device_map": {"app.f#0/cv2.warpAffine#0": "cpu"}}
+    with PipelineMigrator.from_plan(plan, guard=False), pytest.raises(cv2.error):
+        cv2.warpAffine(img, m, (8, 8))

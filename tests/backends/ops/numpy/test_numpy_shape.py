@@ -127,3 +127,40 @@ def test_tile_and_repeat(device):
     assert_matches(BACKENDS["numpy.tile"](t, (2, 1, 2)), np.tile(a, (2, 1, 2)), "numpy.tile")
     assert_matches(BACKENDS["numpy.repeat"](t, 3), np.repeat(a, 3), "numpy.repeat")
     assert_matches(BACKENDS["numpy.repeat"](t, 2, axis=1), np.repeat(a, 2, axis=1), "x")
+
+
+# ------------------------------------------------------------ sizes decided before converting
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("numpy.pad", (np.zeros((2,) * 32, np.uint8), 1)),  # NumPy refuses it at once
+        ("numpy.pad", (np.zeros((4, 4), np.uint8), 2**40)),
+        ("numpy.tile", (np.zeros(4), (10**6, 10**6))),
+        ("numpy.repeat", (np.zeros(4), 10**9)),
+        ("numpy.add", (np.zeros((10**5, 1)), np.zeros((1, 10**5)))),  # a broadcast outer sum
+    ],
+)
+def test_a_result_too_large_is_refused_before_anything_is_converted(
+    name: str, args: tuple[object, ...]
+) -> None:
+    from codedag.backends.registry import default_registry
+
+    reason = default_registry().get(name).quirks.check(*args)
+    assert reason is not None and "stays in NumPy" in reason
+
+
+def test_a_migrated_pad_numpy_refuses_fails_at_once_as_numpy_does() -> None:
+    import time
+
+    from codedag.migrate.api import PipelineMigrator
+
+    plan = {"context_device_map": {"app.f#0/numpy.pad#0": "cpu"}}
+    array = np.zeros((2,) * 32, np.uint8)
+    with PipelineMigrator.from_plan(plan, guard=False) as migrator:
+        started = time.perf_counter()
+        with pytest.raises(ValueError, match="array is too big"):
+            np.pad(array, 1)
+        assert time.perf_counter() - started < 2.0
+    assert migrator.get_stats()["functions"]["numpy.pad"]["fell_back"] == 1

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codedag.backends.contract import Tolerance
+from codedag.backends.contract import MAX_OUTPUT_VALUES, Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     as_nhwc,
@@ -362,10 +362,6 @@ def output_size(
     if dw <= 0 or dh <= 0:
         return None
     return dw, dh, float(fx), float(fy)
-
-
-MAX_OUTPUT_VALUES = 2**28
-"""Larger outputs run in cv2: the backend's float intermediates would take several GB."""
 
 
 def check_resize(

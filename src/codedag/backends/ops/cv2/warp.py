@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import codedag.backends.ops.cv2._warp_fast as _warp_fast
-from codedag.backends.contract import Tolerance
+from codedag.backends.contract import MAX_OUTPUT_VALUES, Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     BORDER_CONSTANT,
@@ -479,17 +479,16 @@ def warpPerspective(
 
 # -- declared check ----------------------------------------------------------------------------
 
-MAX_OUTPUT_VALUES = 2**28
-"""Larger outputs run in cv2 (the backend's intermediates would take several GB)."""
-
 
 def _check_warp(
     src: Any, m: Any, rows: int, dsize: Any, flags: Any, border: Any, value: Any, hint: Any
 ) -> str | None:
-    arr = np.asarray(m) if isinstance(m, np.ndarray | list | tuple) else None
-    if arr is None or arr.dtype.kind not in "iuf" or arr.shape != (rows, 3):
+    # cv2 takes M as a float32 or float64 array only: a list, a tuple or integers raise there
+    arr = m if isinstance(m, np.ndarray) else None
+    if arr is None or arr.dtype not in (np.float32, np.float64) or arr.shape != (rows, 3):
         return (
-            f"M: expected a {rows}x3 real matrix, got {type(m).__name__} {getattr(m, 'shape', '')}"
+            f"M: cv2 expects a {rows}x3 float32 or float64 array, got {type(m).__name__} "
+            f"{getattr(m, 'dtype', '')} {getattr(m, 'shape', '')}"
         )
     if not np.isfinite(arr).all():
         return "M holds NaN or inf"

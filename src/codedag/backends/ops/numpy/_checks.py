@@ -11,12 +11,14 @@ original raises its own error. Each family adds what its backends leave out.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from codedag.backends.contract import MAX_OUTPUT_VALUES
 from codedag.backends.ops.numpy._common import norm_axes, numpy_answer
 from codedag.backends.values import CONVERTIBLE, accepted_dtypes
 from codedag.errors import UnsupportedOperation
@@ -88,14 +90,23 @@ def probe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> np.dtype:
 
 
 def broadcast(*values: Any) -> None:
-    """Refuse operands NumPy cannot broadcast together (it raises ValueError)."""
+    """Refuse operands NumPy cannot broadcast together (it raises ValueError), and results past
+    :data:`~codedag.backends.contract.MAX_OUTPUT_VALUES`."""
     shapes = [v.shape for v in values if isinstance(v, np.ndarray)]
     if all(shape == shapes[0] for shape in shapes[1:]):  # the usual case: nothing to broadcast
         return
     try:
-        np.broadcast_shapes(*shapes)
+        result = np.broadcast_shapes(*shapes)
     except ValueError as e:
         raise UnsupportedOperation(f"shapes {shapes} do not broadcast") from e
+    output_values(result)
+
+
+def output_values(shape: Sequence[int]) -> None:
+    """Refuse a result of ``shape`` past :data:`~codedag.backends.contract.MAX_OUTPUT_VALUES`
+    (Python integers: no overflow): NumPy allocates it once, or raises at once."""
+    values = math.prod(int(n) for n in shape)
+    refuse(values > MAX_OUTPUT_VALUES, "a result of {} values stays in NumPy", values)
 
 
 def ufunc_kwargs(where: Any, order: Any, casting: Any = "same_kind") -> None:

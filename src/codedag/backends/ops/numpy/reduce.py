@@ -84,7 +84,7 @@ def _sum_like(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch
         acc = _accumulate_dtype(res)
         x = a.to(acc)
         if dims is None:
-            r = op(x.reshape(-1), dim=0)
+            r = op(x)  # over every element, without reshape(-1): a broadcast view stays a view
             r = r.reshape((1,) * a.dim()) if keepdims else r
         elif name == "sum":
             r = op(x, dim=dims, keepdim=keepdims)

@@ -19,7 +19,13 @@ import torch
 
 from codedag.backends.contract import Check, Tolerance
 from codedag.backends.ops.numpy._adapter import ops_of
-from codedag.backends.ops.numpy._checks import computable, declared, operands, refuse
+from codedag.backends.ops.numpy._checks import (
+    computable,
+    declared,
+    operands,
+    output_values,
+    refuse,
+)
 from codedag.backends.ops.numpy._common import (
     NUMPY_OF_TORCH,
     check_computable,
@@ -440,6 +446,7 @@ def check_pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any)
     except ValueError as e:
         raise UnsupportedOperation(f"pad_width {pad_width!r} does not fit the array") from e
     refuse((full < 0).any(), "negative pad widths: NumPy raises")
+    output_values([n + int(b) + int(a) for n, (b, a) in zip(array.shape, full, strict=True)])
     padded = [d for d, (b, a) in enumerate(full) if b or a]
     refuse(
         mode != "constant" and any(array.shape[d] == 0 for d in padded),
@@ -485,6 +492,11 @@ def check_tile(A: Any, reps: Any) -> None:
     refuse(
         not all(isinstance(r, numbers.Integral) and int(r) >= 0 for r in reps_t), f"reps={reps!r}"
     )
+    # numpy.tile aligns reps and shape at their ends, padding the shorter with ones
+    length = max(A.ndim, len(reps_t))
+    shape = (1,) * (length - A.ndim) + A.shape
+    counts = (1,) * (length - len(reps_t)) + tuple(int(r) for r in reps_t)
+    output_values([n * r for n, r in zip(shape, counts, strict=True)])
 
 
 @declared
@@ -494,6 +506,7 @@ def check_repeat(a: Any, repeats: Any, axis: Any = None) -> None:
     operands(a)
     refuse(not isinstance(repeats, numbers.Integral) or repeats < 0, f"repeats={repeats!r}")
     refuse(axis is not None and (a.ndim == 0 or not -a.ndim <= int(axis) < a.ndim), "axis")
+    output_values([a.size, int(repeats)])
 
 
 BACKENDS: dict[str, Callable[..., Any]] = {

@@ -13,34 +13,18 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
+from codedag.trace.costs import ZERO, Calibration
 from codedag.trace.filter import FunctionFilter
 from codedag.trace.values import DataTypes
+
+__all__ = ["ZERO", "Calibration", "calibration"]
 
 _N = 300
 _REPEATS = 7
 _cache: dict[tuple[bool, bool, bool], Calibration] = {}
 _lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Unmeasured cost per event in ns: skipped event, recorded call by kind, line event."""
-
-    skip_ns: float = 0.0
-    kept_py_ns: float = 0.0
-    kept_wrapped_ns: float = 0.0
-    kept_c_ns: float = 0.0
-    line_ns: float = 0.0
-
-    def to_dict(self) -> dict[str, float]:
-        """Plain data for the DAG's metadata."""
-        return {k: round(v, 1) for k, v in asdict(self).items()}
-
-
-ZERO = Calibration()
 
 
 def _leaf() -> None:

@@ -1,0 +1,73 @@
+"""Text from files made safe to show: the one escaper for terminals, logs, HTML and DOT.
+
+Names in a DAG, a plan or a results file (functions, context keys, experiments) may hold control
+characters: ``\\x1b]0;...\\x07`` retitles a terminal window, ``\\x1b[2J`` clears the screen, a
+Unicode direction override reorders what a reader sees. :func:`printable` writes every such
+character as a visible escape (``\\x1b``) and cuts text past a length, saying how much was cut;
+HTML and DOT escape its result for their own syntax. :func:`listing` shows the first items of a
+long list and a count of the rest, so one line stays one line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+# C0 and C1 controls, DEL, line and paragraph separators, direction embeddings and isolates,
+# and lone surrogates (undecodable bytes of a file name read with ``surrogateescape``).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+DEFAULT_LIMIT = 300
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: object, limit: int | None = DEFAULT_LIMIT) -> str:
+    """``text`` with control characters as visible escapes, cut after ``limit`` characters.
+
+    Args:
+        text: anything; converted with ``str``.
+        limit: the most characters kept (``None``: all); a cut text ends with how much was cut.
+    """
+    value = str(text)
+    cut = 0
+    if limit is not None and len(value) > limit:
+        cut = len(value) - limit
+        value = value[:limit]
+    value = _UNSAFE.sub(_escape, value)
+    return f"{value}... ({cut:,} more characters)" if cut else value
+
+
+def terminal_text(text: object, limit: int | None = DEFAULT_LIMIT) -> Any:
+    """:func:`printable` text as a rich ``Text``: shown as it is, never read as rich markup
+    (``[link=...]`` or ``[/]`` in a name stays text)."""
+    from rich.text import Text
+
+    return Text(printable(text, limit))
+
+
+def dot_string(text: str, limit: int = 200) -> str:
+    """``text`` as a quoted Graphviz DOT string: each line :func:`printable` (cut past
+    ``limit``), quotes and backslashes escaped, line breaks as DOT's ``\\n``."""
+    lines = (printable(line, limit) for line in str(text).split("\n"))
+    body = "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"') for line in lines)
+    return f'"{body}"'
+
+
+def file_stem(text: str, limit: int = 100) -> str:
+    """``text`` as a safe file name part: letters, digits, ``._-`` kept, the rest ``_``, cut
+    to ``limit`` characters (a name from a file never becomes a path: no ``/``, no ``..``)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:limit].strip(".")
+    return stem or "_"
+
+
+def listing(items: Sequence[str], limit: int = 8) -> str:
+    """``a, b, c`` or, past ``limit`` items, ``a, b, ... and 99,998 more``."""
+    shown = ", ".join(items[:limit])
+    rest = len(items) - limit
+    return f"{shown}, ... and {rest:,} more" if rest > 0 else shown
