@@ -138,7 +138,8 @@ def _rerecord(record: BatchRecord, program: list[Step]) -> Any:
         args = tuple(value(r) for r in step.args)
         kwargs = {k: value(r) for k, r in step.kwargs}
         if j == 0:
-            data = next(a for a, r in zip(args, step.args) if r[0] == "x")
+            refs = [*zip(args, step.args), *((kwargs[k], r) for k, r in step.kwargs)]
+            data = next(a for a, r in refs if r[0] == "x")  # the entry's data, by position or name
             values.append(deferred_module.start(step.op, data, args, kwargs, "benchmark"))
         else:
             values.append(deferred_module.call(step.op, step.op.original, args, kwargs))
