@@ -12,7 +12,7 @@ For the first ``batch_size`` samples of a pipeline's dataset, in this process:
 * ``hand-written``: :mod:`handwritten`'s version of the chain on the same samples;
 * recording, two ways: *direct*, each sample's recorded operations recorded again through the
   recorder (``deferred.start`` and ``deferred.call``: what deferring costs per operation, without
-  the user code around it); and *in* ``__getitem__``: ``__getitem__`` with deferral against
+  the user code around it), each input an array of its own as the decoded image was; and *in* ``__getitem__``: ``__getitem__`` with deferral against
   ``__getitem__`` unpatched, minus the chain's own work (the replay), with ``cv2.imdecode``
   answered from a cache in both (decoding would swamp microseconds).
 
@@ -115,15 +115,28 @@ def cached_decode() -> Iterator[None]:
         cv2.imdecode = original
 
 
-def rerecord(record: BatchRecord) -> None:
+def owned_entries(record: BatchRecord) -> dict[int, Any]:
+    """Each payload entry as an array of its own, as ``__getitem__`` had it (a view of the
+    payload would be copied by the recorder, where a decoded image is recorded in place)."""
+    found: dict[int, Any] = {}
+    for program in record.programs:
+        for step in program or ():
+            for _, ref in (*((None, r) for r in step.args), *step.kwargs):
+                if ref[0] == "x" and ref[1] not in found:
+                    entry = record.host_entry(ref[1])
+                    found[ref[1]] = entry.copy() if isinstance(entry, np.ndarray) else entry.clone()
+    return found
+
+
+def rerecord(record: BatchRecord, entries: dict[int, Any]) -> None:
     """Record every deferred sample's steps again (the recorder alone, no user code)."""
     with deferring():
         for program in record.programs:
             if program:
-                _rerecord(record, program)
+                _rerecord(entries, program)
 
 
-def _rerecord(record: BatchRecord, program: list[Step]) -> Any:
+def _rerecord(entries: dict[int, Any], program: list[Step]) -> Any:
     values: list[Any] = []
     for j, step in enumerate(program):
 
@@ -132,7 +145,7 @@ def _rerecord(record: BatchRecord, program: list[Step]) -> Any:
             if kind == "s":
                 return values[target]
             if kind == "x":
-                return record.host_entry(target)
+                return entries[target]
             return target
 
         args = tuple(value(r) for r in step.args)
@@ -217,7 +230,10 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
     ops = sum(len(p) for p in programs) / len(programs)
     chain_ns = cv2_pair.a.median_ns
     in_getitem_ns = getitem.b.median_ns - (getitem.a.median_ns - chain_ns)
-    direct = time_pair(lambda: rerecord(record), lambda: rerecord(record), watch, BUDGET)
+    entries = owned_entries(record)
+    direct = time_pair(
+        lambda: rerecord(record, entries), lambda: rerecord(record, entries), watch, BUDGET
+    )
     record_ns = direct.a.median_ns * n / len(programs)
     return ChainFigures(
         cv2_ms=chain_ns / 1e6,
