@@ -23,10 +23,6 @@ class GraphError(CodeDAGError):
     """An execution DAG violates an invariant (cycle, dangling edge, negative time)."""
 
 
-class OptimizeError(CodeDAGError):
-    """The optimizer cannot produce a plan from its input."""
-
-
 class MigrationError(CodeDAGError):
     """A migration plan cannot be applied (unknown or refused function, bad device)."""
 
@@ -37,10 +33,6 @@ class DeviceError(CodeDAGError):
 
 class ExperimentError(CodeDAGError):
     """An experiment, training run or energy measurement failed."""
-
-
-class EnergyError(ExperimentError):
-    """Energy could not be measured as asked."""
 
 
 class WriteError(CodeDAGError):

@@ -111,3 +111,32 @@ def test_a_broadcast_view_is_shipped_compact_and_reduced_without_materializing()
         assert np.allclose(migrated_call(name)(view, axis=0), reference(view, axis=0))
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 64 * 1024  # far below the 128 MiB of the materialized view
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("numpy.argmax", {}),
+        ("numpy.argmin", {"axis": 1}),
+        ("numpy.cumsum", {"axis": 0}),
+        ("numpy.median", {}),
+        ("numpy.sort", {}),
+        ("numpy.quantile", {"q": 0.25}),
+    ],
+)
+def test_ops_that_would_copy_a_broadcast_view_leave_it_to_numpy(
+    name: str, kwargs: dict[str, object]
+) -> None:
+    from codedag.backends.probe import migrated_call, original_function
+    from codedag.backends.registry import default_registry
+
+    row = np.arange(1024, dtype=np.float64)[::-1].copy()
+    view = np.broadcast_to(row, (1024, 1024))  # 8 MiB materialized, 8 KiB distinct
+    check = default_registry().get(name).quirks.check
+    args = (view, kwargs.pop("q")) if "q" in kwargs else (view,)
+    assert "broadcast view" in check(*args, **kwargs)
+    assert check(np.ascontiguousarray(view), *args[1:], **kwargs) is None  # a real array: taken
+    small = (np.broadcast_to(row[:8], (16, 8)), *args[1:])
+    assert check(*small, **kwargs) is None  # a small view is taken, and computed as NumPy does
+    expected = original_function(name)(*small, **kwargs)
+    assert np.array_equal(migrated_call(name)(*small, **kwargs), expected)

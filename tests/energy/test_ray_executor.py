@@ -1,4 +1,5 @@
-"""``codedag mutate --executor ray`` on a real local Ray cluster (no mock).
+"""``codedag mutate --executor ray`` on a real local Ray cluster (no mock), and the executor's
+checks that need no cluster (these run without Ray).
 
 One head on 127.0.0.1 with 2 CPUs serves the whole module: a 4-experiment session of a bundled
 example equals a local one, Ctrl-C and SIGTERM cancel every task and leave no process, and a task
@@ -11,6 +12,7 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -21,17 +23,17 @@ from typing import IO
 
 import psutil
 import pytest
-
-pytest.importorskip("ray", reason="the ray extra is not installed")
-
 from ray_cluster import Cluster, local_cluster
 
 from codedag.energy.config import bundled_path
+from codedag.energy.ray_executor import RayExecutor, _ray, _remove_if_empty, check_reachable
 from codedag.energy.store import ResultsDB
+from codedag.errors import ConfigError, ExperimentError
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
+    pytest.importorskip("ray", reason="the ray extra is not installed")
     with local_cluster(num_cpus=2) as running:
         yield running
 
@@ -290,3 +292,43 @@ def test_a_task_no_node_can_hold_is_refused_before_the_session(
     assert done.returncode == 2
     assert "no node of the Ray cluster has that many (the largest has 2)" in done.stderr
     assert not list((tmp_path / "r").glob("run_*"))  # no session was started
+
+
+# ---------------------------------------------------------------- without a cluster (no Ray)
+def test_bad_executor_settings_are_refused_at_once() -> None:
+    with pytest.raises(ConfigError, match="node_retries must be >= 0"):
+        RayExecutor(node_retries=-1)
+    with pytest.raises(ConfigError, match="cpus_per_experiment must be > 0"):
+        RayExecutor(cpus_per_experiment=0)
+    executor = RayExecutor("10.0.0.1:6379")
+    assert executor.slots() == [] and not executor.runs_here
+    assert executor.describe() == {"kind": "ray", "address": "10.0.0.1:6379"}
+
+
+def test_an_address_nobody_listens_on_fails_fast_with_the_way_out() -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ExperimentError, match="cannot reach the Ray cluster at ray://"):
+        check_reachable(f"ray://127.0.0.1:{port}", timeout_s=1.0)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_reachable(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=1.0)
+    check_reachable("auto")  # left to Ray
+
+
+def test_only_folders_without_files_are_removed(tmp_path: Path) -> None:
+    empty, used = tmp_path / "exp1", tmp_path / "exp2"
+    (empty / "energy").mkdir(parents=True)
+    (used / "energy").mkdir(parents=True)
+    (used / "energy" / "cpu_energy.json").write_text("{}")
+    _remove_if_empty(empty)
+    _remove_if_empty(used)
+    assert not empty.exists() and used.exists()
+
+
+def test_a_missing_ray_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(ConfigError, match="pip install 'codedag\\[ray\\]'"):
+        _ray()

@@ -18,7 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from trace_core import core_session
+
+import codedag.trace.monitoring as monitoring
+from codedag.trace.records import NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,3 +175,46 @@ def test_this_interpreter_uses_the_matching_source() -> None:
         pass
     expected = "sys.monitoring" if sys.version_info >= (3, 12) else "sys.setprofile"
     assert tracer.dag.metadata["tracer"]["event_source"] == expected
+
+
+# In this interpreter: the module itself (its tests below run on 3.12+ only).
+HAS_MONITORING = sys.version_info >= (3, 12)
+
+
+def test_availability_follows_the_interpreter() -> None:
+    assert monitoring.monitoring_available() is HAS_MONITORING
+    if not HAS_MONITORING:
+        assert monitoring.tool_available() is False
+        s = core_session(use_monitoring=True)
+        assert s.use_monitoring is False and s.monitoring_callbacks == {}
+
+
+@pytest.mark.skipif(not HAS_MONITORING, reason="sys.monitoring needs Python 3.12+")
+def test_nested_windows_share_one_tool_id_and_the_outer_one_gives_it_back() -> None:
+    api = monitoring.api()
+    outer, inner = core_session(), core_session()
+    outer.start()
+    try:
+        tool = outer.monitoring_tool
+        assert tool is not None and api.get_tool(tool) == monitoring.TOOL_NAME
+        inner.start()
+        try:
+            assert inner.monitoring_tool == tool
+        finally:
+            inner.stop()
+        assert inner.monitoring_tool is None and api.get_tool(tool) == monitoring.TOOL_NAME
+    finally:
+        outer.stop()
+    assert api.get_tool(tool) is None
+
+
+@pytest.mark.skipif(not HAS_MONITORING, reason="sys.monitoring needs Python 3.12+")
+def test_the_callbacks_record_a_library_call() -> None:
+    image = np.ones(3)
+    s = core_session()
+    s.start()
+    try:
+        np.flip(image)
+    finally:
+        s.stop()
+    assert s.use_monitoring and "numpy.flip" in [r[NAME] for r in s.calls]

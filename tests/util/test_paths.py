@@ -88,3 +88,21 @@ def test_two_demos_into_one_folder_do_not_mix(
     assert_one_line_error(result, "in use by another codedag run")
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [".codedag.lock", "results.json"]
     assert (tmp_path / "d" / "results.json").read_text() == "{}"
+
+
+def test_a_report_into_a_folder_in_use_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_inputs import assert_one_line_error, make_results, run_cli
+
+    results = make_results(tmp_path)
+    capsys.readouterr()  # the run that made the results file
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    with output_lock(plots):  # another report drawing there
+        result = run_cli(capsys, "report", results, "--out", plots)
+    assert_one_line_error(result, "--out")
+    assert_one_line_error(result, "in use by another codedag run")
+    assert [p.name for p in plots.iterdir()] == [".codedag.lock"]
+    assert run_cli(capsys, "report", results, "--out", plots)[0] == 0
+    assert any(p.suffix == ".png" for p in plots.iterdir())

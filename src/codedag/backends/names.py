@@ -10,8 +10,8 @@
 - Python functions take ``__module__ + "." + __qualname__`` (``PIL.Image.Image.resize``);
 - a replacement installed by :mod:`codedag.patching` is named after its original.
 
-The tracer names Python frames with :func:`code_name` (module of the frame's globals plus
-``co_qualname``), which equals ``canonical_name`` of the function for undecorated functions.
+The tracer names a library's Python frames with :func:`public_code_name`: the public name of
+the function whose code runs (``numpy.clip`` for ``numpy._core.fromnumeric.clip``).
 
 Which namespaces are indexed is declared by each library package (``facts.py``, read through
 :mod:`codedag.backends.libraries` without importing any library or backend).
@@ -203,8 +203,3 @@ def canonical_name(obj: Any) -> str:
 def qualname_of(code: types.CodeType) -> str:
     """``co_qualname`` of a code object (Python 3.11+; ``co_name`` before)."""
     return str(getattr(code, "co_qualname", code.co_name))
-
-
-def code_name(code: types.CodeType, module_name: str) -> str:
-    """Name of a Python frame's function: ``<module>.<co_qualname>``."""
-    return f"{module_name}.{qualname_of(code)}"

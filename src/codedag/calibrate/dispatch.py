@@ -30,7 +30,7 @@ _ROUNDS = Budget(min_samples=5, max_samples=5, target_ns=0, warmup=1)
 
 
 def _extra_per_call_ns(
-    base: Callable[[Any], Any], wrapped: Callable[[Any], Any], arg: Any, calls: int
+    base: Callable[[Any], Any], wrapped: Callable[[Any], Any], arg: object, calls: int
 ) -> int:
     """What ``wrapped(arg)`` costs per call beyond ``base(arg)`` (ns, at least 0): each way runs
     ``calls`` times in a tight loop per sample, in interleaved rounds (:mod:`codedag.measure`);

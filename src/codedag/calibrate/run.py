@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from codedag.backends.registry import Registry
 from codedag.calibrate.cache import CalibrationCache, entry_key
 from codedag.calibrate.dispatch import measure_dispatch
 from codedag.calibrate.environment import library_versions
@@ -110,7 +111,7 @@ class Calibrator:
         self,
         device: str = "cpu",
         cache: CalibrationCache | None = None,
-        registry: Any = None,
+        registry: Registry | None = None,
         stopwatch: Stopwatch | None = None,
         budget: Budget | None = None,
         max_signatures: int = MAX_SIGNATURES,
@@ -194,7 +195,7 @@ class Calibrator:
         return result
 
     def _copies(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], output: object
     ) -> tuple[int, int]:
         """Measured host-to-device copy of the array arguments and device-to-host of the output."""
         import numpy as np

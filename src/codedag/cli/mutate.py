@@ -29,6 +29,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
             "summary.csv, and record every experiment in results/codedag_energy.sqlite."
         ),
     )
+    _what_flags(parser)
+    _how_flags(parser)
+    _where_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+def _what_flags(parser: argparse.ArgumentParser) -> None:
+    """What to run: a registered experiment, a command or a function."""
     what = parser.add_argument_group("what to run (one of)")
     what.add_argument("-l", "--list", action="store_true", help="list repositories and models")
     what.add_argument("-r", "--repo", help="repository name from the models config")
@@ -43,6 +51,10 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="batch settings file, or a bundled one: default, all, boundary_test",
     )
     what.add_argument("--report", metavar="SESSION_DIR", help="plot a finished session")
+
+
+def _how_flags(parser: argparse.ArgumentParser) -> None:
+    """The mutations, repetitions, energy meters and outputs."""
     how = parser.add_argument_group("how to run")
     how.add_argument(
         "-n",
@@ -85,6 +97,13 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="never draw a configuration an earlier session in --results-dir already ran",
     )
     how.add_argument("--no-echo", action="store_true", help="do not copy training output here")
+    how.add_argument("--dry-run", action="store_true", help="show the planned runs and commands")
+    how.add_argument("--metric", help="with --report: the quality metric of the Pareto plot")
+    how.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _where_flags(parser: argparse.ArgumentParser) -> None:
+    """Where the runs go: this machine's GPUs or a Ray cluster."""
     where = parser.add_argument_group("where to run (default: this machine, one run per free GPU)")
     where.add_argument(
         "--executor",
@@ -106,10 +125,6 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         type=number(above=0, max_value=4096),
         help="Ray: CPUs a run asks for on a cluster without GPUs (default 1)",
     )
-    how.add_argument("--dry-run", action="store_true", help="show the planned runs and commands")
-    how.add_argument("--metric", help="with --report: the quality metric of the Pareto plot")
-    how.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.set_defaults(handler=run)
 
 
 def _check_args(args: argparse.Namespace) -> None:

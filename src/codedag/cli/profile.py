@@ -34,6 +34,15 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
             "(data-, sync-, launch-, allocation- or compute-bound) with the next step to take."
         ),
     )
+    _what_flags(p)
+    _data_flags(p)
+    _profiling_flags(p)
+    _output_flags(p)
+    p.set_defaults(handler=run)
+
+
+def _what_flags(p: argparse.ArgumentParser) -> None:
+    """What to profile: a scenario or your own step, and the device."""
     what = p.add_argument_group("what to profile")
     _flag(
         what,
@@ -56,6 +65,10 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         default="cuda",
         help="cuda (default; CPU + CUDA activities) or cpu (CPU activities only)",
     )
+
+
+def _data_flags(p: argparse.ArgumentParser) -> None:
+    """The scenarios' data, loader and model."""
     data = p.add_argument_group("data and model (scenarios)")
     _flag(data, "batch_size", type=integer(1, 65536), default=64, help="default 64")
     _flag(
@@ -120,6 +133,10 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         help="AdamW learning rate, default 1e-3",
     )
     _flag(data, "seed", type=SEED, default=0, help="random seed, default 0")
+
+
+def _profiling_flags(p: argparse.ArgumentParser) -> None:
+    """How many steps are warmed up, profiled and timed."""
     steps = p.add_argument_group("profiling")
     _flag(
         steps,
@@ -157,6 +174,10 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         default=15,
         help="rows of the top-ops table, default 15",
     )
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    """Where the trace and metrics go."""
     out = p.add_argument_group("outputs")
     _flag(
         out,
@@ -177,7 +198,6 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         help="also write TensorBoard profiler-plugin files (deprecated plugin; optional)",
     )
     out.add_argument("--json", action="store_true", help="print the metrics JSON on stdout")
-    p.set_defaults(handler=run)
 
 
 def _config(args: argparse.Namespace, scenario: str) -> Any:

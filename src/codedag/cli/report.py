@@ -90,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
     figures: list[str] = []
     if not args.no_plots:
         from codedag.monitor.plots import plot_results
+        from codedag.util.paths import output_lock
 
-        figures = [str(p) for p in plot_results(results, out)]
+        with output_lock(out, "--out" if args.out is not None else "--out (default)"):
+            figures = [str(p) for p in plot_results(results, out)]
     if args.json:
         print(json.dumps({"modes": rows, "figures": figures}, indent=2))
         return 0

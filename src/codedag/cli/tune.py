@@ -48,6 +48,13 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "(default: migration_plan.json)",
     )
     p.add_argument("--no-write", action="store_true", help="measure and print only")
+    _step_flags(p)
+    _search_flags(p)
+    p.set_defaults(handler=run)
+
+
+def _step_flags(p: argparse.ArgumentParser) -> None:
+    """What the loader must keep up with: a step time or the user's step."""
     step = p.add_argument_group("what the loader must keep up with (default: as fast as possible)")
     step.add_argument(
         "--step-ms", type=float, help="the training step's time per batch, data wait excluded"
@@ -59,6 +66,10 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="take the step time from a monitored run's results.json (median batch time)",
     )
     step.add_argument("--step-mode", help="the mode of --step-from to read (default: baseline)")
+
+
+def _search_flags(p: argparse.ArgumentParser) -> None:
+    """What the search may try and how long it may take."""
     search = p.add_argument_group("search")
     search.add_argument(
         "--max-workers", type=int, help="largest num_workers tried (default: the CPU limit)"
@@ -100,7 +111,6 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--budget-s", type=float, default=300.0, help="start no new setting after this long (300)"
     )
     p.add_argument("--json", action="store_true", help="print the loader section as JSON")
-    p.set_defaults(handler=run)
 
 
 def _loader(args: argparse.Namespace) -> Any:

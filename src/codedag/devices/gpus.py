@@ -96,7 +96,7 @@ def visible_device_filter(environ: dict[str, str] | None = None) -> list[str] | 
     return visible
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -137,7 +137,7 @@ class NvmlGPUs(GPUs):
             raise DeviceError(f"NVML could not list devices: {e}") from e
         self._handles = handles
 
-    def _selected(self, handle: Any, index: int, wanted: list[str]) -> bool:
+    def _selected(self, handle: object, index: int, wanted: list[str]) -> bool:
         if str(index) in wanted:
             return True
         try:

@@ -183,7 +183,7 @@ def device_sync(device: Any) -> Callable[[], None]:
     return _nothing_queued
 
 
-def synchronize(device: Any = "cuda") -> None:
+def synchronize(device: object = "cuda") -> None:
     """Wait until the work queued on ``device`` is done.
 
     Args:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,53 +100,14 @@ def report(
     hyper = sorted({k for r in records for k in r.get("mutated_hyperparameters", [])}) or sorted(
         {k for r in records for k in r.get("hyperparameters", {})}
     )
+    axis = _EnergyAxis(label, note, energy)
     for name in hyper:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for model in models:
-            xs, ys = [], []
-            for r, e in zip(records, energy):
-                if f"{r['repository']}/{r['model']}" == model and name in r["hyperparameters"]:
-                    xs.append(r["hyperparameters"][name])
-                    ys.append(e)
-            ax.scatter(xs, ys, label=model)
-        values = [r["hyperparameters"][name] for r in records if name in r["hyperparameters"]]
-        if values and min(values) > 0 and max(values) / min(values) > 20:
-            ax.set_xscale("log")
-        ax.set_xlabel(name)
-        ax.set_ylabel(label)
-        ax.set_title(f"{label} vs {name}" + (f"\n{note}" if note else ""), fontsize=9)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = atomic_save_figure(fig, out / f"energy_vs_{file_stem(name)}.png", dpi=100)
-        plt.close(fig)
-        files.append(str(path))
+        files.append(_plot_hyperparameter(plt, records, models, axis, name, out))
     metric_name, maximize = choose_metric(records, metric)
     front_ids: list[str] = []
     if metric_name is not None:
-        pairs = [
-            (e, r["performance_metrics"][metric_name], r["experiment_id"])
-            for r, e in zip(records, energy)
-            if metric_name in r.get("performance_metrics", {})
-        ]
-        front = pareto_front([(e, p) for e, p, _ in pairs], maximize)
-        front_ids = [pairs[i][2] for i in front]
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.scatter([e for e, _, _ in pairs], [p for _, p, _ in pairs], label="experiments")
-        ax.plot(
-            [pairs[i][0] for i in front],
-            [pairs[i][1] for i in front],
-            "r-o",
-            drawstyle="steps-post",
-            label="Pareto front",
-        )
-        ax.set_xlabel(label)
-        ax.set_ylabel(metric_name + (" (higher is better)" if maximize else " (lower is better)"))
-        ax.set_title(f"{metric_name} vs {label}" + (f"\n{note}" if note else ""), fontsize=9)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = atomic_save_figure(fig, out / f"energy_vs_{file_stem(metric_name)}.png", dpi=100)
-        plt.close(fig)
-        files.append(str(path))
+        path, front_ids = _plot_pareto(plt, records, axis, metric_name, maximize, out)
+        files.append(path)
     summary = {
         "session": str(session_dir),
         "experiments_plotted": len(records),
@@ -158,3 +120,79 @@ def report(
     }
     atomic_write_json(out / "report.json", summary)
     return summary
+
+
+@dataclass(frozen=True)
+class _EnergyAxis:
+    """The energy axis of every plot: its label, a note on its source, one value per record."""
+
+    label: str
+    note: str
+    values: list[float]
+
+    def title(self, text: str) -> str:
+        return text + (f"\n{self.note}" if self.note else "")
+
+
+def _plot_hyperparameter(
+    plt: Any,
+    records: list[dict[str, Any]],
+    models: list[str],
+    axis: _EnergyAxis,
+    name: str,
+    out: Path,
+) -> str:
+    """``energy_vs_<name>.png``: energy against one hyperparameter, one series per model."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model in models:
+        xs, ys = [], []
+        for r, e in zip(records, axis.values):
+            if f"{r['repository']}/{r['model']}" == model and name in r["hyperparameters"]:
+                xs.append(r["hyperparameters"][name])
+                ys.append(e)
+        ax.scatter(xs, ys, label=model)
+    values = [r["hyperparameters"][name] for r in records if name in r["hyperparameters"]]
+    if values and min(values) > 0 and max(values) / min(values) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel(name)
+    ax.set_ylabel(axis.label)
+    ax.set_title(axis.title(f"{axis.label} vs {name}"), fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = atomic_save_figure(fig, out / f"energy_vs_{file_stem(name)}.png", dpi=100)
+    plt.close(fig)
+    return str(path)
+
+
+def _plot_pareto(
+    plt: Any,
+    records: list[dict[str, Any]],
+    axis: _EnergyAxis,
+    metric: str,
+    maximize: bool,
+    out: Path,
+) -> tuple[str, list[str]]:
+    """``energy_vs_<metric>.png`` with the Pareto front drawn; the file and the front's ids."""
+    pairs = [
+        (e, r["performance_metrics"][metric], r["experiment_id"])
+        for r, e in zip(records, axis.values)
+        if metric in r.get("performance_metrics", {})
+    ]
+    front = pareto_front([(e, p) for e, p, _ in pairs], maximize)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter([e for e, _, _ in pairs], [p for _, p, _ in pairs], label="experiments")
+    ax.plot(
+        [pairs[i][0] for i in front],
+        [pairs[i][1] for i in front],
+        "r-o",
+        drawstyle="steps-post",
+        label="Pareto front",
+    )
+    ax.set_xlabel(axis.label)
+    ax.set_ylabel(metric + (" (higher is better)" if maximize else " (lower is better)"))
+    ax.set_title(axis.title(f"{metric} vs {axis.label}"), fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = atomic_save_figure(fig, out / f"energy_vs_{file_stem(metric)}.png", dpi=100)
+    plt.close(fig)
+    return str(path), [pairs[i][2] for i in front]

@@ -46,7 +46,7 @@ class _Strict(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul(cls, data: Any) -> Any:
+    def _no_nul(cls, data: object) -> Any:
         # Paths, flags and arguments end up in a command line, where a NUL byte cannot go.
         if isinstance(data, dict):
             for key, value in data.items():

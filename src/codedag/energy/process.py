@@ -163,15 +163,6 @@ class ProcessTree:
             time.sleep(0.05)
 
 
-def terminate_group(pgid: int, grace_s: float = TERM_GRACE_S) -> bool:
-    """End process group ``pgid`` and every descendant of its members (TERM, then KILL).
-
-    Returns:
-        True when nothing of it is left alive.
-    """
-    return ProcessTree(pgid).terminate(grace_s)
-
-
 class ProcessRegistry:
     """The runs a session started and has not ended yet (thread-safe)."""
 
@@ -281,18 +272,7 @@ def run_command(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", encoding="utf-8", errors="replace") as log_file:
         start_unix, start = time.time(), time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                list(argv),
-                cwd=cwd,
-                env=child_env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=None,
-                start_new_session=True,
-            )
-        except OSError as error:
-            raise ExperimentError(f"cannot start {argv[0]!r}: {error.strerror}") from error
+        proc = _start(argv, cwd, child_env)
         tree = ProcessTree(proc.pid, token)  # start_new_session: the child leads its group
         registry.add(tree)
         assert proc.stdout is not None
@@ -304,25 +284,11 @@ def run_command(
             daemon=True,
         )
         pump.start()
-        timed_out = False
         try:
             deadline = None if timeout_s is None else start + timeout_s
-            next_snapshot = 0.0
-            while proc.poll() is None:
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    timed_out = True
-                    log.warning(
-                        "%s timed out after %.0f s; ending its processes", argv[0], timeout_s
-                    )
-                    break
-                if stop is not None and stop.is_set():
-                    break
-                if now >= next_snapshot:
-                    tree.snapshot()
-                    next_snapshot = now + SNAPSHOT_INTERVAL_S
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=0.1)
+            timed_out = _watch(proc, tree, deadline, stop)
+            if timed_out:
+                log.warning("%s timed out after %.0f s; ending its processes", argv[0], timeout_s)
         finally:
             # Always end the run: also processes the leader left behind after a normal exit.
             try:
@@ -342,3 +308,41 @@ def run_command(
         if stop is not None and stop.is_set() and exit_code is not None and exit_code < 0:
             exit_code = None
         return CommandResult(list(argv), exit_code, end - start, timed_out, start_unix, time.time())
+
+
+def _start(argv: Sequence[str], cwd: Path | None, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The child in its own session, stdout piped, stdin closed, stderr inherited."""
+    try:
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            start_new_session=True,
+        )
+    except OSError as error:
+        raise ExperimentError(f"cannot start {argv[0]!r}: {error.strerror}") from error
+
+
+def _watch(
+    proc: subprocess.Popen[bytes],
+    tree: ProcessTree,
+    deadline: float | None,
+    stop: threading.Event | None,
+) -> bool:
+    """Wait for the child, snapshotting its process tree; whether the deadline ended the wait."""
+    next_snapshot = 0.0
+    while proc.poll() is None:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return True
+        if stop is not None and stop.is_set():
+            return False
+        if now >= next_snapshot:
+            tree.snapshot()
+            next_snapshot = now + SNAPSHOT_INTERVAL_S
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.1)
+    return False

@@ -21,7 +21,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -264,8 +264,3 @@ def load_session_records(session_dir: Path) -> list[dict[str, Any]]:
         read_json(file, "experiment record", expect=dict)
         for file in sorted(session_dir.glob("*/experiment.json"))
     ]
-
-
-def iter_numbers(values: Iterable[Any]) -> list[float]:
-    """The numeric values of ``values`` (None and text skipped)."""
-    return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]

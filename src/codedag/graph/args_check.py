@@ -49,18 +49,18 @@ IMAGE_MODES = frozenset(
 NON_FINITE = ("nan", "inf", "-inf")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _device_ok(value: Any) -> bool:
+def _device_ok(value: object) -> bool:
     if not isinstance(value, str):
         return False
     kind, _, index = value.partition(":")
     return kind in ("cpu", "cuda", "mps", "xpu", "meta") and (index == "" or index.isdigit())
 
 
-def itemsize(value: Any) -> int | None:
+def itemsize(value: object) -> int | None:
     """Bytes per element of a dtype name (NumPy's, or torch's without the prefix), else None."""
     if not isinstance(value, str) or not value or len(value) > 64:
         return None
@@ -75,11 +75,11 @@ def itemsize(value: Any) -> int | None:
         return None
 
 
-def _dtype_ok(value: Any) -> bool:
+def _dtype_ok(value: object) -> bool:
     return value in PYTHON_DTYPES or itemsize(value) is not None
 
 
-def entry_problems(entry: Any, where: str, depth: int = 0) -> list[str]:
+def entry_problems(entry: object, where: str, depth: int = 0) -> list[str]:
     """What is wrong with one argument description (an empty list when nothing is)."""
     if not isinstance(entry, dict):
         return [f"{where}: expected an object, got {type(entry).__name__}"]

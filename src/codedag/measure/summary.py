@@ -90,7 +90,7 @@ class Timing:
         return cls(median, q25, q75, samples)
 
 
-def nanoseconds(value: Any) -> int:
+def nanoseconds(value: object) -> int:
     """A whole number >= 0 read from a file (``3.0`` too; NaN, inf, negatives and booleans not).
 
     Raises:

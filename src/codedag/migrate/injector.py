@@ -220,7 +220,7 @@ def patch_sites(name: str, registry: Any) -> list[str]:
     return [name, *alias_paths(name, raw, registry.aliases(name))]
 
 
-def alias_paths(name: str, raw: Any, registered: set[str]) -> list[str]:
+def alias_paths(name: str, raw: object, registered: set[str]) -> list[str]:
     """Other public paths of the function ``name`` resolves to (``numpy.absolute`` for
     ``numpy.abs``, ``torch.stft`` for ``torch.functional.stft``).
 

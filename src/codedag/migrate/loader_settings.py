@@ -44,7 +44,7 @@ TARGET = "torch.utils.data.dataloader.DataLoader.__init__"
 _INTERNAL_PREFIXES = ("codedag.trace", "codedag.tune", "codedag.calibrate", "codedag.migrate")
 
 
-def _qualified_type(obj: Any) -> str:
+def _qualified_type(obj: object) -> str:
     kind = type(obj)
     return f"{kind.__module__}.{kind.__qualname__}"
 
@@ -94,7 +94,7 @@ class LoaderSettingsPatch:
         self.wrapped_worker_init = 0
 
     @classmethod
-    def from_plan(cls, plan: Any) -> LoaderSettingsPatch | None:
+    def from_plan(cls, plan: object) -> LoaderSettingsPatch | None:
         """The patch for a plan (a :class:`~codedag.plan.MigrationPlan` or its dict), or None.
 
         ``None`` when the plan has no loader section or its section keeps every setting.
@@ -150,7 +150,7 @@ class LoaderSettingsPatch:
         signature = inspect.signature(original)
         patch = self
 
-        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+        def __init__(loader: object, *args: Any, **kwargs: Any) -> None:
             try:
                 bound = signature.bind(loader, *args, **kwargs)
             except TypeError:

@@ -338,7 +338,7 @@ class UniversalWrapper:
         return result
 
     def _guarded(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str, level: str, code: Any
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str, level: str, code: object
     ) -> Any:
         ident = threading.get_ident()
         _BUSY.add(ident)  # patched calls inside either path run their originals
@@ -379,13 +379,13 @@ class UniversalWrapper:
         return self._failed(error, args, kwargs, sys._getframe(2).f_code)
 
     def _failed(
-        self, error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any], code: Any
+        self, error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any], code: object
     ) -> Any:
         self._record_fallback(error)
         self._note_failure(code)
         return self.original(*args, **kwargs)
 
-    def _succeeded(self, code: Any) -> None:
+    def _succeeded(self, code: object) -> None:
         if self._failures and self._failures.pop(id(code), None) is not None:
             self._refresh_route()
 

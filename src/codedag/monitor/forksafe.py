@@ -23,7 +23,7 @@ _hook_installed = False
 _warned_pid: int | None = None
 
 
-def register(monitor: Any) -> None:
+def register(monitor: object) -> None:
     """Follow ``monitor`` across forks (installs the at-fork hook once per process)."""
     global _hook_installed
     _monitors.add(monitor)

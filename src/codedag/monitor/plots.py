@@ -38,7 +38,7 @@ def _figure(rows: int = 1, cols: int = 1, height: float = 4.0) -> tuple[Any, Any
     return fig, axes
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: object, path: Path) -> Path:
     from codedag.util.io import atomic_save_figure
 
     return atomic_save_figure(fig, path)

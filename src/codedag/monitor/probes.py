@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -210,8 +209,3 @@ def gpu_reading(sample: Any) -> GpuReading:
         power_w=first("power_w"),
         temperature_c=first("temperature_c", "temp_c"),
     )
-
-
-def monotonic_now() -> float:
-    """The clock rates are computed on (immune to wall-clock jumps)."""
-    return time.monotonic()

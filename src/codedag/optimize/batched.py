@@ -29,7 +29,7 @@ from codedag.measure.statistic import Verdict, verdict
 MODES = ("auto", "always", "never")
 
 
-def check_mode(mode: Any) -> str:
+def check_mode(mode: object) -> str:
     """``auto``, ``always`` or ``never``; :class:`ConfigError` otherwise."""
     if mode not in MODES:
         raise ConfigError(f"batched must be 'auto', 'always' or 'never', got {mode!r}")
@@ -117,15 +117,11 @@ def decide_chain(
         return entry
     if mode == "always":
         entry["batched"] = True
+        entry["reason"] = _forced_reason(
+            measurement if measured else None, measurement, device, workers
+        )
         if not measured:
             entry["basis"] = "assumed"
-            problem = getattr(measurement, "error", None)
-            entry["reason"] = "forced with --batched always (not measured)" + (
-                f"; calibration said: {problem}" if problem else ""
-            )
-            return entry
-        text, _, _ = _figures(measurement, device, workers)
-        entry["reason"] = f"forced with --batched always; {text}"
         return entry
     if measurement is None:
         entry["reason"] = f"not measured on {device}: calibrate to run chains batched"
@@ -134,31 +130,50 @@ def decide_chain(
         entry["basis"] = "measured"
         entry["reason"] = f"stays per sample: {measurement.error}"
         return entry
+    entry["batched"], entry["reason"] = _measured_choice(measurement, device, margin_pct, workers)
+    return entry
+
+
+def _forced_reason(measured: Any | None, attempt: Any | None, device: str, workers: int) -> str:
+    """Why a chain runs batched under ``--batched always``, with its figures where measured."""
+    if measured is None:
+        problem = getattr(attempt, "error", None)
+        return "forced with --batched always (not measured)" + (
+            f"; calibration said: {problem}" if problem else ""
+        )
+    text, _, _ = _figures(measured, device, workers)
+    return f"forced with --batched always; {text}"
+
+
+def _measured_choice(
+    measurement: Any, device: str, margin_pct: float, workers: int
+) -> tuple[bool, str]:
+    """Whether a measured chain runs batched (faster beyond margin and spread), and why."""
     text, original, batched = _figures(measurement, device, workers)
     saving = original - batched
     margin = margin_pct / 100.0 * original
     spread = measurement.spread_ns
-    if verdict(saving, spread, margin) is Verdict.FASTER:
-        entry["batched"] = True
-        entry["reason"] = f"{text}: {original / max(1, batched):.2g}x faster, runs batched"
+    faster = verdict(saving, spread, margin) is Verdict.FASTER
+    if faster:
+        reason = f"{text}: {original / max(1, batched):.2g}x faster, runs batched"
     elif saving <= 0:
-        entry["reason"] = f"{text}: {batched / max(1, original):.2g}x slower, stays per sample"
+        reason = f"{text}: {batched / max(1, original):.2g}x slower, stays per sample"
     elif margin >= spread:
-        entry["reason"] = (
+        reason = (
             f"{text}: saving {_ms(saving)} is within the {margin_pct:g} % margin, stays per sample"
         )
     else:
-        entry["reason"] = (
+        reason = (
             f"{text}: saving {_ms(saving)} is within the measurement spread {_ms(spread)}, "
             "stays per sample"
         )
     if measurement.untimed_steps:
-        entry["reason"] += (
-            f" (timed {len(measurement.timed_steps)} of "
-            f"{len(measurement.timed_steps) + len(measurement.untimed_steps)} steps; not "
+        timed = len(measurement.timed_steps)
+        reason += (
+            f" (timed {timed} of {timed + len(measurement.untimed_steps)} steps; not "
             f"repeatable from the trace: {', '.join(measurement.untimed_steps)})"
         )
-    return entry
+    return faster, reason
 
 
 def batched_section(

@@ -161,7 +161,7 @@ class KWayPartitioner:
         self.cost = cost or CostModel()
         self.stats: dict[str, Any] = {}
 
-    def partition(self, dag: Any) -> list[Partition]:
+    def partition(self, dag: object) -> list[Partition]:
         """Return k partitions (fewer when the DAG has fewer nodes; none for an empty DAG)."""
         start = time.perf_counter()
         coarse = as_coarse(dag)

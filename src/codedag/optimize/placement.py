@@ -30,6 +30,7 @@ from typing import Any
 from codedag.measure.statistic import Verdict, verdict
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.costs import CostModel
+from codedag.plan.model import Basis
 
 OUTPUT_BUFFER_PARAMS = ("dst", "out")
 
@@ -60,7 +61,7 @@ class Decision:
     """Where one (cluster) call goes and the figures behind it (all instances, ns)."""
 
     migrate: bool = False
-    basis: str = "none"
+    basis: Basis = "none"
     original_ns: int | None = None
     backend_ns: int | None = None
     transfer_ns: int = 0

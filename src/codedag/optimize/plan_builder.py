@@ -14,6 +14,7 @@ through torch on the CPU there, so they are measured and placed for the CPU.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from codedag.errors import ConfigError
@@ -22,6 +23,7 @@ from codedag.optimize.costs import CanMigrate, CostModel, default_can_migrate
 from codedag.optimize.partition import Partition
 from codedag.optimize.placement import Decision, PlacementSettings, Placer, blocked_reason
 from codedag.plan import PLAN_SCHEMA_VERSION, MigrationPlan, check_device
+from codedag.plan.model import Basis, PlacementInfo, PlannedCall
 from codedag.version import __version__
 
 PLAN_KEYS = (
@@ -136,97 +138,43 @@ def build_plan(
         positional: ``name -> positional parameter names`` (finds ``dst``/``out`` buffers).
         workers: DataLoader workers the calls run in (default: the traced loader's).
     """
-    cost = cost or CostModel()
     settings = settings or PlacementSettings()
-    can = can_migrate or default_can_migrate()
-    blocker = blocker or _default_blocker()
-    positional = positional or _default_positional()
+    rules = _Rules(
+        can=can_migrate or default_can_migrate(),
+        blocker=blocker or _default_blocker(),
+        positional=positional or _default_positional(),
+        settings=settings,
+    )
     accels = accelerators(gpu_count, target_device)
     workers = loader_workers(dag) if workers is None else workers
     device = placement_device(accels, workers)
     part_of = {node: p.id for p in partitions for node in p.nodes}
     calls = sorted(dag.calls(), key=lambda n: n.id)
-    notes: list[str] = []
     decisions: dict[int, Decision] = {}
     candidates: dict[int, Decision] = {}
     for node in calls:
         if node.id not in part_of:
             raise ConfigError(f"call {node.id} ({node.name}) is in no partition")
-        if not can(node.name):
-            decisions[node.id] = Decision(reason=f"no torch backend for {node.name}")
-            continue
-        if not _keys(dag, node.id):
-            decisions[node.id] = Decision(
-                reason="the trace recorded no context key for it: it cannot be addressed at run time"
-            )
-            continue
-        args = getattr(dag.source.nodes.get(node.representative_id), "args", None)
-        blocked = blocked_reason(node.name, args, positional(node.name), settings, blocker)
-        if blocked is not None:
-            decisions[node.id] = Decision(reason=blocked, blocked=True)
-            continue
-        if device is None:
-            decisions[node.id] = Decision(reason="no target device (no GPU, no --target-device)")
-            continue
-        candidates[node.id] = decisions[node.id] = Decision()
-    basis = "none"
+        refused = _screen(dag, node, rules, device)
+        decisions[node.id] = refused or Decision()
+        if refused is None:
+            candidates[node.id] = decisions[node.id]
+    basis: Basis = "none"
     if device is not None and candidates:
-        on_gpu = not device.startswith("cpu")
-        placer = Placer(dag, settings, calibration, cost, on_gpu)
-        if settings.assume_speedup is not None:
-            basis = "assumed"
-            figures = {i: placer._assumed(i) for i in candidates}
-        elif calibration is not None:
-            basis = "measured"
-            figures = {i: placer._measured(i) for i in candidates}
-        else:
-            figures = {
-                i: Decision(reason=f"not measured on {device}: calibrate to place calls")
-                for i in candidates
-            }
+        basis, figures = _decide(dag, candidates, device, settings, calibration, cost)
         decisions.update(figures)
-        placer.decide(figures, lambda _i: device)
-    placed = {i for i, d in decisions.items() if d.migrate}
-    for node_id in sorted(placed):
-        parent = _inside(dag, node_id, placed)
-        if parent is not None:
-            d = decisions[node_id]
-            d.migrate = False
-            d.reason = f"runs inside placed call {dag.nodes[parent].name}"
-    placed = {i for i, d in decisions.items() if d.migrate}
+    placed = _demote_nested(dag, decisions)
     device_of_part = _partition_devices(partitions, part_of, placed, decisions, accels, device)
     context_map: dict[str, str] = {}
-    entries: list[dict[str, Any]] = []
+    entries: list[PlannedCall] = []
     for node in calls:
         d = decisions[node.id]
         call_device = device_of_part[part_of[node.id]] if d.migrate else "cpu"
         keys = _keys(dag, node.id)
         if d.migrate:
-            for key in keys:
-                context_map[key] = call_device
-        per = max(1, node.instance_count)
-        entries.append(
-            {
-                "function": node.name,
-                "context_keys": keys,
-                "instance_count": node.instance_count,
-                "device": call_device,
-                "migrate": d.migrate,
-                "measured_ns": node.total_ns,
-                "original_ns": None if d.original_ns is None else d.original_ns // per,
-                "backend_ns": None if d.backend_ns is None else d.backend_ns // per,
-                "transfer_ns": d.transfer_ns // per,
-                "spread_ns": d.spread_ns // per,
-                "saving_ns": d.saving_ns,
-                "basis": d.basis,
-                "reason": d.reason,
-                "estimated_gain_ns": d.saving_ns,
-                "transfer_cost_ns": d.transfer_ns,
-            }
-        )
-    entries.sort(key=lambda e: (not e["migrate"], -e["measured_ns"], e["context_keys"][:1]))
-    notes.extend(_notes(accels, device, workers, basis, calls, candidates, placed, settings))
-    dispatch = getattr(calibration, "dispatch", None)
+            context_map.update(dict.fromkeys(keys, call_device))
+        entries.append(_planned_call(node, keys, call_device, d))
+    entries.sort(key=lambda e: (not e.migrate, -e.measured_ns, e.context_keys[:1]))
     plan = MigrationPlan(
         schema_version=PLAN_SCHEMA_VERSION,
         codedag_version=__version__,
@@ -235,22 +183,120 @@ def build_plan(
         target_device=device,
         partition_device_map={str(p.id): device_of_part[p.id] for p in partitions},
         context_device_map=context_map,
-        calls=entries,  # type: ignore[arg-type]  # validated into PlannedCall
-        notes=notes,
-        placement={  # type: ignore[arg-type]
-            "basis": basis,
-            "device": device,
-            "device_name": getattr(calibration, "device_name", "") if basis == "measured" else "",
-            "margin_pct": settings.margin_pct,
-            "assumed_speedup": settings.assume_speedup,
-            "only": sorted(settings.only),
-            "exclude": sorted(settings.exclude),
-            "calibration_cache": getattr(calibration, "cache_path", None),
-            "dispatch_ns": int(getattr(dispatch, "migrated_ns", 0)),
-            "passthrough_ns": int(getattr(dispatch, "passthrough_ns", 0)),
-        },
+        calls=entries,
+        notes=_notes(accels, device, workers, basis, calls, candidates, placed, settings),
+        placement=_placement_info(basis, device, calibration, settings),
     )
-    return MigrationPlan.from_dict(plan.model_dump(mode="json")).to_dict()
+    return plan.to_dict()
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """What keeps a call on the CPU before anything is measured."""
+
+    can: CanMigrate
+    blocker: Callable[[str], str | None]
+    positional: Callable[[str], tuple[str, ...]]
+    settings: PlacementSettings
+
+
+def _screen(dag: CoarsenedDAG, node: Any, rules: _Rules, device: str | None) -> Decision | None:
+    """The decision keeping ``node`` on the CPU whatever it measures, or ``None`` (a candidate)."""
+    if not rules.can(node.name):
+        return Decision(reason=f"no torch backend for {node.name}")
+    if not _keys(dag, node.id):
+        return Decision(
+            reason="the trace recorded no context key for it: it cannot be addressed at run time"
+        )
+    args = getattr(dag.source.nodes.get(node.representative_id), "args", None)
+    blocked = blocked_reason(
+        node.name, args, rules.positional(node.name), rules.settings, rules.blocker
+    )
+    if blocked is not None:
+        return Decision(reason=blocked, blocked=True)
+    if device is None:
+        return Decision(reason="no target device (no GPU, no --target-device)")
+    return None
+
+
+def _decide(
+    dag: CoarsenedDAG,
+    candidates: dict[int, Decision],
+    device: str,
+    settings: PlacementSettings,
+    calibration: Any | None,
+    cost: CostModel | None,
+) -> tuple[Basis, dict[int, Decision]]:
+    """The basis of the placement and each candidate's decision (measured, assumed or neither)."""
+    placer = Placer(dag, settings, calibration, cost or CostModel(), not device.startswith("cpu"))
+    basis: Basis
+    if settings.assume_speedup is not None:
+        basis = "assumed"
+        figures = {i: placer._assumed(i) for i in candidates}
+    elif calibration is not None:
+        basis = "measured"
+        figures = {i: placer._measured(i) for i in candidates}
+    else:
+        basis = "none"
+        figures = {
+            i: Decision(reason=f"not measured on {device}: calibrate to place calls")
+            for i in candidates
+        }
+    placer.decide(figures, lambda _i: device)
+    return basis, figures
+
+
+def _demote_nested(dag: CoarsenedDAG, decisions: dict[int, Decision]) -> set[int]:
+    """Unplace calls that run inside another placed call; the placed calls left."""
+    placed = {i for i, d in decisions.items() if d.migrate}
+    for node_id in sorted(placed):
+        parent = _inside(dag, node_id, placed)
+        if parent is not None:
+            d = decisions[node_id]
+            d.migrate = False
+            d.reason = f"runs inside placed call {dag.nodes[parent].name}"
+    return {i for i, d in decisions.items() if d.migrate}
+
+
+def _planned_call(node: Any, keys: list[str], device: str, d: Decision) -> PlannedCall:
+    """The plan's row of one call; the figures per instance, the saving over all of them."""
+    per = max(1, node.instance_count)
+    return PlannedCall(
+        function=node.name,
+        context_keys=keys,
+        instance_count=node.instance_count,
+        device=device,
+        migrate=d.migrate,
+        measured_ns=node.total_ns,
+        original_ns=None if d.original_ns is None else d.original_ns // per,
+        backend_ns=None if d.backend_ns is None else d.backend_ns // per,
+        transfer_ns=d.transfer_ns // per,
+        spread_ns=d.spread_ns // per,
+        saving_ns=d.saving_ns,
+        basis=d.basis,
+        reason=d.reason,
+        estimated_gain_ns=d.saving_ns,
+        transfer_cost_ns=d.transfer_ns,
+    )
+
+
+def _placement_info(
+    basis: Basis, device: str | None, calibration: Any | None, settings: PlacementSettings
+) -> PlacementInfo:
+    """How the placement was decided: its basis, device, settings and dispatch costs."""
+    dispatch = getattr(calibration, "dispatch", None)
+    return PlacementInfo(
+        basis=basis,
+        device=device,
+        device_name=getattr(calibration, "device_name", "") if basis == "measured" else "",
+        margin_pct=settings.margin_pct,
+        assumed_speedup=settings.assume_speedup,
+        only=sorted(settings.only),
+        exclude=sorted(settings.exclude),
+        calibration_cache=getattr(calibration, "cache_path", None),
+        dispatch_ns=int(getattr(dispatch, "migrated_ns", 0)),
+        passthrough_ns=int(getattr(dispatch, "passthrough_ns", 0)),
+    )
 
 
 def _partition_devices(

@@ -157,13 +157,13 @@ class IterativeOptimizer:
         self.cost = cost or CostModel()
         self.stats: dict[str, Any] = {}
 
-    def objective(self, partitions: list[Partition], dag: Any) -> float:
+    def objective(self, partitions: list[Partition], dag: object) -> float:
         """J of a partition of ``dag``."""
         wg = build_workgraph(as_coarse(dag), self.cost)
         part = assignment_of(partitions, wg)
         return _State(wg, part, len(partitions)).objective(self.alpha, self.beta)[0]
 
-    def optimize(self, partitions: list[Partition], dag: Any) -> list[Partition]:
+    def optimize(self, partitions: list[Partition], dag: object) -> list[Partition]:
         """Return refined partitions (new objects; the input is not modified)."""
         start = time.perf_counter()
         wg = build_workgraph(as_coarse(dag), self.cost)
@@ -180,57 +180,8 @@ class IterativeOptimizer:
         j_cur, cv, ratio = state.objective(self.alpha, self.beta)
         history = [j_cur]
         start_stats = {"objective": j_cur, "load_cv": cv, "critical_path_ratio": ratio}
-        is_center = set(centers)
-        max_cut_increase = self.max_cut_increase
-        ptr, nbr = wg.und_ptr.tolist(), wg.und.tolist()
-
-        def moves_of(v: int) -> list[tuple[float, int, int]]:
-            if v in is_center:
-                return []
-            pv = part[v]
-            links: dict[int, int] = {}
-            for j in range(ptr[v], ptr[v + 1]):
-                q = part[nbr[j]]
-                links[q] = links.get(q, 0) + 1
-            own = links.get(pv, 0)
-            return [
-                (-(self._load_gain(state, v, q) + 1e-9 * (n - own)), v, q)
-                for q, n in links.items()
-                if q != pv and own - n <= max_cut_increase
-            ]
-
-        heap = [move for v in range(wg.n) for move in moves_of(v)]
-        heapq.heapify(heap)
-        iterations = accepted = stale = rejected_streak = 0
-        while heap and iterations < self.max_iterations:
-            _, v, q = heapq.heappop(heap)
-            p = part[v]
-            around = [part[u] for u in nbr[ptr[v] : ptr[v + 1]]]
-            to_q = around.count(q)
-            if (
-                p == q
-                or state.sizes[p] <= 1
-                or not to_q
-                or around.count(p) - to_q > max_cut_increase
-            ):
-                stale += 1
-                continue
-            iterations += 1
-            state.move(v, q)
-            j_new = state.objective(self.alpha, self.beta)[0]
-            if j_new < j_cur - 1e-12 * max(1.0, abs(j_cur)):
-                j_cur = j_new
-                history.append(j_cur)
-                accepted += 1
-                rejected_streak = 0
-                for u in (v, *nbr[ptr[v] : ptr[v + 1]]):
-                    for move in moves_of(u):
-                        heapq.heappush(heap, move)
-            else:
-                state.move(v, p)
-                rejected_streak += 1
-                if rejected_streak >= self.no_improvement_threshold:
-                    break
+        descent = _Descent(self, state, wg, part, set(centers))
+        iterations, accepted, stale = descent.run(j_cur, history)
         j_end, cv_end, ratio_end = state.objective(self.alpha, self.beta)
         result = build_partitions(wg, part, centers)
         self.stats = {
@@ -262,3 +213,79 @@ class IterativeOptimizer:
         after[p] -= w
         after[q] += w
         return self.alpha * (load_stats(loads)["cv"] - load_stats(after)["cv"])
+
+
+class _Descent:
+    """Greedy moves of boundary nodes, best load gain first, kept only when J decreases."""
+
+    def __init__(
+        self,
+        refiner: IterativeOptimizer,
+        state: _State,
+        wg: Any,
+        part: list[int],
+        centers: set[int],
+    ) -> None:
+        self.refiner = refiner
+        self.state = state
+        self.part = part
+        self.centers = centers
+        self.ptr, self.nbr = wg.und_ptr.tolist(), wg.und.tolist()
+        self.n = wg.n
+
+    def moves_of(self, v: int) -> list[tuple[float, int, int]]:
+        """Heap entries ``(-gain, v, q)`` for moving ``v`` to each neighbouring partition ``q``."""
+        if v in self.centers:
+            return []
+        part, pv = self.part, self.part[v]
+        links: dict[int, int] = {}
+        for j in range(self.ptr[v], self.ptr[v + 1]):
+            q = part[self.nbr[j]]
+            links[q] = links.get(q, 0) + 1
+        own = links.get(pv, 0)
+        return [
+            (-(self.refiner._load_gain(self.state, v, q) + 1e-9 * (n - own)), v, q)
+            for q, n in links.items()
+            if q != pv and own - n <= self.refiner.max_cut_increase
+        ]
+
+    def run(self, j_cur: float, history: list[float]) -> tuple[int, int, int]:
+        """Move until the heap empties, the iteration cap, or too many rejections in a row.
+
+        Returns:
+            (iterations, accepted moves, stale heap entries); ``history`` gets each accepted J.
+        """
+        refiner, state, part, ptr, nbr = self.refiner, self.state, self.part, self.ptr, self.nbr
+        heap = [move for v in range(self.n) for move in self.moves_of(v)]
+        heapq.heapify(heap)
+        iterations = accepted = stale = rejected_streak = 0
+        while heap and iterations < refiner.max_iterations:
+            _, v, q = heapq.heappop(heap)
+            p = part[v]
+            around = [part[u] for u in nbr[ptr[v] : ptr[v + 1]]]
+            to_q = around.count(q)
+            if (
+                p == q
+                or state.sizes[p] <= 1
+                or not to_q
+                or around.count(p) - to_q > refiner.max_cut_increase
+            ):
+                stale += 1
+                continue
+            iterations += 1
+            state.move(v, q)
+            j_new = state.objective(refiner.alpha, refiner.beta)[0]
+            if j_new < j_cur - 1e-12 * max(1.0, abs(j_cur)):
+                j_cur = j_new
+                history.append(j_cur)
+                accepted += 1
+                rejected_streak = 0
+                for u in (v, *nbr[ptr[v] : ptr[v + 1]]):
+                    for move in self.moves_of(u):
+                        heapq.heappush(heap, move)
+            else:
+                state.move(v, p)
+                rejected_streak += 1
+                if rejected_streak >= refiner.no_improvement_threshold:
+                    break
+        return iterations, accepted, stale

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from codedag.optimize.costs import CanMigrate, CostModel, default_can_migrate
 from codedag.optimize.partition import as_coarse
@@ -31,7 +30,7 @@ class _Tasks:
     order: list[int]  # decreasing upward rank, predecessors first
 
 
-def _tasks(dag: Any, cost: CostModel, can_migrate: CanMigrate) -> _Tasks:
+def _tasks(dag: object, cost: CostModel, can_migrate: CanMigrate) -> _Tasks:
     coarse = as_coarse(dag)
     calls = sorted(n.id for n in coarse.calls())
     index = {c: i for i, c in enumerate(calls)}
@@ -112,7 +111,7 @@ def _run(tasks: _Tasks, cost: CostModel, fixed: list[int] | None) -> tuple[float
 
 
 def list_schedule(
-    dag: Any,
+    dag: object,
     on_accelerator: Mapping[int, bool] | set[int],
     cost: CostModel | None = None,
     can_migrate: CanMigrate | None = None,
@@ -128,7 +127,7 @@ def list_schedule(
 
 
 def heft(
-    dag: Any, cost: CostModel | None = None, can_migrate: CanMigrate | None = None
+    dag: object, cost: CostModel | None = None, can_migrate: CanMigrate | None = None
 ) -> tuple[float, set[int]]:
     """HEFT (without insertion) on CPU + one accelerator: (makespan ns, call ids it puts on it)."""
     cost = cost or CostModel()

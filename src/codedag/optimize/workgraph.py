@@ -38,10 +38,6 @@ class WorkGraph:
         """Node count."""
         return len(self.ids)
 
-    def neighbors(self, v: int) -> list[int]:
-        """Undirected neighbors of index ``v``."""
-        return list(self.und[self.und_ptr[v] : self.und_ptr[v + 1]].tolist())
-
     def bfs(self, sources: list[int]) -> np.ndarray:
         """Undirected hop distances from the nearest source; -1 where unreachable.
 

@@ -117,7 +117,7 @@ def resolve(qualified_name: str) -> tuple[Any, str, Any]:
     return owner, attribute, current
 
 
-def _skip_packages(original: Any, owner: Any) -> set[str]:
+def _skip_packages(original: object, owner: object) -> set[str]:
     skip = {package_of(original), package_of(owner)}
     if isinstance(owner, ModuleType):
         skip.add(owner.__name__.split(".", 1)[0])
@@ -347,6 +347,6 @@ def active_patches() -> list[str]:
     return sorted(names)
 
 
-def original_of(func: Any) -> Any:
+def original_of(func: object) -> Any:
     """The original behind a replacement installed by a patcher, or ``func`` itself."""
     return getattr(func, ORIGINAL_ATTR, func)

@@ -28,20 +28,20 @@ class Site:
     key: Any
     item: bool
 
-    def set(self, value: Any) -> None:
+    def set(self, value: object) -> None:
         if self.item:
             self.container[self.key] = value
         else:
             setattr(self.container, self.key, value)
 
 
-def unwrap_descriptor(value: Any) -> Any:
+def unwrap_descriptor(value: object) -> Any:
     if isinstance(value, (staticmethod, classmethod)):  # a tuple: faster than a union
         return value.__func__
     return value
 
 
-def package_of(obj: Any) -> str:
+def package_of(obj: object) -> str:
     module = getattr(obj, "__module__", None) or ""
     return module.split(".", 1)[0]
 
@@ -111,7 +111,7 @@ def _container_sites(
             yield from _container_sites(searchable, targets, False, instances)
 
 
-def _searchable(value: Any, instances: bool) -> Any:
+def _searchable(value: object, instances: bool) -> Any:
     """The dict or list to search inside ``value`` (its ``__dict__`` for a plain object)."""
     kind = type(value)
     if kind is dict or kind is list:

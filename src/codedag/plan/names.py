@@ -77,7 +77,7 @@ def _field_role(model: type[BaseModel], field: str) -> tuple[NameRole | None, st
     return _role(info.annotation)
 
 
-def _strings(value: Any, place: str) -> list[tuple[str, str]]:
+def _strings(value: object, place: str) -> list[tuple[str, str]]:
     if place == "value":
         return [("", value)] if isinstance(value, str) else []
     if place == "key" and isinstance(value, dict):
@@ -113,7 +113,7 @@ def named_functions(
         yield from _children(value, f"{prefix}{field}", used)
 
 
-def _children(value: Any, where: str, used: bool) -> Iterator[NamedFunction]:
+def _children(value: object, where: str, used: bool) -> Iterator[NamedFunction]:
     if isinstance(value, BaseModel):
         yield from named_functions(value, where, used)
     elif isinstance(value, list | tuple):

@@ -21,7 +21,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,7 @@ class Measurement:
 class _BatchSource:
     """Cycles through ``batches``, starting a new epoch when the iterator runs out."""
 
-    def __init__(self, batches: Any) -> None:
+    def __init__(self, batches: Iterable[Any] | None) -> None:
         self.batches = batches
         self.iterator: Iterator[Any] | None = None
         self.restarts = -1

@@ -8,7 +8,7 @@ from typing import Any
 from codedag.util.text import printable
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape(printable(value, 2000), quote=True)
 
 

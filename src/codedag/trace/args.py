@@ -434,7 +434,7 @@ def _rebuild_array(entry: Entry, seed: int) -> Any:
     return array
 
 
-def _existing_device(device: Any) -> str:
+def _existing_device(device: object) -> str:
     """A recorded tensor's device, if this machine has it.
 
     Raises:

@@ -275,7 +275,7 @@ def _payload(kind: int, payload: Any, value_by_seq: dict[int, list[Any]]) -> str
 _HEAD = 64  # characters of a long str or bytes rendered for its summary (which keeps 57)
 
 
-def short_text(obj: Any) -> str:
+def short_text(obj: object) -> str:
     """``short_repr(obj)``, without rendering a long ``str`` or ``bytes`` whole (an encoded
     image passed to ``numpy.frombuffer`` is hundreds of kilobytes)."""
     # repr picks its quotes from the whole text: quotes added to the head make it agree, and
@@ -296,7 +296,7 @@ def short_text(obj: Any) -> str:
 _SUMMARIES: dict[tuple[Any, ...], str] = {}
 
 
-def _value_summary(name: str, shape: Any, dtype: Any) -> str:
+def _value_summary(name: str, shape: object, dtype: object) -> str:
     """:func:`value_summary`, cached: a window has many values of few shapes."""
     try:
         key = (name, shape, dtype)

@@ -174,10 +174,10 @@ class CallRecorder:
         name: str,
         lib: str | None,
         kind: int,
-        site: Any,
+        site: object,
         args_out: list[Any],
         found: list[int],
-        marker: Any,
+        marker: object,
         m0: int,
     ) -> list[Any]:
         """Open a record (``marker``: what closes it, a frame or a C function)."""
@@ -209,9 +209,13 @@ class CallRecorder:
         return rec
 
     # ------------------------------------------------------------------ closing
-    def leave(self, t1: int, rec: list[Any], result: Any, returned: bool) -> None:
-        """Close ``rec`` at ``t1``; ``result`` is what it returned when ``returned``."""
+    def leave(self, t1: int, rec: list[Any], result: object, returned: bool) -> None:
+        """Close ``rec`` at ``t1``; ``result`` is what it returned when ``returned``. Records
+        opened inside it and still open (an event was missed) are closed first, at ``t1``."""
         memory, meter, stack = self.memory, self.meter, self.stack
+        if stack and stack[-1] is not rec and any(r is rec for r in stack):
+            while stack[-1] is not rec:
+                self.leave(t1, stack[-1], None, False)
         net = memory.measure(rec) if memory is not None else 0
         m0 = memory.mark() if memory is not None else 0
         rec[T1] = t1
@@ -227,9 +231,6 @@ class CallRecorder:
         rec[LINES] = None
         if stack and stack[-1] is rec:
             stack.pop()
-        elif any(r is rec for r in stack):
-            while stack.pop() is not rec:
-                pass
         if memory is not None:
             memory.settle(rec, stack, net)
         if returned and result is not None:
@@ -273,7 +274,7 @@ class CallRecorder:
                         produces.append((cseq, held[1]))
         rec[RET] = (ARG_VALUE, vseq)
 
-    def _count(self, rec: list[Any], result: Any) -> None:
+    def _count(self, rec: list[Any], result: object) -> None:
         """Count a finished Python call; stop recording functions that never touch data.
 
         A function recorded ``prune_after`` times whose calls never received or returned a data
@@ -303,7 +304,7 @@ class CallRecorder:
             self.state.pruned.append(rec[NAME])
             self.lines.forget_code(code)  # its statements are not followed any more either
 
-    def returned(self, frame: types.FrameType, arg: Any, h0: int = 0) -> None:
+    def returned(self, frame: types.FrameType, arg: object, h0: int = 0) -> None:
         """A Python frame returns (or yields, or unwinds with ``arg`` None)."""
         importing = self.state.importing
         if importing:
@@ -319,14 +320,14 @@ class CallRecorder:
         if frame in self.open_frames:
             self.unwind(frame, arg)
 
-    def unwind(self, frame: types.FrameType, arg: Any) -> None:
+    def unwind(self, frame: types.FrameType, arg: object) -> None:
         """Close every record of ``frame``, with those opened inside it (not on top: an event
         was missed)."""
         t1 = self.clock()
         for rec in [r for r in self.stack if r[FRAME] is frame]:
             self.leave(t1, rec, arg, True)
 
-    def c_returned(self, func: Any, h0: int = 0) -> None:
+    def c_returned(self, func: object, h0: int = 0) -> None:
         """A C function returns (or raises)."""
         stack = self.stack
         if stack and stack[-1][FRAME] is func:

@@ -53,7 +53,7 @@ class ArgumentCapture:
         else:
             out.append((label, ARG_TYPE, cls))
 
-    def library_arg(self, label: Any, obj: Any, out: list[Any], found: list[int]) -> None:
+    def library_arg(self, label: object, obj: object, out: list[Any], found: list[int]) -> None:
         """An argument of a library call, kept whole enough to rebuild the call."""
         if type(obj) in SCALAR_TYPES:
             out.append((label, ARG_SCALAR, obj))
@@ -61,7 +61,7 @@ class ArgumentCapture:
             kind, payload = self._payload(obj, found, 0)
             out.append((label, kind, payload))
 
-    def receiver(self, owner: Any, out: list[Any], found: list[int]) -> None:
+    def receiver(self, owner: object, out: list[Any], found: list[int]) -> None:
         """The ``self`` of a C method of a data value (``img.astype``): the call reads it."""
         out.append(("self", ARG_VALUE, self.tracker.use(owner, found)))
 

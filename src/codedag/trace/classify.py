@@ -61,7 +61,7 @@ class Classifications:
         self.codes[id(code)] = (code, module, info)
         return info
 
-    def function(self, func: Any) -> Any:
+    def function(self, func: object) -> Any:
         """Classify a C function called through a module (or unbound): ``(name, library
         key)``, or None to skip."""
         info = self.functions[func] = callable_info(self.filter, func)
@@ -69,7 +69,7 @@ class Classifications:
             self.functions.clear()
         return info
 
-    def method(self, func: Any, key: tuple[type, Any]) -> Any:
+    def method(self, func: object, key: tuple[type, Any]) -> Any:
         """Classify a C method bound to an instance of ``key[0]`` (or a classmethod of it)."""
         info = self.methods[key] = callable_info(self.filter, func)
         if len(self.methods) >= _MAX_SHARED:
@@ -127,7 +127,7 @@ class Classifier:
         """Skip ``code`` for the rest of the window (it was classified before)."""
         self.code_cache[id(code)] = None
 
-    def c_function(self, func: Any, owner: Any) -> Any:
+    def c_function(self, func: object, owner: object) -> Any:
         """The entry of a C function (``owner``: its ``__self__``); kept for the window when
         it is called through a module (bound methods are new objects at every call)."""
         shared = self.classifications
@@ -148,6 +148,6 @@ class Classifier:
             self.meter.charge(c0)
         return info
 
-    def skipped(self, func: Any) -> bool:
+    def skipped(self, func: object) -> bool:
         """Whether the filter skips a callable (a statement's call of it is not a step)."""
         return callable_info(self.classifications.filter, func) is None

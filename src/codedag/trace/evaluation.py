@@ -71,7 +71,7 @@ class Region:
         self.raw_args: list[tuple[Any, int, Any]] = []
 
 
-def _safe_attribute(obj: Any, name: str) -> Any:
+def _safe_attribute(obj: object, name: str) -> Any:
     """``obj.name`` when reading it runs no code (module globals, instance dicts), else MISSING."""
     if isinstance(obj, types.ModuleType):
         return vars(obj).get(name, MISSING)
@@ -121,7 +121,7 @@ class Evaluation:
             obj = _BUILTINS.get(name, MISSING)
         return obj
 
-    def _from_object(self, obj: Any) -> tuple[int, Any]:
+    def _from_object(self, obj: object) -> tuple[int, Any]:
         if obj is MISSING:
             return (S_NONE, None)
         if self.maker.is_data(type(obj)):

@@ -231,7 +231,7 @@ def code_info(
     return (decision.name, decision.library, code.co_varnames[:n], layout)
 
 
-def callable_info(function_filter: FunctionFilter, func: Any) -> tuple[str, str | None] | None:
+def callable_info(function_filter: FunctionFilter, func: object) -> tuple[str, str | None] | None:
     """The tracer's cached entry for a C function: ``(name, library key)`` or None to skip."""
     try:
         decision = function_filter.classify_callable(canonical_name(func))

@@ -43,7 +43,7 @@ def make_profile_hook(
     clock = meter.clock
     module_type = types.ModuleType
 
-    def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+    def profile(frame: types.FrameType, event: str, arg: object) -> None:
         try:
             if event == "call":
                 code = frame.f_code

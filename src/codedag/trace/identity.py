@@ -55,7 +55,7 @@ class ValueTracker:
         if entry is not None and entry[0] is ref:
             del self.live[ref.key]
 
-    def hold(self, obj: Any, vseq: int, version: int, shape: Any = None) -> None:
+    def hold(self, obj: object, vseq: int, version: int, shape: object = None) -> None:
         """Make ``obj`` value ``vseq`` at ``version`` until it dies or the window closes."""
         cls = type(obj)
         weak = self._weakrefable.get(cls)
@@ -69,7 +69,7 @@ class ValueTracker:
         else:
             self.live[key] = (obj, vseq, version, shape, False)
 
-    def lookup(self, obj: Any) -> Entry | None:
+    def lookup(self, obj: object) -> Entry | None:
         """The live entry of ``obj`` (``entry[1]`` its value, ``entry[2]`` its version), or
         None when it is not tracked."""
         entry = self.live.get(id(obj))
@@ -78,7 +78,7 @@ class ValueTracker:
         held = entry[0]() if entry[4] else entry[0]
         return entry if held is obj else None
 
-    def new_value(self, obj: Any, version: int) -> int:
+    def new_value(self, obj: object, version: int) -> int:
         """Record a new value node (or a new version) for ``obj``; return its sequence number."""
         sequence = self.sequence
         vseq = sequence.next
@@ -93,7 +93,7 @@ class ValueTracker:
         self.hold(obj, vseq, version, shape)
         return vseq
 
-    def use(self, obj: Any, found: list[int]) -> int:
+    def use(self, obj: object, found: list[int]) -> int:
         """The value node of ``obj`` (made at version 0 when new), added to ``found`` once."""
         entry = self.lookup(obj)
         vseq = entry[1] if entry is not None else self.new_value(obj, 0)
@@ -106,7 +106,7 @@ class ValueTracker:
         self.live.clear()
 
 
-def _supports_weakref(obj: Any) -> bool:
+def _supports_weakref(obj: object) -> bool:
     try:
         weakref.ref(obj)
     except TypeError:

@@ -36,7 +36,7 @@ tracer)."""
 _WRAPPERS: dict[int, tuple[Any, Callable[..., Any]]] = {}
 
 
-def _wrappable(value: Any) -> bool:
+def _wrappable(value: object) -> bool:
     if isinstance(value, type | types.ModuleType) or not callable(value):
         return False
     if getattr(value, ORIGINAL_ATTR, None) is not None:

@@ -168,7 +168,7 @@ class LineFollower:
         if state.line_codes.pop(id(code), None) is not None:
             vars(sys)["monitoring"].set_local_events(state.monitoring_tool, code, 0)
 
-    def returns(self, frame: types.FrameType, h0: int, arg: Any) -> None:
+    def returns(self, frame: types.FrameType, h0: int, arg: object) -> None:
         """The frame returns: its last statement (``return expr``) ends."""
         rec = self.frame_record(frame)
         state = rec[LINES] if rec is not None else None
@@ -193,7 +193,7 @@ def make_line_hook(follower: LineFollower) -> LineHook:
     line, returns, failed = follower.line, follower.returns, follower.failed
     meter, clock, fail = follower.meter, follower.clock, follower.state.fail
 
-    def line_hook(frame: types.FrameType, event: str, arg: Any) -> Any:
+    def line_hook(frame: types.FrameType, event: str, arg: object) -> Any:
         meter.lines += 1
         h0 = clock()
         try:

@@ -229,7 +229,7 @@ def _c_call_callback(
     function_type = types.FunctionType
     c_types = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
 
-    def m_call(code: types.CodeType, offset: int, func: Any, arg0: Any) -> Any:
+    def m_call(code: types.CodeType, offset: int, func: object, arg0: object) -> Any:
         h0 = clock()
         if get_ident() != thread or state.broken:
             return None
@@ -279,7 +279,7 @@ def _return_callbacks(
     returned, c_returned = recorder.returned, recorder.c_returned
     line, statement_returns, statement_failed = lines.line, lines.returns, lines.failed
 
-    def m_return(code: types.CodeType, offset: int, retval: Any) -> Any:
+    def m_return(code: types.CodeType, offset: int, retval: object) -> Any:
         h0 = clock()
         if get_ident() != thread or state.broken:
             return None
@@ -298,14 +298,14 @@ def _return_callbacks(
             fail(error)
         return None
 
-    def m_unwind(code: types.CodeType, offset: int, exc: Any) -> None:
+    def m_unwind(code: types.CodeType, offset: int, exc: object) -> None:
         if get_ident() == thread and not state.broken:
             try:
                 returned(get_frame(1), None)
             except Exception as error:
                 fail(error)
 
-    def m_c_return(code: types.CodeType, offset: int, func: Any, arg0: Any) -> None:
+    def m_c_return(code: types.CodeType, offset: int, func: object, arg0: object) -> None:
         h0 = clock()
         if get_ident() == thread and not state.broken:
             try:
@@ -325,7 +325,7 @@ def _return_callbacks(
             fail(error)
         return None
 
-    def m_handled(code: types.CodeType, offset: int, exc: Any) -> None:  # EXCEPTION_HANDLED
+    def m_handled(code: types.CodeType, offset: int, exc: object) -> None:  # EXCEPTION_HANDLED
         if get_ident() == thread and not state.broken:
             statement_failed(get_frame(1))
 

@@ -17,12 +17,15 @@ import contextlib
 import random
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.errors import TraceError
 
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
 
-def _generator_attributes(obj: Any) -> list[tuple[Any, str]]:
+
+def _generator_attributes(obj: object) -> list[tuple[Any, str]]:
     """``(owner, attribute)`` of random generators held by a dataset (one level deep)."""
     numpy = sys.modules.get("numpy")
     torch = sys.modules.get("torch")
@@ -117,7 +120,7 @@ def worker_seeds(base_seed: int, worker_id: int) -> tuple[int, Any]:
 
 
 @contextlib.contextmanager
-def worker_zero(loader: Any, base_seed: int) -> Iterator[None]:
+def worker_zero(loader: DataLoader[Any], base_seed: int) -> Iterator[None]:
     """Run the block as DataLoader worker 0 of ``loader`` would run its first task.
 
     Seeds ``random``, NumPy and torch like torch's worker loop, sets one torch thread and the

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 GC_WINDOW_THRESHOLD = 100_000
 
 
-def no_trace(frame: types.FrameType, event: str, arg: Any) -> None:
+def no_trace(frame: types.FrameType, event: str, arg: object) -> None:
     """The global trace function while following lines on Python 3.11: frames get none here.
 
     ``sys.settrace`` must be set for line events to reach the local trace function the profile

@@ -135,7 +135,7 @@ class StepMaker:
         frame: types.FrameType,
         timing: tuple[int, int, int, int],
         local: dict[str, Any],
-        returned: Any = MISSING,
+        returned: object = MISSING,
     ) -> bool:
         """Create the steps of the statement that just finished in ``rec``'s frame; return
         whether it made any.
@@ -194,7 +194,7 @@ class StepMaker:
         self,
         run: Evaluation,
         make_step: Callable[[Region], int],
-        obj: Any,
+        obj: object,
         expr: Expr,
         version: int,
     ) -> None:
@@ -239,7 +239,7 @@ class StepMaker:
                 self._produce(run, make_step, obj, expr, entry[2] + 1)
 
     def _nothing_new(
-        self, stmt: Statement, frame: types.FrameType, local: dict[str, Any], returned: Any
+        self, stmt: Statement, frame: types.FrameType, local: dict[str, Any], returned: object
     ) -> bool:
         """Fast path: what the statement bound or returned is not data, or is already known
         (a recorded call made it, or it existed before and was only renamed)."""

@@ -247,7 +247,7 @@ class EnhancedTracer:
         with self.tracing_context():
             return func(*args, **kwargs)
 
-    def trace_dataloader(self, loader: Any, warmup: int = 1) -> Any:
+    def trace_dataloader(self, loader: object, warmup: int = 1) -> Any:
         """Trace the first batch of a DataLoader after ``warmup`` untraced runs of it; return
         the batch (see :func:`codedag.trace.trace_dataloader`)."""
         return trace_first_batch(loader, self, warmup=warmup)
@@ -317,7 +317,7 @@ def trace_function(
 
 
 def trace_dataloader(
-    loader: Any, tracer: EnhancedTracer | None = None, warmup: int = 1
+    loader: object, tracer: EnhancedTracer | None = None, warmup: int = 1
 ) -> tuple[EnhancedTracer, Any]:
     """Trace the first batch of ``loader``; return ``(tracer, batch)``. The DAG is ``tracer.dag``.
 

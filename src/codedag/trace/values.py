@@ -151,7 +151,7 @@ def format_shape(shape: Any) -> list[int] | None:
 _DTYPE_TEXT: dict[Any, str] = {}
 
 
-def format_dtype(dtype: Any) -> str | None:
+def format_dtype(dtype: object) -> str | None:
     """A short dtype string (``uint8``, ``float32``); cached: NumPy's ``str(dtype)`` is slow."""
     if dtype is None:
         return None
@@ -166,7 +166,7 @@ def format_dtype(dtype: Any) -> str | None:
     return text
 
 
-def short_repr(obj: Any) -> str:
+def short_repr(obj: object) -> str:
     """A repr cut to a readable length."""
     try:
         text = repr(obj)
@@ -175,7 +175,7 @@ def short_repr(obj: Any) -> str:
     return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 3] + "..."
 
 
-def value_summary(name: str, shape: Any, dtype: Any) -> str:
+def value_summary(name: str, shape: object, dtype: object) -> str:
     """``ndarray[512,512,3] uint8``-style summary of a data value."""
     dims = format_shape(shape)
     text = name if dims is None else f"{name}[{','.join(map(str, dims))}]"

@@ -35,7 +35,7 @@ def loader_from_factory(factory: Callable[[], Any], what: str) -> Any:
     created: list[Any] = []
 
     def watch(original: Callable[..., Any]) -> Callable[..., Any]:
-        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+        def __init__(loader: object, *args: Any, **kwargs: Any) -> None:
             original(loader, *args, **kwargs)
             created.append(loader)
 

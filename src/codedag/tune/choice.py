@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.measure.pair import round_order
 from codedag.plan.loader import DEFAULT_PREFETCH, LoaderConfirmation, LoaderSettings
@@ -31,6 +31,9 @@ from codedag.tune.measure import Consumer, TrialRun, run_trial
 from codedag.tune.search import Search, Trial
 from codedag.tune.stats import clearly_faster, clearly_slower, compare, median_s
 from codedag.tune.variants import build_variant, epoch_length
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
 
 FAST_ENOUGH_SHARE = 0.05
 """A loader keeps the step fed when the step waits less than this share of its time."""
@@ -130,7 +133,7 @@ def _as_fast(trial: Trial, reference: Trial, margin: float, strict: bool) -> boo
 
 
 def confirm(
-    loader: Any,
+    loader: DataLoader[Any],
     yours: LoaderSettings,
     candidate: LoaderSettings,
     *,
@@ -181,7 +184,7 @@ def beats(candidate: list[float], yours: list[float], margin: float) -> bool:
 
 
 def persistent_decision(
-    loader: Any, trial: Trial, yours: LoaderSettings, margin: float
+    loader: DataLoader[Any], trial: Trial, yours: LoaderSettings, margin: float
 ) -> tuple[bool, str]:
     """Whether to keep workers between epochs, from the measured start-up; and why."""
     settings = trial.settings

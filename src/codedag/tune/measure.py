@@ -79,7 +79,7 @@ class TrialRun:
         return statistics.fmean(self.waits_s) if self.waits_s else 0.0
 
 
-def worker_memory(iterator: Any) -> tuple[int, int | None]:
+def worker_memory(iterator: object) -> tuple[int, int | None]:
     """``(rss, uss)`` bytes of a DataLoader iterator's live worker processes (0 without any)."""
     import psutil
 
@@ -177,7 +177,7 @@ def run_trial(
 def sleep_consumer(step_s: float) -> Consumer:
     """A consumer that holds each batch for ``step_s`` (the accelerator busy with a step)."""
 
-    def consume(_batch: Any) -> None:
+    def consume(_batch: object) -> None:
         time.sleep(step_s)
 
     return consume
@@ -189,7 +189,7 @@ def device_consumer(device: str, then: Consumer | None = None) -> Consumer:
 
     from codedag.devices.torch_devices import synchronize
 
-    def move(value: Any) -> Any:
+    def move(value: object) -> Any:
         if isinstance(value, torch.Tensor):
             return value.to(device, non_blocking=value.is_pinned())
         if isinstance(value, list | tuple):
@@ -198,7 +198,7 @@ def device_consumer(device: str, then: Consumer | None = None) -> Consumer:
             return {k: move(v) for k, v in value.items()}
         return value
 
-    def consume(batch: Any) -> None:
+    def consume(batch: object) -> None:
         moved = move(batch)
         synchronize(device)
         del moved

@@ -21,7 +21,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings, TrialStatus
 from codedag.tune.limits import MachineLimits
@@ -29,6 +29,9 @@ from codedag.tune.measure import Consumer, TrialRun, run_trial
 from codedag.tune.options import TuneOptions, apply_fixed
 from codedag.tune.stats import MIN_SAMPLES, clearly_slower
 from codedag.tune.variants import build_variant
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ class Search:
 
     def __init__(
         self,
-        loader: Any,
+        loader: DataLoader[Any],
         yours: LoaderSettings,
         options: TuneOptions,
         limits: MachineLimits,

@@ -5,16 +5,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from codedag.devices.torch_devices import cuda_available
 from codedag.errors import ConfigError
-from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
-from codedag.tune.choice import beats, confirm, persistent_decision, pick
+from codedag.plan.loader import LoaderConfirmation, LoaderSection, LoaderSettings, LoaderTrial
+from codedag.tune.choice import Candidate, beats, confirm, persistent_decision, pick
 from codedag.tune.limits import as_mb, machine_description, machine_limits
 from codedag.tune.measure import Consumer, device_consumer, sleep_consumer
-from codedag.tune.options import TuneOptions, apply_fixed, resolve_fixed
+from codedag.tune.options import Progress, TuneOptions, apply_fixed, resolve_fixed
 from codedag.tune.search import Search, Trial, settings_key
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
 from codedag.tune.variants import (
     build_variant,
     check_loader,
@@ -41,7 +45,7 @@ def _consumer(options: TuneOptions) -> Consumer | None:
     return then
 
 
-def _warm_up(loader: Any) -> None:
+def _warm_up(loader: DataLoader[Any]) -> None:
     """One batch in this process first: imports, JIT compilation, caches (inherited by forks)."""
     try:
         next(iter(build_variant(loader, LoaderSettings(), endless=True)))
@@ -79,7 +83,9 @@ def _trial_record(trial: Trial) -> LoaderTrial:
     )
 
 
-def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) -> LoaderSection:
+def tune_loader(
+    loader: DataLoader[Any], options: TuneOptions | None = None, **kwargs: Any
+) -> LoaderSection:
     """Measure ``loader``'s settings and choose the ones to use; see :mod:`codedag.tune`.
 
     Args:
@@ -92,12 +98,7 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
     Raises:
         ConfigError: not a DataLoader, one that cannot load a batch, or bad options.
     """
-    if options is None:
-        options = TuneOptions(**kwargs)
-    elif kwargs:
-        raise ConfigError("give either options or keyword settings, not both")
-    else:
-        options = dataclasses.replace(options)  # the defaults filled in below stay ours
+    options = _own_options(options, kwargs)
     check_loader(loader)
     options.validate()
     started = time.perf_counter()
@@ -109,78 +110,27 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
     fixed = resolve_fixed(options.fixed, yours)
     consumer = _consumer(options)
     margin = options.margin_pct / 100.0
-    step_s = options.step_s
     _warm_up(loader)
+    step_s = options.step_s
     if step_s is None and options.step_fn is not None:
-        from codedag.tune.consumer import time_step
-
-        batches = []
-        for batch in build_variant(loader, LoaderSettings(), endless=True):
-            batches.append(batch)
-            if len(batches) == 4:
-                break
-        step_s, options.step_source = time_step(options.step_fn, batches)
-    done = [0]
-    total = [1]
-
-    def tick(what: str) -> None:
-        done[0] += 1
-        if options.progress is not None:
-            options.progress(min(done[0], total[0]), total[0], what)
-
-    search = Search(loader, yours, options, limits, fixed, consumer, tick)
-    total[0] = search.planned_batches() + options.rounds * 2 * options.batches
+        step_s = _time_user_step(loader, options)
+    progress = _Progress(options.progress)
+    search = Search(loader, yours, options, limits, fixed, consumer, progress.tick)
+    progress.total = search.planned_batches() + options.rounds * 2 * options.batches
     search.run()
     candidate = pick(search, step_s, margin)
-    chosen = candidate.trial.settings
-    reasons = [candidate.why]
-    confirmation = None
-    if settings_key(chosen) != settings_key(yours) and candidate.trial.usable:
-        mine, theirs, confirmation = confirm(
-            loader,
-            yours,
-            chosen,
-            rounds=options.rounds,
-            batches=options.batches,
-            max_s=options.trial_s,
-            consumer=consumer,
-            tick=tick,
-        )
-        side = (
-            f"side by side in {options.rounds} alternating rounds: "
-            f"{confirmation.chosen_batches_per_s:.2f} batches/s against "
-            f"{confirmation.yours_batches_per_s:.2f} with your settings "
-            f"({confirmation.ratio:.2f}x ± {confirmation.stderr_ratio:.2f})"
-        )
-        if beats(mine, theirs, margin):
-            reasons.append(side)
-        else:
-            reasons = [
-                f"the candidate was {chosen.label()} ({candidate.why}), but {side}: not faster "
-                f"by more than {options.margin_pct:g} % and the noise, so your settings are kept"
-            ]
-            chosen = yours
-    else:
-        chosen = yours  # the candidate is your settings, or nothing could be timed
-    chosen_trial = search.trial_of(chosen) or candidate.trial
-    if "persistent_workers" not in fixed:
-        persistent, why = persistent_decision(loader, chosen_trial, yours, margin)
-        if persistent != chosen.persistent_workers:
-            chosen = chosen.model_copy(update={"persistent_workers": persistent})
-        if why:
-            reasons.append(why)
-    chosen = apply_fixed(chosen, fixed)
-    if fixed:
-        held = ", ".join(f"{key}={value}" for key, value in sorted(fixed.items()))
-        reasons.append(f"held fixed as asked: {held}")
+    chosen, reasons, confirmation = _confirmed(
+        loader, yours, candidate, options, consumer, progress.tick
+    )
+    chosen = _settled(
+        loader, chosen, search.trial_of(chosen) or candidate.trial, yours, fixed, margin, reasons
+    )
     if search.budget_note:
         reasons.append(search.budget_note)
-    differences = chosen.differences(yours)
-    changed = list(differences)
+    changed = list(chosen.differences(yours))
     summary = f"{chosen.label()}: " if changed else f"keep your settings ({yours.label()}): "
     if changed:
         summary += f"changes {describe_changes(chosen, yours)}; "
-    step_source = options.step_source or ("--step-ms" if options.step_s else "")
     section = LoaderSection(
         chosen=chosen,
         yours=yours,
@@ -196,7 +146,7 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
         max_workers=search.max_workers,
         memory_limit_mb=as_mb(limits.memory_limit_bytes),
         step_ms=None if step_s is None else step_s * 1e3,
-        step_source=step_source,
+        step_source=options.step_source or ("--step-ms" if options.step_s else ""),
         device=options.device or "cpu",
         margin_pct=options.margin_pct,
         trials=[_trial_record(t) for t in search.trials.values()],
@@ -204,13 +154,119 @@ def tune_loader(loader: Any, options: TuneOptions | None = None, **kwargs: Any) 
         duration_s=time.perf_counter() - started,
         machine=machine_description(limits),
     )
-    if options.progress is not None:
-        options.progress(total[0], total[0], "done")
+    progress.finish()
     log.info("loader tuning: %s", section.reason)
     return section
 
 
-def plan_with_loader(existing: Any, section: LoaderSection, source: str = "plan") -> dict[str, Any]:
+def _settled(
+    loader: DataLoader[Any],
+    chosen: LoaderSettings,
+    trial: Trial,
+    yours: LoaderSettings,
+    fixed: dict[str, Any],
+    margin: float,
+    reasons: list[str],
+) -> LoaderSettings:
+    """``chosen`` with persistent workers decided from the measured start-up and the settings
+    held fixed applied; the reasons for both are appended to ``reasons``."""
+    if "persistent_workers" not in fixed:
+        persistent, why = persistent_decision(loader, trial, yours, margin)
+        if persistent != chosen.persistent_workers:
+            chosen = chosen.model_copy(update={"persistent_workers": persistent})
+        if why:
+            reasons.append(why)
+    if fixed:
+        held = ", ".join(f"{key}={value}" for key, value in sorted(fixed.items()))
+        reasons.append(f"held fixed as asked: {held}")
+    return apply_fixed(chosen, fixed)
+
+
+def _own_options(options: TuneOptions | None, kwargs: dict[str, Any]) -> TuneOptions:
+    """Options given as an object or as keywords, copied: the defaults filled in stay ours."""
+    if options is None:
+        return TuneOptions(**kwargs)
+    if kwargs:
+        raise ConfigError("give either options or keyword settings, not both")
+    return dataclasses.replace(options)
+
+
+def _time_user_step(loader: DataLoader[Any], options: TuneOptions) -> float:
+    """The user's training step timed on a few real batches; records where the figure came from."""
+    from codedag.tune.consumer import time_step
+
+    assert options.step_fn is not None
+    batches = []
+    for batch in build_variant(loader, LoaderSettings(), endless=True):
+        batches.append(batch)
+        if len(batches) == 4:
+            break
+    step_s, options.step_source = time_step(options.step_fn, batches)
+    return step_s
+
+
+class _Progress:
+    """Counts the batches timed so far against the planned total for a progress callback."""
+
+    def __init__(self, report: Progress | None) -> None:
+        self.report = report
+        self.done = 0
+        self.total = 1
+
+    def tick(self, what: str) -> None:
+        self.done += 1
+        if self.report is not None:
+            self.report(min(self.done, self.total), self.total, what)
+
+    def finish(self) -> None:
+        if self.report is not None:
+            self.report(self.total, self.total, "done")
+
+
+def _confirmed(
+    loader: DataLoader[Any],
+    yours: LoaderSettings,
+    candidate: Candidate,
+    options: TuneOptions,
+    consumer: Consumer | None,
+    tick: Callable[[str], None],
+) -> tuple[LoaderSettings, list[str], LoaderConfirmation | None]:
+    """The candidate timed against your settings side by side: what to use, why, the figures.
+
+    Your settings are kept unless the candidate is faster beyond the margin and the noise (or
+    when the candidate is your settings, or nothing could be timed).
+    """
+    chosen = candidate.trial.settings
+    if settings_key(chosen) == settings_key(yours) or not candidate.trial.usable:
+        return yours, [candidate.why], None
+    mine, theirs, confirmation = confirm(
+        loader,
+        yours,
+        chosen,
+        rounds=options.rounds,
+        batches=options.batches,
+        max_s=options.trial_s,
+        consumer=consumer,
+        tick=tick,
+    )
+    side = (
+        f"side by side in {options.rounds} alternating rounds: "
+        f"{confirmation.chosen_batches_per_s:.2f} batches/s against "
+        f"{confirmation.yours_batches_per_s:.2f} with your settings "
+        f"({confirmation.ratio:.2f}x ± {confirmation.stderr_ratio:.2f})"
+    )
+    if beats(mine, theirs, margin=options.margin_pct / 100.0):
+        return chosen, [candidate.why, side], confirmation
+    kept = (
+        f"the candidate was {chosen.label()} ({candidate.why}), but {side}: not faster "
+        f"by more than {options.margin_pct:g} % and the noise, so your settings are kept"
+    )
+    return yours, [kept], confirmation
+
+
+def plan_with_loader(
+    existing: object, section: LoaderSection, source: str = "plan"
+) -> dict[str, Any]:
     """A plan dict holding ``section``: ``existing`` (a plan dict) with its loader section
     replaced and everything else kept, or a new plan that places no call.
 

@@ -10,12 +10,15 @@ epoch does not end a measurement early.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from codedag.errors import ConfigError
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
 
 WORKER_TIMEOUT_S = 300.0
 """A worker batch slower than this while tuning is a failure, not a wait without end."""
@@ -24,7 +27,7 @@ WORKER_TIMEOUT_S = 300.0
 class RepeatSampler:
     """Iterate a sampler (or batch sampler) again and again; stops only when it yields nothing."""
 
-    def __init__(self, sampler: Any) -> None:
+    def __init__(self, sampler: Iterable[Any]) -> None:
         self.sampler = sampler
 
     def __iter__(self) -> Iterator[Any]:
@@ -37,7 +40,7 @@ class RepeatSampler:
                 return
 
 
-def check_loader(loader: Any) -> None:
+def check_loader(loader: object) -> None:
     """Raise :class:`ConfigError` when ``loader`` is not a ``torch.utils.data.DataLoader``."""
     from torch.utils.data import DataLoader
 
@@ -45,14 +48,14 @@ def check_loader(loader: Any) -> None:
         raise ConfigError(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}")
 
 
-def is_iterable_dataset(loader: Any) -> bool:
+def is_iterable_dataset(loader: DataLoader[Any]) -> bool:
     """Whether ``loader`` reads an ``IterableDataset`` (no sampler to repeat)."""
     from torch.utils.data import IterableDataset
 
     return isinstance(loader.dataset, IterableDataset)
 
 
-def current_settings(loader: Any) -> LoaderSettings:
+def current_settings(loader: DataLoader[Any]) -> LoaderSettings:
     """The tunable settings ``loader`` was created with."""
     init = loader.worker_init_fn
     threads = init.threads if isinstance(init, WorkerThreads) else None
@@ -66,13 +69,13 @@ def current_settings(loader: Any) -> LoaderSettings:
     )
 
 
-def user_worker_init(loader: Any) -> Any:
+def user_worker_init(loader: DataLoader[Any]) -> Any:
     """The program's own ``worker_init_fn`` (unwrapped from a codedag thread setter)."""
     init = loader.worker_init_fn
     return init.user_init if isinstance(init, WorkerThreads) else init
 
 
-def epoch_length(loader: Any) -> int | None:
+def epoch_length(loader: DataLoader[Any]) -> int | None:
     """Batches per epoch, where the sampler knows its length."""
     try:
         return len(loader)
@@ -81,7 +84,7 @@ def epoch_length(loader: Any) -> int | None:
 
 
 def build_variant(
-    loader: Any,
+    loader: DataLoader[Any],
     settings: LoaderSettings,
     *,
     endless: bool = True,
@@ -140,7 +143,7 @@ def describe_changes(chosen: LoaderSettings, yours: LoaderSettings) -> str:
     return ", ".join(parts) if parts else "nothing"
 
 
-def _word(value: Any) -> str:
+def _word(value: object) -> str:
     if value is None:
         return "default"
     if isinstance(value, bool):

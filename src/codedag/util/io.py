@@ -98,13 +98,13 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any, indent: int | None = 2) -> Path:
+def atomic_write_json(path: str | os.PathLike[str], obj: object, indent: int | None = 2) -> Path:
     """Serialize ``obj`` as JSON and write it atomically (NaN is refused: it is not JSON)."""
     text = json.dumps(obj, indent=indent, allow_nan=False, default=_json_default)
     return atomic_write_text(path, text + "\n")
 
 
-def _json_default(obj: Any) -> Any:
+def _json_default(obj: object) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     if hasattr(obj, "tolist"):  # numpy scalars and arrays

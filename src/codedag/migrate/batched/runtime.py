@@ -200,13 +200,13 @@ class BatchedRuntime:
     def _has_work(self) -> bool:
         return self._applied
 
-    def _ahead(self, iterator: Any) -> int:
+    def _ahead(self, iterator: object) -> int:
         if self.settings.ahead is not None:
             return self.settings.ahead
         workers = getattr(iterator, "_num_workers", 0)
         return 1 if self.device.type == "cuda" and workers > 0 else 0
 
-    def _launch(self, batch: Any) -> Pending:
+    def _launch(self, batch: object) -> Pending:
         if os.getpid() != self._owner or not has_records(batch):
             return Pending(batch)
         return self.streams.launch(lambda: self._execute(batch))
@@ -214,7 +214,7 @@ class BatchedRuntime:
     def _finish(self, pending: Pending) -> Any:
         return self.streams.wait(pending)
 
-    def _execute(self, batch: Any) -> Any:
+    def _execute(self, batch: object) -> Any:
         started = time.perf_counter_ns()
         result = replace_records(batch, self._run_record)
         with self._lock:

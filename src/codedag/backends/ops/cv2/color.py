@@ -161,11 +161,6 @@ def _hsv_u8(x: torch.Tensor, bidx: int, hrange: int) -> torch.Tensor:
     return torch.stack([h, s, v], dim=-1).clamp(0, 255).to(torch.uint8)
 
 
-def _gamma(c: torch.Tensor) -> torch.Tensor:
-    c = c.clamp(0, 1)
-    return torch.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
-
-
 def _gamma_inv(c: torch.Tensor) -> torch.Tensor:
     c = c.clamp(0, 1)
     return torch.where(c <= 0.0031308, c * 12.92, 1.055 * c ** (1 / 2.4) - 0.055)

@@ -51,6 +51,22 @@ def refuse(condition: Any, reason: str, *details: Any) -> None:
         raise UnsupportedOperation(reason.format(*details) if details else reason)
 
 
+# A broadcast view repeating more than this many bytes stays in NumPy for the ops that would copy it.
+REPEATED_VIEW_BYTES = 1 << 20
+
+
+def no_repeated_view(a: np.ndarray, name: str) -> None:
+    """Refuse a broadcast view (stride-0 axes) that ``name``'s backend would copy whole.
+
+    Arguments reach backends compact (each repeated value once); ops that flatten, sort or
+    accumulate copy every repeat first, so a view of a few values could become gigabytes.
+    """
+    if a.nbytes <= REPEATED_VIEW_BYTES or 0 not in a.strides:
+        return
+    repeats = any(n > 1 and s == 0 for n, s in zip(a.shape, a.strides, strict=True))
+    refuse(repeats, "{} of a broadcast view would copy its {} repeated bytes", name, a.nbytes)
+
+
 def computable(dtype: np.dtype) -> bool:
     """Whether torch computes with ``dtype`` (its name in :data:`COMPUTABLE`; a set lookup for
     the native dtypes, where ``dtype.name`` is computed in Python on every access)."""

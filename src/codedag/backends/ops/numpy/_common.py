@@ -185,19 +185,6 @@ def cast(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return tensor if tensor.dtype is dtype else tensor.to(dtype)
 
 
-def to_torch_operand(x: Any, dtype: torch.dtype, device: torch.device) -> Any:
-    """Cast a tensor to ``dtype``; NumPy scalars and arrays become tensors; Python scalars stay."""
-    if isinstance(x, torch.Tensor):
-        return cast(x, dtype)
-    if isinstance(x, (bool, int, float, complex)):
-        return x
-    if isinstance(x, (np.generic, np.ndarray)):
-        return torch.as_tensor(np.asarray(x)).to(device=device, dtype=dtype)
-    raise UnsupportedOperation(
-        f"received an argument of type {type(x).__name__}; expected a tensor"
-    )
-
-
 def first_device(*args: Any) -> torch.device:
     """Device of the first tensor among ``args`` (CPU when there is none)."""
     for a in args:

@@ -20,6 +20,7 @@ from codedag.backends.ops.numpy._checks import (
     axes,
     computable,
     declared,
+    no_repeated_view,
     operands,
     probe,
     reduced_sizes,
@@ -235,6 +236,8 @@ def _reduce_check(name: str) -> Check:
         refuse(bound.get("where", True) is not True, "where= masks are not reproduced")
         refuse(bound.get("initial") is not None, "initial= is not reproduced")
         dims = axes(a, bound.get("axis"), single=arg or name == "cumsum")
+        if arg or name == "cumsum":
+            no_repeated_view(a, f"numpy.{name}")
         refuse(dims == (), "axis=() is not reproduced")
         if extremum:
             refuse(0 in reduced_sizes(a, dims), "an empty reduction: NumPy raises")

@@ -19,7 +19,14 @@ import torch
 
 from codedag.backends.contract import Tolerance
 from codedag.backends.ops.numpy._adapter import ops_of
-from codedag.backends.ops.numpy._checks import axes, declared, operands, reduced_sizes, refuse
+from codedag.backends.ops.numpy._checks import (
+    axes,
+    declared,
+    no_repeated_view,
+    operands,
+    reduced_sizes,
+    refuse,
+)
 from codedag.backends.ops.numpy._common import (
     check_computable,
     norm_axes,
@@ -229,6 +236,7 @@ def _order_input(a: Any, name: str) -> np.ndarray:
     refuse(not isinstance(a, np.ndarray), f"a {type(a).__name__} stays in NumPy")
     operands(a, real=True, name=name)
     refuse(a.ndim == 0 or a.dtype == np.bool_, f"{name} of 0-d or bool arrays")
+    no_repeated_view(a, name)
     return a
 
 

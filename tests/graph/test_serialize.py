@@ -1,0 +1,60 @@
+"""The DAG's JSON node form: round trips, the fast path for well-typed dicts, one clear error
+per malformed dict, and older files' missing fields taking their defaults."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from codedag.errors import SchemaError
+from codedag.graph.nodes import CallNode, ValueNode
+from codedag.graph.serialize import call_dict, fast_node, gc_paused, node_from_dict, value_dict
+
+CALL = CallNode(3, "cv2.resize", "f#0/cv2.resize#0", "a.py:4", 1, 900, 800, 64, ["x"], "y", True)
+VALUE = ValueNode(4, "ndarray", 1, "numpy.ndarray", [2, 3], "uint8", 6, "cpu")
+
+
+def test_nodes_round_trip_through_both_parsers() -> None:
+    for node, as_dict in ((CALL, call_dict(CALL)), (VALUE, value_dict(VALUE))):
+        assert fast_node(as_dict) == node
+        assert node_from_dict(as_dict) == node
+
+
+def test_the_fast_path_declines_anything_it_cannot_vouch_for() -> None:
+    wrong_type = {**call_dict(CALL), "depth": "1"}
+    assert fast_node(wrong_type) is None
+    missing = value_dict(VALUE)
+    del missing["device"]
+    assert fast_node(missing) is None
+    assert fast_node([1, 2]) is None and fast_node({"kind": "edge"}) is None
+
+
+def test_the_checked_parser_names_what_is_wrong() -> None:
+    with pytest.raises(SchemaError, match="field 'depth' is str; expected int"):
+        node_from_dict({**call_dict(CALL), "depth": "1"})
+    with pytest.raises(SchemaError, match="kind 'edge' is unknown"):
+        node_from_dict({"kind": "edge", "id": 1})
+    with pytest.raises(SchemaError, match="missing required field 'name'"):
+        node_from_dict({"kind": "value", "id": 1})
+    with pytest.raises(SchemaError, match="expected an object, got list"):
+        node_from_dict([])
+
+
+def test_fields_missing_from_older_files_take_their_defaults() -> None:
+    node = node_from_dict({"kind": "value", "id": 7, "name": "Tensor"})
+    assert node == ValueNode(7, "Tensor")
+
+
+def test_gc_is_paused_inside_and_restored_after() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()

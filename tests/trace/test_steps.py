@@ -1,0 +1,57 @@
+"""Steps: what a statement computed outside recorded calls becomes a step record that uses the
+values it read and produces the value it made."""
+
+from __future__ import annotations
+
+import numpy as np
+from trace_core import traced
+
+from codedag.trace.records import INFO, KIND, KIND_STEP, NAME, PARENT, SEQ
+
+
+def _pipeline(x, canvas):  # type: ignore[no-untyped-def]
+    y = x * 2
+    canvas[0:2] = y[0:2]
+    return np.flip(y)
+
+
+def _steps(session) -> dict:  # type: ignore[no-untyped-def]
+    return {r[NAME]: r for r in session.calls if r[KIND] == KIND_STEP}
+
+
+def _produced_by(session, seq: int) -> list[int]:  # type: ignore[no-untyped-def]
+    return [v for c, v in session.produces if c == seq]
+
+
+def _users_of(session, vseq: int) -> list[int]:  # type: ignore[no-untyped-def]
+    return [c for v, c in session.uses if v == vseq]
+
+
+def test_an_operator_becomes_a_step_from_its_input_to_the_next_call() -> None:
+    x, canvas = np.ones(4), np.zeros(4)
+    s = traced(_pipeline, x, canvas, line_level=True)
+    frame_rec = next(r for r in s.calls if r[NAME].endswith("_pipeline"))
+    mul = _steps(s)["operator.mul"]
+    assert mul[PARENT] == frame_rec[SEQ]
+    x_node = next(v for v, c in s.uses if c == frame_rec[SEQ])  # the frame's first argument
+    assert mul[SEQ] in _users_of(s, x_node)
+    (y_node,) = _produced_by(s, mul[SEQ])
+    flip = next(r for r in s.calls if r[NAME] == "numpy.flip")
+    assert flip[SEQ] in _users_of(s, y_node)  # y flows from the step into np.flip
+
+
+def test_a_subscript_store_produces_a_new_version_of_the_container() -> None:
+    canvas = np.zeros(4)
+    s = traced(_pipeline, np.ones(4), canvas, line_level=True)
+    store = _steps(s)["operator.setitem"]
+    (new,) = _produced_by(s, store[SEQ])
+    version = next(v for v in s.values if v[0] == new)
+    assert version[2] == 1  # version 1 of the canvas
+    statement = store[INFO][0]
+    assert statement[0] == store[PARENT]  # the statement unit belongs to the frame
+
+
+def test_without_line_level_there_are_no_steps() -> None:
+    s = traced(_pipeline, np.ones(4), np.zeros(4))
+    assert _steps(s) == {}
+    assert any(r[NAME] == "numpy.flip" for r in s.calls)

@@ -1,0 +1,79 @@
+"""Choosing a loader setting: with a step time, the cheapest that keeps the step fed (yours if
+it does); without one, the cheapest as fast as the fastest; persistent workers only when the
+start-up is a real share of an epoch."""
+
+from __future__ import annotations
+
+from torch.utils.data import DataLoader
+from tune_trials import intervals, search_of, trial
+
+from codedag.plan.loader import LoaderSettings
+from codedag.tune.choice import beats, fast_enough, persistent_decision, pick
+from codedag.tune.measure import TrialRun
+from codedag.tune.search import Trial
+
+
+def test_fast_enough_means_waiting_under_five_percent_of_the_step() -> None:
+    assert fast_enough(trial(0.01, wait_s=0.004), step_s=0.1)
+    assert not fast_enough(trial(0.01, wait_s=0.006), step_s=0.1)
+    assert not fast_enough(Trial(LoaderSettings(), "yours"), step_s=0.1)  # never timed
+
+
+def test_with_a_step_time_your_settings_stay_when_they_keep_it_fed() -> None:
+    yours = trial(0.02, wait_s=0.001, phase="yours")
+    faster = trial(0.005, num_workers=2)
+    chosen = pick(search_of(yours, faster), step_s=0.1, margin=0.05)
+    assert chosen.trial is yours and "already keep" in chosen.why
+
+
+def test_with_a_step_time_the_cheapest_setting_that_keeps_it_fed_wins() -> None:
+    yours = trial(0.2, wait_s=0.1, phase="yours")
+    two = trial(0.05, wait_s=0.001, num_workers=2)
+    four = trial(0.03, wait_s=0.0, num_workers=4)
+    chosen = pick(search_of(yours, four, two), step_s=0.1, margin=0.05)
+    assert chosen.trial is two and "cheapest setting that keeps" in chosen.why
+    starved = pick(search_of(yours, trial(0.15, wait_s=0.05, num_workers=1)), 0.1, 0.05)
+    assert starved.trial.settings.num_workers == 1 and "bottleneck" in starved.why
+
+
+def test_without_a_step_time_the_cheapest_as_fast_as_the_fastest_wins() -> None:
+    yours = trial(0.1, phase="yours")
+    two = trial(0.0502, num_workers=2, threads=1)
+    three = trial(0.05, num_workers=3, threads=1)  # not clearly faster than two workers
+    chosen = pick(search_of(yours, two, three), step_s=None, margin=0.05)
+    assert chosen.trial is two
+
+
+def test_your_settings_stay_when_nothing_clearly_beats_them() -> None:
+    yours = trial(0.05, phase="yours")
+    chosen = pick(search_of(yours, trial(0.0499, num_workers=2)), step_s=None, margin=0.05)
+    assert chosen.trial is yours and "beats your settings" in chosen.why
+
+
+def test_nothing_timed_keeps_your_settings() -> None:
+    chosen = pick(search_of(yours=LoaderSettings()), step_s=None, margin=0.05)
+    assert chosen.trial.settings == LoaderSettings() and chosen.why == "no setting could be timed"
+
+
+def test_beats_needs_more_than_the_margin() -> None:
+    assert beats(intervals(0.05), intervals(0.1), margin=0.05)
+    assert not beats(intervals(0.098), intervals(0.1), margin=0.05)
+
+
+def test_persistent_workers_when_start_up_is_a_real_share_of_an_epoch() -> None:
+    loader = DataLoader(list(range(40)), batch_size=4)  # 10 batches an epoch
+    settings = LoaderSettings(num_workers=2)
+    costly = TrialRun(settings, intervals_s=[0.01] * 4, startup_s=0.5)
+    keep, why = persistent_decision(
+        loader, Trial(settings, "workers", costly), LoaderSettings(), 0.05
+    )
+    assert keep and "persistent workers" in why
+    cheap = TrialRun(settings, intervals_s=[0.01] * 4, startup_s=0.012)
+    keep, why = persistent_decision(
+        loader, Trial(settings, "workers", cheap), LoaderSettings(), 0.05
+    )
+    assert not keep and "not kept" in why
+    none = persistent_decision(
+        loader, Trial(LoaderSettings(), "yours", cheap), LoaderSettings(), 0.05
+    )
+    assert none == (False, "")
