@@ -39,7 +39,7 @@ from codedag.errors import UnsupportedOperation
 _MISSING = object()
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     """A short description of a value for refusal reasons (``uint8 array (4, 5, 3)``)."""
     if isinstance(value, np.ndarray):
         return f"{value.dtype} array {value.shape}"
@@ -67,7 +67,7 @@ def array_refusal(
     return None
 
 
-def results(result: Any, leaf: Callable[[torch.Tensor], Any]) -> Any:
+def results(result: object, leaf: Callable[[torch.Tensor], Any]) -> Any:
     """Apply ``leaf`` to every tensor of a result (tuples and lists keep their type)."""
     if isinstance(result, torch.Tensor):
         return leaf(result)
@@ -113,7 +113,7 @@ class ArrayAdapter:
                 return reason
         return None
 
-    def _refuse_value(self, spec: OpSpec, name: str, value: Any) -> str | None:
+    def _refuse_value(self, spec: OpSpec, name: str, value: object) -> str | None:
         if isinstance(value, np.ndarray):
             return array_refusal(name, value, spec, (), channel_axis=False)
         if isinstance(value, list | tuple) and value and isinstance(value[0], np.ndarray):
@@ -146,7 +146,12 @@ class ArrayAdapter:
         )
 
     def to_library(
-        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+        self,
+        spec: OpSpec,
+        result: object,
+        converter: ValueConverter,
+        call: CallValues,
+        state: object,
     ) -> Any:
         """Tensors back as arrays of the declared layout (``A``: Fortran order after a
         Fortran-ordered first array, else the backend's strides); 0-d ones as NumPy scalars."""
@@ -176,7 +181,7 @@ class ArrayAdapter:
         tensor_type = torch.Tensor
         to_library = self.to_library
 
-        def convert(value: Any, call: CallValues) -> Any:
+        def convert(value: object, call: CallValues) -> Any:
             if type(value) is ndarray:
                 if value.dtype not in accepted or not (empty or value.size):
                     return NOT_TAKEN
@@ -245,7 +250,7 @@ class ArrayAdapter:
 _CONVERTED = (np.ndarray, torch.Tensor, list, tuple)
 
 
-def _unconverted(value: Any) -> bool:
+def _unconverted(value: object) -> bool:
     """Whether ``ValueConverter.to_device`` passes ``value`` on as it is."""
     return not isinstance(value, _CONVERTED) or (
         isinstance(value, list | tuple) and not (value and isinstance(value[0], np.ndarray))
@@ -348,7 +353,7 @@ class BatchAdapter:
                 return f"{name}: {describe(value)}; {self.library} takes NumPy arrays here"
         return None
 
-    def _batch(self, value: Any) -> tuple[Any, bool]:
+    def _batch(self, value: object) -> tuple[Any, bool]:
         if not isinstance(value, torch.Tensor) or value.dim() not in self.ndims:
             return value, False
         if self.squeeze_channel and value.dim() == 3 and value.shape[2] == 1:
@@ -379,7 +384,12 @@ class BatchAdapter:
         return new_args, new_kwargs, batched
 
     def to_library(
-        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+        self,
+        spec: OpSpec,
+        result: object,
+        converter: ValueConverter,
+        call: CallValues,
+        state: object,
     ) -> Any:
         """Results without their batch axis, as arrays of the declared layout or scalars."""
         order = spec.quirks.order or self.default_order
@@ -417,7 +427,7 @@ class BatchAdapter:
         ndarray = np.ndarray
         tensor_type = torch.Tensor
 
-        def data(value: Any, name: str, call: CallValues) -> Any:
+        def data(value: object, name: str, call: CallValues) -> Any:
             if type(value) is ndarray:
                 ndim = value.ndim
                 if (
@@ -439,7 +449,7 @@ class BatchAdapter:
                 return value
             return NOT_TAKEN
 
-        def other(value: Any, call: CallValues) -> Any:
+        def other(value: object, call: CallValues) -> Any:
             if type(value) is ndarray:
                 return _shared(value, call) if value.dtype in convertible else NOT_TAKEN
             return value if _unconverted(value) else NOT_TAKEN
@@ -483,7 +493,7 @@ class BatchAdapter:
         return call_backend
 
 
-def _is_scalar_like(value: Any) -> bool:
+def _is_scalar_like(value: object) -> bool:
     if isinstance(value, numbers.Number | np.generic):
         return True
     return isinstance(value, tuple) and all(isinstance(v, numbers.Number) for v in value)
@@ -520,7 +530,12 @@ class TensorAdapter:
         )
 
     def to_library(
-        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+        self,
+        spec: OpSpec,
+        result: object,
+        converter: ValueConverter,
+        call: CallValues,
+        state: object,
     ) -> Any:
         """Result tensors on the caller's device."""
         device = call.torch_device or torch.device("cpu")

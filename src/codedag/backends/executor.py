@@ -208,7 +208,7 @@ class Executor:
         return transform(*(converted[n] for n in spec.data_params if n in converted)), state
 
 
-def _copy_back(target: Any, tensor: Any) -> None:
+def _copy_back(target: object, tensor: object) -> None:
     """Write an in-place result back into the caller's array unless they share memory."""
     if not isinstance(target, np.ndarray) or not isinstance(tensor, torch.Tensor):
         return
@@ -217,7 +217,7 @@ def _copy_back(target: Any, tensor: Any) -> None:
     np.copyto(target, tensor.detach().cpu().numpy())
 
 
-def _mapped(function: str, param: str, table: Mapping[Any, Any], value: Any) -> Any:
+def _mapped(function: str, param: str, table: Mapping[Any, Any], value: object) -> Any:
     try:
         return table[value]
     except (KeyError, TypeError):
@@ -226,7 +226,7 @@ def _mapped(function: str, param: str, table: Mapping[Any, Any], value: Any) -> 
         ) from None
 
 
-def _hashable(value: Any) -> Any:
+def _hashable(value: object) -> Any:
     if isinstance(value, list | tuple):
         return tuple(_hashable(v) for v in value)
     if isinstance(value, np.ndarray):

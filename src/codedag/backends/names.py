@@ -70,12 +70,12 @@ def _refresh_index() -> None:
                         _index[id(value)] = (value, name)
 
 
-def _initializing(module: Any) -> bool:
+def _initializing(module: object) -> bool:
     """Whether a module is still running its body (an import in progress): index it later."""
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
-def python_implementation(obj: Any) -> types.FunctionType | None:
+def python_implementation(obj: object) -> types.FunctionType | None:
     """The Python function behind a NumPy public function (itself, or what its array-function
     dispatcher calls), or None for C implementations and other objects."""
     if isinstance(obj, types.FunctionType):

@@ -114,7 +114,7 @@ def spec_from_backend(name: str, backend: Callable[..., Any], module: str = "") 
     return _library_of(name, module).declare_backend(name, backend)
 
 
-def _unwrap(raw: Any) -> Any:
+def _unwrap(raw: object) -> Any:
     return raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
 
 

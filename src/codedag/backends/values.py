@@ -118,7 +118,7 @@ class HostBuffers:
             event.synchronize()  # the copy that last read this buffer is still running
         return buffer
 
-    def release(self, buffer: torch.Tensor, event: Any = None) -> None:
+    def release(self, buffer: torch.Tensor, event: object = None) -> None:
         """Give a buffer back (dropped when the free pool is full)."""
         size = buffer.numel()
         with self._lock:
@@ -156,7 +156,7 @@ class DeviceCache:
         """Remember ``array`` (returned to user code) with its device tensor and snapshot."""
         key = id(array)
 
-        def _dead(_ref: Any, key: int = key) -> None:
+        def _dead(_ref: object, key: int = key) -> None:
             self._drop(key, _ref)
 
         entry = _Entry(weakref.ref(array, _dead), tensor, snapshot, buf)
@@ -174,7 +174,7 @@ class DeviceCache:
         for victim in evicted:
             self.buffers.release(victim.buffer)
 
-    def _drop(self, key: int, ref: Any) -> None:
+    def _drop(self, key: int, ref: object) -> None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or entry.ref is not ref:
@@ -314,7 +314,7 @@ class ValueConverter:
             return host.clone()
         return host.to(self.device, non_blocking=self.buffers.pinned)
 
-    def to_device(self, value: Any, call: CallValues) -> Any:
+    def to_device(self, value: object, call: CallValues) -> Any:
         """Convert one argument: arrays and CPU tensors, lists and tuples of arrays; other
         values are returned as they are."""
         if isinstance(value, np.ndarray):

@@ -28,7 +28,7 @@ from codedag.backends.batched.transfer import Pending
 class _Ahead:
     """Batches launched ahead for one iterator."""
 
-    def __init__(self, epoch: Any) -> None:
+    def __init__(self, epoch: object) -> None:
         self.epoch = epoch
         self.queue: deque[Pending] = deque()
         self.ended = False
@@ -52,7 +52,7 @@ def make_next(
     """
     states: weakref.WeakKeyDictionary[Any, _Ahead] = weakref.WeakKeyDictionary()
 
-    def __next__(iterator: Any) -> Any:
+    def __next__(iterator: object) -> Any:
         if not active():
             return original(iterator)
         if not ahead(iterator):
@@ -75,7 +75,7 @@ def make_next(
     return __next__
 
 
-def replace_records(batch: Any, run: Callable[[BatchRecord], Any], depth: int = 0) -> Any:
+def replace_records(batch: object, run: Callable[[BatchRecord], Any], depth: int = 0) -> Any:
     """``batch`` with every :class:`BatchRecord` replaced by ``run(record)`` (containers rebuilt
     as ``pin_memory`` rebuilds them; untouched containers are returned as they are)."""
     if isinstance(batch, BatchRecord):
@@ -104,7 +104,7 @@ def replace_records(batch: Any, run: Callable[[BatchRecord], Any], depth: int = 
     return batch
 
 
-def has_records(batch: Any, depth: int = 0) -> bool:
+def has_records(batch: object, depth: int = 0) -> bool:
     """Whether ``batch`` holds a :class:`BatchRecord` (tuples, lists, mappings)."""
     if isinstance(batch, BatchRecord):
         return True

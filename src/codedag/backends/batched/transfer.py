@@ -66,7 +66,7 @@ class DeviceIO:
         self.staging.release(buffer, event)
         return moved.view(host.dtype).view(host.shape)
 
-    def value(self, value: Any) -> torch.Tensor:
+    def value(self, value: object) -> torch.Tensor:
         """A small host value (stacked per-sample parameters, a constant) as a device tensor."""
         if isinstance(value, torch.Tensor):
             tensor = value

@@ -77,7 +77,7 @@ class EntryMatcher:
             self._cache[key] = (caller.f_code, site)
         return site
 
-    def _own_counter(self, caller: Any) -> int:
+    def _own_counter(self, caller: object) -> int:
         last = getattr(self._counter, "last", None)
         if last is not None and last[0] is caller:
             last[1] += 1

@@ -134,14 +134,14 @@ def _resample_refusal(
 
 
 def _resample_check(
-    y: Any,
+    y: object,
     *,
-    orig_sr: Any,
-    target_sr: Any,
-    res_type: Any = "soxr_hq",
-    fix: Any = True,
-    scale: Any = False,
-    axis: Any = -1,
+    orig_sr: object,
+    target_sr: object,
+    res_type: object = "soxr_hq",
+    fix: object = True,
+    scale: object = False,
+    axis: object = -1,
     **kwargs: Any,
 ) -> str | None:
     if isinstance(y, np.ndarray) and y.dtype.kind == "f" and not np.isfinite(y).all():

@@ -34,7 +34,7 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}
 _WINDOWS = frozenset({"hann", "hamming", "blackman", "boxcar", "ones", "rectangular"})
 
 
-def _signal(y: Any) -> torch.Tensor:
+def _signal(y: object) -> torch.Tensor:
     if not isinstance(y, torch.Tensor):
         raise UnsupportedOperation(f"received {type(y).__name__}; expected a (N, T) tensor")
     if y.dim() < 2:
@@ -46,20 +46,20 @@ def _signal(y: Any) -> torch.Tensor:
     return y
 
 
-def _window_name(window: Any) -> Any:
+def _window_name(window: object) -> Any:
     return window[0] if isinstance(window, tuple) and len(window) == 1 else window
 
 
 def _stft_refusal(
     length: int,
-    n_fft: Any,
-    hop_length: Any,
-    win_length: Any,
-    window: Any,
-    center: Any,
-    dtype: Any,
-    pad_mode: Any,
-    out: Any,
+    n_fft: object,
+    hop_length: object,
+    win_length: object,
+    window: object,
+    center: object,
+    dtype: object,
+    pad_mode: object,
+    out: object,
 ) -> str | None:
     """Why ``librosa.stft`` with these parameters on ``length`` samples is left to librosa."""
     if not isinstance(n_fft, int) or n_fft <= 0:
@@ -88,35 +88,35 @@ def _stft_refusal(
     return None
 
 
-def _finite(name: str, value: Any) -> str | None:
+def _finite(name: str, value: object) -> str | None:
     """librosa's ``valid_audio`` refusal of non-finite samples, as a declared reason."""
     if isinstance(value, np.ndarray) and value.dtype.kind in "fc" and not np.isfinite(value).all():
         return f"{name}: non-finite samples (librosa raises ParameterError)"
     return None
 
 
-def _length(value: Any) -> int:
+def _length(value: object) -> int:
     return int(value.shape[-1]) if isinstance(value, np.ndarray) and value.ndim else 0
 
 
 def _stft_check(
-    y: Any,
+    y: object,
     *,
-    n_fft: Any = 2048,
-    hop_length: Any = None,
-    win_length: Any = None,
-    window: Any = "hann",
-    center: Any = True,
-    dtype: Any = None,
-    pad_mode: Any = "constant",
-    out: Any = None,
+    n_fft: object = 2048,
+    hop_length: object = None,
+    win_length: object = None,
+    window: object = "hann",
+    center: object = True,
+    dtype: object = None,
+    pad_mode: object = "constant",
+    out: object = None,
 ) -> str | None:
     return _finite("y", y) or _stft_refusal(
         _length(y), n_fft, hop_length, win_length, window, center, dtype, pad_mode, out
     )
 
 
-def _window(window: Any, win_length: int, dtype: torch.dtype, device: torch.device) -> Any:
+def _window(window: object, win_length: int, dtype: torch.dtype, device: torch.device) -> Any:
     if isinstance(window, torch.Tensor):
         if window.shape != (win_length,):
             raise UnsupportedOperation(f"window of shape {tuple(window.shape)} != ({win_length},)")
@@ -140,11 +140,11 @@ def stft(
     n_fft: int = 2048,
     hop_length: int | None = None,
     win_length: int | None = None,
-    window: Any = "hann",
+    window: object = "hann",
     center: bool = True,
-    dtype: Any = None,
+    dtype: object = None,
     pad_mode: str = "constant",
-    out: Any = None,
+    out: object = None,
 ) -> torch.Tensor:
     """``librosa.stft``: complex (N, ..., 1 + n_fft // 2, frames)."""
     y = _signal(y)
@@ -201,7 +201,7 @@ def mel_filterbank(
     fmin: float = 0.0,
     fmax: float | None = None,
     htk: bool = False,
-    norm: Any = "slaney",
+    norm: object = "slaney",
 ) -> np.ndarray:
     """``librosa.filters.mel`` (float32, (n_mels, 1 + n_fft // 2)), computed as librosa does."""
     fmax = float(sr) / 2 if fmax is None else fmax
@@ -272,16 +272,16 @@ def _spectrogram_n_fft(n_fft: int | None, bins: int) -> int:
 
 def _melspectrogram_check(
     *,
-    y: Any = None,
-    sr: Any = 22050,
-    S: Any = None,
-    n_fft: Any = 2048,
-    hop_length: Any = 512,
-    win_length: Any = None,
-    window: Any = "hann",
-    center: Any = True,
-    pad_mode: Any = "constant",
-    power: Any = 2.0,
+    y: object = None,
+    sr: object = 22050,
+    S: object = None,
+    n_fft: object = 2048,
+    hop_length: object = 512,
+    win_length: object = None,
+    window: object = "hann",
+    center: object = True,
+    pad_mode: object = "constant",
+    power: object = 2.0,
     **kwargs: Any,
 ) -> str | None:
     reason = _mel_refusal(kwargs)
@@ -308,7 +308,7 @@ def melspectrogram(
     n_fft: int = 2048,
     hop_length: int = 512,
     win_length: int | None = None,
-    window: Any = "hann",
+    window: object = "hann",
     center: bool = True,
     pad_mode: str = "constant",
     power: float = 2.0,
@@ -355,7 +355,7 @@ _REDUCERS: dict[Any, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def _ref_value(ref: Any, magnitude: torch.Tensor) -> Any:
+def _ref_value(ref: object, magnitude: torch.Tensor) -> Any:
     if callable(ref):
         if ref not in _REDUCERS:
             raise UnsupportedOperation(f"ref={ref!r}; expected a number, np.max, np.min or np.mean")
@@ -379,13 +379,13 @@ def _to_db(magnitude: torch.Tensor, ref_value: Any, amin: float, top_db: float |
     return log_spec
 
 
-def _tensor(S: Any) -> torch.Tensor:
+def _tensor(S: object) -> torch.Tensor:
     if not isinstance(S, torch.Tensor) or S.dim() < 1:
         raise UnsupportedOperation("expected a batch-first tensor")
     return S
 
 
-def _db_refusal(ref: Any, amin: Any, top_db: Any) -> str | None:
+def _db_refusal(ref: object, amin: object, top_db: object) -> str | None:
     if not isinstance(amin, numbers.Real) or amin <= 0:
         return f"amin={amin!r} must be strictly positive (librosa raises ParameterError)"
     if top_db is not None and (not isinstance(top_db, numbers.Real) or top_db < 0):
@@ -398,13 +398,13 @@ def _db_refusal(ref: Any, amin: Any, top_db: Any) -> str | None:
 
 
 def _power_to_db_check(
-    S: Any, *, ref: Any = 1.0, amin: Any = 1e-10, top_db: Any = 80.0
+    S: object, *, ref: object = 1.0, amin: object = 1e-10, top_db: object = 80.0
 ) -> str | None:
     return _db_refusal(ref, amin, top_db)
 
 
 def _amplitude_to_db_check(
-    S: Any, *, ref: Any = 1.0, amin: Any = 1e-5, top_db: Any = 80.0
+    S: object, *, ref: object = 1.0, amin: object = 1e-5, top_db: object = 80.0
 ) -> str | None:
     # amplitude_to_db passes amin**2 on: a negative amin is as good as its absolute value
     square = amin**2 if isinstance(amin, numbers.Real) else amin
@@ -414,7 +414,7 @@ def _amplitude_to_db_check(
 def power_to_db(
     S: torch.Tensor,
     *,
-    ref: Any = 1.0,
+    ref: object = 1.0,
     amin: float = 1e-10,
     top_db: float | None = 80.0,
 ) -> torch.Tensor:
@@ -433,7 +433,7 @@ def power_to_db(
 def amplitude_to_db(
     S: torch.Tensor,
     *,
-    ref: Any = 1.0,
+    ref: object = 1.0,
     amin: float = 1e-5,
     top_db: float | None = 80.0,
 ) -> torch.Tensor:
@@ -461,7 +461,12 @@ def db_to_amplitude(S_db: torch.Tensor, *, ref: float = 1.0) -> torch.Tensor:
 
 
 def _normalize_check(
-    S: Any, *, norm: Any = np.inf, axis: Any = 0, threshold: Any = None, fill: Any = None
+    S: object,
+    *,
+    norm: object = np.inf,
+    axis: object = 0,
+    threshold: object = None,
+    fill: object = None,
 ) -> str | None:
     if threshold is not None and (not isinstance(threshold, numbers.Real) or threshold <= 0):
         return f"threshold={threshold!r} must be strictly positive (librosa raises)"
@@ -551,7 +556,7 @@ def mfcc(
     dct_type: int = 2,
     norm: str | None = "ortho",
     lifter: float = 0,
-    mel_norm: Any = "slaney",
+    mel_norm: object = "slaney",
     **kwargs: Any,
 ) -> torch.Tensor:
     """``librosa.feature.mfcc``: DCT-II of the dB mel spectrogram (per-sample ``top_db``)."""
@@ -579,14 +584,14 @@ def mfcc(
 
 def _mfcc_check(
     *,
-    y: Any = None,
-    sr: Any = 22050,
-    S: Any = None,
-    n_mfcc: Any = 20,
-    dct_type: Any = 2,
-    norm: Any = "ortho",
-    lifter: Any = 0,
-    mel_norm: Any = "slaney",
+    y: object = None,
+    sr: object = 22050,
+    S: object = None,
+    n_mfcc: object = 20,
+    dct_type: object = 2,
+    norm: object = "ortho",
+    lifter: object = 0,
+    mel_norm: object = "slaney",
     **kwargs: Any,
 ) -> str | None:
     if dct_type != 2 or norm not in ("ortho", None):

@@ -52,14 +52,14 @@ def _fma32(x: torch.Tensor, m: float | torch.Tensor, c: float | torch.Tensor) ->
     return (x.double() * m + c).float()
 
 
-def _no_extras(name: str, dst: Any = None, mask: Any = None) -> None:
+def _no_extras(name: str, dst: object = None, mask: object = None) -> None:
     if dst is not None:
         raise UnsupportedOperation(f"{name}: an output array dst is not supported")
     if mask is not None:
         raise UnsupportedOperation(f"{name}: a mask is not supported")
 
 
-def _result_dtype(name: str, a: torch.Tensor, b: Any, dtype: int) -> torch.dtype:
+def _result_dtype(name: str, a: torch.Tensor, b: object, dtype: int) -> torch.dtype:
     if isinstance(b, torch.Tensor) and b.dtype != a.dtype and int(dtype) < 0:
         raise UnsupportedOperation(f"{name}: operands of {a.dtype} and {b.dtype} need dtype")
     if int(dtype) < 0:
@@ -70,7 +70,7 @@ def _result_dtype(name: str, a: torch.Tensor, b: Any, dtype: int) -> torch.dtype
 
 
 def _operand(
-    name: str, a: torch.Tensor, b: Any, wdt: torch.dtype, round_scalar: bool
+    name: str, a: torch.Tensor, b: object, wdt: torch.dtype, round_scalar: bool
 ) -> torch.Tensor:
     """The second operand as a tensor broadcastable to ``a``: an image, a Scalar (per channel),
     or per-sample Scalars (a tensor [N] or [N, k], k <= 4 values per sample)."""
@@ -146,27 +146,29 @@ def _binary(name: str, src1: Any, src2: Any, dtype: int, op: str) -> torch.Tenso
     return saturate(r, out_dtype)
 
 
-def add(src1: Any, src2: Any, dst: Any = None, mask: Any = None, dtype: int = -1) -> torch.Tensor:
+def add(
+    src1: object, src2: object, dst: object = None, mask: object = None, dtype: int = -1
+) -> torch.Tensor:
     """``cv2.add`` with saturation."""
     _no_extras("add", dst, mask)
     return _binary("add", src1, src2, dtype, "add")
 
 
 def subtract(
-    src1: Any, src2: Any, dst: Any = None, mask: Any = None, dtype: int = -1
+    src1: object, src2: object, dst: object = None, mask: object = None, dtype: int = -1
 ) -> torch.Tensor:
     """``cv2.subtract`` with saturation."""
     _no_extras("subtract", dst, mask)
     return _binary("subtract", src1, src2, dtype, "sub")
 
 
-def absdiff(src1: Any, src2: Any, dst: Any = None) -> torch.Tensor:
+def absdiff(src1: object, src2: object, dst: object = None) -> torch.Tensor:
     """``cv2.absdiff``."""
     _no_extras("absdiff", dst)
     return _binary("absdiff", src1, src2, -1, "absdiff")
 
 
-def _f32f(value: Any, a: torch.Tensor) -> Any:
+def _f32f(value: object, a: torch.Tensor) -> Any:
     """A factor rounded to float32 as cv2 stores it (per sample: a [N] tensor)."""
     f = factor(value, a)
     return f.float().double() if isinstance(f, torch.Tensor) else _f32(f)
@@ -193,11 +195,11 @@ def multiply(
 
 def addWeighted(
     src1: torch.Tensor,
-    alpha: Any,
+    alpha: object,
     src2: torch.Tensor,
-    beta: Any,
-    gamma: Any,
-    dst: Any = None,
+    beta: object,
+    gamma: object,
+    dst: object = None,
     dtype: int = -1,
 ) -> torch.Tensor:
     """``cv2.addWeighted``: saturate(src1 * alpha + src2 * beta + gamma); the factors may be one
@@ -215,7 +217,7 @@ def addWeighted(
 
 
 def convertScaleAbs(
-    src: torch.Tensor, dst: Any = None, alpha: Any = 1, beta: Any = 0
+    src: torch.Tensor, dst: object = None, alpha: object = 1, beta: object = 0
 ) -> torch.Tensor:
     """``cv2.convertScaleAbs``: uint8 saturate(|src * alpha + beta|); per-sample factors too."""
     _no_extras("convertScaleAbs", dst)
@@ -227,12 +229,12 @@ def convertScaleAbs(
 
 def normalize(
     src: torch.Tensor,
-    dst: Any = None,
-    alpha: Any = 1,
-    beta: Any = 0,
+    dst: object = None,
+    alpha: object = 1,
+    beta: object = 0,
     norm_type: int = NORM_L2,
     dtype: int = -1,
-    mask: Any = None,
+    mask: object = None,
 ) -> torch.Tensor:
     """``cv2.normalize`` per image: NORM_MINMAX to [min(alpha,beta), max(alpha,beta)], or scale so
     that the INF/L1/L2 norm equals alpha; the result is converted to ``dtype`` as cv2 does.
@@ -272,7 +274,7 @@ def normalize(
     return saturate(_fma32(src, scale32, shift32), out_dtype)
 
 
-def LUT(src: torch.Tensor, lut: Any, dst: Any = None) -> torch.Tensor:
+def LUT(src: torch.Tensor, lut: object, dst: object = None) -> torch.Tensor:
     """``cv2.LUT`` for uint8 images: a 256-entry table, shared or one per channel; per sample a
     tensor [N, 256] or [N, 256, C]."""
     _no_extras("LUT", dst)
@@ -320,7 +322,7 @@ def _operand_reason(src1: Any, src2: Any, dtype: Any, scalars: bool = True) -> s
 
 
 def check_add(
-    src1: Any, src2: Any, dst: Any = None, mask: Any = None, dtype: Any = -1
+    src1: object, src2: object, dst: object = None, mask: object = None, dtype: object = -1
 ) -> str | None:
     """Arrays of one shape and dtype (or ``dtype=``), or a Scalar; no mask."""
     if mask is not None:
@@ -328,13 +330,13 @@ def check_add(
     return _operand_reason(src1, src2, dtype)
 
 
-def check_absdiff(src1: Any, src2: Any, dst: Any = None) -> str | None:
+def check_absdiff(src1: object, src2: object, dst: object = None) -> str | None:
     """Arrays of one shape and dtype, or a Scalar."""
     return _operand_reason(src1, src2, -1)
 
 
 def check_multiply(
-    src1: Any, src2: Any, dst: Any = None, scale: Any = 1, dtype: Any = -1
+    src1: object, src2: object, dst: object = None, scale: object = 1, dtype: object = -1
 ) -> str | None:
     """As ``add``, with a numeric scale."""
     if not is_number(scale):
@@ -343,7 +345,13 @@ def check_multiply(
 
 
 def check_add_weighted(
-    src1: Any, alpha: Any, src2: Any, beta: Any, gamma: Any, dst: Any = None, dtype: Any = -1
+    src1: object,
+    alpha: object,
+    src2: object,
+    beta: object,
+    gamma: object,
+    dst: object = None,
+    dtype: object = -1,
 ) -> str | None:
     """Two arrays of one shape and dtype (or ``dtype=``), numeric factors."""
     if not all(is_number(v) for v in (alpha, beta, gamma)):
@@ -351,7 +359,9 @@ def check_add_weighted(
     return _operand_reason(src1, src2, dtype, scalars=False)
 
 
-def check_convert_scale_abs(src: Any, dst: Any = None, alpha: Any = 1, beta: Any = 0) -> str | None:
+def check_convert_scale_abs(
+    src: object, dst: object = None, alpha: object = 1, beta: object = 0
+) -> str | None:
     """Numeric factors."""
     if not (is_number(alpha) and is_number(beta)):
         return f"factors {(alpha, beta)!r} are not numbers"

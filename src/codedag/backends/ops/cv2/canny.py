@@ -79,7 +79,7 @@ def Canny(
     image: torch.Tensor,
     threshold1: float,
     threshold2: float,
-    edges: Any = None,
+    edges: object = None,
     apertureSize: int = 3,
     L2gradient: bool = False,
 ) -> torch.Tensor:

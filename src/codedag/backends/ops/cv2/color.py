@@ -227,9 +227,9 @@ def _hsv_f(value: float) -> float:
 def cvtColor(
     src: torch.Tensor,
     code: int,
-    dst: Any = None,
+    dst: object = None,
     dstCn: int = 0,
-    hint: Any = None,
+    hint: object = None,
 ) -> torch.Tensor:
     """``cv2.cvtColor`` for a batch (N,H,W[,C]) of uint8 or float32 images (uint16 for the swaps
     and gray conversions); ``dstCn`` 3 or 4 adds the alpha channel where cv2 does."""

@@ -38,7 +38,7 @@ ROTATE_180 = 1
 ROTATE_90_COUNTERCLOCKWISE = 2
 
 
-def _no_dst(dst: Any, name: str) -> None:
+def _no_dst(dst: object, name: str) -> None:
     if dst is not None:
         raise UnsupportedOperation(f"{name}: an output array dst is not supported")
 
@@ -84,19 +84,19 @@ def flip(src: torch.Tensor, flipCode: Any, dst: Any = None) -> torch.Tensor:
     return _flip(src, dims)
 
 
-def check_flip(src: Any, flipCode: Any, dst: Any = None) -> str | None:
+def check_flip(src: object, flipCode: object, dst: object = None) -> str | None:
     """flipCode must be an integer."""
     return None if is_int(flipCode) else f"flipCode {flipCode!r} is not an integer"
 
 
-def transpose(src: torch.Tensor, dst: Any = None) -> torch.Tensor:
+def transpose(src: torch.Tensor, dst: object = None) -> torch.Tensor:
     """``cv2.transpose``: swap rows and columns of every image."""
     check_image(src)
     _no_dst(dst, "transpose")
     return src.transpose(1, 2).contiguous()
 
 
-def rotate(src: torch.Tensor, rotateCode: int, dst: Any = None) -> torch.Tensor:
+def rotate(src: torch.Tensor, rotateCode: int, dst: object = None) -> torch.Tensor:
     """``cv2.rotate`` by 90, 180 or 270 degrees."""
     check_image(src)
     _no_dst(dst, "rotate")
@@ -124,8 +124,8 @@ def copyMakeBorder(
     left: int,
     right: int,
     borderType: int,
-    dst: Any = None,
-    value: Any = None,
+    dst: object = None,
+    value: object = None,
 ) -> torch.Tensor:
     """``cv2.copyMakeBorder``: constant (per-channel value, or one value per sample as a tensor
     [N, k]), replicate, reflect(101), wrap. Always a new image, as cv2 returns."""

@@ -120,7 +120,7 @@ def threshold(
     thresh: float,
     maxval: float,
     type: int,
-    dst: Any = None,
+    dst: object = None,
 ) -> tuple[float | torch.Tensor, torch.Tensor]:
     """``cv2.threshold`` for a batch; returns (threshold, images). With THRESH_OTSU or
     THRESH_TRIANGLE the threshold is per image: a float for a batch of one, else a float64 tensor
@@ -174,7 +174,7 @@ def threshold(
     return retval, saturate(out, src.dtype)
 
 
-def equalizeHist(src: torch.Tensor, dst: Any = None) -> torch.Tensor:
+def equalizeHist(src: torch.Tensor, dst: object = None) -> torch.Tensor:
     """``cv2.equalizeHist`` per image of a single-channel uint8 batch (N,H,W)."""
     check_image(src, dtypes=(torch.uint8,))
     if dst is not None:

@@ -44,7 +44,7 @@ def declared(fn: Callable[..., None]) -> Callable[..., str | None]:
     return check
 
 
-def refuse(condition: Any, reason: str, *details: Any) -> None:
+def refuse(condition: object, reason: str, *details: Any) -> None:
     """Raise the declared reason when ``condition`` holds; ``details`` fill the reason's ``{}``
     fields then only (formatting a dtype costs microseconds, a passing check pays nothing)."""
     if condition:
@@ -125,7 +125,7 @@ def output_values(shape: Sequence[int]) -> None:
     refuse(values > MAX_OUTPUT_VALUES, "a result of {} values stays in NumPy", values)
 
 
-def ufunc_kwargs(where: Any, order: Any, casting: Any = "same_kind") -> None:
+def ufunc_kwargs(where: object, order: object, casting: object = "same_kind") -> None:
     """``where=`` masks and exotic orders stay in NumPy."""
     refuse(where is not True, "where= masks are not reproduced")
     refuse(order not in ("K", "C", "A"), f"order={order!r} is not reproduced")

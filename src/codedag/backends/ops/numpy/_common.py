@@ -74,7 +74,7 @@ def check_computable(*tensors: Any) -> None:
             )
 
 
-def as_probe(x: Any) -> Any:
+def as_probe(x: object) -> Any:
     """A stand-in for ``x`` in a NumPy dtype probe: a 0-d array of an array's or a tensor's
     dtype, else ``x`` (lists and tuples item by item)."""
     if isinstance(x, np.ndarray):
@@ -213,7 +213,7 @@ def norm_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...] | 
     return tuple(out)
 
 
-def require_default(name: str, value: Any, default: Any) -> None:
+def require_default(name: str, value: object, default: object) -> None:
     """Raise UnsupportedOperation unless a parameter has its default (``out=``, ``where=``...)."""
     if value is not default and not (default is True and value is True):
         raise UnsupportedOperation(f"{name}={value!r} is not supported; expected {default!r}")

@@ -48,7 +48,7 @@ from codedag.errors import UnsupportedOperation
 TorchFn = Callable[..., torch.Tensor]
 
 
-def _operand(x: Any, td: torch.dtype, device: torch.device) -> torch.Tensor:
+def _operand(x: object, td: torch.dtype, device: torch.device) -> torch.Tensor:
     """``x`` cast to ``td`` as NumPy casts inputs to a loop (Python scalars included)."""
     if isinstance(x, torch.Tensor):
         return cast(x, td)
@@ -167,7 +167,7 @@ _PREDICATE: dict[str, TorchFn] = {
 _INTEGER_IDENTITY = frozenset({"floor", "ceil", "trunc", "rint", "positive"})
 
 
-def _check_ufunc_kwargs(out: Any, where: Any, order: str, subok: bool) -> None:
+def _check_ufunc_kwargs(out: object, where: object, order: str, subok: bool) -> None:
     require_default("out", out, None)
     if where is not True:
         raise UnsupportedOperation(f"where={where!r} is not supported; expected True")
@@ -179,15 +179,15 @@ def _binary(name: str, op: TorchFn) -> Callable[..., torch.Tensor]:
     ufunc = getattr(np, name)
 
     def backend(
-        x1: Any,
-        x2: Any,
+        x1: object,
+        x2: object,
         /,
-        out: Any = None,
+        out: object = None,
         *,
-        where: Any = True,
+        where: object = True,
         casting: str = "same_kind",
         order: str = "K",
-        dtype: Any = None,
+        dtype: object = None,
         subok: bool = True,
     ) -> torch.Tensor:
         _check_ufunc_kwargs(out, where, order, subok)
@@ -210,15 +210,15 @@ def _compare(name: str, op: TorchFn) -> Callable[..., torch.Tensor]:
     logical = name.startswith("logical_")
 
     def backend(
-        x1: Any,
-        x2: Any,
+        x1: object,
+        x2: object,
         /,
-        out: Any = None,
+        out: object = None,
         *,
-        where: Any = True,
+        where: object = True,
         casting: str = "same_kind",
         order: str = "K",
-        dtype: Any = None,
+        dtype: object = None,
         subok: bool = True,
     ) -> torch.Tensor:
         _check_ufunc_kwargs(out, where, order, subok)
@@ -306,12 +306,12 @@ def _unary(name: str, op: TorchFn, predicate: bool = False) -> Callable[..., tor
 
 def clip(
     a: torch.Tensor,
-    a_min: Any = None,
-    a_max: Any = None,
-    out: Any = None,
+    a_min: object = None,
+    a_max: object = None,
+    out: object = None,
     *,
-    min: Any = None,
-    max: Any = None,
+    min: object = None,
+    max: object = None,
     **kwargs: Any,
 ) -> torch.Tensor:
     """``numpy.clip``: NaN propagates, a lower bound above the upper gives the upper (as NumPy)."""
@@ -327,7 +327,7 @@ def clip(
     td = torch_dtype(npdt)
     x = cast(a, td)
 
-    def bound(v: Any) -> torch.Tensor | None:
+    def bound(v: object) -> torch.Tensor | None:
         if v is None:
             return None
         if isinstance(v, int) and not isinstance(v, bool) and npdt.kind in "iu":
@@ -338,7 +338,7 @@ def clip(
     return torch.clamp(x, min=bound(lo), max=bound(hi))
 
 
-def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
+def where(condition: object, x: object = None, y: object = None, /) -> Any:
     """``numpy.where``: three-argument selection, or a tuple of index tensors with one argument."""
     if not isinstance(condition, torch.Tensor):
         raise UnsupportedOperation("condition must be a tensor")
@@ -353,7 +353,7 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
     return torch.where(cond, _operand(x, td, dev), _operand(y, td, dev))
 
 
-def round_(a: torch.Tensor, decimals: int = 0, out: Any = None) -> torch.Tensor:
+def round_(a: torch.Tensor, decimals: int = 0, out: object = None) -> torch.Tensor:
     """``numpy.round``: half to even, ``rint(a * 10**d) / 10**d`` for ``decimals=d`` as NumPy."""
     require_default("out", out, None)
     check_computable(a)
@@ -370,7 +370,7 @@ def round_(a: torch.Tensor, decimals: int = 0, out: Any = None) -> torch.Tensor:
 
 def astype(
     self: torch.Tensor,
-    dtype: Any,
+    dtype: object,
     order: str = "K",
     casting: str = "unsafe",
     subok: bool = True,
@@ -453,13 +453,13 @@ _BOOL_OK = frozenset(
 
 @declared
 def check_clip(
-    a: Any,
-    a_min: Any = None,
-    a_max: Any = None,
-    out: Any = None,
+    a: object,
+    a_min: object = None,
+    a_max: object = None,
+    out: object = None,
     *,
-    min: Any = None,
-    max: Any = None,
+    min: object = None,
+    max: object = None,
     **kwargs: Any,
 ) -> None:
     """An array (not a scalar) of a real dtype, at least one bound, bounds NumPy takes."""

@@ -55,13 +55,13 @@ def randn(*dims: int, device: torch.device | str | None = None) -> torch.Tensor:
     return torch.randn(shape, generator=_generator(device), dtype=torch.float64, device=device)
 
 
-def random_sample(size: Any = None, *, device: torch.device | str | None = None) -> torch.Tensor:
+def random_sample(size: object = None, *, device: torch.device | str | None = None) -> torch.Tensor:
     """``numpy.random.random_sample`` / ``numpy.random.random``: float64 uniform on [0, 1)."""
     shape = _size(size)
     return torch.rand(shape, generator=_generator(device), dtype=torch.float64, device=device)
 
 
-def _param(v: Any, device: Any) -> Any:
+def _param(v: object, device: object) -> Any:
     if isinstance(v, torch.Tensor):
         return v.to(torch.float64)
     if isinstance(v, numbers.Real):
@@ -89,7 +89,12 @@ def normal(loc: Any = 0.0, scale: Any = 1.0, size: Any = None, *, device: Any = 
 
 
 def randint(
-    low: int, high: int | None = None, size: Any = None, dtype: Any = int, *, device: Any = None
+    low: int,
+    high: int | None = None,
+    size: object = None,
+    dtype: object = int,
+    *,
+    device: object = None,
 ) -> torch.Tensor:
     """``numpy.random.randint``: integers on [low, high) (or [0, low)) in NumPy's dtype."""
     shape = _size(size)
@@ -114,7 +119,7 @@ def shuffle(x: torch.Tensor) -> None:
     x.copy_(x[perm])
 
 
-def permutation(x: Any) -> torch.Tensor:
+def permutation(x: object) -> torch.Tensor:
     """``numpy.random.permutation``: a shuffled copy along axis 0 (an int stays on NumPy)."""
     if isinstance(x, numbers.Integral):
         raise UnsupportedOperation("permutation(int) has no array input; it stays on NumPy")
@@ -124,7 +129,7 @@ def permutation(x: Any) -> torch.Tensor:
     return x[perm]
 
 
-def choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> torch.Tensor:
+def choice(a: object, size: object = None, replace: bool = True, p: object = None) -> torch.Tensor:
     """``numpy.random.choice`` from a 1-D tensor, with or without replacement and weights ``p``."""
     shape = _size(size)
     if not isinstance(a, torch.Tensor) or a.dim() != 1:
@@ -147,7 +152,7 @@ def choice(a: Any, size: Any = None, replace: bool = True, p: Any = None) -> tor
 # -- declared checks ---------------------------------------------------------------------------
 
 
-def _draw_size(size: Any) -> None:
+def _draw_size(size: object) -> None:
     refuse(size is None, "a scalar draw (size=None) stays on NumPy: it keeps the exact stream")
 
 
@@ -159,7 +164,7 @@ def check_dims(*dims: Any, **kwargs: Any) -> None:
 
 
 @declared
-def check_size(size: Any = None, **kwargs: Any) -> None:
+def check_size(size: object = None, **kwargs: Any) -> None:
     """An explicit size."""
     _draw_size(size)
 
@@ -171,14 +176,18 @@ def _params(*values: Any) -> None:
 
 
 @declared
-def check_uniform(low: Any = 0.0, high: Any = 1.0, size: Any = None, **kwargs: Any) -> None:
+def check_uniform(
+    low: object = 0.0, high: object = 1.0, size: object = None, **kwargs: Any
+) -> None:
     """An explicit size and real parameters."""
     _draw_size(size)
     _params(low, high)
 
 
 @declared
-def check_normal(loc: Any = 0.0, scale: Any = 1.0, size: Any = None, **kwargs: Any) -> None:
+def check_normal(
+    loc: object = 0.0, scale: object = 1.0, size: object = None, **kwargs: Any
+) -> None:
     """An explicit size, real parameters, no negative scale (NumPy raises)."""
     _draw_size(size)
     _params(loc, scale)
@@ -206,7 +215,7 @@ def check_randint(
 
 
 @declared
-def check_shuffle(x: Any) -> None:
+def check_shuffle(x: object) -> None:
     """An array of at least one dimension."""
     refuse(not isinstance(x, np.ndarray) or x.ndim == 0, "an array of at least 1 dim")
     operands(x)

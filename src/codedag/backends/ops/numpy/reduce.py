@@ -40,7 +40,7 @@ from codedag.errors import UnsupportedOperation
 Axis = int | Sequence[int] | None
 
 
-def _prepare(a: Any, axis: Axis, out: Any, where: Any = True) -> tuple[int, ...] | None:
+def _prepare(a: object, axis: Axis, out: object, where: object = True) -> tuple[int, ...] | None:
     if not isinstance(a, torch.Tensor):
         raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
     check_computable(a)
@@ -69,11 +69,11 @@ def _sum_like(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch
     def backend(
         a: torch.Tensor,
         axis: Axis = None,
-        dtype: Any = None,
-        out: Any = None,
+        dtype: object = None,
+        out: object = None,
         keepdims: bool = False,
-        initial: Any = None,
-        where: Any = True,
+        initial: object = None,
+        where: object = True,
     ) -> torch.Tensor:
         dims = _prepare(a, axis, out, where)
         require_default("initial", initial, None)
@@ -103,11 +103,11 @@ def _sum_like(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch
 def mean(
     a: torch.Tensor,
     axis: Axis = None,
-    dtype: Any = None,
-    out: Any = None,
+    dtype: object = None,
+    out: object = None,
     keepdims: bool = False,
     *,
-    where: Any = True,
+    where: object = True,
 ) -> torch.Tensor:
     """``numpy.mean``: float64 for integers, float32 accumulation for float16."""
     dims = _prepare(a, axis, out, where)
@@ -153,10 +153,10 @@ def _minmax(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.T
     def backend(
         a: torch.Tensor,
         axis: Axis = None,
-        out: Any = None,
+        out: object = None,
         keepdims: bool = False,
-        initial: Any = None,
-        where: Any = True,
+        initial: object = None,
+        where: object = True,
     ) -> torch.Tensor:
         dims = _prepare(a, axis, out, where)
         require_default("initial", initial, None)
@@ -171,7 +171,7 @@ def _minmax(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.T
 
 def _arg(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     def backend(
-        a: torch.Tensor, axis: int | None = None, out: Any = None, *, keepdims: bool = False
+        a: torch.Tensor, axis: int | None = None, out: object = None, *, keepdims: bool = False
     ) -> torch.Tensor:
         dims = _prepare(a, axis, out)
         x = a.to(torch.uint8) if a.dtype == torch.bool else a
@@ -189,10 +189,10 @@ def _logical(name: str) -> Callable[..., torch.Tensor]:
     def backend(
         a: torch.Tensor,
         axis: Axis = None,
-        out: Any = None,
+        out: object = None,
         keepdims: bool = False,
         *,
-        where: Any = True,
+        where: object = True,
     ) -> torch.Tensor:
         dims = _prepare(a, axis, out, where)
         x = a != 0
@@ -204,7 +204,9 @@ def _logical(name: str) -> Callable[..., torch.Tensor]:
     return backend
 
 
-def cumsum(a: torch.Tensor, axis: int | None = None, dtype: Any = None, out: Any = None) -> Any:
+def cumsum(
+    a: torch.Tensor, axis: int | None = None, dtype: object = None, out: object = None
+) -> Any:
     """``numpy.cumsum``: flattens when ``axis`` is None; integer sums in NumPy's dtype."""
     dims = _prepare(a, axis, out)
     res = torch_dtype(probe_dtype(np.cumsum, a, dtype=dtype))

@@ -37,7 +37,7 @@ from codedag.backends.ops.numpy._common import (
 from codedag.errors import UnsupportedOperation
 
 
-def _tensor(a: Any) -> torch.Tensor:
+def _tensor(a: object) -> torch.Tensor:
     if not isinstance(a, torch.Tensor):
         raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
     check_computable(a)
@@ -141,7 +141,7 @@ def squeeze(a: torch.Tensor, axis: int | Sequence[int] | None = None) -> torch.T
     return a.reshape([s for i, s in enumerate(a.shape) if i not in dims])
 
 
-def _common(arrays: Sequence[Any], dtype: Any) -> list[torch.Tensor]:
+def _common(arrays: Sequence[Any], dtype: object) -> list[torch.Tensor]:
     tensors = [_tensor(t) for t in arrays]
     if not tensors:
         raise UnsupportedOperation("need at least one array")
@@ -152,9 +152,9 @@ def _common(arrays: Sequence[Any], dtype: Any) -> list[torch.Tensor]:
 def stack(
     arrays: Sequence[torch.Tensor],
     axis: int = 0,
-    out: Any = None,
+    out: object = None,
     *,
-    dtype: Any = None,
+    dtype: object = None,
     casting: str = "same_kind",
 ) -> torch.Tensor:
     """``numpy.stack``."""
@@ -165,9 +165,9 @@ def stack(
 def concatenate(
     arrays: Sequence[torch.Tensor],
     axis: int | None = 0,
-    out: Any = None,
+    out: object = None,
     *,
-    dtype: Any = None,
+    dtype: object = None,
     casting: str = "same_kind",
 ) -> torch.Tensor:
     """``numpy.concatenate``; ``axis=None`` flattens first."""
@@ -178,13 +178,13 @@ def concatenate(
     return torch.cat(ts, dim=axis)
 
 
-def hstack(tup: Sequence[torch.Tensor], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+def hstack(tup: Sequence[torch.Tensor], *, dtype: object = None, casting: str = "same_kind") -> Any:
     """``numpy.hstack``: axis 1, or 0 for 1-D arrays."""
     ts = [t.reshape(1) if t.dim() == 0 else t for t in _common(tup, dtype)]
     return torch.cat(ts, dim=0 if ts[0].dim() == 1 else 1)
 
 
-def vstack(tup: Sequence[torch.Tensor], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+def vstack(tup: Sequence[torch.Tensor], *, dtype: object = None, casting: str = "same_kind") -> Any:
     """``numpy.vstack``: 1-D arrays become rows."""
     ts = [t.reshape(1, -1) if t.dim() < 2 else t for t in _common(tup, dtype)]
     return torch.cat(ts, dim=0)
@@ -247,7 +247,7 @@ def _pad_index(n: int, before: int, after: int, mode: str, device: torch.device)
     return torch.where(j < n, j, 2 * (n - 1) - j)
 
 
-def _pad_widths(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
+def _pad_widths(pad_width: object, ndim: int) -> list[tuple[int, int]]:
     pw = np.asarray(pad_width)
     if pw.dtype.kind not in "iu" or pw.size == 0:
         raise UnsupportedOperation(f"pad_width {pad_width!r} must hold integers")
@@ -260,7 +260,7 @@ def _pad_widths(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
     return [(int(b), int(a)) for b, a in pw]
 
 
-def pad(array: torch.Tensor, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
+def pad(array: torch.Tensor, pad_width: object, mode: str = "constant", **kwargs: Any) -> Any:
     """``numpy.pad`` with modes constant, edge, reflect, symmetric and wrap."""
     x = _tensor(array)
     widths = _pad_widths(pad_width, x.dim())
@@ -294,7 +294,7 @@ def pad(array: torch.Tensor, pad_width: Any, mode: str = "constant", **kwargs: A
     return x
 
 
-def _pad_widths_values(cv: Any, ndim: int) -> list[tuple[Any, Any]]:
+def _pad_widths_values(cv: object, ndim: int) -> list[tuple[Any, Any]]:
     arr = np.asarray(cv, dtype=object)
     if arr.ndim == 0:
         return [(cv, cv)] * ndim
@@ -302,7 +302,7 @@ def _pad_widths_values(cv: Any, ndim: int) -> list[tuple[Any, Any]]:
     return [(b, a) for b, a in flat]
 
 
-def _const_block(shape: list[int], value: Any, like: torch.Tensor) -> torch.Tensor:
+def _const_block(shape: list[int], value: object, like: torch.Tensor) -> torch.Tensor:
     # NumPy casts the constant to the array's dtype (float to int truncates).
     v = np.asarray(value).astype(NUMPY_OF_TORCH[like.dtype])
     return torch.full(shape, v.item(), dtype=like.dtype, device=like.device)
@@ -315,7 +315,7 @@ def _product_dtype(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.dtype, torch
     return res, torch.int64
 
 
-def dot(a: torch.Tensor, b: torch.Tensor, out: Any = None) -> torch.Tensor:
+def dot(a: torch.Tensor, b: torch.Tensor, out: object = None) -> torch.Tensor:
     """``numpy.dot``: inner product, matrix product, or sum over a's last and b's 2nd-last axis."""
     require_default("out", out, None)
     a, b = _tensor(a), _tensor(b)
@@ -335,7 +335,7 @@ def _host_if_integer(t: torch.Tensor) -> torch.Tensor:
     return t.cpu() if not (t.is_floating_point() or t.is_complex()) else t
 
 
-def matmul(x1: torch.Tensor, x2: torch.Tensor, /, out: Any = None, **kwargs: Any) -> Any:
+def matmul(x1: torch.Tensor, x2: torch.Tensor, /, out: object = None, **kwargs: Any) -> Any:
     """``numpy.matmul`` (broadcast batches, 1-D operands promoted and removed as NumPy does)."""
     require_default("out", out, None)
     if kwargs:
@@ -395,7 +395,12 @@ def check_concatenate(
 
 @declared
 def check_stack(
-    arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: Any = "same_kind"
+    arrays: object,
+    axis: object = 0,
+    out: object = None,
+    *,
+    dtype: object = None,
+    casting: object = "same_kind",
 ) -> None:
     """Arrays of one shape; an axis within rank + 1."""
     arrs = _sequence(arrays)
@@ -408,7 +413,7 @@ def check_stack(
 
 
 @declared
-def check_hstack(tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> None:
+def check_hstack(tup: object, *, dtype: object = None, casting: object = "same_kind") -> None:
     """``concatenate`` of the arrays at least 1-d, along axis 0 (1-d arrays) or 1."""
     arrs = _sequence(tup)
     shapes = [a.shape or (1,) for a in arrs]
@@ -417,7 +422,7 @@ def check_hstack(tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> 
 
 
 @declared
-def check_vstack(tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> None:
+def check_vstack(tup: object, *, dtype: object = None, casting: object = "same_kind") -> None:
     """``concatenate`` of the arrays at least 2-d, along axis 0."""
     arrs = _sequence(tup)
     _join_shapes([np.atleast_2d(np.empty(a.shape, bool)).shape for a in arrs], 0)

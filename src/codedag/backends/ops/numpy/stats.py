@@ -38,7 +38,7 @@ from codedag.backends.ops.numpy._common import (
 from codedag.errors import UnsupportedOperation
 
 
-def _tensor(a: Any) -> torch.Tensor:
+def _tensor(a: object) -> torch.Tensor:
     if not isinstance(a, torch.Tensor) or a.dim() == 0:
         raise UnsupportedOperation("expected a tensor of at least 1 dim")
     check_computable(a)
@@ -92,7 +92,7 @@ def _quantiles(a: torch.Tensor, q: torch.Tensor, axis: Any, keepdims: bool, res:
     return out.to(res)
 
 
-def _q_tensor(q: Any, scale: float, device: torch.device) -> tuple[torch.Tensor, bool]:
+def _q_tensor(q: object, scale: float, device: torch.device) -> tuple[torch.Tensor, bool]:
     arr = np.asarray(q, dtype=np.float64) / scale
     if ((arr < 0) | (arr > 1)).any():
         raise UnsupportedOperation(f"quantiles {q!r} out of range")
@@ -101,15 +101,15 @@ def _q_tensor(q: Any, scale: float, device: torch.device) -> tuple[torch.Tensor,
 
 def quantile(
     a: torch.Tensor,
-    q: Any,
+    q: object,
     axis: int | Sequence[int] | None = None,
-    out: Any = None,
+    out: object = None,
     overwrite_input: bool = False,
     method: str = "linear",
     keepdims: bool = False,
     *,
-    weights: Any = None,
-    interpolation: Any = None,
+    weights: object = None,
+    interpolation: object = None,
 ) -> torch.Tensor:
     """``numpy.quantile`` with the default ``method='linear'``."""
     return _quantile_like(np.quantile, 1.0, a, q, axis, out, method, keepdims, weights)
@@ -117,15 +117,15 @@ def quantile(
 
 def percentile(
     a: torch.Tensor,
-    q: Any,
+    q: object,
     axis: int | Sequence[int] | None = None,
-    out: Any = None,
+    out: object = None,
     overwrite_input: bool = False,
     method: str = "linear",
     keepdims: bool = False,
     *,
-    weights: Any = None,
-    interpolation: Any = None,
+    weights: object = None,
+    interpolation: object = None,
 ) -> torch.Tensor:
     """``numpy.percentile`` with the default ``method='linear'``."""
     return _quantile_like(np.percentile, 100.0, a, q, axis, out, method, keepdims, weights)
@@ -159,7 +159,7 @@ def _quantile_like(
 def median(
     a: torch.Tensor,
     axis: int | Sequence[int] | None = None,
-    out: Any = None,
+    out: object = None,
     overwrite_input: bool = False,
     keepdims: bool = False,
 ) -> torch.Tensor:
@@ -180,7 +180,7 @@ def median(
 
 
 def sort(
-    a: torch.Tensor, axis: int | None = -1, kind: str | None = None, order: Any = None, **kw: Any
+    a: torch.Tensor, axis: int | None = -1, kind: str | None = None, order: object = None, **kw: Any
 ) -> torch.Tensor:
     """``numpy.sort`` (values do not depend on ``kind``); NaNs last as in NumPy."""
     a = _tensor(a)
@@ -191,7 +191,7 @@ def sort(
 
 
 def argsort(
-    a: torch.Tensor, axis: int | None = -1, kind: str | None = None, order: Any = None, **kw: Any
+    a: torch.Tensor, axis: int | None = -1, kind: str | None = None, order: object = None, **kw: Any
 ) -> torch.Tensor:
     """``numpy.argsort(kind='stable')``: int64 indices, equal elements in input order."""
     a = _tensor(a)
@@ -242,18 +242,18 @@ def _order_input(a: Any, name: str) -> np.ndarray:
 
 @declared
 def _check_quantile(
-    fn: Any,
+    fn: object,
     scale: float,
-    a: Any,
-    q: Any,
-    axis: Any = None,
-    out: Any = None,
+    a: object,
+    q: object,
+    axis: object = None,
+    out: object = None,
     overwrite_input: bool = False,
     method: str = "linear",
     keepdims: bool = False,
     *,
-    weights: Any = None,
-    interpolation: Any = None,
+    weights: object = None,
+    interpolation: object = None,
 ) -> None:
     a = _order_input(a, "quantiles")
     refuse(a.dtype == np.float16, "float16 quantiles: NumPy interpolates in float16")
@@ -266,19 +266,23 @@ def _check_quantile(
     refuse(((qs < 0) | (qs > scale)).any(), f"q={q!r} out of range: NumPy raises")
 
 
-def check_quantile(a: Any, q: Any, *args: Any, **kwargs: Any) -> str | None:
+def check_quantile(a: object, q: object, *args: Any, **kwargs: Any) -> str | None:
     """Real arrays (not float16), q in [0, 1], method 'linear', no weights, non-empty slices."""
     return _check_quantile(np.quantile, 1.0, a, q, *args, **kwargs)
 
 
-def check_percentile(a: Any, q: Any, *args: Any, **kwargs: Any) -> str | None:
+def check_percentile(a: object, q: object, *args: Any, **kwargs: Any) -> str | None:
     """As quantile, q in [0, 100]."""
     return _check_quantile(np.percentile, 100.0, a, q, *args, **kwargs)
 
 
 @declared
 def check_median(
-    a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
+    a: object,
+    axis: object = None,
+    out: object = None,
+    overwrite_input: bool = False,
+    keepdims: bool = False,
 ) -> None:
     """Real arrays of at least one dimension, non-empty slices."""
     a = _order_input(a, "median")
@@ -286,7 +290,9 @@ def check_median(
 
 
 @declared
-def check_sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, **kw: Any) -> None:
+def check_sort(
+    a: object, axis: object = -1, kind: object = None, order: object = None, **kw: Any
+) -> None:
     """Real arrays of at least one dimension, no structured ``order``."""
     a = _order_input(a, "sorting")
     refuse(order is not None, "order= (structured arrays) is not reproduced")
@@ -294,7 +300,9 @@ def check_sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, **kw
 
 
 @declared
-def check_argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, **kw: Any) -> None:
+def check_argsort(
+    a: object, axis: object = -1, kind: object = None, order: object = None, **kw: Any
+) -> None:
     """As sort, with ``kind='stable'``: NumPy's default quicksort orders ties its own way."""
     a = _order_input(a, "sorting")
     refuse(order is not None, "order= (structured arrays) is not reproduced")

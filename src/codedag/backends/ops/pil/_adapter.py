@@ -80,7 +80,7 @@ class PILAdapter:
         """Images as ``PILBatch`` of one; arrays as tensors; the rest as it is."""
         image_type = _image_type()
 
-        def convert(value: Any) -> Any:
+        def convert(value: object) -> Any:
             if image_type is not None and isinstance(value, image_type):
                 tensor = converter.array_to_tensor(np.asarray(value), call)
                 return PILBatch(tensor.unsqueeze(0), value.mode)
@@ -89,7 +89,12 @@ class PILAdapter:
         return [convert(v) for v in args], {k: convert(v) for k, v in kwargs.items()}, True
 
     def to_library(
-        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+        self,
+        spec: OpSpec,
+        result: object,
+        converter: ValueConverter,
+        call: CallValues,
+        state: object,
     ) -> Any:
         """``PILBatch`` of one back to a PIL image; tensors to C-contiguous arrays."""
         if isinstance(result, PILBatch):

@@ -83,7 +83,7 @@ def to_pil(batch: PILBatch) -> list[Any]:
     return [Image.fromarray(a) for a in arr]  # the shape gives L, LA, RGB or RGBA
 
 
-def _batch(image: Any) -> PILBatch:
+def _batch(image: object) -> PILBatch:
     if not isinstance(image, PILBatch):
         raise UnsupportedOperation(f"received {type(image).__name__}; expected a PILBatch")
     return image
@@ -108,7 +108,7 @@ def _unpremultiply(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([color.to(torch.uint8), x[..., -1:]], dim=-1)
 
 
-def ink(color: Any, mode: str) -> list[int] | str:
+def ink(color: object, mode: str) -> list[int] | str:
     """The band values ``Image.new(mode, size, color)`` fills with, or why they are not computed.
 
     As Pillow: an int is clipped for L and read as little-endian bytes for multi-band modes (LA

@@ -32,7 +32,7 @@ from codedag.errors import UnsupportedOperation
 _SIZES = ((3, 3), (5, 5))
 
 
-def _filterargs(filter: Any) -> tuple[tuple[int, int], float, float, tuple[float, ...]]:
+def _filterargs(filter: object) -> tuple[tuple[int, int], float, float, tuple[float, ...]]:
     """The convolution parameters of a PIL filter (class or instance), or UnsupportedOperation."""
     if isinstance(filter, type):
         filter = filter()
@@ -66,12 +66,12 @@ def pil_filter_key(config: dict[str, Any]) -> Any:
     return (type(filter).__qualname__, items)
 
 
-def _frozen(value: Any) -> Any:
+def _frozen(value: object) -> Any:
     return tuple(_frozen(v) for v in value) if isinstance(value, list | tuple) else value
 
 
 def pil_kernel_filter(
-    filter: Any, *, device: torch.device
+    filter: object, *, device: torch.device
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """Build the transform of a PIL kernel filter on ``device`` (the FactoryOp factory)."""
     (kw, kh), scale, offset, kernel = _filterargs(filter)

@@ -219,9 +219,9 @@ def _luma(rgb: torch.Tensor) -> torch.Tensor:
 def convert(
     self: PILBatch,
     mode: str | None = None,
-    matrix: Any = None,
-    dither: Any = None,
-    palette: Any = None,
+    matrix: object = None,
+    dither: object = None,
+    palette: object = None,
     colors: int = 256,
 ) -> PILBatch:
     """``PIL.Image.Image.convert`` between L, LA, RGB and RGBA (alpha dropped, not composited)."""
@@ -328,11 +328,11 @@ def _resize_check(
 
 
 def _convert_check(
-    self: Any,
-    mode: Any = None,
-    matrix: Any = None,
-    dither: Any = None,
-    palette: Any = None,
+    self: object,
+    mode: object = None,
+    matrix: object = None,
+    dither: object = None,
+    palette: object = None,
     colors: int = 256,
 ) -> str | None:
     if matrix is not None:

@@ -110,8 +110,8 @@ def solarize(image: PILBatch, threshold: int = 128) -> PILBatch:
 def autocontrast(
     image: PILBatch,
     cutoff: float = 0,
-    ignore: Any = None,
-    mask: Any = None,
+    ignore: object = None,
+    mask: object = None,
     preserve_tone: bool = False,
 ) -> PILBatch:
     """``PIL.ImageOps.autocontrast`` with its defaults: stretch each band's [lo, hi] to [0, 255]."""
@@ -136,7 +136,7 @@ def autocontrast(
     return _apply_lut(img, torch.from_numpy(lut.astype(np.int64)).to(hist.device))
 
 
-def equalize(image: PILBatch, mask: Any = None) -> PILBatch:
+def equalize(image: PILBatch, mask: object = None) -> PILBatch:
     """``PIL.ImageOps.equalize``: Pillow's cumulative-histogram table per sample and band."""
     img = _batch(image)
     _lut_modes(img, "equalize")
@@ -154,14 +154,14 @@ def equalize(image: PILBatch, mask: Any = None) -> PILBatch:
     return _apply_lut(img, torch.where(keep, i.expand_as(lut), lut))
 
 
-def _fill_values(fill: Any, mode: str) -> list[int]:
+def _fill_values(fill: object, mode: str) -> list[int]:
     values = ink(fill, mode)
     if isinstance(values, str):
         raise UnsupportedOperation(values)
     return values
 
 
-def _place(img: PILBatch, size: tuple[int, int], left: int, top: int, fill: Any) -> PILBatch:
+def _place(img: PILBatch, size: tuple[int, int], left: int, top: int, fill: object) -> PILBatch:
     """``img`` pasted at (left, top) on a new ``size`` canvas of ``fill``."""
     x = img.bands()
     n, h, w, c = x.shape
@@ -197,7 +197,7 @@ def pad(
     image: PILBatch,
     size: tuple[int, int],
     method: int = BICUBIC,
-    color: Any = None,
+    color: object = None,
     centering: tuple[float, float] = (0.5, 0.5),
 ) -> PILBatch:
     """``PIL.ImageOps.pad``: ``contain`` then centre on a ``color`` canvas of ``size``."""
@@ -241,7 +241,7 @@ def fit(
     return resize(img, size, method, box=(left, top, left + crop_w, top + crop_h))
 
 
-def expand(image: PILBatch, border: Any = 0, fill: Any = 0) -> PILBatch:
+def expand(image: PILBatch, border: object = 0, fill: object = 0) -> PILBatch:
     """``PIL.ImageOps.expand``: a border of ``fill`` (int, or a tuple per band)."""
     img = _batch(image)
     if isinstance(border, tuple) and len(border) == 2:
@@ -345,7 +345,7 @@ def _rank_filter(x: torch.Tensor, size: int, rank: int) -> torch.Tensor:
     return flat.sort(dim=-1).values[..., rank]
 
 
-def filter_(self: PILBatch, filter: Any) -> PILBatch:
+def filter_(self: PILBatch, filter: object) -> PILBatch:
     """``PIL.Image.Image.filter`` with BoxBlur, GaussianBlur, Median/Min/Max/RankFilter, kernels."""
     from PIL import ImageFilter
 
@@ -383,18 +383,22 @@ _LUT_MODES = frozenset({"L", "RGB"})  # ImageOps' point() tables; Pillow raises 
 
 
 def _autocontrast_check(
-    image: Any, cutoff: Any = 0, ignore: Any = None, mask: Any = None, preserve_tone: Any = False
+    image: object,
+    cutoff: object = 0,
+    ignore: object = None,
+    mask: object = None,
+    preserve_tone: object = False,
 ) -> str | None:
     if cutoff or ignore is not None or mask is not None or preserve_tone:
         return "autocontrast with cutoff, ignore, mask or preserve_tone is left to Pillow"
     return None
 
 
-def _equalize_check(image: Any, mask: Any = None) -> str | None:
+def _equalize_check(image: object, mask: object = None) -> str | None:
     return None if mask is None else "equalize(mask=...) is left to Pillow"
 
 
-def _posterize_check(image: Any, bits: Any) -> str | None:
+def _posterize_check(image: object, bits: object) -> str | None:
     if isinstance(bits, int) and 1 <= bits <= 8:
         return None
     return f"bits {bits!r}: expected an int in 1..8 (Pillow raises ValueError)"
@@ -417,7 +421,11 @@ def _pad_check(
 
 
 def _fit_check(
-    image: Any, size: Any, method: Any = BICUBIC, bleed: Any = 0.0, centering: Any = (0.5, 0.5)
+    image: object,
+    size: object,
+    method: object = BICUBIC,
+    bleed: object = 0.0,
+    centering: object = (0.5, 0.5),
 ) -> str | None:
     return size_refusal(size) or resample_refusal(method)
 

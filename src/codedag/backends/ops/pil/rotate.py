@@ -168,7 +168,7 @@ def rotate(
     expand: int | bool = 0,
     center: Sequence[float] | None = None,
     translate: Sequence[float] | None = None,
-    fillcolor: Any = None,
+    fillcolor: object = None,
 ) -> PILBatch:
     """``PIL.Image.Image.rotate`` (counter-clockwise degrees) with NEAREST, BILINEAR or BICUBIC."""
     img = _batch(self)

@@ -7,8 +7,6 @@ There is no backend to write: the op is the original torch function (backend ``N
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from codedag.backends.adapters import TensorAdapter
@@ -34,7 +32,7 @@ TORCH_MOVE_ONLY: tuple[str, ...] = (
 )
 
 
-def _floating_operands(input: Any, other: Any, *, out: Any = None) -> str | None:
+def _floating_operands(input: object, other: object, *, out: object = None) -> str | None:
     """torch.matmul: CUDA has no integer or boolean matrix product (``addmm_cuda`` for Long)."""
     for value in (input, other):
         if isinstance(value, torch.Tensor) and not (
