@@ -1,11 +1,23 @@
 """What does ExperimentMonitor cost a training loop? Side by side in one run.
 
 A small CPU training loop (MLP, batch 64, one torch thread) runs in rounds; each round runs the
-same number of steps without the monitor, with it sampling every 1.0 s, and every 0.1 s, in a
-rotating order. Reported: the mean step time of each condition, its ratio to the unmonitored loop
-(median over rounds), and the resource sampler's own CPU time and share of wall time.
+same number of steps without the monitor, with it sampling every 1.0 s and every 0.1 s, and at
+1.0 s with its TensorBoard sink, its MLflow sink (a local SQLite store, created before the rounds)
+and both, in a rotating order. Reported: the mean step time of each condition, its ratio to the
+unmonitored loop (median over rounds, and the spread), the process's CPU time per step against
+the unmonitored loop's (sinks work on threads of their own: this is their whole cost), and the
+resource sampler's own CPU time and share of wall time. Sinks whose package is missing are left
+out with a note.
 
-    .venv/bin/python benchmarks/monitor_overhead.py [--rounds 5] [--steps 400]
+Step-time ratios on a shared machine carry several percent of noise, more than the monitor
+costs. A second table therefore measures the cost itself: the same conditions around a step that
+sleeps (``--sleep-ms``, no CPU of its own), so the process's CPU time is what the monitor, its
+sampler and its sinks' threads spend. Each condition runs ``--short`` and ``4 x --short`` steps:
+the difference over the extra steps is the steady-state CPU cost per step (given as a share of
+the step time), the rest the fixed cost of a run (creating the MLflow run, the summary and
+artifacts at its end, closing the files), which a long training run pays once.
+
+    .venv/bin/python benchmarks/monitor_overhead.py [--rounds 5] [--steps 1500] [--short 300]
 """
 
 from __future__ import annotations
@@ -40,21 +52,42 @@ def make_step() -> Callable[[], float]:
     return step
 
 
+def make_sinks(kinds: tuple[str, ...], out: Path, mlflow_uri: str) -> list:
+    """The sinks of one condition, made fresh for each run."""
+    sinks: list = []
+    if "tensorboard" in kinds:
+        from codedag.monitor.sinks.tensorboard import TensorBoardSink
+
+        sinks.append(TensorBoardSink(out / "tensorboard"))
+    if "mlflow" in kinds:
+        from codedag.monitor.sinks.mlflow import MlflowSink
+
+        sinks.append(MlflowSink(mlflow_uri, "overhead", close_timeout_s=120))
+    return sinks
+
+
 def run(
-    step: Callable[[], float], steps: int, interval: float | None, out: Path
-) -> tuple[float, dict | None]:
-    """Seconds per step; no monitor for ``interval=-1``, no sampler for ``None``."""
+    step: Callable[[], float],
+    steps: int,
+    interval: float | None,
+    out: Path,
+    sinks: list | None = None,
+) -> tuple[float, float, dict | None]:
+    """Seconds and process CPU seconds per step; no monitor for ``interval=-1``, no sampler for
+    ``None``. The CPU time includes the sinks' finishing work at ``close()``."""
     from codedag.monitor.experiment import ExperimentMonitor
 
     if interval == -1:
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         for i in range(steps):
             loss = step()
             _ = (i, loss)
-        return (time.perf_counter() - t0) / steps, None
-    monitor = ExperimentMonitor("overhead", out, run_dir=out / f"run_{interval}_{time.time_ns()}")
+        return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps, None
+    monitor = ExperimentMonitor(
+        "overhead", out, run_dir=out / f"run_{interval}_{time.time_ns()}", sinks=sinks or []
+    )
     monitor.start_mode("baseline", resource_interval=interval)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for i in range(steps):
         monitor.start_batch()
         loss = step()
@@ -62,60 +95,141 @@ def run(
         monitor.log_loss(0, i, loss)
     elapsed = time.perf_counter() - t0
     summary = monitor.stop_mode()
-    return elapsed / steps, summary.get("resources")
+    monitor.close()
+    cpu = time.process_time() - c0
+    return elapsed / steps, cpu / steps, summary.get("resources")
+
+
+def cpu_cost_us(
+    steps: int, interval: float | None, out: Path, sinks: list | None, sleep_s: float
+) -> float:
+    """Process CPU microseconds of a run of ``steps`` sleeping steps (no monitor for -1)."""
+
+    def step() -> float:
+        time.sleep(sleep_s)
+        return 0.5
+
+    _, cpu, _ = run(step, steps, interval, out, sinks)
+    return 1e6 * cpu * steps
+
+
+def available(kind: str) -> bool:
+    """Whether a sink's package imports here."""
+    import importlib.util
+
+    module = {"tensorboard": "tensorboard", "mlflow": "mlflow"}[kind]
+    return importlib.util.find_spec(module) is not None
 
 
 def main() -> None:
+    import logging
+
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--sleep-ms", type=float, default=10.0)
+    parser.add_argument("--short", type=int, default=300, help="steps of the short sleeping runs")
     args = parser.parse_args()
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
     torch.set_num_threads(1)
     step = make_step()
     for _ in range(50):  # warm-up
         step()
-    conditions: list[tuple[str, float | None]] = [
-        ("none", -1),
-        ("no sampler", None),
-        ("1.0 s", 1.0),
-        ("0.1 s", 0.1),
+    conditions: list[tuple[str, float | None, tuple[str, ...]]] = [
+        ("none", -1, ()),
+        ("no sampler", None, ()),
+        ("1.0 s", 1.0, ()),
+        ("0.1 s", 0.1, ()),
+        ("1.0 s + tensorboard", 1.0, ("tensorboard",)),
+        ("1.0 s + mlflow", 1.0, ("mlflow",)),
+        ("1.0 s + both", 1.0, ("tensorboard", "mlflow")),
     ]
-    times: dict[str, list[float]] = {name: [] for name, _ in conditions}
-    ratios: dict[str, list[float]] = {name: [] for name, _ in conditions}
-    sampler: dict[str, list[tuple[float, float, int]]] = {name: [] for name, _ in conditions}
+    missing = sorted({k for _, _, kinds in conditions for k in kinds if not available(k)})
+    for kind in missing:
+        print(f"note: {kind} is not installed; its conditions are left out")
+    conditions = [c for c in conditions if not set(c[2]) & set(missing)]
+    names = [name for name, _, _ in conditions]
+    times: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
+    ratios: dict[str, list[float]] = {name: [] for name in names}
+    cpu_ratios: dict[str, list[float]] = {name: [] for name in names}
+    sampler: dict[str, list[tuple[float, float, int]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        mlflow_uri = f"sqlite:///{root / 'mlflow.db'}"
+        if "mlflow" not in missing:  # the store's tables are created once, before the rounds
+            import os
+
+            os.chdir(root)  # MLflow's local store keeps artifacts in ./mlruns
+            run(step, 10, None, root, make_sinks(("mlflow",), root, mlflow_uri))
         for r in range(args.rounds):
-            order = conditions[r % 4 :] + conditions[: r % 4]
-            got: dict[str, float] = {}
-            for name, interval in order:
-                per_step, res = run(step, args.steps, interval, Path(tmp))
-                got[name] = per_step
+            shift = r % len(conditions)
+            order = conditions[shift:] + conditions[:shift]
+            got: dict[str, tuple[float, float]] = {}
+            for name, interval, kinds in order:
+                sinks = make_sinks(kinds, root / f"{r}_{len(got)}", mlflow_uri)
+                per_step, cpu, res = run(step, args.steps, interval, root, sinks)
+                got[name] = (per_step, cpu)
                 times[name].append(per_step)
+                cpus[name].append(cpu)
                 if res is not None:
                     sampler[name].append(
                         (res["sampler_cpu_s"], res["sampler_cpu_pct"], res["samples"])
                     )
             for name in got:
-                ratios[name].append(got[name] / got["none"])
+                ratios[name].append(got[name][0] / got["none"][0])
+                cpu_ratios[name].append(got[name][1] / got["none"][1])
+        sleep_s = args.sleep_ms / 1e3
+        short, long = args.short, 4 * args.short
+        per_step: dict[str, list[float]] = {name: [] for name in names}
+        fixed: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(3):
+            for name, interval, kinds in conditions:
+                costs = []
+                for n in (short, long):
+                    out = root / f"s{r}_{n}_{name.replace(' ', '_')}"
+                    costs.append(
+                        cpu_cost_us(n, interval, root, make_sinks(kinds, out, mlflow_uri), sleep_s)
+                    )
+                slope = (costs[1] - costs[0]) / (long - short)
+                per_step[name].append(slope)
+                fixed[name].append(costs[0] - short * slope)
     print(f"monitor overhead: {args.rounds} rounds x {args.steps} steps, torch threads = 1")
     print(
-        f"{'sampling':>12} {'step ms':>9} {'ratio (median)':>15} {'ratio min..max':>16} "
-        f"{'sampler CPU s':>14} {'sampler CPU %':>14} {'samples':>8}"
+        f"{'condition':>20} {'step ms':>8} {'ratio (median)':>15} {'ratio min..max':>15} "
+        f"{'CPU/step ratio':>15} {'sampler CPU %':>14} {'samples':>8}"
     )
-    for name, _ in conditions:
+    for name in names:
         mean_ms = 1e3 * statistics.mean(times[name])
         ratio = statistics.median(ratios[name])
         spread = f"{min(ratios[name]):.3f}..{max(ratios[name]):.3f}"
+        cpu_ratio = statistics.median(cpu_ratios[name])
         if sampler[name]:
-            cpu_s = statistics.mean(s[0] for s in sampler[name])
             cpu_pct = statistics.mean(s[1] for s in sampler[name])
             samples = statistics.mean(s[2] for s in sampler[name])
-            extra = f"{cpu_s:>14.4f} {cpu_pct:>13.2f}% {samples:>8.1f}"
+            extra = f"{cpu_pct:>13.2f}% {samples:>8.1f}"
         else:
-            extra = f"{'-':>14} {'-':>14} {'-':>8}"
-        print(f"{name:>12} {mean_ms:>9.3f} {ratio:>15.4f} {spread:>16} {extra}")
+            extra = f"{'-':>14} {'-':>8}"
+        print(f"{name:>20} {mean_ms:>8.3f} {ratio:>15.4f} {spread:>15} {cpu_ratio:>15.4f} {extra}")
+    print(
+        f"CPU around a {args.sleep_ms:g} ms sleeping step, runs of {short} and {long} steps "
+        "(median of 3; the monitor's whole cost, its threads included):"
+    )
+    print(
+        f"{'condition':>20} {'CPU us/step':>12} {'over none':>10} {'% of step':>10} "
+        f"{'fixed ms/run':>13}"
+    )
+    none_us = statistics.median(per_step["none"])
+    none_fixed = statistics.median(fixed["none"])
+    for name in names:
+        us = statistics.median(per_step[name])
+        extra = us - none_us
+        share = 100 * extra / (1e3 * args.sleep_ms)
+        run_ms = (statistics.median(fixed[name]) - none_fixed) / 1e3
+        print(f"{name:>20} {us:>12.1f} {extra:>10.1f} {share:>9.3f}% {run_ms:>13.1f}")
     per_call_us = monitor_call_cost_us()
     base_ms = 1e3 * statistics.mean(times["none"])
     print(

@@ -17,6 +17,7 @@ stays cheap and has no side effects (no CUDA, no NVML, no patches).
 * :mod:`.energy`: Energy experiments: training runs with mutated hyperparameters, their CPU and GPU
   energy, and the results store (``codedag mutate``, ``codedag results``)
 * :mod:`.experiments`: The demo, the example pipelines and the scaffolding of experiments
+* :mod:`.integrations`: codedag inside other training frameworks (a Lightning callback)
 * :mod:`.graph`: The execution DAG model and its graph algorithms (imports nothing of codedag but
   errors)
 * :mod:`.measure`: One protocol for timing A against B, and the one statistic its results are

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
@@ -84,6 +85,8 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     assert summary["equivalence"]["passed"] is True and summary["verdict"] == result.verdict
     html = (tmp_path / "report.html").read_text()
     assert "library ms/call" in html and result.verdict.split(",")[0] in html
+    assert 'class="cv-samples"' in html and "cv2.warpAffine" in html  # the chain view
+    assert "first 1 batch(es) of each mode" in html  # warm-up left out, and said
     # the DataLoader was tuned; the plan carries its section and the report shows it
     assert result.loader is not None and plan["loader"]["trials"]
     assert "DataLoader settings" in html and "batches/s" in html
@@ -141,6 +144,7 @@ def test_bad_settings(tmp_path: Path, changes: dict, match: str) -> None:
         (["--task", "video"], "task must be one of image, audio"),
         (["--out", "/proc/no-such-place/out"], "cannot write into --out"),
         (["--batches", "0"], "--batches: must be >= 1"),
+        (["--sink", "wandb"], "unknown sink 'wandb'"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(
@@ -162,8 +166,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(
 def test_image_demo_with_batched_always_runs_the_chain_batched_and_reports_its_stats(
     tmp_path: Path,
 ) -> None:
-    settings = dataclasses.replace(small("image", tmp_path, tune=False), batched="always")
+    settings = dataclasses.replace(
+        small("image", tmp_path, tune=False), batched="always", sinks=("tensorboard",)
+    )
     result = run_demo(settings)
+    if importlib.util.find_spec("tensorboard") is not None:  # codedag[tensorboard]
+        for mode in ("baseline", "optimization"):
+            assert list((tmp_path / "tensorboard" / mode).glob("events.out.tfevents.*")), mode
     assert result.equivalence["passed"], result.equivalence  # the verified batched batches
     (chain,) = result.batched["chains"]
     assert chain["batched"] and chain["basis"] == "assumed"

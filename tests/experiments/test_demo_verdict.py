@@ -48,3 +48,11 @@ def test_chains_that_ran_batched_are_not_called_the_same_code() -> None:
     assert "chain chain0 ran once per batch through torch on cuda:0" in text
     assert "2.00x slower" in text
     assert "1.39x as fast" in verdict(rows, 1.39, "cpu", "measured", batched=["chain0"])
+
+
+def test_a_ratio_within_its_spread_reads_as_no_difference() -> None:
+    text = verdict(_rows(MEL), 1.076, "cpu", "measured", difference="no difference", spread=0.09)
+    assert "1.08x faster" not in text and "ran 1.08x" not in text
+    assert "do not differ beyond their spread (1.08x ± 0.09)" in text
+    faster = verdict(_rows(MEL), 1.5, "cpu", "measured", difference="faster", spread=0.05)
+    assert "ran 1.50x faster" in faster

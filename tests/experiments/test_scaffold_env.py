@@ -30,6 +30,7 @@ def test_new_experiment_writes_valid_files(tmp_path: Path, framework: str) -> No
     assert (tmp_path / "docker" / "Dockerfile.tensorflow").is_file()
     config = json.loads((folder / "experiment_config.json").read_text())
     assert config["experiment_name"] == "birdclef_2023" and config["framework"] == framework
+    assert config["sinks"] == []  # "tensorboard", "mlflow", "mlflow:URI"
     for script in ("baseline.py", "optimization.py"):
         ast.parse((folder / script).read_text())  # valid Python after substitution
     baseline = (folder / "baseline.py").read_text()

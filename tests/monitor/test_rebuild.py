@@ -30,8 +30,8 @@ def killed_run(tmp_path: Path) -> ExperimentMonitor:
     current.resources.sample_now()  # type: ignore[union-attr]
     current.timer.fold()
     current.metrics.fold()
-    for spill in current.spills:
-        spill.flush()  # what the OS had when the process was killed
+    for sink in monitor.sinks:
+        sink.flush()  # what the OS had when the process was killed
     return monitor
 
 

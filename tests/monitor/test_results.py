@@ -156,3 +156,26 @@ def test_batch_size_is_read_from_tuple_dict_and_tensor_batches() -> None:
     assert count_samples({"ids": [x]}, None) == 5
     assert count_samples("text", None) == 0
     assert count_samples([1, 2], lambda b: len(b)) == 2
+
+
+def test_files_without_steady_figures_get_them_from_raw_series() -> None:
+    from codedag.monitor.compare import compare_modes
+    from codedag.monitor.results import load_results
+
+    def mode(first: float, rest: float) -> dict:
+        times = [[i, first if i == 0 else rest + 0.001 * (i % 3)] for i in range(10)]
+        return {"config": {}, "batch_times": times, "data_wait_times": [[i, 0.01] for i in range(10)],
+                "resource_usage": {}, "metrics": {}, "summary": {}}  # fmt: skip
+
+    data = {
+        "experiment_name": "old",
+        "modes": {"baseline": mode(0.83, 0.24), "optimization": mode(0.83, 0.24)},
+    }
+    loaded = load_results(data)
+    steady = loaded["modes"]["baseline"]["summary"]["steady"]
+    assert steady["warmup_batches"] == 1 and steady["num_batches"] == 9
+    assert steady["step_time"]["p50"] == pytest.approx(0.251)
+    rows = {r["mode"]: r for r in compare_modes(loaded)}
+    assert rows["optimization"]["difference"] == "no difference"
+    assert rows["optimization"]["speedup"] == pytest.approx(1.0)
+    assert rows["baseline"]["step_mean_s"] < 0.26  # the 830 ms warm-up batch is left out

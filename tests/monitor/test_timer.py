@@ -201,3 +201,47 @@ def test_cuda_timing_modes_agree_on_real_kernels() -> None:
         timer.stop()
         results[mode] = timer.batch_stats.mean
     assert results["sync"] > 0.0 and results["events"] > 0.0
+
+
+def test_the_steady_summary_leaves_the_warm_up_out() -> None:
+    clock = FakeClock()
+    timer = Timer("none", clock=clock, warmup_batches=2)
+    timer.start()
+    rng = random.Random(3)
+    steps = [0.83, 0.5] + [0.24 + rng.uniform(-0.02, 0.02) for _ in range(300)]
+    for step_s in steps:
+        clock.sleep(0.01)
+        timer.start_batch()
+        clock.sleep(step_s - 0.01)
+        timer.end_batch(n_samples=32)
+    steady = timer.summary()["steady"]
+    rest = steps[2:]
+    assert steady["warmup_batches"] == 2 and steady["num_batches"] == 300
+    assert steady["step_time"]["mean"] == pytest.approx(sum(rest) / 300)
+    mean = sum(rest) / 300
+    std = math.sqrt(sum((v - mean) ** 2 for v in rest) / 300)
+    assert steady["step_time"]["std"] == pytest.approx(std, rel=1e-6)
+    ordered = sorted(rest)
+    assert steady["step_time"]["p25"] == pytest.approx(ordered[74], rel=0.01)
+    assert steady["step_time"]["p75"] == pytest.approx(ordered[224], rel=0.01)
+    assert steady["throughput"]["samples_per_s"] == pytest.approx(32 / mean)
+    assert timer.summary()["step_time"]["mean"] > steady["step_time"]["mean"] + 0.002
+    with pytest.raises(ConfigError, match="warmup_batches"):
+        Timer("none", warmup_batches=-1)
+
+
+def test_values_taken_out_of_the_running_statistics_again() -> None:
+    rng = random.Random(1)
+    values = [rng.uniform(0.1, 2.0) for _ in range(50)]
+    stats, hist = RunningStats(), LogHistogram()
+    for v in values:
+        stats.add(v)
+        hist.add(v)
+    rest = values[5:]
+    out = stats.without(values[:5])
+    assert out.count == 45 and out.mean == pytest.approx(sum(rest) / 45)
+    exact = RunningStats()
+    for v in rest:
+        exact.add(v)
+    assert out.std == pytest.approx(exact.std)
+    assert hist.without(values[:5]).count == 45 and stats.count == 50  # the original is kept

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.probes import GpuReading, ResourceSample
+from codedag.monitor.records import MetricRecord, ModeEnd, ModeInfo, RunInfo, StepRecord
+from codedag.monitor.sinks.base import Sink
 
 
 class CountingProbe:
@@ -58,3 +61,63 @@ def record_run(
                 monitor.log_accuracy(epoch, batch, 0.5 + 0.04 * (epoch * 6 + batch))
         monitor.stop_mode()
     return monitor.save_json()
+
+
+class RecordingSink(Sink):
+    """Keeps every record it receives, in order, by kind."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.runs: list[RunInfo] = []
+        self.modes: list[ModeInfo] = []
+        self.steps: dict[str, list[StepRecord]] = {}
+        self.metrics: dict[str, list[MetricRecord]] = {}
+        self.resources: dict[str, list[ResourceSample]] = {}
+        self.ends: list[ModeEnd] = []
+        self.artifacts: list[Path] = []
+        self.closed = 0
+
+    def open_run(self, run: RunInfo) -> None:
+        self.runs.append(run)
+
+    def start_mode(self, mode: ModeInfo) -> None:
+        self.modes.append(mode)
+
+    def log_steps(self, mode: str, steps: Sequence[StepRecord]) -> None:
+        self.steps.setdefault(mode, []).extend(steps)
+
+    def log_metrics(self, mode: str, rows: Sequence[MetricRecord]) -> None:
+        self.metrics.setdefault(mode, []).extend(rows)
+
+    def log_resources(self, mode: str, sample: ResourceSample) -> None:
+        self.resources.setdefault(mode, []).append(sample)
+
+    def end_mode(self, end: ModeEnd) -> None:
+        self.ends.append(end)
+
+    def log_artifact(self, path: Path) -> None:
+        self.artifacts.append(path)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class FailingSink(Sink):
+    """Raises in ``method`` (and counts the calls it got)."""
+
+    name = "failing"
+
+    def __init__(self, method: str = "log_steps") -> None:
+        self.method = method
+        self.calls = 0
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == object.__getattribute__(self, "method"):
+
+            def fail(*args: Any) -> None:
+                self.calls += 1
+                raise RuntimeError("the dashboard is down")
+
+            return fail
+        return object.__getattribute__(self, name)

@@ -125,6 +125,23 @@ def library_packages() -> frozenset[str]:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def is_library_module(top: str) -> bool:
+    """Whether a top-level module is library code: a library package codedag knows, the standard
+    library, or a package installed in site-packages; anything else is user code."""
+    if top in library_packages() or top in sys.stdlib_module_names:
+        return True
+    module = sys.modules.get(top)
+    path = getattr(module, "__file__", None)
+    if path is None:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return False
+        path = getattr(spec, "origin", None) if spec is not None else None
+    return "site-packages" in (path or "") or "dist-packages" in (path or "")
+
+
 @functools.cache
 def data_types() -> tuple[tuple[str, str], ...]:
     """``(module, attribute)`` of the libraries' data value types."""

@@ -7,6 +7,8 @@
 * :mod:`.args`: Argument types for numeric flags: finite, in range, and a message that says why
 * :mod:`.calibrate`: ``codedag calibrate``: measure a traced DAG's migratable calls on a device and
   print the table
+* :mod:`.chain`: ``codedag trace --show``: the traced pipeline as one sample's chain, in the
+  terminal and HTML
 * :mod:`.demo`: ``codedag demo``: baseline vs optimized training on synthetic Kaggle-like data
 * :mod:`.doctor`: ``codedag doctor``: what this machine can do for codedag, and what is missing
 * :mod:`.env`: ``codedag env check|build|setup|run``: the experiment environment, Docker or --local

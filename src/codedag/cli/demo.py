@@ -70,6 +70,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         default="auto",
         help="run sample chains batched where measured faster (auto), always, or never",
     )
+    parser.add_argument(
+        "--sink",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also send the monitor's records to tensorboard (tensorboard:DIR) or mlflow "
+        "(mlflow:TRACKING_URI); repeatable",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -100,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         tune=not args.no_tune,
         batched=args.batched,
+        sinks=tuple(args.sink),
     )
     settings.validate()
     check_sample_count(settings.task, args.batches, args.batch_size)
@@ -211,12 +220,24 @@ def print_summary(result: Any) -> None:
 
     console = Console() if sys.stdout.isatty() else Console(width=150)
     table = Table(title=f"codedag demo ({result.settings['task']}) on {result.device}")
-    for column in ("mode", "mean step s", "batch p95 s", "data wait", "samples/s", "final loss"):
+    for column in (
+        "mode",
+        "mean step s ± std",
+        "batch p95 s",
+        "data wait",
+        "samples/s",
+        "final loss",
+    ):
         table.add_column(column, justify="right" if column != "mode" else "left", no_wrap=True)
+    warm = sorted({m.warmup_batches for m in result.modes})
+    if any(warm):
+        table.caption = (
+            f"the first {', '.join(map(str, warm))} batch(es) of each mode left out (warm-up)"
+        )
     for m in result.modes:
         table.add_row(
             m.mode,
-            f"{m.mean_step_s:.4f}",
+            f"{m.mean_step_s:.4f} ± {m.step_std_s:.4f}",
             f"{m.p95_batch_s:.4f}",
             f"{100 * m.data_wait_share:.1f} %",
             f"{m.throughput_samples_s:.1f}",

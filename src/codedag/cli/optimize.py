@@ -106,7 +106,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="a plan with DataLoader settings from `codedag tune`: placement is measured with "
         "its workers and threads, and the new plan carries them",
     )
-    parser.add_argument("--explain", action="store_true", help="print the placement of each call")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the placement of each call, a library's internal calls grouped under it",
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="with --explain: every call as a row of its own"
+    )
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.set_defaults(handler=run)
 
@@ -223,9 +230,10 @@ def run(args: argparse.Namespace) -> int:
         )
         for note in plan["notes"]:
             out.print(f"note: {printable(note)}", markup=False)
-        out.print(
-            plan_table(plan, limit=None if args.explain else 12, measured_only=not args.explain)
-        )
+        if args.explain:
+            out.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
+        else:
+            out.print(plan_table(plan, limit=12, measured_only=True))
         chains = chains_table(plan)
         if chains is not None:
             out.print(chains)

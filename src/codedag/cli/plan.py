@@ -20,10 +20,15 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     explain = actions.add_parser(
         "explain",
         parents=[parent],
-        help="every call: device, measured library and torch times, saving, reason",
+        help="every call: device, measured library and torch times, saving, reason (a "
+        "library's internal calls grouped under it)",
     )
     explain.add_argument("plan", help="migration_plan.json")
-    explain.add_argument("--all", action="store_true", help="show every call, not the top 30")
+    explain.add_argument(
+        "--all",
+        action="store_true",
+        help="every call as a row of its own (default: the top 30, internal calls grouped)",
+    )
     explain.add_argument("--json", action="store_true", help="print the calls as JSON")
     explain.set_defaults(handler=run)
 
@@ -45,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     console = Console() if sys.stdout.isatty() else Console(width=160)
-    console.print(plan_table(plan, limit=None if args.all else 30))
+    console.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
     chains = chains_table(plan)
     if chains is not None:
         console.print(chains)

@@ -56,6 +56,35 @@ def _signed(value: Any, digits: int = 4) -> str:
     return "-" if value is None else f"{value:+.{digits}f}"
 
 
+def _batches(row: dict[str, Any]) -> str:
+    if row["num_batches"] is None:
+        return "-"
+    warm = row["warmup_batches"] if row["steady_batches"] is not None else 0
+    return f"{row['num_batches']}" + (f" ({warm} warm-up)" if warm else "")
+
+
+def speedup_text(row: dict[str, Any]) -> str:
+    """``2.01x ± 0.03``, ``no difference (1.02x ± 0.05)`` or, without a spread, ``1.07x``."""
+    if row["speedup"] is None:
+        return "-"
+    if row["speedup_spread"] is None:
+        return f"{row['speedup']:.2f}x"
+    text = f"{row['speedup']:.2f}x ± {row['speedup_spread']:.2f}"
+    return f"no difference ({text})" if row["difference"] == "no difference" else text
+
+
+def steady_caption(rows: list[dict[str, Any]]) -> str:
+    """What the figures leave out, in words."""
+    warm = sorted({r["warmup_batches"] for r in rows if r["steady_batches"] is not None})
+    if not warm:
+        return "every batch counted (the file has no steady-state figures); speedup: mean step"
+    n = ", ".join(map(str, warm))
+    return (
+        f"steady state: the first {n} batch(es) of each mode left out as warm-up; speedup: "
+        "median step time with its 95 % interval, 'no difference' when the interval holds 1"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Load, compare, plot and print."""
     import json
@@ -113,19 +142,21 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(
             terminal_text(r["mode"] + (" (ref)" if r["is_baseline"] else ""), 80),
             terminal_text(r["status"], 80),
-            str(r["num_batches"] if r["num_batches"] is not None else "-"),
+            _batches(r),
             _fmt(r["batch_mean_s"], 1e3),
             _fmt(r["batch_std_s"], 1e3),
             _fmt(r["batch_p50_s"], 1e3),
             _fmt(r["batch_p95_s"], 1e3),
             _fmt(r["data_wait_share_pct"], digits=1, suffix="%"),
-            _fmt(r["step_mean_s"], 1e3),
+            _fmt(r["step_mean_s"], 1e3)
+            + ("" if r["step_std_s"] is None else f" ± {r['step_std_s'] * 1e3:.2f}"),
             _fmt(r["batches_per_s"], digits=1),
             _fmt(r["samples_per_s"], digits=0),
-            _fmt(r["speedup"], suffix="x"),
+            "1.00x" if r["is_baseline"] else speedup_text(r),
             _signed(r["loss_delta"]),
             _signed(r["accuracy_delta"]),
         )
+    table.caption = steady_caption(rows)
     import sys
 
     # piped output keeps every column instead of folding to 80 characters

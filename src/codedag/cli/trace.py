@@ -74,6 +74,17 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         help="nodes drawn in DOT/SVG",
     )
     p.add_argument("--top", type=integer(1, 10_000), default=15, help="rows in the summary tables")
+    p.add_argument(
+        "--show",
+        action="store_true",
+        help="print one sample's chain of calls (time, share, where it runs) and write dag.html: "
+        "that chain drawn left to right, and the full DAG to zoom and search",
+    )
+    p.add_argument(
+        "--plan",
+        metavar="PLAN",
+        help="with --show: a migration_plan.json saying where each call runs",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=run)
 
@@ -167,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.target) == bool(args.dataloader):
         raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
+    if args.plan and not args.show:
+        raise UsageError("--plan goes with --show")
     formats = _formats(args.format)
     check_output_dir(args.out)
     with output_lock(args.out):
@@ -234,9 +247,17 @@ def _trace(args: argparse.Namespace, formats: list[str]) -> int:
         written.append(write_visualization(dag, out / "dag.svg", max_nodes=args.max_nodes))
     if failure is not None:
         raise failure
+    view = None
+    if args.show:
+        from codedag.cli.chain import print_chain, write_chain_page
+
+        view, page = write_chain_page(dag, out, args.plan, written)
+        written.append(page)
     summary = summarize(dag, args.top)
     if args.json:
         print(json.dumps({**summary, "written": [str(p) for p in written]}, indent=2))
     else:
         _print_tables(summary, written)
+        if view is not None:
+            print_chain(view)
     return 0

@@ -6,7 +6,9 @@ optimizing the DAG into a migration plan (placement measured with the tuned load
 again with the plan applied (its calls and its loader settings); checking that the migrated
 batches equal the baseline's for the same seed. The
 files go into ``settings.out_dir``: ``results.json`` and plots (from the monitor), ``dag.json``,
-``dag.svg`` (or ``.dot``), ``migration_plan.json``, ``demo_summary.json`` and ``report.html``.
+``dag.svg`` (or ``.dot``), ``migration_plan.json``, ``demo_summary.json`` and ``report.html``; with
+``settings.sinks`` the monitor's records also go to TensorBoard or MLflow, and the files to
+MLflow's artifacts.
 """
 
 from __future__ import annotations
@@ -187,7 +189,9 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     # the migrator's default device when nothing was asked, else the one asked for if it exists
     device = default_device() if settings.device is None else require_device(settings.device)
     loader = build_loader(settings)
-    monitor = ExperimentMonitor(f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir)
+    monitor = ExperimentMonitor(
+        f"codedag_demo_{settings.task}", save_dir=out_dir, run_dir=out_dir, sinks=settings.sinks
+    )
     keep = settings.check_batches
 
     kept_base = train("baseline", loader, settings, device, monitor, progress, keep)
@@ -223,7 +227,10 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     )
     functions = stats.get("functions", {})
     results = monitor.to_dict()
-    modes, speedup = summarize(results)
+    modes, optimized = summarize(results)
+    speedup = None if optimized is None else optimized["speedup"]
+    spread = None if optimized is None else optimized["speedup_spread"]
+    difference = None if optimized is None else optimized["difference"]
     rows = placement_rows(plan)
     demo = DemoResult(
         settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(settings).items()},
@@ -248,19 +255,34 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
             None if section is None or section.keeps_yours else section.chosen.label(),
             switched_off=stats.get("guard", {}).get("switched_off", {}),
             batched=ran_batched(stats),
+            difference=difference,
+            spread=spread,
         ),
         guard=dict(stats.get("guard", {})),
         files=files,
         loader=None if section is None else section.model_dump(mode="json"),
         batched=batched_summary(plan, stats),
+        speedup_spread=spread,
+        difference=difference,
     )
+    from codedag.report.chain_view import chain_view
     from codedag.report.demo_report import write_demo_report
 
     files["report"] = str(
         write_demo_report(
-            out_dir / "report.html", demo, plan, dag_svg, dag_dot, plots, results["environment"]
+            out_dir / "report.html",
+            demo,
+            plan,
+            dag_svg,
+            dag_dot,
+            plots,
+            results["environment"],
+            chain_view(dag, plan),
         )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))
+    for name in ("plan", "report", "summary", "dag_drawing"):
+        monitor.log_artifact(files[name])
+    monitor.close()
     progress("report", 1, 1)
     return demo

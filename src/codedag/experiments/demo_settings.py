@@ -29,6 +29,7 @@ class DemoSettings:
     k: int = 2
     tune: bool = True  # measure the DataLoader's settings; the optimized run uses them
     batched: str = "auto"  # sample chains run batched: where measured faster, always or never
+    sinks: tuple[str, ...] = ()  # where the monitor's records also go: tensorboard, mlflow[:URI]
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first bad setting."""
@@ -47,6 +48,10 @@ class DemoSettings:
             raise ConfigError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.task == "image" and self.image_size < 16:
             raise ConfigError(f"image_size must be >= 16, got {self.image_size}")
+        from codedag.monitor.sinks.specs import check_spec
+
+        for sink in self.sinks:
+            check_spec(sink)
 
 
 @dataclass
@@ -55,12 +60,14 @@ class ModeSummary:
 
     mode: str
     batches: int
-    mean_step_s: float  # data wait + batch
+    mean_step_s: float  # data wait + batch, the warm-up batches left out
     p50_batch_s: float  # batch time alone (start_batch to end_batch)
     p95_batch_s: float
     data_wait_share: float
     throughput_samples_s: float
     final_loss: float | None
+    step_std_s: float = 0.0
+    warmup_batches: int = 0  # first batches left out of the figures
 
 
 @dataclass
@@ -70,7 +77,7 @@ class DemoResult:
     settings: dict[str, Any]
     device: str
     modes: list[ModeSummary]
-    speedup: float | None
+    speedup: float | None  # median step times, baseline / optimization, warm-up left out
     migrated_calls: dict[str, int]
     fallbacks: dict[str, int]
     fallback_reasons: dict[str, dict[str, int]]
@@ -82,6 +89,8 @@ class DemoResult:
     files: dict[str, str] = field(default_factory=dict)
     loader: dict[str, Any] | None = None  # the plan's loader section, when tuned
     batched: dict[str, Any] = field(default_factory=dict)  # chains, decisions, run-time stats
+    speedup_spread: float | None = None  # half-width of the speedup's 95 % interval
+    difference: str | None = None  # faster, slower, or "no difference" (within the spread)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -176,8 +176,10 @@ def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> di
     }
 
 
-def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], float | None]:
-    """Per-mode figures from the monitor's results, and the speedup of the optimized mode."""
+def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], dict[str, Any] | None]:
+    """Per-mode figures from the monitor's results (steady state: the warm-up batches left out),
+    and the optimized mode's row of :func:`~codedag.monitor.compare.compare_modes` (``speedup``,
+    ``speedup_spread``, ``difference``), ``None`` when it did not run."""
     from codedag.monitor.compare import compare_modes
 
     rows = compare_modes(results, "baseline")
@@ -191,11 +193,28 @@ def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], float | None]
             data_wait_share=(row["data_wait_share_pct"] or 0.0) / 100.0,
             throughput_samples_s=row["samples_per_s"] or 0.0,
             final_loss=row["final_loss"],
+            step_std_s=row["step_std_s"] or 0.0,
+            warmup_batches=row["warmup_batches"],
         )
         for row in rows
     ]
-    speedup = next((r["speedup"] for r in rows if r["mode"] == "optimization"), None)
-    return summaries, speedup
+    optimized = next((r for r in rows if r["mode"] == "optimization"), None)
+    return summaries, optimized
+
+
+def _outcome(
+    speedup: float, difference: str | None, spread: float | None, faster: str, slower: str
+) -> str:
+    """The end of a verdict: ``faster`` or ``slower`` filled with the ratio, or no difference
+    when the ratio lies within its spread."""
+    if difference == "no difference":
+        return (
+            f": the two runs' step times do not differ beyond their spread ({speedup:.2f}x "
+            f"± {spread or 0.0:.2f})."
+        )
+    if speedup >= 1.0:
+        return faster.format(speedup)
+    return slower.format(1 / speedup)
 
 
 def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -229,12 +248,15 @@ def verdict(
     loader: str | None = None,
     switched_off: Collection[str] = (),
     batched: Collection[str] = (),
+    difference: str | None = None,
+    spread: float | None = None,
 ) -> str:
     """One sentence saying what the plan did and what it changed, without overclaiming.
 
     ``loader`` names the tuned DataLoader settings when the plan changes them; ``switched_off``
     the placed functions the run-time check turned back to their library; ``batched`` the sample
-    chains that ran once per batch.
+    chains that ran once per batch; ``difference`` (``no difference`` when the speedup lies
+    within its ``spread``) keeps noise from reading as a speedup.
     """
     placed = [r["function"] for r in rows if r["placed"]]
     kept = [r["function"] for r in rows if not r["placed"]]
@@ -248,9 +270,13 @@ def verdict(
             text += f", with the tuned DataLoader ({loader})"
         if speedup is None:
             return text + "."
-        if speedup >= 1.0:
-            return text + f": the optimized run was {speedup:.2f}x as fast."
-        return text + f": the optimized run was {1 / speedup:.2f}x slower than the baseline."
+        return text + _outcome(
+            speedup,
+            difference,
+            spread,
+            ": the optimized run was {:.2f}x as fast.",
+            ": the optimized run was {:.2f}x slower than the baseline.",
+        )
     off = [f for f in placed if f in switched_off]
     if placed and len(off) == len(placed):
         return (
@@ -265,7 +291,17 @@ def verdict(
         return (
             f"Measured on {where}, the plan keeps every call with its library (both runs execute "
             f"the same code) and runs them in the tuned DataLoader ({loader})"
-            + (f": the optimized run was {speedup:.2f}x as fast." if speedup is not None else ".")
+            + (
+                _outcome(
+                    speedup,
+                    difference,
+                    spread,
+                    ": the optimized run was {:.2f}x as fast.",
+                    ": the optimized run was {:.2f}x slower.",
+                )
+                if speedup is not None
+                else "."
+            )
         )
     if not placed:
         if not rows:
@@ -292,9 +328,11 @@ def verdict(
         text += f", with the tuned DataLoader ({loader})"
     if speedup is None:
         return text + "."
-    if speedup >= 1.0:
-        return text + f": the pipeline ran {speedup:.2f}x faster."
-    return (
-        text + f"; yet the optimized run was {1 / speedup:.2f}x slower than the baseline here "
-        "(see the run-time check in the migration stats)."
+    return text + _outcome(
+        speedup,
+        difference,
+        spread,
+        ": the pipeline ran {:.2f}x faster.",
+        "; yet the optimized run was {:.2f}x slower than the baseline here "
+        "(see the run-time check in the migration stats).",
     )

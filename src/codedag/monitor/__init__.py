@@ -1,7 +1,7 @@
 """Monitoring of training runs: batch time, data wait, CPU/GPU use, memory, losses, accuracies.
 
-* :mod:`.callbacks`: Monitoring for existing loops in two lines: a loop wrapper and a Lightning-
-  style callback
+* :mod:`.callbacks`: Monitoring for existing loops in two lines: a loop wrapper and Lightning-style
+  hooks (the real Lightning callback: :mod:`codedag.integrations.lightning`)
 * :mod:`.compare`: Compare the modes of one results file: timing, data-wait share, throughput,
   speedup, metrics
 * :mod:`.environment`: The environment a run measured on: host, Python, torch, CUDA, GPUs, CPU and
@@ -16,6 +16,8 @@
   overlaid)
 * :mod:`.probes`: What one resource sample reads: CPU and memory of the process tree, the
   container, the GPUs
+* :mod:`.records`: What the monitor hands its sinks: steps, resource samples, logged values, the
+  run and its modes starting and ending
 * :mod:`.rebuild`: Recompute a run's results from the raw CSV streams next to its JSON
 * :mod:`.replay`: Replays of a saved run: resource samples and GPU readings played back from a
   results file
@@ -23,6 +25,8 @@
   interval
 * :mod:`.results`: The results JSON: the original API's structure plus schema_version, environment and data
   wait
+* :mod:`.sinks`: Where the records go: the raw CSV streams, TensorBoard, MLflow (a package of its
+  own)
 * :mod:`.spill`: Stream every raw sample of a long run to a CSV file, so memory stays bounded and
   nothing is lost
 * :mod:`.stats`: Constant-memory statistics for long runs: running moments, quantiles and plot

@@ -7,10 +7,10 @@ Plain loop::
         for inputs, targets in monitor.track(loader):   # data wait vs step, samples/s
             ...
 
-Lightning (duck-typed: lightning is not a dependency; ``lightning_callback`` subclasses the real
-``Callback`` when lightning is installed)::
+Lightning-style hooks, duck-typed (lightning is not a dependency); with lightning installed,
+:class:`codedag.integrations.lightning.CodedagCallback` is the real ``Callback`` built on them::
 
-    trainer = Trainer(callbacks=[MonitorCallback(ExperimentMonitor("exp"), mode="baseline")])
+    trainer = Trainer(callbacks=[CodedagCallback()])
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from codedag.monitor.experiment import ExperimentMonitor
+from codedag.monitor.mode import batch_size_of
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class MonitorCallback:
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self.monitor.end_batch()
+        self.monitor.end_batch(batch_size_of(batch, None))
         epoch = int(getattr(trainer, "current_epoch", 0) or 0)
         loss = _scalar(outputs)
         if loss is not None:
@@ -111,29 +112,3 @@ class MonitorCallback:
             self.monitor.save_json()
             if self.plot:
                 self.monitor.plot_metrics()
-
-
-def lightning_callback(monitor: ExperimentMonitor, **kwargs: Any) -> Any:
-    """A :class:`MonitorCallback` that also subclasses ``lightning.pytorch.Callback``.
-
-    Raises:
-        codedag.errors.ConfigError: lightning (or pytorch_lightning) is not installed.
-    """
-    import importlib
-
-    base: Any = None
-    for module in ("lightning.pytorch", "pytorch_lightning"):
-        try:
-            base = importlib.import_module(module).Callback
-            break
-        except ImportError:
-            continue
-    if base is None:
-        from codedag.errors import ConfigError
-
-        raise ConfigError(
-            "lightning_callback needs lightning or pytorch_lightning installed; "
-            "MonitorCallback works without it for Lightning-style loops"
-        )
-    cls = type("LightningMonitorCallback", (MonitorCallback, base), {})
-    return cls(monitor, **kwargs)

@@ -15,7 +15,9 @@ Used exactly as the seed shows::
     monitor.plot_metrics()
 
 Each run gets a folder ``save_dir/<experiment_name>_<YYYYmmdd-HHMMSS>/`` holding ``results.json``,
-the raw CSV streams and ``plots/``. The JSON is rewritten atomically at ``start_mode``, every
+the raw CSV streams and ``plots/``. Every record (step, resource sample, logged value, mode start
+and end) also goes to the monitor's sinks (:mod:`codedag.monitor.sinks`): the CSV streams are
+one, ``sinks=["tensorboard", "mlflow"]`` adds TensorBoard event files and an MLflow run. The JSON is rewritten atomically at ``start_mode``, every
 ``flush_interval_s`` during a mode, at ``stop_mode`` and ``save_json``; if the process ends while
 a mode is running (Ctrl-C, an exception, ``sys.exit``), an exit hook marks the mode
 ``interrupted`` or ``failed`` and writes a complete file of everything measured. Monitoring never
@@ -27,6 +29,7 @@ from a forked process (a DataLoader worker) are ignored there (:mod:`codedag.mon
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import re
@@ -45,12 +48,15 @@ from codedag.devices.distributed import distributed_launch, distributed_rank
 from codedag.errors import WriteError
 from codedag.monitor import forksafe
 from codedag.monitor.environment import collect_environment
-from codedag.monitor.metrics import METRICS_CSV_HEADER, MetricsLogger
+from codedag.monitor.metrics import MetricsLogger
 from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
-from codedag.monitor.resources import RESOURCE_CSV_HEADER, Probe, ResourceMonitor
+from codedag.monitor.records import ModeEnd, ModeInfo, RunInfo, summary_figures
+from codedag.monitor.resources import Probe, ResourceMonitor
 from codedag.monitor.results import SCHEMA_VERSION
-from codedag.monitor.spill import CsvSpill
-from codedag.monitor.timer import BATCH_CSV_HEADER, Timer
+from codedag.monitor.sinks.base import Sink, SinkHub
+from codedag.monitor.sinks.csv import HEADERS, CsvSink, csv_files
+from codedag.monitor.sinks.specs import make_sinks
+from codedag.monitor.timer import WARMUP_BATCHES, Timer
 from codedag.util.io import atomic_write_json
 from codedag.util.signals import deferred_interrupts, interruption_name
 
@@ -73,6 +79,11 @@ class ExperimentMonitor:
         handle_sigterm: while a mode runs, turn SIGTERM (``docker stop``, batch schedulers) into
             ``SystemExit(143)`` so the results are saved as ``interrupted``; installed only from
             the main thread over the default handler, and restored at ``stop_mode``.
+        sinks: where the records go besides ``results.json``: :class:`Sink` objects or names
+            (``"tensorboard"``, ``"mlflow"``, ``"mlflow:URI"``; see
+            :mod:`codedag.monitor.sinks.specs`). A sink whose package is missing, or that fails,
+            is one warning; the run goes on.
+        warmup_batches: first steps of each mode left out of the steady-state summary.
     """
 
     def __init__(
@@ -87,8 +98,10 @@ class ExperimentMonitor:
         probe_factory: Callable[[], Probe] | None = None,
         run_dir: str | Path | None = None,
         handle_sigterm: bool = False,
+        sinks: Iterable[Sink | str] = (),
+        warmup_batches: int = WARMUP_BATCHES,
     ) -> None:
-        Timer(cuda_timing)  # validates the option now, not at the first batch
+        Timer(cuda_timing, warmup_batches=warmup_batches)  # validates now, not at the first batch
         self.experiment_name = str(experiment_name)
         self.save_dir = Path(save_dir)
         self.cuda_timing = cuda_timing
@@ -113,6 +126,12 @@ class ExperimentMonitor:
         self.handle_sigterm = handle_sigterm
         self._previous_sigterm: Any = None
         self._signal_name: str | None = None
+        self.warmup_batches = warmup_batches
+        self._hub = SinkHub(
+            [*([CsvSink(self.run_dir)] if stream_to_disk else []), *make_sinks(sinks)]
+        )
+        self._run_open = False
+        self._close_hook: Callable[[], None] | None = None
         self._pid = os.getpid()  # the owner: other processes (forks) record nothing
         forksafe.register(self)
 
@@ -156,19 +175,14 @@ class ExperimentMonitor:
             log.warning("mode %r already recorded; recording this one as %r", name, f"{name}_{n}")
             name = f"{name}_{n}"
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-        files: dict[str, str | None] = {}
-        spills = []
-        for kind, header in (
-            ("batches", BATCH_CSV_HEADER),
-            ("resources", RESOURCE_CSV_HEADER),
-            ("metrics", METRICS_CSV_HEADER),
-        ):
-            csv_name = f"{safe}.{kind}.csv" if self.stream_to_disk else None
-            files[kind] = csv_name
-            spills.append(CsvSpill(self.run_dir / csv_name if csv_name else None, header))
+        files: dict[str, str | None] = (
+            dict(csv_files(safe)) if self.stream_to_disk else dict.fromkeys(HEADERS)
+        )
+        hub = self._hub
         timer = Timer(
             cuda_timing or self.cuda_timing,
-            spill=spills[0],
+            on_steps=functools.partial(hub.log_steps, name),
+            warmup_batches=self.warmup_batches,
             downsample_capacity=self.downsample_capacity,
         )
         resources = None
@@ -182,22 +196,86 @@ class ExperimentMonitor:
             resources = ResourceMonitor(
                 resource_interval,
                 probe=probe,
-                spill=spills[1],
+                on_sample=functools.partial(hub.log_resources, name),
                 downsample_capacity=self.downsample_capacity,
             )
-        metrics = MetricsLogger(spills[2], self.downsample_capacity)
+        metrics = MetricsLogger(functools.partial(hub.log_metrics, name), self.downsample_capacity)
         current = ModeRecord(
-            name, plain_config(config or {}), timer, metrics, resources, spills, files, describe
+            name, plain_config(config or {}), timer, metrics, resources, files, describe
         )
         self._modes[name] = current
         self._current = current
         if not self.environment or (describe and "cpu_source" not in self.environment):
             self.environment = collect_environment(describe)
+        self._open_run()
+        limits = describe if "cpu_capacity_cpus" in describe else self.environment
+        hub.start_mode(
+            ModeInfo(
+                name=name,
+                file_stem=safe,
+                config=current.config,
+                started_at=current.started_at,
+                cpu_limit_cpus=limits.get("cpu_limit_cpus"),
+                cpu_capacity_cpus=limits.get("cpu_capacity_cpus"),
+                resource_interval_s=resource_interval,
+            )
+        )
         self._install_exit_hook()
         self.flush()
         if resources is not None:
             resources.start()
         timer.start()
+
+    def _open_run(self) -> None:
+        """Tell the sinks the run started (once) and close them at exit if nobody does."""
+        if self._run_open:
+            return
+        self._run_open = True
+        self._hub.open_run(RunInfo(self.experiment_name, self.run_dir, dict(self.environment)))
+        ref = weakref.ref(self)
+
+        def hook() -> None:
+            monitor = ref()
+            if monitor is not None and os.getpid() == monitor._pid:
+                monitor._on_exit()  # a mode still running is saved as interrupted or failed
+                monitor.close()
+
+        self._close_hook = hook
+        atexit.register(hook)
+
+    def add_sink(self, sink: Sink | str) -> None:
+        """Send the records of the modes that start from now on to one more sink."""
+        for made in make_sinks([sink]):
+            if self._run_open:
+                made.open_run(RunInfo(self.experiment_name, self.run_dir, dict(self.environment)))
+            self._hub.add(made)
+
+    @property
+    def sinks(self) -> tuple[Sink, ...]:
+        """The sinks still recording (one that failed is dropped)."""
+        return self._hub.sinks
+
+    def log_artifact(self, path: str | Path) -> None:
+        """Hand a file of the run (a migration plan, a report) to the sinks that keep files."""
+        if forksafe.ignored_here(self._pid, "log_artifact"):
+            return
+        self._hub.log_artifact(Path(path))
+
+    def close(self) -> None:
+        """Stop a running mode, write the results and finish every sink (idempotent).
+
+        Called at interpreter exit when a run was opened and nobody closed it.
+        """
+        if forksafe.ignored_here(self._pid, "close"):
+            return
+        if self._current is not None:
+            self.stop_mode()
+        if self._close_hook is not None:
+            atexit.unregister(self._close_hook)
+            self._close_hook = None
+        if self._run_open:
+            self._hub.close()
+            self._run_open = False
 
     def _make_probe(self) -> Probe:
         if self._probe_factory is not None:
@@ -240,14 +318,17 @@ class ExperimentMonitor:
         current.status = status
         current.error = error
         current.ended_at = time.time()
-        for spill in current.spills:
-            spill.close()
+        summary = current.to_dict()["summary"]
+        self._hub.end_mode(
+            ModeEnd(name=current.name, status=status, error=error,
+                    steps=current.timer.num_batches, figures=summary_figures(summary))
+        )  # fmt: skip
         self.flush()
         if self._exit_hook is not None:
             atexit.unregister(self._exit_hook)
             self._exit_hook = None
         self._restore_sigterm()
-        return current.to_dict()["summary"]
+        return summary
 
     @contextmanager
     def mode(
@@ -278,6 +359,7 @@ class ExperimentMonitor:
             else:
                 self.stop_mode("failed", f"{exc_type.__name__}: {exc}")
         self.save_json()
+        self.close()
 
     # ---------------------------------------------------------------- batches
     def start_batch(self) -> None:
@@ -338,13 +420,15 @@ class ExperimentMonitor:
         """Record a loss (``loss.item()``) for ``batch`` of ``epoch``."""
         target = self._metrics_target("log_loss")
         if target is not None:
-            target.metrics.log_loss(epoch, batch, value)
+            timer = target.timer
+            target.metrics.log_loss(epoch, batch, value, timer.current_step, timer.total_time_s)
 
     def log_accuracy(self, epoch: int, batch: int, value: Any) -> None:
         """Record an accuracy for ``batch`` of ``epoch``."""
         target = self._metrics_target("log_accuracy")
         if target is not None:
-            target.metrics.log_accuracy(epoch, batch, value)
+            timer = target.timer
+            target.metrics.log_accuracy(epoch, batch, value, timer.current_step, timer.total_time_s)
 
     def _metrics_target(self, what: str) -> ModeRecord | None:
         if forksafe.ignored_here(self._pid, what):
@@ -384,11 +468,8 @@ class ExperimentMonitor:
         if forksafe.ignored_here(self._pid, "flush"):
             return None
         self._next_flush = time.monotonic() + self.flush_interval_s
-        current = self._current
-        data = self.to_dict()  # folds the rows buffered on the hot path into the CSV streams
-        if current is not None:
-            for spill in current.spills:
-                spill.flush()
+        data = self.to_dict()  # folds the rows buffered on the hot path into the sinks
+        self._hub.flush()
         try:
             return atomic_write_json(self.results_path, data)
         except WriteError as error:  # a full disk: training goes on, the next flush retries
@@ -416,25 +497,23 @@ class ExperimentMonitor:
                 }
         atomic_write_json(target, data)
         log.info("results written to %s", target)
+        self._hub.log_artifact(target)
         return target
 
     def plot_metrics(self, out_dir: str | Path | None = None) -> list[Path]:
         """Render the comparison figures (PNG) into ``out_dir`` (default ``<run dir>/plots``)."""
         from codedag.monitor.plots import plot_results
 
-        return plot_results(
-            self.to_dict(), out_dir if out_dir is not None else self.run_dir / "plots"
-        )
+        folder = Path(out_dir) if out_dir is not None else self.run_dir / "plots"
+        figures = plot_results(self.to_dict(), folder)
+        if figures and not forksafe.ignored_here(self._pid, "plot_metrics"):
+            self._hub.log_artifact(folder)
+        return figures
 
     # --------------------------------------------------------------- exit hook
     def open_stream_files(self) -> list[Any]:
-        """File objects of the raw CSV streams now open (for :mod:`forksafe`)."""
-        return [
-            spill._fh
-            for mode in self._modes.values()
-            for spill in mode.spills
-            if spill._fh is not None
-        ]
+        """File objects the sinks hold open (the raw CSV streams; for :mod:`forksafe`)."""
+        return self._hub.open_files()
 
     def _install_exit_hook(self) -> None:
         self._install_sigterm()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
-from codedag.monitor.spill import CsvSpill
+from codedag.monitor.records import MetricRecord
 from codedag.monitor.stats import Downsampler
 
 log = logging.getLogger(__name__)
 
-METRICS_CSV_HEADER = "metric,epoch,batch,value"
 _BLOCK = 128  # values buffered on the training thread before they are folded (see Timer)
 
 
@@ -52,19 +52,24 @@ class _Track:
 class MetricsLogger:
     """Records losses and accuracies as the original API's ``[(epoch, batch, value)]`` series.
 
-    Non-finite values (a diverging loss) are counted in ``nonfinite`` and kept in the raw CSV,
-    never averaged into the series: JSON has no NaN and one NaN would poison every summary.
+    Non-finite values (a diverging loss) are counted in ``nonfinite`` and passed on to
+    ``on_metrics`` (the raw CSV keeps them), never averaged into the series: JSON has no NaN and
+    one NaN would poison every summary.
 
     Args:
-        spill: CSV sink for every logged value (``metric,epoch,batch,value``).
+        on_metrics: receives every logged value, in blocks.
         downsample_capacity: most points per metric kept in memory.
     """
 
-    def __init__(self, spill: CsvSpill | None = None, downsample_capacity: int = 2048) -> None:
-        self._spill = spill or CsvSpill(None, METRICS_CSV_HEADER)
+    def __init__(
+        self,
+        on_metrics: Callable[[list[MetricRecord]], None] | None = None,
+        downsample_capacity: int = 2048,
+    ) -> None:
+        self._on_metrics = on_metrics
         self.losses = _Track(downsample_capacity)
         self.accuracies = _Track(downsample_capacity)
-        self._rows: list[tuple[bool, int, int, float]] = []  # (is_loss, epoch, batch, value)
+        self._rows: list[MetricRecord] = []
 
     @staticmethod
     def _value(value: Any, what: str) -> float:
@@ -75,28 +80,36 @@ class MetricsLogger:
 
             raise ConfigError(f"{what} must be a number, got {type(value).__name__}") from error
 
-    def log_loss(self, epoch: int, batch: int, value: Any) -> None:
-        """Record the loss of ``batch`` in ``epoch``."""
-        self._rows.append((True, int(epoch), int(batch), self._value(value, "loss")))
+    def log_loss(
+        self, epoch: int, batch: int, value: Any, step: int = -1, time_s: float = 0.0
+    ) -> None:
+        """Record the loss of ``batch`` in ``epoch`` (``step`` and ``time_s``: the mode's step
+        it belongs to and when, for dashboards)."""
+        row = ("loss", int(epoch), int(batch), self._value(value, "loss"), step, time_s)
+        self._rows.append(tuple.__new__(MetricRecord, row))  # without the Python-level __new__
         if len(self._rows) >= _BLOCK:
             self.fold()
 
-    def log_accuracy(self, epoch: int, batch: int, value: Any) -> None:
+    def log_accuracy(
+        self, epoch: int, batch: int, value: Any, step: int = -1, time_s: float = 0.0
+    ) -> None:
         """Record the accuracy (a fraction or a percent, as the caller uses) of ``batch``."""
-        self._rows.append((False, int(epoch), int(batch), self._value(value, "accuracy")))
+        row = ("accuracy", int(epoch), int(batch), self._value(value, "accuracy"), step, time_s)
+        self._rows.append(tuple.__new__(MetricRecord, row))
         if len(self._rows) >= _BLOCK:
             self.fold()
 
     def fold(self) -> None:
-        """Fold the values buffered on the training thread into the series and the raw CSV."""
+        """Fold the values buffered on the training thread into the series and the sinks."""
         rows, self._rows = self._rows, []
         if not rows:
             return
-        lines = []
-        for is_loss, epoch, batch, value in rows:
-            (self.losses if is_loss else self.accuracies).add(epoch, batch, value)
-            lines.append(f"{'loss' if is_loss else 'accuracy'},{epoch},{batch},{value!r}")
-        self._spill.write_lines(lines)
+        for row in rows:
+            (self.losses if row.name == "loss" else self.accuracies).add(
+                row.epoch, row.batch, row.value
+            )
+        if self._on_metrics is not None:
+            self._on_metrics(rows)
 
     def series(self) -> dict[str, list[list[float]]]:
         """``{"losses": [[epoch, batch, value]], "accuracies": [...]}`` (downsampled when long)."""

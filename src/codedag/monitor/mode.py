@@ -8,7 +8,6 @@ from typing import Any
 
 from codedag.monitor.metrics import MetricsLogger
 from codedag.monitor.resources import ResourceMonitor
-from codedag.monitor.spill import CsvSpill
 from codedag.monitor.timer import Timer
 
 
@@ -42,7 +41,6 @@ class ModeRecord:
         timer: Timer,
         metrics: MetricsLogger,
         resources: ResourceMonitor | None,
-        spills: list[CsvSpill],
         files: dict[str, str | None],
         describe: dict[str, Any],
     ) -> None:
@@ -51,7 +49,6 @@ class ModeRecord:
         self.timer = timer
         self.metrics = metrics
         self.resources = resources
-        self.spills = spills
         self.files = files
         self.describe = describe
         self.status = "running"

@@ -1,7 +1,8 @@
 """What one resource sample reads: CPU and memory of the process tree, the container, the GPUs.
 
 - **Process tree**: this process plus its children (DataLoader workers), CPU time deltas from
-  psutil, as percent of the CPUs this job may use (its quota, else its affinity set), and RSS.
+  psutil, as percent of the CPUs this job may use (its quota, else its affinity set), and RSS;
+  the children alone are reported too (the workers' CPU and memory, and how many there are).
 - **Container / host**: inside a container or under a CPU quota, psutil's host-wide numbers are
   wrong for the job, so CPU comes from the cgroup usage counter (v1 ``cpuacct.usage``, v2
   ``cpu.stat``) as percent of the quota, and memory from the cgroup usage against its limit.
@@ -17,7 +18,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -35,6 +36,7 @@ class GpuReading:
     memory_used_mb: float | None = None
     power_w: float | None = None
     temperature_c: float | None = None
+    energy_j: float | None = None  # NVML's energy counter since the probe started
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class ResourceSample:
     process_cpu_pct: float | None = None
     process_memory_mb: float | None = None
     gpus: list[GpuReading] = field(default_factory=list)
+    workers_cpu_pct: float | None = None  # the child processes (DataLoader workers) alone
+    workers_memory_mb: float | None = None
+    workers: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data."""
@@ -60,6 +65,19 @@ class ResourceSample:
         return cls(**{**data, "gpus": gpus})
 
 
+class TreeReading(NamedTuple):
+    """One reading of a process tree: the whole tree, and its children alone (the workers).
+
+    ``cores`` and ``workers_cores`` are ``None`` on the first read (a rate needs two).
+    """
+
+    cores: float | None
+    rss_mb: float
+    workers_cores: float | None
+    workers_rss_mb: float
+    workers: int
+
+
 class ProcessTreeProbe:
     """CPU cores used and RSS of a process and its descendants, from CPU-time deltas."""
 
@@ -68,6 +86,7 @@ class ProcessTreeProbe:
         self.include_children = include_children
         self._procs: dict[int, psutil.Process] = {}
         self._last_cpu_s: float | None = None
+        self._last_workers_cpu_s = 0.0
         self._last_t: float | None = None
         self._dead_cpu_s = 0.0
         self._seen_cpu: dict[tuple[int, float], float] = {}
@@ -94,17 +113,21 @@ class ProcessTreeProbe:
             del cache[pid]
         return procs
 
-    def read(self, now: float) -> tuple[float | None, float | None]:
-        """``(cores busy since the previous read, RSS in MB)``; cores is ``None`` on first read."""
-        rss = 0
+    def read(self, now: float) -> TreeReading:
+        """The tree's cores busy since the previous read and RSS, and the same for its children."""
+        rss = workers_rss = 0
         alive: dict[tuple[int, float], float] = {}
+        root = self.process.pid
         for proc in self._tree():
             try:
                 key = (proc.pid, proc.create_time())
                 times = proc.cpu_times()
-                rss += proc.memory_info().rss
+                memory = proc.memory_info().rss
             except psutil.Error:
                 continue
+            rss += memory
+            if proc.pid != root:
+                workers_rss += memory
             # own time only: children_user/system would count reaped workers a second time
             alive[key] = times.user + times.system
         # children that exited since the last read keep the CPU time they had then
@@ -112,12 +135,17 @@ class ProcessTreeProbe:
             if key not in alive:
                 self._dead_cpu_s += cpu
         self._seen_cpu = alive
+        root_cpu = sum(cpu for (pid, _), cpu in alive.items() if pid == root)
         total_cpu = sum(alive.values()) + self._dead_cpu_s
-        cores = None
+        workers_cpu = total_cpu - root_cpu
+        cores = workers_cores = None
         if self._last_cpu_s is not None and self._last_t is not None and now > self._last_t:
-            cores = max(0.0, (total_cpu - self._last_cpu_s) / (now - self._last_t))
-        self._last_cpu_s, self._last_t = total_cpu, now
-        return cores, rss / MB
+            elapsed = now - self._last_t
+            cores = max(0.0, (total_cpu - self._last_cpu_s) / elapsed)
+            workers_cores = max(0.0, (workers_cpu - self._last_workers_cpu_s) / elapsed)
+        self._last_cpu_s, self._last_workers_cpu_s, self._last_t = total_cpu, workers_cpu, now
+        workers = sum(1 for pid, _ in alive if pid != root)
+        return TreeReading(cores, rss / MB, workers_cores, workers_rss / MB, workers)
 
 
 def _descendant_pids(pid: int) -> set[int] | None:
@@ -188,8 +216,13 @@ class CgroupCpuProbe:
         return max(0.0, 100.0 * cores / self.capacity_cpus)
 
 
-def gpu_reading(sample: Any) -> GpuReading:
-    """Convert a sample of the GPUs interface (object or dict) into a :class:`GpuReading`."""
+def gpu_reading(sample: Any, energy_j: float | None = None) -> GpuReading:
+    """Convert a sample of the GPUs interface (object or dict) into a :class:`GpuReading`.
+
+    Args:
+        sample: one GPU's reading.
+        energy_j: the GPU's energy since the probe started, where its counter reads.
+    """
     get = sample.get if isinstance(sample, dict) else (lambda k, d=None: getattr(sample, k, d))
 
     def first(*names: str) -> Any:
@@ -208,4 +241,5 @@ def gpu_reading(sample: Any) -> GpuReading:
         memory_used_mb=memory_mb,
         power_w=first("power_w"),
         temperature_c=first("temperature_c", "temp_c"),
+        energy_j=energy_j,
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 from codedag.errors import SchemaError
 from codedag.monitor.metrics import MetricsLogger
-from codedag.monitor.resources import ResourceMonitor
+from codedag.monitor.resources import ResourceMonitor, sample_from_rows
 from codedag.monitor.results import load_results
 from codedag.monitor.timer import Timer
 
@@ -55,23 +55,9 @@ def _resource_rows(path: Path | None) -> Iterator[tuple[float, str, float]]:
 
 
 def _usage_from_rows(rows: Iterator[tuple[float, str, float]], capacity: int) -> ResourceMonitor:
-    from codedag.monitor.probes import GpuReading, ResourceSample
-    from codedag.monitor.resources import _GPU_SERIES, _HOST_SERIES
-
-    host_attr = {name: attr for attr, name in _HOST_SERIES.items()}
-    gpu_attr = {name: attr for attr, name in _GPU_SERIES.items()}
     monitor = ResourceMonitor(1.0, downsample_capacity=capacity)  # record() only: no probe
     for ts, group in itertools.groupby(rows, key=lambda r: r[0]):
-        host: dict[str, float] = {}
-        gpus: dict[int, dict[str, float]] = {}
-        for _, metric, value in group:
-            name, _, device = metric.partition("/")
-            if device and name in gpu_attr:
-                gpus.setdefault(int(device), {})[gpu_attr[name]] = value
-            elif name in host_attr:
-                host[host_attr[name]] = value
-        readings = [GpuReading(index=i, **f) for i, f in sorted(gpus.items())]
-        monitor.record(ResourceSample(timestamp=ts, gpus=readings, **host))
+        monitor.record(sample_from_rows(ts, [(metric, value) for _, metric, value in group]))
     return monitor
 
 

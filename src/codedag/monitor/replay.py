@@ -13,22 +13,9 @@ from typing import Any
 
 from codedag.devices.gpus import GPUInfo, GPUs, GPUSample
 from codedag.errors import ConfigError
-from codedag.monitor.probes import GpuReading, ResourceSample
+from codedag.monitor.probes import ResourceSample
+from codedag.monitor.resources import GPU_SERIES, HOST_SERIES, sample_from_rows
 from codedag.monitor.results import load_results
-
-_HOST = {
-    "cpu_usage": "cpu_pct",
-    "memory_usage": "memory_pct",
-    "memory_used_mb": "memory_used_mb",
-    "process_cpu_usage": "process_cpu_pct",
-    "process_memory_mb": "process_memory_mb",
-}
-_GPU = {
-    "gpu_usage": "util_pct",
-    "gpu_memory": "memory_used_mb",
-    "gpu_power_w": "power_w",
-    "gpu_temperature_c": "temperature_c",
-}
 
 
 def recorded_samples(
@@ -39,20 +26,15 @@ def recorded_samples(
     if mode not in results["modes"]:
         raise ConfigError(f"mode {mode!r} not in the results; modes: {list(results['modes'])}")
     usage = results["modes"][mode]["resource_usage"]
-    host: dict[float, dict[str, float]] = defaultdict(dict)
-    gpus: dict[float, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
-    for key, attr in _HOST.items():
+    rows: dict[float, list[tuple[str, float]]] = defaultdict(list)
+    for key in HOST_SERIES.values():
         for ts, value in usage.get(key, []):
-            host[ts][attr] = value
-    for key, attr in _GPU.items():
+            rows[ts].append((key, value))
+    for key in GPU_SERIES.values():
         for device, points in usage.get(key, {}).items():
             for ts, value in points:
-                gpus[ts][int(device)][attr] = value
-    samples = []
-    for ts in sorted(set(host) | set(gpus)):
-        readings = [GpuReading(index=i, **vals) for i, vals in sorted(gpus.get(ts, {}).items())]
-        samples.append(ResourceSample(timestamp=ts, gpus=readings, **host.get(ts, {})))
-    return samples
+                rows[ts].append((f"{key}/{device}", value))
+    return [sample_from_rows(ts, rows[ts]) for ts in sorted(rows)]
 
 
 class ReplayProbe:

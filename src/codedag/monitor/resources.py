@@ -1,8 +1,9 @@
 """ResourceMonitor: a background thread sampling CPU, memory and GPUs at a fixed interval.
 
-Samples go to constant-memory series (downsampled for plots, moments for summaries) and, when a
-spill file is given, every sample to CSV. The sampler measures its own CPU time, so its overhead
-is reported rather than guessed. See ``codedag.monitor.probes`` for what one sample reads.
+Samples go to constant-memory series (downsampled for plots, moments for summaries) and every
+sample to ``on_sample`` (the monitor's sinks: raw CSV, TensorBoard, MLflow). The sampler
+measures its own CPU time, so its overhead is reported rather than guessed. See
+``codedag.monitor.probes`` for what one sample reads.
 """
 
 from __future__ import annotations
@@ -14,27 +15,60 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from codedag.errors import ConfigError
-from codedag.monitor.probes import ResourceSample
-from codedag.monitor.spill import CsvSpill
+from codedag.monitor.probes import GpuReading, ResourceSample
 from codedag.monitor.stats import Downsampler, RunningStats
 
 log = logging.getLogger(__name__)
 
-RESOURCE_CSV_HEADER = "timestamp,metric,value"
-# sample attribute -> (series name in the results JSON, per-GPU?)
-_HOST_SERIES = {
+# sample attribute -> series name in the results JSON (GPU series get "/<index>")
+HOST_SERIES = {
     "cpu_pct": "cpu_usage",
     "memory_pct": "memory_usage",
     "memory_used_mb": "memory_used_mb",
     "process_cpu_pct": "process_cpu_usage",
     "process_memory_mb": "process_memory_mb",
+    "workers_cpu_pct": "workers_cpu_usage",
+    "workers_memory_mb": "workers_memory_mb",
+    "workers": "workers",
 }
-_GPU_SERIES = {
+GPU_SERIES = {
     "util_pct": "gpu_usage",
     "memory_used_mb": "gpu_memory",
     "power_w": "gpu_power_w",
     "temperature_c": "gpu_temperature_c",
+    "energy_j": "gpu_energy_j",
 }
+
+
+def sample_rows(sample: ResourceSample) -> list[tuple[str, float]]:
+    """``(series name, value)`` of every figure a sample has (``gpu_usage/0`` for GPU 0)."""
+    rows: list[tuple[str, float]] = []
+    for attr, name in HOST_SERIES.items():
+        value = getattr(sample, attr)
+        if value is not None:
+            rows.append((name, float(value)))
+    for gpu in sample.gpus:
+        for attr, name in GPU_SERIES.items():
+            value = getattr(gpu, attr)
+            if value is not None:
+                rows.append((f"{name}/{gpu.index}", float(value)))
+    return rows
+
+
+def sample_from_rows(timestamp: float, rows: list[tuple[str, float]]) -> ResourceSample:
+    """Inverse of :func:`sample_rows` (unknown names are skipped)."""
+    host_attr = {name: attr for attr, name in HOST_SERIES.items()}
+    gpu_attr = {name: attr for attr, name in GPU_SERIES.items()}
+    host: dict[str, Any] = {}
+    gpus: dict[int, dict[str, float]] = {}
+    for metric, value in rows:
+        name, _, device = metric.partition("/")
+        if device and name in gpu_attr:
+            gpus.setdefault(int(device), {})[gpu_attr[name]] = value
+        elif name in host_attr:
+            host[host_attr[name]] = int(value) if name == "workers" else value
+    readings = [GpuReading(index=i, **f) for i, f in sorted(gpus.items())]
+    return ResourceSample(timestamp=timestamp, gpus=readings, **host)
 
 
 class Probe(Protocol):
@@ -58,7 +92,7 @@ class ResourceMonitor:
     Args:
         interval_s: seconds between samples (the original API's ``resource_interval``).
         probe: what one sample reads; ``SystemProbe()`` (this machine) by default.
-        spill: CSV sink for every sample (``timestamp,metric,value``).
+        on_sample: receives every recorded sample (on the sampler's thread).
         downsample_capacity: most points per series kept in memory.
         clock: wall clock for timestamps and scheduling (seconds).
     """
@@ -68,7 +102,7 @@ class ResourceMonitor:
         interval_s: float = 1.0,
         *,
         probe: Probe | None = None,
-        spill: CsvSpill | None = None,
+        on_sample: Callable[[ResourceSample], None] | None = None,
         downsample_capacity: int = 2048,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -77,7 +111,7 @@ class ResourceMonitor:
         self.interval_s = float(interval_s)
         self._probe = probe
         self._owns_probe = probe is None
-        self._spill = spill or CsvSpill(None, RESOURCE_CSV_HEADER)
+        self._on_sample = on_sample
         self._capacity = downsample_capacity
         self._clock = clock
         self._series: dict[str, _Series] = {}
@@ -130,7 +164,6 @@ class ResourceMonitor:
                 self._probe.close()  # type: ignore[union-attr]
                 self._probe = None
         self._stopped_at = self._clock()
-        self._spill.flush()
 
     def _loop(self) -> None:
         next_at = self._clock() + self.interval_s
@@ -159,16 +192,7 @@ class ResourceMonitor:
     def record(self, sample: ResourceSample) -> None:
         """Add a sample to the series (also used by replays and tests)."""
         ts = round(sample.timestamp, 3)
-        rows: list[tuple[str, float]] = []
-        for attr, name in _HOST_SERIES.items():
-            value = getattr(sample, attr)
-            if value is not None:
-                rows.append((name, float(value)))
-        for gpu in sample.gpus:
-            for attr, name in _GPU_SERIES.items():
-                value = getattr(gpu, attr)
-                if value is not None:
-                    rows.append((f"{name}/{gpu.index}", float(value)))
+        rows = sample_rows(sample)
         with self._lock:
             self.samples_taken += 1
             for name, value in rows:
@@ -177,13 +201,13 @@ class ResourceMonitor:
                     series = self._series[name] = _Series(self._capacity)
                 series.down.add(ts, value)
                 series.stats.add(value)
-        for name, value in rows:
-            self._spill.write(f"{ts:.3f},{name},{value:.6g}")
+        if self._on_sample is not None:
+            self._on_sample(sample)
 
     def usage(self) -> dict[str, Any]:
         """The original API's ``resource_usage``: host series as ``[[ts, v]]``, GPU ones per device id."""
-        out: dict[str, Any] = {name: [] for name in _HOST_SERIES.values()}
-        for name in _GPU_SERIES.values():
+        out: dict[str, Any] = {name: [] for name in HOST_SERIES.values()}
+        for name in GPU_SERIES.values():
             out[name] = {}
         with self._lock:
             for key, series in sorted(self._series.items()):

@@ -64,12 +64,50 @@ def _stats(values: list[float]) -> dict[str, float]:
     }
 
 
+def steady_from_series(times: list[float], waits: list[float], warmup: int = 1) -> dict[str, Any]:
+    """The ``steady`` summary (:meth:`codedag.monitor.timer.Timer.steady_summary`) from raw
+    per-batch series: the first ``warmup`` batches left out, exact quartiles."""
+    times, waits = times[warmup:], waits[warmup:]
+    steps = [t + w for t, w in zip(times, waits)]
+    step = _stats(steps)
+    ordered = sorted(steps)
+    n = len(steps)
+    active = sum(steps)
+    return {
+        "warmup_batches": warmup,
+        "num_batches": n,
+        "step_time": {
+            "mean": step["mean"],
+            "std": step["std"],
+            "p25": ordered[max(0, math.ceil(0.25 * n) - 1)] if n else 0.0,
+            "p50": step["p50"],
+            "p75": ordered[max(0, math.ceil(0.75 * n) - 1)] if n else 0.0,
+            "p95": step["p95"],
+        },
+        "batch_time": {
+            k: v for k, v in _stats(times).items() if k in ("mean", "std", "p50", "p95")
+        },
+        "data_wait": {
+            "mean": sum(waits) / n if n else 0.0,
+            "share_pct": 100.0 * sum(waits) / active if active > 0 else 0.0,
+        },
+        "throughput": {"batches_per_s": n / active if active > 0 else 0.0, "samples_per_s": None},
+    }
+
+
 def summary_from_series(mode: dict[str, Any]) -> dict[str, Any]:
-    """Recompute a mode's summary from its series (for files that lack parts of it)."""
+    """Recompute a mode's summary from its series (for files that lack parts of it).
+
+    The ``steady`` section is recomputed only from raw series (one point per batch, with data
+    waits): bucket means of a downsampled series have no quartiles of single steps.
+    """
     times = [float(p[1]) for p in mode.get("batch_times", [])]
     waits = [float(p[1]) for p in mode.get("data_wait_times", [])]
     batch = _stats(times)
     out: dict[str, Any] = {"num_batches": len(times), "batch_time": batch}
+    raw = (mode.get("downsampling") or {}).get("batch_times", 1) == 1
+    if raw and waits and len(waits) == len(times) and len(times) > 1:
+        out["steady"] = steady_from_series(times, waits)
     if waits:
         wait = _stats(waits)
         active = sum(times) + sum(waits)

@@ -41,6 +41,23 @@ class RunningStats:
         if value > self.max:
             self.max = value
 
+    def without(self, values: list[float]) -> RunningStats:
+        """A copy with ``values`` (recorded before) taken out again: count, sum, mean and std are
+        exact (Welford's update reversed); min and max stay those of every value."""
+        out = RunningStats()
+        out.count, out.total, out.mean, out._m2 = self.count, self.total, self.mean, self._m2
+        out.min, out.max = self.min, self.max
+        for value in values:
+            if out.count <= 1:
+                out.count, out.total, out.mean, out._m2 = 0, 0.0, 0.0, 0.0
+                continue
+            out.count -= 1
+            out.total -= value
+            delta = value - out.mean
+            out.mean -= delta / out.count
+            out._m2 = max(0.0, out._m2 - delta * (value - out.mean))
+        return out
+
     @property
     def std(self) -> float:
         """Population standard deviation (0.0 for fewer than two values)."""
@@ -92,6 +109,21 @@ class LogHistogram:
         key = math.floor(math.log(value) * self._inv_log_gamma)
         counts = self._counts
         counts[key] = counts.get(key, 0) + 1
+
+    def without(self, values: list[float]) -> LogHistogram:
+        """A copy with ``values`` (recorded before) taken out again."""
+        out = LogHistogram(self.rel_error)
+        out._counts, out._zero, out.count = dict(self._counts), self._zero, self.count
+        for value in values:
+            out.count -= 1
+            if value <= 0.0:
+                out._zero -= 1
+                continue
+            key = math.floor(math.log(value) * out._inv_log_gamma)
+            out._counts[key] -= 1
+            if not out._counts[key]:
+                del out._counts[key]
+        return out
 
     def quantile(self, q: float) -> float:
         """The ``q``-quantile (0 <= q <= 1), nearest-rank; 0.0 when empty."""

@@ -9,7 +9,9 @@ Which CPU figure ``cpu_usage`` is, decided once when the probe is built and reco
 
 ``memory_usage`` is the cgroup's memory (without reclaimable page cache) against its limit in the
 same situations, otherwise host memory from psutil. ``process_cpu_usage`` is always the process
-tree (this process and its DataLoader workers) as percent of the same CPU capacity.
+tree (this process and its DataLoader workers) as percent of the same CPU capacity, and
+``workers_cpu_usage`` / ``workers_memory_mb`` the child processes alone. ``gpu_energy_j`` is each
+GPU's energy since the probe was built, from NVML's energy counter where the GPU has one.
 """
 
 from __future__ import annotations
@@ -88,6 +90,25 @@ class SystemProbe:
             scoped or mem_limit.limit_bytes is not None
         ) and self.cgroup.memory_usage_bytes() is not None
         self._tree = ProcessTreeProbe(pid, include_children)
+        self._energy_origin_mj = self._energy_mj()
+
+    def _energy_mj(self) -> list[int | None]:
+        try:
+            return list(self.gpus.energy_mj())
+        except Exception as error:  # pragma: no cover - driver trouble
+            log.debug("GPU energy counter failed: %s", error)
+            return []
+
+    def _energy_j(self) -> list[float | None]:
+        """Each GPU's energy since the probe was built (``None`` where no counter reads)."""
+        now = self._energy_mj() if any(v is not None for v in self._energy_origin_mj) else []
+        out: list[float | None] = []
+        for index, value in enumerate(now):
+            origin = self._energy_origin_mj[index] if index < len(self._energy_origin_mj) else None
+            out.append(
+                (value - origin) / 1000.0 if value is not None and origin is not None else None
+            )
+        return out
 
     @property
     def cpu_source(self) -> str:
@@ -131,11 +152,12 @@ class SystemProbe:
         """One reading of everything (rates are over the time since the previous call)."""
         now = self._monotonic()
         timestamp = self._clock()
-        cores, rss_mb = self._tree.read(now)
+        tree = self._tree.read(now)
         if self._cgroup_cpu is not None:
             cpu_pct = self._cgroup_cpu.read(now)
         else:
             cpu_pct = self._host_cpu.read()
+        energy = self._energy_j()
         memory_pct = used_mb = None
         if self._cgroup_memory:
             used = self.cgroup.memory_usage_bytes()
@@ -150,10 +172,19 @@ class SystemProbe:
             cpu_pct=cpu_pct,
             memory_pct=memory_pct,
             memory_used_mb=used_mb,
-            process_cpu_pct=100.0 * cores / self.capacity_cpus if cores is not None else None,
-            process_memory_mb=rss_mb,
-            gpus=[gpu_reading(s) for s in self.gpus.sample()],
+            process_cpu_pct=self._pct(tree.cores),
+            process_memory_mb=tree.rss_mb,
+            workers_cpu_pct=self._pct(tree.workers_cores),
+            workers_memory_mb=tree.workers_rss_mb,
+            workers=tree.workers,
+            gpus=[
+                gpu_reading(s, energy[i] if i < len(energy) else None)
+                for i, s in enumerate(self.gpus.sample())
+            ],
         )
+
+    def _pct(self, cores: float | None) -> float | None:
+        return 100.0 * cores / self.capacity_cpus if cores is not None else None
 
     def close(self) -> None:
         """Release NVML."""

@@ -20,7 +20,15 @@ fast work was *queued*, not how long it took. ``cuda_timing`` picks how the time
   decided at the first batch (so moving the model to the GPU after ``start_mode`` still counts).
 
 Memory stays constant however long the run: moments and quantiles are streamed
-(``codedag.monitor.stats``), plots get a downsampled series, and raw rows go to an optional CSV.
+(``codedag.monitor.stats``), plots get a downsampled series, and every step goes to ``on_steps``
+as a :class:`~codedag.monitor.records.StepRecord` (the monitor's sinks: raw CSV, TensorBoard,
+MLflow).
+
+**Warm-up.** The first steps of a mode pay for start-up (DataLoader workers, caches, kernel
+selection, allocator growth): one run measured 830 ms for its first step against about 240 ms
+for the others. The summary's ``steady`` section leaves out the first ``warmup_batches`` steps
+and gives means, spread (std, quartiles) and throughput of the rest; ratios between modes are
+taken there.
 """
 
 from __future__ import annotations
@@ -35,13 +43,13 @@ from typing import Any, Protocol
 
 from codedag.devices.torch_devices import cuda_initialized, synchronize
 from codedag.errors import ConfigError
-from codedag.monitor.spill import CsvSpill
+from codedag.monitor.records import StepRecord
 from codedag.monitor.stats import Downsampler, LogHistogram, RunningStats
 
 log = logging.getLogger(__name__)
 
 CUDA_TIMING_MODES = ("auto", "sync", "events", "none")
-BATCH_CSV_HEADER = "batch,time_s,batch_time_s,data_wait_s"
+WARMUP_BATCHES = 1  # steps of each mode left out of the steady-state figures by default
 RECORD_BLOCK = 128  # rows buffered on the hot path before they are folded into the statistics
 
 
@@ -66,7 +74,8 @@ class Timer:
     Args:
         cuda_timing: ``"auto"``, ``"sync"``, ``"events"`` or ``"none"``.
         clock: host clock in seconds (injectable for tests).
-        spill: CSV sink for every batch row (``batch,time_s,batch_time_s,data_wait_s``).
+        on_steps: receives every recorded step, in blocks.
+        warmup_batches: first steps left out of the ``steady`` summary.
         downsample_capacity: most points kept in memory for plots.
         sync_fn: device synchronize used by ``"sync"`` (default: the current CUDA device's).
         event_factory: makes timing events for ``"events"`` (default CUDA events).
@@ -78,7 +87,8 @@ class Timer:
         cuda_timing: str = "auto",
         *,
         clock: Callable[[], float] = time.perf_counter,
-        spill: CsvSpill | None = None,
+        on_steps: Callable[[list[StepRecord]], None] | None = None,
+        warmup_batches: int = WARMUP_BATCHES,
         downsample_capacity: int = 2048,
         sync_fn: Callable[[], None] | None = None,
         event_factory: Callable[[], TimingEvent] | None = None,
@@ -91,7 +101,10 @@ class Timer:
         self.requested_timing = cuda_timing
         self.timing: str | None = None if cuda_timing == "auto" else cuda_timing
         self._clock = clock
-        self._spill = spill or CsvSpill(None, BATCH_CSV_HEADER)
+        if warmup_batches < 0:
+            raise ConfigError(f"warmup_batches must be >= 0, got {warmup_batches!r}")
+        self._on_steps = on_steps
+        self.warmup_batches = int(warmup_batches)
         self._sync = sync_fn or functools.partial(synchronize, "cuda")
         self._event = event_factory or _torch_event
         self._max_pending = max(1, max_pending_events)
@@ -100,9 +113,11 @@ class Timer:
         self._step_stats = RunningStats()
         self._batch_hist = LogHistogram()
         self._wait_hist = LogHistogram()
+        self._step_hist = LogHistogram()
         self._series = Downsampler(downsample_capacity, width=2)
         self._samples = 0
-        self._rows: list[tuple[int, float, float, float, int]] = []
+        self._warmup: list[StepRecord] = []  # the first warmup_batches steps, taken out later
+        self._rows: list[StepRecord] = []
         self._start: float | None = None
         self._stop: float | None = None
         self._batch_start: float | None = None
@@ -172,7 +187,6 @@ class Timer:
         self.fold()
         if self._start is not None and self._stop is None:
             self._stop = self._clock()
-        self._spill.flush()
         return self.total_time_s
 
     @property
@@ -182,6 +196,11 @@ class Timer:
             return 0.0
         end = self._stop if self._stop is not None else self._clock()
         return end - self._start
+
+    @property
+    def current_step(self) -> int:
+        """Index of the open step, else of the last one ended (-1 before the first)."""
+        return self._next_idx if self._batch_start is not None else self._next_idx - 1
 
     @property
     def num_batches(self) -> int:
@@ -276,33 +295,37 @@ class Timer:
         # Only an append on the training thread's hot path: right after a training step the
         # interpreter's caches are cold and every statistic costs several times its warm price
         # (about 25 us instead of 5 per batch, measured), so rows are folded in blocks.
+        # tuple.__new__ builds the record without the named tuple's Python-level constructor.
+        origin = self._start if self._start is not None else 0.0
         rows = self._rows
-        rows.append((idx, now, batch_s, wait_s, n_samples))
+        rows.append(tuple.__new__(StepRecord, (idx, now - origin, batch_s, wait_s, n_samples)))
         if len(rows) >= RECORD_BLOCK:
             self.fold()
 
     def fold(self) -> None:
-        """Fold the rows buffered by the hot path into the statistics, the series and the CSV."""
+        """Fold the rows buffered by the hot path into the statistics, the series and the sinks."""
         rows, self._rows = self._rows, []
         if not rows:
             return
         b_add, bh_add = self._batch_stats.add, self._batch_hist.add
         w_add, wh_add = self._wait_stats.add, self._wait_hist.add
-        s_add, series_add = self._step_stats.add, self._series.add
-        origin = self._start if self._start is not None else 0.0
-        spill = self._spill.path is not None
-        lines = []
-        for idx, now, batch_s, wait_s, n_samples in rows:
+        s_add, sh_add, series_add = self._step_stats.add, self._step_hist.add, self._series.add
+        samples = 0
+        for row in rows:
+            idx, _, batch_s, wait_s, n_samples = row
             b_add(batch_s)
             bh_add(batch_s)
             w_add(wait_s)
             wh_add(wait_s)
             s_add(batch_s + wait_s)
+            sh_add(batch_s + wait_s)
             series_add(idx, batch_s, wait_s)
-            self._samples += n_samples
-            if spill:
-                lines.append(f"{idx},{now - origin:.6f},{batch_s:.9g},{wait_s:.9g}")
-        self._spill.write_lines(lines)
+            samples += n_samples
+        self._samples += samples
+        if len(self._warmup) < self.warmup_batches:
+            self._warmup.extend(r for r in rows if r.step < self.warmup_batches)
+        if self._on_steps is not None:
+            self._on_steps(rows)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -334,6 +357,49 @@ class Timer:
                 "samples_per_s": self.samples / active if active > 0 and self.samples else None,
             },
             "timing": {"cuda_timing": self.timing or "none", "requested": self.requested_timing},
+            "steady": self.steady_summary(),
+        }
+
+    def steady_summary(self) -> dict[str, Any]:
+        """The steps after the first ``warmup_batches``: counts, means, spread (quartiles of the
+        step time) and throughput (seconds, percent)."""
+        self.fold()
+        warm = self._warmup
+        batch_w = [r.batch_time_s for r in warm]
+        wait_w = [r.data_wait_s for r in warm]
+        step_w = [r.batch_time_s + r.data_wait_s for r in warm]
+        step = self._step_stats.without(step_w)
+        batch = self._batch_stats.without(batch_w)
+        wait = self._wait_stats.without(wait_w)
+        q = self._step_hist.without(step_w).quantile
+        batch_q = self._batch_hist.without(batch_w).quantile
+        samples = self._samples - sum(r.samples for r in warm)
+        active = step.total if step.count else 0.0
+        return {
+            "warmup_batches": self.warmup_batches,
+            "num_batches": step.count,
+            "step_time": {
+                "mean": step.mean,
+                "std": step.std,
+                "p25": q(0.25),
+                "p50": q(0.5),
+                "p75": q(0.75),
+                "p95": q(0.95),
+            },
+            "batch_time": {
+                "mean": batch.mean,
+                "std": batch.std,
+                "p50": batch_q(0.5),
+                "p95": batch_q(0.95),
+            },
+            "data_wait": {
+                "mean": wait.mean,
+                "share_pct": 100.0 * wait.total / active if active > 0 else 0.0,
+            },
+            "throughput": {
+                "batches_per_s": step.count / active if active > 0 else 0.0,
+                "samples_per_s": samples / active if active > 0 and samples else None,
+            },
         }
 
     def batch_series(self) -> tuple[list[list[float]], list[list[float]], int]:

@@ -193,18 +193,20 @@ def _is_operation(node: Any) -> bool:
     return bool(node.is_builtin) or node.args is not None
 
 
-def _samples(dag: ExecutionDAG) -> list[list[Any]]:
-    """The operations of each traced sample (see the module docstring)."""
-    calls = sorted(dag.calls(), key=lambda n: n.id)
-    roots = [
+def _sample_roots(dag: ExecutionDAG) -> list[Any]:
+    """The outermost ``__getitem__`` calls: one per traced sample (none when not recorded)."""
+    return [
         n
-        for n in calls
+        for n in sorted(dag.calls(), key=lambda n: n.id)
         if n.name.rsplit(".", 1)[-1] in ("__getitem__", "__getitems__")
         and not any(_ancestor_named(dag, n.id, "__getitem__"))
     ]
-    if roots:
-        return [[dag.nodes[i] for i in _descendants(dag, r.id)] for r in roots]
-    fetches = [n for n in calls if n.name.endswith("_BaseDataLoaderIter.__next__")]
+
+
+def _loader_samples(dag: ExecutionDAG) -> list[list[Any]]:
+    """Operations directly under the DataLoader's ``__next__``, split by dataflow."""
+    fetches = [n for n in sorted(dag.calls(), key=lambda n: n.id)
+               if n.name.endswith("_BaseDataLoaderIter.__next__")]  # fmt: skip
     out: list[list[Any]] = []
     for fetch in fetches:
         children = [
@@ -214,6 +216,33 @@ def _samples(dag: ExecutionDAG) -> list[list[Any]]:
         ]
         out.extend(_components(dag, children))
     return out
+
+
+def _samples(dag: ExecutionDAG) -> list[list[Any]]:
+    """The operations of each traced sample (see the module docstring)."""
+    roots = _sample_roots(dag)
+    if roots:
+        return [[dag.nodes[i] for i in _descendants(dag, r.id)] for r in roots]
+    return _loader_samples(dag)
+
+
+def sample_steps(dag: ExecutionDAG) -> list[list[Any]]:
+    """Each traced sample's top-level calls, in order: the calls ``__getitem__`` made directly
+    (a helper of the dataset counts as one call, its work included). Where the dataset's code was
+    not recorded, the operations under the DataLoader's ``__next__`` are cut where the first
+    operation comes again, when that gives the batch's sample count (samples are fetched one
+    after the other), else split by dataflow."""
+    roots = _sample_roots(dag)
+    if roots:
+        return [[dag.nodes[i] for i in sorted(dag.successors(r.id, "calls"))] for r in roots]
+    components = _loader_samples(dag)
+    ops = sorted((n for group in components for n in group), key=lambda n: n.id)
+    if not ops:
+        return components
+    cuts = [i for i, n in enumerate(ops) if n.name == ops[0].name]
+    if len(cuts) == _sample_count(dag, components):
+        return [ops[a:b] for a, b in zip(cuts, [*cuts[1:], len(ops)])]
+    return components
 
 
 def _ancestor_named(dag: ExecutionDAG, node_id: int, short: str) -> Iterable[int]:

@@ -1,10 +1,117 @@
-"""A human view of a migration plan: one row per call, with the measured figures behind it."""
+"""A human view of a migration plan: one row per call, with the measured figures behind it.
+
+A library call runs calls of its own (``librosa.feature.melspectrogram`` calls SciPy's FFT
+backend eight times, ``default_collate`` calls ``torch.stack``), and the trace records them all.
+Listed one by one they bury the few calls a reader looks for, so the table groups every planned
+call under the outermost library call it runs inside (:func:`group_calls`), one summary line per
+group; calls with a torch backend stay visible as rows of their own. Placed calls come first,
+then the candidates (calls with a torch backend), each by traced time; ``--all`` lists every
+call.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from codedag.util.text import terminal_text
+
+FRAMES = ("__getitem__", "__getitems__", "__next__", "__iter__")
+"""Calls that frame user code (a dataset's sample, the loader's batch): never an owner."""
+
+
+@dataclass
+class CallGroup:
+    """A planned call and the planned calls that run inside it.
+
+    Attributes:
+        call: the outer call (a plan's ``calls`` entry).
+        inside: calls made from within it, in plan order.
+        candidate: whether the outer call has a torch backend.
+    """
+
+    call: dict[str, Any]
+    inside: list[dict[str, Any]] = field(default_factory=list)
+    candidate: bool = False
+
+
+def _owner_eligible(function: str, is_library: Callable[[str], bool]) -> bool:
+    if function.rsplit(".", 1)[-1] in FRAMES:
+        return False
+    return is_library(function.split(".", 1)[0])
+
+
+def group_calls(
+    plan: dict[str, Any],
+    can_migrate: Callable[[str], bool] | None = None,
+    is_library: Callable[[str], bool] | None = None,
+) -> list[CallGroup]:
+    """The plan's calls grouped under the outermost library call each runs inside, ordered for
+    a reader: placed first, then calls with a torch backend, each by traced time.
+
+    Args:
+        plan: a migration plan dict.
+        can_migrate: ``function -> has a torch backend`` (default: the op library's).
+        is_library: ``top-level module -> is library code`` (default: known, standard or
+            installed packages).
+    """
+    if can_migrate is None:
+        from codedag.optimize.costs import default_can_migrate
+
+        can_migrate = default_can_migrate()
+    if is_library is None:
+        from codedag.backends.libraries import is_library_module
+
+        is_library = is_library_module
+    calls = list(plan.get("calls", []))
+    owner_of_key = {
+        key: index
+        for index, call in enumerate(calls)
+        if _owner_eligible(str(call.get("function", "")), is_library)
+        for key in call.get("context_keys", [])
+    }
+
+    def owner(call: dict[str, Any], index: int) -> int | None:
+        found: Counter[int] = Counter()
+        for key in call.get("context_keys", []):
+            segments = [s for s in key.split("/") if s]
+            for depth in range(2, len(segments)):  # below the root, outermost first
+                candidate = owner_of_key.get("/".join(segments[:depth]))
+                if candidate is not None and candidate != index:
+                    found[candidate] += 1
+                    break
+        return found.most_common(1)[0][0] if found else None
+
+    owners = {i: owner(call, i) for i, call in enumerate(calls)}
+    groups: dict[int, CallGroup] = {}
+    for index, call in enumerate(calls):
+        if owners[index] is None:
+            groups[index] = CallGroup(call, candidate=can_migrate(str(call.get("function", ""))))
+    for index, call in enumerate(calls):
+        top = owners[index]
+        while top is not None and owners[top] is not None:  # an owner inside another one
+            top = owners[top]
+        if top is not None:
+            groups[top].inside.append(call)
+    return sorted(
+        groups.values(),
+        key=lambda g: (
+            not g.call.get("migrate"),
+            not g.candidate,
+            -int(g.call.get("measured_ns", 0) or 0),
+        ),
+    )
+
+
+def _inside_summary(calls: list[dict[str, Any]], shown: int = 3) -> str:
+    counts: Counter[str] = Counter()
+    for call in calls:
+        counts[str(call.get("function", "?"))] += int(call.get("instance_count", 1) or 1)
+    names = [f"{name} x{n}" if n > 1 else name for name, n in counts.most_common(shown)]
+    more = len(counts) - shown
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 
 def _ms(ns: Any) -> str:
@@ -20,23 +127,29 @@ def _speedup(call: dict[str, Any]) -> str:
     return f"{original / backend:.2f}x"
 
 
-def plan_table(plan: dict[str, Any], limit: int | None = 30, measured_only: bool = False) -> Any:
-    """A rich Table of the plan's calls: placed ones first, then by traced time.
+def plan_table(
+    plan: dict[str, Any],
+    limit: int | None = 30,
+    measured_only: bool = False,
+    show_all: bool = False,
+) -> Any:
+    """A rich Table of the plan's calls, grouped (see the module docstring).
 
     Args:
         plan: a migration plan dict.
-        limit: rows shown at most (``None``: all).
-        measured_only: only calls that were measured or placed (the others have nothing to
+        limit: groups shown at most (``None``: all).
+        measured_only: only groups whose call was measured or placed (the others have nothing to
             show but "no backend").
+        show_all: every call as a row of its own (calls inside another one indented under it).
     """
     from rich.table import Table
 
-    calls = sorted(
-        plan.get("calls", []), key=lambda c: (not c.get("migrate"), -c.get("measured_ns", 0))
-    )
+    groups = group_calls(plan)
     if measured_only:
-        calls = [c for c in calls if c.get("migrate") or c.get("original_ns") is not None]
-    shown = calls if limit is None else calls[:limit]
+        groups = [
+            g for g in groups if g.call.get("migrate") or g.call.get("original_ns") is not None
+        ]
+    shown = groups if limit is None else groups[:limit]
     placement = plan.get("placement") or {}
     basis = placement.get("basis", "none")
     where = placement.get("device_name") or plan.get("target_device") or "none"
@@ -46,7 +159,7 @@ def plan_table(plan: dict[str, Any], limit: int | None = 30, measured_only: bool
         + ("measurements on " + where if basis == "measured" else basis)
     )
     table = Table(title=terminal_text(title, None), expand=False)
-    table.add_column("function", overflow="fold", max_width=44)
+    table.add_column("function", overflow="fold", max_width=48)
     table.add_column("n", justify="right")
     table.add_column("device")
     table.add_column("library ms/call", justify="right")
@@ -54,10 +167,10 @@ def plan_table(plan: dict[str, Any], limit: int | None = 30, measured_only: bool
     table.add_column("speedup", justify="right")
     table.add_column("saving ms", justify="right")
     table.add_column("reason", overflow="fold", max_width=64)
-    for call in shown:
-        style = "green" if call.get("migrate") else ""
+
+    def row(call: dict[str, Any], prefix: str = "") -> None:
         table.add_row(
-            terminal_text(call.get("function", "")),
+            terminal_text(f"{prefix}{call.get('function', '')}"),
             str(call.get("instance_count", len(call.get("context_keys", [])))),
             terminal_text(call.get("device", "cpu")),
             _ms(call.get("original_ns")),
@@ -65,10 +178,37 @@ def plan_table(plan: dict[str, Any], limit: int | None = 30, measured_only: bool
             _speedup(call),
             _ms(call.get("saving_ns")) if call.get("original_ns") is not None else "-",
             terminal_text(call.get("reason", "")),
-            style=style,
+            style="green" if call.get("migrate") else ("dim" if prefix else ""),
         )
-    if len(calls) > len(shown):
-        table.caption = f"{len(calls) - len(shown)} more call(s); --all shows every one"
+
+    grouped = 0
+    for group in shown:
+        row(group.call)
+        if show_all:
+            for call in group.inside:
+                row(call, "  └ ")
+            continue
+        visible = [c for c in group.inside if c.get("migrate") or c.get("original_ns") is not None]
+        for call in visible:
+            row(call, "  └ ")
+        hidden = [c for c in group.inside if c not in visible]
+        if hidden:
+            grouped += len(hidden)
+            count = sum(int(c.get("instance_count", 1) or 1) for c in hidden)
+            table.add_row(
+                f"  └ {count} call(s) inside",
+                "", "", "", "", "", "",
+                terminal_text(f"{_inside_summary(hidden)}: not placed on their own, "
+                              "they run inside the call above"),
+                style="dim",
+            )  # fmt: skip
+    notes = []
+    if len(groups) > len(shown):
+        notes.append(f"{len(groups) - len(shown)} more call(s)")
+    if grouped:
+        notes.append(f"{grouped} call(s) grouped under the library call they run inside")
+    if notes:
+        table.caption = "; ".join(notes) + "; --all shows every one"
     return table
 
 

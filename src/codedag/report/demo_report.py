@@ -1,4 +1,5 @@
-"""The demo's HTML report: summary, equivalence, plan, partitioned DAG, plots, environment."""
+"""The demo's HTML report: summary, equivalence, plan, chain view, partitioned DAG, plots,
+environment."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from codedag.optimize.export import PARTITION_COLORS
+from codedag.report.chain_view import ChainView
 from codedag.report.html import ReportContent, write_html_report
 
 # The facts of the monitor's environment record a reader of the report needs.
@@ -20,12 +22,13 @@ def write_demo_report(
     dag_dot: str | None,
     plots: list[Path],
     environment: dict[str, Any],
+    chain: ChainView | None = None,
 ) -> Path:
     """Render ``report.html`` for a :class:`~codedag.experiments.demo_settings.DemoResult`."""
     columns = [
         "mode",
         "batches",
-        "mean step s",
+        "mean step s ± std",
         "batch p50 s",
         "batch p95 s",
         "data-wait share",
@@ -35,8 +38,8 @@ def write_demo_report(
     rows = [
         [
             m.mode,
-            m.batches,
-            m.mean_step_s,
+            f"{m.batches} ({m.warmup_batches} warm-up)" if m.warmup_batches else m.batches,
+            f"{m.mean_step_s:.4f} ± {m.step_std_s:.4f}",
             m.p50_batch_s,
             m.p95_batch_s,
             f"{100 * m.data_wait_share:.1f} %",
@@ -46,9 +49,23 @@ def write_demo_report(
         for m in demo.modes
     ]
     notes = [demo.verdict] if demo.verdict else []
-    if demo.speedup is not None:
+    warm = sorted({m.warmup_batches for m in demo.modes})
+    if any(warm):
         notes.append(
-            f"Mean step time, data wait included, baseline / optimization: {demo.speedup:.3f}x"
+            f"Steady state: the first {', '.join(map(str, warm))} batch(es) of each mode (warm-up: "
+            "start-up of workers, caches and kernels) are left out of every figure."
+        )
+    if demo.speedup is not None:
+        ratio = f"{demo.speedup:.3f}x" + (
+            f" ± {demo.speedup_spread:.3f} (95 % interval)"
+            if demo.speedup_spread is not None
+            else ""
+        )
+        judged = {"no difference": ": no difference, the ratio lies within its spread"}.get(
+            demo.difference or "", ""
+        )
+        notes.append(
+            f"Median step time, data wait included, baseline / optimization: {ratio}{judged}"
         )
     migrated = ", ".join(f"{n}: {c}" for n, c in sorted(demo.migrated_calls.items()) if c)
     notes.append(f"Migrated calls per function: {migrated or 'none'}")
@@ -85,5 +102,6 @@ def write_demo_report(
             | {"device used": demo.device},
             notes=notes,
             loader=demo.loader,
+            chain=chain,
         ),
     )

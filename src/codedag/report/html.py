@@ -1,4 +1,4 @@
-"""One self-contained HTML report: summary, equivalence, plan, DAG, plots, environment.
+"""One self-contained HTML report: summary, equivalence, plan, chain view, DAG, plots, environment.
 
 Everything is inline (PNG as data URIs, SVG as markup, CSS in the page), so the file can be
 mailed or attached to an issue and opens without network. A small inline script marks the page
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codedag.report.chain_html import CHAIN_CSS, DAG_SCRIPT, chain_section, dag_explorer
+from codedag.report.chain_view import ChainView
 from codedag.util.io import atomic_write_text
 from codedag.util.text import printable
 
@@ -67,6 +69,7 @@ class ReportContent:
     environment: dict[str, Any] = field(default_factory=dict)
     notes: Sequence[str] = ()
     loader: dict[str, Any] | None = None  # a plan's loader section (codedag tune)
+    chain: ChainView | None = None  # the traced pipeline as one sample's chain
 
 
 def _e(value: Any) -> str:
@@ -168,7 +171,7 @@ def render_html(content: ReportContent) -> str:
     """Render the whole page as a string."""
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>{_e(content.title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{_e(content.title)}</title><style>{_CSS}{CHAIN_CSS}</style></head><body>",
         f"<h1>{_e(content.title)}</h1>",
     ]
     if content.subtitle:
@@ -189,6 +192,9 @@ def render_html(content: ReportContent) -> str:
 
         parts.append("<h2>DataLoader settings</h2>")
         parts.append(loader_section_html(content.loader))
+    if content.chain is not None:
+        parts.append("<h2>Pipeline: the chain of one sample</h2>")
+        parts.append(chain_section(content.chain))
     if content.dag_svg or content.dag_dot:
         parts.append("<h2>Execution DAG</h2>")
         if content.partition_colors:
@@ -198,7 +204,7 @@ def render_html(content: ReportContent) -> str:
             )
             parts.append(f'<p class="legend">Partitions: {legend}</p>')
         if content.dag_svg:
-            parts.append(f'<div class="dag">{_inline_svg(content.dag_svg)}</div>')
+            parts.append(dag_explorer(_inline_svg(content.dag_svg)))
         else:
             parts.append(
                 "<p class='note'>graphviz <code>dot</code> was not available, so the DAG is "
@@ -212,7 +218,7 @@ def render_html(content: ReportContent) -> str:
     if content.environment:
         parts.append("<h2>Environment</h2>")
         parts.append(_table(["", ""], [[k, v] for k, v in content.environment.items()]))
-    parts.append(f"<script>{_SCRIPT}</script></body></html>")
+    parts.append(f"<script>{DAG_SCRIPT}{_SCRIPT}</script></body></html>")
     return "\n".join(parts)
 
 

@@ -3,19 +3,21 @@
 Nodes are layered by topological rank (``rank=same`` per layer, top to bottom) and styled by
 kind: user calls, library calls and C functions are boxes of different colours, values are
 ellipses. Edges are labelled with their kind. No Python graphviz package is needed.
+
+A drawing is an extra: when ``dot`` is missing, fails or takes longer than its time limit (large
+DAGs can take minutes), the DOT text is written instead with one warning, and whatever asked for
+the drawing (``codedag trace``, the demo) goes on with its results.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from codedag.errors import TraceError
+from codedag.backends.libraries import is_library_module
 from codedag.graph.algorithms import topological_ranks
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
 from codedag.trace.filter import KNOWN_LIBRARIES
@@ -32,6 +34,7 @@ EDGE_STYLES = {
     "produces": 'color="#2ca02c", fontcolor="#2ca02c"',
 }
 INSTALL_HINT = "install Graphviz (apt-get install graphviz) and run: dot -Tsvg {dot} -o {svg}"
+DOT_TIMEOUT_S = 60.0
 
 
 def _human_bytes(n: int) -> str:
@@ -58,14 +61,9 @@ def _value_label(node: ValueNode) -> str:
     return "\n".join(line for line in lines if line)
 
 
-@functools.lru_cache(maxsize=1024)
 def _is_library(top: str) -> bool:
-    """Whether a top-level module is installed (site-packages) or standard; else user code."""
-    if top in KNOWN_LIBRARIES or top in sys.stdlib_module_names:
-        return True
-    module = sys.modules.get(top)
-    path = getattr(module, "__file__", None) or ""
-    return "site-packages" in path or "dist-packages" in path
+    """Whether a top-level module is library code (known, standard or installed); else user code."""
+    return top in KNOWN_LIBRARIES or is_library_module(top)
 
 
 def _call_color(node: CallNode) -> str:
@@ -112,26 +110,42 @@ def to_dot(dag: ExecutionDAG, title: str = "codedag execution DAG", max_nodes: i
     return "\n".join(out) + "\n"
 
 
-def render_svg(dot_text: str, timeout_s: float = 120.0) -> bytes | None:
-    """SVG bytes from ``dot -Tsvg``, or None when the ``dot`` program is not installed."""
+def render_svg(dot_text: str, timeout_s: float | None = None) -> bytes | None:
+    """SVG bytes from ``dot -Tsvg``; ``None`` when ``dot`` is missing, fails or runs out of time
+    (the reason is logged as a warning, except for a missing ``dot``, which callers explain)."""
     exe = shutil.which("dot")
     if exe is None:
         return None
+    timeout_s = DOT_TIMEOUT_S if timeout_s is None else timeout_s
     try:
         done = subprocess.run(
             [exe, "-Tsvg"], input=dot_text.encode(), capture_output=True, timeout=timeout_s
         )
-    except subprocess.TimeoutExpired as error:
-        raise TraceError(f"dot took longer than {timeout_s:.0f} s; lower max_nodes") from error
+    except subprocess.TimeoutExpired:
+        log.warning(
+            "Graphviz took longer than %.0f s to draw the DAG; no SVG (lower --max-nodes)",
+            timeout_s,
+        )
+        return None
+    except OSError as error:
+        log.warning("Graphviz could not run (%s); no SVG", error)
+        return None
     if done.returncode != 0:
-        raise TraceError(f"dot failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+        log.warning(
+            "Graphviz failed (%s); no SVG", done.stderr.decode(errors="replace").strip()[:300]
+        )
+        return None
     return done.stdout
 
 
 def write_visualization(
-    dag: ExecutionDAG, path: str | os.PathLike[str], max_nodes: int = 1500
+    dag: ExecutionDAG,
+    path: str | os.PathLike[str],
+    max_nodes: int = 1500,
+    timeout_s: float | None = None,
 ) -> Path:
-    """Write ``path`` as DOT (``.dot``) or SVG; without ``dot`` an SVG request writes DOT.
+    """Write ``path`` as DOT (``.dot``) or SVG; when no SVG can be drawn (no ``dot``, a failure,
+    the time limit), an SVG request writes DOT.
 
     Returns:
         The file actually written.
@@ -140,14 +154,18 @@ def write_visualization(
     dot_text = to_dot(dag, max_nodes=max_nodes)
     if target.suffix.lower() != ".svg":
         return atomic_write_text(target, dot_text)
-    svg = render_svg(dot_text)
+    missing = shutil.which("dot") is None
+    svg = None if missing else render_svg(dot_text, timeout_s)
     if svg is None:
         dot_path = target.with_suffix(".dot")
         atomic_write_text(dot_path, dot_text)
-        log.warning(
-            "the dot program is missing; wrote %s instead. To get SVG: %s",
-            dot_path,
-            INSTALL_HINT.format(dot=dot_path, svg=target),
-        )
+        if missing:
+            log.warning(
+                "the dot program is missing; wrote %s instead. To get SVG: %s",
+                dot_path,
+                INSTALL_HINT.format(dot=dot_path, svg=target),
+            )
+        else:
+            log.warning("wrote %s instead of %s", dot_path, target)
         return dot_path
     return atomic_write_bytes(target, svg)

@@ -42,6 +42,11 @@ _active: Session | None = None  # the innermost session
 _active_lock = threading.Lock()
 
 
+def active_session() -> Session | None:
+    """The innermost running session (any thread), or None; a forked child drops it."""
+    return _active
+
+
 class Session(SessionState):
     """One tracing window: its state, the core that records into it, and its start and stop.
 

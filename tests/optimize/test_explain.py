@@ -1,0 +1,103 @@
+"""Explain tables: a library call's internal calls grouped under it, candidates first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from codedag.cli.main import main
+from codedag.optimize.explain import group_calls, plan_table
+
+ROOT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__#0"
+SAMPLE = f"{ROOT}/mydata.AudioDataset.__getitem__#0"
+MEL = f"{SAMPLE}/librosa.feature.melspectrogram#0"
+UA = "scipy.fft._backend._ScipyBackend.__ua_function__"
+COLLATE = f"{ROOT}/torch.utils.data._utils.collate.default_collate#0"
+
+
+def call(key: str, ms: float, **extra: Any) -> dict[str, Any]:
+    function = key.rsplit("/", 1)[-1].rsplit("#", 1)[0]
+    return {
+        "function": function,
+        "context_keys": [key],
+        "instance_count": 1,
+        "device": "cpu",
+        "migrate": False,
+        "measured_ns": int(ms * 1e6),
+        "reason": f"no torch backend for {function}",
+        **extra,
+    }
+
+
+def librosa_plan() -> dict[str, Any]:
+    calls = [
+        call(ROOT, 40.0),
+        call(SAMPLE, 30.0),
+        call(MEL, 25.0, original_ns=3_000_000, backend_ns=2_000_000, reason="measured"),
+        *[call(f"{MEL}/{UA}#{i}", 1.0) for i in range(8)],
+        call(f"{MEL}/numpy.pad#0", 0.5, original_ns=40_000, backend_ns=90_000, reason="slower"),
+        call(f"{SAMPLE}/librosa.load#0", 4.0),
+        call(COLLATE, 2.0),
+        call(f"{COLLATE}/torch.stack#0", 1.5),
+        call(f"{SAMPLE}/cv2.resize#0", 0.2, migrate=True, device="cuda:0", reason="saves"),
+    ]
+    return {"calls": calls, "context_device_map": {}, "target_device": "cuda:0"}
+
+
+def can_migrate(name: str) -> bool:
+    return name in {"librosa.feature.melspectrogram", "numpy.pad", "cv2.resize"}
+
+
+def is_library(top: str) -> bool:
+    return top != "mydata"
+
+
+def test_internal_calls_group_under_the_outermost_library_call() -> None:
+    groups = group_calls(librosa_plan(), can_migrate, is_library)
+    names = [g.call["function"] for g in groups]
+    assert names[:2] == ["cv2.resize", "librosa.feature.melspectrogram"]  # placed, candidates
+    mel = groups[1]
+    assert [c["function"] for c in mel.inside] == [UA] * 8 + ["numpy.pad"]
+    collate = next(g for g in groups if g.call["function"].endswith("default_collate"))
+    assert [c["function"] for c in collate.inside] == ["torch.stack"]
+    assert UA not in names and "torch.stack" not in names
+    # frames (the loader's batch, the dataset's sample) and user code own nothing
+    assert "mydata.AudioDataset.__getitem__" in names and "librosa.load" in names
+    assert sum(1 + len(g.inside) for g in groups) == len(librosa_plan()["calls"])
+
+
+def render(table: Any) -> str:
+    console = Console(width=250, record=True)
+    console.print(table)
+    return console.export_text()
+
+
+def test_the_table_shows_groups_and_all_shows_every_row(monkeypatch: Any) -> None:
+    import codedag.optimize.explain as explain
+
+    monkeypatch.setattr(
+        explain, "group_calls", lambda plan: group_calls(plan, can_migrate, is_library)
+    )
+    text = render(plan_table(librosa_plan()))
+    assert text.count(UA) == 1 and f"{UA} x8" in text
+    assert "└ numpy.pad" in text  # a candidate inside stays visible
+    assert "9 call(s) grouped under" in text  # 8 in the mel, torch.stack in collate
+    assert text.index("cv2.resize") < text.index("librosa.feature.melspectrogram")
+    everything = render(plan_table(librosa_plan(), limit=None, show_all=True))
+    assert everything.count("└ ") == 10 and "grouped" not in everything  # every call a row
+
+
+def test_plan_explain_groups_and_all_lists(tmp_path: Path, capsys: Any) -> None:
+    plan = librosa_plan()
+    plan.update(schema_version=2, k=1)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    assert main(["plan", "explain", str(path)]) == 0
+    grouped = capsys.readouterr().out
+    assert main(["plan", "explain", str(path), "--all"]) == 0
+    every = capsys.readouterr().out
+    assert "8 call(s) inside" in grouped and grouped.count("└ ") == 3  # numpy.pad, two groups
+    assert every.count("└ ") == 10 and "call(s) inside" not in every  # every call a row
