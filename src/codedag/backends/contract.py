@@ -230,7 +230,12 @@ class Adapter(Protocol):
         ...
 
     def to_library(
-        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+        self,
+        spec: OpSpec,
+        result: object,
+        converter: ValueConverter,
+        call: CallValues,
+        state: object,
     ) -> Any:
         """The backend's result as the library returns it."""
         ...

@@ -88,12 +88,12 @@ def _len(value: Any) -> int | str:
         return "?"
 
 
-def _is_pil(value: Any) -> bool:
+def _is_pil(value: object) -> bool:
     module = sys.modules.get("PIL.Image")
     return module is not None and isinstance(value, module.Image)
 
 
-def _as_numpy(value: Any) -> np.ndarray:
+def _as_numpy(value: object) -> np.ndarray:
     if hasattr(value, "detach"):  # a torch tensor
         return np.asarray(value.detach().cpu().numpy())
     return np.asarray(value)

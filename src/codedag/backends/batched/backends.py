@@ -121,7 +121,7 @@ def _build(name: str) -> Backend | None:
     )
 
 
-def _refusal_of(spec: Any) -> Callable[[tuple[Any, ...], dict[str, Any]], str | None]:
+def _refusal_of(spec: object) -> Callable[[tuple[Any, ...], dict[str, Any]], str | None]:
     """The declared refusal of ``spec``: its adapter's domain, then its own check."""
     adapter = getattr(spec, "adapter", None)
     check = getattr(getattr(spec, "quirks", None), "check", None)
@@ -140,7 +140,7 @@ def _refusal_of(spec: Any) -> Callable[[tuple[Any, ...], dict[str, Any]], str | 
     return refuse
 
 
-def _data_params(spec: Any, positional: tuple[str, ...]) -> tuple[frozenset[str], bool]:
+def _data_params(spec: object, positional: tuple[str, ...]) -> tuple[frozenset[str], bool]:
     """The data parameters of a spec, and whether its backend is batch-first."""
     batch = getattr(spec, "batch", None)
     if batch is not None:  # the registry's batch axis rule
@@ -155,7 +155,7 @@ def _data_params(spec: Any, positional: tuple[str, ...]) -> tuple[frozenset[str]
     return frozenset(), False
 
 
-def _is_device_mark(value: Any) -> bool:
+def _is_device_mark(value: object) -> bool:
     return repr(value) == _DEVICE_MARK
 
 

@@ -92,7 +92,7 @@ class BatchRecord:
         """The dtype ``default_collate`` would give the stacked batch."""
         return self.meta.torch_dtype
 
-    def pin_memory(self, device: Any = None) -> BatchRecord:
+    def pin_memory(self, device: object = None) -> BatchRecord:
         """The DataLoader's pin thread calls this: pin the payload for an asynchronous copy."""
         if not self.payload.is_pinned() and cuda_available():
             self.payload = self.payload.pin_memory()
@@ -141,7 +141,7 @@ class _Packer:
         self.metas: list[Meta] = []
         self._index: dict[int, int] = {}
 
-    def add(self, value: Any) -> int:
+    def add(self, value: object) -> int:
         found = self._index.get(id(value))
         if found is not None:
             return found
@@ -170,7 +170,7 @@ class _Packer:
         return buffer, entries
 
 
-def freeze(value: Any) -> Any:
+def freeze(value: object) -> Any:
     """A hashable fingerprint of a static argument, equal exactly when the values are.
 
     Raises:
@@ -261,11 +261,11 @@ def program(root: Node, packer: _Packer) -> list[Step]:
     return steps
 
 
-def _concrete(value: Any) -> Any:
+def _concrete(value: object) -> Any:
     return evaluate(value._node) if isinstance(value, Lazy) else value
 
 
-def collate_deferred(batch: list[Any], *, collate_fn_map: Any = None) -> Any:
+def collate_deferred(batch: list[Any], *, collate_fn_map: object = None) -> Any:
     """``default_collate`` of deferred values: a :class:`BatchRecord` (see the module docstring).
 
     Samples whose values cannot be stacked the way ``default_collate`` stacks them (different
@@ -300,7 +300,7 @@ def collate_deferred(batch: list[Any], *, collate_fn_map: Any = None) -> Any:
     return record
 
 
-def _to_value(value: Any, meta: Meta) -> Any:
+def _to_value(value: object, meta: Meta) -> Any:
     """A concrete sample as the kind of value the record delivers (array or tensor)."""
     concrete = _concrete(value)
     if meta.kind == "tensor" and not isinstance(concrete, torch.Tensor):
@@ -334,12 +334,12 @@ def normalize(samples: list[Any]) -> list[Any]:
     return _normalized(samples)
 
 
-def has_deferred(value: Any) -> bool:
+def has_deferred(value: object) -> bool:
     """Whether ``value`` (a sample, a list of samples) holds deferred values."""
     return _contains_lazy(value, -1)
 
 
-def _contains_lazy(value: Any, depth: int = 0) -> bool:
+def _contains_lazy(value: object, depth: int = 0) -> bool:
     if isinstance(value, Lazy):
         return True
     if depth > 4:
@@ -391,14 +391,14 @@ def _leaves(values: list[Any]) -> list[Any]:
     return [_concrete(v) for v in values]
 
 
-def _forced_nested(value: Any) -> Any:
+def _forced_nested(value: object) -> Any:
     if not _contains_lazy(value):
         return value
     FORCED.forced("collate", "deferred values inside samples of different structure", None)
     return _force_tree(value)
 
 
-def _force_tree(value: Any) -> Any:
+def _force_tree(value: object) -> Any:
     """``value`` with every deferred value inside it forced (tuples, lists, dicts)."""
     if isinstance(value, Lazy):
         return _concrete(value)
@@ -411,7 +411,7 @@ def _force_tree(value: Any) -> Any:
     return value
 
 
-def force_tree(value: Any, reason: str, detail: str, where: str | None = None) -> Any:
+def force_tree(value: object, reason: str, detail: str, where: str | None = None) -> Any:
     """Every deferred value inside ``value`` forced, counted under ``reason`` (at ``where``)."""
     count = _count_lazy(value)
     if not count:
@@ -420,7 +420,7 @@ def force_tree(value: Any, reason: str, detail: str, where: str | None = None) -
     return _force_tree(value)
 
 
-def _count_lazy(value: Any, depth: int = 0) -> int:
+def _count_lazy(value: object, depth: int = 0) -> int:
     if isinstance(value, Lazy):
         return 0 if value._node.done else 1
     if depth > 6:

@@ -59,7 +59,7 @@ class Node:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         meta: Meta,
-        value: Any = _PENDING,
+        value: object = _PENDING,
         entry: str | None = None,
     ) -> None:
         self.op = op
@@ -85,7 +85,7 @@ class Node:
                 yield value
 
 
-def source(value: Any, entry: str | None = None) -> Node:
+def source(value: object, entry: str | None = None) -> Node:
     """A node holding a concrete value."""
     return Node(None, (), {}, meta_of(value), value, entry)
 
@@ -235,7 +235,7 @@ def thaw(copy_sources: bool = True) -> None:
     STATE.frozen.clear()
 
 
-def _freezable(value: Any) -> bool:
+def _freezable(value: object) -> bool:
     """A large NumPy array whose memory NumPy owns (a flag set read-only can be set back)."""
     if type(value) is not np.ndarray or value.nbytes < FREEZE_BYTES:
         return False
@@ -259,7 +259,7 @@ def _frozen_source(value: np.ndarray, entry: str | None = None) -> Node:
     return node
 
 
-def _snapshot(value: Any) -> Any:
+def _snapshot(value: object) -> Any:
     """A concrete argument as recorded: arrays copied once per outermost block (later writes by
     the user must not reach the record; samples sharing one array keep sharing the copy)."""
     if not isinstance(value, np.ndarray | torch.Tensor):
@@ -287,7 +287,7 @@ def has_lazy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return False
 
 
-def _concrete(value: Any, reason: str, detail: str) -> Any:
+def _concrete(value: object, reason: str, detail: str) -> Any:
     if isinstance(value, Lazy):
         return value._force(reason, detail)
     if isinstance(value, list | tuple) and any(isinstance(v, Lazy) for v in value):
@@ -419,7 +419,7 @@ def _forced_call(
     return fallback(*forced_args, **forced_kwargs)
 
 
-def _resolved(value: Any) -> Any:
+def _resolved(value: object) -> Any:
     if isinstance(value, Lazy) and value._node.done:
         return value._node.value
     return value
@@ -469,7 +469,7 @@ def wrap(node: Node) -> Lazy:
     return LazyTensor(node) if node.meta.kind == "tensor" else LazyArray(node)
 
 
-def ready(value: Any) -> Lazy:
+def ready(value: object) -> Lazy:
     """A concrete value dressed as a deferred one (samples forced in a batch of deferred ones)."""
     return wrap(source(value))
 
@@ -540,7 +540,7 @@ class Lazy:
     def __format__(self, spec: str) -> str:
         return format(self._force("repr", "format()"), spec)
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def __setitem__(self, key: object, value: object) -> None:
         target = self._force("write", "x[...] = v")
         if isinstance(value, Lazy):
             value = value._force("write", "x[...] = v")
@@ -551,7 +551,7 @@ class Lazy:
             raise AttributeError(name)
         return getattr(self._force("unsupported", f"attribute .{name}"), name)
 
-    def _inplace(self, result: Any) -> Any:
+    def _inplace(self, result: object) -> Any:
         """Adopt ``result`` (the out-of-place operation) as this value: ``x -= m`` rebinds."""
         if isinstance(result, Lazy):
             self._node = result._node
@@ -645,7 +645,7 @@ class LazyArray(Lazy):
             return func(*forced, **forced_kw)
         return call(op, func, args, kwargs, name)
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: object) -> Any:
         op = _getitem_op()
         items = key if type(key) is tuple else (key,)
         if any(isinstance(i, _INDEX_ARRAYS) for i in items):
@@ -757,7 +757,7 @@ def _install_array_operators() -> None:
     LazyArray.__hash__ = None  # type: ignore[assignment]
 
 
-def _inplace_concrete(target: Any, short: str, value: Any) -> Any:
+def _inplace_concrete(target: object, short: str, value: object) -> Any:
     import operator
 
     return getattr(operator, f"i{short}")(target, value)
@@ -847,7 +847,7 @@ class LazyTensor(Lazy):
 
         return method
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: object) -> Any:
         return self._force(
             "data_dependent" if _dynamic(key) else "unsupported", "t[...]"
         ).__getitem__(key)
@@ -865,7 +865,7 @@ class LazyTensor(Lazy):
         return self._force("number", ".item()").item()
 
 
-def _dynamic(key: Any) -> bool:
+def _dynamic(key: object) -> bool:
     items = key if isinstance(key, tuple) else (key,)
     return any(isinstance(i, Lazy | torch.Tensor | np.ndarray | list) for i in items)
 
@@ -873,7 +873,7 @@ def _dynamic(key: Any) -> bool:
 def _install_tensor_operators() -> None:
     for name in _views.TORCH_OPERATORS:
 
-        def operator_method(self: Any, *others: Any, name: str = name) -> Any:
+        def operator_method(self: object, *others: Any, name: str = name) -> Any:
             op = _views.torch_operator(name)
             assert op is not None
             return call(op, op.function, (self, *others), {}, name)

@@ -429,7 +429,7 @@ def _all_same(values: list[Any]) -> bool:
         return False
 
 
-def _sample_value(arg: Any, ref: Ref, row: int) -> Any:
+def _sample_value(arg: object, ref: Ref, row: int) -> Any:
     """One sample's argument of a round, on the host, as the original function takes it."""
     if isinstance(arg, Batch):
         tensor = arg.tensor if arg.shared else arg.tensor[row]
@@ -440,7 +440,7 @@ def _sample_value(arg: Any, ref: Ref, row: int) -> Any:
     return arg
 
 
-def _like(expected: Any, got: torch.Tensor) -> Any:
+def _like(expected: object, got: torch.Tensor) -> Any:
     """A batched result row as the kind of value the original returned."""
     got = got.detach().cpu()
     if isinstance(expected, torch.Tensor):
@@ -451,7 +451,7 @@ def _like(expected: Any, got: torch.Tensor) -> Any:
     return array
 
 
-def _as_tensor(value: Any) -> torch.Tensor:
+def _as_tensor(value: object) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
     return torch.as_tensor(np.ascontiguousarray(value))

@@ -150,7 +150,7 @@ class Op:
         """The per-sample CPU function (the library's own)."""
         raise NotImplementedError
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
+    def slot_kind(self, key: int | str, value: object) -> str:
         """``DATA``, ``PER_SAMPLE`` or ``STATIC`` for the argument at ``key``."""
         return DATA if isinstance(value, Meta) else STATIC
 
@@ -351,7 +351,7 @@ class LibraryOp(Op):
         call_kwargs = {k: self._placeholder(k, v, device) for k, v in kwargs.items()}
         return self.backend.call(call_args, call_kwargs, device)
 
-    def _placeholder(self, key: int | str, value: Any, device: torch.device) -> Any:
+    def _placeholder(self, key: int | str, value: object, device: torch.device) -> Any:
         if self.slot_kind(key, value) != DATA:
             return value
         meta = value if isinstance(value, Meta) else meta_of(value)
@@ -451,7 +451,7 @@ class ElementwiseOp(Op):
         return self.backend(*operands, **kwargs)
 
 
-def _on(value: Any, device: torch.device) -> Any:
+def _on(value: object, device: torch.device) -> Any:
     """A small static array as a tensor on ``device`` (NumPy backends take tensors or scalars)."""
     if isinstance(value, np.ndarray):
         return torch.as_tensor(np.ascontiguousarray(value)).to(device)
@@ -461,12 +461,12 @@ def _on(value: Any, device: torch.device) -> Any:
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def is_array(value: Any) -> bool:
+def is_array(value: object) -> bool:
     """A NumPy array or a torch tensor."""
     return isinstance(value, np.ndarray | torch.Tensor)
 
 
-def meta_of(value: Any) -> Meta:
+def meta_of(value: object) -> Meta:
     """The :class:`Meta` of a concrete array or tensor."""
     if isinstance(value, torch.Tensor):
         return Meta(tuple(value.shape), value.dtype, "tensor")
@@ -553,7 +553,7 @@ def _stand_in(value: Any) -> Any:
     return np.lib.stride_tricks.as_strided(base, value.shape, (0,) * value.ndim, writeable=False)
 
 
-def _zeros_like(value: Any) -> Any:
+def _zeros_like(value: object) -> Any:
     """A deferred array's stand-in for a declared check: zeros of its shape and dtype."""
     if not isinstance(value, Meta):
         return value

@@ -59,7 +59,7 @@ class _NumpyView(Op):
     def original(self, *args: Any, **kwargs: Any) -> Any:
         return self._original(*args, **kwargs)
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
+    def slot_kind(self, key: int | str, value: object) -> str:
         return DATA if key == 0 and isinstance(value, Meta) else STATIC
 
     def _first(self, args: tuple[Any, ...]) -> Meta:
@@ -233,7 +233,7 @@ class IndexOp(_NumpyView):
         return torch_index(batch.tensor, index, batch.meta.shape)
 
 
-def _static_item(item: Any) -> bool:
+def _static_item(item: object) -> bool:
     if item is None or item is Ellipsis:
         return True
     if isinstance(item, slice):
@@ -303,7 +303,7 @@ class ToTensorOp(Op):
     def original(self, *args: Any, **kwargs: Any) -> Any:
         return self._original(*args, **kwargs)
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
+    def slot_kind(self, key: int | str, value: object) -> str:
         return DATA if key == 0 and isinstance(value, Meta) else STATIC
 
     def _dtype(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.dtype | None:
@@ -351,7 +351,7 @@ class TorchOp(Op):
     def original(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
+    def slot_kind(self, key: int | str, value: object) -> str:
         if isinstance(value, Meta):
             return DATA
         if isinstance(value, torch.Tensor) and value.numel() * value.element_size() > 4096:
@@ -386,7 +386,7 @@ class TorchOp(Op):
         return torch.vmap(one)(*(values[i] for i in positions))
 
 
-def _meta_tensor(value: Any) -> Any:
+def _meta_tensor(value: object) -> Any:
     if isinstance(value, Meta):
         return torch.empty(value.shape, dtype=value.torch_dtype, device="meta")
     if isinstance(value, torch.Tensor):
@@ -394,7 +394,7 @@ def _meta_tensor(value: Any) -> Any:
     return value
 
 
-def _to_device(value: Any, device: torch.device) -> Any:
+def _to_device(value: object, device: torch.device) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device)
     return value

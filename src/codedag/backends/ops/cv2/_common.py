@@ -49,7 +49,9 @@ _INT_RANGES: dict[torch.dtype, tuple[int, int]] = {
 }
 
 
-def check_image(src: Any, name: str = "src", dtypes: Sequence[torch.dtype] | None = None) -> None:
+def check_image(
+    src: object, name: str = "src", dtypes: Sequence[torch.dtype] | None = None
+) -> None:
     """Raise ``UnsupportedOperation`` unless ``src`` is a batch tensor (N,H,W) or (N,H,W,C)."""
     if not isinstance(src, torch.Tensor):
         raise UnsupportedOperation(
@@ -100,7 +102,7 @@ def saturate(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x.clamp(lo, hi).to(dtype)
 
 
-def to_numpy_matrix(m: Any, shape: tuple[int, int], name: str) -> np.ndarray:
+def to_numpy_matrix(m: object, shape: tuple[int, int], name: str) -> np.ndarray:
     """A small matrix argument (tensor, ndarray or nested list) as float64 NumPy of ``shape``."""
     if isinstance(m, torch.Tensor):
         m = m.detach().cpu().numpy()
@@ -230,19 +232,19 @@ def pad_nhwc(
 # -- declared checks: helpers on the library's own arguments ---------------------------------
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> bool:
     """A Python or NumPy integer (not a bool)."""
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: object) -> bool:
     """A Python or NumPy real number (not a bool)."""
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
         value, bool | np.bool_
     )
 
 
-def int_pair(value: Any) -> tuple[int, int] | None:
+def int_pair(value: object) -> tuple[int, int] | None:
     """A cv2 Size or Point argument (a tuple or list of two integers), else ``None``."""
     if isinstance(value, tuple | list) and len(value) == 2 and all(is_int(v) for v in value):
         return int(value[0]), int(value[1])
@@ -281,7 +283,7 @@ def border_reason(border_type: Any, allowed: Sequence[int]) -> str | None:
     return None
 
 
-def scalar_reason(value: Any) -> str | None:
+def scalar_reason(value: object) -> str | None:
     """Why a cv2 Scalar argument (a number, a tuple of up to 4 numbers, None) is not one."""
     if value is None or is_number(value):
         return None

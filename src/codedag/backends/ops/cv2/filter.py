@@ -236,12 +236,12 @@ def _ksize(ksize: Any) -> tuple[int, int]:
 
 def GaussianBlur(
     src: torch.Tensor,
-    ksize: Any,
+    ksize: object,
     sigmaX: float,
-    dst: Any = None,
+    dst: object = None,
     sigmaY: float = 0,
     borderType: int = BORDER_DEFAULT,
-    hint: Any = None,
+    hint: object = None,
 ) -> torch.Tensor:
     """``cv2.GaussianBlur`` with cv2's kernel rules (sigma <= 0, ksize 0 from sigma by depth)."""
     check_image(src, dtypes=_DTYPES)
@@ -268,9 +268,9 @@ def GaussianBlur(
 def boxFilter(
     src: torch.Tensor,
     ddepth: int,
-    ksize: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
+    ksize: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
     normalize: bool = True,
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
@@ -343,9 +343,9 @@ def _scaled_sum(
 
 def blur(
     src: torch.Tensor,
-    ksize: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
+    ksize: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
     """``cv2.blur``: the normalized box filter."""
@@ -355,9 +355,9 @@ def blur(
 def filter2D(
     src: torch.Tensor,
     ddepth: int,
-    kernel: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
+    kernel: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
     delta: float = 0,
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
@@ -390,7 +390,7 @@ def _per_sample(value: Any, src: torch.Tensor) -> Any:
     return float(value)
 
 
-def filter_kernel(kernel: Any) -> np.ndarray:
+def filter_kernel(kernel: object) -> np.ndarray:
     """A filter2D kernel as a 2-D float64 array (a 1-D one is a column, as cv2 sees it)."""
     if isinstance(kernel, torch.Tensor):
         kernel = kernel.detach().cpu().numpy()
@@ -444,7 +444,7 @@ def Sobel(
     ddepth: int,
     dx: int,
     dy: int,
-    dst: Any = None,
+    dst: object = None,
     ksize: int = 3,
     scale: float = 1,
     delta: float = 0,
@@ -465,7 +465,7 @@ def Sobel(
     return _correlate(src, kx, ky, None, anchor, border, _out_dtype(src, ddepth), float(delta))
 
 
-def medianBlur(src: torch.Tensor, ksize: int, dst: Any = None) -> torch.Tensor:
+def medianBlur(src: torch.Tensor, ksize: int, dst: object = None) -> torch.Tensor:
     """``cv2.medianBlur`` (replicated border); float32 for ksize 3 and 5 as in cv2."""
     check_image(src, dtypes=(torch.uint8, torch.float32))
     if dst is not None:
@@ -513,7 +513,7 @@ def _common_reason(src: Any, ddepth: Any, border_type: Any, finite_only: bool = 
     return reason
 
 
-def _anchor_reason(anchor: Any, kw: int, kh: int) -> str | None:
+def _anchor_reason(anchor: object, kw: int, kh: int) -> str | None:
     if anchor is None:
         return None
     pair = int_pair(anchor)
@@ -547,13 +547,13 @@ def check_gaussian_blur(
 
 
 def check_box_filter(
-    src: Any,
-    ddepth: Any,
-    ksize: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
-    normalize: Any = True,
-    borderType: Any = BORDER_DEFAULT,
+    src: object,
+    ddepth: object,
+    ksize: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
+    normalize: object = True,
+    borderType: object = BORDER_DEFAULT,
 ) -> str | None:
     """Positive kernel sizes, an anchor inside, a depth the filter engine has."""
     size = int_pair(ksize)
@@ -565,24 +565,24 @@ def check_box_filter(
 
 
 def check_blur(
-    src: Any,
-    ksize: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
-    borderType: Any = BORDER_DEFAULT,
+    src: object,
+    ksize: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
+    borderType: object = BORDER_DEFAULT,
 ) -> str | None:
     """As boxFilter, normalized, in the source's depth."""
     return check_box_filter(src, -1, ksize, dst, anchor, True, borderType)
 
 
 def check_filter2d(
-    src: Any,
-    ddepth: Any,
-    kernel: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
-    delta: Any = 0,
-    borderType: Any = BORDER_DEFAULT,
+    src: object,
+    ddepth: object,
+    kernel: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
+    delta: object = 0,
+    borderType: object = BORDER_DEFAULT,
 ) -> str | None:
     """A real 1-D or 2-D kernel, an anchor inside, a numeric delta; finite values (always for
     kernels cv2 correlates through its DFT)."""

@@ -290,8 +290,8 @@ def _area_cells_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch
 
 def resize(
     src: torch.Tensor,
-    dsize: Any,
-    dst: Any = None,
+    dsize: object,
+    dst: object = None,
     fx: float = 0,
     fy: float = 0,
     interpolation: int = INTER_LINEAR,

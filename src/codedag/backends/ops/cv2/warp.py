@@ -436,7 +436,7 @@ def invert3(m: np.ndarray) -> np.ndarray:
     )
 
 
-def _matrices(m: Any, rows: int, name: str) -> np.ndarray:
+def _matrices(m: object, rows: int, name: str) -> np.ndarray:
     """One (rows, 3) matrix, or one per sample ((N, rows, 3) tensor), as float64 (B, rows, 3)."""
     if isinstance(m, torch.Tensor) and m.dim() == 3:
         arr = m.detach().cpu().double().numpy()
@@ -448,13 +448,13 @@ def _matrices(m: Any, rows: int, name: str) -> np.ndarray:
 
 def warpAffine(
     src: torch.Tensor,
-    M: Any,
-    dsize: Any,
-    dst: Any = None,
+    M: object,
+    dsize: object,
+    dst: object = None,
     flags: int = INTER_LINEAR,
     borderMode: int = BORDER_CONSTANT,
-    borderValue: Any = None,
-    hint: Any = None,
+    borderValue: object = None,
+    hint: object = None,
 ) -> torch.Tensor:
     """``cv2.warpAffine`` for a batch with one 2x3 matrix (forward, or inverse with
     WARP_INVERSE_MAP); nearest/linear/cubic/lanczos4; BORDER_TRANSPARENT is unsupported."""
@@ -464,13 +464,13 @@ def warpAffine(
 
 def warpPerspective(
     src: torch.Tensor,
-    M: Any,
-    dsize: Any,
-    dst: Any = None,
+    M: object,
+    dsize: object,
+    dst: object = None,
     flags: int = INTER_LINEAR,
     borderMode: int = BORDER_CONSTANT,
-    borderValue: Any = None,
-    hint: Any = None,
+    borderValue: object = None,
+    hint: object = None,
 ) -> torch.Tensor:
     """``cv2.warpPerspective`` for a batch with one 3x3 matrix; same modes as warpAffine."""
     m = _matrices(M, 3, "warpPerspective: M")
@@ -513,28 +513,28 @@ def _check_warp(
 
 
 def check_warp_affine(
-    src: Any,
-    M: Any,
-    dsize: Any,
-    dst: Any = None,
-    flags: Any = INTER_LINEAR,
-    borderMode: Any = BORDER_CONSTANT,
-    borderValue: Any = None,
-    hint: Any = None,
+    src: object,
+    M: object,
+    dsize: object,
+    dst: object = None,
+    flags: object = INTER_LINEAR,
+    borderMode: object = BORDER_CONSTANT,
+    borderValue: object = None,
+    hint: object = None,
 ) -> str | None:
     """A finite 2x3 matrix, a size, interpolation 0..4 (| inverse), a border cv2 reproduces."""
     return _check_warp(src, M, 2, dsize, flags, borderMode, borderValue, hint)
 
 
 def check_warp_perspective(
-    src: Any,
-    M: Any,
-    dsize: Any,
-    dst: Any = None,
-    flags: Any = INTER_LINEAR,
-    borderMode: Any = BORDER_CONSTANT,
-    borderValue: Any = None,
-    hint: Any = None,
+    src: object,
+    M: object,
+    dsize: object,
+    dst: object = None,
+    flags: object = INTER_LINEAR,
+    borderMode: object = BORDER_CONSTANT,
+    borderValue: object = None,
+    hint: object = None,
 ) -> str | None:
     """As warpAffine with a 3x3 matrix (singular ones included: cv2 then warps with zeros), whose
     horizon does not cross the output: where the inverse map's third row is 0 the coordinates
