@@ -31,7 +31,7 @@ def _close(name: str, got: Any, want: Any) -> None:
     assert got.flags.f_contiguous == want.flags.f_contiguous, (name, "F order")
     tol = tolerance_for(name)
     diff = np.abs(got.astype(np.complex128) - want.astype(np.complex128))
-    bad = diff > tol.atol + tol.rtol * np.abs(want.astype(np.complex128))
+    bad = diff > tol.allowed(want.astype(np.complex128))
     assert bad.mean() <= tol.max_mismatch_frac, (name, float(diff.max()))
     if bad.any():
         assert float(diff[bad].max()) <= tol.mismatch_atol, (name, float(diff.max()))

@@ -182,7 +182,19 @@ def _filter2d(img: np.ndarray) -> Params:
         ("delta", (-1, np.ones((3, 3), np.float32) / 9), {"delta": 10.5}),
         ("anchor", (-1, _kernel(3)), {"anchor": (0, 2)}),
         ("1x5 kernel", (-1, np.ones((1, 5), np.float32) / 5), {}),
+        ("ringing 13x13", (-1, _sinc_kernel(13, 1.4)), {}),
     ]
+
+
+def _sinc_kernel(size: int, cutoff: float) -> np.ndarray:
+    """A normalized 2-D sinc kernel with negative lobes (ringing-overshoot filters): its sums
+    near .5 are where a large kernel's accumulation order shows (cv2 filters kernels of 130+
+    taps through a DFT)."""
+    c = (size - 1) / 2
+    r = np.hypot(*np.meshgrid(np.arange(size) - c, np.arange(size) - c))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kernel = np.where(r > 0, np.sinc(cutoff * r / np.pi), 1.0) * np.exp(-((r / c) ** 2))
+    return (kernel / kernel.sum()).astype(np.float32)
 
 
 @_cv2("cv2.Sobel")
@@ -274,6 +286,16 @@ def _warp_persp(img: np.ndarray) -> Params:
         ("singular", (np.zeros((3, 3)), (W, H)), {}),
         ("singular nonzero", (np.array([[1.0, 2, 0], [2, 4, 0], [0, 0, 1]]), (W, H)), {}),
         ("mild", (np.array([[1.0, 0.1, 1], [0.05, 1, 2], [1e-3, 2e-3, 1]]), (W, H)), {}),
+        # the horizon (third row 0) crosses the output: infinite and NaN coordinates there
+        ("horizon", (np.array([[1.0, 0, 0], [0, 1, 0], [0.125, 0, -1]]), (W, H)), {}),
+        (
+            "horizon reflect",
+            (np.array([[1.0, 0.1, 0], [0, 1, 0], [0.1, 0.05, -1]]), (W, H)),
+            {
+                "borderMode": cv2.BORDER_REFLECT_101,
+                "flags": cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            },
+        ),
         ("reflect", (m, (W, H)), {"borderMode": cv2.BORDER_REFLECT_101}),
         ("value", (m, (W, H)), {"borderValue": 7}),
     ]

@@ -265,6 +265,10 @@ def _products(name: str) -> Labeled:
     return cases
 
 
+def _image_255(shape: tuple[int, ...]) -> np.ndarray:
+    return (np.random.default_rng(7).random(shape) * 255).astype(np.float32)
+
+
 def _fft(name: str) -> Labeled:
     fn = name.split(".")[-1]
     shape = (4, 8)
@@ -275,6 +279,9 @@ def _fft(name: str) -> Labeled:
         _case("empty", lambda: ((_a("float64", (0,)),), {})),
         _case("F", lambda: ((_a("float32", shape, layout="F"),), {})),
         _case("nan", lambda: ((_a("float64", shape, special=True),), {})),
+        # an image's scale: errors follow the largest magnitude (the sum), not each element's
+        _case("float32 image 0-255", lambda: ((_image_255((100, 100, 3)),), {})),
+        _case("float32 256x256 0-255", lambda: ((_image_255((256, 256)),), {})),
     ]
     if fn in ("fft", "ifft", "rfft", "irfft"):
         cases += [

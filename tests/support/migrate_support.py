@@ -215,7 +215,7 @@ def assert_matches(
     with np.errstate(invalid="ignore"):
         same = (g == e) | nan_e
         diff = np.where(same, 0.0, np.abs(g - e))
-    allowed = tol.atol + tol.rtol * np.abs(np.where(np.isfinite(e), e, 0))
+    allowed = tol.allowed(e)
     bad = diff > allowed
     if not bad.any():
         return
@@ -412,7 +412,7 @@ def _value_kind(name: str, got: np.ndarray, want: np.ndarray) -> str:
     tol = tolerance_for(name)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(same, 0.0, np.abs(g - w))
-    allowed = tol.atol + tol.rtol * np.abs(np.where(np.isfinite(w), w, 0))
+    allowed = tol.allowed(w)
     bad = ~(diff <= allowed)
     if not bad.any():
         return "tolerance"

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from codedag.errors import UnsupportedOperation
 
 if TYPE_CHECKING:
@@ -92,9 +94,12 @@ class Tolerance:
     """How close a backend's output must be to the library's.
 
     ``atol`` is absolute on the library's output scale (0..255 for uint8 images), ``rtol``
-    relative; ``max_mismatch_frac`` allows a fraction of elements to differ by more (uint8
-    rounding at exact .5 ties, nearest-neighbour index ties), each by at most ``mismatch_atol``.
-    ``note`` says where a difference comes from (or what makes the backend exact).
+    relative to each element, ``scale_rtol`` relative to the largest magnitude of the library's
+    output (transforms such as FFTs spread their rounding over every element: an element's error
+    follows the whole output's scale, not its own); ``max_mismatch_frac`` allows a fraction of
+    elements to differ by more (uint8 rounding at exact .5 ties, nearest-neighbour index ties),
+    each by at most ``mismatch_atol``. ``note`` says where a difference comes from (or what makes
+    the backend exact).
     """
 
     atol: float = 0.0
@@ -102,11 +107,27 @@ class Tolerance:
     max_mismatch_frac: float = 0.0
     mismatch_atol: float = 0.0
     note: str = ""
+    scale_rtol: float = 0.0
 
     @property
     def exact(self) -> bool:
         """Whether it allows no difference at all (a note alone)."""
-        return not (self.atol or self.rtol or self.max_mismatch_frac or self.mismatch_atol)
+        return not (
+            self.atol
+            or self.rtol
+            or self.scale_rtol
+            or self.max_mismatch_frac
+            or self.mismatch_atol
+        )
+
+    def allowed(self, expected: Any) -> Any:
+        """The difference each element of the library's output ``expected`` may have (NumPy
+        in, NumPy out; non-finite elements count as 0 in magnitudes)."""
+        magnitude = np.abs(np.where(np.isfinite(expected), expected, 0))
+        allowed = self.atol + self.rtol * magnitude
+        if self.scale_rtol and magnitude.size:
+            allowed = allowed + self.scale_rtol * float(magnitude.max())
+        return allowed
 
 
 EXACT = Tolerance()
@@ -209,7 +230,12 @@ class Adapter(Protocol):
         ...
 
     def to_library(
-        self, spec: OpSpec, result: Any, converter: ValueConverter, call: CallValues, state: Any
+        self,
+        spec: OpSpec,
+        result: object,
+        converter: ValueConverter,
+        call: CallValues,
+        state: object,
     ) -> Any:
         """The backend's result as the library returns it."""
         ...

@@ -102,12 +102,13 @@ def _numbers(tolerance: Tolerance) -> list[str]:
     return [
         _number(tolerance.atol),
         _number(tolerance.rtol),
+        _number(tolerance.scale_rtol),
         _number(tolerance.max_mismatch_frac),
         _number(tolerance.mismatch_atol),
     ]
 
 
-_NUMBERS = ("atol", "rtol", "max mismatch frac", "mismatch atol")
+_NUMBERS = ("atol", "rtol", "scale rtol", "max mismatch frac", "mismatch atol")
 
 
 def _ops(libraries: Sequence[Library], registry: Registry) -> str:

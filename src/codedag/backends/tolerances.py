@@ -4,7 +4,8 @@ Each op declares its :class:`~codedag.backends.contract.Tolerance` next to its b
 (``declare(..., tolerance=...)``; absent: bit-exact). :data:`TOLERANCES` is the table of those
 declarations (by declared and canonical name) that tests and the run-time check read; it is a view
 of the registry, built on first use. ``atol`` is absolute on the library's output scale (0..255
-for uint8 images), ``rtol`` relative; ``max_mismatch_frac`` allows a fraction of elements to differ
+for uint8 images), ``rtol`` relative to each element, ``scale_rtol`` to the output's largest
+magnitude; ``max_mismatch_frac`` allows a fraction of elements to differ
 by more (uint8 rounding at exact .5 ties, nearest-neighbour index ties), each by at most
 ``mismatch_atol``.
 """
@@ -87,12 +88,12 @@ def _len(value: Any) -> int | str:
         return "?"
 
 
-def _is_pil(value: Any) -> bool:
+def _is_pil(value: object) -> bool:
     module = sys.modules.get("PIL.Image")
     return module is not None and isinstance(value, module.Image)
 
 
-def _as_numpy(value: Any) -> np.ndarray:
+def _as_numpy(value: object) -> np.ndarray:
     if hasattr(value, "detach"):  # a torch tensor
         return np.asarray(value.detach().cpu().numpy())
     return np.asarray(value)
@@ -112,7 +113,7 @@ def _value_difference(tol: Tolerance, exp: np.ndarray, got: np.ndarray) -> str |
     with np.errstate(invalid="ignore", over="ignore"):
         same = (e == g) | nan_e
         diff = np.where(same, 0.0, np.abs(g - e))
-        allowed = tol.atol + tol.rtol * np.abs(np.where(np.isfinite(e), e, 0))
+        allowed = tol.allowed(e)
         bad = diff > allowed
     if not bad.any():
         return None

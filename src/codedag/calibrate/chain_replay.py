@@ -19,10 +19,9 @@ the first step it cannot repeat, and :attr:`Prepared.timed_steps` says how far i
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,23 +233,6 @@ def run_original(prepared: Prepared) -> Any:
     return default_collate(outputs)
 
 
-@contextlib.contextmanager
-def _deferring() -> Iterator[None]:
-    """Deferral on in this thread, as inside a DataLoader fetch of a patched process."""
-    from codedag.backends.batched.deferred import STATE
-
-    STATE.active += 1
-    STATE.created = 0
-    STATE.entries.clear()
-    try:
-        yield
-    finally:
-        STATE.active -= 1
-        STATE.created = 0
-        STATE.entries.clear()
-        STATE.copies.clear()
-
-
 def record(prepared: Prepared) -> Any:
     """Each sample with deferral, collated into one batch record (what a worker produces).
 
@@ -262,7 +244,7 @@ def record(prepared: Prepared) -> Any:
     from codedag.backends.batched.collate import BatchRecord, default_collate_deferred
 
     outputs = []
-    with _deferring():
+    with deferred.deferring():
         for sample in prepared.samples:
             entry = sample.steps[0]
             op = ops.library_op(entry.name)

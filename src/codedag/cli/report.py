@@ -52,7 +52,7 @@ def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> s
     return f"{value * scale:.{digits}f}{suffix}"
 
 
-def _signed(value: Any, digits: int = 4) -> str:
+def _signed(value: object, digits: int = 4) -> str:
     return "-" if value is None else f"{value:+.{digits}f}"
 
 

@@ -171,7 +171,7 @@ class CodedagCallback(MonitorCallback, *((_Callback,) if _Callback is not None e
             plot,
         )
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: object, pl_module: object, stage: str) -> None:
         """Make the monitor (when none was given) and connect the trainer's loggers."""
         if self.monitor is None:
             name = self.experiment_name or type(pl_module).__name__
@@ -182,7 +182,7 @@ class CodedagCallback(MonitorCallback, *((_Callback,) if _Callback is not None e
             self.monitor.add_sink(TrainerLoggersSink(loggers))
             self._loggers_connected = True
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: object, pl_module: object, stage: str) -> None:
         """Finish the sinks of a monitor the callback made."""
         if self._own_monitor and self.monitor is not None:
             self.monitor.close()

@@ -65,16 +65,16 @@ class MonitorCallback:
         self.save = save
         self.plot = plot
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: object, pl_module: object) -> None:
         self.monitor.start_mode(self.mode, self.config, self.resource_interval)
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: object, pl_module: object, batch: object, batch_idx: int
     ) -> None:
         self.monitor.start_batch()
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: object, pl_module: object, outputs: object, batch: object, batch_idx: int
     ) -> None:
         self.monitor.end_batch(batch_size_of(batch, None))
         epoch = int(getattr(trainer, "current_epoch", 0) or 0)
@@ -86,22 +86,22 @@ class MonitorCallback:
         if accuracy is not None:
             self.monitor.log_accuracy(epoch, batch_idx, accuracy)
 
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_start(self, trainer: object, pl_module: object) -> None:
         self._validation: Any = self.monitor.paused()
         self._validation.__enter__()
 
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_end(self, trainer: object, pl_module: object) -> None:
         validation = getattr(self, "_validation", None)
         if validation is not None:
             validation.__exit__(None, None, None)
             self._validation = None
 
-    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_end(self, trainer: object, pl_module: object) -> None:
         if self.monitor.current_mode is not None:
             self.monitor.stop_mode()
         self._finish()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: object, pl_module: object, exception: BaseException) -> None:
         if self.monitor.current_mode is not None:
             status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
             self.monitor.stop_mode(status, f"{type(exception).__name__}: {exception}")

@@ -46,7 +46,7 @@ class StepRatio:
         )  # fmt: skip
 
 
-def _timing(steady: Any) -> Timing | None:
+def _timing(steady: object) -> Timing | None:
     step = steady.get("step_time") if isinstance(steady, dict) else None
     count = steady.get("num_batches") if isinstance(steady, dict) else None
     if not isinstance(step, dict) or not isinstance(count, int) or count < 1:
@@ -81,7 +81,7 @@ def pick_baseline(results: dict[str, Any], baseline: str | None = None) -> str |
     return modes[0] if modes else None
 
 
-def _get(d: Any, *keys: str) -> Any:
+def _get(d: object, *keys: str) -> Any:
     for key in keys:
         if not isinstance(d, dict):
             return None
@@ -89,7 +89,7 @@ def _get(d: Any, *keys: str) -> Any:
     return d
 
 
-def _num(d: Any, *keys: str) -> float | None:
+def _num(d: object, *keys: str) -> float | None:
     """The number at ``keys`` (int or finite float; not bool), else None."""
     value = _get(d, *keys)
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -97,13 +97,13 @@ def _num(d: Any, *keys: str) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _ratio(num: Any, den: Any) -> float | None:
+def _ratio(num: object, den: object) -> float | None:
     if isinstance(num, int | float) and isinstance(den, int | float) and den > 0:
         return float(num) / float(den)
     return None
 
 
-def _delta(value: Any, ref: Any) -> float | None:
+def _delta(value: object, ref: object) -> float | None:
     if isinstance(value, int | float) and isinstance(ref, int | float):
         return float(value) - float(ref)
     return None

@@ -416,14 +416,14 @@ class ExperimentMonitor:
                 self._current.timer.abandon_batch()
 
     # ---------------------------------------------------------------- metrics
-    def log_loss(self, epoch: int, batch: int, value: Any) -> None:
+    def log_loss(self, epoch: int, batch: int, value: object) -> None:
         """Record a loss (``loss.item()``) for ``batch`` of ``epoch``."""
         target = self._metrics_target("log_loss")
         if target is not None:
             timer = target.timer
             target.metrics.log_loss(epoch, batch, value, timer.current_step, timer.total_time_s)
 
-    def log_accuracy(self, epoch: int, batch: int, value: Any) -> None:
+    def log_accuracy(self, epoch: int, batch: int, value: object) -> None:
         """Record an accuracy for ``batch`` of ``epoch``."""
         target = self._metrics_target("log_accuracy")
         if target is not None:
@@ -540,7 +540,7 @@ class ExperimentMonitor:
             return
         ref = weakref.ref(self)
 
-        def on_sigterm(signum: int, frame: Any) -> None:
+        def on_sigterm(signum: int, frame: object) -> None:
             monitor = ref()
             if monitor is not None and os.getpid() == monitor._pid:
                 monitor._signal_name = "SIGTERM"

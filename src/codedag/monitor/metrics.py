@@ -81,7 +81,7 @@ class MetricsLogger:
             raise ConfigError(f"{what} must be a number, got {type(value).__name__}") from error
 
     def log_loss(
-        self, epoch: int, batch: int, value: Any, step: int = -1, time_s: float = 0.0
+        self, epoch: int, batch: int, value: object, step: int = -1, time_s: float = 0.0
     ) -> None:
         """Record the loss of ``batch`` in ``epoch`` (``step`` and ``time_s``: the mode's step
         it belongs to and when, for dashboards)."""
@@ -91,7 +91,7 @@ class MetricsLogger:
             self.fold()
 
     def log_accuracy(
-        self, epoch: int, batch: int, value: Any, step: int = -1, time_s: float = 0.0
+        self, epoch: int, batch: int, value: object, step: int = -1, time_s: float = 0.0
     ) -> None:
         """Record the accuracy (a fraction or a percent, as the caller uses) of ``batch``."""
         row = ("accuracy", int(epoch), int(batch), self._value(value, "accuracy"), step, time_s)

@@ -11,7 +11,7 @@ from codedag.monitor.resources import ResourceMonitor
 from codedag.monitor.timer import Timer
 
 
-def plain_config(value: Any, depth: int = 0) -> Any:
+def plain_config(value: object, depth: int = 0) -> Any:
     """A JSON-safe copy of a config (paths, devices, dtypes become strings; NaN becomes null)."""
     if isinstance(value, bool | int | str) or value is None:
         return value
@@ -84,7 +84,7 @@ class ModeRecord:
         }
 
 
-def batch_size_of(item: Any, n_samples: Callable[[Any], int] | None) -> int:
+def batch_size_of(item: object, n_samples: Callable[[Any], int] | None) -> int:
     """Samples in a batch: ``n_samples(item)``, else the leading dimension of its first tensor."""
     if n_samples is not None:
         return int(n_samples(item))

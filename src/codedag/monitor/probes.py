@@ -216,7 +216,7 @@ class CgroupCpuProbe:
         return max(0.0, 100.0 * cores / self.capacity_cpus)
 
 
-def gpu_reading(sample: Any, energy_j: float | None = None) -> GpuReading:
+def gpu_reading(sample: object, energy_j: float | None = None) -> GpuReading:
     """Convert a sample of the GPUs interface (object or dict) into a :class:`GpuReading`.
 
     Args:

@@ -61,7 +61,7 @@ def _usage_from_rows(rows: Iterator[tuple[float, str, float]], capacity: int) ->
     return monitor
 
 
-def stream_path(run_dir: Path, name: Any, where: str) -> Path | None:
+def stream_path(run_dir: Path, name: object, where: str) -> Path | None:
     """The raw CSV a results file names, which must lie inside its run folder.
 
     Raises:

@@ -133,11 +133,11 @@ def summary_from_series(mode: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _check_series(where: str, value: Any, width: int, problems: list[str]) -> None:
+def _check_series(where: str, value: object, width: int, problems: list[str]) -> None:
     if not isinstance(value, list):
         problems.append(f"{where}: expected a list, got {type(value).__name__}")
         return
@@ -190,7 +190,7 @@ def _check_fields(
             problems.append(f"{where}{key}: expected {expected}, got {type(data[key]).__name__}")
 
 
-def _check_summary(where: str, summary: Any, problems: list[str]) -> None:
+def _check_summary(where: str, summary: object, problems: list[str]) -> None:
     if not isinstance(summary, dict):
         return
     for key in SUMMARY_NUMBERS:
@@ -210,7 +210,7 @@ def _check_summary(where: str, summary: Any, problems: list[str]) -> None:
                 )
 
 
-def validate_results(data: Any) -> list[str]:
+def validate_results(data: object) -> list[str]:
     """Every structural problem of a results dict (an empty list means it is valid)."""
     problems: list[str] = []
     if not isinstance(data, dict):
@@ -293,7 +293,7 @@ def upgrade_results(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_version(version: Any, where: str) -> None:
+def check_version(version: object, where: str) -> None:
     """Accept 0 (the original API's format, also when the key is absent) up to :data:`SCHEMA_VERSION`.
 
     Raises:

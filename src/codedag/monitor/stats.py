@@ -165,7 +165,7 @@ class Downsampler:
         self._acc: list[float] = [0.0] * width
         self._acc_n = 0
 
-    def add(self, x: Any, *ys: float) -> None:
+    def add(self, x: object, *ys: float) -> None:
         """Record one point; ``len(ys)`` must equal ``width``."""
         self.count += 1
         if self.stride == 1:

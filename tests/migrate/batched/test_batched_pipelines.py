@@ -12,9 +12,11 @@ import pytest
 import torch
 from batched_support import plan
 
-from codedag.experiments.pipelines import demo_image, letterbox
+from codedag.experiments.pipelines import demo_image, letterbox, yolo_mosaic
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.batched.settings import BatchedSettings
+from codedag.optimize.manager import OptimizerManager
+from codedag.trace import trace_dataloader
 
 DEMO_CHAIN = ["cv2.resize", "cv2.cvtColor", "cv2.flip", "cv2.warpAffine"]
 
@@ -92,3 +94,28 @@ def test_demo_image_pipeline_on_cuda(workers: int) -> None:
     _assert_close(reference, got, levels=1.001)
     assert stats["samples"] == 10 and stats["forced"] == {}
     assert stats["device"].startswith("cuda") and stats["h2d_bytes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_yolo_mosaic_defers_through_its_custom_collate(workers: int) -> None:
+    """The traced chain (the HSV conversion back, flips, CHW, contiguous) runs batched: the
+    dataset's own ``collate_fn`` stacks deferred samples, and the batches (images and the
+    labels concatenated beside them) are the unpatched seeded run's."""
+    sizes = {"img_size": 64}
+    tracer, _ = trace_dataloader(yolo_mosaic.make_loader(batch_size=4, seed=3, n=10, **sizes))
+    manager = OptimizerManager(k=1, target_device="cpu", batched="always", calibrate=False)
+    the_plan = manager.optimize(tracer.dag)["migration_plan"]
+    assert the_plan["batched"]["chains"], "no chain found in the trace"
+    reference = _batches(yolo_mosaic, workers, **sizes)
+    migrator = PipelineMigrator.from_plan(the_plan, guard=False, batched=BatchedSettings(verify=1))
+    with migrator:
+        got = _batches(yolo_mosaic, workers, **sizes)
+    stats = migrator.get_stats()["batched"]
+    assert len(got) == len(reference)
+    for (ref_x, ref_labels), (x, labels) in zip(reference, got, strict=True):
+        assert torch.equal(labels, ref_labels)
+        assert torch.equal(x, ref_x)
+    assert stats["forced"] == {} and stats["samples"] == 10 and stats["batches"] == 3
+    assert stats["verify"]["mismatches"] == []

@@ -10,6 +10,7 @@ cannot answer forces the value: the recorded calls replay through the original C
 which is the per-sample reference itself (:mod:`.forcing`).
 
 * :mod:`.ops`, :mod:`.views`, :mod:`.backends`: what can be recorded and how it runs batched;
+* :mod:`.fusion`: programs rewritten before they run (value-wise runs on uint8 as one table);
 * :mod:`.wrappers`: the library functions that return deferred values while a chain is applied;
 * :mod:`.transfer`: host<->device copies (counted) and the side stream.
 

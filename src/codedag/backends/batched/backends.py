@@ -40,6 +40,10 @@ class Backend:
         renames: library keyword -> backend keyword.
         value_maps: parameter -> {library value: backend value}.
         batch_first: whether data parameters take ``(N, ...)`` (False: NumPy broadcasting).
+        refuse: why the op's declaration refuses a call of the library's own arguments (the
+            adapter's domain and the op's check), or ``None``.
+        squeeze_channel: an ``(H, W, 1)`` image is the one-channel ``(H, W)`` (cv2: its results
+            have no channel axis), so data of that shape reach the backend as ``(N, H, W)``.
     """
 
     name: str
@@ -51,6 +55,12 @@ class Backend:
     renames: Mapping[str, str]
     value_maps: Mapping[str, Mapping[Any, Any]]
     batch_first: bool
+    refuse: Callable[[tuple[Any, ...], dict[str, Any]], str | None] | None = None
+    squeeze_channel: bool = False
+
+    def refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """Why the op's declaration refuses these library arguments (``None``: it accepts)."""
+        return None if self.refuse is None else self.refuse(args, kwargs)
 
     def call(self, args: list[Any], kwargs: dict[str, Any], device: torch.device) -> Any:
         """Run the backend with the library's arguments (data already batched on ``device``)."""
@@ -106,10 +116,31 @@ def _build(name: str) -> Backend | None:
         renames=dict(spec.renames),
         value_maps={k: dict(v) for k, v in spec.value_maps.items()},
         batch_first=batch_first,
+        refuse=_refusal_of(spec),
+        squeeze_channel=bool(getattr(getattr(spec, "adapter", None), "squeeze_channel", False)),
     )
 
 
-def _data_params(spec: Any, positional: tuple[str, ...]) -> tuple[frozenset[str], bool]:
+def _refusal_of(spec: object) -> Callable[[tuple[Any, ...], dict[str, Any]], str | None]:
+    """The declared refusal of ``spec``: its adapter's domain, then its own check."""
+    adapter = getattr(spec, "adapter", None)
+    check = getattr(getattr(spec, "quirks", None), "check", None)
+
+    def refuse(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        reason = None
+        if adapter is not None and hasattr(adapter, "refuse"):
+            reason = adapter.refuse(spec, args, kwargs)
+        if reason is None and check is not None:
+            try:
+                reason = check(*args, **kwargs)
+            except TypeError as e:  # arguments the library's signature does not take
+                reason = f"arguments do not match the signature: {e}"
+        return reason
+
+    return refuse
+
+
+def _data_params(spec: object, positional: tuple[str, ...]) -> tuple[frozenset[str], bool]:
     """The data parameters of a spec, and whether its backend is batch-first."""
     batch = getattr(spec, "batch", None)
     if batch is not None:  # the registry's batch axis rule
@@ -124,7 +155,7 @@ def _data_params(spec: Any, positional: tuple[str, ...]) -> tuple[frozenset[str]
     return frozenset(), False
 
 
-def _is_device_mark(value: Any) -> bool:
+def _is_device_mark(value: object) -> bool:
     return repr(value) == _DEVICE_MARK
 
 

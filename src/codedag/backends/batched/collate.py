@@ -6,7 +6,8 @@ the loader's ``default_collate`` runs with :data:`COLLATE_FN_MAP`, torch's own m
 :func:`collate_deferred` for :class:`~.deferred.LazyArray` and :class:`~.deferred.LazyTensor`;
 :func:`normalize` first dresses concrete values that share a position with deferred ones (samples
 that were forced) so the first value's type never decides wrongly. A custom ``collate_fn`` gets
-forced samples (:mod:`.fetch`).
+the deferred samples: its ``torch.stack`` (or ``np.stack``) of them is :func:`collate_deferred`
+too (:func:`~.deferred.collating`), anything else it does with them forces them.
 
 A record holds, per deferred sample, its *program*: the recorded steps in order, each with its
 op, argument template and the key that groups it with other samples' steps (op, the shapes and
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
+import codedag.backends.batched.deferred as deferred
 from codedag.backends.batched.deferred import Lazy, LazyArray, LazyTensor, Node, evaluate, ready
 from codedag.backends.batched.forcing import FORCED
 from codedag.backends.batched.ops import DATA, PER_SAMPLE, SMALL_BYTES, Meta, Op, meta_of
@@ -90,11 +92,24 @@ class BatchRecord:
         """The dtype ``default_collate`` would give the stacked batch."""
         return self.meta.torch_dtype
 
-    def pin_memory(self, device: Any = None) -> BatchRecord:
+    def pin_memory(self, device: object = None) -> BatchRecord:
         """The DataLoader's pin thread calls this: pin the payload for an asynchronous copy."""
         if not self.payload.is_pinned() and cuda_available():
             self.payload = self.payload.pin_memory()
         return self
+
+    def part(self, start: int, stop: int) -> BatchRecord:
+        """Samples ``start:stop`` as a record of their own (sharing the payload)."""
+        return BatchRecord(
+            self.meta,
+            self.programs[start:stop],
+            self.ready[start:stop],
+            self.payload,
+            self.entries,
+            self.worker_ns,
+            {},
+            self.pid,
+        )
 
     def host_entry(self, index: int) -> Any:
         """Payload entry ``index`` as the value it was (NumPy array or tensor), on the host."""
@@ -126,7 +141,7 @@ class _Packer:
         self.metas: list[Meta] = []
         self._index: dict[int, int] = {}
 
-    def add(self, value: Any) -> int:
+    def add(self, value: object) -> int:
         found = self._index.get(id(value))
         if found is not None:
             return found
@@ -155,7 +170,7 @@ class _Packer:
         return buffer, entries
 
 
-def freeze(value: Any) -> Any:
+def freeze(value: object) -> Any:
     """A hashable fingerprint of a static argument, equal exactly when the values are.
 
     Raises:
@@ -246,11 +261,11 @@ def program(root: Node, packer: _Packer) -> list[Step]:
     return steps
 
 
-def _concrete(value: Any) -> Any:
+def _concrete(value: object) -> Any:
     return evaluate(value._node) if isinstance(value, Lazy) else value
 
 
-def collate_deferred(batch: list[Any], *, collate_fn_map: Any = None) -> Any:
+def collate_deferred(batch: list[Any], *, collate_fn_map: object = None) -> Any:
     """``default_collate`` of deferred values: a :class:`BatchRecord` (see the module docstring).
 
     Samples whose values cannot be stacked the way ``default_collate`` stacks them (different
@@ -285,13 +300,15 @@ def collate_deferred(batch: list[Any], *, collate_fn_map: Any = None) -> Any:
     return record
 
 
-def _to_value(value: Any, meta: Meta) -> Any:
+def _to_value(value: object, meta: Meta) -> Any:
     """A concrete sample as the kind of value the record delivers (array or tensor)."""
     concrete = _concrete(value)
     if meta.kind == "tensor" and not isinstance(concrete, torch.Tensor):
         return torch.as_tensor(concrete)
     return concrete
 
+
+deferred.on_stack(collate_deferred)
 
 COLLATE_FN_MAP: dict[Any, Any] = {
     **default_collate_fn_map,
@@ -317,7 +334,12 @@ def normalize(samples: list[Any]) -> list[Any]:
     return _normalized(samples)
 
 
-def _contains_lazy(value: Any, depth: int = 0) -> bool:
+def has_deferred(value: object) -> bool:
+    """Whether ``value`` (a sample, a list of samples) holds deferred values."""
+    return _contains_lazy(value, -1)
+
+
+def _contains_lazy(value: object, depth: int = 0) -> bool:
     if isinstance(value, Lazy):
         return True
     if depth > 4:
@@ -369,14 +391,14 @@ def _leaves(values: list[Any]) -> list[Any]:
     return [_concrete(v) for v in values]
 
 
-def _forced_nested(value: Any) -> Any:
+def _forced_nested(value: object) -> Any:
     if not _contains_lazy(value):
         return value
     FORCED.forced("collate", "deferred values inside samples of different structure", None)
     return _force_tree(value)
 
 
-def _force_tree(value: Any) -> Any:
+def _force_tree(value: object) -> Any:
     """``value`` with every deferred value inside it forced (tuples, lists, dicts)."""
     if isinstance(value, Lazy):
         return _concrete(value)
@@ -389,7 +411,7 @@ def _force_tree(value: Any) -> Any:
     return value
 
 
-def force_tree(value: Any, reason: str, detail: str, where: str | None = None) -> Any:
+def force_tree(value: object, reason: str, detail: str, where: str | None = None) -> Any:
     """Every deferred value inside ``value`` forced, counted under ``reason`` (at ``where``)."""
     count = _count_lazy(value)
     if not count:
@@ -398,7 +420,7 @@ def force_tree(value: Any, reason: str, detail: str, where: str | None = None) -
     return _force_tree(value)
 
 
-def _count_lazy(value: Any, depth: int = 0) -> int:
+def _count_lazy(value: object, depth: int = 0) -> int:
     if isinstance(value, Lazy):
         return 0 if value._node.done else 1
     if depth > 6:

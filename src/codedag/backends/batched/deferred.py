@@ -13,8 +13,10 @@ functions of :mod:`.views` (``__array_function__``), ``astype``/``transpose``/``
 Answered without computing: ``shape``, ``dtype``, ``ndim``, ``size``, ``nbytes``, ``len``.
 Everything else forces, counted by reason (:mod:`.forcing`).
 
-Recording happens only while a DataLoader fetch runs in this thread (:data:`STATE`); a deferred
-value used anywhere else is forced on first use.
+Recording happens only inside a :func:`deferring` block in this thread (a DataLoader fetch of a
+patched process, calibration's replay, a test): :func:`deferring` is the one switch; a deferred
+value used anywhere else is forced on first use. Shapes and dtypes come from :meth:`Op.meta`,
+computed once per signature, so recording a step is a few microseconds.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from codedag.backends.batched.ops import Meta, Op, meta_of
 from codedag.errors import UnsupportedOperation
 
 _PENDING: Any = object()
+_ARRAYS = (np.ndarray, torch.Tensor)
 
 
 class Node:
@@ -56,7 +59,7 @@ class Node:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         meta: Meta,
-        value: Any = _PENDING,
+        value: object = _PENDING,
         entry: str | None = None,
     ) -> None:
         self.op = op
@@ -82,7 +85,7 @@ class Node:
                 yield value
 
 
-def source(value: Any, entry: str | None = None) -> Node:
+def source(value: object, entry: str | None = None) -> Node:
     """A node holding a concrete value."""
     return Node(None, (), {}, meta_of(value), value, entry)
 
@@ -111,37 +114,154 @@ def evaluate(node: Node) -> Any:
 # -- recording state ------------------------------------------------------------------------------
 
 
+class Scope:
+    """What one :func:`deferring` block recorded (a sample, in a DataLoader fetch).
+
+    Attributes:
+        created: operations recorded in it.
+        entries: entry sites that started chains in it.
+    """
+
+    __slots__ = ("created", "entries")
+
+    def __init__(self) -> None:
+        self.created = 0
+        self.entries: set[str] = set()
+
+
 class _State(threading.local):
     def __init__(self) -> None:
-        self.active = 0  # fetches with deferral on, in this thread
-        self.created = 0  # nodes recorded in the current sample
-        self.entries: set[str] = set()  # entry sites that started chains in the current sample
-        self.copies: dict[int, tuple[Any, Any]] = {}  # id -> (original, copy) in this fetch
+        self.active = 0  # deferring() blocks open in this thread
+        self.scope = Scope()  # the innermost block's
+        self.copies: dict[int, tuple[Any, Any]] = {}  # id -> (original, copy) in the outer block
+        self.frozen: dict[int, tuple[np.ndarray, list[Node]]] = {}  # made read-only, their sources
+        self.collating = False  # a custom collate_fn runs on deferred samples
 
 
 STATE = _State()
 
 
 def recording() -> bool:
-    """Whether calls made now may be deferred (a fetch with deferral runs in this thread)."""
+    """Whether calls made now may be deferred (a :func:`deferring` block is open in this
+    thread)."""
     return STATE.active > 0
 
 
 @contextlib.contextmanager
-def deferring() -> Iterator[None]:
-    """Record in this thread as a DataLoader fetch does (calibration, tests)."""
-    STATE.active += 1
+def deferring(enabled: bool = True) -> Iterator[Scope]:
+    """Defer in this thread for the block (``enabled=False``: run eagerly inside it): the one
+    switch of recording.
+
+    The DataLoader fetch of a patched process opens one block per fetch and one per sample inside
+    it (a sample that failed with deferred values runs again in a disabled block), calibration
+    one per replayed batch, tests their own. Each block counts what it records (the
+    :class:`Scope` it yields); concrete arrays recorded as arguments are copied once per
+    outermost block (samples sharing one array share its copy).
+    """
+    state = STATE
+    outer, active = state.scope, state.active
+    scope = state.scope = Scope()
+    state.active = active + 1 if enabled else 0
+    try:
+        yield scope
+    finally:
+        state.active = active
+        state.scope = outer
+        outer.created += scope.created
+        outer.entries |= scope.entries
+        if not active:
+            state.copies.clear()
+            state.scope = Scope()
+            thaw(copy_sources=False)
+
+
+@contextlib.contextmanager
+def collating() -> Iterator[None]:
+    """A custom ``collate_fn`` runs on deferred samples in this block: stacking deferred values
+    along a new first axis (``torch.stack``, ``np.stack``) makes a batch record, as
+    ``default_collate`` does; anything else forces them (counted as ``collate``)."""
+    state = STATE
+    before = state.collating
+    state.collating = True
     try:
         yield
     finally:
-        STATE.active -= 1
-        if not STATE.active:
-            STATE.copies.clear()
+        state.collating = before
 
 
-def _snapshot(value: Any) -> Any:
-    """A concrete array argument as recorded: copied once per fetch (later writes by the user
-    must not reach the record; samples sharing one array keep sharing the copy)."""
+_STACKERS: list[Callable[[list[Any]], Any]] = []
+
+
+def on_stack(stack: Callable[[list[Any]], Any]) -> None:
+    """Let ``stack`` collate a list of deferred samples stacked in a custom ``collate_fn``
+    (:mod:`.collate` registers its own when imported)."""
+    if stack not in _STACKERS:
+        _STACKERS.append(stack)
+
+
+def _stacked(items: Any, axis: Any, fallback: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """``stack(items)`` in a custom collate: a batch record of the deferred samples."""
+    if (
+        STATE.collating
+        and _STACKERS
+        and axis in (0, None)
+        and isinstance(items, list | tuple)
+        and items
+        and all(isinstance(v, Lazy) for v in items)
+    ):
+        return _STACKERS[0](list(items))
+    return _forced_call(fallback, args, kwargs, "collate", getattr(fallback, "__name__", "stack"))
+
+
+FREEZE_BYTES = 1 << 14
+"""Data arrays from this size on are made read-only while recorded instead of copied."""
+
+
+def frozen() -> bool:
+    """Whether recording holds arrays read-only now (a write into one raises)."""
+    return bool(STATE.frozen)
+
+
+def thaw(copy_sources: bool = True) -> None:
+    """Make the arrays frozen by recording writeable again; with ``copy_sources`` the records
+    that read them get copies first (code is about to run eagerly and may write into them)."""
+    for array, nodes in STATE.frozen.values():
+        if copy_sources:
+            copy = array.copy()
+            for node in nodes:
+                if node.value is array:
+                    node.value = copy
+        array.flags.writeable = True
+    STATE.frozen.clear()
+
+
+def _freezable(value: object) -> bool:
+    """A large NumPy array whose memory NumPy owns (a flag set read-only can be set back)."""
+    if type(value) is not np.ndarray or value.nbytes < FREEZE_BYTES:
+        return False
+    base = value
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    return base.flags.owndata
+
+
+def _frozen_source(value: np.ndarray, entry: str | None = None) -> Node:
+    """A source node reading a large NumPy array in place: the array is made read-only until the
+    outermost :func:`deferring` block ends, so no write can change the record behind its back
+    (a write raises; a fetch then runs the sample again eagerly, after :func:`thaw`)."""
+    node = Node(None, (), {}, meta_of(value), value, entry)
+    found = STATE.frozen.get(id(value))
+    if found is not None and found[0] is value:
+        found[1].append(node)
+    elif value.flags.writeable:
+        value.flags.writeable = False
+        STATE.frozen[id(value)] = (value, [node])
+    return node
+
+
+def _snapshot(value: object) -> Any:
+    """A concrete argument as recorded: arrays copied once per outermost block (later writes by
+    the user must not reach the record; samples sharing one array keep sharing the copy)."""
     if not isinstance(value, np.ndarray | torch.Tensor):
         return value
     hit = STATE.copies.get(id(value))
@@ -155,23 +275,19 @@ def _snapshot(value: Any) -> Any:
 # -- recording and forcing ----------------------------------------------------------------------
 
 
-def _lazy_in(value: Any) -> bool:
-    if isinstance(value, Lazy):
-        return True
-    if isinstance(value, list | tuple):
-        return any(isinstance(v, Lazy) for v in value)
+def has_lazy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether any argument (or an item of a list/tuple argument) is deferred."""
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, Lazy):
+            return True
+        if (type(value) is list or type(value) is tuple) and any(
+            isinstance(v, Lazy) for v in value
+        ):
+            return True
     return False
 
 
-def has_lazy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether any argument (or an item of a list/tuple argument) is deferred."""
-    for value in args:
-        if _lazy_in(value):
-            return True
-    return any(_lazy_in(value) for value in kwargs.values())
-
-
-def _concrete(value: Any, reason: str, detail: str) -> Any:
+def _concrete(value: object, reason: str, detail: str) -> Any:
     if isinstance(value, Lazy):
         return value._force(reason, detail)
     if isinstance(value, list | tuple) and any(isinstance(v, Lazy) for v in value):
@@ -203,37 +319,93 @@ def call(
     deferred argument the call runs eagerly (``fallback``); outside a fetch, or when ``op`` is
     ``None`` or refuses these arguments, the deferred ones are forced first.
     """
-    resolved = tuple(_resolved(a) for a in args)
-    resolved_kw = {k: _resolved(v) for k, v in kwargs.items()}
-    if not has_lazy(resolved, resolved_kw):
-        return fallback(*resolved, **resolved_kw)
-    what = detail or (op.name if op is not None else getattr(fallback, "__name__", "call"))
-    if not recording():
-        return _forced_call(fallback, resolved, resolved_kw, "outside", what)
+    pending = nested = computed = False
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, Lazy):
+            if value._node.value is _PENDING:
+                pending = True
+            else:
+                computed = True
+        elif (type(value) is list or type(value) is tuple) and any(
+            isinstance(v, Lazy) for v in value
+        ):
+            nested = True
+    if computed:  # deferred arguments computed already count as concrete
+        args = tuple([_resolved(a) for a in args])
+        kwargs = {k: _resolved(v) for k, v in kwargs.items()}
+    if not (pending or nested):
+        return fallback(*args, **kwargs)
+    return _record(op, fallback, args, kwargs, detail, nested)
+
+
+def _record(
+    op: Op | None,
+    fallback: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    detail: str,
+    nested: bool,
+) -> Any:
+    if not STATE.active:
+        reason = "collate" if STATE.collating else "outside"
+        return _forced_call(fallback, args, kwargs, reason, _what(op, fallback, detail))
     if op is None:
-        return _forced_call(fallback, resolved, resolved_kw, "unsupported", what)
-    if any(
-        isinstance(v, list | tuple) and any(isinstance(i, Lazy) for i in v)
-        for v in (*resolved, *resolved_kw.values())
-    ):
-        return _forced_call(fallback, resolved, resolved_kw, "unsupported", f"{what} of a list")
-    metas = tuple(_meta_arg(a) for a in resolved)
-    metas_kw = {k: _meta_arg(v) for k, v in resolved_kw.items()}
+        return _forced_call(fallback, args, kwargs, "unsupported", _what(op, fallback, detail))
+    if nested:
+        what = _what(op, fallback, detail)
+        return _forced_call(fallback, args, kwargs, "unsupported", f"{what} of a list")
+    entry = None
+    metas = []
+    for value in args:
+        if isinstance(value, Lazy):
+            node = value._node
+            metas.append(node.meta)
+            entry = entry or node.entry
+        else:
+            metas.append(value)
+    metas_kw = kwargs
+    if kwargs:
+        metas_kw = {}
+        for name, value in kwargs.items():
+            if isinstance(value, Lazy):
+                metas_kw[name] = value._node.meta
+                entry = entry or value._node.entry
+            else:
+                metas_kw[name] = value
     try:
-        meta = op.infer(metas, metas_kw)
+        meta = op.meta(tuple(metas), metas_kw)
+        refused = op.sample_refusal(tuple(metas), metas_kw)
+        if refused is not None:
+            raise UnsupportedOperation(refused)
     except UnsupportedOperation as e:
-        return _forced_call(fallback, resolved, resolved_kw, "unsupported", f"{what}: {e}"[:120])
-    node_args = tuple(_node_arg(a) for a in resolved)
-    node_kwargs = {k: _node_arg(v) for k, v in resolved_kw.items()}
-    entry = next(
-        (a._node.entry for a in (*resolved, *resolved_kw.values()) if isinstance(a, Lazy)), None
+        what = _what(op, fallback, detail)
+        return _forced_call(fallback, args, kwargs, "unsupported", f"{what}: {e}"[:120])
+    node_args = tuple(
+        [
+            v._node if isinstance(v, Lazy) else _argument(op, i, v) if isinstance(v, _ARRAYS) else v
+            for i, v in enumerate(args)
+        ]
     )
+    node_kwargs = kwargs
+    if kwargs:
+        node_kwargs = {
+            k: v._node
+            if isinstance(v, Lazy)
+            else _argument(op, k, v)
+            if isinstance(v, _ARRAYS)
+            else v
+            for k, v in kwargs.items()
+        }
     node = Node(op, node_args, node_kwargs, meta, entry=entry)
     if op.view:
         for parent in node.inputs():
             parent.views += 1
-    STATE.created += 1
-    return wrap(node)
+    STATE.scope.created += 1
+    return LazyTensor(node) if meta.kind == "tensor" else LazyArray(node)
+
+
+def _what(op: Op | None, fallback: Callable[..., Any], detail: str) -> str:
+    return detail or (op.name if op is not None else getattr(fallback, "__name__", "call"))
 
 
 def _forced_call(
@@ -247,18 +419,18 @@ def _forced_call(
     return fallback(*forced_args, **forced_kwargs)
 
 
-def _resolved(value: Any) -> Any:
+def _resolved(value: object) -> Any:
     if isinstance(value, Lazy) and value._node.done:
         return value._node.value
     return value
 
 
-def _meta_arg(value: Any) -> Any:
-    return value._node.meta if isinstance(value, Lazy) else value
-
-
-def _node_arg(value: Any) -> Any:
-    return value._node if isinstance(value, Lazy) else _snapshot(value)
+def _argument(op: Op, slot: int | str, value: Any) -> Any:
+    """A concrete argument as a node records it: large data arrays in place (frozen), the rest
+    as :func:`_snapshot` keeps it."""
+    if _freezable(value) and op.slot_kind(slot, value) == _ops.DATA:
+        return _frozen_source(value)
+    return _snapshot(value)
 
 
 def start(op: Op, data: Any, args: tuple[Any, ...], kwargs: dict[str, Any], entry: str) -> Any:
@@ -267,22 +439,28 @@ def start(op: Op, data: Any, args: tuple[Any, ...], kwargs: dict[str, Any], entr
     Raises:
         UnsupportedOperation: ``op`` refuses these arguments (the caller runs it eagerly).
     """
-    root = source(_snapshot(data), entry)
-    placeholder = wrap(root)
-    swapped = tuple(placeholder if a is data else a for a in args)
-    swapped_kw = {k: (placeholder if v is data else v) for k, v in kwargs.items()}
-    metas = tuple(_meta_arg(a) for a in swapped)
-    metas_kw = {k: _meta_arg(v) for k, v in swapped_kw.items()}
-    meta = op.infer(metas, metas_kw)
+    data_meta = meta_of(data)
+    metas = tuple([data_meta if a is data else a for a in args])
+    metas_kw = {k: (data_meta if v is data else v) for k, v in kwargs.items()}
+    meta = op.meta(metas, metas_kw)
+    refusal = getattr(op, "refusal", None)
+    reason = refusal(args, kwargs) if refusal is not None else None
+    if reason is not None:  # what only the values tell (NaN, inf): the call runs eagerly
+        raise UnsupportedOperation(reason)
+    if _freezable(data):
+        root = _frozen_source(data, entry)
+    else:
+        root = source(_snapshot(data), entry)
     node = Node(
         op,
-        tuple(_node_arg(a) for a in swapped),
-        {k: _node_arg(v) for k, v in swapped_kw.items()},
+        tuple([root if a is data else _snapshot(a) for a in args]),
+        {k: (root if v is data else _snapshot(v)) for k, v in kwargs.items()},
         meta,
         entry=entry,
     )
-    STATE.created += 1
-    STATE.entries.add(entry)
+    scope = STATE.scope
+    scope.created += 1
+    scope.entries.add(entry)
     return wrap(node)
 
 
@@ -291,7 +469,7 @@ def wrap(node: Node) -> Lazy:
     return LazyTensor(node) if node.meta.kind == "tensor" else LazyArray(node)
 
 
-def ready(value: Any) -> Lazy:
+def ready(value: object) -> Lazy:
     """A concrete value dressed as a deferred one (samples forced in a batch of deferred ones)."""
     return wrap(source(value))
 
@@ -362,7 +540,7 @@ class Lazy:
     def __format__(self, spec: str) -> str:
         return format(self._force("repr", "format()"), spec)
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def __setitem__(self, key: object, value: object) -> None:
         target = self._force("write", "x[...] = v")
         if isinstance(value, Lazy):
             value = value._force("write", "x[...] = v")
@@ -373,7 +551,7 @@ class Lazy:
             raise AttributeError(name)
         return getattr(self._force("unsupported", f"attribute .{name}"), name)
 
-    def _inplace(self, result: Any) -> Any:
+    def _inplace(self, result: object) -> Any:
         """Adopt ``result`` (the out-of-place operation) as this value: ``x -= m`` rebinds."""
         if isinstance(result, Lazy):
             self._node = result._node
@@ -399,9 +577,15 @@ def _ufunc(name: str) -> Callable[..., Any]:
     return apply
 
 
+_UFUNC_OPS: dict[Any, tuple[Op | None, str]] = {}
+
+
 def _record_ufunc(ufunc: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    op = _ops.elementwise_op(f"numpy.{ufunc.__name__}")
-    return call(op, ufunc, inputs, kwargs, f"numpy.{ufunc.__name__}")
+    found = _UFUNC_OPS.get(ufunc)
+    if found is None:
+        name = f"numpy.{ufunc.__name__}"
+        found = _UFUNC_OPS[ufunc] = (_ops.elementwise_op(name), name)
+    return call(found[0], ufunc, inputs, kwargs, found[1])
 
 
 class LazyArray(Lazy):
@@ -451,6 +635,9 @@ class LazyArray(Lazy):
     def __array_function__(
         self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        if func is np.stack:
+            axis = args[1] if len(args) > 1 else kwargs.get("axis", 0)
+            return _stacked(args[0] if args else kwargs.get("arrays"), axis, func, args, kwargs)
         name = f"numpy.{func.__name__}" if func.__module__ == "numpy" else func.__qualname__
         op = _views.numpy_view(name) or _ops.elementwise_op(name)
         if op is None:
@@ -458,10 +645,10 @@ class LazyArray(Lazy):
             return func(*forced, **forced_kw)
         return call(op, func, args, kwargs, name)
 
-    def __getitem__(self, key: Any) -> Any:
-        op = _views.numpy_view("operator.getitem")
-        items = key if isinstance(key, tuple) else (key,)
-        if any(isinstance(i, Lazy | np.ndarray | list) for i in items):
+    def __getitem__(self, key: object) -> Any:
+        op = _getitem_op()
+        items = key if type(key) is tuple else (key,)
+        if any(isinstance(i, _INDEX_ARRAYS) for i in items):
             target = self._force("data_dependent", "x[array]")
             index = tuple(
                 i._force("data_dependent", "x[array]") if isinstance(i, Lazy) else i for i in items
@@ -500,6 +687,18 @@ class LazyArray(Lazy):
     def item(self, *args: Any) -> Any:
         """Forces."""
         return self._force("number", ".item()").item(*args)
+
+
+_INDEX_ARRAYS = (Lazy, np.ndarray, list)
+_GETITEM: list[Op] = []
+
+
+def _getitem_op() -> Op:
+    if not _GETITEM:
+        op = _views.numpy_view("operator.getitem")
+        assert op is not None
+        _GETITEM.append(op)
+    return _GETITEM[0]
 
 
 def _getitem(target: Any, key: Any) -> Any:
@@ -558,13 +757,24 @@ def _install_array_operators() -> None:
     LazyArray.__hash__ = None  # type: ignore[assignment]
 
 
-def _inplace_concrete(target: Any, short: str, value: Any) -> Any:
+def _inplace_concrete(target: object, short: str, value: object) -> Any:
     import operator
 
     return getattr(operator, f"i{short}")(target, value)
 
 
 _install_array_operators()
+_POWER = getattr(LazyArray, "__pow__")  # noqa: B009 (installed above, unknown to type checkers)
+
+
+def _power(self: LazyArray, other: Any) -> Any:
+    # ndarray's ** squares for an exponent of 2 (bool ** 2 is int8, np.power gives int64)
+    if type(other) is int and other == 2 and np.dtype(self._node.meta.dtype) == np.bool_:
+        return _record_ufunc(np.square, (self,), {})
+    return _POWER(self, other)
+
+
+setattr(LazyArray, "__pow__", _power)  # noqa: B010
 
 
 class LazyTensor(Lazy):
@@ -618,6 +828,9 @@ class LazyTensor(Lazy):
         cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
+        if func is torch.stack:
+            axis = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+            return _stacked(args[0] if args else kwargs.get("tensors"), axis, func, args, kwargs)
         op = _views.torch_function(func)
         if op is None:
             name = getattr(func, "__name__", "torch function")
@@ -634,7 +847,7 @@ class LazyTensor(Lazy):
 
         return method
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: object) -> Any:
         return self._force(
             "data_dependent" if _dynamic(key) else "unsupported", "t[...]"
         ).__getitem__(key)
@@ -652,7 +865,7 @@ class LazyTensor(Lazy):
         return self._force("number", ".item()").item()
 
 
-def _dynamic(key: Any) -> bool:
+def _dynamic(key: object) -> bool:
     items = key if isinstance(key, tuple) else (key,)
     return any(isinstance(i, Lazy | torch.Tensor | np.ndarray | list) for i in items)
 
@@ -660,7 +873,7 @@ def _dynamic(key: Any) -> bool:
 def _install_tensor_operators() -> None:
     for name in _views.TORCH_OPERATORS:
 
-        def operator_method(self: Any, *others: Any, name: str = name) -> Any:
+        def operator_method(self: object, *others: Any, name: str = name) -> Any:
             op = _views.torch_operator(name)
             assert op is not None
             return call(op, op.function, (self, *others), {}, name)

@@ -1,13 +1,18 @@
 """The batched executor: a record's programs run step by step, one backend call per group.
 
-Samples advance through their programs together. Each round picks one *step key* (op, the shapes
-and dtypes of its data, its static arguments) among the samples' next steps and runs it once for
-every sample whose next step has that key: per-sample data are gathered into one ``(n, ...)``
-tensor (a view when the rows are already adjacent), per-sample parameters declared by the backend
-are stacked, static ones passed as they are. A key that also appears later in another sample's
-program waits, so samples whose programs differ by an optional step (a random flip) meet again
-after it: backend calls per batch stay at most (steps of the chain) x (distinct programs), and
-ragged inputs run one call per input shape until the first resize makes them uniform.
+Samples whose programs are the same (the same step keys: op, the shapes and dtypes of its data,
+its static arguments) form a *group*: they run together from start to end. Each round picks one
+step key among the groups' next steps and runs it once for every group whose next step has that
+key: their data are one ``(n, ...)`` tensor (a view when the rows are adjacent), per-sample
+parameters declared by the backend are stacked, static ones passed as they are. A key that a
+group still needs later waits, so groups whose programs differ by an optional step (a random
+flip) meet again after it; groups that ran a step together and have the same steps left *merge*
+for good. So ragged inputs run one call per input shape until the step that gives them one shape
+(a resize to a fixed size, a letterbox, a crop), and one call per step after it: backend calls per
+batch stay at most (steps before that point) x (distinct inputs) + (steps after it).
+
+Before running, each distinct program may be rewritten by :mod:`.fusion` (runs of elementwise
+steps on ``uint8`` data become one table look-up), exactly.
 
 A group whose backend fails runs its samples' CPU replay instead (the original functions on the
 recorded arguments), counted as forced by ``backend``. With ``verify`` every round is also run
@@ -19,20 +24,27 @@ replaced by its CPU replay.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+import codedag.backends.batched.fusion as fusion
 from codedag.backends.batched.collate import BatchRecord, Ref, Step, entry_view, freeze
-from codedag.backends.batched.ops import PER_SAMPLE, Batch, Meta
+from codedag.backends.batched.ops import Batch, Meta
 from codedag.backends.batched.transfer import DeviceIO
 from codedag.backends.tolerances import difference
 from codedag.errors import UnsupportedOperation
 
 log = logging.getLogger(__name__)
+
+CPU_CHUNK_BYTES = 8 << 20
+"""On the CPU, samples per chunk are sized so a chunk's working set is about this (the caches
+and the allocator's reusable memory, rather than fresh pages, for every pass of every step)."""
+_WORKING_SET = 4
+"""A step's working set per sample, in multiples of its largest result (int32 intermediates of
+uint8 data)."""
 
 
 @dataclass
@@ -59,51 +71,126 @@ class Outcome:
     verified: bool = False
 
 
-_Part = tuple[torch.Tensor, int]  # a sample's value: row ``int`` of a round's result
+_Part = tuple[torch.Tensor, int, int]
+"""A group's rows of one result: ``tensor[start:stop]`` of a call's output."""
+
+
+class _Group:
+    """Samples running the same steps, and their rows of every result so far."""
+
+    __slots__ = ("origins", "pointer", "programs", "results", "samples", "steps")
+
+    def __init__(self, samples: list[int], programs: list[list[Step]], plan: fusion.Plan) -> None:
+        self.samples = samples
+        self.programs = programs  # each sample's own steps (per-sample arguments live there)
+        self.steps = plan.steps  # what runs: the first sample's steps, maybe fused
+        self.origins = plan.origins  # index of each step in ``programs`` (None: fused)
+        self.pointer = 0
+        self.results: list[_Part | None] = [None] * len(self.steps)
+
+    @property
+    def done(self) -> bool:
+        return self.pointer >= len(self.steps)
+
+    def next_key(self) -> Any:
+        return self.steps[self.pointer].key
+
+    def refs(self, origin: int | None, slot: int | str) -> list[Ref]:
+        """Each sample's argument ``slot`` of its step ``origin``."""
+        if origin is None:
+            raise UnsupportedOperation("a fused step has no per-sample arguments")
+        if isinstance(slot, int):
+            return [p[origin].args[slot] for p in self.programs]
+        return [dict(p[origin].kwargs)[slot] for p in self.programs]
 
 
 class BatchExecutor:
-    """Runs :class:`BatchRecord` objects on ``device`` (see the module docstring)."""
+    """Runs :class:`BatchRecord` objects on ``device`` (see the module docstring).
 
-    def __init__(self, device: torch.device | str, io: DeviceIO | None = None) -> None:
+    Args:
+        device: where batches run.
+        io: host<->device copies (counted).
+        fuse: rewrite programs with :mod:`.fusion` (tests compare with and without).
+    """
+
+    def __init__(
+        self,
+        device: torch.device | str,
+        io: DeviceIO | None = None,
+        fuse: bool = True,
+        chunk_bytes: int | None = None,
+    ) -> None:
         self.device = torch.device(device)
         self.io = io if io is not None else DeviceIO(self.device)
+        self.fuse = fuse
+        self.chunk_bytes = CPU_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         self._warned: set[str] = set()
 
     def run(self, record: BatchRecord, verify: bool = False) -> Outcome:
-        """The batch of ``record`` on the device (what ``default_collate`` would have stacked)."""
-        payload = self.io.upload(record.payload)
-        programs = record.programs
-        results: list[list[_Part]] = [[] for _ in programs]
-        pointer = [0] * len(programs)
-        active = [i for i, p in enumerate(programs) if p]
+        """The batch of ``record`` on the device (what ``default_collate`` would have stacked).
+
+        On the CPU the samples run in chunks whose working set stays in the caches (the whole
+        chain per chunk); a device runs the whole batch at once.
+        """
+        payload = self.io.upload(record.payload)  # once: the chunks share it
+        size = self._chunk(record)
+        if size >= record.n:
+            return self._run(record, verify, payload)
+        out = torch.empty((record.n, *record.meta.shape), dtype=record.out_dtype)
+        total = Outcome(out, groups=0, backend_calls=0, verified=verify)
+        programs: set[tuple[Any, ...]] = set()
+        for start in range(0, record.n, size):
+            part = record.part(start, min(start + size, record.n))
+            outcome = self._run(part, verify, payload)
+            out[start : start + part.n] = outcome.tensor
+            total.backend_calls += outcome.backend_calls
+            total.failed.extend(start + i for i in outcome.failed)
+            total.mismatches.extend(outcome.mismatches)
+            total.max_abs_diff = max(total.max_abs_diff, outcome.max_abs_diff)
+            programs.update(tuple(s.key for s in p) for p in part.programs if p)
+        total.groups = len(programs)
+        return total
+
+    def _chunk(self, record: BatchRecord) -> int:
+        """Samples per chunk: the batch on a device, or as many as ``chunk_bytes`` holds."""
+        if self.device.type != "cpu" or self.io.moves or not self.chunk_bytes:
+            return record.n  # a device (or the CPU copying as one) runs the whole batch
+        largest = max(
+            (s.meta.nbytes for p in record.programs if p for s in p),
+            default=record.meta.nbytes,
+        )
+        per_sample = _WORKING_SET * max(largest, 1)
+        return max(1, min(record.n, self.chunk_bytes // per_sample))
+
+    def _run(self, record: BatchRecord, verify: bool, payload: torch.Tensor) -> Outcome:
+        groups = self._groups(record, verify)
+        distinct = len(groups)
         failed: set[int] = set()
         mismatches: list[str] = []
         calls = 0
+        active = [g for g in groups if not g.done]
         while active:
-            candidates: dict[Hashable, list[int]] = {}
-            for i in active:
-                candidates.setdefault(programs[i][pointer[i]].key, []).append(i)  # type: ignore[index]
-            members = candidates[self._choose(candidates, programs, pointer, active)]
+            members = self._choose(active)
             calls += 1
+            step = members[0].steps[members[0].pointer]
             try:
-                out = self._round(record, payload, members, pointer, results, mismatches, verify)
+                out = self._call(record, payload, members, mismatches, verify)
             except Exception as error:
-                failed.update(members)
-                self._warn_once(programs[members[0]][pointer[members[0]]], error)  # type: ignore[index]
+                for group in members:
+                    failed.update(group.samples)
+                    group.pointer = len(group.steps)
+                self._warn_once(step, error)
             else:
-                for row, i in enumerate(members):
-                    results[i].append((out, row))
-            for i in members:
-                pointer[i] += 1
-            active = [
-                i
-                for i in active
-                if i not in failed and pointer[i] < len(programs[i])  # type: ignore[arg-type]
-            ]
+                start = 0
+                for group in members:
+                    stop = start + len(group.samples)
+                    group.results[group.pointer] = (out, start, stop)
+                    group.pointer += 1
+                    start = stop
+            active = [g for g in active if not g.done]
         outcome = Outcome(
-            self._assemble(record, payload, results, failed),
-            groups=len({tuple(s.key for s in p) for p in programs if p}),
+            self._assemble(record, payload, groups, failed),
+            groups=distinct,
             backend_calls=calls,
             failed=sorted(failed),
             mismatches=mismatches,
@@ -113,51 +200,61 @@ class BatchExecutor:
             self._verify_end_to_end(record, outcome)
         return outcome
 
-    # -- scheduling ---------------------------------------------------------------------------
+    # -- groups and scheduling ----------------------------------------------------------------
+    def _groups(self, record: BatchRecord, verify: bool) -> list[_Group]:
+        by_program: dict[tuple[Any, ...], list[int]] = {}
+        for i, program in enumerate(record.programs):
+            if program:
+                by_program.setdefault(tuple(s.key for s in program), []).append(i)
+        groups = []
+        for samples in by_program.values():
+            programs = [record.programs[i] for i in samples]
+            first = programs[0]
+            assert first is not None
+            plan = fusion.plan(first, fuse=self.fuse and not verify)
+            groups.append(_Group(samples, programs, plan))  # type: ignore[arg-type]
+        return groups
+
     @staticmethod
-    def _choose(
-        candidates: dict[Hashable, list[int]],
-        programs: list[list[Step] | None],
-        pointer: list[int],
-        active: list[int],
-    ) -> Hashable:
-        """The step key to run now: one no other sample still needs later, most samples first."""
-        later: set[Hashable] = set()
-        for i in active:
-            program = programs[i]
-            assert program is not None
-            later.update(step.key for step in program[pointer[i] + 1 :])
+    def _choose(active: list[_Group]) -> list[_Group]:
+        """The groups to run now: those whose next step has the chosen key (one that no group
+        needs later, most samples first)."""
+        if len(active) == 1:
+            return active
+        candidates: dict[Any, list[_Group]] = {}
+        for group in active:
+            candidates.setdefault(group.next_key(), []).append(group)
+        if len(candidates) == 1:
+            return active
+        later = {s.key for g in active for s in g.steps[g.pointer + 1 :]}
         ready = [k for k in candidates if k not in later] or list(candidates)
-        return max(ready, key=lambda k: len(candidates[k]))
+        best = max(ready, key=lambda k: sum(len(g.samples) for g in candidates[k]))
+        return candidates[best]
 
     # -- one round ----------------------------------------------------------------------------
-    def _round(
+    def _call(
         self,
         record: BatchRecord,
         payload: torch.Tensor,
-        members: list[int],
-        pointer: list[int],
-        results: list[list[_Part]],
+        members: list[_Group],
         mismatches: list[str],
         verify: bool,
     ) -> torch.Tensor:
-        steps = [record.programs[i][pointer[i]] for i in members]  # type: ignore[index]
-        first = steps[0]
+        lead = members[0]
+        first = lead.steps[lead.pointer]
         op = first.op
+        n = sum(len(g.samples) for g in members)
         args = [
-            self._argument(
-                record, payload, op, position, [s.args[position] for s in steps], members, results
-            )
-            for position in range(len(first.args))
+            self._argument(record, payload, members, position, ref, key)
+            for position, (ref, key) in enumerate(zip(first.args, first.key[1]))
         ]
+        kw_keys = dict(first.key[2])
         kwargs = {
-            name: self._argument(
-                record, payload, op, name, [dict(s.kwargs)[name] for s in steps], members, results
-            )
-            for name, _ref in first.kwargs
+            name: self._argument(record, payload, members, name, ref, kw_keys[name])
+            for name, ref in first.kwargs
         }
-        out = op.run(args, kwargs, len(members), self.device)
-        expected = (len(members), *first.meta.shape)
+        out = op.run(args, kwargs, n, self.device)
+        expected = (n, *first.meta.shape)
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != expected:
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise UnsupportedOperation(f"{op.name}: batch result {got}, expected {expected}")
@@ -166,6 +263,7 @@ class BatchExecutor:
                 f"{op.name}: result dtype {out.dtype}, expected {first.meta}"
             )
         if verify:
+            steps = [p[g.origins[g.pointer]] for g in members for p in g.programs]  # type: ignore[index]
             self._verify_round(steps, args, kwargs, out, mismatches)
         return out
 
@@ -173,22 +271,25 @@ class BatchExecutor:
         self,
         record: BatchRecord,
         payload: torch.Tensor,
-        op: Any,
+        members: list[_Group],
         slot: int | str,
-        refs: list[Ref],
-        members: list[int],
-        results: list[list[_Part]],
+        ref: Ref,
+        key: tuple[Any, ...],
     ) -> Any:
-        kind = refs[0][0]
-        if kind == "s":
-            meta = record.programs[members[0]][refs[0][1]].meta  # type: ignore[index]
-            return Batch(_rows([results[i][j] for i, (_k, j) in zip(members, refs)]), meta)
+        kind = ref[0]
+        if kind == "s":  # each group's own earlier result (their step numbers may differ)
+            parts = [g.results[_own_ref(g, slot)[1]] for g in members]
+            return Batch(_joined(parts), key[1])
         if kind == "x":
+            refs = [r for g in members for r in g.refs(g.origins[g.pointer], slot)]
             return self._payload_batch(record, payload, [k for _kind, k in refs])
-        values = [v for _kind, v in refs]
-        if op.slot_kind(slot, values[0]) != PER_SAMPLE or _all_equal(values):
-            if isinstance(values[0], np.ndarray) and self.io.moves:
-                self.io._count(h2d=values[0].nbytes)
+        if key[0] != "p":  # static: equal across the call (part of its key)
+            value = ref[1]
+            if isinstance(value, np.ndarray) and self.io.moves:
+                self.io._count(h2d=value.nbytes)
+            return value
+        values = [v for g in members for _kind, v in g.refs(g.origins[g.pointer], slot)]
+        if _all_same(values):
             return values[0]
         return self.io.value(np.stack([np.asarray(v) for v in values]))
 
@@ -214,28 +315,34 @@ class BatchExecutor:
         self,
         record: BatchRecord,
         payload: torch.Tensor,
-        results: list[list[_Part]],
+        groups: list[_Group],
         failed: set[int],
     ) -> torch.Tensor:
         dtype = record.out_dtype
-        finals = [
-            results[i][-1] if record.programs[i] and i not in failed else None
-            for i in range(record.n)
-        ]
-        if all(part is not None for part in finals):
-            tensor = finals[0][0]  # type: ignore[index]
-            same = all(p[0] is tensor and p[1] == row for row, p in enumerate(finals))  # type: ignore[index]
-            if same and tensor.shape[0] == record.n:
-                return tensor.to(dtype).contiguous()
-        rows = []
-        for i, part in enumerate(finals):
-            if part is not None:
-                rows.append(part[0][part[1]])
-            elif record.programs[i] is None:
-                rows.append(entry_view(payload, *record.entries[record.ready[i]]))
+        finished = [g for g in groups if g.steps and g.samples[0] not in failed]
+        parts = [g.results[-1] for g in finished]
+        order = [i for g in finished for i in g.samples]
+        if finished and len(order) == record.n:
+            joined = _joined(parts).to(dtype)
+            if order == list(range(record.n)):
+                return joined.contiguous()
+            inverse = torch.empty(record.n, dtype=torch.long)
+            inverse[torch.tensor(order)] = torch.arange(record.n)
+            return joined.index_select(0, inverse.to(joined.device))
+        out = torch.empty((record.n, *record.meta.shape), dtype=dtype, device=self.device)
+        for group, part in zip(finished, parts):
+            assert part is not None
+            rows = torch.tensor(group.samples, device=self.device)
+            out.index_copy_(0, rows, part[0][part[1] : part[2]].to(dtype))
+        covered = set(order)
+        for i in range(record.n):
+            if i in covered:
+                continue
+            if record.programs[i] is None:
+                out[i] = entry_view(payload, *record.entries[record.ready[i]]).to(dtype)
             else:
-                rows.append(self.io.value(_as_tensor(replay(record, i))))
-        return torch.stack([r.to(dtype) for r in rows])
+                out[i] = self.io.value(_as_tensor(replay(record, i))).to(dtype)
+        return out
 
     # -- verification ---------------------------------------------------------------------------
     def _verify_round(
@@ -289,23 +396,29 @@ class BatchExecutor:
             log.log(level, "batched group ran its CPU replay instead (%s)", reason)
 
 
-def _rows(parts: list[_Part]) -> torch.Tensor:
-    """The parts as one ``(n, ...)`` tensor: a view when they are adjacent rows of one result."""
-    tensor = parts[0][0]
-    rows = [row for _t, row in parts]
-    if all(t is tensor for t, _row in parts):
-        start = rows[0]
-        if rows == list(range(start, start + len(rows))):
-            return (
-                tensor
-                if start == 0 and len(rows) == tensor.shape[0]
-                else tensor[start : start + len(rows)]
-            )
-        return tensor.index_select(0, torch.tensor(rows, device=tensor.device))
-    return torch.stack([t[row] for t, row in parts])
+def _own_ref(group: _Group, slot: int | str) -> Ref:
+    step = group.steps[group.pointer]
+    if isinstance(slot, int):
+        return step.args[slot]
+    return dict(step.kwargs)[slot]
 
 
-def _all_equal(values: list[Any]) -> bool:
+def _joined(parts: list[_Part | None]) -> torch.Tensor:
+    """The parts' rows as one tensor: a view when they are adjacent rows of one output."""
+    tensor, start, stop = parts[0]  # type: ignore[misc]
+    adjacent = True
+    for part in parts[1:]:
+        assert part is not None
+        if part[0] is not tensor or part[1] != stop:
+            adjacent = False
+            break
+        stop = part[2]
+    if adjacent:
+        return tensor if start == 0 and stop == tensor.shape[0] else tensor[start:stop]
+    return torch.cat([p[0][p[1] : p[2]] for p in parts])  # type: ignore[index]
+
+
+def _all_same(values: list[Any]) -> bool:
     first = values[0]
     if all(v is first for v in values):
         return True
@@ -316,7 +429,7 @@ def _all_equal(values: list[Any]) -> bool:
         return False
 
 
-def _sample_value(arg: Any, ref: Ref, row: int) -> Any:
+def _sample_value(arg: object, ref: Ref, row: int) -> Any:
     """One sample's argument of a round, on the host, as the original function takes it."""
     if isinstance(arg, Batch):
         tensor = arg.tensor if arg.shared else arg.tensor[row]
@@ -327,7 +440,7 @@ def _sample_value(arg: Any, ref: Ref, row: int) -> Any:
     return arg
 
 
-def _like(expected: Any, got: torch.Tensor) -> Any:
+def _like(expected: object, got: torch.Tensor) -> Any:
     """A batched result row as the kind of value the original returned."""
     got = got.detach().cpu()
     if isinstance(expected, torch.Tensor):
@@ -338,7 +451,7 @@ def _like(expected: Any, got: torch.Tensor) -> Any:
     return array
 
 
-def _as_tensor(value: Any) -> torch.Tensor:
+def _as_tensor(value: object) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
     return torch.as_tensor(np.ascontiguousarray(value))

@@ -7,7 +7,9 @@ a view or cast (:mod:`.views`), or a conversion to torch. Each op answers three 
 * :meth:`Op.original`: the per-sample CPU function, the reference itself (forcing replays it);
 * :meth:`Op.infer`: the result's shape and dtype, computed without running any work (views on a
   zero-stride dummy array, NumPy's own promotion on 0-d probes, or the backend on torch's ``meta``
-  device, cached per signature);
+  device). Recording asks :meth:`Op.meta`, which computes it once per *signature* (the inputs'
+  shapes and dtypes and the static arguments, :meth:`Op.signature`) and remembers the answer, a
+  refusal included: recording a step costs a dictionary look-up, not an inference;
 * :meth:`Op.run`: the same operation for a group of samples at once, on the device.
 
 Each argument slot of a call is *data* (per-sample arrays: they get the batch axis), *per-sample*
@@ -40,13 +42,40 @@ _MAX_ZERO_ELEMENTS = 1 << 24  # zeros a shape rule may run on when meta tensors 
 per-sample data shipped with the batch."""
 
 
-@dataclass(frozen=True)
 class Meta:
-    """Shape and dtype of one sample's value (NumPy dtype for arrays, torch dtype for tensors)."""
+    """Shape and dtype of one sample's value (NumPy dtype for arrays, torch dtype for tensors).
 
-    shape: tuple[int, ...]
-    dtype: Any
-    kind: str = "array"
+    Immutable and hashed once (signatures and group keys hash it on every recorded step).
+    """
+
+    __slots__ = ("_hash", "dtype", "kind", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, kind: str = "array") -> None:
+        self.shape = tuple(shape)
+        self.dtype = dtype if kind == "tensor" or isinstance(dtype, np.dtype) else np.dtype(dtype)
+        self.kind = kind
+        self._hash = hash((self.shape, self.dtype, kind))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not Meta:
+            return NotImplemented
+        return (
+            self._hash == other._hash
+            and self.shape == other.shape
+            and self.dtype == other.dtype
+            and self.kind == other.kind
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Meta, (self.shape, self.dtype, self.kind))  # the hash is made anew in each process
+
+    def __repr__(self) -> str:
+        return f"Meta(shape={self.shape}, dtype={self.dtype}, kind={self.kind!r})"
 
     @property
     def ndim(self) -> int:
@@ -59,10 +88,14 @@ class Meta:
         return self.dtype if self.kind == "tensor" else torch_dtype(self.dtype)
 
     @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize if self.kind == "tensor" else np.dtype(self.dtype).itemsize
+
+    @property
     def nbytes(self) -> int:
         """Bytes of one sample's value."""
-        count = int(np.prod(self.shape, dtype=np.int64))
-        return count * torch.empty((), dtype=self.torch_dtype).element_size()
+        return math.prod(self.shape) * self.itemsize
 
 
 @dataclass
@@ -103,6 +136,11 @@ class Op:
     result: str = "array"
     view: bool = False
     """Whether the result may share memory with the first argument (writes through it force)."""
+    weak_scalars: bool = False
+    """Whether Python scalars enter the result only by their kind (NumPy's NEP 50 promotion):
+    their values are then left out of the signature, except where an ``int`` decides an
+    overflow."""
+    _metas: dict[Any, Meta | str] | None = None
 
     def key(self) -> tuple[Any, ...]:
         """What identifies this op in another process (see :func:`op_from_key`)."""
@@ -112,7 +150,7 @@ class Op:
         """The per-sample CPU function (the library's own)."""
         raise NotImplementedError
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
+    def slot_kind(self, key: int | str, value: object) -> str:
         """``DATA``, ``PER_SAMPLE`` or ``STATIC`` for the argument at ``key``."""
         return DATA if isinstance(value, Meta) else STATIC
 
@@ -123,6 +161,55 @@ class Op:
             UnsupportedOperation: this call cannot be recorded (it then runs eagerly).
         """
         raise NotImplementedError
+
+    def signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """What :meth:`infer`'s answer depends on: the inputs' :class:`Meta`, static arguments
+        by value (arrays by shape and dtype), ``None`` when an argument cannot be compared."""
+        weak = self.weak_scalars
+        try:
+            key = tuple([signature_of(v, weak) for v in args])
+            if kwargs:
+                key = (key, tuple([(k, signature_of(v, weak)) for k, v in kwargs.items()]))
+        except TypeError:
+            return None
+        return key
+
+    def meta(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Meta:
+        """:meth:`infer`, computed once per :meth:`signature` (refusals are remembered too).
+
+        Raises:
+            UnsupportedOperation: as :meth:`infer`.
+        """
+        key = self.signature(args, kwargs)
+        cache = self._metas
+        if cache is None:
+            cache = self._metas = {}
+        try:
+            found = cache.get(key) if key is not None else None
+        except TypeError:  # an unhashable argument: infer afresh
+            key = None
+            found = None
+        if found is None:
+            try:
+                found = self.infer(args, kwargs)
+            except UnsupportedOperation as e:
+                found = str(e) or self.name
+            if key is not None:
+                if len(cache) >= _MAX_SIGNATURES:
+                    cache.clear()
+                cache[key] = found
+        if type(found) is str:
+            raise UnsupportedOperation(found)
+        return found  # type: ignore[return-value]
+
+    def forget(self) -> None:
+        """Drop the remembered signatures (tests; a backend registered anew)."""
+        self._metas = None
+
+    def sample_refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """Why this call's own values (not its signature) refuse it: checked on every call
+        (``None`` here; ops with per-sample parameters look at them)."""
+        return None
 
     def run(self, args: list[Any], kwargs: dict[str, Any], n: int, device: torch.device) -> Any:
         """The operation for ``n`` samples; data slots arrive as :class:`Batch`."""
@@ -145,8 +232,6 @@ class LibraryOp(Op):
         self.name = name
         self._original = original
         self.backend = backend
-        self._meta_cache: dict[Any, Meta] = {}
-        self._lock = threading.Lock()
 
     def key(self) -> tuple[Any, ...]:
         return ("library", self.name)
@@ -175,22 +260,16 @@ class LibraryOp(Op):
         slots = [(i, a) for i, a in enumerate(args)] + list(kwargs.items())
         if not any(self.slot_kind(k, v) == DATA for k, v in slots):
             raise UnsupportedOperation(f"{self.name}: no image or signal argument")
-        signature: Any = (tuple(_shape_key(v) for v in args), tuple(sorted(_kw_keys(kwargs))))
-        try:
-            hash(signature)
-        except TypeError:
-            signature = None  # unhashable arguments: infer afresh
-        if signature is not None:
-            cached = self._meta_cache.get(signature)
-            if cached is not None:
-                return cached
+        reason = self._declared_refusal(args, kwargs)
+        if reason is not None:
+            raise UnsupportedOperation(f"{self.name}: {reason}")
         try:
             out = self._described(args, kwargs, torch.device("meta"))
         except UnsupportedOperation:
             raise
         except Exception:
             # the backend reads data on some path (e.g. a fast path choosing on the values):
-            # run it once on zeros of the same shapes on the CPU (cached per signature below)
+            # run it once on zeros of the same shapes on the CPU (once per signature: meta())
             try:
                 out = self._described(args, kwargs, torch.device("cpu"))
             except UnsupportedOperation:
@@ -201,11 +280,67 @@ class LibraryOp(Op):
                 ) from e
         if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != 1:
             raise UnsupportedOperation(f"{self.name}: the backend returns {type(out).__name__}")
-        meta = Meta(tuple(out.shape[1:]), numpy_dtype(out.dtype))
-        if signature is not None:
-            with self._lock:
-                self._meta_cache[signature] = meta
-        return meta
+        return Meta(tuple(out.shape[1:]), numpy_dtype(out.dtype))
+
+    def signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """As :meth:`Op.signature`, per-sample parameters by shape and kind only (the backend
+        takes one per sample: their values cannot change the result's shape)."""
+        per_sample = self.backend.per_sample
+        if not per_sample:
+            return super().signature(args, kwargs)
+        try:
+            key = tuple(
+                [
+                    _per_sample_key(v) if self.param(i) in per_sample else signature_of(v)
+                    for i, v in enumerate(args)
+                ]
+            )
+            if kwargs:
+                key = (
+                    key,
+                    tuple(
+                        [
+                            (k, _per_sample_key(v) if k in per_sample else signature_of(v))
+                            for k, v in kwargs.items()
+                        ]
+                    ),
+                )
+        except TypeError:
+            return None
+        return key
+
+    def sample_refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The declared refusal on this call's per-sample parameters (a warp's matrix: the
+        signature knows only their shapes), deferred inputs as zero-stride stand-ins."""
+        if not self.backend.per_sample or self.backend.refuse is None:
+            return None
+        try:
+            concrete = tuple(_stand_in(v) for v in args)
+            concrete_kw = {k: _stand_in(v) for k, v in kwargs.items()}
+            return self.backend.refusal(concrete, concrete_kw)
+        except Exception:  # a check that cannot look at stand-ins: the signature decided
+            return None
+
+    def refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The op's declared refusal of a call on concrete arguments (an entry's data: what
+        only values tell, such as NaN and inf, is checked here; later steps' deferred inputs
+        are checked by shape and dtype only)."""
+        return self.backend.refusal(args, kwargs)
+
+    def _declared_refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The op's declared refusal (the per-call migration's) on zeros of the deferred
+        arguments' shapes and dtypes: a call the library refuses must not be recorded."""
+        if self.backend.refuse is None:
+            return None
+        try:
+            concrete = tuple(_zeros_like(v) for v in args)
+            concrete_kw = {k: _zeros_like(v) for k, v in kwargs.items()}
+        except UnsupportedOperation:
+            return None  # no zeros to check with (a tensor, or too large): the backend decides
+        try:
+            return self.backend.refusal(concrete, concrete_kw)
+        except Exception as e:  # a check that cannot look at zeros: the backend decides
+            return None if isinstance(e, ValueError | TypeError) else f"{type(e).__name__}"
 
     def _described(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], device: torch.device
@@ -216,20 +351,33 @@ class LibraryOp(Op):
         call_kwargs = {k: self._placeholder(k, v, device) for k, v in kwargs.items()}
         return self.backend.call(call_args, call_kwargs, device)
 
-    def _placeholder(self, key: int | str, value: Any, device: torch.device) -> Any:
+    def _placeholder(self, key: int | str, value: object, device: torch.device) -> Any:
         if self.slot_kind(key, value) != DATA:
             return value
         meta = value if isinstance(value, Meta) else meta_of(value)
-        shape = (1, *meta.shape)
+        shape = (1, *self._shape(meta.shape))
         if device.type == "meta":
             return torch.empty(shape, dtype=meta.torch_dtype, device=device)
         if math.prod(shape) > _MAX_ZERO_ELEMENTS:
             raise UnsupportedOperation(f"{self.name}: no shape rule for {meta.shape}")
         return torch.zeros(shape, dtype=meta.torch_dtype, device=device)
 
+    def _shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """A sample's shape as the backend takes it (cv2's ``(H, W, 1)`` is ``(H, W)``)."""
+        if self.backend.squeeze_channel and len(shape) == 3 and shape[2] == 1:
+            return shape[:2]
+        return shape
+
+    def _data(self, batch: Batch, n: int) -> torch.Tensor:
+        tensor = batch.expanded(n)
+        shape = self._shape(batch.meta.shape)
+        return tensor if len(shape) == batch.meta.ndim else tensor.reshape(n, *shape)
+
     def run(self, args: list[Any], kwargs: dict[str, Any], n: int, device: torch.device) -> Any:
-        call_args = [a.expanded(n) if isinstance(a, Batch) else a for a in args]
-        call_kwargs = {k: (v.expanded(n) if isinstance(v, Batch) else v) for k, v in kwargs.items()}
+        call_args = [self._data(a, n) if isinstance(a, Batch) else a for a in args]
+        call_kwargs = {
+            k: (self._data(v, n) if isinstance(v, Batch) else v) for k, v in kwargs.items()
+        }
         out = self.backend.call(call_args, call_kwargs, device)
         if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != n:
             raise UnsupportedOperation(f"{self.name}: backend returned {type(out).__name__}")
@@ -245,6 +393,8 @@ class ElementwiseOp(Op):
     NumPy's backends follow NumPy's promotion (NEP 50) and broadcasting; the batch axis is one more
     leading axis, so every per-sample operand is aligned to the result's rank first.
     """
+
+    weak_scalars = True
 
     def __init__(
         self,
@@ -301,7 +451,7 @@ class ElementwiseOp(Op):
         return self.backend(*operands, **kwargs)
 
 
-def _on(value: Any, device: torch.device) -> Any:
+def _on(value: object, device: torch.device) -> Any:
     """A small static array as a tensor on ``device`` (NumPy backends take tensors or scalars)."""
     if isinstance(value, np.ndarray):
         return torch.as_tensor(np.ascontiguousarray(value)).to(device)
@@ -311,12 +461,12 @@ def _on(value: Any, device: torch.device) -> Any:
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def is_array(value: Any) -> bool:
+def is_array(value: object) -> bool:
     """A NumPy array or a torch tensor."""
     return isinstance(value, np.ndarray | torch.Tensor)
 
 
-def meta_of(value: Any) -> Meta:
+def meta_of(value: object) -> Meta:
     """The :class:`Meta` of a concrete array or tensor."""
     if isinstance(value, torch.Tensor):
         return Meta(tuple(value.shape), value.dtype, "tensor")
@@ -348,24 +498,87 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
         raise UnsupportedOperation(f"{dtype} has no NumPy equivalent") from None
 
 
-def _shape_key(value: Any) -> Any:
+_MAX_SIGNATURES = 4096
+"""Signatures remembered per op; past that the memory starts afresh (a pipeline has a few)."""
+
+_INT_RANGES = tuple(
+    (int(np.iinfo(t).min), int(np.iinfo(t).max))
+    for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64)
+)
+
+
+def _int_class(value: int) -> tuple[bool, ...]:
+    """Which integer dtypes hold ``value``: all NEP 50 decides with a Python ``int``."""
+    return tuple(low <= value <= high for low, high in _INT_RANGES)
+
+
+def signature_of(value: Any, weak_scalars: bool = False) -> Any:
+    """A hashable stand-in for one argument in an op's signature (see :meth:`Op.signature`).
+
+    Hashing the result raises ``TypeError`` for a value that cannot be compared (the signature
+    is then unknown).
+    """
+    kind = type(value)
+    if kind is Meta:
+        return value
+    if kind in _BY_VALUE:
+        return (kind, value)
+    if kind is float or kind is complex:
+        return kind if weak_scalars else (kind, value)
+    if kind is int:
+        return ("int", _int_class(value)) if weak_scalars else (kind, value)
+    if kind is tuple or kind is list:
+        return (kind, tuple([signature_of(v, weak_scalars) for v in value]))
+    if kind is slice:
+        return (slice, value.start, value.stop, value.step)
+    if isinstance(value, np.ndarray):
+        return ("array", value.shape, value.dtype.str)
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), value.dtype)
+    if isinstance(value, np.generic):
+        return ("scalar", value.dtype.str) if weak_scalars else ("scalar", value.dtype.str, value)
+    return (kind, value)
+
+
+_BY_VALUE = frozenset({bool, str, bytes, type(None), type(Ellipsis)})
+
+
+def _stand_in(value: Any) -> Any:
+    """A deferred array as a read-only zero-stride array of its shape and dtype (no memory)."""
+    if not isinstance(value, Meta):
+        return value
+    if value.kind != "array":
+        raise UnsupportedOperation("no stand-in")
+    base = np.zeros((), dtype=value.dtype)
+    return np.lib.stride_tricks.as_strided(base, value.shape, (0,) * value.ndim, writeable=False)
+
+
+def _zeros_like(value: object) -> Any:
+    """A deferred array's stand-in for a declared check: zeros of its shape and dtype."""
+    if not isinstance(value, Meta):
+        return value
+    if value.kind != "array" or math.prod(value.shape) > _MAX_ZERO_ELEMENTS:
+        raise UnsupportedOperation("no stand-in")
+    return np.zeros(value.shape, dtype=value.dtype)
+
+
+def _per_sample_key(value: Any) -> Any:
     if isinstance(value, Meta):
-        return ("meta", value.shape, str(value.dtype))
+        return value
     if is_array(value):
-        return ("array", tuple(value.shape), str(value.dtype))
-    if isinstance(value, list | tuple):
-        return (type(value).__name__, tuple(_shape_key(v) for v in value))
-    return value
-
-
-def _kw_keys(kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(k, _shape_key(v)) for k, v in kwargs.items()]
+        return ("per_sample", tuple(value.shape), str(value.dtype))
+    return ("per_sample", type(value), np.shape(value))
 
 
 # -- lookup by key (records travel between processes with their ops named, not pickled) -------
 
 _OPS: dict[tuple[Any, ...], Op] = {}
 _OPS_LOCK = threading.Lock()
+
+
+def registered_ops() -> dict[tuple[Any, ...], Op]:
+    """The ops of this process by key (read without the lock: look-ups on the recording path)."""
+    return _OPS
 
 
 def register_op(op: Op) -> Op:

@@ -31,10 +31,13 @@ from codedag.backends.batched.ops import (
     numpy_dtype,
     register_builder,
     register_op,
+    registered_ops,
     torch_dtype,
     unpatched,
 )
 from codedag.errors import UnsupportedOperation
+
+_REGISTERED = registered_ops()
 
 
 def dummy(meta: Meta) -> np.ndarray:
@@ -56,7 +59,7 @@ class _NumpyView(Op):
     def original(self, *args: Any, **kwargs: Any) -> Any:
         return self._original(*args, **kwargs)
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
+    def slot_kind(self, key: int | str, value: object) -> str:
         return DATA if key == 0 and isinstance(value, Meta) else STATIC
 
     def _first(self, args: tuple[Any, ...]) -> Meta:
@@ -230,7 +233,7 @@ class IndexOp(_NumpyView):
         return torch_index(batch.tensor, index, batch.meta.shape)
 
 
-def _static_item(item: Any) -> bool:
+def _static_item(item: object) -> bool:
     if item is None or item is Ellipsis:
         return True
     if isinstance(item, slice):
@@ -300,7 +303,7 @@ class ToTensorOp(Op):
     def original(self, *args: Any, **kwargs: Any) -> Any:
         return self._original(*args, **kwargs)
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
+    def slot_kind(self, key: int | str, value: object) -> str:
         return DATA if key == 0 and isinstance(value, Meta) else STATIC
 
     def _dtype(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.dtype | None:
@@ -348,7 +351,7 @@ class TorchOp(Op):
     def original(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
+    def slot_kind(self, key: int | str, value: object) -> str:
         if isinstance(value, Meta):
             return DATA
         if isinstance(value, torch.Tensor) and value.numel() * value.element_size() > 4096:
@@ -383,7 +386,7 @@ class TorchOp(Op):
         return torch.vmap(one)(*(values[i] for i in positions))
 
 
-def _meta_tensor(value: Any) -> Any:
+def _meta_tensor(value: object) -> Any:
     if isinstance(value, Meta):
         return torch.empty(value.shape, dtype=value.torch_dtype, device="meta")
     if isinstance(value, torch.Tensor):
@@ -391,7 +394,7 @@ def _meta_tensor(value: Any) -> Any:
     return value
 
 
-def _to_device(value: Any, device: torch.device) -> Any:
+def _to_device(value: object, device: torch.device) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device)
     return value
@@ -436,7 +439,28 @@ TORCH_OPERATORS: dict[str, Callable[..., Any]] = {
     "__rmul__": lambda a, b: torch.mul(b, a),
     "__truediv__": torch.true_divide,
     "__rtruediv__": lambda a, b: torch.true_divide(b, a),
+    "__floordiv__": torch.floor_divide,
+    "__rfloordiv__": lambda a, b: torch.floor_divide(b, a),
+    "__mod__": torch.remainder,
+    "__rmod__": lambda a, b: torch.remainder(b, a),
+    "__pow__": torch.pow,
+    "__rpow__": lambda a, b: torch.pow(b, a),
     "__neg__": torch.neg,
+    "__pos__": torch.positive,
+    "__abs__": torch.abs,
+    "__invert__": torch.bitwise_not,
+    "__and__": torch.bitwise_and,
+    "__rand__": lambda a, b: torch.bitwise_and(b, a),
+    "__or__": torch.bitwise_or,
+    "__ror__": lambda a, b: torch.bitwise_or(b, a),
+    "__xor__": torch.bitwise_xor,
+    "__rxor__": lambda a, b: torch.bitwise_xor(b, a),
+    "__lt__": torch.lt,
+    "__le__": torch.le,
+    "__gt__": torch.gt,
+    "__ge__": torch.ge,
+    "__eq__": torch.eq,
+    "__ne__": torch.ne,
 }
 
 
@@ -444,6 +468,9 @@ def tensor_method(name: str) -> TorchOp | None:
     """The op of ``Tensor.<name>`` (``None`` when a deferred tensor does not record it)."""
     if name not in TENSOR_METHODS:
         return None
+    found = _REGISTERED.get(("view", f"torch.Tensor.{name}"))
+    if found is not None:
+        return found  # type: ignore[return-value]
     op = TorchOp(f"torch.Tensor.{name}", getattr(torch.Tensor, name), TENSOR_METHODS[name])
     return register_op(op)  # type: ignore[return-value]
 
@@ -453,6 +480,9 @@ def torch_operator(name: str) -> TorchOp | None:
     function = TORCH_OPERATORS.get(name)
     if function is None:
         return None
+    found = _REGISTERED.get(("view", f"torch.Tensor.{name}"))
+    if found is not None:
+        return found  # type: ignore[return-value]
     return register_op(TorchOp(f"torch.Tensor.{name}", function))  # type: ignore[return-value]
 
 
@@ -461,6 +491,9 @@ def torch_function(function: Callable[..., Any]) -> TorchOp | None:
     name = getattr(function, "__name__", "")
     if getattr(torch, name, None) is not function or name not in TENSOR_METHODS:
         return None
+    found = _REGISTERED.get(("view", f"torch.{name}"))
+    if found is not None:
+        return found  # type: ignore[return-value]
     return register_op(TorchOp(f"torch.{name}", function, TENSOR_METHODS[name]))  # type: ignore[return-value]
 
 
@@ -492,6 +525,9 @@ def numpy_view(name: str) -> Op | None:
     cls = NUMPY_VIEWS.get(name)
     if cls is None:
         return None
+    found = _REGISTERED.get(("view", name))
+    if found is not None:
+        return found
     return register_op(cls(name, _numpy_original(name)))
 
 
@@ -509,6 +545,9 @@ def to_tensor_op(name: str) -> Op | None:
     """The op of a conversion of a deferred array to a tensor."""
     if name not in TO_TENSOR:
         return None
+    found = _REGISTERED.get(("view", name))
+    if found is not None:
+        return found
     return register_op(ToTensorOp(name, unpatched(name)))
 
 

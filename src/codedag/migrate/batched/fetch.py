@@ -3,10 +3,12 @@
 ``_MapDatasetFetcher.fetch`` is replaced by :func:`fetch`, which does what torch's does (indexing
 the dataset, or ``__getitems__``, then the collate function) with three differences:
 
-* the dataset's code runs with deferral on (:data:`~.deferred.STATE`): the chain's calls return
-  deferred values;
+* the dataset's code runs with deferral on (one :func:`~.deferred.deferring` block per fetch,
+  and one per sample inside it): the chain's calls return deferred values;
 * ``default_collate`` collates deferred values into :class:`~.collate.BatchRecord` objects; a
-  custom ``collate_fn`` receives the samples forced (it may do anything with them);
+  custom ``collate_fn`` receives the deferred samples: stacking them (``torch.stack``) makes a
+  record too, anything else forces them, and a collate that fails on them runs again on forced
+  samples;
 * a sample whose code raises while deferred values exist (a function outside the plan received
   one: cv2 does not accept foreign arrays) runs again eagerly, from the random state it started
   with (Python's, NumPy's and torch's global generators), and counts as forced by ``error``.
@@ -27,8 +29,13 @@ import numpy as np
 import torch
 from torch.utils.data._utils.collate import default_collate
 
-from codedag.backends.batched.collate import BatchRecord, default_collate_deferred, force_tree
-from codedag.backends.batched.deferred import STATE
+from codedag.backends.batched.collate import (
+    BatchRecord,
+    default_collate_deferred,
+    force_tree,
+    has_deferred,
+)
+from codedag.backends.batched.deferred import collating, deferring, frozen, thaw
 from codedag.backends.batched.forcing import FORCED, code_line, error_line
 
 log = logging.getLogger(__name__)
@@ -67,10 +74,7 @@ def make_fetch(original: Callable[..., Any], deferring: Callable[[], bool]) -> C
         if not deferring():
             return original(fetcher, possibly_batched_index)
         started = time.perf_counter_ns()
-        try:
-            batch = _fetch(fetcher, possibly_batched_index)
-        finally:
-            STATE.copies.clear()
+        batch = _fetch(fetcher, possibly_batched_index)
         elapsed = time.perf_counter_ns() - started
         COUNTERS.fetches += 1
         COUNTERS.fetch_ns += elapsed
@@ -85,19 +89,35 @@ def make_fetch(original: Callable[..., Any], deferring: Callable[[], bool]) -> C
 
 def _fetch(fetcher: Any, index: Any) -> Any:
     dataset = fetcher.dataset
-    if fetcher.auto_collation:
-        if hasattr(dataset, "__getitems__") and dataset.__getitems__:
-            data = _sample(lambda: dataset.__getitems__(index))
+    # One block for the fetch: recorded arrays are shared by its samples and stay frozen until
+    # collate has packed them; the collate itself runs with deferral off.
+    with deferring():
+        if fetcher.auto_collation:
+            if hasattr(dataset, "__getitems__") and dataset.__getitems__:
+                data = _sample(lambda: dataset.__getitems__(index))
+            else:
+                data = [_sample(functools.partial(_item, dataset, idx)) for idx in index]
         else:
-            data = [_sample(functools.partial(_item, dataset, idx)) for idx in index]
-    else:
-        data = _sample(lambda: dataset[index])
+            data = _sample(lambda: dataset[index])
+        with deferring(enabled=False):
+            return _collate(fetcher, data)
+
+
+def _collate(fetcher: Any, data: Any) -> Any:
     if fetcher.auto_collation and fetcher.collate_fn is default_collate:
         return default_collate_deferred(data)
     collate_fn = fetcher.collate_fn
     name = getattr(collate_fn, "__qualname__", type(collate_fn).__qualname__)
     where = code_line(collate_fn)
-    return collate_fn(force_tree(data, "collate", f"custom collate_fn {name}", where))
+    if has_deferred(data):
+        try:
+            with collating():  # its torch.stack of deferred samples makes a batch record
+                return collate_fn(data)
+        except Exception as error:
+            detail = f"custom collate_fn {name} failed on deferred samples ({type(error).__name__})"
+            log.info("%s at %s; it runs again on forced samples", detail, where)
+            return collate_fn(force_tree(data, "collate", detail, where))
+    return collate_fn(data)
 
 
 def _item(dataset: Any, index: Any) -> Any:
@@ -107,28 +127,24 @@ def _item(dataset: Any, index: Any) -> Any:
 def _sample(make: Callable[[], Any]) -> Any:
     """Run the dataset's code with deferral; on an error with deferred values, again eagerly."""
     snapshot = _random_states()
-    STATE.active += 1
-    STATE.created = 0
-    STATE.entries.clear()
     try:
-        return make()
+        with deferring() as scope:
+            return make()
     except Exception as error:
-        if not STATE.created:
+        if not scope.created and not frozen():
             raise
         detail = f"{type(error).__name__}: {error}".splitlines()[0][:120]
         where = error_line(error)
-        for entry in sorted(STATE.entries) or [None]:  # type: ignore[list-item]
+        for entry in sorted(scope.entries) or [None]:  # type: ignore[list-item]
             FORCED.forced("error", detail, entry, where=where)
         COUNTERS.retried += 1
         log.info(
             "a sample failed with deferred values at %s (%s); it runs again eagerly", where, detail
         )
         _restore(snapshot)
-    finally:
-        STATE.active -= 1
-        STATE.created = 0
-        STATE.entries.clear()
-    return make()
+        thaw()  # the sample's code may write into arrays recorded in place
+    with deferring(enabled=False):
+        return make()
 
 
 def _random_states() -> tuple[Any, Any, torch.Tensor]:

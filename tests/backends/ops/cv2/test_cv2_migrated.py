@@ -74,7 +74,7 @@ def _close(name: str, got: Any, want: Any) -> None:
     assert (got.shape, got.dtype) == (want.shape, want.dtype), name
     tol = tolerance_for(name)
     diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    bad = diff > tol.atol + tol.rtol * np.abs(want.astype(np.float64))
+    bad = diff > tol.allowed(want.astype(np.float64))
     assert bad.mean() <= tol.max_mismatch_frac, (name, float(diff.max()))
     assert not bad.any() or diff[bad].max() <= tol.mismatch_atol, (name, float(diff.max()))
 

@@ -49,7 +49,9 @@ _INT_RANGES: dict[torch.dtype, tuple[int, int]] = {
 }
 
 
-def check_image(src: Any, name: str = "src", dtypes: Sequence[torch.dtype] | None = None) -> None:
+def check_image(
+    src: object, name: str = "src", dtypes: Sequence[torch.dtype] | None = None
+) -> None:
     """Raise ``UnsupportedOperation`` unless ``src`` is a batch tensor (N,H,W) or (N,H,W,C)."""
     if not isinstance(src, torch.Tensor):
         raise UnsupportedOperation(
@@ -100,7 +102,7 @@ def saturate(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x.clamp(lo, hi).to(dtype)
 
 
-def to_numpy_matrix(m: Any, shape: tuple[int, int], name: str) -> np.ndarray:
+def to_numpy_matrix(m: object, shape: tuple[int, int], name: str) -> np.ndarray:
     """A small matrix argument (tensor, ndarray or nested list) as float64 NumPy of ``shape``."""
     if isinstance(m, torch.Tensor):
         m = m.detach().cpu().numpy()
@@ -168,6 +170,23 @@ def border_interpolate(p: np.ndarray, length: int, border_type: int) -> np.ndarr
     raise UnsupportedOperation(f"borderType {border_type} unsupported")
 
 
+def torch_border(p: torch.Tensor, length: int, border: int) -> torch.Tensor:
+    """``cv::borderInterpolate`` on a tensor of indices; -1 for constant-border positions."""
+    inside = (p >= 0) & (p < length)
+    if border == BORDER_CONSTANT:
+        return torch.where(inside, p, torch.full_like(p, -1))
+    if border == BORDER_REPLICATE:
+        return p.clamp(0, length - 1)
+    if border == BORDER_WRAP:
+        return torch.remainder(p, length)
+    if length == 1:
+        return torch.zeros_like(p)
+    delta = 1 if border == BORDER_REFLECT_101 else 0
+    period = 2 * length - 2 * delta
+    q = torch.remainder(p, period)
+    return torch.where(q < length, q, period - q - (1 - delta))
+
+
 @lru_cache(maxsize=256)
 def _pad_index(length: int, before: int, after: int, border_type: int) -> tuple[int, ...]:
     return tuple(border_interpolate(np.arange(-before, length + after), length, border_type))
@@ -182,37 +201,50 @@ def pad_nhwc(
     border_type: int,
     value: Sequence[float] | None = None,
 ) -> torch.Tensor:
-    """Pad an (N,H,W,C) tensor as cv2 does (any pad size, every border type but transparent)."""
+    """Pad an (N,H,W,C) tensor as cv2 does (any pad size, every border type but transparent).
+
+    The image is copied once into the middle of the output; only the border pixels are
+    gathered (``index_select`` of the few border columns and rows)."""
     if top == bottom == left == right == 0:
         return x
     n, h, w, c = x.shape
-    iy = torch.tensor(_pad_index(h, top, bottom, border_type), device=x.device)
-    ix = torch.tensor(_pad_index(w, left, right, border_type), device=x.device)
-    if border_type != BORDER_CONSTANT:
-        return x.index_select(1, iy).index_select(2, ix)
-    vals = torch.tensor(list(value or [0.0] * c), dtype=torch.float64)
     out = torch.empty((n, h + top + bottom, w + left + right, c), dtype=x.dtype, device=x.device)
-    out[:] = saturate(vals, x.dtype).to(x.device)
-    out[:, top : top + h, left : left + w] = x
+    if border_type == BORDER_CONSTANT:
+        vals = torch.tensor(list(value or [0.0] * c), dtype=torch.float64)
+        out[:] = saturate(vals, x.dtype).to(x.device)
+        out[:, top : top + h, left : left + w] = x
+        return out
+    ix = _pad_index(w, left, right, border_type)
+    iy = _pad_index(h, top, bottom, border_type)
+    middle = out[:, top : top + h]
+    middle[:, :, left : left + w] = x
+    for start, stop in ((0, left), (left + w, left + w + right)):
+        if stop > start:
+            cols = torch.tensor(ix[start:stop], device=x.device)
+            middle[:, :, start:stop] = x.index_select(2, cols)
+    for start, stop in ((0, top), (top + h, top + h + bottom)):
+        if stop > start:
+            rows = torch.tensor([iy[i] + top for i in range(start, stop)], device=x.device)
+            out[:, start:stop] = out.index_select(1, rows)
     return out
 
 
 # -- declared checks: helpers on the library's own arguments ---------------------------------
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> bool:
     """A Python or NumPy integer (not a bool)."""
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: object) -> bool:
     """A Python or NumPy real number (not a bool)."""
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
         value, bool | np.bool_
     )
 
 
-def int_pair(value: Any) -> tuple[int, int] | None:
+def int_pair(value: object) -> tuple[int, int] | None:
     """A cv2 Size or Point argument (a tuple or list of two integers), else ``None``."""
     if isinstance(value, tuple | list) and len(value) == 2 and all(is_int(v) for v in value):
         return int(value[0]), int(value[1])
@@ -251,7 +283,7 @@ def border_reason(border_type: Any, allowed: Sequence[int]) -> str | None:
     return None
 
 
-def scalar_reason(value: Any) -> str | None:
+def scalar_reason(value: object) -> str | None:
     """Why a cv2 Scalar argument (a number, a tuple of up to 4 numbers, None) is not one."""
     if value is None or is_number(value):
         return None

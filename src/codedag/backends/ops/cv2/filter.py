@@ -182,6 +182,34 @@ def _correlate(
     return like_input(out.contiguous(), src)
 
 
+def _correlate_int(
+    src: torch.Tensor, kx: np.ndarray, ky: np.ndarray, anchor: tuple[int, int], border: int
+) -> torch.Tensor:
+    """Separable correlation of uint8 images with integer kernels, in int32: each tap one
+    in-place add of a shifted view (rows of whole pixels are contiguous: no strided passes)."""
+    x = as_nhwc(src)
+    kh, kw = len(ky), len(kx)
+    ax, ay = anchor
+    h, w = int(x.shape[1]), int(x.shape[2])
+    xp = pad_nhwc(x, ay, kh - 1 - ay, ax, kw - 1 - ax, border).to(torch.int32)
+    rows = _taps(xp, kx, 2, w)
+    return like_input(_taps(rows, ky, 1, h), src)
+
+
+def _taps(x: torch.Tensor, kernel: np.ndarray, dim: int, size: int) -> torch.Tensor:
+    out: torch.Tensor | None = None
+    for offset, weight in enumerate(int(k) for k in kernel):
+        if weight == 0:
+            continue
+        view = x.narrow(dim, offset, size)
+        if out is None:
+            out = view * weight
+        else:
+            out.add_(view, alpha=weight)
+    assert out is not None
+    return out
+
+
 def gaussian_size(
     ksize: tuple[int, int], sigma_x: float, sigma_y: float, u8: bool
 ) -> tuple[int, int, float, float]:
@@ -208,12 +236,12 @@ def _ksize(ksize: Any) -> tuple[int, int]:
 
 def GaussianBlur(
     src: torch.Tensor,
-    ksize: Any,
+    ksize: object,
     sigmaX: float,
-    dst: Any = None,
+    dst: object = None,
     sigmaY: float = 0,
     borderType: int = BORDER_DEFAULT,
-    hint: Any = None,
+    hint: object = None,
 ) -> torch.Tensor:
     """``cv2.GaussianBlur`` with cv2's kernel rules (sigma <= 0, ksize 0 from sigma by depth)."""
     check_image(src, dtypes=_DTYPES)
@@ -229,8 +257,10 @@ def GaussianBlur(
     if src.dtype == torch.uint8 and kw % 2 == 1 and kh % 2 == 1:
         # cv2's fixed-point path: integer kernels (sum 256 each), exact sums, round half up.
         kx, ky = gaussian_kernel_u8(kw, sx), gaussian_kernel_u8(kh, sy)
-        acc = _correlate(src, kx, ky, None, anchor, border, torch.float32)
-        return torch.floor((acc + 32768.0) / 65536.0).clamp(0, 255).to(torch.uint8)
+        acc = _correlate_int(src, kx, ky, anchor, border)
+        acc += 32768
+        acc >>= 16
+        return acc.to(torch.uint8)  # sums of 65536 * bytes at most: no saturation needed
     kx, ky = gaussian_kernel(kw, sx), gaussian_kernel(kh, sy)
     return _correlate(src, kx, ky, None, anchor, border, src.dtype)
 
@@ -238,9 +268,9 @@ def GaussianBlur(
 def boxFilter(
     src: torch.Tensor,
     ddepth: int,
-    ksize: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
+    ksize: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
     normalize: bool = True,
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
@@ -313,9 +343,9 @@ def _scaled_sum(
 
 def blur(
     src: torch.Tensor,
-    ksize: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
+    ksize: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
     """``cv2.blur``: the normalized box filter."""
@@ -325,9 +355,9 @@ def blur(
 def filter2D(
     src: torch.Tensor,
     ddepth: int,
-    kernel: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
+    kernel: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
     delta: float = 0,
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
@@ -360,7 +390,7 @@ def _per_sample(value: Any, src: torch.Tensor) -> Any:
     return float(value)
 
 
-def filter_kernel(kernel: Any) -> np.ndarray:
+def filter_kernel(kernel: object) -> np.ndarray:
     """A filter2D kernel as a 2-D float64 array (a 1-D one is a column, as cv2 sees it)."""
     if isinstance(kernel, torch.Tensor):
         kernel = kernel.detach().cpu().numpy()
@@ -414,7 +444,7 @@ def Sobel(
     ddepth: int,
     dx: int,
     dy: int,
-    dst: Any = None,
+    dst: object = None,
     ksize: int = 3,
     scale: float = 1,
     delta: float = 0,
@@ -435,7 +465,7 @@ def Sobel(
     return _correlate(src, kx, ky, None, anchor, border, _out_dtype(src, ddepth), float(delta))
 
 
-def medianBlur(src: torch.Tensor, ksize: int, dst: Any = None) -> torch.Tensor:
+def medianBlur(src: torch.Tensor, ksize: int, dst: object = None) -> torch.Tensor:
     """``cv2.medianBlur`` (replicated border); float32 for ksize 3 and 5 as in cv2."""
     check_image(src, dtypes=(torch.uint8, torch.float32))
     if dst is not None:
@@ -483,7 +513,7 @@ def _common_reason(src: Any, ddepth: Any, border_type: Any, finite_only: bool = 
     return reason
 
 
-def _anchor_reason(anchor: Any, kw: int, kh: int) -> str | None:
+def _anchor_reason(anchor: object, kw: int, kh: int) -> str | None:
     if anchor is None:
         return None
     pair = int_pair(anchor)
@@ -517,13 +547,13 @@ def check_gaussian_blur(
 
 
 def check_box_filter(
-    src: Any,
-    ddepth: Any,
-    ksize: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
-    normalize: Any = True,
-    borderType: Any = BORDER_DEFAULT,
+    src: object,
+    ddepth: object,
+    ksize: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
+    normalize: object = True,
+    borderType: object = BORDER_DEFAULT,
 ) -> str | None:
     """Positive kernel sizes, an anchor inside, a depth the filter engine has."""
     size = int_pair(ksize)
@@ -535,24 +565,24 @@ def check_box_filter(
 
 
 def check_blur(
-    src: Any,
-    ksize: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
-    borderType: Any = BORDER_DEFAULT,
+    src: object,
+    ksize: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
+    borderType: object = BORDER_DEFAULT,
 ) -> str | None:
     """As boxFilter, normalized, in the source's depth."""
     return check_box_filter(src, -1, ksize, dst, anchor, True, borderType)
 
 
 def check_filter2d(
-    src: Any,
-    ddepth: Any,
-    kernel: Any,
-    dst: Any = None,
-    anchor: Any = (-1, -1),
-    delta: Any = 0,
-    borderType: Any = BORDER_DEFAULT,
+    src: object,
+    ddepth: object,
+    kernel: object,
+    dst: object = None,
+    anchor: object = (-1, -1),
+    delta: object = 0,
+    borderType: object = BORDER_DEFAULT,
 ) -> str | None:
     """A real 1-D or 2-D kernel, an anchor inside, a numeric delta; finite values (always for
     kernels cv2 correlates through its DFT)."""

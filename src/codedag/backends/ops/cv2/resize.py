@@ -167,21 +167,44 @@ def _apply_taps(x: torch.Tensor, dim: int, idx: np.ndarray, w: torch.Tensor) -> 
 
 
 def _linear_u8_exact(x: torch.Tensor, tx: Taps, ty: Taps) -> torch.Tensor:
-    """cv2's fixed-point bilinear for uint8: 11-bit weights, SIMD vertical rounding."""
+    """cv2's fixed-point bilinear for uint8: 11-bit weights, SIMD vertical rounding.
+
+    Horizontal pass on the source rows the vertical taps read (uint8 gathers, then int32,
+    ``>> 4``), vertical pass ``((h0 * wy0) >> 16) + ((h1 * wy1) >> 16) + 2 >> 2`` on gathered
+    rows; every product in place on int32 (a promoting product is a slow pass). Weights sum to
+    2048 on each axis, so the result never exceeds 255.
+    """
     dev = x.device
+    wx, wy = _quantized(tx[1], dev), _quantized(ty[1], dev)
+    iy = ty[0]
+    rows, iy = _used_rows(iy, int(x.shape[1]))
+    if rows is not None:
+        x = x.index_select(1, torch.as_tensor(rows, device=dev))
+    ix = torch.as_tensor(tx[0], device=dev)
+    h = x.index_select(2, ix[:, 0]).to(torch.int32).mul_(wx[:, 0].view(1, 1, -1, 1))
+    h += x.index_select(2, ix[:, 1]).to(torch.int32).mul_(wx[:, 1].view(1, 1, -1, 1))
+    h >>= 4
+    iy_t = torch.as_tensor(iy, device=dev)
+    s0 = h.index_select(1, iy_t[:, 0]).mul_(wy[:, 0].view(1, -1, 1, 1))
+    s0 >>= 16
+    s1 = h.index_select(1, iy_t[:, 1]).mul_(wy[:, 1].view(1, -1, 1, 1))
+    s1 >>= 16
+    s0 += s1
+    s0 += 2
+    s0 >>= 2
+    return s0.to(torch.uint8)
 
-    def q(w: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.round(w * _COEF_SCALE).astype(np.int32), device=dev)
 
-    xi = x.to(torch.int32)
-    wx, wy = q(tx[1]), q(ty[1])
-    ix, iy = torch.as_tensor(tx[0], device=dev), torch.as_tensor(ty[0], device=dev)
-    h = xi.index_select(2, ix[:, 0]) * wx[:, 0].view(1, 1, -1, 1)
-    h = h + xi.index_select(2, ix[:, 1]) * wx[:, 1].view(1, 1, -1, 1)
-    h = h >> 4
-    s0 = (h.index_select(1, iy[:, 0]) * wy[:, 0].view(1, -1, 1, 1)) >> 16
-    s1 = (h.index_select(1, iy[:, 1]) * wy[:, 1].view(1, -1, 1, 1)) >> 16
-    return ((s0 + s1 + 2) >> 2).clamp(0, 255).to(torch.uint8)
+def _quantized(w: np.ndarray, dev: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.round(w * _COEF_SCALE).astype(np.int32), device=dev)
+
+
+def _used_rows(iy: np.ndarray, height: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """The source rows the taps read (``None``: nearly all) and the taps renumbered into them."""
+    rows = np.unique(iy)
+    if len(rows) > 0.9 * height:
+        return None, iy
+    return rows, np.searchsorted(rows, iy)
 
 
 @lru_cache(maxsize=128)
@@ -226,6 +249,29 @@ def _box_taps(
 def _area_fast_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch.Tensor:
     """cv2's integer-scale INTER_AREA for uint8: exact cell sums; inside, sum * float32(1/area)
     (a 2x2 cell: (sum + 2) >> 2); cells cut by the border: float32(sum) / count."""
+    n, h, w, c = x.shape
+    if h % sy or w % sx or h // sy != dh or w // sx != dw:
+        return _area_cells_u8(x, sx, sy, dw, dh)
+    area = sx * sy
+    wide = torch.int16 if area * 255 < 2**15 else torch.int32
+    rows = x.view(n, dh, sy, w * c)  # the sy source rows of each output row, then the columns
+    total = rows[:, :, 0].to(wide)
+    for k in range(1, sy):
+        total += rows[:, :, k]
+    cells = total.view(n, dh, dw, sx * c)
+    out = cells[..., :c].clone()
+    for k in range(1, sx):
+        out += cells[..., k * c : (k + 1) * c]
+    if area == 4:
+        out += 2
+        out >>= 2
+        return out.to(torch.uint8)
+    scaled = out.to(torch.float32) * torch.tensor(1.0 / area, dtype=torch.float32)
+    return torch.round(scaled).clamp_(0, 255).to(torch.uint8)
+
+
+def _area_cells_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch.Tensor:
+    """:func:`_area_fast_u8` where cells are cut by the border (taps with their validity)."""
     dev = x.device
     ix, vx = _box_taps(int(x.shape[2]), dw, sx, dev)
     iy, vy = _box_taps(int(x.shape[1]), dh, sy, dev)
@@ -244,8 +290,8 @@ def _area_fast_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch.
 
 def resize(
     src: torch.Tensor,
-    dsize: Any,
-    dst: Any = None,
+    dsize: object,
+    dst: object = None,
     fx: float = 0,
     fy: float = 0,
     interpolation: int = INTER_LINEAR,

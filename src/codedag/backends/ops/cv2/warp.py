@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import codedag.backends.ops.cv2._warp_fast as _warp_fast
 from codedag.backends.contract import MAX_OUTPUT_VALUES, Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
@@ -42,6 +43,7 @@ from codedag.backends.ops.cv2._common import (
     scalar_reason,
     scalar_values,
     to_numpy_matrix,
+    torch_border,
 )
 from codedag.backends.ops.cv2.resize import _cubic_coeffs, _lanczos4_coeffs
 from codedag.errors import UnsupportedOperation
@@ -51,23 +53,6 @@ WARP_INVERSE_MAP = 16
 _AB_BITS, _INTER_BITS = 10, 5
 _TAB = 1 << _INTER_BITS
 _BORDERS = (BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, BORDER_WRAP, BORDER_REFLECT_101)
-
-
-def _torch_border(p: torch.Tensor, length: int, border: int) -> torch.Tensor:
-    """``cv::borderInterpolate`` on a tensor of indices; -1 for constant-border positions."""
-    inside = (p >= 0) & (p < length)
-    if border == BORDER_CONSTANT:
-        return torch.where(inside, p, torch.full_like(p, -1))
-    if border == BORDER_REPLICATE:
-        return p.clamp(0, length - 1)
-    if border == BORDER_WRAP:
-        return torch.remainder(p, length)
-    if length == 1:
-        return torch.zeros_like(p)
-    delta = 1 if border == BORDER_REFLECT_101 else 0
-    period = 2 * length - 2 * delta
-    q = torch.remainder(p, period)
-    return torch.where(q < length, q, period - q - (1 - delta))
 
 
 def _parse_flags(flags: int) -> tuple[int, bool]:
@@ -216,7 +201,7 @@ def _gather_fn(x: torch.Tensor, border: int, fill: torch.Tensor):
     flat = x.reshape(n, h * w, c)
 
     def gather(ix: torch.Tensor, iy: torch.Tensor) -> torch.Tensor:
-        bx, by = _torch_border(ix, w, border), _torch_border(iy, h, border)
+        bx, by = torch_border(ix, w, border), torch_border(iy, h, border)
         ok = (bx >= 0) & (by >= 0)
         idx = torch.where(ok, by * w + bx, torch.zeros_like(bx))
         if idx.shape[0] == 1:
@@ -313,16 +298,20 @@ def _f32_coords(
     x = torch.arange(dw, dtype=f32, device=dev).view(1, 1, dw)
     y = torch.arange(dh, dtype=f32, device=dev).view(1, dh, 1)
     block = warp_block()
-    simd = (torch.arange(dw, device=dev) < (dw // block) * block if block else x < -1).view(
-        1, 1, dw
-    )
+
+    head = (dw // block) * block if block else 0
 
     def row(k: int) -> torch.Tensor:
         a, b, c = (mm[:, 3 * k + i].view(-1, 1, 1) for i in range(3))
         yb = y * b
-        vector = (a.double() * x.double() + (yb + c).double()).float()  # fma(M0, x, M_x)
-        scalar = (x.double() * a.double() + yb.double()).float() + c
-        return torch.where(simd, vector, scalar)
+        out = torch.empty((mm.shape[0], dh, dw), dtype=f32, device=dev)
+        if head:  # fma(M0, x, M_x): exact in float64, rounded once to float32
+            xd = x[..., :head].double()
+            out[..., :head] = torch.addcmul((yb + c).double(), a.double(), xd).float()
+        if head < dw:
+            xt = x[..., head:].double()
+            out[..., head:] = torch.addcmul(yb.double(), xt, a.double()).float() + c
+        return out
 
     sx, sy = row(0), row(1)
     if perspective:
@@ -351,6 +340,9 @@ def _remap_f32(
     gather = _gather_fn(x, border, fill)  # a 1-pixel side: every border mode replicates
     if mode == INTER_NEAREST:
         return gather(_to_int(sx, "round"), _to_int(sy, "round"))
+    fast = _warp_fast.remap_linear(x, sx, sy, border, cval)
+    if fast is not None:
+        return fast
     ix, iy = _to_int(sx, "floor"), _to_int(sy, "floor")
     ax = (sx - ix.float()).unsqueeze(-1).double()
     ay = (sy - iy.float()).unsqueeze(-1).double()
@@ -444,7 +436,7 @@ def invert3(m: np.ndarray) -> np.ndarray:
     )
 
 
-def _matrices(m: Any, rows: int, name: str) -> np.ndarray:
+def _matrices(m: object, rows: int, name: str) -> np.ndarray:
     """One (rows, 3) matrix, or one per sample ((N, rows, 3) tensor), as float64 (B, rows, 3)."""
     if isinstance(m, torch.Tensor) and m.dim() == 3:
         arr = m.detach().cpu().double().numpy()
@@ -456,13 +448,13 @@ def _matrices(m: Any, rows: int, name: str) -> np.ndarray:
 
 def warpAffine(
     src: torch.Tensor,
-    M: Any,
-    dsize: Any,
-    dst: Any = None,
+    M: object,
+    dsize: object,
+    dst: object = None,
     flags: int = INTER_LINEAR,
     borderMode: int = BORDER_CONSTANT,
-    borderValue: Any = None,
-    hint: Any = None,
+    borderValue: object = None,
+    hint: object = None,
 ) -> torch.Tensor:
     """``cv2.warpAffine`` for a batch with one 2x3 matrix (forward, or inverse with
     WARP_INVERSE_MAP); nearest/linear/cubic/lanczos4; BORDER_TRANSPARENT is unsupported."""
@@ -472,13 +464,13 @@ def warpAffine(
 
 def warpPerspective(
     src: torch.Tensor,
-    M: Any,
-    dsize: Any,
-    dst: Any = None,
+    M: object,
+    dsize: object,
+    dst: object = None,
     flags: int = INTER_LINEAR,
     borderMode: int = BORDER_CONSTANT,
-    borderValue: Any = None,
-    hint: Any = None,
+    borderValue: object = None,
+    hint: object = None,
 ) -> torch.Tensor:
     """``cv2.warpPerspective`` for a batch with one 3x3 matrix; same modes as warpAffine."""
     m = _matrices(M, 3, "warpPerspective: M")
@@ -521,31 +513,50 @@ def _check_warp(
 
 
 def check_warp_affine(
-    src: Any,
-    M: Any,
-    dsize: Any,
-    dst: Any = None,
-    flags: Any = INTER_LINEAR,
-    borderMode: Any = BORDER_CONSTANT,
-    borderValue: Any = None,
-    hint: Any = None,
+    src: object,
+    M: object,
+    dsize: object,
+    dst: object = None,
+    flags: object = INTER_LINEAR,
+    borderMode: object = BORDER_CONSTANT,
+    borderValue: object = None,
+    hint: object = None,
 ) -> str | None:
     """A finite 2x3 matrix, a size, interpolation 0..4 (| inverse), a border cv2 reproduces."""
     return _check_warp(src, M, 2, dsize, flags, borderMode, borderValue, hint)
 
 
 def check_warp_perspective(
-    src: Any,
-    M: Any,
-    dsize: Any,
-    dst: Any = None,
-    flags: Any = INTER_LINEAR,
-    borderMode: Any = BORDER_CONSTANT,
-    borderValue: Any = None,
-    hint: Any = None,
+    src: object,
+    M: object,
+    dsize: object,
+    dst: object = None,
+    flags: object = INTER_LINEAR,
+    borderMode: object = BORDER_CONSTANT,
+    borderValue: object = None,
+    hint: object = None,
 ) -> str | None:
-    """As warpAffine with a 3x3 matrix (singular ones included: cv2 then warps with zeros)."""
-    return _check_warp(src, M, 3, dsize, flags, borderMode, borderValue, hint)
+    """As warpAffine with a 3x3 matrix (singular ones included: cv2 then warps with zeros), whose
+    horizon does not cross the output: where the inverse map's third row is 0 the coordinates
+    are infinite or NaN, and which of those pixels cv2 fills and which become NaN depends on its
+    SIMD blocks, not reproduced."""
+    reason = _check_warp(src, M, 3, dsize, flags, borderMode, borderValue, hint)
+    if reason is None:
+        reason = _horizon_reason(np.asarray(M, dtype=np.float64), dsize, flags, src)
+    return reason
+
+
+def _horizon_reason(m: np.ndarray, dsize: Any, flags: Any, src: Any) -> str | None:
+    inverse = m if int(flags) & WARP_INVERSE_MAP else invert3(m)
+    if not inverse.any():
+        return None  # singular: every coordinate is NaN and every pixel the border value
+    size = int_pair(dsize) or (0, 0)
+    dw, dh = size if min(size) > 0 else (int(src.shape[1]), int(src.shape[0]))
+    corners = np.array([[0, 0, 1], [dw - 1, 0, 1], [0, dh - 1, 1], [dw - 1, dh - 1, 1]])
+    w = corners @ inverse[2]
+    if w.min() <= 0 <= w.max():
+        return "the perspective's horizon crosses the output (infinite and NaN coordinates)"
+    return None
 
 
 _WARP_MODES = (

@@ -35,7 +35,9 @@ def _fft_dtype(name: str, dtype: np.dtype) -> np.dtype:
     return np.asarray(fn(probe)).dtype
 
 
-def _fft_input(a: Any, name: str, norm: str | None, out: Any) -> tuple[torch.Tensor, torch.dtype]:
+def _fft_input(
+    a: object, name: str, norm: str | None, out: object
+) -> tuple[torch.Tensor, torch.dtype]:
     if not isinstance(a, torch.Tensor):
         raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
     check_computable(a)
@@ -61,7 +63,7 @@ def _fft1(name: str) -> Callable[..., torch.Tensor]:
         n: int | None = None,
         axis: int = -1,
         norm: str | None = None,
-        out: Any = None,
+        out: object = None,
     ) -> torch.Tensor:
         x, res = _fft_input(a, name, norm, out)
         return torch_fn(x, n=n, dim=axis, norm=norm).to(res)
@@ -79,7 +81,7 @@ def _fftn(name: str, default_axes: Sequence[int] | None) -> Callable[..., torch.
         s: Sequence[int] | None = None,
         axes: Sequence[int] | None = default_axes,
         norm: str | None = None,
-        out: Any = None,
+        out: object = None,
     ) -> torch.Tensor:
         x, res = _fft_input(a, name, norm, out)
         dims = tuple(axes) if axes is not None else None
@@ -154,8 +156,10 @@ _SHIFTS = ("fftshift", "ifftshift")
 FFT = Tolerance(
     atol=1e-3,
     rtol=1e-5,
+    scale_rtol=1e-6,
     note="NumPy's pocketfft vs torch's FFT (pocketfft/MKL on the CPU, cuFFT): a few float32 ulp "
-    "of sum(|x|), below 1e-3 for the O(1e3) magnitudes tested; shifts are exact",
+    "of sum(|x|), spread over every element (within 1e-6 of the largest magnitude: 0.5 on the "
+    "8e6 of a 256x256 float32 image of 0..255); shifts are exact",
 )
 OPS = ops_of(
     BACKENDS,
