@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from codedag.cli.args import byte_size, integer
 
@@ -48,6 +49,32 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         default=50,
         help="refinement moves evaluated (default 50)",
     )
+    _placement_flags(parser)
+    _cache_flags(parser)
+    from codedag.cli.calibrate import add_calibration_options
+
+    add_calibration_options(parser, device=False)
+    parser.add_argument(
+        "--loader",
+        metavar="PLAN",
+        default=None,
+        help="a plan with DataLoader settings from `codedag tune`: placement is measured with "
+        "its workers and threads, and the new plan carries them",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the placement of each call, a library's internal calls grouped under it",
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="with --explain: every call as a row of its own"
+    )
+    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    parser.set_defaults(handler=run)
+
+
+def _placement_flags(parser: argparse.ArgumentParser) -> None:
+    """Where calls may go and how placement is decided: measured, assumed or not at all."""
     place = parser.add_argument_group(
         "placement (a call moves only when calibration on the target device says it wins)"
     )
@@ -91,6 +118,15 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="run each sample's chain of calls once per batch in the main process: auto (where "
         "calibration measures it faster, the default), always or never (docs/placement.md)",
     )
+    place.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="do not measure: nothing is placed unless --assume-speedup is given",
+    )
+
+
+def _cache_flags(parser: argparse.ArgumentParser) -> None:
+    """The prefix cache: whether to cut each sample's deterministic prefix, its budget and folder."""
     cache = parser.add_argument_group(
         "prefix cache (each sample's deterministic prefix computed once, read back later)"
     )
@@ -116,31 +152,6 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="folder of the prefix cache's disk tier (default: $CODEDAG_PREFIX_CACHE_DIR or "
         "prefix/ in the user cache)",
     )
-    place.add_argument(
-        "--no-calibrate",
-        action="store_true",
-        help="do not measure: nothing is placed unless --assume-speedup is given",
-    )
-    from codedag.cli.calibrate import add_calibration_options
-
-    add_calibration_options(parser, device=False)
-    parser.add_argument(
-        "--loader",
-        metavar="PLAN",
-        default=None,
-        help="a plan with DataLoader settings from `codedag tune`: placement is measured with "
-        "its workers and threads, and the new plan carries them",
-    )
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="print the placement of each call, a library's internal calls grouped under it",
-    )
-    parser.add_argument(
-        "--all", action="store_true", help="with --explain: every call as a row of its own"
-    )
-    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
-    parser.set_defaults(handler=run)
 
 
 def _gpu_count() -> int:
@@ -167,33 +178,13 @@ def run(args: argparse.Namespace) -> int:
     """Load the DAG, optimize it, write the stage files and print a summary."""
     from rich.console import Console
 
-    from codedag.errors import UsageError
     from codedag.graph.model import ExecutionDAG
     from codedag.optimize.costs import CostModel
-    from codedag.optimize.explain import cache_table, chains_table, plan_table
     from codedag.optimize.manager import OptimizerManager
     from codedag.optimize.placement import PlacementSettings
     from codedag.util.paths import check_output_dir
-    from codedag.util.text import listing, printable
 
-    if not 1 <= args.k <= MAX_PARTITIONS:
-        raise UsageError(f"-k must be >= 1 and <= {MAX_PARTITIONS}, got {args.k}")
-    if args.gpus is not None and not 0 <= args.gpus <= MAX_GPUS:
-        raise UsageError(
-            f"--gpus must be >= 0 and <= {MAX_GPUS} (the GPUs of one machine), got {args.gpus}"
-        )
-    assume = args.assume_speedup if args.assume_speedup is not None else args.speedup
-    if assume is not None and not (0 < assume <= 1e6):
-        raise UsageError(f"--assume-speedup must be a positive number, got {assume} (at most 1e6)")
-    if not (0 <= args.margin <= 100):
-        raise UsageError(f"--margin must be a percentage >= 0 and <= 100, got {args.margin}")
-    if not (0 < args.bandwidth_gbps <= 1e4):
-        raise UsageError(
-            f"--bandwidth-gbps must be a positive number up to 10000, got {args.bandwidth_gbps}"
-        )
-    for flag, names in (("--only", args.only), ("--exclude", args.exclude)):
-        if any(not name.strip() for name in names):
-            raise UsageError(f"{flag}: an empty function name; expected names such as cv2.resize")
+    assume = _checked(args)
     if args.prefix_cache_dir is not None:
         check_output_dir(args.prefix_cache_dir, "--prefix-cache-dir")
     if args.speedup is not None:
@@ -241,32 +232,67 @@ def run(args: argparse.Namespace) -> int:
         json.dump(stats, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        out = Console() if sys.stdout.isatty() else Console(width=160)
-        co, it = stats["coarsening"], stats["iteration"]
-        out.print(
-            f"coarsened {co.get('original_nodes', 0)} -> {co.get('coarse_nodes', 0)} nodes "
-            f"({co.get('clusters', 0)} clusters); k={stats['partitioning'].get('k', 0)}, "
-            f"load balance {stats['partitioning'].get('load_balance', 1.0):.3f} -> "
-            f"{it.get('load_balance_after', 1.0):.3f}, J {it.get('objective_before', 0):.4f} -> "
-            f"{it.get('objective_after', 0):.4f}, edge cut {stats['edge_cut']['optimized']}"
-        )
-        placed = sorted({printable(c["function"], 80) for c in plan["calls"] if c["migrate"]})
-        out.print(
-            f"{len(plan['context_device_map'])} call context(s) migrate"
-            + (f" ({listing(placed)}) to {plan['target_device']}" if placed else "")
-            + f"; files in {printable(args.out)}",
-            markup=False,
-        )
-        for note in plan["notes"]:
-            out.print(f"note: {printable(note)}", markup=False)
-        if args.explain:
-            out.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
-        else:
-            out.print(plan_table(plan, limit=12, measured_only=True))
-        chains = chains_table(plan)
-        if chains is not None:
-            out.print(chains)
-        cached = cache_table(plan)
-        if cached is not None:
-            out.print(cached)
+        _print_summary(args, stats, plan)
     return 0
+
+
+def _checked(args: argparse.Namespace) -> float | None:
+    """Refuse out-of-range flags before any work; the assumed speedup, if one is given."""
+    from codedag.errors import UsageError
+
+    if not 1 <= args.k <= MAX_PARTITIONS:
+        raise UsageError(f"-k must be >= 1 and <= {MAX_PARTITIONS}, got {args.k}")
+    if args.gpus is not None and not 0 <= args.gpus <= MAX_GPUS:
+        raise UsageError(
+            f"--gpus must be >= 0 and <= {MAX_GPUS} (the GPUs of one machine), got {args.gpus}"
+        )
+    assume: float | None = args.assume_speedup if args.assume_speedup is not None else args.speedup
+    if assume is not None and not (0 < assume <= 1e6):
+        raise UsageError(f"--assume-speedup must be a positive number, got {assume} (at most 1e6)")
+    if not (0 <= args.margin <= 100):
+        raise UsageError(f"--margin must be a percentage >= 0 and <= 100, got {args.margin}")
+    if not (0 < args.bandwidth_gbps <= 1e4):
+        raise UsageError(
+            f"--bandwidth-gbps must be a positive number up to 10000, got {args.bandwidth_gbps}"
+        )
+    for flag, names in (("--only", args.only), ("--exclude", args.exclude)):
+        if any(not name.strip() for name in names):
+            raise UsageError(f"{flag}: an empty function name; expected names such as cv2.resize")
+    return assume
+
+
+def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[str, Any]) -> None:
+    """The passes' figures, what migrates, the notes and the explain tables."""
+    from rich.console import Console
+
+    from codedag.optimize.explain import cache_table, chains_table, plan_table
+    from codedag.util.text import listing, printable
+
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    co, it = stats["coarsening"], stats["iteration"]
+    out.print(
+        f"coarsened {co.get('original_nodes', 0)} -> {co.get('coarse_nodes', 0)} nodes "
+        f"({co.get('clusters', 0)} clusters); k={stats['partitioning'].get('k', 0)}, "
+        f"load balance {stats['partitioning'].get('load_balance', 1.0):.3f} -> "
+        f"{it.get('load_balance_after', 1.0):.3f}, J {it.get('objective_before', 0):.4f} -> "
+        f"{it.get('objective_after', 0):.4f}, edge cut {stats['edge_cut']['optimized']}"
+    )
+    placed = sorted({printable(c["function"], 80) for c in plan["calls"] if c["migrate"]})
+    out.print(
+        f"{len(plan['context_device_map'])} call context(s) migrate"
+        + (f" ({listing(placed)}) to {plan['target_device']}" if placed else "")
+        + f"; files in {printable(args.out)}",
+        markup=False,
+    )
+    for note in plan["notes"]:
+        out.print(f"note: {printable(note)}", markup=False)
+    if args.explain:
+        out.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
+    else:
+        out.print(plan_table(plan, limit=12, measured_only=True))
+    chains = chains_table(plan)
+    if chains is not None:
+        out.print(chains)
+    cached = cache_table(plan)
+    if cached is not None:
+        out.print(cached)
