@@ -196,7 +196,6 @@ def run_demo(settings: DemoSettings, progress: Progress = _no_progress) -> DemoR
 
 def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> DemoResult:
     from codedag.devices.torch_devices import default_device, require_device
-    from codedag.migrate.api import PipelineMigrator
     from codedag.monitor.experiment import ExperimentMonitor
 
     # the migrator's default device when nothing was asked, else the one asked for if it exists
@@ -220,19 +219,9 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     plan, result = optimize(dag, settings, device, out_dir, section)
     progress("optimize", 1, 1)
 
-    demo_cache.clear(out_dir)  # the first epoch computes and stores, as a first run does
-    migrator = PipelineMigrator.from_plan(
-        plan, default_device=device, cache=demo_cache.cache_settings(out_dir, settings.cache)
+    kept_opt, stats = _optimized_run(
+        plan, section, loader, settings, device, monitor, progress, epochs, out_dir
     )
-    try:
-        with migrator:
-            opt_loader = build_loader(settings) if section is not None else loader
-            kept_opt = train(
-                "optimization", opt_loader, settings, device, monitor, progress, keep, epochs
-            )
-        stats = migrator.get_stats()
-    finally:
-        demo_cache.clear(out_dir)  # nothing stays in shared memory
     cache = demo_cache.cache_summary(plan, stats.get("cache") or {})
 
     progress("check", 0, 1)
@@ -248,8 +237,80 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
         dag_drawing=str(dag_path),
         plan=str(out_dir / "migration_plan.json"),
     )
-    functions = stats.get("functions", {})
     results = monitor.to_dict()
+    demo = _demo_result(
+        settings, device, plan, section, stats, results, equivalence, files, epochs, cache
+    )
+    from codedag.report.chain_view import chain_view
+    from codedag.report.demo_report import write_demo_report
+
+    files["report"] = str(
+        write_demo_report(
+            out_dir / "report.html",
+            demo,
+            plan,
+            dag_svg,
+            dag_dot,
+            plots,
+            results["environment"],
+            stats.get("cache"),
+            chain_view(dag, plan),
+        )
+    )
+    files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))
+    for name in ("plan", "report", "summary", "dag_drawing"):
+        monitor.log_artifact(files[name])
+    monitor.close()
+    progress("report", 1, 1)
+    return demo
+
+
+def _optimized_run(
+    plan: dict[str, Any],
+    section: Any,
+    loader: Any,
+    settings: DemoSettings,
+    device: str,
+    monitor: Any,
+    progress: Progress,
+    epochs: list[EpochSummary],
+    out_dir: Path,
+) -> tuple[Any, dict[str, Any]]:
+    """The optimized mode: the plan applied (with the tuned loader, if any) around the same
+    training; the batches kept for the check and the migrator's statistics."""
+    from codedag.migrate.api import PipelineMigrator
+
+    keep = settings.check_batches
+    demo_cache.clear(out_dir)  # the first epoch computes and stores, as a first run does
+    migrator = PipelineMigrator.from_plan(
+        plan, default_device=device, cache=demo_cache.cache_settings(out_dir, settings.cache)
+    )
+    try:
+        with migrator:
+            opt_loader = build_loader(settings) if section is not None else loader
+            kept_opt = train(
+                "optimization", opt_loader, settings, device, monitor, progress, keep, epochs
+            )
+        stats = migrator.get_stats()
+    finally:
+        demo_cache.clear(out_dir)  # nothing stays in shared memory
+    return kept_opt, stats
+
+
+def _demo_result(
+    settings: DemoSettings,
+    device: str,
+    plan: dict[str, Any],
+    section: Any,
+    stats: dict[str, Any],
+    results: dict[str, Any],
+    equivalence: dict[str, Any],
+    files: dict[str, str],
+    epochs: list[EpochSummary],
+    cache: dict[str, Any],
+) -> DemoResult:
+    """What the demo found: modes, speedup with its spread, placement, verdict and files."""
+    functions = stats.get("functions", {})
     modes, optimized = summarize(results)
     speedup = None if optimized is None else optimized["speedup"]
     spread = None if optimized is None else optimized["speedup_spread"]
@@ -292,25 +353,4 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
         speedup_spread=spread,
         difference=difference,
     )
-    from codedag.report.chain_view import chain_view
-    from codedag.report.demo_report import write_demo_report
-
-    files["report"] = str(
-        write_demo_report(
-            out_dir / "report.html",
-            demo,
-            plan,
-            dag_svg,
-            dag_dot,
-            plots,
-            results["environment"],
-            stats.get("cache"),
-            chain_view(dag, plan),
-        )
-    )
-    files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))
-    for name in ("plan", "report", "summary", "dag_drawing"):
-        monitor.log_artifact(files[name])
-    monitor.close()
-    progress("report", 1, 1)
     return demo
