@@ -27,6 +27,40 @@ def write_demo_report(
 ) -> Path:
     """Render ``report.html`` for a :class:`~codedag.experiments.demo_settings.DemoResult`
     (``cache_stats``: the optimized run's ``get_stats()["cache"]``)."""
+    columns, rows = _mode_table(demo)
+    epoch_columns, epoch_rows = _epoch_table(demo)
+    notes = _notes(demo)
+    return write_html_report(
+        path,
+        ReportContent(
+            title=f"codedag demo ({demo.settings.get('task')})",
+            subtitle=f"{demo.settings.get('batches')} batches of {demo.settings.get('batch_size')} "
+            f"per mode on {demo.device}",
+            summary_columns=columns,
+            summary_rows=rows,
+            equivalence=demo.equivalence,
+            plan=plan,
+            dag_svg=dag_svg,
+            dag_dot=None if dag_svg else dag_dot,
+            partition_colors={
+                f"partition {i}": color for i, color in enumerate(PARTITION_COLORS[:3])
+            },
+            plots=plots,
+            environment={k: environment.get(k) for k in ENVIRONMENT_KEYS}
+            | {"device used": demo.device},
+            notes=notes,
+            loader=demo.loader,
+            epoch_columns=epoch_columns,
+            epoch_rows=epoch_rows,
+            cache=plan.get("cache"),
+            cache_stats=cache_stats,
+            chain=chain,
+        ),
+    )
+
+
+def _mode_table(demo: Any) -> tuple[list[str], list[list[Any]]]:
+    """One row per mode: steady-state step times with their spread, data wait, throughput."""
     columns = [
         "mode",
         "batches",
@@ -50,6 +84,11 @@ def write_demo_report(
         ]
         for m in demo.modes
     ]
+    return columns, rows
+
+
+def _epoch_table(demo: Any) -> tuple[list[str], list[list[Any]]]:
+    """One row per mode and epoch, each against the baseline's same epoch."""
     epoch_columns = ["mode", "epoch", "batches", "samples", "s", "samples/s", "data-wait share",
                      "vs baseline"]  # fmt: skip
     base = {e.epoch: e.samples_per_s for e in demo.epochs if e.mode == "baseline"}
@@ -66,6 +105,11 @@ def write_demo_report(
         ]
         for e in demo.epochs
     ]
+    return epoch_columns, epoch_rows
+
+
+def _notes(demo: Any) -> list[str]:
+    """The verdict, what the figures leave out, the speedup with its interval, migrations."""
     notes = [demo.verdict] if demo.verdict else []
     warm = sorted({m.warmup_batches for m in demo.modes})
     if any(warm):
@@ -100,30 +144,4 @@ def write_demo_report(
             "No CUDA device here: calls were measured and placed for torch on the CPU; a GPU "
             "machine measures and places for its GPU."
         )
-    return write_html_report(
-        path,
-        ReportContent(
-            title=f"codedag demo ({demo.settings.get('task')})",
-            subtitle=f"{demo.settings.get('batches')} batches of {demo.settings.get('batch_size')} "
-            f"per mode on {demo.device}",
-            summary_columns=columns,
-            summary_rows=rows,
-            equivalence=demo.equivalence,
-            plan=plan,
-            dag_svg=dag_svg,
-            dag_dot=None if dag_svg else dag_dot,
-            partition_colors={
-                f"partition {i}": color for i, color in enumerate(PARTITION_COLORS[:3])
-            },
-            plots=plots,
-            environment={k: environment.get(k) for k in ENVIRONMENT_KEYS}
-            | {"device used": demo.device},
-            notes=notes,
-            loader=demo.loader,
-            epoch_columns=epoch_columns,
-            epoch_rows=epoch_rows,
-            cache=plan.get("cache"),
-            cache_stats=cache_stats,
-            chain=chain,
-        ),
-    )
+    return notes
