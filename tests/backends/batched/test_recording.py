@@ -154,3 +154,15 @@ def test_blocks_nest_and_a_disabled_block_runs_eagerly() -> None:
         assert deferred.recording()
     assert outer.created == 1
     assert not deferred.recording()
+
+
+def test_a_call_the_library_refuses_raises_its_error_in_a_chain_too() -> None:
+    warp = chain_function("cv2.warpAffine", cv2.warpAffine, None)
+    matrix = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # cv2 wants an array: a list is refused
+    with pytest.raises(cv2.error) as eager:
+        cv2.warpAffine(cv2.resize(_image(), (20, 16)), matrix, (20, 16))
+    with deferring(), pytest.raises(cv2.error) as chained:
+        small = RESIZE(_image(), (20, 16))
+        assert isinstance(small, LazyArray)
+        warp(small, matrix, (20, 16))
+    assert "warpAffine" in str(chained.value) and str(chained.value) == str(eager.value)
