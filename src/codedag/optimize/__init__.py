@@ -32,6 +32,8 @@
 * :mod:`.prefix_conflicts`: The prefix cache against placement and batched chains: one owner per
   function (a pure pass)
 * :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective
+* :mod:`.result`: What OptimizerManager.optimize returns: the passes' outputs as typed fields, readable
+  as the original API's dict
 * :mod:`.schedule`: Makespan of a two-device placement under the cost model, and HEFT as a
   reference scheduler
 * :mod:`.synthetic`: Synthetic execution DAGs shaped like a traced DataLoader, for tests and

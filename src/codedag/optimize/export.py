@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def partitions_dict(partitions: list[Partition], stats: dict[str, Any]) -> dict[
     }
 
 
-def write_results(out_dir: Path, result: dict[str, Any]) -> list[Path]:
+def write_results(out_dir: Path, result: Mapping[str, Any]) -> list[Path]:
     """Write the five stage files of :meth:`OptimizerManager.optimize` into ``out_dir``."""
     coarse: CoarsenedDAG = result["coarsened_dag"]
     stats = result["statistics"]

@@ -24,6 +24,7 @@ from codedag.optimize.plan_builder import (
     placement_device,
 )
 from codedag.optimize.refine import IterativeOptimizer
+from codedag.optimize.result import OptimizeResult
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +137,12 @@ class OptimizerManager:
 
     def optimize(
         self, dag: Any, export_dir: str | os.PathLike[str] | None = None
-    ) -> dict[str, Any]:
+    ) -> OptimizeResult:
         """Coarsen, partition and refine ``dag``; write the stage files when ``export_dir`` is given.
 
         Returns:
-            ``{'coarsened_dag', 'kway_partitions', 'optimized_partitions', 'migration_plan',
-            'statistics': {'coarsening', 'partitioning', 'edge_cut', 'iteration'}}``.
+            The passes' outputs (:class:`~codedag.optimize.result.OptimizeResult`, also readable
+            as the original API's dict: ``result['migration_plan']``, ``result['statistics']``).
         """
         if not hasattr(dag, "nodes") or not hasattr(dag, "edges"):
             raise ConfigError(f"expected an ExecutionDAG, got {type(dag).__name__}")
@@ -171,13 +172,13 @@ class OptimizerManager:
             plan["notes"].append("the DAG is empty: nothing to place")
         if self.calibration_problem:
             plan["notes"].append(self.calibration_problem)
-        result = {
-            "coarsened_dag": coarse,
-            "kway_partitions": kway,
-            "optimized_partitions": refined,
-            "migration_plan": plan,
-            "statistics": statistics,
-        }
+        result = OptimizeResult(
+            coarsened_dag=coarse,
+            kway_partitions=kway,
+            optimized_partitions=refined,
+            migration_plan=plan,
+            statistics=statistics,
+        )
         if export_dir is not None:
             write_results(Path(export_dir), result)
         return result

@@ -1,0 +1,53 @@
+"""What :meth:`OptimizerManager.optimize` returns: the passes' outputs as typed fields.
+
+It is also a read-only mapping with the original API's keys (``result['migration_plan']``,
+``result['coarsened_dag']``, ...), so code written against the dict keeps working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from codedag.optimize.coarse import CoarsenedDAG
+from codedag.optimize.partition import Partition
+from codedag.plan import MigrationPlan
+
+
+@dataclass(frozen=True)
+class OptimizeResult(Mapping[str, Any]):
+    """The coarsened DAG, both partitionings, the migration plan and the passes' statistics.
+
+    Attributes:
+        coarsened_dag: the DAG the partitions and the plan refer to.
+        kway_partitions: the k-way partitions before refinement.
+        optimized_partitions: the refined partitions.
+        migration_plan: the plan in its JSON form (what ``migration_plan.json`` holds).
+        statistics: ``coarsening``, ``partitioning``, ``edge_cut`` and ``iteration`` figures.
+    """
+
+    coarsened_dag: CoarsenedDAG
+    kway_partitions: list[Partition]
+    optimized_partitions: list[Partition]
+    migration_plan: dict[str, Any]
+    statistics: dict[str, Any]
+
+    @property
+    def plan(self) -> MigrationPlan:
+        """The migration plan as the validated model."""
+        return MigrationPlan.from_dict(self.migration_plan)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_KEYS)
+
+    def __len__(self) -> int:
+        return len(_KEYS)
+
+
+_KEYS = tuple(f.name for f in fields(OptimizeResult))
