@@ -1,0 +1,84 @@
+"""The demo's prefix cache: its folder, its summary and the verdict's clause."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import codedag.experiments.demo_cache as demo_cache
+from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+
+
+def _plan(cached: bool = True) -> dict[str, Any]:
+    chain = {
+        "id": "prefix0",
+        "steps": ["cv2.imdecode", "cv2.resize", "cv2.cvtColor"],
+        "cached": cached,
+        "cut": {"step": "cv2.resize", "bytes_per_sample": 49152, "saved_ns": 2_500_000},
+        "reason": "saves 2.5 ms",
+    }
+    return {
+        "cache": {
+            "mode": "auto",
+            "budget_bytes": 1 << 30,
+            "bytes_total": 4 << 20,
+            "saved_ns_per_sample": 2_500_000,
+            "write_ns_per_sample": 100_000,
+            "note": "n",
+            "chains": [chain],
+        }
+    }
+
+
+def test_settings_point_at_the_demo_folder(tmp_path: Path) -> None:
+    settings = demo_cache.cache_settings(tmp_path, enabled=False)
+    assert settings.enabled is False
+    assert settings.store.folder == tmp_path / demo_cache.FOLDER
+
+
+def test_clear_frees_what_the_store_holds(tmp_path: Path) -> None:
+    store = PrefixStore.open(StoreSettings(folder=tmp_path / demo_cache.FOLDER))
+    value = np.arange(4096, dtype=np.uint8)
+    store.begin_run()
+    store.put(b"k" * 16, value, ())
+    assert store.get(b"k" * 16) is not None
+    store.close()
+    assert demo_cache.clear(tmp_path) > 0
+    reopened = PrefixStore.open(StoreSettings(folder=tmp_path / demo_cache.FOLDER))
+    assert reopened.get(b"k" * 16) is None
+    reopened.close()
+
+
+def test_summary_in_short_with_the_runs_counters() -> None:
+    stats = {"enabled": True, "hits": 10, "misses": {"cold": 4}}
+    summary = demo_cache.cache_summary(_plan(), stats)
+    assert summary["saved_ms_per_sample"] == 2.5 and summary["write_ms_per_sample"] == 0.1
+    assert summary["chains"] == [
+        {"id": "prefix0", "steps": ["cv2.imdecode", "cv2.resize", "cv2.cvtColor"],
+         "cached": True, "cut": "cv2.resize", "bytes_per_sample": 49152, "saved_ms": 2.5,
+         "reason": "saves 2.5 ms"}
+    ]  # fmt: skip
+    assert summary["stats"] is stats
+    assert demo_cache.cache_summary(_plan(), {"enabled": False})["stats"] is None
+    assert demo_cache.cache_summary({}, stats) == {}
+
+
+def test_clause_names_the_cached_steps_up_to_the_cut() -> None:
+    summary = demo_cache.cache_summary(_plan(), {"enabled": True, "hits": 3})
+    assert demo_cache.cache_clause(summary) == (
+        "keeps each sample's deterministic prefix in the prefix cache (prefix0: imdecode > resize)"
+    )
+
+
+def test_clause_says_when_nothing_was_read_back() -> None:
+    summary = demo_cache.cache_summary(_plan(), {"enabled": True, "hits": 0, "misses": {"cold": 4}})
+    assert demo_cache.cache_clause(summary).endswith("read nothing back from it (misses: cold 4)")
+    nothing = demo_cache.cache_summary(_plan(), {"enabled": False})
+    assert demo_cache.cache_clause(nothing).endswith("(misses: none)")
+
+
+def test_no_clause_without_a_cached_chain() -> None:
+    assert demo_cache.cache_clause(demo_cache.cache_summary(_plan(cached=False), {})) == ""
+    assert demo_cache.cache_clause({}) == ""

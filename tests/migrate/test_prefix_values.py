@@ -1,0 +1,142 @@
+"""Prefix values: deferred or computed calls of a cached chain, keyed, until the cut."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import codedag.migrate.prefix.values as values
+from codedag.migrate.prefix.entry import Meta, meta_of
+from codedag.migrate.prefix.values import Lineage, PrefixValue, has_prefix_value, step
+
+
+@dataclass
+class _Chain:
+    id: str = "prefix0"
+    cut_function: str = "cut"
+    cut_occurrence: int = 0
+
+
+@dataclass
+class _Session:
+    """Knows the headers in ``known``; records misses and cuts."""
+
+    known: dict[bytes, Meta] = field(default_factory=dict)
+    misses: list[tuple[str, str]] = field(default_factory=list)
+    cuts: list[tuple[bytes, bool]] = field(default_factory=list)
+
+    def miss(self, chain_id: str, reason: str) -> None:
+        self.misses.append((chain_id, reason))
+
+    def meta(self, key: bytes) -> tuple[Meta, bool] | None:
+        meta = self.known.get(key)
+        return None if meta is None else (meta, False)
+
+    def cut(self, first: Any, key: bytes, deferred: bool, function: Any, args: Any, kw: Any) -> Any:
+        self.cuts.append((key, deferred))
+        return function(*values.concrete(args), **values.concrete_kwargs(kw))
+
+
+def _source(session: _Session, array: np.ndarray) -> PrefixValue:
+    return PrefixValue(Lineage(_Chain(), session), b"src", meta_of(array), array)
+
+
+def test_a_computed_step_runs_and_keys_by_call_and_arguments() -> None:
+    session = _Session()
+    source = _source(session, np.arange(6, dtype=np.uint8).reshape(2, 3))
+    doubled = source * 2
+    assert isinstance(doubled, PrefixValue)
+    assert doubled._done
+    assert np.array_equal(np.asarray(doubled._value), np.arange(6).reshape(2, 3) * 2)
+    again = _source(session, np.zeros((2, 3), np.uint8)) * 2
+    assert again._key == doubled._key  # same call, same argument, same source key
+    assert (_source(session, np.zeros(1)) * 3)._key != doubled._key
+    assert session.misses == []
+
+
+def test_a_known_key_defers_the_call_and_the_header_answers_metadata() -> None:
+    calls: list[int] = []
+
+    def scale(array: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return array.astype(np.float32) / 2
+
+    array = np.ones((4, 5), np.uint8)
+    probe = step("scale", scale, (_source(_Session(), array),), {})
+    session = _Session(known={probe._key: meta_of(np.zeros((4, 5), np.float32))})
+    calls.clear()
+    source = PrefixValue(
+        Lineage(_Chain(), session), b"src", meta_of(array), call=(array.copy, (), {})
+    )
+    deferred = step("scale", scale, (source,), {})
+    assert not deferred._done and calls == []
+    assert deferred.shape == (4, 5) and deferred.ndim == 2 and len(deferred) == 4
+    assert deferred.dtype == np.float32 and deferred.nbytes == 80
+    assert "deferred" in repr(deferred)
+    assert session.misses == []
+    real = np.asarray(deferred)  # a use outside the chain: replay, then divergence
+    assert calls == [1] and np.array_equal(real, np.full((4, 5), 0.5, np.float32))
+    assert session.misses == [("prefix0", "conversion to an array")]
+
+
+def test_the_cut_asks_the_session() -> None:
+    session = _Session()
+    source = _source(session, np.ones(3))
+    result = step("cut", np.negative, (source,), {})
+    assert np.array_equal(result, -np.ones(3))
+    assert len(session.cuts) == 1 and session.cuts[0][1] is False  # computed, not deferred
+
+
+def test_values_of_two_sources_combined_diverge_both() -> None:
+    session_a, session_b = _Session(), _Session()
+    a, b = _source(session_a, np.ones(2)), _source(session_b, np.ones(2))
+    total = a + b
+    assert not isinstance(total, PrefixValue)
+    assert np.array_equal(total, np.full(2, 2.0))
+    assert session_a.misses == [("prefix0", "values of two sources combined")]
+    assert session_b.misses == session_a.misses
+
+
+def test_a_chain_diverges_once_and_is_computed_normally_after() -> None:
+    session = _Session()
+    source = _source(session, np.array([1, 0, 2]))
+    assert bool(source[0]) is True  # static index: recorded; truth test: diverges
+    assert session.misses == [("prefix0", "truth value")]
+    after = source + 1
+    assert not isinstance(after, PrefixValue)
+    assert session.misses == [("prefix0", "truth value")]
+
+
+def test_indexing_with_an_array_diverges() -> None:
+    session = _Session()
+    source = _source(session, np.arange(4))
+    assert source[np.array([3, 0])].tolist() == [3, 0]
+    assert session.misses == [("prefix0", "indexing with an array")]
+
+
+def test_too_many_steps_diverge() -> None:
+    session = _Session()
+    value: Any = _source(session, np.zeros(1))
+    for _ in range(values.MAX_STEPS):
+        value = value + 1
+    assert isinstance(value, PrefixValue) and session.misses == []
+    value = value + 1
+    assert not isinstance(value, PrefixValue)
+    assert session.misses == [("prefix0", "more calls than a chain may make before its cut")]
+    assert float(value[0]) == values.MAX_STEPS + 1
+
+
+def test_image_header_metadata() -> None:
+    meta = Meta("pil", (10, 20, 3), "", "RGB")
+    value = PrefixValue(Lineage(_Chain(), _Session()), b"k", meta)
+    assert (value.size, value.width, value.height, value.mode) == ((20, 10), 20, 10, "RGB")
+
+
+def test_has_prefix_value_looks_into_lists_and_keywords() -> None:
+    value = _source(_Session(), np.zeros(1))
+    assert has_prefix_value(([1, value],), {})
+    assert has_prefix_value((), {"x": value})
+    assert not has_prefix_value((np.zeros(1), [1, 2]), {"x": 3})
+    assert values.concrete(([value, 1],))[0][1] == 1
