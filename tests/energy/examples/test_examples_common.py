@@ -41,12 +41,9 @@ def test_out_of_range_flags_exit_with_a_usage_error(
     assert "need epochs >= 0, lr > 0, 0 <= dropout < 1" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parse_args accepts --train-samples 0 (and --batch-size 0, --test-samples 0); "
-    "train_and_test then fails with ZeroDivisionError/ValueError instead of a usage error",
+@pytest.mark.parametrize(
+    "argv", [["--train-samples", "0"], ["--batch-size", "0"], ["--test-samples", "-1"]]
 )
-@pytest.mark.parametrize("argv", [["--train-samples", "0"], ["--batch-size", "0"]])
 def test_sizes_below_one_exit_with_a_usage_error(
     monkeypatch: pytest.MonkeyPatch, argv: list[str]
 ) -> None:

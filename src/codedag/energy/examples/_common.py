@@ -9,6 +9,8 @@ import time
 import torch
 from torch import nn
 
+from codedag.devices.torch_devices import cuda_available
+
 
 def parse_args(description: str, default_epochs: int, default_lr: float) -> argparse.Namespace:
     """The flags every example accepts (the ones the bundled models config mutates)."""
@@ -22,10 +24,15 @@ def parse_args(description: str, default_epochs: int, default_lr: float) -> argp
     parser.add_argument("--train-samples", type=int, default=512)
     parser.add_argument("--test-samples", type=int, default=256)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="cuda" if cuda_available() else "cpu")
     args = parser.parse_args()
     if args.epochs < 0 or args.lr <= 0 or not 0.0 <= args.dropout < 1.0:
         parser.error(f"need epochs >= 0, lr > 0, 0 <= dropout < 1; got {vars(args)}")
+    sizes = {"--batch-size": args.batch_size, "--train-samples": args.train_samples,
+             "--test-samples": args.test_samples}  # fmt: skip
+    small = [f"{flag} {value}" for flag, value in sizes.items() if value < 1]
+    if small:
+        parser.error(f"sizes must be at least 1, got {', '.join(small)}")
     torch.manual_seed(args.seed)  # the model is built next: --seed decides its initial weights
     return args
 
