@@ -9,8 +9,6 @@ import time
 import torch
 from torch import nn
 
-from codedag.devices.torch_devices import cuda_available
-
 
 def parse_args(description: str, default_epochs: int, default_lr: float) -> argparse.Namespace:
     """The flags every example accepts (the ones the bundled models config mutates)."""
@@ -24,7 +22,9 @@ def parse_args(description: str, default_epochs: int, default_lr: float) -> argp
     parser.add_argument("--train-samples", type=int, default=512)
     parser.add_argument("--test-samples", type=int, default=256)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
-    parser.add_argument("--device", default="cuda" if cuda_available() else "cpu")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
+    )  # a standalone script: it runs without codedag importable
     args = parser.parse_args()
     if args.epochs < 0 or args.lr <= 0 or not 0.0 <= args.dropout < 1.0:
         parser.error(f"need epochs >= 0, lr > 0, 0 <= dropout < 1; got {vars(args)}")
