@@ -83,6 +83,9 @@ PUBLIC_NAMES = [
     "Executor",
     "LocalExecutor",
     "RayExecutor",
+    "MigrationPlan",
+    "OptimizeResult",
+    "tune_loader",
 ]
 
 

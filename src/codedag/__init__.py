@@ -74,12 +74,14 @@ _EXPORTS: dict[str, str] = {
     "KWayPartitioner": "codedag.optimize.partition",
     "LocalExecutor": "codedag.energy.executors",
     "MetricsLogger": "codedag.monitor.metrics",
+    "MigrationPlan": "codedag.plan.model",
     "MigrationError": "codedag.errors",
     "ModelsConfig": "codedag.energy.config",
     "MonitorCallback": "codedag.monitor.callbacks",
     "MoveOnly": "codedag.backends.registry",
     "Mutator": "codedag.energy.mutation",
     "OpSpec": "codedag.backends.registry",
+    "OptimizeResult": "codedag.optimize.result",
     "OptimizerManager": "codedag.optimize.manager",
     "Partition": "codedag.optimize.partition",
     "PatchInjector": "codedag.migrate.injector",
@@ -122,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "setup_logging": "codedag.util.logs",
     "trace_dataloader": "codedag.trace.tracer",
     "trace_function": "codedag.trace.tracer",
+    "tune_loader": "codedag.tune.tuner",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
