@@ -21,18 +21,24 @@ log = logging.getLogger(__name__)
 _monitors: weakref.WeakSet[Any] = weakref.WeakSet()
 _hook_installed = False
 _warned_pid: int | None = None
+# This process's id, kept current by the at-fork hook: the per-step check reads it instead of
+# asking the kernel (a system call costs microseconds right after a training step's wait).
+_pid = os.getpid()
 
 
 def register(monitor: object) -> None:
     """Follow ``monitor`` across forks (installs the at-fork hook once per process)."""
-    global _hook_installed
+    global _hook_installed, _pid
     _monitors.add(monitor)
     if not _hook_installed and hasattr(os, "register_at_fork"):
+        _pid = os.getpid()  # this module may have been imported before a fork
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _hook_installed = True
 
 
 def _after_fork_in_child() -> None:
+    global _pid
+    _pid = os.getpid()
     for monitor in list(_monitors):
         for fh in monitor.open_stream_files():
             _silence(fh)
@@ -53,7 +59,7 @@ def _silence(fh: Any) -> None:
 def ignored_here(owner_pid: int, what: str) -> bool:
     """True (with one warning per process) when called outside the monitor's own process."""
     global _warned_pid
-    pid = os.getpid()
+    pid = _pid if _hook_installed else os.getpid()
     if pid == owner_pid:
         return False
     if _warned_pid != pid:
