@@ -220,6 +220,29 @@ def patch_sites(name: str, registry: Any) -> list[str]:
     return [name, *alias_paths(name, raw, registry.aliases(name))]
 
 
+def patch_each(
+    patcher: Patcher,
+    names: list[str],
+    factory: Any,
+    current: list[str],
+    what: str,
+    registry: Any,
+) -> int:
+    """Patch every public path of each of ``names`` with ``factory``; ``current`` holds the name
+    being patched (the factory reads it). A function absent in this environment is one warning
+    naming ``what`` patches it; returns how many could not be patched."""
+    failed = 0
+    for name in names:
+        try:
+            current[:] = [name]
+            patcher.patch_many(patch_sites(name, registry), factory)
+        except Exception as error:  # a function absent in this environment
+            failed += 1
+            log.warning("%s: cannot patch %s: %s", what, name, error)
+    current.clear()
+    return failed
+
+
 def alias_paths(name: str, raw: object, registered: set[str]) -> list[str]:
     """Other public paths of the function ``name`` resolves to (``numpy.absolute`` for
     ``numpy.abs``, ``torch.stft`` for ``torch.functional.stft``).

@@ -34,7 +34,7 @@ from codedag.backends.batched.transfer import DeviceIO, Pending, streams_for
 from codedag.backends.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
 from codedag.backends.registry import default_registry
 from codedag.migrate.batched.settings import BatchedSettings, ChainSet
-from codedag.migrate.injector import patch_sites
+from codedag.migrate.injector import patch_each
 from codedag.migrate.workerstats import WorkerStats
 from codedag.patching import Patcher
 
@@ -129,7 +129,6 @@ class BatchedRuntime:
         FORCED.reset()
         fetch_module.COUNTERS.reset()
         FORCED.give_up_after = self.settings.give_up_after
-        failed = 0
         names = self.chains.functions
         entries = set(self.chains.entry_functions)
 
@@ -151,14 +150,9 @@ class BatchedRuntime:
             return chain_function(name, original, matcher)
 
         _warm(names)
-        for name in names:
-            try:
-                current[:] = [name]
-                self.patcher.patch_many(patch_sites(name, default_registry()), factory)
-            except Exception as error:  # a function absent in this environment
-                failed += 1
-                log.warning("batched execution: cannot patch %s: %s", name, error)
-        current.clear()
+        failed = patch_each(
+            self.patcher, names, factory, current, "batched execution", default_registry()
+        )
         conversions = [n for n in CONVERSIONS if n not in names]
         self.patcher.patch_many(conversions, factory)
         self.patcher.patch_many([FETCH, NEXT], factory, rebind_references=False)

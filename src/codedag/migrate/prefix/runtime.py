@@ -119,7 +119,7 @@ class PrefixCacheRuntime:
         elif self.store.problems:
             log.warning("prefix cache: %s", "; ".join(self.store.problems))
         from codedag.backends.registry import default_registry
-        from codedag.migrate.injector import patch_sites
+        from codedag.migrate.injector import patch_each
         from codedag.migrate.workerstats import WorkerStats
 
         names = sorted({f for c in self.chains for f in c.functions} | set(self._sources))
@@ -131,15 +131,9 @@ class PrefixCacheRuntime:
                 return self._make_fetch(original)
             return self._replacement(name, original)
 
-        failed = 0
-        for name in names:
-            try:
-                current[:] = [name]
-                self.patcher.patch_many(patch_sites(name, default_registry()), factory)
-            except Exception as error:  # a function absent in this environment
-                failed += 1
-                log.warning("prefix cache: cannot patch %s: %s", name, error)
-        current.clear()
+        failed = patch_each(
+            self.patcher, names, factory, current, "prefix cache", default_registry()
+        )
         self.patcher.patch_many([FETCH], factory, rebind_references=False)
         self.workers = WorkerStats(["cache"], lambda _name: self.session.values(), FIELDS)
         self._applied = True
