@@ -235,6 +235,16 @@ def _fma(a: torch.Tensor, b: torch.Tensor | float, c: torch.Tensor | float) -> t
     return (a.double() * bb + cc).float()
 
 
+def _scalar_hue(
+    r: torch.Tensor, g: torch.Tensor, b: torch.Tensor, v: torch.Tensor, k: torch.Tensor
+) -> torch.Tensor:
+    """The scalar code's hue before wrapping: ``(b - r) * k + 120`` and ``(r - g) * k + 240``
+    are contracted to one ``fma`` by the compiler in cv2's builds (rounded once)."""
+    green = _fma(b - r, k, 120.0)
+    blue = _fma(r - g, k, 240.0)
+    return torch.where(v == r, (g - b) * k, torch.where(v == g, green, blue))
+
+
 def bgr2hsv_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
     """cv2's RGB2HSV_f on (N, H, W, C) float32: hue in degrees."""
     b, g, r = x[..., bidx], x[..., 1], x[..., 2 - bidx]
@@ -257,9 +267,7 @@ def bgr2hsv_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
     d = v - vm
     s_nat = d / (v.abs() + _EPS)
     k = _over(60.0, (d + _EPS).double()).float()
-    h_nat = torch.where(
-        v == r, (g - b) * k, torch.where(v == g, (b - r) * k + 120.0, (r - g) * k + 240.0)
-    )
+    h_nat = _scalar_hue(r, g, b, v, k)
     h_nat = torch.where(h_nat < 0, h_nat + 360.0, h_nat)
     mask = simd_columns(x.shape[2], simd_lanes(), x.device)
     simd = torch.stack([h_simd, s_simd, vmax], dim=-1)
@@ -290,10 +298,7 @@ def _bgr2hls_parts(b: torch.Tensor, g: torch.Tensor, r: torch.Tensor, hscale: fl
     d = v - vm
     lum_n = (v + vm) * 0.5
     s_n = torch.where(lum_n < 0.5, d / (v + vm), d / ((2.0 - v) - vm))
-    k = _over(60.0, d)
-    h_n = torch.where(
-        v == r, (g - b) * k, torch.where(v == g, (b - r) * k + 120.0, (r - g) * k + 240.0)
-    )
+    h_n = _scalar_hue(r, g, b, v, _over(60.0, d))
     h_n = torch.where(h_n < 0, h_n + 360.0, h_n)
     some_n = d > _EPS
     scalar = (torch.where(some_n, h_n, 0.0) * _f(hscale), lum_n, torch.where(some_n, s_n, 0.0))

@@ -301,10 +301,8 @@ OPS = [
             max_mismatch_frac=1e-3,
             mismatch_atol=1.0,
             note="uint8 bit-exact: GRAY (15-bit fixed point), YCrCb, YUV, XYZ, and HSV and HLS "
-            "both ways (cv2's SIMD and scalar code emulated pixel by pixel), except an HLS rounding "
-            "tie "
-            "now and then (at most 0.1% of values off by 1); float results within float32 "
-            "rounding (hue in degrees)",
+            "both ways (cv2's SIMD and scalar code emulated pixel by pixel); float32 HSV and HLS "
+            "bit-exact too, other float results within float32 rounding (hue in degrees)",
         ),
     )
 ]
