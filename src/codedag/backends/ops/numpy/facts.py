@@ -35,6 +35,7 @@ FACTS = LibraryFacts(
         "numpy.lib.scimath",
     ),
     wrapped=("numpy", "numpy.linalg", "numpy.fft", "numpy.random"),
+    # numpy.source exists before NumPy 2.0
     not_wrapped=("numpy.test", "numpy.show_config", "numpy.info", "numpy.source"),
     data_types=(("numpy", "ndarray"),),
     distributions=("numpy",),
