@@ -53,7 +53,7 @@ ORIGINAL_ATTR = "__codedag_original__"
 _LIVE_PATCHERS: weakref.WeakSet[Patcher] = weakref.WeakSet()
 
 
-@dataclass
+@dataclass(slots=True)
 class PatchRecord:
     """What one patch changed: the original, its replacement and every site rebound."""
 
@@ -69,6 +69,9 @@ class PatchRecord:
     def site_count(self) -> int:
         """Number of places that now hold the replacement."""
         return len(self.sites)
+
+
+_DESCRIPTORS = (staticmethod, classmethod)
 
 
 def resolve(qualified_name: str) -> tuple[Any, str, Any]:
@@ -237,7 +240,8 @@ class Patcher:
         self, qualified_name: str, factory: Callable[[str, Callable[..., Any]], Callable[..., Any]]
     ) -> PatchRecord:
         owner, attribute, raw = resolve(qualified_name)
-        original = unwrap_descriptor(raw)
+        descriptor = isinstance(raw, _DESCRIPTORS)
+        original = raw.__func__ if descriptor else raw
         if not callable(original):
             raise MigrationError(f"{qualified_name!r} is {type(original).__name__}, not callable")
         if getattr(original, ORIGINAL_ATTR, None) is not None:
@@ -249,27 +253,23 @@ class Patcher:
             setattr(replacement, ORIGINAL_ATTR, original)
         except (AttributeError, TypeError):
             pass
-        if isinstance(raw, staticmethod):
-            installed: Any = staticmethod(replacement)
-        elif isinstance(raw, classmethod):
-            installed = classmethod(replacement)
-        else:
-            installed = replacement
-        primary = Site(owner, attribute, item=False)
+        installed: Any = type(raw)(replacement) if descriptor else replacement
         try:
-            primary.set(installed)
+            setattr(owner, attribute, installed)
         except (AttributeError, TypeError) as e:
             raise MigrationError(
                 f"cannot patch {qualified_name!r}: {getattr(owner, '__name__', owner)!r} "
                 f"does not allow setting {attribute!r} (a C type's attributes are read-only)"
             ) from e
-        return PatchRecord(qualified_name, raw, replacement, [primary])
+        return PatchRecord(qualified_name, raw, replacement, [Site(owner, attribute, False)])
 
     def _undo(self, record: PatchRecord) -> None:
-        original = unwrap_descriptor(record.original)
-        for index, site in enumerate(reversed(record.sites)):
-            is_primary = index == len(record.sites) - 1
-            site.set(record.original if is_primary else original)
+        sites = record.sites
+        if len(sites) > 1:
+            original = unwrap_descriptor(record.original)
+            for site in reversed(sites[1:]):
+                site.set(original)
+        sites[0].set(record.original)  # the primary site gets the descriptor back
 
     def restore(self, qualified_name: str | None = None) -> int:
         """Put back the exact original objects (all patches, or one); returns how many.

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 
-@dataclass
+@dataclass(slots=True)
 class Site:
     """One place that held the original: ``container[key]`` (``item``) or an attribute."""
 
