@@ -544,13 +544,22 @@ _BY_VALUE = frozenset({bool, str, bytes, type(None), type(Ellipsis)})
 
 
 def _stand_in(value: Any) -> Any:
-    """A deferred array as a read-only zero-stride array of its shape and dtype (no memory)."""
-    if not isinstance(value, Meta):
+    """A deferred array as a read-only zero-stride array of its shape and dtype (no memory;
+    one per shape and dtype, made once)."""
+    if type(value) is not Meta:
         return value
-    if value.kind != "array":
-        raise UnsupportedOperation("no stand-in")
-    base = np.zeros((), dtype=value.dtype)
-    return np.lib.stride_tricks.as_strided(base, value.shape, (0,) * value.ndim, writeable=False)
+    found = _STAND_INS.get(value)
+    if found is None:
+        if value.kind != "array":
+            raise UnsupportedOperation("no stand-in")
+        found = np.broadcast_to(np.zeros((), dtype=value.dtype), value.shape)  # read-only
+        if len(_STAND_INS) >= _MAX_SIGNATURES:
+            _STAND_INS.clear()
+        _STAND_INS[value] = found
+    return found
+
+
+_STAND_INS: dict[Meta, np.ndarray] = {}
 
 
 def _zeros_like(value: object) -> Any:
@@ -566,7 +575,7 @@ def _per_sample_key(value: Any) -> Any:
     if isinstance(value, Meta):
         return value
     if is_array(value):
-        return ("per_sample", tuple(value.shape), str(value.dtype))
+        return ("per_sample", tuple(value.shape), value.dtype)
     return ("per_sample", type(value), np.shape(value))
 
 

@@ -234,20 +234,30 @@ def pad_nhwc(
 
 def is_int(value: object) -> bool:
     """A Python or NumPy integer (not a bool)."""
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+    kind = type(value)
+    if kind is int:  # the usual case first: these checks run on every recorded call
+        return True
+    return isinstance(value, _INTEGERS) and kind is not bool
 
 
 def is_number(value: object) -> bool:
     """A Python or NumPy real number (not a bool)."""
-    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
-        value, bool | np.bool_
-    )
+    kind = type(value)
+    if kind is int or kind is float:
+        return True
+    return isinstance(value, _NUMBERS) and kind is not bool
+
+
+_INTEGERS = (int, np.integer)
+_NUMBERS = (int, float, np.integer, np.floating)
 
 
 def int_pair(value: object) -> tuple[int, int] | None:
     """A cv2 Size or Point argument (a tuple or list of two integers), else ``None``."""
-    if isinstance(value, tuple | list) and len(value) == 2 and all(is_int(v) for v in value):
-        return int(value[0]), int(value[1])
+    if (type(value) is tuple or isinstance(value, tuple | list)) and len(value) == 2:
+        first, second = value
+        if is_int(first) and is_int(second):
+            return int(first), int(second)
     return None
 
 
