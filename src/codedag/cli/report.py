@@ -90,12 +90,13 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from codedag.monitor.compare import compare_modes
+    from codedag.monitor.model import RunResults
     from codedag.monitor.results import load_results, merge_results
     from codedag.report.ranks import collect_ranks, results_file
 
     paths = [results_file(Path(p)) for p in args.results]
     path = paths[0]
-    load: Callable[[Path], dict[str, Any]] = load_results
+    load: Callable[[Path], RunResults] = load_results
     out = Path(args.out) if args.out is not None else path.parent / "plots"
     if not args.no_plots:
         from codedag.util.paths import check_output_dir
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     from codedag.util.text import terminal_text
 
-    title = f"{results['experiment_name']} ({', '.join(map(str, paths))})"
+    title = f"{results.experiment_name} ({', '.join(map(str, paths))})"
     table = Table(title=terminal_text(title, 500))
     for column in (
         "mode", "status", "batches", "batch mean ms", "std", "p50", "p95", "data wait",
