@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 from codedag.devices.distributed import distributed_launch, distributed_rank
@@ -352,14 +353,19 @@ class ExperimentMonitor:
     def __enter__(self) -> ExperimentMonitor:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._current is not None:
-            if exc_type is None:
+            if exc is None:
                 self.stop_mode()
-            elif issubclass(exc_type, KeyboardInterrupt):
+            elif isinstance(exc, KeyboardInterrupt):
                 self.stop_mode("interrupted", interruption_name(exc))
             else:
-                self.stop_mode("failed", f"{exc_type.__name__}: {exc}")
+                self.stop_mode("failed", f"{type(exc).__name__}: {exc}")
         self.save_json()
         self.close()
 
