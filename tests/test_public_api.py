@@ -85,6 +85,7 @@ PUBLIC_NAMES = [
     "RayExecutor",
     "MigrationPlan",
     "OptimizeResult",
+    "RunResults",
     "tune_loader",
 ]
 

@@ -93,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "ReplayProbe": "codedag.monitor.replay",
     "ResourceMonitor": "codedag.monitor.resources",
     "ResultsDB": "codedag.energy.store",
+    "RunResults": "codedag.monitor.model",
     "SchemaError": "codedag.errors",
     "SessionOptions": "codedag.energy.session",
     "StandardOp": "codedag.backends.registry",

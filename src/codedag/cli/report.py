@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from codedag.monitor.model import RunResults
 
 
 def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
@@ -46,7 +49,7 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=run)
 
 
-def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
+def _fmt(value: float | None, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
     if value is None:
         return "-"
     return f"{value * scale:.{digits}f}{suffix}"
@@ -85,17 +88,27 @@ def steady_caption(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def _loader(rebuild: bool) -> Callable[[Path], RunResults]:
+    """How a results file is read: as written, or recomputed from its raw CSV streams."""
+    if rebuild:
+        from codedag.monitor.rebuild import rebuild_results
+
+        return rebuild_results
+    from codedag.monitor.results import load_results
+
+    return load_results
+
+
 def run(args: argparse.Namespace) -> int:
     """Load, compare, plot and print."""
     import json
 
     from codedag.monitor.compare import compare_modes
-    from codedag.monitor.results import load_results, merge_results
+    from codedag.monitor.results import merge_results
     from codedag.report.ranks import collect_ranks, results_file
 
     paths = [results_file(Path(p)) for p in args.results]
     path = paths[0]
-    load: Callable[[Path], dict[str, Any]] = load_results
     out = Path(args.out) if args.out is not None else path.parent / "plots"
     if not args.no_plots:
         from codedag.util.paths import check_output_dir
@@ -104,10 +117,7 @@ def run(args: argparse.Namespace) -> int:
             args.out if args.out is not None else out,
             "--out" if args.out is not None else "--out (default)",
         )
-    if args.rebuild:
-        from codedag.monitor.rebuild import rebuild_results
-
-        load = rebuild_results
+    load = _loader(args.rebuild)
     loaded = [load(p) for p in paths]
     ranked = collect_ranks(paths, loaded, load=load)
     if ranked is not None:
@@ -131,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
     from codedag.util.text import terminal_text
 
-    title = f"{results['experiment_name']} ({', '.join(map(str, paths))})"
+    title = f"{results.experiment_name} ({', '.join(map(str, paths))})"
     table = Table(title=terminal_text(title, 500))
     for column in (
         "mode", "status", "batches", "batch mean ms", "std", "p50", "p95", "data wait",

@@ -37,6 +37,7 @@ from codedag.experiments.demo_steps import (
     verdict,
 )
 from codedag.graph.model import ExecutionDAG
+from codedag.monitor.model import RunResults
 from codedag.util.io import atomic_write_json
 from codedag.util.paths import output_lock
 
@@ -237,7 +238,7 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
         dag_drawing=str(dag_path),
         plan=str(out_dir / "migration_plan.json"),
     )
-    results = monitor.to_dict()
+    results = monitor.results()
     demo = _demo_result(
         settings, device, plan, section, stats, results, equivalence, files, epochs, cache
     )
@@ -252,7 +253,7 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
             dag_svg,
             dag_dot,
             plots,
-            results["environment"],
+            results.environment,
             stats.get("cache"),
             chain_view(dag, plan),
         )
@@ -303,7 +304,7 @@ def _demo_result(
     plan: dict[str, Any],
     section: Any,
     stats: dict[str, Any],
-    results: dict[str, Any],
+    results: RunResults,
     equivalence: dict[str, Any],
     files: dict[str, str],
     epochs: list[EpochSummary],

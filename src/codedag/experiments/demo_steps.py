@@ -11,6 +11,7 @@ import numpy as np
 
 from codedag.errors import ConfigError
 from codedag.experiments.demo_settings import DemoSettings, EpochSummary, ModeSummary
+from codedag.monitor.model import RunResults
 
 Progress = Callable[[str, int, int], None]
 
@@ -218,7 +219,7 @@ def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> di
     }
 
 
-def summarize(results: dict[str, Any]) -> tuple[list[ModeSummary], dict[str, Any] | None]:
+def summarize(results: RunResults) -> tuple[list[ModeSummary], dict[str, Any] | None]:
     """Per-mode figures from the monitor's results (steady state: the warm-up batches left out),
     and the optimized mode's row of :func:`~codedag.monitor.compare.compare_modes` (``speedup``,
     ``speedup_spread``, ``difference``), ``None`` when it did not run."""

@@ -11,7 +11,10 @@
 * :mod:`.forksafe`: An ExperimentMonitor in a forked process (a DataLoader worker) writes nothing
   there
 * :mod:`.metrics`: Loss and accuracy logging with constant memory and honest handling of NaN/inf
-* :mod:`.mode`: One mode's measurements (timer, metrics, resources, raw streams) and its JSON form
+* :mod:`.mode`: One mode's measurements (timer, metrics, resources, raw streams) and its part of
+  the results
+* :mod:`.model`: The results file as one model (RunResults, ModeResults, ModeSummary, ...), shared
+  by the monitor that writes it and every reader
 * :mod:`.plots`: PNG figures comparing the modes of a results file (baseline vs optimization
   overlaid)
 * :mod:`.probes`: What one resource sample reads: CPU and memory of the process tree, the
@@ -24,7 +27,7 @@
 * :mod:`.resources`: ResourceMonitor: a background thread sampling CPU, memory and GPUs at a fixed
   interval
 * :mod:`.results`: The results JSON: the original API's structure plus schema_version, environment and data
-  wait
+  wait; loading, validating, upgrading and merging into the model
 * :mod:`.sinks`: Where the records go: the raw CSV streams, TensorBoard, MLflow (a package of its
   own)
 * :mod:`.spill`: Stream every raw sample of a long run to a CSV file, so memory stays bounded and

@@ -14,11 +14,14 @@ the figures over every step, without a spread.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from codedag.errors import ConfigError
 from codedag.measure import Timing, Verdict, compare
+from codedag.monitor.model import ModeResults, ModeSummary, RunResults, SteadySummary
+from codedag.monitor.results import load_results
 
 DIFFERENCE = {Verdict.FASTER: "faster", Verdict.SLOWER: "slower", Verdict.TIE: "no difference"}
 
@@ -46,22 +49,22 @@ class StepRatio:
         )  # fmt: skip
 
 
-def _timing(steady: object) -> Timing | None:
-    step = steady.get("step_time") if isinstance(steady, dict) else None
-    count = steady.get("num_batches") if isinstance(steady, dict) else None
-    if not isinstance(step, dict) or not isinstance(count, int) or count < 1:
+def _timing(steady: SteadySummary | None) -> Timing | None:
+    if steady is None or steady.step_time is None or steady.num_batches < 1:
         return None
-    quartiles = [step.get(k) for k in ("p25", "p50", "p75")]
-    if not all(isinstance(q, int | float) and math.isfinite(q) for q in quartiles):
+    quartiles = [
+        _finite(q) for q in (steady.step_time.p25, steady.step_time.p50, steady.step_time.p75)
+    ]
+    if any(q is None for q in quartiles):
         return None
-    q25, q50, q75 = (round(float(q) * 1e9) for q in quartiles)  # type: ignore[arg-type]
-    return Timing(q50, q25, q75, count)
+    q25, q50, q75 = (round(q * 1e9) for q in quartiles if q is not None)
+    return Timing(q50, q25, q75, steady.num_batches)
 
 
-def step_ratio(reference: dict[str, Any], mode: dict[str, Any]) -> StepRatio | None:
+def step_ratio(reference: ModeSummary, mode: ModeSummary) -> StepRatio | None:
     """The speedup of ``mode`` over ``reference`` (two summaries), ``None`` without steady
     figures in both."""
-    a, b = _timing(reference.get("steady")), _timing(mode.get("steady"))
+    a, b = _timing(reference.steady), _timing(mode.steady)
     if a is None or b is None or a.median_ns <= 0 or b.median_ns <= 0:
         return None
     judged = compare(a, b)
@@ -69,97 +72,107 @@ def step_ratio(reference: dict[str, Any], mode: dict[str, Any]) -> StepRatio | N
     return StepRatio(judged.speedup, judged.spread_ns / b.median_ns, DIFFERENCE[judged.verdict])
 
 
-def pick_baseline(results: dict[str, Any], baseline: str | None = None) -> str | None:
-    """The reference mode: ``baseline`` if given, else one named "baseline", else the first."""
-    modes = list(results.get("modes", {}))
+def pick_baseline(modes: Iterable[str], baseline: str | None = None) -> str | None:
+    """The reference mode among ``modes``: ``baseline`` if given, else one named "baseline",
+    else the first.
+
+    Raises:
+        ConfigError: ``baseline`` is not one of ``modes``.
+    """
+    names = list(modes)
     if baseline is not None:
-        if baseline not in modes:
-            raise ConfigError(f"baseline mode {baseline!r} not in the results; modes: {modes}")
+        if baseline not in names:
+            raise ConfigError(f"baseline mode {baseline!r} not in the results; modes: {names}")
         return baseline
-    if "baseline" in modes:
+    if "baseline" in names:
         return "baseline"
-    return modes[0] if modes else None
+    return names[0] if names else None
 
 
-def _get(d: object, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
-
-
-def _num(d: object, *keys: str) -> float | None:
-    """The number at ``keys`` (int or finite float; not bool), else None."""
-    value = _get(d, *keys)
+def _finite(value: object) -> float | None:
+    """The number (int or finite float; not bool), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) else None
 
 
-def _ratio(num: object, den: object) -> float | None:
-    if isinstance(num, int | float) and isinstance(den, int | float) and den > 0:
-        return float(num) / float(den)
-    return None
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den is not None and den > 0 else None
 
 
-def _delta(value: object, ref: object) -> float | None:
-    if isinstance(value, int | float) and isinstance(ref, int | float):
-        return float(value) - float(ref)
-    return None
+def _delta(value: float | None, ref: float | None) -> float | None:
+    return value - ref if value is not None and ref is not None else None
 
 
-def compare_modes(results: dict[str, Any], baseline: str | None = None) -> list[dict[str, Any]]:
+def _figures(summary: ModeSummary) -> SteadySummary | ModeSummary:
+    """Where a mode's figures come from: the steady state where the file has it."""
+    return summary.steady if summary.steady is not None else summary
+
+
+def _row(name: str, mode: ModeResults, ref: ModeSummary | None) -> dict[str, Any]:
+    s = mode.summary
+    f = _figures(s)
+    batch, wait, step, rate = f.batch_time, f.data_wait, f.step_time, f.throughput
+    row: dict[str, Any] = {
+        "mode": name,
+        "status": mode.status,
+        "num_batches": s.num_batches,
+        "warmup_batches": f.warmup_batches if isinstance(f, SteadySummary) else 0,
+        "steady_batches": f.num_batches if isinstance(f, SteadySummary) else None,
+        "total_time_s": _finite(s.total_time),
+        "batch_mean_s": None if batch is None else _finite(batch.mean),
+        "batch_std_s": None if batch is None else _finite(batch.std),
+        "batch_p50_s": None if batch is None else _finite(batch.p50),
+        "batch_p95_s": None if batch is None else _finite(batch.p95),
+        "data_wait_mean_s": None if wait is None else _finite(wait.mean),
+        "data_wait_share_pct": None if wait is None else _finite(wait.share_pct),
+        "step_mean_s": None if step is None else _finite(step.mean),
+        "step_std_s": None if step is None else _finite(step.std),
+        "step_p50_s": None if step is None else _finite(step.p50),
+        "batches_per_s": None if rate is None else _finite(rate.batches_per_s),
+        "samples_per_s": None if rate is None else _finite(rate.samples_per_s),
+        "final_loss": None if s.loss is None else _finite(s.loss.final),
+        "final_accuracy": None if s.accuracy is None else _finite(s.accuracy.final),
+    }
+    ratio = None if ref is None else step_ratio(ref, s)
+    if ratio is not None:
+        row["speedup"], row["speedup_spread"] = ratio.speedup, ratio.spread
+        row["difference"] = ratio.difference
+    else:  # no steady figures: mean step times, without a spread
+        ref_step = None if ref is None else _figures(ref).step_time
+        ref_mean = None if ref_step is None else _finite(ref_step.mean)
+        row["speedup"] = _ratio(ref_mean, row["step_mean_s"])
+        row["speedup_spread"] = row["difference"] = None
+    ref_batch = None if ref is None else _figures(ref).batch_time
+    row["batch_speedup"] = _ratio(
+        None if ref_batch is None else _finite(ref_batch.mean), row["batch_mean_s"]
+    )
+    ref_loss = None if ref is None or ref.loss is None else _finite(ref.loss.final)
+    ref_acc = None if ref is None or ref.accuracy is None else _finite(ref.accuracy.final)
+    row["loss_delta"] = _delta(row["final_loss"], ref_loss)
+    row["accuracy_delta"] = _delta(row["final_accuracy"], ref_acc)
+    return row
+
+
+def compare_modes(
+    results: RunResults | Mapping[str, Any], baseline: str | None = None
+) -> list[dict[str, Any]]:
     """One row per mode (times in seconds, shares in percent, ratios plain).
 
-    Keys: mode, status, num_batches, warmup_batches, steady_batches, total_time_s, batch_mean_s,
+    ``results`` is the model or its JSON dict (checked and upgraded as a file is). Keys: mode,
+    status, num_batches, warmup_batches, steady_batches, total_time_s, batch_mean_s,
     batch_std_s, batch_p50_s, batch_p95_s, data_wait_mean_s, data_wait_share_pct, step_mean_s,
     step_std_s, step_p50_s, batches_per_s, samples_per_s, speedup, speedup_spread, difference,
     batch_speedup, final_loss, loss_delta, final_accuracy, accuracy_delta, is_baseline. Figures
     are the steady state where the file has it (see the module docstring); ``None`` marks what
     the file does not contain.
     """
-    ref_name = pick_baseline(results, baseline)
-    modes = results.get("modes", {})
-    ref = _get(modes, ref_name, "summary") if ref_name else None
-    ref_steady = _get(ref, "steady") or ref
+    run = load_results(results)
+    ref_name = pick_baseline(run.modes, baseline)
+    ref = run.modes[ref_name].summary if ref_name is not None else None
     rows = []
-    for name, mode in modes.items():
-        s = mode.get("summary", {}) if isinstance(mode, dict) else {}
-        steady = _get(s, "steady")
-        f = steady if isinstance(steady, dict) else s  # where the figures come from
-        batches = _num(s, "num_batches")
-        row: dict[str, Any] = {
-            "mode": str(name),
-            "status": str(mode.get("status", "completed")) if isinstance(mode, dict) else "?",
-            "num_batches": int(batches) if batches is not None else None,
-            "warmup_batches": int(_num(f, "warmup_batches") or 0),
-            "steady_batches": int(_num(f, "num_batches") or 0) if f is steady else None,
-            "total_time_s": _num(s, "total_time"),
-            "batch_mean_s": _num(f, "batch_time", "mean"),
-            "batch_std_s": _num(f, "batch_time", "std"),
-            "batch_p50_s": _num(f, "batch_time", "p50"),
-            "batch_p95_s": _num(f, "batch_time", "p95"),
-            "data_wait_mean_s": _num(f, "data_wait", "mean"),
-            "data_wait_share_pct": _num(f, "data_wait", "share_pct"),
-            "step_mean_s": _num(f, "step_time", "mean"),
-            "step_std_s": _num(f, "step_time", "std"),
-            "step_p50_s": _num(f, "step_time", "p50"),
-            "batches_per_s": _num(f, "throughput", "batches_per_s"),
-            "samples_per_s": _num(f, "throughput", "samples_per_s"),
-            "final_loss": _num(s, "loss", "final"),
-            "final_accuracy": _num(s, "accuracy", "final"),
-            "is_baseline": name == ref_name,
-        }
-        ratio = step_ratio(ref, s) if isinstance(ref, dict) and isinstance(s, dict) else None
-        if ratio is not None:
-            row["speedup"], row["speedup_spread"] = ratio.speedup, ratio.spread
-            row["difference"] = ratio.difference
-        else:  # no steady figures: mean step times, without a spread
-            row["speedup"] = _ratio(_num(ref_steady, "step_time", "mean"), row["step_mean_s"])
-            row["speedup_spread"] = row["difference"] = None
-        row["batch_speedup"] = _ratio(_num(ref_steady, "batch_time", "mean"), row["batch_mean_s"])
-        row["loss_delta"] = _delta(row["final_loss"], _num(ref, "loss", "final"))
-        row["accuracy_delta"] = _delta(row["final_accuracy"], _num(ref, "accuracy", "final"))
+    for name, mode in run.modes.items():
+        row = _row(name, mode, ref)
+        row["is_baseline"] = name == ref_name
         rows.append(row)
     return rows

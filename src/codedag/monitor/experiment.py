@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 from codedag.devices.distributed import distributed_launch, distributed_rank
@@ -50,6 +51,7 @@ from codedag.monitor import forksafe
 from codedag.monitor.environment import collect_environment
 from codedag.monitor.metrics import MetricsLogger
 from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
+from codedag.monitor.model import Environment, ModeSummary, RunResults
 from codedag.monitor.records import ModeEnd, ModeInfo, RunInfo, summary_figures
 from codedag.monitor.resources import Probe, ResourceMonitor
 from codedag.monitor.results import SCHEMA_VERSION
@@ -288,22 +290,23 @@ class ExperimentMonitor:
             log.warning("resource probe unavailable (%s); recording no resource samples", error)
             return NullProbe(str(error))
 
-    def stop_mode(self, status: str = "completed", error: str | None = None) -> dict[str, Any]:
-        """Stop the running mode, write the JSON, and return the mode's summary.
+    def stop_mode(self, status: str = "completed", error: str | None = None) -> ModeSummary:
+        """Stop the running mode, write the JSON, and return the mode's summary (empty when no
+        mode was running).
 
         An interruption (Ctrl-C, SIGTERM under the codedag CLI) arriving meanwhile is raised once
         the results are written.
         """
         if forksafe.ignored_here(self._pid, "stop_mode"):
-            return {}
+            return ModeSummary()
         with deferred_interrupts():
             return self._stop_mode(status, error)
 
-    def _stop_mode(self, status: str, error: str | None) -> dict[str, Any]:
+    def _stop_mode(self, status: str, error: str | None) -> ModeSummary:
         current = self._current
         if current is None:
             log.warning("stop_mode() without a running mode: ignored")
-            return {}
+            return ModeSummary()
         self._current = None
         current.timer.stop()
         current.metrics.fold()
@@ -318,7 +321,7 @@ class ExperimentMonitor:
         current.status = status
         current.error = error
         current.ended_at = time.time()
-        summary = current.to_dict()["summary"]
+        summary = current.results().summary
         self._hub.end_mode(
             ModeEnd(name=current.name, status=status, error=error,
                     steps=current.timer.num_batches, figures=summary_figures(summary))
@@ -350,14 +353,19 @@ class ExperimentMonitor:
     def __enter__(self) -> ExperimentMonitor:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._current is not None:
-            if exc_type is None:
+            if exc is None:
                 self.stop_mode()
-            elif issubclass(exc_type, KeyboardInterrupt):
+            elif isinstance(exc, KeyboardInterrupt):
                 self.stop_mode("interrupted", interruption_name(exc))
             else:
-                self.stop_mode("failed", f"{exc_type.__name__}: {exc}")
+                self.stop_mode("failed", f"{type(exc).__name__}: {exc}")
         self.save_json()
         self.close()
 
@@ -444,24 +452,30 @@ class ExperimentMonitor:
         log.warning("%s() called without a running mode (call start_mode first): ignored", what)
 
     # ----------------------------------------------------------------- output
-    def to_dict(self) -> dict[str, Any]:
+    def results(self) -> RunResults:
         """The full results (a running mode included, with status ``running``)."""
         from codedag.version import __version__
 
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "codedag_version": __version__,
-            "experiment_name": self.experiment_name,
-            "timestamp": self.timestamp,
-            "datetime": self.datetime,
-            "environment": {
-                **self.environment,
-                "rank": self.rank,
-                "world_size": self.world_size,
-                "launch": self.launch,
-            },
-            "modes": {name: m.to_dict() for name, m in self._modes.items()},
-        }
+        return RunResults(
+            schema_version=SCHEMA_VERSION,
+            codedag_version=__version__,
+            experiment_name=self.experiment_name,
+            timestamp=self.timestamp,
+            datetime=self.datetime,
+            environment=Environment.model_validate(
+                {
+                    **self.environment,
+                    "rank": self.rank,
+                    "world_size": self.world_size,
+                    "launch": self.launch,
+                }
+            ),
+            modes={name: m.results() for name, m in self._modes.items()},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The full results as the JSON dict ``results.json`` holds."""
+        return self.results().to_dict()
 
     def flush(self) -> Path | None:
         """Write the JSON and the CSV buffers now; a failed write is logged, not raised."""
@@ -484,18 +498,18 @@ class ExperimentMonitor:
         is written, the owner's results path is returned)."""
         if forksafe.ignored_here(self._pid, "save_json"):
             return self.results_path
-        data = self.to_dict()
+        results = self.results()
         target = Path(path) if path is not None else self.results_path
         if target.resolve() != self.results_path.resolve():
-            atomic_write_json(self.results_path, data)
+            atomic_write_json(self.results_path, results.to_dict())
             # the CSV names are relative to the run folder; make them resolve from ``target``
             base = os.path.abspath(target.parent)
-            for mode in data["modes"].values():
-                mode["files"] = {
+            for mode in results.modes.values():
+                mode.files = {
                     kind: os.path.relpath(self.run_dir.absolute() / name, base) if name else None
-                    for kind, name in mode["files"].items()
+                    for kind, name in mode.files.items()
                 }
-        atomic_write_json(target, data)
+        atomic_write_json(target, results.to_dict())
         log.info("results written to %s", target)
         self._hub.log_artifact(target)
         return target
@@ -505,7 +519,7 @@ class ExperimentMonitor:
         from codedag.monitor.plots import plot_results
 
         folder = Path(out_dir) if out_dir is not None else self.run_dir / "plots"
-        figures = plot_results(self.to_dict(), folder)
+        figures = plot_results(self.results(), folder)
         if figures and not forksafe.ignored_here(self._pid, "plot_metrics"):
             self._hub.log_artifact(folder)
         return figures

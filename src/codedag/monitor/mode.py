@@ -1,4 +1,4 @@
-"""One mode's measurements (timer, metrics, resources, raw streams) and its JSON form."""
+"""One mode's measurements (timer, metrics, resources, raw streams) and its part of the results."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codedag.monitor.metrics import MetricsLogger
+from codedag.monitor.model import ModeResults
 from codedag.monitor.resources import ResourceMonitor
 from codedag.monitor.timer import Timer
 
@@ -56,32 +57,46 @@ class ModeRecord:
         self.started_at = time.time()
         self.ended_at: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        batch_times, waits, stride = self.timer.batch_series()
-        summary = self.timer.summary()
-        summary.update(self.metrics.summary())
-        usage: dict[str, Any] = {}
-        downsampling: dict[str, Any] = {"batch_times": stride, **self.metrics.strides()}
-        if self.resources is not None:
-            usage = self.resources.usage()
-            res_summary = self.resources.summary()
-            downsampling["resource_usage"] = res_summary.pop("max_stride")
-            summary["resources"] = res_summary
-        return {
-            "config": self.config,
-            "status": self.status,
-            "error": self.error,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "batch_times": batch_times,
-            "data_wait_times": waits,
-            "resource_usage": usage,
-            "metrics": self.metrics.series(),
-            "summary": summary,
-            "resources": self.describe,
-            "downsampling": downsampling,
-            "files": self.files,
-        }
+    def results(self) -> ModeResults:
+        """The mode as the results file holds it (a running mode has status ``running``)."""
+        parts = measured_parts(self.timer, self.metrics, self.resources)
+        return ModeResults.model_validate(
+            {
+                "config": self.config,
+                "status": self.status,
+                "error": self.error,
+                "started_at": self.started_at,
+                "ended_at": self.ended_at,
+                **parts,
+                "resources": self.describe,
+                "files": self.files,
+            }
+        )
+
+
+def measured_parts(
+    timer: Timer, metrics: MetricsLogger, resources: ResourceMonitor | None
+) -> dict[str, Any]:
+    """A mode's measured keys of the results file: ``batch_times``, ``data_wait_times``,
+    ``resource_usage``, ``metrics``, ``summary`` and ``downsampling``, in the file's order."""
+    batch_times, waits, stride = timer.batch_series()
+    summary = timer.summary()
+    summary.update(metrics.summary())
+    usage: dict[str, Any] = {}
+    downsampling: dict[str, Any] = {"batch_times": stride, **metrics.strides()}
+    if resources is not None:
+        usage = resources.usage()
+        res_summary = resources.summary()
+        downsampling["resource_usage"] = res_summary.pop("max_stride")
+        summary["resources"] = res_summary
+    return {
+        "batch_times": batch_times,
+        "data_wait_times": waits,
+        "resource_usage": usage,
+        "metrics": metrics.series(),
+        "summary": summary,
+        "downsampling": downsampling,
+    }
 
 
 def batch_size_of(item: object, n_samples: Callable[[Any], int] | None) -> int:

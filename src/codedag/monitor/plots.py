@@ -16,11 +16,13 @@ Long series are bucket means (the stride is in the title).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from codedag.monitor.compare import compare_modes
+from codedag.monitor.model import ModeResults, RunResults, Series
+from codedag.monitor.results import load_results
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +54,23 @@ def _empty(ax: Any, text: str) -> None:
     ax.set_yticks([])
 
 
-def _stride_note(mode: dict[str, Any], key: str) -> str:
-    stride = mode.get("downsampling", {}).get(key, 1)
-    return f" [means of {stride}]" if isinstance(stride, int) and stride > 1 else ""
+def _stride_note(mode: ModeResults, key: str) -> str:
+    stride = mode.stride(key)
+    return f" [means of {stride}]" if stride > 1 else ""
 
 
 def _plot_steps(
-    ax: Any, modes: dict[str, Any], key: str, scale: float, title: str, unit: str
+    ax: Any,
+    modes: dict[str, ModeResults],
+    series: Callable[[ModeResults], Series],
+    scale: float,
+    title: str,
+    unit: str,
 ) -> None:
     drawn = False
     notes = set()
     for i, (name, mode) in enumerate(modes.items()):
-        points = mode.get(key, [])
+        points = series(mode)
         if not points:
             continue
         xs = [p[0] for p in points]
@@ -83,23 +90,29 @@ def _plot_steps(
     ax.legend(loc="upper right")
 
 
-def _resource_series(mode: dict[str, Any], key: str) -> dict[str, list[list[float]]]:
-    usage = mode.get("resource_usage", {}).get(key)
-    if isinstance(usage, dict):
-        return {f"GPU {dev}": pts for dev, pts in sorted(usage.items()) if pts}
-    return {"": usage} if usage else {}
+def _resource_series(mode: ModeResults, key: str) -> dict[str, Series]:
+    return {
+        f"GPU {device}" if device else "": points
+        for device, points in sorted(mode.resource_usage.series(key).items())
+        if points
+    }
 
 
 def _plot_resource(
-    ax: Any, modes: dict[str, Any], keys: list[tuple[str, str]], title: str, unit: str, empty: str
+    ax: Any,
+    modes: dict[str, ModeResults],
+    keys: list[tuple[str, str]],
+    title: str,
+    unit: str,
+    empty: str,
 ) -> None:
     drawn = False
     for i, (name, mode) in enumerate(modes.items()):
-        t0 = mode.get("started_at")
+        t0 = mode.started_at
         for k, (key, label) in enumerate(keys):
             for d, (device, points) in enumerate(_resource_series(mode, key).items()):
                 style = ("-", "--", ":", "-.")[(k + d) % 4]  # GPUs of one mode: one color each
-                origin = t0 if isinstance(t0, int | float) else points[0][0]
+                origin = t0 if t0 is not None else points[0][0]
                 xs = [p[0] - origin for p in points]
                 ys = [p[1] for p in points]
                 parts = [name, device, label]
@@ -119,13 +132,13 @@ def _plot_resource(
     ax.legend(loc="best", fontsize="small")
 
 
-def _plot_metric(ax: Any, modes: dict[str, Any], key: str, title: str, unit: str) -> None:
+def _plot_metric(ax: Any, modes: dict[str, ModeResults], key: str, title: str, unit: str) -> None:
     drawn = False
     for i, (name, mode) in enumerate(modes.items()):
-        points = mode.get("metrics", {}).get(key, [])
+        points = mode.metrics.losses if key == "losses" else mode.metrics.accuracies
         if not points:
             continue
-        stride = mode.get("downsampling", {}).get(key, 1) or 1
+        stride = mode.stride(key)
         xs = [j * stride for j in range(len(points))]
         ax.plot(xs, [p[2] for p in points], color=_COLORS[i % len(_COLORS)], lw=1.2, label=name)
         drawn = True
@@ -140,12 +153,12 @@ def _plot_metric(ax: Any, modes: dict[str, Any], key: str, title: str, unit: str
     ax.legend(loc="best")
 
 
-def _gpu_reason(results: dict[str, Any]) -> str:
-    reason = results.get("environment", {}).get("gpu_reason")
+def _gpu_reason(results: RunResults) -> str:
+    reason = results.environment.gpu_reason
     return "no GPU samples" + (f": {reason}" if reason else "")
 
 
-def _plot_summary(fig: Any, axes: Any, results: dict[str, Any]) -> None:
+def _plot_summary(fig: Any, axes: Any, results: RunResults) -> None:
     rows = compare_modes(results)
     names = [r["mode"] for r in rows]
     colors = [_COLORS[i % len(_COLORS)] for i in range(len(rows))]
@@ -174,14 +187,20 @@ def _plot_summary(fig: Any, axes: Any, results: dict[str, Any]) -> None:
     for ax in axes[0]:
         ax.grid(axis="y", alpha=0.3)
         ax.tick_params(axis="x", labelrotation=15)
-    fig.suptitle(f"{results.get('experiment_name', '')}: summary")
+    fig.suptitle(f"{results.experiment_name}: summary")
 
 
-def plot_results(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """Render every figure for a results dict; returns the PNG paths written."""
+def plot_results(results: RunResults | Mapping[str, Any], out_dir: str | Path) -> list[Path]:
+    """Render every figure for the results (the model or its JSON dict); returns the PNG paths
+    written.
+
+    Raises:
+        SchemaError: a dict that is not valid results.
+    """
     out = Path(out_dir)
-    modes = results.get("modes", {})
-    name = results.get("experiment_name", "")
+    results = load_results(results)
+    modes = results.modes
+    name = results.experiment_name
     written: list[Path] = []
 
     def emit(filename: str, rows: int, draw: Callable[[Any, Any], None], cols: int = 1) -> None:
@@ -190,8 +209,8 @@ def plot_results(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
         written.append(_save(fig, out / filename))
 
     def batch(fig: Any, axes: Any) -> None:
-        _plot_steps(axes[0][0], modes, "batch_times", 1e3, "Batch time", "ms")
-        _plot_steps(axes[1][0], modes, "data_wait_times", 1e3, "Data wait", "ms")
+        _plot_steps(axes[0][0], modes, lambda m: m.batch_times, 1e3, "Batch time", "ms")
+        _plot_steps(axes[1][0], modes, lambda m: m.data_wait_times, 1e3, "Data wait", "ms")
         fig.suptitle(f"{name}: batch time and data wait per step")
 
     def cpu(fig: Any, axes: Any) -> None:

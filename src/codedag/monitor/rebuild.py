@@ -18,15 +18,18 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from codedag.errors import SchemaError
 from codedag.monitor.metrics import MetricsLogger
+from codedag.monitor.mode import measured_parts
+from codedag.monitor.model import ModeResults, RunResults
 from codedag.monitor.resources import ResourceMonitor, sample_from_rows
 from codedag.monitor.results import load_results
 from codedag.monitor.timer import Timer
 
 log = logging.getLogger(__name__)
+
+SAMPLER_FACTS = ("interval_s", "errors", "sampler_cpu_s", "sampler_cpu_pct")
 
 
 def _rows(path: Path | None) -> Iterator[dict[str, str]]:
@@ -82,13 +85,9 @@ def stream_path(run_dir: Path, name: object, where: str) -> Path | None:
     return candidate
 
 
-def _rebuild_mode(name: str, mode: dict[str, Any], run_dir: Path, capacity: int) -> dict[str, Any]:
-    files = mode.get("files") or {}
-    if not isinstance(files, dict):
-        raise SchemaError(f"modes.{name}.files: expected an object, got {type(files).__name__}")
-
+def _rebuild_mode(name: str, mode: ModeResults, run_dir: Path, capacity: int) -> ModeResults:
     def path(kind: str) -> Path | None:
-        return stream_path(run_dir, files.get(kind), f"modes.{name}.files.{kind}")
+        return stream_path(run_dir, mode.files.get(kind), f"modes.{name}.files.{kind}")
 
     batches_csv = path("batches")
     if batches_csv is None or not batches_csv.is_file():
@@ -105,7 +104,7 @@ def _rebuild_mode(name: str, mode: dict[str, Any], run_dir: Path, capacity: int)
             continue
         last_end = end
         timer.add(batch_s, wait_s, time_s=end, n_samples=n)
-    clock[0] = max(last_end, float((mode.get("summary") or {}).get("total_time") or 0.0))
+    clock[0] = max(last_end, float(mode.summary.total_time))
     timer.stop()
     metrics = MetricsLogger(downsample_capacity=capacity)
     for row in _rows(path("metrics")):
@@ -115,37 +114,19 @@ def _rebuild_mode(name: str, mode: dict[str, Any], run_dir: Path, capacity: int)
         except (KeyError, ValueError):
             continue
     resources = _usage_from_rows(_resource_rows(path("resources")), capacity)
-    summary = timer.summary()
-    summary.update(metrics.summary())
-    res_summary = resources.summary()
-    stride = res_summary.pop("max_stride")
-    recorded = (mode.get("summary") or {}).get("resources") or {}
-    for key in ("interval_s", "errors", "sampler_cpu_s", "sampler_cpu_pct"):
-        if key in recorded:
-            res_summary[key] = recorded[key]
-    summary["resources"] = res_summary
-    if "timing" in (mode.get("summary") or {}):
-        summary["timing"] = mode["summary"]["timing"]
-    batch_times, waits, batch_stride = timer.batch_series()
-    return {
-        **mode,
-        "batch_times": batch_times,
-        "data_wait_times": waits,
-        "resource_usage": resources.usage(),
-        "metrics": metrics.series(),
-        "summary": summary,
-        "downsampling": {
-            "batch_times": batch_stride,
-            **metrics.strides(),
-            "resource_usage": stride,
-        },
-        "rebuilt_at": time.time(),
-    }
+    parts = measured_parts(timer, metrics, resources)
+    rebuilt = ModeResults.model_validate({**mode.to_dict(), **parts, "rebuilt_at": time.time()})
+    summary, recorded = rebuilt.summary, mode.summary.resources
+    if recorded is not None and summary.resources is not None:
+        # what the sampler knew of itself is not in the raw rows
+        kept = {key: recorded[key] for key in SAMPLER_FACTS if key in recorded}
+        summary.resources = summary.resources.model_copy(update=kept)
+    if mode.summary.timing is not None:
+        summary.timing = mode.summary.timing
+    return rebuilt
 
 
-def rebuild_results(
-    source: str | os.PathLike[str], downsample_capacity: int = 2048
-) -> dict[str, Any]:
+def rebuild_results(source: str | os.PathLike[str], downsample_capacity: int = 2048) -> RunResults:
     """Results of a run folder (or its results file) recomputed from the raw CSV streams.
 
     Modes without a batches CSV keep their JSON entry unchanged.
@@ -158,11 +139,10 @@ def rebuild_results(
     if path.is_dir():
         path = path / "results.json"
     results = load_results(path)
-    out = {k: v for k, v in results.items() if k != "modes"}
-    out["modes"] = {
+    modes = {
         name: _rebuild_mode(
             f"results file {path}: modes.{name}", mode, path.parent, downsample_capacity
         )
-        for name, mode in results["modes"].items()
+        for name, mode in results.modes.items()
     }
-    return load_results(out)
+    return results.model_copy(update={"modes": modes})

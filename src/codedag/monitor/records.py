@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from codedag.monitor.model import ModeSummary
+
 
 class StepRecord(NamedTuple):
     """One training step of a mode.
@@ -125,39 +127,41 @@ class ModeEnd:
     figures: dict[str, float]
 
 
-def summary_figures(summary: dict[str, Any]) -> dict[str, float]:
-    """The headline numbers of a mode's summary (the results file's), flat, by name.
+def summary_figures(summary: ModeSummary) -> dict[str, float]:
+    """The headline numbers of a mode's summary, flat, by name.
 
     Steady-state figures (warm-up batches left out) are used where the summary has them.
     """
-    steady = summary.get("steady") or {}
-    step = steady.get("step_time") or summary.get("step_time") or {}
-    batch = steady.get("batch_time") or summary.get("batch_time") or {}
-    wait = steady.get("data_wait") or summary.get("data_wait") or {}
-    throughput = steady.get("throughput") or summary.get("throughput") or {}
-    resources = (summary.get("resources") or {}).get("series") or {}
+    steady = summary.steady
+    figures = steady if steady is not None else summary
+    step, batch, wait = figures.step_time, figures.batch_time, figures.data_wait
+    rate, loss, accuracy = figures.throughput, summary.loss, summary.accuracy
+    series = summary.resources.series if summary.resources is not None else {}
+    cpu, workers_cpu, workers_memory = (
+        series.get(key) for key in ("cpu_usage", "workers_cpu_usage", "workers_memory_mb")
+    )
     pairs = {
-        "total_time_s": summary.get("total_time"),
-        "steps": summary.get("num_batches"),
-        "warmup_steps": steady.get("warmup_batches"),
-        "step_time_mean_s": step.get("mean"),
-        "step_time_p50_s": step.get("p50"),
-        "batch_time_mean_s": batch.get("mean"),
-        "batch_time_p50_s": batch.get("p50"),
-        "batch_time_p95_s": batch.get("p95"),
-        "data_wait_mean_s": wait.get("mean"),
-        "data_wait_share_pct": wait.get("share_pct"),
-        "samples_per_s": throughput.get("samples_per_s"),
-        "batches_per_s": throughput.get("batches_per_s"),
-        "loss_final": (summary.get("loss") or {}).get("final"),
-        "accuracy_final": (summary.get("accuracy") or {}).get("final"),
-        "cpu_mean_pct": (resources.get("cpu_usage") or {}).get("mean"),
-        "workers_cpu_mean_pct": (resources.get("workers_cpu_usage") or {}).get("mean"),
-        "workers_memory_max_mb": (resources.get("workers_memory_mb") or {}).get("max"),
+        "total_time_s": summary.total_time,
+        "steps": summary.num_batches,
+        "warmup_steps": None if steady is None else steady.warmup_batches,
+        "step_time_mean_s": None if step is None else step.mean,
+        "step_time_p50_s": None if step is None else step.p50,
+        "batch_time_mean_s": None if batch is None else batch.mean,
+        "batch_time_p50_s": None if batch is None else batch.p50,
+        "batch_time_p95_s": None if batch is None else batch.p95,
+        "data_wait_mean_s": None if wait is None else wait.mean,
+        "data_wait_share_pct": None if wait is None else wait.share_pct,
+        "samples_per_s": None if rate is None else rate.samples_per_s,
+        "batches_per_s": None if rate is None else rate.batches_per_s,
+        "loss_final": None if loss is None else loss.final,
+        "accuracy_final": None if accuracy is None else accuracy.final,
+        "cpu_mean_pct": None if cpu is None else cpu.mean,
+        "workers_cpu_mean_pct": None if workers_cpu is None else workers_cpu.mean,
+        "workers_memory_max_mb": None if workers_memory is None else workers_memory.max,
     }
-    energy = [v.get("max") for k, v in resources.items() if k.startswith("gpu_energy_j/")]
+    energy = [s.max for key, s in series.items() if key.startswith("gpu_energy_j/")]
     if energy and all(isinstance(e, int | float) for e in energy):
-        pairs["gpu_energy_j"] = sum(energy)
+        pairs["gpu_energy_j"] = sum(e for e in energy if e is not None)
     return {
         k: float(v)
         for k, v in pairs.items()

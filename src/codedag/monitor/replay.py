@@ -9,29 +9,31 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from codedag.devices.gpus import GPUInfo, GPUs, GPUSample
 from codedag.errors import ConfigError
+from codedag.monitor.model import RunResults
 from codedag.monitor.probes import ResourceSample
 from codedag.monitor.resources import GPU_SERIES, HOST_SERIES, sample_from_rows
 from codedag.monitor.results import load_results
 
 
 def recorded_samples(
-    source: str | os.PathLike[str] | dict[str, Any], mode: str
+    source: str | os.PathLike[str] | Mapping[str, Any] | RunResults, mode: str
 ) -> list[ResourceSample]:
     """The resource samples of ``mode`` in a results file, merged by timestamp, in order."""
     results = load_results(source)
-    if mode not in results["modes"]:
-        raise ConfigError(f"mode {mode!r} not in the results; modes: {list(results['modes'])}")
-    usage = results["modes"][mode]["resource_usage"]
+    if mode not in results.modes:
+        raise ConfigError(f"mode {mode!r} not in the results; modes: {list(results.modes)}")
+    usage = results.modes[mode].resource_usage
     rows: dict[float, list[tuple[str, float]]] = defaultdict(list)
     for key in HOST_SERIES.values():
-        for ts, value in usage.get(key, []):
+        for ts, value in usage.series(key).get("", []):
             rows[ts].append((key, value))
     for key in GPU_SERIES.values():
-        for device, points in usage.get(key, {}).items():
+        for device, points in usage.series(key).items():
             for ts, value in points:
                 rows[ts].append((f"{key}/{device}", value))
     return [sample_from_rows(ts, rows[ts]) for ts in sorted(rows)]
@@ -40,7 +42,9 @@ def recorded_samples(
 class ReplayProbe:
     """A probe that returns a saved run's samples one by one (the last one repeats at the end)."""
 
-    def __init__(self, source: str | os.PathLike[str] | dict[str, Any], mode: str) -> None:
+    def __init__(
+        self, source: str | os.PathLike[str] | Mapping[str, Any] | RunResults, mode: str
+    ) -> None:
         self.samples = recorded_samples(source, mode)
         if not self.samples:
             raise ConfigError(f"mode {mode!r} has no resource samples to replay")
@@ -62,7 +66,9 @@ class ReplayGPUs(GPUs):
 
     source = "replay"
 
-    def __init__(self, source: str | os.PathLike[str] | dict[str, Any], mode: str) -> None:
+    def __init__(
+        self, source: str | os.PathLike[str] | Mapping[str, Any] | RunResults, mode: str
+    ) -> None:
         self._samples = [s.gpus for s in recorded_samples(source, mode) if s.gpus]
         self._next = 0
         self._count = max((len(g) for g in self._samples), default=0)

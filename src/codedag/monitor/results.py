@@ -26,15 +26,23 @@ Layout (``SCHEMA_VERSION = 1``; every key of the original results format is kept
 Series longer than the in-memory capacity are bucket means with the stride in ``downsampling``;
 the CSV files named in ``files`` hold every raw row. Files without ``schema_version`` (the original
 format) load with defaults, and their summaries are recomputed from the series.
+
+:func:`load_results` checks a file against this layout (every problem named by its path), fills
+what older files lack (:func:`upgrade_results`) and returns the model of the file,
+:class:`~codedag.monitor.model.RunResults`, which writer and readers share.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from codedag.errors import SchemaError
+from codedag.monitor.model import ModeResults, RunResults
 
 SCHEMA_VERSION = 1
 MODE_STATUSES = ("running", "completed", "interrupted", "failed")
@@ -313,16 +321,23 @@ def check_version(version: object, where: str) -> None:
         )
 
 
-def load_results(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, Any]:
-    """Load, validate and upgrade a results file (or dict).
+def load_results(
+    source: str | os.PathLike[str] | Mapping[str, Any] | RunResults,
+) -> RunResults:
+    """Load, validate and upgrade a results file (or its dict) into the model.
+
+    A :class:`RunResults` is returned as it is. ``load_results(...).to_dict()`` is the upgraded
+    JSON form.
 
     Raises:
         SchemaError: unreadable JSON, a structural problem (all are listed), or a
             ``schema_version`` that is not 0 to ``SCHEMA_VERSION`` (newer files need a newer
             codedag).
     """
-    if isinstance(source, dict):
-        data: Any = source
+    if isinstance(source, RunResults):
+        return source
+    if isinstance(source, Mapping):
+        data: Any = dict(source)
         where = "results"
     else:
         from codedag.util.io import read_json
@@ -334,29 +349,65 @@ def load_results(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, A
     problems = validate_results(data)
     if problems:
         raise SchemaError(f"{where}: not a codedag results file: " + "; ".join(problems[:10]))
-    return upgrade_results(data)
+    try:
+        return RunResults.model_validate(upgrade_results(data))
+    except ValidationError as error:
+        problems = _model_problems(error)
+        raise SchemaError(
+            f"{where}: not a codedag results file: " + "; ".join(problems[:10])
+        ) from None
 
 
-def merge_results(runs: list[dict[str, Any]], labels: list[str] | None = None) -> dict[str, Any]:
+_EXPECTED = {
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "string_type": "a string",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "list_type": "a list",
+}
+
+
+def _model_problems(error: ValidationError) -> list[str]:
+    """The model's complaints in the words of :func:`validate_results` (one per field)."""
+    found: dict[str, str] = {}
+    for problem in error.errors(include_url=False):
+        loc = list(problem["loc"])
+        kind = problem["type"]
+        if loc and loc[-1] in ("int", "float"):  # a member of ``int | float``: one number
+            loc.pop()
+            kind = "float_type"
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        expected = _EXPECTED.get(kind)
+        got = type(problem.get("input")).__name__
+        found.setdefault(
+            where,
+            f"{where}: expected {expected}, got {got}"
+            if expected
+            else f"{where}: {problem['msg']}",
+        )
+    return list(found.values())
+
+
+def merge_results(
+    runs: Sequence[RunResults | Mapping[str, Any]], labels: list[str] | None = None
+) -> RunResults:
     """Combine the modes of several loaded runs into one, for comparing separate processes.
 
     A mode name seen in an earlier run gets ``@label`` appended (the label defaults to the run's
     experiment name), so nothing is dropped. The first run provides the top-level fields.
 
     Raises:
-        SchemaError: when ``runs`` is empty.
+        SchemaError: when ``runs`` is empty, or a run is not valid results.
     """
     if not runs:
         raise SchemaError("expected at least one results file to merge, got none")
-    merged = dict(runs[0])
-    merged["modes"] = {}
-    names = []
-    for index, run in enumerate(runs):
-        label = labels[index] if labels else str(run.get("experiment_name", index))
-        names.append(str(run.get("experiment_name", label)))
-        for mode, data in run.get("modes", {}).items():
-            key = mode if mode not in merged["modes"] else f"{mode}@{label}"
-            merged["modes"][key] = data
-    unique = list(dict.fromkeys(names))
-    merged["experiment_name"] = unique[0] if len(unique) == 1 else " + ".join(unique)
-    return merged
+    loaded = [load_results(run) for run in runs]
+    modes: dict[str, ModeResults] = {}
+    for index, run in enumerate(loaded):
+        label = labels[index] if labels else run.experiment_name
+        for name, mode in run.modes.items():
+            modes[name if name not in modes else f"{name}@{label}"] = mode
+    unique = list(dict.fromkeys(run.experiment_name for run in loaded))
+    name = unique[0] if len(unique) == 1 else " + ".join(unique)
+    return loaded[0].model_copy(update={"modes": modes, "experiment_name": name})

@@ -3,6 +3,7 @@ partitioned DAG, plots, environment."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ def write_demo_report(
     dag_svg: str | None,
     dag_dot: str | None,
     plots: list[Path],
-    environment: dict[str, Any],
+    environment: Mapping[str, Any],
     cache_stats: dict[str, Any] | None = None,
     chain: ChainView | None = None,
 ) -> Path:

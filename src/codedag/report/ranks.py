@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from codedag.monitor.compare import compare_modes, pick_baseline
+from codedag.monitor.model import RunResults
 from codedag.monitor.results import load_results, merge_results
 from codedag.util.io import atomic_save_figure
 
@@ -33,32 +34,26 @@ MAX_LAUNCH_GAP_S = 900.0  # ranks of one launch start their monitors within this
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
 
 
-def rank_of(results: dict[str, Any]) -> tuple[int, int]:
+def rank_of(results: RunResults) -> tuple[int, int]:
     """``(rank, world size)`` a results file was written with; ``(0, 1)`` for one process."""
-    env = results.get("environment") or {}
-    try:
-        return int(env.get("rank", 0) or 0), max(1, int(env.get("world_size", 1) or 1))
-    except (TypeError, ValueError):
-        return 0, 1
+    return results.environment.rank, max(1, results.environment.world_size)
 
 
-def _launch_ids(results: dict[str, Any]) -> dict[str, str]:
-    launch = (results.get("environment") or {}).get("launch") or {}
-    ids = launch.get("ids") if isinstance(launch, dict) else None
-    return dict(ids) if isinstance(ids, dict) else {}
+def _launch_ids(results: RunResults) -> dict[str, str]:
+    launch = results.environment.launch
+    return dict(launch.ids) if launch is not None else {}
 
 
-def same_launch(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def same_launch(a: RunResults, b: RunResults) -> bool:
     """Whether two ranks' results belong to one launch (name, world size, launcher ids, time)."""
-    if a.get("experiment_name") != b.get("experiment_name"):
+    if a.experiment_name != b.experiment_name:
         return False
     if rank_of(a)[1] != rank_of(b)[1]:
         return False
     ids_a, ids_b = _launch_ids(a), _launch_ids(b)
     if any(ids_a[k] != ids_b[k] for k in ids_a.keys() & ids_b.keys()):
         return False
-    gap = abs(float(a.get("timestamp", 0) or 0) - float(b.get("timestamp", 0) or 0))
-    return gap <= MAX_LAUNCH_GAP_S
+    return abs(a.timestamp - b.timestamp) <= MAX_LAUNCH_GAP_S
 
 
 def results_file(path: Path) -> Path:
@@ -79,7 +74,7 @@ def results_file(path: Path) -> Path:
     return max(runs, key=lambda p: (p.stat().st_mtime, str(p)))
 
 
-def find_other_ranks(path: Path, results: dict[str, Any]) -> dict[int, Path]:
+def find_other_ranks(path: Path, results: RunResults) -> dict[int, Path]:
     """``results.json`` of the other ranks of ``path``'s launch, in the folders next to it.
 
     For each missing rank the candidate closest in time wins (a folder that holds several runs
@@ -88,7 +83,7 @@ def find_other_ranks(path: Path, results: dict[str, Any]) -> dict[int, Path]:
     rank, world = rank_of(results)
     if world <= 1:
         return {}
-    stamp = float(results.get("timestamp", 0) or 0)
+    stamp = results.timestamp
     found: dict[int, tuple[float, Path]] = {}
     here = path.resolve()
     # ExperimentMonitor names rank folders <name>_rank<R>_<time>: look at that name's only
@@ -105,7 +100,7 @@ def find_other_ranks(path: Path, results: dict[str, Any]) -> dict[int, Path]:
         other_rank = rank_of(other)[0]
         if other_rank == rank or not same_launch(results, other):
             continue
-        gap = abs(float(other.get("timestamp", 0) or 0) - stamp)
+        gap = abs(other.timestamp - stamp)
         if other_rank not in found or gap < found[other_rank][0]:
             found[other_rank] = (gap, candidate)
     return {r: p for r, (_, p) in sorted(found.items())}
@@ -115,7 +110,7 @@ def find_other_ranks(path: Path, results: dict[str, Any]) -> dict[int, Path]:
 class RankedRun:
     """The results of every rank (modes of several files of one rank merged)."""
 
-    ranks: dict[int, dict[str, Any]]
+    ranks: dict[int, RunResults]
     paths: dict[int, list[Path]] = field(default_factory=dict)
 
     @property
@@ -124,16 +119,16 @@ class RankedRun:
 
     @property
     def experiment_name(self) -> str:
-        names = [r.get("experiment_name", "") for r in self.ranks.values()]
+        names = [r.experiment_name for r in self.ranks.values()]
         unique = list(dict.fromkeys(names))
         return unique[0] if len(unique) == 1 else " + ".join(unique)
 
 
 def collect_ranks(
     paths: Sequence[Path],
-    loaded: Sequence[dict[str, Any]],
+    loaded: Sequence[RunResults],
     find_others: bool = True,
-    load: Callable[[Path], dict[str, Any]] = load_results,
+    load: Callable[[Path], RunResults] = load_results,
 ) -> RankedRun | None:
     """Line up the ranks of the given results (None when every file is from one process).
 
@@ -142,7 +137,7 @@ def collect_ranks(
     """
     if all(rank_of(r)[1] <= 1 for r in loaded):
         return None
-    files: list[tuple[Path, dict[str, Any]]] = list(zip(paths, loaded))
+    files: list[tuple[Path, RunResults]] = list(zip(paths, loaded))
     if find_others:
         given = {p.resolve() for p in paths}
         for path, results in list(files):
@@ -150,7 +145,7 @@ def collect_ranks(
                 if other.resolve() not in given:
                     given.add(other.resolve())
                     files.append((other, load(other)))
-    by_rank: dict[int, list[tuple[Path, dict[str, Any]]]] = {}
+    by_rank: dict[int, list[tuple[Path, RunResults]]] = {}
     for path, results in files:
         by_rank.setdefault(rank_of(results)[0], []).append((path, results))
     ranks, where = {}, {}
@@ -180,7 +175,7 @@ def rank_rows(run: RankedRun, baseline: str | None = None) -> list[dict[str, Any
     """compare_modes' rows of every rank, with a ``rank`` key, mode by mode."""
     rows = []
     for rank, results in run.ranks.items():
-        ref = baseline if baseline in results.get("modes", {}) else None
+        ref = baseline if baseline in results.modes else None
         for row in compare_modes(results, ref):
             rows.append({"rank": rank, **row})
     return rows
@@ -219,7 +214,7 @@ def aggregate_rows(rows: list[dict[str, Any]], baseline: str | None = None) -> l
                 "final_accuracy": _mean([r["final_accuracy"] for r in ranks]),
             }
         )
-    ref_name = pick_baseline({"modes": {r["mode"]: None for r in out}}, baseline)
+    ref_name = pick_baseline([r["mode"] for r in out], baseline)
     ref = next((r for r in out if r["mode"] == ref_name), None)
     for row in out:
         row["is_baseline"] = row["mode"] == ref_name

@@ -31,19 +31,17 @@ def step_from_results(path: str | os.PathLike[str], mode: str | None = None) -> 
         ConfigError: the mode is missing or has no batch times.
     """
     from codedag.monitor.compare import pick_baseline
-    from codedag.util.io import read_json
+    from codedag.monitor.results import load_results
 
-    results = read_json(path, what="results")
-    if not isinstance(results, dict) or not isinstance(results.get("modes"), dict):
-        raise ConfigError(f"{path}: not a results file (no 'modes' object)")
-    name = pick_baseline(results, mode)
+    results = load_results(path)
+    name = pick_baseline(results.modes, mode)
     if name is None:
         raise ConfigError(f"{path}: the results hold no mode")
-    summary = results["modes"][name].get("summary") or {}
-    batch = summary.get("batch_time") or {}
-    step = batch.get("p50")
-    if not isinstance(step, int | float) or step <= 0:
-        times = [p[1] for p in results["modes"][name].get("batch_times", []) if len(p) == 2]
+    chosen = results.modes[name]
+    batch = chosen.summary.batch_time
+    step = None if batch is None else batch.p50
+    if step is None or step <= 0:
+        times = [p[1] for p in chosen.batch_times]
         if not times:
             raise ConfigError(f"{path}: mode {name!r} has no batch times")
         step = statistics.median(float(t) for t in times)
