@@ -181,4 +181,6 @@ def test_a_full_filesystem_degrades_to_no_cache_with_one_warning(
     assert equal(first, epoch(dataset)) and equal(second, first)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "filesystem is full" in warnings[0].getMessage()
-    assert rt.stats()["hits"] == 0 and rt.stats()["stored"] == 0
+    # nothing reached the store (a value still queued when the tier failed may have been hit
+    # in its own process: it is the computed value)
+    assert rt.stats()["stored"] == 0 and not rt.store.enabled

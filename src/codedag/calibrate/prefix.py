@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from codedag.measure.pair import time_one
-from codedag.migrate.prefix.entry import decode, encode
+from codedag.migrate.prefix.entry import Encoded, decode, encode
 from codedag.migrate.prefix.store import LmdbTier
 
 
@@ -69,9 +69,8 @@ def measure_store(sizes: Iterable[int], repeats: int = 7) -> StoreCosts:
             value = np.random.default_rng(size).integers(0, 255, size, dtype=np.uint8)
             encoded = encode(value)
             assert encoded is not None
-            header, data = encoded
             written: list[bytes] = []
-            write = functools.partial(_write, tier, counter, header, data, written)
+            write = functools.partial(_write, tier, counter, encoded, written)
             write_timing = time_one(write, repeats=repeats, warmup=1)
             read = functools.partial(_read, tier, itertools.cycle(written))
             read_timing = time_one(read, repeats=repeats)
@@ -84,11 +83,9 @@ def measure_store(sizes: Iterable[int], repeats: int = 7) -> StoreCosts:
     return costs
 
 
-def _write(
-    tier: LmdbTier, counter: Iterator[int], header: bytes, data: memoryview, written: list[bytes]
-) -> None:
+def _write(tier: LmdbTier, counter: Iterator[int], encoded: Encoded, written: list[bytes]) -> None:
     key = next(counter).to_bytes(8, "little")
-    tier.put(key, header, data)
+    tier.put(key, encoded)
     written.append(key)
 
 

@@ -144,6 +144,7 @@ class PrefixCacheRuntime:
         """Remove the patches and write pending updates; returns how many were removed."""
         if not self._applied:
             return 0
+        self.session.writer.close()
         self.session.flush()
         count = self.patcher.restore()
         if self.workers is not None:
@@ -216,7 +217,9 @@ class PrefixCacheRuntime:
     # -- statistics -----------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """``get_stats()["cache"]``: hits, misses by reason, bytes in RAM and on disk,
-        evictions, verification, time reading and writing (all processes)."""
+        evictions, verification, time reading and writing (all processes; this process's
+        queued values are stored first)."""
+        self.session.writer.flush()
         local = self.session.values()
         remote = self.workers.totals("cache") if self.workers is not None else {}
         merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
@@ -232,6 +235,8 @@ class PrefixCacheRuntime:
             "hit_rate": hits / lookups if lookups else 0.0,
             "stored": merged["stored"],
             "not_stored_full": merged["full"],
+            "not_stored_changed": merged["changed"],
+            "not_stored_dropped": merged["dropped"],
             "evictions": merged["evicted"],
             "corrupt": merged["corrupt"],
             "bytes": {t.kind: t.used_bytes for t in tiers},
@@ -245,6 +250,7 @@ class PrefixCacheRuntime:
             },
             "read_ms": merged["read_ns"] / 1e6,
             "write_ms": merged["write_ns"] / 1e6,
+            "queue_ms": merged["queue_ns"] / 1e6,
             "hit_bytes": merged["hit_bytes"],
             "diverged": dict(self.session.details.most_common(10)),
             "problems": self.store.problems,

@@ -5,7 +5,8 @@ their own, forked with the patches; their counters reach the main process throug
 :class:`codedag.migrate.workerstats.WorkerStats`). Its :meth:`Session.source` starts a chain at a
 planned source call, and :meth:`Session.cut` answers the cut: the stored value on a hit (checked
 bit for bit against a recomputation for the first ``verify`` hits), else the computed value,
-stored with the headers of its intermediates.
+queued with the headers of its intermediates for :class:`~.writer.Writer`, which stores it from a
+thread of its own.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import codedag.migrate.prefix.keys as keys
-from codedag.migrate.prefix.entry import meta_of, same
+from codedag.migrate.prefix.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.migrate.prefix.tiers import PrefixStore
 from codedag.migrate.prefix.values import Lineage, PrefixValue, concrete, concrete_kwargs
+from codedag.migrate.prefix.writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,9 @@ FIELDS: tuple[str, ...] = (
     "stored",
     "full",
     "exists",
+    "changed",  # written to between the cut and the store: not stored
+    "dropped",  # the write queue stayed full: not stored
+    "queue_ns",  # the loading thread's share of storing: encoding and queueing
     "verified",
     "verify_mismatches",
     "evicted",
@@ -110,6 +115,7 @@ class Session:
 
     def __init__(self, store: PrefixStore, verify: int = 0) -> None:
         self.store = store
+        self.writer = Writer(store, self._stored)
         self.verify_left = verify
         self.counts: Counter[str] = Counter()
         self.details: Counter[str] = Counter()
@@ -185,9 +191,29 @@ class Session:
         return PrefixValue(lineage, key, meta_of(value), value, counts=counts)
 
     def meta(self, key: bytes) -> Any:
-        """The stored header of an intermediate value, or None."""
+        """The stored (or queued) header of an intermediate value, or None."""
+        queued = self.writer.pending_meta(key)
+        if queued is not None:
+            return Meta.from_bytes(queued), False
         with self.suspended():
             return self.store.meta(key)
+
+    def _lookup(self, key: bytes) -> tuple[Any, Any, bool] | None:
+        """``(value, tier, stale)`` of a value queued here or stored (``tier`` None: queued)."""
+        queued = self.writer.pending(key)
+        if queued is not None:
+            try:
+                return decode(queued.header, queued.data), None, False
+            except CorruptEntry:  # written to since it was queued: it will not be stored
+                pass
+        return self.store.get(key)
+
+    def _stored(self, outcome: str, elapsed_ns: int) -> None:
+        """The writer stored a value (its thread)."""
+        with self._lock:
+            self.counts["write_ns"] += elapsed_ns
+            if outcome in ("stored", "full", "exists", "changed"):
+                self.counts[outcome] += 1
 
     def cut(
         self,
@@ -205,7 +231,7 @@ class Session:
         if deferred:
             started = time.perf_counter_ns()
             with self.suspended():  # the store's own NumPy calls never start chains
-                found = self.store.get(key)
+                found = self._lookup(key)
             if found is not None:
                 value, tier, stale = found
                 elapsed = time.perf_counter_ns() - started
@@ -216,7 +242,7 @@ class Session:
                     self.counts["hits"] += 1
                     self.counts["read_ns"] += elapsed
                     self.counts["hit_bytes"] += getattr(value, "nbytes", 0)
-                if stale or lineage.stale:
+                if tier is not None and (stale or lineage.stale):
                     self._queue_touch(tier, key, first, lineage)
                 return value
             reason = "not_stored"
@@ -226,12 +252,15 @@ class Session:
         lineage.done = True
         started = time.perf_counter_ns()
         with self.suspended():
-            outcome = self.store.put(key, value, first._lineage_metas() if first._key else [])
+            encoded = encode(value)
+            queued = encoded is not None and self.writer.submit(
+                key, encoded, first._lineage_metas() if first._key else ()
+            )
         with self._lock:
-            self.counts["write_ns"] += time.perf_counter_ns() - started
-            if outcome in ("stored", "full", "exists"):
-                self.counts[outcome] += 1
-        self.miss(chain, outcome if outcome in ("unstorable", "off") else reason)
+            self.counts["queue_ns"] += time.perf_counter_ns() - started
+            if encoded is not None and not queued:
+                self.counts["dropped"] += 1
+        self.miss(chain, "unstorable" if encoded is None else reason)
         return value
 
     def _verified(
