@@ -61,7 +61,7 @@ def _run(
     folder = Path(tempfile.mkdtemp(prefix="codedag-store-write-"))
     store = PrefixStore.open(StoreSettings(folder=folder, ram_budget_bytes=2 << 30))
     store.begin_run()
-    writer = Writer(store, lambda _outcome, _ns: None) if queued else None
+    writer = Writer(store, lambda _key, _outcome, _ns: None) if queued else None
     try:
         loading_ns = 0
         started = time.perf_counter_ns()

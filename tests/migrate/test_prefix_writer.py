@@ -54,7 +54,7 @@ def test_a_queued_value_is_read_back_before_and_after_it_is_stored(
 ) -> None:
     store = _store(tmp_path)
     outcomes: list[str] = []
-    writer = Writer(store, lambda outcome, _ns: outcomes.append(outcome))
+    writer = Writer(store, lambda _key, outcome, _ns: outcomes.append(outcome))
     gate = _Gate(monkeypatch)
     value = np.arange(MB, dtype=np.uint8)
     encoded = encode(value)
@@ -99,7 +99,7 @@ def test_a_full_queue_drops_a_value_after_waiting_instead_of_blocking(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = _store(tmp_path)
-    writer = Writer(store, lambda _outcome, _ns: None, queue_bytes=3 * MB, wait_s=0.05)
+    writer = Writer(store, lambda _key, _outcome, _ns: None, queue_bytes=3 * MB, wait_s=0.05)
     gate = _Gate(monkeypatch)
     values = [encode(np.full(MB, i, np.uint8)) for i in range(3)]
     assert writer.submit(_key(0), values[0], ())  # type: ignore[arg-type]
@@ -119,7 +119,7 @@ def test_a_value_written_to_before_it_is_stored_is_not_stored(
 ) -> None:
     store = _store(tmp_path)
     outcomes: list[str] = []
-    writer = Writer(store, lambda outcome, _ns: outcomes.append(outcome))
+    writer = Writer(store, lambda _key, outcome, _ns: outcomes.append(outcome))
     gate = _Gate(monkeypatch)
     value = np.zeros(MB, np.uint8)
     encoded = encode(value)
@@ -138,7 +138,7 @@ def test_a_value_written_to_before_it_is_stored_is_not_stored(
 def _child_stores(folder: str, count: int) -> None:
     store = PrefixStore([LmdbTier("disk", Path(folder) / "store", 64 * MB)])
     store.begin_run()
-    writer = Writer(store, lambda _outcome, _ns: None)
+    writer = Writer(store, lambda _key, _outcome, _ns: None)
     original = LmdbTier.put
 
     def slow(tier: LmdbTier, *args: object, **kwargs: object) -> str:
@@ -169,7 +169,7 @@ def test_a_fork_stores_what_is_queued_before_the_child_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = _store(tmp_path)
-    writer = Writer(store, lambda _outcome, _ns: None)
+    writer = Writer(store, lambda _key, _outcome, _ns: None)
     original = LmdbTier.put
 
     def slow(tier: LmdbTier, *args: object, **kwargs: object) -> str:

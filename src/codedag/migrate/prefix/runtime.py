@@ -237,6 +237,7 @@ class PrefixCacheRuntime:
             "not_stored_full": merged["full"],
             "not_stored_changed": merged["changed"],
             "not_stored_dropped": merged["dropped"],
+            "unpaid": merged["unpaid"],
             "evictions": merged["evicted"],
             "corrupt": merged["corrupt"],
             "bytes": {t.kind: t.used_bytes for t in tiers},

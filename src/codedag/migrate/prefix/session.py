@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 import codedag.migrate.prefix.keys as keys
@@ -46,6 +47,7 @@ FIELDS: tuple[str, ...] = (
     "changed",  # written to between the cut and the store: not stored
     "dropped",  # the write queue stayed full: not stored
     "queue_ns",  # the loading thread's share of storing: encoding and queueing
+    "unpaid",  # chains this process found not to pay for storing (and stopped caching)
     "verified",
     "verify_mismatches",
     "evicted",
@@ -57,6 +59,11 @@ FIELDS: tuple[str, ...] = (
 )
 GIVE_UP_AFTER = 3
 """Samples of one chain failing in a row with prefix values, after which it is not cached here."""
+
+JUDGE_AFTER = 8
+"""Values of a chain stored by a process, after which it compares what storing and reading one
+back cost with what computing it did (medians): a chain where storing does not pay for itself by
+the second epoch is not cached any more, by any process, in this run or later ones."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,9 @@ class Session:
         self.local = _Local()
         self._touch: dict[int, tuple[Any, list[bytes], list[bytes]]] = {}
         self._lock = threading.Lock()
+        self._checked: set[str] = set()  # chains whose flag in the store was read here
+        self._judging: dict[bytes, tuple[ChainSpec, int, int]] = {}  # key: chain, compute, queue
+        self._judged: dict[str, list[tuple[int, int]]] = {}  # chain: (compute, store + read)
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -168,6 +178,8 @@ class Session:
         kwargs: dict[str, Any],
     ) -> Any:
         """A planned source call: the first prefix value of a chain."""
+        if chain.id not in self._checked and self._found_unpaid(chain):
+            return original(*args, **kwargs)
         data = _argument(chain.source_slot, args, kwargs)
         try:
             key = keys.source_key(chain.id, data)
@@ -208,12 +220,67 @@ class Session:
                 pass
         return self.store.get(key)
 
-    def _stored(self, outcome: str, elapsed_ns: int) -> None:
+    def _stored(self, key: bytes, outcome: str, elapsed_ns: int) -> None:
         """The writer stored a value (its thread)."""
         with self._lock:
             self.counts["write_ns"] += elapsed_ns
             if outcome in ("stored", "full", "exists", "changed"):
                 self.counts[outcome] += 1
+            judging = self._judging.pop(key, None)
+        if judging is None or outcome != "stored":
+            return
+        chain, compute_ns, queue_ns = judging
+        started = time.perf_counter_ns()
+        with self.suspended():
+            if self.store.get(key) is None:
+                return
+        read_ns = time.perf_counter_ns() - started
+        self.judge(chain, compute_ns, queue_ns + elapsed_ns + read_ns)
+
+    def _judge_later(self, chain: ChainSpec, key: bytes, compute_ns: int, queue_ns: int) -> None:
+        """Keep what computing a stored value cost until the writer has stored it."""
+        with self._lock:
+            waiting = sum(1 for c, _, _ in self._judging.values() if c.id == chain.id)
+            if len(self._judged.get(chain.id, ())) + waiting >= JUDGE_AFTER:
+                return
+            self._judging[key] = (chain, compute_ns, queue_ns)
+
+    def judge(self, chain: ChainSpec, compute_ns: int, store_ns: int) -> bool | None:
+        """Count what computing one value of ``chain`` cost and what storing and reading it back
+        did; after :data:`JUDGE_AFTER` values, whether storing pays (None before). A chain where
+        it does not is given up here and flagged in the store for every process."""
+        with self._lock:
+            samples = self._judged.setdefault(chain.id, [])
+            if len(samples) >= JUDGE_AFTER:
+                return None
+            samples.append((compute_ns, store_ns))
+            if len(samples) < JUDGE_AFTER:
+                return None
+            compute = median(c for c, _ in samples)
+            store = median(s for _, s in samples)
+            if store <= compute:
+                return True
+            self.given_up.add(chain.id)
+            self.counts["unpaid"] += 1
+        log.warning(
+            "prefix cache: storing and reading back a value of %s costs %.3g ms, more than the "
+            "%.3g ms computing it does; it is not cached any more",
+            chain.id,
+            store / 1e6,
+            compute / 1e6,
+        )
+        with self.suspended():
+            self.store.set_flag(_unpaid_flag(chain))
+        return False
+
+    def _found_unpaid(self, chain: ChainSpec) -> bool:
+        """Whether a process found ``chain`` not to pay (read once per process)."""
+        self._checked.add(chain.id)
+        with self.suspended():
+            unpaid = self.store.flag(_unpaid_flag(chain))
+        if unpaid:
+            self.given_up.add(chain.id)
+        return unpaid
 
     def cut(
         self,
@@ -251,15 +318,19 @@ class Session:
             return value
         lineage.done = True
         started = time.perf_counter_ns()
+        compute_ns = started - lineage.started_ns
         with self.suspended():
             encoded = encode(value)
             queued = encoded is not None and self.writer.submit(
                 key, encoded, first._lineage_metas() if first._key else ()
             )
+        queue_ns = time.perf_counter_ns() - started
         with self._lock:
-            self.counts["queue_ns"] += time.perf_counter_ns() - started
+            self.counts["queue_ns"] += queue_ns
             if encoded is not None and not queued:
                 self.counts["dropped"] += 1
+        if queued:
+            self._judge_later(lineage.chain, key, compute_ns, queue_ns)
         self.miss(chain, "unstorable" if encoded is None else reason)
         return value
 
@@ -342,6 +413,11 @@ class Session:
     def created(self) -> bool:
         """Whether the current fetch started chains in this thread."""
         return bool(self.local.lineages)
+
+
+def _unpaid_flag(chain: ChainSpec) -> bytes:
+    """The store's flag of a chain found not to pay on this machine, with these versions."""
+    return keys.step_key([b"unpaid", repr(chain).encode(), keys.versions()])
 
 
 def _argument(slot: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

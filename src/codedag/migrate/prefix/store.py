@@ -13,7 +13,7 @@ A tier is one LMDB environment in a folder with four named databases:
 * ``info``: key -> generation, size and the value's header (type, dtype, shape, checksum);
 * ``meta``: key -> generation and the header of an intermediate value (no data: what a deferred
   intermediate answers for ``.shape`` without computing);
-* ``state``: bytes in use and the current generation.
+* ``state``: bytes in use, the current generation and flags (chains found not to pay here).
 
 Budgets and eviction: each tier admits values while the bytes in use stay under
 :data:`FILL` of its budget (the rest is room for LMDB's pages and free lists); its map size is the
@@ -56,6 +56,7 @@ _INFO = struct.Struct("<IQ")  # generation, bytes; then the header
 _U64 = struct.Struct("<Q")
 _USED = b"used"
 _GENERATION = b"generation"
+_FLAG = b"flag:"
 _DBS = (b"data", b"info", b"meta", b"state")
 _MIN_MAP_BYTES = 1 << 20
 
@@ -414,6 +415,24 @@ class LmdbTier:
                             txn.put(
                                 key, _INFO.pack(self.generation, size) + raw[_INFO.size :], db=db
                             )
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+
+    def flag(self, name: bytes) -> bool:
+        """Whether :meth:`set_flag` marked ``name`` here."""
+        env = self._open()
+        try:
+            with env.begin() as txn:
+                return txn.get(_FLAG + name, db=self._dbs[b"state"]) is not None
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+
+    def set_flag(self, name: bytes) -> None:
+        """Mark ``name`` for every process and later run (until the tier is cleared)."""
+        env = self._open()
+        try:
+            with env.begin(write=True) as txn:
+                txn.put(_FLAG + name, b"1", db=self._dbs[b"state"])
         except lmdb.Error as error:
             raise self._failed(error) from error
 

@@ -204,6 +204,20 @@ class PrefixStore:
                 return outcome
         return outcome
 
+    def flag(self, name: bytes) -> bool:
+        """Whether a usable tier holds the flag ``name``."""
+        for tier in self._usable():
+            with contextlib.suppress(TierError):
+                if tier.flag(name):
+                    return True
+        return False
+
+    def set_flag(self, name: bytes) -> None:
+        """Set the flag ``name`` in every usable tier."""
+        for tier in self._usable():
+            with contextlib.suppress(TierError):
+                tier.set_flag(name)
+
     def touch(self, tier: LmdbTier, keys: list[bytes], metas: list[bytes]) -> None:
         """Move hit entries to the current generation."""
         with contextlib.suppress(TierError):

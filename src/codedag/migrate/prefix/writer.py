@@ -58,8 +58,9 @@ class _Item:
     metas: tuple[tuple[bytes, bytes], ...]
 
 
-Report = Callable[[str, int], None]
-"""``(outcome, ns)`` of each value the thread stored (:meth:`PrefixStore.put`'s outcomes)."""
+Report = Callable[[bytes, str, int], None]
+"""``(key, outcome, ns)`` of each value the thread stored (:meth:`PrefixStore.put`'s
+outcomes)."""
 
 
 class Writer:
@@ -183,7 +184,7 @@ class Writer:
                 self._bytes -= item.encoded.nbytes
                 self._busy = False
                 cond.notify_all()
-            self.report(outcome, elapsed)
+            self.report(key, outcome, elapsed)
 
     # -- fork -----------------------------------------------------------------------------
     def before_fork(self) -> None:
