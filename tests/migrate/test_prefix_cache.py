@@ -206,7 +206,7 @@ def test_a_chain_whose_storing_costs_more_than_computing_is_given_up_by_every_pr
     assert verdicts == [None] * (JUDGE_AFTER - 1) + [False]
     assert spec.id in session.given_up and session.values()["unpaid"] == 1
     # a later process (a DataLoader worker of the next epoch, a later run) reads the verdict
-    later = runtime(tmp_path / "cache")
+    later = runtime(tmp_path / "cache", judge_after=JUDGE_AFTER)
     (out,) = _run(later, FileImages(images), epochs=1)
     assert equal(out, epoch(FileImages(images)))
     stats = later.stats()
@@ -219,7 +219,6 @@ def test_the_first_epoch_judges_a_chain_from_what_it_measured(
 ) -> None:
     from codedag.migrate.prefix import session as session_module
 
-    monkeypatch.setattr(session_module, "JUDGE_AFTER", 4)
     judged: list[tuple[int, int]] = []
     original = session_module.Session.judge
 
@@ -228,6 +227,6 @@ def test_the_first_epoch_judges_a_chain_from_what_it_measured(
         return original(self, chain, compute_ns, store_ns)
 
     monkeypatch.setattr(session_module.Session, "judge", spy)
-    rt = runtime(tmp_path / "cache")
+    rt = runtime(tmp_path / "cache", judge_after=4)
     _run(rt, FileImages(images), epochs=1)
     assert len(judged) == 4 and all(c > 0 and s > 0 for c, s in judged)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from codedag.migrate.prefix.session import FIELDS, REASONS, ChainSpec, Session
+from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
 from codedag.migrate.prefix.values import has_prefix_value, step
 from codedag.patching import Patcher
@@ -45,11 +45,15 @@ class CacheSettings:
             the stored value; a difference removes the entry and delivers the computed value.
         store: where the store lives and its budgets (defaults: the plan's, then
             :class:`~.tiers.StoreSettings`' own).
+        judge_after: values of a chain each process stores before it compares what storing
+            and reading them back cost with what computing them did, and gives the chain up
+            where storing does not pay (0: never).
     """
 
     enabled: bool = True
     verify: int = 0
     store: StoreSettings = field(default_factory=StoreSettings)
+    judge_after: int = JUDGE_AFTER
 
 
 def chains_from_plan(section: Any) -> list[ChainSpec]:
@@ -90,7 +94,7 @@ class PrefixCacheRuntime:
         self.chains = chains if (settings is None or settings.enabled) else []
         self.settings = settings or CacheSettings()
         self.store = PrefixStore.open(self.settings.store) if self.chains else PrefixStore([])
-        self.session = Session(self.store, self.settings.verify)
+        self.session = Session(self.store, self.settings.verify, self.settings.judge_after)
         self.patcher = Patcher("prefix-cache")
         self.workers: Any = None
         self._applied = False

@@ -118,10 +118,14 @@ class Session:
     Args:
         store: the store.
         verify: hits (the first ones, in each process) recomputed and compared bit for bit.
+        judge_after: values of a chain stored here before it is judged (:data:`JUDGE_AFTER`;
+            0: chains are never given up for their cost, and flags of other processes are
+            ignored).
     """
 
-    def __init__(self, store: PrefixStore, verify: int = 0) -> None:
+    def __init__(self, store: PrefixStore, verify: int = 0, judge_after: int = JUDGE_AFTER) -> None:
         self.store = store
+        self.judge_after = judge_after
         self.writer = Writer(store, self._stored)
         self.verify_left = verify
         self.counts: Counter[str] = Counter()
@@ -178,7 +182,7 @@ class Session:
         kwargs: dict[str, Any],
     ) -> Any:
         """A planned source call: the first prefix value of a chain."""
-        if chain.id not in self._checked and self._found_unpaid(chain):
+        if self.judge_after and chain.id not in self._checked and self._found_unpaid(chain):
             return original(*args, **kwargs)
         data = _argument(chain.source_slot, args, kwargs)
         try:
@@ -241,20 +245,20 @@ class Session:
         """Keep what computing a stored value cost until the writer has stored it."""
         with self._lock:
             waiting = sum(1 for c, _, _ in self._judging.values() if c.id == chain.id)
-            if len(self._judged.get(chain.id, ())) + waiting >= JUDGE_AFTER:
+            if len(self._judged.get(chain.id, ())) + waiting >= self.judge_after:
                 return
             self._judging[key] = (chain, compute_ns, queue_ns)
 
     def judge(self, chain: ChainSpec, compute_ns: int, store_ns: int) -> bool | None:
         """Count what computing one value of ``chain`` cost and what storing and reading it back
-        did; after :data:`JUDGE_AFTER` values, whether storing pays (None before). A chain where
+        did; after ``judge_after`` values, whether storing pays (None before). A chain where
         it does not is given up here and flagged in the store for every process."""
         with self._lock:
             samples = self._judged.setdefault(chain.id, [])
-            if len(samples) >= JUDGE_AFTER:
+            if len(samples) >= self.judge_after:
                 return None
             samples.append((compute_ns, store_ns))
-            if len(samples) < JUDGE_AFTER:
+            if len(samples) < self.judge_after:
                 return None
             compute = median(c for c, _ in samples)
             store = median(s for _, s in samples)
