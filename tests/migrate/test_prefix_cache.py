@@ -181,4 +181,52 @@ def test_a_full_filesystem_degrades_to_no_cache_with_one_warning(
     assert equal(first, epoch(dataset)) and equal(second, first)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "filesystem is full" in warnings[0].getMessage()
-    assert rt.stats()["hits"] == 0 and rt.stats()["stored"] == 0
+    # nothing reached the store (a value still queued when the tier failed may have been hit
+    # in its own process: it is the computed value)
+    assert rt.stats()["stored"] == 0 and not rt.store.enabled
+
+
+def test_a_chain_whose_storing_costs_more_than_computing_is_given_up_by_every_process(
+    tmp_path: Path, images: list[str]
+) -> None:
+    from prefix_support import chain
+
+    from codedag.migrate.prefix.session import JUDGE_AFTER, Session
+
+    rt = runtime(tmp_path / "cache")
+    rt.store.begin_run()
+    spec = chain()
+    paying = Session(rt.store)
+    other = chain("cv2.resize")
+    for _ in range(JUDGE_AFTER - 1):  # measured: computing 5 ms, storing and reading 1 ms
+        assert paying.judge(other, 5_000_000, 1_000_000) is None
+    assert paying.judge(other, 5_000_000, 1_000_000) is True
+    session = Session(rt.store)
+    verdicts = [session.judge(spec, 1_000_000, 3_000_000) for _ in range(JUDGE_AFTER)]
+    assert verdicts == [None] * (JUDGE_AFTER - 1) + [False]
+    assert spec.id in session.given_up and session.values()["unpaid"] == 1
+    # a later process (a DataLoader worker of the next epoch, a later run) reads the verdict
+    later = runtime(tmp_path / "cache", judge_after=JUDGE_AFTER)
+    (out,) = _run(later, FileImages(images), epochs=1)
+    assert equal(out, epoch(FileImages(images)))
+    stats = later.stats()
+    assert stats["hits"] == 0 and stats["stored"] == 0 and stats["misses"] == {}
+    rt.store.close()
+
+
+def test_the_first_epoch_judges_a_chain_from_what_it_measured(
+    tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codedag.migrate.prefix import session as session_module
+
+    judged: list[tuple[int, int]] = []
+    original = session_module.Session.judge
+
+    def spy(self, chain, compute_ns, store_ns):  # type: ignore[no-untyped-def]
+        judged.append((compute_ns, store_ns))
+        return original(self, chain, compute_ns, store_ns)
+
+    monkeypatch.setattr(session_module.Session, "judge", spy)
+    rt = runtime(tmp_path / "cache", judge_after=4)
+    _run(rt, FileImages(images), epochs=1)
+    assert len(judged) == 4 and all(c > 0 and s > 0 for c, s in judged)

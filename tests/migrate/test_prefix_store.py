@@ -19,7 +19,7 @@ MB = 1 << 20
 def _put(tier: LmdbTier, index: int, size: int = MB) -> str:
     encoded = encode(np.full(size, index % 251, np.uint8))
     assert encoded is not None
-    return tier.put(index.to_bytes(4, "little"), *encoded)
+    return tier.put(index.to_bytes(4, "little"), encoded)
 
 
 def test_the_budget_is_honoured_with_eviction_of_older_runs(tmp_path: Path) -> None:
@@ -62,8 +62,9 @@ def test_a_writer_killed_mid_transaction_leaves_no_entry(tmp_path: Path) -> None
         try:
             env = tier._open()
             txn = env.begin(write=True)
-            _header, data = encode(np.full(4 * MB, 9, np.uint8))  # type: ignore[misc]
-            txn.put(b"killed", data, db=tier._dbs[b"data"])
+            encoded = encode(np.full(4 * MB, 9, np.uint8))
+            assert encoded is not None
+            txn.put(b"killed", encoded.data, db=tier._dbs[b"data"])
             os.kill(os.getpid(), signal.SIGKILL)
         finally:
             os._exit(1)
@@ -81,7 +82,7 @@ def test_values_round_trip_bit_for_bit(tmp_path: Path, size: int) -> None:
     value = np.arange(size, dtype=np.float32).reshape(-1, 1) / 3
     encoded = encode(value)
     assert encoded is not None
-    assert tier.put(b"k", *encoded) == "stored"
+    assert tier.put(b"k", encoded) == "stored"
     found = tier.get(b"k", decode)
     assert found is not None
     assert found[0].dtype == value.dtype and found[0].tobytes() == value.tobytes()

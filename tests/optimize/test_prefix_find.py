@@ -97,3 +97,21 @@ def test_reading_an_images_size_does_not_end_the_chain() -> None:
     steps = [name for name, _ in chain.common]
     assert steps == ["PIL.Image.open", "PIL.Image.Image.convert", "PIL.Image.Image.resize"]
     assert "random draw" in chain.stop
+
+
+def test_a_cut_whose_store_and_read_cost_more_than_its_prefix_is_not_cached() -> None:
+    from codedag.optimize.prefix import candidates
+
+    found = _found(False)
+    longest = max(c.prefix_ns for c in candidates(found.chains[0]))
+    read_ns = longest // 4  # a hit saves three quarters of the longest prefix
+    # storing once costs more than a hit saves: over ten epochs it would still gain, but a run
+    # of two epochs would be slower
+    dear = decide(found, lambda nbytes: (read_ns, longest), budget_bytes=1 << 30)
+    (chain,) = dear.chains
+    assert not chain.cached and dear.cached_chains == []
+    assert "no cut pays for storing" in chain.reason
+    cheap = decide(found, lambda nbytes: (read_ns, longest // 2), budget_bytes=1 << 30)
+    assert cheap.chains[0].cached
+    cut = cheap.chains[0].cut
+    assert cut is not None and cut.write_ns + cut.read_ns <= cut.prefix_ns

@@ -63,11 +63,13 @@ def chain(cut: str = "cv2.cvtColor") -> ChainSpec:
 
 
 def runtime(
-    folder: Path, verify: int = 0, ram: int = 64 << 20, disk: int = 64 << 20
+    folder: Path, verify: int = 0, ram: int = 64 << 20, disk: int = 64 << 20, judge_after: int = 0
 ) -> PrefixCacheRuntime:
-    """A runtime caching :func:`chain` in ``folder``."""
+    """A runtime caching :func:`chain` in ``folder`` (its tiny images cost about what storing
+    them does: by default the chain is never given up for its cost)."""
     store = StoreSettings(folder=folder, ram_budget_bytes=ram, disk_budget_bytes=disk)
-    return PrefixCacheRuntime([chain()], CacheSettings(verify=verify, store=store))
+    settings = CacheSettings(verify=verify, store=store, judge_after=judge_after)
+    return PrefixCacheRuntime([chain()], settings)
 
 
 def epoch(dataset: Dataset, workers: int = 0, batch_size: int = 4) -> list[Any]:

@@ -1,9 +1,9 @@
 """What the prefix cache's store costs here: writing a value once and reading it back, by size.
 
 Measured on a scratch store of the same kind and place as the RAM tier (shared memory when the
-machine has it, else a temporary folder): each size is written as new entries (as the first
-epoch does, page allocation included) and read back into a private copy, checksum checked (as a
-hit does). The optimizer weighs a cut's traced time against these figures
+machine has it, else a temporary folder): each size is encoded and written as new entries (as the
+first epoch does: its checksum, page allocation and the check of the bytes written included) and
+read back into a private copy, checksum checked (as a hit does). The optimizer weighs a cut's traced time against these figures
 (:func:`codedag.optimize.prefix.decide`).
 """
 
@@ -67,11 +67,8 @@ def measure_store(sizes: Iterable[int], repeats: int = 7) -> StoreCosts:
         counter = itertools.count()
         for size in wanted:
             value = np.random.default_rng(size).integers(0, 255, size, dtype=np.uint8)
-            encoded = encode(value)
-            assert encoded is not None
-            header, data = encoded
             written: list[bytes] = []
-            write = functools.partial(_write, tier, counter, header, data, written)
+            write = functools.partial(_write, tier, counter, value, written)
             write_timing = time_one(write, repeats=repeats, warmup=1)
             read = functools.partial(_read, tier, itertools.cycle(written))
             read_timing = time_one(read, repeats=repeats)
@@ -84,11 +81,11 @@ def measure_store(sizes: Iterable[int], repeats: int = 7) -> StoreCosts:
     return costs
 
 
-def _write(
-    tier: LmdbTier, counter: Iterator[int], header: bytes, data: memoryview, written: list[bytes]
-) -> None:
+def _write(tier: LmdbTier, counter: Iterator[int], value: np.ndarray, written: list[bytes]) -> None:
     key = next(counter).to_bytes(8, "little")
-    tier.put(key, header, data)
+    encoded = encode(value)  # its checksum, taken as the cache takes it
+    assert encoded is not None
+    tier.put(key, encoded)
     written.append(key)
 
 

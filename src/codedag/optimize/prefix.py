@@ -26,7 +26,8 @@ function form one :class:`PrefixChain` (a mosaic's four image loads are one chai
 along the part all samples share is a candidate cut with its traced time up to there and its
 bytes. :func:`decide` picks, per chain, the cut that saves the most over :data:`EPOCHS` epochs
 within the memory budget (a cut whose data set does not fit saves on the share that does), from
-the store's measured read and write costs (:mod:`codedag.calibrate.prefix`).
+the store's measured read and write costs (:mod:`codedag.calibrate.prefix`), among the cuts that
+win back their storing within :data:`PAYBACK_EPOCHS` cached epoch; no cut when none does.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ EPOCHS = 10
 
 MIN_SAVING = 0.1
 """A cut must save at least this share of its prefix's traced time per hit."""
+
+PAYBACK_EPOCHS = 1
+"""Cached epochs within which a cut must win back what storing its values cost in the first:
+storing and reading a value back must cost less than computing it, so that a run of two epochs
+is not slower with the cache, whatever the number of epochs :data:`EPOCHS` assumes."""
 
 _SOURCE_TYPES = ("builtins.bytes", "builtins.bytearray", "builtins.memoryview", "builtins.str")
 _CLOCKS = ("time.", "datetime.", "os.urandom", "uuid.", "secrets.")
@@ -426,6 +432,7 @@ def decide(
         entry = _chain_entry(chain)
         distinct = found.dataset_len or len(chain.traced)
         best: tuple[float, CacheCut] | None = None
+        unpaid: CacheCut | None = None  # the cut that saves the most on a hit but not its write
         for cand in candidates(chain):
             cut = CacheCut(
                 step=cand.step,
@@ -443,14 +450,24 @@ def decide(
                 total = cand.nbytes * distinct
                 share = min(1.0, max(0, left) / total) if total else 0.0
                 value = share * (EPOCHS - 1) * cut.saved_ns - write_ns
-                worth = cut.saved_ns > MIN_SAVING * cand.prefix_ns and value > 0
-                if worth and (best is None or value > best[0]):
+                saves = cut.saved_ns > MIN_SAVING * cand.prefix_ns
+                pays_back = write_ns <= PAYBACK_EPOCHS * cut.saved_ns
+                if saves and not pays_back and (unpaid is None or cut.saved_ns > unpaid.saved_ns):
+                    unpaid = cut
+                if saves and pays_back and value > 0 and (best is None or value > best[0]):
                     best = (value, cut)
             entry.candidates.append(cut)
         if mode == "off":
             entry.reason = "the cache is off (--cache off)"
         elif costs is None:
             entry.reason = "the store's costs were not measured: nothing is cached"
+        elif best is None and unpaid is not None:
+            entry.reason = (
+                f"no cut pays for storing: the best, after {unpaid.step}, costs "
+                f"{_ms(unpaid.write_ns)} to store and {_ms(unpaid.read_ns)} to read back "
+                f"({_mb(unpaid.bytes_per_sample)}), more than the {_ms(unpaid.prefix_ns)} "
+                "it takes to compute"
+            )
         elif best is None:
             entry.reason = (
                 "no cut saves time: reading a value back costs about what computing it does"

@@ -85,6 +85,8 @@ def _run_part(stats: dict[str, Any]) -> str:
         *((f"misses: {reason}", count) for reason, count in misses.items()),
         ("values stored", stats.get("stored", 0)),
         ("not stored: budget full", stats.get("not_stored_full", 0)),
+        ("not stored: written to before storing", stats.get("not_stored_changed", 0)),
+        ("not stored: write queue full", stats.get("not_stored_dropped", 0)),
         ("evictions", stats.get("evictions", 0)),
         ("corrupt entries removed", stats.get("corrupt", 0)),
         *(
@@ -99,8 +101,9 @@ def _run_part(stats: dict[str, Any]) -> str:
             f"{verify.get('checked', 0)} ({verify.get('mismatches', 0)})",
         ),
         (
-            "ms reading hits / storing values",
-            f"{stats.get('read_ms', 0):.1f} / {stats.get('write_ms', 0):.1f}",
+            "ms reading hits / storing values (of which on the loading thread)",
+            f"{stats.get('read_ms', 0):.1f} / {stats.get('write_ms', 0):.1f} "
+            f"({stats.get('queue_ms', 0):.1f})",
         ),
     ]
     body = [f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows]

@@ -11,6 +11,7 @@ code the stored value and the calls before it never run.
 * :mod:`.store`: one LMDB environment with a budget, generations, eviction, failure handling;
 * :mod:`.tiers`: the RAM tier (shared memory) and the disk tier of a cache folder, and defaults;
 * :mod:`.values`: :class:`~.values.PrefixValue`, what the chain's calls return before the cut;
+* :mod:`.writer`: :class:`~.writer.Writer`, the thread of each process that stores its values;
 * :mod:`.session`: one process's side: starting chains, answering cuts, counting;
 * :mod:`.runtime`: :class:`~.runtime.PrefixCacheRuntime`, applied by
   :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``cache`` section.

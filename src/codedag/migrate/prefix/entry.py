@@ -145,17 +145,46 @@ def _as_array(value: Any) -> np.ndarray | None:
     return None
 
 
-def encode(value: Any) -> tuple[bytes, memoryview] | None:
-    """``(header, data)`` for a value the cache can keep exactly, else None."""
+@dataclass(frozen=True)
+class Encoded:
+    """A value as the store keeps it.
+
+    Attributes:
+        header: the value's :class:`Meta` with the stored array's layout and checksum (JSON).
+        data: the array's bytes: a view of the value's own buffer where it is contiguous (no
+            copy), so it changes if the value is written to before it is stored.
+        checksum: the xxh3 checksum of ``data`` when it was encoded (also in the header).
+        owned: ``data`` is a copy no one else holds (a PIL image's pixels, a non-contiguous
+            array made contiguous): it cannot change before it is stored.
+    """
+
+    header: bytes
+    data: memoryview
+    checksum: str
+    owned: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the entry takes in the store (data and header)."""
+        return self.data.nbytes + len(self.header)
+
+
+def checksum(data: memoryview | bytes) -> str:
+    """The checksum stored with a value's bytes (xxh3, 64 bits, hex)."""
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+def encode(value: Any) -> Encoded | None:
+    """How a value the cache can keep exactly is stored, else None."""
     array = _as_array(value)
     if array is None:
         return None
     meta = meta_of(value)
     data = memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
     shape = ",".join(str(n) for n in array.shape)
+    digest = checksum(data)
     extra = (  # the header is the value's Meta with the stored array's layout and checksum
-        f',"dtype":"{array.dtype.str}","array_shape":[{shape}],'
-        f'"xxh3":"{xxhash.xxh3_64_hexdigest(data)}"}}'
+        f',"dtype":"{array.dtype.str}","array_shape":[{shape}],"xxh3":"{digest}"}}'
     )
     head = _HEADS.get(meta)
     if head is None:
@@ -163,7 +192,14 @@ def encode(value: Any) -> tuple[bytes, memoryview] | None:
         fields.pop("dtype", None)
         head = json.dumps(fields, separators=(",", ":"))[:-1]
         _remember(_HEADS, meta, head)
-    return (head + extra).encode(), data
+    owned = not _shares_memory(array, value)
+    return Encoded((head + extra).encode(), data, digest, owned)
+
+
+def _shares_memory(array: np.ndarray, value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return array is value or np.shares_memory(array, value)
+    return not (_pil_image_type() is not None and isinstance(value, _pil_image_type()))
 
 
 def decode(header: bytes, data: memoryview) -> Any:
@@ -173,7 +209,7 @@ def decode(header: bytes, data: memoryview) -> Any:
         CorruptEntry: the data does not match the header's checksum or size.
     """
     info = json.loads(header)
-    if xxhash.xxh3_64_hexdigest(data) != info.get("xxh3"):
+    if checksum(data) != info.get("xxh3"):
         raise CorruptEntry("checksum mismatch")
     dtype = np.dtype(info["dtype"])
     shape = tuple(int(x) for x in info["array_shape"])

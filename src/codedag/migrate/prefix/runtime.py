@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from codedag.migrate.prefix.session import FIELDS, REASONS, ChainSpec, Session
+from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
 from codedag.migrate.prefix.values import has_prefix_value, step
 from codedag.patching import Patcher
@@ -45,11 +45,15 @@ class CacheSettings:
             the stored value; a difference removes the entry and delivers the computed value.
         store: where the store lives and its budgets (defaults: the plan's, then
             :class:`~.tiers.StoreSettings`' own).
+        judge_after: values of a chain each process stores before it compares what storing
+            and reading them back cost with what computing them did, and gives the chain up
+            where storing does not pay (0: never).
     """
 
     enabled: bool = True
     verify: int = 0
     store: StoreSettings = field(default_factory=StoreSettings)
+    judge_after: int = JUDGE_AFTER
 
 
 def chains_from_plan(section: Any) -> list[ChainSpec]:
@@ -90,7 +94,7 @@ class PrefixCacheRuntime:
         self.chains = chains if (settings is None or settings.enabled) else []
         self.settings = settings or CacheSettings()
         self.store = PrefixStore.open(self.settings.store) if self.chains else PrefixStore([])
-        self.session = Session(self.store, self.settings.verify)
+        self.session = Session(self.store, self.settings.verify, self.settings.judge_after)
         self.patcher = Patcher("prefix-cache")
         self.workers: Any = None
         self._applied = False
@@ -144,6 +148,7 @@ class PrefixCacheRuntime:
         """Remove the patches and write pending updates; returns how many were removed."""
         if not self._applied:
             return 0
+        self.session.writer.close()
         self.session.flush()
         count = self.patcher.restore()
         if self.workers is not None:
@@ -216,7 +221,9 @@ class PrefixCacheRuntime:
     # -- statistics -----------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """``get_stats()["cache"]``: hits, misses by reason, bytes in RAM and on disk,
-        evictions, verification, time reading and writing (all processes)."""
+        evictions, verification, time reading and writing (all processes; this process's
+        queued values are stored first)."""
+        self.session.writer.flush()
         local = self.session.values()
         remote = self.workers.totals("cache") if self.workers is not None else {}
         merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
@@ -232,6 +239,9 @@ class PrefixCacheRuntime:
             "hit_rate": hits / lookups if lookups else 0.0,
             "stored": merged["stored"],
             "not_stored_full": merged["full"],
+            "not_stored_changed": merged["changed"],
+            "not_stored_dropped": merged["dropped"],
+            "unpaid": merged["unpaid"],
             "evictions": merged["evicted"],
             "corrupt": merged["corrupt"],
             "bytes": {t.kind: t.used_bytes for t in tiers},
@@ -245,6 +255,7 @@ class PrefixCacheRuntime:
             },
             "read_ms": merged["read_ns"] / 1e6,
             "write_ms": merged["write_ns"] / 1e6,
+            "queue_ms": merged["queue_ns"] / 1e6,
             "hit_bytes": merged["hit_bytes"],
             "diverged": dict(self.session.details.most_common(10)),
             "problems": self.store.problems,

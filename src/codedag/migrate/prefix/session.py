@@ -5,7 +5,8 @@ their own, forked with the patches; their counters reach the main process throug
 :class:`codedag.migrate.workerstats.WorkerStats`). Its :meth:`Session.source` starts a chain at a
 planned source call, and :meth:`Session.cut` answers the cut: the stored value on a hit (checked
 bit for bit against a recomputation for the first ``verify`` hits), else the computed value,
-stored with the headers of its intermediates.
+queued with the headers of its intermediates for :class:`~.writer.Writer`, which stores it from a
+thread of its own.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 import codedag.migrate.prefix.keys as keys
-from codedag.migrate.prefix.entry import meta_of, same
+from codedag.migrate.prefix.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.migrate.prefix.tiers import PrefixStore
 from codedag.migrate.prefix.values import Lineage, PrefixValue, concrete, concrete_kwargs
+from codedag.migrate.prefix.writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,10 @@ FIELDS: tuple[str, ...] = (
     "stored",
     "full",
     "exists",
+    "changed",  # written to between the cut and the store: not stored
+    "dropped",  # the write queue stayed full: not stored
+    "queue_ns",  # the loading thread's share of storing: encoding and queueing
+    "unpaid",  # chains this process found not to pay for storing (and stopped caching)
     "verified",
     "verify_mismatches",
     "evicted",
@@ -52,6 +59,11 @@ FIELDS: tuple[str, ...] = (
 )
 GIVE_UP_AFTER = 3
 """Samples of one chain failing in a row with prefix values, after which it is not cached here."""
+
+JUDGE_AFTER = 8
+"""Values of a chain stored by a process, after which it compares what storing and reading one
+back cost with what computing it did (medians): a chain where storing does not pay for itself by
+the second epoch is not cached any more, by any process, in this run or later ones."""
 
 
 @dataclass(frozen=True)
@@ -106,10 +118,15 @@ class Session:
     Args:
         store: the store.
         verify: hits (the first ones, in each process) recomputed and compared bit for bit.
+        judge_after: values of a chain stored here before it is judged (:data:`JUDGE_AFTER`;
+            0: chains are never given up for their cost, and flags of other processes are
+            ignored).
     """
 
-    def __init__(self, store: PrefixStore, verify: int = 0) -> None:
+    def __init__(self, store: PrefixStore, verify: int = 0, judge_after: int = JUDGE_AFTER) -> None:
         self.store = store
+        self.judge_after = judge_after
+        self.writer = Writer(store, self._stored)
         self.verify_left = verify
         self.counts: Counter[str] = Counter()
         self.details: Counter[str] = Counter()
@@ -119,6 +136,9 @@ class Session:
         self.local = _Local()
         self._touch: dict[int, tuple[Any, list[bytes], list[bytes]]] = {}
         self._lock = threading.Lock()
+        self._checked: set[str] = set()  # chains whose flag in the store was read here
+        self._judging: dict[bytes, tuple[ChainSpec, int, int]] = {}  # key: chain, compute, queue
+        self._judged: dict[str, list[tuple[int, int]]] = {}  # chain: (compute, store + read)
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -162,6 +182,8 @@ class Session:
         kwargs: dict[str, Any],
     ) -> Any:
         """A planned source call: the first prefix value of a chain."""
+        if self.judge_after and chain.id not in self._checked and self._found_unpaid(chain):
+            return original(*args, **kwargs)
         data = _argument(chain.source_slot, args, kwargs)
         try:
             key = keys.source_key(chain.id, data)
@@ -185,9 +207,84 @@ class Session:
         return PrefixValue(lineage, key, meta_of(value), value, counts=counts)
 
     def meta(self, key: bytes) -> Any:
-        """The stored header of an intermediate value, or None."""
+        """The stored (or queued) header of an intermediate value, or None."""
+        queued = self.writer.pending_meta(key)
+        if queued is not None:
+            return Meta.from_bytes(queued), False
         with self.suspended():
             return self.store.meta(key)
+
+    def _lookup(self, key: bytes) -> tuple[Any, Any, bool] | None:
+        """``(value, tier, stale)`` of a value queued here or stored (``tier`` None: queued)."""
+        queued = self.writer.pending(key)
+        if queued is not None:
+            try:
+                return decode(queued.header, queued.data), None, False
+            except CorruptEntry:  # written to since it was queued: it will not be stored
+                pass
+        return self.store.get(key)
+
+    def _stored(self, key: bytes, outcome: str, elapsed_ns: int) -> None:
+        """The writer stored a value (its thread)."""
+        with self._lock:
+            self.counts["write_ns"] += elapsed_ns
+            if outcome in ("stored", "full", "exists", "changed"):
+                self.counts[outcome] += 1
+            judging = self._judging.pop(key, None)
+        if judging is None or outcome != "stored":
+            return
+        chain, compute_ns, queue_ns = judging
+        started = time.perf_counter_ns()
+        with self.suspended():
+            if self.store.get(key) is None:
+                return
+        read_ns = time.perf_counter_ns() - started
+        self.judge(chain, compute_ns, queue_ns + elapsed_ns + read_ns)
+
+    def _judge_later(self, chain: ChainSpec, key: bytes, compute_ns: int, queue_ns: int) -> None:
+        """Keep what computing a stored value cost until the writer has stored it."""
+        with self._lock:
+            waiting = sum(1 for c, _, _ in self._judging.values() if c.id == chain.id)
+            if len(self._judged.get(chain.id, ())) + waiting >= self.judge_after:
+                return
+            self._judging[key] = (chain, compute_ns, queue_ns)
+
+    def judge(self, chain: ChainSpec, compute_ns: int, store_ns: int) -> bool | None:
+        """Count what computing one value of ``chain`` cost and what storing and reading it back
+        did; after ``judge_after`` values, whether storing pays (None before). A chain where
+        it does not is given up here and flagged in the store for every process."""
+        with self._lock:
+            samples = self._judged.setdefault(chain.id, [])
+            if len(samples) >= self.judge_after:
+                return None
+            samples.append((compute_ns, store_ns))
+            if len(samples) < self.judge_after:
+                return None
+            compute = median(c for c, _ in samples)
+            store = median(s for _, s in samples)
+            if store <= compute:
+                return True
+            self.given_up.add(chain.id)
+            self.counts["unpaid"] += 1
+        log.warning(
+            "prefix cache: storing and reading back a value of %s costs %.3g ms, more than the "
+            "%.3g ms computing it does; it is not cached any more",
+            chain.id,
+            store / 1e6,
+            compute / 1e6,
+        )
+        with self.suspended():
+            self.store.set_flag(_unpaid_flag(chain))
+        return False
+
+    def _found_unpaid(self, chain: ChainSpec) -> bool:
+        """Whether a process found ``chain`` not to pay (read once per process)."""
+        self._checked.add(chain.id)
+        with self.suspended():
+            unpaid = self.store.flag(_unpaid_flag(chain))
+        if unpaid:
+            self.given_up.add(chain.id)
+        return unpaid
 
     def cut(
         self,
@@ -205,7 +302,7 @@ class Session:
         if deferred:
             started = time.perf_counter_ns()
             with self.suspended():  # the store's own NumPy calls never start chains
-                found = self.store.get(key)
+                found = self._lookup(key)
             if found is not None:
                 value, tier, stale = found
                 elapsed = time.perf_counter_ns() - started
@@ -216,7 +313,7 @@ class Session:
                     self.counts["hits"] += 1
                     self.counts["read_ns"] += elapsed
                     self.counts["hit_bytes"] += getattr(value, "nbytes", 0)
-                if stale or lineage.stale:
+                if tier is not None and (stale or lineage.stale):
                     self._queue_touch(tier, key, first, lineage)
                 return value
             reason = "not_stored"
@@ -225,13 +322,20 @@ class Session:
             return value
         lineage.done = True
         started = time.perf_counter_ns()
+        compute_ns = started - lineage.started_ns
         with self.suspended():
-            outcome = self.store.put(key, value, first._lineage_metas() if first._key else [])
+            encoded = encode(value)
+            queued = encoded is not None and self.writer.submit(
+                key, encoded, first._lineage_metas() if first._key else ()
+            )
+        queue_ns = time.perf_counter_ns() - started
         with self._lock:
-            self.counts["write_ns"] += time.perf_counter_ns() - started
-            if outcome in ("stored", "full", "exists"):
-                self.counts[outcome] += 1
-        self.miss(chain, outcome if outcome in ("unstorable", "off") else reason)
+            self.counts["queue_ns"] += queue_ns
+            if encoded is not None and not queued:
+                self.counts["dropped"] += 1
+        if queued:
+            self._judge_later(lineage.chain, key, compute_ns, queue_ns)
+        self.miss(chain, "unstorable" if encoded is None else reason)
         return value
 
     def _verified(
@@ -313,6 +417,11 @@ class Session:
     def created(self) -> bool:
         """Whether the current fetch started chains in this thread."""
         return bool(self.local.lineages)
+
+
+def _unpaid_flag(chain: ChainSpec) -> bytes:
+    """The store's flag of a chain found not to pay on this machine, with these versions."""
+    return keys.step_key([b"unpaid", repr(chain).encode(), keys.versions()])
 
 
 def _argument(slot: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -13,7 +13,7 @@ A tier is one LMDB environment in a folder with four named databases:
 * ``info``: key -> generation, size and the value's header (type, dtype, shape, checksum);
 * ``meta``: key -> generation and the header of an intermediate value (no data: what a deferred
   intermediate answers for ``.shape`` without computing);
-* ``state``: bytes in use and the current generation.
+* ``state``: bytes in use, the current generation and flags (chains found not to pay here).
 
 Budgets and eviction: each tier admits values while the bytes in use stay under
 :data:`FILL` of its budget (the rest is room for LMDB's pages and free lists); its map size is the
@@ -37,12 +37,15 @@ import os
 import shutil
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import lmdb
+
+from codedag.migrate.prefix.entry import Encoded, checksum
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,7 @@ _INFO = struct.Struct("<IQ")  # generation, bytes; then the header
 _U64 = struct.Struct("<Q")
 _USED = b"used"
 _GENERATION = b"generation"
+_FLAG = b"flag:"
 _DBS = (b"data", b"info", b"meta", b"state")
 _MIN_MAP_BYTES = 1 << 20
 
@@ -114,11 +118,53 @@ def _close(path: str) -> None:
             found[0].close()
 
 
+class ForkAware(Protocol):
+    """What uses the environments from a thread of its own and must be quiet across a fork."""
+
+    def before_fork(self) -> None:
+        """Finish what the thread is writing and hold it (the environments close next)."""
+
+    def after_fork_in_parent(self) -> None:
+        """Let the thread go on."""
+
+    def after_fork_in_child(self) -> None:
+        """Start afresh: the thread does not exist in the child."""
+
+
+_FORK_AWARE: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def on_fork(user: ForkAware) -> None:
+    """Have ``user`` told of every fork, around closing the environments."""
+    _install_fork_hook()
+    _FORK_AWARE.add(user)
+
+
+def _before_fork() -> None:
+    for user in list(_FORK_AWARE):
+        user.before_fork()
+    close_all()
+
+
+def _after_fork_in_parent() -> None:
+    for user in list(_FORK_AWARE):
+        user.after_fork_in_parent()
+
+
+def _after_fork_in_child() -> None:
+    for user in list(_FORK_AWARE):
+        user.after_fork_in_child()
+
+
 def _install_fork_hook() -> None:
     global _hook_installed
     with _open_lock:
         if not _hook_installed and hasattr(os, "register_at_fork"):
-            os.register_at_fork(before=close_all)
+            os.register_at_fork(
+                before=_before_fork,
+                after_in_parent=_after_fork_in_parent,
+                after_in_child=_after_fork_in_child,
+            )
             _hook_installed = True
 
 
@@ -151,14 +197,14 @@ class LmdbTier:
         return not self.problem
 
     def disable(self, problem: str) -> None:
-        """Stop using the tier in this process, with one warning."""
+        """Stop using the tier in this process, with one warning. Its environment stays open
+        until :meth:`close`: another thread may be reading from its map."""
         if not self.problem:
             self.problem = problem
             if not self.quiet:
                 log.warning(
                     "prefix cache: the %s tier at %s is off: %s", self.kind, self.path, problem
                 )
-        self.close()
 
     def _open(self) -> Any:
         if self.problem:
@@ -251,20 +297,19 @@ class LmdbTier:
         return raw[_INFO.size :], generation < self.generation
 
     # -- writing ----------------------------------------------------------------------------
-    def put(
-        self,
-        key: bytes,
-        header: bytes,
-        payload: memoryview,
-        metas: Iterable[tuple[bytes, bytes]] = (),
-    ) -> str:
+    def put(self, key: bytes, encoded: Encoded, metas: Iterable[tuple[bytes, bytes]] = ()) -> str:
         """Store a value (and the headers of its intermediates) in one transaction.
 
+        The bytes written are checked against the checksum taken when the value was encoded,
+        inside the transaction: a value written to in the meantime (it may be stored from
+        another thread, after user code received it) is never committed.
+
         Returns:
-            ``stored``, ``exists`` (another process stored it first) or ``full`` (it does not
-            fit even after evicting older generations).
+            ``stored``, ``exists`` (another process stored it first), ``full`` (it does not fit
+            even after evicting older generations) or ``changed`` (its bytes no longer match
+            their checksum: nothing is written).
         """
-        size = payload.nbytes + len(header)
+        size = encoded.nbytes
         metas = list(metas)
         meta_bytes = sum(len(k) + len(v) + _INFO.size for k, v in metas)
         if size + meta_bytes > self.limit_bytes:
@@ -272,7 +317,7 @@ class LmdbTier:
         env = self._open()
         dbs = self._dbs
         try:
-            with env.begin(write=True) as txn:
+            with env.begin(write=True, buffers=True) as txn:
                 used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
                 if txn.get(key, db=dbs[b"info"]) is not None:
                     added = self._put_metas(txn, metas)
@@ -280,7 +325,7 @@ class LmdbTier:
                     return "exists"
                 need = used + meta_bytes + size - self.limit_bytes
                 if need <= 0:  # the common case: one transaction
-                    return self._insert(txn, key, header, payload, metas, used)
+                    return self._insert(txn, key, encoded, metas, used)
                 # evict in a transaction of its own: LMDB reuses the pages it frees only once it
                 # has committed; a quarter more, for LMDB's contiguous runs
                 used -= self._evict(txn, need + self.limit_bytes // 4)
@@ -289,9 +334,9 @@ class LmdbTier:
                     return "full"
             with env.begin(write=True) as txn:  # LMDB reuses freed pages two commits later
                 txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
-            with env.begin(write=True) as txn:
+            with env.begin(write=True, buffers=True) as txn:
                 used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
-                return self._insert(txn, key, header, payload, metas, used)
+                return self._insert(txn, key, encoded, metas, used)
         except lmdb.MapFullError:
             return "full"
         except lmdb.Error as error:
@@ -301,21 +346,24 @@ class LmdbTier:
         self,
         txn: Any,
         key: bytes,
-        header: bytes,
-        payload: memoryview,
+        encoded: Encoded,
         metas: list[tuple[bytes, bytes]],
         used: int,
     ) -> str:
         """Write a value and its intermediates' headers in ``txn`` (``full`` when they do not
-        fit, and the transaction is then aborted)."""
+        fit, ``changed`` when the bytes written do not match the checksum; the transaction is
+        then aborted)."""
         dbs = self._dbs
-        size = payload.nbytes + len(header)
+        size = encoded.nbytes
         added = self._put_metas(txn, metas)
         if used + added + size > self.limit_bytes:
             txn.abort()
             return "full"
-        txn.put(key, payload, db=dbs[b"data"])
-        txn.put(key, _INFO.pack(self.generation, size) + header, db=dbs[b"info"])
+        txn.put(key, encoded.data, db=dbs[b"data"])
+        if not encoded.owned and checksum(txn.get(key, db=dbs[b"data"])) != encoded.checksum:
+            txn.abort()
+            return "changed"
+        txn.put(key, _INFO.pack(self.generation, size) + encoded.header, db=dbs[b"info"])
         txn.put(_USED, _U64.pack(used + added + size), db=dbs[b"state"])
         return "stored"
 
@@ -367,6 +415,24 @@ class LmdbTier:
                             txn.put(
                                 key, _INFO.pack(self.generation, size) + raw[_INFO.size :], db=db
                             )
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+
+    def flag(self, name: bytes) -> bool:
+        """Whether :meth:`set_flag` marked ``name`` here."""
+        env = self._open()
+        try:
+            with env.begin() as txn:
+                return txn.get(_FLAG + name, db=self._dbs[b"state"]) is not None
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+
+    def set_flag(self, name: bytes) -> None:
+        """Mark ``name`` for every process and later run (until the tier is cleared)."""
+        env = self._open()
+        try:
+            with env.begin(write=True) as txn:
+                txn.put(_FLAG + name, b"1", db=self._dbs[b"state"])
         except lmdb.Error as error:
             raise self._failed(error) from error
 

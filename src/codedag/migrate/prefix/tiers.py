@@ -25,7 +25,7 @@ from typing import Any
 
 import xxhash
 
-from codedag.migrate.prefix.entry import CorruptEntry, Meta, decode, encode
+from codedag.migrate.prefix.entry import CorruptEntry, Encoded, Meta, decode, encode
 from codedag.migrate.prefix.store import LmdbTier, TierError, TierInfo
 
 log = logging.getLogger(__name__)
@@ -187,22 +187,36 @@ class PrefixStore:
         return None
 
     def put(self, key: bytes, value: Any, metas: Iterable[tuple[bytes, bytes]]) -> str:
-        """Store a value: ``stored``, ``exists``, ``full`` or ``unstorable`` (a type the cache
-        cannot keep exactly) or ``off`` (no usable tier)."""
-        encoded = encode(value)
+        """Store a value (or its :class:`~.entry.Encoded` form): ``stored``, ``exists``,
+        ``full``, ``changed`` (written to since it was encoded), ``unstorable`` (a type the
+        cache cannot keep exactly) or ``off`` (no usable tier)."""
+        encoded = value if isinstance(value, Encoded) else encode(value)
         if encoded is None:
             return "unstorable"
-        header, data = encoded
         metas = list(metas)
         outcome = "off"
         for tier in self._usable():
             try:
-                outcome = tier.put(key, header, data, metas)
+                outcome = tier.put(key, encoded, metas)
             except TierError:
                 continue
             if outcome != "full":
                 return outcome
         return outcome
+
+    def flag(self, name: bytes) -> bool:
+        """Whether a usable tier holds the flag ``name``."""
+        for tier in self._usable():
+            with contextlib.suppress(TierError):
+                if tier.flag(name):
+                    return True
+        return False
+
+    def set_flag(self, name: bytes) -> None:
+        """Set the flag ``name`` in every usable tier."""
+        for tier in self._usable():
+            with contextlib.suppress(TierError):
+                tier.set_flag(name)
 
     def touch(self, tier: LmdbTier, keys: list[bytes], metas: list[bytes]) -> None:
         """Move hit entries to the current generation."""

@@ -21,6 +21,7 @@ marks the chain *diverged*: it is computed normally and not stored, counted with
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -54,13 +55,14 @@ class Lineage:
         stale: keys of intermediate headers read from an older generation (touched on a hit).
     """
 
-    __slots__ = ("chain", "done", "session", "stale")
+    __slots__ = ("chain", "done", "session", "stale", "started_ns")
 
     def __init__(self, chain: Any, session: Any) -> None:
         self.chain = chain
         self.session = session
         self.done = False
         self.stale: list[bytes] = []
+        self.started_ns = time.perf_counter_ns()  # the source call: what computing costs
 
     def diverge(self, reason: str) -> None:
         """Count the chain as computed normally, for ``reason`` (once)."""
