@@ -245,3 +245,30 @@ def test_values_taken_out_of_the_running_statistics_again() -> None:
         exact.add(v)
     assert out.std == pytest.approx(exact.std)
     assert hist.without(values[:5]).count == 45 and stats.count == 50  # the original is kept
+
+
+def test_steps_wait_in_the_buffer_until_a_fold_from_any_thread() -> None:
+    import threading
+
+    clock = FakeClock()
+    received: list[int] = []
+    timer = Timer(
+        "none", clock=clock, on_steps=lambda rows: received.extend(r.step for r in rows),
+        record_block=1000,
+    )  # fmt: skip
+    timer.start()
+    for i in range(300):
+        clock.sleep(0.001)
+        timer.start_batch()
+        assert timer.position() == (i, pytest.approx(clock.t))  # the open step, at its start
+        clock.sleep(0.004)
+        assert timer.end_batch() == clock.t  # the clock read at the step's end, returned
+        assert timer.position() == (i, pytest.approx(clock.t))
+    assert received == []  # the hot path only appended
+    folder = threading.Thread(target=timer.fold)
+    folder.start()
+    folder.join()
+    assert received == list(range(300))
+    assert timer.batch_stats.count == 300
+    assert timer.wait_stats.mean == pytest.approx(0.001)
+    assert timer.end_batch() == -math.inf  # without start_batch: ignored
