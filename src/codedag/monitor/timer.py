@@ -363,24 +363,19 @@ class Timer:
                 return
             origin = self._start if self._start is not None else 0.0
             pop = rows.popleft
-            make = tuple.__new__
-            records = []
-            b_add, bh_add = self._batch_stats.add, self._batch_hist.add
-            w_add, wh_add = self._wait_stats.add, self._wait_hist.add
-            s_add, sh_add, series_add = self._step_stats.add, self._step_hist.add, self._series.add
-            samples = 0
-            for _ in range(count):
-                idx, now, batch_s, wait_s, n_samples = pop()
-                records.append(make(StepRecord, (idx, now - origin, batch_s, wait_s, n_samples)))
-                b_add(batch_s)
-                bh_add(batch_s)
-                w_add(wait_s)
-                wh_add(wait_s)
-                s_add(batch_s + wait_s)
-                sh_add(batch_s + wait_s)
-                series_add(idx, batch_s, wait_s)
-                samples += n_samples
-            self._samples += samples
+            idxs, ends, batch, wait, samples = zip(*[pop() for _ in range(count)])
+            step = [b + w for b, w in zip(batch, wait)]
+            make = functools.partial(tuple.__new__, StepRecord)
+            times = [end - origin for end in ends]
+            records = list(map(make, zip(idxs, times, batch, wait, samples)))
+            self._batch_stats.add_many(batch)
+            self._batch_hist.add_many(batch)
+            self._wait_stats.add_many(wait)
+            self._wait_hist.add_many(wait)
+            self._step_stats.add_many(step)
+            self._step_hist.add_many(step)
+            self._series.add_many(idxs, batch, wait)
+            self._samples += sum(samples)
             if len(self._warmup) < self.warmup_batches:
                 self._warmup.extend(r for r in records if r.step < self.warmup_batches)
             if self._on_steps is not None:
