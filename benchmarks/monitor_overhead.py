@@ -15,7 +15,15 @@ sleeps (``--sleep-ms``, no CPU of its own), so the process's CPU time is what th
 sampler and its sinks' threads spend. Each condition runs ``--short`` and ``4 x --short`` steps:
 the difference over the extra steps is the steady-state CPU cost per step (given as a share of
 the step time), the rest the fixed cost of a run (creating the MLflow run, the summary and
-artifacts at its end, closing the files), which a long training run pays once.
+artifacts at its end, closing the files), which a long training run pays once. The ``null
+timer`` condition is the least any step timer does (two ``perf_counter`` calls and a list
+append, no codedag): after a sleep the CPU runs cold, and that floor shows what any Python code
+pays there, apart from what the monitor adds.
+
+A third table runs the same conditions around a step that computes for about ``--busy-ms``
+(the MLP step repeated): the time the per-step calls take on the training thread (read around
+the calls) and the CPU time of every other thread (the sampler, its folds, the sinks' writers;
+``--short`` and ``4 x --short`` steps, the difference per step), against the step time.
 
     .venv/bin/python benchmarks/monitor_overhead.py [--rounds 5] [--steps 1500] [--short 300]
 """
@@ -66,6 +74,9 @@ def make_sinks(kinds: tuple[str, ...], out: Path, mlflow_uri: str) -> list:
     return sinks
 
 
+NONE, NULL_TIMER = -1.0, -2.0  # the conditions without codedag: no timer, the least timer
+
+
 def run(
     step: Callable[[], float],
     steps: int,
@@ -73,15 +84,24 @@ def run(
     out: Path,
     sinks: list | None = None,
 ) -> tuple[float, float, dict | None]:
-    """Seconds and process CPU seconds per step; no monitor for ``interval=-1``, no sampler for
-    ``None``. The CPU time includes the sinks' finishing work at ``close()``."""
+    """Seconds and process CPU seconds per step; no monitor for ``NONE``, the least timer for
+    ``NULL_TIMER``, no sampler for ``None``. The CPU time includes the sinks' finishing work at
+    ``close()``."""
     from codedag.monitor.experiment import ExperimentMonitor
 
-    if interval == -1:
+    if interval == NONE:
         c0, t0 = time.process_time(), time.perf_counter()
         for i in range(steps):
             loss = step()
             _ = (i, loss)
+        return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps, None
+    if interval == NULL_TIMER:
+        clock, rows = time.perf_counter, []
+        c0, t0 = time.process_time(), time.perf_counter()
+        for i in range(steps):
+            begin = clock()
+            loss = step()
+            rows.append((i, begin, clock(), loss))
         return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps, None
     monitor = ExperimentMonitor(
         "overhead", out, run_dir=out / f"run_{interval}_{time.time_ns()}", sinks=sinks or []
@@ -113,6 +133,98 @@ def cpu_cost_us(
     return 1e6 * cpu * steps
 
 
+def busy_costs(
+    step: Callable[[], float], steps: int, interval: float, sinks: list, out: Path
+) -> tuple[float, float]:
+    """Seconds the per-step calls took on the training thread, and CPU seconds of every other
+    thread (their finishing work at ``close()`` included), for a run of ``steps`` steps."""
+    from codedag.monitor.experiment import ExperimentMonitor
+
+    clock, rows = time.perf_counter, []
+    monitor = None
+    if interval >= 0:
+        monitor = ExperimentMonitor(
+            "overhead", out, run_dir=out / f"busy_{time.time_ns()}", sinks=sinks
+        )
+        monitor.start_mode("baseline", resource_interval=interval)
+    inside = 0.0
+    main0, cpu0 = time.thread_time(), time.process_time()
+    for i in range(steps):
+        t0 = clock()
+        if monitor is not None:
+            monitor.start_batch()
+        elif interval == NULL_TIMER:
+            begin = clock()
+        t1 = clock()
+        loss = step()
+        t2 = clock()
+        if monitor is not None:
+            monitor.end_batch()
+            monitor.log_loss(0, i, loss)
+        elif interval == NULL_TIMER:
+            rows.append((i, begin, clock(), loss))
+        inside += (t1 - t0) + (clock() - t2)
+    if monitor is not None:
+        monitor.stop_mode()
+        monitor.close()
+    others = (time.process_time() - cpu0) - (time.thread_time() - main0)
+    return inside, others
+
+
+def busy_table(
+    step: Callable[[], float],
+    step_s: float,
+    conditions: list[tuple[str, float | None, tuple[str, ...]]],
+    args: argparse.Namespace,
+    root: Path,
+    mlflow_uri: str,
+) -> list[str]:
+    """The third table: the conditions sampling at 1 s around a CPU-busy step, as lines."""
+    repeat = max(1, round(args.busy_ms / (1e3 * step_s)))
+
+    def busy() -> float:
+        for _ in range(repeat - 1):
+            step()
+        return step()
+
+    short, long = args.short, 4 * args.short
+    names = [c[0] for c in conditions if c[0] in ("none", "null timer") or c[0].startswith("1.0")]
+    inside_us: dict[str, list[float]] = {name: [] for name in names}
+    others_us: dict[str, list[float]] = {name: [] for name in names}
+    step_ms: list[float] = []
+    for r in range(3):
+        for name, interval, kinds in conditions:
+            if name not in names:
+                continue
+            got = []
+            for n in (short, long):
+                sinks = make_sinks(kinds, root / f"b{r}_{n}_{name.replace(' ', '_')}", mlflow_uri)
+                t0 = time.perf_counter()
+                got.append(busy_costs(busy, n, interval or 0.0, sinks, root))
+                if name == "none":
+                    step_ms.append(1e3 * (time.perf_counter() - t0) / n)
+            inside_us[name].append(1e6 * got[1][0] / long)
+            others_us[name].append(1e6 * (got[1][1] - got[0][1]) / (long - short))
+    ms = statistics.median(step_ms)
+    lines = [
+        f"Around a CPU-busy step ({repeat} MLP steps, {ms:.2f} ms), runs of {short} and {long} "
+        "steps (median of 3):",
+        f"{'condition':>20} {'calls us/step':>14} {'other threads us/step':>22} "
+        f"{'total over none':>16} {'% of step':>10}",
+    ]
+    none_inside = statistics.median(inside_us["none"])
+    none_others = statistics.median(others_us["none"])
+    for name in names:
+        calls = statistics.median(inside_us[name]) - none_inside
+        others = statistics.median(others_us[name]) - none_others
+        total = calls + others
+        lines.append(
+            f"{name:>20} {calls:>14.1f} {others:>22.1f} {total:>16.1f} "
+            f"{100 * total / (1e3 * ms):>9.3f}%"
+        )
+    return lines
+
+
 def available(kind: str) -> bool:
     """Whether a sink's package imports here."""
     import importlib.util
@@ -131,6 +243,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--sleep-ms", type=float, default=10.0)
     parser.add_argument("--short", type=int, default=300, help="steps of the short sleeping runs")
+    parser.add_argument("--busy-ms", type=float, default=10.0, help="CPU-busy step length")
     args = parser.parse_args()
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("mlflow").setLevel(logging.WARNING)
@@ -139,7 +252,8 @@ def main() -> None:
     for _ in range(50):  # warm-up
         step()
     conditions: list[tuple[str, float | None, tuple[str, ...]]] = [
-        ("none", -1, ()),
+        ("none", NONE, ()),
+        ("null timer", NULL_TIMER, ()),
         ("no sampler", None, ()),
         ("1.0 s", 1.0, ()),
         ("0.1 s", 0.1, ()),
@@ -197,6 +311,9 @@ def main() -> None:
                 slope = (costs[1] - costs[0]) / (long - short)
                 per_step[name].append(slope)
                 fixed[name].append(costs[0] - short * slope)
+        busy_lines = busy_table(
+            step, statistics.mean(times["none"]), conditions, args, root, mlflow_uri
+        )
     print(f"monitor overhead: {args.rounds} rounds x {args.steps} steps, torch threads = 1")
     print(
         f"{'condition':>20} {'step ms':>8} {'ratio (median)':>15} {'ratio min..max':>15} "
@@ -220,22 +337,30 @@ def main() -> None:
     )
     print(
         f"{'condition':>20} {'CPU us/step':>12} {'over none':>10} {'% of step':>10} "
-        f"{'fixed ms/run':>13}"
+        f"{'over null':>10} {'% of step':>10} {'fixed ms/run':>13}"
     )
     none_us = statistics.median(per_step["none"])
+    null_us = statistics.median(per_step["null timer"])
     none_fixed = statistics.median(fixed["none"])
     for name in names:
         us = statistics.median(per_step[name])
-        extra = us - none_us
+        extra, above_null = us - none_us, us - null_us
         share = 100 * extra / (1e3 * args.sleep_ms)
+        share_null = 100 * above_null / (1e3 * args.sleep_ms)
         run_ms = (statistics.median(fixed[name]) - none_fixed) / 1e3
-        print(f"{name:>20} {us:>12.1f} {extra:>10.1f} {share:>9.3f}% {run_ms:>13.1f}")
+        print(
+            f"{name:>20} {us:>12.1f} {extra:>10.1f} {share:>9.3f}% {above_null:>10.1f} "
+            f"{share_null:>9.3f}% {run_ms:>13.1f}"
+        )
+    for line in busy_lines:
+        print(line)
     per_call_us = monitor_call_cost_us()
+    null_call_us = null_call_cost_us()
     base_ms = 1e3 * statistics.mean(times["none"])
     print(
         f"monitor calls alone (start_batch + end_batch + log_loss, no training): "
         f"{per_call_us:.2f} us per step = {100 * per_call_us / (1e3 * base_ms):.3f}% of a "
-        f"{base_ms:.2f} ms step"
+        f"{base_ms:.2f} ms step; the null timer's calls: {null_call_us:.2f} us"
     )
 
 
@@ -254,6 +379,16 @@ def monitor_call_cost_us(steps: int = 50_000) -> float:
         elapsed = time.perf_counter() - t0
         monitor.stop_mode()
     return 1e6 * elapsed / steps
+
+
+def null_call_cost_us(steps: int = 50_000) -> float:
+    """Microseconds of the null timer's per-step work in the same tight loop."""
+    clock, rows = time.perf_counter, []
+    t0 = time.perf_counter()
+    for i in range(steps):
+        begin = clock()
+        rows.append((i, begin, clock(), 0.5))
+    return 1e6 * (time.perf_counter() - t0) / steps
 
 
 if __name__ == "__main__":

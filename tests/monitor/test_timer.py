@@ -245,3 +245,53 @@ def test_values_taken_out_of_the_running_statistics_again() -> None:
         exact.add(v)
     assert out.std == pytest.approx(exact.std)
     assert hist.without(values[:5]).count == 45 and stats.count == 50  # the original is kept
+
+
+def test_steps_wait_in_the_buffer_until_a_fold_from_any_thread() -> None:
+    import threading
+
+    clock = FakeClock()
+    received: list[int] = []
+    timer = Timer(
+        "none", clock=clock, on_steps=lambda rows: received.extend(r.step for r in rows),
+        record_block=1000,
+    )  # fmt: skip
+    timer.start()
+    for i in range(300):
+        clock.sleep(0.001)
+        timer.start_batch()
+        assert timer.position() == (i, pytest.approx(clock.t))  # the open step, at its start
+        clock.sleep(0.004)
+        assert timer.end_batch() == clock.t  # the clock read at the step's end, returned
+        assert timer.position() == (i, pytest.approx(clock.t))
+    assert received == []  # the hot path only appended
+    folder = threading.Thread(target=timer.fold)
+    folder.start()
+    folder.join()
+    assert received == list(range(300))
+    assert timer.batch_stats.count == 300
+    assert timer.wait_stats.mean == pytest.approx(0.001)
+    assert timer.end_batch() == -math.inf  # without start_batch: ignored
+
+
+def test_blocks_of_values_give_the_statistics_of_one_value_at_a_time() -> None:
+    rng = random.Random(3)
+    values = [rng.lognormvariate(-4, 1) for _ in range(1000)] + [0.0, -1.0]
+    one, block = RunningStats(), RunningStats()
+    hist_one, hist_block = LogHistogram(), LogHistogram()
+    down_one, down_block = Downsampler(16, width=2), Downsampler(16, width=2)
+    for i, v in enumerate(values):
+        one.add(v)
+        hist_one.add(v)
+        down_one.add(i, v, 2 * v)
+    for start in range(0, len(values), 37):  # blocks that straddle the downsampler's buckets
+        chunk = values[start : start + 37]
+        block.add_many(chunk)
+        hist_block.add_many(chunk)
+        down_block.add_many(range(start, start + len(chunk)), chunk, [2 * v for v in chunk])
+    assert block.to_dict() == pytest.approx(one.to_dict(), rel=1e-9)
+    assert hist_block._counts == hist_one._counts and hist_block.count == hist_one.count
+    assert hist_block.quantile(0.0) == hist_one.quantile(0.0) == 0.0
+    assert down_block.stride == down_one.stride and down_block.count == down_one.count
+    flat = [[v for p in d.points() for v in p] for d in (down_block, down_one)]
+    assert flat[0] == pytest.approx(flat[1], rel=1e-9)

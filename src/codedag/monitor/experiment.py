@@ -17,7 +17,12 @@ Used exactly as the seed shows::
 Each run gets a folder ``save_dir/<experiment_name>_<YYYYmmdd-HHMMSS>/`` holding ``results.json``,
 the raw CSV streams and ``plots/``. Every record (step, resource sample, logged value, mode start
 and end) also goes to the monitor's sinks (:mod:`codedag.monitor.sinks`): the CSV streams are
-one, ``sinks=["tensorboard", "mlflow"]`` adds TensorBoard event files and an MLflow run. The JSON is rewritten atomically at ``start_mode``, every
+one, ``sinks=["tensorboard", "mlflow"]`` adds TensorBoard event files and an MLflow run. On the
+training thread a step costs two clock reads and a tuple appended to a buffer, a logged value
+one tuple; the resource sampler's thread folds the buffers into the statistics and hands the
+records to the sinks every sampling interval, and ``flush``/``stop_mode`` fold what is left (with
+sampling off, the training thread folds every 128 records). The JSON is rewritten atomically at
+``start_mode``, every
 ``flush_interval_s`` during a mode, at ``stop_mode`` and ``save_json``; if the process ends while
 a mode is running (Ctrl-C, an exception, ``sys.exit``), an exit hook marks the mode
 ``interrupted`` or ``failed`` and writes a complete file of everything measured. Monitoring never
@@ -31,6 +36,7 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
+import math
 import os
 import re
 import signal
@@ -58,12 +64,21 @@ from codedag.monitor.results import SCHEMA_VERSION
 from codedag.monitor.sinks.base import Sink, SinkHub
 from codedag.monitor.sinks.csv import HEADERS, CsvSink, csv_files
 from codedag.monitor.sinks.specs import make_sinks
-from codedag.monitor.timer import WARMUP_BATCHES, Timer
+from codedag.monitor.timer import RECORD_BLOCK, WARMUP_BATCHES, Timer
 from codedag.util.io import atomic_write_json
 from codedag.util.signals import deferred_interrupts, interruption_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Records buffered before the training thread folds them itself while the sampler's thread folds
+# every interval: reached only when steps outpace it (above 8192 steps per sampling interval).
+SAMPLED_RECORD_BLOCK = 8192
+
+
+def _fold(timer: Timer, metrics: MetricsLogger) -> None:
+    """Fold a mode's buffered steps and logged values into its statistics and the sinks."""
+    timer.fold()
+    metrics.fold()
 
 
 class ExperimentMonitor:
@@ -123,7 +138,7 @@ class ExperimentMonitor:
         self.environment: dict[str, Any] = {}
         self._modes: dict[str, ModeRecord] = {}
         self._current: ModeRecord | None = None
-        self._next_flush = 0.0
+        self._flush_at = 0.0  # perf_counter time of the next periodic flush
         self._exit_hook: Callable[[], None] | None = None
         self.handle_sigterm = handle_sigterm
         self._previous_sigterm: Any = None
@@ -181,11 +196,16 @@ class ExperimentMonitor:
             dict(csv_files(safe)) if self.stream_to_disk else dict.fromkeys(HEADERS)
         )
         hub = self._hub
+        block = RECORD_BLOCK if resource_interval is None else SAMPLED_RECORD_BLOCK
         timer = Timer(
             cuda_timing or self.cuda_timing,
             on_steps=functools.partial(hub.log_steps, name),
             warmup_batches=self.warmup_batches,
             downsample_capacity=self.downsample_capacity,
+            record_block=block,
+        )
+        metrics = MetricsLogger(
+            functools.partial(hub.log_metrics, name), self.downsample_capacity, record_block=block
         )
         resources = None
         describe: dict[str, Any] = {}
@@ -200,8 +220,8 @@ class ExperimentMonitor:
                 probe=probe,
                 on_sample=functools.partial(hub.log_resources, name),
                 downsample_capacity=self.downsample_capacity,
+                on_tick=functools.partial(_fold, timer, metrics),
             )
-        metrics = MetricsLogger(functools.partial(hub.log_metrics, name), self.downsample_capacity)
         current = ModeRecord(
             name, plain_config(config or {}), timer, metrics, resources, files, describe
         )
@@ -370,27 +390,30 @@ class ExperimentMonitor:
         self.close()
 
     # ---------------------------------------------------------------- batches
+    # The three calls of every step check, in one comparison each, that a mode runs in the
+    # monitor's own process; anything else (a forked worker, no mode) takes ``_refused``.
     def start_batch(self) -> None:
         """Mark the start of a training step (after the batch arrived)."""
-        if forksafe.ignored_here(self._pid, "start_batch"):
+        current = self._current
+        if current is None or forksafe.pid != self._pid:
+            self._refused("start_batch")
             return
-        if self._current is None:
-            self._warn_no_mode("start_batch")
-            return
-        self._current.timer.start_batch()
+        current.timer.start_batch()
 
     def end_batch(self, n_samples: int = 0) -> None:
         """Mark the end of a training step; ``n_samples`` (optional) gives samples/s."""
-        if forksafe.ignored_here(self._pid, "end_batch"):
-            return
         current = self._current
-        if current is None:
-            self._warn_no_mode("end_batch")
+        if current is None or forksafe.pid != self._pid:
+            self._refused("end_batch")
             return
-        current.timer.end_batch(n_samples)
-        if self.flush_interval_s > 0 and time.monotonic() >= self._next_flush:
+        if current.timer.end_batch(n_samples) >= self._flush_at:
             with current.timer.paused():  # the flush is not the input pipeline's time
                 self.flush()
+
+    def _refused(self, what: str) -> None:
+        """A call that records nothing: from a forked process, or without a running mode."""
+        if not forksafe.ignored_here(self._pid, what):
+            self._warn_no_mode(what)
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -426,17 +449,23 @@ class ExperimentMonitor:
     # ---------------------------------------------------------------- metrics
     def log_loss(self, epoch: int, batch: int, value: object) -> None:
         """Record a loss (``loss.item()``) for ``batch`` of ``epoch``."""
-        target = self._metrics_target("log_loss")
-        if target is not None:
-            timer = target.timer
-            target.metrics.log_loss(epoch, batch, value, timer.current_step, timer.total_time_s)
+        target = self._current
+        if target is None or forksafe.pid != self._pid:
+            target = self._metrics_target("log_loss")
+            if target is None:
+                return
+        step, time_s = target.timer.position()
+        target.metrics.log("loss", epoch, batch, value, step, time_s)
 
     def log_accuracy(self, epoch: int, batch: int, value: object) -> None:
         """Record an accuracy for ``batch`` of ``epoch``."""
-        target = self._metrics_target("log_accuracy")
-        if target is not None:
-            timer = target.timer
-            target.metrics.log_accuracy(epoch, batch, value, timer.current_step, timer.total_time_s)
+        target = self._current
+        if target is None or forksafe.pid != self._pid:
+            target = self._metrics_target("log_accuracy")
+            if target is None:
+                return
+        step, time_s = target.timer.position()
+        target.metrics.log("accuracy", epoch, batch, value, step, time_s)
 
     def _metrics_target(self, what: str) -> ModeRecord | None:
         if forksafe.ignored_here(self._pid, what):
@@ -481,7 +510,8 @@ class ExperimentMonitor:
         """Write the JSON and the CSV buffers now; a failed write is logged, not raised."""
         if forksafe.ignored_here(self._pid, "flush"):
             return None
-        self._next_flush = time.monotonic() + self.flush_interval_s
+        interval = self.flush_interval_s
+        self._flush_at = time.perf_counter() + interval if interval > 0 else math.inf
         data = self.to_dict()  # folds the rows buffered on the hot path into the sinks
         self._hub.flush()
         try:

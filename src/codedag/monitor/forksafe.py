@@ -21,24 +21,26 @@ log = logging.getLogger(__name__)
 _monitors: weakref.WeakSet[Any] = weakref.WeakSet()
 _hook_installed = False
 _warned_pid: int | None = None
-# This process's id, kept current by the at-fork hook: the per-step check reads it instead of
-# asking the kernel (a system call costs microseconds right after a training step's wait).
-_pid = os.getpid()
+# This process's id, kept current by the at-fork hook once a monitor is registered: the per-step
+# check compares it with the monitor's own (``forksafe.pid != owner``) instead of asking the
+# kernel (a system call costs microseconds right after a training step's wait), and calls
+# :func:`ignored_here` only when they differ.
+pid = os.getpid()
 
 
 def register(monitor: object) -> None:
     """Follow ``monitor`` across forks (installs the at-fork hook once per process)."""
-    global _hook_installed, _pid
+    global _hook_installed, pid
     _monitors.add(monitor)
     if not _hook_installed and hasattr(os, "register_at_fork"):
-        _pid = os.getpid()  # this module may have been imported before a fork
+        pid = os.getpid()  # this module may have been imported before a fork
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _hook_installed = True
 
 
 def _after_fork_in_child() -> None:
-    global _pid
-    _pid = os.getpid()
+    global pid
+    pid = os.getpid()
     for monitor in list(_monitors):
         for fh in monitor.open_stream_files():
             _silence(fh)
@@ -59,17 +61,17 @@ def _silence(fh: Any) -> None:
 def ignored_here(owner_pid: int, what: str) -> bool:
     """True (with one warning per process) when called outside the monitor's own process."""
     global _warned_pid
-    pid = _pid if _hook_installed else os.getpid()
-    if pid == owner_pid:
+    here = pid if _hook_installed else os.getpid()
+    if here == owner_pid:
         return False
-    if _warned_pid != pid:
-        _warned_pid = pid
+    if _warned_pid != here:
+        _warned_pid = here
         log.warning(
             "ExperimentMonitor.%s() called in process %d, a fork of %d (e.g. a DataLoader "
             "worker): ignored; monitor calls are recorded only in the process that created the "
             "monitor",
             what,
-            pid,
+            here,
             owner_pid,
         )
     return True

@@ -1,9 +1,16 @@
-"""Loss and accuracy logging with constant memory and honest handling of NaN/inf."""
+"""Loss and accuracy logging with constant memory and honest handling of NaN/inf.
+
+A logged value is a plain tuple appended to a :class:`collections.deque` on the training thread;
+:meth:`MetricsLogger.fold` (the monitor's sampler thread, or the training thread every
+``record_block`` values when nothing else folds) turns them into series and records, in order.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +19,9 @@ from codedag.monitor.stats import Downsampler
 
 log = logging.getLogger(__name__)
 
-_BLOCK = 128  # values buffered on the training thread before they are folded (see Timer)
+RECORD_BLOCK = 128  # values buffered before the training thread folds them itself (see Timer)
+# A buffered value: name, epoch, batch, value, step, seconds since the mode started.
+_Row = tuple[str, int, int, float, int, float]
 
 
 class _Track:
@@ -59,71 +68,88 @@ class MetricsLogger:
     Args:
         on_metrics: receives every logged value, in blocks.
         downsample_capacity: most points per metric kept in memory.
+        record_block: values buffered before the training thread folds them itself.
     """
 
     def __init__(
         self,
         on_metrics: Callable[[list[MetricRecord]], None] | None = None,
         downsample_capacity: int = 2048,
+        record_block: int = RECORD_BLOCK,
     ) -> None:
         self._on_metrics = on_metrics
         self.losses = _Track(downsample_capacity)
         self.accuracies = _Track(downsample_capacity)
-        self._rows: list[MetricRecord] = []
+        self._rows: deque[_Row] = deque()
+        self._block = max(1, int(record_block))
+        self._lock = threading.RLock()
 
-    @staticmethod
-    def _value(value: Any, what: str) -> float:
+    def log(
+        self, name: str, epoch: int, batch: int, value: object, step: int = -1, time_s: float = 0.0
+    ) -> None:
+        """Record ``value`` of metric ``name`` (``loss`` or ``accuracy``) for ``batch`` of
+        ``epoch``; ``step`` and ``time_s``: the mode's step it belongs to and when."""
         try:
-            return float(value)  # accepts python numbers, numpy scalars, 0-d tensors
+            number = float(value)  # type: ignore[arg-type]  # numbers, numpy scalars, 0-d tensors
         except (TypeError, ValueError) as error:
             from codedag.errors import ConfigError
 
-            raise ConfigError(f"{what} must be a number, got {type(value).__name__}") from error
+            raise ConfigError(f"{name} must be a number, got {type(value).__name__}") from error
+        rows = self._rows
+        rows.append((name, int(epoch), int(batch), number, step, time_s))
+        if len(rows) >= self._block:
+            self.fold()
 
     def log_loss(
         self, epoch: int, batch: int, value: object, step: int = -1, time_s: float = 0.0
     ) -> None:
-        """Record the loss of ``batch`` in ``epoch`` (``step`` and ``time_s``: the mode's step
-        it belongs to and when, for dashboards)."""
-        row = ("loss", int(epoch), int(batch), self._value(value, "loss"), step, time_s)
-        self._rows.append(tuple.__new__(MetricRecord, row))  # without the Python-level __new__
-        if len(self._rows) >= _BLOCK:
-            self.fold()
+        """Record the loss of ``batch`` in ``epoch`` (see :meth:`log`)."""
+        self.log("loss", epoch, batch, value, step, time_s)
 
     def log_accuracy(
         self, epoch: int, batch: int, value: object, step: int = -1, time_s: float = 0.0
     ) -> None:
         """Record the accuracy (a fraction or a percent, as the caller uses) of ``batch``."""
-        row = ("accuracy", int(epoch), int(batch), self._value(value, "accuracy"), step, time_s)
-        self._rows.append(tuple.__new__(MetricRecord, row))
-        if len(self._rows) >= _BLOCK:
-            self.fold()
+        self.log("accuracy", epoch, batch, value, step, time_s)
 
     def fold(self) -> None:
-        """Fold the values buffered on the training thread into the series and the sinks."""
-        rows, self._rows = self._rows, []
-        if not rows:
-            return
-        for row in rows:
-            (self.losses if row.name == "loss" else self.accuracies).add(
-                row.epoch, row.batch, row.value
-            )
-        if self._on_metrics is not None:
-            self._on_metrics(rows)
+        """Fold the buffered values into the series and ``on_metrics``, in order; safe to call
+        from any thread."""
+        with self._lock:
+            rows = self._rows
+            count = len(rows)
+            if not count:
+                return
+            pop, make = rows.popleft, tuple.__new__
+            records = [make(MetricRecord, pop()) for _ in range(count)]
+            losses, accuracies = self.losses, self.accuracies
+            for row in records:
+                (losses if row.name == "loss" else accuracies).add(row.epoch, row.batch, row.value)
+            if self._on_metrics is not None:
+                self._on_metrics(records)
 
     def series(self) -> dict[str, list[list[float]]]:
         """``{"losses": [[epoch, batch, value]], "accuracies": [...]}`` (downsampled when long)."""
-        self.fold()
-        return {"losses": self.losses.points(), "accuracies": self.accuracies.points()}
+        with self._lock:
+            self.fold()
+            return {"losses": self.losses.points(), "accuracies": self.accuracies.points()}
 
     def strides(self) -> dict[str, int]:
         """Raw values per kept point for each series."""
-        self.fold()
-        return {"losses": self.losses.series.stride, "accuracies": self.accuracies.series.stride}
+        with self._lock:
+            self.fold()
+            return {
+                "losses": self.losses.series.stride,
+                "accuracies": self.accuracies.series.stride,
+            }
 
     def summary(self) -> dict[str, Any]:
         """The original API's ``loss`` and ``accuracy`` summaries; ``None`` where nothing was logged."""
-        self.fold()
+        with self._lock:
+            self.fold()
+            return self._summary()
+
+    def _summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"loss": None, "accuracy": None}
         loss, acc = self.losses, self.accuracies
         if loss.first is not None:

@@ -1,9 +1,11 @@
 """ResourceMonitor: a background thread sampling CPU, memory and GPUs at a fixed interval.
 
 Samples go to constant-memory series (downsampled for plots, moments for summaries) and every
-sample to ``on_sample`` (the monitor's sinks: raw CSV, TensorBoard, MLflow). The sampler
-measures its own CPU time, so its overhead is reported rather than guessed. See
-``codedag.monitor.probes`` for what one sample reads.
+sample to ``on_sample`` (the monitor's sinks: raw CSV, TensorBoard, MLflow). After each sample
+the thread calls ``on_tick``: the monitor folds there what the training thread buffered (steps,
+logged values) and hands it to the sinks, so that work stays off the training thread. The
+sampler measures the CPU time of its samples, so their overhead is reported rather than guessed.
+See ``codedag.monitor.probes`` for what one sample reads.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class ResourceMonitor:
         on_sample: receives every recorded sample (on the sampler's thread).
         downsample_capacity: most points per series kept in memory.
         clock: wall clock for timestamps and scheduling (seconds).
+        on_tick: called on the sampler's thread after each sample (an error is logged once).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class ResourceMonitor:
         on_sample: Callable[[ResourceSample], None] | None = None,
         downsample_capacity: int = 2048,
         clock: Callable[[], float] = time.time,
+        on_tick: Callable[[], None] | None = None,
     ) -> None:
         if not interval_s > 0:
             raise ConfigError(f"resource interval must be > 0 seconds, got {interval_s!r}")
@@ -112,6 +116,8 @@ class ResourceMonitor:
         self._probe = probe
         self._owns_probe = probe is None
         self._on_sample = on_sample
+        self._on_tick = on_tick
+        self._tick_failed = False
         self._capacity = downsample_capacity
         self._clock = clock
         self._series: dict[str, _Series] = {}
@@ -169,10 +175,21 @@ class ResourceMonitor:
         next_at = self._clock() + self.interval_s
         while not self._stop.wait(max(0.0, next_at - self._clock())):
             self.sample_now()
+            self._tick()
             next_at += self.interval_s
             now = self._clock()
             if next_at < now:  # fell behind (suspended, slow probe): skip, don't burst
                 next_at = now + self.interval_s
+
+    def _tick(self) -> None:
+        if self._on_tick is None:
+            return
+        try:
+            self._on_tick()
+        except Exception as error:  # never stop sampling; the caller's next fold retries
+            level = logging.DEBUG if self._tick_failed else logging.WARNING
+            self._tick_failed = True
+            log.log(level, "the sampler's periodic callback failed: %s", error)
 
     def sample_now(self, record: bool = True) -> ResourceSample | None:
         """Take one sample now; errors are logged (first one as a warning) and counted."""

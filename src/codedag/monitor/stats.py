@@ -13,6 +13,9 @@ by a constant that does not depend on the number of values recorded:
 from __future__ import annotations
 
 import math
+import operator
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -40,6 +43,27 @@ class RunningStats:
             self.min = value
         if value > self.max:
             self.max = value
+
+    def add_many(self, values: Sequence[float]) -> None:
+        """Record a block of values at once (Chan's combination of the block's moments)."""
+        n = len(values)
+        if not n:
+            return
+        total = sum(values)
+        mean = total / n
+        deviations = [v - mean for v in values]
+        m2 = sum(map(operator.mul, deviations, deviations))
+        count = self.count + n
+        delta = mean - self.mean
+        self.mean += delta * n / count
+        self._m2 += m2 + delta * delta * self.count * n / count
+        self.count = count
+        self.total += total
+        low, high = min(values), max(values)
+        if low < self.min:
+            self.min = low
+        if high > self.max:
+            self.max = high
 
     def without(self, values: list[float]) -> RunningStats:
         """A copy with ``values`` (recorded before) taken out again: count, sum, mean and std are
@@ -109,6 +133,16 @@ class LogHistogram:
         key = math.floor(math.log(value) * self._inv_log_gamma)
         counts = self._counts
         counts[key] = counts.get(key, 0) + 1
+
+    def add_many(self, values: Sequence[float]) -> None:
+        """Record a block of values at once."""
+        inv, log, floor = self._inv_log_gamma, math.log, math.floor
+        keys = Counter([floor(log(v) * inv) for v in values if v > 0.0])
+        counts = self._counts
+        for key, n in keys.items():
+            counts[key] = counts.get(key, 0) + n
+        self._zero += len(values) - keys.total()
+        self.count += len(values)
 
     def without(self, values: list[float]) -> LogHistogram:
         """A copy with ``values`` (recorded before) taken out again."""
@@ -185,6 +219,35 @@ class Downsampler:
             self._acc_n = 0
             if len(self._points) >= self.capacity:
                 self._compact()
+
+    def add_many(self, xs: Sequence[Any], *columns: Sequence[float]) -> None:
+        """Record a block of points: ``xs[i]`` with ``columns[k][i]`` as its ``k``-th y."""
+        i, n = 0, len(xs)
+        while i < n:
+            if self.stride == 1:
+                take = min(self.capacity - len(self._points), n - i)
+                parts = (c[i : i + take] for c in columns)
+                self._points.extend([x, 1, *ys] for x, *ys in zip(xs[i : i + take], *parts))
+                self.count += take
+                i += take
+                if len(self._points) >= self.capacity:
+                    self._compact()
+                continue
+            if self._acc_n == 0:
+                self._acc_x = xs[i]
+            take = min(self.stride - self._acc_n, n - i)
+            acc = self._acc
+            for k, column in enumerate(columns):
+                acc[k] += sum(column[i : i + take])
+            self._acc_n += take
+            self.count += take
+            i += take
+            if self._acc_n >= self.stride:
+                self._points.append([self._acc_x, self._acc_n, *acc])
+                self._acc = [0.0] * self.width
+                self._acc_n = 0
+                if len(self._points) >= self.capacity:
+                    self._compact()
 
     def _compact(self) -> None:
         merged: list[list[Any]] = []

@@ -24,6 +24,13 @@ Memory stays constant however long the run: moments and quantiles are streamed
 as a :class:`~codedag.monitor.records.StepRecord` (the monitor's sinks: raw CSV, TensorBoard,
 MLflow).
 
+**The training thread only appends.** A step is one clock read at each end and a plain tuple
+appended to a :class:`collections.deque` (``append`` and ``popleft`` are atomic: no lock on that
+path). :meth:`Timer.fold` turns the buffered tuples into statistics and records and hands them to
+``on_steps``, in order; the monitor calls it from its resource sampler's thread every sampling
+interval, and at stop. Without such a thread, or when it falls behind, the training thread folds
+every ``record_block`` steps itself.
+
 **Warm-up.** The first steps of a mode pay for start-up (DataLoader workers, caches, kernel
 selection, allocator growth): one run measured 830 ms for its first step against about 240 ms
 for the others. The summary's ``steady`` section leaves out the first ``warmup_batches`` steps
@@ -35,6 +42,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -50,7 +59,9 @@ log = logging.getLogger(__name__)
 
 CUDA_TIMING_MODES = ("auto", "sync", "events", "none")
 WARMUP_BATCHES = 1  # steps of each mode left out of the steady-state figures by default
-RECORD_BLOCK = 128  # rows buffered on the hot path before they are folded into the statistics
+RECORD_BLOCK = 128  # rows buffered on the hot path before the training thread folds them itself
+# A buffered step: index, host clock at its end, batch time, data wait, samples.
+_Row = tuple[int, float, float, float, int]
 
 
 class TimingEvent(Protocol):
@@ -80,6 +91,8 @@ class Timer:
         sync_fn: device synchronize used by ``"sync"`` (default: the current CUDA device's).
         event_factory: makes timing events for ``"events"`` (default CUDA events).
         max_pending_events: events in flight before the oldest is waited for.
+        record_block: steps buffered before the training thread folds them itself (a thread
+            calling :meth:`fold` more often keeps every fold off the training thread).
     """
 
     def __init__(
@@ -93,6 +106,7 @@ class Timer:
         sync_fn: Callable[[], None] | None = None,
         event_factory: Callable[[], TimingEvent] | None = None,
         max_pending_events: int = 256,
+        record_block: int = RECORD_BLOCK,
     ) -> None:
         if cuda_timing not in CUDA_TIMING_MODES:
             raise ConfigError(
@@ -117,18 +131,21 @@ class Timer:
         self._series = Downsampler(downsample_capacity, width=2)
         self._samples = 0
         self._warmup: list[StepRecord] = []  # the first warmup_batches steps, taken out later
-        self._rows: list[StepRecord] = []
+        self._rows: deque[_Row] = deque()  # appended by the training thread, folded by any
+        self._block = max(1, int(record_block))
+        self._lock = threading.RLock()  # one fold at a time, and no reader during one
+        self._host_only = False  # started with host timing: the hot path needs no other check
         self._start: float | None = None
         self._stop: float | None = None
         self._batch_start: float | None = None
-        self._last_end: float | None = None
+        self._last_end = 0.0  # set by start(), every step's end and every paused() block
         self._start_ev: TimingEvent | None = None
         self._prev_end_ev: TimingEvent | None = None
         self._pending: deque[tuple[int, float, float, Any, Any, Any, int]] = deque()
         self._next_idx = 0
         self._warned: set[str] = set()
 
-    # Readers fold the rows the hot path buffered (see ``_record``) before they look.
+    # Readers fold the rows the hot path buffered before they look.
     @property
     def batch_stats(self) -> RunningStats:
         """Moments of the batch times (seconds)."""
@@ -177,6 +194,7 @@ class Timer:
         self._start = self._clock()
         self._stop = None
         self._last_end = self._start
+        self._host_only = self.timing == "none"
 
     def stop(self) -> float:
         """Stop the total-time clock, resolve pending events; returns total time in seconds."""
@@ -210,10 +228,14 @@ class Timer:
     # -------------------------------------------------------------- batches
     def start_batch(self) -> None:
         """Mark the start of a training step (the batch has been received)."""
+        if self._host_only and self._batch_start is None:
+            self._batch_start = self._clock()
+            return
         if self._start is None:
             self.start()
         if self.timing is None:
             self.timing = "sync" if cuda_initialized() else "none"
+            self._host_only = self.timing == "none"
             log.debug("batch timing: %s", self.timing)
         if self._batch_start is not None:
             self._warn_once(
@@ -226,17 +248,36 @@ class Timer:
             self._start_ev.record()
         self._batch_start = self._clock()
 
-    def end_batch(self, n_samples: int = 0) -> None:
-        """Mark the end of a training step; ``n_samples`` (optional) feeds samples/s."""
+    def end_batch(self, n_samples: int = 0) -> float:
+        """Mark the end of a training step; ``n_samples`` (optional) feeds samples/s.
+
+        Returns the host clock read at the step's end (``-inf`` when the call was ignored).
+        """
+        begin = self._batch_start
+        if begin is None or not self._host_only:
+            return self._end_batch_timed(n_samples)
+        now = self._clock()
+        self._batch_start = None
+        idx = self._next_idx
+        self._next_idx = idx + 1
+        rows = self._rows
+        rows.append((idx, now, now - begin, begin - self._last_end, n_samples))
+        self._last_end = now
+        if len(rows) >= self._block:
+            self.fold()
+        return now
+
+    def _end_batch_timed(self, n_samples: int) -> float:
+        """``end_batch`` with a device to wait for (``sync``, ``events``), or a misuse."""
         begin = self._batch_start
         if begin is None:
             self._warn_once("end", "end_batch() without start_batch(): ignored")
-            return
+            return -math.inf
         if self.timing == "sync":
             self._sync()
         now = self._clock()
         self._batch_start = None
-        host_wait = begin - (self._last_end if self._last_end is not None else begin)
+        host_wait = begin - self._last_end
         self._last_end = now
         idx = self._next_idx
         self._next_idx += 1
@@ -251,8 +292,23 @@ class Timer:
             if len(self._pending) > self._max_pending:
                 self._pending[0][5].synchronize()  # bound the queue: wait for the oldest step
             self.drain()
-            return
+            return now
         self._record(idx, now, now - begin, host_wait, n_samples)
+        return now
+
+    def position(self) -> tuple[int, float]:
+        """``current_step`` and the time of the latest clock read, in seconds since the start.
+
+        What a logged value is stamped with, without reading the clock again: the open step's
+        start, else the last step's end (or the end of a ``paused()`` block).
+        """
+        start = self._start
+        if start is None:
+            return self.current_step, 0.0
+        begin = self._batch_start
+        if begin is not None:
+            return self._next_idx, begin - start
+        return self._next_idx - 1, self._last_end - start
 
     def add(
         self, batch_time_s: float, data_wait_s: float, *, time_s: float, n_samples: int = 0
@@ -292,40 +348,38 @@ class Timer:
             self._record(idx, now, batch_s, max(wait_s, 0.0), n)
 
     def _record(self, idx: int, now: float, batch_s: float, wait_s: float, n_samples: int) -> None:
-        # Only an append on the training thread's hot path: right after a training step the
-        # interpreter's caches are cold and every statistic costs several times its warm price
-        # (about 25 us instead of 5 per batch, measured), so rows are folded in blocks.
-        # tuple.__new__ builds the record without the named tuple's Python-level constructor.
-        origin = self._start if self._start is not None else 0.0
         rows = self._rows
-        rows.append(tuple.__new__(StepRecord, (idx, now - origin, batch_s, wait_s, n_samples)))
-        if len(rows) >= RECORD_BLOCK:
+        rows.append((idx, now, batch_s, wait_s, n_samples))
+        if len(rows) >= self._block:
             self.fold()
 
     def fold(self) -> None:
-        """Fold the rows buffered by the hot path into the statistics, the series and the sinks."""
-        rows, self._rows = self._rows, []
-        if not rows:
-            return
-        b_add, bh_add = self._batch_stats.add, self._batch_hist.add
-        w_add, wh_add = self._wait_stats.add, self._wait_hist.add
-        s_add, sh_add, series_add = self._step_stats.add, self._step_hist.add, self._series.add
-        samples = 0
-        for row in rows:
-            idx, _, batch_s, wait_s, n_samples = row
-            b_add(batch_s)
-            bh_add(batch_s)
-            w_add(wait_s)
-            wh_add(wait_s)
-            s_add(batch_s + wait_s)
-            sh_add(batch_s + wait_s)
-            series_add(idx, batch_s, wait_s)
-            samples += n_samples
-        self._samples += samples
-        if len(self._warmup) < self.warmup_batches:
-            self._warmup.extend(r for r in rows if r.step < self.warmup_batches)
-        if self._on_steps is not None:
-            self._on_steps(rows)
+        """Fold the steps buffered by the hot path into the statistics, the series and
+        ``on_steps``, in order; safe to call from any thread."""
+        with self._lock:
+            rows = self._rows
+            count = len(rows)  # what the training thread appends meanwhile waits for the next
+            if not count:
+                return
+            origin = self._start if self._start is not None else 0.0
+            pop = rows.popleft
+            idxs, ends, batch, wait, samples = zip(*[pop() for _ in range(count)])
+            step = [b + w for b, w in zip(batch, wait)]
+            make = functools.partial(tuple.__new__, StepRecord)
+            times = [end - origin for end in ends]
+            records = list(map(make, zip(idxs, times, batch, wait, samples)))
+            self._batch_stats.add_many(batch)
+            self._batch_hist.add_many(batch)
+            self._wait_stats.add_many(wait)
+            self._wait_hist.add_many(wait)
+            self._step_stats.add_many(step)
+            self._step_hist.add_many(step)
+            self._series.add_many(idxs, batch, wait)
+            self._samples += sum(samples)
+            if len(self._warmup) < self.warmup_batches:
+                self._warmup.extend(r for r in records if r.step < self.warmup_batches)
+            if self._on_steps is not None:
+                self._on_steps(records)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -335,6 +389,10 @@ class Timer:
     # -------------------------------------------------------------- results
     def summary(self) -> dict[str, Any]:
         """Total time, batch time, data wait, step time and throughput (seconds, percent)."""
+        with self._lock:  # a fold on another thread would change the figures midway
+            return self._summary()
+
+    def _summary(self) -> dict[str, Any]:
         b, w, s = self.batch_stats, self.wait_stats, self.step_stats
         batch = {k: v for k, v in b.to_dict().items() if k not in ("count", "sum")}
         batch.update(p50=self.batch_hist.quantile(0.5), p95=self.batch_hist.quantile(0.95))
@@ -404,5 +462,7 @@ class Timer:
 
     def batch_series(self) -> tuple[list[list[float]], list[list[float]], int]:
         """Downsampled ``[[batch, batch_time_s]]``, ``[[batch, data_wait_s]]`` and the stride."""
-        pts = self.series.points()
-        return [[p[0], p[1]] for p in pts], [[p[0], p[2]] for p in pts], self.series.stride
+        with self._lock:
+            pts = self.series.points()
+            stride = self._series.stride
+        return [[p[0], p[1]] for p in pts], [[p[0], p[2]] for p in pts], stride

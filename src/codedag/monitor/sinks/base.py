@@ -1,10 +1,13 @@
 """The sink interface and the hub that fans the monitor's records out to every sink.
 
 A sink overrides the methods of :class:`Sink` for what it records; the others do nothing. The
-monitor calls them from two threads: steps, metrics and the run's events from the training
-thread, :meth:`Sink.log_resources` from the resource sampler's thread, so a sink that shares
-state between the two locks it. A sink must be cheap on the calling thread: one that talks to a
-server queues the work (see :mod:`.mlflow`).
+monitor calls them from two threads: :meth:`Sink.log_steps`, :meth:`Sink.log_metrics` and
+:meth:`Sink.log_resources` mostly from the resource sampler's thread (once per sampling
+interval, with every record buffered since), the steps and values also from the training thread
+when it flushes or stops a mode, and the run's events from the training thread. Records of one
+kind never arrive on two threads at once, and always in order; a sink that shares state between
+kinds locks it. A sink must be cheap on the calling thread: one that talks to a server queues the
+work (see :mod:`.mlflow`).
 
 :class:`SinkHub` is how the monitor calls its sinks: a sink that raises is reported with one
 warning and dropped, and the run and the other sinks go on.

@@ -43,7 +43,7 @@ def _writer_class() -> Any:
 class _ModeWriter:
     """One mode's event file, its windows and its resource sample count."""
 
-    def __init__(self, folder: Path, min_interval_s: float) -> None:
+    def __init__(self, folder: Path, min_interval_s: float, started_at: float) -> None:
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
 
@@ -53,7 +53,12 @@ class _ModeWriter:
         self.metrics = MetricWindow(min_interval_s)
         self.samples = 0
         self.last_step = 0
+        self.started_at = started_at  # epoch seconds of the mode's start: a point's wall time
         self.lock = threading.Lock()
+
+    def point(self, point: Point) -> None:
+        """A dashboard point, at its last step and when that step ended."""
+        self.scalars(point.step, point.values, self.started_at + point.time_s)
 
     def scalars(self, step: int, values: dict[str, float], wall_time: float | None = None) -> None:
         """One event holding every ``tag: value``."""
@@ -105,7 +110,7 @@ class TensorBoardSink(Sink):
     def start_mode(self, mode: ModeInfo) -> None:
         if self.root is None:
             raise ConfigError("TensorBoardSink.start_mode before open_run")
-        writer = _ModeWriter(self.root / mode.file_stem, self.min_interval_s)
+        writer = _ModeWriter(self.root / mode.file_stem, self.min_interval_s, mode.started_at)
         self._modes[mode.name] = writer
         limits = {
             LIMITS[key].tensorboard: float(value)
@@ -128,13 +133,19 @@ class TensorBoardSink(Sink):
 
     @staticmethod
     def _step_point(writer: _ModeWriter, point: Point) -> None:
-        writer.scalars(point.step, {STEP[k].tensorboard: v for k, v in point.values.items()})
+        values = {STEP[k].tensorboard: v for k, v in point.values.items()}
+        writer.point(Point(point.step, point.time_s, values))
+
+    @staticmethod
+    def _metric_point(writer: _ModeWriter, name: str, point: Point) -> None:
+        values = {TRAIN[name].tensorboard: point.values[name]}
+        writer.point(Point(max(point.step, 0), point.time_s, values))
 
     def log_metrics(self, mode: str, rows: Sequence[MetricRecord]) -> None:
         writer = self._modes.get(mode)
         if writer is not None:
             for name, point in writer.metrics.add(rows):
-                writer.scalars(max(point.step, 0), {TRAIN[name].tensorboard: point.values[name]})
+                self._metric_point(writer, name, point)
 
     def log_resources(self, mode: str, sample: ResourceSample) -> None:
         writer = self._modes.get(mode)
@@ -156,7 +167,7 @@ class TensorBoardSink(Sink):
         if point is not None:
             self._step_point(writer, point)
         for name, metric in writer.metrics.drain():
-            writer.scalars(max(metric.step, 0), {TRAIN[name].tensorboard: metric.values[name]})
+            self._metric_point(writer, name, metric)
         figures = {summary_name(k).tensorboard: v for k, v in end.figures.items()}
         writer.scalars(writer.last_step, figures)
         writer.text("status", f"{end.status}" + (f": {end.error}" if end.error else ""))
