@@ -26,6 +26,7 @@ Both return ``None`` where a coordinate is not finite or lies beyond int32: the 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -183,8 +184,10 @@ def _fill(cval: list[float], dtype: torch.dtype, dev: torch.device) -> torch.Ten
     return saturate(torch.tensor(cval, dtype=torch.float64), dtype).to(dev)
 
 
-_TAPS = ((0, 0), (1, 0), (0, 1), (1, 1))
-"""The 2x2 taps' (dx, dy), in the order the lerps take them."""
+@lru_cache(maxsize=8)
+def _taps(dev: torch.device) -> torch.Tensor:
+    """The 2x2 taps' (dx, dy), in the order the lerps take them: (4, 2)."""
+    return torch.tensor(((0, 0), (1, 0), (0, 1), (1, 1)), device=dev)
 
 
 def _points(
@@ -205,23 +208,26 @@ def _points(
     points = coords.transpose(1, 2)  # (B, P, 2)
     xy = points[sample, pixel] if b == n else points[0, pixel]  # (K, 2) float32
     base = torch.floor(xy)
-    frac = xy - base
-    taps = base.long().unsqueeze(1) + torch.tensor(_TAPS, device=dev)  # (K, 4, 2)
-    at = _border_taps(taps, torch.tensor([w, h], device=dev), border)
+    frac = (xy - base).double()  # exact
+    at = _border_taps(base.long().unsqueeze(1) + _taps(dev), w, h, border)  # (K, 4, 2)
     ix, iy = at.clamp(min=0).unbind(-1)
     values = x[sample.unsqueeze(1), iy, ix, channel.unsqueeze(1)].float()  # (K, 4)
     if border == BORDER_CONSTANT:
         fill = _fill(cval, x.dtype, dev).float()[channel].unsqueeze(1)
         values = torch.where((at >= 0).all(-1), values, fill)
-    pairs = values.view(-1, 2, 2)  # (K, dy, dx)
-    rows = _lerp64(pairs[..., 0], pairs[..., 1], frac[:, :1])  # (K, 2)
-    out = _lerp64(rows[:, 0], rows[:, 1], frac[:, 1])
-    return out.round_().clamp_(0, 255).to(torch.uint8)
+    # fma(a, p1 - p0, p0) in float32: exact in float64, rounded once; the lerps' values are
+    # within their taps' range, so rounding half to even needs no clamp
+    left, right = values[:, 0::2], values[:, 1::2]  # (K, dy)
+    rows = torch.addcmul(left.double(), frac[:, :1], (right - left).double()).float()
+    top, bottom = rows[:, 0], rows[:, 1]
+    out = torch.addcmul(top.double(), frac[:, 1], (bottom - top).double())
+    return out.float().round_().to(torch.uint8)
 
 
-def _border_taps(taps: torch.Tensor, lengths: torch.Tensor, border: int) -> torch.Tensor:
-    """``cv::borderInterpolate`` of (..., 2) integer x and y positions, ``lengths`` the width and
-    the height: -1 for constant-border positions."""
+def _border_taps(taps: torch.Tensor, w: int, h: int, border: int) -> torch.Tensor:
+    """``cv::borderInterpolate`` of (..., 2) integer x and y positions in a ``w`` by ``h``
+    image: -1 for constant-border positions."""
+    lengths = _sides(w, h, taps.device)
     if border == BORDER_CONSTANT:
         inside = (taps >= 0) & (taps < lengths)
         return torch.where(inside, taps, -1)
@@ -233,6 +239,11 @@ def _border_taps(taps: torch.Tensor, lengths: torch.Tensor, border: int) -> torc
     period = (2 * lengths - 2 * delta).clamp_(min=1)  # a side of 1: every position is 0
     q = torch.remainder(taps, period)
     return torch.where(q < lengths, q, period - q - (1 - delta))
+
+
+@lru_cache(maxsize=64)
+def _sides(w: int, h: int, dev: torch.device) -> torch.Tensor:
+    return torch.tensor([w, h], device=dev)
 
 
 # -- the table path --------------------------------------------------------------------------

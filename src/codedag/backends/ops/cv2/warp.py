@@ -68,12 +68,13 @@ def _parse_flags(flags: int) -> tuple[int, bool]:
 
 
 def _invert_affine(m: np.ndarray) -> np.ndarray:
-    d = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
-    d = 1.0 / d if d != 0 else 0.0
-    a11, a22, a12, a21 = m[1, 1] * d, m[0, 0] * d, -m[0, 1] * d, -m[1, 0] * d
-    b1 = -a11 * m[0, 2] - a12 * m[1, 2]
-    b2 = -a21 * m[0, 2] - a22 * m[1, 2]
-    return np.array([[a11, a12, b1], [a21, a22, b2]])
+    """cv2's ``invertAffineTransform`` of (..., 2, 3) float64 matrices (zeros where singular)."""
+    d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+    d = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+    a11, a22, a12, a21 = m[..., 1, 1] * d, m[..., 0, 0] * d, -m[..., 0, 1] * d, -m[..., 1, 0] * d
+    b1 = -a11 * m[..., 0, 2] - a12 * m[..., 1, 2]
+    b2 = -a21 * m[..., 0, 2] - a22 * m[..., 1, 2]
+    return np.stack([np.stack([a11, a12, b1], -1), np.stack([a21, a22, b2], -1)], -2)
 
 
 def _affine_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.device):
@@ -297,19 +298,20 @@ def _f32_coords(
     f32 = torch.float32
     b, rows = m.shape[0], m.shape[1]
     mm = torch.as_tensor(m, dtype=f32, device=dev)
-    ma, mb, mc = (mm[:, :, i].reshape(b, rows, 1, 1) for i in range(3))
+    ma, mb, mc = mm.view(b, rows, 3, 1, 1).unbind(2)
     x = torch.arange(dw, dtype=torch.float64, device=dev).view(1, 1, 1, dw)
     y = torch.arange(dh, dtype=f32, device=dev).view(1, 1, dh, 1)
     block = warp_block()
     head = (dw // block) * block if block else 0
     yb = y * mb
-    if head == dw:  # fma(M0, x, M_x): exact in float64, rounded once to float32
-        out = torch.addcmul((yb + mc).double(), ma.double(), x).float()
+    # fma(M0, x, M_x): the product is exact in float64, the sum rounded once to float32
+    if head == dw:
+        out = ((yb + mc).double() + ma.double() * x).float()
     else:
         out = torch.empty((b, rows, dh, dw), dtype=f32, device=dev)
         if head:
-            out[..., :head] = torch.addcmul((yb + mc).double(), ma.double(), x[..., :head])
-        tail = torch.addcmul(yb.double(), x[..., head:], ma.double()).float()
+            out[..., :head] = (yb + mc).double() + ma.double() * x[..., :head]
+        tail = (yb.double() + ma.double() * x[..., head:]).float()
         out[..., head:] = tail + mc
     if perspective:
         out = out[:, :2] / out[:, 2:]
@@ -375,7 +377,7 @@ def _warp(
     if dw <= 0 or dh <= 0:
         dw, dh = int(src.shape[2]), int(src.shape[1])
     if not inverse:
-        m = np.stack([invert3(a) if perspective else _invert_affine(a) for a in m])
+        m = np.stack([invert3(a) for a in m]) if perspective else _invert_affine(m)
     x = as_nhwc(src)
     cval = scalar_values(border_value, channels(src))
     if uses_warp_kernels(src.dtype, channels(src), mode):
