@@ -378,6 +378,8 @@ def _warp(
         dw, dh = int(src.shape[2]), int(src.shape[1])
     if not inverse:
         m = np.stack([invert3(a) for a in m]) if perspective else _invert_affine(m)
+    if len(m) > 1 and (m == m[:1]).all():
+        m = m[:1]  # one matrix for the whole batch: its coordinates once
     x = as_nhwc(src)
     cval = scalar_values(border_value, channels(src))
     if uses_warp_kernels(src.dtype, channels(src), mode):
