@@ -193,24 +193,71 @@ def test_remap_paths_match_warp_affine(border: int, dtype: type, seed: int) -> N
             for im in images
         ]
     )
-    sx, sy = _f32_coords(matrix[None].astype(np.float64), dw, dh, False, torch.device("cpu"))
+    coords = _f32_coords(matrix[None].astype(np.float64), dw, dh, False, torch.device("cpu"))
     x = torch.from_numpy(images)
     paths = [warp_fast.remap_table]
     if dtype is np.uint8:
         paths.append(warp_fast.remap_sampled)
     for path in paths:
-        out = path(x, sx, sy, border, cval)
+        out = path(x, coords, border, cval)
         assert out is not None, path.__name__
         got = out.reshape(2, dh, dw, 3).numpy()
         assert np.array_equal(got, expected), path.__name__
 
 
+@pytest.mark.parametrize("border", BORDERS.values(), ids=BORDERS.keys())
+@pytest.mark.parametrize("per_sample", [False, True], ids=["one-matrix", "per-sample"])
+@pytest.mark.parametrize("halves", [False, True], ids=["generic", "halves"])
+def test_sampled_path_settles_doubtful_elements_as_cv2(
+    monkeypatch: pytest.MonkeyPatch, border: int, per_sample: bool, halves: bool
+) -> None:
+    """A band wide enough to settle about half the elements point by point (every element of a
+    warp by exact halves, ties included), with one matrix or one per sample, must still give
+    cv2's bytes: the flat indices, the taps' border rules and the lerps of the doubtful path."""
+    monkeypatch.setattr(warp_fast, "DOUBT", 0.25)
+    monkeypatch.setattr(warp_fast, "MAX_DOUBTFUL", 1.0)
+    images = np.concatenate([_affine_case(np.uint8, seed)[0] for seed in (5, 6)])
+    matrices = [_affine_case(np.uint8, seed, halves)[1] for seed in (4, 5, 6, 7)]
+    if not per_sample:
+        matrices = matrices[:1]
+    dw, dh = 25, 19
+    cval = [17.0, 90.0, 250.0]
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    expected = np.stack(
+        [
+            cv2.warpAffine(
+                im,
+                matrices[i % len(matrices)],
+                (dw, dh),
+                flags=flags,
+                borderMode=border,
+                borderValue=cval,
+            )
+            for i, im in enumerate(images)
+        ]
+    )
+    coords = _f32_coords(np.stack(matrices), dw, dh, False, torch.device("cpu"))
+    out = warp_fast.remap_sampled(torch.from_numpy(images), coords, border, cval)
+    assert out is not None
+    assert np.array_equal(out.reshape(4, dh, dw, 3).numpy(), expected)
+
+
+def test_doubtful_fractions_are_found_at_any_position() -> None:
+    frac = torch.full((8 * 37 + 5,), 0.5, dtype=torch.float64)
+    doubtful = [0, 7, 8, 100, 101, len(frac) - 1]
+    frac[doubtful] = torch.tensor([0.0, 1e-9, 2 * warp_fast.DOUBT * 0.99, 0, 0, 0]).double()
+    frac[50] = 2 * warp_fast.DOUBT  # at the bound: not doubtful
+    found = warp_fast._doubtful(frac)
+    assert found is not None and found.tolist() == doubtful
+    assert warp_fast._doubtful(torch.zeros(100, dtype=torch.float64)) is None
+
+
 def test_sampled_path_hands_exact_halves_to_the_table_path() -> None:
     images, matrix = _affine_case(np.uint8, 3, halves=True)
-    sx, sy = _f32_coords(matrix[None], 27, 21, False, torch.device("cpu"))
+    coords = _f32_coords(matrix[None], 27, 21, False, torch.device("cpu"))
     x = torch.from_numpy(images)
-    assert warp_fast.remap_sampled(x, sx, sy, common.BORDER_REPLICATE, [0.0] * 3) is None
-    out = warp_fast.remap_linear(x, sx, sy, common.BORDER_REPLICATE, [0.0] * 3)
+    assert warp_fast.remap_sampled(x, coords, common.BORDER_REPLICATE, [0.0] * 3) is None
+    out = warp_fast.remap_linear(x, coords, common.BORDER_REPLICATE, [0.0] * 3)
     flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
     expected = cv2.warpAffine(images[1], matrix, (27, 21), flags=flags, borderMode=1)
     assert out is not None
@@ -219,9 +266,9 @@ def test_sampled_path_hands_exact_halves_to_the_table_path() -> None:
 
 def test_coordinates_not_finite_leave_it_to_the_general_path() -> None:
     x = torch.zeros((1, 4, 4, 3), dtype=torch.uint8)
-    sx = torch.tensor([[0.0, float("nan")]])
-    sy = torch.zeros((1, 2))
-    assert warp_fast.remap_linear(x, sx, sy, common.BORDER_REPLICATE, [0.0] * 3) is None
-    far = torch.tensor([[0.0, 2.0**31]])
-    assert warp_fast.remap_table(x.float(), far, sy, common.BORDER_REPLICATE, [0.0] * 3) is None
-    assert warp_fast.remap_linear(x.double(), sy, sy, common.BORDER_REPLICATE, [0.0] * 3) is None
+    nan = torch.tensor([[[0.0, float("nan")], [0.0, 0.0]]])
+    assert warp_fast.remap_linear(x, nan, common.BORDER_REPLICATE, [0.0] * 3) is None
+    far = torch.tensor([[[0.0, 2.0**31], [0.0, 0.0]]])
+    assert warp_fast.remap_table(x.float(), far, common.BORDER_REPLICATE, [0.0] * 3) is None
+    zeros = torch.zeros((1, 2, 2))
+    assert warp_fast.remap_linear(x.double(), zeros, common.BORDER_REPLICATE, [0.0] * 3) is None

@@ -198,3 +198,30 @@ def test_a_matrix_cv2_refuses_is_refused_so_the_migrated_call_raises_as_cv2_does
     plan = {"context_device_map": {"app.f#0/cv2.warpAffine#0": "cpu"}}
     with PipelineMigrator.from_plan(plan, guard=False), pytest.raises(cv2.error):
         cv2.warpAffine(img, m, (8, 8))
+
+
+@pytest.mark.parametrize("repeated", [True, False], ids=["one-matrix-repeated", "one-per-sample"])
+@pytest.mark.parametrize("flags", [cv2.INTER_LINEAR, cv2.INTER_NEAREST, cv2.INTER_CUBIC])
+def test_warp_affine_with_a_matrix_per_sample_is_exact(repeated: bool, flags: int) -> None:
+    """Per-sample matrices, all equal (computed once for the batch) or not, warp each image as
+    cv2 warps it with its own matrix."""
+    rng = np.random.default_rng(11)
+    images = rng.integers(0, 256, (4, 23, 29, 3), dtype=np.uint8)
+    matrices = [_random_affine(seed, 29, 23) for seed in range(4)]
+    if repeated:
+        matrices = [matrices[0]] * 4
+    got = ops.warpAffine(
+        torch.from_numpy(images),
+        torch.from_numpy(np.stack(matrices)),
+        (31, 19),
+        flags=flags,
+        borderMode=cv2.BORDER_REFLECT_101,
+    ).numpy()
+    for image, matrix, out in zip(images, matrices, got, strict=True):
+        expected = cv2.warpAffine(
+            image, matrix, (31, 19), flags=flags, borderMode=cv2.BORDER_REFLECT_101
+        )
+        if flags == cv2.INTER_CUBIC:
+            assert np.abs(out.astype(int) - expected).max() <= 1
+        else:
+            assert np.array_equal(out, expected)

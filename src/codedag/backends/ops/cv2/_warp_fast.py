@@ -9,8 +9,10 @@ get the same bits with fewer passes than tap-by-tap emulation:
   borders as its padding modes, a one-pixel ring of the fill value, or padding) gives the exact bilinear value at cv2's coordinates, within 1e-4 of cv2's
   float32 lerps (three roundings of values below 256). Rounding it gives cv2's byte wherever the
   value is farther than that from a half; the few elements that are not (a few in ten thousand,
-  all of them for warps whose fractions are exact halves) are computed again as cv2 does, point
-  by point, and a warp with too many of them runs :func:`remap_table` instead.
+  all of them for warps whose fractions are exact halves) are computed again as cv2 does, all
+  of them in one batch of small ops (one gather of every tap), and a warp with too many of them
+  runs :func:`remap_table` instead. One added constant serves both the rounding and the doubt
+  test (see :func:`remap_sampled`).
 * **:func:`remap_table`** (float32 images, and the fallback): border rules as one small table per
   axis over the range the coordinates reach (a constant border reads a one-pixel ring of the
   fill value: a pixel wholly outside lerps four equal fill values, which is the fill value), each
@@ -24,6 +26,7 @@ Both return ``None`` where a coordinate is not finite or lies beyond int32: the 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -34,6 +37,7 @@ from codedag.backends.ops.cv2._common import (
     BORDER_REFLECT,
     BORDER_REFLECT_101,
     BORDER_REPLICATE,
+    BORDER_WRAP,
     pad_nhwc,
     saturate,
     torch_border,
@@ -49,72 +53,92 @@ MAX_MARGIN = 4
 
 
 def remap_linear(
-    x: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, border: int, cval: list[float]
+    x: torch.Tensor, coords: torch.Tensor, border: int, cval: list[float]
 ) -> torch.Tensor | None:
-    """cv2's bilinear warp of ``x`` (N,H,W,C) at coordinates ``sx``, ``sy`` (B,P), B 1 or N:
-    ``(N, P, C)``, or ``None`` (the general path runs)."""
+    """cv2's bilinear warp of ``x`` (N,H,W,C) at source coordinates ``coords`` (B,2,P) float32
+    (an x and a y plane), B 1 or N: ``(N, P, C)``, or ``None`` (the general path runs)."""
     if x.dtype == torch.uint8:
-        sampled = remap_sampled(x, sx, sy, border, cval)
+        sampled = remap_sampled(x, coords, border, cval)
         if sampled is not None:
             return sampled
     if x.dtype in (torch.uint8, torch.float32):
-        return remap_table(x, sx, sy, border, cval)
+        return remap_table(x, coords, border, cval)
     return None
 
 
-def _span(sx: torch.Tensor) -> tuple[int, int] | None:
-    """The smallest and largest ``floor`` of the coordinates (``None``: not finite, or huge)."""
-    lo, hi = (float(v) for v in torch.aminmax(sx))
-    if not (math.isfinite(lo) and math.isfinite(hi)) or max(abs(lo), abs(hi)) >= 2.0**30:
+def _spans(coords: torch.Tensor) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The smallest and largest ``floor`` of the x and of the y coordinates (one reduction, one
+    read back), or ``None``: not finite, or huge."""
+    dims = (0, 2)
+    (lo_x, lo_y), (hi_x, hi_y) = torch.stack((coords.amin(dims), coords.amax(dims))).tolist()
+    bounds = (lo_x, lo_y, hi_x, hi_y)
+    if not all(math.isfinite(v) and abs(v) < 2.0**30 for v in bounds):
         return None
-    return math.floor(lo), math.floor(hi)
+    return (math.floor(lo_x), math.floor(hi_x)), (math.floor(lo_y), math.floor(hi_y))
 
 
 # -- uint8: grid_sample in float64, doubtful elements settled ----------------------------------
 
 
 def remap_sampled(
-    x: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, border: int, cval: list[float]
+    x: torch.Tensor, coords: torch.Tensor, border: int, cval: list[float]
 ) -> torch.Tensor | None:
-    """The uint8 path of the module docstring."""
+    """The uint8 path of the module docstring.
+
+    One pass adds ``0.5 + DOUBT``: truncating the sum rounds half up wherever the value is not
+    within ``DOUBT`` of a half, and its fraction below ``2 * DOUBT`` marks the elements that are
+    (the values lie in 0..255, so the sum is positive and below 256)."""
     n, _h, _w, c = x.shape
-    span_x, span_y = _span(sx), _span(sy)
-    if span_x is None or span_y is None:
+    spans = _spans(coords)
+    if spans is None:
         return None
-    sampling = _sampling(x, span_x, span_y, border, cval)
+    sampling = _sampling(x, spans[0], spans[1], border, cval)
     if sampling is None:
         return None
     src, left, top, padding, corners = sampling
     hp, wp = int(src.shape[1]), int(src.shape[2])
     if hp < 2 or wp < 2:
         return None
-    b, p = sx.shape
-    grid = torch.empty((b, 1, p, 2), dtype=torch.float64, device=x.device)
-    for axis, (coord, offset, size) in enumerate(((sx, left, wp), (sy, top, hp))):
-        g = grid[..., axis].view(b, p)
-        g.copy_(coord).add_(offset)
-        if corners:  # pixel = (g + 1) / 2 * (size - 1)
-            g.mul_(2.0 / (size - 1)).sub_(1.0)
-        else:  # pixel = ((g + 1) * size - 1) / 2
-            g.mul_(2.0).add_(1.0).div_(size).sub_(1.0)
+    b, _, p = coords.shape
+    # grid_sample's pixel of a grid value g: (g + 1) / 2 * (size - 1), or ((g + 1) * size - 1) / 2
+    scale = [2.0 / (wp - 1), 2.0 / (hp - 1)] if corners else [2.0 / wp, 2.0 / hp]
+    shift = [left * scale[0] - 1.0, top * scale[1] - 1.0]
+    if not corners:
+        shift = [shift[0] + 1.0 / wp, shift[1] + 1.0 / hp]
+    f64 = torch.float64
+    grid = torch.mul(coords, torch.tensor(scale, dtype=f64, device=x.device).view(1, 2, 1))
+    grid.add_(torch.tensor(shift, dtype=f64, device=x.device).view(1, 2, 1))
+    grid = grid.permute(0, 2, 1).unsqueeze(1)  # (B, 1, P, 2), the planes as strides
     if b != n:
         grid = grid.expand(n, 1, p, 2)
     planes = src.permute(0, 3, 1, 2).double()
     value = F.grid_sample(
         planes, grid, mode="bilinear", padding_mode=padding, align_corners=corners
-    )
-    shifted = value.view(n, c, p).add_(0.5)  # within 0.5..255.5: truncation rounds half up
-    out = shifted.to(torch.uint8)
-    # a half (a tie, which cv2 rounds to even) or anything near one is settled below
-    doubtful = shifted.frac_().sub_(0.5).abs_().gt_(0.5 - DOUBT).nonzero(as_tuple=True)
-    count = len(doubtful[0])
-    if count > MAX_DOUBTFUL * out.numel():
+    ).view(-1)
+    value.add_(0.5 + DOUBT)
+    out = value.to(torch.uint8)
+    doubtful = _doubtful(value.frac_())
+    if doubtful is None:
         return None
-    if count:
-        sample, _channel, pixel = doubtful
-        maps = sample if b == n else torch.zeros_like(sample)
-        out[sample, :, pixel] = _points(x, sample, sx[maps, pixel], sy[maps, pixel], border, cval)
-    return out.permute(0, 2, 1)
+    if doubtful.numel():
+        out[doubtful] = _points(x, coords, doubtful, border, cval)
+    return out.view(n, c, p).permute(0, 2, 1)
+
+
+def _doubtful(frac: torch.Tensor) -> torch.Tensor | None:
+    """Flat indices of the fractions below ``2 * DOUBT``, or ``None`` above ``MAX_DOUBTFUL``.
+
+    ``nonzero`` runs over the mask read as int64 words, eight flags a word (most words are zero),
+    and then over the eight flags of each word that is not."""
+    numel = frac.numel()
+    mask = torch.zeros(-(-numel // 8) * 8, dtype=torch.bool, device=frac.device)
+    torch.lt(frac, 2 * DOUBT, out=mask[:numel])
+    words = mask.view(torch.int64).nonzero().view(-1, 1)
+    if len(words) > MAX_DOUBTFUL * numel:
+        return None
+    flags = (words * 8 + torch.arange(8, device=frac.device)).view(-1)
+    doubtful = flags[mask[flags]]
+    return None if len(doubtful) > MAX_DOUBTFUL * numel else doubtful
 
 
 def _sampling(
@@ -130,7 +154,7 @@ def _sampling(
     Reflect-101 mirrors about the first and last pixel centers, reflect about the image edges:
     ``grid_sample``'s reflection with and without ``align_corners``; mirroring the coordinate
     mirrors the interpolated value, so the taps need no padding."""
-    n, h, w, c = x.shape
+    _n, h, w, _c = x.shape
     if border == BORDER_REPLICATE:
         return x, 0, 0, "border", True
     if border == BORDER_REFLECT_101:
@@ -138,11 +162,7 @@ def _sampling(
     if border == BORDER_REFLECT:
         return x, 0, 0, "reflection", False
     if border == BORDER_CONSTANT:
-        fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device)
-        src = torch.empty((n, h + 2, w + 2, c), dtype=x.dtype, device=x.device)
-        src[:] = fill.view(1, 1, 1, c)
-        src[:, 1:-1, 1:-1] = x
-        return src, 1, 1, "border", True
+        return _ring(x, cval), 1, 1, "border", True
     left, right = max(0, -span_x[0]), max(0, span_x[1] + 2 - w)
     top, bottom = max(0, -span_y[0]), max(0, span_y[1] + 2 - h)
     if max(left, right) > MAX_MARGIN * w or max(top, bottom) > MAX_MARGIN * h:
@@ -150,53 +170,100 @@ def _sampling(
     return pad_nhwc(x, top, bottom, left, right, border), left, top, "border", True
 
 
+def _ring(x: torch.Tensor, cval: list[float]) -> torch.Tensor:
+    """``x`` inside a one-pixel ring of the fill value."""
+    n, h, w, c = x.shape
+    src = torch.empty((n, h + 2, w + 2, c), dtype=x.dtype, device=x.device)
+    src[:] = _fill(cval, x.dtype, x.device).view(1, 1, 1, c)
+    src[:, 1:-1, 1:-1] = x
+    return src
+
+
+def _fill(cval: list[float], dtype: torch.dtype, dev: torch.device) -> torch.Tensor:
+    """The border value, per channel, as ``dtype`` holds it."""
+    return saturate(torch.tensor(cval, dtype=torch.float64), dtype).to(dev)
+
+
+@lru_cache(maxsize=8)
+def _taps(dev: torch.device) -> torch.Tensor:
+    """The 2x2 taps' (dx, dy), in the order the lerps take them: (4, 2)."""
+    return torch.tensor(((0, 0), (1, 0), (0, 1), (1, 1)), device=dev)
+
+
 def _points(
     x: torch.Tensor,
-    sample: torch.Tensor,
-    sx: torch.Tensor,
-    sy: torch.Tensor,
+    coords: torch.Tensor,
+    elements: torch.Tensor,
     border: int,
     cval: list[float],
 ) -> torch.Tensor:
-    """cv2's uint8 bilinear value, every channel, of ``K`` points of given samples: (K, C)."""
-    _n, h, w, c = x.shape
-    fx, fy = torch.floor(sx), torch.floor(sy)
-    ax, ay = (sx - fx).unsqueeze(1), (sy - fy).unsqueeze(1)
-    ix, iy = fx.long(), fy.long()
-    fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device).float()
+    """cv2's uint8 bilinear value of ``K`` elements, flat indices into the (N, C, P) output: (K,).
 
-    def tap(dx: int, dy: int) -> torch.Tensor:
-        bx, by = torch_border(ix + dx, w, border), torch_border(iy + dy, h, border)
-        inside = (bx >= 0) & (by >= 0)
-        values = x[sample, by.clamp(min=0), bx.clamp(min=0)].float()
-        return torch.where(inside.unsqueeze(1), values, fill.view(1, c))
+    All four taps of every element are one gather; the lerps run on (K, 2) and (K,)."""
+    n, h, w, c = x.shape
+    b, _, p = coords.shape
+    dev = x.device
+    sample, pixel = elements.div(c * p, rounding_mode="floor"), elements.remainder(p)
+    channel = elements.div(p, rounding_mode="floor").remainder_(c)
+    points = coords.transpose(1, 2)  # (B, P, 2)
+    xy = points[sample, pixel] if b == n else points[0, pixel]  # (K, 2) float32
+    base = torch.floor(xy)
+    frac = (xy - base).double()  # exact
+    at = _border_taps(base.long().unsqueeze(1) + _taps(dev), w, h, border)  # (K, 4, 2)
+    ix, iy = at.clamp(min=0).unbind(-1)
+    values = x[sample.unsqueeze(1), iy, ix, channel.unsqueeze(1)].float()  # (K, 4)
+    if border == BORDER_CONSTANT:
+        fill = _fill(cval, x.dtype, dev).float()[channel].unsqueeze(1)
+        values = torch.where((at >= 0).all(-1), values, fill)
+    # fma(a, p1 - p0, p0) in float32: exact in float64, rounded once; the lerps' values are
+    # within their taps' range, so rounding half to even needs no clamp
+    left, right = values[:, 0::2], values[:, 1::2]  # (K, dy)
+    rows = torch.addcmul(left.double(), frac[:, :1], (right - left).double()).float()
+    top, bottom = rows[:, 0], rows[:, 1]
+    out = torch.addcmul(top.double(), frac[:, 1], (bottom - top).double())
+    return out.float().round_().to(torch.uint8)
 
-    v0 = _lerp64(tap(0, 0), tap(1, 0), ax)
-    v1 = _lerp64(tap(0, 1), tap(1, 1), ax)
-    return _lerp64(v0, v1, ay).round_().clamp_(0, 255).to(torch.uint8)
+
+def _border_taps(taps: torch.Tensor, w: int, h: int, border: int) -> torch.Tensor:
+    """``cv::borderInterpolate`` of (..., 2) integer x and y positions in a ``w`` by ``h``
+    image: -1 for constant-border positions."""
+    lengths = _sides(w, h, taps.device)
+    if border == BORDER_CONSTANT:
+        inside = (taps >= 0) & (taps < lengths)
+        return torch.where(inside, taps, -1)
+    if border == BORDER_REPLICATE:
+        return torch.minimum(taps.clamp(min=0), lengths - 1)
+    if border == BORDER_WRAP:
+        return torch.remainder(taps, lengths)
+    delta = 1 if border == BORDER_REFLECT_101 else 0
+    period = (2 * lengths - 2 * delta).clamp_(min=1)  # a side of 1: every position is 0
+    q = torch.remainder(taps, period)
+    return torch.where(q < lengths, q, period - q - (1 - delta))
+
+
+@lru_cache(maxsize=64)
+def _sides(w: int, h: int, dev: torch.device) -> torch.Tensor:
+    return torch.tensor([w, h], device=dev)
 
 
 # -- the table path --------------------------------------------------------------------------
 
 
 def remap_table(
-    x: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, border: int, cval: list[float]
+    x: torch.Tensor, coords: torch.Tensor, border: int, cval: list[float]
 ) -> torch.Tensor | None:
     """The table path of the module docstring: ``(N, P, C)``, planar in memory."""
-    n, h, w, c = x.shape
-    span_x, span_y = _span(sx), _span(sy)
-    if span_x is None or span_y is None:
+    n, h, w, _c = x.shape
+    spans = _spans(coords)
+    if spans is None:
         return None
+    sx, sy = coords.unbind(1)
     fx, fy = torch.floor(sx), torch.floor(sy)
-    lo_x, hi_x = span_x
-    lo_y, hi_y = span_y
+    (lo_x, hi_x), (lo_y, hi_y) = spans
     if hi_x - lo_x > MAX_MARGIN * (w + 2) or hi_y - lo_y > MAX_MARGIN * (h + 2):
         return None  # coordinates far outside (a perspective's horizon): tables too long
     if border == BORDER_CONSTANT:
-        fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device)
-        src = torch.empty((n, h + 2, w + 2, c), dtype=x.dtype, device=x.device)
-        src[:] = fill.view(1, 1, 1, c)
-        src[:, 1:-1, 1:-1] = x
+        src = _ring(x, cval)
         lut_x = _ring_table(lo_x, hi_x + 1, w, x.device)
         lut_y = _ring_table(lo_y, hi_y + 1, h, x.device)
         width, height = w + 2, h + 2
@@ -212,7 +279,7 @@ def remap_table(
     cols = (lut_x.index_select(0, ix), lut_x.index_select(0, ix + 1))
     rows = (lut_y.index_select(0, iy), lut_y.index_select(0, iy + 1))
     table, planes = _pixels(src)
-    b = sx.shape[0]
+    b = coords.shape[0]
     base = (torch.arange(n, device=x.device, dtype=index_dtype) * (height * width)).view(n, 1)
 
     def tap(r: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

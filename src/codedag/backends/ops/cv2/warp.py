@@ -68,12 +68,13 @@ def _parse_flags(flags: int) -> tuple[int, bool]:
 
 
 def _invert_affine(m: np.ndarray) -> np.ndarray:
-    d = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
-    d = 1.0 / d if d != 0 else 0.0
-    a11, a22, a12, a21 = m[1, 1] * d, m[0, 0] * d, -m[0, 1] * d, -m[1, 0] * d
-    b1 = -a11 * m[0, 2] - a12 * m[1, 2]
-    b2 = -a21 * m[0, 2] - a22 * m[1, 2]
-    return np.array([[a11, a12, b1], [a21, a22, b2]])
+    """cv2's ``invertAffineTransform`` of (..., 2, 3) float64 matrices (zeros where singular)."""
+    d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+    d = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+    a11, a22, a12, a21 = m[..., 1, 1] * d, m[..., 0, 0] * d, -m[..., 0, 1] * d, -m[..., 1, 0] * d
+    b1 = -a11 * m[..., 0, 2] - a12 * m[..., 1, 2]
+    b2 = -a21 * m[..., 0, 2] - a22 * m[..., 1, 2]
+    return np.stack([np.stack([a11, a12, b1], -1), np.stack([a21, a22, b2], -1)], -2)
 
 
 def _affine_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.device):
@@ -288,37 +289,33 @@ def warp_block() -> int:
 
 def _f32_coords(
     m: np.ndarray, dw: int, dh: int, perspective: bool, dev: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Source coordinates (B, P) as cv2 5's warp kernels compute them, the inverse matrix in
-    float32: SIMD blocks ``fma(M0, x, (y * M1) + M2)``, the scalar tail of each row
-    ``fma(x, M0, y * M1) + M2``, each operation rounded to float32; a perspective divides by
-    the third row computed the same way (a zero divisor gives inf or NaN: a pixel outside)."""
+) -> torch.Tensor:
+    """Source coordinates (B, 2, P), an x and a y plane, as cv2 5's warp kernels compute them,
+    the inverse matrix in float32: SIMD blocks ``fma(M0, x, (y * M1) + M2)``, the scalar tail of
+    each row ``fma(x, M0, y * M1) + M2``, each operation rounded to float32; a perspective
+    divides by the third row computed the same way (a zero divisor gives inf or NaN: a pixel
+    outside). Every row of the matrix in one pass."""
     f32 = torch.float32
-    mm = torch.as_tensor(m.reshape(m.shape[0], -1), dtype=f32, device=dev)
-    x = torch.arange(dw, dtype=f32, device=dev).view(1, 1, dw)
-    y = torch.arange(dh, dtype=f32, device=dev).view(1, dh, 1)
+    b, rows = m.shape[0], m.shape[1]
+    mm = torch.as_tensor(m, dtype=f32, device=dev)
+    ma, mb, mc = mm.view(b, rows, 3, 1, 1).unbind(2)
+    x = torch.arange(dw, dtype=torch.float64, device=dev).view(1, 1, 1, dw)
+    y = torch.arange(dh, dtype=f32, device=dev).view(1, 1, dh, 1)
     block = warp_block()
-
     head = (dw // block) * block if block else 0
-
-    def row(k: int) -> torch.Tensor:
-        a, b, c = (mm[:, 3 * k + i].view(-1, 1, 1) for i in range(3))
-        yb = y * b
-        out = torch.empty((mm.shape[0], dh, dw), dtype=f32, device=dev)
-        if head:  # fma(M0, x, M_x): exact in float64, rounded once to float32
-            xd = x[..., :head].double()
-            out[..., :head] = torch.addcmul((yb + c).double(), a.double(), xd).float()
-        if head < dw:
-            xt = x[..., head:].double()
-            out[..., head:] = torch.addcmul(yb.double(), xt, a.double()).float() + c
-        return out
-
-    sx, sy = row(0), row(1)
+    yb = y * mb
+    # fma(M0, x, M_x): the product is exact in float64, the sum rounded once to float32
+    if head == dw:
+        out = ((yb + mc).double() + ma.double() * x).float()
+    else:
+        out = torch.empty((b, rows, dh, dw), dtype=f32, device=dev)
+        if head:
+            out[..., :head] = (yb + mc).double() + ma.double() * x[..., :head]
+        tail = (yb.double() + ma.double() * x[..., head:]).float()
+        out[..., head:] = tail + mc
     if perspective:
-        sw = row(2)
-        sx, sy = sx / sw, sy / sw
-    b = m.shape[0]
-    return sx.reshape(b, -1), sy.reshape(b, -1)
+        out = out[:, :2] / out[:, 2:]
+    return out.reshape(b, 2, -1)
 
 
 def _to_int(v: torch.Tensor, how: str) -> torch.Tensor:
@@ -330,7 +327,7 @@ def _to_int(v: torch.Tensor, how: str) -> torch.Tensor:
 
 
 def _remap_f32(
-    x: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor, mode: int, border: int, cval: list[float]
+    x: torch.Tensor, coords: torch.Tensor, mode: int, border: int, cval: list[float]
 ) -> torch.Tensor:
     """cv2 5's nearest/linear warp kernels: rounded coordinates, or ``fma`` lerps in float32
     (``v0 = fma(a, p01 - p00, p00)``, ...) rounded half to even for uint8; with a constant border
@@ -338,9 +335,10 @@ def _remap_f32(
     _n, h, w, c = x.shape
     fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device)
     gather = _gather_fn(x, border, fill)  # a 1-pixel side: every border mode replicates
+    sx, sy = coords.unbind(1)
     if mode == INTER_NEAREST:
         return gather(_to_int(sx, "round"), _to_int(sy, "round"))
-    fast = _warp_fast.remap_linear(x, sx, sy, border, cval)
+    fast = _warp_fast.remap_linear(x, coords, border, cval)
     if fast is not None:
         return fast
     ix, iy = _to_int(sx, "floor"), _to_int(sy, "floor")
@@ -379,15 +377,17 @@ def _warp(
     if dw <= 0 or dh <= 0:
         dw, dh = int(src.shape[2]), int(src.shape[1])
     if not inverse:
-        m = np.stack([invert3(a) if perspective else _invert_affine(a) for a in m])
+        m = np.stack([invert3(a) for a in m]) if perspective else _invert_affine(m)
+    if len(m) > 1 and (m == m[:1]).all():
+        m = m[:1]  # one matrix for the whole batch: its coordinates once
     x = as_nhwc(src)
     cval = scalar_values(border_value, channels(src))
     if uses_warp_kernels(src.dtype, channels(src), mode):
-        sx, sy = _f32_coords(m, dw, dh, perspective, src.device)
-        out = _remap_f32(x, sx, sy, mode, border, cval).reshape(x.shape[0], dh, dw, -1)
+        coords = _f32_coords(m, dw, dh, perspective, src.device)
+        out = _remap_f32(x, coords, mode, border, cval).reshape(x.shape[0], dh, dw, -1)
     elif mode != INTER_CUBIC or src.dtype == torch.float64:
-        coords = _perspective_coords if perspective else _affine_coords
-        pairs = [coords(a, dw, dh, mode == INTER_NEAREST, src.device) for a in m]
+        fixed_coords = _perspective_coords if perspective else _affine_coords
+        pairs = [fixed_coords(a, dw, dh, mode == INTER_NEAREST, src.device) for a in m]
         xs, ys = torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
         out = _remap(x, xs, ys, dw, dh, mode, border, cval)
     else:
