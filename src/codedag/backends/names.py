@@ -41,12 +41,19 @@ _indexed: set[str] = set()
 _lock = threading.Lock()
 _public_codes: dict[types.CodeType, str] = {}
 _public_done: set[str] = set()
+# (len(sys.modules), the indexed modules' tuple) when every imported one was last found indexed
+_seen: list[tuple[int, tuple[str, ...]]] = [(-1, ())]
 
 
 def _refresh_index() -> None:
     """Index the public callables of every INDEXED_MODULES module imported since last time."""
     indexed = libraries.indexed_modules()
+    count = len(sys.modules)
+    last_count, last_indexed = _seen[0]
+    if count == last_count and indexed is last_indexed:  # nothing imported since all indexed
+        return
     if all(m in _indexed or m not in sys.modules for m in indexed):
+        _seen[0] = (count, indexed)
         return
     with _lock:
         for module_name in indexed:
