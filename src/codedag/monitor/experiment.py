@@ -184,29 +184,13 @@ class ExperimentMonitor:
         if self._current is not None:
             log.warning("start_mode(%r) while %r is running: stopping it", mode, self._current.name)
             self.stop_mode()
-        name = str(mode)
-        if name in self._modes:
-            n = 2
-            while f"{name}_{n}" in self._modes:
-                n += 1
-            log.warning("mode %r already recorded; recording this one as %r", name, f"{name}_{n}")
-            name = f"{name}_{n}"
+        name = self._new_mode_name(str(mode))
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
         files: dict[str, str | None] = (
             dict(csv_files(safe)) if self.stream_to_disk else dict.fromkeys(HEADERS)
         )
         hub = self._hub
-        block = RECORD_BLOCK if resource_interval is None else SAMPLED_RECORD_BLOCK
-        timer = Timer(
-            cuda_timing or self.cuda_timing,
-            on_steps=functools.partial(hub.log_steps, name),
-            warmup_batches=self.warmup_batches,
-            downsample_capacity=self.downsample_capacity,
-            record_block=block,
-        )
-        metrics = MetricsLogger(
-            functools.partial(hub.log_metrics, name), self.downsample_capacity, record_block=block
-        )
+        timer, metrics = self._recorders(name, cuda_timing, resource_interval)
         resources = None
         describe: dict[str, Any] = {}
         if resource_interval is not None:
@@ -247,6 +231,34 @@ class ExperimentMonitor:
         if resources is not None:
             resources.start()
         timer.start()
+
+    def _new_mode_name(self, name: str) -> str:
+        """``name``, or ``name_2``, ``name_3`` ... when a mode of that name was recorded."""
+        if name not in self._modes:
+            return name
+        n = 2
+        while f"{name}_{n}" in self._modes:
+            n += 1
+        log.warning("mode %r already recorded; recording this one as %r", name, f"{name}_{n}")
+        return f"{name}_{n}"
+
+    def _recorders(
+        self, name: str, cuda_timing: str | None, resource_interval: float | None
+    ) -> tuple[Timer, MetricsLogger]:
+        """The step timer and the metrics logger of a new mode, feeding the sinks' hub."""
+        hub = self._hub
+        block = RECORD_BLOCK if resource_interval is None else SAMPLED_RECORD_BLOCK
+        timer = Timer(
+            cuda_timing or self.cuda_timing,
+            on_steps=functools.partial(hub.log_steps, name),
+            warmup_batches=self.warmup_batches,
+            downsample_capacity=self.downsample_capacity,
+            record_block=block,
+        )
+        metrics = MetricsLogger(
+            functools.partial(hub.log_metrics, name), self.downsample_capacity, record_block=block
+        )
+        return timer, metrics
 
     def _open_run(self) -> None:
         """Tell the sinks the run started (once) and close them at exit if nobody does."""

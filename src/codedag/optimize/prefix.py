@@ -431,32 +431,7 @@ def decide(
     for chain in found.chains:
         entry = _chain_entry(chain)
         distinct = found.dataset_len or len(chain.traced)
-        best: tuple[float, CacheCut] | None = None
-        unpaid: CacheCut | None = None  # the cut that saves the most on a hit but not its write
-        for cand in candidates(chain):
-            cut = CacheCut(
-                step=cand.step,
-                occurrence=cand.occurrence,
-                position=cand.position,
-                bytes_per_sample=cand.nbytes,
-                shape=list(cand.shape),
-                dtype=cand.dtype,
-                prefix_ns=cand.prefix_ns,
-            )
-            if costs is not None and cand.nbytes:
-                read_ns, write_ns = costs(cand.nbytes)
-                cut.read_ns, cut.write_ns = read_ns, write_ns
-                cut.saved_ns = cand.prefix_ns - read_ns
-                total = cand.nbytes * distinct
-                share = min(1.0, max(0, left) / total) if total else 0.0
-                value = share * (EPOCHS - 1) * cut.saved_ns - write_ns
-                saves = cut.saved_ns > MIN_SAVING * cand.prefix_ns
-                pays_back = write_ns <= PAYBACK_EPOCHS * cut.saved_ns
-                if saves and not pays_back and (unpaid is None or cut.saved_ns > unpaid.saved_ns):
-                    unpaid = cut
-                if saves and pays_back and value > 0 and (best is None or value > best[0]):
-                    best = (value, cut)
-            entry.candidates.append(cut)
+        best, unpaid = _weigh_cuts(chain, entry, costs, distinct, left)
         if mode == "off":
             entry.reason = "the cache is off (--cache off)"
         elif costs is None:
@@ -498,6 +473,41 @@ def decide(
         note = "nothing is cached: " + "; ".join(c.reason for c in section.chains)
     section.note = note
     return section
+
+
+def _weigh_cuts(
+    chain: PrefixChain, entry: CacheChain, costs: Costs | None, distinct: int, left: int
+) -> tuple[tuple[float, CacheCut] | None, CacheCut | None]:
+    """Each candidate cut of ``chain`` with its measured costs (added to ``entry``): the cut of
+    most value over the epochs that pays for its write by :data:`PAYBACK_EPOCHS`, and the cut
+    that saves the most on a hit but does not pay for its write (``None`` where there is none)."""
+    best: tuple[float, CacheCut] | None = None
+    unpaid: CacheCut | None = None
+    for cand in candidates(chain):
+        cut = CacheCut(
+            step=cand.step,
+            occurrence=cand.occurrence,
+            position=cand.position,
+            bytes_per_sample=cand.nbytes,
+            shape=list(cand.shape),
+            dtype=cand.dtype,
+            prefix_ns=cand.prefix_ns,
+        )
+        if costs is not None and cand.nbytes:
+            read_ns, write_ns = costs(cand.nbytes)
+            cut.read_ns, cut.write_ns = read_ns, write_ns
+            cut.saved_ns = cand.prefix_ns - read_ns
+            total = cand.nbytes * distinct
+            share = min(1.0, max(0, left) / total) if total else 0.0
+            value = share * (EPOCHS - 1) * cut.saved_ns - write_ns
+            saves = cut.saved_ns > MIN_SAVING * cand.prefix_ns
+            pays_back = write_ns <= PAYBACK_EPOCHS * cut.saved_ns
+            if saves and not pays_back and (unpaid is None or cut.saved_ns > unpaid.saved_ns):
+                unpaid = cut
+            if saves and pays_back and value > 0 and (best is None or value > best[0]):
+                best = (value, cut)
+        entry.candidates.append(cut)
+    return best, unpaid
 
 
 def _chain_entry(chain: PrefixChain) -> CacheChain:
