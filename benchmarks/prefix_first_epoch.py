@@ -18,6 +18,8 @@ On a machine with a free core the writer's time overlaps the loading; where no c
 adds to the epoch. It measures; it asserts nothing. Run::
 
     python benchmarks/prefix_first_epoch.py [--pipelines letterbox demo_image] [--rounds 5]
+    python benchmarks/prefix_first_epoch.py --pipelines letterbox --samples 256 \
+        --option img_size=32 --option min_size=24 --option max_size=40
 """
 
 from __future__ import annotations
@@ -98,7 +100,16 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's own")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=INT",
+        help="an option of the pipelines' factories (e.g. max_size=40: small images, so that "
+        "the libraries' work is small beside the cache's)",
+    )
     args = parser.parse_args()
+    options = {k: int(v) for k, v in (o.split("=", 1) for o in args.option)}
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)
     print(
@@ -111,7 +122,7 @@ def main() -> None:
         f"{'plan cpu':>8} {'x':>5}  {'cache on loading thread':>23}  {'writer cpu':>10}"
     )
     for name in args.pipelines:
-        case = prepare(name, 0, args.samples, args.batch_size, False, None)
+        case = prepare(name, 0, args.samples, args.batch_size, False, None, options)
         runs: dict[str, list[Epoch]] = {"own": [], "plan": []}
         for r in range(args.rounds):
             for variant in round_order(["own", "plan"], r):
