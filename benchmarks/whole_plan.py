@@ -188,13 +188,22 @@ class Case:
 
 
 def prepare(
-    name: str, workers: int, samples: int, batch: int, tune: bool, budget_bytes: int | None
+    name: str,
+    workers: int,
+    samples: int,
+    batch: int,
+    tune: bool,
+    budget_bytes: int | None,
+    options: dict[str, Any] | None = None,
 ) -> Case:
-    """Build the data set, tune the loader (optional), trace one batch and plan."""
+    """Build the data set (``options`` go to the pipeline's factory), tune the loader
+    (optional), trace one batch and plan."""
     from codedag.optimize.manager import OptimizerManager
     from codedag.trace.tracer import trace_dataloader
 
-    own = pipelines.make_loader(name, batch_size=batch, num_workers=workers, seed=0, n=samples)
+    own = pipelines.make_loader(
+        name, batch_size=batch, num_workers=workers, seed=0, n=samples, **(options or {})
+    )
     dataset, collate = own.dataset, own.collate_fn
 
     def make(epoch: int) -> Any:

@@ -87,3 +87,56 @@ def test_values_round_trip_bit_for_bit(tmp_path: Path, size: int) -> None:
     assert found is not None
     assert found[0].dtype == value.dtype and found[0].tobytes() == value.tobytes()
     found[0][...] = 1  # a private, writable copy
+
+
+def test_argument_encodings_take_the_same_bytes_by_the_fast_path_and_the_general_one() -> None:
+    import enum
+
+    import codedag.migrate.prefix.keys as keys
+
+    class Color(enum.Enum):
+        RED = 1
+
+    arguments = [
+        1, -2**70, 2.5, float("nan"), -0.0, "é'\"", True, None, (1, 2.0, (3, None)), [1, [2]],
+        np.arange(6)[::2], np.float32, np.int64(3), np.dtype(">f4"), Color.RED, {"a": (1,)},
+        b"xy", 1j,
+    ]  # fmt: skip
+    for argument in arguments:
+        fast: list[bytes] = []
+        general: list[bytes] = []
+        keys.encode_argument(argument, fast)
+        keys._encode_other(argument, general, 0)
+        assert b"".join(fast) == b"".join(general), argument
+    distinct = [(1,), (1.0,), (True,), [1], ("1",)]
+    encoded = set()
+    for argument in distinct:
+        out: list[bytes] = []
+        keys.encode_argument(argument, out)
+        encoded.add(b"".join(out))
+    assert len(encoded) == len(distinct)  # equal values of other types are other keys
+
+
+def test_headers_are_the_json_of_their_fields_and_read_back() -> None:
+    import json
+
+    from codedag.migrate.prefix.entry import Meta, meta_of
+
+    metas = [
+        Meta("ndarray", (411, 416, 3), "|u1"),
+        Meta("pil", (10, 20, 3), "", "RGB"),
+        Meta("other", type_name='odd "name" \\ é'),
+        Meta("tensor", (), "float32"),
+    ]
+    for meta in metas:
+        fields: dict[str, object] = {"kind": meta.kind, "shape": list(meta.shape)}
+        fields["dtype"] = meta.dtype
+        if meta.mode:
+            fields["mode"] = meta.mode
+        if meta.type_name:
+            fields["type"] = meta.type_name
+        assert meta.to_bytes() == json.dumps(fields, separators=(",", ":")).encode()
+        assert Meta.from_bytes(meta.to_bytes()) == meta
+    little, big = np.zeros((2, 3), "<f4"), np.zeros((2, 3), ">f4")
+    assert meta_of(little) == Meta("ndarray", (2, 3), "<f4") == meta_of(np.ones((2, 3), "<f4"))
+    assert meta_of(big) != meta_of(little) and meta_of(big).dtype == ">f4"

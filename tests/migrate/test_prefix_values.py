@@ -140,3 +140,40 @@ def test_has_prefix_value_looks_into_lists_and_keywords() -> None:
     assert has_prefix_value((), {"x": value})
     assert not has_prefix_value((np.zeros(1), [1, 2]), {"x": 3})
     assert values.concrete(([value, 1],))[0][1] == 1
+
+
+def test_a_value_carries_the_keys_and_headers_of_its_chain_but_not_the_values() -> None:
+    import gc
+    import weakref
+
+    session = _Session()
+    source = _source(session, np.arange(6, dtype=np.uint8))
+    doubled = source * 2
+    ref = weakref.ref(doubled)
+    halved = doubled / 2
+    assert halved._lineage_metas() == (
+        (halved._key, meta_of(np.zeros(6, np.float64)).to_bytes()),
+        (doubled._key, meta_of(np.zeros(6, np.uint8)).to_bytes()),
+        (b"src", meta_of(np.zeros(6, np.uint8)).to_bytes()),
+    )
+    assert halved._lineage_keys() == [halved._key, doubled._key, b"src"]
+    del doubled
+    gc.collect()
+    assert ref() is None  # an intermediate user code dropped is freed
+
+
+def test_the_cut_is_the_planned_occurrence_of_its_function() -> None:
+    @dataclass
+    class SecondAdd(_Chain):
+        cut_function: str = "operator.add"
+        cut_occurrence: int = 1
+
+    session = _Session()
+    source = PrefixValue(Lineage(SecondAdd(), session), b"src", meta_of(np.zeros(2)), np.zeros(2))
+    first = source + 1
+    assert isinstance(first, PrefixValue) and session.cuts == []
+    second = (first * 3) + 1  # the second add along this value's calls
+    assert not isinstance(second, PrefixValue) and len(session.cuts) == 1
+    assert np.array_equal(second, np.full(2, 4.0))
+    other = source + 5  # another path from the source: its first add, no cut
+    assert isinstance(other, PrefixValue) and len(session.cuts) == 1

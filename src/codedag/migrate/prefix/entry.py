@@ -13,8 +13,9 @@ deferred intermediate answers (``shape``, ``dtype``, ``size``, ``mode``) without
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import xxhash
@@ -27,9 +28,9 @@ class CorruptEntry(Exception):
     """A stored value whose bytes do not match its checksum or header."""
 
 
-@dataclass(frozen=True)
-class Meta:
-    """What an intermediate value is, without its data.
+class Meta(NamedTuple):
+    """What an intermediate value is, without its data (a named tuple: a chain makes one per
+    call, and a tuple is built and hashed in C).
 
     Attributes:
         kind: ``ndarray``, ``tensor``, ``pil`` or ``other``.
@@ -54,12 +55,13 @@ class Meta:
         """The header form (remembered: a data set's values share a few headers)."""
         raw = _HEADERS.get(self)
         if raw is None:
-            data = {"kind": self.kind, "shape": list(self.shape), "dtype": self.dtype}
+            shape = ",".join([str(int(n)) for n in self.shape])
+            text = f'{{"kind":{_quoted(self.kind)},"shape":[{shape}],"dtype":{_quoted(self.dtype)}'
             if self.mode:
-                data["mode"] = self.mode
+                text += f',"mode":{_quoted(self.mode)}'
             if self.type_name:
-                data["type"] = self.type_name
-            raw = json.dumps(data, separators=(",", ":")).encode()
+                text += f',"type":{_quoted(self.type_name)}'
+            raw = (text + "}").encode()
             _remember(_HEADERS, self, raw)
         return raw
 
@@ -81,6 +83,15 @@ class Meta:
         return meta
 
 
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")
+"""Printable ASCII without quotes or backslashes: JSON writes such a string as it is."""
+
+
+def _quoted(text: str) -> str:
+    """``text`` as JSON writes it (the same as ``json.dumps``)."""
+    return f'"{text}"' if _PLAIN.fullmatch(text) else json.dumps(text)
+
+
 _HEADERS: dict[Meta, bytes] = {}
 _HEADS: dict[Meta, str] = {}
 _METAS: dict[bytes, Meta] = {}
@@ -94,12 +105,17 @@ def _remember(table: dict[Any, Any], key: Any, value: Any) -> None:
     table[key] = value
 
 
+_PIL_IMAGE: list[Any] = []
+
+
 def _pil_image_type() -> Any:
-    try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - pillow is a dependency
-        return None
-    return Image.Image
+    if not _PIL_IMAGE:
+        try:
+            from PIL import Image
+        except ImportError:  # pragma: no cover - pillow is a dependency
+            return None
+        _PIL_IMAGE.append(Image.Image)
+    return _PIL_IMAGE[0]
 
 
 def _torch_tensor_type() -> Any:
@@ -109,13 +125,27 @@ def _torch_tensor_type() -> Any:
     return None if torch is None else torch.Tensor
 
 
+_ARRAY_METAS: dict[tuple[str, tuple[int, ...], Any], Meta] = {}
+
+
 def meta_of(value: Any) -> Meta:
-    """The :class:`Meta` of a concrete value."""
+    """The :class:`Meta` of a concrete value (arrays' and tensors' remembered by shape and
+    dtype: every sample of a data set makes the same few)."""
     if isinstance(value, np.ndarray):
-        return Meta("ndarray", tuple(value.shape), value.dtype.str)
+        key = ("ndarray", value.shape, value.dtype.str)
+        found = _ARRAY_METAS.get(key)
+        if found is None:
+            found = Meta("ndarray", tuple(value.shape), key[2])
+            _remember(_ARRAY_METAS, key, found)
+        return found
     tensor = _torch_tensor_type()
     if tensor is not None and isinstance(value, tensor):
-        return Meta("tensor", tuple(value.shape), str(value.dtype).removeprefix("torch."))
+        shape = tuple(value.shape)
+        found = _ARRAY_METAS.get(("tensor", shape, value.dtype))
+        if found is None:
+            found = Meta("tensor", shape, str(value.dtype).removeprefix("torch."))
+            _remember(_ARRAY_METAS, ("tensor", shape, value.dtype), found)
+        return found
     image = _pil_image_type()
     if image is not None and isinstance(value, image):
         width, height = value.size

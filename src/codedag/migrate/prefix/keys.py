@@ -150,6 +150,12 @@ def _tensor(value: Any) -> np.ndarray | None:
     return value.detach().numpy()
 
 
+_SCALARS: dict[type, bytes] = {
+    t: f"{t.__name__}:".encode() for t in (int, float, str, bool, type(None))
+}
+"""Exact scalar types and the opening of their encoding (the same bytes as the general case)."""
+
+
 def encode_argument(value: Any, out: list[bytes], depth: int = 0) -> None:
     """Append a stable encoding of an argument's value to ``out``.
 
@@ -158,6 +164,26 @@ def encode_argument(value: Any, out: list[bytes], depth: int = 0) -> None:
     """
     if depth > 8:
         raise Unkeyable("an argument nested too deeply")
+    kind = type(value)
+    opening = _SCALARS.get(kind)
+    if opening is not None:  # the common cases first, by exact type: the same bytes
+        out.append(opening + repr(value).encode() + b";")
+    elif kind is tuple or kind is list:
+        _encode_sequence(value, out, depth)
+    elif kind is np.ndarray:
+        out.append(b"array:" + _array_identity(value))
+    else:
+        _encode_other(value, out, depth)
+
+
+def _encode_sequence(value: tuple[Any, ...] | list[Any], out: list[bytes], depth: int) -> None:
+    out.append(b"%s[%d](" % (type(value).__name__.encode(), len(value)))
+    for item in value:
+        encode_argument(item, out, depth + 1)
+    out.append(b")")
+
+
+def _encode_other(value: Any, out: list[bytes], depth: int) -> None:
     if value is None or isinstance(value, bool | int | float | complex | str):
         out.append(f"{type(value).__name__}:{value!r};".encode())
     elif isinstance(value, enum.Enum):
@@ -173,10 +199,7 @@ def encode_argument(value: Any, out: list[bytes], depth: int = 0) -> None:
     elif isinstance(value, type) and value.__module__ in ("numpy", "builtins"):
         out.append(f"type:{value.__module__}.{value.__qualname__};".encode())
     elif isinstance(value, tuple | list):
-        out.append(f"{type(value).__name__}[{len(value)}](".encode())
-        for item in value:
-            encode_argument(item, out, depth + 1)
-        out.append(b")")
+        _encode_sequence(value, out, depth)
     elif isinstance(value, dict):
         out.append(f"dict[{len(value)}](".encode())
         for key in sorted(value, key=repr):

@@ -193,18 +193,18 @@ class Session:
             return original(*args, **kwargs)
         lineage = Lineage(chain, self)
         self.local.lineages.append(lineage)
-        counts = {chain.source_function: 0}
-        if chain.cut_function == chain.source_function and chain.cut_occurrence == 0:
-            head = PrefixValue(lineage, key, meta_of(None), counts=counts)
+        cuts = int(chain.cut_function == chain.source_function)
+        if cuts and chain.cut_occurrence == 0:
+            head = PrefixValue(lineage, key, meta_of(None), cuts=cuts)
             return self.cut(head, keys.step_key([b"source", key]), True, original, args, kwargs)
         found = self.meta(key)
         if found is not None:
             meta, stale = found
             if stale:
                 lineage.stale.append(key)
-            return PrefixValue(lineage, key, meta, call=(original, args, kwargs), counts=counts)
+            return PrefixValue(lineage, key, meta, call=(original, args, kwargs), cuts=cuts)
         value = original(*args, **kwargs)
-        return PrefixValue(lineage, key, meta_of(value), value, counts=counts)
+        return PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
 
     def meta(self, key: bytes) -> Any:
         """The stored (or queued) header of an intermediate value, or None."""
@@ -370,7 +370,7 @@ class Session:
         return value
 
     def _queue_touch(self, tier: Any, key: bytes, first: PrefixValue, lineage: Lineage) -> None:
-        metas = [k for k, _header in first._lineage_metas() if k]
+        metas = [k for k in first._lineage_keys() if k]
         with self._lock:
             entry = self._touch.setdefault(id(tier), (tier, [], []))
             entry[1].append(key)

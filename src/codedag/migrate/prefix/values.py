@@ -30,6 +30,9 @@ from codedag.migrate.prefix.entry import Meta, meta_of
 
 PENDING: Any = object()
 
+_Trail = tuple[bytes, Meta, Any]
+"""A value's key and header, and its parent's trail (None at the source)."""
+
 ARRAY_METADATA = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize"})
 IMAGE_METADATA = frozenset({"size", "width", "height", "mode"})
 ARRAY_METHODS = frozenset({"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel"})
@@ -40,6 +43,7 @@ TENSOR_METHODS = frozenset(
     {"float", "double", "half", "byte", "long", "int", "contiguous", "permute", "unsqueeze",
      "squeeze", "clone", "div", "mul", "sub", "add", "flip"}
 )  # fmt: skip
+_METHODS = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METHODS}
 _METHOD_OWNERS = {"ndarray": "numpy.ndarray", "pil": "PIL.Image.Image", "tensor": "torch.Tensor"}
 MAX_STEPS = 64
 """Calls a chain may make before its cut; past that it is computed normally."""
@@ -77,11 +81,12 @@ class PrefixValue:
     __slots__ = (
         "__weakref__",
         "_call",
-        "_counts",
-        "_history",
+        "_cuts",
+        "_depth",
         "_key",
         "_lineage",
         "_meta",
+        "_trail",
         "_value",
     )
     __array_priority__ = 1000.0
@@ -93,18 +98,20 @@ class PrefixValue:
         meta: Meta,
         value: Any = PENDING,
         call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = None,
-        counts: dict[str, int] | None = None,
         parent: PrefixValue | None = None,
+        cuts: int = 0,
     ) -> None:
         self._lineage = lineage
         self._key = key
         self._meta = meta
         self._value = value
         self._call = call
-        self._counts = counts or {}
+        self._cuts = cuts  # calls of the cut's function so far, this one included
+        self._depth: int = 0 if parent is None else parent._depth + 1  # calls since the source
         # the earlier values' keys and headers, not the values: an intermediate user code no
-        # longer holds is freed as it would be without the cache
-        self._history = () if parent is None else parent._lineage_metas()
+        # longer holds is freed as it would be without the cache; linked, not copied, so a
+        # call adds one link whatever the chain's length
+        self._trail: _Trail = (key, meta, None if parent is None else parent._trail)
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -127,7 +134,21 @@ class PrefixValue:
 
     def _lineage_metas(self) -> tuple[tuple[bytes, bytes], ...]:
         """``(key, header)`` of this value and every earlier value of its chain."""
-        return ((self._key, self._meta.to_bytes()), *self._history)
+        out = []
+        trail: _Trail | None = self._trail
+        while trail is not None:
+            key, meta, trail = trail
+            out.append((key, meta.to_bytes()))
+        return tuple(out)
+
+    def _lineage_keys(self) -> list[bytes]:
+        """The keys of this value and every earlier value of its chain."""
+        out = []
+        trail: _Trail | None = self._trail
+        while trail is not None:
+            key, _meta, trail = trail
+            out.append(key)
+        return out
 
     # -- what the header answers ----------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -142,8 +163,7 @@ class PrefixValue:
             if self._done:
                 return getattr(self._value, name)
             return _image_metadata(meta, name)
-        methods = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METHODS}
-        if name in methods.get(meta.kind, ()):
+        if name in _METHODS.get(meta.kind, ()):
             qualified = f"{_METHOD_OWNERS[meta.kind]}.{name}"
 
             def method(*args: Any, **kwargs: Any) -> Any:
@@ -331,20 +351,27 @@ _install_operators()
 def _resolve(value: Any) -> Any:
     if isinstance(value, PrefixValue):
         return value._compute()
-    if isinstance(value, list | tuple) and any(isinstance(v, PrefixValue) for v in value):
+    if isinstance(value, list | tuple) and _any_prefix_value(value):
         items = [v._compute() if isinstance(v, PrefixValue) else v for v in value]
         return items if isinstance(value, list) else tuple(items)
     return value
 
 
+def _any_prefix_value(items: list[Any] | tuple[Any, ...]) -> bool:
+    for item in items:  # noqa: SIM110 - a loop is cheaper than any() of a generator
+        if isinstance(item, PrefixValue):
+            return True
+    return False
+
+
 def concrete(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Positional arguments with every prefix value computed (no divergence counted)."""
-    return tuple(_resolve(a) for a in args)
+    return tuple([_resolve(a) for a in args])
 
 
 def concrete_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments with every prefix value computed."""
-    return {k: _resolve(v) for k, v in kwargs.items()}
+    return {k: _resolve(v) for k, v in kwargs.items()} if kwargs else {}
 
 
 def real_args(args: tuple[Any, ...], reason: str) -> tuple[Any, ...]:
@@ -354,30 +381,47 @@ def real_args(args: tuple[Any, ...], reason: str) -> tuple[Any, ...]:
     return concrete(args)
 
 
+def _collect(value: Any, found: list[PrefixValue]) -> None:
+    if isinstance(value, PrefixValue):
+        found.append(value)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            if isinstance(item, PrefixValue):
+                found.append(item)
+
+
 def _prefix_values(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[PrefixValue]:
-    found = []
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, PrefixValue):
-            found.append(value)
-        elif isinstance(value, list | tuple):
-            found.extend(v for v in value if isinstance(v, PrefixValue))
+    found: list[PrefixValue] = []
+    for value in args:
+        _collect(value, found)
+    if kwargs:
+        for value in kwargs.values():
+            _collect(value, found)
     return found
+
+
+def _holds_prefix_value(value: Any) -> bool:
+    if isinstance(value, PrefixValue):
+        return True
+    return isinstance(value, list | tuple) and _any_prefix_value(value)
 
 
 def has_prefix_value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether any argument (or an item of a list/tuple argument) is a prefix value."""
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, PrefixValue):
+    for value in args:
+        if _holds_prefix_value(value):
             return True
-        if isinstance(value, list | tuple) and any(isinstance(v, PrefixValue) for v in value):
-            return True
+    if kwargs:
+        for value in kwargs.values():
+            if _holds_prefix_value(value):
+                return True
     return False
 
 
 def _encode(value: Any, out: list[bytes]) -> None:
     if isinstance(value, PrefixValue):
         out.append(b"<" + value._key + b">")
-    elif isinstance(value, list | tuple) and any(isinstance(v, PrefixValue) for v in value):
+    elif isinstance(value, list | tuple) and _any_prefix_value(value):
         out.append(f"{type(value).__name__}[{len(value)}](".encode())
         for item in value:
             _encode(item, out)
@@ -398,6 +442,21 @@ def _snapshot(values: Any) -> Any:
     return tuple(v.copy() if isinstance(v, np.ndarray) else v for v in values)
 
 
+_OPENINGS: dict[str, bytes] = {}
+"""Each call name's encoded opening of its key (a chain calls a few names, every sample)."""
+
+
+def _opening(name: str) -> bytes:
+    opening = _OPENINGS.get(name)
+    if opening is None:
+        opening = _OPENINGS[name] = name.encode() + b"("
+    return opening
+
+
+def _computed(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return function(*concrete(args), **concrete_kwargs(kwargs))
+
+
 def step(
     name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -406,32 +465,36 @@ def step(
     first = inputs[0]
     lineage = first._lineage
     if lineage.done:  # diverged earlier: computed normally from here on
-        return function(*concrete(args), **concrete_kwargs(kwargs))
-    if any(v._lineage is not lineage for v in inputs):
-        for value in inputs:
-            value._lineage.diverge("values of two sources combined")
-        return function(*concrete(args), **concrete_kwargs(kwargs))
-    counts = dict(first._counts)
-    counts[name] = counts.get(name, -1) + 1
-    chain = lineage.chain
-    if sum(counts.values()) + len(counts) > MAX_STEPS:
+        return _computed(function, args, kwargs)
+    deferred = first._value is PENDING
+    for value in inputs:
+        if value._lineage is not lineage:
+            for each in inputs:
+                each._lineage.diverge("values of two sources combined")
+            return _computed(function, args, kwargs)
+        if value._value is not PENDING:
+            deferred = False
+    if first._depth >= MAX_STEPS:
         lineage.diverge("more calls than a chain may make before its cut")
-        return function(*concrete(args), **concrete_kwargs(kwargs))
-    parts: list[bytes] = [name.encode(), b"("]
+        return _computed(function, args, kwargs)
+    chain = lineage.chain
+    is_cut_function = name == chain.cut_function
+    parts: list[bytes] = [_opening(name)]
     try:
         for value in args:
             _encode(value, parts)
-        for keyword in sorted(kwargs):
-            parts.append(keyword.encode() + b"=")
-            _encode(kwargs[keyword], parts)
+        if kwargs:
+            for keyword in sorted(kwargs):
+                parts.append(keyword.encode() + b"=")
+                _encode(kwargs[keyword], parts)
     except keys.Unkeyable as error:
         lineage.diverge(f"arguments: {error}")
-        return function(*concrete(args), **concrete_kwargs(kwargs))
+        return _computed(function, args, kwargs)
     key = keys.step_key(parts)
     session = lineage.session
-    deferred = not any(v._done for v in inputs)
-    if name == chain.cut_function and counts[name] == chain.cut_occurrence:
+    if is_cut_function and first._cuts == chain.cut_occurrence:
         return session.cut(first, key, deferred, function, args, kwargs)
+    cuts = first._cuts + 1 if is_cut_function else first._cuts
     if deferred:
         found = session.meta(key)
         if found is not None:
@@ -439,6 +502,6 @@ def step(
             if stale:
                 lineage.stale.append(key)
             call = (function, _snapshot(args), _snapshot(kwargs))
-            return PrefixValue(lineage, key, meta, call=call, counts=counts, parent=first)
-    value = function(*concrete(args), **concrete_kwargs(kwargs))
-    return PrefixValue(lineage, key, meta_of(value), value, counts=counts, parent=first)
+            return PrefixValue(lineage, key, meta, call=call, parent=first, cuts=cuts)
+    value = _computed(function, args, kwargs)
+    return PrefixValue(lineage, key, meta_of(value), value, parent=first, cuts=cuts)
