@@ -4,6 +4,7 @@
   with one warning
 * :mod:`.csv`: The raw CSV streams next to ``results.json`` (every step, sample and logged value)
 * :mod:`.tensorboard`: TensorBoard event files, one run per mode
+* :mod:`.event_file`: Event files written on the caller's thread, their records checksummed in C
 * :mod:`.mlflow`: An MLflow parent run with a nested run per mode, sent from a thread of its own
 * :mod:`.names`: Each figure's TensorBoard tag and MLflow key, in one table
 * :mod:`.window`: Dashboard points: the steps since the previous point, averaged

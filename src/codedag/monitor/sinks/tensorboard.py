@@ -32,12 +32,14 @@ from codedag.monitor.sinks.window import MetricWindow, Point, StepWindow
 
 def _writer_class() -> Any:
     try:
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        import tensorboard.compat.proto.event_pb2  # noqa: F401
     except ImportError as error:
         raise ConfigError(
             "the tensorboard sink needs the tensorboard package: pip install 'codedag[tensorboard]'"
         ) from error
-    return EventFileWriter
+    from codedag.monitor.sinks.event_file import EventFile
+
+    return EventFile
 
 
 class _ModeWriter:
