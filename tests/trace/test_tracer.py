@@ -276,6 +276,33 @@ def test_imports_inside_the_window_are_not_recorded(tmp_path, monkeypatch) -> No
     sys.modules.pop("freshly_imported_mod", None)
 
 
+class _WatchingFinder:
+    """A Python finder on sys.meta_path that finds nothing (as absl's reload detector)."""
+
+    def find_spec(self, name, path=None, target=None):
+        return None
+
+
+def test_import_hooks_run_inside_the_window_are_not_recorded(tmp_path, monkeypatch) -> None:
+    (tmp_path / "hooked_import_mod.py").write_text(
+        "import numpy as np\n\ndef helper():\n    return np.zeros(3)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "meta_path", [_WatchingFinder(), *sys.meta_path])
+
+    def load_and_use():
+        import hooked_import_mod
+
+        return hooked_import_mod.helper()
+
+    tracer = EnhancedTracer()
+    with tracer.tracing_context():
+        load_and_use()
+    names = [n.name for n in tracer.dag.calls()]
+    assert names[1:] == ["hooked_import_mod.helper", "numpy.zeros"]  # not the finder
+    sys.modules.pop("hooked_import_mod", None)
+
+
 def test_start_stop_misuse_is_reported() -> None:
     from codedag.errors import TraceError
 

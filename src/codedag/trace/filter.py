@@ -210,6 +210,9 @@ def code_info(
     """
     if code.co_name == "<module>" and code not in user_codes:
         return IMPORT  # a module body: an import inside the window
+    caller = frame.f_back
+    if caller is not None and caller.f_code.co_filename.startswith("<frozen importlib"):
+        return IMPORT  # an import hook (a finder or loader on sys.meta_path) run by an import
     module = frame.f_globals.get("__name__") or "__main__"
     if code in user_codes:
         decision: Decision | None = Decision(f"{module}.{qualname_of(code)}", None)
