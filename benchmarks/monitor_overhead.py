@@ -18,7 +18,10 @@ the step time), the rest the fixed cost of a run (creating the MLflow run, the s
 artifacts at its end, closing the files), which a long training run pays once. The ``null
 timer`` condition is the least any step timer does (two ``perf_counter`` calls and a list
 append, no codedag): after a sleep the CPU runs cold, and that floor shows what any Python code
-pays there, apart from what the monitor adds.
+pays there, apart from what the monitor adds. The process's CPU counts the monitor's other
+threads as if the step waited for them; it is an upper bound. What the training thread itself
+loses is the ``calls`` column: the per-step calls timed where they run. Each run starts after a
+garbage collection, so one condition does not pay for the garbage another left.
 
 A third table runs the same conditions around a step that computes for about ``--busy-ms``
 (the MLP step repeated): the time the per-step calls take on the training thread (read around
@@ -31,6 +34,7 @@ the calls) and the CPU time of every other thread (the sampler, its folds, the s
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import tempfile
 import time
@@ -89,6 +93,7 @@ def run(
     ``close()``."""
     from codedag.monitor.experiment import ExperimentMonitor
 
+    gc.collect()  # garbage left by earlier conditions is not this one's cost
     if interval == NONE:
         c0, t0 = time.process_time(), time.perf_counter()
         for i in range(steps):
@@ -120,17 +125,42 @@ def run(
     return elapsed / steps, cpu / steps, summary.get("resources")
 
 
-def cpu_cost_us(
+def sleeping_costs(
     steps: int, interval: float | None, out: Path, sinks: list | None, sleep_s: float
-) -> float:
-    """Process CPU microseconds of a run of ``steps`` sleeping steps (no monitor for -1)."""
+) -> tuple[float, float]:
+    """Process CPU microseconds of a run of ``steps`` sleeping steps (its sinks' finishing work
+    at ``close()`` included), and the microseconds the per-step calls took on the training
+    thread, read around them. Every condition reads the clock as often, calls or not."""
+    from codedag.monitor.experiment import ExperimentMonitor
 
-    def step() -> float:
+    clock, rows, inside = time.perf_counter, [], 0.0
+    monitor = None
+    if interval is None or interval >= 0:
+        monitor = ExperimentMonitor(
+            "overhead", out, run_dir=out / f"sleep_{time.time_ns()}", sinks=sinks or []
+        )
+        monitor.start_mode("baseline", resource_interval=interval)
+    gc.collect()  # garbage left by earlier conditions is not this one's cost
+    c0 = time.process_time()
+    for i in range(steps):
+        t0 = clock()
+        if monitor is not None:
+            monitor.start_batch()
+        elif interval == NULL_TIMER:
+            begin = clock()
+        t1 = clock()
         time.sleep(sleep_s)
-        return 0.5
-
-    _, cpu, _ = run(step, steps, interval, out, sinks)
-    return 1e6 * cpu * steps
+        t2 = clock()
+        if monitor is not None:
+            monitor.end_batch()
+            monitor.log_loss(0, i, 0.5)
+        elif interval == NULL_TIMER:
+            rows.append((i, begin, clock(), 0.5))
+        inside += (t1 - t0) + (clock() - t2)
+    if monitor is not None:
+        monitor.stop_mode()
+        monitor.close()
+    return 1e6 * (time.process_time() - c0), 1e6 * inside
 
 
 def busy_costs(
@@ -148,6 +178,7 @@ def busy_costs(
         )
         monitor.start_mode("baseline", resource_interval=interval)
     inside = 0.0
+    gc.collect()
     main0, cpu0 = time.thread_time(), time.process_time()
     for i in range(steps):
         t0 = clock()
@@ -300,17 +331,21 @@ def main() -> None:
         short, long = args.short, 4 * args.short
         per_step: dict[str, list[float]] = {name: [] for name in names}
         fixed: dict[str, list[float]] = {name: [] for name in names}
+        calls: dict[str, list[float]] = {name: [] for name in names}
         for r in range(3):
             for name, interval, kinds in conditions:
                 costs = []
                 for n in (short, long):
                     out = root / f"s{r}_{n}_{name.replace(' ', '_')}"
                     costs.append(
-                        cpu_cost_us(n, interval, root, make_sinks(kinds, out, mlflow_uri), sleep_s)
+                        sleeping_costs(
+                            n, interval, root, make_sinks(kinds, out, mlflow_uri), sleep_s
+                        )
                     )
-                slope = (costs[1] - costs[0]) / (long - short)
+                slope = (costs[1][0] - costs[0][0]) / (long - short)
                 per_step[name].append(slope)
-                fixed[name].append(costs[0] - short * slope)
+                fixed[name].append(costs[0][0] - short * slope)
+                calls[name].append(costs[1][1] / long)
         busy_lines = busy_table(
             step, statistics.mean(times["none"]), conditions, args, root, mlflow_uri
         )
@@ -332,25 +367,30 @@ def main() -> None:
             extra = f"{'-':>14} {'-':>8}"
         print(f"{name:>20} {mean_ms:>8.3f} {ratio:>15.4f} {spread:>15} {cpu_ratio:>15.4f} {extra}")
     print(
-        f"CPU around a {args.sleep_ms:g} ms sleeping step, runs of {short} and {long} steps "
-        "(median of 3; the monitor's whole cost, its threads included):"
+        f"Around a {args.sleep_ms:g} ms sleeping step, runs of {short} and {long} steps (median "
+        "of 3). CPU: the whole process, the monitor's threads included (an upper bound of what "
+        "the step pays); calls: the time the per-step calls took on the training thread:"
     )
     print(
         f"{'condition':>20} {'CPU us/step':>12} {'over none':>10} {'% of step':>10} "
-        f"{'over null':>10} {'% of step':>10} {'fixed ms/run':>13}"
+        f"{'over null':>10} {'% of step':>10} {'calls us/step':>14} {'% of step':>10} "
+        f"{'fixed ms/run':>13}"
     )
     none_us = statistics.median(per_step["none"])
     null_us = statistics.median(per_step["null timer"])
     none_fixed = statistics.median(fixed["none"])
+    none_calls = statistics.median(calls["none"])
     for name in names:
         us = statistics.median(per_step[name])
         extra, above_null = us - none_us, us - null_us
         share = 100 * extra / (1e3 * args.sleep_ms)
         share_null = 100 * above_null / (1e3 * args.sleep_ms)
+        call_us = statistics.median(calls[name]) - none_calls
         run_ms = (statistics.median(fixed[name]) - none_fixed) / 1e3
         print(
             f"{name:>20} {us:>12.1f} {extra:>10.1f} {share:>9.3f}% {above_null:>10.1f} "
-            f"{share_null:>9.3f}% {run_ms:>13.1f}"
+            f"{share_null:>9.3f}% {call_us:>14.1f} {100 * call_us / (1e3 * args.sleep_ms):>9.3f}% "
+            f"{run_ms:>13.1f}"
         )
     for line in busy_lines:
         print(line)

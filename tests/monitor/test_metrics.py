@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
 import torch
 
 from codedag.errors import ConfigError
-from codedag.monitor.metrics import MetricsLogger
+from codedag.monitor.metrics import MetricsLogger, _Track
 from codedag.monitor.records import MetricRecord
 
 
@@ -77,3 +78,27 @@ def test_a_value_that_is_not_a_number_is_refused() -> None:
         MetricsLogger().log_loss(0, 0, "low")
     with pytest.raises(ConfigError, match="accuracy must be a number"):
         MetricsLogger().log_accuracy(0, 0, None)
+
+
+def test_a_folded_block_equals_the_values_added_one_at_a_time() -> None:
+    """Folding a block per metric gives the same series (means summed in another order), extremes
+    and counts as adding each value alone, non-finite values and the downsampling included."""
+    rng = random.Random(3)
+    values = [rng.uniform(-5, 5) for _ in range(700)]
+    for i in (3, 50, 51, 400):
+        values[i] = float("nan") if i % 2 else float("inf")
+    one, block = _Track(64), _Track(64)
+    keys = [(i // 100, i % 100) for i in range(len(values))]
+    for key, value in zip(keys, values):
+        one.add(*key, value)
+    for start in range(0, len(values), 37):
+        block.add_many(keys[start : start + 37], values[start : start + 37])
+    assert [p[:2] for p in block.points()] == [p[:2] for p in one.points()]
+    assert [p[2] for p in block.points()] == pytest.approx([p[2] for p in one.points()])
+    assert (block.first, block.last, block.min, block.max) == (
+        one.first,
+        one.last,
+        one.min,
+        one.max,
+    )
+    assert (block.count, block.nonfinite) == (one.count, one.nonfinite) == (696, 4)

@@ -50,6 +50,20 @@ class _Track:
             self.max = value
         self.series.add((epoch, batch), value)
 
+    def add_many(self, keys: list[tuple[int, int]], values: list[float]) -> None:
+        """Record a block of ``(epoch, batch)`` keys and their values, in order."""
+        finite = [(k, v) for k, v in zip(keys, values) if math.isfinite(v)]
+        self.nonfinite += len(values) - len(finite)
+        if not finite:
+            return
+        kept_keys, kept = zip(*finite)
+        if self.first is None:
+            self.first = kept[0]
+        self.last = kept[-1]
+        self.min = min(self.min, *kept)
+        self.max = max(self.max, *kept)
+        self.series.add_many(kept_keys, kept)
+
     def points(self) -> list[list[float]]:
         return [[x[0], x[1], y] for x, y in self.series.points()]
 
@@ -70,6 +84,8 @@ class MetricsLogger:
         downsample_capacity: most points per metric kept in memory.
         record_block: values buffered before the training thread folds them itself.
     """
+
+    __slots__ = ("_block", "_lock", "_on_metrics", "_rows", "accuracies", "losses")
 
     def __init__(
         self,
@@ -122,9 +138,10 @@ class MetricsLogger:
                 return
             pop, make = rows.popleft, tuple.__new__
             records = [make(MetricRecord, pop()) for _ in range(count)]
-            losses, accuracies = self.losses, self.accuracies
-            for row in records:
-                (losses if row.name == "loss" else accuracies).add(row.epoch, row.batch, row.value)
+            for is_loss, track in ((True, self.losses), (False, self.accuracies)):
+                mine = [r for r in records if (r.name == "loss") is is_loss]
+                if mine:
+                    track.add_many([(r.epoch, r.batch) for r in mine], [r.value for r in mine])
             if self._on_metrics is not None:
                 self._on_metrics(records)
 

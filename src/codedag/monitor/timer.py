@@ -95,6 +95,39 @@ class Timer:
             calling :meth:`fold` more often keeps every fold off the training thread).
     """
 
+    __slots__ = (
+        "_batch_hist",
+        "_batch_start",
+        "_batch_stats",
+        "_block",
+        "_clock",
+        "_event",
+        "_host_only",
+        "_last_end",
+        "_lock",
+        "_max_pending",
+        "_next_idx",
+        "_on_steps",
+        "_pending",
+        "_prev_end_ev",
+        "_rows",
+        "_samples",
+        "_series",
+        "_start",
+        "_start_ev",
+        "_step_hist",
+        "_step_stats",
+        "_stop",
+        "_sync",
+        "_wait_hist",
+        "_wait_stats",
+        "_warmup",
+        "_warned",
+        "requested_timing",
+        "timing",
+        "warmup_batches",
+    )
+
     def __init__(
         self,
         cuda_timing: str = "auto",
