@@ -2,46 +2,15 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
 import pytest
-from monitor_helpers import record_run
+from monitor_helpers import original_format_results, record_run
 
 from codedag.errors import SchemaError
 from codedag.monitor.model import ModeResults, ModeSummary, RunResults
 from codedag.monitor.results import load_results, merge_results, upgrade_results
-
-ORIGINAL = {  # the original format: no schema_version, no data wait, partial summaries
-    "experiment_name": "BirdCLEF_2023",
-    "timestamp": 1705312200,
-    "datetime": "2024-01-15T10:30:00",
-    "modes": {
-        "baseline": {
-            "config": {"epochs": 2, "batch_size": 32},
-            "batch_times": [[0, 0.15], [1, 0.14], [2, 0.16]],
-            "resource_usage": {
-                "cpu_usage": [[1705312200, 45.2]],
-                "gpu_usage": {"0": [[1705312200, 78.5]]},
-                "gpu_memory": {"0": [[1705312200, 2048]]},
-            },
-            "metrics": {"losses": [[0, 0, 2.5], [0, 1, 2.3]], "accuracies": [[0, 0, 0.65]]},
-            "summary": {
-                "total_time": 120.5,
-                "batch_time": {"mean": 0.145, "std": 0.02, "min": 0.12, "max": 0.18},
-            },
-        },
-        "optimization": {
-            "config": {},
-            "batch_times": [[0, 0.1], [1, 0.09]],
-            "data_wait_times": [[0, 0.01], [1, 0.02]],
-            "resource_usage": {},
-            "metrics": {},
-            "summary": {},
-        },
-    },
-}
 
 
 def test_a_written_file_loads_and_dumps_to_the_same_json(two_mode_results: Path) -> None:
@@ -55,8 +24,8 @@ def test_a_written_file_loads_and_dumps_to_the_same_json(two_mode_results: Path)
 
 
 def test_the_original_format_loads_as_todays_upgrade() -> None:
-    results = load_results(copy.deepcopy(ORIGINAL))
-    assert results.to_dict() == upgrade_results(copy.deepcopy(ORIGINAL))
+    results = load_results(original_format_results())
+    assert results.to_dict() == upgrade_results(original_format_results())
     base = results.modes["baseline"]
     assert base.summary.batch_time is not None and base.summary.batch_time.mean == 0.145
     assert base.summary.data_wait is None and base.summary.steady is None
@@ -69,7 +38,7 @@ def test_the_original_format_loads_as_todays_upgrade() -> None:
 
 
 def test_unknown_keys_survive_the_round_trip() -> None:
-    data = copy.deepcopy(ORIGINAL)
+    data = original_format_results()
     data["team"] = {"name": "birds"}
     data["modes"]["baseline"]["note"] = "first try"
     data["modes"]["baseline"]["summary"]["batch_time"]["p99"] = 0.18
@@ -82,8 +51,8 @@ def test_unknown_keys_survive_the_round_trip() -> None:
 
 
 def test_every_part_reads_as_the_json_dict() -> None:
-    results = load_results(copy.deepcopy(ORIGINAL))
-    upgraded = upgrade_results(copy.deepcopy(ORIGINAL))
+    results = load_results(original_format_results())
+    upgraded = upgrade_results(original_format_results())
     assert results == upgraded and results["modes"]["baseline"] == upgraded["modes"]["baseline"]
     summary = results["modes"]["baseline"]["summary"]
     assert summary["batch_time"]["mean"] == 0.145 and summary["data_wait"] is None
@@ -122,7 +91,7 @@ def test_every_part_reads_as_the_json_dict() -> None:
     ],
 )
 def test_a_bad_field_is_named_in_one_message(change: object, message: str) -> None:
-    data = upgrade_results(copy.deepcopy(ORIGINAL))
+    data = upgrade_results(original_format_results())
     change(data)  # type: ignore[operator]
     with pytest.raises(SchemaError) as error:
         load_results(data)
@@ -133,14 +102,16 @@ def test_a_bad_field_is_named_in_one_message(change: object, message: str) -> No
 
 def test_merge_keeps_every_mode_and_the_first_runs_fields(tmp_path: Path) -> None:
     first = load_results(record_run(tmp_path / "a", {"baseline": 1.0}, batches=2))
-    second = load_results(copy.deepcopy(ORIGINAL))
+    second = load_results(original_format_results())
     merged = merge_results([first, second])
     assert list(merged.modes) == ["baseline", "baseline@BirdCLEF_2023", "optimization"]
     assert merged.modes["baseline"] is first.modes["baseline"]
     assert merged.experiment_name == f"{first.experiment_name} + BirdCLEF_2023"
     assert merged.environment == first.environment
     assert merged.to_dict()["schema_version"] == first.schema_version
-    labelled = merge_results([second, ORIGINAL], labels=["x", "y"])  # dicts load as files do
+    labelled = merge_results(
+        [second, original_format_results()], labels=["x", "y"]
+    )  # dicts load as files do
     assert list(labelled.modes) == ["baseline", "optimization", "baseline@y", "optimization@y"]
     assert labelled.experiment_name == "BirdCLEF_2023"
     with pytest.raises(SchemaError, match="at least one"):

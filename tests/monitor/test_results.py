@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from monitor_helpers import record_run
+from monitor_helpers import original_format_results, record_run
 
 from codedag.errors import SchemaError
 from codedag.monitor.results import SCHEMA_VERSION, load_results, upgrade_results
@@ -57,27 +57,7 @@ def test_saved_json_has_every_seed_key_and_the_additions(two_mode_results: Path)
 
 
 def test_seed_format_file_without_schema_version_loads_with_defaults(tmp_path: Path) -> None:
-    old = {
-        "experiment_name": "BirdCLEF_2023",
-        "timestamp": 1705312200,
-        "datetime": "2024-01-15T10:30:00",
-        "modes": {
-            "baseline": {
-                "config": {"epochs": 2, "batch_size": 32},
-                "batch_times": [[0, 0.15], [1, 0.14], [2, 0.16]],
-                "resource_usage": {
-                    "cpu_usage": [[1705312200, 45.2]],
-                    "gpu_usage": {"0": [[1705312200, 78.5]]},
-                    "gpu_memory": {"0": [[1705312200, 2048]]},
-                },
-                "metrics": {"losses": [[0, 0, 2.5], [0, 1, 2.3]], "accuracies": [[0, 0, 0.65]]},
-                "summary": {
-                    "total_time": 120.5,
-                    "batch_time": {"mean": 0.145, "std": 0.02, "min": 0.12, "max": 0.18},
-                },
-            }
-        },
-    }
+    old = original_format_results()
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     data = load_results(path)

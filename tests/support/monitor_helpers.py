@@ -1,7 +1,9 @@
-"""Helpers of the monitor tests: a deterministic probe and a small recorded run."""
+"""Helpers of the monitor tests: a deterministic probe, a small recorded run, a results file in
+the original format."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +13,41 @@ from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.probes import GpuReading, ResourceSample
 from codedag.monitor.records import MetricRecord, ModeEnd, ModeInfo, RunInfo, StepRecord
 from codedag.monitor.sinks.base import Sink
+
+_ORIGINAL_FORMAT: dict[str, Any] = {  # no schema_version, no data wait, partial summaries
+    "experiment_name": "BirdCLEF_2023",
+    "timestamp": 1705312200,
+    "datetime": "2024-01-15T10:30:00",
+    "modes": {
+        "baseline": {
+            "config": {"epochs": 2, "batch_size": 32},
+            "batch_times": [[0, 0.15], [1, 0.14], [2, 0.16]],
+            "resource_usage": {
+                "cpu_usage": [[1705312200, 45.2]],
+                "gpu_usage": {"0": [[1705312200, 78.5]]},
+                "gpu_memory": {"0": [[1705312200, 2048]]},
+            },
+            "metrics": {"losses": [[0, 0, 2.5], [0, 1, 2.3]], "accuracies": [[0, 0, 0.65]]},
+            "summary": {
+                "total_time": 120.5,
+                "batch_time": {"mean": 0.145, "std": 0.02, "min": 0.12, "max": 0.18},
+            },
+        },
+        "optimization": {
+            "config": {},
+            "batch_times": [[0, 0.1], [1, 0.09]],
+            "data_wait_times": [[0, 0.01], [1, 0.02]],
+            "resource_usage": {},
+            "metrics": {},
+            "summary": {},
+        },
+    },
+}
+
+
+def original_format_results() -> dict[str, Any]:
+    """A fresh copy of a results file in the original format (two modes, the second bare)."""
+    return copy.deepcopy(_ORIGINAL_FORMAT)
 
 
 class CountingProbe:
