@@ -344,8 +344,9 @@ def call(
             arrays = True
         metas.append(value)
         nodes.append(value)
+    plain = True  # no keyword argument is deferred or an array
     if kwargs:
-        kw_pending, kw_nested, kw_computed = _scan(kwargs)
+        kw_pending, kw_nested, kw_computed, plain = _scan(kwargs)
         pending, nested = pending or kw_pending, nested or kw_nested
         if kw_computed:
             kwargs = {k: _resolved(v) for k, v in kwargs.items()}
@@ -355,14 +356,17 @@ def call(
         return fallback(*args, **kwargs)
     if nested or not STATE.active or op is None:
         return _refused(op, fallback, args, kwargs, detail, nested)
-    return _record(op, fallback, args, kwargs, detail, (metas, nodes, entry, arrays))
+    return _record(op, fallback, args, kwargs, detail, (metas, nodes, entry, arrays, plain))
 
 
-def _scan(kwargs: dict[str, Any]) -> tuple[bool, bool, bool]:
-    """Whether the keyword arguments hold pending, nested or computed deferred values."""
+def _scan(kwargs: dict[str, Any]) -> tuple[bool, bool, bool, bool]:
+    """Whether the keyword arguments hold pending, nested or computed deferred values, and
+    whether they are plain (neither deferred nor arrays: recorded as they are)."""
     pending = nested = computed = False
+    plain = True
     for value in kwargs.values():
         if isinstance(value, Lazy):
+            plain = False
             if value._node.value is _PENDING:
                 pending = True
             else:
@@ -371,7 +375,9 @@ def _scan(kwargs: dict[str, Any]) -> tuple[bool, bool, bool]:
             isinstance(v, Lazy) for v in value
         ):
             nested = True
-    return pending, nested, computed
+        elif isinstance(value, _ARRAYS):
+            plain = False
+    return pending, nested, computed, plain
 
 
 def _refused(
@@ -399,12 +405,12 @@ def _record(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     detail: str,
-    scanned: tuple[list[Any], list[Any], str | None, bool],
+    scanned: tuple[list[Any], list[Any], str | None, bool, bool],
 ) -> Any:
-    metas, nodes, entry, arrays = scanned
+    metas, nodes, entry, arrays, plain = scanned
     metas_t = tuple(metas)
     metas_kw = kwargs
-    if kwargs:
+    if not plain:
         metas_kw = {}
         for name, value in kwargs.items():
             if isinstance(value, Lazy):
@@ -423,8 +429,8 @@ def _record(
         return _forced_call(fallback, args, kwargs, "unsupported", f"{what}: {e}"[:120])
     if arrays:  # concrete arrays: recorded in place (frozen) or copied
         nodes = [_argument(op, i, v) if isinstance(v, _ARRAYS) else v for i, v in enumerate(nodes)]
-    node_kwargs = kwargs
-    if kwargs:
+    node_kwargs = dict(kwargs) if plain and kwargs else kwargs  # the record's own keywords
+    if not plain:
         node_kwargs = {
             k: v._node
             if isinstance(v, Lazy)
@@ -433,7 +439,7 @@ def _record(
             else v
             for k, v in kwargs.items()
         }
-    node = Node(op, tuple(nodes), node_kwargs, meta, entry=entry)
+    node = Node(op, tuple(nodes), node_kwargs, meta, _PENDING, entry)
     if op.view:
         for parent in node.inputs():
             parent.views += 1

@@ -541,6 +541,8 @@ def signature_of(value: Any, weak_scalars: bool = False) -> Any:
     kind = type(value)
     if kind is Meta:
         return value
+    if kind is np.ndarray:  # a small static array (a mean, a matrix): by shape and dtype
+        return ("array", value.shape, value.dtype.str)
     if kind in _BY_VALUE:
         return (kind, value)
     if kind is float or kind is complex:
