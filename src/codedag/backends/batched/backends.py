@@ -123,13 +123,13 @@ def _build(name: str) -> Backend | None:
 
 def _refusal_of(spec: object) -> Callable[[tuple[Any, ...], dict[str, Any]], str | None]:
     """The declared refusal of ``spec``: its adapter's domain, then its own check."""
-    adapter = getattr(spec, "adapter", None)
+    adapter_refuse = getattr(getattr(spec, "adapter", None), "refuse", None)
     check = getattr(getattr(spec, "quirks", None), "check", None)
 
     def refuse(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         reason = None
-        if adapter is not None and hasattr(adapter, "refuse"):
-            reason = adapter.refuse(spec, args, kwargs)
+        if adapter_refuse is not None:
+            reason = adapter_refuse(spec, args, kwargs)
         if reason is None and check is not None:
             try:
                 reason = check(*args, **kwargs)

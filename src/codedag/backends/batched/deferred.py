@@ -245,11 +245,11 @@ def _freezable(value: object) -> bool:
     return base.flags.owndata
 
 
-def _frozen_source(value: np.ndarray, entry: str | None = None) -> Node:
+def _frozen_source(value: np.ndarray, entry: str | None = None, meta: Meta | None = None) -> Node:
     """A source node reading a large NumPy array in place: the array is made read-only until the
     outermost :func:`deferring` block ends, so no write can change the record behind its back
     (a write raises; a fetch then runs the sample again eagerly, after :func:`thaw`)."""
-    node = Node(None, (), {}, meta_of(value), value, entry)
+    node = Node(None, (), {}, meta or meta_of(value), value, entry)
     found = STATE.frozen.get(id(value))
     if found is not None and found[0] is value:
         found[1].append(node)
@@ -319,9 +319,54 @@ def call(
     deferred argument the call runs eagerly (``fallback``); outside a fetch, or when ``op`` is
     ``None`` or refuses these arguments, the deferred ones are forced first.
     """
-    pending = nested = computed = False
-    for value in (*args, *kwargs.values()) if kwargs else args:
+    # One pass: what each argument is as a signature sees it (a pending deferred value by its
+    # Meta, a computed one by its value) and as the node records it (the pending one's node).
+    metas: list[Any] = []
+    nodes: list[Any] = []
+    pending = nested = computed = arrays = False
+    entry = None
+    for value in args:
         if isinstance(value, Lazy):
+            node = value._node
+            if node.value is _PENDING:
+                pending = True
+                metas.append(node.meta)
+                nodes.append(node)
+                entry = entry or node.entry
+                continue
+            computed = True
+            value = node.value
+        elif (type(value) is list or type(value) is tuple) and any(
+            isinstance(v, Lazy) for v in value
+        ):
+            nested = True
+        if isinstance(value, _ARRAYS):
+            arrays = True
+        metas.append(value)
+        nodes.append(value)
+    plain = True  # no keyword argument is deferred or an array
+    if kwargs:
+        kw_pending, kw_nested, kw_computed, plain = _scan(kwargs)
+        pending, nested = pending or kw_pending, nested or kw_nested
+        if kw_computed:
+            kwargs = {k: _resolved(v) for k, v in kwargs.items()}
+    if computed:  # deferred arguments computed already count as concrete
+        args = tuple([_resolved(a) for a in args])
+    if not (pending or nested):
+        return fallback(*args, **kwargs)
+    if nested or not STATE.active or op is None:
+        return _refused(op, fallback, args, kwargs, detail, nested)
+    return _record(op, fallback, args, kwargs, detail, (metas, nodes, entry, arrays, plain))
+
+
+def _scan(kwargs: dict[str, Any]) -> tuple[bool, bool, bool, bool]:
+    """Whether the keyword arguments hold pending, nested or computed deferred values, and
+    whether they are plain (neither deferred nor arrays: recorded as they are)."""
+    pending = nested = computed = False
+    plain = True
+    for value in kwargs.values():
+        if isinstance(value, Lazy):
+            plain = False
             if value._node.value is _PENDING:
                 pending = True
             else:
@@ -330,15 +375,12 @@ def call(
             isinstance(v, Lazy) for v in value
         ):
             nested = True
-    if computed:  # deferred arguments computed already count as concrete
-        args = tuple([_resolved(a) for a in args])
-        kwargs = {k: _resolved(v) for k, v in kwargs.items()}
-    if not (pending or nested):
-        return fallback(*args, **kwargs)
-    return _record(op, fallback, args, kwargs, detail, nested)
+        elif isinstance(value, _ARRAYS):
+            plain = False
+    return pending, nested, computed, plain
 
 
-def _record(
+def _refused(
     op: Op | None,
     fallback: Callable[..., Any],
     args: tuple[Any, ...],
@@ -346,25 +388,29 @@ def _record(
     detail: str,
     nested: bool,
 ) -> Any:
+    """The call forced: outside a :func:`deferring` block, without an op, or on a list of
+    deferred values."""
     if not STATE.active:
         reason = "collate" if STATE.collating else "outside"
         return _forced_call(fallback, args, kwargs, reason, _what(op, fallback, detail))
     if op is None:
         return _forced_call(fallback, args, kwargs, "unsupported", _what(op, fallback, detail))
-    if nested:
-        what = _what(op, fallback, detail)
-        return _forced_call(fallback, args, kwargs, "unsupported", f"{what} of a list")
-    entry = None
-    metas = []
-    for value in args:
-        if isinstance(value, Lazy):
-            node = value._node
-            metas.append(node.meta)
-            entry = entry or node.entry
-        else:
-            metas.append(value)
+    what = _what(op, fallback, detail)
+    return _forced_call(fallback, args, kwargs, "unsupported", f"{what} of a list")
+
+
+def _record(
+    op: Op,
+    fallback: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    detail: str,
+    scanned: tuple[list[Any], list[Any], str | None, bool, bool],
+) -> Any:
+    metas, nodes, entry, arrays, plain = scanned
+    metas_t = tuple(metas)
     metas_kw = kwargs
-    if kwargs:
+    if not plain:
         metas_kw = {}
         for name, value in kwargs.items():
             if isinstance(value, Lazy):
@@ -373,21 +419,18 @@ def _record(
             else:
                 metas_kw[name] = value
     try:
-        meta = op.meta(tuple(metas), metas_kw)
-        refused = op.sample_refusal(tuple(metas), metas_kw)
-        if refused is not None:
-            raise UnsupportedOperation(refused)
+        meta = op.meta(metas_t, metas_kw)
+        if op.checks_samples:
+            refused = op.sample_refusal(metas_t, metas_kw)
+            if refused is not None:
+                raise UnsupportedOperation(refused)
     except UnsupportedOperation as e:
         what = _what(op, fallback, detail)
         return _forced_call(fallback, args, kwargs, "unsupported", f"{what}: {e}"[:120])
-    node_args = tuple(
-        [
-            v._node if isinstance(v, Lazy) else _argument(op, i, v) if isinstance(v, _ARRAYS) else v
-            for i, v in enumerate(args)
-        ]
-    )
-    node_kwargs = kwargs
-    if kwargs:
+    if arrays:  # concrete arrays: recorded in place (frozen) or copied
+        nodes = [_argument(op, i, v) if isinstance(v, _ARRAYS) else v for i, v in enumerate(nodes)]
+    node_kwargs = dict(kwargs) if plain and kwargs else kwargs  # the record's own keywords
+    if not plain:
         node_kwargs = {
             k: v._node
             if isinstance(v, Lazy)
@@ -396,7 +439,7 @@ def _record(
             else v
             for k, v in kwargs.items()
         }
-    node = Node(op, node_args, node_kwargs, meta, entry=entry)
+    node = Node(op, tuple(nodes), node_kwargs, meta, _PENDING, entry)
     if op.view:
         for parent in node.inputs():
             parent.views += 1
@@ -441,20 +484,21 @@ def start(op: Op, data: Any, args: tuple[Any, ...], kwargs: dict[str, Any], entr
     """
     data_meta = meta_of(data)
     metas = tuple([data_meta if a is data else a for a in args])
-    metas_kw = {k: (data_meta if v is data else v) for k, v in kwargs.items()}
+    metas_kw = {k: (data_meta if v is data else v) for k, v in kwargs.items()} if kwargs else {}
     meta = op.meta(metas, metas_kw)
     refusal = getattr(op, "refusal", None)
     reason = refusal(args, kwargs) if refusal is not None else None
     if reason is not None:  # what only the values tell (NaN, inf): the call runs eagerly
         raise UnsupportedOperation(reason)
     if _freezable(data):
-        root = _frozen_source(data, entry)
+        root = _frozen_source(data, entry, data_meta)
     else:
-        root = source(_snapshot(data), entry)
+        copy = _snapshot(data)  # a copy of the same shape and dtype
+        root = Node(None, (), {}, data_meta, copy, entry)
     node = Node(
         op,
         tuple([root if a is data else _snapshot(a) for a in args]),
-        {k: (root if v is data else _snapshot(v)) for k, v in kwargs.items()},
+        {k: (root if v is data else _snapshot(v)) for k, v in kwargs.items()} if kwargs else {},
         meta,
         entry=entry,
     )

@@ -140,6 +140,8 @@ class Op:
     """Whether Python scalars enter the result only by their kind (NumPy's NEP 50 promotion):
     their values are then left out of the signature, except where an ``int`` decides an
     overflow."""
+    checks_samples: bool = False
+    """Whether :meth:`sample_refusal` looks at a call's values (recording asks it only then)."""
     _metas: dict[Any, Meta | str] | None = None
 
     def key(self) -> tuple[Any, ...]:
@@ -167,7 +169,7 @@ class Op:
         by value (arrays by shape and dtype), ``None`` when an argument cannot be compared."""
         weak = self.weak_scalars
         try:
-            key = tuple([signature_of(v, weak) for v in args])
+            key = tuple([v if type(v) is Meta else signature_of(v, weak) for v in args])
             if kwargs:
                 key = (key, tuple([(k, signature_of(v, weak)) for k, v in kwargs.items()]))
         except TypeError:
@@ -232,6 +234,10 @@ class LibraryOp(Op):
         self.name = name
         self._original = original
         self.backend = backend
+        self.checks_samples = bool(backend.per_sample) and backend.refuse is not None
+        self._per_sample_at = frozenset(
+            i for i, p in enumerate(backend.positional) if p in backend.per_sample
+        )
 
     def key(self) -> tuple[Any, ...]:
         return ("library", self.name)
@@ -288,10 +294,11 @@ class LibraryOp(Op):
         per_sample = self.backend.per_sample
         if not per_sample:
             return super().signature(args, kwargs)
+        at = self._per_sample_at  # the positions of per-sample parameters
         try:
             key = tuple(
                 [
-                    _per_sample_key(v) if self.param(i) in per_sample else signature_of(v)
+                    v if type(v) is Meta else _per_sample_key(v) if i in at else signature_of(v)
                     for i, v in enumerate(args)
                 ]
             )
@@ -315,8 +322,8 @@ class LibraryOp(Op):
         if not self.backend.per_sample or self.backend.refuse is None:
             return None
         try:
-            concrete = tuple(_stand_in(v) for v in args)
-            concrete_kw = {k: _stand_in(v) for k, v in kwargs.items()}
+            concrete = tuple([_stand_in(v) if type(v) is Meta else v for v in args])
+            concrete_kw = {k: _stand_in(v) for k, v in kwargs.items()} if kwargs else kwargs
             return self.backend.refusal(concrete, concrete_kw)
         except Exception:  # a check that cannot look at stand-ins: the signature decided
             return None
@@ -509,7 +516,20 @@ _INT_RANGES = tuple(
 
 def _int_class(value: int) -> tuple[bool, ...]:
     """Which integer dtypes hold ``value``: all NEP 50 decides with a Python ``int``."""
-    return tuple(low <= value <= high for low, high in _INT_RANGES)
+    found = _INT_CLASSES.get(value)
+    if found is None:
+        found = tuple([low <= value <= high for low, high in _INT_RANGES])
+        if len(_INT_CLASSES) >= _MAX_SIGNATURES:
+            _INT_CLASSES.clear()
+        _INT_CLASSES[value] = found
+    return found
+
+
+_INT_CLASSES: dict[int, tuple[bool, ...]] = {}
+_FLAT = frozenset({int, float, bool, str, type(None)})
+"""Item types whose equality implies equal signatures once the types are equal too (a flat
+tuple's signature is remembered by its items and their types: ``1 == 1.0 == True``)."""
+_FLAT_SIGNATURES: dict[Any, Any] = {}
 
 
 def signature_of(value: Any, weak_scalars: bool = False) -> Any:
@@ -521,12 +541,25 @@ def signature_of(value: Any, weak_scalars: bool = False) -> Any:
     kind = type(value)
     if kind is Meta:
         return value
+    if kind is np.ndarray:  # a small static array (a mean, a matrix): by shape and dtype
+        return ("array", value.shape, value.dtype.str)
     if kind in _BY_VALUE:
         return (kind, value)
     if kind is float or kind is complex:
         return kind if weak_scalars else (kind, value)
     if kind is int:
         return ("int", _int_class(value)) if weak_scalars else (kind, value)
+    if kind is tuple:  # sizes, axes: remembered (a recorded step's static arguments)
+        types = tuple(map(type, value))
+        if _FLAT.issuperset(types):
+            key = (value, types, weak_scalars)
+            found = _FLAT_SIGNATURES.get(key)
+            if found is None:
+                found = (kind, tuple([signature_of(v, weak_scalars) for v in value]))
+                if len(_FLAT_SIGNATURES) >= _MAX_SIGNATURES:
+                    _FLAT_SIGNATURES.clear()
+                _FLAT_SIGNATURES[key] = found
+            return found
     if kind is tuple or kind is list:
         return (kind, tuple([signature_of(v, weak_scalars) for v in value]))
     if kind is slice:

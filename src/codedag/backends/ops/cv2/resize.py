@@ -376,10 +376,12 @@ def check_resize(
     interpolation (LINEAR_EXACT on uint8 only), outputs below :data:`MAX_OUTPUT_VALUES`."""
     if not (is_number(fx) and is_number(fy)):
         return f"fx, fy {(fx, fy)!r} are not numbers"
-    if dsize is not None and int_pair(dsize) is None:
-        return f"dsize {dsize!r} is not a pair of integers (cv2 refuses it)"
-    if dsize is not None and max(abs(v) for v in int_pair(dsize) or (0,)) >= 2**31:
-        return f"dsize {dsize!r} does not fit a cv2 Size (int32)"
+    if dsize is not None:
+        pair = int_pair(dsize)
+        if pair is None:
+            return f"dsize {dsize!r} is not a pair of integers (cv2 refuses it)"
+        if max(abs(pair[0]), abs(pair[1])) >= 2**31:
+            return f"dsize {dsize!r} does not fit a cv2 Size (int32)"
     size = output_size(int(src.shape[1]), int(src.shape[0]), dsize, fx, fy)
     if size is None:
         return f"no output size from dsize={dsize!r}, fx={fx!r}, fy={fy!r}"
