@@ -21,8 +21,10 @@ memory: the RAM tier at its largest (the blocks its file holds in shared memory)
 private memory of the loading processes beyond ``own``'s at its largest, their sum, and the
 budget. Beside samples/s, the CPU time per sample of this process and its workers (own /
 plan): on a machine shared with other work it moves far less than wall time, and shows what the
-plan costs or saves in work. Then the geometric means over pipelines. It measures; it asserts
-nothing.
+plan costs or saves in work. Then the geometric means over pipelines, and for each pipeline the
+cache's hits and misses and the most the cache alone can give when loading is CPU-bound: the
+pipeline's CPU time per sample over what is left of it once every hit saves what the plan
+expects. It measures; it asserts nothing.
 
 ``--torch-threads`` (default 1) sets torch's intra-op threads in every variant alike: on a machine
 shared with other work, OpenMP threads spinning for a core turn epochs of a few hundred
@@ -318,7 +320,11 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
         hits=cache.get("hits", 0),
         misses=cache.get("misses", {}),
     )
-    chains = [c for c in (case.plan.get("cache") or {}).get("chains", []) if c.get("cached")]
+    section = case.plan.get("cache") or {}
+    chains = [c for c in section.get("chains", []) if c.get("cached")]
+    own_cpu_ms = statistics.median(_later(o.cpu_ms) for o in own)
+    saved_ms = section.get("saved_ns_per_sample", 0) / 1e6 if chains else 0.0
+    row.update(own_cpu_ms=own_cpu_ms, saved_ms=saved_ms, bound=_cache_bound(own_cpu_ms, saved_ms))
     row["cut"] = ", ".join(c["cut"]["step"].rsplit(".", 1)[-1] for c in chains) or "-"
     return row
 
@@ -345,6 +351,14 @@ def _print(row: dict[str, Any]) -> None:
             f"{'':<14}tuned alone: e1 {_span(row['tuned_e1'])}, e2+ {_span(row['tuned_later'])}",
             flush=True,
         )
+
+
+def _cache_bound(own_cpu_ms: float, saved_ms: float) -> float:
+    """The most the cache alone can speed epochs 2+ up when loading is CPU-bound: the
+    pipeline's CPU time per sample over what is left when every hit saves what the plan
+    expects (its calibrated prefix time less the read)."""
+    left = own_cpu_ms - saved_ms
+    return own_cpu_ms / left if left > 0 else math.inf
 
 
 def _geomean(values: list[float]) -> float:
@@ -409,7 +423,11 @@ def main() -> None:
         )
     for row in rows:
         misses = ", ".join(f"{k} {v}" for k, v in row["misses"].items()) or "none"
-        print(f"cache {row['pipeline']} w{row['workers']}: hits {row['hits']}, misses {misses}")
+        print(
+            f"cache {row['pipeline']} w{row['workers']}: hits {row['hits']}, misses {misses}; "
+            f"the plan expects {row['saved_ms']:.2f} ms saved of {row['own_cpu_ms']:.2f} ms CPU "
+            f"per sample: the cache alone can give at most {row['bound']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

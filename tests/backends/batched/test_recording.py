@@ -166,3 +166,18 @@ def test_a_call_the_library_refuses_raises_its_error_in_a_chain_too() -> None:
         assert isinstance(small, LazyArray)
         warp(small, matrix, (20, 16))
     assert "warpAffine" in str(chained.value) and str(chained.value) == str(eager.value)
+
+
+def test_an_op_that_looks_at_sample_values_is_asked_on_every_call() -> None:
+    """Recording asks ``sample_refusal`` only of ops that check samples: an op class overriding
+    it checks them without saying so, the base op does not."""
+
+    class Checking(ops.Op):
+        def sample_refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+            return "values refused"
+
+    class Declared(Checking):
+        checks_samples = False
+
+    assert Checking.checks_samples and not ops.Op.checks_samples
+    assert not Declared.checks_samples

@@ -141,8 +141,14 @@ class Op:
     their values are then left out of the signature, except where an ``int`` decides an
     overflow."""
     checks_samples: bool = False
-    """Whether :meth:`sample_refusal` looks at a call's values (recording asks it only then)."""
+    """Whether :meth:`sample_refusal` looks at a call's values (recording asks it only then);
+    true for a subclass that overrides it, unless the subclass says otherwise."""
     _metas: dict[Any, Meta | str] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "checks_samples" not in cls.__dict__:
+            cls.checks_samples = cls.sample_refusal is not Op.sample_refusal
 
     def key(self) -> tuple[Any, ...]:
         """What identifies this op in another process (see :func:`op_from_key`)."""
