@@ -19,7 +19,9 @@ For the demo image pipeline and the benchmark pipelines of ``benchmarks/placemen
 5. compare the batched variant's batches with the original's (same seed and order);
 6. time one batch of the chain alone (:mod:`chain_floor`): cv2 per sample, codedag's batched
    executor and the hand-written torch chain on the same samples, their ratio (the goal: batched
-   at most 1.3x hand-written), and what recording costs per sample and per operation.
+   at most 1.3x hand-written), how far the hand-written and the batched outputs are from cv2's
+   (largest difference, share of elements beyond the tolerance table's), and what recording
+   costs per sample and per operation.
 
 Printed: samples/s of each variant, the ratios, backend calls and bytes per batch, the plan's own
 batched decision for the device (``auto``: measured) and whether the outputs are equal; then the
@@ -36,6 +38,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import sys
@@ -153,7 +156,7 @@ def bench_one(
         "auto_reasons": [c["reason"] for c in chains],
         "identical": comparison.identical,
         "max_abs_diff": comparison.max_abs_diff,
-        "chain": None if chain is None else {**chain.__dict__, "ratio": chain.ratio},
+        "chain": None if chain is None else {**dataclasses.asdict(chain), "ratio": chain.ratio},
         "phase_s": phase_s,
     }
 
@@ -184,14 +187,23 @@ def _cell(value: float | None, spec: str, width: int) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
 
 
+def _exactness(found: dict[str, float] | None) -> str:
+    if found is None:
+        return f"{'-':>17}"
+    return f"{found['max_abs_diff']:>9.3g} {found['beyond_frac']:>7.2%}"
+
+
 def _print_chains(rows: list[dict[str, Any]]) -> None:
     print(
         "chain alone, one batch in the main process (ms per batch); b/hw = batched over "
-        "hand-written; recording: us per sample and per operation (direct), in __getitem__ "
-        "(decode cached), collate us per sample"
+        "hand-written; hw |d| and b |d|: hand-written and batched outputs against cv2's, largest "
+        "difference and share of elements beyond the tolerance of the chain's loosest op; "
+        "recording: us per sample and per operation (direct), in __getitem__ (decode cached), "
+        "collate us per sample"
     )
     print(
         f"{'pipeline':<12} {'px':>5} {'cv2':>8} {'batched':>8} {'hand':>8} {'b/hw':>6} "
+        f"{'hw |d|':>9} {'hw >tol':>7} {'b |d|':>9} {'b >tol':>7} "
         f"{'rec/smp':>8} {'rec/op':>7} {'getitem':>8} {'collate':>8} {'ops':>5} "
         f"{'calls':>6} {'groups':>6}"
     )
@@ -203,6 +215,7 @@ def _print_chains(rows: list[dict[str, Any]]) -> None:
         print(
             f"{row['pipeline']:<12} {row['size'] or '-':>5} {c['cv2_ms']:>8.1f} "
             f"{c['batched_ms']:>8.1f} {_cell(c['floor_ms'], '.1f', 8)} {_cell(c['ratio'], '.2f', 6)} "
+            f"{_exactness(c['floor_exactness'])} {_exactness(c['batched_exactness'])} "
             f"{c['record_us_per_sample']:>8.1f} {c['record_us_per_op']:>7.2f} "
             f"{c['getitem_record_us']:>8.1f} {c['collate_us_per_sample']:>8.1f} "
             f"{c['ops_per_sample']:>5.1f} {c['backend_calls']:>6} {c['groups']:>6}"

@@ -10,6 +10,10 @@ For the first ``batch_size`` samples of a pipeline's dataset, in this process:
 * ``batched``: the record run by :class:`~codedag.backends.batched.executor.BatchExecutor` on the
   device (what the main process does per batch);
 * ``hand-written``: :mod:`handwritten`'s version of the chain on the same samples;
+* exactness: how far the hand-written and the batched outputs are from ``cv2``'s (the record
+  replayed sample by sample): the largest absolute difference and the share of elements beyond
+  the tolerance the table (:mod:`codedag.backends.tolerances`) grants the loosest of the chain's
+  operations (its ``atol`` and ``rtol``, on the chain's output);
 * recording, two ways: *direct*, each sample's recorded operations recorded again through the
   recorder (``deferred.start`` and ``deferred.call``: what deferring costs per operation, without
   the user code around it), each input an array of its own as the decoded image was; and *in* ``__getitem__``: ``__getitem__`` with deferral against
@@ -37,6 +41,7 @@ from codedag.backends.batched.collate import BatchRecord, Step, default_collate_
 from codedag.backends.batched.deferred import collating, deferring
 from codedag.backends.batched.delivery import replace_records
 from codedag.backends.batched.executor import BatchExecutor, replay
+from codedag.backends.tolerances import Tolerance, tolerance_for
 from codedag.devices.torch_devices import device_sync
 from codedag.measure import Stopwatch
 from codedag.measure.pair import Budget, time_pair
@@ -47,6 +52,40 @@ BUDGET = Budget(min_samples=5, max_samples=31, target_ns=300_000_000, max_ns=6_0
 
 
 @dataclass
+class Exactness:
+    """How far one output is from the per-sample reference.
+
+    Attributes:
+        max_abs_diff: the largest absolute difference (``inf``: shapes differ).
+        beyond_frac: the share of elements that differ by more than the tolerance allows.
+    """
+
+    max_abs_diff: float
+    beyond_frac: float
+
+
+def chain_tolerances(programs: list[list[Step]]) -> list[Tolerance]:
+    """The tolerances the table declares for the operations of ``programs`` (distinct)."""
+    names = sorted({step.op.name for program in programs for step in program})
+    return list({tolerance_for(name): None for name in names})
+
+
+def exactness(reference: Any, got: Any, tolerances: list[Tolerance]) -> Exactness:
+    """How far ``got`` is from ``reference``; an element is beyond tolerance where its difference
+    exceeds what every one of ``tolerances`` allows it (``atol`` + ``rtol`` x its magnitude)."""
+    ref = np.asarray(reference, dtype=np.float64)
+    out = np.asarray(got.detach().cpu() if isinstance(got, torch.Tensor) else got, np.float64)
+    if ref.shape != out.shape:
+        return Exactness(float("inf"), 1.0)
+    if ref.size == 0:
+        return Exactness(0.0, 0.0)
+    diff = np.abs(out - ref)
+    diff[np.isnan(out) & np.isnan(ref)] = 0.0
+    allowed = np.max([t.atol + t.rtol * np.abs(ref) for t in tolerances or [Tolerance()]], axis=0)
+    return Exactness(float(np.nanmax(diff)), float(np.mean(~(diff <= allowed))))
+
+
+@dataclass
 class ChainFigures:
     """One batch of one pipeline's chain, measured (milliseconds per batch unless named).
 
@@ -54,6 +93,8 @@ class ChainFigures:
         cv2_ms: the chain's calls per sample with the original libraries.
         batched_ms: codedag's batched executor (main process).
         floor_ms: the hand-written batched torch chain (``None``: no hand-written version).
+        floor_exactness: the hand-written chain's output against ``cv2``'s (``None``: none).
+        batched_exactness: the batched executor's output against ``cv2``'s.
         record_us_per_sample: what recording the chain's operations costs per sample (direct).
         record_us_per_op: the same per recorded operation.
         getitem_record_us: deferring in ``__getitem__`` (decode cached), per sample.
@@ -68,6 +109,8 @@ class ChainFigures:
     cv2_ms: float
     batched_ms: float
     floor_ms: float | None
+    floor_exactness: Exactness | None
+    batched_exactness: Exactness
     record_us_per_sample: float
     record_us_per_op: float
     getitem_record_us: float
@@ -218,7 +261,10 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
 
     cv2_pair = time_pair(chain_cv2, lambda: executor.run(record), watch, BUDGET)
     outcome = executor.run(record)
+    reference = np.stack([np.asarray(_as_numpy(replay(record, i))) for i in range(record.n)])
+    tolerances = chain_tolerances(programs)
     floor_ms = None
+    floor_exactness = None
     floor = FLOORS.get(name)
     if floor is not None:
         inputs = [floor.prepare(dataset, i) for i in indices]
@@ -226,6 +272,7 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
             lambda: floor.run(inputs, dev), lambda: executor.run(record), watch, BUDGET
         )
         floor_ms = floor_pair.a.median_ns / 1e6
+        floor_exactness = exactness(reference, floor.run(inputs, dev), tolerances)
     n = len(indices)
     ops = sum(len(p) for p in programs) / len(programs)
     chain_ns = cv2_pair.a.median_ns
@@ -239,6 +286,8 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
         cv2_ms=chain_ns / 1e6,
         batched_ms=cv2_pair.b.median_ns / 1e6,
         floor_ms=floor_ms,
+        floor_exactness=floor_exactness,
+        batched_exactness=exactness(reference, outcome.tensor, tolerances),
         record_us_per_sample=record_ns / n / 1e3,
         record_us_per_op=record_ns / n / 1e3 / ops,
         getitem_record_us=in_getitem_ns / n / 1e3,
@@ -249,3 +298,7 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
         groups=outcome.groups,
         samples=len(programs),
     )
+
+
+def _as_numpy(value: Any) -> Any:
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value

@@ -24,7 +24,10 @@ machine the best loop is the one least disturbed by other work):
 * ``migrated call, guard decided``: the same after the run-time guard kept the placement (only
   in a tree that has the guard);
 * ``executor alone`` and ``backend alone``: the value conversion plus backend, and the backend,
-  called directly.
+  called directly;
+* ``floor: conversion only`` and ``floor: conversion only, new result``: the value conversion
+  with no codedag code, ``torch.from_numpy(a)``, the identity backend (or the one returning
+  ``t.clone()``), ``.numpy()``: what any dispatch to a torch backend pays on a NumPy argument.
 
 Library calls as they are written (``REAL_CALLS``: NumPy and cv2 functions on small arrays,
 through the default registry) add three rows each: the library function, the migrated call
@@ -33,7 +36,8 @@ through the default registry) add three rows each: the library function, the mig
 migrated call costs beyond its arithmetic; the run-time guard sends such calls back to the library.
 
 Derived rows split a migrated call's dispatch (everything but the op): the wrapper's share
-(migrated call minus executor) and the executor's share (value conversion in and out).
+(migrated call minus executor) and the executor's share (value conversion in and out), and what
+a migrated call costs beyond the conversion floor (the part a dispatch design can act on).
 
 ``--against REF`` runs the same cases on the source tree of git revision ``REF`` (exported to a
 temporary folder, imported in a subprocess) in the same run, interleaved with this tree's, and
@@ -209,6 +213,16 @@ def _forwarders(op: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..
     return forward, forward_by_caller
 
 
+def _convert_identity(a: np.ndarray) -> np.ndarray:
+    """The conversion floor: NumPy in, the identity backend, NumPy out (no codedag code)."""
+    return _identity_backend(torch.from_numpy(a)).numpy()
+
+
+def _convert_copy(a: np.ndarray) -> np.ndarray:
+    """The conversion floor with a new result (the backend returns ``t.clone()``)."""
+    return _copy_backend(torch.from_numpy(a)).numpy()
+
+
 def _best_ns(loop: Callable[..., None], fn: Callable[[Any], Any], arg: Any, loops: int) -> float:
     start = time.perf_counter_ns()
     loop(fn, arg, loops)
@@ -291,6 +305,9 @@ def measure(loops: int, repeats: int) -> dict[str, float]:
         sample("backend alone", _best_ns(call_loop, _identity_backend, tensor, loops))
         sample("backend alone, new result", _best_ns(call_loop, _copy_backend, tensor, loops // 4))
         sample("executor alone", _best_ns(call_loop, run_executor, tiny, loops // 4))
+        sample("floor: conversion only", _best_ns(call_loop, _convert_identity, tiny, loops // 4))
+        value = _best_ns(call_loop, _convert_copy, tiny, loops // 4)
+        sample("floor: conversion only, new result", value)
         with PipelineMigrator.from_plan(keep_helper, registry=registry):
             value = _best_ns(outer_loop, lib.op, tiny, loops)
             sample("pass-through, plan names the caller", value)
@@ -342,6 +359,8 @@ BASES = {
     "migrated call, new result": "backend alone, new result",
     "migrated call, guard decided": "backend alone",
     "executor alone": "backend alone",
+    "floor: conversion only": "backend alone",
+    "floor: conversion only, new result": "backend alone, new result",
 }
 
 
@@ -349,6 +368,13 @@ def added(results: dict[str, float]) -> dict[str, float]:
     """What each case adds to its base: the dispatch cost (for a migrated call: all but the op)."""
     rows = {name: results[name] - results[base] for name, base in BASES.items() if name in results}
     rows["wrapper share of a migrated call"] = results["migrated call"] - results["executor alone"]
+    for case, row in (
+        ("", "migrated call over the conversion"),
+        (", new result", "new result over the conversion"),
+    ):
+        floor = results.get(f"floor: conversion only{case}")
+        if floor is not None:
+            rows[row] = results[f"migrated call{case}"] - floor
     return rows
 
 

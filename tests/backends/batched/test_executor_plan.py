@@ -114,3 +114,20 @@ def test_a_batch_copied_as_a_device_would_is_uploaded_once() -> None:
     outcome = BatchExecutor("cpu", io, chunk_bytes=1).run(record)
     assert io.h2d_bytes == record.payload.numel()  # one payload copy, no chunks
     assert torch.equal(outcome.tensor, _reference(record))
+
+
+def test_entries_read_out_of_order_are_rows_of_one_view_where_they_share_a_shape() -> None:
+    from codedag.backends.batched.executor import _grid
+
+    record = _record(CHAINS["random flip then normalize"], n=6)
+    meta = record.entries[0][1]
+    assert _grid(record, [0, 2, 4, 1, 3, 5], meta) == (record.entries[0][0], [0, 2, 4, 1, 3, 5])
+    assert _grid(record, [3, 1], meta) == (record.entries[1][0], [2, 0])
+
+    rng = np.random.default_rng(5)
+    ragged = [rng.integers(0, 256, (8 + i, 9, 3), dtype=np.uint8) for i in range(3)]
+    with deferring():
+        record = default_collate_deferred([RESIZE(image, (6, 5)) for image in ragged])
+    assert isinstance(record, BatchRecord)
+    assert _grid(record, [2, 0], record.entries[0][1]) is None  # shapes differ: stacked
+    assert torch.equal(BatchExecutor("cpu").run(record).tensor, _reference(record))

@@ -124,9 +124,7 @@ class BatchRecord:
 def entry_view(buffer: torch.Tensor, offset: int, meta: Meta, as_numpy: bool = False) -> Any:
     """The payload bytes of one entry viewed as its tensor (or NumPy array)."""
     dtype = meta.torch_dtype
-    size = torch.empty((), dtype=dtype).element_size()
-    count = int(np.prod(meta.shape, dtype=np.int64))
-    tensor = buffer[offset : offset + count * size].view(dtype).view(meta.shape)
+    tensor = buffer[offset : offset + meta.nbytes].view(dtype).view(meta.shape)
     return tensor.numpy() if as_numpy else tensor
 
 

@@ -155,10 +155,8 @@ class BatchExecutor:
         """Samples per chunk: the batch on a device, or as many as ``chunk_bytes`` holds."""
         if self.device.type != "cpu" or self.io.moves or not self.chunk_bytes:
             return record.n  # a device (or the CPU copying as one) runs the whole batch
-        largest = max(
-            (s.meta.nbytes for p in record.programs if p for s in p),
-            default=record.meta.nbytes,
-        )
+        metas = {id(s.meta): s.meta for p in record.programs if p for s in p}  # shared objects
+        largest = max((m.nbytes for m in metas.values()), default=record.meta.nbytes)
         per_sample = _WORKING_SET * max(largest, 1)
         return max(1, min(record.n, self.chunk_bytes // per_sample))
 
@@ -307,6 +305,12 @@ class BatchExecutor:
         if adjacent:
             whole = Meta((len(indices), *meta.shape), meta.dtype, meta.kind)
             return Batch(entry_view(payload, offset, whole), meta)
+        found = _grid(record, indices, meta)
+        if found is not None:  # rows of one strided view, out of order: one gather
+            base, rows = found
+            whole = Meta((max(rows) + 1, *meta.shape), meta.dtype, meta.kind)
+            index = torch.tensor(rows, device=payload.device)
+            return Batch(entry_view(payload, base, whole).index_select(0, index), meta)
         views = [entry_view(payload, *record.entries[k]) for k in indices]
         return Batch(torch.stack(views), meta)
 
@@ -326,9 +330,10 @@ class BatchExecutor:
             joined = _joined(parts).to(dtype)
             if order == list(range(record.n)):
                 return joined.contiguous()
-            inverse = torch.empty(record.n, dtype=torch.long)
-            inverse[torch.tensor(order)] = torch.arange(record.n)
-            return joined.index_select(0, inverse.to(joined.device))
+            inverse = [0] * record.n
+            for row, i in enumerate(order):
+                inverse[i] = row
+            return joined.index_select(0, torch.tensor(inverse, device=joined.device))
         out = torch.empty((record.n, *record.meta.shape), dtype=dtype, device=self.device)
         for group, part in zip(finished, parts):
             assert part is not None
@@ -401,6 +406,23 @@ def _own_ref(group: _Group, slot: int | str) -> Ref:
     if isinstance(slot, int):
         return step.args[slot]
     return dict(step.kwargs)[slot]
+
+
+def _grid(record: BatchRecord, indices: list[int], meta: Meta) -> tuple[int, list[int]] | None:
+    """The entries ``indices`` as rows of one view from the lowest of their offsets (all of
+    ``meta``, at whole multiples of its size from it), or ``None``."""
+    stride = meta.nbytes
+    entries = [record.entries[k] for k in indices]
+    if not stride or any(m != meta for _, m in entries):
+        return None
+    base = min(offset for offset, _ in entries)
+    rows = []
+    for offset, _ in entries:
+        row, rest = divmod(offset - base, stride)
+        if rest:
+            return None
+        rows.append(row)
+    return base, rows
 
 
 def _joined(parts: list[_Part | None]) -> torch.Tensor:
