@@ -125,60 +125,24 @@ def run(
     return elapsed / steps, cpu / steps, summary.get("resources")
 
 
-def sleeping_costs(
-    steps: int, interval: float | None, out: Path, sinks: list | None, sleep_s: float
-) -> tuple[float, float]:
-    """Process CPU microseconds of a run of ``steps`` sleeping steps (its sinks' finishing work
-    at ``close()`` included), and the microseconds the per-step calls took on the training
-    thread, read around them. Every condition reads the clock as often, calls or not."""
+def timed_run(
+    step: Callable[[], float], steps: int, interval: float | None, sinks: list, out: Path
+) -> tuple[float, float, float]:
+    """Run ``steps`` steps under a condition (no monitor for ``NONE``, the least timer for
+    ``NULL_TIMER``, no sampler for ``None``): seconds the per-step calls took on the training
+    thread, read around them (every condition reads the clock as often, calls or not), and the
+    CPU seconds of the process and of the training thread (the sinks' finishing work at
+    ``close()`` included)."""
     from codedag.monitor.experiment import ExperimentMonitor
 
     clock, rows, inside = time.perf_counter, [], 0.0
     monitor = None
     if interval is None or interval >= 0:
         monitor = ExperimentMonitor(
-            "overhead", out, run_dir=out / f"sleep_{time.time_ns()}", sinks=sinks or []
+            "overhead", out, run_dir=out / f"timed_{time.time_ns()}", sinks=sinks
         )
         monitor.start_mode("baseline", resource_interval=interval)
     gc.collect()  # garbage left by earlier conditions is not this one's cost
-    c0 = time.process_time()
-    for i in range(steps):
-        t0 = clock()
-        if monitor is not None:
-            monitor.start_batch()
-        elif interval == NULL_TIMER:
-            begin = clock()
-        t1 = clock()
-        time.sleep(sleep_s)
-        t2 = clock()
-        if monitor is not None:
-            monitor.end_batch()
-            monitor.log_loss(0, i, 0.5)
-        elif interval == NULL_TIMER:
-            rows.append((i, begin, clock(), 0.5))
-        inside += (t1 - t0) + (clock() - t2)
-    if monitor is not None:
-        monitor.stop_mode()
-        monitor.close()
-    return 1e6 * (time.process_time() - c0), 1e6 * inside
-
-
-def busy_costs(
-    step: Callable[[], float], steps: int, interval: float, sinks: list, out: Path
-) -> tuple[float, float]:
-    """Seconds the per-step calls took on the training thread, and CPU seconds of every other
-    thread (their finishing work at ``close()`` included), for a run of ``steps`` steps."""
-    from codedag.monitor.experiment import ExperimentMonitor
-
-    clock, rows = time.perf_counter, []
-    monitor = None
-    if interval >= 0:
-        monitor = ExperimentMonitor(
-            "overhead", out, run_dir=out / f"busy_{time.time_ns()}", sinks=sinks
-        )
-        monitor.start_mode("baseline", resource_interval=interval)
-    inside = 0.0
-    gc.collect()
     main0, cpu0 = time.thread_time(), time.process_time()
     for i in range(steps):
         t0 = clock()
@@ -198,8 +162,30 @@ def busy_costs(
     if monitor is not None:
         monitor.stop_mode()
         monitor.close()
-    others = (time.process_time() - cpu0) - (time.thread_time() - main0)
-    return inside, others
+    return inside, time.process_time() - cpu0, time.thread_time() - main0
+
+
+def sleeping_costs(
+    steps: int, interval: float | None, out: Path, sinks: list | None, sleep_s: float
+) -> tuple[float, float]:
+    """Process CPU microseconds of a run of ``steps`` sleeping steps, and microseconds the
+    per-step calls took on the training thread (see :func:`timed_run`)."""
+
+    def step() -> float:
+        time.sleep(sleep_s)
+        return 0.5
+
+    inside, cpu, _ = timed_run(step, steps, interval, sinks or [], out)
+    return 1e6 * cpu, 1e6 * inside
+
+
+def busy_costs(
+    step: Callable[[], float], steps: int, interval: float, sinks: list, out: Path
+) -> tuple[float, float]:
+    """Seconds the per-step calls took on the training thread, and CPU seconds of every other
+    thread (their finishing work at ``close()`` included), for a run of ``steps`` steps."""
+    inside, cpu, main = timed_run(step, steps, interval, sinks, out)
+    return inside, cpu - main
 
 
 def busy_table(
