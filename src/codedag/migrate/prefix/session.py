@@ -326,7 +326,10 @@ class Session:
         with self.suspended():
             encoded = encode(value)
             queued = encoded is not None and self.writer.submit(
-                key, encoded, first._lineage_metas() if first._key else ()
+                key,
+                encoded,
+                first._lineage_metas() if first._key else (),
+                wake=not self.local.fetching,  # a fetch wakes the writer at its end
             )
         queue_ns = time.perf_counter_ns() - started
         with self._lock:
