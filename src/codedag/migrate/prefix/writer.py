@@ -40,7 +40,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import codedag.migrate.prefix.store as store_module
 from codedag.migrate.prefix.entry import Encoded
@@ -59,8 +59,7 @@ EXIT_WAIT_S = 30.0
 _EXIT_PRIORITY = 20  # multiprocessing finalizers: before the worker counters' (10) are published
 
 
-@dataclass(frozen=True)
-class _Item:
+class _Item(NamedTuple):
     encoded: Encoded
     metas: tuple[tuple[bytes, bytes], ...]
 
