@@ -20,6 +20,11 @@ adds to the epoch. It measures; it asserts nothing. Run::
     python benchmarks/prefix_first_epoch.py [--pipelines letterbox demo_image] [--rounds 5]
     python benchmarks/prefix_first_epoch.py --pipelines letterbox --samples 256 \
         --option img_size=32 --option min_size=24 --option max_size=40
+    python benchmarks/prefix_first_epoch.py --pipelines demo_image --no-judge \
+        --option image_size=16 --option source_size=24
+
+``--no-judge`` keeps every chain cached whatever it costs (with small images storing does not
+pay, and the cache would give the chain up partway through the epoch).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ class Epoch:
     other_cpu_ms: float  # the process's other threads: the writer's, and the libraries' own
 
 
-def _epoch(case: Case, plan: bool) -> Epoch:
+def _epoch(case: Case, plan: bool, judge: bool = True) -> Epoch:
     from codedag.migrate.api import PipelineMigrator
     from codedag.migrate.prefix.runtime import CacheSettings
     from codedag.migrate.prefix.tiers import StoreSettings
@@ -60,7 +65,10 @@ def _epoch(case: Case, plan: bool) -> Epoch:
     try:
         if plan:
             store = StoreSettings(folder=folder / "cache", ram_budget_bytes=case.budget_bytes)
-            migrator = PipelineMigrator(case.plan, guard=False, cache=CacheSettings(store=store))
+            settings = (
+                CacheSettings(store=store) if judge else CacheSettings(store=store, judge_after=0)
+            )
+            migrator = PipelineMigrator(case.plan, guard=False, cache=settings)
             migrator.__enter__()
         random.seed(0)
         np.random.seed(0)
@@ -108,6 +116,11 @@ def main() -> None:
         help="an option of the pipelines' factories (e.g. max_size=40: small images, so that "
         "the libraries' work is small beside the cache's)",
     )
+    parser.add_argument(
+        "--no-judge",
+        action="store_true",
+        help="never give a chain up for its cost (small images: the cache's own work measured)",
+    )
     args = parser.parse_args()
     options = {k: int(v) for k, v in (o.split("=", 1) for o in args.option)}
     if args.torch_threads > 0:
@@ -126,7 +139,7 @@ def main() -> None:
         runs: dict[str, list[Epoch]] = {"own": [], "plan": []}
         for r in range(args.rounds):
             for variant in round_order(["own", "plan"], r):
-                runs[variant].append(_epoch(case, variant == "plan"))
+                runs[variant].append(_epoch(case, variant == "plan", not args.no_judge))
         own, plan = runs["own"], runs["plan"]
         wall_x = _median([o.wall_ms / p.wall_ms for o, p in zip(own, plan)])
         cpu_x = _median([o.loading_cpu_ms / p.loading_cpu_ms for o, p in zip(own, plan)])

@@ -1,5 +1,5 @@
 """The prefix cache's writer thread: queued values are read back before and after they are stored,
-a full queue drops (counted) instead of blocking, a value written to before it is stored is never
+values queued without waking the thread wait for a wake or enough bytes, a full queue drops (counted) instead of blocking, a value written to before it is stored is never
 stored, and a process that exits or forks stores what it queued first."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from codedag.migrate.prefix.entry import decode, encode
 from codedag.migrate.prefix.session import Session
 from codedag.migrate.prefix.store import LmdbTier
 from codedag.migrate.prefix.tiers import PrefixStore
-from codedag.migrate.prefix.writer import Writer
+from codedag.migrate.prefix.writer import WAKE_BYTES, Writer
 
 MB = 1 << 20
 
@@ -92,6 +92,32 @@ def test_a_session_hits_a_value_still_queued(
     gate.open.set()
     session.writer.close()
     assert session.values()["stored"] == 1
+    store.close()
+
+
+def test_values_queued_without_waking_wait_for_wake_or_enough_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    writer = Writer(store, lambda _key, _outcome, _ns: None)
+    gate = _Gate(monkeypatch)
+    gate.open.set()
+    small = encode(np.full(1000, 1, np.uint8))
+    assert small is not None and writer.submit(_key(0), small, ())  # starts the thread
+    assert writer.flush()
+    gate.entered.clear()
+    assert writer.submit(_key(1), small, (), wake=False)
+    assert not gate.entered.wait(0.3)  # queued, the thread not woken: still read back here
+    assert writer.queued == 1 and writer.pending(_key(1)) is not None
+    writer.wake()
+    assert gate.entered.wait(10)
+    assert writer.flush() and store.get(_key(1)) is not None
+    gate.entered.clear()
+    large = encode(np.full(WAKE_BYTES, 2, np.uint8))
+    assert large is not None and writer.submit(_key(2), large, (), wake=False)
+    assert gate.entered.wait(10)  # enough bytes queued: woken without wake()
+    writer.close()
+    assert store.get(_key(2)) is not None
     store.close()
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -93,7 +92,6 @@ def _quoted(text: str) -> str:
 
 
 _HEADERS: dict[Meta, bytes] = {}
-_HEADS: dict[Meta, str] = {}
 _METAS: dict[bytes, Meta] = {}
 _REMEMBERED = 4096
 """Headers remembered each way (a data set of varied image sizes has one per size)."""
@@ -125,17 +123,29 @@ def _torch_tensor_type() -> Any:
     return None if torch is None else torch.Tensor
 
 
-_ARRAY_METAS: dict[tuple[str, tuple[int, ...], Any], Meta] = {}
+_DTYPE_STRS: dict[np.dtype[Any], str] = {}
+
+
+def dtype_str(dtype: np.dtype[Any]) -> str:
+    """``dtype.str`` (``"|u1"``), remembered: NumPy builds the string on every read (0.5 us)."""
+    text = _DTYPE_STRS.get(dtype)
+    if text is None:
+        text = dtype.str
+        _remember(_DTYPE_STRS, dtype, text)
+    return text
+
+
+_ARRAY_METAS: dict[tuple[Any, ...], Meta] = {}
 
 
 def meta_of(value: Any) -> Meta:
     """The :class:`Meta` of a concrete value (arrays' and tensors' remembered by shape and
     dtype: every sample of a data set makes the same few)."""
     if isinstance(value, np.ndarray):
-        key = ("ndarray", value.shape, value.dtype.str)
+        key = (value.shape, value.dtype)  # the dtype object: hashed in C, no string built
         found = _ARRAY_METAS.get(key)
         if found is None:
-            found = Meta("ndarray", tuple(value.shape), key[2])
+            found = Meta("ndarray", tuple(value.shape), dtype_str(value.dtype))
             _remember(_ARRAY_METAS, key, found)
         return found
     tensor = _torch_tensor_type()
@@ -175,9 +185,9 @@ def _as_array(value: Any) -> np.ndarray | None:
     return None
 
 
-@dataclass(frozen=True)
-class Encoded:
-    """A value as the store keeps it.
+class Encoded(NamedTuple):
+    """A value as the store keeps it (a named tuple: one is made per stored value, and a frozen
+    dataclass's fields are set one ``object.__setattr__`` at a time).
 
     Attributes:
         header: the value's :class:`Meta` with the stored array's layout and checksum (JSON).
@@ -211,19 +221,28 @@ def encode(value: Any) -> Encoded | None:
         return None
     meta = meta_of(value)
     data = memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
-    shape = ",".join(str(n) for n in array.shape)
     digest = checksum(data)
-    extra = (  # the header is the value's Meta with the stored array's layout and checksum
-        f',"dtype":"{array.dtype.str}","array_shape":[{shape}],"xxh3":"{digest}"}}'
-    )
-    head = _HEADS.get(meta)
-    if head is None:
-        fields = json.loads(meta.to_bytes())
-        fields.pop("dtype", None)
-        head = json.dumps(fields, separators=(",", ":"))[:-1]
-        _remember(_HEADS, meta, head)
+    layout = _LAYOUTS.get((meta, array.dtype, array.shape))
+    if layout is None:
+        layout = _layout(meta, array)
     owned = not _shares_memory(array, value)
-    return Encoded((head + extra).encode(), data, digest, owned)
+    return Encoded(layout + digest.encode() + b'"}', data, digest, owned)
+
+
+_LAYOUTS: dict[tuple[Meta, np.dtype[Any], tuple[int, ...]], bytes] = {}
+"""Each header's opening, up to its checksum (a data set's values share a few)."""
+
+
+def _layout(meta: Meta, array: np.ndarray) -> bytes:
+    """The header of ``meta`` stored as ``array``, up to the checksum: the value's Meta with
+    the stored array's layout (the same bytes as ever: stored headers stay valid)."""
+    fields = json.loads(meta.to_bytes())
+    fields.pop("dtype", None)
+    head = json.dumps(fields, separators=(",", ":"))[:-1]
+    shape = ",".join(str(n) for n in array.shape)
+    layout = f'{head},"dtype":"{array.dtype.str}","array_shape":[{shape}],"xxh3":"'.encode()
+    _remember(_LAYOUTS, (meta, array.dtype, array.shape), layout)
+    return layout
 
 
 def _shares_memory(array: np.ndarray, value: Any) -> bool:

@@ -29,6 +29,7 @@ import numpy as np
 import xxhash
 
 import codedag.backends.libraries as libraries
+from codedag.migrate.prefix.entry import dtype_str
 
 FORMAT_VERSION = 1
 _MEMO_ENTRIES = 200_000
@@ -87,7 +88,7 @@ _MEMO = _BytesMemo()
 def _array_identity(array: np.ndarray) -> bytes:
     if array.dtype.hasobject:
         raise Unkeyable("an array of Python objects")
-    header = f"{array.dtype.str}{array.shape}".encode()
+    header = f"{dtype_str(array.dtype)}{array.shape}".encode()
     data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
     raw = memoryview(data).cast("B") if data.size else b""  # type: ignore[arg-type]
     return header + xxhash.xxh3_128_digest(raw)
@@ -225,11 +226,17 @@ def _torch_dtype(value: Any) -> bytes | None:
     return None
 
 
+_OPENINGS: dict[str, tuple[bytes, bytes]] = {}
+"""Each chain's opening of its source keys: ``(versions, chain + versions)``."""
+
+
 def source_key(chain: str, source: Any) -> bytes:
     """The key of a chain's source value."""
-    return xxhash.xxh3_128_digest(
-        chain.encode() + b"\0" + versions() + b"\0" + source_identity(source)
-    )
+    current = versions()
+    found = _OPENINGS.get(chain)
+    if found is None or found[0] is not current:
+        found = _OPENINGS[chain] = (current, chain.encode() + b"\0" + current + b"\0")
+    return xxhash.xxh3_128_digest(found[1] + source_identity(source))
 
 
 def step_key(parts: list[bytes]) -> bytes:

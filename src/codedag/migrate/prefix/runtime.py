@@ -7,7 +7,8 @@ It patches, through its own :class:`codedag.patching.Patcher`:
   other call runs the original;
 * ``_MapDatasetFetcher.fetch``: a batch whose code fails while prefix values exist (a function
   outside the chain received one) runs again without the cache, from the random state it started
-  with (Python's, NumPy's and torch's global generators), counted as ``error``.
+  with (Python's, NumPy's and torch's global generators), counted as ``error``; at its end the
+  writer thread is woken for the values the batch queued (:meth:`.writer.Writer.wake`).
 
 DataLoader workers forked after :meth:`PrefixCacheRuntime.apply` inherit the patches and open the
 store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
@@ -212,6 +213,7 @@ class PrefixCacheRuntime:
                     return original(fetcher, index)
             finally:
                 session.local.fetching -= 1
+                session.writer.wake()
                 session.flush()
             session.succeeded_sample()
             return batch

@@ -39,6 +39,7 @@ REASONS: tuple[str, ...] = (
     "verify",  # a verified hit differed from its recomputation
     "off",  # no usable store
 )
+_MISS_FIELDS = {reason: f"miss_{reason}" for reason in REASONS}
 FIELDS: tuple[str, ...] = (
     "hits",
     "stored",
@@ -134,11 +135,13 @@ class Session:
         self.failures: Counter[str] = Counter()
         self.given_up: set[str] = set()
         self.local = _Local()
+        self._suspended = _Suspended(self.local)  # reentrant: its count is the thread's own
         self._touch: dict[int, tuple[Any, list[bytes], list[bytes]]] = {}
         self._lock = threading.Lock()
         self._checked: set[str] = set()  # chains whose flag in the store was read here
         self._judging: dict[bytes, tuple[ChainSpec, int, int]] = {}  # key: chain, compute, queue
         self._judged: dict[str, list[tuple[int, int]]] = {}  # chain: (compute, store + read)
+        self._claimed: Counter[str] = Counter()  # chain: values judged or waiting to be
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -153,7 +156,7 @@ class Session:
 
     def suspended(self) -> _Suspended:
         """Run without the cache in this thread (a sample computed normally), as a context."""
-        return _Suspended(self.local)
+        return self._suspended
 
     def values(self) -> dict[str, int]:
         """This process's counters (:data:`FIELDS`)."""
@@ -231,22 +234,29 @@ class Session:
             if outcome in ("stored", "full", "exists", "changed"):
                 self.counts[outcome] += 1
             judging = self._judging.pop(key, None)
-        if judging is None or outcome != "stored":
+        if judging is None:
             return
         chain, compute_ns, queue_ns = judging
         started = time.perf_counter_ns()
-        with self.suspended():
-            if self.store.get(key) is None:
+        if outcome == "stored":
+            with self.suspended():
+                found = self.store.get(key) is not None
+            if found:
+                read_ns = time.perf_counter_ns() - started
+                self.judge(chain, compute_ns, queue_ns + elapsed_ns + read_ns)
                 return
-        read_ns = time.perf_counter_ns() - started
-        self.judge(chain, compute_ns, queue_ns + elapsed_ns + read_ns)
+        with self._lock:  # not judged: another value may take its place
+            self._claimed[chain.id] -= 1
 
     def _judge_later(self, chain: ChainSpec, key: bytes, compute_ns: int, queue_ns: int) -> None:
-        """Keep what computing a stored value cost until the writer has stored it."""
+        """Keep what computing a stored value cost until the writer has stored it (at most
+        ``judge_after`` values of a chain, judged or waiting)."""
+        if self._claimed.get(chain.id, 0) >= self.judge_after:  # judged (or never judged)
+            return
         with self._lock:
-            waiting = sum(1 for c, _, _ in self._judging.values() if c.id == chain.id)
-            if len(self._judged.get(chain.id, ())) + waiting >= self.judge_after:
+            if self._claimed[chain.id] >= self.judge_after:
                 return
+            self._claimed[chain.id] += 1
             self._judging[key] = (chain, compute_ns, queue_ns)
 
     def judge(self, chain: ChainSpec, compute_ns: int, store_ns: int) -> bool | None:
@@ -297,7 +307,6 @@ class Session:
     ) -> Any:
         """The cut: the stored value on a hit, else the computed one (stored)."""
         lineage = first._lineage
-        chain = lineage.chain.id
         reason = "new"
         if deferred:
             started = time.perf_counter_ns()
@@ -326,16 +335,20 @@ class Session:
         with self.suspended():
             encoded = encode(value)
             queued = encoded is not None and self.writer.submit(
-                key, encoded, first._lineage_metas() if first._key else ()
+                key,
+                encoded,
+                first._lineage_metas() if first._key else (),
+                wake=not self.local.fetching,  # a fetch wakes the writer at its end
             )
         queue_ns = time.perf_counter_ns() - started
-        with self._lock:
-            self.counts["queue_ns"] += queue_ns
+        with self._lock:  # the counts of a miss and of its queueing at once
+            counts = self.counts
+            counts["queue_ns"] += queue_ns
+            counts[_MISS_FIELDS["unstorable" if encoded is None else reason]] += 1
             if encoded is not None and not queued:
-                self.counts["dropped"] += 1
+                counts["dropped"] += 1
         if queued:
             self._judge_later(lineage.chain, key, compute_ns, queue_ns)
-        self.miss(chain, "unstorable" if encoded is None else reason)
         return value
 
     def _verified(
