@@ -12,6 +12,7 @@ import torch
 from codedag.errors import ConfigError
 from codedag.monitor.metrics import MetricsLogger, _Track
 from codedag.monitor.records import MetricRecord
+from codedag.monitor.stats import Downsampler
 
 
 def test_series_and_summary_of_logged_values() -> None:
@@ -81,24 +82,29 @@ def test_a_value_that_is_not_a_number_is_refused() -> None:
 
 
 def test_a_folded_block_equals_the_values_added_one_at_a_time() -> None:
-    """Folding a block per metric gives the same series (means summed in another order), extremes
-    and counts as adding each value alone, non-finite values and the downsampling included."""
+    """Folding a metric's values block by block gives the series (means summed in another
+    order), extremes and counts of its finite values added one at a time, non-finite values
+    counted and the downsampling included."""
     rng = random.Random(3)
     values = [rng.uniform(-5, 5) for _ in range(700)]
     for i in (3, 50, 51, 400):
         values[i] = float("nan") if i % 2 else float("inf")
-    one, block = _Track(64), _Track(64)
     keys = [(i // 100, i % 100) for i in range(len(values))]
-    for key, value in zip(keys, values):
-        one.add(*key, value)
+    block = _Track(64)
     for start in range(0, len(values), 37):
         block.add_many(keys[start : start + 37], values[start : start + 37])
-    assert [p[:2] for p in block.points()] == [p[:2] for p in one.points()]
-    assert [p[2] for p in block.points()] == pytest.approx([p[2] for p in one.points()])
+    finite = [(k, v) for k, v in zip(keys, values) if math.isfinite(v)]
+    one = Downsampler(64, width=1)
+    for key, value in finite:
+        one.add(key, value)
+    expected = [[x[0], x[1], y] for x, y in one.points()]
+    assert [p[:2] for p in block.points()] == [p[:2] for p in expected]
+    assert [p[2] for p in block.points()] == pytest.approx([p[2] for p in expected])
+    kept = [v for _, v in finite]
     assert (block.first, block.last, block.min, block.max) == (
-        one.first,
-        one.last,
-        one.min,
-        one.max,
+        kept[0],
+        kept[-1],
+        min(kept),
+        max(kept),
     )
-    assert (block.count, block.nonfinite) == (one.count, one.nonfinite) == (696, 4)
+    assert (block.count, block.nonfinite) == (one.count, 4) == (696, 4)

@@ -37,19 +37,6 @@ class _Track:
         self.max = -math.inf
         self.nonfinite = 0
 
-    def add(self, epoch: int, batch: int, value: float) -> None:
-        if not math.isfinite(value):
-            self.nonfinite += 1
-            return
-        if self.first is None:
-            self.first = value
-        self.last = value
-        if value < self.min:
-            self.min = value
-        if value > self.max:
-            self.max = value
-        self.series.add((epoch, batch), value)
-
     def add_many(self, keys: list[tuple[int, int]], values: list[float]) -> None:
         """Record a block of ``(epoch, batch)`` keys and their values, in order."""
         finite = [(k, v) for k, v in zip(keys, values) if math.isfinite(v)]

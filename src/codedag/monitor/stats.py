@@ -214,11 +214,7 @@ class Downsampler:
             acc[i] += y
         self._acc_n += 1
         if self._acc_n >= self.stride:
-            self._points.append([self._acc_x, self._acc_n, *acc])
-            self._acc = [0.0] * self.width
-            self._acc_n = 0
-            if len(self._points) >= self.capacity:
-                self._compact()
+            self._close_bucket()
 
     def add_many(self, xs: Sequence[Any], *columns: Sequence[float]) -> None:
         """Record a block of points: ``xs[i]`` with ``columns[k][i]`` as its ``k``-th y."""
@@ -243,11 +239,15 @@ class Downsampler:
             self.count += take
             i += take
             if self._acc_n >= self.stride:
-                self._points.append([self._acc_x, self._acc_n, *acc])
-                self._acc = [0.0] * self.width
-                self._acc_n = 0
-                if len(self._points) >= self.capacity:
-                    self._compact()
+                self._close_bucket()
+
+    def _close_bucket(self) -> None:
+        """Keep the full bucket's point and start the next one."""
+        self._points.append([self._acc_x, self._acc_n, *self._acc])
+        self._acc = [0.0] * self.width
+        self._acc_n = 0
+        if len(self._points) >= self.capacity:
+            self._compact()
 
     def _compact(self) -> None:
         merged: list[list[Any]] = []

@@ -85,9 +85,9 @@ class Node:
                 yield value
 
 
-def source(value: object, entry: str | None = None) -> Node:
-    """A node holding a concrete value."""
-    return Node(None, (), {}, meta_of(value), value, entry)
+def source(value: object, entry: str | None = None, meta: Meta | None = None) -> Node:
+    """A node holding a concrete value (``meta``: its Meta, when the caller has it)."""
+    return Node(None, (), {}, meta or meta_of(value), value, entry)
 
 
 def evaluate(node: Node) -> Any:
@@ -493,8 +493,7 @@ def start(op: Op, data: Any, args: tuple[Any, ...], kwargs: dict[str, Any], entr
     if _freezable(data):
         root = _frozen_source(data, entry, data_meta)
     else:
-        copy = _snapshot(data)  # a copy of the same shape and dtype
-        root = Node(None, (), {}, data_meta, copy, entry)
+        root = source(_snapshot(data), entry, data_meta)  # a copy: the same shape and dtype
     node = Node(
         op,
         tuple([root if a is data else _snapshot(a) for a in args]),

@@ -40,6 +40,7 @@ REASONS: tuple[str, ...] = (
     "off",  # no usable store
 )
 _MISS_FIELDS = {reason: f"miss_{reason}" for reason in REASONS}
+"""The counter of each reason's misses."""
 FIELDS: tuple[str, ...] = (
     "hits",
     "stored",
@@ -56,7 +57,7 @@ FIELDS: tuple[str, ...] = (
     "read_ns",
     "write_ns",
     "hit_bytes",
-    *(f"miss_{r}" for r in REASONS),
+    *_MISS_FIELDS.values(),
 )
 GIVE_UP_AFTER = 3
 """Samples of one chain failing in a row with prefix values, after which it is not cached here."""
@@ -172,7 +173,7 @@ class Session:
         if reason.startswith("arguments"):
             bucket = "arguments"
         with self._lock:
-            self.counts[f"miss_{bucket}"] += 1
+            self.counts[_MISS_FIELDS[bucket]] += 1
             if bucket != reason:
                 self.details[f"{chain}: {reason}"[:160]] += 1
 
