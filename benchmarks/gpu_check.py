@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -52,6 +53,7 @@ ORDER = (
     "profile",
     "nvml-energy",
     "migrate-overhead",
+    "call-anatomy",
     "demo-audio",
     "mutate",
     "loader-tune",
@@ -180,8 +182,15 @@ def _quote(argv: list[str]) -> str:
 # the steps
 
 
-def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable) -> list[Step]:
-    """The check's steps for ``device`` (``cuda`` or ``cpu``); ``quick`` uses tiny sizes."""
+def steps_for(
+    device: str,
+    quick: bool,
+    work: Path,
+    tests: list[str] | None = None,
+    python: str = sys.executable,
+) -> list[Step]:
+    """The check's steps for ``device`` (``cuda`` or ``cpu``); ``quick`` uses tiny sizes;
+    ``tests`` replaces the test files of ``pytest-gpu``."""
     cuda = device.startswith("cuda")
     dev = "cuda:0" if device == "cuda" else device
     codedag = [python, "-m", "codedag"]
@@ -191,7 +200,7 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
         image = {"batch": 4, "batches": 2, "rounds": 1, "size": 64}
     no_cuda = None if cuda else "needs CUDA (rehearsal on the CPU)"
     no_librosa = None if _importable("librosa", python) else "librosa is not installed"
-    gpu_tests = sorted(
+    gpu_tests = tests or sorted(
         str(p.relative_to(ROOT))
         for p in (ROOT / "tests").rglob("test_*.py")
         if "mark.gpu" in p.read_text(encoding="utf-8", errors="replace")
@@ -282,11 +291,7 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
                 "--device",
                 dev,
                 "--pipelines",
-                *(
-                    ["demo_image"]
-                    if quick
-                    else ["letterbox", "demo_image", "compose", "demo_audio"]
-                ),
+                *(["demo_image"] if quick else ["letterbox", "demo_image", "demo_audio"]),
                 "--workers",
                 "0",
                 "--batch-size",
@@ -311,9 +316,9 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
                 "--device",
                 dev,
                 "--pipelines",
-                *(["demo_image"] if quick else ["letterbox", "demo_image", "demo_audio"]),
+                *(["demo_image"] if quick else ["letterbox", "demo_image"]),
                 "--workers",
-                *(["0"] if quick else ["0", "2"]),
+                "0" if quick else "2",
                 "--batch-size",
                 str(image["batch"]),
                 "--batches",
@@ -325,7 +330,7 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
                 "--json",
                 str(work / "placement.json"),
             ],
-            60 if quick else 100,
+            60 if quick else 90,
             _summarize_rows("placement.json"),
         ),
         Step(
@@ -342,6 +347,20 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
             60,
             _summarize_json("migrate-overhead.json"),
             stdout_file="migrate-overhead.json",
+        ),
+        Step(
+            "call-anatomy",
+            [
+                python,
+                str(BENCH / "call_anatomy.py"),
+                "--device",
+                dev,
+                "--calls",
+                "3" if quick else "20",
+                "--size",
+                str(image["size"]),
+            ],
+            30,
         ),
         Step(
             "profile",
@@ -411,8 +430,7 @@ def steps_for(device: str, quick: bool, work: Path, python: str = sys.executable
                 python,
                 str(BENCH / "loader_tune.py"),
                 "--pipelines",
-                "demo",
-                "letterbox",
+                *(["demo"] if quick else ["demo", "letterbox"]),
                 "--batch-size",
                 "8" if quick else "32",
                 "--batches",
@@ -436,12 +454,23 @@ def _importable(module: str, python: str) -> bool:
     return probe.returncode == 0
 
 
+DISTRIBUTIONS = {"pynvml": "nvidia-ml-py"}
+"""Modules without ``__version__``: the distribution that carries them."""
+
+
+def _version(module: str) -> str:
+    imported = __import__(module)
+    if module in DISTRIBUTIONS:
+        return importlib.metadata.version(DISTRIBUTIONS[module])
+    return str(imported.__version__)
+
+
 def environment() -> dict[str, Any]:
     """Versions and the device as this Python sees them (the ``environment`` step's output)."""
     facts: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count()}
     for module in ("torch", "numpy", "cv2", "PIL", "librosa", "pydantic", "rustworkx", "pynvml"):
         try:
-            facts[module] = __import__(module).__version__
+            facts[module] = _version(module)
         except Exception as exc:
             facts[module] = f"unavailable: {type(exc).__name__}: {exc}"
     try:
@@ -673,9 +702,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the rehearsal)")
     parser.add_argument(
-        "--budget-s", type=float, default=None, help="overall limit in s (420; quick 170)"
+        "--budget-s", type=float, default=None, help="overall limit in s (450; quick 170)"
     )
     parser.add_argument("--only", default="", help="comma-separated step names to run")
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=None,
+        help="test files for pytest-gpu (default: every file with a gpu mark)",
+    )
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-out")
     parser.add_argument("--keep", action="store_true", help="keep the work folder and say where")
     parser.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
@@ -685,11 +720,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.device not in ("cuda", "cpu") and not args.device.startswith("cuda:"):
         parser.error(f"--device must be cuda, cuda:N or cpu, got {args.device!r}")
-    budget_s = args.budget_s or (170.0 if args.quick else 420.0)
+    budget_s = args.budget_s or (170.0 if args.quick else 450.0)
     if not 0 < budget_s <= 3600:
         parser.error(f"--budget-s must be in (0, 3600], got {budget_s}")
     work = Path(tempfile.mkdtemp(prefix="codedag-gpu-check-"))
-    steps = steps_for(args.device, args.quick, work)
+    steps = steps_for(args.device, args.quick, work, args.tests)
     wanted = [n for n in args.only.split(",") if n]
     unknown = sorted(set(wanted) - {s.name for s in steps})
     if unknown:

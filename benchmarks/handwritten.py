@@ -50,6 +50,23 @@ def _decode(data: bytes) -> np.ndarray:
     return image
 
 
+def resize_bilinear_u8(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """``F.interpolate`` (bilinear, half-pixel centres) of a uint8 NCHW batch, as uint8.
+
+    torch's CPU kernel takes uint8 directly; CUDA's has no uint8 kernel, so there the batch goes
+    through float32 and is rounded back, as a hand-written CUDA chain would do it.
+    """
+    if x.device.type == "cpu":
+        return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+    return resize_bilinear_u8_via_float(x, size)
+
+
+def resize_bilinear_u8_via_float(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """The float32 route of :func:`resize_bilinear_u8`, on any device."""
+    y = F.interpolate(x.float(), size=size, mode="bilinear", align_corners=False)
+    return y.round_().clamp_(0, 255).to(torch.uint8)
+
+
 def _theta(matrix: np.ndarray, src_hw: tuple[int, int], dst_hw: tuple[int, int]) -> np.ndarray:
     """``affine_grid``'s theta (normalized destination -> source) of a cv2 forward matrix."""
 
@@ -77,7 +94,7 @@ def _demo_run(inputs: list[Any], device: torch.device) -> torch.Tensor:
     images = torch.from_numpy(np.stack([i[0] for i in inputs])).to(device)
     size = inputs[0][3]
     x = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory (channels last)
-    x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+    x = resize_bilinear_u8(x, (size, size))
     x = x.flip(1)  # BGR -> RGB
     flips = torch.tensor([i[1] for i in inputs], device=device).view(-1, 1, 1, 1)
     x = torch.where(flips, x.flip(3), x).float()
@@ -108,7 +125,7 @@ def _letterbox_run(inputs: list[Any], device: torch.device) -> torch.Tensor:
         nw, nh = round(w * ratio), round(h * ratio)
         x = torch.from_numpy(image).to(device).permute(2, 0, 1)[None]
         if (nw, nh) != (w, h):
-            x = F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False)
+            x = resize_bilinear_u8(x, (nh, nw))
         dw, dh = (size - nw) / 2, (size - nh) / 2
         top, left = round(dh - 0.1), round(dw - 0.1)
         canvas[row] = PAD_COLOR[0]

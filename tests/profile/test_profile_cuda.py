@@ -41,10 +41,11 @@ def test_cuda_scenarios_are_told_apart(cuda_runs: dict) -> None:
     fig = {name: r.figures for name, r in cuda_runs.items()}
     assert cuda_runs["dataloader"].diagnosis.verdict == "data-bound"
     assert fig["dataloader"].device_idle_share == max(f.device_idle_share for f in fig.values())
-    assert (
-        fig["tiny_ops"].kernels_per_step
-        >= max(f.kernels_per_step for n, f in fig.items() if n != "tiny_ops") + 2 * TINY_OPS_DEPTH
-    )
+    # the TinyOpsBlock's in-place pairs over the same step with nothing added (memory_churn
+    # launches kernels of its own too: one fill per zeroed temporary)
+    base = fig["dataloader"].kernels_per_step
+    assert fig["tiny_ops"].kernels_per_step >= base + 2 * TINY_OPS_DEPTH
+    assert fig["tiny_ops"].kernels_per_step == max(f.kernels_per_step for f in fig.values())
     assert fig["memory_churn"].allocations_per_step == max(
         f.allocations_per_step for f in fig.values()
     )
