@@ -102,6 +102,22 @@ def test_cuda_kernels_syncs_and_allocator_calls() -> None:
     assert counts.scalar_reads_per_step == 1
 
 
+def test_main_thread_pinning_with_no_workers_keeps_the_step_counted() -> None:
+    # num_workers=0 with pin_memory: the main thread pins inside next(iterator); its step work
+    # (the scalar read and its sync) still counts, the pinning inside the fetch does not
+    records = [
+        ann(FETCH_ANNOTATION, 0, 20),
+        op("aten::pin_memory", 2, 10),
+        op("aten::mm", 30, 30),
+        op("aten::_local_scalar_dense", 65, 40),
+        EventRecord("cudaStreamSynchronize", "runtime", 70 * US, 30 * US, 1),
+    ]
+    counts = count_steps(records, steps=1, device="cuda")
+    assert counts.ops_per_step == 2
+    assert counts.scalar_reads_per_step == 1
+    assert counts.runtime_syncs_per_step == 1
+
+
 def test_event_kinds() -> None:
     assert _kind_of("cpu_op", "aten::add", False) == "op"
     assert _kind_of("cpu_op", "autograd::engine::evaluate_function: MulBackward0", False) == (
