@@ -128,6 +128,16 @@ def test_every_step_of_the_gpu_run_has_a_place_in_the_order(tmp_path: Path) -> N
     assert cpu["nvml-energy"].skip_reason is not None
 
 
+def test_tests_option_replaces_the_gpu_test_files(tmp_path: Path) -> None:
+    gc = _gpu_check()
+    chosen = ["tests/profile/test_profile_cuda.py"]
+    steps = {s.name: s for s in gc.steps_for("cuda", False, tmp_path, tests=chosen)}
+    assert steps["pytest-gpu"].argv[-1:] == chosen
+    every = {s.name: s for s in gc.steps_for("cuda", False, tmp_path)}
+    assert "tests/profile/test_profile_cuda.py" in every["pytest-gpu"].argv
+    assert len(every["pytest-gpu"].argv) > len(steps["pytest-gpu"].argv)
+
+
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     gc = _gpu_check()
     with pytest.raises(SystemExit) as exc:
