@@ -36,11 +36,38 @@ def test_replay_repeats_the_traced_steps_on_ragged_inputs(letterbox_chain: Any) 
         "cv2.cvtColor",
         "cv2.GaussianBlur",
     ]
-    assert tuple(prepared.timed_steps + prepared.untimed_steps) == letterbox_chain.samples[0].names
+    # the whole chain: the normalization's statements, which the trace keeps without their
+    # constant operands, are replayed with stand-ins checked against the traced shape and dtype
+    assert tuple(prepared.timed_steps) == letterbox_chain.samples[0].names
+    assert prepared.untimed_steps == []
+    assert prepared.stand_ins == ["numpy.ndarray.astype", "operator.truediv", "operator.truediv"]
     shapes = {s.data.shape for s in prepared.samples}
     assert len(shapes) > 1  # the recorded input sizes differ per sample
     out = replay.run_original(prepared)
-    assert tuple(out.shape) == (5, 32, 32, 3)
+    assert tuple(out.shape) == (5, 3, 32, 32) and out.dtype == torch.float32
+
+
+def test_a_replayed_result_unlike_the_trace_ends_the_replay(letterbox_chain: Any) -> None:
+    from dataclasses import replace
+
+    def traced_as(sample: Any) -> Any:
+        # the trace says the first division gave float64: the astype before it converts to
+        # float64 (what it feeds), the division matches, the second one (float32 traced) does not
+        steps, seen = [], False
+        for step in sample.steps:
+            if step.name == "operator.truediv" and not seen:
+                step, seen = replace(step, out_dtype="float64"), True
+            steps.append(step)
+        return replace(sample, steps=steps)
+
+    samples = [traced_as(s) for s in letterbox_chain.samples]
+    prepared = replay.prepare(samples, 3)
+    names = list(samples[0].names)
+    cut = names.index("operator.truediv") + 1
+    assert prepared.timed_steps == names[:cut]
+    assert prepared.untimed_steps == names[cut:]
+    assert prepared.stand_ins == ["numpy.ndarray.astype", "operator.truediv"]
+    assert replay.run_original(prepared).dtype == torch.float64
 
 
 def test_batched_run_equals_the_per_sample_chain_with_few_backend_calls(

@@ -13,8 +13,15 @@ running value as a slot. Then:
   what batched execution does, without patching anything.
 
 Steps recorded without arguments are replayed where the trace says enough (``astype`` to the
-result's dtype, ``transpose`` to the result's shape, conversions to torch); the replay stops at
-the first step it cannot repeat, and :attr:`Prepared.timed_steps` says how far it got.
+result's dtype, ``transpose`` to the result's shape, conversions to torch). Arithmetic operators
+recorded without their operands (a statement of several operations, such as
+``(img.astype(np.float32) / 255.0 - mean) / std``, is one step of the trace) are replayed with a
+stand-in: the same operator with the scalar 1 of the result's kind, and an ``astype`` whose
+result was not observed converts to the dtype of the step it feeds. A stand-in costs what one
+operation of that kind, shape and dtype costs, on both sides of the comparison; its result is
+checked against the traced shape and dtype, and the replay stops where they differ.
+:attr:`Prepared.stand_ins` names them. The replay stops at the first step it cannot repeat, and
+:attr:`Prepared.timed_steps` says how far it got.
 """
 
 from __future__ import annotations
@@ -28,6 +35,11 @@ from typing import Any
 import numpy as np
 
 NO_ARG_METHODS = ("float", "double", "half", "int", "long", "byte", "contiguous", "clone")
+STAND_IN_OPERATORS = frozenset(
+    f"operator.{name}"
+    for name in ("add", "sub", "mul", "truediv", "iadd", "isub", "imul", "itruediv")
+)
+"""Operators replayed with a stand-in operand when the trace kept none (see the module doc)."""
 
 
 @dataclass
@@ -38,6 +50,7 @@ class _Step:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     slot: str  # where the running value goes: "0", "1", ..., a keyword, or "self"
+    stand_in: bool = False  # operands not from the trace (see the module doc)
 
     def call(self, value: Any, batched: bool) -> Any:
         fn = self.batched_function if batched else self.function
@@ -66,11 +79,13 @@ class Prepared:
         samples: one per sample of the batch (traced samples repeated up to the batch size).
         timed_steps: operation names the replay covers (of the first sample).
         untimed_steps: operation names it could not repeat (recorded without enough detail).
+        stand_ins: timed steps replayed with stand-in operands (of the first sample).
     """
 
     samples: list[PreparedSample]
     timed_steps: list[str] = field(default_factory=list)
     untimed_steps: list[str] = field(default_factory=list)
+    stand_ins: list[str] = field(default_factory=list)
 
 
 def _function(name: str) -> Callable[..., Any]:
@@ -117,8 +132,31 @@ def _without_data(args: list[dict[str, Any]], slot: str) -> list[dict[str, Any]]
     ]
 
 
-def _step(step: Any, before: tuple[int, ...] | None, seed: int) -> _Step | None:
-    """A replayable step, or ``None`` when the trace does not say enough to repeat it."""
+def _stand_in(step: Any, feeds: Any) -> _Step | None:
+    """An operator or ``astype`` the trace kept no operands of, with stand-in operands."""
+    name = step.name
+    if name in STAND_IN_OPERATORS and step.out_dtype is not None:
+        one = 1.0 if np.dtype(step.out_dtype).kind in "fc" else 1
+        function = _function(name)
+        return _Step(name, function, function, (None, one), {}, "0", stand_in=True)
+    if name == "numpy.ndarray.astype" and feeds is not None and feeds.out_dtype is not None:
+        function = _function(name)
+        dtype = (np.dtype(feeds.out_dtype),)
+        return _Step(name, function, function, dtype, {}, "self", stand_in=True)
+    return None
+
+
+def _matches_trace(step: Any, value: Any) -> bool:
+    """Whether a replayed result has the traced step's shape and dtype (where traced)."""
+    if step.out_shape is not None and tuple(getattr(value, "shape", ())) != tuple(step.out_shape):
+        return False
+    dtype = str(getattr(value, "dtype", "")).removeprefix("torch.")
+    return step.out_dtype is None or dtype == step.out_dtype.removeprefix("torch.")
+
+
+def _step(step: Any, before: tuple[int, ...] | None, seed: int, feeds: Any = None) -> _Step | None:
+    """A replayable step, or ``None`` when the trace does not say enough to repeat it
+    (``feeds``: the traced step after it)."""
     from codedag.calibrate.inputs import rebuild_call
 
     name = step.name
@@ -140,7 +178,7 @@ def _step(step: Any, before: tuple[int, ...] | None, seed: int) -> _Step | None:
     extra: tuple[Any, ...] = ()
     if name == "numpy.ndarray.astype":
         if step.out_dtype is None:
-            return None
+            return _stand_in(step, feeds)
         extra = (np.dtype(step.out_dtype),)
     elif name in ("numpy.ndarray.transpose", "numpy.ndarray.reshape"):
         if step.out_shape is None or before is None:
@@ -156,11 +194,12 @@ def _step(step: Any, before: tuple[int, ...] | None, seed: int) -> _Step | None:
         pass
     elif name in ("torch.from_numpy", "torch.as_tensor", "torch.tensor"):
         function = _function(name)
-        return _Step(name, function, _batched_function(name, step.kind, function), (), {}, "0")
+        batched = _batched_function(name, step.kind, function)
+        return _Step(name, function, batched, (None,), {}, "0")
     elif name.startswith("torch.Tensor.") and short in NO_ARG_METHODS:
         pass
     else:
-        return None
+        return _stand_in(step, feeds)
     function = _function(name)
     return _Step(name, function, function, extra, {}, "self")
 
@@ -179,6 +218,7 @@ def prepare(samples: list[Any], batch_size: int, seed: int = 0) -> Prepared:
     from codedag.calibrate.inputs import rebuild_call
 
     out = Prepared([])
+    chains: list[Any] = []
     for i in range(batch_size):
         chain = samples[i % len(samples)]
         entry = chain.steps[0]
@@ -202,22 +242,44 @@ def prepare(samples: list[Any], batch_size: int, seed: int = 0) -> Prepared:
             )
         ]
         before = entry.out_shape
-        for traced in chain.steps[1:]:
-            step = _step(traced, before, seed + i)
+        rest = chain.steps[1:]
+        for k, traced in enumerate(rest):
+            feeds = rest[k + 1] if k + 1 < len(rest) else None
+            step = _step(traced, before, seed + i, feeds)
             if step is None:
                 break
             steps.append(step)
             before = traced.out_shape
+        if any(s.stand_in for s in steps):
+            del steps[_checked_depth(data, steps, chain.steps) :]
         out.samples.append(PreparedSample(data, steps))
-        if i == 0:
-            names = [s.name for s in chain.steps]
-            out.timed_steps = names[: len(steps)]
-            out.untimed_steps = names[len(steps) :]
-    # Every sample stops at the same depth: the shortest replay (outputs must stack).
-    depth = min(len(s.steps) for s in out.samples)
-    for sample in out.samples:
-        del sample.steps[depth:]
+        chains.append(chain)
+    # Every sample leaves out as many of its last steps as the least replayed one (outputs must
+    # stack; samples may take different steps in the middle, such as a random flip).
+    dropped = max(len(c.steps) - len(p.steps) for c, p in zip(chains, out.samples))
+    for chain, sample in zip(chains, out.samples):
+        del sample.steps[max(1, len(chain.steps) - dropped) :]
+    first = out.samples[0].steps
+    out.timed_steps = [s.name for s in first]
+    out.untimed_steps = [s.name for s in samples[0].steps[len(first) :]]
+    out.stand_ins = [s.name for s in first if s.stand_in]
     return out
+
+
+def _checked_depth(data: Any, steps: list[_Step], traced: list[Any]) -> int:
+    """How many of ``steps`` to keep, run once through the original functions: up to the first
+    step, from the first stand-in on, whose result is not what the trace saw (or that raises)."""
+    value = data
+    checking = False
+    for depth, (step, seen) in enumerate(zip(steps, traced)):
+        checking = checking or step.stand_in
+        try:
+            value = step.call(value, batched=False)
+        except Exception:
+            return depth
+        if checking and not _matches_trace(seen, value):
+            return depth
+    return len(steps)
 
 
 def run_original(prepared: Prepared) -> Any:

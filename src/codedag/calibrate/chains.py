@@ -41,6 +41,10 @@ CHAIN_BUDGET = Budget(min_samples=3, max_samples=51, target_ns=0, max_ns=3_000_0
 as soon as the comparison is decided."""
 
 
+REPLAY_VERSION = 2
+"""Raised when the replay covers more of a chain than before: older cached figures timed less."""
+
+
 @dataclass
 class ChainMeasurement:
     """One batch of a chain, per sample with the libraries vs batched, on one device.
@@ -61,6 +65,7 @@ class ChainMeasurement:
         d2h_bytes: device-to-host bytes per batch (delivery on the host).
         timed_steps: the operations the replay covers.
         untimed_steps: operations it could not repeat (recorded without enough detail).
+        stand_in_steps: timed operations replayed with stand-in operands (the trace kept none).
         error: why the chain could not be measured (``None``: measured).
         cached: whether the figures came from the cache.
     """
@@ -79,6 +84,7 @@ class ChainMeasurement:
     d2h_bytes: int = 0
     timed_steps: tuple[str, ...] = ()
     untimed_steps: tuple[str, ...] = ()
+    stand_in_steps: tuple[str, ...] = ()
     error: str | None = None
     cached: bool = False
 
@@ -112,6 +118,7 @@ class ChainMeasurement:
             "d2h_bytes": self.d2h_bytes,
             "timed_steps": list(self.timed_steps),
             "untimed_steps": list(self.untimed_steps),
+            "stand_in_steps": list(self.stand_in_steps),
             "error": self.error,
         }
 
@@ -134,14 +141,16 @@ class ChainMeasurement:
             d2h_bytes=nanoseconds(data.get("d2h_bytes", 0)),
             timed_steps=tuple(data.get("timed_steps") or ()),
             untimed_steps=tuple(data.get("untimed_steps") or ()),
+            stand_in_steps=tuple(data.get("stand_in_steps") or ()),
             error=data.get("error"),
             cached=cached,
         )
 
 
 def chain_signature(candidate: Any, batch_size: int) -> str:
-    """What a chain's batch time depends on: each sample's steps, argument signatures, size."""
-    parts: list[Any] = [batch_size]
+    """What a chain's batch time depends on: each sample's steps, argument signatures, size,
+    and how far the replay reaches (:data:`REPLAY_VERSION`)."""
+    parts: list[Any] = [REPLAY_VERSION, batch_size]
     for sample in candidate.samples:
         parts.append(
             [
@@ -211,6 +220,7 @@ class ChainCalibrator:
             return result
         result.timed_steps = tuple(prepared.timed_steps)
         result.untimed_steps = tuple(prepared.untimed_steps)
+        result.stand_in_steps = tuple(prepared.stand_ins)
         try:
             expected = chain_replay.run_original(prepared)
         except Exception as e:

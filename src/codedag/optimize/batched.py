@@ -167,6 +167,12 @@ def _measured_choice(
             f"{text}: saving {_ms(saving)} is within the measurement spread {_ms(spread)}, "
             "stays per sample"
         )
+    stand_ins = getattr(measurement, "stand_in_steps", ())
+    if stand_ins:
+        reason += (
+            f" ({len(stand_ins)} step(s) replayed with stand-in operands, the trace kept none: "
+            f"{', '.join(stand_ins)})"
+        )
     if measurement.untimed_steps:
         timed = len(measurement.timed_steps)
         reason += (
