@@ -137,11 +137,26 @@ def _rss_anon(pid: int) -> int:
     return 0
 
 
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def _live_cpu_s(pid: int) -> float:
+    """CPU seconds of a running process so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S  # utime, stime
+
+
 def _cpu_s() -> float:
-    """CPU seconds (user and system) of this process and of its children that ended."""
+    """CPU seconds (user and system) of this process, of its children that ended, and of those
+    still running (persistent DataLoader workers outlive an epoch)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    live = sum(_live_cpu_s(pid) for pid in _children(os.getpid()))
+    return me.ru_utime + me.ru_stime + ended.ru_utime + ended.ru_stime + live
 
 
 def _digests(batch: Any) -> list[bytes]:
@@ -156,8 +171,8 @@ def _digests(batch: Any) -> list[bytes]:
 def _epochs(
     make: Callable[[int], Any], epochs: int
 ) -> tuple[list[float], list[float], list[list[bytes]]]:
-    """Samples/s and CPU ms per sample of each epoch (the workers' CPU counts once they ended,
-    at the epoch's end), and the batches' digests."""
+    """Samples/s and CPU ms per sample of each epoch (the workers' CPU included, ended or
+    persistent), and the batches' digests."""
     rates, cpu_ms, digests = [], [], []
     for epoch in range(epochs):
         random.seed(epoch)
