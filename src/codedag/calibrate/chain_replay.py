@@ -251,7 +251,10 @@ def prepare(samples: list[Any], batch_size: int, seed: int = 0) -> Prepared:
             steps.append(step)
             before = traced.out_shape
         if any(s.stand_in for s in steps):
-            del steps[_checked_depth(data, steps, chain.steps) :]
+            if i >= len(samples):  # a traced sample again: its depth was checked once
+                del steps[len(out.samples[i % len(samples)].steps) :]
+            else:
+                del steps[_checked_depth(data, steps, chain.steps) :]
         out.samples.append(PreparedSample(data, steps))
         chains.append(chain)
     # Every sample leaves out as many of its last steps as the least replayed one (outputs must
