@@ -136,3 +136,23 @@ def test_an_entry_without_recorded_arguments_is_refused(letterbox_chain: Any) ->
     broken = type(sample)(sample.sample, [bare, *sample.steps[1:]])
     with pytest.raises(ValueError, match="no arguments"):
         replay.prepare([broken], 2)
+
+
+def test_the_demo_chain_is_replayed_whole_with_positional_numpy_calls() -> None:
+    # The demo's data set is user code to the tracer, so its normalization and np.transpose are
+    # traced; np.transpose, recorded by parameter name, is replayed positionally as written, so
+    # that it records on the deferred value instead of forcing it.
+    loader = pipelines.make_loader(
+        "demo_image", batch_size=4, n=4, seed=0, image_size=24, source_size=32
+    )
+    tracer, _ = trace_dataloader(loader)
+    (chain,) = find_chains(tracer.dag).candidates
+    assert chain.steps[-3:] == ["numpy.transpose", "numpy.ascontiguousarray", "torch.from_numpy"]
+    prepared = replay.prepare(chain.samples, 4)
+    assert prepared.untimed_steps == []
+    transpose = next(s for s in prepared.samples[0].steps if s.name == "numpy.transpose")
+    assert transpose.slot == "0" and transpose.args[1] == (2, 0, 1)
+    expected = replay.run_original(prepared)
+    run = replay.run_batched(prepared, "cpu", verify=True)
+    assert run.mismatches == []
+    assert torch.equal(run.output, expected)

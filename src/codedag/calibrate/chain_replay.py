@@ -26,6 +26,7 @@ checked against the traced shape and dtype, and the replay stops where they diff
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import operator
 from collections.abc import Callable
@@ -154,6 +155,32 @@ def _matches_trace(step: Any, value: Any) -> bool:
     return step.out_dtype is None or dtype == step.out_dtype.removeprefix("torch.")
 
 
+def _as_positional(
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], slot: str
+) -> tuple[tuple[Any, ...], dict[str, Any], str]:
+    """A Python function's call as user code writes it: the leading parameters the trace named
+    (it records Python calls by parameter) passed by position, the data slot among them. NumPy
+    dispatches ``np.transpose(a=x)`` to a deferred value that expects its array first."""
+    if args or slot not in kwargs:
+        return args, kwargs, slot
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return args, kwargs, slot
+    positional: list[Any] = []
+    rest = dict(kwargs)
+    for parameter in parameters:
+        if parameter.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            break
+        if parameter.name not in rest:
+            break
+        positional.append(rest.pop(parameter.name))
+    names = [p.name for p in parameters[: len(positional)]]
+    if slot not in names:
+        return args, kwargs, slot
+    return tuple(positional), rest, str(names.index(slot))
+
+
 def _step(step: Any, before: tuple[int, ...] | None, seed: int, feeds: Any = None) -> _Step | None:
     """A replayable step, or ``None`` when the trace does not say enough to repeat it
     (``feeds``: the traced step after it)."""
@@ -167,13 +194,14 @@ def _step(step: Any, before: tuple[int, ...] | None, seed: int, feeds: Any = Non
         except Exception:
             return None
         function = _function(name)
+        args, kwargs, slot = _as_positional(function, args, kwargs, step.data_slot)
         return _Step(
             name,
             function,
             _batched_function(name, step.kind, function),
             args,
             kwargs,
-            step.data_slot,
+            slot,
         )
     extra: tuple[Any, ...] = ()
     if name == "numpy.ndarray.astype":

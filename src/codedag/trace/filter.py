@@ -71,7 +71,10 @@ KNOWN_LIBRARIES: Set[str] = SetView(_known_libraries)
 package (its modules and what it calls into) and :data:`OTHER_LIBRARIES`."""
 
 # Packages of codedag that are user code to the tracer: the example pipelines it ships.
-DEFAULT_INCLUDE: tuple[str, ...] = ("codedag.experiments.pipelines",)
+DEFAULT_INCLUDE: tuple[str, ...] = (
+    "codedag.experiments.pipelines",
+    "codedag.experiments.demo_data",
+)
 
 # Module prefix -> library key, for modules that are an entry point of their own.
 LIBRARY_KEYS: dict[str, str] = {
