@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -156,3 +157,19 @@ def test_the_demo_chain_is_replayed_whole_with_positional_numpy_calls() -> None:
     run = replay.run_batched(prepared, "cpu", verify=True)
     assert run.mismatches == []
     assert torch.equal(run.output, expected)
+
+
+def test_stand_ins_need_a_numpy_dtype(letterbox_chain: Any) -> None:
+    from dataclasses import replace
+
+    steps = letterbox_chain.samples[0].steps
+    division = next(s for s in steps if s.name == "operator.truediv")
+    for dtype, expected in (("float32", 1.0), ("torch.float32", 1.0), ("uint8", 1)):
+        step = replay._stand_in(replace(division, out_dtype=dtype), None)
+        assert step is not None and step.args[1] == expected and step.stand_in
+    # a dtype NumPy has no name for, or none traced: the replay ends there instead of raising
+    assert replay._stand_in(replace(division, out_dtype="bfloat16"), None) is None
+    assert replay._stand_in(replace(division, out_dtype=None), None) is None
+    astype = next(s for s in steps if s.name == "numpy.ndarray.astype")
+    assert replay._stand_in(astype, replace(division, out_dtype="bfloat16")) is None
+    assert replay._stand_in(astype, division).args == (np.dtype("float32"),)

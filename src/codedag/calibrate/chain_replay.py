@@ -133,17 +133,30 @@ def _without_data(args: list[dict[str, Any]], slot: str) -> list[dict[str, Any]]
     ]
 
 
+def _numpy_dtype(text: str | None) -> np.dtype | None:
+    """The NumPy dtype a traced dtype names (``float32``, ``torch.float32``), or None."""
+    if text is None:
+        return None
+    try:
+        return np.dtype(text.removeprefix("torch."))
+    except TypeError:  # bfloat16, complex32, ...: no NumPy dtype
+        return None
+
+
 def _stand_in(step: Any, feeds: Any) -> _Step | None:
     """An operator or ``astype`` the trace kept no operands of, with stand-in operands."""
     name = step.name
-    if name in STAND_IN_OPERATORS and step.out_dtype is not None:
-        one = 1.0 if np.dtype(step.out_dtype).kind in "fc" else 1
+    if name in STAND_IN_OPERATORS:
+        result = _numpy_dtype(step.out_dtype)
+        if result is None:
+            return None
+        one = 1.0 if result.kind in "fc" else 1
         function = _function(name)
         return _Step(name, function, function, (None, one), {}, "0", stand_in=True)
-    if name == "numpy.ndarray.astype" and feeds is not None and feeds.out_dtype is not None:
+    fed = _numpy_dtype(getattr(feeds, "out_dtype", None))
+    if name == "numpy.ndarray.astype" and fed is not None:
         function = _function(name)
-        dtype = (np.dtype(feeds.out_dtype),)
-        return _Step(name, function, function, dtype, {}, "self", stand_in=True)
+        return _Step(name, function, function, (fed,), {}, "self", stand_in=True)
     return None
 
 
