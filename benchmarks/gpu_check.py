@@ -183,33 +183,54 @@ def _quote(argv: list[str]) -> str:
 # the steps
 
 
-def steps_for(
-    device: str,
-    quick: bool,
-    work: Path,
-    tests: list[str] | None = None,
-    python: str = sys.executable,
-) -> list[Step]:
-    """The check's steps for ``device`` (``cuda`` or ``cpu``); ``quick`` uses tiny sizes;
-    ``tests`` replaces the test files of ``pytest-gpu``."""
-    cuda = device.startswith("cuda")
-    dev = "cuda:0" if device == "cuda" else device
-    codedag = [python, "-m", "codedag"]
-    # sizes where a GPU plausibly wins, or tiny ones for the rehearsal
-    image = {"batch": 32, "batches": 3, "rounds": 2, "size": 512}
-    if quick:
-        image = {"batch": 4, "batches": 2, "rounds": 1, "size": 64}
-    no_cuda = None if cuda else "needs CUDA (rehearsal on the CPU)"
-    no_librosa = None if _importable("librosa", python) else "librosa is not installed"
+@dataclass(frozen=True)
+class _Context:
+    """What every step's command depends on: the Python, the device, the sizes, the work folder."""
+
+    python: str
+    device: str
+    quick: bool
+    work: Path
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @property
+    def dev(self) -> str:
+        return "cuda:0" if self.device == "cuda" else self.device
+
+    @property
+    def codedag(self) -> list[str]:
+        return [self.python, "-m", "codedag"]
+
+    @property
+    def image(self) -> dict[str, int]:
+        """Sizes where a GPU plausibly wins, or tiny ones for the rehearsal."""
+        if self.quick:
+            return {"batch": 4, "batches": 2, "rounds": 1, "size": 64}
+        return {"batch": 32, "batches": 3, "rounds": 2, "size": 512}
+
+    @property
+    def no_cuda(self) -> str | None:
+        return None if self.cuda else "needs CUDA (rehearsal on the CPU)"
+
+    @property
+    def no_librosa(self) -> str | None:
+        return None if _importable("librosa", self.python) else "librosa is not installed"
+
+
+def _check_steps(c: _Context, tests: list[str] | None) -> list[Step]:
+    """The environment, the CUDA tests and ``codedag doctor``."""
     gpu_tests = tests or sorted(
         str(p.relative_to(ROOT))
         for p in (ROOT / "tests").rglob("test_*.py")
         if "mark.gpu" in p.read_text(encoding="utf-8", errors="replace")
     )
-    steps = [
+    return [
         Step(
             "environment",
-            [python, str(BENCH / "gpu_check.py"), "--environment"],
+            [c.python, str(BENCH / "gpu_check.py"), "--environment"],
             60,
             _summarize_json("environment.json"),
             stdout_file="environment.json",
@@ -217,7 +238,7 @@ def steps_for(
         Step(
             "pytest-gpu",
             [
-                python,
+                c.python,
                 "-m",
                 "pytest",
                 "-m",
@@ -226,123 +247,141 @@ def steps_for(
                 "-p",
                 "no:cacheprovider",
                 "--continue-on-collection-errors",
-                f"--junitxml={work / 'pytest-gpu.xml'}",
+                f"--junitxml={c.work / 'pytest-gpu.xml'}",
                 *gpu_tests,
             ],
-            90 if quick else 150,
+            90 if c.quick else 150,
             _summarize_pytest,
         ),
         Step(
             "doctor",
-            [*codedag, "doctor", "--json"],
+            [*c.codedag, "doctor", "--json"],
             60,
             _summarize_doctor,
             stdout_file="doctor.json",
         ),
+    ]
+
+
+def _demo_steps(c: _Context) -> list[Step]:
+    """The image and audio demos on the device."""
+    return [
         Step(
             "demo-image",
             [
-                *codedag,
+                *c.codedag,
                 "demo",
                 "--device",
-                dev,
+                c.dev,
                 "--no-tune",
                 "--batched",
                 "always",
                 "--batches",
-                "2" if quick else "8",
+                "2" if c.quick else "8",
                 "--batch-size",
-                "8" if quick else "64",
+                "8" if c.quick else "64",
                 "--out",
-                str(work / "demo-image"),
+                str(c.work / "demo-image"),
                 "--json",
             ],
-            60 if quick else 120,
+            60 if c.quick else 120,
             _summarize_demo("demo-image"),
             stdout_file="demo-image.json",
         ),
         Step(
             "demo-audio",
             [
-                *codedag,
+                *c.codedag,
                 "demo",
                 "--task",
                 "audio",
                 "--device",
-                dev,
+                c.dev,
                 "--no-tune",
                 "--batches",
-                "2" if quick else "6",
+                "2" if c.quick else "6",
                 "--batch-size",
-                "4" if quick else "16",
+                "4" if c.quick else "16",
                 "--out",
-                str(work / "demo-audio"),
+                str(c.work / "demo-audio"),
                 "--json",
             ],
-            60 if quick else 90,
+            60 if c.quick else 90,
             _summarize_demo("demo-audio"),
             stdout_file="demo-audio.json",
-            skip_reason=no_librosa,
+            skip_reason=c.no_librosa,
         ),
+    ]
+
+
+def _benchmark_steps(c: _Context) -> list[Step]:
+    """The batched and placement benchmarks."""
+    return [
         Step(
             "batched",
             [
-                python,
+                c.python,
                 str(BENCH / "batched.py"),
                 "--device",
-                dev,
+                c.dev,
                 "--pipelines",
-                *(["demo_image"] if quick else ["letterbox", "demo_image"]),
+                *(["demo_image"] if c.quick else ["letterbox", "demo_image"]),
                 "--workers",
                 "0",
                 "--batch-size",
-                str(image["batch"]),
+                str(c.image["batch"]),
                 "--batches",
-                str(image["batches"]),
+                str(c.image["batches"]),
                 "--rounds",
-                str(image["rounds"]),
+                str(c.image["rounds"]),
                 "--size",
-                str(image["size"]),
+                str(c.image["size"]),
                 "--json",
-                str(work / "batched.json"),
+                str(c.work / "batched.json"),
             ],
-            60 if quick else 120,
+            60 if c.quick else 120,
             _summarize_rows("batched.json"),
         ),
         Step(
             "placement",
             [
-                python,
+                c.python,
                 str(BENCH / "placement.py"),
                 "--device",
-                dev,
+                c.dev,
                 "--pipelines",
-                *(["demo_image"] if quick else ["letterbox", "demo_image"]),
+                *(["demo_image"] if c.quick else ["letterbox", "demo_image"]),
                 "--workers",
-                "0" if quick else "2",
+                "0" if c.quick else "2",
                 "--batch-size",
-                str(image["batch"]),
+                str(c.image["batch"]),
                 "--batches",
-                str(image["batches"]),
+                str(c.image["batches"]),
                 "--rounds",
-                str(image["rounds"]),
+                str(c.image["rounds"]),
                 "--size",
-                str(image["size"]),
+                str(c.image["size"]),
                 "--json",
-                str(work / "placement.json"),
+                str(c.work / "placement.json"),
             ],
-            60 if quick else 90,
+            60 if c.quick else 90,
             _summarize_rows("placement.json"),
         ),
+    ]
+
+
+def _dispatch_and_loader_steps(c: _Context) -> list[Step]:
+    """The dispatch and call-anatomy benchmarks and the loader tuning."""
+    return [
         Step(
             "migrate-overhead",
             [
-                python,
+                c.python,
                 str(BENCH / "migrate_overhead.py"),
                 "--loops",
-                "500" if quick else "3000",
+                "500" if c.quick else "3000",
                 "--repeats",
-                "3" if quick else "7",
+                "3" if c.quick else "7",
                 "--json",
             ],
             60,
@@ -352,57 +391,82 @@ def steps_for(
         Step(
             "call-anatomy",
             [
-                python,
+                c.python,
                 str(BENCH / "call_anatomy.py"),
                 "--device",
-                dev,
+                c.dev,
                 "--calls",
-                "3" if quick else "20",
+                "3" if c.quick else "20",
                 "--size",
-                str(image["size"]),
+                str(c.image["size"]),
             ],
             30,
         ),
         Step(
+            "loader-tune",
+            [
+                c.python,
+                str(BENCH / "loader_tune.py"),
+                "--pipelines",
+                "demo",
+                "--batch-size",
+                "8" if c.quick else "32",
+                "--batches",
+                "3" if c.quick else "6",
+                "--rounds",
+                "1" if c.quick else "2",
+                "--json",
+                str(c.work / "loader-tune.json"),
+            ],
+            60,
+            _summarize_rows("loader-tune.json"),
+        ),
+    ]
+
+
+def _meter_steps(c: _Context) -> list[Step]:
+    """The profiler scenarios, the NVML energy counter and one short ``codedag mutate``."""
+    return [
+        Step(
             "profile",
             [
-                *codedag,
+                *c.codedag,
                 "profile",
                 "--scenario",
                 "all",
                 "--device",
-                "cuda" if cuda else "cpu",
+                "cuda" if c.cuda else "cpu",
                 "--batch_size",
-                "8" if quick else "64",
+                "8" if c.quick else "64",
                 "--image_size",
-                "32" if quick else "224",
+                "32" if c.quick else "224",
                 "--dataset_size",
-                "64" if quick else "1024",
+                "64" if c.quick else "1024",
                 "--warmup_steps",
-                "2" if quick else "5",
+                "2" if c.quick else "5",
                 "--profile_steps",
-                "2" if quick else "5",
+                "2" if c.quick else "5",
                 "--cpu_threads",
-                "1" if quick else "4",
+                "1" if c.quick else "4",
                 "--trace_dir",
-                str(work / "profile-traces"),
+                str(c.work / "profile-traces"),
                 "--output_json",
-                str(work / "profile.json"),
+                str(c.work / "profile.json"),
             ],
-            60 if quick else 120,
+            60 if c.quick else 120,
             _summarize_profile,
         ),
         Step(
             "nvml-energy",
-            [python, str(BENCH / "nvml_counter_vs_power.py"), "--seconds", "15"],
+            [c.python, str(BENCH / "nvml_counter_vs_power.py"), "--seconds", "15"],
             45,
             _summarize_nvml,
-            skip_reason=no_cuda,
+            skip_reason=c.no_cuda,
         ),
         Step(
             "mutate",
             [
-                *codedag,
+                *c.codedag,
                 "mutate",
                 "-r",
                 "examples",
@@ -417,33 +481,33 @@ def steps_for(
                 "--cooldown",
                 "0",
                 "--results-dir",
-                str(work / "mutate"),
+                str(c.work / "mutate"),
                 "--no-echo",
                 "--json",
             ],
-            60 if quick else 90,
+            60 if c.quick else 90,
             _summarize_json("mutate.json"),
             stdout_file="mutate.json",
         ),
-        Step(
-            "loader-tune",
-            [
-                python,
-                str(BENCH / "loader_tune.py"),
-                "--pipelines",
-                "demo",
-                "--batch-size",
-                "8" if quick else "32",
-                "--batches",
-                "3" if quick else "6",
-                "--rounds",
-                "1" if quick else "2",
-                "--json",
-                str(work / "loader-tune.json"),
-            ],
-            60,
-            _summarize_rows("loader-tune.json"),
-        ),
+    ]
+
+
+def steps_for(
+    device: str,
+    quick: bool,
+    work: Path,
+    tests: list[str] | None = None,
+    python: str = sys.executable,
+) -> list[Step]:
+    """The check's steps for ``device`` (``cuda`` or ``cpu``); ``quick`` uses tiny sizes;
+    ``tests`` replaces the test files of ``pytest-gpu``."""
+    c = _Context(python, device, quick, work)
+    steps = [
+        *_check_steps(c, tests),
+        *_demo_steps(c),
+        *_benchmark_steps(c),
+        *_dispatch_and_loader_steps(c),
+        *_meter_steps(c),
     ]
     return sorted(steps, key=lambda step: ORDER.index(step.name))
 

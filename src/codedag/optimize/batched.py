@@ -167,7 +167,7 @@ def _measured_choice(
             f"{text}: saving {_ms(saving)} is within the measurement spread {_ms(spread)}, "
             "stays per sample"
         )
-    stand_ins = getattr(measurement, "stand_in_steps", ())
+    stand_ins = measurement.stand_in_steps
     if stand_ins:
         reason += (
             f" ({len(stand_ins)} step(s) replayed with stand-in operands, the trace kept none: "

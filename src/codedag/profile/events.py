@@ -224,9 +224,8 @@ def count_steps(records: Sequence[EventRecord], steps: int, device: str) -> Step
     )
     # The DataLoader's pin-memory thread (with workers) is not step work. With no workers the
     # main thread pins inside next(iterator): it holds the fetch annotation, and stays counted.
-    pin_threads = {r.thread for r in records if r.kind == "op" and r.name in PIN_MEMORY_OPS} - set(
-        fetch
-    )
+    pinning = {r.thread for r in records if r.kind == "op" and r.name in PIN_MEMORY_OPS}
+    pin_threads = pinning - fetch.keys()
     host = [r for r in records if r.device == "cpu" and r.thread not in pin_threads]
     step_host = [r for r in host if not _inside(r, fetch)]
     ops = _top_level_ops([r for r in step_host if r.kind == "op"])

@@ -70,7 +70,8 @@ KNOWN_LIBRARIES: Set[str] = SetView(_known_libraries)
 `pip install --target` or put on PYTHONPATH lives outside site-packages): those of every library
 package (its modules and what it calls into) and :data:`OTHER_LIBRARIES`."""
 
-# Packages of codedag that are user code to the tracer: the example pipelines it ships.
+# Packages of codedag that are user code to the tracer: the example pipelines it ships and the
+# demo's data sets.
 DEFAULT_INCLUDE: tuple[str, ...] = (
     "codedag.experiments.pipelines",
     "codedag.experiments.demo_data",
