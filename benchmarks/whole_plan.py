@@ -1,22 +1,26 @@
 """The whole plan against the pipeline's own settings, side by side, epoch 1 and epochs 2+.
 
 For each example pipeline and worker count, one data set is built and loaded for ``--epochs``
-epochs (each epoch a fresh DataLoader seeded with its epoch number, so every variant sees the
-same sample order and the same augmentation draws) in these variants:
+epochs (one seeded DataLoader per run, iterated once per epoch as a training loop does, and the
+global random generators seeded with the epoch number, so every variant sees the same sample
+order and the same augmentation draws) in these variants:
 
 * ``own``: the pipeline's own DataLoader;
 * ``tuned`` (with ``--tune``): the loader settings ``codedag tune`` chooses, alone;
 * ``plan``: codedag's whole plan applied by ``PipelineMigrator``: the tuned loader (with
-  ``--tune``), the prefix cache, placement and batched chains where calibration measured them
-  faster. Each run starts on an empty cache folder, so its epoch 1 is a true first epoch.
+  ``--tune``, and the settings measured with the cache warm for the epochs it serves), the
+  prefix cache, placement and batched chains where calibration measured them faster. Each run
+  starts on an empty cache folder, so its epoch 1 is a true first epoch.
 
 Variants are interleaved in ``--rounds`` rounds (own tuned plan, plan tuned own, ...), so all see
 the same machine state; a figure is the median over rounds and the spread (lowest to highest
 round) is printed beside it. An epoch is timed whole, from ``iter(loader)`` to its last batch
-(DataLoader workers start every epoch, as they do without ``persistent_workers``). Printed per
+(DataLoader workers start every epoch, as they do without ``persistent_workers``; with them,
+in the first epoch only). Printed per
 pipeline: samples/s of epoch 1 and of epochs 2+ for each variant, their ratios to ``own``, whether
-every batch of every epoch equals ``own``'s bit for bit (``tuned``'s when the plan changes the
-worker count: then the augmentations that draw from a worker's random state change too), and the
+every batch of every epoch equals ``own``'s bit for bit (when the plan changes the worker count,
+a run of the pipeline's own code with the plan's worker count in each epoch: the augmentations
+that draw from a worker's random state change with it), and the
 memory: the RAM tier at its largest (the blocks its file holds in shared memory), the resident
 private memory of the loading processes beyond ``own``'s at its largest, their sum, and the
 budget. Beside samples/s, the CPU time per sample of this process and its workers (own /
@@ -174,11 +178,11 @@ def _epochs(
     """Samples/s and CPU ms per sample of each epoch (the workers' CPU included, ended or
     persistent), and the batches' digests."""
     rates, cpu_ms, digests = [], [], []
+    loader = make(0)
     for epoch in range(epochs):
         random.seed(epoch)
         np.random.seed(epoch)
         torch.manual_seed(epoch)
-        loader = make(epoch)
         count = 0
         cpu = _cpu_s()
         started = time.perf_counter()
@@ -187,8 +191,8 @@ def _epochs(
             count += len(first)
             digests.append(_digests(batch))
         rates.append(count / (time.perf_counter() - started))
-        del loader
         cpu_ms.append((_cpu_s() - cpu) * 1e3 / count)
+    del loader  # persistent workers end here
     return rates, cpu_ms, digests
 
 
@@ -229,17 +233,36 @@ def prepare(
         )
 
     tuned = None
+    options = None
     if tune:
         from codedag.tune import TuneOptions, tune_loader
 
-        tuned = tune_loader(make(0), TuneOptions(batches=6, rounds=2, trial_s=2.0, budget_s=60))
+        options = TuneOptions(batches=6, rounds=2, trial_s=2.0, budget_s=60)
+        tuned = tune_loader(make(0), options)
         tuned.override = list(tuned.changed)
     tracer, _ = trace_dataloader(make(0))
     manager = OptimizerManager(
         cache="auto", loader=tuned, target_device="cpu", cache_budget_bytes=budget_bytes
     )
     plan = manager.optimize(tracer.dag)["migration_plan"]
+    if options is not None and (plan.get("cache") or {}).get("chains"):
+        plan["loader"] = _with_warm(make(0), plan, options)
     return Case(name, workers, make, tuned, plan, budget_bytes)
+
+
+def _with_warm(loader: Any, plan: dict[str, Any], options: Any) -> dict[str, Any]:
+    """The plan's loader section with settings measured for the epochs the cache serves (the
+    benchmark passes ``num_workers`` explicitly: the plan overrides what it changes)."""
+    from codedag.plan import MigrationPlan
+    from codedag.tune.warm import tune_warm
+
+    model = MigrationPlan.from_dict(plan)
+    if model.loader is None or not model.cache or not model.cache.cached_chains:
+        return plan["loader"]
+    model.loader.warm = tune_warm(loader, model, options)
+    model.loader.override = sorted(set(model.loader.override) | set(model.loader.warm.changed))
+    print(f"  {model.loader.warm.reason}", flush=True)
+    return model.loader.model_dump(mode="json")
 
 
 def _own(case: Case, epochs: int) -> Run:
@@ -274,6 +297,31 @@ def _plan(case: Case, epochs: int) -> Run:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return run
+
+
+def _reference(case: Case, epochs: int) -> list[list[bytes]]:
+    """The batches' digests of the pipeline's own code, without the cache, loaded with the
+    plan's loader settings in every epoch (its warm ones from the second epoch on, as if the
+    cache served every epoch): what the plan's batches must equal, since the augmentations that
+    draw from a worker's random state change with the worker count."""
+    from codedag.migrate.loader_settings import LoaderSettingsPatch
+    from codedag.migrate.prefix.runtime import CacheProgress
+
+    patch = LoaderSettingsPatch.from_plan(case.plan)
+    if patch is None:
+        return _epochs(case.make, epochs)[2]
+    served = iter(range(1, 1 << 30))
+
+    def every_value_served() -> CacheProgress:
+        count = next(served) << 30
+        return CacheProgress(count, count, count, 0)
+
+    patch.watch_cache(every_value_served)
+    patch.apply()
+    try:
+        return _epochs(case.make, epochs)[2]
+    finally:
+        patch.restore()
 
 
 VARIANTS: dict[str, Callable[[Case, int], Run]] = {"own": _own, "tuned": _tuned, "plan": _plan}
@@ -315,15 +363,14 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
         "cpu_e1": [o.cpu_ms[0] / p.cpu_ms[0] for p, o in zip(plan, own)],
         "cpu_later": [_later(o.cpu_ms) / _later(p.cpu_ms) for p, o in zip(plan, own)],
     }
-    reference = own
-    workers_changed = case.tuned is not None and case.tuned.changed
     if "tuned" in runs:
         row["tuned_e1"] = _ratio(runs["tuned"], own, first)
         row["tuned_later"] = _ratio(runs["tuned"], own, _later)
-        if workers_changed:
-            reference = runs["tuned"]
-    row["same"] = all(p.digests == reference[0].digests for p in plan)
-    row["same_against"] = "tuned" if reference is not own else "own"
+    reference = own[0].digests
+    if case.plan.get("loader"):
+        reference = _reference(case, len(own[0].rates))
+    row["same"] = all(p.digests == reference for p in plan)
+    row["same_against"] = "own" if reference is own[0].digests else "settings"
     tier = max(p.tier_peak_bytes for p in plan)
     private = max(p.private_peak_bytes for p in plan) - max(o.private_peak_bytes for o in own)
     cache = plan[-1].cache
@@ -352,7 +399,7 @@ HEADER = (
 
 
 def _print(row: dict[str, Any]) -> None:
-    same = ("yes" if row["same"] else "NO") + ("*" if row["same_against"] == "tuned" else "")
+    same = ("yes" if row["same"] else "NO") + ("*" if row["same_against"] == "settings" else "")
     print(
         f"{row['pipeline']:<11} {row['workers']:>1}  {row['own_e1']:6.1f} {row['own_later']:7.1f}"
         f"  {row['plan_e1']:7.1f} {row['plan_later']:8.1f}  {_span(row['e1']):>16} "
@@ -423,8 +470,11 @@ def main() -> None:
                 row = _row(case, _rounds(case, variants, args.rounds, args.epochs))
                 rows.append(row)
                 _print(row)
-    if any(r["same_against"] == "tuned" for r in rows):
-        print("* compared with the tuned loader alone: the plan changes the worker count")
+    if any(r["same_against"] == "settings" for r in rows):
+        print(
+            "* compared with the pipeline's own code loaded with the plan's loader settings in "
+            "each epoch: the augmentations that draw from a worker's random state change with them"
+        )
     for workers in args.workers:
         chosen = [r for r in rows if r["workers"] == workers]
         e1 = _geomean([statistics.median(r["e1"]) for r in chosen])

@@ -203,3 +203,29 @@ def test_plan_explain_shows_the_loader_choice(
     plan.write_text(json.dumps({"context_device_map": {}, "loader": section.model_dump()}))
     assert main(["plan", "explain", str(plan)]) == 0
     assert "loader: 2 workers x 1 thread: measured 2.1x" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_a_plan_that_caches_gets_settings_measured_with_the_cache_warm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prefix_support import cache_section, write_images
+
+    images = write_images(tmp_path / "images", n=16)
+    pipeline = tmp_path / "cached_pipeline.py"
+    pipeline.write_text(
+        "from prefix_support import FileImages\n"
+        "from torch.utils.data import DataLoader\n\n"
+        f"def make_loader():\n    return DataLoader(FileImages({images!r}), batch_size=4)\n"
+    )
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"context_device_map": {}, "cache": cache_section()}))
+    args = ["tune", "--dataloader", f"{pipeline}:make_loader", "--plan", str(plan), *QUICK]
+    assert main([*args, "--fix", "num_workers=1"]) == 0
+    assert "epochs the prefix cache serves:" in capsys.readouterr().out
+    warm = json.loads(plan.read_text())["loader"]["warm"]
+    assert [t["settings"]["num_workers"] for t in warm["trials"]] == [1, 0]
+    assert warm["batches"] == 4 and "with the cache warm" in warm["reason"]
+    assert main([*args, "--fix", "num_workers=1", "--no-warm"]) == 0
+    assert json.loads(plan.read_text())["loader"]["warm"] is None

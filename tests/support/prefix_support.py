@@ -62,6 +62,21 @@ def chain(cut: str = "cv2.cvtColor") -> ChainSpec:
     )
 
 
+def cache_section() -> dict[str, Any]:
+    """A plan's ``cache`` section caching :func:`chain`."""
+    spec = chain()
+    cached = {
+        "id": spec.id,
+        "source_function": spec.source_function,
+        "source_slot": spec.source_slot,
+        "callers": list(spec.callers),
+        "functions": list(spec.functions),
+        "cached": True,
+        "cut": {"step": spec.cut_function, "occurrence": spec.cut_occurrence},
+    }
+    return {"chains": [cached]}
+
+
 def runtime(
     folder: Path, verify: int = 0, ram: int = 64 << 20, disk: int = 64 << 20, judge_after: int = 0
 ) -> PrefixCacheRuntime:

@@ -66,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
             f"loader: {model.loader.chosen.label()}: {printable(model.loader.reason)}",
             markup=False,
         )
+        if model.loader.warm is not None:
+            console.print(
+                f"loader, epochs the prefix cache serves: {model.loader.warm.chosen.label()}: "
+                f"{printable(model.loader.warm.reason)}",
+                markup=False,
+            )
     unknown = admit_plan(model).unknown_line()
     if unknown is not None:
         console.print(f"note: {unknown}", markup=False)

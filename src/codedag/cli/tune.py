@@ -48,6 +48,12 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "(default: migration_plan.json)",
     )
     p.add_argument("--no-write", action="store_true", help="measure and print only")
+    p.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="do not measure the settings for epochs the plan's prefix cache serves (measured "
+        "by default when --plan caches a chain)",
+    )
     _step_flags(p)
     _search_flags(p)
     p.set_defaults(handler=run)
@@ -237,6 +243,8 @@ def print_section(section: Any, console: Any) -> None:
     )
     console.print(f"choice: {section.chosen.label()} ({verdict})", markup=False)
     console.print(f"reason: {section.reason}", markup=False)
+    if section.warm is not None:
+        console.print(f"epochs the prefix cache serves: {section.warm.reason}", markup=False)
 
 
 def _progress(console: Any) -> tuple[Any, Any]:
@@ -302,6 +310,11 @@ def run(args: argparse.Namespace) -> int:
     options.progress = update
     with bar:
         section = tune_loader(loader, options)
+        if existing is not None and not args.no_warm and _caches(existing):
+            from codedag.tune.warm import tune_warm
+
+            plan = plan_with_loader(existing, section, source=f"plan {str(args.plan)!r}")
+            section.warm = tune_warm(loader, plan, options)
     written = None
     if not args.no_write:
         plan = plan_with_loader(existing, section, source=f"plan {str(args.plan)!r}")
@@ -316,6 +329,16 @@ def run(args: argparse.Namespace) -> int:
             state = "updated" if existing is not None else "new plan"
             out.print(f"wrote the loader section into {written} ({state})", markup=False)
     return 0
+
+
+def _caches(plan: Any) -> bool:
+    """Whether a plan dict's prefix cache caches a chain."""
+    cache = plan.get("cache") if isinstance(plan, dict) else None
+    return bool(
+        cache
+        and cache.get("mode") != "off"
+        and any(c.get("cached") and c.get("cut") for c in cache.get("chains", []))
+    )
 
 
 def _placeholder() -> Any:

@@ -13,6 +13,7 @@ The op library it runs (registry, backends, conversions, tolerances) is
 * :mod:`.placements`: The migrator's index of a migration plan: placements by function
 * :mod:`.proxy`: Small objects the migration wrapper is made of: call counters and NumPy ufunc
   proxies
+* :mod:`.warm_loader`: Epochs the prefix cache serves, loaded with the settings measured for them
 * :mod:`.worker_threads`: A DataLoader ``worker_init_fn`` that sets the thread counts of torch,
   OpenCV and BLAS
 * :mod:`.workerstats`: Counters of forked child processes, summed into the process that applied the

@@ -106,6 +106,8 @@ class PipelineMigrator:
         self._lock = threading.RLock()
         self._applied = False
         self._loader = LoaderSettingsPatch.from_plan(self.plan.plan)  # the plan's loader section
+        if self._loader is not None and self._cache.active:
+            self._loader.watch_cache(self._cache.progress)  # warm settings need the cache
 
     @classmethod
     def from_plan(

@@ -11,6 +11,10 @@ settings the plan changes (``LoaderSection.changed``) become keyword defaults:
 * what only applies with workers (``prefetch_factor``, ``persistent_workers``, threads) is left
   out when the DataLoader ends up with ``num_workers=0``; ``pin_memory`` only where CUDA exists;
 * DataLoaders that codedag itself creates (tracing, tuning) are left alone;
+* the section's ``warm`` settings, for epochs the prefix cache serves, are switched to by
+  :class:`~codedag.migrate.warm_loader.WarmSwitch` through a patched ``DataLoader.__iter__``,
+  once :meth:`LoaderSettingsPatch.watch_cache` has given it the cache's counts (the same rules
+  for explicit settings hold there);
 * settings past what this container's CPU limit justifies (:meth:`LoaderSettings.bounded
   <codedag.plan.loader.LoaderSettings.bounded>`: workers up to a few per CPU, threads up to one
   per CPU) are lowered to the limit, with one warning: a plan from another machine, or another
@@ -25,12 +29,15 @@ import inspect
 import logging
 import sys
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from codedag.devices.cgroups import container_cpus
 from codedag.devices.torch_devices import cuda_available
+from codedag.migrate.prefix.runtime import CacheProgress
+from codedag.migrate.warm_loader import WarmSwitch
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.patching import Patcher
 from codedag.plan.loader import WORKERS_PER_CPU, LoaderSection, LoaderSettings
@@ -39,6 +46,7 @@ from codedag.util.text import printable
 log = logging.getLogger(__name__)
 
 TARGET = "torch.utils.data.dataloader.DataLoader.__init__"
+EPOCH_TARGET = "torch.utils.data.dataloader.DataLoader.__iter__"
 
 # codedag modules whose DataLoaders are internal (a replay for tracing, variants while tuning).
 _INTERNAL_PREFIXES = ("codedag.trace", "codedag.tune", "codedag.calibrate", "codedag.migrate")
@@ -92,6 +100,10 @@ class LoaderSettingsPatch:
         self.overridden: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.wrapped_worker_init = 0
+        self.warm: WarmSwitch | None = None
+        self._warm_keys: weakref.WeakKeyDictionary[Any, frozenset[str]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @classmethod
     def from_plan(cls, plan: object) -> LoaderSettingsPatch | None:
@@ -104,9 +116,17 @@ class LoaderSettingsPatch:
             return None
         if not isinstance(section, LoaderSection):
             section = LoaderSection.model_validate(section)
-        if not section.changed:
+        if not (section.changed or section.switches_when_warm):
             return None
         return cls(section)
+
+    def watch_cache(self, progress: Callable[[], CacheProgress]) -> None:
+        """Switch DataLoaders to the section's warm settings for epochs the prefix cache
+        serves, judged by ``progress`` (the cache's counts); without a call, or without warm
+        settings that differ, every epoch keeps the settings it was created with."""
+        warm = self.section.warm
+        if warm is not None and warm.changed:
+            self.warm = WarmSwitch(warm, progress)
 
     # ------------------------------------------------------------------ apply / restore
     def apply(self) -> None:
@@ -117,6 +137,8 @@ class LoaderSettingsPatch:
             self.cuda_available = cuda_available()
         self._bound()
         self._patcher.patch(TARGET, self._factory, rebind_references=False)
+        if self.warm is not None:
+            self._patcher.patch(EPOCH_TARGET, self._epoch_factory, rebind_references=False)
         log.info(
             "loader settings applied to new DataLoaders%s: %s",
             f" over {printable(self.section.dataset, 120)}" if self.section.dataset else "",
@@ -128,6 +150,10 @@ class LoaderSettingsPatch:
         if self.cpus is None:
             self.cpus, source = container_cpus()
         self.chosen, changes = self.section.chosen.bounded(self.cpus)
+        if self.warm is not None:
+            warm, warm_changes = self.warm.warm.chosen.bounded(self.cpus)
+            self.warm.warm = self.warm.warm.model_copy(update={"chosen": warm})
+            changes += [f"warm {change}" for change in warm_changes]
         if changes:
             log.warning(
                 "the plan's loader settings exceed this machine: %s (limits: %d workers per CPU "
@@ -139,7 +165,10 @@ class LoaderSettingsPatch:
             )
 
     def restore(self) -> int:
-        """Put the original ``DataLoader.__init__`` back; returns how many patches were undone."""
+        """Put the original ``DataLoader.__init__`` (and ``__iter__``) back, and switched
+        DataLoaders their own settings; returns how many patches were undone."""
+        if self.warm is not None:
+            self.warm.restore_loaders()
         return self._patcher.restore()
 
     def is_applied(self) -> bool:
@@ -162,6 +191,19 @@ class LoaderSettingsPatch:
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         __init__.__doc__ = original.__doc__
         return __init__
+
+    def _epoch_factory(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        patch = self
+
+        def __iter__(loader: Any) -> Any:
+            keys = patch._warm_keys.get(loader)
+            if keys and patch.warm is not None:
+                patch.warm.before_epoch(loader, keys)
+            return original(loader)
+
+        __iter__.__wrapped__ = original  # type: ignore[attr-defined]
+        __iter__.__doc__ = original.__doc__
+        return __iter__
 
     # ------------------------------------------------------------------ the decision
     def defaults(self, explicit: Mapping[str, Any], creator: str = "") -> dict[str, Any]:
@@ -192,6 +234,10 @@ class LoaderSettingsPatch:
             added = self._decide(explicit)
             if added:
                 self.applied += 1
+            loader = explicit.get("self")
+            if self.warm is not None and loader is not None:
+                keys = self.warm.switchable(set(explicit), set(self.section.override))
+                self._warm_keys[loader] = keys
             return added
 
     def _decide(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
@@ -256,4 +302,5 @@ class LoaderSettingsPatch:
             "wrapped_worker_init_fn": self.wrapped_worker_init,
             "skipped": dict(self.skipped),
             "applied_now": self.is_applied(),
+            "warm": None if self.warm is None else self.warm.stats(),
         }

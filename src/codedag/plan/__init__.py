@@ -11,7 +11,7 @@
 """
 
 from codedag.plan.cache import CacheChain, CacheCut, CacheSection
-from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial
+from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial, WarmLoader
 from codedag.plan.model import (
     PLAN_SCHEMA_VERSION,
     BatchedChain,
@@ -35,5 +35,6 @@ __all__ = [
     "MigrationPlan",
     "PlacementInfo",
     "PlannedCall",
+    "WarmLoader",
     "check_device",
 ]

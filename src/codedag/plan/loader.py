@@ -7,7 +7,12 @@ placement with the worker count and threads it names. Every figure behind the ch
 each measured setting with its batches per second, the consumer's wait, start-up time and the
 memory of its worker processes.
 
-The section is optional: plans without it load as before (``loader`` is ``None``).
+The section is optional: plans without it load as before (``loader`` is ``None``). Its ``warm``
+part (:class:`WarmLoader`, optional too) holds the settings for epochs whose samples the prefix
+cache already stores: once loading a sample is mostly reading it back, moving it from a worker
+process costs more than the read, and fewer workers (often none) load faster. They are measured
+with the cache warm (:func:`codedag.tune.warm.tune_warm`) and switched to at run time only after
+an epoch whose values the cache stored or served (:mod:`codedag.migrate.warm_loader`).
 """
 
 from __future__ import annotations
@@ -174,6 +179,48 @@ class LoaderConfirmation(_Model):
     stderr_ratio: float = Field(default=0.0, ge=0)
 
 
+WARM_READY_SHARE = 0.9
+"""The share of an epoch's lookups the prefix cache must have stored or served before the next
+epoch uses the warm settings, and the share of hits a warm epoch must keep to stay warm."""
+
+
+class WarmLoader(_Model):
+    """Loader settings for epochs whose samples the prefix cache already holds.
+
+    Attributes:
+        chosen: the settings for such epochs.
+        changed: the keys where ``chosen`` differs from the section's ``chosen`` (empty: the
+            same settings suit both).
+        reason: the choice in words, with its figures.
+        batches: the fixed batches every setting was timed on, each stored beforehand.
+        hit_rate: the share of those batches' lookups that were hits while timing.
+        ready_share: the share of an epoch's lookups that must have been stored or served
+            before the next epoch switches (and the share of hits that keeps it switched).
+        trials: every measured setting, timed with the cache warm.
+        confirmation: ``chosen`` against the section's ``chosen``, side by side (``yours``
+            there is the cold choice).
+        duration_s: how long the measurement took.
+    """
+
+    chosen: LoaderSettings
+    changed: list[str] = Field(default_factory=list)
+    reason: str = ""
+    batches: int = Field(default=0, ge=0)
+    hit_rate: float = Field(default=0.0, ge=0, le=1)
+    ready_share: float = Field(default=WARM_READY_SHARE, gt=0, le=1)
+    trials: list[LoaderTrial] = Field(default_factory=list)
+    confirmation: LoaderConfirmation | None = None
+    duration_s: float = Field(default=0.0, ge=0)
+
+    @field_validator("changed")
+    @classmethod
+    def _keys(cls, value: list[str]) -> list[str]:
+        unknown = [key for key in value if key not in TUNABLE_KEYS]
+        if unknown:
+            raise ValueError(f"unknown loader setting(s) {unknown}; known: {list(TUNABLE_KEYS)}")
+        return value
+
+
 class LoaderSection(_Model):
     """The ``loader`` section of a migration plan.
 
@@ -201,6 +248,8 @@ class LoaderSection(_Model):
         confirmation: the chosen settings against yours, side by side.
         duration_s: how long the tuning took.
         machine: CPU model and count of the machine that measured.
+        warm: the settings for epochs the prefix cache serves, measured with it warm (``None``:
+            not measured; the section's ``chosen`` serves every epoch).
     """
 
     basis: Literal["measured"] = "measured"
@@ -225,6 +274,7 @@ class LoaderSection(_Model):
     confirmation: LoaderConfirmation | None = None
     duration_s: float = Field(default=0.0, ge=0)
     machine: str = ""
+    warm: WarmLoader | None = None
 
     @field_validator("changed", "fixed", "override")
     @classmethod
@@ -238,3 +288,8 @@ class LoaderSection(_Model):
     def keeps_yours(self) -> bool:
         """Whether the plan leaves the DataLoader as the program configured it."""
         return not self.changed
+
+    @property
+    def switches_when_warm(self) -> bool:
+        """Whether epochs the prefix cache serves run with other settings than the first."""
+        return self.warm is not None and bool(self.warm.changed)

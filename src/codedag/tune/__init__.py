@@ -30,9 +30,12 @@ See docs/loader-tuning.md.
   section
 * :mod:`.variants`: A DataLoader's settings, and copies of it with other settings (same dataset,
   sampler, collate)
+* :mod:`.warm`: ``tune_warm``: the loader settings for epochs the prefix cache serves, measured with
+  it warm
 """
 
 from codedag.tune.options import TuneOptions, parse_fixed
 from codedag.tune.tuner import tune_loader
+from codedag.tune.warm import tune_warm
 
-__all__ = ["TuneOptions", "parse_fixed", "tune_loader"]
+__all__ = ["TuneOptions", "parse_fixed", "tune_loader", "tune_warm"]

@@ -34,7 +34,9 @@ def _default_device() -> str | None:
     return "cuda:0" if cuda_available() else None
 
 
-def _consumer(options: TuneOptions) -> Consumer | None:
+def consumer_for(options: TuneOptions) -> Consumer | None:
+    """What runs after each timed batch: the step (or a sleep of its time), after a copy to
+    the device when one is named."""
     then: Consumer | None = None
     if options.step_fn is not None:
         then = options.step_fn
@@ -108,13 +110,13 @@ def tune_loader(
     options.check_machine(limits.cpus, limits.cpu_source)
     yours = current_settings(loader)
     fixed = resolve_fixed(options.fixed, yours)
-    consumer = _consumer(options)
+    consumer = consumer_for(options)
     margin = options.margin_pct / 100.0
     _warm_up(loader)
     step_s = options.step_s
     if step_s is None and options.step_fn is not None:
         step_s = _time_user_step(loader, options)
-    progress = _Progress(options.progress)
+    progress = ProgressCounter(options.progress)
     search = Search(loader, yours, options, limits, fixed, consumer, progress.tick)
     progress.total = search.planned_batches() + options.rounds * 2 * options.batches
     search.run()
@@ -205,7 +207,7 @@ def _time_user_step(loader: DataLoader[Any], options: TuneOptions) -> float:
     return step_s
 
 
-class _Progress:
+class ProgressCounter:
     """Counts the batches timed so far against the planned total for a progress callback."""
 
     def __init__(self, report: Progress | None) -> None:

@@ -22,7 +22,7 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,27 @@ from codedag.patching import Patcher
 log = logging.getLogger(__name__)
 
 FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
+
+
+class CacheProgress(NamedTuple):
+    """Counts of every process so far, for judging an epoch by its difference to an earlier one.
+
+    Attributes:
+        lookups: values of cached chains looked up (hits and misses).
+        hits: values read back from the store.
+        ready: values a later lookup will find: hits, and misses queued for storing, less those
+            the store refused (full, written to meanwhile) or evicted since.
+        lost: values that will not be found: not stored (full, dropped, changed) or evicted.
+    """
+
+    lookups: int
+    hits: int
+    ready: int
+    lost: int
+
+    def since(self, earlier: CacheProgress) -> CacheProgress:
+        """What was counted between ``earlier`` and these counts."""
+        return CacheProgress(*(now - then for now, then in zip(self, earlier)))
 
 
 @dataclass(frozen=True)
@@ -190,11 +211,13 @@ class PrefixCacheRuntime:
 
     def _make_fetch(self, original: Callable[..., Any]) -> Callable[..., Any]:
         session = self.session
+        runtime = self
 
         def fetch(fetcher: Any, index: Any) -> Any:
             if not session.active:
                 return original(fetcher, index)
             states = _random_states()
+            workers = runtime.workers
             session.begin_sample()
             session.local.fetching += 1
             try:
@@ -215,20 +238,34 @@ class PrefixCacheRuntime:
                 session.local.fetching -= 1
                 session.writer.wake()
                 session.flush()
+                if workers is not None:
+                    workers.publish()  # a worker's counts reach the owner with its batch
             session.succeeded_sample()
             return batch
 
         return fetch
 
     # -- statistics -----------------------------------------------------------------------
+    def _merged(self) -> dict[str, int]:
+        local = self.session.values()
+        remote = self.workers.totals("cache") if self.workers is not None else {}
+        return {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
+
+    def progress(self) -> CacheProgress:
+        """What every process has counted so far (workers' counts as of their last batch)."""
+        merged = self._merged()
+        misses = sum(merged[f"miss_{r}"] for r in REASONS)
+        refused = merged["full"] + merged["changed"] + merged["evicted"]
+        hits = merged["hits"]
+        ready = max(0, hits + merged["queued"] - refused)
+        return CacheProgress(hits + misses, hits, ready, refused + merged["dropped"])
+
     def stats(self) -> dict[str, Any]:
         """``get_stats()["cache"]``: hits, misses by reason, bytes in RAM and on disk,
         evictions, verification, time reading and writing (all processes; this process's
         queued values are stored first)."""
         self.session.writer.flush()
-        local = self.session.values()
-        remote = self.workers.totals("cache") if self.workers is not None else {}
-        merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
+        merged = self._merged()
         tiers = self.store.info() if self.active else []
         hits = merged["hits"]
         misses = {r: merged[f"miss_{r}"] for r in REASONS if merged[f"miss_{r}"]}

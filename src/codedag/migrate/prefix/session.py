@@ -44,6 +44,7 @@ _MISS_FIELDS = {reason: f"miss_{reason}" for reason in REASONS}
 FIELDS: tuple[str, ...] = (
     "hits",
     "stored",
+    "queued",  # values handed to the writer thread (stored soon, read back by this process now)
     "full",
     "exists",
     "changed",  # written to between the cut and the store: not stored
@@ -346,7 +347,9 @@ class Session:
             counts = self.counts
             counts["queue_ns"] += queue_ns
             counts[_MISS_FIELDS["unstorable" if encoded is None else reason]] += 1
-            if encoded is not None and not queued:
+            if queued:
+                counts["queued"] += 1
+            elif encoded is not None:
                 counts["dropped"] += 1
         if queued:
             self._judge_later(lineage.chain, key, compute_ns, queue_ns)

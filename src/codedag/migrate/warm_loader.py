@@ -1,0 +1,189 @@
+"""Epochs the prefix cache serves, loaded with the settings measured for them.
+
+Once the prefix cache holds a data set's values, loading a sample is mostly reading it back, and
+moving the sample from a worker process to the training process can cost more than the read: the
+plan's ``loader.warm`` settings (:class:`~codedag.plan.loader.WarmLoader`) were measured for such
+epochs. :class:`WarmSwitch` decides, each time a DataLoader starts an epoch (``__iter__``),
+which settings it runs with:
+
+* the first epoch over a data set, and every epoch after one the cache did not serve, runs with
+  the DataLoader's own settings (the section's ``chosen`` ones, where the plan set them);
+* an epoch runs warm when the one before it, over the same data set, looked up at least
+  ``ready_share`` of the samples its sampler holds, and at least that share of its lookups were
+  hits or values queued for storing (not refused by a full store, nor evicted since);
+* a warm epoch whose hits fall below that share (values evicted, files changed) ends the switching
+  for that data set: the following epochs run cold, and the log says why.
+
+Switching sets ``num_workers``, ``prefetch_factor`` and the workers' thread setter on the
+DataLoader object itself, which torch allows between epochs; a DataLoader keeping persistent
+workers has them shut down first (they start again when an epoch goes back to workers). The
+counts come from :meth:`PrefixCacheRuntime.progress
+<codedag.migrate.prefix.runtime.PrefixCacheRuntime.progress>`, which workers update with each
+batch. :meth:`WarmSwitch.restore_loaders` puts every DataLoader still alive back as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from codedag.migrate.prefix.runtime import CacheProgress
+from codedag.migrate.worker_threads import WorkerThreads
+from codedag.plan.loader import DEFAULT_PREFETCH, LoaderSettings, WarmLoader
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Epochs:
+    """What is known of the epochs over one data set."""
+
+    mark: CacheProgress
+    warm: bool
+    samples: int | None
+    stopped: str = ""
+
+
+@dataclass(frozen=True)
+class _Original:
+    num_workers: int
+    prefetch_factor: int | None
+    worker_init_fn: Any
+
+
+def _samples(loader: Any) -> int | None:
+    try:
+        return len(loader.sampler)
+    except TypeError:
+        return None
+
+
+def _threads(init: Any) -> int | None:
+    return init.threads if isinstance(init, WorkerThreads) else None
+
+
+def _user_init(loader: Any) -> Any:
+    init = loader.worker_init_fn
+    return init.user_init if isinstance(init, WorkerThreads) else init
+
+
+class WarmSwitch:
+    """Chooses each epoch's settings for the DataLoaders it is given (see the module docstring).
+
+    Args:
+        warm: the section's warm part (its settings within this machine's bounds).
+        progress: the prefix cache's counts of every process.
+    """
+
+    def __init__(self, warm: WarmLoader, progress: Callable[[], CacheProgress]) -> None:
+        self.warm = warm
+        self.progress = progress
+        self._lock = threading.Lock()
+        self._epochs: dict[int, _Epochs] = {}
+        self._originals: weakref.WeakKeyDictionary[Any, _Original] = weakref.WeakKeyDictionary()
+        self.counts: Counter[str] = Counter()
+        self.stopped: dict[str, str] = {}
+
+    def switchable(self, explicit: set[str], override: set[str]) -> frozenset[str]:
+        """The warm settings a DataLoader may switch: those the program did not pass
+        explicitly (``explicit``), and those the plan overrides."""
+        return frozenset(k for k in self.warm.changed if k not in explicit or k in override)
+
+    def before_epoch(self, loader: Any, keys: frozenset[str]) -> bool:
+        """Set ``loader``'s ``keys`` for the epoch it starts; returns whether it runs warm."""
+        if not keys:
+            return False
+        with self._lock:
+            now = self.progress()
+            key = id(loader.dataset)
+            last = self._epochs.get(key)
+            warm = last is not None and self._serves(last, now.since(last.mark), loader)
+            self._epochs[key] = _Epochs(
+                now, warm, _samples(loader), last.stopped if last is not None else ""
+            )
+            self.counts["warm epochs" if warm else "cold epochs"] += 1
+            if warm:
+                self._set(loader, self.warm.chosen, keys)
+            else:
+                self._put_back(loader)
+            return warm
+
+    def _serves(self, last: _Epochs, epoch: CacheProgress, loader: Any) -> bool:
+        """Whether the cache will serve the next epoch, judged by the last one's counts."""
+        if last.stopped:
+            return False
+        share = self.warm.ready_share
+        if last.warm:
+            if epoch.lookups and epoch.hits >= share * epoch.lookups:
+                return True
+            last.stopped = (
+                f"a warm epoch read {epoch.hits} of {epoch.lookups} values from the cache "
+                f"(less than {share:.0%}): the following epochs run with the DataLoader's own "
+                "settings"
+            )
+            self.stopped[type(loader.dataset).__qualname__] = last.stopped
+            log.warning("prefix cache: %s", last.stopped)
+            return False
+        looked_up = last.samples is None or epoch.lookups >= share * last.samples
+        return bool(looked_up and epoch.lookups and epoch.ready >= share * epoch.lookups)
+
+    def _set(self, loader: Any, settings: LoaderSettings, keys: frozenset[str]) -> None:
+        current = (loader.num_workers, loader.prefetch_factor, loader.worker_init_fn)
+        workers, prefetch, init = current
+        if "num_workers" in keys:
+            workers = settings.num_workers
+        if workers and (not prefetch or "prefetch_factor" in keys):
+            prefetch = settings.prefetch_factor or prefetch or DEFAULT_PREFETCH
+        if "threads" in keys and _threads(init) != settings.threads:
+            user = _user_init(loader)
+            init = user if settings.threads is None else WorkerThreads(settings.threads, user)
+        wanted = (workers, prefetch, init)
+        if wanted == current:
+            return
+        if loader not in self._originals:
+            self._originals[loader] = _Original(*current)
+        self._stop_workers(loader)
+        loader.num_workers, loader.prefetch_factor, loader.worker_init_fn = wanted
+        self.counts["switches"] += 1
+
+    @staticmethod
+    def _stop_workers(loader: Any) -> None:
+        """Shut down a DataLoader's persistent workers before its settings change."""
+        iterator = getattr(loader, "_iterator", None)
+        if iterator is None:
+            return
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        loader._iterator = None
+
+    def _put_back(self, loader: Any) -> bool:
+        original = self._originals.pop(loader, None)
+        if original is None:
+            return False
+        self._stop_workers(loader)
+        loader.num_workers = original.num_workers
+        loader.prefetch_factor = original.prefetch_factor
+        loader.worker_init_fn = original.worker_init_fn
+        return True
+
+    def restore_loaders(self) -> int:
+        """Put every switched DataLoader still alive back to its own settings; returns how many."""
+        with self._lock:
+            return sum(self._put_back(loader) for loader in list(self._originals.keys()))
+
+    def stats(self) -> dict[str, Any]:
+        """Epochs run cold and warm, switches made, and why switching stopped where it did."""
+        return {
+            "settings": self.warm.chosen.model_dump(mode="json"),
+            "changed": list(self.warm.changed),
+            "warm_epochs": self.counts["warm epochs"],
+            "cold_epochs": self.counts["cold epochs"],
+            "switches": self.counts["switches"],
+            "stopped": dict(self.stopped),
+        }
