@@ -46,6 +46,8 @@ class _Epochs:
     mark: CacheProgress
     warm: bool
     samples: int | None
+    dataset: Callable[[], Any]
+    """The data set (a weak reference where it allows one): an id is reused once it is gone."""
     stopped: str = ""
 
 
@@ -61,6 +63,13 @@ def _samples(loader: Any) -> int | None:
         return len(loader.sampler)
     except TypeError:
         return None
+
+
+def _reference(dataset: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(dataset)
+    except TypeError:  # no weak references: held strongly (the DataLoader holds it anyway)
+        return lambda: dataset
 
 
 def _threads(init: Any) -> int | None:
@@ -100,11 +109,13 @@ class WarmSwitch:
             return False
         with self._lock:
             now = self.progress()
-            key = id(loader.dataset)
-            last = self._epochs.get(key)
+            dataset = loader.dataset
+            last = self._epochs.get(id(dataset))
+            if last is not None and last.dataset() is not dataset:
+                last = None  # another data set, at the address of one that is gone
             warm = last is not None and self._serves(last, now.since(last.mark), loader)
-            self._epochs[key] = _Epochs(
-                now, warm, _samples(loader), last.stopped if last is not None else ""
+            self._epochs[id(dataset)] = _Epochs(
+                now, warm, _samples(loader), _reference(dataset), last.stopped if last else ""
             )
             self.counts["warm epochs" if warm else "cold epochs"] += 1
             if warm:
