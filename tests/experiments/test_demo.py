@@ -73,7 +73,7 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     _consistent(result)
     assert [m.mode for m in result.modes] == ["baseline", "optimization"]
     assert set(stages) == {
-        "baseline", "trace", "tune", "optimize", "optimization", "check", "report"
+        "baseline", "trace", "tune", "optimize", "warm", "optimization", "check", "report"
     }  # fmt: skip
     for name in ("results.json", "dag.json", "migration_plan.json", "report.html"):
         assert (tmp_path / name).is_file(), name
@@ -95,6 +95,11 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
     assert "DataLoader settings" in html and "batches/s" in html
     if plan["loader"]["changed"]:
         assert "the tuned DataLoader" in result.verdict
+    # and measured again with the prefix cache warm, for the epochs it serves
+    warm = plan["loader"]["warm"]
+    assert warm["reason"] and "Epochs the prefix cache serves" in html
+    if plan["loader"]["chosen"].get("num_workers"):
+        assert warm["hit_rate"] > 0.5 and len(warm["trials"]) == 2
     _batched_consistent(result, plan)
     _cache_consistent(result, tmp_path, html, summary)
 

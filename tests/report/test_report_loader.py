@@ -60,3 +60,21 @@ def test_the_confirmation_is_reported_when_present() -> None:
     html = loader_section_html(_section(confirmation=confirmation))
     assert "Side by side (3 alternating rounds): 11.00 batches/s" in html
     assert "against 5.00 with yours (2.20x)" in html
+
+
+def test_the_settings_for_epochs_the_cache_serves_have_their_own_table() -> None:
+    warm = {
+        "chosen": {}, "changed": ["num_workers"], "batches": 6, "hit_rate": 1.0,
+        "reason": "load <in process>",
+        "trials": [
+            {"settings": {"num_workers": 2}, "batches_per_s": 30.0, "batch_ms": 33.3},
+            {"settings": {}, "batches_per_s": 45.0, "batch_ms": 22.2},
+        ],
+    }  # fmt: skip
+    html = loader_section_html(_section(warm=warm))
+    part = html.split("Epochs the prefix cache serves")[1]
+    assert "<b>in-process (0 workers)</b> (changes num_workers)" in part
+    assert "6 stored batches with 100% hits" in part
+    assert '<td class="num">45.00</td><td class="num">22.2</td>' in part
+    assert "load &lt;in process&gt;" in part
+    assert "Epochs the prefix cache serves" not in loader_section_html(_section())

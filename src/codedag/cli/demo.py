@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             "trace": "tracing one batch",
             "tune": "tuning the DataLoader",
             "optimize": "optimizing the DAG",
+            "warm": "tuning the DataLoader, cache warm",
             "optimization": "optimized training",
             "check": "equivalence check",
             "report": "writing outputs",

@@ -43,7 +43,7 @@ from codedag.util.paths import output_lock
 
 log = logging.getLogger(__name__)
 
-STAGES = ("baseline", "trace", "tune", "optimize", "optimization", "check", "report")
+STAGES = ("baseline", "trace", "tune", "optimize", "warm", "optimization", "check", "report")
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -111,6 +111,34 @@ def tune(loader: Any, settings: DemoSettings, device: str) -> Any | None:
     )
     section = tune_loader(loader, options)
     section.override = list(section.changed)
+    return section
+
+
+def tune_warm_epochs(
+    loader: Any,
+    plan: dict[str, Any],
+    section: Any,
+    settings: DemoSettings,
+    device: str,
+    out_dir: Path,
+) -> Any:
+    """The loader settings for the epochs the prefix cache serves, measured with it warm and the
+    training step as the consumer, added to ``section`` and to the plan (rewritten in
+    ``out_dir``); ``section`` unchanged when nothing was tuned or nothing is cached."""
+    from codedag.plan import MigrationPlan
+
+    cache = MigrationPlan.from_dict(plan).cache
+    if section is None or cache is None or not cache.cached_chains:
+        return section
+    from codedag.tune import TuneOptions, tune_warm
+
+    options = TuneOptions(
+        batches=6, rounds=2, trial_s=2.0, budget_s=30.0, step_fn=training_step(settings, device)
+    )
+    section.warm = tune_warm(loader, plan, options)
+    section.override = sorted(set(section.override) | set(section.warm.changed))
+    plan["loader"] = section.model_dump(mode="json")
+    atomic_write_json(out_dir / "migration_plan.json", plan)
     return section
 
 
@@ -219,6 +247,9 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     progress("optimize", 0, 1)
     plan, result = optimize(dag, settings, device, out_dir, section)
     progress("optimize", 1, 1)
+    progress("warm", 0, 1)
+    section = tune_warm_epochs(loader, plan, section, settings, device, out_dir)
+    progress("warm", 1, 1)
 
     kept_opt, stats = _optimized_run(
         plan, section, loader, settings, device, monitor, progress, epochs, out_dir

@@ -93,4 +93,27 @@ def loader_section_html(section: dict[str, Any]) -> str:
             f"settings against {confirmation.get('yours_batches_per_s', 0):.2f} with yours "
             f"({confirmation.get('ratio', 1):.2f}x).</p>"
         )
+    warm = section.get("warm")
+    if warm:
+        parts.append(_warm_html(warm))
     return "".join(parts)
+
+
+def _warm_html(warm: dict[str, Any]) -> str:
+    """The settings for epochs the prefix cache serves: each timed setting and the reason."""
+    rows = "".join(
+        f"<tr><td>{_e(_label(t.get('settings', {})))}</td>"
+        f'<td class="num">{t.get("batches_per_s", 0):.2f}</td>'
+        f'<td class="num">{t.get("batch_ms", 0):.1f}</td></tr>'
+        for t in warm.get("trials", [])
+    )
+    changed = ", ".join(warm.get("changed", [])) or "nothing"
+    return (
+        f"<h3>Epochs the prefix cache serves</h3><p>Settings: "
+        f"<b>{_e(_label(warm.get('chosen', {})))}</b> (changes {_e(changed)}), timed on "
+        f"{_e(warm.get('batches', 0))} stored batches with {warm.get('hit_rate', 0):.0%} hits; "
+        "switched to from the epoch after one the cache stored or served.</p>"
+        "<table><thead><tr><th>setting</th><th>batches/s</th><th>ms/batch</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+        f'<p class="note">{_e(warm.get("reason", ""))}</p>'
+    )

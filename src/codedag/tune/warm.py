@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 SUBSET_BYTES = 256 << 20
 """The most bytes of stored values the timed batches may hold."""
-SUBSET_BATCHES = 16
+SUBSET_BATCHES = 8
 """The most batches timed (repeated as often as a trial needs)."""
 
 
