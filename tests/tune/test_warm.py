@@ -72,3 +72,15 @@ def test_a_first_epoch_in_process_has_nothing_to_switch(loader: DataLoader[Any])
 def test_a_plan_that_caches_nothing_is_refused(loader: DataLoader[Any]) -> None:
     with pytest.raises(ConfigError, match="caches nothing"):
         warm.tune_warm(loader, _plan(cache=False), _options())
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_a_chain_the_cache_gives_up_measures_no_warm_epoch_and_keeps_the_workers(
+    loader: DataLoader[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(warm, "beats", lambda *_a, **_k: True)  # in process measured faster
+    result = warm.tune_warm(loader, _plan(), _options(), judge_after=1)  # tiny images: given up
+    assert result.hit_rate < 0.9
+    assert result.chosen == COLD and not result.changed
+    assert "of the timed lookups were hits" in result.reason

@@ -13,8 +13,9 @@ them where they apply:
 3. those batches, repeated, are timed with the section's chosen settings and with loading in
    process (no workers, whose batches need no moving), in alternating rounds, with the same
    consumer as the loader tuning (a step, a sleep, a copy to the device);
-4. in-process loading is chosen only when it is faster beyond the margin and the noise, with the
-   share of hits seen while timing recorded beside it.
+4. in-process loading is chosen only when it is faster beyond the margin and the noise, and when
+   the timed batches were hits (at least the share a run needs to switch): a chain the cache
+   gives up, or batches it could not hold, measure no warm epoch.
 
 The result is the section's ``warm`` part (:class:`codedag.plan.loader.WarmLoader`), which
 ``PipelineMigrator`` switches to for epochs the cache serves (:mod:`codedag.migrate.warm_loader`).
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from codedag.errors import ConfigError
 from codedag.plan import MigrationPlan
-from codedag.plan.loader import LoaderSettings, LoaderTrial, WarmLoader
+from codedag.plan.loader import WARM_READY_SHARE, LoaderSettings, LoaderTrial, WarmLoader
 from codedag.tune.choice import beats, confirm
 from codedag.tune.options import TuneOptions
 from codedag.tune.stats import median_s
@@ -112,7 +113,8 @@ def tune_warm(
         seen = migrator.cache.progress().since(before)
     hit_rate = seen.hits / seen.lookups if seen.lookups else 0.0
     faster = beats(theirs, yours, margin=options.margin_pct / 100.0)
-    chosen = candidate if faster and hit_rate >= 0.5 else cold
+    warm = hit_rate >= WARM_READY_SHARE  # else the timing did not measure a warm epoch
+    chosen = candidate if faster and warm else cold
     side = (
         f"with the cache warm ({len(batches)} stored batches, {hit_rate:.0%} hits), "
         f"{candidate.label()} loaded {confirmation.chosen_batches_per_s:.2f} batches/s against "
@@ -120,12 +122,18 @@ def tune_warm(
         f"({confirmation.ratio:.2f}x ± {confirmation.stderr_ratio:.2f}, "
         f"{options.rounds} alternating rounds)"
     )
-    verdict = (
-        f"epochs the cache serves load {candidate.label()}"
-        if chosen is candidate
-        else f"epochs the cache serves keep {cold.label()}: in process was not faster by more "
-        f"than {options.margin_pct:g} % and the noise"
-    )
+    if chosen is candidate:
+        verdict = f"epochs the cache serves load {candidate.label()}"
+    elif not warm:
+        verdict = (
+            f"epochs the cache serves keep {cold.label()}: only {hit_rate:.0%} of the timed "
+            "lookups were hits (the cache gave the chain up, or did not hold the batches)"
+        )
+    else:
+        verdict = (
+            f"epochs the cache serves keep {cold.label()}: in process was not faster by more "
+            f"than {options.margin_pct:g} % and the noise"
+        )
     progress.finish()
     return WarmLoader(
         chosen=chosen,
