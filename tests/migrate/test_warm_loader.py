@@ -45,7 +45,7 @@ def test_the_second_epoch_switches_once_the_first_was_stored() -> None:
     switch = WarmSwitch(_warm(), lambda: counts.now)
     loader = _loader()
     keys = switch.switchable(set(), set())
-    assert keys == {"num_workers", "threads", "persistent_workers"}
+    assert keys == {"num_workers", "threads"}  # persistent_workers is fixed at creation
     assert not switch.before_epoch(loader, keys)  # the first epoch: nothing known yet
     assert loader.num_workers == 2
     counts.epoch(lookups=8, hits=0, ready=8)  # every value queued for storing
@@ -161,3 +161,26 @@ def test_a_plan_loads_epochs_the_cache_serves_in_process_with_identical_batches(
     assert (warm["cold_epochs"], warm["warm_epochs"]) == (1, 2)
     assert loader.num_workers == 2  # put back as it was created, when the plan ends
     assert torch.equal(batches[-1][0], reference[0])
+
+
+def test_an_explicit_setting_kept_from_the_warm_switch_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from codedag.migrate.loader_settings import LoaderSettingsPatch
+
+    warm = _warm()
+    section = LoaderSection(chosen=TWO, yours=TWO, warm=warm, reason="r")
+    patch = LoaderSettingsPatch(section, cuda_available=False, cpus=2)
+    patch.watch_cache(lambda: CacheProgress(0, 0, 0, 0))
+
+    class Loader:
+        pass
+
+    with caplog.at_level("INFO"):
+        for _ in range(2):
+            loader = Loader()
+            patch.defaults({"self": loader, "dataset": [1], "num_workers": 2})
+    assert patch._warm_keys[loader] == {"threads"}  # num_workers explicit; persistent is fixed
+    assert caplog.text.count("your explicit num_workers is kept in the epochs") == 1
+    assert "--override num_workers" in caplog.text
+    assert patch.stats()["kept_explicit"] == {"warm num_workers": 2}

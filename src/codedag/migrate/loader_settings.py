@@ -236,9 +236,22 @@ class LoaderSettingsPatch:
                 self.applied += 1
             loader = explicit.get("self")
             if self.warm is not None and loader is not None:
-                keys = self.warm.switchable(set(explicit), set(self.section.override))
-                self._warm_keys[loader] = keys
+                self._warm_keys[loader] = self._warm_switchable(set(explicit))
             return added
+
+    def _warm_switchable(self, explicit: set[str]) -> frozenset[str]:
+        assert self.warm is not None
+        override = set(self.section.override)
+        for key in self.warm.kept(explicit, override):
+            self.kept_explicit[f"warm {key}"] += 1
+            value = getattr(self.warm.warm.chosen, key)
+            why = self.warm.warm.reason
+            self._once(
+                f"DataLoader: your explicit {key} is kept in the epochs the prefix cache serves; "
+                f"the plan measured {key}={value!r} faster there{f' ({why})' if why else ''} "
+                f"(leave {key} unset, or tune with --override {key}, to use it)"
+            )
+        return self.warm.switchable(explicit, override)
 
     def _decide(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
         chosen = self.chosen

@@ -38,6 +38,9 @@ from codedag.plan.loader import DEFAULT_PREFETCH, LoaderSettings, WarmLoader
 
 log = logging.getLogger(__name__)
 
+SWITCHED = ("num_workers", "prefetch_factor", "threads")
+"""The settings a DataLoader can change between epochs."""
+
 
 @dataclass
 class _Epochs:
@@ -100,8 +103,17 @@ class WarmSwitch:
 
     def switchable(self, explicit: set[str], override: set[str]) -> frozenset[str]:
         """The warm settings a DataLoader may switch: those the program did not pass
-        explicitly (``explicit``), and those the plan overrides."""
-        return frozenset(k for k in self.warm.changed if k not in explicit or k in override)
+        explicitly (``explicit``), and those the plan overrides (``persistent_workers`` is
+        fixed when a DataLoader is created, and ``pin_memory`` is never changed here)."""
+        return frozenset(k for k in self._changed() if k not in explicit or k in override)
+
+    def kept(self, explicit: set[str], override: set[str]) -> list[str]:
+        """The warm settings the program passes explicitly and the plan does not override:
+        they stay as the program set them."""
+        return [k for k in self._changed() if k in explicit and k not in override]
+
+    def _changed(self) -> list[str]:
+        return [k for k in self.warm.changed if k in SWITCHED]
 
     def before_epoch(self, loader: Any, keys: frozenset[str]) -> bool:
         """Set ``loader``'s ``keys`` for the epoch it starts; returns whether it runs warm."""

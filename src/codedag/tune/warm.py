@@ -123,15 +123,15 @@ def tune_warm(
         f"{options.rounds} alternating rounds)"
     )
     if chosen is candidate:
-        verdict = f"epochs the cache serves load {candidate.label()}"
+        verdict = f"load {candidate.label()}"
     elif not warm:
         verdict = (
-            f"epochs the cache serves keep {cold.label()}: only {hit_rate:.0%} of the timed "
+            f"keep {cold.label()}: only {hit_rate:.0%} of the timed "
             "lookups were hits (the cache gave the chain up, or did not hold the batches)"
         )
     else:
         verdict = (
-            f"epochs the cache serves keep {cold.label()}: in process was not faster by more "
+            f"keep {cold.label()}: in process was not faster by more "
             f"than {options.margin_pct:g} % and the noise"
         )
     progress.finish()
