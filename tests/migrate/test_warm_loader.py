@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,7 @@ def test_an_epoch_the_cache_did_not_hold_keeps_the_loader_as_it_is() -> None:
 def test_a_warm_epoch_that_misses_ends_the_switching_and_puts_the_loader_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="codedag.migrate.warm_loader")
     counts = _Counts()
     switch = WarmSwitch(_warm(), lambda: counts.now)
     loader = _loader()
@@ -176,7 +178,8 @@ def test_an_explicit_setting_kept_from_the_warm_switch_is_said_once(
     class Loader:
         pass
 
-    with caplog.at_level("INFO"):
+    caplog.set_level(logging.INFO, logger="codedag.migrate.loader_settings")
+    with caplog.at_level(logging.INFO):
         for _ in range(2):
             loader = Loader()
             patch.defaults({"self": loader, "dataset": [1], "num_workers": 2})

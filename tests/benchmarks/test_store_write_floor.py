@@ -1,0 +1,31 @@
+"""The storing floor benchmark times every way on the same values and leaves nothing behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "store_write_floor.py"
+
+
+def test_every_way_is_timed_and_the_shared_memory_folders_are_removed() -> None:
+    before = set(Path("/dev/shm").glob("codedag-write-floor-*"))
+    run = subprocess.run(
+        [sys.executable, str(BENCH), "--values", "4", "--mb", "0.1", "--rounds", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("4 values of 0.10 MB into /dev/shm, 2 rounds")
+    timed = {line[:26].strip(): float(line[26:].split()[0]) for line in lines[1:]}
+    assert set(timed) == {
+        "lmdb put",
+        "file written and renamed",
+        "copy into new memory",
+        "checksum",
+    }
+    assert all(ms >= 0 for ms in timed.values())
+    assert set(Path("/dev/shm").glob("codedag-write-floor-*")) == before
