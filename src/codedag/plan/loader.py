@@ -49,6 +49,18 @@ def thread_limit(cpus: float) -> int:
     return max(1, math.ceil(cpus - 1e-9))
 
 
+def known_keys(value: list[str]) -> list[str]:
+    """``value`` when every key is a tunable setting (:data:`TUNABLE_KEYS`).
+
+    Raises:
+        ValueError: naming the unknown keys.
+    """
+    unknown = [key for key in value if key not in TUNABLE_KEYS]
+    if unknown:
+        raise ValueError(f"unknown loader setting(s) {unknown}; known: {list(TUNABLE_KEYS)}")
+    return value
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, validate_assignment=True)
 
@@ -215,10 +227,7 @@ class WarmLoader(_Model):
     @field_validator("changed")
     @classmethod
     def _keys(cls, value: list[str]) -> list[str]:
-        unknown = [key for key in value if key not in TUNABLE_KEYS]
-        if unknown:
-            raise ValueError(f"unknown loader setting(s) {unknown}; known: {list(TUNABLE_KEYS)}")
-        return value
+        return known_keys(value)
 
 
 class LoaderSection(_Model):
@@ -279,10 +288,7 @@ class LoaderSection(_Model):
     @field_validator("changed", "fixed", "override")
     @classmethod
     def _keys(cls, value: list[str]) -> list[str]:
-        unknown = [key for key in value if key not in TUNABLE_KEYS]
-        if unknown:
-            raise ValueError(f"unknown loader setting(s) {unknown}; known: {list(TUNABLE_KEYS)}")
-        return value
+        return known_keys(value)
 
     @property
     def keeps_yours(self) -> bool:

@@ -35,6 +35,8 @@ from codedag.tune.variants import build_variant, epoch_length
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
 
+    from codedag.tune.options import TuneOptions
+
 FAST_ENOUGH_SHARE = 0.05
 """A loader keeps the step fed when the step waits less than this share of its time."""
 
@@ -136,14 +138,14 @@ def confirm(
     loader: DataLoader[Any],
     yours: LoaderSettings,
     candidate: LoaderSettings,
-    *,
-    rounds: int,
-    batches: int,
-    max_s: float,
+    options: TuneOptions,
     consumer: Consumer | None,
     tick: Callable[[str], None],
 ) -> tuple[list[float], list[float], LoaderConfirmation]:
-    """Time yours and the candidate in interleaved rounds; pooled cycle intervals of each."""
+    """Time yours and the candidate in ``options.rounds`` interleaved rounds of
+    ``options.batches`` batches (at most ``options.trial_s`` each); pooled cycle intervals of
+    each."""
+    rounds, batches, max_s = options.rounds, options.batches, options.trial_s
     pooled: dict[str, list[float]] = {"yours": [], "candidate": []}
     ways = [("yours", yours), ("candidate", candidate)]
     for index in range(rounds):

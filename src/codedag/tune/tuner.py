@@ -241,16 +241,7 @@ def _confirmed(
     chosen = candidate.trial.settings
     if settings_key(chosen) == settings_key(yours) or not candidate.trial.usable:
         return yours, [candidate.why], None
-    mine, theirs, confirmation = confirm(
-        loader,
-        yours,
-        chosen,
-        rounds=options.rounds,
-        batches=options.batches,
-        max_s=options.trial_s,
-        consumer=consumer,
-        tick=tick,
-    )
+    mine, theirs, confirmation = confirm(loader, yours, chosen, options, consumer, tick)
     side = (
         f"side by side in {options.rounds} alternating rounds: "
         f"{confirmation.chosen_batches_per_s:.2f} batches/s against "

@@ -101,14 +101,7 @@ def tune_warm(
             progress.tick("storing the timed batches")
         before = migrator.cache.progress()
         theirs, yours, confirmation = confirm(
-            template,
-            cold,
-            candidate,
-            rounds=options.rounds,
-            batches=options.batches,
-            max_s=options.trial_s,
-            consumer=consumer,
-            tick=progress.tick,
+            template, cold, candidate, options, consumer, progress.tick
         )
         seen = migrator.cache.progress().since(before)
     hit_rate = seen.hits / seen.lookups if seen.lookups else 0.0
