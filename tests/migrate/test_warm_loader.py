@@ -187,3 +187,11 @@ def test_an_explicit_setting_kept_from_the_warm_switch_is_said_once(
     assert caplog.text.count("your explicit num_workers is kept in the epochs") == 1
     assert "--override num_workers" in caplog.text
     assert patch.stats()["kept_explicit"] == {"warm num_workers": 2}
+
+
+def test_warm_settings_past_this_machine_are_lowered_like_the_first_epochs() -> None:
+    switch = WarmSwitch(_warm(LoaderSettings(num_workers=64, threads=16)), lambda: _Counts().now)
+    changes = switch.bound(2)
+    assert changes == ["num_workers=64 lowered to 8", "threads=16 lowered to 2"]
+    assert (switch.warm.chosen.num_workers, switch.warm.chosen.threads) == (8, 2)
+    assert switch.bound(2) == []

@@ -274,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
     """Find the DataLoader, tune it, print the table and write the plan."""
     from rich.console import Console
 
+    from codedag.plan import MigrationPlan
     from codedag.tune import TuneOptions, parse_fixed, tune_loader
     from codedag.tune.tuner import plan_with_loader
     from codedag.util.io import atomic_write_json, read_json
@@ -297,6 +298,7 @@ def run(args: argparse.Namespace) -> int:
     options.check_machine(*container_cpus())  # before any worker starts
     options.step_s, options.step_source = _step(args)
     existing = None
+    warm_plan = None
     if not args.no_write:
         from codedag.util.paths import check_output_file
 
@@ -304,17 +306,19 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_write and args.plan.exists():
         existing = read_json(args.plan, what="migration plan")
         plan_with_loader(existing, _placeholder(), source=f"plan {str(args.plan)!r}")
+        if not args.no_warm:
+            warm_plan = MigrationPlan.from_dict(existing, f"plan {str(args.plan)!r}")
     loader = _loader(args)
     console = Console(stderr=True)
     bar, update = _progress(console)
     options.progress = update
     with bar:
         section = tune_loader(loader, options)
-        if existing is not None and not args.no_warm and _caches(existing):
+        if warm_plan is not None and warm_plan.cache and warm_plan.cache.cached_chains:
             from codedag.tune.warm import tune_warm
 
-            plan = plan_with_loader(existing, section, source=f"plan {str(args.plan)!r}")
-            section.warm = tune_warm(loader, plan, options)
+            warm_plan.loader = section
+            section.warm = tune_warm(loader, warm_plan, options)
     written = None
     if not args.no_write:
         plan = plan_with_loader(existing, section, source=f"plan {str(args.plan)!r}")
@@ -329,16 +333,6 @@ def run(args: argparse.Namespace) -> int:
             state = "updated" if existing is not None else "new plan"
             out.print(f"wrote the loader section into {written} ({state})", markup=False)
     return 0
-
-
-def _caches(plan: Any) -> bool:
-    """Whether a plan dict's prefix cache caches a chain."""
-    cache = plan.get("cache") if isinstance(plan, dict) else None
-    return bool(
-        cache
-        and cache.get("mode") != "off"
-        and any(c.get("cached") and c.get("cut") for c in cache.get("chains", []))
-    )
 
 
 def _placeholder() -> Any:

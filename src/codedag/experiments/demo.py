@@ -127,15 +127,15 @@ def tune_warm_epochs(
     ``out_dir``); ``section`` unchanged when nothing was tuned or nothing is cached."""
     from codedag.plan import MigrationPlan
 
-    cache = MigrationPlan.from_dict(plan).cache
-    if section is None or cache is None or not cache.cached_chains:
+    model = MigrationPlan.from_dict(plan)
+    if section is None or model.cache is None or not model.cache.cached_chains:
         return section
     from codedag.tune import TuneOptions, tune_warm
 
     options = TuneOptions(
         batches=6, rounds=2, trial_s=2.0, budget_s=30.0, step_fn=training_step(settings, device)
     )
-    section.warm = tune_warm(loader, plan, options)
+    section.warm = tune_warm(loader, model, options)
     section.override = sorted(set(section.override) | set(section.warm.changed))
     plan["loader"] = section.model_dump(mode="json")
     atomic_write_json(out_dir / "migration_plan.json", plan)

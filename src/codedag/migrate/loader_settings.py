@@ -151,9 +151,7 @@ class LoaderSettingsPatch:
             self.cpus, source = container_cpus()
         self.chosen, changes = self.section.chosen.bounded(self.cpus)
         if self.warm is not None:
-            warm, warm_changes = self.warm.warm.chosen.bounded(self.cpus)
-            self.warm.warm = self.warm.warm.model_copy(update={"chosen": warm})
-            changes += [f"warm {change}" for change in warm_changes]
+            changes += [f"warm {change}" for change in self.warm.bound(self.cpus)]
         if changes:
             log.warning(
                 "the plan's loader settings exceed this machine: %s (limits: %d workers per CPU "

@@ -101,6 +101,14 @@ class WarmSwitch:
         self.counts: Counter[str] = Counter()
         self.stopped: dict[str, str] = {}
 
+    def bound(self, cpus: float) -> list[str]:
+        """Lower the warm settings to what ``cpus`` usable CPUs justify; returns what was
+        lowered (:meth:`LoaderSettings.bounded <codedag.plan.loader.LoaderSettings.bounded>`)."""
+        chosen, changes = self.warm.chosen.bounded(cpus)
+        if changes:
+            self.warm = self.warm.model_copy(update={"chosen": chosen})
+        return changes
+
     def switchable(self, explicit: set[str], override: set[str]) -> frozenset[str]:
         """The warm settings a DataLoader may switch: those the program did not pass
         explicitly (``explicit``), and those the plan overrides (``persistent_workers`` is
