@@ -29,7 +29,13 @@ def _section() -> LoaderSection:
             LoaderTrial(settings=chosen, phase="workers", batches=8, batches_per_s=11.0),
         ],
         confirmation=LoaderConfirmation(
-            rounds=3, yours_batches_per_s=5.0, chosen_batches_per_s=10.5, ratio=2.1
+            rounds=3,
+            yours_batches_per_s=5.0,
+            chosen_batches_per_s=10.5,
+            ratio=2.1,
+            first_epoch_batches=6,
+            yours_first_epoch_s=0.22,
+            chosen_first_epoch_s=0.19,
         ),
         cpu_limit=2.0,
         cpu_limit_source="cgroup cpu.max",
@@ -44,6 +50,7 @@ def test_the_loader_section_shows_every_trial_and_the_choice() -> None:
     assert "stopped early: clearly slower" in page and "30 / 400" in page
     assert "2 workers &lt;beat&gt; yours" in page and "<beat>" not in page
     assert "(2.10x)" in page and "num_workers searched 0..2" in page
+    assert "a first epoch of 6 batches: 0.19 s against 0.22 s" in page
 
 
 def test_reports_without_loader_settings_have_no_such_section() -> None:

@@ -42,3 +42,8 @@ class FreeDataset(Dataset):
 def free_loader() -> torch.utils.data.DataLoader:
     """A DataLoader over :class:`FreeDataset` (a ``codedag tune`` target)."""
     return torch.utils.data.DataLoader(FreeDataset(), batch_size=8)
+
+
+def slow_worker_start(worker_id: int) -> None:
+    """A ``worker_init_fn`` that takes 0.4 s, like a worker that opens files or models first."""
+    time.sleep(0.4)

@@ -4,10 +4,11 @@ start-up is a real share of an epoch."""
 
 from __future__ import annotations
 
+import pytest
 from torch.utils.data import DataLoader
 from tune_trials import intervals, search_of, trial
 
-from codedag.plan.loader import LoaderSettings
+from codedag.plan.loader import LoaderConfirmation, LoaderSettings
 from codedag.tune.choice import beats, fast_enough, persistent_decision, pick
 from codedag.tune.measure import TrialRun
 from codedag.tune.search import Trial
@@ -77,3 +78,20 @@ def test_persistent_workers_when_start_up_is_a_real_share_of_an_epoch() -> None:
         loader, Trial(LoaderSettings(), "yours", cheap), LoaderSettings(), 0.05
     )
     assert none == (False, "")
+
+
+def test_a_first_epoch_is_timed_to_its_last_batch_start_up_included() -> None:
+    settings = LoaderSettings(num_workers=2)
+    run = TrialRun(settings, intervals_s=[0.05] * 3, arrivals_s=[0.4, 0.41, 0.45, 0.5, 0.55])
+    assert run.first_epoch_s(3) == pytest.approx(0.45)  # within the round: as measured
+    assert run.first_epoch_s(10) == pytest.approx(0.55 + 5 * 0.05)  # the rest at the rate
+    assert run.first_epoch_s(0) is None and TrialRun(settings).first_epoch_s(3) is None
+    side_by_side = LoaderConfirmation(
+        rounds=2,
+        ratio=2.0,
+        first_epoch_batches=3,
+        yours_first_epoch_s=0.3,
+        chosen_first_epoch_s=0.45,
+    )
+    assert side_by_side.first_epoch_ratio == pytest.approx(0.3 / 0.45)
+    assert LoaderConfirmation(rounds=2, ratio=2.0).first_epoch_ratio is None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loader_fixtures import FreeDataset, SleepyDataset
+from loader_fixtures import FreeDataset, SleepyDataset, slow_worker_start
 from torch.utils.data import DataLoader
 
 from codedag.devices.cgroups import CgroupReader, discover
@@ -74,6 +74,26 @@ def test_your_settings_are_kept_when_nothing_measured_beats_them(
     assert section.chosen.num_workers == 0
     assert section.keeps_yours and section.changed == []
     assert section.reason.startswith("keep your settings")
+
+
+@pytest.mark.slow
+def test_workers_that_do_not_pay_for_their_start_up_in_a_first_epoch_are_not_taken(
+    cgroup_tree: Callable[..., Path],
+) -> None:
+    # Workers load this data set twice as fast, but start in 0.4 s: in an epoch of two
+    # batches (about 0.1 s in this process) that start-up is never won back.
+    short = DataLoader(
+        SleepyDataset(n=8, sleep_s=0.012, cpu_s=0.001),
+        batch_size=4,
+        worker_init_fn=slow_worker_start,
+    )
+    section = tune_loader(short, reader=_reader(cgroup_tree, 2), **QUICK)
+    assert section.chosen.num_workers == 0 and section.keeps_yours
+    assert "it loads a first epoch of 2 batches in" in section.reason
+    confirmation = section.confirmation
+    assert confirmation is not None and confirmation.first_epoch_batches == 2
+    assert confirmation.chosen_first_epoch_s > 0.4 > confirmation.yours_first_epoch_s
+    assert confirmation.ratio > 1.3  # faster per batch: only the first epoch kept them out
 
 
 @pytest.mark.slow

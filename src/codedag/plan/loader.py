@@ -182,6 +182,10 @@ class LoaderConfirmation(_Model):
         chosen_batches_per_s: the candidate's.
         ratio: chosen / yours batches per second.
         stderr_ratio: standard error of the ratio.
+        first_epoch_batches: the batches of the loader's epoch (0: unknown).
+        yours_first_epoch_s: the program's settings, ``iter()`` to the epoch's last batch (its
+            start-up included; batches past those timed at the measured rate), median.
+        chosen_first_epoch_s: the candidate's.
     """
 
     rounds: int = Field(default=0, ge=0)
@@ -189,6 +193,19 @@ class LoaderConfirmation(_Model):
     chosen_batches_per_s: float = Field(default=0.0, ge=0)
     ratio: float = Field(default=1.0, ge=0)
     stderr_ratio: float = Field(default=0.0, ge=0)
+    first_epoch_batches: int = Field(default=0, ge=0)
+    yours_first_epoch_s: float = Field(default=0.0, ge=0)
+    chosen_first_epoch_s: float = Field(default=0.0, ge=0)
+
+    @property
+    def first_epoch_ratio(self) -> float | None:
+        """How much faster the candidate loads a first epoch (above 1: faster); None without
+        the figures (an epoch of unknown length, or a plan written before they were kept)."""
+        if not (self.first_epoch_batches and self.yours_first_epoch_s):
+            return None
+        if not self.chosen_first_epoch_s:
+            return None
+        return self.yours_first_epoch_s / self.chosen_first_epoch_s
 
 
 WARM_READY_SHARE = 0.9

@@ -91,12 +91,24 @@ def loader_section_html(section: dict[str, Any]) -> str:
             f"<p>Side by side ({confirmation.get('rounds')} alternating rounds): "
             f"{confirmation.get('chosen_batches_per_s', 0):.2f} batches/s with the chosen "
             f"settings against {confirmation.get('yours_batches_per_s', 0):.2f} with yours "
-            f"({confirmation.get('ratio', 1):.2f}x).</p>"
+            f"({confirmation.get('ratio', 1):.2f}x)" + _first_epochs(confirmation) + ".</p>"
         )
     warm = section.get("warm")
     if warm:
         parts.append(_warm_html(warm))
     return "".join(parts)
+
+
+def _first_epochs(confirmation: dict[str, Any]) -> str:
+    """A first epoch's time on each side, where the plan kept it."""
+    chosen, yours = (
+        confirmation.get("chosen_first_epoch_s"),
+        confirmation.get("yours_first_epoch_s"),
+    )
+    batches = confirmation.get("first_epoch_batches")
+    if not (chosen and yours and batches):
+        return ""
+    return f"; a first epoch of {batches} batches: {chosen:.2f} s against {yours:.2f} s"
 
 
 def _warm_html(warm: dict[str, Any]) -> str:

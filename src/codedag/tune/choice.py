@@ -9,8 +9,12 @@
   (the step waits less than 5 % of its time for data), they are kept; otherwise the cheapest
   setting that does is the candidate, else the fastest.
 * The candidate then runs against your settings in interleaved rounds (A B, B A, ..., fresh
-  loaders); it replaces them only when it is faster by more than the margin and the noise. So the
-  plan never makes the loader slower than the program made it.
+  loaders); it replaces them only when it is faster by more than the margin and the noise, and
+  when it also loads a first epoch faster by more than the margin: each round times ``iter()``
+  to the epoch's last batch (start-up and the workers' first cycles included; batches past
+  those the round took at its measured rate). Workers that start in 0.2 s do not pay for
+  themselves in an epoch of a few batches. So the plan never makes the loader slower than the
+  program made it, in the first epoch or after.
 
 Every comparison is the rule of :mod:`codedag.measure` on the medians of cycle intervals
 (:mod:`codedag.tune.stats`).
@@ -21,6 +25,7 @@ Every comparison is the rule of :mod:`codedag.measure` on the medians of cycle i
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -147,6 +152,8 @@ def confirm(
     each."""
     rounds, batches, max_s = options.rounds, options.batches, options.trial_s
     pooled: dict[str, list[float]] = {"yours": [], "candidate": []}
+    epoch = epoch_length(loader) or 0
+    first_epochs: dict[str, list[float]] = {"yours": [], "candidate": []}
     ways = [("yours", yours), ("candidate", candidate)]
     for index in range(rounds):
         for name, settings in round_order(ways, index):
@@ -159,6 +166,9 @@ def confirm(
                 on_batch=lambda: tick("side by side with your settings"),
             )
             pooled[name].extend(run.intervals_s)
+            first_epoch = run.first_epoch_s(epoch)
+            if first_epoch is not None:
+                first_epochs[name].append(first_epoch)
     yours_bps, cand_bps = _per_s(pooled["yours"]), _per_s(pooled["candidate"])
     ratio, spread = (cand_bps / yours_bps if yours_bps else 1.0), 0.0
     if pooled["yours"] and pooled["candidate"]:
@@ -170,8 +180,15 @@ def confirm(
         chosen_batches_per_s=cand_bps,
         ratio=ratio,
         stderr_ratio=spread if math.isfinite(spread) else 0.0,
+        first_epoch_batches=epoch,
+        yours_first_epoch_s=_median(first_epochs["yours"]),
+        chosen_first_epoch_s=_median(first_epochs["candidate"]),
     )
     return pooled["candidate"], pooled["yours"], confirmation
+
+
+def _median(seconds: list[float]) -> float:
+    return statistics.median(seconds) if seconds else 0.0
 
 
 def _per_s(intervals_s: list[float]) -> float:

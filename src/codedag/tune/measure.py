@@ -40,6 +40,7 @@ class TrialRun:
         intervals_s: mean batch interval of each full cycle after the first.
         waits_s: the consumer's wait in ``next()`` for each batch after the first.
         startup_s: ``iter()`` to the first batch.
+        arrivals_s: ``iter()`` to each batch.
         batches: batches taken.
         worker_rss_bytes: resident memory of the worker processes together.
         worker_uss_bytes: their unique memory (``None`` where unreadable).
@@ -51,6 +52,7 @@ class TrialRun:
     intervals_s: list[float] = field(default_factory=list)
     waits_s: list[float] = field(default_factory=list)
     startup_s: float = 0.0
+    arrivals_s: list[float] = field(default_factory=list)
     batches: int = 0
     worker_rss_bytes: int = 0
     worker_uss_bytes: int | None = None
@@ -61,6 +63,21 @@ class TrialRun:
     def interval_s(self) -> float:
         """Median of the cycles' mean times between batches (``nan`` before the first cycle)."""
         return median_s(self.intervals_s)
+
+    def first_epoch_s(self, batches: int) -> float | None:
+        """``iter()`` to the last of an epoch of ``batches`` batches: measured as far as the
+        trial went, the rest at :attr:`interval_s` (None when nothing arrived or no rest can be
+        timed)."""
+        if not self.arrivals_s or batches < 1:
+            return None
+        taken = min(batches, len(self.arrivals_s))
+        rest = batches - taken
+        if not rest:
+            return self.arrivals_s[taken - 1]
+        interval = self.interval_s
+        if not self.intervals_s or interval != interval:
+            return None
+        return self.arrivals_s[taken - 1] + rest * interval
 
     @property
     def stderr_s(self) -> float:
@@ -141,6 +158,7 @@ def run_trial(
                 break
             arrived = time.perf_counter()
             stamps.append(arrived)
+            run.arrivals_s.append(arrived - start)
             if index == 0:
                 run.startup_s = arrived - start
             else:

@@ -235,8 +235,9 @@ def _confirmed(
 ) -> tuple[LoaderSettings, list[str], LoaderConfirmation | None]:
     """The candidate timed against your settings side by side: what to use, why, the figures.
 
-    Your settings are kept unless the candidate is faster beyond the margin and the noise (or
-    when the candidate is your settings, or nothing could be timed).
+    Your settings are kept unless the candidate is faster beyond the margin and the noise, and
+    also loads a first epoch faster by more than the margin (they are also kept when the
+    candidate is your settings, or nothing could be timed).
     """
     chosen = candidate.trial.settings
     if settings_key(chosen) == settings_key(yours) or not candidate.trial.usable:
@@ -249,12 +250,33 @@ def _confirmed(
         f"({confirmation.ratio:.2f}x ± {confirmation.stderr_ratio:.2f})"
     )
     if beats(mine, theirs, margin=options.margin_pct / 100.0):
-        return chosen, [candidate.why, side], confirmation
+        slower = _slower_first_epoch(confirmation, options.margin_pct)
+        if slower is None:
+            return chosen, [candidate.why, side], confirmation
+        return (
+            yours,
+            [f"the candidate was {chosen.label()} ({candidate.why}); {side}, but {slower}"],
+            confirmation,
+        )
     kept = (
         f"the candidate was {chosen.label()} ({candidate.why}), but {side}: not faster "
         f"by more than {options.margin_pct:g} % and the noise, so your settings are kept"
     )
     return yours, [kept], confirmation
+
+
+def _slower_first_epoch(confirmation: LoaderConfirmation, margin_pct: float) -> str | None:
+    """Why the candidate does not load a first epoch faster than your settings by more than
+    the margin, or None when it does (or the epoch's length is unknown)."""
+    ratio = confirmation.first_epoch_ratio
+    if ratio is None or ratio > 1.0 + margin_pct / 100.0:
+        return None
+    return (
+        f"it loads a first epoch of {confirmation.first_epoch_batches} batches in "
+        f"{confirmation.chosen_first_epoch_s:.2f} s against {confirmation.yours_first_epoch_s:.2f} "
+        f"s with your settings (start-up included): not faster by more than {margin_pct:g} %, "
+        "so your settings are kept"
+    )
 
 
 def plan_with_loader(
