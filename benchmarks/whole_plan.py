@@ -21,9 +21,10 @@ pipeline: samples/s of epoch 1 and of epochs 2+ for each variant, their ratios t
 every batch of every epoch equals ``own``'s bit for bit (when the plan changes the worker count,
 a run of the pipeline's own code with the plan's worker count in each epoch: the augmentations
 that draw from a worker's random state change with it), and the
-memory: the RAM tier at its largest (the blocks its file holds in shared memory), the resident
-private memory of the loading processes beyond ``own``'s at its largest, their sum, and the
-budget. Beside samples/s, the CPU time per sample of this process and its workers (own /
+memory: the RAM tier at its largest (the blocks its file holds in shared memory), the
+anonymous memory of the loading processes beyond ``own``'s at its largest (proportional:
+``Pss_Anon``, so a page a forked worker still shares with its parent counts once, not once per
+process as ``RssAnon`` would), and the budget. Beside samples/s, the CPU time per sample of this process and its workers (own /
 plan): on a machine shared with other work it moves far less than wall time, and shows what the
 plan costs or saves in work. Then the geometric means over pipelines, and for each pipeline the
 cache's hits and misses and the most the cache alone can give when loading is CPU-bound: the
@@ -88,9 +89,9 @@ class Run:
 
 
 class MemoryPeak:
-    """The largest RAM tier and private resident memory of this process and its children,
-    sampled every 100 ms while entered (children read from ``/proc``, not a scan of every
-    process)."""
+    """The largest RAM tier and anonymous memory (proportional) of this process and its
+    children, sampled every 100 ms while entered (children read from ``/proc``, not a scan of
+    every process)."""
 
     def __init__(self, tier: Path | None) -> None:
         self.tier = tier
@@ -120,7 +121,7 @@ class MemoryPeak:
         total = 0
         for pid in (os.getpid(), *_children(os.getpid())):
             with contextlib.suppress(OSError, ValueError):
-                total += _rss_anon(pid)
+                total += _anonymous_bytes(pid)
         self.private_bytes = max(self.private_bytes, total)
 
 
@@ -133,7 +134,16 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _rss_anon(pid: int) -> int:
+def _anonymous_bytes(pid: int) -> int:
+    """``Pss_Anon`` of a process (its anonymous pages, each shared page divided among the
+    processes that map it), else ``RssAnon`` where the kernel has no ``smaps_rollup``."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss_Anon:"):
+                    return int(line.split()[1]) * 1024
+    except FileNotFoundError:
+        pass
     with open(f"/proc/{pid}/status") as status:
         for line in status:
             if line.startswith("RssAnon:"):
@@ -394,7 +404,7 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
 HEADER = (
     f"{'pipeline':<11} {'w':>1}  {'own e1':>6} {'own e2+':>7}  {'plan e1':>7} {'plan e2+':>8}  "
     f"{'e1 x (range)':>16} {'e2+ x (range)':>17}  {'cpu e1 x':>8} {'cpu e2+ x':>9}  {'same':<4}  "
-    f"{'tier MB':>7} {'+priv MB':>8} {'budget MB':>9}  cut"
+    f"{'tier MB':>7} {'+anon MB':>8} {'budget MB':>9}  cut"
 )
 
 

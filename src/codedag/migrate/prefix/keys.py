@@ -4,7 +4,9 @@
 ``key(result) = h(key(input), call name, arguments)``, where ``h`` is xxh3-128 and:
 
 * a file named by a path (``str``, ``os.PathLike``) or an open file is identified by its real
-  path, size, modification time (ns), inode and device: editing or replacing it is a miss;
+  path, size, modification time (ns), inode and device: editing or replacing it is a miss. The
+  numbers are read through the path on every lookup (a link pointed elsewhere names another
+  inode); the real path is resolved once per path and process;
 * an in-memory buffer (``bytes``, ``bytearray``, ``memoryview``, a NumPy array, a CPU tensor) by
   a hash of its bytes with its dtype and shape; an immutable ``bytes`` object's hash is kept per
   object while it lives (a data set's encoded images are hashed once per process);
@@ -94,12 +96,21 @@ def _array_identity(array: np.ndarray) -> bytes:
     return header + xxhash.xxh3_128_digest(raw)
 
 
+_REAL_PATHS: dict[str, str] = {}
+"""Each path's real path as first resolved (``realpath`` costs an ``lstat`` per component)."""
+
+
 def _file_identity(path: str | os.PathLike[str]) -> bytes:
-    real = os.path.realpath(os.fspath(path))
+    name = os.fspath(path)
     try:
-        stat = os.stat(real)
+        stat = os.stat(name)  # through the path as it is now: a retargeted link is another file
     except OSError as error:
-        raise Unkeyable(f"cannot stat {real}: {error.strerror}") from None
+        raise Unkeyable(f"cannot stat {name}: {error.strerror}") from None
+    real = _REAL_PATHS.get(name)
+    if real is None:
+        if len(_REAL_PATHS) >= _MEMO_ENTRIES:
+            _REAL_PATHS.clear()
+        real = _REAL_PATHS[name] = os.path.realpath(name)
     return _stat_identity(real, stat)
 
 

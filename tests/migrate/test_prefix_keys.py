@@ -1,0 +1,54 @@
+"""The identity of a file source: the file a path names now, never a remembered one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from codedag.migrate.prefix.keys import Unkeyable, source_identity
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+
+
+def test_the_same_file_keeps_its_identity(tmp_path: Path) -> None:
+    image = tmp_path / "a.jpg"
+    _write(image, b"jpeg")
+    assert source_identity(str(image)) == source_identity(str(image))
+    assert source_identity(image) == source_identity(str(image))
+
+
+def test_an_edited_or_replaced_file_is_another_source(tmp_path: Path) -> None:
+    image = tmp_path / "a.jpg"
+    _write(image, b"jpeg")
+    first = source_identity(str(image))
+    _write(image, b"jpeg, longer")
+    edited = source_identity(str(image))
+    assert edited != first
+    other = tmp_path / "b.jpg"
+    _write(other, b"jpeg, longer")
+    os.replace(other, image)  # a new inode under the same name
+    assert source_identity(str(image)) not in (first, edited)
+
+
+def test_a_link_pointed_elsewhere_names_the_new_file(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.jpg", tmp_path / "two.jpg"
+    _write(one, b"same size")
+    _write(two, b"same size")
+    os.utime(one, ns=(10**18, 10**18))
+    os.utime(two, ns=(10**18, 10**18))
+    link = tmp_path / "current.jpg"
+    link.symlink_to(one)
+    through_link = source_identity(str(link))  # the link's real path is remembered here
+    assert through_link == source_identity(str(one))
+    link.unlink()
+    link.symlink_to(two)
+    assert source_identity(str(link)) != through_link
+
+
+def test_a_missing_file_has_no_identity(tmp_path: Path) -> None:
+    with pytest.raises(Unkeyable, match="cannot stat"):
+        source_identity(str(tmp_path / "gone.jpg"))
