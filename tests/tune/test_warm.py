@@ -54,6 +54,8 @@ def test_in_process_loading_is_chosen_only_when_measured_faster_with_every_looku
     assert result.batches == 4  # two cycles of 2 workers, within the epoch of 4 batches
     assert [t.settings.num_workers for t in result.trials] == [2, 0]
     assert all(t.status == "measured" and t.batches_per_s > 0 for t in result.trials)
+    assert result.confirmation is not None  # a warm epoch has no first epoch to compare
+    assert result.confirmation.first_epoch_ratio is None
     if faster:
         assert result.chosen.num_workers == 0
         assert {"num_workers", "persistent_workers"} <= set(result.changed)

@@ -146,13 +146,14 @@ def confirm(
     options: TuneOptions,
     consumer: Consumer | None,
     tick: Callable[[str], None],
+    first_epoch: bool = True,
 ) -> tuple[list[float], list[float], LoaderConfirmation]:
     """Time yours and the candidate in ``options.rounds`` interleaved rounds of
     ``options.batches`` batches (at most ``options.trial_s`` each); pooled cycle intervals of
-    each."""
+    each, and (``first_epoch``) each side's time to load the loader's first epoch."""
     rounds, batches, max_s = options.rounds, options.batches, options.trial_s
     pooled: dict[str, list[float]] = {"yours": [], "candidate": []}
-    epoch = epoch_length(loader) or 0
+    epoch = (epoch_length(loader) or 0) if first_epoch else 0
     first_epochs: dict[str, list[float]] = {"yours": [], "candidate": []}
     ways = [("yours", yours), ("candidate", candidate)]
     for index in range(rounds):
@@ -166,9 +167,9 @@ def confirm(
                 on_batch=lambda: tick("side by side with your settings"),
             )
             pooled[name].extend(run.intervals_s)
-            first_epoch = run.first_epoch_s(epoch)
-            if first_epoch is not None:
-                first_epochs[name].append(first_epoch)
+            elapsed = run.first_epoch_s(epoch)
+            if elapsed is not None:
+                first_epochs[name].append(elapsed)
     yours_bps, cand_bps = _per_s(pooled["yours"]), _per_s(pooled["candidate"])
     ratio, spread = (cand_bps / yours_bps if yours_bps else 1.0), 0.0
     if pooled["yours"] and pooled["candidate"]:

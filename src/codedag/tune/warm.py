@@ -100,8 +100,8 @@ def tune_warm(
         for _ in build_variant(template, LoaderSettings(), endless=False):
             progress.tick("storing the timed batches")
         before = migrator.cache.progress()
-        theirs, yours, confirmation = confirm(
-            template, cold, candidate, options, consumer, progress.tick
+        theirs, yours, confirmation = confirm(  # epochs the cache serves: no start-up
+            template, cold, candidate, options, consumer, progress.tick, first_epoch=False
         )
         seen = migrator.cache.progress().since(before)
     hit_rate = seen.hits / seen.lookups if seen.lookups else 0.0
