@@ -249,34 +249,27 @@ def _confirmed(
         f"{confirmation.yours_batches_per_s:.2f} with your settings "
         f"({confirmation.ratio:.2f}x ± {confirmation.stderr_ratio:.2f})"
     )
-    if beats(mine, theirs, margin=options.margin_pct / 100.0):
-        slower = _slower_first_epoch(confirmation, options.margin_pct)
-        if slower is None:
-            return chosen, [candidate.why, side], confirmation
-        return (
-            yours,
-            [f"the candidate was {chosen.label()} ({candidate.why}); {side}, but {slower}"],
-            confirmation,
+    ratio = confirmation.first_epoch_ratio
+    if ratio is not None:
+        side += (
+            f"; a first epoch of {confirmation.first_epoch_batches} batches, start-up included, "
+            f"in {confirmation.chosen_first_epoch_s:.2f} s against "
+            f"{confirmation.yours_first_epoch_s:.2f} s"
         )
+    if beats(mine, theirs, margin=options.margin_pct / 100.0):
+        if ratio is None or ratio > 1.0 + options.margin_pct / 100.0:
+            return chosen, [candidate.why, side], confirmation
+        kept = (
+            f"the candidate was {chosen.label()} ({candidate.why}); {side}: faster once "
+            f"running, but not over a first epoch by more than {options.margin_pct:g} %, so "
+            "your settings are kept"
+        )
+        return yours, [kept], confirmation
     kept = (
         f"the candidate was {chosen.label()} ({candidate.why}), but {side}: not faster "
         f"by more than {options.margin_pct:g} % and the noise, so your settings are kept"
     )
     return yours, [kept], confirmation
-
-
-def _slower_first_epoch(confirmation: LoaderConfirmation, margin_pct: float) -> str | None:
-    """Why the candidate does not load a first epoch faster than your settings by more than
-    the margin, or None when it does (or the epoch's length is unknown)."""
-    ratio = confirmation.first_epoch_ratio
-    if ratio is None or ratio > 1.0 + margin_pct / 100.0:
-        return None
-    return (
-        f"it loads a first epoch of {confirmation.first_epoch_batches} batches in "
-        f"{confirmation.chosen_first_epoch_s:.2f} s against {confirmation.yours_first_epoch_s:.2f} "
-        f"s with your settings (start-up included): not faster by more than {margin_pct:g} %, "
-        "so your settings are kept"
-    )
 
 
 def plan_with_loader(
