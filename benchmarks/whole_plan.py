@@ -24,12 +24,17 @@ that draw from a worker's random state change with it), and the
 memory: the RAM tier at its largest (the blocks its file holds in shared memory), the
 anonymous memory of the loading processes beyond ``own``'s at its largest (proportional:
 ``Pss_Anon``, so a page a forked worker still shares with its parent counts once, not once per
-process as ``RssAnon`` would), and the budget. Beside samples/s, the CPU time per sample of this process and its workers (own /
-plan): on a machine shared with other work it moves far less than wall time, and shows what the
-plan costs or saves in work. Then the geometric means over pipelines, and for each pipeline the
+process as ``RssAnon`` would), and the budget. Beside samples/s, the CPU time per sample of
+this process and its workers (own / plan): on a machine shared with other work it moves far
+less than wall time, and shows what the plan costs or saves in work. Then the geometric means over pipelines, and for each pipeline the
 cache's hits and misses and the most the cache alone can give when loading is CPU-bound: the
 pipeline's CPU time per sample over what is left of it once every hit saves what the plan
 expects. It measures; it asserts nothing.
+
+``--step-ms MS`` sleeps ``MS`` after each batch in every variant, as a training loop waits while
+an accelerator runs its step (this process's CPU idle): loading that keeps up with the step
+costs the epoch nothing, so what the plan changes shows only where loading is the bottleneck.
+With ``--tune`` the tuning is told the step, and keeps it fed at the least cost.
 
 ``--torch-threads`` (default 1) sets torch's intra-op threads in every variant alike: on a machine
 shared with other work, OpenMP threads spinning for a core turn epochs of a few hundred
@@ -183,10 +188,11 @@ def _digests(batch: Any) -> list[bytes]:
 
 
 def _epochs(
-    make: Callable[[int], Any], epochs: int
+    make: Callable[[int], Any], epochs: int, step_s: float = 0.0
 ) -> tuple[list[float], list[float], list[list[bytes]]]:
     """Samples/s and CPU ms per sample of each epoch (the workers' CPU included, ended or
-    persistent), and the batches' digests."""
+    persistent), and the batches' digests; ``step_s``: a sleep after each batch, the
+    accelerator's step (this process's CPU idle meanwhile)."""
     rates, cpu_ms, digests = [], [], []
     loader = make(0)
     for epoch in range(epochs):
@@ -200,6 +206,8 @@ def _epochs(
             first = batch[0] if isinstance(batch, list | tuple) else batch
             count += len(first)
             digests.append(_digests(batch))
+            if step_s:
+                time.sleep(step_s)
         rates.append(count / (time.perf_counter() - started))
         cpu_ms.append((_cpu_s() - cpu) * 1e3 / count)
     del loader  # persistent workers end here
@@ -216,6 +224,7 @@ class Case:
     tuned: Any | None
     plan: dict[str, Any]
     budget_bytes: int | None
+    step_s: float = 0.0
 
 
 def prepare(
@@ -226,9 +235,10 @@ def prepare(
     tune: bool,
     budget_bytes: int | None,
     options: dict[str, Any] | None = None,
+    step_s: float = 0.0,
 ) -> Case:
     """Build the data set (``options`` go to the pipeline's factory), tune the loader
-    (optional), trace one batch and plan."""
+    (optional; told the step's time when there is one), trace one batch and plan."""
     from codedag.optimize.manager import OptimizerManager
     from codedag.trace.tracer import trace_dataloader
 
@@ -247,7 +257,7 @@ def prepare(
     if tune:
         from codedag.tune import TuneOptions, tune_loader
 
-        options = TuneOptions(batches=6, rounds=2, trial_s=2.0, budget_s=60)
+        options = TuneOptions(batches=6, rounds=2, trial_s=2.0, budget_s=60, step_s=step_s or None)
         tuned = tune_loader(make(0), options)
         tuned.override = list(tuned.changed)
     tracer, _ = trace_dataloader(make(0))
@@ -257,7 +267,7 @@ def prepare(
     plan = manager.optimize(tracer.dag)["migration_plan"]
     if options is not None and (plan.get("cache") or {}).get("chains"):
         plan["loader"] = _with_warm(make(0), plan, options)
-    return Case(name, workers, make, tuned, plan, budget_bytes)
+    return Case(name, workers, make, tuned, plan, budget_bytes, step_s)
 
 
 def _with_warm(loader: Any, plan: dict[str, Any], options: Any) -> dict[str, Any]:
@@ -277,7 +287,7 @@ def _with_warm(loader: Any, plan: dict[str, Any], options: Any) -> dict[str, Any
 
 def _own(case: Case, epochs: int) -> Run:
     with MemoryPeak(None) as memory:
-        rates, cpu_ms, digests = _epochs(case.make, epochs)
+        rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
     return Run(rates, cpu_ms, digests, private_peak_bytes=memory.private_bytes)
 
 
@@ -286,7 +296,7 @@ def _tuned(case: Case, epochs: int) -> Run:
 
     plan = {"context_device_map": {}, "loader": case.tuned.model_dump(mode="json")}
     with PipelineMigrator(plan, guard=False), MemoryPeak(None) as memory:
-        rates, cpu_ms, digests = _epochs(case.make, epochs)
+        rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
     return Run(rates, cpu_ms, digests, private_peak_bytes=memory.private_bytes)
 
 
@@ -300,7 +310,7 @@ def _plan(case: Case, epochs: int) -> Run:
         store = StoreSettings(folder=folder / "cache", ram_budget_bytes=case.budget_bytes)
         migrator = PipelineMigrator(case.plan, guard=False, cache=CacheSettings(store=store))
         with migrator, MemoryPeak(ram_folder(folder / "cache")) as memory:
-            rates, cpu_ms, digests = _epochs(case.make, epochs)
+            rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
         run = Run(rates, cpu_ms, digests, memory.tier_bytes, memory.private_bytes)
         run.cache = migrator.get_stats()["cache"]
         migrator.cache.store.clear()
@@ -461,12 +471,21 @@ def main() -> None:
         "--cache-budget-mb", type=float, default=None, help="default: the RAM tier's"
     )
     parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's own")
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        default=0.0,
+        help="sleep this long after each batch, as while an accelerator runs the step",
+    )
     args = parser.parse_args()
+    if args.step_ms < 0:
+        parser.error("--step-ms must be 0 or more")
     budget = None if args.cache_budget_mb is None else int(args.cache_budget_mb * 1e6)
     variants = ["own", "tuned", "plan"] if args.tune else ["own", "plan"]
     print(
         f"{args.samples} samples, batches of {args.batch_size}, {args.epochs} epochs, "
         f"{args.rounds} interleaved rounds, torch threads {args.torch_threads or 'default'}, "
+        f"a {args.step_ms:g} ms step after each batch, "
         f"{os.cpu_count()} CPUs; samples/s (median over rounds); x: plan / own per round, "
         "median (lowest-highest); cpu x: own / plan CPU time per sample (this process and its "
         "workers), median"
@@ -476,7 +495,15 @@ def main() -> None:
     with _threads(args.torch_threads):
         for name in args.pipelines:
             for workers in args.workers:
-                case = prepare(name, workers, args.samples, args.batch_size, args.tune, budget)
+                case = prepare(
+                    name,
+                    workers,
+                    args.samples,
+                    args.batch_size,
+                    args.tune,
+                    budget,
+                    step_s=args.step_ms / 1e3,
+                )
                 row = _row(case, _rounds(case, variants, args.rounds, args.epochs))
                 rows.append(row)
                 _print(row)

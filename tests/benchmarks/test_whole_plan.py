@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
+import os
 import sys
 import time
 from pathlib import Path
 from types import ModuleType
+
+import torch
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -49,3 +52,36 @@ def test_cpu_of_a_child_still_running_is_counted() -> None:
     ended = whole_plan._cpu_s() - before  # reaped: its CPU moved to RUSAGE_CHILDREN
     assert alive >= 0.3
     assert abs(ended - alive) < 0.2
+
+
+def test_a_step_time_holds_each_batch_and_memory_counts_shared_pages_once() -> None:
+    whole_plan = _load()
+    batches = [torch.zeros(2, 3)] * 4
+
+    def make(_epoch: int) -> list[torch.Tensor]:
+        return batches
+
+    started = time.perf_counter()
+    rates, _cpu_ms, digests = whole_plan._epochs(make, 2, step_s=0.05)
+    assert time.perf_counter() - started >= 8 * 0.05  # two epochs of four batches
+    assert len(digests) == 8 and all(rate < 2 / 0.05 for rate in rates)
+    # a forked child's anonymous pages are its parent's until written: proportional memory
+    # divides them, so the sum over both stays near the parent's own
+    parent = whole_plan._anonymous_bytes(os.getpid())
+    context = multiprocessing.get_context("fork")
+    ready, done = context.Event(), context.Event()
+    child = context.Process(target=_wait, args=(ready, done))
+    child.start()
+    try:
+        assert ready.wait(30)
+        pid = os.getpid()
+        together = whole_plan._anonymous_bytes(pid) + whole_plan._anonymous_bytes(child.pid)
+    finally:
+        done.set()
+        child.join(30)
+    assert together < 1.5 * parent  # counted once per process, it would be about twice
+
+
+def _wait(ready: object, done: object) -> None:
+    ready.set()  # type: ignore[attr-defined]
+    done.wait(30)  # type: ignore[attr-defined]
