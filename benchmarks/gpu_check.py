@@ -212,6 +212,21 @@ class _Context:
         return {"batch": 32, "batches": 3, "rounds": 2, "size": 512}
 
     @property
+    def image_flags(self) -> list[str]:
+        """The image benchmarks' size flags."""
+        image = self.image
+        return [
+            "--batch-size",
+            str(image["batch"]),
+            "--batches",
+            str(image["batches"]),
+            "--rounds",
+            str(image["rounds"]),
+            "--size",
+            str(image["size"]),
+        ]
+
+    @property
     def no_cuda(self) -> str | None:
         return None if self.cuda else "needs CUDA (rehearsal on the CPU)"
 
@@ -328,14 +343,7 @@ def _benchmark_steps(c: _Context) -> list[Step]:
                 *(["demo_image"] if c.quick else ["letterbox", "demo_image"]),
                 "--workers",
                 "0",
-                "--batch-size",
-                str(c.image["batch"]),
-                "--batches",
-                str(c.image["batches"]),
-                "--rounds",
-                str(c.image["rounds"]),
-                "--size",
-                str(c.image["size"]),
+                *c.image_flags,
                 "--json",
                 str(c.work / "batched.json"),
             ],
@@ -353,14 +361,7 @@ def _benchmark_steps(c: _Context) -> list[Step]:
                 *(["demo_image"] if c.quick else ["letterbox", "demo_image"]),
                 "--workers",
                 "0" if c.quick else "2",
-                "--batch-size",
-                str(c.image["batch"]),
-                "--batches",
-                str(c.image["batches"]),
-                "--rounds",
-                str(c.image["rounds"]),
-                "--size",
-                str(c.image["size"]),
+                *c.image_flags,
                 "--json",
                 str(c.work / "placement.json"),
             ],

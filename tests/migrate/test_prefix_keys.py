@@ -52,3 +52,13 @@ def test_a_link_pointed_elsewhere_names_the_new_file(tmp_path: Path) -> None:
 def test_a_missing_file_has_no_identity(tmp_path: Path) -> None:
     with pytest.raises(Unkeyable, match="cannot stat"):
         source_identity(str(tmp_path / "gone.jpg"))
+
+
+def test_a_file_in_a_linked_folder_is_named_by_its_real_path(tmp_path: Path) -> None:
+    real = tmp_path / "images"
+    real.mkdir()
+    _write(real / "a.jpg", b"jpeg")
+    (tmp_path / "linked").symlink_to(real)
+    assert source_identity(str(tmp_path / "linked" / "a.jpg")) == source_identity(
+        str(real / "a.jpg")
+    )

@@ -6,7 +6,7 @@
 * a file named by a path (``str``, ``os.PathLike``) or an open file is identified by its real
   path, size, modification time (ns), inode and device: editing or replacing it is a miss. The
   numbers are read through the path on every lookup (a link pointed elsewhere names another
-  inode); the real path is resolved once per path and process;
+  inode); the real path of its folder is resolved once per folder and process;
 * an in-memory buffer (``bytes``, ``bytearray``, ``memoryview``, a NumPy array, a CPU tensor) by
   a hash of its bytes with its dtype and shape; an immutable ``bytes`` object's hash is kept per
   object while it lives (a data set's encoded images are hashed once per process);
@@ -96,8 +96,9 @@ def _array_identity(array: np.ndarray) -> bytes:
     return header + xxhash.xxh3_128_digest(raw)
 
 
-_REAL_PATHS: dict[str, str] = {}
-"""Each path's real path as first resolved (``realpath`` costs an ``lstat`` per component)."""
+_REAL_FOLDERS: dict[str, str] = {}
+"""Each folder's real path as first resolved: ``realpath`` costs an ``lstat`` per component,
+and a data set's files sit in few folders (one entry per folder, not per file)."""
 
 
 def _file_identity(path: str | os.PathLike[str]) -> bytes:
@@ -106,12 +107,20 @@ def _file_identity(path: str | os.PathLike[str]) -> bytes:
         stat = os.stat(name)  # through the path as it is now: a retargeted link is another file
     except OSError as error:
         raise Unkeyable(f"cannot stat {name}: {error.strerror}") from None
-    real = _REAL_PATHS.get(name)
+    return _stat_identity(_real_path(name), stat)
+
+
+def _real_path(name: str) -> str:
+    """``os.path.realpath(name)``, its folder's part remembered."""
+    folder, base = os.path.split(name)
+    if base in ("", ".", "..") or os.path.islink(name):  # the file itself is a link: resolve it
+        return os.path.realpath(name)
+    real = _REAL_FOLDERS.get(folder)
     if real is None:
-        if len(_REAL_PATHS) >= _MEMO_ENTRIES:
-            _REAL_PATHS.clear()
-        real = _REAL_PATHS[name] = os.path.realpath(name)
-    return _stat_identity(real, stat)
+        if len(_REAL_FOLDERS) >= _MEMO_ENTRIES:
+            _REAL_FOLDERS.clear()
+        real = _REAL_FOLDERS[folder] = os.path.realpath(folder or os.curdir)
+    return os.path.join(real, base)
 
 
 def _stat_identity(name: str, stat: os.stat_result) -> bytes:
