@@ -115,28 +115,33 @@ def tune_warm(
         f"({confirmation.ratio:.2f}x ± {confirmation.stderr_ratio:.2f}, "
         f"{options.rounds} alternating rounds)"
     )
-    if chosen is candidate:
-        verdict = f"load {candidate.label()}"
-    elif not warm:
-        verdict = (
-            f"keep {cold.label()}: only {hit_rate:.0%} of the timed "
-            "lookups were hits (the cache gave the chain up, or did not hold the batches)"
-        )
-    else:
-        verdict = (
-            f"keep {cold.label()}: in process was not faster by more "
-            f"than {options.margin_pct:g} % and the noise"
-        )
     progress.finish()
     return WarmLoader(
         chosen=chosen,
         changed=list(chosen.differences(cold)),
-        reason=f"{verdict}; {side}",
+        reason=f"{_verdict(chosen, cold, warm, hit_rate, options.margin_pct)}; {side}",
         batches=len(batches),
         hit_rate=hit_rate,
         trials=[_trial(cold, yours), _trial(candidate, theirs)],
         confirmation=confirmation,
         duration_s=time.perf_counter() - started,
+    )
+
+
+def _verdict(
+    chosen: LoaderSettings, cold: LoaderSettings, warm: bool, hit_rate: float, margin_pct: float
+) -> str:
+    """The warm decision in words: load ``chosen``, or keep ``cold`` and why."""
+    if chosen is not cold:
+        return f"load {chosen.label()}"
+    if not warm:
+        return (
+            f"keep {cold.label()}: only {hit_rate:.0%} of the timed lookups were hits (the "
+            "cache gave the chain up, or did not hold the batches)"
+        )
+    return (
+        f"keep {cold.label()}: in process was not faster by more than {margin_pct:g} % and "
+        "the noise"
     )
 
 
