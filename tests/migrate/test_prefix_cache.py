@@ -3,6 +3,7 @@ share one store, and a store that cannot be used degrades to no cache with one w
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -12,6 +13,7 @@ import cv2
 import lmdb
 import numpy as np
 import pytest
+import torch
 from prefix_support import FileImages, epoch, equal, runtime, write_images
 
 import codedag.migrate.prefix.keys as keys
@@ -98,6 +100,61 @@ def test_a_use_outside_the_chain_computes_normally_and_counts_its_reason(
     assert stats["hits"] == 0 and stats["stored"] == 0
     assert stats["misses"] == {"diverged": 2 * len(images)}
     assert any("write" in reason for reason in stats["diverged"])
+
+
+class Padded(FileImages):
+    """Even images take the chain; odd ones skip the resize, and their value before the cut goes
+    to ``cv2.copyMakeBorder``, a function outside the chain (cv2 ignores ``__array__``)."""
+
+    def __getitem__(self, index: int):  # type: ignore[no-untyped-def]
+        image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+        if index % 2 == 0:
+            image = cv2.resize(image, (self.out, self.out), interpolation=cv2.INTER_AREA)
+            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        else:
+            image = cv2.copyMakeBorder(image, 0, 0, 0, 0, cv2.BORDER_CONSTANT)[:32, :32]
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+def _padded_runtime(folder: Path, guards: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    rt = runtime(folder)
+    caller = f"{__name__}.Padded.__getitem__"
+    rt.chains[0] = dataclasses.replace(rt.chains[0], callers=(caller,), guards=guards)
+    rt._sources = {"cv2.imread": rt.chains}
+    return rt
+
+
+def test_a_value_reaching_a_guarded_function_outside_the_chain_is_computed_there(
+    tmp_path: Path, images: list[str]
+) -> None:
+    dataset = Padded(images)
+    reference = epoch(dataset)
+    rt = _padded_runtime(tmp_path / "cache", guards=("cv2.copyMakeBorder",))
+    first, second = _run(rt, dataset)
+    assert equal(first, reference) and equal(second, reference)
+    stats = rt.stats()
+    half = len(images) // 2
+    assert stats["hits"] == half and stats["misses"] == {"new": half, "diverged": 2 * half}
+    assert stats["diverged"] == {"prefix0: a call outside the chain: cv2.copyMakeBorder": 2 * half}
+
+
+def test_a_fetch_failing_with_many_values_of_a_chain_counts_once_toward_giving_it_up(
+    tmp_path: Path, images: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    dataset = Padded(images)
+    reference = epoch(dataset)
+    # no guard: cv2 refuses a value before the cut, the batch runs again without the cache
+    rt = _padded_runtime(tmp_path / "cache", guards=())
+    with caplog.at_level(logging.WARNING):
+        epochs = _run(rt, dataset, epochs=3)
+    assert all(equal(batches, reference) for batches in epochs)
+    stats = rt.stats()
+    # each batch of 4 starts two chains (an even image stored, an odd one failing) and fails:
+    # one failure of the chain each, so it is given up at the third failing fetch in a row, and
+    # no later fetch looks anything up
+    assert stats["misses"]["error"] == 3
+    assert sum(r.count("keep failing") for r in caplog.messages) == 1
+    assert stats["hits"] + sum(stats["misses"].values()) == 3 * 2
 
 
 def test_a_value_tampered_with_in_the_store_is_caught_by_verify(

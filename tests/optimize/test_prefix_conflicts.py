@@ -97,3 +97,12 @@ def test_a_batched_chain_forced_by_the_user_keeps_its_functions() -> None:
     assert plan["batched"]["chains"][0]["batched"]
     assert not plan["cache"]["chains"][0]["cached"]
     assert "forced" in plan["cache"]["chains"][0]["reason"]
+
+
+def test_a_guard_yields_to_a_placement_that_patches_its_function() -> None:
+    plan = _plan(saved_ns=50_000_000, placed_saving_ns=20_000_000)
+    plan["calls"][0]["function"] = "librosa.feature.mfcc"  # placed, outside the cached chain
+    plan["cache"]["chains"][0]["guards"] = ["librosa.feature.mfcc", "librosa.util.normalize"]
+    resolve(plan)
+    assert plan["calls"][0]["migrate"]
+    assert plan["cache"]["chains"][0]["guards"] == ["librosa.util.normalize"]

@@ -72,6 +72,16 @@ def test_the_cut_saves_the_most_within_the_budget_and_none_when_reading_costs_mo
     assert off.cached_chains == []
 
 
+@pytest.mark.parametrize("draw", [False, True])
+def test_the_samples_other_functions_of_a_chains_library_are_its_guards(draw: bool) -> None:
+    section = decide(_found(draw), lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)
+    (chain,) = section.chains
+    assert "cv2.imdecode" in chain.functions
+    # after a random draw cv2.cvtColor is outside the chain: a value before the cut reaching it
+    # (on a branch the trace did not take) is computed there; NumPy and torch take it anyway
+    assert chain.guards == (["cv2.cvtColor"] if draw else [])
+
+
 def _pipeline_found(name: str):  # type: ignore[no-untyped-def]
     from codedag.experiments import pipelines
 

@@ -164,6 +164,8 @@ class PrefixFound:
     samples: int
     dataset_len: int | None
     note: str = ""
+    calls: frozenset[str] = frozenset()
+    """Names of the library calls the traced samples made (what a value may reach)."""
 
 
 def _random(name: str) -> bool:
@@ -345,6 +347,7 @@ def find_prefixes(dag: Any) -> PrefixFound:
     if not samples:
         return PrefixFound([], 0, dataset_len, "the trace holds no DataLoader samples")
     groups: dict[tuple[str, str], PrefixChain] = {}
+    calls = frozenset(n.name for ops in samples for n in ops if _is_operation(n))
     for index, ops in enumerate(samples):
         for traced in _sample_chains(dag, ops, index):
             key = (traced.caller, traced.steps[0].name)
@@ -359,7 +362,7 @@ def find_prefixes(dag: Any) -> PrefixFound:
     from codedag.optimize.batched import traced_batch_size
 
     count = min(len(samples), traced_batch_size(dag, len(samples)))
-    return PrefixFound(chains, count, dataset_len, note)
+    return PrefixFound(chains, count, dataset_len, note, calls)
 
 
 def candidates(chain: PrefixChain) -> list[Candidate]:
@@ -381,6 +384,26 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
             )
         )
     return out
+
+
+_TAKE_ANY_VALUE = ("numpy.", "torch.", "builtins.", "operator.", "random.", "math.")
+"""Libraries whose functions take a prefix value through its protocols (``__array__``,
+``__array_function__``, ``__torch_function__``, the operators), or take no array."""
+
+
+def functions_to_guard(functions: list[str], calls: frozenset[str]) -> list[str]:
+    """The traced calls of the chain's libraries that are not in the chain (``cv2.copyMakeBorder``
+    where the chain is ``cv2.imdecode``, ``cv2.resize``): such a library takes arrays only (cv2
+    ignores ``__array__``), so a value before the cut that reaches one, on a branch the chain does
+    not take, is computed there and its chain computed normally."""
+    roots = {name.split(".", 1)[0] for name in functions if not name.startswith(_TAKE_ANY_VALUE)}
+    return sorted(
+        name
+        for name in calls
+        if name.split(".", 1)[0] in roots
+        and name not in functions
+        and not name.startswith((*_PROXY_HANDLED, *_TAKE_ANY_VALUE))
+    )
 
 
 def functions_to_patch(steps: list[str]) -> list[str]:
@@ -429,7 +452,7 @@ def decide(
     left = budget_bytes
     per_sample = max(1, found.samples)
     for chain in found.chains:
-        entry = _chain_entry(chain)
+        entry = _chain_entry(chain, found.calls)
         distinct = found.dataset_len or len(chain.traced)
         best, unpaid = _weigh_cuts(chain, entry, costs, distinct, left)
         if mode == "off":
@@ -510,8 +533,9 @@ def _weigh_cuts(
     return best, unpaid
 
 
-def _chain_entry(chain: PrefixChain) -> CacheChain:
+def _chain_entry(chain: PrefixChain, calls: frozenset[str]) -> CacheChain:
     steps = [s.name for s in chain.traced[0].steps[: len(chain.common)]]
+    functions = functions_to_patch(steps)
     return CacheChain(
         id=chain.id,
         source_function=chain.source_function,
@@ -520,7 +544,8 @@ def _chain_entry(chain: PrefixChain) -> CacheChain:
         callers=[chain.caller] if chain.caller else [],
         context_keys=sorted({t.steps[0].context_key for t in chain.traced}),
         steps=steps,
-        functions=functions_to_patch(steps),
+        functions=functions,
+        guards=functions_to_guard(functions, calls),
         sources=len(chain.traced),
         samples=chain.samples,
         stop=chain.stop,

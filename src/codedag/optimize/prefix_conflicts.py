@@ -15,7 +15,9 @@ sample over
 * a batched chain: ``EPOCHS * (original_ns - batched_ns) / batch_size`` per sample.
 
 The loser is switched off with the reason, and the plan gets a note. A batched chain forced with
-``--batched always`` is the user's choice and keeps its functions.
+``--batched always`` is the user's choice and keeps its functions. A cached chain's *guards*
+(other functions of its libraries, patched only to take its values as computed arrays) yield to
+a placement or batched chain that patches them: they are dropped from the chain.
 """
 
 from __future__ import annotations
@@ -94,6 +96,18 @@ def resolve(plan: dict[str, Any]) -> None:
             f"kept the {'cache' if mine >= other else 'placement'} ({_ms(max(mine, other))} vs "
             f"{_ms(min(mine, other))} saved per sample over {EPOCHS} epochs)"
         )
+    _release_guards(plan)
+
+
+def _release_guards(plan: dict[str, Any]) -> None:
+    """Drop from the cached chains' guards the functions a placement or batched chain patches."""
+    owned = {c["function"] for c in plan.get("calls", []) if c.get("migrate")}
+    for entry in (plan.get("batched") or {}).get("chains", []):
+        if entry.get("batched"):
+            owned.update(entry.get("functions", []))
+    for chain in (plan.get("cache") or {}).get("chains", []):
+        if chain.get("guards"):
+            chain["guards"] = [g for g in chain["guards"] if g not in owned]
 
 
 def _unplace(

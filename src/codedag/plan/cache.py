@@ -60,6 +60,8 @@ class CacheChain(_Model):
         context_keys: the traced context keys of the source calls.
         steps: the chain's calls in order, up to the deepest deterministic one.
         functions: library functions patched while the plan is applied.
+        guards: the samples' other functions of the chain's libraries, patched to take a value
+            before the cut as its computed array (its chain then computed normally).
         sources: traced sources that ran the chain (several per sample in a mosaic).
         samples: traced samples.
         stop: why the chain cannot be cut later than its last step.
@@ -78,6 +80,7 @@ class CacheChain(_Model):
     context_keys: list[str] = Field(default_factory=list)
     steps: list[str] = Field(default_factory=list)
     functions: list[str] = Field(default_factory=list)
+    guards: list[str] = Field(default_factory=list)
     sources: int = Field(default=0, ge=0)
     samples: int = Field(default=0, ge=0)
     stop: str = ""

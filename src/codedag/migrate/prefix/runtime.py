@@ -5,10 +5,16 @@ It patches, through its own :class:`codedag.patching.Patcher`:
 * the chains' library functions: a planned source call (matched by the function that makes it)
   starts a chain; a call receiving a prefix value is a step of its chain (:mod:`.values`); every
   other call runs the original;
+* the chains' *guards*: the other functions of their libraries the trace saw in the samples
+  (``cv2.copyMakeBorder`` beside ``cv2.imdecode`` and ``cv2.resize``). cv2 takes arrays only (it
+  ignores ``__array__``): a value before the cut that reaches one, on a branch the chain does
+  not take, is computed there, and its chain diverges;
 * ``_MapDatasetFetcher.fetch``: a batch whose code fails while prefix values exist (a function
-  outside the chain received one) runs again without the cache, from the random state it started
-  with (Python's, NumPy's and torch's global generators), counted as ``error``; at its end the
-  writer thread is woken for the values the batch queued (:meth:`.writer.Writer.wake`).
+  outside the chain that the trace did not see received one) runs again without the cache, from
+  the random state it started with (Python's, NumPy's and torch's global generators), counted as
+  ``error``; a chain whose fetches fail :data:`~.session.GIVE_UP_AFTER` times in a row is not
+  cached in that process any more. At a fetch's end the writer thread is woken for the values
+  the batch queued (:meth:`.writer.Writer.wake`).
 
 DataLoader workers forked after :meth:`PrefixCacheRuntime.apply` inherit the patches and open the
 store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
@@ -17,6 +23,8 @@ store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import random
 import sys
@@ -28,7 +36,7 @@ import numpy as np
 
 from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
-from codedag.migrate.prefix.values import has_prefix_value, step
+from codedag.migrate.prefix.values import has_prefix_value, outside_call, step
 from codedag.patching import Patcher
 
 log = logging.getLogger(__name__)
@@ -99,6 +107,7 @@ def chains_from_plan(section: Any) -> list[ChainSpec]:
                 functions=tuple(chain.functions),
                 cut_function=cut.step,
                 cut_occurrence=cut.occurrence,
+                guards=tuple(chain.guards),
             )
         )
     return out
@@ -148,13 +157,17 @@ class PrefixCacheRuntime:
         from codedag.migrate.injector import patch_each
         from codedag.migrate.workerstats import WorkerStats
 
-        names = sorted({f for c in self.chains for f in c.functions} | set(self._sources))
+        chained = {f for c in self.chains for f in c.functions} | set(self._sources)
+        guarded = {g for c in self.chains for g in c.guards} - chained
+        names = sorted(chained | guarded)
         current: list[str] = []
 
         def factory(site: str, original: Any) -> Any:
             name = current[0] if current else site
             if name == FETCH:
                 return self._make_fetch(original)
+            if name in guarded:
+                return _guard(name, original)
             return self._replacement(name, original)
 
         failed = patch_each(
@@ -201,9 +214,6 @@ class PrefixCacheRuntime:
                 if chain is not None and chain.id not in session.given_up:
                     return session.source(chain, original, args, kwargs)
             return original(*args, **kwargs)
-
-        import contextlib
-        import functools
 
         with contextlib.suppress(AttributeError, TypeError):
             functools.update_wrapper(replacement, original)
@@ -299,6 +309,19 @@ class PrefixCacheRuntime:
             "diverged": dict(self.session.details.most_common(10)),
             "problems": self.store.problems,
         }
+
+
+def _guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` taking prefix values as their computed values (their chains diverge)."""
+
+    def guard(*args: Any, **kwargs: Any) -> Any:
+        if has_prefix_value(args, kwargs):
+            return outside_call(name, original, args, kwargs)
+        return original(*args, **kwargs)
+
+    with contextlib.suppress(AttributeError, TypeError):
+        functools.update_wrapper(guard, original)
+    return guard
 
 
 def _random_states() -> tuple[Any, Any, Any]:

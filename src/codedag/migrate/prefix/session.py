@@ -61,7 +61,8 @@ FIELDS: tuple[str, ...] = (
     *_MISS_FIELDS.values(),
 )
 GIVE_UP_AFTER = 3
-"""Samples of one chain failing in a row with prefix values, after which it is not cached here."""
+"""DataLoader fetches holding values of one chain that fail in a row, after which the chain is not
+cached in this process."""
 
 JUDGE_AFTER = 8
 """Values of a chain stored by a process, after which it compares what storing and reading one
@@ -82,6 +83,7 @@ class ChainSpec:
         functions: library functions patched for it.
         cut_function: the call whose result is stored.
         cut_occurrence: which call of that name (0: the first).
+        guards: other functions of its libraries, which take its values as computed arrays.
     """
 
     id: str
@@ -91,6 +93,7 @@ class ChainSpec:
     functions: tuple[str, ...]
     cut_function: str
     cut_occurrence: int
+    guards: tuple[str, ...] = ()
 
 
 class _Local(threading.local):
@@ -410,11 +413,13 @@ class Session:
         self.local.lineages = []
 
     def failed_sample(self) -> None:
-        """The fetch failed with prefix values: its open chains count as ``error``."""
+        """The fetch failed with prefix values: its open chains count as ``error``, and each of
+        its chains has one more failed fetch in a row (however many of its values the fetch
+        held: a batch of mosaics holds dozens)."""
         for lineage in self.local.lineages:
             if not lineage.done:
                 lineage.diverge("error")
-            chain = lineage.chain.id
+        for chain in sorted({lineage.chain.id for lineage in self.local.lineages}):
             self.failures[chain] += 1
             if self.failures[chain] >= GIVE_UP_AFTER and chain not in self.given_up:
                 self.given_up.add(chain)

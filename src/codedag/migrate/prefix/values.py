@@ -381,6 +381,16 @@ def real_args(args: tuple[Any, ...], reason: str) -> tuple[Any, ...]:
     return concrete(args)
 
 
+def outside_call(
+    name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A call outside the chain (a function that takes arrays only) with the prefix values among
+    its arguments computed: their chains diverge."""
+    for value in _prefix_values(args, kwargs):
+        value._lineage.diverge(f"a call outside the chain: {name}")
+    return _computed(function, args, kwargs)
+
+
 def _collect(value: Any, found: list[PrefixValue]) -> None:
     if isinstance(value, PrefixValue):
         found.append(value)
