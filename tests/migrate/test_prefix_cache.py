@@ -116,9 +116,9 @@ class Padded(FileImages):
         return torch.from_numpy(np.ascontiguousarray(image)), index
 
 
-def _padded_runtime(folder: Path, guards: tuple[str, ...]):  # type: ignore[no-untyped-def]
+def _runtime_for(folder: Path, dataset: type, guards: tuple[str, ...]):  # type: ignore[no-untyped-def]
     rt = runtime(folder)
-    caller = f"{__name__}.Padded.__getitem__"
+    caller = f"{__name__}.{dataset.__qualname__}.__getitem__"
     rt.chains[0] = dataclasses.replace(rt.chains[0], callers=(caller,), guards=guards)
     rt._sources = {"cv2.imread": rt.chains}
     return rt
@@ -129,7 +129,7 @@ def test_a_value_reaching_a_guarded_function_outside_the_chain_is_computed_there
 ) -> None:
     dataset = Padded(images)
     reference = epoch(dataset)
-    rt = _padded_runtime(tmp_path / "cache", guards=("cv2.copyMakeBorder",))
+    rt = _runtime_for(tmp_path / "cache", Padded, guards=("cv2.copyMakeBorder",))
     first, second = _run(rt, dataset)
     assert equal(first, reference) and equal(second, reference)
     stats = rt.stats()
@@ -144,7 +144,7 @@ def test_a_fetch_failing_with_many_values_of_a_chain_counts_once_toward_giving_i
     dataset = Padded(images)
     reference = epoch(dataset)
     # no guard: cv2 refuses a value before the cut, the batch runs again without the cache
-    rt = _padded_runtime(tmp_path / "cache", guards=())
+    rt = _runtime_for(tmp_path / "cache", Padded, guards=())
     with caplog.at_level(logging.WARNING):
         epochs = _run(rt, dataset, epochs=3)
     assert all(equal(batches, reference) for batches in epochs)
@@ -155,6 +155,26 @@ def test_a_fetch_failing_with_many_values_of_a_chain_counts_once_toward_giving_i
     assert stats["misses"]["error"] == 3
     assert sum(r.count("keep failing") for r in caplog.messages) == 1
     assert stats["hits"] + sum(stats["misses"].values()) == 3 * 2
+
+
+class Flipped(FileImages):
+    """BGR to RGB by slicing (``[:, :, ::-1]``), as much YOLO-style code does, inside the chain."""
+
+    def __getitem__(self, index: int):  # type: ignore[no-untyped-def]
+        image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)[:, :, ::-1]
+        image = cv2.resize(image, (self.out, self.out), interpolation=cv2.INTER_AREA)
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+def test_a_chain_that_slices_its_value_is_cached(tmp_path: Path, images: list[str]) -> None:
+    dataset = Flipped(images)
+    reference = epoch(dataset)
+    rt = _runtime_for(tmp_path / "cache", Flipped, guards=())
+    first, second = _run(rt, dataset)
+    assert equal(first, reference) and equal(second, reference)
+    stats = rt.stats()
+    assert stats["misses"] == {"new": len(images)} and stats["hits"] == len(images)
 
 
 def test_a_value_tampered_with_in_the_store_is_caught_by_verify(

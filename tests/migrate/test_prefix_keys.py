@@ -1,4 +1,5 @@
-"""The identity of a file source: the file a path names now, never a remembered one."""
+"""The identity of a file source: the file a path names now, never a remembered one; an index's
+slices keyed by their values."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codedag.migrate.prefix.keys import Unkeyable, source_identity
+from codedag.migrate.prefix.keys import Unkeyable, encode_argument, source_identity
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -62,3 +63,18 @@ def test_a_file_in_a_linked_folder_is_named_by_its_real_path(tmp_path: Path) -> 
     assert source_identity(str(tmp_path / "linked" / "a.jpg")) == source_identity(
         str(real / "a.jpg")
     )
+
+
+def test_an_index_is_keyed_by_its_slices() -> None:
+    def encoded(index: object) -> bytes:
+        out: list[bytes] = []
+        encode_argument(index, out)
+        return b"".join(out)
+
+    assert encoded((slice(None), slice(None), slice(None, None, -1))) == encoded(
+        (slice(None), slice(None), slice(None, None, -1))
+    )
+    assert encoded(slice(0, 8)) != encoded(slice(0, 9)) != encoded(slice(0, 8, 2))
+    assert encoded((Ellipsis, 0)) != encoded((slice(None), 0))
+    with pytest.raises(Unkeyable):
+        encoded(slice(object()))

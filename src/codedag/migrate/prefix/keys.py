@@ -205,8 +205,16 @@ def _encode_sequence(value: tuple[Any, ...] | list[Any], out: list[bytes], depth
 
 
 def _encode_other(value: Any, out: list[bytes], depth: int) -> None:
+    kind = type(value)
     if value is None or isinstance(value, bool | int | float | complex | str):
         out.append(f"{type(value).__name__}:{value!r};".encode())
+    elif kind is slice:  # an index: img[:, :, ::-1], img[top:bottom]
+        out.append(b"slice(")
+        for part in (value.start, value.stop, value.step):
+            encode_argument(part, out, depth + 1)
+        out.append(b")")
+    elif value is Ellipsis:
+        out.append(b"ellipsis;")
     elif isinstance(value, enum.Enum):
         out.append(f"enum:{type(value).__qualname__}.{value.name}={value.value!r};".encode())
     elif isinstance(value, bytes):
