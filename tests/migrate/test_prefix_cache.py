@@ -177,6 +177,28 @@ def test_a_chain_that_slices_its_value_is_cached(tmp_path: Path, images: list[st
     assert stats["misses"] == {"new": len(images)} and stats["hits"] == len(images)
 
 
+class Checked(FileImages):
+    """A type check between the chain's calls, as helpers of image libraries make."""
+
+    def __getitem__(self, index: int):  # type: ignore[no-untyped-def]
+        image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+        if not isinstance(image, np.ndarray):
+            raise TypeError(f"{self.paths[index]} is not an image")
+        image = cv2.resize(image, (self.out, self.out), interpolation=cv2.INTER_AREA)
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+def test_a_type_check_before_the_cut_sees_an_array(tmp_path: Path, images: list[str]) -> None:
+    dataset = Checked(images)
+    reference = epoch(dataset)
+    rt = _runtime_for(tmp_path / "cache", Checked, guards=())
+    first, second = _run(rt, dataset)
+    assert equal(first, reference) and equal(second, reference)
+    stats = rt.stats()
+    assert stats["misses"] == {"new": len(images)} and stats["hits"] == len(images)
+
+
 def test_a_value_tampered_with_in_the_store_is_caught_by_verify(
     tmp_path: Path, images: list[str]
 ) -> None:

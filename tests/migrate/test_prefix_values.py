@@ -72,6 +72,7 @@ def test_a_known_key_defers_the_call_and_the_header_answers_metadata() -> None:
     )
     deferred = step("scale", scale, (source,), {})
     assert not deferred._done and calls == []
+    assert deferred._call[1][0] is source  # the deferred call keeps its input, not a copy step
     assert deferred.shape == (4, 5) and deferred.ndim == 2 and len(deferred) == 4
     assert deferred.dtype == np.float32 and deferred.nbytes == 80
     assert "deferred" in repr(deferred)
@@ -177,3 +178,27 @@ def test_the_cut_is_the_planned_occurrence_of_its_function() -> None:
     assert np.array_equal(second, np.full(2, 4.0))
     other = source + 5  # another path from the source: its first add, no cut
     assert isinstance(other, PrefixValue) and len(session.cuts) == 1
+
+
+def test_isinstance_sees_the_type_a_deferred_value_stands_for() -> None:
+    from PIL import Image
+
+    session = _Session()
+    lineage = Lineage(_Chain(), session)
+    deferred = PrefixValue(lineage, b"k", Meta("ndarray", (2, 3), "|u1"))
+    assert isinstance(deferred, np.ndarray) and type(deferred) is PrefixValue
+    assert isinstance(deferred, PrefixValue) and not deferred._done  # nothing computed
+    image = PrefixValue(lineage, b"i", Meta("pil", (4, 5, 3), "", "RGB"))
+    assert isinstance(image, Image.Image) and not isinstance(image, np.ndarray)
+    computed = _source(session, np.zeros((2, 2), np.float32))
+    assert isinstance(computed, np.ndarray)
+    assert session.misses == []
+
+
+def test_a_value_nested_inside_an_argument_diverges_its_chain() -> None:
+    session = _Session()
+    source = _source(session, np.zeros((2, 2), np.uint8))
+    step("first", lambda items: items[0], ([source, [[source]]],), {})
+    assert session.misses == [
+        ("prefix0", "arguments: a value of a chain nested inside an argument")
+    ]

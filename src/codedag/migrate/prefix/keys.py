@@ -177,6 +177,11 @@ _SCALARS: dict[type, bytes] = {
 """Exact scalar types and the opening of their encoding (the same bytes as the general case)."""
 
 
+STAND_INS: list[type] = []
+"""Types whose values stand for others (a chain's prefix values: they pass ``isinstance`` for
+the type they stand for): never keyed by value where an argument nests one."""
+
+
 def encode_argument(value: Any, out: list[bytes], depth: int = 0) -> None:
     """Append a stable encoding of an argument's value to ``out``.
 
@@ -193,6 +198,8 @@ def encode_argument(value: Any, out: list[bytes], depth: int = 0) -> None:
         _encode_sequence(value, out, depth)
     elif kind is np.ndarray:
         out.append(b"array:" + _array_identity(value))
+    elif kind in STAND_INS:
+        raise Unkeyable("a value of a chain nested inside an argument")
     else:
         _encode_other(value, out, depth)
 

@@ -114,6 +114,15 @@ class PrefixValue:
         self._trail: _Trail = (key, meta, None if parent is None else parent._trail)
 
     # -- state ----------------------------------------------------------------------------
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # what isinstance() sees; type() stays PrefixValue
+        """The type the value stands for, so that ``isinstance(value, np.ndarray)`` (or
+        ``PIL.Image.Image``, ``torch.Tensor``) holds as it would without the cache and user
+        code takes the same branch; ``type(value)`` stays :class:`PrefixValue`."""
+        if self._value is not PENDING:
+            return type(self._value)
+        return _STANDS_FOR.get(self._meta.kind) or _stands_for(self._meta.kind)
+
     @property
     def _done(self) -> bool:
         return self._value is not PENDING
@@ -253,6 +262,29 @@ def _identity(value: Any) -> Any:
     return value
 
 
+_STANDS_FOR: dict[str, type] = {}
+"""Each kind of header's type (its library imported at the first use)."""
+
+
+def _stands_for(kind: str) -> type:
+    if kind == "ndarray":
+        import numpy as np
+
+        found: type = np.ndarray
+    elif kind == "tensor":
+        import torch
+
+        found = torch.Tensor
+    elif kind == "pil":
+        from PIL import Image
+
+        found = Image.Image
+    else:
+        return PrefixValue
+    _STANDS_FOR[kind] = found
+    return found
+
+
 def _method_call(name: str) -> Callable[..., Any]:
     def call(target: Any, *args: Any, **kwargs: Any) -> Any:
         return getattr(target, name)(*args, **kwargs)
@@ -343,6 +375,7 @@ def _inplace(short: str) -> Callable[[Any, Any], Any]:
 
 
 _install_operators()
+keys.STAND_INS.append(PrefixValue)
 
 
 # -- helpers for arguments -------------------------------------------------------------------
@@ -447,9 +480,16 @@ def _snapshot(values: Any) -> Any:
     """Array arguments copied (a later write by user code must not reach a deferred call)."""
     import numpy as np
 
+    def own(value: Any) -> Any:  # a prefix value passes isinstance(np.ndarray): not copied
+        return (
+            value.copy()
+            if isinstance(value, np.ndarray) and not _holds_prefix_value(value)
+            else value
+        )
+
     if isinstance(values, dict):
-        return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in values.items()}
-    return tuple(v.copy() if isinstance(v, np.ndarray) else v for v in values)
+        return {k: own(v) for k, v in values.items()}
+    return tuple([own(v) for v in values])
 
 
 _OPENINGS: dict[str, bytes] = {}
