@@ -59,6 +59,9 @@ def test_a_cached_run_reports_each_epoch_and_never_the_same_code() -> None:
     assert "same code" not in text and "noise" not in text
     one = verdict(_rows(MEL), 1.2, "cpu", "measured", cached=cached, epochs=[1.2])
     assert f"moves {MEL} to torch" in one and "was 1.20x as fast" in one
+    noisy = verdict(rows, 1.0, "cpu", "measured", cached=cached, epochs=[0.9, 1.1], spread=0.12)
+    assert "epoch 2 1.10x (reading them back); the two runs" in noisy
+    assert "spread by ± 0.12 in their step times" in noisy
 
 
 def test_a_ratio_within_its_spread_reads_as_no_difference() -> None:

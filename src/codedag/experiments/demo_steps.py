@@ -332,7 +332,9 @@ def verdict(
     ``spread``) keeps noise from reading as a speedup.
     """
     if cached:
-        return _cached_verdict(rows, speedup, device, loader, switched_off, batched, cached, epochs)
+        return _cached_verdict(
+            rows, speedup, device, loader, switched_off, batched, cached, epochs, spread
+        )
     placed = [r["function"] for r in rows if r["placed"]]
     kept = [r["function"] for r in rows if not r["placed"]]
     where = "the CPU" if device == "cpu" else device
@@ -408,8 +410,10 @@ def _cached_verdict(
     batched: Collection[str],
     cached: str,
     epochs: Sequence[float],
+    spread: float | None = None,
 ) -> str:
-    """The verdict of a run with the prefix cache: what moved, what was cached, each epoch."""
+    """The verdict of a run with the prefix cache: what moved, what was cached, each epoch (with
+    the spread of the runs' step times, so that one run's noise does not read as a change)."""
     where = "the CPU" if device == "cpu" else device
     placed = [r["function"] for r in rows if r["placed"] and r["function"] not in switched_off]
     if placed:
@@ -422,10 +426,16 @@ def _cached_verdict(
         text += f", uses the tuned DataLoader ({loader})"
     text += f" and {cached}"
     if len(epochs) >= 2:
-        return text + (
+        text += (
             f": epoch 1 ran {epochs[0]:.2f}x as fast as the baseline (computing and storing "
-            f"the cached values), epoch 2 {epochs[1]:.2f}x (reading them back)."
+            f"the cached values), epoch 2 {epochs[1]:.2f}x (reading them back)"
         )
+        if spread:
+            text += (
+                f"; the two runs, one after the other, spread by ± {spread:.2f} in their step "
+                "times, so an epoch within that of 1.00x is no measured difference"
+            )
+        return text + "."
     if speedup is not None:
         return text + f": the optimized run was {speedup:.2f}x as fast as the baseline."
     return text + "."
