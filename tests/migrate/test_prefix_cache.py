@@ -167,16 +167,6 @@ class Flipped(FileImages):
         return torch.from_numpy(np.ascontiguousarray(image)), index
 
 
-def test_a_chain_that_slices_its_value_is_cached(tmp_path: Path, images: list[str]) -> None:
-    dataset = Flipped(images)
-    reference = epoch(dataset)
-    rt = _runtime_for(tmp_path / "cache", Flipped, guards=())
-    first, second = _run(rt, dataset)
-    assert equal(first, reference) and equal(second, reference)
-    stats = rt.stats()
-    assert stats["misses"] == {"new": len(images)} and stats["hits"] == len(images)
-
-
 class Checked(FileImages):
     """A type check between the chain's calls, as helpers of image libraries make."""
 
@@ -189,10 +179,13 @@ class Checked(FileImages):
         return torch.from_numpy(np.ascontiguousarray(image)), index
 
 
-def test_a_type_check_before_the_cut_sees_an_array(tmp_path: Path, images: list[str]) -> None:
-    dataset = Checked(images)
+@pytest.mark.parametrize("written", [Flipped, Checked], ids=["slicing", "type check"])
+def test_a_chain_that_slices_or_type_checks_its_value_is_cached(
+    tmp_path: Path, images: list[str], written: type[FileImages]
+) -> None:
+    dataset = written(images)
     reference = epoch(dataset)
-    rt = _runtime_for(tmp_path / "cache", Checked, guards=())
+    rt = _runtime_for(tmp_path / "cache", written, guards=())
     first, second = _run(rt, dataset)
     assert equal(first, reference) and equal(second, reference)
     stats = rt.stats()

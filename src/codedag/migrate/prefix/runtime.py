@@ -215,9 +215,7 @@ class PrefixCacheRuntime:
                     return session.source(chain, original, args, kwargs)
             return original(*args, **kwargs)
 
-        with contextlib.suppress(AttributeError, TypeError):
-            functools.update_wrapper(replacement, original)
-        return replacement
+        return _like(replacement, original)
 
     def _make_fetch(self, original: Callable[..., Any]) -> Callable[..., Any]:
         session = self.session
@@ -319,9 +317,14 @@ def _guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             return outside_call(name, original, args, kwargs)
         return original(*args, **kwargs)
 
+    return _like(guard, original)
+
+
+def _like(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper`` with the original's name and docstring, where it has them."""
     with contextlib.suppress(AttributeError, TypeError):
-        functools.update_wrapper(guard, original)
-    return guard
+        functools.update_wrapper(wrapper, original)
+    return wrapper
 
 
 def _random_states() -> tuple[Any, Any, Any]:

@@ -20,6 +20,7 @@ marks the chain *diverged*: it is computed normally and not stored, counted with
 
 from __future__ import annotations
 
+import functools
 import operator
 import time
 from collections.abc import Callable
@@ -121,7 +122,7 @@ class PrefixValue:
         code takes the same branch; ``type(value)`` stays :class:`PrefixValue`."""
         if self._value is not PENDING:
             return type(self._value)
-        return _STANDS_FOR.get(self._meta.kind) or _stands_for(self._meta.kind)
+        return _stands_for(self._meta.kind)
 
     @property
     def _done(self) -> bool:
@@ -262,27 +263,22 @@ def _identity(value: Any) -> Any:
     return value
 
 
-_STANDS_FOR: dict[str, type] = {}
-"""Each kind of header's type (its library imported at the first use)."""
-
-
+@functools.cache
 def _stands_for(kind: str) -> type:
+    """The type of a header's kind (its library imported at the first use)."""
     if kind == "ndarray":
         import numpy as np
 
-        found: type = np.ndarray
-    elif kind == "tensor":
+        return np.ndarray
+    if kind == "tensor":
         import torch
 
-        found = torch.Tensor
-    elif kind == "pil":
+        return torch.Tensor
+    if kind == "pil":
         from PIL import Image
 
-        found = Image.Image
-    else:
-        return PrefixValue
-    _STANDS_FOR[kind] = found
-    return found
+        return Image.Image
+    return PrefixValue
 
 
 def _method_call(name: str) -> Callable[..., Any]:
@@ -480,12 +476,9 @@ def _snapshot(values: Any) -> Any:
     """Array arguments copied (a later write by user code must not reach a deferred call)."""
     import numpy as np
 
-    def own(value: Any) -> Any:  # a prefix value passes isinstance(np.ndarray): not copied
-        return (
-            value.copy()
-            if isinstance(value, np.ndarray) and not _holds_prefix_value(value)
-            else value
-        )
+    def own(value: Any) -> Any:  # a prefix value passes isinstance(np.ndarray): kept as it is
+        plain = isinstance(value, np.ndarray) and type(value) is not PrefixValue
+        return value.copy() if plain else value
 
     if isinstance(values, dict):
         return {k: own(v) for k, v in values.items()}
