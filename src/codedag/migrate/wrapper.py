@@ -23,8 +23,6 @@ somewhere only forwards to the original. A replacement pickles as its original d
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import os
 import sys
@@ -42,6 +40,7 @@ from codedag.errors import UnsupportedOperation
 from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats
 from codedag.migrate.proxy import Count, ufunc_proxy
 from codedag.migrate.workerstats import publish_now
+from codedag.patching import like_original
 from codedag.plan.context import ContextMatcher, Placement, frame_name
 
 log = logging.getLogger(__name__)
@@ -200,8 +199,7 @@ class UniversalWrapper:
                     return original(*args, **kwargs)
                 return migrate(args, kwargs, decision)
 
-        with contextlib.suppress(AttributeError, TypeError):
-            functools.update_wrapper(replacement, original)
+        like_original(replacement, original)
         replacement.__codedag_wrapper__ = self  # type: ignore[attr-defined]
         if type(original).__name__ == "ufunc":
             module = self.name.rsplit(".", 1)[0]

@@ -27,6 +27,8 @@ test that leaves something patched. This package imports nothing of codedag but 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import logging
 import sys
@@ -350,3 +352,11 @@ def active_patches() -> list[str]:
 def original_of(func: object) -> Any:
     """The original behind a replacement installed by a patcher, or ``func`` itself."""
     return getattr(func, ORIGINAL_ATTR, func)
+
+
+def like_original(wrapper: Callable[..., Any], original: Any) -> Callable[..., Any]:
+    """``wrapper`` with the original's name, module and docstring, where it has them (a
+    replacement then pickles by name and reads in tracebacks as its original does)."""
+    with contextlib.suppress(AttributeError, TypeError):  # exotic callables
+        functools.update_wrapper(wrapper, original)
+    return wrapper

@@ -12,8 +12,6 @@ sees those events. Only modules already imported are wrapped: tracing never impo
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import sys
 import types
@@ -23,7 +21,7 @@ from typing import Any
 from codedag.backends import libraries
 from codedag.backends.derived import SequenceView
 from codedag.backends.names import canonical_name, python_implementation
-from codedag.patching import ORIGINAL_ATTR, Patcher
+from codedag.patching import ORIGINAL_ATTR, Patcher, like_original
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +103,7 @@ def make_wrapper(name: str, library: str, original: Callable[..., Any]) -> Calla
         changes["co_qualname"] = name
     wrapper.__code__ = wrapper.__code__.replace(**changes)
     WRAPPER_CODES[wrapper.__code__] = (name, library)
-    with contextlib.suppress(AttributeError, TypeError):  # exotic callables
-        functools.update_wrapper(wrapper, original)
-    return wrapper
+    return like_original(wrapper, original)
 
 
 def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], str]) -> list[str]:

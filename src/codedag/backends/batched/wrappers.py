@@ -14,8 +14,6 @@ first), cached per calling line.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -27,6 +25,7 @@ import codedag.backends.batched.views as views
 from codedag.backends.batched.deferred import STATE, Lazy, has_lazy
 from codedag.backends.batched.forcing import FORCED, short_path
 from codedag.errors import UnsupportedOperation
+from codedag.patching import like_original
 from codedag.plan.context import ContextMatcher, frame_name
 
 CONVERSIONS: tuple[str, ...] = (
@@ -114,7 +113,7 @@ def chain_function(
         except UnsupportedOperation:
             return original(*args, **kwargs)
 
-    return _finish(replacement, original)
+    return like_original(replacement, original)
 
 
 def _data_argument(op: ops.LibraryOp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -137,11 +136,4 @@ def conversion(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             return deferred.call(op, original, args, kwargs, name)
         return original(*args, **kwargs)
 
-    return _finish(replacement, original)
-
-
-def _finish(replacement: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
-    # The original's name and module: a replacement pickles by name as its original does.
-    with contextlib.suppress(AttributeError, TypeError):
-        functools.update_wrapper(replacement, original)
-    return replacement
+    return like_original(replacement, original)

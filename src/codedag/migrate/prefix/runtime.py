@@ -23,8 +23,6 @@ store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import random
 import sys
@@ -37,7 +35,7 @@ import numpy as np
 from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
 from codedag.migrate.prefix.values import has_prefix_value, outside_call, step
-from codedag.patching import Patcher
+from codedag.patching import Patcher, like_original
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +213,7 @@ class PrefixCacheRuntime:
                     return session.source(chain, original, args, kwargs)
             return original(*args, **kwargs)
 
-        return _like(replacement, original)
+        return like_original(replacement, original)
 
     def _make_fetch(self, original: Callable[..., Any]) -> Callable[..., Any]:
         session = self.session
@@ -317,14 +315,7 @@ def _guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             return outside_call(name, original, args, kwargs)
         return original(*args, **kwargs)
 
-    return _like(guard, original)
-
-
-def _like(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
-    """``wrapper`` with the original's name and docstring, where it has them."""
-    with contextlib.suppress(AttributeError, TypeError):
-        functools.update_wrapper(wrapper, original)
-    return wrapper
+    return like_original(guard, original)
 
 
 def _random_states() -> tuple[Any, Any, Any]:
