@@ -15,7 +15,11 @@ def test_images_are_encoded_with_labels_in_turn_and_reproducible() -> None:
     samples = demo_data.make_image_samples(5, num_classes=4, source_size=48, seed=3)
     assert [s.label for s in samples] == [0, 1, 2, 3, 0]
     assert samples[0].data[:8] == b"\x89PNG\r\n\x1a\n"
+    shared = demo_data.make_image_samples(5, num_classes=4, source_size=48, seed=3)
+    assert shared[0] is samples[0] and shared is not samples  # drawn once, each caller's own list
+    demo_data._image_samples.cache_clear()
     again = demo_data.make_image_samples(5, num_classes=4, source_size=48, seed=3)
+    assert again[0] is not samples[0]
     assert [s.data for s in again] == [s.data for s in samples]
     decoded = cv2.imdecode(np.frombuffer(samples[1].data, np.uint8), cv2.IMREAD_COLOR)
     assert decoded.shape == (48, 48, 3)

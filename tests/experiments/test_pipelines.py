@@ -501,9 +501,22 @@ def test_mel_without_librosa_says_how_to_install_it(monkeypatch: pytest.MonkeyPa
         pipelines.make_loader("demo_audio", n=2)
 
 
+def test_synthetic_images_are_drawn_once_and_shared_read_only() -> None:
+    first = synthetic.make_images(5, seed=3, min_size=32, max_size=48)
+    first.pop()  # the caller's list is its own
+    again = synthetic.make_images(5, seed=3, min_size=32, max_size=48)
+    assert len(again) == 5 and again[0] is first[0]
+    with pytest.raises(ValueError, match="read-only"):
+        again[0].boxes[0, 0] = 7
+    other = synthetic.make_images(5, seed=4, min_size=32, max_size=48)
+    assert other[0].data != again[0].data
+
+
 def test_synthetic_images_are_ragged_and_reproducible() -> None:
     first = synthetic.make_images(6, seed=1, min_size=32, max_size=64, image_format="mixed")
+    synthetic._encoded_images.cache_clear()
     again = synthetic.make_images(6, seed=1, min_size=32, max_size=64, image_format="mixed")
+    assert first[0] is not again[0]
     assert [s.data for s in first] == [s.data for s in again]
     assert len({(s.height, s.width) for s in first}) > 1
     assert first[0].data[:2] == b"\xff\xd8" and first[1].data[:4] == b"\x89PNG"
