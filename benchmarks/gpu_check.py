@@ -347,7 +347,7 @@ def _benchmark_steps(c: _Context) -> list[Step]:
                 "--json",
                 str(c.work / "batched.json"),
             ],
-            60 if c.quick else 120,
+            60 if c.quick else 150,
             _summarize_rows("batched.json"),
         ),
         Step(

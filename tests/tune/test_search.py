@@ -1,33 +1,53 @@
-"""The loader search: which settings each phase times, that a setting is timed once, and that
-settings over the memory left or the time budget are not started."""
+"""The loader search: which settings each phase times, how worker counts are searched on machines
+with many CPUs, that a setting is timed once, and that settings over the memory left or the time
+budget are not started."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 from tune_trials import search_of, trial
 
 from codedag.plan.loader import LoaderSettings
+from codedag.tune.limits import MachineLimits
 from codedag.tune.measure import TrialRun
-from codedag.tune.search import Search, Trial, settings_key
+from codedag.tune.search import Search, Trial, settings_key, worker_ladder
 
 
 class Recording(Search):
-    """A search that records what it would time, with made-up intervals per worker count."""
+    """A search that records what it would time, with made-up intervals per worker count
+    (``interval(workers)``; the step waits for whatever the interval exceeds the step by)."""
+
+    interval: Callable[[int], float] = staticmethod(lambda n: 0.1 / (1 + n))  # type: ignore[assignment]
 
     def measure(self, settings: LoaderSettings, phase: str) -> Trial:
         self.asked: list[tuple[str, LoaderSettings]] = getattr(self, "asked", [])
         self.asked.append((phase, settings))
-        made = trial(0.1 / (1 + settings.num_workers), phase=phase, **settings.model_dump())
+        interval = self.interval(settings.num_workers)
+        wait = max(0.0, interval - (self.step_s or interval))
+        made = trial(interval, wait_s=wait, phase=phase, **settings.model_dump())
         self.trials[settings_key(settings)] = made
         return made
 
+    def worker_counts(self) -> list[int]:
+        return [s.num_workers for phase, s in self.asked if phase == "workers"]
 
-def _recording(**options: Any) -> Recording:
+
+def _recording(
+    cpus: int = 4,
+    interval: Callable[[int], float] | None = None,
+    step_s: float | None = None,
+    **options: Any,
+) -> Recording:
     base = search_of(yours=LoaderSettings(), **options)
-    search = Recording(None, base.yours, base.options, base.limits, {}, None, lambda _: None)
+    limits = MachineLimits(cpus, "test", None, 2**30)
+    search = Recording(None, base.yours, base.options, limits, {}, None, lambda _: None, step_s)
+    if interval is not None:
+        search.interval = interval  # type: ignore[method-assign]
     return search
 
 
@@ -100,3 +120,60 @@ def test_after_the_budget_only_your_settings_are_timed() -> None:
     assert "time budget" in search.budget_note
     yours = search.measure(LoaderSettings(), "yours")
     assert yours.usable and yours.run.batches >= 4  # type: ignore[union-attr]
+
+
+def test_the_worker_ladder_doubles_above_four_cpus() -> None:
+    assert worker_ladder(2) == [0, 1, 2]
+    assert worker_ladder(4) == [0, 1, 2, 3, 4]
+    assert worker_ladder(5) == [0, 1, 2, 4, 5]
+    assert worker_ladder(16) == [0, 1, 2, 4, 8, 16]
+    assert worker_ladder(48) == [0, 1, 2, 4, 8, 16, 32, 48]
+
+
+def test_sixteen_cpus_bisect_down_to_the_cheapest_count_as_fast_as_the_fastest() -> None:
+    # Faster up to six workers, flat after: six is the cheapest count as fast as the fastest.
+    search = _recording(cpus=16, interval=lambda n: 0.15 if n == 0 else 0.1 / min(n, 6))
+    search.search_workers()
+    assert search.worker_counts() == [0, 1, 2, 4, 8, 16, 12, 6, 5]
+    assert search.trial_of(LoaderSettings(num_workers=6, threads=1)) is not None
+
+
+def test_the_ladder_stops_once_more_workers_are_not_clearly_faster() -> None:
+    # Past four workers they fight over the CPUs: eight are slower, sixteen are never started.
+    def interval(n: int) -> float:
+        return 0.15 if n == 0 else 0.1 / min(n, 4) * (1 + 0.1 * max(0, n - 4))
+
+    search = _recording(cpus=16, interval=interval)
+    search.search_workers()
+    assert search.worker_counts() == [0, 1, 2, 4, 8, 6, 3]
+
+
+def test_with_a_step_time_the_ladder_stops_at_the_first_count_that_feeds_the_step() -> None:
+    # 50 ms steps: six workers load a batch in 50 ms and keep the step fed, five (57 ms) do not.
+    search = _recording(cpus=16, interval=lambda n: 0.2 / (1 + 0.5 * n), step_s=0.05)
+    search.search_workers()
+    assert search.worker_counts() == [0, 1, 2, 4, 8, 6, 5]
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 4])
+def test_up_to_four_cpus_every_worker_count_is_timed(cpus: int) -> None:
+    search = _recording(cpus=cpus)
+    search.search_workers()
+    assert search.worker_counts() == list(range(cpus + 1))
+
+
+@pytest.mark.parametrize(
+    ("interval", "counts"),
+    [
+        (lambda n: 0.1 * (1 + n), [0, 1, 2]),  # more workers: slower
+        (lambda n: 0.1 / min(1 + n, 2), [0, 1, 2]),  # one worker is as fast as it gets
+        (lambda n: 0.1 / (1 + n) * (1 + 0.04 * n), [0, 1, 2, 3, 4]),  # 5 % and more each
+        (lambda n: 0.1 / min(1 + n, 3.1), [0, 1, 2, 3]),  # three gain 3 %: within the margin
+    ],
+)
+def test_the_counts_stop_rising_once_one_is_not_clearly_faster(
+    interval: Callable[[int], float], counts: list[int]
+) -> None:
+    search = _recording(cpus=4, interval=interval)
+    search.search_workers()
+    assert search.worker_counts() == counts

@@ -33,23 +33,14 @@ from typing import TYPE_CHECKING, Any
 from codedag.measure.pair import round_order
 from codedag.plan.loader import DEFAULT_PREFETCH, LoaderConfirmation, LoaderSettings
 from codedag.tune.measure import Consumer, TrialRun, run_trial
-from codedag.tune.search import Search, Trial
-from codedag.tune.stats import clearly_faster, clearly_slower, compare, median_s
+from codedag.tune.search import Search, Trial, as_fast, fast_enough
+from codedag.tune.stats import clearly_faster, compare, median_s
 from codedag.tune.variants import build_variant, epoch_length
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
 
     from codedag.tune.options import TuneOptions
-
-FAST_ENOUGH_SHARE = 0.05
-"""A loader keeps the step fed when the step waits less than this share of its time."""
-
-
-def fast_enough(trial: Trial, step_s: float) -> bool:
-    """Whether the step waited for data less than :data:`FAST_ENOUGH_SHARE` of its time."""
-    run = trial.run
-    return run is not None and trial.usable and run.wait_s <= FAST_ENOUGH_SHARE * step_s
 
 
 def _cost(trial: Trial) -> tuple[Any, ...]:
@@ -106,7 +97,7 @@ def pick(search: Search, step_s: float | None, margin: float) -> Candidate:
     # The worker count first: the cheapest count whose best setting is as fast as the fastest
     # (neither beyond the noise nor beyond the margin slower). Its speed is then confirmed
     # against yours with more data, side by side.
-    level1 = [t for t in usable if _as_fast(t, best, margin, strict=True)]
+    level1 = [t for t in usable if as_fast(t, best, margin, strict=True)]
     if yours is not None and yours in level1:
         return Candidate(yours, "no measured setting beats your settings by more than the noise")
     workers = min(level1, key=_cost).settings.num_workers
@@ -114,7 +105,7 @@ def pick(search: Search, step_s: float | None, margin: float) -> Candidate:
     # so a costlier value must clearly beat the cheaper ones (beyond the noise and the margin).
     same = [t for t in usable if t.settings.num_workers == workers]
     fastest = min(same, key=lambda t: t.run.interval_s)  # type: ignore[union-attr]
-    level2 = [t for t in same if _as_fast(t, fastest, margin, strict=False)]
+    level2 = [t for t in same if as_fast(t, fastest, margin, strict=False)]
     if yours is not None and yours in level2:
         return Candidate(yours, "no measured setting beats your settings by more than the noise")
     chosen = min(level2, key=_cost)
@@ -125,18 +116,6 @@ def pick(search: Search, step_s: float | None, margin: float) -> Candidate:
             f"({best.settings.label()}) does not clearly beat"
         )
     return Candidate(chosen, why)
-
-
-def _as_fast(trial: Trial, reference: Trial, margin: float, strict: bool) -> bool:
-    """Whether ``trial`` is as fast as ``reference``.
-
-    ``strict``: slower neither beyond the noise nor beyond the margin; otherwise: not slower
-    beyond both (the reference does not clearly beat it).
-    """
-    assert trial.run is not None and reference.run is not None
-    slower = clearly_slower(trial.run.intervals_s, reference.run.intervals_s) is not None
-    beyond = trial.run.interval_s > reference.run.interval_s * (1.0 + margin)
-    return not (slower or beyond) if strict else not (slower and beyond)
 
 
 def confirm(

@@ -3,7 +3,13 @@
 Phases, each around the best setting so far (coordinate descent over a small grid):
 
 1. ``yours``: the DataLoader as the program built it (the reference for everything);
-2. ``workers``: ``num_workers`` from 0 to the CPU limit, one thread per worker;
+2. ``workers``: ``num_workers`` from 0 to the CPU limit, one thread per worker: every count up to
+   :data:`EVERY_COUNT_UP_TO`; above it a doubling ladder (0, 1, 2, 4, ..., the limit), then one
+   count halfway above the fastest and a bisection down to the cheapest count that is enough
+   (as fast as the fastest; with a step time, keeps the step fed). Either way the counts stop
+   rising once one is not clearly faster than the one before it (beyond the noise and the
+   margin) or keeps the step fed. Sixteen CPUs take at most nine trials instead of seventeen,
+   and the costliest (most workers) are the ones skipped;
 3. ``threads``: the best worker count with the libraries' default threads and with
    ``CPUs // workers`` threads;
 4. ``prefetch``: the best setting with other ``prefetch_factor`` values;
@@ -27,7 +33,7 @@ from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings, TrialStatus
 from codedag.tune.limits import MachineLimits
 from codedag.tune.measure import Consumer, TrialRun, run_trial
 from codedag.tune.options import TuneOptions, apply_fixed
-from codedag.tune.stats import MIN_SAMPLES, clearly_slower
+from codedag.tune.stats import MIN_SAMPLES, clearly_faster, clearly_slower
 from codedag.tune.variants import build_variant
 
 if TYPE_CHECKING:
@@ -37,6 +43,12 @@ log = logging.getLogger(__name__)
 
 MEMORY_HEADROOM = 0.8
 """Share of the memory left that the workers of one setting may take."""
+
+FAST_ENOUGH_SHARE = 0.05
+"""A loader keeps the step fed when the step waits less than this share of its time."""
+
+EVERY_COUNT_UP_TO = 4
+"""Up to this many workers every count is timed; above it, a ladder and a bisection."""
 
 
 def settings_key(settings: LoaderSettings) -> tuple[Any, ...]:
@@ -67,6 +79,40 @@ class Trial:
         )
 
 
+def fast_enough(trial: Trial, step_s: float) -> bool:
+    """Whether the step waited for data less than :data:`FAST_ENOUGH_SHARE` of its time."""
+    run = trial.run
+    return run is not None and trial.usable and run.wait_s <= FAST_ENOUGH_SHARE * step_s
+
+
+def as_fast(trial: Trial, reference: Trial, margin: float, strict: bool) -> bool:
+    """Whether ``trial`` is as fast as ``reference`` (both timed).
+
+    ``strict``: slower neither beyond the noise nor beyond the margin; otherwise: not slower
+    beyond both (the reference does not clearly beat it).
+    """
+    assert trial.run is not None and reference.run is not None
+    slower = clearly_slower(trial.run.intervals_s, reference.run.intervals_s) is not None
+    beyond = trial.run.interval_s > reference.run.interval_s * (1.0 + margin)
+    return not (slower or beyond) if strict else not (slower and beyond)
+
+
+def worker_ladder(top: int) -> list[int]:
+    """The worker counts the search times first: every one up to :data:`EVERY_COUNT_UP_TO`,
+    else 0, 1, 2, 4, ... below ``top``, then ``top``."""
+    if top <= EVERY_COUNT_UP_TO:
+        return list(range(top + 1))
+    ladder = [0, 1]
+    while ladder[-1] * 2 < top:
+        ladder.append(ladder[-1] * 2)
+    return [*ladder, top]
+
+
+def _fastest(trials: Iterable[Trial]) -> Trial | None:
+    usable = [t for t in trials if t.usable]
+    return min(usable, key=lambda t: t.run.interval_s) if usable else None  # type: ignore[union-attr]
+
+
 class Search:
     """Time settings of one DataLoader and keep every trial (see the module docstring).
 
@@ -77,6 +123,8 @@ class Search:
         limits: the container's CPUs and memory.
         consumer: runs after each batch while timing (a step, a copy to the device).
         tick: called after each timed batch with a description of the setting.
+        step_s: the consumer's step time, when there is one: a worker count is then enough
+            when it keeps the step fed.
     """
 
     def __init__(
@@ -88,8 +136,10 @@ class Search:
         fixed: dict[str, Any],
         consumer: Consumer | None,
         tick: Callable[[str], None],
+        step_s: float | None = None,
     ) -> None:
         self.loader = loader
+        self.step_s = step_s
         self.yours = yours
         self.options = options
         self.limits = limits
@@ -200,17 +250,73 @@ class Search:
         return best.settings if best is not None else self.yours
 
     def search_workers(self) -> None:
-        """``num_workers`` 0..max with one thread per worker."""
-        counts: Iterable[int]
+        """``num_workers`` from 0 to the most, one thread per worker (see the module docstring)."""
         if "num_workers" in self.fixed:
-            counts = [self.fixed["num_workers"]]
-        else:
-            counts = range(0, self.max_workers + 1)
-        for workers in counts:
-            update: dict[str, Any] = {"num_workers": workers}
-            if workers and "threads" not in self.fixed:
-                update["threads"] = 1
-            self.measure(self.yours.model_copy(update=update), "workers")
+            self._time_workers(self.fixed["num_workers"])
+            return
+        timed: dict[int, Trial] = {}
+        previous: Trial | None = None
+        for workers in worker_ladder(self.max_workers):
+            trial = timed[workers] = self._time_workers(workers)
+            if self._ladder_ends(trial, previous):
+                break
+            # No workers run with the libraries' own threads: not comparable with one worker.
+            previous = trial if workers else None
+        if self.max_workers > EVERY_COUNT_UP_TO:
+            self._refine_workers(timed)
+
+    def _time_workers(self, workers: int) -> Trial:
+        update: dict[str, Any] = {"num_workers": workers}
+        if workers and "threads" not in self.fixed:
+            update["threads"] = 1
+        return self.measure(self.yours.model_copy(update=update), "workers")
+
+    def _ladder_ends(self, trial: Trial, previous: Trial | None) -> bool:
+        """Whether more workers are not worth timing after ``trial``."""
+        run = trial.run
+        if run is None:  # over memory or out of time: more workers would be too
+            return True
+        if self.step_s and fast_enough(trial, self.step_s):
+            return True
+        if previous is None or previous.run is None:
+            return False
+        margin = self.options.margin_pct / 100.0
+        return not clearly_faster(run.intervals_s, previous.run.intervals_s, margin)
+
+    def _enough(self, trial: Trial, timed: dict[int, Trial]) -> bool:
+        """Whether ``trial``'s worker count is enough: it keeps the step fed (with a step time),
+        else it is as fast as the fastest count timed (beyond neither noise nor margin)."""
+        if self.step_s:
+            return fast_enough(trial, self.step_s)
+        fastest = _fastest(timed.values())
+        margin = self.options.margin_pct / 100.0
+        return fastest is not None and trial.usable and as_fast(trial, fastest, margin, True)
+
+    def _refine_workers(self, timed: dict[int, Trial]) -> None:
+        """One count halfway above the fastest, then bisect down to the cheapest enough count."""
+        fastest = _fastest(timed.values())
+        if fastest is None:
+            return
+        if not any(self._enough(t, timed) for t in timed.values()) or not self.step_s:
+            best = fastest.settings.num_workers
+            above = [n for n, t in timed.items() if n > best and t.run is not None]
+            if above and min(above) - best > 1:
+                middle = (best + min(above)) // 2
+                timed[middle] = self._time_workers(middle)
+        enough = sorted(n for n, t in timed.items() if self._enough(t, timed))
+        if not enough:
+            return
+        high = enough[0]
+        low = max((n for n in timed if n < high), default=high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            trial = timed[middle] = self._time_workers(middle)
+            if trial.run is None and trial.status != "over memory":
+                return  # out of time
+            if self._enough(trial, timed):
+                high = middle
+            else:
+                low = middle
 
     def search_threads(self) -> None:
         """The best worker count with default threads and with ``CPUs // workers`` threads."""
@@ -241,7 +347,10 @@ class Search:
     def planned_batches(self) -> int:
         """An upper estimate of the batches the search will time (for the progress bar)."""
         per_trial = self.options.batches + 2 * max(1, self.max_workers)
-        trials = 1 + (self.max_workers + 1) + 3 + len(self.options.prefetch_factors)
+        worker_trials = len(worker_ladder(self.max_workers))
+        if self.max_workers > EVERY_COUNT_UP_TO:
+            worker_trials += 1 + math.ceil(math.log2(self.max_workers))
+        trials = 1 + worker_trials + 3 + len(self.options.prefetch_factors)
         if (self.options.device or "").startswith("cuda"):
             trials += 2
         return trials * per_trial

@@ -117,7 +117,7 @@ def tune_loader(
     if step_s is None and options.step_fn is not None:
         step_s = _time_user_step(loader, options)
     progress = ProgressCounter(options.progress)
-    search = Search(loader, yours, options, limits, fixed, consumer, progress.tick)
+    search = Search(loader, yours, options, limits, fixed, consumer, progress.tick, step_s)
     progress.total = search.planned_batches() + options.rounds * 2 * options.batches
     search.run()
     candidate = pick(search, step_s, margin)
