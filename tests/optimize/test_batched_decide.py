@@ -146,7 +146,7 @@ def test_optimize_auto_measures_each_chain_and_caches_it(tmp_path: Any) -> None:
     (chain,) = MigrationPlan.from_dict(plan).batched.chains
     assert chain.basis == "measured"
     assert chain.original_ns and chain.batched_ns and chain.backend_calls
-    assert "per sample with the libraries vs" in chain.reason
+    assert "sample by sample with the libraries vs" in chain.reason
     measured = manager.chain_measurements["chain0"]  # type: ignore[index]
     assert not measured.cached
     again = OptimizerManager(k=1, target_device="cpu", calibration_options={"cache": cache})

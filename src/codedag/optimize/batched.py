@@ -54,7 +54,7 @@ def _figures(m: Any, device: str, workers: int) -> tuple[str, int, int]:
     """The measured figures as text, and the per-batch times placement compares."""
     original, batched = m.original.median_ns, m.batched.median_ns
     text = (
-        f"measured per batch of {m.batch_size}: {_ms(original)} per sample with the libraries vs "
+        f"measured per batch of {m.batch_size}: {_ms(original)} sample by sample with the libraries vs "
         f"{_ms(batched)} batched through torch on {device} ({m.backend_calls} backend calls)"
     )
     if workers > 0:
