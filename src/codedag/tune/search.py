@@ -297,7 +297,9 @@ class Search:
         fastest = _fastest(timed.values())
         if fastest is None:
             return
-        if not any(self._enough(t, timed) for t in timed.values()) or not self.step_s:
+        # With a step time, a count that keeps it fed is enough: the fastest count matters only
+        # when none does.
+        if not self.step_s or not any(self._enough(t, timed) for t in timed.values()):
             best = fastest.settings.num_workers
             above = [n for n, t in timed.items() if n > best and t.run is not None]
             if above and min(above) - best > 1:
