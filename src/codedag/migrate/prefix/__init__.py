@@ -10,6 +10,8 @@ code the stored value and the calls before it never run.
 * :mod:`.entry`: how a value is stored (header, checksum, raw buffer) and read back as a copy;
 * :mod:`.store`: one LMDB environment with a budget, generations, eviction, failure handling;
 * :mod:`.tiers`: the RAM tier (shared memory) and the disk tier of a cache folder, and defaults;
+* :mod:`.ram_owner`: the cache folder each RAM tier belongs to; RAM tiers of deleted folders
+  removed;
 * :mod:`.values`: :class:`~.values.PrefixValue`, what the chain's calls return before the cut;
 * :mod:`.writer`: :class:`~.writer.Writer`, the thread of each process that stores its values;
 * :mod:`.session`: one process's side: starting chains, answering cuts, counting;

@@ -4,7 +4,8 @@
   DataLoader worker maps: reads copy straight from shared pages into the array returned. Its
   budget defaults to a quarter of the memory the container may use (the cgroup limit, else the
   machine's memory), and at most half of what the shared memory folder has free. Its pages count
-  as shared memory of the container and live until ``codedag cache clear`` or a reboot.
+  as shared memory of the container and live until ``codedag cache clear`` or a reboot, or until
+  a run starts after its cache folder was deleted (:mod:`.ram_owner`).
 * **Disk tier**: an LMDB environment in the cache folder (``$CODEDAG_PREFIX_CACHE_DIR``, else
   ``prefix/`` in the user cache directory), for what does not fit in RAM and across reboots. Its
   budget defaults to half the free space of its filesystem, at most 32 GiB.
@@ -25,6 +26,7 @@ from typing import Any
 
 import xxhash
 
+from codedag.migrate.prefix import ram_owner
 from codedag.migrate.prefix.entry import CorruptEntry, Encoded, Meta, decode, encode
 from codedag.migrate.prefix.store import LmdbTier, TierError, TierInfo
 
@@ -92,8 +94,11 @@ def ram_folder(folder: Path) -> Path | None:
     if shm is None:
         return None
     tag = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.abspath(folder)))[:12]
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return shm / f"codedag-prefix-{uid}-{tag}"
+    return shm / f"{ram_owner.PREFIX}{_uid()}-{tag}"
+
+
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else 0
 
 
 class PrefixStore:
@@ -101,10 +106,12 @@ class PrefixStore:
 
     Args:
         tiers: the tiers, read in order (RAM first).
+        folder: the cache folder the tiers belong to (it owns the RAM tier).
     """
 
-    def __init__(self, tiers: list[LmdbTier]) -> None:
+    def __init__(self, tiers: list[LmdbTier], folder: Path | None = None) -> None:
         self.tiers = tiers
+        self.folder = folder
         self.corrupt = 0
 
     @classmethod
@@ -128,7 +135,7 @@ class PrefixStore:
         )
         if disk_budget > 0:
             tiers.append(LmdbTier("disk", folder / "store", disk_budget))
-        return cls(tiers)
+        return cls(tiers, folder)
 
     @property
     def enabled(self) -> bool:
@@ -148,7 +155,12 @@ class PrefixStore:
 
     def begin_run(self) -> None:
         """Start a new generation in every tier (opening them: a tier that cannot be used is
-        switched off here, without a warning: :attr:`problems` says why)."""
+        switched off here, without a warning: :attr:`problems` says why). RAM tiers of deleted
+        cache folders are removed first, and this store's RAM tier is claimed for its folder."""
+        ram = next((t for t in self.tiers if t.kind == "ram" and t.enabled), None)
+        if ram is not None and self.folder is not None:
+            ram_owner.sweep(ram.path.parent, _uid(), keep=ram.path)
+            ram_owner.claim(ram.path, self.folder)
         for tier in self._usable():
             tier.quiet = True
             try:
@@ -249,7 +261,12 @@ class PrefixStore:
         """Close every tier in this process."""
         for tier in self.tiers:
             tier.close()
+            if tier.kind == "ram":
+                ram_owner.release(tier.path)
 
     def clear(self) -> int:
         """Delete every tier's files; returns the bytes freed."""
+        for tier in self.tiers:
+            if tier.kind == "ram":
+                ram_owner.release(tier.path)
         return sum(t.clear() for t in self.tiers)

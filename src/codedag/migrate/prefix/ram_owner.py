@@ -1,0 +1,110 @@
+"""Which cache folder a RAM tier belongs to, and removing RAM tiers whose folder is gone.
+
+A RAM tier lives in shared memory (``/dev/shm/codedag-prefix-UID-TAG``) until ``codedag cache
+clear`` or a reboot, so that the next run with the same cache folder reads it back. Once that
+folder is deleted (a temporary folder, ``rm -rf`` of the cache), no run can reach its RAM tier
+again, but its pages still count as the container's shared memory, which DataLoader workers need
+for their batches.
+
+So each process that opens a RAM tier writes the cache folder's path into the tier's ``owner``
+file and holds a shared ``flock`` on it until it closes the store (DataLoader workers forked
+meanwhile hold it with it). When a run starts, every RAM tier of the
+same user whose owner folder no longer exists is removed, unless a process still holds its lock.
+A tier without an ``owner`` file (one written before this file existed) is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+OWNER_FILE = "owner"
+PREFIX = "codedag-prefix-"
+
+_HELD: dict[Path, int] = {}
+"""RAM tier folder -> the descriptor whose shared lock this process holds."""
+
+
+def claim(ram: Path, folder: Path) -> None:
+    """Record ``folder`` as the owner of the RAM tier ``ram`` and hold its lock (once per
+    process; a tier or folder that cannot be written is left as it is)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock (and no /dev/shm) on Windows
+        return
+    if ram in _HELD:
+        return
+    owner = str(Path(folder).absolute())
+    path = ram / OWNER_FILE
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)  # the owner exists while a run uses it
+        ram.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != owner:
+            path.write_text(owner, encoding="utf-8")
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError as error:
+        log.debug("prefix cache: the RAM tier %s keeps no owner (%s)", ram, error)
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # another process is removing it right now: the run will make it again
+        os.close(descriptor)
+        return
+    _HELD[ram] = descriptor
+
+
+def release(ram: Path) -> None:
+    """Let go of the lock :func:`claim` took on ``ram`` (the store is closed)."""
+    descriptor = _HELD.pop(ram, None)
+    if descriptor is not None:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+
+
+def sweep(shm: Path, uid: int, keep: Path | None = None) -> int:
+    """Remove ``uid``'s RAM tiers in ``shm`` whose owner folder no longer exists and that no
+    process holds; returns the bytes of shared memory freed."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        return 0
+    from codedag.devices.memory import allocated_bytes
+
+    freed = removed = 0
+    for ram in shm.glob(f"{PREFIX}{uid}-*"):
+        if ram == keep or ram in _HELD:
+            continue
+        path = ram / OWNER_FILE
+        try:
+            owner = Path(path.read_text(encoding="utf-8"))
+            if not owner.is_absolute() or owner.exists():
+                continue
+            descriptor = os.open(path, os.O_RDONLY)
+        except OSError:  # no owner recorded, or removed meanwhile
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a process still uses it
+            os.close(descriptor)
+            continue
+        try:
+            size = allocated_bytes(ram)
+            shutil.rmtree(ram, ignore_errors=True)
+            if not ram.exists():
+                freed, removed = freed + size, removed + 1
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+    if removed:
+        log.info(
+            "prefix cache: removed %d RAM tier(s) whose cache folder no longer exists "
+            "(%.1f MB of shared memory freed)",
+            removed,
+            freed / 1e6,
+        )
+    return freed

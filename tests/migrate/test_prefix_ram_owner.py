@@ -1,0 +1,76 @@
+"""RAM tiers of deleted cache folders: removed when a run starts, unless a process holds them."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codedag.migrate.prefix import ram_owner
+from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings, ram_folder
+
+UID = 4242
+
+
+def _tier(shm: Path, tag: str, owner: Path | None) -> Path:
+    ram = shm / f"{ram_owner.PREFIX}{UID}-{tag}"
+    ram.mkdir(parents=True)
+    (ram / "data.mdb").write_bytes(b"x" * 8192)
+    if owner is not None:
+        (ram / ram_owner.OWNER_FILE).write_text(str(owner), encoding="utf-8")
+    return ram
+
+
+def test_only_tiers_whose_owner_folder_is_gone_are_removed(tmp_path: Path) -> None:
+    shm, kept_folder = tmp_path / "shm", tmp_path / "cache-kept"
+    kept_folder.mkdir()
+    orphan = _tier(shm, "a", tmp_path / "deleted")
+    kept = _tier(shm, "b", kept_folder)
+    unknown = _tier(shm, "c", None)  # no owner recorded: cannot tell
+    other_user = shm / f"{ram_owner.PREFIX}{UID + 1}-d"
+    shutil.copytree(orphan, other_user)
+    freed = ram_owner.sweep(shm, UID)
+    assert not orphan.exists() and freed >= 8192
+    assert kept.exists() and unknown.exists() and other_user.exists()
+    assert ram_owner.sweep(shm, UID) == 0
+
+
+def test_a_tier_a_process_still_holds_is_kept(tmp_path: Path) -> None:
+    shm = tmp_path / "shm"
+    held = _tier(shm, "a", tmp_path / "deleted")
+    descriptor = os.open(held / ram_owner.OWNER_FILE, os.O_RDONLY)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)  # as a running process's claim holds it
+    try:
+        assert ram_owner.sweep(shm, UID) == 0 and held.exists()
+    finally:
+        os.close(descriptor)
+    assert ram_owner.sweep(shm, UID) > 0 and not held.exists()
+
+
+@pytest.mark.skipif(ram_folder(Path("/")) is None, reason="no shared memory folder")
+def test_a_run_removes_the_ram_tier_of_a_deleted_cache_folder(tmp_path: Path) -> None:
+    def run(folder: Path) -> PrefixStore:
+        store = PrefixStore.open(StoreSettings(folder=folder, ram_budget_bytes=8 << 20))
+        store.begin_run()
+        assert store.put(folder.name.encode(), np.arange(1000), []) in ("stored", "exists")
+        return store
+
+    gone, live = tmp_path / "gone", tmp_path / "live"
+    first = run(gone)
+    ram = ram_folder(gone)
+    assert ram is not None and (ram / ram_owner.OWNER_FILE).read_text() == str(gone)
+    shutil.rmtree(gone)
+    second = run(live)
+    assert ram.exists()  # the first store is still open: its process holds the tier
+    second.close()
+    first.close()
+    third = run(live)  # the first store closed: nothing holds its tier, whose folder is gone
+    try:
+        assert not ram.exists()
+        assert third.get(b"live") is not None  # the live folder's own tier was kept
+    finally:
+        third.clear()
