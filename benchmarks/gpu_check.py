@@ -418,6 +418,7 @@ def _dispatch_and_loader_steps(c: _Context) -> list[Step]:
                 "1" if c.quick else "2",
                 "--json",
                 str(c.work / "loader-tune.json"),
+                "--log-trials",
             ],
             60,
             _summarize_rows("loader-tune.json"),

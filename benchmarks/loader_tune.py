@@ -23,7 +23,7 @@ memory is then tuned too).
 Usage::
 
     python benchmarks/loader_tune.py [--pipelines demo letterbox ...] [--batch-size 16]
-        [--batches 12] [--rounds 3] [--step-ms MS] [--json out.json]
+        [--batches 12] [--rounds 3] [--step-ms MS] [--json out.json] [--log-trials]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import logging
 import math
 import sys
 import time
@@ -172,7 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-batches", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the rows to this file")
+    parser.add_argument(
+        "--log-trials",
+        action="store_true",
+        help="log each setting the tuner times, as it ends, to stderr (with the time since start)",
+    )
     args = parser.parse_args(argv)
+    if args.log_trials:
+        logging.basicConfig(format="%(relativeCreated)8.0f ms  %(message)s", stream=sys.stderr)
+        logging.getLogger("codedag.tune").setLevel(logging.INFO)
     for name in args.pipelines:
         if name != "demo":
             pipelines.pipeline(name)  # unknown names fail before minutes of measuring
