@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader
 from tune_trials import intervals, search_of, trial
 
 from codedag.plan.loader import LoaderConfirmation, LoaderSettings
-from codedag.tune.choice import beats, fast_enough, persistent_decision, pick
+from codedag.tune.choice import beats, fast_enough, first_epoch_beats, persistent_decision, pick
 from codedag.tune.measure import TrialRun
 from codedag.tune.search import Trial
 
@@ -95,3 +95,29 @@ def test_a_first_epoch_is_timed_to_its_last_batch_start_up_included() -> None:
     )
     assert side_by_side.first_epoch_ratio == pytest.approx(0.3 / 0.45)
     assert LoaderConfirmation(rounds=2, ratio=2.0).first_epoch_ratio is None
+
+
+@pytest.mark.parametrize(
+    ("chosen", "yours", "beats_yours"),
+    [
+        ([0.20, 0.21], [0.27, 0.28], True),  # faster in every round, beyond the margin
+        ([0.20, 0.26], [0.27, 0.28], False),  # faster by the medians, within the rounds' noise
+        ([0.26, 0.265], [0.27, 0.28], False),  # faster by less than the 5 % margin
+        ([0.30, 0.31], [0.27, 0.28], False),  # slower
+        ([0.20], [0.27], True),  # one round: the margin alone decides
+        ([0.26], [0.27], False),
+    ],
+)
+def test_a_first_epoch_must_be_faster_beyond_the_margin_and_the_noise_of_its_rounds(
+    chosen: list[float], yours: list[float], beats_yours: bool
+) -> None:
+    confirmation = LoaderConfirmation(
+        rounds=len(chosen),
+        first_epoch_batches=6,
+        yours_first_epoch_s=sorted(yours)[len(yours) // 2],
+        chosen_first_epoch_s=sorted(chosen)[len(chosen) // 2],
+        yours_first_epochs_s=yours,
+        chosen_first_epochs_s=chosen,
+    )
+    assert first_epoch_beats(confirmation, margin=0.05) is beats_yours
+    assert first_epoch_beats(LoaderConfirmation(rounds=2), margin=0.05) is None  # not timed

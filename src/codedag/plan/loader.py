@@ -186,6 +186,8 @@ class LoaderConfirmation(_Model):
         yours_first_epoch_s: the program's settings, ``iter()`` to the epoch's last batch (its
             start-up included; batches past those timed at the measured rate), median.
         chosen_first_epoch_s: the candidate's.
+        yours_first_epochs_s: the program's first epoch in each round.
+        chosen_first_epochs_s: the candidate's.
     """
 
     rounds: int = Field(default=0, ge=0)
@@ -196,6 +198,8 @@ class LoaderConfirmation(_Model):
     first_epoch_batches: int = Field(default=0, ge=0)
     yours_first_epoch_s: float = Field(default=0.0, ge=0)
     chosen_first_epoch_s: float = Field(default=0.0, ge=0)
+    yours_first_epochs_s: list[float] = Field(default_factory=list)
+    chosen_first_epochs_s: list[float] = Field(default_factory=list)
 
     @property
     def first_epoch_ratio(self) -> float | None:

@@ -163,6 +163,8 @@ def confirm(
         first_epoch_batches=epoch,
         yours_first_epoch_s=_median(first_epochs["yours"]),
         chosen_first_epoch_s=_median(first_epochs["candidate"]),
+        yours_first_epochs_s=first_epochs["yours"],
+        chosen_first_epochs_s=first_epochs["candidate"],
     )
     return pooled["candidate"], pooled["yours"], confirmation
 
@@ -180,6 +182,18 @@ def _per_s(intervals_s: list[float]) -> float:
 def beats(candidate: list[float], yours: list[float], margin: float) -> bool:
     """Whether the candidate's pooled intervals beat yours beyond noise and margin."""
     return clearly_faster(candidate, yours, margin)
+
+
+def first_epoch_beats(confirmation: LoaderConfirmation, margin: float) -> bool | None:
+    """Whether the candidate loads a first epoch faster than yours beyond the margin and, with
+    two rounds or more, beyond the noise of the rounds' first epochs (None: not timed)."""
+    ratio = confirmation.first_epoch_ratio
+    if ratio is None:
+        return None
+    mine, theirs = confirmation.chosen_first_epochs_s, confirmation.yours_first_epochs_s
+    if len(mine) >= 2 and len(theirs) >= 2:
+        return clearly_faster(mine, theirs, margin)
+    return ratio > 1.0 + margin
 
 
 def persistent_decision(

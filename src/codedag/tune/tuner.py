@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 from codedag.devices.torch_devices import cuda_available
 from codedag.errors import ConfigError
 from codedag.plan.loader import LoaderConfirmation, LoaderSection, LoaderSettings, LoaderTrial
-from codedag.tune.choice import Candidate, beats, confirm, persistent_decision, pick
+from codedag.tune.choice import (
+    Candidate,
+    beats,
+    confirm,
+    first_epoch_beats,
+    persistent_decision,
+    pick,
+)
 from codedag.tune.limits import as_mb, machine_description, machine_limits
 from codedag.tune.measure import Consumer, device_consumer, sleep_consumer
 from codedag.tune.options import Progress, TuneOptions, apply_fixed, resolve_fixed
@@ -236,7 +243,7 @@ def _confirmed(
     """The candidate timed against your settings side by side: what to use, why, the figures.
 
     Your settings are kept unless the candidate is faster beyond the margin and the noise, and
-    also loads a first epoch faster by more than the margin (they are also kept when the
+    also loads a first epoch faster beyond the margin and the noise (they are also kept when the
     candidate is your settings, or nothing could be timed).
     """
     chosen = candidate.trial.settings
@@ -256,13 +263,14 @@ def _confirmed(
             f"in {confirmation.chosen_first_epoch_s:.2f} s against "
             f"{confirmation.yours_first_epoch_s:.2f} s"
         )
-    if beats(mine, theirs, margin=options.margin_pct / 100.0):
-        if ratio is None or ratio > 1.0 + options.margin_pct / 100.0:
+    margin = options.margin_pct / 100.0
+    if beats(mine, theirs, margin=margin):
+        if first_epoch_beats(confirmation, margin) is not False:
             return chosen, [candidate.why, side], confirmation
         kept = (
             f"the candidate was {chosen.label()} ({candidate.why}); {side}: faster once "
-            f"running, but not over a first epoch by more than {options.margin_pct:g} %, so "
-            "your settings are kept"
+            f"running, but not over a first epoch by more than {options.margin_pct:g} % and "
+            "the noise, so your settings are kept"
         )
         return yours, [kept], confirmation
     kept = (
