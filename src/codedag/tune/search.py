@@ -109,6 +109,7 @@ def worker_ladder(top: int) -> list[int]:
 
 
 def _fastest(trials: Iterable[Trial]) -> Trial | None:
+    """The usable trial of ``trials`` with the shortest median batch interval."""
     usable = [t for t in trials if t.usable]
     return min(usable, key=lambda t: t.run.interval_s) if usable else None  # type: ignore[union-attr]
 
@@ -158,10 +159,14 @@ class Search:
             return self.options.max_workers
         return self.limits.max_workers
 
+    @property
+    def margin(self) -> float:
+        """The smallest relative gain worth a change (0.05: 5 %)."""
+        return self.options.margin_pct / 100.0
+
     def best(self) -> Trial | None:
         """The usable trial with the shortest median batch interval."""
-        usable = [t for t in self.trials.values() if t.usable]
-        return min(usable, key=lambda t: t.run.interval_s) if usable else None  # type: ignore[union-attr]
+        return _fastest(self.trials.values())
 
     def trial_of(self, settings: LoaderSettings) -> Trial | None:
         """The trial of ``settings``, if it was timed."""
@@ -280,8 +285,7 @@ class Search:
             return True
         if previous is None or previous.run is None:
             return False
-        margin = self.options.margin_pct / 100.0
-        return not clearly_faster(run.intervals_s, previous.run.intervals_s, margin)
+        return not clearly_faster(run.intervals_s, previous.run.intervals_s, self.margin)
 
     def _enough(self, trial: Trial, timed: dict[int, Trial]) -> bool:
         """Whether ``trial``'s worker count is enough: it keeps the step fed (with a step time),
@@ -289,8 +293,7 @@ class Search:
         if self.step_s:
             return fast_enough(trial, self.step_s)
         fastest = _fastest(timed.values())
-        margin = self.options.margin_pct / 100.0
-        return fastest is not None and trial.usable and as_fast(trial, fastest, margin, True)
+        return fastest is not None and trial.usable and as_fast(trial, fastest, self.margin, True)
 
     def _refine_workers(self, timed: dict[int, Trial]) -> None:
         """One count halfway above the fastest, then bisect down to the cheapest enough count."""

@@ -21,6 +21,11 @@ import os
 import shutil
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - no flock (and no /dev/shm) on Windows
+    fcntl = None  # type: ignore[assignment]
+
 log = logging.getLogger(__name__)
 
 OWNER_FILE = "owner"
@@ -33,11 +38,7 @@ _HELD: dict[Path, int] = {}
 def claim(ram: Path, folder: Path) -> None:
     """Record ``folder`` as the owner of the RAM tier ``ram`` and hold its lock (once per
     process; a tier or folder that cannot be written is left as it is)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - no flock (and no /dev/shm) on Windows
-        return
-    if ram in _HELD:
+    if fcntl is None or ram in _HELD:
         return
     owner = str(Path(folder).absolute())
     path = ram / OWNER_FILE
@@ -69,9 +70,7 @@ def release(ram: Path) -> None:
 def sweep(shm: Path, uid: int, keep: Path | None = None) -> int:
     """Remove ``uid``'s RAM tiers in ``shm`` whose owner folder no longer exists and that no
     process holds; returns the bytes of shared memory freed."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover
+    if fcntl is None:
         return 0
     from codedag.devices.memory import allocated_bytes
 

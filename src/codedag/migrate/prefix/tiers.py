@@ -259,14 +259,16 @@ class PrefixStore:
 
     def close(self) -> None:
         """Close every tier in this process."""
+        self._release_ram()
         for tier in self.tiers:
             tier.close()
-            if tier.kind == "ram":
-                ram_owner.release(tier.path)
 
     def clear(self) -> int:
         """Delete every tier's files; returns the bytes freed."""
+        self._release_ram()
+        return sum(t.clear() for t in self.tiers)
+
+    def _release_ram(self) -> None:
         for tier in self.tiers:
             if tier.kind == "ram":
                 ram_owner.release(tier.path)
-        return sum(t.clear() for t in self.tiers)
