@@ -24,7 +24,9 @@ that draw from a worker's random state change with it), and the
 memory: the RAM tier at its largest (the blocks its file holds in shared memory), the
 anonymous memory of the loading processes beyond ``own``'s at its largest (proportional:
 ``Pss_Anon``, so a page a forked worker still shares with its parent counts once, not once per
-process as ``RssAnon`` would), and the budget. Beside samples/s, the CPU time per sample of
+process as ``RssAnon`` would), and the budget. Memory is sampled in one more run of ``own`` and
+of ``plan`` after the timed rounds, never during them: reading ``smaps_rollup`` every 100 ms
+walks the page tables of every loading process and slowed the timed epochs by up to 15 %. Beside samples/s, the CPU time per sample of
 this process and its workers (own / plan): on a machine shared with other work it moves far
 less than wall time, and shows what the plan costs or saves in work. Then the geometric means over pipelines, and for each pipeline the
 cache's hits and misses and the most the cache alone can give when loading is CPU-bound: the
@@ -91,6 +93,14 @@ class Run:
     tier_peak_bytes: int = 0
     private_peak_bytes: int = 0
     cache: dict[str, Any] = field(default_factory=dict)
+
+
+class _NoMemory:
+    tier_bytes = 0
+    private_bytes = 0
+
+
+NO_MEMORY = _NoMemory()
 
 
 class MemoryPeak:
@@ -285,22 +295,29 @@ def _with_warm(loader: Any, plan: dict[str, Any], options: Any) -> dict[str, Any
     return model.loader.model_dump(mode="json")
 
 
-def _own(case: Case, epochs: int) -> Run:
-    with MemoryPeak(None) as memory:
+def _memory(tier: Path | None, sampled: bool) -> contextlib.AbstractContextManager[Any]:
+    """The memory sampler, or nothing: reading ``smaps_rollup`` walks the page tables of
+    every loading process, a cost that grows with what they map (the RAM tier's file), so
+    timed runs go without it."""
+    return MemoryPeak(tier) if sampled else contextlib.nullcontext(NO_MEMORY)
+
+
+def _own(case: Case, epochs: int, sampled: bool = False) -> Run:
+    with _memory(None, sampled) as memory:
         rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
     return Run(rates, cpu_ms, digests, private_peak_bytes=memory.private_bytes)
 
 
-def _tuned(case: Case, epochs: int) -> Run:
+def _tuned(case: Case, epochs: int, sampled: bool = False) -> Run:
     from codedag.migrate.api import PipelineMigrator
 
     plan = {"context_device_map": {}, "loader": case.tuned.model_dump(mode="json")}
-    with PipelineMigrator(plan, guard=False), MemoryPeak(None) as memory:
+    with PipelineMigrator(plan, guard=False), _memory(None, sampled) as memory:
         rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
     return Run(rates, cpu_ms, digests, private_peak_bytes=memory.private_bytes)
 
 
-def _plan(case: Case, epochs: int) -> Run:
+def _plan(case: Case, epochs: int, sampled: bool = False) -> Run:
     from codedag.migrate.api import PipelineMigrator
     from codedag.migrate.prefix.runtime import CacheSettings
     from codedag.migrate.prefix.tiers import StoreSettings, ram_folder
@@ -309,7 +326,7 @@ def _plan(case: Case, epochs: int) -> Run:
     try:
         store = StoreSettings(folder=folder / "cache", ram_budget_bytes=case.budget_bytes)
         migrator = PipelineMigrator(case.plan, guard=False, cache=CacheSettings(store=store))
-        with migrator, MemoryPeak(ram_folder(folder / "cache")) as memory:
+        with migrator, _memory(ram_folder(folder / "cache"), sampled) as memory:
             rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
         run = Run(rates, cpu_ms, digests, memory.tier_bytes, memory.private_bytes)
         run.cache = migrator.get_stats()["cache"]
@@ -344,7 +361,11 @@ def _reference(case: Case, epochs: int) -> list[list[bytes]]:
         patch.restore()
 
 
-VARIANTS: dict[str, Callable[[Case, int], Run]] = {"own": _own, "tuned": _tuned, "plan": _plan}
+VARIANTS: dict[str, Callable[[Case, int, bool], Run]] = {
+    "own": _own,
+    "tuned": _tuned,
+    "plan": _plan,
+}
 
 
 def _later(rates: list[float]) -> float:
@@ -361,15 +382,19 @@ def _span(values: list[float]) -> str:
 
 
 def _rounds(case: Case, variants: list[str], rounds: int, epochs: int) -> dict[str, list[Run]]:
+    """The timed rounds, then one more of ``own`` and ``plan`` with memory sampled (untimed)."""
     runs: dict[str, list[Run]] = {v: [] for v in variants}
     for r in range(rounds):
         for variant in round_order(variants, r):
-            runs[variant].append(VARIANTS[variant](case, epochs))
+            runs[variant].append(VARIANTS[variant](case, epochs, False))
+    runs["own_memory"] = [_own(case, epochs, True)]
+    runs["plan_memory"] = [_plan(case, epochs, True)]
     return runs
 
 
 def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
     own, plan = runs["own"], runs["plan"]
+    own_memory, plan_memory = runs["own_memory"][0], runs["plan_memory"][0]
     first = lambda rates: rates[0]  # noqa: E731
     row: dict[str, Any] = {
         "pipeline": case.name,
@@ -389,10 +414,10 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
     reference = own[0].digests
     if case.plan.get("loader"):
         reference = _reference(case, len(own[0].rates))
-    row["same"] = all(p.digests == reference for p in plan)
+    row["same"] = all(p.digests == reference for p in (*plan, plan_memory))
     row["same_against"] = "own" if reference is own[0].digests else "settings"
-    tier = max(p.tier_peak_bytes for p in plan)
-    private = max(p.private_peak_bytes for p in plan) - max(o.private_peak_bytes for o in own)
+    tier = plan_memory.tier_peak_bytes
+    private = plan_memory.private_peak_bytes - own_memory.private_peak_bytes
     cache = plan[-1].cache
     budgets = cache.get("budget_bytes", {}) if cache.get("enabled") else {}
     row.update(

@@ -1,4 +1,5 @@
-"""The whole-plan benchmark's CPU accounting counts DataLoader workers that outlive an epoch."""
+"""The whole-plan benchmark: its CPU accounting counts DataLoader workers that outlive an epoch;
+memory is sampled outside the timed runs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import importlib.util
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -85,3 +87,14 @@ def test_a_step_time_holds_each_batch_and_memory_counts_shared_pages_once() -> N
 def _wait(ready: object, done: object) -> None:
     ready.set()  # type: ignore[attr-defined]
     done.wait(30)  # type: ignore[attr-defined]
+
+
+def test_timed_runs_do_not_sample_memory() -> None:
+    whole_plan = _load()
+    before = threading.active_count()
+    with whole_plan._memory(None, sampled=False) as memory:
+        assert threading.active_count() == before  # no sampler thread walking /proc
+    assert memory.private_bytes == 0 and memory.tier_bytes == 0
+    with whole_plan._memory(None, sampled=True) as memory:
+        assert threading.active_count() == before + 1
+    assert memory.private_bytes > 0
