@@ -306,6 +306,34 @@ def test_a_chain_whose_storing_costs_more_than_computing_is_given_up_by_every_pr
     rt.store.close()
 
 
+def test_storing_is_judged_by_the_writers_cpu_time_not_by_its_waits(
+    tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LMDB lets one process write at a time: a writer waiting 50 ms for another worker's
+    # transaction (or for a core) costs the loading nothing and must not give the chain up
+    from codedag.migrate.prefix import session as session_module
+    from codedag.migrate.prefix import store
+
+    judged: list[tuple[int, int]] = []
+    original_judge = session_module.Session.judge
+    original_put = store.LmdbTier.put
+
+    def spy(self, chain, compute_ns, store_ns):  # type: ignore[no-untyped-def]
+        judged.append((compute_ns, store_ns))
+        return original_judge(self, chain, compute_ns, store_ns)
+
+    def waiting_put(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.05)
+        return original_put(self, *args, **kwargs)
+
+    monkeypatch.setattr(session_module.Session, "judge", spy)
+    monkeypatch.setattr(store.LmdbTier, "put", waiting_put)
+    rt = runtime(tmp_path / "cache", judge_after=4)
+    (out,) = _run(rt, FileImages(images), epochs=1)
+    assert len(judged) == 4 and all(0 < s < 50_000_000 for _c, s in judged)
+    assert equal(out, epoch(FileImages(images)))
+
+
 def test_the_first_epoch_judges_a_chain_from_what_it_measured(
     tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
