@@ -26,9 +26,10 @@ anonymous memory of the loading processes beyond ``own``'s at its largest (propo
 ``Pss_Anon``, so a page a forked worker still shares with its parent counts once, not once per
 process as ``RssAnon`` would), and the budget. Memory is sampled in one more run of ``own`` and
 of ``plan`` after the timed rounds, never during them: reading ``smaps_rollup`` every 100 ms
-walks the page tables of every loading process and slowed the timed epochs by up to 15 %. Beside samples/s, the CPU time per sample of
-this process and its workers (own / plan): on a machine shared with other work it moves far
-less than wall time, and shows what the plan costs or saves in work. Then the geometric means over pipelines, and for each pipeline the
+walks the page tables of every loading process and slowed the timed epochs by up to 15 %.
+Beside samples/s, the CPU time per sample of this process and its workers (own / plan): on a
+machine shared with other work it moves far less than wall time, and shows what the plan costs
+or saves in work. Then the geometric means over pipelines, and for each pipeline the
 cache's hits and misses and the most the cache alone can give when loading is CPU-bound: the
 pipeline's CPU time per sample over what is left of it once every hit saves what the plan
 expects. It measures; it asserts nothing.
