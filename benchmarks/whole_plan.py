@@ -96,14 +96,6 @@ class Run:
     cache: dict[str, Any] = field(default_factory=dict)
 
 
-class _NoMemory:
-    tier_bytes = 0
-    private_bytes = 0
-
-
-NO_MEMORY = _NoMemory()
-
-
 class MemoryPeak:
     """The largest RAM tier and anonymous memory (proportional) of this process and its
     children, sampled every 100 ms while entered (children read from ``/proc``, not a scan of
@@ -300,7 +292,8 @@ def _memory(tier: Path | None, sampled: bool) -> contextlib.AbstractContextManag
     """The memory sampler, or nothing: reading ``smaps_rollup`` walks the page tables of
     every loading process, a cost that grows with what they map (the RAM tier's file), so
     timed runs go without it."""
-    return MemoryPeak(tier) if sampled else contextlib.nullcontext(NO_MEMORY)
+    peak = MemoryPeak(tier)  # its thread starts when entered: unentered, it reads zeros
+    return peak if sampled else contextlib.nullcontext(peak)
 
 
 def _own(case: Case, epochs: int, sampled: bool = False) -> Run:

@@ -243,7 +243,8 @@ def _confirmed(
     """The candidate timed against your settings side by side: what to use, why, the figures.
 
     Your settings are kept unless the candidate is faster beyond the margin and the noise, and
-    also loads a first epoch faster beyond the margin and the noise (they are also kept when the
+    also loads a first epoch faster: by more than the margin at the medians and in every round
+    (:func:`~codedag.tune.choice.first_epoch_beats`; they are also kept when the
     candidate is your settings, or nothing could be timed).
     """
     chosen = candidate.trial.settings
@@ -269,8 +270,8 @@ def _confirmed(
             return chosen, [candidate.why, side], confirmation
         kept = (
             f"the candidate was {chosen.label()} ({candidate.why}); {side}: faster once "
-            f"running, but not over a first epoch by more than {options.margin_pct:g} % and "
-            "the noise, so your settings are kept"
+            f"running, but not over a first epoch by more than {options.margin_pct:g} % and in "
+            "every round, so your settings are kept"
         )
         return yours, [kept], confirmation
     kept = (
