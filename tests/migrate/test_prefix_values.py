@@ -2,55 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from prefix_support import StubChain, StubSession
 
 import codedag.migrate.prefix.values as values
 from codedag.migrate.prefix.entry import Meta, meta_of
 from codedag.migrate.prefix.values import Lineage, PrefixValue, has_prefix_value, step
 
 
-@dataclass
-class _Chain:
-    id: str = "prefix0"
-    cut_function: str = "cut"
-    cut_occurrence: int = 0
-
-
-@dataclass
-class _Session:
-    """Knows the headers in ``known``; records misses and cuts."""
-
-    known: dict[bytes, Meta] = field(default_factory=dict)
-    misses: list[tuple[str, str]] = field(default_factory=list)
-    cuts: list[tuple[bytes, bool]] = field(default_factory=list)
-
-    def miss(self, chain_id: str, reason: str) -> None:
-        self.misses.append((chain_id, reason))
-
-    def meta(self, key: bytes) -> tuple[Meta, bool] | None:
-        meta = self.known.get(key)
-        return None if meta is None else (meta, False)
-
-    def cut(self, first: Any, key: bytes, deferred: bool, function: Any, args: Any, kw: Any) -> Any:
-        self.cuts.append((key, deferred))
-        return function(*values.concrete(args), **values.concrete_kwargs(kw))
-
-
-def _source(session: _Session, array: np.ndarray) -> PrefixValue:
-    return PrefixValue(Lineage(_Chain(), session), b"src", meta_of(array), array)
+def _source(session: StubSession, array: np.ndarray) -> PrefixValue:
+    return PrefixValue(Lineage(StubChain(), session), b"src", meta_of(array), array)
 
 
 def test_a_computed_step_runs_and_keys_by_call_and_arguments() -> None:
-    session = _Session()
-    source = _source(session, np.arange(6, dtype=np.uint8).reshape(2, 3))
+    session = StubSession()
+    source = _source(session, np.arange(6, dtype=np.int16).reshape(2, 3))  # uint8: a run
     doubled = source * 2
     assert isinstance(doubled, PrefixValue)
     assert doubled._done
     assert np.array_equal(np.asarray(doubled._value), np.arange(6).reshape(2, 3) * 2)
-    again = _source(session, np.zeros((2, 3), np.uint8)) * 2
+    again = _source(session, np.zeros((2, 3), np.int16)) * 2
     assert again._key == doubled._key  # same call, same argument, same source key
     assert (_source(session, np.zeros(1)) * 3)._key != doubled._key
     assert session.misses == []
@@ -64,11 +38,11 @@ def test_a_known_key_defers_the_call_and_the_header_answers_metadata() -> None:
         return array.astype(np.float32) / 2
 
     array = np.ones((4, 5), np.uint8)
-    probe = step("scale", scale, (_source(_Session(), array),), {})
-    session = _Session(known={probe._key: meta_of(np.zeros((4, 5), np.float32))})
+    probe = step("scale", scale, (_source(StubSession(), array),), {})
+    session = StubSession(known={probe._key: meta_of(np.zeros((4, 5), np.float32))})
     calls.clear()
     source = PrefixValue(
-        Lineage(_Chain(), session), b"src", meta_of(array), call=(array.copy, (), {})
+        Lineage(StubChain(), session), b"src", meta_of(array), call=(array.copy, (), {})
     )
     deferred = step("scale", scale, (source,), {})
     assert not deferred._done and calls == []
@@ -83,7 +57,7 @@ def test_a_known_key_defers_the_call_and_the_header_answers_metadata() -> None:
 
 
 def test_the_cut_asks_the_session() -> None:
-    session = _Session()
+    session = StubSession()
     source = _source(session, np.ones(3))
     result = step("cut", np.negative, (source,), {})
     assert np.array_equal(result, -np.ones(3))
@@ -91,7 +65,7 @@ def test_the_cut_asks_the_session() -> None:
 
 
 def test_values_of_two_sources_combined_diverge_both() -> None:
-    session_a, session_b = _Session(), _Session()
+    session_a, session_b = StubSession(), StubSession()
     a, b = _source(session_a, np.ones(2)), _source(session_b, np.ones(2))
     total = a + b
     assert not isinstance(total, PrefixValue)
@@ -101,7 +75,7 @@ def test_values_of_two_sources_combined_diverge_both() -> None:
 
 
 def test_a_chain_diverges_once_and_is_computed_normally_after() -> None:
-    session = _Session()
+    session = StubSession()
     source = _source(session, np.array([1, 0, 2]))
     assert bool(source[0]) is True  # static index: recorded; truth test: diverges
     assert session.misses == [("prefix0", "truth value")]
@@ -111,14 +85,14 @@ def test_a_chain_diverges_once_and_is_computed_normally_after() -> None:
 
 
 def test_indexing_with_an_array_diverges() -> None:
-    session = _Session()
+    session = StubSession()
     source = _source(session, np.arange(4))
     assert source[np.array([3, 0])].tolist() == [3, 0]
     assert session.misses == [("prefix0", "indexing with an array")]
 
 
 def test_too_many_steps_diverge() -> None:
-    session = _Session()
+    session = StubSession()
     value: Any = _source(session, np.zeros(1))
     for _ in range(values.MAX_STEPS):
         value = value + 1
@@ -131,12 +105,12 @@ def test_too_many_steps_diverge() -> None:
 
 def test_image_header_metadata() -> None:
     meta = Meta("pil", (10, 20, 3), "", "RGB")
-    value = PrefixValue(Lineage(_Chain(), _Session()), b"k", meta)
+    value = PrefixValue(Lineage(StubChain(), StubSession()), b"k", meta)
     assert (value.size, value.width, value.height, value.mode) == ((20, 10), 20, 10, "RGB")
 
 
 def test_has_prefix_value_looks_into_lists_and_keywords() -> None:
-    value = _source(_Session(), np.zeros(1))
+    value = _source(StubSession(), np.zeros(1))
     assert has_prefix_value(([1, value],), {})
     assert has_prefix_value((), {"x": value})
     assert not has_prefix_value((np.zeros(1), [1, 2]), {"x": 3})
@@ -147,15 +121,15 @@ def test_a_value_carries_the_keys_and_headers_of_its_chain_but_not_the_values() 
     import gc
     import weakref
 
-    session = _Session()
-    source = _source(session, np.arange(6, dtype=np.uint8))
+    session = StubSession()
+    source = _source(session, np.arange(6, dtype=np.int16))  # uint8 would start a run
     doubled = source * 2
     ref = weakref.ref(doubled)
     halved = doubled / 2
     assert halved._lineage_metas() == (
         (halved._key, meta_of(np.zeros(6, np.float64)).to_bytes()),
-        (doubled._key, meta_of(np.zeros(6, np.uint8)).to_bytes()),
-        (b"src", meta_of(np.zeros(6, np.uint8)).to_bytes()),
+        (doubled._key, meta_of(np.zeros(6, np.int16)).to_bytes()),
+        (b"src", meta_of(np.zeros(6, np.int16)).to_bytes()),
     )
     assert halved._lineage_keys() == [halved._key, doubled._key, b"src"]
     del doubled
@@ -165,11 +139,11 @@ def test_a_value_carries_the_keys_and_headers_of_its_chain_but_not_the_values() 
 
 def test_the_cut_is_the_planned_occurrence_of_its_function() -> None:
     @dataclass
-    class SecondAdd(_Chain):
+    class SecondAdd(StubChain):
         cut_function: str = "operator.add"
         cut_occurrence: int = 1
 
-    session = _Session()
+    session = StubSession()
     source = PrefixValue(Lineage(SecondAdd(), session), b"src", meta_of(np.zeros(2)), np.zeros(2))
     first = source + 1
     assert isinstance(first, PrefixValue) and session.cuts == []
@@ -183,8 +157,8 @@ def test_the_cut_is_the_planned_occurrence_of_its_function() -> None:
 def test_isinstance_sees_the_type_a_deferred_value_stands_for() -> None:
     from PIL import Image
 
-    session = _Session()
-    lineage = Lineage(_Chain(), session)
+    session = StubSession()
+    lineage = Lineage(StubChain(), session)
     deferred = PrefixValue(lineage, b"k", Meta("ndarray", (2, 3), "|u1"))
     assert isinstance(deferred, np.ndarray) and type(deferred) is PrefixValue
     assert isinstance(deferred, PrefixValue) and not deferred._done  # nothing computed
@@ -196,7 +170,7 @@ def test_isinstance_sees_the_type_a_deferred_value_stands_for() -> None:
 
 
 def test_a_value_nested_inside_an_argument_diverges_its_chain() -> None:
-    session = _Session()
+    session = StubSession()
     source = _source(session, np.zeros((2, 2), np.uint8))
     step("first", lambda items: items[0], ([source, [[source]]],), {})
     assert session.misses == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+import codedag.migrate.prefix.values as values
+from codedag.migrate.prefix.entry import Meta
 from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.prefix.session import ChainSpec
 from codedag.migrate.prefix.tiers import StoreSettings
@@ -96,3 +99,32 @@ def epoch(dataset: Dataset, workers: int = 0, batch_size: int = 4) -> list[Any]:
 def equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     """Bit-identical batches."""
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@dataclass
+class StubChain:
+    """A chain cut at a call named ``cut``."""
+
+    id: str = "prefix0"
+    cut_function: str = "cut"
+    cut_occurrence: int = 0
+
+
+@dataclass
+class StubSession:
+    """Knows the headers in ``known``; records misses and cuts."""
+
+    known: dict[bytes, Meta] = field(default_factory=dict)
+    misses: list[tuple[str, str]] = field(default_factory=list)
+    cuts: list[tuple[bytes, bool]] = field(default_factory=list)
+
+    def miss(self, chain_id: str, reason: str) -> None:
+        self.misses.append((chain_id, reason))
+
+    def meta(self, key: bytes) -> tuple[Meta, bool] | None:
+        meta = self.known.get(key)
+        return None if meta is None else (meta, False)
+
+    def cut(self, first: Any, key: bytes, deferred: bool, function: Any, args: Any, kw: Any) -> Any:
+        self.cuts.append((key, deferred))
+        return function(*values.concrete(args), **values.concrete_kwargs(kw))

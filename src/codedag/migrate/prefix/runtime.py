@@ -302,6 +302,11 @@ class PrefixCacheRuntime:
             "write_ms": merged["write_ns"] / 1e6,
             "queue_ms": merged["queue_ns"] / 1e6,
             "hit_bytes": merged["hit_bytes"],
+            "lookup": {
+                "gathered": merged["lookup_gathered"],
+                "computed": merged["lookup_computed"],
+                "mismatches": merged["lookup_mismatches"],
+            },
             "diverged": dict(self.session.details.most_common(10)),
             "problems": self.store.problems,
         }

@@ -21,6 +21,7 @@ from statistics import median
 from typing import Any
 
 import codedag.migrate.prefix.keys as keys
+import codedag.migrate.prefix.lookup as lookup
 from codedag.migrate.prefix.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.migrate.prefix.tiers import PrefixStore
 from codedag.migrate.prefix.values import Lineage, PrefixValue, concrete, concrete_kwargs
@@ -58,6 +59,9 @@ FIELDS: tuple[str, ...] = (
     "read_ns",
     "write_ns",
     "hit_bytes",
+    "lookup_gathered",  # element-wise runs gathered through a table (:mod:`.lookup`)
+    "lookup_computed",  # runs computed by their calls (on trial, or where a table did not pay)
+    "lookup_mismatches",  # trials where a table differed from the calls (never used then)
     *_MISS_FIELDS.values(),
 )
 GIVE_UP_AFTER = 3
@@ -147,6 +151,7 @@ class Session:
         self._judging: dict[bytes, tuple[ChainSpec, int, int]] = {}  # key: chain, compute, queue
         self._judged: dict[str, list[tuple[int, int]]] = {}  # chain: (compute, store + read)
         self._claimed: Counter[str] = Counter()  # chain: values judged or waiting to be
+        self._lookups_before = lookup.counts()  # the process's counts are since its start
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -168,6 +173,9 @@ class Session:
         out = {field: int(self.counts.get(field, 0)) for field in FIELDS}
         out["evicted"] = self.store.evicted
         out["corrupt"] = self.store.corrupt
+        for name, count in lookup.counts().items():
+            if f"lookup_{name}" in out:
+                out[f"lookup_{name}"] = count - self._lookups_before[name]
         return out
 
     def miss(self, chain: str, reason: str) -> None:

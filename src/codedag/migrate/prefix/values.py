@@ -23,10 +23,12 @@ from __future__ import annotations
 import functools
 import operator
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import codedag.migrate.prefix.keys as keys
+import codedag.migrate.prefix.lookup as lookup
 from codedag.migrate.prefix.entry import Meta, meta_of
 
 PENDING: Any = object()
@@ -60,7 +62,7 @@ class Lineage:
         stale: keys of intermediate headers read from an older generation (touched on a hit).
     """
 
-    __slots__ = ("chain", "done", "session", "stale", "started_ns")
+    __slots__ = ("chain", "done", "pending", "session", "stale", "started_ns")
 
     def __init__(self, chain: Any, session: Any) -> None:
         self.chain = chain
@@ -68,12 +70,26 @@ class Lineage:
         self.done = False
         self.stale: list[bytes] = []
         self.started_ns = time.perf_counter_ns()  # the source call: what computing costs
+        # values of element-wise runs not computed yet (:mod:`.lookup`), newest last
+        self.pending: list[weakref.ref[PrefixValue]] = []
 
     def diverge(self, reason: str) -> None:
         """Count the chain as computed normally, for ``reason`` (once)."""
+        self.settle()
         if not self.done:
             self.done = True
             self.session.miss(self.chain.id, reason)
+
+    def settle(self) -> None:
+        """Compute the pending values of element-wise runs user code still holds, newest first
+        (computing one lets go of the earlier ones only it held). Called before any other call
+        of the chain, at the cut and at a divergence: a run's array can then not change under
+        a value that is not computed yet."""
+        pending, self.pending = self.pending, []
+        for reference in reversed(pending):
+            value = reference()
+            if value is not None:
+                value._compute()
 
 
 class PrefixValue:
@@ -86,6 +102,7 @@ class PrefixValue:
         "_depth",
         "_key",
         "_lineage",
+        "_lookup",
         "_meta",
         "_trail",
         "_value",
@@ -101,8 +118,10 @@ class PrefixValue:
         call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = None,
         parent: PrefixValue | None = None,
         cuts: int = 0,
+        run: tuple[lookup.Table, Any] | None = None,
     ) -> None:
         self._lineage = lineage
+        self._lookup = run  # a pending value of an element-wise run: its table and uint8 array
         self._key = key
         self._meta = meta
         self._value = value
@@ -132,8 +151,22 @@ class PrefixValue:
         """The value: replay the deferred calls through the original functions."""
         if self._value is PENDING:
             assert self._call is not None
+            if self._lookup is not None:
+                table, root = self._lookup
+                self._value = lookup.evaluate(table, root, self._by_calls)
+            else:
+                function, args, kwargs = self._call
+                self._value = function(*concrete(args), **concrete_kwargs(kwargs))
+            self._call = self._lookup = None  # the inputs are freed as without the cache
+        return self._value
+
+    def _by_calls(self) -> Any:
+        """A pending run's value computed by its calls as written (no table on the way)."""
+        if self._value is PENDING:
+            assert self._call is not None
             function, args, kwargs = self._call
-            self._value = function(*concrete(args), **concrete_kwargs(kwargs))
+            inputs = [a._by_calls() if isinstance(a, PrefixValue) else a for a in args]
+            self._value = function(*inputs, **kwargs)
         return self._value
 
     def _real(self, reason: str) -> Any:
@@ -522,22 +555,26 @@ def step(
         return _computed(function, args, kwargs)
     chain = lineage.chain
     is_cut_function = name == chain.cut_function
-    parts: list[bytes] = [_opening(name)]
     try:
-        for value in args:
-            _encode(value, parts)
-        if kwargs:
-            for keyword in sorted(kwargs):
-                parts.append(keyword.encode() + b"=")
-                _encode(kwargs[keyword], parts)
+        parts = _key_parts(name, args, kwargs)
     except keys.Unkeyable as error:
         lineage.diverge(f"arguments: {error}")
         return _computed(function, args, kwargs)
     key = keys.step_key(parts)
     session = lineage.session
-    if is_cut_function and first._cuts == chain.cut_occurrence:
-        return session.cut(first, key, deferred, function, args, kwargs)
+    at_cut = is_cut_function and first._cuts == chain.cut_occurrence
     cuts = first._cuts + 1 if is_cut_function else first._cuts
+    if not at_cut and len(inputs) == 1:
+        pending = _pending_run(first, key, cuts, name, function, args, kwargs, parts)
+        if pending is not None:
+            return pending
+    if lineage.pending:
+        lineage.settle()
+        deferred = all(value._value is PENDING for value in inputs)
+    if at_cut:
+        value = session.cut(first, key, deferred, function, args, kwargs)
+        lineage.settle()
+        return value
     if deferred:
         found = session.meta(key)
         if found is not None:
@@ -548,3 +585,60 @@ def step(
             return PrefixValue(lineage, key, meta, call=call, parent=first, cuts=cuts)
     value = _computed(function, args, kwargs)
     return PrefixValue(lineage, key, meta_of(value), value, parent=first, cuts=cuts)
+
+
+def _key_parts(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes]:
+    """A call's encoded name and arguments (its inputs by their keys)."""
+    parts: list[bytes] = [_opening(name)]
+    for value in args:
+        _encode(value, parts)
+    if kwargs:
+        for keyword in sorted(kwargs):
+            parts.append(keyword.encode() + b"=")
+            _encode(kwargs[keyword], parts)
+    return parts
+
+
+def _pending_run(
+    first: PrefixValue,
+    key: bytes,
+    cuts: int,
+    name: str,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    parts: list[bytes],
+) -> PrefixValue | None:
+    """The call as a pending value of an element-wise run (:mod:`.lookup`), if it extends or
+    starts one."""
+    if name not in lookup.ELEMENTWISE:
+        return None
+    run = _run_of(first, name, function, args, kwargs, parts)
+    if run is None:
+        return None
+    lineage = first._lineage
+    meta = lookup.meta(run[0], run[1])
+    call = (function, _snapshot(args), kwargs)
+    value = PrefixValue(lineage, key, meta, call=call, parent=first, cuts=cuts, run=run)
+    lineage.pending.append(weakref.ref(value))
+    return value
+
+
+def _run_of(
+    first: PrefixValue,
+    name: str,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    parts: list[bytes],
+) -> tuple[lookup.Table, Any] | None:
+    """The table and uint8 array of the element-wise run this call extends or starts, if any."""
+    if first._lookup is not None:
+        parent, root = first._lookup
+    elif first._value is not PENDING and lookup.starts(first._value):
+        parent, root = None, first._value
+    else:
+        return None
+    token = b"<" + first._key + b">"
+    table = lookup.extend(parent, root, first, name, function, args, kwargs, parts, token)
+    return None if table is None else (table, root)
