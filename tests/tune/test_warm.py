@@ -36,20 +36,27 @@ def loader(tmp_path: Path) -> DataLoader[Any]:
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
-@pytest.mark.parametrize("faster", [True, False])
+@pytest.mark.parametrize(("faster", "promising"), [(True, False), (False, False), (True, True)])
 def test_in_process_loading_is_chosen_only_when_measured_faster_with_every_lookup_a_hit(
-    loader: DataLoader[Any], faster: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    loader: DataLoader[Any],
+    faster: bool,
+    promising: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     judged: list[tuple[list[float], list[float]]] = []
 
     def beats(candidate: list[float], yours: list[float], margin: float) -> bool:
         judged.append((candidate, yours))
-        return faster
+        return faster and (not promising or len(judged) == 2)  # promising: the second time
 
     monkeypatch.setattr(warm, "beats", beats)
+    monkeypatch.setattr(warm, "_promising", lambda *_a: promising)
     monkeypatch.setattr(warm.tempfile, "tempdir", str(tmp_path))
     result = warm.tune_warm(loader, _plan(), _options(), judge_after=0)
-    assert len(judged) == 1 and all(judged[0])  # both sides timed
+    # a gain beyond the margin but within the noise is measured again, with twice the rounds
+    assert len(judged) == (2 if promising else 1) and all(judged[-1])  # both sides timed
+    assert ("measured again in 2 rounds: 1 left" in result.reason) == promising
     assert result.hit_rate == 1.0  # the timed batches were stored first
     assert result.batches == 4  # two cycles of 2 workers, within the epoch of 4 batches
     assert [t.settings.num_workers for t in result.trials] == [2, 0]
