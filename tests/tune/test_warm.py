@@ -56,7 +56,7 @@ def test_in_process_loading_is_chosen_only_when_measured_faster_with_every_looku
     result = warm.tune_warm(loader, _plan(), _options(), judge_after=0)
     # a gain beyond the margin but within the noise is measured again, with twice the rounds
     assert len(judged) == (2 if promising else 1) and all(judged[-1])  # both sides timed
-    assert ("measured again in 2 rounds: 1 left" in result.reason) == promising
+    assert ("measured again in 2 rounds: 1 had left" in result.reason) == promising
     assert result.hit_rate == 1.0  # the timed batches were stored first
     assert result.batches == 4  # two cycles of 2 workers, within the epoch of 4 batches
     assert [t.settings.num_workers for t in result.trials] == [2, 0]

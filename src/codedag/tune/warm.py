@@ -115,14 +115,14 @@ def tune_warm(
         if not faster and _promising(confirmation, options) and options.rounds < MAX_ROUNDS:
             more = dataclasses.replace(options, rounds=min(2 * options.rounds, MAX_ROUNDS))
             progress.total += more.rounds * 2 * options.batches
+            again = (
+                f"; measured again in {more.rounds} rounds: {options.rounds} had left a "
+                f"{confirmation.ratio:.2f}x gain within the noise"
+            )
             theirs, yours, confirmation = confirm(
                 template, cold, candidate, more, consumer, progress.tick, first_epoch=False
             )
             faster = beats(theirs, yours, margin=options.margin_pct / 100.0)
-            again = (
-                f"; measured again in {more.rounds} rounds: {options.rounds} left a "
-                f"{confirmation.ratio:.2f}x gain within the noise"
-            )
         seen = migrator.cache.progress().since(before)
     hit_rate = seen.hits / seen.lookups if seen.lookups else 0.0
     warm = hit_rate >= WARM_READY_SHARE  # else the timing did not measure a warm epoch
