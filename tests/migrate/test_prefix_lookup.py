@@ -181,6 +181,16 @@ def test_a_table_that_differs_from_the_calls_is_never_used(
     assert lookup.counts() == {"gathered": 0, "computed": 5, "trials": 1, "mismatches": 1}
 
 
+def test_without_opencv_the_calls_run_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lookup, "_OPENCV", [None])
+    image = _image((16, 17, 3))
+    expected = (image.astype(np.float32) / 255.0 - MEAN) / STD
+    for _ in range(lookup.TRIALS + 1):
+        value = (_source(image).astype(np.float32) / 255.0 - MEAN) / STD
+        assert lookup.same_bits(np.asarray(value), expected)
+    assert lookup.counts()["gathered"] == 0 and lookup.counts()["trials"] == 0
+
+
 def test_on_a_large_image_the_table_is_chosen_and_gives_the_same_bits() -> None:
     image = _image((416, 416, 3))
     expected = (image.astype(np.float32) / 255.0 - MEAN) / STD

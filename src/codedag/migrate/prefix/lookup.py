@@ -285,13 +285,27 @@ def meta(table: Table, root: np.ndarray) -> Meta:
 
 def gather(table: Table, root: np.ndarray) -> np.ndarray:
     """``table[root]`` per channel: the run's value on ``root``."""
-    import cv2
-
+    cv2 = _cv2()
+    assert cv2 is not None, "gather needs OpenCV (evaluate checks first)"
     if table.channels == 1:
         out = cv2.LUT(root.reshape(-1, 1), table.lut())
     else:
         out = cv2.LUT(root.reshape(-1, 1, table.channels), table.lut())
     return out.reshape(root.shape)
+
+
+_OPENCV: list[Any] = []
+
+
+def _cv2() -> Any:
+    """OpenCV, or None where it cannot be imported (the calls then run as written)."""
+    if not _OPENCV:
+        try:
+            import cv2
+        except ImportError:
+            cv2 = None
+        _OPENCV.append(cv2)
+    return _OPENCV[0]
 
 
 def evaluate(table: Table, root: np.ndarray, calls: Callable[[], Any]) -> Any:
@@ -300,7 +314,7 @@ def evaluate(table: Table, root: np.ndarray, calls: Callable[[], Any]) -> Any:
     if table.use:
         _counts["gathered"] += 1
         return gather(table, root)
-    if table.use is False or table.probe.dtype not in _GATHERED:
+    if table.use is False or table.probe.dtype not in _GATHERED or _cv2() is None:
         table.use = False
         _counts["computed"] += 1
         return calls()

@@ -11,6 +11,7 @@ thread of its own.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -426,7 +427,8 @@ class Session:
         held: a batch of mosaics holds dozens)."""
         for lineage in self.local.lineages:
             if not lineage.done:
-                lineage.diverge("error")
+                with contextlib.suppress(Exception):  # its pending runs may fail as the sample did
+                    lineage.diverge("error")
         for chain in sorted({lineage.chain.id for lineage in self.local.lineages}):
             self.failures[chain] += 1
             if self.failures[chain] >= GIVE_UP_AFTER and chain not in self.given_up:
