@@ -92,6 +92,7 @@ class Pending:
 
     result: Any
     event: Any = None
+    batched: bool = False  # its records ran batched (a batch without records: False)
 
 
 class InlineStreams:

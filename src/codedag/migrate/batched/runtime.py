@@ -33,6 +33,7 @@ from codedag.backends.batched.forcing import FORCED, REASONS, install_fork_hook
 from codedag.backends.batched.transfer import DeviceIO, Pending, streams_for
 from codedag.backends.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
 from codedag.backends.registry import default_registry
+from codedag.migrate.batched.check import RunCheck
 from codedag.migrate.batched.settings import BatchedSettings, ChainSet
 from codedag.migrate.injector import patch_each
 from codedag.migrate.workerstats import WorkerStats
@@ -53,18 +54,27 @@ _WORKER_FIELDS = (
 
 
 class _Switch:
-    """One byte shared with forked workers: 1 while deferring is on."""
+    """Two bytes shared with forked workers: deferring is on (until stopped, for good), and
+    paused (a per-sample block of the run-time check)."""
 
     def __init__(self) -> None:
-        self._map = mmap.mmap(-1, 1)
+        self._map = mmap.mmap(-1, 2)
         self._map[0] = 1
+        self._map[1] = 0
 
     @property
     def on(self) -> bool:
         return bool(self._map[0])
 
+    @property
+    def deferring(self) -> bool:
+        return bool(self._map[0]) and not self._map[1]
+
     def off(self) -> None:
         self._map[0] = 0
+
+    def pause(self, paused: bool) -> None:
+        self._map[1] = int(paused)
 
 
 class BatchedRuntime:
@@ -95,6 +105,8 @@ class BatchedRuntime:
         self.patcher = Patcher("batched")
         self.workers: WorkerStats | None = None
         self._switch = _Switch()
+        # the plan's own choice is checked in the loader; "always" is the user's
+        self.check = RunCheck() if self.settings.check and chains.mode == "auto" else None
         self._applied = False
         self._owner = os.getpid()
         self._lock = threading.Lock()
@@ -189,12 +201,14 @@ class BatchedRuntime:
 
     # -- hooks ----------------------------------------------------------------------------------
     def _deferring(self) -> bool:
-        return self._applied and self._switch.on
+        return self._applied and self._switch.deferring
 
     def _has_work(self) -> bool:
         return self._applied
 
     def _ahead(self, iterator: object) -> int:
+        if self.check is not None and self.check.checking and os.getpid() == self._owner:
+            self.check.begin(iterator)
         if self.settings.ahead is not None:
             return self.settings.ahead
         workers = getattr(iterator, "_num_workers", 0)
@@ -203,10 +217,23 @@ class BatchedRuntime:
     def _launch(self, batch: object) -> Pending:
         if os.getpid() != self._owner or not has_records(batch):
             return Pending(batch)
-        return self.streams.launch(lambda: self._execute(batch))
+        pending = self.streams.launch(lambda: self._execute(batch))
+        pending.batched = True
+        return pending
 
     def _finish(self, pending: Pending) -> Any:
-        return self.streams.wait(pending)
+        result = self.streams.wait(pending)
+        check = self.check
+        if check is not None and check.checking and os.getpid() == self._owner:
+            check.deliver(pending.batched)
+            if check.decided is False:
+                self.stop(f"the run-time check: {check.reason}")
+            if check.checking:
+                self._switch.pause(not check.batched_now())
+            else:
+                self._switch.pause(False)
+                log.info("batched execution, the run-time check: %s", check.reason)
+        return result
 
     def _execute(self, batch: object) -> Any:
         started = time.perf_counter_ns()
@@ -285,6 +312,7 @@ class BatchedRuntime:
             "retried_samples": merged["retried"],
             "worker_ms": merged["fetch_ns"] / 1e6,
             "main_ms": self.main_ns / 1e6,
+            "check": self.check.summary() if self.check is not None else {"state": "off"},
             "verify": {
                 "batches": self.verified,
                 "mismatches": list(self.mismatches),

@@ -29,6 +29,9 @@ class BatchedSettings:
         give_up_after: values forced in a row at one entry site after which it runs eagerly.
         simulate_transfers: on the CPU, copy payloads and results as a device would (tests of
             the GPU path; counts ``h2d_bytes``/``d2h_bytes``).
+        check: time the first batches batched and per sample, in alternating blocks, and stop
+            batched execution unless it was faster (:mod:`codedag.migrate.batched.check`);
+            only where the plan chose it (``mode: auto``).
     """
 
     deliver: str = "host"
@@ -36,6 +39,7 @@ class BatchedSettings:
     ahead: int | None = None
     give_up_after: int = GIVE_UP_AFTER
     simulate_transfers: bool = False
+    check: bool = True
 
     def __post_init__(self) -> None:
         if self.deliver not in DELIVER:

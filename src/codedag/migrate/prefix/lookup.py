@@ -300,11 +300,12 @@ _OPENCV: list[Any] = []
 def _cv2() -> Any:
     """OpenCV, or None where it cannot be imported (the calls then run as written)."""
     if not _OPENCV:
+        module: Any
         try:
-            import cv2
+            import cv2 as module
         except ImportError:
-            cv2 = None
-        _OPENCV.append(cv2)
+            module = None
+        _OPENCV.append(module)
     return _OPENCV[0]
 
 
