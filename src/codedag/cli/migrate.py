@@ -278,6 +278,9 @@ def batched_table(batched: dict[str, Any], where: str = "") -> Any:
     if verify.get("batches"):
         mismatches = verify.get("mismatches") or []
         rows.append(("verified batches", f"{verify['batches']} ({len(mismatches)} differ)"))
+    check = batched.get("check") or {}
+    if check.get("state", "off") != "off":
+        rows.append(("run-time check", f"{check['state']}: {check['reason']}".rstrip(": ")))
     if not batched.get("deferring", True):
         rows.append(("state", "stopped (see the log)"))
     for name, value in rows:

@@ -3,6 +3,7 @@ kept only where its batches reached the training loop faster."""
 
 from __future__ import annotations
 
+import io
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -10,9 +11,11 @@ from typing import Any
 import cv2
 import pytest
 from batched_support import Augmented, images, loader, max_level_diff, plan
+from rich.console import Console
 
 import codedag.migrate.batched.check as check_module
 from codedag.backends.batched.executor import BatchExecutor
+from codedag.cli.migrate import batched_table
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.batched.check import RunCheck
 from codedag.migrate.batched.settings import BatchedSettings
@@ -123,6 +126,9 @@ def test_in_the_loader_the_check_keeps_or_stops_batched_execution_by_what_it_mea
     assert stats["batches"] > 0  # the check's batched blocks ran batched
     for (x, _), (y, _) in zip(reference, batches, strict=True):
         assert max_level_diff(x, y) <= 1.0  # each block's batches: the pipeline's, within 1 level
+    out = io.StringIO()
+    Console(file=out, width=400).print(batched_table(stats))
+    assert f"run-time check │ {check['state']}: " in " ".join(out.getvalue().split())
 
 
 def test_a_chain_the_user_forces_is_not_checked() -> None:
