@@ -10,9 +10,11 @@ import pytest
 from torch.utils.data import DataLoader
 from tune_trials import intervals, search_of, trial
 
+import codedag.tune.choice as choice
 from codedag.plan.loader import LoaderConfirmation, LoaderSettings
 from codedag.tune.choice import beats, fast_enough, first_epoch_beats, persistent_decision, pick
 from codedag.tune.measure import TrialRun
+from codedag.tune.options import TuneOptions
 from codedag.tune.search import Trial
 
 
@@ -124,3 +126,44 @@ def test_a_first_epoch_must_be_faster_beyond_the_margin_and_in_every_round(
     )
     assert first_epoch_beats(confirmation, margin=0.05) is beats_yours
     assert first_epoch_beats(LoaderConfirmation(rounds=2), margin=0.05) is None  # not timed
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "measured", "kept_note"),
+    [
+        ((True, 2.0), None, [2], False),  # faster at once: decided
+        ((False, 1.03), None, [2], False),  # within the margin: nothing to gain, decided
+        ((False, 1.87), (True, 1.9), [2, 4], True),  # a gain within the noise: again, faster
+        ((False, 1.87), (False, 0.8), [2, 4], True),  # again, and not faster after all
+    ],
+)
+def test_a_gain_within_the_noise_is_measured_again_with_twice_the_rounds(
+    first: tuple[bool, float],
+    second: tuple[bool, float] | None,
+    measured: list[int],
+    kept_note: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outcomes = [first] if second is None else [first, second]
+    rounds: list[int] = []
+    grown: list[int] = []
+
+    def confirm(loader, yours, candidate, options, consumer, tick, first_epoch):  # type: ignore[no-untyped-def]
+        rounds.append(options.rounds)
+        faster, ratio = outcomes[len(rounds) - 1]
+        pooled = [0.01 if faster else 0.02]
+        return pooled, [0.02], LoaderConfirmation(rounds=options.rounds, ratio=ratio)
+
+    monkeypatch.setattr(choice, "confirm", confirm)
+    monkeypatch.setattr(choice, "beats", lambda candidate, yours, margin: candidate == [0.01])
+    options = TuneOptions(rounds=2, batches=4)
+    *_pooled, confirmation, faster, note = choice.confirm_decided(
+        None, LoaderSettings(), LoaderSettings(num_workers=2), options, None, print,
+        more_batches=grown.append,
+    )  # fmt: skip
+    assert rounds == measured
+    assert faster is (second or first)[0] and confirmation.rounds == measured[-1]
+    assert bool(note) is kept_note
+    if kept_note:
+        assert note == "measured again in 4 rounds: 2 had left a 1.87x gain within the noise"
+        assert grown == [4 * 2 * 4]

@@ -13,8 +13,7 @@ from codedag.errors import ConfigError
 from codedag.plan.loader import LoaderConfirmation, LoaderSection, LoaderSettings, LoaderTrial
 from codedag.tune.choice import (
     Candidate,
-    beats,
-    confirm,
+    confirm_decided,
     first_epoch_beats,
     persistent_decision,
     pick,
@@ -250,9 +249,11 @@ def _confirmed(
     chosen = candidate.trial.settings
     if settings_key(chosen) == settings_key(yours) or not candidate.trial.usable:
         return yours, [candidate.why], None
-    mine, theirs, confirmation = confirm(loader, yours, chosen, options, consumer, tick)
+    _theirs, _mine, confirmation, faster, again = confirm_decided(
+        loader, yours, chosen, options, consumer, tick
+    )
     side = (
-        f"side by side in {options.rounds} alternating rounds: "
+        f"side by side in {confirmation.rounds} alternating rounds: "
         f"{confirmation.chosen_batches_per_s:.2f} batches/s against "
         f"{confirmation.yours_batches_per_s:.2f} with your settings "
         f"({confirmation.ratio:.2f}x ± {confirmation.stderr_ratio:.2f})"
@@ -264,8 +265,10 @@ def _confirmed(
             f"in {confirmation.chosen_first_epoch_s:.2f} s against "
             f"{confirmation.yours_first_epoch_s:.2f} s"
         )
+    if again:
+        side += f" ({again})"
     margin = options.margin_pct / 100.0
-    if beats(mine, theirs, margin=margin):
+    if faster:
         if first_epoch_beats(confirmation, margin) is not False:
             return chosen, [candidate.why, side], confirmation
         kept = (

@@ -36,15 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from codedag.errors import ConfigError
 from codedag.plan import MigrationPlan
-from codedag.plan.loader import (
-    WARM_READY_SHARE,
-    LoaderConfirmation,
-    LoaderSettings,
-    LoaderTrial,
-    WarmLoader,
-)
-from codedag.tune.choice import beats, confirm
-from codedag.tune.options import MAX_ROUNDS, TuneOptions
+from codedag.plan.loader import WARM_READY_SHARE, LoaderSettings, LoaderTrial, WarmLoader
+from codedag.tune.choice import confirm_decided
+from codedag.tune.options import TuneOptions
 from codedag.tune.stats import median_s
 from codedag.tune.tuner import ProgressCounter, consumer_for
 from codedag.tune.variants import build_variant, check_loader, current_settings, epoch_length
@@ -103,26 +97,17 @@ def tune_warm(
     consumer = consumer_for(options)
     progress = ProgressCounter(options.progress)
     progress.total = len(batches) + options.rounds * 2 * options.batches
+
+    def more_batches(count: int) -> None:
+        progress.total += count
+
     with _applied(model, judge_after) as migrator:
         for _ in build_variant(template, LoaderSettings(), endless=False):
             progress.tick("storing the timed batches")
         before = migrator.cache.progress()
-        theirs, yours, confirmation = confirm(  # epochs the cache serves: no start-up
-            template, cold, candidate, options, consumer, progress.tick, first_epoch=False
+        theirs, yours, confirmation, faster, again = confirm_decided(
+            template, cold, candidate, options, consumer, progress.tick, False, more_batches
         )
-        faster = beats(theirs, yours, margin=options.margin_pct / 100.0)
-        again = ""
-        if not faster and _promising(confirmation, options) and options.rounds < MAX_ROUNDS:
-            more = dataclasses.replace(options, rounds=min(2 * options.rounds, MAX_ROUNDS))
-            progress.total += more.rounds * 2 * options.batches
-            again = (
-                f"; measured again in {more.rounds} rounds: {options.rounds} had left a "
-                f"{confirmation.ratio:.2f}x gain within the noise"
-            )
-            theirs, yours, confirmation = confirm(
-                template, cold, candidate, more, consumer, progress.tick, first_epoch=False
-            )
-            faster = beats(theirs, yours, margin=options.margin_pct / 100.0)
         seen = migrator.cache.progress().since(before)
     hit_rate = seen.hits / seen.lookups if seen.lookups else 0.0
     warm = hit_rate >= WARM_READY_SHARE  # else the timing did not measure a warm epoch
@@ -138,20 +123,14 @@ def tune_warm(
     return WarmLoader(
         chosen=chosen,
         changed=list(chosen.differences(cold)),
-        reason=f"{_verdict(chosen, cold, warm, hit_rate, options.margin_pct)}; {side}{again}",
+        reason=f"{_verdict(chosen, cold, warm, hit_rate, options.margin_pct)}; {side}"
+        + (f"; {again}" if again else ""),
         batches=len(batches),
         hit_rate=hit_rate,
         trials=[_trial(cold, yours), _trial(candidate, theirs)],
         confirmation=confirmation,
         duration_s=time.perf_counter() - started,
     )
-
-
-def _promising(confirmation: LoaderConfirmation, options: TuneOptions) -> bool:
-    """Whether in-process loading measured faster by more than the margin, though not beyond
-    the noise: worth measuring again with more rounds before the workers are kept (with two
-    rounds on a busy machine, a 1.87x gain stayed within the noise once)."""
-    return confirmation.ratio > 1.0 + options.margin_pct / 100.0
 
 
 def _verdict(
