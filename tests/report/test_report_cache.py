@@ -47,6 +47,7 @@ STATS = {
     "budget_bytes": {"ram": 2_000_000_000, "disk": 1 << 34},
     "verify": {"checked": 2, "mismatches": 0},
     "diverged": {"prefix0: attribute .flags": 4},
+    "lookup": {"gathered": 57, "computed": 3, "mismatches": 0},
 }
 
 
@@ -58,6 +59,9 @@ def test_the_section_shows_each_cut_the_budget_and_the_runs_misses_by_reason() -
     assert "misses: new" in html and "misses: diverged" in html and "50.0 %" in html
     assert "attribute .flags" in html
     assert "no cut saves time" in html
+    assert (
+        "gathered through a table / computed by their calls (mismatches)</td><td>57 / 3 (0)" in html
+    )
 
 
 def test_the_report_places_the_section_and_leaves_it_out_without_a_plan_section() -> None:

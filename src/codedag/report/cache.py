@@ -79,6 +79,7 @@ def _plan_part(section: dict[str, Any]) -> str:
 def _run_part(stats: dict[str, Any]) -> str:
     misses = stats.get("misses") or {}
     verify = stats.get("verify") or {}
+    lookup = stats.get("lookup") or {}
     rows = [
         ("hits", stats.get("hits", 0)),
         ("hit rate", f"{100 * stats.get('hit_rate', 0.0):.1f} %"),
@@ -99,6 +100,11 @@ def _run_part(stats: dict[str, Any]) -> str:
         (
             "verified hits (mismatches)",
             f"{verify.get('checked', 0)} ({verify.get('mismatches', 0)})",
+        ),
+        (
+            "element-wise runs gathered through a table / computed by their calls (mismatches)",
+            f"{lookup.get('gathered', 0)} / {lookup.get('computed', 0)} "
+            f"({lookup.get('mismatches', 0)})",
         ),
         (
             "ms reading hits / storing values (of which on the loading thread)",
