@@ -5,6 +5,8 @@ The engine (deferred values, collate, the batched executor, delivery) is
 
 * :mod:`.settings`: the chains a plan names and the runtime's settings;
 * :mod:`.fetch`: the DataLoader fetch patched to defer each sample's chain;
+* :mod:`.check`: the run-time check: the first batches both ways, batched kept only where
+  faster;
 * :mod:`.runtime`: :class:`~.runtime.BatchedRuntime`, applied by
   :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``batched`` section.
 
