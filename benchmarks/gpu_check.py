@@ -2,8 +2,9 @@
 
 Runs, each step in its own process group under its own time limit, and all of them within one
 overall budget: the CUDA tests, ``codedag doctor``, the image and audio demos, the placement,
-batched, dispatch and loader benchmarks, the anatomy of single migrated calls, the NVML energy counter against integrated power, one
-short ``codedag mutate`` run and the four ``codedag profile`` scenarios. A step that fails or runs
+batched, dispatch and loader benchmarks, the batched chains' run-time check end to end, the
+anatomy of single migrated calls, the NVML energy counter against integrated power, one short
+``codedag mutate`` run and the four ``codedag profile`` scenarios. A step that fails or runs
 out of time is reported and the rest still run. It writes three files into ``--out`` (default
 ``$OUT``, else ``gpu-check-out/``): ``summary.json`` (every step's status, time and figures),
 ``summary.md`` (the same for a person) and ``logs.tar.gz`` (each step's raw log and the files it
@@ -50,6 +51,7 @@ ORDER = (
     "doctor",
     "demo-image",
     "batched",
+    "batched-check",
     "placement",
     "profile",
     "nvml-energy",
@@ -349,6 +351,33 @@ def _benchmark_steps(c: _Context) -> list[Step]:
             ],
             60 if c.quick else 150,
             _summarize_rows("batched.json"),
+        ),
+        Step(
+            "batched-check",
+            [
+                c.python,
+                str(BENCH / "batched_check.py"),
+                "--device",
+                c.dev,
+                "--pipelines",
+                "demo_image",
+                "--workers",
+                "0",
+                "--batch-size",
+                str(c.image["batch"]),
+                "--batches",
+                "40",
+                "--rounds",
+                "1",
+                "--size",
+                str(c.image["size"]),
+                # the CPU keeps image chains per sample: run them as if chosen, to check them
+                *(["--chosen"] if c.quick else []),
+                "--json",
+                str(c.work / "batched-check.json"),
+            ],
+            60 if c.quick else 120,
+            _summarize_rows("batched-check.json"),
         ),
         Step(
             "placement",
