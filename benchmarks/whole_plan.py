@@ -37,7 +37,10 @@ expects. It measures; it asserts nothing.
 ``--step-ms MS`` sleeps ``MS`` after each batch in every variant, as a training loop waits while
 an accelerator runs its step (this process's CPU idle): loading that keeps up with the step
 costs the epoch nothing, so what the plan changes shows only where loading is the bottleneck.
-With ``--tune`` the tuning is told the step, and keeps it fed at the least cost.
+With ``--tune`` the tuning is told the step, and keeps it fed at the least cost. Its trials are
+short (6 batches, 2 rounds) to keep the run short, except those of the settings for warm epochs
+(12 batches, the tuner's default: stored batches are cheap to time, and 2 workers then give
+more than 3 cycles per round to judge).
 
 ``--torch-threads`` (default 1) sets torch's intra-op threads in every variant alike: on a machine
 shared with other work, OpenMP threads spinning for a core turn epochs of a few hundred
@@ -50,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import random
@@ -269,7 +273,10 @@ def prepare(
     )
     plan = manager.optimize(tracer.dag)["migration_plan"]
     if options is not None and (plan.get("cache") or {}).get("chains"):
-        plan["loader"] = _with_warm(make(0), plan, options)
+        # warm batches are hits, cheap to time: the tuner's default trial length, so that 2
+        # workers give more than 3 cycles per round to judge against
+        warm_options = dataclasses.replace(options, batches=TuneOptions().batches)
+        plan["loader"] = _with_warm(make(0), plan, warm_options)
     return Case(name, workers, make, tuned, plan, budget_bytes, step_s)
 
 
