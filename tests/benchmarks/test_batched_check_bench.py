@@ -4,32 +4,14 @@ are stopped by the check, and the plan's batches stay the original's."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("batched_check", BENCH / "batched_check.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+from bench_loading import load_benchmark
 
 
 @pytest.mark.slow
 def test_chains_run_batched_on_the_cpu_are_checked_and_stopped() -> None:
-    bench = _load()
+    bench = load_benchmark("batched_check")
     bench.SMALL["demo_image"] = {"image_size": 32, "source_size": 48}
     args = argparse.Namespace(
         workers=0,

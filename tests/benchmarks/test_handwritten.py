@@ -4,30 +4,14 @@ uint8 kernel, and each floor is run end to end through it."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 import pytest
 import torch
+from bench_loading import load_benchmark
 
 from codedag.experiments.pipelines import make_dataset
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-handwritten = _load("handwritten")
+handwritten = load_benchmark("handwritten")
 
 
 @pytest.mark.parametrize("size", [(37, 53), (128, 96), (300, 300)])

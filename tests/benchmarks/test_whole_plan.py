@@ -3,31 +3,13 @@ memory is sampled outside the timed runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import multiprocessing
 import os
-import sys
 import threading
 import time
-from pathlib import Path
-from types import ModuleType
 
 import torch
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("whole_plan", BENCH / "whole_plan.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+from bench_loading import load_benchmark
 
 
 def _burn_then_wait(ready: object, done: object) -> None:
@@ -39,7 +21,7 @@ def _burn_then_wait(ready: object, done: object) -> None:
 
 
 def test_cpu_of_a_child_still_running_is_counted() -> None:
-    whole_plan = _load()
+    whole_plan = load_benchmark("whole_plan")
     context = multiprocessing.get_context("fork")
     ready, done = context.Event(), context.Event()
     before = whole_plan._cpu_s()
@@ -57,7 +39,7 @@ def test_cpu_of_a_child_still_running_is_counted() -> None:
 
 
 def test_a_step_time_holds_each_batch_and_memory_counts_shared_pages_once() -> None:
-    whole_plan = _load()
+    whole_plan = load_benchmark("whole_plan")
     batches = [torch.zeros(2, 3)] * 4
 
     def make(_epoch: int) -> list[torch.Tensor]:
@@ -90,7 +72,7 @@ def _wait(ready: object, done: object) -> None:
 
 
 def test_timed_runs_do_not_sample_memory() -> None:
-    whole_plan = _load()
+    whole_plan = load_benchmark("whole_plan")
     before = threading.active_count()
     with whole_plan._memory(None, sampled=False) as memory:
         assert threading.active_count() == before  # no sampler thread walking /proc
