@@ -73,10 +73,14 @@ class RunCheck:
                 )
                 self.block = max(MIN_BLOCK, inflight + 2)
 
+    @property
+    def _length(self) -> int:
+        """Delivered batches per block (before the first iterator is seen: the least)."""
+        return self.block or MIN_BLOCK
+
     def batched_now(self) -> bool:
         """Whether batches fetched from now on should be batched (the block's mode)."""
-        block = self.block or MIN_BLOCK
-        return (self.delivered // block) % 2 == 0
+        return (self.delivered // self._length) % 2 == 0
 
     def deliver(self, batched: bool) -> None:
         """A batch of that mode reached the training loop."""
@@ -95,8 +99,7 @@ class RunCheck:
     def _decide_if_done(self) -> None:
         batched, per_sample = self.intervals["batched"], self.intervals["per_sample"]
         enough = len(batched) >= INTERVALS and len(per_sample) >= INTERVALS
-        block = self.block or MIN_BLOCK
-        if not enough and self.delivered < MAX_BLOCKS * block:
+        if not enough and self.delivered < MAX_BLOCKS * self._length:
             return
         if min(len(batched), len(per_sample)) < 2:
             self.decided = False

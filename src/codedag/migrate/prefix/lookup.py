@@ -162,14 +162,14 @@ def extend(
         parent: the table of the value the call takes (None: it takes ``root`` itself).
         root: the uint8 array the run starts from.
         prefix: the value of the run among ``args``.
-        name: the call's name (see :data:`ELEMENTWISE`).
+        name: the call's name, one of :data:`ELEMENTWISE` (the caller checks first).
         function: the call.
         args: its positional arguments, ``prefix`` among them.
         kwargs: its keyword arguments.
         parts: the call's encoded key parts (name, arguments); ``token`` stands for ``prefix``.
         token: the encoding of ``prefix`` in ``parts``.
     """
-    if name not in ELEMENTWISE or not _constants_fit(root, prefix, args, kwargs):
+    if not _constants_fit(root, prefix, args, kwargs):
         return None
     signature = _signature(parent, root, parts, token)
     table = _tables.get(signature, _UNSEEN)

@@ -11,7 +11,6 @@ thread of its own.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -426,9 +425,9 @@ class Session:
         its chains has one more failed fetch in a row (however many of its values the fetch
         held: a batch of mosaics holds dozens)."""
         for lineage in self.local.lineages:
+            lineage.pending.clear()  # the sample runs again without the cache: nothing to settle
             if not lineage.done:
-                with contextlib.suppress(Exception):  # its pending runs may fail as the sample did
-                    lineage.diverge("error")
+                lineage.diverge("error")
         for chain in sorted({lineage.chain.id for lineage in self.local.lineages}):
             self.failures[chain] += 1
             if self.failures[chain] >= GIVE_UP_AFTER and chain not in self.given_up:

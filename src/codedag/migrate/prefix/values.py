@@ -609,30 +609,10 @@ def _pending_run(
     kwargs: dict[str, Any],
     parts: list[bytes],
 ) -> PrefixValue | None:
-    """The call as a pending value of an element-wise run (:mod:`.lookup`), if it extends or
-    starts one."""
+    """The call as a pending value of an element-wise run (:mod:`.lookup`), if it extends the
+    run ``first`` belongs to or starts one at ``first`` (a computed uint8 array)."""
     if name not in lookup.ELEMENTWISE:
         return None
-    run = _run_of(first, name, function, args, kwargs, parts)
-    if run is None:
-        return None
-    lineage = first._lineage
-    meta = lookup.meta(run[0], run[1])
-    call = (function, _snapshot(args), kwargs)
-    value = PrefixValue(lineage, key, meta, call=call, parent=first, cuts=cuts, run=run)
-    lineage.pending.append(weakref.ref(value))
-    return value
-
-
-def _run_of(
-    first: PrefixValue,
-    name: str,
-    function: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    parts: list[bytes],
-) -> tuple[lookup.Table, Any] | None:
-    """The table and uint8 array of the element-wise run this call extends or starts, if any."""
     if first._lookup is not None:
         parent, root = first._lookup
     elif first._value is not PENDING and lookup.starts(first._value):
@@ -641,4 +621,13 @@ def _run_of(
         return None
     token = b"<" + first._key + b">"
     table = lookup.extend(parent, root, first, name, function, args, kwargs, parts, token)
-    return None if table is None else (table, root)
+    if table is None:
+        return None
+    lineage = first._lineage
+    call = (function, _snapshot(args), kwargs)
+    value = PrefixValue(
+        lineage, key, lookup.meta(table, root), call=call, parent=first, cuts=cuts,
+        run=(table, root),
+    )  # fmt: skip
+    lineage.pending.append(weakref.ref(value))
+    return value
