@@ -152,6 +152,14 @@ def _cache_flags(parser: argparse.ArgumentParser) -> None:
         help="folder of the prefix cache's disk tier (default: $CODEDAG_PREFIX_CACHE_DIR or "
         "prefix/ in the user cache)",
     )
+    parser.add_argument(
+        "--tables",
+        choices=("auto", "off"),
+        default=None,
+        help="auto: element-wise runs on uint8 arrays (a normalization) go through lookup "
+        "tables where measured exact and faster; off: no tables section (default: as --cache; "
+        "docs/tables.md)",
+    )
 
 
 def _gpu_count() -> int:
@@ -221,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
         cache=args.cache,
         cache_budget_bytes=args.cache_budget,
         cache_folder=args.prefix_cache_dir,
+        tables=args.tables,
     )
     from codedag.util.paths import output_lock
 
@@ -265,7 +274,7 @@ def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[s
     """The passes' figures, what migrates, the notes and the explain tables."""
     from rich.console import Console
 
-    from codedag.optimize.explain import cache_table, chains_table, plan_table
+    from codedag.optimize.explain import cache_table, chains_table, plan_table, tables_table
     from codedag.util.text import listing, printable
 
     out = Console() if sys.stdout.isatty() else Console(width=160)
@@ -293,6 +302,6 @@ def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[s
     chains = chains_table(plan)
     if chains is not None:
         out.print(chains)
-    cached = cache_table(plan)
-    if cached is not None:
-        out.print(cached)
+    for section in (cache_table(plan), tables_table(plan)):
+        if section is not None:
+            out.print(section)

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from codedag.backends.admission import admit_plan
-    from codedag.optimize.explain import cache_table, chains_table, plan_table
+    from codedag.optimize.explain import cache_table, chains_table, plan_table, tables_table
     from codedag.plan import MigrationPlan
     from codedag.util.io import read_json
     from codedag.util.text import printable
@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
     chains = chains_table(plan)
     if chains is not None:
         console.print(chains)
-    cached = cache_table(plan)
-    if cached is not None:
-        console.print(cached)
+    for section in (cache_table(plan), tables_table(plan)):
+        if section is not None:
+            console.print(section)
     for note in plan.get("notes", []):
         console.print(f"note: {printable(note)}", markup=False)
     model = MigrationPlan.from_dict(plan)

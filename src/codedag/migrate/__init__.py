@@ -11,6 +11,10 @@ The op library it runs (registry, backends, conversions, tolerances) is
 * :mod:`.loader_settings`: Apply a plan's ``loader`` section to the DataLoaders a program creates
   while the plan is applied
 * :mod:`.placements`: The migrator's index of a migration plan: placements by function
+* :mod:`.random_states`: The global random generators' states (Python's, NumPy's, torch's),
+  taken and put back
+* :mod:`.tables`: Element-wise runs through lookup tables at run time: a plan's ``tables`` section
+  applied
 * :mod:`.proxy`: Small objects the migration wrapper is made of: call counters and NumPy ufunc
   proxies
 * :mod:`.warm_loader`: Epochs the prefix cache serves, loaded with the settings measured for them

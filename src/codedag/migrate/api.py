@@ -34,6 +34,7 @@ from codedag.util.text import listing, printable
 if TYPE_CHECKING:
     from codedag.migrate.batched.runtime import BatchedRuntime
     from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
+    from codedag.migrate.tables import TablesRuntime
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,9 @@ class PipelineMigrator:
         cache: the prefix cache of the plan's ``cache`` section (docs/cache.md): ``True``
             (default) applies it with the plan's folder and budget, settings customize it
             (verification, folder, budgets), ``False`` or ``None`` switch it off.
+        tables: the plan's ``tables`` section (docs/tables.md): element-wise runs on uint8
+            arrays gathered through lookup tables where they match the calls bit for bit and
+            are faster; ``False`` switches it off.
 
     Every function the plan names, in any section, is looked up in the registry before anything
     is imported (:mod:`codedag.backends.admission`): names it does not know stay unpatched (a
@@ -81,6 +85,7 @@ class PipelineMigrator:
         verify: int = 1,
         batched: BatchedSettings | None = None,
         cache: CacheSettings | bool | None = True,
+        tables: bool = True,
     ) -> None:
         self.plan: PlanView = parse_plan(plan)
         self.guard: GuardSettings | None = GuardSettings() if guard is True else (guard or None)
@@ -102,6 +107,7 @@ class PipelineMigrator:
             self.admission,
         )
         self._cache = _cache_runtime(self.plan, cache)
+        self._tables = _tables_runtime(self.plan, tables)
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
         self._applied = False
@@ -178,9 +184,13 @@ class PipelineMigrator:
                 if self._loader is not None:
                     self._loader.apply()
                 chains = self._batched.apply()
-                self._cache.apply()  # last: its replacements wrap the others'
+                # the cache's replacements wrap the others'; where both patch a function,
+                # the cache's calls the tables'
+                self._tables.apply(skip=self._cache.patched_names())
+                self._cache.apply(under=self._tables.layer if self._tables.active else None)
             except BaseException:
                 self._cache.restore()
+                self._tables.restore()
                 self._batched.restore()
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
@@ -202,6 +212,7 @@ class PipelineMigrator:
             if not self._applied or self._injector is None:
                 return 0
             count = self._cache.restore()
+            count += self._tables.restore()
             count += self._batched.restore()
             count += self._injector.restore_all()
             if self._loader is not None:
@@ -230,8 +241,10 @@ class PipelineMigrator:
             "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
             "value_cache": {"hits", "stale"}, "applied": bool, "guard": {...},
             "loader": DataLoader settings applied (``LoaderSettingsPatch.stats``) or None,
-            "batched": {...}, "cache": {...}}`` (``batched``: docs/batched.md; ``cache``: hits,
-            misses by reason, bytes in RAM and on disk, evictions, verification: docs/cache.md).
+            "batched": {...}, "cache": {...}, "tables": {...}}`` (``batched``: docs/batched.md;
+            ``cache``: hits, misses by reason, bytes in RAM and on disk, evictions,
+            verification: docs/cache.md; ``tables``: runs started, gathered through a table or
+            computed by their calls, trials, mismatches, failed batches: docs/tables.md).
         """
         injector = self._injector
         functions = injector.stats() if injector is not None else {}
@@ -254,6 +267,7 @@ class PipelineMigrator:
             "loader": None if self._loader is None else self._loader.stats(),
             "batched": self._batched.stats() if self._batched.active else {"enabled": False},
             "cache": self._cache.stats() if self._cache.active else {"enabled": False},
+            "tables": self._tables.stats() if self._tables.active else {"enabled": False},
         }
 
     def _guard_summary(self, functions: Mapping[str, Any]) -> dict[str, Any]:
@@ -332,6 +346,17 @@ def _batched_runtime(
         if call.function in chains.entry_functions:
             others.setdefault(call.function, []).extend(call.context_keys)
     return BatchedRuntime(chains, device, settings, others)
+
+
+def _tables_runtime(plan: PlanView, enabled: bool) -> TablesRuntime:
+    """The runs of the plan's ``tables`` section (none when switched off)."""
+    from codedag.migrate.tables import RunSpec, TablesRuntime
+
+    section = plan.plan.tables if plan.plan is not None else None
+    if not enabled or section is None:
+        return TablesRuntime([])
+    runs = [RunSpec(r.producer, tuple(r.callers)) for r in section.planned]
+    return TablesRuntime(runs, section.guards if runs else [])
 
 
 def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> PrefixCacheRuntime:

@@ -36,6 +36,8 @@
   as the original API's dict
 * :mod:`.schedule`: Makespan of a two-device placement under the cost model, and HEFT as a
   reference scheduler
+* :mod:`.tables`: Finding element-wise runs on uint8 arrays in a traced batch, for lookup tables
+  (a pure pass)
 * :mod:`.synthetic`: Synthetic execution DAGs shaped like a traced DataLoader, for tests and
   benchmarks
 * :mod:`.workgraph`: A compact, index-based view of a (coarsened) DAG for the partitioning passes

@@ -296,3 +296,33 @@ def cache_table(plan: dict[str, Any]) -> Any | None:
             style="green" if chain.get("cached") else "",
         )
     return table
+
+
+def tables_table(plan: dict[str, Any]) -> Any | None:
+    """A rich Table of the plan's element-wise runs through lookup tables (``None``: no
+    ``tables`` section)."""
+    from rich.table import Table
+
+    section = plan.get("tables")
+    if not section:
+        return None
+    runs = section.get("runs") or []
+    table = Table(
+        title=(
+            f"lookup tables ({section.get('mode', 'auto')}): {len(runs)} run(s); each table is "
+            "used where it matches the calls bit for bit and is faster, measured on each "
+            "process's first samples"
+        ),
+        expand=False,
+    )
+    for column in ("producer", "called from", "calls", "then", "traced ms"):
+        table.add_column(column, justify="right" if "ms" in column else "left")
+    for run in runs:
+        table.add_row(
+            str(run.get("producer", "")),
+            ", ".join(str(c).rsplit(".", 2)[-2] for c in run.get("callers", [])) or "anywhere",
+            " > ".join(str(c).rsplit(".", 1)[-1] for c in run.get("calls", [])),
+            str(run.get("consumer", "")) or "-",
+            _ms(run.get("traced_ns")),
+        )
+    return table

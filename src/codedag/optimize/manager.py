@@ -62,6 +62,9 @@ class OptimizerManager:
         cache_budget_bytes: the memory the cached values may take (default: the RAM tier's
             default budget on this machine).
         cache_folder: the prefix cache's folder, recorded in the plan (default: the user cache).
+        tables: element-wise runs on uint8 arrays through lookup tables: ``auto`` (the plan
+            names where they start, :mod:`codedag.optimize.tables`) or ``off``; default: as
+            ``cache``.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class OptimizerManager:
         cache: str = "off",
         cache_budget_bytes: int | None = None,
         cache_folder: str | None = None,
+        tables: str | None = None,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"k must be an integer >= 1, got {k!r}")
@@ -106,7 +110,10 @@ class OptimizerManager:
             raise ConfigError(f"cache must be 'auto' or 'off', got {cache!r}")
         if cache_budget_bytes is not None and cache_budget_bytes < 0:
             raise ConfigError(f"cache_budget_bytes must be >= 0, got {cache_budget_bytes}")
+        if tables not in (None, "auto", "off"):
+            raise ConfigError(f"tables must be 'auto' or 'off', got {tables!r}")
         self.cache = cache
+        self.tables = cache if tables is None else tables
         self.cache_budget_bytes = cache_budget_bytes
         self.cache_folder = cache_folder
         self.store_costs: Any | None = None
@@ -250,6 +257,10 @@ class OptimizerManager:
 
             plan["cache"] = self.plan_cache(coarse)
             resolve(plan)
+        if self.tables == "auto":
+            tables = self.plan_tables(coarse, plan)
+            if tables is not None:
+                plan["tables"] = tables
         if self.loader is not None:
             plan["loader"] = self.loader.model_dump(mode="json")
             plan["notes"].append(
@@ -348,6 +359,16 @@ class OptimizerManager:
         section = decide(found, self.store_costs, budget, self.cache)
         section.folder = self.cache_folder
         return section.model_dump(mode="json")
+
+    def plan_tables(self, dag: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
+        """The plan's ``tables`` section (:mod:`codedag.optimize.tables`), or None where the
+        trace has no run: producers in the plan's cached chains are the cache's."""
+        from codedag.optimize.tables import find_runs
+
+        chains = (plan.get("cache") or {}).get("chains") or []
+        cached = frozenset(f for c in chains if c.get("cached") for f in c.get("functions", []))
+        section = find_runs(as_coarse(dag).source, cached)
+        return section.model_dump(mode="json") if section.runs else None
 
     # ------------------------------------------------------------------ tuned loader
     def _workers(self, coarse: CoarsenedDAG) -> int:

@@ -223,7 +223,7 @@ def _describe(dag: ExecutionDAG, node: Any, occurrence: int, consumer: Any | Non
 _LOADER_FRAMES = ("torch.utils.data.",)
 
 
-def _caller(node: Any) -> str:
+def caller_of(node: Any) -> str:
     """The function making the call; ``""`` when the data set's own code was not traced (the
     call then starts the chain wherever a DataLoader fetch makes it)."""
     parts = node.context_key.split("/")
@@ -258,7 +258,7 @@ def _fetch_randoms(dag: ExecutionDAG, operations: list[Any]) -> list[int]:
     parents = {
         parent
         for node in operations
-        if not _caller(node)
+        if not caller_of(node)
         for parent in dag.predecessors(node.id, "calls")
     }
     return [
@@ -302,7 +302,7 @@ def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[Trace
         if slot[1] == "array" and any(r < node.id for r in randoms):
             continue  # an array that may come from a random draw the trace did not follow
         steps, stop = _follow(dag, node, randoms, producers, consumers)
-        chains.append(TracedChain(sample, _caller(node), slot[0], slot[1], steps, stop))
+        chains.append(TracedChain(sample, caller_of(node), slot[0], slot[1], steps, stop))
     return chains
 
 

@@ -8,6 +8,8 @@
 * :mod:`.model`: The migration plan: one model for the file ``codedag optimize`` writes and
   everything that reads it
 * :mod:`.names`: Which fields of a plan name library functions, and every name a plan would use
+* :mod:`.tables`: The ``tables`` section of a migration plan: where element-wise runs on uint8
+  arrays start
 """
 
 from codedag.plan.cache import CacheChain, CacheCut, CacheSection
@@ -21,6 +23,7 @@ from codedag.plan.model import (
     PlannedCall,
     check_device,
 )
+from codedag.plan.tables import TableRun, TablesSection
 
 __all__ = [
     "PLAN_SCHEMA_VERSION",
@@ -35,6 +38,8 @@ __all__ = [
     "MigrationPlan",
     "PlacementInfo",
     "PlannedCall",
+    "TableRun",
+    "TablesSection",
     "WarmLoader",
     "check_device",
 ]

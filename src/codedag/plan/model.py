@@ -11,8 +11,8 @@ adds the calibrated times behind every decision (``original_ns``, ``backend_ns``
 the ``placement`` section. Old files load with defaults; a version newer than this codedag reads,
 or one that is not a positive integer, is refused. The optional ``loader`` section (DataLoader
 settings chosen by ``codedag tune``, :mod:`codedag.plan.loader`) and the optional ``cache``
-section (the prefix cache's cuts, :mod:`codedag.plan.cache`) need no new version: plans without
-them load with ``None``.
+section (the prefix cache's cuts, :mod:`codedag.plan.cache`) and the optional ``tables`` section
+(:mod:`codedag.plan.tables`) need no new version: plans without them load with ``None``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from codedag.errors import SchemaError
 from codedag.plan.cache import CacheSection
 from codedag.plan.loader import LoaderSection
 from codedag.plan.names import ContextKey, FunctionName
+from codedag.plan.tables import TablesSection
 
 PLAN_SCHEMA_VERSION = 2
 DEVICE_KINDS = ("cuda", "mps", "xpu")
@@ -222,6 +223,8 @@ class MigrationPlan(_Model):
         batched: chains run once per batch in the main process (version 2).
         cache: each sample's deterministic prefix and where the prefix cache cuts it, or
             ``None`` (nothing cached).
+        tables: where element-wise runs on uint8 arrays start, computed through lookup tables,
+            or ``None``.
     """
 
     schema_version: int = PLAN_SCHEMA_VERSION
@@ -237,6 +240,7 @@ class MigrationPlan(_Model):
     loader: LoaderSection | None = None
     batched: BatchedInfo = Field(default_factory=BatchedInfo)
     cache: CacheSection | None = None
+    tables: TablesSection | None = None
 
     @field_validator("target_device")
     @classmethod
@@ -298,8 +302,9 @@ class MigrationPlan(_Model):
         data["schema_version"] = PLAN_SCHEMA_VERSION
         if data.get("loader") is None:
             data.pop("loader", None)  # a plan without loader settings is written as before
-        if data.get("cache") is None:
-            data.pop("cache", None)
+        for optional in ("cache", "tables"):
+            if data.get(optional) is None:
+                data.pop(optional, None)
         return data
 
     # ------------------------------------------------------------------ queries

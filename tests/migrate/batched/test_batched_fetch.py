@@ -12,6 +12,7 @@ import torch
 from torch.utils.data._utils.collate import default_collate
 
 import codedag.migrate.batched.fetch as fetch
+import codedag.migrate.random_states as random_states
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +84,7 @@ def test_an_error_without_deferred_values_propagates() -> None:
 
 def test_random_state_is_restored_for_a_retry() -> None:
     np.random.seed(5)
-    states = fetch._random_states()
+    states = random_states.capture()
     first = (np.random.random(), torch.rand(1).item())
-    fetch._restore(states)
+    random_states.restore(states)
     assert (np.random.random(), torch.rand(1).item()) == first

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import random
 import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-import torch
 from torch.utils.data._utils.collate import default_collate
 
+import codedag.migrate.random_states as random_states
 from codedag.backends.batched.collate import (
     BatchRecord,
     default_collate_deferred,
@@ -126,7 +124,7 @@ def _item(dataset: Any, index: Any) -> Any:
 
 def _sample(make: Callable[[], Any]) -> Any:
     """Run the dataset's code with deferral; on an error with deferred values, again eagerly."""
-    snapshot = _random_states()
+    snapshot = random_states.capture()
     try:
         with deferring() as scope:
             return make()
@@ -141,20 +139,10 @@ def _sample(make: Callable[[], Any]) -> Any:
         log.info(
             "a sample failed with deferred values at %s (%s); it runs again eagerly", where, detail
         )
-        _restore(snapshot)
+        random_states.restore(snapshot)
         thaw()  # the sample's code may write into arrays recorded in place
     with deferring(enabled=False):
         return make()
-
-
-def _random_states() -> tuple[Any, Any, torch.Tensor]:
-    return random.getstate(), np.random.get_state(), torch.random.get_rng_state()
-
-
-def _restore(states: tuple[Any, Any, torch.Tensor]) -> None:
-    random.setstate(states[0])
-    np.random.set_state(states[1])
-    torch.random.set_rng_state(states[2])
 
 
 def _records(batch: Any, depth: int = 0) -> list[BatchRecord]:

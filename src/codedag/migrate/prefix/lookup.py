@@ -309,33 +309,44 @@ def _cv2() -> Any:
     return _OPENCV[0]
 
 
-def evaluate(table: Table, root: np.ndarray, calls: Callable[[], Any]) -> Any:
+def evaluate(
+    table: Table, root: np.ndarray, calls: Callable[[], Any], tally: dict[str, int] | None = None
+) -> Any:
     """The run's value on ``root``: gathered, or computed by ``calls`` (the calls as written)
-    while the table is on trial or where it did not pay."""
+    while the table is on trial or where it did not pay. ``tally`` counts what was done (default:
+    :func:`counts`' counters of the process)."""
+    counted = _counts if tally is None else tally
     if table.use:
-        _counts["gathered"] += 1
+        counted["gathered"] += 1
         return gather(table, root)
     if table.use is False or table.probe.dtype not in _GATHERED or _cv2() is None:
         table.use = False
-        _counts["computed"] += 1
+        counted["computed"] += 1
         return calls()
     started = time.perf_counter_ns()
     value = calls()
     computed = time.perf_counter_ns()
     gathered = gather(table, root)
     finished = time.perf_counter_ns()
-    _record(table, value, gathered, computed - started, finished - computed, root.size)
-    _counts["computed"] += 1
+    _record(table, value, gathered, computed - started, finished - computed, root.size, counted)
+    counted["computed"] += 1
     return value
 
 
 def _record(
-    table: Table, value: Any, gathered: np.ndarray, calls_ns: int, table_ns: int, size: int
+    table: Table,
+    value: Any,
+    gathered: np.ndarray,
+    calls_ns: int,
+    table_ns: int,
+    size: int,
+    tally: dict[str, int] | None = None,
 ) -> None:
-    _counts["trials"] += 1
+    counted = _counts if tally is None else tally
+    counted["trials"] += 1
     if not same_bits(value, gathered):
         table.mismatches += 1
-        _counts["mismatches"] += 1
+        counted["mismatches"] += 1
         table.use = False
         return
     table.calls_ns.append(calls_ns / size)
@@ -347,6 +358,11 @@ def _record(
 def same_bits(value: Any, gathered: np.ndarray) -> bool:
     """Whether ``value`` is a C-contiguous array equal to ``gathered`` bit for bit."""
     return type(value) is np.ndarray and value.flags.c_contiguous and same(value, gathered)
+
+
+def new_tally() -> dict[str, int]:
+    """Zeroed counters for :func:`evaluate`'s ``tally``."""
+    return dict.fromkeys(_counts, 0)
 
 
 def counts() -> dict[str, int]:

@@ -24,14 +24,12 @@ store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
 from __future__ import annotations
 
 import logging
-import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import numpy as np
-
+import codedag.migrate.random_states as random_states
 from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
 from codedag.migrate.prefix.values import has_prefix_value, outside_call, step
@@ -136,8 +134,17 @@ class PrefixCacheRuntime:
         """Whether the plan caches anything."""
         return bool(self.chains)
 
-    def apply(self) -> dict[str, int]:
-        """Open the store (a new generation) and install the patches."""
+    def patched_names(self) -> set[str]:
+        """The functions :meth:`apply` patches (the chains', their guards, the fetch)."""
+        if not self.active:
+            return set()
+        chained = {f for c in self.chains for f in c.functions} | set(self._sources)
+        return chained | {g for c in self.chains for g in c.guards} | {FETCH}
+
+    def apply(self, under: Callable[[str, Any], Any] | None = None) -> dict[str, int]:
+        """Open the store (a new generation) and install the patches; ``under(name, original)``
+        gives what each replacement calls as the original (another runtime's replacement of the
+        same function: :meth:`codedag.migrate.tables.TablesRuntime.layer`)."""
         if self._applied or not self.active:
             return {"patched": 0, "failed": 0}
         from codedag.migrate.prefix.keys import versions
@@ -162,6 +169,8 @@ class PrefixCacheRuntime:
 
         def factory(site: str, original: Any) -> Any:
             name = current[0] if current else site
+            if under is not None:
+                original = under(name, original)
             if name == FETCH:
                 return self._make_fetch(original)
             if name in guarded:
@@ -222,7 +231,7 @@ class PrefixCacheRuntime:
         def fetch(fetcher: Any, index: Any) -> Any:
             if not session.active:
                 return original(fetcher, index)
-            states = _random_states()
+            states = random_states.capture()
             workers = runtime.workers
             session.begin_sample()
             session.local.fetching += 1
@@ -237,7 +246,7 @@ class PrefixCacheRuntime:
                     str(error).splitlines()[0][:120] if str(error) else "",
                 )
                 session.failed_sample()
-                _restore(states)
+                random_states.restore(states)
                 with session.suspended():
                     return original(fetcher, index)
             finally:
@@ -321,17 +330,3 @@ def _guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         return original(*args, **kwargs)
 
     return like_original(guard, original)
-
-
-def _random_states() -> tuple[Any, Any, Any]:
-    import torch
-
-    return random.getstate(), np.random.get_state(), torch.random.get_rng_state()
-
-
-def _restore(states: tuple[Any, Any, Any]) -> None:
-    import torch
-
-    random.setstate(states[0])
-    np.random.set_state(states[1])
-    torch.random.set_rng_state(states[2])

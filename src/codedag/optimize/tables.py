@@ -1,0 +1,90 @@
+"""Finding element-wise runs on uint8 arrays in a traced batch, for lookup tables (pure).
+
+In each traced sample, a *run* is a chain of element-wise calls (the operators and NumPy calls
+of :data:`~codedag.migrate.prefix.lookup.ELEMENTWISE`) where each value goes to exactly one next
+operation, starting at the uint8 array of a library call, its *producer*
+(``cv2.warpAffine(...).astype(np.float32) / 255.0``), or at a conversion that casts one
+(``np.asarray(image, dtype=np.float32) / 255.0``). Runs of different samples with the same
+producer called from the same function are one :class:`~codedag.plan.tables.TableRun`.
+
+A producer inside a cached chain is left to the prefix cache, which gathers its runs itself in
+the first epoch and reads its values back after. Whether a table is used is not decided here: it
+is measured where the run happens, bit for bit and in time, on each process's first samples.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from codedag.graph.model import ExecutionDAG
+from codedag.migrate.prefix.lookup import ELEMENTWISE
+from codedag.migrate.tables import CONVERSIONS
+from codedag.optimize.chains import _consumers, _is_operation, _samples, _value_of
+from codedag.optimize.prefix import caller_of
+from codedag.plan.tables import TableRun, TablesSection
+
+MIN_CALLS = 2
+"""Element-wise calls (a conversion's cast counts) a run needs: one pass gains nothing."""
+
+_ARRAYS_ONLY = ("cv2.", "torch.", "PIL.")
+"""Libraries whose functions take arrays only (they ignore ``__array__``): guarded."""
+_METHODS = ("torch.Tensor.", "PIL.Image.Image.")
+_NOT_PATCHABLE = ("operator.", "numpy.ndarray.", "builtins.", *_METHODS)
+"""Operators and methods: a producer must be a library function the migrator can patch."""
+
+
+def find_runs(dag: ExecutionDAG, cached: frozenset[str] = frozenset()) -> TablesSection:
+    """The runs of the traced samples (producers in ``cached``, a cached chain's functions,
+    excluded) and the functions to guard."""
+    found: dict[tuple[str, str], list[tuple[list[str], str, int]]] = {}
+    calls: set[str] = set()
+    for sample in _samples(dag):
+        ops = [n for n in sample if _is_operation(n)]
+        inside = {n.id for n in ops}
+        calls.update(n.name for n in ops)
+        for node in ops:
+            if node.name in ELEMENTWISE or node.name in cached:
+                continue
+            if node.name.startswith(_NOT_PATCHABLE):
+                continue
+            run = _run_from(dag, node, inside)
+            if run is not None:
+                found.setdefault((node.name, caller_of(node)), []).append(run)
+    runs = [
+        TableRun(
+            producer=producer,
+            callers=[caller] if caller else [],
+            calls=max((r[0] for r in traced), key=len),
+            consumer=traced[0][1],
+            traced_ns=int(median(r[2] for r in traced)),
+            samples=len(traced),
+        )
+        for (producer, caller), traced in sorted(found.items())
+    ]
+    guards = sorted(n for n in calls if n.startswith(_ARRAYS_ONLY) and not n.startswith(_METHODS))
+    note = "" if runs else "no element-wise run on a uint8 array in the traced samples"
+    return TablesSection(runs=runs, guards=guards, note=note)
+
+
+def _run_from(dag: ExecutionDAG, node: Any, inside: set[int]) -> tuple[list[str], str, int] | None:
+    """The run ``node`` produces: its calls, what takes its last value, its traced time."""
+    value = _value_of(dag, node.id)
+    dtype = getattr(value, "dtype", None)
+    conversion = node.name in CONVERSIONS and dtype not in (None, "uint8")
+    if dtype != "uint8" and not conversion:
+        return None
+    names = ["numpy.ndarray.astype"] if conversion else []
+    total = node.total_ns if conversion else 0
+    current = node
+    while True:
+        nexts: list[Any] = [dag.nodes[i] for i in _consumers(dag, current.id, inside)]
+        if len(nexts) != 1 or nexts[0].name not in ELEMENTWISE:
+            break
+        current = nexts[0]
+        names.append(current.name)
+        total += int(current.total_ns)
+    if len(names) < MIN_CALLS:
+        return None
+    consumer = nexts[0].name if len(nexts) == 1 else ""
+    return names, consumer, total

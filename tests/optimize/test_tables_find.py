@@ -1,0 +1,64 @@
+"""Finding element-wise runs on uint8 arrays in traced samples, and the plan's section."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from codedag.errors import ConfigError
+from codedag.experiments import pipelines
+from codedag.optimize.manager import OptimizerManager
+from codedag.optimize.tables import find_runs
+from codedag.plan import MigrationPlan
+from codedag.trace.tracer import trace_dataloader
+
+
+def _dag(name: str) -> Any:
+    loader = pipelines.make_loader(name, batch_size=2, num_workers=0, seed=0, n=4)
+    tracer, _ = trace_dataloader(loader)
+    return tracer.dag
+
+
+@pytest.fixture(scope="module")
+def demo_dag() -> Any:
+    return _dag("demo_image")
+
+
+def test_the_demos_normalization_starts_at_its_warp(demo_dag: Any) -> None:
+    section = find_runs(demo_dag)
+    (run,) = section.runs
+    assert run.producer == "cv2.warpAffine"
+    assert run.callers == ["codedag.experiments.demo_data.ImageDemoDataset.__getitem__"]
+    assert run.calls[0] == "numpy.ndarray.astype" and len(run.calls) >= 2
+    assert run.consumer == "numpy.transpose"
+    assert run.samples == 2 and run.traced_ns > 0
+    assert "torch.from_numpy" in section.guards and "cv2.resize" in section.guards
+
+
+def test_a_producer_the_cache_owns_is_left_to_it(demo_dag: Any) -> None:
+    section = find_runs(demo_dag, cached=frozenset({"cv2.warpAffine"}))
+    assert section.runs == [] and section.note
+
+
+def test_a_pil_recipes_conversion_with_a_dtype_is_a_producer() -> None:
+    (run,) = find_runs(_dag("pil_recipe")).runs
+    assert run.producer == "numpy.asarray"
+    assert run.calls[0] == "numpy.ndarray.astype"
+
+
+def test_no_run_without_a_uint8_normalization() -> None:
+    assert find_runs(_dag("volume")).runs == []
+
+
+def test_the_plan_carries_the_section_with_the_cache_or_when_asked(demo_dag: Any) -> None:
+    off = OptimizerManager(target_device="cpu", calibrate=False).optimize(demo_dag)
+    assert "tables" not in off["migration_plan"]
+    manager = OptimizerManager(target_device="cpu", calibrate=False, tables="auto")
+    plan = manager.optimize(demo_dag)["migration_plan"]
+    model = MigrationPlan.from_dict(plan)
+    assert model.tables is not None
+    assert [r.producer for r in model.tables.planned] == ["cv2.warpAffine"]
+    assert MigrationPlan.from_dict(model.to_dict()).tables == model.tables
+    with pytest.raises(ConfigError, match="tables must be"):
+        OptimizerManager(tables="sometimes")
