@@ -9,8 +9,9 @@ order and the same augmentation draws) in these variants:
 * ``tuned`` (with ``--tune``): the loader settings ``codedag tune`` chooses, alone;
 * ``plan``: codedag's whole plan applied by ``PipelineMigrator``: the tuned loader (with
   ``--tune``, and the settings measured with the cache warm for the epochs it serves), the
-  prefix cache, placement and batched chains where calibration measured them faster. Each run
-  starts on an empty cache folder, so its epoch 1 is a true first epoch.
+  prefix cache, the lookup tables of element-wise runs (a normalization after the cut), placement
+  and batched chains where calibration measured them faster. Each run starts on an empty cache
+  folder, so its epoch 1 is a true first epoch.
 
 Variants are interleaved in ``--rounds`` rounds (own tuned plan, plan tuned own, ...), so all see
 the same machine state; a figure is the median over rounds and the spread (lowest to highest
@@ -98,6 +99,7 @@ class Run:
     tier_peak_bytes: int = 0
     private_peak_bytes: int = 0
     cache: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, Any] = field(default_factory=dict)
 
 
 class MemoryPeak:
@@ -330,7 +332,8 @@ def _plan(case: Case, epochs: int, sampled: bool = False) -> Run:
         with migrator, _memory(ram_folder(folder / "cache"), sampled) as memory:
             rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
         run = Run(rates, cpu_ms, digests, memory.tier_bytes, memory.private_bytes)
-        run.cache = migrator.get_stats()["cache"]
+        stats = migrator.get_stats()
+        run.cache, run.tables = stats["cache"], stats["tables"]
         migrator.cache.store.clear()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -427,6 +430,7 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
         budget_mb=budgets.get("ram", 0) / 1e6,
         hits=cache.get("hits", 0),
         misses=cache.get("misses", {}),
+        tables=plan[-1].tables,
     )
     section = case.plan.get("cache") or {}
     chains = [c for c in section.get("chains", []) if c.get("cached")]
@@ -555,7 +559,19 @@ def main() -> None:
             f"cache {row['pipeline']} w{row['workers']}: hits {row['hits']}, misses {misses}; "
             f"the plan expects {row['saved_ms']:.2f} ms saved of {row['own_cpu_ms']:.2f} ms CPU "
             f"per sample: the cache alone can give at most {row['bound']:.2f}x"
+            + _tables_clause(row["tables"])
         )
+
+
+def _tables_clause(stats: dict[str, Any]) -> str:
+    """The lookup tables' counts of one run of the plan, in words (empty: none planned)."""
+    if not stats.get("enabled"):
+        return ""
+    return (
+        f"; lookup tables ({', '.join(stats['producers'])}): {stats['runs']} runs, "
+        f"{stats['gathered']} gathered, {stats['computed']} computed by their calls, "
+        f"{stats['mismatches']} mismatches"
+    )
 
 
 if __name__ == "__main__":

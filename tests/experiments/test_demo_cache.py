@@ -82,3 +82,21 @@ def test_clause_says_when_nothing_was_read_back() -> None:
 def test_no_clause_without_a_cached_chain() -> None:
     assert demo_cache.cache_clause(demo_cache.cache_summary(_plan(cached=False), {})) == ""
     assert demo_cache.cache_clause({}) == ""
+
+
+def test_summary_carries_the_lookup_tables_counts_and_the_cli_prints_them() -> None:
+    from rich.console import Console
+
+    from codedag.cli.demo import print_cache
+
+    tables = {"enabled": True, "producers": ["cv2.warpAffine"], "runs": 9, "gathered": 6,
+              "computed": 3, "mismatches": 0}  # fmt: skip
+    summary = demo_cache.cache_summary(_plan(), {"enabled": True, "hits": 3}, tables)
+    assert summary["tables"] is tables
+    assert demo_cache.cache_summary(_plan(), {}, {"enabled": False})["tables"] is None
+    console = Console(record=True, width=200)
+    print_cache(summary, console)
+    assert (
+        "lookup tables (cv2.warpAffine): 9 runs, 6 gathered through a table, 3 computed by "
+        "their calls (0 mismatches)"
+    ) in console.export_text()

@@ -320,3 +320,28 @@ def test_a_dtype_given_as_a_type_or_a_dtype_or_a_string_casts_the_same() -> None
     for dtype in (np.float64, np.dtype("float64"), "float64", np.float16):
         for _ in range(2):
             assert _same(image.view(RunArray).astype(dtype) / 3, image.astype(dtype) / 3)
+
+
+class ReturnsFloats(Dataset):
+    """A sample that returns its normalized array as it is: ``default_collate`` converts it."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        image = cv2.warpAffine(_image(index), MATRIX, (32, 32))
+        return image.astype(np.float32) / 255.0 - MEAN
+
+
+def test_a_run_value_returned_by_a_sample_is_collated_as_its_array() -> None:
+    from codedag.optimize.tables import ALWAYS_GUARDED
+
+    dataset = ReturnsFloats()
+    expected = [b.clone() for b in DataLoader(dataset, batch_size=4)]
+    plan = _plan("cv2.warpAffine", f"{__name__}.ReturnsFloats.__getitem__", list(ALWAYS_GUARDED))
+    migrator = PipelineMigrator(plan)
+    with migrator:
+        got = [b.clone() for b in DataLoader(dataset, batch_size=4)]
+        stats = migrator.get_stats()["tables"]
+    assert equal(got, expected)
+    assert stats["runs"] == 8 and stats["errors"] == 0

@@ -280,6 +280,15 @@ def print_cache(cache: dict[str, Any], console: Any) -> None:
             f"{stats.get('evictions', 0)} evictions",
             markup=False,
         )
+    tables = cache.get("tables")
+    if tables:
+        console.print(
+            f"lookup tables ({', '.join(tables.get('producers', []))}): "
+            f"{tables.get('runs', 0)} runs, {tables.get('gathered', 0)} gathered through a table, "
+            f"{tables.get('computed', 0)} computed by their calls "
+            f"({tables.get('mismatches', 0)} mismatches)",
+            markup=False,
+        )
 
 
 def print_summary(result: Any) -> None:

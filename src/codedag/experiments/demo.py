@@ -254,7 +254,7 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     kept_opt, stats = _optimized_run(
         plan, section, loader, settings, device, monitor, progress, epochs, out_dir
     )
-    cache = demo_cache.cache_summary(plan, stats.get("cache") or {})
+    cache = demo_cache.cache_summary(plan, stats.get("cache") or {}, stats.get("tables") or {})
 
     progress("check", 0, 1)
     equivalence = check_equivalence(kept_base, kept_opt, settings.task)
@@ -287,6 +287,7 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
             results.environment,
             stats.get("cache"),
             chain_view(dag, plan),
+            stats.get("tables"),
         )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))

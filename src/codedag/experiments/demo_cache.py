@@ -30,8 +30,11 @@ def clear(out_dir: Path) -> int:
     return PrefixStore.open(StoreSettings(folder=out_dir / FOLDER)).clear()
 
 
-def cache_summary(plan: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
-    """The plan's cache section in short, with the run's counters (``{}``: no section)."""
+def cache_summary(
+    plan: dict[str, Any], stats: dict[str, Any], tables: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The plan's cache section in short, with the run's counters and those of its lookup
+    tables (``tables``: ``get_stats()["tables"]``; ``{}``: no cache section)."""
     section = plan.get("cache")
     if not section:
         return {}
@@ -57,6 +60,7 @@ def cache_summary(plan: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]
         "note": section.get("note", ""),
         "chains": chains,
         "stats": run,
+        "tables": tables if tables and tables.get("enabled") else None,
     }
 
 

@@ -30,6 +30,9 @@ MIN_CALLS = 2
 _ARRAYS_ONLY = ("cv2.", "torch.", "PIL.")
 """Libraries whose functions take arrays only (they ignore ``__array__``): guarded."""
 _METHODS = ("torch.Tensor.", "PIL.Image.Image.")
+ALWAYS_GUARDED = ("torch.as_tensor", "torch.from_numpy")
+"""What ``default_collate`` turns arrays into tensors with: a run value a sample returns as it
+is reaches them there, outside the traced samples."""
 _NOT_PATCHABLE = ("operator.", "numpy.ndarray.", "builtins.", *_METHODS)
 """Operators and methods: a producer must be a library function the migrator can patch."""
 

@@ -11,6 +11,8 @@
   chain view, DAG, plots, environment
 * :mod:`.loader`: The HTML section of a plan's ``loader`` section: every measured setting, the
   choice, why
+* :mod:`.tables`: The HTML section of a plan's ``tables`` section: where element-wise runs start,
+  and what the run counted
 * :mod:`.ranks`: A multi-rank run (torchrun, SLURM, MPI) read as one: per-rank figures and the
   aggregate
 """

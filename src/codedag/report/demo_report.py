@@ -25,9 +25,11 @@ def write_demo_report(
     environment: Mapping[str, Any],
     cache_stats: dict[str, Any] | None = None,
     chain: ChainView | None = None,
+    tables_stats: dict[str, Any] | None = None,
 ) -> Path:
     """Render ``report.html`` for a :class:`~codedag.experiments.demo_settings.DemoResult`
-    (``cache_stats``: the optimized run's ``get_stats()["cache"]``)."""
+    (``cache_stats``, ``tables_stats``: the optimized run's ``get_stats()["cache"]`` and
+    ``["tables"]``)."""
     columns, rows = _mode_table(demo)
     epoch_columns, epoch_rows = _epoch_table(demo)
     notes = _notes(demo)
@@ -55,6 +57,8 @@ def write_demo_report(
             epoch_rows=epoch_rows,
             cache=plan.get("cache"),
             cache_stats=cache_stats,
+            tables=plan.get("tables"),
+            tables_stats=tables_stats,
             chain=chain,
         ),
     )

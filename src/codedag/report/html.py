@@ -74,6 +74,8 @@ class ReportContent:
     epoch_rows: Sequence[Sequence[Any]] = ()  # the figures of each epoch of each mode
     cache: dict[str, Any] | None = None  # a plan's cache section (the prefix cache's cuts)
     cache_stats: dict[str, Any] | None = None  # the run's get_stats()["cache"]
+    tables: dict[str, Any] | None = None  # a plan's tables section (lookup-table runs)
+    tables_stats: dict[str, Any] | None = None  # the run's get_stats()["tables"]
     chain: ChainView | None = None  # the traced pipeline as one sample's chain
 
 
@@ -172,6 +174,30 @@ def _equivalence_section(result: dict[str, Any]) -> str:
     )
 
 
+def _plan_sections(content: ReportContent) -> list[str]:
+    """The plan's sections: placement, prefix cache, lookup tables, DataLoader settings."""
+    parts: list[str] = []
+    if content.plan is not None:
+        parts.append("<h2>Migration plan</h2>")
+        parts.append(_plan_section(content.plan))
+    if content.cache is not None:
+        from codedag.report.cache import cache_section_html
+
+        parts.append("<h2>Prefix cache</h2>")
+        parts.append(cache_section_html(content.cache, content.cache_stats))
+    if content.tables is not None:
+        from codedag.report.tables import tables_section_html
+
+        parts.append("<h2>Lookup tables</h2>")
+        parts.append(tables_section_html(content.tables, content.tables_stats))
+    if content.loader is not None:
+        from codedag.report.loader import loader_section_html
+
+        parts.append("<h2>DataLoader settings</h2>")
+        parts.append(loader_section_html(content.loader))
+    return parts
+
+
 def render_html(content: ReportContent) -> str:
     """Render the whole page as a string."""
     parts = [
@@ -192,19 +218,7 @@ def render_html(content: ReportContent) -> str:
     if content.equivalence is not None:
         parts.append("<h2>Equivalence check</h2>")
         parts.append(_equivalence_section(content.equivalence))
-    if content.plan is not None:
-        parts.append("<h2>Migration plan</h2>")
-        parts.append(_plan_section(content.plan))
-    if content.cache is not None:
-        from codedag.report.cache import cache_section_html
-
-        parts.append("<h2>Prefix cache</h2>")
-        parts.append(cache_section_html(content.cache, content.cache_stats))
-    if content.loader is not None:
-        from codedag.report.loader import loader_section_html
-
-        parts.append("<h2>DataLoader settings</h2>")
-        parts.append(loader_section_html(content.loader))
+    parts.extend(_plan_sections(content))
     if content.chain is not None:
         parts.append("<h2>Pipeline: the chain of one sample</h2>")
         parts.append(chain_section(content.chain))
