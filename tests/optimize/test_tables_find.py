@@ -41,6 +41,17 @@ def test_a_producer_the_cache_owns_is_left_to_it(demo_dag: Any) -> None:
     assert section.runs == [] and section.note
 
 
+def test_functions_a_placement_patches_are_neither_producers_nor_guards(demo_dag: Any) -> None:
+    section = find_runs(demo_dag, owned=frozenset({"cv2.warpAffine", "cv2.resize"}))
+    assert section.runs == []
+    assert "cv2.resize" not in section.guards and "cv2.imdecode" in section.guards
+
+
+def test_what_collate_converts_with_is_always_guarded() -> None:
+    guards = find_runs(_dag("pil_recipe")).guards
+    assert {"torch.as_tensor", "torch.from_numpy"} <= set(guards)
+
+
 def test_a_pil_recipes_conversion_with_a_dtype_is_a_producer() -> None:
     (run,) = find_runs(_dag("pil_recipe")).runs
     assert run.producer == "numpy.asarray"

@@ -362,12 +362,14 @@ class OptimizerManager:
 
     def plan_tables(self, dag: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
         """The plan's ``tables`` section (:mod:`codedag.optimize.tables`), or None where the
-        trace has no run: producers in the plan's cached chains are the cache's."""
+        trace has no run: producers in the plan's cached chains are the cache's, and functions
+        a placement or batched chain patches are theirs."""
+        from codedag.optimize.prefix_conflicts import owned_functions
         from codedag.optimize.tables import find_runs
 
         chains = (plan.get("cache") or {}).get("chains") or []
         cached = frozenset(f for c in chains if c.get("cached") for f in c.get("functions", []))
-        section = find_runs(as_coarse(dag).source, cached)
+        section = find_runs(as_coarse(dag).source, cached, frozenset(owned_functions(plan)))
         return section.model_dump(mode="json") if section.runs else None
 
     # ------------------------------------------------------------------ tuned loader

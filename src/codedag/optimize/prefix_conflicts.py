@@ -99,12 +99,18 @@ def resolve(plan: dict[str, Any]) -> None:
     _release_guards(plan)
 
 
-def _release_guards(plan: dict[str, Any]) -> None:
-    """Drop from the cached chains' guards the functions a placement or batched chain patches."""
+def owned_functions(plan: dict[str, Any]) -> set[str]:
+    """The functions a placement or a batched chain of ``plan`` patches."""
     owned = {c["function"] for c in plan.get("calls", []) if c.get("migrate")}
     for entry in (plan.get("batched") or {}).get("chains", []):
         if entry.get("batched"):
             owned.update(entry.get("functions", []))
+    return owned
+
+
+def _release_guards(plan: dict[str, Any]) -> None:
+    """Drop from the cached chains' guards the functions a placement or batched chain patches."""
+    owned = owned_functions(plan)
     for chain in (plan.get("cache") or {}).get("chains", []):
         if chain.get("guards"):
             chain["guards"] = [g for g in chain["guards"] if g not in owned]

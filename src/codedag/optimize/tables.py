@@ -37,9 +37,12 @@ _NOT_PATCHABLE = ("operator.", "numpy.ndarray.", "builtins.", *_METHODS)
 """Operators and methods: a producer must be a library function the migrator can patch."""
 
 
-def find_runs(dag: ExecutionDAG, cached: frozenset[str] = frozenset()) -> TablesSection:
-    """The runs of the traced samples (producers in ``cached``, a cached chain's functions,
-    excluded) and the functions to guard."""
+def find_runs(
+    dag: ExecutionDAG, cached: frozenset[str] = frozenset(), owned: frozenset[str] = frozenset()
+) -> TablesSection:
+    """The runs of the traced samples and the functions to guard. Producers in ``cached`` (a
+    cached chain's functions) are left to the cache; functions in ``owned`` (patched by a
+    placement or a batched chain: one owner per function) are neither producers nor guards."""
     found: dict[tuple[str, str], list[tuple[list[str], str, int]]] = {}
     calls: set[str] = set()
     for sample in _samples(dag):
@@ -47,7 +50,7 @@ def find_runs(dag: ExecutionDAG, cached: frozenset[str] = frozenset()) -> Tables
         inside = {n.id for n in ops}
         calls.update(n.name for n in ops)
         for node in ops:
-            if node.name in ELEMENTWISE or node.name in cached:
+            if node.name in ELEMENTWISE or node.name in cached or node.name in owned:
                 continue
             if node.name.startswith(_NOT_PATCHABLE):
                 continue
@@ -65,7 +68,8 @@ def find_runs(dag: ExecutionDAG, cached: frozenset[str] = frozenset()) -> Tables
         )
         for (producer, caller), traced in sorted(found.items())
     ]
-    guards = sorted(n for n in calls if n.startswith(_ARRAYS_ONLY) and not n.startswith(_METHODS))
+    arrays_only = {n for n in calls if n.startswith(_ARRAYS_ONLY) and not n.startswith(_METHODS)}
+    guards = sorted((arrays_only | set(ALWAYS_GUARDED)) - owned)
     note = "" if runs else "no element-wise run on a uint8 array in the traced samples"
     return TablesSection(runs=runs, guards=guards, note=note)
 
