@@ -361,6 +361,8 @@ def _table_for(
         found = _KNOWN.get(known, _UNSEEN)
         if found is not _UNSEEN:
             return found
+    if not lookup.constants_fit(root, prefix, args, kwargs):
+        return None  # before hashing: another argument may be a whole image
     token = b"<run>"
     parts: list[bytes] = [name.encode(), b"("]
     try:

@@ -169,7 +169,7 @@ def extend(
         parts: the call's encoded key parts (name, arguments); ``token`` stands for ``prefix``.
         token: the encoding of ``prefix`` in ``parts``.
     """
-    if not _constants_fit(root, prefix, args, kwargs):
+    if not constants_fit(root, prefix, args, kwargs):
         return None
     signature = _signature(parent, root, parts, token)
     table = _tables.get(signature, _UNSEEN)
@@ -193,7 +193,7 @@ def _signature(parent: Table | None, root: np.ndarray, parts: list[bytes], token
     return xxhash.xxh3_128_digest(start + b"|" + call)
 
 
-def _constants_fit(root: np.ndarray, prefix: Any, args: tuple[Any, ...], kwargs: dict) -> bool:
+def constants_fit(root: np.ndarray, prefix: Any, args: tuple[Any, ...], kwargs: dict) -> bool:
     """Whether every other argument is a scalar, a dtype, or an array-like varying at most along
     the last axis, with no more dimensions than ``root`` (checked before any probe is built: a
     full-size constant would make a probe 256 times its size)."""
