@@ -16,7 +16,7 @@ import torch
 from prefix_support import CALLER, StubChain, StubSession, epoch, equal, write_images
 from torch.utils.data import Dataset
 
-import codedag.migrate.prefix.lookup as lookup
+import codedag.migrate.tables.lookup as lookup
 from codedag.migrate.prefix.entry import meta_of
 from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.prefix.session import ChainSpec

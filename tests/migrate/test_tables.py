@@ -15,10 +15,12 @@ from PIL import Image
 from prefix_support import cache_section, equal, write_images
 from torch.utils.data import DataLoader, Dataset
 
-import codedag.migrate.prefix.lookup as lookup
-import codedag.migrate.tables as tables
+import codedag.migrate.tables.lookup as lookup
+import codedag.migrate.tables.runtime as runtime
+import codedag.migrate.tables.values as values
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.tables import RunArray, RunSpec, RunValue, TablesRuntime
+from codedag.migrate.tables.runtime import RunSpec, TablesRuntime
+from codedag.migrate.tables.values import RunArray, RunValue
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -28,10 +30,10 @@ MATRIX = cv2.getRotationMatrix2D((16.0, 16.0), 10.0, 1.05)
 @pytest.fixture(autouse=True)
 def _fresh() -> Iterator[None]:
     lookup.reset()
-    tables.reset()
+    values.reset()
     yield
     lookup.reset()
-    tables.reset()
+    values.reset()
 
 
 def _image(seed: int = 0, shape: tuple[int, ...] = (32, 32, 3)) -> np.ndarray:
@@ -56,7 +58,7 @@ def test_a_run_is_pending_answers_its_header_and_equals_the_calls() -> None:
     assert type(run) is RunValue
     assert isinstance(run, np.ndarray)  # user code's isinstance checks take the same branch
     assert run.shape == image.shape and run.dtype == np.float32 and run.ndim == 3
-    assert run._value is tables._PENDING  # the header came from the table, nothing computed
+    assert run._value is values._PENDING  # the header came from the table, nothing computed
     assert _same(np.transpose(run, (2, 0, 1)), np.transpose(_normalize(image), (2, 0, 1)))
 
 
@@ -69,7 +71,7 @@ def test_runs_are_gathered_once_the_table_is_chosen_and_stay_exact() -> None:
             table.use = True  # whatever the trials' timing said: the gather must be exact
     for image in images[lookup.TRIALS :]:
         assert _same(_normalize(image.view(RunArray)), _normalize(image))
-    counts = tables._values()
+    counts = values.counts()
     assert counts["trials"] == lookup.TRIALS and counts["mismatches"] == 0
     assert counts["gathered"] == 3 and counts["runs"] == len(images)
 
@@ -218,7 +220,7 @@ def test_outside_the_loader_and_outside_the_caller_nothing_changes() -> None:
     with PipelineMigrator(NORMALIZED):
         warped = cv2.warpAffine(_image(), MATRIX, (32, 32))
         assert type(warped) is np.ndarray
-    assert tables._values()["runs"] == 0
+    assert values.counts()["runs"] == 0
 
 
 def test_switched_off_applies_nothing() -> None:
@@ -226,7 +228,7 @@ def test_switched_off_applies_nothing() -> None:
     with migrator:
         _epoch(Normalized(4))
         assert migrator.get_stats()["tables"] == {"enabled": False}
-    assert tables._values()["runs"] == 0
+    assert values.counts()["runs"] == 0
 
 
 def test_a_failing_batch_runs_again_without_tables_and_runs_stop_after_three() -> None:
@@ -237,7 +239,7 @@ def test_a_failing_batch_runs_again_without_tables_and_runs_stop_after_three() -
         got = _epoch(dataset)
         stats = migrator.get_stats()["tables"]
     assert equal(got, expected)  # the same random draws in the batches that ran again
-    assert stats["errors"] == tables.GIVE_UP_AFTER
+    assert stats["errors"] == runtime.GIVE_UP_AFTER
     # 8 samples before the failures, and one run per failing batch before it failed
     assert stats["runs"] == 8 + 3 * 1
 
@@ -297,14 +299,14 @@ def test_tables_and_the_prefix_cache_share_the_functions_both_patch(tmp_path: Pa
 
 
 def test_the_runtime_patches_nothing_another_runtime_owns() -> None:
-    runtime = TablesRuntime([RunSpec("cv2.warpAffine", ("x",))], ["torch.from_numpy"])
-    runtime.apply(skip={"cv2.warpAffine", tables.FETCH})
+    tables = TablesRuntime([RunSpec("cv2.warpAffine", ("x",))], ["torch.from_numpy"])
+    tables.apply(skip={"cv2.warpAffine", runtime.FETCH})
     try:
         assert cv2.warpAffine.__name__ == "warpAffine"
-        assert runtime.layer("cv2.warpAffine", cv2.warpAffine) is not cv2.warpAffine
-        assert runtime.layer("cv2.resize", cv2.resize) is cv2.resize
+        assert tables.layer("cv2.warpAffine", cv2.warpAffine) is not cv2.warpAffine
+        assert tables.layer("cv2.resize", cv2.resize) is cv2.resize
     finally:
-        runtime.restore()
+        tables.restore()
 
 
 def test_constants_that_compare_equal_but_differ_in_bits_find_their_own_tables() -> None:

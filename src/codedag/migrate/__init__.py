@@ -13,8 +13,6 @@ The op library it runs (registry, backends, conversions, tolerances) is
 * :mod:`.placements`: The migrator's index of a migration plan: placements by function
 * :mod:`.random_states`: The global random generators' states (Python's, NumPy's, torch's),
   taken and put back
-* :mod:`.tables`: Element-wise runs through lookup tables at run time: a plan's ``tables`` section
-  applied
 * :mod:`.proxy`: Small objects the migration wrapper is made of: call counters and NumPy ufunc
   proxies
 * :mod:`.warm_loader`: Epochs the prefix cache serves, loaded with the settings measured for them
@@ -26,6 +24,8 @@ The op library it runs (registry, backends, conversions, tolerances) is
   original
 * :mod:`.batched`: Batched execution at run time: a plan's ``batched`` chains applied to a
   DataLoader
+* :mod:`.tables`: Element-wise runs on uint8 arrays computed as one gather from an exact lookup
+  table
 * :mod:`.prefix`: The prefix cache at run time: each sample's deterministic prefix computed once,
   then read back
 

@@ -34,7 +34,7 @@ from codedag.util.text import listing, printable
 if TYPE_CHECKING:
     from codedag.migrate.batched.runtime import BatchedRuntime
     from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
-    from codedag.migrate.tables import TablesRuntime
+    from codedag.migrate.tables.runtime import TablesRuntime
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +350,7 @@ def _batched_runtime(
 
 def _tables_runtime(plan: PlanView, enabled: bool) -> TablesRuntime:
     """The runs of the plan's ``tables`` section (none when switched off)."""
-    from codedag.migrate.tables import RunSpec, TablesRuntime
+    from codedag.migrate.tables.runtime import RunSpec, TablesRuntime
 
     section = plan.plan.tables if plan.plan is not None else None
     if not enabled or section is None:

@@ -1,7 +1,7 @@
 """Finding element-wise runs on uint8 arrays in a traced batch, for lookup tables (pure).
 
 In each traced sample, a *run* is a chain of element-wise calls (the operators and NumPy calls
-of :data:`~codedag.migrate.prefix.lookup.ELEMENTWISE`) where each value goes to exactly one next
+of :data:`~codedag.migrate.tables.lookup.ELEMENTWISE`) where each value goes to exactly one next
 operation, starting at the uint8 array of a library call, its *producer*
 (``cv2.warpAffine(...).astype(np.float32) / 255.0``), or at a conversion that casts one
 (``np.asarray(image, dtype=np.float32) / 255.0``). Runs of different samples with the same
@@ -18,8 +18,8 @@ from statistics import median
 from typing import Any
 
 from codedag.graph.model import ExecutionDAG
-from codedag.migrate.prefix.lookup import ELEMENTWISE
-from codedag.migrate.tables import CONVERSIONS
+from codedag.migrate.tables.lookup import ELEMENTWISE
+from codedag.migrate.tables.runtime import CONVERSIONS
 from codedag.optimize.chains import _consumers, _is_operation, _samples, _value_of
 from codedag.optimize.prefix import caller_of
 from codedag.plan.tables import TableRun, TablesSection

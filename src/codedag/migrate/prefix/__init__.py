@@ -13,8 +13,6 @@ code the stored value and the calls before it never run.
 * :mod:`.ram_owner`: the cache folder each RAM tier belongs to; RAM tiers of deleted folders
   removed;
 * :mod:`.values`: :class:`~.values.PrefixValue`, what the chain's calls return before the cut;
-* :mod:`.lookup`: a first epoch's element-wise runs on uint8 arrays, gathered through exact
-  tables;
 * :mod:`.writer`: :class:`~.writer.Writer`, the thread of each process that stores its values;
 * :mod:`.session`: one process's side: starting chains, answering cuts, counting;
 * :mod:`.runtime`: :class:`~.runtime.PrefixCacheRuntime`, applied by

@@ -21,7 +21,7 @@ from statistics import median
 from typing import Any
 
 import codedag.migrate.prefix.keys as keys
-import codedag.migrate.prefix.lookup as lookup
+import codedag.migrate.tables.lookup as lookup
 from codedag.migrate.prefix.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.migrate.prefix.tiers import PrefixStore
 from codedag.migrate.prefix.values import Lineage, PrefixValue, concrete, concrete_kwargs

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 import codedag.migrate.prefix.keys as keys
-import codedag.migrate.prefix.lookup as lookup
-from codedag.migrate.prefix.entry import Meta, meta_of
+import codedag.migrate.tables.lookup as lookup
+from codedag.migrate.prefix.entry import Meta, dtype_str, meta_of
 
 PENDING: Any = object()
 
@@ -626,8 +626,23 @@ def _pending_run(
     lineage = first._lineage
     call = (function, _snapshot(args), kwargs)
     value = PrefixValue(
-        lineage, key, lookup.meta(table, root), call=call, parent=first, cuts=cuts,
+        lineage, key, _run_meta(table, root), call=call, parent=first, cuts=cuts,
         run=(table, root),
     )  # fmt: skip
     lineage.pending.append(weakref.ref(value))
     return value
+
+
+_RUN_METAS: dict[tuple[tuple[int, ...], Any], Meta] = {}
+_MAX_RUN_METAS = 1024
+
+
+def _run_meta(table: lookup.Table, root: Any) -> Meta:
+    """The header of a pending run's value on ``root`` (its shape, the table's dtype)."""
+    key = (root.shape, table.probe.dtype)
+    found = _RUN_METAS.get(key)
+    if found is None:
+        if len(_RUN_METAS) >= _MAX_RUN_METAS:
+            _RUN_METAS.clear()
+        found = _RUN_METAS[key] = Meta("ndarray", tuple(root.shape), dtype_str(table.probe.dtype))
+    return found

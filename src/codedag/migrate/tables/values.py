@@ -1,85 +1,58 @@
-"""Element-wise runs through lookup tables at run time: a plan's ``tables`` section applied.
+"""Run values: what a producer's uint8 array and its element-wise calls return while tables run.
 
-Image pipelines end with a normalization written as operators on the augmented uint8 image:
-``(img.astype(np.float32) / 255.0 - mean) / std``. NumPy makes four passes over the image, and
-with a per-channel ``mean`` its inner loops are three elements long: 0.37 ms for a 128 px RGB
-image, a quarter of the demo's whole sample. Each element's result depends only on its uint8
-value and its channel, so the run is one gather from a table of 256 values per channel
-(:mod:`codedag.migrate.prefix.lookup`, which builds, checks and times the tables).
-
-A run starts at a *producer*: the library call the plan names whose uint8 result the traced
-samples normalized (``cv2.warpAffine``, or ``np.asarray(pil_image, dtype=np.float32)``). While
-the plan is applied, inside a DataLoader fetch and called from the traced function:
-
-* the producer returns its array as a :class:`RunArray`: the same memory, an ``ndarray``
-  subclass whose element-wise calls (:data:`~codedag.migrate.prefix.lookup.ELEMENTWISE`) return
-  a :class:`RunValue` instead of computing;
-* a :class:`RunValue`'s element-wise calls extend the run; anything else done with it (an
-  attribute beyond its shape and dtype, a NumPy function, indexing, a conversion) computes it,
+* :class:`RunArray`: the producer's array itself (a view, the same memory), an ``ndarray``
+  subclass whose element-wise calls (:data:`~.lookup.ELEMENTWISE`) start a run instead of
+  computing; everything else it does as a plain array (other ufuncs return plain arrays, it
+  pickles as one);
+* :class:`RunValue`: a run's value not computed yet. Its element-wise calls extend the run; its
+  ``shape``, ``dtype``, ``ndim`` and ``size`` come from the table; anything else computes it:
   through the table where the table matched the calls bit for bit and was faster on this
-  process's first samples, else by the calls as written;
-* the plan's *guards* (the samples' other functions of libraries that take arrays only: cv2,
-  torch, PIL) compute a run value they receive;
-* a batch whose code fails while run values exist in it runs again without tables, from the
-  random state it started with; after :data:`GIVE_UP_AFTER` such batches in a row the process
-  stops starting runs.
+  process's first samples, else by the calls as written (:func:`.lookup.evaluate`).
 
-The run's first value keeps a copy of the uint8 array (a quarter of the float result's size):
-user code writing into its image later cannot change a run computed after the write.
+A run's first value keeps a copy of the uint8 array (a quarter of the float result's size): user
+code writing into its image later cannot change a run computed after the write. In-place
+operators compute the value and write into it, as NumPy does.
+
+Tables are found by the calls' plain constants (:func:`_known`): the same calls every sample find
+theirs without encoding and hashing their arguments, which is done once per run and process.
 """
 
 from __future__ import annotations
 
-import logging
 import operator
-import sys
 import threading
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-import codedag.migrate.prefix.lookup as lookup
-import codedag.migrate.random_states as random_states
+import codedag.migrate.tables.lookup as lookup
 from codedag.migrate.prefix.keys import Unkeyable, encode_argument
-from codedag.patching import Patcher, like_original
 
-log = logging.getLogger(__name__)
-
-FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
-GIVE_UP_AFTER = 3
-"""Failing batches in a row after which a process starts no more runs."""
-FIELDS = ("runs", "gathered", "computed", "trials", "mismatches", "errors")
-"""Counters of :meth:`TablesRuntime.stats`, per process."""
-CONVERSIONS = frozenset({"numpy.asarray", "numpy.array"})
-"""Producers whose ``dtype=`` is a cast of the uint8 array they make: the run's first call."""
+COUNTS = ("runs", "gathered", "computed", "trials", "mismatches", "errors")
+"""This process's counters (:func:`counts`)."""
 
 _PENDING: Any = object()
 _ROOT: Any = object()  # stands for the run's uint8 array among a first call's arguments
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """Where runs start: a producer function called from one of ``callers`` (any: empty)."""
+class State(threading.local):
+    """This thread's state: inside a DataLoader fetch, and whether runs are suspended."""
 
-    producer: str
-    callers: tuple[str, ...] = ()
-
-
-class _State(threading.local):
     def __init__(self) -> None:
         self.fetching = 0
         self.suspended = 0
 
 
-_state = _State()
-_tally: dict[str, int] = dict.fromkeys(FIELDS, 0)
+state = State()
+"""This thread's :class:`State`."""
+_tally: dict[str, int] = dict.fromkeys(COUNTS, 0)
 _table_tally = lookup.new_tally()
 
 
-def _active() -> bool:
-    return _state.fetching > 0 and not _state.suspended
+def active() -> bool:
+    """Whether runs start in this thread now (inside a fetch, not suspended)."""
+    return state.fetching > 0 and not state.suspended
 
 
 # -- the values ------------------------------------------------------------------------------
@@ -90,7 +63,7 @@ class RunArray(np.ndarray):
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and kwargs.get("out") is None:
-            started = _start(self, f"numpy.{ufunc.__name__}", ufunc, inputs, kwargs, copy=True)
+            started = start_run(self, f"numpy.{ufunc.__name__}", ufunc, inputs, kwargs, copy=True)
             if started is not None:
                 return started
         return getattr(ufunc, method)(*_plain(inputs), **_plain_kwargs(kwargs))
@@ -98,7 +71,9 @@ class RunArray(np.ndarray):
     def astype(self, *args: Any, **kwargs: Any) -> Any:
         """``ndarray.astype``: a run's first call."""
         call = (self, *args)
-        started = _start(self, "numpy.ndarray.astype", np.ndarray.astype, call, kwargs, copy=True)
+        started = start_run(
+            self, "numpy.ndarray.astype", np.ndarray.astype, call, kwargs, copy=True
+        )
         if started is not None:
             return started
         return self.view(np.ndarray).astype(*args, **kwargs)
@@ -152,11 +127,11 @@ class RunValue:
         self, name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
     ) -> Any:
         """The call as the run's next value, or computed where it cannot extend the run."""
-        if self._value is _PENDING and _state.suspended == 0:
+        if self._value is _PENDING and state.suspended == 0:
             table = _table_for(self._table, self._root, self, name, function, args, kwargs)
             if table is not None:
                 return RunValue(table, self._root, function, args, kwargs)
-        return function(*_computed(args), **_computed_kwargs(kwargs))
+        return function(*computed(args), **computed_kwargs(kwargs))
 
     # -- what the table answers without computing ---------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -196,18 +171,18 @@ class RunValue:
             if name in lookup.ELEMENTWISE and len(runs) == 1:
                 kwargs.pop("out", None)
                 return runs[0]._extend(name, ufunc, _plain(inputs), kwargs)
-        return getattr(ufunc, method)(*_computed(inputs), **_computed_kwargs(kwargs))
+        return getattr(ufunc, method)(*computed(inputs), **computed_kwargs(kwargs))
 
     def __array_function__(
         self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        return func(*_computed(args), **_computed_kwargs(kwargs))
+        return func(*computed(args), **computed_kwargs(kwargs))
 
     def __getitem__(self, key: Any) -> Any:
         return self._compute()[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._compute()[key] = _computed((value,))[0]
+        self._compute()[key] = computed((value,))[0]
 
     def __len__(self) -> int:
         return len(self._root) if self._value is _PENDING else len(self._value)
@@ -242,7 +217,7 @@ class RunValue:
     def __torch_function__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict | None = None
     ) -> Any:
-        return func(*_computed(args), **_computed_kwargs(kwargs or {}))
+        return func(*computed(args), **computed_kwargs(kwargs or {}))
 
 
 def _identity(value: Any) -> Any:
@@ -263,15 +238,15 @@ def _install_operators() -> None:
         def forward(self: Any, other: Any, q: str = qualified, f: Any = function, r: bool = run):
             if r:
                 return self._extend(q, f, (self, other), {})
-            return f(self._compute(), *_computed((other,)))
+            return f(self._compute(), *computed((other,)))
 
         def reflected(self: Any, other: Any, q: str = qualified, f: Any = function, r: bool = run):
             if r:
                 return self._extend(q, f, (other, self), {})
-            return f(*_computed((other,)), self._compute())
+            return f(*computed((other,)), self._compute())
 
         def inplace(self: Any, other: Any, f: Any = in_place) -> Any:
-            return f(self._compute(), *_computed((other,)))
+            return f(self._compute(), *computed((other,)))
 
         setattr(RunValue, f"__{short}__", forward)
         if name not in ("lt", "le", "gt", "ge", "eq", "ne"):
@@ -314,12 +289,13 @@ def _resolve(value: Any) -> Any:
     return value
 
 
-def _computed(args: tuple[Any, ...]) -> tuple[Any, ...]:
+def computed(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Arguments with run values computed and run arrays as plain arrays."""
     return tuple([_resolve(a) for a in args])
 
 
-def _computed_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+def computed_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments with run values computed and run arrays as plain arrays."""
     return {k: _resolve(v) for k, v in kwargs.items()} if kwargs else {}
 
 
@@ -334,7 +310,8 @@ def _plain_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "out": _plain(out) if isinstance(out, tuple) else _plain((out,))[0]}
 
 
-def _holds_run_value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def holds_run_value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an argument (or an item of a list or tuple argument) is a run value."""
     for value in (*args, *kwargs.values()):
         kind = type(value)
         if kind is RunValue:
@@ -421,7 +398,7 @@ def _known(
     return tuple(out)
 
 
-def _start(
+def start_run(
     array: RunArray,
     name: str,
     function: Callable[..., Any],
@@ -430,7 +407,7 @@ def _start(
     copy: bool,
 ) -> RunValue | None:
     """A run's first value: the call on ``array``, or None where it starts no run."""
-    if _state.suspended or name not in lookup.ELEMENTWISE:
+    if state.suspended or name not in lookup.ELEMENTWISE:
         return None
     if sum(1 for a in args if a is array) != 1 or any(type(a) is RunValue for a in args):
         return None
@@ -449,128 +426,18 @@ def _start(
 # -- the runtime -----------------------------------------------------------------------------
 
 
-class TablesRuntime:
-    """The ``tables`` section of a plan, applied (see the module docstring).
-
-    Args:
-        runs: where runs start.
-        guards: functions that take arrays only and compute a run value they receive.
-    """
-
-    def __init__(self, runs: list[RunSpec], guards: list[str] | None = None) -> None:
-        self.runs = runs
-        self.guards = sorted(set(guards or ()) - {r.producer for r in runs})
-        self.patcher = Patcher("lookup-tables")
-        self.workers: Any = None
-        self.failures = 0
-        self._applied = False
-        callers: dict[str, set[str]] = {}
-        for run in runs:
-            callers.setdefault(run.producer, set()).update(run.callers or ("",))
-        self._callers = {name: frozenset(found) for name, found in callers.items()}
-
-    @property
-    def active(self) -> bool:
-        """Whether the plan names any producer."""
-        return bool(self.runs)
-
-    def apply(self, skip: Collection[str] = ()) -> dict[str, int]:
-        """Install the producers', guards' and the fetch's replacements; the functions in
-        ``skip`` are patched by another runtime, which calls :meth:`layer` for them."""
-        if self._applied or not self.active:
-            return {"patched": 0, "failed": 0}
-        from codedag.backends.registry import default_registry
-        from codedag.migrate.injector import patch_each
-        from codedag.migrate.workerstats import WorkerStats
-
-        names = sorted((set(self._callers) | set(self.guards)) - set(skip))
-        current: list[str] = []
-
-        def factory(site: str, original: Any) -> Any:
-            return self.layer(current[0] if current else site, original)
-
-        failed = patch_each(
-            self.patcher, names, factory, current, "lookup tables", default_registry()
-        )
-        if FETCH not in skip:
-            self.patcher.patch_many([FETCH], factory, rebind_references=False)
-        self.workers = WorkerStats(["tables"], lambda _name: _values(), FIELDS)
-        self._applied = True
-        return {"patched": len(names) - failed, "failed": failed}
-
-    def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        """The replacement of ``name`` calling ``original`` (``original`` itself where the
-        plan does not patch ``name``)."""
-        if not self.active:
-            return original
-        if name == FETCH:
-            return self._fetch(original)
-        if name in self._callers:
-            return _producer(name, original, self._callers[name])
-        if name in self.guards:
-            return _guard(original)
-        return original
-
-    def restore(self) -> int:
-        """Remove the patches; returns how many were removed."""
-        if not self._applied:
-            return 0
-        count = self.patcher.restore()
-        if self.workers is not None:
-            self.workers.stop_tracking()
-        self._applied = False
-        return count
-
-    def _fetch(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        runtime = self
-
-        def fetch(fetcher: Any, index: Any) -> Any:
-            if _state.suspended or runtime.failures >= GIVE_UP_AFTER:
-                return original(fetcher, index)
-            states = random_states.capture()
-            runs = _tally["runs"]
-            _state.fetching += 1
-            try:
-                batch = original(fetcher, index)
-            except Exception as error:
-                if _tally["runs"] == runs:
-                    raise
-                runtime.failures += 1
-                _tally["errors"] += 1
-                log.info(
-                    "a batch failed with lookup-table runs (%s: %s); it runs again without them",
-                    type(error).__name__,
-                    str(error).splitlines()[0][:120] if str(error) else "",
-                )
-                random_states.restore(states)
-                _state.suspended += 1
-                try:
-                    return original(fetcher, index)
-                finally:
-                    _state.suspended -= 1
-            finally:
-                _state.fetching -= 1
-                if runtime.workers is not None:
-                    runtime.workers.publish()
-            runtime.failures = 0
-            return batch
-
-        return fetch
-
-    def stats(self) -> dict[str, Any]:
-        """``get_stats()["tables"]``: runs started, computed through a table or by their calls,
-        trials and mismatches, failed batches (all processes)."""
-        local = _values()
-        remote = self.workers.totals("tables") if self.workers is not None else {}
-        merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
-        return {
-            "enabled": self.active,
-            "producers": sorted({r.producer for r in self.runs}),
-            **merged,
-        }
+def runs_started() -> int:
+    """Runs this process started so far."""
+    return _tally["runs"]
 
 
-def _values() -> dict[str, int]:
+def count_error() -> None:
+    """Count a batch that ran again without tables."""
+    _tally["errors"] += 1
+
+
+def counts() -> dict[str, int]:
+    """This process's counters (:data:`COUNTS`)."""
     out = dict(_tally)
     for name in ("gathered", "computed", "trials", "mismatches"):
         out[name] = _table_tally[name]
@@ -579,74 +446,9 @@ def _values() -> dict[str, int]:
 
 def reset() -> None:
     """Forget the tables found by their calls and zero this process's counters (tests; after
-    :func:`codedag.migrate.prefix.lookup.reset`)."""
+    :func:`codedag.migrate.tables.lookup.reset`)."""
     _KNOWN.clear()
     for name in _tally:
         _tally[name] = 0
     for name in _table_tally:
         _table_tally[name] = 0
-
-
-def _producer(
-    name: str, original: Callable[..., Any], callers: frozenset[str]
-) -> Callable[..., Any]:
-    from codedag.plan.context import frame_name
-
-    anywhere = "" in callers
-    conversion = name in CONVERSIONS
-
-    def producer(*args: Any, **kwargs: Any) -> Any:
-        if not _active():
-            return original(*args, **kwargs)
-        if _holds_run_value(args, kwargs):
-            args, kwargs = _computed(args), _computed_kwargs(kwargs)
-        if not anywhere and not _called_from(sys._getframe(1), callers, frame_name):
-            return original(*args, **kwargs)
-        if conversion:
-            started = _converted(original, args, kwargs)
-            if started is not None:
-                return started
-        out = original(*args, **kwargs)
-        if lookup.starts(out):
-            return out.view(RunArray)
-        return out
-
-    return like_original(producer, original)
-
-
-LAYERS = 3
-"""Frames looked through for the caller: another runtime's replacement may call this one."""
-
-
-def _called_from(frame: Any, callers: frozenset[str], name_of: Callable[[Any], str]) -> bool:
-    for _ in range(LAYERS):
-        if frame is None:
-            return False
-        if name_of(frame) in callers:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _converted(original: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
-    """``np.asarray(image, dtype=D)`` as ``np.asarray(image).astype(D)``, the cast starting a
-    run, where the array is uint8 (a PIL image's): the same values, cast the same way."""
-    if len(args) != 1 or set(kwargs) != {"dtype"}:
-        return None
-    dtype = np.dtype(kwargs["dtype"])
-    if dtype == np.uint8:
-        return None
-    base = original(args[0])
-    if not lookup.starts(base):
-        return None
-    array = base.view(RunArray)
-    return _start(array, "numpy.ndarray.astype", np.ndarray.astype, (array, dtype), {}, copy=False)
-
-
-def _guard(original: Callable[..., Any]) -> Callable[..., Any]:
-    def guard(*args: Any, **kwargs: Any) -> Any:
-        if _holds_run_value(args, kwargs):
-            return original(*_computed(args), **_computed_kwargs(kwargs))
-        return original(*args, **kwargs)
-
-    return like_original(guard, original)

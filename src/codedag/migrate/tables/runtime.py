@@ -1,0 +1,250 @@
+"""TablesRuntime: a plan's ``tables`` section applied to the process, and what it counts.
+
+While the plan is applied, inside a DataLoader fetch and only when called from the traced
+function, a planned *producer* returns its uint8 array as a :class:`~.values.RunArray`
+(``np.asarray(image, dtype=D)``, a conversion, returns the cast as the run's first value). It
+patches, through its own :class:`codedag.patching.Patcher`:
+
+* the producers;
+* the plan's *guards*: the samples' functions of libraries that take arrays only (cv2, torch,
+  PIL: they ignore ``__array__``), which compute a run value they receive;
+* ``_MapDatasetFetcher.fetch``: a batch whose code fails while run values exist in it (a function
+  the trace did not see took one) runs again without tables, from the random state it started
+  with; after :data:`GIVE_UP_AFTER` such batches in a row the process starts no more runs.
+
+A function another runtime patches too (the prefix cache's chains and guards) is left to it: it
+calls :meth:`TablesRuntime.layer` for the replacement to wrap.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import codedag.migrate.random_states as random_states
+import codedag.migrate.tables.lookup as lookup
+from codedag.migrate.tables.values import (
+    COUNTS,
+    RunArray,
+    active,
+    computed,
+    computed_kwargs,
+    count_error,
+    counts,
+    holds_run_value,
+    runs_started,
+    start_run,
+    state,
+)
+from codedag.patching import Patcher, like_original
+
+log = logging.getLogger(__name__)
+
+FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
+GIVE_UP_AFTER = 3
+"""Failing batches in a row after which a process starts no more runs."""
+FIELDS = COUNTS
+"""Counters of :meth:`TablesRuntime.stats`, per process."""
+CONVERSIONS = frozenset({"numpy.asarray", "numpy.array"})
+"""Producers whose ``dtype=`` is a cast of the uint8 array they make: the run's first call."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Where runs start: a producer function called from one of ``callers`` (any: empty)."""
+
+    producer: str
+    callers: tuple[str, ...] = ()
+
+
+class TablesRuntime:
+    """The ``tables`` section of a plan, applied (see the module docstring).
+
+    Args:
+        runs: where runs start.
+        guards: functions that take arrays only and compute a run value they receive.
+    """
+
+    def __init__(self, runs: list[RunSpec], guards: list[str] | None = None) -> None:
+        self.runs = runs
+        self.guards = sorted(set(guards or ()) - {r.producer for r in runs})
+        self.patcher = Patcher("lookup-tables")
+        self.workers: Any = None
+        self.failures = 0
+        self._applied = False
+        callers: dict[str, set[str]] = {}
+        for run in runs:
+            callers.setdefault(run.producer, set()).update(run.callers or ("",))
+        self._callers = {name: frozenset(found) for name, found in callers.items()}
+
+    @property
+    def active(self) -> bool:
+        """Whether the plan names any producer."""
+        return bool(self.runs)
+
+    def apply(self, skip: Collection[str] = ()) -> dict[str, int]:
+        """Install the producers', guards' and the fetch's replacements; the functions in
+        ``skip`` are patched by another runtime, which calls :meth:`layer` for them."""
+        if self._applied or not self.active:
+            return {"patched": 0, "failed": 0}
+        from codedag.backends.registry import default_registry
+        from codedag.migrate.injector import patch_each
+        from codedag.migrate.workerstats import WorkerStats
+
+        names = sorted((set(self._callers) | set(self.guards)) - set(skip))
+        current: list[str] = []
+
+        def factory(site: str, original: Any) -> Any:
+            return self.layer(current[0] if current else site, original)
+
+        failed = patch_each(
+            self.patcher, names, factory, current, "lookup tables", default_registry()
+        )
+        if FETCH not in skip:
+            self.patcher.patch_many([FETCH], factory, rebind_references=False)
+        self.workers = WorkerStats(["tables"], lambda _name: counts(), FIELDS)
+        self._applied = True
+        return {"patched": len(names) - failed, "failed": failed}
+
+    def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The replacement of ``name`` calling ``original`` (``original`` itself where the
+        plan does not patch ``name``)."""
+        if not self.active:
+            return original
+        if name == FETCH:
+            return self._fetch(original)
+        if name in self._callers:
+            return _producer(name, original, self._callers[name])
+        if name in self.guards:
+            return _guard(original)
+        return original
+
+    def restore(self) -> int:
+        """Remove the patches; returns how many were removed."""
+        if not self._applied:
+            return 0
+        count = self.patcher.restore()
+        if self.workers is not None:
+            self.workers.stop_tracking()
+        self._applied = False
+        return count
+
+    def _fetch(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        runtime = self
+
+        def fetch(fetcher: Any, index: Any) -> Any:
+            if state.suspended or runtime.failures >= GIVE_UP_AFTER:
+                return original(fetcher, index)
+            states = random_states.capture()
+            runs = runs_started()
+            state.fetching += 1
+            try:
+                batch = original(fetcher, index)
+            except Exception as error:
+                if runs_started() == runs:
+                    raise
+                runtime.failures += 1
+                count_error()
+                log.info(
+                    "a batch failed with lookup-table runs (%s: %s); it runs again without them",
+                    type(error).__name__,
+                    str(error).splitlines()[0][:120] if str(error) else "",
+                )
+                random_states.restore(states)
+                state.suspended += 1
+                try:
+                    return original(fetcher, index)
+                finally:
+                    state.suspended -= 1
+            finally:
+                state.fetching -= 1
+                if runtime.workers is not None:
+                    runtime.workers.publish()
+            runtime.failures = 0
+            return batch
+
+        return fetch
+
+    def stats(self) -> dict[str, Any]:
+        """``get_stats()["tables"]``: runs started, computed through a table or by their calls,
+        trials and mismatches, failed batches (all processes)."""
+        local = counts()
+        remote = self.workers.totals("tables") if self.workers is not None else {}
+        merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
+        return {
+            "enabled": self.active,
+            "producers": sorted({r.producer for r in self.runs}),
+            **merged,
+        }
+
+
+def _producer(
+    name: str, original: Callable[..., Any], callers: frozenset[str]
+) -> Callable[..., Any]:
+    from codedag.plan.context import frame_name
+
+    anywhere = "" in callers
+    conversion = name in CONVERSIONS
+
+    def producer(*args: Any, **kwargs: Any) -> Any:
+        if not active():
+            return original(*args, **kwargs)
+        if holds_run_value(args, kwargs):
+            args, kwargs = computed(args), computed_kwargs(kwargs)
+        if not anywhere and not _called_from(sys._getframe(1), callers, frame_name):
+            return original(*args, **kwargs)
+        if conversion:
+            started = _converted(original, args, kwargs)
+            if started is not None:
+                return started
+        out = original(*args, **kwargs)
+        if lookup.starts(out):
+            return out.view(RunArray)
+        return out
+
+    return like_original(producer, original)
+
+
+LAYERS = 3
+"""Frames looked through for the caller: another runtime's replacement may call this one."""
+
+
+def _called_from(frame: Any, callers: frozenset[str], name_of: Callable[[Any], str]) -> bool:
+    for _ in range(LAYERS):
+        if frame is None:
+            return False
+        if name_of(frame) in callers:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _converted(original: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+    """``np.asarray(image, dtype=D)`` as ``np.asarray(image).astype(D)``, the cast starting a
+    run, where the array is uint8 (a PIL image's): the same values, cast the same way."""
+    if len(args) != 1 or set(kwargs) != {"dtype"}:
+        return None
+    dtype = np.dtype(kwargs["dtype"])
+    if dtype == np.uint8:
+        return None
+    base = original(args[0])
+    if not lookup.starts(base):
+        return None
+    array = base.view(RunArray)
+    return start_run(
+        array, "numpy.ndarray.astype", np.ndarray.astype, (array, dtype), {}, copy=False
+    )
+
+
+def _guard(original: Callable[..., Any]) -> Callable[..., Any]:
+    def guard(*args: Any, **kwargs: Any) -> Any:
+        if holds_run_value(args, kwargs):
+            return original(*computed(args), **computed_kwargs(kwargs))
+        return original(*args, **kwargs)
+
+    return like_original(guard, original)
