@@ -10,6 +10,8 @@ The op library it runs (registry, backends, conversions, tolerances) is
   codedag.patching
 * :mod:`.loader_settings`: Apply a plan's ``loader`` section to the DataLoaders a program creates
   while the plan is applied
+* :mod:`.patched_runtime`: What the run-time parts of a plan that patch functions of their own
+  share: undoing it
 * :mod:`.placements`: The migrator's index of a migration plan: placements by function
 * :mod:`.random_states`: The global random generators' states (Python's, NumPy's, torch's),
   taken and put back

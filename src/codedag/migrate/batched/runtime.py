@@ -36,8 +36,8 @@ from codedag.backends.registry import default_registry
 from codedag.migrate.batched.check import RunCheck
 from codedag.migrate.batched.settings import BatchedSettings, ChainSet
 from codedag.migrate.injector import patch_each
+from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.workerstats import WorkerStats
-from codedag.patching import Patcher
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class _Switch:
         self._map[1] = int(paused)
 
 
-class BatchedRuntime:
+class BatchedRuntime(PatchedRuntime):
     """Batched execution of a plan's chains (see the module docstring).
 
     Args:
@@ -102,12 +102,10 @@ class BatchedRuntime:
         self.executor = BatchExecutor(self.device, self.io)
         self.streams = streams_for(self.device)
         self.other_keys = dict(other_keys or {})
-        self.patcher = Patcher("batched")
-        self.workers: WorkerStats | None = None
+        super().__init__("batched")
         self._switch = _Switch()
         # the plan's own choice is checked in the loader; "always" is the user's
         self.check = RunCheck() if self.settings.check and chains.mode == "auto" else None
-        self._applied = False
         self._owner = os.getpid()
         self._lock = threading.Lock()
         self.batches = 0
@@ -182,16 +180,6 @@ class BatchedRuntime:
         """Every name patched right now (chain functions and their aliases, conversions,
         DataLoader hooks)."""
         return sorted(self.patcher.records()) if self._applied else []
-
-    def restore(self) -> int:
-        """Remove the patches; returns how many were removed."""
-        if not self._applied:
-            return 0
-        count = self.patcher.restore()
-        if self.workers is not None:
-            self.workers.stop_tracking()
-        self._applied = False
-        return count
 
     def stop(self, reason: str) -> None:
         """Stop deferring, in this process and in workers forked from it (logged once)."""

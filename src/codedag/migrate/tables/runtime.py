@@ -28,6 +28,7 @@ import numpy as np
 
 import codedag.migrate.random_states as random_states
 import codedag.migrate.tables.lookup as lookup
+from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.tables.values import (
     COUNTS,
     RunArray,
@@ -41,7 +42,7 @@ from codedag.migrate.tables.values import (
     start_run,
     state,
 )
-from codedag.patching import Patcher, like_original
+from codedag.patching import like_original
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class RunSpec:
     callers: tuple[str, ...] = ()
 
 
-class TablesRuntime:
+class TablesRuntime(PatchedRuntime):
     """The ``tables`` section of a plan, applied (see the module docstring).
 
     Args:
@@ -73,10 +74,8 @@ class TablesRuntime:
     def __init__(self, runs: list[RunSpec], guards: list[str] | None = None) -> None:
         self.runs = runs
         self.guards = sorted(set(guards or ()) - {r.producer for r in runs})
-        self.patcher = Patcher("lookup-tables")
-        self.workers: Any = None
+        super().__init__("lookup-tables")
         self.failures = 0
-        self._applied = False
         callers: dict[str, set[str]] = {}
         for run in runs:
             callers.setdefault(run.producer, set()).update(run.callers or ("",))
@@ -123,16 +122,6 @@ class TablesRuntime:
         if name in self.guards:
             return _guard(original)
         return original
-
-    def restore(self) -> int:
-        """Remove the patches; returns how many were removed."""
-        if not self._applied:
-            return 0
-        count = self.patcher.restore()
-        if self.workers is not None:
-            self.workers.stop_tracking()
-        self._applied = False
-        return count
 
     def _fetch(self, original: Callable[..., Any]) -> Callable[..., Any]:
         runtime = self
