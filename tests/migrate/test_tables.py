@@ -349,3 +349,25 @@ def test_a_run_value_returned_by_a_sample_is_collated_as_its_array() -> None:
         stats = migrator.get_stats()["tables"]
     assert equal(got, expected)
     assert stats["runs"] == 8 and stats["errors"] == 0
+
+
+def test_a_conversion_of_an_array_with_a_dtype_copies_what_user_code_may_write_into() -> None:
+    from codedag.migrate.tables.runtime import _converted
+
+    image = _image(11)
+    expected = np.asarray(image, dtype=np.float32) / 3
+    values.state.fetching += 1
+    try:
+        for call in ((image,), {"dtype": np.float32}), ((image, np.float32), {}):
+            run = _converted(np.asarray, *call)
+            assert type(run) is RunValue
+            result = run / 3
+            image_backup = image.copy()
+            image[:] = 0  # after the run started, before it is computed
+            assert _same(result, expected)
+            image[:] = image_backup
+        assert _converted(np.asarray, (image,), {"dtype": np.uint8}) is None
+        assert _converted(np.asarray, (image,), {"dtype": None}) is None
+        assert _converted(np.asarray, (image,), {"order": "C"}) is None
+    finally:
+        values.state.fetching -= 1

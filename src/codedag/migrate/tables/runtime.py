@@ -214,20 +214,25 @@ def _called_from(frame: Any, callers: frozenset[str], name_of: Callable[[Any], s
 
 
 def _converted(original: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
-    """``np.asarray(image, dtype=D)`` as ``np.asarray(image).astype(D)``, the cast starting a
-    run, where the array is uint8 (a PIL image's): the same values, cast the same way."""
-    if len(args) != 1 or set(kwargs) != {"dtype"}:
+    """``np.asarray(image, dtype=D)`` (or ``D`` passed second) as ``np.asarray(image).astype(D)``,
+    the cast starting a run, where the array is uint8 (a PIL image's): the same values, cast the
+    same way."""
+    if len(args) == 1 and set(kwargs) == {"dtype"}:
+        dtype = kwargs["dtype"]
+    elif len(args) == 2 and not kwargs:
+        dtype = args[1]
+    else:
         return None
-    dtype = np.dtype(kwargs["dtype"])
-    if dtype == np.uint8:
+    if dtype is None or np.dtype(dtype) == np.uint8:
         return None
     base = original(args[0])
     if not lookup.starts(base):
         return None
     array = base.view(RunArray)
-    return start_run(
-        array, "numpy.ndarray.astype", np.ndarray.astype, (array, dtype), {}, copy=False
-    )
+    # an array given in may be the same memory user code writes into later: the run copies it
+    aliased = isinstance(args[0], np.ndarray)
+    call = (array, np.dtype(dtype))
+    return start_run(array, "numpy.ndarray.astype", np.ndarray.astype, call, {}, copy=aliased)
 
 
 def _guard(original: Callable[..., Any]) -> Callable[..., Any]:
