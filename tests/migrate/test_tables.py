@@ -371,3 +371,14 @@ def test_a_conversion_of_an_array_with_a_dtype_copies_what_user_code_may_write_i
         assert _converted(np.asarray, (image,), {"order": "C"}) is None
     finally:
         values.state.fetching -= 1
+
+
+def test_a_constant_written_into_after_the_call_does_not_reach_the_run() -> None:
+    image = _image(12)
+    mean = MEAN.copy()
+    expected = image.astype(np.float32) - MEAN
+    for _ in range(lookup.TRIALS + 2):  # on trial (the calls run) and gathered alike
+        run = image.view(RunArray).astype(np.float32) - mean
+        mean[:] = 0
+        assert _same(run, expected)
+        mean[:] = MEAN

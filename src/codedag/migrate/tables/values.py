@@ -130,7 +130,7 @@ class RunValue:
         if self._value is _PENDING and state.suspended == 0:
             table = _table_for(self._table, self._root, self, name, function, args, kwargs)
             if table is not None:
-                return RunValue(table, self._root, function, args, kwargs)
+                return RunValue(table, self._root, function, _owned(args), kwargs)
         return function(*computed(args), **computed_kwargs(kwargs))
 
     # -- what the table answers without computing ---------------------------------------------
@@ -267,6 +267,15 @@ _install_operators()
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _owned(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A run call's arguments with its constant arrays (at most a few values each) copied, so
+    that user code writing into one later does not change a run computed after the write."""
+    return tuple(
+        [a.copy() if type(a) is np.ndarray else a.view(np.ndarray) if type(a) is RunArray else a
+         for a in args]
+    )  # fmt: skip
 
 
 def _input(value: Any, root: np.ndarray) -> Any:
@@ -419,7 +428,7 @@ def start_run(
         return None
     root = plain.copy() if copy else plain
     _tally["runs"] += 1
-    calls = tuple(_ROOT if a is array else _plain((a,))[0] for a in args)
+    calls = tuple(_ROOT if a is array else _owned((a,))[0] for a in args)
     return RunValue(table, root, function, calls, kwargs)
 
 
