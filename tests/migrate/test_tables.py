@@ -382,3 +382,15 @@ def test_a_constant_written_into_after_the_call_does_not_reach_the_run() -> None
         mean[:] = 0
         assert _same(run, expected)
         mean[:] = MEAN
+
+
+def test_a_write_into_an_earlier_value_of_the_run_does_not_reach_a_later_one() -> None:
+    image = _image(13)
+    scaled = image.astype(np.float32) / 255.0
+    expected = scaled - MEAN
+    for _ in range(lookup.TRIALS + 2):
+        earlier = image.view(RunArray).astype(np.float32) / 255.0
+        later = earlier - MEAN
+        earlier[0, 0, 0] = 7.0  # computes the earlier value and writes into it, as NumPy would
+        assert float(earlier[0, 0, 0]) == 7.0
+        assert _same(later, expected)

@@ -33,7 +33,9 @@ COUNTS = ("runs", "gathered", "computed", "trials", "mismatches", "errors")
 """This process's counters (:func:`counts`)."""
 
 _PENDING: Any = object()
-_ROOT: Any = object()  # stands for the run's uint8 array among a first call's arguments
+_EARLIER: Any = object()  # stands for the run's value before a call, among the call's arguments
+_ROOT: Any = object()  # the run's uint8 array, in the description a table is found by
+_Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 
 class State(threading.local):
@@ -85,22 +87,15 @@ class RunArray(np.ndarray):
 class RunValue:
     """A run's value not computed yet (see the module docstring)."""
 
-    __slots__ = ("__weakref__", "_args", "_function", "_kwargs", "_root", "_table", "_value")
+    __slots__ = ("__weakref__", "_calls", "_root", "_table", "_value")
     __array_priority__ = 1000.0
 
-    def __init__(
-        self,
-        table: lookup.Table,
-        root: np.ndarray,
-        function: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> None:
+    def __init__(self, table: lookup.Table, root: np.ndarray, calls: tuple[_Call, ...]) -> None:
         self._table = table
         self._root = root
-        self._function = function
-        self._args = args
-        self._kwargs = kwargs
+        # the run's calls from its uint8 array, flat: no reference to the earlier values, which
+        # are freed (or written into) as user code does with them
+        self._calls = calls
         self._value: Any = _PENDING
 
     @property  # type: ignore[misc]
@@ -110,18 +105,16 @@ class RunValue:
 
     def _compute(self) -> Any:
         if self._value is _PENDING:
-            value = lookup.evaluate(self._table, self._root, self._by_calls, _table_tally)
-            self._value = value
-            self._args = ()
-            self._kwargs = {}
+            self._value = lookup.evaluate(self._table, self._root, self._by_calls, _table_tally)
+            self._calls = ()
         return self._value
 
     def _by_calls(self) -> Any:
         """The value by the calls as written, from the run's uint8 array."""
-        if self._value is _PENDING:
-            inputs = [_input(a, self._root) for a in self._args]
-            self._value = self._function(*inputs, **self._kwargs)
-        return self._value
+        value: Any = self._root
+        for function, args, kwargs in self._calls:
+            value = function(*[value if a is _EARLIER else a for a in args], **kwargs)
+        return value
 
     def _extend(
         self, name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
@@ -130,7 +123,8 @@ class RunValue:
         if self._value is _PENDING and state.suspended == 0:
             table = _table_for(self._table, self._root, self, name, function, args, kwargs)
             if table is not None:
-                return RunValue(table, self._root, function, _owned(args), kwargs)
+                call = (function, _owned(args, self), kwargs)
+                return RunValue(table, self._root, (*self._calls, call))
         return function(*computed(args), **computed_kwargs(kwargs))
 
     # -- what the table answers without computing ---------------------------------------------
@@ -269,21 +263,13 @@ _install_operators()
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _owned(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A run call's arguments with its constant arrays (at most a few values each) copied, so
-    that user code writing into one later does not change a run computed after the write."""
+def _owned(args: tuple[Any, ...], earlier: Any) -> tuple[Any, ...]:
+    """A run call's arguments with the run's earlier value (``earlier``) as a placeholder and
+    its constant arrays (at most a few values each) copied, so that user code writing into one
+    later does not change a run computed after the write."""
     return tuple(
-        [a.copy() if type(a) is np.ndarray else a.view(np.ndarray) if type(a) is RunArray else a
-         for a in args]
-    )  # fmt: skip
-
-
-def _input(value: Any, root: np.ndarray) -> Any:
-    if value is _ROOT:
-        return root
-    if type(value) is RunValue:
-        return value._by_calls()
-    return value
+        [_EARLIER if a is earlier else a.copy() if type(a) is np.ndarray else a for a in args]
+    )
 
 
 def _resolve(value: Any) -> Any:
@@ -428,8 +414,7 @@ def start_run(
         return None
     root = plain.copy() if copy else plain
     _tally["runs"] += 1
-    calls = tuple(_ROOT if a is array else _owned((a,))[0] for a in args)
-    return RunValue(table, root, function, calls, kwargs)
+    return RunValue(table, root, ((function, _owned(args, array), kwargs),))
 
 
 # -- the runtime -----------------------------------------------------------------------------
