@@ -152,7 +152,9 @@ class RunValue:
     # -- uses that need the data --------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         value = self._compute()
-        return value if dtype is None else value.astype(dtype, copy=False)
+        if dtype is not None:
+            return value.astype(dtype, copy=bool(copy))
+        return value.copy() if copy else value
 
     @property
     def __array_interface__(self) -> Any:
