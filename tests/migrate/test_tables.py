@@ -394,3 +394,18 @@ def test_a_write_into_an_earlier_value_of_the_run_does_not_reach_a_later_one() -
         earlier[0, 0, 0] = 7.0  # computes the earlier value and writes into it, as NumPy would
         assert float(earlier[0, 0, 0]) == 7.0
         assert _same(later, expected)
+
+
+def test_a_conversion_that_starts_no_run_converts_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codedag.migrate.tables.runtime import _converted
+
+    floats = np.linspace(0, 1, 12, dtype=np.float64).reshape(2, 2, 3)
+    calls: list[Any] = []
+
+    def counting(value: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+        calls.append(value)
+        return np.asarray(value, *args, **kwargs)
+
+    converted = _converted(counting, (floats.tolist(),), {"dtype": np.float32})
+    assert _same(converted, np.asarray(floats.tolist(), dtype=np.float32))
+    assert len(calls) == 2 and isinstance(calls[1], np.ndarray)  # the list is read once

@@ -134,12 +134,17 @@ class PrefixCacheRuntime:
         """Whether the plan caches anything."""
         return bool(self.chains)
 
+    def _functions(self) -> tuple[set[str], set[str]]:
+        """The chains' functions (sources included) and their guards that are not chained."""
+        chained = {f for c in self.chains for f in c.functions} | set(self._sources)
+        return chained, {g for c in self.chains for g in c.guards} - chained
+
     def patched_names(self) -> set[str]:
         """The functions :meth:`apply` patches (the chains', their guards, the fetch)."""
         if not self.active:
             return set()
-        chained = {f for c in self.chains for f in c.functions} | set(self._sources)
-        return chained | {g for c in self.chains for g in c.guards} | {FETCH}
+        chained, guarded = self._functions()
+        return chained | guarded | {FETCH}
 
     def apply(self, under: Callable[[str, Any], Any] | None = None) -> dict[str, int]:
         """Open the store (a new generation) and install the patches; ``under(name, original)``
@@ -162,8 +167,7 @@ class PrefixCacheRuntime:
         from codedag.migrate.injector import patch_each
         from codedag.migrate.workerstats import WorkerStats
 
-        chained = {f for c in self.chains for f in c.functions} | set(self._sources)
-        guarded = {g for c in self.chains for g in c.guards} - chained
+        chained, guarded = self._functions()
         names = sorted(chained | guarded)
         current: list[str] = []
 

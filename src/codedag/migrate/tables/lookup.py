@@ -128,6 +128,7 @@ class Table:
 
 
 _tables: dict[bytes, Table | None] = {}
+_described: dict[tuple[Any, ...], Table | None] = {}  # see :func:`described`
 _lock = threading.Lock()
 _counts = {"gathered": 0, "computed": 0, "trials": 0, "mismatches": 0}
 
@@ -170,8 +171,8 @@ def extend(
     if not constants_fit(root, prefix, args, kwargs):
         return None
     signature = _signature(parent, root, parts, token)
-    table = _tables.get(signature, _UNSEEN)
-    if table is _UNSEEN:
+    table = _tables.get(signature, UNSEEN)
+    if table is UNSEEN:
         table = _build(signature, parent, root.ndim, prefix, name, function, args, kwargs)
         with _lock:
             if len(_tables) >= _MAX_TABLES:
@@ -182,7 +183,8 @@ def extend(
     return table
 
 
-_UNSEEN: Any = object()
+UNSEEN: Any = object()
+"""What :func:`described` gives for a description never seen."""
 
 
 def _signature(parent: Table | None, root: np.ndarray, parts: list[bytes], token: bytes) -> bytes:
@@ -361,9 +363,25 @@ def counts() -> dict[str, int]:
     return dict(_counts)
 
 
+def described(description: tuple[Any, ...]) -> Any:
+    """The table (or None: no table) remembered for a call's plain description (its run's
+    start, the calls' constants by value: :func:`remember`), or :data:`UNSEEN`."""
+    return _described.get(description, UNSEEN)
+
+
+def remember(description: tuple[Any, ...], table: Table | None) -> None:
+    """Remember what :func:`extend` gave for a call's plain description, so that the same
+    calls every sample find their table without encoding and hashing their arguments."""
+    with _lock:
+        if len(_described) >= _MAX_TABLES:
+            _described.clear()
+        _described[description] = table
+
+
 def reset() -> None:
     """Forget every table and count (tests; a changed library in a long-lived process)."""
     with _lock:
         _tables.clear()
+        _described.clear()
         for name in _counts:
             _counts[name] = 0

@@ -43,6 +43,7 @@ from codedag.migrate.tables.values import (
     state,
 )
 from codedag.patching import like_original
+from codedag.plan.context import frame_name
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +176,6 @@ class TablesRuntime(PatchedRuntime):
 def _producer(
     name: str, original: Callable[..., Any], callers: frozenset[str]
 ) -> Callable[..., Any]:
-    from codedag.plan.context import frame_name
-
     anywhere = "" in callers
     conversion = name in CONVERSIONS
 
@@ -185,12 +184,12 @@ def _producer(
             return original(*args, **kwargs)
         if holds_run_value(args, kwargs):
             args, kwargs = computed(args), computed_kwargs(kwargs)
-        if not anywhere and not _called_from(sys._getframe(1), callers, frame_name):
+        if not anywhere and not _called_from(sys._getframe(1), callers):
             return original(*args, **kwargs)
         if conversion:
-            started = _converted(original, args, kwargs)
-            if started is not None:
-                return started
+            converted = _converted(original, args, kwargs)
+            if converted is not None:
+                return converted
         out = original(*args, **kwargs)
         if lookup.starts(out):
             return out.view(RunArray)
@@ -203,11 +202,11 @@ LAYERS = 3
 """Frames looked through for the caller: another runtime's replacement may call this one."""
 
 
-def _called_from(frame: Any, callers: frozenset[str], name_of: Callable[[Any], str]) -> bool:
+def _called_from(frame: Any, callers: frozenset[str]) -> bool:
     for _ in range(LAYERS):
         if frame is None:
             return False
-        if name_of(frame) in callers:
+        if frame_name(frame) in callers:
             return True
         frame = frame.f_back
     return False
@@ -216,7 +215,8 @@ def _called_from(frame: Any, callers: frozenset[str], name_of: Callable[[Any], s
 def _converted(original: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
     """``np.asarray(image, dtype=D)`` (or ``D`` passed second) as ``np.asarray(image).astype(D)``,
     the cast starting a run, where the array is uint8 (a PIL image's): the same values, cast the
-    same way."""
+    same way; once the array is made and no run starts, the conversion from it (not made
+    twice). None where the call is not such a conversion (it runs as written)."""
     if len(args) == 1 and set(kwargs) == {"dtype"}:
         dtype = kwargs["dtype"]
     elif len(args) == 2 and not kwargs:
@@ -226,13 +226,15 @@ def _converted(original: Callable[..., Any], args: tuple, kwargs: dict[str, Any]
     if dtype is None or np.dtype(dtype) == np.uint8:
         return None
     base = original(args[0])
-    if not lookup.starts(base):
-        return None
-    array = base.view(RunArray)
-    # an array given in may be the same memory user code writes into later: the run copies it
-    aliased = isinstance(args[0], np.ndarray)
-    call = (array, np.dtype(dtype))
-    return start_run(array, "numpy.ndarray.astype", np.ndarray.astype, call, {}, copy=aliased)
+    if lookup.starts(base):
+        array = base.view(RunArray)
+        # an array given in may be the same memory user code writes into later: the run copies it
+        aliased = isinstance(args[0], np.ndarray)
+        call = (array, np.dtype(dtype))
+        started = start_run(array, "numpy.ndarray.astype", np.ndarray.astype, call, {}, aliased)
+        if started is not None:
+            return started
+    return original(base, *args[1:], **kwargs)
 
 
 def _guard(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -308,14 +308,23 @@ def _plain_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def holds_run_value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether an argument (or an item of a list or tuple argument) is a run value."""
-    for value in (*args, *kwargs.values()):
-        kind = type(value)
-        if kind is RunValue:
+    """Whether an argument (or an item of a list or tuple argument) is a run value (every call
+    of a guarded function asks: ``torch.as_tensor`` from ``default_collate`` among them)."""
+    for value in args:
+        if _is_or_holds_run_value(value):
             return True
-        if kind in (list, tuple) and any(type(v) is RunValue for v in value):
-            return True
+    if kwargs:
+        for value in kwargs.values():
+            if _is_or_holds_run_value(value):
+                return True
     return False
+
+
+def _is_or_holds_run_value(value: Any) -> bool:
+    kind = type(value)
+    if kind is RunValue:
+        return True
+    return (kind is list or kind is tuple) and any(type(v) is RunValue for v in value)
 
 
 def _table_for(
@@ -332,8 +341,8 @@ def _table_for(
         return None
     known = _known(parent, root, prefix, name, args, kwargs)
     if known is not None:
-        found = _KNOWN.get(known, _UNSEEN)
-        if found is not _UNSEEN:
+        found = lookup.described(known)
+        if found is not lookup.UNSEEN:
             return found
     if not lookup.constants_fit(root, prefix, args, kwargs):
         return None  # before hashing: another argument may be a whole image
@@ -352,17 +361,8 @@ def _table_for(
         return None
     table = lookup.extend(parent, root, prefix, name, function, args, kwargs, parts, token)
     if known is not None:
-        if len(_KNOWN) >= _MAX_KNOWN:
-            _KNOWN.clear()
-        _KNOWN[known] = table
+        lookup.remember(known, table)
     return table
-
-
-_KNOWN: dict[tuple[Any, ...], lookup.Table | None] = {}
-"""Tables by their calls' plain description (scalars, dtypes, arrays of at most 4 values): the
-same calls every sample find theirs without encoding and hashing the arguments."""
-_MAX_KNOWN = 1024
-_UNSEEN: Any = object()
 
 
 def _known(
@@ -373,7 +373,8 @@ def _known(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> tuple[Any, ...] | None:
-    """The call described by values alone, or None where an argument is not that simple."""
+    """The call described by values alone (scalars, dtypes, arrays of at most 4 values), or
+    None where an argument is not that simple."""
     start = parent.signature if parent is not None else root.ndim
     out: list[Any] = [start, root.shape[-1], name]
     for value in (*args, *(v for _, v in sorted(kwargs.items()))):
@@ -419,7 +420,7 @@ def start_run(
     return RunValue(table, root, ((function, _owned(args, array), kwargs),))
 
 
-# -- the runtime -----------------------------------------------------------------------------
+# -- counts ----------------------------------------------------------------------------------
 
 
 def runs_started() -> int:
@@ -441,9 +442,7 @@ def counts() -> dict[str, int]:
 
 
 def reset() -> None:
-    """Forget the tables found by their calls and zero this process's counters (tests; after
-    :func:`codedag.migrate.tables.lookup.reset`)."""
-    _KNOWN.clear()
+    """Zero this process's counters (tests)."""
     for name in _tally:
         _tally[name] = 0
     for name in _table_tally:
