@@ -278,10 +278,16 @@ class WarpedFiles(Dataset):
         return torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))), index
 
 
-def test_tables_and_the_prefix_cache_share_the_functions_both_patch(tmp_path: Path) -> None:
+def test_tables_and_the_prefix_cache_share_the_functions_both_patch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import codedag.migrate.random_states as random_states
     from codedag.migrate.prefix.runtime import CacheSettings
     from codedag.migrate.prefix.tiers import StoreSettings
 
+    taken = []
+    capture = random_states.capture
+    monkeypatch.setattr(random_states, "capture", lambda: taken.append(1) or capture())
     dataset = WarpedFiles(write_images(tmp_path / "images"))
     expected = [_epoch(dataset, seed=epoch) for epoch in range(2)]
     caller = f"{__name__}.WarpedFiles.__getitem__"
@@ -297,6 +303,7 @@ def test_tables_and_the_prefix_cache_share_the_functions_both_patch(tmp_path: Pa
     assert all(equal(a, b) for a, b in zip(got, expected))
     assert stats["cache"]["hits"] == len(dataset)  # the second epoch read the prefix back
     assert stats["tables"]["runs"] == 2 * len(dataset) and stats["tables"]["errors"] == 0
+    assert len(taken) == 2 * len(dataset) // 4  # the random states, once per batch for both
 
 
 def test_the_runtime_patches_nothing_another_runtime_owns() -> None:

@@ -88,3 +88,18 @@ def test_random_state_is_restored_for_a_retry() -> None:
     first = (np.random.random(), torch.rand(1).item())
     random_states.restore(states)
     assert (np.random.random(), torch.rand(1).item()) == first
+
+
+def test_random_states_held_by_an_outer_fetch_are_shared_until_it_releases_them() -> None:
+    np.random.seed(3)
+    outer, taken = random_states.hold()
+    np.random.random()  # a draw inside the batch: a nested hold still gives the batch's start
+    inner, inner_taken = random_states.hold()
+    assert taken and not inner_taken and inner is outer
+    random_states.release(inner_taken)
+    assert random_states.hold()[0] is outer
+    random_states.release(taken)
+    fresh, fresh_taken = random_states.hold()
+    random_states.release(fresh_taken)
+    assert fresh_taken and fresh is not outer
+    assert not np.array_equal(fresh[1][1], outer[1][1])  # taken again, after the draw

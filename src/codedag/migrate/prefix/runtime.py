@@ -235,7 +235,7 @@ class PrefixCacheRuntime:
         def fetch(fetcher: Any, index: Any) -> Any:
             if not session.active:
                 return original(fetcher, index)
-            states = random_states.capture()
+            states, taken = random_states.hold()
             workers = runtime.workers
             session.begin_sample()
             session.local.fetching += 1
@@ -254,6 +254,7 @@ class PrefixCacheRuntime:
                 with session.suspended():
                     return original(fetcher, index)
             finally:
+                random_states.release(taken)
                 session.local.fetching -= 1
                 session.writer.wake()
                 session.flush()

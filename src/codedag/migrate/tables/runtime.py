@@ -130,7 +130,7 @@ class TablesRuntime(PatchedRuntime):
         def fetch(fetcher: Any, index: Any) -> Any:
             if state.suspended or runtime.failures >= GIVE_UP_AFTER:
                 return original(fetcher, index)
-            states = random_states.capture()
+            states, taken = random_states.hold()
             runs = runs_started()
             state.fetching += 1
             try:
@@ -153,6 +153,7 @@ class TablesRuntime(PatchedRuntime):
                     state.suspended -= 1
             finally:
                 state.fetching -= 1
+                random_states.release(taken)
                 if runtime.workers is not None:
                     runtime.workers.publish()
             runtime.failures = 0
