@@ -365,6 +365,9 @@ def _table_for(
     return table
 
 
+_SMALL_ARRAYS = (np.generic, np.ndarray)  # a tuple: isinstance() with it is quicker than a union
+
+
 def _known(
     parent: lookup.Table | None,
     root: np.ndarray,
@@ -377,7 +380,8 @@ def _known(
     None where an argument is not that simple."""
     start = parent.signature if parent is not None else root.ndim
     out: list[Any] = [start, root.shape[-1], name]
-    for value in (*args, *(v for _, v in sorted(kwargs.items()))):
+    keywords = sorted(kwargs) if kwargs else ()
+    for value in (*args, *[kwargs[k] for k in keywords]) if keywords else args:
         if value is prefix:
             out.append(_ROOT)
             continue
@@ -386,13 +390,13 @@ def _known(
             out.append((kind, value.hex()))
         elif kind is int or kind is bool or kind is str or kind is type:
             out.append((kind, value))
-        elif isinstance(value, np.generic | np.ndarray) and value.size <= lookup.MAX_CHANNELS:
+        elif isinstance(value, _SMALL_ARRAYS) and value.size <= lookup.MAX_CHANNELS:
             out.append((kind, value.dtype.str, value.shape, value.tobytes()))
         elif isinstance(value, np.dtype):
             out.append((kind, value.str))
         else:
             return None
-    out.extend(sorted(kwargs))
+    out.extend(keywords)
     return tuple(out)
 
 
@@ -407,7 +411,13 @@ def start_run(
     """A run's first value: the call on ``array``, or None where it starts no run."""
     if state.suspended or name not in lookup.ELEMENTWISE:
         return None
-    if sum(1 for a in args if a is array) != 1 or any(type(a) is RunValue for a in args):
+    uses = 0
+    for a in args:
+        if a is array:
+            uses += 1
+        elif type(a) is RunValue:
+            return None
+    if uses != 1:
         return None
     plain = array.view(np.ndarray)
     if not lookup.starts(plain):
