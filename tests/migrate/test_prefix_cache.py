@@ -259,17 +259,17 @@ def test_a_full_filesystem_degrades_to_no_cache_with_one_warning(
 ) -> None:
     from codedag.migrate.prefix import store
 
-    original = store.LmdbTier.put
+    original = store.LmdbTier.put_many
 
-    def full(self: store.LmdbTier, *args: object, **kwargs: object) -> str:
+    def full(self: store.LmdbTier, *args: object, **kwargs: object) -> list[str]:
         raise self._failed(lmdb.DiskError("mdb_put: No space left on device"))
 
-    monkeypatch.setattr(store.LmdbTier, "put", full)
+    monkeypatch.setattr(store.LmdbTier, "put_many", full)
     dataset = FileImages(images)
     rt = runtime(tmp_path / "cache", ram=0)  # the disk tier only
     with caplog.at_level(logging.WARNING, logger="codedag.migrate.prefix"):
         first, second = _run(rt, dataset)
-    assert original is not store.LmdbTier.put
+    assert original is not store.LmdbTier.put_many
     assert equal(first, epoch(dataset)) and equal(second, first)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "filesystem is full" in warnings[0].getMessage()
@@ -316,7 +316,7 @@ def test_storing_is_judged_by_the_writers_cpu_time_not_by_its_waits(
 
     judged: list[tuple[int, int]] = []
     original_judge = session_module.Session.judge
-    original_put = store.LmdbTier.put
+    original_put = store.LmdbTier.put_many
 
     def spy(self, chain, compute_ns, store_ns):  # type: ignore[no-untyped-def]
         judged.append((compute_ns, store_ns))
@@ -327,7 +327,7 @@ def test_storing_is_judged_by_the_writers_cpu_time_not_by_its_waits(
         return original_put(self, *args, **kwargs)
 
     monkeypatch.setattr(session_module.Session, "judge", spy)
-    monkeypatch.setattr(store.LmdbTier, "put", waiting_put)
+    monkeypatch.setattr(store.LmdbTier, "put_many", waiting_put)
     rt = runtime(tmp_path / "cache", judge_after=4)
     (out,) = _run(rt, FileImages(images), epochs=1)
     assert len(judged) == 4 and all(0 < s < 50_000_000 for _c, s in judged)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from codedag.devices.memory import allocated_bytes
-from codedag.migrate.prefix.entry import decode, encode
+from codedag.migrate.prefix.entry import Encoded, decode, encode
 from codedag.migrate.prefix.store import LmdbTier
 
 MB = 1 << 20
@@ -37,6 +37,53 @@ def test_the_budget_is_honoured_with_eviction_of_older_runs(tmp_path: Path) -> N
     assert allocated_bytes(tier.path / "data.mdb") <= tier.budget_bytes
     assert tier.get((100).to_bytes(4, "little"), decode) is not None
     assert tier.get((0).to_bytes(4, "little"), decode) is None
+
+
+def _encoded(value: np.ndarray) -> Encoded:
+    encoded = encode(value)
+    assert encoded is not None
+    return encoded
+
+
+def test_values_stored_together_each_get_their_own_outcome(tmp_path: Path) -> None:
+    tier = LmdbTier("disk", tmp_path / "env", 8 * MB)
+    tier.begin_run()
+    assert _put(tier, 1, 1000) == "stored"
+    written = np.zeros(1000, np.uint8)
+    changed = _encoded(written)
+    written[7] = 1  # written to after it was encoded: never stored
+    meta = (b"m" * 16, b'{"kind":"ndarray"}')
+    items = [
+        ((2).to_bytes(4, "little"), _encoded(np.full(1000, 2, np.uint8)), [meta]),
+        ((1).to_bytes(4, "little"), _encoded(np.full(1000, 1, np.uint8)), []),
+        ((3).to_bytes(4, "little"), changed, []),
+        ((4).to_bytes(4, "little"), _encoded(np.zeros(9 * MB, np.uint8)), []),
+        ((5).to_bytes(4, "little"), _encoded(np.full(1000, 5, np.uint8)), []),
+    ]
+    assert tier.put_many(items) == ["stored", "exists", "changed", "full", "stored"]
+    for index in (1, 2, 5):
+        found = tier.get(index.to_bytes(4, "little"), decode)
+        assert found is not None and int(found[0][0]) == index
+    assert tier.get((3).to_bytes(4, "little"), decode) is None
+    assert tier.meta(meta[0]) is not None
+    sizes = [items[i][1].nbytes for i in (0, 4)] + [_encoded(np.full(1000, 1, np.uint8)).nbytes]
+    assert tier.info().used_bytes == sum(sizes) + len(meta[0]) + len(meta[1]) + 12
+
+
+def test_values_stored_together_evict_older_runs_for_the_ones_that_need_it(
+    tmp_path: Path,
+) -> None:
+    tier = LmdbTier("ram", tmp_path / "env", 8 * MB)
+    tier.begin_run()
+    assert [_put(tier, i, MB // 2) for i in range(10)] == ["stored"] * 10
+    tier.begin_run()
+    items = [
+        ((100 + i).to_bytes(4, "little"), _encoded(np.full(MB // 2, i, np.uint8)), [])
+        for i in range(6)
+    ]
+    assert tier.put_many(items) == ["stored"] * 6
+    assert tier.evicted > 0 and tier.info().used_bytes <= tier.limit_bytes
+    assert all(tier.get(key, decode) is not None for key, _e, _m in items)
 
 
 def test_a_hit_moves_an_entry_to_the_current_run(tmp_path: Path) -> None:

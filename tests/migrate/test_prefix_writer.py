@@ -39,14 +39,14 @@ class _Gate:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.open = threading.Event()
         self.entered = threading.Event()
-        original = LmdbTier.put
+        original = LmdbTier.put_many
 
-        def held(tier: LmdbTier, *args: object, **kwargs: object) -> str:
+        def held(tier: LmdbTier, *args: object, **kwargs: object) -> list[str]:
             self.entered.set()
             assert self.open.wait(10)
             return original(tier, *args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(LmdbTier, "put", held)
+        monkeypatch.setattr(LmdbTier, "put_many", held)
 
 
 def test_a_queued_value_is_read_back_before_and_after_it_is_stored(
@@ -165,13 +165,13 @@ def _child_stores(folder: str, count: int) -> None:
     store = PrefixStore([LmdbTier("disk", Path(folder) / "store", 64 * MB)])
     store.begin_run()
     writer = Writer(store, lambda _key, _outcome, _ns: None)
-    original = LmdbTier.put
+    original = LmdbTier.put_many
 
-    def slow(tier: LmdbTier, *args: object, **kwargs: object) -> str:
+    def slow(tier: LmdbTier, *args: object, **kwargs: object) -> list[str]:
         time.sleep(0.05)  # the process reaches its exit with values still queued
         return original(tier, *args, **kwargs)  # type: ignore[arg-type]
 
-    LmdbTier.put = slow  # type: ignore[method-assign]
+    LmdbTier.put_many = slow  # type: ignore[method-assign]
     for i in range(count):
         assert writer.submit(_key(i), encode(np.full(1000, i, np.uint8)), ())  # type: ignore[arg-type]
     assert writer.queued > 0
@@ -196,13 +196,13 @@ def test_a_fork_stores_what_is_queued_before_the_child_starts(
 ) -> None:
     store = _store(tmp_path)
     writer = Writer(store, lambda _key, _outcome, _ns: None)
-    original = LmdbTier.put
+    original = LmdbTier.put_many
 
-    def slow(tier: LmdbTier, *args: object, **kwargs: object) -> str:
+    def slow(tier: LmdbTier, *args: object, **kwargs: object) -> list[str]:
         time.sleep(0.02)
         return original(tier, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(LmdbTier, "put", slow)
+    monkeypatch.setattr(LmdbTier, "put_many", slow)
     for i in range(6):
         assert writer.submit(_key(i), encode(np.full(1000, i, np.uint8)), ())  # type: ignore[arg-type]
     pid = os.fork()
@@ -228,3 +228,37 @@ def test_only_values_user_code_may_still_write_to_are_checked_when_stored() -> N
     import torch
 
     assert not encode(torch.zeros(3)).owned  # type: ignore[union-attr]
+
+
+def test_small_values_are_stored_together_and_a_large_one_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codedag.migrate.prefix.writer import GROUP_BYTES, GROUP_VALUES
+
+    store = _store(tmp_path)
+    outcomes: list[str] = []
+    writer = Writer(store, lambda _key, outcome, _ns: outcomes.append(outcome))
+    gate = _Gate(monkeypatch)
+    groups: list[int] = []
+    held = LmdbTier.put_many
+
+    def counted(tier: LmdbTier, items: list[object]) -> list[str]:
+        groups.append(len(items))
+        return held(tier, items)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LmdbTier, "put_many", counted)
+    small = 50 << 10
+    sizes = [small] * (GROUP_VALUES + 2) + [GROUP_BYTES] + [small] * 2
+    assert writer.submit(_key(0), encode(np.zeros(small, np.uint8)), ())  # type: ignore[arg-type]
+    assert gate.entered.wait(10)  # the thread holds the first value: the others queue
+    for i, size in enumerate(sizes, start=1):
+        assert writer.submit(_key(i), encode(np.full(size, i, np.uint8)), ())  # type: ignore[arg-type]
+    gate.open.set()
+    assert writer.flush()
+    assert groups == [1, GROUP_VALUES, 2, 1, 2]
+    assert outcomes == ["stored"] * (len(sizes) + 1)
+    for i, size in enumerate(sizes, start=1):
+        found = store.get(_key(i))
+        assert found is not None and found[0].size == size and found[0][0] == i % 256
+    writer.close()
+    store.close()

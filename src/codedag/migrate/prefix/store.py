@@ -38,7 +38,7 @@ import shutil
 import struct
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -61,6 +61,9 @@ _DBS = (b"data", b"info", b"meta", b"state")
 _MIN_MAP_BYTES = 1 << 20
 
 T = TypeVar("T")
+
+PutItem = tuple[bytes, Encoded, Sequence[tuple[bytes, bytes]]]
+"""A value to store: its key, its encoded form and its intermediates' ``(key, header)``."""
 
 _OPEN: dict[str, tuple[Any, dict[bytes, Any], int]] = {}
 """Environments open in this process by folder: LMDB allows one per process and folder, so
@@ -309,65 +312,94 @@ class LmdbTier:
             even after evicting older generations) or ``changed`` (its bytes no longer match
             their checksum: nothing is written).
         """
+        return self.put_many([(key, encoded, tuple(metas))])[0]
+
+    def put_many(self, items: Sequence[PutItem]) -> list[str]:
+        """Store values as :meth:`put` does, in one transaction, with each value's outcome.
+
+        A value that fits only once older entries are evicted is stored after the others, in
+        transactions of its own (eviction frees pages LMDB reuses only once it has committed).
+        """
+        env = self._open()
+        outcomes: list[str | None] = []
+        try:
+            with env.begin(write=True, buffers=True) as txn:
+                state = self._dbs[b"state"]
+                used = _U64.unpack(txn.get(_USED, db=state) or _U64.pack(0))[0]
+                for key, encoded, metas in items:
+                    outcome, used = self._add(txn, key, encoded, metas, used)
+                    outcomes.append(outcome)
+                txn.put(_USED, _U64.pack(used), db=state)
+        except lmdb.MapFullError:  # nothing was written: each value on its own
+            if len(items) == 1:
+                return ["full"]
+            return [self.put_many([item])[0] for item in items]
+        except lmdb.Error as error:
+            raise self._failed(error) from error
+        return [
+            outcome if outcome is not None else self._put_evicting(*item)
+            for outcome, item in zip(outcomes, items)
+        ]
+
+    def _add(
+        self,
+        txn: Any,
+        key: bytes,
+        encoded: Encoded,
+        metas: Sequence[tuple[bytes, bytes]],
+        used: int,
+    ) -> tuple[str | None, int]:
+        """Write one value and its intermediates' headers in ``txn``: its outcome (None: it
+        needs older entries evicted first; nothing was written) and the bytes then in use."""
+        dbs = self._dbs
         size = encoded.nbytes
-        metas = list(metas)
-        meta_bytes = sum(len(k) + len(v) + _INFO.size for k, v in metas)
+        meta_bytes = sum(len(k) + len(v) + _INFO.size for k, v in metas)  # at most
         if size + meta_bytes > self.limit_bytes:
-            return "full"
+            return "full", used
+        if txn.get(key, db=dbs[b"info"]) is not None:
+            return "exists", used + self._put_metas(txn, metas)
+        if used + meta_bytes + size > self.limit_bytes:
+            return None, used
+        txn.put(key, encoded.data, db=dbs[b"data"])
+        if not encoded.owned and checksum(txn.get(key, db=dbs[b"data"])) != encoded.checksum:
+            txn.delete(key, db=dbs[b"data"])
+            return "changed", used
+        used += self._put_metas(txn, metas) + size
+        txn.put(key, _INFO.pack(self.generation, size) + encoded.header, db=dbs[b"info"])
+        return "stored", used
+
+    def _put_evicting(
+        self, key: bytes, encoded: Encoded, metas: Sequence[tuple[bytes, bytes]]
+    ) -> str:
+        """Store a value once entries of older generations have made room for it."""
         env = self._open()
         dbs = self._dbs
+        need = encoded.nbytes + sum(len(k) + len(v) + _INFO.size for k, v in metas)
         try:
             with env.begin(write=True, buffers=True) as txn:
                 used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
-                if txn.get(key, db=dbs[b"info"]) is not None:
-                    added = self._put_metas(txn, metas)
-                    txn.put(_USED, _U64.pack(used + added), db=dbs[b"state"])
-                    return "exists"
-                need = used + meta_bytes + size - self.limit_bytes
-                if need <= 0:  # the common case: one transaction
-                    return self._insert(txn, key, encoded, metas, used)
-                # evict in a transaction of its own: LMDB reuses the pages it frees only once it
-                # has committed; a quarter more, for LMDB's contiguous runs
-                used -= self._evict(txn, need + self.limit_bytes // 4)
-                txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
-                if used + meta_bytes + size > self.limit_bytes:
+                # a quarter more than needed, for LMDB's contiguous runs
+                used -= self._evict(txn, used + need - self.limit_bytes + self.limit_bytes // 4)
+                used = max(0, used)
+                txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
+                if used + need > self.limit_bytes:
                     return "full"
             with env.begin(write=True) as txn:  # LMDB reuses freed pages two commits later
-                txn.put(_USED, _U64.pack(max(0, used)), db=dbs[b"state"])
+                txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
             with env.begin(write=True, buffers=True) as txn:
                 used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
-                return self._insert(txn, key, encoded, metas, used)
+                outcome, used = self._add(txn, key, encoded, metas, used)
+                if outcome is None:
+                    txn.abort()
+                    return "full"
+                txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
+                return outcome
         except lmdb.MapFullError:
             return "full"
         except lmdb.Error as error:
             raise self._failed(error) from error
 
-    def _insert(
-        self,
-        txn: Any,
-        key: bytes,
-        encoded: Encoded,
-        metas: list[tuple[bytes, bytes]],
-        used: int,
-    ) -> str:
-        """Write a value and its intermediates' headers in ``txn`` (``full`` when they do not
-        fit, ``changed`` when the bytes written do not match the checksum; the transaction is
-        then aborted)."""
-        dbs = self._dbs
-        size = encoded.nbytes
-        added = self._put_metas(txn, metas)
-        if used + added + size > self.limit_bytes:
-            txn.abort()
-            return "full"
-        txn.put(key, encoded.data, db=dbs[b"data"])
-        if not encoded.owned and checksum(txn.get(key, db=dbs[b"data"])) != encoded.checksum:
-            txn.abort()
-            return "changed"
-        txn.put(key, _INFO.pack(self.generation, size) + encoded.header, db=dbs[b"info"])
-        txn.put(_USED, _U64.pack(used + added + size), db=dbs[b"state"])
-        return "stored"
-
-    def _put_metas(self, txn: Any, metas: list[tuple[bytes, bytes]]) -> int:
+    def _put_metas(self, txn: Any, metas: Sequence[tuple[bytes, bytes]]) -> int:
         added = 0
         db = self._dbs[b"meta"]
         for meta_key, header in metas:

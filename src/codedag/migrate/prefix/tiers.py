@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ import xxhash
 
 from codedag.migrate.prefix import ram_owner
 from codedag.migrate.prefix.entry import CorruptEntry, Encoded, Meta, decode, encode
-from codedag.migrate.prefix.store import LmdbTier, TierError, TierInfo
+from codedag.migrate.prefix.store import LmdbTier, PutItem, TierError, TierInfo
 
 log = logging.getLogger(__name__)
 
@@ -208,16 +208,24 @@ class PrefixStore:
         encoded = value if isinstance(value, Encoded) else encode(value)
         if encoded is None:
             return "unstorable"
-        metas = list(metas)
-        outcome = "off"
+        return self.put_many([(key, encoded, tuple(metas))])[0]
+
+    def put_many(self, items: Sequence[PutItem]) -> list[str]:
+        """Store encoded values, as many as fit in the first tier in one transaction, the rest
+        in the next tier; each value's outcome as :meth:`put` gives it."""
+        outcomes = ["off"] * len(items)
+        left = list(range(len(items)))
         for tier in self._usable():
             try:
-                outcome = tier.put(key, encoded, metas)
+                got = tier.put_many([items[i] for i in left])
             except TierError:
                 continue
-            if outcome != "full":
-                return outcome
-        return outcome
+            for index, outcome in zip(left, got):
+                outcomes[index] = outcome
+            left = [index for index, outcome in zip(left, got) if outcome == "full"]
+            if not left:
+                break
+        return outcomes
 
     def flag(self, name: bytes) -> bool:
         """Whether a usable tier holds the flag ``name``."""
