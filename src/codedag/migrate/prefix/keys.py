@@ -25,6 +25,7 @@ import os
 import struct
 import threading
 from collections import OrderedDict
+from stat import S_ISLNK
 from typing import Any
 
 import numpy as np
@@ -104,16 +105,22 @@ and a data set's files sit in few folders (one entry per folder, not per file)."
 def _file_identity(path: str | os.PathLike[str]) -> bytes:
     name = os.fspath(path)
     try:
-        stat = os.stat(name)  # through the path as it is now: a retargeted link is another file
+        # one system call for a file that is not a link (lstat and stat then agree); a link is
+        # followed through the path as it is now: a retargeted link is another file
+        stat = os.lstat(name)
+        link = S_ISLNK(stat.st_mode)
+        if link:
+            stat = os.stat(name)
     except OSError as error:
         raise Unkeyable(f"cannot stat {name}: {error.strerror}") from None
-    return _stat_identity(_real_path(name), stat)
+    return _stat_identity(_real_path(name, link), stat)
 
 
-def _real_path(name: str) -> str:
-    """``os.path.realpath(name)``, its folder's part remembered."""
+def _real_path(name: str, link: bool) -> str:
+    """``os.path.realpath(name)``, its folder's part remembered (``link``: the file itself is a
+    symbolic link)."""
     folder, base = os.path.split(name)
-    if base in ("", ".", "..") or os.path.islink(name):  # the file itself is a link: resolve it
+    if link or base in ("", ".", ".."):
         return os.path.realpath(name)
     real = _REAL_FOLDERS.get(folder)
     if real is None:

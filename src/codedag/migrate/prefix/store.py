@@ -69,6 +69,18 @@ _OPEN: dict[str, tuple[Any, dict[bytes, Any], int]] = {}
 """Environments open in this process by folder: LMDB allows one per process and folder, so
 tiers of the same folder share it."""
 _open_lock = threading.RLock()
+_pid = os.getpid()
+"""This process's id, set again in a forked child (``os.getpid`` is a system call, and the
+environments are looked up on every read)."""
+
+
+def _refresh_pid() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_refresh_pid)
 _hook_installed = False
 
 
@@ -214,12 +226,12 @@ class LmdbTier:
             raise TierError(self.problem)
         key = self._key
         found = _OPEN.get(key)
-        if found is not None and found[2] == os.getpid():
+        if found is not None and found[2] == _pid:
             self._dbs = found[1]
             return found[0]
         with _open_lock:
             found = _OPEN.get(key)
-            if found is not None and found[2] == os.getpid():
+            if found is not None and found[2] == _pid:
                 self._dbs = found[1]
                 return found[0]
             try:
@@ -240,7 +252,7 @@ class LmdbTier:
             except (lmdb.Error, OSError) as error:
                 self.disable(_describe(error))
                 raise TierError(self.problem) from error
-            _OPEN[key] = (env, dbs, os.getpid())  # one inherited across fork is never used
+            _OPEN[key] = (env, dbs, _pid)  # one inherited across fork is never used
             self._dbs = dbs
             return env
 
