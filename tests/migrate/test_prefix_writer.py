@@ -49,13 +49,20 @@ class _Gate:
         monkeypatch.setattr(LmdbTier, "put_many", held)
 
 
+def _held_writer(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[PrefixStore, Writer, list[str], _Gate]:
+    """A store, its writer, the outcomes it reports, and a gate holding its writes."""
+    store = _store(folder)
+    outcomes: list[str] = []
+    writer = Writer(store, lambda _key, outcome, _ns: outcomes.append(outcome))
+    return store, writer, outcomes, _Gate(monkeypatch)
+
+
 def test_a_queued_value_is_read_back_before_and_after_it_is_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = _store(tmp_path)
-    outcomes: list[str] = []
-    writer = Writer(store, lambda _key, outcome, _ns: outcomes.append(outcome))
-    gate = _Gate(monkeypatch)
+    store, writer, outcomes, gate = _held_writer(tmp_path, monkeypatch)
     value = np.arange(MB, dtype=np.uint8)
     encoded = encode(value)
     assert encoded is not None
@@ -105,6 +112,9 @@ def test_values_queued_without_waking_wait_for_wake_or_enough_bytes(
     small = encode(np.full(1000, 1, np.uint8))
     assert small is not None and writer.submit(_key(0), small, ())  # starts the thread
     assert writer.flush()
+    deadline = time.monotonic() + 10
+    while not writer.asleep and time.monotonic() < deadline:  # it reports, then waits
+        time.sleep(0.001)
     gate.entered.clear()
     assert writer.submit(_key(1), small, (), wake=False)
     assert not gate.entered.wait(0.3)  # queued, the thread not woken: still read back here
@@ -143,10 +153,7 @@ def test_a_full_queue_drops_a_value_after_waiting_instead_of_blocking(
 def test_a_value_written_to_before_it_is_stored_is_not_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = _store(tmp_path)
-    outcomes: list[str] = []
-    writer = Writer(store, lambda _key, outcome, _ns: outcomes.append(outcome))
-    gate = _Gate(monkeypatch)
+    store, writer, outcomes, gate = _held_writer(tmp_path, monkeypatch)
     value = np.zeros(MB, np.uint8)
     encoded = encode(value)
     assert encoded is not None
@@ -235,10 +242,7 @@ def test_small_values_are_stored_together_and_a_large_one_alone(
 ) -> None:
     from codedag.migrate.prefix.writer import GROUP_BYTES, GROUP_VALUES
 
-    store = _store(tmp_path)
-    outcomes: list[str] = []
-    writer = Writer(store, lambda _key, outcome, _ns: outcomes.append(outcome))
-    gate = _Gate(monkeypatch)
+    store, writer, outcomes, gate = _held_writer(tmp_path, monkeypatch)
     groups: list[int] = []
     held = LmdbTier.put_many
 

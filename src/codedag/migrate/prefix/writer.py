@@ -109,6 +109,7 @@ class Writer:
         self._bytes = 0
         self._unseen = 0  # bytes queued since the thread was last woken
         self._busy = False
+        self._asleep = False
         self._held = False
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -169,6 +170,12 @@ class Writer:
         return self._metas.get(key)
 
     @property
+    def asleep(self) -> bool:
+        """Whether the thread waits to be woken (a thread still storing takes the values queued
+        meanwhile without being woken)."""
+        return self._asleep
+
+    @property
     def queued(self) -> int:
         """Values queued and not stored yet."""
         return len(self._items)
@@ -177,7 +184,8 @@ class Writer:
         """Wait until every queued value is stored; False when ``timeout_s`` ran out first."""
         with self._cond:
             self._unseen = 0
-            self._cond.notify_all()
+            if self._items:  # an empty queue gives the thread nothing to wake for
+                self._cond.notify_all()
             return self._cond.wait_for(lambda: not self._items, timeout=timeout_s)
 
     def close(self) -> None:
@@ -207,7 +215,9 @@ class Writer:
         cond = self._cond
         while True:
             with cond:
+                self._asleep = True
                 cond.wait_for(lambda: (self._items and not self._held) or self._stop)
+                self._asleep = False
                 if not self._items or self._held:  # stopped, with nothing left to store
                     return
                 group = self._group()
