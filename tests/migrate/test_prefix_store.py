@@ -122,6 +122,39 @@ def test_a_writer_killed_mid_transaction_leaves_no_entry(tmp_path: Path) -> None
     assert _put(tier, 2) == "stored"  # the write lock the child held is free again
 
 
+def test_a_writer_killed_while_storing_values_together_leaves_none_of_them(
+    tmp_path: Path,
+) -> None:
+    tier = LmdbTier("disk", tmp_path / "env", 16 * MB)
+    tier.begin_run()
+    tier.close()
+    items = [
+        ((10 + i).to_bytes(4, "little"), _encoded(np.full(MB // 4, i, np.uint8)), [])
+        for i in range(4)
+    ]
+    pid = os.fork()
+    if pid == 0:  # the child: killed after writing two values of the four, before the commit
+        try:
+            add = LmdbTier._add
+            written = []
+
+            def killing(self: LmdbTier, *args: object) -> object:
+                if len(written) == 2:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                written.append(args[1])
+                return add(self, *args)  # type: ignore[arg-type]
+
+            LmdbTier._add = killing  # type: ignore[method-assign]
+            tier.put_many(items)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert all(tier.get(key, decode) is None for key, _e, _m in items)
+    assert tier.info().used_bytes == 0
+    assert tier.put_many(items) == ["stored"] * 4  # the write lock is free again
+
+
 @pytest.mark.parametrize("size", [0, 1, 1000])
 def test_values_round_trip_bit_for_bit(tmp_path: Path, size: int) -> None:
     tier = LmdbTier("disk", tmp_path / "env", 4 * MB)
