@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from codedag.plan.tables import TablesSection
 from codedag.util.text import terminal_text
 
 FRAMES = ("__getitem__", "__getitems__", "__next__", "__iter__")
@@ -303,13 +304,14 @@ def tables_table(plan: dict[str, Any]) -> Any | None:
     ``tables`` section)."""
     from rich.table import Table
 
-    section = plan.get("tables")
-    if not section:
+    raw = plan.get("tables")
+    if not raw:
         return None
-    runs = section.get("runs") or []
+    section = TablesSection.model_validate(raw)
+    runs = section.runs
     table = Table(
         title=(
-            f"lookup tables ({section.get('mode', 'auto')}): {len(runs)} run(s); each table is "
+            f"lookup tables ({section.mode}): {len(runs)} run(s); each table is "
             "used where it matches the calls bit for bit and is faster, measured on each "
             "process's first samples"
         ),
@@ -319,10 +321,10 @@ def tables_table(plan: dict[str, Any]) -> Any | None:
         table.add_column(column, justify="right" if "ms" in column else "left")
     for run in runs:
         table.add_row(
-            str(run.get("producer", "")),
-            ", ".join(str(c).rsplit(".", 2)[-2] for c in run.get("callers", [])) or "anywhere",
-            " > ".join(str(c).rsplit(".", 1)[-1] for c in run.get("calls", [])),
-            str(run.get("consumer", "")) or "-",
-            _ms(run.get("traced_ns")),
+            run.producer,
+            ", ".join(c.rsplit(".", 2)[-2] for c in run.callers) or "anywhere",
+            " > ".join(c.rsplit(".", 1)[-1] for c in run.calls),
+            run.consumer or "-",
+            _ms(run.traced_ns),
         )
     return table

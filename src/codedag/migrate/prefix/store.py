@@ -337,7 +337,7 @@ class LmdbTier:
         try:
             with env.begin(write=True, buffers=True) as txn:
                 state = self._dbs[b"state"]
-                used = _U64.unpack(txn.get(_USED, db=state) or _U64.pack(0))[0]
+                used = _used(txn, state)
                 for key, encoded, metas in items:
                     outcome, used = self._add(txn, key, encoded, metas, used)
                     outcomes.append(outcome)
@@ -365,7 +365,7 @@ class LmdbTier:
         needs older entries evicted first; nothing was written) and the bytes then in use."""
         dbs = self._dbs
         size = encoded.nbytes
-        meta_bytes = sum(len(k) + len(v) + _INFO.size for k, v in metas)  # at most
+        meta_bytes = _meta_bytes(metas)  # at most
         if size + meta_bytes > self.limit_bytes:
             return "full", used
         if txn.get(key, db=dbs[b"info"]) is not None:
@@ -386,10 +386,10 @@ class LmdbTier:
         """Store a value once entries of older generations have made room for it."""
         env = self._open()
         dbs = self._dbs
-        need = encoded.nbytes + sum(len(k) + len(v) + _INFO.size for k, v in metas)
+        need = encoded.nbytes + _meta_bytes(metas)
         try:
             with env.begin(write=True, buffers=True) as txn:
-                used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
+                used = _used(txn, dbs[b"state"])
                 # a quarter more than needed, for LMDB's contiguous runs
                 used -= self._evict(txn, used + need - self.limit_bytes + self.limit_bytes // 4)
                 used = max(0, used)
@@ -399,7 +399,7 @@ class LmdbTier:
             with env.begin(write=True) as txn:  # LMDB reuses freed pages two commits later
                 txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
             with env.begin(write=True, buffers=True) as txn:
-                used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
+                used = _used(txn, dbs[b"state"])
                 outcome, used = self._add(txn, key, encoded, metas, used)
                 if outcome is None:
                     txn.abort()
@@ -492,7 +492,7 @@ class LmdbTier:
                 _gen, size = _INFO.unpack_from(raw)
                 txn.delete(key, db=dbs[b"info"])
                 txn.delete(key, db=dbs[b"data"])
-                used = _U64.unpack(txn.get(_USED, db=dbs[b"state"]) or _U64.pack(0))[0]
+                used = _used(txn, dbs[b"state"])
                 txn.put(_USED, _U64.pack(max(0, used - size)), db=dbs[b"state"])
         except lmdb.Error as error:
             raise self._failed(error) from error
@@ -508,7 +508,7 @@ class LmdbTier:
                     entries = txn.stat(self._dbs[b"info"])["entries"]
                     metas = txn.stat(self._dbs[b"meta"])["entries"]
                     state = self._dbs[b"state"]
-                    used = _U64.unpack(txn.get(_USED, db=state) or _U64.pack(0))[0]
+                    used = _used(txn, state)
                     generation = _U64.unpack(txn.get(_GENERATION, db=state) or _U64.pack(0))[0]
             except (TierError, lmdb.Error):
                 pass
@@ -546,3 +546,14 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, lmdb.DiskError) or code == errno.ENOSPC:
         return f"its filesystem is full ({error})"
     return f"{type(error).__name__}: {error}"
+
+
+def _used(txn: Any, state: Any) -> int:
+    """The bytes in use, as the ``state`` database of ``txn`` records them."""
+    raw = txn.get(_USED, db=state)
+    return _U64.unpack(raw)[0] if raw else 0
+
+
+def _meta_bytes(metas: Sequence[tuple[bytes, bytes]]) -> int:
+    """The most bytes storing ``metas`` adds (each header new)."""
+    return sum(len(k) + len(v) + _INFO.size for k, v in metas)
