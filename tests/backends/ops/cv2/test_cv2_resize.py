@@ -99,6 +99,63 @@ def test_resize_uint8_is_bit_exact(
     assert np.array_equal(out, ref)
 
 
+def _halves(shape: tuple[int, int, int]) -> np.ndarray:
+    """A checkerboard of 100/101 (channel k adds 20k): every 2x2, 4x1 or 1x4 cell holds two of
+    each, a mean of exactly x.5, where cv2's integer-scale INTER_AREA roundings differ."""
+    h, w, c = shape
+    board = 100 + (np.arange(h)[:, None] + np.arange(w)[None, :]) % 2
+    return (board[:, :, None] + 20 * np.arange(c)).astype(np.uint8)
+
+
+AREA_HALVES = [
+    # (h, w, c), dsize, fx: cv2's first output pixel
+    ((1, 4, 3), (1, 1), 0.0, [100, 120, 140]),  # 4x1 cell: sum * 0.25f, half to even
+    ((4, 1, 1), (1, 1), 0.0, [100]),  # 1x4 cell, likewise
+    ((2, 2, 2), (1, 1), 0.0, [100, 120]),  # 2x2 of 2 channels: no shift path
+    ((2, 2, 1), (1, 1), 0.0, [101]),  # 2x2 of 1, 3, 4 channels: (sum + 2) >> 2, half up
+    ((2, 2, 3), (1, 1), 0.0, [101, 121, 141]),
+    ((2, 2, 4), (1, 1), 0.0, [101, 121, 141, 161]),
+    ((3, 3, 2), None, 0.5, [100, 120]),  # cells cut by the border, 2 channels
+    ((5, 5, 3), None, 0.5, [101, 121, 141]),  # cut cells, 3 channels
+    ((3, 8, 1), None, 0.25, [100]),  # 4x4: sum * (1/16)f
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("shape", "dsize", "fx", "first"), AREA_HALVES)
+def test_resize_area_integer_scale_rounds_halves_like_cv2(
+    device: str, shape: tuple[int, int, int], dsize: tuple[int, int] | None, fx: float, first: list
+) -> None:
+    """Integer-scale INTER_AREA on uint8: only 2x2 cells of 1, 3 or 4 channels round half up."""
+    img = _halves(shape)
+    if shape == (1, 4, 3):  # the pixels of the shrink that first showed the difference
+        img = np.array([[[140, 100, 126], [140, 101, 127]] * 2], np.uint8)
+        first = [140, 100, 126]
+    ref = cv2.resize(img, dsize, fx=fx, fy=fx, interpolation=cv2.INTER_AREA)
+    ref3 = ref.reshape(ref.shape[0], ref.shape[1], -1)
+    assert ref3[0, 0].tolist() == first  # the example really lands on a half
+    t = torch.from_numpy(img[None]).to(device)
+    out = ops.resize(t, dsize, fx=fx, fy=fx, interpolation=cv2.INTER_AREA)[0].cpu().numpy()
+    np.testing.assert_array_equal(out, ref.reshape(out.shape))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("factor", [2, 3, 4, 5, 8])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_resize_area_integer_shrinks_are_bit_exact(device: str, factor: int, channels: int) -> None:
+    """Every integer shrink of x, y and both, on images that do and do not divide evenly, with
+    values of two levels (many exact halves), equals cv2 bit for bit."""
+    rng = np.random.default_rng(factor * 10 + channels)
+    for h, w in ((factor * 3, factor * 4), (factor * 3 + 1, factor * 2 + factor - 1)):
+        img = (100 + rng.integers(0, 2, (h, w, channels))).astype(np.uint8)
+        for sx, sy in ((factor, 1), (1, factor), (factor, factor)):
+            dsize = (-(-w // sx), -(-h // sy))
+            ref = cv2.resize(img, dsize, interpolation=cv2.INTER_AREA)
+            t = torch.from_numpy(img[None]).to(device)
+            out = ops.resize(t, dsize, interpolation=cv2.INTER_AREA)[0].cpu().numpy()
+            np.testing.assert_array_equal(out, ref.reshape(out.shape), err_msg=f"{sx}x{sy}")
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs"),
     [

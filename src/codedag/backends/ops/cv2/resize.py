@@ -246,9 +246,17 @@ def _box_taps(
     return torch.as_tensor(np.minimum(idx, src - 1), device=dev), torch.as_tensor(valid, device=dev)
 
 
+def _rounds_by_shift(sx: int, sy: int, channels: int) -> bool:
+    """Whether cv2 rounds a whole cell as ``(sum + 2) >> 2`` (half up): its ``resizeAreaFast``
+    vector path, taken for 2x2 cells of 1, 3 or 4 channels only. Every other cell, 4x1 and 1x4
+    (also of area 4) and 2x2 of 2 channels included, is ``sum * float32(1/area)`` rounded half to
+    even, which differs at exact halves."""
+    return sx == 2 and sy == 2 and channels in (1, 3, 4)
+
+
 def _area_fast_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch.Tensor:
     """cv2's integer-scale INTER_AREA for uint8: exact cell sums; inside, sum * float32(1/area)
-    (a 2x2 cell: (sum + 2) >> 2); cells cut by the border: float32(sum) / count."""
+    (but see :func:`_rounds_by_shift`); cells cut by the border: float32(sum) / count."""
     n, h, w, c = x.shape
     if h % sy or w % sx or h // sy != dh or w // sx != dw:
         return _area_cells_u8(x, sx, sy, dw, dh)
@@ -262,7 +270,7 @@ def _area_fast_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch.
     out = cells[..., :c].clone()
     for k in range(1, sx):
         out += cells[..., k * c : (k + 1) * c]
-    if area == 4:
+    if _rounds_by_shift(sx, sy, c):
         out += 2
         out >>= 2
         return out.to(torch.uint8)
@@ -280,7 +288,7 @@ def _area_cells_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch
     total = _apply_taps(h, 1, iy.cpu().numpy(), vy.to(torch.float32))  # exact integer sums
     count = (vy.sum(1).view(1, -1, 1, 1) * vx.sum(1).view(1, 1, -1, 1)).to(torch.float32)
     area = sx * sy
-    if area == 4 and sx == 2:
+    if _rounds_by_shift(sx, sy, int(x.shape[3])):
         inside = torch.floor((total + 2) / 4)
     else:
         inside = torch.round(total * torch.tensor(1.0 / area, dtype=torch.float32))
