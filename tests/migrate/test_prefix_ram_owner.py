@@ -74,3 +74,17 @@ def test_a_run_removes_the_ram_tier_of_a_deleted_cache_folder(tmp_path: Path) ->
         assert third.get(b"live") is not None  # the live folder's own tier was kept
     finally:
         third.clear()
+
+
+def test_an_owner_file_that_is_a_link_is_not_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    ram = tmp_path / "shm" / f"{ram_owner.PREFIX}{UID}-e"
+    ram.mkdir(parents=True)
+    (ram / ram_owner.OWNER_FILE).symlink_to(victim)
+    ram_owner.claim(ram, tmp_path / "cache")
+    try:
+        assert victim.read_text() == "keep me"
+        assert ram not in ram_owner._HELD
+    finally:
+        ram_owner.release(ram)

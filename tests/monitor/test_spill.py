@@ -53,3 +53,17 @@ def test_an_unwritable_place_warns_once_and_keeps_going(
         spill.write("2")
     assert spill.rows == 0
     assert sum("cannot write raw samples" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_link_in_place_of_the_stream_warns_and_its_target_is_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (tmp_path / "raw.csv").symlink_to(victim)
+    spill = CsvSpill(tmp_path / "raw.csv", "a,b")
+    with caplog.at_level(logging.WARNING):
+        spill.write("1,2")
+    spill.close()
+    assert victim.read_text() == "keep me"
+    assert "symbolic link" in caplog.text

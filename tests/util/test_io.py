@@ -145,3 +145,62 @@ def test_unreadable_file_names_the_reason(tmp_path: Path) -> None:
     path.chmod(0)
     with pytest.raises(SchemaError, match="Permission denied"):
         read_json(path, "results file")
+
+
+def test_a_link_where_a_file_is_written_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    from codedag.errors import WriteError
+    from codedag.util.io import atomic_write_text
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "out.json"
+    link.symlink_to(victim)
+    with pytest.raises(WriteError, match="is a symbolic link") as info:
+        atomic_write_text(link, "{}")
+    assert "\n" not in str(info.value)
+    assert link.is_symlink() and victim.read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "victim.txt"]  # no temp
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling", "hardlink"])
+def test_open_no_follow_refuses_links_and_writes_nothing(tmp_path: Path, kind: str) -> None:
+    from codedag.errors import WriteError
+    from codedag.util.io import open_no_follow
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    path = tmp_path / "file.log"
+    if kind == "symlink":
+        path.symlink_to(victim)
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "made-through-the-link")
+    else:
+        os.link(victim, path)
+    with pytest.raises(WriteError, match=r"symbolic link|hard links"):
+        open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert victim.read_text() == "keep me"
+    assert not (tmp_path / "made-through-the-link").exists()
+
+
+def test_open_no_follow_refuses_a_pipe_without_hanging(tmp_path: Path) -> None:
+    from codedag.errors import WriteError
+    from codedag.util.io import open_no_follow
+
+    pipe = tmp_path / "stream.csv"
+    os.mkfifo(pipe)
+    with pytest.raises(WriteError, match="no regular file"):
+        open_no_follow(pipe, os.O_RDWR | os.O_CREAT)
+
+
+def test_open_no_follow_creates_truncates_and_appends(tmp_path: Path) -> None:
+    from codedag.util.io import open_no_follow
+
+    path = tmp_path / "file.log"
+    path.write_text("old")
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(fd, b"new")
+    os.close(fd)
+    fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"+")
+    os.close(fd)
+    assert path.read_text() == "new+"

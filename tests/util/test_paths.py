@@ -106,3 +106,41 @@ def test_a_report_into_a_folder_in_use_is_refused(
     assert [p.name for p in plots.iterdir()] == [".codedag.lock"]
     assert run_cli(capsys, "report", results, "--out", plots)[0] == 0
     assert any(p.suffix == ".png" for p in plots.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(
+    tmp_path: Path, kind: str
+) -> None:
+    from codedag.errors import WriteError
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    lock = out / ".codedag.lock"
+    if kind == "symlink":
+        lock.symlink_to(victim)
+    else:
+        os.link(victim, lock)
+    with pytest.raises(WriteError, match=r"symbolic link|hard links"), output_lock(out):
+        pass  # pragma: no cover
+    assert victim.read_text() == "keep me"
+
+
+def test_trace_into_a_folder_whose_lock_is_a_link_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_inputs import assert_one_line_error, run_cli
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    target = tmp_path / "t.py"
+    target.write_text("import numpy as np\n\ndef ok():\n    return np.clip(np.ones(3), 0, 1)\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".codedag.lock").symlink_to(victim)
+    result = run_cli(capsys, "trace", f"{target}:ok", "--out", out)
+    assert_one_line_error(result, ".codedag.lock: it is a symbolic link")
+    assert victim.read_text() == "keep me"
+    assert [p.name for p in out.iterdir()] == [".codedag.lock"]

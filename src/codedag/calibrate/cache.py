@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from codedag.errors import CodeDAGError, WriteError
-from codedag.util.io import atomic_write_json, read_json
+from codedag.util.io import atomic_write_json, open_no_follow, read_json
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +50,12 @@ def _locked(path: Path) -> Iterator[None]:
         yield
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    fd = open_no_follow(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 class CalibrationCache:

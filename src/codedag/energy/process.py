@@ -36,6 +36,7 @@ from typing import TextIO
 import psutil
 
 from codedag.errors import ExperimentError
+from codedag.util.io import open_no_follow
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +271,8 @@ def run_command(
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     child_env[RUN_TOKEN_ENV] = token
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a", encoding="utf-8", errors="replace") as log_file:
+    fd = open_no_follow(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # never via a link
+    with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as log_file:
         start_unix, start = time.time(), time.monotonic()
         proc = _start(argv, cwd, child_env)
         tree = ProcessTree(proc.pid, token)  # start_new_session: the child leads its group

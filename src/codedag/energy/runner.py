@@ -31,7 +31,7 @@ from codedag.energy.jobs import RunSpec
 from codedag.energy.meters import CpuEnergyMeter, CpuEnergyReading
 from codedag.energy.process import REGISTRY, CommandResult, ProcessRegistry, run_command
 from codedag.errors import ExperimentError
-from codedag.util.io import atomic_write_json, atomic_write_text
+from codedag.util.io import atomic_write_json, atomic_write_text, open_no_follow
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,8 @@ def _attempt(
     job = spec.job
     repo = config.repo(job.repo)
     offset = log_path.stat().st_size if log_path.exists() else 0
-    with open(log_path, "a", encoding="utf-8") as handle:
+    fd = open_no_follow(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # never via a link
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(f"# codedag: {shlex.join(argv)}\n")
     background = None
     if job.background is not None:

@@ -12,7 +12,10 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TextIO
+
+from codedag.errors import WriteError
+from codedag.util.io import open_no_follow
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +46,13 @@ class CsvSpill:
             # The first open starts the file: a stream of an earlier run in the same folder is
             # replaced, never continued with this run's rows.
             fresh = not self._started or not self.path.exists() or self.path.stat().st_size == 0
-            mode: Literal["a", "w"] = "a" if self._started else "w"
-            fh = open(self.path, mode, encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
+            how = os.O_APPEND if self._started else os.O_TRUNC
+            fd = open_no_follow(self.path, os.O_WRONLY | os.O_CREAT | how)  # never via a link
+            fh = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
             self._started = True
             if fresh:
                 fh.write(self.header + "\n")
-        except OSError as error:
+        except (OSError, WriteError) as error:
             # Losing the raw stream must not stop training; the JSON keeps the downsampled series.
             log.warning(
                 "cannot write raw samples to %s (%s); keeping summaries only", self.path, error

@@ -1,7 +1,10 @@
 """Files in and out: atomic writes, and the one checked JSON reader for every file codedag reads.
 
 Writes go through a temporary file in the same folder and a rename, so a reader never sees half a
-file and a crash never destroys the old one. :func:`read_json` reads DAGs, plans, results and
+file and a crash never destroys the old one. No file is written through a symbolic link: a link
+where codedag would write (planted in a shared folder, it would point the write at another file)
+is refused with :func:`link_error` and its target is left as it is (:func:`open_no_follow` for
+files opened in place: locks, logs, streams). :func:`read_json` reads DAGs, plans, results and
 configs with the same guarantees against bad or hostile input: a size cap on the raw bytes and on
 what a ``.gz`` file inflates to, strict UTF-8, a nesting-depth cap checked before the JSON parser
 recurses, and one error naming the file and the problem (``SchemaError`` for data files,
@@ -40,8 +43,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             old file (if any) is intact and the temporary file is removed.
     """
     target = Path(path)
+    if target.is_symlink():  # the rename would not follow it, but nor may it replace it
+        raise link_error(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        # mkstemp creates with O_EXCL | O_NOFOLLOW: a name planted in advance is never opened
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as error:
         raise write_error(target, error) from error
@@ -60,6 +66,60 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             raise write_error(target, error) from error
         raise
     return target
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def link_error(target: str | os.PathLike[str]) -> WriteError:
+    """One line for a symbolic link found where codedag writes a file."""
+    return WriteError(
+        f"refusing to write {printable(os.fspath(target), 200)}: it is a symbolic link "
+        "(codedag writes no file through a link; its target is untouched; remove the link or "
+        "choose another folder)"
+    )
+
+
+def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o666) -> int:
+    """``os.open`` of a file codedag writes in place (a lock, a log, a stream), never through a
+    link; returns the descriptor.
+
+    A symbolic link at ``path`` is refused by the kernel (``O_NOFOLLOW``), and so is anything but
+    a regular file with one name: a hard link to another file would make a truncation or a
+    write land in that file. ``O_TRUNC`` is applied only once these checks passed.
+
+    Raises:
+        WriteError: ``path`` is a link, a hard-linked file or not a regular file (nothing was
+            written), or the system refuses the open.
+    """
+    target = os.fspath(path)
+    try:
+        # O_NONBLOCK: a pipe planted at ``path`` must not hang the open before it is refused
+        fd = os.open(target, (flags & ~os.O_TRUNC) | _NOFOLLOW | _CLOEXEC | _NONBLOCK, mode)
+    except OSError as error:
+        if os.path.islink(target):
+            raise link_error(target) from None
+        raise write_error(target, error) from error
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            what = "has other names (hard links)" if info.st_nlink > 1 else "is no regular file"
+            raise WriteError(
+                f"refusing to write {printable(target, 200)}: it {what}; codedag writes only "
+                "files of its own (remove it or choose another folder)"
+            )
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        if flags & os.O_TRUNC:
+            os.ftruncate(fd, 0)
+    except BaseException as error:
+        os.close(fd)
+        if isinstance(error, OSError):
+            raise write_error(target, error) from error
+        raise
+    return fd
 
 
 def write_error(target: str | os.PathLike[str], error: OSError) -> WriteError:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from codedag.errors import ConfigError
-from codedag.util.io import write_error
+from codedag.util.io import open_no_follow, write_error
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -85,10 +85,12 @@ def output_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
 
     The lock is an advisory ``flock`` on ``folder/.codedag.lock`` (released by the system when
     the process ends, however it ends); the file says which process holds it. A folder this
-    run created is removed again when the run leaves it empty.
+    run created is removed again when the run leaves it empty. A lock file that is a symbolic or
+    hard link is refused (the pid written into it would land in another file).
 
     Raises:
         ConfigError: another process holds the folder.
+        WriteError: the lock file cannot be written or is a link (its target is untouched).
     """
     target = Path(folder)
     lock = target / LOCK_FILE
@@ -100,9 +102,9 @@ def output_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
     created = not target.exists()
     try:
         target.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as error:
         raise write_error(lock, error) from error
+    fd = open_no_follow(lock, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -21,12 +21,17 @@ import os
 import shutil
 from pathlib import Path
 
+from codedag.errors import WriteError
+from codedag.util.io import open_no_follow
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - no flock (and no /dev/shm) on Windows
     fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 OWNER_FILE = "owner"
 PREFIX = "codedag-prefix-"
@@ -45,10 +50,10 @@ def claim(ram: Path, folder: Path) -> None:
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)  # the owner exists while a run uses it
         ram.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text(encoding="utf-8") != owner:
-            path.write_text(owner, encoding="utf-8")
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError as error:
+        if path.is_symlink() or not path.exists() or path.read_text(encoding="utf-8") != owner:
+            _write_owner(path, owner)
+        descriptor = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except (OSError, WriteError) as error:
         log.debug("prefix cache: the RAM tier %s keeps no owner (%s)", ram, error)
         return
     try:
@@ -57,6 +62,13 @@ def claim(ram: Path, folder: Path) -> None:
         os.close(descriptor)
         return
     _HELD[ram] = descriptor
+
+
+def _write_owner(path: Path, owner: str) -> None:
+    """Write the owner file, never through a link planted in its place."""
+    descriptor = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(owner)
 
 
 def release(ram: Path) -> None:
@@ -83,7 +95,7 @@ def sweep(shm: Path, uid: int, keep: Path | None = None) -> int:
             owner = Path(path.read_text(encoding="utf-8"))
             if not owner.is_absolute() or owner.exists():
                 continue
-            descriptor = os.open(path, os.O_RDONLY)
+            descriptor = os.open(path, os.O_RDONLY | _NOFOLLOW)
         except OSError:  # no owner recorded, or removed meanwhile
             continue
         try:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from codedag.util.io import open_no_follow
+
 _MASK_DELTA = 0xA282EAD8
 _UIDS = itertools.count()
 
@@ -78,7 +80,8 @@ class EventFile:
         )
         self.path = Path(folder) / name
         self._crc = masked_crc32c_function()
-        self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close())
+        fd = open_no_follow(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # never via a link
+        self._file = os.fdopen(fd, "wb")
         first = Event(
             wall_time=time.time(),
             file_version="brain.Event:2",
