@@ -220,3 +220,50 @@ def test_headers_are_the_json_of_their_fields_and_read_back() -> None:
     little, big = np.zeros((2, 3), "<f4"), np.zeros((2, 3), ">f4")
     assert meta_of(little) == Meta("ndarray", (2, 3), "<f4") == meta_of(np.ones((2, 3), "<f4"))
     assert meta_of(big) != meta_of(little) and meta_of(big).dtype == ">f4"
+
+
+def test_clearing_a_tier_removes_its_files_and_nothing_else(tmp_path: Path) -> None:
+    tier = LmdbTier("disk", tmp_path / "store", 8 * MB)
+    tier.begin_run()
+    assert _put(tier, 1, MB // 2) == "stored"
+    assert sorted(f.name for f in tier.own_files()) == ["data.mdb", "lock.mdb"]
+    assert tier.clear() >= MB // 2
+    assert not (tmp_path / "store").exists()
+    assert tier.clear() == 0  # nothing left: nothing to do
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda p: (p / "thesis.tex").write_text("keep me"), "holds thesis.tex"),
+        (lambda p: (p / "data.mdb").write_text("keep me"), "no LMDB store of codedag"),
+        (lambda p: (p / "lock.mdb").symlink_to(p.parent / "victim"), "holds lock.mdb"),
+    ],
+)
+def test_clearing_a_folder_that_is_no_tier_is_refused_and_removes_nothing(
+    tmp_path: Path, make, problem: str
+) -> None:
+    from codedag.migrate.prefix.store import NotATier
+
+    (tmp_path / "victim").write_text("keep me")
+    folder = tmp_path / "store"
+    folder.mkdir()
+    make(folder)
+    before = sorted(p.name for p in folder.iterdir())
+    with pytest.raises(NotATier, match=problem) as info:
+        LmdbTier("disk", folder, 8 * MB).clear()
+    assert "nothing was removed" in str(info.value) and "\n" not in str(info.value)
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert (tmp_path / "victim").read_text() == "keep me"
+
+
+def test_clearing_a_tier_whose_folder_is_a_link_is_refused(tmp_path: Path) -> None:
+    from codedag.migrate.prefix.store import NotATier
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "data.mdb").write_text("keep me")
+    (tmp_path / "store").symlink_to(elsewhere)
+    with pytest.raises(NotATier, match="is a link"):
+        LmdbTier("disk", tmp_path / "store", 8 * MB).clear()
+    assert (elsewhere / "data.mdb").read_text() == "keep me"

@@ -31,10 +31,10 @@ used (LMDB forbids using one across ``fork``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
-import shutil
 import struct
 import threading
 import weakref
@@ -45,6 +45,7 @@ from typing import Any, Protocol, TypeVar
 
 import lmdb
 
+from codedag.errors import CodeDAGError
 from codedag.migrate.prefix.entry import Encoded, checksum
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,14 @@ _hook_installed = False
 
 class TierError(Exception):
     """A tier cannot be used (its folder, its filesystem or its file)."""
+
+
+class NotATier(CodeDAGError):
+    """A folder asked to be cleared as a tier holds something no tier writes."""
+
+
+TIER_FILES = frozenset({"data.mdb", "lock.mdb", "format"})
+"""What a tier's folder holds: LMDB's map and reader table, and the store's format marker."""
 
 
 @dataclass(frozen=True)
@@ -527,16 +536,68 @@ class LmdbTier:
             problem=self.problem,
         )
 
-    def clear(self) -> int:
-        """Delete the tier's files; returns the bytes they occupied."""
-        self.close()
-        if not self.path.exists():
-            return 0
-        from codedag.devices.memory import allocated_bytes
+    def own_files(self, extra: frozenset[str] = frozenset()) -> list[Path]:
+        """The files of the tier's folder (none when it does not exist), once checked to be a
+        tier: LMDB's files (and ``extra`` names) only, regular files, ``data.mdb`` an LMDB
+        environment holding the tier's four databases.
 
-        freed = allocated_bytes(self.path)
-        shutil.rmtree(self.path, ignore_errors=True)
+        Raises:
+            NotATier: the folder is a link or a file, or holds anything else.
+        """
+        path = self.path
+        if not os.path.lexists(path):
+            return []
+        where = f"{path} is no prefix cache {self.kind} tier"
+        if path.is_symlink() or not path.is_dir():
+            raise NotATier(f"{where}: it is a link or a file; nothing was removed")
+        files = sorted(path.iterdir())
+        strangers = [f.name for f in files if f.name not in TIER_FILES | extra]
+        links = [f.name for f in files if f.is_symlink() or not f.is_file()]
+        if strangers or links:
+            names = ", ".join((strangers or links)[:3])
+            raise NotATier(f"{where}: it holds {names}, which no tier writes; nothing was removed")
+        opened_here = _OPEN.get(self._key, (None, None, -1))[2] == _pid  # a tier, then
+        if files and not opened_here and not _is_tier_environment(path):
+            raise NotATier(
+                f"{where}: its data.mdb is no LMDB store of codedag; nothing was removed"
+            )
+        return files
+
+    def clear(self, extra: frozenset[str] = frozenset()) -> int:
+        """Delete the tier's files (checked by :meth:`own_files` first) and its folder once
+        empty; returns the bytes they occupied.
+
+        Raises:
+            NotATier: as :meth:`own_files` (nothing is deleted).
+        """
+        self.close()
+        files = self.own_files(extra)
+        freed = 0
+        for file in files:
+            freed += file.lstat().st_blocks * 512
+            file.unlink(missing_ok=True)
+        if os.path.lexists(self.path):
+            with contextlib.suppress(OSError):  # a file written meanwhile stays, with its folder
+                self.path.rmdir()
         return freed
+
+
+def _is_tier_environment(path: Path) -> bool:
+    """Whether ``path`` holds an LMDB environment with every database a tier makes (opened
+    read-only, without taking its lock)."""
+    if not (path / "data.mdb").is_file():
+        return True  # LMDB's lock file alone: an environment never written to
+    try:
+        env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=len(_DBS), subdir=True)
+    except lmdb.Error:
+        return False
+    try:
+        with env.begin() as txn:
+            return all(txn.get(name) is not None for name in _DBS)
+    except lmdb.Error:
+        return False
+    finally:
+        env.close()
 
 
 def _describe(error: BaseException) -> str:

@@ -97,6 +97,11 @@ def ram_folder(folder: Path) -> Path | None:
     return shm / f"{ram_owner.PREFIX}{_uid()}-{tag}"
 
 
+def _extra_files(tier: LmdbTier) -> frozenset[str]:
+    """What a tier's folder holds besides LMDB's files: a RAM tier's owner file."""
+    return frozenset({ram_owner.OWNER_FILE}) if tier.kind == "ram" else frozenset()
+
+
 def _uid() -> int:
     return os.getuid() if hasattr(os, "getuid") else 0
 
@@ -272,9 +277,16 @@ class PrefixStore:
             tier.close()
 
     def clear(self) -> int:
-        """Delete every tier's files; returns the bytes freed."""
+        """Delete every tier's files; returns the bytes freed. Only what a tier holds is
+        deleted, and only once every tier's folder was found to be one.
+
+        Raises:
+            NotATier: a tier's folder holds something no tier writes (nothing is deleted).
+        """
         self._release_ram()
-        return sum(t.clear() for t in self.tiers)
+        for tier in self.tiers:
+            tier.own_files(_extra_files(tier))
+        return sum(t.clear(_extra_files(t)) for t in self.tiers)
 
     def _release_ram(self) -> None:
         for tier in self.tiers:
