@@ -398,6 +398,15 @@ def test_results_database_that_is_not_sqlite(
     assert_one_line_error(result, "is not a codedag results database")
 
 
+def test_a_sink_uri_is_shown_without_its_credentials(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    sink = "mlfow:http://me:hunter2@tracking:5000"  # a misspelt sink name
+    result = run_cli(capsys, "demo", "--sink", sink, "--out", tmp_path / "o")
+    line = assert_one_line_error(result, "unknown sink", "http://me:***@tracking:5000")
+    assert "hunter2" not in line
+
+
 @pytest.mark.parametrize("content", ["[1, 2]", NOT_UTF8, None], ids=["list", "not-utf8", "folder"])
 def test_env_setup_with_a_bad_experiment_config(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | bytes | None

@@ -217,3 +217,13 @@ def test_image_demo_with_batched_always_runs_the_chain_batched_and_reports_its_s
 def test_demo_settings_refuse_an_unknown_batched_mode(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="batched must be auto, always or never"):
         dataclasses.replace(small("image", tmp_path), batched="sometimes").validate()
+
+
+def test_demo_settings_record_sink_uris_without_credentials(tmp_path: Path) -> None:
+    settings = dataclasses.replace(
+        small("image", tmp_path), sinks=("mlflow:http://me:hunter2@tracking:5000", "tensorboard")
+    )
+    recorded = settings.to_dict()  # what results.json, demo_summary.json and MLflow get
+    assert recorded["sinks"] == ["mlflow:http://me:***@tracking:5000", "tensorboard"]
+    assert "hunter2" not in json.dumps(recorded)
+    assert recorded["out_dir"] == str(tmp_path)

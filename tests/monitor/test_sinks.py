@@ -6,6 +6,7 @@ import logging
 import math
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.probes import ProcessTreeProbe
 from codedag.monitor.records import MetricRecord, StepRecord
 from codedag.monitor.sinks import names
+from codedag.monitor.sinks.base import Sink, SinkHub
+from codedag.monitor.sinks.mlflow import MlflowSink
 from codedag.monitor.sinks.specs import make_sinks
 from codedag.monitor.sinks.window import MetricWindow, StepWindow
 from codedag.monitor.system import SystemProbe
@@ -105,6 +108,58 @@ def test_sink_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog) -> 
     assert "pip install 'codedag[tensorboard]'" in caplog.text
     sink = RecordingSink()
     assert make_sinks([sink]) == [sink]
+
+
+SECRET_URI = "http://me:hunter2@tracking:5000"
+
+
+def test_sink_specs_are_shown_without_credentials(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        make_sinks([f"mlfow:{SECRET_URI}"])
+    assert "me:***@tracking" in str(error.value) and "hunter2" not in str(error.value)
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # not installed: the sink is left out
+    with caplog.at_level(logging.WARNING):
+        assert make_sinks([f"mlflow:{SECRET_URI}"]) == []
+    assert "mlflow:http://me:***@tracking:5000" in caplog.text and "hunter2" not in caplog.text
+
+
+def test_a_failing_sinks_error_is_shown_without_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Unreachable(Sink):
+        name = "server"
+
+        def flush(self) -> None:
+            raise ConnectionError(f"cannot reach {SECRET_URI}")
+
+    with caplog.at_level(logging.WARNING):
+        SinkHub([Unreachable()]).flush()
+    assert "cannot reach http://me:***@tracking:5000" in caplog.text
+    assert "hunter2" not in caplog.text
+
+
+def test_mlflow_sink_warnings_are_shown_without_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def refuse(uri: str | None) -> object:
+        raise ConnectionError(f"cannot reach {uri}")
+
+    release = threading.Event()
+
+    def stuck(uri: str | None) -> object:
+        release.wait(60)
+        raise ConnectionError("gone")
+
+    with caplog.at_level(logging.WARNING):
+        MlflowSink(SECRET_URI, client_factory=refuse, close_timeout_s=60).close()
+        slow = MlflowSink(SECRET_URI, client_factory=stuck, close_timeout_s=0.01)
+        slow.close()  # its thread waits for ``release``: the close gives up first
+        release.set()
+    assert "the mlflow sink failed (ConnectionError: cannot reach" in caplog.text
+    assert "MLflow (http://me:***@tracking:5000) did not take" in caplog.text
+    assert "hunter2" not in caplog.text
 
 
 def test_step_window_averages_fast_steps_and_keeps_slow_ones() -> None:

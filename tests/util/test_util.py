@@ -30,6 +30,14 @@ def test_logging_is_plain_when_piped() -> None:
     assert len([h for h in logger.handlers if h.get_name() == "codedag-cli"]) == 1
 
 
+def test_logged_uris_lose_their_credentials() -> None:
+    stream = io.StringIO()
+    setup_logging(0, stream=stream)
+    logging.getLogger("codedag.something").warning("cannot reach %s", "http://me:hunter2@host")
+    text = stream.getvalue()
+    assert "http://me:***@host" in text and "hunter2" not in text
+
+
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS")
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from codedag.errors import CodeDAGError
+from codedag.util.text import redact_uri
 from codedag.version import __version__
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
@@ -122,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report_suppressed()
         return code
     except CodeDAGError as error:
-        print(f"codedag {args.command}: error: {one_line(error)}", file=sys.stderr)
+        print(f"codedag {args.command}: error: {redact_uri(one_line(error))}", file=sys.stderr)
         if args.verbose:
             log.exception("details")
         return 2

@@ -350,7 +350,7 @@ def _demo_result(
     difference = None if optimized is None else optimized["difference"]
     rows = placement_rows(plan)
     demo = DemoResult(
-        settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(settings).items()},
+        settings=settings.to_dict(),
         device=device,
         modes=modes,
         speedup=speedup,

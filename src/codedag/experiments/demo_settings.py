@@ -39,6 +39,14 @@ class DemoSettings:
         per_epoch = -(-self.batches // max(1, self.epochs))
         return self.samples or per_epoch * self.batch_size
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the results files: paths as text, sink URIs without credentials."""
+        from codedag.util.text import redact_uri
+
+        out = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+        out["sinks"] = [redact_uri(sink) for sink in self.sinks]
+        return out
+
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first bad setting."""
         if self.task not in TASKS:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Generator, Sequence
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -137,9 +136,7 @@ def train(
     criterion = torch.nn.CrossEntropyLoss()
     kept: list[Any] = []
     correct = total = 0
-    monitor.start_mode(
-        mode, config=asdict(settings) | {"device": device, "out_dir": str(settings.out_dir)}
-    )
+    monitor.start_mode(mode, config=settings.to_dict() | {"device": device})
     batches = _batches(loader, settings.batches, first_epoch)
     clock = _EpochClock(mode)
     per_epoch: dict[int, int] = {}

@@ -1,9 +1,9 @@
 """Logging set-up for the CLI and scripts. Library modules only call ``logging.getLogger``.
 
-The CLI's handler shows every record as bounded text: control characters escaped, a message cut
-past :data:`MAX_MESSAGE_CHARS`, and after :data:`FLOOD_RECORDS` records of one message template
-the rest only counted (:func:`suppressed_summary` says how many at the end), so a file with
-thousands of odd names cannot flood or hang the terminal.
+The CLI's handler shows every record as bounded text: URI credentials masked, control characters
+escaped, a message cut past :data:`MAX_MESSAGE_CHARS`, and after :data:`FLOOD_RECORDS` records of
+one message template the rest only counted (:func:`suppressed_summary` says how many at the end),
+so a file with thousands of odd names cannot flood or hang the terminal.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TextIO
 
-from codedag.util.text import printable
+from codedag.util.text import printable, redact_uri
 
 _HANDLER_NAME = "codedag-cli"
 MAX_MESSAGE_CHARS = 2000
@@ -38,7 +38,7 @@ class BoundedRecords(logging.Filter):
             self.dropped[template] += 1
             return False
         try:
-            message = record.getMessage()
+            message = redact_uri(record.getMessage())
         except Exception:  # a bad format: let logging report it as usual
             return True
         lines = message[: MAX_MESSAGE_CHARS + 1].split("\n")

@@ -5,7 +5,8 @@ characters: ``\\x1b]0;...\\x07`` retitles a terminal window, ``\\x1b[2J`` clears
 Unicode direction override reorders what a reader sees. :func:`printable` writes every such
 character as a visible escape (``\\x1b``) and cuts text past a length, saying how much was cut;
 HTML and DOT escape its result for their own syntax. :func:`listing` shows the first items of a
-long list and a count of the rest, so one line stays one line.
+long list and a count of the rest, so one line stays one line. :func:`redact_uri` masks the
+credentials of every URI in a text (``http://user:***@host``) before it is shown or stored.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from typing import Any
 # and lone surrogates (undecodable bytes of a file name read with ``surrogateescape``).
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 DEFAULT_LIMIT = 300
+# scheme://USERINFO@ : the user-info runs to the last "@" before the host's end ("/", "?", "#").
+_USERINFO = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#@\s]*(?:@[^/?#@\s]*)*)@"
+)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -71,3 +76,21 @@ def listing(items: Sequence[str], limit: int = 8) -> str:
     shown = ", ".join(items[:limit])
     rest = len(items) - limit
     return f"{shown}, ... and {rest:,} more" if rest > 0 else shown
+
+
+def _mask(match: re.Match[str]) -> str:
+    user, colon, _password = match.group("info").partition(":")
+    # user:password keeps the user; a lone user-info is usually a token, so all of it goes
+    info = f"{user}:***" if colon else "***"
+    return f"{match.group('scheme')}{info}@"
+
+
+def redact_uri(text: object) -> str:
+    """``text`` with the credentials of every URI in it masked.
+
+    ``mlflow:http://user:secret@host`` becomes ``mlflow:http://user:***@host`` and
+    ``https://TOKEN@host`` becomes ``https://***@host``; text without user-info is unchanged.
+    Use it wherever a URI given by the user (a sink, a tracking server) is logged, printed or
+    written into a results file.
+    """
+    return _USERINFO.sub(_mask, str(text))

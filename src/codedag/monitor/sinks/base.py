@@ -23,6 +23,7 @@ from typing import IO
 
 from codedag.monitor.probes import ResourceSample
 from codedag.monitor.records import MetricRecord, ModeEnd, ModeInfo, RunInfo, StepRecord
+from codedag.util.text import redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class SinkHub:
             sink.name,
             what,
             type(error).__name__,
-            error,
+            redact_uri(error),  # a server's error may quote its URI, credentials and all
         )
 
     def _each(self, method: str, *args: object) -> None:

@@ -31,6 +31,7 @@ from codedag.monitor.resources import sample_rows
 from codedag.monitor.sinks.base import Sink
 from codedag.monitor.sinks.names import LIMITS, STEP, TRAIN, resource_name, summary_name
 from codedag.monitor.sinks.window import MetricWindow, StepWindow
+from codedag.util.text import redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +280,7 @@ class MlflowSink(Sink):
             log.warning(
                 "MLflow (%s) did not take the run's last records within %.0f s: %d operations "
                 "and %d metric values not sent",
-                self.tracking_uri or "MLflow's default tracking URI",
+                redact_uri(self.tracking_uri or "MLflow's default tracking URI"),
                 self.close_timeout_s,
                 len(self._ops),
                 len(self._rows),
@@ -312,7 +313,7 @@ class MlflowSink(Sink):
             log.warning(
                 "the mlflow sink failed (%s: %s); it records nothing more, the run goes on",
                 type(error).__name__,
-                str(error).splitlines()[0][:300] if str(error) else "",
+                redact_uri(str(error).splitlines()[0][:300]) if str(error) else "",
             )
 
     def _send(self, client: Any) -> None:

@@ -3,7 +3,8 @@
 The names are what ``ExperimentMonitor(sinks=[...])``, ``codedag demo --sink`` and the scaffolded
 experiments' ``experiment_config.json`` (``"sinks"``) accept. A name codedag does not know is a
 :class:`~codedag.errors.ConfigError`; a sink whose package is missing is one warning and left
-out, so the run and its other outputs go on.
+out, so the run and its other outputs go on. A spec is shown only with its URI's credentials
+masked (:func:`~codedag.util.text.redact_uri`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from codedag.errors import ConfigError
 from codedag.monitor.sinks.base import Sink
+from codedag.util.text import redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def check_spec(spec: str) -> str:
     name = spec.partition(":")[0].strip().lower()
     if name not in SINKS:
         raise ConfigError(
-            f"unknown sink {spec!r}: expected one of {', '.join(SINKS)} (optionally NAME:ARGUMENT)"
+            f"unknown sink {redact_uri(repr(spec))}: expected one of {', '.join(SINKS)} (optionally NAME:ARGUMENT)"
         )
     return spec
 
@@ -69,5 +71,5 @@ def make_sinks(specs: Iterable[Sink | str]) -> list[Sink]:
         try:
             out.append(factory(arg.strip()))
         except ConfigError as error:
-            log.warning("sink %r left out: %s", spec, error)
+            log.warning("sink %s left out: %s", redact_uri(repr(spec)), redact_uri(error))
     return out

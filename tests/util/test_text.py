@@ -1,0 +1,35 @@
+"""Text made safe to show: URI credentials masked."""
+
+from __future__ import annotations
+
+import pytest
+
+from codedag.util.text import redact_uri
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("mlflow:http://user:password@host", "mlflow:http://user:***@host"),
+        ("http://user:p@ss@host:5000/x?q=a@b", "http://user:***@host:5000/x?q=a@b"),
+        ("https://TOKEN@github.com/org/repo", "https://***@github.com/org/repo"),
+        ("to http://a:b@h and https://c:d:e@f/g", "to http://a:***@h and https://c:***@f/g"),
+        ("sink 'mlflow:databricks://p:tok@ws'", "sink 'mlflow:databricks://p:***@ws'"),
+    ],
+)
+def test_redact_uri_masks_credentials(text: str, shown: str) -> None:
+    assert redact_uri(text) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sqlite:///mlflow.db",
+        "mlflow:http://host:5000/api@2",
+        "tensorboard:/runs/a@b",
+        "mail user@host",
+        "",
+    ],
+)
+def test_redact_uri_leaves_text_without_credentials(text: str) -> None:
+    assert redact_uri(text) == text
