@@ -15,13 +15,23 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
-# CI explores a fixed set of examples, so a run is repeatable; local runs keep exploring.
-settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+import hypothesis_profiles  # from tests/support, just put on the path
+
+# CI explores a fixed set of examples, so a run is repeatable; local runs keep exploring, and
+# HYPOTHESIS_PROFILE=nightly explores many more. Loaded before any test module creates its own
+# settings objects, which inherit from the profile loaded at their creation.
+hypothesis_profiles.register()
+_PROFILE = hypothesis_profiles.chosen(os.environ)
+try:
+    settings.load_profile(_PROFILE)
+except Exception as e:  # hypothesis's InvalidArgument: an unknown profile name
+    raise pytest.UsageError(
+        f"{hypothesis_profiles.PROFILE_ENV}={_PROFILE!r}: expected ci, nightly or default"
+    ) from e
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _require_deterministic_examples(items)
     from codedag.devices.torch_devices import cuda_available
 
     if cuda_available():
@@ -30,6 +40,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def _require_deterministic_examples(items: list[pytest.Item]) -> None:
+    """Under the ci profile every hypothesis test draws a fixed set of examples: a test whose own
+    settings re-enable randomness or an example database stops the run before it starts."""
+    if settings.get_current_profile_name() != "ci":
+        return
+    offenders = [
+        f"{item.nodeid}: {reason}"
+        for item in items
+        if (reason := hypothesis_profiles.nondeterminism(getattr(item, "obj", None)))
+    ]
+    if offenders:
+        raise pytest.UsageError(
+            "hypothesis tests that are not deterministic under the ci profile:\n"
+            + "\n".join(offenders[:20])
+        )
 
 
 @pytest.fixture(autouse=True, scope="session")

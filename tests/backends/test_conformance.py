@@ -21,13 +21,15 @@ import pytest
 from conformance_corpus import cases, covered, explore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from migrate_support import TALLY, Case, conform
 
 from codedag.backends.registry import default_registry
 
 NAMES = sorted(default_registry().names())
-EXAMPLES = int(os.environ.get("CONFORMANCE_EXAMPLES", "6"))
-"""Hypothesis draws per function (CI: 6, derandomized by the ``ci`` profile)."""
+EXAMPLES = examples(int(os.environ.get("CONFORMANCE_EXAMPLES", "6")))
+"""Hypothesis draws per function (CI: 6, derandomized by the ``ci`` profile; more under the
+``nightly`` profile)."""
 CORPUS_NAMES = sorted(covered() & set(NAMES))
 
 

@@ -23,6 +23,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from numpy.exceptions import TooHardError
 
 from codedag.backends.registry import Registry, spec_from_backend
@@ -30,15 +31,20 @@ from codedag.backends.tolerances import tolerance_for
 from codedag.errors import UnsupportedOperation
 
 # Modest example counts: these suites run on a shared 2-core machine. CI runs a fixed example set
-# (the "ci" profile of tests/conftest.py derandomizes hypothesis).
+# (the "ci" profile of tests/support/hypothesis_profiles.py derandomizes hypothesis); the
+# "nightly" profile multiplies the counts.
 PROPS = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 FEW = settings(
-    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(10),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 SETTINGS = settings(
-    max_examples=int(os.environ.get("CV2_EXAMPLES", "15")),
+    max_examples=examples(int(os.environ.get("CV2_EXAMPLES", "15"))),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

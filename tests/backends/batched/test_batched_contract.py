@@ -31,6 +31,7 @@ import torch
 from conformance_corpus import cases, covered
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 import codedag.backends.batched.deferred as deferred
 import codedag.backends.batched.executor as executor_module
@@ -47,7 +48,7 @@ from codedag.errors import UnsupportedOperation
 
 CASES = int(os.environ.get("CONTRACT_CASES", "8"))
 """Corpus calls per library op (0: all of them)."""
-EXAMPLES = int(os.environ.get("CONTRACT_EXAMPLES", "30"))
+EXAMPLES = examples(int(os.environ.get("CONTRACT_EXAMPLES", "30")))
 SAMPLES = 3
 
 
