@@ -7,8 +7,10 @@ replaced is counted by ``apply()`` and listed by ``patched_functions()``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import sys
 import typing
 from pathlib import Path
@@ -20,11 +22,11 @@ from batched_support import CHAIN, plan
 from pydantic import BaseModel
 
 from codedag.backends.admission import admit_dag, admit_plan
+from codedag.cli.main import main
 from codedag.errors import MigrationError
 from codedag.migrate.api import PipelineMigrator
-from codedag.plan import MigrationPlan, model
-from codedag.plan.loader import LoaderSection
-from codedag.plan.names import named_functions
+from codedag.plan import MigrationPlan
+from codedag.plan.names import field_role, named_functions
 
 PROBE = "codedag_admission_probe"
 
@@ -71,6 +73,97 @@ def test_no_section_of_a_plan_imports_a_module_the_registry_does_not_know(
     if section.startswith("batched"):
         assert migrator.batched.chains.chains == []  # the chain runs per sample
         assert any("run per sample" in r.getMessage() for r in caplog.records)
+
+
+IN_PLACE_FIELDS = [
+    "cache.source_function",
+    "cache.functions",
+    "cache.guards",
+    "tables.producer",
+    "tables.guards",
+]
+
+
+def in_place_plan(field: str, name: str, folder: Path) -> dict[str, Any]:
+    """A plan whose cache or tables section names ``name`` in ``field``, its other names real."""
+    data: dict[str, Any] = {"context_device_map": {}}
+    if field.startswith("cache."):
+        chain: dict[str, Any] = {
+            "id": "prefix0",
+            "source_function": "cv2.imread",
+            "callers": ["app.DS.__getitem__"],
+            "functions": ["cv2.imread", "cv2.resize"],
+            "guards": ["cv2.flip"],
+            "cached": True,
+            "cut": {"step": "cv2.resize"},
+        }
+        key = field.removeprefix("cache.")
+        chain[key] = name if key == "source_function" else [*chain[key], name]
+        data["cache"] = {"folder": str(folder), "chains": [chain]}
+    else:
+        run = {"producer": name if field == "tables.producer" else "cv2.warpAffine"}
+        guards = ["torch.from_numpy", *([name] if field == "tables.guards" else [])]
+        data["tables"] = {"runs": [{**run, "callers": ["app.DS.__getitem__"]}], "guards": guards}
+    return data
+
+
+@pytest.mark.parametrize("field", IN_PLACE_FIELDS)
+def test_a_cache_or_tables_field_naming_an_unknown_module_never_imports_it(
+    probe_module: Path, field: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    name = f"{PROBE}.f"
+    migrator = PipelineMigrator.from_plan(in_place_plan(field, name, tmp_path / "c"), guard=False)
+    assert name in migrator.admission.unknown
+    kept = cv2.resize if field.startswith("cache") else cv2.warpAffine
+    with caplog.at_level(logging.WARNING, logger="codedag"), migrator:
+        assert not any(n.startswith(PROBE) for n in migrator.patched_functions())
+        if field.endswith("guards"):  # the rest of the section still applies
+            assert (cv2.resize if field.startswith("cache") else cv2.warpAffine) is not kept
+    assert not probe_module.exists() and PROBE not in sys.modules
+    lines = [r.getMessage() for r in caplog.records if PROBE in r.getMessage()]
+    assert len(lines) == 1 and "stay unpatched" in lines[0], lines
+    if field.startswith("cache.") and not field.endswith("guards"):
+        assert not migrator.cache.active and "not cached: prefix0" in lines[0]
+
+
+@pytest.mark.parametrize("field", IN_PLACE_FIELDS)
+def test_codedag_migrate_and_plan_explain_never_import_a_module_a_section_names(
+    probe_module: Path, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(in_place_plan(field, f"{PROBE}.f", tmp_path / "c")))
+    script = tmp_path / "train.py"
+    script.write_text("print('ran')\n")
+    assert main(["plan", "explain", str(plan_file)]) == 0
+    explained = capsys.readouterr().out
+    assert "1 function(s) not in the registry" in explained and f"{PROBE}.f" in explained
+    assert main(["migrate", str(plan_file), "--no-guard", "--", "python", str(script)]) == 0
+    assert "ran" in capsys.readouterr().out
+    assert not probe_module.exists() and PROBE not in sys.modules
+
+
+@pytest.mark.parametrize("field", IN_PLACE_FIELDS)
+def test_python_io_in_a_cache_or_tables_field_refuses_the_plan(field: str, tmp_path: Path) -> None:
+    system = os.system
+    migrator = PipelineMigrator.from_plan(
+        in_place_plan(field, "os.system", tmp_path / "c"), guard=False
+    )
+    with pytest.raises(MigrationError, match=r"must stay on the CPU: os\.system"):
+        migrator.apply()
+    assert os.system is system and not migrator.is_applied()
+
+
+def test_library_functions_kept_on_the_cpu_are_admitted_where_they_run(tmp_path: Path) -> None:
+    data = in_place_plan("cache.functions", "numpy.frombuffer", tmp_path)
+    data["cache"]["chains"].append(
+        {"id": "off", "source_function": "subprocess.run", "cached": False}
+    )
+    data["tables"] = {"mode": "off", "runs": [{"producer": "os.system"}]}
+    admission = admit_plan(MigrationPlan.from_dict(data))
+    assert admission.refused == {} and admission.unknown == {}  # unused sections refuse nothing
+    assert {"cv2.imread", "numpy.frombuffer", "cv2.flip"} <= admission.in_place
+    assert not admission.allows("cv2.imread")  # patched where it runs, never moved
+    assert admission.allows_in_place("cv2.imread") and admission.allows_in_place("cv2.resize")
 
 
 @pytest.mark.parametrize("name", ["os.system", "builtins.open"])
@@ -145,15 +238,42 @@ def test_a_dag_naming_an_unknown_module_is_never_imported(probe_module: Path) ->
     assert not probe_module.exists() and PROBE not in sys.modules
 
 
-# Fields of the plan models that hold text but never a function the runtime uses: each must be
-# declared here or typed FunctionName/ContextKey, so a new section cannot slip past admission.
+# Fields of the plan models that hold text but never a function the runtime imports or patches:
+# each must be declared here or typed FunctionName/ContextKey/LibraryFunction, so a new field
+# cannot slip past admission.
 NOT_NAMES = {
     "MigrationPlan": {"codedag_version", "target_device", "partition_device_map", "notes"},
     "PlannedCall": {"device", "reason"},
     "PlacementInfo": {"device", "device_name", "only", "exclude", "calibration_cache"},
     "BatchedChain": {"id", "steps", "reason"},
     "BatchedInfo": {"device"},
+    "CacheSection": {"folder", "note"},
+    "CacheChain": {"id", "source_kind", "source_slot", "callers", "context_keys", "steps", "stop",
+                   "reason"},
+    "CacheCut": {"step", "dtype"},
+    "TablesSection": {"note"},
+    "TableRun": {"callers", "calls", "consumer"},
+    "LoaderSection": {"changed", "reason", "fixed", "override", "dataset", "cpu_limit_source",
+                      "step_source", "device", "machine"},
+    "WarmLoader": {"changed", "reason"},
+    "LoaderTrial": {"phase", "note"},
+}  # fmt: skip
+
+# Fields whose names say they may hold functions, yet whose strings are never resolved, imported
+# or patched (shown, or compared by name at run time), with why: any other must declare a role.
+NEVER_RESOLVED = {
+    "BatchedChain.steps": "the chain's operations, shown and compared by name",
+    "CacheChain.steps": "the chain's calls up to its cut, shown",
+    "CacheChain.callers": "user functions matched against the calling frame's name",
+    "CacheChain.context_keys": "traced keys, shown",
+    "CacheCut.step": "the cut, compared with the name of a patched function's call",
+    "TableRun.callers": "user functions matched against the calling frame's name",
+    "TableRun.calls": "the run's element-wise calls, computed through the array's operators",
+    "TableRun.consumer": "what took the run's last value, shown",
+    "PlacementInfo.device_name": "a device's description",
+    "LoaderSection.step_source": "where the step time came from, shown",
 }
+FUNCTION_FIELD = re.compile(r"function|producer|consumer|guard|step|name|caller|entr|key")
 
 
 def _models(root: type[BaseModel]) -> dict[str, type[BaseModel]]:
@@ -181,17 +301,33 @@ def _holds_text(annotation: Any) -> bool:
 
 
 def test_every_text_field_of_the_plan_is_declared_a_name_or_not() -> None:
+    models = _models(MigrationPlan)
+    assert {"CacheChain", "CacheCut", "TableRun", "LoaderSection"} <= set(models)
     undeclared = []
-    for name, cls in _models(MigrationPlan).items():
-        if issubclass(cls, LoaderSection) or cls.__module__ != model.__name__:
-            continue  # the loader section holds settings and figures, no function names
+    for name, cls in models.items():
         for field, info in cls.model_fields.items():
-            typed = str(info.annotation) + str(info.metadata)
-            if "NameRole" in typed or not _holds_text(info.annotation):
+            role, _place = field_role(cls, field)
+            if role is not None or not _holds_text(info.annotation):
                 continue
             if field not in NOT_NAMES.get(name, set()):
                 undeclared.append(f"{name}.{field}")
-    assert not undeclared, f"declare as FunctionName/ContextKey or list in NOT_NAMES: {undeclared}"
+    assert not undeclared, (
+        f"declare as FunctionName/ContextKey/LibraryFunction or list in NOT_NAMES: {undeclared}"
+    )
+
+
+def test_every_field_named_for_functions_is_read_by_admission() -> None:
+    missed = []
+    for name, cls in _models(MigrationPlan).items():
+        for field, info in cls.model_fields.items():
+            if not FUNCTION_FIELD.search(field) or not _holds_text(info.annotation):
+                continue
+            role, place = field_role(cls, field)
+            if f"{name}.{field}" in NEVER_RESOLVED:
+                assert role is None, f"{name}.{field} has a role: drop it from NEVER_RESOLVED"
+            elif role is None or not place:
+                missed.append(f"{name}.{field}")
+    assert not missed, f"fields naming functions that admission does not read: {missed}"
 
 
 def test_named_functions_reads_keys_and_lists() -> None:

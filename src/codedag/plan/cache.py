@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from codedag.plan.names import LibraryFunction
+
 CacheMode = Literal["auto", "off"]
 
 
@@ -73,14 +75,14 @@ class CacheChain(_Model):
     """
 
     id: str
-    source_function: str
+    source_function: LibraryFunction
     source_kind: str = ""
     source_slot: str = "0"
     callers: list[str] = Field(default_factory=list)
     context_keys: list[str] = Field(default_factory=list)
     steps: list[str] = Field(default_factory=list)
-    functions: list[str] = Field(default_factory=list)
-    guards: list[str] = Field(default_factory=list)
+    functions: list[LibraryFunction] = Field(default_factory=list)
+    guards: list[LibraryFunction] = Field(default_factory=list)
     sources: int = Field(default=0, ge=0)
     samples: int = Field(default=0, ge=0)
     stop: str = ""
@@ -89,6 +91,11 @@ class CacheChain(_Model):
     share: float = Field(default=1.0, ge=0.0, le=1.0)
     cached: bool = False
     reason: str = ""
+
+    @property
+    def in_use(self) -> bool:
+        """Whether applying the plan patches this chain's functions (it is cached at a cut)."""
+        return self.cached and self.cut is not None
 
 
 class CacheSection(_Model):
@@ -117,6 +124,11 @@ class CacheSection(_Model):
     write_ns_per_sample: int = Field(default=0, ge=0)
     chains: list[CacheChain] = Field(default_factory=list)
     note: str = ""
+
+    @property
+    def in_use(self) -> bool:
+        """Whether applying the plan may patch anything for the cache (it is not off)."""
+        return self.mode != "off"
 
     @property
     def cached_chains(self) -> list[CacheChain]:

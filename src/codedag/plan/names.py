@@ -1,11 +1,14 @@
 """Which fields of a plan name library functions, and every name a plan would use.
 
 A plan file may come from elsewhere. The fields whose strings the runtime patches or imports are
-typed :data:`FunctionName` (a canonical name, ``cv2.resize``) or :data:`ContextKey` (a traced
-context key, whose last segment is a function name); :func:`named_functions` walks any plan model
-by those types, so a section added later is covered by declaring its fields with them. Whether
-the names are *used* follows each model's :meth:`in_use <codedag.plan.model.PlannedCall.in_use>`
-(a call kept on the CPU, a chain not run batched: named, never patched).
+typed :data:`FunctionName` (a canonical name the runtime may move to a device, ``cv2.resize``),
+:data:`ContextKey` (a traced context key, whose last segment is such a name) or
+:data:`LibraryFunction` (a library function patched where it runs and never moved: the prefix
+cache's and the lookup tables' functions, ``cv2.imread``); :func:`named_functions` walks any plan
+model by those types, so a section added later is covered by declaring its fields with them.
+Whether the names are *used* follows each model's
+:meth:`in_use <codedag.plan.model.PlannedCall.in_use>` (a call kept on the CPU, a chain not run
+batched, a chain not cached: named, never patched).
 
 Checking the names against the registry happens above this layer
 (:mod:`codedag.backends.admission`), before anything is imported.
@@ -25,15 +28,19 @@ from codedag.plan.context import function_of
 
 @dataclass(frozen=True)
 class NameRole:
-    """Marks a plan field whose strings name functions (``function``) or context keys (``key``)."""
+    """Marks a plan field whose strings name functions the runtime may move (``function``),
+    context keys of such functions (``key``) or library functions patched where they run
+    (``library``)."""
 
-    kind: Literal["function", "key"]
+    kind: Literal["function", "key", "library"]
 
 
 FunctionName = Annotated[str, NameRole("function")]
 """A canonical function name the runtime may patch (``cv2.resize``)."""
 ContextKey = Annotated[str, NameRole("key")]
 """A traced context key (``a.f#0/cv2.resize#1``); its function is its last segment."""
+LibraryFunction = Annotated[str, NameRole("library")]
+"""A library function patched where it runs, never moved (a cached chain's ``cv2.imread``)."""
 
 
 @dataclass(frozen=True)
@@ -44,11 +51,14 @@ class NamedFunction:
         where: the field path (``batched.chains.0.functions``).
         name: the function (for a context key, its last segment).
         used: whether applying the plan patches it (its section is in use).
+        kind: ``function`` (the runtime may move it to a device) or ``library`` (patched where
+            it runs).
     """
 
     where: str
     name: str
     used: bool
+    kind: Literal["function", "library"] = "function"
 
 
 def _role(annotation: Any) -> tuple[NameRole | None, str]:
@@ -69,7 +79,9 @@ def _role(annotation: Any) -> tuple[NameRole | None, str]:
     return None, ""
 
 
-def _field_role(model: type[BaseModel], field: str) -> tuple[NameRole | None, str]:
+def field_role(model: type[BaseModel], field: str) -> tuple[NameRole | None, str]:
+    """The role declared on ``model.field`` and where its strings sit (``value``, ``item``,
+    ``key``), or ``(None, "")``: what :func:`named_functions` reads."""
     info = model.model_fields[field]
     for meta in info.metadata:
         if isinstance(meta, NameRole):
@@ -101,14 +113,17 @@ def named_functions(
     prefix = f"{where}." if where else ""
     for field in type(model).model_fields:
         value = getattr(model, field)
-        role, place = _field_role(type(model), field)
+        role, place = field_role(type(model), field)
         if role is not None:
+            kind: Literal["function", "library"] = (
+                "library" if role.kind == "library" else "function"
+            )
             for suffix, text in _strings(value, place):
                 if role.kind == "key":
                     if not text.strip("/"):
                         continue
                     text = function_of(text)
-                yield NamedFunction(f"{prefix}{field}{suffix}", text, used)
+                yield NamedFunction(f"{prefix}{field}{suffix}", text, used, kind)
             continue
         yield from _children(value, f"{prefix}{field}", used)
 

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from codedag.plan.names import LibraryFunction
+
 TablesMode = Literal["auto", "off"]
 
 
@@ -32,7 +34,7 @@ class TableRun(_Model):
         samples: traced samples that ran it.
     """
 
-    producer: str
+    producer: LibraryFunction
     callers: list[str] = Field(default_factory=list)
     calls: list[str] = Field(default_factory=list)
     consumer: str = ""
@@ -53,8 +55,13 @@ class TablesSection(_Model):
 
     mode: TablesMode = "auto"
     runs: list[TableRun] = Field(default_factory=list)
-    guards: list[str] = Field(default_factory=list)
+    guards: list[LibraryFunction] = Field(default_factory=list)
     note: str = ""
+
+    @property
+    def in_use(self) -> bool:
+        """Whether applying the plan patches the runs' producers and the guards (not off)."""
+        return self.mode != "off"
 
     @property
     def planned(self) -> list[TableRun]:

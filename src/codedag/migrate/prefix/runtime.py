@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import codedag.migrate.random_states as random_states
+from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
 from codedag.migrate.prefix.values import has_prefix_value, outside_call, step
@@ -118,7 +119,7 @@ class PrefixCacheRuntime:
     """
 
     def __init__(self, chains: list[ChainSpec], settings: CacheSettings | None = None) -> None:
-        self.chains = chains if (settings is None or settings.enabled) else []
+        self.chains = admitted_chains(chains) if (settings is None or settings.enabled) else []
         self.settings = settings or CacheSettings()
         self.store = PrefixStore.open(self.settings.store) if self.chains else PrefixStore([])
         self.session = Session(self.store, self.settings.verify, self.settings.judge_after)

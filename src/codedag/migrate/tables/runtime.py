@@ -28,6 +28,7 @@ import numpy as np
 
 import codedag.migrate.random_states as random_states
 import codedag.migrate.tables.lookup as lookup
+from codedag.migrate.admitted import admitted_runs
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.tables.values import (
     COUNTS,
@@ -73,8 +74,9 @@ class TablesRuntime(PatchedRuntime):
     """
 
     def __init__(self, runs: list[RunSpec], guards: list[str] | None = None) -> None:
+        runs, admitted = admitted_runs(runs, guards or ())  # before anything is imported
         self.runs = runs
-        self.guards = sorted(set(guards or ()) - {r.producer for r in runs})
+        self.guards = sorted(set(admitted) - {r.producer for r in runs})
         super().__init__("lookup-tables")
         self.failures = 0
         callers: dict[str, set[str]] = {}
