@@ -363,8 +363,8 @@ def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> Prefix
     """The prefix cache of the plan's ``cache`` section, with the plan's folder and budget
     where the settings name none."""
     import dataclasses
-    from pathlib import Path
 
+    from codedag.migrate.prefix.confine import plan_cache_folder
     from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime, chains_from_plan
 
     section = plan.plan.cache if plan.plan is not None else None
@@ -373,7 +373,7 @@ def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> Prefix
     settings = CacheSettings() if cache is True else cache
     store = settings.store
     if store.folder is None and section.folder:
-        store = dataclasses.replace(store, folder=Path(section.folder))
+        store = dataclasses.replace(store, folder=plan_cache_folder(section.folder))
     if store.ram_budget_bytes is None and section.budget_bytes:
         store = dataclasses.replace(store, ram_budget_bytes=section.budget_bytes)
     settings = dataclasses.replace(settings, store=store)
