@@ -44,7 +44,7 @@ class FakeMlflowClient:
     def get_experiment_by_name(self, name: str) -> None:
         return None
 
-    def create_experiment(self, name: str) -> str:
+    def create_experiment(self, name: str, artifact_location: str | None = None) -> str:
         return "1"
 
     def create_run(self, experiment_id: str, **kwargs: Any) -> Any:

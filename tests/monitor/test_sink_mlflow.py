@@ -95,3 +95,32 @@ def test_an_unreachable_tracking_server_is_one_warning(
     assert len(warnings) == 1, caplog.text
     assert len(recording.steps["baseline"]) == 3  # the other outputs went on
     assert (tmp_path / "results.json").is_file() and (tmp_path / "baseline.batches.csv").is_file()
+
+
+@pytest.mark.slow
+def test_mlflow_without_a_uri_keeps_its_store_in_the_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    run_dir = tmp_path / "out"
+    monitor = ExperimentMonitor(
+        "local_store", run_dir=run_dir, probe_factory=CountingProbe, sinks=["mlflow"]
+    )
+    monitor.start_mode("baseline", resource_interval=None)
+    for _ in range(3):
+        monitor.start_batch()
+        monitor.end_batch(n_samples=4)
+    monitor.stop_mode()
+    monitor.save_json()
+    monitor.close()
+
+    assert list(cwd.iterdir()) == []  # neither mlflow.db nor mlruns/ where the run started
+    client = mlflow_tracking.MlflowClient(tracking_uri=f"sqlite:///{run_dir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("local_store")
+    assert experiment.artifact_location == (run_dir / "mlruns").as_uri()
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert runs["baseline"].data.metrics["summary/steps"] == 3
+    assert list((run_dir / "mlruns").glob("*/artifacts/codedag/results.json"))

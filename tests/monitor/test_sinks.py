@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -18,10 +19,10 @@ from codedag.devices.gpus import NvmlGPUs
 from codedag.errors import ConfigError
 from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.probes import ProcessTreeProbe
-from codedag.monitor.records import MetricRecord, StepRecord
+from codedag.monitor.records import MetricRecord, RunInfo, StepRecord
 from codedag.monitor.sinks import names
 from codedag.monitor.sinks.base import Sink, SinkHub
-from codedag.monitor.sinks.mlflow import MlflowSink
+from codedag.monitor.sinks.mlflow import MlflowSink, run_store
 from codedag.monitor.sinks.specs import make_sinks
 from codedag.monitor.sinks.window import MetricWindow, StepWindow
 from codedag.monitor.system import SystemProbe
@@ -160,6 +161,41 @@ def test_mlflow_sink_warnings_are_shown_without_credentials(
     assert "the mlflow sink failed (ConnectionError: cannot reach" in caplog.text
     assert "MLflow (http://me:***@tracking:5000) did not take" in caplog.text
     assert "hunter2" not in caplog.text
+
+
+def test_mlflow_run_store_is_inside_the_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    uri, artifacts = run_store(Path("out") / "run")  # relative: made absolute, never cwd-bound
+    assert uri == f"sqlite:///{tmp_path}/out/run/mlflow.db"
+    assert artifacts == (tmp_path / "out" / "run" / "mlruns").as_uri()
+
+
+def test_mlflow_without_a_uri_logs_into_the_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    asked: list[str | None] = []
+
+    def refuse(uri: str | None) -> object:
+        asked.append(uri)
+        raise ConnectionError("no server in this test")
+
+    MlflowSink(client_factory=refuse).close()  # no run opened: no store is made anywhere
+    assert asked == []
+    sink = MlflowSink(client_factory=refuse)
+    sink.open_run(RunInfo("exp", tmp_path / "out"))
+    sink.close()
+    assert asked == [run_store(tmp_path / "out")[0]]
+    assert sink.artifact_location == (tmp_path / "out" / "mlruns").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")  # the user's choice wins
+    sink = MlflowSink(client_factory=refuse)
+    sink.open_run(RunInfo("exp", tmp_path / "out"))
+    sink.close()
+    assert asked[-1] is None and sink.artifact_location is None
+    assert os.listdir(tmp_path) == []
 
 
 def test_step_window_averages_fast_steps_and_keeps_slow_ones() -> None:

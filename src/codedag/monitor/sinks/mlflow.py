@@ -11,12 +11,15 @@ its status is ``FINISHED``, ``KILLED`` (interrupted) or ``FAILED``. Names: :mod:
 Everything that talks to the tracking server runs on the sink's own thread, every
 ``send_interval_s``: the training thread only appends to a list, a server that is slow or down
 never holds it up, and its failure is one warning (the sink then stops; the run goes on).
-``tracking_uri=None`` is MLflow's own default (``MLFLOW_TRACKING_URI``, else its local store).
+``tracking_uri=None`` is ``MLFLOW_TRACKING_URI`` when set, else a store of the run's own
+(:func:`run_store`: ``<run dir>/mlflow.db``, artifacts in ``<run dir>/mlruns``), never the current
+folder.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -41,6 +44,9 @@ MAX_PARAMS = 100
 MAX_PARAM_CHARS = 6000
 ENVIRONMENT_TAGS = ("host", "platform", "python", "torch", "cuda", "codedag", "cpu_source")
 
+STORE_FILE = "mlflow.db"
+ARTIFACTS_FOLDER = "mlruns"
+
 # (mode, key, value, epoch milliseconds, step)
 MetricRow = tuple[str, str, float, int, int]
 
@@ -64,12 +70,23 @@ def flat_params(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def run_store(run_dir: Path) -> tuple[str, str]:
+    """The tracking URI and artifact location of a store inside ``run_dir``.
+
+    A SQLite file (``run_dir/mlflow.db``, which MLflow's client reads with SQLAlchemy) and its
+    artifacts in ``run_dir/mlruns``, both absolute so the current folder plays no part.
+    """
+    folder = Path(run_dir).absolute()
+    return f"sqlite:///{(folder / STORE_FILE).as_posix()}", (folder / ARTIFACTS_FOLDER).as_uri()
+
+
 class MlflowSink(Sink):
     """Records the run in MLflow from a thread of its own.
 
     Args:
         tracking_uri: where to log (``http://...``, ``sqlite:///mlflow.db``, ``databricks``);
-            ``None``: MLflow's default.
+            ``None``: ``MLFLOW_TRACKING_URI`` when set, else :func:`run_store` of the run's
+            folder (chosen when the run opens).
         experiment_name: MLflow experiment; ``None``: the monitor's experiment name.
         min_interval_s: seconds of training between two points of the per-step figures.
         send_interval_s: seconds between two sends to the tracking server (a send to a local
@@ -97,6 +114,10 @@ class MlflowSink(Sink):
         if client_factory is None:
             _require_mlflow()
         self.tracking_uri = tracking_uri
+        self.artifact_location: str | None = None
+        # No URI anywhere: the store goes into the run's folder, known when the run opens.
+        self._store_in_run = tracking_uri is None and not os.environ.get("MLFLOW_TRACKING_URI")
+        self._run_dir: Path | None = None
         self.experiment_name = experiment_name
         self.min_interval_s = float(min_interval_s)
         self.send_interval_s = float(send_interval_s)
@@ -119,7 +140,7 @@ class MlflowSink(Sink):
         if self._failed:
             return
         self._ops.append(op)
-        if self._thread is None:
+        if self._thread is None and not (self._store_in_run and self._run_dir is None):
             self._thread = threading.Thread(target=self._loop, name="codedag-mlflow", daemon=True)
             self._thread.start()
 
@@ -136,11 +157,17 @@ class MlflowSink(Sink):
             if run.environment.get(k) is not None
         }
         tags["codedag.run_dir"] = str(run.run_dir)
+        if self._store_in_run:
+            self._run_dir = Path(run.run_dir)
+            self.tracking_uri, self.artifact_location = run_store(self._run_dir)
+        where = {"artifact_location": self.artifact_location} if self.artifact_location else {}
 
         def create(client: Any) -> None:
             found = client.get_experiment_by_name(experiment)
             experiment_id = (
-                found.experiment_id if found is not None else client.create_experiment(experiment)
+                found.experiment_id
+                if found is not None
+                else client.create_experiment(experiment, **where)
             )
             self._experiment_id = experiment_id
             parent = client.create_run(experiment_id, tags=tags, run_name=run.run_dir.name)
@@ -273,7 +300,8 @@ class MlflowSink(Sink):
         self._closing = True
         self._wake.set()
         thread = self._thread
-        if thread is None:
+        if thread is None:  # no run was opened: nothing to send, no store to create
+            self._ops.clear()
             return
         thread.join(self.close_timeout_s)
         if thread.is_alive():
@@ -292,6 +320,8 @@ class MlflowSink(Sink):
             return self._factory(self.tracking_uri)
         from mlflow.tracking import MlflowClient
 
+        if self._run_dir is not None:
+            self._run_dir.mkdir(parents=True, exist_ok=True)
         return MlflowClient(tracking_uri=self.tracking_uri)
 
     def _loop(self) -> None:
