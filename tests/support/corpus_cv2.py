@@ -183,7 +183,18 @@ def _filter2d(img: np.ndarray) -> Params:
         ("anchor", (-1, _kernel(3)), {"anchor": (0, 2)}),
         ("1x5 kernel", (-1, np.ones((1, 5), np.float32) / 5), {}),
         ("ringing 13x13", (-1, _sinc_kernel(13, 1.4)), {}),
+        ("motion blur 13x13", (-1, _motion_kernel(13, 10)), {}),  # DFT-sized: left to cv2
+        ("motion blur 13x13 float out", (cv2.CV_32F, _motion_kernel(13, 10)), {}),
+        ("motion blur 11x11", (-1, _motion_kernel(11, 10)), {}),
     ]
+
+
+def _motion_kernel(size: int, taps: int) -> np.ndarray:
+    """A MotionBlur kernel: a line of ``taps`` ones in a size x size kernel, normalized (ten taps
+    of 0.1 put a tenth of uint8 sums on exact halves)."""
+    kernel = np.zeros((size, size), np.float32)
+    kernel[size // 2, :taps] = 1.0
+    return kernel / kernel.sum()
 
 
 def _sinc_kernel(size: int, cutoff: float) -> np.ndarray:
