@@ -7,6 +7,8 @@ position along the axes where the constants vary. The whole run is then a table:
 own NumPy functions evaluated once on all 256 values (times those positions), and on a batch one
 gather (``astype(float32) / 255 - mean) / std`` is one pass instead of four, bit for bit what
 NumPy computes per sample, since the table *is* NumPy's result for every possible input).
+Which steps a table computes exactly is :mod:`codedag.backends.exact_tables`' rule: a run ends
+before a step it does not name, and is cut before a step it refuses on the run's values.
 
 :func:`plan` returns the steps to run and, for each, its index in the recorded program (where
 the samples' own arguments are), or ``None`` for a step made here.
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from codedag.backends import exact_tables
 from codedag.backends.batched.collate import Ref, Step
 from codedag.backends.batched.ops import Batch, ElementwiseOp, Meta, Op
 from codedag.backends.batched.views import CastOp
@@ -64,12 +67,13 @@ def _plan(program: list[Step]) -> Plan:
     while j < len(program):
         end = _run_end(program, readers, j)
         if end - j >= MIN_STEPS:
-            fused = _fused_step(program[j:end], j)
+            fused = _fused_step(program[j:end])
             if fused is not None:
-                steps.append(_renumbered(fused, renumber))
+                step, used = fused
+                steps.append(_renumbered(step, renumber))
                 origins.append(None)
-                renumber[end - 1] = len(steps) - 1
-                j = end
+                renumber[j + used - 1] = len(steps) - 1
+                j += used
                 continue
         steps.append(_renumbered(program[j], renumber))
         origins.append(j)
@@ -93,8 +97,11 @@ def _data_slots(step: Step) -> list[int]:
 
 
 def _value_wise(step: Step) -> bool:
-    """A NumPy ufunc, ``clip`` or cast whose one non-constant argument is an earlier result."""
+    """A NumPy ufunc, ``clip`` or cast the exact-table rule names, whose one non-constant
+    argument is an earlier result."""
     if not isinstance(step.op, ElementwiseOp | CastOp) or step.meta.kind != "array":
+        return False
+    if step.op.name not in exact_tables.NAMES:
         return False
     if any(key[0] != "c" for _name, key in step.key[2]):
         return False
@@ -156,23 +163,28 @@ class TableOp(Op):
         return table.reshape(-1).index_select(0, index.reshape(-1)).view(x.shape)
 
 
-def _fused_step(run: list[Step], start: int) -> Step | None:
+def _fused_step(run: list[Step]) -> tuple[Step, int] | None:
+    """The fused step of ``run``'s first steps, and how many it computes (None: no table)."""
     first = run[0]
     slot = _data_slots(first)[0]
     in_meta: Meta = first.key[1][slot][1]
-    table = _table(run, in_meta, slot)
-    if table is None:
+    found = _table(run, in_meta, slot)
+    if found is None:
         return None
+    table, used = found
+    run = run[:used]
     last = run[-1]
     names = "+".join(s.op.name.rsplit(".", 1)[-1] for s in run)
     op = TableOp(table, last.meta, f"table[{names}]")
     key = (("fused", tuple(s.key for s in run)), (("d", in_meta),), ())
-    return Step(op, (first.args[slot],), (), last.meta, key)
+    return Step(op, (first.args[slot],), (), last.meta, key), used
 
 
-def _table(run: list[Step], in_meta: Meta, slot: int) -> torch.Tensor | None:
-    """The run's output for every input value (leading axis), or ``None`` when it cannot be
-    a table (constants varying along leading axes, a result of another shape, a large table)."""
+def _table(run: list[Step], in_meta: Meta, slot: int) -> tuple[torch.Tensor, int] | None:
+    """The output of the run's first steps for every input value (leading axis) and how many
+    steps that is: up to the first the exact-table rule refuses or that fails on the values.
+    ``None`` when fewer than :data:`MIN_STEPS` remain or they cannot be a table (constants
+    varying along leading axes, a result of another shape, a large table)."""
     ndim = len(in_meta.shape)
     dtype = np.dtype(in_meta.dtype)
     values = np.arange(256, dtype=np.int64)
@@ -181,17 +193,22 @@ def _table(run: list[Step], in_meta: Meta, slot: int) -> torch.Tensor | None:
     elif dtype == np.bool_:
         values = values[:2]
     probe: Any = values.astype(dtype).reshape(-1, *([1] * ndim))
-    try:
-        with np.errstate(all="ignore"):
-            for i, step in enumerate(run):
-                data = slot if i == 0 else _data_slots(step)[0]
-                args = [probe if j == data else ref[1] for j, ref in enumerate(step.args)]
-                kwargs = {k: ref[1] for k, ref in step.kwargs}
-                probe = step.op.original(*args, **kwargs)
-    except Exception:
+    used = 0
+    for i, step in enumerate(run):
+        data = slot if i == 0 else _data_slots(step)[0]
+        args = [probe if j == data else ref[1] for j, ref in enumerate(step.args)]
+        kwargs = {k: ref[1] for k, ref in step.kwargs}
+        try:
+            with np.errstate(all="ignore"):
+                result = step.op.original(*args, **kwargs)
+        except Exception:
+            break
+        if exact_tables.refusal(step.op.name, probe, result) is not None:
+            break
+        probe, used = result, i + 1
+    if used < MIN_STEPS:
         return None
-    probe = np.asarray(probe)
-    last = run[-1].meta
+    last = run[used - 1].meta
     if probe.dtype != np.dtype(last.dtype) or probe.ndim != ndim + 1:
         return None
     varying = probe.shape[1:]
@@ -202,7 +219,7 @@ def _table(run: list[Step], in_meta: Meta, slot: int) -> torch.Tensor | None:
         return None
     if len(values) != 256:  # bool: pad to 256 rows so every index of a byte is valid
         probe = np.concatenate([probe, np.repeat(probe[-1:], 256 - len(values), axis=0)])
-    return torch.from_numpy(np.ascontiguousarray(probe))
+    return torch.from_numpy(np.ascontiguousarray(probe)), used
 
 
 def _renumbered(step: Step, renumber: dict[int, int]) -> Step:

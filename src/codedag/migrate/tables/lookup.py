@@ -15,15 +15,14 @@ table gives the value, or the calls run as written.
 
 Exact by construction:
 
-* Only calls whose result for an element is a function of that element's value alone, the same in
-  NumPy's vectorized and scalar loops, extend a run: ``+ - * /``, unary ``- + abs``, their ufuncs,
-  ``sqrt``, ``square``, ``floor``, ``ceil``, ``trunc``, ``rint`` (IEEE-754 rounds each of them
-  correctly), and ``astype``. Minimum, maximum and clip are left out (signed zeros), and so are
-  powers, exponentials and logarithms (not correctly rounded, vectorized loops may differ).
+* A call extends a run where :mod:`codedag.backends.exact_tables` (the rule the batched executor's
+  fusion follows too) admits it on the run's values: the calls it names (:data:`ELEMENTWISE`:
+  those that give numbers, as ufuncs, operators or ``astype``), with clip, minimum, maximum,
+  powers, exponentials and logarithms admitted on floats where NumPy's loops agree on this
+  machine, and casts of floats to integers only where every value is in the target's range.
 * A probe that raises any floating-point exception (division by zero, overflow, underflow,
-  invalid), or holds a value that is not finite, is not used: the real array might not hit that
-  value, and NumPy would warn only where it does. A cast of floats to integers must keep every
-  probe value in the target's range.
+  invalid) is not used: the real array might not hit that value, and NumPy would warn only where
+  it does.
 * Constants may only vary along the last axis (one value per channel) and may not give the result
   more dimensions than the array has; the array must be C-contiguous (the result of the calls is
   then C-contiguous, as the gathered one is).
@@ -45,33 +44,23 @@ from typing import Any
 import numpy as np
 import xxhash
 
-ELEMENTWISE = frozenset(
-    {
-        "operator.add",
-        "operator.sub",
-        "operator.mul",
-        "operator.truediv",
-        "operator.neg",
-        "operator.pos",
-        "operator.abs",
-        "numpy.add",
-        "numpy.subtract",
-        "numpy.multiply",
-        "numpy.divide",
-        "numpy.true_divide",
-        "numpy.negative",
-        "numpy.positive",
-        "numpy.absolute",
-        "numpy.sqrt",
-        "numpy.square",
-        "numpy.floor",
-        "numpy.ceil",
-        "numpy.trunc",
-        "numpy.rint",
-        "numpy.ndarray.astype",
-    }
-)
-"""Calls that extend a run (see the module docstring for why these and no others)."""
+from codedag.backends import exact_tables
+
+
+def _gives_numbers(name: str) -> bool:
+    """Whether a call of the rule can give a table ``cv2.LUT`` gathers (not only booleans), and
+    a run value routes it (ufuncs, operators, ``astype``)."""
+    if name in exact_tables.CASTS:
+        return name == "numpy.ndarray.astype"
+    ufunc = exact_tables.ufunc_name(name)
+    function = getattr(np, ufunc or "", None)
+    if isinstance(function, np.ufunc):
+        return not all(t.endswith("?") for t in function.types if "O" not in t)
+    return ufunc == "clip"
+
+
+ELEMENTWISE = frozenset(name for name in exact_tables.NAMES if _gives_numbers(name))
+"""Calls that may extend a run (the rule decides on each run's values: see the module docstring)."""
 
 TRIALS = 3
 """Samples on which each table is checked and timed against the calls, per process."""
@@ -230,31 +219,19 @@ def _build(
             probe = function(*probe_args, **kwargs)
     except Exception:  # any failure only means the run is computed as written
         return None
+    if exact_tables.refusal(name, source, probe) is not None:
+        return None
     if (
-        type(probe) is not np.ndarray
-        or probe.ndim != ndim + 1
+        probe.ndim != ndim + 1
         or probe.shape[0] != 256
         or any(n != 1 for n in probe.shape[1:-1])
         or probe.shape[-1] > MAX_CHANNELS
-        or probe.dtype.kind not in "biuf"
     ):
         return None
-    if probe.dtype.kind == "f" and not np.isfinite(probe).all():
-        return None
-    if name == "numpy.ndarray.astype" and not _exact_cast(source, probe, kwargs):
-        return None
+    copy = kwargs.get("copy", True)
+    if name == "numpy.ndarray.astype" and copy is False and probe.dtype == source.dtype:
+        return None  # NumPy returns the array itself: the result aliases its input
     return Table(signature, probe)
-
-
-def _exact_cast(source: np.ndarray, probe: np.ndarray, kwargs: dict[str, Any]) -> bool:
-    """A cast extends a run when it makes a new array and floats stay within an integer
-    target's range (beyond it the result is undefined, and loops may differ)."""
-    if kwargs.get("copy", True) is False and probe.dtype == source.dtype:
-        return False  # NumPy returns the array itself: the result aliases its input
-    if source.dtype.kind == "f" and probe.dtype.kind in "iu":
-        info = np.iinfo(probe.dtype)
-        return bool(source.min() >= info.min and source.max() <= info.max)
-    return True
 
 
 _IDENTITIES: dict[int, np.ndarray] = {}

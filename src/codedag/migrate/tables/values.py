@@ -172,6 +172,8 @@ class RunValue:
     def __array_function__(
         self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        if func is np.clip and args and args[0] is self:
+            return self._extend("numpy.clip", func, args, kwargs)
         return func(*computed(args), **computed_kwargs(kwargs))
 
     def __getitem__(self, key: Any) -> Any:
@@ -221,14 +223,13 @@ def _identity(value: Any) -> Any:
 
 
 def _install_operators() -> None:
-    extending = {"add", "sub", "mul", "truediv"}
     binary = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_",
               "or_", "xor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne")  # fmt: skip
     for name in binary:
         function = getattr(operator, name)
         short = name.rstrip("_")
         qualified = f"operator.{name}"
-        run = name in extending
+        run = qualified in lookup.ELEMENTWISE
         in_place = getattr(operator, f"i{short}", None)
 
         def forward(self: Any, other: Any, q: str = qualified, f: Any = function, r: bool = run):
@@ -252,7 +253,9 @@ def _install_operators() -> None:
         function = getattr(operator, name)
         qualified = f"operator.{name}"
 
-        def unary(self: Any, q: str = qualified, f: Any = function, r: bool = name != "invert"):
+        extends = qualified in lookup.ELEMENTWISE
+
+        def unary(self: Any, q: str = qualified, f: Any = function, r: bool = extends):
             return self._extend(q, f, (self,), {}) if r else f(self._compute())
 
         setattr(RunValue, f"__{name}__", unary)
