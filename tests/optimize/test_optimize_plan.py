@@ -364,3 +364,11 @@ def test_export_dir_gets_the_five_stage_files(tmp_path: pytest.TempPathFactory) 
     assert plan["schema_version"] == 2
     dot = (tmp_path / "coarsening_graph.dot").read_text()  # type: ignore[operator]
     assert dot.startswith("digraph") and "cv2.resize x" in dot
+
+
+@pytest.mark.parametrize("budget", [-1, 10**20])
+def test_a_cache_budget_out_of_bounds_is_refused_before_a_plan_is_written(budget: int) -> None:
+    from codedag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cache_budget_bytes must be >= 0 and <="):
+        OptimizerManager(cache_budget_bytes=budget)

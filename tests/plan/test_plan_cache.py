@@ -23,3 +23,18 @@ def test_a_cache_section_round_trips_and_names_its_cached_chains() -> None:
     assert [c.id for c in again.cache.cached_chains] == ["prefix0"]
     off = section.model_copy(update={"mode": "off"})
     assert off.cached_chains == []
+
+
+def test_a_budget_past_the_bound_is_a_schema_error_naming_it() -> None:
+    import pytest
+
+    from codedag.errors import SchemaError
+    from codedag.plan.cache import MAX_BUDGET_BYTES
+
+    section = {"budget_bytes": MAX_BUDGET_BYTES}
+    assert MigrationPlan.from_dict({"context_device_map": {}, "cache": section}).cache
+    for budget in (MAX_BUDGET_BYTES + 1, 10**30, -1):
+        plan = {"context_device_map": {}, "cache": {"budget_bytes": budget}}
+        with pytest.raises(SchemaError, match=r"cache\.budget_bytes") as info:
+            MigrationPlan.from_dict(plan, source="plan 'p.json'")
+        assert "\n" not in str(info.value)

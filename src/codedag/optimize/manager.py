@@ -25,6 +25,7 @@ from codedag.optimize.plan_builder import (
 )
 from codedag.optimize.refine import IterativeOptimizer
 from codedag.optimize.result import OptimizeResult
+from codedag.plan.cache import MAX_BUDGET_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,11 @@ class OptimizerManager:
         check_mode(self.placement.batched)
         if cache not in ("auto", "off"):
             raise ConfigError(f"cache must be 'auto' or 'off', got {cache!r}")
-        if cache_budget_bytes is not None and cache_budget_bytes < 0:
-            raise ConfigError(f"cache_budget_bytes must be >= 0, got {cache_budget_bytes}")
+        if cache_budget_bytes is not None and not 0 <= cache_budget_bytes <= MAX_BUDGET_BYTES:
+            raise ConfigError(
+                f"cache_budget_bytes must be >= 0 and <= {MAX_BUDGET_BYTES} (1 PiB), got "
+                f"{cache_budget_bytes}"
+            )
         if tables not in (None, "auto", "off"):
             raise ConfigError(f"tables must be 'auto' or 'off', got {tables!r}")
         self.cache = cache

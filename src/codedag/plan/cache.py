@@ -17,6 +17,10 @@ from codedag.plan.names import LibraryFunction
 
 CacheMode = Literal["auto", "off"]
 
+MAX_BUDGET_BYTES = 1 << 50
+"""The largest budget a plan or a setting may give a cache tier (1 PiB: more memory or disk than
+one machine has; a tier's budget becomes LMDB's map size, which must fit the address space)."""
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, validate_assignment=True)
@@ -103,7 +107,8 @@ class CacheSection(_Model):
 
     Attributes:
         mode: ``auto`` (cache where a cut saves time) or ``off``.
-        budget_bytes: the memory budget the cut was chosen within (the RAM tier's budget).
+        budget_bytes: the memory budget the cut was chosen within (the RAM tier's budget; at
+            most :data:`MAX_BUDGET_BYTES`).
         folder: the disk tier's folder (``None``: the default).
         dataset_len: items of the traced data set (how many values the cache will hold).
         samples: traced samples the chains were found in.
@@ -115,7 +120,7 @@ class CacheSection(_Model):
     """
 
     mode: CacheMode = "auto"
-    budget_bytes: int = Field(default=0, ge=0)
+    budget_bytes: int = Field(default=0, ge=0, le=MAX_BUDGET_BYTES)
     folder: str | None = None
     dataset_len: int | None = None
     samples: int = Field(default=0, ge=0)

@@ -26,9 +26,11 @@ from typing import Any
 
 import xxhash
 
+from codedag.errors import ConfigError
 from codedag.migrate.prefix import ram_owner
 from codedag.migrate.prefix.entry import CorruptEntry, Encoded, Meta, decode, encode
 from codedag.migrate.prefix.store import LmdbTier, PutItem, TierError, TierInfo
+from codedag.plan.cache import MAX_BUDGET_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +77,27 @@ class StoreSettings:
             0: no RAM tier).
         disk_budget_bytes: the disk tier's budget (default :func:`default_disk_budget_bytes`;
             0: no disk tier).
+
+    Raises:
+        ConfigError: a budget that is not a number of bytes from 0 to
+            :data:`~codedag.plan.cache.MAX_BUDGET_BYTES`.
     """
 
     folder: Path | None = None
     ram_budget_bytes: int | None = None
     disk_budget_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ram_budget_bytes", "disk_budget_bytes"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not 0 <= value <= MAX_BUDGET_BYTES:
+                raise ConfigError(
+                    f"StoreSettings {name} must be a number of bytes >= 0 and <= "
+                    f"{MAX_BUDGET_BYTES} (1 PiB), got {value!r}"
+                )
 
     def resolved_folder(self) -> Path:
         """The disk tier's folder."""
