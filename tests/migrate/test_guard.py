@@ -74,7 +74,7 @@ def _injector(time: FakeTime, settings: GuardSettings | None, **spec_changes: An
     spec = spec_from_backend(NAME, _backend(time, spec_changes.pop("wrong", False)), "numpy")
     registry.register(dataclasses.replace(spec, **spec_changes))
     entries = {NAME: [(f"app.f#0/{NAME}#0", "cpu")]}
-    return PatchInjector(entries, registry, {}, guard=settings)
+    return PatchInjector(entries, registry, {}, guard=settings, opted_in=[NAME])
 
 
 def _call(n: int) -> list[np.ndarray]:
@@ -214,11 +214,13 @@ def test_a_placed_numpy_draw_leaves_numpy_s_stream_alone_with_the_guard_on() -> 
     """A draw placed on purpose (``--only``) runs once: through its backend (which takes one
     seed from NumPy's stream); the guard never runs the original too, which would advance
     NumPy's generator again and change every later draw."""
-    from codedag.migrate.api import PipelineMigrator
-
-    plan = {"context_device_map": {"app.f#0/numpy.random.uniform#0": "cpu"}}
+    name = "numpy.random.uniform"
+    entries = {name: [(f"app.f#0/{name}#0", "cpu")]}
+    injector = PatchInjector(
+        entries, default_registry(), {}, guard=GuardSettings(calls=4), opted_in=[name]
+    )
     np.random.seed(7)
-    with PipelineMigrator.from_plan(plan, guard=GuardSettings(calls=4)) as migrator:
+    with _applied(injector):
         for _ in range(6):
             np.random.uniform(0.0, 1.0, size=8)
         after = np.random.random(3)
@@ -226,8 +228,45 @@ def test_a_placed_numpy_draw_leaves_numpy_s_stream_alone_with_the_guard_on() -> 
     for _ in range(6):  # what the backend takes from NumPy's stream: one seed per call
         np.random.randint(0, 2**63 - 1, dtype=np.int64)
     assert np.array_equal(after, np.random.random(3))
-    stats = migrator.get_stats()["functions"]["numpy.random.uniform"]
+    stats = injector.stats()[name]
     assert stats["migrated"] == 6 and stats["guard"]["state"] == "disabled"
+    assert injector.kept_on_cpu == {}
+
+
+@pytest.mark.parametrize("name", ["numpy.random.uniform", "numpy.random.Generator.normal"])
+def test_a_draw_a_plan_places_without_opting_in_runs_with_numpy(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An old or hand-written plan placing a draw: NumPy draws it, NumPy's stream is the one
+    without the plan, and the apply says so in one warning."""
+    from codedag.migrate.api import PipelineMigrator
+
+    plan = {
+        "context_device_map": {f"app.f#0/{name}#0": "cpu"},
+        "calls": [{"function": name, "migrate": True, "context_keys": [f"app.f#0/{name}#0"]}],
+    }
+    np.random.seed(7)
+    expected = [np.random.uniform(0.0, 1.0, size=8) for _ in range(3)]
+    np.random.seed(7)
+    migrator = PipelineMigrator.from_plan(plan, guard=GuardSettings(calls=4))
+    with caplog.at_level(logging.WARNING, logger="codedag"), migrator:
+        drawn = [np.random.uniform(0.0, 1.0, size=8) for _ in range(3)]
+        assert name not in migrator.patched_functions()
+    assert all(np.array_equal(a, b) for a, b in zip(drawn, expected, strict=True))
+    lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
+    assert len(lines) == 1 and "runs with its library" in lines[0], lines
+    assert "would change the data" in lines[0]
+    stats = migrator.get_stats()
+    assert name not in stats["functions"] and "runs with its library" in stats["skipped"][name]
+
+
+def test_the_injector_keeps_a_draw_on_the_cpu_in_its_own_state() -> None:
+    name = "numpy.random.rand"
+    entries = {name: [(f"app.f#0/{name}#0", "cpu")]}
+    injector = PatchInjector(entries, default_registry(), {})
+    assert injector.check() == []
+    assert list(injector.kept_on_cpu) == [name] and "moving it" in injector.kept_on_cpu[name]
+    assert PatchInjector(entries, default_registry(), {}, opted_in=[name]).check() == [name]
 
 
 def test_backend_errors_return_the_original_and_original_errors_propagate() -> None:
@@ -384,3 +423,13 @@ def test_a_forked_child_never_waits_on_locks_its_parent_held(timing: FakeTime) -
         assert results.get(timeout=5) == [0.0, 2.0]
         assert results.get(timeout=5) == "kept"  # the child checked and decided on its own
         assert wrapper.guard.state is GuardState.CHECKING  # the parent has not been called
+
+
+def test_many_placed_draws_are_one_warning_line(caplog: pytest.LogCaptureFixture) -> None:
+    names = [f"numpy.random.Generator.d{i}\x1b[2J" for i in range(300)]
+    entries = {n: [(f"app.f#0/{n}#0", "cpu")] for n in names}
+    with caplog.at_level(logging.WARNING, logger="codedag"):
+        assert PatchInjector(entries, default_registry(), {}).check() == []
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("300 random draws run with their library")
+    assert "\x1b" not in lines[0] and "292 more" in lines[0]

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from codedag.cli.main import main
-from codedag.optimize.explain import group_calls, plan_table
+from codedag.optimize.explain import group_calls, plan_table, random_draw_lines
 
 ROOT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__#0"
 SAMPLE = f"{ROOT}/mydata.AudioDataset.__getitem__#0"
@@ -101,3 +101,30 @@ def test_plan_explain_groups_and_all_lists(tmp_path: Path, capsys: Any) -> None:
     every = capsys.readouterr().out
     assert "8 call(s) inside" in grouped and grouped.count("└ ") == 3  # numpy.pad, two groups
     assert every.count("└ ") == 10 and "call(s) inside" not in every  # every call a row
+
+
+def test_a_placed_random_draw_is_one_line_unless_opted_in() -> None:
+    plan = {
+        "context_device_map": {"a.f#0/numpy.random.rand#0": "cpu", "a.f#0/cv2.resize#0": "cpu"},
+        "calls": [
+            call("a.f#0/numpy.random.rand#0", 1.0, migrate=True),
+            call("a.f#0/numpy.random.rand#1", 1.0, migrate=True),
+            call("a.f#0/numpy.random.normal#0", 1.0),  # kept on the CPU by the plan
+            call("a.f#0/cv2.resize#0", 1.0, migrate=True),
+        ],
+    }
+    lines = random_draw_lines(plan)
+    assert len(lines) == 1 and lines[0].startswith("numpy.random.rand draws random numbers")
+    assert "runs it with its library" in lines[0] and "would change the data" in lines[0]
+    plan["placement"] = {"only": ["numpy.random.rand"]}
+    assert random_draw_lines(plan) == []
+
+
+def test_plan_explain_warns_of_each_placed_random_draw(tmp_path: Path, capsys: Any) -> None:
+    key = "a.f#0/numpy.random.Generator.normal#0"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"context_device_map": {key: "cpu"}}))
+    assert main(["plan", "explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: numpy.random.Generator.normal draws random numbers" in out
+    assert "runs it with its library" in out

@@ -48,6 +48,7 @@ __all__ = [
     "DEVICE",
     "NON_MIGRATABLE",
     "PYTHON_NON_MIGRATABLE",
+    "RANDOM_DRAW",
     "RANDOM_PREFIXES",
     "FactoryOp",
     "MoveOnly",
@@ -56,6 +57,7 @@ __all__ = [
     "StandardOp",
     "Strategy",
     "default_registry",
+    "draws_random_numbers",
     "is_migratable",
     "list_supported_functions",
     "non_migratable_reason",
@@ -378,6 +380,19 @@ RANDOM_PREFIXES: Sequence[str] = SequenceView(_random_prefixes)
 Python's ``random`` and the prefixes each library package declares."""
 
 
+RANDOM_DRAW = "draws random numbers: a backend draws from another stream and the data changes"
+"""Why a random draw is not placed (the optimizer) or not moved (the migrator) unless opted in."""
+
+
+def draws_random_numbers(name: str, registry: Registry | None = None) -> bool:
+    """Whether ``name`` is a random draw: its spec says so (``random``), or it has no spec and
+    its name starts with one of :data:`RANDOM_PREFIXES` (``numpy.random.Generator.normal``)."""
+    spec = (registry if registry is not None else default_registry()).get(name)
+    if spec is None:
+        return name.startswith(_random_prefixes())
+    return spec.quirks.random
+
+
 def placement_blocker(name: str) -> str | None:
     """Why a plan must not place ``name`` unless the user opts in by name, or ``None``.
 
@@ -385,13 +400,11 @@ def placement_blocker(name: str) -> str | None:
     (``random``), and backends declared to differ from the library beyond the tolerance table
     (``Fidelity.DIFFERS``). Names without a spec: random draws by prefix.
     """
+    if draws_random_numbers(name):
+        return RANDOM_DRAW
     spec = default_registry().get(name)
     if spec is None:
-        if name.startswith(_random_prefixes()):
-            return "draws random numbers: a backend draws from another stream and the data changes"
         return None
-    if spec.quirks.random:
-        return "draws random numbers: a backend draws from another stream and the data changes"
     if spec.quirks.fidelity is Fidelity.DIFFERS:
         return spec.quirks.differs or "its backend is declared to differ from the library"
     return None

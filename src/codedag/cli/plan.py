@@ -39,7 +39,13 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from codedag.backends.admission import admit_plan
-    from codedag.optimize.explain import cache_table, chains_table, plan_table, tables_table
+    from codedag.optimize.explain import (
+        cache_table,
+        chains_table,
+        plan_table,
+        random_draw_lines,
+        tables_table,
+    )
     from codedag.plan import MigrationPlan
     from codedag.util.io import read_json
     from codedag.util.text import printable
@@ -60,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(section)
     for note in plan.get("notes", []):
         console.print(f"note: {printable(note)}", markup=False)
+    for line in random_draw_lines(plan):
+        console.print(f"warning: {line}", markup=False)
     model = MigrationPlan.from_dict(plan)
     if model.loader is not None:  # DataLoader settings from `codedag tune`
         console.print(

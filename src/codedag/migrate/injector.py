@@ -2,7 +2,9 @@
 
 Only functions that the plan migrates *and* the registry knows are patched. A plan naming a
 NonMigratable function (I/O, decoders, ``os.system``) is refused as a whole with a
-:class:`MigrationError`; a name the registry does not know is skipped with a warning. All patches
+:class:`MigrationError`; a name the registry does not know is skipped with a warning. A random
+draw (``numpy.random.rand``) the plan places without opting it in runs with its library, with a
+warning: a backend draws from another stream, so moving it would change the data. All patches
 go through :class:`codedag.patching.Patcher`, which also rebinds references bound at import time
 (``from cv2 import resize``) and restores the exact original objects; restored wrappers still
 referenced somewhere forward to the original (:meth:`UniversalWrapper.deactivate`).
@@ -20,12 +22,12 @@ import logging
 import sys
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from codedag.backends.admission import UNKNOWN
 from codedag.backends.names import INDEXED_MODULES
-from codedag.backends.registry import Registry
+from codedag.backends.registry import Registry, draws_random_numbers
 from codedag.backends.values import ValueConverter
 from codedag.errors import MigrationError
 from codedag.migrate import guard as guard_module
@@ -38,6 +40,9 @@ from codedag.util.text import listing, printable
 
 log = logging.getLogger(__name__)
 
+KEPT_RANDOM = "draws random numbers: runs with its library, since moving it would change the data"
+"""Why a random draw the plan places without opting it in is not patched."""
+
 
 class PatchInjector:
     """Patch the planned functions; restore them.
@@ -49,6 +54,8 @@ class PatchInjector:
         converters: shared value converters, one per device.
         guard: check each function's first migrated calls against the original and keep the
             placement only if it matches and does not lose time; ``None``: no check.
+        opted_in: random draws the user chose to move (the plan's ``placement.only``); any
+            other draw the plan places runs with its library.
     """
 
     def __init__(
@@ -57,14 +64,18 @@ class PatchInjector:
         registry: Registry,
         converters: dict[str, ValueConverter],
         guard: GuardSettings | None = None,
+        opted_in: Collection[str] = (),
     ) -> None:
         self.entries = entries
         self.registry = registry
         self.converters = converters
         self.guard = guard
+        self.opted_in = frozenset(opted_in)
         self.wrappers: dict[str, UniversalWrapper] = {}
         self.workers: WorkerStats | None = None
         """Counters and guard decisions of forked children (created by :meth:`apply_all`)."""
+        self.kept_on_cpu: dict[str, str] = {}
+        """Placed functions that run with their library all the same -> why (random draws)."""
         self.skipped: dict[str, str] = {}
         self.failed: dict[str, str] = {}
         self._patcher = Patcher("migrate")
@@ -85,6 +96,8 @@ class PatchInjector:
             reason = self.registry.non_migratable.get(name)
             if reason is not None:
                 refused.append(f"{name} ({reason})")
+            elif name not in self.opted_in and draws_random_numbers(name, self.registry):
+                self.kept_on_cpu[name] = KEPT_RANDOM
             elif self.registry.get(name) is None:
                 self.skipped[name] = UNKNOWN
             else:
@@ -103,6 +116,9 @@ class PatchInjector:
                 self.skipped[next(iter(self.skipped))],
                 listing(names),
             )
+        if self.kept_on_cpu:
+            log.warning("%s", random_draws_line(list(self.kept_on_cpu)))
+        self.skipped.update(self.kept_on_cpu)
         return wanted
 
     def apply_all(self) -> dict[str, int]:
@@ -112,6 +128,7 @@ class PatchInjector:
                 return {"patched": 0, "failed": 0, "skipped": 0}
             self.skipped.clear()
             self.failed.clear()
+            self.kept_on_cpu.clear()
             wanted = self.check()
             patched = []
             for name in wanted:
@@ -208,6 +225,19 @@ class PatchInjector:
     def patched_names(self) -> list[str]:
         """Functions patched right now (canonical names and their aliases)."""
         return sorted(self._patcher.records())
+
+
+def random_draws_line(names: list[str]) -> str:
+    """One line saying the random draws ``names`` run with their library, and why."""
+    shown = listing([printable(n, 80) for n in names])
+    if len(names) == 1:
+        head = f"{shown} draws random numbers: it runs with its library, since moving it"
+    else:
+        head = f"{len(names)} random draws run with their library ({shown}), since moving them"
+    return (
+        f"{head} would change the data (a backend draws from another stream); name a draw in "
+        "the plan's placement.only (codedag optimize --only) to move it anyway"
+    )
 
 
 def patch_sites(name: str, registry: Any) -> list[str]:

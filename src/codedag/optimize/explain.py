@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from codedag.plan.context import function_of
 from codedag.plan.tables import TablesSection
-from codedag.util.text import terminal_text
+from codedag.util.text import printable, terminal_text
 
 FRAMES = ("__getitem__", "__getitems__", "__next__", "__iter__")
 """Calls that frame user code (a dataset's sample, the loader's batch): never an owner."""
@@ -328,3 +329,28 @@ def tables_table(plan: dict[str, Any]) -> Any | None:
             _ms(run.traced_ns),
         )
     return table
+
+
+def random_draw_lines(
+    plan: dict[str, Any], is_draw: Callable[[str], bool] | None = None
+) -> list[str]:
+    """One line per random draw the plan places without opting it in (``placement.only``): the
+    migrator runs it with its library, since moving it would change the data.
+
+    Args:
+        plan: a migration plan dict.
+        is_draw: ``function -> draws random numbers`` (default: the registry's).
+    """
+    if is_draw is None:
+        from codedag.backends.registry import draws_random_numbers
+
+        is_draw = draws_random_numbers
+    only = set((plan.get("placement") or {}).get("only") or ())
+    placed = [str(c.get("function", "")) for c in plan.get("calls", []) if c.get("migrate")]
+    placed += [function_of(key) for key in plan.get("context_device_map", {}) if key.strip("/")]
+    draws = [n for n in dict.fromkeys(placed) if n not in only and is_draw(n)]
+    return [
+        f"{printable(name, 80)} draws random numbers: `codedag migrate` runs it with its library, "
+        "since moving it would change the data (name it with --only to move it anyway)"
+        for name in draws
+    ]
