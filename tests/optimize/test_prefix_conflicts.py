@@ -67,7 +67,7 @@ def test_the_cache_wins_over_a_placement_that_saves_less_and_the_call_stays() ->
     (call,) = plan["calls"]
     assert not call["migrate"] and "prefix cache" in call["reason"]
     assert plan["context_device_map"] == {}
-    assert not plan["batched"]["chains"][0]["batched"]
+    assert plan["batched"]["chains"][0]["batched"]  # nested with the cache where they share
     assert plan["cache"]["chains"][0]["cached"]
     assert "kept the cache" in plan["notes"][-1]
 
@@ -89,14 +89,66 @@ def test_chains_without_a_shared_function_are_left_alone() -> None:
     assert plan["calls"][0]["migrate"] and plan["notes"] == []
 
 
-def test_a_batched_chain_forced_by_the_user_keeps_its_functions() -> None:
-    plan = _plan(saved_ns=50_000_000, placed_saving_ns=0, batched=True)
-    plan["calls"] = []
-    plan["batched"]["chains"][0].update(basis="assumed", original_ns=None, batched_ns=None)
+def _decode_plan(batched_steps: list[str]) -> dict[str, Any]:
+    """A cached ``imread > resize`` (cut at the resize) and a batched chain of ``steps``."""
+    functions = [s for s in batched_steps if s.startswith("cv2.")]
+    return {
+        "calls": [
+            {
+                "function": name,
+                "migrate": False,
+                "context_keys": [f"s#{i}/{name}#0" for i in (0, 1)] + [f"other#0/{name}#0"],
+            }
+            for name in functions
+        ],
+        "batched": {
+            "chains": [
+                {
+                    "id": "chain0",
+                    "steps": batched_steps,
+                    "functions": functions,
+                    "entries": [f"s#{i}/{batched_steps[0]}#0" for i in (0, 1)],
+                    "entry_functions": [batched_steps[0]],
+                    "batched": True,
+                    "basis": "assumed",
+                    "reason": "forced",
+                }
+            ]
+        },
+        "cache": {
+            "chains": [
+                {
+                    "id": "prefix0",
+                    "source_function": "cv2.imread",
+                    "steps": ["cv2.imread", "cv2.resize", "cv2.cvtColor"],
+                    "functions": ["cv2.imread", "cv2.resize", "cv2.cvtColor"],
+                    "cached": True,
+                    "cut": {"step": "cv2.resize", "position": 1, "saved_ns": 1_000_000},
+                }
+            ]
+        },
+        "notes": [],
+    }
+
+
+def test_a_batched_chain_that_begins_in_a_cached_prefix_begins_after_its_cut() -> None:
+    plan = _decode_plan(["cv2.resize", "cv2.cvtColor", "cv2.warpAffine", "operator.truediv"])
     resolve(plan)
-    assert plan["batched"]["chains"][0]["batched"]
-    assert not plan["cache"]["chains"][0]["cached"]
-    assert "forced" in plan["cache"]["chains"][0]["reason"]
+    (chain,) = plan["batched"]["chains"]
+    assert plan["cache"]["chains"][0]["cached"]
+    assert chain["batched"] and chain["entry_functions"] == ["cv2.cvtColor"]
+    assert chain["steps"] == ["cv2.cvtColor", "cv2.warpAffine", "operator.truediv"]
+    assert chain["functions"] == ["cv2.cvtColor", "cv2.warpAffine"]
+    assert chain["entries"] == ["s#0/cv2.cvtColor#0", "s#1/cv2.cvtColor#0"]  # its samples only
+    assert "prefix0 feeds batched chain0" in plan["notes"][-1]
+
+
+def test_a_batched_chain_inside_a_cached_prefix_is_not_batched() -> None:
+    plan = _decode_plan(["cv2.resize", "operator.truediv"])
+    resolve(plan)
+    (chain,) = plan["batched"]["chains"]
+    assert not chain["batched"] and "cached prefix of prefix0" in chain["reason"]
+    assert plan["cache"]["chains"][0]["cached"]
 
 
 def test_a_guard_yields_to_a_placement_that_patches_its_function() -> None:

@@ -23,6 +23,7 @@ from codedag.devices.torch_devices import default_device as _default_device
 from codedag.devices.torch_devices import device_for_rank, resolve_device
 from codedag.devices.workers import install_fork_hook
 from codedag.migrate.batched.settings import BatchedSettings
+from codedag.migrate.dispatch import Dispatch
 from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.loader_settings import LoaderSettingsPatch
@@ -108,6 +109,8 @@ class PipelineMigrator:
         )
         self._cache = _cache_runtime(self.plan, cache)
         self._tables = _tables_runtime(self.plan, tables)
+        self._dispatch = Dispatch([self._cache, self._tables, self._batched])
+        self._chained = set(self._batched.chains.functions) if self._batched.active else set()
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
         self._applied = False
@@ -149,11 +152,24 @@ class PipelineMigrator:
         )
 
     def _entries(self) -> dict[str, list[tuple[str, Placement]]]:
-        batched = set(self._batched.chains.functions) if self._batched.active else set()
+        """The placed calls the injector patches: not those a part of the plan replaces (a
+        batched chain's functions record deferred values instead; a hand-made plan may give
+        a function to the cache or the tables too: they keep it, with one warning)."""
+        functions, _hooks = self._dispatch.names()
+        owned = set(functions)
+        placed = self.plan.migrated_functions
+        given = [n for n in placed if n in owned and n not in self._chained]
+        if given:
+            sections = sorted({p.section for n in given for p in self._dispatch.owners(n)})
+            log.warning(
+                "the plan places %s, which its %s section(s) replace too: placement not applied",
+                listing([printable(n, 80) for n in given], 3),
+                " and ".join(sections),
+            )
         return {
             name: [(key, None if p is None else self.device_map[p]) for key, p in placements]
             for name, placements in self.plan.entries.items()
-            if name not in batched  # a chain's functions record deferred values instead
+            if name not in owned
         }
 
     def apply(self) -> dict[str, int]:
@@ -183,21 +199,19 @@ class PipelineMigrator:
                 counts = injector.apply_all()
                 if self._loader is not None:
                     self._loader.apply()
-                chains = self._batched.apply()
-                # the cache's replacements wrap the others'; where both patch a function,
-                # the cache's calls the tables'
-                self._tables.apply(skip=self._cache.patched_names())
-                self._cache.apply(under=self._tables.layer if self._tables.active else None)
+                self._dispatch.apply()
             except BaseException:
-                self._cache.restore()
-                self._tables.restore()
-                self._batched.restore()
+                self._dispatch.restore()
+                if self._loader is not None:
+                    self._loader.restore()
                 injector.restore_all()  # nothing stays patched when apply fails half-way
                 raise
             self._injector = injector
             self._applied = True
-            counts["patched"] += chains["patched"]
-            counts["failed"] += chains["failed"]
+            if self._batched.active:
+                chains = self._batched.counts()
+                counts["patched"] += chains["patched"]
+                counts["failed"] += chains["failed"]
             log.info(
                 "migration applied: %d patched, %d failed, %d skipped",
                 counts["patched"],
@@ -211,9 +225,7 @@ class PipelineMigrator:
         with self._lock:
             if not self._applied or self._injector is None:
                 return 0
-            count = self._cache.restore()
-            count += self._tables.restore()
-            count += self._batched.restore()
+            count = self._dispatch.restore()
             count += self._injector.restore_all()
             if self._loader is not None:
                 self._loader.restore()
@@ -229,7 +241,7 @@ class PipelineMigrator:
         it was patched under."""
         if not (self._injector and self._applied):
             return []
-        return sorted({*self._injector.patched_names(), *self._batched.patched_names()})
+        return sorted({*self._injector.patched_names(), *self._dispatch.patched_names()})
 
     def get_stats(self) -> dict[str, Any]:
         """Per-function counters and totals (they survive :meth:`restore`).

@@ -1,23 +1,21 @@
-"""The prefix cache against placement and batched chains: one owner per function (a pure pass).
+"""The prefix cache against placement and batched chains (a pure pass over the plan).
 
-The prefix cache patches the functions of its chains and hands the calls before each cut values
-of its own (placeholders of what a hit skips), and per-call placement and batched chains patch
-functions too: a function has one owner while a plan is applied. Where the calls a cached chain
-covers (up to its cut) are also placed or batched, the plan keeps whichever saves more per
-sample over
-:data:`codedag.optimize.prefix.EPOCHS` epochs, from the figures already measured:
+The prefix cache hands the calls before each cut values of its own (placeholders of what a hit
+skips). Two other parts of a plan replace functions too:
 
-* the cache: ``share * (EPOCHS - 1) * saved_ns - write_ns`` (a hit saves the prefix minus the
-  read from the second epoch on; the first epoch stores, for the share of the data set the budget
-  holds);
-* placement: ``EPOCHS * (original_ns - backend_ns - transfer_ns)`` for each of the chain's calls
-  it places;
-* a batched chain: ``EPOCHS * (original_ns - batched_ns) / batch_size`` per sample.
-
-The loser is switched off with the reason, and the plan gets a note. A batched chain forced with
-``--batched always`` is the user's choice and keeps its functions. A cached chain's *guards*
-(other functions of its libraries, patched only to take its values as computed arrays) yield to
-a placement or batched chain that patches them: they are dropped from the chain.
+* **a batched chain** that begins with steps of a cached prefix begins after the cut instead:
+  the value read back (or computed and stored) at the cut is its input, so a hit skips the decode
+  and the chain still runs once per batch. Where both replace a function anyway (a step after the
+  cut, a guard), the runtime nests their replacements (:mod:`codedag.migrate.dispatch`);
+* **a placed call** of a function the cache replaces is not nested (the placement's wrapper
+  counts and checks every call itself): the plan keeps whichever saves more per sample over
+  :data:`codedag.optimize.prefix.EPOCHS` epochs, from the figures already measured: the cache
+  ``share * (EPOCHS - 1) * saved_ns - write_ns`` (a hit saves the prefix minus the read from the
+  second epoch on; the first epoch stores, for the share of the data set the budget holds),
+  placement ``EPOCHS * (original_ns - backend_ns - transfer_ns)`` for each of the chain's calls it
+  places. The loser is switched off with the reason, and the plan gets a note. A cached chain's
+  *guards* (other functions of its libraries, patched only to take its values as computed
+  arrays) yield to a placement that patches them: they are dropped from the chain.
 """
 
 from __future__ import annotations
@@ -47,13 +45,6 @@ def _placed_value_ns(call: dict[str, Any], sources: int) -> float:
     return EPOCHS * per_call * calls
 
 
-def _batched_value_ns(chain: dict[str, Any]) -> float:
-    original, batched = chain.get("original_ns"), chain.get("batched_ns")
-    if original is None or batched is None:
-        return 0.0
-    return EPOCHS * max(0, original - batched) / max(1, int(chain.get("batch_size") or 1))
-
-
 def resolve(plan: dict[str, Any]) -> None:
     """Give each function patched by a cached chain one owner (see the module docstring)."""
     section = plan.get("cache") or {}
@@ -62,33 +53,19 @@ def resolve(plan: dict[str, Any]) -> None:
             continue
         cut = chain["cut"]
         covered = chain.get("steps", [])[: int(cut.get("position", 0)) + 1]
+        for entry in (plan.get("batched") or {}).get("chains", []):
+            if entry.get("batched"):
+                _feed(plan, chain, set(covered), entry)
         patched = set(chain.get("functions", [])) | set(covered) | {chain["source_function"]}
         calls = [c for c in plan.get("calls", []) if c.get("migrate") and c["function"] in patched]
-        batched = [
-            b
-            for b in (plan.get("batched") or {}).get("chains", [])
-            if b.get("batched") and patched & set(b.get("functions", []))
-        ]
-        if not calls and not batched:
+        if not calls:
             continue
         sources = int(chain.get("sources", 1) or 1)
         other = sum(_placed_value_ns(c, sources) for c in calls)
-        other += sum(_batched_value_ns(b) for b in batched)
         mine = cache_value_ns(chain)
-        names = [c["function"] for c in calls] + [f"batched {b['id']}" for b in batched]
-        forced = [b["id"] for b in batched if b.get("basis") != "measured"]
-        if forced:  # --batched always: the user's choice, not a measurement to weigh
-            _uncache(section, chain, names, mine, other)
-            chain["reason"] = (
-                f"batched {', '.join(forced)} is forced (--batched always): not cached"
-            )
-            plan.setdefault("notes", []).append(
-                f"prefix cache: {chain['id']} is not cached: batched {', '.join(forced)} patches "
-                "the same functions and is forced"
-            )
-            continue
+        names = [c["function"] for c in calls]
         if mine >= other:
-            _unplace(plan, chain["id"], calls, batched, mine, other)
+            _unplace(plan, chain["id"], calls, [], mine, other)
         else:
             _uncache(section, chain, names, mine, other)
         plan.setdefault("notes", []).append(
@@ -97,6 +74,46 @@ def resolve(plan: dict[str, Any]) -> None:
             f"{_ms(min(mine, other))} saved per sample over {EPOCHS} epochs)"
         )
     _release_guards(plan)
+
+
+def _feed(
+    plan: dict[str, Any], chain: dict[str, Any], covered: set[str], entry: dict[str, Any]
+) -> None:
+    """A batched chain that begins with steps of a cached prefix begins after its cut instead:
+    the cached value is its input (its calls are neither computed nor deferred on a hit)."""
+    steps = entry.get("steps", [])
+    skipped = 0
+    while skipped < len(steps) and steps[skipped] in covered:
+        skipped += 1
+    if not skipped:
+        return  # it does not begin inside the prefix: both replace what they share, nested
+    rest = steps[skipped:]
+    functions = [f for f in entry.get("functions", []) if f in rest]
+    first = next((s for s in rest if s in functions), None)
+    parents = {key.rpartition("/")[0] for key in entry.get("entries", [])}
+    keys = sorted(
+        key
+        for call in plan.get("calls", [])
+        if call["function"] == first
+        for key in call.get("context_keys", [])
+        if key.rpartition("/")[0] in parents
+    )
+    cut = chain["cut"]["step"]
+    if first is None or not keys:
+        entry["batched"] = False
+        entry["reason"] = (
+            f"{entry.get('reason', '')}; its steps up to {cut} are the cached prefix of "
+            f"{chain['id']}, and no library call after them starts a chain: not batched"
+        )
+        return
+    entry.update(steps=rest, functions=functions, entries=keys, entry_functions=[first])
+    entry["reason"] = (
+        f"{entry.get('reason', '')}; starts at {first}, after the cut at {cut}: the prefix "
+        f"cache's {chain['id']} gives its input"
+    )
+    plan.setdefault("notes", []).append(
+        f"prefix cache: {chain['id']} feeds batched {entry['id']}, which starts at {first}"
+    )
 
 
 def owned_functions(plan: dict[str, Any]) -> set[str]:
@@ -109,8 +126,9 @@ def owned_functions(plan: dict[str, Any]) -> set[str]:
 
 
 def _release_guards(plan: dict[str, Any]) -> None:
-    """Drop from the cached chains' guards the functions a placement or batched chain patches."""
-    owned = owned_functions(plan)
+    """Drop from the cached chains' guards the functions a placement patches (a batched
+    chain's replacements are nested inside the cache's: they share them)."""
+    owned = {c["function"] for c in plan.get("calls", []) if c.get("migrate")}
     for chain in (plan.get("cache") or {}).get("chains", []):
         if chain.get("guards"):
             chain["guards"] = [g for g in chain["guards"] if g not in owned]

@@ -1,6 +1,7 @@
 """BatchedRuntime: applies a plan's batched chains to the process and counts what they do.
 
-It patches, through its own :class:`codedag.patching.Patcher`:
+Its layers (installed by :class:`codedag.migrate.dispatch.Dispatch`, innermost where other parts
+replace the same function) replace:
 
 * the chains' library functions and the array conversions (:mod:`.wrappers`);
 * ``_MapDatasetFetcher.fetch`` (:mod:`.fetch`): samples are made with deferral, collated into
@@ -21,6 +22,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -32,17 +34,14 @@ from codedag.backends.batched.executor import BatchExecutor, Outcome
 from codedag.backends.batched.forcing import FORCED, REASONS, install_fork_hook
 from codedag.backends.batched.transfer import DeviceIO, Pending, streams_for
 from codedag.backends.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
-from codedag.backends.registry import default_registry
 from codedag.migrate.batched.check import RunCheck
 from codedag.migrate.batched.settings import BatchedSettings, ChainSet
-from codedag.migrate.injector import patch_each
+from codedag.migrate.dispatch import FETCH, NEXT
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.workerstats import WorkerStats
 
 log = logging.getLogger(__name__)
 
-FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
-NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
 _WORKER_FIELDS = (
     "fetches",
     "fetch_ns",
@@ -88,6 +87,8 @@ class BatchedRuntime(PatchedRuntime):
             (so those calls keep running eagerly).
     """
 
+    section = "batched"
+
     def __init__(
         self,
         chains: ChainSet,
@@ -102,7 +103,8 @@ class BatchedRuntime(PatchedRuntime):
         self.executor = BatchExecutor(self.device, self.io)
         self.streams = streams_for(self.device)
         self.other_keys = dict(other_keys or {})
-        super().__init__("batched")
+        super().__init__()
+        self._entries: set[str] = set()
         self._switch = _Switch()
         # the plan's own choice is checked in the loader; "always" is the user's
         self.check = RunCheck() if self.settings.check and chains.mode == "auto" else None
@@ -127,59 +129,53 @@ class BatchedRuntime(PatchedRuntime):
         """Whether there is anything to run batched."""
         return bool(self.chains.chains)
 
-    def apply(self) -> dict[str, int]:
-        """Install the patches; returns ``{"patched": n, "failed": m}``.
+    def functions(self) -> list[str]:
+        """The chains' library functions and the array conversions."""
+        if not self.active:
+            return []
+        return sorted({*self.chains.functions, *CONVERSIONS})
 
-        ``n`` counts every function replaced: the chains' library functions, the array
-        conversions and the two DataLoader hooks (fetch, ``__next__``).
-        """
-        if self._applied or not self.active:
-            return {"patched": 0, "failed": 0}
+    def hooks(self) -> list[str]:
+        """The fetch (samples made with deferral) and ``__next__`` (records run)."""
+        return [FETCH, NEXT] if self.active else []
+
+    def before_patching(self) -> None:
+        """Reset the counters and build the ops, so forked workers inherit them."""
         install_fork_hook()
         FORCED.reset()
         fetch_module.COUNTERS.reset()
         FORCED.give_up_after = self.settings.give_up_after
-        names = self.chains.functions
-        entries = set(self.chains.entry_functions)
+        self._entries = set(self.chains.entry_functions)
+        _warm(self.chains.functions)
 
-        current: list[str] = []  # the canonical name whose sites are being patched
-
-        def factory(site: str, original: Any) -> Any:
-            name = current[0] if current else site
-            if name == FETCH:
-                return fetch_module.make_fetch(original, self._deferring)
-            if name == NEXT:
-                return make_next(original, self._launch, self._finish, self._has_work, self._ahead)
-            if name in CONVERSIONS:
-                return conversion(name, original)
-            matcher = None
-            if name in entries:
-                matcher = EntryMatcher(
-                    name, self.chains.entries_of(name), self.other_keys.get(name, [])
-                )
-            return chain_function(name, original, matcher)
-
-        _warm(names)
-        failed = patch_each(
-            self.patcher, names, factory, current, "batched execution", default_registry()
-        )
-        conversions = [n for n in CONVERSIONS if n not in names]
-        self.patcher.patch_many(conversions, factory)
-        self.patcher.patch_many([FETCH, NEXT], factory, rebind_references=False)
-        self.workers = WorkerStats(["batched"], self._local_counts, _WORKER_FIELDS)
-        self._applied = True
+    def after_patching(self, failed: Sequence[str]) -> None:
+        """Start counting."""
+        super().after_patching(failed)
         log.info(
             "batched execution applied: %d chain(s) on %s, deliver=%s",
             len(self.chains.chains),
             self.device,
             self.settings.deliver,
         )
-        return {"patched": len(names) - failed + len(conversions) + 2, "failed": failed}
 
-    def patched_names(self) -> list[str]:
-        """Every name patched right now (chain functions and their aliases, conversions,
-        DataLoader hooks)."""
-        return sorted(self.patcher.records()) if self._applied else []
+    def worker_stats(self) -> Any:
+        """The batched counters of forked workers."""
+        return WorkerStats(["batched"], self._local_counts, _WORKER_FIELDS)
+
+    def layer(self, name: str, original: Any) -> Any:
+        """The batched replacement of ``name`` calling ``original``."""
+        if name == FETCH:
+            return fetch_module.make_fetch(original, self._deferring)
+        if name == NEXT:
+            return make_next(original, self._launch, self._finish, self._has_work, self._ahead)
+        if name in CONVERSIONS:
+            return conversion(name, original)
+        matcher = None
+        if name in self._entries:
+            matcher = EntryMatcher(
+                name, self.chains.entries_of(name), self.other_keys.get(name, [])
+            )
+        return chain_function(name, original, matcher)
 
     def stop(self, reason: str) -> None:
         """Stop deferring, in this process and in workers forked from it (logged once)."""

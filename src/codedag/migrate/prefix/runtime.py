@@ -1,6 +1,7 @@
 """PrefixCacheRuntime: applies a plan's ``cache`` section to the process and counts what it does.
 
-It patches, through its own :class:`codedag.patching.Patcher`:
+Its layers (installed by :class:`codedag.migrate.dispatch.Dispatch`, outermost where other parts
+replace the same function) replace:
 
 * the chains' library functions: a planned source call (matched by the function that makes it)
   starts a chain; a call receiving a prefix value is a step of its chain (:mod:`.values`); every
@@ -25,20 +26,20 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import codedag.migrate.random_states as random_states
 from codedag.migrate.admitted import admitted_chains
+from codedag.migrate.dispatch import FETCH
+from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
 from codedag.migrate.prefix.values import has_prefix_value, outside_call, step
-from codedag.patching import Patcher, like_original
+from codedag.patching import like_original
 
 log = logging.getLogger(__name__)
-
-FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
 
 
 class CacheProgress(NamedTuple):
@@ -110,7 +111,7 @@ def chains_from_plan(section: Any) -> list[ChainSpec]:
     return out
 
 
-class PrefixCacheRuntime:
+class PrefixCacheRuntime(PatchedRuntime):
     """The prefix cache of a plan (see the module docstring).
 
     Args:
@@ -118,17 +119,18 @@ class PrefixCacheRuntime:
         settings: verification and the store's place and budgets.
     """
 
+    section = "cache"
+
     def __init__(self, chains: list[ChainSpec], settings: CacheSettings | None = None) -> None:
+        super().__init__()
         self.chains = admitted_chains(chains) if (settings is None or settings.enabled) else []
         self.settings = settings or CacheSettings()
         self.store = PrefixStore.open(self.settings.store) if self.chains else PrefixStore([])
         self.session = Session(self.store, self.settings.verify, self.settings.judge_after)
-        self.patcher = Patcher("prefix-cache")
-        self.workers: Any = None
-        self._applied = False
         self._sources: dict[str, list[ChainSpec]] = {}
         for chain in self.chains:
             self._sources.setdefault(chain.source_function, []).append(chain)
+        self._guarded: set[str] = set()
 
     @property
     def active(self) -> bool:
@@ -140,22 +142,21 @@ class PrefixCacheRuntime:
         chained = {f for c in self.chains for f in c.functions} | set(self._sources)
         return chained, {g for c in self.chains for g in c.guards} - chained
 
-    def patched_names(self) -> set[str]:
-        """The functions :meth:`apply` patches (the chains', their guards, the fetch)."""
-        if not self.active:
-            return set()
+    def functions(self) -> list[str]:
+        """The chains' functions (sources included) and their guards."""
         chained, guarded = self._functions()
-        return chained | guarded | {FETCH}
+        return sorted(chained | guarded) if self.active else []
 
-    def apply(self, under: Callable[[str, Any], Any] | None = None) -> dict[str, int]:
-        """Open the store (a new generation) and install the patches; ``under(name, original)``
-        gives what each replacement calls as the original (another runtime's replacement of the
-        same function: :meth:`codedag.migrate.tables.TablesRuntime.layer`)."""
-        if self._applied or not self.active:
-            return {"patched": 0, "failed": 0}
+    def hooks(self) -> list[str]:
+        """The fetch (samples begin there; a failing batch runs again without the cache)."""
+        return [FETCH] if self.active else []
+
+    def before_patching(self) -> None:
+        """Open the store (a new generation)."""
         from codedag.migrate.prefix.keys import versions
 
         versions()  # read once here (tens of ms), not in the first sample of every worker
+        self._guarded = self._functions()[1]
         self.store.begin_run()
         if not self.store.enabled:
             log.warning(
@@ -164,45 +165,32 @@ class PrefixCacheRuntime:
             )
         elif self.store.problems:
             log.warning("prefix cache: %s", "; ".join(self.store.problems))
-        from codedag.backends.registry import default_registry
-        from codedag.migrate.injector import patch_each
+
+    def after_patching(self, failed: Sequence[str]) -> None:
+        """Start counting."""
+        super().after_patching(failed)
+        log.info("prefix cache applied: %d chain(s)", len(self.chains))
+
+    def worker_stats(self) -> Any:
+        """The cache's counters of forked workers."""
         from codedag.migrate.workerstats import WorkerStats
 
-        chained, guarded = self._functions()
-        names = sorted(chained | guarded)
-        current: list[str] = []
+        return WorkerStats(["cache"], lambda _name: self.session.values(), FIELDS)
 
-        def factory(site: str, original: Any) -> Any:
-            name = current[0] if current else site
-            if under is not None:
-                original = under(name, original)
-            if name == FETCH:
-                return self._make_fetch(original)
-            if name in guarded:
-                return _guard(name, original)
-            return self._replacement(name, original)
-
-        failed = patch_each(
-            self.patcher, names, factory, current, "prefix cache", default_registry()
-        )
-        self.patcher.patch_many([FETCH], factory, rebind_references=False)
-        self.workers = WorkerStats(["cache"], lambda _name: self.session.values(), FIELDS)
-        self._applied = True
-        log.info("prefix cache applied: %d chain(s)", len(self.chains))
-        return {"patched": len(names) - failed, "failed": failed}
-
-    def restore(self) -> int:
-        """Remove the patches and write pending updates; returns how many were removed."""
-        if not self._applied:
-            return 0
+    def after_restore(self) -> None:
+        """Write pending updates, stop counting and close the store."""
         self.session.writer.close()
         self.session.flush()
-        count = self.patcher.restore()
-        if self.workers is not None:
-            self.workers.stop_tracking()
+        super().after_restore()
         self.store.close()
-        self._applied = False
-        return count
+
+    def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The cache's replacement of ``name`` calling ``original``."""
+        if name == FETCH:
+            return self._make_fetch(original)
+        if name in self._guarded:
+            return _guard(name, original)
+        return self._replacement(name, original)
 
     # -- replacements ---------------------------------------------------------------------
     def _replacement(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:

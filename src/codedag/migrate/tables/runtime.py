@@ -2,8 +2,8 @@
 
 While the plan is applied, inside a DataLoader fetch and only when called from the traced
 function, a planned *producer* returns its uint8 array as a :class:`~.values.RunArray`
-(``np.asarray(image, dtype=D)``, a conversion, returns the cast as the run's first value). It
-patches, through its own :class:`codedag.patching.Patcher`:
+(``np.asarray(image, dtype=D)``, a conversion, returns the cast as the run's first value). Its
+layers replace:
 
 * the producers;
 * the plan's *guards*: the samples' functions of libraries that take arrays only (cv2, torch,
@@ -12,15 +12,15 @@ patches, through its own :class:`codedag.patching.Patcher`:
   the trace did not see took one) runs again without tables, from the random state it started
   with; after :data:`GIVE_UP_AFTER` such batches in a row the process starts no more runs.
 
-A function another runtime patches too (the prefix cache's chains and guards) is left to it: it
-calls :meth:`TablesRuntime.layer` for the replacement to wrap.
+:class:`codedag.migrate.dispatch.Dispatch` installs them, nested with the other parts' layers
+where they replace the same function.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ import numpy as np
 import codedag.migrate.random_states as random_states
 import codedag.migrate.tables.lookup as lookup
 from codedag.migrate.admitted import admitted_runs
+from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.tables.values import (
     COUNTS,
@@ -48,7 +49,6 @@ from codedag.plan.context import frame_name
 
 log = logging.getLogger(__name__)
 
-FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
 GIVE_UP_AFTER = 3
 """Failing batches in a row after which a process starts no more runs."""
 FIELDS = COUNTS
@@ -73,11 +73,13 @@ class TablesRuntime(PatchedRuntime):
         guards: functions that take arrays only and compute a run value they receive.
     """
 
+    section = "tables"
+
     def __init__(self, runs: list[RunSpec], guards: list[str] | None = None) -> None:
+        super().__init__()
         runs, admitted = admitted_runs(runs, guards or ())  # before anything is imported
         self.runs = runs
         self.guards = sorted(set(admitted) - {r.producer for r in runs})
-        super().__init__("lookup-tables")
         self.failures = 0
         callers: dict[str, set[str]] = {}
         for run in runs:
@@ -89,29 +91,19 @@ class TablesRuntime(PatchedRuntime):
         """Whether the plan names any producer."""
         return bool(self.runs)
 
-    def apply(self, skip: Collection[str] = ()) -> dict[str, int]:
-        """Install the producers', guards' and the fetch's replacements; the functions in
-        ``skip`` are patched by another runtime, which calls :meth:`layer` for them."""
-        if self._applied or not self.active:
-            return {"patched": 0, "failed": 0}
-        from codedag.backends.registry import default_registry
-        from codedag.migrate.injector import patch_each
+    def functions(self) -> list[str]:
+        """The producers and the guards."""
+        return sorted(set(self._callers) | set(self.guards)) if self.active else []
+
+    def hooks(self) -> list[str]:
+        """The fetch (a batch that fails with run values runs again without them)."""
+        return [FETCH] if self.active else []
+
+    def worker_stats(self) -> Any:
+        """The tables' counters of forked workers."""
         from codedag.migrate.workerstats import WorkerStats
 
-        names = sorted((set(self._callers) | set(self.guards)) - set(skip))
-        current: list[str] = []
-
-        def factory(site: str, original: Any) -> Any:
-            return self.layer(current[0] if current else site, original)
-
-        failed = patch_each(
-            self.patcher, names, factory, current, "lookup tables", default_registry()
-        )
-        if FETCH not in skip:
-            self.patcher.patch_many([FETCH], factory, rebind_references=False)
-        self.workers = WorkerStats(["tables"], lambda _name: counts(), FIELDS)
-        self._applied = True
-        return {"patched": len(names) - failed, "failed": failed}
+        return WorkerStats(["tables"], lambda _name: counts(), FIELDS)
 
     def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         """The replacement of ``name`` calling ``original`` (``original`` itself where the

@@ -1,0 +1,201 @@
+"""One owner of the functions a plan's run-time parts replace, and of the DataLoader fetch.
+
+The prefix cache, the lookup tables and the batched chains each replace library functions and
+``_MapDatasetFetcher.fetch`` with code of their own. They never patch anything themselves: each
+is a :class:`RuntimePart` that says which functions and hooks it replaces and gives a *layer*
+for each (its replacement, calling what it is given as the original). :class:`Dispatch` patches
+every name once, through one :class:`codedag.patching.Patcher`, with the layers of every part
+that replaces it nested in the order of :data:`ORDER`: the first part's layer is the outermost
+(sees a call first), the last's the innermost (calls the library). So a cached prefix hands its
+value to a batched chain's step, a table run's producer calls the batched conversion, and the
+fetch is the cache's around the tables' around the batched one around torch's, whatever the
+plan's sections are.
+
+Applying is all or nothing for the hooks: a hook that cannot be patched undoes everything and
+raises. A library function absent in this environment is left out with one warning naming the
+sections that wanted it (the others are still applied, as before).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from codedag.errors import MigrationError
+from codedag.patching import Patcher
+
+log = logging.getLogger(__name__)
+
+FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
+"""Where a DataLoader (or one of its workers) makes a batch from indices."""
+NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
+"""Where the process that iterates a DataLoader receives a batch."""
+
+ORDER = ("cache", "tables", "batched")
+"""The parts' sections, outermost layer first.
+
+* ``cache`` first: a hit skips everything below it, and its fetch's retry (a batch that failed
+  with cached values runs again without them) covers the other parts' values too;
+* ``tables`` next: a run's producer and guards take the values that calls give them;
+* ``batched`` innermost: its fetch makes the samples itself (with deferral), so it must be the one
+  that calls torch's.
+"""
+
+
+class RuntimePart(Protocol):
+    """A run-time part of a plan that replaces functions (see the module docstring)."""
+
+    section: str
+    """The plan section it applies (one of :data:`ORDER`)."""
+
+    @property
+    def active(self) -> bool:
+        """Whether the plan gives it anything to do."""
+
+    def functions(self) -> list[str]:
+        """Library functions it replaces (each at every public path of the function)."""
+
+    def hooks(self) -> list[str]:
+        """DataLoader hooks it replaces (:data:`FETCH`, :data:`NEXT`), never rebound elsewhere."""
+
+    def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        """Its replacement of ``name``, calling ``original`` (the next layer or the library)."""
+
+    def before_patching(self) -> None:
+        """Prepare (open a store, reset counters, build ops) before anything is patched."""
+
+    def after_patching(self, failed: Sequence[str]) -> None:
+        """Start counting; ``failed``: its functions that could not be patched."""
+
+    def after_restore(self) -> None:
+        """Stop counting and release what :meth:`before_patching` took (also after a failed
+        apply)."""
+
+
+def _rank(part: RuntimePart) -> int:
+    return ORDER.index(part.section)
+
+
+class Dispatch:
+    """Applies and restores the layers of several parts as one (see the module docstring).
+
+    Args:
+        parts: the parts; inactive ones are left out.
+        label: the patcher's name (in :func:`codedag.patching.active_patches`).
+    """
+
+    def __init__(self, parts: Iterable[RuntimePart], label: str = "plan") -> None:
+        self.parts = sorted((p for p in parts if p.active), key=_rank)
+        self.patcher = Patcher(label)
+        self.failed: dict[str, list[str]] = {}
+        self._applied = False
+
+    @property
+    def applied(self) -> bool:
+        """Whether the layers are installed."""
+        return self._applied
+
+    def owners(self, name: str) -> list[RuntimePart]:
+        """The parts that replace ``name``, outermost first."""
+        return [p for p in self.parts if name in p.functions() or name in p.hooks()]
+
+    def names(self) -> tuple[list[str], list[str]]:
+        """Every library function and every hook the parts replace."""
+        functions = sorted({f for p in self.parts for f in p.functions()})
+        hooks = sorted({h for p in self.parts for h in p.hooks()})
+        return functions, hooks
+
+    def apply(self) -> dict[str, list[str]]:
+        """Install every layer; returns each section's functions that could not be patched.
+
+        Raises:
+            MigrationError: a hook cannot be patched, or is already patched by something else
+                (nothing stays patched).
+        """
+        if self._applied or not self.parts:
+            return {}
+        from codedag.backends.registry import default_registry
+        from codedag.migrate.injector import patch_sites
+
+        registry = default_registry()
+        prepared: list[RuntimePart] = []
+        failed: dict[str, list[str]] = {p.section: [] for p in self.parts}
+        functions, hooks = self.names()
+        try:
+            for part in self.parts:
+                prepared.append(part)
+                part.before_patching()
+            for name in functions:
+                owners = self.owners(name)
+                try:
+                    self.patcher.patch_many(patch_sites(name, registry), self._factory(name))
+                except Exception as error:  # a function absent in this environment
+                    log.warning(
+                        "%s: cannot patch %s: %s",
+                        " and ".join(_what(p) for p in owners),
+                        name,
+                        error,
+                    )
+                    for part in owners:
+                        failed[part.section].append(name)
+            try:
+                self.patcher.patch_many(hooks, self._hook_factory, rebind_references=False)
+            except MigrationError as error:
+                raise MigrationError(
+                    f"cannot apply the plan's {' and '.join(p.section for p in self.parts)} "
+                    "section(s): the DataLoader's batch fetch is already replaced by something "
+                    "else (another plan applied in this process? restore it first)"
+                ) from error
+        except BaseException:
+            self.patcher.restore()
+            for part in reversed(prepared):
+                part.after_restore()
+            raise
+        for part in self.parts:
+            part.after_patching(failed[part.section])
+        self.failed = {s: names for s, names in failed.items() if names}
+        self._applied = True
+        return self.failed
+
+    def restore(self) -> int:
+        """Remove every layer; returns how many names were put back."""
+        if not self._applied:
+            return 0
+        count = self.patcher.restore()
+        for part in reversed(self.parts):
+            part.after_restore()
+        self._applied = False
+        return count
+
+    def patched_names(self) -> list[str]:
+        """Every name replaced right now (aliases and hooks included)."""
+        return sorted(self.patcher.records()) if self._applied else []
+
+    def _factory(self, name: str) -> Callable[[str, Callable[..., Any]], Callable[..., Any]]:
+        owners = self.owners(name)
+
+        def factory(_site: str, original: Callable[..., Any]) -> Callable[..., Any]:
+            return compose(owners, name, original)
+
+        return factory
+
+    def _hook_factory(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        return compose(self.owners(name), name, original)
+
+
+def compose(
+    parts: Sequence[RuntimePart], name: str, original: Callable[..., Any]
+) -> Callable[..., Any]:
+    """``original`` wrapped by each part's layer of ``name``, the first part outermost."""
+    replacement = original
+    for part in reversed(parts):
+        replacement = part.layer(name, replacement)
+    return replacement
+
+
+_WHAT = {"cache": "prefix cache", "tables": "lookup tables", "batched": "batched execution"}
+
+
+def _what(part: RuntimePart) -> str:
+    return _WHAT.get(part.section, part.section)
