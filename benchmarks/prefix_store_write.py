@@ -73,7 +73,7 @@ def _run(
             if writer is None:
                 store.put(key, value, ())
             else:
-                encoded = encode(value)
+                encoded = encode(value, store.secret, key)
                 assert encoded is not None
                 writer.submit(key, encoded, ())
             loading_ns += time.perf_counter_ns() - begin

@@ -27,7 +27,7 @@ def test_clear_removes_a_store_and_leaves_the_rest_of_its_folder(
 ) -> None:
     store = PrefixStore.open(StoreSettings(tmp_path, ram_budget_bytes=0, disk_budget_bytes=8 << 20))
     store.begin_run()
-    encoded = encode(np.ones(1 << 16, np.uint8))
+    encoded = encode(np.ones(1 << 16, np.uint8), store.secret, b"key")
     assert store.put(b"key", encoded, ()) == "stored"
     store.close()
     (tmp_path / "notes.txt").write_text("keep me")

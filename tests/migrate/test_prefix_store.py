@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,12 +16,18 @@ from codedag.migrate.prefix.entry import Encoded, decode, encode
 from codedag.migrate.prefix.store import LmdbTier
 
 MB = 1 << 20
+SECRET = bytes(range(32))
 
 
 def _put(tier: LmdbTier, index: int, size: int = MB) -> str:
-    encoded = encode(np.full(size, index % 251, np.uint8))
+    key = index.to_bytes(4, "little")
+    encoded = encode(np.full(size, index % 251, np.uint8), SECRET, key)
     assert encoded is not None
-    return tier.put(index.to_bytes(4, "little"), encoded)
+    return tier.put(key, encoded)
+
+
+def _get(tier: LmdbTier, key: bytes) -> tuple[Any, bool] | None:
+    return tier.get(key, functools.partial(decode, secret=SECRET, key=key))
 
 
 def test_the_budget_is_honoured_with_eviction_of_older_runs(tmp_path: Path) -> None:
@@ -35,14 +43,21 @@ def test_the_budget_is_honoured_with_eviction_of_older_runs(tmp_path: Path) -> N
     info = tier.info()
     assert tier.evicted >= 9 and info.used_bytes <= tier.limit_bytes
     assert allocated_bytes(tier.path / "data.mdb") <= tier.budget_bytes
-    assert tier.get((100).to_bytes(4, "little"), decode) is not None
-    assert tier.get((0).to_bytes(4, "little"), decode) is None
+    assert _get(tier, (100).to_bytes(4, "little")) is not None
+    assert _get(tier, (0).to_bytes(4, "little")) is None
 
 
-def _encoded(value: np.ndarray) -> Encoded:
-    encoded = encode(value)
+def _encoded(value: np.ndarray, key: bytes = b"k") -> Encoded:
+    encoded = encode(value, SECRET, key)
     assert encoded is not None
     return encoded
+
+
+def _item(
+    index: int, value: np.ndarray, metas: list[tuple[bytes, bytes]] | None = None
+) -> tuple[bytes, Encoded, list[tuple[bytes, bytes]]]:
+    key = index.to_bytes(4, "little")
+    return key, _encoded(value, key), metas or []
 
 
 def test_values_stored_together_each_get_their_own_outcome(tmp_path: Path) -> None:
@@ -50,23 +65,25 @@ def test_values_stored_together_each_get_their_own_outcome(tmp_path: Path) -> No
     tier.begin_run()
     assert _put(tier, 1, 1000) == "stored"
     written = np.zeros(1000, np.uint8)
-    changed = _encoded(written)
+    changed = _encoded(written, (3).to_bytes(4, "little"))
     written[7] = 1  # written to after it was encoded: never stored
     meta = (b"m" * 16, b'{"kind":"ndarray"}')
     items = [
-        ((2).to_bytes(4, "little"), _encoded(np.full(1000, 2, np.uint8)), [meta]),
-        ((1).to_bytes(4, "little"), _encoded(np.full(1000, 1, np.uint8)), []),
+        _item(2, np.full(1000, 2, np.uint8), [meta]),
+        _item(1, np.full(1000, 1, np.uint8)),
         ((3).to_bytes(4, "little"), changed, []),
-        ((4).to_bytes(4, "little"), _encoded(np.zeros(9 * MB, np.uint8)), []),
-        ((5).to_bytes(4, "little"), _encoded(np.full(1000, 5, np.uint8)), []),
+        _item(4, np.zeros(9 * MB, np.uint8)),
+        _item(5, np.full(1000, 5, np.uint8)),
     ]
     assert tier.put_many(items) == ["stored", "exists", "changed", "full", "stored"]
     for index in (1, 2, 5):
-        found = tier.get(index.to_bytes(4, "little"), decode)
+        found = _get(tier, index.to_bytes(4, "little"))
         assert found is not None and int(found[0][0]) == index
-    assert tier.get((3).to_bytes(4, "little"), decode) is None
+    assert _get(tier, (3).to_bytes(4, "little")) is None
     assert tier.meta(meta[0]) is not None
-    sizes = [items[i][1].nbytes for i in (0, 4)] + [_encoded(np.full(1000, 1, np.uint8)).nbytes]
+    sizes = [items[i][1].nbytes for i in (0, 4)] + [
+        _encoded(np.full(1000, 1, np.uint8), (1).to_bytes(4, "little")).nbytes
+    ]
     assert tier.info().used_bytes == sum(sizes) + len(meta[0]) + len(meta[1]) + 12
 
 
@@ -77,13 +94,10 @@ def test_values_stored_together_evict_older_runs_for_the_ones_that_need_it(
     tier.begin_run()
     assert [_put(tier, i, MB // 2) for i in range(10)] == ["stored"] * 10
     tier.begin_run()
-    items = [
-        ((100 + i).to_bytes(4, "little"), _encoded(np.full(MB // 2, i, np.uint8)), [])
-        for i in range(6)
-    ]
+    items = [_item(100 + i, np.full(MB // 2, i, np.uint8)) for i in range(6)]
     assert tier.put_many(items) == ["stored"] * 6
     assert tier.evicted > 0 and tier.info().used_bytes <= tier.limit_bytes
-    assert all(tier.get(key, decode) is not None for key, _e, _m in items)
+    assert all(_get(tier, key) is not None for key, _e, _m in items)
 
 
 def test_a_hit_moves_an_entry_to_the_current_run(tmp_path: Path) -> None:
@@ -92,10 +106,10 @@ def test_a_hit_moves_an_entry_to_the_current_run(tmp_path: Path) -> None:
     _put(tier, 1)
     tier.begin_run()
     key = (1).to_bytes(4, "little")
-    found = tier.get(key, decode)
+    found = _get(tier, key)
     assert found is not None and found[1] is True  # stale: from an older run
     tier.touch([key], [])
-    found = tier.get(key, decode)
+    found = _get(tier, key)
     assert found is not None and found[1] is False
 
 
@@ -109,7 +123,7 @@ def test_a_writer_killed_mid_transaction_leaves_no_entry(tmp_path: Path) -> None
         try:
             env = tier._open()
             txn = env.begin(write=True)
-            encoded = encode(np.full(4 * MB, 9, np.uint8))
+            encoded = encode(np.full(4 * MB, 9, np.uint8), SECRET, b"killed")
             assert encoded is not None
             txn.put(b"killed", encoded.data, db=tier._dbs[b"data"])
             os.kill(os.getpid(), signal.SIGKILL)
@@ -117,8 +131,8 @@ def test_a_writer_killed_mid_transaction_leaves_no_entry(tmp_path: Path) -> None
             os._exit(1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-    assert tier.get(b"killed", decode) is None
-    assert tier.get((1).to_bytes(4, "little"), decode) is not None
+    assert _get(tier, b"killed") is None
+    assert _get(tier, (1).to_bytes(4, "little")) is not None
     assert _put(tier, 2) == "stored"  # the write lock the child held is free again
 
 
@@ -128,10 +142,7 @@ def test_a_writer_killed_while_storing_values_together_leaves_none_of_them(
     tier = LmdbTier("disk", tmp_path / "env", 16 * MB)
     tier.begin_run()
     tier.close()
-    items = [
-        ((10 + i).to_bytes(4, "little"), _encoded(np.full(MB // 4, i, np.uint8)), [])
-        for i in range(4)
-    ]
+    items = [_item(10 + i, np.full(MB // 4, i, np.uint8)) for i in range(4)]
     pid = os.fork()
     if pid == 0:  # the child: killed after writing two values of the four, before the commit
         try:
@@ -150,7 +161,7 @@ def test_a_writer_killed_while_storing_values_together_leaves_none_of_them(
             os._exit(1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-    assert all(tier.get(key, decode) is None for key, _e, _m in items)
+    assert all(_get(tier, key) is None for key, _e, _m in items)
     assert tier.info().used_bytes == 0
     assert tier.put_many(items) == ["stored"] * 4  # the write lock is free again
 
@@ -160,10 +171,10 @@ def test_values_round_trip_bit_for_bit(tmp_path: Path, size: int) -> None:
     tier = LmdbTier("disk", tmp_path / "env", 4 * MB)
     tier.begin_run()
     value = np.arange(size, dtype=np.float32).reshape(-1, 1) / 3
-    encoded = encode(value)
+    encoded = encode(value, SECRET, b"k")
     assert encoded is not None
     assert tier.put(b"k", encoded) == "stored"
-    found = tier.get(b"k", decode)
+    found = _get(tier, b"k")
     assert found is not None
     assert found[0].dtype == value.dtype and found[0].tobytes() == value.tobytes()
     found[0][...] = 1  # a private, writable copy

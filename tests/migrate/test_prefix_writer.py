@@ -21,10 +21,11 @@ from codedag.migrate.prefix.tiers import PrefixStore
 from codedag.migrate.prefix.writer import WAKE_BYTES, Writer
 
 MB = 1 << 20
+SECRET = bytes(32)
 
 
 def _store(folder: Path) -> PrefixStore:
-    store = PrefixStore([LmdbTier("disk", folder / "store", 64 * MB)])
+    store = PrefixStore([LmdbTier("disk", folder / "store", 64 * MB)], folder)
     store.begin_run()
     return store
 
@@ -64,13 +65,15 @@ def test_a_queued_value_is_read_back_before_and_after_it_is_stored(
 ) -> None:
     store, writer, outcomes, gate = _held_writer(tmp_path, monkeypatch)
     value = np.arange(MB, dtype=np.uint8)
-    encoded = encode(value)
+    encoded = encode(value, store.secret, _key(1))
     assert encoded is not None
     assert writer.submit(_key(1), encoded, [(_key(2), b'{"kind":"ndarray"}')])
     assert gate.entered.wait(10)
     assert store.get(_key(1)) is None  # not in the store yet, but queued here:
     queued = writer.pending(_key(1))
-    assert queued is not None and np.array_equal(decode(queued.header, queued.data), value)
+    assert queued is not None and np.array_equal(
+        decode(queued.header, queued.data, store.secret, _key(1)), value
+    )
     assert writer.pending_meta(_key(2)) == b'{"kind":"ndarray"}'
     assert writer.flush(timeout_s=0.05) is False  # held: the flush times out, never hangs
     gate.open.set()
@@ -89,7 +92,7 @@ def test_a_session_hits_a_value_still_queued(
     session = Session(store)
     gate = _Gate(monkeypatch)
     value = np.full(1000, 3, np.uint8)
-    encoded = encode(value)
+    encoded = encode(value, store.secret, _key(1))
     assert encoded is not None
     assert session.writer.submit(_key(1), encoded, ())
     assert gate.entered.wait(10)
@@ -109,21 +112,22 @@ def test_values_queued_without_waking_wait_for_wake_or_enough_bytes(
     writer = Writer(store, lambda _key, _outcome, _ns: None)
     gate = _Gate(monkeypatch)
     gate.open.set()
-    small = encode(np.full(1000, 1, np.uint8))
+    small = encode(np.full(1000, 1, np.uint8), store.secret, _key(0))
     assert small is not None and writer.submit(_key(0), small, ())  # starts the thread
     assert writer.flush()
     deadline = time.monotonic() + 10
     while not writer.asleep and time.monotonic() < deadline:  # it reports, then waits
         time.sleep(0.001)
     gate.entered.clear()
-    assert writer.submit(_key(1), small, (), wake=False)
+    small = encode(np.full(1000, 1, np.uint8), store.secret, _key(1))
+    assert small is not None and writer.submit(_key(1), small, (), wake=False)
     assert not gate.entered.wait(0.3)  # queued, the thread not woken: still read back here
     assert writer.queued == 1 and writer.pending(_key(1)) is not None
     writer.wake()
     assert gate.entered.wait(10)
     assert writer.flush() and store.get(_key(1)) is not None
     gate.entered.clear()
-    large = encode(np.full(WAKE_BYTES, 2, np.uint8))
+    large = encode(np.full(WAKE_BYTES, 2, np.uint8), store.secret, _key(2))
     assert large is not None and writer.submit(_key(2), large, (), wake=False)
     assert gate.entered.wait(10)  # enough bytes queued: woken without wake()
     writer.close()
@@ -137,7 +141,7 @@ def test_a_full_queue_drops_a_value_after_waiting_instead_of_blocking(
     store = _store(tmp_path)
     writer = Writer(store, lambda _key, _outcome, _ns: None, queue_bytes=3 * MB, wait_s=0.05)
     gate = _Gate(monkeypatch)
-    values = [encode(np.full(MB, i, np.uint8)) for i in range(3)]
+    values = [encode(np.full(MB, i, np.uint8), store.secret, _key(i)) for i in range(3)]
     assert writer.submit(_key(0), values[0], ())  # type: ignore[arg-type]
     assert gate.entered.wait(10)  # the thread holds value 0
     assert writer.submit(_key(1), values[1], ())  # type: ignore[arg-type]
@@ -155,7 +159,7 @@ def test_a_value_written_to_before_it_is_stored_is_not_stored(
 ) -> None:
     store, writer, outcomes, gate = _held_writer(tmp_path, monkeypatch)
     value = np.zeros(MB, np.uint8)
-    encoded = encode(value)
+    encoded = encode(value, store.secret, _key(1))
     assert encoded is not None
     assert writer.submit(_key(1), encoded, ())
     assert gate.entered.wait(10)
@@ -169,7 +173,7 @@ def test_a_value_written_to_before_it_is_stored_is_not_stored(
 
 
 def _child_stores(folder: str, count: int) -> None:
-    store = PrefixStore([LmdbTier("disk", Path(folder) / "store", 64 * MB)])
+    store = PrefixStore([LmdbTier("disk", Path(folder) / "store", 64 * MB)], Path(folder))
     store.begin_run()
     writer = Writer(store, lambda _key, _outcome, _ns: None)
     original = LmdbTier.put_many
@@ -180,7 +184,7 @@ def _child_stores(folder: str, count: int) -> None:
 
     LmdbTier.put_many = slow  # type: ignore[method-assign]
     for i in range(count):
-        assert writer.submit(_key(i), encode(np.full(1000, i, np.uint8)), ())  # type: ignore[arg-type]
+        assert writer.submit(_key(i), encode(np.full(1000, i, np.uint8), store.secret, _key(i)), ())  # type: ignore[arg-type]
     assert writer.queued > 0
 
 
@@ -191,7 +195,7 @@ def test_a_process_that_exits_stores_what_it_queued_first(tmp_path: Path) -> Non
     child.start()
     child.join(60)
     assert child.exitcode == 0
-    store = PrefixStore([LmdbTier("disk", tmp_path / "store", 64 * MB)])
+    store = PrefixStore([LmdbTier("disk", tmp_path / "store", 64 * MB)], tmp_path)
     for i in range(8):
         found = store.get(_key(i))
         assert found is not None and found[0][0] == i
@@ -211,14 +215,14 @@ def test_a_fork_stores_what_is_queued_before_the_child_starts(
 
     monkeypatch.setattr(LmdbTier, "put_many", slow)
     for i in range(6):
-        assert writer.submit(_key(i), encode(np.full(1000, i, np.uint8)), ())  # type: ignore[arg-type]
+        assert writer.submit(_key(i), encode(np.full(1000, i, np.uint8), store.secret, _key(i)), ())  # type: ignore[arg-type]
     pid = os.fork()
     if pid == 0:  # the child finds every value in the store, and its own queue empty
         code = 0 if writer.queued == 0 and all(store.get(_key(i)) for i in range(6)) else 3
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    assert writer.submit(_key(9), encode(np.ones(10, np.uint8)), ())  # type: ignore[arg-type]
+    assert writer.submit(_key(9), encode(np.ones(10, np.uint8), store.secret, _key(9)), ())  # type: ignore[arg-type]
     writer.close()  # the thread goes on after the fork
     assert store.get(_key(9)) is not None
     store.close()
@@ -229,12 +233,12 @@ def test_only_values_user_code_may_still_write_to_are_checked_when_stored() -> N
     from PIL import Image
 
     array = np.zeros((4, 6), np.uint8)
-    assert not encode(array).owned  # type: ignore[union-attr]  # the caller's own buffer
-    assert encode(array[:, ::2]).owned  # type: ignore[union-attr]  # made contiguous: a copy
-    assert encode(Image.fromarray(array)).owned  # type: ignore[union-attr]
+    assert not encode(array, SECRET, b"k").owned  # type: ignore[union-attr]  # the caller's own buffer
+    assert encode(array[:, ::2], SECRET, b"k").owned  # type: ignore[union-attr]  # made contiguous: a copy
+    assert encode(Image.fromarray(array), SECRET, b"k").owned  # type: ignore[union-attr]
     import torch
 
-    assert not encode(torch.zeros(3)).owned  # type: ignore[union-attr]
+    assert not encode(torch.zeros(3), SECRET, b"k").owned  # type: ignore[union-attr]
 
 
 def test_small_values_are_stored_together_and_a_large_one_alone(
@@ -253,10 +257,10 @@ def test_small_values_are_stored_together_and_a_large_one_alone(
     monkeypatch.setattr(LmdbTier, "put_many", counted)
     small = 50 << 10
     sizes = [small] * (GROUP_VALUES + 2) + [GROUP_BYTES] + [small] * 2
-    assert writer.submit(_key(0), encode(np.zeros(small, np.uint8)), ())  # type: ignore[arg-type]
+    assert writer.submit(_key(0), encode(np.zeros(small, np.uint8), store.secret, _key(0)), ())  # type: ignore[arg-type]
     assert gate.entered.wait(10)  # the thread holds the first value: the others queue
     for i, size in enumerate(sizes, start=1):
-        assert writer.submit(_key(i), encode(np.full(size, i, np.uint8)), ())  # type: ignore[arg-type]
+        assert writer.submit(_key(i), encode(np.full(size, i, np.uint8), store.secret, _key(i)), ())  # type: ignore[arg-type]
     gate.open.set()
     assert writer.flush()
     assert groups == [1, GROUP_VALUES, 2, 1, 2]

@@ -2,8 +2,8 @@
 
 Measured on a scratch store of the same kind and place as the RAM tier (shared memory when the
 machine has it, else a temporary folder): each size is encoded and written as new entries (as the
-first epoch does: its checksum, page allocation and the check of the bytes written included) and
-read back into a private copy, checksum checked (as a hit does). The optimizer weighs a cut's traced time against these figures
+first epoch does: its keyed tag, page allocation and the check of the bytes written included) and
+read back into a private copy, tag checked (as a hit does). The optimizer weighs a cut's traced time against these figures
 (:func:`codedag.optimize.prefix.decide`).
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -65,12 +66,13 @@ def measure_store(sizes: Iterable[int], repeats: int = 7) -> StoreCosts:
         tier = LmdbTier("ram" if base else "disk", scratch / "env", budget)
         tier.begin_run()
         counter = itertools.count()
+        secret = os.urandom(32)
         for size in wanted:
             value = np.random.default_rng(size).integers(0, 255, size, dtype=np.uint8)
             written: list[bytes] = []
-            write = functools.partial(_write, tier, counter, value, written)
+            write = functools.partial(_write, tier, secret, counter, value, written)
             write_timing = time_one(write, repeats=repeats, warmup=1)
-            read = functools.partial(_read, tier, itertools.cycle(written))
+            read = functools.partial(_read, tier, secret, itertools.cycle(written))
             read_timing = time_one(read, repeats=repeats)
             costs.sizes.append(size)
             costs.read_ns.append(int(read_timing.median_ns))
@@ -81,13 +83,20 @@ def measure_store(sizes: Iterable[int], repeats: int = 7) -> StoreCosts:
     return costs
 
 
-def _write(tier: LmdbTier, counter: Iterator[int], value: np.ndarray, written: list[bytes]) -> None:
+def _write(
+    tier: LmdbTier,
+    secret: bytes,
+    counter: Iterator[int],
+    value: np.ndarray,
+    written: list[bytes],
+) -> None:
     key = next(counter).to_bytes(8, "little")
-    encoded = encode(value)  # its checksum, taken as the cache takes it
+    encoded = encode(value, secret, key)  # its tag, taken as the cache takes it
     assert encoded is not None
     tier.put(key, encoded)
     written.append(key)
 
 
-def _read(tier: LmdbTier, keys: Iterator[bytes]) -> None:
-    tier.get(next(keys), decode)
+def _read(tier: LmdbTier, secret: bytes, keys: Iterator[bytes]) -> None:
+    key = next(keys)
+    tier.get(key, functools.partial(decode, secret=secret, key=key))

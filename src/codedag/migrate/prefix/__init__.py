@@ -7,7 +7,9 @@ the chain's calls return prefix values keyed by their provenance; at the cut, a 
 code the stored value and the calls before it never run.
 
 * :mod:`.keys`: provenance keys: the source's identity, each call and its arguments, versions;
-* :mod:`.entry`: how a value is stored (header, checksum, raw buffer) and read back as a copy;
+* :mod:`.entry`: how a value is stored (header, keyed tag, raw buffer) and read back as a copy;
+* :mod:`.trust`: private tier folders and files (owner, mode, no link), the secret key, store
+  files cut short;
 * :mod:`.store`: one LMDB environment with a budget, generations, eviction, failure handling;
 * :mod:`.tiers`: the RAM tier (shared memory) and the disk tier of a cache folder, and defaults;
 * :mod:`.ram_owner`: the cache folder each RAM tier belongs to; RAM tiers of deleted folders

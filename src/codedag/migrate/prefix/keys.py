@@ -34,7 +34,9 @@ import xxhash
 import codedag.backends.libraries as libraries
 from codedag.migrate.prefix.entry import dtype_str
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The cache's format, part of every key: entries of another format are never looked up (2: values
+tagged with the store's secret key instead of an xxh3 checksum)."""
 _MEMO_ENTRIES = 200_000
 
 

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from codedag.errors import WriteError
@@ -42,14 +43,14 @@ _HELD: dict[Path, int] = {}
 
 def claim(ram: Path, folder: Path) -> None:
     """Record ``folder`` as the owner of the RAM tier ``ram`` and hold its lock (once per
-    process; a tier or folder that cannot be written is left as it is)."""
+    process; a tier or folder that cannot be written is left as it is). The tier's folder is
+    made, private, when the tier opens (:func:`.trust.prepare`), never here."""
     if fcntl is None or ram in _HELD:
         return
     owner = str(Path(folder).absolute())
     path = ram / OWNER_FILE
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)  # the owner exists while a run uses it
-        ram.mkdir(parents=True, exist_ok=True)
         if path.is_symlink() or not path.exists() or path.read_text(encoding="utf-8") != owner:
             _write_owner(path, owner)
         descriptor = os.open(path, os.O_RDONLY | _NOFOLLOW)
@@ -66,7 +67,7 @@ def claim(ram: Path, folder: Path) -> None:
 
 def _write_owner(path: Path, owner: str) -> None:
     """Write the owner file, never through a link planted in its place."""
-    descriptor = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    descriptor = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(owner)
 
@@ -79,9 +80,27 @@ def release(ram: Path) -> None:
             os.close(descriptor)
 
 
+def _owned_owner_file(ram: Path) -> int | None:
+    """A descriptor of the owner file of ``ram`` when both are this user's own, a real folder
+    and a regular file (no link followed), else None (no owner recorded, or removed meanwhile)."""
+    try:
+        info = os.lstat(ram)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return None
+        descriptor = os.open(ram / OWNER_FILE, os.O_RDONLY | _NOFOLLOW)
+    except OSError:
+        return None
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+        os.close(descriptor)
+        return None
+    return descriptor
+
+
 def sweep(shm: Path, uid: int, keep: Path | None = None) -> int:
     """Remove ``uid``'s RAM tiers in ``shm`` whose owner folder no longer exists and that no
-    process holds; returns the bytes of shared memory freed."""
+    process holds (only folders and owner files this user owns, never through a link); returns
+    the bytes of shared memory freed."""
     if fcntl is None:
         return 0
     from codedag.devices.memory import allocated_bytes
@@ -90,13 +109,15 @@ def sweep(shm: Path, uid: int, keep: Path | None = None) -> int:
     for ram in shm.glob(f"{PREFIX}{uid}-*"):
         if ram == keep or ram in _HELD:
             continue
-        path = ram / OWNER_FILE
+        descriptor = _owned_owner_file(ram)
+        if descriptor is None:
+            continue
         try:
-            owner = Path(path.read_text(encoding="utf-8"))
-            if not owner.is_absolute() or owner.exists():
-                continue
-            descriptor = os.open(path, os.O_RDONLY | _NOFOLLOW)
-        except OSError:  # no owner recorded, or removed meanwhile
+            owner = Path(os.read(descriptor, 1 << 16).decode("utf-8"))
+        except (OSError, UnicodeDecodeError):
+            owner = Path()
+        if not owner.is_absolute() or owner.exists():
+            os.close(descriptor)
             continue
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)

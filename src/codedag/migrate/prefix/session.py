@@ -235,7 +235,7 @@ class Session:
         queued = self.writer.pending(key)
         if queued is not None:
             try:
-                return decode(queued.header, queued.data), None, False
+                return decode(queued.header, queued.data, self.store.secret, key), None, False
             except CorruptEntry:  # written to since it was queued: it will not be stored
                 pass
         return self.store.get(key)
@@ -346,7 +346,7 @@ class Session:
         started = time.perf_counter_ns()
         compute_ns = started - lineage.started_ns
         with self.suspended():
-            encoded = encode(value)
+            encoded = encode(value, self.store.secret, key)
             queued = encoded is not None and self.writer.submit(
                 key,
                 encoded,

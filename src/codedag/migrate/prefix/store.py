@@ -10,7 +10,7 @@ binding; diskcache (SQLite plus one file per large value) reads each value with 
 A tier is one LMDB environment in a folder with four named databases:
 
 * ``data``: key -> the value's bytes (the array's buffer, written without a copy);
-* ``info``: key -> generation, size and the value's header (type, dtype, shape, checksum);
+* ``info``: key -> generation, size and the value's header (type, dtype, shape, keyed tag);
 * ``meta``: key -> generation and the header of an intermediate value (no data: what a deferred
   intermediate answers for ``.shape`` without computing);
 * ``state``: bytes in use, the current generation and flags (chains found not to pay here).
@@ -23,10 +23,10 @@ does not fit, entries of older generations are evicted, oldest first; entries of
 are never evicted for another of the same run (with shuffled epochs an LRU cache smaller than the
 data set misses every time; keeping what is cached hits ``budget / data`` of the time).
 
-Failures: a tier whose folder cannot be created or written, or whose filesystem is full, is
-switched off with one warning (per process) and the run goes on without it; with no tier left the
-cache does nothing. Environments are closed before a ``fork`` and opened again where they are
-used (LMDB forbids using one across ``fork``).
+Failures: a tier whose folder cannot be created or written, is not this user's own and private
+(:mod:`.trust`), or whose filesystem is full, is switched off with one warning (per process) and
+the run goes on without it; with no tier left the cache does nothing. Environments are closed
+before a ``fork`` and opened again where they are used (LMDB forbids using one across ``fork``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from typing import Any, Protocol, TypeVar
 import lmdb
 
 from codedag.errors import CodeDAGError
-from codedag.migrate.prefix.entry import Encoded, checksum
+from codedag.migrate.prefix import trust
+from codedag.migrate.prefix.entry import Encoded
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +245,7 @@ class LmdbTier:
                 self._dbs = found[1]
                 return found[0]
             try:
-                self.path.mkdir(parents=True, exist_ok=True)
+                trust.prepare(self.path, self.kind)  # private, this user's, not cut short
                 env = lmdb.open(
                     str(self.path),
                     map_size=self.budget_bytes,
@@ -256,6 +257,7 @@ class LmdbTier:
                     readahead=False,
                     writemap=False,  # a full filesystem then fails a write, never SIGBUS
                     meminit=False,
+                    mode=0o600,
                 )
                 dbs = {name: env.open_db(name) for name in _DBS}
             except (lmdb.Error, OSError) as error:
@@ -324,14 +326,14 @@ class LmdbTier:
     def put(self, key: bytes, encoded: Encoded, metas: Iterable[tuple[bytes, bytes]] = ()) -> str:
         """Store a value (and the headers of its intermediates) in one transaction.
 
-        The bytes written are checked against the checksum taken when the value was encoded,
+        The bytes written are checked against the tag taken when the value was encoded,
         inside the transaction: a value written to in the meantime (it may be stored from
         another thread, after user code received it) is never committed.
 
         Returns:
             ``stored``, ``exists`` (another process stored it first), ``full`` (it does not fit
             even after evicting older generations) or ``changed`` (its bytes no longer match
-            their checksum: nothing is written).
+            their tag: nothing is written).
         """
         return self.put_many([(key, encoded, tuple(metas))])[0]
 
@@ -382,7 +384,7 @@ class LmdbTier:
         if used + meta_bytes + size > self.limit_bytes:
             return None, used
         txn.put(key, encoded.data, db=dbs[b"data"])
-        if not encoded.owned and checksum(txn.get(key, db=dbs[b"data"])) != encoded.checksum:
+        if not encoded.owned and not encoded.intact(txn.get(key, db=dbs[b"data"])):
             txn.delete(key, db=dbs[b"data"])
             return "changed", used
         used += self._put_metas(txn, metas) + size
@@ -587,6 +589,8 @@ def _is_tier_environment(path: Path) -> bool:
     read-only, without taking its lock)."""
     if not (path / "data.mdb").is_file():
         return True  # LMDB's lock file alone: an environment never written to
+    if trust.short_store(path / "data.mdb"):
+        return True  # an LMDB file cut short: mapping it would end in SIGBUS
     try:
         env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=len(_DBS), subdir=True)
     except lmdb.Error:
@@ -602,6 +606,8 @@ def _is_tier_environment(path: Path) -> bool:
 
 def _describe(error: BaseException) -> str:
     code = getattr(error, "errno", None)
+    if isinstance(error, trust.Refused):
+        return str(error)
     if isinstance(error, lmdb.ReadonlyError) or code in (errno.EROFS, errno.EACCES, errno.EPERM):
         return f"its folder cannot be written ({error})"
     if isinstance(error, lmdb.DiskError) or code == errno.ENOSPC:

@@ -17,6 +17,7 @@ first. Each tier of one cache folder is its own environment; two folders never s
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -27,7 +28,7 @@ from typing import Any
 import xxhash
 
 from codedag.errors import ConfigError
-from codedag.migrate.prefix import ram_owner
+from codedag.migrate.prefix import ram_owner, trust
 from codedag.migrate.prefix.entry import CorruptEntry, Encoded, Meta, decode, encode
 from codedag.migrate.prefix.store import LmdbTier, PutItem, TierError, TierInfo
 from codedag.plan.cache import MAX_BUDGET_BYTES
@@ -129,13 +130,35 @@ class PrefixStore:
 
     Args:
         tiers: the tiers, read in order (RAM first).
-        folder: the cache folder the tiers belong to (it owns the RAM tier).
+        folder: the cache folder the tiers belong to (it owns the RAM tier and keeps the
+            secret key values are tagged with; None: a key of this store object only).
     """
 
     def __init__(self, tiers: list[LmdbTier], folder: Path | None = None) -> None:
         self.tiers = tiers
         self.folder = folder
         self.corrupt = 0
+        self._secret: bytes | None = None
+
+    @property
+    def secret(self) -> bytes:
+        """The key values are tagged with (:func:`.trust.secret`). Where the cache folder's key
+        file cannot be trusted, every tier is switched off and a key no store holds is used."""
+        if self._secret is None:
+            if self.folder is None:
+                self._secret = os.urandom(trust.SECRET_BYTES)
+                return self._secret
+            try:
+                self._secret = trust.secret(Path(self.folder))
+            except OSError as error:
+                for tier in self.tiers:
+                    tier.disable(
+                        str(error)
+                        if isinstance(error, trust.Refused)
+                        else f"its key file cannot be used ({error})"
+                    )
+                self._secret = os.urandom(trust.SECRET_BYTES)
+        return self._secret
 
     @classmethod
     def open(cls, settings: StoreSettings | None = None) -> PrefixStore:
@@ -179,31 +202,40 @@ class PrefixStore:
     def begin_run(self) -> None:
         """Start a new generation in every tier (opening them: a tier that cannot be used is
         switched off here, without a warning: :attr:`problems` says why). RAM tiers of deleted
-        cache folders are removed first, and this store's RAM tier is claimed for its folder."""
-        ram = next((t for t in self.tiers if t.kind == "ram" and t.enabled), None)
-        if ram is not None and self.folder is not None:
-            ram_owner.sweep(ram.path.parent, _uid(), keep=ram.path)
-            ram_owner.claim(ram.path, self.folder)
-        for tier in self._usable():
+        cache folders are removed first, and this store's RAM tier, once open, is claimed for
+        its folder."""
+        ram: LmdbTier | None = None
+        for tier in self.tiers:
             tier.quiet = True
-            try:
-                tier.begin_run()
-            except TierError:
-                pass
-            finally:
+        try:
+            self.secret  # noqa: B018 - read (or made) now: a key file refused turns every tier off
+            ram = next((t for t in self.tiers if t.kind == "ram" and t.enabled), None)
+            if ram is not None and self.folder is not None:
+                ram_owner.sweep(ram.path.parent, _uid(), keep=ram.path)
+            for tier in self._usable():
+                with contextlib.suppress(TierError):
+                    tier.begin_run()
+        finally:
+            for tier in self.tiers:
                 tier.quiet = False
+        if ram is not None and ram.enabled and self.folder is not None:
+            ram_owner.claim(ram.path, self.folder)
 
     def get(self, key: bytes) -> tuple[Any, LmdbTier, bool] | None:
         """``(value, tier, stale)`` for ``key``, or None."""
+        read = functools.partial(decode, secret=self.secret, key=key)
         for tier in self._usable():
             try:
-                found = tier.get(key, decode)
+                found = tier.get(key, read)
             except TierError:
                 continue
             except CorruptEntry as error:
                 self.corrupt += 1
-                log.warning(
-                    "prefix cache: a %s tier entry is corrupt (%s); removed", tier.kind, error
+                (log.warning if self.corrupt == 1 else log.debug)(
+                    "prefix cache: a %s tier entry is corrupt (%s); removed (and any other is "
+                    "counted as corrupt)",
+                    tier.kind,
+                    error,
                 )
                 with contextlib.suppress(TierError):
                     tier.delete(key)
@@ -228,7 +260,7 @@ class PrefixStore:
         """Store a value (or its :class:`~.entry.Encoded` form): ``stored``, ``exists``,
         ``full``, ``changed`` (written to since it was encoded), ``unstorable`` (a type the
         cache cannot keep exactly) or ``off`` (no usable tier)."""
-        encoded = value if isinstance(value, Encoded) else encode(value)
+        encoded = value if isinstance(value, Encoded) else encode(value, self.secret, key)
         if encoded is None:
             return "unstorable"
         return self.put_many([(key, encoded, tuple(metas))])[0]
