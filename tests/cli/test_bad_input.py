@@ -25,6 +25,7 @@ from cli_inputs import (
     make_results,
     run_cli,
 )
+from results_db import DAMAGES, damaged_results_db
 
 DEEP = "[" * 200_000 + "]" * 200_000
 NOT_UTF8 = b'{"schema_version": 1, "name": "\xff\xfe\xfa"}'
@@ -396,6 +397,24 @@ def test_results_database_that_is_not_sqlite(
     write(tmp_path / "codedag_energy.sqlite", b"this is not a database" * 100)
     result = run_cli(capsys, "results", "--results-dir", tmp_path)
     assert_one_line_error(result, "is not a codedag results database")
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_results_database_in_every_command(
+    capsys: pytest.CaptureFixture[str], inputs: dict[str, Path], tmp_path: Path, damage: str
+) -> None:
+    folder = tmp_path / "results"
+    path = damaged_results_db(folder, damage)
+    mutate = ["mutate", "-r", "toy", "-m", "m", "--models-config", inputs["models"]]
+    commands = [
+        ["results", "--results-dir", folder, "--experiments"],
+        [*mutate, "--avoid-previous", "--dry-run", "--results-dir", folder],
+    ]
+    if damage in DAMAGES[:3]:  # found on opening: before listing sessions or running anything
+        commands += [["results", "--results-dir", folder], [*mutate, "--results-dir", folder]]
+    for argv in commands:
+        assert_one_line_error(run_cli(capsys, *argv), str(path), "not a codedag results database")
+    assert [p.name for p in folder.iterdir()] == [path.name]  # no session was started
 
 
 def test_a_sink_uri_is_shown_without_its_credentials(

@@ -40,8 +40,6 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     """Print sessions or experiments, or export CSV."""
-    import sqlite3
-
     from codedag.energy.store import DB_NAME
     from codedag.errors import ConfigError
 
@@ -54,12 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"no results database at {results_dir / DB_NAME}; run codedag mutate first"
         )
-    try:
-        return _query(args, results_dir)
-    except sqlite3.DatabaseError as error:
-        raise ConfigError(
-            f"{results_dir / DB_NAME} is not a codedag results database: {error}"
-        ) from None
+    return _query(args, results_dir)  # a database that is not ours: ConfigError naming it
 
 
 def _query(args: argparse.Namespace, results_dir: Path) -> int:
@@ -101,8 +94,8 @@ def _console() -> Any:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
+def _fmt(value: object) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) else "n/a"
 
 
 def _print_sessions(sessions: list[dict]) -> None:
@@ -113,10 +106,10 @@ def _print_sessions(sessions: list[dict]) -> None:
         table.add_column(column)
     for s in sessions:
         table.add_row(
-            s["session"],
-            s["experiment_name"] or "",
-            s["status"] or "",
-            s["started"] or "",
+            str(s["session"]),
+            str(s["experiment_name"] or ""),
+            str(s["status"] or ""),
+            str(s["started"] or ""),
             str(s["experiments"]),
             str(s["succeeded"]),
             _fmt(s["cpu_energy_j"]),
@@ -143,11 +136,11 @@ def _print_experiments(records: list[dict]) -> None:
     for r in records:
         energy = r.get("energy_metrics", {})
         table.add_row(
-            r["session"],
-            r["experiment_id"],
-            "yes" if r["training_success"] else "no",
-            f"{r['duration_seconds']:.1f}",
-            ", ".join(f"{k}={v}" for k, v in r["hyperparameters"].items()),
+            str(r["session"]),
+            str(r["experiment_id"]),
+            "yes" if r.get("training_success") else "no",
+            _fmt(r.get("duration_seconds")),
+            ", ".join(f"{k}={v}" for k, v in r.get("hyperparameters", {}).items()),
             ", ".join(f"{k}={v:g}" for k, v in r.get("performance_metrics", {}).items()),
             _fmt(energy.get("cpu_energy_total_joules")),
             _fmt(energy.get("gpu_energy_total_joules")),

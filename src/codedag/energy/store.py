@@ -11,25 +11,50 @@ Layout (the original)::
           experiment.json
           training.log
           energy/                         raw samples and counter readings
+
+A database file that is not codedag's (random bytes, damaged pages, other tables or columns,
+records that are not JSON objects) is a :class:`~codedag.errors.ConfigError` naming the file,
+found when it is opened where SQLite can tell, and at the latest when it is read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from codedag.errors import ConfigError, SchemaError
 from codedag.util.io import atomic_write_json, atomic_write_text
+from codedag.util.text import printable
 
 SCHEMA_VERSION = 1
 DB_NAME = "codedag_energy.sqlite"
+# The database's tables and their columns, in order (rows are inserted by position).
+TABLES = {
+    "sessions": ("session", "path", "started", "finished", "experiment_name", "status", "info"),
+    "experiments": (
+        "session",
+        "experiment_id",
+        "timestamp",
+        "repository",
+        "model",
+        "mode",
+        "governor",
+        "training_success",
+        "duration_s",
+        "retries",
+        "cpu_energy_j",
+        "gpu_energy_j",
+        "record",
+    ),
+}
 
 BASE_COLUMNS = [
     "experiment_id",
@@ -94,39 +119,79 @@ def render_csv(records: Sequence[Mapping[str, Any]], extra_base: Sequence[str] =
     return buffer.getvalue()
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 class ResultsDB:
-    """The SQLite database of all sessions under a results folder (safe across threads)."""
+    """The SQLite database of all sessions under a results folder (safe across threads).
+
+    Raises:
+        ConfigError: the file is not a sound codedag results database (checked on opening:
+            SQLite's quick check of every page, and the tables' columns).
+    """
 
     def __init__(self, results_dir: Path) -> None:
         self.path = Path(results_dir) / DB_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        try:
-            self._create_tables()
-        except sqlite3.DatabaseError as error:
-            raise ConfigError(f"{self.path} is not a codedag results database: {error}") from None
+        with self._open() as db:
+            self._create_tables(db)
+            self._check(db)
 
-    def _create_tables(self) -> None:
-        with self._connect() as db:
-            db.executescript(
-                """
-                CREATE TABLE IF NOT EXISTS sessions (
-                    session TEXT PRIMARY KEY, path TEXT, started TEXT, finished TEXT,
-                    experiment_name TEXT, status TEXT, info TEXT);
-                CREATE TABLE IF NOT EXISTS experiments (
-                    session TEXT, experiment_id TEXT, timestamp TEXT, repository TEXT,
-                    model TEXT, mode TEXT, governor TEXT, training_success INTEGER,
-                    duration_s REAL, retries INTEGER, cpu_energy_j REAL, gpu_energy_j REAL,
-                    record TEXT, PRIMARY KEY (session, experiment_id));
-                """
-            )
+    def _broken(self, problem: object) -> ConfigError:
+        return ConfigError(
+            f"{self.path} is not a codedag results database: {printable(problem, 200)}"
+        )
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30)
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[sqlite3.Connection]:
+        """A connection under the lock, committed and closed; SQLite's errors name the file."""
+        with self._lock:
+            try:
+                db = sqlite3.connect(self.path, timeout=30)
+            except sqlite3.DatabaseError as error:
+                raise self._broken(error) from None
+            try:
+                with db:
+                    yield db
+            except sqlite3.DatabaseError as error:
+                raise self._broken(error) from None
+            finally:
+                db.close()
+
+    def _check(self, db: sqlite3.Connection) -> None:
+        """Every page readable and each table with codedag's columns."""
+        found = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
+        if found != ["ok"]:
+            lines = [line for text in found for line in text.splitlines()]
+            damage = [line for line in lines if line.strip() and not line.startswith("***")]
+            raise self._broken(f"damaged: {'; '.join(damage)}")
+        for table, expected in TABLES.items():
+            columns = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+            if columns != expected:
+                raise self._broken(
+                    f"table {table} has columns ({', '.join(columns)}), "
+                    f"expected ({', '.join(expected)})"
+                )
+
+    def _create_tables(self, db: sqlite3.Connection) -> None:
+        db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS sessions (
+                session TEXT PRIMARY KEY, path TEXT, started TEXT, finished TEXT,
+                experiment_name TEXT, status TEXT, info TEXT);
+            CREATE TABLE IF NOT EXISTS experiments (
+                session TEXT, experiment_id TEXT, timestamp TEXT, repository TEXT,
+                model TEXT, mode TEXT, governor TEXT, training_success INTEGER,
+                duration_s REAL, retries INTEGER, cpu_energy_j REAL, gpu_energy_j REAL,
+                record TEXT, PRIMARY KEY (session, experiment_id));
+            """
+        )
 
     def upsert_session(self, session: str, path: Path, info: Mapping[str, Any]) -> None:
         """Create or update a session row."""
-        with self._lock, self._connect() as db:
+        with self._open() as db:
             db.execute(
                 "INSERT INTO sessions VALUES (?,?,?,?,?,?,?) ON CONFLICT(session) DO UPDATE SET "
                 "finished=excluded.finished, status=excluded.status, info=excluded.info",
@@ -144,7 +209,7 @@ class ResultsDB:
     def add_experiment(self, record: Mapping[str, Any]) -> None:
         """Insert (or replace) one experiment record."""
         energy = record.get("energy_metrics", {})
-        with self._lock, self._connect() as db:
+        with self._open() as db:
             db.execute(
                 "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
@@ -166,7 +231,7 @@ class ResultsDB:
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every session with its experiment and success counts, newest first."""
-        with self._lock, self._connect() as db:
+        with self._open() as db:
             db.row_factory = sqlite3.Row
             rows = db.execute(
                 "SELECT s.session, s.path, s.started, s.finished, s.experiment_name, s.status, "
@@ -196,11 +261,34 @@ class ResultsDB:
             clauses.append("training_success = ?")
             params.append(int(success))
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        with self._lock, self._connect() as db:
+        with self._open() as db:
             rows = db.execute(
-                f"SELECT record FROM experiments {where} ORDER BY timestamp, experiment_id", params
+                f"SELECT session, experiment_id, record FROM experiments {where} "
+                "ORDER BY timestamp, experiment_id",
+                params,
             ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [self._record(*row) for row in rows]
+
+    def _record(self, session: object, experiment_id: object, text: object) -> dict[str, Any]:
+        """One row's record, checked for the shape its readers rely on."""
+        try:
+            record = json.loads(text) if isinstance(text, str | bytes) else None
+        except ValueError:
+            record = None
+        where = f"experiment {printable(experiment_id, 80)!r} of session {printable(session, 80)!r}"
+        if not isinstance(record, dict):
+            raise self._broken(f"the record of {where} is not a JSON object")
+        for key in ("hyperparameters", "performance_metrics", "energy_metrics"):
+            value = record.get(key, {})
+            if not isinstance(value, dict):
+                raise self._broken(f"{key} of {where} is not a JSON object")
+            if key != "energy_metrics" and not all(_is_number(v) for v in value.values()):
+                raise self._broken(f"{key} of {where} holds a value that is not a number")
+        if record.get("duration_seconds") is not None and not _is_number(
+            record["duration_seconds"]
+        ):
+            raise self._broken(f"duration_seconds of {where} is not a number")
+        return record | {"session": session, "experiment_id": experiment_id}
 
     def hyperparameters(self, repository: str, model: str) -> list[dict[str, float]]:
         """Configurations already run for a model in any session (for cross-session dedup)."""
