@@ -433,3 +433,20 @@ def test_many_placed_draws_are_one_warning_line(caplog: pytest.LogCaptureFixture
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and lines[0].startswith("300 random draws run with their library")
     assert "\x1b" not in lines[0] and "292 more" in lines[0]
+
+
+def test_the_guard_summary_lists_a_kept_draw_and_an_opted_in_one_moves() -> None:
+    from codedag.migrate.api import PipelineMigrator
+
+    name = "numpy.random.uniform"
+    plan: dict[str, Any] = {
+        "context_device_map": {f"app.f#0/{name}#0": "cpu"},
+        "calls": [{"function": name, "migrate": True, "context_keys": [f"app.f#0/{name}#0"]}],
+    }
+    with PipelineMigrator.from_plan(plan) as kept:
+        assert name not in kept.patched_functions()
+    assert "would change the data" in kept.get_stats()["guard"]["kept_on_cpu"][name]
+    plan["placement"] = {"only": [name]}  # the user's --only opts the draw in
+    with PipelineMigrator.from_plan(plan) as moved:
+        assert name in moved.patched_functions()
+    assert moved.get_stats()["guard"]["kept_on_cpu"] == {}

@@ -192,8 +192,13 @@ class PipelineMigrator:
             # them: their hooks run in registration order, so the wrappers' goes first even when
             # no wrapper exists yet (an empty plan's injector still creates worker counters).
             install_wrapper_fork_hook()
+            model = self.plan.plan
             injector = PatchInjector(
-                self._entries(), self.registry, self._converters, guard=self.guard
+                self._entries(),
+                self.registry,
+                self._converters,
+                guard=self.guard,
+                opted_in=model.placement.only if model is not None else (),
             )
             try:
                 counts = injector.apply_all()
@@ -302,6 +307,7 @@ class PipelineMigrator:
             "margin": self.guard.margin,
             "kept": sorted(kept),
             "switched_off": switched_off,
+            "kept_on_cpu": dict(self._injector.kept_on_cpu) if self._injector is not None else {},
         }
 
     @property
