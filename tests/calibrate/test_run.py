@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -256,6 +257,36 @@ def test_a_crafted_cache_entry_is_measured_again_not_trusted(tmp_path: Path, bad
     assert again.measured == 1 and again.from_cache == 0
     (measurement,) = again.measurements.values()
     assert measurement.ok and measurement.original.median_ns > 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -5])
+def test_a_cache_with_every_entry_poisoned_is_measured_again(
+    tmp_path: Path, bad: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+
+    dag = pipeline_dag(with_audio=False)
+    path = tmp_path / "c.json"
+    calibrate_dag(dag, "cpu", cache=CalibrationCache(path), budget=QUICK)
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        for timing in ("original", "backend"):
+            if isinstance(entry.get(timing), dict):
+                entry[timing]["median_ns"] = bad
+        for key in ("migrated_ns", "passthrough_ns"):  # the dispatch cost's entry
+            if key in entry:
+                entry[key] = bad
+    path.write_text(json.dumps(data))
+    with caplog.at_level(logging.WARNING, logger="codedag.calibrate"):
+        again = calibrate_dag(dag, "cpu", cache=CalibrationCache(path), budget=QUICK)
+    assert again.measured == 3 and again.from_cache == 0
+    assert again.dispatch.passthrough_ns > 0
+    assert all(m.ok for m in again.measurements.values())
+    assert [r.getMessage() for r in caplog.records if "calibration cache" in r.getMessage()] == [
+        f"calibration cache {path}: 4 entries with NaN, infinite or negative figures ignored; "
+        "measuring them again"
+    ]
+    assert "NaN" not in path.read_text() and "Infinity" not in path.read_text()
 
 
 @pytest.mark.parametrize("device", ["cuda:99", "bogus", "cuda:-1"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -58,6 +59,35 @@ def test_cache_persists_merges_and_sets_aside_a_broken_file(tmp_path: Path) -> N
     assert broken.entries == {} and (tmp_path / "calibration.json.unreadable").exists()
     json.loads(json.dumps(broken.entries))
     assert CalibrationCache(None).path is None
+
+
+def test_entries_with_nan_infinite_or_negative_figures_are_ignored_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "calibration.json"
+    good = {"function": "cv2.flip", "original": {"median_ns": 5, "samples": 9}, "error": None}
+    entries = {
+        "good": good,
+        "nan": {"function": "a", "original": {"median_ns": float("nan")}},
+        "inf": {"function": "b", "h2d_ns": float("inf")},
+        "negative": {"function": "c", "original": {"median_ns": 5, "q25_ns": -1}},
+        "listed": {"function": "d", "timed_steps": [0, -2]},
+        "dispatch": {"migrated_ns": float("-inf"), "passthrough_ns": 3},
+    }
+    path.write_text(json.dumps({"schema_version": 1, "entries": entries}))  # NaN, Infinity
+    with caplog.at_level(logging.WARNING, logger="codedag.calibrate.cache"):
+        cache = CalibrationCache(path)
+    assert cache.entries == {"good": good}
+    (warning,) = caplog.records
+    assert "5 entries with NaN, infinite or negative figures ignored" in warning.getMessage()
+    cache.put("new", {"function": "cv2.resize", "original": {"median_ns": 7}})
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} written")
+
+    written = json.loads(path.read_text(), parse_constant=refuse)
+    assert set(written["entries"]) == {"good", "new"}  # the hostile entries are gone
+    assert len(caplog.records) == 1
 
 
 def test_keys_depend_on_device_versions_function_and_signature() -> None:

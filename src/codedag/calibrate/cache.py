@@ -3,7 +3,10 @@
 One JSON file under the user's cache directory (``platformdirs``; ``CODEDAG_CACHE_DIR`` overrides
 it), shared by every run on this machine. Entries are added as they are measured (each write is
 atomic and taken under a file lock, so concurrent runs merge rather than overwrite one another).
-A cache that cannot be read is set aside with a warning: it only ever saves time.
+A cache that cannot be read is set aside with a warning: it only ever saves time. An entry with a
+NaN, infinite or negative figure (every figure is a time, a size or a count) is hostile input:
+such entries are ignored with one warning, measured again, and dropped from the file at the next
+write.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +44,19 @@ def entry_key(device_name: str, versions: dict[str, str], function: str, signatu
     """The cache key of one measurement."""
     text = json.dumps([device_name, sorted(versions.items()), function, signature])
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def sound_entry(value: object) -> bool:
+    """No NaN, infinite or negative number anywhere in ``value`` (nested dicts and lists too)."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int | float):
+        return math.isfinite(value) and value >= 0
+    if isinstance(value, dict):
+        return all(sound_entry(v) for v in value.values())
+    if isinstance(value, list):
+        return all(sound_entry(v) for v in value)
+    return True
 
 
 @contextlib.contextmanager
@@ -71,14 +88,15 @@ class CalibrationCache:
         self.hits = 0
         self.misses = 0
         if self.path is not None:
-            self.entries = self._read()
+            self.entries = self._read(warn=True)
 
     @classmethod
     def default(cls) -> CalibrationCache:
         """The cache at :func:`default_cache_path`."""
         return cls(default_cache_path())
 
-    def _read(self) -> dict[str, dict[str, Any]]:
+    def _read(self, warn: bool = False) -> dict[str, dict[str, Any]]:
+        """The file's sound entries (``warn``: say how many were not)."""
         assert self.path is not None
         if not self.path.exists():
             return {}
@@ -92,7 +110,17 @@ class CalibrationCache:
             or not isinstance(data.get("entries"), dict)
         ):
             return self._set_aside("unknown format or version")
-        return {k: v for k, v in data["entries"].items() if isinstance(v, dict)}
+        entries = {k: v for k, v in data["entries"].items() if isinstance(v, dict)}
+        sound = {k: v for k, v in entries.items() if sound_entry(v)}
+        if warn and len(sound) < len(entries):
+            log.warning(
+                "calibration cache %s: %d entr%s with NaN, infinite or negative figures "
+                "ignored; measuring them again",
+                self.path,
+                len(entries) - len(sound),
+                "y" if len(entries) - len(sound) == 1 else "ies",
+            )
+        return sound
 
     def _set_aside(self, reason: str) -> dict[str, dict[str, Any]]:
         assert self.path is not None

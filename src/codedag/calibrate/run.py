@@ -42,6 +42,7 @@ from codedag.calibrate.timing import Budget, Stopwatch, cpu_aware_stopwatch, tim
 from codedag.devices.torch_devices import device_name, device_sync
 from codedag.errors import CodeDAGError
 from codedag.graph.model import ExecutionDAG
+from codedag.measure.summary import nanoseconds
 from codedag.measure.threads import torch_threads
 
 log = logging.getLogger(__name__)
@@ -219,8 +220,13 @@ class Calibrator:
         """The wrapper's own costs, from the cache or measured."""
         key = entry_key(self.device_name, library_versions("codedag"), "<dispatch>", "")
         cached = self.cache.get(key)
-        if cached is not None and "migrated_ns" in cached:
-            return DispatchCost(int(cached["migrated_ns"]), int(cached["passthrough_ns"]))
+        if cached is not None:
+            try:
+                return DispatchCost(
+                    nanoseconds(cached["migrated_ns"]), nanoseconds(cached["passthrough_ns"])
+                )
+            except (KeyError, TypeError, ValueError):
+                log.debug("unusable cache entry for the dispatch cost; measuring again")
         with self._threads():
             cost = measure_dispatch(self.device)
         self.cache.put(
