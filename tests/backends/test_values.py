@@ -140,3 +140,44 @@ def test_ops_that_would_copy_a_broadcast_view_leave_it_to_numpy(
     assert check(*small, **kwargs) is None  # a small view is taken, and computed as NumPy does
     expected = original_function(name)(*small, **kwargs)
     assert np.array_equal(migrated_call(name)(*small, **kwargs), expected)
+
+
+def _views(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """An array of ``shape`` in one of several layouts: C, F, flipped, permuted, rotated."""
+    a = np.zeros(shape)
+    kind = int(rng.integers(0, 5))
+    if kind == 1:
+        return np.asfortranarray(a)
+    if kind == 2:
+        return np.flip(a, axis=int(rng.integers(a.ndim)))
+    if kind == 3:
+        p = rng.permutation(a.ndim)
+        return np.transpose(np.ascontiguousarray(np.transpose(a, p)), np.argsort(p))
+    if kind == 4:
+        return np.rot90(np.ascontiguousarray(np.rot90(a, -1)))
+    return a
+
+
+def _big_strides(a: np.ndarray) -> list[int]:
+    return [s for s, n in zip(a.strides, a.shape, strict=True) if n > 1]
+
+
+def test_keep_order_lays_results_out_as_numpy_ufuncs_and_stack_do() -> None:
+    from codedag.backends.values import keep_order, keep_order_axes, laid_out
+
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        shape = tuple(int(v) for v in rng.integers(1, 5, int(rng.integers(2, 5))))
+        a = _views(rng, shape)
+        other = list(shape)
+        if rng.random() < 0.3:
+            other[int(rng.integers(len(shape)))] = 1  # broadcast
+        b = _views(rng, tuple(other))
+        want = np.add(a, b)
+        assert _big_strides(keep_order(np.ascontiguousarray(want), [a, b])) == _big_strides(want)
+        axis = int(rng.integers(0, len(shape) + 1))
+        inputs = [a, _views(rng, shape)]
+        stacked = np.stack(inputs, axis=axis)
+        parts = [np.expand_dims(x, axis) for x in inputs]
+        axes = keep_order_axes([(p.shape, p.strides) for p in parts], stacked.ndim, ufunc=False)
+        assert _big_strides(laid_out(np.ascontiguousarray(stacked), axes)) == _big_strides(stacked)

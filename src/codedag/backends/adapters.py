@@ -32,6 +32,7 @@ from codedag.backends.values import (
     ValueConverter,
     accepted_dtypes,
     fortran_only,
+    keep_order,
     numpy_scalar,
 )
 from codedag.errors import UnsupportedOperation
@@ -133,16 +134,20 @@ class ArrayAdapter:
         call: CallValues,
     ) -> tuple[list[Any], dict[str, Any], Any]:
         """Every array argument as a tensor on the device. The state: whether the first array
-        is Fortran-ordered (for ops declaring ``order="A"``, whose results follow it)."""
+        is Fortran-ordered (for ops declaring ``order="A"``, whose results follow it); the array
+        arguments (for ops declaring ``order="ufunc"``, whose results are laid out after them)."""
         to_device = converter.to_device
-        fortran = False
+        state: bool | list[np.ndarray] = False
         if spec.quirks.order == "A":
             first = next((v for v in args if isinstance(v, np.ndarray)), None)
-            fortran = first is not None and first.ndim > 1 and fortran_only(first)
+            state = first is not None and first.ndim > 1 and fortran_only(first)
+        elif spec.quirks.order == "ufunc":
+            values = [*args, *kwargs.values()]
+            state = [v for v in values if isinstance(v, np.ndarray)]
         return (
             [to_device(v, call) for v in args],
             {k: to_device(v, call) for k, v in kwargs.items()} if kwargs else {},
-            fortran,
+            state,
         )
 
     def to_library(
@@ -154,17 +159,23 @@ class ArrayAdapter:
         state: object,
     ) -> Any:
         """Tensors back as arrays of the declared layout (``A``: Fortran order after a
-        Fortran-ordered first array, else the backend's strides); 0-d ones as NumPy scalars."""
+        Fortran-ordered first array, else C order; ``ufunc``: NumPy's order K
+        after the array arguments); 0-d ones as NumPy scalars."""
         order = spec.quirks.order or self.default_order
+        inputs = state if order == "ufunc" and isinstance(state, list) else None
         if order == "A":
-            order = "F" if state else "K"
-        if isinstance(result, torch.Tensor):  # the common case without the recursion
-            array = converter.tensor_to_array(result, order, call)
-            return numpy_scalar(array) if array.ndim == 0 else array
+            order = "F" if state else "C"
+        elif order == "ufunc":
+            order = "K"
 
         def leaf(tensor: torch.Tensor) -> Any:
             array = converter.tensor_to_array(tensor, order, call)
+            if inputs is not None:
+                array = keep_order(array, inputs)
             return numpy_scalar(array) if array.ndim == 0 else array
+
+        if isinstance(result, torch.Tensor):  # the common case without the recursion
+            return leaf(result)
 
         return results(result, leaf)
 
@@ -228,17 +239,22 @@ class ArrayAdapter:
                         return NOT_TAKEN
                     backend_kwargs[key] = value
             result = backend(*backend_args, **backend_kwargs) if kwargs else backend(*backend_args)
+            ufunc = declared == "ufunc"
             if type(result) is tensor_type:
-                order = ("F" if fortran else "K") if declared == "A" else declared
+                order = ("F" if fortran else "C") if declared == "A" else declared
+                order = "K" if ufunc else order
                 for source, array in sources:
                     if result is source:  # the backend returned its input: the library copies
                         array = np.array(array, order="F" if order == "F" else "C", copy=True)
                         break
                 else:
                     array = converter.tensor_to_array(result, order, call)
+                if ufunc:
+                    array = keep_order(array, [a for _, a in sources])
                 output = numpy_scalar(array) if array.ndim == 0 else array
             else:
-                output = to_library(spec, result, converter, call, fortran)
+                inputs = [a for _, a in sources] if ufunc else fortran
+                output = to_library(spec, result, converter, call, inputs)
             if call.staging:  # results left the host's memory
                 converter.finish(call)
             return output

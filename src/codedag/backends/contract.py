@@ -154,7 +154,10 @@ class Quirks:
             ``out``): a call passing one (not ``None``) runs the original.
         inplace: positions of arguments the library modifies in place (``shuffle``): the
             backend's result is copied back into the caller's array.
-        order: layout of returned arrays: ``C``, ``F`` or ``K`` (the backend's strides);
+        order: layout of returned arrays: ``C``, ``F``, ``A`` (Fortran order after a
+            Fortran-ordered first array, else C) or ``K`` (the backend's strides);
+            ``ufunc``: NumPy's order K, laid out after the call's array arguments as a ufunc
+            lays out its result (a permutation of C order, whatever the backend returns);
             ``None``: the adapter's default.
         per_sample: parameters that may differ per sample of a batch, with their batched form
             (``{"M": "[N,2,3]"}``): a batched executor stacks them; the others group samples.

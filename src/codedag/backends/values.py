@@ -242,6 +242,78 @@ def fortran_only(array: np.ndarray) -> bool:
     return bool(array.flags.f_contiguous and not array.flags.c_contiguous)
 
 
+def keep_order_axes(
+    operands: list[tuple[tuple[int, ...], tuple[int, ...]]], ndim: int, *, ufunc: bool = True
+) -> list[int]:
+    """The axes, outermost first, of a new array laid out after its operands as NumPy lays out
+    order-K results: by decreasing absolute stride, an axis moved only where every operand that
+    orders the pair agrees (C order wins conflicts; an axis of length 1 or stride 0 orders
+    nothing). The stable insertion sort runs as NumPy's: over the axes innermost first for
+    ufuncs (``nditer``), outermost first for ``concatenate`` and ``stack``
+    (``PyArray_CreateMultiSortedStridePerm``); with conflicts the two orders can differ.
+
+    Args:
+        operands: the (shape, strides) of each operand (any unit), aligned at the last axis
+            (fewer axes broadcast).
+        ndim: the result's number of axes.
+        ufunc: sort as ``nditer`` does (else as concatenation does).
+    """
+    table = []
+    for shape, strides in operands:
+        pad = [0] * (ndim - len(shape))
+        table.append(pad + [abs(st) if n != 1 else 0 for n, st in zip(shape, strides, strict=True)])
+    perm = list(range(ndim))
+    if ufunc:
+        perm.reverse()
+    for i0 in range(1, ndim):
+        ax0, ipos = perm[i0], i0
+        for i1 in range(i0 - 1, -1, -1):
+            ax1 = perm[i1]
+            # does ax1 (earlier in the list) belong after ax0?
+            votes = [
+                (row[ax1] > row[ax0]) if ufunc else (row[ax0] > row[ax1])
+                for row in table
+                if row[ax0] and row[ax1]
+            ]
+            if not votes:
+                continue  # nothing orders this pair: look further
+            if all(votes):
+                ipos = i1
+            else:
+                break
+        if ipos != i0:
+            perm[ipos + 1 : i0 + 1] = perm[ipos:i0]
+            perm[ipos] = ax0
+    return perm[::-1] if ufunc else perm
+
+
+def laid_out(array: np.ndarray, axes: list[int]) -> np.ndarray:
+    """``array`` itself when it is contiguous with ``axes`` outermost first (positive strides),
+    else a copy laid out so."""
+    expected = array.itemsize
+    fits = True
+    for axis in reversed(axes):
+        n = array.shape[axis]
+        if n != 1 and array.strides[axis] != expected:
+            fits = False
+            break
+        expected *= n
+    if fits or array.size <= 1:
+        return array
+    inverse = np.argsort(axes)
+    out = np.empty([array.shape[a] for a in axes], dtype=array.dtype).transpose(inverse)
+    np.copyto(out, array, casting="no")
+    return out
+
+
+def keep_order(result: np.ndarray, inputs: list[np.ndarray]) -> np.ndarray:
+    """``result`` laid out as a NumPy ufunc lays out its order-K output after ``inputs``."""
+    if result.ndim < 2:
+        return result
+    operands = [(a.shape, a.strides) for a in inputs if a.ndim]
+    return laid_out(result, keep_order_axes(operands, result.ndim))
+
+
 def _span(array: np.ndarray) -> int:
     """Bytes from an array's first element to the end of its last (strides not negative)."""
     if array.flags.c_contiguous or array.flags.f_contiguous:
@@ -351,15 +423,23 @@ class ValueConverter:
             return array
         tensor = tensor.detach()
         dtype = np.dtype(str(tensor.dtype).removeprefix("torch."))
-        contiguous = tensor.contiguous()
+        # order K keeps the order of the backend's strides (any permutation of the axes): the
+        # tensor travels in that order and the array is its transpose back
+        axes = list(range(tensor.dim()))
+        if order == "K" and not tensor.is_contiguous():
+            sizes, strides = tuple(tensor.shape), tensor.stride()
+            axes = sorted(axes, key=lambda d: -abs(strides[d]) if sizes[d] > 1 else 0)
+            axes = axes if tensor.permute(axes).is_contiguous() else list(range(tensor.dim()))
+        inverse = sorted(range(len(axes)), key=axes.__getitem__)
+        contiguous = tensor.permute(axes).contiguous()
         buffer = self.buffers.acquire(contiguous.numel() * dtype.itemsize)
         staged = _view(buffer, dtype, tuple(contiguous.shape))
         torch.from_numpy(staged).copy_(contiguous)  # synchronous device-to-host copy
-        if order == "K" and not tensor.is_contiguous():
-            reverse = tensor.permute(*reversed(range(tensor.dim())))
-            order = "F" if reverse.is_contiguous() else "C"
-        array = np.array(staged, order="F" if order == "F" else "C", copy=True)
-        self.cache.put(array, contiguous, staged, buffer)
+        if order == "F":
+            array = np.array(staged, order="F", copy=True)
+        else:
+            array = np.array(staged, copy=True).transpose(inverse)
+        self.cache.put(array, contiguous.permute(inverse), staged.transpose(inverse), buffer)
         return array
 
     def finish(self, call: CallValues) -> None:

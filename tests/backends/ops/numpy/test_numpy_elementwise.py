@@ -268,3 +268,29 @@ def test_calls_the_backend_cannot_run_are_declared_not_hidden(name: str, args: t
     assert reason
     with pytest.raises(DeclaredUnsupported, match=re.escape(reason[:20])):
         migrated_call(name)(*args)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4)])
+def test_ufuncs_on_rotated_and_mixed_views_have_numpys_layout(k: int, shape: tuple) -> None:
+    """NumPy walks flipped views forwards and follows its inputs' memory order (C order where
+    they disagree); torch's iterator and copies of flipped views would not."""
+    b = np.arange(np.prod(shape)).reshape(shape) % 3 == 0
+    r = np.rot90(b, k)
+    f = np.asfortranarray(r)
+    for name, args in [
+        ("numpy.logical_and", (r, r)),
+        ("numpy.logical_and", (r, f)),
+        ("numpy.add", (f, np.ascontiguousarray(r).astype(np.int16))),
+        ("numpy.multiply", (f.astype(np.float32), 2.0)),
+        ("numpy.sqrt", (r.astype(np.float64),)),
+    ]:
+        fn = getattr(np, name.rsplit(".", 1)[1])
+        want = fn(*args)
+        got = migrated_call(name)(*args)
+        np.testing.assert_array_equal(got, want)
+        assert (got.flags.c_contiguous, got.flags.f_contiguous) == (
+            want.flags.c_contiguous,
+            want.flags.f_contiguous,
+        ), name
+        assert got.strides == want.strides, name

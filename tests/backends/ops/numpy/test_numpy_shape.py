@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 from migrate_support import PROPS, assert_matches, device_fixture, random_array, to_dev  # noqa: F401
 
 from codedag.backends.ops.numpy import BACKENDS
+from codedag.backends.probe import migrated_call
 from codedag.errors import UnsupportedOperation
 
 DTYPES = [np.bool_, np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64]
@@ -164,3 +165,13 @@ def test_a_migrated_pad_numpy_refuses_fails_at_once_as_numpy_does() -> None:
             np.pad(array, 1)
         assert time.perf_counter() - started < 2.0
     assert migrator.get_stats()["functions"]["numpy.pad"]["fell_back"] == 1
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_stack_of_fortran_arrays_has_numpys_layout(axis: int) -> None:
+    """NumPy lays a stack out after its inputs' strides (neither C nor F for F inputs)."""
+    a = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    want = np.stack([a, a + 1], axis=axis)
+    got = migrated_call("numpy.stack")([a, a + 1], axis=axis)
+    np.testing.assert_array_equal(got, want)
+    assert got.strides == want.strides

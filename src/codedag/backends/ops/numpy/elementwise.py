@@ -566,13 +566,15 @@ COMPLEX_ARITHMETIC = Tolerance(
     note="real operands exact; complex results one or two float32 ulp apart (torch's complex "
     "multiply, divide and hypot round otherwise than NumPy's)",
 )
+# Results are laid out as NumPy's ufuncs lay them out after their operands (order K), not as
+# torch's iterator does: they differ on mixed layouts and on views NumPy walks flipped (rot90).
 _QUIRKS: dict[str, dict[str, Any]] = {
-    **{n: {"check": _ufunc_check(n, 2)} for n in (*_ARITH, *_COMPARE)},
-    **{n: {"check": _ufunc_check(n, 1)} for n in (*_UNARY, *_PREDICATE)},
-    "clip": {"check": check_clip},
-    "where": {"check": check_where},
-    "round": {"check": check_round},
-    "around": {"check": check_round},
+    **{n: {"check": _ufunc_check(n, 2), "order": "ufunc"} for n in (*_ARITH, *_COMPARE)},
+    **{n: {"check": _ufunc_check(n, 1), "order": "ufunc"} for n in (*_UNARY, *_PREDICATE)},
+    "clip": {"check": check_clip, "order": "ufunc"},
+    "where": {"check": check_where, "order": "ufunc"},
+    "round": {"check": check_round, "order": "ufunc"},
+    "around": {"check": check_round, "order": "ufunc"},
 }
 for _name in _TRANSCENDENTAL:
     _QUIRKS[_name]["tolerance"] = LIBM

@@ -34,6 +34,7 @@ from codedag.backends.ops.numpy._common import (
     result_type,
     torch_dtype,
 )
+from codedag.backends.values import keep_order_axes
 from codedag.errors import UnsupportedOperation
 
 
@@ -157,9 +158,17 @@ def stack(
     dtype: object = None,
     casting: str = "same_kind",
 ) -> torch.Tensor:
-    """``numpy.stack``."""
+    """``numpy.stack``, laid out as NumPy lays it out after its inputs' strides."""
     require_default("out", out, None)
-    return torch.stack(_common(arrays, dtype), dim=axis)
+    ts = _common(arrays, dtype)
+    result = torch.stack(ts, dim=axis)
+    at = axis % result.dim() if result.dim() else 0
+    operands = [(tuple(t.unsqueeze(at).shape), tuple(t.unsqueeze(at).stride())) for t in ts]
+    axes = keep_order_axes(operands, result.dim(), ufunc=False)
+    if axes == sorted(axes):
+        return result
+    inverse = sorted(range(len(axes)), key=axes.__getitem__)
+    return result.permute(*axes).contiguous().permute(*inverse)
 
 
 def concatenate(
@@ -217,9 +226,9 @@ def rot90(m: torch.Tensor, k: int = 1, axes: Sequence[int] = (0, 1)) -> torch.Te
 
 
 def tile(A: torch.Tensor, reps: int | Sequence[int]) -> torch.Tensor:
-    """``numpy.tile``."""
+    """``numpy.tile`` (a new array: torch returns a stride-0 view where a repetition is 0)."""
     reps_t = (int(reps),) if isinstance(reps, int | np.integer) else tuple(int(r) for r in reps)
-    return torch.tile(_tensor(A), reps_t)
+    return torch.tile(_tensor(A), reps_t).contiguous()
 
 
 def repeat(a: torch.Tensor, repeats: int, axis: int | None = None) -> torch.Tensor:
