@@ -9,7 +9,14 @@ from typing import Any
 from rich.console import Console
 
 from codedag.cli.main import main
-from codedag.optimize.explain import group_calls, plan_table, random_draw_lines
+from codedag.optimize.explain import (
+    SECTION_ROWS,
+    cache_table,
+    chains_table,
+    group_calls,
+    plan_table,
+    random_draw_lines,
+)
 
 ROOT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__#0"
 SAMPLE = f"{ROOT}/mydata.AudioDataset.__getitem__#0"
@@ -128,3 +135,34 @@ def test_plan_explain_warns_of_each_placed_random_draw(tmp_path: Path, capsys: A
     out = capsys.readouterr().out
     assert "warning: numpy.random.Generator.normal draws random numbers" in out
     assert "runs it with its library" in out
+
+
+def test_long_section_tables_show_their_first_rows_and_count_the_rest() -> None:
+    chains = [{"id": f"chain{i}", "steps": ["cv2.resize"], "batched": False} for i in range(80)]
+    plan = {"batched": {"chains": chains}, "cache": {"chains": chains}}
+    for make in (chains_table, cache_table):
+        text = render(make(plan))
+        assert "chain49 " in text and "chain50 " not in text
+        assert "... and 30 more chain(s); --all shows every one" in text
+        every = render(make(plan, None))
+        assert "chain79 " in every and "more chain(s)" not in every
+    assert "more chain(s)" not in render(chains_table(plan, 80))  # nothing left out, no line
+
+
+def test_plan_explain_summarizes_a_long_lookup_table_section(tmp_path: Path, capsys: Any) -> None:
+    plan = librosa_plan()
+    run = {"producer": "cv2.warpAffine", "calls": ["numpy.add"], "consumer": "numpy.transpose"}
+    plan.update(
+        schema_version=2,
+        k=1,
+        tables={"runs": [run | {"traced_ns": 1_000 * (i + 1)} for i in range(SECTION_ROWS + 70)]},
+    )
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    assert main(["plan", "explain", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("numpy.transpose") == SECTION_ROWS
+    assert "... and 70 more run(s); --all shows every one" in shown
+    assert main(["plan", "explain", str(path), "--all"]) == 0
+    every = capsys.readouterr().out
+    assert every.count("numpy.transpose") == SECTION_ROWS + 70 and "more run(s)" not in every

@@ -67,7 +67,10 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="print the placement of each call, a library's internal calls grouped under it",
     )
     parser.add_argument(
-        "--all", action="store_true", help="with --explain: every call as a row of its own"
+        "--all",
+        action="store_true",
+        help="with --explain: every call as a row of its own; and every row of the chain, "
+        "prefix cache and lookup tables (default: 50 each)",
     )
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.set_defaults(handler=run)
@@ -274,7 +277,13 @@ def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[s
     """The passes' figures, what migrates, the notes and the explain tables."""
     from rich.console import Console
 
-    from codedag.optimize.explain import cache_table, chains_table, plan_table, tables_table
+    from codedag.optimize.explain import (
+        SECTION_ROWS,
+        cache_table,
+        chains_table,
+        plan_table,
+        tables_table,
+    )
     from codedag.util.text import listing, printable
 
     out = Console() if sys.stdout.isatty() else Console(width=160)
@@ -299,9 +308,10 @@ def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[s
         out.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
     else:
         out.print(plan_table(plan, limit=12, measured_only=True))
-    chains = chains_table(plan)
+    rows = None if args.all else SECTION_ROWS
+    chains = chains_table(plan, rows)
     if chains is not None:
         out.print(chains)
-    for section in (cache_table(plan), tables_table(plan)):
+    for section in (cache_table(plan, rows), tables_table(plan, rows)):
         if section is not None:
             out.print(section)

@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     explain.add_argument(
         "--all",
         action="store_true",
-        help="every call as a row of its own (default: the top 30, internal calls grouped)",
+        help="every call as a row of its own, and every row of the other tables (default: the "
+        "top 30 calls, internal calls grouped, and 50 rows of each other table)",
     )
     explain.add_argument("--json", action="store_true", help="print the calls as JSON")
     explain.set_defaults(handler=run)
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     from codedag.backends.admission import admit_plan
     from codedag.optimize.explain import (
+        SECTION_ROWS,
         cache_table,
         chains_table,
         plan_table,
@@ -58,10 +60,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     console = Console() if sys.stdout.isatty() else Console(width=160)
     console.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
-    chains = chains_table(plan)
+    rows = None if args.all else SECTION_ROWS
+    chains = chains_table(plan, rows)
     if chains is not None:
         console.print(chains)
-    for section in (cache_table(plan), tables_table(plan)):
+    for section in (cache_table(plan, rows), tables_table(plan, rows)):
         if section is not None:
             console.print(section)
     for note in plan.get("notes", []):

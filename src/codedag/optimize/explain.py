@@ -6,15 +6,16 @@ Listed one by one they bury the few calls a reader looks for, so the table group
 call under the outermost library call it runs inside (:func:`group_calls`), one summary line per
 group; calls with a torch backend stay visible as rows of their own. Placed calls come first,
 then the candidates (calls with a torch backend), each by traced time; ``--all`` lists every
-call.
+call. The other tables (sample chains, prefix cache, lookup tables) show their first
+:data:`SECTION_ROWS` rows and count the rest, unless ``--all``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from codedag.plan.context import function_of
 from codedag.plan.tables import TablesSection
@@ -22,6 +23,20 @@ from codedag.util.text import printable, terminal_text
 
 FRAMES = ("__getitem__", "__getitems__", "__next__", "__iter__")
 """Calls that frame user code (a dataset's sample, the loader's batch): never an owner."""
+
+SECTION_ROWS = 50
+"""Rows a section table shows before the rest are only counted (``--all``: every row)."""
+
+_Row = TypeVar("_Row")
+
+
+def first_rows(table: Any, rows: Sequence[_Row], limit: int | None, what: str) -> Sequence[_Row]:
+    """The first ``limit`` of ``rows`` (all for ``None``); the rest are counted in ``table``'s
+    caption (``... and 99,950 more run(s); --all shows every one``)."""
+    if limit is None or len(rows) <= limit:
+        return rows
+    table.caption = f"... and {len(rows) - limit:,} more {what}; --all shows every one"
+    return rows[:limit]
 
 
 @dataclass
@@ -214,8 +229,9 @@ def plan_table(
     return table
 
 
-def chains_table(plan: dict[str, Any]) -> Any | None:
-    """A rich Table of the plan's sample chains and their batched decision (``None``: none)."""
+def chains_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any | None:
+    """A rich Table of the plan's sample chains and their batched decision (``None``: none);
+    ``limit`` chains at most, the rest counted."""
     from rich.table import Table
 
     section = plan.get("batched") or {}
@@ -242,7 +258,7 @@ def chains_table(plan: dict[str, Any]) -> Any | None:
     table.add_column("batched")
     table.add_column("basis")
     table.add_column("reason", overflow="fold", max_width=60)
-    for chain in chains:
+    for chain in first_rows(table, chains, limit, "chain(s)"):
         calls = chain.get("backend_calls")
         table.add_row(
             terminal_text(chain.get("id", "")),
@@ -260,9 +276,9 @@ def chains_table(plan: dict[str, Any]) -> Any | None:
     return table
 
 
-def cache_table(plan: dict[str, Any]) -> Any | None:
+def cache_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any | None:
     """A rich Table of the plan's prefix cache: each chain's cut and figures (``None``: no
-    ``cache`` section)."""
+    ``cache`` section); ``limit`` chains at most, the rest counted."""
     from rich.table import Table
 
     section = plan.get("cache")
@@ -283,7 +299,7 @@ def cache_table(plan: dict[str, Any]) -> Any | None:
         table.add_column(column, justify="right" if "ms" in column or "MB" in column else "left")
     table.add_column("cached")
     table.add_column("reason", overflow="fold", max_width=70)
-    for chain in chains:
+    for chain in first_rows(table, chains, limit, "chain(s)"):
         cut = chain.get("cut") or {}
         table.add_row(
             str(chain.get("id", "")),
@@ -300,9 +316,9 @@ def cache_table(plan: dict[str, Any]) -> Any | None:
     return table
 
 
-def tables_table(plan: dict[str, Any]) -> Any | None:
+def tables_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any | None:
     """A rich Table of the plan's element-wise runs through lookup tables (``None``: no
-    ``tables`` section)."""
+    ``tables`` section); ``limit`` runs at most, the rest counted."""
     from rich.table import Table
 
     raw = plan.get("tables")
@@ -320,7 +336,7 @@ def tables_table(plan: dict[str, Any]) -> Any | None:
     )
     for column in ("producer", "called from", "calls", "then", "traced ms"):
         table.add_column(column, justify="right" if "ms" in column else "left")
-    for run in runs:
+    for run in first_rows(table, runs, limit, "run(s)"):
         table.add_row(
             run.producer,
             ", ".join(c.rsplit(".", 2)[-2] for c in run.callers) or "anywhere",
