@@ -156,3 +156,46 @@ def test_a_backend_that_reads_values_still_defers() -> None:
         assert torch.equal(y, ref_y)
         assert int((x.int() - ref_x.int()).abs().max()) <= 1
     assert stats["forced"] == {} and stats["samples"] == 6
+
+
+class _FlipFirst(torch.utils.data.Dataset):
+    """Every other sample flips before its warp: a chain that starts at the flip in some
+    samples and at the warp in the others (as it does after a cached prefix)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        import cv2
+
+        image = np.random.default_rng(index).integers(0, 256, (24, 24, 3), dtype=np.uint8)
+        if index % 2:
+            image = cv2.flip(image, 1)
+        matrix = cv2.getRotationMatrix2D((12.0, 12.0), 10.0 * index, 1.0)
+        image = cv2.warpAffine(image, matrix, (24, 24), borderMode=cv2.BORDER_REFLECT_101)
+        return torch.from_numpy(np.ascontiguousarray(image))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_samples_starting_the_chain_at_different_steps_meet_with_their_own_values(
+    device: str,
+) -> None:
+    from codedag.migrate.api import PipelineMigrator
+
+    sample = f"torch.utils.data.dataloader._BaseDataLoaderIter.__next__#0/{__name__}"
+    keys = [f"{sample}._FlipFirst.__getitem__#{i}/cv2.{f}#0" for i in range(4) for f in FW]
+    chain = {"id": "c", "steps": [f"cv2.{f}" for f in FW], "functions": [f"cv2.{f}" for f in FW],
+             "entries": keys, "entry_functions": [f"cv2.{f}" for f in FW], "batched": True}  # fmt: skip
+    the_plan = {
+        "context_device_map": {},
+        "batched": {"mode": "always", "device": device, "chains": [chain]},
+    }
+    reference = list(torch.utils.data.DataLoader(_FlipFirst(), batch_size=4))
+    with PipelineMigrator(the_plan, guard=False) as migrator:
+        batches = list(torch.utils.data.DataLoader(_FlipFirst(), batch_size=4))
+    stats = migrator.get_stats()["batched"]
+    assert stats["samples"] == 8 and stats["forced"] == {}
+    assert all(torch.equal(a, b) for a, b in zip(batches, reference, strict=True))
+
+
+FW = ("flip", "warpAffine")

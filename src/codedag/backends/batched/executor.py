@@ -275,6 +275,11 @@ class BatchExecutor:
         key: tuple[Any, ...],
     ) -> Any:
         kind = ref[0]
+        if kind in ("s", "x") and any(_own_ref(g, slot)[0] != kind for g in members):
+            # groups meeting at this step after different starts (a random flip before it in
+            # some samples only): each group's rows from where its own value is
+            rows = [self._data_rows(record, payload, g, slot) for g in members]
+            return Batch(torch.cat(rows), key[1])
         if kind == "s":  # each group's own earlier result (their step numbers may differ)
             parts = [g.results[_own_ref(g, slot)[1]] for g in members]
             return Batch(_joined(parts), key[1])
@@ -290,6 +295,19 @@ class BatchExecutor:
         if _all_same(values):
             return values[0]
         return self.io.value(np.stack([np.asarray(v) for v in values]))
+
+    def _data_rows(
+        self, record: BatchRecord, payload: torch.Tensor, group: _Group, slot: int | str
+    ) -> torch.Tensor:
+        """One group's rows of a data argument: its earlier result, or its samples' inputs."""
+        kind, index = _own_ref(group, slot)
+        if kind == "s":
+            out, start, stop = group.results[index]  # type: ignore[misc]
+            return out[start:stop]
+        refs = group.refs(group.origins[group.pointer], slot)
+        return self._payload_batch(record, payload, [k for _kind, k in refs]).expanded(
+            len(group.samples)
+        )
 
     def _payload_batch(
         self, record: BatchRecord, payload: torch.Tensor, indices: list[int]
