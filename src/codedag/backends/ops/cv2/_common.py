@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
+from codedag.patching import original_of
 
 # Border types (cv2.BORDER_*).
 BORDER_CONSTANT = 0
@@ -277,9 +278,7 @@ def finite(src: np.ndarray) -> bool:
     if src.dtype.kind != "f":
         return True
     if channels_of(src) <= 4 and src.dtype in (np.float32, np.float64):
-        import cv2
-
-        return bool(np.isfinite(cv2.sumElems(src)).all())
+        return bool(np.isfinite(cv2_own("sumElems")(src)).all())
     with np.errstate(all="ignore"):
         return bool(np.isfinite(src.sum(dtype=np.float64)))
 
@@ -300,3 +299,12 @@ def scalar_reason(value: object) -> str | None:
     if isinstance(value, tuple | list) and len(value) <= 4 and all(is_number(v) for v in value):
         return None
     return f"a cv2 Scalar is a number or up to 4 numbers, got {value!r}"
+
+
+def cv2_own(name: str) -> Any:
+    """cv2's own function ``name``, even while a plan replaces it: what the backends ask cv2
+    (a probe of its rounding, a check of its input) must never run a replacement, which may be
+    recording the very call being computed."""
+    import cv2
+
+    return original_of(getattr(cv2, name))

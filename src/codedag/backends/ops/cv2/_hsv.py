@@ -19,6 +19,8 @@ import functools
 import numpy as np
 import torch
 
+from codedag.backends.ops.cv2._common import cv2_own
+
 _F32 = torch.float32
 _EPS = float(np.finfo(np.float32).eps)
 _BLOCK = 256  # cv2's BLOCK_SIZE of the uint8 HLS conversions (through a float buffer)
@@ -32,7 +34,7 @@ def simd_lanes() -> int:
 
     pixel = np.array([0, 100, 230], np.uint8)  # SIMD gives 139, the scalar code 140
     row = np.tile(pixel, (1, 255, 1))
-    out = cv2.cvtColor(row, cv2.COLOR_HSV2BGR)[0, :, 0]
+    out = cv2_own("cvtColor")(row, cv2.COLOR_HSV2BGR)[0, :, 0]
     rounded = np.nonzero(out == 140)[0]
     first = int(rounded[0]) if rounded.size else 255
     for block in (128, 64, 32, 16, 8, 4):  # 4 vectors per step: the SIMD part is a multiple

@@ -36,6 +36,7 @@ from codedag.backends.ops.cv2._common import (
     channels,
     channels_of,
     check_image,
+    cv2_own,
     finite,
     int_pair,
     is_int,
@@ -282,7 +283,8 @@ def warp_block() -> int:
     src = np.arange(64, dtype=np.float32)[None, :].repeat(2, axis=0)
     m = np.array([[0.777, -0.777, 7.5], [0.0, 0.0, 0.0]], dtype=np.float32)
     for block in (4, 8, 16, 32, 64):
-        out = cv2.warpAffine(src, m, (block, 4), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
+        flags = cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP
+        out = cv2_own("warpAffine")(src, m, (block, 4), flags=flags)
         if out[3, 3] == 7.0:
             return block
     return 0
