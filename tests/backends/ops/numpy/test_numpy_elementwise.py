@@ -294,3 +294,17 @@ def test_ufuncs_on_rotated_and_mixed_views_have_numpys_layout(k: int, shape: tup
             want.flags.f_contiguous,
         ), name
         assert got.strides == want.strides, name
+
+
+@pytest.mark.parametrize("exponent", [2, -1])
+def test_powers_numpy_computes_with_another_ufunc_are_bit_exact(exponent: float) -> None:
+    """``x ** 2`` is NumPy's ``square`` (``-1``: ``reciprocal``), correctly rounded: ``pow`` of
+    a tensor exponent is a unit in the last place off for some values."""
+    from codedag.backends.ops.numpy.elementwise import _power
+
+    x = np.arange(256, dtype=np.uint8) / 255.0
+    for values in (x, x.astype(np.float32)):
+        got = _power(torch.from_numpy(values), torch.tensor(exponent, dtype=torch.float64))
+        expected = values**exponent
+        assert got.numpy().dtype == expected.dtype
+        assert got.numpy().tobytes() == expected.tobytes()

@@ -85,10 +85,20 @@ def _int_safe(op: TorchFn) -> TorchFn:
     return run
 
 
+_FAST_POWERS: dict[float, TorchFn] = {2.0: torch.square, -1.0: torch.reciprocal}
+"""Exponents NumPy computes with another ufunc (``x ** 2`` is ``square(x)``, correctly rounded,
+where ``pow`` of a tensor exponent may be a unit in the last place off). Not ``0.5``: NumPy's
+``sqrt`` is correctly rounded and torch's float64 ``sqrt`` on the CPU is not, for some values."""
+
+
 def _power(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     exact = a.dtype.is_floating_point or a.dtype.is_complex or a.dtype == torch.bool
     if not exact and bool((b < 0).any()):
         raise UnsupportedOperation("integers to negative integer powers: NumPy raises")
+    if a.dtype.is_floating_point and b.numel() == 1 and not b.dtype.is_complex:
+        fast = _FAST_POWERS.get(float(b))
+        if fast is not None:
+            return fast(a.to(torch.result_type(a, b)))
     return torch.pow(a, b)
 
 
