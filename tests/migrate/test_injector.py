@@ -14,7 +14,8 @@ from migrate_support import CALLS, make_registry, plan_for, sin
 
 from codedag.errors import MigrationError
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.injector import PatchInjector, alias_paths
+from codedag.migrate.injector import PatchInjector
+from codedag.migrate.sites import alias_paths
 
 GET = "app.DS.__getitem__"
 
@@ -44,11 +45,11 @@ def test_unknown_names_warn_and_are_skipped(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_a_failure_while_applying_leaves_nothing_patched(monkeypatch: pytest.MonkeyPatch) -> None:
-    from codedag.migrate import injector as injector_module
+    from codedag.migrate import sites as sites_module
 
     original_flip, original_clip = cv2.flip, np.clip
     calls = {"n": 0}
-    real = injector_module.alias_paths
+    real = sites_module.alias_paths
 
     def failing(name: str, raw: object, registered: set[str]) -> list[str]:
         calls["n"] += 1
@@ -56,7 +57,7 @@ def test_a_failure_while_applying_leaves_nothing_patched(monkeypatch: pytest.Mon
             raise RuntimeError("boom while patching")
         return real(name, raw, registered)
 
-    monkeypatch.setattr(injector_module, "alias_paths", failing)
+    monkeypatch.setattr(sites_module, "alias_paths", failing)
     plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/numpy.clip#0": "cpu"})
     migrator = PipelineMigrator.from_plan(plan, registry=make_registry())
     with pytest.raises(RuntimeError, match="boom"):

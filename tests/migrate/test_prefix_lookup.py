@@ -59,7 +59,12 @@ RUNS: dict[str, Callable[[Any], Any]] = {
     "a (1, 1, 3) constant in float64": lambda x: x.astype(np.float64) - MEAN.reshape(1, 1, 3),
     "a list constant": lambda x: x.astype(np.float32) - [1.0, 2.0, 3.0],
     "square and unary plus": lambda x: +np.square(x.astype(np.float32) - 128),
+    # every loop of NumPy agrees on these here (codedag.backends.exact_tables checks it)
+    "an exponential": lambda x: np.exp(x.astype(np.float32) / 255),
+    "minimum with signed zeros": lambda x: np.minimum(x.astype(np.float32) - 1, 0.0),
 }
+CHECKED = {"an exponential": "exp", "minimum with signed zeros": "minimum"}
+"""Runs whose exactness depends on NumPy's loops on this machine (float32 results)."""
 PER_CHANNEL = {  # constants of 3 values: arrays of 3 channels only
     "normalize to float32 per channel",
     "a (1, 1, 3) constant in float64",
@@ -74,6 +79,10 @@ SHAPES = [(300,), (17, 19), (16, 17, 1), (16, 17, 3), (9, 10, 4), (3, 5, 7, 3)]
     ids=str,
 )
 def test_a_table_gathers_what_numpy_computes_bit_for_bit(name: str, shape: tuple) -> None:
+    from codedag.backends.exact_tables import loops_agree
+
+    if name in CHECKED and not loops_agree(CHECKED[name], np.dtype(np.float32)):
+        pytest.skip(f"NumPy's loops of {CHECKED[name]} disagree on this machine: no table")
     array = _image(shape)
     expected = RUNS[name](array)
     value = RUNS[name](_source(array))
@@ -99,8 +108,6 @@ def test_what_the_probe_cannot_prove_is_computed_as_written() -> None:
         "overflow": lambda x: as_float(x) * np.float32(3e38),
         "a constant varying along the first axis": lambda x: as_float(x) * np.ones((16, 1, 1)),
         "a full-size constant": lambda x: as_float(x) * np.ones(x.shape, np.float32),
-        "a call that is not correctly rounded": lambda x: np.exp(as_float(x) / 255),
-        "minimum (signed zeros)": lambda x: np.minimum(as_float(x) - 1, 0.0),
         "a cast out of the target's range": lambda x: (as_float(x) * 300).astype(np.int8),
         "a cast that returns its input": lambda x: x.astype(np.uint8, copy=False),
     }

@@ -10,7 +10,6 @@ gives each plan section for it, each made the way the optimizer writes it.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import cv2
@@ -48,3 +47,74 @@ class Photos(Dataset):
 def loader(paths: list[str], workers: int = 0, **options: Any) -> DataLoader:
     """The pipeline's own loader, with its settings spelled out as real code does."""
     return DataLoader(Photos(paths), batch_size=4, shuffle=False, num_workers=workers, **options)
+
+
+SECTIONS = ("calls", "batched", "cache", "tables", "loader")
+"""The plan's sections that change how a batch is made."""
+CALLER = f"{__name__}.Photos.__getitem__"
+
+
+def full_plan(paths: list[str]) -> dict[str, Any]:
+    """A plan with every section for :class:`Photos`, made as the optimizer makes it.
+
+    The trace and the batched chain are the optimizer's (``--batched always``); the figures
+    calibration would measure are set: the cache cuts after the resize, the colour conversion
+    is placed through torch on the CPU, the warp's output starts a lookup-table run and the
+    loader prefetches more. :func:`codedag.optimize.prefix_conflicts.resolve` then starts the
+    batched chain after the cut, as the optimizer does.
+    """
+    from codedag.optimize.manager import OptimizerManager
+    from codedag.optimize.prefix_conflicts import resolve
+    from codedag.trace import trace_dataloader
+
+    np.random.seed(1)  # the traced samples flip: the flip is one of the batched chain's steps
+    tracer, _ = trace_dataloader(loader(paths))
+    manager = OptimizerManager(
+        k=1, target_device="cpu", batched="always", calibrate=False, cache="auto"
+    )
+    plan: dict[str, Any] = manager.optimize(tracer.dag)["migration_plan"]
+    _place(plan, "cv2.cvtColor")
+    for chain in plan["cache"]["chains"]:  # the store's costs, as calibration measures them
+        cut = next(c for c in chain["candidates"] if c["step"] == "cv2.resize")
+        chain.update(cached=True, cut={**cut, "saved_ns": 1_000_000})
+    plan["tables"] = {
+        "runs": [{"producer": "cv2.warpAffine", "callers": [CALLER], "calls": []}],
+        "guards": ["cv2.flip", "torch.from_numpy"],
+    }
+    settings = {"num_workers": 0, "prefetch_factor": None, "pin_memory": False}
+    plan["loader"] = {
+        "chosen": {**settings, "pin_memory": True},
+        "yours": settings,
+        "changed": ["pin_memory"],
+        "dataset": f"{__name__}.Photos",
+    }
+    resolve(plan)
+    return plan
+
+
+def _place(plan: dict[str, Any], function: str) -> None:
+    for call in plan["calls"]:
+        if call["function"] == function:
+            call.update(migrate=True, device="cpu", reason="measured faster")
+            plan["context_device_map"].update(dict.fromkeys(call["context_keys"], "cpu"))
+
+
+def only(plan: dict[str, Any], sections: tuple[str, ...]) -> dict[str, Any]:
+    """``plan`` with only ``sections`` of :data:`SECTIONS` (placed calls kept on the CPU)."""
+    kept = {k: v for k, v in plan.items() if k not in SECTIONS[1:] or k in sections}
+    if "calls" not in sections:
+        kept["context_device_map"] = {}
+        kept["calls"] = [{**c, "migrate": False, "device": "cpu"} for c in plan["calls"]]
+    return kept
+
+
+def epochs(paths: list[str], workers: int, count: int = 2) -> list[list[torch.Tensor]]:
+    """Every batch of ``count`` epochs of the pipeline's own loader, each epoch seeded."""
+    out = []
+    batches = loader(paths, workers)
+    for epoch in range(count):
+        random.seed(epoch)
+        np.random.seed(epoch)
+        torch.manual_seed(epoch)
+        out.append([images.clone() for images, _ in batches])
+    return out

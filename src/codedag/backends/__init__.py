@@ -12,6 +12,7 @@
 * :mod:`.registry`: one :class:`~.contract.OpSpec` per canonical name, built from :mod:`.ops`;
 * :mod:`.admission`: function names from plans and DAGs admitted by the registry before anything
   is imported;
+* :mod:`.exact_tables`: which element-wise NumPy calls a 256-entry lookup table computes exactly;
 * :mod:`.executor`: one library call through its backend (refusal, conversion, backend, result);
 * :mod:`.tolerances`: the table of the tolerances the ops declare, and the comparison;
 * :mod:`.probe`: the original function of a name, and a migrated call outside any plan;

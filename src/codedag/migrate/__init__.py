@@ -3,16 +3,22 @@
 The op library it runs (registry, backends, conversions, tolerances) is
 :mod:`codedag.backends`.
 
+* :mod:`.admitted`: The prefix cache's chains and the lookup tables' runs, kept to the functions
+  the registry admits
 * :mod:`.api`: PipelineMigrator: apply a migration plan to the running process
+* :mod:`.dispatch`: One owner of the functions a plan's run-time parts replace, and of the
+  DataLoader fetch
 * :mod:`.guard`: Run-time guard: a placement stays only if, measured on this process's own calls,
   its backend agrees with the original library and beats it in time
 * :mod:`.injector`: PatchInjector: installs one UniversalWrapper per planned function through
   codedag.patching
 * :mod:`.loader_settings`: Apply a plan's ``loader`` section to the DataLoaders a program creates
   while the plan is applied
-* :mod:`.patched_runtime`: What the run-time parts of a plan that patch functions of their own
-  share: undoing it
+* :mod:`.patched_runtime`: What the run-time parts of a plan share: being applied through a
+  :class:`~.dispatch.Dispatch`
 * :mod:`.placements`: The migrator's index of a migration plan: placements by function
+* :mod:`.sites`: Where patching a function means replacing it: its canonical name and every other
+  public path
 * :mod:`.random_states`: The global random generators' states (Python's, NumPy's, torch's),
   taken and put back
 * :mod:`.proxy`: Small objects the migration wrapper is made of: call counters and NumPy ufunc

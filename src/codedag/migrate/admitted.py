@@ -12,18 +12,24 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from codedag.backends.admission import admit_in_place, in_place_line
 from codedag.util.text import listing, printable
 
 if TYPE_CHECKING:
     from codedag.migrate.prefix.session import ChainSpec
-    from codedag.migrate.tables.runtime import RunSpec
 
 log = logging.getLogger(__name__)
 
-Run = TypeVar("Run", bound="RunSpec")
+
+class _Run(Protocol):
+    @property
+    def producer(self) -> str:
+        """The function whose calls start the run."""
+
+
+Run = TypeVar("Run", bound=_Run)
 
 
 def admitted_chains(chains: list[ChainSpec]) -> list[ChainSpec]:

@@ -109,8 +109,7 @@ class PipelineMigrator:
         )
         self._cache = _cache_runtime(self.plan, cache)
         self._tables = _tables_runtime(self.plan, tables)
-        self._dispatch = Dispatch([self._cache, self._tables, self._batched])
-        self._chained = set(self._batched.chains.functions) if self._batched.active else set()
+        self._dispatch = Dispatch([])
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
         self._applied = False
@@ -152,24 +151,11 @@ class PipelineMigrator:
         )
 
     def _entries(self) -> dict[str, list[tuple[str, Placement]]]:
-        """The placed calls the injector patches: not those a part of the plan replaces (a
-        batched chain's functions record deferred values instead; a hand-made plan may give
-        a function to the cache or the tables too: they keep it, with one warning)."""
-        functions, _hooks = self._dispatch.names()
-        owned = set(functions)
-        placed = self.plan.migrated_functions
-        given = [n for n in placed if n in owned and n not in self._chained]
-        if given:
-            sections = sorted({p.section for n in given for p in self._dispatch.owners(n)})
-            log.warning(
-                "the plan places %s, which its %s section(s) replace too: placement not applied",
-                listing([printable(n, 80) for n in given], 3),
-                " and ".join(sections),
-            )
+        batched = set(self._batched.chains.functions) if self._batched.active else set()
         return {
             name: [(key, None if p is None else self.device_map[p]) for key, p in placements]
             for name, placements in self.plan.entries.items()
-            if name not in owned
+            if name not in batched  # a chain's functions record deferred values instead
         }
 
     def apply(self) -> dict[str, int]:
@@ -200,19 +186,19 @@ class PipelineMigrator:
                 guard=self.guard,
                 opted_in=model.placement.only if model is not None else (),
             )
+            injector.check()  # refuses a plan placing what must stay on the CPU
+            dispatch = Dispatch([self._cache, self._tables, self._batched, injector])
             try:
-                counts = injector.apply_all()
                 if self._loader is not None:
                     self._loader.apply()
-                self._dispatch.apply()
+                dispatch.apply()
             except BaseException:
-                self._dispatch.restore()
                 if self._loader is not None:
-                    self._loader.restore()
-                injector.restore_all()  # nothing stays patched when apply fails half-way
+                    self._loader.restore()  # nothing stays patched when apply fails half-way
                 raise
-            self._injector = injector
+            self._injector, self._dispatch = injector, dispatch
             self._applied = True
+            counts = injector.counts()
             if self._batched.active:
                 chains = self._batched.counts()
                 counts["patched"] += chains["patched"]
@@ -231,7 +217,6 @@ class PipelineMigrator:
             if not self._applied or self._injector is None:
                 return 0
             count = self._dispatch.restore()
-            count += self._injector.restore_all()
             if self._loader is not None:
                 self._loader.restore()
             self._applied = False
@@ -246,7 +231,7 @@ class PipelineMigrator:
         it was patched under."""
         if not (self._injector and self._applied):
             return []
-        return sorted({*self._injector.patched_names(), *self._dispatch.patched_names()})
+        return self._dispatch.patched_names()
 
     def get_stats(self) -> dict[str, Any]:
         """Per-function counters and totals (they survive :meth:`restore`).

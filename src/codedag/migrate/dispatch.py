@@ -19,10 +19,11 @@ sections that wanted it (the others are still applied, as before).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from codedag.errors import MigrationError
+from codedag.migrate.sites import patch_sites
 from codedag.patching import Patcher
 
 log = logging.getLogger(__name__)
@@ -32,14 +33,16 @@ FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
 NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
 """Where the process that iterates a DataLoader receives a batch."""
 
-ORDER = ("cache", "tables", "batched")
+ORDER = ("cache", "tables", "batched", "calls")
 """The parts' sections, outermost layer first.
 
 * ``cache`` first: a hit skips everything below it, and its fetch's retry (a batch that failed
   with cached values runs again without them) covers the other parts' values too;
 * ``tables`` next: a run's producer and guards take the values that calls give them;
-* ``batched`` innermost: its fetch makes the samples itself (with deferral), so it must be the one
-  that calls torch's.
+* ``batched`` next: its fetch makes the samples itself (with deferral), so it must be the one
+  that calls torch's;
+* ``calls`` innermost: a placed call runs through its backend whatever the others hand it (a
+  cache miss computing its prefix, a table run's guard computing its value).
 """
 
 
@@ -65,8 +68,8 @@ class RuntimePart(Protocol):
     def before_patching(self) -> None:
         """Prepare (open a store, reset counters, build ops) before anything is patched."""
 
-    def after_patching(self, failed: Sequence[str]) -> None:
-        """Start counting; ``failed``: its functions that could not be patched."""
+    def after_patching(self, failed: Mapping[str, str]) -> None:
+        """Start counting; ``failed``: its functions that could not be patched -> why."""
 
     def after_restore(self) -> None:
         """Stop counting and release what :meth:`before_patching` took (also after a failed
@@ -88,7 +91,7 @@ class Dispatch:
     def __init__(self, parts: Iterable[RuntimePart], label: str = "plan") -> None:
         self.parts = sorted((p for p in parts if p.active), key=_rank)
         self.patcher = Patcher(label)
-        self.failed: dict[str, list[str]] = {}
+        self.failed: dict[str, dict[str, str]] = {}
         self._applied = False
 
     @property
@@ -106,8 +109,9 @@ class Dispatch:
         hooks = sorted({h for p in self.parts for h in p.hooks()})
         return functions, hooks
 
-    def apply(self) -> dict[str, list[str]]:
-        """Install every layer; returns each section's functions that could not be patched.
+    def apply(self) -> dict[str, dict[str, str]]:
+        """Install every layer; returns each section's functions that could not be patched,
+        with the reason.
 
         Raises:
             MigrationError: a hook cannot be patched, or is already patched by something else
@@ -116,11 +120,10 @@ class Dispatch:
         if self._applied or not self.parts:
             return {}
         from codedag.backends.registry import default_registry
-        from codedag.migrate.injector import patch_sites
 
         registry = default_registry()
         prepared: list[RuntimePart] = []
-        failed: dict[str, list[str]] = {p.section: [] for p in self.parts}
+        failed: dict[str, dict[str, str]] = {p.section: {} for p in self.parts}
         functions, hooks = self.names()
         try:
             for part in self.parts:
@@ -130,7 +133,7 @@ class Dispatch:
                 owners = self.owners(name)
                 try:
                     self.patcher.patch_many(patch_sites(name, registry), self._factory(name))
-                except Exception as error:  # a function absent in this environment
+                except (MigrationError, ImportError, AttributeError) as error:  # absent here
                     log.warning(
                         "%s: cannot patch %s: %s",
                         " and ".join(_what(p) for p in owners),
@@ -138,7 +141,7 @@ class Dispatch:
                         error,
                     )
                     for part in owners:
-                        failed[part.section].append(name)
+                        failed[part.section][name] = str(error)
             try:
                 self.patcher.patch_many(hooks, self._hook_factory, rebind_references=False)
             except MigrationError as error:
@@ -194,7 +197,12 @@ def compose(
     return replacement
 
 
-_WHAT = {"cache": "prefix cache", "tables": "lookup tables", "batched": "batched execution"}
+_WHAT = {
+    "cache": "prefix cache",
+    "tables": "lookup tables",
+    "batched": "batched execution",
+    "calls": "placement",
+}
 
 
 def _what(part: RuntimePart) -> str:

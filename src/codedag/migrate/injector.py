@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 import threading
 from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from codedag.backends.admission import UNKNOWN
-from codedag.backends.names import INDEXED_MODULES
 from codedag.backends.registry import Registry, draws_random_numbers
 from codedag.backends.values import ValueConverter
 from codedag.errors import MigrationError
 from codedag.migrate import guard as guard_module
 from codedag.migrate.guard import GuardSettings
+from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.workerstats import COUNT_FIELDS, WorkerStats
 from codedag.migrate.wrapper import UniversalWrapper
-from codedag.patching import Patcher, resolve
 from codedag.plan.context import ContextMatcher, Placement
 from codedag.util.text import listing, printable
 
@@ -44,8 +42,8 @@ KEPT_RANDOM = "draws random numbers: runs with its library, since moving it woul
 """Why a random draw the plan places without opting it in is not patched."""
 
 
-class PatchInjector:
-    """Patch the planned functions; restore them.
+class PatchInjector(PatchedRuntime):
+    """Patch the planned functions; restore them (the plan's ``calls`` section).
 
     Args:
         entries: function -> ``[(context key, placement)]`` with placements already mapped to
@@ -66,6 +64,7 @@ class PatchInjector:
         guard: GuardSettings | None = None,
         opted_in: Collection[str] = (),
     ) -> None:
+        super().__init__()
         self.entries = entries
         self.registry = registry
         self.converters = converters
@@ -77,9 +76,7 @@ class PatchInjector:
         self.kept_on_cpu: dict[str, str] = {}
         """Placed functions that run with their library all the same -> why (random draws)."""
         self.skipped: dict[str, str] = {}
-        self.failed: dict[str, str] = {}
-        self._patcher = Patcher("migrate")
-        self._current = ""
+        self._wanted: list[str] | None = None
         self._lock = threading.RLock()
 
     def check(self) -> list[str]:
@@ -119,43 +116,71 @@ class PatchInjector:
         if self.kept_on_cpu:
             log.warning("%s", random_draws_line(list(self.kept_on_cpu)))
         self.skipped.update(self.kept_on_cpu)
+        self._wanted = wanted
         return wanted
 
-    def apply_all(self) -> dict[str, int]:
-        """Patch every planned, known function; returns ``{'patched', 'failed', 'skipped'}``."""
-        with self._lock:
-            if self._patcher.records():
-                return {"patched": 0, "failed": 0, "skipped": 0}
-            self.skipped.clear()
-            self.failed.clear()
-            self.kept_on_cpu.clear()
-            wanted = self.check()
-            patched = []
-            for name in wanted:
-                try:
-                    sites = patch_sites(name, self.registry)
-                except MigrationError as error:
-                    self.failed[name] = str(error)
-                    log.warning("cannot patch %s: %s", name, error)
-                    continue
-                self._current = name
-                try:
-                    self._patcher.patch_many(sites, self._factory)
-                except MigrationError as error:
-                    self.wrappers.pop(name, None)
-                    self.failed[name] = str(error)
-                    log.warning("cannot patch %s: %s", name, error)
-                    continue
-                patched.append(name)
-            self._track_workers()
-            return {
-                "patched": len(patched),
-                "failed": len(self.failed),
-                "skipped": len(self.skipped),
-            }
+    # -- the calls section as a part of the plan's dispatch -----------------------------------
+    section = "calls"
 
-    def _factory(self, site: str, original: Any) -> Any:
-        name = self._current
+    @property
+    def active(self) -> bool:
+        """Whether any planned function is to be patched (after :meth:`check`)."""
+        return bool(self._wanted_names())
+
+    def _wanted_names(self) -> list[str]:
+        if self._wanted is None:
+            self.skipped.clear()
+            self.kept_on_cpu.clear()
+            self.check()
+        return self._wanted or []
+
+    def functions(self) -> list[str]:
+        """The planned functions the registry knows (:meth:`check`)."""
+        return list(self._wanted_names())
+
+    def hooks(self) -> list[str]:
+        """None: placed calls are matched where they are made."""
+        return []
+
+    def after_patching(self, failed: Mapping[str, str]) -> None:
+        """Forget the wrappers of functions that could not be patched; count the workers."""
+        for name in failed:
+            self.wrappers.pop(name, None)
+        self.failed = dict(failed)
+        self._track_workers()
+        self._applied = True
+
+    def after_restore(self) -> None:
+        """Deactivate the wrappers: one still referenced where the restore could not reach (a
+        tuple, a closure) forwards to the original without counting."""
+        for wrapper in self.wrappers.values():
+            wrapper.deactivate()
+        super().after_restore()
+
+    def counts(self) -> dict[str, int]:
+        """``{'patched', 'failed', 'skipped'}`` function counts."""
+        failed = len(self.failed)
+        wanted = len(self._wanted or [])
+        return {"patched": wanted - failed, "failed": failed, "skipped": len(self.skipped)}
+
+    def apply_all(self) -> dict[str, int]:
+        """Patch every planned, known function alone; returns ``{'patched', 'failed',
+        'skipped'}`` (zeros when already applied)."""
+        with self._lock:
+            if self._applied:
+                return {"patched": 0, "failed": 0, "skipped": 0}
+            self._wanted = None
+            self.apply()
+            return self.counts()
+
+    def restore_all(self) -> int:
+        """Undo :meth:`apply_all`; returns how many names were put back."""
+        with self._lock:
+            return self.restore()
+
+    def layer(self, name: str, original: Any) -> Any:
+        """The :class:`UniversalWrapper` of ``name`` around ``original`` (one per function:
+        its aliases share it)."""
         existing = self.wrappers.get(name)
         if existing is not None and existing.original is original:
             return existing.function  # an alias of the same function: one wrapper, one count
@@ -187,20 +212,6 @@ class PatchInjector:
             wrapper.worker_reports = functools.partial(workers.children, name)
         self.workers = workers
 
-    def restore_all(self) -> int:
-        """Put back the exact original objects; returns how many functions were restored.
-
-        The wrappers are deactivated: one still referenced where the restore could not reach
-        (a tuple, a closure) forwards to the original without counting.
-        """
-        with self._lock:
-            count = self._patcher.restore()
-            for wrapper in self.wrappers.values():
-                wrapper.deactivate()
-            if self.workers is not None:
-                self.workers.stop_tracking()
-            return count
-
     def stats(self) -> dict[str, dict[str, Any]]:
         """Each patched function's :meth:`UniversalWrapper.stats`, forked workers' counts added.
 
@@ -222,10 +233,6 @@ class PatchInjector:
             rows[name] = row
         return rows
 
-    def patched_names(self) -> list[str]:
-        """Functions patched right now (canonical names and their aliases)."""
-        return sorted(self._patcher.records())
-
 
 def random_draws_line(names: list[str]) -> str:
     """One line saying the random draws ``names`` run with their library, and why."""
@@ -238,67 +245,3 @@ def random_draws_line(names: list[str]) -> str:
         f"{head} would change the data (a backend draws from another stream); name a draw in "
         "the plan's placement.only (codedag optimize --only) to move it anyway"
     )
-
-
-def patch_sites(name: str, registry: Any) -> list[str]:
-    """``name`` and every other public path of the same function: what patching it means.
-
-    Raises:
-        MigrationError: ``name`` does not resolve.
-    """
-    _owner, _attr, raw = resolve(name)
-    return [name, *alias_paths(name, raw, registry.aliases(name))]
-
-
-def patch_each(
-    patcher: Patcher,
-    names: list[str],
-    factory: Any,
-    current: list[str],
-    what: str,
-    registry: Any,
-) -> int:
-    """Patch every public path of each of ``names`` with ``factory``; ``current`` holds the name
-    being patched (the factory reads it). A function absent in this environment is one warning
-    naming ``what`` patches it; returns how many could not be patched."""
-    failed = 0
-    for name in names:
-        try:
-            current[:] = [name]
-            patcher.patch_many(patch_sites(name, registry), factory)
-        except Exception as error:  # a function absent in this environment
-            failed += 1
-            log.warning("%s: cannot patch %s: %s", what, name, error)
-    current.clear()
-    return failed
-
-
-def alias_paths(name: str, raw: object, registered: set[str]) -> list[str]:
-    """Other public paths of the function ``name`` resolves to (``numpy.absolute`` for
-    ``numpy.abs``, ``torch.stft`` for ``torch.functional.stft``).
-
-    The Patcher rebinds references in user modules but not inside the library's own package, so
-    each public spelling of the same object in the library's namespaces is patched as well.
-    """
-    obj = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
-    modules = {m for m in INDEXED_MODULES if m in sys.modules}
-    modules.add(name.rsplit(".", 1)[0])
-    modules.add(name.split(".", 1)[0])
-    found = set()
-    for module_name in modules:
-        module = sys.modules.get(module_name)
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for attr, value in list(namespace.items()):
-            if value is obj and not attr.startswith("_"):
-                found.add(f"{module_name}.{attr}")
-    for other in registered:
-        try:
-            _owner, _attr, value = resolve(other)
-        except MigrationError:
-            continue
-        if (value.__func__ if isinstance(value, staticmethod | classmethod) else value) is obj:
-            found.add(other)
-    found.discard(name)
-    return sorted(found)

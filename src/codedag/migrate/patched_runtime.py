@@ -9,7 +9,7 @@ DataLoader workers do through :class:`codedag.migrate.workerstats.WorkerStats`. 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from codedag.migrate.dispatch import Dispatch
@@ -26,7 +26,7 @@ class PatchedRuntime:
 
     def __init__(self) -> None:
         self.workers: Any = None  # WorkerStats once applied
-        self.failed: list[str] = []
+        self.failed: dict[str, str] = {}
         self._dispatch: Dispatch | None = None
         self._applied = False
 
@@ -51,9 +51,9 @@ class PatchedRuntime:
     def before_patching(self) -> None:
         """Nothing to prepare by default."""
 
-    def after_patching(self, failed: Sequence[str]) -> None:
+    def after_patching(self, failed: Mapping[str, str]) -> None:
         """Mark applied and start counting the workers."""
-        self.failed = list(failed)
+        self.failed = dict(failed)
         self.workers = self.worker_stats()
         self._applied = True
 

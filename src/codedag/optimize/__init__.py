@@ -29,8 +29,8 @@
   device and the reason
 * :mod:`.prefix`: Finding each sample's deterministic prefix in a traced DataLoader batch, and
   cutting it for the prefix cache
-* :mod:`.prefix_conflicts`: The prefix cache against placement and batched chains: one owner per
-  function (a pure pass)
+* :mod:`.prefix_conflicts`: The prefix cache beside placement and batched chains (a pure pass over
+  the plan)
 * :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective
 * :mod:`.result`: What OptimizerManager.optimize returns: the passes' outputs as typed fields, readable
   as the original API's dict

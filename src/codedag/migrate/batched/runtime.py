@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -148,7 +148,7 @@ class BatchedRuntime(PatchedRuntime):
         self._entries = set(self.chains.entry_functions)
         _warm(self.chains.functions)
 
-    def after_patching(self, failed: Sequence[str]) -> None:
+    def after_patching(self, failed: Mapping[str, str]) -> None:
         """Start counting."""
         super().after_patching(failed)
         log.info(

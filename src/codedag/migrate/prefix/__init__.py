@@ -11,6 +11,7 @@ code the stored value and the calls before it never run.
 * :mod:`.trust`: private tier folders and files (owner, mode, no link), the secret key, store
   files cut short;
 * :mod:`.store`: one LMDB environment with a budget, generations, eviction, failure handling;
+* :mod:`.confine`: where a plan file may put the cache: inside the user's own cache folders only;
 * :mod:`.tiers`: the RAM tier (shared memory) and the disk tier of a cache folder, and defaults;
 * :mod:`.ram_owner`: the cache folder each RAM tier belongs to; RAM tiers of deleted folders
   removed;

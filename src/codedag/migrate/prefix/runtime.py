@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -166,7 +166,7 @@ class PrefixCacheRuntime(PatchedRuntime):
         elif self.store.problems:
             log.warning("prefix cache: %s", "; ".join(self.store.problems))
 
-    def after_patching(self, failed: Sequence[str]) -> None:
+    def after_patching(self, failed: Mapping[str, str]) -> None:
         """Start counting."""
         super().after_patching(failed)
         log.info("prefix cache applied: %d chain(s)", len(self.chains))
