@@ -152,3 +152,20 @@ def test_optimize_auto_measures_each_chain_and_caches_it(tmp_path: Any) -> None:
     again = OptimizerManager(k=1, target_device="cpu", calibration_options={"cache": cache})
     again.optimize(dag)
     assert again.chain_measurements["chain0"].cached  # type: ignore[index]
+
+
+class _Plain(Flipping):
+    """No library call: no chain to measure."""
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        return self.images[index].tolist(), index
+
+
+def test_a_second_optimize_never_plans_with_the_first_dags_measurements(tmp_path: Any) -> None:
+    cache = CalibrationCache(tmp_path / "c.json")
+    manager = OptimizerManager(k=1, target_device="cpu", calibration_options={"cache": cache})
+    manager.optimize(_trace(Flipping()))
+    assert list(manager.chain_measurements or {}) == ["chain0"]
+    plan = manager.optimize(_trace(_Plain()))["migration_plan"]
+    assert manager.chain_measurements == {}  # measured for this DAG, not kept from the first
+    assert not (plan.get("batched") or {}).get("chains")

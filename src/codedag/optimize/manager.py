@@ -123,6 +123,7 @@ class OptimizerManager:
         self.store_costs: Any | None = None
         self.chain_measurements: dict[str, Any] | None = None
         self.calibrate = calibrate
+        self._given_calibration = calibration
         self.calibration = calibration
         self.calibration_options = dict(calibration_options or {})
         self.progress = progress
@@ -157,12 +158,17 @@ class OptimizerManager:
         """
         if not hasattr(dag, "nodes") or not hasattr(dag, "edges"):
             raise ConfigError(f"expected an ExecutionDAG, got {type(dag).__name__}")
+        # What was measured for an earlier DAG never plans this one: the measurements attributes
+        # hold this call's (read them after it); only a calibration given by the caller stays.
+        self.calibration = self._given_calibration
+        self.chain_measurements = None
+        self.store_costs = None
+        self.calibration_problem = None
         coarse = dag if isinstance(dag, CoarsenedDAG) else self.coarsening.coarsen(dag)
         kway = self.partitioner.partition(coarse)
         refined = self.refiner.optimize(kway, coarse)
         self.calibration = self.calibrate_for(coarse)
-        if self.chain_measurements is None:
-            self.chain_measurements = self.calibrate_chains_for(coarse)
+        self.chain_measurements = self.calibrate_chains_for(coarse)
         plan = self.get_migration_plan(refined, coarse, self.gpu_count)
         refine_stats = self.refiner.stats
         statistics = {
@@ -357,7 +363,7 @@ class OptimizerManager:
             self.store_costs = measure_store(sizes)
         budget = self.cache_budget_bytes
         if budget is None:
-            from codedag.migrate.prefix.tiers import default_ram_budget_bytes
+            from codedag.store.tiers import default_ram_budget_bytes
 
             budget = default_ram_budget_bytes()
         section = decide(found, self.store_costs, budget, self.cache)
