@@ -20,7 +20,7 @@ from prefix_support import write_images
 
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.prefix.runtime import CacheSettings
-from codedag.migrate.prefix.tiers import StoreSettings
+from codedag.store.tiers import StoreSettings
 
 COMBINATIONS = [c for n in range(len(SECTIONS) + 1) for c in itertools.combinations(SECTIONS, n)]
 
@@ -75,3 +75,27 @@ def test_every_combination_gives_the_users_batches(
         assert stats["functions"]["cv2.cvtColor"]["migrated"] == 2 * len(paths)
     assert not migrator.is_applied()
     assert [b.equal(a) for a, b in zip(epochs(paths, 0)[0], own[0][0])] == [True] * 2
+
+
+def test_a_second_plan_applied_at_once_fails_whole_and_names_its_sections(
+    photos: tuple[list[str], dict[str, Any]],
+    own: dict[int, list[list[torch.Tensor]]],
+    tmp_path: Path,
+) -> None:
+    from codedag.errors import MigrationError
+    from codedag.patching import active_patches
+
+    paths, plan = photos
+    store = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    settings = CacheSettings(store=store, judge_after=0)
+    first = PipelineMigrator(only(plan, ("batched", "cache")), guard=False, cache=settings)
+    second = PipelineMigrator(only(plan, ("cache", "tables")), guard=False, cache=settings)
+    with first:
+        patched = active_patches()
+        with pytest.raises(MigrationError, match=r"plan's cache and tables section\(s\)") as error:
+            second.apply()
+        assert "\n" not in str(error.value) and "another plan applied" in str(error.value)
+        assert active_patches() == patched and not second.is_applied()
+        assert second.restore() == 0
+    after = epochs(paths, 0)  # the plain loader again, nothing left patched
+    assert all(torch.equal(a, b) for x, y in zip(after, own[0]) for a, b in zip(x, y, strict=True))
