@@ -5,7 +5,7 @@ prefix cache store (its RAM tier in shared memory where the machine has one), in
 
 * ``in place``: each value encoded and written by the loading thread (``PrefixStore.put``);
 * ``queued``: each value encoded on the loading thread and handed to the process's
-  :class:`~codedag.migrate.prefix.writer.Writer`, whose thread stores it;
+  :class:`~codedag.store.writer.Writer`, whose thread stores it;
 
 each alone and between decodes of a JPEG (``--decode``, what a first epoch does between two
 values, so a free core can store while the loading thread decodes). Ways are interleaved in
@@ -31,9 +31,9 @@ import cv2
 import numpy as np
 
 from codedag.measure import round_order
-from codedag.migrate.prefix.entry import encode
-from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
-from codedag.migrate.prefix.writer import Writer
+from codedag.store.entry import encode
+from codedag.store.tiers import PrefixStore, StoreSettings
+from codedag.store.writer import Writer
 
 
 def _jpeg() -> np.ndarray:

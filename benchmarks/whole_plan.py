@@ -323,7 +323,7 @@ def _tuned(case: Case, epochs: int, sampled: bool = False) -> Run:
 def _plan(case: Case, epochs: int, sampled: bool = False) -> Run:
     from codedag.migrate.api import PipelineMigrator
     from codedag.migrate.prefix.runtime import CacheSettings
-    from codedag.migrate.prefix.tiers import StoreSettings, ram_folder
+    from codedag.store.tiers import StoreSettings, ram_folder
 
     folder = Path(tempfile.mkdtemp(prefix="codedag-whole-plan-"))
     try:

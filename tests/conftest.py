@@ -70,7 +70,7 @@ def _private_calibration_cache(tmp_path_factory: pytest.TempPathFactory) -> Iter
     prefix = tmp_path_factory.mktemp("codedag-prefix-cache")
     os.environ["CODEDAG_PREFIX_CACHE_DIR"] = str(prefix)
     yield
-    from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+    from codedag.store.tiers import PrefixStore, StoreSettings
 
     PrefixStore.open(StoreSettings(folder=prefix, ram_budget_bytes=1, disk_budget_bytes=1)).clear()
     for name, value in (
@@ -93,7 +93,7 @@ def _no_leaked_ram_tiers(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     import shutil
 
-    from codedag.migrate.prefix.tiers import ram_folder
+    from codedag.store.tiers import ram_folder
 
     for disk in Path(root).rglob("store"):  # a cache folder's disk tier
         tier = ram_folder(disk.parent)

@@ -33,6 +33,8 @@ stays cheap and has no side effects (no CUDA, no NVML, no patches).
 * :mod:`.profile`: torch.profiler bottleneck scenarios and a diagnosis of what bounds a training
   step
 * :mod:`.report`: Reports over measured runs: the demo's HTML page, multi-rank runs, loader tables
+* :mod:`.store`: Foundation: the prefix cache's storage (LMDB tiers, entries, keyed tags, writer
+  thread), used by calibration, optimization, tuning and migration
 * :mod:`.trace`: Trace a data pipeline into an ExecutionDAG: capture, filter, dataflow, DataLoader
   helpers
 * :mod:`.tune`: Loader tuning: measure a DataLoader's parallelism settings and choose them

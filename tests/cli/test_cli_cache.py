@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from cli_inputs import assert_one_line_error, run_cli
 
-from codedag.migrate.prefix.entry import encode
-from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+from codedag.store.entry import encode
+from codedag.store.tiers import PrefixStore, StoreSettings
 
 
 def test_clear_refuses_a_folder_that_holds_no_store(

@@ -107,7 +107,7 @@ def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> 
 def _cache_consistent(result: object, out: Path, html: str, summary: dict) -> None:
     """Two epochs per mode, shown apart; the cache stored in epoch 1, read back in epoch 2, and
     left nothing in shared memory."""
-    from codedag.migrate.prefix.tiers import ram_folder
+    from codedag.store.tiers import ram_folder
 
     epochs = [(e.mode, e.epoch) for e in result.epochs]  # type: ignore[attr-defined]
     assert epochs == [("baseline", 1), ("baseline", 2), ("optimization", 1), ("optimization", 2)]

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 import codedag.experiments.demo_cache as demo_cache
-from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+from codedag.store.tiers import PrefixStore, StoreSettings
 
 
 def _plan(cached: bool = True) -> dict[str, Any]:

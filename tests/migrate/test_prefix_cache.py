@@ -257,19 +257,19 @@ def test_a_full_filesystem_degrades_to_no_cache_with_one_warning(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from codedag.migrate.prefix import store
+    from codedag.store import lmdb_tier
 
-    original = store.LmdbTier.put_many
+    original = lmdb_tier.LmdbTier.put_many
 
-    def full(self: store.LmdbTier, *args: object, **kwargs: object) -> list[str]:
+    def full(self: lmdb_tier.LmdbTier, *args: object, **kwargs: object) -> list[str]:
         raise self._failed(lmdb.DiskError("mdb_put: No space left on device"))
 
-    monkeypatch.setattr(store.LmdbTier, "put_many", full)
+    monkeypatch.setattr(lmdb_tier.LmdbTier, "put_many", full)
     dataset = FileImages(images)
     rt = runtime(tmp_path / "cache", ram=0)  # the disk tier only
-    with caplog.at_level(logging.WARNING, logger="codedag.migrate.prefix"):
+    with caplog.at_level(logging.WARNING, logger="codedag.store"):
         first, second = _run(rt, dataset)
-    assert original is not store.LmdbTier.put_many
+    assert original is not lmdb_tier.LmdbTier.put_many
     assert equal(first, epoch(dataset)) and equal(second, first)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "filesystem is full" in warnings[0].getMessage()
@@ -312,11 +312,11 @@ def test_storing_is_judged_by_the_writers_cpu_time_not_by_its_waits(
     # LMDB lets one process write at a time: a writer waiting 50 ms for another worker's
     # transaction (or for a core) costs the loading nothing and must not give the chain up
     from codedag.migrate.prefix import session as session_module
-    from codedag.migrate.prefix import store
+    from codedag.store import lmdb_tier
 
     judged: list[tuple[int, int]] = []
     original_judge = session_module.Session.judge
-    original_put = store.LmdbTier.put_many
+    original_put = lmdb_tier.LmdbTier.put_many
 
     def spy(self, chain, compute_ns, store_ns):  # type: ignore[no-untyped-def]
         judged.append((compute_ns, store_ns))
@@ -327,7 +327,7 @@ def test_storing_is_judged_by_the_writers_cpu_time_not_by_its_waits(
         return original_put(self, *args, **kwargs)
 
     monkeypatch.setattr(session_module.Session, "judge", spy)
-    monkeypatch.setattr(store.LmdbTier, "put_many", waiting_put)
+    monkeypatch.setattr(lmdb_tier.LmdbTier, "put_many", waiting_put)
     rt = runtime(tmp_path / "cache", judge_after=4)
     (out,) = _run(rt, FileImages(images), epochs=1)
     assert len(judged) == 4 and all(0 < s < 50_000_000 for _c, s in judged)

@@ -17,11 +17,11 @@ from prefix_support import CALLER, StubChain, StubSession, epoch, equal, write_i
 from torch.utils.data import Dataset
 
 import codedag.migrate.tables.lookup as lookup
-from codedag.migrate.prefix.entry import meta_of
 from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.prefix.session import ChainSpec
-from codedag.migrate.prefix.tiers import StoreSettings
 from codedag.migrate.prefix.values import Lineage, PrefixValue
+from codedag.store.entry import meta_of
+from codedag.store.tiers import StoreSettings
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)

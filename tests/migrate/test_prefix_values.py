@@ -9,8 +9,8 @@ import numpy as np
 from prefix_support import StubChain, StubSession
 
 import codedag.migrate.prefix.values as values
-from codedag.migrate.prefix.entry import Meta, meta_of
 from codedag.migrate.prefix.values import Lineage, PrefixValue, has_prefix_value, step
+from codedag.store.entry import Meta, meta_of
 
 
 def _source(session: StubSession, array: np.ndarray) -> PrefixValue:

@@ -283,7 +283,7 @@ def test_tables_and_the_prefix_cache_share_the_functions_both_patch(
 ) -> None:
     import codedag.migrate.random_states as random_states
     from codedag.migrate.prefix.runtime import CacheSettings
-    from codedag.migrate.prefix.tiers import StoreSettings
+    from codedag.store.tiers import StoreSettings
 
     taken = []
     capture = random_states.capture

@@ -13,10 +13,10 @@ from torch.utils.data import DataLoader
 
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.prefix.runtime import CacheProgress, CacheSettings
-from codedag.migrate.prefix.tiers import StoreSettings
 from codedag.migrate.warm_loader import WarmSwitch
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.plan.loader import LoaderSection, LoaderSettings, WarmLoader
+from codedag.store.tiers import StoreSettings
 
 TWO = LoaderSettings(num_workers=2, threads=1, persistent_workers=True)
 NONE = LoaderSettings()

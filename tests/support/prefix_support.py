@@ -12,10 +12,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import codedag.migrate.prefix.values as values
-from codedag.migrate.prefix.entry import Meta
 from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.prefix.session import ChainSpec
-from codedag.migrate.prefix.tiers import StoreSettings
+from codedag.store.entry import Meta
+from codedag.store.tiers import StoreSettings
 
 CALLER = f"{__name__}.FileImages.__getitem__"
 

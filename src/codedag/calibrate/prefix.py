@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from codedag.measure.pair import time_one
-from codedag.migrate.prefix.entry import decode, encode
-from codedag.migrate.prefix.store import LmdbTier
+from codedag.store.entry import decode, encode
+from codedag.store.lmdb_tier import LmdbTier
 
 
 @dataclass

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from codedag.errors import UsageError
-    from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+    from codedag.store.tiers import PrefixStore, StoreSettings
 
     folder = Path(args.folder) if args.folder else None
     if folder is not None and folder.exists() and not folder.is_dir():

@@ -18,14 +18,14 @@ FOLDER = "prefix-cache"
 def cache_settings(out_dir: Path, enabled: bool) -> Any:
     """The migrator's cache settings: the demo's folder (``enabled=False``: no cache)."""
     from codedag.migrate.prefix.runtime import CacheSettings
-    from codedag.migrate.prefix.tiers import StoreSettings
+    from codedag.store.tiers import StoreSettings
 
     return CacheSettings(enabled=enabled, store=StoreSettings(folder=out_dir / FOLDER))
 
 
 def clear(out_dir: Path) -> int:
     """Delete both tiers of the demo's cache; returns the bytes freed."""
-    from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+    from codedag.store.tiers import PrefixStore, StoreSettings
 
     return PrefixStore.open(StoreSettings(folder=out_dir / FOLDER)).clear()
 

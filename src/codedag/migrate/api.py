@@ -367,8 +367,8 @@ def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> Prefix
     where the settings name none."""
     import dataclasses
 
-    from codedag.migrate.prefix.confine import plan_cache_folder
     from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime, chains_from_plan
+    from codedag.store.confine import plan_cache_folder
 
     section = plan.plan.cache if plan.plan is not None else None
     if cache is None or cache is False or section is None:

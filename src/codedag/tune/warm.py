@@ -203,7 +203,7 @@ def _applied(plan: MigrationPlan, judge_after: int | None) -> Iterator[PipelineM
     """``plan`` (its loader section left out) applied with a store in a temporary folder."""
     from codedag.migrate.api import PipelineMigrator
     from codedag.migrate.prefix.runtime import CacheSettings
-    from codedag.migrate.prefix.tiers import StoreSettings
+    from codedag.store.tiers import StoreSettings
 
     data = plan.to_dict()
     data["loader"] = None

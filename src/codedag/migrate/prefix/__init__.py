@@ -7,19 +7,12 @@ the chain's calls return prefix values keyed by their provenance; at the cut, a 
 code the stored value and the calls before it never run.
 
 * :mod:`.keys`: provenance keys: the source's identity, each call and its arguments, versions;
-* :mod:`.entry`: how a value is stored (header, keyed tag, raw buffer) and read back as a copy;
-* :mod:`.trust`: private tier folders and files (owner, mode, no link), the secret key, store
-  files cut short;
-* :mod:`.store`: one LMDB environment with a budget, generations, eviction, failure handling;
-* :mod:`.confine`: where a plan file may put the cache: inside the user's own cache folders only;
-* :mod:`.tiers`: the RAM tier (shared memory) and the disk tier of a cache folder, and defaults;
-* :mod:`.ram_owner`: the cache folder each RAM tier belongs to; RAM tiers of deleted folders
-  removed;
 * :mod:`.values`: :class:`~.values.PrefixValue`, what the chain's calls return before the cut;
-* :mod:`.writer`: :class:`~.writer.Writer`, the thread of each process that stores its values;
 * :mod:`.session`: one process's side: starting chains, answering cuts, counting;
 * :mod:`.runtime`: :class:`~.runtime.PrefixCacheRuntime`, applied by
   :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``cache`` section.
+
+The values are stored, tagged and read back by :mod:`codedag.store`.
 
 Nothing is imported here: ``import codedag.migrate.prefix`` opens no store.
 """

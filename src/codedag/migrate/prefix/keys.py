@@ -32,7 +32,7 @@ import numpy as np
 import xxhash
 
 import codedag.backends.libraries as libraries
-from codedag.migrate.prefix.entry import dtype_str
+from codedag.store.entry import dtype_str
 
 FORMAT_VERSION = 2
 """The cache's format, part of every key: entries of another format are never looked up (2: values

@@ -15,7 +15,7 @@ replace the same function) replace:
   the random state it started with (Python's, NumPy's and torch's global generators), counted as
   ``error``; a chain whose fetches fail :data:`~.session.GIVE_UP_AFTER` times in a row is not
   cached in that process any more. At a fetch's end the writer thread is woken for the values
-  the batch queued (:meth:`.writer.Writer.wake`).
+  the batch queued (:meth:`codedag.store.writer.Writer.wake`).
 
 DataLoader workers forked after :meth:`PrefixCacheRuntime.apply` inherit the patches and open the
 store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
@@ -35,9 +35,9 @@ from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
-from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
 from codedag.migrate.prefix.values import has_prefix_value, outside_call, step
 from codedag.patching import like_original
+from codedag.store.tiers import PrefixStore, StoreSettings
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class CacheSettings:
         verify: hits (the first ones in each process) recomputed and compared bit for bit with
             the stored value; a difference removes the entry and delivers the computed value.
         store: where the store lives and its budgets (defaults: the plan's, then
-            :class:`~.tiers.StoreSettings`' own).
+            :class:`~codedag.store.tiers.StoreSettings`' own).
         judge_after: values of a chain each process stores before it compares what storing
             and reading them back cost with what computing them did, and gives the chain up
             where storing does not pay (0: never).

@@ -5,7 +5,7 @@ their own, forked with the patches; their counters reach the main process throug
 :class:`codedag.migrate.workerstats.WorkerStats`). Its :meth:`Session.source` starts a chain at a
 planned source call, and :meth:`Session.cut` answers the cut: the stored value on a hit (checked
 bit for bit against a recomputation for the first ``verify`` hits), else the computed value,
-queued with the headers of its intermediates for :class:`~.writer.Writer`, which stores it from a
+queued with the headers of its intermediates for :class:`~codedag.store.writer.Writer`, which stores it from a
 thread of its own.
 """
 
@@ -22,10 +22,10 @@ from typing import Any
 
 import codedag.migrate.prefix.keys as keys
 import codedag.migrate.tables.lookup as lookup
-from codedag.migrate.prefix.entry import CorruptEntry, Meta, decode, encode, meta_of, same
-from codedag.migrate.prefix.tiers import PrefixStore
 from codedag.migrate.prefix.values import Lineage, PrefixValue, concrete, concrete_kwargs
-from codedag.migrate.prefix.writer import Writer
+from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same
+from codedag.store.tiers import PrefixStore
+from codedag.store.writer import Writer
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import codedag.migrate.prefix.keys as keys
 import codedag.migrate.tables.lookup as lookup
-from codedag.migrate.prefix.entry import Meta, dtype_str, meta_of
+from codedag.store.entry import Meta, dtype_str, meta_of
 
 PENDING: Any = object()
 

@@ -45,9 +45,9 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-import codedag.migrate.prefix.store as store_module
-from codedag.migrate.prefix.entry import Encoded
-from codedag.migrate.prefix.tiers import PrefixStore
+import codedag.store.lmdb_tier as lmdb_tier
+from codedag.store.entry import Encoded
+from codedag.store.tiers import PrefixStore
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class Writer:
         self.queue_bytes = queue_bytes
         self.wait_s = wait_s
         self._reset()
-        store_module.on_fork(self)
+        lmdb_tier.on_fork(self)
 
     def _reset(self) -> None:
         self._cond = threading.Condition()

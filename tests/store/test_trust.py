@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codedag.migrate.prefix import trust
-from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings, ram_folder
+from codedag.store import trust
+from codedag.store.tiers import PrefixStore, StoreSettings, ram_folder
 
 MB = 1 << 20
 NOBODY = 65534
@@ -225,7 +225,7 @@ _REOPEN = textwrap.dedent(
     from pathlib import Path
 
     import numpy as np
-    from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings
+    from codedag.store.tiers import PrefixStore, StoreSettings
 
     folder, ram = Path(sys.argv[1]), int(sys.argv[2])
     settings = StoreSettings(folder, ram_budget_bytes=ram, disk_budget_bytes=64 << 20)

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codedag.migrate.prefix import store as store_module
-from codedag.migrate.prefix.entry import decode, encode
 from codedag.migrate.prefix.session import Session
-from codedag.migrate.prefix.store import LmdbTier
-from codedag.migrate.prefix.tiers import PrefixStore
-from codedag.migrate.prefix.writer import WAKE_BYTES, Writer
+from codedag.store import lmdb_tier
+from codedag.store.entry import decode, encode
+from codedag.store.lmdb_tier import LmdbTier
+from codedag.store.tiers import PrefixStore
+from codedag.store.writer import WAKE_BYTES, Writer
 
 MB = 1 << 20
 SECRET = bytes(32)
@@ -226,7 +226,7 @@ def test_a_fork_stores_what_is_queued_before_the_child_starts(
     writer.close()  # the thread goes on after the fork
     assert store.get(_key(9)) is not None
     store.close()
-    assert store_module._FORK_AWARE  # the writer is told of forks
+    assert lmdb_tier._FORK_AWARE  # the writer is told of forks
 
 
 def test_only_values_user_code_may_still_write_to_are_checked_when_stored() -> None:
@@ -244,7 +244,7 @@ def test_only_values_user_code_may_still_write_to_are_checked_when_stored() -> N
 def test_small_values_are_stored_together_and_a_large_one_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from codedag.migrate.prefix.writer import GROUP_BYTES, GROUP_VALUES
+    from codedag.store.writer import GROUP_BYTES, GROUP_VALUES
 
     store, writer, outcomes, gate = _held_writer(tmp_path, monkeypatch)
     groups: list[int] = []

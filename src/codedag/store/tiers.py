@@ -28,10 +28,10 @@ from typing import Any
 import xxhash
 
 from codedag.errors import ConfigError
-from codedag.migrate.prefix import ram_owner, trust
-from codedag.migrate.prefix.entry import CorruptEntry, Encoded, Meta, decode, encode
-from codedag.migrate.prefix.store import LmdbTier, PutItem, TierError, TierInfo
 from codedag.plan.cache import MAX_BUDGET_BYTES
+from codedag.store import ram_owner, trust
+from codedag.store.entry import CorruptEntry, Encoded, Meta, decode, encode
+from codedag.store.lmdb_tier import LmdbTier, PutItem, TierError, TierInfo
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from codedag.devices.memory import allocated_bytes
-from codedag.migrate.prefix.entry import Encoded, decode, encode
-from codedag.migrate.prefix.store import LmdbTier
+from codedag.store.entry import Encoded, decode, encode
+from codedag.store.lmdb_tier import LmdbTier
 
 MB = 1 << 20
 SECRET = bytes(range(32))
@@ -211,7 +211,7 @@ def test_argument_encodings_take_the_same_bytes_by_the_fast_path_and_the_general
 def test_headers_are_the_json_of_their_fields_and_read_back() -> None:
     import json
 
-    from codedag.migrate.prefix.entry import Meta, meta_of
+    from codedag.store.entry import Meta, meta_of
 
     metas = [
         Meta("ndarray", (411, 416, 3), "|u1"),
@@ -254,7 +254,7 @@ def test_clearing_a_tier_removes_its_files_and_nothing_else(tmp_path: Path) -> N
 def test_clearing_a_folder_that_is_no_tier_is_refused_and_removes_nothing(
     tmp_path: Path, make, problem: str
 ) -> None:
-    from codedag.migrate.prefix.store import NotATier
+    from codedag.store.lmdb_tier import NotATier
 
     (tmp_path / "victim").write_text("keep me")
     folder = tmp_path / "store"
@@ -269,7 +269,7 @@ def test_clearing_a_folder_that_is_no_tier_is_refused_and_removes_nothing(
 
 
 def test_clearing_a_tier_whose_folder_is_a_link_is_refused(tmp_path: Path) -> None:
-    from codedag.migrate.prefix.store import NotATier
+    from codedag.store.lmdb_tier import NotATier
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

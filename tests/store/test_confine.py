@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prefix_support import cache_section
 
-from codedag.migrate.prefix.confine import plan_cache_folder, trusted_roots
+from codedag.store.confine import plan_cache_folder, trusted_roots
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_the_migrator_uses_the_default_folder_for_a_plan_folder_outside(
 def test_a_folder_the_user_gives_is_the_users_own(tmp_path: Path, cache_dir: Path) -> None:
     from codedag.migrate.api import PipelineMigrator
     from codedag.migrate.prefix.runtime import CacheSettings
-    from codedag.migrate.prefix.tiers import StoreSettings
+    from codedag.store.tiers import StoreSettings
 
     mine = tmp_path / "scratch" / "cache"
     settings = CacheSettings(store=StoreSettings(folder=mine))

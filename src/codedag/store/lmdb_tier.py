@@ -46,8 +46,8 @@ from typing import Any, Protocol, TypeVar
 import lmdb
 
 from codedag.errors import CodeDAGError
-from codedag.migrate.prefix import trust
-from codedag.migrate.prefix.entry import Encoded
+from codedag.store import trust
+from codedag.store.entry import Encoded
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Values the cache keeps: NumPy arrays (any fixed-size dtype), torch CPU tensors (
 PIL images of the modes NumPy round-trips exactly (``L``, ``RGB``, ``RGBA``, ``I``, ``F`` and a few
 more). The header says which, with dtype, shape, the PIL mode, and a tag: a keyed hash
 (HMAC-SHA256, 128 bits) of the value's key, its header and its bytes under the store's secret key
-(:func:`codedag.migrate.prefix.trust.secret`). Reading checks the tag (about 1.9 GB/s: 26 us for
+(:func:`codedag.store.trust.secret`). Reading checks the tag (about 1.9 GB/s: 26 us for
 49 KB) and returns a private, writable copy: user code may write into what it receives, and the
 shared map stays read-only. A checksum would not do: whoever can write the store's file can
 write a matching one; without the key no tag verifies.

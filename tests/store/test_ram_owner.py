@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codedag.migrate.prefix import ram_owner
-from codedag.migrate.prefix.tiers import PrefixStore, StoreSettings, ram_folder
+from codedag.store import ram_owner
+from codedag.store.tiers import PrefixStore, StoreSettings, ram_folder
 
 UID = 4242
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from codedag.errors import ConfigError
-from codedag.migrate.prefix.tiers import StoreSettings
 from codedag.plan.cache import MAX_BUDGET_BYTES
+from codedag.store.tiers import StoreSettings
 
 
 @pytest.mark.parametrize("budget", [10**20, MAX_BUDGET_BYTES + 1, -1, float("nan"), True, "1G"])

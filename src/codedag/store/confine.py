@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from codedag.migrate.prefix.tiers import ENV_FOLDER, default_folder
+from codedag.store.tiers import ENV_FOLDER, default_folder
 from codedag.util.text import printable
 
 log = logging.getLogger(__name__)
