@@ -38,6 +38,49 @@ class Requirement:
 
 
 @dataclass(frozen=True)
+class FileSource:
+    """A function that reads a file (or an encoded buffer read from one) and computes its result
+    from it and its other, constant arguments only: a chain of the prefix cache may start there.
+
+    Attributes:
+        argument: the parameter naming the file (``"filename"``, ``"fp"``, ``"path"``): a path,
+            an open file or the bytes read from one.
+        position: its position when passed positionally.
+        item: for a function returning a tuple, the item the sample goes on computing with
+            (``librosa.load``'s waveform); ``None``: the result itself.
+        echoes: for a tuple result, items equal to an argument's value when that argument is
+            given (``librosa.load``'s rate is its ``sr=``): with every echoed argument given, a
+            stored value is read back without running the call; otherwise the call runs and
+            only what follows it is read back.
+    """
+
+    argument: str
+    position: int = 0
+    item: int | None = None
+    echoes: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ThreadPool:
+    """A library's own thread pool, which DataLoader workers size (:mod:`codedag.migrate.
+    worker_threads`).
+
+    Attributes:
+        set_threads: the module function setting its thread count (``setNumThreads``).
+        get_threads: the function reading it (``getNumThreads``).
+        env: the environment variable the library reads when it loads.
+        joins_on_shrink: shrinking the pool joins its threads: a forked child must not shrink a
+            pool it inherited with threads (they exist only in the parent), so the parent stops
+            it just before forking.
+    """
+
+    set_threads: str
+    get_threads: str
+    env: str
+    joins_on_shrink: bool = False
+
+
+@dataclass(frozen=True)
 class LibraryFacts:
     """Plain facts about one library, declared by its ops package.
 
@@ -62,6 +105,13 @@ class LibraryFacts:
         random_prefixes: prefixes of the library's functions whose results are random draws,
             placed only on request even without a backend.
         requirement: what ``codedag doctor`` checks for the library (``None``: nothing).
+        file_sources: functions reading a file whose chains the prefix cache may keep, each
+            with the argument holding the file (keyed by any public name).
+        protocols: the protocols through which the library's functions take a value that is
+            not its own array (``__array__``, ``__array_function__``, ``__torch_function__``):
+            a stand-in value reaches them through these. A library with none (cv2, Pillow)
+            takes its own arrays only, and a stand-in must be computed before it is called.
+        thread_pool: the library's own thread pool (``None``: none to size).
     """
 
     name: str
@@ -77,6 +127,9 @@ class LibraryFacts:
     non_migratable: Mapping[str, str] = field(default_factory=dict)
     random_prefixes: tuple[str, ...] = ()
     requirement: Requirement | None = None
+    file_sources: Mapping[str, FileSource] = field(default_factory=dict)
+    protocols: tuple[str, ...] = ()
+    thread_pool: ThreadPool | None = None
 
     def owns(self, name: str) -> bool:
         """Whether the qualified ``name`` belongs to one of the library's modules."""

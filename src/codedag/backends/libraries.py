@@ -19,7 +19,7 @@ import pkgutil
 import sys
 from collections.abc import Iterable
 
-from codedag.backends.facts import LibraryFacts, Requirement
+from codedag.backends.facts import FileSource, LibraryFacts, Requirement, ThreadPool
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,12 @@ def library_facts() -> tuple[LibraryFacts, ...]:
 
 def refresh() -> None:
     """Forget what was read: the next call reads every package's facts again."""
+    from codedag.backends import sources
+
     library_facts.cache_clear()
     for derived in _DERIVED:
         derived.cache_clear()
+    sources.forget()
 
 
 def _unique(names: Iterable[str]) -> tuple[str, ...]:
@@ -188,6 +191,40 @@ def all_distributions() -> tuple[str, ...]:
     return _unique(d for facts in library_facts() for d in facts.distributions)
 
 
+@functools.cache
+def file_sources() -> dict[str, FileSource]:
+    """Functions reading a file that a prefix cache chain may start at, by the public name each
+    library declares (:mod:`codedag.backends.sources` finds them by canonical name)."""
+    return {n: s for facts in library_facts() for n, s in facts.file_sources.items()}
+
+
+@functools.cache
+def library_modules() -> frozenset[str]:
+    """Top-level modules of every library package (``cv2``, ``PIL``, ``numpy``, ``torch``)."""
+    return frozenset(m for facts in library_facts() for m in facts.modules)
+
+
+@functools.cache
+def protocol_modules() -> tuple[str, ...]:
+    """Top-level modules of the libraries whose functions take values through protocols
+    (``__array__``, ``__torch_function__``): a stand-in value reaches them as it is."""
+    return _unique(m for facts in library_facts() if facts.protocols for m in facts.modules)
+
+
+@functools.cache
+def array_protocol_modules() -> tuple[str, ...]:
+    """Top-level modules of the libraries whose functions take any object with ``__array__``."""
+    return _unique(
+        m for facts in library_facts() if "__array__" in facts.protocols for m in facts.modules
+    )
+
+
+@functools.cache
+def thread_pools() -> tuple[tuple[LibraryFacts, ThreadPool], ...]:
+    """The libraries with a thread pool of their own, and the pool (module: ``modules[0]``)."""
+    return tuple((f, f.thread_pool) for f in library_facts() if f.thread_pool is not None)
+
+
 _DERIVED = (
     all_distributions,
     indexed_modules,
@@ -200,4 +237,9 @@ _DERIVED = (
     non_migratable,
     random_prefixes,
     requirements,
+    file_sources,
+    library_modules,
+    protocol_modules,
+    array_protocol_modules,
+    thread_pools,
 )

@@ -1,5 +1,10 @@
 """A DataLoader ``worker_init_fn`` that sets the thread counts of torch, OpenCV and BLAS.
 
+The libraries with a thread pool of their own (OpenCV's) are declared by their packages
+(``facts.py``: :class:`~codedag.backends.facts.ThreadPool`): the functions setting and reading
+its size, the environment variable it reads when it loads, and whether shrinking it joins its
+threads (the fork hazard below).
+
 PyTorch starts each DataLoader worker with one torch thread but leaves OpenCV's and the BLAS
 library's thread pools as they are: each worker then runs as many OpenCV and BLAS threads as
 there are cores, and N workers fight over the same cores. :class:`WorkerThreads` sets them to a
@@ -27,11 +32,15 @@ with every start method.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from codedag.backends import libraries
+from codedag.backends.facts import ThreadPool
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +48,22 @@ log = logging.getLogger(__name__)
 _APPLIED: dict[str, Any] = {}
 # threadpoolctl's limiter: kept alive so that its limits stay set for the worker's life.
 _BLAS_LIMITER: list[Any] = []
-# Fork bookkeeping: "forked" (this process is a forked child), "cv2_at_fork" (OpenCV was loaded
-# when it forked), "cv2_pool_stopped" (the parent stopped OpenCV's pool just before forking).
-_FORK_STATE: dict[str, Any] = {"forked": False, "cv2_at_fork": False, "cv2_pool_stopped": False}
+# Fork bookkeeping: "forked" (this process is a forked child), "<library>_at_fork" (the library
+# was loaded when it forked), "<library>_pool_stopped" (the parent stopped the library's pool
+# just before forking), "<library>_restore" (the size to restore in the parent).
+_FORK_STATE: dict[str, Any] = {"forked": False}
 _HOOKS: list[bool] = []
+
+
+def _pools() -> list[tuple[str, Any, ThreadPool]]:
+    """``(library name, module or None, pool)`` of each library with a pool of its own (the
+    module only when the program imported it and it has the pool's functions)."""
+    out = []
+    for facts, pool in libraries.thread_pools():
+        module = sys.modules.get(facts.modules[0])
+        usable = module is not None and hasattr(module, pool.set_threads)
+        out.append((facts.name, module if usable else None, pool))
+    return out
 
 
 def _forking_for_thread_settings() -> bool:
@@ -60,34 +81,39 @@ def _forking_for_thread_settings() -> bool:
 
 
 def _before_fork() -> None:
-    _FORK_STATE["cv2_restore"] = None
-    _FORK_STATE["cv2_pool_stopped"] = False
-    cv2 = sys.modules.get("cv2")
-    if cv2 is None or not hasattr(cv2, "setNumThreads") or not _forking_for_thread_settings():
+    pools = [p for p in _pools() if p[2].joins_on_shrink]
+    for name, _module, _pool in pools:
+        _FORK_STATE[f"{name}_restore"] = None
+        _FORK_STATE[f"{name}_pool_stopped"] = False
+    if not any(module is not None for _, module, _ in pools) or not _forking_for_thread_settings():
         return
-    try:
-        previous = int(cv2.getNumThreads())
-        cv2.setNumThreads(1)  # joins the pool's threads here, where they exist
-    except Exception:  # pragma: no cover - a broken OpenCV: leave its pool alone
-        return
-    _FORK_STATE["cv2_pool_stopped"] = True
-    if previous != 1:
-        _FORK_STATE["cv2_restore"] = previous
+    for name, module, pool in pools:
+        if module is None:
+            continue
+        try:
+            previous = int(getattr(module, pool.get_threads)())
+            getattr(module, pool.set_threads)(1)  # joins the pool's threads here, where they exist
+        except Exception:  # pragma: no cover - a broken library: leave its pool alone
+            continue
+        _FORK_STATE[f"{name}_pool_stopped"] = True
+        if previous != 1:
+            _FORK_STATE[f"{name}_restore"] = previous
 
 
 def _after_fork_in_parent() -> None:
-    previous = _FORK_STATE.pop("cv2_restore", None)
-    _FORK_STATE["cv2_pool_stopped"] = False
-    cv2 = sys.modules.get("cv2")
-    if previous is not None and cv2 is not None:
-        with contextlib.suppress(Exception):
-            cv2.setNumThreads(previous)
+    for name, module, pool in _pools():
+        previous = _FORK_STATE.pop(f"{name}_restore", None)
+        _FORK_STATE[f"{name}_pool_stopped"] = False
+        if previous is not None and module is not None:
+            with contextlib.suppress(Exception):
+                getattr(module, pool.set_threads)(previous)
 
 
 def _after_fork_in_child() -> None:
     _FORK_STATE["forked"] = True
-    _FORK_STATE["cv2_at_fork"] = "cv2" in sys.modules
-    _FORK_STATE.pop("cv2_restore", None)
+    for name, module, _pool in _pools():
+        _FORK_STATE[f"{name}_at_fork"] = module is not None
+        _FORK_STATE.pop(f"{name}_restore", None)
 
 
 def _install_fork_hooks() -> None:
@@ -150,13 +176,14 @@ class WorkerThreads:
         return f"WorkerThreads(threads={self.threads}, then {user})"
 
 
-# Read by the libraries when they load: covers a library the worker imports later (lazily).
-THREAD_ENV_VARS = (
-    "OPENCV_FOR_THREADS_NUM",
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-)
+# Read by the libraries when they load: covers a library the worker imports later (lazily);
+# the libraries with a pool of their own add theirs (OPENCV_FOR_THREADS_NUM).
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_env_vars() -> tuple[str, ...]:
+    """Every environment variable a thread count is set through."""
+    return (*(pool.env for _, pool in libraries.thread_pools()), *THREAD_ENV_VARS)
 
 
 def set_thread_counts(threads: int) -> dict[str, Any]:
@@ -170,8 +197,8 @@ def set_thread_counts(threads: int) -> dict[str, Any]:
     """
     import torch
 
-    for name in THREAD_ENV_VARS:
-        os.environ[name] = str(threads)
+    for variable in thread_env_vars():
+        os.environ[variable] = str(threads)
     forked = bool(_FORK_STATE["forked"])
     applied: dict[str, Any] = {"threads": threads, "forked": forked}
     if forked and threads > 1:
@@ -181,15 +208,19 @@ def set_thread_counts(threads: int) -> dict[str, Any]:
     else:
         torch.set_num_threads(threads)
         applied["torch"] = threads
-    cv2 = sys.modules.get("cv2")
-    if cv2 is None or not hasattr(cv2, "setNumThreads"):
-        applied["cv2"] = f"{threads} (OPENCV_FOR_THREADS_NUM, when imported)"
-    elif not forked or not _FORK_STATE["cv2_at_fork"] or _FORK_STATE["cv2_pool_stopped"]:
-        cv2.setNumThreads(threads)
-        applied["cv2"] = threads
-    else:
-        applied["cv2"] = None
-        applied["cv2_note"] = "left as inherited: the main process's OpenCV pool was not stopped"
+    for name, module, pool in _pools():
+        inherited = _FORK_STATE.get(f"{name}_at_fork", False)
+        stopped = _FORK_STATE.get(f"{name}_pool_stopped", False)
+        if module is None:
+            applied[name] = f"{threads} ({pool.env}, when imported)"
+        elif not forked or not pool.joins_on_shrink or not inherited or stopped:
+            getattr(module, pool.set_threads)(threads)
+            applied[name] = threads
+        else:
+            applied[name] = None
+            applied[f"{name}_note"] = (
+                f"left as inherited: the main process's {name} pool was not stopped"
+            )
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -215,12 +246,12 @@ def thread_counts() -> dict[str, Any]:
     import torch
 
     counts: dict[str, Any] = {"torch": torch.get_num_threads()}
-    try:
-        import cv2
-
-        counts["cv2"] = int(cv2.getNumThreads())
-    except ImportError:  # pragma: no cover - opencv is a dependency of codedag
-        counts["cv2"] = None
+    for facts, pool in libraries.thread_pools():
+        try:
+            module = importlib.import_module(facts.modules[0])
+            counts[facts.name] = int(getattr(module, pool.get_threads)())
+        except (ImportError, AttributeError):  # pragma: no cover - the library is optional
+            counts[facts.name] = None
     counts["blas"] = None
     with contextlib.suppress(ImportError):
         from threadpoolctl import threadpool_info

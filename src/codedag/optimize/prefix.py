@@ -1,14 +1,19 @@
 """Finding each sample's deterministic prefix in a traced DataLoader batch, and cutting it (pure).
 
 In every traced sample (the ``__getitem__`` calls of the batch) a chain starts at a *source
-call*: a library call that reads the sample's source (an encoded buffer, a file named by a path,
-an array the data set holds) and whose result the sample goes on computing with. The chain
+call*: a library call that reads the sample's source and whose result the sample goes on
+computing with. A source is a file, named by a path or open, read by a function its library
+declares a file source (``facts.py``: ``cv2.imread``, ``PIL.Image.open``, ``librosa.load``,
+``numpy.load``; :mod:`codedag.backends.sources`), or the bytes read from one or an array the data
+set holds, whichever call takes them first (``numpy.frombuffer(data)``). A sample whose first
+call takes none of these is recorded with the reason (:class:`Skipped`). The chain
 follows the dataflow from call to call while each value is a function of the source and fixed
 arguments only:
 
 * the value goes to exactly one next operation (an intermediate another part of the sample also
   reads would see a stand-in on a hit); reading its metadata (an image's ``size``, an array's
-  ``shape``) is no use: the stored header answers it;
+  ``shape``) is no use: the stored header answers it, and neither is entering or leaving a
+  ``with`` block (``with Image.open(path) as im``): a value read back has no file to close;
 * that operation draws no random numbers and reads no clock, and no random draw happens in the
   sample between the source call and it (its arguments may come from one: the tracer does not
   follow Python numbers), and it writes into nothing (``operator.setitem``);
@@ -37,6 +42,9 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
+from codedag.backends.facts import FileSource
+from codedag.backends.libraries import protocol_modules
+from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.chains import _is_operation, _samples
 from codedag.plan.cache import CacheChain, CacheCut, CacheSection
@@ -52,7 +60,8 @@ PAYBACK_EPOCHS = 1
 storing and reading a value back must cost less than computing it, so that a run of two epochs
 is not slower with the cache, whatever the number of epochs :data:`EPOCHS` assumes."""
 
-_SOURCE_TYPES = ("builtins.bytes", "builtins.bytearray", "builtins.memoryview", "builtins.str")
+_BUFFER_TYPES = ("builtins.bytes", "builtins.bytearray", "builtins.memoryview")
+_CONTEXT = (".__enter__", ".__exit__")
 _CLOCKS = ("time.", "datetime.", "os.urandom", "uuid.", "secrets.")
 _WRITES = frozenset({"operator.setitem", "operator.delitem"})
 NO_DISPATCH = frozenset(
@@ -157,6 +166,23 @@ class Candidate:
 
 
 @dataclass
+class Skipped:
+    """A sample's first call that starts no chain, and why (what it takes is not a source).
+
+    Attributes:
+        function: the call's name.
+        caller: the function making it.
+        reason: why it starts no chain, in words.
+        samples: traced samples whose first call it is.
+    """
+
+    function: str
+    caller: str
+    reason: str
+    samples: int = 1
+
+
+@dataclass
 class PrefixFound:
     """What :func:`find_prefixes` found."""
 
@@ -166,6 +192,8 @@ class PrefixFound:
     note: str = ""
     calls: frozenset[str] = frozenset()
     """Names of the library calls the traced samples made (what a value may reach)."""
+    skipped: list[Skipped] = field(default_factory=list)
+    """The first calls of samples that start no chain, grouped by function and caller."""
 
 
 def _random(name: str) -> bool:
@@ -187,18 +215,67 @@ def _value(dag: ExecutionDAG, call_id: int) -> Any:
 
 def _source_slot(node: Any) -> tuple[str, str] | None:
     """``(argument, kind)`` of a call's source argument, or None."""
+    declared = file_source(node.name)
+    if declared is not None:
+        entry = _declared_argument(node, declared)
+        kind = _file_kind(entry) if entry is not None else None
+        return (str(entry.get("name", "0")), kind) if entry and kind else None
     for entry in node.args or ():
-        kind, name = entry.get("kind"), str(entry.get("name", "0"))
-        if kind == "object" and entry.get("type") in _SOURCE_TYPES:
-            return name, "buffer" if entry.get("type") != "builtins.str" else "file"
-        if kind == "scalar" and isinstance(entry.get("value"), str) and name in ("0", "fp", "file"):
-            return name, "file"
-        if kind == "object" and "Path" in str(entry.get("type", "")):
-            return name, "file"
+        if entry.get("kind") == "object" and entry.get("type") in _BUFFER_TYPES:
+            return str(entry.get("name", "0")), "buffer"
     for entry in node.args or ():  # an array the data set holds (a waveform, a volume)
         if entry.get("kind") == "array":
             return str(entry.get("name", "0")), "array"
     return None
+
+
+def _declared_argument(node: Any, declared: FileSource) -> dict[str, Any] | None:
+    """The traced argument a declared file source reads (by keyword or position)."""
+    for entry in node.args or ():
+        if str(entry.get("name", "")) in (declared.argument, str(declared.position)):
+            return dict(entry)
+    return None
+
+
+def _file_kind(entry: dict[str, Any]) -> str | None:
+    """What identifies a file source's argument: ``file`` (a path, an open file), ``buffer``
+    (bytes read from one), ``array`` (an encoded array); ``None`` for anything else."""
+    kind, type_name = entry.get("kind"), str(entry.get("type") or "")
+    if kind == "scalar" and isinstance(entry.get("value"), str):
+        return "file"
+    if kind == "object" and type_name in _BUFFER_TYPES:
+        return "buffer"
+    if kind == "object" and ("Path" in type_name or type_name.startswith(("_io.", "io."))):
+        return "file"
+    if kind == "array":
+        return "array"
+    return None
+
+
+def _what_it_takes(node: Any) -> str:
+    """A call's arguments in words, for a reason (``path='a.wav', sr=16000``)."""
+    parts = []
+    for entry in list(node.args or ())[:3]:
+        name, kind = str(entry.get("name", "")), entry.get("kind")
+        if kind == "scalar":
+            what = repr(entry.get("value"))[:40]
+        else:
+            what = f"a {entry.get('type') or kind}"
+        parts.append(what if name.isdigit() else f"{name}={what}")
+    return ", ".join(parts) or "no argument"
+
+
+def _not_a_source(node: Any) -> str:
+    """Why a sample's first call starts no chain."""
+    takes = _what_it_takes(node)
+    if file_source(node.name) is None and any(
+        e.get("kind") == "scalar" and isinstance(e.get("value"), str) for e in node.args or ()
+    ):
+        return (
+            f"the first call {node.name} takes {takes}, which is not a file: no library declares "
+            f"{node.name} a file source (file_sources in its facts.py)"
+        )
+    return f"the first call {node.name} takes {takes}, which is not a file"
 
 
 def _describe(dag: ExecutionDAG, node: Any, occurrence: int, consumer: Any | None) -> Step:
@@ -233,9 +310,12 @@ def caller_of(node: Any) -> str:
 
 def _metadata(name: str) -> bool:
     """Whether a traced step only reads a value's metadata (an image's ``size``, an array's
-    ``shape``): the cache answers it from the stored header, so it does not use the value."""
-    from codedag.migrate.prefix.values import ARRAY_METADATA, IMAGE_METADATA
+    ``shape``) or enters or leaves a ``with`` block: the cache answers it from the stored header
+    (a value read back holds no file to close), so it does not use the value."""
+    from codedag.migrate.prefix.prefix_values import ARRAY_METADATA, IMAGE_METADATA
 
+    if name.endswith(_CONTEXT):
+        return True
     owner, _, attribute = name.rpartition(".")
     if owner == "PIL.Image.Image":
         return attribute in IMAGE_METADATA
@@ -269,7 +349,9 @@ def _fetch_randoms(dag: ExecutionDAG, operations: list[Any]) -> list[int]:
     ]
 
 
-def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[TracedChain]:
+def _sample_chains(
+    dag: ExecutionDAG, ops: list[Any], sample: int, skipped: list[Skipped] | None = None
+) -> list[TracedChain]:
     operations = sorted(
         (n for n in ops if _is_operation(n) and _top_level(dag, n)), key=lambda n: n.id
     )
@@ -293,16 +375,20 @@ def _sample_chains(dag: ExecutionDAG, ops: list[Any], sample: int) -> list[Trace
         return [out[k] for k in sorted(out)]
 
     chains = []
+    first: Any = None
     for node in operations:
-        slot = _source_slot(node)
-        if slot is None or producers(node) or _random(node.name):
-            continue
-        if node.name.startswith(_PROXY_HANDLED):
+        if producers(node) or _random(node.name) or node.name.startswith(_PROXY_HANDLED):
             continue  # a slice or operator of a value: a source is read by a library call
+        slot = _source_slot(node)
+        if slot is None:
+            first = first or node
+            continue
         if slot[1] == "array" and any(r < node.id for r in randoms):
             continue  # an array that may come from a random draw the trace did not follow
         steps, stop = _follow(dag, node, randoms, producers, consumers)
         chains.append(TracedChain(sample, caller_of(node), slot[0], slot[1], steps, stop))
+    if not chains and first is not None and skipped is not None:
+        skipped.append(Skipped(first.name, caller_of(first), _not_a_source(first)))
     return chains
 
 
@@ -348,8 +434,9 @@ def find_prefixes(dag: Any) -> PrefixFound:
         return PrefixFound([], 0, dataset_len, "the trace holds no DataLoader samples")
     groups: dict[tuple[str, str], PrefixChain] = {}
     calls = frozenset(n.name for ops in samples for n in ops if _is_operation(n))
+    skipped: list[Skipped] = []
     for index, ops in enumerate(samples):
-        for traced in _sample_chains(dag, ops, index):
+        for traced in _sample_chains(dag, ops, index, skipped):
             key = (traced.caller, traced.steps[0].name)
             group = groups.get(key)
             if group is None:
@@ -357,12 +444,26 @@ def find_prefixes(dag: Any) -> PrefixFound:
             group.traced.append(traced)
     chains = list(groups.values())
     note = "" if chains else "no sample reads a source (a buffer, a file) that a chain follows"
+    if not chains and skipped:
+        note = "no sample reads a source: " + "; ".join(s.reason for s in _grouped(skipped))
     # samples split by dataflow (the data set's code not traced) are parts of samples: there are
     # no more samples than the traced batch holds
     from codedag.optimize.batched import traced_batch_size
 
     count = min(len(samples), traced_batch_size(dag, len(samples)))
-    return PrefixFound(chains, count, dataset_len, note, calls)
+    return PrefixFound(chains, count, dataset_len, note, calls, _grouped(skipped))
+
+
+def _grouped(skipped: list[Skipped]) -> list[Skipped]:
+    """One entry per function and caller, counting its samples."""
+    out: dict[tuple[str, str], Skipped] = {}
+    for item in skipped:
+        found = out.get((item.function, item.caller))
+        if found is None:
+            out[(item.function, item.caller)] = Skipped(item.function, item.caller, item.reason)
+        else:
+            found.samples += 1
+    return list(out.values())
 
 
 def candidates(chain: PrefixChain) -> list[Candidate]:
@@ -386,9 +487,16 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
     return out
 
 
-_TAKE_ANY_VALUE = ("numpy.", "torch.", "builtins.", "operator.", "random.", "math.")
-"""Libraries whose functions take a prefix value through its protocols (``__array__``,
-``__array_function__``, ``__torch_function__``, the operators), or take no array."""
+_PYTHON_MODULES = ("builtins.", "operator.", "random.", "math.")
+"""Python's own modules: their functions take a prefix value through its operators and methods,
+or take no array."""
+
+
+def _takes_any_value(name: str) -> bool:
+    """Whether ``name`` takes a prefix value as it is: a function of Python's own modules, or of
+    a library declaring the protocols it takes values through (``facts.py``: NumPy's
+    ``__array_function__``, torch's ``__torch_function__``)."""
+    return name.startswith(_PYTHON_MODULES) or name.split(".", 1)[0] in protocol_modules()
 
 
 def functions_to_guard(functions: list[str], calls: frozenset[str]) -> list[str]:
@@ -396,13 +504,14 @@ def functions_to_guard(functions: list[str], calls: frozenset[str]) -> list[str]
     where the chain is ``cv2.imdecode``, ``cv2.resize``): such a library takes arrays only (cv2
     ignores ``__array__``), so a value before the cut that reaches one, on a branch the chain does
     not take, is computed there and its chain computed normally."""
-    roots = {name.split(".", 1)[0] for name in functions if not name.startswith(_TAKE_ANY_VALUE)}
+    roots = {name.split(".", 1)[0] for name in functions if not _takes_any_value(name)}
     return sorted(
         name
         for name in calls
         if name.split(".", 1)[0] in roots
         and name not in functions
-        and not name.startswith((*_PROXY_HANDLED, *_TAKE_ANY_VALUE))
+        and not name.startswith(_PROXY_HANDLED)
+        and not _takes_any_value(name)
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from codedag.backends.libraries import array_protocol_modules, library_modules
 from codedag.graph.model import ExecutionDAG
 from codedag.migrate.tables.lookup import ELEMENTWISE
 from codedag.migrate.tables.runtime import CONVERSIONS
@@ -27,8 +28,6 @@ from codedag.plan.tables import TableRun, TablesSection
 MIN_CALLS = 2
 """Element-wise calls (a conversion's cast counts) a run needs: one pass gains nothing."""
 
-_ARRAYS_ONLY = ("cv2.", "torch.", "PIL.")
-"""Libraries whose functions take arrays only (they ignore ``__array__``): guarded."""
 _METHODS = ("torch.Tensor.", "PIL.Image.Image.")
 ALWAYS_GUARDED = ("torch.as_tensor", "torch.from_numpy")
 """What ``default_collate`` turns arrays into tensors with: a run value a sample returns as it
@@ -68,10 +67,17 @@ def find_runs(
         )
         for (producer, caller), traced in sorted(found.items())
     ]
-    arrays_only = {n for n in calls if n.startswith(_ARRAYS_ONLY) and not n.startswith(_METHODS)}
+    arrays_only = {n for n in calls if _arrays_only(n) and not n.startswith(_METHODS)}
     guards = sorted((arrays_only | set(ALWAYS_GUARDED)) - owned)
     note = "" if runs else "no element-wise run on a uint8 array in the traced samples"
     return TablesSection(runs=runs, guards=guards, note=note)
+
+
+def _arrays_only(name: str) -> bool:
+    """Whether ``name`` belongs to a library that takes its own arrays only: one that declares
+    no ``__array__`` protocol (``facts.py``: cv2, Pillow, torch, librosa), so it is guarded."""
+    top = name.split(".", 1)[0]
+    return top in library_modules() and top not in array_protocol_modules()
 
 
 def _run_from(dag: ExecutionDAG, node: Any, inside: set[int]) -> tuple[list[str], str, int] | None:

@@ -1,6 +1,6 @@
 """What codedag knows about OpenCV (cv2) besides its backends: plain data, no imports."""
 
-from codedag.backends.facts import CODEC, FILE_IO, LibraryFacts, Requirement
+from codedag.backends.facts import CODEC, FILE_IO, FileSource, LibraryFacts, Requirement, ThreadPool
 
 FACTS = LibraryFacts(
     name="cv2",
@@ -15,6 +15,11 @@ FACTS = LibraryFacts(
         ),
         **dict.fromkeys(("cv2.imdecode", "cv2.imencode"), CODEC),
     },
+    file_sources={"cv2.imread": FileSource("filename"), "cv2.imdecode": FileSource("buf")},
+    # its pthreads pool joins its threads when it shrinks (see codedag.migrate.worker_threads)
+    thread_pool=ThreadPool(
+        "setNumThreads", "getNumThreads", "OPENCV_FOR_THREADS_NUM", joins_on_shrink=True
+    ),
     requirement=Requirement(
         "opencv-python-headless", "cv2", "the cv2 pipelines codedag traces and migrates"
     ),

@@ -1,6 +1,6 @@
 """What codedag knows about NumPy besides its backends: plain data, no imports."""
 
-from codedag.backends.facts import FILE_IO, VIEW, LibraryFacts
+from codedag.backends.facts import FILE_IO, VIEW, FileSource, LibraryFacts
 
 _IO = ("load", "save", "savez", "loadtxt", "fromfile", "genfromtxt")
 _VIEWS = (
@@ -45,4 +45,6 @@ FACTS = LibraryFacts(
         **{f"numpy.random.{n}": _GLOBAL_STATE for n in ("seed", "get_state", "set_state")},
     },
     random_prefixes=("numpy.random.",),
+    file_sources={f"numpy.{n}": FileSource("file") for n in ("load", "fromfile")},
+    protocols=("__array__", "__array_function__", "__array_ufunc__"),
 )

@@ -1,6 +1,6 @@
 """What codedag knows about Pillow (PIL) besides its backends: plain data, no imports."""
 
-from codedag.backends.facts import CODEC, FILE_IO, LibraryFacts, Requirement
+from codedag.backends.facts import CODEC, FILE_IO, FileSource, LibraryFacts, Requirement
 
 FACTS = LibraryFacts(
     name="pil",
@@ -12,5 +12,6 @@ FACTS = LibraryFacts(
         **dict.fromkeys(("PIL.Image.open", "PIL.Image.Image.save"), FILE_IO),
         **dict.fromkeys(("PIL.Image.frombytes", "PIL.Image.Image.tobytes"), CODEC),
     },
+    file_sources={"PIL.Image.open": FileSource("fp")},
     requirement=Requirement("pillow", "PIL", "PIL pipelines"),
 )

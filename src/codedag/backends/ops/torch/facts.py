@@ -15,4 +15,6 @@ FACTS = LibraryFacts(
     distributions=("torch",),
     non_migratable=dict.fromkeys(("torch.load", "torch.save"), FILE_IO),
     random_prefixes=("torch.rand", "torch.normal"),
+    # its functions take any argument with __torch_function__ (torch.from_numpy does not)
+    protocols=("__torch_function__",),
 )

@@ -1,0 +1,53 @@
+"""The file sources the library packages declare, found by the canonical names traces carry.
+
+A library's ``facts.py`` declares its functions that read a file under a public name
+(``librosa.load``); a trace names the function by its canonical name
+(``librosa.core.audio.load``). :func:`file_source` answers for either: the first lookup of a
+library resolves each of its declared names to the function object (importing the library where
+it is installed) and files the declaration under the object's canonical name too. A library that
+is not installed answers under its declared names only.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from codedag.backends import libraries
+from codedag.backends.facts import FileSource
+
+_resolved: dict[str, dict[str, FileSource]] = {}
+"""The declared sources of each top-level module, by every name found for them."""
+_lock = threading.Lock()
+
+
+def file_source(name: str) -> FileSource | None:
+    """The file source declared for the function named ``name`` (public or canonical), or
+    ``None`` when no library declares it one."""
+    top = name.split(".", 1)[0]
+    table = _resolved.get(top)
+    if table is None:
+        table = _resolve(top)
+    return table.get(name)
+
+
+def _resolve(top: str) -> dict[str, FileSource]:
+    from codedag.backends.names import canonical_name
+    from codedag.patching import resolve
+
+    declared = {n: s for n, s in libraries.file_sources().items() if n.split(".", 1)[0] == top}
+    table = dict(declared)
+    for name, source in declared.items():
+        try:
+            function = resolve(name)[2]
+        except Exception:  # not installed, or absent in this version
+            continue
+        table.setdefault(canonical_name(function), source)
+    with _lock:
+        _resolved[top] = table
+    return table
+
+
+def forget() -> None:
+    """Resolve every library's sources anew at the next lookup (a library installed since)."""
+    with _lock:
+        _resolved.clear()
