@@ -171,9 +171,9 @@ def _calling(fn: Callable[..., Any], *args: Any) -> Callable[[Any], Any]:
 
 
 def _measure_real_calls(loops: int, sample: Callable[[str, float], None]) -> None:
+    from codedag.backends.device_values import ValueConverter
     from codedag.backends.executor import Executor
     from codedag.backends.registry import default_registry
-    from codedag.backends.values import ValueConverter
 
     registry = default_registry()
     converters = {"cpu": ValueConverter("cpu")}
@@ -262,9 +262,9 @@ def _migrator(migrator_class: Any, plan: dict[str, Any], registry: Any) -> Any:
 
 def measure(loops: int, repeats: int) -> dict[str, float]:
     """Every case of the module docstring, best of ``repeats``, in ns per call."""
+    from codedag.backends.device_values import ValueConverter
     from codedag.backends.executor import Executor
     from codedag.backends.registry import Registry, spec_from_backend
-    from codedag.backends.values import ValueConverter
     from codedag.migrate.api import PipelineMigrator
 
     lib = _library()

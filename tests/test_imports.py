@@ -86,7 +86,7 @@ def test_the_import_graph_is_acyclic() -> None:
     assert "codedag.backends.contract" in graph
     # the contract is the leaf: only the value types and the library facts, for annotations
     assert graph["codedag.backends.contract"] <= {
-        "codedag.backends.values",
+        "codedag.backends.device_values",
         "codedag.backends.facts",
         "codedag.errors",
     }
@@ -146,10 +146,10 @@ def test_the_tables_derived_from_the_library_packages_import_no_library() -> Non
     script = (
         "import sys\n"
         "import codedag.backends.names as names, codedag.trace.filter as trace_filter\n"
-        "import codedag.trace.interpose as interpose, codedag.trace.values as values\n"
+        "import codedag.trace.interpose as interpose, codedag.trace.value_nodes as value_nodes\n"
         "import codedag.calibrate.environment as environment, codedag.backends.registry as r\n"
         "assert 'cv2' in names.INDEXED_MODULES and 'librosa' in trace_filter.KNOWN_LIBRARIES\n"
-        "assert 'numpy' in interpose.WRAPPED_MODULES and len(values.DATA_BASES) >= 3\n"
+        "assert 'numpy' in interpose.WRAPPED_MODULES and len(value_nodes.DATA_BASES) >= 3\n"
         "assert 'cv2.imread' in r.NON_MIGRATABLE and 'numpy.random.' in r.RANDOM_PREFIXES\n"
         "assert 'scipy' in environment.library_versions('librosa.stft')\n"
         "names.canonical_name(len)\n"

@@ -11,8 +11,8 @@ import torch
 
 from codedag.backends.adapters import ArrayAdapter, BatchAdapter, TensorAdapter, describe
 from codedag.backends.contract import declare
+from codedag.backends.device_values import ValueConverter
 from codedag.backends.executor import Executor
-from codedag.backends.values import ValueConverter
 from codedag.errors import UnsupportedOperation
 
 IMAGES = BatchAdapter(

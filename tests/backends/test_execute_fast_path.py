@@ -15,9 +15,9 @@ import torch
 
 from codedag.backends.adapters import ArrayAdapter
 from codedag.backends.contract import NOT_TAKEN, DeclaredUnsupported, declare
+from codedag.backends.device_values import ValueConverter
 from codedag.backends.executor import Executor
 from codedag.backends.ops.cv2._adapter import CV2
-from codedag.backends.values import ValueConverter
 
 ARRAYS = ArrayAdapter()
 

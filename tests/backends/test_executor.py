@@ -20,8 +20,8 @@ from codedag.backends.contract import (
     StandardOp,
     declare,
 )
+from codedag.backends.device_values import ValueConverter
 from codedag.backends.executor import FACTORY_CACHE_SIZE, Executor
-from codedag.backends.values import ValueConverter
 from codedag.errors import UnsupportedOperation
 
 ARRAYS = ArrayAdapter()

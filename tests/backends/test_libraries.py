@@ -32,7 +32,7 @@ from codedag.backends.registry import (
 from codedag.calibrate.environment import library_versions
 from codedag.trace import interpose
 from codedag.trace.filter import KNOWN_LIBRARIES, OTHER_LIBRARIES
-from codedag.trace.values import DATA_BASES
+from codedag.trace.value_nodes import DATA_BASES
 
 FAKE_FACTS = """
 from codedag.backends.facts import FILE_IO, LibraryFacts, Requirement
@@ -181,7 +181,7 @@ ALLOWED = {
     ],  # NumPy's dispatchers, ufuncs
     "backends/tolerances.py": ["PIL.Image"],  # comparing PIL images
     "trace/filter.py": ["torch.utils.data._utils.collate", "torch.utils.data.collate", "numpy"],
-    "trace/values.py": ["numpy.ndarray", "torch", "torch."],  # describing arrays and tensors
+    "trace/value_nodes.py": ["numpy.ndarray", "torch", "torch."],  # describing arrays and tensors
     "calibrate/environment.py": ["torch", "torch"],  # torch's version keys every measurement
     "doctor.py": ["numpy", "numpy", *["torch"] * 10],  # codedag's own dependencies, torch's check
 }
@@ -193,7 +193,7 @@ DERIVED_TABLE_MODULES = (
     "backends/doc_tables.py",
     "trace/interpose.py",
     "trace/filter.py",
-    "trace/values.py",
+    "trace/value_nodes.py",
     "calibrate/environment.py",
     "doctor.py",
 )

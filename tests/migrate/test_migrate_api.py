@@ -120,7 +120,7 @@ def test_missing_plan_device_maps_to_the_default(caplog: pytest.LogCaptureFixtur
 
 
 def test_consecutive_migrated_calls_reuse_device_values() -> None:
-    from codedag.backends.values import ValueConverter
+    from codedag.backends.device_values import ValueConverter
 
     plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/cv2.add#0": "cpu"})
     migrator = PipelineMigrator.from_plan(plan, registry=make_registry())

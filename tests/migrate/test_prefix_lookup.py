@@ -17,9 +17,9 @@ from prefix_support import CALLER, StubChain, StubSession, epoch, equal, write_i
 from torch.utils.data import Dataset
 
 import codedag.migrate.tables.lookup as lookup
+from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue
 from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.prefix.session import ChainSpec
-from codedag.migrate.prefix.values import Lineage, PrefixValue
 from codedag.store.entry import meta_of
 from codedag.store.tiers import StoreSettings
 

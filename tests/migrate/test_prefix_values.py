@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from prefix_support import StubChain, StubSession
 
-import codedag.migrate.prefix.values as values
-from codedag.migrate.prefix.values import Lineage, PrefixValue, has_prefix_value, step
+import codedag.migrate.prefix.prefix_values as prefix_values
+from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue, has_prefix_value, step
 from codedag.store.entry import Meta, meta_of
 
 
@@ -94,13 +94,13 @@ def test_indexing_with_an_array_diverges() -> None:
 def test_too_many_steps_diverge() -> None:
     session = StubSession()
     value: Any = _source(session, np.zeros(1))
-    for _ in range(values.MAX_STEPS):
+    for _ in range(prefix_values.MAX_STEPS):
         value = value + 1
     assert isinstance(value, PrefixValue) and session.misses == []
     value = value + 1
     assert not isinstance(value, PrefixValue)
     assert session.misses == [("prefix0", "more calls than a chain may make before its cut")]
-    assert float(value[0]) == values.MAX_STEPS + 1
+    assert float(value[0]) == prefix_values.MAX_STEPS + 1
 
 
 def test_image_header_metadata() -> None:
@@ -114,7 +114,7 @@ def test_has_prefix_value_looks_into_lists_and_keywords() -> None:
     assert has_prefix_value(([1, value],), {})
     assert has_prefix_value((), {"x": value})
     assert not has_prefix_value((np.zeros(1), [1, 2]), {"x": 3})
-    assert values.concrete(([value, 1],))[0][1] == 1
+    assert prefix_values.concrete(([value, 1],))[0][1] == 1
 
 
 def test_a_value_carries_the_keys_and_headers_of_its_chain_but_not_the_values() -> None:

@@ -17,11 +17,11 @@ from prefix_support import cache_section, equal, write_images
 from torch.utils.data import DataLoader, Dataset
 
 import codedag.migrate.tables.lookup as lookup
+import codedag.migrate.tables.run_values as run_values
 import codedag.migrate.tables.runtime as runtime
-import codedag.migrate.tables.values as values
 from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.tables.run_values import RunArray, RunValue
 from codedag.migrate.tables.runtime import RunSpec, TablesRuntime
-from codedag.migrate.tables.values import RunArray, RunValue
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -31,10 +31,10 @@ MATRIX = cv2.getRotationMatrix2D((16.0, 16.0), 10.0, 1.05)
 @pytest.fixture(autouse=True)
 def _fresh() -> Iterator[None]:
     lookup.reset()
-    values.reset()
+    run_values.reset()
     yield
     lookup.reset()
-    values.reset()
+    run_values.reset()
 
 
 def _image(seed: int = 0, shape: tuple[int, ...] = (32, 32, 3)) -> np.ndarray:
@@ -59,7 +59,7 @@ def test_a_run_is_pending_answers_its_header_and_equals_the_calls() -> None:
     assert type(run) is RunValue
     assert isinstance(run, np.ndarray)  # user code's isinstance checks take the same branch
     assert run.shape == image.shape and run.dtype == np.float32 and run.ndim == 3
-    assert run._value is values._PENDING  # the header came from the table, nothing computed
+    assert run._value is run_values._PENDING  # the header came from the table, nothing computed
     assert _same(np.transpose(run, (2, 0, 1)), np.transpose(_normalize(image), (2, 0, 1)))
 
 
@@ -72,7 +72,7 @@ def test_runs_are_gathered_once_the_table_is_chosen_and_stay_exact() -> None:
             table.use = True  # whatever the trials' timing said: the gather must be exact
     for image in images[lookup.TRIALS :]:
         assert _same(_normalize(image.view(RunArray)), _normalize(image))
-    counts = values.counts()
+    counts = run_values.counts()
     assert counts["trials"] == lookup.TRIALS and counts["mismatches"] == 0
     assert counts["gathered"] == 3 and counts["runs"] == len(images)
 
@@ -221,7 +221,7 @@ def test_outside_the_loader_and_outside_the_caller_nothing_changes() -> None:
     with PipelineMigrator(NORMALIZED):
         warped = cv2.warpAffine(_image(), MATRIX, (32, 32))
         assert type(warped) is np.ndarray
-    assert values.counts()["runs"] == 0
+    assert run_values.counts()["runs"] == 0
 
 
 def test_switched_off_applies_nothing() -> None:
@@ -229,7 +229,7 @@ def test_switched_off_applies_nothing() -> None:
     with migrator:
         _epoch(Normalized(4))
         assert migrator.get_stats()["tables"] == {"enabled": False}
-    assert values.counts()["runs"] == 0
+    assert run_values.counts()["runs"] == 0
 
 
 def test_a_failing_batch_runs_again_without_tables_and_runs_stop_after_three() -> None:
@@ -360,7 +360,7 @@ def test_a_conversion_of_an_array_with_a_dtype_copies_what_user_code_may_write_i
 
     image = _image(11)
     expected = np.asarray(image, dtype=np.float32) / 3
-    values.state.fetching += 1
+    run_values.state.fetching += 1
     try:
         for call in ((image,), {"dtype": np.float32}), ((image, np.float32), {}):
             run = _converted(np.asarray, *call)
@@ -374,7 +374,7 @@ def test_a_conversion_of_an_array_with_a_dtype_copies_what_user_code_may_write_i
         assert _converted(np.asarray, (image,), {"dtype": None}) is None
         assert _converted(np.asarray, (image,), {"order": "C"}) is None
     finally:
-        values.state.fetching -= 1
+        run_values.state.fetching -= 1
 
 
 def test_a_constant_written_into_after_the_call_does_not_reach_the_run() -> None:

@@ -490,10 +490,10 @@ def conform(name: str, case: Case, device: str = "cpu", registry: Any = None) ->
     does not, and without writing into inputs it does not declare in place.
     """
     from codedag.backends.contract import Fidelity
+    from codedag.backends.device_values import ValueConverter
     from codedag.backends.executor import Executor
     from codedag.backends.probe import original_function
     from codedag.backends.registry import default_registry
-    from codedag.backends.values import ValueConverter
 
     registry = registry or default_registry()
     spec = registry.get(name)

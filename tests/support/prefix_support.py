@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-import codedag.migrate.prefix.values as values
+import codedag.migrate.prefix.prefix_values as prefix_values
 from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.prefix.session import ChainSpec
 from codedag.store.entry import Meta
@@ -127,4 +127,4 @@ class StubSession:
 
     def cut(self, first: Any, key: bytes, deferred: bool, function: Any, args: Any, kw: Any) -> Any:
         self.cuts.append((key, deferred))
-        return function(*values.concrete(args), **values.concrete_kwargs(kw))
+        return function(*prefix_values.concrete(args), **prefix_values.concrete_kwargs(kw))

@@ -9,7 +9,7 @@ from typing import Any
 
 from codedag.trace.filter import FunctionFilter
 from codedag.trace.recorder import Session
-from codedag.trace.values import DataTypes
+from codedag.trace.value_nodes import DataTypes
 
 TICK_NS = 100
 

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from codedag.trace.builder import short_text
-from codedag.trace.values import short_repr
+from codedag.trace.value_nodes import short_repr
 
 
 @pytest.mark.parametrize("kind", [str, bytes])

@@ -37,7 +37,7 @@ from codedag.trace.records import (
 )
 from codedag.trace.session_state import SessionState
 from codedag.trace.steps import StepMaker
-from codedag.trace.values import DataTypes
+from codedag.trace.value_nodes import DataTypes
 
 
 def test_a_record_times_the_call_and_the_tracers_own_work_around_it() -> None:

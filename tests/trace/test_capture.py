@@ -17,7 +17,7 @@ from codedag.trace.records import (
     MAX_ITEMS,
     Sequence,
 )
-from codedag.trace.values import DataTypes
+from codedag.trace.value_nodes import DataTypes
 
 
 def capture() -> ArgumentCapture:

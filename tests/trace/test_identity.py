@@ -10,7 +10,7 @@ import numpy as np
 
 from codedag.trace.identity import ValueTracker
 from codedag.trace.records import Sequence
-from codedag.trace.values import DataTypes
+from codedag.trace.value_nodes import DataTypes
 
 
 def tracker() -> ValueTracker:

@@ -7,7 +7,8 @@
 * :mod:`.libraries`: those facts read without importing any backend, and the tables derived from
   them; :mod:`.derived`: read-only views that keep a derived table's name;
 * :mod:`.names`: one canonical name per function (``numpy.clip``, never ``np.clip``);
-* :mod:`.values`: NumPy/PIL values to device tensors and back, exactly as the library returns;
+* :mod:`.device_values`: NumPy/PIL values to device tensors and back, exactly as the library
+  returns;
 * :mod:`.adapters`: one adapter per kind of library (arrays, images, PIL, signals, tensors);
 * :mod:`.registry`: one :class:`~.contract.OpSpec` per canonical name, built from :mod:`.ops`;
 * :mod:`.admission`: function names from plans and DAGs admitted by the registry before anything

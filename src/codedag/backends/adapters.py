@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from codedag.backends.contract import NOT_TAKEN, FastPath, OpSpec, Strategy
-from codedag.backends.values import (
+from codedag.backends.device_values import (
     CONVERTIBLE,
     CallValues,
     ValueConverter,

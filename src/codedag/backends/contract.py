@@ -25,8 +25,8 @@ import numpy as np
 from codedag.errors import UnsupportedOperation
 
 if TYPE_CHECKING:
+    from codedag.backends.device_values import CallValues, ValueConverter
     from codedag.backends.facts import LibraryFacts
-    from codedag.backends.values import CallValues, ValueConverter
 
 
 class DeclaredUnsupported(UnsupportedOperation):

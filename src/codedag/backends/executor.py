@@ -34,7 +34,7 @@ from codedag.backends.contract import (
     OpSpec,
     Strategy,
 )
-from codedag.backends.values import CallValues, ValueConverter
+from codedag.backends.device_values import CallValues, ValueConverter
 from codedag.errors import UnsupportedOperation
 
 FACTORY_CACHE_SIZE = 64

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from codedag.backends.device_values import ValueConverter
 from codedag.backends.executor import Executor
 from codedag.backends.registry import Registry, default_registry
-from codedag.backends.values import ValueConverter
 from codedag.errors import MigrationError
 from codedag.patching import resolve
 

@@ -50,9 +50,9 @@ def _extra_per_call_ns(
 @functools.cache
 def measure_dispatch(device: str = "cpu") -> DispatchCost:
     """Measured wrapper costs: migrated dispatch (beyond the migrated path) and pass-through."""
+    from codedag.backends.device_values import ValueConverter
     from codedag.backends.executor import Executor
     from codedag.backends.registry import OpSpec, Strategy
-    from codedag.backends.values import ValueConverter
     from codedag.migrate.wrapper import UniversalWrapper
     from codedag.plan.context import ContextMatcher
 

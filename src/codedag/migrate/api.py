@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from codedag.backends.admission import Admission, admit_plan
+from codedag.backends.device_values import ValueConverter
 from codedag.backends.registry import Registry, default_registry
-from codedag.backends.values import ValueConverter
 from codedag.devices.torch_devices import default_device as _default_device
 from codedag.devices.torch_devices import device_for_rank, resolve_device
 from codedag.devices.workers import install_fork_hook

@@ -25,8 +25,8 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from codedag.backends.admission import UNKNOWN
+from codedag.backends.device_values import ValueConverter
 from codedag.backends.registry import Registry, draws_random_numbers
-from codedag.backends.values import ValueConverter
 from codedag.errors import MigrationError
 from codedag.migrate import guard as guard_module
 from codedag.migrate.guard import GuardSettings

@@ -32,9 +32,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from codedag.backends.device_values import ValueConverter
 from codedag.backends.executor import Executor
 from codedag.backends.registry import OpSpec
-from codedag.backends.values import ValueConverter
 from codedag.devices.workers import effective_device, final_effective_device, install_fork_hook
 from codedag.errors import UnsupportedOperation
 from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats

@@ -42,7 +42,7 @@ a tracing window.
 * :mod:`.steps`: Steps: what one statement of a user frame computed outside recorded calls
 * :mod:`.tracer`: EnhancedTracer: trace a data pipeline into an ExecutionDAG, and a decorator
   form
-* :mod:`.values`: Which values become value nodes, how they are described and how arguments are
+* :mod:`.value_nodes`: Which values become value nodes, how they are described and how arguments are
   summarized
 """
 

@@ -30,7 +30,7 @@ from codedag.trace.records import (
     ARG_VALUE,
     SMALL_ARRAY_BYTES,
 )
-from codedag.trace.values import format_dtype
+from codedag.trace.value_nodes import format_dtype
 
 Entry = dict[str, Any]
 

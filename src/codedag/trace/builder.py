@@ -35,7 +35,7 @@ from codedag.trace.records import (
     SEQ,
     SITE,
 )
-from codedag.trace.values import format_dtype, format_shape, short_repr, value_summary
+from codedag.trace.value_nodes import format_dtype, format_shape, short_repr, value_summary
 
 if TYPE_CHECKING:
     from codedag.trace.session_state import SessionState

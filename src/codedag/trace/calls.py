@@ -47,7 +47,7 @@ from codedag.trace.records import (
     has_data,
 )
 from codedag.trace.session_state import SessionState
-from codedag.trace.values import MAX_CONTAINER_SCAN, describe
+from codedag.trace.value_nodes import MAX_CONTAINER_SCAN, describe
 
 _CONTAINERS = (tuple, list, dict)
 

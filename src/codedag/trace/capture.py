@@ -23,7 +23,7 @@ from codedag.trace.records import (
     MAX_ITEMS,
     MAX_NESTING,
 )
-from codedag.trace.values import MAX_CONTAINER_SCAN, SCALARS
+from codedag.trace.value_nodes import MAX_CONTAINER_SCAN, SCALARS
 
 SCALAR_TYPES = frozenset(SCALARS)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codedag.trace.records import Sequence, first_items
-from codedag.trace.values import MAX_CONTAINER_SCAN, DataTypes, describe
+from codedag.trace.value_nodes import MAX_CONTAINER_SCAN, DataTypes, describe
 
 # A live entry: (weak reference or the object, value sequence number, version, shape, is weak).
 Entry = tuple[Any, int, int, Any, bool]

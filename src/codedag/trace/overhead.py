@@ -17,7 +17,7 @@ from typing import Any
 
 from codedag.trace.costs import ZERO, Calibration
 from codedag.trace.filter import FunctionFilter
-from codedag.trace.values import DataTypes
+from codedag.trace.value_nodes import DataTypes
 
 __all__ = ["ZERO", "Calibration", "calibration"]
 

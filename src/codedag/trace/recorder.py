@@ -34,7 +34,7 @@ from codedag.trace.lines import LineFollower
 from codedag.trace.records import MEMORY_PER_CALL
 from codedag.trace.session_state import GC_WINDOW_THRESHOLD, SessionState, no_trace
 from codedag.trace.steps import StepMaker
-from codedag.trace.values import DataTypes
+from codedag.trace.value_nodes import DataTypes
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codedag.trace.values import MAX_CONTAINER_SCAN
+from codedag.trace.value_nodes import MAX_CONTAINER_SCAN
 
 # Call record fields (records are plain lists, indexed by these constants).
 (

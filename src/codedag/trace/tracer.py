@@ -20,7 +20,7 @@ from codedag.trace.classify import shared_classifications
 from codedag.trace.dataloader import trace_first_batch
 from codedag.trace.filter import FunctionFilter
 from codedag.trace.overhead import ZERO, calibration
-from codedag.trace.values import DataTypes
+from codedag.trace.value_nodes import DataTypes
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])

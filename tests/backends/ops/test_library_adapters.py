@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from codedag.backends.contract import Strategy
+from codedag.backends.device_values import ValueConverter
 from codedag.backends.executor import Executor
 from codedag.backends.ops.audio._adapter import AUDIO
 from codedag.backends.ops.audio._adapter import op as audio_op
@@ -20,7 +21,6 @@ from codedag.backends.ops.numpy._adapter import ops_of
 from codedag.backends.ops.pil._adapter import PIL as PIL_ADAPTER
 from codedag.backends.ops.pil._adapter import op as pil_op
 from codedag.backends.ops.pil._batch import PILBatch
-from codedag.backends.values import ValueConverter
 
 Image = pytest.importorskip("PIL.Image")
 

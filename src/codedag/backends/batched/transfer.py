@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codedag.backends.values import HostBuffers
+from codedag.backends.device_values import HostBuffers
 from codedag.devices.torch_devices import cuda_available
 
 

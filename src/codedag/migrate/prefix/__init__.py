@@ -7,7 +7,8 @@ the chain's calls return prefix values keyed by their provenance; at the cut, a 
 code the stored value and the calls before it never run.
 
 * :mod:`.keys`: provenance keys: the source's identity, each call and its arguments, versions;
-* :mod:`.values`: :class:`~.values.PrefixValue`, what the chain's calls return before the cut;
+* :mod:`.prefix_values`: :class:`~.prefix_values.PrefixValue`, what the chain's calls return
+  before the cut;
 * :mod:`.session`: one process's side: starting chains, answering cuts, counting;
 * :mod:`.runtime`: :class:`~.runtime.PrefixCacheRuntime`, applied by
   :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``cache`` section.

@@ -4,8 +4,8 @@ Its layers (installed by :class:`codedag.migrate.dispatch.Dispatch`, outermost w
 replace the same function) replace:
 
 * the chains' library functions: a planned source call (matched by the function that makes it)
-  starts a chain; a call receiving a prefix value is a step of its chain (:mod:`.values`); every
-  other call runs the original;
+  starts a chain; a call receiving a prefix value is a step of its chain
+  (:mod:`.prefix_values`); every other call runs the original;
 * the chains' *guards*: the other functions of their libraries the trace saw in the samples
   (``cv2.copyMakeBorder`` beside ``cv2.imdecode`` and ``cv2.resize``). cv2 takes arrays only (it
   ignores ``__array__``): a value before the cut that reaches one, on a branch the chain does
@@ -34,8 +34,8 @@ import codedag.migrate.random_states as random_states
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
+from codedag.migrate.prefix.prefix_values import has_prefix_value, outside_call, step
 from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
-from codedag.migrate.prefix.values import has_prefix_value, outside_call, step
 from codedag.patching import like_original
 from codedag.store.tiers import PrefixStore, StoreSettings
 

@@ -5,8 +5,8 @@ their own, forked with the patches; their counters reach the main process throug
 :class:`codedag.migrate.workerstats.WorkerStats`). Its :meth:`Session.source` starts a chain at a
 planned source call, and :meth:`Session.cut` answers the cut: the stored value on a hit (checked
 bit for bit against a recomputation for the first ``verify`` hits), else the computed value,
-queued with the headers of its intermediates for :class:`~codedag.store.writer.Writer`, which stores it from a
-thread of its own.
+queued with the headers of its intermediates for :class:`~codedag.store.writer.Writer`, which
+stores it from a thread of its own.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import codedag.migrate.prefix.keys as keys
 import codedag.migrate.tables.lookup as lookup
-from codedag.migrate.prefix.values import Lineage, PrefixValue, concrete, concrete_kwargs
+from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue, concrete, concrete_kwargs
 from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.store.tiers import PrefixStore
 from codedag.store.writer import Writer

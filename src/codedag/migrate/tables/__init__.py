@@ -7,11 +7,11 @@ channel, computed once with the same calls.
 
 * :mod:`.lookup`: the tables: which calls extend a run, the probe, the checks that make a table
   exact, its trials against the calls;
-* :mod:`.values`: :class:`~.values.RunArray` and :class:`~.values.RunValue`, what a producer's
-  array and its element-wise calls return;
+* :mod:`.run_values`: :class:`~.run_values.RunArray` and :class:`~.run_values.RunValue`, what a
+  producer's array and its element-wise calls return;
 * :mod:`.runtime`: :class:`~.runtime.TablesRuntime`, a plan's ``tables`` section applied by
   :class:`codedag.migrate.api.PipelineMigrator`.
 
 The prefix cache gathers the runs of its chains' misses through the same tables
-(:mod:`codedag.migrate.prefix.values`). Nothing is imported here.
+(:mod:`codedag.migrate.prefix.prefix_values`). Nothing is imported here.
 """

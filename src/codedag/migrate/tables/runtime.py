@@ -1,7 +1,7 @@
 """TablesRuntime: a plan's ``tables`` section applied to the process, and what it counts.
 
 While the plan is applied, inside a DataLoader fetch and only when called from the traced
-function, a planned *producer* returns its uint8 array as a :class:`~.values.RunArray`
+function, a planned *producer* returns its uint8 array as a :class:`~.run_values.RunArray`
 (``np.asarray(image, dtype=D)``, a conversion, returns the cast as the run's first value). Its
 layers replace:
 
@@ -31,7 +31,7 @@ import codedag.migrate.tables.lookup as lookup
 from codedag.migrate.admitted import admitted_runs
 from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
-from codedag.migrate.tables.values import (
+from codedag.migrate.tables.run_values import (
     COUNTS,
     RunArray,
     active,

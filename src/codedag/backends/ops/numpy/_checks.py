@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from codedag.backends.contract import MAX_OUTPUT_VALUES
+from codedag.backends.device_values import CONVERTIBLE, accepted_dtypes
 from codedag.backends.ops.numpy._common import norm_axes, numpy_answer
-from codedag.backends.values import CONVERTIBLE, accepted_dtypes
 from codedag.errors import UnsupportedOperation
 
 # Convertible dtypes torch also computes with (uint16/32/64 are storage only).

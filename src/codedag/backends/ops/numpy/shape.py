@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from codedag.backends.contract import Check, Tolerance
+from codedag.backends.device_values import keep_order_axes
 from codedag.backends.ops.numpy._adapter import ops_of
 from codedag.backends.ops.numpy._checks import (
     computable,
@@ -34,7 +35,6 @@ from codedag.backends.ops.numpy._common import (
     result_type,
     torch_dtype,
 )
-from codedag.backends.values import keep_order_axes
 from codedag.errors import UnsupportedOperation
 
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from codedag.backends.adapters import describe, results
 from codedag.backends.contract import OpSpec, Strategy, declare
+from codedag.backends.device_values import CallValues, ValueConverter
 from codedag.backends.ops.pil._batch import BANDS, PILBatch
-from codedag.backends.values import CallValues, ValueConverter
 from codedag.errors import UnsupportedOperation
 
 _MODES = frozenset(BANDS)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from codedag.backends.values import CallValues, ValueConverter, same_bytes
+from codedag.backends.device_values import CallValues, ValueConverter, same_bytes
 from codedag.errors import UnsupportedOperation
 
 DTYPES = ["uint8", "int16", "int32", "int64", "float16", "float32", "float64", "bool", "uint16"]
@@ -163,7 +163,7 @@ def _big_strides(a: np.ndarray) -> list[int]:
 
 
 def test_keep_order_lays_results_out_as_numpy_ufuncs_and_stack_do() -> None:
-    from codedag.backends.values import keep_order, keep_order_axes, laid_out
+    from codedag.backends.device_values import keep_order, keep_order_axes, laid_out
 
     rng = np.random.default_rng(0)
     for _ in range(400):
