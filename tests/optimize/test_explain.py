@@ -166,3 +166,30 @@ def test_plan_explain_summarizes_a_long_lookup_table_section(tmp_path: Path, cap
     assert main(["plan", "explain", str(path), "--all"]) == 0
     every = capsys.readouterr().out
     assert every.count("numpy.transpose") == SECTION_ROWS + 70 and "more run(s)" not in every
+
+
+def test_plan_explain_says_why_no_chain_is_cached_one_line_per_candidate(
+    tmp_path: Path, capsys: Any
+) -> None:
+    from codedag.plan.cache import CacheSection
+
+    reason = "the first call numpy.loadtxt takes fname='t.csv', which is not a file"
+    plan = librosa_plan()
+    plan.update(
+        schema_version=2,
+        k=1,
+        cache={
+            "chains": [{"id": "prefix0", "source_function": "cv2.imread", "reason": "too dear"}],
+            "skipped": [{"function": "numpy.loadtxt", "caller": "data.T.get", "reason": reason}],
+        },
+    )
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    assert main(["plan", "explain", str(path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "prefix cache: " in line]
+    assert lines == [
+        "prefix cache: prefix0 (cv2.imread): too dear",
+        f"prefix cache: in data.T.get: {reason}",
+    ]
+    # a plan written before the reasons were recorded loads without them
+    assert CacheSection.model_validate({"chains": []}).skipped == []

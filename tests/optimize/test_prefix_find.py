@@ -125,3 +125,52 @@ def test_a_cut_whose_store_and_read_cost_more_than_its_prefix_is_not_cached() ->
     assert cheap.chains[0].cached
     cut = cheap.chains[0].cut
     assert cut is not None and cut.write_ns + cut.read_ns <= cut.prefix_ns
+
+
+def _files_found(make, tmp_path):  # type: ignore[no-untyped-def]
+    import file_pipelines
+
+    files = file_pipelines.write_files(tmp_path / "files", n=4)
+    dataset = make(file_pipelines, files)
+    tracer, _ = trace_dataloader(DataLoader(dataset, batch_size=4), warmup=0)
+    return find_prefixes(tracer.dag)
+
+
+@pytest.mark.parametrize(
+    ("make", "source", "steps"),
+    [
+        (
+            lambda m, f: m.Photos(f.images),
+            "PIL.Image.open",
+            ["PIL.Image.open", "PIL.Image.Image.convert", "PIL.Image.Image.resize"],
+        ),
+        (
+            lambda m, f: m.Clips(f.clips),
+            "librosa.core.audio.load",
+            ["librosa.core.audio.load", "numpy.pad"],
+        ),
+        (lambda m, f: m.Volumes(f.volumes), "numpy.load", ["numpy.load", "numpy.clip"]),
+    ],
+    ids=["pil-with", "librosa-load", "numpy-load"],
+)
+def test_a_declared_file_source_starts_a_chain(make, source, steps, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # with Image.open(path) as im: __enter__ and __exit__ do not end the chain; librosa.load's
+    # waveform is followed to np.pad, and the random crop ends the chain
+    found = _files_found(make, tmp_path)
+    (chain,) = found.chains
+    assert chain.source_function == source and chain.traced[0].source_kind == "file"
+    assert [name for name, _ in chain.common][: len(steps)] == steps
+    assert found.skipped == []
+
+
+def test_a_first_call_reading_an_undeclared_file_says_why_it_starts_no_chain(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    found = _files_found(lambda m, f: m.Tables(f.tables), tmp_path)
+    assert found.chains == []
+    (skipped,) = found.skipped
+    assert skipped.function == "numpy.loadtxt" and skipped.samples == 4
+    assert skipped.caller.endswith("Tables.__getitem__")
+    assert skipped.reason.startswith("the first call numpy.loadtxt takes fname='")
+    assert "which is not a file" in skipped.reason and "file_sources" in skipped.reason
+    section = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)
+    assert [s.reason for s in section.skipped] == [skipped.reason]
+    assert skipped.reason in section.note

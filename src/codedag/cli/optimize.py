@@ -279,6 +279,7 @@ def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[s
 
     from codedag.optimize.explain import (
         SECTION_ROWS,
+        cache_lines,
         cache_table,
         chains_table,
         plan_table,
@@ -315,3 +316,5 @@ def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[s
     for section in (cache_table(plan, rows), tables_table(plan, rows)):
         if section is not None:
             out.print(section)
+    for line in cache_lines(plan):
+        out.print(f"prefix cache: {line}", markup=False)

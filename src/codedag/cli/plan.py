@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from codedag.backends.admission import admit_plan
     from codedag.optimize.explain import (
         SECTION_ROWS,
+        cache_lines,
         cache_table,
         chains_table,
         plan_table,
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     for section in (cache_table(plan, rows), tables_table(plan, rows)):
         if section is not None:
             console.print(section)
+    for line in cache_lines(plan):
+        console.print(f"prefix cache: {line}", markup=False)
     for note in plan.get("notes", []):
         console.print(f"note: {printable(note)}", markup=False)
     for line in random_draw_lines(plan):

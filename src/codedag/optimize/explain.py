@@ -316,6 +316,25 @@ def cache_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any |
     return table
 
 
+def cache_lines(plan: dict[str, Any]) -> list[str]:
+    """Why the plan's prefix cache keeps nothing, one line per candidate: each chain's reason
+    and each sample's first call that starts no chain (empty when a chain is cached or the plan
+    has no ``cache`` section)."""
+    section = plan.get("cache")
+    if not section or any(c.get("cached") for c in section.get("chains") or []):
+        return []
+    lines = [
+        f"{c.get('id', '')} ({c.get('source_function', '')}): {c.get('reason', '')}"
+        for c in section.get("chains") or []
+    ]
+    for skipped in section.get("skipped") or []:
+        where = skipped.get("caller") or "a DataLoader fetch"
+        lines.append(f"in {where}: {skipped.get('reason', '')}")
+    if not lines:
+        lines.append(section.get("note") or "no sample reads a source that a chain follows")
+    return [terminal_text(line) for line in lines]
+
+
 def tables_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any | None:
     """A rich Table of the plan's element-wise runs through lookup tables (``None``: no
     ``tables`` section); ``limit`` runs at most, the rest counted."""

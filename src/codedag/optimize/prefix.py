@@ -47,7 +47,7 @@ from codedag.backends.libraries import protocol_modules
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.chains import _is_operation, _samples
-from codedag.plan.cache import CacheChain, CacheCut, CacheSection
+from codedag.plan.cache import CacheChain, CacheCut, CacheSection, SkippedSource
 
 EPOCHS = 10
 """Epochs a cut is judged over: what it saves from the second on against storing in the first."""
@@ -600,6 +600,10 @@ def decide(
                 + ("" if share >= 1 else f", {share:.0%} of them within the budget")
             )
         section.chains.append(entry)
+    section.skipped = [
+        SkippedSource(function=s.function, caller=s.caller, reason=s.reason, samples=s.samples)
+        for s in found.skipped
+    ]
     note = found.note
     if not note and not section.cached_chains:
         note = "nothing is cached: " + "; ".join(c.reason for c in section.chains)

@@ -102,6 +102,22 @@ class CacheChain(_Model):
         return self.cached and self.cut is not None
 
 
+class SkippedSource(_Model):
+    """A sample's first call that starts no chain, and why (what it takes is not a source).
+
+    Attributes:
+        function: the call (``librosa.load``).
+        caller: the function making it.
+        reason: why, in one line (``the first call X takes Y, which is not a file``).
+        samples: traced samples whose first call it is.
+    """
+
+    function: str
+    caller: str = ""
+    reason: str = ""
+    samples: int = Field(default=0, ge=0)
+
+
 class CacheSection(_Model):
     """The prefix cache of the plan.
 
@@ -116,6 +132,8 @@ class CacheSection(_Model):
         saved_ns_per_sample: expected saving per sample from the second epoch on.
         write_ns_per_sample: expected storing cost per sample in the first epoch.
         chains: every chain found, with its decision.
+        skipped: samples' first calls that start no chain, with the reason (plans written
+            before it load with none).
         note: why nothing is cached, when nothing is.
     """
 
@@ -128,6 +146,7 @@ class CacheSection(_Model):
     saved_ns_per_sample: int = 0
     write_ns_per_sample: int = Field(default=0, ge=0)
     chains: list[CacheChain] = Field(default_factory=list)
+    skipped: list[SkippedSource] = Field(default_factory=list)
     note: str = ""
 
     @property

@@ -1,0 +1,128 @@
+"""Data sets that read their samples from files, written the way training code writes them.
+
+A module of its own so the tracer's filter sees it as user code. :func:`write_files` makes the
+files on the fly: PNG images written with Pillow, 22,050 Hz WAV clips written with soundfile,
+``.npy`` volumes written with ``np.save`` and CSV tables written with ``np.savetxt``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+SAMPLE_RATE = 16_000
+CLIP = 8_000
+"""Samples of the random crop of each clip (half a second at :data:`SAMPLE_RATE`)."""
+
+
+@dataclass
+class Files:
+    """Paths of the files :func:`write_files` wrote, by kind."""
+
+    images: list[str]
+    clips: list[str]
+    volumes: list[str]
+    tables: list[str]
+
+
+def write_files(folder: Path, n: int = 8, seed: int = 0) -> Files:
+    """``n`` files of each kind in ``folder``, of random content."""
+    import soundfile
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = Files([], [], [], [])
+    for i in range(n):
+        image = folder / f"photo{i}.png"
+        Image.fromarray(rng.integers(0, 255, (72, 90, 3), dtype=np.uint8)).save(image)
+        clip = folder / f"clip{i}.wav"
+        seconds = 0.6 + 0.1 * (i % 4)  # some shorter than the crop after padding: np.pad pads
+        wave = 0.3 * rng.standard_normal(int(22_050 * seconds))
+        soundfile.write(clip, wave.astype(np.float32), 22_050)
+        volume = folder / f"volume{i}.npy"
+        np.save(volume, rng.integers(0, 4000, (8, 24, 24), dtype=np.int16))
+        table = folder / f"table{i}.csv"
+        np.savetxt(table, rng.standard_normal((16, 4)), delimiter=",")
+        files.images.append(str(image))
+        files.clips.append(str(clip))
+        files.volumes.append(str(volume))
+        files.tables.append(str(table))
+    return files
+
+
+class Photos(Dataset):
+    """``with Image.open(path) as im``, RGB, resized, to an array, flipped at random."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        from PIL import Image
+
+        with Image.open(self.paths[index]) as im:
+            im = im.convert("RGB").resize((64, 64))
+        image = np.asarray(im)
+        if random.random() < 0.5:
+            image = image[:, ::-1]
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+class Clips(Dataset):
+    """Load resampled to 16 kHz, pad to a second, random crop, log-mel spectrogram."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import librosa
+
+        y, _ = librosa.load(self.paths[index], sr=SAMPLE_RATE)
+        y = np.pad(y, (0, max(0, SAMPLE_RATE - len(y))))
+        start = np.random.randint(0, len(y) - CLIP + 1)
+        y = y[start : start + CLIP]
+        mel = librosa.feature.melspectrogram(
+            y=y, sr=SAMPLE_RATE, n_fft=512, hop_length=128, n_mels=32
+        )
+        db = librosa.power_to_db(mel, ref=np.max)
+        return torch.from_numpy(db.astype(np.float32)), index
+
+
+class Volumes(Dataset):
+    """A ``.npy`` volume, windowed and scaled to floats."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        volume = np.load(self.paths[index])
+        volume = np.clip(volume, 0, 3000).astype(np.float32) / 3000.0
+        return torch.from_numpy(volume), index
+
+
+class Tables(Dataset):
+    """A CSV table read with ``np.loadtxt``: no library declares it a file source."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        rows = np.loadtxt(self.paths[index], delimiter=",", dtype=np.float32)
+        return torch.from_numpy(rows * 2.0), index
