@@ -36,6 +36,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "experiment",
     "env",
     "migrate",
+    "run",
     "profile",
     "mutate",
     "results",

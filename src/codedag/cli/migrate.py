@@ -165,7 +165,7 @@ def _print_user_traceback(error: BaseException) -> None:
     traceback.print_exception(type(error), error, tb)
 
 
-def _run_target(kind: str, target: str, argv: list[str]) -> int:
+def run_target(kind: str, target: str, argv: list[str]) -> int:
     import runpy
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
             check_module(target)  # imports its parent packages: the patcher finds their bindings
         migrator.apply()
     try:
-        code = _run_target(kind, target, argv)
+        code = run_target(kind, target, argv)
     finally:
         migrator.restore()
         stats = migrator.get_stats()

@@ -1,5 +1,12 @@
 """codedag inside other training frameworks.
 
+* :mod:`.accelerate`: ``codedag.accelerate(loader)`` and ``codedag run``'s watch of a script's
+  DataLoaders: plan after the first epoch, apply from the second
+* :mod:`.autoplan`: Trace and plan a running script's DataLoader within a budget, its random
+  state put back
+* :mod:`.plan_store`: Plans kept across runs, keyed by the pipeline's code, versions and device
+* :mod:`.run_results`: The ``results.json`` of an accelerated run: one model for writer and reader
+* :mod:`.watch`: One DataLoader watched through its epochs: timed, planned, accelerated
 * :mod:`.lightning`: One callback monitors a Lightning ``Trainer.fit``: the ExperimentMonitor's
   records, its sinks, and codedag's figures in the trainer's own loggers
 

@@ -1,0 +1,126 @@
+"""``codedag run -- python train.py ...``: run a script unmodified and accelerate its DataLoader.
+
+The script runs in this process (``runpy``, as ``python train.py`` runs it). The first DataLoader
+it iterates (or ``--loader N``) runs its first epoch untouched; then one batch is traced and
+planned and the plan applies from the second epoch (docs/run.md). At exit, whatever the script
+did (return, ``sys.exit(code)``, an exception, Ctrl-C), everything is restored, a summary goes to
+stderr and ``results.json`` to ``--out``; the exit code is the script's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from codedag.cli.args import integer, nonempty_path, number
+
+log = logging.getLogger("codedag.cli")
+
+DATA_DIR_ENV = "CODEDAG_DATA_DIR"
+
+
+def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+    """Add the ``run`` subcommand."""
+    p = subparsers.add_parser(
+        "run",
+        parents=[parent],
+        help="run a training script unmodified and accelerate its DataLoader from epoch 2",
+        description=(
+            "Run a Python script (or -m module) in this process; trace and plan the DataLoader it "
+            "iterates after its first epoch and apply the plan from the second. The batches are "
+            "those the script gets without codedag; the exit code is the script's."
+        ),
+        epilog="example: codedag run -- python train.py --epochs 3",
+    )
+    p.add_argument(
+        "--loader",
+        type=integer(min_value=0, max_value=1_000_000),
+        default=0,
+        help="which DataLoader to plan, counted from 0 in the order of first iteration (0)",
+    )
+    p.add_argument(
+        "--plan-budget-s",
+        type=number(min_value=0, max_value=86_400),
+        default=60.0,
+        help="seconds tracing and planning may take; past it the script runs unmodified (60)",
+    )
+    p.add_argument(
+        "--replan", action="store_true", help="plan again even if a plan is stored for this code"
+    )
+    p.add_argument(
+        "--no-store", action="store_true", help="neither read nor keep plans across runs"
+    )
+    p.add_argument(
+        "--out",
+        type=nonempty_path,
+        help="folder for results.json (default: a new folder under the user data dir's "
+        "codedag/runs)",
+    )
+    p.add_argument(
+        "script_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND",
+        help="after --: python SCRIPT [ARGS...] or python -m MODULE [ARGS...]",
+    )
+    p.set_defaults(handler=run)
+
+
+def default_out() -> Path:
+    """``$CODEDAG_DATA_DIR/runs/<timestamp>``, else under the platform's user data folder."""
+    override = os.environ.get(DATA_DIR_ENV, "").strip()
+    if override:
+        base = Path(override)
+    else:
+        import platformdirs
+
+        base = Path(platformdirs.user_data_dir("codedag"))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = base / "runs" / stamp
+    n = 1
+    while folder.exists():
+        n += 1
+        folder = base / "runs" / f"{stamp}-{n}"
+    return folder
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the script under a :class:`ScriptWatch`; summarize; return the script's exit code."""
+    from codedag.cli.migrate import check_module, parse_command, run_target
+    from codedag.integrations.accelerate import ScriptWatch
+    from codedag.integrations.watch import WatchSettings
+    from codedag.util.paths import check_output_dir
+
+    kind, target, argv = parse_command(args.script_command)
+    out = check_output_dir(args.out if args.out is not None else default_out(), "--out")
+    if kind == "module":
+        check_module(target)
+    if not args.verbose:  # the script's output stays its own: codedag says only what matters
+        logging.getLogger("codedag").setLevel(logging.WARNING)
+    settings = WatchSettings(args.plan_budget_s, args.replan, not args.no_store)
+    watch = ScriptWatch(settings, args.loader)
+    code: int | None = None
+    with watch:
+        try:
+            code = run_target(kind, target, argv)
+        finally:
+            results = watch.close()
+            results.command = [kind, target, *argv[1:]]
+            results.exit_code = code
+            from codedag.cli.run_summary import summary_lines
+            from codedag.version import __version__
+
+            results.codedag_version = __version__
+            sys.stdout.flush()
+            for line in summary_lines(results, args.loader):
+                print(line, file=sys.stderr)
+            try:
+                path = results.save(out)
+                print(f"codedag run: results in {path}", file=sys.stderr)
+            except Exception as error:  # the script's exit code matters more than our file
+                print(f"codedag run: results not written: {error}", file=sys.stderr)
+    return 1 if code is None else code

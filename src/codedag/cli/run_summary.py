@@ -1,0 +1,83 @@
+"""The summary ``codedag run`` prints at exit: epochs against the first, the cache, the plan."""
+
+from __future__ import annotations
+
+from codedag.integrations.run_results import AcceleratedRun, Decision
+from codedag.util.text import printable
+
+_MAX_ROWS = 8
+
+
+def _epoch_lines(results: AcceleratedRun) -> list[str]:
+    lines = [
+        "  epoch  batches  samples   time s  samples/s  vs epoch 1  data wait s  wait share  plan"
+    ]
+    first = results.epochs[0].samples_per_s if results.epochs else 0.0
+    for e in results.epochs:
+        ratio = f"{e.samples_per_s / first:.2f}x" if first > 0 else "-"
+        share = f"{100 * e.data_wait_s / e.epoch_s:.0f} %" if e.epoch_s > 0 else "-"
+        partial = "" if e.complete else " (partial)"
+        lines.append(
+            f"  {e.epoch:>5}  {e.batches:>7}  {e.samples:>7}  {e.epoch_s:>7.2f}  "
+            f"{e.samples_per_s:>9.1f}  {ratio:>10}  {e.data_wait_s:>11.2f}  {share:>10}  "
+            f"{'on' if e.planned else 'off'}{partial}"
+        )
+    return lines
+
+
+def _cache_line(cache: dict[str, object]) -> str:
+    if not cache.get("enabled"):
+        return "prefix cache: not used"
+    hits = int(cache.get("hits", 0) or 0)  # type: ignore[call-overload]
+    stored = int(cache.get("stored", 0) or 0)  # type: ignore[call-overload]
+    hit_bytes = int(cache.get("hit_bytes", 0) or 0)  # type: ignore[call-overload]
+    rate = float(cache.get("hit_rate", 0.0) or 0.0)  # type: ignore[arg-type]
+    return (
+        f"prefix cache: {hits:,} hits ({100 * rate:.0f} %), {hit_bytes:,} bytes read back, "
+        f"{stored:,} values stored"
+    )
+
+
+_NO_BACKEND = "no torch backend"
+
+
+def _decision_lines(label: str, rows: list[Decision]) -> list[str]:
+    lines = []
+    plain = [r.what for r in rows if r.reason.startswith(_NO_BACKEND)]
+    rows = [r for r in rows if not r.reason.startswith(_NO_BACKEND)]
+    if plain:
+        names = ", ".join(printable(n, 60) for n in plain[:4])
+        more = f" and {len(plain) - 4} more" if len(plain) > 4 else ""
+        lines.append(f"{label}: {len(plain)} function(s) with {_NO_BACKEND}: {names}{more}")
+    for row in rows[:_MAX_ROWS]:
+        where = f" on {row.where}" if row.where and label == "moved" else ""
+        lines.append(
+            f"{label}: [{row.section}] {printable(row.what, 80)}{where}: {printable(row.reason, 160)}"
+        )
+    if len(rows) > _MAX_ROWS:
+        lines.append(f"{label}: ... and {len(rows) - _MAX_ROWS} more (results.json lists them all)")
+    return lines
+
+
+def summary_lines(results: AcceleratedRun, wanted: int = 0) -> list[str]:
+    """The summary as lines of text (no trailing newlines)."""
+    if results.loader_index is None:
+        seen = results.loaders_seen
+        return [f"codedag run: no DataLoader #{wanted} was iterated ({seen} seen): nothing planned"]
+    head = (
+        f"codedag run: DataLoader #{results.loader_index} over {results.dataset}, "
+        f"plan {results.plan_status}"
+    )
+    if results.device:
+        head += f" (device {results.device})"
+    if results.plan_reason:
+        head += f": {printable(results.plan_reason, 200)}"
+    lines = [head]
+    if results.trace_s or results.plan_s:
+        lines.append(f"  traced in {results.trace_s:.2f} s, planned in {results.plan_s:.2f} s")
+    lines.extend(_epoch_lines(results))
+    if results.plan_status.startswith("applied"):
+        lines.append(_cache_line(results.cache))
+        lines.extend(_decision_lines("moved", results.moved))
+        lines.extend(_decision_lines("kept", results.kept))
+    return lines

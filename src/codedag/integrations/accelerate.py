@@ -1,0 +1,180 @@
+"""Zero-configuration acceleration of a DataLoader: plan it after its first epoch, apply the plan.
+
+Two ways in, one :class:`~codedag.integrations.watch.LoaderWatch` behind both:
+
+* ``loader = codedag.accelerate(loader)`` in a notebook or a script: the same loader object comes
+  back with its class swapped for a subclass created on the fly whose ``__iter__`` hands each
+  epoch to the watch. The object stays the user's: ``isinstance`` against ``DataLoader`` and the
+  user's own subclass holds, its attributes and ``len()`` are untouched, and no other loader is
+  affected (a process-wide patch of ``DataLoader.__iter__`` would also catch the validation
+  loader). :func:`release` puts the original class back, restores the plan's patches and returns
+  the results; it runs at interpreter exit for loaders still accelerated.
+* :class:`ScriptWatch` (``codedag run``): a patch of ``DataLoader.__iter__`` through the one owner
+  of monkeypatches, for a script that is not edited; it numbers the loaders in the order they are
+  first iterated and watches the one chosen (``--loader N``, default the first).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import warnings
+import weakref
+from typing import Any
+
+from codedag.errors import ConfigError
+from codedag.integrations.run_results import AcceleratedRun
+from codedag.integrations.watch import LoaderWatch, WatchSettings, busy
+
+log = logging.getLogger(__name__)
+
+ITER_TARGET = "torch.utils.data.dataloader.DataLoader.__iter__"
+_WATCH_ATTR = "_codedag_watch"
+_accelerated: weakref.WeakSet[Any] = weakref.WeakSet()
+_subclasses: dict[type, type] = {}
+_lock = threading.Lock()
+
+
+def _accelerated_class(kind: type) -> type:
+    """A subclass of ``kind`` whose ``__iter__`` goes through the loader's watch (one per class)."""
+    with _lock:
+        found = _subclasses.get(kind)
+        if found is None:
+            original = kind.__iter__  # type: ignore[attr-defined]
+
+            def __iter__(self: Any) -> Any:
+                watch = self.__dict__.get(_WATCH_ATTR)
+                if watch is None:
+                    return original(self)
+                return watch.iterate(lambda: original(self))
+
+            found = type(
+                kind.__name__, (kind,), {"__iter__": __iter__, "__module__": kind.__module__}
+            )
+            found.__qualname__ = kind.__qualname__
+            _subclasses[kind] = found
+        return found
+
+
+def accelerate(
+    loader: Any, *, plan_budget_s: float = 60.0, replan: bool = False, store_plans: bool = True
+) -> Any:
+    """Plan ``loader`` after its first epoch and apply the plan from the second; return it.
+
+    The batches are those the loader yields without codedag: the first epoch runs untouched,
+    tracing puts every random generator back, and the plan's runtime reproduces the pipeline's
+    values (docs/run.md). A plan stored for the same pipeline by an earlier run applies from the
+    first batch (``replan=True`` plans again).
+
+    Args:
+        loader: a ``torch.utils.data.DataLoader`` (a subclass too).
+        plan_budget_s: seconds tracing and planning may take; past it the loader runs unmodified.
+        replan: ignore a stored plan.
+        store_plans: keep the plan for the next run of the same pipeline.
+
+    Returns:
+        The same object, still an instance of its class (a subclass swapped in).
+
+    Raises:
+        ConfigError: ``loader`` is not a DataLoader.
+    """
+    from torch.utils.data import DataLoader
+
+    if not isinstance(loader, DataLoader):
+        raise ConfigError(f"accelerate expects a torch DataLoader, got {type(loader).__name__}")
+    if loader.__dict__.get(_WATCH_ATTR) is not None:
+        return loader  # already accelerated
+    settings = WatchSettings(plan_budget_s, replan, store_plans)
+    loader.__dict__[_WATCH_ATTR] = LoaderWatch(loader, settings)
+    loader.__class__ = _accelerated_class(type(loader))
+    _accelerated.add(loader)
+    return loader
+
+
+def release(loader: Any) -> AcceleratedRun | None:
+    """Stop accelerating ``loader``: restore the plan's patches and its class; return its results
+    (None when it was not accelerated)."""
+    watch = loader.__dict__.pop(_WATCH_ATTR, None)
+    if watch is None:
+        return None
+    _accelerated.discard(loader)
+    for base, sub in _subclasses.items():
+        if type(loader) is sub:
+            loader.__class__ = base
+    return watch.close()
+
+
+def results_of(loader: Any) -> AcceleratedRun | None:
+    """What the watch of an accelerated loader measured so far (None when not accelerated)."""
+    watch = loader.__dict__.get(_WATCH_ATTR)
+    return None if watch is None else watch.results
+
+
+@atexit.register
+def _release_all() -> None:
+    for loader in list(_accelerated):
+        try:
+            release(loader)
+        except Exception as error:  # interpreter exit: log, never raise
+            log.debug("release at exit: %s", error)
+
+
+class ScriptWatch:
+    """Watch the DataLoaders a script iterates; plan the ``index``-th (in order of first iteration).
+
+    Use as a context manager around the script: ``DataLoader.__iter__`` is patched on entry and
+    restored on exit, with the plan's patches.
+    """
+
+    def __init__(self, settings: WatchSettings, index: int = 0) -> None:
+        from codedag.patching import Patcher
+
+        self.settings = settings
+        self.index = index
+        self.watch: LoaderWatch | None = None
+        self.seen = 0
+        self._order: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._patcher = Patcher("codedag-run", stable_references=True)
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ScriptWatch:
+        from codedag.patching import like_original
+
+        def factory(original: Any) -> Any:
+            def __iter__(loader: Any) -> Any:
+                watch = None if busy() else self._watch_for(loader)
+                if watch is None:
+                    return original(loader)
+                return watch.iterate(lambda: original(loader))
+
+            return like_original(__iter__, original)
+
+        self._patcher.patch(ITER_TARGET, factory, rebind_references=False)
+        return self
+
+    def _watch_for(self, loader: Any) -> LoaderWatch | None:
+        if loader.__dict__.get(_WATCH_ATTR) is not None:
+            return None  # the script accelerates this one itself
+        with self._lock:
+            order = self._order.get(loader)
+            if order is None:
+                order = self._order[loader] = self.seen
+                self.seen += 1
+                if order == self.index:
+                    self.watch = LoaderWatch(loader, self.settings, order)
+        if self.watch is not None and self.watch.loader is loader:
+            return self.watch
+        return None
+
+    def close(self) -> AcceleratedRun:
+        """Restore ``DataLoader.__iter__`` and the plan's patches; return the results."""
+        with warnings.catch_warnings():  # the sweep reads deprecated attributes of torch
+            warnings.simplefilter("ignore")
+            self._patcher.restore()
+        results = self.watch.close() if self.watch is not None else AcceleratedRun()
+        results.loaders_seen = self.seen
+        return results
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

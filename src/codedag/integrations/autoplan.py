@@ -1,0 +1,143 @@
+"""Trace and plan a DataLoader the running script uses, without changing what the script sees.
+
+:func:`plan_loader` traces one batch of the loader (``trace_dataloader`` on the same object) and
+plans it (``OptimizerManager(k=2, cache="auto")``) on the device the script trains on, inside a
+time budget. Every random generator the script's next batches depend on is saved before and put
+back after: Python's, NumPy's and torch's global ones, CUDA's when CUDA is initialized, the
+loader's and its sampler's generators and those the dataset holds (``RandomSnapshot``), so the
+next epoch draws exactly what it would have drawn without codedag.
+
+The budget is checked between measurements (the optimizer's progress callback), so a plan stops
+at most one measurement past it. Log records of a failed attempt are dropped: the caller reports
+the one reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from codedag.errors import CodeDAGError
+
+log = logging.getLogger(__name__)
+
+
+class PlanBudgetExceeded(CodeDAGError):
+    """Tracing and planning took longer than the budget they were given."""
+
+
+@dataclass
+class PlanOutcome:
+    """What :func:`plan_loader` produced: a plan dict, or ``None`` and the reason."""
+
+    plan: dict[str, Any] | None
+    reason: str = ""
+    trace_s: float = 0.0
+    plan_s: float = 0.0
+
+
+def script_device() -> str:
+    """``cuda`` when the script has initialized CUDA (its model or batches live there), else
+    ``cpu``. codedag never initializes CUDA to find out."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "cpu"
+    try:
+        return "cuda" if torch.cuda.is_initialized() else "cpu"
+    except Exception:  # a torch build without CUDA support
+        return "cpu"
+
+
+class _RandomState:
+    """Every generator the script's batches draw from, saved now and put back by restore()."""
+
+    def __init__(self, loader: Any) -> None:
+        from codedag.trace.replay import RandomSnapshot
+
+        sampler = getattr(loader, "sampler", None)
+        self._snapshot = RandomSnapshot(
+            generators=(getattr(loader, "generator", None), getattr(sampler, "generator", None)),
+            holders=(getattr(loader, "dataset", None), sampler),
+        )
+        self._cuda: list[Any] | None = None
+        torch = sys.modules.get("torch")
+        if torch is not None and script_device() == "cuda":
+            self._cuda = torch.cuda.get_rng_state_all()
+
+    def restore(self) -> None:
+        self._snapshot.restore()
+        if self._cuda is not None:
+            import torch
+
+            torch.cuda.set_rng_state_all(self._cuda)
+
+
+@contextlib.contextmanager
+def preserved_random_state(loader: Any) -> Iterator[None]:
+    """Put back every generator ``loader``'s batches draw from when the block ends."""
+    state = _RandomState(loader)
+    try:
+        yield
+    finally:
+        state.restore()
+
+
+def plan_loader(loader: Any, budget_s: float, device: str | None = None) -> PlanOutcome:
+    """Trace one batch of ``loader`` and plan it within ``budget_s`` seconds.
+
+    Args:
+        loader: the script's ``torch.utils.data.DataLoader`` (its next epoch is unchanged).
+        budget_s: seconds tracing and planning may take together (0: do not plan).
+        device: the device to calibrate on (default: :func:`script_device`).
+
+    Returns:
+        The plan, or ``None`` with the reason when tracing or planning failed or ran out of time.
+    """
+    if budget_s <= 0:
+        return PlanOutcome(None, f"the plan budget is {budget_s:g} s")
+    from codedag.util.logs import held_logs
+
+    device = device or script_device()
+    start = time.perf_counter()
+    deadline = start + budget_s
+    outcome = PlanOutcome(None)
+    try:
+        with preserved_random_state(loader), held_logs():
+            outcome = _trace_and_plan(loader, device, start, deadline)
+    except PlanBudgetExceeded as error:
+        outcome.reason = str(error)
+    except Exception as error:  # user code or codedag failing on it: the script runs unmodified
+        outcome.reason = f"{type(error).__name__}: {error}"
+    if outcome.plan is None and not outcome.reason:
+        outcome.reason = "nothing was planned"
+    return outcome
+
+
+def _trace_and_plan(loader: Any, device: str, start: float, deadline: float) -> PlanOutcome:
+    from codedag.optimize.manager import OptimizerManager
+    from codedag.trace.tracer import trace_dataloader
+
+    tracer, _batch = trace_dataloader(loader)
+    traced = time.perf_counter()
+    budget_s = deadline - start
+    if traced > deadline:
+        raise PlanBudgetExceeded(
+            f"tracing one batch took {traced - start:.1f} s, over the {budget_s:g} s plan budget"
+        )
+
+    def within_budget(done: int, total: int, what: str) -> None:
+        if time.perf_counter() > deadline:
+            raise PlanBudgetExceeded(
+                f"planning ran past the {budget_s:g} s plan budget (measuring {what or 'calls'}, "
+                f"{done} of {total})"
+            )
+
+    manager = OptimizerManager(k=2, target_device=device, cache="auto", progress=within_budget)
+    plan = dict(manager.optimize(tracer.dag)["migration_plan"])
+    plan.pop("loader", None)  # the loader exists already: its settings are the script's
+    return PlanOutcome(plan, "", traced - start, time.perf_counter() - traced)

@@ -1,0 +1,290 @@
+"""Watch one DataLoader through a script's epochs: time them, plan after the first, apply the plan.
+
+A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag run``'s patch of
+``DataLoader.__iter__`` or by :func:`codedag.integrations.accelerate.accelerate`). It
+
+* times each epoch from the iterator's creation to its exhaustion, and the time the script waits
+  in ``__next__`` (the data wait), counting batches and samples;
+* with a plan stored for this pipeline (:mod:`.plan_store`), applies it before the first epoch;
+* else, once the first epoch has ended (its iterator exhausted, or the loader iterated again),
+  traces one batch and plans it (:func:`.autoplan.plan_loader`), with every random generator put
+  back, and applies the plan (``PipelineMigrator.apply``) before the next epoch starts;
+* on :meth:`close`, restores everything the plan patched and fills the run's results.
+
+The iterator the script receives yields the loader's own batches, unchanged; it forwards
+``len()`` and attribute reads to torch's iterator. Failing to trace, plan or apply logs one
+warning and the script runs on unmodified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
+
+log = logging.getLogger(__name__)
+
+_busy = threading.local()
+
+
+def busy() -> bool:
+    """Whether this thread is tracing, planning or applying (its DataLoaders are codedag's)."""
+    return bool(getattr(_busy, "depth", 0))
+
+
+@contextlib.contextmanager
+def _working() -> Iterator[None]:
+    _busy.depth = getattr(_busy, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _busy.depth -= 1
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """How a watched loader is planned.
+
+    Args:
+        plan_budget_s: seconds tracing and planning may take (0: never plan).
+        replan: plan again even when a plan is stored for this pipeline.
+        store_plans: keep plans across runs (:mod:`codedag.integrations.plan_store`).
+    """
+
+    plan_budget_s: float = 60.0
+    replan: bool = False
+    store_plans: bool = True
+
+
+def batch_samples(batch: Any) -> int:
+    """Samples in a batch: the first dimension of its first tensor or array (1 if none)."""
+    stack = [batch]
+    while stack:
+        item = stack.pop(0)
+        shape = getattr(item, "shape", None)
+        if shape is not None and len(shape) > 0:
+            return int(shape[0])
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            if item and not any(
+                hasattr(x, "shape") or isinstance(x, (list, tuple, dict)) for x in item
+            ):
+                return len(item)  # a collated list of plain values
+            stack.extend(item)
+    return 1
+
+
+class _TimedIterator:
+    """The script's iterator over one epoch: torch's own, timed."""
+
+    def __init__(self, inner: Any, watch: LoaderWatch, figures: EpochFigures, start: float):
+        self._inner = inner
+        self._watch = watch
+        self.figures = figures
+        self.start = start
+        self.done = False
+
+    def __iter__(self) -> _TimedIterator:
+        return self
+
+    def __next__(self) -> Any:
+        began = time.perf_counter()
+        try:
+            batch = next(self._inner)
+        except StopIteration:
+            self.figures.data_wait_s += time.perf_counter() - began
+            self._watch._epoch_ended(self, complete=True)
+            raise
+        self.figures.data_wait_s += time.perf_counter() - began
+        self.figures.batches += 1
+        self.figures.samples += batch_samples(batch)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class LoaderWatch:
+    """Times, plans and accelerates one DataLoader; see the module docstring."""
+
+    def __init__(self, loader: Any, settings: WatchSettings, index: int = 0) -> None:
+        self.loader = loader
+        self.settings = settings
+        self.results = AcceleratedRun(
+            loader_index=index, dataset=type(getattr(loader, "dataset", None)).__qualname__
+        )
+        self.migrator: Any = None
+        self.plan: dict[str, Any] | None = None
+        self._open: _TimedIterator | None = None
+        self._tried = False
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ the epochs
+    def iterate(self, make_iterator: Callable[[], Any]) -> Any:
+        """Start an epoch: ``make_iterator()`` is the loader's own ``__iter__``."""
+        if busy():
+            return make_iterator()
+        with self._lock:
+            if self._open is not None:
+                self._epoch_ended(self._open, complete=False)  # the script stopped reading early
+            if not self.results.epochs and not self._tried:
+                self._apply_stored()
+            start = time.perf_counter()
+            inner = make_iterator()
+            figures = EpochFigures(
+                epoch=len(self.results.epochs) + 1,
+                planned=self.migrator is not None,
+                data_wait_s=time.perf_counter() - start,
+            )
+            self._open = _TimedIterator(inner, self, figures, start)
+            return self._open
+
+    def _epoch_ended(self, timed: _TimedIterator, complete: bool) -> None:
+        with self._lock:
+            if timed.done:
+                return
+            timed.done = True
+            timed.figures.epoch_s = time.perf_counter() - timed.start
+            timed.figures.complete = complete
+            self.results.epochs.append(timed.figures)
+            if self._open is timed:
+                self._open = None
+            if not self._tried:
+                self._plan_and_apply()
+
+    # ------------------------------------------------------------------ planning
+    def _key(self) -> str:
+        from codedag.integrations.autoplan import script_device
+        from codedag.integrations.plan_store import plan_key
+
+        self.results.device = script_device()
+        self.results.plan_key = plan_key(self.loader, self.results.device)
+        return self.results.plan_key
+
+    def _apply_stored(self) -> None:
+        if not self.settings.store_plans or self.settings.replan:
+            return
+        from codedag.integrations.plan_store import load_plan, plan_path
+
+        try:
+            key = self._key()
+        except Exception as error:  # the pipeline's code cannot be read: plan as usual
+            log.debug("no plan key: %s", error)
+            return
+        plan = load_plan(key)
+        if plan is None:
+            return
+        self._tried = True
+        self.results.plan_path = str(plan_path(key))
+        if self._apply(plan):
+            self.results.plan_status = "applied (stored plan)"
+
+    def _plan_and_apply(self) -> None:
+        from codedag.integrations.autoplan import plan_loader
+
+        self._tried = True
+        with _working():
+            outcome = plan_loader(self.loader, self.settings.plan_budget_s)
+        self.results.trace_s, self.results.plan_s = outcome.trace_s, outcome.plan_s
+        if outcome.plan is None:
+            self._skip(outcome.reason)
+            return
+        if self._apply(outcome.plan) and self.settings.store_plans:
+            from codedag.integrations.plan_store import save_plan
+
+            with contextlib.suppress(Exception):
+                self._key()
+            if self.results.plan_key:
+                saved = save_plan(self.results.plan_key, outcome.plan)
+                self.results.plan_path = "" if saved is None else str(saved)
+
+    def _apply(self, plan: dict[str, Any]) -> bool:
+        from codedag.integrations.autoplan import preserved_random_state
+        from codedag.migrate.api import PipelineMigrator
+        from codedag.util.logs import held_logs
+
+        try:
+            with _working(), preserved_random_state(self.loader), held_logs():
+                migrator = PipelineMigrator(plan)
+                migrator.apply()
+        except Exception as error:
+            self._skip(f"the plan could not be applied: {type(error).__name__}: {error}")
+            return False
+        self.migrator, self.plan = migrator, plan
+        self.results.plan_status = "applied"
+        self.results.moved, self.results.kept = decisions(plan)
+        return True
+
+    def _skip(self, reason: str) -> None:
+        self.results.plan_status, self.results.plan_reason = "skipped", reason
+        log.warning(
+            "codedag: planning skipped for the DataLoader over %s: %s; the script runs unmodified",
+            self.results.dataset,
+            reason,
+        )
+
+    # ------------------------------------------------------------------ the end
+    def close(self) -> AcceleratedRun:
+        """Seal an open epoch, restore the plan's patches and return the results (idempotent)."""
+        with self._lock:
+            if self._open is not None:
+                timed, self._open = self._open, None
+                self._tried = True  # the script is over: no planning now
+                self._epoch_ended(timed, complete=False)
+            self._tried = True
+            if self.migrator is not None:
+                migrator, self.migrator = self.migrator, None
+                try:
+                    migrator.restore()
+                finally:
+                    self.results.cache = cache_figures(migrator.get_stats().get("cache") or {})
+            return self.results
+
+
+def decisions(plan: dict[str, Any]) -> tuple[list[Decision], list[Decision]]:
+    """What the plan moves and what it keeps where it was, one row per function or chain."""
+    moved: dict[tuple[str, str], Decision] = {}
+    kept: dict[tuple[str, str], Decision] = {}
+    for call in plan.get("calls") or []:
+        name = str(call.get("function", "?"))
+        row = Decision(
+            what=name,
+            section="calls",
+            where=str(call.get("device") or ""),
+            reason=str(call.get("reason") or ""),
+        )
+        (moved if call.get("migrate") else kept).setdefault((name, "calls"), row)
+    for chain in (plan.get("batched") or {}).get("chains") or []:
+        name = " -> ".join(chain.get("steps") or [str(chain.get("id", "?"))])
+        row = Decision(
+            what=name,
+            section="batched",
+            where=str((plan.get("batched") or {}).get("device", "")),
+            reason=str(chain.get("reason") or ""),
+        )
+        (moved if chain.get("batched") else kept).setdefault((name, "batched"), row)
+    for chain in (plan.get("cache") or {}).get("chains") or []:
+        name = " -> ".join(chain.get("steps") or [str(chain.get("id", "?"))])
+        row = Decision(
+            what=name, section="cache", where="prefix cache", reason=str(chain.get("reason") or "")
+        )
+        (moved if chain.get("cached") else kept).setdefault((name, "cache"), row)
+    return list(moved.values()), list(kept.values())
+
+
+def cache_figures(stats: dict[str, Any]) -> dict[str, Any]:
+    """The prefix cache's counters a summary shows (``get_stats()["cache"]``)."""
+    if not stats.get("enabled"):
+        return {"enabled": False}
+    keys = ("hits", "stored", "hit_rate", "hit_bytes", "bytes", "misses", "problems")
+    return {"enabled": True, **{k: stats[k] for k in keys if k in stats}}

@@ -1,0 +1,153 @@
+"""``codedag run -- python train.py``: real scripts, unmodified, with their batches unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.support.run_scripts import codedag_run, run_python, write_train_script
+
+from codedag.cli.main import main
+from codedag.integrations.run_results import load_run_results
+
+
+def _losses(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("epoch ")]
+
+
+@pytest.mark.slow
+def test_same_losses_as_plain_python_and_plan_applies_from_epoch_2(tmp_path: Path) -> None:
+    write_train_script(tmp_path)
+    plain = run_python(["train.py"], tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    out = tmp_path / "out"
+    ran = codedag_run(["--no-store", "--out", str(out)], ["train.py"], tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert _losses(ran.stdout) == _losses(plain.stdout)
+    assert len(_losses(plain.stdout)) == 3
+    results = load_run_results(out)
+    assert results.plan_status == "applied", results.plan_reason
+    assert [e.planned for e in results.epochs] == [False, True, True]
+    assert [e.samples for e in results.epochs] == [16, 16, 16]
+    assert all(e.complete for e in results.epochs)
+    assert results.exit_code == 0
+    assert "codedag run: DataLoader #0 over ImageFiles, plan applied" in ran.stderr
+
+
+@pytest.mark.slow
+def test_a_script_that_raises_keeps_its_traceback_and_exit_code(tmp_path: Path) -> None:
+    write_train_script(tmp_path, ending='raise ValueError("broken after training")')
+    ran = codedag_run(["--no-store", "--out", str(tmp_path / "out")], ["train.py"], tmp_path)
+    assert ran.returncode == 1
+    assert "ValueError: broken after training" in ran.stderr
+    assert 'train.py", line' in ran.stderr
+    assert "codedag/cli" not in ran.stderr  # the script's traceback, not codedag's
+    assert load_run_results(tmp_path / "out").exit_code == 1
+
+
+@pytest.mark.slow
+def test_python_dash_m_module(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    write_train_script(package, "train.py")
+    ran = codedag_run(["--no-store", "--out", str(tmp_path / "out")], ["-m", "pkg.train"], tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert len(_losses(ran.stdout)) == 3
+    assert load_run_results(tmp_path / "out").plan_status == "applied"
+
+
+def test_exit_code_of_sys_exit_passes_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_train_script(tmp_path, ending="sys.exit(3)")
+    monkeypatch.setenv("EPOCHS", "1")
+    code = main(["run", "--no-store", "--out", str(tmp_path / "out"), "--", "python", str(script)])
+    assert code == 3
+    results = load_run_results(tmp_path / "out")
+    assert results.exit_code == 3
+    assert len(results.epochs) == 1
+    assert "epoch 0 loss" in capsys.readouterr().out
+
+
+def test_two_loaders_plan_the_one_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_train_script(tmp_path, validation=True)
+    monkeypatch.setenv("EPOCHS", "2")
+    out = tmp_path / "out"
+    args = ["run", "--no-store", "--loader", "1", "--out", str(out), "--", "python", str(script)]
+    assert main(args) == 0
+    results = load_run_results(out)
+    assert results.loaders_seen == 2
+    assert results.loader_index == 1
+    assert [e.samples for e in results.epochs] == [8, 8]  # the validation loader's 8 images
+    assert results.plan_status == "applied"
+    assert len([line for line in capsys.readouterr().out.splitlines() if " val " in line]) == 2
+
+
+def test_a_pipeline_that_cannot_be_traced_runs_unmodified_with_one_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_train_script(tmp_path, read_once=True)
+    monkeypatch.setenv("EPOCHS", "2")
+    out = tmp_path / "out"
+    assert main(["run", "--no-store", "--out", str(out), "--", "python", str(script)]) == 0
+    captured = capsys.readouterr()
+    assert len(_losses(captured.out)) == 2
+    warnings = [line for line in captured.err.splitlines() if "planning skipped" in line]
+    assert len(warnings) == 1
+    assert "read twice in one epoch" in warnings[0]
+    results = load_run_results(out)
+    assert results.plan_status == "skipped"
+    assert [e.planned for e in results.epochs] == [False, False]
+
+
+def test_zero_budget_skips_planning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_train_script(tmp_path)
+    monkeypatch.setenv("EPOCHS", "2")
+    out = tmp_path / "out"
+    args = ["run", "--no-store", "--plan-budget-s", "0", "--out", str(out), "--", str(script)]
+    assert main(args) == 0
+    assert "plan budget is 0 s" in load_run_results(out).plan_reason
+    assert "planning skipped" in capsys.readouterr().err
+
+
+def test_a_stored_plan_applies_from_the_first_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EPOCHS", "2")
+    script = write_train_script(tmp_path)
+    first, second, third = (tmp_path / name for name in ("first", "second", "third"))
+    assert main(["run", "--out", str(first), "--", "python", str(script)]) == 0
+    assert main(["run", "--out", str(second), "--", "python", str(script)]) == 0
+    assert main(["run", "--replan", "--out", str(third), "--", "python", str(script)]) == 0
+    runs = [load_run_results(folder) for folder in (first, second, third)]
+    assert [r.plan_status for r in runs] == ["applied", "applied (stored plan)", "applied"]
+    assert [e.planned for e in runs[1].epochs] == [True, True]
+    assert runs[0].plan_key == runs[1].plan_key
+    assert Path(runs[1].plan_path).is_file()
+    losses = _losses(capsys.readouterr().out)
+    assert len(losses) == 6
+    assert losses[0:2] == losses[2:4] == losses[4:6]  # a stored plan changes no batch
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ([], "expected a command after --"),
+        (["python", "missing.py"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str], message: str
+) -> None:
+    code = main(["run", "--out", str(tmp_path / "out"), "--", *command])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1
+    assert message in err[0]
+    assert err[0].startswith("codedag run: error:")
