@@ -100,7 +100,7 @@ class ChainCounts:
 
 def count(batch_records: list[BatchRecord], fuse: bool = True) -> ChainCounts:
     """Runs every record once (the whole batch, as on a device) under a counter."""
-    executor = BatchExecutor("cpu", fuse=fuse, chunk_bytes=0)
+    executor = BatchExecutor("cpu", fuse=fuse, chunk_bytes=0, sync_free=True)
     programs = [p for r in batch_records for p in r.programs if p]
     steps = sum(len(p) for p in programs) / max(len(programs), 1)
     counts = ChainCounts(steps, [], [])

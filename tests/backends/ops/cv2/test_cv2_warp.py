@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from migrate_support import CV2_BORDERS, DEVICES, SETTINGS, batches, check_batch, refusal
 
 from codedag.backends.ops import cv2 as ops
+from codedag.backends.ops.cv2 import warp as warp_module
 from codedag.backends.probe import migrated_call
 
 
@@ -225,3 +226,46 @@ def test_warp_affine_with_a_matrix_per_sample_is_exact(repeated: bool, flags: in
             assert np.abs(out.astype(int) - expected).max() <= 1
         else:
             assert np.array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+@pytest.mark.parametrize("flags", [cv2.INTER_LINEAR, cv2.INTER_NEAREST])
+@pytest.mark.parametrize("border", CV2_BORDERS)
+def test_warp_affine_without_host_reads_is_exact_and_reads_nothing_back(
+    dtype: type, flags: int, border: int
+) -> None:
+    """Where backends may not read tensor values on the host (a device's batched chain), the
+    warp kernels' path decides on the device: every element exact, no data-dependent sync;
+    exact halves (a scale of 1/2, every element on a rounding boundary) included."""
+    from codedag.backends.host_sync import no_host_sync
+    from codedag.measure.launches import LaunchCounter
+
+    rng = np.random.default_rng(5)
+    images = rng.integers(0, 256, (4, 23, 29, 3)).astype(dtype)
+    matrices = [_random_affine(seed, 29, 23) for seed in range(3)]
+    matrices.append(np.array([[0.5, 0.0, 0.25], [0.0, 0.5, 0.75]]))  # exact halves
+    value = (3.0, 200.0, 17.0)
+    with no_host_sync(), LaunchCounter() as counted:
+        got = ops.warpAffine(
+            torch.from_numpy(images),
+            torch.from_numpy(np.stack(matrices)),
+            (31, 19),
+            flags=flags,
+            borderMode=border,
+            borderValue=value,
+        )
+    assert counted.total_syncs == 0, dict(counted.syncs)
+    for image, matrix, out in zip(images, matrices, got.numpy(), strict=True):
+        expected = cv2.warpAffine(
+            image, matrix, (31, 19), flags=flags, borderMode=border, borderValue=value
+        )
+        assert np.array_equal(out, expected)
+
+
+def test_a_warp_reaching_beyond_the_coordinate_bound_is_refused() -> None:
+    img = np.zeros((8, 8, 3), np.uint8)
+    far = np.array([[1.0, 0.0, 2.0**29], [0.0, 1.0, 0.0]])
+    assert "beyond" in (
+        warp_module.check_warp_affine(img, far, (8, 8), flags=cv2.WARP_INVERSE_MAP) or ""
+    )
+    assert warp_module.check_warp_affine(img, np.eye(2, 3), (8, 8)) is None

@@ -367,3 +367,84 @@ def _pixels(src: torch.Tensor) -> tuple[torch.Tensor, Any]:
         return values.view(count, -1, c).permute(0, 2, 1).float()
 
     return table, from_rows
+
+
+# -- without host reads: every element exact, decided on the device ------------------------------
+
+
+def remap_device(
+    x: torch.Tensor, coords: torch.Tensor, border: int, cval: list[float]
+) -> torch.Tensor:
+    """cv2's bilinear warp of uint8 or float32 ``x`` (N,H,W,C) at finite source coordinates
+    ``coords`` (B,2,P) beyond which no tap lies more than 2**29 pixels out: ``(N, P, C)``.
+
+    Nothing is read back to the host: the border rule applies to the x and y taps of every
+    pixel at once (a constant border reads a one-pixel ring of the fill value), the four taps of
+    every pixel are one row gather, and every element is lerped exactly as cv2 does (each
+    ``fma`` in float64, rounded once to float32), so no element needs settling afterwards."""
+    n, _h, _w, c = x.shape
+    b, _, p = coords.shape
+    src = _ring(x, cval) if border == BORDER_CONSTANT else x
+    height, width = int(src.shape[1]), int(src.shape[2])
+    base = torch.floor(coords)
+    frac = (coords - base).double()  # exact: (B, 2, P)
+    taps = base.long().unsqueeze(-1) + _pair(x.device)  # (B, 2, P, 2): i and i + 1
+    taps = _border_planes(taps, int(x.shape[2]), int(x.shape[1]), border)
+    cols, rows = taps.unbind(1)  # (B, P, 2)
+    index = (rows * width).unsqueeze(-1) + cols.unsqueeze(-2)  # (B, P, dy, dx)
+    offsets = _offsets(n, b, height * width, x.device)
+    if offsets is not None:
+        index = index + offsets
+    table = src.reshape(n * height * width, c)
+    values = table.index_select(0, index.reshape(-1)).view(n, p, 2, 2, c)
+    if x.dtype == torch.uint8:  # integer taps: their difference is exact in float64 too
+        left, right = values.double().unbind(3)  # (N, P, dy, C)
+        step = right - left
+    else:  # cv2's difference is rounded to float32
+        left, right = values.unbind(3)
+        step, left = (right - left).double(), left.double()
+    ax = frac[:, 0].view(b, p, 1, 1)
+    rows_f32 = torch.addcmul(left, ax, step).float()
+    top, bottom = rows_f32.unbind(2)  # (N, P, C)
+    ay = frac[:, 1].view(b, p, 1)
+    out = torch.addcmul(top.double(), ay, (bottom - top).double()).float()
+    if x.dtype == torch.uint8:  # within the taps' range: rounding half to even, no clamp
+        return out.round_().to(torch.uint8)
+    return out
+
+
+@lru_cache(maxsize=8)
+def _pair(dev: torch.device) -> torch.Tensor:
+    return torch.tensor((0, 1), device=dev)
+
+
+@lru_cache(maxsize=64)
+def _offsets(n: int, b: int, size: int, dev: torch.device) -> torch.Tensor | None:
+    """Each sample's first row in the flat pixel table, shaped to add to (B, P, 2, 2) indices
+    (``None``: one sample)."""
+    if n == 1:
+        return None
+    return (torch.arange(n, device=dev) * size).view(n, 1, 1, 1)
+
+
+@lru_cache(maxsize=64)
+def _plane_constants(w: int, h: int, border: int, dev: torch.device) -> tuple[torch.Tensor, ...]:
+    """Per-plane (x, y) lengths for :func:`_border_planes`, shaped (1, 2, 1, 1)."""
+    lengths = torch.tensor([w, h], device=dev).view(1, 2, 1, 1)
+    delta = 1 if border == BORDER_REFLECT_101 else 0
+    period = (2 * lengths - 2 * delta).clamp_(min=1)  # a side of 1: every position is 0
+    return lengths, lengths - 1, period, period - (1 - delta)
+
+
+def _border_planes(taps: torch.Tensor, w: int, h: int, border: int) -> torch.Tensor:
+    """``cv::borderInterpolate`` of (B, 2, P, 2) taps, the x plane against ``w`` and the y
+    plane against ``h``; a constant border maps into the one-pixel ring (0 and side + 1)."""
+    lengths, last, period, mirror = _plane_constants(w, h, border, taps.device)
+    if border == BORDER_CONSTANT:
+        return torch.minimum(taps.clamp_(min=-1), lengths).add_(1)
+    if border == BORDER_REPLICATE:
+        return torch.minimum(taps.clamp_(min=0), last)
+    if border == BORDER_WRAP:
+        return torch.remainder(taps, lengths)
+    q = torch.remainder(taps, period)
+    return torch.where(q < lengths, q, mirror - q)

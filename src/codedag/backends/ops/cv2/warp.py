@@ -23,6 +23,7 @@ import torch
 
 import codedag.backends.ops.cv2._warp_fast as _warp_fast
 from codedag.backends.contract import MAX_OUTPUT_VALUES, Tolerance
+from codedag.backends.host_sync import host_sync_allowed
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     BORDER_CONSTANT,
@@ -77,6 +78,24 @@ def _invert_affine(m: np.ndarray) -> np.ndarray:
     b1 = -a11 * m[..., 0, 2] - a12 * m[..., 1, 2]
     b2 = -a21 * m[..., 0, 2] - a22 * m[..., 1, 2]
     return np.stack([np.stack([a11, a12, b1], -1), np.stack([a21, a22, b2], -1)], -2)
+
+
+def _invert_affine_device(m: torch.Tensor) -> torch.Tensor:
+    """:func:`_invert_affine` of (B, 2, 3) float64 matrices on their device: the same float64
+    products, sums and negations (negation is exact), so the same bits, in few ops."""
+    square, t = m[..., :2], m[..., 2]
+    products = square[..., 0, :] * square[..., 1, :].flip(-1)  # m00 * m11, m01 * m10
+    d = products[..., 0] - products[..., 1]
+    nonzero = d != 0
+    d = torch.where(nonzero, torch.where(nonzero, d, 1.0).reciprocal(), 0.0)
+    # the adjugate [[m11, -m01], [-m10, m00]], scaled
+    a = square.flip(-1, -2).transpose(-1, -2) * _ADJUGATE_SIGNS.to(m.device) * d[..., None, None]
+    parts = a * t.unsqueeze(-2)  # a11 * m02, a12 * m12 in the first row
+    b = parts[..., 0].neg() - parts[..., 1]
+    return torch.cat([a, b.unsqueeze(-1)], -1)
+
+
+_ADJUGATE_SIGNS = torch.tensor([[1.0, -1.0], [-1.0, 1.0]], dtype=torch.float64)
 
 
 def _affine_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.device):
@@ -211,7 +230,7 @@ def _gather_fn(x: torch.Tensor, border: int, fill: torch.Tensor):
             vals = flat.index_select(1, idx[0])
         else:
             vals = torch.gather(flat, 1, idx.unsqueeze(-1).expand(n, idx.shape[1], c))
-        if border == BORDER_CONSTANT and not bool(ok.all()):
+        if border == BORDER_CONSTANT and (not host_sync_allowed() or not bool(ok.all())):
             vals = torch.where(ok.unsqueeze(-1), vals, fill.to(vals.dtype).view(1, 1, c))
         return vals
 
@@ -291,7 +310,7 @@ def warp_block() -> int:
 
 
 def _f32_coords(
-    m: np.ndarray, dw: int, dh: int, perspective: bool, dev: torch.device
+    m: np.ndarray | torch.Tensor, dw: int, dh: int, perspective: bool, dev: torch.device
 ) -> torch.Tensor:
     """Source coordinates (B, 2, P), an x and a y plane, as cv2 5's warp kernels compute them,
     the inverse matrix in float32: SIMD blocks ``fma(M0, x, (y * M1) + M2)``, the scalar tail of
@@ -300,10 +319,11 @@ def _f32_coords(
     outside). Every row of the matrix in one pass."""
     f32 = torch.float32
     b, rows = m.shape[0], m.shape[1]
-    mm = torch.as_tensor(m, dtype=f32, device=dev)
+    mm = (
+        m.to(dev, f32) if isinstance(m, torch.Tensor) else torch.as_tensor(m, dtype=f32, device=dev)
+    )
     ma, mb, mc = mm.view(b, rows, 3, 1, 1).unbind(2)
-    x = torch.arange(dw, dtype=torch.float64, device=dev).view(1, 1, 1, dw)
-    y = torch.arange(dh, dtype=f32, device=dev).view(1, 1, dh, 1)
+    x, y = _grid(dw, dh, dev)
     block = warp_block()
     head = (dw // block) * block if block else 0
     yb = y * mb
@@ -321,6 +341,14 @@ def _f32_coords(
     return out.reshape(b, 2, -1)
 
 
+@lru_cache(maxsize=32)
+def _grid(dw: int, dh: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Destination columns (float64, (1, 1, 1, dw)) and rows (float32, (1, 1, dh, 1))."""
+    x = torch.arange(dw, dtype=torch.float64, device=dev).view(1, 1, 1, dw)
+    y = torch.arange(dh, dtype=torch.float32, device=dev).view(1, 1, dh, 1)
+    return x, y
+
+
 def _to_int(v: torch.Tensor, how: str) -> torch.Tensor:
     """``v_round``/``v_floor`` of float32 coordinates: NaN, inf and values beyond int32 become
     INT_MIN (the x86 conversion's "integer indefinite"), i.e. a pixel far outside."""
@@ -336,6 +364,8 @@ def _remap_f32(
     (``v0 = fma(a, p01 - p00, p00)``, ...) rounded half to even for uint8; with a constant border
     a pixel whose 2x2 neighbourhood lies wholly outside gets the border value."""
     _n, h, w, c = x.shape
+    if mode == INTER_LINEAR and not host_sync_allowed():  # coordinates bounded by the check
+        return _warp_fast.remap_device(x, coords, border, cval)
     fill = saturate(torch.tensor(cval, dtype=torch.float64), x.dtype).to(x.device)
     gather = _gather_fn(x, border, fill)  # a 1-pixel side: every border mode replicates
     sx, sy = coords.unbind(1)
@@ -362,7 +392,7 @@ def _remap_f32(
 
 def _warp(
     src: torch.Tensor,
-    m: np.ndarray,
+    m: np.ndarray | torch.Tensor,
     dsize: Any,
     dst: Any,
     flags: int,
@@ -379,13 +409,19 @@ def _warp(
     dw, dh = (int(v) for v in dsize)
     if dw <= 0 or dh <= 0:
         dw, dh = int(src.shape[2]), int(src.shape[1])
-    if not inverse:
-        m = np.stack([invert3(a) for a in m]) if perspective else _invert_affine(m)
-    if len(m) > 1 and (m == m[:1]).all():
-        m = m[:1]  # one matrix for the whole batch: its coordinates once
+    kernels = uses_warp_kernels(src.dtype, channels(src), mode)
+    if isinstance(m, torch.Tensor) and (perspective or not kernels):
+        m = m.cpu().numpy()  # only the affine warp kernels take matrices on the device
+    if isinstance(m, torch.Tensor):
+        m = m if inverse else _invert_affine_device(m)
+    else:
+        if not inverse:
+            m = np.stack([invert3(a) for a in m]) if perspective else _invert_affine(m)
+        if len(m) > 1 and (m == m[:1]).all():
+            m = m[:1]  # one matrix for the whole batch: its coordinates once
     x = as_nhwc(src)
     cval = scalar_values(border_value, channels(src))
-    if uses_warp_kernels(src.dtype, channels(src), mode):
+    if kernels:
         coords = _f32_coords(m, dw, dh, perspective, src.device)
         out = _remap_f32(x, coords, mode, border, cval).reshape(x.shape[0], dh, dw, -1)
     elif mode != INTER_CUBIC or src.dtype == torch.float64:
@@ -439,13 +475,15 @@ def invert3(m: np.ndarray) -> np.ndarray:
     )
 
 
-def _matrices(m: object, rows: int, name: str) -> np.ndarray:
-    """One (rows, 3) matrix, or one per sample ((N, rows, 3) tensor), as float64 (B, rows, 3)."""
+def _matrices(m: object, rows: int, name: str) -> np.ndarray | torch.Tensor:
+    """One (rows, 3) matrix, or one per sample ((N, rows, 3) tensor), as float64 (B, rows, 3):
+    per-sample matrices stay a tensor on their device where host reads are not allowed."""
     if isinstance(m, torch.Tensor) and m.dim() == 3:
-        arr = m.detach().cpu().double().numpy()
-        if arr.shape[1:] != (rows, 3):
-            raise UnsupportedOperation(f"{name}: per-sample matrices of shape {arr.shape}")
-        return arr
+        if tuple(m.shape[1:]) != (rows, 3):
+            raise UnsupportedOperation(f"{name}: per-sample matrices of shape {tuple(m.shape)}")
+        if not host_sync_allowed():
+            return m.detach().to(torch.float64)
+        return m.detach().cpu().double().numpy()
     return to_numpy_matrix(m, (rows, 3), name)[None]
 
 
@@ -503,6 +541,8 @@ def _check_warp(
         return f"output {dw}x{dh} beyond {MAX_OUTPUT_VALUES} values"
     if not is_int(flags) or int(flags) & ~(7 | WARP_INVERSE_MAP) or int(flags) & 7 > 4:
         return f"flags {flags!r}: interpolation 0..4, optionally | WARP_INVERSE_MAP"
+    if _far_corner(arr, dw, dh, bool(int(flags) & WARP_INVERSE_MAP)):
+        return f"source coordinates beyond {MAX_COORDINATE:g} pixels"
     mode = int(flags) & 7
     if mode == INTER_CUBIC and src.dtype == np.float64:
         return "INTER_CUBIC on float64 is not reproduced"
@@ -513,6 +553,40 @@ def _check_warp(
     if mode in (INTER_CUBIC, INTER_LANCZOS4) and not finite(src):
         return "non-finite values with cubic or lanczos4 taps"
     return border_reason(border, _BORDERS) or scalar_reason(value)
+
+
+MAX_COORDINATE = 2.0**28
+"""Warps whose source coordinates reach beyond this are refused: the backends' paths that
+decide on the device (no host reads) take every coordinate to be finite and this small."""
+
+
+def _far_corner(m: np.ndarray, dw: int, dh: int, inverse: bool) -> bool:
+    """Whether a corner of the output maps beyond :data:`MAX_COORDINATE` (or to no finite
+    point). An affine map reaches its extremes at the corners, and so does a perspective
+    whose horizon does not cross the output (the image of the rectangle is convex); plain
+    Python on 6 or 9 numbers, as recording checks every call."""
+    rows = len(m)
+    if inverse:
+        a = [[float(v) for v in row] for row in m]
+    elif rows == 3:
+        a = invert3(m).tolist()
+    else:
+        (m00, m01, m02), (m10, m11, m12) = ([float(v) for v in row] for row in m)
+        d = m00 * m11 - m01 * m10
+        d = 1.0 / d if d != 0 else 0.0
+        a11, a22, a12, a21 = m11 * d, m00 * d, -m01 * d, -m10 * d
+        a = [[a11, a12, -a11 * m02 - a12 * m12], [a21, a22, -a21 * m02 - a22 * m12]]
+    for x, y in ((0, 0), (dw - 1, 0), (0, dh - 1), (dw - 1, dh - 1)):
+        xs = a[0][0] * x + a[0][1] * y + a[0][2]
+        ys = a[1][0] * x + a[1][1] * y + a[1][2]
+        if rows == 3:
+            w = a[2][0] * x + a[2][1] * y + a[2][2]
+            if w == 0:
+                continue  # the horizon: refused by the perspective's own check
+            xs, ys = xs / w, ys / w
+        if not (abs(xs) < MAX_COORDINATE and abs(ys) < MAX_COORDINATE):
+            return True
+    return False
 
 
 def check_warp_affine(

@@ -1,0 +1,24 @@
+"""What a batched chain asks of a device per batch, counted on the CPU: aten ops (each at
+least one kernel launch on a GPU) and data-dependent host syncs (each a stall), with the
+executor running as on a device (the whole batch, no host reads); the batches stay the
+per-sample reference's, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from batched_counts import count, records, reference
+
+MAX_OPS_PER_CHAIN_OP = {"demo_image": 12.0, "letterbox": 45.0}
+"""Today's figures with some room (11.6 and 43.3): a change that adds launches shows here."""
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", ["demo_image", "letterbox"])
+def test_steady_batches_have_no_host_sync_and_few_ops(name: str) -> None:
+    batch_records = records(name, batches=3)
+    counts = count(batch_records)
+    assert counts.steady_syncs == 0, counts.sync_names
+    assert counts.ops_per_chain_op <= MAX_OPS_PER_CHAIN_OP[name]
+    for record, out in zip(batch_records, counts.outputs, strict=True):
+        assert np.array_equal(out.numpy(), reference(record))
