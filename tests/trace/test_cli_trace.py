@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,47 @@ def test_a_target_is_warmed_up_before_it_is_traced(tmp_path, capsys, monkeypatch
     monkeypatch.setattr(trace_datasets, "counted", lambda: calls.append(1), raising=False)
     code = main(["trace", "trace_datasets:counted", "--out", str(tmp_path), "--format", "json"])
     assert code == 0 and len(calls) == 2  # one warm-up run, one traced
+
+
+def _trace_coarsened(tmp_path: Path, *extra: str) -> int:
+    return main(
+        ["trace", f"{DATASETS}:pipeline", "--out", str(tmp_path), "--svg-max-nodes", "5", *extra]
+    )
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_a_dag_over_svg_max_nodes_is_drawn_coarsened_and_said_once(tmp_path, capsys) -> None:
+    assert _trace_coarsened(tmp_path) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (tmp_path / "dag.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    notes = [line for line in lines if line.startswith("dag.svg is coarsened")]
+    assert len(notes) == 1
+    assert f"the DAG node by node is in {tmp_path / 'dag.dot'}" in notes[0]
+    wrote = [line for line in lines if line.startswith("wrote ")]
+    assert sorted(wrote) == sorted(set(wrote))
+    assert {line.rsplit("/", 1)[-1] for line in wrote} == {"dag.json", "dag.dot", "dag.svg"}
+    assert not (tmp_path / "dag.coarsened.dot").exists()
+
+
+def test_without_dot_the_coarsened_drawing_is_kept_as_dot(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs"))
+    assert _trace_coarsened(tmp_path / "out", "--json") == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    out = tmp_path / "out"
+    assert summary["drawing"]["coarsened"] is True
+    assert summary["drawing"]["nodes"] <= 5 < summary["drawing"]["dag_nodes"]
+    assert summary["drawing"]["full_dot"] == str(out / "dag.dot")
+    written = [Path(p).name for p in summary["written"]]
+    assert sorted(written) == ["dag.coarsened.dot", "dag.dot", "dag.json"]
+    assert not (out / "dag.svg").exists()
+    assert "coarsened:" in (out / "dag.coarsened.dot").read_text()
+    assert "rank=same" in (out / "dag.dot").read_text()  # the full DAG, node by node
+    assert "dot -Tsvg" in captured.err and "dag.coarsened.dot" in captured.err
+
+
+def test_svg_only_writes_the_full_dot_beside_a_coarsened_drawing(tmp_path, capsys) -> None:
+    assert _trace_coarsened(tmp_path, "--format", "svg", "--json") == 0
+    written = [Path(p).name for p in json.loads(capsys.readouterr().out)["written"]]
+    assert written.count("dag.dot") == 1 and "dag.json" not in written
+    assert (tmp_path / "dag.dot").is_file()

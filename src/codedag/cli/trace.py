@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.cli.args import integer, nonempty_path
 from codedag.errors import TraceError, UsageError
 from codedag.graph.model import ExecutionDAG
+from codedag.trace.dot import SVG_MAX_NODES
+
+if TYPE_CHECKING:
+    from codedag.report.dag_drawing import Drawing
+
+log = logging.getLogger(__name__)
 
 FORMATS = ("json", "dot", "svg")
 
@@ -71,7 +78,15 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         "--max-nodes",
         type=integer(1, 100_000, "Graphviz takes minutes past that"),
         default=1500,
-        help="nodes drawn in DOT/SVG",
+        help="nodes written to dag.dot (default 1500)",
+    )
+    p.add_argument(
+        "--svg-max-nodes",
+        type=integer(1, 100_000, "Graphviz takes minutes past that"),
+        default=SVG_MAX_NODES,
+        metavar="N",
+        help="largest DAG drawn node by node in dag.svg; a larger one is drawn coarsened "
+        f"(default {SVG_MAX_NODES}: Graphviz takes seconds past that)",
     )
     p.add_argument("--top", type=integer(1, 10_000), default=15, help="rows in the summary tables")
     p.add_argument(
@@ -155,8 +170,75 @@ def _print_tables(summary: dict[str, Any], written: list[Path]) -> None:
                 str(v["id"]), v["name"], shape, v["dtype"] or "", f"{v['nbytes'] / 1024:.1f} KiB"
             )
         console.print(vt)
+    drawing = summary.get("drawing")
+    if drawing:
+        console.print(coarsened_note(drawing), highlight=False, soft_wrap=True)
     for path in written:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+def _coarsened_summary(drawing: Drawing, full_dot: Path, dot_max_nodes: int) -> dict[str, Any]:
+    return {
+        "coarsened": True,
+        "shows": drawing.shows,
+        "nodes": drawing.nodes,
+        "dag_nodes": drawing.dag_nodes,
+        "full_dot": str(full_dot),
+        "full_dot_nodes": min(drawing.dag_nodes, dot_max_nodes),
+    }
+
+
+def coarsened_note(drawing: dict[str, Any]) -> str:
+    """One line: what a coarsened dag.svg shows and where every node is."""
+    cut = drawing["full_dot_nodes"] < drawing["dag_nodes"]
+    return (
+        f"dag.svg is coarsened: it draws {drawing['shows']}, {drawing['nodes']} nodes for "
+        f"the DAG's {drawing['dag_nodes']} (--svg-max-nodes); the DAG node by node is in "
+        f"{drawing['full_dot']}"
+        + (f" (first {drawing['full_dot_nodes']}: --max-nodes)" if cut else "")
+    )
+
+
+def write_drawing(
+    dag: ExecutionDAG, out: Path, svg_max_nodes: int, dot_max_nodes: int, dot_written: bool
+) -> tuple[Drawing, list[Path]]:
+    """Write ``dag.svg``: the DAG, coarsened when it has more than ``svg_max_nodes`` nodes
+    (:func:`~codedag.report.dag_drawing.choose_drawing`), with ``dag.dot`` beside a coarsened
+    drawing. Without ``dot`` (or when it fails) the drawing's DOT is written instead: ``dag.dot``,
+    or ``dag.coarsened.dot`` for a coarsened one.
+
+    Returns:
+        The drawing and the files written.
+    """
+    import shutil
+
+    from codedag.report.dag_drawing import choose_drawing
+    from codedag.trace.dot import INSTALL_HINT, render_svg, to_dot
+    from codedag.util.io import atomic_write_bytes, atomic_write_text
+
+    drawing = choose_drawing(dag, svg_max_nodes)
+    missing = shutil.which("dot") is None
+    svg = None if missing else render_svg(drawing.dot_text)
+    full_dot = out / "dag.dot"
+    written: list[Path] = []
+    if not dot_written and (drawing.coarsened or svg is None):
+        written.append(atomic_write_text(full_dot, to_dot(dag, max_nodes=dot_max_nodes)))
+    svg_path = out / "dag.svg"
+    if svg is not None:
+        written.append(atomic_write_bytes(svg_path, svg))
+        return drawing, written
+    drawn = full_dot
+    if drawing.coarsened:
+        drawn = atomic_write_text(out / "dag.coarsened.dot", drawing.dot_text)
+        written.append(drawn)
+    if missing:
+        log.warning(
+            "the dot program is missing, so no dag.svg. To get it: %s",
+            INSTALL_HINT.format(dot=drawn, svg=svg_path),
+        )
+    else:
+        log.warning("wrote %s instead of %s", drawn, svg_path)
+    return drawing, written
 
 
 def describe_failure(error: BaseException) -> str:
@@ -186,8 +268,28 @@ def run(args: argparse.Namespace) -> int:
         return _trace(args, formats)
 
 
+def _write_outputs(
+    dag: ExecutionDAG, args: argparse.Namespace, formats: list[str], failed: bool
+) -> tuple[list[Path], Drawing | None]:
+    """Write the requested formats (``dag.json`` always after a failure); each file once."""
+    from codedag.trace.dot import to_dot
+    from codedag.util.io import atomic_write_text
+
+    out: Path = args.out
+    written: list[Path] = []
+    if "json" in formats or failed:
+        written.append(dag.save(out / "dag.json"))
+    if "dot" in formats:
+        written.append(atomic_write_text(out / "dag.dot", to_dot(dag, max_nodes=args.max_nodes)))
+    drawing = None
+    if "svg" in formats:
+        dot_written = "dot" in formats
+        drawing, paths = write_drawing(dag, out, args.svg_max_nodes, args.max_nodes, dot_written)
+        written.extend(paths)
+    return written, drawing
+
+
 def _trace(args: argparse.Namespace, formats: list[str]) -> int:
-    from codedag.trace.dot import to_dot, write_visualization
     from codedag.trace.tracer import EnhancedTracer, trace_dataloader
     from codedag.util.targets import load_target
 
@@ -236,15 +338,7 @@ def _trace(args: argparse.Namespace, formats: list[str]) -> int:
             )
             failure.__cause__ = error
     dag = tracer.dag
-    written: list[Path] = []
-    if "json" in formats or failure is not None:
-        written.append(dag.save(out / "dag.json"))
-    if "dot" in formats:
-        from codedag.util.io import atomic_write_text
-
-        written.append(atomic_write_text(out / "dag.dot", to_dot(dag, max_nodes=args.max_nodes)))
-    if "svg" in formats:
-        written.append(write_visualization(dag, out / "dag.svg", max_nodes=args.max_nodes))
+    written, drawing = _write_outputs(dag, args, formats, failure is not None)
     if failure is not None:
         raise failure
     view = None
@@ -254,6 +348,8 @@ def _trace(args: argparse.Namespace, formats: list[str]) -> int:
         view, page = write_chain_page(dag, out, args.plan, written)
         written.append(page)
     summary = summarize(dag, args.top)
+    if drawing is not None and drawing.coarsened:
+        summary["drawing"] = _coarsened_summary(drawing, out / "dag.dot", args.max_nodes)
     if args.json:
         print(json.dumps({**summary, "written": [str(p) for p in written]}, indent=2))
     else:
