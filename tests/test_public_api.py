@@ -87,6 +87,7 @@ PUBLIC_NAMES = [
     "OptimizeResult",
     "RunResults",
     "tune_loader",
+    "accelerate",
 ]
 
 

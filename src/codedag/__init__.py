@@ -108,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "UniversalWrapper": "codedag.migrate.wrapper",
     "UnsupportedOperation": "codedag.errors",
     "ValueNode": "codedag.graph.model",
+    "accelerate": "codedag.integrations.accelerate",
     "canonical_name": "codedag.backends.names",
     "compare_modes": "codedag.monitor.compare",
     "detect_gpus": "codedag.devices.gpus",

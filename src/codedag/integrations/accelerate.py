@@ -88,7 +88,11 @@ def accelerate(
     settings = WatchSettings(plan_budget_s, replan, store_plans)
     loader.__dict__[_WATCH_ATTR] = LoaderWatch(loader, settings)
     loader.__class__ = _accelerated_class(type(loader))
-    _accelerated.add(loader)
+    with _lock:
+        if not _accelerated:  # registered on first use: importing codedag changes nothing
+            atexit.unregister(_release_all)
+            atexit.register(_release_all)
+        _accelerated.add(loader)
     return loader
 
 
@@ -111,7 +115,6 @@ def results_of(loader: Any) -> AcceleratedRun | None:
     return None if watch is None else watch.results
 
 
-@atexit.register
 def _release_all() -> None:
     for loader in list(_accelerated):
         try:

@@ -1,0 +1,89 @@
+"""``codedag.accelerate(loader)``: the same loader object, the same batches, a plan from epoch 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import codedag
+from codedag.errors import ConfigError
+from codedag.integrations.accelerate import release, results_of
+from codedag.integrations.watch import batch_samples
+
+
+class FlipFiles(Dataset):  # type: ignore[type-arg]
+    """Decode a PNG with cv2, resize, flip at random (NumPy's global generator)."""
+
+    def __init__(self, files: list[str]) -> None:
+        self.files = files
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> Any:
+        img = cv2.imread(self.files[i])
+        img = cv2.resize(img, (12, 12))
+        if np.random.rand() < 0.5:
+            img = cv2.flip(img, 1)
+        return torch.from_numpy(img.astype(np.float32))
+
+
+class OwnLoader(DataLoader):  # type: ignore[type-arg]
+    """A user's DataLoader subclass."""
+
+
+def _files(folder: Path, n: int = 12) -> list[str]:
+    rng = np.random.default_rng(1)
+    paths = []
+    for i in range(n):
+        path = folder / f"{i:02d}.png"
+        cv2.imwrite(str(path), rng.integers(0, 255, (16, 14, 3), dtype=np.uint8))
+        paths.append(str(path))
+    return paths
+
+
+def _epochs(loader: Any, epochs: int = 3) -> list[list[torch.Tensor]]:
+    np.random.seed(7)
+    torch.manual_seed(7)
+    return [list(loader) for _ in range(epochs)]
+
+
+def test_same_batches_and_a_plan_from_the_second_epoch(tmp_path: Path) -> None:
+    files = _files(tmp_path)
+    expected = _epochs(OwnLoader(FlipFiles(files), batch_size=4, shuffle=True))
+    loader = OwnLoader(FlipFiles(files), batch_size=4, shuffle=True)
+    same = codedag.accelerate(loader, store_plans=False)
+    assert same is loader
+    assert isinstance(loader, OwnLoader) and isinstance(loader, DataLoader)
+    try:
+        got = _epochs(loader)
+        results = results_of(loader)
+    finally:
+        final = release(loader)
+    assert type(loader) is OwnLoader  # the class is the user's again
+    for want, have in zip(expected, got):
+        assert len(want) == len(have)
+        for a, b in zip(want, have):
+            assert torch.equal(a, b)
+    assert results is not None and final is not None
+    assert final.plan_status == "applied", final.plan_reason
+    assert [e.planned for e in final.epochs] == [False, True, True]
+    assert [e.samples for e in final.epochs] == [12, 12, 12]
+    assert release(loader) is None  # a second release does nothing
+
+
+def test_accelerate_refuses_what_is_not_a_dataloader() -> None:
+    with pytest.raises(ConfigError, match="expects a torch DataLoader"):
+        codedag.accelerate([1, 2, 3])
+
+
+def test_batch_samples_reads_the_first_dimension() -> None:
+    assert batch_samples((torch.zeros(5, 3), torch.zeros(5))) == 5
+    assert batch_samples({"x": np.zeros((2, 4))}) == 2
+    assert batch_samples([1, 2, 3]) == 3
