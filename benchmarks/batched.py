@@ -199,13 +199,14 @@ def _print_chains(rows: list[dict[str, Any]]) -> None:
         "hand-written; hw |d| and b |d|: hand-written and batched outputs against cv2's, largest "
         "difference and share of elements beyond the tolerance of the chain's loosest op; "
         "recording: us per sample and per operation (direct), in __getitem__ (decode cached), "
-        "collate us per sample"
+        "collate us per sample; aten/op and syncs: aten ops per chain op and data-dependent "
+        "host syncs of one batch run as on a device (whole, no host reads)"
     )
     print(
         f"{'pipeline':<12} {'px':>5} {'cv2':>8} {'batched':>8} {'hand':>8} {'b/hw':>6} "
         f"{'hw |d|':>9} {'hw >tol':>7} {'b |d|':>9} {'b >tol':>7} "
         f"{'rec/smp':>8} {'rec/op':>7} {'getitem':>8} {'collate':>8} {'ops':>5} "
-        f"{'calls':>6} {'groups':>6}"
+        f"{'calls':>6} {'groups':>6} {'aten/op':>7} {'syncs':>5}"
     )
     for row in rows:
         c = row["chain"]
@@ -218,7 +219,8 @@ def _print_chains(rows: list[dict[str, Any]]) -> None:
             f"{_exactness(c['floor_exactness'])} {_exactness(c['batched_exactness'])} "
             f"{c['record_us_per_sample']:>8.1f} {c['record_us_per_op']:>7.2f} "
             f"{c['getitem_record_us']:>8.1f} {c['collate_us_per_sample']:>8.1f} "
-            f"{c['ops_per_sample']:>5.1f} {c['backend_calls']:>6} {c['groups']:>6}"
+            f"{c['ops_per_sample']:>5.1f} {c['backend_calls']:>6} {c['groups']:>6} "
+            f"{c['aten_ops_per_op']:>7.1f} {c['syncs_per_batch']:>5}"
         )
 
 

@@ -44,6 +44,7 @@ from codedag.backends.batched.executor import BatchExecutor, replay
 from codedag.backends.tolerances import Tolerance, tolerance_for
 from codedag.devices.torch_devices import device_sync
 from codedag.measure import Stopwatch
+from codedag.measure.launches import LaunchCounter
 from codedag.measure.pair import Budget, time_pair
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.batched.settings import BatchedSettings
@@ -104,6 +105,9 @@ class ChainFigures:
         backend_calls: backend calls of the batch.
         groups: distinct programs in the batch.
         samples: deferred samples in the batch.
+        aten_ops_per_op: aten ops of the batch run as on a device (whole, no host reads;
+            the second run, caches warm) per recorded operation of a sample.
+        syncs_per_batch: data-dependent host syncs of that run.
     """
 
     cv2_ms: float
@@ -120,6 +124,8 @@ class ChainFigures:
     backend_calls: int
     groups: int
     samples: int
+    aten_ops_per_op: float = float("nan")
+    syncs_per_batch: int = -1
 
     @property
     def ratio(self) -> float | None:
@@ -282,6 +288,10 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
         lambda: rerecord(record, entries), lambda: rerecord(record, entries), watch, BUDGET
     )
     record_ns = direct.a.median_ns * n / len(programs)
+    as_device = BatchExecutor(dev, chunk_bytes=0, sync_free=True)
+    as_device.run(record)
+    with LaunchCounter() as counted:
+        as_device.run(record)
     return ChainFigures(
         cv2_ms=chain_ns / 1e6,
         batched_ms=cv2_pair.b.median_ns / 1e6,
@@ -297,6 +307,8 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
         backend_calls=outcome.backend_calls,
         groups=outcome.groups,
         samples=len(programs),
+        aten_ops_per_op=counted.total_ops / ops,
+        syncs_per_batch=counted.total_syncs,
     )
 
 
