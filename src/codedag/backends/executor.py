@@ -1,10 +1,10 @@
 """The migrated path of one call, the same for every library: refuse what the op declares
 unsupported, adapter in, backend, adapter out.
 
-:class:`Executor` does the work the original API's ``_execute_move_only`` / ``_execute_standard_op`` /
-``_execute_factory_op`` describe. Before any value is converted, :meth:`Executor.refusal`
-checks the call against the op's declared quirks (output buffers, the adapter's dtypes, channels
-and sizes, the op's own check) and a refused call raises
+:class:`Executor` runs each :class:`~codedag.backends.contract.Strategy` (move the inputs only,
+adapt the arguments, or build a transform from the configuration and apply it). Before any value
+is converted, :meth:`Executor.refusal` checks the call against the op's declared quirks (output
+buffers, the adapter's dtypes, channels and sizes, the op's own check) and a refused call raises
 :class:`~codedag.backends.contract.DeclaredUnsupported` with the declared reason;
 :class:`~codedag.migrate.wrapper.UniversalWrapper` then runs the original.
 

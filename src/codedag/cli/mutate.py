@@ -16,7 +16,7 @@ _WEEK_S = 7 * 24 * 3600.0
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    """Add the ``mutate`` subcommand (the original API's flags)."""
+    """Add the ``mutate`` subcommand."""
     parser = subparsers.add_parser(
         "mutate",
         parents=[parent],

@@ -14,7 +14,7 @@ SCENARIO_CHOICES = ("dataloader", "sync", "tiny_ops", "memory_churn", "all")
 
 
 def _flag(group: Any, name: str, **kwargs: Any) -> None:
-    """Add ``--name`` with both the original API's underscore and the dashed spelling."""
+    """Add ``--name`` with both the underscore and the dashed spelling."""
     spellings = [f"--{name}"]
     if "_" in name:
         spellings.append(f"--{name.replace('_', '-')}")

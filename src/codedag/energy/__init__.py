@@ -24,8 +24,8 @@ and the results store (``codedag mutate``, ``codedag results``).
   files
 * :mod:`.session`: A session: run the planned experiments, measure each one's energy, record
   everything
-* :mod:`.settings`: Batch experiment settings (the original API's ``settings/*.json``), validated like the
-  models config
+* :mod:`.settings`: Batch experiment settings (``settings/*.json``), validated like the models
+  config
 * :mod:`.store`: Results on disk: session folders, experiment.json, summary.csv and one SQLite
   database
 * :mod:`.examples`: Example training scripts for ``codedag mutate``: small models on synthetic

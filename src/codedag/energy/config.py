@@ -29,7 +29,7 @@ from codedag.errors import ConfigError
 
 SCHEMA_VERSION = 1
 
-# The original API's mutation strategy: ranges relative to the default value, by hyperparameter name.
+# The built-in mutation strategy: ranges relative to the default value, by hyperparameter name.
 # (kind, low, high, distribution, zero_probability); kind "factor" multiplies the default,
 # "offset" adds to it, "absolute" is used as is.
 SEED_STRATEGY: dict[str, tuple[str, float, float, str, float]] = {

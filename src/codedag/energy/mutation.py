@@ -1,9 +1,9 @@
 """Hyperparameter mutation: reproducible draws around a model's defaults, without duplicates.
 
 Each hyperparameter is drawn from its range (absolute ``range``, ``range_relative`` factors of
-the default, or the original API's strategy for well-known names), uniformly or log-uniformly, as an int or
-a float, and set to exactly zero with its ``zero_probability``. Floats are rounded to 6 significant
-digits so that the recorded value is the one passed on the command line.
+the default, or a built-in strategy for well-known names), uniformly or log-uniformly, as an int
+or a float, and set to exactly zero with its ``zero_probability``. Floats are rounded to 6
+significant digits so that the recorded value is the one passed on the command line.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class DrawRule:
 
 
 def resolve_rule(name: str, spec: HyperparamSpec, default: float) -> DrawRule:
-    """Resolve the drawing rule of ``name`` from its spec and the original API's strategy.
+    """Resolve the drawing rule of ``name`` from its spec, else the built-in strategy for its name.
 
     Raises:
         ConfigError: no range is given and the name has no strategy, or a log-uniform range

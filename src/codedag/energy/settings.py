@@ -1,4 +1,4 @@
-"""Batch experiment settings (the original API's ``settings/*.json``), validated like the models config.
+"""Batch experiment settings (``settings/*.json``), validated like the models config.
 
 A settings file names the experiments of a session: which repository and model, whether to mutate
 (which hyperparameters), run defaults, or run with a background training load (parallel), how many

@@ -85,7 +85,8 @@ ENERGY_COLUMNS = {
 
 
 def summary_columns(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The original API's columns: base, ``hyperparam_*``, ``perf_*``, ``energy_*`` (dynamic parts sorted)."""
+    """The summary's columns: base, ``hyperparam_*``, ``perf_*``, ``energy_*`` (dynamic parts
+    sorted)."""
     hyper = sorted({k for r in records for k in r.get("hyperparameters", {})})
     perf = sorted({k for r in records for k in r.get("performance_metrics", {})})
     return [

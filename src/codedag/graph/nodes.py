@@ -49,12 +49,12 @@ class CallNode:
 
     @property
     def node_type(self) -> str:
-        """The original API's node type name: ``"function_call"``."""
+        """The node type name of the DAG's JSON form: ``"function_call"``."""
         return "function_call"
 
     @property
     def performance(self) -> dict[str, float]:
-        """Times in seconds and memory in bytes, as the original API's examples read them."""
+        """``execution_time`` and ``self_time`` in seconds, ``memory_bytes``."""
         return {
             "execution_time": self.total_ns / 1e9,
             "self_time": self.self_ns / 1e9,
@@ -90,12 +90,12 @@ class ValueNode:
 
     @property
     def node_type(self) -> str:
-        """The original API's node type name: ``"variable"``."""
+        """The node type name of the DAG's JSON form: ``"variable"``."""
         return "variable"
 
     @property
     def performance(self) -> dict[str, float]:
-        """The original API's view of a value: no time, its size as memory."""
+        """A value's performance fields: no time, its size as memory."""
         return {"execution_time": 0.0, "self_time": 0.0, "memory_bytes": self.nbytes}
 
 

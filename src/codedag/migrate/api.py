@@ -44,7 +44,7 @@ class PipelineMigrator:
     """Runs the calls a plan places on a device through torch backends, transparently.
 
     Args:
-        plan: a migration plan dict (CONTRACT.md).
+        plan: a migration plan dict (:meth:`codedag.plan.model.MigrationPlan.to_dict`'s form).
         default_device: where calls go whose plan device does not exist here; default
             ``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` with CUDA, else ``cpu``.
         registry: the registry of migratable functions (default: the process-wide one).

@@ -26,8 +26,8 @@
   results file
 * :mod:`.resources`: ResourceMonitor: a background thread sampling CPU, memory and GPUs at a fixed
   interval
-* :mod:`.results`: The results JSON: the original API's structure plus schema_version, environment and data
-  wait; loading, validating, upgrading and merging into the model
+* :mod:`.results`: The results JSON: each mode's batch times, data wait, resources and metrics; the
+  environment; loading, validating, upgrading and merging into the model
 * :mod:`.sinks`: Where the records go: the raw CSV streams, TensorBoard, MLflow (a package of its
   own)
 * :mod:`.spill`: Stream every raw sample of a long run to a CSV file, so memory stays bounded and

@@ -1,6 +1,6 @@
 """ExperimentMonitor: one object that times batches, samples resources, logs metrics and saves.
 
-Used exactly as the seed shows::
+Used like this::
 
     monitor = ExperimentMonitor("BirdCLEF_2023", save_dir="./results")
     monitor.start_mode("baseline", config={"epochs": 2}, resource_interval=1.0)

@@ -60,7 +60,7 @@ class _Track:
 
 
 class MetricsLogger:
-    """Records losses and accuracies as the original API's ``[(epoch, batch, value)]`` series.
+    """Records losses and accuracies as ``[(epoch, batch, value)]`` series.
 
     Non-finite values (a diverging loss) are counted in ``nonfinite`` and passed on to
     ``on_metrics`` (the raw CSV keeps them), never averaged into the series: JSON has no NaN and
@@ -148,7 +148,7 @@ class MetricsLogger:
             }
 
     def summary(self) -> dict[str, Any]:
-        """The original API's ``loss`` and ``accuracy`` summaries; ``None`` where nothing was logged."""
+        """The results' ``loss`` and ``accuracy`` summaries; ``None`` where nothing was logged."""
         with self._lock:
             self.fold()
             return self._summary()

@@ -92,7 +92,7 @@ class ResourceMonitor:
     """Samples resources every ``interval_s`` seconds on a daemon thread.
 
     Args:
-        interval_s: seconds between samples (the original API's ``resource_interval``).
+        interval_s: seconds between samples (``resource_interval`` in a monitor's settings).
         probe: what one sample reads; ``SystemProbe()`` (this machine) by default.
         on_sample: receives every recorded sample (on the sampler's thread).
         downsample_capacity: most points per series kept in memory.
@@ -222,7 +222,7 @@ class ResourceMonitor:
             self._on_sample(sample)
 
     def usage(self) -> dict[str, Any]:
-        """The original API's ``resource_usage``: host series as ``[[ts, v]]``, GPU ones per device id."""
+        """The results' ``resource_usage``: host series as ``[[ts, v]]``, GPU ones per device id."""
         out: dict[str, Any] = {name: [] for name in HOST_SERIES.values()}
         for name in GPU_SERIES.values():
             out[name] = {}

@@ -1,6 +1,7 @@
-"""The results JSON: the original API's structure plus schema_version, environment and data wait.
+"""The results JSON: each mode's batch times, data wait, resources and metrics; the environment.
 
-Layout (``SCHEMA_VERSION = 1``; every key of the original results format is kept with its meaning)::
+Layout (``SCHEMA_VERSION = 1``; every key of version 0, which had no version, is kept with its
+meaning)::
 
     {"schema_version": 1, "codedag_version": "0.1.0",
      "experiment_name": str, "timestamp": int (epoch s), "datetime": ISO 8601,
@@ -302,7 +303,7 @@ def upgrade_results(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_version(version: object, where: str) -> None:
-    """Accept 0 (the original API's format, also when the key is absent) up to :data:`SCHEMA_VERSION`.
+    """Accept 0 (the first format, also when the key is absent) up to :data:`SCHEMA_VERSION`.
 
     Raises:
         SchemaError: not a whole number, negative, or written by a newer codedag.

@@ -21,8 +21,7 @@
 * :mod:`.export`: Writing the optimizer's stage results: JSON for each pass, DOT for the coarsened
   graph
 * :mod:`.isomorphism`: Grouping subgraphs into isomorphism classes, exactly
-* :mod:`.manager`: OptimizerManager: coarsen, partition, refine and plan, as in the original API's three-
-  stage API
+* :mod:`.manager`: OptimizerManager: coarsen, partition, refine and plan, in three stages
 * :mod:`.partition`: K-way partitioning: k centers, then greedy region growing from them
 * :mod:`.placement`: The placement rule: a call leaves the CPU only when a measurement says it wins
 * :mod:`.plan_builder`: The migration plan of a partitioned, coarsened DAG: every call with its
@@ -32,8 +31,8 @@
 * :mod:`.prefix_conflicts`: The prefix cache beside placement and batched chains (a pure pass over
   the plan)
 * :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective
-* :mod:`.result`: What OptimizerManager.optimize returns: the passes' outputs as typed fields, readable
-  as the original API's dict
+* :mod:`.result`: What OptimizerManager.optimize returns: the passes' outputs as typed fields, also
+  readable as a dict
 * :mod:`.schedule`: Makespan of a two-device placement under the cost model, and HEFT as a
   reference scheduler
 * :mod:`.tables`: Finding element-wise runs on uint8 arrays in a traced batch, for lookup tables

@@ -51,7 +51,7 @@ class ClusterNode:
 
     @property
     def node_type(self) -> str:
-        """The original API's node type: ``function_call`` or ``variable``."""
+        """The node type name of the DAG's JSON form: ``function_call`` or ``variable``."""
         return "function_call" if self.kind == "call" else "variable"
 
     @property

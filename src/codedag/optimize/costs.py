@@ -37,8 +37,8 @@ class CostModel:
     Attributes:
         accelerator_speedup: what-if CPU time / accelerator time of a migratable call (the
             scheduling benchmark's model; plans use ``PlacementSettings.assume_speedup``).
-        h2d_bandwidth_gbps: host-to-device copy bandwidth; DESIGN.md measured 35-50 GB/s on an
-            H100, 25 is a conservative default for pageable memory.
+        h2d_bandwidth_gbps: host-to-device copy bandwidth; pinned copies reach 35-50 GB/s on
+            an H100, 25 is a conservative default for pageable memory.
         d2h_bandwidth_gbps: device-to-host copy bandwidth.
         launch_overhead_ns: fixed cost per migrated call instance (conversion, kernel launches,
             synchronization): why per-sample calls on small inputs stay on the CPU.

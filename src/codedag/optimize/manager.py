@@ -1,4 +1,4 @@
-"""OptimizerManager: coarsen, partition, refine and plan, as in the original API's three-stage API."""
+"""OptimizerManager: coarsen, partition, refine and plan, in three stages."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ class OptimizerManager:
 
         Returns:
             The passes' outputs (:class:`~codedag.optimize.result.OptimizeResult`, also readable
-            as the original API's dict: ``result['migration_plan']``, ``result['statistics']``).
+            as a dict: ``result['migration_plan']``, ``result['statistics']``).
         """
         if not hasattr(dag, "nodes") or not hasattr(dag, "edges"):
             raise ConfigError(f"expected an ExecutionDAG, got {type(dag).__name__}")
@@ -248,7 +248,7 @@ class OptimizerManager:
         gpu_count: int | None = None,
         target_device: str | None = None,
     ) -> dict[str, Any]:
-        """The migration plan dict (CONTRACT.md format) for partitions of ``dag``."""
+        """The migration plan dict (``MigrationPlan.to_dict()``) for partitions of ``dag``."""
         coarse = as_coarse(dag)
         plan = build_plan(
             partitions,

@@ -1,7 +1,7 @@
 """What :meth:`OptimizerManager.optimize` returns: the passes' outputs as typed fields.
 
-It is also a read-only mapping with the original API's keys (``result['migration_plan']``,
-``result['coarsened_dag']``, ...), so code written against the dict keeps working.
+It is also a read-only mapping with string keys (``result['migration_plan']``,
+``result['coarsened_dag']``, ...), for code that reads the result as a dict.
 """
 
 from __future__ import annotations

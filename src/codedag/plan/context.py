@@ -1,6 +1,6 @@
 """Matching a runtime call against the plan's context keys.
 
-A traced context key is ``seg/seg/.../name#k`` (CONTRACT.md): each segment is a canonical name
+A traced context key is ``seg/seg/.../name#k``: each segment is a canonical name
 and a counter of earlier calls of that name under the same parent call. At run time the migrator
 does not trace (that costs 10x), so it knows less:
 
@@ -15,8 +15,8 @@ So every key is *normalized*: outer counters dropped, the last one kept
 looked up, innermost first, in order among the runtime frames (frames the tracer filtered out do
 not break a match). The best plan key is the one whose innermost name is found closest to the call
 (the direct caller beats a frame further up), then the one with more names found, then the one
-with the same own counter. This one rule covers the original API's three levels: *exact* (the whole plan key
-matches), *suffix* (its innermost segments match, e.g. a DataLoader worker's stack above
+with the same own counter. This one rule covers three levels of match: *exact* (the whole plan
+key matches), *suffix* (its innermost segments match, e.g. a DataLoader worker's stack above
 ``__getitem__`` differs from the traced ``__next__``), *function name* (no enclosing segment
 matches: the function's majority placement decides).
 

@@ -1,4 +1,4 @@
-"""Settings of a profiling run: the original API's flags and defaults, validated in one place."""
+"""Settings of a profiling run: the flags of ``codedag profile`` and their defaults, validated."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from codedag.errors import ConfigError
 SCENARIOS: tuple[str, ...] = ("dataloader", "sync", "tiny_ops", "memory_churn")
 DEVICES: tuple[str, ...] = ("cuda", "cpu")
 
-# Data pressure per scenario, as the seed defines it: (cpu_work iterations, io_sleep_ms) per sample.
+# Data pressure per scenario: (cpu_work iterations, io_sleep_ms) per sample.
 DATA_PRESSURE: dict[str, tuple[int, float]] = {"dataloader": (4000, 2.0)}
 DEFAULT_DATA_PRESSURE: tuple[int, float] = (200, 0.0)
 

@@ -50,7 +50,7 @@ class ProfileResult:
     environment: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document: the original API's flat fields first, then the details."""
+        """The JSON document: the flat summary fields first, then the details."""
         c = self.config
         counts = {k: v for k, v in self.counts.__dict__.items() if k != "op_counts"}
         scenario = c.scenario != "target"  # a target brings its own loader and settings
