@@ -55,6 +55,21 @@ def test_a_missing_file_has_no_identity(tmp_path: Path) -> None:
         source_identity(str(tmp_path / "gone.jpg"))
 
 
+def test_a_file_this_process_may_not_read_has_no_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = tmp_path / "a.jpg"
+    _write(image, b"jpeg")
+    readable = source_identity(str(image))
+    os.chmod(image, 0)  # its size, times and inode are as they were
+    # as a user other than root reads it (root may read any file)
+    monkeypatch.setattr(os, "access", lambda path, mode: bool(os.stat(path).st_mode & 0o444))
+    with pytest.raises(Unkeyable, match="cannot read"):
+        source_identity(str(image))
+    os.chmod(image, 0o600)
+    assert source_identity(str(image)) == readable
+
+
 def test_a_file_in_a_linked_folder_is_named_by_its_real_path(tmp_path: Path) -> None:
     real = tmp_path / "images"
     real.mkdir()

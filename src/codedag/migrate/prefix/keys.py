@@ -6,7 +6,9 @@
 * a file named by a path (``str``, ``os.PathLike``) or an open file is identified by its real
   path, size, modification time (ns), inode and device: editing or replacing it is a miss. The
   numbers are read through the path on every lookup (a link pointed elsewhere names another
-  inode); the real path of its folder is resolved once per folder and process;
+  inode); the real path of its folder is resolved once per folder and process. A file that is
+  gone or that this process may not read has no identity: the call runs, and fails as it does
+  without the cache;
 * an in-memory buffer (``bytes``, ``bytearray``, ``memoryview``, a NumPy array, a CPU tensor) by
   a hash of its bytes with its dtype and shape; an immutable ``bytes`` object's hash is kept per
   object while it lives (a data set's encoded images are hashed once per process);
@@ -115,6 +117,8 @@ def _file_identity(path: str | os.PathLike[str]) -> bytes:
             stat = os.stat(name)
     except OSError as error:
         raise Unkeyable(f"cannot stat {name}: {error.strerror}") from None
+    if not os.access(name, os.R_OK):  # the call then fails as it does without the cache
+        raise Unkeyable(f"cannot read {name}")
     return _stat_identity(_real_path(name, link), stat)
 
 

@@ -222,6 +222,16 @@ class PrefixValue:
             return self._meta.shape[0] if not self._done else len(self._value)
         return len(self._real("len()"))
 
+    # -- a with block (``with Image.open(path) as im``) -----------------------------------
+    def __enter__(self) -> Any:
+        if self._done:
+            entered = self._value.__enter__()
+            return self if entered is self._value else entered
+        return self  # deferred: nothing was opened, there is nothing to close
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return self._value.__exit__(*exc_info) if self._done else None
+
     # -- uses that need the data ----------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         import numpy as np

@@ -22,6 +22,8 @@ from typing import Any
 
 import codedag.migrate.prefix.keys as keys
 import codedag.migrate.tables.lookup as lookup
+from codedag.backends.facts import FileSource
+from codedag.backends.sources import file_source
 from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue, concrete, concrete_kwargs
 from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.store.tiers import PrefixStore
@@ -200,27 +202,48 @@ class Session:
         """A planned source call: the first prefix value of a chain."""
         if self.judge_after and chain.id not in self._checked and self._found_unpaid(chain):
             return original(*args, **kwargs)
-        data = _argument(chain.source_slot, args, kwargs)
+        where = _source_place(chain.source_slot, args, kwargs)
+        data = args[where] if isinstance(where, int) else kwargs.get(where or "")
         try:
             key = keys.source_key(chain.id, data)
         except keys.Unkeyable as error:
             self.miss(chain.id, "source")
             self.details[f"{chain.id}: {error}"[:160]] += 1
             return original(*args, **kwargs)
+        try:  # the call's other arguments (cv2.imread's flags, librosa.load's sr=)
+            key = keys.step_key([key, *_other_arguments(where, args, kwargs)])
+        except keys.Unkeyable as error:
+            self.miss(chain.id, f"arguments: {error}")
+            return original(*args, **kwargs)
+        declared = file_source(chain.source_function)
+        item = declared.item if declared is not None else None
+        echoes = _echoes(declared, kwargs) if declared is not None else {}
         lineage = Lineage(chain, self)
         self.local.lineages.append(lineage)
         cuts = int(chain.cut_function == chain.source_function)
+        call = original if item is None else _item_of(original, item)
+        if item is not None and echoes is None:  # the other items need the call: it runs
+            result = original(*args, **kwargs)
+            if cuts and chain.cut_occurrence == 0:
+                lineage.done = True  # nothing to read back in place of the call
+                return result
+            value = result[item]
+            head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
+            return (*result[:item], head, *result[item + 1 :])
         if cuts and chain.cut_occurrence == 0:
             head = PrefixValue(lineage, key, meta_of(None), cuts=cuts)
-            return self.cut(head, keys.step_key([b"source", key]), True, original, args, kwargs)
+            value = self.cut(head, keys.step_key([b"source", key]), True, call, args, kwargs)
+            return value if item is None else _assembled(value, item, echoes or {})
         found = self.meta(key)
         if found is not None:
             meta, stale = found
             if stale:
                 lineage.stale.append(key)
-            return PrefixValue(lineage, key, meta, call=(original, args, kwargs), cuts=cuts)
-        value = original(*args, **kwargs)
-        return PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
+            head = PrefixValue(lineage, key, meta, call=(call, args, kwargs), cuts=cuts)
+        else:
+            value = call(*args, **kwargs)
+            head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
+        return head if item is None else _assembled(head, item, echoes or {})
 
     def meta(self, key: bytes) -> Any:
         """The stored (or queued) header of an intermediate value, or None."""
@@ -455,11 +478,62 @@ def _unpaid_flag(chain: ChainSpec) -> bytes:
     return keys.step_key([b"unpaid", repr(chain).encode(), keys.versions()])
 
 
-def _argument(slot: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _source_place(slot: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | str | None:
+    """Where the source call's source is: a position, a keyword, or ``None`` (no argument)."""
     if slot.isdigit() and int(slot) < len(args):
-        return args[int(slot)]
+        return int(slot)
     if slot in kwargs:
-        return kwargs[slot]
+        return slot
     if args:
-        return args[0]
-    return next(iter(kwargs.values()), None)
+        return 0
+    return next(iter(kwargs), None)
+
+
+def _other_arguments(
+    where: int | str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[bytes]:
+    """The source call's arguments besides its source, encoded.
+
+    Raises:
+        keys.Unkeyable: an argument has no stable value.
+    """
+    out: list[bytes] = []
+    for position, value in enumerate(args):
+        if position != where:
+            out.append(b"%d=" % position)
+            keys.encode_argument(value, out)
+    for keyword in sorted(kwargs):
+        if keyword != where:
+            out.append(keyword.encode() + b"=")
+            keys.encode_argument(kwargs[keyword], out)
+    return out
+
+
+def _echoes(declared: FileSource, kwargs: dict[str, Any]) -> dict[int, Any] | None:
+    """The items of a tuple result that echo arguments given (``librosa.load``'s rate is its
+    ``sr=``), or ``None`` when one is not given: only the call can tell it then."""
+    out = {}
+    for index, argument in declared.echoes.items():
+        value = kwargs.get(argument)
+        if value is None:
+            return None
+        out[index] = value
+    return out
+
+
+def _item_of(function: Callable[..., Any], item: int) -> Callable[..., Any]:
+    """``function`` returning the item ``item`` of its tuple result (the value a chain follows)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)[item]
+
+    return call
+
+
+def _assembled(value: Any, item: int, echoes: dict[int, Any]) -> tuple[Any, ...]:
+    """A source call's tuple result: ``value`` at ``item``, the echoed arguments elsewhere."""
+    out: list[Any] = [None] * (max(item, *echoes) + 1 if echoes else item + 1)
+    out[item] = value
+    for index, echoed in echoes.items():
+        out[index] = echoed
+    return tuple(out)

@@ -1,0 +1,130 @@
+"""The prefix cache on data sets that read files as projects write them: PIL in a ``with``
+block, librosa resampling a WAV file, ``np.load`` of a volume. Traced, optimized with the
+store's measured costs and migrated, for two epochs with 0 and 2 workers: the second epoch
+reads every prefix back and every batch equals the uncached run bit for bit. A file that
+disappears, shrinks or turns unreadable gives the error it gives without codedag."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import file_pipelines
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.prefix.runtime import CacheSettings
+from codedag.store.tiers import StoreSettings
+
+Make = Callable[[file_pipelines.Files], Dataset]
+PIPELINES: dict[str, tuple[Make, str, str]] = {
+    "pil-with": (lambda f: file_pipelines.Photos(f.images), "PIL.Image.open", "file"),
+    "librosa-load": (lambda f: file_pipelines.Clips(f.clips), "librosa.core.audio.load", "file"),
+    "numpy-load": (lambda f: file_pipelines.Volumes(f.volumes), "numpy.load", "file"),
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> file_pipelines.Files:
+    return file_pipelines.write_files(tmp_path_factory.mktemp("files"), n=8)
+
+
+def _epochs(dataset: Dataset, workers: int, count: int = 2) -> list[list[torch.Tensor]]:
+    """Every batch of ``count`` epochs, each epoch's random state seeded."""
+    loader = DataLoader(dataset, batch_size=4, shuffle=False, num_workers=workers)
+    out = []
+    for epoch in range(count):
+        random.seed(epoch)
+        np.random.seed(epoch)
+        torch.manual_seed(epoch)
+        out.append([batch.clone() for batch, _ in loader])
+    return out
+
+
+_PLANS: dict[str, dict[str, Any]] = {}
+
+
+def _plan(name: str, files: file_pipelines.Files) -> dict[str, Any]:
+    """The optimizer's plan for a pipeline, the store's costs measured (once per module)."""
+    if name not in _PLANS:
+        from codedag.optimize.manager import OptimizerManager
+        from codedag.trace import trace_dataloader
+
+        loader = DataLoader(PIPELINES[name][0](files), batch_size=4, shuffle=False)
+        tracer, _ = trace_dataloader(loader)
+        manager = OptimizerManager(k=1, target_device="cpu", cache="auto")
+        _PLANS[name] = manager.optimize(tracer.dag)["migration_plan"]
+    return _PLANS[name]
+
+
+def _migrator(plan: dict[str, Any], folder: Path) -> PipelineMigrator:
+    store = StoreSettings(folder=folder, ram_budget_bytes=16 << 20)
+    return PipelineMigrator(plan, guard=False, cache=CacheSettings(store=store, judge_after=0))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
+    name: str, workers: int, files: file_pipelines.Files, tmp_path: Path
+) -> None:
+    make, source, kind = PIPELINES[name]
+    plan = _plan(name, files)
+    (chain,) = plan["cache"]["chains"]
+    assert chain["source_function"] == source and chain["source_kind"] == kind
+    assert chain["cached"], chain["reason"]
+    if name == "librosa-load":  # the random crop ends the chain: the load and the pad are kept
+        assert chain["steps"] == ["librosa.core.audio.load", "numpy.pad"]
+    own = _epochs(make(files), workers)
+    with _migrator(plan, tmp_path / "cache") as migrator:
+        got = _epochs(make(files), workers)
+        stats = migrator.get_stats()["cache"]
+    for epoch, (mine, theirs) in enumerate(zip(got, own, strict=True)):
+        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    assert stats["misses"] == {"new": len(files.images)}, stats["diverged"]
+    assert stats["hits"] == len(files.images)  # the second epoch read every prefix back
+
+
+def _error(dataset: Dataset, index: int) -> tuple[type, str]:
+    try:
+        dataset[index]
+    except Exception as error:
+        return type(error), str(error)
+    return type(None), ""
+
+
+@pytest.mark.parametrize("name", ["pil-with", "librosa-load", "numpy-load"])
+@pytest.mark.parametrize("change", ["removed", "shrunk", "unreadable"])
+def test_a_changed_source_file_gives_the_uncached_error_and_nothing_stale(
+    name: str, change: str, files: file_pipelines.Files, tmp_path: Path
+) -> None:
+    make = PIPELINES[name][0]
+    mine = file_pipelines.write_files(tmp_path / "files", n=4, seed=1)
+    dataset = make(mine)
+    plan = _plan(name, files)
+    with _migrator(plan, tmp_path / "cache") as migrator:
+        first = _epochs(dataset, 0, count=1)
+        path = dataset.paths[0]
+        if change == "removed":
+            os.remove(path)
+        elif change == "shrunk":
+            with open(path, "r+b") as handle:
+                handle.truncate(os.path.getsize(path) // 3)
+        else:
+            os.chmod(path, 0)
+        cached = [_error(dataset, 0), _error(dataset, 1)]
+        second = None if cached[0][0] is not type(None) else _epochs(dataset, 0, count=1)
+        stats = migrator.get_stats()["cache"]
+    assert stats["hits"] >= 1  # the unchanged file was read back
+    plain = [_error(dataset, 0), _error(dataset, 1)]
+    assert cached == plain
+    if second is not None:  # the file is still readable (as root): its value is recomputed
+        plain_epoch = _epochs(dataset, 0, count=1)[0]
+        assert all(torch.equal(a, b) for a, b in zip(second[0], plain_epoch, strict=True))
+    assert first
