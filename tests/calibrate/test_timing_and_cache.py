@@ -110,3 +110,71 @@ def test_default_cache_path_follows_the_environment(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip().endswith("codedag/calibration.json")
     assert default_cache_path().name == "calibration.json"
+
+
+def _starved() -> Stopwatch:
+    """A stopwatch whose thread never gets the CPU: every measurement counts as disturbed."""
+    return Stopwatch(cpu_clock=lambda: 0)
+
+
+QUICK_PAIR = Budget(min_samples=3, max_samples=3, target_ns=0, warmup=0)
+
+
+def test_disturbed_timings_in_a_calibration_are_said_in_one_line(caplog) -> None:
+    from codedag.calibrate.timing import summarized_disturbances
+
+    names = ["cv2.resize", "cv2.resize", "numpy.max", "cv2.flip", "cv2.LUT", "numpy.clip"]
+    with caplog.at_level(logging.WARNING), summarized_disturbances() as seen:
+        for name in names:
+            time_pair(lambda: None, lambda: None, _starved(), QUICK_PAIR, what=f"{name} (x)",
+                      function=name)  # fmt: skip
+        assert caplog.records == []  # nothing said while calibrating
+    assert seen == names
+    assert len(caplog.records) == 1
+    line = caplog.records[0].getMessage()
+    assert line.startswith("6 timings disturbed by other work (cv2.resize, numpy.max, cv2.flip")
+    assert "and 2 more)" in line and "--recalibrate" in line
+
+
+def test_a_nested_calibration_leaves_the_summary_to_the_outer_one(caplog) -> None:
+    from codedag.calibrate.timing import summarized_disturbances
+
+    with caplog.at_level(logging.WARNING), summarized_disturbances():
+        with summarized_disturbances():
+            time_pair(lambda: None, lambda: None, _starved(), QUICK_PAIR, function="cv2.flip")
+        assert caplog.records == []
+        time_pair(lambda: None, lambda: None, _starved(), QUICK_PAIR, what="batched chain c0")
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "2 timings disturbed by other work (cv2.flip, batched chain c0)"
+    ]
+
+
+def test_a_disturbed_timing_alone_is_said_with_its_signs(caplog) -> None:
+    with caplog.at_level(logging.WARNING):
+        time_pair(lambda: None, lambda: None, _starved(), QUICK_PAIR, what="cv2.flip (x)")
+    (record,) = caplog.records
+    assert "timing cv2.flip (x) was disturbed" in record.getMessage()
+    assert "ran on a CPU for 0%" in record.getMessage()
+
+
+def test_a_calibrator_says_its_disturbed_measurements_once(caplog) -> None:
+    from calibrate_helpers import array
+
+    from codedag.calibrate import Calibrator
+    from codedag.graph.model import ExecutionDAG
+
+    dag = ExecutionDAG()
+    for i, n in enumerate((4, 5, 6)):
+        for name in ("numpy.clip", "numpy.max"):
+            args = [array("0", [n, 8], "float32")]
+            if name == "numpy.clip":
+                args += [{"name": "1", "kind": "scalar", "value": 0.0},
+                         {"name": "2", "kind": "scalar", "value": 1.0}]  # fmt: skip
+            dag.add_call(name=name, context_key=f"{name}#{i}", is_builtin=True, args=args)
+    calibrator = Calibrator("cpu", cache=CalibrationCache(None), stopwatch=_starved(),
+                            budget=QUICK_PAIR)  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="codedag.calibrate"):
+        calibrator.calibrate(dag.calls())
+    lines = [r.getMessage() for r in caplog.records if "disturbed" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("6 timings disturbed by other work (numpy.clip, numpy.max)")

@@ -38,7 +38,14 @@ from codedag.calibrate.measurement import (
     DispatchCost,
     Measurement,
 )
-from codedag.calibrate.timing import Budget, Stopwatch, cpu_aware_stopwatch, time_one, time_pair
+from codedag.calibrate.timing import (
+    Budget,
+    Stopwatch,
+    cpu_aware_stopwatch,
+    summarized_disturbances,
+    time_one,
+    time_pair,
+)
 from codedag.devices.torch_devices import device_name, device_sync
 from codedag.errors import CodeDAGError
 from codedag.graph.model import ExecutionDAG
@@ -190,6 +197,7 @@ class Calibrator:
             self.stopwatch,
             self.budget,
             what=f"{function} ({result.arguments})",
+            function=function,
         )
         if not self.device.startswith("cpu"):
             result.h2d_ns, result.d2h_ns = self._copies(call_args, call_kwargs, expected)
@@ -239,7 +247,12 @@ class Calibrator:
         """Measure every distinct signature among ``calls`` (call nodes with ``args``).
 
         Calls without recorded arguments get no estimate (placement leaves them on the CPU).
+        Measurements that other work disturbed are said in one warning at the end.
         """
+        with summarized_disturbances():
+            return self._calibrate(calls, progress)
+
+    def _calibrate(self, calls: Iterable[Any], progress: Progress) -> Calibration:
         start = time.perf_counter()
         cands, missing = _candidates(calls)
         if missing:

@@ -3,15 +3,19 @@
 The original and the migrated path are timed by the measurement protocol (interleaved rounds
 A B, B A, ..., warm-up first, the device synchronized around each sample) and summarized by
 their medians and quartiles, the figures the calibration cache keeps. A :class:`Stopwatch` can
-be replaced in tests (injected noise, fake clocks). A measurement that other work disturbed is
-logged with the signs seen: its figures are kept, with the warning.
+be replaced in tests (injected noise, fake clocks). A measurement that other work disturbed keeps
+its figures with a warning. Inside :func:`summarized_disturbances` (a calibration run) the
+disturbed measurements are counted and said in one line at its end, naming the first few
+functions; each one's signs are logged at debug level.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import codedag.measure.pair as pair
@@ -28,9 +32,49 @@ __all__ = [
     "Timing",
     "cpu_aware_stopwatch",
     "difference_error_ns",
+    "disturbance_summary",
+    "summarized_disturbances",
     "time_one",
     "time_pair",
 ]
+
+
+SUMMARY_NAMES = 3
+"""Functions named in the one-line summary of disturbed measurements; the rest are counted."""
+
+_disturbed: ContextVar[list[str] | None] = ContextVar("codedag_disturbed", default=None)
+
+
+@contextlib.contextmanager
+def summarized_disturbances() -> Iterator[list[str]]:
+    """Within: disturbed measurements are collected (the yielded list of function names) and
+    said in one warning when the outermost block ends, instead of one warning each."""
+    outer = _disturbed.get()
+    if outer is not None:  # an enclosing calibration says them all
+        yield outer
+        return
+    names: list[str] = []
+    token = _disturbed.set(names)
+    try:
+        yield names
+    finally:
+        _disturbed.reset(token)
+        if names:
+            log.warning("%s", disturbance_summary(names))
+
+
+def disturbance_summary(names: list[str]) -> str:
+    """One line for disturbed measurements of ``names`` (one entry per measurement)."""
+    distinct = list(dict.fromkeys(names))
+    shown = ", ".join(distinct[:SUMMARY_NAMES])
+    more = len(distinct) - SUMMARY_NAMES
+    if more > 0:
+        shown += f" and {more} more"
+    count = len(names)
+    return (
+        f"{count} timing{'s' if count != 1 else ''} disturbed by other work ({shown}): "
+        "their figures may be off; measure again on a quieter machine (--recalibrate)"
+    )
 
 
 def cpu_aware_stopwatch(device: str, sync: Callable[[], None]) -> Stopwatch:
@@ -53,6 +97,7 @@ def time_pair(
     stopwatch: Stopwatch | None = None,
     budget: Budget | None = None,
     what: str = "",
+    function: str = "",
 ) -> tuple[Timing, Timing]:
     """Time ``original`` and ``backend`` interleaved; returns their timings.
 
@@ -62,6 +107,8 @@ def time_pair(
         stopwatch: how one call is timed.
         budget: how long to sample.
         what: the call's name, for the warning when the measurement was disturbed.
+        function: the function measured, for the summary of disturbed measurements (default:
+            ``what``).
 
     Exceptions of either call propagate (a call that cannot run has no time).
     """
@@ -69,12 +116,21 @@ def time_pair(
         original, backend, stopwatch, budget, names=("the original", "the backend")
     )
     if result.interference.disturbed:
-        log.warning(
-            "timing %s was disturbed by other work (%s): its figures may be off; measure again "
-            "on a quieter machine (--recalibrate)",
-            what or "a call",
-            result.interference.describe(),
-        )
+        collected = _disturbed.get()
+        if collected is None:
+            log.warning(
+                "timing %s was disturbed by other work (%s): its figures may be off; measure "
+                "again on a quieter machine (--recalibrate)",
+                what or "a call",
+                result.interference.describe(),
+            )
+        else:
+            collected.append(function or what or "a call")
+            log.debug(
+                "timing %s was disturbed by other work (%s)",
+                what or "a call",
+                result.interference.describe(),
+            )
     return result.a, result.b
 
 

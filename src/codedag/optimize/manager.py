@@ -167,8 +167,11 @@ class OptimizerManager:
         coarse = dag if isinstance(dag, CoarsenedDAG) else self.coarsening.coarsen(dag)
         kway = self.partitioner.partition(coarse)
         refined = self.refiner.optimize(kway, coarse)
-        self.calibration = self.calibrate_for(coarse)
-        self.chain_measurements = self.calibrate_chains_for(coarse)
+        from codedag.calibrate.timing import summarized_disturbances
+
+        with summarized_disturbances():  # one warning for the calls and the chains
+            self.calibration = self.calibrate_for(coarse)
+            self.chain_measurements = self.calibrate_chains_for(coarse)
         plan = self.get_migration_plan(refined, coarse, self.gpu_count)
         refine_stats = self.refiner.stats
         statistics = {
