@@ -5,6 +5,8 @@
 * :mod:`.chain_view`: The traced pipeline as a person reads it: one sample's chain of calls, with
   the batch around it
 * :mod:`.chain_html`: HTML of the chain view, and of the full DAG as a view to zoom and search
+* :mod:`.dag_drawing`: The drawing of a traced DAG that Graphviz lays out in seconds: node by node,
+  or coarsened
 * :mod:`.demo_report`: The demo's HTML report: summary, epochs, equivalence, plan, prefix cache,
   chain view, partitioned DAG, plots, environment
 * :mod:`.html`: One self-contained HTML report: summary, epochs, equivalence, plan, prefix cache,
