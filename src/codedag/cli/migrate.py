@@ -318,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
         code = run_target(kind, target, argv)
     finally:
         migrator.restore()
-        stats = migrator.get_stats()
+        stats = migrator.get_stats().model_dump(mode="json")  # the file's and the table's form
         if world_size > 1:
             stats["rank"], stats["world_size"] = rank, world_size
         if args.stats_out is not None:

@@ -324,7 +324,7 @@ def _optimized_run(
             kept_opt = train(
                 "optimization", opt_loader, settings, device, monitor, progress, keep, epochs
             )
-        stats = migrator.get_stats()
+        stats = migrator.get_stats().model_dump(mode="json")  # what results.json records
     finally:
         demo_cache.clear(out_dir)  # nothing stays in shared memory
     return kept_opt, stats

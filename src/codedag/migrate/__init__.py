@@ -17,6 +17,7 @@ The op library it runs (registry, backends, conversions, tolerances) is
 * :mod:`.patched_runtime`: What the run-time parts of a plan share: being applied through a
   :class:`~.dispatch.Dispatch`
 * :mod:`.placements`: The migrator's index of a migration plan: placements by function
+* :mod:`.stats`: What a migrated run did: ``PipelineMigrator.get_stats`` as one model
 * :mod:`.sites`: Where patching a function means replacing it: its canonical name and every other
   public path
 * :mod:`.random_states`: The global random generators' states (Python's, NumPy's, torch's),
@@ -36,6 +37,13 @@ The op library it runs (registry, backends, conversions, tolerances) is
   table
 * :mod:`.prefix`: The prefix cache at run time: each sample's deterministic prefix computed once,
   then read back
+
+Old paths of modules that moved to :mod:`codedag.backends` (each re-exports the new module's names
+and warns once, with a DeprecationWarning, when imported):
+
+* :mod:`.registry`: moved to :mod:`codedag.backends.registry`
+* :mod:`.tolerances`: moved to :mod:`codedag.backends.tolerances`
+* :mod:`.probe`: moved to :mod:`codedag.backends.probe`
 
 Nothing is imported here: ``import codedag.migrate`` stays free of torch.
 """

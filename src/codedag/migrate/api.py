@@ -28,6 +28,7 @@ from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.placements import PlanView, load_plan_file, parse_plan
+from codedag.migrate.stats import CallTotals, GuardSummary, MigrationStats, Off, ValueCacheCounts
 from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
 from codedag.plan.context import Placement
 from codedag.util.text import listing, printable
@@ -233,49 +234,40 @@ class PipelineMigrator:
             return []
         return self._dispatch.patched_names()
 
-    def get_stats(self) -> dict[str, Any]:
-        """Per-function counters and totals (they survive :meth:`restore`).
-
-        Returns:
-            ``{"functions": {name: {"migrated", "fell_back", "passed_through", "nested",
-            "fallback_reasons", "match_levels", "devices", "strategy", "in_workers", "guard"}},
-            "totals": {...},
-            "skipped": {name: reason}, "failed": {name: reason}, "device_map": {plan: used},
-            "value_cache": {"hits", "stale"}, "applied": bool, "guard": {...},
-            "loader": DataLoader settings applied (``LoaderSettingsPatch.stats``) or None,
-            "batched": {...}, "cache": {...}, "tables": {...}}`` (``batched``: docs/batched.md;
-            ``cache``: hits, misses by reason, bytes in RAM and on disk, evictions,
-            verification: docs/cache.md; ``tables``: runs started, gathered through a table or
-            computed by their calls, trials, mismatches, failed batches: docs/tables.md).
-        """
+    def get_stats(self) -> MigrationStats:
+        """What the run did so far, in every process (see :class:`MigrationStats`; it reads as
+        its dict form too: ``get_stats()["cache"]["hits"]``). The figures survive
+        :meth:`restore`."""
         injector = self._injector
         functions = injector.stats() if injector is not None else {}
-        totals = {
-            key: sum(f[key] for f in functions.values())
-            for key in ("migrated", "fell_back", "passed_through", "nested")
-        }
-        return {
-            "functions": functions,
-            "totals": totals,
-            "skipped": dict(injector.skipped) if injector else {},
-            "failed": dict(injector.failed) if injector else {},
-            "device_map": dict(self.device_map),
-            "value_cache": {
-                "hits": sum(c.cache.hits for c in self._converters.values()),
-                "stale": sum(c.cache.stale for c in self._converters.values()),
-            },
-            "applied": self._applied,
-            "guard": self._guard_summary(functions),
-            "loader": None if self._loader is None else self._loader.stats(),
-            "batched": self._batched.stats() if self._batched.active else {"enabled": False},
-            "cache": self._cache.stats() if self._cache.active else {"enabled": False},
-            "tables": self._tables.stats() if self._tables.active else {"enabled": False},
-        }
+        totals = CallTotals(
+            **{
+                key: sum(f[key] for f in functions.values())
+                for key in ("migrated", "fell_back", "passed_through", "nested")
+            }
+        )
+        return MigrationStats(
+            functions=functions,
+            totals=totals,
+            skipped=dict(injector.skipped) if injector else {},
+            failed=dict(injector.failed) if injector else {},
+            device_map=dict(self.device_map),
+            value_cache=ValueCacheCounts(
+                hits=sum(c.cache.hits for c in self._converters.values()),
+                stale=sum(c.cache.stale for c in self._converters.values()),
+            ),
+            applied=self._applied,
+            guard=self._guard_summary(functions),
+            loader=None if self._loader is None else self._loader.stats(),
+            batched=self._batched.stats() if self._batched.active else {"enabled": False},
+            cache=self._cache.stats() if self._cache.active else {"enabled": False},
+            tables=self._tables.stats() if self._tables.active else {"enabled": False},
+        )
 
-    def _guard_summary(self, functions: Mapping[str, Any]) -> dict[str, Any]:
+    def _guard_summary(self, functions: Mapping[str, Any]) -> GuardSummary | Off:
         """Which placements the run-time check kept or switched off, and why."""
         if self.guard is None:
-            return {"enabled": False}
+            return Off()
         kept, switched_off = [], {}
         for name, row in functions.items():
             guard = row.get("guard") or {}
@@ -286,14 +278,13 @@ class PipelineMigrator:
             for worker in guard.get("workers") or []:
                 if isinstance(worker, Mapping) and worker.get("state") == "switched_off":
                     switched_off.setdefault(name, worker.get("reason", ""))
-        return {
-            "enabled": True,
-            "calls": self.guard.calls,
-            "margin": self.guard.margin,
-            "kept": sorted(kept),
-            "switched_off": switched_off,
-            "kept_on_cpu": dict(self._injector.kept_on_cpu) if self._injector is not None else {},
-        }
+        return GuardSummary(
+            calls=self.guard.calls,
+            margin=self.guard.margin,
+            kept=sorted(kept),
+            switched_off=switched_off,
+            kept_on_cpu=dict(self._injector.kept_on_cpu) if self._injector is not None else {},
+        )
 
     @property
     def batched(self) -> BatchedRuntime:
