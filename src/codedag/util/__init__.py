@@ -3,6 +3,8 @@
 * :mod:`.io`: Files in and out: atomic writes, and the one checked JSON reader for every file
   codedag reads
 * :mod:`.logs`: Logging set-up for the CLI and scripts
+* :mod:`.moved`: Old import paths of moved modules: a DeprecationWarning that points at the
+  importing line
 * :mod:`.paths`: Output paths checked before any work: a run never fails at its end because of
   where it writes
 * :mod:`.seeding`: Reproducibility: one call seeds every random number generator a training run
