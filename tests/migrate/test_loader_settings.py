@@ -21,11 +21,20 @@ from codedag.plan import LoaderSection, LoaderSettings
 ORIGINAL_INIT = DataLoader.__init__
 
 
-def _section(dataset: type | None = None, **chosen: Any) -> LoaderSection:
+def _section(
+    dataset: type | None = None, draws: list[str] | None = None, **chosen: Any
+) -> LoaderSection:
+    """A section changing ``chosen``; its samples draw nothing unless ``draws`` says so."""
     settings = LoaderSettings(**chosen)
     changed = list(settings.differences(LoaderSettings()))
     name = None if dataset is None else f"{dataset.__module__}.{dataset.__qualname__}"
-    return LoaderSection(chosen=settings, yours=LoaderSettings(), changed=changed, dataset=name)
+    return LoaderSection(
+        chosen=settings,
+        yours=LoaderSettings(),
+        changed=changed,
+        dataset=name,
+        draws=[] if draws is None else draws,
+    )
 
 
 def _plan(section: LoaderSection) -> dict[str, Any]:
@@ -52,10 +61,13 @@ def test_settings_the_program_left_out_are_set_and_restore_puts_init_back() -> N
     assert patch.stats()["applied"] == 1 and not patch.is_applied()
 
 
-def test_explicit_settings_win_and_the_log_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    patch = LoaderSettingsPatch(_section(num_workers=2, threads=1), cuda_available=False)
-    caplog.set_level(logging.INFO, logger="codedag.migrate.loader_settings")
-    with caplog.at_level(logging.INFO):
+def test_explicit_settings_win_where_samples_draw_and_a_warning_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    section = _section(num_workers=2, threads=1, draws=["numpy.random"])
+    section.allow_changed_draws = False
+    patch = LoaderSettingsPatch(section, cuda_available=False)
+    with caplog.at_level(logging.WARNING, logger="codedag.migrate.loader_settings"):
         patch.apply()
         try:
             explicit = DataLoader(FreeDataset(), batch_size=8, num_workers=0)
@@ -66,14 +78,33 @@ def test_explicit_settings_win_and_the_log_says_so(caplog: pytest.LogCaptureFixt
     assert explicit.worker_init_fn is None  # no workers: nothing to initialize
     assert positional.num_workers == 1  # given positionally: still explicit
     assert isinstance(positional.worker_init_fn, WorkerThreads)
-    assert "your explicit num_workers=0 is kept" in caplog.text
-    assert "--override num_workers" in caplog.text
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("num_workers=0 kept" in w and "--override num_workers" in w for w in warnings)
+    assert any("num_workers=1 kept" in w for w in warnings)
+    assert all("the gain forgone: tuned 2 workers x 1 thread" in w for w in warnings)
     assert patch.stats()["kept_explicit"] == {"num_workers": 2}
 
 
+def test_explicit_settings_are_replaced_where_no_sample_draws(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    patch = LoaderSettingsPatch(_section(num_workers=2, threads=1), cuda_available=False)
+    with caplog.at_level(logging.INFO, logger="codedag.migrate.loader_settings"):
+        patch.apply()
+        try:
+            loader = DataLoader(FreeDataset(), batch_size=8, num_workers=0)
+        finally:
+            patch.restore()
+    assert loader.num_workers == 2
+    assert isinstance(loader.worker_init_fn, WorkerThreads)
+    assert "replaced by the plan's measured 2" in caplog.text
+    assert patch.stats()["overridden"] == {"num_workers": 1}
+
+
 def test_override_replaces_an_explicit_setting(caplog: pytest.LogCaptureFixture) -> None:
-    section = _section(num_workers=2)
+    section = _section(num_workers=2, draws=["numpy.random"])
     section.override = ["num_workers"]
+    section.allow_changed_draws = True  # another worker count changes the draws
     patch = LoaderSettingsPatch(section, cuda_available=False)
     with caplog.at_level(logging.INFO, logger="codedag.migrate.loader_settings"):
         patch.apply()
@@ -168,7 +199,8 @@ def test_other_datasets_and_codedags_own_loaders_are_left_alone() -> None:
 
 def test_pin_memory_needs_cuda_and_prefetch_needs_workers() -> None:
     patch = LoaderSettingsPatch(
-        _section(num_workers=2, pin_memory=True, prefetch_factor=4), cuda_available=False
+        _section(num_workers=2, pin_memory=True, prefetch_factor=4, draws=["random"]),
+        cuda_available=False,
     )
     patch.apply()
     try:

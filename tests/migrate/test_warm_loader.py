@@ -129,6 +129,7 @@ def _plan(warm: WarmLoader, cold: LoaderSettings) -> dict[str, Any]:
         changed=list(cold.differences(NONE)),
         warm=warm,
         dataset=f"{FileImages.__module__}.{FileImages.__qualname__}",
+        draws=[],  # FileImages draws nothing: every setting keeps its batches
     )
     loader = section.model_dump(mode="json")
     return {"context_device_map": {}, "loader": loader, "cache": cache_section()}
@@ -171,7 +172,7 @@ def test_an_explicit_setting_kept_from_the_warm_switch_is_said_once(
     from codedag.migrate.loader_settings import LoaderSettingsPatch
 
     warm = _warm()
-    section = LoaderSection(chosen=TWO, yours=TWO, warm=warm, reason="r")
+    section = LoaderSection(chosen=TWO, yours=TWO, warm=warm, reason="r", draws=["random"])
     patch = LoaderSettingsPatch(section, cuda_available=False, cpus=2)
     patch.watch_cache(lambda: CacheProgress(0, 0, 0, 0))
 

@@ -50,3 +50,40 @@ def user_init(worker_id: int) -> None:
     """The program's own worker_init_fn: leaves a marker the samples report."""
     MARKER["init"] = f"user-init-{worker_id}"
     np.random.seed(worker_id)
+
+
+class RandomSamples(Dataset):
+    """Each sample draws from Python's ``random``, NumPy's global state and torch's generator,
+    as augmentations do in ``__getitem__``."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        import random
+
+        draws = [random.random(), float(np.random.rand()), float(torch.rand(()))]
+        return torch.tensor([float(index), *draws], dtype=torch.float64)
+
+
+class PlainSamples(Dataset):
+    """Samples that draw no random number."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.tensor([float(index), float(index) ** 0.5], dtype=torch.float64)
+
+
+class HeldGenerator(Dataset):
+    """Samples drawn from a NumPy generator the data set holds (not a global state)."""
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(0)
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.tensor([float(index), float(self.rng.random())], dtype=torch.float64)

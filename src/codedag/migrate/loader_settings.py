@@ -4,8 +4,16 @@
 (:class:`codedag.patching.Patcher`). For each DataLoader created over the tuned Dataset type, the
 settings the plan changes (``LoaderSection.changed``) become keyword defaults:
 
-* a setting the program passes explicitly is kept, and the log says which value the plan measured
-  (unless the plan lists the key in ``override``);
+* a setting the program passes explicitly is kept, with one warning giving the figure the plan
+  measured against the one kept, unless the plan lists the key in ``override`` or no sample draws
+  random numbers (``LoaderSection.draws`` empty) or the plan allows changed draws;
+* a setting that would change the random draws a sample gets (another worker count where samples
+  draw, workers made fresh where the program kept them) is kept unless the plan allows changed
+  draws (:meth:`LoaderSection.draw_blocker <codedag.plan.loader.LoaderSection.draw_blocker>`),
+  with one warning when applied;
+* persistent workers the plan turns on are re-seeded at each epoch's start exactly as fresh
+  workers would be (:mod:`codedag.migrate.epoch_seeds`), so every epoch's batches stay the ones
+  the program's own settings give;
 * the thread count goes into a ``worker_init_fn`` (:class:`WorkerThreads`) that wraps the
   program's own one, which still runs;
 * what only applies with workers (``prefetch_factor``, ``persistent_workers``, threads) is left
@@ -36,17 +44,26 @@ from typing import Any
 
 from codedag.devices.cgroups import container_cpus
 from codedag.devices.torch_devices import cuda_available
+from codedag.migrate.epoch_seeds import EpochSeeds, reseedable, seeds_of, worker_init
 from codedag.migrate.prefix.runtime import CacheProgress
 from codedag.migrate.warm_loader import WarmSwitch
-from codedag.migrate.worker_threads import WorkerThreads
 from codedag.patching import Patcher
-from codedag.plan.loader import WORKERS_PER_CPU, LoaderSection, LoaderSettings
+from codedag.plan.loader import DEFAULT_PREFETCH, WORKERS_PER_CPU, LoaderSection, LoaderSettings
 from codedag.util.text import printable
 
 log = logging.getLogger(__name__)
 
 TARGET = "torch.utils.data.dataloader.DataLoader.__init__"
 EPOCH_TARGET = "torch.utils.data.dataloader.DataLoader.__iter__"
+
+# torch's DataLoader defaults for the settings a section may change (threads: none).
+_TORCH_DEFAULTS: dict[str, Any] = {
+    "num_workers": 0,
+    "prefetch_factor": None,
+    "persistent_workers": False,
+    "pin_memory": False,
+}
+_ALLOW_HINT = "tune with --allow-changed-draws to apply it anyway"
 
 # codedag modules whose DataLoaders are internal (a replay for tracing, variants while tuning).
 _INTERNAL_PREFIXES = ("codedag.trace", "codedag.tune", "codedag.calibrate", "codedag.migrate")
@@ -55,6 +72,14 @@ _INTERNAL_PREFIXES = ("codedag.trace", "codedag.tune", "codedag.calibrate", "cod
 def _qualified_type(obj: object) -> str:
     kind = type(obj)
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _same(key: str, current: Any, value: Any) -> bool:
+    """Whether a DataLoader's ``current`` value already is the plan's (torch's default
+    prefetch, 2, spelled either way)."""
+    if key == "prefetch_factor":
+        return (current or DEFAULT_PREFETCH) == (value or DEFAULT_PREFETCH)
+    return bool(current == value)
 
 
 def _creator_module() -> str:
@@ -97,6 +122,10 @@ class LoaderSettingsPatch:
         self.loaders = 0
         self.applied = 0
         self.kept_explicit: Counter[str] = Counter()
+        self.kept_for_draws: Counter[str] = Counter()
+        self.reseeded = 0
+        self._announced: set[str] = set()
+        self._seeds: weakref.WeakKeyDictionary[Any, EpochSeeds] = weakref.WeakKeyDictionary()
         self.overridden: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.wrapped_worker_init = 0
@@ -137,12 +166,30 @@ class LoaderSettingsPatch:
             self.cuda_available = cuda_available()
         self._bound()
         self._patcher.patch(TARGET, self._factory, rebind_references=False)
-        if self.warm is not None:
+        if self.warm is not None or "persistent_workers" in self.section.changed:
             self._patcher.patch(EPOCH_TARGET, self._epoch_factory, rebind_references=False)
+        self._announce_kept()
         log.info(
             "loader settings applied to new DataLoaders%s: %s",
             f" over {printable(self.section.dataset, 120)}" if self.section.dataset else "",
             self.chosen.label(),
+        )
+
+    def _announce_kept(self) -> None:
+        """One warning for the settings kept because they would change the random draws."""
+        kept = self.section.kept_for_draws()
+        if not kept:
+            return
+        self._announced.update(kept)
+        reasons = "; ".join(f"{key}: {why}" for key, why in kept.items())
+        settings = self.section.kept_settings(list(kept))
+        log.warning(
+            "loader settings: %s kept as your DataLoader sets them, so that every sample gets "
+            "the random draws your settings give (%s); the gain forgone: %s (%s)",
+            ", ".join(kept),
+            reasons,
+            self.section.forgone(settings),
+            _ALLOW_HINT,
         )
 
     def _bound(self) -> None:
@@ -197,6 +244,9 @@ class LoaderSettingsPatch:
             keys = patch._warm_keys.get(loader)
             if keys and patch.warm is not None:
                 patch.warm.before_epoch(loader, keys)
+            seeds = patch._seeds.get(loader)
+            if seeds is not None:
+                seeds.next_epoch(loader)  # after a warm switch, which may restart the workers
             return original(loader)
 
         __iter__.__wrapped__ = original  # type: ignore[attr-defined]
@@ -233,6 +283,10 @@ class LoaderSettingsPatch:
             if added:
                 self.applied += 1
             loader = explicit.get("self")
+            seeds = seeds_of(added.get("worker_init_fn"))
+            if seeds is not None and loader is not None:
+                self._seeds[loader] = seeds
+                self.reseeded += 1
             if self.warm is not None and loader is not None:
                 self._warm_keys[loader] = self._warm_switchable(set(explicit))
             return added
@@ -240,6 +294,20 @@ class LoaderSettingsPatch:
     def _warm_switchable(self, explicit: set[str]) -> frozenset[str]:
         assert self.warm is not None
         override = set(self.section.override)
+        if self.section.settles_explicit:
+            override |= explicit
+        blocked = set()
+        warm_workers = self.warm.warm.chosen.num_workers
+        why = self.section.draw_blocker("num_workers", warm_workers)
+        if why is not None and "num_workers" in self.warm.switchable(explicit, override):
+            blocked.add("num_workers")
+            self.kept_for_draws["warm num_workers"] += 1
+            self._once(
+                f"loader settings: epochs the prefix cache serves keep your worker count; the "
+                f"plan measured num_workers={warm_workers} faster there, but {why} "
+                f"({_ALLOW_HINT})",
+                logging.WARNING,
+            )
         for key in self.warm.kept(explicit, override):
             self.kept_explicit[f"warm {key}"] += 1
             value = getattr(self.warm.warm.chosen, key)
@@ -247,34 +315,38 @@ class LoaderSettingsPatch:
             self._once(
                 f"DataLoader: your explicit {key} is kept in the epochs the prefix cache serves; "
                 f"the plan measured {key}={value!r} faster there{f' ({why})' if why else ''} "
-                f"(leave {key} unset, or tune with --override {key}, to use it)"
+                f"(leave {key} unset, or tune with --override {key}, to use it)",
+                logging.WARNING,
             )
-        return self.warm.switchable(explicit, override)
+        return self.warm.switchable(explicit, override) - blocked
 
     def _decide(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
-        chosen = self.chosen
+        chosen, section = self.chosen, self.section
         added: dict[str, Any] = {}
-        for key in self.section.changed:
+        for key in section.changed:
             if key == "threads":
                 continue
             value = getattr(chosen, key)
-            if key in explicit and explicit[key] != value:
-                if key in self.section.override:
-                    self.overridden[key] += 1
-                    self._once(
-                        f"DataLoader: {key}={explicit[key]!r} given explicitly, replaced by the "
-                        f"plan's measured {value!r} (the plan overrides {key})"
-                    )
-                    added[key] = value
-                else:
-                    self.kept_explicit[key] += 1
-                    self._once(
-                        f"DataLoader: your explicit {key}={explicit[key]!r} is kept; the plan "
-                        f"measured {key}={value!r} {self._gain()} (leave {key} unset, or tune "
-                        f"with --override {key}, to use it)"
-                    )
-            elif key not in explicit:
-                added[key] = value
+            given = key in explicit
+            current = explicit[key] if given else _TORCH_DEFAULTS[key]
+            if _same(key, current, value):
+                continue
+            if given and key not in section.override and not section.settles_explicit:
+                self.kept_explicit[key] += 1
+                self._keep(key, current, value, f"leave {key} unset, or tune with --override {key}")
+                continue
+            why = section.draw_blocker(key, value)
+            if why is not None:
+                self.kept_for_draws[key] += 1
+                self._keep(key, current, value, _ALLOW_HINT, why)
+                continue
+            if given:
+                self.overridden[key] += 1
+                self._once(
+                    f"DataLoader: {key}={current!r} given explicitly, replaced by the plan's "
+                    f"measured {value!r}"
+                )
+            added[key] = value
         workers = added.get("num_workers", explicit.get("num_workers", 0))
         if not workers:
             for key in ("prefetch_factor", "persistent_workers"):
@@ -282,18 +354,49 @@ class LoaderSettingsPatch:
         if added.get("pin_memory") and not self.cuda_available:
             added.pop("pin_memory")
             self._once("DataLoader: pin_memory left off: no CUDA device here")
-        if workers and "threads" in self.section.changed:
+        seeds = self._epoch_seeds(explicit, added, workers)
+        threads = "threads" in section.changed
+        if workers and (threads or seeds is not None):
             user_init = explicit.get("worker_init_fn")
-            added["worker_init_fn"] = WorkerThreads(chosen.threads, user_init)
+            added["worker_init_fn"] = worker_init(
+                chosen.threads if threads else None, user_init, seeds
+            )
             if user_init is not None:
                 self.wrapped_worker_init += 1
         return added
 
-    def _gain(self) -> str:
-        confirmation = self.section.confirmation
-        if confirmation is None or not confirmation.rounds:
-            return "better"
-        return f"{confirmation.ratio:.2f}x as fast as yours"
+    def _epoch_seeds(
+        self, explicit: Mapping[str, Any], added: dict[str, Any], workers: int
+    ) -> EpochSeeds | None:
+        """The per-epoch seeds of workers the plan keeps across epochs; ``persistent_workers``
+        is dropped from ``added`` where they cannot be seeded as fresh ones would be."""
+        if not (workers and added.get("persistent_workers")):
+            return None
+        why = reseedable(dict(explicit))
+        if why is None:
+            return EpochSeeds()
+        if self.section.allow_changed_draws:
+            return None
+        added.pop("persistent_workers")
+        self.kept_for_draws["persistent_workers"] += 1
+        self._keep("persistent_workers", False, True, _ALLOW_HINT, why)
+        return None
+
+    def _keep(self, key: str, current: Any, value: Any, hint: str, why: str = "") -> None:
+        """Say once, as a warning, that ``key`` stays ``current``: why, and the gain forgone."""
+        if why and key in self._announced:
+            return  # said when the plan was applied
+        try:
+            kept = self.chosen.model_copy(update={key: current})
+            forgone = self.section.forgone(LoaderSettings.model_validate(kept.model_dump()))
+        except ValueError:
+            forgone = self.section.forgone(self.section.kept_settings([key]))
+        reason = why or "your code passes it explicitly"
+        self._once(
+            f"DataLoader: {key}={current!r} kept (the plan measured {key}={value!r}): {reason}; "
+            f"the gain forgone: {forgone} ({hint})",
+            logging.WARNING,
+        )
 
     def _once(self, message: str, level: int = logging.INFO) -> None:
         if message not in self._logged:
@@ -309,6 +412,8 @@ class LoaderSettingsPatch:
             "dataloaders": self.loaders,
             "applied": self.applied,
             "kept_explicit": dict(self.kept_explicit),
+            "kept_for_draws": dict(self.kept_for_draws),
+            "reseeded_each_epoch": self.reseeded,
             "overridden": dict(self.overridden),
             "wrapped_worker_init_fn": self.wrapped_worker_init,
             "skipped": dict(self.skipped),

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from codedag.migrate.epoch_seeds import seeds_of, worker_init
 from codedag.migrate.prefix.runtime import CacheProgress
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.plan.loader import DEFAULT_PREFETCH, LoaderSettings, WarmLoader
@@ -171,8 +172,8 @@ class WarmSwitch:
         if workers and (not prefetch or "prefetch_factor" in keys):
             prefetch = settings.prefetch_factor or prefetch or DEFAULT_PREFETCH
         if "threads" in keys and _threads(init) != settings.threads:
-            user = _user_init(loader)
-            init = user if settings.threads is None else WorkerThreads(settings.threads, user)
+            # the per-epoch seeds of workers the plan keeps across epochs survive a switch
+            init = worker_init(settings.threads, _user_init(loader), seeds_of(init))
         wanted = (workers, prefetch, init)
         if wanted == current:
             return

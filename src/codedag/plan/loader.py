@@ -212,6 +212,11 @@ class LoaderConfirmation(_Model):
         return self.yours_first_epoch_s / self.chosen_first_epoch_s
 
 
+RESEEDED_DRAWS = ("random", "numpy.random", "torch")
+"""The random states torch's worker loop seeds from the loader's base seed (Python's ``random``,
+NumPy's global state, torch's default generator): draws from them stay the same with persistent
+workers re-seeded each epoch."""
+
 WARM_READY_SHARE = 0.9
 """The share of an epoch's lookups the prefix cache must have stored or served before the next
 epoch uses the warm settings, and the share of hits a warm epoch must keep to stay warm."""
@@ -280,6 +285,12 @@ class LoaderSection(_Model):
         machine: CPU model and count of the machine that measured.
         warm: the settings for epochs the prefix cache serves, measured with it warm (``None``:
             not measured; the section's ``chosen`` serves every epoch).
+        draws: what the samples draw random numbers from (:data:`RESEEDED_DRAWS`: the global
+            states a worker is seeded with; any other entry: a generator the data set holds, or
+            a sample that differs when loaded twice with the same seeds); empty: nothing; ``None``:
+            not known (a plan written before it was probed), taken as drawing.
+        allow_changed_draws: apply the settings even where they change the random draws a
+            sample gets (another worker count, workers that keep their state across epochs).
     """
 
     basis: Literal["measured"] = "measured"
@@ -305,6 +316,8 @@ class LoaderSection(_Model):
     duration_s: float = Field(default=0.0, ge=0)
     machine: str = ""
     warm: WarmLoader | None = None
+    draws: list[str] | None = None
+    allow_changed_draws: bool = False
 
     @field_validator("changed", "fixed", "override")
     @classmethod
@@ -315,6 +328,111 @@ class LoaderSection(_Model):
     def keeps_yours(self) -> bool:
         """Whether the plan leaves the DataLoader as the program configured it."""
         return not self.changed
+
+    @property
+    def settles_explicit(self) -> bool:
+        """Whether measured settings replace ones the program passes explicitly: when no
+        sample draws random numbers, or the plan allows changed draws (else only ``override``)."""
+        return self.draws == [] or self.allow_changed_draws
+
+    def draw_blocker(self, key: str, value: Any) -> str | None:
+        """Why setting ``key`` to ``value`` would change the random draws a sample gets (or the
+        sampler's order), or ``None``.
+
+        Threads, prefetch and pinned memory never do. Another worker count loads samples in
+        other workers, seeded otherwise, unless no sample draws. Persistent workers are
+        re-seeded at each epoch's start as fresh workers are (the migrator does it), which
+        covers the global states only, not a generator the data set holds; workers made fresh
+        each epoch where the program kept them draw the loader's seed anew each epoch, which
+        shifts the sampler's draws too.
+        """
+        if self.allow_changed_draws or key not in ("num_workers", "persistent_workers"):
+            return None
+        if key == "persistent_workers" and not value:
+            return (
+                "your workers keep their random state across epochs; fresh ones are seeded anew "
+                "each epoch, from another draw of the loader's generator"
+            )
+        if self.draws is None:
+            return "the plan does not say whether samples draw random numbers (tune it again)"
+        if key == "num_workers":
+            if not self.draws:
+                return None
+            return (
+                f"samples draw random numbers ({', '.join(self.draws)}): another worker count "
+                "loads them in other workers, with other draws"
+            )
+        held = [draw for draw in self.draws if draw not in RESEEDED_DRAWS]
+        if not held:
+            return None
+        return (
+            f"samples draw from {', '.join(held)}, which workers kept across epochs would not "
+            "start again each epoch"
+        )
+
+    def batches_per_s(self, settings: LoaderSettings) -> float | None:
+        """The measured batches per second of ``settings`` (a trial or the confirmation)."""
+        wanted = settings.normalized().model_dump()
+        for trial in self.trials:
+            if trial.batches and trial.settings.normalized().model_dump() == wanted:
+                return trial.batches_per_s
+        confirmation = self.confirmation
+        if confirmation is not None and confirmation.rounds:
+            if wanted == self.chosen.normalized().model_dump():
+                return confirmation.chosen_batches_per_s
+            if wanted == self.yours.normalized().model_dump():
+                return confirmation.yours_batches_per_s
+        return None
+
+    def forgone(self, kept: LoaderSettings) -> str:
+        """The gain given up by running ``kept`` instead of ``chosen``, in measured figures."""
+        tuned, held = self.batches_per_s(self.chosen), self.batches_per_s(kept)
+        text = f"tuned {self.chosen.label()}"
+        text += f": {tuned:.1f} batches/s" if tuned is not None else ""
+        text += f"; kept {kept.label()}"
+        if held is not None:
+            return text + f": {held:.1f} batches/s"
+        yours = self.batches_per_s(self.yours)
+        if yours is None:
+            return text + " (not measured)"
+        return text + f" (not measured; yours, {self.yours.label()}: {yours:.1f} batches/s)"
+
+    def kept_settings(self, keys: list[str]) -> LoaderSettings:
+        """``chosen`` with ``keys`` put back to the program's own values (``yours``)."""
+        return self.chosen.model_copy(update={key: getattr(self.yours, key) for key in keys})
+
+    def kept_for_draws(self) -> dict[str, str]:
+        """``key -> why`` for each changed setting the plan keeps as the program set it because
+        changing it would change the random draws a sample gets."""
+        out: dict[str, str] = {}
+        for key in self.changed:
+            why = self.draw_blocker(key, getattr(self.chosen, key))
+            if why is not None:
+                out[key] = why
+        return out
+
+    def kept(self, explicit: set[str] | frozenset[str] | None = None) -> dict[str, str]:
+        """``key -> why`` for each changed setting the migrator will keep as the program sets
+        it: those that would change the random draws, and those in ``explicit`` (the keys the
+        program passes) that the plan does not replace."""
+        out = self.kept_for_draws()
+        if self.settles_explicit:
+            return out
+        for key in self.changed:
+            if explicit and key in explicit and key not in self.override and key != "threads":
+                out.setdefault(key, "your code passes it explicitly")
+        return out
+
+    def kept_line(self, explicit: set[str] | frozenset[str] | None = None) -> str | None:
+        """One line on what :meth:`kept` keeps, with the gain forgone (``None``: nothing)."""
+        kept = self.kept(explicit)
+        if not kept:
+            return None
+        reasons = "; ".join(f"{key}: {why}" for key, why in kept.items())
+        return (
+            f"not applied: {', '.join(kept)} stay as your DataLoader sets them ({reasons}); "
+            f"the gain forgone: {self.forgone(self.kept_settings(list(kept)))}"
+        )
 
     @property
     def switches_when_warm(self) -> bool:
