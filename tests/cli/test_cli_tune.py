@@ -66,6 +66,7 @@ def test_tune_prints_the_table_and_writes_a_new_plan(
     data = json.loads(plan.read_text())
     assert data["context_device_map"] == {}
     assert data["loader"]["trials"] and data["loader"]["yours"]["num_workers"] == 0
+    assert data["loader"]["draws"] == []  # the samples were probed: they draw nothing
 
 
 @pytest.mark.slow
@@ -176,6 +177,7 @@ def test_codedag_migrate_applies_the_loader_section_to_the_scripts_dataloaders(
         yours=LoaderSettings(),
         changed=["num_workers", "threads"],
         dataset="torch.utils.data.dataset.TensorDataset",
+        draws=[],  # no sample draws: the explicit worker count is replaced too
     )
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"context_device_map": {}, "loader": section.model_dump()}))
@@ -183,9 +185,9 @@ def test_codedag_migrate_applies_the_loader_section_to_the_scripts_dataloaders(
     code = main(["migrate", str(plan), "--stats-out", str(stats), "--", "python", str(script)])
     assert code == 0
     seen = json.loads(out.read_text())
-    assert seen == {"default": 1, "explicit": 0, "total": 28.0}
+    assert seen == {"default": 1, "explicit": 1, "total": 28.0}
     loader_stats = json.loads(stats.read_text())["loader"]
-    assert loader_stats["applied"] == 1 and loader_stats["kept_explicit"] == {"num_workers": 1}
+    assert loader_stats["applied"] == 2 and loader_stats["overridden"] == {"num_workers": 1}
 
 
 def test_plan_explain_shows_the_loader_choice(
@@ -202,7 +204,10 @@ def test_plan_explain_shows_the_loader_choice(
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"context_device_map": {}, "loader": section.model_dump()}))
     assert main(["plan", "explain", str(plan)]) == 0
-    assert "loader: 2 workers x 1 thread: measured 2.1x" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "loader: 2 workers x 1 thread: measured 2.1x" in out
+    # a plan written before the draws were probed: the worker count is kept, and explain says so
+    assert "warning: loader: not applied: num_workers stay as your DataLoader sets them" in out
 
 
 @pytest.mark.slow

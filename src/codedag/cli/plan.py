@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{printable(model.loader.warm.reason)}",
                 markup=False,
             )
+        kept = model.loader.kept_line()  # what the migrator will not apply, and the cost
+        if kept is not None:
+            console.print(f"warning: loader: {printable(kept)}", markup=False)
     unknown = admit_plan(model).unknown_line()
     if unknown is not None:
         console.print(f"note: {unknown}", markup=False)

@@ -96,6 +96,13 @@ def _search_flags(p: argparse.ArgumentParser) -> None:
         help="settings the plan applies even where your code passes them explicitly",
     )
     search.add_argument(
+        "--allow-changed-draws",
+        action="store_true",
+        help="apply the settings even where they change the random draws a sample gets "
+        "(another worker count when samples draw random numbers); by default those are kept "
+        "as your DataLoader sets them, so every batch stays the same",
+    )
+    search.add_argument(
         "--device",
         help="copy batches to this device while timing (default: cuda:0 if present; cpu: none)",
     )
@@ -285,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
         max_workers=args.max_workers,
         fixed=fixed,
         override=tuple(k.replace("-", "_") for k in args.override),
+        allow_changed_draws=args.allow_changed_draws,
         device=args.device,
         batches=args.batches,
         trial_s=args.trial_s,
@@ -332,6 +340,11 @@ def run(args: argparse.Namespace) -> int:
         if written is not None:
             state = "updated" if existing is not None else "new plan"
             out.print(f"wrote the loader section into {written} ({state})", markup=False)
+        from codedag.tune.capture import explicit_settings
+
+        kept = section.kept_line(explicit_settings(loader))
+        if kept is not None:
+            out.print(kept, markup=False)
     return 0
 
 

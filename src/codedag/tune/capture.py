@@ -8,7 +8,10 @@ through :class:`codedag.patching.Patcher` while the target runs, and restored af
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +21,14 @@ from codedag.patching import Patcher
 log = logging.getLogger(__name__)
 
 _INIT = "torch.utils.data.dataloader.DataLoader.__init__"
+
+# The arguments each captured DataLoader was created with explicitly (their names).
+_EXPLICIT: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def explicit_settings(loader: Any) -> frozenset[str] | None:
+    """The arguments ``loader`` was created with explicitly, when it was captured here."""
+    return _EXPLICIT.get(loader)
 
 
 def loader_from_factory(factory: Callable[[], Any], what: str) -> Any:
@@ -35,9 +46,13 @@ def loader_from_factory(factory: Callable[[], Any], what: str) -> Any:
     created: list[Any] = []
 
     def watch(original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
         def __init__(loader: object, *args: Any, **kwargs: Any) -> None:
             original(loader, *args, **kwargs)
             created.append(loader)
+            with contextlib.suppress(TypeError):  # the original accepted them
+                _EXPLICIT[loader] = frozenset(signature.bind(loader, *args, **kwargs).arguments)
 
         return __init__
 

@@ -37,6 +37,8 @@ class TuneOptions:
         fixed: settings held at a value (``{"num_workers": 4}``); a key mapped to ``None``
             is held at the DataLoader's own value.
         override: settings the plan sets even where the program passes them explicitly.
+        allow_changed_draws: the plan applies settings that change the random draws a sample
+            gets (another worker count, workers kept across epochs) instead of keeping yours.
         step_s: the consumer's time per training step; the loader is fast enough when the
             step waits less than 5 % of it for data.
         step_source: where ``step_s`` came from (for the plan).
@@ -58,6 +60,7 @@ class TuneOptions:
     prefetch_factors: tuple[int, ...] = (2, 4)
     fixed: Mapping[str, Any] = field(default_factory=dict)
     override: tuple[str, ...] = ()
+    allow_changed_draws: bool = False
     step_s: float | None = None
     step_source: str = ""
     step_fn: Callable[[Any], Any] | None = None

@@ -18,6 +18,7 @@ from codedag.tune.choice import (
     persistent_decision,
     pick,
 )
+from codedag.tune.draws import probe_draws
 from codedag.tune.limits import as_mb, machine_description, machine_limits
 from codedag.tune.measure import Consumer, device_consumer, sleep_consumer
 from codedag.tune.options import Progress, TuneOptions, apply_fixed, resolve_fixed
@@ -119,6 +120,7 @@ def tune_loader(
     consumer = consumer_for(options)
     margin = options.margin_pct / 100.0
     _warm_up(loader)
+    draws = probe_draws(loader)
     step_s = options.step_s
     if step_s is None and options.step_fn is not None:
         step_s = _time_user_step(loader, options)
@@ -161,6 +163,8 @@ def tune_loader(
         confirmation=confirmation,
         duration_s=time.perf_counter() - started,
         machine=machine_description(limits),
+        draws=draws,
+        allow_changed_draws=options.allow_changed_draws,
     )
     progress.finish()
     log.info("loader tuning: %s", section.reason)
