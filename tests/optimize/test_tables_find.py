@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import cv2
+import numpy as np
 import pytest
+import torch
 
 from codedag.errors import ConfigError
 from codedag.experiments import pipelines
@@ -73,3 +76,21 @@ def test_the_plan_carries_the_section_with_the_cache_or_when_asked(demo_dag: Any
     assert MigrationPlan.from_dict(model.to_dict()).tables == model.tables
     with pytest.raises(ConfigError, match="tables must be"):
         OptimizerManager(tables="sometimes")
+
+
+class _Permuted(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = cv2.resize(np.full((8, 8, 3), index, np.uint8), (4, 4))
+        return torch.from_numpy(image).permute(2, 0, 1).float() / 255.0
+
+
+def test_tensor_methods_are_never_guards() -> None:
+    """A tensor's methods (``torch._C.TensorBase.permute``) are attributes of a C type: they
+    cannot be patched, and a run value never reaches them (it is an array, not a tensor)."""
+    tracer, _ = trace_dataloader(torch.utils.data.DataLoader(_Permuted(), batch_size=2))
+    guards = find_runs(tracer.dag).guards
+    assert "torch.from_numpy" in guards
+    assert not [g for g in guards if g.startswith(("torch._C.", "torch.Tensor."))], guards

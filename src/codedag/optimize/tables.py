@@ -28,7 +28,7 @@ from codedag.plan.tables import TableRun, TablesSection
 MIN_CALLS = 2
 """Element-wise calls (a conversion's cast counts) a run needs: one pass gains nothing."""
 
-_METHODS = ("torch.Tensor.", "PIL.Image.Image.")
+_METHODS = ("torch.Tensor.", "torch._C.TensorBase.", "PIL.Image.Image.")
 ALWAYS_GUARDED = ("torch.as_tensor", "torch.from_numpy")
 """What ``default_collate`` turns arrays into tensors with: a run value a sample returns as it
 is reaches them there, outside the traced samples."""
