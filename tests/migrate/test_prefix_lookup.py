@@ -13,8 +13,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from prefix_support import CALLER, StubChain, StubSession, epoch, equal, write_images
-from torch.utils.data import Dataset
+from prefix_support import CALLER, FileDataset, StubChain, StubSession, epoch, equal, write_images
 
 import codedag.migrate.tables.lookup as lookup
 from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue
@@ -208,15 +207,9 @@ def test_on_a_large_image_the_table_is_chosen_and_gives_the_same_bits() -> None:
     assert lookup.counts()["gathered"] == 2 and lookup.counts()["trials"] == lookup.TRIALS
 
 
-class NormalizedImages(Dataset):
+class NormalizedImages(FileDataset):
     """imread, resize, BGR->RGB, then normalize with operators and CHW: the whole output is the
     prefix, and its normalization is a run."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)

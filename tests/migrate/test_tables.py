@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from prefix_support import cache_section, equal, write_images
+from prefix_support import FileDataset, cache_section, equal, write_images
 from torch.utils.data import DataLoader, Dataset
 
 import codedag.migrate.tables.lookup as lookup
@@ -163,14 +163,8 @@ class Normalized(Dataset):
         return torch.from_numpy(np.ascontiguousarray(image)) + noise, index
 
 
-class PilNormalized(Dataset):
+class PilNormalized(FileDataset):
     """A torchvision-style recipe's end: ``np.asarray(image, dtype=np.float32) / 255``."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         image = Image.open(self.paths[index]).convert("RGB")
@@ -257,15 +251,9 @@ def test_a_pil_image_converted_with_a_dtype_starts_a_run(tmp_path: Path) -> None
     assert stats["runs"] == 8 and stats["errors"] == 0
 
 
-class WarpedFiles(Dataset):
+class WarpedFiles(FileDataset):
     """The demo's shape: a file read, resized and converted (cached), then a random warp and
     the normalization (a run)."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)

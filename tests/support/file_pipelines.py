@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from prefix_support import FileDataset
 
 SAMPLE_RATE = 16_000
 CLIP = 8_000
@@ -56,14 +56,8 @@ def write_files(folder: Path, n: int = 8, seed: int = 0) -> Files:
     return files
 
 
-class Photos(Dataset):
+class Photos(FileDataset):
     """``with Image.open(path) as im``, RGB, resized, to an array, flipped at random."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         from PIL import Image
@@ -76,14 +70,8 @@ class Photos(Dataset):
         return torch.from_numpy(np.ascontiguousarray(image)), index
 
 
-class Clips(Dataset):
+class Clips(FileDataset):
     """Load resampled to 16 kHz, pad to a second, random crop, log-mel spectrogram."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         import librosa
@@ -99,14 +87,8 @@ class Clips(Dataset):
         return torch.from_numpy(db.astype(np.float32)), index
 
 
-class Volumes(Dataset):
+class Volumes(FileDataset):
     """A ``.npy`` volume, windowed and scaled to floats."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         volume = np.load(self.paths[index])
@@ -114,14 +96,8 @@ class Volumes(Dataset):
         return torch.from_numpy(volume), index
 
 
-class Tables(Dataset):
+class Tables(FileDataset):
     """A CSV table read with ``np.loadtxt``: no library declares it a file source."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         rows = np.loadtxt(self.paths[index], delimiter=",", dtype=np.float32)

@@ -15,21 +15,16 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from prefix_support import FileDataset
+from torch.utils.data import DataLoader
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 SIZE = 32
 
 
-class Photos(Dataset):
+class Photos(FileDataset):
     """Image files on disk, decoded and augmented per sample."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)

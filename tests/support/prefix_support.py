@@ -33,6 +33,16 @@ def write_images(folder: Path, n: int = 8, size: int = 48, seed: int = 0) -> lis
     return paths
 
 
+class FileDataset(Dataset):
+    """Samples read from files by path, one file a sample (subclasses read them)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
 class FileImages(Dataset):
     """imread, resize to ``out``, BGR->RGB (the prefix), then a flip drawn per index, to a tensor."""
 
