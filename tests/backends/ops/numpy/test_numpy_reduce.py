@@ -128,3 +128,66 @@ def test_all_and_any_of_empty_arrays() -> None:
     assert type(migrated_call("numpy.all")(empty)) is type(np.all(empty))
     grid = np.zeros((0, 3), np.int16)
     np.testing.assert_array_equal(migrated_call("numpy.all")(grid, axis=0), np.all(grid, axis=0))
+
+
+VIEW_NAMES = ["sum", "mean", "min", "max", "all", "any"]
+
+
+@st.composite
+def broadcast_view(draw):
+    """A random array broadcast to a larger shape: new leading axes and length-1 axes repeated."""
+    shape, axis = draw(array_and_axis())
+    lead = draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=5))
+    base = tuple(1 if draw(st.booleans()) else n for n in shape)
+    full = lead + shape
+    if axis is not None:  # the same axes, counted in the view
+        axis = axis + len(lead) if isinstance(axis, int) and axis >= 0 else axis
+        if isinstance(axis, tuple):
+            axis = tuple(a + len(lead) for a in axis)
+    return base, full, axis
+
+
+@PROPS
+@given(
+    name=st.sampled_from(VIEW_NAMES),
+    dt=st.sampled_from(DTYPES),
+    view=broadcast_view(),
+    keepdims=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_reductions_of_broadcast_views_match_numpy(name, dt, view, keepdims, seed):
+    base_shape, full, axis = view
+    if name == "sum" and dt == np.float16:
+        return  # left to NumPy (test_reductions_match_numpy)
+    a = np.broadcast_to(random_array(seed, base_shape, dt), full)
+    got = migrated_call(f"numpy.{name}")(a, axis=axis, keepdims=keepdims)
+    with np.errstate(all="ignore"):
+        expected = getattr(np, name)(a, axis=axis, keepdims=keepdims)
+    assert_matches(got, expected, f"numpy.{name}")
+    if isinstance(got, np.ndarray) and got.ndim:  # a result of its own, like NumPy's
+        assert got.flags.writeable and (got.size <= 1 or 0 not in got.strides)
+        assert not np.shares_memory(got, a)
+
+
+@pytest.mark.parametrize("name", VIEW_NAMES)
+def test_a_broadcast_view_is_reduced_without_expanding_it(device, name) -> None:
+    """A view of 3e12 elements (24 TB if expanded) is reduced over its 3 distinct values."""
+    view = torch.arange(3.0, dtype=torch.float64, device=device).expand(10**6, 10**6, 3)
+    expected = {"sum": 3e12, "mean": 1.0, "min": 0.0, "max": 2.0, "all": False, "any": True}
+    assert BACKENDS[f"numpy.{name}"](view).item() == expected[name]
+    per_pixel = BACKENDS[f"numpy.{name}"](view, axis=(0, 1))
+    assert per_pixel.shape == (3,)
+    if name in ("min", "max"):
+        torch.testing.assert_close(per_pixel.cpu(), torch.arange(3.0, dtype=torch.float64))
+
+
+def test_a_kept_repeated_axis_is_written_out_not_aliased() -> None:
+    a = np.broadcast_to(np.arange(3.0), (40, 50, 3))
+    got = migrated_call("numpy.max")(a, axis=2)
+    np.testing.assert_array_equal(got, np.full((40, 50), 2.0))
+    assert got.flags.c_contiguous and got.flags.writeable
+    got[0, 0] = -1.0
+    assert got[1, 1] == 2.0  # every element is its own
+    integers = np.broadcast_to(np.array([[200], [-255]], np.int16), (2, 10**6))
+    total = migrated_call("numpy.sum")(integers)  # each distinct value times its repeats
+    assert type(total) is np.int64 and total == -55 * 10**6

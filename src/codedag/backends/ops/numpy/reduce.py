@@ -4,6 +4,11 @@ Result dtypes are NumPy's (asked from NumPy on a 0-d probe): ``sum`` of uint8 is
 of any integer is float64, ``mean`` of float16 is float16 (accumulated in float32 as NumPy does).
 Integer sums accumulate in int64 and are then cast, which is exact modulo 2**64 as NumPy's are.
 Reductions over all axes return a 0-d tensor where NumPy returns a NumPy scalar.
+
+A broadcast view (``numpy.broadcast_to``: axes of stride 0, which reach a backend as an expanded
+tensor) is reduced over its distinct values only, never expanded: an axis that repeats one value
+changes no ``max``, ``min``, ``any``, ``all`` or ``mean``, and multiplies a ``sum`` by its length.
+``np.max`` of ``broadcast_to(arange(3.0), (4000, 4000, 3))`` reads 3 values, not 48 million.
 """
 
 from __future__ import annotations
@@ -57,6 +62,42 @@ def _prepare(a: object, axis: Axis, out: object, where: object = True) -> tuple[
     return dims
 
 
+def _repeated_axes(a: torch.Tensor) -> tuple[int, ...]:
+    """Axes along which ``a`` repeats one value (longer than 1, stride 0): a broadcast view's."""
+    return tuple(d for d, (n, st) in enumerate(zip(a.shape, a.stride())) if n > 1 and st == 0)
+
+
+def _over_distinct(
+    a: torch.Tensor,
+    dims: tuple[int, ...] | None,
+    keepdims: bool,
+    reduce: Callable[[torch.Tensor, tuple[int, ...]], torch.Tensor],
+) -> tuple[torch.Tensor, int] | None:
+    """``reduce(x, dims)`` (with ``keepdim=True``) of a broadcast view's distinct values ``x``,
+    shaped as the reduction of the whole view, and how many times each reduced value repeats
+    (the product of the reduced repeated axes' lengths); ``None`` when ``a`` repeats nothing.
+
+    Axes kept by the reduction that repeat are written out in the result (a new tensor).
+    """
+    repeated = _repeated_axes(a)
+    if not repeated:
+        return None
+    reduced = dims if dims is not None else tuple(range(a.dim()))
+    x = a
+    for d in repeated:
+        x = x.narrow(d, 0, 1)
+    r = reduce(x, reduced)
+    # a result of its own, as NumPy's is: kept repeated axes are written out, never aliased
+    r = r.expand([1 if d in reduced else n for d, n in enumerate(a.shape)]).contiguous()
+    if not keepdims:
+        r = r.squeeze(reduced)
+    count = 1
+    for d in repeated:
+        if d in reduced:
+            count *= a.shape[d]
+    return r, count
+
+
 def _accumulate_dtype(res: torch.dtype) -> torch.dtype:
     if res in (torch.uint64, torch.uint32, torch.uint16) or not res.is_floating_point:
         return torch.int64 if res != torch.bool else torch.bool
@@ -83,6 +124,11 @@ def _sum_like(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch
             # layout (pairwise along contiguous axes, step by step across others).
             raise UnsupportedOperation(f"numpy.{name} in float16 follows NumPy's layout order")
         acc = _accumulate_dtype(res)
+        if name == "sum":
+            distinct = _over_distinct(a, dims, keepdims, lambda x, d: op(x.to(acc), d, True))
+            if distinct is not None:
+                r, count = distinct
+                return cast(r if count == 1 or acc == torch.bool else r * count, res)
         x = a.to(acc)
         if dims is None:
             r = op(x)  # over every element, without reshape(-1): a broadcast view stays a view
@@ -115,6 +161,9 @@ def mean(
     acc = torch.float32 if res == torch.float16 else res
     if not acc.is_floating_point:
         raise UnsupportedOperation(f"mean with an integer dtype {res} is not supported")
+    distinct = _over_distinct(a, dims, keepdims, lambda x, d: torch.mean(cast(x, acc), d, True))
+    if distinct is not None:  # every value repeats equally often: the mean of the distinct ones
+        return cast(distinct[0], res)
     return cast(torch.mean(cast(a, acc), dim=dims, keepdim=keepdims), res)
 
 
@@ -160,9 +209,15 @@ def _minmax(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.T
     ) -> torch.Tensor:
         dims = _prepare(a, axis, out, where)
         require_default("initial", initial, None)
-        x = a.to(torch.uint8) if a.dtype == torch.bool else a
-        r = op(x, dim=dims if dims is not None else tuple(range(a.dim())), keepdim=keepdims)
-        return r.to(a.dtype)
+
+        def extremum(x: torch.Tensor, d: tuple[int, ...], keep: bool = True) -> torch.Tensor:
+            x = x.to(torch.uint8) if x.dtype == torch.bool else x
+            return op(x, dim=d, keepdim=keep).to(a.dtype)
+
+        distinct = _over_distinct(a, dims, keepdims, extremum)
+        if distinct is not None:
+            return distinct[0]
+        return extremum(a, dims if dims is not None else tuple(range(a.dim())), keepdims)
 
     backend.__name__ = name
     backend.__doc__ = f"``numpy.{name}``: NaN propagates as in NumPy."
@@ -195,9 +250,15 @@ def _logical(name: str) -> Callable[..., torch.Tensor]:
         where: object = True,
     ) -> torch.Tensor:
         dims = _prepare(a, axis, out, where)
-        x = a != 0
         fn = torch.any if name == "any" else torch.all  # empty reductions: False and True
-        return fn(x, dim=dims if dims is not None else tuple(range(a.dim())), keepdim=keepdims)
+
+        def truth(x: torch.Tensor, d: tuple[int, ...], keep: bool = True) -> torch.Tensor:
+            return fn(x != 0, dim=d, keepdim=keep)
+
+        distinct = _over_distinct(a, dims, keepdims, truth)
+        if distinct is not None:
+            return distinct[0]
+        return truth(a, dims if dims is not None else tuple(range(a.dim())), keepdims)
 
     backend.__name__ = name
     backend.__doc__ = f"``numpy.{name}``: truth of nonzero elements."
