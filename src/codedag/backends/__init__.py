@@ -14,7 +14,9 @@
 * :mod:`.admission`: function names from plans and DAGs admitted by the registry before anything
   is imported;
 * :mod:`.exact_tables`: which element-wise NumPy calls a 256-entry lookup table computes exactly;
+* :mod:`.host_sync`: whether a backend may read tensor values on the host to choose its path;
 * :mod:`.executor`: one library call through its backend (refusal, conversion, backend, result);
+* :mod:`.sources`: the file sources the library packages declare, by the names traces carry;
 * :mod:`.tolerances`: the table of the tolerances the ops declare, and the comparison;
 * :mod:`.probe`: the original function of a name, and a migrated call outside any plan;
 * :mod:`.ops`: one package per library (``cv2``, ``numpy``, ``pil``, ``audio``, ``torch``);

@@ -17,7 +17,7 @@ import importlib.util
 import logging
 import pkgutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from codedag.backends.facts import FileSource, LibraryFacts, Requirement, ThreadPool
 
@@ -76,14 +76,22 @@ def library_facts() -> tuple[LibraryFacts, ...]:
     return tuple(found)
 
 
+_ON_REFRESH: list[Callable[[], None]] = []
+"""What modules built on the facts forget at :func:`refresh` (registered by them on import)."""
+
+
+def on_refresh(forget: Callable[[], None]) -> None:
+    """Call ``forget`` at every :func:`refresh` (a cache of what the facts resolved to)."""
+    _ON_REFRESH.append(forget)
+
+
 def refresh() -> None:
     """Forget what was read: the next call reads every package's facts again."""
-    from codedag.backends import sources
-
     library_facts.cache_clear()
     for derived in _DERIVED:
         derived.cache_clear()
-    sources.forget()
+    for forget in _ON_REFRESH:
+        forget()
 
 
 def _unique(names: Iterable[str]) -> tuple[str, ...]:

@@ -51,3 +51,6 @@ def forget() -> None:
     """Resolve every library's sources anew at the next lookup (a library installed since)."""
     with _lock:
         _resolved.clear()
+
+
+libraries.on_refresh(forget)

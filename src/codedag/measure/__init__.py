@@ -24,8 +24,11 @@ the run-time guard, and the DataLoader tuner's early stop, choice and confirmati
 **Interference** (:mod:`.interference`). A measurement whose repeated identical samples spread
 widely, or whose calling thread got little CPU time, says so in its result.
 
+**Launches** (:mod:`.launches`). What a piece of torch code asks of a device: its aten ops and the
+data-dependent host synchronizations among them, counted while it runs.
+
 This package imports nothing of codedag but :mod:`codedag.errors` and :mod:`codedag.util`, and
-torch only inside :func:`~.threads.torch_threads`.
+torch only inside :func:`~.threads.torch_threads` and in :mod:`.launches` (imported by name).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ The op library it runs (registry, backends, conversions, tolerances) is
 * :mod:`.api`: PipelineMigrator: apply a migration plan to the running process
 * :mod:`.dispatch`: One owner of the functions a plan's run-time parts replace, and of the
   DataLoader fetch
+* :mod:`.epoch_seeds`: Persistent DataLoader workers seeded at each epoch's start as fresh
+  workers would be
 * :mod:`.guard`: Run-time guard: a placement stays only if, measured on this process's own calls,
   its backend agrees with the original library and beats it in time
 * :mod:`.injector`: PatchInjector: installs one UniversalWrapper per planned function through

@@ -18,6 +18,8 @@ See docs/loader-tuning.md.
 * :mod:`.capture`: Find the DataLoader of a pipeline given as ``codedag trace`` takes it
 * :mod:`.choice`: Choose among the timed settings, confirm against the program's own, and say why
 * :mod:`.consumer`: The consumer's time per step: what "fast enough" means for a loader
+* :mod:`.draws`: What a DataLoader's samples draw random numbers from, probed by loading a few
+  samples
 * :mod:`.limits`: What the container allows a DataLoader: CPUs (the worker ceiling) and memory
 * :mod:`.measure`: Time one DataLoader setting: batches per second, the consumer's wait, start-up,
   worker memory
