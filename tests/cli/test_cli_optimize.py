@@ -10,6 +10,7 @@ import pytest
 from codedag.cli.main import main
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.synthetic import trace_shaped_dag
+from codedag.plan import LoaderSection
 
 
 @pytest.fixture
@@ -105,3 +106,56 @@ def test_k_below_one_and_bad_plan_are_errors(
     assert "positive integer" in capsys.readouterr().err
     assert main(["optimize", str(dag_file), "--target-device", "cuda:-1"]) == 2
     assert "cuda:-1" in capsys.readouterr().err
+
+
+DEMO_LOADER = "codedag.experiments.pipelines.demo_image:make_loader"
+QUICK_TUNE = [
+    *("--tune-batches", "2", "--tune-rounds", "1", "--tune-trial-s", "1"),
+    *("--tune-budget-s", "5", "--tune-max-workers", "1"),
+]
+
+
+@pytest.mark.slow  # 7-11 s on 2 CPUs: a trace, two loader settings, calibration on the CPU
+def test_optimize_tune_traces_tunes_and_plans_every_section_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "plan"
+    args = ["optimize", "--tune", "--dataloader", DEMO_LOADER, "--target-device", "cpu"]
+    assert main([*args, "--out", str(out), *QUICK_TUNE]) == 0
+    assert (out / "dag.json").exists()  # traced, since no dag.json was given
+    plan = json.loads((out / "migration_plan.json").read_text())
+    loader = plan["loader"]
+    assert {t["settings"]["num_workers"] for t in loader["trials"]} == {0, 1}
+    assert all(t["batches"] < 12 for t in loader["trials"])  # fewer than tune's default
+    assert plan["calls"] and plan["placement"]["basis"] == "measured"
+    assert plan["batched"]["chains"] and plan["cache"]["chains"] and plan["tables"]["runs"]
+    assert any("tuned DataLoader" in note for note in plan["notes"])
+    printed = capsys.readouterr().out
+    sections = [line.split(":", 1)[0] for line in printed.splitlines()]
+    for name in ("placement", "batched", "cache", "tables", "loader"):
+        assert sections.count(name) == 1, name
+    chosen = LoaderSection.model_validate(loader).chosen.label()
+    assert f"loader: kept: your settings ({chosen}" in printed or (
+        f"loader: applied: {chosen}" in printed
+    )
+    assert "migration plan:" in printed and "edge cut" in printed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tune"], "--tune needs --dataloader MODULE:FACTORY"),
+        (["dag.json", "--tune"], "--tune needs --dataloader MODULE:FACTORY"),
+        ([], "give dag.json (from `codedag trace`), or --dataloader"),
+        (["--dataloader", DEMO_LOADER, "--tune-rounds", "2"], "--tune-rounds goes with --tune"),
+        (["--tune", "--dataloader", DEMO_LOADER, "--loader", "p.json"], "not both"),
+        (["--tune", "--dataloader", "no_such_module_xyz:make"], "module 'no_such_module_xyz'"),
+    ],
+)
+def test_optimize_tune_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["optimize", *argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("codedag optimize: error:") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -16,6 +16,7 @@ from codedag.optimize.explain import (
     group_calls,
     plan_table,
     random_draw_lines,
+    section_lines,
 )
 
 ROOT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__#0"
@@ -193,3 +194,63 @@ def test_plan_explain_says_why_no_chain_is_cached_one_line_per_candidate(
     ]
     # a plan written before the reasons were recorded loads without them
     assert CacheSection.model_validate({"chains": []}).skipped == []
+
+
+def cached_plan() -> dict[str, Any]:
+    plan = librosa_plan()
+    chain = {"id": "prefix0", "source_function": "cv2.imread", "cached": True, "reason": "cut"}
+    plan.update(
+        schema_version=2,
+        k=1,
+        cache={"chains": [chain], "bytes_total": 3_100_000, "saved_ns_per_sample": 12_800_000},
+    )
+    return plan
+
+
+def test_the_prefix_cache_title_gives_the_saving_per_sample_in_ms(
+    tmp_path: Path, capsys: Any
+) -> None:
+    title = render(cache_table(cached_plan())).splitlines()[0]
+    assert "saves 12.8 ms per sample" in title  # the figure was printed without its unit
+    assert "saves - per sample" in render(cache_table({"cache": {"chains": []}}))  # unmeasured
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(cached_plan()))
+    assert main(["plan", "explain", str(path)]) == 0
+    line = next(t for t in capsys.readouterr().out.splitlines() if "prefix cache (" in t)
+    assert "3.1 MB, saves 12.8 ms per sample" in line
+
+
+def test_one_line_per_section_applied_or_kept_with_its_units() -> None:
+    plan = cached_plan()
+    plan["context_device_map"] = {MEL: "cuda:0"}
+    plan["batched"] = {"chains": [{"id": "chain0", "batched": False}]}
+    lines = section_lines(plan)
+    assert [line.split(":", 1)[0] for line in lines] == [
+        "placement",
+        "batched",
+        "cache",
+        "tables",
+        "loader",
+    ]
+    assert lines[0] == "placement: applied: 1 call context(s) run on cuda:0"
+    assert lines[1].startswith("batched: kept: 1 chain(s) run per sample")
+    assert lines[2] == (
+        "cache: applied: 1 chain(s) cached, 3.1 MB, saves 12.8 ms per sample from epoch 2"
+    )
+    assert lines[3].startswith("tables: kept:") and lines[4].startswith("loader: kept: not tuned")
+    del plan["cache"]
+    assert section_lines(plan)[2] == "cache: off (--cache off)"
+
+
+def test_the_passes_line_gives_each_figure_its_unit() -> None:
+    from codedag.cli.optimize import passes_line
+
+    stats = {
+        "coarsening": {"original_nodes": 464, "coarse_nodes": 46, "clusters": 14},
+        "partitioning": {"k": 2, "load_balance": 0.656},
+        "iteration": {"load_balance_after": 0.7, "objective_before": 1.3, "objective_after": 1.2},
+        "edge_cut": {"optimized": 3},
+    }
+    line = passes_line(stats)
+    assert "load balance (mean/max load) 65.6 % -> 70.0 %" in line
+    assert "objective J (score) 1.3000 -> 1.2000" in line and line.endswith("edge cut 3 edges")

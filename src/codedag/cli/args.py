@@ -114,3 +114,19 @@ def byte_size(text: str) -> int:
     if not value < 2**62:
         raise argparse.ArgumentTypeError(f"size {text!r} is too large")
     return int(value)
+
+
+def subcommand_defaults(
+    register: Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None],
+    argv: list[str],
+) -> argparse.Namespace:
+    """The arguments a subcommand parses from ``argv`` (its name first), every other flag at
+    its default: one command runs another's steps with that command's own defaults.
+
+    Args:
+        register: the subcommand module's ``register(subparsers, parent)``.
+        argv: e.g. ``["trace", "--dataloader", "pkg.data:make", "--out", "out"]``.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    register(parser.add_subparsers(), argparse.ArgumentParser(add_help=False))
+    return parser.parse_args(argv)

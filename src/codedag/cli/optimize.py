@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from codedag.cli.args import byte_size, integer
+from codedag.cli.args import byte_size, integer, number
 
 MAX_PARTITIONS = 1024
 MAX_GPUS = 256  # the GPUs of one machine: a plan places calls for the processes of one node
@@ -26,10 +26,20 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         description=(
             "Coarsen repeated per-sample work of dag.json, partition it k ways, refine the "
             "partition and write coarsening_result.json, coarsening_graph.dot, "
-            "kway_partition.json, optimized_partition.json and migration_plan.json into --out."
+            "kway_partition.json, optimized_partition.json and migration_plan.json into --out. "
+            "With --tune --dataloader MODULE:FACTORY it does every step in one run: trace the "
+            "loader (when no dag.json is given), tune its settings as `codedag tune` does, then "
+            "plan placement, batched chains, prefix cache and lookup tables with the tuned "
+            "workers and threads."
         ),
+        epilog="example: codedag optimize --tune --dataloader pkg.data:make_loader --out plan/",
     )
-    parser.add_argument("dag", help="execution DAG written by `codedag trace` (dag.json[.gz])")
+    parser.add_argument(
+        "dag",
+        nargs="?",
+        help="execution DAG written by `codedag trace` (dag.json[.gz]); without it, "
+        "--dataloader is traced first",
+    )
     parser.add_argument("-k", type=int, default=2, help="number of partitions (default 2)")
     parser.add_argument(
         "--gpus", type=int, default=None, help="GPUs to plan for (default: the ones detected)"
@@ -61,10 +71,12 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         help="a plan with DataLoader settings from `codedag tune`: placement is measured with "
         "its workers and threads, and the new plan carries them",
     )
+    _tune_flags(parser)
     parser.add_argument(
         "--explain",
         action="store_true",
-        help="print the placement of each call, a library's internal calls grouped under it",
+        help="print the placement of each call, a library's internal calls grouped under it "
+        "(and with --tune, every DataLoader setting measured)",
     )
     parser.add_argument(
         "--all",
@@ -128,6 +140,63 @@ def _placement_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _tune_flags(parser: argparse.ArgumentParser) -> None:
+    """Trace and tune a DataLoader before planning: the whole pipeline in one command."""
+    from codedag.tune.options import MAX_BATCHES, MAX_ROUNDS
+
+    week_s = 7 * 24 * 3600.0
+    group = parser.add_argument_group(
+        "trace and tune first (--tune --dataloader MODULE:FACTORY; the rest as `codedag tune`)"
+    )
+    group.add_argument(
+        "--dataloader",
+        metavar="MODULE:FACTORY",
+        help="a function returning a torch DataLoader: one batch is traced when no dag.json is "
+        "given, and --tune tunes it",
+    )
+    group.add_argument(
+        "--tune",
+        action="store_true",
+        help="tune the --dataloader's workers, threads and prefetch first, and plan with them: "
+        "the plan's loader section",
+    )
+    group.add_argument(
+        "--tune-batches",
+        type=integer(1, MAX_BATCHES),
+        default=None,
+        metavar="N",
+        help="batches per setting (as `codedag tune --batches`, 12)",
+    )
+    group.add_argument(
+        "--tune-rounds",
+        type=integer(1, MAX_ROUNDS),
+        default=None,
+        metavar="N",
+        help="alternating rounds against your settings (as `codedag tune --rounds`, 3)",
+    )
+    group.add_argument(
+        "--tune-trial-s",
+        type=number(above=0, max_value=week_s),
+        default=None,
+        metavar="S",
+        help="seconds per setting at most (as `codedag tune --trial-s`, 4)",
+    )
+    group.add_argument(
+        "--tune-budget-s",
+        type=number(above=0, max_value=week_s),
+        default=None,
+        metavar="S",
+        help="start no new setting after this long (as `codedag tune --budget-s`, 300)",
+    )
+    group.add_argument(
+        "--tune-max-workers",
+        type=integer(0),
+        default=None,
+        metavar="N",
+        help="largest num_workers tried (as `codedag tune --max-workers`; default: the CPU limit)",
+    )
+
+
 def _cache_flags(parser: argparse.ArgumentParser) -> None:
     """The prefix cache: whether to cut each sample's deterministic prefix, its budget and folder."""
     cache = parser.add_argument_group(
@@ -186,14 +255,12 @@ def _tuned_loader(path: str) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the DAG, optimize it, write the stage files and print a summary."""
+    """Load (or trace) the DAG, tune the loader with --tune, optimize, write the stage files
+    and print a summary."""
     from rich.console import Console
 
     from codedag.graph.model import ExecutionDAG
-    from codedag.optimize.costs import CostModel
-    from codedag.optimize.manager import OptimizerManager
-    from codedag.optimize.placement import PlacementSettings
-    from codedag.util.paths import check_output_dir
+    from codedag.util.paths import check_output_dir, output_lock
 
     assume = _checked(args)
     if args.prefix_cache_dir is not None:
@@ -202,9 +269,48 @@ def run(args: argparse.Namespace) -> int:
         log.warning("--speedup is an assumption: it is now spelled --assume-speedup")
     check_output_dir(args.out)
     loader = _tuned_loader(args.loader) if args.loader else None
+    tuning = _tune_args(args) if args.tune else None
+    options = None
+    if tuning is not None:
+        from codedag.cli.tune import tune_options
+
+        options = tune_options(tuning)  # checked against this machine before any work
     console = Console(stderr=True)
-    with console.status(f"loading {args.dag}"):
-        dag = ExecutionDAG.load(args.dag)
+    kept = None
+    with output_lock(args.out):
+        if args.dag is None:
+            dag = _traced(args.dataloader, Path(args.out), console)
+        else:
+            with console.status(f"loading {args.dag}"):
+                dag = ExecutionDAG.load(args.dag)
+        if tuning is not None:
+            from codedag.cli.tune import find_loader, measure
+            from codedag.tune.capture import explicit_settings
+
+            tuned_from = find_loader(tuning)
+            loader = measure(tuned_from, options)
+            kept = loader.kept_line(explicit_settings(tuned_from))
+        stats, plan = _plan(args, dag, loader, assume, console)
+    if args.json:
+        json.dump(stats, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        _print_summary(args, stats, plan, loader if args.tune else None, kept)
+    return 0
+
+
+def _plan(
+    args: argparse.Namespace, dag: Any, loader: Any | None, assume: float | None, console: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Plan ``dag`` (with ``loader``'s tuned settings, if any) and write the stage files.
+
+    Returns:
+        The passes' statistics and the migration plan dict.
+    """
+    from codedag.optimize.costs import CostModel
+    from codedag.optimize.manager import OptimizerManager
+    from codedag.optimize.placement import PlacementSettings
+
     gpus = args.gpus if args.gpus is not None else _gpu_count()
     from codedag.cli.calibrate import make_cache, progress_bar
 
@@ -234,18 +340,41 @@ def run(args: argparse.Namespace) -> int:
         cache_folder=args.prefix_cache_dir,
         tables=args.tables,
     )
-    from codedag.util.paths import output_lock
-
-    with output_lock(args.out), bar:
+    with bar:
         result = manager.optimize(dag, export_dir=Path(args.out))
-    stats = result["statistics"]
-    plan = result["migration_plan"]
-    if args.json:
-        json.dump(stats, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
-    else:
-        _print_summary(args, stats, plan)
-    return 0
+    return result["statistics"], result["migration_plan"]
+
+
+def _traced(spec: str, out: Path, console: Any) -> Any:
+    """Trace one batch of ``spec``'s DataLoader as ``codedag trace --dataloader`` does (its
+    defaults) and write ``dag.json`` into ``out``."""
+    from codedag.cli import trace
+    from codedag.cli.args import subcommand_defaults
+
+    args = subcommand_defaults(
+        trace.register, ["trace", "--dataloader", spec, "--out", str(out), "--format", "json"]
+    )
+    tracer = trace.make_tracer(args)
+    with console.status(f"tracing a batch of {spec}"):
+        trace.trace_loader(spec, tracer, args.warmup)
+    trace.write_outputs(tracer.dag, args, ["json"], failed=False)
+    return tracer.dag
+
+
+def _tune_args(args: argparse.Namespace) -> argparse.Namespace:
+    """``codedag tune --dataloader SPEC --no-write``'s arguments: its defaults, and the
+    ``--tune-*`` flags given."""
+    from codedag.cli import tune
+    from codedag.cli.args import subcommand_defaults
+
+    tuning = subcommand_defaults(
+        tune.register, ["tune", "--dataloader", args.dataloader, "--no-write"]
+    )
+    for name in ("batches", "rounds", "trial_s", "budget_s", "max_workers"):
+        value = getattr(args, f"tune_{name}")
+        if value is not None:
+            setattr(tuning, name, value)
+    return tuning
 
 
 def _checked(args: argparse.Namespace) -> float | None:
@@ -270,11 +399,64 @@ def _checked(args: argparse.Namespace) -> float | None:
     for flag, names in (("--only", args.only), ("--exclude", args.exclude)):
         if any(not name.strip() for name in names):
             raise UsageError(f"{flag}: an empty function name; expected names such as cv2.resize")
+    _check_steps(args)
     return assume
 
 
-def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[str, Any]) -> None:
-    """The passes' figures, what migrates, the notes and the explain tables."""
+def _check_steps(args: argparse.Namespace) -> None:
+    """Which steps run: a DAG to load or a loader to trace; --tune needs the loader."""
+    from codedag.errors import UsageError
+
+    tune_flags = [
+        f"--tune-{name.replace('_', '-')}"
+        for name in ("batches", "rounds", "trial_s", "budget_s", "max_workers")
+        if getattr(args, f"tune_{name}") is not None
+    ]
+    if args.tune and not args.dataloader:
+        raise UsageError("--tune needs --dataloader MODULE:FACTORY: the DataLoader to tune")
+    if tune_flags and not args.tune:
+        raise UsageError(f"{tune_flags[0]} goes with --tune")
+    if args.tune and args.loader:
+        raise UsageError(
+            "give --tune (tune the --dataloader now) or --loader PLAN (settings tuned before), "
+            "not both"
+        )
+    if args.dag is None and not args.dataloader:
+        raise UsageError(
+            "give dag.json (from `codedag trace`), or --dataloader MODULE:FACTORY to trace one"
+        )
+    if args.dag is not None and args.dataloader and not args.tune:
+        raise UsageError(
+            "--dataloader with dag.json goes with --tune; without --tune, give one of the two"
+        )
+
+
+def passes_line(stats: dict[str, Any]) -> str:
+    """The passes' figures on one line, each with its unit: nodes, clusters, load balance as the
+    mean partition load in % of the largest, the objective J (a weighted score, no unit) and the
+    edges cut."""
+    co, it = stats["coarsening"], stats["iteration"]
+    before = 100 * stats["partitioning"].get("load_balance", 1.0)
+    after = 100 * it.get("load_balance_after", 1.0)
+    return (
+        f"coarsened {co.get('original_nodes', 0)} -> {co.get('coarse_nodes', 0)} nodes "
+        f"({co.get('clusters', 0)} clusters); k={stats['partitioning'].get('k', 0)}, "
+        f"load balance (mean/max load) {before:.1f} % -> {after:.1f} %, objective J (score) "
+        f"{it.get('objective_before', 0):.4f} -> {it.get('objective_after', 0):.4f}, "
+        f"edge cut {stats['edge_cut']['optimized']} edges"
+    )
+
+
+def _print_summary(
+    args: argparse.Namespace,
+    stats: dict[str, Any],
+    plan: dict[str, Any],
+    tuned: Any | None,
+    kept: str | None,
+) -> None:
+    """The passes' figures, what migrates, the notes, the explain tables and one line per
+    section of the plan; with ``tuned`` (the loader section just measured) its table under
+    ``--explain`` and what the migrator keeps."""
     from rich.console import Console
 
     from codedag.optimize.explain import (
@@ -283,19 +465,17 @@ def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[s
         cache_table,
         chains_table,
         plan_table,
+        section_lines,
         tables_table,
     )
     from codedag.util.text import listing, printable
 
     out = Console() if sys.stdout.isatty() else Console(width=160)
-    co, it = stats["coarsening"], stats["iteration"]
-    out.print(
-        f"coarsened {co.get('original_nodes', 0)} -> {co.get('coarse_nodes', 0)} nodes "
-        f"({co.get('clusters', 0)} clusters); k={stats['partitioning'].get('k', 0)}, "
-        f"load balance {stats['partitioning'].get('load_balance', 1.0):.3f} -> "
-        f"{it.get('load_balance_after', 1.0):.3f}, J {it.get('objective_before', 0):.4f} -> "
-        f"{it.get('objective_after', 0):.4f}, edge cut {stats['edge_cut']['optimized']}"
-    )
+    if tuned is not None and args.explain:
+        from codedag.cli.tune import print_section
+
+        print_section(tuned, out)
+    out.print(passes_line(stats), markup=False)
     placed = sorted({printable(c["function"], 80) for c in plan["calls"] if c["migrate"]})
     out.print(
         f"{len(plan['context_device_map'])} call context(s) migrate"
@@ -318,3 +498,7 @@ def _print_summary(args: argparse.Namespace, stats: dict[str, Any], plan: dict[s
             out.print(section)
     for line in cache_lines(plan):
         out.print(f"prefix cache: {line}", markup=False)
+    for line in section_lines(plan):
+        out.print(line, markup=False)
+    if kept is not None:
+        out.print(f"warning: loader: {printable(kept)}", markup=False)

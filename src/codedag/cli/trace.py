@@ -17,6 +17,7 @@ from codedag.trace.dot import SVG_MAX_NODES
 
 if TYPE_CHECKING:
     from codedag.report.dag_drawing import Drawing
+    from codedag.trace.tracer import EnhancedTracer
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         return _trace(args, formats)
 
 
-def _write_outputs(
+def write_outputs(
     dag: ExecutionDAG, args: argparse.Namespace, formats: list[str], failed: bool
 ) -> tuple[list[Path], Drawing | None]:
     """Write the requested formats (``dag.json`` always after a failure); each file once."""
@@ -289,39 +290,55 @@ def _write_outputs(
     return written, drawing
 
 
-def _trace(args: argparse.Namespace, formats: list[str]) -> int:
-    from codedag.trace.tracer import EnhancedTracer, trace_dataloader
-    from codedag.util.targets import load_target
+def make_tracer(args: argparse.Namespace) -> EnhancedTracer:
+    """The tracer ``trace``'s flags configure (depth, memory, include/exclude, line steps)."""
+    from codedag.trace.tracer import EnhancedTracer
 
     filter_config: dict[str, Iterable[str]] = {
         "include": [m.strip() for m in args.include.split(",") if m.strip()],
         "exclude": [m.strip() for m in args.exclude.split(",") if m.strip()],
     }
-    tracer = EnhancedTracer(
+    return EnhancedTracer(
         max_depth=args.max_depth,
         track_memory=not args.no_memory,
         filter_config=filter_config,
         line_level=not args.no_lines,
     )
+
+
+def trace_loader(spec: str, tracer: EnhancedTracer, warmup: int) -> None:
+    """Trace one batch of the DataLoader that ``spec`` (``MODULE:FACTORY``) returns into
+    ``tracer.dag``.
+
+    Raises:
+        TraceError: the factory is not found or raised, or loading the batch raised.
+    """
+    from codedag.trace.tracer import trace_dataloader
+    from codedag.util.targets import load_target
+
+    factory = load_target(spec, what="--dataloader", raises=TraceError)
+    try:
+        loader = factory()
+    except Exception as error:
+        raise TraceError(f"--dataloader {spec} raised {describe_failure(error)}") from error
+    try:
+        trace_dataloader(loader, tracer, warmup=warmup)
+    except TraceError:
+        raise
+    except Exception as error:
+        raise TraceError(
+            f"loading a batch of --dataloader {spec} raised {describe_failure(error)}"
+        ) from error
+
+
+def _trace(args: argparse.Namespace, formats: list[str]) -> int:
+    from codedag.util.targets import load_target
+
+    tracer = make_tracer(args)
     out: Path = args.out
     failure: TraceError | None = None
     if args.dataloader:
-        factory = load_target(args.dataloader, what="--dataloader", raises=TraceError)
-        try:
-            loader = factory()
-        except Exception as error:
-            raise TraceError(
-                f"--dataloader {args.dataloader} raised {describe_failure(error)}"
-            ) from error
-        try:
-            trace_dataloader(loader, tracer, warmup=args.warmup)
-        except TraceError:
-            raise
-        except Exception as error:
-            raise TraceError(
-                f"loading a batch of --dataloader {args.dataloader} raised "
-                f"{describe_failure(error)}"
-            ) from error
+        trace_loader(args.dataloader, tracer, args.warmup)
     else:
         target = load_target(args.target, raises=TraceError)
         try:
@@ -338,7 +355,7 @@ def _trace(args: argparse.Namespace, formats: list[str]) -> int:
             )
             failure.__cause__ = error
     dag = tracer.dag
-    written, drawing = _write_outputs(dag, args, formats, failure is not None)
+    written, drawing = write_outputs(dag, args, formats, failure is not None)
     if failure is not None:
         raise failure
     view = None

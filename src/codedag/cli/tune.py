@@ -126,7 +126,8 @@ def _search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the loader section as JSON")
 
 
-def _loader(args: argparse.Namespace) -> Any:
+def find_loader(args: argparse.Namespace) -> Any:
+    """The DataLoader that TARGET or ``--dataloader MODULE:FACTORY`` returns or creates."""
     from codedag.tune.capture import loader_from_factory
     from codedag.util.targets import load_target
 
@@ -236,7 +237,7 @@ def print_section(section: Any, console: Any) -> None:
     """The table, the limits, the choice and its reason."""
     console.print(loader_table(section))
     console.print(
-        f"CPU limit {section.cpu_limit:g} ({section.cpu_limit_source}): num_workers searched "
+        f"CPU limit {section.cpu_limit:g} CPUs ({section.cpu_limit_source}): num_workers searched "
         f"0..{section.max_workers}"
         + (
             f"; memory limit {section.memory_limit_mb:.0f} MiB"
@@ -277,20 +278,19 @@ def _progress(console: Any) -> tuple[Any, Any]:
     return bar, update
 
 
-def run(args: argparse.Namespace) -> int:
-    """Find the DataLoader, tune it, print the table and write the plan."""
-    from rich.console import Console
+def tune_options(args: argparse.Namespace) -> Any:
+    """The :class:`~codedag.tune.TuneOptions` of ``tune``'s flags, checked against this
+    machine before any worker starts.
 
-    from codedag.plan import MigrationPlan
-    from codedag.tune import TuneOptions, parse_fixed, tune_loader
-    from codedag.tune.tuner import plan_with_loader
-    from codedag.util.io import atomic_write_json, read_json
+    Raises:
+        UsageError: a flag out of range, or a setting this machine's CPU limit does not justify.
+    """
+    from codedag.tune import TuneOptions, parse_fixed
 
     _check(args)
-    fixed = parse_fixed(args.fix)
     options = TuneOptions(
         max_workers=args.max_workers,
-        fixed=fixed,
+        fixed=parse_fixed(args.fix),
         override=tuple(k.replace("-", "_") for k in args.override),
         allow_changed_draws=args.allow_changed_draws,
         device=args.device,
@@ -303,8 +303,43 @@ def run(args: argparse.Namespace) -> int:
     options.validate()
     from codedag.devices.cgroups import container_cpus
 
-    options.check_machine(*container_cpus())  # before any worker starts
+    options.check_machine(*container_cpus())
     options.step_s, options.step_source = _step(args)
+    return options
+
+
+def measure(loader: Any, options: Any, warm_plan: Any | None = None) -> Any:
+    """Tune ``loader`` under a progress bar on stderr; with ``warm_plan`` (a plan whose prefix
+    cache caches a chain) also the settings for the epochs the cache serves.
+
+    Returns:
+        The plan's loader section (:class:`~codedag.plan.LoaderSection`).
+    """
+    from rich.console import Console
+
+    from codedag.tune import tune_loader
+
+    bar, update = _progress(Console(stderr=True))
+    options.progress = update
+    with bar:
+        section = tune_loader(loader, options)
+        if warm_plan is not None and warm_plan.cache and warm_plan.cache.cached_chains:
+            from codedag.tune.warm import tune_warm
+
+            warm_plan.loader = section
+            section.warm = tune_warm(loader, warm_plan, options)
+    return section
+
+
+def run(args: argparse.Namespace) -> int:
+    """Find the DataLoader, tune it, print the table and write the plan."""
+    from rich.console import Console
+
+    from codedag.plan import MigrationPlan
+    from codedag.tune.tuner import plan_with_loader
+    from codedag.util.io import atomic_write_json, read_json
+
+    options = tune_options(args)
     existing = None
     warm_plan = None
     if not args.no_write:
@@ -316,17 +351,8 @@ def run(args: argparse.Namespace) -> int:
         plan_with_loader(existing, _placeholder(), source=f"plan {str(args.plan)!r}")
         if not args.no_warm:
             warm_plan = MigrationPlan.from_dict(existing, f"plan {str(args.plan)!r}")
-    loader = _loader(args)
-    console = Console(stderr=True)
-    bar, update = _progress(console)
-    options.progress = update
-    with bar:
-        section = tune_loader(loader, options)
-        if warm_plan is not None and warm_plan.cache and warm_plan.cache.cached_chains:
-            from codedag.tune.warm import tune_warm
-
-            warm_plan.loader = section
-            section.warm = tune_warm(loader, warm_plan, options)
+    loader = find_loader(args)
+    section = measure(loader, options, warm_plan)
     written = None
     if not args.no_write:
         plan = plan_with_loader(existing, section, source=f"plan {str(args.plan)!r}")

@@ -137,6 +137,11 @@ def _ms(ns: Any) -> str:
     return f"{ns / 1e6:.3g}"
 
 
+def _ms_text(ns: Any) -> str:
+    """``ns`` in milliseconds with its unit (``"12.8 ms"``), ``"-"`` when not measured."""
+    return "-" if ns is None else f"{_ms(ns)} ms"
+
+
 def _speedup(call: dict[str, Any]) -> str:
     original, backend = call.get("original_ns"), call.get("backend_ns")
     if not original or not backend:
@@ -291,7 +296,7 @@ def cache_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any |
         title=(
             f"prefix cache ({section.get('mode', 'auto')}, budget {budget:.0f} MB): "
             f"{len(cached)} of {len(chains)} chain(s) cached, {section.get('bytes_total', 0) / 1e6:.1f}"
-            f" MB, saves {_ms(section.get('saved_ns_per_sample'))} per sample from epoch 2"
+            f" MB, saves {_ms_text(section.get('saved_ns_per_sample'))} per sample from epoch 2"
         ),
         expand=False,
     )
@@ -389,3 +394,58 @@ def random_draw_lines(
         "since moving it would change the data (name it with --only to move it anyway)"
         for name in draws
     ]
+
+
+def section_lines(plan: dict[str, Any]) -> list[str]:
+    """One line per section of the plan: applied (what it changes, with its figures), kept
+    (present, but nothing in it changes the run) or absent, and why."""
+    placed = len(plan.get("context_device_map") or {})
+    lines = [
+        f"placement: applied: {placed} call context(s) run on {plan.get('target_device')}"
+        if placed
+        else "placement: kept: every call runs with its library (the reasons are above)"
+    ]
+    chains = (plan.get("batched") or {}).get("chains") or []
+    batched = sum(1 for c in chains if c.get("batched"))
+    if batched:
+        lines.append(f"batched: applied: {batched} of {len(chains)} chain(s) run once per batch")
+    elif chains:
+        lines.append(
+            f"batched: kept: {len(chains)} chain(s) run per sample (the reasons are above)"
+        )
+    else:
+        lines.append("batched: kept: no sample chain to run once per batch")
+    cache = plan.get("cache")
+    cached = [c for c in (cache or {}).get("chains") or [] if c.get("cached")]
+    if not cache:
+        lines.append("cache: off (--cache off)")
+    elif cached:
+        lines.append(
+            f"cache: applied: {len(cached)} chain(s) cached, "
+            f"{cache.get('bytes_total', 0) / 1e6:.1f} MB, saves "
+            f"{_ms_text(cache.get('saved_ns_per_sample'))} per sample from epoch 2"
+        )
+    else:
+        lines.append("cache: kept: nothing cached (the reasons are above)")
+    runs = (plan.get("tables") or {}).get("runs") or []
+    lines.append(
+        f"tables: applied where measured exact and faster: {len(runs)} run(s)"
+        if runs
+        else "tables: kept: no element-wise run on uint8 arrays (or --tables off)"
+    )
+    loader = plan.get("loader")
+    if not loader:
+        lines.append("loader: kept: not tuned (--tune --dataloader MODULE:FACTORY, or --loader)")
+    else:
+        from codedag.plan import LoaderSection
+
+        section = LoaderSection.model_validate(loader)
+        rate = section.batches_per_s(section.chosen)
+        figure = f", {rate:.1f} batches/s" if rate is not None else ""
+        lines.append(
+            f"loader: kept: your settings ({section.chosen.label()}{figure})"
+            if section.keeps_yours
+            else f"loader: applied: {section.chosen.label()}{figure} (changes "
+            f"{', '.join(section.changed)})"
+        )
+    return [printable(line) for line in lines]
