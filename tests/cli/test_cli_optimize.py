@@ -115,7 +115,7 @@ QUICK_TUNE = [
 ]
 
 
-@pytest.mark.slow  # 7-11 s on 2 CPUs: a trace, two loader settings, calibration on the CPU
+@pytest.mark.slow  # 4-11 s on 2 shared CPUs: a trace, two loader settings, CPU calibration
 def test_optimize_tune_traces_tunes_and_plans_every_section_in_one_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
