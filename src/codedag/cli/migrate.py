@@ -274,6 +274,9 @@ def batched_table(batched: dict[str, Any], where: str = "") -> Any:
         ("worker ms", f"{batched['worker_ms']:.1f}"),
         ("main ms", f"{batched['main_ms']:.1f}"),
     ]
+    delivery = batched.get("delivery") or {}
+    if delivery.get("on"):
+        rows.append(("delivered on", f"{delivery['on']}: {delivery['reason']}".rstrip(": ")))
     verify = batched.get("verify") or {}
     if verify.get("batches"):
         mismatches = verify.get("mismatches") or []

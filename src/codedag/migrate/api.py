@@ -55,8 +55,9 @@ class PipelineMigrator:
             ``True`` uses :class:`GuardSettings` defaults, settings customize it, ``False`` or
             ``None`` switch it off.
         deliver: batched chains (the plan's ``batched`` section, docs/batched.md) deliver
-            their batches on the host (``"host"``, what ``default_collate`` would produce) or
-            leave them on the device (``"device"``).
+            their batches on the host (``"host"``, what ``default_collate`` would produce),
+            leave them on the device (``"device"``), or learn it from the training loop
+            (``"auto"``, the default: on the device once the loop moves a batch there).
         verify: batches (the first ones) that batched chains also run through the CPU
             per-sample reference, compared through the tolerance table.
         batched: all the settings of batched execution (overrides ``deliver`` and ``verify``).
@@ -83,7 +84,7 @@ class PipelineMigrator:
         registry: Registry | None = None,
         guard: GuardSettings | bool | None = True,
         *,
-        deliver: str = "host",
+        deliver: str = "auto",
         verify: int = 1,
         batched: BatchedSettings | None = None,
         cache: CacheSettings | bool | None = True,

@@ -4,7 +4,8 @@
 loader (from workers, or from the main process with ``num_workers=0``) has its
 :class:`~.collate.BatchRecord` objects run by the executor and replaced by the tensors
 ``default_collate`` would have produced, on the host (``deliver="host"``) or left on the device
-(``deliver="device"``); every other value is untouched.
+(``deliver="device"``); every other value is untouched. While ``deliver="auto"`` is still
+deciding, a batch's results wait as :class:`Undelivered` values until the batch is handed over.
 
 With ``ahead=1`` (the default on CUDA with workers) the next batch is taken from the loader and
 launched on a side stream before the current one is returned, so its preprocessing overlaps the
@@ -19,10 +20,18 @@ import copy
 import weakref
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from codedag.backends.batched.collate import BatchRecord
 from codedag.backends.batched.transfer import Pending
+
+
+@dataclass
+class Undelivered:
+    """A record's result on the device, its delivery decided when its batch is handed over."""
+
+    tensor: Any
 
 
 class _Ahead:
@@ -75,25 +84,28 @@ def make_next(
     return __next__
 
 
-def replace_records(batch: object, run: Callable[[BatchRecord], Any], depth: int = 0) -> Any:
-    """``batch`` with every :class:`BatchRecord` replaced by ``run(record)`` (containers rebuilt
-    as ``pin_memory`` rebuilds them; untouched containers are returned as they are)."""
-    if isinstance(batch, BatchRecord):
+def replace_records(
+    batch: object, run: Callable[[Any], Any], depth: int = 0, kind: type = BatchRecord
+) -> Any:
+    """``batch`` with every :class:`BatchRecord` (or ``kind``) replaced by ``run(record)``
+    (containers rebuilt as ``pin_memory`` rebuilds them; untouched containers are returned as
+    they are)."""
+    if isinstance(batch, kind):
         return run(batch)
     if depth > 6 or isinstance(batch, str | bytes):
         return batch
     if isinstance(batch, tuple):
-        items = [replace_records(b, run, depth + 1) for b in batch]
+        items = [replace_records(b, run, depth + 1, kind) for b in batch]
         if all(a is b for a, b in zip(items, batch)):
             return batch
         return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
     if isinstance(batch, list):
-        items = [replace_records(b, run, depth + 1) for b in batch]
+        items = [replace_records(b, run, depth + 1, kind) for b in batch]
         if all(a is b for a, b in zip(items, batch)):
             return batch
         return items if type(batch) is list else type(batch)(items)
     if isinstance(batch, collections.abc.Mapping):
-        values = {k: replace_records(v, run, depth + 1) for k, v in batch.items()}
+        values = {k: replace_records(v, run, depth + 1, kind) for k, v in batch.items()}
         if all(values[k] is v for k, v in batch.items()):
             return batch
         if isinstance(batch, collections.abc.MutableMapping):

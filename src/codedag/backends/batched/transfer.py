@@ -106,6 +106,9 @@ class InlineStreams:
         """The result (nothing to wait for)."""
         return pending.result
 
+    def adopt(self, value: Any) -> None:
+        """Nothing to hand over."""
+
 
 class CudaStreams:
     """Batches run on a side stream of ``device``; the current stream waits on their event."""
@@ -130,6 +133,10 @@ class CudaStreams:
             current.wait_event(pending.event)
         _record_stream(pending.result, current)
         return pending.result
+
+    def adopt(self, value: Any) -> None:
+        """Device tensors taken out of a waited batch belong to the current stream too."""
+        _record_stream(value, torch.cuda.current_stream(self.device))
 
 
 def _record_stream(value: Any, stream: Any) -> None:

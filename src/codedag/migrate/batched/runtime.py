@@ -29,12 +29,19 @@ import torch
 
 import codedag.migrate.batched.fetch as fetch_module
 from codedag.backends.batched.collate import BatchRecord
-from codedag.backends.batched.delivery import has_records, make_next, replace_records
+from codedag.backends.batched.delivery import (
+    Undelivered,
+    has_records,
+    make_next,
+    replace_records,
+)
 from codedag.backends.batched.executor import BatchExecutor, Outcome
 from codedag.backends.batched.forcing import FORCED, REASONS, install_fork_hook
 from codedag.backends.batched.transfer import DeviceIO, Pending, streams_for
+from codedag.backends.batched.watch import watch
 from codedag.backends.batched.wrappers import CONVERSIONS, EntryMatcher, chain_function, conversion
 from codedag.migrate.batched.check import RunCheck
+from codedag.migrate.batched.deliver import DeliveryChoice
 from codedag.migrate.batched.settings import BatchedSettings, ChainSet
 from codedag.migrate.dispatch import FETCH, NEXT
 from codedag.migrate.patched_runtime import PatchedRuntime
@@ -102,6 +109,7 @@ class BatchedRuntime(PatchedRuntime):
         self.io = DeviceIO(self.device, simulate=self.settings.simulate_transfers)
         self.executor = BatchExecutor(self.device, self.io)
         self.streams = streams_for(self.device)
+        self.delivery = DeliveryChoice(self.settings.deliver, self.device, self.io.moves)
         self.other_keys = dict(other_keys or {})
         super().__init__()
         self._entries: set[str] = set()
@@ -207,6 +215,8 @@ class BatchedRuntime(PatchedRuntime):
 
     def _finish(self, pending: Pending) -> Any:
         result = self.streams.wait(pending)
+        if pending.batched and os.getpid() == self._owner:
+            result = self._deliver_late(result)
         check = self.check
         if check is not None and check.checking and os.getpid() == self._owner:
             check.deliver(pending.batched)
@@ -231,9 +241,25 @@ class BatchedRuntime(PatchedRuntime):
         outcome = self.executor.run(record, verify=verify)
         self._count(record, outcome)
         tensor = outcome.tensor
-        if self.settings.deliver == "host":
+        if self.delivery.deciding:
+            return Undelivered(tensor)  # decided when the batch is handed over
+        if not self.delivery.on_device:
             tensor = self.io.download(tensor)
         return tensor
+
+    def _deliver_late(self, batch: object) -> Any:
+        """A batch run while ``deliver="auto"`` was deciding, delivered as decided now: on the
+        device, or on the host (watched while still deciding)."""
+        self.delivery.batch_finished()
+
+        def deliver(value: Undelivered) -> Any:
+            if self.delivery.on_device:
+                self.streams.adopt(value.tensor)
+                return value.tensor
+            host = self.io.download(value.tensor)
+            return watch(host, self.delivery.moved) if self.delivery.deciding else host
+
+        return replace_records(batch, deliver, kind=Undelivered)
 
     def _count(self, record: BatchRecord, outcome: Outcome) -> None:
         with self._lock:
@@ -280,6 +306,7 @@ class BatchedRuntime(PatchedRuntime):
             "deferring": self._switch.on,
             "device": str(self.device),
             "deliver": self.settings.deliver,
+            "delivery": self.delivery.summary(),
             "chains": [c.id for c in self.chains.chains],
             "batches": self.batches,
             "samples": self.samples,

@@ -9,7 +9,7 @@ from typing import Any
 from codedag.backends.batched.forcing import GIVE_UP_AFTER
 from codedag.errors import ConfigError
 
-DELIVER = ("host", "device")
+DELIVER = ("auto", "host", "device")
 
 
 @dataclass(frozen=True)
@@ -17,9 +17,12 @@ class BatchedSettings:
     """How the main process runs and delivers batches.
 
     Attributes:
-        deliver: ``"host"`` (default: the training loop receives what ``default_collate`` would
-            have produced, one copy back per batch) or ``"device"`` (the deferred outputs stay on
-            the device: no copy back; labels and everything not deferred are untouched).
+        deliver: ``"auto"`` (default: the first batches on the host, watched; once the training
+            loop moves one to the chains' device, the rest stay there:
+            :mod:`codedag.migrate.batched.deliver`), ``"host"`` (the training loop receives what
+            ``default_collate`` would have produced, one copy back per batch) or ``"device"``
+            (the deferred outputs stay on the device: no copy back). Labels and everything not
+            deferred are untouched.
         verify: batches (the first ones) also run through the CPU per-sample reference on the
             same recorded arguments and are compared through the tolerance table; a batch that
             differs is replaced by its reference and batched execution stops.
@@ -34,7 +37,7 @@ class BatchedSettings:
             only where the plan chose it (``mode: auto``).
     """
 
-    deliver: str = "host"
+    deliver: str = "auto"
     verify: int = 1
     ahead: int | None = None
     give_up_after: int = GIVE_UP_AFTER
@@ -43,7 +46,7 @@ class BatchedSettings:
 
     def __post_init__(self) -> None:
         if self.deliver not in DELIVER:
-            raise ConfigError(f"deliver must be 'host' or 'device', got {self.deliver!r}")
+            raise ConfigError(f"deliver must be 'auto', 'host' or 'device', got {self.deliver!r}")
         for name in ("verify", "give_up_after"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
