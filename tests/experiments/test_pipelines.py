@@ -25,7 +25,7 @@ from codedag.experiments.pipelines.yolo_augment import (
     xyxy2xywhn,
 )
 
-AUDIO = ("mel", "demo_audio")
+AUDIO = ("mel", "demo_audio", "audio_files")
 SMALL: dict[str, dict[str, Any]] = {
     "letterbox": {"img_size": 64, "min_size": 40, "max_size": 96},
     "compose": {"img_size": 48, "min_size": 40, "max_size": 96},
@@ -51,6 +51,18 @@ SMALL: dict[str, dict[str, Any]] = {
     },
     "pil_recipe": {"resize": 40, "crop": 32, "min_size": 40, "max_size": 96},
     "volume": {"size": 24, "patch": 16},
+    "pil_with": {"size": 32, "min_size": 40, "max_size": 96},
+    "audio_files": {
+        "file_sample_rate": 8000,
+        "sample_rate": 4000,
+        "duration_s": 1.0,
+        "min_seconds": 0.5,
+        "max_seconds": 1.5,
+        "n_fft": 256,
+        "hop_length": 64,
+        "n_mels": 16,
+    },
+    "yolo_files": {"img_size": 64, "min_size": 40, "max_size": 96},
 }
 # name -> (shape of the first batch element, its dtype) for a batch of 4; labels are (4,) int64
 BATCH = 4
@@ -63,7 +75,11 @@ SHAPES: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
     "demo_audio": ((BATCH, 1, 16, 1 + 8000 // 64), torch.float32),
     "pil_recipe": ((BATCH, 3, 32, 32), torch.float32),
     "volume": ((BATCH, 1, 16, 16, 16), torch.float32),
+    "pil_with": ((BATCH, 3, 32, 32), torch.float32),
+    "audio_files": ((BATCH, 1, 16, 1 + 4000 // 64), torch.float32),
+    "yolo_files": ((BATCH, 3, 64, 64), torch.uint8),
 }
+YOLO = ("yolo_mosaic", "yolo_files")
 
 
 def needs(name: str) -> None:
@@ -102,6 +118,9 @@ def test_every_pipeline_has_the_factory_interface() -> None:
         "demo_audio",
         "pil_recipe",
         "volume",
+        "pil_with",
+        "audio_files",
+        "yolo_files",
     ]
     for name, module in pipelines.PIPELINES.items():
         assert pipelines.pipeline(name) is module
@@ -151,15 +170,19 @@ def test_batches_have_the_documented_shapes_and_dtypes(name: str) -> None:
     shape, dtype = SHAPES[name]
     assert tuple(images.shape) == shape and images.dtype == dtype
     assert torch.isfinite(images.float()).all()
-    if name == "yolo_mosaic":
+    if name in YOLO:
         assert labels.dtype == torch.float32 and labels.ndim == 2 and labels.shape[1] == 6
         assert set(labels[:, 0].tolist()) <= set(range(BATCH))
         assert ((labels[:, 2:] >= 0) & (labels[:, 2:] <= 1)).all()
     else:
         assert labels.dtype == torch.int64 and tuple(labels.shape) == (BATCH,)
-    if name == "mel":
+    if name in ("mel", "audio_files"):
         assert images.min() >= 0 and images.max() <= 1 and images.std() > 0.05
-    if name in ("letterbox", "compose"):  # normalized: roughly zero-centered, not saturated
+    if name in (
+        "letterbox",
+        "compose",
+        "pil_with",
+    ):  # normalized: about zero-centered, not saturated
         assert -3 < float(images.mean()) < 3 and float(images.std()) > 0.1
 
 
@@ -256,7 +279,7 @@ def test_each_pipeline_makes_the_library_calls_it_documents(
     assert documented - set(counts) == set()
 
 
-@pytest.mark.parametrize("name", ["letterbox", "compose", "yolo_mosaic"])
+@pytest.mark.parametrize("name", ["letterbox", "compose", "yolo_mosaic", "yolo_files"])
 def test_a_traced_batch_records_the_pipelines_cv2_calls(name: str) -> None:
     from codedag.trace.tracer import EnhancedTracer, trace_dataloader
 

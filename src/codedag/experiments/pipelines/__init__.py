@@ -11,6 +11,8 @@ batch_size=..., num_workers=..., seed=..., **options)`` callable without argumen
 
 See docs/pipelines.md.
 
+* :mod:`.audio_files`: An audio competition pipeline: WAV files on disk, resampled on load,
+  log-mel spectrograms
 * :mod:`.compose`: Classification training augmentation as an albumentations-style ``Compose``
   recipe
 * :mod:`.demo_audio`: The demo's audio pipeline (:mod:`codedag.experiments.demo_data`) behind the
@@ -21,6 +23,8 @@ See docs/pipelines.md.
   normalize
 * :mod:`.loaders`: DataLoader construction shared by the example pipelines: seeding as real
   projects do it
+* :mod:`.pil_with`: PIL the way Pillow's docs recommend: each file opened in a ``with`` block,
+  then NumPy
 * :mod:`.pil_recipe`: A torchvision-style classification recipe written with PIL: files on disk,
   opened per sample
 * :mod:`.mel`: Audio classification front end: fixed-length crops, librosa log-mel spectrograms, an
@@ -32,6 +36,8 @@ See docs/pipelines.md.
   flipped
 * :mod:`.yolo_augment`: Detection augmentation helpers in YOLO's style: box formats, random
   perspective, HSV jitter
+* :mod:`.yolo_files`: YOLO-style detection training from image files on disk: imread,
+  letterbox, warp, HSV, flips
 * :mod:`.yolo_mosaic`: YOLO-style detection training: mosaic, random perspective, HSV jitter,
   flips, letterbox
 """
@@ -43,13 +49,16 @@ from typing import Any
 
 from codedag.errors import ConfigError
 from codedag.experiments.pipelines import (
+    audio_files,
     compose,
     demo_audio,
     demo_image,
     letterbox,
     mel,
     pil_recipe,
+    pil_with,
     volume,
+    yolo_files,
     yolo_mosaic,
 )
 
@@ -62,6 +71,9 @@ PIPELINES: dict[str, ModuleType] = {
     "demo_audio": demo_audio,
     "pil_recipe": pil_recipe,
     "volume": volume,
+    "pil_with": pil_with,
+    "audio_files": audio_files,
+    "yolo_files": yolo_files,
 }
 
 

@@ -1,0 +1,94 @@
+"""PIL the way Pillow's docs recommend: each file opened in a ``with`` block, then NumPy.
+
+Each sample is a JPEG file read by path (written once into a folder by
+:func:`~codedag.experiments.pipelines.pil_recipe.write_files`)::
+
+    with Image.open(path) as im:
+        im = im.convert("RGB").resize((size, size))
+
+then ``np.asarray``, a random horizontal flip drawn with Python's ``random`` (by slicing),
+scaled to 0..1 and normalized with ImageNet's mean and std with operators, HWC to CHW.
+
+A batch is ``(images, labels)``: float32 ``(B, 3, size, size)`` and int64 ``(B,)``.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+
+from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.pil_recipe import MEAN, STD, write_files
+
+DESCRIPTION = (
+    "PIL as Pillow's docs recommend: `with Image.open(path) as im`, convert RGB, resize to a "
+    "square, np.asarray, random horizontal flip (random), normalize, HWC->CHW"
+)
+CALLS = (
+    "PIL.Image.open",
+    "PIL.Image.Image.convert",
+    "PIL.Image.Image.resize",
+    "numpy.asarray",
+    "numpy.ascontiguousarray",
+    "torch.from_numpy",
+)
+
+
+class PilWithDataset(Dataset):
+    """JPEG files opened in a ``with`` block to flipped, normalized CHW tensors with labels."""
+
+    def __init__(self, paths: list[Path], size: int = 224) -> None:
+        check_sizes(size=size)
+        self.paths = [str(p) for p in paths]
+        self.size = size
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        with Image.open(self.paths[index]) as im:
+            im = im.convert("RGB").resize((self.size, self.size))
+        x = np.asarray(im)
+        if random.random() < 0.5:
+            x = x[:, ::-1]
+        x = (x.astype(np.float32) / 255.0 - MEAN) / STD
+        return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1))), index % 4
+
+
+def make_dataset(
+    n: int = 64,
+    seed: int = 0,
+    size: int = 224,
+    min_size: int = 320,
+    max_size: int = 640,
+    root: str | None = None,
+) -> PilWithDataset:
+    """``n`` JPEG files in ``root`` (default: a folder under the system's temporary folder)."""
+    folder = Path(root) if root else Path(tempfile.gettempdir()) / "codedag-pil-with"
+    return PilWithDataset(write_files(folder, n, seed, min_size, max_size), size)
+
+
+def make_loader(
+    batch_size: int = 16,
+    num_workers: int = 0,
+    seed: int = 0,
+    *,
+    n: int = 64,
+    shuffle: bool = True,
+    **options: Any,
+) -> DataLoader:
+    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
+
+    Dataset options: ``size``, ``min_size``, ``max_size``, ``root``. Loader options:
+    ``drop_last``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
+    """
+    return loader_from_factory(
+        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
+    )
