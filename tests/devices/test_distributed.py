@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from codedag.devices.distributed import distributed_launch, distributed_rank, local_rank
+from codedag.devices.distributed import (
+    distributed_launch,
+    distributed_rank,
+    local_rank,
+    machine_launch_key,
+)
 
 
 @pytest.mark.parametrize(
@@ -67,3 +72,13 @@ def test_distributed_launch_identifies_the_launch() -> None:
     # LOCAL_RANK set but not a number: no local rank, SLURM's is not asked
     odd = distributed_launch({**env, "LOCAL_RANK": "x", "SLURM_LOCALID": "0"})
     assert odd is not None and odd["local_rank"] is None
+
+
+def test_ranks_of_one_launch_on_one_machine_share_its_key() -> None:
+    launch = {"WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "abc", "MASTER_PORT": "29500"}
+    rank0 = machine_launch_key({**launch, "RANK": "0", "LOCAL_RANK": "0"})
+    rank1 = machine_launch_key({**launch, "RANK": "1", "LOCAL_RANK": "1"})
+    assert rank0 == rank1 and "TORCHELASTIC_RUN_ID=abc" in rank0
+    assert machine_launch_key({**launch, "TORCHELASTIC_RUN_ID": "def", "RANK": "0"}) != rank0
+    assert machine_launch_key({}) == ""  # one process: a run of its own
+    assert machine_launch_key({"RANK": "0", "WORLD_SIZE": "2"}) == ""  # no launch named

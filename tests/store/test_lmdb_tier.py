@@ -278,3 +278,23 @@ def test_clearing_a_tier_whose_folder_is_a_link_is_refused(tmp_path: Path) -> No
     with pytest.raises(NotATier, match="is a link"):
         LmdbTier("disk", tmp_path / "store", 8 * MB).clear()
     assert (elsewhere / "data.mdb").read_text() == "keep me"
+
+
+def test_ranks_of_one_launch_share_a_run_and_never_evict_each_others_values(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "env"
+    earlier = LmdbTier("ram", path, 8 * MB)
+    earlier.begin_run()
+    assert [_put(earlier, i, MB // 2) for i in range(6)] == ["stored"] * 6
+    rank0, rank1 = LmdbTier("ram", path, 8 * MB), LmdbTier("ram", path, 8 * MB)
+    assert rank0.begin_run("launch") == rank1.begin_run("launch") == earlier.generation + 1
+    assert [_put(rank0, 100 + i, MB // 2) for i in range(6)] == ["stored"] * 6
+    outcomes = [_put(rank1, 200 + i, MB // 2) for i in range(12)]
+    assert outcomes[:3] == ["stored"] * 3 and "full" in outcomes  # the earlier run made room
+    for index in range(100, 106):  # the other rank's values of this run stay, and are current
+        found = _get(rank1, index.to_bytes(4, "little"))
+        assert found is not None and found[1] is False, index
+    assert _get(rank1, (0).to_bytes(4, "little")) is None
+    assert rank0.begin_run("the next launch") == earlier.generation + 2
+    assert rank1.begin_run() == rank0.begin_run() - 1  # without a launch, every run is new

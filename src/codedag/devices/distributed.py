@@ -84,3 +84,19 @@ def distributed_launch(environ: Mapping[str, str] | None = None) -> dict[str, An
         "local_rank": local,
         "ids": {key: env[key] for key in _LAUNCH_VARS if env.get(key)},
     }
+
+
+def machine_launch_key(environ: Mapping[str, str] | None = None) -> str:
+    """What the ranks of this process's distributed launch on this machine share, ``""`` outside
+    one (or when the launcher names no launch).
+
+    The launcher's run identifiers (:func:`distributed_launch`) and the process that started the
+    ranks (torchrun's agent, SLURM's step daemon): two launches with the same identifiers (a
+    static rendezvous on the same port) differ by it.
+    """
+    env = os.environ if environ is None else environ
+    launch = distributed_launch(env)
+    if launch is None or not launch["ids"]:
+        return ""
+    ids = sorted(launch["ids"].items())
+    return ";".join(f"{key}={value}" for key, value in ids) + f";parent={os.getppid()}"

@@ -18,7 +18,8 @@ A tier is one LMDB environment in a folder with four named databases:
 Budgets and eviction: each tier admits values while the bytes in use stay under
 :data:`FILL` of its budget (the rest is room for LMDB's pages and free lists); its map size is the
 budget, so its file never grows past it. Every run (:meth:`PrefixStore.begin_run`) starts a new
-generation; a hit on an entry of an older generation moves it to the current one. When a value
+generation (the ranks of one distributed launch on a machine share it); a hit on an entry of an
+older generation moves it to the current one. When a value
 does not fit, entries of older generations are evicted, oldest first; entries of the current run
 are never evicted for another of the same run (with shuffled epochs an LRU cache smaller than the
 data set misses every time; keeping what is cached hits ``budget / data`` of the time).
@@ -58,6 +59,7 @@ _INFO = struct.Struct("<IQ")  # generation, bytes; then the header
 _U64 = struct.Struct("<Q")
 _USED = b"used"
 _GENERATION = b"generation"
+_RUN = b"run"  # the run the current generation belongs to, when its processes share one
 _FLAG = b"flag:"
 _DBS = (b"data", b"info", b"meta", b"state")
 _MIN_MAP_BYTES = 1 << 20
@@ -276,14 +278,27 @@ class LmdbTier:
         return TierError(self.problem)
 
     # -- generations ------------------------------------------------------------------------
-    def begin_run(self) -> int:
-        """Start a new generation (a new run); returns it."""
+    def begin_run(self, run: str = "") -> int:
+        """Start a new generation (a new run); returns it.
+
+        Args:
+            run: what the processes of one run share (the ranks of a distributed launch on this
+                machine): the first of them starts a new generation, the others join it, so none
+                evicts another's values as an older run's. ``""``: a run of its own.
+        """
         env = self._open()
         try:
             with env.begin(write=True) as txn:
-                raw = txn.get(_GENERATION, db=self._dbs[b"state"])
-                generation = (_U64.unpack(raw)[0] if raw else 0) + 1
-                txn.put(_GENERATION, _U64.pack(generation), db=self._dbs[b"state"])
+                state = self._dbs[b"state"]
+                raw = txn.get(_GENERATION, db=state)
+                generation = _U64.unpack(raw)[0] if raw else 0
+                if not run or txn.get(_RUN, db=state) != run.encode():
+                    generation += 1
+                    txn.put(_GENERATION, _U64.pack(generation), db=state)
+                    if run:
+                        txn.put(_RUN, run.encode(), db=state)
+                    else:
+                        txn.delete(_RUN, db=state)
         except lmdb.Error as error:
             raise self._failed(error) from error
         self.generation = generation

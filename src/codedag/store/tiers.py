@@ -199,11 +199,16 @@ class PrefixStore:
     def _usable(self) -> list[LmdbTier]:
         return [t for t in self.tiers if t.enabled]
 
-    def begin_run(self) -> None:
+    def begin_run(self, run: str = "") -> None:
         """Start a new generation in every tier (opening them: a tier that cannot be used is
         switched off here, without a warning: :attr:`problems` says why). RAM tiers of deleted
         cache folders are removed first, and this store's RAM tier, once open, is claimed for
-        its folder."""
+        its folder.
+
+        Args:
+            run: what the processes of one run share (:meth:`.LmdbTier.begin_run`): they join
+                one generation. ``""``: a run of its own.
+        """
         ram: LmdbTier | None = None
         for tier in self.tiers:
             tier.quiet = True
@@ -214,7 +219,7 @@ class PrefixStore:
                 ram_owner.sweep(ram.path.parent, _uid(), keep=ram.path)
             for tier in self._usable():
                 with contextlib.suppress(TierError):
-                    tier.begin_run()
+                    tier.begin_run(run)
         finally:
             for tier in self.tiers:
                 tier.quiet = False

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import codedag.migrate.random_states as random_states
+from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
@@ -157,7 +158,7 @@ class PrefixCacheRuntime(PatchedRuntime):
 
         versions()  # read once here (tens of ms), not in the first sample of every worker
         self._guarded = self._functions()[1]
-        self.store.begin_run()
+        self.store.begin_run(machine_launch_key())  # ranks of one launch: one generation
         if not self.store.enabled:
             log.warning(
                 "prefix cache: no usable store (%s); the run goes on without the cache",
