@@ -291,6 +291,8 @@ def run(args: argparse.Namespace) -> int:
             loader = measure(tuned_from, options)
             kept = loader.kept_line(explicit_settings(tuned_from))
         stats, plan = _plan(args, dag, loader, assume, console)
+        if args.dataloader:
+            plan = _decide_chains_in_loader(args, plan, console)
     if args.json:
         json.dump(stats, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -343,6 +345,35 @@ def _plan(
     with bar:
         result = manager.optimize(dag, export_dir=Path(args.out))
     return result["statistics"], result["migration_plan"]
+
+
+def _decide_chains_in_loader(
+    args: argparse.Namespace, plan: dict[str, Any], console: Any
+) -> dict[str, Any]:
+    """Each measured chain decided in the --dataloader itself, batched against per sample in
+    alternating blocks (:mod:`codedag.calibrate.chain_loader`); the plan file is written again.
+    """
+    from codedag.calibrate.chain_loader import apply_loader_decisions, decide_in_loader
+    from codedag.cli.tune import find_loader
+    from codedag.util.io import atomic_write_json
+
+    section = plan.get("batched") or {}
+    device = section.get("device")
+    chains = [
+        c
+        for c in section.get("chains") or []
+        if c.get("basis") == "measured" and c.get("original_ns") is not None
+    ]
+    if args.batched != "auto" or args.no_calibrate or device is None or not chains:
+        return plan
+    the_loader = find_loader(argparse.Namespace(target=None, dataloader=args.dataloader))
+    decisions = {}
+    for chain in chains:
+        with console.status(f"deciding batched {chain['id']} in the loader"):
+            decisions[chain["id"]] = decide_in_loader(plan, chain["id"], lambda: the_loader, device)
+    plan = {**plan, "batched": apply_loader_decisions(section, decisions)}
+    atomic_write_json(Path(args.out) / "migration_plan.json", plan)
+    return plan
 
 
 def _traced(spec: str, out: Path, console: Any) -> Any:
