@@ -7,6 +7,7 @@ itself is ever read back.
 * :mod:`.entry`: how a value is stored (header, keyed tag, raw buffer) and read back as a copy;
 * :mod:`.trust`: private tier folders and files (owner, mode, no link), the secret key, store
   files cut short;
+* :mod:`.network_fs`: whether a folder lies on a network filesystem, where LMDB is not safe;
 * :mod:`.lmdb_tier`: one LMDB environment with a budget, generations, eviction, failure handling;
 * :mod:`.tiers`: :class:`~.tiers.PrefixStore`, the RAM tier (shared memory) and the disk tier of
   a cache folder, and their defaults;

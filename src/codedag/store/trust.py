@@ -11,6 +11,8 @@ a trust boundary: it holds decoded samples, and what is read from it reaches use
 * **Key.** Every value is stored with a keyed hash (HMAC-SHA256) of its key, header and bytes,
   under a secret key kept in a 0600 file of the cache folder (:func:`secret`): a value the cache
   did not write itself never verifies, whatever checksum it carries.
+* **Place.** A tier on a network filesystem (NFS, SMB, Lustre, ...) is refused: LMDB's locks
+  do not reach the processes of other machines there (:mod:`.network_fs`).
 * **Size.** A store file shorter than its LMDB meta pages say (cut short between runs) would kill
   the process with SIGBUS on the first read past its end; it is removed before it is mapped
   (:func:`short_store`), and the tier starts empty.
@@ -25,6 +27,8 @@ import os
 import stat
 import struct
 from pathlib import Path
+
+from codedag.store.network_fs import network_filesystem
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +50,16 @@ def prepare(path: Path, kind: str) -> None:
     cut short (one warning).
 
     Raises:
-        Refused: the folder or a file in it is a link, another user's, or open to others.
+        Refused: the folder lies on a network filesystem (:mod:`.network_fs`), or it or a file in
+            it is a link, another user's, or open to others.
         OSError: the folder cannot be made or read.
     """
+    shared = network_filesystem(path)
+    if shared:
+        raise Refused(
+            f"its folder is on a network filesystem ({shared}), where LMDB's locks do not hold: "
+            "set $CODEDAG_PREFIX_CACHE_DIR to a folder on a local disk"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
