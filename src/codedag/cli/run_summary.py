@@ -59,13 +59,15 @@ def _decision_lines(label: str, rows: list[Decision]) -> list[str]:
     return lines
 
 
-def summary_lines(results: AcceleratedRun, wanted: int = 0) -> list[str]:
-    """The summary as lines of text (no trailing newlines)."""
+def summary_lines(
+    results: AcceleratedRun, wanted: int = 0, label: str = "codedag run"
+) -> list[str]:
+    """The summary as lines of text (no trailing newlines); ``label`` starts the first line."""
     if results.loader_index is None:
         seen = results.loaders_seen
-        return [f"codedag run: no DataLoader #{wanted} was iterated ({seen} seen): nothing planned"]
+        return [f"{label}: no DataLoader #{wanted} was iterated ({seen} seen): nothing planned"]
     head = (
-        f"codedag run: DataLoader #{results.loader_index} over {results.dataset}, "
+        f"{label}: DataLoader #{results.loader_index} over {results.dataset}, "
         f"plan {results.plan_status}"
     )
     if results.device:

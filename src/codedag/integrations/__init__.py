@@ -9,6 +9,8 @@
 * :mod:`.watch`: One DataLoader watched through its epochs: timed, planned, accelerated
 * :mod:`.lightning`: One callback monitors a Lightning ``Trainer.fit``: the ExperimentMonitor's
   records, its sinks, and codedag's figures in the trainer's own loggers
+* :mod:`.lightning_accelerate`: One callback accelerates a Lightning ``Trainer.fit``'s training
+  DataLoader: planned after its first epoch, the plan applied from the second
 
 Import from the submodules; this package imports nothing at load time.
 """

@@ -21,6 +21,7 @@ import logging
 import threading
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from codedag.errors import ConfigError
@@ -127,14 +128,21 @@ class ScriptWatch:
     """Watch the DataLoaders a script iterates; plan the ``index``-th (in order of first iteration).
 
     Use as a context manager around the script: ``DataLoader.__iter__`` is patched on entry and
-    restored on exit, with the plan's patches.
+    restored on exit, with the plan's patches. ``select`` (a predicate on the loader) limits the
+    loaders counted to those it accepts (a trainer's training loaders, say).
     """
 
-    def __init__(self, settings: WatchSettings, index: int = 0) -> None:
+    def __init__(
+        self,
+        settings: WatchSettings,
+        index: int = 0,
+        select: Callable[[Any], bool] | None = None,
+    ) -> None:
         from codedag.patching import Patcher
 
         self.settings = settings
         self.index = index
+        self.select = select
         self.watch: LoaderWatch | None = None
         self.seen = 0
         self._order: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
@@ -162,6 +170,8 @@ class ScriptWatch:
         with self._lock:
             order = self._order.get(loader)
             if order is None:
+                if self.select is not None and not self.select(loader):
+                    return None
                 order = self._order[loader] = self.seen
                 self.seen += 1
                 if order == self.index:
@@ -169,6 +179,11 @@ class ScriptWatch:
         if self.watch is not None and self.watch.loader is loader:
             return self.watch
         return None
+
+    def end_epoch(self) -> None:
+        """The watched loader's epoch is over (see :meth:`LoaderWatch.end_epoch`)."""
+        if self.watch is not None:
+            self.watch.end_epoch()
 
     def close(self) -> AcceleratedRun:
         """Restore ``DataLoader.__iter__`` and the plan's patches; return the results."""

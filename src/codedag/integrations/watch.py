@@ -162,6 +162,14 @@ class LoaderWatch:
             if not self._tried:
                 self._plan_and_apply()
 
+    def end_epoch(self) -> None:
+        """The epoch is over, as a trainer knows it (its last step ran): seal an epoch the loop left
+        open (it stopped before the iterator's end, as ``limit_train_batches`` does) and plan now,
+        not when the next epoch starts. Nothing happens when the iterator was exhausted already."""
+        with self._lock:
+            if self._open is not None:
+                self._epoch_ended(self._open, complete=False)
+
     # ------------------------------------------------------------------ planning
     def _key(self) -> str:
         from codedag.integrations.autoplan import script_device
