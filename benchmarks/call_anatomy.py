@@ -7,12 +7,18 @@ the device), then the operators that ran most often. On the CPU the same script 
 only. A call that launches hundreds of kernels or synchronizes a dozen times per image cannot beat
 cv2 per call however fast the device is; batching amortizes exactly these counts.
 
+Beside each call it prints the floor measured in the same run: what no per-call design avoids,
+a bare round trip of the call's own bytes (its input up, from pinned memory, and its result
+back, into pinned memory) plus one trivial op on the device, synchronized per call as the
+migrated call is; on the CPU a bare copy of the same bytes each way and the same op.
+
     python benchmarks/call_anatomy.py [--device cuda:0] [--calls 20] [--size 128]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -75,6 +81,36 @@ def anatomy(call: Callable[..., Any], args: tuple, kwargs: dict, calls: int, cud
     }
 
 
+def floor_call(in_bytes: int, out_bytes: int, device: str) -> Callable[[], None]:
+    """One call's floor: ``in_bytes`` up, one trivial op, ``out_bytes`` back, synchronized."""
+    cuda = device.startswith("cuda")
+    host_in = torch.ones(in_bytes, dtype=torch.uint8, pin_memory=cuda)
+    host_out = torch.empty(out_bytes, dtype=torch.uint8, pin_memory=cuda)
+    device_out = torch.zeros(out_bytes, dtype=torch.uint8, device=device)
+
+    def call() -> None:
+        moved = host_in.to(device, non_blocking=True) if cuda else host_in.clone()
+        moved.add_(1)  # the trivial op
+        host_out.copy_(device_out, non_blocking=cuda)
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    return call
+
+
+def wall_us(call: Callable[[], Any], calls: int) -> float:
+    """Wall time per call of ``call`` after a warm-up (the best of three runs of ``calls``)."""
+    for _ in range(3):
+        call()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        best = min(best, time.perf_counter() - start)
+    return best / calls * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
@@ -84,15 +120,27 @@ def main() -> None:
     cuda = args.device.startswith("cuda")
     print(f"device {args.device}, {args.size}x{args.size}x3 uint8; figures per call")
     print(
-        f"{'call':18} {'us':>8} {'aten ops':>9} {'kernels':>8} {'copies':>7} {'syncs':>6}  top ops"
+        f"{'call':18} {'us':>8} {'floor us':>9} {'x floor':>8} {'aten ops':>9} {'kernels':>8} "
+        f"{'copies':>7} {'syncs':>6}  top ops"
     )
     for name, call_args, kwargs in cases(args.size):
-        row = anatomy(migrated_call(name, args.device), call_args, kwargs, args.calls, cuda)
+        call = migrated_call(name, args.device)
+        row = anatomy(call, call_args, kwargs, args.calls, cuda)
+        result = np.asarray(getattr(cv2, name.split(".")[1])(*call_args, **kwargs))
+        # both timed the same way, outside the profiler
+        wall = wall_us(functools.partial(call, *call_args, **kwargs), args.calls)
+        floor = wall_us(floor_call(call_args[0].nbytes, result.nbytes, args.device), args.calls)
         top = ", ".join(f"{n.removeprefix('aten::')} {c:.0f}" for n, c in row["top"])
         print(
-            f"{name:18} {row['us']:8.0f} {row['ops']:9.0f} {row['kernels']:8.0f} "
-            f"{row['copies']:7.1f} {row['syncs']:6.1f}  {top}"
+            f"{name:18} {wall:8.0f} {floor:9.1f} {wall / floor:8.1f} "
+            f"{row['ops']:9.0f} {row['kernels']:8.0f} {row['copies']:7.1f} {row['syncs']:6.1f}  "
+            f"{top}"
         )
+    print(
+        "us: a call unprofiled (best of 3 runs); floor: the call's input bytes up and result bytes back"
+        + (" through pinned memory" if cuda else " (bare copies)")
+        + " plus one trivial op, synchronized per call, in this run"
+    )
 
 
 if __name__ == "__main__":
