@@ -86,6 +86,10 @@ PIPELINES = (
     "volume",
     "demo_audio",
     "mel",
+    # decode-heavy, from files on disk: the prefix cache's file sources
+    "pil_with",
+    "audio_files",
+    "yolo_files",
 )
 
 
@@ -100,6 +104,7 @@ class Run:
     private_peak_bytes: int = 0
     cache: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, Any] = field(default_factory=dict)
+    loader: dict[str, Any] | None = None
 
 
 class MemoryPeak:
@@ -333,7 +338,7 @@ def _plan(case: Case, epochs: int, sampled: bool = False) -> Run:
             rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
         run = Run(rates, cpu_ms, digests, memory.tier_bytes, memory.private_bytes)
         stats = migrator.get_stats()
-        run.cache, run.tables = stats["cache"], stats["tables"]
+        run.cache, run.tables, run.loader = stats["cache"], stats["tables"], stats["loader"]
         migrator.cache.store.clear()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -438,7 +443,63 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
     saved_ms = section.get("saved_ns_per_sample", 0) / 1e6 if chains else 0.0
     row.update(own_cpu_ms=own_cpu_ms, saved_ms=saved_ms, bound=_cache_bound(own_cpu_ms, saved_ms))
     row["cut"] = ", ".join(c["cut"]["step"].rsplit(".", 1)[-1] for c in chains) or "-"
+    row["loader"] = loader_line(plan[-1].loader, case.plan.get("loader"))
     return row
+
+
+def loader_line(stats: dict[str, Any] | None, section: dict[str, Any] | None) -> str:
+    """What the plan did to the DataLoader settings in one run, in words: the settings applied
+    (``get_stats()["loader"]``), those kept as the pipeline passes them and those kept so that
+    every sample gets its random draws, each with why.
+
+    Args:
+        stats: the loader patch's ``stats()`` (``None``: no loader settings were patched).
+        section: the plan's loader section (``None``: not tuned).
+    """
+    from codedag.plan.loader import LoaderSection, LoaderSettings
+
+    if section is None:
+        return "loader: not tuned (--tune), the pipeline's own settings"
+    model = LoaderSection.model_validate(section)
+    if stats is None:
+        return f"loader: kept as the pipeline sets it ({model.yours.label()}): {model.reason}"
+    chosen = LoaderSettings.model_validate(stats["settings"])
+    changed = ", ".join(stats["changed"]) or "nothing"
+    parts = [
+        f"loader: {chosen.label()} applied to {stats['applied']} of {stats['dataloaders']} "
+        f"DataLoaders (changed: {changed})"
+    ]
+    if stats["kept_explicit"]:
+        parts.append(
+            f"kept explicit {_counted(stats['kept_explicit'])}: the pipeline passes them and "
+            "the plan does not override them"
+        )
+    if stats["kept_for_draws"]:
+        reasons = model.kept_for_draws()
+        why = "; ".join(
+            f"{key}: {reasons.get(key.removeprefix('warm '), 'it would change the random draws')}"
+            for key in stats["kept_for_draws"]
+        )
+        parts.append(f"kept for the random draws {_counted(stats['kept_for_draws'])} ({why})")
+    if stats.get("overridden"):
+        if model.draws == []:
+            why = "no sample draws random numbers"
+        elif model.allow_changed_draws:
+            why = "the plan allows changed draws"
+        else:
+            why = "the plan overrides them"
+        parts.append(f"replaced explicit {_counted(stats['overridden'])} ({why})")
+    warm = stats.get("warm")
+    if warm:
+        parts.append(
+            f"warm {', '.join(warm['changed']) or 'nothing'} in {warm['warm_epochs']} epoch(s)"
+        )
+    return "; ".join(parts)
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """``num_workers x2, persistent_workers x1``: each key with the DataLoaders it was in."""
+    return ", ".join(f"{key} x{count}" for key, count in counts.items())
 
 
 HEADER = (
@@ -458,6 +519,7 @@ def _print(row: dict[str, Any]) -> None:
         f"{row['private_mb']:8.1f} {row['budget_mb']:9.0f}  {row['cut']}",
         flush=True,
     )
+    print(f"{'':<14}{row['loader']}", flush=True)
     if "tuned_e1" in row:
         print(
             f"{'':<14}tuned alone: e1 {_span(row['tuned_e1'])}, e2+ {_span(row['tuned_later'])}",

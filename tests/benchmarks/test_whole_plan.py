@@ -80,3 +80,63 @@ def test_timed_runs_do_not_sample_memory() -> None:
     with whole_plan._memory(None, sampled=True) as memory:
         assert threading.active_count() == before + 1
     assert memory.private_bytes > 0
+
+
+def _section(draws: list[str], override: list[str] | None = None) -> dict[str, object]:
+    return {
+        "chosen": {"num_workers": 2, "threads": 1},
+        "yours": {"num_workers": 0},
+        "changed": ["num_workers", "threads"],
+        "override": override or [],
+        "draws": draws,
+        "reason": "2 workers load 1.8x faster",
+    }
+
+
+def _loader_stats(section: dict[str, object], **explicit: object) -> dict[str, object]:
+    """The loader patch's counts after one DataLoader is built under it."""
+    from torch.utils.data import DataLoader
+
+    from codedag.migrate.loader_settings import LoaderSettingsPatch
+
+    patch = LoaderSettingsPatch.from_plan({"loader": section})
+    assert patch is not None
+    patch.cuda_available, patch.cpus = False, 8.0
+    patch.apply()
+    try:
+        DataLoader(list(range(8)), batch_size=2, **explicit)
+    finally:
+        patch.restore()
+    return patch.stats()
+
+
+def test_each_row_says_the_loader_settings_applied_or_kept_and_why() -> None:
+    whole_plan = load_benchmark("whole_plan")
+    assert whole_plan.loader_line(None, None).startswith("loader: not tuned (--tune)")
+    # no sample draws: an explicit worker count is replaced
+    section = _section(draws=[])
+    line = whole_plan.loader_line(_loader_stats(section, num_workers=0), section)
+    assert line == (
+        "loader: 2 workers x 1 thread applied to 1 of 1 DataLoaders "
+        "(changed: num_workers, threads); replaced explicit num_workers x1 (no sample draws "
+        "random numbers)"
+    )
+    # samples draw from random: an explicit worker count is the pipeline's
+    section = _section(draws=["random"])
+    line = whole_plan.loader_line(_loader_stats(section, num_workers=0), section)
+    assert "kept explicit num_workers x1: the pipeline passes them" in line
+    assert "kept for the random draws" not in line and "replaced" not in line
+    # the benchmark overrides what the plan changes: the draws still keep the worker count
+    overridden = _section(draws=["random"], override=["num_workers"])
+    line = whole_plan.loader_line(_loader_stats(overridden, num_workers=0), overridden)
+    assert "applied to 0 of 1 DataLoaders" in line and "kept explicit" not in line
+    assert "; kept for the random draws num_workers x1 (num_workers: samples draw random" in line
+    # left out by the pipeline, the worker count is still kept: another one changes the draws
+    line = whole_plan.loader_line(_loader_stats(section), section)
+    assert "kept for the random draws num_workers x1 (num_workers: samples draw random " in line
+    assert "(random, numpy" not in line and "kept explicit" not in line
+    # a plan that keeps the pipeline's settings patches nothing
+    kept = {**section, "chosen": {"num_workers": 0}, "changed": []}
+    assert whole_plan.loader_line(None, kept) == (
+        "loader: kept as the pipeline sets it (in-process (0 workers)): 2 workers load 1.8x faster"
+    )
