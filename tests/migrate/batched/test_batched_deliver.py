@@ -44,41 +44,50 @@ def test_the_users_choice_and_a_device_that_copies_nothing_are_decided_at_once()
     assert DeliveryChoice("auto", "cpu", copies=False).on_device is False
 
 
-def _train(batches: Any, move: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """A training loop's use of the batches: moved to the chain's device (the CPU here)."""
-    seen = []
+DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)]
+
+
+def _train(
+    batches: Any, move: bool, device: str
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[str]]:
+    """A training loop's use of the batches: moved to the chain's device, or not; the delivered
+    images' devices."""
+    seen, delivered_on = [], []
     for x, y in batches:
+        delivered_on.append(x.device.type)
         if move:
-            x, y = x.to("cpu", non_blocking=True), y.to("cpu")
+            x, y = x.to(device, non_blocking=True), y.to(device)
         assert type(x) is torch.Tensor or not move  # what the step computes on is plain
-        seen.append((x * 1, y))
-    return seen
+        seen.append(((x * 1).cpu(), y.cpu()))
+    return seen, delivered_on
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("move", [True, False])
 @pytest.mark.parametrize("pin", [False, True])
+@pytest.mark.parametrize("device", DEVICES)
 def test_in_the_loader_auto_copies_nothing_back_once_the_loop_moves_batches(
-    move: bool, pin: bool
+    move: bool, pin: bool, device: str
 ) -> None:
     dataset = Augmented(images(20))
     reference = list(loader(dataset, batch_size=4))
-    settings = BatchedSettings(verify=0, simulate_transfers=True)  # deliver="auto"
-    migrator = PipelineMigrator.from_plan(plan(), guard=False, batched=settings)
-    with (
-        migrator,
-        pytest.warns() if pin and not torch.cuda.is_available() else contextlib.nullcontext(),
-    ):
-        got = _train(loader(dataset, batch_size=4, pin_memory=pin), move)
+    # deliver="auto"; on the CPU, copies made as a device would make them
+    settings = BatchedSettings(verify=0, simulate_transfers=device == "cpu")
+    migrator = PipelineMigrator.from_plan(plan(device=device), guard=False, batched=settings)
+    no_pinning = pin and not torch.cuda.is_available()
+    with migrator, pytest.warns() if no_pinning else contextlib.nullcontext():
+        got, delivered_on = _train(loader(dataset, batch_size=4, pin_memory=pin), move, device)
     stats = migrator.get_stats()["batched"]
     assert stats["batches"] == 5 and stats["h2d_bytes"] > 0
     per_batch_bytes = reference[0][0].nbytes
     if move:  # the first batch came back watched; the loop moved it; the rest stayed
         assert stats["delivery"]["on"] == "device"
         assert stats["d2h_bytes"] == per_batch_bytes
+        assert delivered_on == ["cpu"] + [torch.device(device).type] * 4
     else:  # watched batches, then the host: every batch copied back
         assert stats["delivery"]["on"] == "host"
         assert stats["d2h_bytes"] == 5 * per_batch_bytes
+        assert delivered_on == ["cpu"] * 5
     for (ref_x, ref_y), (x, y) in zip(reference, got, strict=True):
         assert torch.equal(y, ref_y)  # labels untouched
         assert max_level_diff(ref_x, x) <= 1.0
