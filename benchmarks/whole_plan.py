@@ -462,7 +462,8 @@ def loader_line(stats: dict[str, Any] | None, section: dict[str, Any] | None) ->
         return "loader: not tuned (--tune), the pipeline's own settings"
     model = LoaderSection.model_validate(section)
     if stats is None:
-        return f"loader: kept as the pipeline sets it ({model.yours.label()}): {model.reason}"
+        why = model.reason or f"the plan keeps {model.yours.label()}"
+        return f"loader: kept as the pipeline sets it: {why}"
     chosen = LoaderSettings.model_validate(stats["settings"])
     changed = ", ".join(stats["changed"]) or "nothing"
     parts = [

@@ -138,5 +138,5 @@ def test_each_row_says_the_loader_settings_applied_or_kept_and_why() -> None:
     # a plan that keeps the pipeline's settings patches nothing
     kept = {**section, "chosen": {"num_workers": 0}, "changed": []}
     assert whole_plan.loader_line(None, kept) == (
-        "loader: kept as the pipeline sets it (in-process (0 workers)): 2 workers load 1.8x faster"
+        "loader: kept as the pipeline sets it: 2 workers load 1.8x faster"
     )
