@@ -350,3 +350,54 @@ def test_the_first_epoch_judges_a_chain_from_what_it_measured(
     rt = runtime(tmp_path / "cache", judge_after=4)
     _run(rt, FileImages(images), epochs=1)
     assert len(judged) == 4 and all(c > 0 and s > 0 for c, s in judged)
+
+
+class Jittered(FileImages):
+    """The resize's factor drawn with Python's ``random`` (which the trace never sees): the cut's
+    key changes every epoch, so no value stored is ever read back."""
+
+    def __getitem__(self, index: int):  # type: ignore[no-untyped-def]
+        import random
+
+        image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+        factor = 0.5 + random.random() / 1000  # the same size, another argument every epoch
+        image = cv2.resize(image, None, fx=factor, fy=factor, interpolation=cv2.INTER_AREA)
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+def test_a_chain_whose_cut_value_changes_every_epoch_is_given_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import random
+
+    from codedag.migrate.prefix.session import UNFOUND_AFTER
+
+    dataset = Jittered(write_images(tmp_path / "images", n=UNFOUND_AFTER + 4))
+
+    def epochs(count: int) -> list:  # type: ignore[type-arg]
+        out = []
+        for seed in range(count):
+            random.seed(seed)
+            out.append(epoch(dataset))
+        return out
+
+    reference = epochs(3)
+    rt = _runtime_for(tmp_path / "cache", Jittered, guards=())
+    rt.apply()
+    try:
+        with caplog.at_level(logging.WARNING, logger="codedag.migrate.prefix"):
+            got = epochs(3)
+    finally:
+        rt.restore()
+    assert all(equal(a, b) for a, b in zip(got, reference, strict=True))
+    stats = rt.stats()
+    assert stats["hits"] == 0 and stats["unpaid"] == 1
+    # epoch 1 stores every value; epoch 2 finds none of them (another key after the source), and
+    # after UNFOUND_AFTER the chain is given up: the rest of epoch 2 and epoch 3 compute without it
+    assert stats["misses"] == {"new": len(dataset) + UNFOUND_AFTER}
+    assert stats["stored"] == len(dataset) + UNFOUND_AFTER
+    warnings = [
+        r.getMessage() for r in caplog.records if "changes from epoch to epoch" in r.message
+    ]
+    assert len(warnings) == 1 and "prefix0" in warnings[0]

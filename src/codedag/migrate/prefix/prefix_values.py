@@ -60,15 +60,17 @@ class Lineage:
         session: the process's cache session (store and counters).
         done: the chain was counted (hit, miss or divergence).
         stale: keys of intermediate headers read from an older generation (touched on a hit).
+        known: the store held the source's own header (an earlier epoch stored this lineage).
     """
 
-    __slots__ = ("chain", "done", "pending", "session", "stale", "started_ns")
+    __slots__ = ("chain", "done", "known", "pending", "session", "stale", "started_ns")
 
     def __init__(self, chain: Any, session: Any) -> None:
         self.chain = chain
         self.session = session
         self.done = False
         self.stale: list[bytes] = []
+        self.known = False
         self.started_ns = time.perf_counter_ns()  # the source call: what computing costs
         # values of element-wise runs not computed yet (:mod:`.lookup`), newest last
         self.pending: list[weakref.ref[PrefixValue]] = []

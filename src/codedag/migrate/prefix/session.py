@@ -75,6 +75,12 @@ JUDGE_AFTER = 8
 back cost with what computing it did (medians): a chain where storing does not pay for itself by
 the second epoch is not cached any more, by any process, in this run or later ones."""
 
+UNFOUND_AFTER = 16
+"""Values of a chain whose source the store knows (an earlier epoch stored its lineage) but whose
+cut value it never finds, with no hit, after which the process gives the chain up and flags it
+for every process: its value changes from epoch to epoch (a random draw the trace did not see
+reaches the prefix), so storing it only costs."""
+
 
 @dataclass(frozen=True)
 class ChainSpec:
@@ -153,6 +159,8 @@ class Session:
         self._judging: dict[bytes, tuple[ChainSpec, int, int]] = {}  # key: chain, compute, queue
         self._judged: dict[str, list[tuple[int, int]]] = {}  # chain: (compute, store + read)
         self._claimed: Counter[str] = Counter()  # chain: values judged or waiting to be
+        self._found: Counter[str] = Counter()  # chain: hits at its cut in this process
+        self._unfound: Counter[str] = Counter()  # chain: known sources whose cut was not found
         self._lookups_before = lookup.counts()  # the process's counts are since its start
 
     # -- state ----------------------------------------------------------------------------
@@ -237,6 +245,7 @@ class Session:
         found = self.meta(key)
         if found is not None:
             meta, stale = found
+            lineage.known = True
             if stale:
                 lineage.stale.append(key)
             head = PrefixValue(lineage, key, meta, call=(call, args, kwargs), cuts=cuts)
@@ -323,6 +332,30 @@ class Session:
             self.store.set_flag(_unpaid_flag(chain))
         return False
 
+    def _not_found(self, chain: ChainSpec) -> None:
+        """A known source's cut value was not found (its key changed after the source, or the
+        value was not stored): after :data:`UNFOUND_AFTER` of them and no hit, the chain is
+        given up here and flagged in the store for every process."""
+        with self._lock:
+            self._unfound[chain.id] += 1
+            if (
+                self._found[chain.id]
+                or self._unfound[chain.id] != UNFOUND_AFTER
+                or chain.id in self.given_up
+            ):
+                return
+            self.given_up.add(chain.id)
+            self.counts["unpaid"] += 1
+        log.warning(
+            "prefix cache: %s: %d samples whose source was stored before did not find their "
+            "value at the cut, and none did: it changes from epoch to epoch (a random draw the "
+            "trace did not see reaches it), so it is not cached any more",
+            chain.id,
+            UNFOUND_AFTER,
+        )
+        with self.suspended():
+            self.store.set_flag(_unpaid_flag(chain))
+
     def _found_unpaid(self, chain: ChainSpec) -> bool:
         """Whether a process found ``chain`` not to pay (read once per process)."""
         self._checked.add(chain.id)
@@ -355,6 +388,7 @@ class Session:
                     return self._verified(lineage, key, value, function, args, kwargs)
                 lineage.done = True
                 with self._lock:
+                    self._found[lineage.chain.id] += 1
                     self.counts["hits"] += 1
                     self.counts["read_ns"] += elapsed
                     self.counts["hit_bytes"] += getattr(value, "nbytes", 0)
@@ -362,6 +396,8 @@ class Session:
                     self._queue_touch(tier, key, first, lineage)
                 return value
             reason = "not_stored"
+        if lineage.known:
+            self._not_found(lineage.chain)
         value = function(*concrete(args), **concrete_kwargs(kwargs))
         if lineage.done:
             return value
