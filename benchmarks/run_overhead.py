@@ -1,0 +1,405 @@
+"""What ``codedag run`` gains and costs a training script run unmodified, side by side in one run.
+
+Two scripts are written into a temporary folder and run in subprocesses, ``python SCRIPT`` (plain)
+against ``python -m codedag run -- python SCRIPT`` (codedag), in ``--rounds`` interleaved rounds
+(plain first, then codedag first, ...: :func:`codedag.measure.round_order`):
+
+* ``kaggle``: image files on disk (PNG, ``--image-px`` square), a Dataset decoding them with cv2,
+  resizing to ``--input-px`` and flipping at random, a shuffled DataLoader built inline, a small
+  CNN, ``--epochs`` epochs. Each round also runs codedag a second time right after its first run:
+  the plan is stored then, so it applies from the first batch. Per epoch: the time the script
+  waited for data (measured by the script around ``next()``, the same code in every variant),
+  plain and codedag, and their ratio; the second run's first epoch against the first run's; the
+  whole run's wall time (interpreter start to exit, tracing and planning included) and its ratio;
+  whether the losses the script prints are the same (they must be).
+* ``slices``: a Dataset that only slices rows of a tensor in memory: nothing to gain, so the
+  whole run's time ratio is what codedag costs (the goal: within 3 %).
+
+Each round uses fresh plan and prefix-cache folders (``CODEDAG_CACHE_DIR``,
+``CODEDAG_PREFIX_CACHE_DIR``), so every first codedag run plans from scratch. Figures are medians
+over rounds; the spread is half the range. Whole-run times include the interpreter's start and
+imports, which a longer training run pays once. It measures; it asserts nothing. Run::
+
+    python benchmarks/run_overhead.py [--rounds 3] [--images 512] [--epochs 3] [--json]
+    python benchmarks/run_overhead.py --rounds 1 --images 64 --slice-samples 2048  # a quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codedag.measure import round_order
+
+KAGGLE = """\
+import glob, os, sys, time
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
+SETTINGS = {settings!r}
+
+
+class ImageFiles(Dataset):
+    def __init__(self, files):
+        self.files = files
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        img = cv2.imread(self.files[i])
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        img = cv2.resize(img, (SETTINGS["input_px"], SETTINGS["input_px"]))
+        if np.random.rand() < 0.5:
+            img = cv2.flip(img, 1)
+        x = torch.from_numpy(img.astype(np.float32) / 255.0).permute(2, 0, 1)
+        return x, i % 10
+
+
+def model():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(32, 10),
+    )
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    np.random.seed(0)
+    files = sorted(glob.glob(os.path.join(ROOT, "*.png")))
+    train = DataLoader(
+        ImageFiles(files), batch_size=SETTINGS["batch_size"], shuffle=True,
+        num_workers=SETTINGS["workers"],
+    )
+    net = model()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for epoch in range(SETTINGS["epochs"]):
+        total, wait_s, start = 0.0, 0.0, time.perf_counter()
+        it = iter(train)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                x, y = next(it)
+            except StopIteration:
+                wait_s += time.perf_counter() - t0
+                break
+            wait_s += time.perf_counter() - t0
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item()
+        print(f"epoch {{epoch}} loss {{total!r}}", flush=True)
+        print(f"timing {{epoch}} {{wait_s!r}} {{time.perf_counter() - start!r}}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+SLICES = """\
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+SETTINGS = {settings!r}
+
+
+class Rows(Dataset):
+    def __init__(self):
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(SETTINGS["samples"], 64, generator=g)
+        self.y = torch.randint(0, 10, (SETTINGS["samples"],), generator=g)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i, :48], self.y[i]
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    train = DataLoader(Rows(), batch_size=SETTINGS["batch_size"], shuffle=True)
+    net = torch.nn.Sequential(torch.nn.Linear(48, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for epoch in range(SETTINGS["epochs"]):
+        total, wait_s, start = 0.0, 0.0, time.perf_counter()
+        it = iter(train)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                x, y = next(it)
+            except StopIteration:
+                wait_s += time.perf_counter() - t0
+                break
+            wait_s += time.perf_counter() - t0
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item()
+        print(f"epoch {{epoch}} loss {{total!r}}", flush=True)
+        print(f"timing {{epoch}} {{wait_s!r}} {{time.perf_counter() - start!r}}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@dataclass
+class Run:
+    """One subprocess run of a script: its wall time, per-epoch figures and printed losses."""
+
+    wall_s: float
+    wait_s: list[float]
+    epoch_s: list[float]
+    losses: list[str]
+    plan_status: str = ""
+    trace_s: float = 0.0
+    plan_s: float = 0.0
+
+
+@dataclass
+class Variant:
+    """Every round's run of one variant."""
+
+    name: str
+    runs: list[Run] = field(default_factory=list)
+
+    def median(self, pick: Any) -> float:
+        values = [pick(run) for run in self.runs]
+        return statistics.median(values) if values else float("nan")
+
+    def spread(self, pick: Any) -> float:
+        values = [pick(run) for run in self.runs]
+        return (max(values) - min(values)) / 2 if len(values) > 1 else 0.0
+
+
+def write_images(folder: Path, count: int, side_px: int) -> None:
+    import cv2
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        img = rng.integers(0, 255, (side_px, side_px, 3), dtype=np.uint8)
+        cv2.imwrite(str(folder / f"{i:05d}.png"), img)
+
+
+def run_script(script: Path, codedag: bool, env: dict[str, str], out: Path | None) -> Run:
+    """Run ``script`` plainly or under ``codedag run``; parse what it prints."""
+    command = [sys.executable]
+    if codedag:
+        command += ["-m", "codedag", "run", "--out", str(out), "--", "python"]
+    command.append(script.name)
+    start = time.perf_counter()
+    done = subprocess.run(
+        command, cwd=script.parent, capture_output=True, text=True, env=env, check=False
+    )
+    wall_s = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    lines = done.stdout.splitlines()
+    losses = [line for line in lines if line.startswith("epoch ")]
+    timings = [line.split() for line in lines if line.startswith("timing ")]
+    run = Run(wall_s, [float(t[2]) for t in timings], [float(t[3]) for t in timings], losses=losses)
+    if codedag and out is not None:
+        from codedag.integrations.run_results import load_run_results
+
+        results = load_run_results(out)
+        run.plan_status, run.trace_s, run.plan_s = (
+            results.plan_status,
+            results.trace_s,
+            results.plan_s,
+        )
+    return run
+
+
+def clear_prefix_cache(folder: Path) -> None:
+    """Delete a prefix cache's RAM tier (it lives outside its folder) and the folder."""
+    from codedag.store.tiers import PrefixStore, StoreSettings
+
+    if folder.exists():
+        PrefixStore.open(
+            StoreSettings(folder=folder, ram_budget_bytes=1, disk_budget_bytes=1)
+        ).clear()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def environment(work: Path, caches: Path) -> dict[str, str]:
+    """The scripts' environment: fresh plan and prefix-cache folders, and a bytecode cache of
+    their own (as an installed package has), even where ``PYTHONDONTWRITEBYTECODE`` is set."""
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": "0",
+        "PYTHONPYCACHEPREFIX": str(work / "pycache"),
+        "CODEDAG_CACHE_DIR": str(caches / "cache"),
+        "CODEDAG_PREFIX_CACHE_DIR": str(caches / "prefix"),
+    }
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def measure(script: Path, rounds: int, work: Path, second_run: bool) -> dict[str, Variant]:
+    """``rounds`` interleaved rounds of plain and codedag (and codedag's second run), after one
+    untimed run of each (bytecode compiled, files in the page cache)."""
+    warm = work / "warm-up"
+    run_script(script, False, environment(work, warm), None)
+    run_script(script, True, environment(work, warm), warm / "out")
+    clear_prefix_cache(warm / "prefix")
+    variants = {name: Variant(name) for name in ("plain", "codedag", "codedag 2nd run")}
+    for r in range(rounds):
+        caches = work / f"round{r}"
+        env = environment(work, caches)
+        for name in round_order(["plain", "codedag"], r):
+            if name == "plain":
+                variants["plain"].runs.append(run_script(script, False, env, None))
+                continue
+            variants["codedag"].runs.append(run_script(script, True, env, caches / "out1"))
+            if second_run:
+                again = run_script(script, True, env, caches / "out2")
+                variants["codedag 2nd run"].runs.append(again)
+        clear_prefix_cache(caches / "prefix")
+        print(f"  round {r + 1} of {rounds} done", file=sys.stderr, flush=True)
+    return {name: v for name, v in variants.items() if v.runs}
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{b / a:.3f}x" if a > 0 else "-"
+
+
+def report(title: str, variants: dict[str, Variant]) -> dict[str, Any]:
+    """Print one script's table; return its figures."""
+    plain = variants["plain"]
+    print(f"\n{title}")
+    epochs = min(len(run.wait_s) for v in variants.values() for run in v.runs)
+    names = list(variants)
+    print("  data wait per epoch, s (median over rounds +- half range), and ratio to plain")
+    print(
+        "  epoch  "
+        + "  ".join(f"{n:>24}" for n in names)
+        + "  "
+        + "  ".join(f"{n + ' / plain':>24}" for n in names[1:])
+    )
+    figures: dict[str, Any] = {"epochs": []}
+    for e in range(epochs):
+        waits = {n: variants[n].median(lambda run, e=e: run.wait_s[e]) for n in names}
+        spreads = {n: variants[n].spread(lambda run, e=e: run.wait_s[e]) for n in names}
+        cells = "  ".join(f"{waits[n]:>15.3f} +-{spreads[n]:>6.3f}" for n in names)
+        ratios = "  ".join(f"{ratio(waits['plain'], waits[n]):>24}" for n in names[1:])
+        print(f"  {e + 1:>5}  {cells}  {ratios}")
+        figures["epochs"].append({"epoch": e + 1, "data_wait_s": waits})
+    walls = {n: variants[n].median(lambda run: run.wall_s) for n in names}
+    print(
+        "  whole run, s: "
+        + ", ".join(
+            f"{n} {walls[n]:.2f} +-{variants[n].spread(lambda run: run.wall_s):.2f}" for n in names
+        )
+    )
+    print(
+        "  whole run / plain: "
+        + ", ".join(f"{n} {ratio(walls['plain'], walls[n])}" for n in names[1:])
+    )
+    first = variants.get("codedag")
+    if first is not None:
+        trace = first.median(lambda run: run.trace_s)
+        plan = first.median(lambda run: run.plan_s)
+        statuses = sorted({run.plan_status for run in first.runs})
+        print(
+            f"  codedag's first run: plan {', '.join(statuses)}; traced in {trace:.2f} s, "
+            f"planned in {plan:.2f} s (median), in the next() that ends epoch 1: its data wait "
+            "includes them"
+        )
+    second = variants.get("codedag 2nd run")
+    if first is not None and second is not None:
+        a = first.median(lambda run: run.wait_s[0])
+        b = second.median(lambda run: run.wait_s[0])
+        statuses = sorted({run.plan_status for run in second.runs})
+        print(
+            f"  2nd run (plan {', '.join(statuses)}): epoch 1 data wait {b:.3f} s against the "
+            f"1st run's {a:.3f} s: {ratio(a, b)}"
+        )
+    reference = plain.runs[0].losses
+    same = all(run.losses == reference for v in variants.values() for run in v.runs)
+    print(f"  losses the same in every run: {'yes' if same else 'NO'}")
+    figures.update(whole_run_s=walls, losses_equal=same)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs of each script (3)")
+    parser.add_argument("--images", type=int, default=512, help="image files of kaggle (512)")
+    parser.add_argument("--image-px", type=int, default=256, help="side of a file's image (256)")
+    parser.add_argument("--input-px", type=int, default=64, help="side the CNN gets (64)")
+    parser.add_argument("--batch-size", type=int, default=32, help="batch size of both (32)")
+    parser.add_argument("--workers", type=int, default=0, help="kaggle's DataLoader workers (0)")
+    parser.add_argument(
+        "--slice-samples", type=int, default=200_000, help="rows of the slices data set (200000)"
+    )
+    parser.add_argument("--only", choices=("kaggle", "slices"), help="run one script only")
+    parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    args = parser.parse_args()
+
+    out: dict[str, Any] = {"settings": vars(args)}
+    with tempfile.TemporaryDirectory(prefix="codedag-run-overhead-") as tmp:
+        work = Path(tmp)
+        if args.only in (None, "kaggle"):
+            folder = work / "kaggle"
+            write_images(folder / "images", args.images, args.image_px)
+            settings = {
+                "input_px": args.input_px,
+                "batch_size": args.batch_size,
+                "workers": args.workers,
+                "epochs": args.epochs,
+            }
+            script = folder / "train.py"
+            script.write_text(KAGGLE.format(settings=settings))
+            variants = measure(script, args.rounds, folder, second_run=True)
+            title = (
+                f"kaggle: {args.images} PNG files of {args.image_px} px, cv2 decode, resize to "
+                f"{args.input_px} px, random flip, batch {args.batch_size}, "
+                f"{args.workers} workers, small CNN, {args.epochs} epochs, {args.rounds} rounds"
+            )
+            out["kaggle"] = report(title, variants)
+        if args.only in (None, "slices"):
+            folder = work / "slices"
+            folder.mkdir()
+            settings = {
+                "samples": args.slice_samples,
+                "batch_size": args.batch_size,
+                "epochs": args.epochs,
+            }
+            script = folder / "train.py"
+            script.write_text(SLICES.format(settings=settings))
+            variants = measure(script, args.rounds, folder, second_run=False)
+            title = (
+                f"slices: {args.slice_samples} rows sliced from a tensor in memory (nothing to "
+                f"gain), batch {args.batch_size}, MLP, {args.epochs} epochs, {args.rounds} rounds"
+            )
+            out["slices"] = report(title, variants)
+    if args.json:
+        print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
