@@ -401,3 +401,11 @@ def test_a_conversion_that_starts_no_run_converts_once(monkeypatch: pytest.Monke
     converted = _converted(counting, (floats.tolist(),), {"dtype": np.float32})
     assert _same(converted, np.asarray(floats.tolist(), dtype=np.float32))
     assert len(calls) == 2 and isinstance(calls[1], np.ndarray)  # the list is read once
+
+
+def test_each_plan_applied_counts_only_its_own_runs() -> None:
+    dataset = Normalized()
+    for _ in range(2):  # the second plan in this process does not count the first's runs
+        with PipelineMigrator(NORMALIZED) as migrator:
+            _epoch(dataset)
+        assert migrator.get_stats()["tables"]["runs"] == len(dataset)

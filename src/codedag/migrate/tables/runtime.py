@@ -81,6 +81,7 @@ class TablesRuntime(PatchedRuntime):
         self.runs = runs
         self.guards = sorted(set(admitted) - {r.producer for r in runs})
         self.failures = 0
+        self._baseline: dict[str, int] = {}
         callers: dict[str, set[str]] = {}
         for run in runs:
             callers.setdefault(run.producer, set()).update(run.callers or ("",))
@@ -99,11 +100,20 @@ class TablesRuntime(PatchedRuntime):
         """The fetch (a batch that fails with run values runs again without them)."""
         return [FETCH] if self.active else []
 
+    def before_patching(self) -> None:
+        """Count from here: what earlier plans in this process counted is not this one's."""
+        self._baseline = counts()
+
+    def _counts(self) -> dict[str, int]:
+        """This process's counters since the plan was applied (a forked worker inherits the
+        baseline with the counters)."""
+        return {k: v - self._baseline.get(k, 0) for k, v in counts().items()}
+
     def worker_stats(self) -> Any:
         """The tables' counters of forked workers."""
         from codedag.migrate.workerstats import WorkerStats
 
-        return WorkerStats(["tables"], lambda _name: counts(), FIELDS)
+        return WorkerStats(["tables"], lambda _name: self._counts(), FIELDS)
 
     def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         """The replacement of ``name`` calling ``original`` (``original`` itself where the
@@ -158,7 +168,7 @@ class TablesRuntime(PatchedRuntime):
     def stats(self) -> dict[str, Any]:
         """``get_stats()["tables"]``: runs started, computed through a table or by their calls,
         trials and mismatches, failed batches (all processes)."""
-        local = counts()
+        local = self._counts()
         remote = self.workers.totals("tables") if self.workers is not None else {}
         merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
         return {
