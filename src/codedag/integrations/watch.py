@@ -64,6 +64,10 @@ class WatchSettings:
 
 def batch_samples(batch: Any) -> int:
     """Samples in a batch: the first dimension of its first tensor or array (1 if none)."""
+    if type(batch) is tuple or type(batch) is list:  # the usual (inputs, targets) first
+        shape = getattr(batch[0], "shape", None) if batch else None
+        if shape is not None and len(shape) > 0:
+            return int(shape[0])
     stack = [batch]
     while stack:
         item = stack.pop(0)
@@ -82,7 +86,11 @@ def batch_samples(batch: Any) -> int:
 
 
 class _TimedIterator:
-    """The script's iterator over one epoch: torch's own, timed."""
+    """The script's iterator over one epoch: torch's own, timed.
+
+    The counts are plain attributes, written into the epoch's figures (a pydantic model, slower
+    to assign) when the epoch ends: the cost per batch stays a few hundred nanoseconds.
+    """
 
     def __init__(self, inner: Any, watch: LoaderWatch, figures: EpochFigures, start: float):
         self._inner = inner
@@ -90,6 +98,9 @@ class _TimedIterator:
         self.figures = figures
         self.start = start
         self.done = False
+        self.wait_s = figures.data_wait_s
+        self.batches = 0
+        self.samples = 0
 
     def __iter__(self) -> _TimedIterator:
         return self
@@ -99,13 +110,21 @@ class _TimedIterator:
         try:
             batch = next(self._inner)
         except StopIteration:
-            self.figures.data_wait_s += time.perf_counter() - began
+            self.wait_s += time.perf_counter() - began
             self._watch._epoch_ended(self, complete=True)
             raise
-        self.figures.data_wait_s += time.perf_counter() - began
-        self.figures.batches += 1
-        self.figures.samples += batch_samples(batch)
+        self.wait_s += time.perf_counter() - began
+        self.batches += 1
+        self.samples += batch_samples(batch)
         return batch
+
+    def seal(self, complete: bool) -> None:
+        """Write the epoch's counts and time into its figures."""
+        figures = self.figures
+        figures.epoch_s = time.perf_counter() - self.start
+        figures.complete = complete
+        figures.data_wait_s = self.wait_s
+        figures.batches, figures.samples = self.batches, self.samples
 
     def __len__(self) -> int:
         return len(self._inner)
@@ -154,8 +173,7 @@ class LoaderWatch:
             if timed.done:
                 return
             timed.done = True
-            timed.figures.epoch_s = time.perf_counter() - timed.start
-            timed.figures.complete = complete
+            timed.seal(complete)
             self.results.epochs.append(timed.figures)
             if self._open is timed:
                 self._open = None
