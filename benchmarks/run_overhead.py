@@ -18,8 +18,10 @@ against ``python -m codedag run -- python SCRIPT`` (codedag), in ``--rounds`` in
 The extra seconds of a whole run are mostly fixed (codedag's imports, tracing and planning once),
 so each is also given as the run length of which it is 3 %.
 
-Each round uses fresh plan and prefix-cache folders (``CODEDAG_CACHE_DIR``,
-``CODEDAG_PREFIX_CACHE_DIR``), so every first codedag run plans from scratch. Figures are medians
+Every first codedag run plans from scratch (``--replan``) with a fresh prefix cache
+(``CODEDAG_PREFIX_CACHE_DIR``); the second run reads the plan it stored and the values it cached.
+The calibrations (``CODEDAG_CACHE_DIR``) are measured by an untimed warm-up run and kept, as on a
+machine where codedag ran before; ``--cold`` gives each round fresh ones. Figures are medians
 over rounds; the spread is half the range. Whole-run times include the interpreter's start and
 imports, which a longer training run pays once. It measures; it asserts nothing. Run::
 
@@ -207,11 +209,15 @@ def write_images(folder: Path, count: int, side_px: int) -> None:
         cv2.imwrite(str(folder / f"{i:05d}.png"), img)
 
 
-def run_script(script: Path, codedag: bool, env: dict[str, str], out: Path | None) -> Run:
-    """Run ``script`` plainly or under ``codedag run``; parse what it prints."""
+def run_script(
+    script: Path, codedag: bool, env: dict[str, str], out: Path | None, replan: bool = False
+) -> Run:
+    """Run ``script`` plainly or under ``codedag run`` (``--replan``: ignore a stored plan);
+    parse what it prints."""
     command = [sys.executable]
     if codedag:
-        command += ["-m", "codedag", "run", "--out", str(out), "--", "python"]
+        command += ["-m", "codedag", "run", "--out", str(out), *(["--replan"] if replan else [])]
+        command += ["--", "python"]
     command.append(script.name)
     start = time.perf_counter()
     done = subprocess.run(
@@ -247,39 +253,41 @@ def clear_prefix_cache(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def environment(work: Path, caches: Path) -> dict[str, str]:
-    """The scripts' environment: fresh plan and prefix-cache folders, and a bytecode cache of
-    their own (as an installed package has), even where ``PYTHONDONTWRITEBYTECODE`` is set."""
+def environment(work: Path, caches: Path, cold: bool) -> dict[str, str]:
+    """The scripts' environment: a fresh prefix-cache folder, the plan and calibration folder
+    shared by every round (``cold``: fresh too), and a bytecode cache of their own (as an
+    installed package has), even where ``PYTHONDONTWRITEBYTECODE`` is set."""
     env = {
         **os.environ,
         "PYTHONHASHSEED": "0",
         "PYTHONPYCACHEPREFIX": str(work / "pycache"),
-        "CODEDAG_CACHE_DIR": str(caches / "cache"),
+        "CODEDAG_CACHE_DIR": str((caches if cold else work) / "cache"),
         "CODEDAG_PREFIX_CACHE_DIR": str(caches / "prefix"),
     }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
-def measure(script: Path, rounds: int, work: Path, second_run: bool) -> dict[str, Variant]:
-    """``rounds`` interleaved rounds of plain and codedag (and codedag's second run), after one
-    untimed run of each (bytecode compiled, files in the page cache)."""
+def measure(script: Path, rounds: int, work: Path, cold: bool) -> dict[str, Variant]:
+    """``rounds`` interleaved rounds of plain, codedag's first run (``--replan``) and its second
+    run, after one untimed run of each (bytecode compiled, files in the page cache, calibrations
+    measured unless ``cold``)."""
     warm = work / "warm-up"
-    run_script(script, False, environment(work, warm), None)
-    run_script(script, True, environment(work, warm), warm / "out")
+    run_script(script, False, environment(work, warm, cold), None)
+    run_script(script, True, environment(work, warm, cold), warm / "out")
     clear_prefix_cache(warm / "prefix")
     variants = {name: Variant(name) for name in ("plain", "codedag", "codedag 2nd run")}
     for r in range(rounds):
         caches = work / f"round{r}"
-        env = environment(work, caches)
+        env = environment(work, caches, cold)
         for name in round_order(["plain", "codedag"], r):
             if name == "plain":
                 variants["plain"].runs.append(run_script(script, False, env, None))
                 continue
-            variants["codedag"].runs.append(run_script(script, True, env, caches / "out1"))
-            if second_run:
-                again = run_script(script, True, env, caches / "out2")
-                variants["codedag 2nd run"].runs.append(again)
+            first = run_script(script, True, env, caches / "out1", replan=True)
+            variants["codedag"].runs.append(first)
+            again = run_script(script, True, env, caches / "out2")
+            variants["codedag 2nd run"].runs.append(again)
         clear_prefix_cache(caches / "prefix")
         print(f"  round {r + 1} of {rounds} done", file=sys.stderr, flush=True)
     return {name: v for name, v in variants.items() if v.runs}
@@ -368,6 +376,11 @@ def main() -> None:
         "--slice-samples", type=int, default=200_000, help="rows of the slices data set (200000)"
     )
     parser.add_argument("--only", choices=("kaggle", "slices"), help="run one script only")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="fresh calibrations in every round (codedag's very first run on a machine)",
+    )
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
 
@@ -385,7 +398,7 @@ def main() -> None:
             }
             script = folder / "train.py"
             script.write_text(KAGGLE.format(settings=settings))
-            variants = measure(script, args.rounds, folder, second_run=True)
+            variants = measure(script, args.rounds, folder, args.cold)
             title = (
                 f"kaggle: {args.images} PNG files of {args.image_px} px, cv2 decode, resize to "
                 f"{args.input_px} px, random flip, batch {args.batch_size}, "
@@ -402,7 +415,7 @@ def main() -> None:
             }
             script = folder / "train.py"
             script.write_text(SLICES.format(settings=settings))
-            variants = measure(script, args.rounds, folder, second_run=True)
+            variants = measure(script, args.rounds, folder, args.cold)
             title = (
                 f"slices: {args.slice_samples} rows sliced from a tensor in memory (nothing to "
                 f"gain), batch {args.batch_size}, MLP, {args.epochs} epochs, {args.rounds} rounds"
