@@ -181,3 +181,21 @@ def test_keep_order_lays_results_out_as_numpy_ufuncs_and_stack_do() -> None:
         parts = [np.expand_dims(x, axis) for x in inputs]
         axes = keep_order_axes([(p.shape, p.strides) for p in parts], stacked.ndim, ufunc=False)
         assert _big_strides(laid_out(np.ascontiguousarray(stacked), axes)) == _big_strides(stacked)
+
+
+@pytest.mark.parametrize("zero_copy", [True, False])
+def test_views_of_one_result_tensor_come_back_as_views_of_one_array(zero_copy: bool) -> None:
+    converter = ValueConverter("cpu", zero_copy=zero_copy)
+    call = CallValues()
+    built = torch.arange(12, dtype=torch.int64).reshape(6, 2)
+    columns = [converter.tensor_to_array(c, "K", call) for c in built.unbind(1)]
+    assert [c.strides for c in columns] == [(16,), (16,)]
+    assert [c.tolist() for c in columns] == [list(range(0, 12, 2)), list(range(1, 12, 2))]
+    assert np.may_share_memory(columns[0], columns[1])
+
+
+def test_a_small_view_of_a_large_tensor_comes_back_alone() -> None:
+    converter = ValueConverter("cpu", zero_copy=False)
+    row = torch.arange(1000).reshape(10, 100)[:, 3]
+    array = converter.tensor_to_array(row, "K", CallValues())
+    assert array.flags.c_contiguous and array.tolist() == list(range(3, 1000, 100))

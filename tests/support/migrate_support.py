@@ -394,8 +394,6 @@ def compare_values(name: str, got: Any, want: Any) -> tuple[str, str]:
 
 
 LAYOUT_DIFFERS = {
-    "numpy.where": "with only a condition, NumPy's index arrays are strided views of one (n, ndim) "
-    "array; the backend's are contiguous",
     "librosa.core.audio.resample": "librosa returns multichannel results as strided views",
     "librosa.feature.spectral.melspectrogram": "librosa returns multichannel results as strided "
     "views",

@@ -207,12 +207,14 @@ class CallValues:
     without copies): a result that is one of them, or a view of one, is returned as a copy.
     """
 
-    __slots__ = ("sources", "staging", "torch_device")
+    __slots__ = ("bases", "sources", "staging", "torch_device")
 
     def __init__(self) -> None:
         self.sources: list[tuple[torch.Tensor, np.ndarray]] = []
         self.torch_device: torch.device | None = None
         self.staging: list[torch.Tensor] = []
+        # results' bases brought back once per call, by id (the tensor kept, so no id is reused)
+        self.bases: dict[int, tuple[torch.Tensor, np.ndarray]] = {}
 
     def shares_input(self, tensor: torch.Tensor) -> bool:
         """Whether ``tensor`` uses the memory of one of the call's input arrays (it is one of
@@ -325,6 +327,11 @@ def _span(array: np.ndarray) -> int:
     )
 
 
+_BASE_PER_VIEW = 64
+"""Most elements of a base brought back for one element of a view of it (NumPy's nonzero gives
+one index array per axis, of at most 64 axes)."""
+
+
 class ValueConverter:
     """Converts arguments to tensors on ``device`` and results back to library types.
 
@@ -421,6 +428,10 @@ class ValueConverter:
             elif order == "F" and not array.flags.f_contiguous:
                 array = np.asfortranarray(array)
             return array
+        if order == "K" and call is not None and not tensor.is_contiguous():
+            view = self._view_of_base(tensor, call)
+            if view is not None:
+                return view
         tensor = tensor.detach()
         dtype = np.dtype(str(tensor.dtype).removeprefix("torch."))
         # order K keeps the order of the backend's strides (any permutation of the axes): the
@@ -441,6 +452,31 @@ class ValueConverter:
             array = np.array(staged, copy=True).transpose(inverse)
         self.cache.put(array, contiguous.permute(inverse), staged.transpose(inverse), buffer)
         return array
+
+    def _view_of_base(self, tensor: torch.Tensor, call: CallValues) -> np.ndarray | None:
+        """A strided view the backend made of a tensor it built (as the columns of
+        ``torch.nonzero``), as the same view of that base brought back once per call: results
+        keep the backend's strides and share one array, as the zero-copy path's do; ``None`` when
+        the base is not contiguous or much larger than the view."""
+        base = tensor._base
+        if (
+            base is None
+            or not base.is_contiguous()
+            or base.numel() > _BASE_PER_VIEW * max(tensor.numel(), 1)
+            or any(st < 0 for st in tensor.stride())
+        ):
+            return None
+        known = call.bases.get(id(base))
+        if known is None or known[0] is not base:
+            known = (base, self.tensor_to_array(base, "C", call))
+            call.bases[id(base)] = known
+        array = known[1]
+        start = tensor.storage_offset() - base.storage_offset()
+        return np.lib.stride_tricks.as_strided(
+            array.reshape(-1)[start:],
+            shape=tuple(tensor.shape),
+            strides=tuple(st * array.itemsize for st in tensor.stride()),
+        )
 
     def finish(self, call: CallValues) -> None:
         """Release the staging buffers of a call; on CUDA, behind an event after its copies."""

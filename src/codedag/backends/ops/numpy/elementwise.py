@@ -354,7 +354,9 @@ def where(condition: object, x: object = None, y: object = None, /) -> Any:
         raise UnsupportedOperation("condition must be a tensor")
     cond = condition if condition.dtype == torch.bool else condition != 0
     if x is None and y is None:
-        return tuple(torch.nonzero(cond if cond.dim() else cond.reshape(1), as_tuple=True))
+        # NumPy's index arrays are the columns of one C-ordered (n, ndim) array (torch's
+        # nonzero gives the same values in F order)
+        return torch.nonzero(cond if cond.dim() else cond.reshape(1)).contiguous().unbind(1)
     if x is None or y is None:
         raise UnsupportedOperation("numpy.where needs both x and y, or neither")
     check_computable(x, y)
