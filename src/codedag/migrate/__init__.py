@@ -46,6 +46,8 @@ and warns once, with a DeprecationWarning, when imported):
 * :mod:`.registry`: moved to :mod:`codedag.backends.registry`
 * :mod:`.tolerances`: moved to :mod:`codedag.backends.tolerances`
 * :mod:`.probe`: moved to :mod:`codedag.backends.probe`
+* :mod:`.ops`: moved to :mod:`codedag.backends.ops` (a package: ``codedag.migrate.ops.cv2`` and
+  every module under it import as the new modules themselves)
 
 Nothing is imported here: ``import codedag.migrate`` stays free of torch.
 """
