@@ -18,6 +18,7 @@ from codedag.optimize.explain import (
     random_draw_lines,
     section_lines,
 )
+from codedag.plan import MigrationPlan
 
 ROOT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__#0"
 SAMPLE = f"{ROOT}/mydata.AudioDataset.__getitem__#0"
@@ -64,13 +65,13 @@ def is_library(top: str) -> bool:
 
 
 def test_internal_calls_group_under_the_outermost_library_call() -> None:
-    groups = group_calls(librosa_plan(), can_migrate, is_library)
-    names = [g.call["function"] for g in groups]
+    groups = group_calls(MigrationPlan.from_dict(librosa_plan()), can_migrate, is_library)
+    names = [g.call.function for g in groups]
     assert names[:2] == ["cv2.resize", "librosa.feature.melspectrogram"]  # placed, candidates
     mel = groups[1]
-    assert [c["function"] for c in mel.inside] == [UA] * 8 + ["numpy.pad"]
-    collate = next(g for g in groups if g.call["function"].endswith("default_collate"))
-    assert [c["function"] for c in collate.inside] == ["torch.stack"]
+    assert [c.function for c in mel.inside] == [UA] * 8 + ["numpy.pad"]
+    collate = next(g for g in groups if g.call.function.endswith("default_collate"))
+    assert [c.function for c in collate.inside] == ["torch.stack"]
     assert UA not in names and "torch.stack" not in names
     # frames (the loader's batch, the dataset's sample) and user code own nothing
     assert "mydata.AudioDataset.__getitem__" in names and "librosa.load" in names
@@ -89,12 +90,13 @@ def test_the_table_shows_groups_and_all_shows_every_row(monkeypatch: Any) -> Non
     monkeypatch.setattr(
         explain, "group_calls", lambda plan: group_calls(plan, can_migrate, is_library)
     )
-    text = render(plan_table(librosa_plan()))
+    plan = MigrationPlan.from_dict(librosa_plan())
+    text = render(plan_table(plan))
     assert text.count(UA) == 1 and f"{UA} x8" in text
     assert "└ numpy.pad" in text  # a candidate inside stays visible
     assert "9 call(s) grouped under" in text  # 8 in the mel, torch.stack in collate
     assert text.index("cv2.resize") < text.index("librosa.feature.melspectrogram")
-    everything = render(plan_table(librosa_plan(), limit=None, show_all=True))
+    everything = render(plan_table(plan, limit=None, show_all=True))
     assert everything.count("└ ") == 10 and "grouped" not in everything  # every call a row
 
 
@@ -121,11 +123,11 @@ def test_a_placed_random_draw_is_one_line_unless_opted_in() -> None:
             call("a.f#0/cv2.resize#0", 1.0, migrate=True),
         ],
     }
-    lines = random_draw_lines(plan)
+    lines = random_draw_lines(MigrationPlan.from_dict(plan))
     assert len(lines) == 1 and lines[0].startswith("numpy.random.rand draws random numbers")
     assert "runs it with its library" in lines[0] and "would change the data" in lines[0]
     plan["placement"] = {"only": ["numpy.random.rand"]}
-    assert random_draw_lines(plan) == []
+    assert random_draw_lines(MigrationPlan.from_dict(plan)) == []
 
 
 def test_plan_explain_warns_of_each_placed_random_draw(tmp_path: Path, capsys: Any) -> None:
@@ -140,7 +142,10 @@ def test_plan_explain_warns_of_each_placed_random_draw(tmp_path: Path, capsys: A
 
 def test_long_section_tables_show_their_first_rows_and_count_the_rest() -> None:
     chains = [{"id": f"chain{i}", "steps": ["cv2.resize"], "batched": False} for i in range(80)]
-    plan = {"batched": {"chains": chains}, "cache": {"chains": chains}}
+    cache = {"chains": [c | {"source_function": "cv2.imread"} for c in chains]}
+    plan = MigrationPlan.from_dict(
+        {"context_device_map": {}, "batched": {"chains": chains}, "cache": cache}
+    )
     for make in (chains_table, cache_table):
         text = render(make(plan))
         assert "chain49 " in text and "chain50 " not in text
@@ -210,9 +215,11 @@ def cached_plan() -> dict[str, Any]:
 def test_the_prefix_cache_title_gives_the_saving_per_sample_in_ms(
     tmp_path: Path, capsys: Any
 ) -> None:
-    title = render(cache_table(cached_plan())).splitlines()[0]
+    title = render(cache_table(MigrationPlan.from_dict(cached_plan()))).splitlines()[0]
     assert "saves 12.8 ms per sample" in title  # the figure was printed without its unit
-    assert "saves - per sample" in render(cache_table({"cache": {"chains": []}}))  # unmeasured
+    # a section written without the figure loads with 0 (the model has no unmeasured saving)
+    unmeasured = MigrationPlan.from_dict({"context_device_map": {}, "cache": {"chains": []}})
+    assert "saves 0 ms per sample" in " ".join(render(cache_table(unmeasured)).split())
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(cached_plan()))
     assert main(["plan", "explain", str(path)]) == 0
@@ -224,7 +231,7 @@ def test_one_line_per_section_applied_or_kept_with_its_units() -> None:
     plan = cached_plan()
     plan["context_device_map"] = {MEL: "cuda:0"}
     plan["batched"] = {"chains": [{"id": "chain0", "batched": False}]}
-    lines = section_lines(plan)
+    lines = section_lines(MigrationPlan.from_dict(plan))
     assert [line.split(":", 1)[0] for line in lines] == [
         "placement",
         "batched",
@@ -239,7 +246,7 @@ def test_one_line_per_section_applied_or_kept_with_its_units() -> None:
     )
     assert lines[3].startswith("tables: kept:") and lines[4].startswith("loader: kept: not tuned")
     del plan["cache"]
-    assert section_lines(plan)[2] == "cache: off (--cache off)"
+    assert section_lines(MigrationPlan.from_dict(plan))[2] == "cache: off (--cache off)"
 
 
 def test_the_passes_line_gives_each_figure_its_unit() -> None:

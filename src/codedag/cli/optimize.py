@@ -7,9 +7,12 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.cli.args import byte_size, integer, number
+
+if TYPE_CHECKING:
+    from codedag.plan import MigrationPlan
 
 MAX_PARTITIONS = 1024
 MAX_GPUS = 256  # the GPUs of one machine: a plan places calls for the processes of one node
@@ -297,7 +300,10 @@ def run(args: argparse.Namespace) -> int:
         json.dump(stats, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        _print_summary(args, stats, plan, loader if args.tune else None, kept)
+        from codedag.plan import MigrationPlan
+
+        summary = MigrationPlan.from_dict(plan)
+        _print_summary(args, stats, summary, loader if args.tune else None, kept)
     return 0
 
 
@@ -481,7 +487,7 @@ def passes_line(stats: dict[str, Any]) -> str:
 def _print_summary(
     args: argparse.Namespace,
     stats: dict[str, Any],
-    plan: dict[str, Any],
+    plan: MigrationPlan,
     tuned: Any | None,
     kept: str | None,
 ) -> None:
@@ -507,14 +513,14 @@ def _print_summary(
 
         print_section(tuned, out)
     out.print(passes_line(stats), markup=False)
-    placed = sorted({printable(c["function"], 80) for c in plan["calls"] if c["migrate"]})
+    placed = sorted({printable(c.function, 80) for c in plan.calls if c.migrate})
     out.print(
-        f"{len(plan['context_device_map'])} call context(s) migrate"
-        + (f" ({listing(placed)}) to {plan['target_device']}" if placed else "")
+        f"{len(plan.context_device_map)} call context(s) migrate"
+        + (f" ({listing(placed)}) to {plan.target_device}" if placed else "")
         + f"; files in {printable(args.out)}",
         markup=False,
     )
-    for note in plan["notes"]:
+    for note in plan.notes:
         out.print(f"note: {printable(note)}", markup=False)
     if args.explain:
         out.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))

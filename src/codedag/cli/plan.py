@@ -54,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
     from codedag.util.text import printable
 
     data = read_json(args.plan, what="migration plan")
-    plan = MigrationPlan.from_dict(data, source=f"migration plan {args.plan!r}").to_dict()
+    plan = MigrationPlan.from_dict(data, source=f"migration plan {args.plan!r}")
     if args.json:
-        json.dump(plan["calls"], sys.stdout, indent=2)
+        json.dump(plan.to_dict()["calls"], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -70,26 +70,25 @@ def run(args: argparse.Namespace) -> int:
             console.print(section)
     for line in cache_lines(plan):
         console.print(f"prefix cache: {line}", markup=False)
-    for note in plan.get("notes", []):
+    for note in plan.notes:
         console.print(f"note: {printable(note)}", markup=False)
     for line in random_draw_lines(plan):
         console.print(f"warning: {line}", markup=False)
-    model = MigrationPlan.from_dict(plan)
-    if model.loader is not None:  # DataLoader settings from `codedag tune`
+    if plan.loader is not None:  # DataLoader settings from `codedag tune`
         console.print(
-            f"loader: {model.loader.chosen.label()}: {printable(model.loader.reason)}",
+            f"loader: {plan.loader.chosen.label()}: {printable(plan.loader.reason)}",
             markup=False,
         )
-        if model.loader.warm is not None:
+        if plan.loader.warm is not None:
             console.print(
-                f"loader, epochs the prefix cache serves: {model.loader.warm.chosen.label()}: "
-                f"{printable(model.loader.warm.reason)}",
+                f"loader, epochs the prefix cache serves: {plan.loader.warm.chosen.label()}: "
+                f"{printable(plan.loader.warm.reason)}",
                 markup=False,
             )
-        kept = model.loader.kept_line()  # what the migrator will not apply, and the cost
+        kept = plan.loader.kept_line()  # what the migrator will not apply, and the cost
         if kept is not None:
             console.print(f"warning: loader: {printable(kept)}", markup=False)
-    unknown = admit_plan(model).unknown_line()
+    unknown = admit_plan(plan).unknown_line()
     if unknown is not None:
         console.print(f"note: {unknown}", markup=False)
     return 0

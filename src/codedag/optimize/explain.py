@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from codedag.plan import CacheChain, MigrationPlan, PlannedCall
 from codedag.plan.context import function_of
-from codedag.plan.tables import TablesSection
 from codedag.util.text import printable, terminal_text
 
 FRAMES = ("__getitem__", "__getitems__", "__next__", "__iter__")
@@ -49,8 +49,8 @@ class CallGroup:
         candidate: whether the outer call has a torch backend.
     """
 
-    call: dict[str, Any]
-    inside: list[dict[str, Any]] = field(default_factory=list)
+    call: PlannedCall
+    inside: list[PlannedCall] = field(default_factory=list)
     candidate: bool = False
 
 
@@ -61,7 +61,7 @@ def _owner_eligible(function: str, is_library: Callable[[str], bool]) -> bool:
 
 
 def group_calls(
-    plan: dict[str, Any],
+    plan: MigrationPlan,
     can_migrate: Callable[[str], bool] | None = None,
     is_library: Callable[[str], bool] | None = None,
 ) -> list[CallGroup]:
@@ -69,7 +69,7 @@ def group_calls(
     a reader: placed first, then calls with a torch backend, each by traced time.
 
     Args:
-        plan: a migration plan dict.
+        plan: a migration plan.
         can_migrate: ``function -> has a torch backend`` (default: the op library's).
         is_library: ``top-level module -> is library code`` (default: known, standard or
             installed packages).
@@ -82,17 +82,17 @@ def group_calls(
         from codedag.backends.libraries import is_library_module
 
         is_library = is_library_module
-    calls = list(plan.get("calls", []))
+    calls = plan.calls
     owner_of_key = {
         key: index
         for index, call in enumerate(calls)
-        if _owner_eligible(str(call.get("function", "")), is_library)
-        for key in call.get("context_keys", [])
+        if _owner_eligible(call.function, is_library)
+        for key in call.context_keys
     }
 
-    def owner(call: dict[str, Any], index: int) -> int | None:
+    def owner(call: PlannedCall, index: int) -> int | None:
         found: Counter[int] = Counter()
-        for key in call.get("context_keys", []):
+        for key in call.context_keys:
             segments = [s for s in key.split("/") if s]
             for depth in range(2, len(segments)):  # below the root, outermost first
                 candidate = owner_of_key.get("/".join(segments[:depth]))
@@ -105,7 +105,7 @@ def group_calls(
     groups: dict[int, CallGroup] = {}
     for index, call in enumerate(calls):
         if owners[index] is None:
-            groups[index] = CallGroup(call, candidate=can_migrate(str(call.get("function", ""))))
+            groups[index] = CallGroup(call, candidate=can_migrate(call.function))
     for index, call in enumerate(calls):
         top = owners[index]
         while top is not None and owners[top] is not None:  # an owner inside another one
@@ -114,72 +114,56 @@ def group_calls(
             groups[top].inside.append(call)
     return sorted(
         groups.values(),
-        key=lambda g: (
-            not g.call.get("migrate"),
-            not g.candidate,
-            -int(g.call.get("measured_ns", 0) or 0),
-        ),
+        key=lambda g: (not g.call.migrate, not g.candidate, -g.call.measured_ns),
     )
 
 
-def _inside_summary(calls: list[dict[str, Any]], shown: int = 3) -> str:
+def _inside_summary(calls: list[PlannedCall], shown: int = 3) -> str:
     counts: Counter[str] = Counter()
     for call in calls:
-        counts[str(call.get("function", "?"))] += int(call.get("instance_count", 1) or 1)
+        counts[call.function] += call.instance_count or 1
     names = [f"{name} x{n}" if n > 1 else name for name, n in counts.most_common(shown)]
     more = len(counts) - shown
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 
-def _ms(ns: Any) -> str:
+def _ms(ns: float | None) -> str:
     if ns is None:
         return "-"
     return f"{ns / 1e6:.3g}"
 
 
-def _ms_text(ns: Any) -> str:
-    """``ns`` in milliseconds with its unit (``"12.8 ms"``), ``"-"`` when not measured."""
-    return "-" if ns is None else f"{_ms(ns)} ms"
+def _ms_text(ns: float) -> str:
+    """``ns`` in milliseconds with its unit (``"12.8 ms"``)."""
+    return f"{_ms(ns)} ms"
 
 
-def _speedup(call: dict[str, Any]) -> str:
-    original, backend = call.get("original_ns"), call.get("backend_ns")
+def _speedup(call: PlannedCall) -> str:
+    original, backend = call.original_ns, call.backend_ns
     if not original or not backend:
         return "-"
     return f"{original / backend:.2f}x"
 
 
-def plan_table(
-    plan: dict[str, Any],
-    limit: int | None = 30,
-    measured_only: bool = False,
-    show_all: bool = False,
-) -> Any:
-    """A rich Table of the plan's calls, grouped (see the module docstring).
+def _shown_inside(call: PlannedCall) -> bool:
+    """Whether a call inside another one keeps a row of its own (placed or measured)."""
+    return call.migrate or call.original_ns is not None
 
-    Args:
-        plan: a migration plan dict.
-        limit: groups shown at most (``None``: all).
-        measured_only: only groups whose call was measured or placed (the others have nothing to
-            show but "no backend").
-        show_all: every call as a row of its own (calls inside another one indented under it).
-    """
-    from rich.table import Table
 
-    groups = group_calls(plan)
-    if measured_only:
-        groups = [
-            g for g in groups if g.call.get("migrate") or g.call.get("original_ns") is not None
-        ]
-    shown = groups if limit is None else groups[:limit]
-    placement = plan.get("placement") or {}
-    basis = placement.get("basis", "none")
-    where = placement.get("device_name") or plan.get("target_device") or "none"
-    title = (
-        f"migration plan: {len(plan.get('context_device_map', {}))} context(s) migrate, "
-        f"target {plan.get('target_device') or 'none'}, decided from "
+def _plan_title(plan: MigrationPlan) -> str:
+    basis = plan.placement.basis
+    where = plan.placement.device_name or plan.target_device or "none"
+    return (
+        f"migration plan: {len(plan.context_device_map)} context(s) migrate, "
+        f"target {plan.target_device or 'none'}, decided from "
         + ("measurements on " + where if basis == "measured" else basis)
     )
+
+
+def _calls_table(title: str) -> Any:
+    """An empty rich Table with the call table's columns."""
+    from rich.table import Table
+
     table = Table(title=terminal_text(title, None), expand=False)
     table.add_column("function", overflow="fold", max_width=48)
     table.add_column("n", justify="right")
@@ -189,41 +173,68 @@ def plan_table(
     table.add_column("speedup", justify="right")
     table.add_column("saving ms", justify="right")
     table.add_column("reason", overflow="fold", max_width=64)
+    return table
 
-    def row(call: dict[str, Any], prefix: str = "") -> None:
+
+def _add_call_row(table: Any, call: PlannedCall, prefix: str = "") -> None:
+    table.add_row(
+        terminal_text(f"{prefix}{call.function}"),
+        str(call.instance_count),
+        terminal_text(call.device),
+        _ms(call.original_ns),
+        _ms(call.backend_ns),
+        _speedup(call),
+        _ms(call.saving_ns) if call.original_ns is not None else "-",
+        terminal_text(call.reason),
+        style="green" if call.migrate else ("dim" if prefix else ""),
+    )
+
+
+def _add_group_rows(table: Any, group: CallGroup, show_all: bool) -> int:
+    """The group's call, then the calls inside it: every one with ``show_all``, else those
+    placed or measured and one summary row for the rest; how many the summary stands for."""
+    _add_call_row(table, group.call)
+    if show_all:
+        for call in group.inside:
+            _add_call_row(table, call, "  └ ")
+        return 0
+    visible = [c for c in group.inside if _shown_inside(c)]
+    for call in visible:
+        _add_call_row(table, call, "  └ ")
+    hidden = [c for c in group.inside if c not in visible]
+    if hidden:
+        count = sum(c.instance_count or 1 for c in hidden)
         table.add_row(
-            terminal_text(f"{prefix}{call.get('function', '')}"),
-            str(call.get("instance_count", len(call.get("context_keys", [])))),
-            terminal_text(call.get("device", "cpu")),
-            _ms(call.get("original_ns")),
-            _ms(call.get("backend_ns")),
-            _speedup(call),
-            _ms(call.get("saving_ns")) if call.get("original_ns") is not None else "-",
-            terminal_text(call.get("reason", "")),
-            style="green" if call.get("migrate") else ("dim" if prefix else ""),
-        )
+            f"  └ {count} call(s) inside",
+            "", "", "", "", "", "",
+            terminal_text(f"{_inside_summary(hidden)}: not placed on their own, "
+                          "they run inside the call above"),
+            style="dim",
+        )  # fmt: skip
+    return len(hidden)
 
-    grouped = 0
-    for group in shown:
-        row(group.call)
-        if show_all:
-            for call in group.inside:
-                row(call, "  └ ")
-            continue
-        visible = [c for c in group.inside if c.get("migrate") or c.get("original_ns") is not None]
-        for call in visible:
-            row(call, "  └ ")
-        hidden = [c for c in group.inside if c not in visible]
-        if hidden:
-            grouped += len(hidden)
-            count = sum(int(c.get("instance_count", 1) or 1) for c in hidden)
-            table.add_row(
-                f"  └ {count} call(s) inside",
-                "", "", "", "", "", "",
-                terminal_text(f"{_inside_summary(hidden)}: not placed on their own, "
-                              "they run inside the call above"),
-                style="dim",
-            )  # fmt: skip
+
+def plan_table(
+    plan: MigrationPlan,
+    limit: int | None = 30,
+    measured_only: bool = False,
+    show_all: bool = False,
+) -> Any:
+    """A rich Table of the plan's calls, grouped (see the module docstring).
+
+    Args:
+        plan: a migration plan.
+        limit: groups shown at most (``None``: all).
+        measured_only: only groups whose call was measured or placed (the others have nothing to
+            show but "no backend").
+        show_all: every call as a row of its own (calls inside another one indented under it).
+    """
+    groups = group_calls(plan)
+    if measured_only:
+        groups = [g for g in groups if _shown_inside(g.call)]
+    shown = groups if limit is None else groups[:limit]
+    table = _calls_table(_plan_title(plan))
+    grouped = sum(_add_group_rows(table, group, show_all) for group in shown)
     notes = []
     if len(groups) > len(shown):
         notes.append(f"{len(groups) - len(shown)} more call(s)")
@@ -234,20 +245,20 @@ def plan_table(
     return table
 
 
-def chains_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any | None:
+def chains_table(plan: MigrationPlan, limit: int | None = SECTION_ROWS) -> Any | None:
     """A rich Table of the plan's sample chains and their batched decision (``None``: none);
     ``limit`` chains at most, the rest counted."""
     from rich.table import Table
 
-    section = plan.get("batched") or {}
-    chains = section.get("chains") or []
+    section = plan.batched
+    chains = section.chains
     if not chains:
         return None
-    batched = [c["id"] for c in chains if c.get("batched")]
+    batched = [c.id for c in chains if c.batched]
     table = Table(
         title=terminal_text(
-            f"batched execution ({section.get('mode', 'auto')}, on "
-            f"{section.get('device') or 'no device'}): {len(batched)} of {len(chains)} "
+            f"batched execution ({section.mode}, on "
+            f"{section.device or 'no device'}): {len(batched)} of {len(chains)} "
             "chain(s) run once per batch",
             None,
         ),
@@ -264,39 +275,54 @@ def chains_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any 
     table.add_column("basis")
     table.add_column("reason", overflow="fold", max_width=60)
     for chain in first_rows(table, chains, limit, "chain(s)"):
-        calls = chain.get("backend_calls")
+        calls = chain.backend_calls
         table.add_row(
-            terminal_text(chain.get("id", "")),
-            terminal_text(" > ".join(str(s).rsplit(".", 1)[-1] for s in chain.get("steps", []))),
-            str(chain.get("samples", 0)),
-            str(chain.get("batch_size", 0)),
-            _ms(chain.get("original_ns")),
-            _ms(chain.get("batched_ns")),
+            terminal_text(chain.id),
+            terminal_text(" > ".join(s.rsplit(".", 1)[-1] for s in chain.steps)),
+            str(chain.samples),
+            str(chain.batch_size),
+            _ms(chain.original_ns),
+            _ms(chain.batched_ns),
             "-" if calls is None else str(calls),
-            "yes" if chain.get("batched") else "no",
-            terminal_text(chain.get("basis", "none")),
-            terminal_text(chain.get("reason", "")),
-            style="green" if chain.get("batched") else "",
+            "yes" if chain.batched else "no",
+            terminal_text(chain.basis),
+            terminal_text(chain.reason),
+            style="green" if chain.batched else "",
         )
     return table
 
 
-def cache_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any | None:
+def _cache_row(chain: CacheChain) -> list[str]:
+    cut = chain.cut
+    return [
+        chain.id,
+        chain.source_function,
+        " > ".join(s.rsplit(".", 1)[-1] for s in chain.steps),
+        cut.step if cut else "-",
+        f"{cut.bytes_per_sample / 1e6:.3g}" if cut else "-",
+        _ms(cut.prefix_ns) if cut else "-",
+        _ms(cut.read_ns) if cut else "-",
+        "yes" if chain.cached else "no",
+        chain.reason,
+    ]
+
+
+def cache_table(plan: MigrationPlan, limit: int | None = SECTION_ROWS) -> Any | None:
     """A rich Table of the plan's prefix cache: each chain's cut and figures (``None``: no
     ``cache`` section); ``limit`` chains at most, the rest counted."""
     from rich.table import Table
 
-    section = plan.get("cache")
-    if not section:
+    section = plan.cache
+    if section is None:
         return None
-    chains = section.get("chains") or []
-    cached = [c for c in chains if c.get("cached")]
-    budget = section.get("budget_bytes", 0) / 1e6
+    chains = section.chains
+    cached = [c for c in chains if c.cached]
+    budget = section.budget_bytes / 1e6
     table = Table(
         title=(
-            f"prefix cache ({section.get('mode', 'auto')}, budget {budget:.0f} MB): "
-            f"{len(cached)} of {len(chains)} chain(s) cached, {section.get('bytes_total', 0) / 1e6:.1f}"
-            f" MB, saves {_ms_text(section.get('saved_ns_per_sample'))} per sample from epoch 2"
+            f"prefix cache ({section.mode}, budget {budget:.0f} MB): "
+            f"{len(cached)} of {len(chains)} chain(s) cached, {section.bytes_total / 1e6:.1f}"
+            f" MB, saves {_ms_text(section.saved_ns_per_sample)} per sample from epoch 2"
         ),
         expand=False,
     )
@@ -305,50 +331,34 @@ def cache_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any |
     table.add_column("cached")
     table.add_column("reason", overflow="fold", max_width=70)
     for chain in first_rows(table, chains, limit, "chain(s)"):
-        cut = chain.get("cut") or {}
-        table.add_row(
-            str(chain.get("id", "")),
-            str(chain.get("source_function", "")),
-            " > ".join(str(s).rsplit(".", 1)[-1] for s in chain.get("steps", [])),
-            str(cut.get("step", "-")),
-            f"{cut.get('bytes_per_sample', 0) / 1e6:.3g}" if cut else "-",
-            _ms(cut.get("prefix_ns")) if cut else "-",
-            _ms(cut.get("read_ns")) if cut else "-",
-            "yes" if chain.get("cached") else "no",
-            str(chain.get("reason", "")),
-            style="green" if chain.get("cached") else "",
-        )
+        table.add_row(*_cache_row(chain), style="green" if chain.cached else "")
     return table
 
 
-def cache_lines(plan: dict[str, Any]) -> list[str]:
+def cache_lines(plan: MigrationPlan) -> list[str]:
     """Why the plan's prefix cache keeps nothing, one line per candidate: each chain's reason
     and each sample's first call that starts no chain (empty when a chain is cached or the plan
     has no ``cache`` section)."""
-    section = plan.get("cache")
-    if not section or any(c.get("cached") for c in section.get("chains") or []):
+    section = plan.cache
+    if section is None or any(c.cached for c in section.chains):
         return []
-    lines = [
-        f"{c.get('id', '')} ({c.get('source_function', '')}): {c.get('reason', '')}"
-        for c in section.get("chains") or []
-    ]
-    for skipped in section.get("skipped") or []:
-        where = skipped.get("caller") or "a DataLoader fetch"
-        lines.append(f"in {where}: {skipped.get('reason', '')}")
+    lines = [f"{c.id} ({c.source_function}): {c.reason}" for c in section.chains]
+    for skipped in section.skipped:
+        where = skipped.caller or "a DataLoader fetch"
+        lines.append(f"in {where}: {skipped.reason}")
     if not lines:
-        lines.append(section.get("note") or "no sample reads a source that a chain follows")
+        lines.append(section.note or "no sample reads a source that a chain follows")
     return [terminal_text(line) for line in lines]
 
 
-def tables_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any | None:
+def tables_table(plan: MigrationPlan, limit: int | None = SECTION_ROWS) -> Any | None:
     """A rich Table of the plan's element-wise runs through lookup tables (``None``: no
     ``tables`` section); ``limit`` runs at most, the rest counted."""
     from rich.table import Table
 
-    raw = plan.get("tables")
-    if not raw:
+    section = plan.tables
+    if section is None:
         return None
-    section = TablesSection.model_validate(raw)
     runs = section.runs
     table = Table(
         title=(
@@ -372,22 +382,22 @@ def tables_table(plan: dict[str, Any], limit: int | None = SECTION_ROWS) -> Any 
 
 
 def random_draw_lines(
-    plan: dict[str, Any], is_draw: Callable[[str], bool] | None = None
+    plan: MigrationPlan, is_draw: Callable[[str], bool] | None = None
 ) -> list[str]:
     """One line per random draw the plan places without opting it in (``placement.only``): the
     migrator runs it with its library, since moving it would change the data.
 
     Args:
-        plan: a migration plan dict.
+        plan: a migration plan.
         is_draw: ``function -> draws random numbers`` (default: the registry's).
     """
     if is_draw is None:
         from codedag.backends.registry import draws_random_numbers
 
         is_draw = draws_random_numbers
-    only = set((plan.get("placement") or {}).get("only") or ())
-    placed = [str(c.get("function", "")) for c in plan.get("calls", []) if c.get("migrate")]
-    placed += [function_of(key) for key in plan.get("context_device_map", {}) if key.strip("/")]
+    only = set(plan.placement.only)
+    placed = [c.function for c in plan.calls if c.migrate]
+    placed += [function_of(key) for key in plan.context_device_map if key.strip("/")]
     draws = [n for n in dict.fromkeys(placed) if n not in only and is_draw(n)]
     return [
         f"{printable(name, 80)} draws random numbers: `codedag migrate` runs it with its library, "
@@ -396,56 +406,58 @@ def random_draw_lines(
     ]
 
 
-def section_lines(plan: dict[str, Any]) -> list[str]:
+def _batched_line(plan: MigrationPlan) -> str:
+    chains = plan.batched.chains
+    batched = sum(1 for c in chains if c.batched)
+    if batched:
+        return f"batched: applied: {batched} of {len(chains)} chain(s) run once per batch"
+    if chains:
+        return f"batched: kept: {len(chains)} chain(s) run per sample (the reasons are above)"
+    return "batched: kept: no sample chain to run once per batch"
+
+
+def _cache_line(plan: MigrationPlan) -> str:
+    cache = plan.cache
+    if cache is None:
+        return "cache: off (--cache off)"
+    cached = [c for c in cache.chains if c.cached]
+    if not cached:
+        return "cache: kept: nothing cached (the reasons are above)"
+    return (
+        f"cache: applied: {len(cached)} chain(s) cached, "
+        f"{cache.bytes_total / 1e6:.1f} MB, saves "
+        f"{_ms_text(cache.saved_ns_per_sample)} per sample from epoch 2"
+    )
+
+
+def _loader_line(plan: MigrationPlan) -> str:
+    section = plan.loader
+    if section is None:
+        return "loader: kept: not tuned (--tune --dataloader MODULE:FACTORY, or --loader)"
+    rate = section.batches_per_s(section.chosen)
+    figure = f", {rate:.1f} batches/s" if rate is not None else ""
+    return (
+        f"loader: kept: your settings ({section.chosen.label()}{figure})"
+        if section.keeps_yours
+        else f"loader: applied: {section.chosen.label()}{figure} (changes "
+        f"{', '.join(section.changed)})"
+    )
+
+
+def section_lines(plan: MigrationPlan) -> list[str]:
     """One line per section of the plan: applied (what it changes, with its figures), kept
     (present, but nothing in it changes the run) or absent, and why."""
-    placed = len(plan.get("context_device_map") or {})
+    placed = len(plan.context_device_map)
+    runs = plan.tables.runs if plan.tables is not None else []
     lines = [
-        f"placement: applied: {placed} call context(s) run on {plan.get('target_device')}"
+        f"placement: applied: {placed} call context(s) run on {plan.target_device}"
         if placed
-        else "placement: kept: every call runs with its library (the reasons are above)"
-    ]
-    chains = (plan.get("batched") or {}).get("chains") or []
-    batched = sum(1 for c in chains if c.get("batched"))
-    if batched:
-        lines.append(f"batched: applied: {batched} of {len(chains)} chain(s) run once per batch")
-    elif chains:
-        lines.append(
-            f"batched: kept: {len(chains)} chain(s) run per sample (the reasons are above)"
-        )
-    else:
-        lines.append("batched: kept: no sample chain to run once per batch")
-    cache = plan.get("cache")
-    cached = [c for c in (cache or {}).get("chains") or [] if c.get("cached")]
-    if not cache:
-        lines.append("cache: off (--cache off)")
-    elif cached:
-        lines.append(
-            f"cache: applied: {len(cached)} chain(s) cached, "
-            f"{cache.get('bytes_total', 0) / 1e6:.1f} MB, saves "
-            f"{_ms_text(cache.get('saved_ns_per_sample'))} per sample from epoch 2"
-        )
-    else:
-        lines.append("cache: kept: nothing cached (the reasons are above)")
-    runs = (plan.get("tables") or {}).get("runs") or []
-    lines.append(
+        else "placement: kept: every call runs with its library (the reasons are above)",
+        _batched_line(plan),
+        _cache_line(plan),
         f"tables: applied where measured exact and faster: {len(runs)} run(s)"
         if runs
-        else "tables: kept: no element-wise run on uint8 arrays (or --tables off)"
-    )
-    loader = plan.get("loader")
-    if not loader:
-        lines.append("loader: kept: not tuned (--tune --dataloader MODULE:FACTORY, or --loader)")
-    else:
-        from codedag.plan import LoaderSection
-
-        section = LoaderSection.model_validate(loader)
-        rate = section.batches_per_s(section.chosen)
-        figure = f", {rate:.1f} batches/s" if rate is not None else ""
-        lines.append(
-            f"loader: kept: your settings ({section.chosen.label()}{figure})"
-            if section.keeps_yours
-            else f"loader: applied: {section.chosen.label()}{figure} (changes "
-            f"{', '.join(section.changed)})"
-        )
+        else "tables: kept: no element-wise run on uint8 arrays (or --tables off)",
+        _loader_line(plan),
+    ]
     return [printable(line) for line in lines]
