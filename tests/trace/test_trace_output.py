@@ -53,6 +53,27 @@ def test_svg_through_dot_or_dot_with_a_hint(chain_dag, tmp_path, monkeypatch, ca
     assert written.suffix == ".dot"
 
 
+def test_a_dag_over_svg_max_nodes_is_written_as_dot_without_running_dot(
+    chain_dag, tmp_path, monkeypatch, caplog
+) -> None:
+    def no_dot(*_args: object, **_kwargs: object) -> bytes:
+        raise AssertionError("dot ran for a DAG over the limit")
+
+    monkeypatch.setattr(dot_module, "render_svg", no_dot)
+    monkeypatch.setattr(dot_module, "SVG_MAX_NODES", 3)  # the default limit
+    written = chain_dag.export_visualization(tmp_path / "dag.svg")
+    assert written == tmp_path / "dag.dot" and not (tmp_path / "dag.svg").exists()
+    assert written.read_text() == dot_module.to_dot(chain_dag.dag)
+    assert "svg_max_nodes=3" in caplog.text and "`codedag trace` draws it coarsened" in caplog.text
+    caplog.clear()
+    nodes = len(chain_dag.dag.nodes)
+    monkeypatch.setattr(dot_module.shutil, "which", lambda _name: "/usr/bin/dot")
+    monkeypatch.setattr(dot_module, "render_svg", lambda _text, _timeout=None: b"<svg/>")
+    written = chain_dag.export_visualization(tmp_path / "big.svg", svg_max_nodes=nodes)
+    assert written == tmp_path / "big.svg" and written.read_bytes() == b"<svg/>"
+    assert "svg_max_nodes" not in caplog.text
+
+
 def test_filter_classification() -> None:
     f = FunctionFilter(include=["torch.utils.data.sampler"], exclude=["mypkg.noise"])
     assert (

@@ -143,22 +143,44 @@ def render_svg(dot_text: str, timeout_s: float | None = None) -> bytes | None:
     return done.stdout
 
 
+READABLE_DRAWING = (
+    "`codedag trace` draws it coarsened (dag.svg), as does "
+    "codedag.report.dag_drawing.choose_drawing(dag)"
+)
+"""Where a readable drawing of a DAG too large to draw node by node comes from."""
+
+
 def write_visualization(
     dag: ExecutionDAG,
     path: str | os.PathLike[str],
     max_nodes: int = 1500,
     timeout_s: float | None = None,
+    svg_max_nodes: int = SVG_MAX_NODES,
 ) -> Path:
-    """Write ``path`` as DOT (``.dot``) or SVG; when no SVG can be drawn (no ``dot``, a failure,
-    the time limit), an SVG request writes DOT.
+    """Write ``path`` as DOT (``.dot``) or SVG; an SVG request writes DOT next to it instead when
+    the DAG has more than ``svg_max_nodes`` nodes (Graphviz would take minutes: decided from the
+    count, without running ``dot``) or no SVG can be drawn (no ``dot``, a failure, the time limit).
+    Each case is said in one warning; a large DAG's says where a readable drawing comes from.
 
     Returns:
-        The file actually written.
+        The file actually written: ``path``, or its ``.dot`` sibling.
     """
     target = Path(path)
     dot_text = to_dot(dag, max_nodes=max_nodes)
     if target.suffix.lower() != ".svg":
         return atomic_write_text(target, dot_text)
+    if len(dag.nodes) > svg_max_nodes:
+        dot_path = atomic_write_text(target.with_suffix(".dot"), dot_text)
+        log.warning(
+            "the DAG has %d nodes, more than Graphviz draws node by node in seconds "
+            "(svg_max_nodes=%d); wrote %s instead of %s. A readable drawing: %s",
+            len(dag.nodes),
+            svg_max_nodes,
+            dot_path,
+            target,
+            READABLE_DRAWING,
+        )
+        return dot_path
     missing = shutil.which("dot") is None
     svg = None if missing else render_svg(dot_text, timeout_s)
     if svg is None:

@@ -265,15 +265,24 @@ class EnhancedTracer:
         data["dataflow"] = [list(t) for t in dataflow_edges(self.dag)]
         return data
 
-    def export_visualization(self, path: str | os.PathLike[str], max_nodes: int = 1500) -> Path:
+    def export_visualization(
+        self,
+        path: str | os.PathLike[str],
+        max_nodes: int = 1500,
+        svg_max_nodes: int | None = None,
+    ) -> Path:
         """Write the last DAG as SVG (through ``dot``) or DOT; return the file written.
 
-        A path ending in ``.dot`` gets DOT text. For ``.svg`` without the ``dot`` program the
-        DOT text is written next to it (``.dot``) and a warning says how to install Graphviz.
+        A path ending in ``.dot`` gets DOT text (its first ``max_nodes`` nodes). For ``.svg`` the
+        DOT text is written next to it (``.dot``) instead, with a warning, when the DAG has more
+        than ``svg_max_nodes`` nodes (default :data:`~codedag.trace.dot.SVG_MAX_NODES`; the
+        warning says where a coarsened, readable drawing comes from) or without the ``dot``
+        program (the warning says how to install Graphviz).
         """
-        from codedag.trace.dot import write_visualization
+        from codedag.trace.dot import SVG_MAX_NODES, write_visualization
 
-        return write_visualization(self.dag, path, max_nodes=max_nodes)
+        limit = SVG_MAX_NODES if svg_max_nodes is None else svg_max_nodes
+        return write_visualization(self.dag, path, max_nodes=max_nodes, svg_max_nodes=limit)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save the last DAG as JSON (``.gz`` compresses)."""
