@@ -227,3 +227,33 @@ def test_demo_settings_record_sink_uris_without_credentials(tmp_path: Path) -> N
     assert recorded["sinks"] == ["mlflow:http://me:***@tracking:5000", "tensorboard"]
     assert "hunter2" not in json.dumps(recorded)
     assert recorded["out_dir"] == str(tmp_path)
+
+
+def test_the_demo_draws_a_coarsened_dag_too_large_for_graphviz_by_its_outer_calls(
+    tmp_path, monkeypatch
+) -> None:
+    from optimize_helpers import add_call, add_value
+
+    from codedag.experiments.demo import draw_dag
+    from codedag.graph.model import ExecutionDAG
+    from codedag.optimize.coarsen import GraphCoarsening
+    from codedag.trace import dot as dot_module
+
+    dag = ExecutionDAG()
+    root = add_call(dag, "pkg.load", None, "root", 100, 0)
+    for k in range(6):
+        step = add_call(dag, f"cv2.step{k}", root, f"root/step{k}", 10, 1)
+        add_value(dag, step, 64)
+    coarse = GraphCoarsening().coarsen(dag)
+    result = {"coarsened_dag": coarse, "optimized_partitions": []}
+    drawn: list[str] = []
+    monkeypatch.setattr(dot_module, "render_svg", lambda text: drawn.append(text))
+
+    path, svg, dot_text = draw_dag(result, tmp_path, max_nodes=len(coarse.nodes))
+    assert path == tmp_path / "dag.dot" and svg is None and drawn == [dot_text]
+    assert dot_text.startswith("digraph coarsened") and dot_text.count("ellipse") == 6
+
+    path, svg, dot_text = draw_dag(result, tmp_path, max_nodes=len(coarse.nodes) - 1)
+    assert drawn[-1] == dot_text and path.read_text() == dot_text
+    assert "calls down to depth 1" in dot_text and "ellipse" not in dot_text
+    assert dot_text.count(" [label=") == 7  # the root and its six steps, no values

@@ -198,13 +198,36 @@ def batched_summary(plan: dict[str, Any], stats: dict[str, Any]) -> dict[str, An
     }
 
 
-def draw_dag(result: dict[str, Any], out_dir: Path) -> tuple[Path, str | None, str]:
-    """The coarsened DAG with partitions colored: ``dag.svg`` with ``dot``, else ``dag.dot``."""
+def draw_dag(
+    result: dict[str, Any], out_dir: Path, max_nodes: int | None = None
+) -> tuple[Path, str | None, str]:
+    """The coarsened DAG with partitions colored when it has at most ``max_nodes`` nodes
+    (default :data:`~codedag.trace.dot.SVG_MAX_NODES`: what Graphviz draws in seconds), else its
+    calls down to the deepest depth that fits
+    (:func:`~codedag.report.dag_drawing.outer_calls_drawing`): ``dag.svg`` with ``dot``, else
+    ``dag.dot``.
+
+    Returns:
+        The file written, the SVG text (``None`` without it) and the DOT text drawn.
+    """
     from codedag.optimize.export import coarse_dot
-    from codedag.trace.dot import render_svg
+    from codedag.report.dag_drawing import outer_calls_drawing
+    from codedag.trace.dot import SVG_MAX_NODES, render_svg
     from codedag.util.io import atomic_write_bytes, atomic_write_text
 
-    dot_text = coarse_dot(result["coarsened_dag"], result["optimized_partitions"])
+    limit = SVG_MAX_NODES if max_nodes is None else max_nodes
+    coarse = result["coarsened_dag"]
+    if len(coarse.nodes) <= limit:
+        dot_text = coarse_dot(coarse, result["optimized_partitions"])
+    else:
+        drawing = outer_calls_drawing(coarse, limit)
+        dot_text = drawing.dot_text
+        log.info(
+            "the DAG drawing shows %s (%d nodes; the coarsened DAG has %d)",
+            drawing.shows,
+            drawing.nodes,
+            len(coarse.nodes),
+        )
     svg = render_svg(dot_text)
     if svg is None:
         return atomic_write_text(out_dir / "dag.dot", dot_text), None, dot_text
