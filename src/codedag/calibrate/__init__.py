@@ -4,6 +4,8 @@ Placement decides from these figures (``codedag.optimize``), never from an assum
 
 * :mod:`.cache`: The calibration cache: measured times per (device, library versions, function,
   signature)
+* :mod:`.chain_loader`: Deciding a batched chain in the loader itself: batched against per
+  sample, in alternating blocks, through the run-time check
 * :mod:`.chain_replay`: Replaying a traced sample chain, per sample with the libraries or as one
   batched run
 * :mod:`.chains`: Calibrating batched chains: one batch through batched execution vs the per-sample

@@ -32,8 +32,6 @@
   export CSV
 * :mod:`.run`: ``codedag run -- python train.py ...``: run a script unmodified and accelerate its
   DataLoader from the second epoch
-* :mod:`.run_summary`: The summary ``codedag run`` prints at exit: epochs against the first, the
-  cache, the plan
 * :mod:`.trace`: ``codedag trace``: trace a function or one DataLoader batch into an execution DAG
 * :mod:`.tune`: ``codedag tune``: measure a DataLoader's parallelism settings and write them into a
   plan

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             results = watch.close()
             results.command = [kind, target, *argv[1:]]
             results.exit_code = code
-            from codedag.cli.run_summary import summary_lines
+            from codedag.integrations.run_summary import summary_lines
             from codedag.version import __version__
 
             results.codedag_version = __version__

@@ -5,6 +5,8 @@
 * :mod:`.autoplan`: Trace and plan a running script's DataLoader within a budget, its random
   state put back
 * :mod:`.plan_store`: Plans kept across runs, keyed by the pipeline's code, versions and device
+* :mod:`.run_summary`: The summary an accelerated run prints at its end: epochs against the first,
+  the cache, the plan
 * :mod:`.run_results`: The ``results.json`` of an accelerated run: one model for writer and reader
 * :mod:`.watch`: One DataLoader watched through its epochs: timed, planned, accelerated
 * :mod:`.lightning`: One callback monitors a Lightning ``Trainer.fit``: the ExperimentMonitor's

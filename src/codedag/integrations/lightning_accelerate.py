@@ -150,7 +150,7 @@ class AccelerateCallback(*((_Callback,) if _Callback is not None else ())):  # t
         watch, self._watch = self._watch, None
         if watch is None:
             return
-        from codedag.cli.run_summary import summary_lines
+        from codedag.integrations.run_summary import summary_lines
         from codedag.version import __version__
 
         results = watch.close()

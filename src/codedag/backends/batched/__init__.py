@@ -12,7 +12,8 @@ which is the per-sample reference itself (:mod:`.forcing`).
 * :mod:`.ops`, :mod:`.views`, :mod:`.backends`: what can be recorded and how it runs batched;
 * :mod:`.fusion`: programs rewritten before they run (value-wise runs on uint8 as one table);
 * :mod:`.wrappers`: the library functions that return deferred values while a chain is applied;
-* :mod:`.transfer`: host<->device copies (counted) and the side stream.
+* :mod:`.transfer`: host<->device copies (counted) and the side stream;
+* :mod:`.watch`: delivered tensors that notice where the training loop moves them.
 
 The runtime that installs it into a DataLoader for a plan is :mod:`codedag.migrate.batched`;
 calibration replays chains with it (:mod:`codedag.calibrate.chain_replay`).

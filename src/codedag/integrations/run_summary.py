@@ -1,4 +1,4 @@
-"""The summary ``codedag run`` prints at exit: epochs against the first, the cache, the plan."""
+"""The summary an accelerated run prints at its end: epochs against the first, the cache, the plan."""
 
 from __future__ import annotations
 
