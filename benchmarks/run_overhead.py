@@ -10,7 +10,9 @@ against ``python -m codedag run -- python SCRIPT`` (codedag), in ``--rounds`` in
   the plan is stored then, so it applies from the first batch. Per epoch: the time the script
   waited for data (measured by the script around ``next()``, the same code in every variant),
   plain and codedag, and their ratio; the second run's first epoch against the first run's; the
-  whole run's wall time (interpreter start to exit, tracing and planning included) and its ratio;
+  whole run's wall time (interpreter start to exit, tracing and planning included) and CPU time
+  (the process and its DataLoader workers: less disturbed by other work on a busy machine), and
+  their ratios;
   whether the losses the script prints are the same (they must be).
 * ``slices``: a Dataset that only slices rows of a tensor in memory: nothing to gain, so the
   whole run's time ratio is what codedag costs (the goal: within 3 %), first run and second.
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -171,7 +174,7 @@ if __name__ == "__main__":
 
 @dataclass
 class Run:
-    """One subprocess run of a script: its wall time, per-epoch figures and printed losses."""
+    """One subprocess run of a script: its wall and CPU time, per-epoch figures and losses."""
 
     wall_s: float
     wait_s: list[float]
@@ -180,6 +183,8 @@ class Run:
     plan_status: str = ""
     trace_s: float = 0.0
     plan_s: float = 0.0
+    cpu_s: float = 0.0
+    """User and system CPU time of the process and its children (DataLoader workers)."""
 
 
 @dataclass
@@ -219,17 +224,21 @@ def run_script(
         command += ["-m", "codedag", "run", "--out", str(out), *(["--replan"] if replan else [])]
         command += ["--", "python"]
     command.append(script.name)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         command, cwd=script.parent, capture_output=True, text=True, env=env, check=False
     )
     wall_s = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     lines = done.stdout.splitlines()
     losses = [line for line in lines if line.startswith("epoch ")]
     timings = [line.split() for line in lines if line.startswith("timing ")]
-    run = Run(wall_s, [float(t[2]) for t in timings], [float(t[3]) for t in timings], losses=losses)
+    run = Run(wall_s, [float(t[2]) for t in timings], [float(t[3]) for t in timings], losses)
+    run.cpu_s = cpu_s
     if codedag and out is not None:
         from codedag.integrations.run_results import load_run_results
 
@@ -297,6 +306,31 @@ def ratio(a: float, b: float) -> str:
     return f"{b / a:.3f}x" if a > 0 else "-"
 
 
+def whole_run(label: str, variants: dict[str, Variant], pick: Any) -> dict[str, float]:
+    """Print a whole-run figure of every variant, its ratio to plain and the extra seconds (with
+    the run length of which they are 3 %); return the medians."""
+    names = list(variants)
+    values = {n: variants[n].median(pick) for n in names}
+    print(
+        f"  {label}, s: "
+        + ", ".join(f"{n} {values[n]:.2f} +-{variants[n].spread(pick):.2f}" for n in names)
+    )
+    print(
+        f"  {label} / plain: "
+        + ", ".join(f"{n} {ratio(values['plain'], values[n])}" for n in names[1:])
+    )
+    extra = {n: values[n] - values["plain"] for n in names[1:]}
+    print(
+        f"  {label} - plain, s: "
+        + ", ".join(
+            f"{n} {extra[n]:+.2f}"
+            + (f" (a 3 % share of a {extra[n] / 0.03:.0f} s run)" if extra[n] > 0 else "")
+            for n in names[1:]
+        )
+    )
+    return values
+
+
 def report(title: str, variants: dict[str, Variant]) -> dict[str, Any]:
     """Print one script's table; return its figures."""
     plain = variants["plain"]
@@ -318,25 +352,8 @@ def report(title: str, variants: dict[str, Variant]) -> dict[str, Any]:
         ratios = "  ".join(f"{ratio(waits['plain'], waits[n]):>24}" for n in names[1:])
         print(f"  {e + 1:>5}  {cells}  {ratios}")
         figures["epochs"].append({"epoch": e + 1, "data_wait_s": waits})
-    walls = {n: variants[n].median(lambda run: run.wall_s) for n in names}
-    print(
-        "  whole run, s: "
-        + ", ".join(
-            f"{n} {walls[n]:.2f} +-{variants[n].spread(lambda run: run.wall_s):.2f}" for n in names
-        )
-    )
-    print(
-        "  whole run / plain: "
-        + ", ".join(f"{n} {ratio(walls['plain'], walls[n])}" for n in names[1:])
-    )
-    extra = {n: walls[n] - walls["plain"] for n in names[1:]}
-    print(
-        "  whole run - plain, s: "
-        + ", ".join(
-            f"{n} {extra[n]:+.2f} (a 3 % share of a {max(extra[n], 0) / 0.03:.0f} s run)"
-            for n in names[1:]
-        )
-    )
+    walls = whole_run("whole run", variants, lambda run: run.wall_s)
+    cpus = whole_run("whole run's CPU", variants, lambda run: run.cpu_s)
     first = variants.get("codedag")
     if first is not None:
         trace = first.median(lambda run: run.trace_s)
@@ -359,7 +376,7 @@ def report(title: str, variants: dict[str, Variant]) -> dict[str, Any]:
     reference = plain.runs[0].losses
     same = all(run.losses == reference for v in variants.values() for run in v.runs)
     print(f"  losses the same in every run: {'yes' if same else 'NO'}")
-    figures.update(whole_run_s=walls, losses_equal=same)
+    figures.update(whole_run_s=walls, whole_run_cpu_s=cpus, losses_equal=same)
     return figures
 
 
