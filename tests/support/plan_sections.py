@@ -60,6 +60,7 @@ def full_plan(paths: list[str]) -> dict[str, Any]:
     """
     from codedag.optimize.manager import OptimizerManager
     from codedag.optimize.prefix_conflicts import resolve
+    from codedag.plan import MigrationPlan
     from codedag.trace import trace_dataloader
 
     np.random.seed(1)  # the traced samples flip: the flip is one of the batched chain's steps
@@ -83,8 +84,7 @@ def full_plan(paths: list[str]) -> dict[str, Any]:
         "changed": ["pin_memory"],
         "dataset": f"{__name__}.Photos",
     }
-    resolve(plan)
-    return plan
+    return resolve(MigrationPlan.from_dict(plan)).to_dict()
 
 
 def _place(plan: dict[str, Any], function: str) -> None:

@@ -267,9 +267,10 @@ class OptimizerManager:
         self._plan_batched(plan, coarse)
         if self.cache == "auto":
             from codedag.optimize.prefix_conflicts import resolve
+            from codedag.plan import MigrationPlan
 
             plan["cache"] = self.plan_cache(coarse)
-            resolve(plan)
+            plan = resolve(MigrationPlan.from_dict(plan)).to_dict()
         if self.tables == "auto":
             tables = self.plan_tables(coarse, plan)
             if tables is not None:

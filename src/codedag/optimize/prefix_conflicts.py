@@ -13,59 +13,78 @@ from __future__ import annotations
 
 from typing import Any
 
+from codedag.plan import BatchedChain, CacheChain, CacheCut, MigrationPlan, PlannedCall
 
-def resolve(plan: dict[str, Any]) -> None:
-    """Start each batched chain that begins inside a cached prefix after the prefix's cut."""
-    for chain in (plan.get("cache") or {}).get("chains", []):
-        if not chain.get("cached") or not chain.get("cut"):
+
+def resolve(plan: MigrationPlan) -> MigrationPlan:
+    """``plan`` with each batched chain that begins inside a cached prefix started after the
+    prefix's cut (``plan`` itself is left as it was)."""
+    if plan.cache is None:
+        return plan
+    entries = list(plan.batched.chains)
+    notes = list(plan.notes)
+    for chain in plan.cache.chains:
+        if not chain.cached or chain.cut is None:
             continue
-        covered = set(chain.get("steps", [])[: int(chain["cut"].get("position", 0)) + 1])
-        for entry in (plan.get("batched") or {}).get("chains", []):
-            if entry.get("batched"):
-                _feed(plan, chain, covered, entry)
+        for index, entry in enumerate(entries):
+            if entry.batched:
+                entries[index], note = _feed(plan.calls, chain, chain.cut, entry)
+                notes.extend(note)
+    if entries == plan.batched.chains:
+        return plan
+    batched = plan.batched.model_copy(update={"chains": entries})
+    return plan.model_copy(update={"batched": batched, "notes": notes})
 
 
 def _feed(
-    plan: dict[str, Any], chain: dict[str, Any], covered: set[str], entry: dict[str, Any]
-) -> None:
+    calls: list[PlannedCall], chain: CacheChain, cut: CacheCut, entry: BatchedChain
+) -> tuple[BatchedChain, list[str]]:
     """A batched chain that begins with steps of a cached prefix begins after its cut instead:
-    the cached value is its input (its calls are neither computed nor deferred on a hit)."""
-    steps = entry.get("steps", [])
+    the cached value is its input (its calls are neither computed nor deferred on a hit). The
+    chain as it runs, and the plan's note about it (none when it is left as it was)."""
+    covered = set(chain.steps[: cut.position + 1])
+    steps = entry.steps
     skipped = 0
     while skipped < len(steps) and steps[skipped] in covered:
         skipped += 1
     if not skipped:
-        return  # it does not begin inside the prefix: both replace what they share, nested
+        return entry, []  # it does not begin inside the prefix: both replace what they share
     rest = steps[skipped:]
-    functions = [f for f in entry.get("functions", []) if f in rest]
+    functions = [f for f in entry.functions if f in rest]
     # A sample starts the chain at whichever of its calls comes first after the cut (a random
     # branch may skip the first step): every call of the chain's functions in its samples may
     # start it; a call whose input is deferred already records on it instead.
-    parents = {key.rpartition("/")[0] for key in entry.get("entries", [])}
+    parents = {key.rpartition("/")[0] for key in entry.entries}
     keys = sorted(
         key
-        for call in plan.get("calls", [])
-        if call["function"] in functions
-        for key in call.get("context_keys", [])
+        for call in calls
+        if call.function in functions
+        for key in call.context_keys
         if key.rpartition("/")[0] in parents
     )
     starts = sorted({key.rpartition("/")[2].rpartition("#")[0] for key in keys})
-    cut = chain["cut"]["step"]
     if not keys:
-        entry["batched"] = False
-        entry["reason"] = (
-            f"{entry.get('reason', '')}; its steps up to {cut} are the cached prefix of "
-            f"{chain['id']}, and no library call after them starts a chain: not batched"
+        reason = (
+            f"{entry.reason}; its steps up to {cut.step} are the cached prefix of "
+            f"{chain.id}, and no library call after them starts a chain: not batched"
         )
-        return
-    entry.update(steps=rest, functions=functions, entries=keys, entry_functions=starts)
-    entry["reason"] = (
-        f"{entry.get('reason', '')}; starts after the cut at {cut}: the prefix cache's "
-        f"{chain['id']} gives its input"
+        return entry.model_copy(update={"batched": False, "reason": reason}), []
+    reason = (
+        f"{entry.reason}; starts after the cut at {cut.step}: the prefix cache's "
+        f"{chain.id} gives its input"
     )
-    plan.setdefault("notes", []).append(
-        f"prefix cache: {chain['id']} feeds batched {entry['id']}, which starts after {cut}"
+    fed = entry.model_copy(
+        update={
+            "steps": rest,
+            "functions": functions,
+            "entries": keys,
+            "entry_functions": starts,
+            "reason": reason,
+        }
     )
+    return fed, [
+        f"prefix cache: {chain.id} feeds batched {entry.id}, which starts after {cut.step}"
+    ]
 
 
 def owned_functions(plan: dict[str, Any]) -> set[str]:
