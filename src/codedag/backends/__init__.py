@@ -14,6 +14,8 @@
 * :mod:`.admission`: function names from plans and DAGs admitted by the registry before anything
   is imported;
 * :mod:`.exact_tables`: which element-wise NumPy calls a 256-entry lookup table computes exactly;
+* :mod:`.lazy_operators`: Python's operators on the lazy values (batched, prefix cache, lookup
+  tables), installed from each class's factories, and the rule each follows for ``isinstance``;
 * :mod:`.host_sync`: whether a backend may read tensor values on the host to choose its path;
 * :mod:`.executor`: one library call through its backend (refusal, conversion, backend, result);
 * :mod:`.sources`: the file sources the library packages declare, by the names traces carry;

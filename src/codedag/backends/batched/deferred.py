@@ -33,6 +33,7 @@ import codedag.backends.batched.ops as _ops
 import codedag.backends.batched.views as _views
 from codedag.backends.batched.forcing import FORCED
 from codedag.backends.batched.ops import Meta, Op, meta_of
+from codedag.backends.lazy_operators import in_place, install_operators
 from codedag.errors import UnsupportedOperation
 
 _PENDING: Any = object()
@@ -611,15 +612,6 @@ class Lazy:
         return (ready, (self._force("conversion", "pickle"),))
 
 
-def _ufunc(name: str) -> Callable[..., Any]:
-    ufunc = getattr(np, name)
-
-    def apply(*operands: Any) -> Any:
-        return _record_ufunc(ufunc, operands, {})
-
-    return apply
-
-
 _UFUNC_OPS: dict[Any, tuple[Op | None, str]] = {}
 
 
@@ -748,56 +740,72 @@ def _getitem(target: Any, key: Any) -> Any:
     return target[key]
 
 
-_OPERATORS = {
-    "add": "add",
-    "sub": "subtract",
-    "mul": "multiply",
-    "truediv": "divide",
-    "floordiv": "floor_divide",
-    "mod": "remainder",
-    "pow": "power",
-    "and": "bitwise_and",
-    "or": "bitwise_or",
-    "xor": "bitwise_xor",
+_UFUNCS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+    "and_": np.bitwise_and, "or_": np.bitwise_or, "xor": np.bitwise_xor,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+    "neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert,
+}  # fmt: skip
+"""The ufunc a deferred array's operator records, by the operator's name in :mod:`operator`."""
+
+_LEFT_OUT = {
+    name: "never installed on deferred arrays: `x @ y` and `x << n` raise TypeError unless the "
+    "other operand is an ndarray (its reflected operator reaches __array_ufunc__); installing "
+    "them would change what records"
+    for name in ("matmul", "lshift", "rshift")
 }
-_COMPARISONS = {
-    "lt": "less",
-    "le": "less_equal",
-    "gt": "greater",
-    "ge": "greater_equal",
-    "eq": "equal",
-    "ne": "not_equal",
-}
-_UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
 
 
-def _install_array_operators() -> None:
-    for short, ufunc_name in _OPERATORS.items():
-        apply = _ufunc(ufunc_name)
+def _forward(name: str) -> Callable[[Any, Any], Any]:
+    ufunc = _UFUNCS[name]
+    if name == "pow":
 
-        def forward(self: Any, other: Any, apply: Any = apply) -> Any:
-            return apply(self, other)
+        def power(self: LazyArray, other: Any) -> Any:
+            # ndarray's ** squares for an exponent of 2 (bool ** 2 is int8, np.power gives int64)
+            if type(other) is int and other == 2 and np.dtype(self._node.meta.dtype) == np.bool_:
+                return _record_ufunc(np.square, (self,), {})
+            return _record_ufunc(ufunc, (self, other), {})
 
-        def reflected(self: Any, other: Any, apply: Any = apply) -> Any:
-            return apply(other, self)
+        return power
 
-        def inplace(self: Any, other: Any, apply: Any = apply, short: str = short) -> Any:
-            if self._writable():
-                return self._inplace(apply(self, other))
-            target = self._force("write", "in-place operator")
-            value = other._force("write", "in-place operator") if isinstance(other, Lazy) else other
-            return _inplace_concrete(target, short, value)
+    def forward(self: Any, other: Any) -> Any:
+        return _record_ufunc(ufunc, (self, other), {})
 
-        setattr(LazyArray, f"__{short}__", forward)
-        setattr(LazyArray, f"__r{short}__", reflected)
-        setattr(LazyArray, f"__i{short}__", inplace)
-    for short, ufunc_name in _COMPARISONS.items():
-        apply = _ufunc(ufunc_name)
-        setattr(LazyArray, f"__{short}__", lambda self, other, apply=apply: apply(self, other))
-    for short, ufunc_name in _UNARY.items():
-        apply = _ufunc(ufunc_name)
-        setattr(LazyArray, f"__{short}__", lambda self, apply=apply: apply(self))
-    LazyArray.__hash__ = None  # type: ignore[assignment]
+    return forward
+
+
+def _reflected(name: str) -> Callable[[Any, Any], Any]:
+    ufunc = _UFUNCS[name]
+
+    def reflected(self: Any, other: Any) -> Any:
+        return _record_ufunc(ufunc, (other, self), {})
+
+    return reflected
+
+
+def _inplace_method(name: str) -> Callable[[Any, Any], Any]:
+    ufunc = _UFUNCS[name]  # x **= 2 records np.power, as before: only ** squares bools
+    concrete = in_place(name)
+
+    def inplace(self: Any, other: Any) -> Any:
+        if self._writable():
+            return self._inplace(_record_ufunc(ufunc, (self, other), {}))
+        target = self._force("write", "in-place operator")
+        value = other._force("write", "in-place operator") if isinstance(other, Lazy) else other
+        return concrete(target, value)
+
+    return inplace
+
+
+def _unary(name: str) -> Callable[[Any], Any]:
+    ufunc = _UFUNCS[name]
+
+    def unary(self: Any) -> Any:
+        return _record_ufunc(ufunc, (self,), {})
+
+    return unary
 
 
 def _inplace_concrete(target: object, short: str, value: object) -> Any:
@@ -806,18 +814,15 @@ def _inplace_concrete(target: object, short: str, value: object) -> Any:
     return getattr(operator, f"i{short}")(target, value)
 
 
-_install_array_operators()
-_POWER = getattr(LazyArray, "__pow__")  # noqa: B009 (installed above, unknown to type checkers)
-
-
-def _power(self: LazyArray, other: Any) -> Any:
-    # ndarray's ** squares for an exponent of 2 (bool ** 2 is int8, np.power gives int64)
-    if type(other) is int and other == 2 and np.dtype(self._node.meta.dtype) == np.bool_:
-        return _record_ufunc(np.square, (self,), {})
-    return _POWER(self, other)
-
-
-setattr(LazyArray, "__pow__", _power)  # noqa: B010
+install_operators(
+    LazyArray,
+    forward=_forward,
+    reflected=_reflected,
+    inplace=_inplace_method,
+    comparison=_forward,  # records the comparison's ufunc, as a forward operator does
+    unary=_unary,
+    left_out=_LEFT_OUT,
+)
 
 
 class LazyTensor(Lazy):

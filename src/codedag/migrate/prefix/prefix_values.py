@@ -29,6 +29,7 @@ from typing import Any
 
 import codedag.migrate.prefix.keys as keys
 import codedag.migrate.tables.lookup as lookup
+from codedag.backends.lazy_operators import in_place, install_operators
 from codedag.store.entry import Meta, dtype_str, meta_of
 
 PENDING: Any = object()
@@ -377,35 +378,28 @@ def _static_index(key: Any) -> bool:
     )
 
 
-def _install_operators() -> None:
-    arithmetic = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
-    binary = (*arithmetic, "and_", "or_", "xor", "lt", "le", "gt", "ge", "eq", "ne")
-    for name in binary:
-        function = getattr(operator, name)
-        short = name.rstrip("_")
+def _forward(name: str) -> Callable[[Any, Any], Any]:
+    function = getattr(operator, name)
+    qualified = f"operator.{name}"
 
-        def forward(self: Any, other: Any, name: str = name, function: Any = function) -> Any:
-            return step(f"operator.{name}", function, (self, other), {})
+    def forward(self: Any, other: Any) -> Any:
+        return step(qualified, function, (self, other), {})
 
-        def reflected(self: Any, other: Any, name: str = name, function: Any = function) -> Any:
-            return step(f"operator.{name}", function, (other, self), {})
-
-        setattr(PrefixValue, f"__{short}__", forward)
-        if name not in ("lt", "le", "gt", "ge", "eq", "ne"):
-            setattr(PrefixValue, f"__r{short}__", reflected)
-            setattr(PrefixValue, f"__i{short}__", _inplace(short))
-    for name in ("neg", "pos", "abs", "invert"):
-        function = getattr(operator, name)
-
-        def unary(self: Any, name: str = name, function: Any = function) -> Any:
-            return step(f"operator.{name}", function, (self,), {})
-
-        setattr(PrefixValue, f"__{name}__", unary)
-    PrefixValue.__hash__ = None  # type: ignore[assignment]
+    return forward
 
 
-def _inplace(short: str) -> Callable[[Any, Any], Any]:
-    function = getattr(operator, f"i{short}")
+def _reflected(name: str) -> Callable[[Any, Any], Any]:
+    function = getattr(operator, name)
+    qualified = f"operator.{name}"
+
+    def reflected(self: Any, other: Any) -> Any:
+        return step(qualified, function, (other, self), {})
+
+    return reflected
+
+
+def _inplace(name: str) -> Callable[[Any, Any], Any]:
+    function = in_place(name)
 
     def inplace(self: Any, other: Any) -> Any:
         target = self._real("an in-place operator")
@@ -415,7 +409,30 @@ def _inplace(short: str) -> Callable[[Any, Any], Any]:
     return inplace
 
 
-_install_operators()
+def _unary(name: str) -> Callable[[Any], Any]:
+    function = getattr(operator, name)
+    qualified = f"operator.{name}"
+
+    def unary(self: Any) -> Any:
+        return step(qualified, function, (self,), {})
+
+    return unary
+
+
+install_operators(
+    PrefixValue,
+    forward=_forward,
+    reflected=_reflected,
+    inplace=_inplace,
+    comparison=_forward,  # a step keyed by the comparison's name, as a forward operator
+    unary=_unary,
+    left_out={
+        name: "never installed on prefix values: `x << n` raises TypeError unless the other "
+        "operand is an ndarray (its reflected operator reaches __array_ufunc__); installing "
+        "them would change what a chain keys"
+        for name in ("lshift", "rshift")
+    },
+)
 keys.STAND_INS.append(PrefixValue)
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 import codedag.migrate.tables.lookup as lookup
+from codedag.backends.lazy_operators import in_place, install_operators
 from codedag.migrate.prefix.keys import Unkeyable, encode_argument
 
 COUNTS = ("runs", "gathered", "computed", "trials", "mismatches", "errors")
@@ -222,47 +223,71 @@ def _identity(value: Any) -> Any:
     return value
 
 
-def _install_operators() -> None:
-    binary = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_",
-              "or_", "xor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne")  # fmt: skip
-    for name in binary:
-        function = getattr(operator, name)
-        short = name.rstrip("_")
-        qualified = f"operator.{name}"
-        run = qualified in lookup.ELEMENTWISE
-        in_place = getattr(operator, f"i{short}", None)
+def _forward(name: str) -> Callable[[Any, Any], Any]:
+    function = getattr(operator, name)
+    qualified = f"operator.{name}"
+    if qualified in lookup.ELEMENTWISE:
 
-        def forward(self: Any, other: Any, q: str = qualified, f: Any = function, r: bool = run):
-            if r:
-                return self._extend(q, f, (self, other), {})
-            return f(self._compute(), *computed((other,)))
+        def extend(self: Any, other: Any) -> Any:
+            return self._extend(qualified, function, (self, other), {})
 
-        def reflected(self: Any, other: Any, q: str = qualified, f: Any = function, r: bool = run):
-            if r:
-                return self._extend(q, f, (other, self), {})
-            return f(*computed((other,)), self._compute())
+        return extend
 
-        def inplace(self: Any, other: Any, f: Any = in_place) -> Any:
-            return f(self._compute(), *computed((other,)))
+    def compute(self: Any, other: Any) -> Any:
+        return function(self._compute(), *computed((other,)))
 
-        setattr(RunValue, f"__{short}__", forward)
-        if name not in ("lt", "le", "gt", "ge", "eq", "ne"):
-            setattr(RunValue, f"__r{short}__", reflected)
-            setattr(RunValue, f"__i{short}__", inplace)
-    for name in ("neg", "pos", "abs", "invert"):
-        function = getattr(operator, name)
-        qualified = f"operator.{name}"
-
-        extends = qualified in lookup.ELEMENTWISE
-
-        def unary(self: Any, q: str = qualified, f: Any = function, r: bool = extends):
-            return self._extend(q, f, (self,), {}) if r else f(self._compute())
-
-        setattr(RunValue, f"__{name}__", unary)
-    RunValue.__hash__ = None  # type: ignore[assignment]
+    return compute
 
 
-_install_operators()
+def _reflected(name: str) -> Callable[[Any, Any], Any]:
+    function = getattr(operator, name)
+    qualified = f"operator.{name}"
+    if qualified in lookup.ELEMENTWISE:
+
+        def extend(self: Any, other: Any) -> Any:
+            return self._extend(qualified, function, (other, self), {})
+
+        return extend
+
+    def compute(self: Any, other: Any) -> Any:
+        return function(*computed((other,)), self._compute())
+
+    return compute
+
+
+def _inplace(name: str) -> Callable[[Any, Any], Any]:
+    function = in_place(name)
+
+    def inplace(self: Any, other: Any) -> Any:  # computes, then writes into it, as NumPy does
+        return function(self._compute(), *computed((other,)))
+
+    return inplace
+
+
+def _unary(name: str) -> Callable[[Any], Any]:
+    function = getattr(operator, name)
+    qualified = f"operator.{name}"
+    if qualified in lookup.ELEMENTWISE:
+
+        def extend(self: Any) -> Any:
+            return self._extend(qualified, function, (self,), {})
+
+        return extend
+
+    def compute(self: Any) -> Any:
+        return function(self._compute())
+
+    return compute
+
+
+install_operators(
+    RunValue,
+    forward=_forward,
+    reflected=_reflected,
+    inplace=_inplace,
+    comparison=_forward,  # extends the run where the comparison is element-wise, else computes
+    unary=_unary,
+)
 
 
 # -- helpers ---------------------------------------------------------------------------------
