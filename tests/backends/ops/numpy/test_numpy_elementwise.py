@@ -308,3 +308,13 @@ def test_powers_numpy_computes_with_another_ufunc_are_bit_exact(exponent: float)
         expected = values**exponent
         assert got.numpy().dtype == expected.dtype
         assert got.numpy().tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0])
+def test_a_power_infers_its_shape_on_meta_tensors(exponent: float) -> None:
+    """Batched execution infers shapes on meta tensors, which have no value to read."""
+    from codedag.backends.ops.numpy.elementwise import _power
+
+    base = torch.empty((4, 3), device="meta", dtype=torch.float32)
+    out = _power(base, torch.tensor(exponent, device="meta"))
+    assert out.shape == (4, 3) and out.dtype == torch.float32 and out.device.type == "meta"

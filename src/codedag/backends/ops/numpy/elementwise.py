@@ -95,8 +95,9 @@ def _power(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     exact = a.dtype.is_floating_point or a.dtype.is_complex or a.dtype == torch.bool
     if not exact and bool((b < 0).any()):
         raise UnsupportedOperation("integers to negative integer powers: NumPy raises")
-    if a.dtype.is_floating_point and b.numel() == 1 and not b.dtype.is_complex:
-        fast = _FAST_POWERS.get(float(b))
+    # (a meta tensor has no value to read: shapes are inferred alike either way)
+    if a.dtype.is_floating_point and b.numel() == 1 and b.device.type != "meta":
+        fast = _FAST_POWERS.get(float(b)) if not b.dtype.is_complex else None
         if fast is not None:
             return fast(a.to(torch.result_type(a, b)))
     return torch.pow(a, b)
