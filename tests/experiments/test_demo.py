@@ -58,9 +58,22 @@ def _consistent(result: object) -> None:
 
 
 @pytest.mark.slow
-def test_image_demo_measures_places_and_matches_the_baseline(tmp_path: Path) -> None:
+def test_image_demo_measures_places_and_matches_the_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import codedag.experiments.demo as demo_module
+
+    written: list[str] = []
+    write = demo_module.atomic_write_json
+
+    def recording_write(path: Path, data: object) -> Path:
+        written.append(Path(path).name)
+        return write(path, data)
+
+    monkeypatch.setattr(demo_module, "atomic_write_json", recording_write)
     stages: list[str] = []
     result = run_demo(small("image", tmp_path), lambda s, d, t: stages.append(s))
+    assert written.count("migration_plan.json") == 1  # once, with the warm loader settings
     assert result.equivalence["passed"], result.equivalence
     assert result.equivalence["labels_equal"] and result.equivalence["batches_compared"] == 2
     measured = {row["function"] for row in result.placement}

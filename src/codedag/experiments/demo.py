@@ -34,8 +34,8 @@ from codedag.experiments.demo_steps import (
     placement_rows,
     summarize,
     train,
-    verdict,
 )
+from codedag.experiments.demo_verdict import verdict
 from codedag.graph.model import ExecutionDAG
 from codedag.monitor.model import RunResults
 from codedag.util.io import atomic_write_json
@@ -120,11 +120,10 @@ def tune_warm_epochs(
     section: Any,
     settings: DemoSettings,
     device: str,
-    out_dir: Path,
 ) -> Any:
     """The loader settings for the epochs the prefix cache serves, measured with it warm and the
-    training step as the consumer, added to ``section`` and to the plan (rewritten in
-    ``out_dir``); ``section`` unchanged when nothing was tuned or nothing is cached."""
+    training step as the consumer, added to ``section`` and to ``plan``; ``section`` unchanged
+    when nothing was tuned or nothing is cached."""
     from codedag.plan import MigrationPlan
 
     model = MigrationPlan.from_dict(plan)
@@ -138,7 +137,6 @@ def tune_warm_epochs(
     section.warm = tune_warm(loader, model, options)
     section.override = sorted(set(section.override) | set(section.warm.changed))
     plan["loader"] = section.model_dump(mode="json")
-    atomic_write_json(out_dir / "migration_plan.json", plan)
     return section
 
 
@@ -161,9 +159,7 @@ def optimize(
         cache_folder=str(out_dir / demo_cache.FOLDER),
     )
     result = manager.optimize(dag, export_dir=out_dir / "optimizer")
-    plan = result["migration_plan"]
-    atomic_write_json(out_dir / "migration_plan.json", plan)
-    return plan, result
+    return result["migration_plan"], result
 
 
 def ran_batched(stats: dict[str, Any]) -> list[str]:
@@ -271,8 +267,9 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     plan, result = optimize(dag, settings, device, out_dir, section)
     progress("optimize", 1, 1)
     progress("warm", 0, 1)
-    section = tune_warm_epochs(loader, plan, section, settings, device, out_dir)
+    section = tune_warm_epochs(loader, plan, section, settings, device)
     progress("warm", 1, 1)
+    atomic_write_json(out_dir / "migration_plan.json", plan)  # final: with the warm settings
 
     kept_opt, stats = _optimized_run(
         plan, section, loader, settings, device, monitor, progress, epochs, out_dir
