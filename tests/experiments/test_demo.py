@@ -35,14 +35,15 @@ def _consistent(result: object) -> None:
     rows = result.placement  # type: ignore[attr-defined]
     migrated = result.migrated_calls  # type: ignore[attr-defined]
     for row in rows:
-        if row["placed"]:
-            assert migrated.get(row["function"], 0) > 0, row
-            assert row["library_ns"] > row["torch_ns"] > 0, row
+        if row.placed:
+            assert migrated.get(row.function, 0) > 0, row
+            assert row.library_ns > row.torch_ns > 0, row
         else:
-            assert migrated.get(row["function"], 0) == 0, row
-    placed = [r["function"] for r in rows if r["placed"]]
+            assert migrated.get(row.function, 0) == 0, row
+    placed = [r.function for r in rows if r.placed]
     verdict = result.verdict  # type: ignore[attr-defined]
-    switched_off = set(result.guard.get("switched_off", {}))  # type: ignore[attr-defined]
+    guard = result.guard  # type: ignore[attr-defined]
+    switched_off = set(guard.switched_off if guard.enabled else {})
     if placed and set(placed) <= switched_off:  # the run-time check measured them slower
         assert "switched it back" in verdict and "faster." not in verdict
         assert all(name in verdict for name in placed)
@@ -74,15 +75,15 @@ def test_image_demo_measures_places_and_matches_the_baseline(
     stages: list[str] = []
     result = run_demo(small("image", tmp_path), lambda s, d, t: stages.append(s))
     assert written.count("migration_plan.json") == 1  # once, with the warm loader settings
-    assert result.equivalence["passed"], result.equivalence
-    assert result.equivalence["labels_equal"] and result.equivalence["batches_compared"] == 2
-    measured = {row["function"] for row in result.placement}
+    assert result.equivalence.passed, result.equivalence
+    assert result.equivalence.labels_equal and result.equivalence.batches_compared == 2
+    measured = {row.function for row in result.placement}
     assert {"cv2.resize", "cv2.warpAffine", "cv2.cvtColor"} <= measured
     (chain,) = result.batched["chains"]  # resize > cvtColor > [flip] > warpAffine > astype
     assert chain["steps"][:2] == ["cv2.resize", "cv2.cvtColor"]
     for row in result.placement:
-        if row["function"].startswith("cv2."):
-            assert row["library_ns"] > 0 and row["torch_ns"] > 0  # both timed
+        if row.function.startswith("cv2."):
+            assert row.library_ns > 0 and row.torch_ns > 0  # both timed
     _consistent(result)
     assert [m.mode for m in result.modes] == ["baseline", "optimization"]
     assert set(stages) == {
@@ -99,6 +100,13 @@ def test_image_demo_measures_places_and_matches_the_baseline(
     assert set(plan["context_device_map"].values()) <= {"cpu"}
     summary = json.loads((tmp_path / "demo_summary.json").read_text())
     assert summary["equivalence"]["passed"] is True and summary["verdict"] == result.verdict
+    written = json.loads(json.dumps(result.to_dict()))  # the typed result, as written
+    assert {k: v for k, v in summary.items() if k != "files"} == {
+        k: v for k, v in written.items() if k != "files"
+    }  # files: the summary names itself only after it is written
+    assert summary["settings"]["task"] == "image" and summary["placement"][0]["function"]
+    assert set(summary["plan_summary"]) == {"contexts_to_migrate", "functions", "notes"}
+    assert summary["guard"]["enabled"] in (True, False) and summary["loader"]["chosen"]
     html = (tmp_path / "report.html").read_text()
     assert "library ms/call" in html and result.verdict.split(",")[0] in html
     assert 'class="cv-samples"' in html and "cv2.warpAffine" in html  # the chain view
@@ -158,10 +166,10 @@ def _batched_consistent(result: object, plan: dict) -> None:
 def test_audio_demo_measures_the_librosa_calls(tmp_path: Path) -> None:
     pytest.importorskip("librosa")
     result = run_demo(small("audio", tmp_path, tune=False))
-    assert result.equivalence["passed"], result.equivalence
-    rows = {row["function"]: row for row in result.placement}
+    assert result.equivalence.passed, result.equivalence
+    rows = {row.function: row for row in result.placement}
     mel = next(r for name, r in rows.items() if "melspectrogram" in name)
-    assert mel["library_ns"] > 0 and mel["torch_ns"] > 0, mel
+    assert mel.library_ns > 0 and mel.torch_ns > 0, mel
     _consistent(result)
     plan = json.loads((tmp_path / "migration_plan.json").read_text())
     _batched_consistent(result, plan)
@@ -218,7 +226,7 @@ def test_image_demo_with_batched_always_runs_the_chain_batched_and_reports_its_s
     if importlib.util.find_spec("tensorboard") is not None:  # codedag[tensorboard]
         for mode in ("baseline", "optimization"):
             assert list((tmp_path / "tensorboard" / mode).glob("events.out.tfevents.*")), mode
-    assert result.equivalence["passed"], result.equivalence  # the verified batched batches
+    assert result.equivalence.passed, result.equivalence  # the verified batched batches
     (chain,) = result.batched["chains"]
     assert chain["batched"] and chain["basis"] == "assumed"
     stats = result.batched["stats"]

@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import codedag.report.demo_report as demo_report
-from codedag.experiments.demo_settings import DemoResult, EpochSummary, ModeSummary
+from codedag.experiments.demo_settings import (
+    DemoResult,
+    DemoSettings,
+    EpochSummary,
+    Equivalence,
+    ModeSummary,
+    PlanSummary,
+)
 
 
 def _demo(device: str = "cpu", **extra: object) -> DemoResult:
@@ -19,15 +26,15 @@ def _demo(device: str = "cpu", **extra: object) -> DemoResult:
         EpochSummary("optimization", 2, 10, 320, 0.0, 0.0),
     ]
     fields = dict(
-        settings={"task": "images", "batches": 20, "batch_size": 32},
+        settings=DemoSettings(task="images", batches=20, batch_size=32),
         device=device,
         modes=modes,
         speedup=2.0,
         migrated_calls={"cv2.resize": 640, "cv2.flip": 0},
         fallbacks={"cv2.warpAffine": 3, "cv2.add": 0},
         fallback_reasons={"cv2.warpAffine": {"dtype": 3}},
-        equivalence={},
-        plan_summary={},
+        equivalence=Equivalence(passed=True, batches_compared=2, max_abs_diff=0.0),
+        plan_summary=PlanSummary(),
         epochs=epochs,
         verdict="2x faster",
         speedup_spread=0.1,

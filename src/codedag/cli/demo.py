@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_summary(result)
-    return 0 if result.equivalence.get("passed") else 1
+    return 0 if result.equivalence.passed else 1
 
 
 def check_sample_count(task: str, batches: int, batch_size: int, epochs: int = 1) -> None:
@@ -195,17 +195,16 @@ def placement_table(result: Any) -> Any:
     for column in columns:
         table.add_column(column, justify="left" if column in ("function", "runs") else "right")
     for row in result.placement:
-        speedup = row.get("speedup")
-        placed = row["placed"]
+        placed = row.placed
         table.add_row(
-            row["function"],
-            str(row["calls"]),
-            f"{row['library_ns'] / 1e6:.2f}" if row["library_ns"] else "-",
-            f"{row['torch_ns'] / 1e6:.2f}" if row["torch_ns"] else "-",
-            "-" if speedup is None else f"{speedup:.2f}x",
-            ("torch" if placed == row["calls"] else f"torch for {placed}")
+            row.function,
+            str(row.calls),
+            f"{row.library_ns / 1e6:.2f}" if row.library_ns else "-",
+            f"{row.torch_ns / 1e6:.2f}" if row.torch_ns else "-",
+            "-" if row.speedup is None else f"{row.speedup:.2f}x",
+            ("torch" if placed == row.calls else f"torch for {placed}")
             if placed
-            else ("its library" if row["library_ns"] else f"its library: {row['reason']}"),
+            else ("its library" if row.library_ns else f"its library: {row.reason}"),
             style="green" if placed else "",
         )
     return table
@@ -294,10 +293,13 @@ def print_cache(cache: dict[str, Any], console: Any) -> None:
 def print_summary(result: Any) -> None:
     """The summary table, migrated calls, fallbacks, equivalence and output files."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from codedag.migrate.stats import GuardSummary
+
     console = Console() if sys.stdout.isatty() else Console(width=150)
-    table = Table(title=f"codedag demo ({result.settings['task']}) on {result.device}")
+    table = Table(title=f"codedag demo ({result.settings.task}) on {result.device}")
     for column in (
         "mode",
         "mean step s ± std",
@@ -328,17 +330,16 @@ def print_summary(result: Any) -> None:
         console.print(placement_table(result))
     if result.loader is not None:
         from codedag.cli.tune import print_section
-        from codedag.plan import LoaderSection
 
-        print_section(LoaderSection.model_validate(result.loader), console)
+        print_section(result.loader, console)
     console.print(result.verdict)
     print_batched(result.batched or {}, console)
     print_cache(result.cache or {}, console)
-    guard = result.guard or {}
-    if guard.get("enabled") and (guard.get("kept") or guard.get("switched_off")):
-        kept = ", ".join(guard.get("kept", [])) or "none"
-        console.print(f"run-time check (first {guard.get('calls')} calls both ways): kept {kept}")
-        for name, why in guard.get("switched_off", {}).items():
+    guard = result.guard
+    if isinstance(guard, GuardSummary) and (guard.kept or guard.switched_off):
+        kept = ", ".join(guard.kept) or "none"
+        console.print(f"run-time check (first {guard.calls} calls both ways): kept {kept}")
+        for name, why in guard.switched_off.items():
             console.print(f"run-time check switched off {name}: {why}", markup=False)
     migrated = {n: c for n, c in result.migrated_calls.items() if c}
     console.print(
@@ -347,10 +348,13 @@ def print_summary(result: Any) -> None:
     fallbacks = {n: c for n, c in result.fallbacks.items() if c}
     console.print("fallbacks: " + (", ".join(f"{n} x{c}" for n, c in fallbacks.items()) or "none"))
     eq = result.equivalence
-    verdict = "[green]equal[/green]" if eq.get("passed") else "[red]DIFFERENT[/red]"
-    console.print(
-        f"equivalence: {verdict} (max |diff| {eq.get('max_abs_diff', float('nan')):.5f}, "
-        f"tolerance {eq.get('tolerance', float('nan')):.5f}, {eq.get('batches_compared', 0)} batches)"
-    )
+    verdict = "[green]equal[/green]" if eq.passed else "[red]DIFFERENT[/red]"
+    if eq.reason is not None:
+        console.print(f"equivalence: {verdict} ({escape(eq.reason)})")
+    else:
+        console.print(
+            f"equivalence: {verdict} (max |diff| {eq.max_abs_diff or 0.0:.5f}, "
+            f"tolerance {eq.tolerance or 0.0:.5f}, {eq.batches_compared or 0} batches)"
+        )
     for name, path in result.files.items():
         console.print(f"{name:>12}: {path}", markup=False)

@@ -25,6 +25,8 @@ from codedag.experiments.demo_settings import (
     DemoResult,
     DemoSettings,
     EpochSummary,
+    Equivalence,
+    PlanSummary,
     epoch_speedups,
 )
 from codedag.experiments.demo_steps import (
@@ -37,6 +39,7 @@ from codedag.experiments.demo_steps import (
 )
 from codedag.experiments.demo_verdict import verdict
 from codedag.graph.model import ExecutionDAG
+from codedag.migrate.stats import GuardSummary, MigrationStats
 from codedag.monitor.model import RunResults
 from codedag.util.io import atomic_write_json
 from codedag.util.paths import output_lock
@@ -162,13 +165,13 @@ def optimize(
     return result["migration_plan"], result
 
 
-def ran_batched(stats: dict[str, Any]) -> list[str]:
+def ran_batched(stats: MigrationStats) -> list[str]:
     """The sample chains the migrated run executed once per batch (none without a batch)."""
-    run = stats.get("batched") or {}
+    run = stats.batched
     return list(run.get("chains", [])) if run.get("enabled") and run.get("batches") else []
 
 
-def batched_summary(plan: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+def batched_summary(plan: dict[str, Any], stats: MigrationStats) -> dict[str, Any]:
     """The plan's sample chains with their batched decision, and the run's batched stats."""
     section = plan.get("batched") or {}
     chains = [
@@ -185,7 +188,7 @@ def batched_summary(plan: dict[str, Any], stats: dict[str, Any]) -> dict[str, An
         }
         for c in section.get("chains", [])
     ]
-    run = stats.get("batched") or {}
+    run = stats.batched
     return {
         "mode": section.get("mode", "auto"),
         "device": section.get("device"),
@@ -274,7 +277,7 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     kept_opt, stats = _optimized_run(
         plan, section, loader, settings, device, monitor, progress, epochs, out_dir
     )
-    cache = demo_cache.cache_summary(plan, stats.get("cache") or {}, stats.get("tables") or {})
+    cache = demo_cache.cache_summary(plan, stats.cache, stats.tables)
 
     progress("check", 0, 1)
     equivalence = check_equivalence(kept_base, kept_opt, settings.task)
@@ -305,9 +308,9 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
             dag_dot,
             plots,
             results.environment,
-            stats.get("cache"),
+            stats.cache,
             chain_view(dag, plan),
-            stats.get("tables"),
+            stats.tables,
         )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))
@@ -328,7 +331,7 @@ def _optimized_run(
     progress: Progress,
     epochs: list[EpochSummary],
     out_dir: Path,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, MigrationStats]:
     """The optimized mode: the plan applied (with the tuned loader, if any) around the same
     training; the batches kept for the check and the migrator's statistics."""
     from codedag.migrate.api import PipelineMigrator
@@ -344,7 +347,7 @@ def _optimized_run(
             kept_opt = train(
                 "optimization", opt_loader, settings, device, monitor, progress, keep, epochs
             )
-        stats = migrator.get_stats().model_dump(mode="json")  # what results.json records
+        stats = migrator.get_stats()
     finally:
         demo_cache.clear(out_dir)  # nothing stays in shared memory
     return kept_opt, stats
@@ -355,22 +358,23 @@ def _demo_result(
     device: str,
     plan: dict[str, Any],
     section: Any,
-    stats: dict[str, Any],
+    stats: MigrationStats,
     results: RunResults,
-    equivalence: dict[str, Any],
+    equivalence: Equivalence,
     files: dict[str, str],
     epochs: list[EpochSummary],
     cache: dict[str, Any],
 ) -> DemoResult:
     """What the demo found: modes, speedup with its spread, placement, verdict and files."""
-    functions = stats.get("functions", {})
+    functions = stats.functions
     modes, optimized = summarize(results)
     speedup = None if optimized is None else optimized["speedup"]
     spread = None if optimized is None else optimized["speedup_spread"]
     difference = None if optimized is None else optimized["difference"]
     rows = placement_rows(plan)
+    guard = stats.guard
     demo = DemoResult(
-        settings=settings.to_dict(),
+        settings=settings,
         device=device,
         modes=modes,
         speedup=speedup,
@@ -378,11 +382,11 @@ def _demo_result(
         fallbacks={n: int(f.get("fell_back", 0)) for n, f in functions.items()},
         fallback_reasons={n: dict(f.get("fallback_reasons", {})) for n, f in functions.items()},
         equivalence=equivalence,
-        plan_summary={
-            "contexts_to_migrate": len(plan.get("context_device_map", {})),
-            "functions": sorted({c["function"] for c in plan.get("calls", []) if c.get("migrate")}),
-            "notes": list(plan.get("notes", [])),
-        },
+        plan_summary=PlanSummary(
+            contexts_to_migrate=len(plan.get("context_device_map", {})),
+            functions=sorted({c["function"] for c in plan.get("calls", []) if c.get("migrate")}),
+            notes=list(plan.get("notes", [])),
+        ),
         placement=rows,
         verdict=verdict(
             rows,
@@ -390,16 +394,16 @@ def _demo_result(
             device,
             plan.get("placement", {}).get("basis", "none"),
             None if section is None or section.keeps_yours else section.chosen.label(),
-            switched_off=stats.get("guard", {}).get("switched_off", {}),
+            switched_off=guard.switched_off if isinstance(guard, GuardSummary) else {},
             batched=ran_batched(stats),
             cached=demo_cache.cache_clause(cache),
             epochs=epoch_speedups(epochs),
             difference=difference,
             spread=spread,
         ),
-        guard=dict(stats.get("guard", {})),
+        guard=guard,
         files=files,
-        loader=None if section is None else section.model_dump(mode="json"),
+        loader=section,
         batched=batched_summary(plan, stats),
         epochs=epochs,
         cache=cache,

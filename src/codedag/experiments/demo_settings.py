@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from codedag.errors import ConfigError
+from codedag.migrate.stats import GuardSummary, Off
+from codedag.plan import LoaderSection
 
 TASKS = ("image", "audio")
 
@@ -120,24 +124,68 @@ def epoch_speedups(epochs: list[EpochSummary]) -> list[float]:
     return out
 
 
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Equivalence(_Record):
+    """The migrated batches against the baseline's: equal within ``tolerance``, or why not
+    (``reason``: the shapes or dtypes differ, and the figures are left out)."""
+
+    passed: bool
+    batches_compared: int | None = None
+    labels_equal: bool | None = None
+    max_abs_diff: float | None = None
+    mean_abs_diff: float | None = None
+    elements_beyond_tolerance: int | None = None
+    elements: int | None = None
+    tolerance: float | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the figures measured, nothing left out as null."""
+        return self.model_dump(exclude_none=True)
+
+
+class PlanSummary(_Record):
+    """The plan in short: contexts and functions it migrates, and its notes."""
+
+    contexts_to_migrate: int = 0
+    functions: list[str] = []
+    notes: list[str] = []
+
+
+class PlacementRow(_Record):
+    """One function calibration measured: its calls, how many the plan placed, the library's
+    and torch's time over all of them (ns) and why it stays (``reason``)."""
+
+    function: str
+    calls: int = 0
+    placed: int = 0
+    library_ns: int = 0
+    torch_ns: int = 0
+    reason: str = ""
+    speedup: float | None = None  # library / torch time; None: torch not timed
+
+
 @dataclass
 class DemoResult:
     """Everything ``codedag demo`` measured and wrote."""
 
-    settings: dict[str, Any]
+    settings: DemoSettings
     device: str
     modes: list[ModeSummary]
     speedup: float | None  # median step times, baseline / optimization, warm-up left out
     migrated_calls: dict[str, int]
     fallbacks: dict[str, int]
     fallback_reasons: dict[str, dict[str, int]]
-    equivalence: dict[str, Any]
-    plan_summary: dict[str, Any]
-    placement: list[dict[str, Any]] = field(default_factory=list)
+    equivalence: Equivalence
+    plan_summary: PlanSummary
+    placement: list[PlacementRow] = field(default_factory=list)
     verdict: str = ""
-    guard: dict[str, Any] = field(default_factory=dict)
+    guard: GuardSummary | Off = field(default_factory=Off)  # the run-time check
     files: dict[str, str] = field(default_factory=dict)
-    loader: dict[str, Any] | None = None  # the plan's loader section, when tuned
+    loader: LoaderSection | None = None  # the plan's loader section, when tuned
     batched: dict[str, Any] = field(default_factory=dict)  # chains, decisions, run-time stats
     epochs: list[EpochSummary] = field(default_factory=list)  # per mode, per epoch
     cache: dict[str, Any] = field(default_factory=dict)  # the plan's cuts and the run's counts
@@ -150,7 +198,16 @@ class DemoResult:
     difference: str | None = None  # faster, slower, or "no difference" (within the spread)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        out = asdict(self)
-        out["epochs"] = [e.to_dict() for e in self.epochs]
+        """JSON-ready form (``demo_summary.json``, ``codedag demo --json``)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(
+            settings=self.settings.to_dict(),
+            modes=[asdict(m) for m in self.modes],
+            equivalence=self.equivalence.to_dict(),
+            plan_summary=self.plan_summary.model_dump(),
+            placement=[r.model_dump() for r in self.placement],
+            guard=self.guard.model_dump(mode="json"),
+            loader=None if self.loader is None else self.loader.model_dump(mode="json"),
+            epochs=[e.to_dict() for e in self.epochs],
+        )
         return out

@@ -9,7 +9,13 @@ from typing import Any
 import numpy as np
 
 from codedag.errors import ConfigError
-from codedag.experiments.demo_settings import DemoSettings, EpochSummary, ModeSummary
+from codedag.experiments.demo_settings import (
+    DemoSettings,
+    EpochSummary,
+    Equivalence,
+    ModeSummary,
+    PlacementRow,
+)
 from codedag.monitor.model import RunResults
 
 Progress = Callable[[str, int, int], None]
@@ -178,7 +184,7 @@ def train(
     return kept
 
 
-def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> dict[str, Any]:
+def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> Equivalence:
     """Compare kept batches; the tolerance is two uint8 levels after normalization (images)."""
     import torch
 
@@ -193,27 +199,27 @@ def check_equivalence(baseline: list[Any], migrated: list[Any], task: str) -> di
     for (x0, y0), (x1, y1) in zip(baseline, migrated):
         labels_equal &= bool(torch.equal(y0, y1))
         if x0.shape != x1.shape or x0.dtype != x1.dtype:
-            return {
-                "passed": False,
-                "reason": f"shape/dtype differ: {tuple(x0.shape)} {x0.dtype} vs "
+            return Equivalence(
+                passed=False,
+                reason=f"shape/dtype differ: {tuple(x0.shape)} {x0.dtype} vs "
                 f"{tuple(x1.shape)} {x1.dtype}",
-            }
+            )
         diff = (x0.double() - x1.double()).abs()
         max_diff = max(max_diff, float(diff.max()))
         mean_diffs.append(float(diff.mean()))
         beyond += int((diff > tolerance).sum())
         elements += diff.numel()
     compared = min(len(baseline), len(migrated))
-    return {
-        "passed": labels_equal and compared > 0 and max_diff <= tolerance,
-        "batches_compared": compared,
-        "labels_equal": labels_equal,
-        "max_abs_diff": max_diff,
-        "mean_abs_diff": float(np.mean(mean_diffs)) if mean_diffs else 0.0,
-        "elements_beyond_tolerance": beyond,
-        "elements": elements,
-        "tolerance": tolerance,
-    }
+    return Equivalence(
+        passed=labels_equal and compared > 0 and max_diff <= tolerance,
+        batches_compared=compared,
+        labels_equal=labels_equal,
+        max_abs_diff=max_diff,
+        mean_abs_diff=float(np.mean(mean_diffs)) if mean_diffs else 0.0,
+        elements_beyond_tolerance=beyond,
+        elements=elements,
+        tolerance=tolerance,
+    )
 
 
 def summarize(results: RunResults) -> tuple[list[ModeSummary], dict[str, Any] | None]:
@@ -242,24 +248,19 @@ def summarize(results: RunResults) -> tuple[list[ModeSummary], dict[str, Any] | 
     return summaries, optimized
 
 
-def placement_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+def placement_rows(plan: dict[str, Any]) -> list[PlacementRow]:
     """The calls the plan measured, one row per function (slowest first) with its decision."""
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, PlacementRow] = {}
     for call in plan.get("calls", []):
         if call.get("basis") == "none" and not call.get("migrate"):
             continue
-        row = rows.setdefault(
-            call["function"],
-            {"function": call["function"], "calls": 0, "placed": 0, "library_ns": 0,
-             "torch_ns": 0, "reason": call.get("reason", "")},
-        )  # fmt: skip
+        name = call["function"]
+        row = rows.setdefault(name, PlacementRow(function=name, reason=call.get("reason", "")))
         n = int(call.get("instance_count", 1) or 1)
-        row["calls"] += n
-        row["placed"] += n if call.get("migrate") else 0
-        row["library_ns"] += int(call.get("original_ns") or 0) * n
-        row["torch_ns"] += int(call.get("backend_ns") or 0) * n
-    out = []
+        row.calls += n
+        row.placed += n if call.get("migrate") else 0
+        row.library_ns += int(call.get("original_ns") or 0) * n
+        row.torch_ns += int(call.get("backend_ns") or 0) * n
     for row in rows.values():
-        row["speedup"] = row["library_ns"] / row["torch_ns"] if row["torch_ns"] else None
-        out.append(row)
-    return sorted(out, key=lambda r: -r["library_ns"])
+        row.speedup = row.library_ns / row.torch_ns if row.torch_ns else None
+    return sorted(rows.values(), key=lambda r: -r.library_ns)

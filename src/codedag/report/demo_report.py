@@ -36,12 +36,12 @@ def write_demo_report(
     return write_html_report(
         path,
         ReportContent(
-            title=f"codedag demo ({demo.settings.get('task')})",
-            subtitle=f"{demo.settings.get('batches')} batches of {demo.settings.get('batch_size')} "
+            title=f"codedag demo ({demo.settings.task})",
+            subtitle=f"{demo.settings.batches} batches of {demo.settings.batch_size} "
             f"per mode on {demo.device}",
             summary_columns=columns,
             summary_rows=rows,
-            equivalence=demo.equivalence,
+            equivalence=demo.equivalence.to_dict(),
             plan=plan,
             dag_svg=dag_svg,
             dag_dot=None if dag_svg else dag_dot,
@@ -52,7 +52,7 @@ def write_demo_report(
             environment={k: environment.get(k) for k in ENVIRONMENT_KEYS}
             | {"device used": demo.device},
             notes=notes,
-            loader=demo.loader,
+            loader=None if demo.loader is None else demo.loader.model_dump(mode="json"),
             epoch_columns=epoch_columns,
             epoch_rows=epoch_rows,
             cache=plan.get("cache"),
