@@ -33,6 +33,6 @@ def test_a_tuned_loader_starts_untimed_and_draws_the_baselines_first_epoch(
     )
     kept_tuned = train("optimization", tuned, settings, "cpu", monitor, lambda *a: None, keep=2)
     result = check_equivalence(kept_base[:2], kept_tuned[:2], "image")  # the first epoch's
-    assert result["passed"] and result["labels_equal"] and result["batches_compared"] == 2
+    assert result.passed and result.labels_equal and result.batches_compared == 2
     modes = monitor.to_dict()["modes"]
     assert modes["optimization"]["summary"]["num_batches"] == 5  # three epochs ran
