@@ -20,6 +20,7 @@ rounding.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -166,37 +167,85 @@ def _apply_taps(x: torch.Tensor, dim: int, idx: np.ndarray, w: torch.Tensor) -> 
     return out
 
 
-def _linear_u8_exact(x: torch.Tensor, tx: Taps, ty: Taps) -> torch.Tensor:
+@dataclass(frozen=True)
+class _LinearU8Plan:
+    """One uint8 bilinear resize's taps on its device, both taps of an axis side by side.
+
+    Attributes:
+        rows: ``(R, 1)`` source rows the vertical taps read, or ``None`` (nearly all rows).
+        cols: ``(1, 2 * dw)`` (``(2 * dw,)`` without ``rows``) source columns: first taps,
+            then second taps.
+        wx: ``(1, 1, 2 * dw, 1)`` int32 horizontal weights, 11-bit fixed point.
+        iy: ``(2 * dh,)`` rows of the horizontal result (renumbered into ``rows``).
+        wy: ``(1, 2 * dh, 1, 1)`` int32 vertical weights, 11-bit fixed point.
+        bias: ``(1, 2 * dh, 1, 1)`` int32: cv2's final ``+ 2`` before ``>> 2``, moved before the
+            first tap's ``>> 16`` (as ``2 << 16``: a right shift is a floor division).
+    """
+
+    rows: torch.Tensor | None
+    cols: torch.Tensor
+    wx: torch.Tensor
+    iy: torch.Tensor
+    wy: torch.Tensor
+    bias: torch.Tensor
+
+
+@lru_cache(maxsize=256)
+def _linear_u8_plan(
+    sw: int,
+    sh: int,
+    dw: int,
+    dh: int,
+    ifx: float,
+    ify: float,
+    mode: int,
+    device: torch.device,
+) -> _LinearU8Plan:
+    """The taps of :func:`_linear_u8_exact`, built once per sizes, scales, mode and device: a
+    call then uploads nothing."""
+    ix, wx = axis_taps(sw, dw, ifx, mode, False)
+    iy, wy = axis_taps(sh, dh, ify, mode, False, vertical=True)
+    rows, iy = _used_rows(iy, sh)
+    cols = torch.as_tensor(np.concatenate([ix[:, 0], ix[:, 1]]), device=device)
+    qx, qy = _quantized(wx), _quantized(wy)
+    bias = np.zeros(2 * dh, np.int32)
+    bias[:dh] = 2 << 16
+    return _LinearU8Plan(
+        rows=None if rows is None else torch.as_tensor(rows, device=device).view(-1, 1),
+        cols=cols if rows is None else cols.view(1, -1),
+        wx=torch.as_tensor(np.concatenate([qx[:, 0], qx[:, 1]]), device=device).view(1, 1, -1, 1),
+        iy=torch.as_tensor(np.concatenate([iy[:, 0], iy[:, 1]]), device=device),
+        wy=torch.as_tensor(np.concatenate([qy[:, 0], qy[:, 1]]), device=device).view(1, -1, 1, 1),
+        bias=torch.as_tensor(bias, device=device).view(1, -1, 1, 1),
+    )
+
+
+def _linear_u8_exact(x: torch.Tensor, plan: _LinearU8Plan) -> torch.Tensor:
     """cv2's fixed-point bilinear for uint8: 11-bit weights, SIMD vertical rounding.
 
-    Horizontal pass on the source rows the vertical taps read (uint8 gathers, then int32,
-    ``>> 4``), vertical pass ``((h0 * wy0) >> 16) + ((h1 * wy1) >> 16) + 2 >> 2`` on gathered
-    rows; every product in place on int32 (a promoting product is a slow pass). Weights sum to
+    Horizontal pass on the source rows the vertical taps read, ``(x0 * wx0 + x1 * wx1) >> 4``;
+    vertical pass ``((h0 * wy0) >> 16) + ((h1 * wy1) >> 16) + 2 >> 2``. Each pass gathers both
+    taps at once, then adds its two halves: 13 aten ops a call, nothing uploaded. Weights sum to
     2048 on each axis, so the result never exceeds 255.
     """
-    dev = x.device
-    wx, wy = _quantized(tx[1], dev), _quantized(ty[1], dev)
-    iy = ty[0]
-    rows, iy = _used_rows(iy, int(x.shape[1]))
-    if rows is not None:
-        x = x.index_select(1, torch.as_tensor(rows, device=dev))
-    ix = torch.as_tensor(tx[0], device=dev)
-    h = x.index_select(2, ix[:, 0]).to(torch.int32).mul_(wx[:, 0].view(1, 1, -1, 1))
-    h += x.index_select(2, ix[:, 1]).to(torch.int32).mul_(wx[:, 1].view(1, 1, -1, 1))
+    if plan.rows is None:
+        g = x.index_select(2, plan.cols)
+    else:
+        g = x[:, plan.rows, plan.cols]
+    h = g.to(torch.int32).mul_(plan.wx)  # in place: a promoting product is a slow pass on CPU
+    first, second = h.chunk(2, 2)
+    h = first + second  # on CPU 3x faster than a sum over a size-2 axis
     h >>= 4
-    iy_t = torch.as_tensor(iy, device=dev)
-    s0 = h.index_select(1, iy_t[:, 0]).mul_(wy[:, 0].view(1, -1, 1, 1))
-    s0 >>= 16
-    s1 = h.index_select(1, iy_t[:, 1]).mul_(wy[:, 1].view(1, -1, 1, 1))
-    s1 >>= 16
-    s0 += s1
-    s0 += 2
-    s0 >>= 2
-    return s0.to(torch.uint8)
+    v = torch.addcmul(plan.bias, h.index_select(1, plan.iy), plan.wy)
+    v >>= 16
+    first, second = v.chunk(2, 1)
+    out = first + second
+    out >>= 2
+    return out.to(torch.uint8)
 
 
-def _quantized(w: np.ndarray, dev: torch.device) -> torch.Tensor:
-    return torch.as_tensor(np.round(w * _COEF_SCALE).astype(np.int32), device=dev)
+def _quantized(w: np.ndarray) -> np.ndarray:
+    return np.round(w * _COEF_SCALE).astype(np.int32)
 
 
 def _used_rows(iy: np.ndarray, height: int) -> tuple[np.ndarray | None, np.ndarray]:
@@ -336,10 +385,11 @@ def resize(
         iy = torch.as_tensor(ty[0][:, 0], device=x.device)
         ix = torch.as_tensor(tx[0][:, 0], device=x.device)
         return like_input(x.index_select(1, iy).index_select(2, ix), src)
-    if src.dtype == torch.uint8 and mode == INTER_LINEAR:
-        return like_input(_linear_u8_exact(x, tx, ty), src)
-    if src.dtype == torch.uint8 and mode == INTER_AREA and not area_down:
-        return like_input(_linear_u8_exact(x, tx, ty), src)
+    if src.dtype == torch.uint8 and (
+        mode == INTER_LINEAR or (mode == INTER_AREA and not area_down)
+    ):
+        plan = _linear_u8_plan(sw, sh, dw, dh, ifx, ify, mode, x.device)
+        return like_input(_linear_u8_exact(x, plan), src)
     if src.dtype == torch.uint8 and area_fast and area_down:
         return like_input(_area_fast_u8(x, isx, isy, dw, dh), src)
     wdt = work_dtype(src.dtype)
