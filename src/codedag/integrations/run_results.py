@@ -72,7 +72,8 @@ class AcceleratedRun(BaseModel):
     dataset: str = ""
     device: str = ""
     plan_status: str = "not planned"
-    """``applied``, ``applied (stored plan)``, ``skipped`` or ``not planned``."""
+    """``applied``, ``nothing to apply`` (the plan changes nothing, so the loader runs as it
+    is), either with `` (stored plan)``, ``skipped`` or ``not planned``."""
     plan_reason: str = ""
     plan_key: str = ""
     plan_path: str = ""

@@ -80,6 +80,7 @@ def summary_lines(
     lines.extend(_epoch_lines(results))
     if results.plan_status.startswith("applied"):
         lines.append(_cache_line(results.cache))
+    if results.plan_status.startswith(("applied", "nothing to apply")):
         lines.extend(_decision_lines("moved", results.moved))
         lines.extend(_decision_lines("kept", results.kept))
     return lines

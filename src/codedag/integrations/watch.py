@@ -8,7 +8,9 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
 * with a plan stored for this pipeline (:mod:`.plan_store`), applies it before the first epoch;
 * else, once the first epoch has ended (its iterator exhausted, or the loader iterated again),
   traces one batch and plans it (:func:`.autoplan.plan_loader`), with every random generator put
-  back, and applies the plan (``PipelineMigrator.apply``) before the next epoch starts;
+  back, and applies the plan (``PipelineMigrator.apply``) before the next epoch starts; a plan
+  that changes nothing (no function replaced, no batched chain, prefix cache, lookup table or
+  loader setting) is restored at once and reported as ``nothing to apply``;
 * on :meth:`close`, restores everything the plan patched and fills the run's results.
 
 The iterator the script receives yields the loader's own batches, unchanged; it forwards
@@ -213,7 +215,7 @@ class LoaderWatch:
         self._tried = True
         self.results.plan_path = str(plan_path(key))
         if self._apply(plan):
-            self.results.plan_status = "applied (stored plan)"
+            self.results.plan_status += " (stored plan)"
 
     def _plan_and_apply(self) -> None:
         from codedag.integrations.autoplan import plan_loader
@@ -243,12 +245,20 @@ class LoaderWatch:
             with _working(), preserved_random_state(self.loader), held_logs():
                 migrator = PipelineMigrator(plan)
                 migrator.apply()
+                idle = changes_nothing(migrator)
+                if idle:
+                    migrator.restore()
         except Exception as error:
             self._skip(f"the plan could not be applied: {type(error).__name__}: {error}")
             return False
-        self.migrator, self.plan = migrator, plan
-        self.results.plan_status = "applied"
+        self.plan = plan
         self.results.moved, self.results.kept = decisions(plan)
+        if idle:  # the loader runs as it is: say so, rather than 'applied', and hold no patch
+            self.results.plan_status = "nothing to apply"
+            self.results.plan_reason = "the plan moves, batches, caches and tabulates nothing"
+            return True
+        self.migrator = migrator
+        self.results.plan_status = "applied"
         return True
 
     def _skip(self, reason: str) -> None:
@@ -275,6 +285,16 @@ class LoaderWatch:
                 finally:
                     self.results.cache = cache_figures(migrator.get_stats().get("cache") or {})
             return self.results
+
+
+def changes_nothing(migrator: Any) -> bool:
+    """Whether an applied ``PipelineMigrator`` replaced no function and runs no batched chain,
+    prefix cache, lookup table or loader setting."""
+    if migrator.patched_functions():
+        return False
+    stats = migrator.get_stats()
+    sections = ("batched", "cache", "tables")
+    return stats["loader"] is None and not any(stats[k].get("enabled") for k in sections)
 
 
 def decisions(plan: dict[str, Any]) -> tuple[list[Decision], list[Decision]]:
