@@ -57,6 +57,10 @@ def _plan(name: str, files: file_pipelines.Files) -> dict[str, Any]:
         from codedag.trace import trace_dataloader
 
         loader = DataLoader(PIPELINES[name][0](files), batch_size=4, shuffle=False)
+        # Python's random is not traced: the cut stays before a random flip only when the traced
+        # samples differ (with seed 0 some flip and some do not in every batch)
+        random.seed(0)
+        np.random.seed(0)
         tracer, _ = trace_dataloader(loader)
         manager = OptimizerManager(k=1, target_device="cpu", cache="auto")
         _PLANS[name] = manager.optimize(tracer.dag)["migration_plan"]
