@@ -26,10 +26,13 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 LAUNCHER = textwrap.dedent(
     """
+    import faulthandler
     import sys
     from collections import Counter
 
     from codedag.cli.main import main
+
+    faulthandler.enable()  # a crash prints every thread's stack to stderr, which the test shows
     from codedag.monitor.experiment import ExperimentMonitor
 
     counts = Counter()

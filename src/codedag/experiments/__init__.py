@@ -5,6 +5,8 @@
   and its summary
 * :mod:`.demo_data`: Synthetic Kaggle-like data for ``codedag demo``: nothing is downloaded
 * :mod:`.demo_settings`: Settings and result records of ``codedag demo``
+* :mod:`.demo_verdict`: The one-sentence verdict of ``codedag demo``: an ordered list of rules,
+  the first that applies decides
 * :mod:`.demo_steps`: The steps of ``codedag demo``: device choice, loader, monitored training,
   checks, figures
 * :mod:`.docker`: Docker: is there a client, an engine, an NVIDIA runtime?
