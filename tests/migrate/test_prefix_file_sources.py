@@ -63,7 +63,12 @@ def _plan(name: str, files: file_pipelines.Files) -> dict[str, Any]:
         np.random.seed(0)
         tracer, _ = trace_dataloader(loader)
         manager = OptimizerManager(k=1, target_device="cpu", cache="auto")
-        _PLANS[name] = manager.optimize(tracer.dag)["migration_plan"]
+        plan = manager.optimize(tracer.dag)["migration_plan"]
+        # the cache alone: a call placed through torch (librosa's melspectrogram, where the
+        # machine measures it faster) is equal within its tolerance only, not bit for bit
+        plan["context_device_map"] = {}
+        plan["calls"] = [{**c, "migrate": False, "device": "cpu"} for c in plan["calls"]]
+        _PLANS[name] = plan
     return _PLANS[name]
 
 
