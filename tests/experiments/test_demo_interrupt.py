@@ -108,11 +108,11 @@ class Demo:
         err = self.stderr_path.read_text()
         case = f"{self.mode}/{self.signame}/workers={self.workers}"
         expected_code = 143 if self.signame == "SIGTERM" else 130
-        assert self.proc.returncode == expected_code, (case, err)
+        assert self.proc.returncode == expected_code, f"{case}: exit {self.proc.returncode}\n{err}"
         # codedag's own report is one line; a DataLoader worker (or torch's fd-sharing thread)
         # interrupted mid-handshake may still print its own traceback after it (docs say so)
         ours = [line for line in err.splitlines() if line.startswith("codedag demo:")]
-        assert ours and ours[-1].startswith("codedag demo: interrupted"), (case, err)
+        assert ours and ours[-1].startswith("codedag demo: interrupted"), f"{case}\n{err}"
         if self.workers:
             assert len(self.children) >= self.workers, case  # the workers were running
         _, alive = psutil.wait_procs(self.children, timeout=0.5)
