@@ -8,7 +8,7 @@ a trust boundary: it holds decoded samples, and what is read from it reaches use
   must belong to this user and give nothing to group or others, and none may be a link: a
   folder another user made first, a link, or one anyone else may use is refused (the tier is
   off; the run goes on with the other tier or without the cache).
-* **Key.** Every value is stored with a keyed hash (HMAC-SHA256) of its key, header and bytes,
+* **Key.** Every value is stored with a keyed hash (a 128-bit xxh3 keyed by the store's secret) of its key, header and bytes,
   under a secret key kept in a 0600 file of the cache folder (:func:`secret`): a value the cache
   did not write itself never verifies, whatever checksum it carries.
 * **Place.** A tier on a network filesystem (NFS, SMB, Lustre, ...) is refused: LMDB's locks

@@ -36,9 +36,10 @@ import xxhash
 import codedag.backends.libraries as libraries
 from codedag.store.entry import dtype_str
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """The cache's format, part of every key: entries of another format are never looked up (2: values
-tagged with the store's secret key instead of an xxh3 checksum)."""
+tagged with the store's secret key instead of an xxh3 checksum; 3: the tag a keyed xxh3, not
+HMAC-SHA256)."""
 _MEMO_ENTRIES = 200_000
 
 
