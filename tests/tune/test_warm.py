@@ -84,8 +84,12 @@ def test_a_plan_that_caches_nothing_is_refused(loader: DataLoader[Any]) -> None:
 def test_a_chain_the_cache_gives_up_measures_no_warm_epoch_and_keeps_the_workers(
     loader: DataLoader[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from codedag.migrate.prefix.session import Session
+
     monkeypatch.setattr(choice, "beats", lambda *_a, **_k: True)  # in process measured faster
-    result = warm.tune_warm(loader, _plan(), _options(), judge_after=1)  # tiny images: given up
+    judge = Session.judge  # storing a value is judged to cost more than computing it: given up
+    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, 0, s + 1))
+    result = warm.tune_warm(loader, _plan(), _options(), judge_after=1)
     assert result.hit_rate < 0.9
     assert result.chosen == COLD and not result.changed
     assert "of the timed lookups were hits" in result.reason
