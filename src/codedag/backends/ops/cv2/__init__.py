@@ -8,6 +8,7 @@ canonical names to the backends, which are also attributes of this package
 (``codedag.backends.ops.cv2.resize``). Every function not declared here keeps running in cv2.
 
 * :mod:`._adapter`: The cv2 adapter and the declaration helper of the cv2 ops
+* :mod:`._arith_checks`: Declared checks of the arithmetic of :mod:`.arith`, and cv2's norm types
 * :mod:`._common`: Shared helpers of the cv2 backends: constants, dtypes, cv2 rounding and
   saturation, borders
 * :mod:`._correlate`: cv2's filter engine on torch: borders, anchors, output depths, separable and

@@ -18,27 +18,30 @@ import torch
 
 from codedag.backends.contract import Tolerance
 from codedag.backends.ops.cv2._adapter import op
+from codedag.backends.ops.cv2._arith_checks import (
+    ARITH_DTYPES,
+    NORM_INF,
+    NORM_L1,
+    NORM_L2,
+    NORM_MINMAX,
+    check_absdiff,
+    check_add,
+    check_add_weighted,
+    check_convert_scale_abs,
+    check_lut,
+    check_multiply,
+    check_normalize,
+)
 from codedag.backends.ops.cv2._common import (
-    CV_8S,
-    CV_16S,
-    CV_16U,
-    CV_32S,
     DEPTH_TO_DTYPE,
     as_nhwc,
     channels,
-    channels_of,
     check_image,
-    finite,
-    is_int,
-    is_number,
-    mat_shape,
     saturate,
-    scalar_reason,
     scalar_values,
 )
 from codedag.errors import UnsupportedOperation
 
-NORM_INF, NORM_L1, NORM_L2, NORM_MINMAX = 1, 2, 4, 32
 _TESTED = (torch.uint8, torch.float32, torch.float64)  # the input dtypes tested against cv2
 
 
@@ -298,141 +301,36 @@ def LUT(src: torch.Tensor, lut: object, dst: object = None) -> torch.Tensor:
     return out[..., 0] if src.dim() == 3 else out
 
 
-# -- declared checks ---------------------------------------------------------------------------
-
-
-def _operand_reason(src1: Any, src2: Any, dtype: Any, scalars: bool = True) -> str | None:
-    if not is_int(dtype) or (int(dtype) >= 0 and int(dtype) not in _DEPTHS):
-        return f"dtype {dtype!r} is not one of cv2's depths {sorted(_DEPTHS)}"
-    if isinstance(src2, np.ndarray):
-        if mat_shape(src2) != mat_shape(src1):
-            return f"operands of shapes {src1.shape} and {src2.shape}"
-        if src2.dtype != src1.dtype and int(dtype) < 0:
-            return f"operands of dtypes {src1.dtype} and {src2.dtype} without dtype="
-        if src2.dtype.name not in _ARITH:
-            return f"src2: dtype {src2.dtype} is not supported"
-        return None
-    if not scalars:
-        return f"src2: {type(src2).__name__}; expected an array"
-    if channels_of(src1) > 4:
-        return f"a Scalar operand with {channels_of(src1)} channels (cv2 takes up to 4)"
-    if src1.size <= 4:
-        return "an array of at most 4 values with a Scalar: cv2 treats both as Scalars"
-    return scalar_reason(src2)
-
-
-def check_add(
-    src1: object, src2: object, dst: object = None, mask: object = None, dtype: object = -1
-) -> str | None:
-    """Arrays of one shape and dtype (or ``dtype=``), or a Scalar; no mask."""
-    if mask is not None:
-        return "a mask is not supported"
-    return _operand_reason(src1, src2, dtype)
-
-
-def check_absdiff(src1: object, src2: object, dst: object = None) -> str | None:
-    """Arrays of one shape and dtype, or a Scalar."""
-    return _operand_reason(src1, src2, -1)
-
-
-def check_multiply(
-    src1: object, src2: object, dst: object = None, scale: object = 1, dtype: object = -1
-) -> str | None:
-    """As ``add``, with a numeric scale."""
-    if not is_number(scale):
-        return f"scale {scale!r} is not a number"
-    return _operand_reason(src1, src2, dtype)
-
-
-def check_add_weighted(
-    src1: object,
-    alpha: object,
-    src2: object,
-    beta: object,
-    gamma: object,
-    dst: object = None,
-    dtype: object = -1,
-) -> str | None:
-    """Two arrays of one shape and dtype (or ``dtype=``), numeric factors."""
-    if not all(is_number(v) for v in (alpha, beta, gamma)):
-        return f"factors {(alpha, beta, gamma)!r} are not numbers"
-    return _operand_reason(src1, src2, dtype, scalars=False)
-
-
-def check_convert_scale_abs(
-    src: object, dst: object = None, alpha: object = 1, beta: object = 0
-) -> str | None:
-    """Numeric factors."""
-    if not (is_number(alpha) and is_number(beta)):
-        return f"factors {(alpha, beta)!r} are not numbers"
-    return None
-
-
-def check_normalize(
-    src: Any,
-    dst: Any = None,
-    alpha: Any = 1,
-    beta: Any = 0,
-    norm_type: Any = NORM_L2,
-    dtype: Any = -1,
-    mask: Any = None,
-) -> str | None:
-    """MINMAX, INF, L1 or L2 norms to a known depth; no mask."""
-    if mask is not None:
-        return "a mask is not supported"
-    if not (is_number(alpha) and is_number(beta)):
-        return f"alpha, beta {(alpha, beta)!r} are not numbers"
-    if not is_int(norm_type) or int(norm_type) not in (NORM_INF, NORM_L1, NORM_L2, NORM_MINMAX):
-        return f"norm_type {norm_type!r} unsupported; expected NORM_INF, L1, L2 or MINMAX"
-    if not is_int(dtype) or (int(dtype) >= 0 and int(dtype) not in _DEPTHS):
-        return f"dtype {dtype!r} is not one of cv2's depths {sorted(_DEPTHS)}"
-    if src.dtype.kind == "f" and not finite(src):
-        return "non-finite values (cv2's norms of NaN and inf are not reproduced)"
-    return None
-
-
-def check_lut(src: Any, lut: Any, dst: Any = None) -> str | None:
-    """A table of 256 entries, with 1 or the image's channels."""
-    if not isinstance(lut, np.ndarray) or lut.dtype.name not in _LUT_DTYPES:
-        return f"lut: {type(lut).__name__} {getattr(lut, 'dtype', '')}; expected a NumPy table"
-    cn = int(lut.shape[2]) if lut.ndim == 3 else 1
-    total = lut.size // cn
-    if total != 256 or cn not in (1, channels_of(src)) or lut.ndim > 3:
-        return f"lut of shape {lut.shape} for an image of {channels_of(src)} channels"
-    return None
-
-
-_DEPTHS = frozenset(DEPTH_TO_DTYPE) - {CV_16U, CV_8S, CV_16S, CV_32S}
-_LUT_DTYPES = frozenset({"uint8", "int8", "uint16", "int16", "int32", "float32", "float64"})
 _OPERANDS = "arrays or Scalars (a number applies to every channel, a tuple per channel)"
-_ARITH = frozenset({"uint8", "float32", "float64"})
 _FACTORS = {"alpha": "[N]", "beta": "[N]", "gamma": "[N]"}
+_SCALARS = "[N] or [N,k] Scalars"
+
+
+def _ties(note: str, atol: float = 0.0, rtol: float = 0.0) -> Tolerance:
+    """A tolerance that lets up to 1% of the values round a .5 tie the other way (by 1)."""
+    return Tolerance(atol=atol, rtol=rtol, max_mismatch_frac=0.01, mismatch_atol=1.0, note=note)
+
+
 OPS = [
-    op(
-        "cv2.add",
-        add,
-        reproduces=f"{_OPERANDS}, `dtype`; no mask",
-        check=check_add,
-        dtypes=_ARITH,
-        per_sample={"src2": "[N] or [N,k] Scalars"},
-        tolerance=Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
-    ),
-    op(
-        "cv2.subtract",
-        subtract,
-        reproduces=f"{_OPERANDS}, `dtype`; no mask",
-        check=check_add,
-        dtypes=_ARITH,
-        per_sample={"src2": "[N] or [N,k] Scalars"},
-        tolerance=Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
+    *(
+        op(
+            f"cv2.{backend.__name__}",
+            backend,
+            reproduces=f"{_OPERANDS}, `dtype`; no mask",
+            check=check_add,
+            dtypes=ARITH_DTYPES,
+            per_sample={"src2": _SCALARS},
+            tolerance=Tolerance(note="exact (scalars rounded to integers first, as cv2)"),
+        )
+        for backend in (add, subtract)
     ),
     op(
         "cv2.absdiff",
         absdiff,
         reproduces=_OPERANDS,
         check=check_absdiff,
-        dtypes=_ARITH,
-        per_sample={"src2": "[N] or [N,k] Scalars"},
+        dtypes=ARITH_DTYPES,
+        per_sample={"src2": _SCALARS},
         tolerance=Tolerance(note="exact"),
     ),
     op(
@@ -440,14 +338,12 @@ OPS = [
         multiply,
         reproduces=f"{_OPERANDS}, `scale`, `dtype`",
         check=check_multiply,
-        dtypes=_ARITH,
-        per_sample={"src2": "[N] or [N,k] Scalars", "scale": "[N]"},
-        tolerance=Tolerance(
+        dtypes=ARITH_DTYPES,
+        per_sample={"src2": _SCALARS, "scale": "[N]"},
+        tolerance=_ties(
+            "float: product order; uint8 with a fractional scale: rare .5 ties",
             atol=1e-6,
             rtol=1e-6,
-            max_mismatch_frac=0.01,
-            mismatch_atol=1.0,
-            note="float: product order; uint8 with a fractional scale: rare .5 ties",
         ),
     ),
     op(
@@ -455,15 +351,12 @@ OPS = [
         addWeighted,
         reproduces="alpha, beta, gamma, `dtype`",
         check=check_add_weighted,
-        dtypes=_ARITH,
+        dtypes=ARITH_DTYPES,
         per_sample=_FACTORS,
-        tolerance=Tolerance(
+        tolerance=_ties(
+            "cv2's float32 fused multiply-adds are emulated exactly; margin for float32 rounding",
             atol=1e-4,
             rtol=1e-6,
-            max_mismatch_frac=0.01,
-            mismatch_atol=1.0,
-            note="cv2's float32 fused multiply-adds are emulated exactly; margin for float32 "
-            "rounding",
         ),
     ),
     op(
@@ -471,12 +364,10 @@ OPS = [
         convertScaleAbs,
         reproduces="alpha, beta",
         check=check_convert_scale_abs,
-        dtypes=_ARITH,
+        dtypes=ARITH_DTYPES,
         per_sample={"alpha": "[N]", "beta": "[N]"},
-        tolerance=Tolerance(
-            max_mismatch_frac=0.01,
-            mismatch_atol=1.0,
-            note="cv2's float32 fused multiply-add is emulated exactly; margin for rare .5 ties",
+        tolerance=_ties(
+            "cv2's float32 fused multiply-add is emulated exactly; margin for rare .5 ties"
         ),
     ),
     op(
@@ -484,14 +375,12 @@ OPS = [
         normalize,
         reproduces="NORM_MINMAX, NORM_INF, NORM_L1, NORM_L2, alpha/beta, dtype",
         check=check_normalize,
-        dtypes=_ARITH,
+        dtypes=ARITH_DTYPES,
         per_sample={"alpha": "[N]", "beta": "[N]"},
-        tolerance=Tolerance(
+        tolerance=_ties(
+            "norms in float64 per image; integer outputs may round a .5 tie the other way",
             atol=1e-5,
             rtol=1e-5,
-            max_mismatch_frac=0.01,
-            mismatch_atol=1.0,
-            note="norms in float64 per image; integer outputs may round a .5 tie the other way",
         ),
     ),
     op(
