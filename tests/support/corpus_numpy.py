@@ -403,8 +403,8 @@ def _tile(name: str) -> Labeled:
     return cases
 
 
-_ELEMENTWISE_UNARY = [f"numpy.{n}" for n in (*elementwise._UNARY, *elementwise._PREDICATE)]
-_ELEMENTWISE_BINARY = [f"numpy.{n}" for n in (*elementwise._ARITH, *elementwise._COMPARE)]
+_ELEMENTWISE_UNARY = [f"numpy.{n}" for n in (*elementwise.UNARY, *elementwise.PREDICATE)]
+_ELEMENTWISE_BINARY = [f"numpy.{n}" for n in (*elementwise.ARITH, *elementwise.COMPARE)]
 _CORPUS: dict[str, Callable[[str], Labeled]] = {
     **dict.fromkeys(_ELEMENTWISE_UNARY, _unary),
     **dict.fromkeys(_ELEMENTWISE_BINARY, _binary),
