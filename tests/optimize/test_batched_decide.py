@@ -142,16 +142,14 @@ def test_optimize_auto_measures_each_chain_and_caches_it(tmp_path: Any) -> None:
     dag = _trace(Flipping())
     cache = CalibrationCache(tmp_path / "c.json")
     manager = OptimizerManager(k=1, target_device="cpu", calibration_options={"cache": cache})
-    plan = manager.optimize(dag)["migration_plan"]
-    (chain,) = MigrationPlan.from_dict(plan).batched.chains
+    result = manager.optimize(dag)
+    (chain,) = MigrationPlan.from_dict(result["migration_plan"]).batched.chains
     assert chain.basis == "measured"
     assert chain.original_ns and chain.batched_ns and chain.backend_calls
     assert "sample by sample with the libraries vs" in chain.reason
-    measured = manager.chain_measurements["chain0"]  # type: ignore[index]
-    assert not measured.cached
+    assert not result.measurements.chains["chain0"].cached
     again = OptimizerManager(k=1, target_device="cpu", calibration_options={"cache": cache})
-    again.optimize(dag)
-    assert again.chain_measurements["chain0"].cached  # type: ignore[index]
+    assert again.optimize(dag).measurements.chains["chain0"].cached
 
 
 class _Plain(Flipping):
@@ -164,8 +162,7 @@ class _Plain(Flipping):
 def test_a_second_optimize_never_plans_with_the_first_dags_measurements(tmp_path: Any) -> None:
     cache = CalibrationCache(tmp_path / "c.json")
     manager = OptimizerManager(k=1, target_device="cpu", calibration_options={"cache": cache})
-    manager.optimize(_trace(Flipping()))
-    assert list(manager.chain_measurements or {}) == ["chain0"]
-    plan = manager.optimize(_trace(_Plain()))["migration_plan"]
-    assert manager.chain_measurements == {}  # measured for this DAG, not kept from the first
-    assert not (plan.get("batched") or {}).get("chains")
+    assert list(manager.optimize(_trace(Flipping())).measurements.chains) == ["chain0"]
+    result = manager.optimize(_trace(_Plain()))
+    assert not result.measurements.chains  # measured for this DAG, not kept from the first
+    assert not (result["migration_plan"].get("batched") or {}).get("chains")

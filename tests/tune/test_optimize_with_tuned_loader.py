@@ -62,9 +62,8 @@ def test_the_tuned_workers_and_threads_decide_how_calls_are_measured(
     OptimizerManager(k=2, target_device="cpu", loader=_section(1, None)).optimize(dag)
     assert calibrations[-1]["threads"] == 1  # PyTorch's one thread per worker
     # Calls migrated one by one in workers run on the CPU there, whatever the target:
-    cuda = OptimizerManager(k=2, target_device="cuda:0", loader=_section(2, 1))
-    cuda.optimize(dag)
-    assert calibrations[-1]["device"] == "cpu" and cuda.calibration_problem is None
+    cuda = OptimizerManager(k=2, target_device="cuda:0", loader=_section(2, 1)).optimize(dag)
+    assert calibrations[-1]["device"] == "cpu" and cuda.measurements.problem is None
 
 
 def test_codedag_optimize_takes_the_loader_of_a_tuned_plan(

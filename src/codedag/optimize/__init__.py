@@ -22,6 +22,8 @@
   graph
 * :mod:`.isomorphism`: Grouping subgraphs into isomorphism classes, exactly
 * :mod:`.manager`: OptimizerManager: coarsen, partition, refine and plan, in three stages
+* :mod:`.measurements`: What a plan is made from, measured once per DAG: one frozen value passed
+  to the passes
 * :mod:`.partition`: K-way partitioning: k centers, then greedy region growing from them
 * :mod:`.placement`: The placement rule: a call leaves the CPU only when a measurement says it wins
 * :mod:`.plan_builder`: The migration plan of a partitioned, coarsened DAG: every call with its

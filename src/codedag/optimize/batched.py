@@ -20,6 +20,7 @@ them to record instead): :func:`apply_to_plan` says so in those calls' reasons.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from codedag.errors import ConfigError
@@ -184,7 +185,7 @@ def _measured_choice(
 
 def batched_section(
     found: Any,
-    measurements: dict[str, Any],
+    measurements: Mapping[str, Any],
     mode: str,
     device: str | None,
     margin_pct: float,

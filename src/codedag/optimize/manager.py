@@ -14,6 +14,7 @@ from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.coarsen import GraphCoarsening
 from codedag.optimize.costs import CanMigrate, CostModel
 from codedag.optimize.export import write_results
+from codedag.optimize.measurements import PlanMeasurements
 from codedag.optimize.partition import KWayPartitioner, Partition, as_coarse
 from codedag.optimize.placement import PlacementSettings, blocked_reason
 from codedag.optimize.plan_builder import (
@@ -120,14 +121,10 @@ class OptimizerManager:
         self.tables = cache if tables is None else tables
         self.cache_budget_bytes = cache_budget_bytes
         self.cache_folder = cache_folder
-        self.store_costs: Any | None = None
-        self.chain_measurements: dict[str, Any] | None = None
         self.calibrate = calibrate
-        self._given_calibration = calibration
         self.calibration = calibration
         self.calibration_options = dict(calibration_options or {})
         self.progress = progress
-        self.calibration_problem: str | None = None
         self.loader = _loader_section(loader)
         self.coarsening = GraphCoarsening(max_depth=coarsen_max_depth)
         self.partitioner = KWayPartitioner(
@@ -158,21 +155,11 @@ class OptimizerManager:
         """
         if not hasattr(dag, "nodes") or not hasattr(dag, "edges"):
             raise ConfigError(f"expected an ExecutionDAG, got {type(dag).__name__}")
-        # What was measured for an earlier DAG never plans this one: the measurements attributes
-        # hold this call's (read them after it); only a calibration given by the caller stays.
-        self.calibration = self._given_calibration
-        self.chain_measurements = None
-        self.store_costs = None
-        self.calibration_problem = None
         coarse = dag if isinstance(dag, CoarsenedDAG) else self.coarsening.coarsen(dag)
         kway = self.partitioner.partition(coarse)
         refined = self.refiner.optimize(kway, coarse)
-        from codedag.calibrate.timing import summarized_disturbances
-
-        with summarized_disturbances():  # one warning for the calls and the chains
-            self.calibration = self.calibrate_for(coarse)
-            self.chain_measurements = self.calibrate_chains_for(coarse)
-        plan = self.get_migration_plan(refined, coarse, self.gpu_count)
+        measurements = self.measure(coarse)
+        plan = self.get_migration_plan(refined, coarse, measurements=measurements)
         refine_stats = self.refiner.stats
         statistics = {
             "coarsening": dict(coarse.stats),
@@ -190,44 +177,58 @@ class OptimizerManager:
             )
         if not len(coarse):
             plan["notes"].append("the DAG is empty: nothing to place")
-        if self.calibration_problem:
-            plan["notes"].append(self.calibration_problem)
+        if measurements.problem:
+            plan["notes"].append(measurements.problem)
         result = OptimizeResult(
             coarsened_dag=coarse,
             kway_partitions=kway,
             optimized_partitions=refined,
             migration_plan=plan,
             statistics=statistics,
+            measurements=measurements,
         )
         if export_dir is not None:
             write_results(Path(export_dir), result)
         return result
 
-    def calibrate_for(self, dag: Any) -> Any | None:
-        """Measure the candidate calls of ``dag`` on the device placement targets.
+    def measure(self, dag: Any) -> PlanMeasurements:
+        """Measure what a plan of ``dag`` is made from: its candidate calls on the placement
+        device, its sample chains batched against per sample (``auto``), and the prefix cache's
+        store for its values' sizes (``cache='auto'``). A calibration given to the manager is
+        used as it is; nothing measured here is kept on the manager."""
+        from codedag.calibrate.timing import summarized_disturbances
 
-        Returns the calibration (``None`` when there is no target device, when an assumed speedup
-        replaces measurements, or when calibration is switched off). Functions the placement
+        coarse = as_coarse(dag)
+        with summarized_disturbances():  # one warning for the calls and the chains
+            calibration, problem = self._calibrate_calls(coarse)
+            chains = self._calibrate_chains(coarse)
+        store = self._measure_store(coarse) if self.cache == "auto" else None
+        return PlanMeasurements(calibration, chains, store, problem)
+
+    def _calibrate_calls(self, coarse: CoarsenedDAG) -> tuple[Any | None, str | None]:
+        """The candidate calls measured on the placement device, and why not where wanted.
+
+        The calibration is ``None`` when there is no target device, when an assumed speedup
+        replaces measurements, or when calibration is switched off. Functions the placement
         would refuse anyway (blocked, excluded, not named with ``only``) are not measured.
         """
         if self.calibration is not None:
-            return self.calibration
+            return self.calibration, None
         if not self.calibrate or self.placement.assume_speedup is not None:
-            return None
-        coarse = as_coarse(dag)
+            return None, None
         workers = self._workers(coarse)
         device = placement_device(accelerators(self.gpu_count, self.target_device), workers)
         if device is None:
-            return None
+            return None, None
         from codedag.devices.torch_devices import device_exists
 
         if not device_exists(device):
-            self.calibration_problem = (
+            problem = (
                 f"{device} does not exist here, so nothing could be measured on it: plan on the "
                 "machine that has it, or pass an assumed speedup for a what-if plan"
             )
-            log.warning("%s", self.calibration_problem)
-            return None
+            log.warning("%s", problem)
+            return None, problem
         from codedag.calibrate import calibrate_dag
 
         blocker = _default_blocker()
@@ -242,7 +243,7 @@ class OptimizerManager:
             options["progress"] = self.progress
         if workers > 0:
             options.setdefault("threads", self._worker_threads())
-        return calibrate_dag(coarse.source, device, names=wanted, **options)
+        return calibrate_dag(coarse.source, device, names=wanted, **options), None
 
     def get_migration_plan(
         self,
@@ -250,9 +251,13 @@ class OptimizerManager:
         dag: Any,
         gpu_count: int | None = None,
         target_device: str | None = None,
+        measurements: PlanMeasurements | None = None,
     ) -> dict[str, Any]:
-        """The migration plan dict (``MigrationPlan.to_dict()``) for partitions of ``dag``."""
+        """The migration plan dict (``MigrationPlan.to_dict()``) for partitions of ``dag``, made
+        from ``measurements`` (default: :meth:`measure` ``dag`` now)."""
         coarse = as_coarse(dag)
+        if measurements is None:
+            measurements = self.measure(coarse)
         plan = build_plan(
             partitions,
             coarse,
@@ -260,16 +265,16 @@ class OptimizerManager:
             target_device if target_device is not None else self.target_device,
             cost=self.cost,
             can_migrate=self.can_migrate,
-            calibration=self.calibration,
+            calibration=measurements.calibration,
             settings=self.placement,
             workers=self._workers(coarse),
         )
-        self._plan_batched(plan, coarse)
+        self._plan_batched(plan, coarse, measurements)
         if self.cache == "auto":
             from codedag.optimize.prefix_conflicts import resolve
             from codedag.plan import MigrationPlan
 
-            plan["cache"] = self.plan_cache(coarse)
+            plan["cache"] = self.plan_cache(coarse, measurements)
             plan = resolve(MigrationPlan.from_dict(plan)).to_dict()
         if self.tables == "auto":
             tables = self.plan_tables(coarse, plan)
@@ -305,8 +310,8 @@ class OptimizerManager:
 
         return find_chains(as_coarse(dag).source, allowed=allowed)
 
-    def calibrate_chains_for(self, dag: Any) -> dict[str, Any]:
-        """Measure each sample chain of ``dag`` batched vs per sample on the batched device
+    def _calibrate_chains(self, dag: Any) -> dict[str, Any]:
+        """Each sample chain of ``dag`` measured batched vs per sample on the batched device
         (``auto`` only: ``always``/``never`` decide without measuring)."""
         if self.placement.batched != "auto" or not self.calibrate:
             return {}
@@ -334,14 +339,14 @@ class OptimizerManager:
             out[candidate.id] = calibrator.measure(candidate, batch_size)
         return out
 
-    def _plan_batched(self, plan: dict[str, Any], dag: Any) -> None:
+    def _plan_batched(self, plan: dict[str, Any], dag: Any, measurements: PlanMeasurements) -> None:
         from codedag.optimize.batched import apply_to_plan, batched_section, traced_batch_size
 
         coarse = as_coarse(dag)
         found = self.find_chains(coarse)
         section = batched_section(
             found,
-            self.chain_measurements or {},
+            measurements.chains,
             self.placement.batched,
             self._batched_device(),
             self.placement.margin_pct,
@@ -351,26 +356,33 @@ class OptimizerManager:
         apply_to_plan(plan, section, found.note)
 
     # ------------------------------------------------------------------ prefix cache
-    def plan_cache(self, dag: Any) -> dict[str, Any]:
-        """The plan's ``cache`` section: each chain's deterministic prefix and its cut, from the
-        traced times and the store's costs measured here (:mod:`codedag.optimize.prefix`)."""
-        from codedag.optimize.prefix import candidates, decide, find_prefixes
+    def _measure_store(self, dag: Any) -> Any | None:
+        """The prefix cache store's costs for the sizes of the values ``dag`` could cache."""
+        from codedag.optimize.prefix import candidates, find_prefixes
 
         found = find_prefixes(as_coarse(dag).source)
         sizes = {c.nbytes for chain in found.chains for c in candidates(chain)}
-        if self.store_costs is None and self.calibrate and sizes:
-            from codedag.calibrate.prefix import measure_store
+        if not self.calibrate or not sizes:
+            return None
+        from codedag.calibrate.prefix import measure_store
 
-            if self.progress is not None:
-                self.progress(0, 1, "prefix cache store")
-            log.info("measuring the prefix cache's store for %d value sizes", len(sizes))
-            self.store_costs = measure_store(sizes)
+        if self.progress is not None:
+            self.progress(0, 1, "prefix cache store")
+        log.info("measuring the prefix cache's store for %d value sizes", len(sizes))
+        return measure_store(sizes)
+
+    def plan_cache(self, dag: Any, measurements: PlanMeasurements) -> dict[str, Any]:
+        """The plan's ``cache`` section: each chain's deterministic prefix and its cut, from the
+        traced times and the store's measured costs (:mod:`codedag.optimize.prefix`)."""
+        from codedag.optimize.prefix import decide, find_prefixes
+
+        found = find_prefixes(as_coarse(dag).source)
         budget = self.cache_budget_bytes
         if budget is None:
             from codedag.store.tiers import default_ram_budget_bytes
 
             budget = default_ram_budget_bytes()
-        section = decide(found, self.store_costs, budget, self.cache)
+        section = decide(found, measurements.store, budget, self.cache)
         section.folder = self.cache_folder
         return section.model_dump(mode="json")
 

@@ -7,10 +7,11 @@ It is also a read-only mapping with string keys (``result['migration_plan']``,
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from codedag.optimize.coarse import CoarsenedDAG
+from codedag.optimize.measurements import PlanMeasurements
 from codedag.optimize.partition import Partition
 from codedag.plan import MigrationPlan
 
@@ -25,6 +26,7 @@ class OptimizeResult(Mapping[str, Any]):
         optimized_partitions: the refined partitions.
         migration_plan: the plan in its JSON form (what ``migration_plan.json`` holds).
         statistics: ``coarsening``, ``partitioning``, ``edge_cut`` and ``iteration`` figures.
+        measurements: what the plan was made from (not one of the dict keys).
     """
 
     coarsened_dag: CoarsenedDAG
@@ -32,6 +34,7 @@ class OptimizeResult(Mapping[str, Any]):
     optimized_partitions: list[Partition]
     migration_plan: dict[str, Any]
     statistics: dict[str, Any]
+    measurements: PlanMeasurements = field(default_factory=PlanMeasurements)
 
     @property
     def plan(self) -> MigrationPlan:
@@ -50,4 +53,10 @@ class OptimizeResult(Mapping[str, Any]):
         return len(_KEYS)
 
 
-_KEYS = tuple(f.name for f in fields(OptimizeResult))
+_KEYS = (
+    "coarsened_dag",
+    "kway_partitions",
+    "optimized_partitions",
+    "migration_plan",
+    "statistics",
+)
