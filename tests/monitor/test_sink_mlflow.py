@@ -124,3 +124,29 @@ def test_mlflow_without_a_uri_keeps_its_store_in_the_run_folder(
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     assert runs["baseline"].data.metrics["summary/steps"] == 3
     assert list((run_dir / "mlruns").glob("*/artifacts/codedag/results.json"))
+
+
+@pytest.mark.parametrize("name", ["mlflow.db", "mlruns"])
+def test_mlflow_never_writes_its_run_store_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"")  # an empty file is one SQLite would make a database of
+    run_dir = tmp_path / "out"
+    run_dir.mkdir()
+    (run_dir / name).symlink_to(victim)
+    monitor = ExperimentMonitor(
+        "linked_store", run_dir=run_dir, probe_factory=CountingProbe, sinks=["mlflow"]
+    )
+    with caplog.at_level(logging.WARNING):
+        monitor.start_mode("baseline", resource_interval=None)
+        monitor.start_batch()
+        monitor.end_batch(n_samples=4)
+        monitor.stop_mode()
+        monitor.save_json()
+        monitor.close()
+    warnings = [r for r in caplog.records if "mlflow sink failed" in r.getMessage()]
+    assert len(warnings) == 1 and "symbolic link" in warnings[0].getMessage(), caplog.text
+    assert victim.read_bytes() == b"" and (run_dir / name).is_symlink()
+    assert (run_dir / "results.json").is_file()  # the run went on

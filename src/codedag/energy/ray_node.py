@@ -37,6 +37,8 @@ from codedag.energy.executors import Slot, Task
 from codedag.energy.meters import CpuEnergyMeter, CpuEnergyReading, cpu_meter_factory
 from codedag.energy.ray_reaper import GroupReaper
 from codedag.energy.runner import Place, gpu_record, run_experiment
+from codedag.errors import WriteError
+from codedag.util.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +71,10 @@ class FileCooldown:
         return not stop.is_set()
 
     def mark(self, key: str) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self._stamp(key).with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(repr(time.time()))
-        tmp.replace(self._stamp(key))
+        try:  # the folder is shared by the node's users: never written through a link
+            atomic_write_text(self._stamp(key), repr(time.time()))
+        except WriteError as error:  # the cooldown is advice: the experiment's result stands
+            log.warning("cooldown not recorded: %s", error)
 
 
 class EnergyWindows:
@@ -113,9 +115,7 @@ class EnergyWindows:
         return overlapped
 
     def _write(self, window: str, data: dict[str, Any]) -> None:
-        tmp = self.root / f".{window}.tmp"
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.root / f"{window}.json")
+        atomic_write_text(self.root / f"{window}.json", json.dumps(data))
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any] | None:

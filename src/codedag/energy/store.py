@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from codedag.errors import ConfigError, SchemaError
-from codedag.util.io import atomic_write_json, atomic_write_text
+from codedag.util.io import atomic_write_json, atomic_write_text, own_file
 from codedag.util.text import printable
 
 SCHEMA_VERSION = 1
@@ -149,6 +149,7 @@ class ResultsDB:
     def _open(self) -> Iterator[sqlite3.Connection]:
         """A connection under the lock, committed and closed; SQLite's errors name the file."""
         with self._lock:
+            own_file(self.path)  # SQLite opens it by name: never through a link planted there
             try:
                 db = sqlite3.connect(self.path, timeout=30)
             except sqlite3.DatabaseError as error:

@@ -42,7 +42,7 @@ from codedag.graph.model import ExecutionDAG
 from codedag.migrate.stats import GuardSummary, MigrationStats
 from codedag.monitor.model import RunResults
 from codedag.util.io import atomic_write_json
-from codedag.util.paths import output_lock
+from codedag.util.paths import check_output_dir, output_lock
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +54,9 @@ def _no_progress(stage: str, done: int, total: int) -> None:
 
 
 def _prepare_out_dir(out_dir: Path) -> Path:
+    check_output_dir(out_dir)  # its probe file has a name of its own: no link planted for it
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / ".codedag-write-test"
-        probe.write_text("")
-        probe.unlink()
     except OSError as e:
         raise ConfigError(f"cannot write into --out {out_dir}: {e.strerror}") from e
     return out_dir

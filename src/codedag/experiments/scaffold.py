@@ -16,6 +16,7 @@ from pathlib import Path
 from string import Template
 
 from codedag.errors import ConfigError
+from codedag.util.io import atomic_write_text
 
 FRAMEWORKS = ("pytorch", "tensorflow")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -80,14 +81,14 @@ def new_experiment(
         for filename in _FILES:
             text = Template(_template(f"{framework}/{filename}.tmpl")).substitute(values)
             target = folder / filename
-            target.write_text(text)
+            atomic_write_text(target, text)  # a link planted there is refused
             created.append(target)
         docker = Path(root) / "docker"
         docker.mkdir(parents=True, exist_ok=True)
         for flavour in FRAMEWORKS:
             target = docker / f"Dockerfile.{flavour}"
             if force or not target.exists():
-                target.write_text(_template(f"docker/Dockerfile.{flavour}"))
+                atomic_write_text(target, _template(f"docker/Dockerfile.{flavour}"))
                 created.append(target)
     except OSError as e:
         raise ConfigError(f"cannot write the experiment into {folder}: {e.strerror}") from e

@@ -34,6 +34,7 @@ from codedag.errors import ExperimentError
 from codedag.profile.config import ProfileConfig
 from codedag.profile.events import FETCH_ANNOTATION
 from codedag.profile.program import StepProgram
+from codedag.util.io import atomic_write_with
 
 log = logging.getLogger(__name__)
 
@@ -157,13 +158,13 @@ class _Timer:
 
 def _trace_handler(config: ProfileConfig, trace_path: Path) -> Callable[[Any], None]:
     def on_trace_ready(prof: Any) -> None:
-        trace_path.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(trace_path))  # kineto saves a trace only once
+        # kineto saves a trace only once; both files are written anew, never through a link
+        atomic_write_with(trace_path, lambda draft: prof.export_chrome_trace(str(draft)))
         if config.tensorboard:
             # the file name torch.profiler.tensorboard_trace_handler writes: <worker>.<ns>.pt...
             worker = f"{socket.gethostname()}_{os.getpid()}"
             copy = trace_path.parent / f"{worker}.{time.time_ns()}.pt.trace.json"
-            shutil.copyfile(trace_path, copy)
+            atomic_write_with(copy, lambda draft: shutil.copyfile(trace_path, draft))
 
     return on_trace_ready
 

@@ -4,7 +4,8 @@ Writes go through a temporary file in the same folder and a rename, so a reader 
 file and a crash never destroys the old one. No file is written through a symbolic link: a link
 where codedag would write (planted in a shared folder, it would point the write at another file)
 is refused with :func:`link_error` and its target is left as it is (:func:`open_no_follow` for
-files opened in place: locks, logs, streams). :func:`read_json` reads DAGs, plans, results and
+files opened in place: locks, logs, streams; :func:`atomic_write_with` for a library that writes
+a file by name; :func:`own_file` before one that opens a database by name). :func:`read_json` reads DAGs, plans, results and
 configs with the same guarantees against bad or hostile input: a size cap on the raw bytes and on
 what a ``.gz`` file inflates to, strict UTF-8, a nesting-depth cap checked before the JSON parser
 recurses, and one error naming the file and the problem (``SchemaError`` for data files,
@@ -20,6 +21,7 @@ import os
 import stat
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +41,33 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
 
     Raises:
-        WriteError: the disk is full, over quota, read-only or otherwise refuses the write; the
-            old file (if any) is intact and the temporary file is removed.
+        WriteError: ``path`` is a symbolic link (its target is untouched), or the disk is full,
+            over quota, read-only or otherwise refuses the write; the old file (if any) is intact
+            and the temporary file is removed.
     """
+
+    def fill(fd: int, _draft: Path) -> None:
+        with os.fdopen(fd, "wb", closefd=False) as handle:
+            handle.write(data)
+
+    return _replace_with_draft(path, fill)
+
+
+def atomic_write_with(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
+    """Let a library that writes files by name (a profiler's trace export, a copy, an audio
+    encoder) write ``path`` atomically: ``write`` gets a new temporary file in the same folder
+    (made by codedag, never a link) and fills it; that file then replaces ``path``.
+
+    Raises:
+        WriteError: as :func:`atomic_write_bytes`; an error of ``write`` itself propagates, with
+            the temporary file removed.
+    """
+    return _replace_with_draft(path, lambda _fd, draft: write(draft))
+
+
+def _replace_with_draft(path: str | os.PathLike[str], fill: Callable[[int, Path], object]) -> Path:
+    """Make a temporary file beside ``path``, ``fill`` it (its descriptor and name), sync it and
+    rename it over ``path``; a link at ``path`` is refused first."""
     target = Path(path)
     if target.is_symlink():  # the rename would not follow it, but nor may it replace it
         raise link_error(target)
@@ -52,10 +78,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     except OSError as error:
         raise write_error(target, error) from error
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            fill(fd, Path(tmp))
+            os.fsync(fd)  # the same file, also when a library wrote it by name
+        finally:
+            os.close(fd)
         # mkstemp creates 0600; give the file the permissions a plain open() would.
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
@@ -120,6 +147,17 @@ def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o666) 
             raise write_error(target, error) from error
         raise
     return fd
+
+
+def own_file(path: str | os.PathLike[str]) -> Path:
+    """Make sure ``path`` is a regular file with one name, not a link (made empty when absent),
+    before a library that opens it by name writes it in place (SQLite's database file).
+
+    Raises:
+        WriteError: as :func:`open_no_follow` (nothing was written).
+    """
+    os.close(open_no_follow(path, os.O_RDONLY | os.O_CREAT))
+    return Path(path)
 
 
 def write_error(target: str | os.PathLike[str], error: OSError) -> WriteError:

@@ -14,7 +14,6 @@ A batch is ``(spectrograms, labels)``: float32 ``(B, 1, n_mels, 1 + length // ho
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from torch.utils.data import DataLoader, Dataset
 from codedag.errors import ConfigError
 from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
 from codedag.experiments.pipelines.synthetic import make_clips
+from codedag.util.io import atomic_write_with
 
 DESCRIPTION = (
     "audio competition pipeline: WAV files at 32 kHz, librosa.load resampling to 16 kHz, np.pad "
@@ -80,9 +80,12 @@ def write_clips(
         n, seed=seed, sample_rate=sample_rate, min_seconds=min_seconds, max_seconds=max_seconds
     )
     for path, clip in zip(paths, clips):
-        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
-        soundfile.write(partial, clip.waveform, sample_rate, format="WAV", subtype="PCM_16")
-        partial.replace(path)
+        waveform = clip.waveform
+
+        def encode(draft: Path, waveform: np.ndarray = waveform) -> None:
+            soundfile.write(draft, waveform, sample_rate, format="WAV", subtype="PCM_16")
+
+        atomic_write_with(path, encode)  # the folder may be shared: never written through a link
     return paths
 
 

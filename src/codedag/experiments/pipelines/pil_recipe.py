@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
 from codedag.experiments.pipelines.synthetic import make_images
+from codedag.util.io import atomic_write_bytes
 
 DESCRIPTION = (
     "torchvision-style PIL recipe: open a JPEG file, convert RGB, resize the shorter side, "
@@ -50,7 +51,7 @@ def write_files(folder: Path, n: int, seed: int, min_size: int, max_size: int) -
     if all(p.exists() for p in paths):
         return paths
     for path, sample in zip(paths, make_images(n, seed=seed, min_size=min_size, max_size=max_size)):
-        path.write_bytes(sample.data)
+        atomic_write_bytes(path, sample.data)  # the folder may be shared: never via a link
     return paths
 
 

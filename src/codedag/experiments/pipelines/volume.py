@@ -11,6 +11,7 @@ A batch is ``(patches, labels)``: float32 ``(B, 1, P, P, P)`` and int64 ``(B,)``
 
 from __future__ import annotations
 
+import io
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.util.io import atomic_write_bytes
 
 DESCRIPTION = (
     "3D volume (medical segmentation): numpy.load of an int16 volume, float32, intensity clip "
@@ -52,7 +54,9 @@ def write_volumes(folder: Path, n: int, seed: int, size: int) -> list[Path]:
         organ = (np.sqrt(((grid - center) ** 2).sum(0)) < 0.3 + 0.05 * (i % 4)) * 900
         noise = rng.normal(0, 40, size=(size,) * 3)
         volume = (organ - 500 + noise).astype(np.int16)
-        np.save(path, volume)
+        buffer = io.BytesIO()
+        np.save(buffer, volume)
+        atomic_write_bytes(path, buffer.getvalue())  # the folder may be shared: never via a link
     return paths
 
 

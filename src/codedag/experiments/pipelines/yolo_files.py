@@ -49,6 +49,7 @@ from codedag.experiments.pipelines.yolo_augment import (
 )
 from codedag.experiments.pipelines.yolo_mosaic import DEFAULT_HYP as MOSAIC_HYP
 from codedag.experiments.pipelines.yolo_mosaic import collate_fn
+from codedag.util.io import atomic_write_text
 
 DESCRIPTION = (
     "YOLO-style detection from files: cv2.imread, resize, letterbox, random perspective warp "
@@ -87,9 +88,7 @@ def write_dataset(folder: Path, n: int, seed: int, min_size: int, max_size: int)
         rows = "".join(
             f"{int(c)} {x:.6f} {y:.6f} {w:.6f} {h:.6f}\n" for c, x, y, w, h in sample.boxes
         )
-        partial = label_path.with_name(f"{label_path.name}.{os.getpid()}.part")
-        partial.write_text(rows)
-        partial.replace(label_path)
+        atomic_write_text(label_path, rows)  # the folder may be shared: never via a link
     return paths
 
 

@@ -34,6 +34,7 @@ from codedag.monitor.resources import sample_rows
 from codedag.monitor.sinks.base import Sink
 from codedag.monitor.sinks.names import LIMITS, STEP, TRAIN, resource_name, summary_name
 from codedag.monitor.sinks.window import MetricWindow, StepWindow
+from codedag.util.io import link_error, own_file
 from codedag.util.text import redact_uri
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,21 @@ def run_store(run_dir: Path) -> tuple[str, str]:
     """
     folder = Path(run_dir).absolute()
     return f"sqlite:///{(folder / STORE_FILE).as_posix()}", (folder / ARTIFACTS_FOLDER).as_uri()
+
+
+def claim_run_store(run_dir: Path) -> None:
+    """Make the store of :func:`run_store` in ``run_dir`` safe to hand to MLflow, which opens it
+    by name: its database a file of its own (made empty when absent) and its artifact folder no
+    link, so nothing planted there points MLflow's writes at another file or folder.
+
+    Raises:
+        WriteError: either is a link (its target is untouched), or a hard-linked or special file.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    own_file(run_dir / STORE_FILE)
+    artifacts = run_dir / ARTIFACTS_FOLDER
+    if artifacts.is_symlink():
+        raise link_error(artifacts)
 
 
 class MlflowSink(Sink):
@@ -321,7 +337,7 @@ class MlflowSink(Sink):
         from mlflow.tracking import MlflowClient
 
         if self._run_dir is not None:
-            self._run_dir.mkdir(parents=True, exist_ok=True)
+            claim_run_store(self._run_dir)
         return MlflowClient(tracking_uri=self.tracking_uri)
 
     def _loop(self) -> None:
