@@ -13,6 +13,8 @@ its canonical name. ``BACKENDS`` maps the declared names to the backends.
 * :mod:`._common`: Helpers shared by the NumPy backends: dtype maps, NumPy's own type promotion,
   axis handling
 * :mod:`._elementwise_checks`: Declared checks of the elementwise ops of :mod:`.elementwise`
+* :mod:`._shape_checks`: Declared checks of the shape functions, padding and products of
+  :mod:`.shape`
 * :mod:`._ufuncs`: NumPy's ufuncs on torch: each ufunc's torch kernel and the backend factories
   that give it NumPy's signature, result dtype and operand casts
 * :mod:`.elementwise`: Torch backends of NumPy: elementwise math, comparisons, clip, where, round
