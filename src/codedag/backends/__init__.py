@@ -10,12 +10,15 @@
 * :mod:`.device_values`: NumPy/PIL values to device tensors and back, exactly as the library
   returns;
 * :mod:`.adapters`: one adapter per kind of library (arrays, images, PIL, signals, tensors);
+  :mod:`.adapter_values`: what they share (refusal reasons, results tensor by tensor, the fast
+  paths' zero-copy tensors); :mod:`.tensor_adapter`: the adapter of torch functions;
 * :mod:`.registry`: one :class:`~.contract.OpSpec` per canonical name, built from :mod:`.ops`;
 * :mod:`.admission`: function names from plans and DAGs admitted by the registry before anything
   is imported;
 * :mod:`.exact_tables`: which element-wise NumPy calls a 256-entry lookup table computes exactly;
-* :mod:`.lazy_operators`: Python's operators on the lazy values (batched, prefix cache, lookup
-  tables), installed from each class's factories, and the rule each follows for ``isinstance``;
+* :mod:`.lazy_values`: the lazy-value core the batched, prefix-cache and lookup-table values
+  specialize: the recorded call, forcing, the one impersonation rule and its declared options;
+* :mod:`.lazy_operators`: the operator sets of the lazy values and their one installer;
 * :mod:`.host_sync`: whether a backend may read tensor values on the host to choose its path;
 * :mod:`.executor`: one library call through its backend (refusal, conversion, backend, result);
 * :mod:`.sources`: the file sources the library packages declare, by the names traces carry;

@@ -18,16 +18,23 @@ type it converts to.
 from __future__ import annotations
 
 import inspect
-import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from codedag.backends.adapter_values import (
+    MISSING,
+    array_refusal,
+    describe,
+    is_scalar_like,
+    results,
+    shared_tensor,
+    unconverted,
+)
 from codedag.backends.contract import NOT_TAKEN, FastPath, OpSpec, Strategy
 from codedag.backends.device_values import (
-    CONVERTIBLE,
     CallValues,
     ValueConverter,
     accepted_dtypes,
@@ -35,46 +42,10 @@ from codedag.backends.device_values import (
     keep_order,
     numpy_scalar,
 )
+from codedag.backends.tensor_adapter import TensorAdapter
 from codedag.errors import UnsupportedOperation
 
-_MISSING = object()
-
-
-def describe(value: object) -> str:
-    """A short description of a value for refusal reasons (``uint8 array (4, 5, 3)``)."""
-    if isinstance(value, np.ndarray):
-        return f"{value.dtype} array {value.shape}"
-    if isinstance(value, torch.Tensor):
-        return f"torch.Tensor {tuple(value.shape)}"
-    return type(value).__name__
-
-
-def array_refusal(
-    name: str, value: np.ndarray, spec: OpSpec, ndims: tuple[int, ...], channel_axis: bool
-) -> str | None:
-    """Why an array argument is outside ``spec``'s declared dtypes, ranks, channels or sizes."""
-    quirks = spec.quirks
-    if value.dtype not in accepted_dtypes(quirks.dtypes):
-        dtypes = quirks.dtypes if quirks.dtypes is not None else CONVERTIBLE
-        return f"{name}: dtype {value.dtype.str} is not supported; expected {sorted(dtypes)}"
-    if ndims and value.ndim not in ndims:
-        return f"{name}: {value.ndim}-d array; expected {' or '.join(map(str, ndims))} dims"
-    if quirks.channels is not None and channel_axis:
-        cn = 1 if value.ndim < 3 else int(value.shape[2])
-        if cn not in quirks.channels:
-            return f"{name}: {cn} channels; expected {', '.join(map(str, quirks.channels))}"
-    if value.size == 0 and not quirks.empty:
-        return f"{name}: empty array {value.shape}"
-    return None
-
-
-def results(result: object, leaf: Callable[[torch.Tensor], Any]) -> Any:
-    """Apply ``leaf`` to every tensor of a result (tuples and lists keep their type)."""
-    if isinstance(result, torch.Tensor):
-        return leaf(result)
-    if isinstance(result, tuple | list):
-        return type(result)(results(r, leaf) for r in result)
-    return result
+__all__ = ["ArrayAdapter", "BatchAdapter", "TensorAdapter", "array_refusal", "describe", "results"]
 
 
 class ArrayAdapter:
@@ -196,8 +167,8 @@ class ArrayAdapter:
             if type(value) is ndarray:
                 if value.dtype not in accepted or not (empty or value.size):
                     return NOT_TAKEN
-                return _shared(value, call)
-            return value if _unconverted(value) else NOT_TAKEN
+                return shared_tensor(value, call)
+            return value if unconverted(value) else NOT_TAKEN
 
         def call_backend(
             backend: Callable[..., Any],
@@ -260,30 +231,6 @@ class ArrayAdapter:
             return output
 
         return call_backend
-
-
-# Values ValueConverter.to_device converts (lists and tuples only when they hold arrays).
-_CONVERTED = (np.ndarray, torch.Tensor, list, tuple)
-
-
-def _unconverted(value: object) -> bool:
-    """Whether ``ValueConverter.to_device`` passes ``value`` on as it is."""
-    return not isinstance(value, _CONVERTED) or (
-        isinstance(value, list | tuple) and not (value and isinstance(value[0], np.ndarray))
-    )
-
-
-def _shared(array: np.ndarray, call: CallValues) -> Any:
-    """A writeable array with non-negative strides as a tensor sharing its memory (recorded in
-    ``call``), else :data:`NOT_TAKEN` (the general path copies such arrays first)."""
-    if not array.flags.writeable:
-        return NOT_TAKEN
-    try:
-        tensor = torch.from_numpy(array)
-    except ValueError:  # negative strides
-        return NOT_TAKEN
-    call.sources.append((tensor, array))
-    return tensor
 
 
 class BatchAdapter:
@@ -351,19 +298,19 @@ class BatchAdapter:
     def _value(position: int, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
         if 0 <= position < len(args):
             return args[position]
-        return kwargs.get(name, _MISSING)
+        return kwargs.get(name, MISSING)
 
     def refuse(self, spec: OpSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
         """Data arguments that are not arrays of the declared dtypes, ranks, channels, sizes."""
         for position, name in self.data_positions(spec):
             value = self._value(position, name, args, kwargs)
-            if value is _MISSING or value is None:
+            if value is MISSING or value is None:
                 continue
             if isinstance(value, np.ndarray):
                 reason = array_refusal(name, value, spec, self.ndims, self.channel_axis)
                 if reason is not None:
                     return reason
-            elif name in self.scalar_params and _is_scalar_like(value):
+            elif name in self.scalar_params and is_scalar_like(value):
                 continue
             else:
                 return f"{name}: {describe(value)}; {self.library} takes NumPy arrays here"
@@ -455,20 +402,20 @@ class BatchAdapter:
                     )
                 ):
                     return NOT_TAKEN
-                tensor = _shared(value, call)
+                tensor = shared_tensor(value, call)
                 if tensor is NOT_TAKEN:
                     return NOT_TAKEN
                 if squeeze and ndim == 3 and value.shape[2] == 1:
                     tensor = tensor[..., 0]
                 return tensor.unsqueeze(0)
-            if value is None or (name in scalar_params and _is_scalar_like(value)):
+            if value is None or (name in scalar_params and is_scalar_like(value)):
                 return value
             return NOT_TAKEN
 
         def other(value: object, call: CallValues) -> Any:
             if type(value) is ndarray:
-                return _shared(value, call) if value.dtype in convertible else NOT_TAKEN
-            return value if _unconverted(value) else NOT_TAKEN
+                return shared_tensor(value, call) if value.dtype in convertible else NOT_TAKEN
+            return value if unconverted(value) else NOT_TAKEN
 
         def call_backend(
             backend: Callable[..., Any],
@@ -507,52 +454,3 @@ class BatchAdapter:
             return output
 
         return call_backend
-
-
-def _is_scalar_like(value: object) -> bool:
-    if isinstance(value, numbers.Number | np.generic):
-        return True
-    return isinstance(value, tuple) and all(isinstance(v, numbers.Number) for v in value)
-
-
-class TensorAdapter:
-    """Torch functions called on CPU tensors: tensors move to the device, results move back."""
-
-    default_strategy = Strategy.MOVE_ONLY
-    library = "torch"
-
-    def data_positions(self, spec: OpSpec) -> tuple[tuple[int, str], ...]:
-        """Tensors are found by type."""
-        return ()
-
-    def refuse(self, spec: OpSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
-        """Nothing is refused: the original torch function runs on the device."""
-        return None
-
-    def to_backend(
-        self,
-        spec: OpSpec,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        converter: ValueConverter,
-        call: CallValues,
-    ) -> tuple[list[Any], dict[str, Any], Any]:
-        """Tensor arguments on the device (the caller's device is remembered)."""
-        to_device = converter.to_device
-        return (
-            [to_device(v, call) for v in args],
-            {k: to_device(v, call) for k, v in kwargs.items()},
-            None,
-        )
-
-    def to_library(
-        self,
-        spec: OpSpec,
-        result: object,
-        converter: ValueConverter,
-        call: CallValues,
-        state: object,
-    ) -> Any:
-        """Result tensors on the caller's device."""
-        device = call.torch_device or torch.device("cpu")
-        return results(result, lambda t: t.to(device))
