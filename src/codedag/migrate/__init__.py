@@ -6,6 +6,8 @@ The op library it runs (registry, backends, conversions, tolerances) is
 * :mod:`.admitted`: The prefix cache's chains and the lookup tables' runs, kept to the functions
   the registry admits
 * :mod:`.api`: PipelineMigrator: apply a migration plan to the running process
+* :mod:`.call_counts`: What one migration wrapper counts: migrated calls by level and device,
+  fallbacks and their reasons, calls passed through, nested calls
 * :mod:`.dispatch`: One owner of the functions a plan's run-time parts replace, and of the
   DataLoader fetch
 * :mod:`.epoch_seeds`: Persistent DataLoader workers seeded at each epoch's start as fresh

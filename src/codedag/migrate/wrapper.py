@@ -28,7 +28,6 @@ import os
 import sys
 import threading
 import weakref
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,7 +35,7 @@ from codedag.backends.device_values import ValueConverter
 from codedag.backends.executor import Executor
 from codedag.backends.registry import OpSpec
 from codedag.devices.workers import effective_device, final_effective_device, install_fork_hook
-from codedag.errors import UnsupportedOperation
+from codedag.migrate.call_counts import CallCounts
 from codedag.migrate.guard import Checked, Guard, GuardSettings, merge_worker_stats
 from codedag.migrate.proxy import Count, ufunc_proxy
 from codedag.migrate.workerstats import publish_now
@@ -45,7 +44,6 @@ from codedag.plan.context import ContextMatcher, Placement, frame_name
 
 log = logging.getLogger(__name__)
 
-_MAX_REASONS = 20
 _STACK_CACHE_SIZE = 4096
 GIVE_UP_AFTER = 16
 """Consecutive fallbacks at one call site (code object) after which the original runs there."""
@@ -118,13 +116,8 @@ class UniversalWrapper:
         self.original = original
         self.matcher = matcher
         self.converters = converters
-        self._passed = Count()
-        self._nested = Count()
-        self._fell_back = Count()
-        self._reasons: Counter[str] = Counter()
-        self._placements: dict[tuple[str, str], Count] = {}
+        self._calls = CallCounts(spec.name)
         self._lock = threading.Lock()
-        self._warned = False
         self._inert = False
         self.executor = Executor(spec, original, converters)
         self.guard = Guard(
@@ -153,7 +146,7 @@ class UniversalWrapper:
         original = self.original
         busy = _BUSY
         get_ident = threading.get_ident
-        nested = self._nested.add
+        nested = self._calls.nested.add
         if self.matcher.constant:
             route = self._route
             execute = self.executor.run
@@ -209,7 +202,7 @@ class UniversalWrapper:
     # -- placement ---------------------------------------------------------------------------
     def _decision(self, placement: Placement, level: str) -> tuple[Any, ...]:
         """``(plan device, level, counter)``: the counter counts a pass-through."""
-        return (placement, level, self._passed.add)
+        return (placement, level, self._calls.passed.add)
 
     def _decide(self, caller: Any) -> tuple[Any, ...]:
         """Match the enclosing frames of ``caller`` against the plan (the slow path).
@@ -292,7 +285,7 @@ class UniversalWrapper:
             _BUSY.discard(ident)
             raise
         _BUSY.discard(ident)
-        self._placement(level, used).add()
+        self._calls.placement(level, used).add()
         return result
 
     def _slow_constant(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -301,7 +294,7 @@ class UniversalWrapper:
             return self.original(*args, **kwargs)
         code = sys._getframe(2).f_code
         if self._given_up and id(code) in self._given_up:
-            self._passed.add()
+            self._calls.passed.add()
             return self.original(*args, **kwargs)
         return self._migrate_slow(args, kwargs, self.matcher.default, "name", code)
 
@@ -312,7 +305,7 @@ class UniversalWrapper:
         guard = self.guard
         if self._inert or device is None or guard.switched_off:
             if not self._inert:
-                self._passed.add()
+                self._calls.passed.add()
             return self.original(*args, **kwargs)
         used = effective_device(device)
         if guard.checking:
@@ -327,7 +320,7 @@ class UniversalWrapper:
         finally:
             _BUSY.discard(ident)
         self._succeeded(code)
-        counter = self._placement(level, used)
+        counter = self._calls.placement(level, used)
         counter.add()
         if self.matcher.constant and final_effective_device(device) == used:
             self._route.device = used  # the fast path may skip the device lookup from now on
@@ -347,30 +340,23 @@ class UniversalWrapper:
                 device,
             )
         except BaseException:
-            self._passed.add()  # the original raised: the library rejects these arguments
+            self._calls.passed.add()  # the original raised: the library rejects these arguments
             raise
         finally:
             _BUSY.discard(ident)
         if checked.backend_error is not None:
-            self._record_fallback(checked.backend_error)
+            self._calls.record_fallback(checked.backend_error)
             self._note_failure(code)
         elif checked.difference is not None:
-            self._record_fallback(RuntimeError(f"result differs: {checked.difference}"))
+            self._calls.record_fallback(RuntimeError(f"result differs: {checked.difference}"))
         else:
             self._succeeded(code)
-            self._placement(level, device).add()
+            self._calls.placement(level, device).add()
         return checked.result
 
     def _decided(self, guard: Guard) -> None:
         self._refresh_route()
         publish_now()  # a forked worker's decision reaches the parent even if it is killed next
-
-    def _placement(self, level: str, device: str) -> Count:
-        counter = self._placements.get((level, device))
-        if counter is None:
-            with self._lock:
-                counter = self._placements.setdefault((level, device), Count())
-        return counter
 
     def _fall_back(self, error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Frames: 0 _fall_back, 1 replacement, 2 the caller.
@@ -379,7 +365,7 @@ class UniversalWrapper:
     def _failed(
         self, error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any], code: object
     ) -> Any:
-        self._record_fallback(error)
+        self._calls.record_fallback(error)
         self._note_failure(code)
         return self.original(*args, **kwargs)
 
@@ -394,7 +380,7 @@ class UniversalWrapper:
         if count >= GIVE_UP_AFTER:
             self._failures.pop(id(code), None)
             self._given_up[id(code)] = code
-            self._by_code[id(code)] = (None, "given up", self._passed.add)
+            self._by_code[id(code)] = (None, "given up", self._calls.passed.add)
             self._keep_alive[id(code)] = code
             log.info(
                 "%s: %d fallbacks in a row at %s:%d; running the original there from now on",
@@ -417,20 +403,6 @@ class UniversalWrapper:
             or self._failures
         )
 
-    def _record_fallback(self, error: Exception) -> None:
-        self._fell_back.add()
-        reason = f"{type(error).__name__}: {error}"[:200]
-        with self._lock:
-            if reason in self._reasons or len(self._reasons) < _MAX_REASONS:
-                self._reasons[reason] += 1
-            else:
-                self._reasons["(other reasons)"] += 1
-            first = not self._warned
-            self._warned = True
-        if first:
-            level = logging.INFO if isinstance(error, UnsupportedOperation) else logging.WARNING
-            log.log(level, "%s: running the original (%s)", self.name, reason)
-
     # -- life cycle --------------------------------------------------------------------------
     def deactivate(self) -> None:
         """Forward every later call to the original, counting nothing (after restore)."""
@@ -445,7 +417,7 @@ class UniversalWrapper:
         """A forked child resolves its device and checks its guard afresh, unless workers
         forked earlier already decided on the device this child runs on."""
         self._lock = threading.Lock()  # another thread of the parent may have held it
-        self._reasons = Counter()  # a child reports the reasons of its own fallbacks
+        self._calls.after_fork()  # a child reports the reasons of its own fallbacks
         self._route.device = ""
         self._route.count = _DISCARD
         self.guard.reset()
@@ -465,13 +437,7 @@ class UniversalWrapper:
     # -- statistics --------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         """The four counters, read without a lock (safe in a freshly forked child)."""
-        migrated = sum(c.value for c in list(self._placements.values()))
-        return {
-            "migrated": migrated,
-            "fell_back": self._fell_back.value,
-            "passed_through": self._passed.value,
-            "nested": self._nested.value,
-        }
+        return self._calls.counts()
 
     def report(self) -> dict[str, int]:
         """What a forked worker reports: :meth:`counts` and the guard's fields."""
@@ -479,34 +445,15 @@ class UniversalWrapper:
 
     def fallback_reasons(self) -> dict[str, int]:
         """Reason -> fallbacks counted in this process (in a forked child: since its fork)."""
-        with self._lock:
-            return dict(self._reasons)
+        return self._calls.fallback_reasons()
 
     def stats(self) -> dict[str, Any]:
         """Counters of this function: migrated, fell back (with reasons), passed through, guard."""
-        levels: Counter[str] = Counter()
-        devices: Counter[str] = Counter()
-        with self._lock:
-            for (level, device), counter in list(self._placements.items()):
-                count = counter.value
-                levels[level] += count
-                devices[device] += count
-            reasons = dict(self._reasons)
+        counted = self._calls.stats(given_up_call_sites=len(self._given_up))
         guard = self.guard.stats()
         if self.worker_reports is not None:
             guard = merge_worker_stats(guard, self.worker_reports())
-        return {
-            "strategy": self.spec.strategy.value,
-            "migrated": sum(levels.values()),
-            "fell_back": self._fell_back.value,
-            "passed_through": self._passed.value,
-            "nested": self._nested.value,
-            "given_up_call_sites": len(self._given_up),
-            "fallback_reasons": reasons,
-            "match_levels": dict(levels),
-            "devices": dict(devices),
-            "guard": guard,
-        }
+        return {"strategy": self.spec.strategy.value, **counted, "guard": guard}
 
 
 def _reset_in_child() -> None:
