@@ -34,6 +34,8 @@
   nothing is lost
 * :mod:`.stats`: Constant-memory statistics for long runs: running moments, quantiles and plot
   downsampling
+* :mod:`.step_figures`: The figures of a mode's recorded steps, streamed in constant memory, and
+  their summaries (all steps, and the steady steps after the warm-up)
 * :mod:`.system`: SystemProbe: one resource sample of this machine, right inside containers
 * :mod:`.timer`: Batch timing that is right with asynchronous GPUs, split into data wait and
   compute

@@ -48,12 +48,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from codedag.devices.torch_devices import cuda_initialized, synchronize
 from codedag.errors import ConfigError
 from codedag.monitor.records import StepRecord
 from codedag.monitor.stats import Downsampler, LogHistogram, RunningStats
+from codedag.monitor.step_figures import StepFigures
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ WARMUP_BATCHES = 1  # steps of each mode left out of the steady-state figures by
 RECORD_BLOCK = 128  # rows buffered on the hot path before the training thread folds them itself
 # A buffered step: index, host clock at its end, batch time, data wait, samples.
 _Row = tuple[int, float, float, float, int]
+_T = TypeVar("_T")
 
 
 class TimingEvent(Protocol):
@@ -77,6 +79,24 @@ def _torch_event() -> TimingEvent:
     import torch
 
     return torch.cuda.Event(enable_timing=True)
+
+
+class _Folded(Generic[_T]):
+    """A figure of the timer's :class:`StepFigures`, read after folding the buffered steps."""
+
+    def __init__(self, name: str, doc: str) -> None:
+        self.name = name
+        self.__doc__ = doc
+
+    @overload
+    def __get__(self, timer: None, owner: type) -> _Folded[_T]: ...
+    @overload
+    def __get__(self, timer: Timer, owner: type) -> _T: ...
+    def __get__(self, timer: Timer | None, owner: type) -> Any:
+        if timer is None:
+            return self
+        timer.fold()
+        return getattr(timer._figures, self.name)
 
 
 class Timer:
@@ -96,12 +116,11 @@ class Timer:
     """
 
     __slots__ = (
-        "_batch_hist",
         "_batch_start",
-        "_batch_stats",
         "_block",
         "_clock",
         "_event",
+        "_figures",
         "_host_only",
         "_last_end",
         "_lock",
@@ -111,17 +130,10 @@ class Timer:
         "_pending",
         "_prev_end_ev",
         "_rows",
-        "_samples",
-        "_series",
         "_start",
         "_start_ev",
-        "_step_hist",
-        "_step_stats",
         "_stop",
         "_sync",
-        "_wait_hist",
-        "_wait_stats",
-        "_warmup",
         "_warned",
         "requested_timing",
         "timing",
@@ -155,15 +167,7 @@ class Timer:
         self._sync = sync_fn or functools.partial(synchronize, "cuda")
         self._event = event_factory or _torch_event
         self._max_pending = max(1, max_pending_events)
-        self._batch_stats = RunningStats()
-        self._wait_stats = RunningStats()
-        self._step_stats = RunningStats()
-        self._batch_hist = LogHistogram()
-        self._wait_hist = LogHistogram()
-        self._step_hist = LogHistogram()
-        self._series = Downsampler(downsample_capacity, width=2)
-        self._samples = 0
-        self._warmup: list[StepRecord] = []  # the first warmup_batches steps, taken out later
+        self._figures = StepFigures(self.warmup_batches, downsample_capacity)
         self._rows: deque[_Row] = deque()  # appended by the training thread, folded by any
         self._block = max(1, int(record_block))
         self._lock = threading.RLock()  # one fold at a time, and no reader during one
@@ -179,47 +183,15 @@ class Timer:
         self._warned: set[str] = set()
 
     # Readers fold the rows the hot path buffered before they look.
-    @property
-    def batch_stats(self) -> RunningStats:
-        """Moments of the batch times (seconds)."""
-        self.fold()
-        return self._batch_stats
-
-    @property
-    def wait_stats(self) -> RunningStats:
-        """Moments of the data waits (seconds)."""
-        self.fold()
-        return self._wait_stats
-
-    @property
-    def step_stats(self) -> RunningStats:
-        """Moments of wait + batch (seconds)."""
-        self.fold()
-        return self._step_stats
-
-    @property
-    def batch_hist(self) -> LogHistogram:
-        """Quantile histogram of the batch times."""
-        self.fold()
-        return self._batch_hist
-
-    @property
-    def wait_hist(self) -> LogHistogram:
-        """Quantile histogram of the data waits."""
-        self.fold()
-        return self._wait_hist
-
-    @property
-    def series(self) -> Downsampler:
-        """Downsampled ``(batch, batch_time_s, data_wait_s)`` points."""
-        self.fold()
-        return self._series
-
-    @property
-    def samples(self) -> int:
-        """Samples counted through ``end_batch(n_samples)``."""
-        self.fold()
-        return self._samples
+    batch_stats: _Folded[RunningStats] = _Folded("batch_stats", "Moments of the batch times (s).")
+    wait_stats: _Folded[RunningStats] = _Folded("wait_stats", "Moments of the data waits (s).")
+    step_stats: _Folded[RunningStats] = _Folded("step_stats", "Moments of wait + batch (s).")
+    batch_hist: _Folded[LogHistogram] = _Folded("batch_hist", "Quantiles of the batch times.")
+    wait_hist: _Folded[LogHistogram] = _Folded("wait_hist", "Quantiles of the data waits.")
+    series: _Folded[Downsampler] = _Folded(
+        "series", "Downsampled ``(batch, batch_time_s, data_wait_s)`` points."
+    )
+    samples: _Folded[int] = _Folded("samples", "Samples counted through ``end_batch(n_samples)``.")
 
     # ----------------------------------------------------------------- run
     def start(self) -> None:
@@ -397,20 +369,10 @@ class Timer:
             origin = self._start if self._start is not None else 0.0
             pop = rows.popleft
             idxs, ends, batch, wait, samples = zip(*[pop() for _ in range(count)])
-            step = [b + w for b, w in zip(batch, wait)]
             make = functools.partial(tuple.__new__, StepRecord)
             times = [end - origin for end in ends]
             records = list(map(make, zip(idxs, times, batch, wait, samples)))
-            self._batch_stats.add_many(batch)
-            self._batch_hist.add_many(batch)
-            self._wait_stats.add_many(wait)
-            self._wait_hist.add_many(wait)
-            self._step_stats.add_many(step)
-            self._step_hist.add_many(step)
-            self._series.add_many(idxs, batch, wait)
-            self._samples += sum(samples)
-            if len(self._warmup) < self.warmup_batches:
-                self._warmup.extend(r for r in records if r.step < self.warmup_batches)
+            self._figures.add(records, idxs, batch, wait, samples)
             if self._on_steps is not None:
                 self._on_steps(records)
 
@@ -426,76 +388,23 @@ class Timer:
             return self._summary()
 
     def _summary(self) -> dict[str, Any]:
-        b, w, s = self.batch_stats, self.wait_stats, self.step_stats
-        batch = {k: v for k, v in b.to_dict().items() if k not in ("count", "sum")}
-        batch.update(p50=self.batch_hist.quantile(0.5), p95=self.batch_hist.quantile(0.95))
-        active = s.total
-        wait = {k: v for k, v in w.to_dict().items() if k not in ("count", "sum")}
-        wait.update(
-            p50=self.wait_hist.quantile(0.5),
-            p95=self.wait_hist.quantile(0.95),
-            total=w.total,
-            share_pct=100.0 * w.total / active if active > 0 else 0.0,
-        )
+        self.fold()
         return {
             "total_time": self.total_time_s,
-            "num_batches": b.count,
-            "batch_time": batch,
-            "data_wait": wait,
-            "step_time": {"mean": s.mean if s.count else 0.0, "std": s.std, "total": active},
-            "throughput": {
-                "batches_per_s": b.count / active if active > 0 else 0.0,
-                "samples_per_s": self.samples / active if active > 0 and self.samples else None,
-            },
+            **self._figures.summary(),
             "timing": {"cuda_timing": self.timing or "none", "requested": self.requested_timing},
-            "steady": self.steady_summary(),
+            "steady": self._figures.steady(),
         }
 
     def steady_summary(self) -> dict[str, Any]:
         """The steps after the first ``warmup_batches``: counts, means, spread (quartiles of the
         step time) and throughput (seconds, percent)."""
         self.fold()
-        warm = self._warmup
-        batch_w = [r.batch_time_s for r in warm]
-        wait_w = [r.data_wait_s for r in warm]
-        step_w = [r.batch_time_s + r.data_wait_s for r in warm]
-        step = self._step_stats.without(step_w)
-        batch = self._batch_stats.without(batch_w)
-        wait = self._wait_stats.without(wait_w)
-        q = self._step_hist.without(step_w).quantile
-        batch_q = self._batch_hist.without(batch_w).quantile
-        samples = self._samples - sum(r.samples for r in warm)
-        active = step.total if step.count else 0.0
-        return {
-            "warmup_batches": self.warmup_batches,
-            "num_batches": step.count,
-            "step_time": {
-                "mean": step.mean,
-                "std": step.std,
-                "p25": q(0.25),
-                "p50": q(0.5),
-                "p75": q(0.75),
-                "p95": q(0.95),
-            },
-            "batch_time": {
-                "mean": batch.mean,
-                "std": batch.std,
-                "p50": batch_q(0.5),
-                "p95": batch_q(0.95),
-            },
-            "data_wait": {
-                "mean": wait.mean,
-                "share_pct": 100.0 * wait.total / active if active > 0 else 0.0,
-            },
-            "throughput": {
-                "batches_per_s": step.count / active if active > 0 else 0.0,
-                "samples_per_s": samples / active if active > 0 and samples else None,
-            },
-        }
+        return self._figures.steady()
 
     def batch_series(self) -> tuple[list[list[float]], list[list[float]], int]:
         """Downsampled ``[[batch, batch_time_s]]``, ``[[batch, data_wait_s]]`` and the stride."""
         with self._lock:
             pts = self.series.points()
-            stride = self._series.stride
+            stride = self._figures.series.stride
         return [[p[0], p[1]] for p in pts], [[p[0], p[2]] for p in pts], stride
