@@ -24,6 +24,8 @@
   migration plan
 * :mod:`.plan`: ``codedag plan explain``: show where a migration plan places each call and why,
   and what its prefix cache keeps
+* :mod:`.plans`: ``codedag plans list|show|clear``: the plans ``codedag run`` and
+  ``codedag.accelerate`` keep across runs
 * :mod:`.profile`: ``codedag profile``: torch.profiler bottleneck scenarios and what bounds a
   training step
 * :mod:`.report`: ``codedag report results.json --out DIR``: comparison table and plots of a

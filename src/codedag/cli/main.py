@@ -32,6 +32,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "tune",
     "optimize",
     "plan",
+    "plans",
     "cache",
     "experiment",
     "env",

@@ -6,6 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from codedag.plan import MigrationPlan
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -39,6 +45,23 @@ def run(args: argparse.Namespace) -> int:
     """Load and validate the plan, print its table (or JSON) and notes."""
     from rich.console import Console
 
+    from codedag.plan import MigrationPlan
+    from codedag.util.io import read_json
+
+    data = read_json(args.plan, what="migration plan")
+    plan = MigrationPlan.from_dict(data, source=f"migration plan {args.plan!r}")
+    if args.json:
+        json.dump(plan.to_dict()["calls"], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    explain(plan, console, show_all=args.all)
+    return 0
+
+
+def explain(plan: MigrationPlan, console: Console, show_all: bool = False) -> None:
+    """Print ``plan``'s calls, its chains, cache and tables sections, its notes and its loader
+    settings to ``console`` (the top rows of each, or all with ``show_all``)."""
     from codedag.backends.admission import admit_plan
     from codedag.optimize.explain import (
         SECTION_ROWS,
@@ -49,19 +72,10 @@ def run(args: argparse.Namespace) -> int:
         random_draw_lines,
         tables_table,
     )
-    from codedag.plan import MigrationPlan
-    from codedag.util.io import read_json
     from codedag.util.text import printable
 
-    data = read_json(args.plan, what="migration plan")
-    plan = MigrationPlan.from_dict(data, source=f"migration plan {args.plan!r}")
-    if args.json:
-        json.dump(plan.to_dict()["calls"], sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
-    console = Console() if sys.stdout.isatty() else Console(width=160)
-    console.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
-    rows = None if args.all else SECTION_ROWS
+    console.print(plan_table(plan, limit=None if show_all else 30, show_all=show_all))
+    rows = None if show_all else SECTION_ROWS
     chains = chains_table(plan, rows)
     if chains is not None:
         console.print(chains)
@@ -91,4 +105,3 @@ def run(args: argparse.Namespace) -> int:
     unknown = admit_plan(plan).unknown_line()
     if unknown is not None:
         console.print(f"note: {unknown}", markup=False)
-    return 0

@@ -5,24 +5,47 @@ platform's cache folder). The key hashes what the plan depends on: the dataset c
 its module file's content (the pipeline's code), the versions of codedag, Python and the libraries
 the pipeline calls, and the device it was planned for. Changing any of them makes another key, so
 a stale plan is never applied; ``codedag run --replan`` plans again and replaces the stored one.
+
+A stored file is a record (:data:`RECORD_FORMAT`): the plan under ``plan`` beside what it was made
+for (the dataset class, the script, the device, the versions the key hashed) and when; files
+written before the record hold the bare plan and still load. A stored file is untrusted: it is
+read without following a link, only when this user owns it, size-capped and checked
+(:func:`read_stored`); what fails is refused with the reason (:class:`Unreadable`).
+``codedag plans list|show|clear`` lists, prints and removes them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import inspect
 import json
 import logging
 import os
 import platform
+import re
+import stat
 import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from codedag.plan import MigrationPlan
 
 log = logging.getLogger(__name__)
 
 PLANS_FOLDER = "plans"
+RECORD_FORMAT = 1
+"""``stored_plan`` of a record; a file without the key is a bare plan (written before records)."""
+KEY_NAME = re.compile(r"[0-9a-f]{24}\.json")
+"""The name of a plan file: its key (24 hex digits) and ``.json``."""
+MAX_PLAN_BYTES = 64 * 2**20
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _LIBRARIES = ("torch", "numpy", "cv2", "PIL", "librosa", "scipy")
 
 
@@ -78,27 +101,230 @@ def plan_path(key: str) -> Path:
     return plans_folder() / f"{key}.json"
 
 
+def plan_inputs(loader: Any, device: str) -> dict[str, Any]:
+    """What the key of ``loader``'s plan on ``device`` stands for, as the record keeps it: the
+    dataset class, the script that ran, the device and the versions."""
+    dataset = getattr(loader, "dataset", None)
+    kind = type(dataset)
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else "")
+    return {
+        "pipeline": f"{kind.__module__}.{kind.__qualname__}",
+        "script": str(Path(script).resolve()) if script and os.path.isfile(script) else "",
+        "device": device,
+        "versions": library_versions(),
+    }
+
+
+class Unreadable(Exception):
+    """A stored plan file that is not used: a link, another user's, no JSON, not a plan (the
+    message says which)."""
+
+
+@dataclass
+class StoredPlan:
+    """One file of the plans folder and what it holds.
+
+    Attributes:
+        key: the plan's key (the file name without ``.json``).
+        path: the file.
+        size_bytes: its size.
+        created: when it was stored (ISO 8601, UTC; a file without a record: its mtime).
+        inputs: what the key stands for (``pipeline``, ``script``, ``device``, ``versions``; empty
+            for a file written before records).
+        plan: the plan (a dict, checked as a migration plan), or None when unreadable.
+        checked: the plan as a :class:`~codedag.plan.MigrationPlan`, or None when unreadable.
+        problem: why it is unreadable, else ``""``.
+    """
+
+    key: str
+    path: Path
+    size_bytes: int = 0
+    created: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] | None = None
+    checked: MigrationPlan | None = None
+    problem: str = ""
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+
+
+def _read_bytes(name: str, folder: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of the file ``name`` in the folder descriptor ``folder``: not through a link,
+    a regular file this user owns, at most :data:`MAX_PLAN_BYTES`."""
+    from codedag.store.trust import Refused, check_owner
+
+    try:
+        descriptor = os.open(name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK, dir_fd=folder)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise Unreadable("a symbolic link (plans are never read through one)") from None
+        raise Unreadable(error.strerror or type(error).__name__) from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable("not a regular file")
+        try:
+            check_owner(info, "the file")
+        except Refused as error:
+            raise Unreadable(str(error)) from None
+        if info.st_size > MAX_PLAN_BYTES:
+            raise Unreadable(f"larger than {MAX_PLAN_BYTES >> 20} MiB")
+        return os.read(descriptor, MAX_PLAN_BYTES + 1), info
+    finally:
+        os.close(descriptor)
+
+
+def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], str]:
+    """The plan, the inputs and the creation time of a parsed file (a record or a bare plan)."""
+    from codedag.errors import SchemaError
+    from codedag.plan import MigrationPlan
+    from codedag.util.text import printable
+
+    plan: Any
+    if not isinstance(data, dict):
+        raise Unreadable(f"not a stored plan: a JSON {type(data).__name__}, not an object")
+    if "stored_plan" not in data:  # written before records: the bare plan
+        plan, inputs, created = data, {}, ""
+    else:
+        form = data["stored_plan"]
+        if type(form) is not int or form != RECORD_FORMAT:
+            shown = printable(repr(form), 40)
+            raise Unreadable(f"stored_plan format {shown} is not {RECORD_FORMAT} (another codedag)")
+        plan, created = data.get("plan"), data.get("created", "")
+        inputs = {k: data[k] for k in ("pipeline", "script", "device", "versions") if k in data}
+        if not isinstance(created, str) or not all(
+            isinstance(inputs.get(k, ""), str) for k in ("pipeline", "script", "device")
+        ):
+            raise Unreadable("not a stored plan: created, pipeline, script, device not strings")
+        versions = inputs.get("versions", {})
+        if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+            raise Unreadable("not a stored plan: versions is no object of strings")
+    try:
+        checked = MigrationPlan.from_dict(plan, source="plan")
+    except SchemaError as error:
+        raise Unreadable(str(error)) from None
+    assert isinstance(plan, dict)
+    return checked, plan, inputs, created
+
+
+def read_stored(name: str, folder: int, where: Path) -> StoredPlan:
+    """The plan file ``name`` of the folder descriptor ``folder`` (``where``), read and checked;
+    an unreadable one has ``problem`` set."""
+    from codedag.errors import SchemaError
+    from codedag.util.io import parse_json_bytes
+
+    entry = StoredPlan(key=name.removesuffix(".json"), path=where / name)
+    try:
+        raw, info = _read_bytes(name, folder)
+        entry.size_bytes, entry.created = info.st_size, _iso(info.st_mtime)
+        try:
+            data = parse_json_bytes(raw, "the file")
+        except SchemaError as error:
+            raise Unreadable(str(error).removeprefix("the file ")) from None
+        entry.checked, entry.plan, entry.inputs, created = _record(data)
+        entry.created = created or entry.created
+    except Unreadable as error:
+        entry.plan, entry.problem = None, str(error)
+    return entry
+
+
+def open_folder(folder: Path | None = None) -> int | None:
+    """A descriptor of the plans folder (default :func:`plans_folder`), None when there is none.
+
+    Raises:
+        Unreadable: it is a link, not a folder, or another user's.
+    """
+    from codedag.store.trust import Refused, open_own_folder
+
+    try:
+        return open_own_folder(folder or plans_folder(), "the plans folder")
+    except FileNotFoundError:
+        return None
+    except Refused as error:
+        raise Unreadable(str(error)) from None
+
+
+def stored_plans(folder: Path | None = None) -> list[StoredPlan]:
+    """Every plan file of the plans folder (default :func:`plans_folder`), by name; files of
+    other names are no plans and are left out.
+
+    Raises:
+        Unreadable: the folder is a link, not a folder, or another user's.
+    """
+    where = folder or plans_folder()
+    descriptor = open_folder(where)
+    if descriptor is None:
+        return []
+    try:
+        names = sorted(n for n in os.listdir(descriptor) if KEY_NAME.fullmatch(n))
+        return [read_stored(name, descriptor, where) for name in names]
+    finally:
+        os.close(descriptor)
+
+
+def remove_plan(entry: StoredPlan, folder: int) -> str:
+    """Remove ``entry``'s file from the folder descriptor ``folder`` when it is still a plan file
+    of the store (a regular file of one name, this user's; a link or anything else stays).
+
+    Returns:
+        Why it stays, or ``""`` when it was removed.
+    """
+    from codedag.store.trust import Refused, check_owner
+
+    name = entry.path.name
+    if not KEY_NAME.fullmatch(name):
+        return "not a plan file's name"
+    try:
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            return "a symbolic link (left as it is)"
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            return "not a regular file of one name"
+        check_owner(info, "the file")
+        os.unlink(name, dir_fd=folder)
+    except Refused as error:
+        return str(error)
+    except OSError as error:
+        return error.strerror or type(error).__name__
+    return ""
+
+
 def load_plan(key: str) -> dict[str, Any] | None:
     """The stored plan of ``key``, or None (none stored, or unreadable: logged)."""
     path = plan_path(key)
-    if not path.is_file():
+    try:
+        descriptor = open_folder(path.parent)
+    except Unreadable as error:
+        log.warning("stored plans in %s are not read: %s; planning again", path.parent, error)
+        return None
+    if descriptor is None:
         return None
     try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        log.warning("stored plan %s is unreadable (%s); planning again", path, error)
-        return None
-    return plan if isinstance(plan, dict) else None
+        if not os.path.lexists(path):
+            return None
+        entry = read_stored(path.name, descriptor, path.parent)
+    finally:
+        os.close(descriptor)
+    if entry.plan is None:
+        log.warning("stored plan %s is unreadable (%s); planning again", path, entry.problem)
+    return entry.plan
 
 
-def save_plan(key: str, plan: dict[str, Any]) -> Path | None:
-    """Store ``plan`` under ``key``; return its path (None when it cannot be written: logged)."""
+def save_plan(key: str, plan: dict[str, Any], inputs: dict[str, Any] | None = None) -> Path | None:
+    """Store ``plan`` under ``key`` with ``inputs`` (:func:`plan_inputs`) and the time; return its
+    path (None when it cannot be written: logged)."""
     from codedag.util.io import atomic_write_json
 
     path = plan_path(key)
+    record = {"stored_plan": RECORD_FORMAT, "key": key, "created": _iso(time.time())}
+    record.update(inputs or {})
+    record["plan"] = plan
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return atomic_write_json(path, plan)
+        return atomic_write_json(path, record)
     except Exception as error:  # a full or read-only disk must not stop the script
         log.warning("could not store the plan in %s: %s", path, error)
         return None

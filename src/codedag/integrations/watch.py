@@ -228,12 +228,14 @@ class LoaderWatch:
             self._skip(outcome.reason)
             return
         if self._apply(outcome.plan) and self.settings.store_plans:
-            from codedag.integrations.plan_store import save_plan
+            from codedag.integrations.plan_store import plan_inputs, save_plan
 
+            inputs = None
             with contextlib.suppress(Exception):
                 self._key()
+                inputs = plan_inputs(self.loader, self.results.device)
             if self.results.plan_key:
-                saved = save_plan(self.results.plan_key, outcome.plan)
+                saved = save_plan(self.results.plan_key, outcome.plan, inputs)
                 self.results.plan_path = "" if saved is None else str(saved)
 
     def _apply(self, plan: dict[str, Any]) -> bool:

@@ -65,7 +65,7 @@ def prepare(path: Path, kind: str) -> None:
         os.mkdir(path, 0o700)
     if not _CHECKED:
         return
-    folder = _open_folder(path)
+    folder = open_own_folder(path)
     try:
         _check_owned(os.fstat(folder), "its folder")
         for name in os.listdir(folder):
@@ -85,29 +85,40 @@ def prepare(path: Path, kind: str) -> None:
         os.close(folder)
 
 
-def _open_folder(path: Path) -> int:
-    """A descriptor of the folder ``path`` (not through a link), once it is this user's."""
+def open_own_folder(path: Path, what: str = "its folder") -> int:
+    """A descriptor of the folder ``path`` (not through a link), once it is this user's.
+
+    Raises:
+        Refused: ``path`` is a link, not a folder, or another user's (``what`` names it).
+        OSError: it cannot be opened (absent, say).
+    """
     try:
         folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(f"its folder is a link or not a folder ({path})") from error
+            raise Refused(f"{what} is a link or not a folder ({path})") from error
         raise
     try:
-        info = os.fstat(folder)
-        if info.st_uid != os.getuid():
-            raise Refused(
-                f"its folder belongs to uid {info.st_uid}, not to this user ({os.getuid()})"
-            )
+        check_owner(os.fstat(folder), what)
     except BaseException:
         os.close(folder)
         raise
     return folder
 
 
-def _check_owned(info: os.stat_result, what: str) -> None:
-    if info.st_uid != os.getuid():
+def check_owner(info: os.stat_result, what: str) -> None:
+    """Refuse what ``info`` describes unless this user owns it (no check where there are no
+    POSIX owners).
+
+    Raises:
+        Refused: another user's (``what`` names it in the message).
+    """
+    if _CHECKED and info.st_uid != os.getuid():
         raise Refused(f"{what} belongs to uid {info.st_uid}, not to this user ({os.getuid()})")
+
+
+def _check_owned(info: os.stat_result, what: str) -> None:
+    check_owner(info, what)
     if info.st_mode & _SHARED_BITS:
         raise Refused(
             f"{what} has mode {stat.S_IMODE(info.st_mode):04o}: group or others may use it "

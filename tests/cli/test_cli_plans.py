@@ -1,0 +1,226 @@
+"""``codedag plans list|show|clear``: the stored plans, listed, printed and removed, and hostile
+files in the plans folder refused without a traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_inputs import assert_one_line_error, run_cli
+from run_scripts import write_train_script
+
+from codedag.cli.main import main
+from codedag.integrations.plan_store import (
+    load_plan,
+    plan_inputs,
+    plan_key,
+    plans_folder,
+    save_plan,
+)
+
+
+class Flips:
+    """A dataset class for the key and the recorded pipeline."""
+
+
+class Loader:
+    dataset = Flips()
+
+
+PLAN: dict[str, Any] = {
+    "schema_version": 2,
+    "context_device_map": {"ds.get/cv2.flip#0": "cpu"},
+    "calls": [
+        {"function": "cv2.flip", "migrate": True, "context_keys": ["ds.get/cv2.flip#0"]},
+        {"function": "numpy.clip", "migrate": False, "context_keys": ["ds.get/numpy.clip#0"]},
+    ],
+}
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _stored(device: str = "cpu") -> str:
+    key = plan_key(Loader(), device)
+    assert save_plan(key, PLAN, plan_inputs(Loader(), device)) is not None
+    return key
+
+
+def _listed(capsys: pytest.CaptureFixture[str], *extra: Any) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, "plans", "list", "--json", *extra)
+    assert code == 0, err
+    listed: dict[str, Any] = json.loads(out)
+    return listed
+
+
+def test_list_show_and_clear_a_stored_plan(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key = _stored()
+    (plans_folder() / "notes.txt").write_text("keep me")
+    [row] = _listed(capsys)["plans"]
+    assert row["key"] == key and row["problem"] == ""
+    assert row["pipeline"] == f"{__name__}.Flips" and row["device"] == "cpu"
+    assert row["sections"] == {
+        "calls": 2,
+        "moved": 1,
+        "batched": 0,
+        "cached": 0,
+        "tables": 0,
+        "loader": False,
+    }
+    assert row["size_bytes"] == (plans_folder() / f"{key}.json").stat().st_size
+    code, out, _ = run_cli(capsys, "plans", "list")
+    assert code == 0 and key[:12] in out and "Flips" in out
+    code, out, err = run_cli(capsys, "plans", "show", key[:6])
+    assert code == 0, err
+    assert f"pipeline: {__name__}.Flips" in out and "device: cpu" in out
+    assert "versions: codedag " in out and "cv2.flip" in out and "numpy.clip" in out
+    code, out, err = run_cli(capsys, "plans", "clear")
+    assert code == 0, err
+    assert out.startswith(f"removed 1 plan from {plans_folder()}") and "KB freed" in out
+    assert sorted(p.name for p in plans_folder().iterdir()) == ["notes.txt"]
+    code, out, _ = run_cli(capsys, "plans", "list")
+    assert code == 0 and out.strip() == f"no plans stored in {plans_folder()}"
+
+
+def test_an_empty_store_says_where_it_looked(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "plans", "list")
+    assert (code, out.strip()) == (0, f"no plans stored in {cache / 'plans'}")
+    other = tmp_path / "other"
+    code, out, _ = run_cli(capsys, "plans", "list", "--dir", other)
+    assert (code, out.strip()) == (0, f"no plans stored in {other / 'plans'}")
+    assert run_cli(capsys, "plans", "clear", "--dir", other)[0] == 0
+    assert not other.exists()
+
+
+def test_dir_points_at_another_cache_folder(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = _stored()
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert _listed(capsys)["plans"] == []
+    assert [r["key"] for r in _listed(capsys, "--dir", cache)["plans"]] == [key]
+    assert run_cli(capsys, "plans", "clear", key, "--dir", cache)[0] == 0
+    assert not (cache / "plans" / f"{key}.json").exists()
+
+
+def test_keys_by_unique_prefix_and_one_line_for_unknown_or_ambiguous(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = plans_folder()
+    folder.mkdir(parents=True)
+    for key in ("aa11" + "0" * 20, "aa22" + "0" * 20, "bb00" + "0" * 20):
+        (folder / f"{key}.json").write_text(json.dumps(PLAN))
+    assert_one_line_error(run_cli(capsys, "plans", "show", "aa"), "start of 2 plans", "aa11")
+    assert_one_line_error(run_cli(capsys, "plans", "show", "cc"), "no stored plan 'cc'")
+    assert_one_line_error(run_cli(capsys, "plans", "clear", "bb", "cc"), "no stored plan 'cc'")
+    assert len(list(folder.iterdir())) == 3  # nothing removed when one key is unknown
+    code, out, err = run_cli(capsys, "plans", "show", "aa2")
+    assert code == 0, err
+    assert "not recorded (stored by an earlier codedag)" in out and "cv2.flip" in out
+    code, out, err = run_cli(capsys, "plans", "clear", "aa1", "bb")
+    assert code == 0, err
+    assert out.startswith("removed 2 plans")
+    assert [p.name for p in folder.iterdir()] == ["aa22" + "0" * 20 + ".json"]
+
+
+BAD_FILES = {
+    "malformed JSON": ("{not json", "is not JSON"),
+    "wrong schema": (json.dumps({"calls": "many"}), "missing 'context_device_map'"),
+    "a record of another format": (json.dumps({"stored_plan": 9, "plan": PLAN}), "format 9"),
+    "a record with no plan": (json.dumps({"stored_plan": 1}), "expected a JSON object"),
+    "a JSON array": ("[1, 2]", "not an object"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_bad_file_is_listed_as_unreadable_and_show_is_one_line(
+    case: str, cache: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    text, reason = BAD_FILES[case]
+    key = "c0ffee" * 4
+    plans_folder().mkdir(parents=True)
+    (plans_folder() / f"{key}.json").write_text(text)
+    [row] = _listed(capsys)["plans"]
+    assert reason in row["problem"] and row["sections"] == {}
+    code, out, _ = run_cli(capsys, "plans", "list")
+    assert code == 0 and "unreadable" in out
+    assert_one_line_error(run_cli(capsys, "plans", "show", "c0f"), "unreadable", reason)
+    with caplog.at_level(logging.WARNING):
+        assert load_plan(key) is None  # a run plans again
+    assert "unreadable" in caplog.text
+
+
+def test_links_are_neither_read_nor_removed(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "precious.json"
+    target.write_text(json.dumps(PLAN))
+    plans_folder().mkdir(parents=True)
+    link = plans_folder() / ("ab" * 12 + ".json")
+    link.symlink_to(target)
+    [row] = _listed(capsys)["plans"]
+    assert "symbolic link" in row["problem"]
+    assert_one_line_error(run_cli(capsys, "plans", "show", "ab"), "symbolic link")
+    assert load_plan("ab" * 12) is None
+    code, out, err = run_cli(capsys, "plans", "clear")
+    assert code == 0 and out.startswith("removed 0 plans")
+    assert "symbolic link" in err
+    assert link.is_symlink() and target.read_text() == json.dumps(PLAN)
+
+
+def test_a_plans_folder_that_is_a_link_is_refused(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / ("ab" * 12 + ".json")).write_text(json.dumps(PLAN))
+    cache.mkdir()
+    (cache / "plans").symlink_to(elsewhere)
+    for action in ("list", "clear"):
+        assert_one_line_error(run_cli(capsys, "plans", action), "is a link or not a folder")
+    assert (elsewhere / ("ab" * 12 + ".json")).exists()
+    assert load_plan("ab" * 12) is None
+
+
+def test_another_users_files_are_unreadable_and_stay(
+    cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = _stored()
+    path = plans_folder() / f"{key}.json"
+    if os.getuid() == 0:  # the file alone becomes another user's
+        os.chown(path, 4242, 4242)
+        [row] = _listed(capsys)["plans"]
+        assert "belongs to uid 4242" in row["problem"]
+        assert_one_line_error(run_cli(capsys, "plans", "show", key[:4]), "belongs to uid 4242")
+        assert run_cli(capsys, "plans", "clear")[0] == 0
+        assert path.exists()
+        os.chown(path, 0, 0)
+    monkeypatch.setattr(os, "getuid", lambda: 4242)  # the whole folder is another user's
+    assert_one_line_error(run_cli(capsys, "plans", "list"), "belongs to uid")
+    assert_one_line_error(run_cli(capsys, "plans", "clear"), "belongs to uid")
+    assert path.exists()
+
+
+def test_a_run_records_its_pipeline_and_script(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EPOCHS", "2")
+    script = write_train_script(tmp_path)
+    assert main(["run", "--out", str(tmp_path / "out"), "--", "python", str(script)]) == 0
+    capsys.readouterr()
+    [row] = _listed(capsys)["plans"]
+    assert row["problem"] == ""
+    assert row["pipeline"].endswith(".ImageFiles") and Path(row["script"]) == script.resolve()
+    assert row["device"] == "cpu" and row["sections"]["calls"] > 0
+    code, out, err = run_cli(capsys, "plans", "show", row["key"][:8])
+    assert code == 0, err
+    assert "ImageFiles" in out and "train.py" in out and "versions: codedag" in out
