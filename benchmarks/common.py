@@ -101,7 +101,9 @@ class LoaderTiming:
         return compare(reference.timing, self.timing, margin)
 
 
-def _copy(batch: Any) -> Any:
+def host_copy(batch: Any) -> Any:
+    """A copy of ``batch`` on the host: tensors detached and copied to the CPU, arrays copied,
+    tuples, lists and dicts copied leaf by leaf, anything else as it is."""
     import torch
 
     if isinstance(batch, torch.Tensor):
@@ -109,9 +111,9 @@ def _copy(batch: Any) -> Any:
     if isinstance(batch, np.ndarray):
         return batch.copy()
     if isinstance(batch, tuple | list):
-        return type(batch)(_copy(b) for b in batch)
+        return type(batch)(host_copy(b) for b in batch)
     if isinstance(batch, dict):
-        return {k: _copy(v) for k, v in batch.items()}
+        return {k: host_copy(v) for k, v in batch.items()}
     return batch
 
 
@@ -140,7 +142,7 @@ def run_round(
         if i:
             times.append(t1 - t0)
         if keep:
-            kept.append(_copy(batch))
+            kept.append(host_copy(batch))
         t0 = time.perf_counter()
     del iterator
     return times, kept

@@ -4,7 +4,8 @@ Runs, each step in its own process group under its own time limit, and all of th
 overall budget: the CUDA tests, ``codedag doctor``, the image and audio demos, the placement,
 batched, dispatch and loader benchmarks, the batched chains' run-time check end to end, the
 anatomy of single migrated calls, the NVML energy counter against integrated power, one short
-``codedag mutate`` run and the four ``codedag profile`` scenarios. A step that fails or runs
+``codedag mutate`` run, the four ``codedag profile`` scenarios, JPEG decoding with nvJPEG against
+cv2 and the whole plan in a box of 4 CPUs. A step that fails or runs
 out of time is reported and the rest still run. It writes three files into ``--out`` (default
 ``$OUT``, else ``gpu-check-out/``): ``summary.json`` (every step's status, time and figures),
 ``summary.md`` (the same for a person) and ``logs.tar.gz`` (each step's raw log and the files it
@@ -60,6 +61,8 @@ ORDER = (
     "demo-audio",
     "mutate",
     "loader-tune",
+    "nvjpeg-decode",
+    "gpu-box",
 )
 
 Summarizer = Callable[[Path, str], dict[str, Any]]
@@ -455,6 +458,50 @@ def _dispatch_and_loader_steps(c: _Context) -> list[Step]:
     ]
 
 
+def _box_steps(c: _Context) -> list[Step]:
+    """JPEG decoding on the device against cv2, and the whole plan in a box of 4 CPUs (quick
+    sizes on the device too: one run of each pipeline, the own loader at 0 and 2 workers)."""
+    return [
+        Step(
+            "nvjpeg-decode",
+            [
+                c.python,
+                str(BENCH / "nvjpeg_decode.py"),
+                "--device",
+                c.dev,
+                "--samples",
+                "16" if c.quick else "128",
+                "--repeats",
+                "1" if c.quick else "3",
+                "--out",
+                str(c.work / "nvjpeg-decode.json"),
+            ],
+            60,
+            _summarize_rows("nvjpeg-decode.json"),
+        ),
+        Step(
+            "gpu-box",
+            [
+                c.python,
+                str(BENCH / "gpu_box.py"),
+                "--device",
+                c.dev,
+                "--quick",
+                "--cpus",
+                "4",
+                "--samples",
+                "16" if c.quick else "64",
+                "--batch-size",
+                "8" if c.quick else "16",
+                "--out",
+                str(c.work / "gpu-box.json"),
+            ],
+            300 if c.quick else 180,
+            _summarize_rows("gpu-box.json"),
+        ),
+    ]
+
+
 def _meter_steps(c: _Context) -> list[Step]:
     """The profiler scenarios, the NVML energy counter and one short ``codedag mutate``."""
     return [
@@ -539,6 +586,7 @@ def steps_for(
         *_benchmark_steps(c),
         *_dispatch_and_loader_steps(c),
         *_meter_steps(c),
+        *_box_steps(c),
     ]
     return sorted(steps, key=lambda step: ORDER.index(step.name))
 
@@ -798,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the rehearsal)")
     parser.add_argument(
-        "--budget-s", type=float, default=None, help="overall limit in s (470; quick 170)"
+        "--budget-s", type=float, default=None, help="overall limit in s (470; quick 360)"
     )
     parser.add_argument("--only", default="", help="comma-separated step names to run")
     parser.add_argument(
@@ -816,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.device not in ("cuda", "cpu") and not args.device.startswith("cuda:"):
         parser.error(f"--device must be cuda, cuda:N or cpu, got {args.device!r}")
-    budget_s = args.budget_s or (170.0 if args.quick else 470.0)
+    budget_s = args.budget_s or (360.0 if args.quick else 470.0)
     if not 0 < budget_s <= 3600:
         parser.error(f"--budget-s must be in (0, 3600], got {budget_s}")
     work = Path(tempfile.mkdtemp(prefix="codedag-gpu-check-"))

@@ -196,18 +196,37 @@ def _digests(batch: Any) -> list[bytes]:
     leaves = batch if isinstance(batch, list | tuple) else [batch]
     out = []
     for leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            out.append(xxhash.xxh3_128_digest(leaf.contiguous().numpy()))  # no copy
+        if isinstance(leaf, torch.Tensor):  # no copy on the host; one copy back from a device
+            out.append(xxhash.xxh3_128_digest(leaf.detach().cpu().contiguous().numpy()))
     return out
 
 
-def _epochs(
-    make: Callable[[int], Any], epochs: int, step_s: float = 0.0
+def to_device(batch: Any, device: str | None) -> Any:
+    """The batch's tensors moved to ``device`` as a training loop moves them (``None``, the
+    CPU: the batch as it is)."""
+    if device is None or torch.device(device).type == "cpu":
+        return batch
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, list | tuple):
+        return type(batch)(to_device(leaf, device) for leaf in batch)
+    return batch
+
+
+def run_epochs(
+    make: Callable[[int], Any],
+    epochs: int,
+    step_s: float = 0.0,
+    device: str | None = None,
+    on_batch: Callable[[Any], None] | None = None,
 ) -> tuple[list[float], list[float], list[list[bytes]]]:
     """Samples/s and CPU ms per sample of each epoch (the workers' CPU included, ended or
     persistent), and the batches' digests; ``step_s``: a sleep after each batch, the
-    accelerator's step (this process's CPU idle meanwhile)."""
+    accelerator's step (this process's CPU idle meanwhile); ``device``: each batch is moved
+    there, as a training loop does (an epoch ends when the device has finished);
+    ``on_batch``: called with each batch (moved)."""
     rates, cpu_ms, digests = [], [], []
+    cuda = device is not None and torch.device(device).type == "cuda"
     loader = make(0)
     for epoch in range(epochs):
         random.seed(epoch)
@@ -217,11 +236,16 @@ def _epochs(
         cpu = _cpu_s()
         started = time.perf_counter()
         for batch in loader:
+            batch = to_device(batch, device)
             first = batch[0] if isinstance(batch, list | tuple) else batch
             count += len(first)
             digests.append(_digests(batch))
+            if on_batch is not None:
+                on_batch(batch)
             if step_s:
                 time.sleep(step_s)
+        if cuda:
+            torch.cuda.synchronize(device)
         rates.append(count / (time.perf_counter() - started))
         cpu_ms.append((_cpu_s() - cpu) * 1e3 / count)
     del loader  # persistent workers end here
@@ -239,6 +263,25 @@ class Case:
     plan: dict[str, Any]
     budget_bytes: int | None
     step_s: float = 0.0
+    device: str = "cpu"
+
+
+def loader_maker(
+    name: str, workers: int, samples: int, batch: int, options: dict[str, Any] | None = None
+) -> Callable[[int], Any]:
+    """Pipeline ``name``'s data set, built once, and a function that makes its DataLoader
+    seeded with an epoch (``options`` go to the pipeline's factory)."""
+    own = pipelines.make_loader(
+        name, batch_size=batch, num_workers=workers, seed=0, n=samples, **(options or {})
+    )
+    dataset, collate = own.dataset, own.collate_fn
+
+    def make(epoch: int) -> Any:
+        return build_loader(
+            dataset, batch_size=batch, num_workers=workers, seed=epoch, collate_fn=collate
+        )
+
+    return make
 
 
 def prepare(
@@ -250,22 +293,15 @@ def prepare(
     budget_bytes: int | None,
     options: dict[str, Any] | None = None,
     step_s: float = 0.0,
+    device: str = "cpu",
 ) -> Case:
     """Build the data set (``options`` go to the pipeline's factory), tune the loader
-    (optional; told the step's time when there is one), trace one batch and plan."""
+    (optional; told the step's time when there is one), trace one batch and plan for
+    ``device`` (placement and batched chains there where calibration measures them faster)."""
     from codedag.optimize.manager import OptimizerManager
     from codedag.trace.tracer import trace_dataloader
 
-    own = pipelines.make_loader(
-        name, batch_size=batch, num_workers=workers, seed=0, n=samples, **(options or {})
-    )
-    dataset, collate = own.dataset, own.collate_fn
-
-    def make(epoch: int) -> Any:
-        return build_loader(
-            dataset, batch_size=batch, num_workers=workers, seed=epoch, collate_fn=collate
-        )
-
+    make = loader_maker(name, workers, samples, batch, options)
     tuned = None
     options = None
     if tune:
@@ -276,7 +312,7 @@ def prepare(
         tuned.override = list(tuned.changed)
     tracer, _ = trace_dataloader(make(0))
     manager = OptimizerManager(
-        cache="auto", loader=tuned, target_device="cpu", cache_budget_bytes=budget_bytes
+        cache="auto", loader=tuned, target_device=device, cache_budget_bytes=budget_bytes
     )
     plan = manager.optimize(tracer.dag)["migration_plan"]
     if options is not None and (plan.get("cache") or {}).get("chains"):
@@ -284,7 +320,7 @@ def prepare(
         # workers give more than 3 cycles per round to judge against
         warm_options = dataclasses.replace(options, batches=TuneOptions().batches)
         plan["loader"] = _with_warm(make(0), plan, warm_options)
-    return Case(name, workers, make, tuned, plan, budget_bytes, step_s)
+    return Case(name, workers, make, tuned, plan, budget_bytes, step_s, device)
 
 
 def _with_warm(loader: Any, plan: dict[str, Any], options: Any) -> dict[str, Any]:
@@ -312,7 +348,7 @@ def _memory(tier: Path | None, sampled: bool) -> contextlib.AbstractContextManag
 
 def _own(case: Case, epochs: int, sampled: bool = False) -> Run:
     with _memory(None, sampled) as memory:
-        rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
+        rates, cpu_ms, digests = run_epochs(case.make, epochs, case.step_s, case.device)
     return Run(rates, cpu_ms, digests, private_peak_bytes=memory.private_bytes)
 
 
@@ -321,11 +357,18 @@ def _tuned(case: Case, epochs: int, sampled: bool = False) -> Run:
 
     plan = {"context_device_map": {}, "loader": case.tuned.model_dump(mode="json")}
     with PipelineMigrator(plan, guard=False), _memory(None, sampled) as memory:
-        rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
+        rates, cpu_ms, digests = run_epochs(case.make, epochs, case.step_s, case.device)
     return Run(rates, cpu_ms, digests, private_peak_bytes=memory.private_bytes)
 
 
-def _plan(case: Case, epochs: int, sampled: bool = False) -> Run:
+def run_plan(
+    case: Case,
+    epochs: int,
+    sampled: bool = False,
+    on_batch: Callable[[Any], None] | None = None,
+) -> Run:
+    """The plan applied (an empty cache folder: epoch 1 is a true first epoch), its epochs
+    loaded (``on_batch``: called with each batch)."""
     from codedag.migrate.api import PipelineMigrator
     from codedag.migrate.prefix.runtime import CacheSettings
     from codedag.store.tiers import StoreSettings, ram_folder
@@ -333,9 +376,13 @@ def _plan(case: Case, epochs: int, sampled: bool = False) -> Run:
     folder = Path(tempfile.mkdtemp(prefix="codedag-whole-plan-"))
     try:
         store = StoreSettings(folder=folder / "cache", ram_budget_bytes=case.budget_bytes)
-        migrator = PipelineMigrator(case.plan, guard=False, cache=CacheSettings(store=store))
+        migrator = PipelineMigrator(
+            case.plan, case.device, guard=False, cache=CacheSettings(store=store)
+        )
         with migrator, _memory(ram_folder(folder / "cache"), sampled) as memory:
-            rates, cpu_ms, digests = _epochs(case.make, epochs, case.step_s)
+            rates, cpu_ms, digests = run_epochs(
+                case.make, epochs, case.step_s, case.device, on_batch
+            )
         run = Run(rates, cpu_ms, digests, memory.tier_bytes, memory.private_bytes)
         stats = migrator.get_stats()
         run.cache, run.tables, run.loader = stats["cache"], stats["tables"], stats["loader"]
@@ -345,7 +392,9 @@ def _plan(case: Case, epochs: int, sampled: bool = False) -> Run:
     return run
 
 
-def _reference(case: Case, epochs: int) -> list[list[bytes]]:
+def reference_digests(
+    case: Case, epochs: int, on_batch: Callable[[Any], None] | None = None
+) -> list[list[bytes]]:
     """The batches' digests of the pipeline's own code, without the cache, loaded with the
     plan's loader settings in every epoch (its warm ones from the second epoch on, as if the
     cache served every epoch): what the plan's batches must equal, since the augmentations that
@@ -355,7 +404,7 @@ def _reference(case: Case, epochs: int) -> list[list[bytes]]:
 
     patch = LoaderSettingsPatch.from_plan(case.plan)
     if patch is None:
-        return _epochs(case.make, epochs)[2]
+        return run_epochs(case.make, epochs, device=case.device, on_batch=on_batch)[2]
     served = iter(range(1, 1 << 30))
 
     def every_value_served() -> CacheProgress:
@@ -365,7 +414,7 @@ def _reference(case: Case, epochs: int) -> list[list[bytes]]:
     patch.watch_cache(every_value_served)
     patch.apply()
     try:
-        return _epochs(case.make, epochs)[2]
+        return run_epochs(case.make, epochs, device=case.device, on_batch=on_batch)[2]
     finally:
         patch.restore()
 
@@ -373,7 +422,7 @@ def _reference(case: Case, epochs: int) -> list[list[bytes]]:
 VARIANTS: dict[str, Callable[[Case, int, bool], Run]] = {
     "own": _own,
     "tuned": _tuned,
-    "plan": _plan,
+    "plan": run_plan,
 }
 
 
@@ -397,7 +446,7 @@ def _rounds(case: Case, variants: list[str], rounds: int, epochs: int) -> dict[s
         for variant in round_order(variants, r):
             runs[variant].append(VARIANTS[variant](case, epochs, False))
     runs["own_memory"] = [_own(case, epochs, True)]
-    runs["plan_memory"] = [_plan(case, epochs, True)]
+    runs["plan_memory"] = [run_plan(case, epochs, True)]
     return runs
 
 
@@ -422,7 +471,7 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
         row["tuned_later"] = _ratio(runs["tuned"], own, _later)
     reference = own[0].digests
     if case.plan.get("loader"):
-        reference = _reference(case, len(own[0].rates))
+        reference = reference_digests(case, len(own[0].rates))
     row["same"] = all(p.digests == reference for p in (*plan, plan_memory))
     row["same_against"] = "own" if reference is own[0].digests else "settings"
     tier = plan_memory.tier_peak_bytes

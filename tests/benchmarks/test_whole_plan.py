@@ -46,7 +46,7 @@ def test_a_step_time_holds_each_batch_and_memory_counts_shared_pages_once() -> N
         return batches
 
     started = time.perf_counter()
-    rates, _cpu_ms, digests = whole_plan._epochs(make, 2, step_s=0.05)
+    rates, _cpu_ms, digests = whole_plan.run_epochs(make, 2, step_s=0.05)
     assert time.perf_counter() - started >= 8 * 0.05  # two epochs of four batches
     assert len(digests) == 8 and all(rate < 2 / 0.05 for rate in rates)
     # a forked child's anonymous pages are its parent's until written: proportional memory
