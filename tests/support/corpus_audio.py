@@ -1,7 +1,7 @@
-"""Conformance corpus of the librosa ops: signals (mono (T,), stereo (2, T), float32/float64 and
-the dtypes librosa rejects), lengths (empty, one sample, shorter than n_fft), layouts (Fortran,
+"""Conformance corpus of the librosa ops: signals (mono (T,), stereo (2, T), multichannel
+(2, 3, T), float32/float64 and the dtypes librosa rejects), lengths (empty, one sample, shorter than n_fft), layouts (Fortran,
 strided, reversed, read-only), NaN and inf; spectrograms of every float dtype, complex, integers,
-0-d and empty; and each function's parameters (n_fft, hops, windows, pad modes, centre, power,
+0-d, empty and multichannel ((2, F, frames), (2, 3, F, frames)); and each function's parameters (n_fft, hops, windows, pad modes, centre, power,
 mel bands, ref callables, top_db, norms, axes, resampling types and rates)."""
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ LAYOUTS = ("C", "F", "strided", "reversed", "readonly")
 def signal(
     length: int = 2000,
     dtype: str = "float32",
-    channels: int = 0,
+    channels: int | tuple[int, ...] = 0,
     layout: str = "C",
     seed: int = 0,
     special: bool = False,
 ) -> np.ndarray:
-    """A sine with noise of amplitude <= 1: (length,), or (channels, length) when channels > 0."""
+    """A sine with noise of amplitude <= 1: (length,), (channels, length) when channels > 0, or
+    (*channels, length) for a tuple of channel axes."""
     rng = np.random.default_rng(seed)
-    shape = (channels, length) if channels else (length,)
+    lead = channels if isinstance(channels, tuple) else (channels,) if channels else ()
+    shape = (*lead, length)
     t = np.arange(length) / SR
     y = 0.5 * np.sin(2 * np.pi * 440.0 * t) + 0.3 * rng.uniform(-1, 1, shape)
     if layout == "strided":
@@ -94,6 +96,9 @@ def _signals() -> list[tuple[str, Callable[[], np.ndarray]]]:
     for length in (0, 1, 100):
         out.append((f"length {length}", lambda length=length: signal(length)))
     out.append(("stereo float64", lambda: signal(dtype="float64", channels=2)))
+    for layout in ("C", "F", "reversed"):
+        out.append((f"2x3 {layout}", lambda layout=layout: signal(channels=(2, 3), layout=layout)))
+    out.append(("2x3 float64", lambda: signal(dtype="float64", channels=(2, 3))))
     out.append(("nan/inf", lambda: signal(special=True)))
     out.append(("0-d", lambda: np.asarray(0.5, dtype=np.float32)))
     out.append(("list", lambda: [0.0, 0.5, -0.5] * 400))
@@ -106,8 +111,11 @@ def _spectrograms() -> list[tuple[str, Callable[[], Any]]]:
         out.append((dtype, lambda dtype=dtype: spectrogram(dtype=dtype)))
     for layout in ("F", "reversed", "readonly"):
         out.append((f"float32 {layout}", lambda layout=layout: spectrogram(layout=layout)))
-    for shape in ((), (0, 5), (7,), (2, 9, 6)):
+    for shape in ((), (0, 5), (7,), (2, 9, 6), (2, 3, 9, 6)):
         out.append((f"float32 {shape}", lambda shape=shape: spectrogram(shape)))
+    for shape in ((2, 9, 6), (2, 3, 9, 6)):
+        out.append((f"float32 {shape} F", lambda shape=shape: spectrogram(shape, layout="F")))
+    out.append(("complex64 (2, 3, 9, 6)", lambda: spectrogram((2, 3, 9, 6), "complex64")))
     out.append(("nan/inf", lambda: spectrogram(dtype="float64", special=True)))
     out.append(("negative", lambda: spectrogram(low=-1.0)))
     out.append(("zeros", lambda: np.zeros((5, 4), np.float32)))
@@ -120,8 +128,9 @@ def _dbs() -> list[tuple[str, Callable[[], Any]]]:
     out: list[tuple[str, Callable[[], Any]]] = []
     for dtype in ("float32", "float64", "float16", "int16", "complex64"):
         out.append((dtype, lambda dtype=dtype: spectrogram(dtype=dtype, low=-80, high=0)))
-    for shape in ((), (0, 5), (2, 9, 6)):
+    for shape in ((), (0, 5), (2, 9, 6), (2, 3, 9, 6)):
         out.append((f"{shape}", lambda shape=shape: spectrogram(shape, low=-80, high=0)))
+    out.append(("(2, 3, 9, 6) F", lambda: spectrogram((2, 3, 9, 6), low=-80, high=0, layout="F")))
     out.append(("nan/inf", lambda: spectrogram(special=True, low=-80, high=0)))
     out.append(("python float", lambda: -20.0))
     return out
@@ -243,6 +252,7 @@ def _signal_cases(name: str) -> Labeled:
     for label, kwargs in params:
         out.append((f"{label} float32", build(signal, kwargs)))
         out.append((f"{label} stereo", build(lambda: signal(channels=2), kwargs)))
+        out.append((f"{label} 2x3", build(lambda: signal(channels=(2, 3)), kwargs)))
     first = params[0][1]
     for label, make in _signals():
         out.append((f"{params[0][0]} {label}", build(make, first)))
@@ -252,6 +262,10 @@ def _signal_cases(name: str) -> Labeled:
             ("S float64", lambda: spectrogram((129, 10), "float64")),
             ("S wrong bins", lambda: spectrogram((33, 10))),
             ("S 2-d mel", lambda: spectrogram((128, 10))),
+            ("S stereo", lambda: spectrogram((2, 129, 10))),
+            ("S stereo F", lambda: spectrogram((2, 129, 10), layout="F")),
+            ("S 2x3", lambda: spectrogram((2, 3, 129, 10))),
+            ("S 2x3 mel", lambda: spectrogram((2, 3, 128, 10))),
         ):
             kwargs = {k: v for k, v in first.items() if k != "n_fft"}
             out.append((label, lambda make=make, kwargs=kwargs: ((), {"S": make(), **kwargs})))
@@ -293,20 +307,21 @@ def explore(name: str) -> st.SearchStrategy[tuple[str, Callable[[], Args]]]:
     params = _PARAMS[name]
     keyword = name.split(".")[-1] in ("melspectrogram", "mfcc")
 
-    def draw(i: int, length: int, channels: int, dtype: str, seed: int) -> Any:
+    def draw(i: int, length: int, channels: int | tuple[int, ...], dtype: str, seed: int) -> Any:
         label, kwargs = params[i]
 
         def build() -> Args:
             y = signal(length, dtype, channels, seed=seed)
             return ((), {"y": y, **kwargs}) if keyword else ((y,), dict(kwargs))
 
-        return f"{label} {dtype} {channels}x{length} #{seed}", build
+        lead = "x".join(map(str, channels)) if isinstance(channels, tuple) else channels
+        return f"{label} {dtype} {lead}x{length} #{seed}", build
 
     return st.builds(
         draw,
         st.integers(0, len(params) - 1),
         st.integers(1, 3000),
-        st.integers(0, 2),
+        st.sampled_from((0, 1, 2, (2, 3))),
         st.sampled_from(("float32", "float64")),
         st.integers(0, 2**16),
     )

@@ -393,12 +393,7 @@ def compare_values(name: str, got: Any, want: Any) -> tuple[str, str]:
     return worst, ""
 
 
-LAYOUT_DIFFERS = {
-    "librosa.core.audio.resample": "librosa returns multichannel results as strided views",
-    "librosa.feature.spectral.melspectrogram": "librosa returns multichannel results as strided "
-    "views",
-    "librosa.feature.spectral.mfcc": "librosa returns multichannel results as strided views",
-}
+LAYOUT_DIFFERS: dict[str, str] = {}
 """Functions whose results' layout (not values) still differs from the library's, and why."""
 
 

@@ -43,6 +43,9 @@ def _polyphase_filter(up: int, down: int) -> tuple[np.ndarray, int]:
 
 
 def _resample_poly(x: torch.Tensor, up: int, down: int) -> torch.Tensor:
+    """``scipy.signal.resample_poly`` along the last axis, in its layout: the outputs kept of
+    the whole filtered signal, a view of each row of a C-ordered (..., filtered) array (the rest
+    is zeros here)."""
     g = math.gcd(up, down)
     up, down = up // g, down // g
     if up == down == 1:
@@ -50,13 +53,16 @@ def _resample_poly(x: torch.Tensor, up: int, down: int) -> torch.Tensor:
     h64, n_pre_remove = _polyphase_filter(up, down)
     n_in = x.shape[-1]
     n_out = -(-n_in * up // down)
+    # upfirdn's output length (SciPy pads the filter's end until it holds the outputs kept)
+    n_full = max(((n_in - 1) * up + len(h64) - 1) // down + 1, n_pre_remove + n_out)
     # Polyphase form of upfirdn: y[m] = sum_j h[p + j*up] * x[b - j], t = m*down = b*up + p.
     taps = -(-len(h64) // up)
     hp = np.zeros(taps * up)
     hp[: len(h64)] = h64
     h = torch.from_numpy(hp.reshape(taps, up).T.copy()).to(x.device, x.dtype) * up
     batch = x.reshape(-1, n_in)
-    out = torch.empty(batch.shape[0], n_out, dtype=x.dtype, device=x.device)
+    full = torch.zeros(batch.shape[0], n_full, dtype=x.dtype, device=x.device)
+    out = full[:, n_pre_remove : n_pre_remove + n_out]
     j = torch.arange(taps, device=x.device)
     step = max(1, _CHUNK_ELEMENTS // max(1, batch.shape[0] * taps))
     for start in range(0, n_out, step):
@@ -66,7 +72,7 @@ def _resample_poly(x: torch.Tensor, up: int, down: int) -> torch.Tensor:
         valid = (idx >= 0) & (idx < n_in)
         gathered = batch[:, idx.clamp(0, n_in - 1)] * valid
         out[:, start : start + len(m)] = (gathered * h[t % up]).sum(-1)
-    return out.reshape(*x.shape[:-1], n_out)
+    return full.reshape(*x.shape[:-1], n_full)[..., n_pre_remove : n_pre_remove + n_out]
 
 
 def _resample_fft(x: torch.Tensor, num: int) -> torch.Tensor:
@@ -77,7 +83,8 @@ def _resample_fft(x: torch.Tensor, num: int) -> torch.Tensor:
         factor = torch.ones(spec.shape[-1], dtype=x.dtype, device=x.device)
         factor[m // 2] = 2.0 if num < n_x else 0.5
         spec = spec * factor
-    return torch.fft.irfft(spec / (n_x / num), n=num)
+    # scipy.signal.resample returns C order, whatever the signal's
+    return torch.fft.irfft(spec / (n_x / num), n=num).contiguous()
 
 
 def resample(
@@ -110,8 +117,8 @@ def resample(
             y_hat = y_hat[..., :n_samples]
         else:
             y_hat = torch.nn.functional.pad(y_hat, (0, n_samples - y_hat.shape[-1]))
-    if scale:
-        y_hat = y_hat / math.sqrt(ratio)
+    if scale:  # in place, as librosa divides: a strided result stays the same view
+        y_hat = y_hat.div_(math.sqrt(ratio))
     return y_hat.to(y.dtype)
 
 

@@ -338,7 +338,20 @@ def melspectrogram(
         raise UnsupportedOperation(f"S has {spec.shape[-2]} bins; expected {basis.shape[-1]}")
     real = spec.real if spec.is_complex() else spec
     mel = torch.tensor(basis, device=real.device, dtype=real.dtype)
-    return torch.matmul(mel, real)
+    return _mel_project(mel, real)
+
+
+def _mel_project(mel: torch.Tensor, spec: torch.Tensor) -> torch.Tensor:
+    """``mel @ spec`` over the bins of (N, ..., F, frames) in librosa's layout: its
+    ``einsum("...ft,mf->...mt")`` returns a mono call's (n_mels, frames) in C order and a
+    multichannel call's as a view of a C-ordered (n_mels, ..., frames) array."""
+    if spec.dim() <= 3:
+        return torch.matmul(mel, spec)
+    n, bins, frames = spec.shape[0], spec.shape[-2], spec.shape[-1]
+    lead = spec.shape[1:-2]
+    columns = spec.movedim(-2, 1).reshape(n, bins, -1)  # (N, F, channels * frames)
+    out = torch.matmul(mel, columns).reshape(n, mel.shape[0], *lead, frames)
+    return out.movedim(1, -2)
 
 
 def _per_sample(x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
@@ -452,7 +465,10 @@ def db_to_power(S_db: torch.Tensor, *, ref: float = 1.0) -> torch.Tensor:
         x = x.to(torch.float64)
     tenth = torch.tensor(0.1, dtype=x.dtype, device=x.device)
     factor = torch.tensor(float(ref), dtype=x.dtype, device=x.device)
-    return factor * torch.pow(10.0, x * tenth)
+    exponent = x * tenth
+    # out=: in the data's layout (NumPy keeps a Fortran-ordered spectrogram's); pow of a
+    # Python base would return C order
+    return factor * torch.pow(10.0, exponent, out=torch.empty_like(exponent))
 
 
 def db_to_amplitude(S_db: torch.Tensor, *, ref: float = 1.0) -> torch.Tensor:
@@ -579,6 +595,11 @@ def mfcc(
             math.pi * torch.arange(1, 1 + n_mfcc, dtype=S.dtype, device=S.device) / lifter
         )
         out = out * (1 + (lifter / 2) * li)[:, None]
+    if S.dim() > 3 and n_mfcc < n_mels:
+        # librosa returns the first rows of its C-ordered (..., n_mels, frames) DCT: for a
+        # multichannel call a strided view, laid out here the same way (the rest is zeros)
+        rows = torch.zeros(*S.shape, dtype=out.dtype, device=out.device)
+        out = rows[..., :n_mfcc, :].copy_(out)
     return out
 
 
