@@ -8,6 +8,7 @@ deferral block, collated), then run on the CPU as a device runs them: the whole 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,14 @@ def records(name: str, batches: int = 3, batch_size: int = 8, **sizes: int) -> l
     """``batches`` batch records of pipeline ``name`` (``demo_image``, ``letterbox``)."""
     module, functions, defaults = PIPELINES[name]
     dataset = module.make_dataset(n=batches * batch_size, seed=3, **{**defaults, **sizes})
+    return chain_records(functions, dataset.__getitem__, batches, batch_size)
+
+
+def chain_records(
+    functions: list[str], sample: Callable[[int], Any], batches: int, batch_size: int
+) -> list[BatchRecord]:
+    """Batch records of ``sample(i)`` with the chain ``functions`` placed for batched execution
+    (samples ``b * batch_size`` onwards make batch ``b``)."""
     migrator = PipelineMigrator.from_plan(
         _plan(functions), guard=False, batched=BatchedSettings(verify=0)
     )
@@ -63,7 +72,7 @@ def records(name: str, batches: int = 3, batch_size: int = 8, **sizes: int) -> l
     with migrator:
         for b in range(batches):
             with deferring():
-                samples = [dataset[i] for i in range(b * batch_size, (b + 1) * batch_size)]
+                samples = [sample(i) for i in range(b * batch_size, (b + 1) * batch_size)]
             with deferring(enabled=False):
                 replace_records(default_collate_deferred(samples), keep)
     return found

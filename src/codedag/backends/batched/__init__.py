@@ -2,7 +2,8 @@
 once per batch through the same batch-first backends a per-call migration uses.
 
 Inside ``__getitem__`` the calls of a chain placed for batched execution return deferred values
-(:mod:`.deferred`) that record the call and its per-sample arguments instead of computing;
+(:mod:`.deferred`: :mod:`.lazy_array`, :mod:`.lazy_tensor`, over the sample's :mod:`.record`)
+that record the call and its per-sample arguments instead of computing;
 ``default_collate`` gathers the deferred samples of a batch into one record (:mod:`.collate`); the
 executor runs each step once per group of samples (:mod:`.executor`), and the training loop
 receives what ``default_collate`` would have produced (:mod:`.delivery`). Anything the record
@@ -11,6 +12,8 @@ which is the per-sample reference itself (:mod:`.forcing`).
 
 * :mod:`.ops`, :mod:`.views`, :mod:`.backends`: what can be recorded and how it runs batched;
 * :mod:`.fusion`: programs rewritten before they run (value-wise runs on uint8 as one table);
+* :mod:`.ragged`: leading resizes and constant borders of images of different sizes as one
+  padded gather;
 * :mod:`.wrappers`: the library functions that return deferred values while a chain is applied;
 * :mod:`.transfer`: host<->device copies (counted) and the side stream;
 * :mod:`.watch`: delivered tensors that notice where the training loop moves them.

@@ -12,7 +12,9 @@ for good. So ragged inputs run one call per input shape until the step that give
 batch stay at most (steps before that point) x (distinct inputs) + (steps after it).
 
 Before running, each distinct program may be rewritten by :mod:`.fusion` (runs of elementwise
-steps on ``uint8`` data become one table look-up), exactly.
+steps on ``uint8`` data become one table look-up), exactly; and samples whose programs differ
+only by a leading resize and constant border of images of different sizes run that prefix as one
+padded gather (:mod:`.ragged`) and the rest as one group.
 
 A group whose backend fails runs its samples' CPU replay instead (the original functions on the
 recorded arguments), counted as forced by ``backend``. With ``verify`` every round is also run
@@ -31,6 +33,7 @@ import numpy as np
 import torch
 
 import codedag.backends.batched.fusion as fusion
+import codedag.backends.batched.ragged as ragged
 from codedag.backends.batched.collate import BatchRecord, Ref, Step, entry_view, freeze
 from codedag.backends.batched.ops import Batch, Meta
 from codedag.backends.batched.transfer import DeviceIO
@@ -215,6 +218,13 @@ class BatchExecutor:
         for i, program in enumerate(record.programs):
             if program:
                 by_program.setdefault(tuple(s.key for s in program), []).append(i)
+        if len(by_program) > 1 and self.fuse and not verify:
+            samples = [i for i, program in enumerate(record.programs) if program]
+            first = record.programs[samples[0]]
+            assert first is not None
+            found = ragged.plan(record, fusion.plan(first), samples)
+            if found is not None:
+                return [_Group(samples, found[1], found[0])]
         groups = []
         for samples in by_program.values():
             programs = [record.programs[i] for i in samples]
@@ -253,6 +263,8 @@ class BatchExecutor:
         first = lead.steps[lead.pointer]
         op = first.op
         n = sum(len(g.samples) for g in members)
+        if isinstance(op, ragged.PaddedOp):
+            return op.run_on(payload, self.io)
         args = [
             self._argument(record, payload, members, position, ref, key)
             for position, (ref, key) in enumerate(zip(first.args, first.key[1]))

@@ -16,6 +16,7 @@ the samples' own arguments are), or ``None`` for a step made here.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -138,7 +139,7 @@ class TableOp(Op):
         self.table = table  # (256, *varying): the run's output for each input value
         self.meta_out = meta
         self.name = name
-        self._on: dict[torch.device, torch.Tensor] = {}
+        self._on: dict[torch.device, tuple[torch.Tensor, torch.Tensor, int]] = {}
 
     def key(self) -> tuple[Any, ...]:
         return ("fused", self.name, id(self))
@@ -148,19 +149,25 @@ class TableOp(Op):
 
     def run(self, args: list[Any], kwargs: dict[str, Any], n: int, device: torch.device) -> Any:
         batch: Batch = args[0]
-        table = self._on.get(device)
-        if table is None:
-            table = self._on[device] = self.table.to(device)
         x = batch.tensor
-        index = x.to(torch.int32)
-        if x.dtype == torch.int8:
-            index += 128
-        varying = tuple(table.shape[1:])
-        per_value = table[0].numel()
-        if per_value > 1:  # position along the axes where the constants vary
-            offsets = torch.arange(per_value, device=device, dtype=torch.int32).view(varying)
-            index = index.mul_(per_value).add_(offsets)
-        return table.reshape(-1).index_select(0, index.reshape(-1)).view(x.shape)
+        found = self._on.get(device)
+        if found is None:
+            found = self._on[device] = self._on_device(device, x.dtype)
+        flat, offsets, per_value = found
+        # each element's row of the table, at its position along the varying axes: two passes
+        return flat.take(torch.add(offsets, x, alpha=per_value))
+
+    def _on_device(
+        self, device: torch.device, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The flat table, each position's offset in a row (int8 values shifted to 0..255)
+        and the row length, on ``device``."""
+        varying = tuple(self.table.shape[1:])
+        per_value = math.prod(varying)
+        offsets = torch.arange(per_value, dtype=torch.int64).view(varying)
+        if dtype == torch.int8:
+            offsets += 128 * per_value
+        return self.table.reshape(-1).to(device), offsets.to(device), per_value
 
 
 def _fused_step(run: list[Step]) -> tuple[Step, int] | None:

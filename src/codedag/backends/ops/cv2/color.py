@@ -69,6 +69,8 @@ def _descale(x: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _swap(x: torch.Tensor, dcn: int, swapb: bool) -> torch.Tensor:
+    if dcn == 3 and x.shape[-1] == 3:  # one pass: the channels reversed, or a copy
+        return x.flip(-1) if swapb else x.clone()
     chans = [x[..., 2], x[..., 1], x[..., 0]] if swapb else [x[..., 0], x[..., 1], x[..., 2]]
     if dcn == 4:
         alpha = x[..., 3] if x.shape[-1] == 4 else torch.full_like(x[..., 0], _max_value(x.dtype))

@@ -244,6 +244,22 @@ def _linear_u8_exact(x: torch.Tensor, plan: _LinearU8Plan) -> torch.Tensor:
     return out.to(torch.uint8)
 
 
+def linear_u8_taps(src: int, dst: int, inv_scale: float, vertical: bool) -> Taps:
+    """One axis of cv2's uint8 INTER_LINEAR: ``(dst, 2)`` source indices and ``(dst, 2)``
+    int32 weights in 11-bit fixed point (what :func:`_linear_u8_exact` applies)."""
+    idx, w = axis_taps(src, dst, inv_scale, INTER_LINEAR, False, vertical=vertical)
+    return idx, _quantized(w)
+
+
+def area_switch(ifx: float, ify: float) -> bool:
+    """Whether cv2 runs a linear resize of these inverse scales as INTER_AREA (an exact 2x
+    shrink on both axes)."""
+    scale_x, scale_y = 1.0 / ifx, 1.0 / ify
+    isx, isy = round(scale_x), round(scale_y)
+    exact = abs(scale_x - isx) < 2.2e-16 and abs(scale_y - isy) < 2.2e-16
+    return exact and isx == 2 and isy == 2
+
+
 def _quantized(w: np.ndarray) -> np.ndarray:
     return np.round(w * _COEF_SCALE).astype(np.int32)
 
@@ -311,14 +327,8 @@ def _area_fast_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch.
         return _area_cells_u8(x, sx, sy, dw, dh)
     area = sx * sy
     wide = torch.int16 if area * 255 < 2**15 else torch.int32
-    rows = x.view(n, dh, sy, w * c)  # the sy source rows of each output row, then the columns
-    total = rows[:, :, 0].to(wide)
-    for k in range(1, sy):
-        total += rows[:, :, k]
-    cells = total.view(n, dh, dw, sx * c)
-    out = cells[..., :c].clone()
-    for k in range(1, sx):
-        out += cells[..., k * c : (k + 1) * c]
+    cells = x.view(n, dh, sy, dw, sx, c)  # each output pixel's cell: sy rows of sx pixels
+    out = cells.sum((2, 4), dtype=wide)  # exact integer sums, one pass
     if _rounds_by_shift(sx, sy, c):
         out += 2
         out >>= 2
@@ -374,7 +384,7 @@ def resize(
     scale_x, scale_y = 1.0 / ifx, 1.0 / ify
     isx, isy = round(scale_x), round(scale_y)
     area_fast = abs(scale_x - isx) < 2.2e-16 and abs(scale_y - isy) < 2.2e-16
-    if mode in (INTER_LINEAR, INTER_LINEAR_EXACT) and area_fast and isx == 2 and isy == 2:
+    if mode in (INTER_LINEAR, INTER_LINEAR_EXACT) and area_switch(ifx, ify):
         mode = INTER_AREA  # cv2 does the same switch
     if mode == INTER_LINEAR_EXACT:
         return like_input(_linear_exact_u8(x, sw, sh, dw, dh, ifx, ify), src)
