@@ -8,11 +8,15 @@
   memory limits
 * :mod:`.experiment`: ExperimentMonitor: one object that times batches, samples resources, logs
   metrics and saves
+* :mod:`.exit_save`: A running mode saved when the process ends during it (exit hooks, SIGTERM),
+  and the monitor closed at exit if nobody did
 * :mod:`.forksafe`: An ExperimentMonitor in a forked process (a DataLoader worker) writes nothing
   there
 * :mod:`.metrics`: Loss and accuracy logging with constant memory and honest handling of NaN/inf
 * :mod:`.mode`: One mode's measurements (timer, metrics, resources, raw streams) and its part of
   the results
+* :mod:`.mode_start`: What a monitor builds when a mode starts: its unique name, step timer,
+  metrics logger, resource sampler and probe
 * :mod:`.model`: The results file as one model (RunResults, ModeResults, ModeSummary, ...), shared
   by the monitor that writes it and every reader
 * :mod:`.plots`: PNG figures comparing the modes of a results file (baseline vs optimization

@@ -33,17 +33,11 @@ from a forked process (a DataLoader worker) are ignored there (:mod:`codedag.mon
 
 from __future__ import annotations
 
-import atexit
-import functools
 import logging
 import math
 import os
 import re
-import signal
-import sys
-import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -55,30 +49,22 @@ from codedag.devices.distributed import distributed_launch, distributed_rank
 from codedag.errors import WriteError
 from codedag.monitor import forksafe
 from codedag.monitor.environment import collect_environment
-from codedag.monitor.metrics import MetricsLogger
-from codedag.monitor.mode import ModeRecord, NullProbe, batch_size_of, plain_config
+from codedag.monitor.exit_save import ExitSave, ending_status
+from codedag.monitor.mode import ModeRecord, batch_size_of, plain_config
+from codedag.monitor.mode_start import make_probe, new_mode_name, recorders, resource_sampler
 from codedag.monitor.model import Environment, ModeSummary, RunResults
 from codedag.monitor.records import ModeEnd, ModeInfo, RunInfo, summary_figures
-from codedag.monitor.resources import Probe, ResourceMonitor
+from codedag.monitor.resources import Probe
 from codedag.monitor.results import SCHEMA_VERSION
 from codedag.monitor.sinks.base import Sink, SinkHub
 from codedag.monitor.sinks.csv import HEADERS, CsvSink, csv_files
 from codedag.monitor.sinks.specs import make_sinks
-from codedag.monitor.timer import RECORD_BLOCK, WARMUP_BATCHES, Timer
+from codedag.monitor.timer import WARMUP_BATCHES, Timer
 from codedag.util.io import atomic_write_json
-from codedag.util.signals import deferred_interrupts, interruption_name
+from codedag.util.signals import deferred_interrupts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-# Records buffered before the training thread folds them itself while the sampler's thread folds
-# every interval: reached only when steps outpace it (above 8192 steps per sampling interval).
-SAMPLED_RECORD_BLOCK = 8192
-
-
-def _fold(timer: Timer, metrics: MetricsLogger) -> None:
-    """Fold a mode's buffered steps and logged values into its statistics and the sinks."""
-    timer.fold()
-    metrics.fold()
 
 
 class ExperimentMonitor:
@@ -139,17 +125,14 @@ class ExperimentMonitor:
         self._modes: dict[str, ModeRecord] = {}
         self._current: ModeRecord | None = None
         self._flush_at = 0.0  # perf_counter time of the next periodic flush
-        self._exit_hook: Callable[[], None] | None = None
         self.handle_sigterm = handle_sigterm
-        self._previous_sigterm: Any = None
-        self._signal_name: str | None = None
         self.warmup_batches = warmup_batches
         self._hub = SinkHub(
             [*([CsvSink(self.run_dir)] if stream_to_disk else []), *make_sinks(sinks)]
         )
         self._run_open = False
-        self._close_hook: Callable[[], None] | None = None
         self._pid = os.getpid()  # the owner: other processes (forks) record nothing
+        self._exit = ExitSave(self, self._pid, handle_sigterm)
         forksafe.register(self)
 
     # ------------------------------------------------------------------ modes
@@ -184,27 +167,30 @@ class ExperimentMonitor:
         if self._current is not None:
             log.warning("start_mode(%r) while %r is running: stopping it", mode, self._current.name)
             self.stop_mode()
-        name = self._new_mode_name(str(mode))
+        name = new_mode_name(str(mode), self._modes)
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
         files: dict[str, str | None] = (
             dict(csv_files(safe)) if self.stream_to_disk else dict.fromkeys(HEADERS)
         )
         hub = self._hub
-        timer, metrics = self._recorders(name, cuda_timing, resource_interval)
+        timer, metrics = recorders(
+            hub,
+            name,
+            cuda_timing or self.cuda_timing,
+            resource_interval,
+            warmup_batches=self.warmup_batches,
+            downsample_capacity=self.downsample_capacity,
+        )
         resources = None
         describe: dict[str, Any] = {}
         if resource_interval is not None:
-            probe = self._make_probe()
-            try:
-                describe = probe.describe()
-            except Exception as error:
-                describe = {"error": f"describe() failed: {error}"}
-            resources = ResourceMonitor(
+            resources, describe = resource_sampler(
+                make_probe(self._probe_factory),
+                hub,
+                name,
                 resource_interval,
-                probe=probe,
-                on_sample=functools.partial(hub.log_resources, name),
-                downsample_capacity=self.downsample_capacity,
-                on_tick=functools.partial(_fold, timer, metrics),
+                self.downsample_capacity,
+                (timer, metrics),
             )
         current = ModeRecord(
             name, plain_config(config or {}), timer, metrics, resources, files, describe
@@ -226,39 +212,11 @@ class ExperimentMonitor:
                 resource_interval_s=resource_interval,
             )
         )
-        self._install_exit_hook()
+        self._exit.install()
         self.flush()
         if resources is not None:
             resources.start()
         timer.start()
-
-    def _new_mode_name(self, name: str) -> str:
-        """``name``, or ``name_2``, ``name_3`` ... when a mode of that name was recorded."""
-        if name not in self._modes:
-            return name
-        n = 2
-        while f"{name}_{n}" in self._modes:
-            n += 1
-        log.warning("mode %r already recorded; recording this one as %r", name, f"{name}_{n}")
-        return f"{name}_{n}"
-
-    def _recorders(
-        self, name: str, cuda_timing: str | None, resource_interval: float | None
-    ) -> tuple[Timer, MetricsLogger]:
-        """The step timer and the metrics logger of a new mode, feeding the sinks' hub."""
-        hub = self._hub
-        block = RECORD_BLOCK if resource_interval is None else SAMPLED_RECORD_BLOCK
-        timer = Timer(
-            cuda_timing or self.cuda_timing,
-            on_steps=functools.partial(hub.log_steps, name),
-            warmup_batches=self.warmup_batches,
-            downsample_capacity=self.downsample_capacity,
-            record_block=block,
-        )
-        metrics = MetricsLogger(
-            functools.partial(hub.log_metrics, name), self.downsample_capacity, record_block=block
-        )
-        return timer, metrics
 
     def _open_run(self) -> None:
         """Tell the sinks the run started (once) and close them at exit if nobody does."""
@@ -266,16 +224,7 @@ class ExperimentMonitor:
             return
         self._run_open = True
         self._hub.open_run(RunInfo(self.experiment_name, self.run_dir, dict(self.environment)))
-        ref = weakref.ref(self)
-
-        def hook() -> None:
-            monitor = ref()
-            if monitor is not None and os.getpid() == monitor._pid:
-                monitor._on_exit()  # a mode still running is saved as interrupted or failed
-                monitor.close()
-
-        self._close_hook = hook
-        atexit.register(hook)
+        self._exit.close_at_exit()
 
     def add_sink(self, sink: Sink | str) -> None:
         """Send the records of the modes that start from now on to one more sink."""
@@ -304,23 +253,10 @@ class ExperimentMonitor:
             return
         if self._current is not None:
             self.stop_mode()
-        if self._close_hook is not None:
-            atexit.unregister(self._close_hook)
-            self._close_hook = None
+        self._exit.keep_open_at_exit()
         if self._run_open:
             self._hub.close()
             self._run_open = False
-
-    def _make_probe(self) -> Probe:
-        if self._probe_factory is not None:
-            return self._probe_factory()
-        try:
-            from codedag.monitor.system import SystemProbe
-
-            return SystemProbe()
-        except Exception as error:  # never stop training because a probe cannot be built
-            log.warning("resource probe unavailable (%s); recording no resource samples", error)
-            return NullProbe(str(error))
 
     def stop_mode(self, status: str = "completed", error: str | None = None) -> ModeSummary:
         """Stop the running mode, write the JSON, and return the mode's summary (empty when no
@@ -359,10 +295,7 @@ class ExperimentMonitor:
                     steps=current.timer.num_batches, figures=summary_figures(summary))
         )  # fmt: skip
         self.flush()
-        if self._exit_hook is not None:
-            atexit.unregister(self._exit_hook)
-            self._exit_hook = None
-        self._restore_sigterm()
+        self._exit.remove()
         return summary
 
     @contextmanager
@@ -373,11 +306,8 @@ class ExperimentMonitor:
         self.start_mode(mode, config, resource_interval)
         try:
             yield self
-        except KeyboardInterrupt as stop:
-            self.stop_mode("interrupted", interruption_name(stop))
-            raise
         except BaseException as exc:
-            self.stop_mode("failed", f"{type(exc).__name__}: {exc}")
+            self.stop_mode(*ending_status(exc))
             raise
         else:
             self.stop_mode()
@@ -394,10 +324,8 @@ class ExperimentMonitor:
         if self._current is not None:
             if exc is None:
                 self.stop_mode()
-            elif isinstance(exc, KeyboardInterrupt):
-                self.stop_mode("interrupted", interruption_name(exc))
             else:
-                self.stop_mode("failed", f"{type(exc).__name__}: {exc}")
+                self.stop_mode(*ending_status(exc))
         self.save_json()
         self.close()
 
@@ -461,23 +389,20 @@ class ExperimentMonitor:
     # ---------------------------------------------------------------- metrics
     def log_loss(self, epoch: int, batch: int, value: object) -> None:
         """Record a loss (``loss.item()``) for ``batch`` of ``epoch``."""
-        target = self._current
-        if target is None or forksafe.pid != self._pid:
-            target = self._metrics_target("log_loss")
-            if target is None:
-                return
-        step, time_s = target.timer.position()
-        target.metrics.log("loss", epoch, batch, value, step, time_s)
+        self._log_metric("loss", epoch, batch, value)
 
     def log_accuracy(self, epoch: int, batch: int, value: object) -> None:
         """Record an accuracy for ``batch`` of ``epoch``."""
+        self._log_metric("accuracy", epoch, batch, value)
+
+    def _log_metric(self, metric: str, epoch: int, batch: int, value: object) -> None:
         target = self._current
         if target is None or forksafe.pid != self._pid:
-            target = self._metrics_target("log_accuracy")
+            target = self._metrics_target(f"log_{metric}")
             if target is None:
                 return
         step, time_s = target.timer.position()
-        target.metrics.log("accuracy", epoch, batch, value, step, time_s)
+        target.metrics.log(metric, epoch, batch, value, step, time_s)
 
     def _metrics_target(self, what: str) -> ModeRecord | None:
         if forksafe.ignored_here(self._pid, what):
@@ -570,61 +495,3 @@ class ExperimentMonitor:
     def open_stream_files(self) -> list[Any]:
         """File objects the sinks hold open (the raw CSV streams; for :mod:`forksafe`)."""
         return self._hub.open_files()
-
-    def _install_exit_hook(self) -> None:
-        self._install_sigterm()
-        if self._exit_hook is not None:
-            return
-        ref = weakref.ref(self)
-
-        def hook() -> None:
-            monitor = ref()
-            if monitor is not None:
-                monitor._on_exit()
-
-        self._exit_hook = hook
-        atexit.register(hook)
-
-    def _install_sigterm(self) -> None:
-        if not self.handle_sigterm or self._previous_sigterm is not None:
-            return
-        if threading.current_thread() is not threading.main_thread():
-            log.warning("handle_sigterm needs start_mode() on the main thread: not installed")
-            return
-        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
-            log.info("SIGTERM already has a handler: leaving it")
-            return
-        ref = weakref.ref(self)
-
-        def on_sigterm(signum: int, frame: object) -> None:
-            monitor = ref()
-            if monitor is not None and os.getpid() == monitor._pid:
-                monitor._signal_name = "SIGTERM"
-            raise SystemExit(128 + signum)
-
-        self._previous_sigterm = signal.signal(signal.SIGTERM, on_sigterm)
-
-    def _restore_sigterm(self) -> None:
-        if self._previous_sigterm is None:
-            return
-        try:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-        except ValueError:  # pragma: no cover - stop_mode from another thread
-            log.warning("could not restore the SIGTERM handler (not on the main thread)")
-        self._previous_sigterm = None
-
-    def _on_exit(self) -> None:
-        if self._current is None or os.getpid() != self._pid:
-            return  # nothing running, or a forked child (e.g. a DataLoader worker) exiting
-        exc = getattr(sys, "last_value", None)  # set when an uncaught exception ended main
-        if self._signal_name is not None:
-            status, error = "interrupted", self._signal_name
-        elif exc is None or isinstance(exc, KeyboardInterrupt):
-            status = "interrupted"
-            error = interruption_name(exc) if exc is not None else "process exited during the mode"
-        else:
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-        try:
-            self.stop_mode(status, error)
-        except Exception as failure:  # pragma: no cover - never raise at interpreter exit
-            log.error("could not save results at exit: %s", failure)
