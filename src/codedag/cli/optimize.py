@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,10 +144,21 @@ def _placement_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _tune_bound(name: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to ``codedag.tune.options``' bound ``name``, read
+    when the flag is given (building the parser imports no part of the tuner)."""
+
+    def parse(text: str) -> int:
+        from codedag.tune import options
+
+        return integer(1, getattr(options, name))(text)
+
+    parse.__name__ = "integer"
+    return parse
+
+
 def _tune_flags(parser: argparse.ArgumentParser) -> None:
     """Trace and tune a DataLoader before planning: the whole pipeline in one command."""
-    from codedag.tune.options import MAX_BATCHES, MAX_ROUNDS
-
     week_s = 7 * 24 * 3600.0
     group = parser.add_argument_group(
         "trace and tune first (--tune --dataloader MODULE:FACTORY; the rest as `codedag tune`)"
@@ -165,14 +177,14 @@ def _tune_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--tune-batches",
-        type=integer(1, MAX_BATCHES),
+        type=_tune_bound("MAX_BATCHES"),
         default=None,
         metavar="N",
         help="batches per setting (as `codedag tune --batches`, 12)",
     )
     group.add_argument(
         "--tune-rounds",
-        type=integer(1, MAX_ROUNDS),
+        type=_tune_bound("MAX_ROUNDS"),
         default=None,
         metavar="N",
         help="alternating rounds against your settings (as `codedag tune --rounds`, 3)",

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from codedag.cli.args import integer, nonempty_path
 from codedag.errors import TraceError, UsageError
-from codedag.graph.model import ExecutionDAG
-from codedag.trace.dot import SVG_MAX_NODES
+from codedag.util.drawing import SVG_MAX_NODES
 
 if TYPE_CHECKING:
+    from codedag.graph.model import ExecutionDAG
     from codedag.report.dag_drawing import Drawing
     from codedag.trace.tracer import EnhancedTracer
 

@@ -21,6 +21,7 @@ from codedag.backends.libraries import is_library_module
 from codedag.graph.algorithms import topological_ranks
 from codedag.graph.model import CallNode, ExecutionDAG, ValueNode
 from codedag.trace.filter import KNOWN_LIBRARIES
+from codedag.util.drawing import SVG_MAX_NODES as SVG_MAX_NODES
 from codedag.util.io import atomic_write_bytes, atomic_write_text
 from codedag.util.text import dot_string
 
@@ -35,10 +36,6 @@ EDGE_STYLES = {
 }
 INSTALL_HINT = "install Graphviz (apt-get install graphviz) and run: dot -Tsvg {dot} -o {svg}"
 DOT_TIMEOUT_S = 60.0
-SVG_MAX_NODES = 150
-"""Largest DAG ``codedag trace`` draws node by node: ``dot`` took 3 s for 150 nodes of a traced
-batch, 5 s for 200 and 27 s for 400; a larger DAG is drawn coarsened
-(:mod:`codedag.report.dag_drawing`)."""
 
 
 def _human_bytes(n: int) -> str:

@@ -1,5 +1,7 @@
 """Small helpers of every layer: safe reading and atomic writing, paths, signals, logs, seeding.
 
+* :mod:`.drawing`: How large a traced DAG Graphviz draws in seconds: the limit ``codedag trace``,
+  its drawings and the reports share, readable without importing the tracer
 * :mod:`.io`: Files in and out: atomic writes, and the one checked JSON reader for every file
   codedag reads
 * :mod:`.logs`: Logging set-up for the CLI and scripts
