@@ -36,6 +36,24 @@ def ending_status(exc: BaseException) -> tuple[str, str]:
     return "failed", f"{type(exc).__name__}: {exc}"
 
 
+class _AtExit:
+    """One function registered with :mod:`atexit` at most once, until it is unregistered."""
+
+    def __init__(self, function: Callable[[], None]) -> None:
+        self._function = function
+        self._registered = False
+
+    def register(self) -> None:
+        if not self._registered:
+            atexit.register(self._function)
+            self._registered = True
+
+    def unregister(self) -> None:
+        if self._registered:
+            atexit.unregister(self._function)
+            self._registered = False
+
+
 class ExitSave:
     """The exit hooks and SIGTERM handler of one monitor: the mode's, installed while a mode
     runs, and the run's, which closes the monitor at exit if nobody did.
@@ -51,38 +69,28 @@ class ExitSave:
         self._monitor = weakref.ref(monitor)
         self._pid = pid
         self.handle_sigterm = handle_sigterm
-        self._hook: Callable[[], None] | None = None
-        self._close_hook: Callable[[], None] | None = None
+        self._mode_hook = _AtExit(self.on_exit)
+        self._run_hook = _AtExit(self._close)
         self._previous_sigterm: Any = None
         self._signal_name: str | None = None
 
     def install(self) -> None:
         """Install the SIGTERM handler (if asked for) and the exit hook, once."""
         self._install_sigterm()
-        if self._hook is not None:
-            return
-        self._hook = self.on_exit
-        atexit.register(self._hook)
+        self._mode_hook.register()
 
     def remove(self) -> None:
         """Remove the exit hook and put the previous SIGTERM handler back."""
-        if self._hook is not None:
-            atexit.unregister(self._hook)
-            self._hook = None
+        self._mode_hook.unregister()
         self._restore_sigterm()
 
     def close_at_exit(self) -> None:
         """At exit, save a mode still running and close the monitor (in its own process)."""
-        if self._close_hook is not None:
-            return
-        self._close_hook = self._close
-        atexit.register(self._close_hook)
+        self._run_hook.register()
 
     def keep_open_at_exit(self) -> None:
         """Undo :meth:`close_at_exit` (the monitor was closed)."""
-        if self._close_hook is not None:
-            atexit.unregister(self._close_hook)
-            self._close_hook = None
+        self._run_hook.unregister()
 
     def _close(self) -> None:
         monitor = self._monitor()
