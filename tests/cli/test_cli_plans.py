@@ -4,7 +4,6 @@ files in the plans folder refused without a traceback."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from cli_inputs import assert_one_line_error, run_cli
 from run_scripts import write_train_script
 
 from codedag.cli.main import main
+from codedag.integrations import plan_store
 from codedag.integrations.plan_store import (
     load_plan,
     plan_inputs,
@@ -138,12 +138,20 @@ BAD_FILES = {
     "a record of another format": (json.dumps({"stored_plan": 9, "plan": PLAN}), "format 9"),
     "a record with no plan": (json.dumps({"stored_plan": 1}), "expected a JSON object"),
     "a JSON array": ("[1, 2]", "not an object"),
+    "a time that is none": (
+        json.dumps({"stored_plan": 1, "created": "\x1b[2J", "plan": PLAN}),
+        "is no time",
+    ),
+    "a device with an escape": (
+        json.dumps({**PLAN, "context_device_map": {"ds.get/cv2.flip#0": "\x1b]0;x\x07"}}),
+        "context_device_map",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
 def test_a_bad_file_is_listed_as_unreadable_and_show_is_one_line(
-    case: str, cache: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    case: str, cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text, reason = BAD_FILES[case]
     key = "c0ffee" * 4
@@ -153,10 +161,12 @@ def test_a_bad_file_is_listed_as_unreadable_and_show_is_one_line(
     assert reason in row["problem"] and row["sections"] == {}
     code, out, _ = run_cli(capsys, "plans", "list")
     assert code == 0 and "unreadable" in out
-    assert_one_line_error(run_cli(capsys, "plans", "show", "c0f"), "unreadable", reason)
-    with caplog.at_level(logging.WARNING):
-        assert load_plan(key) is None  # a run plans again
-    assert "unreadable" in caplog.text
+    line = assert_one_line_error(run_cli(capsys, "plans", "show", "c0f"), "unreadable", reason)
+    assert "\x1b" not in line and "\x1b" not in out
+    warnings: list[str] = []
+    monkeypatch.setattr(plan_store.log, "warning", lambda text, *args: warnings.append(text % args))
+    assert load_plan(key) is None  # a run plans again, saying why
+    assert len(warnings) == 1 and "unreadable" in warnings[0] and reason in warnings[0]
 
 
 def test_links_are_neither_read_nor_removed(

@@ -199,7 +199,7 @@ def _show(folder: Path, key: str, show_all: bool, as_json: bool) -> int:
 
     entry = find(_entries(folder), key, folder)
     if entry.checked is None:
-        raise SchemaError(f"stored plan {entry.path} is unreadable: {entry.problem}")
+        raise SchemaError(f"stored plan {entry.path} is unreadable: {printable(entry.problem)}")
     if as_json:
         json.dump({**_row(entry), "inputs": entry.inputs, "plan": entry.plan}, sys.stdout)
         sys.stdout.write("\n")

@@ -199,6 +199,11 @@ def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], s
             isinstance(inputs.get(k, ""), str) for k in ("pipeline", "script", "device")
         ):
             raise Unreadable("not a stored plan: created, pipeline, script, device not strings")
+        try:
+            datetime.fromisoformat(created or "1970-01-01")
+        except ValueError:
+            shown = printable(created, 40)
+            raise Unreadable(f"not a stored plan: created {shown!r} is no time") from None
         versions = inputs.get("versions", {})
         if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
             raise Unreadable("not a stored plan: versions is no object of strings")
