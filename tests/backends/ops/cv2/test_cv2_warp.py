@@ -269,3 +269,17 @@ def test_a_warp_reaching_beyond_the_coordinate_bound_is_refused() -> None:
         warp_module.check_warp_affine(img, far, (8, 8), flags=cv2.WARP_INVERSE_MAP) or ""
     )
     assert warp_module.check_warp_affine(img, np.eye(2, 3), (8, 8)) is None
+
+
+def test_device_inverse_of_affine_matrices_has_the_host_inverses_bits() -> None:
+    rng = np.random.default_rng(1)
+    scales = rng.choice([1e-300, 1e-3, 1.0, 1e3, 1e150], size=(400, 1, 1))
+    m = rng.normal(size=(400, 2, 3)) * scales
+    m[:20, 1] = m[:20, 0] * 2  # singular: zeros
+    m[20:30] = 0.0
+    m[30:40, :, 2] = -0.0
+    m[40:50, 0, 1], m[40:50, 1, 0] = 0.0, -0.0
+    with np.errstate(all="ignore"):
+        want = warp_module._invert_affine(m)
+    got = warp_module._invert_affine_device(torch.tensor(m)).numpy()
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))

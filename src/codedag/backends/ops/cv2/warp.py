@@ -82,20 +82,26 @@ def _invert_affine(m: np.ndarray) -> np.ndarray:
 
 def _invert_affine_device(m: torch.Tensor) -> torch.Tensor:
     """:func:`_invert_affine` of (B, 2, 3) float64 matrices on their device: the same float64
-    products, sums and negations (negation is exact), so the same bits, in few ops."""
-    square, t = m[..., :2], m[..., 2]
-    products = square[..., 0, :] * square[..., 1, :].flip(-1)  # m00 * m11, m01 * m10
-    d = products[..., 0] - products[..., 1]
-    nonzero = d != 0
-    d = torch.where(nonzero, torch.where(nonzero, d, 1.0).reciprocal(), 0.0)
-    # the adjugate [[m11, -m01], [-m10, m00]], scaled
-    a = square.flip(-1, -2).transpose(-1, -2) * _ADJUGATE_SIGNS.to(m.device) * d[..., None, None]
-    parts = a * t.unsqueeze(-2)  # a11 * m02, a12 * m12 in the first row
-    b = parts[..., 0].neg() - parts[..., 1]
-    return torch.cat([a, b.unsqueeze(-1)], -1)
+    products, sums and negations (a negation is exact, so ``(-a) * b`` is ``a * (-b)``), so the
+    same bits, in few ops."""
+    b = m.shape[0]
+    order, signs, zero = _inverse_constants(m.device)
+    # m11, -m01, -m10, m00 (the adjugate), then -m02, m12
+    g = m.reshape(b, 6).index_select(1, order).mul_(signs)
+    adj, t = g.split((4, 2), 1)
+    p0, p1 = (adj[:, :2] * adj[:, 2:].flip(1)).unbind(1)  # m11 * m00, m01 * m10
+    d = p0 - p1
+    d = torch.where(d != 0, d.reciprocal(), zero)
+    a = (adj * d.unsqueeze(1)).view(b, 2, 2)
+    first, second = (a * t.view(b, 1, 2)).unbind(2)  # -(a_i0 * m02), a_i1 * m12
+    return torch.cat([a, (first - second).unsqueeze(2)], 2)
 
 
-_ADJUGATE_SIGNS = torch.tensor([[1.0, -1.0], [-1.0, 1.0]], dtype=torch.float64)
+@lru_cache(maxsize=8)
+def _inverse_constants(dev: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    order = torch.tensor([4, 1, 3, 0, 2, 5], device=dev)
+    signs = torch.tensor([1.0, -1.0, -1.0, 1.0, -1.0, 1.0], dtype=torch.float64, device=dev)
+    return order, signs, torch.zeros((), dtype=torch.float64, device=dev)
 
 
 def _affine_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.device):
