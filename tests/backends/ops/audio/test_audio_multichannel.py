@@ -42,6 +42,10 @@ SIGNAL_CALLS = {
         "librosa.core.audio.resample",
         {"orig_sr": SR, "target_sr": 11025, "res_type": "polyphase", "fix": False, "scale": True},
     ),
+    "resample same rate": (  # librosa returns the signal itself; a copy in its order here
+        "librosa.core.audio.resample",
+        {"orig_sr": SR, "target_sr": SR, "res_type": "fft"},
+    ),
     "resample fft": (
         "librosa.core.audio.resample",
         {"orig_sr": SR, "target_sr": 4000, "res_type": "fft"},

@@ -104,8 +104,8 @@ def resample(
     reason = _resample_refusal(y.dim() - 1, orig_sr, target_sr, res_type, axis, kwargs)
     if reason is not None:
         raise UnsupportedOperation(reason)
-    if orig_sr == target_sr:
-        return y
+    if orig_sr == target_sr:  # librosa returns the signal itself: a copy in its memory order
+        return y.clone(memory_format=torch.preserve_format)
     ratio = float(target_sr) / orig_sr
     n_samples = math.ceil(y.shape[-1] * ratio)
     if res_type in ("fft", "scipy"):
