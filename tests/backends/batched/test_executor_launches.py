@@ -11,7 +11,7 @@ from batched_counts import count, records, reference
 
 MAX_OPS_PER_CHAIN_OP = {"demo_image": 10.0, "letterbox": 10.0}
 """At most 10 aten ops per chain op in a steady batch. Measured: demo_image 9.1 (95 ops for
-10.5 steps a sample), letterbox 6.1 (67 ops for 11 steps: the samples' resizes and borders of
+10.5 steps a sample), letterbox 4.0 (44 ops for 11 steps: the samples' resizes and borders of
 different sizes run as one padded gather, not one call per size): a change that adds launches
 shows here."""
 

@@ -193,6 +193,28 @@ def _pad_index(length: int, before: int, after: int, border_type: int) -> tuple[
     return tuple(border_interpolate(np.arange(-before, length + after), length, border_type))
 
 
+@lru_cache(maxsize=64)
+def _padded_pixels(
+    h: int, w: int, pads: tuple[int, int, int, int], border_type: int, dev: torch.device
+) -> torch.Tensor:
+    """Each pixel of a padded ``h x w`` image as its source pixel's flat index (not constant)."""
+    top, bottom, left, right = pads
+    iy = np.asarray(_pad_index(h, top, bottom, border_type), np.int64)
+    ix = np.asarray(_pad_index(w, left, right, border_type), np.int64)
+    return torch.as_tensor((iy[:, None] * w + ix[None, :]).reshape(-1), device=dev)
+
+
+def pad_gather_nhwc(
+    x: torch.Tensor, top: int, bottom: int, left: int, right: int, border_type: int
+) -> torch.Tensor:
+    """:func:`pad_nhwc` for every border type but constant, as one gather of whole pixels
+    (the index made once per size, pads and border)."""
+    n, h, w, c = x.shape
+    index = _padded_pixels(h, w, (top, bottom, left, right), border_type, x.device)
+    out = x.reshape(n, h * w, c).index_select(1, index)
+    return out.view(n, h + top + bottom, w + left + right, c)
+
+
 def pad_nhwc(
     x: torch.Tensor,
     top: int,

@@ -5,6 +5,7 @@ float32 fused multiply-adds (with the kernel size above which cv2 correlates thr
 from __future__ import annotations
 
 import platform
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from codedag.backends.ops.cv2._common import (
     DEPTH_TO_DTYPE,
     as_nhwc,
     like_input,
+    pad_gather_nhwc,
     pad_nhwc,
     saturate,
 )
@@ -86,29 +88,25 @@ def correlate(
 def correlate_int(
     src: torch.Tensor, kx: np.ndarray, ky: np.ndarray, anchor: tuple[int, int], border: int
 ) -> torch.Tensor:
-    """Separable correlation of uint8 images with integer kernels, in int32: each tap one
-    in-place add of a shifted view (rows of whole pixels are contiguous: no strided passes)."""
+    """Separable correlation of uint8 images with integer kernels, in int32: the padded image
+    in one gather (a constant border: copied into its frame), each pass the taps as a sliding
+    window (a view) weighed and summed (exact integer sums), a fixed number of ops per kernel."""
     x = as_nhwc(src)
     kh, kw = len(ky), len(kx)
     ax, ay = anchor
-    h, w = int(x.shape[1]), int(x.shape[2])
-    xp = pad_nhwc(x, ay, kh - 1 - ay, ax, kw - 1 - ax, border).to(torch.int32)
-    rows = _taps(xp, kx, 2, w)
-    return like_input(_taps(rows, ky, 1, h), src)
+    pads = (ay, kh - 1 - ay, ax, kw - 1 - ax)
+    if border == BORDER_CONSTANT:
+        xp = pad_nhwc(x, *pads, border)
+    else:
+        xp = pad_gather_nhwc(x, *pads, border)
+    wx, wy = _int_kernel(tuple(kx), x.device), _int_kernel(tuple(ky), x.device)
+    rows = (xp.to(torch.int32).unfold(2, kw, 1) * wx).sum(-1, dtype=torch.int32)
+    return like_input((rows.unfold(1, kh, 1) * wy).sum(-1, dtype=torch.int32), src)
 
 
-def _taps(x: torch.Tensor, kernel: np.ndarray, dim: int, size: int) -> torch.Tensor:
-    out: torch.Tensor | None = None
-    for offset, weight in enumerate(int(k) for k in kernel):
-        if weight == 0:
-            continue
-        view = x.narrow(dim, offset, size)
-        if out is None:
-            out = view * weight
-        else:
-            out.add_(view, alpha=weight)
-    assert out is not None
-    return out
+@lru_cache(maxsize=32)
+def _int_kernel(kernel: tuple[float, ...], dev: torch.device) -> torch.Tensor:
+    return torch.tensor([int(k) for k in kernel], dtype=torch.int32, device=dev)
 
 
 def per_sample_value(value: Any, src: torch.Tensor) -> Any:
