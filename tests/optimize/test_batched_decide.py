@@ -15,7 +15,7 @@ from codedag.optimize.batched import apply_to_plan, batched_section, decide_chai
 from codedag.optimize.chains import ChainCandidate, ChainsFound, ChainStep, SampleChain
 from codedag.optimize.manager import OptimizerManager
 from codedag.optimize.placement import PlacementSettings
-from codedag.plan import MigrationPlan
+from codedag.plan import BatchedChain, MigrationPlan, PlannedCall
 
 MS = 1_000_000
 
@@ -43,78 +43,80 @@ def _measured(original_ms: float, batched_ms: float, record_ms: float = 0.0) -> 
     )
 
 
-def _decide(m: Any, mode: str = "auto", device: str | None = "cpu", workers: int = 0) -> dict:
+def _decide(
+    m: Any, mode: str = "auto", device: str | None = "cpu", workers: int = 0
+) -> BatchedChain:
     return decide_chain(_candidate(), m, mode, device, 10.0, workers, 16)
 
 
 def test_a_chain_runs_batched_only_when_it_wins_beyond_the_margin() -> None:
     wins = _decide(_measured(100, 40))
-    assert wins["batched"] and wins["basis"] == "measured"
-    assert "100 ms" in wins["reason"] and "40 ms" in wins["reason"]
-    assert "runs batched" in wins["reason"]
-    assert wins["original_ns"] == 100 * MS and wins["batched_ns"] == 40 * MS
-    assert wins["backend_calls"] == 4
+    assert wins.batched and wins.basis == "measured"
+    assert "100 ms" in wins.reason and "40 ms" in wins.reason
+    assert "runs batched" in wins.reason
+    assert wins.original_ns == 100 * MS and wins.batched_ns == 40 * MS
+    assert wins.backend_calls == 4
 
     loses = _decide(_measured(10, 200))
-    assert not loses["batched"]
-    assert "20x slower" in loses["reason"] and "stays per sample" in loses["reason"]
+    assert not loses.batched
+    assert "20x slower" in loses.reason and "stays per sample" in loses.reason
 
     close = _decide(_measured(100, 95))
-    assert not close["batched"] and "10 % margin" in close["reason"]
+    assert not close.batched and "10 % margin" in close.reason
 
 
 def test_workers_share_the_per_sample_chain_and_the_recording() -> None:
     # 100 ms of per-sample work over 4 workers is 25 ms a batch; batched: 20 ms recording in the
     # workers (5 ms each) + 30 ms in the main process = 35 ms: loses, though 100 > 50 alone.
     m = _measured(100, 50, record_ms=20)
-    assert _decide(m)["batched"]
+    assert _decide(m).batched
     four = _decide(m, workers=4)
-    assert not four["batched"]
-    assert "4 DataLoader workers" in four["reason"] and "25 ms vs 35 ms" in four["reason"]
+    assert not four.batched
+    assert "4 DataLoader workers" in four.reason and "25 ms vs 35 ms" in four.reason
 
 
 def test_forced_modes_are_labelled_assumed_without_a_measurement() -> None:
     always = _decide(None, "always")
-    assert always["batched"] and always["basis"] == "assumed"
-    assert "--batched always" in always["reason"]
+    assert always.batched and always.basis == "assumed"
+    assert "--batched always" in always.reason
     never = _decide(None, "never")
-    assert not never["batched"] and never["basis"] == "assumed"
+    assert not never.batched and never.basis == "assumed"
     measured_always = _decide(_measured(10, 200), "always")
-    assert measured_always["batched"] and measured_always["basis"] == "measured"
-    assert "200 ms" in measured_always["reason"]
+    assert measured_always.batched and measured_always.basis == "measured"
+    assert "200 ms" in measured_always.reason
 
 
 def test_failures_and_missing_devices_keep_the_chain_per_sample() -> None:
     failed = ChainMeasurement("chain0", "s", "cpu", "cpu", 16, error="batched result differs: x")
     decision = _decide(failed)
-    assert not decision["batched"] and "differs" in decision["reason"]
-    assert "no target device" in _decide(None, device=None)["reason"]
-    assert "not measured" in _decide(None)["reason"]
+    assert not decision.batched and "differs" in decision.reason
+    assert "no target device" in _decide(None, device=None).reason
+    assert "not measured" in _decide(None).reason
 
 
 def test_batched_chains_leave_per_call_placement_and_the_plan_validates() -> None:
     found = ChainsFound([_candidate()], 1)
     section = batched_section(found, {"chain0": _measured(100, 40)}, "auto", "cpu", 10.0, 0, 16)
-    plan: dict[str, Any] = {
-        "schema_version": 2,
-        "context_device_map": {"a#0/cv2.resize#0": "cpu"},
-        "calls": [
-            {
-                "function": "cv2.resize",
-                "context_keys": ["a#0/cv2.resize#0"],
-                "migrate": True,
-                "device": "cpu",
-                "reason": "measured: saves",
-            },
+    given = MigrationPlan(
+        context_device_map={"a#0/cv2.resize#0": "cpu"},
+        calls=[
+            PlannedCall(
+                function="cv2.resize",
+                context_keys=["a#0/cv2.resize#0"],
+                migrate=True,
+                device="cpu",
+                reason="measured: saves",
+            )
         ],
-        "notes": [],
-    }
-    apply_to_plan(plan, section)
-    assert plan["context_device_map"] == {}
-    assert not plan["calls"][0]["migrate"] and "batched chain0" in plan["calls"][0]["reason"]
-    model = MigrationPlan.from_dict(plan)
+    )
+    before = given.model_copy(deep=True)
+    plan = apply_to_plan(given, section)
+    assert given == before  # a pure pass: the plan given is left as it was
+    assert plan.context_device_map == {}
+    assert not plan.calls[0].migrate and "batched chain0" in plan.calls[0].reason
+    model = MigrationPlan.from_dict(plan.to_dict())
     assert model.batched.chains[0].batched and model.batched.device == "cpu"
-    assert "batched: chain0" in plan["notes"][-1]
+    assert "batched: chain0" in model.notes[-1]
 
 
 def test_manager_argument_overrides_settings_and_rejects_bad_modes() -> None:

@@ -58,7 +58,7 @@ def _plan(dag: ExecutionDAG, cal: object, target: str = "cpu", **settings: objec
         parts, coarse, gpu_count=0, target_device=target, can_migrate=ALL,
         calibration=cal, settings=PlacementSettings(**settings),  # type: ignore[arg-type]
         blocker=NONE_BLOCKED, positional=lambda name: ("src", "dst"),
-    )  # fmt: skip
+    ).to_dict()  # fmt: skip
 
 
 def _entry(plan: dict, function: str) -> dict:  # type: ignore[type-arg]
@@ -153,7 +153,7 @@ def test_semantics_first_random_draws_output_buffers_and_user_choices() -> None:
             parts, coarse, 0, "cpu", can_migrate=ALL, calibration=cal,
             settings=PlacementSettings(**settings), blocker=placement_blocker,  # type: ignore[arg-type]
             positional=lambda n: ("low", "high", "size"),
-        )  # fmt: skip
+        ).to_dict()  # fmt: skip
 
     draw = _entry(plan_with(), "numpy.random.uniform")
     assert not draw["migrate"] and "draws random numbers" in draw["reason"]

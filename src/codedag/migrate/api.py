@@ -30,6 +30,7 @@ from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.placements import PlanView, load_plan_file, parse_plan
 from codedag.migrate.stats import CallTotals, GuardSummary, MigrationStats, Off, ValueCacheCounts
 from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
+from codedag.plan import MigrationPlan
 from codedag.plan.context import Placement
 from codedag.util.text import listing, printable
 
@@ -45,7 +46,8 @@ class PipelineMigrator:
     """Runs the calls a plan places on a device through torch backends, transparently.
 
     Args:
-        plan: a migration plan dict (:meth:`codedag.plan.model.MigrationPlan.to_dict`'s form).
+        plan: a migration plan: the model (what ``OptimizerManager`` builds, used as it is) or
+            its dict form (:meth:`codedag.plan.model.MigrationPlan.to_dict`, validated here).
         default_device: where calls go whose plan device does not exist here; default
             ``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` with CUDA, else ``cpu``.
         registry: the registry of migratable functions (default: the process-wide one).
@@ -79,7 +81,7 @@ class PipelineMigrator:
 
     def __init__(
         self,
-        plan: Mapping[str, Any],
+        plan: Mapping[str, Any] | MigrationPlan,
         default_device: str | None = None,
         registry: Registry | None = None,
         guard: GuardSettings | bool | None = True,
@@ -122,16 +124,15 @@ class PipelineMigrator:
     @classmethod
     def from_plan(
         cls,
-        plan: Mapping[str, Any],
+        plan: Mapping[str, Any] | MigrationPlan,
         default_device: str | None = None,
         registry: Registry | None = None,
         guard: GuardSettings | bool | None = True,
         **batched: Any,
     ) -> PipelineMigrator:
-        """Build from a plan dict (what ``OptimizerManager`` returns); ``batched``: the
-        ``deliver``/``verify``/``batched`` arguments of the constructor."""
-        if hasattr(plan, "to_dict"):
-            plan = plan.to_dict()  # a plan object of the optimizer
+        """Build from a plan (the model, or the dict ``OptimizerManager`` returns as
+        ``result['migration_plan']``); ``batched``: the ``deliver``/``verify``/``batched``
+        arguments of the constructor."""
         return cls(plan, default_device=default_device, registry=registry, guard=guard, **batched)
 
     @classmethod

@@ -5,9 +5,12 @@
 - :mod:`~codedag.optimize.partition` (:class:`KWayPartitioner`) splits it k ways;
 - :mod:`~codedag.optimize.refine` (:class:`IterativeOptimizer`) lowers the objective J;
 - :mod:`~codedag.optimize.plan_builder` places partitions and calls on devices under the
-  :mod:`~codedag.optimize.costs` model and writes the plan;
+  :mod:`~codedag.optimize.costs` model; the other passes give the plan's other sections and
+  :mod:`~codedag.optimize.assemble` joins them into the plan;
 - :mod:`~codedag.optimize.manager` (:class:`OptimizerManager`) runs them in order.
 
+* :mod:`.assemble`: One migration plan from the passes' typed sections, with each function given
+  one owner
 * :mod:`.batched`: Deciding which sample chains run batched: measure, then decide (a pure pass)
 * :mod:`.chains`: Finding each sample's chain of deferrable calls in a traced DataLoader batch (a
   pure pass)

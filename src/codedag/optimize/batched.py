@@ -16,16 +16,21 @@ measurement their decisions are labelled ``assumed``.
 
 Batched chains take their library functions away from per-call placement (the migrator patches
 them to record instead): :func:`apply_to_plan` says so in those calls' reasons.
+
+Each decision is the plan model's :class:`~codedag.plan.BatchedChain`, the section its
+:class:`~codedag.plan.BatchedInfo`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from codedag.errors import ConfigError
 from codedag.graph.model import ExecutionDAG
 from codedag.measure.statistic import Verdict, verdict
+from codedag.plan import BatchedChain, BatchedInfo, MigrationPlan
+from codedag.plan.model import BatchedMode
 
 MODES = ("auto", "always", "never")
 
@@ -78,8 +83,22 @@ def decide_chain(
     margin_pct: float,
     workers: int,
     batch_size: int,
+) -> BatchedChain:
+    """One chain's entry of the plan's ``batched`` section."""
+    entry = _entry(candidate, measurement, mode, device, margin_pct, workers, batch_size)
+    return BatchedChain.model_validate(entry)
+
+
+def _entry(
+    candidate: Any,
+    measurement: Any | None,
+    mode: str,
+    device: str | None,
+    margin_pct: float,
+    workers: int,
+    batch_size: int,
 ) -> dict[str, Any]:
-    """One chain's entry of the plan's ``batched`` section (the plan model's ``BatchedChain``)."""
+    """The fields of one chain's :class:`BatchedChain`: its figures and the decision."""
     entry: dict[str, Any] = {
         "id": candidate.id,
         "steps": candidate.steps,
@@ -191,38 +210,44 @@ def batched_section(
     margin_pct: float,
     workers: int,
     batch_size: int,
-) -> dict[str, Any]:
-    """The plan's ``batched`` section (the plan model's ``BatchedInfo``) for every chain found."""
+) -> BatchedInfo:
+    """The plan's ``batched`` section for every chain found."""
     chains = [
         decide_chain(c, measurements.get(c.id), mode, device, margin_pct, workers, batch_size)
         for c in found.candidates
     ]
-    run_on = device or ("cpu" if any(c["batched"] for c in chains) else None)
-    return {"mode": mode, "device": run_on, "chains": chains}
+    run_on = device or ("cpu" if any(c.batched for c in chains) else None)
+    return BatchedInfo(mode=cast(BatchedMode, check_mode(mode)), device=run_on, chains=chains)
 
 
-def apply_to_plan(plan: dict[str, Any], section: dict[str, Any], note: str = "") -> None:
-    """Put ``section`` into ``plan``; calls of batched chains' functions leave per-call placement."""
-    plan["batched"] = section
-    batched = [c for c in section["chains"] if c["batched"]]
-    owner = {f: c["id"] for c in batched for f in c["functions"]}
-    for call in plan.get("calls", []):
-        chain = owner.get(call["function"])
+def apply_to_plan(plan: MigrationPlan, section: BatchedInfo, note: str = "") -> MigrationPlan:
+    """``plan`` with ``section`` as its batched section: calls of batched chains' functions
+    leave per-call placement (``plan`` itself is left as it was)."""
+    batched = [c for c in section.chains if c.batched]
+    owner = {f: c.id for c in batched for f in c.functions}
+    device_map = dict(plan.context_device_map)
+    calls = []
+    for call in plan.calls:
+        chain = owner.get(call.function)
         if chain is None:
+            calls.append(call)
             continue
-        if call.get("migrate"):
-            for key in call.get("context_keys", []):
-                plan["context_device_map"].pop(key, None)
-            call["migrate"] = False
-            call["device"] = "cpu"
-        call["reason"] = f"{call.get('reason', '')}; its calls in samples run in batched {chain}"
-    chains = section["chains"]
-    if not chains:
-        if note:
-            plan.setdefault("notes", []).append(f"batched execution: {note}")
-        return
-    names = ", ".join(c["id"] for c in batched) or "none"
-    plan.setdefault("notes", []).append(
-        f"batched execution ({section['mode']}): {len(chains)} sample chain(s) found, "
-        f"batched: {names}"
-    )
+        update: dict[str, Any] = {
+            "reason": f"{call.reason}; its calls in samples run in batched {chain}"
+        }
+        if call.migrate:
+            for key in call.context_keys:
+                device_map.pop(key, None)
+            update.update(migrate=False, device="cpu")
+        calls.append(call.model_copy(update=update))
+    notes = list(plan.notes)
+    if section.chains:
+        names = ", ".join(c.id for c in batched) or "none"
+        notes.append(
+            f"batched execution ({section.mode}): {len(section.chains)} sample chain(s) found, "
+            f"batched: {names}"
+        )
+    elif note:
+        notes.append(f"batched execution: {note}")
+    update = {"batched": section, "calls": calls, "context_device_map": device_map, "notes": notes}
+    return plan.model_copy(update=update)

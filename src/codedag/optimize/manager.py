@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from codedag.errors import ConfigError
+from codedag.optimize.assemble import assemble
 from codedag.optimize.batched import check_mode
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.coarsen import GraphCoarsening
@@ -26,6 +28,7 @@ from codedag.optimize.plan_builder import (
 )
 from codedag.optimize.refine import IterativeOptimizer
 from codedag.optimize.result import OptimizeResult
+from codedag.plan import CacheSection, MigrationPlan
 from codedag.plan.cache import MAX_BUDGET_BYTES
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,10 @@ log = logging.getLogger(__name__)
 
 class OptimizerManager:
     """Run the optimization passes on an execution DAG and turn the result into a migration plan.
+
+    The manager holds its settings only: each :meth:`optimize` measures its own DAG into a
+    :class:`~codedag.optimize.measurements.PlanMeasurements` (returned on the result) and plans
+    from it, so one manager plans any number of DAGs as fresh ones would.
 
     Args:
         k: number of partitions.
@@ -159,7 +166,17 @@ class OptimizerManager:
         kway = self.partitioner.partition(coarse)
         refined = self.refiner.optimize(kway, coarse)
         measurements = self.measure(coarse)
-        plan = self.get_migration_plan(refined, coarse, measurements=measurements)
+        notes = []
+        if self.partitioner.stats.get("k", self.k) < self.k and len(coarse):
+            notes.append(
+                f"k={self.k} is larger than the {len(coarse)} nodes of the coarsened DAG; "
+                f"used k={self.partitioner.stats['k']}"
+            )
+        if not len(coarse):
+            notes.append("the DAG is empty: nothing to place")
+        if measurements.problem:
+            notes.append(measurements.problem)
+        plan = self.plan(refined, coarse, measurements, notes=notes)
         refine_stats = self.refiner.stats
         statistics = {
             "coarsening": dict(coarse.stats),
@@ -170,20 +187,11 @@ class OptimizerManager:
             },
             "iteration": dict(refine_stats),
         }
-        if self.partitioner.stats.get("k", self.k) < self.k and len(coarse):
-            plan["notes"].append(
-                f"k={self.k} is larger than the {len(coarse)} nodes of the coarsened DAG; "
-                f"used k={self.partitioner.stats['k']}"
-            )
-        if not len(coarse):
-            plan["notes"].append("the DAG is empty: nothing to place")
-        if measurements.problem:
-            plan["notes"].append(measurements.problem)
         result = OptimizeResult(
             coarsened_dag=coarse,
             kway_partitions=kway,
             optimized_partitions=refined,
-            migration_plan=plan,
+            plan=plan,
             statistics=statistics,
             measurements=measurements,
         )
@@ -258,7 +266,26 @@ class OptimizerManager:
         coarse = as_coarse(dag)
         if measurements is None:
             measurements = self.measure(coarse)
-        plan = build_plan(
+        return self.plan(partitions, coarse, measurements, gpu_count, target_device).to_dict()
+
+    def plan(
+        self,
+        partitions: list[Partition],
+        dag: Any,
+        measurements: PlanMeasurements,
+        gpu_count: int | None = None,
+        target_device: str | None = None,
+        *,
+        notes: Sequence[str] = (),
+    ) -> MigrationPlan:
+        """The migration plan for partitions of ``dag``, made from ``measurements``: each pass
+        gives its section and :func:`~codedag.optimize.assemble.assemble` joins them (``notes``
+        are appended)."""
+        from codedag.optimize.batched import batched_section, traced_batch_size
+
+        coarse = as_coarse(dag)
+        workers = self._workers(coarse)
+        placement = build_plan(
             partitions,
             coarse,
             self.gpu_count if gpu_count is None else gpu_count,
@@ -267,26 +294,32 @@ class OptimizerManager:
             can_migrate=self.can_migrate,
             calibration=measurements.calibration,
             settings=self.placement,
-            workers=self._workers(coarse),
+            workers=workers,
         )
-        self._plan_batched(plan, coarse, measurements)
-        if self.cache == "auto":
-            from codedag.optimize.prefix_conflicts import resolve
-            from codedag.plan import MigrationPlan
-
-            plan["cache"] = self.plan_cache(coarse, measurements)
-            plan = resolve(MigrationPlan.from_dict(plan)).to_dict()
+        found = self.find_chains(coarse)
+        batched = batched_section(
+            found,
+            measurements.chains,
+            self.placement.batched,
+            self._batched_device(),
+            self.placement.margin_pct,
+            workers,
+            traced_batch_size(coarse.source, found.samples),
+        )
+        tables = None
         if self.tables == "auto":
-            tables = self.plan_tables(coarse, plan)
-            if tables is not None:
-                plan["tables"] = tables
-        if self.loader is not None:
-            plan["loader"] = self.loader.model_dump(mode="json")
-            plan["notes"].append(
-                f"placement measured with the tuned DataLoader ({self.loader.chosen.label()}), "
-                "which the plan also applies"
-            )
-        return plan
+            from codedag.optimize.tables import find_runs
+
+            tables = find_runs(coarse.source)
+        return assemble(
+            placement,
+            batched,
+            batched_note=found.note,
+            cache=self.plan_cache(coarse, measurements) if self.cache == "auto" else None,
+            tables=tables,
+            loader=self.loader,
+            notes=notes,
+        )
 
     # ------------------------------------------------------------------ batched chains
     def _batched_device(self) -> str | None:
@@ -339,22 +372,6 @@ class OptimizerManager:
             out[candidate.id] = calibrator.measure(candidate, batch_size)
         return out
 
-    def _plan_batched(self, plan: dict[str, Any], dag: Any, measurements: PlanMeasurements) -> None:
-        from codedag.optimize.batched import apply_to_plan, batched_section, traced_batch_size
-
-        coarse = as_coarse(dag)
-        found = self.find_chains(coarse)
-        section = batched_section(
-            found,
-            measurements.chains,
-            self.placement.batched,
-            self._batched_device(),
-            self.placement.margin_pct,
-            self._workers(coarse),
-            traced_batch_size(coarse.source, found.samples),
-        )
-        apply_to_plan(plan, section, found.note)
-
     # ------------------------------------------------------------------ prefix cache
     def _measure_store(self, dag: Any) -> Any | None:
         """The prefix cache store's costs for the sizes of the values ``dag`` could cache."""
@@ -371,7 +388,7 @@ class OptimizerManager:
         log.info("measuring the prefix cache's store for %d value sizes", len(sizes))
         return measure_store(sizes)
 
-    def plan_cache(self, dag: Any, measurements: PlanMeasurements) -> dict[str, Any]:
+    def plan_cache(self, dag: Any, measurements: PlanMeasurements) -> CacheSection:
         """The plan's ``cache`` section: each chain's deterministic prefix and its cut, from the
         traced times and the store's measured costs (:mod:`codedag.optimize.prefix`)."""
         from codedag.optimize.prefix import decide, find_prefixes
@@ -384,19 +401,7 @@ class OptimizerManager:
             budget = default_ram_budget_bytes()
         section = decide(found, measurements.store, budget, self.cache)
         section.folder = self.cache_folder
-        return section.model_dump(mode="json")
-
-    def plan_tables(self, dag: Any, plan: dict[str, Any]) -> dict[str, Any] | None:
-        """The plan's ``tables`` section (:mod:`codedag.optimize.tables`), or None where the
-        trace has no run: producers in the plan's cached chains are the cache's, and functions
-        a placement or batched chain patches are theirs."""
-        from codedag.optimize.prefix_conflicts import owned_functions
-        from codedag.optimize.tables import find_runs
-
-        chains = (plan.get("cache") or {}).get("chains") or []
-        cached = frozenset(f for c in chains if c.get("cached") for f in c.get("functions", []))
-        section = find_runs(as_coarse(dag).source, cached, frozenset(owned_functions(plan)))
-        return section.model_dump(mode="json") if section.runs else None
+        return section
 
     # ------------------------------------------------------------------ tuned loader
     def _workers(self, coarse: CoarsenedDAG) -> int:

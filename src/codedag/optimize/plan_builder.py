@@ -121,8 +121,10 @@ def build_plan(
     blocker: Callable[[str], str | None] | None = None,
     positional: Callable[[str], tuple[str, ...]] | None = None,
     workers: int | None = None,
-) -> dict[str, Any]:
-    """The migration plan (a :class:`~codedag.plan.MigrationPlan` as a dict).
+) -> MigrationPlan:
+    """The placement pass: every call of ``dag`` with its device and the reason (the plan's
+    calls, maps, notes and ``placement``; the other sections are added by
+    :func:`~codedag.optimize.assemble.assemble`).
 
     Args:
         partitions: the refined partitions of ``dag``.
@@ -175,7 +177,7 @@ def build_plan(
             context_map.update(dict.fromkeys(keys, call_device))
         entries.append(_planned_call(node, keys, call_device, d))
     entries.sort(key=lambda e: (not e.migrate, -e.measured_ns, e.context_keys[:1]))
-    plan = MigrationPlan(
+    return MigrationPlan(
         schema_version=PLAN_SCHEMA_VERSION,
         codedag_version=__version__,
         k=max(1, len(partitions)),
@@ -187,7 +189,6 @@ def build_plan(
         notes=_notes(accels, device, workers, basis, calls, candidates, placed, settings),
         placement=_placement_info(basis, device, calibration, settings),
     )
-    return plan.to_dict()
 
 
 @dataclass(frozen=True)

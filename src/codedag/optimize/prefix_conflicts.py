@@ -11,8 +11,6 @@ chain still runs once per batch.
 
 from __future__ import annotations
 
-from typing import Any
-
 from codedag.plan import BatchedChain, CacheChain, CacheCut, MigrationPlan, PlannedCall
 
 
@@ -87,10 +85,16 @@ def _feed(
     ]
 
 
-def owned_functions(plan: dict[str, Any]) -> set[str]:
+def owned_functions(plan: MigrationPlan) -> set[str]:
     """The functions a placement or a batched chain of ``plan`` patches."""
-    owned = {c["function"] for c in plan.get("calls", []) if c.get("migrate")}
-    for entry in (plan.get("batched") or {}).get("chains", []):
-        if entry.get("batched"):
-            owned.update(entry.get("functions", []))
+    owned = {c.function for c in plan.calls if c.migrate}
+    for entry in plan.batched.chains:
+        if entry.batched:
+            owned.update(entry.functions)
     return owned
+
+
+def cached_functions(plan: MigrationPlan) -> set[str]:
+    """The functions of the chains ``plan``'s prefix cache caches."""
+    chains = plan.cache.chains if plan.cache is not None else []
+    return {f for c in chains if c.cached for f in c.functions}

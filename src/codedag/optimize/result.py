@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from codedag.optimize.coarse import CoarsenedDAG
@@ -24,7 +25,7 @@ class OptimizeResult(Mapping[str, Any]):
         coarsened_dag: the DAG the partitions and the plan refer to.
         kway_partitions: the k-way partitions before refinement.
         optimized_partitions: the refined partitions.
-        migration_plan: the plan in its JSON form (what ``migration_plan.json`` holds).
+        plan: the migration plan (the dict key ``migration_plan`` reads its JSON form).
         statistics: ``coarsening``, ``partitioning``, ``edge_cut`` and ``iteration`` figures.
         measurements: what the plan was made from (not one of the dict keys).
     """
@@ -32,14 +33,14 @@ class OptimizeResult(Mapping[str, Any]):
     coarsened_dag: CoarsenedDAG
     kway_partitions: list[Partition]
     optimized_partitions: list[Partition]
-    migration_plan: dict[str, Any]
+    plan: MigrationPlan
     statistics: dict[str, Any]
     measurements: PlanMeasurements = field(default_factory=PlanMeasurements)
 
-    @property
-    def plan(self) -> MigrationPlan:
-        """The migration plan as the validated model."""
-        return MigrationPlan.from_dict(self.migration_plan)
+    @cached_property
+    def migration_plan(self) -> dict[str, Any]:
+        """The plan in its JSON form (what ``migration_plan.json`` holds; one dict per result)."""
+        return self.plan.to_dict()
 
     def __getitem__(self, key: str) -> Any:
         if key not in _KEYS:

@@ -69,8 +69,24 @@ def find_runs(
     ]
     arrays_only = {n for n in calls if _arrays_only(n) and not n.startswith(_METHODS)}
     guards = sorted((arrays_only | set(ALWAYS_GUARDED)) - owned)
-    note = "" if runs else "no element-wise run on a uint8 array in the traced samples"
-    return TablesSection(runs=runs, guards=guards, note=note)
+    return TablesSection(runs=runs, guards=guards, note=_note(runs))
+
+
+def restrict(
+    section: TablesSection, cached: frozenset[str], owned: frozenset[str]
+) -> TablesSection:
+    """``section`` without the runs whose producer is in ``cached`` (left to the prefix cache)
+    or in ``owned`` (patched by a placement or a batched chain), and without guards of
+    ``owned`` functions: what :func:`find_runs` finds with these arguments."""
+    runs = [r for r in section.runs if r.producer not in cached and r.producer not in owned]
+    guards = [g for g in section.guards if g not in owned]
+    if runs == section.runs and guards == section.guards:
+        return section
+    return section.model_copy(update={"runs": runs, "guards": guards, "note": _note(runs)})
+
+
+def _note(runs: list[TableRun]) -> str:
+    return "" if runs else "no element-wise run on a uint8 array in the traced samples"
 
 
 def _arrays_only(name: str) -> bool:
