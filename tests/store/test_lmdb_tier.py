@@ -121,12 +121,12 @@ def test_a_writer_killed_mid_transaction_leaves_no_entry(tmp_path: Path) -> None
     pid = os.fork()
     if pid == 0:  # the child: a worker killed while its value is half written
         try:
-            env = tier._open()
-            txn = env.begin(write=True)
-            encoded = encode(np.full(4 * MB, 9, np.uint8), SECRET, b"killed")
-            assert encoded is not None
-            txn.put(b"killed", encoded.data, db=tier._dbs[b"data"])
-            os.kill(os.getpid(), signal.SIGKILL)
+            with tier._env() as env:
+                txn = env.begin(write=True)
+                encoded = encode(np.full(4 * MB, 9, np.uint8), SECRET, b"killed")
+                assert encoded is not None
+                txn.put(b"killed", encoded.data, db=tier._dbs[b"data"])
+                os.kill(os.getpid(), signal.SIGKILL)
         finally:
             os._exit(1)
     _, status = os.waitpid(pid, 0)

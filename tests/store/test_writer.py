@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from codedag.migrate.prefix.session import Session
-from codedag.store import lmdb_tier
+from codedag.store import environments
 from codedag.store.entry import decode, encode
 from codedag.store.lmdb_tier import LmdbTier
 from codedag.store.tiers import PrefixStore
@@ -226,7 +226,7 @@ def test_a_fork_stores_what_is_queued_before_the_child_starts(
     writer.close()  # the thread goes on after the fork
     assert store.get(_key(9)) is not None
     store.close()
-    assert lmdb_tier._FORK_AWARE  # the writer is told of forks
+    assert environments._FORK_AWARE  # the writer is told of forks
 
 
 def test_only_values_user_code_may_still_write_to_are_checked_when_stored() -> None:

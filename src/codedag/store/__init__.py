@@ -9,6 +9,8 @@ itself is ever read back.
   files cut short;
 * :mod:`.network_fs`: whether a folder lies on a network filesystem, where LMDB is not safe;
 * :mod:`.lmdb_tier`: one LMDB environment with a budget, generations, eviction, failure handling;
+* :mod:`.environments`: the environments open in a process, shared by folder, never closed
+  under an operation of another thread, closed before a ``fork``;
 * :mod:`.tiers`: :class:`~.tiers.PrefixStore`, the RAM tier (shared memory) and the disk tier of
   a cache folder, and their defaults;
 * :mod:`.ram_owner`: the cache folder each RAM tier belongs to; RAM tiers of deleted folders

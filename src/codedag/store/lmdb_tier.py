@@ -26,8 +26,10 @@ data set misses every time; keeping what is cached hits ``budget / data`` of the
 
 Failures: a tier whose folder cannot be created or written, is not this user's own and private
 (:mod:`.trust`), or whose filesystem is full, is switched off with one warning (per process) and
-the run goes on without it; with no tier left the cache does nothing. Environments are closed
-before a ``fork`` and opened again where they are used (LMDB forbids using one across ``fork``).
+the run goes on without it; with no tier left the cache does nothing. Each operation holds its
+environment open while it runs (:mod:`.environments`): closing one, and closing them all before a
+``fork`` (LMDB forbids using one across ``fork``), waits for other threads' operations to end,
+so a value being read is never unmapped under its reader; they open again where they are used.
 """
 
 from __future__ import annotations
@@ -37,17 +39,15 @@ import errno
 import logging
 import os
 import struct
-import threading
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import lmdb
 
 from codedag.errors import CodeDAGError
-from codedag.store import trust
+from codedag.store import environments, trust
 from codedag.store.entry import Encoded
 
 log = logging.getLogger(__name__)
@@ -68,24 +68,6 @@ T = TypeVar("T")
 
 PutItem = tuple[bytes, Encoded, Sequence[tuple[bytes, bytes]]]
 """A value to store: its key, its encoded form and its intermediates' ``(key, header)``."""
-
-_OPEN: dict[str, tuple[Any, dict[bytes, Any], int]] = {}
-"""Environments open in this process by folder: LMDB allows one per process and folder, so
-tiers of the same folder share it."""
-_open_lock = threading.RLock()
-_pid = os.getpid()
-"""This process's id, set again in a forked child (``os.getpid`` is a system call, and the
-environments are looked up on every read)."""
-
-
-def _refresh_pid() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_refresh_pid)
-_hook_installed = False
 
 
 class TierError(Exception):
@@ -129,70 +111,18 @@ class TierInfo:
     problem: str = ""
 
 
-def close_all() -> None:
-    """Close every environment this process opened (before a fork; they reopen on use)."""
-    with _open_lock:
-        for env, _dbs, pid in _OPEN.values():
-            if pid == os.getpid():
-                env.close()
-        _OPEN.clear()
+class _Using(environments.Use):
+    """An operation of a tier on its environment (sets the tier's databases)."""
 
+    __slots__ = ("tier",)
 
-def _close(path: str) -> None:
-    with _open_lock:
-        found = _OPEN.pop(path, None)
-        if found is not None and found[2] == os.getpid():
-            found[0].close()
+    def __init__(self, tier: LmdbTier) -> None:
+        super().__init__(tier._key, tier._make)
+        self.tier = tier
 
-
-class ForkAware(Protocol):
-    """What uses the environments from a thread of its own and must be quiet across a fork."""
-
-    def before_fork(self) -> None:
-        """Finish what the thread is writing and hold it (the environments close next)."""
-
-    def after_fork_in_parent(self) -> None:
-        """Let the thread go on."""
-
-    def after_fork_in_child(self) -> None:
-        """Start afresh: the thread does not exist in the child."""
-
-
-_FORK_AWARE: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def on_fork(user: ForkAware) -> None:
-    """Have ``user`` told of every fork, around closing the environments."""
-    _install_fork_hook()
-    _FORK_AWARE.add(user)
-
-
-def _before_fork() -> None:
-    for user in list(_FORK_AWARE):
-        user.before_fork()
-    close_all()
-
-
-def _after_fork_in_parent() -> None:
-    for user in list(_FORK_AWARE):
-        user.after_fork_in_parent()
-
-
-def _after_fork_in_child() -> None:
-    for user in list(_FORK_AWARE):
-        user.after_fork_in_child()
-
-
-def _install_fork_hook() -> None:
-    global _hook_installed
-    with _open_lock:
-        if not _hook_installed and hasattr(os, "register_at_fork"):
-            os.register_at_fork(
-                before=_before_fork,
-                after_in_parent=_after_fork_in_parent,
-                after_in_child=_after_fork_in_child,
-            )
-            _hook_installed = True
+    def __enter__(self) -> Any:
+        env, self.tier._dbs = super().__enter__()
+        return env
 
 
 class LmdbTier:
@@ -215,7 +145,7 @@ class LmdbTier:
         self.quiet = False  # problems found while opening are reported by the caller
         self.evicted = 0
         self._dbs: dict[bytes, Any] = {}
-        _install_fork_hook()
+        environments.install_fork_hook()
 
     # -- opening ----------------------------------------------------------------------------
     @property
@@ -233,45 +163,39 @@ class LmdbTier:
                     "prefix cache: the %s tier at %s is off: %s", self.kind, self.path, problem
                 )
 
-    def _open(self) -> Any:
+    def _env(self) -> _Using:
+        """An operation on the environment (opened if it is not open here), as a context that
+        gives it: it is not closed before the context ends (a read's views stay valid)."""
         if self.problem:
             raise TierError(self.problem)
-        key = self._key
-        found = _OPEN.get(key)
-        if found is not None and found[2] == _pid:
-            self._dbs = found[1]
-            return found[0]
-        with _open_lock:
-            found = _OPEN.get(key)
-            if found is not None and found[2] == _pid:
-                self._dbs = found[1]
-                return found[0]
-            try:
-                trust.prepare(self.path, self.kind)  # private, this user's, not cut short
-                env = lmdb.open(
-                    str(self.path),
-                    map_size=self.budget_bytes,
-                    subdir=True,
-                    max_dbs=len(_DBS),
-                    max_readers=1024,
-                    sync=False,
-                    metasync=False,
-                    readahead=False,
-                    writemap=False,  # a full filesystem then fails a write, never SIGBUS
-                    meminit=False,
-                    mode=0o600,
-                )
-                dbs = {name: env.open_db(name) for name in _DBS}
-            except (lmdb.Error, OSError) as error:
-                self.disable(_describe(error))
-                raise TierError(self.problem) from error
-            _OPEN[key] = (env, dbs, _pid)  # one inherited across fork is never used
-            self._dbs = dbs
-            return env
+        return _Using(self)
+
+    def _make(self) -> environments.Opened:
+        """Open the environment and its databases (switching the tier off if that fails)."""
+        try:
+            trust.prepare(self.path, self.kind)  # private, this user's, not cut short
+            env = lmdb.open(
+                str(self.path),
+                map_size=self.budget_bytes,
+                subdir=True,
+                max_dbs=len(_DBS),
+                max_readers=1024,
+                sync=False,
+                metasync=False,
+                readahead=False,
+                writemap=False,  # a full filesystem then fails a write, never SIGBUS
+                meminit=False,
+                mode=0o600,
+            )
+            return env, {name: env.open_db(name) for name in _DBS}
+        except (lmdb.Error, OSError) as error:
+            self.disable(_describe(error))
+            raise TierError(self.problem) from error
 
     def close(self) -> None:
-        """Close the environment in this process (it opens again on the next use)."""
-        _close(self._key)
+        """Close the environment in this process once no other thread reads or writes it (it
+        opens again on the next use)."""
+        environments.close(self._key)
 
     def _failed(self, error: Exception) -> TierError:
         self.disable(_describe(error))
@@ -286,56 +210,56 @@ class LmdbTier:
                 machine): the first of them starts a new generation, the others join it, so none
                 evicts another's values as an older run's. ``""``: a run of its own.
         """
-        env = self._open()
-        try:
-            with env.begin(write=True) as txn:
-                state = self._dbs[b"state"]
-                raw = txn.get(_GENERATION, db=state)
-                generation = _U64.unpack(raw)[0] if raw else 0
-                if not run or txn.get(_RUN, db=state) != run.encode():
-                    generation += 1
-                    txn.put(_GENERATION, _U64.pack(generation), db=state)
-                    if run:
-                        txn.put(_RUN, run.encode(), db=state)
-                    else:
-                        txn.delete(_RUN, db=state)
-        except lmdb.Error as error:
-            raise self._failed(error) from error
-        self.generation = generation
-        return generation
+        with self._env() as env:
+            try:
+                with env.begin(write=True) as txn:
+                    state = self._dbs[b"state"]
+                    raw = txn.get(_GENERATION, db=state)
+                    generation = _U64.unpack(raw)[0] if raw else 0
+                    if not run or txn.get(_RUN, db=state) != run.encode():
+                        generation += 1
+                        txn.put(_GENERATION, _U64.pack(generation), db=state)
+                        if run:
+                            txn.put(_RUN, run.encode(), db=state)
+                        else:
+                            txn.delete(_RUN, db=state)
+            except lmdb.Error as error:
+                raise self._failed(error) from error
+            self.generation = generation
+            return generation
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, key: bytes, decode: Callable[[bytes, memoryview], T]) -> tuple[T, bool] | None:
         """``(decode(header, data), stale)`` for ``key``, or None; ``stale``: an older
         generation's entry (to be touched). ``decode`` runs inside the read transaction (the
         data is a view of the shared map) and must copy what it keeps."""
-        env = self._open()
-        try:
-            with env.begin(buffers=True) as txn:
-                info = txn.get(key, db=self._dbs[b"info"])
-                if info is None:
-                    return None
-                data = txn.get(key, db=self._dbs[b"data"])
-                if data is None:
-                    return None
-                generation, _size = _INFO.unpack_from(info)
-                value = decode(bytes(info[_INFO.size :]), data)
-        except lmdb.Error as error:
-            raise self._failed(error) from error
-        return value, generation < self.generation
+        with self._env() as env:
+            try:
+                with env.begin(buffers=True) as txn:
+                    info = txn.get(key, db=self._dbs[b"info"])
+                    if info is None:
+                        return None
+                    data = txn.get(key, db=self._dbs[b"data"])
+                    if data is None:
+                        return None
+                    generation, _size = _INFO.unpack_from(info)
+                    value = decode(bytes(info[_INFO.size :]), data)
+            except lmdb.Error as error:
+                raise self._failed(error) from error
+            return value, generation < self.generation
 
     def meta(self, key: bytes) -> tuple[bytes, bool] | None:
         """``(header, stale)`` of an intermediate value, or None."""
-        env = self._open()
-        try:
-            with env.begin() as txn:
-                raw = txn.get(key, db=self._dbs[b"meta"])
-        except lmdb.Error as error:
-            raise self._failed(error) from error
-        if raw is None:
-            return None
-        generation, _size = _INFO.unpack_from(raw)
-        return raw[_INFO.size :], generation < self.generation
+        with self._env() as env:
+            try:
+                with env.begin() as txn:
+                    raw = txn.get(key, db=self._dbs[b"meta"])
+            except lmdb.Error as error:
+                raise self._failed(error) from error
+            if raw is None:
+                return None
+            generation, _size = _INFO.unpack_from(raw)
+            return raw[_INFO.size :], generation < self.generation
 
     # -- writing ----------------------------------------------------------------------------
     def put(self, key: bytes, encoded: Encoded, metas: Iterable[tuple[bytes, bytes]] = ()) -> str:
@@ -358,26 +282,26 @@ class LmdbTier:
         A value that fits only once older entries are evicted is stored after the others, in
         transactions of its own (eviction frees pages LMDB reuses only once it has committed).
         """
-        env = self._open()
-        outcomes: list[str | None] = []
-        try:
-            with env.begin(write=True, buffers=True) as txn:
-                state = self._dbs[b"state"]
-                used = _used(txn, state)
-                for key, encoded, metas in items:
-                    outcome, used = self._add(txn, key, encoded, metas, used)
-                    outcomes.append(outcome)
-                txn.put(_USED, _U64.pack(used), db=state)
-        except lmdb.MapFullError:  # nothing was written: each value on its own
-            if len(items) == 1:
-                return ["full"]
-            return [self.put_many([item])[0] for item in items]
-        except lmdb.Error as error:
-            raise self._failed(error) from error
-        return [
-            outcome if outcome is not None else self._put_evicting(*item)
-            for outcome, item in zip(outcomes, items)
-        ]
+        with self._env() as env:
+            outcomes: list[str | None] = []
+            try:
+                with env.begin(write=True, buffers=True) as txn:
+                    state = self._dbs[b"state"]
+                    used = _used(txn, state)
+                    for key, encoded, metas in items:
+                        outcome, used = self._add(txn, key, encoded, metas, used)
+                        outcomes.append(outcome)
+                    txn.put(_USED, _U64.pack(used), db=state)
+            except lmdb.MapFullError:  # nothing was written: each value on its own
+                if len(items) == 1:
+                    return ["full"]
+                return [self.put_many([item])[0] for item in items]
+            except lmdb.Error as error:
+                raise self._failed(error) from error
+            return [
+                outcome if outcome is not None else self._put_evicting(*item)
+                for outcome, item in zip(outcomes, items)
+            ]
 
     def _add(
         self,
@@ -410,32 +334,32 @@ class LmdbTier:
         self, key: bytes, encoded: Encoded, metas: Sequence[tuple[bytes, bytes]]
     ) -> str:
         """Store a value once entries of older generations have made room for it."""
-        env = self._open()
-        dbs = self._dbs
-        need = encoded.nbytes + _meta_bytes(metas)
-        try:
-            with env.begin(write=True, buffers=True) as txn:
-                used = _used(txn, dbs[b"state"])
-                # a quarter more than needed, for LMDB's contiguous runs
-                used -= self._evict(txn, used + need - self.limit_bytes + self.limit_bytes // 4)
-                used = max(0, used)
-                txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
-                if used + need > self.limit_bytes:
-                    return "full"
-            with env.begin(write=True) as txn:  # LMDB reuses freed pages two commits later
-                txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
-            with env.begin(write=True, buffers=True) as txn:
-                used = _used(txn, dbs[b"state"])
-                outcome, used = self._add(txn, key, encoded, metas, used)
-                if outcome is None:
-                    txn.abort()
-                    return "full"
-                txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
-                return outcome
-        except lmdb.MapFullError:
-            return "full"
-        except lmdb.Error as error:
-            raise self._failed(error) from error
+        with self._env() as env:
+            dbs = self._dbs
+            need = encoded.nbytes + _meta_bytes(metas)
+            try:
+                with env.begin(write=True, buffers=True) as txn:
+                    used = _used(txn, dbs[b"state"])
+                    # a quarter more than needed, for LMDB's contiguous runs
+                    used -= self._evict(txn, used + need - self.limit_bytes + self.limit_bytes // 4)
+                    used = max(0, used)
+                    txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
+                    if used + need > self.limit_bytes:
+                        return "full"
+                with env.begin(write=True) as txn:  # LMDB reuses freed pages two commits later
+                    txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
+                with env.begin(write=True, buffers=True) as txn:
+                    used = _used(txn, dbs[b"state"])
+                    outcome, used = self._add(txn, key, encoded, metas, used)
+                    if outcome is None:
+                        txn.abort()
+                        return "full"
+                    txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
+                    return outcome
+            except lmdb.MapFullError:
+                return "full"
+            except lmdb.Error as error:
+                raise self._failed(error) from error
 
     def _put_metas(self, txn: Any, metas: Sequence[tuple[bytes, bytes]]) -> int:
         added = 0
@@ -473,55 +397,57 @@ class LmdbTier:
 
     def touch(self, keys: Iterable[bytes], metas: Iterable[bytes]) -> None:
         """Move entries and intermediate headers to the current generation (they were hit)."""
-        env = self._open()
-        try:
-            with env.begin(write=True) as txn:
-                for name, group in ((b"info", keys), (b"meta", metas)):
-                    db = self._dbs[name]
-                    for key in group:
-                        raw = txn.get(key, db=db)
-                        if raw is not None:
-                            _gen, size = _INFO.unpack_from(raw)
-                            txn.put(
-                                key, _INFO.pack(self.generation, size) + raw[_INFO.size :], db=db
-                            )
-        except lmdb.Error as error:
-            raise self._failed(error) from error
+        with self._env() as env:
+            try:
+                with env.begin(write=True) as txn:
+                    for name, group in ((b"info", keys), (b"meta", metas)):
+                        db = self._dbs[name]
+                        for key in group:
+                            raw = txn.get(key, db=db)
+                            if raw is not None:
+                                _gen, size = _INFO.unpack_from(raw)
+                                txn.put(
+                                    key,
+                                    _INFO.pack(self.generation, size) + raw[_INFO.size :],
+                                    db=db,
+                                )
+            except lmdb.Error as error:
+                raise self._failed(error) from error
 
     def flag(self, name: bytes) -> bool:
         """Whether :meth:`set_flag` marked ``name`` here."""
-        env = self._open()
-        try:
-            with env.begin() as txn:
-                return txn.get(_FLAG + name, db=self._dbs[b"state"]) is not None
-        except lmdb.Error as error:
-            raise self._failed(error) from error
+        with self._env() as env:
+            try:
+                with env.begin() as txn:
+                    return txn.get(_FLAG + name, db=self._dbs[b"state"]) is not None
+            except lmdb.Error as error:
+                raise self._failed(error) from error
 
     def set_flag(self, name: bytes) -> None:
         """Mark ``name`` for every process and later run (until the tier is cleared)."""
-        env = self._open()
-        try:
-            with env.begin(write=True) as txn:
-                txn.put(_FLAG + name, b"1", db=self._dbs[b"state"])
-        except lmdb.Error as error:
-            raise self._failed(error) from error
+        with self._env() as env:
+            try:
+                with env.begin(write=True) as txn:
+                    txn.put(_FLAG + name, b"1", db=self._dbs[b"state"])
+            except lmdb.Error as error:
+                raise self._failed(error) from error
 
     def delete(self, key: bytes) -> None:
         """Remove one value (a corrupt or mismatched entry)."""
-        env = self._open()
-        dbs = self._dbs
-        try:
-            with env.begin(write=True) as txn:
-                raw = txn.get(key, db=dbs[b"info"])
-                if raw is None:
-                    return
-                _gen, size = _INFO.unpack_from(raw)
-                txn.delete(key, db=dbs[b"info"])
-                txn.delete(key, db=dbs[b"data"])
-                used = _used(txn, dbs[b"state"])
-                txn.put(_USED, _U64.pack(max(0, used - size)), db=dbs[b"state"])
-        except lmdb.Error as error:
-            raise self._failed(error) from error
+        with self._env() as env:
+            dbs = self._dbs
+            try:
+                with env.begin(write=True) as txn:
+                    raw = txn.get(key, db=dbs[b"info"])
+                    if raw is None:
+                        return
+                    _gen, size = _INFO.unpack_from(raw)
+                    txn.delete(key, db=dbs[b"info"])
+                    txn.delete(key, db=dbs[b"data"])
+                    used = _used(txn, dbs[b"state"])
+                    txn.put(_USED, _U64.pack(max(0, used - size)), db=dbs[b"state"])
+            except lmdb.Error as error:
+                raise self._failed(error) from error
 
     # -- inspection -------------------------------------------------------------------------
     def info(self) -> TierInfo:
@@ -529,8 +455,7 @@ class LmdbTier:
         entries = metas = used = generation = 0
         if self.enabled and (self.path / "data.mdb").exists():
             try:
-                env = self._open()
-                with env.begin() as txn:
+                with self._env() as env, env.begin() as txn:
                     entries = txn.stat(self._dbs[b"info"])["entries"]
                     metas = txn.stat(self._dbs[b"meta"])["entries"]
                     state = self._dbs[b"state"]
@@ -573,7 +498,7 @@ class LmdbTier:
         if strangers or links:
             names = ", ".join((strangers or links)[:3])
             raise NotATier(f"{where}: it holds {names}, which no tier writes; nothing was removed")
-        opened_here = _OPEN.get(self._key, (None, None, -1))[2] == _pid  # a tier, then
+        opened_here = environments.opened_here(self._key)  # a tier, then
         if files and not opened_here and not _is_tier_environment(path):
             raise NotATier(
                 f"{where}: its data.mdb is no LMDB store of codedag; nothing was removed"

@@ -45,7 +45,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-import codedag.store.lmdb_tier as lmdb_tier
+import codedag.store.environments as environments
 from codedag.store.entry import Encoded
 from codedag.store.tiers import PrefixStore
 
@@ -100,7 +100,7 @@ class Writer:
         self.queue_bytes = queue_bytes
         self.wait_s = wait_s
         self._reset()
-        lmdb_tier.on_fork(self)
+        environments.on_fork(self)
 
     def _reset(self) -> None:
         self._cond = threading.Condition()
