@@ -14,16 +14,14 @@ A batch is ``(spectrograms, labels)``: float32 ``(B, 1, n_mels, 1 + length // ho
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
 
-from codedag.errors import ConfigError
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines import mel
+from codedag.experiments.pipelines.loaders import check_sizes, data_folder, loader_maker
 from codedag.experiments.pipelines.synthetic import make_clips
 from codedag.util.io import atomic_write_with
 
@@ -42,14 +40,7 @@ CALLS = (
 
 def require_librosa() -> Any:
     """The librosa module, or a :class:`ConfigError` saying how to install it."""
-    try:
-        import librosa
-    except ImportError as error:
-        raise ConfigError(
-            "the audio_files pipeline needs librosa, which is not installed: "
-            "pip install 'codedag[audio]'"
-        ) from error
-    return librosa
+    return mel.require_librosa("audio_files")
 
 
 def write_clips(
@@ -67,10 +58,7 @@ def write_clips(
     try:
         import soundfile
     except ImportError as error:
-        raise ConfigError(
-            "the audio_files pipeline needs soundfile, which is not installed: "
-            "pip install 'codedag[audio]'"
-        ) from error
+        raise mel.missing_audio_package("audio_files", "soundfile") from error
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{seed}-{sample_rate}-{min_seconds:g}-{max_seconds:g}"
     paths = [folder / f"{stem}-{i:05d}.wav" for i in range(n)]
@@ -89,7 +77,7 @@ def write_clips(
     return paths
 
 
-class AudioFilesDataset(Dataset):
+class AudioFilesDataset(mel.LogMelFrontEnd):
     """WAV files to normalized log-mel spectrograms of a fixed duration, with their labels."""
 
     def __init__(
@@ -101,15 +89,8 @@ class AudioFilesDataset(Dataset):
         hop_length: int = 320,
         n_mels: int = 64,
     ) -> None:
-        check_sizes(sample_rate=sample_rate, n_fft=n_fft, hop_length=hop_length, n_mels=n_mels)
-        if duration_s <= 0:
-            raise ConfigError(f"duration_s must be > 0, got {duration_s!r}")
+        super().__init__(sample_rate, duration_s, n_fft, hop_length, n_mels)
         self.paths = [str(p) for p in paths]
-        self.sample_rate = sample_rate
-        self.length = round(duration_s * sample_rate)
-        self.n_fft = n_fft
-        self.hop_length = hop_length
-        self.n_mels = n_mels
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -120,11 +101,7 @@ class AudioFilesDataset(Dataset):
         y = np.pad(y, (0, max(0, self.length - len(y))))
         start = np.random.randint(0, len(y) - self.length + 1)
         y = y[start : start + self.length]
-        mel = librosa.feature.melspectrogram(
-            y=y, sr=sr, n_fft=self.n_fft, hop_length=self.hop_length, n_mels=self.n_mels
-        )
-        db = librosa.power_to_db(mel, ref=np.max)
-        db = (db - db.min()) / (db.max() - db.min() + 1e-6)
+        db = self.log_mel(librosa, y, sr)
         return torch.from_numpy(db[np.newaxis].astype(np.float32)), index % 4
 
 
@@ -145,7 +122,7 @@ def make_dataset(
     (default: a folder under the system's temporary folder), loaded at ``sample_rate``."""
     require_librosa()
     check_sizes(n=n, file_sample_rate=file_sample_rate)
-    folder = Path(root) if root else Path(tempfile.gettempdir()) / "codedag-audio-files"
+    folder = data_folder(root, "codedag-audio-files")
     paths = write_clips(folder, n, seed, file_sample_rate, min_seconds, max_seconds)
     return AudioFilesDataset(
         paths,
@@ -157,21 +134,7 @@ def make_dataset(
     )
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``file_sample_rate``, ``sample_rate``, ``duration_s``, ``min_seconds``,
-    ``max_seconds``, ``n_fft``, ``hop_length``, ``n_mels``, ``root``. Loader options:
-    ``drop_last``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``file_sample_rate``, ``sample_rate``, ``duration_s``, ``min_seconds``, ``max_seconds``, ``n_fft``, ``hop_length``, ``n_mels``, ``root``",
+)

@@ -16,9 +16,9 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.loaders import check_sizes, loader_maker
 from codedag.experiments.pipelines.synthetic import SyntheticImage, make_images
 from codedag.experiments.pipelines.transforms import (
     Affine,
@@ -119,20 +119,7 @@ def make_dataset(
     return ComposeDataset(samples, train_transforms(img_size))
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``img_size``, ``min_size``, ``max_size``, ``image_format``. Loader options:
-    ``drop_last``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``img_size``, ``min_size``, ``max_size``, ``image_format``",
+)

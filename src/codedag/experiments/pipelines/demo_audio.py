@@ -8,13 +8,9 @@ spectrogram and ``power_to_db``, scaled with operators. Needs librosa
 
 from __future__ import annotations
 
-from typing import Any
-
-from torch.utils.data import DataLoader
-
 from codedag.errors import ConfigError
 from codedag.experiments.demo_data import AudioDemoDataset, make_audio_samples
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.loaders import check_sizes, loader_maker
 from codedag.experiments.pipelines.mel import require_librosa
 
 DESCRIPTION = (
@@ -59,21 +55,7 @@ def make_dataset(
     )
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``sample_rate``, ``seconds``, ``num_classes``, ``n_fft``, ``hop_length``,
-    ``n_mels``. Loader options: ``drop_last``, ``pin_memory``, ``persistent_workers``,
-    ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``sample_rate``, ``seconds``, ``num_classes``, ``n_fft``, ``hop_length``, ``n_mels``",
+)

@@ -8,12 +8,8 @@ and int64 ``(B,)``.
 
 from __future__ import annotations
 
-from typing import Any
-
-from torch.utils.data import DataLoader
-
 from codedag.experiments.demo_data import ImageDemoDataset, make_image_samples
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.loaders import check_sizes, loader_maker
 
 DESCRIPTION = (
     "the demo's image classification pipeline: imdecode, resize, BGR->RGB, random flip and "
@@ -49,20 +45,7 @@ def make_dataset(
     return ImageDemoDataset(samples, out_size=image_size, seed=seed)
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``image_size``, ``source_size``, ``num_classes``, ``image_format``. Loader
-    options: ``drop_last``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``image_size``, ``source_size``, ``num_classes``, ``image_format``",
+)

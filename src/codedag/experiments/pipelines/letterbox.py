@@ -11,15 +11,13 @@ A batch is ``(images, labels)``: float32 ``(B, 3, img_size, img_size)`` and int6
 
 from __future__ import annotations
 
-from typing import Any
-
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from codedag.errors import ConfigError
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.loaders import check_sizes, loader_maker
 from codedag.experiments.pipelines.synthetic import SyntheticImage, make_images
 
 DESCRIPTION = (
@@ -132,21 +130,7 @@ def make_dataset(
     return LetterboxDataset(samples, img_size=img_size, blur_ksize=blur_ksize)
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``img_size``, ``min_size``, ``max_size``, ``blur_ksize``,
-    ``image_format``. Loader options: ``drop_last``, ``pin_memory``, ``persistent_workers``,
-    ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``img_size``, ``min_size``, ``max_size``, ``blur_ksize``, ``image_format``",
+)

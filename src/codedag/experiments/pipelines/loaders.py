@@ -18,7 +18,9 @@ see different augmentations, as in any real project.
 from __future__ import annotations
 
 import random
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -118,6 +120,56 @@ def check_sizes(**sizes: int) -> None:
 
 
 LOADER_OPTIONS = ("drop_last", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
+def data_folder(root: str | None, name: str) -> Path:
+    """The folder of a pipeline's data files: ``root``, else ``name`` under the system's
+    temporary folder."""
+    return Path(root) if root else Path(tempfile.gettempdir()) / name
+
+
+def loader_maker(
+    make_dataset: Callable[..., Dataset],
+    dataset_options: str,
+    *,
+    batch_size: int = 16,
+    n: int = 64,
+    collate_fn: Callable[[list[Any]], Any] | None = None,
+    batching: str = "",
+) -> Callable[..., DataLoader]:
+    """A pipeline's ``make_loader(batch_size, num_workers, seed, *, n, shuffle, **options)``
+    over ``make_dataset`` (its defaults ``batch_size`` and ``n``), documented with the
+    ``dataset_options`` it takes and, in ``batching``, how it batches."""
+
+    def make_loader(
+        batch_size: int = batch_size,
+        num_workers: int = 0,
+        seed: int = 0,
+        *,
+        n: int = n,
+        shuffle: bool = True,
+        **options: Any,
+    ) -> DataLoader:
+        return loader_from_factory(
+            make_dataset,
+            batch_size,
+            num_workers,
+            seed,
+            n=n,
+            shuffle=shuffle,
+            options=options,
+            collate_fn=collate_fn,
+        )
+
+    make_loader.__module__ = make_dataset.__module__
+    make_loader.__qualname__ = make_loader.__name__
+    make_loader.__doc__ = (
+        f"A DataLoader over :func:`make_dataset`{batching}; ``options`` go to it or to the "
+        f"DataLoader.\n\nDataset options: {dataset_options}. Loader options: "
+        + ", ".join(f"``{o}``" for o in LOADER_OPTIONS)
+        + "."
+    )
+    return make_loader
 
 
 def loader_from_factory(

@@ -19,10 +19,10 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from codedag.errors import ConfigError
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.loaders import check_sizes, loader_maker
 from codedag.experiments.pipelines.synthetic import SyntheticClip, make_clips
 
 DESCRIPTION = (
@@ -38,14 +38,20 @@ CALLS = (
 )
 
 
-def require_librosa() -> Any:
+def missing_audio_package(pipeline: str, package: str) -> ConfigError:
+    """The error of an audio pipeline whose ``package`` is not installed: how to install it."""
+    return ConfigError(
+        f"the {pipeline} pipeline needs {package}, which is not installed: "
+        "pip install 'codedag[audio]'"
+    )
+
+
+def require_librosa(pipeline: str = "mel") -> Any:
     """The librosa module, or a :class:`ConfigError` saying how to install it."""
     try:
         import librosa
     except ImportError as error:
-        raise ConfigError(
-            "the mel pipeline needs librosa, which is not installed: pip install 'codedag[audio]'"
-        ) from error
+        raise missing_audio_package(pipeline, "librosa") from error
     return librosa
 
 
@@ -60,7 +66,47 @@ def crop_or_pad(y: np.ndarray, length: int) -> np.ndarray:
     return padded
 
 
-class MelDataset(Dataset):
+class LogMelFrontEnd(Dataset):
+    """Clips of a fixed duration to min-max normalized log-mel spectrograms (librosa's mel power
+    spectrogram in decibels relative to the clip's maximum, scaled to 0..1).
+
+    Args:
+        sample_rate: the clips' sample rate.
+        duration_s: the clips' duration (``length`` samples).
+        n_fft, hop_length, n_mels: the mel spectrogram's settings.
+        sizes: further sizes of the data set, checked positive with them.
+    """
+
+    def __init__(
+        self,
+        sample_rate: int,
+        duration_s: float,
+        n_fft: int,
+        hop_length: int,
+        n_mels: int,
+        **sizes: int,
+    ) -> None:
+        check_sizes(
+            sample_rate=sample_rate, n_fft=n_fft, hop_length=hop_length, n_mels=n_mels, **sizes
+        )
+        if duration_s <= 0:
+            raise ConfigError(f"duration_s must be > 0, got {duration_s!r}")
+        self.sample_rate = sample_rate
+        self.length = round(duration_s * sample_rate)
+        self.n_fft = n_fft
+        self.hop_length = hop_length
+        self.n_mels = n_mels
+
+    def log_mel(self, librosa: Any, y: np.ndarray, sr: int, **mel: Any) -> np.ndarray:
+        """The normalized log-mel spectrogram of ``y`` (``mel``: more melspectrogram settings)."""
+        mel_power = librosa.feature.melspectrogram(
+            y=y, sr=sr, n_fft=self.n_fft, hop_length=self.hop_length, n_mels=self.n_mels, **mel
+        )
+        db = librosa.power_to_db(mel_power, ref=np.max)
+        return (db - db.min()) / (db.max() - db.min() + 1e-6)
+
+
+class MelDataset(LogMelFrontEnd):
     """Waveforms to normalized log-mel images of a fixed size, with their labels."""
 
     def __init__(
@@ -74,22 +120,16 @@ class MelDataset(Dataset):
         out_height: int = 128,
         out_width: int = 256,
     ) -> None:
-        check_sizes(
-            sample_rate=sample_rate,
-            n_fft=n_fft,
-            hop_length=hop_length,
-            n_mels=n_mels,
+        super().__init__(
+            sample_rate,
+            duration_s,
+            n_fft,
+            hop_length,
+            n_mels,
             out_height=out_height,
             out_width=out_width,
         )
-        if duration_s <= 0:
-            raise ConfigError(f"duration_s must be > 0, got {duration_s!r}")
         self.clips = clips
-        self.sample_rate = sample_rate
-        self.length = round(duration_s * sample_rate)
-        self.n_fft = n_fft
-        self.hop_length = hop_length
-        self.n_mels = n_mels
         self.out_size = (out_width, out_height)
 
     def __len__(self) -> int:
@@ -100,17 +140,7 @@ class MelDataset(Dataset):
         clip = self.clips[index]
         y = crop_or_pad(clip.waveform, self.length)
         y = y * random.uniform(0.8, 1.2)
-        mel = librosa.feature.melspectrogram(
-            y=y,
-            sr=self.sample_rate,
-            n_fft=self.n_fft,
-            hop_length=self.hop_length,
-            n_mels=self.n_mels,
-            fmin=20,
-            fmax=self.sample_rate // 2,
-        )
-        db = librosa.power_to_db(mel, ref=np.max)
-        db = (db - db.min()) / (db.max() - db.min() + 1e-6)
+        db = self.log_mel(librosa, y, self.sample_rate, fmin=20, fmax=self.sample_rate // 2)
         image = cv2.resize(db, self.out_size, interpolation=cv2.INTER_LINEAR)
         x = image[np.newaxis].astype(np.float32)
         return torch.from_numpy(x), clip.label
@@ -146,21 +176,7 @@ def make_dataset(
     )
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``sample_rate``, ``duration_s``, ``min_seconds``, ``max_seconds``,
-    ``n_fft``, ``hop_length``, ``n_mels``, ``out_height``, ``out_width``. Loader options:
-    ``drop_last``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``sample_rate``, ``duration_s``, ``min_seconds``, ``max_seconds``, ``n_fft``, ``hop_length``, ``n_mels``, ``out_height``, ``out_width``",
+)

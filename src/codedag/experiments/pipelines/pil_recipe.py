@@ -11,16 +11,14 @@ A batch is ``(images, labels)``: float32 ``(B, 3, crop, crop)`` and int64 ``(B,)
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.loaders import check_sizes, data_folder, loader_maker
 from codedag.experiments.pipelines.synthetic import make_images
 from codedag.util.io import atomic_write_bytes
 
@@ -42,6 +40,13 @@ CALLS = (
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+
+
+def normalized_chw(x: np.ndarray) -> torch.Tensor:
+    """An HWC RGB float32 image scaled to 0..1, normalized with ImageNet's mean and std, as a
+    contiguous CHW tensor."""
+    x = (x - MEAN) / STD
+    return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1)))
 
 
 def write_files(folder: Path, n: int, seed: int, min_size: int, max_size: int) -> list[Path]:
@@ -78,9 +83,7 @@ class PilRecipeDataset(Dataset):
         img = img.crop((left, top, left + self.crop, top + self.crop))
         if torch.rand(1) < 0.5:
             img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-        x = np.asarray(img, dtype=np.float32) / 255.0
-        x = (x - MEAN) / STD
-        return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1))), index % 4
+        return normalized_chw(np.asarray(img, dtype=np.float32) / 255.0), index % 4
 
 
 def make_dataset(
@@ -93,24 +96,11 @@ def make_dataset(
     root: str | None = None,
 ) -> PilRecipeDataset:
     """``n`` JPEG files in ``root`` (default: a folder under the system's temporary folder)."""
-    folder = Path(root) if root else Path(tempfile.gettempdir()) / "codedag-pil-recipe"
+    folder = data_folder(root, "codedag-pil-recipe")
     return PilRecipeDataset(write_files(folder, n, seed, min_size, max_size), resize, crop)
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``resize``, ``crop``, ``min_size``, ``max_size``, ``root``. Loader options:
-    ``drop_last``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``resize``, ``crop``, ``min_size``, ``max_size``, ``root``",
+)

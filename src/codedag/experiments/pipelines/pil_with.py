@@ -15,17 +15,17 @@ A batch is ``(images, labels)``: float32 ``(B, 3, size, size)`` and int64 ``(B,)
 from __future__ import annotations
 
 import random
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
-from codedag.experiments.pipelines.pil_recipe import MEAN, STD, write_files
+from codedag.experiments.pipelines.loaders import check_sizes, data_folder, loader_maker
+from codedag.experiments.pipelines.pil_recipe import MEAN as MEAN
+from codedag.experiments.pipelines.pil_recipe import STD as STD
+from codedag.experiments.pipelines.pil_recipe import normalized_chw, write_files
 
 DESCRIPTION = (
     "PIL as Pillow's docs recommend: `with Image.open(path) as im`, convert RGB, resize to a "
@@ -58,8 +58,7 @@ class PilWithDataset(Dataset):
         x = np.asarray(im)
         if random.random() < 0.5:
             x = x[:, ::-1]
-        x = (x.astype(np.float32) / 255.0 - MEAN) / STD
-        return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1))), index % 4
+        return normalized_chw(x.astype(np.float32) / 255.0), index % 4
 
 
 def make_dataset(
@@ -71,24 +70,11 @@ def make_dataset(
     root: str | None = None,
 ) -> PilWithDataset:
     """``n`` JPEG files in ``root`` (default: a folder under the system's temporary folder)."""
-    folder = Path(root) if root else Path(tempfile.gettempdir()) / "codedag-pil-with"
+    folder = data_folder(root, "codedag-pil-with")
     return PilWithDataset(write_files(folder, n, seed, min_size, max_size), size)
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``size``, ``min_size``, ``max_size``, ``root``. Loader options:
-    ``drop_last``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``size``, ``min_size``, ``max_size``, ``root``",
+)

@@ -12,15 +12,13 @@ A batch is ``(patches, labels)``: float32 ``(B, 1, P, P, P)`` and int64 ``(B,)``
 from __future__ import annotations
 
 import io
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.loaders import check_sizes, data_folder, loader_maker
 from codedag.util.io import atomic_write_bytes
 
 DESCRIPTION = (
@@ -92,24 +90,13 @@ def make_dataset(
 ) -> VolumeDataset:
     """``n`` volumes of ``size``^3 voxels in ``root`` (default: under the temporary folder)."""
     check_sizes(n=n, size=size)
-    folder = Path(root) if root else Path(tempfile.gettempdir()) / "codedag-volumes"
+    folder = data_folder(root, "codedag-volumes")
     return VolumeDataset(write_volumes(folder, n, seed, size), min(patch, size))
 
 
-def make_loader(
-    batch_size: int = 4,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 32,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset`; ``options`` go to it or to the DataLoader.
-
-    Dataset options: ``size``, ``patch``, ``root``. Loader options: ``drop_last``,
-    ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset, batch_size, num_workers, seed, n=n, shuffle=shuffle, options=options
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``size``, ``patch``, ``root``",
+    batch_size=4,
+    n=32,
+)

@@ -22,8 +22,6 @@ column 0.
 from __future__ import annotations
 
 import os
-import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,23 +30,22 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.errors import ConfigError
-from codedag.experiments.pipelines.letterbox import letterbox
 from codedag.experiments.pipelines.loaders import (
     check_loader_settings,
     check_sizes,
+    data_folder,
     loader_from_factory,
 )
 from codedag.experiments.pipelines.pil_recipe import write_files
 from codedag.experiments.pipelines.synthetic import make_images
-from codedag.experiments.pipelines.yolo_augment import (
-    augment_hsv,
-    random_perspective,
-    xywhn2xyxy,
-    xyxy2xywhn,
-)
 from codedag.experiments.pipelines.yolo_mosaic import DEFAULT_HYP as MOSAIC_HYP
-from codedag.experiments.pipelines.yolo_mosaic import collate_fn
+from codedag.experiments.pipelines.yolo_mosaic import (
+    augment_sample,
+    collate_fn,
+    letterbox_boxes,
+    resize_long_side,
+    with_defaults,
+)
 from codedag.util.io import atomic_write_text
 
 DESCRIPTION = (
@@ -105,15 +102,10 @@ class YoloFilesDataset(Dataset):
         self, paths: list[Path], img_size: int = 416, hyp: dict[str, float] | None = None
     ) -> None:
         check_sizes(img_size=img_size)
-        unknown = sorted(set(hyp or {}) - set(DEFAULT_HYP))
-        if unknown:
-            raise ConfigError(
-                f"unknown hyperparameter(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_HYP)}"
-            )
         self.im_files = [str(p) for p in paths]
         self.labels = [read_labels(Path(p).with_suffix(".txt")) for p in paths]
         self.img_size = img_size
-        self.hyp = {**DEFAULT_HYP, **(hyp or {})}
+        self.hyp = with_defaults(hyp, DEFAULT_HYP)
 
     def __len__(self) -> int:
         return len(self.im_files)
@@ -124,47 +116,13 @@ class YoloFilesDataset(Dataset):
         img = cv2.imread(self.im_files[index])
         if img is None:
             raise FileNotFoundError(f"image not found or not decodable: {self.im_files[index]}")
-        h0, w0 = img.shape[:2]
-        ratio = self.img_size / max(h0, w0)
-        if ratio != 1:
-            size = (max(1, round(w0 * ratio)), max(1, round(h0 * ratio)))
-            img = cv2.resize(img, size, interpolation=cv2.INTER_LINEAR)
+        img = resize_long_side(img, self.img_size)
         return img, (img.shape[0], img.shape[1])
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        hyp = self.hyp
-        img, (h, w) = self.load_image(index)
-        img, ratio, (dw, dh) = letterbox(img, self.img_size, scaleup=False)
-        labels = self.labels[index].copy()
-        if len(labels):
-            labels[:, 1:] = xywhn2xyxy(labels[:, 1:], ratio * w, ratio * h, padw=dw, padh=dh)
-        img, labels = random_perspective(
-            img,
-            labels,
-            degrees=hyp["degrees"],
-            translate=hyp["translate"],
-            scale=hyp["scale"],
-            shear=hyp["shear"],
-            perspective=hyp["perspective"],
-        )
-        nl = len(labels)
-        if nl:
-            labels[:, 1:5] = xyxy2xywhn(labels[:, 1:5], w=img.shape[1], h=img.shape[0], clip=True)
-        img = augment_hsv(img, hgain=hyp["hsv_h"], sgain=hyp["hsv_s"], vgain=hyp["hsv_v"])
-        if random.random() < hyp["flipud"]:
-            img = np.flipud(img)
-            if nl:
-                labels[:, 2] = 1 - labels[:, 2]
-        if random.random() < hyp["fliplr"]:
-            img = np.fliplr(img)
-            if nl:
-                labels[:, 1] = 1 - labels[:, 1]
-        labels_out = torch.zeros((nl, 6))
-        if nl:
-            labels_out[:, 1:] = torch.from_numpy(labels)
-        img = img.transpose((2, 0, 1))[::-1]  # HWC to CHW, BGR to RGB
-        img = np.ascontiguousarray(img)
-        return torch.from_numpy(img), labels_out
+        img, _ = self.load_image(index)
+        img, labels = letterbox_boxes(img, self.labels[index], self.img_size)
+        return augment_sample(img, labels, self.hyp)
 
 
 def make_dataset(
@@ -179,7 +137,7 @@ def make_dataset(
     """``n`` image and label files in ``root`` (default: a folder under the system's temporary
     folder); ``hyp`` overrides entries of :data:`DEFAULT_HYP`."""
     check_sizes(n=n)
-    folder = Path(root) if root else Path(tempfile.gettempdir()) / "codedag-yolo-files"
+    folder = data_folder(root, "codedag-yolo-files")
     paths = write_dataset(folder, n, seed, min_size, max_size)
     return YoloFilesDataset(paths, img_size=img_size, hyp=hyp)
 

@@ -17,16 +17,15 @@ row's image index in column 0.
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from codedag.errors import ConfigError
 from codedag.experiments.pipelines.letterbox import letterbox
-from codedag.experiments.pipelines.loaders import check_sizes, loader_from_factory
+from codedag.experiments.pipelines.loaders import check_sizes, loader_maker
 from codedag.experiments.pipelines.synthetic import SyntheticImage, make_images
 from codedag.experiments.pipelines.yolo_augment import (
     FILL_VALUE,
@@ -90,14 +89,9 @@ class YoloMosaicDataset(Dataset):
         check_sizes(img_size=img_size)
         if img_size % 2:
             raise ConfigError(f"img_size must be even (the mosaic is 2x its size), got {img_size}")
-        unknown = sorted(set(hyp or {}) - set(DEFAULT_HYP))
-        if unknown:
-            raise ConfigError(
-                f"unknown hyperparameter(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_HYP)}"
-            )
         self.samples = samples
         self.img_size = img_size
-        self.hyp = {**DEFAULT_HYP, **(hyp or {})}
+        self.hyp = with_defaults(hyp, DEFAULT_HYP)
         self.indices = range(len(samples))
 
     def __len__(self) -> int:
@@ -113,10 +107,7 @@ class YoloMosaicDataset(Dataset):
         if img is None:
             raise ValueError(f"sample {index} is not a decodable image")
         h0, w0 = img.shape[:2]
-        ratio = self.img_size / max(h0, w0)
-        if ratio != 1:
-            size = (max(1, round(w0 * ratio)), max(1, round(h0 * ratio)))
-            img = cv2.resize(img, size, interpolation=cv2.INTER_LINEAR)
+        img = resize_long_side(img, self.img_size)
         return img, (h0, w0), (img.shape[0], img.shape[1])
 
     def load_mosaic(self, index: int) -> tuple[np.ndarray, np.ndarray]:
@@ -148,44 +139,83 @@ class YoloMosaicDataset(Dataset):
         return img4, boxes
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        hyp = self.hyp
-        if random.random() < hyp["mosaic"]:
+        if random.random() < self.hyp["mosaic"]:
             img, labels = self.load_mosaic(index)
             border = (-(self.img_size // 2), -(self.img_size // 2))
         else:
-            img, _, (h, w) = self.load_image(index)
-            img, ratio, (dw, dh) = letterbox(img, self.img_size, scaleup=False)
-            labels = self.samples[index].boxes.copy()
-            labels[:, 1:] = xywhn2xyxy(labels[:, 1:], ratio * w, ratio * h, padw=dw, padh=dh)
+            img, _, _ = self.load_image(index)
+            img, labels = letterbox_boxes(img, self.samples[index].boxes, self.img_size)
             border = (0, 0)
-        img, labels = random_perspective(
-            img,
-            labels,
-            degrees=hyp["degrees"],
-            translate=hyp["translate"],
-            scale=hyp["scale"],
-            shear=hyp["shear"],
-            perspective=hyp["perspective"],
-            border=border,
+        return augment_sample(img, labels, self.hyp, border)
+
+
+def with_defaults(hyp: dict[str, float] | None, defaults: dict[str, float]) -> dict[str, float]:
+    """``defaults`` with the entries of ``hyp``; a name ``defaults`` lacks is a ConfigError."""
+    unknown = sorted(set(hyp or {}) - set(defaults))
+    if unknown:
+        raise ConfigError(
+            f"unknown hyperparameter(s) {', '.join(unknown)}; known: {', '.join(defaults)}"
         )
-        nl = len(labels)
+    return {**defaults, **(hyp or {})}
+
+
+def resize_long_side(img: np.ndarray, size: int) -> np.ndarray:
+    """``img`` resized (bilinear) so that its long side is ``size``."""
+    h0, w0 = img.shape[:2]
+    ratio = size / max(h0, w0)
+    if ratio != 1:
+        new_size = (max(1, round(w0 * ratio)), max(1, round(h0 * ratio)))
+        img = cv2.resize(img, new_size, interpolation=cv2.INTER_LINEAR)
+    return img
+
+
+def letterbox_boxes(
+    img: np.ndarray, boxes: np.ndarray, img_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``img`` letterboxed to ``img_size`` square (never enlarged) and a copy of its normalized
+    ``class, x, y, w, h`` boxes as ``class, x1, y1, x2, y2`` pixel rows of the result."""
+    h, w = img.shape[:2]
+    img, ratio, (dw, dh) = letterbox(img, img_size, scaleup=False)
+    labels = boxes.copy()
+    if len(labels):
+        labels[:, 1:] = xywhn2xyxy(labels[:, 1:], ratio * w, ratio * h, padw=dw, padh=dh)
+    return img, labels
+
+
+def augment_sample(
+    img: np.ndarray, labels: np.ndarray, hyp: dict[str, float], border: tuple[int, int] = (0, 0)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A training sample from an image and its pixel boxes: random perspective (``border`` as
+    :func:`random_perspective` takes it), HSV jitter, random flips with the labels mirrored,
+    HWC BGR to CHW RGB; the labels as ``(k, 6)`` rows ``0, class, x, y, w, h`` (normalized)."""
+    img, labels = random_perspective(
+        img,
+        labels,
+        degrees=hyp["degrees"],
+        translate=hyp["translate"],
+        scale=hyp["scale"],
+        shear=hyp["shear"],
+        perspective=hyp["perspective"],
+        border=border,
+    )
+    nl = len(labels)
+    if nl:
+        labels[:, 1:5] = xyxy2xywhn(labels[:, 1:5], w=img.shape[1], h=img.shape[0], clip=True)
+    img = augment_hsv(img, hgain=hyp["hsv_h"], sgain=hyp["hsv_s"], vgain=hyp["hsv_v"])
+    if random.random() < hyp["flipud"]:
+        img = np.flipud(img)
         if nl:
-            labels[:, 1:5] = xyxy2xywhn(labels[:, 1:5], w=img.shape[1], h=img.shape[0], clip=True)
-        img = augment_hsv(img, hgain=hyp["hsv_h"], sgain=hyp["hsv_s"], vgain=hyp["hsv_v"])
-        if random.random() < hyp["flipud"]:
-            img = np.flipud(img)
-            if nl:
-                labels[:, 2] = 1 - labels[:, 2]
-        if random.random() < hyp["fliplr"]:
-            img = np.fliplr(img)
-            if nl:
-                labels[:, 1] = 1 - labels[:, 1]
-        labels_out = torch.zeros((nl, 6))
+            labels[:, 2] = 1 - labels[:, 2]
+    if random.random() < hyp["fliplr"]:
+        img = np.fliplr(img)
         if nl:
-            labels_out[:, 1:] = torch.from_numpy(labels)
-        img = img.transpose((2, 0, 1))[::-1]  # HWC to CHW, BGR to RGB
-        img = np.ascontiguousarray(img)
-        return torch.from_numpy(img), labels_out
+            labels[:, 1] = 1 - labels[:, 1]
+    labels_out = torch.zeros((nl, 6))
+    if nl:
+        labels_out[:, 1:] = torch.from_numpy(labels)
+    img = img.transpose((2, 0, 1))[::-1]  # HWC to CHW, BGR to RGB
+    img = np.ascontiguousarray(img)
+    return torch.from_numpy(img), labels_out
 
 
 def collate_fn(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -212,27 +242,9 @@ def make_dataset(
     return YoloMosaicDataset(samples, img_size=img_size, hyp=hyp)
 
 
-def make_loader(
-    batch_size: int = 16,
-    num_workers: int = 0,
-    seed: int = 0,
-    *,
-    n: int = 64,
-    shuffle: bool = True,
-    **options: Any,
-) -> DataLoader:
-    """A DataLoader over :func:`make_dataset` batching with :func:`collate_fn`.
-
-    Dataset options: ``img_size``, ``min_size``, ``max_size``, ``image_format``, ``hyp``.
-    Loader options: ``drop_last``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``.
-    """
-    return loader_from_factory(
-        make_dataset,
-        batch_size,
-        num_workers,
-        seed,
-        n=n,
-        shuffle=shuffle,
-        options=options,
-        collate_fn=collate_fn,
-    )
+make_loader = loader_maker(
+    make_dataset,
+    "``img_size``, ``min_size``, ``max_size``, ``image_format``, ``hyp``",
+    collate_fn=collate_fn,
+    batching=" batching with :func:`collate_fn`",
+)
