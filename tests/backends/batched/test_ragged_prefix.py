@@ -27,7 +27,7 @@ def _letterbox(img: np.ndarray, fill: tuple[int, ...], interpolation: int) -> np
     return cv2.copyMakeBorder(img, top, bottom, left, right, cv2.BORDER_CONSTANT, value=fill)
 
 
-def _sample(channels: int, interpolation: int = cv2.INTER_LINEAR) -> Any:
+def _sample(channels: int, interpolation: int = cv2.INTER_LINEAR, flips: bool = False) -> Any:
     def make(i: int) -> np.ndarray:
         rng = np.random.default_rng(i)
         # upscales, downscales, an exact 2x shrink (cv2 runs it as INTER_AREA) and one already
@@ -37,6 +37,8 @@ def _sample(channels: int, interpolation: int = cv2.INTER_LINEAR) -> Any:
         img = rng.integers(0, 256, shape, dtype=np.uint8)
         fill = tuple(int(v) for v in rng.integers(0, 256, channels))
         out = _letterbox(img, fill, interpolation)
+        if flips and i % 2:
+            out = cv2.flip(out, 1)
         return cv2.GaussianBlur(out, (3, 3), 0)
 
     return make
@@ -64,3 +66,12 @@ def test_prefixes_cv2_runs_otherwise_keep_their_groups() -> None:
     outcome = BatchExecutor("cpu", chunk_bytes=0).run(record)
     assert outcome.backend_calls > 2
     assert np.allclose(outcome.tensor.numpy(), reference(record), atol=1)
+
+
+def test_samples_whose_later_steps_differ_share_the_ragged_prefix() -> None:
+    functions = ["cv2.resize", "cv2.copyMakeBorder", "cv2.flip", "cv2.GaussianBlur"]
+    batch_records = chain_records(functions, _sample(3, flips=True), batches=2, batch_size=8)
+    for record in batch_records:
+        outcome = BatchExecutor("cpu", chunk_bytes=0).run(record)
+        assert outcome.backend_calls == 3  # the prefix, the flip of half, the blur of all
+        assert np.array_equal(outcome.tensor.numpy(), reference(record))

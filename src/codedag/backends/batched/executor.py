@@ -220,11 +220,9 @@ class BatchExecutor:
                 by_program.setdefault(tuple(s.key for s in program), []).append(i)
         if len(by_program) > 1 and self.fuse and not verify:
             samples = [i for i, program in enumerate(record.programs) if program]
-            first = record.programs[samples[0]]
-            assert first is not None
-            found = ragged.plan(record, fusion.plan(first), samples)
+            found = ragged.plan(record, samples)
             if found is not None:
-                return [_Group(samples, found[1], found[0])]
+                return [_Group(members, aligned, plan) for members, plan, aligned in found]
         groups = []
         for samples in by_program.values():
             programs = [record.programs[i] for i in samples]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import codedag.backends.batched.fusion as fusion
 from codedag.backends.batched.collate import BatchRecord, Ref, Step
 from codedag.backends.batched.fusion import Plan
 from codedag.backends.batched.ops import LibraryOp, Meta, Op
@@ -247,45 +248,53 @@ def _sample_tables(program: list[Step], k: int, entry: Meta) -> _Tables:
     return _cached_tables((sh, sw, c), size, pads, fill)
 
 
-def plan(
-    record: BatchRecord, base: Plan, samples: list[int]
-) -> tuple[Plan, list[list[Step]]] | None:
-    """The group's plan and aligned programs when ``samples`` start with ragged prefixes.
+RaggedGroup = tuple[list[int], Plan, list[list[Step]]]
+"""Samples whose programs after the prefix are the same, their plan and aligned programs."""
 
-    ``base`` is the first sample's plan (:func:`codedag.backends.batched.fusion.plan`). Returns
-    ``None`` unless every sample has a prefix, the prefixes differ and end at one shape, and
-    the rest of the programs is the same.
+
+def plan(record: BatchRecord, samples: list[int], fuse: bool = True) -> list[RaggedGroup] | None:
+    """Groups of ``samples`` that share one ragged prefix step, or ``None``.
+
+    Each group's plan starts with the shared step (made here, for the samples of every group
+    in turn), then the rest of its programs as :func:`codedag.backends.batched.fusion.plan`
+    rewrites them; each aligned program is ``[shared step, *steps after the prefix]``. ``None``
+    unless every sample has a prefix, the prefixes differ and all end at one shape.
     """
-    programs = [p for p in (record.programs[i] for i in samples) if p]
-    lengths = [_prefix_length(p) for p in programs]
-    if len(programs) < len(samples) or not all(lengths):
+    programs = {i: record.programs[i] for i in samples}
+    lengths = {i: _prefix_length(p) if p else 0 for i, p in programs.items()}
+    if not all(lengths.values()) or record.payload.numel() > _MAX_INDEX:
         return None
-    if record.payload.numel() > _MAX_INDEX:
+    full: dict[int, list[Step]] = {i: p for i, p in programs.items() if p}
+    prefixes = {tuple(s.key for s in full[i][: lengths[i]]) for i in samples}
+    out_meta = full[samples[0]][lengths[samples[0]] - 1].meta
+    if len(prefixes) < 2 or any(full[i][lengths[i] - 1].meta != out_meta for i in samples):
         return None
-    first, k0 = programs[0], lengths[0]
-    prefix_keys = {tuple(s.key for s in p[:k]) for p, k in zip(programs, lengths)}
-    if len(prefix_keys) < 2:
-        return None
-    out_meta = first[k0 - 1].meta
-    suffix = _relative(first, k0)
+    by_rest: dict[Any, list[int]] = {}
+    for i in samples:
+        by_rest.setdefault(tuple(_relative(full[i], lengths[i])), []).append(i)
+    order = [i for group in by_rest.values() for i in group]
     try:
-        tables = []
-        offsets = []
-        for program, k in zip(programs, lengths, strict=True):
-            if program[k - 1].meta != out_meta or _relative(program, k) != suffix:
-                return None
-            offset, entry = record.entries[program[0].args[0][1]]
-            tables.append(_sample_tables(program, k, entry))
-            offsets.append(offset)
+        tables = [
+            _sample_tables(full[i], lengths[i], record.entries[_entry(full[i])][1]) for i in order
+        ]
     except UnsupportedOperation:
         return None
-    found = _rebased(base, k0)
-    if found is None:
-        return None
-    op = PaddedOp(tables, offsets, out_meta)
+    op = PaddedOp(tables, [record.entries[_entry(full[i])][0] for i in order], out_meta)
     head = Step(op, (), (), out_meta, (("ragged", id(op)), (), ()))
-    aligned = [[head, *p[k:]] for p, k in zip(programs, lengths)]
-    return Plan([head, *found.steps], [None, *found.origins]), aligned
+    groups: list[RaggedGroup] = []
+    for members in by_rest.values():
+        first = members[0]
+        rest = _rebased(fusion.plan(full[first], fuse=fuse), lengths[first])
+        if rest is None:
+            return None
+        aligned = [[head, *full[i][lengths[i] :]] for i in members]
+        groups.append((members, Plan([head, *rest.steps], [None, *rest.origins]), aligned))
+    return groups
+
+
+def _entry(program: list[Step]) -> int:
+    """The payload entry a prefix reads."""
+    return int(program[0].args[0][1])
 
 
 def _relative(program: list[Step], k: int) -> list[tuple[Any, ...]]:
