@@ -28,8 +28,9 @@ from codedag.calibrate.timing import (
     Stopwatch,
     Timing,
     cpu_aware_stopwatch,
-    difference_error_ns,
+    pair_spread_ns,
     time_pair,
+    timing_dict,
 )
 from codedag.devices.torch_devices import device_name, device_sync
 from codedag.measure.summary import nanoseconds
@@ -97,9 +98,7 @@ class ChainMeasurement:
     def spread_ns(self) -> int:
         """Half-width of the 95 % interval of the difference of the medians
         (:func:`codedag.measure.statistic.difference_spread_ns`)."""
-        if self.original is None or self.batched is None:
-            return 0
-        return int(difference_error_ns(self.original, self.batched))
+        return pair_spread_ns(self.original, self.batched)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (the cache entry)."""
@@ -109,8 +108,8 @@ class ChainMeasurement:
             "device": self.device,
             "device_name": self.device_name,
             "batch_size": self.batch_size,
-            "original": None if self.original is None else self.original.to_dict(),
-            "batched": None if self.batched is None else self.batched.to_dict(),
+            "original": timing_dict(self.original),
+            "batched": timing_dict(self.batched),
             "record_ns": self.record_ns,
             "backend_calls": self.backend_calls,
             "groups": self.groups,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from codedag.calibrate.timing import Timing, difference_error_ns
+from codedag.calibrate.timing import Timing, pair_spread_ns, timing_dict
 from codedag.measure.summary import nanoseconds
 
 
@@ -60,9 +60,7 @@ class Measurement:
     def spread_ns(self) -> int:
         """Uncertainty of the saving: half-width of the 95 % interval of the difference of the
         medians (:func:`codedag.measure.statistic.difference_spread_ns`)."""
-        if self.original is None or self.backend is None:
-            return 0
-        return int(difference_error_ns(self.original, self.backend))
+        return pair_spread_ns(self.original, self.backend)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (the cache entry and the ``--json`` row)."""
@@ -72,8 +70,8 @@ class Measurement:
             "arguments": self.arguments,
             "device": self.device,
             "device_name": self.device_name,
-            "original": None if self.original is None else self.original.to_dict(),
-            "backend": None if self.backend is None else self.backend.to_dict(),
+            "original": timing_dict(self.original),
+            "backend": timing_dict(self.backend),
             "h2d_ns": self.h2d_ns,
             "d2h_ns": self.d2h_ns,
             "input_bytes": self.input_bytes,

@@ -33,9 +33,11 @@ __all__ = [
     "cpu_aware_stopwatch",
     "difference_error_ns",
     "disturbance_summary",
+    "pair_spread_ns",
     "summarized_disturbances",
     "time_one",
     "time_pair",
+    "timing_dict",
 ]
 
 
@@ -89,6 +91,18 @@ def difference_error_ns(a: Timing, b: Timing) -> float:
     """The spread of ``a.median - b.median``: half-width of its 95 % interval
     (:func:`codedag.measure.statistic.difference_spread_ns`)."""
     return statistic.difference_spread_ns(a, b)
+
+
+def pair_spread_ns(a: Timing | None, b: Timing | None) -> int:
+    """:func:`difference_error_ns` in whole nanoseconds; 0 unless both ways were timed."""
+    if a is None or b is None:
+        return 0
+    return int(difference_error_ns(a, b))
+
+
+def timing_dict(timing: Timing | None) -> dict[str, Any] | None:
+    """A timing as plain data (``None`` for one not taken)."""
+    return None if timing is None else timing.to_dict()
 
 
 def time_pair(
