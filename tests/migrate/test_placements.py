@@ -46,9 +46,9 @@ def test_an_invalid_plan_is_refused_with_its_source_named() -> None:
 def test_load_plan_file_round_trips_a_valid_plan(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan_for({"ds.get/cv2.flip#0": "cpu"})))
-    data = load_plan_file(path)
-    assert data["context_device_map"] == {"ds.get/cv2.flip#0": "cpu"}
-    assert parse_plan(data).migrated_functions == ["cv2.flip"]
+    plan = load_plan_file(path)
+    assert plan.context_device_map == {"ds.get/cv2.flip#0": "cpu"}
+    assert parse_plan(plan).migrated_functions == ["cv2.flip"]
 
 
 def test_load_plan_file_refuses_a_missing_file_and_bad_json(tmp_path: Path) -> None:

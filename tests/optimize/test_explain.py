@@ -250,7 +250,7 @@ def test_one_line_per_section_applied_or_kept_with_its_units() -> None:
 
 
 def test_the_passes_line_gives_each_figure_its_unit() -> None:
-    from codedag.cli.optimize import passes_line
+    from codedag.cli._optimize_summary import passes_line
 
     stats = {
         "coarsening": {"original_nodes": 464, "coarse_nodes": 46, "clusters": 14},

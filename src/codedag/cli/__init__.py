@@ -1,5 +1,7 @@
 """The ``codedag`` command: one thin module per subcommand over the library.
 
+* :mod:`._optimize_summary`: ``codedag optimize``'s summary: the passes' figures, what migrates,
+  the notes and one table or line per section of the plan
 * :mod:`._profile_render`: Rich console output of ``codedag profile``: stats, top ops, diagnosis,
   scenario comparison
 * :mod:`._report_ranks`: ``codedag report`` of a multi-rank run: one table with every rank and the

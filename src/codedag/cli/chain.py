@@ -19,15 +19,13 @@ def write_chain_page(
     Raises:
         SchemaError: ``plan_path`` is not a migration plan.
     """
-    from codedag.plan import MigrationPlan
+    from codedag.plan import read_plan
     from codedag.report.chain_view import chain_view
     from codedag.report.html import ReportContent, write_html_report
-    from codedag.util.io import read_json
 
     plan: dict[str, Any] | None = None
     if plan_path:
-        data = read_json(plan_path, what="migration plan")
-        plan = MigrationPlan.from_dict(data, source=f"--plan {plan_path!r}").to_dict()
+        plan = read_plan(plan_path, source=f"--plan {plan_path!r}").to_dict()
     view = chain_view(dag, plan)
     svg = next((p for p in written if p.suffix == ".svg"), None)
     stats = dag.stats()

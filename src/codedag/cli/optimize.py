@@ -260,10 +260,9 @@ def _gpu_count() -> int:
 def _tuned_loader(path: str) -> object:
     """The loader section of the plan at ``path``; UsageError when it has none."""
     from codedag.errors import UsageError
-    from codedag.plan import MigrationPlan
-    from codedag.util.io import read_json
+    from codedag.plan import read_plan
 
-    plan = MigrationPlan.from_dict(read_json(path, what="plan"), source=f"plan {path!r}")
+    plan = read_plan(path, source=f"plan {path!r}")
     if plan.loader is None:
         raise UsageError(f"--loader {path}: the plan has no loader section (run `codedag tune`)")
     return plan.loader
@@ -312,20 +311,19 @@ def run(args: argparse.Namespace) -> int:
         json.dump(stats, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        from codedag.plan import MigrationPlan
+        from codedag.cli._optimize_summary import print_summary
 
-        summary = MigrationPlan.from_dict(plan)
-        _print_summary(args, stats, summary, loader if args.tune else None, kept)
+        print_summary(args, stats, plan, loader if args.tune else None, kept)
     return 0
 
 
 def _plan(
     args: argparse.Namespace, dag: Any, loader: Any | None, assume: float | None, console: Any
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], MigrationPlan]:
     """Plan ``dag`` (with ``loader``'s tuned settings, if any) and write the stage files.
 
     Returns:
-        The passes' statistics and the migration plan dict.
+        The passes' statistics and the migration plan.
     """
     from codedag.optimize.costs import CostModel
     from codedag.optimize.manager import OptimizerManager
@@ -362,19 +360,21 @@ def _plan(
     )
     with bar:
         result = manager.optimize(dag, export_dir=Path(args.out))
-    return result["statistics"], result["migration_plan"]
+    return result.statistics, result.plan
 
 
 def _decide_chains_in_loader(
-    args: argparse.Namespace, plan: dict[str, Any], console: Any
-) -> dict[str, Any]:
+    args: argparse.Namespace, model: MigrationPlan, console: Any
+) -> MigrationPlan:
     """Each measured chain decided in the --dataloader itself, batched against per sample in
     alternating blocks (:mod:`codedag.calibrate.chain_loader`); the plan file is written again.
     """
     from codedag.calibrate.chain_loader import apply_loader_decisions, decide_in_loader
     from codedag.cli.tune import find_loader
+    from codedag.plan import MigrationPlan
     from codedag.util.io import atomic_write_json
 
+    plan = model.to_dict()
     section = plan.get("batched") or {}
     device = section.get("device")
     chains = [
@@ -383,7 +383,7 @@ def _decide_chains_in_loader(
         if c.get("basis") == "measured" and c.get("original_ns") is not None
     ]
     if args.batched != "auto" or args.no_calibrate or device is None or not chains:
-        return plan
+        return model
     the_loader = find_loader(argparse.Namespace(target=None, dataloader=args.dataloader))
     decisions = {}
     for chain in chains:
@@ -391,7 +391,7 @@ def _decide_chains_in_loader(
             decisions[chain["id"]] = decide_in_loader(plan, chain["id"], lambda: the_loader, device)
     plan = {**plan, "batched": apply_loader_decisions(section, decisions)}
     atomic_write_json(Path(args.out) / "migration_plan.json", plan)
-    return plan
+    return MigrationPlan.from_dict(plan)
 
 
 def _traced(spec: str, out: Path, console: Any) -> Any:
@@ -478,76 +478,3 @@ def _check_steps(args: argparse.Namespace) -> None:
         raise UsageError(
             "--dataloader with dag.json goes with --tune; without --tune, give one of the two"
         )
-
-
-def passes_line(stats: dict[str, Any]) -> str:
-    """The passes' figures on one line, each with its unit: nodes, clusters, load balance as the
-    mean partition load in % of the largest, the objective J (a weighted score, no unit) and the
-    edges cut."""
-    co, it = stats["coarsening"], stats["iteration"]
-    before = 100 * stats["partitioning"].get("load_balance", 1.0)
-    after = 100 * it.get("load_balance_after", 1.0)
-    return (
-        f"coarsened {co.get('original_nodes', 0)} -> {co.get('coarse_nodes', 0)} nodes "
-        f"({co.get('clusters', 0)} clusters); k={stats['partitioning'].get('k', 0)}, "
-        f"load balance (mean/max load) {before:.1f} % -> {after:.1f} %, objective J (score) "
-        f"{it.get('objective_before', 0):.4f} -> {it.get('objective_after', 0):.4f}, "
-        f"edge cut {stats['edge_cut']['optimized']} edges"
-    )
-
-
-def _print_summary(
-    args: argparse.Namespace,
-    stats: dict[str, Any],
-    plan: MigrationPlan,
-    tuned: Any | None,
-    kept: str | None,
-) -> None:
-    """The passes' figures, what migrates, the notes, the explain tables and one line per
-    section of the plan; with ``tuned`` (the loader section just measured) its table under
-    ``--explain`` and what the migrator keeps."""
-    from rich.console import Console
-
-    from codedag.optimize.explain import (
-        SECTION_ROWS,
-        cache_lines,
-        cache_table,
-        chains_table,
-        plan_table,
-        section_lines,
-        tables_table,
-    )
-    from codedag.util.text import listing, printable
-
-    out = Console() if sys.stdout.isatty() else Console(width=160)
-    if tuned is not None and args.explain:
-        from codedag.cli.tune import print_section
-
-        print_section(tuned, out)
-    out.print(passes_line(stats), markup=False)
-    placed = sorted({printable(c.function, 80) for c in plan.calls if c.migrate})
-    out.print(
-        f"{len(plan.context_device_map)} call context(s) migrate"
-        + (f" ({listing(placed)}) to {plan.target_device}" if placed else "")
-        + f"; files in {printable(args.out)}",
-        markup=False,
-    )
-    for note in plan.notes:
-        out.print(f"note: {printable(note)}", markup=False)
-    if args.explain:
-        out.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
-    else:
-        out.print(plan_table(plan, limit=12, measured_only=True))
-    rows = None if args.all else SECTION_ROWS
-    chains = chains_table(plan, rows)
-    if chains is not None:
-        out.print(chains)
-    for section in (cache_table(plan, rows), tables_table(plan, rows)):
-        if section is not None:
-            out.print(section)
-    for line in cache_lines(plan):
-        out.print(f"prefix cache: {line}", markup=False)
-    for line in section_lines(plan):
-        out.print(line, markup=False)
-    if kept is not None:
-        out.print(f"warning: loader: {printable(kept)}", markup=False)

@@ -45,11 +45,9 @@ def run(args: argparse.Namespace) -> int:
     """Load and validate the plan, print its table (or JSON) and notes."""
     from rich.console import Console
 
-    from codedag.plan import MigrationPlan
-    from codedag.util.io import read_json
+    from codedag.plan import read_plan
 
-    data = read_json(args.plan, what="migration plan")
-    plan = MigrationPlan.from_dict(data, source=f"migration plan {args.plan!r}")
+    plan = read_plan(args.plan)
     if args.json:
         json.dump(plan.to_dict()["calls"], sys.stdout, indent=2)
         sys.stdout.write("\n")

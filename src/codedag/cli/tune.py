@@ -335,28 +335,23 @@ def run(args: argparse.Namespace) -> int:
     """Find the DataLoader, tune it, print the table and write the plan."""
     from rich.console import Console
 
-    from codedag.plan import MigrationPlan
+    from codedag.plan import read_plan
     from codedag.tune.tuner import plan_with_loader
-    from codedag.util.io import atomic_write_json, read_json
+    from codedag.util.io import atomic_write_json
 
     options = tune_options(args)
     existing = None
-    warm_plan = None
     if not args.no_write:
         from codedag.util.paths import check_output_file
 
         check_output_file(args.plan, "--plan")
-    if not args.no_write and args.plan.exists():
-        existing = read_json(args.plan, what="migration plan")
-        plan_with_loader(existing, _placeholder(), source=f"plan {str(args.plan)!r}")
-        if not args.no_warm:
-            warm_plan = MigrationPlan.from_dict(existing, f"plan {str(args.plan)!r}")
+    if not args.no_write and args.plan.exists():  # checked before minutes of measuring
+        existing = read_plan(args.plan, source=f"plan {str(args.plan)!r}")
     loader = find_loader(args)
-    section = measure(loader, options, warm_plan)
+    section = measure(loader, options, None if args.no_warm else existing)
     written = None
     if not args.no_write:
-        plan = plan_with_loader(existing, section, source=f"plan {str(args.plan)!r}")
-        written = atomic_write_json(args.plan, plan)
+        written = atomic_write_json(args.plan, plan_with_loader(existing, section))
     if args.json:
         json.dump(section.model_dump(mode="json"), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -372,10 +367,3 @@ def run(args: argparse.Namespace) -> int:
         if kept is not None:
             out.print(kept, markup=False)
     return 0
-
-
-def _placeholder() -> Any:
-    """A minimal section, to check an existing plan before minutes of measuring."""
-    from codedag.plan import LoaderSection, LoaderSettings
-
-    return LoaderSection(chosen=LoaderSettings(), yours=LoaderSettings())

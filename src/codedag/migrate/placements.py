@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from codedag.plan import MigrationPlan
+from codedag.plan import MigrationPlan, read_plan
 from codedag.plan.context import Placement, function_of
-from codedag.util.io import read_json
 
 
 @dataclass
@@ -64,11 +63,10 @@ def parse_plan(plan: Mapping[str, Any] | MigrationPlan, source: str = "migration
     return view
 
 
-def load_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and validate a plan JSON file; returns the plan as a dict.
+def load_plan_file(path: str | os.PathLike[str]) -> MigrationPlan:
+    """Read and validate a plan JSON file (:func:`codedag.plan.read_plan`).
 
     Raises:
         SchemaError: the file is missing, is not JSON, or is not a valid plan.
     """
-    data = read_json(path, what="migration plan")
-    return MigrationPlan.from_dict(data, source=f"migration plan {str(path)!r}").to_dict()
+    return read_plan(path)

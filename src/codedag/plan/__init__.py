@@ -3,6 +3,7 @@
 * :mod:`.cache`: The ``cache`` section of a migration plan: each sample's deterministic prefix and
   where the prefix cache cuts it
 * :mod:`.context`: Matching a runtime call against the plan's context keys
+* :mod:`.files`: Reading a migration plan file: the one reader, which validates the plan once
 * :mod:`.loader`: The ``loader`` section of a migration plan: DataLoader settings chosen by
   measurement
 * :mod:`.model`: The migration plan: one model for the file ``codedag optimize`` writes and
@@ -13,6 +14,7 @@
 """
 
 from codedag.plan.cache import CacheChain, CacheCut, CacheSection
+from codedag.plan.files import read_plan
 from codedag.plan.loader import LoaderSection, LoaderSettings, LoaderTrial, WarmLoader
 from codedag.plan.model import (
     PLAN_SCHEMA_VERSION,
@@ -42,4 +44,5 @@ __all__ = [
     "TablesSection",
     "WarmLoader",
     "check_device",
+    "read_plan",
 ]

@@ -291,8 +291,9 @@ def _confirmed(
 def plan_with_loader(
     existing: object, section: LoaderSection, source: str = "plan"
 ) -> dict[str, Any]:
-    """A plan dict holding ``section``: ``existing`` (a plan dict) with its loader section
-    replaced and everything else kept, or a new plan that places no call.
+    """A plan dict holding ``section``: ``existing`` (a plan model, or its dict validated here)
+    with its loader section replaced and everything else kept, or a new plan that places no
+    call.
 
     Raises:
         SchemaError: ``existing`` is not a valid plan.
@@ -310,6 +311,5 @@ def plan_with_loader(
             ],
         )
     else:
-        plan = MigrationPlan.from_dict(existing, source)
-    plan.loader = section
-    return plan.to_dict()
+        plan = MigrationPlan.from_dict(existing, source)  # a plan model is used as it is
+    return plan.model_copy(update={"loader": section}).to_dict()  # the plan given is kept
