@@ -59,6 +59,17 @@ class _Track:
         return self.series.count
 
 
+def _figures(track: _Track, **extremes: float | None) -> dict[str, Any]:
+    """A metric's summary: its first and last value, the ``extremes`` named, its counts."""
+    return {
+        "initial": track.first,
+        "final": track.last,
+        **extremes,
+        "count": track.count,
+        "nonfinite": track.nonfinite,
+    }
+
+
 class MetricsLogger:
     """Records losses and accuracies as ``[(epoch, batch, value)]`` series.
 
@@ -157,22 +168,9 @@ class MetricsLogger:
         out: dict[str, Any] = {"loss": None, "accuracy": None}
         loss, acc = self.losses, self.accuracies
         if loss.first is not None:
-            out["loss"] = {
-                "initial": loss.first,
-                "final": loss.last,
-                "min": loss.min,
-                "max": loss.max,
-                "count": loss.count,
-                "nonfinite": loss.nonfinite,
-            }
+            out["loss"] = _figures(loss, min=loss.min, max=loss.max)
         elif loss.nonfinite:
             out["loss"] = {"count": 0, "nonfinite": loss.nonfinite}
         if acc.first is not None:
-            out["accuracy"] = {
-                "initial": acc.first,
-                "final": acc.last,
-                "best": acc.max,
-                "count": acc.count,
-                "nonfinite": acc.nonfinite,
-            }
+            out["accuracy"] = _figures(acc, best=acc.max)
         return out
