@@ -78,16 +78,27 @@ def _plot_steps(
         ax.plot(xs, ys, color=_COLORS[i % len(_COLORS)], lw=1.0, alpha=0.85, label=name)
         notes.add(_stride_note(mode, "batch_times"))
         drawn = True
-    ax.set_title(title + "".join(sorted(notes)))
+    heading = title + "".join(sorted(notes))
+    empty = f"no {title.lower()} recorded"
+    if _labelled(ax, heading, drawn, empty, "batch (within mode)", unit, loc="upper right"):
+        ax.ticklabel_format(axis="y", useOffset=False)
+        ax.set_ylim(bottom=0)
+
+
+def _labelled(
+    ax: Any, title: str, drawn: bool, empty: str, xlabel: str, unit: str, **legend: Any
+) -> bool:
+    """Title the axes; then label them, grid and legend them if anything was drawn, else say
+    ``empty`` on them. Whether anything was drawn."""
+    ax.set_title(title)
     if not drawn:
-        _empty(ax, f"no {title.lower()} recorded")
-        return
-    ax.set_xlabel("batch (within mode)")
+        _empty(ax, empty)
+        return False
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(unit)
-    ax.ticklabel_format(axis="y", useOffset=False)
-    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right")
+    ax.legend(**legend)
+    return True
 
 
 def _resource_series(mode: ModeResults, key: str) -> dict[str, Series]:
@@ -119,17 +130,13 @@ def _plot_resource(
                 ax.plot(xs, ys, style, color=_COLORS[i % len(_COLORS)], lw=1.2,
                         label=": ".join(p for p in parts if p))  # fmt: skip
                 drawn = True
-    ax.set_title(title)
-    if not drawn:
-        _empty(ax, empty)
+    if not _labelled(
+        ax, title, drawn, empty, "time since mode start (s)", unit, loc="best", fontsize="small"
+    ):
         return
-    ax.set_xlabel("time since mode start (s)")
-    ax.set_ylabel(unit)
     ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     if unit.startswith("%"):
         ax.set_ylim(0, ax.get_ylim()[1] * 1.1 or 1.0)  # headroom: flat lines stay visible
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
 
 
 def _plot_metric(ax: Any, modes: dict[str, ModeResults], key: str, title: str, unit: str) -> None:
@@ -142,15 +149,8 @@ def _plot_metric(ax: Any, modes: dict[str, ModeResults], key: str, title: str, u
         xs = [j * stride for j in range(len(points))]
         ax.plot(xs, [p[2] for p in points], color=_COLORS[i % len(_COLORS)], lw=1.2, label=name)
         drawn = True
-    ax.set_title(title)
-    if not drawn:
-        _empty(ax, f"no {key} logged")
-        return
-    ax.set_xlabel("logged step")
-    ax.set_ylabel(unit)
-    ax.ticklabel_format(axis="y", useOffset=False)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best")
+    if _labelled(ax, title, drawn, f"no {key} logged", "logged step", unit, loc="best"):
+        ax.ticklabel_format(axis="y", useOffset=False)
 
 
 def _gpu_reason(results: RunResults) -> str:
