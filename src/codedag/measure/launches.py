@@ -72,11 +72,15 @@ def _to_host(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     )
 
 
-class _Dispatch(TorchDispatchMode):
+class _Owned:
+    """A torch mode that counts into its :class:`LaunchCounter`."""
+
     def __init__(self, owner: LaunchCounter) -> None:
         super().__init__()
         self.owner = owner
 
+
+class _Dispatch(_Owned, TorchDispatchMode):
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
@@ -94,11 +98,7 @@ class _Dispatch(TorchDispatchMode):
         return out
 
 
-class _Function(TorchFunctionMode):
-    def __init__(self, owner: LaunchCounter) -> None:
-        super().__init__()
-        self.owner = owner
-
+class _Function(_Owned, TorchFunctionMode):
     def __torch_function__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -94,18 +95,14 @@ class ProfileConfig:
             "row_limit": self.row_limit,
             "prefetch_factor": self.prefetch_factor,
         }
-        for name, value in positive.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        _check_integers(positive, 1, "positive")
         non_negative = {
             "num_workers": self.num_workers,
             "warmup_steps": self.warmup_steps,
             "timed_steps": self.timed_steps,
             "seed": self.seed,
         }
-        for name, value in non_negative.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        _check_integers(non_negative, 0, "non-negative")
         if self.image_size_px < 16:
             raise ConfigError(f"image_size_px must be at least 16, got {self.image_size_px}")
         if self.dataset_size < self.batch_size:
@@ -136,3 +133,10 @@ class ProfileConfig:
         data = asdict(self)
         data["cpu_work"], data["io_sleep_ms"] = self.data_pressure()
         return data
+
+
+def _check_integers(values: Mapping[str, object], minimum: int, kind: str) -> None:
+    """Raise ConfigError naming the first value that is not an integer of at least ``minimum``."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ConfigError(f"{name} must be a {kind} integer, got {value!r}")
