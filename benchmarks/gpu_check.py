@@ -612,7 +612,8 @@ def _version(module: str) -> str:
 def environment() -> dict[str, Any]:
     """Versions and the device as this Python sees them (the ``environment`` step's output)."""
     facts: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count()}
-    for module in ("torch", "numpy", "cv2", "PIL", "librosa", "pydantic", "rustworkx", "pynvml"):
+    modules = ("torch", "torchvision", "numpy", "cv2", "PIL", "librosa", "pydantic", "rustworkx")
+    for module in (*modules, "pynvml"):
         try:
             facts[module] = _version(module)
         except Exception as exc:
@@ -846,7 +847,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the rehearsal)")
     parser.add_argument(
-        "--budget-s", type=float, default=None, help="overall limit in s (470; quick 360)"
+        "--budget-s", type=float, default=None, help="overall limit in s (470; quick 600)"
     )
     parser.add_argument("--only", default="", help="comma-separated step names to run")
     parser.add_argument(
@@ -864,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.device not in ("cuda", "cpu") and not args.device.startswith("cuda:"):
         parser.error(f"--device must be cuda, cuda:N or cpu, got {args.device!r}")
-    budget_s = args.budget_s or (360.0 if args.quick else 470.0)
+    budget_s = args.budget_s or (600.0 if args.quick else 470.0)
     if not 0 < budget_s <= 3600:
         parser.error(f"--budget-s must be in (0, 3600], got {budget_s}")
     work = Path(tempfile.mkdtemp(prefix="codedag-gpu-check-"))
