@@ -110,3 +110,54 @@ def test_a_fork_waits_for_a_read_of_another_thread(tmp_path: Path) -> None:
     """DataLoader workers are forked from the main thread while the writer thread may be reading
     a value back; the child then opens the store itself."""
     _run(tmp_path, FORK)
+
+
+INTERRUPTED_FORK = textwrap.dedent(
+    """
+    import os
+    import signal
+    import sys
+    import time
+
+    from codedag.store import environments
+    from codedag.util.signals import interrupt_on_signals
+
+
+    class Interrupting:  # told of the fork: Ctrl-C lands while it waits there
+        def before_fork(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):  # the handler runs here, inside the fork's hook
+                pass
+
+        def after_fork_in_parent(self):
+            pass
+
+        def after_fork_in_child(self):
+            pass
+
+
+    user = Interrupting()
+    environments.on_fork(user)
+    try:
+        with interrupt_on_signals():
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # the work goes on until the signal comes back
+                time.sleep(0.01)
+    except KeyboardInterrupt:
+        sys.exit(0)
+    sys.exit(3)  # the interruption was dropped
+    """
+)
+
+
+def test_an_interruption_landing_in_the_fork_hooks_is_delivered_after_the_fork() -> None:
+    """Python drops an exception raised in a fork's hooks: Ctrl-C pressed while the store waits
+    there (a DataLoader forking its workers) must still interrupt the program."""
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_FORK], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr}"

@@ -12,7 +12,9 @@ on it have ended, holding new ones back meanwhile (they open it again afterwards
 LMDB forbids using an environment across ``fork``. Before a fork every environment is closed
 that way, no operation begins until the fork is over, and the child opens its own on first use.
 What runs a thread of its own on the environments is told of every fork first
-(:func:`on_fork`: the writer finishes its transaction and holds its thread).
+(:func:`on_fork`: the writer finishes its transaction and holds its thread). Python drops an
+exception raised in a fork's hooks, so an interruption (Ctrl-C) that lands while they wait is
+delivered again once the fork is over (:func:`codedag.util.signals.redeliver_interrupts`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from codedag.util import signals
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +156,7 @@ def on_fork(user: ForkAware) -> None:
 
 def _before_fork() -> None:
     global _forking, _holding
+    signals.redeliver_interrupts(True)  # an interruption raised in a fork hook would be dropped
     try:
         for user in list(_FORK_AWARE):
             user.before_fork()
@@ -167,8 +172,11 @@ def _after_fork_in_parent() -> None:
         _holding = _forking = False
         _idle.notify_all()
         _lock.release()
-    for user in list(_FORK_AWARE):
-        user.after_fork_in_parent()
+    try:
+        for user in list(_FORK_AWARE):
+            user.after_fork_in_parent()
+    finally:
+        signals.redeliver_interrupts(False)
 
 
 def _after_fork_in_child() -> None:
@@ -179,6 +187,7 @@ def _after_fork_in_child() -> None:
     _USERS.clear()
     _CLOSING.clear()
     _holding = _forking = False
+    signals.redeliver_interrupts(False)
     for user in list(_FORK_AWARE):
         user.after_fork_in_child()
 

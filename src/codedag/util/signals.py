@@ -12,8 +12,9 @@ inside the block (a DataLoader worker) behaves as without codedag: SIGTERM and S
 once, SIGINT raises ``KeyboardInterrupt`` there.
 
 An exception raised inside a finalizer (``__del__``: a DataLoader iterator shutting its workers
-down) is printed and dropped by Python, so a signal that lands there is delivered again a moment
-later instead; and :func:`interrupted_by` tells the caller that a signal came, in case code it ran
+down) or a fork's hooks (between :func:`redeliver_interrupts` calls: the prefix cache's store
+waiting for its readers before a DataLoader forks its workers) is printed and dropped by Python,
+so a signal that lands there is delivered again a moment later instead; and :func:`interrupted_by` tells the caller that a signal came, in case code it ran
 swallowed the exception anyway (a command must not report success after a SIGTERM).
 """
 
@@ -85,7 +86,7 @@ def interrupt_on_signals(signals: tuple[int, ...] = HANDLED) -> Iterator[None]:
         if getattr(_state, "defer", 0):
             _pending.append(signum)
             return
-        if _in_finalizer(frame):  # Python would print the exception and drop it
+        if getattr(_state, "redeliver", 0) or _in_finalizer(frame):  # Python would drop it
             timer = threading.Timer(REDELIVER_S, os.kill, (owner, signum))
             timer.daemon = True
             timer.start()
@@ -99,6 +100,14 @@ def interrupt_on_signals(signals: tuple[int, ...] = HANDLED) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def redeliver_interrupts(on: bool) -> None:
+    """From ``on=True`` to ``on=False`` (nested in pairs), a signal that lands in this thread is
+    sent again a moment later instead of raising there: for code whose exceptions Python prints
+    and drops, as it does those of a fork's hooks (``os.register_at_fork``).
+    """
+    _state.redeliver = max(0, getattr(_state, "redeliver", 0) + (1 if on else -1))
 
 
 def interrupted_by() -> int | None:
