@@ -13,7 +13,7 @@ import sys
 import warnings
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -26,6 +26,8 @@ from pydantic import (
 )
 
 from codedag.errors import ConfigError
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 SCHEMA_VERSION = 1
 
@@ -274,6 +276,18 @@ def read_json(path: Path, what: str) -> Any:
     return read_checked(path, what, expect=dict, error=ConfigError)
 
 
+def read_model(file: Path, what: str, model: type[_Model]) -> _Model:
+    """The JSON object of ``file`` validated as ``model``; errors are ConfigError (a schema
+    violation names the field)."""
+    data = read_json(file, what)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file}: expected a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error, str(file))) from error
+
+
 def bundled_path(name: str) -> Path:
     """Path of a file shipped inside ``codedag.energy`` (config, settings, examples)."""
     return Path(str(resources.files("codedag.energy").joinpath(name)))
@@ -286,12 +300,6 @@ def load_models_config(path: str | Path | None = None) -> ModelsConfig:
         ConfigError: unreadable file, invalid JSON, or a schema violation (naming the field).
     """
     file = Path(path) if path is not None else bundled_path("models_config.json")
-    data = read_json(file, "models config")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{file}: expected a JSON object, got {type(data).__name__}")
-    try:
-        config = ModelsConfig.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, str(file))) from error
+    config = read_model(file, "models config", ModelsConfig)
     config._base_dir = file.resolve().parent
     return config

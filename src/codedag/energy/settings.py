@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from codedag.energy.config import ModelsConfig, bundled_path, format_validation_error, read_json
+from codedag.energy.config import ModelsConfig, bundled_path, read_model
 from codedag.errors import ConfigError
 
 Mode = Literal["mutation", "default", "parallel"]
@@ -129,13 +129,7 @@ def load_settings(path: str | Path, config: ModelsConfig | None = None) -> Batch
         ConfigError: unreadable file, invalid JSON, or a schema violation naming the field.
     """
     file = resolve_settings_path(path)
-    data = read_json(file, "settings file")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{file}: expected a JSON object, got {type(data).__name__}")
-    try:
-        settings = BatchSettings.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, str(file))) from error
+    settings = read_model(file, "settings file", BatchSettings)
     if config is not None:
         settings.check_against(config, str(file))
     return settings
