@@ -46,8 +46,8 @@ _CLOSING: set[str] = set()
 """Folders whose environment is being closed: operations on them wait."""
 _lock = threading.RLock()
 _idle = threading.Condition(_lock)
-_forking = False
-_holding = False  # this thread holds the lock from before a fork until after it
+_forking: int | None = None  # the thread that forks, from before the fork until after it
+_holding = False  # it holds the lock meanwhile
 _pid = os.getpid()
 """This process's id, set again in a forked child (``os.getpid`` is a system call)."""
 _hook_installed = False
@@ -70,7 +70,7 @@ class Use:
         with _lock:
             users = _USERS.get(key)
             if users is None or me not in users:  # a thread's nested operation never waits
-                while _forking or key in _CLOSING:
+                while (_forking is not None and _forking != me) or key in _CLOSING:
                     _idle.wait()
             found = _OPEN.get(key)
             if found is None or found[2] != _pid:
@@ -162,14 +162,14 @@ def _before_fork() -> None:
             user.before_fork()
     finally:
         _lock.acquire()  # held until the fork is over: no operation begins meanwhile
-        _holding = _forking = True
+        _holding, _forking = True, threading.get_ident()
         close_all()
 
 
 def _after_fork_in_parent() -> None:
     global _forking, _holding
     if _holding:
-        _holding = _forking = False
+        _holding, _forking = False, None
         _idle.notify_all()
         _lock.release()
     try:
@@ -186,7 +186,7 @@ def _after_fork_in_child() -> None:
     _idle = threading.Condition(_lock)
     _USERS.clear()
     _CLOSING.clear()
-    _holding = _forking = False
+    _holding, _forking = False, None
     signals.redeliver_interrupts(False)
     for user in list(_FORK_AWARE):
         user.after_fork_in_child()
