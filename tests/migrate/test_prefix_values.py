@@ -46,7 +46,7 @@ def test_a_known_key_defers_the_call_and_the_header_answers_metadata() -> None:
     )
     deferred = step("scale", scale, (source,), {})
     assert not deferred._done and calls == []
-    assert deferred._call[1][0] is source  # the deferred call keeps its input, not a copy step
+    assert deferred._call.args[0] is source  # the deferred call keeps its input, not a copy step
     assert deferred.shape == (4, 5) and deferred.ndim == 2 and len(deferred) == 4
     assert deferred.dtype == np.float32 and deferred.nbytes == 80
     assert "deferred" in repr(deferred)

@@ -1,7 +1,7 @@
 """Python's operators on lazy values: the operator sets, declared once, and one installer.
 
 Three classes stand for an array not computed yet and answer Python's operators:
-:class:`~codedag.backends.batched.deferred.LazyArray` (batched execution),
+:class:`~codedag.backends.batched.lazy_array.LazyArray` (batched execution),
 :class:`~codedag.migrate.prefix.prefix_values.PrefixValue` (the prefix cache) and
 :class:`~codedag.migrate.tables.run_values.RunValue` (lookup tables). Each gives
 :func:`install_operators` its own factories (what ``x + y`` does is the class's business: record
@@ -10,36 +10,11 @@ a ufunc, key a step of a chain, extend a run), and the installer puts the method
 less what the class leaves out with its reason, and sets ``__hash__ = None`` (``__eq__`` is
 element-wise, so these values are unhashable, as arrays are).
 
-Each class follows one impersonation rule; they differ because what each value holds differs:
-
-========================  ================================  ====================  ==============
-class                     ``isinstance(v, np.ndarray)``     ``type(v)``           rule
-========================  ================================  ====================  ==============
-``LazyArray``             False                             ``LazyArray``         none
-``PrefixValue``           True for an array's header [1]_   ``PrefixValue``       fakes
-                                                                                  ``__class__``
-``RunValue``              True                              ``RunValue``          fakes
-                                                                                  ``__class__``
-``RunArray``              True                              ``RunArray``          a subclass
-========================  ================================  ====================  ==============
-
-* ``LazyArray`` is never an ``ndarray`` subclass, nor does it fake ``__class__``: C code given
-  an ``ndarray`` (subclass) would read memory that does not exist yet. What it cannot answer from
-  its record forces it (``__array__``, counted by reason); a type check in user code sees no
-  array (docs/batched.md lists it among what forces a value or ends a chain).
-* ``PrefixValue`` fakes ``__class__`` as the type its header stands for (``np.ndarray``,
-  ``PIL.Image.Image``, ``torch.Tensor``; the value's own type once computed), so a type check in
-  user code takes the branch it takes without the cache, while ``type(v)`` stays
-  :class:`PrefixValue`: C code checks the real type, and OpenCV takes real arrays only (it
-  ignores ``__array__``), so the plan's guards compute a value before cv2 sees it.
-* ``RunValue`` fakes ``__class__`` as ``np.ndarray`` (a run's value is always an array) for the
-  same reason: user code's ``isinstance`` checks take the branch they take without tables, and
-  ``type(v)`` stays :class:`RunValue` for the guards (cv2, torch and PIL take arrays only).
-* ``RunArray``, the producer's array itself, is a real ``ndarray`` subclass: it is a view of
-  memory that exists, so C code may read it as it is; only its element-wise calls start a run,
-  through NumPy's own operators and ``__array_ufunc__``, so it installs no operators here.
-
-.. [1] ``PIL.Image.Image`` or ``torch.Tensor`` for those headers.
+How each class answers ``isinstance`` and ``type`` is the lazy-value core's one rule, with each
+class's declared option (:mod:`codedag.backends.lazy_values`); the core's
+:func:`~codedag.backends.lazy_values.install_recording_operators` builds the factories from one
+``record`` function per class. ``RunArray``, a real ``ndarray`` subclass, installs no operators:
+NumPy's own reach its ``__array_ufunc__``.
 """
 
 from __future__ import annotations

@@ -312,7 +312,7 @@ def _metadata(name: str) -> bool:
     """Whether a traced step only reads a value's metadata (an image's ``size``, an array's
     ``shape``) or enters or leaves a ``with`` block: the cache answers it from the stored header
     (a value read back holds no file to close), so it does not use the value."""
-    from codedag.migrate.prefix.prefix_values import ARRAY_METADATA, IMAGE_METADATA
+    from codedag.migrate.prefix.headers import ARRAY_METADATA, IMAGE_METADATA
 
     if name.endswith(_CONTEXT):
         return True

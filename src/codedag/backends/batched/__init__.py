@@ -2,8 +2,9 @@
 once per batch through the same batch-first backends a per-call migration uses.
 
 Inside ``__getitem__`` the calls of a chain placed for batched execution return deferred values
-(:mod:`.deferred`: :mod:`.lazy_array`, :mod:`.lazy_tensor`, over the sample's :mod:`.record`)
-that record the call and its per-sample arguments instead of computing;
+(:mod:`.deferred`: :mod:`.lazy_array` and :mod:`.lazy_tensor`, recorded by :mod:`.recorder` into
+the sample's :mod:`.record`) that record the call and its per-sample arguments instead of
+computing;
 ``default_collate`` gathers the deferred samples of a batch into one record (:mod:`.collate`); the
 executor runs each step once per group of samples (:mod:`.executor`), and the training loop
 receives what ``default_collate`` would have produced (:mod:`.delivery`). Anything the record

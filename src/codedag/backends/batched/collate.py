@@ -30,8 +30,10 @@ import torch
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
 import codedag.backends.batched.deferred as deferred
-from codedag.backends.batched.deferred import Lazy, LazyArray, LazyTensor, Node, evaluate, ready
+from codedag.backends.batched.deferred import Lazy, Node, evaluate, ready
 from codedag.backends.batched.forcing import FORCED
+from codedag.backends.batched.lazy_array import LazyArray
+from codedag.backends.batched.lazy_tensor import LazyTensor
 from codedag.backends.batched.ops import DATA, PER_SAMPLE, SMALL_BYTES, Meta, Op, meta_of
 from codedag.devices.torch_devices import cuda_available
 from codedag.errors import UnsupportedOperation

@@ -9,6 +9,8 @@ code the stored value and the calls before it never run.
 * :mod:`.keys`: provenance keys: the source's identity, each call and its arguments, versions;
 * :mod:`.prefix_values`: :class:`~.prefix_values.PrefixValue`, what the chain's calls return
   before the cut;
+* :mod:`.headers`: what a deferred value's stored header answers (metadata, recorded methods,
+  the type ``isinstance`` sees);
 * :mod:`.session`: one process's side: starting chains, answering cuts, counting;
 * :mod:`.runtime`: :class:`~.runtime.PrefixCacheRuntime`, applied by
   :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``cache`` section.

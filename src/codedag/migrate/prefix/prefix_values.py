@@ -20,35 +20,24 @@ marks the chain *diverged*: it is computed normally and not stored, counted with
 
 from __future__ import annotations
 
-import functools
 import operator
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+import codedag.backends.lazy_values as lazy_values
+import codedag.migrate.prefix.headers as headers
 import codedag.migrate.prefix.keys as keys
 import codedag.migrate.tables.lookup as lookup
-from codedag.backends.lazy_operators import in_place, install_operators
+from codedag.backends.lazy_values import MISSING, Args, Call, Kwargs, StandIn
 from codedag.store.entry import Meta, dtype_str, meta_of
 
-PENDING: Any = object()
+PENDING: Any = lazy_values.PENDING
 
 _Trail = tuple[bytes, Meta, Any]
 """A value's key and header, and its parent's trail (None at the source)."""
 
-ARRAY_METADATA = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize"})
-IMAGE_METADATA = frozenset({"size", "width", "height", "mode"})
-ARRAY_METHODS = frozenset({"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel"})
-IMAGE_METHODS = frozenset(
-    {"convert", "resize", "crop", "transpose", "rotate", "copy", "reduce", "filter", "getchannel"}
-)
-TENSOR_METHODS = frozenset(
-    {"float", "double", "half", "byte", "long", "int", "contiguous", "permute", "unsqueeze",
-     "squeeze", "clone", "div", "mul", "sub", "add", "flip"}
-)  # fmt: skip
-_METHODS = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METHODS}
-_METHOD_OWNERS = {"ndarray": "numpy.ndarray", "pil": "PIL.Image.Image", "tensor": "torch.Tensor"}
 MAX_STEPS = 64
 """Calls a chain may make before its cut; past that it is computed normally."""
 
@@ -95,7 +84,16 @@ class Lineage:
                 value._compute()
 
 
-class PrefixValue:
+_DIVERGENCES = {
+    "truth": "truth value",
+    "conversion": "conversion to an array",
+    "write": "a write into an intermediate",
+    "inplace": "an in-place operator",
+}
+"""Why a use diverges the chain, by the core's use (others: the use's detail, ``"float()"``)."""
+
+
+class PrefixValue(StandIn):
     """A value of a cached chain before its cut (see the module docstring)."""
 
     __slots__ = (
@@ -110,7 +108,6 @@ class PrefixValue:
         "_trail",
         "_value",
     )
-    __array_priority__ = 1000.0
 
     def __init__(
         self,
@@ -128,7 +125,7 @@ class PrefixValue:
         self._key = key
         self._meta = meta
         self._value = value
-        self._call = call
+        self._call = None if call is None else Call(*call)
         self._cuts = cuts  # calls of the cut's function so far, this one included
         self._depth: int = 0 if parent is None else parent._depth + 1  # calls since the source
         # the earlier values' keys and headers, not the values: an intermediate user code no
@@ -136,15 +133,11 @@ class PrefixValue:
         # call adds one link whatever the chain's length
         self._trail: _Trail = (key, meta, None if parent is None else parent._trail)
 
-    # -- state ----------------------------------------------------------------------------
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # what isinstance() sees; type() stays PrefixValue
-        """The type the value stands for, so that ``isinstance(value, np.ndarray)`` (or
-        ``PIL.Image.Image``, ``torch.Tensor``) holds as it would without the cache and user
-        code takes the same branch; ``type(value)`` stays :class:`PrefixValue`."""
+    # -- the lazy-value core's hooks --------------------------------------------------------
+    def _stands_for(self) -> type:
         if self._value is not PENDING:
             return type(self._value)
-        return _stands_for(self._meta.kind)
+        return headers.stands_for(self._meta.kind) or PrefixValue
 
     @property
     def _done(self) -> bool:
@@ -158,8 +151,7 @@ class PrefixValue:
                 table, root = self._lookup
                 self._value = lookup.evaluate(table, root, self._by_calls)
             else:
-                function, args, kwargs = self._call
-                self._value = function(*concrete(args), **concrete_kwargs(kwargs))
+                self._value = self._call.compute(_computed_value)
             self._call = self._lookup = None  # the inputs are freed as without the cache
         return self._value
 
@@ -167,17 +159,50 @@ class PrefixValue:
         """A pending run's value computed by its calls as written (no table on the way)."""
         if self._value is PENDING:
             assert self._call is not None
-            function, args, kwargs = self._call
-            inputs = [a._by_calls() if isinstance(a, PrefixValue) else a for a in args]
-            self._value = function(*inputs, **kwargs)
+            call = self._call
+            inputs = [a._by_calls() if isinstance(a, PrefixValue) else a for a in call.args]
+            self._value = call.function(*inputs, **call.kwargs)  # type: ignore[misc]
         return self._value
 
-    def _real(self, reason: str) -> Any:
+    def _use(self, use: str, detail: str) -> Any:
         """The real value for a use outside the chain: the chain diverges."""
+        return self._real(_DIVERGENCES.get(use, detail))
+
+    def _real(self, reason: str) -> Any:
+        """The real value for a use outside the chain: the chain diverges for ``reason``."""
         value = self._compute()
         self._lineage.diverge(reason)
         return value
 
+    def _attribute(self, name: str) -> Any:
+        meta = self._meta
+        if headers.is_metadata(meta, name):
+            if self._value is not PENDING:
+                return getattr(self._value, name)
+            return headers.header_attribute(meta, name)
+        if name in headers.METHODS.get(meta.kind, ()):
+            qualified = f"{headers.METHOD_OWNERS[meta.kind]}.{name}"
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                return step(qualified, headers.method_call(name), (self, *args), kwargs)
+
+            return method
+        if name == "T" and meta.kind == "ndarray":
+            return step("numpy.ndarray.T", headers.attribute_reader("T"), (self,), {})
+        return MISSING
+
+    def _record_ufunc(self, ufunc: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return step(f"numpy.{ufunc.__name__}", ufunc, inputs, kwargs)
+
+    def _record_function(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if "out" in kwargs and kwargs["out"] is not None:
+            return func(*real_args(args, "out="), **concrete_kwargs(kwargs))
+        return step(lazy_values.function_name(func), func, args, kwargs)
+
+    def _forced(self, function: Callable[..., Any], args: Args, kwargs: Kwargs, detail: str) -> Any:
+        return function(*real_args(args, detail), **concrete_kwargs(kwargs))
+
+    # -- the chain's keys -------------------------------------------------------------------
     def _lineage_metas(self) -> tuple[tuple[bytes, bytes], ...]:
         """``(key, header)`` of this value and every earlier value of its chain."""
         out = []
@@ -196,236 +221,36 @@ class PrefixValue:
             out.append(key)
         return out
 
-    # -- what the header answers ----------------------------------------------------------
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        meta = self._meta
-        if meta.kind in ("ndarray", "tensor") and name in ARRAY_METADATA:
-            if self._done:
-                return getattr(self._value, name)
-            return _array_metadata(meta, name)
-        if meta.kind == "pil" and name in IMAGE_METADATA:
-            if self._done:
-                return getattr(self._value, name)
-            return _image_metadata(meta, name)
-        if name in _METHODS.get(meta.kind, ()):
-            qualified = f"{_METHOD_OWNERS[meta.kind]}.{name}"
-
-            def method(*args: Any, **kwargs: Any) -> Any:
-                return step(qualified, _method_call(name), (self, *args), kwargs)
-
-            return method
-        if name == "T" and meta.kind == "ndarray":
-            return step("numpy.ndarray.T", _attribute("T"), (self,), {})
-        return getattr(self._real(f"attribute .{name}"), name)
-
-    def __len__(self) -> int:
-        if self._meta.kind in ("ndarray", "tensor") and self._meta.shape:
-            return self._meta.shape[0] if not self._done else len(self._value)
-        return len(self._real("len()"))
-
     # -- a with block (``with Image.open(path) as im``) -----------------------------------
     def __enter__(self) -> Any:
-        if self._done:
+        if self._value is not PENDING:
             entered = self._value.__enter__()
             return self if entered is self._value else entered
         return self  # deferred: nothing was opened, there is nothing to close
 
     def __exit__(self, *exc_info: Any) -> Any:
-        return self._value.__exit__(*exc_info) if self._done else None
-
-    # -- uses that need the data ----------------------------------------------------------
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np
-
-        value = self._real("conversion to an array")
-        array = np.asarray(value)
-        return array if dtype is None else array.astype(dtype, copy=False)
-
-    def __bool__(self) -> bool:
-        return bool(self._real("truth value"))
-
-    def __iter__(self) -> Any:
-        return iter(self._real("iteration"))
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        target = self._real("a write into an intermediate")
-        target[key] = value._real("a write") if isinstance(value, PrefixValue) else value
+        return self._value.__exit__(*exc_info) if self._value is not PENDING else None
 
     def __repr__(self) -> str:
-        if not self._done:
+        if self._value is PENDING:
             return f"<prefix value {self._meta.kind} {self._meta.shape} (deferred)>"
         return f"<prefix value {self._value!r}>"
 
-    def __float__(self) -> float:
-        return float(self._real("float()"))
-
-    def __int__(self) -> int:
-        return int(self._real("int()"))
-
-    def __index__(self) -> int:
-        return operator.index(self._real("index"))
-
-    def __reduce__(self) -> Any:
-        return (_identity, (self._real("pickle"),))
-
-    # -- recorded operations --------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
-        if _static_index(key):
+        if headers.static_index(key):
             return step("operator.getitem", operator.getitem, (self, key), {})
         return self._real("indexing with an array")[key]
 
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if method == "__call__" and kwargs.get("out") is None:
-            kwargs.pop("out", None)
-            return step(f"numpy.{ufunc.__name__}", ufunc, inputs, kwargs)
-        forced = tuple(
-            i._real(f"numpy.{ufunc.__name__}.{method}") if isinstance(i, PrefixValue) else i
-            for i in inputs
-        )
-        return getattr(ufunc, method)(*forced, **concrete_kwargs(kwargs))
 
-    def __array_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        if "out" in kwargs and kwargs["out"] is not None:
-            return func(*real_args(args, "out="), **concrete_kwargs(kwargs))
-        module = getattr(func, "__module__", "numpy") or "numpy"
-        name = f"numpy.{func.__name__}" if module.startswith("numpy") else func.__qualname__
-        return step(name, func, args, kwargs)
-
-    def __torch_function__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        return func(*real_args(args, "a torch function"), **concrete_kwargs(kwargs or {}))
+def _record_operator(
+    self: PrefixValue, name: str, function: Callable[..., Any], args: tuple[Any, ...]
+) -> Any:
+    return step(name, function, args, {})  # a step keyed by the operator's name
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
-@functools.cache
-def _stands_for(kind: str) -> type:
-    """The type of a header's kind (its library imported at the first use)."""
-    if kind == "ndarray":
-        import numpy as np
-
-        return np.ndarray
-    if kind == "tensor":
-        import torch
-
-        return torch.Tensor
-    if kind == "pil":
-        from PIL import Image
-
-        return Image.Image
-    return PrefixValue
-
-
-def _method_call(name: str) -> Callable[..., Any]:
-    def call(target: Any, *args: Any, **kwargs: Any) -> Any:
-        return getattr(target, name)(*args, **kwargs)
-
-    call.__name__ = name
-    return call
-
-
-def _attribute(name: str) -> Callable[[Any], Any]:
-    def read(target: Any) -> Any:
-        return getattr(target, name)
-
-    return read
-
-
-def _array_metadata(meta: Meta, name: str) -> Any:
-    import numpy as np
-
-    if meta.kind == "tensor":
-        import torch
-
-        if name == "shape":
-            return torch.Size(meta.shape)
-        if name == "dtype":
-            return getattr(torch, meta.dtype)
-    dtype = np.dtype(meta.dtype) if meta.kind == "ndarray" else None
-    size = int(np.prod(meta.shape, dtype=np.int64))
-    values = {
-        "shape": tuple(meta.shape),
-        "dtype": dtype,
-        "ndim": len(meta.shape),
-        "size": size,
-        "itemsize": dtype.itemsize if dtype is not None else None,
-        "nbytes": size * dtype.itemsize if dtype is not None else None,
-    }
-    return values[name]
-
-
-def _image_metadata(meta: Meta, name: str) -> Any:
-    width, height = meta.size
-    return {"size": (width, height), "width": width, "height": height, "mode": meta.mode}[name]
-
-
-def _static_index(key: Any) -> bool:
-    items = key if isinstance(key, tuple) else (key,)
-    return all(
-        i is None or i is Ellipsis or (isinstance(i, int | slice) and not isinstance(i, bool))
-        for i in items
-    )
-
-
-def _forward(name: str) -> Callable[[Any, Any], Any]:
-    function = getattr(operator, name)
-    qualified = f"operator.{name}"
-
-    def forward(self: Any, other: Any) -> Any:
-        return step(qualified, function, (self, other), {})
-
-    return forward
-
-
-def _reflected(name: str) -> Callable[[Any, Any], Any]:
-    function = getattr(operator, name)
-    qualified = f"operator.{name}"
-
-    def reflected(self: Any, other: Any) -> Any:
-        return step(qualified, function, (other, self), {})
-
-    return reflected
-
-
-def _inplace(name: str) -> Callable[[Any, Any], Any]:
-    function = in_place(name)
-
-    def inplace(self: Any, other: Any) -> Any:
-        target = self._real("an in-place operator")
-        value = other._real("an in-place operator") if isinstance(other, PrefixValue) else other
-        return function(target, value)
-
-    return inplace
-
-
-def _unary(name: str) -> Callable[[Any], Any]:
-    function = getattr(operator, name)
-    qualified = f"operator.{name}"
-
-    def unary(self: Any) -> Any:
-        return step(qualified, function, (self,), {})
-
-    return unary
-
-
-install_operators(
+lazy_values.install_recording_operators(
     PrefixValue,
-    forward=_forward,
-    reflected=_reflected,
-    inplace=_inplace,
-    comparison=_forward,  # a step keyed by the comparison's name, as a forward operator
-    unary=_unary,
+    _record_operator,
     left_out={
         name: "never installed on prefix values: `x << n` raises TypeError unless the other "
         "operand is an ndarray (its reflected operator reaches __array_ufunc__); installing "
@@ -439,30 +264,18 @@ keys.STAND_INS.append(PrefixValue)
 # -- helpers for arguments -------------------------------------------------------------------
 
 
-def _resolve(value: Any) -> Any:
-    if isinstance(value, PrefixValue):
-        return value._compute()
-    if isinstance(value, list | tuple) and _any_prefix_value(value):
-        items = [v._compute() if isinstance(v, PrefixValue) else v for v in value]
-        return items if isinstance(value, list) else tuple(items)
-    return value
-
-
-def _any_prefix_value(items: list[Any] | tuple[Any, ...]) -> bool:
-    for item in items:  # noqa: SIM110 - a loop is cheaper than any() of a generator
-        if isinstance(item, PrefixValue):
-            return True
-    return False
+def _computed_value(value: PrefixValue) -> Any:
+    return value._compute()
 
 
 def concrete(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Positional arguments with every prefix value computed (no divergence counted)."""
-    return tuple([_resolve(a) for a in args])
+    return lazy_values.resolve_args(args, _computed_value, PrefixValue)
 
 
 def concrete_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments with every prefix value computed."""
-    return {k: _resolve(v) for k, v in kwargs.items()} if kwargs else {}
+    return lazy_values.resolve_kwargs(kwargs, _computed_value, PrefixValue)
 
 
 def real_args(args: tuple[Any, ...], reason: str) -> tuple[Any, ...]:
@@ -482,47 +295,19 @@ def outside_call(
     return _computed(function, args, kwargs)
 
 
-def _collect(value: Any, found: list[PrefixValue]) -> None:
-    if isinstance(value, PrefixValue):
-        found.append(value)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            if isinstance(item, PrefixValue):
-                found.append(item)
-
-
 def _prefix_values(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[PrefixValue]:
-    found: list[PrefixValue] = []
-    for value in args:
-        _collect(value, found)
-    if kwargs:
-        for value in kwargs.values():
-            _collect(value, found)
-    return found
-
-
-def _holds_prefix_value(value: Any) -> bool:
-    if isinstance(value, PrefixValue):
-        return True
-    return isinstance(value, list | tuple) and _any_prefix_value(value)
+    return lazy_values.collect(args, kwargs, PrefixValue)
 
 
 def has_prefix_value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether any argument (or an item of a list/tuple argument) is a prefix value."""
-    for value in args:
-        if _holds_prefix_value(value):
-            return True
-    if kwargs:
-        for value in kwargs.values():
-            if _holds_prefix_value(value):
-                return True
-    return False
+    return lazy_values.holds(args, kwargs, PrefixValue)
 
 
 def _encode(value: Any, out: list[bytes]) -> None:
     if isinstance(value, PrefixValue):
         out.append(b"<" + value._key + b">")
-    elif isinstance(value, list | tuple) and _any_prefix_value(value):
+    elif isinstance(value, list | tuple) and any(isinstance(v, PrefixValue) for v in value):
         out.append(f"{type(value).__name__}[{len(value)}](".encode())
         for item in value:
             _encode(item, out)

@@ -19,7 +19,6 @@ theirs without encoding and hashing their arguments, which is done once per run 
 
 from __future__ import annotations
 
-import operator
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,13 +26,24 @@ from typing import Any
 import numpy as np
 
 import codedag.migrate.tables.lookup as lookup
-from codedag.backends.lazy_operators import in_place, install_operators
+from codedag.backends.lazy_values import (
+    MISSING,
+    PENDING,
+    Args,
+    Impersonation,
+    Kwargs,
+    StandIn,
+    holds,
+    install_recording_operators,
+    resolve_args,
+    resolve_kwargs,
+)
 from codedag.migrate.prefix.keys import Unkeyable, encode_argument
 
 COUNTS = ("runs", "gathered", "computed", "trials", "mismatches", "errors")
 """This process's counters (:func:`counts`)."""
 
-_PENDING: Any = object()
+_PENDING: Any = PENDING
 _EARLIER: Any = object()  # stands for the run's value before a call, among the call's arguments
 _ROOT: Any = object()  # the run's uint8 array, in the description a table is found by
 _Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -64,6 +74,9 @@ def active() -> bool:
 class RunArray(np.ndarray):
     """A producer's uint8 array, unchanged; its element-wise calls start a run."""
 
+    impersonation = Impersonation.SUBCLASS
+    """A real ``ndarray`` subclass: its memory exists (:mod:`codedag.backends.lazy_values`)."""
+
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and kwargs.get("out") is None:
             started = start_run(self, f"numpy.{ufunc.__name__}", ufunc, inputs, kwargs, copy=True)
@@ -85,11 +98,10 @@ class RunArray(np.ndarray):
         return self.view(np.ndarray).__reduce__()
 
 
-class RunValue:
+class RunValue(StandIn):
     """A run's value not computed yet (see the module docstring)."""
 
     __slots__ = ("__weakref__", "_calls", "_root", "_table", "_value")
-    __array_priority__ = 1000.0
 
     def __init__(self, table: lookup.Table, root: np.ndarray, calls: tuple[_Call, ...]) -> None:
         self._table = table
@@ -99,9 +111,7 @@ class RunValue:
         self._calls = calls
         self._value: Any = _PENDING
 
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # isinstance(value, np.ndarray) holds, as without tables
-        """``numpy.ndarray``, for ``isinstance``; ``type()`` stays :class:`RunValue`."""
+    def _stands_for(self) -> type:  # a run's value is always an array
         return np.ndarray
 
     def _compute(self) -> Any:
@@ -128,10 +138,11 @@ class RunValue:
                 return RunValue(table, self._root, (*self._calls, call))
         return function(*computed(args), **computed_kwargs(kwargs))
 
-    # -- what the table answers without computing ---------------------------------------------
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
+    # -- the lazy-value core's hooks: what the table answers without computing ---------------
+    def _use(self, use: str, detail: str) -> Any:
+        return self._compute()  # a run's value is computed as without tables: nothing counted
+
+    def _attribute(self, name: str) -> Any:
         if self._value is _PENDING:
             if name == "shape":
                 return self._root.shape
@@ -148,61 +159,29 @@ class RunValue:
                 return self._extend("numpy.ndarray.astype", np.ndarray.astype, call, kwargs)
 
             return astype
-        return getattr(self._compute(), name)
+        return MISSING
+
+    def _record_ufunc(self, ufunc: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        name = f"numpy.{ufunc.__name__}"
+        if name in lookup.ELEMENTWISE and sum(type(i) is RunValue for i in inputs) == 1:
+            return self._extend(name, ufunc, _plain(inputs), kwargs)
+        return MISSING
+
+    def _record_function(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if func is np.clip and args and args[0] is self:
+            return self._extend("numpy.clip", func, args, kwargs)
+        return MISSING
+
+    def _forced(self, function: Callable[..., Any], args: Args, kwargs: Kwargs, detail: str) -> Any:
+        return function(*computed(args), **computed_kwargs(kwargs))
 
     # -- uses that need the data --------------------------------------------------------------
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        value = self._compute()
-        if dtype is not None:
-            return value.astype(dtype, copy=bool(copy))
-        return value.copy() if copy else value
-
     @property
     def __array_interface__(self) -> Any:
         return self._compute().__array_interface__
 
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if method == "__call__" and kwargs.get("out") is None:
-            name = f"numpy.{ufunc.__name__}"
-            runs = [i for i in inputs if type(i) is RunValue]
-            if name in lookup.ELEMENTWISE and len(runs) == 1:
-                kwargs.pop("out", None)
-                return runs[0]._extend(name, ufunc, _plain(inputs), kwargs)
-        return getattr(ufunc, method)(*computed(inputs), **computed_kwargs(kwargs))
-
-    def __array_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        if func is np.clip and args and args[0] is self:
-            return self._extend("numpy.clip", func, args, kwargs)
-        return func(*computed(args), **computed_kwargs(kwargs))
-
     def __getitem__(self, key: Any) -> Any:
         return self._compute()[key]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._compute()[key] = computed((value,))[0]
-
-    def __len__(self) -> int:
-        return len(self._root) if self._value is _PENDING else len(self._value)
-
-    def __iter__(self) -> Any:
-        return iter(self._compute())
-
-    def __bool__(self) -> bool:
-        return bool(self._compute())
-
-    def __float__(self) -> float:
-        return float(self._compute())
-
-    def __int__(self) -> int:
-        return int(self._compute())
-
-    def __index__(self) -> int:
-        return operator.index(self._compute())
-
-    def __reduce__(self) -> Any:
-        return (_identity, (self._compute(),))
 
     def __copy__(self) -> Any:
         return self._compute().copy()
@@ -213,81 +192,17 @@ class RunValue:
     def __repr__(self) -> str:
         return repr(self._compute())
 
-    def __torch_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict | None = None
-    ) -> Any:
-        return func(*computed(args), **computed_kwargs(kwargs or {}))
+
+def _record_operator(
+    self: RunValue, name: str, function: Callable[..., Any], args: tuple[Any, ...]
+) -> Any:
+    """Extend the run where the operator is element-wise, else compute."""
+    if name in lookup.ELEMENTWISE:
+        return self._extend(name, function, args, {})
+    return function(*computed(args))
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _forward(name: str) -> Callable[[Any, Any], Any]:
-    function = getattr(operator, name)
-    qualified = f"operator.{name}"
-    if qualified in lookup.ELEMENTWISE:
-
-        def extend(self: Any, other: Any) -> Any:
-            return self._extend(qualified, function, (self, other), {})
-
-        return extend
-
-    def compute(self: Any, other: Any) -> Any:
-        return function(self._compute(), *computed((other,)))
-
-    return compute
-
-
-def _reflected(name: str) -> Callable[[Any, Any], Any]:
-    function = getattr(operator, name)
-    qualified = f"operator.{name}"
-    if qualified in lookup.ELEMENTWISE:
-
-        def extend(self: Any, other: Any) -> Any:
-            return self._extend(qualified, function, (other, self), {})
-
-        return extend
-
-    def compute(self: Any, other: Any) -> Any:
-        return function(*computed((other,)), self._compute())
-
-    return compute
-
-
-def _inplace(name: str) -> Callable[[Any, Any], Any]:
-    function = in_place(name)
-
-    def inplace(self: Any, other: Any) -> Any:  # computes, then writes into it, as NumPy does
-        return function(self._compute(), *computed((other,)))
-
-    return inplace
-
-
-def _unary(name: str) -> Callable[[Any], Any]:
-    function = getattr(operator, name)
-    qualified = f"operator.{name}"
-    if qualified in lookup.ELEMENTWISE:
-
-        def extend(self: Any) -> Any:
-            return self._extend(qualified, function, (self,), {})
-
-        return extend
-
-    def compute(self: Any) -> Any:
-        return function(self._compute())
-
-    return compute
-
-
-install_operators(
-    RunValue,
-    forward=_forward,
-    reflected=_reflected,
-    inplace=_inplace,
-    comparison=_forward,  # extends the run where the comparison is element-wise, else computes
-    unary=_unary,
-)
+install_recording_operators(RunValue, _record_operator)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -303,25 +218,20 @@ def _owned(args: tuple[Any, ...], earlier: Any) -> tuple[Any, ...]:
 
 
 def _resolve(value: Any) -> Any:
-    kind = type(value)
-    if kind is RunValue:
-        return value._compute()
-    if kind is RunArray:
-        return value.view(np.ndarray)
-    if kind in (list, tuple) and any(type(v) in (RunValue, RunArray) for v in value):
-        items = [_resolve(v) for v in value]
-        return items if kind is list else tuple(items)
-    return value
+    return value._compute() if type(value) is RunValue else value.view(np.ndarray)
+
+
+_RUN_KINDS = (RunValue, RunArray)
 
 
 def computed(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Arguments with run values computed and run arrays as plain arrays."""
-    return tuple([_resolve(a) for a in args])
+    return resolve_args(args, _resolve, _RUN_KINDS)
 
 
 def computed_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments with run values computed and run arrays as plain arrays."""
-    return {k: _resolve(v) for k, v in kwargs.items()} if kwargs else {}
+    return resolve_kwargs(kwargs, _resolve, _RUN_KINDS)
 
 
 def _plain(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -338,21 +248,7 @@ def _plain_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 def holds_run_value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether an argument (or an item of a list or tuple argument) is a run value (every call
     of a guarded function asks: ``torch.as_tensor`` from ``default_collate`` among them)."""
-    for value in args:
-        if _is_or_holds_run_value(value):
-            return True
-    if kwargs:
-        for value in kwargs.values():
-            if _is_or_holds_run_value(value):
-                return True
-    return False
-
-
-def _is_or_holds_run_value(value: Any) -> bool:
-    kind = type(value)
-    if kind is RunValue:
-        return True
-    return (kind is list or kind is tuple) and any(type(v) is RunValue for v in value)
+    return holds(args, kwargs, RunValue)
 
 
 def _table_for(

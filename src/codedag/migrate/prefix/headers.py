@@ -1,0 +1,110 @@
+"""What a prefix value's header answers without computing: metadata, recorded methods, types.
+
+A deferred prefix value knows the header its key's value had when stored (:class:`Meta`: an
+array's shape and dtype, an image's size and mode): :func:`header_attribute` answers its metadata
+from it, the methods of :data:`METHODS` become steps of the chain, and :func:`stands_for` is the
+type ``isinstance`` sees (the lazy-value core's stand-in rule, :mod:`codedag.backends.lazy_values`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from codedag.store.entry import Meta
+
+ARRAY_METADATA = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize"})
+IMAGE_METADATA = frozenset({"size", "width", "height", "mode"})
+ARRAY_METHODS = frozenset({"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel"})
+IMAGE_METHODS = frozenset(
+    {"convert", "resize", "crop", "transpose", "rotate", "copy", "reduce", "filter", "getchannel"}
+)
+TENSOR_METHODS = frozenset(
+    {"float", "double", "half", "byte", "long", "int", "contiguous", "permute", "unsqueeze",
+     "squeeze", "clone", "div", "mul", "sub", "add", "flip"}
+)  # fmt: skip
+METHODS = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METHODS}
+"""The methods each header kind records as a step."""
+METHOD_OWNERS = {"ndarray": "numpy.ndarray", "pil": "PIL.Image.Image", "tensor": "torch.Tensor"}
+"""The qualified owner of each kind's methods (a step's name: ``numpy.ndarray.astype``)."""
+
+
+@functools.cache
+def stands_for(kind: str) -> type | None:
+    """The type of a header's kind (its library imported at the first use), None if unknown."""
+    if kind == "ndarray":
+        import numpy as np
+
+        return np.ndarray
+    if kind == "tensor":
+        import torch
+
+        return torch.Tensor
+    if kind == "pil":
+        from PIL import Image
+
+        return Image.Image
+    return None
+
+
+def is_metadata(meta: Meta, name: str) -> bool:
+    """Whether the header of ``meta``'s kind answers ``name``."""
+    if meta.kind in ("ndarray", "tensor"):
+        return name in ARRAY_METADATA
+    return meta.kind == "pil" and name in IMAGE_METADATA
+
+
+def header_attribute(meta: Meta, name: str) -> Any:
+    """The metadata ``name`` (:func:`is_metadata`) as the value would answer it."""
+    if meta.kind == "pil":
+        width, height = meta.size
+        return {"size": (width, height), "width": width, "height": height, "mode": meta.mode}[name]
+    import numpy as np
+
+    if meta.kind == "tensor":
+        import torch
+
+        if name == "shape":
+            return torch.Size(meta.shape)
+        if name == "dtype":
+            return getattr(torch, meta.dtype)
+    dtype = np.dtype(meta.dtype) if meta.kind == "ndarray" else None
+    size = int(np.prod(meta.shape, dtype=np.int64))
+    values = {
+        "shape": tuple(meta.shape),
+        "dtype": dtype,
+        "ndim": len(meta.shape),
+        "size": size,
+        "itemsize": dtype.itemsize if dtype is not None else None,
+        "nbytes": size * dtype.itemsize if dtype is not None else None,
+    }
+    return values[name]
+
+
+def method_call(name: str) -> Callable[..., Any]:
+    """``target.name(*args, **kwargs)`` as a function of the target (a step's function)."""
+
+    def call(target: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(target, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+def attribute_reader(name: str) -> Callable[[Any], Any]:
+    """``target.name`` as a function of the target (a step's function)."""
+
+    def read(target: Any) -> Any:
+        return getattr(target, name)
+
+    return read
+
+
+def static_index(key: Any) -> bool:
+    """Whether an index is static (integers, slices, ``None``, ``...``): a step, not data."""
+    items = key if isinstance(key, tuple) else (key,)
+    return all(
+        i is None or i is Ellipsis or (isinstance(i, int | slice) and not isinstance(i, bool))
+        for i in items
+    )
