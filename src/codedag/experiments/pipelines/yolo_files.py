@@ -38,14 +38,15 @@ from codedag.experiments.pipelines.loaders import (
 )
 from codedag.experiments.pipelines.pil_recipe import write_files
 from codedag.experiments.pipelines.synthetic import make_images
-from codedag.experiments.pipelines.yolo_mosaic import DEFAULT_HYP as MOSAIC_HYP
 from codedag.experiments.pipelines.yolo_mosaic import (
+    AUGMENT_CALLS,
     augment_sample,
     collate_fn,
     letterbox_boxes,
     resize_long_side,
     with_defaults,
 )
+from codedag.experiments.pipelines.yolo_mosaic import DEFAULT_HYP as MOSAIC_HYP
 from codedag.util.io import atomic_write_text
 
 DESCRIPTION = (
@@ -58,16 +59,7 @@ CALLS = (
     "cv2.copyMakeBorder",
     "cv2.getRotationMatrix2D",
     "cv2.warpAffine",
-    "cv2.cvtColor",
-    "cv2.split",
-    "cv2.LUT",
-    "cv2.merge",
-    "numpy.flipud",
-    "numpy.fliplr",
-    "numpy.ascontiguousarray",
-    "torch.from_numpy",
-    "torch.stack",
-    "torch.cat",
+    *AUGMENT_CALLS,
 )
 
 DEFAULT_HYP: dict[str, float] = {k: v for k, v in MOSAIC_HYP.items() if k != "mosaic"}

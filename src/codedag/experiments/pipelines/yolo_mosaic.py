@@ -39,6 +39,20 @@ DESCRIPTION = (
     "YOLO-style detection training: 4-image mosaic on a 114-filled canvas, random perspective "
     "warp with boxes, HSV jitter via LUTs, flips, letterbox, CHW, YOLO collate"
 )
+AUGMENT_CALLS = (
+    "cv2.cvtColor",
+    "cv2.split",
+    "cv2.LUT",
+    "cv2.merge",
+    "numpy.flipud",
+    "numpy.fliplr",
+    "numpy.ascontiguousarray",
+    "torch.from_numpy",
+    "torch.stack",
+    "torch.cat",
+)
+"""The calls of :func:`augment_sample` after its warp (HSV jitter, flips, CHW) and of
+:func:`collate_fn`."""
 CALLS = (
     "numpy.frombuffer",
     "cv2.imdecode",
@@ -50,16 +64,7 @@ CALLS = (
     "cv2.getRotationMatrix2D",
     "cv2.warpAffine",
     "cv2.warpPerspective",
-    "cv2.cvtColor",
-    "cv2.split",
-    "cv2.LUT",
-    "cv2.merge",
-    "numpy.flipud",
-    "numpy.fliplr",
-    "numpy.ascontiguousarray",
-    "torch.from_numpy",
-    "torch.stack",
-    "torch.cat",
+    *AUGMENT_CALLS,
 )
 
 DEFAULT_HYP: dict[str, float] = {
