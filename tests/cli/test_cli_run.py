@@ -16,7 +16,7 @@ def _losses(stdout: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_same_losses_as_plain_python_and_plan_applies_from_epoch_2(tmp_path: Path) -> None:
+def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_path: Path) -> None:
     write_train_script(tmp_path)
     plain = run_python(["train.py"], tmp_path)
     assert plain.returncode == 0, plain.stderr
@@ -27,7 +27,11 @@ def test_same_losses_as_plain_python_and_plan_applies_from_epoch_2(tmp_path: Pat
     assert len(_losses(plain.stdout)) == 3
     results = load_run_results(out)
     assert results.plan_status == "applied", results.plan_reason
-    assert [e.planned for e in results.epochs] == [False, True, True]
+    assert [(e.planned, e.plan_from_batch) for e in results.epochs] == [
+        (True, 2),
+        (True, None),
+        (True, None),
+    ]
     assert [e.samples for e in results.epochs] == [16, 16, 16]
     assert all(e.complete for e in results.epochs)
     assert results.exit_code == 0

@@ -54,7 +54,7 @@ def _epochs(loader: Any, epochs: int = 3) -> list[list[torch.Tensor]]:
     return [list(loader) for _ in range(epochs)]
 
 
-def test_same_batches_and_a_plan_from_the_second_epoch(tmp_path: Path) -> None:
+def test_same_batches_and_a_plan_from_the_first_epochs_second_batch(tmp_path: Path) -> None:
     files = _files(tmp_path)
     expected = _epochs(OwnLoader(FlipFiles(files), batch_size=4, shuffle=True))
     loader = OwnLoader(FlipFiles(files), batch_size=4, shuffle=True)
@@ -73,7 +73,11 @@ def test_same_batches_and_a_plan_from_the_second_epoch(tmp_path: Path) -> None:
             assert torch.equal(a, b)
     assert results is not None and final is not None
     assert final.plan_status == "applied", final.plan_reason
-    assert [e.planned for e in final.epochs] == [False, True, True]
+    assert [(e.planned, e.plan_from_batch) for e in final.epochs] == [
+        (True, 2),
+        (True, None),
+        (True, None),
+    ]
     assert [e.samples for e in final.epochs] == [12, 12, 12]
     assert release(loader) is None  # a second release does nothing
 

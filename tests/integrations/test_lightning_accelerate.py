@@ -1,5 +1,5 @@
 """The Lightning AccelerateCallback: a ``Trainer.fit`` on the CPU gets the same batches (the same
-losses) with the callback, planned after the first epoch and applied from the second."""
+losses) with the callback, planned after the first batch (0 workers) and applied from the second."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def fit(root: Path, files: list[str], callbacks: list[Any]) -> list[float]:
 
 
 @pytest.mark.slow
-def test_same_losses_and_a_plan_from_the_second_epoch(tmp_path: Path) -> None:
+def test_same_losses_and_a_plan_from_the_first_epochs_second_batch(tmp_path: Path) -> None:
     files = _files(tmp_path)
     plain = fit(tmp_path / "plain", files, [])
     callback = integration.AccelerateCallback(store_plans=False)
@@ -115,7 +115,11 @@ def test_same_losses_and_a_plan_from_the_second_epoch(tmp_path: Path) -> None:
     assert results is not None
     assert results.plan_status == "applied", results.plan_reason
     assert results.dataset == "FlipFiles"  # the training loader, not validation's
-    assert [e.planned for e in results.epochs] == [False, True, True]
+    assert [(e.planned, e.plan_from_batch) for e in results.epochs] == [
+        (True, 2),
+        (True, None),
+        (True, None),
+    ]
     assert [e.samples for e in results.epochs] == [12, 12, 12]
     assert results.moved or results.kept
     # without a logger, trainer.log_dir is default_root_dir
@@ -137,7 +141,7 @@ def test_a_fit_that_raises_restores_and_writes_its_results(tmp_path: Path) -> No
         fit(tmp_path / "fit", files, [callback, Failing()])
     saved = load_run_results(tmp_path / "out")
     assert saved.exit_code == 1
-    assert [e.planned for e in saved.epochs] == [False, True]
+    assert [(e.planned, e.plan_from_batch) for e in saved.epochs] == [(True, 2), (True, None)]
     # the autouse fixture fails the test if DataLoader.__iter__ or the plan's patches remain
 
 

@@ -68,3 +68,64 @@ def test_a_plan_that_changes_nothing_is_not_applied() -> None:
         assert results.kept and not results.moved
     finally:
         watch.close()
+
+
+class PngFiles(Dataset):  # type: ignore[type-arg]
+    """Image files decoded by path, resized, flipped at random: a cacheable decode."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> Any:
+        img = cv2.imread(self.paths[i])
+        img = cv2.resize(img, (16, 16))
+        if np.random.rand() < 0.5:
+            img = cv2.flip(img, 1)
+        return torch.from_numpy(img.astype(np.float32) / 255.0), i
+
+
+def _epochs(loader: DataLoader, iterate: Any, epochs: int) -> list[list[Any]]:  # type: ignore[type-arg]
+    np.random.seed(5)
+    loader.generator.manual_seed(7)  # type: ignore[union-attr]
+    return [[b for b in iterate()] for _ in range(epochs)]
+
+
+def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    from codedag.migrate.prefix.session import Session
+
+    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
+    judge = Session.judge  # tiny images: storing is judged to pay, whatever this machine times
+    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(24):
+        path = tmp_path / f"{i}.png"
+        cv2.imwrite(str(path), rng.integers(0, 256, (160, 200, 3), dtype=np.uint8))
+        paths.append(str(path))
+
+    def make() -> DataLoader:  # type: ignore[type-arg]
+        generator = torch.Generator()
+        return DataLoader(PngFiles(paths), batch_size=4, shuffle=True, generator=generator)
+
+    plain = make()
+    expected = _epochs(plain, lambda: iter(plain), 2)
+    loader = make()
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    try:
+        got = _epochs(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)), 2)
+    finally:
+        results = watch.close()
+    assert results.plan_status == "applied", results.plan_reason
+    first, second = results.epochs
+    assert (first.planned, first.plan_from_batch) == (True, 2)
+    assert (second.planned, second.plan_from_batch) == (True, None)
+    assert results.cache["hits"] >= 20  # every sample stored in epoch 1 after its first batch
+    for want_epoch, got_epoch in zip(expected, got, strict=True):
+        for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
+            assert torch.equal(want_i, got_i)
+            assert torch.equal(want_x, got_x)

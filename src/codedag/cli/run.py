@@ -1,8 +1,8 @@
 """``codedag run -- python train.py ...``: run a script unmodified and accelerate its DataLoader.
 
 The script runs in this process (``runpy``, as ``python train.py`` runs it). The first DataLoader
-it iterates (or ``--loader N``) runs its first epoch untouched; then one batch is traced and
-planned and the plan applies from the second epoch (docs/run.md). At exit, whatever the script
+it iterates (or ``--loader N``) is traced on one batch and planned after its first batch (0
+workers) or its first epoch (workers), and the plan applies from then on (docs/run.md). At exit, whatever the script
 did (return, ``sys.exit(code)``, an exception, Ctrl-C), everything is restored, a summary goes to
 stderr and ``results.json`` to ``--out``; the exit code is the script's.
 """
@@ -29,10 +29,10 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser(
         "run",
         parents=[parent],
-        help="run a training script unmodified and accelerate its DataLoader from epoch 2",
+        help="run a training script unmodified and accelerate its DataLoader",
         description=(
             "Run a Python script (or -m module) in this process; trace and plan the DataLoader it "
-            "iterates after its first epoch and apply the plan from the second. The batches are "
+            "iterates after its first batch (0 workers) or epoch and apply the plan. The batches are "
             "those the script gets without codedag; the exit code is the script's."
         ),
         epilog="example: codedag run -- python train.py --epochs 3",

@@ -1,7 +1,7 @@
 """codedag inside other training frameworks.
 
 * :mod:`.accelerate`: ``codedag.accelerate(loader)`` and ``codedag run``'s watch of a script's
-  DataLoaders: plan after the first epoch, apply from the second
+  DataLoaders: planned in the first epoch, the plan applied from then on
 * :mod:`.autoplan`: Trace and plan a running script's DataLoader within a budget, its random
   state put back
 * :mod:`.plan_store`: Plans kept across runs, keyed by the pipeline's code, versions and device
@@ -12,7 +12,7 @@
 * :mod:`.lightning`: One callback monitors a Lightning ``Trainer.fit``: the ExperimentMonitor's
   records, its sinks, and codedag's figures in the trainer's own loggers
 * :mod:`.lightning_accelerate`: One callback accelerates a Lightning ``Trainer.fit``'s training
-  DataLoader: planned after its first epoch, the plan applied from the second
+  DataLoader: planned in its first epoch, the plan applied from then on
 
 Import from the submodules; this package imports nothing at load time.
 """

@@ -1,4 +1,4 @@
-"""Zero-configuration acceleration of a DataLoader: plan it after its first epoch, apply the plan.
+"""Zero-configuration acceleration of a DataLoader: plan it in its first epoch, apply the plan.
 
 Two ways in, one :class:`~codedag.integrations.watch.LoaderWatch` behind both:
 
@@ -61,10 +61,11 @@ def _accelerated_class(kind: type) -> type:
 def accelerate(
     loader: Any, *, plan_budget_s: float = 60.0, replan: bool = False, store_plans: bool = True
 ) -> Any:
-    """Plan ``loader`` after its first epoch and apply the plan from the second; return it.
+    """Plan ``loader`` in its first epoch and apply the plan; return it.
 
-    The batches are those the loader yields without codedag: the first epoch runs untouched,
-    tracing puts every random generator back, and the plan's runtime reproduces the pipeline's
+    The plan is made after the first batch when the loader has 0 workers (it then serves the rest
+    of the epoch), else at the first epoch's end. The batches are those the loader yields without
+    codedag: tracing puts every random generator back, and the plan's runtime reproduces the pipeline's
     values (docs/run.md). A plan stored for the same pipeline by an earlier run applies from the
     first batch (``replan=True`` plans again).
 

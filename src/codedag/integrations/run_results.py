@@ -38,6 +38,9 @@ class EpochFigures(BaseModel):
     """The iterator was exhausted (False: the script stopped reading early)."""
     planned: bool = False
     """A plan was applied during this epoch."""
+    plan_from_batch: int | None = None
+    """The batch (from 1) from which a plan applied within this epoch served it; ``None`` when it
+    served the whole epoch or none of it."""
 
     @property
     def samples_per_s(self) -> float:

@@ -17,10 +17,13 @@ def _epoch_lines(results: AcceleratedRun) -> list[str]:
         ratio = f"{e.samples_per_s / first:.2f}x" if first > 0 else "-"
         share = f"{100 * e.data_wait_s / e.epoch_s:.0f} %" if e.epoch_s > 0 else "-"
         partial = "" if e.complete else " (partial)"
+        plan = "on" if e.planned else "off"
+        if e.planned and e.plan_from_batch:
+            plan = f"from batch {e.plan_from_batch}"
         lines.append(
             f"  {e.epoch:>5}  {e.batches:>7}  {e.samples:>7}  {e.epoch_s:>7.2f}  "
             f"{e.samples_per_s:>9.1f}  {ratio:>10}  {e.data_wait_s:>11.2f}  {share:>10}  "
-            f"{'on' if e.planned else 'off'}{partial}"
+            f"{plan}{partial}"
         )
     return lines
 

@@ -1,4 +1,4 @@
-"""Watch one DataLoader through a script's epochs: time them, plan after the first, apply the plan.
+"""Watch one DataLoader through a script's epochs: time them, plan in or after the first, apply it.
 
 A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag run``'s patch of
 ``DataLoader.__iter__`` or by :func:`codedag.integrations.accelerate.accelerate`). It
@@ -6,9 +6,11 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
 * times each epoch from the iterator's creation to its exhaustion, and the time the script waits
   in ``__next__`` (the data wait), counting batches and samples;
 * with a plan stored for this pipeline (:mod:`.plan_store`), applies it before the first epoch;
-* else, once the first epoch has ended (its iterator exhausted, or the loader iterated again),
-  traces one batch and plans it (:func:`.autoplan.plan_loader`), with every random generator put
-  back, and applies the plan (``PipelineMigrator.apply``) before the next epoch starts; a plan
+* else traces one batch and plans it (:func:`.autoplan.plan_loader`), with every random generator
+  put back, and applies the plan (``PipelineMigrator.apply``): with 0 workers after the first
+  epoch's first batch (the fetch is this process's, so the plan serves the rest of the epoch and
+  its cache stores what the second epoch reads), with workers once the first epoch has ended (its
+  iterator exhausted, or the loader iterated again), before the next epoch starts; a plan
   that changes nothing (no function replaced, no batched chain, prefix cache, lookup table or
   loader setting) is restored at once and reported as ``nothing to apply``;
 * on :meth:`close`, restores everything the plan patched and fills the run's results.
@@ -109,6 +111,8 @@ class _TimedIterator:
 
     def __next__(self) -> Any:
         began = time.perf_counter()
+        if self.batches == 1 and not self._watch.tried:
+            self._watch.plan_within_epoch(self)
         try:
             batch = next(self._inner)
         except StopIteration:
@@ -181,6 +185,29 @@ class LoaderWatch:
                 self._open = None
             if not self._tried:
                 self._plan_and_apply()
+
+    @property
+    def tried(self) -> bool:
+        """Whether a plan was looked for (stored, or traced and planned) already."""
+        return self._tried
+
+    def plan_within_epoch(self, timed: _TimedIterator) -> None:
+        """Plan after the first epoch's first batch when the loader fetches in this process.
+
+        With 0 workers the fetch that the plan patches is this process's, so a plan applied now
+        serves the epoch's remaining batches: its prefix cache stores them in the first epoch and
+        the second reads them back, instead of storing in the second. Workers forked for this
+        epoch would never see it, so a loader with workers is planned at the epoch's end.
+        """
+        if getattr(self.loader, "num_workers", 1) != 0:
+            return
+        with self._lock:
+            if self._tried or timed.done:
+                return
+            self._plan_and_apply()
+            if self.migrator is not None:
+                timed.figures.planned = True
+                timed.figures.plan_from_batch = timed.batches + 1
 
     def end_epoch(self) -> None:
         """The epoch is over, as a trainer knows it (its last step ran): seal an epoch the loop left
