@@ -387,11 +387,6 @@ def install_recording_operators(
         return method
 
     install_operators(
-        cls,
-        forward=forward,
-        reflected=reflected,
-        inplace=inplace,
-        comparison=forward,
-        unary=unary,
-        left_out=left_out,
-    )
+        cls, forward=forward, reflected=reflected, inplace=inplace, comparison=forward,
+        unary=unary, left_out=left_out,
+    )  # fmt: skip
