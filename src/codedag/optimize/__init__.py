@@ -33,6 +33,8 @@
   device and the reason
 * :mod:`.prefix`: Finding each sample's deterministic prefix in a traced DataLoader batch, and
   cutting it for the prefix cache
+* :mod:`.prefix_bytes`: A prefix cut's bytes against the compute they spare: why a cut sits where
+  it does (pure)
 * :mod:`.prefix_conflicts`: The prefix cache beside placement and batched chains (a pure pass over
   the plan)
 * :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective

@@ -32,7 +32,10 @@ along the part all samples share is a candidate cut with its traced time up to t
 bytes. :func:`decide` picks, per chain, the cut that saves the most over :data:`EPOCHS` epochs
 within the memory budget (a cut whose data set does not fit saves on the share that does), from
 the store's measured read and write costs (:mod:`codedag.calibrate.prefix`), among the cuts that
-win back their storing within :data:`PAYBACK_EPOCHS` cached epoch; no cut when none does.
+win back their storing within :data:`PAYBACK_EPOCHS` cached epoch; no cut when none does. So a
+value's bytes count at the store's measured cost per size: a later, larger value (a float32
+normalization of a uint8 image) is kept only where the calls it spares cost more than its extra
+bytes do, and the reason says which (:mod:`codedag.optimize.prefix_bytes`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from codedag.backends.libraries import protocol_modules
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.chains import _is_operation, _samples
+from codedag.optimize.prefix_bytes import bytes_clause
 from codedag.plan.cache import CacheChain, CacheCut, CacheSection, SkippedSource
 
 EPOCHS = 10
@@ -599,6 +603,8 @@ def decide(
                 f"{_ms(cut.write_ns)}); {_mb(total)} for {distinct} sources"
                 + ("" if share >= 1 else f", {share:.0%} of them within the budget")
             )
+            clause = bytes_clause(entry.candidates, cut, EPOCHS, MIN_SAVING)
+            entry.reason += f"; {clause}" if clause else ""
         section.chains.append(entry)
     section.skipped = [
         SkippedSource(function=s.function, caller=s.caller, reason=s.reason, samples=s.samples)

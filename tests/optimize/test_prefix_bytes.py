@@ -1,0 +1,62 @@
+"""A prefix cut's bytes weighed against the compute they spare (figures constructed, no timing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from codedag.optimize.prefix import PrefixChain, PrefixFound, Step, TracedChain, decide
+from codedag.optimize.prefix_bytes import later_pays, smaller_value
+
+FLOAT = 416 * 416 * 3 * 4
+UINT8 = 416 * 416 * 3
+STEPS = (  # decode -> resize -> astype(float32) / 255, per source: name, traced ns, bytes, dtype
+    ("numpy.frombuffer", 10_000, 20_000, "uint8"),
+    ("cv2.imdecode", 2_000_000, 600 * 400 * 3, "uint8"),
+    ("cv2.resize", 500_000, UINT8, "uint8"),
+    ("numpy.ndarray.astype", 400_000, FLOAT, "float32"),
+    ("operator.truediv", 600_000, FLOAT, "float32"),
+)
+
+
+def _found(sources: int = 4) -> PrefixFound:
+    chain = PrefixChain("prefix0", "numpy.frombuffer", "data.Images.__getitem__")
+    for sample in range(sources):
+        steps = [
+            Step(100 * sample + i, name, 0, ns, nbytes, (nbytes,), dtype, f"k{i}")
+            for i, (name, ns, nbytes, dtype) in enumerate(STEPS)
+        ]
+        chain.traced.append(TracedChain(sample, chain.caller, "0", "buffer", steps, "output"))
+    return PrefixFound([chain], sources, sources)
+
+
+def _per_byte(read: float, write: float) -> Callable[[int], tuple[int, int]]:
+    """A store whose costs are a fixed 20 us plus a cost per byte, read and write."""
+    return lambda nbytes: (20_000 + int(read * nbytes), 20_000 + int(write * nbytes))
+
+
+def test_the_cut_moves_back_to_the_uint8_value_when_its_bytes_cost_more_than_the_cast() -> None:
+    cheap = decide(_found(), _per_byte(0.1, 0.2), budget_bytes=1 << 30)
+    (chain,) = cheap.chains
+    assert chain.cut is not None and chain.cut.step == "operator.truediv"
+    assert chain.cut.bytes_per_sample == FLOAT
+    # the 1 ms of calls after the resize cost more than 4x the bytes add to a read
+    assert "not at cv2.resize's 4x smaller value (0.519 MB uint8)" in chain.reason
+    assert "the calls after it take 1 ms traced" in chain.reason
+
+    dear = decide(_found(), _per_byte(1.0, 0.5), budget_bytes=1 << 30)
+    (chain,) = dear.chains
+    assert chain.cached and chain.cut is not None and chain.cut.step == "cv2.resize"
+    assert chain.cut.bytes_per_sample == UINT8 and chain.cut.dtype == "uint8"
+    assert "before operator.truediv's 4x larger value (2.08 MB float32)" in chain.reason
+    assert dear.bytes_total == UINT8 * 4
+
+
+def test_the_smaller_value_is_the_fewest_bytes_before_the_cut_that_saves_time() -> None:
+    section = decide(_found(), _per_byte(0.1, 0.2), budget_bytes=1 << 30)
+    (chain,) = section.chains
+    assert chain.cut is not None
+    small = smaller_value(chain.candidates, chain.cut, 0.1)
+    # the 20 KB buffer is smaller, but reading it back costs more than its traced 10 us
+    assert small is not None and small.step == "cv2.resize"
+    assert later_pays(small, chain.cut, 10)
+    assert smaller_value(chain.candidates, small, 0.1) is None
