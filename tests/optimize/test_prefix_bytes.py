@@ -60,3 +60,16 @@ def test_the_smaller_value_is_the_fewest_bytes_before_the_cut_that_saves_time() 
     assert small is not None and small.step == "cv2.resize"
     assert later_pays(small, chain.cut, 10)
     assert smaller_value(chain.candidates, small, 0.1) is None
+
+
+def test_plan_explains_cache_line_says_why_the_cut_sits_where_it_does() -> None:
+    from codedag.optimize.explain import section_lines
+    from codedag.plan import MigrationPlan
+
+    section = decide(_found(), _per_byte(1.0, 0.5), budget_bytes=1 << 30)
+    plan = MigrationPlan.from_dict(
+        {"context_device_map": {}, "cache": section.model_dump(mode="json")}
+    )
+    (line,) = [line for line in section_lines(plan) if line.startswith("cache:")]
+    assert line.startswith("cache: applied: 1 chain(s) cached, 2.1 MB")
+    assert "; prefix0 cut after cv2.resize (0.519 MB uint8): before operator.truediv's 4x" in line

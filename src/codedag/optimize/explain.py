@@ -427,7 +427,23 @@ def _cache_line(plan: MigrationPlan) -> str:
         f"cache: applied: {len(cached)} chain(s) cached, "
         f"{cache.bytes_total / 1e6:.1f} MB, saves "
         f"{_ms_text(cache.saved_ns_per_sample)} per sample from epoch 2"
+        + "".join(_cut_clause(chain) for chain in cached)
     )
+
+
+def _cut_clause(chain: CacheChain) -> str:
+    """``; prefix0 cut after X (2.08 MB float32): not at Y's 4x smaller value ...``: why a
+    cached chain's cut sits where it does against its other values (empty where no other value
+    saves time at a different size)."""
+    from codedag.optimize.prefix import EPOCHS, MIN_SAVING
+    from codedag.optimize.prefix_bytes import bytes_clause
+
+    cut = chain.cut
+    clause = bytes_clause(chain.candidates, cut, EPOCHS, MIN_SAVING) if cut else ""
+    if cut is None or not clause:
+        return ""
+    size = f"{cut.bytes_per_sample / 1e6:.3g} MB {cut.dtype}".strip()
+    return f"; {chain.id} cut after {cut.step} ({size}): {clause}"
 
 
 def _loader_line(plan: MigrationPlan) -> str:
