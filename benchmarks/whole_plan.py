@@ -43,11 +43,19 @@ short (6 batches, 2 rounds) to keep the run short, except those of the settings 
 (12 batches, the tuner's default: stored batches are cheap to time, and 2 workers then give
 more than 3 cycles per round to judge).
 
+``--bytes`` loads nothing: for each pipeline it traces one batch, plans it, and prints each cached
+chain's cut (its call, dtype, shape), the bytes stored per value and per sample, and the
+smallest value the cut could move back to (between the source and the cut, among those whose hit
+saves time: :func:`codedag.optimize.prefix_bytes.smaller_value`), with the traced time of the
+calls after it and what the cut's larger value adds to reading back and storing, as the
+store's costs were measured. The bytes are the trace's; the times are the plan's figures.
+
 ``--torch-threads`` (default 1) sets torch's intra-op threads in every variant alike: on a machine
 shared with other work, OpenMP threads spinning for a core turn epochs of a few hundred
 milliseconds into noise; 0 keeps torch's own setting. Run::
 
     python benchmarks/whole_plan.py --workers 0 2 --samples 256 --rounds 3 [--tune]
+    python benchmarks/whole_plan.py --bytes --pipelines demo_image letterbox
 """
 
 from __future__ import annotations
@@ -294,10 +302,12 @@ def prepare(
     options: dict[str, Any] | None = None,
     step_s: float = 0.0,
     device: str = "cpu",
+    batched: str | None = None,
 ) -> Case:
     """Build the data set (``options`` go to the pipeline's factory), tune the loader
     (optional; told the step's time when there is one), trace one batch and plan for
-    ``device`` (placement and batched chains there where calibration measures them faster)."""
+    ``device`` (placement and batched chains there where calibration measures them faster;
+    ``batched="never"``: none planned)."""
     from codedag.optimize.manager import OptimizerManager
     from codedag.trace.tracer import trace_dataloader
 
@@ -312,7 +322,11 @@ def prepare(
         tuned.override = list(tuned.changed)
     tracer, _ = trace_dataloader(make(0))
     manager = OptimizerManager(
-        cache="auto", loader=tuned, target_device=device, cache_budget_bytes=budget_bytes
+        cache="auto",
+        loader=tuned,
+        target_device=device,
+        cache_budget_bytes=budget_bytes,
+        batched=batched,
     )
     plan = manager.optimize(tracer.dag)["migration_plan"]
     if options is not None and (plan.get("cache") or {}).get("chains"):
@@ -585,6 +599,64 @@ def _cache_bound(own_cpu_ms: float, saved_ms: float) -> float:
     return own_cpu_ms / left if left > 0 else math.inf
 
 
+BYTES_HEADER = (
+    f"{'pipeline':<11} {'chain':<7} {'n':>3}  {'cut (dtype shape)':<44} {'KB/value':>9} "
+    f"{'KB/sample':>9}  {'smallest before the cut (dtype)':<36} {'KB/value':>9} {'x':>5} "
+    f"{'after ms':>8} {'+read ms':>8} {'+write ms':>9}"
+)
+
+
+def print_bytes(name: str, plan: dict[str, Any]) -> None:
+    """Each cached chain's cut of ``plan`` and the smallest value before it (``--bytes``): its
+    bytes, the traced time of the calls after it, and what the cut's larger value adds to
+    reading back and storing at the store's measured costs."""
+    from codedag.optimize.prefix import MIN_SAVING
+    from codedag.optimize.prefix_bytes import smaller_value, steps_ns
+    from codedag.plan.cache import CacheSection
+
+    section = CacheSection.model_validate(plan.get("cache") or {})
+    if not section.cached_chains:
+        print(f"{name:<11} {'-':<7} {'':>3}  {section.note[:120]}", flush=True)
+    for chain in section.cached_chains:
+        cut = chain.cut
+        assert cut is not None
+        per_sample = chain.sources / max(1, section.samples)
+        described = f"{cut.step.rsplit('.', 1)[-1]} ({cut.dtype} {tuple(cut.shape)})"
+        line = (
+            f"{name:<11} {chain.id:<7} {per_sample:3.2g}  {described:<44} "
+            f"{cut.bytes_per_sample / 1e3:9.1f} {cut.bytes_per_sample * per_sample / 1e3:9.1f}  "
+        )
+        small = smaller_value(chain.candidates, cut, MIN_SAVING)
+        if small is None:
+            line += "none: the cut's value is the smallest that saves time"
+        else:
+            ratio = cut.bytes_per_sample / max(1, small.bytes_per_sample)
+            what = f"{small.step.rsplit('.', 1)[-1]} ({small.dtype})"
+            line += (
+                f"{what:<36} {small.bytes_per_sample / 1e3:9.1f} {ratio:5.2f} "
+                f"{steps_ns(small, cut) / 1e6:8.3f} {(cut.read_ns - small.read_ns) / 1e6:8.3f} "
+                f"{(cut.write_ns - small.write_ns) / 1e6:9.3f}"
+            )
+        print(line, flush=True)
+
+
+def _bytes_main(args: argparse.Namespace, budget: int | None) -> None:
+    """``--bytes``: each pipeline traced and planned (no loading timed, no batched chains: they
+    do not move a cut), its cuts' bytes."""
+    print(
+        f"{args.samples} samples, batches of {args.batch_size}; n: values per sample; KB: "
+        "10^3 bytes; x: the cut's bytes over the smaller value's; after ms: traced time of the "
+        "calls after the smaller value up to the cut; +read / +write ms: what the cut's larger "
+        "value adds to reading back and to storing once (the store's measured costs)"
+    )
+    print(BYTES_HEADER)
+    for name in args.pipelines:
+        case = prepare(
+            name, args.workers[0], args.samples, args.batch_size, False, budget, batched="never"
+        )
+        print_bytes(name, case.plan)
+
+
 def _geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
@@ -619,10 +691,19 @@ def main() -> None:
         default=0.0,
         help="sleep this long after each batch, as while an accelerator runs the step",
     )
+    parser.add_argument(
+        "--bytes",
+        action="store_true",
+        help="print each cut's bytes and the smallest value before it",
+    )
     args = parser.parse_args()
     if args.step_ms < 0:
         parser.error("--step-ms must be 0 or more")
     budget = None if args.cache_budget_mb is None else int(args.cache_budget_mb * 1e6)
+    if args.bytes:
+        with _threads(args.torch_threads):
+            _bytes_main(args, budget)
+        return
     variants = ["own", "tuned", "plan"] if args.tune else ["own", "plan"]
     print(
         f"{args.samples} samples, batches of {args.batch_size}, {args.epochs} epochs, "

@@ -140,3 +140,36 @@ def test_each_row_says_the_loader_settings_applied_or_kept_and_why() -> None:
     assert whole_plan.loader_line(None, kept) == (
         "loader: kept as the pipeline sets it: 2 workers load 1.8x faster"
     )
+
+
+def test_bytes_prints_each_cut_and_the_smallest_value_before_it(capsys: object) -> None:
+    whole_plan = load_benchmark("whole_plan")
+
+    def cut(position: int, step: str, nbytes: int, dtype: str, prefix_ms: float) -> dict:
+        read, write = 20_000 + nbytes // 4, 20_000 + nbytes // 2  # a store's cost per byte
+        prefix = int(prefix_ms * 1e6)
+        return {
+            "step": step, "position": position, "bytes_per_sample": nbytes, "dtype": dtype,
+            "shape": [nbytes], "prefix_ns": prefix, "read_ns": read, "write_ns": write,
+            "saved_ns": prefix - read,
+        }  # fmt: skip
+
+    candidates = [
+        cut(0, "numpy.frombuffer", 20_000, "uint8", 0.01),  # reading it back saves nothing
+        cut(1, "cv2.imdecode", 720_000, "uint8", 2.0),
+        cut(2, "cv2.resize", 519_168, "uint8", 2.5),
+        cut(3, "operator.truediv", 2_076_672, "float32", 3.5),
+    ]
+    chain = {
+        "id": "prefix0", "source_function": "numpy.frombuffer", "sources": 8, "samples": 4,
+        "candidates": candidates, "cut": candidates[3], "cached": True,
+    }  # fmt: skip
+    whole_plan.print_bytes("letterbox", {"cache": {"samples": 4, "chains": [chain]}})
+    (line,) = capsys.readouterr().out.splitlines()  # type: ignore[attr-defined]
+    fields = line.split()
+    assert fields[:3] == ["letterbox", "prefix0", "2"]
+    assert "truediv (float32 (2076672,))" in line and "resize (uint8)" in line
+    # KB per value and per sample, the smaller value's KB, x, the 1 ms of calls after it, and
+    # what the 4x bytes add to a read and to storing once
+    assert fields[-9:-7] == ["2076.7", "4153.3"]
+    assert fields[-5:] == ["519.2", "4.00", "1.000", "0.389", "0.779"]
