@@ -121,6 +121,8 @@ def _filter() -> Params:
         ImageFilter.GaussianBlur(0),
         ImageFilter.RankFilter(5, 24),
         ImageFilter.MinFilter(3),
+        ImageFilter.GaussianBlur(np.float64(0.2)),  # Pillow raises on a NumPy radius
+        ImageFilter.BoxBlur(np.float32(1.0)),
     ]
     return [
         (type(f).__name__ if not isinstance(f, type) else f.__name__, (f,), {}) for f in filters

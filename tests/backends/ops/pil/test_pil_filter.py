@@ -120,3 +120,15 @@ def test_custom_kernel_and_refusals(device):
         BACKENDS["PIL.ImageOps.invert"](rgba)
     with pytest.raises(UnsupportedOperation):
         BACKENDS["PIL.ImageOps.autocontrast"](from_pil([im], device), cutoff=2)
+
+
+def test_numpy_radii_are_left_to_pillow() -> None:
+    """Pillow compares a blur's radius with ``(0, 0)``: a NumPy radius raises ValueError there."""
+    from migrate_support import refusal
+
+    im = Image.fromarray(np.zeros((8, 8), np.uint8))
+    for blur in (ImageFilter.GaussianBlur(np.float64(0.2)), ImageFilter.BoxBlur(np.float32(1))):
+        with pytest.raises(ValueError):
+            im.filter(blur)
+        assert "NumPy" in str(refusal("PIL.Image.Image.filter", im, blur))
+    assert refusal("PIL.Image.Image.filter", im, ImageFilter.GaussianBlur(0.2)) is None

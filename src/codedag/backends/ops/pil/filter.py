@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from codedag.backends.contract import Strategy
@@ -132,7 +133,7 @@ def pil_filter(filter: Any, *, device: torch.device) -> Callable[[Any], Any]:
 
 def _filter_check(self: Any, filter: Any) -> str | None:
     """The filters computed here: kernels of 3x3 or 5x5, BoxBlur, GaussianBlur, UnsharpMask with
-    non-negative radii, rank filters of odd size and valid rank."""
+    non-negative radii (Python numbers: Pillow raises on NumPy ones), rank filters of odd size and valid rank."""
     from PIL import ImageFilter
 
     if isinstance(filter, type):
@@ -148,6 +149,9 @@ def _filter_check(self: Any, filter: Any) -> str | None:
         return None
     if isinstance(filter, ImageFilter.BoxBlur | ImageFilter.GaussianBlur):
         radius = filter.radius
+        if isinstance(radius, np.generic | np.ndarray):
+            # Pillow's ``radius == (0, 0)`` is elementwise on NumPy values: it raises ValueError
+            return f"{type(filter).__name__} radius of NumPy type {type(radius).__name__}"
         radii = (radius, radius) if isinstance(radius, int | float) else tuple(radius)
         if len(radii) != 2 or min(radii) < 0:
             return f"{type(filter).__name__} radius {radius!r} (Pillow raises)"
