@@ -10,7 +10,8 @@ migrated path on the CPU and through the library: ``migrate_support.conform`` fr
 ``tests/support`` (the op's admission, its declared tolerance, dtype, shape, C/F contiguity and
 zero strides, inputs left unwritten, no memory shared with an input where the library's result
 shares none). Calls made while a wrapped call runs (the library's own, the comparison's) go
-straight to the original.
+straight to the original, and so do the calls of forked children (their counts would be lost, and
+torch's thread pools may not survive a fork).
 
 At the session's end it writes ``peer_conformance.json`` and ``peer_conformance.md`` to
 ``--peer-report`` (default ``peer_conformance/``): calls compared per function and outcome,
@@ -33,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import pickle
 import sys
 import threading
@@ -47,7 +49,7 @@ from typing import Any
 import numpy as np
 
 SUPPORT = Path(__file__).resolve().parents[1] / "tests" / "support"
-OUTCOMES = ("identical", "tolerance", "unsupported", "exception", "differs")
+OUTCOMES = ("identical", "tolerance", "unsupported", "exception", "differs", "repeats")
 KINDS = ("beyond tolerance", "layout", "backend error", "mismatch", "harness error")
 """What a failed comparison was: values beyond the declared tolerance; C/F contiguity or zero
 strides; the backend raised where the library did not (a migrated call falls back); another
@@ -122,10 +124,31 @@ def describe(value: Any, depth: int = 0) -> str:
         return f"{type(value).__name__}[{items}{more}]"
     if isinstance(value, dict) and depth < 2:
         return "{" + ", ".join(f"{k!r}: {describe(v, depth + 1)}" for k, v in value.items()) + "}"
-    if type(value).__module__.startswith("PIL."):
-        return f"PIL {getattr(value, 'mode', '?')} {getattr(value, 'size', '?')}"
+    if type(value).__module__.startswith("PIL.") and hasattr(value, "mode"):
+        return f"PIL {value.mode} {getattr(value, 'size', '?')}"
     text = repr(value)
+    if text.startswith("<") and hasattr(value, "__dict__"):  # the fields of a filter object
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(value).items())
+        text = f"{type(value).__name__}({fields})"
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def call_key(value: Any, depth: int = 0) -> Any:
+    """What makes calls alike: arrays by dtype, shape and layout, floats by type, other values
+    (flags, sizes, kernels' shapes) as they are."""
+    from migrate_support import layout_of
+
+    if isinstance(value, np.ndarray):
+        return (str(value.dtype), value.shape, layout_of(value), bool(value.flags.writeable))
+    if isinstance(value, float | np.floating):
+        return type(value).__name__
+    if isinstance(value, list | tuple) and depth < 3:
+        return (type(value).__name__, len(value), *(call_key(v, depth + 1) for v in value[:8]))
+    if isinstance(value, dict) and depth < 3:
+        return tuple(sorted((str(k), call_key(v, depth + 1)) for k, v in value.items()))
+    if isinstance(value, int | str | bool | bytes | np.integer | np.bool_) or value is None:
+        return value
+    return type(value).__name__
 
 
 # -- the shadow comparison ----------------------------------------------------------------------
@@ -137,11 +160,15 @@ class Shadow:
     Args:
         report_dir: where the JSON and markdown summaries go.
         examples: reproducers kept per function and kind of difference.
+        repeats: calls compared per function and :func:`call_key` (0: all); the others count
+            as ``repeats``.
     """
 
-    def __init__(self, report_dir: Path, examples: int = 3) -> None:
+    def __init__(self, report_dir: Path, examples: int = 3, repeats: int = 0) -> None:
         self.report_dir = report_dir
         self.examples = examples
+        self.repeats = repeats
+        self.seen: Counter[Any] = Counter()
         self.counts: dict[str, Counter[str]] = defaultdict(Counter)
         self.refused: dict[str, Counter[str]] = defaultdict(Counter)
         self.found: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -162,13 +189,14 @@ class Shadow:
 
         local = self._local
         compare = self.compare
+        pid = os.getpid()
 
         def replacement(*args: Any, **kwargs: Any) -> Any:
-            if getattr(local, "busy", False):
+            if getattr(local, "busy", False) or os.getpid() != pid:
                 return original(*args, **kwargs)
             local.busy = True
             try:
-                snapshot = self.snapshot(args, kwargs)
+                snapshot = self.snapshot(name, args, kwargs)
                 try:
                     return original(*args, **kwargs)
                 finally:
@@ -182,10 +210,18 @@ class Shadow:
             return ufunc_proxy(replacement, original, self, name.rsplit(".", 1)[0])
         return replacement
 
-    def snapshot(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A copy of the arguments before the original runs (it may write into them)."""
+    def snapshot(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A copy of the arguments before the original runs (it may write into them); None for
+        a call not compared (a repeat, or arguments that cannot be copied)."""
         try:
             with _quiet():
+                if self.repeats:
+                    key = (name, call_key((args, kwargs)))
+                    self.seen[key] += 1
+                    if self.seen[key] > self.repeats:
+                        self.counts[name]["calls"] += 1
+                        self.counts[name]["repeats"] += 1
+                        return None
                 return clone((args, kwargs))
         except Exception as error:  # an argument that cannot be copied: not compared
             self.counts["(arguments not copied)"][type(error).__name__] += 1
@@ -269,8 +305,8 @@ def markdown(data: dict[str, Any]) -> list[str]:
     lines = [
         "# Peer suite conformance",
         "",
-        f"Tests: {tests}. Calls compared: {totals.get('calls', 0)} "
-        f"({data['compare_seconds']} s comparing).",
+        f"Tests: {tests}. Calls: {totals.get('calls', 0)}, compared: "
+        f"{totals.get('calls', 0) - totals.get('repeats', 0)} ({data['compare_seconds']} s).",
         "",
         "| function | calls | " + " | ".join(OUTCOMES + KINDS) + " |",
         "|---|---:|" + "---:|" * (len(OUTCOMES) + len(KINDS)),
@@ -339,6 +375,12 @@ def pytest_addoption(parser: Any) -> None:
         help="comma-separated libraries whose registry functions are wrapped",
     )
     group.addoption("--peer-examples", type=int, default=3, help="reproducers per difference")
+    group.addoption(
+        "--peer-repeats",
+        type=int,
+        default=0,
+        help="calls compared per function and kind of arguments (0: all)",
+    )
 
 
 def pytest_configure(config: Any) -> None:
@@ -351,7 +393,11 @@ def pytest_configure(config: Any) -> None:
 
     libraries = {s.strip() for s in config.getoption("peer_libraries").split(",") if s.strip()}
     names = sorted(n for n in default_registry().names() if n.split(".", 1)[0] in libraries)
-    shadow = Shadow(Path(config.getoption("peer_report")), config.getoption("peer_examples"))
+    shadow = Shadow(
+        Path(config.getoption("peer_report")),
+        config.getoption("peer_examples"),
+        config.getoption("peer_repeats"),
+    )
     patcher = Patcher("peer_conformance")
     patcher.patch_many(names, shadow.wrap)
     _ACTIVE.append((shadow, patcher))
@@ -380,9 +426,9 @@ def pytest_sessionfinish(session: Any) -> None:
     paths = shadow.write()
     totals = shadow.summary()["totals"]
     found = sum(totals.get(k, 0) for k in KINDS)
-    line = (
-        f"peer conformance: {totals.get('calls', 0)} calls compared, {found} differ; "
-        + ", ".join(str(p) for p in paths)
+    compared = totals.get("calls", 0) - totals.get("repeats", 0)
+    line = f"peer conformance: {compared} calls compared, {found} differ; " + ", ".join(
+        str(p) for p in paths
     )
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:

@@ -139,3 +139,27 @@ def test_outcomes_of_two_runs(tmp_path: Path, capsys: object) -> None:
     assert peer.main(["outcomes", base, other]) == 1
     assert peer.main(["outcomes", base]) == 2
     assert peer.main(["outcomes", base, str(tmp_path / "missing.xml")]) == 2
+
+
+def test_repeated_calls_are_compared_up_to_a_count(tmp_path: Path) -> None:
+    shadow = peer.Shadow(tmp_path, repeats=2)
+    patcher = Patcher("test")
+    patcher.patch_many(["cv2.flip"], shadow.wrap)
+    img = np.zeros((4, 5), np.uint8)
+    try:
+        for _ in range(4):
+            cv2.flip(img, 1)
+        cv2.flip(img, 0)  # another flag: other calls
+        cv2.flip(np.asfortranarray(np.zeros((4, 5, 3), np.uint8)), 1)
+    finally:
+        patcher.restore()
+    counts = shadow.summary()["functions"]["cv2.flip"]
+    assert (counts["calls"], counts["repeats"], counts["identical"]) == (6, 2, 4)
+
+
+def test_arguments_are_described() -> None:
+    from PIL import ImageFilter
+
+    f = np.asfortranarray(np.zeros((2, 3), np.float32))
+    assert peer.describe([f, 2.5]) == "list[ndarray float32 (2, 3) F, 2.5]"
+    assert peer.describe(ImageFilter.GaussianBlur(2)) == "GaussianBlur(radius=2)"
