@@ -9,6 +9,8 @@ a tracing window.
   keys, edges
 * :mod:`.overhead`: Measure the tracer's unmeasured per-event cost, once per process and memory
   setting
+* :mod:`.call_arguments`: Operations computed in the arguments of a user call, made steps as
+  the call starts
 * :mod:`.calls`: Call records: what the hooks do with a call that passed the filter and the stack
   checks
 * :mod:`.capture`: What a recorded call received: its arguments in the raw form of call records

@@ -95,6 +95,8 @@ def _type_member_name(value_type: type, attr: str) -> str:
 class Evaluation:
     """Evaluates a statement's expressions against the frame and the records made meanwhile."""
 
+    until: types.CodeType | None = None  # a user call about to start (see call_arguments)
+
     def __init__(
         self,
         maker: StepRecords,
@@ -257,7 +259,7 @@ class Evaluation:
 
     def _call(self, expr: Expr) -> tuple[int, Any]:
         labels = expr.labels
-        operands = [self.value(child) for child in expr.children]
+        operands = whole = [self.value(child) for child in expr.children]
         callee: Any = MISSING
         method_on_data = False
         if expr.kind == METHOD:
@@ -272,6 +274,8 @@ class Evaluation:
         elif operands and operands[0][0] == S_OBJECT:
             callee = operands[0][1]
             operands, labels = operands[1:], labels[1:]
+        if self.until is not None and expr.name == self.until.co_name:
+            self._reach(expr, callee, whole, operands, labels)
         names: tuple[str, ...] = ()
         if callee is not MISSING:
             try:
@@ -295,6 +299,16 @@ class Evaluation:
         else:
             step_name = expr.name or "call"
         return self._region(step_name, operands, labels)
+
+    def _reach(
+        self,
+        expr: Expr,
+        callee: Any,
+        whole: list[tuple[int, Any]],
+        operands: list[tuple[int, Any]],
+        labels: tuple[Any, ...],
+    ) -> None:
+        """A call named like the user function in ``until`` (see call_arguments)."""
 
     def _recorded(
         self, record: list[Any], operands: list[tuple[int, Any]], labels: tuple[Any, ...]

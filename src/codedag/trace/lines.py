@@ -25,6 +25,7 @@ from codedag.trace.steps import (
     ST_CALLS0,
     ST_CODE,
     ST_CURRENT,
+    ST_EARLY,
     ST_FAILED,
     ST_NL0,
     ST_OV0,
@@ -73,7 +74,7 @@ class LineFollower:
         statements = known[1]
         if not statements.by_line:
             return
-        rec[LINES] = [statements, None, 0, 0, 0, 0, 0, 0, None, 0, False, known[2]]
+        rec[LINES] = [statements, None, 0, 0, 0, 0, 0, 0, None, 0, False, known[2], None]
         tool = self.state.monitoring_tool
         if tool is None:
             frame.f_trace = self.hook
@@ -120,6 +121,7 @@ class LineFollower:
         state[ST_CURRENT] = stmt
         state[ST_START] = statements.line_start[stmt.line]
         state[ST_FAILED] = False
+        state[ST_EARLY] = None
         state[ST_SNAP] = self.steps.snapshot(stmt, frame, local) if local is not None else None
         state[ST_CALLS0], state[ST_SEQ0] = len(self.calls), sequence.next
         state[ST_SKIP0], state[ST_NL0] = meter.skipped, meter.lines
@@ -180,6 +182,27 @@ class LineFollower:
             timing = (h0, meter.overhead_ns, meter.skipped, meter.lines)
             self.steps.finish(rec, state, frame, timing, frame.f_locals, arg)
         state[ST_CURRENT] = None
+        state[ST_EARLY] = None
+
+    def entering(self, frame: types.FrameType, code: types.CodeType, h0: int) -> None:
+        """A user function's frame starts: when the running statement of its caller computes
+        the call's arguments, make their steps now (before the function's own)."""
+        stack = self.stack
+        if not stack:
+            return
+        rec = stack[-1]
+        state = rec[LINES]
+        if state is None:
+            return
+        stmt = state[ST_CURRENT]
+        if stmt is None or code.co_name not in stmt.calls or state[ST_FAILED]:
+            return
+        caller = frame.f_back
+        if caller is None or rec[FRAME] is not caller:
+            return
+        meter = self.meter
+        timing = (h0, meter.overhead_ns, meter.skipped, meter.lines)
+        self.steps.before_call(rec, state, caller, frame, timing)
 
     def failed(self, frame: types.FrameType) -> None:
         """The frame's running statement raised: it makes no step."""

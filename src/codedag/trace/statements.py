@@ -110,6 +110,9 @@ class Statement:
         snapshot: names read by the statement whose value it may rebind or change: their
             value nodes are taken when it starts.
         active: whether finishing it can create steps (it computes something).
+        calls: names of the calls in ``value`` whose arguments compute something (operators,
+            subscripts, methods): when one of them is a user function, what its arguments
+            computed is made steps as it starts (:mod:`codedag.trace.call_arguments`).
     """
 
     line: int
@@ -119,6 +122,7 @@ class Statement:
     value: Expr | None = None
     snapshot: tuple[str, ...] = ()
     active: bool = False
+    calls: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -291,7 +295,17 @@ def _statement(node: ast.stmt) -> Statement:
         stmt.active = bool(stmt.mutated) or (
             _is_active(stmt.value) and (bool(stmt.targets) or stmt.kind in ("return", "expr"))
         )
+    if stmt.active and stmt.value is not None:
+        stmt.calls = frozenset(_computing_calls(stmt.value))
     return stmt
+
+
+def _computing_calls(expr: Expr) -> list[str]:
+    """Names of the calls in ``expr`` with an argument that computes something."""
+    out = [child_name for child in expr.children for child_name in _computing_calls(child)]
+    if expr.kind in (CALL, METHOD) and expr.name and not _plain_call(expr):
+        out.append(expr.name)
+    return out
 
 
 def _plain_call(expr: Expr) -> bool:

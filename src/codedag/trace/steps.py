@@ -17,7 +17,9 @@ the calls made while it ran, and evaluates the statement's expression tree
   the statement's value when it is the outermost call, or an ``intermediate`` value that the
   enclosing step uses;
 - an operation computed inside the arguments of a recorded call produces the value that call
-  received.
+  received; inside the arguments of a user function, it is made a step as that function starts
+  (:meth:`StepMaker.before_call`, :mod:`codedag.trace.call_arguments`), before the steps of the
+  function's own statements that read it.
 
 A statement's time outside recorded calls is shared by its steps (see the builder).
 """
@@ -29,7 +31,8 @@ import types
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from codedag.trace.evaluation import MISSING, S_RECORD, S_REGION, Evaluation, Region
+from codedag.trace.call_arguments import Early, EarlyEvaluation, argument_values
+from codedag.trace.evaluation import MISSING, S_RECORD, S_REGION, S_VALUE, Evaluation, Region
 from codedag.trace.identity import ValueTracker
 from codedag.trace.records import (
     ARGS,
@@ -61,7 +64,8 @@ from codedag.trace.statements import GROUP, Expr, Statement
 
 # Line state of a frame (a list kept in the frame's record, LINES field): its statements, the
 # running one and where it started (offset, counters), its snapshot, whether it raised, and its
-# function's statement counts (shared by the frames of one code object).
+# function's statement counts (shared by the frames of one code object), and what was made as
+# user calls inside it started (an Early, or None).
 (
     ST_CODE,
     ST_CURRENT,
@@ -75,7 +79,8 @@ from codedag.trace.statements import GROUP, Expr, Statement
     ST_NL0,
     ST_FAILED,
     ST_STATS,
-) = range(12)
+    ST_EARLY,
+) = range(13)
 
 
 class WindowRecords(Protocol):
@@ -151,18 +156,25 @@ class StepMaker:
         stmt: Statement = state[ST_CURRENT]
         parent = rec[SEQ]
         made = len(self.calls)
-        children = [
-            r
-            for r in self.calls[state[ST_CALLS0] :]
-            if r[PARENT] == parent and r[KIND] != KIND_STEP
-        ]
+        children = self._children(rec, state)
         has_c = any(r[KIND] == KIND_C for r in children)
-        if not has_c and self._nothing_new(stmt, frame, local, returned):
+        early: Early | None = state[ST_EARLY]
+        if early is None and not has_c and self._nothing_new(stmt, frame, local, returned):
             return False  # C calls recorded without their values are linked below
-        run = Evaluation(self, frame, local, state[ST_SNAP] or {}, children)
+        snap = state[ST_SNAP] or {}
+        run = (
+            Evaluation(self, frame, local, snap, children)
+            if early is None
+            else EarlyEvaluation(self, frame, local, snap, children, early)
+        )
         unit = (parent, self.units)
         self.units += 1
         siblings = tuple(r[SEQ] for r in children)
+        made_early = early is not None and bool(early.steps)
+        if early is not None:  # steps made as user calls started: the statement's time is theirs
+            for step in early.steps:
+                step[T1], step[OV1], step[SKIP1], step[NL1] = timing
+                step[INFO] = (unit, siblings)
 
         def make_step(region: Region) -> int:
             return self._step(region, rec, state, frame, timing, (unit, siblings))
@@ -176,6 +188,76 @@ class StepMaker:
             run.value(stmt.value)  # links recorded calls' arguments computed in the statement
         if has_c and not any(run.matched) and stmt.value is not None:
             run.value(stmt.value)  # link C calls made by a statement that produced nothing new
+        self._pending(run, make_step)
+        if len(self.calls) > made or made_early:
+            rec[DATA] = True
+            return True
+        return False
+
+    def before_call(
+        self,
+        rec: list[Any],
+        state: list[Any],
+        frame: types.FrameType,
+        callee: types.FrameType,
+        timing: tuple[int, int, int, int],
+    ) -> None:
+        """A user function called by the running statement of ``rec``'s frame starts
+        (``callee``: its frame): make steps of what the call's arguments computed, producing
+        the values its parameters hold (see :mod:`codedag.trace.call_arguments`).
+
+        Args:
+            rec: the calling frame's record.
+            state: its line state.
+            frame: the calling frame.
+            callee: the starting frame.
+            timing: ``(t1, ov1, skip1, nl1)`` counters now (the statement's finish replaces
+                them).
+        """
+        early: Early | None = state[ST_EARLY]
+        if early is None:
+            early = state[ST_EARLY] = Early()
+        stmt: Statement = state[ST_CURRENT]
+        children = self._children(rec, state)
+        local = frame.f_locals
+        run = EarlyEvaluation(
+            self, frame, local, state[ST_SNAP] or {}, children, early, callee.f_code
+        )
+        reached = run.reach(stmt.value) if stmt.value is not None else None
+        if reached is None:
+            return
+        unit = (rec[SEQ], self.units)
+        self.units += 1
+        siblings = tuple(r[SEQ] for r in children)
+
+        def make_step(region: Region) -> int:
+            step = self._step(region, rec, state, frame, timing, (unit, siblings))
+            early.steps.append(self.calls[-1])
+            return step
+
+        lookup, is_data = self.lookup, self.is_data
+        for arg, src, obj in argument_values(
+            reached, callee, lambda obj: not is_data(type(obj)) or lookup(obj) is not None
+        ):
+            producer = make_step(src[1]) if src[0] == S_REGION else src[1][SEQ]
+            vseq = self.new_value(obj, 0)
+            self.produces.append((producer, vseq))
+            run.memo[id(arg)] = (S_VALUE, vseq)  # the call's record receives it
+        self._pending(run, make_step)
+        if early.steps:
+            rec[DATA] = True
+
+    def _children(self, rec: list[Any], state: list[Any]) -> list[list[Any]]:
+        """The calls the running statement of ``rec``'s frame made directly (recorded ones)."""
+        parent = rec[SEQ]
+        return [
+            r
+            for r in self.calls[state[ST_CALLS0] :]
+            if r[PARENT] == parent and r[KIND] != KIND_STEP
+        ]
+
+    def _pending(self, run: Evaluation, make_step: Callable[[Region], int]) -> None:
+        """Steps of the operations computed inside recorded calls' arguments."""
         for region, record, target in run.pending:
             step = make_step(region)
             if target is not None:  # the value the call received
@@ -185,10 +267,7 @@ class StepMaker:
                 self.values.append([vseq, "intermediate", 0, "", None, None, 0, "cpu", None])
                 self.produces.append((step, vseq))
                 self.uses.append((vseq, record[SEQ]))
-        if len(self.calls) > made:
-            rec[DATA] = True
-            return True
-        return False
+        run.pending.clear()
 
     def _produce(
         self,
