@@ -133,22 +133,35 @@ def describe(value: Any, depth: int = 0) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+_PLAIN = (int, str, bool, bytes, type(None))
+
+
 def call_key(value: Any, depth: int = 0) -> Any:
     """What makes calls alike: arrays by dtype, shape and layout, floats by type, other values
-    (flags, sizes, kernels' shapes) as they are."""
-    from migrate_support import layout_of
-
-    if isinstance(value, np.ndarray):
-        return (str(value.dtype), value.shape, layout_of(value), bool(value.flags.writeable))
-    if isinstance(value, float | np.floating):
-        return type(value).__name__
-    if isinstance(value, list | tuple) and depth < 3:
-        return (type(value).__name__, len(value), *(call_key(v, depth + 1) for v in value[:8]))
-    if isinstance(value, dict) and depth < 3:
-        return tuple(sorted((str(k), call_key(v, depth + 1)) for k, v in value.items()))
-    if isinstance(value, int | str | bool | bytes | np.integer | np.bool_) or value is None:
+    (flags, sizes, kernels' shapes) as they are. Cheap: it runs on every wrapped call."""
+    kind = type(value)
+    if kind is np.ndarray:
+        flags = value.flags
+        zero = 0 in value.strides and value.size > 0
+        return (
+            value.dtype.str,
+            value.shape,
+            flags.c_contiguous,
+            flags.f_contiguous,
+            zero,
+            flags.writeable,
+        )
+    if kind in _PLAIN:
         return value
-    return type(value).__name__
+    if kind is float or isinstance(value, np.floating):
+        return kind.__name__
+    if (kind is list or kind is tuple) and depth < 3:
+        return (kind.__name__, len(value), *[call_key(v, depth + 1) for v in value[:8]])
+    if kind is dict and depth < 3:
+        return tuple(sorted((str(k), call_key(v, depth + 1)) for k, v in value.items()))
+    if isinstance(value, np.integer | np.bool_):
+        return value
+    return kind.__name__
 
 
 # -- the shadow comparison ----------------------------------------------------------------------
@@ -214,14 +227,14 @@ class Shadow:
         """A copy of the arguments before the original runs (it may write into them); None for
         a call not compared (a repeat, or arguments that cannot be copied)."""
         try:
+            if self.repeats:
+                key = (name, call_key(args), call_key(kwargs))
+                self.seen[key] += 1
+                if self.seen[key] > self.repeats:
+                    self.counts[name]["calls"] += 1
+                    self.counts[name]["repeats"] += 1
+                    return None
             with _quiet():
-                if self.repeats:
-                    key = (name, call_key((args, kwargs)))
-                    self.seen[key] += 1
-                    if self.seen[key] > self.repeats:
-                        self.counts[name]["calls"] += 1
-                        self.counts[name]["repeats"] += 1
-                        return None
                 return clone((args, kwargs))
         except Exception as error:  # an argument that cannot be copied: not compared
             self.counts["(arguments not copied)"][type(error).__name__] += 1
