@@ -11,6 +11,7 @@ from trace_core import traced
 
 from codedag.trace import trace_dataloader
 from codedag.trace.records import INFO, KIND, KIND_PY, KIND_STEP, NAME, SEQ
+from codedag.trace.statements import statements_of
 
 SCALE = np.float32(0.5)
 
@@ -151,3 +152,14 @@ def test_arguments_of_methods_bind_after_self() -> None:
         users = _users(s, value)
         assert call[SEQ] in users
         assert any(r[SEQ] in users and r[NAME] == inner for r in _steps(s))  # x * 3.0, x + 3.0
+
+
+def _nested(i: int) -> int:
+    return _helper(_helper(i))  # type: ignore[arg-type, return-value]
+
+
+def test_only_calls_with_computed_arguments_are_looked_at_as_they_start() -> None:
+    (returned,) = [s for s in statements_of(_sum.__code__).by_line.values() if s.kind == "return"]
+    assert returned.calls == {"_helper"}
+    (plain,) = [s for s in statements_of(_nested.__code__).by_line.values() if s.kind == "return"]
+    assert plain.calls == frozenset()  # nested calls of plain names: nothing computed around them

@@ -12,6 +12,7 @@ the followed code objects on 3.12+. A function whose statements made no step for
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from codedag.trace.steps import (
 )
 
 LineHook = Callable[[types.FrameType, str, Any], Any]
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class LineFollower:
@@ -197,6 +199,8 @@ class LineFollower:
         stmt = state[ST_CURRENT]
         if stmt is None or code.co_name not in stmt.calls or state[ST_FAILED]:
             return
+        if code.co_flags & _RESUMABLE:
+            return  # its frame starts (and resumes) after the call that made it
         caller = frame.f_back
         if caller is None or rec[FRAME] is not caller:
             return

@@ -303,9 +303,22 @@ def _statement(node: ast.stmt) -> Statement:
 def _computing_calls(expr: Expr) -> list[str]:
     """Names of the calls in ``expr`` with an argument that computes something."""
     out = [child_name for child in expr.children for child_name in _computing_calls(child)]
-    if expr.kind in (CALL, METHOD) and expr.name and not _plain_call(expr):
-        out.append(expr.name)
+    if expr.kind in (CALL, METHOD) and expr.name:
+        operands = expr.children[1:] if expr.kind == METHOD else expr.children
+        if any(_computes(child) for child in operands):
+            out.append(expr.name)
     return out
+
+
+def _computes(expr: Expr) -> bool:
+    """Whether evaluating ``expr`` may make a step: an operator, subscript or method in it (a
+    call of a plain name with plain arguments, ``g(x)``, is a call of its own)."""
+    if _plain(expr):
+        return False
+    nested = expr.kind == CALL and len(expr.path) == 1
+    if nested or (expr.kind == GROUP and expr.name in ("tuple", "list")):
+        return any(_computes(child) for child in expr.children)
+    return True
 
 
 def _plain_call(expr: Expr) -> bool:
