@@ -6,7 +6,8 @@
 - public callables of indexed libraries (cv2, numpy, torch, ...) take the public path under which
   the library exposes them (``cv2.resize`` has no ``__module__``; ``torch.stack`` reports
   ``torch._VariableFunctionsClass.stack``);
-- method descriptors and bound builtin methods take their defining class (``numpy.ndarray.astype``);
+- method descriptors and bound builtin methods take their defining class (``numpy.ndarray.astype``),
+  or its nearest public subclass when it lives in a private module (``random.Random.random``);
 - Python functions take ``__module__ + "." + __qualname__`` (``PIL.Image.Image.resize``);
 - a replacement installed by :mod:`codedag.patching` is named after its original.
 
@@ -148,6 +149,19 @@ def _defining_class(cls: type, name: str) -> type:
     return cls
 
 
+def _public_class(cls: type, name: str) -> type:
+    """The class of ``cls``'s MRO that defines ``name``, or when that one lives in a private
+    top-level module (``_random.Random``), the public subclass nearest to it that ``cls`` derives
+    from (``random.Random``): a method is named after a class user code can name."""
+    defining = _defining_class(cls, name)
+    if not _top(getattr(defining, "__module__", None)).startswith("_"):
+        return defining
+    public = [
+        k for k in cls.__mro__ if issubclass(k, defining) and not _top(k.__module__).startswith("_")
+    ]
+    return public[-1] if public else defining
+
+
 def _type_name(cls: type) -> str:
     module = getattr(cls, "__module__", None) or "builtins"
     return f"{module}.{cls.__qualname__}"
@@ -189,7 +203,7 @@ def canonical_name(obj: Any) -> str:
         if isinstance(owner, types.ModuleType):
             return f"{owner.__name__}.{obj.__name__}"
         if owner is not None and not isinstance(owner, type):
-            return f"{_type_name(_defining_class(type(owner), obj.__name__))}.{obj.__name__}"
+            return f"{_type_name(_public_class(type(owner), obj.__name__))}.{obj.__name__}"
         if isinstance(owner, type):
             return f"{_type_name(owner)}.{obj.__name__}"
         return f"{obj.__module__ or 'builtins'}.{obj.__qualname__}"

@@ -372,12 +372,12 @@ def is_migratable(name: str) -> bool:
 
 
 def _random_prefixes() -> tuple[str, ...]:
-    return ("random.", *libraries.random_prefixes())
+    return libraries.random_prefixes()
 
 
 RANDOM_PREFIXES: Sequence[str] = SequenceView(_random_prefixes)
-"""Prefixes of functions without a spec whose result is not a function of their arguments:
-Python's ``random`` and the prefixes each library package declares."""
+"""Prefixes of functions without a spec whose result is not a function of their arguments, as
+each library package declares them (Python's ``random`` among them)."""
 
 
 RANDOM_DRAW = "draws random numbers: a backend draws from another stream and the data changes"

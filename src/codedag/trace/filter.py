@@ -3,7 +3,8 @@
 Every Python code object and C function is classified once (results are cached per code object
 by the tracer):
 
-- **skipped**: the interpreter and the standard library, codedag itself, excluded packages;
+- **skipped**: the interpreter and the standard library (but for the modules a library package
+  declares: Python's ``random``), codedag itself, excluded packages;
 - **user code**: recorded at every depth up to ``max_depth``;
 - **library code** (third-party packages: cv2, numpy, PIL, torch, librosa, ...): recorded only at
   the entry into the library, i.e. when the nearest recorded caller belongs to another library or
@@ -165,6 +166,8 @@ class FunctionFilter:
             return False  # methods collections.namedtuple generates with exec()
         if top.startswith("_") and top != "__main__":
             return False  # private top-level modules: import hooks, C accelerators
+        if top in _STDLIB_NAMES and top in KNOWN_LIBRARIES:
+            return self.library_key(module)  # a standard module a library package declares
         if filename is None:  # C function: its module decides
             if top in _STDLIB_NAMES:
                 return False

@@ -1,6 +1,7 @@
 """Torch backends of library functions: one package per library (``cv2``, ``numpy``, ``pil``,
 ``audio``, ``torch``), each exporting ``LIBRARY`` (:class:`~codedag.backends.contract.Library`: its
-adapter and the declared specs of its ops).
+adapter and the declared specs of its ops). ``random`` (Python's) declares facts only: the tracer
+records its draws and the optimizer keeps cuts before them; it has no backend and no ``LIBRARY``.
 
 Contract of a backend (every package here follows it):
 
