@@ -44,15 +44,16 @@ def _consistent(result: object) -> None:
     verdict = result.verdict  # type: ignore[attr-defined]
     guard = result.guard  # type: ignore[attr-defined]
     switched_off = set(guard.switched_off if guard.enabled else {})
+    cache, batched = result.cache, result.batched  # type: ignore[attr-defined]
     if placed and set(placed) <= switched_off:  # the run-time check measured them slower
         assert "switched it back" in verdict and "faster." not in verdict
         assert all(name in verdict for name in placed)
     elif placed:
         assert "The plan moves" in verdict and all(name in verdict for name in placed)
-    elif (result.cache.get("stats") or {}).get("hits"):  # type: ignore[attr-defined]
+    elif cache is not None and cache.stats is not None and cache.stats.hits:
         assert "prefix cache" in verdict and "same code" not in verdict
         assert "epoch 1 ran" in verdict and "epoch 2" in verdict
-    elif (result.batched.get("stats") or {}).get("batches"):  # type: ignore[attr-defined]
+    elif batched is not None and batched.stats is not None and batched.stats.batches:
         assert "ran once per batch" in verdict and "same code" not in verdict
     else:
         assert "same code" in verdict and sum(migrated.values()) == 0
@@ -79,8 +80,8 @@ def test_image_demo_measures_places_and_matches_the_baseline(
     assert result.equivalence.labels_equal and result.equivalence.batches_compared == 2
     measured = {row.function for row in result.placement}
     assert {"cv2.resize", "cv2.warpAffine", "cv2.cvtColor"} <= measured
-    (chain,) = result.batched["chains"]  # resize > cvtColor > [flip] > warpAffine > astype
-    assert chain["steps"][:2] == ["cv2.resize", "cv2.cvtColor"]
+    (chain,) = result.batched.chains  # resize > cvtColor > [flip] > warpAffine > astype
+    assert chain.steps[:2] == ["cv2.resize", "cv2.cvtColor"]
     for row in result.placement:
         if row.function.startswith("cv2."):
             assert row.library_ns > 0 and row.torch_ns > 0  # both timed
@@ -135,13 +136,13 @@ def _cache_consistent(result: object, out: Path, html: str, summary: dict) -> No
     assert [e["epoch"] for e in summary["epochs"]] == [1, 2, 1, 2]
     assert all(e["samples_per_s"] > 0 for e in summary["epochs"])
     cache = result.cache  # type: ignore[attr-defined]
-    (chain,) = [c for c in cache["chains"] if c["cached"]]
-    assert chain["cut"] == "cv2.cvtColor" and chain["steps"][0] == "numpy.frombuffer"
-    stats = cache["stats"]
+    (chain,) = [c for c in cache.chains if c.cached]
+    assert chain.cut == "cv2.cvtColor" and chain.steps[0] == "numpy.frombuffer"
+    stats = cache.stats
     samples = summary["epochs"][2]["samples"]
     # the untimed warm-up sample (``dataset[0]`` before epoch 1) goes through the cache as well:
     # computed and stored first, it is read back in epoch 1
-    assert stats["misses"] == {"new": samples} and stats["hits"] == samples + 1
+    assert stats.misses == {"new": samples} and stats.hits == samples + 1
     assert "<h2>Epochs</h2>" in html and "<h2>Prefix cache</h2>" in html
     assert "misses: new" in html and "cut after" in html
     tier = ram_folder(out / "prefix-cache")
@@ -151,15 +152,15 @@ def _cache_consistent(result: object, out: Path, html: str, summary: dict) -> No
 def _batched_consistent(result: object, plan: dict) -> None:
     """The demo reports each sample chain's decision; stats exactly when a chain runs batched."""
     batched = result.batched  # type: ignore[attr-defined]
-    assert batched["mode"] == "auto"
-    chains = batched["chains"]
-    assert [c["id"] for c in chains] == [c["id"] for c in plan["batched"]["chains"]]
+    assert batched.mode == "auto"
+    chains = batched.chains
+    assert [c.id for c in chains] == [c["id"] for c in plan["batched"]["chains"]]
     for chain in chains:
-        assert chain["basis"] == "measured" and chain["reason"], chain
-    if any(c["batched"] for c in chains):
-        assert batched["stats"]["batches"] > 0 and batched["stats"]["backend_calls"] > 0
+        assert chain.basis == "measured" and chain.reason, chain
+    if any(c.batched for c in chains):
+        assert batched.stats.batches > 0 and batched.stats.backend_calls > 0
     else:
-        assert batched["stats"] is None
+        assert batched.stats is None
 
 
 @pytest.mark.slow
@@ -227,12 +228,13 @@ def test_image_demo_with_batched_always_runs_the_chain_batched_and_reports_its_s
         for mode in ("baseline", "optimization"):
             assert list((tmp_path / "tensorboard" / mode).glob("events.out.tfevents.*")), mode
     assert result.equivalence.passed, result.equivalence  # the verified batched batches
-    (chain,) = result.batched["chains"]
-    assert chain["batched"] and chain["basis"] == "assumed"
-    stats = result.batched["stats"]
-    assert stats["batches"] > 0 and stats["samples"] == stats["batches"] * settings.batch_size
-    steps = len(chain["steps"])
-    assert 0 < stats["backend_calls"] <= stats["batches"] * steps * max(1, stats["groups"])
+    assert result.batched is not None and result.batched.stats is not None
+    (chain,) = result.batched.chains
+    assert chain.batched and chain.basis == "assumed"
+    stats = result.batched.stats
+    assert stats.batches > 0 and stats.samples == stats.batches * settings.batch_size
+    steps = len(chain.steps)
+    assert 0 < stats.backend_calls <= stats.batches * steps * max(1, stats.groups)
 
 
 def test_demo_settings_refuse_an_unknown_batched_mode(tmp_path: Path) -> None:

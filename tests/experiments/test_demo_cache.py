@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from stats_support import cache_stats, tables_stats
 
 import codedag.experiments.demo_cache as demo_cache
+from codedag.migrate.stats import Off
 from codedag.store.tiers import PrefixStore, StoreSettings
 
 
@@ -52,36 +54,37 @@ def test_clear_frees_what_the_store_holds(tmp_path: Path) -> None:
 
 
 def test_summary_in_short_with_the_runs_counters() -> None:
-    stats = {"enabled": True, "hits": 10, "misses": {"cold": 4}}
+    stats = cache_stats(hits=10, misses={"cold": 4})
     summary = demo_cache.cache_summary(_plan(), stats)
-    assert summary["saved_ms_per_sample"] == 2.5 and summary["write_ms_per_sample"] == 0.1
+    assert summary is not None
+    assert summary.saved_ms_per_sample == 2.5 and summary["write_ms_per_sample"] == 0.1
     assert summary["chains"] == [
         {"id": "prefix0", "steps": ["cv2.imdecode", "cv2.resize", "cv2.cvtColor"],
          "cached": True, "cut": "cv2.resize", "bytes_per_sample": 49152, "saved_ms": 2.5,
          "reason": "saves 2.5 ms"}
     ]  # fmt: skip
-    assert summary["stats"] is stats
-    assert demo_cache.cache_summary(_plan(), {"enabled": False})["stats"] is None
-    assert demo_cache.cache_summary({}, stats) == {}
+    assert summary.stats is stats
+    assert demo_cache.cache_summary(_plan(), Off()).stats is None  # type: ignore[union-attr]
+    assert demo_cache.cache_summary({}, stats) is None
 
 
 def test_clause_names_the_cached_steps_up_to_the_cut() -> None:
-    summary = demo_cache.cache_summary(_plan(), {"enabled": True, "hits": 3})
+    summary = demo_cache.cache_summary(_plan(), cache_stats(hits=3))
     assert demo_cache.cache_clause(summary) == (
         "keeps each sample's deterministic prefix in the prefix cache (prefix0: imdecode > resize)"
     )
 
 
 def test_clause_says_when_nothing_was_read_back() -> None:
-    summary = demo_cache.cache_summary(_plan(), {"enabled": True, "hits": 0, "misses": {"cold": 4}})
+    summary = demo_cache.cache_summary(_plan(), cache_stats(hits=0, misses={"cold": 4}))
     assert demo_cache.cache_clause(summary).endswith("read nothing back from it (misses: cold 4)")
-    nothing = demo_cache.cache_summary(_plan(), {"enabled": False})
+    nothing = demo_cache.cache_summary(_plan(), Off())
     assert demo_cache.cache_clause(nothing).endswith("(misses: none)")
 
 
 def test_no_clause_without_a_cached_chain() -> None:
-    assert demo_cache.cache_clause(demo_cache.cache_summary(_plan(cached=False), {})) == ""
-    assert demo_cache.cache_clause({}) == ""
+    assert demo_cache.cache_clause(demo_cache.cache_summary(_plan(cached=False), Off())) == ""
+    assert demo_cache.cache_clause(None) == ""
 
 
 def test_summary_carries_the_lookup_tables_counts_and_the_cli_prints_them() -> None:
@@ -89,11 +92,10 @@ def test_summary_carries_the_lookup_tables_counts_and_the_cli_prints_them() -> N
 
     from codedag.cli.demo import print_cache
 
-    tables = {"enabled": True, "producers": ["cv2.warpAffine"], "runs": 9, "gathered": 6,
-              "computed": 3, "mismatches": 0}  # fmt: skip
-    summary = demo_cache.cache_summary(_plan(), {"enabled": True, "hits": 3}, tables)
-    assert summary["tables"] is tables
-    assert demo_cache.cache_summary(_plan(), {}, {"enabled": False})["tables"] is None
+    tables = tables_stats(runs=9, gathered=6, computed=3, mismatches=0)
+    summary = demo_cache.cache_summary(_plan(), cache_stats(hits=3), tables)
+    assert summary is not None and summary.tables is tables
+    assert demo_cache.cache_summary(_plan(), Off(), Off()).tables is None  # type: ignore[union-attr]
     console = Console(record=True, width=200)
     print_cache(summary, console)
     assert (

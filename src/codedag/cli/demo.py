@@ -7,10 +7,13 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.cli.args import SEED, integer, nonempty_path
 from codedag.errors import ConfigError
+
+if TYPE_CHECKING:
+    from codedag.experiments.demo_settings import BatchedSummary, CacheSummary
 
 log = logging.getLogger(__name__)
 
@@ -210,24 +213,26 @@ def placement_table(result: Any) -> Any:
     return table
 
 
-def print_batched(batched: dict[str, Any], console: Any) -> None:
+def print_batched(batched: BatchedSummary | None, console: Any) -> None:
     """Each sample chain's batched decision with its figures, and the run's batched stats."""
-    for chain in batched.get("chains", []):
-        verdict = "runs batched" if chain["batched"] else "stays per sample"
+    if batched is None:
+        return
+    for chain in batched.chains:
+        verdict = "runs batched" if chain.batched else "stays per sample"
         console.print(
-            f"batched {chain['id']} ({' > '.join(s.rsplit('.', 1)[-1] for s in chain['steps'])}):"
-            f" {verdict} [{chain['basis']}]: {chain['reason']}",
+            f"batched {chain.id} ({' > '.join(s.rsplit('.', 1)[-1] for s in chain.steps)}):"
+            f" {verdict} [{chain.basis}]: {chain.reason}",
             markup=False,
         )
-    stats = batched.get("stats")
-    if stats:
-        forced = ", ".join(f"{k} x{v}" for k, v in stats.get("forced", {}).items()) or "none"
+    stats = batched.stats
+    if stats is not None:
+        forced = ", ".join(f"{k} x{v}" for k, v in stats.forced.items()) or "none"
         console.print(
-            f"batched execution on {stats.get('device')}: {stats.get('batches', 0)} batches, "
-            f"{stats.get('samples', 0)} samples, {stats.get('groups', 0)} groups, "
-            f"{stats.get('backend_calls', 0)} backend calls, h2d {stats.get('h2d_bytes', 0)} B, "
-            f"d2h {stats.get('d2h_bytes', 0)} B, worker {stats.get('worker_ms', 0.0):.1f} ms, "
-            f"main {stats.get('main_ms', 0.0):.1f} ms, forced: {forced}",
+            f"batched execution on {stats.device}: {stats.batches} batches, "
+            f"{stats.samples} samples, {stats.groups} groups, "
+            f"{stats.backend_calls} backend calls, h2d {stats.h2d_bytes} B, "
+            f"d2h {stats.d2h_bytes} B, worker {stats.worker_ms:.1f} ms, "
+            f"main {stats.main_ms:.1f} ms, forced: {forced}",
             markup=False,
         )
 
@@ -254,38 +259,38 @@ def epoch_table(result: Any) -> Any:
     return table
 
 
-def print_cache(cache: dict[str, Any], console: Any) -> None:
+def print_cache(cache: CacheSummary | None, console: Any) -> None:
     """Each chain's cut with its figures, and the optimized run's hits and misses."""
-    if not cache:
+    if cache is None:
         return
-    for chain in cache.get("chains", []):
-        steps = " > ".join(s.rsplit(".", 1)[-1] for s in chain["steps"])
-        if chain["cached"]:
+    for chain in cache.chains:
+        steps = " > ".join(s.rsplit(".", 1)[-1] for s in chain.steps)
+        if chain.cached:
             what = (
-                f"cached after {chain['cut']}: {chain['bytes_per_sample'] / 1e6:.3g} MB per "
-                f"sample, saves {chain['saved_ms']:.3g} ms per sample"
+                f"cached after {chain.cut}: {chain.bytes_per_sample / 1e6:.3g} MB per "
+                f"sample, saves {chain.saved_ms:.3g} ms per sample"
             )
         else:
-            what = f"not cached: {chain['reason']}"
-        console.print(f"prefix cache {chain['id']} ({steps}): {what}", markup=False)
-    stats = cache.get("stats")
-    if stats:
-        misses = ", ".join(f"{k} {v}" for k, v in stats.get("misses", {}).items()) or "none"
-        stored = sum((stats.get("bytes") or {}).values())
+            what = f"not cached: {chain.reason}"
+        console.print(f"prefix cache {chain.id} ({steps}): {what}", markup=False)
+    stats = cache.stats
+    if stats is not None:
+        misses = ", ".join(f"{k} {v}" for k, v in stats.misses.items()) or "none"
+        stored = sum(stats.bytes.values())
         console.print(
-            f"prefix cache run: {stats.get('hits', 0)} hits, misses: {misses}; "
-            f"{stats.get('stored', 0)} values stored ({stored / 1e6:.3g} MB of a "
-            f"{cache.get('budget_bytes', 0) / 1e6:.0f} MB budget), "
-            f"{stats.get('evictions', 0)} evictions",
+            f"prefix cache run: {stats.hits} hits, misses: {misses}; "
+            f"{stats.stored} values stored ({stored / 1e6:.3g} MB of a "
+            f"{cache.budget_bytes / 1e6:.0f} MB budget), "
+            f"{stats.evictions} evictions",
             markup=False,
         )
-    tables = cache.get("tables")
-    if tables:
+    tables = cache.tables
+    if tables is not None:
         console.print(
-            f"lookup tables ({', '.join(tables.get('producers', []))}): "
-            f"{tables.get('runs', 0)} runs, {tables.get('gathered', 0)} gathered through a table, "
-            f"{tables.get('computed', 0)} computed by their calls "
-            f"({tables.get('mismatches', 0)} mismatches)",
+            f"lookup tables ({', '.join(tables.producers)}): "
+            f"{tables.runs} runs, {tables.gathered} gathered through a table, "
+            f"{tables.computed} computed by their calls "
+            f"({tables.mismatches} mismatches)",
             markup=False,
         )
 
@@ -333,8 +338,8 @@ def print_summary(result: Any) -> None:
 
         print_section(result.loader, console)
     console.print(result.verdict)
-    print_batched(result.batched or {}, console)
-    print_cache(result.cache or {}, console)
+    print_batched(result.batched, console)
+    print_cache(result.cache, console)
     guard = result.guard
     if isinstance(guard, GuardSummary) and (guard.kept or guard.switched_off):
         kept = ", ".join(guard.kept) or "none"

@@ -22,6 +22,9 @@ from typing import Any
 from codedag.errors import ConfigError
 from codedag.experiments import demo_cache
 from codedag.experiments.demo_settings import (
+    BatchedChainSummary,
+    BatchedSummary,
+    CacheSummary,
     DemoResult,
     DemoSettings,
     EpochSummary,
@@ -39,7 +42,7 @@ from codedag.experiments.demo_steps import (
 )
 from codedag.experiments.demo_verdict import verdict
 from codedag.graph.model import ExecutionDAG
-from codedag.migrate.stats import GuardSummary, MigrationStats
+from codedag.migrate.stats import BatchedStats, GuardSummary, MigrationStats
 from codedag.monitor.model import RunResults
 from codedag.util.io import atomic_write_json
 from codedag.util.paths import check_output_dir, output_lock
@@ -166,33 +169,33 @@ def optimize(
 def ran_batched(stats: MigrationStats) -> list[str]:
     """The sample chains the migrated run executed once per batch (none without a batch)."""
     run = stats.batched
-    return list(run.get("chains", [])) if run.get("enabled") and run.get("batches") else []
+    return list(run.chains) if isinstance(run, BatchedStats) and run.batches else []
 
 
-def batched_summary(plan: dict[str, Any], stats: MigrationStats) -> dict[str, Any]:
+def batched_summary(plan: dict[str, Any], stats: MigrationStats) -> BatchedSummary:
     """The plan's sample chains with their batched decision, and the run's batched stats."""
     section = plan.get("batched") or {}
     chains = [
-        {
-            "id": c.get("id"),
-            "steps": list(c.get("steps", [])),
-            "batched": bool(c.get("batched")),
-            "basis": c.get("basis", "none"),
-            "original_ms": None if c.get("original_ns") is None else c["original_ns"] / 1e6,
-            "batched_ms": None if c.get("batched_ns") is None else c["batched_ns"] / 1e6,
-            "batch_size": c.get("batch_size", 0),
-            "backend_calls": c.get("backend_calls"),
-            "reason": c.get("reason", ""),
-        }
+        BatchedChainSummary(
+            id=c.get("id"),
+            steps=list(c.get("steps", [])),
+            batched=bool(c.get("batched")),
+            basis=c.get("basis", "none"),
+            original_ms=None if c.get("original_ns") is None else c["original_ns"] / 1e6,
+            batched_ms=None if c.get("batched_ns") is None else c["batched_ns"] / 1e6,
+            batch_size=c.get("batch_size", 0),
+            backend_calls=c.get("backend_calls"),
+            reason=c.get("reason", ""),
+        )
         for c in section.get("chains", [])
     ]
     run = stats.batched
-    return {
-        "mode": section.get("mode", "auto"),
-        "device": section.get("device"),
-        "chains": chains,
-        "stats": run if run.get("enabled") else None,
-    }
+    return BatchedSummary(
+        mode=section.get("mode", "auto"),
+        device=section.get("device"),
+        chains=chains,
+        stats=run if isinstance(run, BatchedStats) and run.enabled else None,
+    )
 
 
 def draw_dag(
@@ -306,9 +309,9 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
             dag_dot,
             plots,
             results.environment,
-            stats.cache,
+            stats.cache.model_dump(mode="json"),
             chain_view(dag, plan),
-            stats.tables,
+            stats.tables.model_dump(mode="json"),
         )
     )
     files["summary"] = str(atomic_write_json(out_dir / "demo_summary.json", demo.to_dict()))
@@ -361,7 +364,7 @@ def _demo_result(
     equivalence: Equivalence,
     files: dict[str, str],
     epochs: list[EpochSummary],
-    cache: dict[str, Any],
+    cache: CacheSummary | None,
 ) -> DemoResult:
     """What the demo found: modes, speedup with its spread, placement, verdict and files."""
     functions = stats.functions

@@ -9,7 +9,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from codedag.errors import ConfigError
-from codedag.migrate.stats import GuardSummary, Off
+from codedag.migrate.stats import (
+    BatchedStats,
+    CacheStats,
+    GuardSummary,
+    Off,
+    StatsModel,
+    TablesStats,
+)
 from codedag.plan import LoaderSection
 
 TASKS = ("image", "audio")
@@ -168,6 +175,86 @@ class PlacementRow(_Record):
     speedup: float | None = None  # library / torch time; None: torch not timed
 
 
+class BatchedChainSummary(StatsModel):
+    """One sample chain of the plan and its batched decision."""
+
+    id: str
+    """The chain's name (``chain0``)."""
+    steps: list[str]
+    """Its operations in order."""
+    batched: bool
+    """Whether it runs batched."""
+    basis: str
+    """``measured``, ``assumed`` or ``none``."""
+    original_ms: float | None
+    """The per-sample chain with the original libraries, for one batch (None: not measured)."""
+    batched_ms: float | None
+    """The chain as one batched run, for one batch (None: not measured)."""
+    batch_size: int
+    """Samples per batch the two times are for."""
+    backend_calls: int | None
+    """Backend calls of one batched run (None: not measured)."""
+    reason: str
+    """Why, with the figures."""
+
+
+class BatchedSummary(StatsModel):
+    """The plan's sample chains with their batched decisions, and the run's batched figures
+    (``demo_summary.json``'s ``batched``)."""
+
+    mode: str
+    """The plan's batched mode: ``auto``, ``always`` or ``never``."""
+    device: str | None
+    """Where batched chains run."""
+    chains: list[BatchedChainSummary]
+    """Every sample chain of the plan."""
+    stats: BatchedStats | None
+    """The optimized run's batched figures (None: nothing ran batched)."""
+
+
+class CacheChainSummary(StatsModel):
+    """One chain of the plan's cache section and its cut."""
+
+    id: str
+    """The chain's name."""
+    steps: list[str]
+    """Its operations in order."""
+    cached: bool
+    """Whether its prefix is cached."""
+    cut: str | None
+    """The step after which the value is stored (None: not cached)."""
+    bytes_per_sample: int
+    """Bytes of the stored value per sample."""
+    saved_ms: float
+    """What a hit saves, per sample."""
+    reason: str
+    """Why the chain is cached or not."""
+
+
+class CacheSummary(StatsModel):
+    """The plan's cache section in short, with the run's counters (``demo_summary.json``'s
+    ``cache``)."""
+
+    mode: str
+    """The plan's cache mode."""
+    budget_bytes: int
+    """The store's budget."""
+    bytes_total: int
+    """Bytes the cached chains store over the data set."""
+    saved_ms_per_sample: float
+    """What the cache saves per sample."""
+    write_ms_per_sample: float
+    """What storing costs per sample."""
+    note: str
+    """The plan's note on the cache."""
+    chains: list[CacheChainSummary]
+    """Every chain of the section."""
+    stats: CacheStats | None
+    """The optimized run's cache figures (None: the cache did not run)."""
+    tables: TablesStats | None
+    """The optimized run's lookup tables' figures (None: they did not run)."""
+
+
 @dataclass
 class DemoResult:
     """Everything ``codedag demo`` measured and wrote."""
@@ -186,9 +273,9 @@ class DemoResult:
     guard: GuardSummary | Off = field(default_factory=Off)  # the run-time check
     files: dict[str, str] = field(default_factory=dict)
     loader: LoaderSection | None = None  # the plan's loader section, when tuned
-    batched: dict[str, Any] = field(default_factory=dict)  # chains, decisions, run-time stats
+    batched: BatchedSummary | None = None  # chains, decisions, run-time stats
     epochs: list[EpochSummary] = field(default_factory=list)  # per mode, per epoch
-    cache: dict[str, Any] = field(default_factory=dict)  # the plan's cuts and the run's counts
+    cache: CacheSummary | None = None  # the plan's cuts and the run's counts (no section: None)
 
     def epoch(self, mode: str, number: int) -> EpochSummary | None:
         """Epoch ``number`` (1, 2, ...) of ``mode``, if it ran."""
@@ -209,5 +296,7 @@ class DemoResult:
             guard=self.guard.model_dump(mode="json"),
             loader=None if self.loader is None else self.loader.model_dump(mode="json"),
             epochs=[e.to_dict() for e in self.epochs],
+            batched={} if self.batched is None else self.batched.model_dump(mode="json"),
+            cache={} if self.cache is None else self.cache.model_dump(mode="json"),
         )
         return out

@@ -261,9 +261,9 @@ class PipelineMigrator:
             applied=self._applied,
             guard=self._guard_summary(functions),
             loader=None if self._loader is None else self._loader.stats(),
-            batched=self._batched.stats() if self._batched.active else {"enabled": False},
-            cache=self._cache.stats() if self._cache.active else {"enabled": False},
-            tables=self._tables.stats() if self._tables.active else {"enabled": False},
+            batched=self._batched.stats() if self._batched.active else Off(),
+            cache=self._cache.stats() if self._cache.active else Off(),
+            tables=self._tables.stats() if self._tables.active else Off(),
         )
 
     def _guard_summary(self, functions: Mapping[str, Any]) -> GuardSummary | Off:

@@ -46,6 +46,7 @@ from codedag.devices.cgroups import container_cpus
 from codedag.devices.torch_devices import cuda_available
 from codedag.migrate.epoch_seeds import EpochSeeds, reseedable, seeds_of, worker_init
 from codedag.migrate.prefix.runtime import CacheProgress
+from codedag.migrate.stats import LoaderStats
 from codedag.migrate.warm_loader import WarmSwitch
 from codedag.patching import Patcher
 from codedag.plan.loader import DEFAULT_PREFETCH, WORKERS_PER_CPU, LoaderSection, LoaderSettings
@@ -404,19 +405,21 @@ class LoaderSettingsPatch:
             log.log(level, "%s", message)
 
     # ------------------------------------------------------------------ report
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> LoaderStats:
         """What the patch did: DataLoaders seen, changed, explicit settings kept, skipped."""
-        return {
-            "settings": self.chosen.model_dump(mode="json"),
-            "changed": list(self.section.changed),
-            "dataloaders": self.loaders,
-            "applied": self.applied,
-            "kept_explicit": dict(self.kept_explicit),
-            "kept_for_draws": dict(self.kept_for_draws),
-            "reseeded_each_epoch": self.reseeded,
-            "overridden": dict(self.overridden),
-            "wrapped_worker_init_fn": self.wrapped_worker_init,
-            "skipped": dict(self.skipped),
-            "applied_now": self.is_applied(),
-            "warm": None if self.warm is None else self.warm.stats(),
-        }
+        return LoaderStats.model_validate(
+            {
+                "settings": self.chosen.model_dump(mode="json"),
+                "changed": list(self.section.changed),
+                "dataloaders": self.loaders,
+                "applied": self.applied,
+                "kept_explicit": dict(self.kept_explicit),
+                "kept_for_draws": dict(self.kept_for_draws),
+                "reseeded_each_epoch": self.reseeded,
+                "overridden": dict(self.overridden),
+                "wrapped_worker_init_fn": self.wrapped_worker_init,
+                "skipped": dict(self.skipped),
+                "applied_now": self.is_applied(),
+                "warm": None if self.warm is None else self.warm.stats(),
+            }
+        )

@@ -34,6 +34,7 @@ from typing import Any
 
 from codedag.migrate.epoch_seeds import seeds_of, worker_init
 from codedag.migrate.prefix.runtime import CacheProgress
+from codedag.migrate.stats import WarmStats
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.plan.loader import DEFAULT_PREFETCH, LoaderSettings, WarmLoader
 
@@ -209,13 +210,15 @@ class WarmSwitch:
         with self._lock:
             return sum(self._put_back(loader) for loader in list(self._originals.keys()))
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> WarmStats:
         """Epochs run cold and warm, switches made, and why switching stopped where it did."""
-        return {
-            "settings": self.warm.chosen.model_dump(mode="json"),
-            "changed": list(self.warm.changed),
-            "warm_epochs": self.counts["warm epochs"],
-            "cold_epochs": self.counts["cold epochs"],
-            "switches": self.counts["switches"],
-            "stopped": dict(self.stopped),
-        }
+        return WarmStats.model_validate(
+            {
+                "settings": self.warm.chosen.model_dump(mode="json"),
+                "changed": list(self.warm.changed),
+                "warm_epochs": self.counts["warm epochs"],
+                "cold_epochs": self.counts["cold epochs"],
+                "switches": self.counts["switches"],
+                "stopped": dict(self.stopped),
+            }
+        )

@@ -45,6 +45,7 @@ from codedag.migrate.batched.deliver import DeliveryChoice
 from codedag.migrate.batched.settings import BatchedSettings, ChainSet
 from codedag.migrate.dispatch import FETCH, NEXT
 from codedag.migrate.patched_runtime import PatchedRuntime
+from codedag.migrate.stats import BatchedStats
 from codedag.migrate.workerstats import WorkerStats
 
 log = logging.getLogger(__name__)
@@ -292,7 +293,7 @@ class BatchedRuntime(PatchedRuntime):
             "stopped": len(FORCED.stopped),
         }
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> BatchedStats:
         """``get_stats()["batched"]``: batches, samples, groups, backend calls, bytes, forced
         values by reason (and site), time in workers and in the main process."""
         local = self._local_counts("batched")
@@ -301,35 +302,37 @@ class BatchedRuntime(PatchedRuntime):
         forced = {r: merged[f"forced_{r}"] for r in REASONS if merged[f"forced_{r}"]}
         sites = Counter(FORCED.sites) + self._remote_sites
         calls = self._calls_per_batch
-        return {
-            "enabled": self.active,
-            "deferring": self._switch.on,
-            "device": str(self.device),
-            "deliver": self.settings.deliver,
-            "delivery": self.delivery.summary(),
-            "chains": [c.id for c in self.chains.chains],
-            "batches": self.batches,
-            "samples": self.samples,
-            "ready_samples": self.ready_samples,
-            "groups": self.groups,
-            "backend_calls": self.backend_calls,
-            "backend_calls_per_batch_max": max(calls) if calls else 0,
-            "h2d_bytes": self.io.h2d_bytes,
-            "d2h_bytes": self.io.d2h_bytes,
-            "forced": forced,
-            "forced_sites": dict(sites.most_common(20)),
-            "stopped_sites": sorted(FORCED.stopped),
-            "stopped_sites_in_workers": remote.get("stopped", 0),
-            "retried_samples": merged["retried"],
-            "worker_ms": merged["fetch_ns"] / 1e6,
-            "main_ms": self.main_ns / 1e6,
-            "check": self.check.summary() if self.check is not None else {"state": "off"},
-            "verify": {
-                "batches": self.verified,
-                "mismatches": list(self.mismatches),
-                "max_abs_diff": self.max_abs_diff,
-            },
-        }
+        return BatchedStats.model_validate(
+            {
+                "enabled": self.active,
+                "deferring": self._switch.on,
+                "device": str(self.device),
+                "deliver": self.settings.deliver,
+                "delivery": self.delivery.summary(),
+                "chains": [c.id for c in self.chains.chains],
+                "batches": self.batches,
+                "samples": self.samples,
+                "ready_samples": self.ready_samples,
+                "groups": self.groups,
+                "backend_calls": self.backend_calls,
+                "backend_calls_per_batch_max": max(calls) if calls else 0,
+                "h2d_bytes": self.io.h2d_bytes,
+                "d2h_bytes": self.io.d2h_bytes,
+                "forced": forced,
+                "forced_sites": dict(sites.most_common(20)),
+                "stopped_sites": sorted(FORCED.stopped),
+                "stopped_sites_in_workers": remote.get("stopped", 0),
+                "retried_samples": merged["retried"],
+                "worker_ms": merged["fetch_ns"] / 1e6,
+                "main_ms": self.main_ns / 1e6,
+                "check": self.check.summary() if self.check is not None else {"state": "off"},
+                "verify": {
+                    "batches": self.verified,
+                    "mismatches": list(self.mismatches),
+                    "max_abs_diff": self.max_abs_diff,
+                },
+            }
+        )
 
 
 def _warm(functions: list[str]) -> None:

@@ -37,6 +37,7 @@ from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.prefix.prefix_values import has_prefix_value, outside_call, step
 from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
+from codedag.migrate.stats import CacheStats
 from codedag.patching import like_original
 from codedag.store.tiers import PrefixStore, StoreSettings
 
@@ -270,7 +271,7 @@ class PrefixCacheRuntime(PatchedRuntime):
         ready = max(0, hits + merged["queued"] - refused)
         return CacheProgress(hits + misses, hits, ready, refused + merged["dropped"])
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> CacheStats:
         """``get_stats()["cache"]``: hits, misses by reason, bytes in RAM and on disk,
         evictions, verification, time reading and writing (all processes; this process's
         queued values are stored first)."""
@@ -280,40 +281,42 @@ class PrefixCacheRuntime(PatchedRuntime):
         hits = merged["hits"]
         misses = {r: merged[f"miss_{r}"] for r in REASONS if merged[f"miss_{r}"]}
         lookups = hits + sum(misses.values())
-        return {
-            "enabled": self.active,
-            "chains": [c.id for c in self.chains],
-            "hits": hits,
-            "misses": misses,
-            "hit_rate": hits / lookups if lookups else 0.0,
-            "stored": merged["stored"],
-            "not_stored_full": merged["full"],
-            "not_stored_changed": merged["changed"],
-            "not_stored_dropped": merged["dropped"],
-            "unpaid": merged["unpaid"],
-            "evictions": merged["evicted"],
-            "corrupt": merged["corrupt"],
-            "bytes": {t.kind: t.used_bytes for t in tiers},
-            "allocated_bytes": {t.kind: t.allocated_bytes for t in tiers},
-            "budget_bytes": {t.kind: t.budget_bytes for t in tiers},
-            "tiers": [t.__dict__ for t in tiers],
-            "verify": {
-                "checked": merged["verified"],
-                "mismatches": merged["verify_mismatches"],
-                "examples": list(self.session.mismatches[:5]),
-            },
-            "read_ms": merged["read_ns"] / 1e6,
-            "write_ms": merged["write_ns"] / 1e6,
-            "queue_ms": merged["queue_ns"] / 1e6,
-            "hit_bytes": merged["hit_bytes"],
-            "lookup": {
-                "gathered": merged["lookup_gathered"],
-                "computed": merged["lookup_computed"],
-                "mismatches": merged["lookup_mismatches"],
-            },
-            "diverged": dict(self.session.details.most_common(10)),
-            "problems": self.store.problems,
-        }
+        return CacheStats.model_validate(
+            {
+                "enabled": self.active,
+                "chains": [c.id for c in self.chains],
+                "hits": hits,
+                "misses": misses,
+                "hit_rate": hits / lookups if lookups else 0.0,
+                "stored": merged["stored"],
+                "not_stored_full": merged["full"],
+                "not_stored_changed": merged["changed"],
+                "not_stored_dropped": merged["dropped"],
+                "unpaid": merged["unpaid"],
+                "evictions": merged["evicted"],
+                "corrupt": merged["corrupt"],
+                "bytes": {t.kind: t.used_bytes for t in tiers},
+                "allocated_bytes": {t.kind: t.allocated_bytes for t in tiers},
+                "budget_bytes": {t.kind: t.budget_bytes for t in tiers},
+                "tiers": [t.__dict__ for t in tiers],
+                "verify": {
+                    "checked": merged["verified"],
+                    "mismatches": merged["verify_mismatches"],
+                    "examples": list(self.session.mismatches[:5]),
+                },
+                "read_ms": merged["read_ns"] / 1e6,
+                "write_ms": merged["write_ns"] / 1e6,
+                "queue_ms": merged["queue_ns"] / 1e6,
+                "hit_bytes": merged["hit_bytes"],
+                "lookup": {
+                    "gathered": merged["lookup_gathered"],
+                    "computed": merged["lookup_computed"],
+                    "mismatches": merged["lookup_mismatches"],
+                },
+                "diverged": dict(self.session.details.most_common(10)),
+                "problems": self.store.problems,
+            }
+        )
 
 
 def _guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -31,6 +31,7 @@ import codedag.migrate.tables.lookup as lookup
 from codedag.migrate.admitted import admitted_runs
 from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
+from codedag.migrate.stats import TablesStats
 from codedag.migrate.tables.run_values import (
     COUNTS,
     RunArray,
@@ -165,17 +166,19 @@ class TablesRuntime(PatchedRuntime):
 
         return fetch
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> TablesStats:
         """``get_stats()["tables"]``: runs started, computed through a table or by their calls,
         trials and mismatches, failed batches (all processes)."""
         local = self._counts()
         remote = self.workers.totals("tables") if self.workers is not None else {}
         merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
-        return {
-            "enabled": self.active,
-            "producers": sorted({r.producer for r in self.runs}),
-            **merged,
-        }
+        return TablesStats.model_validate(
+            {
+                "enabled": self.active,
+                "producers": sorted({r.producer for r in self.runs}),
+                **merged,
+            }
+        )
 
 
 def _producer(

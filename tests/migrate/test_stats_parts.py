@@ -1,0 +1,109 @@
+"""The run-time parts' figures of get_stats() as models that dump to the keys their dicts had.
+
+A plan with every section (:mod:`plan_sections`) runs two epochs; each part's dumped keys must be
+the documented ones (docs/batched.md, docs/cache.md, docs/tables.md, docs/loader-tuning.md), and
+a stats file saved before the parts were models (:mod:`stats_support`) still validates.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from plan_sections import epochs, full_plan
+from prefix_support import write_images
+from stats_support import saved_stats
+
+from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.prefix.runtime import CacheSettings
+from codedag.migrate.stats import (
+    BatchedStats,
+    CacheStats,
+    LoaderStats,
+    MigrationStats,
+    Off,
+    TablesStats,
+)
+from codedag.store.tiers import StoreSettings
+
+BATCHED = {
+    "enabled", "deferring", "device", "deliver", "delivery", "chains", "batches", "samples",
+    "ready_samples", "groups", "backend_calls", "backend_calls_per_batch_max", "h2d_bytes",
+    "d2h_bytes", "forced", "forced_sites", "stopped_sites", "stopped_sites_in_workers",
+    "retried_samples", "worker_ms", "main_ms", "check", "verify",
+}  # fmt: skip
+CACHE = {
+    "enabled", "chains", "hits", "misses", "hit_rate", "stored", "not_stored_full",
+    "not_stored_changed", "not_stored_dropped", "unpaid", "evictions", "corrupt", "bytes",
+    "allocated_bytes", "budget_bytes", "tiers", "verify", "read_ms", "write_ms", "queue_ms",
+    "hit_bytes", "lookup", "diverged", "problems",
+}  # fmt: skip
+TABLES = {
+    "enabled", "producers", "runs", "gathered", "computed", "trials", "mismatches", "errors",
+}  # fmt: skip
+LOADER = {
+    "settings", "changed", "dataloaders", "applied", "kept_explicit", "kept_for_draws",
+    "reseeded_each_epoch", "overridden", "wrapped_worker_init_fn", "skipped", "applied_now",
+    "warm",
+}  # fmt: skip
+NESTED = {
+    ("batched", "delivery"): {"mode", "on", "watched", "reason"},
+    ("batched", "verify"): {"batches", "mismatches", "max_abs_diff"},
+    ("cache", "verify"): {"checked", "mismatches", "examples"},
+    ("cache", "lookup"): {"gathered", "computed", "mismatches"},
+}
+TIER = {
+    "kind", "path", "budget_bytes", "used_bytes", "allocated_bytes", "entries", "metas",
+    "generation", "enabled", "problem",
+}  # fmt: skip
+
+
+def _check_keys(dumped: dict[str, Any]) -> None:
+    parts = {"batched": BATCHED, "cache": CACHE, "tables": TABLES, "loader": LOADER}
+    for part, documented in parts.items():
+        assert set(dumped[part]) == documented, part
+    for (part, key), documented in NESTED.items():
+        assert set(dumped[part][key]) == documented, f"{part}.{key}"
+    assert dumped["batched"]["check"] == {"state": "off"}
+    assert dumped["cache"]["tiers"] and all(set(t) == TIER for t in dumped["cache"]["tiers"])
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory) -> MigrationStats:
+    folder = tmp_path_factory.mktemp("stats")
+    paths = write_images(folder / "photos", n=8, size=48)
+    store = StoreSettings(folder=folder / "cache", ram_budget_bytes=16 << 20)
+    settings = CacheSettings(store=store, judge_after=0)
+    with PipelineMigrator(full_plan(paths), guard=False, cache=settings) as migrator:
+        epochs(paths, 0)
+        return migrator.get_stats()
+
+
+def test_each_part_of_a_real_run_is_its_model_and_dumps_the_documented_keys(
+    applied: MigrationStats,
+) -> None:
+    assert isinstance(applied.batched, BatchedStats) and isinstance(applied.cache, CacheStats)
+    assert isinstance(applied.tables, TablesStats) and isinstance(applied.loader, LoaderStats)
+    assert applied.cache.hits == applied["cache"]["hits"] == 8  # epoch 2 read every prefix back
+    assert applied.batched.samples == applied["batched"].get("samples") == 16
+    dumped = json.loads(json.dumps(applied.model_dump(mode="json")))
+    _check_keys(dumped)
+    assert MigrationStats.model_validate(dumped) == dumped
+
+
+def test_a_stats_file_saved_before_the_models_validates_into_them() -> None:
+    saved = saved_stats()
+    stats = MigrationStats.model_validate(saved)
+    assert isinstance(stats.batched, BatchedStats) and isinstance(stats.loader, LoaderStats)
+    assert stats.cache.tiers[0].kind == stats["cache"]["tiers"][0]["kind"] == "ram"
+    assert stats.model_dump(mode="json") == saved
+    _check_keys(saved)
+
+
+def test_a_part_switched_off_is_off_and_dumps_as_before() -> None:
+    stats = MigrationStats.model_validate({"batched": {"enabled": False}, "loader": None})
+    assert isinstance(stats.batched, Off) and stats["cache"] == {"enabled": False}
+    assert stats.model_dump()["tables"] == {"enabled": False} and stats.loader is None
+    with pytest.raises(ValueError):
+        MigrationStats.model_validate({"cache": {"enabled": True, "hits": 1}})
