@@ -15,8 +15,10 @@ arguments only:
   ``shape``) is no use: the stored header answers it, and neither is entering or leaving a
   ``with`` block (``with Image.open(path) as im``): a value read back has no file to close;
 * that operation draws no random numbers and reads no clock, and no random draw happens in the
-  sample between the source call and it (its arguments may come from one: the tracer does not
-  follow Python numbers), and it writes into nothing (``operator.setitem``);
+  sample between the source call and it (its arguments may come from one: the tracer records
+  every draw, Python's ``random`` included, but does not follow the Python numbers they return,
+  so a draw's place in the sample's calls is what counts), and it writes into nothing
+  (``operator.setitem``);
 * its other array inputs are not computed in the sample (constants such as a mean and std are
   fixed arguments; the run-time key holds their values).
 
@@ -75,6 +77,8 @@ NO_DISPATCH = frozenset(
     }
 )  # fmt: skip
 """NumPy functions that do not dispatch to ``__array_function__``: the cache patches them."""
+RANDOM_STOP = "cut ends before"
+"""How a chain's stop begins when a random draw ends it (the plan's reason repeats it)."""
 _PROXY_HANDLED = ("operator.", "numpy.ndarray.", "PIL.Image.Image.", "torch.Tensor.")
 
 
@@ -419,8 +423,12 @@ def _follow(
             return steps, f"its value goes to {len(nexts)} operations"
         if after.name in _WRITES or _random(after.name):
             return steps, f"{after.name} writes or draws random numbers"
-        if any(node.id < r < after.id for r in randoms):
-            return steps, f"a random draw happens before {after.name}"
+        drawn = [r for r in randoms if node.id < r < after.id]
+        if drawn:  # the draw's value may reach ``after`` (the tracer does not follow numbers)
+            return (
+                steps,
+                f"{RANDOM_STOP} {after.name}: it follows a random draw ({dag.nodes[drawn[0]].name})",
+            )
         if producers(after) - chain_ids:
             return steps, f"{after.name} also takes a value computed in the sample"
         chain_ids.add(after.id)
@@ -605,6 +613,8 @@ def decide(
             )
             clause = bytes_clause(entry.candidates, cut, EPOCHS, MIN_SAVING)
             entry.reason += f"; {clause}" if clause else ""
+        if entry.stop.startswith(RANDOM_STOP):  # why no later cut: one clause
+            entry.reason += f"; {entry.stop}"
         section.chains.append(entry)
     section.skipped = [
         SkippedSource(function=s.function, caller=s.caller, reason=s.reason, samples=s.samples)

@@ -1,0 +1,86 @@
+"""A cut never lies after a draw of Python's ``random``: imread, resize, then a warp whose
+matrix comes from ``random.uniform`` outside any traced call. The plan caches up to the resize,
+says why it stops there, and two epochs with it equal the plain loader bit for bit, the second
+read back; the YOLO example's plan stops before its random perspective warp."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from prefix_support import write_images
+from random_pipelines import WarpedImages
+from torch.utils.data import DataLoader, Dataset
+
+from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.prefix.runtime import CacheSettings
+from codedag.optimize.prefix import decide, find_prefixes
+from codedag.store.tiers import StoreSettings
+
+STOP = "cut ends before cv2.warpAffine: it follows a random draw (random.uniform)"
+
+
+def _epochs(dataset: Dataset, count: int = 2) -> list[list[torch.Tensor]]:
+    loader = DataLoader(dataset, batch_size=4, shuffle=False)
+    out = []
+    for epoch in range(count):
+        random.seed(epoch)
+        out.append([batch.clone() for batch, _ in loader])
+    return out
+
+
+def _plan(dataset: Dataset) -> dict[str, Any]:
+    from codedag.optimize.manager import OptimizerManager
+    from codedag.trace import trace_dataloader
+
+    random.seed(0)
+    tracer, _ = trace_dataloader(DataLoader(dataset, batch_size=4, shuffle=False))
+    plan = OptimizerManager(k=1, target_device="cpu", cache="auto").optimize(tracer.dag)
+    plan = plan["migration_plan"]
+    plan["context_device_map"] = {}
+    plan["calls"] = [{**c, "migrate": False, "device": "cpu"} for c in plan["calls"]]
+    return plan
+
+
+def test_the_cut_ends_at_the_resize_and_two_epochs_read_it_back(tmp_path: Path) -> None:
+    paths = write_images(tmp_path / "images", n=8)
+    plan = _plan(WarpedImages(paths))
+    (chain,) = plan["cache"]["chains"]
+    assert chain["steps"] == ["cv2.imread", "cv2.resize"]
+    assert chain["cached"] and chain["cut"]["step"] == "cv2.resize", chain["reason"]
+    assert chain["stop"] == STOP and chain["reason"].endswith(f"; {STOP}")
+    plain = _epochs(WarpedImages(paths))
+    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    cache = CacheSettings(store=settings, judge_after=0)
+    with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
+        cached = _epochs(WarpedImages(paths))
+        stats = migrator.get_stats()["cache"]
+    for epoch, (mine, theirs) in enumerate(zip(cached, plain, strict=True)):
+        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    assert stats["misses"] == {"new": len(paths)}, stats["diverged"]
+    assert stats["hits"] == len(paths)  # the second epoch read every prefix back
+
+
+def test_the_yolo_examples_cut_stops_before_its_random_perspective(tmp_path: Path) -> None:
+    from codedag.experiments.pipelines import yolo_files
+    from codedag.trace import trace_dataloader
+
+    loader = yolo_files.make_loader(batch_size=4, n=4, shuffle=False, root=str(tmp_path),
+                                    img_size=64, min_size=60, max_size=96)  # fmt: skip
+    random.seed(0)
+    np.random.seed(0)
+    tracer, _ = trace_dataloader(loader)
+    found = find_prefixes(tracer.dag)
+    (chain,) = found.chains
+    assert [name for name, _ in chain.common] == ["cv2.imread", "cv2.resize", "cv2.copyMakeBorder"]
+    assert chain.stop.startswith(
+        "cut ends before cv2.warpAffine: it follows a random draw (random."
+    )
+    section = decide(found, lambda nbytes: (nbytes, nbytes), 1 << 30)
+    (entry,) = section.chains
+    assert entry.steps == ["cv2.imread", "cv2.resize", "cv2.copyMakeBorder"]
+    assert entry.stop in entry.reason
