@@ -88,6 +88,7 @@ class ChainCounts:
         syncs_per_batch: data-dependent host syncs of each batch.
         sync_names: the syncs of the steady batches (after the first) by op.
         outputs: each batch's output.
+        failed: samples whose group's backend failed (they ran their CPU replay).
     """
 
     steps: float
@@ -95,6 +96,7 @@ class ChainCounts:
     syncs_per_batch: list[int]
     sync_names: dict[str, int] = field(default_factory=dict)
     outputs: list[torch.Tensor] = field(default_factory=list)
+    failed: int = 0
 
     @property
     def ops_per_chain_op(self) -> float:
@@ -116,7 +118,9 @@ def count(batch_records: list[BatchRecord], fuse: bool = True) -> ChainCounts:
     sync_names: dict[str, int] = {}
     for i, record in enumerate(batch_records):
         with LaunchCounter() as counted:
-            out = executor.run(record).tensor
+            outcome = executor.run(record)
+        out = outcome.tensor
+        counts.failed += len(outcome.failed)
         counts.ops_per_batch.append(counted.total_ops)
         counts.syncs_per_batch.append(counted.total_syncs)
         counts.outputs.append(out)

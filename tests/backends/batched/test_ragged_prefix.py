@@ -54,7 +54,7 @@ def test_ragged_letterbox_batches_equal_cv2_in_one_gather(channels: int) -> None
     assert len(set(counts.ops_per_batch[1:])) == 1  # the same ops whatever the sizes
     for record, out in zip(batch_records, counts.outputs, strict=True):
         assert np.array_equal(out.numpy(), reference(record))
-        outcome = BatchExecutor("cpu", chunk_bytes=0).run(record)
+        outcome = BatchExecutor("cpu", chunk_bytes=0, sync_free=True).run(record)
         assert outcome.backend_calls == 2  # the prefix, then the blur
         assert not outcome.failed
 
@@ -63,7 +63,7 @@ def test_prefixes_cv2_runs_otherwise_keep_their_groups() -> None:
     functions = ["cv2.resize", "cv2.copyMakeBorder", "cv2.GaussianBlur"]
     batch_records = chain_records(functions, _sample(3, cv2.INTER_CUBIC), batches=1, batch_size=8)
     record = batch_records[0]
-    outcome = BatchExecutor("cpu", chunk_bytes=0).run(record)
+    outcome = BatchExecutor("cpu", chunk_bytes=0, sync_free=True).run(record)
     assert outcome.backend_calls > 2
     assert np.allclose(outcome.tensor.numpy(), reference(record), atol=1)
 
@@ -72,6 +72,6 @@ def test_samples_whose_later_steps_differ_share_the_ragged_prefix() -> None:
     functions = ["cv2.resize", "cv2.copyMakeBorder", "cv2.flip", "cv2.GaussianBlur"]
     batch_records = chain_records(functions, _sample(3, flips=True), batches=2, batch_size=8)
     for record in batch_records:
-        outcome = BatchExecutor("cpu", chunk_bytes=0).run(record)
+        outcome = BatchExecutor("cpu", chunk_bytes=0, sync_free=True).run(record)
         assert outcome.backend_calls == 3  # the prefix, the flip of half, the blur of all
         assert np.array_equal(outcome.tensor.numpy(), reference(record))

@@ -14,7 +14,8 @@ batch stay at most (steps before that point) x (distinct inputs) + (steps after 
 Before running, each distinct program may be rewritten by :mod:`.fusion` (runs of elementwise
 steps on ``uint8`` data become one table look-up), exactly; and samples whose programs differ
 only by a leading resize and constant border of images of different sizes run that prefix as one
-padded gather (:mod:`.ragged`) and the rest as one group.
+padded gather (:mod:`.ragged`) on a device (``sync_free``: where launches cost; on the CPU the
+groups per size are faster).
 
 A group whose backend fails runs its samples' CPU replay instead (the original functions on the
 recorded arguments), counted as forced by ``backend``. With ``verify`` every round is also run
@@ -218,7 +219,7 @@ class BatchExecutor:
         for i, program in enumerate(record.programs):
             if program:
                 by_program.setdefault(tuple(s.key for s in program), []).append(i)
-        if len(by_program) > 1 and self.fuse and not verify:
+        if len(by_program) > 1 and self.fuse and self.sync_free and not verify:
             samples = [i for i, program in enumerate(record.programs) if program]
             found = ragged.plan(record, samples)
             if found is not None:

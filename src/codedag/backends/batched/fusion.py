@@ -28,6 +28,7 @@ from codedag.backends import exact_tables
 from codedag.backends.batched.collate import Ref, Step
 from codedag.backends.batched.ops import Batch, ElementwiseOp, Meta, Op
 from codedag.backends.batched.views import CastOp
+from codedag.backends.host_sync import host_sync_allowed
 
 MIN_STEPS = 2
 """Shorter runs stay as they are (one pass either way)."""
@@ -154,8 +155,16 @@ class TableOp(Op):
         if found is None:
             found = self._on[device] = self._on_device(device, x.dtype)
         flat, offsets, per_value = found
-        # each element's row of the table, at its position along the varying axes: two passes
-        return flat.take(torch.add(offsets, x, alpha=per_value))
+        # each element's row of the table, at its position along the varying axes
+        if host_sync_allowed():  # the CPU: a promoting broadcast add is slow there, in place not
+            index = x.to(torch.int32)
+            if per_value > 1:
+                index = index.mul_(per_value).add_(offsets)
+            elif x.dtype == torch.int8:
+                index += 128
+        else:  # a device: one pass (take and advanced indexing are slower than index_select)
+            index = torch.add(offsets, x, alpha=per_value)
+        return flat.index_select(0, index.reshape(-1)).view(x.shape)  # x may be strided
 
     def _on_device(
         self, device: torch.device, dtype: torch.dtype
@@ -164,7 +173,7 @@ class TableOp(Op):
         and the row length, on ``device``."""
         varying = tuple(self.table.shape[1:])
         per_value = math.prod(varying)
-        offsets = torch.arange(per_value, dtype=torch.int64).view(varying)
+        offsets = torch.arange(per_value, dtype=torch.int32).view(varying)
         if dtype == torch.int8:
             offsets += 128 * per_value
         return self.table.reshape(-1).to(device), offsets.to(device), per_value

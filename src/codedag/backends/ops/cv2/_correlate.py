@@ -12,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from codedag.backends.host_sync import host_sync_allowed
 from codedag.backends.ops.cv2._common import (
     BORDER_CONSTANT,
     BORDER_REFLECT,
@@ -88,13 +89,21 @@ def correlate(
 def correlate_int(
     src: torch.Tensor, kx: np.ndarray, ky: np.ndarray, anchor: tuple[int, int], border: int
 ) -> torch.Tensor:
-    """Separable correlation of uint8 images with integer kernels, in int32: the padded image
-    in one gather (a constant border: copied into its frame), each pass the taps as a sliding
-    window (a view) weighed and summed (exact integer sums), a fixed number of ops per kernel."""
+    """Separable correlation of uint8 images with integer kernels, in int32 (exact sums).
+
+    On the CPU each tap is one in-place add of a shifted view (rows of whole pixels are
+    contiguous: no strided passes). On a device (no host syncs: where launches cost) a fixed
+    number of ops whatever the kernel: the padded image in one gather (a constant border:
+    copied into its frame), each pass its taps as a sliding window (a view) weighed and summed.
+    """
     x = as_nhwc(src)
     kh, kw = len(ky), len(kx)
     ax, ay = anchor
     pads = (ay, kh - 1 - ay, ax, kw - 1 - ax)
+    if host_sync_allowed():
+        h, w = int(x.shape[1]), int(x.shape[2])
+        xp = pad_nhwc(x, *pads, border).to(torch.int32)
+        return like_input(_taps(_taps(xp, kx, 2, w), ky, 1, h), src)
     if border == BORDER_CONSTANT:
         xp = pad_nhwc(x, *pads, border)
     else:
@@ -102,6 +111,20 @@ def correlate_int(
     wx, wy = _int_kernel(tuple(kx), x.device), _int_kernel(tuple(ky), x.device)
     rows = (xp.to(torch.int32).unfold(2, kw, 1) * wx).sum(-1, dtype=torch.int32)
     return like_input((rows.unfold(1, kh, 1) * wy).sum(-1, dtype=torch.int32), src)
+
+
+def _taps(x: torch.Tensor, kernel: np.ndarray, dim: int, size: int) -> torch.Tensor:
+    out: torch.Tensor | None = None
+    for offset, weight in enumerate(int(k) for k in kernel):
+        if weight == 0:
+            continue
+        view = x.narrow(dim, offset, size)
+        if out is None:
+            out = view * weight
+        else:
+            out.add_(view, alpha=weight)
+    assert out is not None
+    return out
 
 
 @lru_cache(maxsize=32)

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from codedag.backends.contract import Tolerance
+from codedag.backends.host_sync import host_sync_allowed
 from codedag.backends.ops.cv2 import _hsv
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
@@ -69,7 +70,8 @@ def _descale(x: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _swap(x: torch.Tensor, dcn: int, swapb: bool) -> torch.Tensor:
-    if dcn == 3 and x.shape[-1] == 3:  # one pass: the channels reversed, or a copy
+    if dcn == 3 and x.shape[-1] == 3 and not host_sync_allowed():
+        # a device: one pass, the channels reversed or copied (on the CPU stacking is faster)
         return x.flip(-1) if swapb else x.clone()
     chans = [x[..., 2], x[..., 1], x[..., 0]] if swapb else [x[..., 0], x[..., 1], x[..., 2]]
     if dcn == 4:

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from codedag.backends.contract import MAX_OUTPUT_VALUES, Tolerance
+from codedag.backends.host_sync import host_sync_allowed
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     as_nhwc,
@@ -327,8 +328,17 @@ def _area_fast_u8(x: torch.Tensor, sx: int, sy: int, dw: int, dh: int) -> torch.
         return _area_cells_u8(x, sx, sy, dw, dh)
     area = sx * sy
     wide = torch.int16 if area * 255 < 2**15 else torch.int32
-    cells = x.view(n, dh, sy, dw, sx, c)  # each output pixel's cell: sy rows of sx pixels
-    out = cells.sum((2, 4), dtype=wide)  # exact integer sums, one pass
+    if host_sync_allowed():  # the CPU: a shifted add per cell row and column (faster there)
+        rows = x.view(n, dh, sy, w * c)  # the sy source rows of each output row, then columns
+        total = rows[:, :, 0].to(wide)
+        for k in range(1, sy):
+            total += rows[:, :, k]
+        cells = total.view(n, dh, dw, sx * c)
+        out = cells[..., :c].clone()
+        for k in range(1, sx):
+            out += cells[..., k * c : (k + 1) * c]
+    else:  # a device: each output pixel's cell (sy rows of sx pixels) summed in one pass
+        out = x.view(n, dh, sy, dw, sx, c).sum((2, 4), dtype=wide)
     if _rounds_by_shift(sx, sy, c):
         out += 2
         out >>= 2
