@@ -134,23 +134,21 @@ def describe(value: Any, depth: int = 0) -> str:
 
 
 _PLAIN = (int, str, bool, bytes, type(None))
+SMALL = 64
+"""Arrays of at most this many elements are alike only with the same values."""
 
 
 def call_key(value: Any, depth: int = 0) -> Any:
-    """What makes calls alike: arrays by dtype, shape and layout, floats by type, other values
-    (flags, sizes, kernels' shapes) as they are. Cheap: it runs on every wrapped call."""
+    """What makes calls alike: arrays by dtype, shape and layout (small ones by their values as
+    well), floats by type, other values (flags, sizes) as they are. Cheap: it runs on every wrapped call."""
     kind = type(value)
     if kind is np.ndarray:
         flags = value.flags
         zero = 0 in value.strides and value.size > 0
-        return (
-            value.dtype.str,
-            value.shape,
-            flags.c_contiguous,
-            flags.f_contiguous,
-            zero,
-            flags.writeable,
-        )
+        layout = (flags.c_contiguous, flags.f_contiguous, zero, flags.writeable)
+        # small arrays (kernels, matrices) by their values as well
+        values = value.tobytes() if value.size <= SMALL and not value.dtype.hasobject else None
+        return (value.dtype.str, value.shape, layout, values)
     if kind in _PLAIN:
         return value
     if kind is float or isinstance(value, np.floating):

@@ -163,3 +163,12 @@ def test_arguments_are_described() -> None:
     f = np.asfortranarray(np.zeros((2, 3), np.float32))
     assert peer.describe([f, 2.5]) == "list[ndarray float32 (2, 3) F, 2.5]"
     assert peer.describe(ImageFilter.GaussianBlur(2)) == "GaussianBlur(radius=2)"
+
+
+def test_alike_calls() -> None:
+    img = np.zeros((16, 16), np.uint8)
+    key = peer.call_key
+    assert key((img, 1.5)) == key((img.copy(), 2.5))  # floats by type, arrays by layout
+    assert key((img, 1)) != key((img, 2))
+    assert key(img) != key(np.asfortranarray(img)) != key(img[::2])
+    assert key(np.eye(3)) != key(2 * np.eye(3))  # small arrays (kernels) by their values
