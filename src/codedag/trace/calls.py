@@ -109,10 +109,10 @@ class CallRecorder:
         """A Python call: its parameters are read from the frame (the tracer's time counts
         from ``h0`` when given)."""
         h0 = h0 or self.clock()
-        if info[1] is None and self.state.line_level:
-            self.lines.entering(frame, code, h0)  # steps of what its arguments computed
         memory = self.memory
         m0 = memory.mark() if memory is not None else 0
+        if info[1] is None and self.state.line_level:
+            self.lines.entering(frame, code, h0)  # steps of what its arguments computed
         args_out: list[Any] = []
         found: list[int] = []
         params = info[2]
