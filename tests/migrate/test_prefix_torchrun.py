@@ -67,7 +67,7 @@ def main():
             seen += [int(i) for i in index]
         indices.append(seen)
         if migrator is not None:
-            stats.append(migrator.get_stats()["cache"])  # stores what this rank queued first
+            stats.append(migrator.get_stats().cache.model_dump(mode="json"))  # stores what it queued first
         dist.barrier()  # every rank's first epoch is stored before any rank reads
     if migrator is not None:
         migrator.restore()
