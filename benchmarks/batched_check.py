@@ -100,7 +100,7 @@ def bench_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
     _epoch(make)  # untimed: the process's first epoch also pays for memory touched first
     with migrator:
         check_s, _ = _epoch(make)
-    check = migrator.get_stats()["batched"]["check"]
+    check = migrator.get_stats()["batched"]["check"].model_dump(mode="json")
     row["check"] = check
     row["decision"] = f"{check['state']}: {check.get('reason', '')}"
     original, after = [], []

@@ -398,7 +398,7 @@ def run_plan(
                 case.make, epochs, case.step_s, case.device, on_batch
             )
         run = Run(rates, cpu_ms, digests, memory.tier_bytes, memory.private_bytes)
-        stats = migrator.get_stats()
+        stats = migrator.get_stats().model_dump(mode="json")
         run.cache, run.tables, run.loader = stats["cache"], stats["tables"], stats["loader"]
         migrator.cache.store.clear()
     finally:
