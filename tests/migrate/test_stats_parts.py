@@ -107,3 +107,15 @@ def test_a_part_switched_off_is_off_and_dumps_as_before() -> None:
     assert stats.model_dump()["tables"] == {"enabled": False} and stats.loader is None
     with pytest.raises(ValueError):
         MigrationStats.model_validate({"cache": {"enabled": True, "hits": 1}})
+
+
+def test_every_figure_is_typed_and_documented() -> None:
+    from codedag.migrate import stats as module
+
+    nested = ("Delivery", "CheckOff", "BatchedCheck", "BatchedVerify", "CacheVerify")
+    nested += ("CacheLookup", "TierStats", "WarmStats")
+    models = (BatchedStats, CacheStats, TablesStats, LoaderStats)
+    for model in models + tuple(getattr(module, name) for name in nested):
+        for name, info in model.model_fields.items():
+            assert info.description and "\n" not in info.description, f"{model.__name__}.{name}"
+            assert "Any" not in str(info.annotation), f"{model.__name__}.{name}"
