@@ -136,6 +136,9 @@ def describe(value: Any, depth: int = 0) -> str:
 _PLAIN = (int, str, bool, bytes, type(None))
 SMALL = 64
 """Arrays of at most this many elements are alike only with the same values."""
+PER_FUNCTION = 100
+"""With a bound on repeats, calls compared per function: that many times the bound (a loop over
+pixels calling ``numpy.sum`` on small arrays of new values would make every call new)."""
 
 
 def call_key(value: Any, depth: int = 0) -> Any:
@@ -171,8 +174,8 @@ class Shadow:
     Args:
         report_dir: where the JSON and markdown summaries go.
         examples: reproducers kept per function and kind of difference.
-        repeats: calls compared per function and :func:`call_key` (0: all); the others count
-            as ``repeats``.
+        repeats: calls compared per function and :func:`call_key` (0: all), and at most
+            ``PER_FUNCTION`` times as many per function; the others count as ``repeats``.
     """
 
     def __init__(self, report_dir: Path, examples: int = 3, repeats: int = 0) -> None:
@@ -228,10 +231,12 @@ class Shadow:
             if self.repeats:
                 key = (name, call_key(args), call_key(kwargs))
                 self.seen[key] += 1
-                if self.seen[key] > self.repeats:
+                compared = self.seen[name]
+                if self.seen[key] > self.repeats or compared >= self.repeats * PER_FUNCTION:
                     self.counts[name]["calls"] += 1
                     self.counts[name]["repeats"] += 1
                     return None
+                self.seen[name] += 1
             with _quiet():
                 return clone((args, kwargs))
         except Exception as error:  # an argument that cannot be copied: not compared

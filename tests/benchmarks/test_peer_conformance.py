@@ -9,6 +9,7 @@ from types import ModuleType
 
 import cv2
 import numpy as np
+import pytest
 from migrate_support import layout_of
 
 from codedag.patching import Patcher
@@ -123,7 +124,7 @@ def test_kinds_of_differences() -> None:
     assert peer.kind_of("result: float32 (2,) != library float64 (2,)") == "mismatch"
 
 
-def test_outcomes_of_two_runs(tmp_path: Path, capsys: object) -> None:
+def test_outcomes_of_two_runs(tmp_path: Path) -> None:
     def junit(name: str, body: str) -> str:
         path = tmp_path / name
         path.write_text(
@@ -172,3 +173,19 @@ def test_alike_calls() -> None:
     assert key((img, 1)) != key((img, 2))
     assert key(img) != key(np.asfortranarray(img)) != key(img[::2])
     assert key(np.eye(3)) != key(2 * np.eye(3))  # small arrays (kernels) by their values
+
+
+def test_compared_calls_per_function_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(peer, "PER_FUNCTION", 2)
+    shadow = peer.Shadow(tmp_path, repeats=1)
+    patcher = Patcher("test")
+    patcher.patch_many(["cv2.flip"], shadow.wrap)
+    try:
+        for i in range(5):  # small arrays of new values: every call is new
+            cv2.flip(np.full((2, 2), i, np.uint8), 1)
+    finally:
+        patcher.restore()
+    counts = shadow.summary()["functions"]["cv2.flip"]
+    assert (counts["calls"], counts["repeats"], counts["identical"]) == (5, 3, 2)
