@@ -169,7 +169,7 @@ def optimize(
 def ran_batched(stats: MigrationStats) -> list[str]:
     """The sample chains the migrated run executed once per batch (none without a batch)."""
     run = stats.batched
-    return list(run.chains) if isinstance(run, BatchedStats) and run.batches else []
+    return list(run.chains) if isinstance(run, BatchedStats) and run.enabled and run.batches else []
 
 
 def batched_summary(plan: dict[str, Any], stats: MigrationStats) -> BatchedSummary:
