@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from codedag.experiments.pipelines import mel
+import codedag.experiments.pipelines.mel as mel
 from codedag.experiments.pipelines.loaders import check_sizes, data_folder, loader_maker
 from codedag.experiments.pipelines.synthetic import make_clips
 from codedag.util.io import atomic_write_with
