@@ -361,8 +361,8 @@ def report(title: str, variants: dict[str, Variant]) -> dict[str, Any]:
         statuses = sorted({run.plan_status for run in first.runs})
         print(
             f"  codedag's first run: plan {', '.join(statuses)}; traced in {trace:.2f} s, "
-            f"planned in {plan:.2f} s (median), in the next() that ends epoch 1: its data wait "
-            "includes them"
+            f"planned in {plan:.2f} s (median), within epoch 1 (after its first batch with 0 "
+            "workers, at its end with workers): its data wait includes them"
         )
     second = variants.get("codedag 2nd run")
     if first is not None and second is not None:
