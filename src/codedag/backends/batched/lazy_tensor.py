@@ -94,6 +94,11 @@ class LazyTensor(Lazy):
             "data_dependent" if _dynamic(key) else "unsupported", "t[...]"
         ).__getitem__(key)
 
+    def __array_wrap__(self, *args: Any, **kwargs: Any) -> Any:
+        """What NumPy makes of a result computed from this tensor: torch's answer (a tensor; a
+        bool array becomes uint8), as for the tensor itself (forces)."""
+        return self._force("conversion", "__array_wrap__").__array_wrap__(*args, **kwargs)
+
     def numpy(self) -> np.ndarray:
         """Forces."""
         return self._force("conversion", ".numpy()").numpy()

@@ -359,15 +359,26 @@ class TorchOp(Op):
         return STATIC
 
     def infer(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Meta:
-        probe = [_meta_tensor(a) for a in args]
-        kw = {k: _meta_tensor(v) for k, v in kwargs.items()}
+        """The shape from ``meta`` tensors; the dtype, and whether torch refuses the call, from
+        the same call on CPU tensors of one element per dimension (meta kernels skip checks the
+        CPU kernels make: ``bool - 2.5``, ``~float``, ``uint8 ** -1`` raise on the CPU only, and
+        ``bool ** True`` is bool there, int64 on ``meta``)."""
+        shape = self._probe(_meta_tensor, args, kwargs).shape
+        dtype = self._probe(_tiny_tensor, args, kwargs).dtype
+        return Meta(tuple(shape), dtype, "tensor")
+
+    def _probe(
+        self, tensor: Callable[[object], Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> torch.Tensor:
+        probe = [tensor(a) for a in args]
+        kw = {k: tensor(v) for k, v in kwargs.items()}
         try:
             out = self.function(*probe, **kw)
         except Exception as e:
             raise UnsupportedOperation(f"{self.name}: {type(e).__name__}: {e}") from e
         if not isinstance(out, torch.Tensor):
             raise UnsupportedOperation(f"{self.name} returns {type(out).__name__}")
-        return Meta(tuple(out.shape), out.dtype, "tensor")
+        return out
 
     def run(self, args: list[Any], kwargs: dict[str, Any], n: int, device: torch.device) -> Any:
         positions = [i for i, a in enumerate(args) if isinstance(a, Batch) and not a.shared]
@@ -391,6 +402,15 @@ def _meta_tensor(value: object) -> Any:
         return torch.empty(value.shape, dtype=value.torch_dtype, device="meta")
     if isinstance(value, torch.Tensor):
         return torch.empty(value.shape, dtype=value.dtype, device="meta")
+    return value
+
+
+def _tiny_tensor(value: object) -> Any:
+    """A CPU tensor of ones standing for a deferred or concrete tensor: its dtype and rank, at
+    most one element per dimension (it broadcasts as the full one does)."""
+    if isinstance(value, Meta | torch.Tensor):
+        dtype = value.torch_dtype if isinstance(value, Meta) else value.dtype
+        return torch.ones(tuple(min(size, 1) for size in value.shape), dtype=dtype)
     return value
 
 
