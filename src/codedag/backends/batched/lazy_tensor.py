@@ -119,11 +119,14 @@ def _dynamic(key: object) -> bool:
 
 def _install_tensor_operators() -> None:
     for name in _views.TORCH_OPERATORS:
+        # what runs where the op is not recorded: the tensor's own operator (NotImplemented for
+        # an operand it does not take, as `t - ndarray` leaves to NumPy; its own errors)
+        own = getattr(torch.Tensor, name)
 
-        def operator_method(self: object, *others: Any, name: str = name) -> Any:
+        def operator_method(self: object, *others: Any, name: str = name, own: Any = own) -> Any:
             op = _views.torch_operator(name)
             assert op is not None
-            return call(op, op.function, (self, *others), {}, name)
+            return call(op, own, (self, *others), {}, name)
 
         setattr(LazyTensor, name, operator_method)
     for short in ("add", "sub", "mul", "truediv"):
