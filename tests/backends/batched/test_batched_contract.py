@@ -312,6 +312,8 @@ _PIXELS = np.random.default_rng(1).integers(0, 256, (6, 5)).astype(np.uint8)
 # a tensor's operator leaves an ndarray operand to NumPy (which raises, or wraps as torch does)
 @example(drawn=_drawn("to torch float -> minus channel mean", _PIXELS))
 @example(drawn=_drawn("to torch float -> minus channel mean", np.stack([_PIXELS] * 3, axis=-1)))
+# a flip of an axis the value has not: NumPy's AxisError
+@example(drawn=_drawn("last channel -> last channel -> flip", _PIXELS))
 # a step's tolerance holds through the exact steps after it (torch's sqrt is 1 ulp off here)
 @example(drawn=_drawn("subtract float -> sqrt -> add int", _PIXELS))
 def test_recorded_numpy_and_torch_steps_on_a_batch_equal_the_samples(
