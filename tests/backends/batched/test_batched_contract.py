@@ -373,3 +373,22 @@ def test_every_recorded_view_and_cast_is_drawn() -> None:
     recorded = set(views.NUMPY_VIEWS) - {"numpy.array", "numpy.asanyarray", "numpy.copy"}
     assert len(drawn_views) <= len(recorded)
     assert executor_module.BatchExecutor is BatchExecutor
+
+
+@pytest.mark.parametrize("divisor", [[1, 0, 2], [True, False, True], [1, 2, 3]])
+def test_integer_division_by_a_concrete_tensor_runs_as_torch(divisor: list[Any]) -> None:
+    data = np.arange(18, dtype=np.int16).reshape(6, 3)
+    by = torch.tensor(divisor)
+    try:
+        want: Any = _torch(data) // by
+    except RuntimeError as error:
+        want = error
+    with deferring():
+        if isinstance(want, RuntimeError):
+            with pytest.raises(RuntimeError):
+                _torch(_pending(data)) // by
+            return
+        got = _torch(_pending(data)) // by
+        assert isinstance(got, Lazy)
+        record = default_collate_deferred([got])
+    assert torch.equal(BatchExecutor("cpu").run(record).tensor[0], want)

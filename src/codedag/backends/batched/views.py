@@ -370,6 +370,21 @@ class TorchOp(Op):
         dtype = self._probe(_tiny_tensor, args, kwargs).dtype
         return Meta(tuple(shape), dtype, "tensor")
 
+    def sample_refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """Where a concrete integer or bool tensor argument holds a zero (a divisor, for all
+        the signature knows: it keys tensors by shape and dtype), the call on those very values
+        and the deferred inputs' stand-ins: torch's CPU kernels refuse integer division by
+        zero."""
+        if not any(_has_integer_zero(v) for v in (*args, *kwargs.values())):
+            return None
+        probe = [_tiny_tensor(a) if type(a) is Meta else a for a in args]
+        kw = {k: _tiny_tensor(v) if type(v) is Meta else v for k, v in kwargs.items()}
+        try:
+            self.function(*probe, **kw)
+        except Exception as e:
+            return f"{self.name}: {type(e).__name__}: {e}"
+        return None
+
     def _probe(
         self, tensor: Callable[[object], Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> torch.Tensor:
@@ -415,6 +430,14 @@ def _tiny_tensor(value: object) -> Any:
         dtype = value.torch_dtype if isinstance(value, Meta) else value.dtype
         return torch.ones(tuple(min(size, 1) for size in value.shape), dtype=dtype)
     return value
+
+
+def _has_integer_zero(value: object) -> bool:
+    return (
+        isinstance(value, torch.Tensor)
+        and not (value.is_floating_point() or value.is_complex())
+        and bool((value == 0).any())
+    )
 
 
 def _to_device(value: object, device: torch.device) -> Any:
