@@ -310,6 +310,16 @@ def _warp_persp(img: np.ndarray) -> Params:
         ("reflect", (m, (W, H)), {"borderMode": cv2.BORDER_REFLECT_101}),
         ("value", (m, (W, H)), {"borderValue": 7}),
     ]
+    # source x exactly halfway between two pixels, decided by a term far below its last bit:
+    # the float32 fma of the warp kernels (rounded once) and the float64 blocks of the remap
+    tiny = 2.2204460492503132e-17
+    ties = (
+        ("tie fma", np.array([[9 / 14, tiny, 0], [0, 0.5, 0], [-1 / 14, 0, 1]])),
+        ("tie blocks", np.array([[25 / 28, tiny, 0], [0, 30 / 28, 0], [-1 / 28, 1 / 140, 1]])),
+    )
+    out += [
+        (f"{name} mode {mode}", (t, (W, H)), {"flags": mode}) for name, t in ties for mode in (0, 1)
+    ]
     return out
 
 

@@ -10,7 +10,7 @@ import torch
 import codedag.backends.ops.cv2._common as common
 import codedag.backends.ops.cv2._hsv as hsv
 import codedag.backends.ops.cv2._warp_fast as warp_fast
-from codedag.backends.ops.cv2.warp import _f32_coords
+from codedag.backends.ops.cv2._warp_coords import f32_coords
 
 cv2 = pytest.importorskip("cv2")
 
@@ -193,7 +193,7 @@ def test_remap_paths_match_warp_affine(border: int, dtype: type, seed: int) -> N
             for im in images
         ]
     )
-    coords = _f32_coords(matrix[None].astype(np.float64), dw, dh, False, torch.device("cpu"))
+    coords = f32_coords(matrix[None].astype(np.float64), dw, dh, False, torch.device("cpu"))
     x = torch.from_numpy(images)
     paths = [warp_fast.remap_table]
     if dtype is np.uint8:
@@ -236,7 +236,7 @@ def test_sampled_path_settles_doubtful_elements_as_cv2(
             for i, im in enumerate(images)
         ]
     )
-    coords = _f32_coords(np.stack(matrices), dw, dh, False, torch.device("cpu"))
+    coords = f32_coords(np.stack(matrices), dw, dh, False, torch.device("cpu"))
     out = warp_fast.remap_sampled(torch.from_numpy(images), coords, border, cval)
     assert out is not None
     assert np.array_equal(out.reshape(4, dh, dw, 3).numpy(), expected)
@@ -254,7 +254,7 @@ def test_doubtful_fractions_are_found_at_any_position() -> None:
 
 def test_sampled_path_hands_exact_halves_to_the_table_path() -> None:
     images, matrix = _affine_case(np.uint8, 3, halves=True)
-    coords = _f32_coords(matrix[None], 27, 21, False, torch.device("cpu"))
+    coords = f32_coords(matrix[None], 27, 21, False, torch.device("cpu"))
     x = torch.from_numpy(images)
     assert warp_fast.remap_sampled(x, coords, common.BORDER_REPLICATE, [0.0] * 3) is None
     out = warp_fast.remap_linear(x, coords, common.BORDER_REPLICATE, [0.0] * 3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import cv2
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from migrate_support import CV2_BORDERS, DEVICES, SETTINGS, batches, check_batch, refusal
 
 from codedag.backends.ops import cv2 as ops
+from codedag.backends.ops.cv2 import _warp_coords as warp_coords
 from codedag.backends.ops.cv2 import warp as warp_module
 from codedag.backends.probe import migrated_call
 
@@ -283,3 +286,56 @@ def test_device_inverse_of_affine_matrices_has_the_host_inverses_bits() -> None:
         want = warp_module._invert_affine(m)
     got = warp_module._invert_affine_device(torch.tensor(m)).numpy()
     assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+_TIE = np.array(
+    [
+        [0.6428571428571428, 2.2204460492503132e-17, 0],
+        [0, 1.0714285714285714, 0],
+        [-0.03571428571428572, 0.007142857142857144, 1],
+    ]
+)
+"""Source x exactly 12.5 at (26, 12) and 17.5 at (30, 24) in float64: cv2's float32 ``fma``
+rounds 12.499999 and 17.499998 there (the 2.2e-17 term decides), its float64 remap ties too."""
+
+
+@pytest.mark.parametrize(
+    ("dtype", "channels"), [(np.uint8, 1), (np.uint8, 2), (np.float64, 1), (np.float32, 3)]
+)
+@pytest.mark.parametrize("flags", [cv2.INTER_NEAREST, cv2.INTER_LINEAR, cv2.INTER_LANCZOS4])
+def test_warp_perspective_at_half_pixel_ties_takes_cv2s_neighbour(
+    dtype: type, channels: int, flags: int
+) -> None:
+    """The warp kernels (uint8, float32) and the fixed-point remap (2 channels, float64)."""
+    rng = np.random.default_rng(0)
+    shape = (100, 100) if channels == 1 else (100, 100, channels)
+    img = (rng.random(shape) * 255).astype(dtype)
+    want = cv2.warpPerspective(img, _TIE, (100, 100), flags=flags)
+    got = migrated_call("cv2.warpPerspective")(img, _TIE, (100, 100), flags=flags)
+    if flags == cv2.INTER_NEAREST or dtype == np.uint8:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def _float32_of(q: Fraction) -> np.float32:
+    """The float32 nearest to ``q``, ties to even."""
+    f = np.float32(float(q))
+    near = [f, np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))]
+    return min(near, key=lambda v: (abs(Fraction(float(v)) - q), int(v.view(np.uint32)) & 1))
+
+
+def test_fma_emulation_rounds_the_exact_sum_once() -> None:
+    """A float32 product plus a term below float64's last bit: through float64 alone a sum
+    halfway between two float32 values rounds to even, not toward that term, as fma does."""
+    rng = np.random.default_rng(7)
+    lo = rng.random(200).astype(np.float32) * 64
+    mid = (lo.astype(np.float64) + np.nextafter(lo, np.float32(np.inf))) / 2
+    products = rng.random(200).astype(np.float32).astype(np.float64) * rng.integers(1, 999, 200)
+    p = np.concatenate([mid, mid, products, [float(np.float32(1.5555556)) * 12]])
+    tiny = rng.choice([1e-17, 3e-16, 2.0**-70], 600) * rng.choice([-1, 1], 600)
+    c = np.concatenate([tiny[:200], -tiny[:200], tiny[400:600], [-8.381772707303158e-16]])
+    got = warp_coords.fma_to_f32(torch.tensor(p), torch.tensor(c)).numpy()
+    want = np.array([_float32_of(Fraction(a) + Fraction(b)) for a, b in zip(p, c, strict=True)])
+    np.testing.assert_array_equal(got, want)
+    assert got[-1] == np.float32(18.666666)  # 18.666668 when rounded twice

@@ -15,6 +15,8 @@ canonical names to the backends, which are also attributes of this package
   2-D correlation, exact integer taps, ``Filter2D``'s float32 fused multiply-adds
 * :mod:`._filter_checks`: Declared checks of the filters of :mod:`.filter`
 * :mod:`._filter_kernels`: cv2's Gaussian and derivative kernels and GaussianBlur's kernel size
+* :mod:`._warp_coords`: Source coordinates of cv2 5's warp kernels: float32 ``fma`` of the inverse
+  matrix, bit for bit
 * :mod:`._warp_fast`: Fast exact paths of cv2 5's bilinear warp kernel (uint8 and float32 images)
 * :mod:`._hsv`: cv2's HSV and HLS conversions, bit for bit: each pixel as cv2's SIMD or scalar code
   computes it

@@ -37,7 +37,6 @@ from codedag.backends.ops.cv2._common import (
     channels,
     channels_of,
     check_image,
-    cv2_own,
     finite,
     int_pair,
     is_int,
@@ -48,6 +47,7 @@ from codedag.backends.ops.cv2._common import (
     to_numpy_matrix,
     torch_border,
 )
+from codedag.backends.ops.cv2._warp_coords import f32_coords
 from codedag.backends.ops.cv2.resize import _cubic_coeffs, _lanczos4_coeffs
 from codedag.errors import UnsupportedOperation
 
@@ -122,13 +122,18 @@ def _affine_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.de
 
 
 def _perspective_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.device):
-    """Source coordinates (integer, or in 1/32 pixel) of every destination pixel, as cv2's."""
+    """Source coordinates (integer, or in 1/32 pixel) of every destination pixel, as cv2's: in
+    blocks of at most 1024 pixels, 16 rows high, each row of a block from its first column
+    ``xb`` (``X0 = M0 * xb + M1 * y + M2``, then ``X0 + M0 * x1``, x1 = x - xb), in float64."""
     f64 = torch.float64
-    x = torch.arange(dw, dtype=f64, device=dev)[None, :]
+    bw = min(1024 // min(16, dh), dw)
+    col = torch.arange(dw, dtype=f64, device=dev)[None, :]
+    xb = torch.div(col, bw, rounding_mode="floor") * bw
+    x1 = col - xb
     y = torch.arange(dh, dtype=f64, device=dev)[:, None]
-    xw = m[0, 0] * x + m[0, 1] * y + m[0, 2]
-    yw = m[1, 0] * x + m[1, 1] * y + m[1, 2]
-    w = m[2, 0] * x + m[2, 1] * y + m[2, 2]
+    xw = (m[0, 0] * xb + m[0, 1] * y + m[0, 2]) + m[0, 0] * x1
+    yw = (m[1, 0] * xb + m[1, 1] * y + m[1, 2]) + m[1, 0] * x1
+    w = (m[2, 0] * xb + m[2, 1] * y + m[2, 2]) + m[2, 0] * x1
     num = 1.0 if nearest else float(_TAB)
     w = torch.where(w != 0, num / torch.where(w != 0, w, torch.ones_like(w)), torch.zeros_like(w))
     lim = float(2**31 - 1)
@@ -297,64 +302,6 @@ def _remap(
 # -- cv2 5's warp kernels: uint8 and float32 images of 1, 3 or 4 channels, nearest and linear --
 
 
-@lru_cache(maxsize=1)
-def warp_block() -> int:
-    """Pixels per SIMD step of cv2 5's warp kernels here (twice the float32 lanes; 0: none),
-    measured from cv2: at column 3 of row 3 the SIMD and scalar coordinates of this map round
-    to different source pixels (7.4999995 and 7.5), so the narrowest output that cv2 converts
-    there with SIMD is one block wide."""
-    import cv2
-
-    src = np.arange(64, dtype=np.float32)[None, :].repeat(2, axis=0)
-    m = np.array([[0.777, -0.777, 7.5], [0.0, 0.0, 0.0]], dtype=np.float32)
-    for block in (4, 8, 16, 32, 64):
-        flags = cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP
-        out = cv2_own("warpAffine")(src, m, (block, 4), flags=flags)
-        if out[3, 3] == 7.0:
-            return block
-    return 0
-
-
-def _f32_coords(
-    m: np.ndarray | torch.Tensor, dw: int, dh: int, perspective: bool, dev: torch.device
-) -> torch.Tensor:
-    """Source coordinates (B, 2, P), an x and a y plane, as cv2 5's warp kernels compute them,
-    the inverse matrix in float32: SIMD blocks ``fma(M0, x, (y * M1) + M2)``, the scalar tail of
-    each row ``fma(x, M0, y * M1) + M2``, each operation rounded to float32; a perspective
-    divides by the third row computed the same way (a zero divisor gives inf or NaN: a pixel
-    outside). Every row of the matrix in one pass."""
-    f32 = torch.float32
-    b, rows = m.shape[0], m.shape[1]
-    mm = (
-        m.to(dev, f32) if isinstance(m, torch.Tensor) else torch.as_tensor(m, dtype=f32, device=dev)
-    )
-    ma, mb, mc = mm.view(b, rows, 3, 1, 1).unbind(2)
-    x, y = _grid(dw, dh, dev)
-    block = warp_block()
-    head = (dw // block) * block if block else 0
-    yb = y * mb
-    # fma(M0, x, M_x): the product is exact in float64, the sum rounded once to float32
-    if head == dw:
-        out = ((yb + mc).double() + ma.double() * x).float()
-    else:
-        out = torch.empty((b, rows, dh, dw), dtype=f32, device=dev)
-        if head:
-            out[..., :head] = (yb + mc).double() + ma.double() * x[..., :head]
-        tail = (yb.double() + ma.double() * x[..., head:]).float()
-        out[..., head:] = tail + mc
-    if perspective:
-        out = out[:, :2] / out[:, 2:]
-    return out.reshape(b, 2, -1)
-
-
-@lru_cache(maxsize=32)
-def _grid(dw: int, dh: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Destination columns (float64, (1, 1, 1, dw)) and rows (float32, (1, 1, dh, 1))."""
-    x = torch.arange(dw, dtype=torch.float64, device=dev).view(1, 1, 1, dw)
-    y = torch.arange(dh, dtype=torch.float32, device=dev).view(1, 1, dh, 1)
-    return x, y
-
-
 def _to_int(v: torch.Tensor, how: str) -> torch.Tensor:
     """``v_round``/``v_floor`` of float32 coordinates: NaN, inf and values beyond int32 become
     INT_MIN (the x86 conversion's "integer indefinite"), i.e. a pixel far outside."""
@@ -428,7 +375,7 @@ def _warp(
     x = as_nhwc(src)
     cval = scalar_values(border_value, channels(src))
     if kernels:
-        coords = _f32_coords(m, dw, dh, perspective, src.device)
+        coords = f32_coords(m, dw, dh, perspective, src.device)
         out = _remap_f32(x, coords, mode, border, cval).reshape(x.shape[0], dh, dw, -1)
     elif mode != INTER_CUBIC or src.dtype == torch.float64:
         fixed_coords = _perspective_coords if perspective else _affine_coords
