@@ -39,15 +39,8 @@ def print_summary(
     ``--explain`` and what the migrator keeps."""
     from rich.console import Console
 
-    from codedag.optimize.explain import (
-        SECTION_ROWS,
-        cache_lines,
-        cache_table,
-        chains_table,
-        plan_table,
-        section_lines,
-        tables_table,
-    )
+    from codedag.cli.plan import print_sections
+    from codedag.optimize.explain import plan_table, section_lines
     from codedag.util.text import listing, printable
 
     out = Console() if sys.stdout.isatty() else Console(width=160)
@@ -69,15 +62,7 @@ def print_summary(
         out.print(plan_table(plan, limit=None if args.all else 30, show_all=args.all))
     else:
         out.print(plan_table(plan, limit=12, measured_only=True))
-    rows = None if args.all else SECTION_ROWS
-    chains = chains_table(plan, rows)
-    if chains is not None:
-        out.print(chains)
-    for section in (cache_table(plan, rows), tables_table(plan, rows)):
-        if section is not None:
-            out.print(section)
-    for line in cache_lines(plan):
-        out.print(f"prefix cache: {line}", markup=False)
+    print_sections(plan, out, args.all)
     for line in section_lines(plan):
         out.print(line, markup=False)
     if kept is not None:

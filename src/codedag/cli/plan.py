@@ -57,31 +57,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def explain(plan: MigrationPlan, console: Console, show_all: bool = False) -> None:
-    """Print ``plan``'s calls, its chains, cache and tables sections, its notes and its loader
-    settings to ``console`` (the top rows of each, or all with ``show_all``)."""
-    from codedag.backends.admission import admit_plan
+def print_sections(plan: MigrationPlan, console: Console, show_all: bool = False) -> None:
+    """Print ``plan``'s batched chains, cache and tables sections (the top rows of each, or all
+    with ``show_all``) and the prefix cache's lines to ``console``."""
     from codedag.optimize.explain import (
         SECTION_ROWS,
         cache_lines,
         cache_table,
         chains_table,
-        plan_table,
-        random_draw_lines,
         tables_table,
     )
+
+    rows = None if show_all else SECTION_ROWS
+    for table in (chains_table(plan, rows), cache_table(plan, rows), tables_table(plan, rows)):
+        if table is not None:
+            console.print(table)
+    for line in cache_lines(plan):
+        console.print(f"prefix cache: {line}", markup=False)
+
+
+def explain(plan: MigrationPlan, console: Console, show_all: bool = False) -> None:
+    """Print ``plan``'s calls, its chains, cache and tables sections, its notes and its loader
+    settings to ``console`` (the top rows of each, or all with ``show_all``)."""
+    from codedag.backends.admission import admit_plan
+    from codedag.optimize.explain import plan_table, random_draw_lines
     from codedag.util.text import printable
 
     console.print(plan_table(plan, limit=None if show_all else 30, show_all=show_all))
-    rows = None if show_all else SECTION_ROWS
-    chains = chains_table(plan, rows)
-    if chains is not None:
-        console.print(chains)
-    for section in (cache_table(plan, rows), tables_table(plan, rows)):
-        if section is not None:
-            console.print(section)
-    for line in cache_lines(plan):
-        console.print(f"prefix cache: {line}", markup=False)
+    print_sections(plan, console, show_all)
     for note in plan.notes:
         console.print(f"note: {printable(note)}", markup=False)
     for line in random_draw_lines(plan):
