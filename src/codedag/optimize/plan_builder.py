@@ -108,6 +108,26 @@ def _default_positional() -> Callable[[str], tuple[str, ...]]:
     return positional
 
 
+def _screen_all(
+    dag: CoarsenedDAG,
+    calls: list[Any],
+    part_of: dict[int, int],
+    rules: _Rules,
+    device: str | None,
+) -> tuple[dict[int, Decision], dict[int, Decision]]:
+    """Every call's decision after screening (refused, or undecided) and the undecided ones."""
+    decisions: dict[int, Decision] = {}
+    candidates: dict[int, Decision] = {}
+    for node in calls:
+        if node.id not in part_of:
+            raise ConfigError(f"call {node.id} ({node.name}) is in no partition")
+        refused = _screen(dag, node, rules, device)
+        decisions[node.id] = refused or Decision()
+        if refused is None:
+            candidates[node.id] = decisions[node.id]
+    return decisions, candidates
+
+
 def build_plan(
     partitions: list[Partition],
     dag: CoarsenedDAG,
@@ -152,15 +172,7 @@ def build_plan(
     device = placement_device(accels, workers)
     part_of = {node: p.id for p in partitions for node in p.nodes}
     calls = sorted(dag.calls(), key=lambda n: n.id)
-    decisions: dict[int, Decision] = {}
-    candidates: dict[int, Decision] = {}
-    for node in calls:
-        if node.id not in part_of:
-            raise ConfigError(f"call {node.id} ({node.name}) is in no partition")
-        refused = _screen(dag, node, rules, device)
-        decisions[node.id] = refused or Decision()
-        if refused is None:
-            candidates[node.id] = decisions[node.id]
+    decisions, candidates = _screen_all(dag, calls, part_of, rules, device)
     basis: Basis = "none"
     if device is not None and candidates:
         basis, figures = _decide(dag, candidates, device, settings, calibration, cost)
