@@ -57,7 +57,7 @@ class Epoch:
 
 def _epoch(case: Case, plan: bool, judge: bool = True) -> Epoch:
     from codedag.migrate.api import PipelineMigrator
-    from codedag.migrate.prefix.runtime import CacheSettings
+    from codedag.migrate.cache.runtime import CacheSettings
     from codedag.store.tiers import StoreSettings
 
     folder = Path(tempfile.mkdtemp(prefix="codedag-first-epoch-"))

@@ -46,7 +46,7 @@ more than 3 cycles per round to judge).
 ``--bytes`` loads nothing: for each pipeline it traces one batch, plans it, and prints each cached
 chain's cut (its call, dtype, shape), the bytes stored per value and per sample, and the
 smallest value the cut could move back to (between the source and the cut, among those whose hit
-saves time: :func:`codedag.optimize.prefix_bytes.smaller_value`), with the traced time of the
+saves time: :func:`codedag.optimize.cache_bytes.smaller_value`), with the traced time of the
 calls after it and what the cut's larger value adds to reading back and storing, as the
 store's costs were measured. The bytes are the trace's; the times are the plan's figures.
 
@@ -384,7 +384,7 @@ def run_plan(
     """The plan applied (an empty cache folder: epoch 1 is a true first epoch), its epochs
     loaded (``on_batch``: called with each batch)."""
     from codedag.migrate.api import PipelineMigrator
-    from codedag.migrate.prefix.runtime import CacheSettings
+    from codedag.migrate.cache.runtime import CacheSettings
     from codedag.store.tiers import StoreSettings, ram_folder
 
     folder = Path(tempfile.mkdtemp(prefix="codedag-whole-plan-"))
@@ -413,8 +413,8 @@ def reference_digests(
     plan's loader settings in every epoch (its warm ones from the second epoch on, as if the
     cache served every epoch): what the plan's batches must equal, since the augmentations that
     draw from a worker's random state change with the worker count."""
+    from codedag.migrate.cache.runtime import CacheProgress
     from codedag.migrate.loader_settings import LoaderSettingsPatch
-    from codedag.migrate.prefix.runtime import CacheProgress
 
     patch = LoaderSettingsPatch.from_plan(case.plan)
     if patch is None:
@@ -610,8 +610,8 @@ def print_bytes(name: str, plan: dict[str, Any]) -> None:
     """Each cached chain's cut of ``plan`` and the smallest value before it (``--bytes``): its
     bytes, the traced time of the calls after it, and what the cut's larger value adds to
     reading back and storing at the store's measured costs."""
-    from codedag.optimize.prefix import MIN_SAVING
-    from codedag.optimize.prefix_bytes import smaller_value, steps_ns
+    from codedag.optimize.cache import MIN_SAVING
+    from codedag.optimize.cache_bytes import smaller_value, steps_ns
     from codedag.plan.cache import CacheSection
 
     section = CacheSection.model_validate(plan.get("cache") or {})

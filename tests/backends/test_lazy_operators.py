@@ -21,7 +21,7 @@ from codedag.backends.lazy_operators import (
     install_operators,
 )
 from codedag.errors import ConfigError
-from codedag.migrate.prefix.prefix_values import PrefixValue
+from codedag.migrate.cache.prefix_values import PrefixValue
 from codedag.migrate.tables.run_values import RunValue
 
 

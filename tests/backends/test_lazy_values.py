@@ -22,7 +22,7 @@ from codedag.backends.lazy_values import (
     resolve_args,
     resolve_kwargs,
 )
-from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue
+from codedag.migrate.cache.prefix_values import Lineage, PrefixValue
 from codedag.migrate.tables.run_values import RunArray, RunValue
 from codedag.store.entry import Meta
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codedag.calibrate.prefix import StoreCosts, measure_store
+from codedag.calibrate.store_costs import StoreCosts, measure_store
 
 
 def test_no_measurement_costs_nothing() -> None:

@@ -96,7 +96,7 @@ def _epochs(loader: DataLoader, iterate: Any, epochs: int) -> list[list[Any]]:  
 def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
-    from codedag.migrate.prefix.session import Session
+    from codedag.migrate.cache.session import Session
 
     monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
     judge = Session.judge  # tiny images: storing is judged to pay, whatever this machine times

@@ -19,7 +19,7 @@ from plan_sections import SECTIONS, epochs, full_plan, only
 from prefix_support import write_images
 
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.prefix.runtime import CacheSettings
+from codedag.migrate.cache.runtime import CacheSettings
 from codedag.store.tiers import StoreSettings
 
 COMBINATIONS = [c for n in range(len(SECTIONS) + 1) for c in itertools.combinations(SECTIONS, n)]

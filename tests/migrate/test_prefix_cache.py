@@ -16,7 +16,7 @@ import pytest
 import torch
 from prefix_support import FileImages, epoch, equal, runtime, write_images
 
-import codedag.migrate.prefix.keys as keys
+import codedag.migrate.cache.keys as keys
 
 
 @pytest.fixture
@@ -242,7 +242,7 @@ def test_a_read_only_cache_folder_degrades_to_no_cache_with_one_warning(
     monkeypatch.setattr(lmdb, "open", refuse)
     dataset = FileImages(images)
     rt = runtime(tmp_path / "cache")
-    with caplog.at_level(logging.WARNING, logger="codedag.migrate.prefix"):
+    with caplog.at_level(logging.WARNING, logger="codedag.migrate.cache"):
         first, second = _run(rt, dataset)
     assert equal(first, epoch(dataset)) and equal(second, first)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -283,7 +283,7 @@ def test_a_chain_whose_storing_costs_more_than_computing_is_given_up_by_every_pr
 ) -> None:
     from prefix_support import chain
 
-    from codedag.migrate.prefix.session import JUDGE_AFTER, Session
+    from codedag.migrate.cache.session import JUDGE_AFTER, Session
 
     rt = runtime(tmp_path / "cache")
     rt.store.begin_run()
@@ -311,7 +311,7 @@ def test_storing_is_judged_by_the_writers_cpu_time_not_by_its_waits(
 ) -> None:
     # LMDB lets one process write at a time: a writer waiting 50 ms for another worker's
     # transaction (or for a core) costs the loading nothing and must not give the chain up
-    from codedag.migrate.prefix import session as session_module
+    from codedag.migrate.cache import session as session_module
     from codedag.store import lmdb_tier
 
     judged: list[tuple[int, int]] = []
@@ -337,7 +337,7 @@ def test_storing_is_judged_by_the_writers_cpu_time_not_by_its_waits(
 def test_the_first_epoch_judges_a_chain_from_what_it_measured(
     tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from codedag.migrate.prefix import session as session_module
+    from codedag.migrate.cache import session as session_module
 
     judged: list[tuple[int, int]] = []
     original = session_module.Session.judge
@@ -371,7 +371,7 @@ def test_a_chain_whose_cut_value_changes_every_epoch_is_given_up(
 ) -> None:
     import random
 
-    from codedag.migrate.prefix.session import UNFOUND_AFTER
+    from codedag.migrate.cache.session import UNFOUND_AFTER
 
     dataset = Jittered(write_images(tmp_path / "images", n=UNFOUND_AFTER + 4))
 
@@ -386,7 +386,7 @@ def test_a_chain_whose_cut_value_changes_every_epoch_is_given_up(
     rt = _runtime_for(tmp_path / "cache", Jittered, guards=())
     rt.apply()
     try:
-        with caplog.at_level(logging.WARNING, logger="codedag.migrate.prefix"):
+        with caplog.at_level(logging.WARNING, logger="codedag.migrate.cache"):
             got = epochs(3)
     finally:
         rt.restore()

@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.prefix.runtime import CacheSettings
+from codedag.migrate.cache.runtime import CacheSettings
 from codedag.store.tiers import StoreSettings
 
 Make = Callable[[file_pipelines.Files], Dataset]

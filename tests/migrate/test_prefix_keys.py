@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codedag.migrate.prefix.keys import Unkeyable, encode_argument, source_identity
+from codedag.migrate.cache.keys import Unkeyable, encode_argument, source_identity
 
 
 def _write(path: Path, data: bytes) -> None:

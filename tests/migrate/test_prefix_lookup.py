@@ -16,9 +16,9 @@ import torch
 from prefix_support import CALLER, FileDataset, StubChain, StubSession, epoch, equal, write_images
 
 import codedag.migrate.tables.lookup as lookup
-from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue
-from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
-from codedag.migrate.prefix.session import ChainSpec
+from codedag.migrate.cache.prefix_values import Lineage, PrefixValue
+from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime
+from codedag.migrate.cache.session import ChainSpec
 from codedag.store.entry import meta_of
 from codedag.store.tiers import StoreSettings
 

@@ -16,8 +16,8 @@ from random_pipelines import WarpedImages
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.prefix.runtime import CacheSettings
-from codedag.optimize.prefix import decide, find_prefixes
+from codedag.migrate.cache.runtime import CacheSettings
+from codedag.optimize.cache import decide, find_prefixes
 from codedag.store.tiers import StoreSettings
 
 STOP = "cut ends before cv2.warpAffine: it follows a random draw (random.uniform)"

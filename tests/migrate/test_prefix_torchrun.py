@@ -49,7 +49,7 @@ def main():
     migrator = None
     if plan != "-":
         from codedag.migrate.api import PipelineMigrator
-        from codedag.migrate.prefix.runtime import CacheSettings
+        from codedag.migrate.cache.runtime import CacheSettings
         from codedag.store.tiers import StoreSettings
 
         store = StoreSettings(ram_budget_bytes=16 << 20, disk_budget_bytes=16 << 20)

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from prefix_support import StubChain, StubSession
 
-import codedag.migrate.prefix.prefix_values as prefix_values
-from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue, has_prefix_value, step
+import codedag.migrate.cache.prefix_values as prefix_values
+from codedag.migrate.cache.prefix_values import Lineage, PrefixValue, has_prefix_value, step
 from codedag.store.entry import Meta, meta_of
 
 

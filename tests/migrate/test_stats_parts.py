@@ -16,7 +16,7 @@ from prefix_support import write_images
 from stats_support import saved_stats
 
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.prefix.runtime import CacheSettings
+from codedag.migrate.cache.runtime import CacheSettings
 from codedag.migrate.stats import (
     BatchedStats,
     CacheStats,

@@ -270,7 +270,7 @@ def test_tables_and_the_prefix_cache_share_the_functions_both_patch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import codedag.migrate.random_states as random_states
-    from codedag.migrate.prefix.runtime import CacheSettings
+    from codedag.migrate.cache.runtime import CacheSettings
     from codedag.store.tiers import StoreSettings
 
     taken = []

@@ -12,7 +12,7 @@ from prefix_support import FileImages, cache_section, equal, write_images
 from torch.utils.data import DataLoader
 
 from codedag.migrate.api import PipelineMigrator
-from codedag.migrate.prefix.runtime import CacheProgress, CacheSettings
+from codedag.migrate.cache.runtime import CacheProgress, CacheSettings
 from codedag.migrate.warm_loader import WarmSwitch
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.plan.loader import LoaderSection, LoaderSettings, WarmLoader

@@ -14,10 +14,10 @@ from test_batched_chains import Flipping, _trace
 
 import codedag.calibrate
 import codedag.calibrate.chains
-import codedag.calibrate.prefix
+import codedag.calibrate.store_costs
 from codedag.calibrate.chains import ChainMeasurement
 from codedag.calibrate.measurement import Calibration
-from codedag.calibrate.prefix import StoreCosts
+from codedag.calibrate.store_costs import StoreCosts
 from codedag.calibrate.timing import Timing
 from codedag.optimize.manager import OptimizerManager
 from codedag.optimize.measurements import PlanMeasurements
@@ -80,7 +80,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(codedag.calibrate, "calibrate_dag", calibrate_dag)
     monkeypatch.setattr(_Chains, "seen", seen)
     monkeypatch.setattr(codedag.calibrate.chains, "ChainCalibrator", _Chains)
-    monkeypatch.setattr(codedag.calibrate.prefix, "measure_store", measure_store)
+    monkeypatch.setattr(codedag.calibrate.store_costs, "measure_store", measure_store)
     return seen
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from codedag.optimize.prefix import PrefixChain, PrefixFound, Step, TracedChain, decide
-from codedag.optimize.prefix_bytes import later_pays, smaller_value
+from codedag.optimize.cache import PrefixChain, PrefixFound, Step, TracedChain, decide
+from codedag.optimize.cache_bytes import later_pays, smaller_value
 
 FLOAT = 416 * 416 * 3 * 4
 UINT8 = 416 * 416 * 3

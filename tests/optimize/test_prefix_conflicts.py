@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codedag.optimize.prefix_conflicts import resolve
+from codedag.optimize.cache_conflicts import resolve
 from codedag.plan import MigrationPlan
 
 

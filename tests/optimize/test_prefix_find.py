@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.optimize.prefix import decide, find_prefixes
+from codedag.optimize.cache import decide, find_prefixes
 from codedag.trace.tracer import trace_dataloader
 
 ENCODED = [
@@ -110,7 +110,7 @@ def test_reading_an_images_size_does_not_end_the_chain() -> None:
 
 
 def test_a_cut_whose_store_and_read_cost_more_than_its_prefix_is_not_cached() -> None:
-    from codedag.optimize.prefix import candidates
+    from codedag.optimize.cache import candidates
 
     found = _found(False)
     longest = max(c.prefix_ns for c in candidates(found.chains[0]))

@@ -69,7 +69,7 @@ def test_the_migrator_uses_the_default_folder_for_a_plan_folder_outside(
 
 def test_a_folder_the_user_gives_is_the_users_own(tmp_path: Path, cache_dir: Path) -> None:
     from codedag.migrate.api import PipelineMigrator
-    from codedag.migrate.prefix.runtime import CacheSettings
+    from codedag.migrate.cache.runtime import CacheSettings
     from codedag.store.tiers import StoreSettings
 
     mine = tmp_path / "scratch" / "cache"

@@ -183,7 +183,7 @@ def test_values_round_trip_bit_for_bit(tmp_path: Path, size: int) -> None:
 def test_argument_encodings_take_the_same_bytes_by_the_fast_path_and_the_general_one() -> None:
     import enum
 
-    import codedag.migrate.prefix.keys as keys
+    import codedag.migrate.cache.keys as keys
 
     class Color(enum.Enum):
         RED = 1

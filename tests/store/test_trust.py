@@ -140,7 +140,7 @@ def test_a_refused_tier_is_one_warning_and_the_run_goes_on_without_the_cache(
     os.chmod(disk, 0o770)
     dataset = FileImages(write_images(tmp_path / "images", n=4))
     rt = runtime(tmp_path / "cache", ram=0)
-    with caplog.at_level(logging.WARNING, logger="codedag.migrate.prefix"):
+    with caplog.at_level(logging.WARNING, logger="codedag.migrate.cache"):
         rt.apply()
         try:
             out = [epoch(dataset) for _ in range(2)]

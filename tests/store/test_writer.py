@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codedag.migrate.prefix.session import Session
+from codedag.migrate.cache.session import Session
 from codedag.store import environments
 from codedag.store.entry import decode, encode
 from codedag.store.lmdb_tier import LmdbTier

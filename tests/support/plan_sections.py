@@ -55,11 +55,11 @@ def full_plan(paths: list[str]) -> dict[str, Any]:
     The trace and the batched chain are the optimizer's (``--batched always``); the figures
     calibration would measure are set: the cache cuts after the resize, the colour conversion
     is placed through torch on the CPU, the warp's output starts a lookup-table run and the
-    loader prefetches more. :func:`codedag.optimize.prefix_conflicts.resolve` then starts the
+    loader prefetches more. :func:`codedag.optimize.cache_conflicts.resolve` then starts the
     batched chain after the cut, as the optimizer does.
     """
+    from codedag.optimize.cache_conflicts import resolve
     from codedag.optimize.manager import OptimizerManager
-    from codedag.optimize.prefix_conflicts import resolve
     from codedag.plan import MigrationPlan
     from codedag.trace import trace_dataloader
 

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-import codedag.migrate.prefix.prefix_values as prefix_values
-from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
-from codedag.migrate.prefix.session import ChainSpec
+import codedag.migrate.cache.prefix_values as prefix_values
+from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime
+from codedag.migrate.cache.session import ChainSpec
 from codedag.store.entry import Meta
 from codedag.store.tiers import StoreSettings
 

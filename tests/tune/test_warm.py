@@ -84,7 +84,7 @@ def test_a_plan_that_caches_nothing_is_refused(loader: DataLoader[Any]) -> None:
 def test_a_chain_the_cache_gives_up_measures_no_warm_epoch_and_keeps_the_workers(
     loader: DataLoader[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from codedag.migrate.prefix.session import Session
+    from codedag.migrate.cache.session import Session
 
     monkeypatch.setattr(choice, "beats", lambda *_a, **_k: True)  # in process measured faster
     judge = Session.judge  # storing a value is judged to cost more than computing it: given up

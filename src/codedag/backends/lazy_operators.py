@@ -2,7 +2,7 @@
 
 Three classes stand for an array not computed yet and answer Python's operators:
 :class:`~codedag.backends.batched.lazy_array.LazyArray` (batched execution),
-:class:`~codedag.migrate.prefix.prefix_values.PrefixValue` (the prefix cache) and
+:class:`~codedag.migrate.cache.prefix_values.PrefixValue` (the prefix cache) and
 :class:`~codedag.migrate.tables.run_values.RunValue` (lookup tables). Each gives
 :func:`install_operators` its own factories (what ``x + y`` does is the class's business: record
 a ufunc, key a step of a chain, extend a run), and the installer puts the methods of

@@ -2,7 +2,7 @@
 
 Three values stand for an array a patched library call returned but nobody computed yet:
 :class:`~codedag.backends.batched.deferred.LazyArray` (and ``LazyTensor``: batched execution),
-:class:`~codedag.migrate.prefix.prefix_values.PrefixValue` (the prefix cache) and
+:class:`~codedag.migrate.cache.prefix_values.PrefixValue` (the prefix cache) and
 :class:`~codedag.migrate.tables.run_values.RunValue` (lookup tables). Each is a
 :class:`LazyValue`: it holds what it recorded (a :class:`Call`, or what its own kind records on
 top: a batched op and its shape, a prefix key and header, a run's table), answers what the record

@@ -16,7 +16,7 @@ Placement decides from these figures (``codedag.optimize``), never from an assum
 * :mod:`.inputs`: Inputs for timing a traced call: rebuilt from the tracer's argument descriptions
 * :mod:`.measurement`: What calibration measured: one :class:`Measurement` per (function, argument
   signature), and the :class:`Calibration` of a DAG that maps each traced call to one of them
-* :mod:`.prefix`: What the prefix cache's store costs here: writing a value once and reading it
+* :mod:`.store_costs`: What the prefix cache's store costs here: writing a value once and reading it
   back, by size
 * :mod:`.run`: Calibrate the migratable calls of a traced DAG on a target device
 * :mod:`.table`: A human view of a calibration: one row per measured call signature

@@ -20,7 +20,7 @@ FOLDER = "prefix-cache"
 
 def cache_settings(out_dir: Path, enabled: bool) -> Any:
     """The migrator's cache settings: the demo's folder (``enabled=False``: no cache)."""
-    from codedag.migrate.prefix.runtime import CacheSettings
+    from codedag.migrate.cache.runtime import CacheSettings
     from codedag.store.tiers import StoreSettings
 
     return CacheSettings(enabled=enabled, store=StoreSettings(folder=out_dir / FOLDER))

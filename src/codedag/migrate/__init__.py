@@ -39,7 +39,7 @@ The op library it runs (registry, backends, conversions, tolerances) is
   DataLoader
 * :mod:`.tables`: Element-wise runs on uint8 arrays computed as one gather from an exact lookup
   table
-* :mod:`.prefix`: The prefix cache at run time: each sample's deterministic prefix computed once,
+* :mod:`.cache`: The prefix cache at run time: each sample's deterministic prefix computed once,
   then read back
 
 Old paths of modules that moved to :mod:`codedag.backends` (each re-exports the new module's names

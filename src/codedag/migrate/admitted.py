@@ -18,7 +18,7 @@ from codedag.backends.admission import admit_in_place, in_place_line
 from codedag.util.text import listing, printable
 
 if TYPE_CHECKING:
-    from codedag.migrate.prefix.session import ChainSpec
+    from codedag.migrate.cache.session import ChainSpec
 
 log = logging.getLogger(__name__)
 

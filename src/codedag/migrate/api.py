@@ -36,7 +36,7 @@ from codedag.util.text import listing, printable
 
 if TYPE_CHECKING:
     from codedag.migrate.batched.runtime import BatchedRuntime
-    from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime
+    from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime
     from codedag.migrate.tables.runtime import TablesRuntime
 
 log = logging.getLogger(__name__)
@@ -360,7 +360,7 @@ def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> Prefix
     where the settings name none."""
     import dataclasses
 
-    from codedag.migrate.prefix.runtime import CacheSettings, PrefixCacheRuntime, chains_from_plan
+    from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime, chains_from_plan
     from codedag.store.confine import plan_cache_folder
 
     section = plan.plan.cache if plan.plan is not None else None

@@ -44,8 +44,8 @@ from typing import Any
 
 from codedag.devices.cgroups import container_cpus
 from codedag.devices.torch_devices import cuda_available
+from codedag.migrate.cache.runtime import CacheProgress
 from codedag.migrate.epoch_seeds import EpochSeeds, reseedable, seeds_of, worker_init
-from codedag.migrate.prefix.runtime import CacheProgress
 from codedag.migrate.stats import LoaderStats
 from codedag.migrate.warm_loader import WarmSwitch
 from codedag.patching import Patcher

@@ -261,7 +261,7 @@ class TierStats(StatsModel):
 
 class CacheStats(StatsModel):
     """``get_stats()["cache"]``: the prefix cache's figures, summed over processes
-    (:meth:`~codedag.migrate.prefix.runtime.PrefixCacheRuntime.stats`, docs/cache.md)."""
+    (:meth:`~codedag.migrate.cache.runtime.PrefixCacheRuntime.stats`, docs/cache.md)."""
 
     enabled: bool
     """Whether the prefix cache is applied."""

@@ -18,7 +18,7 @@ Switching sets ``num_workers``, ``prefetch_factor`` and the workers' thread sett
 DataLoader object itself, which torch allows between epochs; a DataLoader keeping persistent
 workers has them shut down first (they start again when an epoch goes back to workers). The
 counts come from :meth:`PrefixCacheRuntime.progress
-<codedag.migrate.prefix.runtime.PrefixCacheRuntime.progress>`, which workers update with each
+<codedag.migrate.cache.runtime.PrefixCacheRuntime.progress>`, which workers update with each
 batch. :meth:`WarmSwitch.restore_loaders` puts every DataLoader still alive back as it was.
 """
 
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from codedag.migrate.cache.runtime import CacheProgress
 from codedag.migrate.epoch_seeds import seeds_of, worker_init
-from codedag.migrate.prefix.runtime import CacheProgress
 from codedag.migrate.stats import WarmStats
 from codedag.migrate.worker_threads import WorkerThreads
 from codedag.plan.loader import DEFAULT_PREFETCH, LoaderSettings, WarmLoader

@@ -12,6 +12,12 @@
 * :mod:`.assemble`: One migration plan from the passes' typed sections, with each function given
   one owner
 * :mod:`.batched`: Deciding which sample chains run batched: measure, then decide (a pure pass)
+* :mod:`.cache`: Finding each sample's deterministic prefix in a traced DataLoader batch, and
+  cutting it for the prefix cache
+* :mod:`.cache_bytes`: A prefix cut's bytes against the compute they spare: why a cut sits where
+  it does (pure)
+* :mod:`.cache_conflicts`: The prefix cache beside placement and batched chains (a pure pass over
+  the plan)
 * :mod:`.chains`: Finding each sample's chain of deferrable calls in a traced DataLoader batch (a
   pure pass)
 * :mod:`.coarse`: The coarsened DAG: cluster nodes that stand for one or many isomorphic original
@@ -31,12 +37,6 @@
 * :mod:`.placement`: The placement rule: a call leaves the CPU only when a measurement says it wins
 * :mod:`.plan_builder`: The migration plan of a partitioned, coarsened DAG: every call with its
   device and the reason
-* :mod:`.prefix`: Finding each sample's deterministic prefix in a traced DataLoader batch, and
-  cutting it for the prefix cache
-* :mod:`.prefix_bytes`: A prefix cut's bytes against the compute they spare: why a cut sits where
-  it does (pure)
-* :mod:`.prefix_conflicts`: The prefix cache beside placement and batched chains (a pure pass over
-  the plan)
 * :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective
 * :mod:`.result`: What OptimizerManager.optimize returns: the passes' outputs as typed fields, also
   readable as a dict

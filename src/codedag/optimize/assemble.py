@@ -3,11 +3,11 @@
 The passes each return their section of the plan model: placement the calls
 (:func:`~codedag.optimize.plan_builder.build_plan`, a plan with no other section yet), the
 batched chains (:func:`~codedag.optimize.batched.batched_section`), the prefix cache
-(:func:`~codedag.optimize.prefix.decide`), the lookup tables
+(:func:`~codedag.optimize.cache.decide`), the lookup tables
 (:func:`~codedag.optimize.tables.find_runs`) and the tuned DataLoader. :func:`assemble` puts them
 together and resolves who patches what, on the models: batched chains take their functions from
 per-call placement, a batched chain that begins inside a cached prefix begins after its cut
-(:mod:`~codedag.optimize.prefix_conflicts`), and table runs leave cached producers to the cache
+(:mod:`~codedag.optimize.cache_conflicts`), and table runs leave cached producers to the cache
 and owned functions to their owner.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from codedag.optimize.batched import apply_to_plan
-from codedag.optimize.prefix_conflicts import cached_functions, owned_functions, resolve
+from codedag.optimize.cache_conflicts import cached_functions, owned_functions, resolve
 from codedag.optimize.tables import restrict
 from codedag.plan import BatchedInfo, CacheSection, LoaderSection, MigrationPlan, TablesSection
 

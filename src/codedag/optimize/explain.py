@@ -435,8 +435,8 @@ def _cut_clause(chain: CacheChain) -> str:
     """``; prefix0 cut after X (2.08 MB float32): not at Y's 4x smaller value ...``: why a
     cached chain's cut sits where it does against its other values (empty where no other value
     saves time at a different size)."""
-    from codedag.optimize.prefix import EPOCHS, MIN_SAVING
-    from codedag.optimize.prefix_bytes import bytes_clause
+    from codedag.optimize.cache import EPOCHS, MIN_SAVING
+    from codedag.optimize.cache_bytes import bytes_clause
 
     cut = chain.cut
     clause = bytes_clause(chain.candidates, cut, EPOCHS, MIN_SAVING) if cut else ""

@@ -66,7 +66,7 @@ class OptimizerManager:
         batched: ``auto`` (default: a sample chain runs once per batch where calibration
             measures it faster), ``always`` or ``never``; overrides ``placement.batched``.
         cache: the prefix cache: ``auto`` (cut each sample's deterministic prefix where the
-            store's measured costs say it saves time, :mod:`codedag.optimize.prefix`) or
+            store's measured costs say it saves time, :mod:`codedag.optimize.cache`) or
             ``off`` (default: the plan has no ``cache`` section).
         cache_budget_bytes: the memory the cached values may take (default: the RAM tier's
             default budget on this machine).
@@ -375,13 +375,13 @@ class OptimizerManager:
     # ------------------------------------------------------------------ prefix cache
     def _measure_store(self, dag: Any) -> Any | None:
         """The prefix cache store's costs for the sizes of the values ``dag`` could cache."""
-        from codedag.optimize.prefix import candidates, find_prefixes
+        from codedag.optimize.cache import candidates, find_prefixes
 
         found = find_prefixes(as_coarse(dag).source)
         sizes = {c.nbytes for chain in found.chains for c in candidates(chain)}
         if not self.calibrate or not sizes:
             return None
-        from codedag.calibrate.prefix import measure_store
+        from codedag.calibrate.store_costs import measure_store
 
         if self.progress is not None:
             self.progress(0, 1, "prefix cache store")
@@ -390,8 +390,8 @@ class OptimizerManager:
 
     def plan_cache(self, dag: Any, measurements: PlanMeasurements) -> CacheSection:
         """The plan's ``cache`` section: each chain's deterministic prefix and its cut, from the
-        traced times and the store's measured costs (:mod:`codedag.optimize.prefix`)."""
-        from codedag.optimize.prefix import decide, find_prefixes
+        traced times and the store's measured costs (:mod:`codedag.optimize.cache`)."""
+        from codedag.optimize.cache import decide, find_prefixes
 
         found = find_prefixes(as_coarse(dag).source)
         budget = self.cache_budget_bytes

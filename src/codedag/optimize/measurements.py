@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from codedag.calibrate.chains import ChainMeasurement
     from codedag.calibrate.measurement import Calibration
-    from codedag.calibrate.prefix import StoreCosts
+    from codedag.calibrate.store_costs import StoreCosts
 
 
 def _no_chains() -> Mapping[str, ChainMeasurement]:

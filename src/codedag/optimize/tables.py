@@ -21,8 +21,8 @@ from codedag.backends.libraries import array_protocol_modules, library_modules
 from codedag.graph.model import ExecutionDAG
 from codedag.migrate.tables.lookup import ELEMENTWISE
 from codedag.migrate.tables.runtime import CONVERSIONS
+from codedag.optimize.cache import caller_of
 from codedag.optimize.chains import _consumers, _is_operation, _samples, _value_of
-from codedag.optimize.prefix import caller_of
 from codedag.plan.tables import TableRun, TablesSection
 
 MIN_CALLS = 2

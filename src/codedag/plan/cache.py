@@ -1,8 +1,8 @@
 """The ``cache`` section of a migration plan: what each sample's deterministic prefix is, and
 where the plan cuts it for the prefix cache.
 
-``codedag optimize --cache auto`` writes it (:mod:`codedag.optimize.prefix`); ``PipelineMigrator``
-applies it (:mod:`codedag.migrate.prefix`). Every candidate cut keeps its figures: the traced
+``codedag optimize --cache auto`` writes it (:mod:`codedag.optimize.cache`); ``PipelineMigrator``
+applies it (:mod:`codedag.migrate.cache`). Every candidate cut keeps its figures: the traced
 time of the calls before it, what reading its value back costs, its bytes per sample. The section
 is optional: plans without it load as before (``cache`` is ``None``: nothing is cached).
 """

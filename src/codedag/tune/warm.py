@@ -68,7 +68,7 @@ def tune_warm(
             section; without one the DataLoader's own settings are the first epoch's).
         options: the consumer, rounds, batches and margin (those of the loader tuning).
         judge_after: values stored before the cache judges whether storing pays (default: the
-            run's; see :class:`~codedag.migrate.prefix.runtime.CacheSettings`).
+            run's; see :class:`~codedag.migrate.cache.runtime.CacheSettings`).
 
     Returns:
         The section's ``warm`` part: in-process loading when measured faster, else the first
@@ -202,7 +202,7 @@ def _template(loader: DataLoader[Any], batches: list[Any]) -> DataLoader[Any]:
 def _applied(plan: MigrationPlan, judge_after: int | None) -> Iterator[PipelineMigrator]:
     """``plan`` (its loader section left out) applied with a store in a temporary folder."""
     from codedag.migrate.api import PipelineMigrator
-    from codedag.migrate.prefix.runtime import CacheSettings
+    from codedag.migrate.cache.runtime import CacheSettings
     from codedag.store.tiers import StoreSettings
 
     data = plan.to_dict()

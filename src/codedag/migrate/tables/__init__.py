@@ -13,5 +13,5 @@ channel, computed once with the same calls.
   :class:`codedag.migrate.api.PipelineMigrator`.
 
 The prefix cache gathers the runs of its chains' misses through the same tables
-(:mod:`codedag.migrate.prefix.prefix_values`). Nothing is imported here.
+(:mod:`codedag.migrate.cache.prefix_values`). Nothing is imported here.
 """

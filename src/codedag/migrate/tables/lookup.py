@@ -9,7 +9,7 @@ channel, and the run's value is ``table[img]``, gathered in one pass by ``cv2.LU
 RGB image that took 0.31 ms, against 1.62 ms for the four NumPy calls.
 
 Two users make runs pending and compute them when something needs them: the prefix cache, while
-a chain computes a sample (a miss: :mod:`codedag.migrate.prefix.prefix_values`), and a plan's
+a chain computes a sample (a miss: :mod:`codedag.migrate.cache.prefix_values`), and a plan's
 ``tables`` section after a producer the trace found (:mod:`.run_values`, :mod:`.runtime`). Then the
 table gives the value, or the calls run as written.
 

@@ -38,7 +38,7 @@ from codedag.backends.lazy_values import (
     resolve_args,
     resolve_kwargs,
 )
-from codedag.migrate.prefix.keys import Unkeyable, encode_argument
+from codedag.migrate.cache.keys import Unkeyable, encode_argument
 
 COUNTS = ("runs", "gathered", "computed", "trials", "mismatches", "errors")
 """This process's counters (:func:`counts`)."""

@@ -4,7 +4,7 @@ Measured on a scratch store of the same kind and place as the RAM tier (shared m
 machine has it, else a temporary folder): each size is encoded and written as new entries (as the
 first epoch does: its keyed tag, page allocation and the check of the bytes written included) and
 read back into a private copy, tag checked (as a hit does). The optimizer weighs a cut's traced time against these figures
-(:func:`codedag.optimize.prefix.decide`).
+(:func:`codedag.optimize.cache.decide`).
 """
 
 from __future__ import annotations

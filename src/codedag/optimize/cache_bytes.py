@@ -1,12 +1,12 @@
 """A prefix cut's bytes against the compute they spare: why a cut sits where it does (pure).
 
 A value stored at a cut is written once and read back, and copied, in every later epoch, at the
-store's measured cost for its size (:mod:`codedag.calibrate.prefix`). A chain's values differ in
+store's measured cost for its size (:mod:`codedag.calibrate.store_costs`). A chain's values differ in
 size by much: a decoded uint8 image is a quarter of the float32 image a normalization makes of
 it. Between two cuts of a chain, the later one is worth its bytes when the calls between them
 (their traced time, computed again in every epoch by the earlier cut) cost more than what its
 larger value adds to reading back each epoch, and to storing once spread over the epochs:
-:func:`later_pays` is that comparison, the one :func:`codedag.optimize.prefix.decide` makes
+:func:`later_pays` is that comparison, the one :func:`codedag.optimize.cache.decide` makes
 between every pair of cuts. :func:`smaller_value` finds, for a chosen cut, the chain's smallest
 value before it, and :func:`bytes_clause` says in one clause why the cut is not there (or, where
 the cut sits before a larger value, why it is not after it).

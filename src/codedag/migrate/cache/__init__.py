@@ -17,5 +17,5 @@ code the stored value and the calls before it never run.
 
 The values are stored, tagged and read back by :mod:`codedag.store`.
 
-Nothing is imported here: ``import codedag.migrate.prefix`` opens no store.
+Nothing is imported here: ``import codedag.migrate.cache`` opens no store.
 """

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 import codedag.backends.lazy_values as lazy_values
-import codedag.migrate.prefix.headers as headers
-import codedag.migrate.prefix.keys as keys
+import codedag.migrate.cache.headers as headers
+import codedag.migrate.cache.keys as keys
 import codedag.migrate.tables.lookup as lookup
 from codedag.backends.lazy_values import MISSING, Args, Call, Kwargs, StandIn
 from codedag.store.entry import Meta, dtype_str, meta_of

@@ -33,11 +33,11 @@ function form one :class:`PrefixChain` (a mosaic's four image loads are one chai
 along the part all samples share is a candidate cut with its traced time up to there and its
 bytes. :func:`decide` picks, per chain, the cut that saves the most over :data:`EPOCHS` epochs
 within the memory budget (a cut whose data set does not fit saves on the share that does), from
-the store's measured read and write costs (:mod:`codedag.calibrate.prefix`), among the cuts that
+the store's measured read and write costs (:mod:`codedag.calibrate.store_costs`), among the cuts that
 win back their storing within :data:`PAYBACK_EPOCHS` cached epoch; no cut when none does. So a
 value's bytes count at the store's measured cost per size: a later, larger value (a float32
 normalization of a uint8 image) is kept only where the calls it spares cost more than its extra
-bytes do, and the reason says which (:mod:`codedag.optimize.prefix_bytes`).
+bytes do, and the reason says which (:mod:`codedag.optimize.cache_bytes`).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from codedag.backends.facts import FileSource
 from codedag.backends.libraries import protocol_modules
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
+from codedag.optimize.cache_bytes import bytes_clause
 from codedag.optimize.chains import _is_operation, _samples
-from codedag.optimize.prefix_bytes import bytes_clause
 from codedag.plan.cache import CacheChain, CacheCut, CacheSection, SkippedSource
 
 EPOCHS = 10
@@ -320,7 +320,7 @@ def _metadata(name: str) -> bool:
     """Whether a traced step only reads a value's metadata (an image's ``size``, an array's
     ``shape``) or enters or leaves a ``with`` block: the cache answers it from the stored header
     (a value read back holds no file to close), so it does not use the value."""
-    from codedag.migrate.prefix.headers import ARRAY_METADATA, IMAGE_METADATA
+    from codedag.migrate.cache.headers import ARRAY_METADATA, IMAGE_METADATA
 
     if name.endswith(_CONTEXT):
         return True

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-import codedag.migrate.prefix.keys as keys
+import codedag.migrate.cache.keys as keys
 import codedag.migrate.tables.lookup as lookup
 from codedag.backends.facts import FileSource
 from codedag.backends.sources import file_source
-from codedag.migrate.prefix.prefix_values import Lineage, PrefixValue, concrete, concrete_kwargs
+from codedag.migrate.cache.prefix_values import Lineage, PrefixValue, concrete, concrete_kwargs
 from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.store.tiers import PrefixStore
 from codedag.store.writer import Writer

@@ -33,10 +33,10 @@ from typing import Any, NamedTuple
 import codedag.migrate.random_states as random_states
 from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
+from codedag.migrate.cache.prefix_values import has_prefix_value, outside_call, step
+from codedag.migrate.cache.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
-from codedag.migrate.prefix.prefix_values import has_prefix_value, outside_call, step
-from codedag.migrate.prefix.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.stats import CacheStats
 from codedag.patching import like_original
 from codedag.store.tiers import PrefixStore, StoreSettings
@@ -155,7 +155,7 @@ class PrefixCacheRuntime(PatchedRuntime):
 
     def before_patching(self) -> None:
         """Open the store (a new generation)."""
-        from codedag.migrate.prefix.keys import versions
+        from codedag.migrate.cache.keys import versions
 
         versions()  # read once here (tens of ms), not in the first sample of every worker
         self._guarded = self._functions()[1]
