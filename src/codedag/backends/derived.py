@@ -7,41 +7,50 @@ declarations when first read (and again after they are read anew), never at impo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence, Set
-from typing import Any, TypeVar, overload
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
+from typing import Any, Generic, TypeVar, overload
 
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
+S = TypeVar("S", bound=Collection[Any])
 
 
-class MappingView(Mapping[K, V]):
-    """A mapping whose contents are ``source()``, read at every access (``source`` caches)."""
+class _View(Generic[S]):
+    """What every view reads from ``source()`` at each access (``source`` caches); ``_shown``
+    turns the contents into the built-in collection its ``repr`` shows."""
 
-    def __init__(self, source: Callable[[], Mapping[K, V]]) -> None:
+    _shown: Callable[[S], object]
+
+    def __init__(self, source: Callable[[], S]) -> None:
         self._source = source
 
-    def __getitem__(self, key: K) -> V:
-        return self._source()[key]
-
-    def __iter__(self) -> Iterator[K]:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._source())
 
     def __len__(self) -> int:
         return len(self._source())
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._source()
+    def __contains__(self, item: object) -> bool:
+        return item in self._source()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({dict(self._source())!r})"
+        return f"{type(self).__name__}({self._shown(self._source())!r})"
 
 
-class SequenceView(Sequence[T]):
+class MappingView(_View[Mapping[K, V]], Mapping[K, V]):
+    """A mapping whose contents are ``source()``, read at every access (``source`` caches)."""
+
+    _shown = dict
+
+    def __getitem__(self, key: K) -> V:
+        return self._source()[key]
+
+
+class SequenceView(_View[Sequence[T]], Sequence[T]):
     """A sequence whose contents are ``source()``, read at every access (``source`` caches)."""
 
-    def __init__(self, source: Callable[[], Sequence[T]]) -> None:
-        self._source = source
+    _shown = tuple
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -52,37 +61,12 @@ class SequenceView(Sequence[T]):
     def __getitem__(self, index: Any) -> Any:
         return self._source()[index]
 
-    def __iter__(self) -> Iterator[T]:
-        return iter(self._source())
 
-    def __len__(self) -> int:
-        return len(self._source())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._source()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({tuple(self._source())!r})"
-
-
-class SetView(Set[T]):
+class SetView(_View[Set[T]], Set[T]):
     """A set whose contents are ``source()``, read at every access (``source`` caches)."""
 
-    def __init__(self, source: Callable[[], Set[T]]) -> None:
-        self._source = source
+    _shown = set
 
     @classmethod
     def _from_iterable(cls, it: Any) -> frozenset[Any]:  # results of ``&``, ``|``, ``-``
         return frozenset(it)
-
-    def __iter__(self) -> Iterator[T]:
-        return iter(self._source())
-
-    def __len__(self) -> int:
-        return len(self._source())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._source()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({set(self._source())!r})"
