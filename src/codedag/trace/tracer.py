@@ -55,6 +55,8 @@ class EnhancedTracer:
             called in loops); its time stays in its callers' self time. None records every
             call. Statements of a function are no longer followed after 512 of them made no
             step (``None`` here follows them all too).
+        clock: the clock of every recorded time, in nanoseconds (default: the wall clock,
+            ``time.perf_counter_ns``; ``time.thread_time_ns`` counts only this thread's CPU).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class EnhancedTracer:
         calibrate: bool = True,
         line_level: bool = True,
         prune_after: int | None = 64,
+        clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ConfigError(f"max_depth must be an integer >= 1, got {max_depth!r}")
@@ -90,6 +93,7 @@ class EnhancedTracer:
             raise ConfigError(f"prune_after must be an integer >= 1 or None, got {prune_after!r}")
         self.line_level = line_level
         self.prune_after = prune_after
+        self.clock = clock
         self.dag_builder = DAGBuilder()
         self._session: Any = None
         self._patcher: Any = None
@@ -138,6 +142,7 @@ class EnhancedTracer:
                 prune_after=self.prune_after,
                 idle_lines=IDLE_LINES if self.prune_after is not None else None,
                 classifications=classifications,
+                clock=self.clock,
             )
             session.start()
         except BaseException:
