@@ -17,7 +17,6 @@ from torch.utils.data import DataLoader
 
 from codedag.devices.cgroups import CgroupReader, discover
 from codedag.errors import ConfigError
-from codedag.plan import MigrationPlan
 from codedag.tune import TuneOptions, tune_loader
 from codedag.tune.tuner import plan_with_loader
 
@@ -116,14 +115,14 @@ def test_the_section_goes_into_a_new_or_existing_plan(cgroup_tree: Callable[...,
     loader = DataLoader(SleepyDataset(sleep_s=0.004, cpu_s=0.0), batch_size=2)
     section = tune_loader(loader, reader=_reader(cgroup_tree, 1), max_workers=0, **QUICK)
     assert [t.settings.num_workers for t in section.trials] == [0]
-    fresh = MigrationPlan.from_dict(plan_with_loader(None, section))
+    fresh = plan_with_loader(None, section)
     assert fresh.loader is not None and fresh.context_device_map == {}
     existing = {
         "schema_version": 2,
         "context_device_map": {"f/cv2.resize#0": "cpu"},
         "calls": [{"function": "cv2.resize", "context_keys": ["f/cv2.resize#0"]}],
     }
-    merged = MigrationPlan.from_dict(plan_with_loader(existing, section))
+    merged = plan_with_loader(existing, section)
     assert merged.context_device_map == {"f/cv2.resize#0": "cpu"}
     assert merged.loader is not None and merged.loader.trials[0].batches > 0
 

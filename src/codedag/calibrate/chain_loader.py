@@ -12,11 +12,12 @@ and per sample, and runs the loader, epoch after epoch, until the check has deci
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from codedag.plan.model import BatchedInfo, MigrationPlan
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +50,16 @@ class LoaderDecision:
         return dict(self.__dict__)
 
 
-def _one_chain(plan: Mapping[str, Any], chain_id: str) -> dict[str, Any]:
+def _one_chain(plan: MigrationPlan, chain_id: str) -> MigrationPlan:
     """``plan`` with only ``chain_id`` batched, decided by the run-time check, and no per-call
     placements, prefix cache or tables (they would change both modes alike)."""
-    one = copy.deepcopy(dict(plan))
-    section = one.get("batched") or {}
-    section["mode"] = "auto"
-    for chain in section.get("chains") or []:
-        chain["batched"] = chain.get("id") == chain_id
-    one["batched"] = section
-    one["calls"] = []
-    one.pop("cache", None)
-    one.pop("tables", None)
-    return one
+    chains = [c.model_copy(update={"batched": c.id == chain_id}) for c in plan.batched.chains]
+    batched = plan.batched.model_copy(update={"mode": "auto", "chains": chains})
+    return plan.model_copy(update={"batched": batched, "calls": [], "cache": None, "tables": None})
 
 
 def decide_in_loader(
-    plan: Mapping[str, Any],
+    plan: MigrationPlan,
     chain_id: str,
     make_loader: Callable[[], Iterable[Any]],
     device: str,
@@ -75,7 +69,7 @@ def decide_in_loader(
     """Run ``make_loader()`` with ``chain_id`` under the run-time check until it decides.
 
     Args:
-        plan: a plan dict with a ``batched`` section naming the chain.
+        plan: a plan whose ``batched`` section names the chain.
         chain_id: the chain to decide.
         make_loader: a fresh DataLoader of the traced pipeline (called once per epoch).
         device: where batched execution runs.
@@ -120,16 +114,20 @@ def decide_in_loader(
 
 
 def apply_loader_decisions(
-    section: Mapping[str, Any], decisions: Mapping[str, LoaderDecision]
-) -> dict[str, Any]:
+    section: BatchedInfo, decisions: Mapping[str, LoaderDecision]
+) -> BatchedInfo:
     """The plan's ``batched`` section with each decided chain's choice taken from the loader
     (chains without a decision keep the replay's)."""
-    out = copy.deepcopy(dict(section))
-    for chain in out.get("chains") or []:
-        decision = decisions.get(chain.get("id"))
-        if decision is None or decision.batched is None:
-            continue
-        chain["batched"] = decision.batched
-        chain["basis"] = "measured"
-        chain["reason"] = f"measured in the loader: {decision.reason}"
-    return out
+    chains = []
+    for chain in section.chains:
+        decision = decisions.get(chain.id)
+        if decision is not None and decision.batched is not None:
+            chain = chain.model_copy(
+                update={
+                    "batched": decision.batched,
+                    "basis": "measured",
+                    "reason": f"measured in the loader: {decision.reason}",
+                }
+            )
+        chains.append(chain)
+    return section.model_copy(update={"chains": chains})

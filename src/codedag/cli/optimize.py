@@ -371,27 +371,22 @@ def _decide_chains_in_loader(
     """
     from codedag.calibrate.chain_loader import apply_loader_decisions, decide_in_loader
     from codedag.cli.tune import find_loader
-    from codedag.plan import MigrationPlan
     from codedag.util.io import atomic_write_json
 
-    plan = model.to_dict()
-    section = plan.get("batched") or {}
-    device = section.get("device")
+    device = model.batched.device
     chains = [
-        c
-        for c in section.get("chains") or []
-        if c.get("basis") == "measured" and c.get("original_ns") is not None
+        c for c in model.batched.chains if c.basis == "measured" and c.original_ns is not None
     ]
     if args.batched != "auto" or args.no_calibrate or device is None or not chains:
         return model
     the_loader = find_loader(argparse.Namespace(target=None, dataloader=args.dataloader))
     decisions = {}
     for chain in chains:
-        with console.status(f"deciding batched {chain['id']} in the loader"):
-            decisions[chain["id"]] = decide_in_loader(plan, chain["id"], lambda: the_loader, device)
-    plan = {**plan, "batched": apply_loader_decisions(section, decisions)}
-    atomic_write_json(Path(args.out) / "migration_plan.json", plan)
-    return MigrationPlan.from_dict(plan)
+        with console.status(f"deciding batched {chain.id} in the loader"):
+            decisions[chain.id] = decide_in_loader(model, chain.id, lambda: the_loader, device)
+    plan = model.model_copy(update={"batched": apply_loader_decisions(model.batched, decisions)})
+    atomic_write_json(Path(args.out) / "migration_plan.json", plan.to_dict())
+    return plan
 
 
 def _traced(spec: str, out: Path, console: Any) -> Any:

@@ -351,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
     section = measure(loader, options, None if args.no_warm else existing)
     written = None
     if not args.no_write:
-        written = atomic_write_json(args.plan, plan_with_loader(existing, section))
+        written = atomic_write_json(args.plan, plan_with_loader(existing, section).to_dict())
     if args.json:
         json.dump(section.model_dump(mode="json"), sys.stdout, indent=2)
         sys.stdout.write("\n")

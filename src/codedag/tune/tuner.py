@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from codedag.devices.torch_devices import cuda_available
 from codedag.errors import ConfigError
 from codedag.plan.loader import LoaderConfirmation, LoaderSection, LoaderSettings, LoaderTrial
+from codedag.plan.model import MigrationPlan
 from codedag.tune.choice import (
     Candidate,
     confirm_decided,
@@ -289,16 +290,14 @@ def _confirmed(
 
 
 def plan_with_loader(
-    existing: object, section: LoaderSection, source: str = "plan"
-) -> dict[str, Any]:
-    """A plan dict holding ``section``: ``existing`` (a plan model, or its dict validated here)
-    with its loader section replaced and everything else kept, or a new plan that places no
-    call.
+    existing: MigrationPlan | Mapping[str, Any] | None, section: LoaderSection, source: str = "plan"
+) -> MigrationPlan:
+    """A plan holding ``section``: ``existing`` (a plan model, or its dict validated here) with
+    its loader section replaced and everything else kept, or a new plan that places no call.
 
     Raises:
         SchemaError: ``existing`` is not a valid plan.
     """
-    from codedag.plan import MigrationPlan
     from codedag.version import __version__
 
     if existing is None:
@@ -312,4 +311,4 @@ def plan_with_loader(
         )
     else:
         plan = MigrationPlan.from_dict(existing, source)  # a plan model is used as it is
-    return plan.model_copy(update={"loader": section}).to_dict()  # the plan given is kept
+    return plan.model_copy(update={"loader": section})  # the plan given is kept
