@@ -1,6 +1,7 @@
 """The prefix cache's writer thread: queued values are read back before and after they are stored,
 values queued without waking the thread wait for a wake or enough bytes, a full queue drops (counted) instead of blocking, a value written to before it is stored is never
-stored, and a process that exits or forks stores what it queued first."""
+stored, a process that exits or forks stores what it queued first, and flush returns once
+every stored value is counted."""
 
 from __future__ import annotations
 
@@ -270,3 +271,23 @@ def test_small_values_are_stored_together_and_a_large_one_alone(
         assert found is not None and found[0].size == size and found[0][0] == i % 256
     writer.close()
     store.close()
+
+
+def test_flush_returns_after_every_stored_value_is_counted(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    reported: list[str] = []
+    reporting = threading.Event()
+
+    def slow_report(_key: bytes, outcome: str, _ns: int) -> None:
+        reporting.set()
+        time.sleep(0.02)  # a report that reads the value back takes a while
+        reported.append(outcome)
+
+    writer = Writer(store, slow_report)
+    values = [np.full((64, 64), i, np.uint8) for i in range(3)]
+    for i, value in enumerate(values):
+        assert writer.submit(_key(i), encode(value, store.secret, _key(i)), ())
+    assert writer.flush(timeout_s=10)
+    assert reporting.is_set()
+    assert reported == ["stored"] * 3  # counted before flush returned, not after
+    writer.close()

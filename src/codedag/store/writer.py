@@ -186,7 +186,9 @@ class Writer:
             self._unseen = 0
             if self._items:  # an empty queue gives the thread nothing to wake for
                 self._cond.notify_all()
-            return self._cond.wait_for(lambda: not self._items, timeout=timeout_s)
+            return self._cond.wait_for(
+                lambda: not self._items and not self._busy, timeout=timeout_s
+            )
 
     def close(self) -> None:
         """Store what is queued and end the thread (it starts again on the next submit)."""
@@ -237,10 +239,14 @@ class Writer:
                     for meta_key, _header in item.metas:
                         self._metas.pop(meta_key, None)
                     self._bytes -= item.encoded.nbytes
-                self._busy = False
-                cond.notify_all()
-            for (key, _item), outcome in zip(group, outcomes):
-                self.report(key, outcome, elapsed)
+                cond.notify_all()  # room for values waiting to be queued
+            try:
+                for (key, _item), outcome in zip(group, outcomes):
+                    self.report(key, outcome, elapsed)
+            finally:
+                with cond:  # flush() returns once the values are stored and counted
+                    self._busy = False
+                    cond.notify_all()
 
     def _group(self) -> list[tuple[bytes, _Item]]:
         """The oldest queued values that are stored together (see the module docstring)."""
