@@ -1,4 +1,4 @@
-"""The optimizer's result: typed fields, and the original API's dict keys over the same objects."""
+"""The optimizer's result: typed fields, and the dict keys callers read before, over the same objects."""
 
 from __future__ import annotations
 
