@@ -9,12 +9,14 @@ then casts its inputs to that dtype and computes, so integer results wrap exactl
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
 from codedag.errors import UnsupportedOperation
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 TORCH_OF_NUMPY: dict[np.dtype, torch.dtype] = {
     np.dtype(np.bool_): torch.bool,
@@ -72,6 +74,21 @@ def check_computable(*tensors: Any) -> None:
                 f"received a {t.dtype} tensor; torch has no kernels for it (expected bool, "
                 "int8..int64, uint8, float16/32/64 or complex)"
             )
+
+
+def computable_tensor(a: object) -> torch.Tensor:
+    """``a`` when it is a tensor of a dtype torch computes with; else UnsupportedOperation."""
+    if not isinstance(a, torch.Tensor):
+        raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
+    check_computable(a)
+    return a
+
+
+def named(backend: F, name: str, doc: str) -> F:
+    """``backend`` (a function made by a factory) with the ``__name__`` and ``__doc__`` given."""
+    backend.__name__ = name
+    backend.__doc__ = doc
+    return backend
 
 
 def as_probe(x: object) -> Any:

@@ -15,6 +15,7 @@ from codedag.backends.ops.numpy._common import (
     cast,
     check_computable,
     first_device,
+    named,
     probe_dtype,
     require_default,
     result_type,
@@ -186,9 +187,7 @@ def _binary_signature(
         check_computable(x1, x2)
         return compute(x1, x2, casting, dtype)
 
-    backend.__name__ = name
-    backend.__doc__ = doc
-    return backend
+    return named(backend, name, doc)
 
 
 def _dtype_kwargs(casting: str, dtype: Any) -> dict[str, Any]:
@@ -288,6 +287,4 @@ def unary(name: str, op: TorchFn, predicate: bool = False) -> Callable[..., torc
             return cast(op(x), td)
         return cast(op(cast(x, td)), td)
 
-    backend.__name__ = name
-    backend.__doc__ = f"``numpy.{name}`` with NumPy's result dtype."
-    return backend
+    return named(backend, name, f"``numpy.{name}`` with NumPy's result dtype.")

@@ -19,6 +19,8 @@ from codedag.backends.ops.numpy._adapter import ops_of
 from codedag.backends.ops.numpy._checks import declared, operands, refuse
 from codedag.backends.ops.numpy._common import (
     check_computable,
+    computable_tensor,
+    named,
     numpy_dtype,
     require_default,
     torch_dtype,
@@ -38,9 +40,7 @@ def _fft_dtype(name: str, dtype: np.dtype) -> np.dtype:
 def _fft_input(
     a: object, name: str, norm: str | None, out: object
 ) -> tuple[torch.Tensor, torch.dtype]:
-    if not isinstance(a, torch.Tensor):
-        raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
-    check_computable(a)
+    a = computable_tensor(a)
     require_default("out", out, None)
     if norm not in _NORMS:
         raise UnsupportedOperation(f"norm={norm!r}; expected one of {_NORMS}")
@@ -68,9 +68,7 @@ def _fft1(name: str) -> Callable[..., torch.Tensor]:
         x, res = _fft_input(a, name, norm, out)
         return torch_fn(x, n=n, dim=axis, norm=norm).to(res)
 
-    backend.__name__ = name
-    backend.__doc__ = f"``numpy.fft.{name}``."
-    return backend
+    return named(backend, name, f"``numpy.fft.{name}``.")
 
 
 def _fftn(name: str, default_axes: Sequence[int] | None) -> Callable[..., torch.Tensor]:
@@ -89,9 +87,7 @@ def _fftn(name: str, default_axes: Sequence[int] | None) -> Callable[..., torch.
             dims = tuple(range(-len(s), 0))
         return torch_fn(x, s=s, dim=dims, norm=norm).to(res)
 
-    backend.__name__ = name
-    backend.__doc__ = f"``numpy.fft.{name}``."
-    return backend
+    return named(backend, name, f"``numpy.fft.{name}``.")
 
 
 def fftshift(x: torch.Tensor, axes: int | Sequence[int] | None = None) -> torch.Tensor:

@@ -33,7 +33,8 @@ from codedag.backends.ops.numpy._checks import (
 )
 from codedag.backends.ops.numpy._common import (
     cast,
-    check_computable,
+    computable_tensor,
+    named,
     norm_axes,
     on_one_element,
     probe_dtype,
@@ -46,9 +47,7 @@ Axis = int | Sequence[int] | None
 
 
 def _prepare(a: object, axis: Axis, out: object, where: object = True) -> tuple[int, ...] | None:
-    if not isinstance(a, torch.Tensor):
-        raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
-    check_computable(a)
+    a = computable_tensor(a)
     require_default("out", out, None)
     if where is not True:
         raise UnsupportedOperation(f"where={where!r} is not supported; expected True")
@@ -98,6 +97,20 @@ def _over_distinct(
     return r, count
 
 
+def _reduced(
+    a: torch.Tensor,
+    dims: tuple[int, ...] | None,
+    keepdims: bool,
+    reduce: Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor],
+) -> torch.Tensor:
+    """``reduce(a, dims, keepdims)`` (``dims`` None: every axis), over a broadcast view's
+    distinct values only: for reductions that a repeated value does not change."""
+    distinct = _over_distinct(a, dims, keepdims, lambda x, d: reduce(x, d, True))
+    if distinct is not None:
+        return distinct[0]
+    return reduce(a, dims if dims is not None else tuple(range(a.dim())), keepdims)
+
+
 def _accumulate_dtype(res: torch.dtype) -> torch.dtype:
     if res in (torch.uint64, torch.uint32, torch.uint16) or not res.is_floating_point:
         return torch.int64 if res != torch.bool else torch.bool
@@ -141,9 +154,7 @@ def _sum_like(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch
                 r = op(r, dim=d, keepdim=keepdims)
         return cast(r, res)
 
-    backend.__name__ = name
-    backend.__doc__ = f"``numpy.{name}`` with NumPy's accumulator dtype."
-    return backend
+    return named(backend, name, f"``numpy.{name}`` with NumPy's accumulator dtype.")
 
 
 def mean(
@@ -193,9 +204,9 @@ def _var_like(name: str) -> Callable[..., torch.Tensor]:
         fn = torch.var if name == "var" else torch.std
         return cast(fn(cast(a, acc), dim=dims, correction=ddof, keepdim=keepdims), res)
 
-    backend.__name__ = name
-    backend.__doc__ = f"``numpy.{name}`` with ``ddof`` (``correction``); float64 for integers."
-    return backend
+    return named(
+        backend, name, f"``numpy.{name}`` with ``ddof`` (``correction``); float64 for integers."
+    )
 
 
 def _minmax(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
@@ -210,18 +221,13 @@ def _minmax(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.T
         dims = _prepare(a, axis, out, where)
         require_default("initial", initial, None)
 
-        def extremum(x: torch.Tensor, d: tuple[int, ...], keep: bool = True) -> torch.Tensor:
+        def extremum(x: torch.Tensor, d: tuple[int, ...], keep: bool) -> torch.Tensor:
             x = x.to(torch.uint8) if x.dtype == torch.bool else x
             return op(x, dim=d, keepdim=keep).to(a.dtype)
 
-        distinct = _over_distinct(a, dims, keepdims, extremum)
-        if distinct is not None:
-            return distinct[0]
-        return extremum(a, dims if dims is not None else tuple(range(a.dim())), keepdims)
+        return _reduced(a, dims, keepdims, extremum)
 
-    backend.__name__ = name
-    backend.__doc__ = f"``numpy.{name}``: NaN propagates as in NumPy."
-    return backend
+    return named(backend, name, f"``numpy.{name}``: NaN propagates as in NumPy.")
 
 
 def _arg(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
@@ -235,9 +241,7 @@ def _arg(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tens
             return r.reshape((1,) * a.dim()) if keepdims else r
         return op(x, dim=dims[0], keepdim=keepdims)
 
-    backend.__name__ = name
-    backend.__doc__ = f"``numpy.{name}``: int64 indices, first occurrence on ties."
-    return backend
+    return named(backend, name, f"``numpy.{name}``: int64 indices, first occurrence on ties.")
 
 
 def _logical(name: str) -> Callable[..., torch.Tensor]:
@@ -252,17 +256,12 @@ def _logical(name: str) -> Callable[..., torch.Tensor]:
         dims = _prepare(a, axis, out, where)
         fn = torch.any if name == "any" else torch.all  # empty reductions: False and True
 
-        def truth(x: torch.Tensor, d: tuple[int, ...], keep: bool = True) -> torch.Tensor:
+        def truth(x: torch.Tensor, d: tuple[int, ...], keep: bool) -> torch.Tensor:
             return fn(x != 0, dim=d, keepdim=keep)
 
-        distinct = _over_distinct(a, dims, keepdims, truth)
-        if distinct is not None:
-            return distinct[0]
-        return truth(a, dims if dims is not None else tuple(range(a.dim())), keepdims)
+        return _reduced(a, dims, keepdims, truth)
 
-    backend.__name__ = name
-    backend.__doc__ = f"``numpy.{name}``: truth of nonzero elements."
-    return backend
+    return named(backend, name, f"``numpy.{name}``: truth of nonzero elements.")
 
 
 def cumsum(

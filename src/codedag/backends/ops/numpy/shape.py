@@ -22,7 +22,7 @@ from codedag.backends.device_values import keep_order_axes
 from codedag.backends.ops.numpy._adapter import ops_of
 from codedag.backends.ops.numpy._common import (
     NUMPY_OF_TORCH,
-    check_computable,
+    computable_tensor,
     norm_axes,
     require_default,
     result_type,
@@ -41,16 +41,9 @@ from codedag.backends.ops.numpy._shape_checks import (
 from codedag.errors import UnsupportedOperation
 
 
-def _tensor(a: object) -> torch.Tensor:
-    if not isinstance(a, torch.Tensor):
-        raise UnsupportedOperation(f"received {type(a).__name__}; expected a tensor")
-    check_computable(a)
-    return a
-
-
 def transpose(a: torch.Tensor, axes: Sequence[int] | None = None) -> torch.Tensor:
     """``numpy.transpose``: reverses the axes by default."""
-    a = _tensor(a)
+    a = computable_tensor(a)
     if axes is None:
         return a.permute(*reversed(range(a.dim())))
     perm = norm_axes(axes, a.dim())
@@ -68,14 +61,14 @@ def ndarray_transpose(self: torch.Tensor, *axes: Any) -> torch.Tensor:
 
 def swapaxes(a: torch.Tensor, axis1: int, axis2: int) -> torch.Tensor:
     """``numpy.swapaxes``."""
-    return _tensor(a).transpose(axis1, axis2)
+    return computable_tensor(a).transpose(axis1, axis2)
 
 
 def moveaxis(
     a: torch.Tensor, source: int | Sequence[int], destination: int | Sequence[int]
 ) -> torch.Tensor:
     """``numpy.moveaxis``."""
-    a = _tensor(a)
+    a = computable_tensor(a)
     src = norm_axes(source, a.dim()) or ()
     dst = norm_axes(destination, a.dim()) or ()
     return torch.movedim(a, src, dst)
@@ -90,7 +83,7 @@ def reshape(
     copy: bool | None = None,
 ) -> torch.Tensor:
     """``numpy.reshape`` in C or Fortran order (``newshape`` is NumPy's older name)."""
-    a = _tensor(a)
+    a = computable_tensor(a)
     shape = newshape if shape is None else shape
     if shape is None:
         raise UnsupportedOperation("reshape needs a shape")
@@ -124,7 +117,7 @@ def flatten(self: torch.Tensor, order: str = "C") -> torch.Tensor:
 
 def expand_dims(a: torch.Tensor, axis: int | Sequence[int]) -> torch.Tensor:
     """``numpy.expand_dims``."""
-    a = _tensor(a)
+    a = computable_tensor(a)
     axes: tuple[int, ...] = (
         (int(axis),) if isinstance(axis, int | np.integer) else tuple(int(v) for v in axis)
     )
@@ -136,7 +129,7 @@ def expand_dims(a: torch.Tensor, axis: int | Sequence[int]) -> torch.Tensor:
 
 def squeeze(a: torch.Tensor, axis: int | Sequence[int] | None = None) -> torch.Tensor:
     """``numpy.squeeze``; squeezing an axis whose length is not 1 is refused as NumPy does."""
-    a = _tensor(a)
+    a = computable_tensor(a)
     dims = norm_axes(axis, a.dim())
     if dims is None:
         return a.reshape([s for s in a.shape if s != 1])
@@ -146,7 +139,7 @@ def squeeze(a: torch.Tensor, axis: int | Sequence[int] | None = None) -> torch.T
 
 
 def _common(arrays: Sequence[Any], dtype: object) -> list[torch.Tensor]:
-    tensors = [_tensor(t) for t in arrays]
+    tensors = [computable_tensor(t) for t in arrays]
     if not tensors:
         raise UnsupportedOperation("need at least one array")
     td = torch_dtype(dtype) if dtype is not None else torch_dtype(result_type(*tensors))
@@ -204,39 +197,39 @@ def vstack(tup: Sequence[torch.Tensor], *, dtype: object = None, casting: str = 
 
 def flip(m: torch.Tensor, axis: int | Sequence[int] | None = None) -> torch.Tensor:
     """``numpy.flip`` (all axes when ``axis`` is None)."""
-    m = _tensor(m)
+    m = computable_tensor(m)
     dims = norm_axes(axis, m.dim())
     return m.flip(dims if dims is not None else tuple(range(m.dim())))
 
 
 def fliplr(m: torch.Tensor) -> torch.Tensor:
     """``numpy.fliplr``: reverse axis 1."""
-    if _tensor(m).dim() < 2:
+    if computable_tensor(m).dim() < 2:
         raise UnsupportedOperation("fliplr needs an array of at least 2 dims")
     return m.flip(1)
 
 
 def flipud(m: torch.Tensor) -> torch.Tensor:
     """``numpy.flipud``: reverse axis 0."""
-    if _tensor(m).dim() < 1:
+    if computable_tensor(m).dim() < 1:
         raise UnsupportedOperation("flipud needs an array of at least 1 dim")
     return m.flip(0)
 
 
 def rot90(m: torch.Tensor, k: int = 1, axes: Sequence[int] = (0, 1)) -> torch.Tensor:
     """``numpy.rot90``: from the first axis towards the second, as torch.rot90 does."""
-    return torch.rot90(_tensor(m), int(k), list(axes))
+    return torch.rot90(computable_tensor(m), int(k), list(axes))
 
 
 def tile(A: torch.Tensor, reps: int | Sequence[int]) -> torch.Tensor:
     """``numpy.tile`` (a new array: torch returns a stride-0 view where a repetition is 0)."""
     reps_t = (int(reps),) if isinstance(reps, int | np.integer) else tuple(int(r) for r in reps)
-    return torch.tile(_tensor(A), reps_t).contiguous()
+    return torch.tile(computable_tensor(A), reps_t).contiguous()
 
 
 def repeat(a: torch.Tensor, repeats: int, axis: int | None = None) -> torch.Tensor:
     """``numpy.repeat`` with an integer count."""
-    a = _tensor(a)
+    a = computable_tensor(a)
     if not isinstance(repeats, numbers.Integral):
         raise UnsupportedOperation("only an integer repeat count is supported")
     if axis is None:
@@ -274,7 +267,7 @@ def _pad_widths(pad_width: object, ndim: int) -> list[tuple[int, int]]:
 
 def pad(array: torch.Tensor, pad_width: object, mode: str = "constant", **kwargs: Any) -> Any:
     """``numpy.pad`` with modes constant, edge, reflect, symmetric and wrap."""
-    x = _tensor(array)
+    x = computable_tensor(array)
     widths = _pad_widths(pad_width, x.dim())
     if mode == "constant":
         cv = kwargs.pop("constant_values", 0)
@@ -330,7 +323,7 @@ def _product_dtype(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.dtype, torch
 def dot(a: torch.Tensor, b: torch.Tensor, out: object = None) -> torch.Tensor:
     """``numpy.dot``: inner product, matrix product, or sum over a's last and b's 2nd-last axis."""
     require_default("out", out, None)
-    a, b = _tensor(a), _tensor(b)
+    a, b = computable_tensor(a), computable_tensor(b)
     res, acc = _product_dtype(a, b)
     x, y = _host_if_integer(a.to(acc)), _host_if_integer(b.to(acc))
     if x.dim() == 0 or y.dim() == 0:
@@ -352,7 +345,7 @@ def matmul(x1: torch.Tensor, x2: torch.Tensor, /, out: object = None, **kwargs: 
     require_default("out", out, None)
     if kwargs:
         raise UnsupportedOperation(f"matmul arguments {sorted(kwargs)} are not supported")
-    a, b = _tensor(x1), _tensor(x2)
+    a, b = computable_tensor(x1), computable_tensor(x2)
     if a.dim() == 0 or b.dim() == 0:
         raise UnsupportedOperation("matmul of a 0-d array is an error in NumPy")
     res, acc = _product_dtype(a, b)

@@ -29,6 +29,8 @@ from codedag.backends.ops.numpy._checks import (
 )
 from codedag.backends.ops.numpy._common import (
     check_computable,
+    computable_tensor,
+    named,
     norm_axes,
     on_one_element,
     probe_dtype,
@@ -99,61 +101,40 @@ def _q_tensor(q: object, scale: float, device: torch.device) -> tuple[torch.Tens
     return torch.from_numpy(arr.reshape(-1)).to(device), arr.ndim == 0
 
 
-def quantile(
-    a: torch.Tensor,
-    q: object,
-    axis: int | Sequence[int] | None = None,
-    out: object = None,
-    overwrite_input: bool = False,
-    method: str = "linear",
-    keepdims: bool = False,
-    *,
-    weights: object = None,
-    interpolation: object = None,
-) -> torch.Tensor:
-    """``numpy.quantile`` with the default ``method='linear'``."""
-    return _quantile_like(np.quantile, 1.0, a, q, axis, out, method, keepdims, weights)
+def _quantile_like(fn: Callable[..., Any], scale: float) -> Callable[..., torch.Tensor]:
+    """The backend of ``fn`` (``numpy.quantile``, or ``numpy.percentile`` with ``scale`` 100)."""
+
+    def backend(
+        a: torch.Tensor,
+        q: Any,
+        axis: int | Sequence[int] | None = None,
+        out: object = None,
+        overwrite_input: bool = False,
+        method: str = "linear",
+        keepdims: bool = False,
+        *,
+        weights: object = None,
+        interpolation: object = None,
+    ) -> torch.Tensor:
+        a = _tensor(a)
+        require_default("out", out, None)
+        require_default("weights", weights, None)
+        if method != "linear":
+            raise UnsupportedOperation(f"method={method!r}; only 'linear' is supported")
+        if a.dtype == torch.float16:
+            raise UnsupportedOperation("float16 quantiles: NumPy interpolates in float16")
+        q_probe = q if isinstance(q, (int, float)) else np.asarray(q)
+        res = torch_dtype(probe_dtype(on_one_element, a, fn, q_probe))
+        qt, scalar = _q_tensor(q, scale, a.device)
+        r = _quantiles(a, qt, axis, keepdims, res)
+        return r[0] if scalar else r.reshape(*np.shape(q), *r.shape[1:])
+
+    name = fn.__name__
+    return named(backend, name, f"``numpy.{name}`` with the default ``method='linear'``.")
 
 
-def percentile(
-    a: torch.Tensor,
-    q: object,
-    axis: int | Sequence[int] | None = None,
-    out: object = None,
-    overwrite_input: bool = False,
-    method: str = "linear",
-    keepdims: bool = False,
-    *,
-    weights: object = None,
-    interpolation: object = None,
-) -> torch.Tensor:
-    """``numpy.percentile`` with the default ``method='linear'``."""
-    return _quantile_like(np.percentile, 100.0, a, q, axis, out, method, keepdims, weights)
-
-
-def _quantile_like(
-    fn: Callable[..., Any],
-    scale: float,
-    a: Any,
-    q: Any,
-    axis: Any,
-    out: Any,
-    method: str,
-    keepdims: bool,
-    weights: Any,
-) -> torch.Tensor:
-    a = _tensor(a)
-    require_default("out", out, None)
-    require_default("weights", weights, None)
-    if method != "linear":
-        raise UnsupportedOperation(f"method={method!r}; only 'linear' is supported")
-    if a.dtype == torch.float16:
-        raise UnsupportedOperation("float16 quantiles: NumPy interpolates in float16")
-    q_probe = q if isinstance(q, (int, float)) else np.asarray(q)
-    res = torch_dtype(probe_dtype(on_one_element, a, fn, q_probe))
-    qt, scalar = _q_tensor(q, scale, a.device)
-    r = _quantiles(a, qt, axis, keepdims, res)
-    return r[0] if scalar else r.reshape(*np.shape(q), *r.shape[1:])
+quantile = _quantile_like(np.quantile, 1.0)
+percentile = _quantile_like(np.percentile, 100.0)
 
 
 def median(
@@ -206,9 +187,7 @@ def norm(
     x: torch.Tensor, ord: Any = None, axis: Any = None, keepdims: bool = False
 ) -> torch.Tensor:
     """``numpy.linalg.norm`` for vector norms (ord None/2, 1, inf, -inf, 0, p) and Frobenius."""
-    if not isinstance(x, torch.Tensor):
-        raise UnsupportedOperation("expected a tensor")
-    check_computable(x)
+    x = computable_tensor(x)
     res = torch_dtype(probe_dtype(on_one_element, x, np.linalg.norm))
     if res == torch.float16:
         raise UnsupportedOperation("float16 norms: NumPy squares and sums in float16 (overflows)")
