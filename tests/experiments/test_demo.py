@@ -14,6 +14,7 @@ import pytest
 from codedag.errors import ConfigError
 from codedag.experiments.demo import run_demo
 from codedag.experiments.demo_settings import DemoSettings
+from codedag.plan import read_plan
 
 
 def small(task: str, out: Path, tune: bool = True) -> DemoSettings:
@@ -96,7 +97,11 @@ def test_image_demo_measures_places_and_matches_the_baseline(
     assert list((tmp_path / "plots").glob("*.png"))
     results = json.loads((tmp_path / "results.json").read_text())
     assert set(results["modes"]) == {"baseline", "optimization"}
-    plan = json.loads((tmp_path / "migration_plan.json").read_text())
+    text = (tmp_path / "migration_plan.json").read_text()
+    plan = json.loads(text)
+    assert (
+        text == json.dumps(read_plan(tmp_path / "migration_plan.json").to_dict(), indent=2) + "\n"
+    )
     assert plan["placement"]["basis"] == "measured" and plan["target_device"] == "cpu"
     assert set(plan["context_device_map"].values()) <= {"cpu"}
     summary = json.loads((tmp_path / "demo_summary.json").read_text())

@@ -3,35 +3,39 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from stats_support import cache_stats, tables_stats
 
 import codedag.experiments.demo_cache as demo_cache
 from codedag.migrate.stats import Off
+from codedag.plan import MigrationPlan
 from codedag.store.tiers import PrefixStore, StoreSettings
 
 
-def _plan(cached: bool = True) -> dict[str, Any]:
+def _plan(cached: bool = True) -> MigrationPlan:
     chain = {
         "id": "prefix0",
+        "source_function": "cv2.imdecode",
         "steps": ["cv2.imdecode", "cv2.resize", "cv2.cvtColor"],
         "cached": cached,
         "cut": {"step": "cv2.resize", "bytes_per_sample": 49152, "saved_ns": 2_500_000},
         "reason": "saves 2.5 ms",
     }
-    return {
-        "cache": {
-            "mode": "auto",
-            "budget_bytes": 1 << 30,
-            "bytes_total": 4 << 20,
-            "saved_ns_per_sample": 2_500_000,
-            "write_ns_per_sample": 100_000,
-            "note": "n",
-            "chains": [chain],
+    return MigrationPlan.from_dict(
+        {
+            "context_device_map": {},
+            "cache": {
+                "mode": "auto",
+                "budget_bytes": 1 << 30,
+                "bytes_total": 4 << 20,
+                "saved_ns_per_sample": 2_500_000,
+                "write_ns_per_sample": 100_000,
+                "note": "n",
+                "chains": [chain],
+            },
         }
-    }
+    )
 
 
 def test_settings_point_at_the_demo_folder(tmp_path: Path) -> None:
@@ -65,7 +69,9 @@ def test_summary_in_short_with_the_runs_counters() -> None:
     ]  # fmt: skip
     assert summary.stats is stats
     assert demo_cache.cache_summary(_plan(), Off()).stats is None  # type: ignore[union-attr]
-    assert demo_cache.cache_summary({}, stats) is None
+    assert (
+        demo_cache.cache_summary(MigrationPlan.from_dict({"context_device_map": {}}), stats) is None
+    )
 
 
 def test_clause_names_the_cached_steps_up_to_the_cut() -> None:

@@ -44,6 +44,7 @@ from codedag.experiments.demo_verdict import verdict
 from codedag.graph.model import ExecutionDAG
 from codedag.migrate.stats import BatchedStats, GuardSummary, MigrationStats
 from codedag.monitor.model import RunResults
+from codedag.plan import MigrationPlan
 from codedag.util.io import atomic_write_json
 from codedag.util.paths import check_output_dir, output_lock
 
@@ -120,7 +121,7 @@ def tune(loader: Any, settings: DemoSettings, device: str) -> Any | None:
 
 def tune_warm_epochs(
     loader: Any,
-    plan: dict[str, Any],
+    plan: MigrationPlan,
     section: Any,
     settings: DemoSettings,
     device: str,
@@ -128,25 +129,22 @@ def tune_warm_epochs(
     """The loader settings for the epochs the prefix cache serves, measured with it warm and the
     training step as the consumer, added to ``section`` and to ``plan``; ``section`` unchanged
     when nothing was tuned or nothing is cached."""
-    from codedag.plan import MigrationPlan
-
-    model = MigrationPlan.from_dict(plan)
-    if section is None or model.cache is None or not model.cache.cached_chains:
+    if section is None or plan.cache is None or not plan.cache.cached_chains:
         return section
     from codedag.tune import TuneOptions, tune_warm
 
     options = TuneOptions(
         batches=6, rounds=2, trial_s=2.0, budget_s=30.0, step_fn=training_step(settings, device)
     )
-    section.warm = tune_warm(loader, model, options)
+    section.warm = tune_warm(loader, plan, options)
     section.override = sorted(set(section.override) | set(section.warm.changed))
-    plan["loader"] = section.model_dump(mode="json")
+    plan.loader = section
     return section
 
 
 def optimize(
     dag: ExecutionDAG, settings: DemoSettings, device: str, out_dir: Path, loader: Any | None = None
-) -> tuple[dict, Any]:
+) -> tuple[MigrationPlan, Any]:
     """Coarsen, partition, calibrate on ``device`` and plan: calls move only where measured faster.
 
     Without CUDA the target is torch on the CPU, so the demo shows what codedag finds there.
@@ -163,7 +161,7 @@ def optimize(
         cache_folder=str(out_dir / demo_cache.FOLDER),
     )
     result = manager.optimize(dag, export_dir=out_dir / "optimizer")
-    return result["migration_plan"], result
+    return result.plan, result
 
 
 def ran_batched(stats: MigrationStats) -> list[str]:
@@ -172,27 +170,27 @@ def ran_batched(stats: MigrationStats) -> list[str]:
     return list(run.chains) if isinstance(run, BatchedStats) and run.enabled and run.batches else []
 
 
-def batched_summary(plan: dict[str, Any], stats: MigrationStats) -> BatchedSummary:
+def batched_summary(plan: MigrationPlan, stats: MigrationStats) -> BatchedSummary:
     """The plan's sample chains with their batched decision, and the run's batched stats."""
-    section = plan.get("batched") or {}
+    section = plan.batched
     chains = [
         BatchedChainSummary(
-            id=c.get("id"),
-            steps=list(c.get("steps", [])),
-            batched=bool(c.get("batched")),
-            basis=c.get("basis", "none"),
-            original_ms=None if c.get("original_ns") is None else c["original_ns"] / 1e6,
-            batched_ms=None if c.get("batched_ns") is None else c["batched_ns"] / 1e6,
-            batch_size=c.get("batch_size", 0),
-            backend_calls=c.get("backend_calls"),
-            reason=c.get("reason", ""),
+            id=c.id,
+            steps=list(c.steps),
+            batched=c.batched,
+            basis=c.basis,
+            original_ms=None if c.original_ns is None else c.original_ns / 1e6,
+            batched_ms=None if c.batched_ns is None else c.batched_ns / 1e6,
+            batch_size=c.batch_size,
+            backend_calls=c.backend_calls,
+            reason=c.reason,
         )
-        for c in section.get("chains", [])
+        for c in section.chains
     ]
     run = stats.batched
     return BatchedSummary(
-        mode=section.get("mode", "auto"),
-        device=section.get("device"),
+        mode=section.mode,
+        device=section.device,
         chains=chains,
         stats=run if isinstance(run, BatchedStats) and run.enabled else None,
     )
@@ -273,7 +271,8 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
     progress("warm", 0, 1)
     section = tune_warm_epochs(loader, plan, section, settings, device)
     progress("warm", 1, 1)
-    atomic_write_json(out_dir / "migration_plan.json", plan)  # final: with the warm settings
+    plan_json = plan.to_dict()  # final: with the warm settings
+    atomic_write_json(out_dir / "migration_plan.json", plan_json)
 
     kept_opt, stats = _optimized_run(
         plan, section, loader, settings, device, monitor, progress, epochs, out_dir
@@ -304,13 +303,13 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
         write_demo_report(
             out_dir / "report.html",
             demo,
-            plan,
+            plan_json,
             dag_svg,
             dag_dot,
             plots,
             results.environment,
             stats.cache.model_dump(mode="json"),
-            chain_view(dag, plan),
+            chain_view(dag, plan_json),
             stats.tables.model_dump(mode="json"),
         )
     )
@@ -323,7 +322,7 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
 
 
 def _optimized_run(
-    plan: dict[str, Any],
+    plan: MigrationPlan,
     section: Any,
     loader: Any,
     settings: DemoSettings,
@@ -357,7 +356,7 @@ def _optimized_run(
 def _demo_result(
     settings: DemoSettings,
     device: str,
-    plan: dict[str, Any],
+    plan: MigrationPlan,
     section: Any,
     stats: MigrationStats,
     results: RunResults,
@@ -384,16 +383,16 @@ def _demo_result(
         fallback_reasons={n: dict(f.get("fallback_reasons", {})) for n, f in functions.items()},
         equivalence=equivalence,
         plan_summary=PlanSummary(
-            contexts_to_migrate=len(plan.get("context_device_map", {})),
-            functions=sorted({c["function"] for c in plan.get("calls", []) if c.get("migrate")}),
-            notes=list(plan.get("notes", [])),
+            contexts_to_migrate=len(plan.context_device_map),
+            functions=plan.migrated_functions,
+            notes=list(plan.notes),
         ),
         placement=rows,
         verdict=verdict(
             rows,
             speedup,
             device,
-            plan.get("placement", {}).get("basis", "none"),
+            plan.placement.basis,
             None if section is None or section.keeps_yours else section.chosen.label(),
             switched_off=guard.switched_off if isinstance(guard, GuardSummary) else {},
             batched=ran_batched(stats),

@@ -14,6 +14,7 @@ from typing import Any
 
 from codedag.experiments.demo_settings import CacheChainSummary, CacheSummary
 from codedag.migrate.stats import CacheStats, Off, TablesStats
+from codedag.plan import MigrationPlan
 
 FOLDER = "prefix-cache"
 
@@ -34,32 +35,32 @@ def clear(out_dir: Path) -> int:
 
 
 def cache_summary(
-    plan: dict[str, Any], stats: CacheStats | Off, tables: TablesStats | Off | None = None
+    plan: MigrationPlan, stats: CacheStats | Off, tables: TablesStats | Off | None = None
 ) -> CacheSummary | None:
     """The plan's cache section in short, with the run's counters and those of its lookup
     tables (``tables``: ``get_stats()["tables"]``; None: no cache section)."""
-    section = plan.get("cache")
-    if not section:
+    section = plan.cache
+    if section is None:
         return None
     chains = [
         CacheChainSummary(
-            id=c["id"],
-            steps=list(c.get("steps", [])),
-            cached=bool(c.get("cached")),
-            cut=(c.get("cut") or {}).get("step") if c.get("cached") else None,
-            bytes_per_sample=(c.get("cut") or {}).get("bytes_per_sample", 0),
-            saved_ms=(c.get("cut") or {}).get("saved_ns", 0) / 1e6,
-            reason=c.get("reason", ""),
+            id=c.id,
+            steps=list(c.steps),
+            cached=c.cached,
+            cut=c.cut.step if c.cached and c.cut is not None else None,
+            bytes_per_sample=c.cut.bytes_per_sample if c.cut is not None else 0,
+            saved_ms=(c.cut.saved_ns if c.cut is not None else 0) / 1e6,
+            reason=c.reason,
         )
-        for c in section.get("chains", [])
+        for c in section.chains
     ]
     return CacheSummary(
-        mode=section.get("mode", "auto"),
-        budget_bytes=section.get("budget_bytes", 0),
-        bytes_total=section.get("bytes_total", 0),
-        saved_ms_per_sample=section.get("saved_ns_per_sample", 0) / 1e6,
-        write_ms_per_sample=section.get("write_ns_per_sample", 0) / 1e6,
-        note=section.get("note", ""),
+        mode=section.mode,
+        budget_bytes=section.budget_bytes,
+        bytes_total=section.bytes_total,
+        saved_ms_per_sample=section.saved_ns_per_sample / 1e6,
+        write_ms_per_sample=section.write_ns_per_sample / 1e6,
+        note=section.note,
         chains=chains,
         stats=stats if isinstance(stats, CacheStats) and stats.enabled else None,
         tables=tables if isinstance(tables, TablesStats) and tables.enabled else None,

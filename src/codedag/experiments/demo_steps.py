@@ -17,6 +17,7 @@ from codedag.experiments.demo_settings import (
     PlacementRow,
 )
 from codedag.monitor.model import RunResults
+from codedag.plan import MigrationPlan
 
 Progress = Callable[[str, int, int], None]
 
@@ -248,19 +249,20 @@ def summarize(results: RunResults) -> tuple[list[ModeSummary], dict[str, Any] | 
     return summaries, optimized
 
 
-def placement_rows(plan: dict[str, Any]) -> list[PlacementRow]:
+def placement_rows(plan: MigrationPlan) -> list[PlacementRow]:
     """The calls the plan measured, one row per function (slowest first) with its decision."""
     rows: dict[str, PlacementRow] = {}
-    for call in plan.get("calls", []):
-        if call.get("basis") == "none" and not call.get("migrate"):
+    for call in plan.calls:
+        if call.basis == "none" and not call.migrate:
             continue
-        name = call["function"]
-        row = rows.setdefault(name, PlacementRow(function=name, reason=call.get("reason", "")))
-        n = int(call.get("instance_count", 1) or 1)
+        row = rows.setdefault(
+            call.function, PlacementRow(function=call.function, reason=call.reason)
+        )
+        n = call.instance_count or 1
         row.calls += n
-        row.placed += n if call.get("migrate") else 0
-        row.library_ns += int(call.get("original_ns") or 0) * n
-        row.torch_ns += int(call.get("backend_ns") or 0) * n
+        row.placed += n if call.migrate else 0
+        row.library_ns += (call.original_ns or 0) * n
+        row.torch_ns += (call.backend_ns or 0) * n
     for row in rows.values():
         row.speedup = row.library_ns / row.torch_ns if row.torch_ns else None
     return sorted(rows.values(), key=lambda r: -r.library_ns)
