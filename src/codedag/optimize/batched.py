@@ -84,21 +84,7 @@ def decide_chain(
     workers: int,
     batch_size: int,
 ) -> BatchedChain:
-    """One chain's entry of the plan's ``batched`` section."""
-    entry = _entry(candidate, measurement, mode, device, margin_pct, workers, batch_size)
-    return BatchedChain.model_validate(entry)
-
-
-def _entry(
-    candidate: Any,
-    measurement: Any | None,
-    mode: str,
-    device: str | None,
-    margin_pct: float,
-    workers: int,
-    batch_size: int,
-) -> dict[str, Any]:
-    """The fields of one chain's :class:`BatchedChain`: its figures and the decision."""
+    """One chain's entry of the plan's ``batched`` section: its figures and the decision."""
     entry: dict[str, Any] = {
         "id": candidate.id,
         "steps": candidate.steps,
@@ -114,8 +100,7 @@ def _entry(
         "basis": "none",
         "reason": "",
     }
-    measured = measurement is not None and measurement.ok
-    if measurement is not None and measured:
+    if measurement is not None and measurement.ok:
         entry.update(
             original_ns=int(measurement.original.median_ns),
             batched_ns=int(measurement.batched.median_ns),
@@ -123,35 +108,33 @@ def _entry(
             batch_size=int(measurement.batch_size),
             basis="measured",
         )
+    entry.update(_decision(measurement, mode, device, margin_pct, workers))
+    return BatchedChain.model_validate(entry)
+
+
+def _decision(
+    measurement: Any | None, mode: str, device: str | None, margin_pct: float, workers: int
+) -> dict[str, Any]:
+    """The decision's fields of a chain's entry: ``reason``, and ``batched`` and ``basis`` where
+    the decision sets them."""
+    measured = measurement is not None and measurement.ok
+    assumed = {} if measured else {"basis": "assumed"}
     if mode == "never":
-        entry["reason"] = "batched execution switched off (--batched never)"
-        if not measured:
-            entry["basis"] = "assumed"
-        return entry
+        return {"reason": "batched execution switched off (--batched never)", **assumed}
     if device is None:
         if mode == "always":
-            entry.update(batched=True, basis="assumed")
-            entry["reason"] = "forced with --batched always (not measured): runs batched on cpu"
-        else:
-            entry["reason"] = "no target device (no GPU, no --target-device): nothing measured"
-        return entry
+            reason = "forced with --batched always (not measured): runs batched on cpu"
+            return {"batched": True, "basis": "assumed", "reason": reason}
+        return {"reason": "no target device (no GPU, no --target-device): nothing measured"}
     if mode == "always":
-        entry["batched"] = True
-        entry["reason"] = _forced_reason(
-            measurement if measured else None, measurement, device, workers
-        )
-        if not measured:
-            entry["basis"] = "assumed"
-        return entry
+        reason = _forced_reason(measurement if measured else None, measurement, device, workers)
+        return {"batched": True, "reason": reason, **assumed}
     if measurement is None:
-        entry["reason"] = f"not measured on {device}: calibrate to run chains batched"
-        return entry
+        return {"reason": f"not measured on {device}: calibrate to run chains batched"}
     if not measured:
-        entry["basis"] = "measured"
-        entry["reason"] = f"stays per sample: {measurement.error}"
-        return entry
-    entry["batched"], entry["reason"] = _measured_choice(measurement, device, margin_pct, workers)
-    return entry
+        return {"basis": "measured", "reason": f"stays per sample: {measurement.error}"}
+    batched, reason = _measured_choice(measurement, device, margin_pct, workers)
+    return {"batched": batched, "reason": reason}
 
 
 def _forced_reason(measured: Any | None, attempt: Any | None, device: str, workers: int) -> str:
