@@ -20,7 +20,7 @@ per-sample warp matrices, ragged input sizes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,31 +245,28 @@ def sample_steps(dag: ExecutionDAG) -> list[list[Any]]:
     return components
 
 
-def _ancestor_named(dag: ExecutionDAG, node_id: int, short: str) -> Iterable[int]:
-    stack = list(dag.predecessors(node_id, "calls"))
+def _reached(step: Callable[[int, str], Iterable[int]], node_id: int) -> Iterator[int]:
+    """Every node reached from ``node_id`` (not itself) through ``calls`` edges, depth first;
+    ``step``: ``dag.predecessors`` (callers) or ``dag.successors`` (callees)."""
+    stack = list(step(node_id, "calls"))
     seen: set[int] = set()
     while stack:
-        parent = stack.pop()
-        if parent in seen:
+        node = stack.pop()
+        if node in seen:
             continue
-        seen.add(parent)
+        seen.add(node)
+        yield node
+        stack.extend(step(node, "calls"))
+
+
+def _ancestor_named(dag: ExecutionDAG, node_id: int, short: str) -> Iterable[int]:
+    for parent in _reached(dag.predecessors, node_id):
         if dag.nodes[parent].name.rsplit(".", 1)[-1] == short:
             yield parent
-        stack.extend(dag.predecessors(parent, "calls"))
 
 
 def _descendants(dag: ExecutionDAG, node_id: int) -> list[int]:
-    out: list[int] = []
-    stack = list(dag.successors(node_id, "calls"))
-    seen: set[int] = set()
-    while stack:
-        child = stack.pop()
-        if child in seen:
-            continue
-        seen.add(child)
-        out.append(child)
-        stack.extend(dag.successors(child, "calls"))
-    return sorted(out)
+    return sorted(_reached(dag.successors, node_id))
 
 
 def _components(dag: ExecutionDAG, ops: list[Any]) -> list[list[Any]]:

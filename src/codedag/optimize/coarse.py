@@ -8,7 +8,7 @@ times and memory are sums over those instances, so coarsening preserves totals.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -64,21 +64,8 @@ class ClusterNode:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "name": self.name,
-            "instance_count": self.instance_count,
-            "original_ids": self.original_ids,
-            "representative_id": self.representative_id,
-            "cluster_id": self.cluster_id,
-            "depth": self.depth,
-            "total_ns": self.total_ns,
-            "self_ns": self.self_ns,
-            "mem_bytes": self.mem_bytes,
-            "nbytes": self.nbytes,
-        }
+        """Plain data: the fields by name (lists not copied)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(slots=True)
@@ -100,14 +87,8 @@ class Cluster:
     node_ids: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data."""
-        return {
-            "id": self.id,
-            "anchor_name": self.anchor_name,
-            "anchor_id": self.anchor_id,
-            "instance_count": self.instance_count,
-            "node_ids": self.node_ids,
-        }
+        """Plain data: the fields by name (lists not copied)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class CoarsenedDAG:

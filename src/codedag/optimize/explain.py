@@ -307,29 +307,35 @@ def _cache_row(chain: CacheChain) -> list[str]:
     ]
 
 
+def _section_table(title: str, columns: Sequence[str], reason: bool = False) -> Any:
+    """An empty rich Table: figures (``ms``, ``MB`` columns) right-aligned, and (``reason``) a
+    last column of reasons, folded."""
+    from rich.table import Table
+
+    table = Table(title=title, expand=False)
+    for column in columns:
+        table.add_column(column, justify="right" if "ms" in column or "MB" in column else "left")
+    if reason:
+        table.add_column("reason", overflow="fold", max_width=70)
+    return table
+
+
 def cache_table(plan: MigrationPlan, limit: int | None = SECTION_ROWS) -> Any | None:
     """A rich Table of the plan's prefix cache: each chain's cut and figures (``None``: no
     ``cache`` section); ``limit`` chains at most, the rest counted."""
-    from rich.table import Table
-
     section = plan.cache
     if section is None:
         return None
     chains = section.chains
     cached = [c for c in chains if c.cached]
     budget = section.budget_bytes / 1e6
-    table = Table(
-        title=(
-            f"prefix cache ({section.mode}, budget {budget:.0f} MB): "
-            f"{len(cached)} of {len(chains)} chain(s) cached, {section.bytes_total / 1e6:.1f}"
-            f" MB, saves {_ms_text(section.saved_ns_per_sample)} per sample from epoch 2"
-        ),
-        expand=False,
+    table = _section_table(
+        f"prefix cache ({section.mode}, budget {budget:.0f} MB): "
+        f"{len(cached)} of {len(chains)} chain(s) cached, {section.bytes_total / 1e6:.1f}"
+        f" MB, saves {_ms_text(section.saved_ns_per_sample)} per sample from epoch 2",
+        ("chain", "source", "steps", "cut", "MB/sample", "traced ms", "read ms", "cached"),
+        reason=True,
     )
-    for column in ("chain", "source", "steps", "cut", "MB/sample", "traced ms", "read ms"):
-        table.add_column(column, justify="right" if "ms" in column or "MB" in column else "left")
-    table.add_column("cached")
-    table.add_column("reason", overflow="fold", max_width=70)
     for chain in first_rows(table, chains, limit, "chain(s)"):
         table.add_row(*_cache_row(chain), style="green" if chain.cached else "")
     return table
@@ -354,22 +360,16 @@ def cache_lines(plan: MigrationPlan) -> list[str]:
 def tables_table(plan: MigrationPlan, limit: int | None = SECTION_ROWS) -> Any | None:
     """A rich Table of the plan's element-wise runs through lookup tables (``None``: no
     ``tables`` section); ``limit`` runs at most, the rest counted."""
-    from rich.table import Table
-
     section = plan.tables
     if section is None:
         return None
     runs = section.runs
-    table = Table(
-        title=(
-            f"lookup tables ({section.mode}): {len(runs)} run(s); each table is "
-            "used where it matches the calls bit for bit and is faster, measured on each "
-            "process's first samples"
-        ),
-        expand=False,
+    table = _section_table(
+        f"lookup tables ({section.mode}): {len(runs)} run(s); each table is "
+        "used where it matches the calls bit for bit and is faster, measured on each "
+        "process's first samples",
+        ("producer", "called from", "calls", "then", "traced ms"),
     )
-    for column in ("producer", "called from", "calls", "then", "traced ms"):
-        table.add_column(column, justify="right" if "ms" in column else "left")
     for run in first_rows(table, runs, limit, "run(s)"):
         table.add_row(
             run.producer,

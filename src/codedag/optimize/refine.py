@@ -54,18 +54,23 @@ class _State:
             self.pos[v] = order
         self.down = [0.0] * wg.n
         self.heaps: list[list[tuple[float, int]]] = [[] for _ in range(k)]
-        w, pp, pl, down = wg.weight, wg.pred_ptr, wg.pred, self.down
         for v in wg.topo:
-            pv = part[v]
-            best = 0.0
-            for j in range(pp[v], pp[v + 1]):
-                u = pl[j]
-                if part[u] == pv and down[u] > best:
-                    best = down[u]
-            down[v] = w[v] + best
-            self.heaps[pv].append((-down[v], v))
+            self.down[v] = self._path_to(v)
+            self.heaps[part[v]].append((-self.down[v], v))
         for heap in self.heaps:
             heapq.heapify(heap)
+
+    def _path_to(self, v: int) -> float:
+        """The heaviest path ending at ``v`` within its partition: ``v``'s weight plus the
+        heaviest of its predecessors' in the same partition."""
+        pp, pl, part, down = self.wg.pred_ptr, self.wg.pred, self.part, self.down
+        pv = part[v]
+        best = 0.0
+        for j in range(pp[v], pp[v + 1]):
+            u = pl[j]
+            if part[u] == pv and down[u] > best:
+                best = down[u]
+        return self.wg.weight[v] + best
 
     def critical_path(self, p: int) -> float:
         heap, part, down = self.heaps[p], self.part, self.down
@@ -93,7 +98,7 @@ class _State:
         self.loads[q] += w[v]
         self.sizes[p] -= 1
         self.sizes[q] += 1
-        sp, sl, pp, pl = wg.succ_ptr, wg.succ, wg.pred_ptr, wg.pred
+        sp, sl = wg.succ_ptr, wg.succ
         work = [(pos[v], v)]
         queued = {v}
         for j in range(sp[v], sp[v + 1]):
@@ -106,12 +111,7 @@ class _State:
             _, u = heapq.heappop(work)
             queued.discard(u)
             pu = part[u]
-            best = 0.0
-            for j in range(pp[u], pp[u + 1]):
-                x = pl[j]
-                if part[x] == pu and down[x] > best:
-                    best = down[x]
-            new = w[u] + best
+            new = self._path_to(u)
             if new == down[u] and u != v:
                 continue
             down[u] = new
