@@ -29,8 +29,8 @@ from codedag.calibrate.timing import (
     Timing,
     cpu_aware_stopwatch,
     pair_spread_ns,
+    record_dict,
     time_pair,
-    timing_dict,
 )
 from codedag.devices.torch_devices import device_name, device_sync
 from codedag.measure.summary import nanoseconds
@@ -102,24 +102,7 @@ class ChainMeasurement:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (the cache entry)."""
-        return {
-            "chain": self.chain,
-            "signature": self.signature,
-            "device": self.device,
-            "device_name": self.device_name,
-            "batch_size": self.batch_size,
-            "original": timing_dict(self.original),
-            "batched": timing_dict(self.batched),
-            "record_ns": self.record_ns,
-            "backend_calls": self.backend_calls,
-            "groups": self.groups,
-            "h2d_bytes": self.h2d_bytes,
-            "d2h_bytes": self.d2h_bytes,
-            "timed_steps": list(self.timed_steps),
-            "untimed_steps": list(self.untimed_steps),
-            "stand_in_steps": list(self.stand_in_steps),
-            "error": self.error,
-        }
+        return record_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], cached: bool = False) -> ChainMeasurement:

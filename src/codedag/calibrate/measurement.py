@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from codedag.calibrate.timing import Timing, pair_spread_ns, timing_dict
+from codedag.calibrate.timing import Timing, pair_spread_ns, record_dict
 from codedag.measure.summary import nanoseconds
 
 
@@ -64,19 +64,7 @@ class Measurement:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (the cache entry and the ``--json`` row)."""
-        return {
-            "function": self.function,
-            "signature": self.signature,
-            "arguments": self.arguments,
-            "device": self.device,
-            "device_name": self.device_name,
-            "original": timing_dict(self.original),
-            "backend": timing_dict(self.backend),
-            "h2d_ns": self.h2d_ns,
-            "d2h_ns": self.d2h_ns,
-            "input_bytes": self.input_bytes,
-            "error": self.error,
-        }
+        return record_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], cached: bool = False) -> Measurement:

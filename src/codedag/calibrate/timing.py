@@ -12,6 +12,7 @@ functions; each one's signs are logged at debug level.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -34,10 +35,10 @@ __all__ = [
     "difference_error_ns",
     "disturbance_summary",
     "pair_spread_ns",
+    "record_dict",
     "summarized_disturbances",
     "time_one",
     "time_pair",
-    "timing_dict",
 ]
 
 
@@ -100,9 +101,20 @@ def pair_spread_ns(a: Timing | None, b: Timing | None) -> int:
     return int(difference_error_ns(a, b))
 
 
-def timing_dict(timing: Timing | None) -> dict[str, Any] | None:
-    """A timing as plain data (``None`` for one not taken)."""
-    return None if timing is None else timing.to_dict()
+def record_dict(record: Any) -> dict[str, Any]:
+    """A measurement dataclass as plain data (the cache entry): its fields in order, timings as
+    dicts, tuples as lists, without ``cached`` (where the figures came from, not a figure)."""
+    return {
+        f.name: _plain(getattr(record, f.name))
+        for f in dataclasses.fields(record)
+        if f.name != "cached"
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Timing):
+        return value.to_dict()
+    return list(value) if isinstance(value, tuple) else value
 
 
 def time_pair(
