@@ -68,6 +68,12 @@ def check_image(
         )
 
 
+def no_output(name: str, dst: object, param: str = "dst") -> None:
+    """Raise ``UnsupportedOperation`` when an output array is passed (results are new arrays)."""
+    if dst is not None:
+        raise UnsupportedOperation(f"{name}: an output array {param} is not supported")
+
+
 def channels(src: torch.Tensor) -> int:
     """Number of channels of a batch (1 for (N,H,W))."""
     return 1 if src.dim() == 3 else int(src.shape[3])

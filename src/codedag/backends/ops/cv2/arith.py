@@ -37,6 +37,7 @@ from codedag.backends.ops.cv2._common import (
     as_nhwc,
     channels,
     check_image,
+    no_output,
     saturate,
     scalar_values,
 )
@@ -56,8 +57,7 @@ def _fma32(x: torch.Tensor, m: float | torch.Tensor, c: float | torch.Tensor) ->
 
 
 def _no_extras(name: str, dst: object = None, mask: object = None) -> None:
-    if dst is not None:
-        raise UnsupportedOperation(f"{name}: an output array dst is not supported")
+    no_output(name, dst)
     if mask is not None:
         raise UnsupportedOperation(f"{name}: a mask is not supported")
 

@@ -29,6 +29,7 @@ from codedag.backends.ops.cv2._common import (
     check_image,
     is_int,
     is_number,
+    no_output,
 )
 from codedag.backends.ops.cv2.filter import Sobel
 from codedag.errors import UnsupportedOperation
@@ -86,8 +87,7 @@ def Canny(
     """``cv2.Canny`` for a uint8 batch (N,H,W[,C]); apertures 3, 5, 7; L1 or L2; with several
     channels each pixel uses the channel of largest gradient magnitude, as cv2 does."""
     check_image(image, "image", dtypes=(torch.uint8,))
-    if edges is not None:
-        raise UnsupportedOperation("Canny: an output array edges is not supported")
+    no_output("Canny", edges, "edges")
     aperture = int(apertureSize)
     if aperture not in (3, 5, 7):
         raise UnsupportedOperation(f"Canny: apertureSize {apertureSize} unsupported; 3, 5 or 7")

@@ -30,9 +30,9 @@ from codedag.backends.ops.cv2._common import (
     check_image,
     finite,
     is_int,
+    no_output,
     saturate,
 )
-from codedag.errors import UnsupportedOperation
 
 _SWAPS = {0: (4, False), 1: (3, False), 2: (4, True), 3: (3, True), 4: (3, True), 5: (4, True)}
 _TO_GRAY = {6: 0, 7: 2, 10: 0, 11: 2}
@@ -239,8 +239,7 @@ def cvtColor(
     and gray conversions); ``dstCn`` 3 or 4 adds the alpha channel where cv2 does."""
     check_image(src)
     code = int(code)
-    if dst is not None:
-        raise UnsupportedOperation("cvtColor: an output array dst is not supported")
+    no_output("cvtColor", dst)
     if code in _FROM_GRAY:
         dcn = int(dstCn) or _FROM_GRAY[code]
         gray = as_nhwc(src)

@@ -30,6 +30,7 @@ from codedag.backends.ops.cv2._common import (
     border_type_base,
     check_image,
     like_input,
+    no_output,
     pad_nhwc,
     saturate,
 )
@@ -71,6 +72,14 @@ def _ksize(ksize: Any) -> tuple[int, int]:
     return kw, kh
 
 
+def _filter_input(name: str, src: torch.Tensor, dst: object, border_type: int) -> int:
+    """Check a filter's image (of a tested dtype) and that no ``dst`` is passed; returns cv2's
+    base border type of ``border_type``."""
+    check_image(src, dtypes=_DTYPES)
+    no_output(name, dst)
+    return border_type_base(border_type, FILTER_BORDERS)
+
+
 def GaussianBlur(
     src: torch.Tensor,
     ksize: object,
@@ -81,10 +90,7 @@ def GaussianBlur(
     hint: object = None,
 ) -> torch.Tensor:
     """``cv2.GaussianBlur`` with cv2's kernel rules (sigma <= 0, ksize 0 from sigma by depth)."""
-    check_image(src, dtypes=_DTYPES)
-    if dst is not None:
-        raise UnsupportedOperation("GaussianBlur: an output array dst is not supported")
-    border = border_type_base(borderType, FILTER_BORDERS)
+    border = _filter_input("GaussianBlur", src, dst, borderType)
     kw, kh, sx, sy = gaussian_size(_ksize(ksize), sigmaX, sigmaY, src.dtype == torch.uint8)
     if kw <= 0 or kh <= 0 or kw % 2 == 0 or kh % 2 == 0:
         raise UnsupportedOperation(f"GaussianBlur: ksize must be odd and positive, got {(kw, kh)}")
@@ -112,10 +118,7 @@ def boxFilter(
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
     """``cv2.boxFilter`` (normalized or plain sums, any anchor)."""
-    check_image(src, dtypes=_DTYPES)
-    if dst is not None:
-        raise UnsupportedOperation("boxFilter: an output array dst is not supported")
-    border = border_type_base(borderType, FILTER_BORDERS)
+    border = _filter_input("boxFilter", src, dst, borderType)
     kw, kh = _ksize(ksize)
     if kw <= 0 or kh <= 0:
         raise UnsupportedOperation(f"boxFilter: ksize must be positive, got {(kw, kh)}")
@@ -207,10 +210,7 @@ def filter2D(
     the DFT's rounding noise decides the exact halves (1-2% of the values of a normalized
     motion-blur line), so those calls stay with cv2.
     """
-    check_image(src, dtypes=_DTYPES)
-    if dst is not None:
-        raise UnsupportedOperation("filter2D: an output array dst is not supported")
-    border = border_type_base(borderType, FILTER_BORDERS)
+    border = _filter_input("filter2D", src, dst, borderType)
     k = filter_kernel(kernel)
     kh, kw = k.shape
     out_dtype = output_dtype(src, ddepth)
@@ -237,10 +237,7 @@ def Sobel(
     borderType: int = BORDER_DEFAULT,
 ) -> torch.Tensor:
     """``cv2.Sobel`` (ksize 1, 3, 5, 7, or -1 for Scharr) with scale and delta."""
-    check_image(src, dtypes=_DTYPES)
-    if dst is not None:
-        raise UnsupportedOperation("Sobel: an output array dst is not supported")
-    border = border_type_base(borderType, FILTER_BORDERS)
+    border = _filter_input("Sobel", src, dst, borderType)
     dx, dy, ksize = int(dx), int(dy), int(ksize)
     if ksize == -1 and (dx < 0 or dy < 0 or dx + dy != 1):
         raise UnsupportedOperation(f"Scharr needs dx + dy == 1, got {dx=}, {dy=}")
@@ -254,8 +251,7 @@ def Sobel(
 def medianBlur(src: torch.Tensor, ksize: int, dst: object = None) -> torch.Tensor:
     """``cv2.medianBlur`` (replicated border); float32 for ksize 3 and 5 as in cv2."""
     check_image(src, dtypes=(torch.uint8, torch.float32))
-    if dst is not None:
-        raise UnsupportedOperation("medianBlur: an output array dst is not supported")
+    no_output("medianBlur", dst)
     k = int(ksize)
     if k < 1 or k % 2 == 0:
         raise UnsupportedOperation(f"medianBlur: ksize must be odd and positive, got {ksize}")
@@ -282,6 +278,7 @@ def medianBlur(src: torch.Tensor, ksize: int, dst: object = None) -> torch.Tenso
 _FILTER_BORDER_MODES = "borders constant/replicate/reflect/reflect101"
 _FILTER = frozenset({"uint8", "float32", "float64"})
 _F32_SUM = "float results differ from cv2 by float32 summation order only"
+_BOX_SUMS = Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}")
 OPS = [
     op(
         "cv2.GaussianBlur",
@@ -302,7 +299,7 @@ OPS = [
         reproduces=f"ksize, anchor, {_FILTER_BORDER_MODES}",
         check=check_blur,
         dtypes=_FILTER,
-        tolerance=Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
+        tolerance=_BOX_SUMS,
     ),
     op(
         "cv2.boxFilter",
@@ -310,7 +307,7 @@ OPS = [
         reproduces=f"ddepth, ksize, anchor, normalize, {_FILTER_BORDER_MODES}",
         check=check_box_filter,
         dtypes=_FILTER,
-        tolerance=Tolerance(atol=1e-3, rtol=1e-5, note=f"integer outputs exact; {_F32_SUM}"),
+        tolerance=_BOX_SUMS,
     ),
     op(
         "cv2.filter2D",

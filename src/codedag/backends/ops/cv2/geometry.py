@@ -26,6 +26,7 @@ from codedag.backends.ops.cv2._common import (
     check_image,
     is_int,
     like_input,
+    no_output,
     pad_nhwc,
     saturate,
     scalar_reason,
@@ -36,11 +37,6 @@ from codedag.errors import UnsupportedOperation
 ROTATE_90_CLOCKWISE = 0
 ROTATE_180 = 1
 ROTATE_90_COUNTERCLOCKWISE = 2
-
-
-def _no_dst(dst: object, name: str) -> None:
-    if dst is not None:
-        raise UnsupportedOperation(f"{name}: an output array dst is not supported")
 
 
 _SIGNED_VIEW = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
@@ -67,7 +63,7 @@ def flip(src: torch.Tensor, flipCode: Any, dst: Any = None) -> torch.Tensor:
     """``cv2.flip``: 0 flips rows (vertical), > 0 columns (horizontal), < 0 both; ``flipCode``
     may be one code per sample (a tensor [N])."""
     check_image(src)
-    _no_dst(dst, "flip")
+    no_output("flip", dst)
     if isinstance(flipCode, torch.Tensor) and flipCode.dim() == 1:
         codes = flipCode.to(src.device)
         n, h, w = src.shape[:3]
@@ -92,14 +88,14 @@ def check_flip(src: object, flipCode: object, dst: object = None) -> str | None:
 def transpose(src: torch.Tensor, dst: object = None) -> torch.Tensor:
     """``cv2.transpose``: swap rows and columns of every image."""
     check_image(src)
-    _no_dst(dst, "transpose")
+    no_output("transpose", dst)
     return src.transpose(1, 2).contiguous()
 
 
 def rotate(src: torch.Tensor, rotateCode: int, dst: object = None) -> torch.Tensor:
     """``cv2.rotate`` by 90, 180 or 270 degrees."""
     check_image(src)
-    _no_dst(dst, "rotate")
+    no_output("rotate", dst)
     code = int(rotateCode)
     if code == ROTATE_90_CLOCKWISE:
         return _rot90(src, -1)
@@ -130,7 +126,7 @@ def copyMakeBorder(
     """``cv2.copyMakeBorder``: constant (per-channel value, or one value per sample as a tensor
     [N, k]), replicate, reflect(101), wrap. Always a new image, as cv2 returns."""
     check_image(src)
-    _no_dst(dst, "copyMakeBorder")
+    no_output("copyMakeBorder", dst)
     base = border_type_base(borderType, _BORDERS)
     x = as_nhwc(src)
     if isinstance(value, torch.Tensor) and value.dim() == 2:

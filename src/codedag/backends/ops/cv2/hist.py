@@ -22,6 +22,7 @@ from codedag.backends.ops.cv2._common import (
     finite,
     is_int,
     is_number,
+    no_output,
     saturate,
 )
 from codedag.errors import UnsupportedOperation
@@ -126,8 +127,7 @@ def threshold(
     THRESH_TRIANGLE the threshold is per image: a float for a batch of one, else a float64 tensor
     of shape (N,)."""
     check_image(src, dtypes=(torch.uint8, torch.float32, torch.float64))
-    if dst is not None:
-        raise UnsupportedOperation("threshold: an output array dst is not supported")
+    no_output("threshold", dst)
     kind, auto = int(type) & 7, int(type) & ~7
     if kind > THRESH_TOZERO_INV or auto not in (0, THRESH_OTSU, THRESH_TRIANGLE):
         raise UnsupportedOperation(f"threshold: type {type} unsupported")
@@ -177,8 +177,7 @@ def threshold(
 def equalizeHist(src: torch.Tensor, dst: object = None) -> torch.Tensor:
     """``cv2.equalizeHist`` per image of a single-channel uint8 batch (N,H,W)."""
     check_image(src, dtypes=(torch.uint8,))
-    if dst is not None:
-        raise UnsupportedOperation("equalizeHist: an output array dst is not supported")
+    no_output("equalizeHist", dst)
     if src.dim() != 3:
         raise UnsupportedOperation(f"equalizeHist: needs (N,H,W), got {tuple(src.shape)}")
     n = src.shape[0]

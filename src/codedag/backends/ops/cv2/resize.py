@@ -39,6 +39,7 @@ from codedag.backends.ops.cv2._common import (
     is_int,
     is_number,
     like_input,
+    no_output,
     saturate,
     work_dtype,
 )
@@ -376,8 +377,7 @@ def resize(
     """``cv2.resize`` for a batch (N,H,W[,C]); modes nearest, nearest-exact, linear,
     linear-exact (uint8), cubic, area, lanczos4."""
     check_image(src, dtypes=(torch.uint8, torch.float32, torch.float64))
-    if dst is not None:
-        raise UnsupportedOperation("resize: an output array dst is not supported")
+    no_output("resize", dst)
     mode = int(interpolation)
     if mode not in (0, 1, 2, 3, 4, 5, 6):
         raise UnsupportedOperation(f"resize: interpolation {interpolation} unsupported")
