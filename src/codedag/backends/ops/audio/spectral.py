@@ -639,6 +639,8 @@ FFT32 = "float32 FFT rounding: librosa multiplies frames by a float64 window bef
 _INTS = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 _FLOATS = frozenset({"float16", "float32", "float64"})
 _COMPLEX = frozenset({"complex64", "complex128"})
+_DB = Tolerance(atol=1e-4, note="float32 log10 ulps, in dB")
+_POW = Tolerance(rtol=1e-5, note="float32 pow ulps")
 OPS = [
     # Public paths; the registry resolves them to the canonical names of the function objects
     # (``librosa.core.spectrum.stft``), which the tracer reports.
@@ -662,7 +664,7 @@ OPS = [
         power_to_db,
         dtypes=_FLOATS | _COMPLEX | _INTS,
         check=_power_to_db_check,
-        tolerance=Tolerance(atol=1e-4, note="float32 log10 ulps, in dB"),
+        tolerance=_DB,
         notes="integer spectrograms in float64 as NumPy promotes them",
     ),
     op(
@@ -670,20 +672,20 @@ OPS = [
         amplitude_to_db,
         dtypes=_FLOATS | _COMPLEX,
         check=_amplitude_to_db_check,
-        tolerance=Tolerance(atol=1e-4, note="float32 log10 ulps, in dB"),
+        tolerance=_DB,
         notes="integer input is left to librosa (NumPy squares it with wraparound)",
     ),
     op(
         "librosa.db_to_amplitude",
         db_to_amplitude,
         dtypes=_FLOATS | _INTS,
-        tolerance=Tolerance(rtol=1e-5, note="float32 pow ulps"),
+        tolerance=_POW,
     ),
     op(
         "librosa.db_to_power",
         db_to_power,
         dtypes=_FLOATS | _INTS,
-        tolerance=Tolerance(rtol=1e-5, note="float32 pow ulps"),
+        tolerance=_POW,
     ),
     op(
         "librosa.util.normalize",
