@@ -24,7 +24,7 @@ import functools
 import sys
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from codedag.backends import libraries
@@ -57,25 +57,43 @@ def _refresh_index() -> None:
         _seen[0] = (count, indexed)
         return
     with _lock:
-        for module_name in indexed:
-            module = sys.modules.get(module_name)
-            if module is None or module_name in _indexed or _initializing(module):
+        for module_name, attr, value in _new_attributes(indexed, _indexed):
+            if isinstance(value, type | types.ModuleType):
                 continue
-            _indexed.add(module_name)
-            for attr, value in list(vars(module).items()):
-                if attr.startswith("_") or isinstance(value, type | types.ModuleType):
-                    continue
-                if callable(value) and not isinstance(value, types.FunctionType):
-                    name = f"{module_name}.{attr}"
-                    # Among aliases (numpy.permute_dims is numpy.transpose) the attribute named
-                    # like the object itself wins; otherwise the first module's name stays.
-                    previous = _index.get(id(value))
-                    if previous is None or (
-                        attr == getattr(value, "__name__", None)
-                        and previous[1].rsplit(".", 1)[0] == module_name
-                        and previous[1].rsplit(".", 1)[1] != attr
-                    ):
-                        _index[id(value)] = (value, name)
+            if callable(value) and not isinstance(value, types.FunctionType):
+                # Among aliases (numpy.permute_dims is numpy.transpose) the attribute named like
+                # the object itself wins; otherwise the first module's name stays.
+                previous = _index.get(id(value))
+                if _renames(previous[1] if previous else None, module_name, attr, value):
+                    _index[id(value)] = (value, f"{module_name}.{attr}")
+
+
+def _new_attributes(
+    module_names: Sequence[str], done: set[str]
+) -> Iterator[tuple[str, str, object]]:
+    """(module, attribute, value) of each public attribute of the modules named that are imported,
+    done running their body and not in ``done`` (each is added to ``done``)."""
+    for module_name in module_names:
+        module = sys.modules.get(module_name)
+        if module is None or module_name in done or _initializing(module):
+            continue
+        done.add(module_name)
+        for attr, value in list(vars(module).items()):
+            if not attr.startswith("_"):
+                yield module_name, attr, value
+
+
+def _renames(previous: str | None, module_name: str, attr: str, value: object) -> bool:
+    """Whether ``module_name.attr`` replaces the name ``previous`` of ``value``: the first name
+    stays, unless one in the same module is named like the object itself."""
+    if previous is None:
+        return True
+    previous_module, previous_attr = previous.rsplit(".", 1)
+    return (
+        attr == getattr(value, "__name__", None)
+        and previous_module == module_name
+        and previous_attr != attr
+    )
 
 
 def _initializing(module: object) -> bool:
@@ -101,26 +119,13 @@ def _refresh_public_codes() -> None:
         return
     libraries_of_namespaces = libraries.python_modules()
     with _lock:
-        for module_name in namespaces:
-            module = sys.modules.get(module_name)
-            if module is None or module_name in _public_done or _initializing(module):
+        for module_name, attr, value in _new_attributes(namespaces, _public_done):
+            impl = python_implementation(value)
+            if impl is None or _top(impl.__module__) not in libraries_of_namespaces:
                 continue
-            _public_done.add(module_name)
-            for attr, value in list(vars(module).items()):
-                if attr.startswith("_"):
-                    continue
-                impl = python_implementation(value)
-                if impl is None or _top(impl.__module__) not in libraries_of_namespaces:
-                    continue
-                code = impl.__code__
-                previous = _public_codes.get(code)
-                # the first namespace wins; within one, the attribute named like the function
-                if previous is None or (
-                    attr == impl.__name__
-                    and previous.rsplit(".", 1)[0] == module_name
-                    and previous.rsplit(".", 1)[1] != attr
-                ):
-                    _public_codes[code] = f"{module_name}.{attr}"
+            # the first namespace wins; within one, the attribute named like the function
+            if _renames(_public_codes.get(impl.__code__), module_name, attr, impl):
+                _public_codes[impl.__code__] = f"{module_name}.{attr}"
 
 
 def _top(module: str | None) -> str:
