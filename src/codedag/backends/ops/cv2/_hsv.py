@@ -135,14 +135,20 @@ def _hsv2bgr_native(h: torch.Tensor, s: torch.Tensor, v: torch.Tensor, hscale: f
     return tuple(torch.where(grey, v, c) for c in (b, g, r))
 
 
+def _float_channels(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """An HSV or HLS image's three channels in float32: the hue as it is, the other two scaled to
+    0..1 (uint8 values times float32 1/255, as cv2's ``*2RGB_b`` converters do)."""
+    h, a, b = (x[..., i].to(_F32) for i in range(3))
+    if x.dtype == torch.uint8:
+        a, b = a * _f(1.0 / 255.0), b * _f(1.0 / 255.0)
+    return h, a, b
+
+
 def hsv2bgr(x: torch.Tensor, bidx: int, hrange: float, dcn: int) -> torch.Tensor:
     """cv2's HSV2RGB_b (uint8) and HSV2RGB_f (float32) on (N, H, W, 3)."""
     u8 = x.dtype == torch.uint8
     hscale = 6.0 / hrange
-    h = x[..., 0].to(_F32)
-    s, v = x[..., 1].to(_F32), x[..., 2].to(_F32)
-    if u8:
-        s, v = s * _f(1.0 / 255.0), v * _f(1.0 / 255.0)
+    h, s, v = _float_channels(x)
     lanes = simd_lanes()
     mask = simd_columns(x.shape[2], 4 * lanes if u8 else lanes, x.device)
     simd = torch.stack(_hsv2bgr_simd(h, s, v, hscale), dim=-1)
@@ -213,10 +219,7 @@ def hls2bgr(x: torch.Tensor, bidx: int, hrange: float, dcn: int) -> torch.Tensor
     """cv2's HLS2RGB_b (uint8, through float blocks of 256 pixels) and HLS2RGB_f (float32)."""
     u8 = x.dtype == torch.uint8
     hscale = 6.0 / hrange
-    h = x[..., 0].to(_F32)
-    l, s = x[..., 1].to(_F32), x[..., 2].to(_F32)  # noqa: E741
-    if u8:
-        l, s = l * _f(1.0 / 255.0), s * _f(1.0 / 255.0)  # noqa: E741
+    h, l, s = _float_channels(x)  # noqa: E741
     lanes = simd_lanes()
     mask = simd_columns(x.shape[2], lanes, x.device, chunk=_BLOCK if u8 else 0)
     simd = torch.stack(_hls2bgr_simd(h, l, s, hscale), dim=-1)
