@@ -155,26 +155,15 @@ def border_type_base(border_type: int, allowed: Sequence[int]) -> int:
 
 
 def border_interpolate(p: np.ndarray, length: int, border_type: int) -> np.ndarray:
-    """``cv::borderInterpolate`` on an integer array; -1 marks constant-border positions."""
-    p = np.asarray(p, dtype=np.int64).copy()
-    inside = (p >= 0) & (p < length)
-    if inside.all():
-        return p
-    if border_type == BORDER_CONSTANT:
-        return np.where(inside, p, -1)
-    if border_type == BORDER_REPLICATE:
-        return np.clip(p, 0, length - 1)
-    if border_type == BORDER_WRAP:
-        return np.mod(p, length)
-    if border_type in (BORDER_REFLECT, BORDER_REFLECT_101):
-        if length == 1:
-            return np.zeros_like(p)
-        delta = 1 if border_type == BORDER_REFLECT_101 else 0
-        period = 2 * length - 2 * delta
-        q = np.mod(p, period)
-        # Reflect101 of period 2L-2: 0..L-1 then L-2..1. Reflect of period 2L: 0..L-1 then L-1..0.
-        return np.where(q < length, q, period - q - (1 - delta))
-    raise UnsupportedOperation(f"borderType {border_type} unsupported")
+    """``cv::borderInterpolate`` on an integer array (:func:`torch_border` of its values); -1 marks
+    constant-border positions."""
+    if border_type not in _INTERPOLATED:
+        raise UnsupportedOperation(f"borderType {border_type} unsupported")
+    index = torch.from_numpy(np.array(p, dtype=np.int64))
+    return torch_border(index, length, border_type).numpy()
+
+
+_INTERPOLATED = (BORDER_CONSTANT, BORDER_REPLICATE, BORDER_WRAP, BORDER_REFLECT, BORDER_REFLECT_101)
 
 
 def torch_border(p: torch.Tensor, length: int, border: int) -> torch.Tensor:
