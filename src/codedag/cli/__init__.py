@@ -22,6 +22,8 @@
   plan applied
 * :mod:`.mutate`: ``codedag mutate``: train with mutated hyperparameters and measure energy and
   quality
+* :mod:`.output`: What commands print for ``--json``: one JSON document on stdout, ended by a
+  newline; the Rich console of their tables
 * :mod:`.optimize`: ``codedag optimize``: coarsen, partition and refine a traced DAG into a
   migration plan
 * :mod:`.plan`: ``codedag plan explain``: show where a migration plan places each call and why,

@@ -4,8 +4,9 @@ line per section of the plan."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, Any
+
+from codedag.cli.output import stdout_console
 
 if TYPE_CHECKING:
     from codedag.plan import MigrationPlan
@@ -37,13 +38,11 @@ def print_summary(
     """The passes' figures, what migrates, the notes, the explain tables and one line per
     section of the plan; with ``tuned`` (the loader section just measured) its table under
     ``--explain`` and what the migrator keeps."""
-    from rich.console import Console
-
     from codedag.cli.plan import print_sections
     from codedag.optimize.explain import plan_table, section_lines
     from codedag.util.text import listing, printable
 
-    out = Console() if sys.stdout.isatty() else Console(width=160)
+    out = stdout_console()
     if tuned is not None and args.explain:
         from codedag.cli.tune import print_section
 

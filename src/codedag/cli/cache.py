@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+
+from codedag.cli.output import print_json, stdout_console
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -39,7 +39,6 @@ def run(args: argparse.Namespace) -> int:
     """Print the tiers (``info``) or delete them (``clear``)."""
     from pathlib import Path
 
-    from rich.console import Console
     from rich.table import Table
 
     from codedag.errors import UsageError
@@ -54,18 +53,16 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "clear":
         freed = store.clear()
         if args.json:
-            json.dump({"folder": str(where), "freed_bytes": freed}, sys.stdout)
-            sys.stdout.write("\n")
+            print_json({"folder": str(where), "freed_bytes": freed})
         else:
             print(f"cleared the prefix cache of {where}: {freed / 1e6:.1f} MB freed")
         return 0
     tiers = [t for t in store.info() if Path(t.path).exists()]
     store.close()
     if args.json:
-        json.dump({"folder": str(where), "tiers": [t.__dict__ for t in tiers]}, sys.stdout)
-        sys.stdout.write("\n")
+        print_json({"folder": str(where), "tiers": [t.__dict__ for t in tiers]})
         return 0
-    console = Console() if sys.stdout.isatty() else Console(width=140)
+    console = stdout_console(140)
     if not tiers:
         console.print(f"the prefix cache of {where} is empty", markup=False)
         return 0

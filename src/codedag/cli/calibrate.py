@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
+
+from codedag.cli.output import print_json, stdout_console
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -116,13 +116,10 @@ def run(args: argparse.Namespace) -> int:
         calibration = calibrate_dag(dag, args.device, progress=update, cache=make_cache(args))
     if args.json:
         rows = [m.to_dict() for m in calibration.rows()]
-        json.dump(
-            {"device_name": calibration.device_name, "measurements": rows}, sys.stdout, indent=2
-        )
-        sys.stdout.write("\n")
+        print_json({"device_name": calibration.device_name, "measurements": rows}, indent=2)
         return 0
     from codedag.calibrate.table import calibration_table
 
-    out = Console() if sys.stdout.isatty() else Console(width=160)
+    out = stdout_console()
     out.print(calibration_table(calibration))
     return 0

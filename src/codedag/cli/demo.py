@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codedag.cli.args import SEED, integer, nonempty_path
+from codedag.cli.output import print_json, stdout_console
 from codedag.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -166,8 +165,7 @@ def run(args: argparse.Namespace) -> int:
                 log.warning("the batches measured before the interruption are in %s", results)
             raise
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(result.to_dict(), indent=2, default=str)
     else:
         print_summary(result)
     return 0 if result.equivalence.passed else 1
@@ -297,13 +295,12 @@ def print_cache(cache: CacheSummary | None, console: Any) -> None:
 
 def print_summary(result: Any) -> None:
     """The summary table, migrated calls, fallbacks, equivalence and output files."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from codedag.migrate.stats import GuardSummary
 
-    console = Console() if sys.stdout.isatty() else Console(width=150)
+    console = stdout_console(150)
     table = Table(title=f"codedag demo ({result.settings.task}) on {result.device}")
     for column in (
         "mode",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+
+from codedag.cli.output import print_json, stdout_console
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -34,14 +34,12 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_doctor()
     if args.json:
-        json.dump(report.to_dict(), sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(report.to_dict(), indent=2, default=str)
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = stdout_console()
     table = Table(title="codedag doctor", show_lines=False, expand=False)
     table.add_column("section", style="bold")
     table.add_column("check")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import random
 import sys
 from pathlib import Path
 from typing import Any
 
 from codedag.cli.args import NON_NEGATIVE_NUMBER, SEED, integer, number
+from codedag.cli.output import print_json, stdout_console
 
 _WEEK_S = 7 * 24 * 3600.0
 
@@ -269,7 +269,7 @@ def _run_session(
         session = EnergySession(config, settings, options, gpus=gpus, executor=executor)
         result = session.run(jobs)
     if args.json:
-        json.dump(
+        print_json(
             {
                 "session": str(result.path),
                 "status": result.status,
@@ -278,11 +278,9 @@ def _run_session(
                 "seed": seed,
                 "experiments": result.records,
             },
-            sys.stdout,
             indent=2,
             default=str,
         )
-        sys.stdout.write("\n")
     else:
         _print_summary(result, seed, config)
     if result.status == "interrupted":
@@ -309,10 +307,9 @@ def _progress(show: bool) -> Any:
 
 
 def _print_summary(result: Any, seed: int, config: Any) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = stdout_console()
     table = Table(title=f"session {result.path.name} ({result.status}, seed {seed})")
     remote = any(r.get("executor") == "ray" for r in result.records)
     columns = ["experiment", "ok", "time s", "changed", "metrics", "CPU J", "GPU J"]
@@ -369,10 +366,8 @@ def _list(config: Any, as_json: bool) -> int:
                 }
             )
     if as_json:
-        json.dump(rows, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(rows, indent=2)
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="models (codedag mutate -r REPO -m MODEL -mt all)")
@@ -381,7 +376,7 @@ def _list(config: Any, as_json: bool) -> int:
     for row in rows:
         defaults = ", ".join(f"{k}={v}" for k, v in row["hyperparameters"].items())
         table.add_row(row["repository"], row["model"], defaults)
-    (Console() if sys.stdout.isatty() else Console(width=160)).print(table)
+    stdout_console().print(table)
     return 0
 
 
@@ -401,8 +396,7 @@ def _dry_run(config: Any, jobs: Any, seed: int, as_json: bool) -> int:
         for j in jobs
     ]
     if as_json:
-        json.dump({"seed": seed, "runs": rows}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"seed": seed, "runs": rows}, indent=2)
         return 0
     print(f"{len(rows)} planned run(s), seed {seed}:")
     for i, row in enumerate(rows, 1):
@@ -418,8 +412,7 @@ def _report(args: argparse.Namespace) -> int:
 
     summary = report(Path(args.report), metric=args.metric)
     if args.json:
-        json.dump(summary, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(summary, indent=2)
         return 0
     print(
         f"plotted {summary['experiments_plotted']} experiment(s); energy axis: {summary['energy_axis']}"

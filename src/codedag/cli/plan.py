@@ -4,9 +4,9 @@ prefix cache keeps."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import TYPE_CHECKING
+
+from codedag.cli.output import print_json, stdout_console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,16 +43,13 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     """Load and validate the plan, print its table (or JSON) and notes."""
-    from rich.console import Console
-
     from codedag.plan import read_plan
 
     plan = read_plan(args.plan)
     if args.json:
-        json.dump(plan.to_dict()["calls"], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(plan.to_dict()["calls"], indent=2)
         return 0
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = stdout_console()
     explain(plan, console, show_all=args.all)
     return 0
 

@@ -4,11 +4,12 @@ across runs."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from codedag.cli.output import print_json, stdout_console
 
 if TYPE_CHECKING:
     from codedag.integrations.plan_store import StoredPlan
@@ -145,17 +146,15 @@ def _when(created: str) -> str:
 
 
 def _list(folder: Path, as_json: bool) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from codedag.util.text import printable
 
     entries = _entries(folder)
     if as_json:
-        json.dump({"folder": str(folder), "plans": [_row(e) for e in entries]}, sys.stdout)
-        sys.stdout.write("\n")
+        print_json({"folder": str(folder), "plans": [_row(e) for e in entries]})
         return 0
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = stdout_console()
     if not entries:
         console.print(f"no plans stored in {folder}", markup=False)
         return 0
@@ -191,8 +190,6 @@ def _list(folder: Path, as_json: bool) -> int:
 
 
 def _show(folder: Path, key: str, show_all: bool, as_json: bool) -> int:
-    from rich.console import Console
-
     from codedag.cli.plan import explain
     from codedag.errors import SchemaError
     from codedag.util.text import printable
@@ -201,10 +198,9 @@ def _show(folder: Path, key: str, show_all: bool, as_json: bool) -> int:
     if entry.checked is None:
         raise SchemaError(f"stored plan {entry.path} is unreadable: {printable(entry.problem)}")
     if as_json:
-        json.dump({**_row(entry), "inputs": entry.inputs, "plan": entry.plan}, sys.stdout)
-        sys.stdout.write("\n")
+        print_json({**_row(entry), "inputs": entry.inputs, "plan": entry.plan})
         return 0
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = stdout_console()
     console.print(f"plan {entry.key} ({entry.path}, {entry.size_bytes / 1e3:.1f} KB)", markup=False)
     inputs = entry.inputs
     if not inputs:
@@ -249,8 +245,7 @@ def _clear(folder: Path, keys: list[str], as_json: bool) -> int:
             "kept": {e.key: why for e, why in kept},
             "freed_bytes": freed,
         }
-        json.dump(out, sys.stdout)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     for entry, why in kept:
         print(f"kept {entry.path.name}: {why}", file=sys.stderr)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
+
+from codedag.cli.output import print_json, stdout_console
 
 
 def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -74,24 +74,16 @@ def _query(args: argparse.Namespace, results_dir: Path) -> int:
                 print(f"wrote {len(records)} experiment(s) to {args.csv}", file=sys.stderr)
             return 0
         if args.json:
-            json.dump(records, sys.stdout, indent=2, default=str)
-            sys.stdout.write("\n")
+            print_json(records, indent=2, default=str)
             return 0
         _print_experiments(records)
         return 0
     sessions = db.sessions()
     if args.json:
-        json.dump(sessions, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(sessions, indent=2, default=str)
         return 0
     _print_sessions(sessions)
     return 0
-
-
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def _fmt(value: object) -> str:
@@ -115,7 +107,7 @@ def _print_sessions(sessions: list[dict]) -> None:
             _fmt(s["cpu_energy_j"]),
             _fmt(s["gpu_energy_j"]),
         )
-    _console().print(table)
+    stdout_console().print(table)
 
 
 def _print_experiments(records: list[dict]) -> None:
@@ -145,4 +137,4 @@ def _print_experiments(records: list[dict]) -> None:
             _fmt(energy.get("cpu_energy_total_joules")),
             _fmt(energy.get("gpu_energy_total_joules")),
         )
-    _console().print(table)
+    stdout_console().print(table)
