@@ -30,6 +30,25 @@ def _bound_text(low: float | None, high: float | None, above: float | None) -> s
     return " and ".join(parts)
 
 
+def _check_range(
+    value: float,
+    shown: str,
+    low: float | None,
+    high: float | None,
+    above: float | None,
+    reason: str,
+) -> None:
+    """Refuse ``value`` outside the bounds: one line with the bounds, ``shown`` and ``reason``."""
+    if (
+        (above is not None and value <= above)
+        or (low is not None and value < low)
+        or (high is not None and value > high)
+    ):
+        why = f" ({reason})" if reason else ""
+        bound = _bound_text(low, high, above)
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {shown}{why}")
+
+
 def integer(
     min_value: int | None = None, max_value: int | None = None, reason: str = ""
 ) -> Callable[[str], int]:
@@ -40,12 +59,7 @@ def integer(
             value = int(text.strip(), 10)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if (min_value is not None and value < min_value) or (
-            max_value is not None and value > max_value
-        ):
-            why = f" ({reason})" if reason else ""
-            bound = _bound_text(min_value, max_value, None)
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}{why}")
+        _check_range(value, str(value), min_value, max_value, None, reason)
         return value
 
     parse.__name__ = "integer"
@@ -68,14 +82,7 @@ def number(
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-        if (
-            (above is not None and value <= above)
-            or (min_value is not None and value < min_value)
-            or (max_value is not None and value > max_value)
-        ):
-            why = f" ({reason})" if reason else ""
-            bound = _bound_text(min_value, max_value, above)
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}{why}")
+        _check_range(value, text, min_value, max_value, above, reason)
         return value
 
     parse.__name__ = "number"
