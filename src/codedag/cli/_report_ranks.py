@@ -17,6 +17,23 @@ def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> s
     return f"{value * scale:.{digits}f}{suffix}"
 
 
+def _figures(row: dict[str, Any], wait_suffix: str) -> list[str]:
+    """The cells from status to speedup of a rank's row or of a mode's aggregate."""
+    from codedag.util.text import terminal_text
+
+    return [
+        terminal_text(row["status"], 80),
+        str(row["num_batches"] if row["num_batches"] is not None else "-"),
+        _fmt(row["batch_mean_s"], 1e3),
+        _fmt(row["batch_p95_s"], 1e3),
+        _fmt(row["data_wait_share_pct"], digits=1, suffix=wait_suffix),
+        _fmt(row["step_mean_s"], 1e3),
+        _fmt(row["batches_per_s"], digits=1),
+        _fmt(row["samples_per_s"], digits=0),
+        _fmt(row["speedup"], suffix="x"),
+    ]
+
+
 def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
     """Print (or emit as JSON) the per-rank rows and the aggregate, and render the figures.
 
@@ -56,30 +73,14 @@ def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
             table.add_row(
                 terminal_text(row["mode"], 80),
                 str(row["rank"]),
-                terminal_text(row["status"], 80),
-                str(row["num_batches"] if row["num_batches"] is not None else "-"),
-                _fmt(row["batch_mean_s"], 1e3),
-                _fmt(row["batch_p95_s"], 1e3),
-                _fmt(row["data_wait_share_pct"], digits=1, suffix="%"),
-                _fmt(row["step_mean_s"], 1e3),
-                _fmt(row["batches_per_s"], digits=1),
-                _fmt(row["samples_per_s"], digits=0),
-                _fmt(row["speedup"], suffix="x"),
+                *_figures(row, "%"),
                 "*" if total["slowest_rank"] == row["rank"] else "",
             )
         imbalance = total["imbalance"]
         table.add_row(
             terminal_text(total["mode"] + (" (ref)" if total["is_baseline"] else ""), 80),
             f"all {len(total['ranks'])}",
-            terminal_text(total["status"], 80),
-            str(total["num_batches"] if total["num_batches"] is not None else "-"),
-            _fmt(total["batch_mean_s"], 1e3),
-            _fmt(total["batch_p95_s"], 1e3),
-            _fmt(total["data_wait_share_pct"], digits=1, suffix="% mean"),
-            _fmt(total["step_mean_s"], 1e3),
-            _fmt(total["batches_per_s"], digits=1),
-            _fmt(total["samples_per_s"], digits=0),
-            _fmt(total["speedup"], suffix="x"),
+            *_figures(total, "% mean"),
             f"rank {total['slowest_rank']} ({imbalance:.2f}x)" if imbalance else "-",
             end_section=True,
         )
