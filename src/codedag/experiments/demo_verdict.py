@@ -56,10 +56,11 @@ Rule = Callable[[VerdictFacts], str | None]
 
 
 def outcome(facts: VerdictFacts, faster: str, slower: str) -> str:
-    """The end of a verdict: ``faster`` or ``slower`` filled with the ratio, or no difference
-    when the ratio lies within its spread (``facts.speedup`` must be known)."""
+    """The end of a verdict: ``faster`` or ``slower`` filled with the ratio, no difference
+    when the ratio lies within its spread, or a full stop when no ratio is known."""
     speedup = facts.speedup
-    assert speedup is not None
+    if speedup is None:
+        return "."
     if facts.difference == "no difference":
         return (
             f": the two runs' step times do not differ beyond their spread ({speedup:.2f}x "
@@ -121,8 +122,6 @@ def batched_rule(facts: VerdictFacts) -> str | None:
     )
     if facts.loader is not None:
         text += f", with the tuned DataLoader ({facts.loader})"
-    if facts.speedup is None:
-        return text + "."
     return text + outcome(
         facts,
         ": the optimized run was {:.2f}x as fast.",
@@ -150,8 +149,6 @@ def tuned_loader_rule(facts: VerdictFacts) -> str | None:
         f"Measured on {facts.where}, the plan keeps every call with its library (both runs "
         f"execute the same code) and runs them in the tuned DataLoader ({facts.loader})"
     )
-    if facts.speedup is None:
-        return text + "."
     return text + outcome(
         facts,
         ": the optimized run was {:.2f}x as fast.",
@@ -196,8 +193,6 @@ def moves_rule(facts: VerdictFacts) -> str | None:
         text += " (ASSUMED speedup, not measured)"
     if facts.loader is not None:
         text += f", with the tuned DataLoader ({facts.loader})"
-    if facts.speedup is None:
-        return text + "."
     return text + outcome(
         facts,
         ": the pipeline ran {:.2f}x faster.",
