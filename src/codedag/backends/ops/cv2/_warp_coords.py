@@ -59,29 +59,37 @@ def f32_coords(
     block = warp_block()
     head = (dw // block) * block if block else 0
     yb = y * mb
-    # fma(M0, x, M_x): the product is exact in float64, the sum rounded once to float32
+    # fma(M0, x, M_x): the product is exact in float64 (float32 * float64 computes in float64,
+    # the float32 operand converted exactly), the sum rounded once to float32
     if head == dw:
-        out = fma(ma.double() * x, (yb + mc).double())
+        out = fma(ma * x, yb + mc)
     else:
         out = torch.empty((b, rows, dh, dw), dtype=f32, device=dev)
         if head:
-            out[..., :head] = fma(ma.double() * x[..., :head], (yb + mc).double())
-        out[..., head:] = fma(ma.double() * x[..., head:], yb.double()) + mc
+            out[..., :head] = fma(ma * x[..., :head], yb + mc)
+        out[..., head:] = fma(ma * x[..., head:], yb) + mc
     if perspective:
         out = out[:, :2] / out[:, 2:]
     return out.reshape(b, 2, -1)
 
 
 def fma_to_f32(p: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    """float32 of the exact sum of two float64 tensors, rounded once (as ``fma`` rounds ``p``, an
-    exact product, plus ``c``): the float64 sum rounded to odd (its error, exact by Knuth's
-    two-sum, moves an even last bit one step toward it), which float32 then rounds once."""
+    """float32 of the exact sum of ``p``, float64, and ``c``, float32 or float64, rounded once
+    (as ``fma`` rounds ``p``, an exact product, plus ``c``): the float64 sum rounded to odd (its
+    error, exact by Knuth's two-sum, moves an even last bit one step toward it), which float32
+    then rounds once."""
     s = p + c
     pv = s - c
     err = (p - pv) + (c - (s - pv))
-    even = (s.view(torch.int64) & 1) == 0
-    step = torch.nextafter(s, torch.copysign(torch.full_like(s, math.inf), err))
-    return torch.where((err != 0) & even, step, s).float()
+    # step where the last bit is even (0) and the sum inexact (True): 0 < True, one op
+    step_toward_err = (s.view(torch.int64) & 1) < (err != 0)
+    step = torch.nextafter(s, torch.copysign(_infinity(s.device), err))
+    return torch.where(step_toward_err, step, s).float()
+
+
+@lru_cache(maxsize=8)
+def _infinity(dev: torch.device) -> torch.Tensor:
+    return torch.tensor(math.inf, dtype=torch.float64, device=dev)
 
 
 @lru_cache(maxsize=32)

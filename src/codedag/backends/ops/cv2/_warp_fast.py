@@ -170,10 +170,11 @@ def _sampling(
     return pad_nhwc(x, top, bottom, left, right, border), left, top, "border", True
 
 
-def _ring(x: torch.Tensor, cval: list[float]) -> torch.Tensor:
-    """``x`` inside a one-pixel ring of the fill value."""
+def _ring(x: torch.Tensor, cval: list[float], dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``x`` inside a one-pixel ring of the fill value (as ``x``'s dtype holds it), in ``dtype``
+    (default ``x``'s)."""
     n, h, w, c = x.shape
-    src = torch.empty((n, h + 2, w + 2, c), dtype=x.dtype, device=x.device)
+    src = torch.empty((n, h + 2, w + 2, c), dtype=dtype or x.dtype, device=x.device)
     src[:] = _fill(cval, x.dtype, x.device).view(1, 1, 1, c)
     src[:, 1:-1, 1:-1] = x
     return src
@@ -379,69 +380,76 @@ def remap_device(
     ``coords`` (B,2,P) beyond which no tap lies more than 2**29 pixels out: ``(N, P, C)``.
 
     Nothing is read back to the host: the border rule applies to the x and y taps of every
-    pixel at once (a constant border reads a one-pixel ring of the fill value), the four taps of
-    every pixel are one row gather, and every element is lerped exactly as cv2 does (each
-    ``fma`` in float64, rounded once to float32), so no element needs settling afterwards."""
-    n, _h, _w, c = x.shape
+    pixel at once (a constant border reads a one-pixel ring of the fill value), every tap's
+    channels are one flat gather of the image in float32 (uint8 values are exact there), laid
+    out (dy, dx, N, P, C) so that each lerp takes its operands as one ``unbind``, and every
+    element is lerped exactly as cv2 does (each ``fma`` in float64, rounded once to float32),
+    so no element needs settling afterwards."""
+    n, h, w, c = x.shape
     b, _, p = coords.shape
-    src = _ring(x, cval) if border == BORDER_CONSTANT else x
-    height, width = int(src.shape[1]), int(src.shape[2])
-    base = torch.floor(coords)
-    frac = (coords - base).double()  # exact: (B, 2, P)
-    taps = base.long().unsqueeze(-1) + _pair(x.device)  # (B, 2, P, 2): i and i + 1
-    taps = _border_planes(taps, int(x.shape[2]), int(x.shape[1]), border)
-    cols, rows = taps.unbind(1)  # (B, P, 2)
-    index = (rows * width).unsqueeze(-1) + cols.unsqueeze(-2)  # (B, P, dy, dx)
-    offsets = _offsets(n, b, height * width, x.device)
-    if offsets is not None:
-        index = index + offsets
-    table = src.reshape(n * height * width, c)
-    values = table.index_select(0, index.reshape(-1)).view(n, p, 2, 2, c)
-    if x.dtype == torch.uint8:  # integer taps: their difference is exact in float64 too
-        left, right = values.double().unbind(3)  # (N, P, dy, C)
-        step = right - left
-    else:  # cv2's difference is rounded to float32
-        left, right = values.unbind(3)
-        step, left = (right - left).double(), left.double()
-    ax = frac[:, 0].view(b, p, 1, 1)
-    rows_f32 = torch.addcmul(left, ax, step).float()
-    top, bottom = rows_f32.unbind(2)  # (N, P, C)
-    ay = frac[:, 1].view(b, p, 1)
-    out = torch.addcmul(top.double(), ay, (bottom - top).double()).float()
+    if border == BORDER_CONSTANT:
+        src = _ring(x, cval, torch.float32)
+    else:
+        src = x.float()  # no copy for float32
+    at = coords.view(b, 2, p, 1)
+    base = torch.floor(at)
+    frac = (at - base).double()  # exact: (B, 2, P, 1)
+    taps = _border_planes(base.long() + _quad(x.device), w, h, border)  # (dy, dx, B, 2, P, 1)
+    scale, offsets, channels = _flat_index(
+        n, c, int(src.shape[1]), int(src.shape[2]), border, x.device
+    )
+    pixels = torch.addcmul(offsets, taps, scale).sum(3)  # (dy, dx, N, P, 1)
+    values = src.take(pixels + channels)  # (dy, dx, N, P, C)
+    ax, ay = frac.unbind(1)  # (B, P, 1)
+    # float32 operands and float64 fractions: each fma is computed in float64, exactly;
+    # cv2's differences are rounded to float32 (exact for uint8 taps)
+    left, right = values.unbind(1)  # (dy, N, P, C)
+    top, bottom = torch.addcmul(left, ax, right - left).float().unbind(0)  # (N, P, C)
+    out = torch.addcmul(top, ay, bottom - top).float()
     if x.dtype == torch.uint8:  # within the taps' range: rounding half to even, no clamp
         return out.round_().to(torch.uint8)
     return out
 
 
 @lru_cache(maxsize=8)
-def _pair(dev: torch.device) -> torch.Tensor:
-    return torch.tensor((0, 1), device=dev)
+def _quad(dev: torch.device) -> torch.Tensor:
+    """The 2x2 taps' offsets (dy, dx, 1, plane, 1, 1): x plane ``dx``, y plane ``dy``."""
+    dx = torch.tensor([[0, 1], [0, 1]], device=dev)
+    return torch.stack([dx, dx.T], -1).view(2, 2, 1, 2, 1, 1)
 
 
 @lru_cache(maxsize=64)
-def _offsets(n: int, b: int, size: int, dev: torch.device) -> torch.Tensor | None:
-    """Each sample's first row in the flat pixel table, shaped to add to (B, P, 2, 2) indices
-    (``None``: one sample)."""
-    if n == 1:
-        return None
-    return (torch.arange(n, device=dev) * size).view(n, 1, 1, 1)
+def _flat_index(
+    n: int, c: int, height: int, width: int, border: int, dev: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What makes (dy, dx, B, 2, P, 1) taps flat indices into an (N, height, width, C) image:
+    ``offsets + taps * scale`` summed over the planes, plus ``channels``. Each plane's scale
+    (C, width * C), shaped (2, 1, 1); the offsets (1, 1, N, 2, 1, 1): each sample's first
+    element on the y plane, and the ring's one pixel of a constant border on both; the
+    channels (C,)."""
+    scale = torch.tensor([c, width * c], device=dev).view(2, 1, 1)
+    offsets = torch.zeros((1, 1, n, 2, 1, 1), dtype=torch.int64, device=dev)
+    offsets[:, :, :, 1] = (torch.arange(n, device=dev) * (height * width * c)).view(n, 1, 1)
+    if border == BORDER_CONSTANT:
+        offsets += scale
+    return scale, offsets, torch.arange(c, device=dev)
 
 
 @lru_cache(maxsize=64)
 def _plane_constants(w: int, h: int, border: int, dev: torch.device) -> tuple[torch.Tensor, ...]:
-    """Per-plane (x, y) lengths for :func:`_border_planes`, shaped (1, 2, 1, 1)."""
-    lengths = torch.tensor([w, h], device=dev).view(1, 2, 1, 1)
+    """Per-plane (x, y) lengths for :func:`_border_planes`, shaped (2, 1, 1)."""
+    lengths = torch.tensor([w, h], device=dev).view(2, 1, 1)
     delta = 1 if border == BORDER_REFLECT_101 else 0
     period = (2 * lengths - 2 * delta).clamp_(min=1)  # a side of 1: every position is 0
     return lengths, lengths - 1, period, period - (1 - delta)
 
 
 def _border_planes(taps: torch.Tensor, w: int, h: int, border: int) -> torch.Tensor:
-    """``cv::borderInterpolate`` of (B, 2, P, 2) taps, the x plane against ``w`` and the y
-    plane against ``h``; a constant border maps into the one-pixel ring (0 and side + 1)."""
+    """``cv::borderInterpolate`` of taps (..., 2, P, 1), the x plane against ``w`` and the y
+    plane against ``h``; a constant border maps into the one-pixel ring (-1 and the side)."""
     lengths, last, period, mirror = _plane_constants(w, h, border, taps.device)
     if border == BORDER_CONSTANT:
-        return torch.minimum(taps.clamp_(min=-1), lengths).add_(1)
+        return torch.minimum(taps.clamp_(min=-1), lengths)
     if border == BORDER_REPLICATE:
         return torch.minimum(taps.clamp_(min=0), last)
     if border == BORDER_WRAP:

@@ -83,25 +83,33 @@ def _invert_affine(m: np.ndarray) -> np.ndarray:
 def _invert_affine_device(m: torch.Tensor) -> torch.Tensor:
     """:func:`_invert_affine` of (B, 2, 3) float64 matrices on their device: the same float64
     products, sums and negations (a negation is exact, so ``(-a) * b`` is ``a * (-b)``), so the
-    same bits, in few ops."""
+    same bits, in few ops: every operand is one gather of the matrices' elements."""
     b = m.shape[0]
-    order, signs, zero = _inverse_constants(m.device)
-    # m11, -m01, -m10, m00 (the adjugate), then -m02, m12
-    g = m.reshape(b, 6).index_select(1, order).mul_(signs)
-    adj, t = g.split((4, 2), 1)
-    p0, p1 = (adj[:, :2] * adj[:, 2:].flip(1)).unbind(1)  # m11 * m00, m01 * m10
-    d = p0 - p1
+    index, signs, zero = _inverse_constants(b, m.device)
+    adj, t, pairs = (m.take(index) * signs).split((2, 1, 2), 1)
+    first, second = pairs.prod(1, keepdim=True).split(1, 2)  # m00 * m11, m01 * m10
+    d = first - second
     d = torch.where(d != 0, d.reciprocal(), zero)
-    a = (adj * d.unsqueeze(1)).view(b, 2, 2)
-    first, second = (a * t.view(b, 1, 2)).unbind(2)  # -(a_i0 * m02), a_i1 * m12
-    return torch.cat([a, (first - second).unsqueeze(2)], 2)
+    a = adj * d
+    first, second = (a * t).split(1, 2)  # -(a_i0 * m02), a_i1 * m12
+    return torch.cat([a, first - second], 2)
 
 
-@lru_cache(maxsize=8)
-def _inverse_constants(dev: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    order = torch.tensor([4, 1, 3, 0, 2, 5], device=dev)
-    signs = torch.tensor([1.0, -1.0, -1.0, 1.0, -1.0, 1.0], dtype=torch.float64, device=dev)
-    return order, signs, torch.zeros((), dtype=torch.float64, device=dev)
+@lru_cache(maxsize=16)
+def _inverse_constants(
+    b: int, dev: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Flat indices into (B, 2, 3) matrices and their signs, (B, 5, 2): the adjugate's rows
+    (m11, -m01) and (-m10, m00), then (-m02, m12), then the determinant's factors (m00, m01)
+    and (m11, m10); and a float64 zero."""
+    order = torch.tensor([[4, 1], [3, 0], [2, 5], [0, 1], [4, 3]], device=dev)
+    index = order + 6 * torch.arange(b, device=dev).view(b, 1, 1)
+    signs = torch.tensor(
+        [[1.0, -1.0], [-1.0, 1.0], [-1.0, 1.0], [1.0, 1.0], [1.0, 1.0]],
+        dtype=torch.float64,
+        device=dev,
+    )
+    return index, signs, torch.zeros((), dtype=torch.float64, device=dev)
 
 
 def _affine_coords(m: np.ndarray, dw: int, dh: int, nearest: bool, dev: torch.device):
@@ -435,7 +443,7 @@ def _matrices(m: object, rows: int, name: str) -> np.ndarray | torch.Tensor:
         if tuple(m.shape[1:]) != (rows, 3):
             raise UnsupportedOperation(f"{name}: per-sample matrices of shape {tuple(m.shape)}")
         if not host_sync_allowed():
-            return m.detach().to(torch.float64)
+            return (m.detach() if m.requires_grad else m).to(torch.float64)
         return m.detach().cpu().double().numpy()
     return to_numpy_matrix(m, (rows, 3), name)[None]
 
