@@ -157,6 +157,18 @@ def _sum_like(name: str, op: Callable[..., torch.Tensor]) -> Callable[..., torch
     return named(backend, name, f"``numpy.{name}`` with NumPy's accumulator dtype.")
 
 
+def _float_dtypes(
+    np_fn: Callable[..., Any], a: torch.Tensor, dtype: object
+) -> tuple[torch.dtype, torch.dtype]:
+    """NumPy's result dtype of ``np_fn`` (a mean, variance or deviation), refused unless a float,
+    and the dtype to accumulate in (float32 for float16, as NumPy's)."""
+    res = torch_dtype(probe_dtype(np_fn, a, dtype=dtype))
+    acc = torch.float32 if res == torch.float16 else res
+    if not acc.is_floating_point:
+        raise UnsupportedOperation(f"{np_fn.__name__} with an integer dtype {res} is not supported")
+    return res, acc
+
+
 def mean(
     a: torch.Tensor,
     axis: Axis = None,
@@ -168,10 +180,7 @@ def mean(
 ) -> torch.Tensor:
     """``numpy.mean``: float64 for integers, float32 accumulation for float16."""
     dims = _prepare(a, axis, out, where)
-    res = torch_dtype(probe_dtype(np.mean, a, dtype=dtype))
-    acc = torch.float32 if res == torch.float16 else res
-    if not acc.is_floating_point:
-        raise UnsupportedOperation(f"mean with an integer dtype {res} is not supported")
+    res, acc = _float_dtypes(np.mean, a, dtype)
     distinct = _over_distinct(a, dims, keepdims, lambda x, d: torch.mean(cast(x, acc), d, True))
     if distinct is not None:  # every value repeats equally often: the mean of the distinct ones
         return cast(distinct[0], res)
@@ -197,10 +206,7 @@ def _var_like(name: str) -> Callable[..., torch.Tensor]:
         require_default("mean", mean, None)
         if correction is not None:
             ddof = correction
-        res = torch_dtype(probe_dtype(np_fn, a, dtype=dtype))
-        acc = torch.float32 if res == torch.float16 else res
-        if not acc.is_floating_point:
-            raise UnsupportedOperation(f"{name} with an integer dtype {res} is not supported")
+        res, acc = _float_dtypes(np_fn, a, dtype)
         fn = torch.var if name == "var" else torch.std
         return cast(fn(cast(a, acc), dim=dims, correction=ddof, keepdim=keepdims), res)
 
