@@ -87,6 +87,28 @@ class PngFiles(Dataset):  # type: ignore[type-arg]
         return torch.from_numpy(img.astype(np.float32) / 255.0), i
 
 
+class CountedPngFiles(PngFiles):
+    """PngFiles that lists every index it is asked for."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(paths)
+        self.asked: list[int] = []
+
+    def __getitem__(self, i: int) -> Any:
+        self.asked.append(int(i))
+        return super().__getitem__(i)
+
+
+def _png_files(folder: Any, count: int) -> list[str]:
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(count):
+        path = folder / f"{i}.png"
+        cv2.imwrite(str(path), rng.integers(0, 256, (160, 200, 3), dtype=np.uint8))
+        paths.append(str(path))
+    return paths
+
+
 def _epochs(loader: DataLoader, iterate: Any, epochs: int) -> list[list[Any]]:  # type: ignore[type-arg]
     np.random.seed(5)
     loader.generator.manual_seed(7)  # type: ignore[union-attr]
@@ -101,12 +123,7 @@ def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
     monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
     judge = Session.judge  # tiny images: storing is judged to pay, whatever this machine times
     monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
-    rng = np.random.default_rng(0)
-    paths = []
-    for i in range(24):
-        path = tmp_path / f"{i}.png"
-        cv2.imwrite(str(path), rng.integers(0, 256, (160, 200, 3), dtype=np.uint8))
-        paths.append(str(path))
+    paths = _png_files(tmp_path, 24)
 
     def make() -> DataLoader:  # type: ignore[type-arg]
         generator = torch.Generator()
@@ -124,8 +141,34 @@ def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
     first, second = results.epochs
     assert (first.planned, first.plan_from_batch) == (True, 2)
     assert (second.planned, second.plan_from_batch) == (True, None)
-    assert results.cache["hits"] >= 20  # every sample stored in epoch 1 after its first batch
+    # every sample of epoch 2 is read back: those of epoch 1's batches 2-6, stored as the plan
+    # served them, and those of its first batch, stored after planning
+    assert (results.cache["hits"], results.cache["stored"]) == (24, 24)
+    assert results.cache["misses"] == {"new": 24}  # all in epoch 1
     for want_epoch, got_epoch in zip(expected, got, strict=True):
         for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
             assert torch.equal(want_i, got_i)
             assert torch.equal(want_x, got_x)
+
+
+def test_the_warm_up_batch_is_traced_and_then_stored_with_no_other_fetch(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """With 0 workers the plan is made from the warm-up batch itself (traced once, its code warm)
+    and that batch is fetched once more under the plan: no other sample is computed twice."""
+    from codedag.migrate.cache.session import Session
+
+    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
+    judge = Session.judge
+    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    dataset = CountedPngFiles(_png_files(tmp_path, 12))
+    loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator())
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    try:
+        first = [i.tolist() for _x, i in watch.iterate(lambda: DataLoader.__iter__(loader))]
+    finally:
+        results = watch.close()
+    assert results.plan_status == "applied", results.plan_reason
+    assert sorted(dataset.asked) == sorted([i for batch in first for i in batch] + first[0] * 2)
+    assert dataset.asked[:12] == first[0] * 3  # fetched, traced, stored; then batches 2 and 3
+    assert results.cache["stored"] == 12

@@ -1,8 +1,9 @@
 """Trace and plan a DataLoader the running script uses, without changing what the script sees.
 
-:func:`plan_loader` traces one batch of the loader (``trace_dataloader`` on the same object) and
-plans it (``OptimizerManager(k=2, cache="auto")``) on the device the script trains on, inside a
-time budget. Every random generator the script's next batches depend on is saved before and put
+:func:`plan_loader` traces one batch of the loader (``trace_first_batch`` on the same object: the
+warm-up batch the script fetched already when its indices are given, else a new epoch's first
+batch) and plans it (``OptimizerManager(k=2, cache="auto")``) on the device the script trains
+on, inside a time budget. Every random generator the script's next batches depend on is saved before and put
 back after: Python's, NumPy's and torch's global ones, CUDA's when CUDA is initialized, the
 loader's and its sampler's generators and those the dataset holds (``RandomSnapshot``), so the
 next epoch draws exactly what it would have drawn without codedag.
@@ -87,13 +88,18 @@ def preserved_random_state(loader: Any) -> Iterator[None]:
         state.restore()
 
 
-def plan_loader(loader: Any, budget_s: float, device: str | None = None) -> PlanOutcome:
+def plan_loader(
+    loader: Any, budget_s: float, device: str | None = None, indices: Any = None
+) -> PlanOutcome:
     """Trace one batch of ``loader`` and plan it within ``budget_s`` seconds.
 
     Args:
         loader: the script's ``torch.utils.data.DataLoader`` (its next epoch is unchanged).
         budget_s: seconds tracing and planning may take together (0: do not plan).
         device: the device to calibrate on (default: :func:`script_device`).
+        indices: the batch sampler's indices of a batch this process fetched already (the
+            warm-up batch): that batch is traced, without an untraced run first (its code is
+            warm). Default: the first batch of a new epoch, after one untraced run of it.
 
     Returns:
         The plan, or ``None`` with the reason when tracing or planning failed or ran out of time.
@@ -108,7 +114,7 @@ def plan_loader(loader: Any, budget_s: float, device: str | None = None) -> Plan
     outcome = PlanOutcome(None)
     try:
         with preserved_random_state(loader), held_logs():
-            outcome = _trace_and_plan(loader, device, start, deadline)
+            outcome = _trace_and_plan(loader, device, start, deadline, indices)
     except PlanBudgetExceeded as error:
         outcome.reason = str(error)
     except Exception as error:  # user code or codedag failing on it: the script runs unmodified
@@ -118,11 +124,18 @@ def plan_loader(loader: Any, budget_s: float, device: str | None = None) -> Plan
     return outcome
 
 
-def _trace_and_plan(loader: Any, device: str, start: float, deadline: float) -> PlanOutcome:
+def _trace_and_plan(
+    loader: Any, device: str, start: float, deadline: float, indices: Any
+) -> PlanOutcome:
     from codedag.optimize.manager import OptimizerManager
-    from codedag.trace.tracer import trace_dataloader
+    from codedag.trace.dataloader import trace_first_batch
+    from codedag.trace.tracer import EnhancedTracer
 
-    tracer, _batch = trace_dataloader(loader)
+    tracer = EnhancedTracer()
+    if indices is None:
+        trace_first_batch(loader, tracer)
+    else:
+        trace_first_batch(loader, tracer, warmup=0, indices=indices)
     traced = time.perf_counter()
     budget_s = deadline - start
     if traced > deadline:

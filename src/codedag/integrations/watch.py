@@ -152,6 +152,7 @@ class LoaderWatch:
         self.plan: dict[str, Any] | None = None
         self._open: _TimedIterator | None = None
         self._tried = False
+        self._first_indices: list[Any] = []
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ the epochs
@@ -166,6 +167,8 @@ class LoaderWatch:
                 self._apply_stored()
             start = time.perf_counter()
             inner = make_iterator()
+            if not self.results.epochs and not self._tried and self._fetches_here():
+                self._first_indices = _record_first_indices(inner)
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
                 planned=self.migrator is not None,
@@ -199,15 +202,18 @@ class LoaderWatch:
         the second reads them back, instead of storing in the second. Workers forked for this
         epoch would never see it, so a loader with workers is planned at the epoch's end.
         """
-        if getattr(self.loader, "num_workers", 1) != 0:
+        if not self._fetches_here():
             return
         with self._lock:
             if self._tried or timed.done:
                 return
-            self._plan_and_apply()
+            self._plan_and_apply(self._first_indices[0] if self._first_indices else None)
             if self.migrator is not None:
                 timed.figures.planned = True
                 timed.figures.plan_from_batch = timed.batches + 1
+
+    def _fetches_here(self) -> bool:
+        return getattr(self.loader, "num_workers", 1) == 0
 
     def end_epoch(self) -> None:
         """The epoch is over, as a trainer knows it (its last step ran): seal an epoch the loop left
@@ -244,17 +250,23 @@ class LoaderWatch:
         if self._apply(plan):
             self.results.plan_status += " (stored plan)"
 
-    def _plan_and_apply(self) -> None:
+    def _plan_and_apply(self, indices: Any = None) -> None:
+        """Trace, plan and apply; ``indices``: those of the warm-up batch (0 workers), traced in
+        place of a new epoch's first batch and then stored in the prefix cache."""
         from codedag.integrations.autoplan import plan_loader
 
         self._tried = True
+        self._first_indices = []
         with _working():
-            outcome = plan_loader(self.loader, self.settings.plan_budget_s)
+            outcome = plan_loader(self.loader, self.settings.plan_budget_s, indices=indices)
         self.results.trace_s, self.results.plan_s = outcome.trace_s, outcome.plan_s
         if outcome.plan is None:
             self._skip(outcome.reason)
             return
-        if self._apply(outcome.plan) and self.settings.store_plans:
+        applied = self._apply(outcome.plan)
+        if applied and indices is not None:
+            self._store_warmup(indices)
+        if applied and self.settings.store_plans:
             from codedag.integrations.plan_store import plan_inputs, save_plan
 
             inputs = None
@@ -264,6 +276,24 @@ class LoaderWatch:
             if self.results.plan_key:
                 saved = save_plan(self.results.plan_key, outcome.plan, inputs)
                 self.results.plan_path = "" if saved is None else str(saved)
+
+    def _store_warmup(self, indices: Any) -> None:
+        """Fetch the warm-up batch's samples again under the applied plan, so that its prefix
+        cache holds them too and the next epoch reads every sample back (0 workers: the fetch
+        is this process's). Collation is skipped; every random generator is put back."""
+        migrator = self.migrator
+        if migrator is None or not migrator.get_stats()["cache"].get("enabled"):
+            return
+        from codedag.integrations.autoplan import preserved_random_state
+        from codedag.trace.dataloader import indices_loader
+        from codedag.util.logs import held_logs
+
+        try:
+            with _working(), preserved_random_state(self.loader), held_logs():
+                for _ in indices_loader(self.loader, indices, collate_fn=_discard):
+                    pass
+        except Exception as error:  # the next epoch computes these samples, as without it
+            log.debug("the warm-up batch was not stored: %s: %s", type(error).__name__, error)
 
     def _apply(self, plan: dict[str, Any]) -> bool:
         from codedag.integrations.autoplan import preserved_random_state
@@ -314,6 +344,36 @@ class LoaderWatch:
                 finally:
                     self.results.cache = cache_figures(migrator.get_stats().get("cache") or {})
             return self.results
+
+
+def _discard(_samples: Any) -> None:
+    return None
+
+
+def _record_first_indices(inner: Any) -> list[Any]:
+    """A list that receives the indices of ``inner``'s first batch when it is fetched: torch's
+    iterator asks ``_next_index()`` (its batch sampler's next) before each fetch, and an
+    instance attribute stands in for it once. Empty for an iterator without it, or an iterable
+    dataset's (its indices are placeholders)."""
+    from torch.utils.data import IterableDataset
+
+    found: list[Any] = []
+    original = getattr(inner, "_next_index", None)
+    if original is None or isinstance(getattr(inner, "_dataset", None), IterableDataset):
+        return found
+
+    def _next_index() -> Any:
+        try:
+            index = original()
+        finally:
+            with contextlib.suppress(AttributeError):
+                del inner._next_index
+        found.append(index)
+        return index
+
+    with contextlib.suppress(AttributeError, TypeError):  # one that takes no attributes: none
+        inner._next_index = _next_index
+    return found
 
 
 def changes_nothing(migrator: Any) -> bool:

@@ -8,6 +8,9 @@ its sampler's generators and the random generators the dataset holds as attribut
 tracing that state is put back, so tracing leaves the process as it found it.
 
 - ``num_workers == 0``: each run is ``next(iter(loader))``, as a training loop starts an epoch.
+- ``indices`` given (a batch the loader yielded already, in this process: ``codedag run``'s
+  warm-up batch): that batch is traced through a ``num_workers=0`` replica
+  (:func:`indices_loader`); its code is warm, so no untraced run is needed (``warmup=0``).
 - ``num_workers > 0``: the per-sample work runs in worker processes, where the tracer's hook does
   not exist. Capturing it there would need a hook and library wrappers in every worker and
   partial DAGs shipped back and stitched (fragile across fork and spawn, persistent workers,
@@ -75,16 +78,43 @@ def _first_task(loader: Any) -> tuple[int, Any]:
     return base_seed, indices
 
 
+def indices_loader(loader: Any, indices: Any, collate_fn: Any = None) -> Any:
+    """A ``num_workers=0`` DataLoader over ``loader``'s map-style dataset yielding one batch: the
+    one of ``indices`` (what ``loader``'s batch sampler yielded, or one key without
+    auto-collation), collated by ``collate_fn`` (default: ``loader``'s).
+
+    It has a generator of its own, so creating its iterator draws nothing from torch's default
+    generator.
+    """
+    import torch
+    from torch.utils.data import DataLoader
+
+    collate = loader.collate_fn if collate_fn is None else collate_fn
+    generator = torch.Generator()
+    if loader.batch_sampler is not None:
+        return DataLoader(
+            loader.dataset, batch_sampler=[list(indices)], collate_fn=collate, generator=generator
+        )
+    return DataLoader(  # batch_size=None: the sampler yields single keys, no auto-collation
+        loader.dataset, batch_size=None, sampler=[indices], collate_fn=collate, generator=generator
+    )
+
+
+def _json_indices(loader: Any, indices: Any) -> list[int | str]:
+    if loader.batch_sampler is not None:
+        return [_plain_index(i) for i in indices]
+    return [_plain_index(indices)]
+
+
 def _replica(loader: Any, indices: Any) -> tuple[Any, Any]:
     """A ``num_workers=0`` DataLoader yielding the batch of ``indices``, and the indices as JSON.
 
-    It has a generator of its own, so creating its iterator draws nothing from torch's default
-    generator (which worker 0's seeding has just set).
+    Its generator is its own: creating its iterator draws nothing from torch's default generator
+    (which worker 0's seeding has just set).
     """
     import torch
     from torch.utils.data import DataLoader, IterableDataset
 
-    generator = torch.Generator()
     if isinstance(loader.dataset, IterableDataset):
         replica = DataLoader(
             loader.dataset,
@@ -92,28 +122,15 @@ def _replica(loader: Any, indices: Any) -> tuple[Any, Any]:
             drop_last=loader.drop_last,
             collate_fn=loader.collate_fn,
             num_workers=0,
-            generator=generator,
+            generator=torch.Generator(),
         )
         return replica, None
-    if loader.batch_sampler is not None:
-        replica = DataLoader(
-            loader.dataset,
-            batch_sampler=[list(indices)],
-            collate_fn=loader.collate_fn,
-            generator=generator,
-        )
-        return replica, [_plain_index(i) for i in indices]
-    replica = DataLoader(  # batch_size=None: the sampler yields single keys, no auto-collation
-        loader.dataset,
-        batch_size=None,
-        sampler=[indices],
-        collate_fn=loader.collate_fn,
-        generator=generator,
-    )
-    return replica, [_plain_index(indices)]
+    return indices_loader(loader, indices), _json_indices(loader, indices)
 
 
-def trace_first_batch(loader: Any, tracer: BatchTracer, warmup: int = 1) -> Any:
+def trace_first_batch(
+    loader: Any, tracer: BatchTracer, warmup: int = 1, indices: Any = None
+) -> Any:
     """Trace the first batch of ``loader`` with ``tracer``; return the batch. The DAG is
     ``tracer.dag``.
 
@@ -121,6 +138,8 @@ def trace_first_batch(loader: Any, tracer: BatchTracer, warmup: int = 1) -> Any:
         loader: a ``torch.utils.data.DataLoader``.
         tracer: the tracer to use.
         warmup: untraced runs of the same batch before the traced one.
+        indices: trace the batch of these indices instead (what the batch sampler yielded for a
+            batch this process fetched already; a map-style dataset), in this process.
     """
     from torch.utils.data import DataLoader, IterableDataset
 
@@ -128,15 +147,20 @@ def trace_first_batch(loader: Any, tracer: BatchTracer, warmup: int = 1) -> Any:
         raise TraceError(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}")
     if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
         raise ConfigError(f"warmup must be an integer >= 0, got {warmup!r}")
+    if indices is not None and isinstance(loader.dataset, IterableDataset):
+        raise ConfigError("indices name a batch of a map-style dataset; this one is iterable")
     sampler = getattr(loader, "sampler", None)
     snapshot = RandomSnapshot(
         generators=(loader.generator, getattr(sampler, "generator", None)),
         holders=(loader.dataset, sampler),
     )
-    workers = loader.num_workers > 0
+    workers = loader.num_workers > 0 and indices is None
     info: dict[str, Any] = {"num_workers": loader.num_workers, "reproduced_in_process": workers}
     try:
-        if workers:
+        if indices is not None:
+            replica, batch_indices = indices_loader(loader, indices), _json_indices(loader, indices)
+            info.update(batch_indices=batch_indices, batch_fetched_before=True)
+        elif workers:
             base_seed, indices = _first_task(loader)
             replica, batch_indices = _replica(loader, indices)
             info.update(
@@ -162,6 +186,9 @@ def trace_first_batch(loader: Any, tracer: BatchTracer, warmup: int = 1) -> Any:
                 with worker_zero(loader, base_seed):
                     iterator = iter(replica)
                     batch = _next(iterator, tracer if traced else None)
+            elif indices is not None:
+                iterator = iter(replica)
+                batch = _next(iterator, tracer if traced else None)
             else:
                 snapshot.restore()  # every run is the epoch's first batch
                 iterator = iter(loader)
