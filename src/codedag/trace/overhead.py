@@ -21,8 +21,8 @@ from codedag.trace.value_nodes import DataTypes
 
 __all__ = ["ZERO", "Calibration", "calibration"]
 
-_N = 300
-_REPEATS = 7
+_N = 150
+_REPEATS = 5
 _cache: dict[tuple[bool, bool, bool], Calibration] = {}
 _lock = threading.Lock()
 
@@ -138,7 +138,7 @@ def _once(track_memory: bool, line_level: bool) -> Calibration:
 
 def calibration(track_memory: bool, line_level: bool = False) -> Calibration:
     """The cached calibration for this memory mode and line-level setting (measured on first
-    use, ~0.1-0.3 s)."""
+    use, ~0.04-0.1 s)."""
     import tracemalloc
 
     # the memory mode and line events (sys.settrace) change the costs
