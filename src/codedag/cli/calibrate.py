@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from codedag.cli import output
 from codedag.cli.output import print_json, stdout_console
 
 
@@ -67,30 +68,8 @@ def make_cache(args: argparse.Namespace) -> Any:
 
 
 def progress_bar(console: Any) -> tuple[Any, Any]:
-    """A rich progress bar and the ``progress(done, total, what)`` callback that drives it.
-
-    Without a terminal (logs, pipes, tests) the bar is a no-op: nothing is drawn or left behind.
-    """
-    import contextlib
-
-    if not console.is_terminal:
-        return contextlib.nullcontext(), lambda done, total, what: None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("calibrating {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    task = bar.add_task("", total=None)
-
-    def update(done: int, total: int, what: str) -> None:
-        bar.update(task, completed=done, total=total, description=what)
-
-    return bar, update
+    """The calibration's progress bar and its ``progress(done, total, what)`` callback."""
+    return output.progress_bar(console, "calibrating {task.description}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codedag.cli.args import byte_size, integer, number
+from codedag.cli.output import print_json
 
 if TYPE_CHECKING:
     from codedag.plan import MigrationPlan
@@ -308,8 +307,7 @@ def run(args: argparse.Namespace) -> int:
         if args.dataloader:
             plan = _decide_chains_in_loader(args, plan, console)
     if args.json:
-        json.dump(stats, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(stats, indent=2, default=str)
     else:
         from codedag.cli._optimize_summary import print_summary
 

@@ -1,5 +1,5 @@
-"""What commands print for ``--json``: one JSON document on stdout, ended by a newline; the Rich
-console of their tables."""
+"""What commands print: one JSON document on stdout for ``--json``, the Rich console of their
+tables, and a progress bar."""
 
 from __future__ import annotations
 
@@ -25,3 +25,31 @@ def stdout_console(width: int = 160) -> Console:
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=width)
+
+
+def progress_bar(console: Console, label: str) -> tuple[Any, Callable[[int, int, str], None]]:
+    """A transient progress bar titled ``label`` (``{task.description}`` stands for what runs
+    now) and the ``progress(done, total, what)`` callback that drives it.
+
+    Without a terminal (logs, pipes, tests) the bar is a no-op: nothing is drawn or left behind.
+    """
+    import contextlib
+
+    if not console.is_terminal:
+        return contextlib.nullcontext(), lambda done, total, what: None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    task = bar.add_task("", total=None)
+
+    def update(done: int, total: int, what: str) -> None:
+        bar.update(task, completed=done, total=total, description=what)
+
+    return bar, update

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 from codedag.cli.args import nonempty_path
+from codedag.cli.output import print_json, progress_bar, stdout_console
 from codedag.errors import UsageError
 
 
@@ -255,29 +254,6 @@ def print_section(section: Any, console: Any) -> None:
         console.print(f"epochs the prefix cache serves: {section.warm.reason}", markup=False)
 
 
-def _progress(console: Any) -> tuple[Any, Any]:
-    import contextlib
-
-    if not console.is_terminal:
-        return contextlib.nullcontext(), None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("tuning {task.description:<40}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    task = bar.add_task("", total=None)
-
-    def update(done: int, total: int, what: str) -> None:
-        bar.update(task, completed=done, total=total, description=what)
-
-    return bar, update
-
-
 def tune_options(args: argparse.Namespace) -> Any:
     """The :class:`~codedag.tune.TuneOptions` of ``tune``'s flags, checked against this
     machine before any worker starts.
@@ -319,7 +295,7 @@ def measure(loader: Any, options: Any, warm_plan: Any | None = None) -> Any:
 
     from codedag.tune import tune_loader
 
-    bar, update = _progress(Console(stderr=True))
+    bar, update = progress_bar(Console(stderr=True), "tuning {task.description:<40}")
     options.progress = update
     with bar:
         section = tune_loader(loader, options)
@@ -333,8 +309,6 @@ def measure(loader: Any, options: Any, warm_plan: Any | None = None) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Find the DataLoader, tune it, print the table and write the plan."""
-    from rich.console import Console
-
     from codedag.plan import read_plan
     from codedag.tune.tuner import plan_with_loader
     from codedag.util.io import atomic_write_json
@@ -353,10 +327,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_write:
         written = atomic_write_json(args.plan, plan_with_loader(existing, section).to_dict())
     if args.json:
-        json.dump(section.model_dump(mode="json"), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(section.model_dump(mode="json"), indent=2)
     else:
-        out = Console() if sys.stdout.isatty() else Console(width=160)
+        out = stdout_console()
         print_section(section, out)
         if written is not None:
             state = "updated" if existing is not None else "new plan"
