@@ -174,41 +174,22 @@ def _tune_flags(parser: argparse.ArgumentParser) -> None:
         help="tune the --dataloader's workers, threads and prefetch first, and plan with them: "
         "the plan's loader section",
     )
-    group.add_argument(
-        "--tune-batches",
-        type=_tune_bound("MAX_BATCHES"),
-        default=None,
-        metavar="N",
-        help="batches per setting (as `codedag tune --batches`, 12)",
-    )
-    group.add_argument(
-        "--tune-rounds",
-        type=_tune_bound("MAX_ROUNDS"),
-        default=None,
-        metavar="N",
-        help="alternating rounds against your settings (as `codedag tune --rounds`, 3)",
-    )
-    group.add_argument(
-        "--tune-trial-s",
-        type=number(above=0, max_value=week_s),
-        default=None,
-        metavar="S",
-        help="seconds per setting at most (as `codedag tune --trial-s`, 4)",
-    )
-    group.add_argument(
-        "--tune-budget-s",
-        type=number(above=0, max_value=week_s),
-        default=None,
-        metavar="S",
-        help="start no new setting after this long (as `codedag tune --budget-s`, 300)",
-    )
-    group.add_argument(
-        "--tune-max-workers",
-        type=integer(0),
-        default=None,
-        metavar="N",
-        help="largest num_workers tried (as `codedag tune --max-workers`; default: the CPU limit)",
-    )
+    seconds = number(above=0, max_value=week_s)
+    tuned = {  # codedag tune's flag: its type, metavar, what it sets and tune's default
+        "batches": (_tune_bound("MAX_BATCHES"), "N", "batches per setting", "12"),
+        "rounds": (_tune_bound("MAX_ROUNDS"), "N", "alternating rounds against your settings", "3"),
+        "trial-s": (seconds, "S", "seconds per setting at most", "4"),
+        "budget-s": (seconds, "S", "start no new setting after this long", "300"),
+        "max-workers": (integer(0), "N", "largest num_workers tried", "default: the CPU limit"),
+    }
+    for name, (kind, metavar, text, default) in tuned.items():
+        group.add_argument(
+            f"--tune-{name}",
+            type=kind,
+            default=None,
+            metavar=metavar,
+            help=f"{text} (as `codedag tune --{name}`, {default})",
+        )
 
 
 def _cache_flags(parser: argparse.ArgumentParser) -> None:
