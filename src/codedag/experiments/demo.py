@@ -44,7 +44,7 @@ from codedag.experiments.demo_verdict import verdict
 from codedag.graph.model import ExecutionDAG
 from codedag.migrate.stats import BatchedStats, GuardSummary, MigrationStats
 from codedag.monitor.model import RunResults
-from codedag.plan import MigrationPlan
+from codedag.plan import LoaderSection, MigrationPlan
 from codedag.util.io import atomic_write_json
 from codedag.util.paths import check_output_dir, output_lock
 
@@ -99,7 +99,7 @@ def training_step(settings: DemoSettings, device: str) -> Any:
     return step
 
 
-def tune(loader: Any, settings: DemoSettings, device: str) -> Any | None:
+def tune(loader: Any, settings: DemoSettings, device: str) -> LoaderSection | None:
     """Measure the DataLoader's settings with the training step as the consumer (short runs).
 
     The step runs after each batch, so workers that would take the CPU from a model training on
@@ -122,10 +122,10 @@ def tune(loader: Any, settings: DemoSettings, device: str) -> Any | None:
 def tune_warm_epochs(
     loader: Any,
     plan: MigrationPlan,
-    section: Any,
+    section: LoaderSection | None,
     settings: DemoSettings,
     device: str,
-) -> Any:
+) -> LoaderSection | None:
     """The loader settings for the epochs the prefix cache serves, measured with it warm and the
     training step as the consumer, added to ``section`` and to ``plan``; ``section`` unchanged
     when nothing was tuned or nothing is cached."""
@@ -143,7 +143,11 @@ def tune_warm_epochs(
 
 
 def optimize(
-    dag: ExecutionDAG, settings: DemoSettings, device: str, out_dir: Path, loader: Any | None = None
+    dag: ExecutionDAG,
+    settings: DemoSettings,
+    device: str,
+    out_dir: Path,
+    loader: LoaderSection | None = None,
 ) -> tuple[MigrationPlan, Any]:
     """Coarsen, partition, calibrate on ``device`` and plan: calls move only where measured faster.
 
@@ -323,7 +327,7 @@ def _run_demo(settings: DemoSettings, progress: Progress, out_dir: Path) -> Demo
 
 def _optimized_run(
     plan: MigrationPlan,
-    section: Any,
+    section: LoaderSection | None,
     loader: Any,
     settings: DemoSettings,
     device: str,
@@ -357,7 +361,7 @@ def _demo_result(
     settings: DemoSettings,
     device: str,
     plan: MigrationPlan,
-    section: Any,
+    section: LoaderSection | None,
     stats: MigrationStats,
     results: RunResults,
     equivalence: Equivalence,
