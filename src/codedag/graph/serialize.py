@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
-from dataclasses import fields
 from typing import Any
 
 from codedag.errors import SchemaError
@@ -39,9 +38,6 @@ FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {
     },
 }
 KIND_CLASS: dict[str, type] = {"call": CallNode, "value": ValueNode}
-FIELD_NAMES: dict[type, tuple[str, ...]] = {
-    cls: tuple(f.name for f in fields(cls)) for cls in (CallNode, ValueNode)
-}
 
 
 def node_from_dict(raw: Any) -> Node:
