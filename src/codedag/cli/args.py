@@ -10,24 +10,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import operator
 from collections.abc import Callable
 from pathlib import Path
 
 SEED_MAX = 2**32 - 1  # NumPy's legacy seeding takes 32-bit seeds
 
 
-def _bound_text(low: float | None, high: float | None, above: float | None) -> str:
-    def show(value: float) -> str:
-        return str(value) if isinstance(value, int) else f"{value:g}"
-
-    parts = []
-    if above is not None:
-        parts.append(f"> {show(above)}")
-    if low is not None:
-        parts.append(f">= {show(low)}")
-    if high is not None:
-        parts.append(f"<= {show(high)}")
-    return " and ".join(parts)
+_HOLDS = {">": operator.gt, ">=": operator.ge, "<=": operator.le}
 
 
 def _check_range(
@@ -38,15 +28,13 @@ def _check_range(
     above: float | None,
     reason: str,
 ) -> None:
-    """Refuse ``value`` outside the bounds: one line with the bounds, ``shown`` and ``reason``."""
-    if (
-        (above is not None and value <= above)
-        or (low is not None and value < low)
-        or (high is not None and value > high)
-    ):
-        why = f" ({reason})" if reason else ""
-        bound = _bound_text(low, high, above)
-        raise argparse.ArgumentTypeError(f"must be {bound}, got {shown}{why}")
+    """Refuse ``value`` beyond a bound: one line with the bounds, ``shown`` and ``reason``."""
+    bounds = [(op, b) for op, b in ((">", above), (">=", low), ("<=", high)) if b is not None]
+    if all(_HOLDS[op](value, b) for op, b in bounds):
+        return
+    text = " and ".join(f"{op} {b if isinstance(b, int) else f'{b:g}'}" for op, b in bounds)
+    why = f" ({reason})" if reason else ""
+    raise argparse.ArgumentTypeError(f"must be {text}, got {shown}{why}")
 
 
 def integer(
