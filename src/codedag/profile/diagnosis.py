@@ -33,8 +33,6 @@ LAUNCH_SHARE_CPU = 0.40
 LAUNCH_MIN_KERNELS = 100
 LAUNCH_MAX_KERNEL_US = 20.0
 
-VERDICTS = ("data-bound", "sync-bound", "launch-bound", "allocation-bound", "compute-bound")
-
 
 @dataclass
 class StepFigures:
