@@ -228,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pipelines", nargs="+", default=list(DEFAULT_PIPELINES))
     parser.add_argument("--workers", nargs="+", type=int, default=[0])
-    parser.add_argument("--batches", type=int, default=4, help="batches per round (4)")
+    parser.add_argument(
+        "--batches", type=int, default=4, help="batches per round (4; at least 2: one interval)"
+    )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2, help="rounds per variant (2)")
     parser.add_argument("--seed", type=int, default=0)
@@ -246,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args(argv)
+    if args.batches < 2 or args.rounds < 1 or args.batch_size < 1:
+        # a round times the intervals between its batches: one batch gives none
+        parser.error("--batches needs at least 2, --rounds and --batch-size at least 1")
     if args.threads:
         torch.set_num_threads(args.threads)
 

@@ -26,6 +26,7 @@ Timings go through :mod:`codedag.measure` (interleaved pairs, medians, device sy
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ from codedag.measure import Stopwatch
 from codedag.measure.launches import LaunchCounter
 from codedag.measure.pair import Budget, time_pair
 from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.batched.fetch import sample_deferred
 from codedag.migrate.batched.settings import BatchedSettings
 
 BUDGET = Budget(min_samples=5, max_samples=31, target_ns=300_000_000, max_ns=6_000_000_000)
@@ -234,13 +236,11 @@ def measure(name: str, loader: Any, plan: dict[str, Any], device: str) -> ChainF
     )
     with migrator:
 
-        def deferred_samples() -> list[Any]:
-            with deferring():
-                return [dataset[i] for i in indices]
+        def deferred_samples() -> list[Any]:  # as the loader's fetch records them
+            return [sample_deferred(functools.partial(dataset.__getitem__, i)) for i in indices]
 
         def deferred() -> Any:
-            with deferring():
-                return collated([dataset[i] for i in indices])
+            return collated(deferred_samples())
 
         getitem = time_pair(original, deferred_samples, watch, BUDGET)
         with deferring():

@@ -92,11 +92,11 @@ def _fetch(fetcher: Any, index: Any) -> Any:
     with deferring():
         if fetcher.auto_collation:
             if hasattr(dataset, "__getitems__") and dataset.__getitems__:
-                data = _sample(lambda: dataset.__getitems__(index))
+                data = sample_deferred(lambda: dataset.__getitems__(index))
             else:
-                data = [_sample(functools.partial(_item, dataset, idx)) for idx in index]
+                data = [sample_deferred(functools.partial(_item, dataset, idx)) for idx in index]
         else:
-            data = _sample(lambda: dataset[index])
+            data = sample_deferred(lambda: dataset[index])
         with deferring(enabled=False):
             return _collate(fetcher, data)
 
@@ -122,8 +122,12 @@ def _item(dataset: Any, index: Any) -> Any:
     return dataset[index]
 
 
-def _sample(make: Callable[[], Any]) -> Any:
-    """Run the dataset's code with deferral; on an error with deferred values, again eagerly."""
+def sample_deferred(make: Callable[[], Any]) -> Any:
+    """Run the dataset's code with deferral; on an error with deferred values, again eagerly.
+
+    A sample that calls what its chain does not defer (a branch its traced batch never took,
+    such as a random flip no traced sample drew) gets the library's own result this way.
+    """
     snapshot = random_states.capture()
     try:
         with deferring() as scope:
