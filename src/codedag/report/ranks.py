@@ -127,24 +127,22 @@ class RankedRun:
 def collect_ranks(
     paths: Sequence[Path],
     loaded: Sequence[RunResults],
-    find_others: bool = True,
     load: Callable[[Path], RunResults] = load_results,
 ) -> RankedRun | None:
     """Line up the ranks of the given results (None when every file is from one process).
 
-    With ``find_others``, the ranks of a launch that were not given are looked up next to the
-    given ones and read with ``load``.
+    The ranks of a launch that were not given are looked up next to the given ones and read with
+    ``load``.
     """
     if all(rank_of(r)[1] <= 1 for r in loaded):
         return None
     files: list[tuple[Path, RunResults]] = list(zip(paths, loaded))
-    if find_others:
-        given = {p.resolve() for p in paths}
-        for path, results in list(files):
-            for other in find_other_ranks(path, results).values():
-                if other.resolve() not in given:
-                    given.add(other.resolve())
-                    files.append((other, load(other)))
+    given = {p.resolve() for p in paths}
+    for path, results in list(files):
+        for other in find_other_ranks(path, results).values():
+            if other.resolve() not in given:
+                given.add(other.resolve())
+                files.append((other, load(other)))
     by_rank: dict[int, list[tuple[Path, RunResults]]] = {}
     for path, results in files:
         by_rank.setdefault(rank_of(results)[0], []).append((path, results))
