@@ -71,9 +71,6 @@ NUMPY_UFUNCS = frozenset(
     }
 )  # fmt: skip
 
-Deferrable = Callable[[str], str | None]
-"""``name -> kind`` (``library``, ``elementwise``, ``view``, ``tensor``) or ``None``."""
-
 
 def step_kind(name: str, library: Callable[[str], bool]) -> str | None:
     """What a deferred value makes of an operation named ``name`` (``None``: it forces).

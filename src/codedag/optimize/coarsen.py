@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KIND_CODES: dict[str, int] = {"calls": 0, "uses": 1, "produces": 2}
-KIND_NAMES: tuple[str, ...] = ("calls", "uses", "produces")
 _SUFFIX = re.compile(r"(#\d+|:\d+)+$")
 
 
