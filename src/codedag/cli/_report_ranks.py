@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from codedag.cli.output import print_json, stdout_console
 from codedag.report.ranks import RankedRun, aggregate_rows, plot_ranks, rank_rows
+from codedag.util.text import terminal_text
 
 
 def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
@@ -19,8 +19,6 @@ def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> s
 
 def _figures(row: dict[str, Any], wait_suffix: str) -> list[str]:
     """The cells from status to speedup of a rank's row or of a mode's aggregate."""
-    from codedag.util.text import terminal_text
-
     return [
         terminal_text(row["status"], 80),
         str(row["num_batches"] if row["num_batches"] is not None else "-"),
@@ -55,12 +53,9 @@ def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
             "ranks": rows,
             "figures": figures,
         }
-        print(json.dumps(payload, indent=2))
+        print_json(payload, indent=2)
         return 0
-    from rich.console import Console
     from rich.table import Table
-
-    from codedag.util.text import terminal_text
 
     table = Table(title=terminal_text(f"{run.experiment_name}: {run.world_size} ranks", 500))
     for column in (
@@ -84,7 +79,7 @@ def report_ranks(args: argparse.Namespace, run: RankedRun) -> int:
             f"rank {total['slowest_rank']} ({imbalance:.2f}x)" if imbalance else "-",
             end_section=True,
         )
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = stdout_console(200)
     console.print(table)
     console.print(
         "all N: samples/s and batches/s summed over the ranks, step ms of the slowest rank "

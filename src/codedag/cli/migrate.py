@@ -13,13 +13,13 @@ become ``cuda:LOCAL_RANK``-relative), prints its own counters under its rank, an
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 from codedag.cli.args import nonempty_path
+from codedag.cli.output import print_json
 from codedag.errors import UsageError
 from codedag.util.text import listing, printable
 
@@ -327,7 +327,7 @@ def run(args: argparse.Namespace) -> int:
         if args.stats_out is not None:
             atomic_write_json(rank_suffixed(args.stats_out, rank, world_size), stats)
         if args.json:
-            print(json.dumps(stats, indent=2))
+            print_json(stats, indent=2)
         else:
             _print_table(stats, rank, world_size)
     return code

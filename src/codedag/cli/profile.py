@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
 
 from codedag.cli.args import SEED, integer, number
+from codedag.cli.output import print_json
 
 SCENARIO_CHOICES = ("dataloader", "sync", "tiny_ops", "memory_churn", "all")
 
@@ -297,5 +297,5 @@ def run(args: argparse.Namespace) -> int:
         path = atomic_write_json(args.output_json, document)
         out.print(f"metrics: {path}")
     if args.json:
-        print(json.dumps(document, indent=2))
+        print_json(document, indent=2)
     return 0

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codedag.cli.output import print_json, stdout_console
+
 if TYPE_CHECKING:
     from codedag.monitor.model import RunResults
 
@@ -101,8 +103,6 @@ def _loader(rebuild: bool) -> Callable[[Path], RunResults]:
 
 def run(args: argparse.Namespace) -> int:
     """Load, compare, plot and print."""
-    import json
-
     from codedag.monitor.compare import compare_modes
     from codedag.monitor.results import merge_results
     from codedag.report.ranks import collect_ranks, results_file
@@ -134,9 +134,8 @@ def run(args: argparse.Namespace) -> int:
         with output_lock(out, "--out" if args.out is not None else "--out (default)"):
             figures = [str(p) for p in plot_results(results, out)]
     if args.json:
-        print(json.dumps({"modes": rows, "figures": figures}, indent=2))
+        print_json({"modes": rows, "figures": figures}, indent=2)
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     from codedag.util.text import terminal_text
@@ -167,10 +166,8 @@ def run(args: argparse.Namespace) -> int:
             _signed(r["accuracy_delta"]),
         )
     table.caption = steady_caption(rows)
-    import sys
-
     # piped output keeps every column instead of folding to 80 characters
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = stdout_console(200)
     console.print(table)
     if figures:
         console.print(terminal_text(f"{len(figures)} figures in {Path(figures[0]).parent}"))

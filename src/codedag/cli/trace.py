@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codedag.cli.args import integer, nonempty_path
+from codedag.cli.output import print_json
 from codedag.errors import TraceError, UsageError
 from codedag.util.drawing import SVG_MAX_NODES
 
@@ -368,7 +368,7 @@ def _trace(args: argparse.Namespace, formats: list[str]) -> int:
     if drawing is not None and drawing.coarsened:
         summary["drawing"] = _coarsened_summary(drawing, out / "dag.dot", args.max_nodes)
     if args.json:
-        print(json.dumps({**summary, "written": [str(p) for p in written]}, indent=2))
+        print_json({**summary, "written": [str(p) for p in written]}, indent=2)
     else:
         _print_tables(summary, written)
         if view is not None:
