@@ -49,8 +49,7 @@ def find_cycle(dag: DAGView) -> list[int]:
     edges = rx.digraph_find_cycle(graph)
     if not edges:
         return []
-    path = [graph[edges[0][0]]] + [graph[v] for _, v in edges]
-    return path
+    return [graph[edges[0][0]]] + [graph[v] for _, v in edges]
 
 
 def topological_order(dag: DAGView, kinds: Iterable[str] | None = None) -> list[int]:

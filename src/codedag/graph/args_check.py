@@ -64,7 +64,7 @@ def itemsize(value: object) -> int | None:
     """Bytes per element of a dtype name (NumPy's, or torch's without the prefix), else None."""
     if not isinstance(value, str) or not value or len(value) > 64:
         return None
-    name = value[6:] if value.startswith("torch.") else value
+    name = value.removeprefix("torch.")
     if name in TORCH_ONLY_ITEMSIZE:
         return TORCH_ONLY_ITEMSIZE[name]
     import numpy
