@@ -205,10 +205,7 @@ def diagnose(figures: StepFigures) -> Diagnosis:
     """Classify what bounds the step; findings are sorted with the verdict first."""
     candidates = [_data(figures), _sync(figures), _alloc(figures), _launch(figures)]
     firing = [c for c in candidates if c.fires]
-    if firing:
-        verdict = max(firing, key=lambda c: c.share).bound
-    else:
-        verdict = "compute-bound"
+    verdict = max(firing, key=lambda c: c.share).bound if firing else "compute-bound"
     compute = _compute(figures)
     compute.fires = verdict == "compute-bound"
     findings = [*candidates, compute]

@@ -91,7 +91,7 @@ def _mean(values: list[float]) -> float:
 
 
 def _timings(window: WindowTimes, prefix: str = "") -> dict[str, float]:
-    out = {
+    return {
         f"{prefix}avg_step_time_s": _mean(window.step_s),
         f"{prefix}p50_step_time_s": _percentile(window.step_s, 50),
         f"{prefix}p95_step_time_s": _percentile(window.step_s, 95),
@@ -99,7 +99,6 @@ def _timings(window: WindowTimes, prefix: str = "") -> dict[str, float]:
         f"{prefix}p50_dataloader_wait_s": _percentile(window.data_wait_s, 50),
         f"{prefix}p95_dataloader_wait_s": _percentile(window.data_wait_s, 95),
     }
-    return out
 
 
 def top_ops(
