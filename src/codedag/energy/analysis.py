@@ -56,7 +56,7 @@ def energy_axis(records: Sequence[dict[str, Any]]) -> tuple[str, list[float], st
     reasons = {
         r.get("energy_metrics", {}).get("cpu_energy_unavailable_reason") for r in records
     } - {None}
-    note = "no energy measured" + (f" ({sorted(reasons)[0]})" if reasons else "")
+    note = "no energy measured" + (f" ({min(reasons)})" if reasons else "")
     return "run time (s)", [float(r["duration_seconds"]) for r in records], note
 
 
@@ -96,13 +96,11 @@ def report(
     out.mkdir(parents=True, exist_ok=True)
     label, energy, note = energy_axis(records)
     models = sorted({f"{r['repository']}/{r['model']}" for r in records})
-    files: list[str] = []
     hyper = sorted({k for r in records for k in r.get("mutated_hyperparameters", [])}) or sorted(
         {k for r in records for k in r.get("hyperparameters", {})}
     )
     axis = _EnergyAxis(label, note, energy)
-    for name in hyper:
-        files.append(_plot_hyperparameter(plt, records, models, axis, name, out))
+    files = [_plot_hyperparameter(plt, records, models, axis, name, out) for name in hyper]
     metric_name, maximize = choose_metric(records, metric)
     front_ids: list[str] = []
     if metric_name is not None:

@@ -92,9 +92,8 @@ class RaplCpuMeter(CpuEnergyMeter):
         psys = [v for k, v in raw.items() if k.endswith("/psys")]
         pkg_j = sum(pkg) if pkg else None
         ram_j = sum(ram) if ram else None
-        total: float | None
         if pkg_j is not None:
-            total = pkg_j + (ram_j or 0.0)
+            total: float | None = pkg_j + (ram_j or 0.0)
         else:
             total = float(sum(psys)) if psys else None
         if total is not None and total <= 0.0:
