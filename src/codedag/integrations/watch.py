@@ -368,7 +368,7 @@ def _record_first_indices(inner: Any) -> list[Any]:
         finally:
             with contextlib.suppress(AttributeError):
                 del inner._next_index
-        found.append(index)
+        found.append(list(index) if isinstance(index, list) else index)  # a sampler may reuse it
         return index
 
     with contextlib.suppress(AttributeError, TypeError):  # one that takes no attributes: none
