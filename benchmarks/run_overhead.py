@@ -185,6 +185,9 @@ class Run:
     plan_s: float = 0.0
     cpu_s: float = 0.0
     """User and system CPU time of the process and its children (DataLoader workers)."""
+    cache_hits: int = 0
+    cache_misses: int = 0
+    """The prefix cache's values read back and looked up in vain (codedag runs)."""
 
 
 @dataclass
@@ -248,6 +251,8 @@ def run_script(
             results.trace_s,
             results.plan_s,
         )
+        run.cache_hits = int(results.cache.get("hits") or 0)
+        run.cache_misses = sum((results.cache.get("misses") or {}).values())
     return run
 
 
@@ -364,6 +369,11 @@ def report(title: str, variants: dict[str, Variant]) -> dict[str, Any]:
             f"planned in {plan:.2f} s (median), within epoch 1 (after its first batch with 0 "
             "workers, at its end with workers): its data wait includes them"
         )
+    for name in ("codedag", "codedag 2nd run"):
+        if name in variants:
+            hits = variants[name].median(lambda run: run.cache_hits)
+            misses = variants[name].median(lambda run: run.cache_misses)
+            print(f"  {name}: prefix cache {hits:.0f} hits, {misses:.0f} misses (median)")
     second = variants.get("codedag 2nd run")
     if first is not None and second is not None:
         a = first.median(lambda run: run.wait_s[0])
