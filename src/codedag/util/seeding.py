@@ -26,16 +26,10 @@ def seed_everything(seed: int, deterministic: bool = True) -> int:
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     random.seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)
-    try:
-        import numpy as np
+    import numpy as np
+    import torch
 
-        np.random.seed(seed % 2**32)
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return seed
+    np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     # manual_seed seeds CUDA lazily too; this is explicit for readers. Without CUDA (or before
     # CUDA is initialized) the seed is only queued: nothing is initialized here.
