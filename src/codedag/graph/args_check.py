@@ -166,10 +166,8 @@ def _image(entry: dict[str, Any], where: str, depth: int, problems: list[str]) -
 
 
 def _image_modes() -> frozenset[str]:
-    try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - Pillow comes with matplotlib
-        return IMAGE_MODES
+    from PIL import Image
+
     return IMAGE_MODES | frozenset(getattr(Image, "MODES", ()))
 
 
