@@ -15,13 +15,27 @@ from codedag.optimize.costs import default_can_migrate
 from codedag.optimize.manager import OptimizerManager
 from codedag.optimize.partition import Partition, as_coarse
 from codedag.optimize.placement import PlacementSettings
-from codedag.optimize.plan_builder import PLAN_KEYS, build_plan
+from codedag.optimize.plan_builder import build_plan
 from codedag.optimize.synthetic import trace_shaped_dag
 from codedag.plan import MigrationPlan
 
 MIB = 1 << 20
 ALL = lambda name: not name.startswith("pkg.")  # noqa: E731 - library calls only
 NONE_BLOCKED = lambda name: None  # noqa: E731
+# The keys of a plan's JSON form, in order, when it has no loader, cache or tables section.
+PLAN_KEYS = (
+    "schema_version",
+    "codedag_version",
+    "k",
+    "gpu_count",
+    "target_device",
+    "partition_device_map",
+    "context_device_map",
+    "calls",
+    "notes",
+    "placement",
+    "batched",
+)
 
 
 def _sandwich(middle: str = "cv2.flip", middle_bytes: int = 8 * MIB) -> ExecutionDAG:

@@ -26,20 +26,6 @@ from codedag.plan import PLAN_SCHEMA_VERSION, MigrationPlan, check_device
 from codedag.plan.model import Basis, PlacementInfo, PlannedCall
 from codedag.version import __version__
 
-PLAN_KEYS = (
-    "schema_version",
-    "codedag_version",
-    "k",
-    "gpu_count",
-    "target_device",
-    "partition_device_map",
-    "context_device_map",
-    "calls",
-    "notes",
-    "placement",
-    "batched",
-)
-
 
 def accelerators(gpu_count: int, target_device: str | None) -> list[str]:
     """The devices placed calls may run on: the target device, else ``cuda:0..gpu_count-1``."""

@@ -94,8 +94,7 @@ def _sample(b: _Builder, fetch: int, flip_prob: float) -> int:
         current = b.value(op, nbytes)
         children.append(op)
     b.finish(get, children)
-    out = b.value(get, b.dag.nodes[current].nbytes, version=1)  # type: ignore[union-attr]
-    return out
+    return b.value(get, b.dag.nodes[current].nbytes, version=1)  # type: ignore[union-attr]
 
 
 def trace_shaped_dag(
