@@ -160,8 +160,7 @@ def _plan_section(plan: dict[str, Any]) -> str:
         f"k = {_e(plan.get('k'))}, GPUs = {_e(plan.get('gpu_count'))}.</p>"
     ]
     parts.append(_table(columns, rows) if rows else "<p>The plan places no call.</p>")
-    for note in plan.get("notes", []):
-        parts.append(f'<p class="note">{_e(note)}</p>')
+    parts += [f'<p class="note">{_e(note)}</p>' for note in plan.get("notes", [])]
     return "".join(parts)
 
 
@@ -178,23 +177,22 @@ def _plan_sections(content: ReportContent) -> list[str]:
     """The plan's sections: placement, prefix cache, lookup tables, DataLoader settings."""
     parts: list[str] = []
     if content.plan is not None:
-        parts.append("<h2>Migration plan</h2>")
-        parts.append(_plan_section(content.plan))
+        parts += ["<h2>Migration plan</h2>", _plan_section(content.plan)]
     if content.cache is not None:
         from codedag.report.cache import cache_section_html
 
-        parts.append("<h2>Prefix cache</h2>")
-        parts.append(cache_section_html(content.cache, content.cache_stats))
+        parts += ["<h2>Prefix cache</h2>", cache_section_html(content.cache, content.cache_stats)]
     if content.tables is not None:
         from codedag.report.tables import tables_section_html
 
-        parts.append("<h2>Lookup tables</h2>")
-        parts.append(tables_section_html(content.tables, content.tables_stats))
+        parts += [
+            "<h2>Lookup tables</h2>",
+            tables_section_html(content.tables, content.tables_stats),
+        ]
     if content.loader is not None:
         from codedag.report.loader import loader_section_html
 
-        parts.append("<h2>DataLoader settings</h2>")
-        parts.append(loader_section_html(content.loader))
+        parts += ["<h2>DataLoader settings</h2>", loader_section_html(content.loader)]
     return parts
 
 
@@ -208,20 +206,15 @@ def render_html(content: ReportContent) -> str:
     if content.subtitle:
         parts.append(f'<p class="sub">{_e(content.subtitle)}</p>')
     if content.summary_rows:
-        parts.append("<h2>Summary</h2>")
-        parts.append(_table(content.summary_columns, content.summary_rows))
+        parts += ["<h2>Summary</h2>", _table(content.summary_columns, content.summary_rows)]
     if content.epoch_rows:
-        parts.append("<h2>Epochs</h2>")
-        parts.append(_table(content.epoch_columns, content.epoch_rows))
-    for note in content.notes:
-        parts.append(f'<p class="note">{_e(note)}</p>')
+        parts += ["<h2>Epochs</h2>", _table(content.epoch_columns, content.epoch_rows)]
+    parts += [f'<p class="note">{_e(note)}</p>' for note in content.notes]
     if content.equivalence is not None:
-        parts.append("<h2>Equivalence check</h2>")
-        parts.append(_equivalence_section(content.equivalence))
+        parts += ["<h2>Equivalence check</h2>", _equivalence_section(content.equivalence)]
     parts.extend(_plan_sections(content))
     if content.chain is not None:
-        parts.append("<h2>Pipeline: the chain of one sample</h2>")
-        parts.append(chain_section(content.chain))
+        parts += ["<h2>Pipeline: the chain of one sample</h2>", chain_section(content.chain)]
     if content.dag_svg or content.dag_dot:
         parts.append("<h2>Execution DAG</h2>")
         if content.partition_colors:
@@ -243,8 +236,10 @@ def render_html(content: ReportContent) -> str:
         parts.append("<h2>Metrics</h2>")
         parts.extend(_png_figure(p) for p in content.plots)
     if content.environment:
-        parts.append("<h2>Environment</h2>")
-        parts.append(_table(["", ""], [[k, v] for k, v in content.environment.items()]))
+        parts += [
+            "<h2>Environment</h2>",
+            _table(["", ""], [[k, v] for k, v in content.environment.items()]),
+        ]
     parts.append(f"<script>{DAG_SCRIPT}{_SCRIPT}</script></body></html>")
     return "\n".join(parts)
 
