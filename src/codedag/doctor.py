@@ -231,21 +231,12 @@ def check_gpus(report: DoctorReport, nvml: Any | None = None) -> None:
             OK,
             f"{info.name}, {info.memory_total_mb / 1024:.1f} GiB, driver {info.driver}",
         )
+        counter = f"GPU {info.index} energy counter"
         if info.energy_counter:
-            report.add(
-                "gpu",
-                f"GPU {info.index} energy counter",
-                OK,
-                "readable (nvmlDeviceGetTotalEnergyConsumption)",
-            )
+            report.add("gpu", counter, OK, "readable (nvmlDeviceGetTotalEnergyConsumption)")
         else:
-            report.add(
-                "gpu",
-                f"GPU {info.index} energy counter",
-                WARN,
-                "not readable",
-                f"{info.energy_counter_reason}; GPU energy falls back to integrated power samples",
-            )
+            why = f"{info.energy_counter_reason}; GPU energy falls back to integrated power samples"
+            report.add("gpu", counter, WARN, "not readable", why)
 
 
 def check_cpu(report: DoctorReport, reader: Any | None = None, root: Path = Path("/")) -> None:
@@ -286,26 +277,14 @@ def check_cpu(report: DoctorReport, reader: Any | None = None, root: Path = Path
         "none": "none mounted",
     }[reader.version]
     report.add("cpu", "cgroup layout", OK if reader.version != "none" else INFO, layout)
-    if cpu_limit.cpus is None:
-        report.add("cpu", "container CPU limit", OK, "none", cpu_limit.source)
+    cpus = "none" if cpu_limit.cpus is None else f"{cpu_limit.cpus:g} CPUs"
+    report.add("cpu", "container CPU limit", OK, cpus, cpu_limit.source)
+    limit = memory_limit.limit_bytes
+    if limit is None:
+        memory, detail = "none", f"{memory_limit.source}; host has {total_memory / 2**30:.1f} GiB"
     else:
-        report.add("cpu", "container CPU limit", OK, f"{cpu_limit.cpus:g} CPUs", cpu_limit.source)
-    if memory_limit.limit_bytes is None:
-        report.add(
-            "cpu",
-            "container memory limit",
-            OK,
-            "none",
-            f"{memory_limit.source}; host has {total_memory / 2**30:.1f} GiB",
-        )
-    else:
-        report.add(
-            "cpu",
-            "container memory limit",
-            OK,
-            f"{memory_limit.limit_bytes / 2**30:.2f} GiB",
-            memory_limit.source,
-        )
+        memory, detail = f"{limit / 2**30:.2f} GiB", memory_limit.source
+    report.add("cpu", "container memory limit", OK, memory, detail)
     if container.in_container:
         report.add(
             "cpu", "container", INFO, container.runtime or "yes", "; ".join(container.evidence)
@@ -426,18 +405,11 @@ def check_extras(report: DoctorReport) -> None:
     for extra, module, purpose, how in OPTIONAL_EXTRAS:
         present = importlib.util.find_spec(module) is not None
         extras[extra] = extras.get(extra, True) and present  # all of its modules
+        name = f"[{extra}] {module}"
         if present:
-            report.add(
-                "extras", f"[{extra}] {module}", OK, _version(module) or "installed", purpose
-            )
+            report.add("extras", name, OK, _version(module) or "installed", purpose)
         else:
-            report.add(
-                "extras",
-                f"[{extra}] {module}",
-                MISSING,
-                "not installed",
-                f"disables {purpose}; {how}",
-            )
+            report.add("extras", name, MISSING, "not installed", f"disables {purpose}; {how}")
     report.facts["extras"] = extras
 
 
