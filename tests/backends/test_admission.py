@@ -224,8 +224,8 @@ def test_admission_sees_used_names_only() -> None:
 
 
 def test_a_dag_naming_an_unknown_module_is_never_imported(probe_module: Path) -> None:
-    from codedag.calibrate.cache import CalibrationCache
     from codedag.calibrate.run import calibrate_dag
+    from codedag.calibrate.saved_times import CalibrationCache
     from codedag.graph.model import ExecutionDAG
 
     dag = ExecutionDAG()

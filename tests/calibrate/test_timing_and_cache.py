@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from codedag.calibrate import Budget, CalibrationCache, Stopwatch, Timing
-from codedag.calibrate.cache import default_cache_path, entry_key
+from codedag.calibrate.saved_times import default_cache_path, entry_key
 from codedag.calibrate.timing import time_pair
 
 
@@ -75,7 +75,7 @@ def test_entries_with_nan_infinite_or_negative_figures_are_ignored_with_one_warn
         "dispatch": {"migrated_ns": float("-inf"), "passthrough_ns": 3},
     }
     path.write_text(json.dumps({"schema_version": 1, "entries": entries}))  # NaN, Infinity
-    with caplog.at_level(logging.WARNING, logger="codedag.calibrate.cache"):
+    with caplog.at_level(logging.WARNING, logger="codedag.calibrate.saved_times"):
         cache = CalibrationCache(path)
     assert cache.entries == {"good": good}
     (warning,) = caplog.records

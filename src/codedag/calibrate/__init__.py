@@ -2,7 +2,7 @@
 
 Placement decides from these figures (``codedag.optimize``), never from an assumed speedup.
 
-* :mod:`.cache`: The calibration cache: measured times per (device, library versions, function,
+* :mod:`.saved_times`: The calibration cache: measured times per (device, library versions, function,
   signature)
 * :mod:`.chain_loader`: Deciding a batched chain in the loader itself: batched against per
   sample, in alternating blocks, through the run-time check
@@ -24,9 +24,9 @@ Placement decides from these figures (``codedag.optimize``), never from an assum
   side by side
 """
 
-from codedag.calibrate.cache import CalibrationCache, default_cache_path
 from codedag.calibrate.measurement import Calibration, CallEstimate, DispatchCost, Measurement
 from codedag.calibrate.run import Calibrator, calibrate_dag
+from codedag.calibrate.saved_times import CalibrationCache, default_cache_path
 from codedag.calibrate.timing import Budget, Stopwatch, Timing
 
 __all__ = [

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import codedag.measure.pair as pair
-from codedag.calibrate.cache import CalibrationCache, entry_key
 from codedag.calibrate.environment import library_versions
 from codedag.calibrate.inputs import signature
+from codedag.calibrate.saved_times import CalibrationCache, entry_key
 from codedag.calibrate.timing import (
     Budget,
     Stopwatch,

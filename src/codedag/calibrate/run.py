@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from codedag.backends.registry import Registry
-from codedag.calibrate.cache import CalibrationCache, entry_key
 from codedag.calibrate.dispatch import measure_dispatch
 from codedag.calibrate.environment import library_versions
 from codedag.calibrate.inputs import (
@@ -38,6 +37,7 @@ from codedag.calibrate.measurement import (
     DispatchCost,
     Measurement,
 )
+from codedag.calibrate.saved_times import CalibrationCache, entry_key
 from codedag.calibrate.timing import (
     Budget,
     Stopwatch,

@@ -55,7 +55,7 @@ def make_cache(args: argparse.Namespace) -> Any:
     """The calibration cache the options name (emptied first with ``--recalibrate``)."""
     from pathlib import Path
 
-    from codedag.calibrate.cache import CACHE_FILE, CalibrationCache
+    from codedag.calibrate.saved_times import CACHE_FILE, CalibrationCache
 
     cache = (
         CalibrationCache(Path(args.calibration_cache_dir) / CACHE_FILE)
