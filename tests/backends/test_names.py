@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from codedag.backends.names import canonical_name
 
@@ -55,3 +56,26 @@ def test_traced_numpy_names_resolve_to_registry_entries() -> None:
     for fn in (np.concatenate, np.where, np.clip, np.transpose):
         name = canonical_name(fn)
         assert registry.get(name) is not None or registry.non_migratable.get(name), name
+
+
+def test_a_function_replaced_while_its_module_was_indexed_keeps_its_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import cv2
+
+    from codedag.backends import names
+
+    original = cv2.warpAffine
+
+    def wrapper(*args: object, **kwargs: object) -> object:  # a profiler's or a test's wrapper
+        return original(*args, **kwargs)
+
+    # a fresh index, built while cv2.warpAffine is the wrapper
+    monkeypatch.setattr(names, "_index", {})
+    monkeypatch.setattr(names, "_indexed", set())
+    monkeypatch.setattr(names, "_seen", [(-1, ())])
+    with monkeypatch.context() as patched:
+        patched.setattr(cv2, "warpAffine", wrapper)
+        assert canonical_name(cv2.resize) == "cv2.resize"  # indexes cv2 now
+    assert cv2.warpAffine is original
+    assert canonical_name(original) == "cv2.warpAffine"

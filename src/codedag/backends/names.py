@@ -211,7 +211,7 @@ def canonical_name(obj: Any) -> str:
             return f"{_type_name(_public_class(type(owner), obj.__name__))}.{obj.__name__}"
         if isinstance(owner, type):
             return f"{_type_name(owner)}.{obj.__name__}"
-        return f"{obj.__module__ or 'builtins'}.{obj.__qualname__}"
+        return _module_attribute(obj) or f"{obj.__module__ or 'builtins'}.{obj.__qualname__}"
     objclass = getattr(obj, "__objclass__", None)
     if isinstance(objclass, type):  # method/wrapper/getset descriptors of C types
         return f"{_type_name(objclass)}.{obj.__name__}"
@@ -224,6 +224,23 @@ def canonical_name(obj: Any) -> str:
     if module and qualname:
         return f"{module}.{qualname}"
     return _type_name(type(obj))
+
+
+def _module_attribute(obj: types.BuiltinFunctionType) -> str | None:
+    """The name of a builtin that names no module (cv2's functions) under which an indexed
+    module holds it now, indexed from here on; None where none does.
+
+    A module is indexed once: a function replaced there at that time (a test's or a profiler's
+    wrapper) and put back later is found here, by its name, rather than named ``builtins.*``.
+    """
+    for module_name in libraries.indexed_modules():
+        module = sys.modules.get(module_name)
+        if module is not None and getattr(module, obj.__name__, None) is obj:
+            name = f"{module_name}.{obj.__name__}"
+            with _lock:
+                _index.setdefault(id(obj), (obj, name))
+            return name
+    return None
 
 
 def qualname_of(code: types.CodeType) -> str:
