@@ -51,6 +51,11 @@ SEED_MODE_KEYS = ("config", "batch_times", "resource_usage", "metrics", "summary
 SEED_RESOURCE_KEYS = ("cpu_usage", "memory_usage", "gpu_usage", "gpu_memory")
 
 
+def _quantile(ordered: list[float], p: float) -> float:
+    """Nearest-rank quantile of sorted values (0 when empty)."""
+    return ordered[max(0, math.ceil(p * len(ordered)) - 1)] if ordered else 0.0
+
+
 def _stats(values: list[float]) -> dict[str, float]:
     """Exact mean/std/min/max/p50/p95 of a list (nearest-rank quantiles); zeros when empty."""
     if not values:
@@ -58,17 +63,13 @@ def _stats(values: list[float]) -> dict[str, float]:
     n = len(values)
     mean = sum(values) / n
     ordered = sorted(values)
-
-    def q(p: float) -> float:
-        return ordered[max(0, math.ceil(p * n) - 1)]
-
     return {
         "mean": mean,
         "std": math.sqrt(sum((v - mean) ** 2 for v in values) / n),
         "min": ordered[0],
         "max": ordered[-1],
-        "p50": q(0.5),
-        "p95": q(0.95),
+        "p50": _quantile(ordered, 0.5),
+        "p95": _quantile(ordered, 0.95),
     }
 
 
@@ -87,9 +88,9 @@ def steady_from_series(times: list[float], waits: list[float], warmup: int = 1) 
         "step_time": {
             "mean": step["mean"],
             "std": step["std"],
-            "p25": ordered[max(0, math.ceil(0.25 * n) - 1)] if n else 0.0,
+            "p25": _quantile(ordered, 0.25),
             "p50": step["p50"],
-            "p75": ordered[max(0, math.ceil(0.75 * n) - 1)] if n else 0.0,
+            "p75": _quantile(ordered, 0.75),
             "p95": step["p95"],
         },
         "batch_time": {

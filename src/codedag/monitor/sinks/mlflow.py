@@ -33,7 +33,7 @@ from codedag.monitor.records import MetricRecord, ModeEnd, ModeInfo, RunInfo, St
 from codedag.monitor.resources import sample_rows
 from codedag.monitor.sinks.base import Sink
 from codedag.monitor.sinks.names import LIMITS, STEP, TRAIN, resource_name, summary_name
-from codedag.monitor.sinks.window import MetricWindow, StepWindow
+from codedag.monitor.sinks.window import MetricWindow, Point, StepWindow
 from codedag.util.io import link_error, own_file
 from codedag.util.text import redact_uri
 
@@ -50,6 +50,18 @@ ARTIFACTS_FOLDER = "mlruns"
 
 # (mode, key, value, epoch milliseconds, step)
 MetricRow = tuple[str, str, float, int, int]
+
+
+def _step_rows(mode: str, origin: float, point: Point) -> list[MetricRow]:
+    """The rows of one point of the per-step figures (``origin``: the mode's start, epoch s)."""
+    ms = int((origin + point.time_s) * 1000)
+    return [(mode, STEP[k].mlflow, v, ms, point.step) for k, v in point.values.items()]
+
+
+def _metric_row(mode: str, origin: float, name: str, point: Point) -> MetricRow:
+    """The row of one point of a logged value."""
+    ms = int((origin + point.time_s) * 1000)
+    return (mode, TRAIN[name].mlflow, point.values[name], ms, max(point.step, 0))
 
 
 def _require_mlflow() -> None:
@@ -225,25 +237,13 @@ class MlflowSink(Sink):
 
     def log_steps(self, mode: str, steps: Sequence[StepRecord]) -> None:
         window = self._windows.get(mode)
-        if window is None:
-            return
-        origin = window[2]
-        rows: list[MetricRow] = []
-        for point in window[0].add(steps):
-            ms = int((origin + point.time_s) * 1000)
-            rows.extend((mode, STEP[k].mlflow, v, ms, point.step) for k, v in point.values.items())
-        self._add(rows)
+        if window is not None:
+            self._add([r for p in window[0].add(steps) for r in _step_rows(mode, window[2], p)])
 
     def log_metrics(self, mode: str, rows: Sequence[MetricRecord]) -> None:
         window = self._windows.get(mode)
-        if window is None:
-            return
-        origin = window[2]
-        out = []
-        for name, point in window[1].add(rows):
-            ms = int((origin + point.time_s) * 1000)
-            out.append((mode, TRAIN[name].mlflow, point.values[name], ms, max(point.step, 0)))
-        self._add(out)
+        if window is not None:
+            self._add([_metric_row(mode, window[2], n, p) for n, p in window[1].add(rows)])
 
     def log_resources(self, mode: str, sample: ResourceSample) -> None:
         if mode not in self._windows:
@@ -262,19 +262,10 @@ class MlflowSink(Sink):
         if window is None:
             return
         steps, metrics, origin = window
-        rows: list[MetricRow] = []
         last = end.steps - 1 if end.steps else 0
         point = steps.drain()
-        if point is not None:
-            ms = int((origin + point.time_s) * 1000)
-            rows.extend(
-                (end.name, STEP[k].mlflow, v, ms, point.step) for k, v in point.values.items()
-            )
-        for name, metric in metrics.drain():
-            ms = int((origin + metric.time_s) * 1000)
-            rows.append(
-                (end.name, TRAIN[name].mlflow, metric.values[name], ms, max(metric.step, 0))
-            )
+        rows = _step_rows(end.name, origin, point) if point is not None else []
+        rows += [_metric_row(end.name, origin, n, p) for n, p in metrics.drain()]
         now = int(time.time() * 1000)
         rows.extend(
             (end.name, summary_name(k).mlflow, v, now, last) for k, v in end.figures.items()
