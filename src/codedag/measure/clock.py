@@ -23,7 +23,6 @@ Sync = Callable[[], None]
 
 def no_sync() -> None:
     """The synchronization of a device that runs calls synchronously (the CPU): nothing."""
-    return None
 
 
 @dataclass(frozen=True)
