@@ -229,7 +229,7 @@ class Search:
             run = trial.run
             if run is None or not trial.settings.num_workers or not run.worker_rss_bytes:
                 continue
-            used = run.worker_uss_bytes if run.worker_uss_bytes else run.worker_rss_bytes
+            used = run.worker_uss_bytes or run.worker_rss_bytes
             per_worker = max(per_worker, used / trial.settings.num_workers)
         need = per_worker * settings.num_workers
         room = self.limits.available_bytes * MEMORY_HEADROOM
