@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import re
+import sys
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -111,22 +112,13 @@ def _remember(table: dict[Any, Any], key: Any, value: Any) -> None:
     table[key] = value
 
 
-_PIL_IMAGE: list[Any] = []
-
-
 def _pil_image_type() -> Any:
-    if not _PIL_IMAGE:
-        try:
-            from PIL import Image
-        except ImportError:  # pragma: no cover - pillow is a dependency
-            return None
-        _PIL_IMAGE.append(Image.Image)
-    return _PIL_IMAGE[0]
+    """``PIL.Image.Image`` once PIL is imported (no value can be an image before), else None."""
+    module = sys.modules.get("PIL.Image")
+    return None if module is None else module.Image
 
 
 def _torch_tensor_type() -> Any:
-    import sys
-
     torch = sys.modules.get("torch")
     return None if torch is None else torch.Tensor
 
@@ -156,6 +148,9 @@ def meta_of(value: Any) -> Meta:
             found = Meta("ndarray", tuple(value.shape), dtype_str(value.dtype))
             _remember(_ARRAY_METAS, key, found)
         return found
+    image = _pil_image_type()
+    if image is not None and isinstance(value, image):
+        return _pil_meta(value)
     tensor = _torch_tensor_type()
     if tensor is not None and isinstance(value, tensor):
         shape = tuple(value.shape)
@@ -164,13 +159,24 @@ def meta_of(value: Any) -> Meta:
             found = Meta("tensor", shape, str(value.dtype).removeprefix("torch."))
             _remember(_ARRAY_METAS, ("tensor", shape, value.dtype), found)
         return found
-    image = _pil_image_type()
-    if image is not None and isinstance(value, image):
-        width, height = value.size
-        bands = len(value.getbands())
-        shape = (height, width) if bands == 1 else (height, width, bands)
-        return Meta("pil", shape, "", value.mode)
     return Meta("other", type_name=f"{type(value).__module__}.{type(value).__qualname__}")
+
+
+_PIL_METAS: dict[tuple[str, tuple[int, int]], Meta] = {}
+
+
+def _pil_meta(image: Any) -> Meta:
+    """The :class:`Meta` of a PIL image, remembered by mode and size (a chain makes one per
+    call, and the bands of a mode are looked up in Python)."""
+    mode, size = image.mode, image.size
+    found = _PIL_METAS.get((mode, size))
+    if found is None:
+        width, height = size
+        bands = len(image.getbands())
+        shape = (height, width) if bands == 1 else (height, width, bands)
+        found = Meta("pil", shape, "", mode)
+        _remember(_PIL_METAS, (mode, size), found)
+    return found
 
 
 def _as_array(value: Any) -> np.ndarray | None:
@@ -254,18 +260,77 @@ def _tag(sealer: Any, data: memoryview | bytes) -> bytes:
 def encode(value: Any, secret: bytes, key: bytes) -> Encoded | None:
     """How a value the cache can keep exactly is stored under ``key``, tagged with ``secret``
     (the store's key), else None."""
-    array = _as_array(value)
-    if array is None:
-        return None
-    meta = meta_of(value)
-    data = memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
-    layout = _LAYOUTS.get((meta, array.dtype, array.shape))
-    if layout is None:
-        layout = _layout(meta, array)
+    image = _pil_image_type()
+    if image is not None and isinstance(value, image):
+        packed = _pil_packed(value)
+        if packed is None:
+            return None
+        data, layout = packed
+        owned = True  # packed bytes of its own
+    else:
+        array = _as_array(value)
+        if array is None:
+            return None
+        meta = meta_of(value)
+        data = memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
+        found = _LAYOUTS.get((meta, array.dtype, array.shape))
+        layout = _layout(meta, array) if found is None else found
+        owned = not _shares_memory(array, value)
     sealing = sealer(secret, key, layout)
     tag = _tag(sealing, data)
-    owned = not _shares_memory(array, value)
     return Encoded(layout + tag + _HEADER_END, data, tag, sealing, owned)
+
+
+_PIL_LAYOUTS: dict[Meta, tuple[bytes, int]] = {}
+"""Each image header's opening up to its tag, and its pixels' bytes."""
+
+
+def _pil_packed(image: Any) -> tuple[memoryview, bytes] | None:
+    """A PIL image's pixels as ``numpy.asarray`` holds them, and its header's opening; None for
+    a mode NumPy does not round-trip exactly."""
+    if image.mode not in PIL_MODES:
+        return None
+    meta = _pil_meta(image)
+    found = _PIL_LAYOUTS.get(meta)
+    if found is None:
+        found = _pil_layout(image, meta)
+        _remember(_PIL_LAYOUTS, meta, found)
+    layout, nbytes = found
+    return memoryview(_pil_bytes(image, nbytes)), layout
+
+
+def _pil_layout(image: Any, meta: Meta) -> tuple[bytes, int]:
+    """The header opening of an image stored as ``numpy.asarray`` reads it, and its bytes: the
+    array's dtype and shape as PIL gives NumPy them (its mode's type and bands)."""
+    from PIL import ImageMode  # imported with PIL.Image
+
+    mode = ImageMode.getmode(image.mode)
+    dtype = np.dtype(mode.typestr)
+    shape = meta.shape  # (height, width[, bands]), as NumPy's array of the image
+    count = 1
+    for n in shape:
+        count *= n
+    return _layout_of(meta, dtype_str(dtype), shape), count * dtype.itemsize
+
+
+def _pil_bytes(image: Any, nbytes: int) -> bytes:
+    """``image.tobytes()`` packed by one call of PIL's raw encoder into a buffer of the image's
+    size: ``tobytes`` packs blocks of 64 KB and joins them, a second copy of every byte (a
+    lazily loaded file's image, or any surprise, takes ``tobytes``)."""
+    module = sys.modules.get("PIL.ImageFile")
+    if nbytes and not (module is not None and isinstance(image, module.ImageFile)):
+        try:
+            encoder = sys.modules["PIL.Image"]._getencoder(image.mode, "raw", image.mode)
+            try:
+                encoder.setimage(image.im, (0, 0, *image.size))
+                _consumed, status, raw = encoder.encode(nbytes)
+            finally:
+                encoder.cleanup()
+            if status == 1 and len(raw) == nbytes:  # every line, in the one buffer
+                return raw
+        except Exception:  # PIL's internals moved: its public way
+            pass
+    return image.tobytes()
 
 
 _LAYOUTS: dict[tuple[Meta, np.dtype[Any], tuple[int, ...]], bytes] = {}
@@ -275,13 +340,24 @@ _LAYOUTS: dict[tuple[Meta, np.dtype[Any], tuple[int, ...]], bytes] = {}
 def _layout(meta: Meta, array: np.ndarray) -> bytes:
     """The header of ``meta`` stored as ``array``, up to the tag: the value's Meta with the
     stored array's layout."""
-    fields = json.loads(meta.to_bytes())
-    fields.pop("dtype", None)
-    head = json.dumps(fields, separators=(",", ":"))[:-1]
-    shape = ",".join(str(n) for n in array.shape)
-    layout = f'{head},"dtype":"{array.dtype.str}","array_shape":[{shape}],"tag":"'.encode()
+    layout = _layout_of(meta, dtype_str(array.dtype), array.shape)
     _remember(_LAYOUTS, (meta, array.dtype, array.shape), layout)
     return layout
+
+
+def _layout_of(meta: Meta, dtype: str, shape: tuple[int, ...]) -> bytes:
+    """The header of ``meta`` stored as an array of ``dtype`` (its ``str``) and ``shape``, up to
+    the tag: the fields of :meth:`Meta.to_bytes` but its dtype, in its order and spelling (as
+    ``json.dumps`` writes them), then the array's. Written directly: a data set of images of
+    many sizes makes a new header for nearly every value."""
+    dims = ",".join([str(int(n)) for n in meta.shape])
+    head = f'{{"kind":{_quoted(meta.kind)},"shape":[{dims}]'
+    if meta.mode:
+        head += f',"mode":{_quoted(meta.mode)}'
+    if meta.type_name:
+        head += f',"type":{_quoted(meta.type_name)}'
+    array_shape = ",".join([str(int(n)) for n in shape])
+    return f'{head},"dtype":"{dtype}","array_shape":[{array_shape}],"tag":"'.encode()
 
 
 def _shares_memory(array: np.ndarray, value: Any) -> bool:
