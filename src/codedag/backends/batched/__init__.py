@@ -15,6 +15,8 @@ which is the per-sample reference itself (:mod:`.forcing`).
 * :mod:`.fusion`: programs rewritten before they run (value-wise runs on uint8 as one table);
 * :mod:`.ragged`: leading resizes and constant borders of images of different sizes as one
   padded gather;
+* :mod:`.capture`: a batch's tail (its rounds after the groups have met) captured as a CUDA
+  graph once its signature repeats, and replayed;
 * :mod:`.wrappers`: the library functions that return deferred values while a chain is applied;
 * :mod:`.transfer`: host<->device copies (counted) and the side stream;
 * :mod:`.watch`: delivered tensors that notice where the training loop moves them.
