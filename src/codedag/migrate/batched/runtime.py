@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+import codedag.backends.batched.capture as capture
 import codedag.migrate.batched.fetch as fetch_module
 from codedag.backends.batched.collate import BatchRecord
 from codedag.backends.batched.delivery import (
@@ -108,7 +109,10 @@ class BatchedRuntime(PatchedRuntime):
         self.settings = settings or BatchedSettings()
         self.device = torch.device(device)
         self.io = DeviceIO(self.device, simulate=self.settings.simulate_transfers)
-        self.executor = BatchExecutor(self.device, self.io)
+        graphs = capture.for_device(
+            self.device, self.settings.capture, self.settings.capture_graphs
+        )
+        self.executor = BatchExecutor(self.device, self.io, capture=graphs)
         self.streams = streams_for(self.device)
         self.delivery = DeliveryChoice(self.settings.deliver, self.device, self.io.moves)
         self.other_keys = dict(other_keys or {})
@@ -292,6 +296,16 @@ class BatchedRuntime(PatchedRuntime):
             **FORCED.counts(),
             "stopped": len(FORCED.stopped),
         }
+
+    def capture_stats(self) -> dict[str, Any]:
+        """What graph capture did (:class:`codedag.backends.batched.capture.CaptureStats`, with
+        ``state``: ``on``, ``stopped``, or ``off`` where nothing is captured: not CUDA, or
+        ``BatchedSettings(capture=False)``) and the graphs held now."""
+        graphs = self.executor.capture
+        if graphs is None:
+            return {"state": "off"}
+        state = "on" if graphs.on else "stopped"
+        return {"state": state, "graphs": graphs.graphs, **graphs.stats.as_dict()}
 
     def stats(self) -> BatchedStats:
         """``get_stats()["batched"]``: batches, samples, groups, backend calls, bytes, forced

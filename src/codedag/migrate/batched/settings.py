@@ -35,6 +35,11 @@ class BatchedSettings:
         check: time the first batches batched and per sample, in alternating blocks, and stop
             batched execution unless it was faster (:mod:`codedag.migrate.batched.check`);
             only where the plan chose it (``mode: auto``).
+        capture: on CUDA, a batch's tail (its rounds after the groups have met) is captured as
+            a CUDA graph once its signature repeats and replayed for later batches, the first
+            replay checked bit for bit against the eager run
+            (:mod:`codedag.backends.batched.capture`); no effect on other devices.
+        capture_graphs: captured graphs kept at most (the least recently replayed dropped).
     """
 
     deliver: str = "auto"
@@ -43,6 +48,8 @@ class BatchedSettings:
     give_up_after: int = GIVE_UP_AFTER
     simulate_transfers: bool = False
     check: bool = True
+    capture: bool = True
+    capture_graphs: int = 8  # capture.GRAPHS (not imported: this module stays free of torch)
 
     def __post_init__(self) -> None:
         if self.deliver not in DELIVER:
@@ -51,6 +58,11 @@ class BatchedSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+        if not isinstance(self.capture, bool):
+            raise ConfigError(f"capture must be True or False, got {self.capture!r}")
+        graphs = self.capture_graphs
+        if not isinstance(graphs, int) or isinstance(graphs, bool) or graphs < 1:
+            raise ConfigError(f"capture_graphs must be an integer >= 1, got {graphs!r}")
         if self.ahead is not None and (not isinstance(self.ahead, int) or self.ahead not in (0, 1)):
             raise ConfigError(f"ahead must be 0, 1 or None, got {self.ahead!r}")
 
