@@ -2,11 +2,11 @@
 
 Runs, each step in its own process group under its own time limit, and all of them within one
 overall budget: the CUDA tests, ``codedag doctor``, the image and audio demos, the placement,
-batched, dispatch and loader benchmarks, the batched chains' run-time check end to end, the
-anatomy of single migrated calls, the NVML energy counter against integrated power, one short
-``codedag mutate`` run, the four ``codedag profile`` scenarios, JPEG decoding with nvJPEG against
-cv2 and the whole plan in a box of 4 CPUs. A step that fails or runs
-out of time is reported and the rest still run. It writes three files into ``--out`` (default
+batched, dispatch and loader benchmarks, the batched chains' run-time check end to end, a
+steady batch eager against captured as a CUDA graph, the anatomy of single migrated calls, the
+NVML energy counter against integrated power, one short ``codedag mutate`` run, the four
+``codedag profile`` scenarios, JPEG decoding with nvJPEG against cv2 and the whole plan in a box
+of 4 CPUs. A step that fails or runs out of time is reported and the rest still run. It writes three files into ``--out`` (default
 ``$OUT``, else ``gpu-check-out/``): ``summary.json`` (every step's status, time and figures),
 ``summary.md`` (the same for a person) and ``logs.tar.gz`` (each step's raw log and the files it
 wrote, text only), and prints a short verdict.
@@ -53,6 +53,7 @@ ORDER = (
     "demo-image",
     "batched",
     "batched-check",
+    "batched-capture",
     "placement",
     "profile",
     "nvml-energy",
@@ -381,6 +382,32 @@ def _benchmark_steps(c: _Context) -> list[Step]:
             ],
             60 if c.quick else 120,
             _summarize_rows("batched-check.json"),
+        ),
+        Step(
+            "batched-capture",
+            [
+                c.python,
+                str(BENCH / "batched_capture.py"),
+                "--device",
+                c.dev,
+                "--pipelines",
+                "demo_image",
+                "letterbox",
+                "--batch-size",
+                str(c.image["batch"]),
+                "--batches",
+                "2" if c.quick else "4",
+                "--rounds",
+                "1" if c.quick else "3",
+                "--repeats",
+                "2" if c.quick else "10",
+                "--size",
+                str(c.image["size"]),
+                "--json",
+                str(c.work / "batched-capture.json"),
+            ],
+            60 if c.quick else 90,
+            _summarize_rows("batched-capture.json"),
         ),
         Step(
             "placement",
