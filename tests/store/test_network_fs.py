@@ -61,3 +61,25 @@ def test_a_tier_on_a_local_filesystem_opens(
     tier = LmdbTier("disk", tmp_path / "cache" / "store", 1 << 20)
     assert tier.begin_run() == 1 and tier.enabled
     tier.close()
+
+
+def test_the_mount_table_is_read_once_per_folder_and_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "mountinfo"
+    table.write_text(f"22 1 259:2 / {tmp_path.resolve()} rw - ext4 /dev/sda1 rw\n")
+    reads: list[str] = []
+
+    class Counted(type(table)):  # type: ignore[misc]
+        def read_text(self, *args: object, **kwargs: object) -> str:
+            reads.append(str(self))
+            return super().read_text(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(network_fs, "MOUNTINFO", Counted(table))
+    for _ in range(3):
+        assert network_fs.network_filesystem(tmp_path / "cache" / "ram") == ""
+        assert network_fs.network_filesystem(tmp_path / "cache" / "store") == ""
+    assert len(reads) == 1  # both folders resolve to the same existing folder, tmp_path
+    (tmp_path / "cache").mkdir()
+    assert network_fs.network_filesystem(tmp_path / "cache" / "store") == ""
+    assert len(reads) == 2  # another existing folder: read again
