@@ -249,6 +249,21 @@ def test_cuda_graph_replays_new_inputs_into_outputs_of_their_own() -> None:
 
 
 @pytest.mark.gpu
+def test_cuda_graph_captures_constants_made_on_the_device_in_the_tail() -> None:
+    def tail(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        scale = torch.tensor([2.0, 3.0, 4.0], device=xs[0].device)
+        shift = torch.as_tensor(np.ones(3, dtype=np.float32), device=xs[0].device)
+        return xs[0] * scale + shift + xs[1]
+
+    cache = GraphCache(CudaGraphs())
+    for seed in range(4):
+        xs = [x.cuda() for x in _inputs(seed)]
+        expected = xs[0] * torch.tensor([2.0, 3.0, 4.0]).cuda() + 1 + xs[1]
+        assert torch.equal(cache.run("sig", tail, xs), expected)
+    assert cache.stats.refused == {} and cache.stats.replays == 2
+
+
+@pytest.mark.gpu
 def test_cuda_graph_capture_refuses_a_host_sync() -> None:
     cache = GraphCache(CudaGraphs())
     for seed in range(3):

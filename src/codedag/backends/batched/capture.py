@@ -8,7 +8,8 @@ static arguments, the inputs' shapes, dtypes and strides, constants). The cache 
 the first time a signature is seen; the second time it captures it through its
 :class:`GraphBackend` (:class:`CudaGraphs`: warm-up on a side stream, static input buffers,
 ``torch.cuda.CUDAGraph``), replays the capture on the same inputs and compares the replay with
-the eager result bit for bit; later batches with that signature copy their inputs into the
+the eager result bit for bit (constants the tail copies from the host are staged on the device
+first, :mod:`.staging`); later batches with that signature copy their inputs into the
 static buffers and replay it (one graph launch), their output cloned before the next replay.
 
 Safety first: a host sync in the tail (counted by :class:`codedag.measure.launches.LaunchCounter`
@@ -33,6 +34,7 @@ from typing import Protocol
 
 import torch
 
+from codedag.backends.batched.staging import Staging
 from codedag.measure.launches import LaunchCounter
 
 log = logging.getLogger(__name__)
@@ -73,14 +75,19 @@ class GraphBackend(Protocol):
 
 
 class _CudaCaptured:
-    __slots__ = ("graph", "last", "out", "static")
+    __slots__ = ("graph", "last", "out", "staging", "static")
 
     def __init__(
-        self, graph: torch.cuda.CUDAGraph, static: list[torch.Tensor], out: torch.Tensor
+        self,
+        graph: torch.cuda.CUDAGraph,
+        static: list[torch.Tensor],
+        out: torch.Tensor,
+        staging: Staging,
     ) -> None:
         self.graph = graph
         self.static = static
         self.out = out
+        self.staging = staging  # the constants the graph copies from live as long as it
         self.last: torch.cuda.Stream | None = None
 
     def replay(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -97,24 +104,31 @@ class _CudaCaptured:
         self.graph.reset()
         self.static = []
         self.out = torch.empty(0)
+        self.staging.kept = []
 
 
 class CudaGraphs:
     """Captures with ``torch.cuda.CUDAGraph`` on the current CUDA device."""
 
     def capture(self, fn: Tail, inputs: Sequence[torch.Tensor]) -> Captured:
-        """Warm-up on a side stream, then one capture (errors of this thread only)."""
+        """Warm-up on a side stream (lazy caches fill there; the last run records the tail's
+        host->device copies of constants, :mod:`.staging`), then one capture (errors of this
+        thread only) with those copies answered from the device."""
         static = [t.clone() for t in inputs]
+        staging = Staging("cuda")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for _ in range(WARMUP):
-                fn(static)  # lazy uploads and caches happen here, outside the capture
+            for _ in range(WARMUP - 1):
+                fn(static)
+            with staging:
+                fn(static)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"), staging.replaying():
             out = fn(static)
-        return _CudaCaptured(graph, static, out)
+        staging.finished()
+        return _CudaCaptured(graph, static, out, staging)
 
 
 @dataclass
