@@ -1,4 +1,4 @@
-"""Batches' tails captured once their signature repeats and replayed after
+"""Segments of batches captured once their signature repeats and replayed after
 (:mod:`codedag.backends.batched.capture`), checked on the CPU through a backend that "captures"
 by keeping the function: when it captures, that replays are used, that outputs stay the eager
 ones, and every way capture is refused or stopped; the real CUDA graphs under ``gpu``."""
@@ -45,30 +45,30 @@ class _Kept:
         self.fn = fn
         self.static = static
 
-    def replay(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    def replay(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         for buffer, value in zip(self.static, inputs, strict=True):
             buffer.copy_(value)
         self.owner.replays += 1
-        out = self.fn(self.static).clone()
-        return out + 1 if self.owner.corrupt else out
+        outs = [out.clone() for out in self.fn(self.static)]
+        return [outs[0] + 1, *outs[1:]] if self.owner.corrupt else outs
 
     def release(self) -> None:
         self.owner.released += 1
 
 
 class _Calls:
-    """A tail that counts its eager calls."""
+    """A segment that counts its eager calls (two outputs)."""
 
     def __init__(self, sync: bool = False) -> None:
         self.calls = 0
         self.sync = sync
 
-    def __call__(self, xs: Sequence[torch.Tensor]) -> torch.Tensor:
+    def __call__(self, xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         self.calls += 1
         out = xs[0] * 2 + xs[1]
         if self.sync and float(out.sum()) > -1e9:  # a host read
             out = out + 0
-        return out
+        return [out, xs[0] - 1]
 
 
 def _inputs(seed: int) -> list[torch.Tensor]:
@@ -82,11 +82,12 @@ def test_captured_when_the_signature_repeats_then_replayed() -> None:
     fn = _Calls()
     for seed in range(5):
         xs = _inputs(seed)
-        out = cache.run("sig", fn, xs)
+        out, second = cache.run("sig", fn, xs)
         assert torch.equal(out, xs[0] * 2 + xs[1])  # each batch its own values
+        assert torch.equal(second, xs[0] - 1)
     assert fake.captures == 1  # at the second batch
     assert fake.replays == 1 + 3  # the first replay compared, then batches 3 to 5
-    assert (cache.stats.tails, cache.stats.eager, cache.stats.captured) == (5, 2, 1)
+    assert (cache.stats.segments, cache.stats.eager, cache.stats.captured) == (5, 2, 1)
     assert cache.stats.replays == 3
     assert fn.calls == 2 + 4  # eager twice (new, captured), then only inside replays
     assert cache.graphs == 1
@@ -96,14 +97,14 @@ def test_a_mismatching_first_replay_refuses_the_signature(caplog: pytest.LogCapt
     fake = FakeGraphs(corrupt=True)
     cache = GraphCache(fake)
     with caplog.at_level(logging.INFO, logger=capture.__name__):
-        outs = [(cache.run("sig", _Calls(), xs), xs) for xs in map(_inputs, range(4))]
+        outs = [(cache.run("sig", _Calls(), xs)[0], xs) for xs in map(_inputs, range(4))]
     for out, xs in outs:
         assert torch.equal(out, xs[0] * 2 + xs[1])  # never the corrupted replay
     assert fake.captures == 1 and fake.released == 1
     assert cache.stats.refused == {"mismatch": 1} and cache.stats.replays == 0
     assert cache.graphs == 0
     assert [r.getMessage() for r in caplog.records if "mismatch" in r.getMessage()] == [
-        "batched tail runs eagerly, not as a graph (mismatch: the first replay differs from "
+        "batched segment runs eagerly, not as a graph (mismatch: the first replay differs from "
         "the eager run)"
     ]
 
@@ -112,7 +113,7 @@ def test_a_capture_error_refuses_the_signature_and_others_still_capture() -> Non
     fake = FakeGraphs(fail=True)
     cache = GraphCache(fake)
     for xs in map(_inputs, range(4)):
-        assert torch.equal(cache.run("bad", _Calls(), xs), xs[0] * 2 + xs[1])
+        assert torch.equal(cache.run("bad", _Calls(), xs)[0], xs[0] * 2 + xs[1])
     assert fake.captures == 1  # tried once
     assert cache.stats.refused == {"error": 1}
     fake.fail = False
@@ -121,7 +122,7 @@ def test_a_capture_error_refuses_the_signature_and_others_still_capture() -> Non
     assert cache.stats.captured == 1 and cache.stats.replays == 1 and cache.on
 
 
-def test_a_host_sync_in_the_tail_is_never_captured() -> None:
+def test_a_host_sync_in_the_segment_is_never_captured() -> None:
     fake = FakeGraphs()
     cache = GraphCache(fake)
     for xs in map(_inputs, range(3)):
@@ -175,7 +176,10 @@ def test_identical_compares_bits() -> None:
     assert identical(torch.empty(0, 3), torch.empty(0, 3))
 
 
-# -- the executor's tails ---------------------------------------------------------------------
+# -- the executor's segments ------------------------------------------------------------------
+
+
+SEGMENTS = {"demo_image": 2, "letterbox": 1}
 
 
 @pytest.mark.timeout(300)
@@ -192,10 +196,13 @@ def test_executor_replays_steady_batches_bit_for_bit(name: str) -> None:
         assert np.array_equal(got.tensor.numpy(), reference(record))
         assert torch.equal(got.tensor, want.tensor)
         assert got.backend_calls == want.backend_calls and not got.failed
-    # demo_image's random flips give each batch other groups: the tail starts where they meet
-    assert cache.stats.captured == 1 and fake.captures == 1
-    assert cache.stats.replays == len(batch_records) - 2
-    assert cache.stats.tails == len(batch_records) and not cache.stats.refused
+    # demo_image's random flips part each batch's samples otherwise: its two segments (before
+    # the flip, after it) have the same signatures all the same; letterbox's ragged gather runs
+    # round by round, the rest is one segment
+    per_batch = SEGMENTS[name]
+    assert cache.stats.captured == per_batch and fake.captures == per_batch
+    assert cache.stats.replays == per_batch * (len(batch_records) - 2)
+    assert cache.stats.segments == per_batch * len(batch_records) and not cache.stats.refused
 
 
 def test_verified_batches_are_not_captured() -> None:
@@ -203,10 +210,10 @@ def test_verified_batches_are_not_captured() -> None:
     executor = BatchExecutor("cpu", chunk_bytes=0, sync_free=True, capture=cache)
     for record in records("letterbox", batches=2):
         executor.run(record, verify=True)
-    assert cache.stats.tails == 0
+    assert cache.stats.segments == 0
 
 
-def test_a_failing_tail_runs_round_by_round_and_its_samples_replay(
+def test_a_failing_segment_runs_round_by_round_and_its_samples_replay(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     batch_records = records("letterbox", batches=3)
@@ -221,7 +228,7 @@ def test_a_failing_tail_runs_round_by_round_and_its_samples_replay(
         outcome = executor.run(record)
         assert outcome.failed == list(range(record.n))  # the CPU replay, as without capture
         assert np.array_equal(outcome.tensor.numpy(), reference(record))
-    assert cache.stats.tails == len(batch_records) and cache.stats.captured == 0
+    assert cache.stats.segments == len(batch_records) and cache.stats.captured == 0
 
 
 def test_for_device_captures_only_on_cuda() -> None:
@@ -242,24 +249,24 @@ def test_cuda_graph_replays_new_inputs_into_outputs_of_their_own() -> None:
     outs = []
     for seed in range(4):
         xs = [x.cuda() for x in _inputs(seed)]
-        outs.append((cache.run("sig", fn, xs), xs))
+        outs.append((cache.run("sig", fn, xs)[0], xs))
     assert cache.stats.captured == 1 and cache.stats.replays == 2
     for out, xs in outs:  # an output is not overwritten by later replays
         assert torch.equal(out, xs[0] * 2 + xs[1])
 
 
 @pytest.mark.gpu
-def test_cuda_graph_captures_constants_made_on_the_device_in_the_tail() -> None:
-    def tail(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+def test_cuda_graph_captures_constants_made_on_the_device_in_a_segment() -> None:
+    def segment(xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         scale = torch.tensor([2.0, 3.0, 4.0], device=xs[0].device)
         shift = torch.as_tensor(np.ones(3, dtype=np.float32), device=xs[0].device)
-        return xs[0] * scale + shift + xs[1]
+        return [xs[0] * scale + shift + xs[1]]
 
     cache = GraphCache(CudaGraphs())
     for seed in range(4):
         xs = [x.cuda() for x in _inputs(seed)]
         expected = xs[0] * torch.tensor([2.0, 3.0, 4.0]).cuda() + 1 + xs[1]
-        assert torch.equal(cache.run("sig", tail, xs), expected)
+        assert torch.equal(cache.run("sig", segment, xs)[0], expected)
     assert cache.stats.refused == {} and cache.stats.replays == 2
 
 
@@ -268,7 +275,7 @@ def test_cuda_graph_capture_refuses_a_host_sync() -> None:
     cache = GraphCache(CudaGraphs())
     for seed in range(3):
         xs = [x.cuda() for x in _inputs(seed)]
-        assert torch.equal(cache.run("sig", _Calls(sync=True), xs), xs[0] * 2 + xs[1])
+        assert torch.equal(cache.run("sig", _Calls(sync=True), xs)[0], xs[0] * 2 + xs[1])
     assert cache.stats.refused == {"sync": 1}
 
 
@@ -283,4 +290,5 @@ def test_cuda_executor_replays_steady_batches_bit_for_bit(name: str) -> None:
     for record in batch_records:
         outcome = executor.run(record)
         assert np.array_equal(outcome.tensor.cpu().numpy(), reference(record))
-    assert cache.stats.refused == {} and cache.stats.replays == len(batch_records) - 2
+    assert cache.stats.refused == {}
+    assert cache.stats.replays == SEGMENTS[name] * (len(batch_records) - 2)

@@ -15,9 +15,10 @@ which is the per-sample reference itself (:mod:`.forcing`).
 * :mod:`.fusion`: programs rewritten before they run (value-wise runs on uint8 as one table);
 * :mod:`.ragged`: leading resizes and constant borders of images of different sizes as one
   padded gather;
-* :mod:`.capture`: a batch's tail (its rounds after the groups have met) captured as a CUDA
-  graph once its signature repeats, and replayed; :mod:`.staging`: the tail's host->device
-  copies of constants answered from the device while it is captured;
+* :mod:`.segments`: runs of rounds that every group runs together, as one function of their
+  prepared inputs; :mod:`.capture`: such segments captured as a CUDA graph once their signature
+  repeats, and replayed; :mod:`.staging`: a segment's host->device copies of constants
+  answered from the device while it is captured;
 * :mod:`.wrappers`: the library functions that return deferred values while a chain is applied;
 * :mod:`.transfer`: host<->device copies (counted) and the side stream;
 * :mod:`.watch`: delivered tensors that notice where the training loop moves them.

@@ -1,24 +1,24 @@
-"""Static-shape tails of a batch captured once as a graph and replayed for later batches.
+"""Static-shape segments of a batch captured once as a graph and replayed for later batches.
 
 On CUDA every aten op of a batch is at least one kernel launch; a steady batch of an image chain
-is dozens of them. The executor hands the part of a batch whose shapes no longer depend on the
-batch (its *tail*: the rounds after the groups have met, see :mod:`.executor`) to a
-:class:`GraphCache` as a function of its input tensors and a *signature* (the rounds' ops and
-static arguments, the inputs' shapes, dtypes and strides, constants). The cache runs it eagerly
-the first time a signature is seen; the second time it captures it through its
-:class:`GraphBackend` (:class:`CudaGraphs`: warm-up on a side stream, static input buffers,
-``torch.cuda.CUDAGraph``), replays the capture on the same inputs and compares the replay with
-the eager result bit for bit (constants the tail copies from the host are staged on the device
-first, :mod:`.staging`); later batches with that signature copy their inputs into the
-static buffers and replay it (one graph launch), their output cloned before the next replay.
+is dozens of them. The executor hands the runs of rounds that all its groups run together
+(*segments*, :mod:`.segments`) to a :class:`GraphCache` as functions of their input tensors,
+each with a *signature* (the rounds' ops and static arguments, the inputs' shapes, dtypes and
+strides, constants). The cache runs a segment eagerly the first time its signature is seen;
+the second time it captures it through its :class:`GraphBackend` (:class:`CudaGraphs`: warm-up
+on a side stream, static input buffers, ``torch.cuda.CUDAGraph``; constants the segment copies
+from the host are staged on the device first, :mod:`.staging`), replays the capture on the same
+inputs and compares the replay with the eager result bit for bit; later batches with that
+signature copy their inputs into the static buffers and replay it (one graph launch), their
+outputs cloned before the next replay.
 
-Safety first: a host sync in the tail (counted by :class:`codedag.measure.launches.LaunchCounter`
-on the eager run before capturing), a capture or replay error, or a first replay that differs
-refuses the signature (it runs eagerly from then on), with one INFO line and a count in
-:class:`CaptureStats`; after :data:`REFUSALS_OFF` refusals, or :data:`CHURN_LIMIT` tails in a row
-with signatures never seen before and no graph replayed, capture stops for the executor. A
-refused batch is the eager one: never a wrong batch. At most ``limit`` graphs are kept (least
-recently replayed dropped first).
+Safety first: a host sync in the segment (counted by
+:class:`codedag.measure.launches.LaunchCounter` on the eager run before capturing), a capture or
+replay error, or a first replay that differs refuses the signature (it runs eagerly from then
+on), with one INFO line and a count in :class:`CaptureStats`; after :data:`REFUSALS_OFF`
+refusals, or :data:`CHURN_LIMIT` segments in a row with signatures never seen before and no
+graph replayed, capture stops for the executor. A refused batch is the eager one: never a wrong
+batch. At most ``limit`` graphs are kept (least recently replayed dropped first).
 
 The backend is a protocol so the logic runs on the CPU in tests with a backend that records the
 function instead of capturing it.
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 GRAPHS = 8
 """Captured graphs kept per executor (each holds its own memory pool)."""
 CHURN_LIMIT = 16
-"""Tails in a row with a new signature (and nothing replayed) after which capture stops."""
+"""Segments in a row with a new signature (and nothing replayed) after which capture stops."""
 REFUSALS_OFF = 4
 """Refused signatures after which capture stops for the executor."""
 _SEEN = 64
@@ -50,15 +50,16 @@ _SEEN = 64
 WARMUP = 3
 """Eager runs on a side stream before capturing (as PyTorch documents for CUDA graphs)."""
 
-Tail = Callable[[Sequence[torch.Tensor]], torch.Tensor]
-"""A tail: its input tensors -> its output, the same ops every call for one signature."""
+Tail = Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]
+"""A segment of a batch: its input tensors -> its outputs, the same ops every call for one
+signature."""
 
 
 class Captured(Protocol):
-    """One captured tail."""
+    """One captured segment."""
 
-    def replay(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The tail on ``inputs`` (shaped as at capture); a tensor the caller owns."""
+    def replay(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The function on ``inputs`` (shaped as at capture); tensors the caller owns."""
         ...
 
     def release(self) -> None:
@@ -67,7 +68,7 @@ class Captured(Protocol):
 
 
 class GraphBackend(Protocol):
-    """Captures tails."""
+    """Captures segments."""
 
     def capture(self, fn: Tail, inputs: Sequence[torch.Tensor]) -> Captured:
         """``fn`` captured for inputs shaped as ``inputs`` (which it may run on)."""
@@ -81,7 +82,7 @@ class _CudaCaptured:
         self,
         graph: torch.cuda.CUDAGraph,
         static: list[torch.Tensor],
-        out: torch.Tensor,
+        out: list[torch.Tensor],
         staging: Staging,
     ) -> None:
         self.graph = graph
@@ -90,7 +91,7 @@ class _CudaCaptured:
         self.staging = staging  # the constants the graph copies from live as long as it
         self.last: torch.cuda.Stream | None = None
 
-    def replay(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    def replay(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         stream = torch.cuda.current_stream()
         if self.last is not None and self.last != stream:
             stream.wait_stream(self.last)  # the buffers are the last replay's until it is done
@@ -98,12 +99,12 @@ class _CudaCaptured:
         for buffer, value in zip(self.static, inputs, strict=True):
             buffer.copy_(value)
         self.graph.replay()
-        return self.out.clone()  # the next replay overwrites ``out``
+        return [out.clone() for out in self.out]  # the next replay overwrites ``out``
 
     def release(self) -> None:
         self.graph.reset()
         self.static = []
-        self.out = torch.empty(0)
+        self.out = []
         self.staging.kept = []
 
 
@@ -111,7 +112,7 @@ class CudaGraphs:
     """Captures with ``torch.cuda.CUDAGraph`` on the current CUDA device."""
 
     def capture(self, fn: Tail, inputs: Sequence[torch.Tensor]) -> Captured:
-        """Warm-up on a side stream (lazy caches fill there; the last run records the tail's
+        """Warm-up on a side stream (lazy caches fill there; the last run records the segment's
         host->device copies of constants, :mod:`.staging`), then one capture (errors of this
         thread only) with those copies answered from the device."""
         static = [t.clone() for t in inputs]
@@ -136,16 +137,16 @@ class CaptureStats:
     """What a :class:`GraphCache` did.
 
     Attributes:
-        tails: tails handed to it.
-        eager: tails run eagerly (signature new, refused, or capture off).
+        segments: segments handed to it.
+        eager: segments run eagerly (signature new, refused, or capture off).
         captured: graphs captured and kept (their first replay identical).
-        replays: tails replayed from a graph.
+        replays: segments replayed from a graph.
         evicted: graphs dropped to keep at most ``limit``.
         refused: refused signatures by reason (``sync``, ``error``, ``mismatch``).
         off: why capture stopped for the executor (empty: it did not).
     """
 
-    tails: int = 0
+    segments: int = 0
     eager: int = 0
     captured: int = 0
     replays: int = 0
@@ -179,7 +180,7 @@ class GraphCache:
 
     @property
     def on(self) -> bool:
-        """Whether tails may still be captured."""
+        """Whether segments may still be captured."""
         return not self.stats.off
 
     @property
@@ -187,10 +188,12 @@ class GraphCache:
         """Graphs held now."""
         return len(self._graphs)
 
-    def run(self, signature: Hashable, fn: Tail, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The tail's output for ``inputs``: eager, captured now, or replayed."""
+    def run(
+        self, signature: Hashable, fn: Tail, inputs: Sequence[torch.Tensor]
+    ) -> list[torch.Tensor]:
+        """The function's outputs for ``inputs``: eager, captured now, or replayed."""
         stats = self.stats
-        stats.tails += 1
+        stats.segments += 1
         if stats.off or signature in self._refused:
             stats.eager += 1
             return fn(inputs)
@@ -211,7 +214,7 @@ class GraphCache:
             _remember(self._seen, signature, "")
             self._new_in_a_row += 1
             if self._new_in_a_row >= CHURN_LIMIT and not self._graphs:
-                self._turn_off(f"{CHURN_LIMIT} tails in a row had signatures never seen before")
+                self._turn_off(f"{CHURN_LIMIT} segments in a row had signatures never seen before")
             stats.eager += 1
             return fn(inputs)
         self._new_in_a_row = 0
@@ -227,12 +230,12 @@ class GraphCache:
     # -- capture ----------------------------------------------------------------------------------
     def _capture(
         self, signature: Hashable, fn: Tail, inputs: Sequence[torch.Tensor]
-    ) -> torch.Tensor:
+    ) -> list[torch.Tensor]:
         with LaunchCounter() as counted:
             eager = fn(inputs)
         if counted.total_syncs:
             names = ", ".join(sorted(counted.syncs))
-            self._refuse(signature, "sync", f"host syncs in the tail ({names})")
+            self._refuse(signature, "sync", f"host syncs in the segment ({names})")
             return eager
         try:
             captured = self.backend.capture(fn, inputs)
@@ -245,7 +248,7 @@ class GraphCache:
             captured.release()
             self._refuse(signature, "error", f"replay: {type(error).__name__}: {error}")
             return eager
-        if not identical(eager, replayed):
+        if len(eager) != len(replayed) or not all(map(identical, eager, replayed)):
             captured.release()
             self._refuse(signature, "mismatch", "the first replay differs from the eager run")
             return eager
@@ -266,14 +269,14 @@ class GraphCache:
         refused = self.stats.refused
         refused[reason] = refused.get(reason, 0) + 1
         _remember(self._refused, signature, reason)
-        log.info("batched tail runs eagerly, not as a graph (%s: %s)", reason, detail[:300])
+        log.info("batched segment runs eagerly, not as a graph (%s: %s)", reason, detail[:300])
         if sum(refused.values()) >= REFUSALS_OFF:
             self._turn_off(f"{REFUSALS_OFF} signatures refused")
 
     def _turn_off(self, reason: str) -> None:
         self.stats.off = reason
         self.clear()
-        log.info("batched tails: graph capture off (%s)", reason)
+        log.info("batched segments: graph capture off (%s)", reason)
 
 
 def _remember(table: OrderedDict[Hashable, str], key: Hashable, value: str) -> None:

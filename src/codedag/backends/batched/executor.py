@@ -23,17 +23,15 @@ through the original functions, sample by sample, on the same inputs, and compar
 tolerance table (:func:`codedag.backends.tolerances.difference`); a batch with any difference is
 replaced by its CPU replay.
 
-Once the groups left have met (the same steps left, run together, none of them a ragged gather),
-the rest of the batch is its *tail*: with a :class:`~.capture.GraphCache` (CUDA), its arguments
-from outside it (earlier results, payload rows, per-sample parameters) are prepared first and
-the tail runs as one function of them, which the cache captures once its signature repeats and
-replays for later batches (:mod:`.capture`).
+With a :class:`~.capture.GraphCache` (CUDA), rounds that every active group runs together
+(:mod:`.segments`: before a random flip parts them, after they meet again) run as one function
+of their prepared inputs, which the cache captures once its signature repeats and replays for
+later batches (:mod:`.capture`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +40,7 @@ import torch
 
 import codedag.backends.batched.fusion as fusion
 import codedag.backends.batched.ragged as ragged
+import codedag.backends.batched.segments as segments
 from codedag.backends.batched.capture import GraphCache
 from codedag.backends.batched.collate import BatchRecord, Ref, Step, entry_view, freeze
 from codedag.backends.batched.ops import Batch, Meta
@@ -194,14 +193,19 @@ class BatchExecutor:
         mismatches: list[str] = []
         calls = 0
         active = [g for g in groups if not g.done]
-        tail_pending = self.capture is not None and self.capture.on and not verify
+        capture = self.capture is not None and not verify
+        by_round = 0  # rounds left of a segment that could not run as one
         while active:
-            if tail_pending and _tail_ready(active):
-                tail_pending = False
-                ran = self._run_tail(record, payload, active)
-                if ran:
-                    calls += ran
-                    break
+            if capture and not by_round and self.capture is not None and self.capture.on:
+                length = segments.span(active)
+                if length >= segments.MIN_ROUNDS:
+                    ran = segments.run_segment(self, record, payload, active, length)
+                    if ran:
+                        calls += ran
+                        active = [g for g in active if not g.done]
+                        continue
+                    by_round = length
+            by_round = max(0, by_round - 1)
             members = self._choose(active)
             calls += 1
             step = members[0].steps[members[0].pointer]
@@ -292,7 +296,7 @@ class BatchExecutor:
             name: self._argument(record, payload, members, name, ref, kw_keys[name])
             for name, ref in first.kwargs
         }
-        out = _checked(first, op.run(args, kwargs, n, self.device), n)
+        out = segments.checked(first, op.run(args, kwargs, n, self.device), n)
         if verify:
             steps = [p[g.origins[g.pointer]] for g in members for p in g.programs]  # type: ignore[index]
             self._verify_round(steps, args, kwargs, out, mismatches)
@@ -364,114 +368,6 @@ class BatchExecutor:
             return Batch(entry_view(payload, base, whole).index_select(0, index), meta)
         views = [entry_view(payload, *record.entries[k]) for k in indices]
         return Batch(torch.stack(views), meta)
-
-    # -- the tail -------------------------------------------------------------------------------
-    def _run_tail(self, record: BatchRecord, payload: torch.Tensor, members: list[_Group]) -> int:
-        """The met groups' remaining rounds through the graph cache, their arguments from
-        outside the tail prepared first; the rounds run (0: not a tail, run round by round)."""
-        assert self.capture is not None
-        starts = [g.pointer for g in members]
-        lead = members[0]
-        n = sum(len(g.samples) for g in members)
-        inputs: list[torch.Tensor] = []
-        layout: list[Any] = [n]
-        rounds: list[tuple[Step, list[_Slot], dict[str, _Slot]]] = []
-        try:
-            for t in range(len(lead.steps) - starts[0]):
-                for group, start in zip(members, starts):
-                    group.pointer = start + t
-                step = lead.steps[lead.pointer]
-                layout.append(step.key)
-
-                def slot(at: int | str, ref: Ref, key: tuple[Any, ...]) -> _Slot:
-                    return self._tail_slot(
-                        record, payload, members, starts, (at, ref, key), inputs, layout
-                    )
-
-                args = [
-                    slot(i, ref, key) for i, (ref, key) in enumerate(zip(step.args, step.key[1]))
-                ]
-                kw_keys = dict(step.key[2])
-                kwargs = {name: slot(name, ref, kw_keys[name]) for name, ref in step.kwargs}
-                rounds.append((step, args, kwargs))
-        except (_NotATail, UnsupportedOperation):
-            return 0
-        finally:
-            for group, start in zip(members, starts):
-                group.pointer = start
-        device = self.device
-
-        def tail(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-            outs: list[torch.Tensor] = []
-
-            def value(spec: _Slot) -> Any:
-                kind, found, meta, shared = spec
-                if kind == "in":
-                    return Batch(tensors[found], meta, shared=shared)
-                if kind == "tensor":
-                    return tensors[found]
-                if kind == "round":
-                    return Batch(outs[found], meta)
-                return found
-
-            for step, args, kwargs in rounds:
-                call_args = [value(a) for a in args]
-                call_kwargs = {k: value(v) for k, v in kwargs.items()}
-                outs.append(_checked(step, step.op.run(call_args, call_kwargs, n, device), n))
-            return outs[-1]
-
-        for tensor in inputs:
-            layout.append((tuple(tensor.shape), tensor.dtype, tensor.stride(), tensor.device))
-        try:
-            out = self.capture.run(tuple(layout), tail, inputs)
-        except Exception as error:  # run round by round, where failures are handled
-            log.debug(
-                "batched tail failed (%s: %s); running it round by round",
-                type(error).__name__,
-                error,
-            )
-            return 0
-        start = 0
-        for group in members:
-            stop = start + len(group.samples)
-            group.results[-1] = (out, start, stop)
-            group.pointer = len(group.steps)
-            start = stop
-        return len(rounds)
-
-    def _tail_slot(
-        self,
-        record: BatchRecord,
-        payload: torch.Tensor,
-        members: list[_Group],
-        starts: list[int],
-        where: tuple[int | str, Ref, tuple[Any, ...]],
-        inputs: list[torch.Tensor],
-        layout: list[Any],
-    ) -> _Slot:
-        """One argument of a tail round: an earlier round of the tail, an input prepared now
-        (appended to ``inputs``), or a value the signature holds."""
-        at, ref, key = where
-        if ref[0] in ("s", "x"):
-            own = [_own_ref(g, at) for g in members]
-            inside = [kind == "s" and index >= start for (kind, index), start in zip(own, starts)]
-            if any(inside):
-                steps = {index - start for (_kind, index), start in zip(own, starts)}
-                if not all(inside) or len(steps) != 1:
-                    raise _NotATail  # some groups' rows from before the tail, some from in it
-                layout.append(("round", *steps))
-                return ("round", steps.pop(), key[1], False)
-        value = self._argument(record, payload, members, at, ref, key)
-        if isinstance(value, Batch):
-            inputs.append(value.tensor)
-            layout.append(("in", value.meta, value.shared))
-            return ("in", len(inputs) - 1, value.meta, value.shared)
-        if isinstance(value, torch.Tensor):
-            inputs.append(value)
-            return ("tensor", len(inputs) - 1, None, False)
-        if key[0] == "p":  # the samples' values were all the same: a constant of this batch
-            layout.append(("p", freeze(value)))
-        return ("value", value, None, False)
 
     # -- output ---------------------------------------------------------------------------------
     def _assemble(
@@ -558,43 +454,6 @@ class BatchExecutor:
             self._warned.add(reason)
             level = logging.INFO if isinstance(error, UnsupportedOperation) else logging.WARNING
             log.log(level, "batched group ran its CPU replay instead (%s)", reason)
-
-
-_Slot = tuple[str, Any, Any, bool]
-"""A tail round's argument: ``(kind, index or value, meta, shared)``; kinds ``in`` (a prepared
-data input), ``tensor`` (a prepared parameter tensor), ``round`` (an earlier round's result),
-``value`` (a constant)."""
-
-
-class _NotATail(Exception):
-    """The met groups' remaining rounds cannot run as one function of prepared inputs."""
-
-
-def _tail_ready(active: list[_Group]) -> bool:
-    """Whether the active groups have met: the same steps left (so every round runs all of them
-    together), none a ragged gather (made per batch)."""
-    lead = active[0]
-    left = lead.steps[lead.pointer :]
-    if any(isinstance(s.op, ragged.PaddedOp) for s in left):
-        return False
-    keys = [s.key for s in left]
-    return all(
-        len(g.steps) - g.pointer == len(keys)
-        and all(s.key == k for s, k in zip(g.steps[g.pointer :], keys))
-        for g in active[1:]
-    )
-
-
-def _checked(step: Step, out: object, n: int) -> torch.Tensor:
-    """A round's result, checked against the shape and dtype the step recorded."""
-    op = step.op
-    expected = (n, *step.meta.shape)
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != expected:
-        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise UnsupportedOperation(f"{op.name}: batch result {got}, expected {expected}")
-    if out.dtype != step.meta.torch_dtype:
-        raise UnsupportedOperation(f"{op.name}: result dtype {out.dtype}, expected {step.meta}")
-    return out
 
 
 def _own_ref(group: _Group, slot: int | str) -> Ref:

@@ -1,11 +1,11 @@
-"""Host->device copies of constants inside a captured tail, staged on the device beforehand.
+"""Host->device copies of constants inside a captured segment, staged on the device first.
 
 Backends make small constants where they run (``torch.tensor(..., device=dev)``, a table's
 ``.to(dev)``): a copy from pageable host memory, which synchronizes and cannot be captured in a
-CUDA graph. Inside a tail everything such a copy reads on the host comes from the signature (the
-static arguments, shapes and per-batch constants; per-sample values arrive as device tensors,
-and a read back to the host is refused before capturing), so the copies are the same on every
-run of one signature. :class:`Staging` is a torch function mode: while ``recording`` (the
+CUDA graph. Inside a segment (:mod:`.segments`) everything such a copy reads on the host comes
+from the signature (the static arguments, shapes and per-batch constants; per-sample values
+arrive as device tensors, and a read back to the host is refused before capturing), so the
+copies are the same on every run of one signature. :class:`Staging` is a torch function mode: while ``recording`` (the
 warm-up, eager) it keeps each host->device copy's source fingerprint and a device copy of its
 result; while capturing it answers the same copies, in the same order, with a device-side clone
 of the kept result (a copy kernel the graph replays), after checking each source is the one

@@ -35,9 +35,9 @@ class BatchedSettings:
         check: time the first batches batched and per sample, in alternating blocks, and stop
             batched execution unless it was faster (:mod:`codedag.migrate.batched.check`);
             only where the plan chose it (``mode: auto``).
-        capture: on CUDA, a batch's tail (its rounds after the groups have met) is captured as
-            a CUDA graph once its signature repeats and replayed for later batches, the first
-            replay checked bit for bit against the eager run
+        capture: on CUDA, runs of rounds that all of a batch's groups run together are
+            captured as a CUDA graph once their signature repeats and replayed for later
+            batches, the first replay checked bit for bit against the eager run
             (:mod:`codedag.backends.batched.capture`); no effect on other devices.
         capture_graphs: captured graphs kept at most (the least recently replayed dropped).
     """
