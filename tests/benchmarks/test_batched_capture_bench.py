@@ -1,5 +1,5 @@
 """The capture benchmark on the CPU (the gpu-check rehearsal's ``batched-capture`` step): it runs,
-captures each pipeline's tail, and the counts it prints add up."""
+captures each pipeline's segments, and what it counts outside the graphs is less than eager."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_capture_benchmark_counts_the_tail_on_the_cpu(tmp_path: Path) -> None:
     for row in rows.values():
         assert row["identical"] and row["capture"]["captured"] >= 1
         assert row["capture"]["replays"] >= 1 and not row["capture"]["refused"]
-        assert 0 < row["tail_aten_ops"] < row["eager_aten_ops"]
-        outside = row["eager_aten_ops"] - row["tail_aten_ops"]
-        assert row["captured_aten_ops"] == outside + row["tail_inputs"] + 2
+        assert row["graphs"] >= 1  # the steady batch replayed its segments
+        assert 0 < row["captured_aten_ops"] < row["eager_aten_ops"]
         assert "eager_ms" not in row  # no graphs on the CPU: nothing timed
+    assert rows["demo_image"]["graphs"] == 2  # before the random flip, and after it
