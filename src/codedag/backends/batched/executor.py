@@ -127,8 +127,8 @@ class BatchExecutor:
         sync_free: run the backends without data-dependent host reads
             (:mod:`codedag.backends.host_sync`); ``None``: on every device but the CPU, where
             such reads cost nothing and the paths that make them are faster.
-        capture: where batches' tails are captured and replayed (:mod:`.capture`); ``None``:
-            they run eagerly. Never with ``verify``.
+        capture: where segments of batches are captured and replayed (:mod:`.capture`);
+            ``None``: they run round by round. Never with ``verify``.
     """
 
     def __init__(
@@ -193,10 +193,10 @@ class BatchExecutor:
         mismatches: list[str] = []
         calls = 0
         active = [g for g in groups if not g.done]
-        capture = self.capture is not None and not verify
+        graphs = None if verify else self.capture
         by_round = 0  # rounds left of a segment that could not run as one
         while active:
-            if capture and not by_round and self.capture is not None and self.capture.on:
+            if graphs is not None and graphs.on and not by_round:
                 length = segments.span(active)
                 if length >= segments.MIN_ROUNDS:
                     ran = segments.run_segment(self, record, payload, active, length)
