@@ -24,9 +24,9 @@ def _runtime(settings: BatchedSettings | None = None) -> runtime.BatchedRuntime:
     return runtime.BatchedRuntime(chains_from_plan({"chains": []}), "cpu", settings)
 
 
-def test_capture_is_on_by_default_with_eight_graphs() -> None:
-    settings = BatchedSettings()
-    assert settings.capture is True and settings.capture_graphs == capture.GRAPHS == 8
+def test_capture_is_asked_for_and_keeps_eight_graphs() -> None:
+    settings = BatchedSettings()  # off until its time and memory are measured on a GPU
+    assert settings.capture is False and settings.capture_graphs == capture.GRAPHS == 8
 
 
 @pytest.mark.parametrize(

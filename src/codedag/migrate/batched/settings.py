@@ -38,7 +38,8 @@ class BatchedSettings:
         capture: on CUDA, runs of rounds that all of a batch's groups run together are
             captured as a CUDA graph once their signature repeats and replayed for later
             batches, the first replay checked bit for bit against the eager run
-            (:mod:`codedag.backends.batched.capture`); no effect on other devices.
+            (:mod:`codedag.backends.batched.capture`); no effect on other devices. Off unless
+            asked for: its time and memory on a GPU are not measured yet.
         capture_graphs: captured graphs kept at most (the least recently replayed dropped).
     """
 
@@ -48,7 +49,7 @@ class BatchedSettings:
     give_up_after: int = GIVE_UP_AFTER
     simulate_transfers: bool = False
     check: bool = True
-    capture: bool = True
+    capture: bool = False
     capture_graphs: int = 8  # capture.GRAPHS (not imported: this module stays free of torch)
 
     def __post_init__(self) -> None:
