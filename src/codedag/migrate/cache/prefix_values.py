@@ -7,11 +7,15 @@ an operator, a NumPy function through ``__array_function__``/``__array_ufunc__``
 image method) returns the next one, keyed by the call and its arguments, until the *cut*: there
 the store is asked for the key, and user code receives the stored value on a hit.
 
-A prefix value is *deferred* while the store knows its key (it was seen before: its shape, dtype
-or mode come from the stored header, nothing is computed) and *computed* otherwise (the call ran
-through the original function, as without the cache). On a miss at the cut the deferred calls
-replay through the original functions, and the value is stored with the headers of its
-intermediates.
+A prefix value is *deferred* while its input is (nothing is computed) and *computed* otherwise
+(the call ran through the original function, as without the cache). The source's header is read
+from the store at the source call: a source the store does not know is computed, and so is the
+rest of its chain (the first epoch asks the store once a sample). A deferred intermediate's header
+(its shape, dtype or mode) is read only when user code asks something it answers (``.shape``, a
+method, ``isinstance``); a header the store does not hold computes the value there. A chain whose
+code asks nothing goes from its source to its cut with two reads (the source's header, the cut's
+value). On a miss at the cut the deferred calls replay through the original functions, and the
+value is stored with the headers of its intermediates.
 
 Anything else done with a prefix value (an attribute the header cannot answer, a conversion to an
 array, a write, a truth test, iteration) gives the real value (replaying the calls if deferred) and
@@ -35,8 +39,9 @@ from codedag.store.entry import Meta, dtype_str, meta_of
 
 PENDING: Any = lazy_values.PENDING
 
-_Trail = tuple[bytes, Meta, Any]
-"""A value's key and header, and its parent's trail (None at the source)."""
+_Trail = list[Any]
+"""A value's key, its header (None until read or computed) and its parent's trail (None at the
+source)."""
 
 MAX_STEPS = 64
 """Calls a chain may make before its cut; past that it is computed normally."""
@@ -49,7 +54,7 @@ class Lineage:
         chain: the chain (the runtime's spec).
         session: the process's cache session (store and counters).
         done: the chain was counted (hit, miss or divergence).
-        stale: keys of intermediate headers read from an older generation (touched on a hit).
+        stale: keys of headers read from an older generation (touched on a hit).
         known: the store held the source's own header (an earlier epoch stored this lineage).
     """
 
@@ -84,6 +89,12 @@ class Lineage:
                 value._compute()
 
 
+class ReplayError(RuntimeError):
+    """A deferred call failed with ``AttributeError`` where its header was asked: raised as this
+    instead, so ``hasattr`` or ``isinstance`` cannot take it for a missing attribute (the batch
+    then runs again without the cache and raises the original where user code made the call)."""
+
+
 _DIVERGENCES = {
     "truth": "truth value",
     "conversion": "conversion to an array",
@@ -113,7 +124,7 @@ class PrefixValue(StandIn):
         self,
         lineage: Lineage,
         key: bytes,
-        meta: Meta,
+        meta: Meta | None,
         value: Any = PENDING,
         call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = None,
         parent: PrefixValue | None = None,
@@ -123,7 +134,7 @@ class PrefixValue(StandIn):
         self._lineage = lineage
         self._lookup = run  # a pending value of an element-wise run: its table and uint8 array
         self._key = key
-        self._meta = meta
+        self._meta = meta  # None: a deferred value whose header was not read yet (:meth:`_header`)
         self._value = value
         self._call = None if call is None else Call(*call)
         self._cuts = cuts  # calls of the cut's function so far, this one included
@@ -131,13 +142,36 @@ class PrefixValue(StandIn):
         # the earlier values' keys and headers, not the values: an intermediate user code no
         # longer holds is freed as it would be without the cache; linked, not copied, so a
         # call adds one link whatever the chain's length
-        self._trail: _Trail = (key, meta, None if parent is None else parent._trail)
+        self._trail: _Trail = [key, meta, None if parent is None else parent._trail]
 
     # -- the lazy-value core's hooks --------------------------------------------------------
     def _stands_for(self) -> type:
-        if self._value is not PENDING:
-            return type(self._value)
-        return headers.stands_for(self._meta.kind) or PrefixValue
+        if self._value is PENDING:
+            kind = self._header().kind
+            if self._value is PENDING:  # else: computed, its header was not stored
+                return headers.stands_for(kind) or PrefixValue
+        return type(self._value)
+
+    def _header(self) -> Meta:
+        """The value's header: a deferred value's is read from the store at the first question
+        it answers; where the store does not hold it (evicted, or this call was never stored),
+        the value is computed here, and the chain goes on computed."""
+        meta = self._meta
+        if meta is None:
+            lineage = self._lineage
+            found = lineage.session.meta(self._key)
+            if found is None:
+                try:
+                    self._compute()  # sets the header
+                except AttributeError as error:  # hasattr() and isinstance() would swallow it
+                    raise ReplayError(f"{type(error).__name__}: {error}") from error
+                assert self._meta is not None
+                return self._meta
+            meta, stale = found
+            if stale:
+                lineage.stale.append(self._key)
+            self._meta = self._trail[1] = meta
+        return meta
 
     @property
     def _done(self) -> bool:
@@ -153,6 +187,8 @@ class PrefixValue(StandIn):
             else:
                 self._value = self._call.compute(_computed_value)
             self._call = self._lookup = None  # the inputs are freed as without the cache
+            if self._meta is None:
+                self._meta = self._trail[1] = meta_of(self._value)
         return self._value
 
     def _by_calls(self) -> Any:
@@ -162,6 +198,8 @@ class PrefixValue(StandIn):
             call = self._call
             inputs = [a._by_calls() if isinstance(a, PrefixValue) else a for a in call.args]
             self._value = call.function(*inputs, **call.kwargs)  # type: ignore[misc]
+            if self._meta is None:
+                self._meta = self._trail[1] = meta_of(self._value)
         return self._value
 
     def _use(self, use: str, detail: str) -> Any:
@@ -175,7 +213,7 @@ class PrefixValue(StandIn):
         return value
 
     def _attribute(self, name: str) -> Any:
-        meta = self._meta
+        meta = self._meta if self._meta is not None else self._header()
         if headers.is_metadata(meta, name):
             if self._value is not PENDING:
                 return getattr(self._value, name)
@@ -209,7 +247,8 @@ class PrefixValue(StandIn):
         trail: _Trail | None = self._trail
         while trail is not None:
             key, meta, trail = trail
-            out.append((key, meta.to_bytes()))
+            if meta is not None:  # None: never read nor computed (not on a miss's replay)
+                out.append((key, meta.to_bytes()))
         return tuple(out)
 
     def _lineage_keys(self) -> list[bytes]:
@@ -233,7 +272,9 @@ class PrefixValue(StandIn):
 
     def __repr__(self) -> str:
         if self._value is PENDING:
-            return f"<prefix value {self._meta.kind} {self._meta.shape} (deferred)>"
+            meta = self._header()
+            if self._value is PENDING:
+                return f"<prefix value {meta.kind} {meta.shape} (deferred)>"
         return f"<prefix value {self._value!r}>"
 
     def __getitem__(self, key: Any) -> Any:
@@ -323,8 +364,9 @@ def _snapshot(values: Any) -> Any:
     """Array arguments copied (a later write by user code must not reach a deferred call)."""
     import numpy as np
 
-    def own(value: Any) -> Any:  # a prefix value passes isinstance(np.ndarray): kept as it is
-        plain = isinstance(value, np.ndarray) and type(value) is not PrefixValue
+    def own(value: Any) -> Any:  # a prefix value is kept as it is (its type checked first:
+        # isinstance(np.ndarray) would read a deferred value's header)
+        plain = type(value) is not PrefixValue and isinstance(value, np.ndarray)
         return value.copy() if plain else value
 
     if isinstance(values, dict):
@@ -389,14 +431,9 @@ def step(
         value = session.cut(first, key, deferred, function, args, kwargs)
         lineage.settle()
         return value
-    if deferred:
-        found = session.meta(key)
-        if found is not None:
-            meta, stale = found
-            if stale:
-                lineage.stale.append(key)
-            call = (function, _snapshot(args), _snapshot(kwargs))
-            return PrefixValue(lineage, key, meta, call=call, parent=first, cuts=cuts)
+    if deferred:  # its header is read when user code asks (:meth:`PrefixValue._header`)
+        call = (function, _snapshot(args), _snapshot(kwargs))
+        return PrefixValue(lineage, key, None, call=call, parent=first, cuts=cuts)
     value = _computed(function, args, kwargs)
     return PrefixValue(lineage, key, meta_of(value), value, parent=first, cuts=cuts)
 

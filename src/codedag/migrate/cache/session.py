@@ -395,7 +395,10 @@ class Session:
                 if tier is not None and (stale or lineage.stale):
                     self._queue_touch(tier, key, first, lineage)
                 return value
-            reason = "not_stored"
+            # seen before (not_stored) where the store holds the header of the cut's input: a
+            # deferred input's header may not have been read yet
+            seen = first._meta is not None or self.meta(first._key) is not None
+            reason = "not_stored" if seen else "new"
         if lineage.known:
             self._not_found(lineage.chain)
         value = function(*concrete(args), **concrete_kwargs(kwargs))
