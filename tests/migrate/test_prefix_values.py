@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pytest
 from prefix_support import StubChain, StubSession
 
 import codedag.migrate.cache.prefix_values as prefix_values
@@ -176,3 +177,81 @@ def test_a_value_nested_inside_an_argument_diverges_its_chain() -> None:
     assert session.misses == [
         ("prefix0", "arguments: a value of a chain nested inside an argument")
     ]
+
+
+def _deferred_source(session: StubSession, array: np.ndarray) -> PrefixValue:
+    lineage = Lineage(StubChain(), session)
+    return PrefixValue(lineage, b"src", meta_of(array), call=(array.copy, (), {}))
+
+
+def test_a_deferred_step_reads_its_header_only_when_asked_and_once() -> None:
+    array = np.ones((4, 5), np.uint8)
+    probe = step("scale", np.negative, (_source(StubSession(), array),), {})
+    session = StubSession(known={probe._key: meta_of(np.zeros((4, 5), np.uint8))})
+    source = _deferred_source(session, array)
+    deferred = step("scale", np.negative, (source,), {})
+    doubled = deferred * 2
+    assert session.asked == [] and not deferred._done and not doubled._done
+    assert deferred.shape == (4, 5) and deferred.dtype == np.uint8
+    assert isinstance(deferred, np.ndarray) and "(4, 5)" in repr(deferred)
+    assert session.asked == [probe._key] and not deferred._done  # read once, nothing computed
+    assert doubled._lineage_keys() == [doubled._key, probe._key, b"src"]
+    assert session.misses == []
+
+
+def test_a_header_the_store_lacks_computes_the_value_and_the_chain_goes_on_computed() -> None:
+    calls: list[int] = []
+
+    def scale(array: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return array.astype(np.float32) / 2
+
+    session = StubSession()
+    source = _deferred_source(session, np.ones((2, 3), np.uint8))
+    deferred = step("scale", scale, (source,), {})
+    assert calls == [] and not deferred._done
+    assert deferred.shape == (2, 3) and calls == [1] and deferred._done
+    after = deferred + 1
+    assert after._done and np.array_equal(after._value, np.full((2, 3), 1.5, np.float32))
+    assert session.asked == [deferred._key] and session.misses == []
+    # the headers a miss stores: every value of the chain, computed ones included
+    assert [k for k, _ in after._lineage_metas()] == [after._key, deferred._key, b"src"]
+    assert after._lineage_metas()[1][1] == meta_of(np.zeros((2, 3), np.float32)).to_bytes()
+
+
+def test_a_deferred_value_replayed_at_the_cut_stores_every_header_of_its_chain() -> None:
+    session = StubSession()
+    source = _deferred_source(session, np.arange(6, dtype=np.int16))
+    halved = step("halve", np.divide, (source, 2), {})
+    shifted = step("shift", np.add, (halved, 1), {})
+    assert session.asked == [] and shifted._lineage_metas() == (
+        (b"src", meta_of(np.zeros(6, np.int16)).to_bytes()),
+    )
+    assert np.array_equal(prefix_values.concrete((shifted,))[0], np.arange(6) / 2 + 1)
+    assert shifted._lineage_metas() == (
+        (shifted._key, meta_of(np.zeros(6)).to_bytes()),
+        (halved._key, meta_of(np.zeros(6)).to_bytes()),
+        (b"src", meta_of(np.zeros(6, np.int16)).to_bytes()),
+    )
+    assert session.asked == []
+
+
+def test_a_stale_header_read_when_asked_is_touched_on_a_hit() -> None:
+    array = np.ones(3, np.uint8)
+    probe = step("neg", np.negative, (_source(StubSession(), array),), {})
+    session = StubSession(known={probe._key: meta_of(array)}, stale={probe._key})
+    deferred = step("neg", np.negative, (_deferred_source(session, array),), {})
+    assert deferred._lineage.stale == []
+    assert deferred.ndim == 1 and deferred._lineage.stale == [probe._key]
+
+
+def test_an_attribute_error_replaying_for_a_header_is_not_taken_for_a_missing_attribute() -> None:
+    def broken(array: np.ndarray) -> np.ndarray:
+        raise AttributeError("inside the library")
+
+    session = StubSession()
+    deferred = step("broken", broken, (_deferred_source(session, np.ones(2)),), {})
+    with pytest.raises(prefix_values.ReplayError, match="inside the library"):
+        hasattr(deferred, "shape")
+    with pytest.raises(prefix_values.ReplayError):
+        isinstance(deferred, np.ndarray)

@@ -122,18 +122,22 @@ class StubChain:
 
 @dataclass
 class StubSession:
-    """Knows the headers in ``known``; records misses and cuts."""
+    """Knows the headers in ``known`` (those in ``stale`` from an older generation); records
+    misses, cuts and the headers asked for."""
 
     known: dict[bytes, Meta] = field(default_factory=dict)
     misses: list[tuple[str, str]] = field(default_factory=list)
     cuts: list[tuple[bytes, bool]] = field(default_factory=list)
+    asked: list[bytes] = field(default_factory=list)
+    stale: set[bytes] = field(default_factory=set)
 
     def miss(self, chain_id: str, reason: str) -> None:
         self.misses.append((chain_id, reason))
 
     def meta(self, key: bytes) -> tuple[Meta, bool] | None:
+        self.asked.append(key)
         meta = self.known.get(key)
-        return None if meta is None else (meta, False)
+        return None if meta is None else (meta, key in self.stale)
 
     def cut(self, first: Any, key: bytes, deferred: bool, function: Any, args: Any, kw: Any) -> Any:
         self.cuts.append((key, deferred))
