@@ -251,7 +251,18 @@ def test_an_attribute_error_replaying_for_a_header_is_not_taken_for_a_missing_at
 
     session = StubSession()
     deferred = step("broken", broken, (_deferred_source(session, np.ones(2)),), {})
-    with pytest.raises(prefix_values.ReplayError, match="inside the library"):
+    with pytest.raises(prefix_values.HeaderError, match="inside the library"):
         hasattr(deferred, "shape")
-    with pytest.raises(prefix_values.ReplayError):
+    with pytest.raises(prefix_values.HeaderError):
         isinstance(deferred, np.ndarray)
+
+
+def test_a_header_the_store_cannot_read_is_not_taken_for_a_missing_attribute() -> None:
+    class Unreadable(StubSession):
+        def meta(self, key: bytes) -> tuple[Meta, bool] | None:
+            raise AttributeError("'list' object has no attribute 'get'")  # a header not a dict
+
+    session = Unreadable()
+    deferred = step("neg", np.negative, (_deferred_source(session, np.ones(2)),), {})
+    with pytest.raises(prefix_values.HeaderError, match="no attribute 'get'"):
+        hasattr(deferred, "ndim")

@@ -89,10 +89,11 @@ class Lineage:
                 value._compute()
 
 
-class ReplayError(RuntimeError):
-    """A deferred call failed with ``AttributeError`` where its header was asked: raised as this
-    instead, so ``hasattr`` or ``isinstance`` cannot take it for a missing attribute (the batch
-    then runs again without the cache and raises the original where user code made the call)."""
+class HeaderError(RuntimeError):
+    """Reading a deferred value's header where user code asked for it (from the store, or by
+    computing the value) failed with ``AttributeError``: raised as this instead, so ``hasattr``
+    or ``isinstance`` cannot take it for a missing attribute (the batch then runs again without
+    the cache, and a failing call raises where user code made it)."""
 
 
 _DIVERGENCES = {
@@ -158,19 +159,23 @@ class PrefixValue(StandIn):
         the value is computed here, and the chain goes on computed."""
         meta = self._meta
         if meta is None:
-            lineage = self._lineage
-            found = lineage.session.meta(self._key)
-            if found is None:
-                try:
-                    self._compute()  # sets the header
-                except AttributeError as error:  # hasattr() and isinstance() would swallow it
-                    raise ReplayError(f"{type(error).__name__}: {error}") from error
-                assert self._meta is not None
-                return self._meta
-            meta, stale = found
-            if stale:
-                lineage.stale.append(self._key)
-            self._meta = self._trail[1] = meta
+            try:
+                meta = self._read_header()
+            except AttributeError as error:  # hasattr() and isinstance() would swallow it
+                raise HeaderError(f"{type(error).__name__}: {error}") from error
+        return meta
+
+    def _read_header(self) -> Meta:
+        lineage = self._lineage
+        found = lineage.session.meta(self._key)
+        if found is None:
+            self._compute()  # sets the header
+            assert self._meta is not None
+            return self._meta
+        meta, stale = found
+        if stale:
+            lineage.stale.append(self._key)
+        self._meta = self._trail[1] = meta
         return meta
 
     @property
