@@ -1,9 +1,10 @@
 """What a prefix value's header answers without computing: metadata, recorded methods, types.
 
-A deferred prefix value knows the header its key's value had when stored (:class:`Meta`: an
-array's shape and dtype, an image's size and mode): :func:`header_attribute` answers its metadata
-from it, the methods of :data:`METHODS` become steps of the chain, and :func:`stands_for` is the
-type ``isinstance`` sees (the lazy-value core's stand-in rule, :mod:`codedag.backends.lazy_values`).
+A deferred prefix value reads the header its key's value had when stored (:class:`Meta`: an
+array's shape and dtype, an image's size and mode) at the first question it answers:
+:func:`header_attribute` answers its metadata from it, the methods of :data:`METHODS` become
+steps of the chain, and :func:`stands_for` is the type ``isinstance`` sees (the lazy-value core's
+stand-in rule, :mod:`codedag.backends.lazy_values`).
 """
 
 from __future__ import annotations
