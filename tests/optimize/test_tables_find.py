@@ -94,3 +94,27 @@ def test_tensor_methods_are_never_guards() -> None:
     guards = find_runs(tracer.dag).guards
     assert "torch.from_numpy" in guards
     assert not [g for g in guards if g.startswith(("torch._C.", "torch.Tensor."))], guards
+
+
+class _Drawn(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        import random
+
+        image = cv2.resize(np.full((8, 8, 3), index, np.uint8), (4, 4))
+        if random.random() < 0.5:
+            image = cv2.flip(image, 1)
+        image = image[:, :, random.choice([0, 1, 2])]
+        return torch.from_numpy(image.astype(np.float32) / 255.0)
+
+
+def test_pythons_random_draws_are_never_guards() -> None:
+    """``random.random`` and ``random.choice`` take Python values (a run value through its
+    methods): guarding them would only name, at every apply, functions no registry patches."""
+    tracer, _ = trace_dataloader(torch.utils.data.DataLoader(_Drawn(), batch_size=2))
+    assert {"random.random", "random.choice"} <= {n.name for n in tracer.dag.calls()}
+    guards = find_runs(tracer.dag).guards
+    assert "cv2.resize" in guards
+    assert not [g for g in guards if g.startswith("random.")], guards

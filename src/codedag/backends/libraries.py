@@ -220,11 +220,24 @@ def protocol_modules() -> tuple[str, ...]:
 
 
 @functools.cache
-def array_protocol_modules() -> tuple[str, ...]:
-    """Top-level modules of the libraries whose functions take any object with ``__array__``."""
+def modules_taking(protocol: str) -> tuple[str, ...]:
+    """Top-level modules of the libraries whose functions take any object with ``protocol``
+    (``__array__``; ``__getitem__``: a sequence)."""
     return _unique(
-        m for facts in library_facts() if "__array__" in facts.protocols for m in facts.modules
+        m for facts in library_facts() if protocol in facts.protocols for m in facts.modules
     )
+
+
+PYTHON_MODULES = ("builtins.", "operator.", "math.")
+"""Prefixes of Python's own modules: their functions take a stand-in value through its operators
+and methods (``len``, indexing, ``float``), or take no array at all."""
+
+
+def takes_any_value(name: str) -> bool:
+    """Whether function ``name`` takes a stand-in value as it is: a function of Python's own
+    modules, or of a library declaring the protocols it takes values through (``facts.py``:
+    NumPy's ``__array_function__``, torch's ``__torch_function__``)."""
+    return name.startswith(PYTHON_MODULES) or name.split(".", 1)[0] in protocol_modules()
 
 
 @functools.cache
@@ -248,6 +261,6 @@ _DERIVED = (
     file_sources,
     library_modules,
     protocol_modules,
-    array_protocol_modules,
+    modules_taking,
     thread_pools,
 )

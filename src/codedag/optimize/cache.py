@@ -48,7 +48,7 @@ from statistics import median
 from typing import Any
 
 from codedag.backends.facts import FileSource
-from codedag.backends.libraries import protocol_modules
+from codedag.backends.libraries import takes_any_value
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.cache_bytes import bytes_clause
@@ -499,31 +499,19 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
     return out
 
 
-_PYTHON_MODULES = ("builtins.", "operator.", "random.", "math.")
-"""Python's own modules: their functions take a prefix value through its operators and methods,
-or take no array."""
-
-
-def _takes_any_value(name: str) -> bool:
-    """Whether ``name`` takes a prefix value as it is: a function of Python's own modules, or of
-    a library declaring the protocols it takes values through (``facts.py``: NumPy's
-    ``__array_function__``, torch's ``__torch_function__``)."""
-    return name.startswith(_PYTHON_MODULES) or name.split(".", 1)[0] in protocol_modules()
-
-
 def functions_to_guard(functions: list[str], calls: frozenset[str]) -> list[str]:
     """The traced calls of the chain's libraries that are not in the chain (``cv2.copyMakeBorder``
     where the chain is ``cv2.imdecode``, ``cv2.resize``): such a library takes arrays only (cv2
     ignores ``__array__``), so a value before the cut that reaches one, on a branch the chain does
     not take, is computed there and its chain computed normally."""
-    roots = {name.split(".", 1)[0] for name in functions if not _takes_any_value(name)}
+    roots = {name.split(".", 1)[0] for name in functions if not takes_any_value(name)}
     return sorted(
         name
         for name in calls
         if name.split(".", 1)[0] in roots
         and name not in functions
         and not name.startswith(_PROXY_HANDLED)
-        and not _takes_any_value(name)
+        and not takes_any_value(name)
     )
 
 

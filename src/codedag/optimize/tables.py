@@ -17,7 +17,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
-from codedag.backends.libraries import array_protocol_modules, library_modules
+from codedag.backends.libraries import library_modules, modules_taking
 from codedag.graph.model import ExecutionDAG
 from codedag.migrate.tables.lookup import ELEMENTWISE
 from codedag.migrate.tables.runtime import CONVERSIONS
@@ -91,9 +91,11 @@ def _note(runs: list[TableRun]) -> str:
 
 def _arrays_only(name: str) -> bool:
     """Whether ``name`` belongs to a library that takes its own arrays only: one that declares
-    no ``__array__`` protocol (``facts.py``: cv2, Pillow, torch, librosa), so it is guarded."""
+    neither ``__array__`` nor the sequence protocol (``facts.py``: cv2, Pillow, torch, librosa,
+    not NumPy or ``random``), so it is guarded."""
     top = name.split(".", 1)[0]
-    return top in library_modules() and top not in array_protocol_modules()
+    takes_values = top in modules_taking("__array__") or top in modules_taking("__getitem__")
+    return top in library_modules() and not takes_values
 
 
 def _run_from(dag: ExecutionDAG, node: Any, inside: set[int]) -> tuple[list[str], str, int] | None:

@@ -15,4 +15,7 @@ FACTS = LibraryFacts(
     indexed=("random",),
     wrapped=("random",),
     random_prefixes=("random.",),
+    # choice, sample and shuffle take a sequence through len() and indexing: a stand-in value
+    # reaches them as it is
+    protocols=("__len__", "__getitem__"),
 )
