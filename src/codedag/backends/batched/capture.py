@@ -35,6 +35,7 @@ from typing import Protocol
 import torch
 
 from codedag.backends.batched.staging import Staging
+from codedag.devices.torch_devices import cuda_available
 from codedag.measure.launches import LaunchCounter
 
 log = logging.getLogger(__name__)
@@ -303,6 +304,6 @@ def for_device(
     device: torch.device, enabled: bool = True, limit: int = GRAPHS
 ) -> GraphCache | None:
     """The graph cache an executor on ``device`` uses: CUDA graphs on CUDA, else none."""
-    if not enabled or device.type != "cuda" or not torch.cuda.is_available():
+    if not enabled or device.type != "cuda" or not cuda_available():
         return None
     return GraphCache(CudaGraphs(), limit)
