@@ -5,6 +5,7 @@ folder live in ``tests/support`` and import by their bare names (``from migrate_
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,12 @@ import hypothesis_profiles  # from tests/support, just put on the path
 # CI explores a fixed set of examples, so a run is repeatable; local runs keep exploring, and
 # HYPOTHESIS_PROFILE=nightly explores many more. Loaded before any test module creates its own
 # settings objects, which inherit from the profile loaded at their creation.
+# A suite started in the background of a shell without job control inherits SIGINT ignored, and
+# so would every script its tests start: the tests of Ctrl-C would then wait for an interrupt
+# that never comes. Ctrl-C is what they test, so it is given back its default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 hypothesis_profiles.register()
 _PROFILE = hypothesis_profiles.chosen(os.environ)
 try:
