@@ -63,13 +63,8 @@ class Meta(NamedTuple):
         """The header form (remembered: a data set's values share a few headers)."""
         raw = _HEADERS.get(self)
         if raw is None:
-            shape = ",".join([str(int(n)) for n in self.shape])
-            text = f'{{"kind":{_quoted(self.kind)},"shape":[{shape}],"dtype":{_quoted(self.dtype)}'
-            if self.mode:
-                text += f',"mode":{_quoted(self.mode)}'
-            if self.type_name:
-                text += f',"type":{_quoted(self.type_name)}'
-            raw = (text + "}").encode()
+            dtype = f',"dtype":{_quoted(self.dtype)}'
+            raw = f"{_opening(self)}{dtype}{_extras(self)}}}".encode()
             _remember(_HEADERS, self, raw)
         return raw
 
@@ -350,14 +345,21 @@ def _layout_of(meta: Meta, dtype: str, shape: tuple[int, ...]) -> bytes:
     the tag: the fields of :meth:`Meta.to_bytes` but its dtype, in its order and spelling (as
     ``json.dumps`` writes them), then the array's. Written directly: a data set of images of
     many sizes makes a new header for nearly every value."""
-    dims = ",".join([str(int(n)) for n in meta.shape])
-    head = f'{{"kind":{_quoted(meta.kind)},"shape":[{dims}]'
-    if meta.mode:
-        head += f',"mode":{_quoted(meta.mode)}'
-    if meta.type_name:
-        head += f',"type":{_quoted(meta.type_name)}'
     array_shape = ",".join([str(int(n)) for n in shape])
-    return f'{head},"dtype":"{dtype}","array_shape":[{array_shape}],"tag":"'.encode()
+    array = f',"dtype":"{dtype}","array_shape":[{array_shape}],"tag":"'
+    return f"{_opening(meta)}{_extras(meta)}{array}".encode()
+
+
+def _opening(meta: Meta) -> str:
+    """A header's text up to its first optional field: ``{"kind":...,"shape":[...]``."""
+    dims = ",".join([str(int(n)) for n in meta.shape])
+    return f'{{"kind":{_quoted(meta.kind)},"shape":[{dims}]'
+
+
+def _extras(meta: Meta) -> str:
+    """A header's optional fields, as written: ``,"mode":...`` and ``,"type":...`` when set."""
+    mode = f',"mode":{_quoted(meta.mode)}' if meta.mode else ""
+    return mode + (f',"type":{_quoted(meta.type_name)}' if meta.type_name else "")
 
 
 def _shares_memory(array: np.ndarray, value: Any) -> bool:
