@@ -21,7 +21,10 @@ in the first epoch only). Printed per
 pipeline: samples/s of epoch 1 and of epochs 2+ for each variant, their ratios to ``own``, whether
 every batch of every epoch equals ``own``'s bit for bit (when the plan changes the worker count,
 a run of the pipeline's own code with the plan's worker count in each epoch: the augmentations
-that draw from a worker's random state change with it), and the
+that draw from a worker's random state change with it): ``yes``; ``tol`` where they differ by
+no more than the loosest declared tolerance of a call the plan runs through a torch backend
+allows on the batches' scale (one more untimed run then prints the largest difference and those
+tolerances); ``NO`` where they differ by more, or with nothing placed to allow it; and the
 memory: the RAM tier at its largest (the blocks its file holds in shared memory), the
 anonymous memory of the loading processes beyond ``own``'s at its largest (proportional:
 ``Pss_Anon``, so a page a forked worker still shares with its parent counts once, not once per
@@ -433,6 +436,57 @@ def reference_digests(
         patch.restore()
 
 
+@dataclass
+class Difference:
+    """How far the plan's batches are from the reference's where they are not bit-identical."""
+
+    largest: float  # the largest absolute difference of any element of any batch
+    scale: float  # the reference's largest magnitude, for scale
+    placed: dict[str, Any]  # each call the plan runs through a torch backend: its tolerance
+
+
+def largest_difference(case: Case, epochs: int) -> Difference:
+    """One more untimed run of the reference and of the plan, every batch kept (only pipelines
+    whose batches differ get here): the largest difference, and the placed calls' declared
+    tolerances, which are what allows one."""
+    from codedag.backends.tolerances import tolerance_for
+
+    batches: list[list[torch.Tensor]] = []
+
+    def keep(batch: Any) -> None:
+        batches.append([t.detach().cpu().double() for t in _tensors(batch)])
+
+    if case.plan.get("loader"):
+        reference_digests(case, epochs, on_batch=keep)
+    else:
+        run_epochs(case.make, epochs, device=case.device, on_batch=keep)
+    largest, scale, seen = 0.0, 0.0, iter(batches)
+
+    def compare(batch: Any) -> None:
+        nonlocal largest, scale
+        for want, got in zip(next(seen), _tensors(batch)):
+            got = got.detach().cpu().double()
+            if want.shape != got.shape:
+                largest = math.inf
+                continue
+            if want.numel():
+                largest = max(largest, float((want - got).abs().nan_to_num(math.inf).max()))
+                scale = max(scale, float(want.abs().max()))
+
+    run_plan(case, epochs, on_batch=compare)
+    placed = {
+        c["function"]: tolerance_for(c["function"])
+        for c in case.plan.get("calls", [])
+        if c.get("migrate")
+    }
+    return Difference(largest, scale, placed)
+
+
+def _tensors(batch: Any) -> list[torch.Tensor]:
+    leaves = batch if isinstance(batch, list | tuple) else [batch]
+    return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+
+
 VARIANTS: dict[str, Callable[[Case, int, bool], Run]] = {
     "own": _own,
     "tuned": _tuned,
@@ -488,6 +542,7 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
         reference = reference_digests(case, len(own[0].rates))
     row["same"] = all(p.digests == reference for p in (*plan, plan_memory))
     row["same_against"] = "own" if reference is own[0].digests else "settings"
+    row["difference"] = None if row["same"] else largest_difference(case, len(own[0].rates))
     tier = plan_memory.tier_peak_bytes
     private = plan_memory.private_peak_bytes - own_memory.private_peak_bytes
     cache = plan[-1].cache
@@ -574,7 +629,9 @@ HEADER = (
 
 
 def _print(row: dict[str, Any]) -> None:
-    same = ("yes" if row["same"] else "NO") + ("*" if row["same_against"] == "settings" else "")
+    same = ("yes" if row["same"] else _near(row["difference"])) + (
+        "*" if row["same_against"] == "settings" else ""
+    )
     print(
         f"{row['pipeline']:<11} {row['workers']:>1}  {row['own_e1']:6.1f} {row['own_later']:7.1f}"
         f"  {row['plan_e1']:7.1f} {row['plan_later']:8.1f}  {_span(row['e1']):>16} "
@@ -589,6 +646,35 @@ def _print(row: dict[str, Any]) -> None:
             f"{'':<14}tuned alone: e1 {_span(row['tuned_e1'])}, e2+ {_span(row['tuned_later'])}",
             flush=True,
         )
+
+
+def _near(difference: Difference | None) -> str:
+    """``tol`` where the batches differ by no more than the loosest declared tolerance of a
+    placed call allows on the batches' scale, ``NO`` otherwise (nothing placed to allow it, or
+    a larger difference)."""
+    if difference is None:
+        return "NO"
+    allowed = max(
+        (t.atol + (t.rtol + t.scale_rtol) * difference.scale for t in difference.placed.values()),
+        default=0.0,
+    )
+    return "tol" if difference.largest <= allowed else "NO"
+
+
+def _difference_line(row: dict[str, Any]) -> str | None:
+    """What a ``tol`` or ``NO`` row's batches differ by, and the placed calls' tolerances."""
+    d: Difference | None = row.get("difference")
+    if d is None:
+        return None
+    calls = "; ".join(
+        f"{name} (atol {t.atol:g}, rtol {t.rtol:g}, scale_rtol {t.scale_rtol:g})"
+        for name, t in d.placed.items()
+    )
+    return (
+        f"{row['pipeline']} w{row['workers']}: batches differ from the reference by at most "
+        f"{d.largest:.3g} (its values up to {d.scale:.3g}); "
+        + (f"calls placed on a torch backend: {calls}" if calls else "no call is placed")
+    )
 
 
 def _cache_bound(own_cpu_ms: float, saved_ms: float) -> float:
@@ -730,6 +816,10 @@ def main() -> None:
                 row = _row(case, _rounds(case, variants, args.rounds, args.epochs))
                 rows.append(row)
                 _print(row)
+    for row in rows:
+        line = _difference_line(row)
+        if line is not None:
+            print(line)
     if any(r["same_against"] == "settings" for r in rows):
         print(
             "* compared with the pipeline's own code loaded with the plan's loader settings in "

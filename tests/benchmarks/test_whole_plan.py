@@ -173,3 +173,19 @@ def test_bytes_prints_each_cut_and_the_smallest_value_before_it(capsys: object) 
     # what the 4x bytes add to a read and to storing once
     assert fields[-9:-7] == ["2076.7", "4153.3"]
     assert fields[-5:] == ["519.2", "4.00", "1.000", "0.389", "0.779"]
+
+
+def test_batches_that_differ_read_tol_only_within_a_placed_calls_tolerance() -> None:
+    whole_plan = load_benchmark("whole_plan")
+    from codedag.backends.contract import Tolerance
+
+    placed = {"librosa.feature.melspectrogram": Tolerance(atol=1e-5, rtol=1e-5)}
+    near = whole_plan._near
+    assert near(whole_plan.Difference(2.4e-6, 3.0, placed)) == "tol"
+    assert near(whole_plan.Difference(1e-3, 3.0, placed)) == "NO"  # beyond 1e-5 + 1e-5 * 3
+    assert near(whole_plan.Difference(1e-9, 3.0, {})) == "NO"  # nothing placed to allow it
+    assert near(whole_plan.Difference(float("inf"), 3.0, placed)) == "NO"  # a shape changed
+    assert near(None) == "NO"
+    row = {"pipeline": "mel", "workers": 0, "difference": whole_plan.Difference(2e-6, 3, placed)}
+    line = whole_plan._difference_line(row)
+    assert line is not None and "at most 2e-06" in line and "melspectrogram (atol 1e-05" in line
