@@ -233,23 +233,35 @@ class Op:
 # -- library calls with a batch-first backend ------------------------------------------------
 
 
-class LibraryOp(Op):
-    """A library function (cv2, librosa, PIL) run through its batch-first torch backend."""
+class FunctionOp(Op):
+    """An op standing for one library function: its name, the function it replays, and the key
+    ``(family, name)`` another process rebuilds it from."""
 
-    def __init__(self, name: str, original: Callable[..., Any], backend: Backend) -> None:
+    family = ""
+
+    def __init__(self, name: str, original: Callable[..., Any]) -> None:
         self.name = name
         self._original = original
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.family, self.name)
+
+    def original(self, *args: Any, **kwargs: Any) -> Any:
+        return self._original(*args, **kwargs)
+
+
+class LibraryOp(FunctionOp):
+    """A library function (cv2, librosa, PIL) run through its batch-first torch backend."""
+
+    family = "library"
+
+    def __init__(self, name: str, original: Callable[..., Any], backend: Backend) -> None:
+        super().__init__(name, original)
         self.backend = backend
         self.checks_samples = bool(backend.per_sample) and backend.refuse is not None
         self._per_sample_at = frozenset(
             i for i, p in enumerate(backend.positional) if p in backend.per_sample
         )
-
-    def key(self) -> tuple[Any, ...]:
-        return ("library", self.name)
-
-    def original(self, *args: Any, **kwargs: Any) -> Any:
-        return self._original(*args, **kwargs)
 
     def param(self, key: int | str) -> str:
         """The library's name of a positional or keyword slot."""
@@ -400,13 +412,14 @@ class LibraryOp(Op):
 # -- NumPy elementwise functions -------------------------------------------------------------
 
 
-class ElementwiseOp(Op):
+class ElementwiseOp(FunctionOp):
     """A NumPy ufunc (operators included) or ``clip``, run through the NumPy torch backend.
 
     NumPy's backends follow NumPy's promotion (NEP 50) and broadcasting; the batch axis is one more
     leading axis, so every per-sample operand is aligned to the result's rank first.
     """
 
+    family = "elementwise"
     weak_scalars = True
 
     def __init__(
@@ -416,16 +429,9 @@ class ElementwiseOp(Op):
         backend: Callable[..., Any],
         keywords: frozenset[str] = frozenset({"dtype", "casting"}),
     ) -> None:
-        self.name = name
-        self._original = original
+        super().__init__(name, original)
         self.backend = backend
         self.keywords = keywords
-
-    def key(self) -> tuple[Any, ...]:
-        return ("elementwise", self.name)
-
-    def original(self, *args: Any, **kwargs: Any) -> Any:
-        return self._original(*args, **kwargs)
 
     def slot_kind(self, key: int | str, value: Any) -> str:
         if isinstance(value, Meta):

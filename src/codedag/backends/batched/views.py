@@ -24,6 +24,7 @@ from codedag.backends.batched.ops import (
     DATA,
     STATIC,
     Batch,
+    FunctionOp,
     Meta,
     Op,
     is_array,
@@ -46,18 +47,11 @@ def dummy(meta: Meta) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(base, meta.shape, (0,) * meta.ndim, writeable=False)
 
 
-class _NumpyView(Op):
-    """Common ground of the NumPy view and cast ops: one array input, static arguments."""
+class _NumpyView(FunctionOp):
+    """Common ground of the NumPy view, cast and conversion ops: one array input, static
+    arguments."""
 
-    def __init__(self, name: str, original: Callable[..., Any]) -> None:
-        self.name = name
-        self._original = original
-
-    def key(self) -> tuple[Any, ...]:
-        return ("view", self.name)
-
-    def original(self, *args: Any, **kwargs: Any) -> Any:
-        return self._original(*args, **kwargs)
+    family = "view"
 
     def slot_kind(self, key: int | str, value: object) -> str:
         return DATA if key == 0 and isinstance(value, Meta) else STATIC
@@ -290,24 +284,14 @@ def torch_index(x: torch.Tensor, index: tuple[Any, ...], shape: tuple[int, ...])
 # -- conversions to torch and tensor operations ----------------------------------------------
 
 
-class ToTensorOp(Op):
+class ToTensorOp(_NumpyView):
     """``torch.from_numpy``, ``torch.as_tensor``, ``torch.tensor`` of a deferred array."""
 
     result = "tensor"
 
     def __init__(self, name: str, original: Callable[..., Any]) -> None:
-        self.name = name
-        self._original = original
+        super().__init__(name, original)
         self.view = name != "torch.tensor"
-
-    def key(self) -> tuple[Any, ...]:
-        return ("view", self.name)
-
-    def original(self, *args: Any, **kwargs: Any) -> Any:
-        return self._original(*args, **kwargs)
-
-    def slot_kind(self, key: int | str, value: object) -> str:
-        return DATA if key == 0 and isinstance(value, Meta) else STATIC
 
     def _dtype(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.dtype | None:
         if self.name == "torch.from_numpy":
@@ -338,21 +322,16 @@ class ToTensorOp(Op):
         return batch.tensor if dtype is None else batch.tensor.to(dtype)
 
 
-class TorchOp(Op):
+class TorchOp(FunctionOp):
     """A torch function or ``Tensor`` method applied to a deferred tensor (torch semantics)."""
 
+    family = "view"
     result = "tensor"
 
     def __init__(self, name: str, function: Callable[..., Any], view: bool = False) -> None:
-        self.name = name
+        super().__init__(name, function)
         self.function = function
         self.view = view
-
-    def key(self) -> tuple[Any, ...]:
-        return ("view", self.name)
-
-    def original(self, *args: Any, **kwargs: Any) -> Any:
-        return self.function(*args, **kwargs)
 
     def slot_kind(self, key: int | str, value: object) -> str:
         if isinstance(value, Meta):
