@@ -158,6 +158,10 @@ def test_mlflow_sink_warnings_are_shown_without_credentials(
         slow = MlflowSink(SECRET_URI, client_factory=stuck, close_timeout_s=0.01)
         slow.close()  # its thread waits for ``release``: the close gives up first
         release.set()
+        thread = slow._thread
+        assert thread is not None
+        thread.join(30)  # its warning is logged here, not after the test has ended
+        assert not thread.is_alive()
     assert "the mlflow sink failed (ConnectionError: cannot reach" in caplog.text
     assert "MLflow (http://me:***@tracking:5000) did not take" in caplog.text
     assert "hunter2" not in caplog.text
