@@ -38,7 +38,6 @@ DEPTH_TO_DTYPE: dict[int, torch.dtype] = {
     CV_32F: torch.float32,
     CV_64F: torch.float64,
 }
-DTYPE_TO_DEPTH: dict[torch.dtype, int] = {v: k for k, v in DEPTH_TO_DTYPE.items()}
 
 _INT_RANGES: dict[torch.dtype, tuple[int, int]] = {
     torch.uint8: (0, 255),
