@@ -349,37 +349,27 @@ def _bind(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str,
     return bound
 
 
-_sum = _sum_like("sum", torch.sum)
-_prod = _sum_like("prod", torch.prod)
-_var = _var_like("var")
-_std = _var_like("std")
-_min = _minmax("min", torch.amin)
-_max = _minmax("max", torch.amax)
-_argmax = _arg("argmax", torch.argmax)
-_argmin = _arg("argmin", torch.argmin)
-_all = _logical("all")
-_any = _logical("any")
-
-BACKENDS: dict[str, Callable[..., Any]] = {}
-for _prefix in ("numpy", "numpy.ndarray"):
-    BACKENDS.update(
-        {
-            f"{_prefix}.sum": _sum,
-            f"{_prefix}.prod": _prod,
-            f"{_prefix}.mean": mean,
-            f"{_prefix}.var": _var,
-            f"{_prefix}.std": _std,
-            f"{_prefix}.min": _min,
-            f"{_prefix}.max": _max,
-            f"{_prefix}.argmax": _argmax,
-            f"{_prefix}.argmin": _argmin,
-            f"{_prefix}.all": _all,
-            f"{_prefix}.any": _any,
-            f"{_prefix}.cumsum": cumsum,
-        }
-    )
-BACKENDS["numpy.amin"] = _min
-BACKENDS["numpy.amax"] = _max
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "sum": _sum_like("sum", torch.sum),
+    "prod": _sum_like("prod", torch.prod),
+    "mean": mean,
+    "var": _var_like("var"),
+    "std": _var_like("std"),
+    "min": _minmax("min", torch.amin),
+    "max": _minmax("max", torch.amax),
+    "argmax": _arg("argmax", torch.argmax),
+    "argmin": _arg("argmin", torch.argmin),
+    "all": _logical("all"),
+    "any": _logical("any"),
+    "cumsum": cumsum,
+}
+BACKENDS: dict[str, Callable[..., Any]] = {
+    f"{prefix}.{name}": fn
+    for prefix in ("numpy", "numpy.ndarray")
+    for name, fn in _FUNCTIONS.items()
+}
+BACKENDS["numpy.amin"] = _FUNCTIONS["min"]
+BACKENDS["numpy.amax"] = _FUNCTIONS["max"]
 
 _SUMS = ("cumsum", "mean", "prod", "std", "sum", "var")
 # min/max/arg and integer reductions are exact (no tolerance).
@@ -390,23 +380,7 @@ SUMS = Tolerance(
     "(9.8e-4), a few ulp of float32/float64 ones; integer sums are exact",
 )
 _QUIRKS: dict[str, dict[str, Any]] = {
-    n: {"check": _reduce_check(n)}
-    for n in [
-        "sum",
-        "prod",
-        "mean",
-        "var",
-        "std",
-        "min",
-        "max",
-        "amin",
-        "amax",
-        "argmax",
-        "argmin",
-        "all",
-        "any",
-        "cumsum",
-    ]
+    n: {"check": _reduce_check(n)} for n in [*_FUNCTIONS, "amin", "amax"]
 }
 for _name in _SUMS:
     _QUIRKS[_name]["tolerance"] = SUMS
