@@ -455,31 +455,31 @@ TENSOR_METHODS: dict[str, bool] = {  # name -> whether the result may be a view
     "neg": False,
     "abs": False,
 }
+_BINARY_OPERATORS: dict[str, Callable[..., Any]] = {  # __name__ and its reflection __rname__
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "truediv": torch.true_divide,
+    "floordiv": torch.floor_divide,
+    "mod": torch.remainder,
+    "pow": torch.pow,
+    "and": torch.bitwise_and,
+    "or": torch.bitwise_or,
+    "xor": torch.bitwise_xor,
+}
+
+
+def _reflected(function: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda a, b: function(b, a)
+
+
 TORCH_OPERATORS: dict[str, Callable[..., Any]] = {
-    "__add__": torch.add,
-    "__radd__": lambda a, b: torch.add(b, a),
-    "__sub__": torch.sub,
-    "__rsub__": lambda a, b: torch.sub(b, a),
-    "__mul__": torch.mul,
-    "__rmul__": lambda a, b: torch.mul(b, a),
-    "__truediv__": torch.true_divide,
-    "__rtruediv__": lambda a, b: torch.true_divide(b, a),
-    "__floordiv__": torch.floor_divide,
-    "__rfloordiv__": lambda a, b: torch.floor_divide(b, a),
-    "__mod__": torch.remainder,
-    "__rmod__": lambda a, b: torch.remainder(b, a),
-    "__pow__": torch.pow,
-    "__rpow__": lambda a, b: torch.pow(b, a),
+    **{f"__{name}__": function for name, function in _BINARY_OPERATORS.items()},
+    **{f"__r{name}__": _reflected(function) for name, function in _BINARY_OPERATORS.items()},
     "__neg__": torch.neg,
     "__pos__": torch.positive,
     "__abs__": torch.abs,
     "__invert__": torch.bitwise_not,
-    "__and__": torch.bitwise_and,
-    "__rand__": lambda a, b: torch.bitwise_and(b, a),
-    "__or__": torch.bitwise_or,
-    "__ror__": lambda a, b: torch.bitwise_or(b, a),
-    "__xor__": torch.bitwise_xor,
-    "__rxor__": lambda a, b: torch.bitwise_xor(b, a),
     "__lt__": torch.lt,
     "__le__": torch.le,
     "__gt__": torch.gt,
@@ -489,15 +489,20 @@ TORCH_OPERATORS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _registered(name: str, make: Callable[[], Op]) -> Any:
+    """The op of key ``("view", name)``: the registered one, else ``make()`` registered."""
+    found = _REGISTERED.get(("view", name))
+    return found if found is not None else register_op(make())
+
+
 def tensor_method(name: str) -> TorchOp | None:
     """The op of ``Tensor.<name>`` (``None`` when a deferred tensor does not record it)."""
     if name not in TENSOR_METHODS:
         return None
-    found = _REGISTERED.get(("view", f"torch.Tensor.{name}"))
-    if found is not None:
-        return found  # type: ignore[return-value]
-    op = TorchOp(f"torch.Tensor.{name}", getattr(torch.Tensor, name), TENSOR_METHODS[name])
-    return register_op(op)  # type: ignore[return-value]
+    full = f"torch.Tensor.{name}"
+    return _registered(
+        full, lambda: TorchOp(full, getattr(torch.Tensor, name), TENSOR_METHODS[name])
+    )
 
 
 def torch_operator(name: str) -> TorchOp | None:
@@ -505,10 +510,8 @@ def torch_operator(name: str) -> TorchOp | None:
     function = TORCH_OPERATORS.get(name)
     if function is None:
         return None
-    found = _REGISTERED.get(("view", f"torch.Tensor.{name}"))
-    if found is not None:
-        return found  # type: ignore[return-value]
-    return register_op(TorchOp(f"torch.Tensor.{name}", function))  # type: ignore[return-value]
+    full = f"torch.Tensor.{name}"
+    return _registered(full, lambda: TorchOp(full, function))
 
 
 def torch_function(function: Callable[..., Any]) -> TorchOp | None:
@@ -516,10 +519,8 @@ def torch_function(function: Callable[..., Any]) -> TorchOp | None:
     name = getattr(function, "__name__", "")
     if getattr(torch, name, None) is not function or name not in TENSOR_METHODS:
         return None
-    found = _REGISTERED.get(("view", f"torch.{name}"))
-    if found is not None:
-        return found  # type: ignore[return-value]
-    return register_op(TorchOp(f"torch.{name}", function, TENSOR_METHODS[name]))  # type: ignore[return-value]
+    full = f"torch.{name}"
+    return _registered(full, lambda: TorchOp(full, function, TENSOR_METHODS[name]))
 
 
 # -- the op table --------------------------------------------------------------------------------
@@ -550,10 +551,7 @@ def numpy_view(name: str) -> Op | None:
     cls = NUMPY_VIEWS.get(name)
     if cls is None:
         return None
-    found = _REGISTERED.get(("view", name))
-    if found is not None:
-        return found
-    return register_op(cls(name, _numpy_original(name)))
+    return _registered(name, lambda: cls(name, _numpy_original(name)))
 
 
 def _numpy_original(name: str) -> Callable[..., Any]:
@@ -570,10 +568,7 @@ def to_tensor_op(name: str) -> Op | None:
     """The op of a conversion of a deferred array to a tensor."""
     if name not in TO_TENSOR:
         return None
-    found = _REGISTERED.get(("view", name))
-    if found is not None:
-        return found
-    return register_op(ToTensorOp(name, unpatched(name)))
+    return _registered(name, lambda: ToTensorOp(name, unpatched(name)))
 
 
 def view_op(key: tuple[Any, ...]) -> Op | None:
