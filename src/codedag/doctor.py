@@ -7,7 +7,6 @@ bounded by short timeouts.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import platform
 import shutil
@@ -20,7 +19,7 @@ from typing import Any
 
 from codedag.backends.derived import SequenceView
 from codedag.backends.libraries import requirements
-from codedag.version import __version__
+from codedag.version import __version__, distribution_version
 
 SCHEMA_VERSION = 1
 
@@ -111,13 +110,6 @@ class DoctorReport:
         }
 
 
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _run(command: list[str], timeout_s: float = 5.0) -> subprocess.CompletedProcess[str] | None:
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
@@ -132,7 +124,7 @@ def check_python(report: DoctorReport) -> None:
     report.facts["python"] = {"version": platform.python_version(), "executable": sys.executable}
     packages = {}
     for distribution, module, purpose in CORE_PACKAGES:
-        version = _version(distribution)
+        version = distribution_version(distribution)
         packages[distribution] = version
         if version is None and importlib.util.find_spec(module) is not None:
             version = "installed (no metadata)"
@@ -407,7 +399,7 @@ def check_extras(report: DoctorReport) -> None:
         extras[extra] = extras.get(extra, True) and present  # all of its modules
         name = f"[{extra}] {module}"
         if present:
-            report.add("extras", name, OK, _version(module) or "installed", purpose)
+            report.add("extras", name, OK, distribution_version(module) or "installed", purpose)
         else:
             report.add("extras", name, MISSING, "not installed", f"disables {purpose}; {how}")
     report.facts["extras"] = extras

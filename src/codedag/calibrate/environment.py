@@ -6,18 +6,12 @@ The device's description and how to wait for its work live in :mod:`codedag.devi
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import platform
 
 from codedag.backends.libraries import distributions
+from codedag.version import __version__, distribution_version
 
-
-@functools.cache
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+_version = functools.cache(distribution_version)
 
 
 @functools.cache
@@ -41,8 +35,6 @@ def library_versions(function: str) -> dict[str, str]:
     """Versions of codedag (and its backends' code), torch, Python and ``function``'s library:
     the distributions its library package declares, or the distribution named like the top
     module of a function no package declares."""
-    from codedag.version import __version__
-
     versions = {
         "codedag": __version__,
         "codedag_backends": backends_fingerprint(),

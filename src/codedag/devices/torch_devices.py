@@ -16,11 +16,11 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 from codedag.devices.cpus import cpu_model
 from codedag.devices.distributed import local_rank
+from codedag.version import distribution_version
 
 
 def cuda_available() -> bool:
@@ -215,11 +215,12 @@ def torch_facts() -> dict[str, Any]:
     """
     torch = sys.modules.get("torch")
     if torch is None:
-        try:
-            version = metadata.version("torch")
-        except metadata.PackageNotFoundError:
-            version = None
-        return {"torch": version, "cuda": None, "cudnn": None, "cuda_in_use": False}
+        return {
+            "torch": distribution_version("torch"),
+            "cuda": None,
+            "cudnn": None,
+            "cuda_in_use": False,
+        }
     facts: dict[str, Any] = {
         "torch": getattr(torch, "__version__", None),
         "cuda": getattr(getattr(torch, "version", None), "cuda", None),
