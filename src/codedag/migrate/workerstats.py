@@ -45,6 +45,8 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from codedag.util.signals import pid_exists
+
 log = logging.getLogger(__name__)
 
 COUNT_FIELDS = ("migrated", "fell_back", "passed_through", "nested")
@@ -318,12 +320,8 @@ def _encode(labels: Mapping[str, Mapping[str, int]]) -> bytes:
 
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` still runs (a zombie has ended: its values are final)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_exists(pid):
         return False
-    except PermissionError:
-        return True
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
             state = stat.read().rsplit(")", 1)[-1].split()[:1]

@@ -57,6 +57,20 @@ def interruption_name(error: BaseException) -> str:
     return error.signal_name if isinstance(error, Terminated) else "KeyboardInterrupt"
 
 
+def pid_exists(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0 reaches it, or it belongs to another user); a
+    zombie still does."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _raise_for(signum: int) -> None:
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
