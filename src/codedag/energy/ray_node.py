@@ -36,9 +36,10 @@ from codedag.devices.gpus import open_gpus
 from codedag.energy.executors import Slot, Task
 from codedag.energy.meters import CpuEnergyMeter, CpuEnergyReading, cpu_meter_factory
 from codedag.energy.ray_reaper import GroupReaper
-from codedag.energy.runner import Place, gpu_record, run_experiment
+from codedag.energy.runner import Place, gpu_record, run_experiment, sleep_left
 from codedag.errors import WriteError
 from codedag.util.io import atomic_write_text
+from codedag.util.signals import pid_exists
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +65,7 @@ class FileCooldown:
             ended = float(self._stamp(key).read_text())
         except (OSError, ValueError):
             return not stop.is_set()
-        left = min(cooldown_s, cooldown_s - (time.time() - ended))
-        if left > 0:
-            log.info("cooling down %.0f s", left)
-            return not stop.wait(left)
-        return not stop.is_set()
+        return sleep_left(min(cooldown_s, cooldown_s - (time.time() - ended)), stop)
 
     def mark(self, key: str) -> None:
         try:  # the folder is shared by the node's users: never written through a link
@@ -104,7 +101,7 @@ class EnergyWindows:
                 continue
             other_end = other.get("end")
             if other_end is None:  # still running, or its process died without closing it
-                alive = _pid_alive(int(other.get("pid", -1)))
+                alive = pid_exists(int(other.get("pid", -1)))
                 other_end = time.time() if alive else path.stat().st_mtime
             if other_end < time.time() - STALE_S:
                 with contextlib.suppress(OSError):
@@ -124,18 +121,6 @@ class EnergyWindows:
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) and "start" in data else None
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class NodeCpuMeter(CpuEnergyMeter):

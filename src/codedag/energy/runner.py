@@ -53,6 +53,15 @@ class Cooldown(Protocol):
         ...
 
 
+def sleep_left(left_s: float, stop: threading.Event) -> bool:
+    """Sleep what is left of a cooldown (nothing when ``left_s`` is not positive); False when
+    ``stop`` was set."""
+    if left_s > 0:
+        log.info("cooling down %.0f s", left_s)
+        return not stop.wait(left_s)
+    return not stop.is_set()
+
+
 class MemoryCooldown:
     """Cooldown clock of one process (the local executor's slots)."""
 
@@ -65,11 +74,7 @@ class MemoryCooldown:
             ended = self._ended.get(key)
         if ended is None or cooldown_s <= 0:
             return not stop.is_set()
-        left = cooldown_s - (time.monotonic() - ended)
-        if left > 0:
-            log.info("cooling down %.0f s", left)
-            return not stop.wait(left)
-        return not stop.is_set()
+        return sleep_left(cooldown_s - (time.monotonic() - ended), stop)
 
     def mark(self, key: str) -> None:
         with self._lock:
