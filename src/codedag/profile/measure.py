@@ -16,6 +16,7 @@ How each figure is taken:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -78,20 +79,15 @@ class _BatchSource:
     def next(self) -> Any:
         if self.batches is None:
             return None
-        if self.iterator is None:
-            self.iterator = iter(self.batches)
-            self.restarts += 1
+        if self.iterator is not None:
+            with contextlib.suppress(StopIteration):
+                return next(self.iterator)
+        self.iterator = iter(self.batches)
+        self.restarts += 1
         try:
             return next(self.iterator)
-        except StopIteration:
-            self.iterator = iter(self.batches)
-            self.restarts += 1
-            try:
-                return next(self.iterator)
-            except StopIteration as error:
-                raise ExperimentError(
-                    "the loader yields no batch: expected at least one"
-                ) from error
+        except StopIteration as error:
+            raise ExperimentError("the loader yields no batch: expected at least one") from error
 
     def close(self) -> None:
         self.iterator = None
