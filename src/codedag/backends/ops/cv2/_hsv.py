@@ -250,25 +250,38 @@ def _scalar_hue(
     return torch.where(v == r, (g - b) * k, torch.where(v == g, green, blue))
 
 
-def bgr2hsv_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
-    """cv2's RGB2HSV_f on (N, H, W, C) float32: hue in degrees."""
-    b, g, r = x[..., bidx], x[..., 1], x[..., 2 - bidx]
+def _simd_hue_parts(
+    b: torch.Tensor, g: torch.Tensor, r: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The SIMD code's max, min, hue numerator and hue offset (degrees) of each pixel."""
     vmax = torch.maximum(torch.maximum(r, g), b)
     vmin = torch.minimum(torch.minimum(r, g), b)
-    diff = vmax - vmin
-    # SIMD
-    s_simd = diff / (vmax.abs() + _EPS)
     r_max, g_max = r == vmax, g == vmax
     hv = torch.where(r_max, g - b, torch.where(g_max, b - r, r - g))
-    res = torch.where(r_max, torch.where(g < b, 360.0, 0.0), torch.where(g_max, 120.0, 240.0)).to(
-        _F32
-    )
-    h_simd = _fma(hv, _over(60.0, diff + _EPS), res)
-    # scalar: max/min by comparisons from r, 60/(diff + eps) in double
+    offset = torch.where(r_max, torch.where(g < b, 360.0, 0.0), torch.where(g_max, 120.0, 240.0))
+    return vmax, vmin, hv, offset.to(_F32)
+
+
+def _scalar_max_min(
+    b: torch.Tensor, g: torch.Tensor, r: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scalar code's max and min, by comparisons starting from r."""
     v = torch.where(r < g, g, r)
     v = torch.where(v < b, b, v)
     vm = torch.where(r > g, g, r)
     vm = torch.where(vm > b, b, vm)
+    return v, vm
+
+
+def bgr2hsv_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
+    """cv2's RGB2HSV_f on (N, H, W, C) float32: hue in degrees."""
+    b, g, r = x[..., bidx], x[..., 1], x[..., 2 - bidx]
+    vmax, vmin, hv, res = _simd_hue_parts(b, g, r)
+    diff = vmax - vmin
+    s_simd = diff / (vmax.abs() + _EPS)
+    h_simd = _fma(hv, _over(60.0, diff + _EPS), res)
+    # scalar: 60/(diff + eps) in double
+    v, vm = _scalar_max_min(b, g, r)
     d = v - vm
     s_nat = d / (v.abs() + _EPS)
     k = _over(60.0, (d + _EPS).double()).float()
@@ -281,25 +294,16 @@ def bgr2hsv_f(x: torch.Tensor, bidx: int) -> torch.Tensor:
 
 
 def _bgr2hls_parts(b: torch.Tensor, g: torch.Tensor, r: torch.Tensor, hscale: float):
-    vmax = torch.maximum(torch.maximum(r, g), b)
-    vmin = torch.minimum(torch.minimum(r, g), b)
+    vmax, vmin, hv, part = _simd_hue_parts(b, g, r)
     diff = vmax - vmin
     msum = vmax + vmin
     lum = msum * 0.5
     s_simd = diff / torch.where(lum < 0.5, msum, 2.0 - msum)
-    r_max, g_max = vmax == r, vmax == g
-    hv = torch.where(r_max, g - b, torch.where(g_max, b - r, r - g))
-    part = torch.where(r_max, torch.where(g < b, 360.0, 0.0), torch.where(g_max, 120.0, 240.0)).to(
-        _F32
-    )
     h_simd = _fma(hv, _over(60.0, diff), part) * _f(hscale)
     some = diff > _EPS
     simd = (torch.where(some, h_simd, 0.0), lum, torch.where(some, s_simd, 0.0))
     # scalar
-    v = torch.where(r < g, g, r)
-    v = torch.where(v < b, b, v)
-    vm = torch.where(r > g, g, r)
-    vm = torch.where(vm > b, b, vm)
+    v, vm = _scalar_max_min(b, g, r)
     d = v - vm
     lum_n = (v + vm) * 0.5
     s_n = torch.where(lum_n < 0.5, d / (v + vm), d / ((2.0 - v) - vm))
