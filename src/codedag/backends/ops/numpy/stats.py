@@ -49,14 +49,20 @@ def _tensor(a: object) -> torch.Tensor:
     return a
 
 
-def _flat_axis(a: torch.Tensor, axis: int | Sequence[int] | None) -> tuple[torch.Tensor, int]:
-    """Move the reduced axes last and merge them; returns the tensor and the kept rank."""
+def _sorted_slices(
+    a: torch.Tensor, axis: int | Sequence[int] | None, work: torch.dtype, what: str
+) -> torch.Tensor:
+    """``a`` in ``work`` with the reduced axes moved last and merged, sorted along them."""
     dims = norm_axes(axis, a.dim())
     if dims is None:
-        return a.reshape(-1), 0
-    keep = [d for d in range(a.dim()) if d not in dims]
-    moved = a.permute(*keep, *dims)
-    return moved.reshape(*[a.shape[d] for d in keep], -1), len(keep)
+        x = a.reshape(-1)
+    else:
+        keep = [d for d in range(a.dim()) if d not in dims]
+        x = a.permute(*keep, *dims).reshape(*[a.shape[d] for d in keep], -1)
+    xs = x.to(work).sort(dim=-1).values
+    if xs.shape[-1] == 0:
+        raise UnsupportedOperation(f"{what} of an empty slice")
+    return xs
 
 
 def _keepdims_shape(a: torch.Tensor, axis: Any) -> list[int]:
@@ -71,14 +77,11 @@ def _lerp(lo: torch.Tensor, hi: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 
 def _quantiles(a: torch.Tensor, q: torch.Tensor, axis: Any, keepdims: bool, res: Any) -> Any:
-    x, _ = _flat_axis(a, axis)
     work = torch.float64 if not res.is_floating_point or res == torch.float64 else res
     if res == torch.float16:
         work = torch.float32
-    xs = x.to(work).sort(dim=-1).values
+    xs = _sorted_slices(a, axis, work, "quantile")
     n = xs.shape[-1]
-    if n == 0:
-        raise UnsupportedOperation("quantile of an empty slice")
     v = q.to(torch.float64) * (n - 1)
     lo_i = torch.floor(v).long().clamp(0, n - 1)
     hi_i = (lo_i + 1).clamp(max=n - 1)
@@ -148,12 +151,8 @@ def median(
     a = _tensor(a)
     require_default("out", out, None)
     res = torch_dtype(probe_dtype(np.median, a))
-    x, _ = _flat_axis(a, axis)
-    work = torch.float32 if res == torch.float16 else res
-    xs = x.to(work).sort(dim=-1).values
+    xs = _sorted_slices(a, axis, torch.float32 if res == torch.float16 else res, "median")
     n = xs.shape[-1]
-    if n == 0:
-        raise UnsupportedOperation("median of an empty slice")
     mid = xs[..., (n - 1) // 2 : n // 2 + 1].mean(dim=-1)
     nan = torch.isnan(xs).any(dim=-1)
     r = torch.where(nan, torch.full_like(mid, float("nan")), mid)
