@@ -84,9 +84,6 @@ def nonempty_path(text: str) -> Path:
     return Path(text)
 
 
-POSITIVE_INT = integer(1)
-NON_NEGATIVE_INT = integer(0)
-POSITIVE_NUMBER = number(above=0)
 NON_NEGATIVE_NUMBER = number(0)
 SEED = integer(0, SEED_MAX, "seeds are 32-bit")
 

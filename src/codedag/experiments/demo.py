@@ -50,8 +50,6 @@ from codedag.util.paths import check_output_dir, output_lock
 
 log = logging.getLogger(__name__)
 
-STAGES = ("baseline", "trace", "tune", "optimize", "warm", "optimization", "check", "report")
-
 
 def _no_progress(stage: str, done: int, total: int) -> None:
     """Default progress callback: nothing."""

@@ -36,11 +36,6 @@ class StepRecord(NamedTuple):
     samples: int
 
     @property
-    def step_time_s(self) -> float:
-        """Data wait plus batch time."""
-        return self.batch_time_s + self.data_wait_s
-
-    @property
     def data_wait_share_pct(self) -> float:
         """The share of the step spent waiting for data, in percent."""
         total = self.batch_time_s + self.data_wait_s

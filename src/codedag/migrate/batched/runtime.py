@@ -132,7 +132,6 @@ class BatchedRuntime(PatchedRuntime):
         self.verified = 0
         self.mismatches: list[str] = []
         self.max_abs_diff = 0.0
-        self.failed_samples = 0
         self._remote_sites: Counter[str] = Counter()
         self._calls_per_batch: list[int] = []
 
@@ -278,7 +277,6 @@ class BatchedRuntime(PatchedRuntime):
             if record.pid != os.getpid():
                 self._remote_sites.update(record.sites)
             if outcome.failed:
-                self.failed_samples += len(outcome.failed)
                 FORCED.forced("backend", "batched group failed", None, len(outcome.failed))
             if outcome.verified:
                 self.verified += 1
