@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +158,30 @@ def test_bad_input_is_one_line_and_exit_2(
     assert len(err) == 1
     assert message in err[0]
     assert err[0].startswith("codedag run: error:")
+
+
+def test_a_run_that_iterates_no_loader_imports_no_model_logging_or_other_command(
+    tmp_path: Path,
+) -> None:
+    """What only planning, logging or another subcommand needs stays unimported: the run costs
+    no more than its start and its results file."""
+    script = tmp_path / "quiet.py"
+    script.write_text("print('done')\n")
+    out = tmp_path / "out"
+    probe = (
+        "import json, sys\n"
+        "from codedag.cli.main import main\n"
+        f"code = main(['run', '--out', {str(out)!r}, '--', 'python', {str(script)!r}])\n"
+        "names = ('pydantic', 'rich', 'codedag.plan', 'codedag.trace', 'codedag.migrate', "
+        "'codedag.cli.demo', 'codedag.cli.plans')\n"
+        "print(json.dumps([code, sorted(n for n in names if n in sys.modules)]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [0, []]
+    assert done.stdout.startswith("done\n")
+    assert "nothing planned" in done.stderr
+    results = load_run_results(out)  # written without pydantic, read with it
+    assert (results.exit_code, results.loaders_seen, results.epochs) == (0, 0, [])

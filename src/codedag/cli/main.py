@@ -87,8 +87,9 @@ def common_options(top_level: bool = False) -> argparse.ArgumentParser:
     return parent
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the full parser with every subcommand registered."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Build the parser with every subcommand registered, or only ``only`` (one of
+    :data:`SUBCOMMANDS`): the command line names it, so the others' modules stay unimported."""
     parser = _Parser(
         prog="codedag",
         description=(
@@ -101,19 +102,30 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     parent = common_options()
-    for name in SUBCOMMANDS:
+    names = SUBCOMMANDS if only is None or only not in SUBCOMMANDS else (only,)
+    for name in names:
         module = importlib.import_module(f"codedag.cli.{name.replace('-', '_')}")
         module.register(subparsers, parent)
     return parser
 
 
+def named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names, or None: its first word that is no option (the top-level
+    options take no value), when that is one of :data:`SUBCOMMANDS` and no top-level ``--help``
+    (which lists them all) comes first."""
+    for word in argv:
+        if word in ("--", "-h", "--help"):
+            return None
+        if not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    parser = build_parser()
+    parser = build_parser(named_command(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
-    from codedag.util.logs import setup_logging
-
-    setup_logging(-1 if args.quiet else args.verbose)
+    _FirstRecord.install(-1 if args.quiet else args.verbose)
     from codedag.util.signals import Terminated, interrupt_on_signals, interrupted_by
 
     try:
@@ -149,6 +161,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         reason = error.strerror or type(error).__name__
         print(f"codedag {args.command}: error: {where}: {reason}", file=sys.stderr)
         return 2
+
+
+class _FirstRecord(logging.Handler):
+    """Stands in for the CLI's log handler (:func:`~codedag.util.logs.setup_logging`) until the
+    first record reaches it, then installs that handler and hands it the record: a command that
+    logs nothing (``codedag run`` of a script that plans nothing) never imports rich."""
+
+    def __init__(self, verbosity: int) -> None:
+        super().__init__()
+        self.verbosity = verbosity
+        self.stream = sys.stderr  # the stream of now: a script may replace sys.stderr later
+        self._handler: logging.Handler | None = None
+
+    @classmethod
+    def install(cls, verbosity: int) -> None:
+        """Put a stand-in in place of the CLI's handler, with the level and propagation that
+        ``setup_logging`` gives the ``codedag`` logger."""
+        from codedag.devices.distributed import distributed_rank
+        from codedag.util.logs import _HANDLER_NAME, level_for
+
+        logger = logging.getLogger("codedag")
+        for old in list(logger.handlers):
+            if old.get_name() == _HANDLER_NAME:
+                logger.removeHandler(old)
+        stand_in = cls(verbosity)
+        stand_in.set_name(_HANDLER_NAME)  # setup_logging replaces it as its own
+        logger.addHandler(stand_in)
+        logger.propagate = False
+        logger.setLevel(level_for(verbosity) if distributed_rank()[0] == 0 else logging.ERROR)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._handler is None:  # Handler.handle holds this handler's lock
+            from codedag.util.logs import _HANDLER_NAME, setup_logging
+
+            logger = logging.getLogger("codedag")
+            level = logger.level  # as the command set it since (codedag run: WARNING)
+            try:
+                setup_logging(self.verbosity, self.stream)
+            except Exception:  # a closed stream, as a handler's emit would meet it
+                self.handleError(record)
+                return
+            finally:
+                logger.setLevel(level)
+            self._handler = next(h for h in logger.handlers if h.get_name() == _HANDLER_NAME)
+        self._handler.handle(record)
 
 
 def _report_suppressed() -> None:
