@@ -29,6 +29,7 @@ from typing import Any, cast
 from codedag.errors import ConfigError
 from codedag.graph.model import ExecutionDAG
 from codedag.measure.statistic import Verdict, verdict
+from codedag.optimize.placement import _ms
 from codedag.plan import BatchedChain, BatchedInfo, MigrationPlan
 from codedag.plan.model import BatchedMode
 
@@ -40,11 +41,6 @@ def check_mode(mode: object) -> str:
     if mode not in MODES:
         raise ConfigError(f"batched must be 'auto', 'always' or 'never', got {mode!r}")
     return str(mode)
-
-
-def _ms(ns: float) -> str:
-    value = ns / 1e6
-    return f"{value:.3g} ms" if abs(value) >= 0.01 else f"{ns / 1e3:.3g} us"
 
 
 def traced_batch_size(dag: ExecutionDAG, default: int) -> int:

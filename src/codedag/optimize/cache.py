@@ -51,7 +51,7 @@ from codedag.backends.facts import FileSource
 from codedag.backends.libraries import takes_any_value
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
-from codedag.optimize.cache_bytes import bytes_clause
+from codedag.optimize.cache_bytes import _mb, _ms, bytes_clause
 from codedag.optimize.chains import _is_operation, _samples
 from codedag.plan.cache import CacheChain, CacheCut, CacheSection, SkippedSource
 
@@ -530,14 +530,6 @@ def functions_to_patch(steps: list[str]) -> list[str]:
 
 Costs = Callable[[int], tuple[int, int]]
 """``bytes -> (read_ns, write_ns)`` of the store, measured."""
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3g} ms"
-
-
-def _mb(nbytes: float) -> str:
-    return f"{nbytes / 1e6:.3g} MB"
 
 
 def decide(
