@@ -35,7 +35,7 @@ from typing import Any
 from codedag.migrate.cache.runtime import CacheProgress
 from codedag.migrate.epoch_seeds import seeds_of, worker_init
 from codedag.migrate.stats import WarmStats
-from codedag.migrate.worker_threads import WorkerThreads
+from codedag.migrate.worker_threads import threads_of, user_worker_init
 from codedag.plan.loader import DEFAULT_PREFETCH, LoaderSettings, WarmLoader
 
 log = logging.getLogger(__name__)
@@ -75,15 +75,6 @@ def _reference(dataset: Any) -> Callable[[], Any]:
         return weakref.ref(dataset)
     except TypeError:  # no weak references: held strongly (the DataLoader holds it anyway)
         return lambda: dataset
-
-
-def _threads(init: Any) -> int | None:
-    return init.threads if isinstance(init, WorkerThreads) else None
-
-
-def _user_init(loader: Any) -> Any:
-    init = loader.worker_init_fn
-    return init.user_init if isinstance(init, WorkerThreads) else init
 
 
 class WarmSwitch:
@@ -172,9 +163,9 @@ class WarmSwitch:
             workers = settings.num_workers
         if workers and (not prefetch or "prefetch_factor" in keys):
             prefetch = settings.prefetch_factor or prefetch or DEFAULT_PREFETCH
-        if "threads" in keys and _threads(init) != settings.threads:
+        if "threads" in keys and threads_of(init) != settings.threads:
             # the per-epoch seeds of workers the plan keeps across epochs survive a switch
-            init = worker_init(settings.threads, _user_init(loader), seeds_of(init))
+            init = worker_init(settings.threads, user_worker_init(loader), seeds_of(init))
         wanted = (workers, prefetch, init)
         if wanted == current:
             return

@@ -176,6 +176,17 @@ class WorkerThreads:
         return f"WorkerThreads(threads={self.threads}, then {user})"
 
 
+def threads_of(init: Any) -> int | None:
+    """The thread count a ``worker_init_fn`` sets (None: not a codedag thread setter)."""
+    return init.threads if isinstance(init, WorkerThreads) else None
+
+
+def user_worker_init(loader: Any) -> Any:
+    """A DataLoader's own ``worker_init_fn`` (unwrapped from a codedag thread setter)."""
+    init = loader.worker_init_fn
+    return init.user_init if isinstance(init, WorkerThreads) else init
+
+
 # Read by the libraries when they load: covers a library the worker imports later (lazily);
 # the libraries with a pool of their own add theirs (OPENCV_FOR_THREADS_NUM).
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

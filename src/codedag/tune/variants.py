@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from codedag.errors import ConfigError
-from codedag.migrate.worker_threads import WorkerThreads
+from codedag.migrate.worker_threads import WorkerThreads, threads_of, user_worker_init
 from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings
 
 if TYPE_CHECKING:
@@ -57,8 +57,7 @@ def is_iterable_dataset(loader: DataLoader[Any]) -> bool:
 
 def current_settings(loader: DataLoader[Any]) -> LoaderSettings:
     """The tunable settings ``loader`` was created with."""
-    init = loader.worker_init_fn
-    threads = init.threads if isinstance(init, WorkerThreads) else None
+    threads = threads_of(loader.worker_init_fn)
     workers = int(loader.num_workers)
     return LoaderSettings(
         num_workers=workers,
@@ -67,12 +66,6 @@ def current_settings(loader: DataLoader[Any]) -> LoaderSettings:
         persistent_workers=bool(loader.persistent_workers) if workers else False,
         pin_memory=bool(loader.pin_memory),
     )
-
-
-def user_worker_init(loader: DataLoader[Any]) -> Any:
-    """The program's own ``worker_init_fn`` (unwrapped from a codedag thread setter)."""
-    init = loader.worker_init_fn
-    return init.user_init if isinstance(init, WorkerThreads) else init
 
 
 def epoch_length(loader: DataLoader[Any]) -> int | None:
