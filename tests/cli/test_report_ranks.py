@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import codedag.cli._report_ranks as report_ranks
+from codedag.cli.output import figure
 from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.results import load_results
 from codedag.report.ranks import RankedRun
@@ -42,9 +43,9 @@ def _args(**extra: object) -> argparse.Namespace:
 
 
 def test_format_of_missing_and_scaled_values() -> None:
-    assert report_ranks._fmt(None) == "-"
-    assert report_ranks._fmt(0.0123, 1e3) == "12.30"
-    assert report_ranks._fmt(2, digits=1, suffix="x") == "2.0x"
+    assert figure(None) == "-"
+    assert figure(0.0123, 1e3) == "12.30"
+    assert figure(2, digits=1, suffix="x") == "2.0x"
 
 
 def test_json_lists_every_rank_and_the_aggregate(

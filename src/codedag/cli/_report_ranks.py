@@ -6,15 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from codedag.cli.output import print_json, stdout_console
+from codedag.cli.output import figure, print_json, stdout_console
 from codedag.report.ranks import RankedRun, aggregate_rows, plot_ranks, rank_rows
 from codedag.util.text import terminal_text
-
-
-def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
-    if value is None:
-        return "-"
-    return f"{value * scale:.{digits}f}{suffix}"
 
 
 def _figures(row: dict[str, Any], wait_suffix: str) -> list[str]:
@@ -22,13 +16,13 @@ def _figures(row: dict[str, Any], wait_suffix: str) -> list[str]:
     return [
         terminal_text(row["status"], 80),
         str(row["num_batches"] if row["num_batches"] is not None else "-"),
-        _fmt(row["batch_mean_s"], 1e3),
-        _fmt(row["batch_p95_s"], 1e3),
-        _fmt(row["data_wait_share_pct"], digits=1, suffix=wait_suffix),
-        _fmt(row["step_mean_s"], 1e3),
-        _fmt(row["batches_per_s"], digits=1),
-        _fmt(row["samples_per_s"], digits=0),
-        _fmt(row["speedup"], suffix="x"),
+        figure(row["batch_mean_s"], 1e3),
+        figure(row["batch_p95_s"], 1e3),
+        figure(row["data_wait_share_pct"], digits=1, suffix=wait_suffix),
+        figure(row["step_mean_s"], 1e3),
+        figure(row["batches_per_s"], digits=1),
+        figure(row["samples_per_s"], digits=0),
+        figure(row["speedup"], suffix="x"),
     ]
 
 

@@ -1,5 +1,5 @@
 """What commands print: one JSON document on stdout for ``--json``, the Rich console of their
-tables, and a progress bar."""
+tables, their cells' figures, and a progress bar."""
 
 from __future__ import annotations
 
@@ -18,6 +18,13 @@ def print_json(
     """Write ``data`` to stdout as JSON and end the line (``default``: as :func:`json.dump`)."""
     json.dump(data, sys.stdout, indent=indent, default=default)
     sys.stdout.write("\n")
+
+
+def figure(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
+    """A table cell: ``value * scale`` with ``digits`` decimals and ``suffix`` ("-": no value)."""
+    if value is None:
+        return "-"
+    return f"{value * scale:.{digits}f}{suffix}"
 
 
 def stdout_console(width: int = 160) -> Console:

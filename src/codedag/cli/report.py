@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codedag.cli.output import print_json, stdout_console
+from codedag.cli.output import figure, print_json, stdout_console
 
 if TYPE_CHECKING:
     from codedag.monitor.model import RunResults
@@ -49,12 +49,6 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.set_defaults(handler=run)
-
-
-def _fmt(value: float | None, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
-    if value is None:
-        return "-"
-    return f"{value * scale:.{digits}f}{suffix}"
 
 
 def _signed(value: object, digits: int = 4) -> str:
@@ -152,15 +146,15 @@ def run(args: argparse.Namespace) -> int:
             terminal_text(r["mode"] + (" (ref)" if r["is_baseline"] else ""), 80),
             terminal_text(r["status"], 80),
             _batches(r),
-            _fmt(r["batch_mean_s"], 1e3),
-            _fmt(r["batch_std_s"], 1e3),
-            _fmt(r["batch_p50_s"], 1e3),
-            _fmt(r["batch_p95_s"], 1e3),
-            _fmt(r["data_wait_share_pct"], digits=1, suffix="%"),
-            _fmt(r["step_mean_s"], 1e3)
+            figure(r["batch_mean_s"], 1e3),
+            figure(r["batch_std_s"], 1e3),
+            figure(r["batch_p50_s"], 1e3),
+            figure(r["batch_p95_s"], 1e3),
+            figure(r["data_wait_share_pct"], digits=1, suffix="%"),
+            figure(r["step_mean_s"], 1e3)
             + ("" if r["step_std_s"] is None else f" ± {r['step_std_s'] * 1e3:.2f}"),
-            _fmt(r["batches_per_s"], digits=1),
-            _fmt(r["samples_per_s"], digits=0),
+            figure(r["batches_per_s"], digits=1),
+            figure(r["samples_per_s"], digits=0),
             "1.00x" if r["is_baseline"] else speedup_text(r),
             _signed(r["loss_delta"]),
             _signed(r["accuracy_delta"]),
