@@ -163,8 +163,8 @@ def test_bad_input_is_one_line_and_exit_2(
 def test_a_run_that_iterates_no_loader_imports_no_model_logging_or_other_command(
     tmp_path: Path,
 ) -> None:
-    """What only planning, logging or another subcommand needs stays unimported: the run costs
-    no more than its start and its results file."""
+    """What only planning, logging or another subcommand needs stays unimported, and torch too
+    when the script never imports it: the run costs no more than its start and its results."""
     script = tmp_path / "quiet.py"
     script.write_text("print('done')\n")
     out = tmp_path / "out"
@@ -172,8 +172,8 @@ def test_a_run_that_iterates_no_loader_imports_no_model_logging_or_other_command
         "import json, sys\n"
         "from codedag.cli.main import main\n"
         f"code = main(['run', '--out', {str(out)!r}, '--', 'python', {str(script)!r}])\n"
-        "names = ('pydantic', 'rich', 'codedag.plan', 'codedag.trace', 'codedag.migrate', "
-        "'codedag.cli.demo', 'codedag.cli.plans')\n"
+        "names = ('torch', 'pydantic', 'rich', 'codedag.plan', 'codedag.trace', "
+        "'codedag.migrate', 'codedag.cli.demo', 'codedag.cli.plans')\n"
         "print(json.dumps([code, sorted(n for n in names if n in sys.modules)]))\n"
     )
     done = subprocess.run(

@@ -11,13 +11,18 @@ Two ways in, one :class:`~codedag.integrations.watch.LoaderWatch` behind both:
   the results; it runs at interpreter exit for loaders still accelerated.
 * :class:`ScriptWatch` (``codedag run``): a patch of ``DataLoader.__iter__`` through the one owner
   of monkeypatches, for a script that is not edited; it numbers the loaders in the order they are
-  first iterated and watches the one chosen (``--loader N``, default the first).
+  first iterated and watches the one chosen (``--loader N``, default the first). Until the script
+  imports torch's DataLoader the patch waits for that import (a script without torch never
+  imports it for codedag).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import importlib.abc
 import logging
+import sys
 import threading
 import warnings
 import weakref
@@ -30,7 +35,8 @@ from codedag.integrations.watch import LoaderWatch, WatchSettings, busy
 
 log = logging.getLogger(__name__)
 
-ITER_TARGET = "torch.utils.data.dataloader.DataLoader.__iter__"
+LOADER_MODULE = "torch.utils.data.dataloader"
+ITER_TARGET = f"{LOADER_MODULE}.DataLoader.__iter__"
 _WATCH_ATTR = "_codedag_watch"
 _accelerated: weakref.WeakSet[Any] = weakref.WeakSet()
 _subclasses: dict[type, type] = {}
@@ -149,8 +155,17 @@ class ScriptWatch:
         self._order: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._patcher = Patcher("codedag-run", stable_references=True)
         self._lock = threading.Lock()
+        self._waiting: _AfterImport | None = None
 
     def __enter__(self) -> ScriptWatch:
+        if LOADER_MODULE in sys.modules:
+            self._patch()
+        else:
+            self._waiting = _AfterImport(LOADER_MODULE, self._patch_on_import)
+            sys.meta_path.insert(0, self._waiting)
+        return self
+
+    def _patch(self) -> None:
         from codedag.patching import like_original
 
         def factory(original: Any) -> Any:
@@ -163,7 +178,18 @@ class ScriptWatch:
             return like_original(__iter__, original)
 
         self._patcher.patch(ITER_TARGET, factory, rebind_references=False)
-        return self
+
+    def _patch_on_import(self) -> None:
+        self._stop_waiting()
+        try:
+            self._patch()
+        except Exception as error:  # the script's import of torch goes on; it runs unmodified
+            log.warning("codedag: DataLoader.__iter__ was not patched: %s", error)
+
+    def _stop_waiting(self) -> None:
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None and waiting in sys.meta_path:
+            sys.meta_path.remove(waiting)
 
     def _watch_for(self, loader: Any) -> LoaderWatch | None:
         if loader.__dict__.get(_WATCH_ATTR) is not None:
@@ -188,6 +214,7 @@ class ScriptWatch:
 
     def close(self) -> AcceleratedRun:
         """Restore ``DataLoader.__iter__`` and the plan's patches; return the results."""
+        self._stop_waiting()
         with warnings.catch_warnings():  # the sweep reads deprecated attributes of torch
             warnings.simplefilter("ignore")
             self._patcher.restore()
@@ -197,3 +224,43 @@ class ScriptWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then()`` once the module ``name`` has been executed by its own loader (imported,
+    before the import statement returns). The finder finds nothing itself: it asks the finders
+    after it for the spec and wraps that spec's ``exec_module``."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name = name
+        self.then = then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        execute = getattr(loader, "exec_module", None)
+        if execute is None or isinstance(loader, type):  # no loader of this module's own
+            log.debug("%s is imported by %r: not patched", fullname, loader)
+            return spec
+        then = self.then
+
+        def exec_module(module: Any) -> None:
+            try:
+                execute(module)
+            finally:
+                with contextlib.suppress(AttributeError):
+                    del loader.exec_module  # the loader's own method again
+            then()
+
+        loader.exec_module = exec_module
+        return spec
