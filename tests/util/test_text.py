@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codedag.util.text import redact_uri
+from codedag.util.text import html_text, redact_uri
 
 
 @pytest.mark.parametrize(
@@ -33,3 +33,10 @@ def test_redact_uri_masks_credentials(text: str, shown: str) -> None:
 )
 def test_redact_uri_leaves_text_without_credentials(text: str) -> None:
     assert redact_uri(text) == text
+
+
+def test_html_text_shows_controls_escapes_markup_and_cuts_long_text() -> None:
+    assert html_text('<b title="x">\x1b[2J&</b>') == (
+        "&lt;b title=&quot;x&quot;&gt;\\x1b[2J&amp;&lt;/b&gt;"
+    )
+    assert html_text("a" * 10, limit=4) == "aaaa... (6 more characters)"

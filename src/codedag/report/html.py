@@ -19,7 +19,7 @@ from typing import Any
 from codedag.report.chain_html import CHAIN_CSS, DAG_SCRIPT, chain_section, dag_explorer
 from codedag.report.chain_view import ChainView
 from codedag.util.io import atomic_write_text
-from codedag.util.text import printable
+from codedag.util.text import html_text
 
 _CSS = """
 body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 2rem auto;
@@ -79,21 +79,16 @@ class ReportContent:
     chain: ChainView | None = None  # the traced pipeline as one sample's chain
 
 
-def _e(value: Any) -> str:
-    """Text from a file as HTML: control characters visible, long text cut, markup escaped."""
-    return html.escape(printable(value, 2000), quote=True)
-
-
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f'<td class="num">{value:.4g}</td>'
     if isinstance(value, int) and not isinstance(value, bool):
         return f'<td class="num">{value}</td>'
-    return f"<td>{_e(value)}</td>"
+    return f"<td>{html_text(value)}</td>"
 
 
 def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    head = "".join(f"<th>{html_text(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -110,8 +105,8 @@ def _png_figure(path: Path) -> str:
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     caption = Path(path).stem.replace("_", " ")
     return (
-        f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{_e(caption)}</figcaption></figure>"
+        f'<figure><img alt="{html_text(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html_text(caption)}</figcaption></figure>"
     )
 
 
@@ -156,11 +151,11 @@ def _plan_section(plan: dict[str, Any]) -> str:
     ]
     parts = [
         f"<p>{len(plan.get('context_device_map', {}))} call context(s) to migrate; "
-        f"target device <code>{_e(plan.get('target_device'))}</code>; "
-        f"k = {_e(plan.get('k'))}, GPUs = {_e(plan.get('gpu_count'))}.</p>"
+        f"target device <code>{html_text(plan.get('target_device'))}</code>; "
+        f"k = {html_text(plan.get('k'))}, GPUs = {html_text(plan.get('gpu_count'))}.</p>"
     ]
     parts.append(_table(columns, rows) if rows else "<p>The plan places no call.</p>")
-    parts += [f'<p class="note">{_e(note)}</p>' for note in plan.get("notes", [])]
+    parts += [f'<p class="note">{html_text(note)}</p>' for note in plan.get("notes", [])]
     return "".join(parts)
 
 
@@ -200,16 +195,16 @@ def render_html(content: ReportContent) -> str:
     """Render the whole page as a string."""
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>{_e(content.title)}</title><style>{_CSS}{CHAIN_CSS}</style></head><body>",
-        f"<h1>{_e(content.title)}</h1>",
+        f"<title>{html_text(content.title)}</title><style>{_CSS}{CHAIN_CSS}</style></head><body>",
+        f"<h1>{html_text(content.title)}</h1>",
     ]
     if content.subtitle:
-        parts.append(f'<p class="sub">{_e(content.subtitle)}</p>')
+        parts.append(f'<p class="sub">{html_text(content.subtitle)}</p>')
     if content.summary_rows:
         parts += ["<h2>Summary</h2>", _table(content.summary_columns, content.summary_rows)]
     if content.epoch_rows:
         parts += ["<h2>Epochs</h2>", _table(content.epoch_columns, content.epoch_rows)]
-    parts += [f'<p class="note">{_e(note)}</p>' for note in content.notes]
+    parts += [f'<p class="note">{html_text(note)}</p>' for note in content.notes]
     if content.equivalence is not None:
         parts += ["<h2>Equivalence check</h2>", _equivalence_section(content.equivalence)]
     parts.extend(_plan_sections(content))
@@ -219,7 +214,7 @@ def render_html(content: ReportContent) -> str:
         parts.append("<h2>Execution DAG</h2>")
         if content.partition_colors:
             legend = "".join(
-                f'<span style="background:{_e(color)}">{_e(name)}</span>'
+                f'<span style="background:{html_text(color)}">{html_text(name)}</span>'
                 for name, color in content.partition_colors.items()
             )
             parts.append(f'<p class="legend">Partitions: {legend}</p>')

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
-from codedag.util.text import printable
-
-
-def _e(value: object) -> str:
-    return html.escape(printable(value, 2000), quote=True)
+from codedag.util.text import html_text
 
 
 def _label(settings: dict[str, Any]) -> str:
@@ -30,7 +25,7 @@ def loader_section_html(section: dict[str, Any]) -> str:
     """The trials table (chosen row highlighted), the limits, the confirmation and the reason."""
     chosen, yours = section.get("chosen", {}), section.get("yours", {})
     head = "".join(
-        f"<th>{_e(c)}</th>"
+        f"<th>{html_text(c)}</th>"
         for c in (
             "phase",
             "setting",
@@ -57,8 +52,8 @@ def loader_section_html(section: dict[str, Any]) -> str:
         if trial.get("note"):
             status += f": {trial['note']}"
         cells = [
-            _e(trial.get("phase", "")),
-            _e(_label(settings) + (f" [{', '.join(tags)}]" if tags else "")),
+            html_text(trial.get("phase", "")),
+            html_text(_label(settings) + (f" [{', '.join(tags)}]" if tags else "")),
             f'<td class="num">{trial.get("batches_per_s", 0):.2f}</td>' if measured else "-",
             (
                 f'<td class="num">{trial.get("batch_ms", 0):.1f} ± {trial.get("stderr_ms", 0):.1f}'
@@ -68,8 +63,8 @@ def loader_section_html(section: dict[str, Any]) -> str:
             ),
             f'<td class="num">{trial.get("wait_ms", 0):.1f}</td>' if measured else "-",
             f'<td class="num">{trial.get("startup_ms", 0):.0f}</td>' if measured else "-",
-            _e(memory),
-            _e(status),
+            html_text(memory),
+            html_text(status),
         ]
         style = ' style="background:#e8f5e9;font-weight:600"' if "chosen" in tags else ""
         rows.append(
@@ -78,12 +73,12 @@ def loader_section_html(section: dict[str, Any]) -> str:
             + "</tr>"
         )
     parts = [
-        f"<p>Chosen: <b>{_e(_label(chosen))}</b>; yours: {_e(_label(yours))}. "
-        f"CPU limit {_e(section.get('cpu_limit'))} ({_e(section.get('cpu_limit_source', ''))}), "
-        f"num_workers searched 0..{_e(section.get('max_workers'))}; measured in "
-        f"{section.get('duration_s', 0):.0f} s on {_e(section.get('machine', ''))}.</p>",
+        f"<p>Chosen: <b>{html_text(_label(chosen))}</b>; yours: {html_text(_label(yours))}. "
+        f"CPU limit {html_text(section.get('cpu_limit'))} ({html_text(section.get('cpu_limit_source', ''))}), "
+        f"num_workers searched 0..{html_text(section.get('max_workers'))}; measured in "
+        f"{section.get('duration_s', 0):.0f} s on {html_text(section.get('machine', ''))}.</p>",
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>",
-        f'<p class="note">{_e(section.get("reason", ""))}</p>',
+        f'<p class="note">{html_text(section.get("reason", ""))}</p>',
     ]
     confirmation = section.get("confirmation")
     if confirmation:
@@ -114,7 +109,7 @@ def _first_epochs(confirmation: dict[str, Any]) -> str:
 def _warm_html(warm: dict[str, Any]) -> str:
     """The settings for epochs the prefix cache serves: each timed setting and the reason."""
     rows = "".join(
-        f"<tr><td>{_e(_label(t.get('settings', {})))}</td>"
+        f"<tr><td>{html_text(_label(t.get('settings', {})))}</td>"
         f'<td class="num">{t.get("batches_per_s", 0):.2f}</td>'
         f'<td class="num">{t.get("batch_ms", 0):.1f}</td></tr>'
         for t in warm.get("trials", [])
@@ -122,10 +117,10 @@ def _warm_html(warm: dict[str, Any]) -> str:
     changed = ", ".join(warm.get("changed", [])) or "nothing"
     return (
         f"<h3>Epochs the prefix cache serves</h3><p>Settings: "
-        f"<b>{_e(_label(warm.get('chosen', {})))}</b> (changes {_e(changed)}), timed on "
-        f"{_e(warm.get('batches', 0))} stored batches with {warm.get('hit_rate', 0):.0%} hits; "
+        f"<b>{html_text(_label(warm.get('chosen', {})))}</b> (changes {html_text(changed)}), timed on "
+        f"{html_text(warm.get('batches', 0))} stored batches with {warm.get('hit_rate', 0):.0%} hits; "
         "switched to from the epoch after one the cache stored or served.</p>"
         "<table><thead><tr><th>setting</th><th>batches/s</th><th>ms/batch</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
-        f'<p class="note">{_e(warm.get("reason", ""))}</p>'
+        f'<p class="note">{html_text(warm.get("reason", ""))}</p>'
     )

@@ -4,7 +4,7 @@ Names in a DAG, a plan or a results file (functions, context keys, experiments) 
 characters: ``\\x1b]0;...\\x07`` retitles a terminal window, ``\\x1b[2J`` clears the screen, a
 Unicode direction override reorders what a reader sees. :func:`printable` writes every such
 character as a visible escape (``\\x1b``) and cuts text past a length, saying how much was cut;
-HTML and DOT escape its result for their own syntax. :func:`listing` shows the first items of a
+HTML (:func:`html_text`) and DOT escape its result for their own syntax. :func:`listing` shows the first items of a
 long list and a count of the rest, so one line stays one line. :func:`redact_uri` masks the
 credentials of every URI in a text (``http://user:***@host``) before it is shown or stored.
 """
@@ -54,6 +54,13 @@ def terminal_text(text: object, limit: int | None = DEFAULT_LIMIT) -> Any:
     from rich.text import Text
 
     return Text(printable(text, limit))
+
+
+def html_text(text: object, limit: int | None = 2000) -> str:
+    """:func:`printable` text (cut past ``limit``) with HTML's markup characters escaped."""
+    import html
+
+    return html.escape(printable(text, limit), quote=True)
 
 
 def dot_string(text: str, limit: int = 200) -> str:
