@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from codedag.backends.batched.backends import Backend, backend_for
-from codedag.backends.ops.numpy._common import NUMPY_OF_TORCH, TORCH_OF_NUMPY
+from codedag.backends.ops.numpy._common import NUMPY_OF_TORCH, torch_dtype
 from codedag.errors import UnsupportedOperation
 
 DATA = "data"
@@ -491,18 +491,6 @@ def meta_of(value: object) -> Meta:
         return Meta(tuple(value.shape), value.dtype, "tensor")
     array = np.asarray(value)
     return Meta(tuple(array.shape), array.dtype, "array")
-
-
-def torch_dtype(dtype: Any) -> torch.dtype:
-    """The torch dtype of a NumPy dtype (anything ``numpy.dtype()`` takes).
-
-    Raises:
-        UnsupportedOperation: torch has no such dtype.
-    """
-    try:
-        return TORCH_OF_NUMPY[np.dtype(dtype)]
-    except (KeyError, TypeError):
-        raise UnsupportedOperation(f"dtype {dtype!r} has no torch equivalent") from None
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
