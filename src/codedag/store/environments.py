@@ -86,7 +86,8 @@ class Use:
                 users.remove(threading.get_ident())
                 if not users:
                     del _USERS[self.key]
-                    _idle.notify_all()
+                    if _CLOSING:  # only a closing waits for the users to leave
+                        _idle.notify_all()
 
 
 def opened_here(key: str) -> bool:

@@ -276,12 +276,21 @@ class LmdbTier:
         """
         return self.put_many([(key, encoded, tuple(metas))])[0]
 
-    def put_many(self, items: Sequence[PutItem]) -> list[str]:
+    def put_many(
+        self, items: Sequence[PutItem], flags: Sequence[bytes | None] | None = None
+    ) -> list[str]:
         """Store values as :meth:`put` does, in one transaction, with each value's outcome.
 
         A value that fits only once older entries are evicted is stored after the others, in
         transactions of its own (eviction frees pages LMDB reuses only once it has committed).
+
+        Args:
+            items: the values.
+            flags: a flag (:meth:`set_flag`) for each value (or None), set in the transaction
+                that stores it or finds it stored: a flag set is never missing while the value
+                is there.
         """
+        marks = flags if flags is not None else [None] * len(items)
         with self._env() as env:
             outcomes: list[str | None] = []
             try:
@@ -292,15 +301,16 @@ class LmdbTier:
                         outcome, used = self._add(txn, key, encoded, metas, used)
                         outcomes.append(outcome)
                     txn.put(_USED, _U64.pack(used), db=state)
+                    _mark(txn, state, marks, outcomes)
             except lmdb.MapFullError:  # nothing was written: each value on its own
                 if len(items) == 1:
                     return ["full"]
-                return [self.put_many([item])[0] for item in items]
+                return [self.put_many([item], [mark])[0] for item, mark in zip(items, marks)]
             except lmdb.Error as error:
                 raise self._failed(error) from error
             return [
-                outcome if outcome is not None else self._put_evicting(*item)
-                for outcome, item in zip(outcomes, items)
+                outcome if outcome is not None else self._put_evicting(*item, flag=mark)
+                for outcome, item, mark in zip(outcomes, items, marks)
             ]
 
     def _add(
@@ -331,7 +341,11 @@ class LmdbTier:
         return "stored", used
 
     def _put_evicting(
-        self, key: bytes, encoded: Encoded, metas: Sequence[tuple[bytes, bytes]]
+        self,
+        key: bytes,
+        encoded: Encoded,
+        metas: Sequence[tuple[bytes, bytes]],
+        flag: bytes | None = None,
     ) -> str:
         """Store a value once entries of older generations have made room for it."""
         with self._env() as env:
@@ -355,6 +369,7 @@ class LmdbTier:
                         txn.abort()
                         return "full"
                     txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
+                    _mark(txn, dbs[b"state"], [flag], [outcome])
                     return outcome
             except lmdb.MapFullError:
                 return "full"
@@ -559,6 +574,15 @@ def _used(txn: Any, state: Any) -> int:
     """The bytes in use, as the ``state`` database of ``txn`` records them."""
     raw = txn.get(_USED, db=state)
     return _U64.unpack(raw)[0] if raw else 0
+
+
+def _mark(txn: Any, state: Any, flags: Sequence[bytes | None], outcomes: Sequence[Any]) -> None:
+    """Set the flag of each value stored or found stored (once each)."""
+    done: set[bytes] = set()
+    for flag, outcome in zip(flags, outcomes):
+        if flag is not None and flag not in done and outcome in ("stored", "exists"):
+            done.add(flag)
+            txn.put(_FLAG + flag, b"1", db=state)
 
 
 def _meta_bytes(metas: Sequence[tuple[bytes, bytes]]) -> int:

@@ -270,14 +270,20 @@ class PrefixStore:
             return "unstorable"
         return self.put_many([(key, encoded, tuple(metas))])[0]
 
-    def put_many(self, items: Sequence[PutItem]) -> list[str]:
+    def put_many(
+        self, items: Sequence[PutItem], flags: Sequence[bytes | None] | None = None
+    ) -> list[str]:
         """Store encoded values, as many as fit in the first tier in one transaction, the rest
-        in the next tier; each value's outcome as :meth:`put` gives it."""
+        in the next tier; each value's outcome as :meth:`put` gives it. ``flags``: a flag for
+        each value (or None), set in the tier that stores it (:meth:`.LmdbTier.put_many`)."""
         outcomes = ["off"] * len(items)
         left = list(range(len(items)))
         for tier in self._usable():
             try:
-                got = tier.put_many([items[i] for i in left])
+                if flags is None:
+                    got = tier.put_many([items[i] for i in left])
+                else:
+                    got = tier.put_many([items[i] for i in left], [flags[i] for i in left])
             except TierError:
                 continue
             for index, outcome in zip(left, got):

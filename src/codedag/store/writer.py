@@ -69,6 +69,7 @@ _EXIT_PRIORITY = 20  # multiprocessing finalizers: before the worker counters' (
 class _Item(NamedTuple):
     encoded: Encoded
     metas: tuple[tuple[bytes, bytes], ...]
+    flag: bytes | None = None
 
 
 Report = Callable[[bytes, str, int], None]
@@ -121,11 +122,13 @@ class Writer:
         encoded: Encoded,
         metas: Iterable[tuple[bytes, bytes]],
         wake: bool = True,
+        flag: bytes | None = None,
     ) -> bool:
         """Queue a value; False when it was dropped (the queue stayed full for ``wait_s``).
 
         ``wake=False``: the thread is woken only once :data:`WAKE_BYTES` are queued unseen, or
         by :meth:`wake` (the caller's promise to call it soon, as a DataLoader fetch's end does).
+        ``flag``: a store flag set with the value (:meth:`PrefixStore.put_many`).
         """
         size = encoded.nbytes
         cond = self._cond
@@ -137,7 +140,7 @@ class Writer:
                 cond.notify_all()  # the thread makes room
                 if not cond.wait_for(lambda: self._room(size), timeout=self.wait_s):
                     return False
-            item = _Item(encoded, tuple(metas))
+            item = _Item(encoded, tuple(metas), flag)
             self._items[key] = item
             for meta_key, header in item.metas:
                 self._metas[meta_key] = header
@@ -226,8 +229,10 @@ class Writer:
                 self._busy = True
             started = time.thread_time_ns()  # CPU, not waits for another process's write
             try:
+                flags = [item.flag for _key, item in group]
                 outcomes = self.store.put_many(
-                    [(key, item.encoded, item.metas) for key, item in group]
+                    [(key, item.encoded, item.metas) for key, item in group],
+                    flags if any(flags) else None,
                 )
             except Exception:  # never let the writer take the process down
                 log.warning("prefix cache: storing values failed", exc_info=True)

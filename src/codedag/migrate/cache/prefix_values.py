@@ -10,7 +10,8 @@ the store is asked for the key, and user code receives the stored value on a hit
 A prefix value is *deferred* while its input is (nothing is computed) and *computed* otherwise
 (the call ran through the original function, as without the cache). The source's header is read
 from the store at the source call: a source the store does not know is computed, and so is the
-rest of its chain (the first epoch asks the store once a sample). A deferred intermediate's header
+rest of its chain (a first epoch, on a store holding no value of the chain, does not ask:
+:meth:`~.session.Session.skips_lookup`). A deferred intermediate's header
 (its shape, dtype or mode) is read only when user code asks something it answers (``.shape``, a
 method, ``isinstance``); a header the store does not hold computes the value there. A chain whose
 code asks nothing goes from its source to its cut with two reads (the source's header, the cut's

@@ -228,7 +228,7 @@ class PrefixCacheRuntime(PatchedRuntime):
                 return original(fetcher, index)
             states, taken = random_states.hold()
             workers = runtime.workers
-            session.begin_sample()
+            session.begin_sample(fetcher)
             session.local.fetching += 1
             try:
                 batch = original(fetcher, index)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,11 +109,20 @@ class ChainSpec:
     guards: tuple[str, ...] = ()
 
 
+COLD_SEEN_BYTES = 1 << 18
+"""Bytes of the bitmap of sources met in a cold chain's epoch (:meth:`Session.skips_lookup`): 2M
+bits, one per source key's low bits (a source met again, or sharing its bits with one met, is
+looked up)."""
+
+
 class _Local(threading.local):
     def __init__(self) -> None:
         self.suspended = 0
         self.fetching = 0
         self.lineages: list[Lineage] = []
+        self.fetcher: weakref.ref[Any] | None = None  # the DataLoader fetcher of this thread
+        self.cold: dict[str, bool] = {}  # chain: the store held none of its values (this fetcher)
+        self.seen: bytearray | None = None  # sources met while cold (:data:`COLD_SEEN_BYTES`)
 
 
 class _Suspended:
@@ -161,6 +171,9 @@ class Session:
         self._claimed: Counter[str] = Counter()  # chain: values judged or waiting to be
         self._found: Counter[str] = Counter()  # chain: hits at its cut in this process
         self._unfound: Counter[str] = Counter()  # chain: known sources whose cut was not found
+        self._queued_chains: set[str] = set()  # chains of which this process queued values
+        self._value_flags: dict[str, bytes] = {}  # chain: its flag (:func:`_values_flag`)
+        self.cold_skips = 0  # source lookups skipped: the store held none of the chain's values
         self._lookups_before = lookup.counts()  # the process's counts are since its start
 
     # -- state ----------------------------------------------------------------------------
@@ -238,11 +251,13 @@ class Session:
             value = result[item]
             head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
             return (*result[:item], head, *result[item + 1 :])
+        skip = self.skips_lookup(chain, key)
         if cuts and chain.cut_occurrence == 0:
             head = PrefixValue(lineage, key, meta_of(None), cuts=cuts)
-            value = self.cut(head, keys.step_key([b"source", key]), True, call, args, kwargs)
+            cut_key = keys.step_key([b"source", key])
+            value = self.cut(head, cut_key, not skip, call, args, kwargs)
             return value if item is None else _assembled(value, item, echoes or {})
-        found = self.meta(key)
+        found = None if skip else self.meta(key)
         if found is not None:
             meta, stale = found
             lineage.known = True
@@ -253,6 +268,49 @@ class Session:
             value = call(*args, **kwargs)
             head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
         return head if item is None else _assembled(head, item, echoes or {})
+
+    def skips_lookup(self, chain: ChainSpec, key: bytes) -> bool:
+        """Whether the source ``key`` of ``chain`` is computed without asking the store.
+
+        Inside a DataLoader fetch, the first source of a chain in each fetcher (an epoch: the
+        DataLoader makes one per iterator, a worker one per epoch) reads whether the store holds
+        any value of the chain (a flag set with its first value, :func:`_values_flag`) unless
+        this process queued one. Where none is held, the chain is *cold* for the fetcher's life:
+        its sources are computed without a lookup (a first epoch's samples are all misses),
+        except a source met before in the same fetcher, whose value may be queued or stored by
+        now. A skipped lookup can only compute a value the store holds, never serve one.
+        """
+        local = self.local
+        if local.fetcher is None or not local.fetching:
+            return False
+        cold = local.cold.get(chain.id)
+        if cold is None:
+            cold = local.cold[chain.id] = not self._holds_values(chain)
+        if not cold:
+            return False
+        seen = local.seen
+        if seen is None:
+            seen = local.seen = bytearray(COLD_SEEN_BYTES)
+        bit = int.from_bytes(key[:4], "little") % (COLD_SEEN_BYTES * 8)
+        mask = 1 << (bit & 7)
+        if seen[bit >> 3] & mask:  # met before (or another source sharing its bit)
+            return False
+        seen[bit >> 3] |= mask
+        self.cold_skips += 1
+        return True
+
+    def _holds_values(self, chain: ChainSpec) -> bool:
+        """Whether this process queued a value of ``chain`` or the store holds one."""
+        if chain.id in self._queued_chains:
+            return True
+        with self.suspended():
+            return self.store.flag(self._values_flag(chain))
+
+    def _values_flag(self, chain: ChainSpec) -> bytes:
+        flag = self._value_flags.get(chain.id)
+        if flag is None:
+            flag = self._value_flags[chain.id] = _values_flag(chain)
+        return flag
 
     def meta(self, key: bytes) -> Any:
         """The stored (or queued) header of an intermediate value, or None."""
@@ -414,7 +472,10 @@ class Session:
                 encoded,
                 first._lineage_metas() if first._key else (),
                 wake=not self.local.fetching,  # a fetch wakes the writer at its end
+                flag=self._values_flag(lineage.chain),
             )
+            if queued:
+                self._queued_chains.add(lineage.chain.id)
         queue_ns = time.perf_counter_ns() - started
         with self._lock:  # the counts of a miss and of its queueing at once
             counts = self.counts
@@ -478,9 +539,20 @@ class Session:
                 self.store.touch(tier, hit_keys, metas)
 
     # -- samples ------------------------------------------------------------------------
-    def begin_sample(self) -> None:
-        """Forget the chains of the previous fetch in this thread."""
-        self.local.lineages = []
+    def begin_sample(self, fetcher: Any = None) -> None:
+        """Forget the chains of the previous fetch in this thread; ``fetcher``: the DataLoader
+        fetcher of the fetch (a new one forgets which chains were cold, :meth:`skips_lookup`;
+        None: every source is looked up)."""
+        local = self.local
+        local.lineages = []
+        known = local.fetcher
+        if fetcher is None or known is None or known() is not fetcher:
+            try:
+                local.fetcher = None if fetcher is None else weakref.ref(fetcher)
+            except TypeError:  # no weak reference to it: every source is looked up
+                local.fetcher = None
+            local.cold = {}
+            local.seen = None
 
     def failed_sample(self) -> None:
         """The fetch failed with prefix values: its open chains count as ``error``, and each of
@@ -515,6 +587,12 @@ class Session:
 def _unpaid_flag(chain: ChainSpec) -> bytes:
     """The store's flag of a chain found not to pay on this machine, with these versions."""
     return keys.step_key([b"unpaid", repr(chain).encode(), keys.versions()])
+
+
+def _values_flag(chain: ChainSpec) -> bytes:
+    """The store's flag of a chain of which a value was stored (the chain's name and the
+    versions: what its source keys begin with)."""
+    return keys.step_key([b"values", chain.id.encode(), keys.versions()])
 
 
 def _source_place(slot: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | str | None:
