@@ -486,19 +486,13 @@ TORCH_OPERATORS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _registered(name: str, make: Callable[[], Op]) -> Any:
-    """The op of key ``("view", name)``: the registered one, else ``make()`` registered."""
-    found = _REGISTERED.get(("view", name))
-    return found if found is not None else register_op(make())
-
-
 def tensor_method(name: str) -> TorchOp | None:
     """The op of ``Tensor.<name>`` (``None`` when a deferred tensor does not record it)."""
     if name not in TENSOR_METHODS:
         return None
     full = f"torch.Tensor.{name}"
-    return _registered(
-        full, lambda: TorchOp(full, getattr(torch.Tensor, name), TENSOR_METHODS[name])
+    return _REGISTERED.get(("view", full)) or register_op(  # type: ignore[return-value]
+        TorchOp(full, getattr(torch.Tensor, name), TENSOR_METHODS[name])
     )
 
 
@@ -508,7 +502,7 @@ def torch_operator(name: str) -> TorchOp | None:
     if function is None:
         return None
     full = f"torch.Tensor.{name}"
-    return _registered(full, lambda: TorchOp(full, function))
+    return _REGISTERED.get(("view", full)) or register_op(TorchOp(full, function))  # type: ignore[return-value]
 
 
 def torch_function(function: Callable[..., Any]) -> TorchOp | None:
@@ -517,7 +511,9 @@ def torch_function(function: Callable[..., Any]) -> TorchOp | None:
     if getattr(torch, name, None) is not function or name not in TENSOR_METHODS:
         return None
     full = f"torch.{name}"
-    return _registered(full, lambda: TorchOp(full, function, TENSOR_METHODS[name]))
+    return _REGISTERED.get(("view", full)) or register_op(  # type: ignore[return-value]
+        TorchOp(full, function, TENSOR_METHODS[name])
+    )
 
 
 # -- the op table --------------------------------------------------------------------------------
@@ -548,7 +544,7 @@ def numpy_view(name: str) -> Op | None:
     cls = NUMPY_VIEWS.get(name)
     if cls is None:
         return None
-    return _registered(name, lambda: cls(name, _numpy_original(name)))
+    return _REGISTERED.get(("view", name)) or register_op(cls(name, _numpy_original(name)))
 
 
 def _numpy_original(name: str) -> Callable[..., Any]:
@@ -565,7 +561,7 @@ def to_tensor_op(name: str) -> Op | None:
     """The op of a conversion of a deferred array to a tensor."""
     if name not in TO_TENSOR:
         return None
-    return _registered(name, lambda: ToTensorOp(name, unpatched(name)))
+    return _REGISTERED.get(("view", name)) or register_op(ToTensorOp(name, unpatched(name)))
 
 
 def view_op(key: tuple[Any, ...]) -> Op | None:
