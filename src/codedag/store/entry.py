@@ -133,9 +133,15 @@ def dtype_str(dtype: np.dtype[Any]) -> str:
 _ARRAY_METAS: dict[tuple[Any, ...], Meta] = {}
 
 
+_PIL_TYPES: set[type] = set()
+"""Exact types found to be PIL images (``JpegImageFile``, ``Image``): checked first."""
+
+
 def meta_of(value: Any) -> Meta:
     """The :class:`Meta` of a concrete value (arrays' and tensors' remembered by shape and
     dtype: every sample of a data set makes the same few)."""
+    if type(value) in _PIL_TYPES:
+        return _pil_meta(value)
     if isinstance(value, np.ndarray):
         key = (value.shape, value.dtype)  # the dtype object: hashed in C, no string built
         found = _ARRAY_METAS.get(key)
@@ -145,6 +151,8 @@ def meta_of(value: Any) -> Meta:
         return found
     image = _pil_image_type()
     if image is not None and isinstance(value, image):
+        if len(_PIL_TYPES) < 64:
+            _PIL_TYPES.add(type(value))
         return _pil_meta(value)
     tensor = _torch_tensor_type()
     if tensor is not None and isinstance(value, tensor):

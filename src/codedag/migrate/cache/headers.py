@@ -29,6 +29,13 @@ METHODS = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METH
 """The methods each header kind records as a step."""
 METHOD_OWNERS = {"ndarray": "numpy.ndarray", "pil": "PIL.Image.Image", "tensor": "torch.Tensor"}
 """The qualified owner of each kind's methods (a step's name: ``numpy.ndarray.astype``)."""
+METHOD_NAMES = {
+    (kind, name): f"{METHOD_OWNERS[kind]}.{name}"
+    for kind, names in METHODS.items()
+    for name in names
+}
+"""Each kind's recorded methods by their step names (``("ndarray", "astype")``:
+``numpy.ndarray.astype``)."""
 
 
 @functools.cache
@@ -83,8 +90,10 @@ def header_attribute(meta: Meta, name: str) -> Any:
     return values[name]
 
 
+@functools.cache
 def method_call(name: str) -> Callable[..., Any]:
-    """``target.name(*args, **kwargs)`` as a function of the target (a step's function)."""
+    """``target.name(*args, **kwargs)`` as a function of the target (a step's function; one
+    per name)."""
 
     def call(target: Any, *args: Any, **kwargs: Any) -> Any:
         return getattr(target, name)(*args, **kwargs)
@@ -93,8 +102,9 @@ def method_call(name: str) -> Callable[..., Any]:
     return call
 
 
+@functools.cache
 def attribute_reader(name: str) -> Callable[[Any], Any]:
-    """``target.name`` as a function of the target (a step's function)."""
+    """``target.name`` as a function of the target (a step's function; one per name)."""
 
     def read(target: Any) -> Any:
         return getattr(target, name)

@@ -185,7 +185,7 @@ def _tensor(value: Any) -> np.ndarray | None:
     return value.detach().numpy()
 
 
-_SCALARS: dict[type, bytes] = {
+SCALARS: dict[type, bytes] = {
     t: f"{t.__name__}:".encode() for t in (int, float, str, bool, type(None))
 }
 """Exact scalar types and the opening of their encoding (the same bytes as the general case)."""
@@ -205,7 +205,7 @@ def encode_argument(value: Any, out: list[bytes], depth: int = 0) -> None:
     if depth > 8:
         raise Unkeyable("an argument nested too deeply")
     kind = type(value)
-    opening = _SCALARS.get(kind)
+    opening = SCALARS.get(kind)
     if opening is not None:  # the common cases first, by exact type: the same bytes
         out.append(opening + repr(value).encode() + b";")
     elif kind is tuple or kind is list:

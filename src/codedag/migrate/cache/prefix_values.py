@@ -224,11 +224,12 @@ class PrefixValue(StandIn):
             if self._value is not PENDING:
                 return getattr(self._value, name)
             return headers.header_attribute(meta, name)
-        if name in headers.METHODS.get(meta.kind, ()):
-            qualified = f"{headers.METHOD_OWNERS[meta.kind]}.{name}"
+        qualified = headers.METHOD_NAMES.get((meta.kind, name))
+        if qualified is not None:
+            call = headers.method_call(name)
 
             def method(*args: Any, **kwargs: Any) -> Any:
-                return step(qualified, headers.method_call(name), (self, *args), kwargs)
+                return step(qualified, call, (self, *args), kwargs)
 
             return method
         if name == "T" and meta.kind == "ndarray":
@@ -352,15 +353,29 @@ def has_prefix_value(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 
 def _encode(value: Any, out: list[bytes]) -> None:
-    if isinstance(value, PrefixValue):
+    kind = type(value)
+    opening = keys.SCALARS.get(kind)
+    if opening is not None:  # the common case first (the same bytes as encode_argument's)
+        out.append(opening + repr(value).encode() + b";")
+    elif kind is PrefixValue:
         out.append(b"<" + value._key + b">")
-    elif isinstance(value, list | tuple) and any(isinstance(v, PrefixValue) for v in value):
+    elif isinstance(value, _SEQUENCES) and _holds_prefix_value(value):
         out.append(f"{type(value).__name__}[{len(value)}](".encode())
         for item in value:
             _encode(item, out)
         out.append(b")")
     else:
         keys.encode_argument(value, out)
+
+
+_SEQUENCES = (list, tuple)
+
+
+def _holds_prefix_value(items: list[Any] | tuple[Any, ...]) -> bool:
+    for item in items:  # noqa: SIM110 - a loop is cheaper than any() of a generator
+        if type(item) is PrefixValue:
+            return True
+    return False
 
 
 # -- one call of the chain -------------------------------------------------------------------
@@ -392,6 +407,23 @@ def _opening(name: str) -> bytes:
 
 
 def _computed(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return function(*concrete(args), **concrete_kwargs(kwargs))
+
+
+def computed_call(
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    inputs: list[PrefixValue] | None = None,
+) -> Any:
+    """``function`` called with the prefix values among its arguments (``inputs``, where the
+    caller collected them) computed; a computed value that is the only one, the first argument,
+    is passed as it is (no argument rebuilt: a computed chain's usual call)."""
+    if inputs is None:
+        inputs = _prefix_values(args, kwargs)
+    first = inputs[0] if inputs else None
+    if len(inputs) == 1 and args and args[0] is first and first._value is not PENDING:
+        return function(first._value, *args[1:], **kwargs)
     return function(*concrete(args), **concrete_kwargs(kwargs))
 
 
@@ -440,7 +472,7 @@ def step(
     if deferred:  # its header is read when user code asks (:meth:`PrefixValue._header`)
         call = (function, _snapshot(args), _snapshot(kwargs))
         return PrefixValue(lineage, key, None, call=call, parent=first, cuts=cuts)
-    value = _computed(function, args, kwargs)
+    value = computed_call(function, args, kwargs, inputs)
     return PrefixValue(lineage, key, meta_of(value), value, parent=first, cuts=cuts)
 
 

@@ -25,7 +25,13 @@ import codedag.migrate.cache.keys as keys
 import codedag.migrate.tables.lookup as lookup
 from codedag.backends.facts import FileSource
 from codedag.backends.sources import file_source
-from codedag.migrate.cache.prefix_values import Lineage, PrefixValue, concrete, concrete_kwargs
+from codedag.migrate.cache.prefix_values import (
+    Lineage,
+    PrefixValue,
+    computed_call,
+    concrete,
+    concrete_kwargs,
+)
 from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.store.tiers import PrefixStore
 from codedag.store.writer import Writer
@@ -459,7 +465,7 @@ class Session:
             reason = "not_stored" if seen else "new"
         if lineage.known:
             self._not_found(lineage.chain)
-        value = function(*concrete(args), **concrete_kwargs(kwargs))
+        value = computed_call(function, args, kwargs)
         if lineage.done:
             return value
         lineage.done = True
