@@ -234,3 +234,104 @@ def test_a_run_records_its_pipeline_and_script(
     code, out, err = run_cli(capsys, "plans", "show", row["key"][:8])
     assert code == 0, err
     assert "ImageFiles" in out and "train.py" in out and "versions: codedag" in out
+
+
+def test_a_stored_plan_loads_validated_once_with_what_it_was_made_for(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codedag.migrate.api import PipelineMigrator
+    from codedag.plan import MigrationPlan
+
+    key = _stored()
+    seen: list[object] = []
+    original = MigrationPlan.model_validate
+
+    def counted(cls: type, data: Any, *args: Any, **kwargs: Any) -> MigrationPlan:
+        seen.append(data)
+        return original(data, *args, **kwargs)
+
+    monkeypatch.setattr(MigrationPlan, "model_validate", classmethod(counted))
+    stored = load_plan(key)
+    assert stored is not None and isinstance(stored.plan, MigrationPlan)
+    assert stored.plan.migrated_functions == ["cv2.flip"]
+    assert stored.inputs["pipeline"] == f"{__name__}.Flips" and stored.inputs["device"] == "cpu"
+    assert stored.data == PLAN
+    PipelineMigrator(stored.plan, default_device="cpu", guard=False)
+    assert len(seen) == 1  # the migrator takes the validated plan as it is
+
+
+def _spoil(path: Path, case: str, elsewhere: Path) -> None:
+    """Make the stored plan file ``path`` hostile in the way ``case`` names."""
+    if case == "a link":
+        elsewhere.write_text(path.read_text())
+        path.unlink()
+        path.symlink_to(elsewhere)
+    elif case == "another user's":
+        os.chown(path, 4242, 4242)
+    elif case == "oversized":
+        path.write_text(json.dumps({"stored_plan": 1, "plan": PLAN, "pad": "x" * 4096}))
+    elif case == "malformed JSON":
+        path.write_text("{not json")
+    else:
+        path.write_text(json.dumps({"stored_plan": 1, "plan": {"calls": "many"}}))
+
+
+HOSTILE = {
+    "a link": "symbolic link",
+    "another user's": "belongs to uid 4242",
+    "oversized": "larger than",
+    "malformed JSON": "is not JSON",
+    "a wrong schema": "context_device_map",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_stored_plan_is_not_loaded_with_one_warning(
+    case: str, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if case == "another user's" and os.getuid() != 0:
+        pytest.skip("giving a file to another user takes root")
+    key = _stored()
+    monkeypatch.setattr(plan_store, "MAX_PLAN_BYTES", 4096)
+    _spoil(plans_folder() / f"{key}.json", case, tmp_path / "elsewhere.json")
+    warnings: list[str] = []
+    monkeypatch.setattr(plan_store.log, "warning", lambda text, *args: warnings.append(text % args))
+    assert load_plan(key) is None
+    assert len(warnings) == 1, warnings
+    assert "unreadable" in warnings[0] and HOSTILE[case] in warnings[0]
+    assert "planning again" in warnings[0]
+
+
+@pytest.mark.slow
+def test_a_run_over_hostile_stored_plans_plans_afresh_with_one_warning_each(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from codedag.integrations.run_results import load_run_results
+
+    monkeypatch.setenv("EPOCHS", "1")
+    monkeypatch.setattr(plan_store, "MAX_PLAN_BYTES", 2**20)
+    script = write_train_script(tmp_path)
+    first = tmp_path / "first"
+    assert main(["run", "--out", str(first), "--", "python", str(script)]) == 0
+    path = Path(load_run_results(first).plan_path)
+    good = path.read_text()
+    capsys.readouterr()
+    cases = [c for c in sorted(HOSTILE) if c != "another user's" or os.getuid() == 0]
+    for case in cases:
+        path.unlink()
+        path.write_text(good)
+        if case == "oversized":
+            path.write_text(good[:-2] + ', "pad": "' + "x" * 2**20 + '"}')
+        else:
+            _spoil(path, case, tmp_path / f"{case}.json")
+        out = tmp_path / case.replace(" ", "-")
+        assert main(["run", "--out", str(out), "--", "python", str(script)]) == 0
+        err = " ".join(capsys.readouterr().err.split())  # the log handler wraps long lines
+        assert err.count("planning again") == 1 and "could not store" not in err, (case, err)
+        assert HOSTILE[case] in err, (case, err)
+        results = load_run_results(out)
+        assert results.plan_status == "applied", (case, results.plan_reason)  # planned afresh
+        if case == "a link":
+            assert path.is_symlink()  # neither followed nor replaced
+        else:
+            assert load_plan(results.plan_key) is not None  # stored again, readable

@@ -114,7 +114,7 @@ def find(entries: list[StoredPlan], key: str, folder: Path) -> StoredPlan:
 def sections(entry: StoredPlan) -> dict[str, Any]:
     """What ``entry``'s plan holds: calls (and those moved), batched chains, cached chains,
     lookup-table runs, and whether it sets the DataLoader."""
-    plan = entry.checked
+    plan = entry.plan
     if plan is None:
         return {}
     return {
@@ -165,7 +165,7 @@ def _list(folder: Path, as_json: bool) -> int:
         table.add_column(column, justify="right")
     for entry in entries:
         key = entry.key[:SHORT_KEY]
-        if entry.checked is None:
+        if entry.plan is None:
             table.add_row(key, f"unreadable: {printable(entry.problem, 200)}")
             continue
         pipeline = entry.inputs.get("pipeline") or "(stored before pipelines were recorded)"
@@ -195,10 +195,10 @@ def _show(folder: Path, key: str, show_all: bool, as_json: bool) -> int:
     from codedag.util.text import printable
 
     entry = find(_entries(folder), key, folder)
-    if entry.checked is None:
+    if entry.plan is None:
         raise SchemaError(f"stored plan {entry.path} is unreadable: {printable(entry.problem)}")
     if as_json:
-        print_json({**_row(entry), "inputs": entry.inputs, "plan": entry.plan})
+        print_json({**_row(entry), "inputs": entry.inputs, "plan": entry.data})
         return 0
     console = stdout_console()
     console.print(f"plan {entry.key} ({entry.path}, {entry.size_bytes / 1e3:.1f} KB)", markup=False)
@@ -213,7 +213,7 @@ def _show(folder: Path, key: str, show_all: bool, as_json: bool) -> int:
     if versions:
         text = ", ".join(f"{printable(k, 40)} {printable(v, 40)}" for k, v in versions.items())
         console.print(f"versions: {text}", markup=False)
-    explain(entry.checked, console, show_all=show_all)
+    explain(entry.plan, console, show_all=show_all)
     return 0
 
 

@@ -9,8 +9,10 @@ a stale plan is never applied; ``codedag run --replan`` plans again and replaces
 A stored file is a record (:data:`RECORD_FORMAT`): the plan under ``plan`` beside what it was made
 for (the dataset class, the script, the device, the versions the key hashed) and when; files
 written before the record hold the bare plan and still load. A stored file is untrusted: it is
-read without following a link, only when this user owns it, size-capped and checked
-(:func:`read_stored`); what fails is refused with the reason (:class:`Unreadable`).
+read without following a link, only when this user owns it, size-capped, and its plan validated
+as every plan file is (:func:`codedag.plan.files.check_plan`, :func:`read_stored`); what fails is
+refused with the reason (:class:`Unreadable`). :func:`load_plan` hands ``codedag run`` the
+validated :class:`~codedag.plan.MigrationPlan` with what it was made for.
 ``codedag plans list|show|clear`` lists, prints and removes them.
 """
 
@@ -28,6 +30,7 @@ import re
 import stat
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,6 +50,8 @@ MAX_PLAN_BYTES = 64 * 2**20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _LIBRARIES = ("torch", "numpy", "cv2", "PIL", "librosa", "scipy")
+_reported: set[Path] = set()
+"""Plan files whose refusal :func:`load_plan` warned about in this process."""
 
 
 def plans_folder() -> Path:
@@ -132,8 +137,8 @@ class StoredPlan:
         created: when it was stored (ISO 8601, UTC; a file without a record: its mtime).
         inputs: what the key stands for (``pipeline``, ``script``, ``device``, ``versions``; empty
             for a file written before records).
-        plan: the plan (a dict, checked as a migration plan), or None when unreadable.
-        checked: the plan as a :class:`~codedag.plan.MigrationPlan`, or None when unreadable.
+        plan: the validated plan, or None when unreadable.
+        data: the plan's JSON as stored, or None when unreadable.
         problem: why it is unreadable, else ``""``.
     """
 
@@ -142,8 +147,8 @@ class StoredPlan:
     size_bytes: int = 0
     created: str = ""
     inputs: dict[str, Any] = field(default_factory=dict)
-    plan: dict[str, Any] | None = None
-    checked: MigrationPlan | None = None
+    plan: MigrationPlan | None = None
+    data: dict[str, Any] | None = None
     problem: str = ""
 
 
@@ -180,7 +185,7 @@ def _read_bytes(name: str, folder: int) -> tuple[bytes, os.stat_result]:
 def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], str]:
     """The plan, the inputs and the creation time of a parsed file (a record or a bare plan)."""
     from codedag.errors import SchemaError
-    from codedag.plan import MigrationPlan
+    from codedag.plan.files import check_plan
     from codedag.util.text import printable
 
     plan: Any
@@ -208,7 +213,7 @@ def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], s
         if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
             raise Unreadable("not a stored plan: versions is no object of strings")
     try:
-        checked = MigrationPlan.from_dict(plan, source="plan")
+        checked = check_plan(plan, "plan")
     except SchemaError as error:
         raise Unreadable(str(error)) from None
     assert isinstance(plan, dict)
@@ -229,10 +234,10 @@ def read_stored(name: str, folder: int, where: Path) -> StoredPlan:
             data = parse_json_bytes(raw, "the file")
         except SchemaError as error:
             raise Unreadable(str(error).removeprefix("the file ")) from None
-        entry.checked, entry.plan, entry.inputs, created = _record(data)
+        entry.plan, entry.data, entry.inputs, created = _record(data)
         entry.created = created or entry.created
     except Unreadable as error:
-        entry.plan, entry.problem = None, str(error)
+        entry.plan, entry.data, entry.problem = None, None, str(error)
     return entry
 
 
@@ -297,13 +302,15 @@ def remove_plan(entry: StoredPlan, folder: int) -> str:
     return ""
 
 
-def load_plan(key: str) -> dict[str, Any] | None:
-    """The stored plan of ``key``, or None (none stored, or unreadable: logged)."""
+def load_plan(key: str) -> StoredPlan | None:
+    """The stored plan of ``key``, validated (its ``plan`` set), with what it was made for; None
+    when none is stored or it is unreadable (one warning says why: a run plans again)."""
     path = plan_path(key)
     try:
         descriptor = open_folder(path.parent)
     except Unreadable as error:
         log.warning("stored plans in %s are not read: %s; planning again", path.parent, error)
+        _reported.add(path)
         return None
     if descriptor is None:
         return None
@@ -315,10 +322,14 @@ def load_plan(key: str) -> dict[str, Any] | None:
         os.close(descriptor)
     if entry.plan is None:
         log.warning("stored plan %s is unreadable (%s); planning again", path, entry.problem)
-    return entry.plan
+        _reported.add(path)
+        return None
+    return entry
 
 
-def save_plan(key: str, plan: dict[str, Any], inputs: dict[str, Any] | None = None) -> Path | None:
+def save_plan(
+    key: str, plan: Mapping[str, Any], inputs: dict[str, Any] | None = None
+) -> Path | None:
     """Store ``plan`` under ``key`` with ``inputs`` (:func:`plan_inputs`) and the time; return its
     path (None when it cannot be written: logged)."""
     from codedag.util.io import atomic_write_json
@@ -326,10 +337,12 @@ def save_plan(key: str, plan: dict[str, Any], inputs: dict[str, Any] | None = No
     path = plan_path(key)
     record = {"stored_plan": RECORD_FORMAT, "key": key, "created": _iso(time.time())}
     record.update(inputs or {})
-    record["plan"] = plan
+    record["plan"] = dict(plan)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return atomic_write_json(path, record)
     except Exception as error:  # a full or read-only disk must not stop the script
-        log.warning("could not store the plan in %s: %s", path, error)
+        # a file load_plan reported already (a link, another user's) gets no second warning
+        report = log.debug if path in _reported else log.warning
+        report("could not store the plan in %s: %s", path, error)
         return None

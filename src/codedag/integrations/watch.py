@@ -26,11 +26,14 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
+
+if TYPE_CHECKING:
+    from codedag.plan import MigrationPlan
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +152,7 @@ class LoaderWatch:
             loader_index=index, dataset=type(getattr(loader, "dataset", None)).__qualname__
         )
         self.migrator: Any = None
-        self.plan: dict[str, Any] | None = None
+        self.plan: MigrationPlan | None = None
         self._open: _TimedIterator | None = None
         self._tried = False
         self._first_indices: list[Any] = []
@@ -242,12 +245,12 @@ class LoaderWatch:
         except Exception as error:  # the pipeline's code cannot be read: plan as usual
             log.debug("no plan key: %s", error)
             return
-        plan = load_plan(key)
-        if plan is None:
+        stored = load_plan(key)
+        if stored is None or stored.plan is None:
             return
         self._tried = True
         self.results.plan_path = str(plan_path(key))
-        if self._apply(plan):
+        if self._apply(stored.plan):
             self.results.plan_status += " (stored plan)"
 
     def _plan_and_apply(self, indices: Any = None) -> None:
@@ -295,13 +298,17 @@ class LoaderWatch:
         except Exception as error:  # the next epoch computes these samples, as without it
             log.debug("the warm-up batch was not stored: %s: %s", type(error).__name__, error)
 
-    def _apply(self, plan: dict[str, Any]) -> bool:
+    def _apply(self, plan: Mapping[str, Any] | MigrationPlan) -> bool:
+        """Apply ``plan`` (validated here once when it is a fresh plan's dict); False when it
+        cannot be (the reason reported)."""
         from codedag.integrations.autoplan import preserved_random_state
         from codedag.migrate.api import PipelineMigrator
+        from codedag.plan.files import check_plan
         from codedag.util.logs import held_logs
 
         try:
             with _working(), preserved_random_state(self.loader), held_logs():
+                plan = check_plan(dict(plan) if isinstance(plan, Mapping) else plan, "the plan")
                 migrator = PipelineMigrator(plan)
                 migrator.apply()
                 idle = changes_nothing(migrator)
@@ -386,34 +393,23 @@ def changes_nothing(migrator: Any) -> bool:
     return stats["loader"] is None and not any(stats[k].get("enabled") for k in sections)
 
 
-def decisions(plan: dict[str, Any]) -> tuple[list[Decision], list[Decision]]:
+def decisions(plan: MigrationPlan) -> tuple[list[Decision], list[Decision]]:
     """What the plan moves and what it keeps where it was, one row per function or chain."""
     moved: dict[tuple[str, str], Decision] = {}
     kept: dict[tuple[str, str], Decision] = {}
-    for call in plan.get("calls") or []:
-        name = str(call.get("function", "?"))
+    for call in plan.calls:
+        row = Decision(what=call.function, section="calls", where=call.device, reason=call.reason)
+        (moved if call.migrate else kept).setdefault((call.function, "calls"), row)
+    for chain in plan.batched.chains:
+        name = " -> ".join(chain.steps or [chain.id])
         row = Decision(
-            what=name,
-            section="calls",
-            where=str(call.get("device") or ""),
-            reason=str(call.get("reason") or ""),
+            what=name, section="batched", where=plan.batched.device or "", reason=chain.reason
         )
-        (moved if call.get("migrate") else kept).setdefault((name, "calls"), row)
-    for chain in (plan.get("batched") or {}).get("chains") or []:
-        name = " -> ".join(chain.get("steps") or [str(chain.get("id", "?"))])
-        row = Decision(
-            what=name,
-            section="batched",
-            where=str((plan.get("batched") or {}).get("device", "")),
-            reason=str(chain.get("reason") or ""),
-        )
-        (moved if chain.get("batched") else kept).setdefault((name, "batched"), row)
-    for chain in (plan.get("cache") or {}).get("chains") or []:
-        name = " -> ".join(chain.get("steps") or [str(chain.get("id", "?"))])
-        row = Decision(
-            what=name, section="cache", where="prefix cache", reason=str(chain.get("reason") or "")
-        )
-        (moved if chain.get("cached") else kept).setdefault((name, "cache"), row)
+        (moved if chain.batched else kept).setdefault((name, "batched"), row)
+    for cached in plan.cache.chains if plan.cache is not None else []:
+        name = " -> ".join(cached.steps or [cached.id])
+        row = Decision(what=name, section="cache", where="prefix cache", reason=cached.reason)
+        (moved if cached.cached else kept).setdefault((name, "cache"), row)
     return list(moved.values()), list(kept.values())
 
 
