@@ -111,6 +111,14 @@ print("done", flush=True)
 """
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (not a zombie); a process that ends while asked has ended."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _watchdogs(worker: int) -> list[psutil.Process]:
     out = []
     for proc in psutil.process_iter(["cmdline", "status"]):
@@ -137,8 +145,7 @@ def test_the_watchdog_ends_the_groups_of_a_killed_worker(tmp_path: Path) -> None
         worker.send_signal(signal.SIGKILL)  # no Python code of the worker runs any more
         worker.wait()
         deadline = time.monotonic() + 20
-        while any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
-                  for p in (leader, grandchild)):  # fmt: skip
+        while any(_running(p) for p in (leader, grandchild)):
             assert time.monotonic() < deadline, "the training group outlived its worker"
             time.sleep(0.1)
         while _watchdogs(worker.pid):
