@@ -106,3 +106,21 @@ def test_workers_of_a_first_epoch_skip_lookups_and_the_next_epoch_hits(tmp_path:
         rt.restore()
     stats = rt.stats()
     assert stats["misses"] == {"new": 8} and stats["hits"] == 16
+
+
+def test_persistent_workers_look_up_again_in_their_next_epoch(tmp_path: Path) -> None:
+    from torch.utils.data import DataLoader
+
+    dataset = FileImages(write_images(tmp_path / "images", n=8))
+    reference = epoch(dataset)
+    rt = runtime(tmp_path / "cache")
+    rt.apply()
+    try:
+        loader = DataLoader(dataset, batch_size=4, num_workers=2, persistent_workers=True)
+        for _ in range(2):  # the same worker processes, a new fetcher each epoch
+            assert equal([images.clone() for images, _ in loader], reference)
+        del loader
+    finally:
+        rt.restore()
+    stats = rt.stats()
+    assert stats["misses"] == {"new": 8} and stats["hits"] == 8
