@@ -13,7 +13,8 @@ Printed per pipeline, medians over rounds: milliseconds per sample of wall time 
 its last batch) and of the loading thread's CPU time (``time.thread_time``) for both variants,
 their ratio, what the cache adds to the loading thread's CPU per sample, and what it adds to the
 other threads' CPU per sample: the writer thread's (until every value is stored; the libraries'
-own threads count in both variants).
+own threads count in both variants); and the source lookups skipped per sample (1.00: every
+sample computed its chain without asking the store, which held none of its values).
 On a machine with a free core the writer's time overlaps the loading; where no core is free, it
 adds to the epoch. It measures; it asserts nothing. Run::
 
@@ -53,6 +54,7 @@ class Epoch:
     wall_ms: float
     loading_cpu_ms: float
     other_cpu_ms: float  # the process's other threads: the writer's, and the libraries' own
+    skipped: float = 0.0  # source lookups skipped per sample (the store held none of the chain)
 
 
 def _epoch(case: Case, plan: bool, judge: bool = True) -> Epoch:
@@ -84,11 +86,13 @@ def _epoch(case: Case, plan: bool, judge: bool = True) -> Epoch:
         if migrator is not None:
             migrator.cache.session.writer.flush()
         other_ms = (time.process_time() - process) * 1e3 / count - loading_ms
+        skipped = 0.0
         if migrator is not None:
+            skipped = migrator.cache.session.cold_skips / count
             migrator.__exit__(None, None, None)
             migrator.cache.store.clear()
             migrator = None
-        return Epoch(wall_ms, loading_ms, other_ms)
+        return Epoch(wall_ms, loading_ms, other_ms, skipped)
     finally:
         if migrator is not None:
             migrator.__exit__(None, None, None)
@@ -132,7 +136,8 @@ def main() -> None:
     )
     print(
         f"{'pipeline':<11}  {'own wall':>8} {'plan wall':>9} {'x':>5}  {'own cpu':>7} "
-        f"{'plan cpu':>8} {'x':>5}  {'cache on loading thread':>23}  {'writer cpu':>10}"
+        f"{'plan cpu':>8} {'x':>5}  {'cache on loading thread':>23}  {'writer cpu':>10}  "
+        f"{'lookups skipped':>15}"
     )
     for name in args.pipelines:
         case = prepare(name, 0, args.samples, args.batch_size, False, None, options)
@@ -150,7 +155,7 @@ def main() -> None:
             f"{_median([p.wall_ms for p in plan]):9.2f} {wall_x:5.2f}  "
             f"{_median([o.loading_cpu_ms for o in own]):7.2f} "
             f"{_median([p.loading_cpu_ms for p in plan]):8.2f} {cpu_x:5.2f}  "
-            f"{added:23.3f}  {writer:10.2f}",
+            f"{added:23.3f}  {writer:10.2f}  {_median([p.skipped for p in plan]):15.2f}",
             flush=True,
         )
 

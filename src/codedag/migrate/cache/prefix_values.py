@@ -420,7 +420,7 @@ def computed_call(
     caller collected them) computed; a computed value that is the only one, the first argument,
     is passed as it is (no argument rebuilt: a computed chain's usual call)."""
     if inputs is None:
-        inputs = _prefix_values(args, kwargs)
+        inputs = lazy_values.collect(args, kwargs, PrefixValue)
     first = inputs[0] if inputs else None
     if len(inputs) == 1 and args and args[0] is first and first._value is not PENDING:
         return function(first._value, *args[1:], **kwargs)
@@ -431,7 +431,7 @@ def step(
     name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """A call of the chain on prefix values (see the module docstring)."""
-    inputs = _prefix_values(args, kwargs)
+    inputs = lazy_values.collect(args, kwargs, PrefixValue)
     first = inputs[0]
     lineage = first._lineage
     if lineage.done:  # diverged earlier: computed normally from here on
@@ -458,7 +458,7 @@ def step(
     session = lineage.session
     at_cut = is_cut_function and first._cuts == chain.cut_occurrence
     cuts = first._cuts + 1 if is_cut_function else first._cuts
-    if not at_cut and len(inputs) == 1:
+    if not at_cut and len(inputs) == 1 and name in lookup.ELEMENTWISE:
         pending = _pending_run(first, key, cuts, name, function, args, kwargs, parts)
         if pending is not None:
             return pending
@@ -478,7 +478,7 @@ def step(
 
 def _key_parts(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes]:
     """A call's encoded name and arguments (its inputs by their keys)."""
-    parts: list[bytes] = [_opening(name)]
+    parts: list[bytes] = [_OPENINGS.get(name) or _opening(name)]
     for value in args:
         _encode(value, parts)
     if kwargs:
