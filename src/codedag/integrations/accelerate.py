@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.abc
 import logging
 import sys
 import threading
@@ -226,10 +225,10 @@ class ScriptWatch:
         self.close()
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``then()`` once the module ``name`` has been executed by its own loader (imported,
-    before the import statement returns). The finder finds nothing itself: it asks the finders
-    after it for the spec and wraps that spec's ``exec_module``."""
+class _AfterImport:
+    """A finder of ``sys.meta_path`` that calls ``then()`` once the module ``name`` has been
+    executed by its own loader (imported, before the import statement returns). It finds nothing
+    itself: it asks the other finders for the spec and wraps that spec's ``exec_module``."""
 
     def __init__(self, name: str, then: Callable[[], None]) -> None:
         self.name = name
