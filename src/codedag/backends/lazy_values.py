@@ -269,9 +269,16 @@ Kinds = type | tuple[type, ...]
 _SEQUENCES = (list, tuple)  # a tuple: isinstance() with it is quicker than with a union
 
 
+_PLAIN: frozenset[type] = frozenset({int, float, str, bytes, bool, type(None), np.ndarray})
+"""Exact types no lazy value has and that hold none: skipped by :func:`holds` at one look."""
+
+
 def holds(args: tuple[Any, ...], kwargs: Mapping[str, Any], kinds: Kinds) -> bool:
-    """Whether an argument (or an item of a list or tuple argument) is one of ``kinds``."""
+    """Whether an argument (or an item of a list or tuple argument) is one of ``kinds`` (lazy
+    value classes)."""
     for value in (*args, *kwargs.values()) if kwargs else args:
+        if type(value) in _PLAIN:  # a patched function's usual arguments: an array, numbers
+            continue
         if isinstance(value, kinds):
             return True
         if isinstance(value, _SEQUENCES):
