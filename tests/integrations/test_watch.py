@@ -6,10 +6,11 @@ from typing import Any
 
 import cv2
 import numpy as np
+import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from codedag.integrations.watch import LoaderWatch, WatchSettings
+from codedag.integrations.watch import LoaderWatch, WatchSettings, places_nothing
 
 
 class Resized(Dataset):  # type: ignore[type-arg]
@@ -55,7 +56,13 @@ class Rows(Dataset):  # type: ignore[type-arg]
         return self.x[i, :4]
 
 
-def test_a_plan_that_changes_nothing_is_not_applied() -> None:
+def test_a_plan_that_changes_nothing_is_not_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    import codedag.migrate.api
+
+    def no_migrator(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a plan that places nothing needs no migrator")
+
+    monkeypatch.setattr(codedag.migrate.api, "PipelineMigrator", no_migrator)
     loader = DataLoader(Rows(), batch_size=4)
     watch = LoaderWatch(loader, WatchSettings(store_plans=False))
     try:
@@ -172,3 +179,17 @@ def test_the_warm_up_batch_is_traced_and_then_stored_with_no_other_fetch(
     assert sorted(dataset.asked) == sorted([i for batch in first for i in batch] + first[0] * 2)
     assert dataset.asked[:12] == first[0] * 3  # fetched, traced, stored; then batches 2 and 3
     assert results.cache["stored"] == 12
+
+
+def test_places_nothing_reads_every_section_of_the_plan() -> None:
+    from codedag.plan import MigrationPlan
+
+    kept = {"function": "cv2.flip", "migrate": False, "context_keys": ["ds.get/cv2.flip#0"]}
+    assert places_nothing(MigrationPlan.from_dict({"context_device_map": {}, "calls": [kept]}))
+    placed = {
+        "context_device_map": {"ds.get/cv2.flip#0": "cpu"},
+        "calls": [{**kept, "migrate": True}],
+    }
+    assert not places_nothing(MigrationPlan.from_dict(placed))
+    mapped_only = {"context_device_map": {"ds.get/cv2.flip#0": "cpu"}, "calls": [kept]}
+    assert not places_nothing(MigrationPlan.from_dict(mapped_only))

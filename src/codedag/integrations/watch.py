@@ -302,17 +302,15 @@ class LoaderWatch:
         """Apply ``plan`` (validated here once when it is a fresh plan's dict); False when it
         cannot be (the reason reported)."""
         from codedag.integrations.autoplan import preserved_random_state
-        from codedag.migrate.api import PipelineMigrator
         from codedag.plan.files import check_plan
         from codedag.util.logs import held_logs
 
         try:
             with _working(), preserved_random_state(self.loader), held_logs():
                 plan = check_plan(dict(plan) if isinstance(plan, Mapping) else plan, "the plan")
-                migrator = PipelineMigrator(plan)
-                migrator.apply()
-                idle = changes_nothing(migrator)
-                if idle:
+                migrator = None if places_nothing(plan) else _applied(plan)
+                idle = migrator is None or changes_nothing(migrator)
+                if idle and migrator is not None:
                     migrator.restore()
         except Exception as error:
             self._skip(f"the plan could not be applied: {type(error).__name__}: {error}")
@@ -381,6 +379,28 @@ def _record_first_indices(inner: Any) -> list[Any]:
     with contextlib.suppress(AttributeError, TypeError):  # one that takes no attributes: none
         inner._next_index = _next_index
     return found
+
+
+def _applied(plan: MigrationPlan) -> Any:
+    from codedag.migrate.api import PipelineMigrator
+
+    migrator = PipelineMigrator(plan)
+    migrator.apply()
+    return migrator
+
+
+def places_nothing(plan: MigrationPlan) -> bool:
+    """Whether ``plan`` places no call, runs no chain batched, caches none, starts no lookup
+    table and sets no loader: applying it would change nothing, so no migrator is made (its
+    import and set-up cost a run a tenth of a second)."""
+    return (
+        not plan.context_device_map
+        and not any(call.migrate for call in plan.calls)
+        and not any(chain.in_use for chain in plan.batched.chains)
+        and (plan.cache is None or not plan.cache.cached_chains)
+        and (plan.tables is None or not plan.tables.planned)
+        and plan.loader is None
+    )
 
 
 def changes_nothing(migrator: Any) -> bool:
