@@ -305,13 +305,16 @@ class LoaderWatch:
         from codedag.plan.files import check_plan
         from codedag.util.logs import held_logs
 
+        migrator = None
         try:
-            with _working(), preserved_random_state(self.loader), held_logs():
-                plan = check_plan(dict(plan) if isinstance(plan, Mapping) else plan, "the plan")
-                migrator = None if places_nothing(plan) else _applied(plan)
-                idle = migrator is None or changes_nothing(migrator)
-                if idle and migrator is not None:
-                    migrator.restore()
+            plan = check_plan(dict(plan) if isinstance(plan, Mapping) else plan, "the plan")
+            idle = places_nothing(plan)  # then no migrator, and no random draw to put back
+            if not idle:
+                with _working(), preserved_random_state(self.loader), held_logs():
+                    migrator = _applied(plan)
+                    idle = changes_nothing(migrator)
+                    if idle:
+                        migrator.restore()
         except Exception as error:
             self._skip(f"the plan could not be applied: {type(error).__name__}: {error}")
             return False
