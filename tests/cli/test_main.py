@@ -67,3 +67,38 @@ def test_verbose_and_quiet_reach_the_subcommand() -> None:
     assert parser.parse_args(["doctor", "-vv"]).verbose == 2
     assert parser.parse_args(["doctor", "-q"]).quiet is True
     assert parser.parse_args(["doctor"]).quiet is False
+
+
+def test_a_command_line_registers_only_the_subcommand_it_names() -> None:
+    assert cli_main.named_command(["-v", "run", "--", "python", "doctor"]) == "run"
+    assert cli_main.named_command(["--help", "run"]) is None  # the top-level help lists all
+    assert cli_main.named_command(["no-such-command"]) is None
+    assert cli_main.named_command(["-q"]) is None
+    parser = cli_main.build_parser("run")
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(subparsers.choices) == ["run"]
+    assert parser.parse_args(["-v", "run", "--", "python", "x.py"]).verbose == 1
+
+
+def test_the_log_handler_is_installed_by_the_first_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import logging
+
+    logger = logging.getLogger("codedag")
+    cli_main._FirstRecord.install(0)
+    (name,) = [h.get_name() for h in logger.handlers if isinstance(h, cli_main._FirstRecord)]
+    try:
+        assert logger.level == logging.INFO
+        logger.setLevel(logging.WARNING)  # as codedag run sets it
+        logging.getLogger("codedag.x").info("hidden")
+        logging.getLogger("codedag.x").warning("shown %d", 7)
+        assert not any(isinstance(h, cli_main._FirstRecord) for h in logger.handlers)
+        assert [h.get_name() for h in logger.handlers].count(name) == 1  # the CLI's own
+        assert logger.level == logging.WARNING and not logger.propagate
+        logging.getLogger("codedag.x").warning("shown again")
+        err = capsys.readouterr().err
+        assert "shown 7" in err and "shown again" in err and "hidden" not in err
+    finally:
+        for old in [h for h in logger.handlers if h.get_name() == name]:
+            logger.removeHandler(old)
