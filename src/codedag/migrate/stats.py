@@ -167,6 +167,29 @@ class BatchedVerify(StatsModel):
     """The largest absolute difference over the batches compared."""
 
 
+class CaptureSummary(StatsModel):
+    """CUDA graph capture of batched segments (``BatchedStats.capture``; docs/batched.md)."""
+
+    state: Literal["on", "stopped", "off"] = "off"
+    """``on`` capturing, ``stopped`` given up for the run, ``off`` not CUDA or not asked."""
+    graphs: int = 0
+    """Graphs held now."""
+    segments: int = 0
+    """Segments handed to capture."""
+    eager: int = 0
+    """Segments run eagerly (signature new, refused, or capture off)."""
+    captured: int = 0
+    """Graphs captured and kept (their first replay identical)."""
+    replays: int = 0
+    """Segments replayed from a graph."""
+    evicted: int = 0
+    """Graphs dropped to keep at most ``capture_graphs``."""
+    refused: dict[str, int] = Field(default_factory=dict)
+    """Refused signatures by reason (``sync``, ``error``, ``mismatch``)."""
+    off: str = ""
+    """Why capture stopped for the run (empty: it did not)."""
+
+
 class BatchedStats(StatsModel):
     """``get_stats()["batched"]``: batched execution's figures, summed over DataLoader workers
     (:meth:`~codedag.migrate.batched.runtime.BatchedRuntime.stats`, docs/batched.md)."""
@@ -217,6 +240,8 @@ class BatchedStats(StatsModel):
     """The run-time check against per-sample loading."""
     verify: BatchedVerify
     """Batches compared with their CPU reference."""
+    capture: CaptureSummary = Field(default_factory=CaptureSummary)
+    """What CUDA graph capture did."""
 
 
 class CacheVerify(StatsModel):

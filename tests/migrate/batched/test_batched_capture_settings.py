@@ -67,3 +67,18 @@ def test_nothing_is_captured_on_the_cpu() -> None:
     batched = _runtime()
     assert batched.executor.capture is None
     assert batched.capture_stats() == {"state": "off"}
+
+
+def test_get_stats_carries_what_capture_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    def for_device(device: torch.device, on: bool = True, limit: int = 8) -> GraphCache | None:
+        return GraphCache(_NoGraphs(), limit) if on else None
+
+    monkeypatch.setattr(capture, "for_device", for_device)
+    batched = _runtime(BatchedSettings(capture=True))
+    assert batched.executor.capture is not None
+    batched.executor.capture.stats.replays = 5
+    batched.executor.capture.stats.refused["sync"] = 1
+    part = batched.stats().capture
+    assert (part.state, part.replays, part.refused) == ("on", 5, {"sync": 1})
+    assert part.model_dump() == batched.capture_stats()
+    assert _runtime().stats().capture.state == "off"

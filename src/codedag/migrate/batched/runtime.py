@@ -343,6 +343,7 @@ class BatchedRuntime(PatchedRuntime):
                     "mismatches": list(self.mismatches),
                     "max_abs_diff": self.max_abs_diff,
                 },
+                "capture": self.capture_stats(),
             }
         )
 
