@@ -66,6 +66,36 @@ def test_the_primary_site_and_skipped_packages_are_left_out(user_module: types.M
     assert skipping[id(original)] == []
 
 
+def test_a_package_one_target_skips_is_still_searched_for_the_others(
+    user_module: types.ModuleType,
+) -> None:
+    mine, other = _function(), _function()
+    user_module.mine, user_module.other = mine, other
+    found = reference_sites(
+        {
+            id(mine): (mine, {"refs_user_mod"}, Owner, "x"),
+            id(other): (other, {"elsewhere"}, Owner, "x"),
+        }
+    )
+    assert found[id(mine)] == []
+    assert [(site.container, site.key) for site in found[id(other)]] == [
+        (vars(user_module), "other")
+    ]
+
+
+def test_standard_modules_are_searched_only_for_standard_targets() -> None:
+    module = types.ModuleType("json.refs_std_mod")  # a standard-library package name
+    sys.modules[module.__name__] = module
+    try:
+        library, standard = _function(), _function()
+        module.library, module.standard = library, standard
+        assert reference_sites({id(library): (library, {"cv2"}, Owner, "x")})[id(library)] == []
+        found = reference_sites({id(standard): (standard, {"math"}, Owner, "x")})[id(standard)]
+        assert [(site.container, site.key) for site in found] == [(vars(module), "standard")]
+    finally:
+        del sys.modules[module.__name__]
+
+
 def test_sweep_puts_originals_back_in_registries_of_any_module(
     user_module: types.ModuleType,
 ) -> None:

@@ -72,6 +72,13 @@ SCAN_SKIP = frozenset(
 )
 
 
+# Standard-library modules import no third-party package, so they cannot bind a library function
+# at import time; a reference scan skips them unless a target itself comes from the standard
+# library (``from math import floor`` inside another standard module). ``builtins`` stays: user
+# code may put a function there.
+_STDLIB = frozenset(sys.stdlib_module_names) - {"builtins", "__main__"}
+
+
 # Containers found in a module namespace are searched when they are small enough: a dict or list
 # of functions (``AUGMENTATIONS = {"flip": cv2.flip}``) and, one level down, the dicts and lists
 # it holds. Big containers are data, not registries of functions.
@@ -163,14 +170,23 @@ def reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[
 
     Returns:
         ``id(original) -> sites`` (module attributes and the entries of module-level dicts and
-        lists). Modules of the original's own package (its internals) are skipped: the point is
-        to catch user code that bound the function at import time (``from cv2 import resize``).
+        lists). Modules of the original's own package (its internals) are skipped, and the
+        standard library's unless a target comes from it: the point is to catch user code that
+        bound the function at import time (``from cv2 import resize``).
     """
     found: dict[int, list[Site]] = {key: [] for key in targets}
+    if not targets:
+        return found
     objects = {key: target[0] for key, target in targets.items()}
+    # A package every target skips (the targets' own library, most often) need not be searched;
+    # nor the standard library unless a target comes from it.
+    skips = [target[1] for target in targets.values()]
+    skipped = set(SCAN_SKIP).union(set.intersection(*map(set, skips)))
+    if not any(_STDLIB.intersection(skip) for skip in skips):
+        skipped |= _STDLIB
     for module_name, module in list(sys.modules.items()):
         top = module_name.split(".", 1)[0]
-        if module is None or top in SCAN_SKIP:
+        if module is None or top in skipped:
             continue
         for value, site in _namespace_sites(module, objects, instances=False, classes=False):
             _original, skip, owner, attribute = targets[id(value)]
