@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -9,7 +12,7 @@ from codedag.errors import GraphError
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.coarse import ClusterNode, CoarsenedDAG
 from codedag.optimize.costs import CostModel
-from codedag.optimize.workgraph import build_workgraph
+from codedag.optimize.workgraph import _unique, build_workgraph
 
 
 def _coarse(ids: list[int], edges: list[tuple[int, int, str]]) -> CoarsenedDAG:
@@ -76,3 +79,30 @@ def test_bfs_counts_undirected_hops_and_marks_unreachable() -> None:
     assert graph.bfs([3, 0]).tolist() == [0, 1, 1, 0, -1]
     assert graph.bfs([4]).tolist() == [-1, -1, -1, -1, 0]
     assert np.array_equal(graph.bfs([]), np.full(5, -1))
+
+
+@pytest.mark.parametrize(
+    "values", [[], [7], [3, 3], [5, -1, 5, 2, 2, 9, -1], list(range(50, 0, -3)) * 2]
+)
+def test_unique_matches_numpy(values: list[int]) -> None:
+    array = np.asarray(values, dtype=np.int64)
+    got = _unique(array)
+    assert got.dtype == np.int64
+    assert got.tolist() == np.unique(array).tolist()
+
+
+def test_building_and_searching_a_graph_leaves_numpy_ma_unimported() -> None:
+    code = (
+        "import sys\n"
+        "from codedag.graph.model import ExecutionDAG\n"
+        "from codedag.optimize.coarse import ClusterNode, CoarsenedDAG\n"
+        "from codedag.optimize.costs import CostModel\n"
+        "from codedag.optimize.workgraph import build_workgraph\n"
+        "nodes = {i: ClusterNode(i, 'call', 'f', 1, [i], i) for i in range(3)}\n"
+        "edges = [(0, 1, 'calls'), (0, 1, 'uses'), (2, 1, 'calls')]\n"
+        "graph = build_workgraph(CoarsenedDAG(nodes, edges, {}, ExecutionDAG()), CostModel())\n"
+        "assert graph.bfs([0, 0]).tolist() == [0, 1, 2]\n"
+        "print('numpy.ma' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -46,7 +46,7 @@ class WorkGraph:
         dist = np.full(self.n, -1, dtype=np.int64)
         if not sources:
             return dist
-        frontier = np.unique(np.asarray(sources, dtype=np.int64))
+        frontier = _unique(np.asarray(sources, dtype=np.int64))
         dist[frontier] = 0
         ptr, nbr = self.und_ptr, self.und
         level = 0
@@ -59,10 +59,22 @@ class WorkGraph:
                 break
             offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
             reached = nbr[offsets]
-            reached = np.unique(reached[dist[reached] < 0])
+            reached = _unique(reached[dist[reached] < 0])
             dist[reached] = level
             frontier = reached
         return dist
+
+
+def _unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-D integer array, without its first call importing ``numpy.ma``
+    (about 30 ms, which planning a loader needs for nothing else)."""
+    ordered = np.sort(values)
+    if ordered.size < 2:
+        return ordered
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +108,7 @@ def build_workgraph(dag: CoarsenedDAG, cost: CostModel) -> WorkGraph:
     except KeyError as error:
         raise GraphError(f"an edge names node {error.args[0]}, which is absent") from None
     if src.size:
-        pairs = np.unique(src * max(n, 1) + dst)
+        pairs = _unique(src * max(n, 1) + dst)
         src, dst = pairs // max(n, 1), pairs % max(n, 1)
     if np.any(src == dst):
         raise GraphError(
