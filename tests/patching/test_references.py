@@ -107,6 +107,24 @@ def test_sweep_puts_originals_back_in_registries_of_any_module(
     assert user_module.REGISTRY["f"] is original and user_module.bound is original
 
 
+def test_sweep_searches_older_standard_modules_only_for_standard_originals() -> None:
+    module = types.ModuleType("json.refs_std_sweep")
+    sys.modules[module.__name__] = module
+    try:
+        library, standard, replacement = _function(), _function(), _function()
+        standard.__module__ = "math"
+        library.__module__ = "cv2"
+        module.REGISTRY = {"f": replacement}
+        assert sweep_modules({id(replacement): (replacement, library)}, set()) == 0
+        assert sweep_modules({id(replacement): (replacement, library)}, {module.__name__}) == 1
+        assert module.REGISTRY["f"] is library
+        module.REGISTRY["f"] = replacement
+        assert sweep_modules({id(replacement): (replacement, standard)}, set()) == 1
+        assert module.REGISTRY["f"] is standard
+    finally:
+        del sys.modules[module.__name__]
+
+
 def test_sweep_reaches_classes_and_objects_of_modules_imported_while_patched(
     user_module: types.ModuleType,
 ) -> None:

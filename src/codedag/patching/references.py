@@ -68,6 +68,7 @@ SCAN_SKIP = frozenset(
         "pygments",
         "numba",
         "llvmlite",
+        "mpmath",
     }
 )
 
@@ -77,6 +78,7 @@ SCAN_SKIP = frozenset(
 # library (``from math import floor`` inside another standard module). ``builtins`` stays: user
 # code may put a function there.
 _STDLIB = frozenset(sys.stdlib_module_names) - {"builtins", "__main__"}
+_STDLIB_OR_UNKNOWN = _STDLIB | {""}
 
 
 # Containers found in a module namespace are searched when they are small enough: a dict or list
@@ -205,19 +207,25 @@ def sweep_modules(replacements: dict[int, tuple[Any, Any]], new_modules: set[str
         replacements: ``id(replacement) -> (replacement, original)``.
         new_modules: modules imported while the patches were applied: searched even inside the
             packages a patch scan skips (a library module imported then may have bound a
-            replacement too).
+            replacement too). Older modules of those packages, and older standard modules
+            unless an original comes from the standard library, are not searched.
 
     Returns:
         How many references were put back.
     """
     targets = {key: pair[0] for key, pair in replacements.items()}
+    # As at patch time, an older standard module is searched only when an original comes from
+    # the standard library (or its package is unknown).
+    skipped = SCAN_SKIP
+    if not any(package_of(pair[1]) in _STDLIB_OR_UNKNOWN for pair in replacements.values()):
+        skipped = SCAN_SKIP | _STDLIB
     count = 0
     for module_name, module in list(sys.modules.items()):
         top = module_name.split(".", 1)[0]
         if module is None or top == "codedag":
             continue
         new = module_name in new_modules
-        if top in SCAN_SKIP and not new:
+        if top in skipped and not new:
             continue
         # A module imported while patched may hold replacements anywhere it put them at import;
         # an older one only where user code stores functions at run time (dicts and lists).
