@@ -15,7 +15,6 @@ from codedag.optimize.batched import check_mode
 from codedag.optimize.coarse import CoarsenedDAG
 from codedag.optimize.coarsen import GraphCoarsening
 from codedag.optimize.costs import CanMigrate, CostModel
-from codedag.optimize.export import write_results
 from codedag.optimize.measurements import PlanMeasurements
 from codedag.optimize.partition import KWayPartitioner, Partition, as_coarse
 from codedag.optimize.placement import PlacementSettings, blocked_reason
@@ -196,6 +195,8 @@ class OptimizerManager:
             measurements=measurements,
         )
         if export_dir is not None:
+            from codedag.optimize.export import write_results  # files only when asked
+
             write_results(Path(export_dir), result)
         return result
 
