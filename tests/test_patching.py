@@ -217,9 +217,11 @@ def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     counts: list[int] = []
     sweep = patching.sweep_modules
 
-    def counting(replacements: dict[int, tuple[object, object]], new: set[str]) -> int:
+    def counting(
+        replacements: dict[int, tuple[object, object]], new: set[str], origins: set[str]
+    ) -> int:
         counts.append(len(replacements))
-        return sweep(replacements, new)
+        return sweep(replacements, new, origins)
 
     monkeypatch.setattr(patching, "sweep_modules", counting)
     return counts

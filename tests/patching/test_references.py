@@ -90,8 +90,9 @@ def test_standard_modules_are_searched_only_for_standard_targets() -> None:
         library, standard = _function(), _function()
         module.library, module.standard = library, standard
         assert reference_sites({id(library): (library, {"cv2"}, Owner, "x")})[id(library)] == []
-        found = reference_sites({id(standard): (standard, {"math"}, Owner, "x")})[id(standard)]
-        assert [(site.container, site.key) for site in found] == [(vars(module), "standard")]
+        for origin in ("math", "builtins"):
+            found = reference_sites({id(standard): (standard, {origin}, Owner, "x")})[id(standard)]
+            assert [(site.container, site.key) for site in found] == [(vars(module), "standard")]
     finally:
         del sys.modules[module.__name__]
 
@@ -111,16 +112,16 @@ def test_sweep_searches_older_standard_modules_only_for_standard_originals() -> 
     module = types.ModuleType("json.refs_std_sweep")
     sys.modules[module.__name__] = module
     try:
-        library, standard, replacement = _function(), _function(), _function()
-        standard.__module__ = "math"
-        library.__module__ = "cv2"
+        original, replacement = _function(), _function()
+        pair = {id(replacement): (replacement, original)}
         module.REGISTRY = {"f": replacement}
-        assert sweep_modules({id(replacement): (replacement, library)}, set()) == 0
-        assert sweep_modules({id(replacement): (replacement, library)}, {module.__name__}) == 1
-        assert module.REGISTRY["f"] is library
-        module.REGISTRY["f"] = replacement
-        assert sweep_modules({id(replacement): (replacement, standard)}, set()) == 1
-        assert module.REGISTRY["f"] is standard
+        assert sweep_modules(pair, set(), {"cv2"}) == 0
+        assert sweep_modules(pair, {module.__name__}, {"cv2"}) == 1  # imported while patched
+        assert module.REGISTRY["f"] is original
+        for origins in ({"cv2", "math"}, {"builtins"}, None):
+            module.REGISTRY["f"] = replacement
+            assert sweep_modules(pair, set(), origins) == 1
+            assert module.REGISTRY["f"] is original
     finally:
         del sys.modules[module.__name__]
 

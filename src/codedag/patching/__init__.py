@@ -320,7 +320,8 @@ class Patcher:
             return
         before = self._modules_before or frozenset()
         new_modules = {name for name in list(sys.modules) if name not in before}
-        count = sweep_modules(replacements, new_modules)
+        origins = {record.name.split(".", 1)[0] for record in removed}
+        count = sweep_modules(replacements, new_modules, origins)
         if count:
             log.debug("restore put back %d reference(s) bound while patched", count)
 

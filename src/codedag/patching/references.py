@@ -14,7 +14,7 @@ Membership is tested in C (set operations on ids): most containers hold no targe
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -78,7 +78,11 @@ SCAN_SKIP = frozenset(
 # library (``from math import floor`` inside another standard module). ``builtins`` stays: user
 # code may put a function there.
 _STDLIB = frozenset(sys.stdlib_module_names) - {"builtins", "__main__"}
-_STDLIB_OR_UNKNOWN = _STDLIB | {""}
+
+
+def _from_stdlib(packages: Iterable[str]) -> bool:
+    """Whether any of these top packages is the standard library's (``builtins`` included)."""
+    return not sys.stdlib_module_names.isdisjoint(packages)
 
 
 # Containers found in a module namespace are searched when they are small enough: a dict or list
@@ -184,7 +188,7 @@ def reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[
     # nor the standard library unless a target comes from it.
     skips = [target[1] for target in targets.values()]
     skipped = set(SCAN_SKIP).union(set.intersection(*map(set, skips)))
-    if not any(_STDLIB.intersection(skip) for skip in skips):
+    if not any(_from_stdlib(skip) for skip in skips):
         skipped |= _STDLIB
     for module_name, module in list(sys.modules.items()):
         top = module_name.split(".", 1)[0]
@@ -200,25 +204,28 @@ def reference_sites(targets: dict[int, tuple[Any, set[str], Any, str]]) -> dict[
     return found
 
 
-def sweep_modules(replacements: dict[int, tuple[Any, Any]], new_modules: set[str]) -> int:
+def sweep_modules(
+    replacements: dict[int, tuple[Any, Any]],
+    new_modules: set[str],
+    origins: Collection[str] | None = None,
+) -> int:
     """Put originals back wherever a module namespace still reaches a replacement.
 
     Args:
         replacements: ``id(replacement) -> (replacement, original)``.
         new_modules: modules imported while the patches were applied: searched even inside the
             packages a patch scan skips (a library module imported then may have bound a
-            replacement too). Older modules of those packages, and older standard modules
-            unless an original comes from the standard library, are not searched.
+            replacement too). Older modules of those packages are not searched.
+        origins: the top packages the originals come from (``cv2`` for ``cv2.resize``): older
+            standard modules are searched only when one is the standard library's (always
+            when None).
 
     Returns:
         How many references were put back.
     """
     targets = {key: pair[0] for key, pair in replacements.items()}
-    # As at patch time, an older standard module is searched only when an original comes from
-    # the standard library (or its package is unknown).
-    skipped = SCAN_SKIP
-    if not any(package_of(pair[1]) in _STDLIB_OR_UNKNOWN for pair in replacements.values()):
-        skipped = SCAN_SKIP | _STDLIB
+    # As at patch time, an older standard module is searched only for a standard original.
+    skipped = SCAN_SKIP if origins is None or _from_stdlib(origins) else SCAN_SKIP | _STDLIB
     count = 0
     for module_name, module in list(sys.modules.items()):
         top = module_name.split(".", 1)[0]
