@@ -4,6 +4,8 @@ seeded as torch seeds it."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -57,3 +59,18 @@ def test_worker_zero_seeds_like_torch_and_sets_the_worker_info() -> None:
     finally:
         snapshot.restore()
     assert started == [0] and get_worker_info() is None
+
+
+def test_replay_imports_without_the_tracer() -> None:
+    """Saving random state around a stored plan loads no tracing machinery; the package's
+    names still resolve on first use."""
+    code = (
+        "import sys\n"
+        "import codedag.trace.replay\n"
+        "print(sorted(m for m in sys.modules if m.startswith('codedag.trace.')))\n"
+        "from codedag.trace import EnhancedTracer, canonical_name\n"
+        "import codedag.trace.tracer as tracer\n"
+        "print(EnhancedTracer is tracer.EnhancedTracer, callable(canonical_name))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["['codedag.trace.replay']", "True True"]

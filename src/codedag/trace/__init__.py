@@ -48,10 +48,27 @@ a tracing window.
   summarized
 """
 
-from codedag.backends.names import canonical_name
-from codedag.trace.builder import DAGBuilder
-from codedag.trace.filter import FunctionFilter
-from codedag.trace.tracer import EnhancedTracer, trace_dataloader, trace_function
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from codedag.backends.names import canonical_name
+    from codedag.trace.builder import DAGBuilder
+    from codedag.trace.filter import FunctionFilter
+    from codedag.trace.tracer import EnhancedTracer, trace_dataloader, trace_function
+
+# Imported on first use: a module of the package (``codedag.trace.replay`` saving random state
+# around a stored plan) must not pay for the tracer.
+_EXPORTS = {
+    "DAGBuilder": "codedag.trace.builder",
+    "EnhancedTracer": "codedag.trace.tracer",
+    "FunctionFilter": "codedag.trace.filter",
+    "canonical_name": "codedag.backends.names",
+    "trace_dataloader": "codedag.trace.tracer",
+    "trace_function": "codedag.trace.tracer",
+}
 
 __all__ = [
     "DAGBuilder",
@@ -61,3 +78,16 @@ __all__ = [
     "trace_dataloader",
     "trace_function",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codedag.trace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
