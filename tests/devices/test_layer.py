@@ -1,5 +1,6 @@
-"""codedag.devices is a foundation: of codedag it imports only itself, codedag.errors and
-codedag.util (anywhere in its source, function-level imports included)."""
+"""codedag.devices is a foundation: of codedag it imports only itself, codedag.errors,
+codedag.util and codedag.version (a leaf that imports nothing of codedag), anywhere in its source,
+function-level imports included."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import codedag.devices
 
 ROOT = Path(codedag.devices.__file__).parent
-ALLOWED = ("codedag.devices", "codedag.errors", "codedag.util")
+ALLOWED = ("codedag.devices", "codedag.errors", "codedag.util", "codedag.version")
 
 
 def codedag_imports(path: Path) -> set[str]:
@@ -34,3 +35,9 @@ def test_devices_imports_only_foundations_below_it() -> None:
         if not any(name == allowed or name.startswith(allowed + ".") for allowed in ALLOWED)
     }
     assert outside == set()
+
+
+def test_the_version_module_it_may_import_is_a_leaf() -> None:
+    import codedag.version
+
+    assert codedag_imports(Path(codedag.version.__file__)) == set()
