@@ -7,26 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
 from tests.support.run_scripts import codedag_run, run_python, write_train_script
 
 from codedag.cli.main import main
 from codedag.integrations.run_results import load_run_results
-
-
-def _write_images(folder: Path, count: int = 16) -> None:
-    """The script's images, written before it runs (it writes its own only where ``images/`` is
-    missing): PNGs of noise that take about 0.15 ms to decode, so the prefix cache's cut after the
-    resize saves several times what storing it costs and the plan caches it however busy the
-    machine is. With the script's own 24x20 PNGs a hit saves only about 4 times what storing
-    costs, a margin timings on a loaded machine can eat: a plan may then rightly change nothing."""
-    root = folder / "images"
-    root.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(count):
-        cv2.imwrite(str(root / f"{i:03d}.png"), rng.integers(0, 255, (192, 168, 3), np.uint8))
 
 
 def _losses(stdout: str) -> list[str]:
@@ -36,7 +21,6 @@ def _losses(stdout: str) -> list[str]:
 @pytest.mark.slow
 def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_path: Path) -> None:
     write_train_script(tmp_path)
-    _write_images(tmp_path)
     plain = run_python(["train.py"], tmp_path)
     assert plain.returncode == 0, plain.stderr
     out = tmp_path / "out"
@@ -74,7 +58,6 @@ def test_python_dash_m_module(tmp_path: Path) -> None:
     package.mkdir()
     (package / "__init__.py").write_text("")
     write_train_script(package, "train.py")
-    _write_images(package)
     ran = codedag_run(["--no-store", "--out", str(tmp_path / "out")], ["-m", "pkg.train"], tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert len(_losses(ran.stdout)) == 3
@@ -98,7 +81,6 @@ def test_two_loaders_plan_the_one_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = write_train_script(tmp_path, validation=True)
-    _write_images(tmp_path)
     monkeypatch.setenv("EPOCHS", "2")
     out = tmp_path / "out"
     args = ["run", "--no-store", "--loader", "1", "--out", str(out), "--", "python", str(script)]
@@ -146,7 +128,6 @@ def test_a_stored_plan_applies_from_the_first_batch(
     monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("EPOCHS", "2")
     script = write_train_script(tmp_path)
-    _write_images(tmp_path)
     first, second, third = (tmp_path / name for name in ("first", "second", "third"))
     assert main(["run", "--out", str(first), "--", "python", str(script)]) == 0
     assert main(["run", "--out", str(second), "--", "python", str(script)]) == 0
