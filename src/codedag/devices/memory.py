@@ -15,6 +15,12 @@ SHM_FOLDERS: tuple[str, ...] = ("/dev/shm",)
 
 def physical_memory_bytes() -> int:
     """The machine's memory in bytes (the host's, also inside a container)."""
+    try:  # the kernel's count of pages, as /proc/meminfo's MemTotal: no psutil import to plan
+        pages, page_bytes = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # not POSIX
+        pages = page_bytes = -1
+    if pages > 0 and page_bytes > 0:
+        return pages * page_bytes
     import psutil
 
     return int(psutil.virtual_memory().total)
