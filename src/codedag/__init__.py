@@ -45,9 +45,7 @@ stays cheap and has no side effects (no CUDA, no NVML, no patches).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from codedag.util.exports import lazy_exports
 from codedag.version import __version__ as __version__
 
 # Public name -> module that defines it. Keep sorted by name.
@@ -134,13 +132,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'codedag' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

@@ -2,6 +2,8 @@
 
 * :mod:`.drawing`: How large a traced DAG Graphviz draws in seconds: the limit ``codedag trace``,
   its drawings and the reports share, readable without importing the tracer
+* :mod:`.exports`: Lazy package exports: a package names what it re-exports and from where, and
+  each name is imported on first use
 * :mod:`.io`: Files in and out: atomic writes, and the one checked JSON reader for every file
   codedag reads
 * :mod:`.logs`: Logging set-up for the CLI and scripts
