@@ -8,24 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prefix_support import FileImages, epoch, equal, runtime, write_images
-
-from codedag.store.tiers import PrefixStore
+from prefix_support import FileImages, count_store_reads, epoch, equal, runtime, write_images
 
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Calls of the store's reads, by name."""
-    counts: Counter[str] = Counter()
-    for name in ("meta", "get", "flag"):
-        original = getattr(PrefixStore, name)
-
-        def counted(self: PrefixStore, *args: Any, _name: str = name, _f: Any = original) -> Any:
-            counts[_name] += 1
-            return _f(self, *args)
-
-        monkeypatch.setattr(PrefixStore, name, counted)
-    return counts
+    return count_store_reads(monkeypatch)
 
 
 class Repeated(FileImages):

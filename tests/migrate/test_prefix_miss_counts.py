@@ -9,11 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import pytest
-import torch
-from prefix_support import FileImages, epoch, equal, runtime, write_images
+from prefix_support import PlainFiles, epoch, equal, runtime, write_images
 
 import codedag.migrate.cache.keys as keys
 import codedag.migrate.cache.prefix_values as prefix_values
@@ -30,19 +28,11 @@ FUNCTIONS = (
 )
 
 
-class Plain(FileImages):
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        img = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
-        img = cv2.resize(img, (24, 24), interpolation=cv2.INTER_AREA)
-        img = cv2.GaussianBlur(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), (3, 3), 0)
-        return torch.from_numpy(np.ascontiguousarray(img)), index
-
-
 def test_a_cold_epoch_computes_each_header_once_and_reads_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     n = 5
-    dataset = Plain(write_images(tmp_path / "images", n=n))
+    dataset = PlainFiles(write_images(tmp_path / "images", n=n))
     reference = epoch(dataset)
     headers: Counter[str] = Counter()
     for module in (prefix_values, session_module):
@@ -53,7 +43,7 @@ def test_a_cold_epoch_computes_each_header_once_and_reads_nothing(
 
         monkeypatch.setattr(module, "meta_of", counted)
     rt = runtime(tmp_path / "cache")
-    caller = f"{__name__}.Plain.__getitem__"
+    caller = f"{PlainFiles.__module__}.PlainFiles.__getitem__"
     rt.chains[0] = dataclasses.replace(
         rt.chains[0], callers=(caller,), functions=FUNCTIONS, cut_function=FUNCTIONS[-1]
     )

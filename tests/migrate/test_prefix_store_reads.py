@@ -12,9 +12,15 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from prefix_support import FileImages, epoch, equal, runtime, write_images
-
-from codedag.store.tiers import PrefixStore
+from prefix_support import (
+    FileImages,
+    PlainFiles,
+    count_store_reads,
+    epoch,
+    equal,
+    runtime,
+    write_images,
+)
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -38,16 +44,6 @@ class Letterbox(FileImages):
         return torch.from_numpy(x), index
 
 
-class Plain(FileImages):
-    """A chain whose code asks its values nothing between the source and the cut."""
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        img = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
-        img = cv2.resize(img, (24, 24), interpolation=cv2.INTER_AREA)
-        img = cv2.GaussianBlur(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), (3, 3), 0)
-        return torch.from_numpy(np.ascontiguousarray(img)), index
-
-
 FUNCTIONS = (
     "cv2.imread",
     "cv2.resize",
@@ -61,21 +57,13 @@ FUNCTIONS = (
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Calls of the store's reads, by name."""
-    counts: Counter[str] = Counter()
-    for name in ("meta", "get", "flag"):
-        original = getattr(PrefixStore, name)
-
-        def counted(self: PrefixStore, *args: Any, _name: str = name, _f: Any = original) -> Any:
-            counts[_name] += 1
-            return _f(self, *args)
-
-        monkeypatch.setattr(PrefixStore, name, counted)
-    return counts
+    return count_store_reads(monkeypatch)
 
 
 def _epochs(tmp_path: Path, dataset: FileImages, reads: Counter[str]) -> list[dict[str, int]]:
     rt = runtime(tmp_path / "cache")
-    caller = f"{__name__}.{type(dataset).__qualname__}.__getitem__"
+    getitem = type(dataset).__getitem__
+    caller = f"{getitem.__module__}.{getitem.__qualname__}"
     rt.chains[0] = dataclasses.replace(
         rt.chains[0], callers=(caller,), functions=FUNCTIONS, cut_function=FUNCTIONS[-1]
     )
@@ -114,14 +102,14 @@ def test_a_chain_whose_code_asks_nothing_reads_the_source_header_and_the_value(
     tmp_path: Path, reads: Counter[str]
 ) -> None:
     n = 4
-    dataset = Plain(write_images(tmp_path / "images", n=n))
+    dataset = PlainFiles(write_images(tmp_path / "images", n=n))
     first, second, third = _epochs(tmp_path, dataset, reads)
     assert first == {"flag": 1}
     assert second == third == {"meta": n, "get": n}
 
 
-class Blurred(Plain):
-    """:class:`Plain` with another blur (a call after the source's changed argument)."""
+class Blurred(PlainFiles):
+    """:class:`PlainFiles` with another blur (a call after the source's changed argument)."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         img = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
@@ -132,7 +120,8 @@ class Blurred(Plain):
 
 def _run_once(folder: Path, dataset: FileImages) -> dict[str, Any]:
     rt = runtime(folder)
-    caller = f"{__name__}.{type(dataset).__qualname__}.__getitem__"
+    getitem = type(dataset).__getitem__
+    caller = f"{getitem.__module__}.{getitem.__qualname__}"
     rt.chains[0] = dataclasses.replace(
         rt.chains[0], callers=(caller,), functions=FUNCTIONS, cut_function=FUNCTIONS[-1]
     )
@@ -151,7 +140,7 @@ def test_a_deferred_cut_that_misses_tells_a_new_call_from_a_value_not_stored(
 ) -> None:
     images = write_images(tmp_path / "images", n=4)
     folder = tmp_path / "cache"
-    assert _run_once(folder, Plain(images))["misses"] == {"new": 4}
+    assert _run_once(folder, PlainFiles(images))["misses"] == {"new": 4}
     # a changed argument after the source: the store never saw the cut's input
     assert _run_once(folder, Blurred(images))["misses"] == {"new": 4}
     # the values gone (evicted), their headers kept: seen, but not stored
@@ -161,6 +150,6 @@ def test_a_deferred_cut_that_misses_tells_a_new_call_from_a_value_not_stored(
                 db = tier._dbs[name]
                 for key in [bytes(k) for k, _ in txn.cursor(db=db)]:
                     txn.delete(key, db=db)
-    stats = _run_once(folder, Plain(images))
+    stats = _run_once(folder, PlainFiles(images))
     assert stats["misses"] == {"not_stored": 4} and stats["hits"] == 0
-    assert _run_once(folder, Plain(images))["hits"] == 4
+    assert _run_once(folder, PlainFiles(images))["hits"] == 4

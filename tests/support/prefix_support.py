@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
+import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -15,7 +17,7 @@ import codedag.migrate.cache.prefix_values as prefix_values
 from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.cache.session import ChainSpec
 from codedag.store.entry import Meta
-from codedag.store.tiers import StoreSettings
+from codedag.store.tiers import PrefixStore, StoreSettings
 
 CALLER = f"{__name__}.FileImages.__getitem__"
 
@@ -60,6 +62,30 @@ class FileImages(Dataset):
         if np.random.default_rng(index).random() < 0.5:
             image = cv2.flip(image, 1)
         return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+class PlainFiles(FileImages):
+    """A chain whose code asks its values nothing between the source and the cut."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        img = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+        img = cv2.resize(img, (24, 24), interpolation=cv2.INTER_AREA)
+        img = cv2.GaussianBlur(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), (3, 3), 0)
+        return torch.from_numpy(np.ascontiguousarray(img)), index
+
+
+def count_store_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Calls of the store's reads (``meta``, ``get``, ``flag``) from now on, by name."""
+    counts: Counter[str] = Counter()
+    for name in ("meta", "get", "flag"):
+        original = getattr(PrefixStore, name)
+
+        def counted(self: PrefixStore, *args: Any, _name: str = name, _f: Any = original) -> Any:
+            counts[_name] += 1
+            return _f(self, *args)
+
+        monkeypatch.setattr(PrefixStore, name, counted)
+    return counts
 
 
 def chain(cut: str = "cv2.cvtColor") -> ChainSpec:
