@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from cli_inputs import assert_one_line_error, run_cli
+from plan_sections import count_plan_validations
 from run_scripts import write_train_script
 
 from codedag.cli.main import main
@@ -243,14 +244,7 @@ def test_a_stored_plan_loads_validated_once_with_what_it_was_made_for(
     from codedag.plan import MigrationPlan
 
     key = _stored()
-    seen: list[object] = []
-    original = MigrationPlan.model_validate
-
-    def counted(cls: type, data: Any, *args: Any, **kwargs: Any) -> MigrationPlan:
-        seen.append(data)
-        return original(data, *args, **kwargs)
-
-    monkeypatch.setattr(MigrationPlan, "model_validate", classmethod(counted))
+    seen = count_plan_validations(monkeypatch)
     stored = load_plan(key)
     assert stored is not None and isinstance(stored.plan, MigrationPlan)
     assert stored.plan.migrated_functions == ["cv2.flip"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from migrate_support import plan_for
+from plan_sections import count_plan_validations
 
 from codedag.cli.main import main
 from codedag.errors import SchemaError
@@ -26,15 +26,7 @@ BAD = {
 @pytest.fixture
 def validations(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Every validation of a plan dict through the model."""
-    seen: list[object] = []
-    original = MigrationPlan.model_validate
-
-    def counted(cls: type, data: Any, *args: Any, **kwargs: Any) -> MigrationPlan:
-        seen.append(data)
-        return original(data, *args, **kwargs)
-
-    monkeypatch.setattr(MigrationPlan, "model_validate", classmethod(counted))
-    return seen
+    return count_plan_validations(monkeypatch)
 
 
 def test_a_plan_file_is_validated_once_from_the_file_to_the_migrator(

@@ -14,6 +14,7 @@ from typing import Any
 
 import cv2
 import numpy as np
+import pytest
 import torch
 from prefix_support import FileDataset
 from torch.utils.data import DataLoader
@@ -113,3 +114,18 @@ def epochs(paths: list[str], workers: int, count: int = 2) -> list[list[torch.Te
         torch.manual_seed(epoch)
         out.append([images.clone() for images, _ in batches])
     return out
+
+
+def count_plan_validations(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every plan dict validated through ``MigrationPlan`` from now on, in order."""
+    from codedag.plan import MigrationPlan
+
+    seen: list[object] = []
+    original = MigrationPlan.model_validate
+
+    def counted(cls: type, data: Any, *args: Any, **kwargs: Any) -> MigrationPlan:
+        seen.append(data)
+        return original(data, *args, **kwargs)
+
+    monkeypatch.setattr(MigrationPlan, "model_validate", classmethod(counted))
+    return seen
