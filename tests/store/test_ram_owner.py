@@ -14,6 +14,7 @@ from codedag.store import ram_owner
 from codedag.store.tiers import PrefixStore, StoreSettings, ram_folder
 
 UID = 4242
+FILES = frozenset({"data.mdb", "lock.mdb", "format", ram_owner.OWNER_FILE, ram_owner.KEY_FILE})
 
 
 def _tier(shm: Path, tag: str, owner: Path | None) -> Path:
@@ -88,3 +89,52 @@ def test_an_owner_file_that_is_a_link_is_not_written_through(tmp_path: Path) -> 
         assert ram not in ram_owner._HELD
     finally:
         ram_owner.release(ram)
+
+
+@pytest.mark.skipif(ram_folder(Path("/")) is None, reason="no shared memory folder")
+def test_a_cache_folder_made_again_does_not_inherit_its_ram_tier(tmp_path: Path) -> None:
+    """The folder is deleted and made again under the same path: a new secret key, while the RAM
+    tier of its earlier life stays in shared memory. The new run must store and read its own
+    values, not find the earlier ones (which never verify) in its way."""
+    folder = tmp_path / "cache"
+    settings = StoreSettings(folder=folder, ram_budget_bytes=8 << 20, disk_budget_bytes=0)
+    first = PrefixStore.open(settings)
+    first.begin_run()
+    assert first.put(b"sample", np.arange(1000), []) == "stored"
+    first.close()
+    ram = ram_folder(folder)
+    assert ram is not None and (ram / ram_owner.KEY_FILE).exists()
+    shutil.rmtree(folder)
+    second = PrefixStore.open(settings)
+    second.begin_run()
+    try:
+        assert second.tiers[0].enabled
+        assert second.get(b"sample") is None  # the earlier value is gone, not found corrupt
+        assert second.corrupt == 0
+        assert second.put(b"sample", np.arange(1000) + 1, []) == "stored"
+        found = second.get(b"sample")
+        assert found is not None and found[0][0] == 1
+    finally:
+        second.clear()
+
+
+def test_a_tier_of_another_key_that_a_process_holds_is_not_used(tmp_path: Path) -> None:
+    shm = tmp_path / "shm"
+    ram = _tier(shm, "a", tmp_path / "cache")
+    (ram / ram_owner.KEY_FILE).write_text("another key", encoding="utf-8")
+    descriptor = os.open(ram / ram_owner.OWNER_FILE, os.O_RDONLY)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)  # a process of the folder's earlier life
+    try:
+        assert not ram_owner.bind_key(ram, ram_owner.key_digest(b"k" * 32), FILES)
+        assert ram.exists()
+    finally:
+        os.close(descriptor)
+    digest = ram_owner.key_digest(b"k" * 32)
+    assert ram_owner.bind_key(ram, digest, FILES) and not ram.exists()
+    ram.mkdir()  # opened again: the digest is recorded, and kept on the next run
+    assert ram_owner.bind_key(ram, digest, FILES)
+    ram_owner.record_key(ram, digest)
+    assert (ram / ram_owner.KEY_FILE).read_text() == digest
+    (ram / "data.mdb").write_bytes(b"x" * 8192)
+    assert ram_owner.bind_key(ram, digest, FILES) and (ram / "data.mdb").exists()
+    assert ram_owner.key_digest(b"k" * 32) != ram_owner.key_digest(b"j" * 32)

@@ -31,7 +31,7 @@ from codedag.errors import ConfigError
 from codedag.plan.cache import MAX_BUDGET_BYTES
 from codedag.store import ram_owner, trust
 from codedag.store.entry import CorruptEntry, Encoded, Meta, decode, encode
-from codedag.store.lmdb_tier import LmdbTier, PutItem, TierError, TierInfo
+from codedag.store.lmdb_tier import TIER_FILES, LmdbTier, PutItem, TierError, TierInfo
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +117,10 @@ def ram_folder(folder: Path) -> Path | None:
 
 
 def _extra_files(tier: LmdbTier) -> frozenset[str]:
-    """What a tier's folder holds besides LMDB's files: a RAM tier's owner file."""
-    return frozenset({ram_owner.OWNER_FILE}) if tier.kind == "ram" else frozenset()
+    """What a tier's folder holds besides LMDB's files: a RAM tier's owner and key files."""
+    if tier.kind == "ram":
+        return frozenset({ram_owner.OWNER_FILE, ram_owner.KEY_FILE})
+    return frozenset()
 
 
 def _uid() -> int:
@@ -215,8 +217,14 @@ class PrefixStore:
         try:
             self.secret  # noqa: B018 - read (or made) now: a key file refused turns every tier off
             ram = next((t for t in self.tiers if t.kind == "ram" and t.enabled), None)
+            digest = ram_owner.key_digest(self.secret)
             if ram is not None and self.folder is not None:
                 ram_owner.sweep(ram.path.parent, _uid(), keep=ram.path)
+                if not ram_owner.bind_key(ram.path, digest, TIER_FILES | _extra_files(ram)):
+                    ram.disable(
+                        "it holds values tagged with an earlier key of this cache folder (the "
+                        "folder was made again) and a running process still uses them"
+                    )
             for tier in self._usable():
                 with contextlib.suppress(TierError):
                     tier.begin_run(run)
@@ -224,6 +232,7 @@ class PrefixStore:
             for tier in self.tiers:
                 tier.quiet = False
         if ram is not None and ram.enabled and self.folder is not None:
+            ram_owner.record_key(ram.path, digest)
             ram_owner.claim(ram.path, self.folder)
 
     def get(self, key: bytes) -> tuple[Any, LmdbTier, bool] | None:
