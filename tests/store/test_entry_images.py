@@ -110,3 +110,25 @@ def test_an_image_header_reads_the_bands_of_its_mode_once_per_mode_and_size(
 )
 def test_a_header_opening_is_written_as_json_wrote_it(meta: Meta, array: np.ndarray) -> None:
     assert entry._layout(meta, array) == _json_layout(meta, array)
+
+
+def test_a_layout_read_once_still_checks_each_value_against_its_size() -> None:
+    secret, key = b"s" * 32, b"k" * 16
+    values = [np.arange(12, dtype=np.int16).reshape(3, 4) + i for i in range(3)]
+    encoded = [encode(v, secret, key) for v in values]
+    assert all(e is not None for e in encoded)
+    for value, e in zip(values, encoded):  # one layout for all three: parsed once, read right
+        assert e is not None
+        got = decode(e.header, memoryview(bytes(e.data)), secret, key)
+        assert got.dtype == np.int16 and np.array_equal(got, value)
+    first = encoded[0]
+    assert first is not None
+    cut = bytes(first.data)[:-2]
+    header = first.header
+    layout = header[: len(header) - 2 - entry.TAG_HEX]
+    resealed = entry._tag(entry.sealer(secret, key, layout), cut)  # the key holder's own tag
+    forged = layout + resealed + b'"}'
+    with pytest.raises(entry.CorruptEntry, match="22 bytes"):
+        decode(forged, memoryview(cut), secret, key)
+    with pytest.raises(entry.CorruptEntry, match="does not verify"):
+        decode(header, memoryview(cut), secret, key)

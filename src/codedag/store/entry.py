@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import sys
 from typing import Any, NamedTuple
@@ -376,6 +377,28 @@ def _shares_memory(array: np.ndarray, value: Any) -> bool:
     return not (_pil_image_type() is not None and isinstance(value, _pil_image_type()))
 
 
+class _ReadLayout(NamedTuple):
+    """What a header says of its value: kind, dtype, shape, element count and PIL mode."""
+
+    kind: str
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    items: int
+    mode: Any
+
+
+_READ_LAYOUTS: dict[bytes, _ReadLayout] = {}
+"""The layout of each header read (its bytes before the tag)."""
+
+
+def _read_layout(header: bytes) -> _ReadLayout:
+    info = json.loads(header)
+    shape = tuple(int(x) for x in info["array_shape"])
+    return _ReadLayout(
+        info["kind"], np.dtype(info["dtype"]), shape, math.prod(shape), info.get("mode")
+    )
+
+
 def decode(header: bytes, data: memoryview, secret: bytes, key: bytes) -> Any:
     """A private copy of the value stored under ``key`` as ``(header, data)``, once its tag
     verifies under ``secret``.
@@ -388,21 +411,22 @@ def decode(header: bytes, data: memoryview, secret: bytes, key: bytes) -> Any:
     if end < TAG_HEX or header[end:] != _HEADER_END:
         raise CorruptEntry("its header carries no tag")
     tag = header[end - TAG_HEX : end]
-    if not hmac.compare_digest(_tag(sealer(secret, key, header[: end - TAG_HEX]), data), tag):
+    layout = header[: end - TAG_HEX]
+    if not hmac.compare_digest(_tag(sealer(secret, key, layout), data), tag):
         raise CorruptEntry("its tag does not verify")
-    info = json.loads(header)
-    dtype = np.dtype(info["dtype"])
-    shape = tuple(int(x) for x in info["array_shape"])
-    count = int(np.prod(shape, dtype=np.int64))
+    read = _READ_LAYOUTS.get(layout)
+    if read is None:  # values of one chain share their layout: parsed once
+        read = _read_layout(header)
+        _remember(_READ_LAYOUTS, layout, read)
+    kind, dtype, shape, count, mode = read  # count: the elements
     if count * dtype.itemsize != data.nbytes:
         raise CorruptEntry(f"{data.nbytes} bytes for {shape} {dtype}")
-    kind = info["kind"]
     if kind == "pil":
         from PIL import Image
 
-        if info.get("mode") not in PIL_MODES or len(shape) < 2:
-            raise CorruptEntry(f"PIL mode {info.get('mode')!r}")
-        return Image.frombytes(info["mode"], (shape[1], shape[0]), data)
+        if mode not in PIL_MODES or len(shape) < 2:
+            raise CorruptEntry(f"PIL mode {mode!r}")
+        return Image.frombytes(mode, (shape[1], shape[0]), data)
     array = np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
     if kind == "tensor":
         import torch
