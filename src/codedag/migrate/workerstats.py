@@ -45,6 +45,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from codedag.util import forks
 from codedag.util.signals import pid_exists
 
 log = logging.getLogger(__name__)
@@ -383,18 +384,19 @@ def _publish_forever(interval_s: float) -> None:
 
 
 def _install_hooks() -> None:
-    """Fork hooks and the exit hook, once per process (never at import)."""
+    """Fork hooks and the exit hook, once per process (never at import). A child's counters
+    start after every reset hook ran (they read the guards those hooks make usable)."""
     global _hooks_installed
     if _hooks_installed:
         return
     with _hooks_lock:
         if _hooks_installed:
             return
-        if hasattr(os, "register_at_fork"):  # no fork on Windows
-            os.register_at_fork(
-                before=_before_fork,
-                after_in_parent=_after_fork_in_parent,
-                after_in_child=_after_fork_in_child,
-            )
+        forks.on_fork(
+            before=_before_fork,
+            after_in_parent=_after_fork_in_parent,
+            after_in_child=_after_fork_in_child,
+            stage=forks.REPORT,
+        )
         atexit.register(publish_now)  # a plain os.fork child that exits through sys.exit
         _hooks_installed = True

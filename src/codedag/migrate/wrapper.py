@@ -24,7 +24,6 @@ somewhere only forwards to the original. A replacement pickles as its original d
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import weakref
@@ -41,6 +40,7 @@ from codedag.migrate.proxy import Count, ufunc_proxy
 from codedag.migrate.workerstats import publish_now
 from codedag.patching import like_original
 from codedag.plan.context import ContextMatcher, Placement, frame_name
+from codedag.util import forks
 
 log = logging.getLogger(__name__)
 
@@ -477,6 +477,5 @@ def _install_fork_hook() -> None:
     install_fork_hook()  # a forked child also forgets which devices it may use
     with _fork_hook_lock:
         if not _fork_hook_installed:
-            if hasattr(os, "register_at_fork"):  # no fork on Windows
-                os.register_at_fork(before=_before_fork, after_in_child=_reset_in_child)
+            forks.on_fork(before=_before_fork, after_in_child=_reset_in_child)
             _fork_hook_installed = True

@@ -4,6 +4,8 @@
   its drawings and the reports share, readable without importing the tracer
 * :mod:`.exports`: Lazy package exports: a package names what it re-exports and from where, and
   each name is imported on first use
+* :mod:`.forks`: Fork hooks run in a declared order: what a forked child resets comes before what
+  reads it
 * :mod:`.io`: Files in and out: atomic writes, and the one checked JSON reader for every file
   codedag reads
 * :mod:`.logs`: Logging set-up for the CLI and scripts
