@@ -181,6 +181,74 @@ def test_the_warm_up_batch_is_traced_and_then_stored_with_no_other_fetch(
     assert results.cache["stored"] == 12
 
 
+def test_only_the_first_samples_of_the_warm_up_batch_are_traced(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    from codedag.integrations import autoplan
+    from codedag.migrate.cache.session import Session
+
+    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(autoplan, "TRACED_SAMPLES", 2)
+    judge = Session.judge
+    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    dataset = CountedPngFiles(_png_files(tmp_path, 12))
+    loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator())
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    try:
+        first = [i.tolist() for _x, i in watch.iterate(lambda: DataLoader.__iter__(loader))]
+    finally:
+        results = watch.close()
+    assert results.plan_status == "applied", results.plan_reason
+    assert dataset.asked[:10] == first[0] + first[0][:2] + first[0]  # fetched, traced, stored
+    assert results.cache["stored"] == 12
+
+
+def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
+    monkeypatch: Any,
+) -> None:
+    """The background import starts with the first epoch and is waited for before the loader's
+    next iterator is made (workers fork there) and before planning imports anything."""
+    import threading
+
+    from codedag.integrations import watch as watch_module
+
+    release, order = threading.Event(), []
+
+    def slow_import() -> None:
+        release.wait(5)
+        order.append("imported")
+
+    monkeypatch.setattr(watch_module, "_prefetch", None)
+    started: list[threading.Thread] = []
+
+    def start() -> None:
+        thread = threading.Thread(target=slow_import, daemon=True)
+        started.append(thread)
+        monkeypatch.setattr(watch_module, "_prefetch", thread)
+        thread.start()
+
+    monkeypatch.setattr(watch_module, "_prefetch_planning", start)
+    loader = DataLoader(Rows(), batch_size=4, num_workers=0)
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False, plan_budget_s=0))
+    assert watch.iterate(lambda: DataLoader.__iter__(loader)) is not None
+    assert started == []  # no plan will be made: nothing to import
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+
+    def make_iterator() -> Any:
+        order.append("iterator")
+        return DataLoader.__iter__(loader)
+
+    try:
+        watch.iterate(make_iterator)
+        assert len(started) == 1 and order == ["iterator"]
+        threading.Timer(0.2, release.set).start()
+        watch.iterate(make_iterator)  # the next epoch: its iterator is made once imports ended
+        assert order == ["iterator", "imported", "iterator"]
+    finally:
+        release.set()
+        watch.close()
+
+
 def test_places_nothing_reads_every_section_of_the_plan() -> None:
     from codedag.plan import MigrationPlan
 

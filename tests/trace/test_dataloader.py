@@ -72,12 +72,35 @@ def test_worker_zeros_first_task_is_replayed_in_the_process() -> None:
     assert meta["batch_indices"] == [int(i) for i in next(iter(plain))[:, 0]]
 
 
+def test_a_sub_batch_is_the_first_samples_with_the_draws_they_get_in_the_whole_batch() -> None:
+    generator = torch.Generator().manual_seed(5)
+    loader = DataLoader(Noisy(), batch_size=6, shuffle=True, num_workers=2, generator=generator)
+    whole = trace_first_batch(loader, CountingTracer())
+    tracer = CountingTracer()
+    first = trace_first_batch(loader, tracer, samples=3)
+    assert torch.equal(first, whole[:3])  # indices and random draws: worker 0's, as in the batch
+    assert tracer.dag.metadata["dataloader"]["batch_indices"] == [int(i) for i in whole[:3, 0]]
+    assert tracer.dag.metadata["dataloader"]["batch_size"] == 6  # the loader's, for the plan
+    plain = DataLoader(Noisy(), batch_size=6, shuffle=True)
+    np.random.seed(1)
+    random.seed(1)
+    indices = [4, 0, 9, 2, 7, 1]
+    fetched = trace_first_batch(plain, CountingTracer(), warmup=0, indices=indices)
+    np.random.seed(1)
+    random.seed(1)
+    part = trace_first_batch(plain, CountingTracer(), warmup=0, indices=indices, samples=2)
+    assert torch.equal(part, fetched[:2]) and [int(i) for i in part[:, 0]] == [4, 0]
+    assert torch.equal(trace_first_batch(plain, CountingTracer(), samples=2), next(iter(plain)))
+
+
 def test_bad_inputs_get_one_clear_error() -> None:
     with pytest.raises(TraceError, match="expected a torch"):
         trace_first_batch([1, 2], CountingTracer())  # type: ignore[arg-type]
     loader = DataLoader(Noisy(), batch_size=4)
     with pytest.raises(ConfigError, match="warmup"):
         trace_first_batch(loader, CountingTracer(), warmup=-1)
+    with pytest.raises(ConfigError, match="samples"):
+        trace_first_batch(loader, CountingTracer(), samples=0)
     with pytest.raises(TraceError, match="empty"):
         trace_first_batch(DataLoader([], batch_size=2), CountingTracer())
 

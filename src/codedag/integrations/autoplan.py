@@ -1,12 +1,13 @@
 """Trace and plan a DataLoader the running script uses, without changing what the script sees.
 
-:func:`plan_loader` traces one batch of the loader (``trace_first_batch`` on the same object: the
-warm-up batch the script fetched already when its indices are given, else a new epoch's first
-batch) and plans it (``OptimizerManager(k=2, cache="auto")``) on the device the script trains
-on, inside a time budget. Every random generator the script's next batches depend on is saved before and put
-back after: Python's, NumPy's and torch's global ones, CUDA's when CUDA is initialized, the
-loader's and its sampler's generators and those the dataset holds (``RandomSnapshot``), so the
-next epoch draws exactly what it would have drawn without codedag.
+:func:`plan_loader` traces the first :data:`TRACED_SAMPLES` samples of one batch of the loader
+(``trace_first_batch`` on the same object: the warm-up batch the script fetched already when its
+indices are given, else a new epoch's first batch) and plans them
+(``OptimizerManager(k=2, cache="auto")``) on the device the script trains on, inside a time
+budget. Every random generator the script's next batches depend on is saved before and put back
+after: Python's, NumPy's and torch's global ones, CUDA's when CUDA is initialized, the loader's
+and its sampler's generators and those the dataset holds (``RandomSnapshot``), so the next epoch
+draws exactly what it would have drawn without codedag.
 
 The budget is checked between measurements (the optimizer's progress callback), so a plan stops
 at most one measurement past it. Log records of a failed attempt are dropped: the caller reports
@@ -26,6 +27,12 @@ from typing import Any
 from codedag.errors import CodeDAGError
 
 log = logging.getLogger(__name__)
+
+
+TRACED_SAMPLES = 8
+"""Samples of the batch traced (its first ones): a traced sample costs several untraced ones,
+and the plan's per-sample figures and batched calibrations (which cycle the traced samples to
+the loader's batch size) need only a few."""
 
 
 class PlanBudgetExceeded(CodeDAGError):
@@ -133,9 +140,9 @@ def _trace_and_plan(
 
     tracer = EnhancedTracer()
     if indices is None:
-        trace_first_batch(loader, tracer)
+        trace_first_batch(loader, tracer, samples=TRACED_SAMPLES)
     else:
-        trace_first_batch(loader, tracer, warmup=0, indices=indices)
+        trace_first_batch(loader, tracer, warmup=0, indices=indices, samples=TRACED_SAMPLES)
     traced = time.perf_counter()
     budget_s = deadline - start
     if traced > deadline:

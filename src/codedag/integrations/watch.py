@@ -6,8 +6,10 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
 * times each epoch from the iterator's creation to its exhaustion, and the time the script waits
   in ``__next__`` (the data wait), counting batches and samples;
 * with a plan stored for this pipeline (:mod:`.plan_store`), applies it before the first epoch;
-* else traces one batch and plans it (:func:`.autoplan.plan_loader`), with every random generator
-  put back, and applies the plan (``PipelineMigrator.apply``): with 0 workers after the first
+* else imports the planner in the background while the first batches train (waited for before
+  planning and before any watched loader's next iterator, where workers fork), then traces the
+  first samples of one batch and plans them (:func:`.autoplan.plan_loader`), with every random
+  generator put back, and applies the plan (``PipelineMigrator.apply``): with 0 workers after the first
   epoch's first batch (the fetch is this process's, so the plan serves the rest of the epoch and
   its cache stores what the second epoch reads), with workers once the first epoch has ended (its
   iterator exhausted, or the loader iterated again), before the next epoch starts; a plan
@@ -23,6 +25,7 @@ warning and the script runs on unmodified.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import threading
 import time
@@ -39,6 +42,18 @@ log = logging.getLogger(__name__)
 
 _busy = threading.local()
 
+PLANNING_MODULES = (
+    "codedag.integrations.autoplan",
+    "codedag.trace.tracer",
+    "codedag.trace.dataloader",
+    "codedag.optimize.manager",
+    "codedag.migrate.api",
+)
+"""What tracing, planning and applying import: imported in the background while the first batches
+train (:func:`_prefetch_planning`). None of them imports a module of torch's own."""
+
+_prefetch: threading.Thread | None = None
+
 
 def busy() -> bool:
     """Whether this thread is tracing, planning or applying (its DataLoaders are codedag's)."""
@@ -52,6 +67,37 @@ def _working() -> Iterator[None]:
         yield
     finally:
         _busy.depth -= 1
+
+
+def _prefetch_planning() -> None:
+    """Start importing :data:`PLANNING_MODULES` in a background thread (once per process).
+
+    Most of a first run's fixed cost is importing the planner; the training step that runs
+    meanwhile spends most of its time in torch's kernels, which let another thread run. An import
+    that fails is left for the planner to meet (and report) when it imports the module itself.
+    """
+    global _prefetch
+    if _prefetch is not None:
+        return
+
+    def run() -> None:
+        for name in PLANNING_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception as error:  # the planner imports it again and reports why
+                log.debug("importing %s in the background failed: %s", name, error)
+                return
+
+    _prefetch = threading.Thread(target=run, name="codedag-prefetch", daemon=True)
+    _prefetch.start()
+
+
+def _settle_prefetch() -> None:
+    """Wait for the background imports to end: before this thread imports the planner (so two
+    threads never import codedag's modules at once) and before a DataLoader forks its workers (a
+    child forked mid-import would find that module's lock held forever)."""
+    if _prefetch is not None:
+        _prefetch.join()
 
 
 @dataclass(frozen=True)
@@ -163,6 +209,7 @@ class LoaderWatch:
         """Start an epoch: ``make_iterator()`` is the loader's own ``__iter__``."""
         if busy():
             return make_iterator()
+        _settle_prefetch()
         with self._lock:
             if self._open is not None:
                 self._epoch_ended(self._open, complete=False)  # the script stopped reading early
@@ -172,6 +219,8 @@ class LoaderWatch:
             inner = make_iterator()
             if not self.results.epochs and not self._tried and self._fetches_here():
                 self._first_indices = _record_first_indices(inner)
+            if not self._tried and self.settings.plan_budget_s > 0:
+                _prefetch_planning()
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
                 planned=self.migrator is not None,
@@ -256,6 +305,7 @@ class LoaderWatch:
     def _plan_and_apply(self, indices: Any = None) -> None:
         """Trace, plan and apply; ``indices``: those of the warm-up batch (0 workers), traced in
         place of a new epoch's first batch and then stored in the prefix cache."""
+        _settle_prefetch()
         from codedag.integrations.autoplan import plan_loader
 
         self._tried = True

@@ -129,7 +129,11 @@ def _replica(loader: Any, indices: Any) -> tuple[Any, Any]:
 
 
 def trace_first_batch(
-    loader: Any, tracer: BatchTracer, warmup: int = 1, indices: Any = None
+    loader: Any,
+    tracer: BatchTracer,
+    warmup: int = 1,
+    indices: Any = None,
+    samples: int | None = None,
 ) -> Any:
     """Trace the first batch of ``loader`` with ``tracer``; return the batch. The DAG is
     ``tracer.dag``.
@@ -140,6 +144,9 @@ def trace_first_batch(
         warmup: untraced runs of the same batch before the traced one.
         indices: trace the batch of these indices instead (what the batch sampler yielded for a
             batch this process fetched already; a map-style dataset), in this process.
+        samples: trace only the batch's first ``samples`` samples (a map-style dataset whose
+            batch is given by ``indices`` or fetched by workers; else the whole batch): their
+            random draws are the ones they get in the whole batch. The batch returned is theirs.
     """
     from torch.utils.data import DataLoader, IterableDataset
 
@@ -149,6 +156,8 @@ def trace_first_batch(
         raise ConfigError(f"warmup must be an integer >= 0, got {warmup!r}")
     if indices is not None and isinstance(loader.dataset, IterableDataset):
         raise ConfigError("indices name a batch of a map-style dataset; this one is iterable")
+    if samples is not None and (not isinstance(samples, int) or samples < 1):
+        raise ConfigError(f"samples must be an integer >= 1, got {samples!r}")
     sampler = getattr(loader, "sampler", None)
     snapshot = RandomSnapshot(
         generators=(loader.generator, getattr(sampler, "generator", None)),
@@ -158,11 +167,12 @@ def trace_first_batch(
     info: dict[str, Any] = {"num_workers": loader.num_workers, "reproduced_in_process": workers}
     try:
         if indices is not None:
+            indices = _first_samples(loader, indices, samples)
             replica, batch_indices = indices_loader(loader, indices), _json_indices(loader, indices)
             info.update(batch_indices=batch_indices, batch_fetched_before=True)
         elif workers:
             base_seed, indices = _first_task(loader)
-            replica, batch_indices = _replica(loader, indices)
+            replica, batch_indices = _replica(loader, _first_samples(loader, indices, samples))
             info.update(
                 batch_indices=batch_indices,
                 base_seed=base_seed,
@@ -205,6 +215,14 @@ def trace_first_batch(
             "random_state_restored": True,
         }
     return batch
+
+
+def _first_samples(loader: Any, indices: Any, samples: int | None) -> Any:
+    """The first ``samples`` of a batch's indices (all of them: ``samples`` None, or a loader
+    without a batch sampler, whose indices are one key)."""
+    if samples is None or loader.batch_sampler is None:
+        return indices
+    return list(indices)[:samples]
 
 
 def _length(dataset: Any) -> int | None:
