@@ -50,7 +50,8 @@ PLANNING_MODULES = (
     "codedag.migrate.api",
 )
 """What tracing, planning and applying import: imported in the background while the first batches
-train (:func:`_prefetch_planning`). None of them imports a module of torch's own."""
+train (:func:`_prefetch_planning`), with the backends' registry. None of them imports a module of
+torch's own, nor a library the script may be importing meanwhile."""
 
 _prefetch: threading.Thread | None = None
 
@@ -91,6 +92,12 @@ def _prefetch_planning() -> None:
             except Exception as error:  # the planner imports it again and reports why
                 log.debug("importing %s in the background failed: %s", name, error)
                 return
+        try:  # the backends' registry too: it loads every ops module (its own lock)
+            from codedag.backends.registry import default_registry
+
+            default_registry()
+        except Exception as error:
+            log.debug("building the registry in the background failed: %s", error)
 
     _prefetch = threading.Thread(target=run, name="codedag-prefetch", daemon=True)
     _prefetch.start()
