@@ -11,7 +11,6 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from tests.support.run_scripts import assert_planned_in_epoch_one_or_at_its_end
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.errors import ConfigError
@@ -119,7 +118,11 @@ def test_same_losses_and_a_plan_from_the_first_epochs_second_batch(tmp_path: Pat
     assert results is not None
     assert results.plan_status == "applied", results.plan_reason
     assert results.dataset == "FlipFiles"  # the training loader, not validation's
-    assert_planned_in_epoch_one_or_at_its_end(results.epochs)
+    assert [(e.planned, e.plan_from_batch) for e in results.epochs] == [
+        (True, 2),
+        (True, None),
+        (True, None),
+    ]
     assert [e.samples for e in results.epochs] == [12, 12, 12]
     assert results.moved or results.kept
     # without a logger, trainer.log_dir is default_root_dir
@@ -141,7 +144,7 @@ def test_a_fit_that_raises_restores_and_writes_its_results(tmp_path: Path) -> No
         fit(tmp_path / "fit", files, [callback, Failing()])
     saved = load_run_results(tmp_path / "out")
     assert saved.exit_code == 1
-    assert_planned_in_epoch_one_or_at_its_end(saved.epochs)
+    assert [(e.planned, e.plan_from_batch) for e in saved.epochs] == [(True, 2), (True, None)]
     # the autouse fixture fails the test if DataLoader.__iter__ or the plan's patches remain
 
 

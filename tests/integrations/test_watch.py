@@ -13,16 +13,6 @@ from torch.utils.data import DataLoader, Dataset
 from codedag.integrations.watch import LoaderWatch, WatchSettings, places_nothing
 
 
-@pytest.fixture(autouse=True)
-def _planner_imported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The planner is imported in this process already: plan at the second batch, as when the
-    background import has ended by then (the test that controls it patches this again)."""
-    from codedag.integrations import watch as watch_module
-
-    monkeypatch.setattr(watch_module, "_prefetch", None)
-    monkeypatch.setattr(watch_module, "_prefetch_planning", lambda: None)
-
-
 class Resized(Dataset):  # type: ignore[type-arg]
     def __len__(self) -> int:
         return 12
@@ -257,49 +247,6 @@ def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
     finally:
         release.set()
         watch.close()
-
-
-def test_the_plan_waits_for_the_background_import_and_stores_every_batch_fetched_before(
-    tmp_path: Any, monkeypatch: Any
-) -> None:
-    import threading
-
-    from codedag.integrations import watch as watch_module
-    from codedag.migrate.cache.session import Session
-
-    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
-    judge = Session.judge
-    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
-    release = threading.Event()
-
-    def start() -> None:
-        thread = threading.Thread(target=release.wait, args=(10,), daemon=True)
-        monkeypatch.setattr(watch_module, "_prefetch", thread)
-        thread.start()
-
-    monkeypatch.setattr(watch_module, "_prefetch_planning", start)
-    dataset = CountedPngFiles(_png_files(tmp_path, 20))
-    loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator())
-    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
-    try:
-        iterator = watch.iterate(lambda: DataLoader.__iter__(loader))
-        first = [next(iterator)[1].tolist() for _ in range(3)]  # the import is still running
-        assert not watch.tried
-        release.set()
-        assert watch_module._prefetch is not None
-        watch_module._prefetch.join()
-        rest = [i.tolist() for _x, i in iterator]  # planned before the fourth batch
-        second = [i.tolist() for _x, i in watch.iterate(lambda: DataLoader.__iter__(loader))]
-    finally:
-        results = watch.close()
-    assert results.plan_status == "applied", results.plan_reason
-    assert (results.epochs[0].planned, results.epochs[0].plan_from_batch) == (True, 4)
-    fetched = [i for batch in first for i in batch]
-    # fetched, then the first batch's first samples traced, then the three batches stored
-    assert dataset.asked[: 12 + 4 + 12] == fetched + first[0] + fetched
-    assert results.cache["stored"] == 20 and results.cache["hits"] == 20  # epoch 2 reads all
-    assert sorted(i for batch in first + rest for i in batch) == list(range(20))
-    assert len(second) == 5
 
 
 def test_places_nothing_reads_every_section_of_the_plan() -> None:

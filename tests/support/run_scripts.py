@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 TRAIN = """\
 import glob, os, sys
@@ -139,15 +138,3 @@ def codedag_run(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m codedag run OPTIONS -- python COMMAND`` in ``cwd``."""
     return run_python(["-m", "codedag", "run", *options, "--", "python", *command], cwd, timeout_s)
-
-
-def assert_planned_in_epoch_one_or_at_its_end(epochs: list[Any]) -> None:
-    """With 0 workers the plan applies in epoch 1 at the first batch after the planner was
-    imported in the background (the second batch at the earliest), or at the epoch's end where
-    the import outlasted the epoch; every later epoch runs planned throughout."""
-    first, *later = epochs
-    if first.planned:
-        assert first.plan_from_batch is not None and first.plan_from_batch >= 2, first
-    else:
-        assert first.plan_from_batch is None, first
-    assert [(e.planned, e.plan_from_batch) for e in later] == [(True, None)] * len(later)

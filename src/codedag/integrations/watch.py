@@ -55,10 +55,6 @@ torch's own, nor a library the script may be importing meanwhile."""
 
 _prefetch: threading.Thread | None = None
 
-MAX_FETCHED_BATCHES = 64
-"""Batches of epoch 1 fetched before the plan whose samples are stored once it applies (those
-fetched later are stored in epoch 2)."""
-
 
 def busy() -> bool:
     """Whether this thread is tracing, planning or applying (its DataLoaders are codedag's)."""
@@ -101,11 +97,6 @@ def _prefetch_planning() -> None:
 
     _prefetch = threading.Thread(target=run, name="codedag-prefetch", daemon=True)
     _prefetch.start()
-
-
-def planner_imported() -> bool:
-    """Whether the background import of the planner has ended (or never started)."""
-    return _prefetch is None or not _prefetch.is_alive()
 
 
 def _settle_prefetch() -> None:
@@ -176,7 +167,7 @@ class _TimedIterator:
 
     def __next__(self) -> Any:
         began = time.perf_counter()
-        if self.batches and not self._watch.tried and planner_imported():
+        if self.batches == 1 and not self._watch.tried:
             self._watch.plan_within_epoch(self)
         try:
             batch = next(self._inner)
@@ -217,7 +208,7 @@ class LoaderWatch:
         self.plan: MigrationPlan | None = None
         self._open: _TimedIterator | None = None
         self._tried = False
-        self._fetched: _FetchedIndices | None = None
+        self._first_indices: list[Any] = []
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ the epochs
@@ -234,7 +225,7 @@ class LoaderWatch:
             start = time.perf_counter()
             inner = make_iterator()
             if not self.results.epochs and not self._tried and self._fetches_here():
-                self._fetched = _FetchedIndices(inner)
+                self._first_indices = _record_first_indices(inner)
             if not self._tried and self.settings.plan_budget_s > 0:
                 _prefetch_planning()
             figures = EpochFigures(
@@ -263,23 +254,19 @@ class LoaderWatch:
         return self._tried
 
     def plan_within_epoch(self, timed: _TimedIterator) -> None:
-        """Plan within the first epoch, once the planner is imported, when the loader fetches in
-        this process.
+        """Plan after the first epoch's first batch when the loader fetches in this process.
 
         With 0 workers the fetch that the plan patches is this process's, so a plan applied now
         serves the epoch's remaining batches: its prefix cache stores them in the first epoch and
-        the second reads them back, instead of storing in the second. The batches fetched before
-        (the first, and those fetched while the planner was imported) are traced (the first
-        batch's first samples) and stored. Workers forked for this epoch would never see it, so
-        a loader with workers is planned at the epoch's end.
+        the second reads them back, instead of storing in the second. Workers forked for this
+        epoch would never see it, so a loader with workers is planned at the epoch's end.
         """
         if not self._fetches_here():
             return
         with self._lock:
             if self._tried or timed.done:
                 return
-            fetched = self._fetched.stop() if self._fetched is not None else []
-            self._plan_and_apply(fetched or None)
+            self._plan_and_apply(self._first_indices[0] if self._first_indices else None)
             if self.migrator is not None:
                 timed.figures.planned = True
                 timed.figures.plan_from_batch = timed.batches + 1
@@ -322,17 +309,14 @@ class LoaderWatch:
         if self._apply(stored.plan):
             self.results.plan_status += " (stored plan)"
 
-    def _plan_and_apply(self, fetched: list[Any] | None = None) -> None:
-        """Trace, plan and apply; ``fetched``: the indices of the batches this process fetched
-        already (0 workers): the first one's are traced in place of a new epoch's first batch,
-        and every one of them is then stored in the prefix cache."""
+    def _plan_and_apply(self, indices: Any = None) -> None:
+        """Trace, plan and apply; ``indices``: those of the warm-up batch (0 workers), traced in
+        place of a new epoch's first batch and then stored in the prefix cache."""
         _settle_prefetch()
         from codedag.integrations.autoplan import plan_loader
 
         self._tried = True
-        if self._fetched is not None:
-            self._fetched.stop()
-        indices = fetched[0] if fetched else None
+        self._first_indices = []
         with _working():
             outcome = plan_loader(self.loader, self.settings.plan_budget_s, indices=indices)
         self.results.trace_s, self.results.plan_s = outcome.trace_s, outcome.plan_s
@@ -340,8 +324,8 @@ class LoaderWatch:
             self._skip(outcome.reason)
             return
         applied = self._apply(outcome.plan)
-        if applied and fetched:
-            self._store_fetched(fetched)
+        if applied and indices is not None:
+            self._store_warmup(indices)
         if applied and self.settings.store_plans:
             from codedag.integrations.plan_store import plan_inputs, save_plan
 
@@ -353,11 +337,10 @@ class LoaderWatch:
                 saved = save_plan(self.results.plan_key, outcome.plan, inputs)
                 self.results.plan_path = "" if saved is None else str(saved)
 
-    def _store_fetched(self, fetched: list[Any]) -> None:
-        """Fetch the samples of the batches fetched before the plan again under the applied
-        plan, so that its prefix cache holds them too and the next epoch reads every sample back
-        (0 workers: the fetch is this process's). Collation is skipped; every random generator
-        is put back."""
+    def _store_warmup(self, indices: Any) -> None:
+        """Fetch the warm-up batch's samples again under the applied plan, so that its prefix
+        cache holds them too and the next epoch reads every sample back (0 workers: the fetch
+        is this process's). Collation is skipped; every random generator is put back."""
         migrator = self.migrator
         if migrator is None or not migrator.get_stats()["cache"].get("enabled"):
             return
@@ -367,11 +350,10 @@ class LoaderWatch:
 
         try:
             with _working(), preserved_random_state(self.loader), held_logs():
-                for indices in fetched:
-                    for _ in indices_loader(self.loader, indices, collate_fn=_discard):
-                        pass
+                for _ in indices_loader(self.loader, indices, collate_fn=_discard):
+                    pass
         except Exception as error:  # the next epoch computes these samples, as without it
-            log.debug("the fetched batches were not stored: %s: %s", type(error).__name__, error)
+            log.debug("the warm-up batch was not stored: %s: %s", type(error).__name__, error)
 
     def _apply(self, plan: Mapping[str, Any] | MigrationPlan) -> bool:
         """Apply ``plan`` (validated here once when it is a fresh plan's dict); False when it
@@ -433,38 +415,30 @@ def _discard(_samples: Any) -> None:
     return None
 
 
-class _FetchedIndices:
-    """The indices of each batch ``inner`` fetches until :meth:`stop`: torch's iterator asks
-    ``_next_index()`` (its batch sampler's next) before each fetch, and an instance attribute
-    stands in for it meanwhile. None are recorded for an iterator without it, or an iterable
+def _record_first_indices(inner: Any) -> list[Any]:
+    """A list that receives the indices of ``inner``'s first batch when it is fetched: torch's
+    iterator asks ``_next_index()`` (its batch sampler's next) before each fetch, and an
+    instance attribute stands in for it once. Empty for an iterator without it, or an iterable
     dataset's (its indices are placeholders)."""
+    from torch.utils.data import IterableDataset
 
-    def __init__(self, inner: Any) -> None:
-        from torch.utils.data import IterableDataset
+    found: list[Any] = []
+    original = getattr(inner, "_next_index", None)
+    if original is None or isinstance(getattr(inner, "_dataset", None), IterableDataset):
+        return found
 
-        self.batches: list[Any] = []
-        self._inner: Any = None
-        original = getattr(inner, "_next_index", None)
-        if original is None or isinstance(getattr(inner, "_dataset", None), IterableDataset):
-            return
-
-        def _next_index() -> Any:
+    def _next_index() -> Any:
+        try:
             index = original()
-            if len(self.batches) < MAX_FETCHED_BATCHES:
-                self.batches.append(list(index) if isinstance(index, list) else index)  # reused
-            return index
-
-        with contextlib.suppress(AttributeError, TypeError):  # one that takes no attributes
-            inner._next_index = _next_index
-            self._inner = inner
-
-    def stop(self) -> list[Any]:
-        """Stop recording; the indices of the batches fetched so far."""
-        inner, self._inner = self._inner, None
-        if inner is not None:
+        finally:
             with contextlib.suppress(AttributeError):
                 del inner._next_index
-        return self.batches
+        found.append(list(index) if isinstance(index, list) else index)  # a sampler may reuse it
+        return index
+
+    with contextlib.suppress(AttributeError, TypeError):  # one that takes no attributes: none
+        inner._next_index = _next_index
+    return found
 
 
 def _applied(plan: MigrationPlan) -> Any:
