@@ -210,7 +210,7 @@ def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
     next iterator is made (workers fork there) and before planning imports anything."""
     import threading
 
-    from codedag.integrations import watch as watch_module
+    from codedag.integrations import prefetch
 
     release, order = threading.Event(), []
 
@@ -218,16 +218,16 @@ def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
         release.wait(5)
         order.append("imported")
 
-    monkeypatch.setattr(watch_module, "_prefetch", None)
+    monkeypatch.setattr(prefetch, "_thread", None)
     started: list[threading.Thread] = []
 
     def start() -> None:
         thread = threading.Thread(target=slow_import, daemon=True)
         started.append(thread)
-        monkeypatch.setattr(watch_module, "_prefetch", thread)
+        monkeypatch.setattr(prefetch, "_thread", thread)
         thread.start()
 
-    monkeypatch.setattr(watch_module, "_prefetch_planning", start)
+    monkeypatch.setattr(prefetch, "start", start)
     loader = DataLoader(Rows(), batch_size=4, num_workers=0)
     watch = LoaderWatch(loader, WatchSettings(store_plans=False, plan_budget_s=0))
     assert watch.iterate(lambda: DataLoader.__iter__(loader)) is not None

@@ -4,6 +4,8 @@
   DataLoaders: planned in the first epoch, the plan applied from then on
 * :mod:`.autoplan`: Trace and plan a running script's DataLoader within a budget, its random
   state put back
+* :mod:`.prefetch`: The planner imported in a background thread while a script's first batches
+  train
 * :mod:`.plan_store`: Plans kept across runs, keyed by the pipeline's code, versions and device
 * :mod:`.run_summary`: The summary an accelerated run prints at its end: epochs against the first,
   the cache, the plan

@@ -25,7 +25,6 @@ warning and the script runs on unmodified.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import threading
 import time
@@ -33,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from codedag.integrations import prefetch
 from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
 
 if TYPE_CHECKING:
@@ -41,19 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _busy = threading.local()
-
-PLANNING_MODULES = (
-    "codedag.integrations.autoplan",
-    "codedag.trace.tracer",
-    "codedag.trace.dataloader",
-    "codedag.optimize.manager",
-    "codedag.migrate.api",
-)
-"""What tracing, planning and applying import: imported in the background while the first batches
-train (:func:`_prefetch_planning`), with the backends' registry. None of them imports a module of
-torch's own, nor a library the script may be importing meanwhile."""
-
-_prefetch: threading.Thread | None = None
 
 
 def busy() -> bool:
@@ -68,43 +55,6 @@ def _working() -> Iterator[None]:
         yield
     finally:
         _busy.depth -= 1
-
-
-def _prefetch_planning() -> None:
-    """Start importing :data:`PLANNING_MODULES` in a background thread (once per process).
-
-    Most of a first run's fixed cost is importing the planner; the training step that runs
-    meanwhile spends most of its time in torch's kernels, which let another thread run. An import
-    that fails is left for the planner to meet (and report) when it imports the module itself.
-    """
-    global _prefetch
-    if _prefetch is not None:
-        return
-
-    def run() -> None:
-        for name in PLANNING_MODULES:
-            try:
-                importlib.import_module(name)
-            except Exception as error:  # the planner imports it again and reports why
-                log.debug("importing %s in the background failed: %s", name, error)
-                return
-        try:  # the backends' registry too: it loads every ops module (its own lock)
-            from codedag.backends.registry import default_registry
-
-            default_registry()
-        except Exception as error:
-            log.debug("building the registry in the background failed: %s", error)
-
-    _prefetch = threading.Thread(target=run, name="codedag-prefetch", daemon=True)
-    _prefetch.start()
-
-
-def _settle_prefetch() -> None:
-    """Wait for the background imports to end: before this thread imports the planner (so two
-    threads never import codedag's modules at once) and before a DataLoader forks its workers (a
-    child forked mid-import would find that module's lock held forever)."""
-    if _prefetch is not None:
-        _prefetch.join()
 
 
 @dataclass(frozen=True)
@@ -216,7 +166,7 @@ class LoaderWatch:
         """Start an epoch: ``make_iterator()`` is the loader's own ``__iter__``."""
         if busy():
             return make_iterator()
-        _settle_prefetch()
+        prefetch.settle()
         with self._lock:
             if self._open is not None:
                 self._epoch_ended(self._open, complete=False)  # the script stopped reading early
@@ -227,7 +177,7 @@ class LoaderWatch:
             if not self.results.epochs and not self._tried and self._fetches_here():
                 self._first_indices = _record_first_indices(inner)
             if not self._tried and self.settings.plan_budget_s > 0:
-                _prefetch_planning()
+                prefetch.start()
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
                 planned=self.migrator is not None,
@@ -312,7 +262,7 @@ class LoaderWatch:
     def _plan_and_apply(self, indices: Any = None) -> None:
         """Trace, plan and apply; ``indices``: those of the warm-up batch (0 workers), traced in
         place of a new epoch's first batch and then stored in the prefix cache."""
-        _settle_prefetch()
+        prefetch.settle()
         from codedag.integrations.autoplan import plan_loader
 
         self._tried = True

@@ -1,0 +1,59 @@
+"""Import the planner in a background thread while a script's first batches train.
+
+Most of a first ``codedag run``'s fixed cost is importing the planning modules and building the
+backends' registry; the training step that runs meanwhile spends most of its time in torch's
+kernels, which let another thread run. :func:`start` begins it (once per process) and
+:func:`settle` waits for it to end: before the planner is imported in the script's thread (so
+two threads never import codedag's modules at once) and before a DataLoader forks its workers (a
+child forked mid-import would find that module's lock held forever). An import that fails is
+left for the planner to meet, and report, when it imports the module itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+PLANNING_MODULES = (
+    "codedag.integrations.autoplan",
+    "codedag.trace.tracer",
+    "codedag.trace.dataloader",
+    "codedag.optimize.manager",
+    "codedag.migrate.api",
+)
+"""What tracing, planning and applying import (with the backends' registry). None of them imports
+a module of torch's own, nor a library the script may be importing meanwhile."""
+
+_thread: threading.Thread | None = None
+
+
+def _run() -> None:
+    for name in PLANNING_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # the planner imports it again and reports why
+            log.debug("importing %s in the background failed: %s", name, error)
+            return
+    try:  # the registry loads every ops module (under its own lock)
+        from codedag.backends.registry import default_registry
+
+        default_registry()
+    except Exception as error:
+        log.debug("building the registry in the background failed: %s", error)
+
+
+def start() -> None:
+    """Start importing :data:`PLANNING_MODULES` in a background thread (once per process)."""
+    global _thread
+    if _thread is None:
+        _thread = threading.Thread(target=_run, name="codedag-prefetch", daemon=True)
+        _thread.start()
+
+
+def settle() -> None:
+    """Wait for the background import to end (at once when none was started)."""
+    if _thread is not None:
+        _thread.join()
