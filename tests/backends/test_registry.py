@@ -160,3 +160,36 @@ def test_aliases_resolve_once_to_one_spec() -> None:
     names = registry.names()
     assert "numpy.abs" not in names and "numpy.absolute" in names  # canonical names only
     assert len(names) == len(set(names))
+
+
+def test_a_library_release_past_the_verified_ones_keeps_its_calls_with_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib.metadata
+
+    from codedag.backends.ops.cv2.facts import FACTS
+    from codedag.backends.registry import unverified_version
+
+    versions = {"opencv-python-headless": "5.1.0.95"}
+
+    def version(distribution: str) -> str:
+        if distribution not in versions:
+            raise importlib.metadata.PackageNotFoundError(distribution)
+        return versions[distribution]
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert FACTS.verified_below == "5.1" and unverified_version(FACTS) == "5.1.0.95"
+    newer = Registry()
+    with caplog.at_level("WARNING", logger="codedag.backends.registry"):
+        _load_ops_module(newer, "cv2")
+    assert "cv2" in newer.libraries  # its facts still name its functions
+    assert not newer.is_migratable("cv2.resize") and not newer.is_migratable("cv2.add")
+    assert "5.1.0.95 is newer than the releases" in newer.load_errors["cv2"]
+    assert len(caplog.records) == 1
+    versions["opencv-python-headless"] = "5.0.0.93"
+    assert unverified_version(FACTS) is None
+    verified = Registry()
+    _load_ops_module(verified, "cv2")
+    assert verified.is_migratable("cv2.resize") and "cv2" not in verified.load_errors
+    versions.clear()  # not installed under any of its names: nothing to compare
+    assert unverified_version(FACTS) is None

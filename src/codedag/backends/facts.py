@@ -112,6 +112,9 @@ class LibraryFacts:
             a stand-in value reaches them through these. A library with none (cv2, Pillow)
             takes its own arrays only, and a stand-in must be computed before it is called.
         thread_pool: the library's own thread pool (``None``: none to size).
+        verified_below: the first release of the library whose behaviour its backends were not
+            verified against (``"5.1"``): with it or a newer one installed (the first of
+            ``distributions`` found), none of its backends is used and its calls stay with it.
     """
 
     name: str
@@ -130,6 +133,7 @@ class LibraryFacts:
     file_sources: Mapping[str, FileSource] = field(default_factory=dict)
     protocols: tuple[str, ...] = ()
     thread_pool: ThreadPool | None = None
+    verified_below: str | None = None
 
     def owns(self, name: str) -> bool:
         """Whether the qualified ``name`` belongs to one of the library's modules."""

@@ -20,7 +20,9 @@ declaration; :meth:`Registry.tolerances` gathers them (the table of
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import logging
+import re
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +42,7 @@ from codedag.backends.contract import (
     Tolerance,
 )
 from codedag.backends.derived import MappingView, SequenceView
+from codedag.backends.facts import LibraryFacts
 from codedag.errors import MigrationError
 
 log = logging.getLogger(__name__)
@@ -327,7 +330,34 @@ def _load_ops_module(registry: Registry, module: str) -> None:
         return
     library = getattr(package, "LIBRARY", None)
     if isinstance(library, Library):
+        newer = unverified_version(library.facts)
+        if newer is not None:
+            reason = (
+                f"{library.name} {newer} is newer than the releases its backends are verified "
+                f"equal to (below {library.facts.verified_below}): its calls stay with it"
+            )
+            registry.load_errors[module] = reason
+            log.warning("backend package %s not used: %s", module, reason)
+            library = replace(library, specs=())
         registry.add_library(library)
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def unverified_version(facts: LibraryFacts) -> str | None:
+    """The installed version of the library when it is at or past ``facts.verified_below``
+    (its backends were not verified against it), else None."""
+    if facts.verified_below is None:
+        return None
+    for distribution in facts.distributions:
+        try:
+            installed = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        return installed if _release(installed) >= _release(facts.verified_below) else None
+    return None
 
 
 def build_default_registry() -> Registry:
