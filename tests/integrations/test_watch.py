@@ -158,11 +158,9 @@ def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
             assert torch.equal(want_x, got_x)
 
 
-def test_the_warm_up_batch_is_traced_and_then_stored_with_no_other_fetch(
-    tmp_path: Any, monkeypatch: Any
-) -> None:
-    """With 0 workers the plan is made from the warm-up batch itself (traced once, its code warm)
-    and that batch is fetched once more under the plan: no other sample is computed twice."""
+def _one_planned_epoch(tmp_path: Any, monkeypatch: Any) -> tuple[Any, list[Any], Any]:
+    """One epoch of 12 counted PNG samples (batches of 4, 0 workers) under a watch that plans at
+    its second batch; the dataset, each batch's indices and the run's results."""
     from codedag.migrate.cache.session import Session
 
     monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
@@ -176,6 +174,15 @@ def test_the_warm_up_batch_is_traced_and_then_stored_with_no_other_fetch(
     finally:
         results = watch.close()
     assert results.plan_status == "applied", results.plan_reason
+    return dataset, first, results
+
+
+def test_the_warm_up_batch_is_traced_and_then_stored_with_no_other_fetch(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """With 0 workers the plan is made from the warm-up batch itself (traced once, its code warm)
+    and that batch is fetched once more under the plan: no other sample is computed twice."""
+    dataset, first, results = _one_planned_epoch(tmp_path, monkeypatch)
     assert sorted(dataset.asked) == sorted([i for batch in first for i in batch] + first[0] * 2)
     assert dataset.asked[:12] == first[0] * 3  # fetched, traced, stored; then batches 2 and 3
     assert results.cache["stored"] == 12
@@ -185,20 +192,9 @@ def test_only_the_first_samples_of_the_warm_up_batch_are_traced(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
     from codedag.integrations import autoplan
-    from codedag.migrate.cache.session import Session
 
-    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(autoplan, "TRACED_SAMPLES", 2)
-    judge = Session.judge
-    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
-    dataset = CountedPngFiles(_png_files(tmp_path, 12))
-    loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator())
-    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
-    try:
-        first = [i.tolist() for _x, i in watch.iterate(lambda: DataLoader.__iter__(loader))]
-    finally:
-        results = watch.close()
-    assert results.plan_status == "applied", results.plan_reason
+    dataset, first, results = _one_planned_epoch(tmp_path, monkeypatch)
     assert dataset.asked[:10] == first[0] + first[0][:2] + first[0]  # fetched, traced, stored
     assert results.cache["stored"] == 12
 
