@@ -281,3 +281,34 @@ def test_a_whole_store_file_and_a_file_of_another_kind_are_not_cut_short(tmp_pat
     other = tmp_path / "other.mdb"
     other.write_bytes(b"not an LMDB file" * 100)
     assert trust.short_store(other) == "" and trust.short_store(tmp_path / "none") == ""
+
+
+def test_a_store_growing_while_it_is_checked_is_not_cut_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process commits between the check's reads: its file grows, then its meta pages
+    # name the new pages. The check must not take the file for one cut short (and remove it).
+    store = _store(tmp_path / "cache", ram=0)
+    _values(store, [bytes([i]) * 16 for i in range(2)], 1)
+    store.close()
+    data = store.tiers[0].path / "data.mdb"
+    before = data.read_bytes()
+    store = _store(tmp_path / "cache", ram=0)
+    for i in range(48):
+        assert store.put(bytes([100 + i]) * 16, np.full(50_000, i, np.uint8), ()) == "stored"
+    store.close()
+    after = data.read_bytes()
+    assert len(after) > len(before)
+    data.write_bytes(before)
+    real_pread = os.pread
+    grown: list[bool] = []
+
+    def pread_after_a_commit(descriptor: int, length: int, offset: int) -> bytes:
+        if not grown:
+            grown.append(True)
+            data.write_bytes(after)  # the same file, grown with its metas by the commit
+        return real_pread(descriptor, length, offset)
+
+    monkeypatch.setattr(trust.os, "pread", pread_after_a_commit)
+    assert trust.short_store(data) == ""
+    assert grown

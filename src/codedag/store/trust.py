@@ -156,16 +156,19 @@ def short_store(path: Path) -> str:
     except OSError:
         return ""
     try:
-        size_bytes = os.fstat(descriptor).st_size
         first = os.pread(descriptor, _META_BYTES, 0)
         if first[_PAGE_HEADER_BYTES : _PAGE_HEADER_BYTES + 4] != _MAGIC_BYTES:
             return ""  # empty (LMDB makes it anew), or no LMDB file
         if len(first) < _META_BYTES:
-            return f"was cut short: {size_bytes} bytes, fewer than a meta page"
+            return f"was cut short: {len(first)} bytes, fewer than a meta page"
         page_bytes = _META.unpack_from(first, _PAGE_HEADER_BYTES)[4]
         if page_bytes < 512 or page_bytes & (page_bytes - 1):
             return ""
         second = os.pread(descriptor, _META_BYTES, page_bytes)
+        # The size after the meta pages: another process committing meanwhile (a worker storing
+        # while this one opens the tier) grows the file before it writes a meta page, so a size
+        # read first could be older than the pages they name.
+        size_bytes = os.fstat(descriptor).st_size
     finally:
         os.close(descriptor)
     if len(second) < _META_BYTES:
