@@ -91,3 +91,39 @@ def test_summaries_of_a_run() -> None:
     assert run.wait_s == pytest.approx(0.015)
     assert TrialRun(LoaderSettings()).batches_per_s == 0.0
     assert worker_memory(iter([])) == (0, 0)  # no worker processes
+
+
+def test_the_workers_end_with_the_trial_without_a_garbage_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full collection of a large process costs more than a trial: the workers are shut down
+    directly, and they end even while a reference cycle keeps the loader alive."""
+    import gc
+
+    import psutil
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def no_collection(*_args: object) -> int:
+        raise AssertionError("run_trial collected garbage")
+
+    monkeypatch.setattr(gc, "collect", no_collection)
+    me = psutil.Process()
+    before = {p.pid for p in me.children()}
+    seen: list[psutil.Process] = []
+    kept: list[object] = []
+
+    def make_loader() -> DataLoader[tuple[torch.Tensor, ...]]:
+        loader = DataLoader(TensorDataset(torch.arange(64.0)), batch_size=4, num_workers=1)
+        loader.cycle = kept  # type: ignore[attr-defined]
+        kept.append(loader)  # a cycle: only a collection would free it
+        return loader
+
+    def note_workers(_batch: object) -> None:
+        seen.extend(p for p in me.children() if p.pid not in before and p not in seen)
+
+    run = run_trial(
+        make_loader, LoaderSettings(num_workers=1), max_batches=6, max_s=60.0, consumer=note_workers
+    )
+    assert run.error is None and run.batches >= 6 and seen
+    assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in seen)
