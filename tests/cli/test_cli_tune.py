@@ -23,7 +23,7 @@ PIPELINE = textwrap.dedent(
             return 256
 
         def __getitem__(self, index):
-            time.sleep(0.006)
+            time.sleep(0.003)
             return torch.full((2,), float(index))
 
 
@@ -42,7 +42,7 @@ PIPELINE = textwrap.dedent(
     """
 )
 
-QUICK = ["--batches", "6", "--rounds", "2", "--trial-s", "2", "--max-workers", "1"]
+QUICK = ["--batches", "6", "--rounds", "2", "--trial-s", "1", "--max-workers", "1"]
 
 
 @pytest.fixture
@@ -81,10 +81,10 @@ def test_tune_a_target_updates_an_existing_plan_and_prints_json(
         "notes": ["kept"],
     }
     plan.write_text(json.dumps(existing))
-    args = ["tune", f"{pipeline}:train", "--plan", str(plan), "--json", "--step-ms", "30"]
+    args = ["tune", f"{pipeline}:train", "--plan", str(plan), "--json", "--step-ms", "10"]
     assert main([*args, *QUICK, "--fix", "prefetch_factor", "--override", "num_workers"]) == 0
     section = json.loads(capsys.readouterr().out)
-    assert section["step_ms"] == pytest.approx(30.0) and section["step_source"] == "--step-ms"
+    assert section["step_ms"] == pytest.approx(10.0) and section["step_source"] == "--step-ms"
     assert section["fixed"] == ["prefetch_factor"] and section["override"] == ["num_workers"]
     written = json.loads(plan.read_text())
     assert written["context_device_map"] == existing["context_device_map"]
@@ -100,14 +100,14 @@ def test_the_step_time_can_come_from_a_monitored_run(
         json.dumps(
             {
                 "experiment_name": "x",
-                "modes": {"baseline": {"summary": {"batch_time": {"p50": 0.025}}}},
+                "modes": {"baseline": {"summary": {"batch_time": {"p50": 0.008}}}},
             }
         )
     )
     args = ["tune", "--dataloader", f"{pipeline}:make_loader", "--no-write", "--json"]
     assert main([*args, "--step-from", str(results), *QUICK]) == 0
     section = json.loads(capsys.readouterr().out)
-    assert section["step_ms"] == pytest.approx(25.0)
+    assert section["step_ms"] == pytest.approx(8.0)
     assert "baseline" in section["step_source"]
 
 
