@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,14 @@ def _losses(stdout: str) -> list[str]:
 @pytest.mark.slow
 def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_path: Path) -> None:
     write_train_script(tmp_path)
-    plain = run_python(["train.py"], tmp_path)
-    assert plain.returncode == 0, plain.stderr
+    (tmp_path / "plain").mkdir()
+    write_train_script(tmp_path / "plain")  # its own images: the two runs start side by side
     out = tmp_path / "out"
-    ran = codedag_run(["--no-store", "--out", str(out)], ["train.py"], tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        started = pool.submit(run_python, ["train.py"], tmp_path / "plain")
+        ran = codedag_run(["--no-store", "--out", str(out)], ["train.py"], tmp_path)
+        plain = started.result()
+    assert plain.returncode == 0, plain.stderr
     assert ran.returncode == 0, ran.stderr
     assert _losses(ran.stdout) == _losses(plain.stdout)
     assert len(_losses(plain.stdout)) == 3
@@ -42,13 +47,16 @@ def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_
 
 
 @pytest.mark.slow
-def test_a_script_that_raises_keeps_its_traceback_and_exit_code(tmp_path: Path) -> None:
-    write_train_script(tmp_path, ending='raise ValueError("broken after training")')
-    ran = codedag_run(["--no-store", "--out", str(tmp_path / "out")], ["train.py"], tmp_path)
-    assert ran.returncode == 1
-    assert "ValueError: broken after training" in ran.stderr
-    assert 'train.py", line' in ran.stderr
-    assert "codedag/cli" not in ran.stderr  # the script's traceback, not codedag's
+def test_a_script_that_raises_keeps_its_traceback_and_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_train_script(tmp_path, ending='raise ValueError("broken after training")')
+    code = main(["run", "--no-store", "--out", str(tmp_path / "out"), "--", "python", str(script)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "ValueError: broken after training" in err
+    assert 'train.py", line' in err
+    assert "codedag/cli" not in err  # the script's traceback, not codedag's
     assert load_run_results(tmp_path / "out").exit_code == 1
 
 
