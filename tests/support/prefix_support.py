@@ -117,12 +117,20 @@ def cache_section() -> dict[str, Any]:
 
 
 def runtime(
-    folder: Path, verify: int = 0, ram: int = 64 << 20, disk: int = 64 << 20, judge_after: int = 0
+    folder: Path,
+    verify: int = 0,
+    ram: int = 64 << 20,
+    disk: int = 64 << 20,
+    judge_after: int = 0,
+    store_share: float = 0.0,
 ) -> PrefixCacheRuntime:
     """A runtime caching :func:`chain` in ``folder`` (its tiny images cost about what storing
-    them does: by default the chain is never given up for its cost)."""
+    them does: by default the chain is never given up for its cost, and every value is stored
+    in the epoch that computes it; ``store_share`` needs ``judge_after``)."""
     store = StoreSettings(folder=folder, ram_budget_bytes=ram, disk_budget_bytes=disk)
-    settings = CacheSettings(verify=verify, store=store, judge_after=judge_after)
+    settings = CacheSettings(
+        verify=verify, store=store, judge_after=judge_after, store_share=store_share
+    )
     return PrefixCacheRuntime([chain()], settings)
 
 

@@ -279,6 +279,7 @@ def print_cache(cache: CacheSummary | None, console: Any) -> None:
             f"prefix cache run: {stats.hits} hits, misses: {misses}; "
             f"{stats.stored} values stored ({stored / 1e6:.3g} MB of a "
             f"{cache.budget_bytes / 1e6:.0f} MB budget), "
+            f"{stats.not_stored_later} left for a later epoch, "
             f"{stats.evictions} evictions",
             markup=False,
         )

@@ -96,7 +96,8 @@ class AcceleratedRun:
     moved: list[Decision] = field(default_factory=list)
     kept: list[Decision] = field(default_factory=list)
     cache: dict[str, Any] = field(default_factory=dict)
-    """``hits``, ``stored``, ``hit_rate``, ``hit_bytes`` and ``bytes`` of the prefix cache."""
+    """``hits``, ``stored``, ``not_stored_later``, ``hit_rate``, ``hit_bytes`` and ``bytes`` of
+    the prefix cache."""
 
     def save(self, folder: str | os.PathLike[str]) -> Path:
         """Write ``results.json`` into ``folder`` (created) atomically; return its path."""

@@ -34,10 +34,17 @@ def _cache_line(cache: dict[str, object]) -> str:
     hits = int(cache.get("hits", 0) or 0)  # type: ignore[call-overload]
     stored = int(cache.get("stored", 0) or 0)  # type: ignore[call-overload]
     hit_bytes = int(cache.get("hit_bytes", 0) or 0)  # type: ignore[call-overload]
+    later = int(cache.get("not_stored_later", 0) or 0)  # type: ignore[call-overload]
     rate = float(cache.get("hit_rate", 0.0) or 0.0)  # type: ignore[arg-type]
+    left = (
+        f" ({later:,} left for a later epoch: storing them would have passed the storing share "
+        "of the loading time)"
+        if later
+        else ""
+    )
     return (
         f"prefix cache: {hits:,} hits ({100 * rate:.0f} %), {hit_bytes:,} bytes read back, "
-        f"{stored:,} values stored"
+        f"{stored:,} values stored{left}"
     )
 
 

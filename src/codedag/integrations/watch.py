@@ -447,5 +447,6 @@ def cache_figures(stats: dict[str, Any]) -> dict[str, Any]:
     """The prefix cache's counters a summary shows (``get_stats()["cache"]``)."""
     if not stats.get("enabled"):
         return {"enabled": False}
-    keys = ("hits", "stored", "hit_rate", "hit_bytes", "bytes", "misses", "problems")
+    keys: tuple[str, ...] = ("hits", "stored", "not_stored_later", "hit_rate", "hit_bytes")
+    keys += ("bytes", "misses", "problems")
     return {"enabled": True, **{k: stats[k] for k in keys if k in stats}}

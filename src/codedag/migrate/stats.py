@@ -313,6 +313,8 @@ class CacheStats(StatsModel):
     """Values not stored: written to between the cut and the store."""
     not_stored_dropped: int
     """Values not stored: the write queue stayed full."""
+    not_stored_later: int = 0
+    """Values left for a later epoch to store: storing them would have passed the storing share."""
     unpaid: int
     """Chains found not to pay for storing (no longer cached)."""
     evictions: int

@@ -88,6 +88,7 @@ def _run_part(stats: dict[str, Any]) -> str:
         ("not stored: budget full", stats.get("not_stored_full", 0)),
         ("not stored: written to before storing", stats.get("not_stored_changed", 0)),
         ("not stored: write queue full", stats.get("not_stored_dropped", 0)),
+        ("left for a later epoch: past the storing share", stats.get("not_stored_later", 0)),
         ("evictions", stats.get("evictions", 0)),
         ("corrupt entries removed", stats.get("corrupt", 0)),
         *(

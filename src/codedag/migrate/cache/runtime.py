@@ -34,7 +34,14 @@ import codedag.migrate.random_states as random_states
 from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.cache.prefix_values import has_prefix_value, outside_call, step
-from codedag.migrate.cache.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
+from codedag.migrate.cache.session import (
+    FIELDS,
+    JUDGE_AFTER,
+    REASONS,
+    STORE_SHARE,
+    ChainSpec,
+    Session,
+)
 from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.stats import CacheStats
@@ -77,13 +84,18 @@ class CacheSettings:
             :class:`~codedag.store.tiers.StoreSettings`' own).
         judge_after: values of a chain each process stores before it compares what storing
             and reading them back cost with what computing them did, and gives the chain up
-            where storing does not pay (0: never).
+            where storing does not pay (0: never, and every value is stored whatever it costs).
+        store_share: the share of each process's loading time that storing values may take
+            beyond what its hits saved; values past it are stored by a later epoch
+            (:data:`~codedag.migrate.cache.session.STORE_SHARE`; 0: every value is stored in
+            the epoch that computes it).
     """
 
     enabled: bool = True
     verify: int = 0
     store: StoreSettings = field(default_factory=StoreSettings)
     judge_after: int = JUDGE_AFTER
+    store_share: float = STORE_SHARE
 
 
 def chains_from_plan(section: Any) -> list[ChainSpec]:
@@ -128,7 +140,12 @@ class PrefixCacheRuntime(PatchedRuntime):
         self.chains = admitted_chains(chains) if (settings is None or settings.enabled) else []
         self.settings = settings or CacheSettings()
         self.store = PrefixStore.open(self.settings.store) if self.chains else PrefixStore([])
-        self.session = Session(self.store, self.settings.verify, self.settings.judge_after)
+        self.session = Session(
+            self.store,
+            self.settings.verify,
+            self.settings.judge_after,
+            self.settings.store_share,
+        )
         self._sources: dict[str, list[ChainSpec]] = {}
         for chain in self.chains:
             self._sources.setdefault(chain.source_function, []).append(chain)
@@ -247,6 +264,7 @@ class PrefixCacheRuntime(PatchedRuntime):
             finally:
                 random_states.release(taken)
                 session.local.fetching -= 1
+                session.end_fetch()
                 session.writer.wake()
                 session.flush()
                 if workers is not None:
@@ -292,6 +310,7 @@ class PrefixCacheRuntime(PatchedRuntime):
                 "not_stored_full": merged["full"],
                 "not_stored_changed": merged["changed"],
                 "not_stored_dropped": merged["dropped"],
+                "not_stored_later": merged["later"],
                 "unpaid": merged["unpaid"],
                 "evictions": merged["evicted"],
                 "corrupt": merged["corrupt"],

@@ -59,6 +59,7 @@ FIELDS: tuple[str, ...] = (
     "exists",
     "changed",  # written to between the cut and the store: not stored
     "dropped",  # the write queue stayed full: not stored
+    "later",  # not queued: storing it now would pass the process's storing share
     "queue_ns",  # the loading thread's share of storing: encoding and queueing
     "unpaid",  # chains this process found not to pay for storing (and stopped caching)
     "verified",
@@ -81,6 +82,17 @@ JUDGE_AFTER = 8
 """Values of a chain stored by a process, after which it compares what storing and reading one
 back cost with what computing it did (medians): a chain where storing does not pay for itself by
 the second epoch is not cached any more, by any process, in this run or later ones."""
+
+STORE_SHARE = 0.03
+"""The share of a process's loading time (its DataLoader fetches) that storing values may take
+beyond what its hits saved. Storing costs the process CPU (the checksum, LMDB's copy, the kernel
+allocating the new pages of shared memory) on a machine whose cores the loading already fills: a
+first epoch stores what keeps it within this share of its own pace and leaves the other values
+for later (computed, delivered, not stored); a later epoch, paid for by its hits, stores them."""
+
+WRITE_NS_PER_BYTE = 0.7
+"""What storing a byte costs until the process measured its own writes (LMDB into new pages of
+``/dev/shm``: 0.35 ms per 0.5 MB value here, ``benchmarks/store_write_floor.py``)."""
 
 UNFOUND_AFTER = 16
 """Values of a chain whose source the store knows (an earlier epoch stored its lineage) but whose
@@ -129,6 +141,7 @@ class _Local(threading.local):
         self.fetcher: weakref.ref[Any] | None = None  # the DataLoader fetcher of this thread
         self.cold: dict[str, bool] = {}  # chain: the store held none of its values (this fetcher)
         self.seen: bytearray | None = None  # sources met while cold (:data:`COLD_SEEN_BYTES`)
+        self.fetch_started_ns = 0  # the current DataLoader fetch's start
 
 
 class _Suspended:
@@ -155,11 +168,22 @@ class Session:
         judge_after: values of a chain stored here before it is judged (:data:`JUDGE_AFTER`;
             0: chains are never given up for their cost, and flags of other processes are
             ignored).
+        store_share: the share of the loading time storing may take beyond what hits saved
+            (:data:`STORE_SHARE`; 0, or ``judge_after`` 0: every value is stored whatever it
+            costs).
     """
 
-    def __init__(self, store: PrefixStore, verify: int = 0, judge_after: int = JUDGE_AFTER) -> None:
+    def __init__(
+        self,
+        store: PrefixStore,
+        verify: int = 0,
+        judge_after: int = JUDGE_AFTER,
+        store_share: float = STORE_SHARE,
+    ) -> None:
         self.store = store
         self.judge_after = judge_after
+        self.store_share = store_share if judge_after else 0.0
+        self._budget = _StoreBudget()
         self.writer = Writer(store, self._stored)
         self.verify_left = verify
         self.counts: Counter[str] = Counter()
@@ -340,6 +364,7 @@ class Session:
         """The writer stored a value (its thread)."""
         with self._lock:
             self.counts["write_ns"] += elapsed_ns
+            self._budget.written(key, elapsed_ns)
             if outcome in ("stored", "full", "exists", "changed"):
                 self.counts[outcome] += 1
             judging = self._judging.pop(key, None)
@@ -452,6 +477,7 @@ class Session:
                     return self._verified(lineage, key, value, function, args, kwargs)
                 lineage.done = True
                 with self._lock:
+                    self._budget.hit(lineage.chain.id, elapsed)
                     self._found[lineage.chain.id] += 1
                     self.counts["hits"] += 1
                     self.counts["read_ns"] += elapsed
@@ -471,6 +497,11 @@ class Session:
         lineage.done = True
         started = time.perf_counter_ns()
         compute_ns = started - lineage.started_ns
+        if not self._affords_storing(lineage.chain.id, compute_ns, started):
+            with self._lock:
+                self.counts["later"] += 1
+                self.counts[_MISS_FIELDS[reason]] += 1
+            return value
         with self.suspended():
             encoded = encode(value, self.store.secret, key)
             queued = encoded is not None and self.writer.submit(
@@ -484,6 +515,8 @@ class Session:
                 self._queued_chains.add(lineage.chain.id)
         queue_ns = time.perf_counter_ns() - started
         with self._lock:  # the counts of a miss and of its queueing at once
+            if queued and self.store_share:
+                self._budget.queued(key, encoded.nbytes, queue_ns)  # type: ignore[union-attr]
             counts = self.counts
             counts["queue_ns"] += queue_ns
             counts[_MISS_FIELDS["unstorable" if encoded is None else reason]] += 1
@@ -494,6 +527,22 @@ class Session:
         if queued:
             self._judge_later(lineage.chain, key, compute_ns, queue_ns)
         return value
+
+    def _affords_storing(self, chain: str, compute_ns: int, now_ns: int) -> bool:
+        """Whether a value of ``chain`` that took ``compute_ns`` is stored now: always outside
+        a DataLoader fetch, else while what storing cost this process stays within
+        ``store_share`` of its loading time plus what its hits saved."""
+        if not self.store_share or not self.local.fetching:
+            return True
+        loading_ns = now_ns - self.local.fetch_started_ns
+        with self._lock:
+            return self._budget.affords(chain, compute_ns, loading_ns, self.store_share)
+
+    def end_fetch(self) -> None:
+        """A DataLoader fetch of this thread ended: its time counts as loading time."""
+        elapsed = time.perf_counter_ns() - self.local.fetch_started_ns
+        with self._lock:
+            self._budget.loading_ns += elapsed
 
     def _verified(
         self,
@@ -551,6 +600,7 @@ class Session:
         None: every source is looked up)."""
         local = self.local
         local.lineages = []
+        local.fetch_started_ns = time.perf_counter_ns()
         known = local.fetcher
         if fetcher is None or known is None or known() is not fetcher:
             try:
@@ -588,6 +638,56 @@ class Session:
     def created(self) -> bool:
         """Whether the current fetch started chains in this thread."""
         return bool(self.local.lineages)
+
+
+class _StoreBudget:
+    """What storing has cost a process and what it may spend (:data:`STORE_SHARE`); the
+    session's lock guards it.
+
+    Spent: each queued value's share on the loading thread (checksum, queueing) and its write,
+    estimated from its bytes until the writer reports the CPU time it took. Allowed: the share of
+    the loading time so far plus what hits saved: per hit, the chain's mean time from its source
+    to its cut over the values this process computed.
+    """
+
+    def __init__(self) -> None:
+        self.loading_ns = 0
+        self.spent_ns = 0
+        self.read_ns = 0
+        self.written_ns = 0
+        self.written_bytes = 0
+        self.estimates: dict[bytes, tuple[int, int]] = {}  # queued key: bytes, estimated ns
+        self.computed: dict[str, list[int]] = {}  # chain: values computed, their total ns
+        self.hits: Counter[str] = Counter()
+
+    def affords(self, chain: str, compute_ns: int, fetching_ns: int, share: float) -> bool:
+        total = self.computed.setdefault(chain, [0, 0])
+        total[0] += 1
+        total[1] += compute_ns
+        saved = -self.read_ns
+        for name, hits in self.hits.items():
+            count, ns = self.computed.get(name, (0, 0))
+            if count:
+                saved += hits * ns // count
+        return self.spent_ns <= share * (self.loading_ns + fetching_ns) + max(0, saved)
+
+    def queued(self, key: bytes, nbytes: int, queue_ns: int) -> None:
+        per_byte = self.written_ns / self.written_bytes if self.written_bytes else WRITE_NS_PER_BYTE
+        estimate = int(nbytes * per_byte)
+        self.estimates[key] = (nbytes, estimate)
+        self.spent_ns += queue_ns + estimate
+
+    def written(self, key: bytes, elapsed_ns: int) -> None:
+        queued = self.estimates.pop(key, None)
+        if queued is not None:
+            nbytes, estimate = queued
+            self.spent_ns += elapsed_ns - estimate
+            self.written_ns += elapsed_ns
+            self.written_bytes += nbytes
+
+    def hit(self, chain: str, read_ns: int) -> None:
+        self.hits[chain] += 1
+        self.read_ns += read_ns
 
 
 def _unpaid_flag(chain: ChainSpec) -> bytes:
