@@ -8,6 +8,8 @@ batch 3 is being loaded or trained.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import select
@@ -20,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from codedag.cli.main import main
 from codedag.monitor.results import load_results
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -132,14 +135,11 @@ class Demo:
             assert results["modes"]["baseline"]["status"] == "completed", case
             assert results["modes"]["baseline"]["summary"]["num_batches"] == 4, case
         # what the JSON says is what report --rebuild recomputes from the raw streams
-        report = ["report", str(self.out), "--rebuild", "--json", "--no-plots"]
-        rebuilt = subprocess.run(
-            [sys.executable, "-m", "codedag", *report],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        rows = {r["mode"]: r for r in json.loads(rebuilt.stdout)["modes"]}
+        rebuilt = io.StringIO()
+        with contextlib.redirect_stdout(rebuilt):  # in-process: one interpreter start less
+            code = main(["report", str(self.out), "--rebuild", "--json", "--no-plots"])
+        assert code == 0, case
+        rows = {r["mode"]: r for r in json.loads(rebuilt.getvalue())["modes"]}
         assert rows[self.mode]["num_batches"] == measured, case
         assert rows[self.mode]["status"] == "interrupted", case
 
