@@ -108,7 +108,8 @@ def test_the_long_commands_too(
         ],
         "profile": [
             "profile", "--scenario", "tiny_ops", "--device", "cpu", "--profile-steps", "2",
-            "--warmup-steps", "0", "--output_json", full / "m.json",
+            "--warmup-steps", "0", "--batch-size", "4", "--image-size", "32", "--dataset-size",
+            "16", "--output_json", full / "m.json",
             "--trace_dir", tmp_path / "traces",
         ],
     }[command]  # fmt: skip
