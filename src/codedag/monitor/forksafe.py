@@ -16,6 +16,8 @@ import os
 import weakref
 from typing import Any
 
+from codedag.util import forks
+
 log = logging.getLogger(__name__)
 
 _monitors: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -32,9 +34,9 @@ def register(monitor: object) -> None:
     """Follow ``monitor`` across forks (installs the at-fork hook once per process)."""
     global _hook_installed, pid
     _monitors.add(monitor)
-    if not _hook_installed and hasattr(os, "register_at_fork"):
+    if not _hook_installed:
         pid = os.getpid()  # this module may have been imported before a fork
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        forks.on_fork(after_in_child=_after_fork_in_child)
         _hook_installed = True
 
 

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from codedag.util import signals
+from codedag.util import forks, signals
 
 log = logging.getLogger(__name__)
 
@@ -211,5 +211,4 @@ def _refresh_pid() -> None:
     _pid = os.getpid()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_refresh_pid)
+forks.on_fork(after_in_child=_refresh_pid)

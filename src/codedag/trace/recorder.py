@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from codedag.trace.records import MEMORY_PER_CALL
 from codedag.trace.session_state import GC_WINDOW_THRESHOLD, SessionState, no_trace
 from codedag.trace.steps import StepMaker
 from codedag.trace.value_nodes import DataTypes
+from codedag.util import forks
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +168,6 @@ class Session(SessionState):
         self.tracker.clear()
 
 
-_fork_handler_registered = False
-
-
 def _after_fork_in_child() -> None:
     """A forked child (a DataLoader worker) inherits the hook of the forking thread: drop it."""
     global _active
@@ -184,7 +181,4 @@ def _after_fork_in_child() -> None:
 
 
 def _register_fork_handler() -> None:
-    global _fork_handler_registered
-    if not _fork_handler_registered and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
-        _fork_handler_registered = True
+    forks.on_fork(after_in_child=_after_fork_in_child)

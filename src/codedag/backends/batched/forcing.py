@@ -19,6 +19,8 @@ import sys
 import threading
 from collections import Counter
 
+from codedag.util import forks
+
 log = logging.getLogger(__name__)
 
 REASONS: tuple[str, ...] = (
@@ -166,12 +168,6 @@ FORCED = ForceLog()
 """This process's forcings."""
 
 
-_hook_installed = False
-
-
 def install_fork_hook() -> None:
     """Give forked children a fresh lock (once per process; never at import)."""
-    global _hook_installed
-    if not _hook_installed and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=FORCED.after_fork)
-        _hook_installed = True
+    forks.on_fork(after_in_child=FORCED.after_fork)
