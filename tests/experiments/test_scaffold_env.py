@@ -41,10 +41,14 @@ def test_new_experiment_writes_valid_files(tmp_path: Path, framework: str) -> No
 
 @pytest.mark.slow
 def test_pytorch_baseline_trains(tmp_path: Path) -> None:
-    new_experiment("toy", "pytorch", tmp_path)
+    folder = new_experiment("toy", "pytorch", tmp_path).folder
+    baseline_py = folder / "baseline.py"  # the same code on fewer samples: 2 batches, not 8
+    baseline_py.write_text(
+        baseline_py.read_text().replace('"num_samples": 128', '"num_samples": 32')
+    )
     out = subprocess.run(
         [sys.executable, "baseline.py"],
-        cwd=tmp_path / "kaggle_toy",
+        cwd=folder,
         capture_output=True,
         text=True,
         timeout=180,
