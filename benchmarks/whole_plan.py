@@ -383,9 +383,11 @@ def run_plan(
     epochs: int,
     sampled: bool = False,
     on_batch: Callable[[Any], None] | None = None,
+    store_share: float | None = None,
 ) -> Run:
     """The plan applied (an empty cache folder: epoch 1 is a true first epoch), its epochs
-    loaded (``on_batch``: called with each batch)."""
+    loaded (``on_batch``: called with each batch; ``store_share``: the prefix cache's, None for
+    its default)."""
     from codedag.migrate.api import PipelineMigrator
     from codedag.migrate.cache.runtime import CacheSettings
     from codedag.store.tiers import StoreSettings, ram_folder
@@ -393,9 +395,10 @@ def run_plan(
     folder = Path(tempfile.mkdtemp(prefix="codedag-whole-plan-"))
     try:
         store = StoreSettings(folder=folder / "cache", ram_budget_bytes=case.budget_bytes)
-        migrator = PipelineMigrator(
-            case.plan, case.device, guard=False, cache=CacheSettings(store=store)
-        )
+        settings = CacheSettings(store=store)
+        if store_share is not None:
+            settings = CacheSettings(store=store, store_share=store_share)
+        migrator = PipelineMigrator(case.plan, case.device, guard=False, cache=settings)
         with migrator, _memory(ram_folder(folder / "cache"), sampled) as memory:
             rates, cpu_ms, digests = run_epochs(
                 case.make, epochs, case.step_s, case.device, on_batch
@@ -514,7 +517,7 @@ def _rounds(case: Case, variants: list[str], rounds: int, epochs: int) -> dict[s
         for variant in round_order(variants, r):
             runs[variant].append(VARIANTS[variant](case, epochs, False))
     runs["own_memory"] = [_own(case, epochs, True)]
-    runs["plan_memory"] = [run_plan(case, epochs, True)]
+    runs["plan_memory"] = [VARIANTS["plan"](case, epochs, True)]
     return runs
 
 
@@ -773,6 +776,13 @@ def main() -> None:
     )
     parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's own")
     parser.add_argument(
+        "--store-share",
+        type=float,
+        default=None,
+        help="the prefix cache's storing share (default: its own; 0: every value stored in the "
+        "epoch that computes it)",
+    )
+    parser.add_argument(
         "--step-ms",
         type=float,
         default=0.0,
@@ -800,6 +810,12 @@ def main() -> None:
         "median (lowest-highest); cpu x: own / plan CPU time per sample (this process and its "
         "workers), median"
     )
+    if args.store_share is not None:
+        share = args.store_share
+        VARIANTS["plan"] = lambda case, epochs, sampled: run_plan(
+            case, epochs, sampled, store_share=share
+        )
+        print(f"the prefix cache's storing share: {share:g}")
     print(HEADER)
     rows = []
     with _threads(args.torch_threads):
