@@ -556,7 +556,7 @@ def _row(case: Case, runs: dict[str, list[Run]]) -> dict[str, Any]:
         budget_mb=budgets.get("ram", 0) / 1e6,
         hits=cache.get("hits", 0),
         misses=cache.get("misses", {}),
-        later=cache.get("not_stored_later", 0),
+        left_for_later=cache.get("not_stored_later", 0),
         tables=plan[-1].tables,
     )
     section = case.plan.get("cache") or {}
@@ -857,7 +857,7 @@ def main() -> None:
         misses = ", ".join(f"{k} {v}" for k, v in row["misses"].items()) or "none"
         print(
             f"cache {row['pipeline']} w{row['workers']}: hits {row['hits']}, misses {misses}, "
-            f"{row['later']} left for a later epoch to store; "
+            f"{row['left_for_later']} left for a later epoch to store; "
             f"the plan expects {row['saved_ms']:.2f} ms saved of {row['own_cpu_ms']:.2f} ms CPU "
             f"per sample: the cache alone can give at most {row['bound']:.2f}x"
             + _tables_clause(row["tables"])
