@@ -1,17 +1,23 @@
 """What the adapters share: refusal reasons for array arguments, results mapped tensor by tensor,
-and the fast paths' tests of values passed on as they are and zero-copy tensors of arrays."""
+the conversion of a call value by value (:class:`ValueAdapter`), and the fast paths' tests of
+values passed on as they are and zero-copy tensors of arrays."""
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 from codedag.backends.contract import NOT_TAKEN, OpSpec
-from codedag.backends.device_values import CONVERTIBLE, CallValues, accepted_dtypes
+from codedag.backends.device_values import (
+    CONVERTIBLE,
+    CallValues,
+    ValueConverter,
+    accepted_dtypes,
+)
 
 MISSING = object()
 """An argument the call does not pass."""
@@ -45,13 +51,77 @@ def array_refusal(
     return None
 
 
-def results(result: object, leaf: Callable[[torch.Tensor], Any]) -> Any:
-    """Apply ``leaf`` to every tensor of a result (tuples and lists keep their type)."""
-    if isinstance(result, torch.Tensor):
+def results(
+    result: object,
+    leaf: Callable[[Any], Any],
+    leaf_types: type | tuple[type, ...] = torch.Tensor,
+) -> Any:
+    """Apply ``leaf`` to every tensor (every value of ``leaf_types``) of a result (tuples and
+    lists keep their type)."""
+    if isinstance(result, leaf_types):
         return leaf(result)
     if isinstance(result, tuple | list):
-        return type(result)(results(r, leaf) for r in result)
+        return type(result)(results(r, leaf, leaf_types) for r in result)
     return result
+
+
+class ValueAdapter:
+    """The conversions of an :class:`~.contract.Adapter` that treats a call value by value.
+
+    ``to_backend`` converts every argument with ``backend_value`` and then asks
+    ``backend_state`` for the state; ``to_library`` applies ``library_leaf`` to every tensor
+    (every value of ``leaf_types``) of the result.
+    """
+
+    leaf_types: type | tuple[type, ...] = torch.Tensor
+
+    def backend_value(self, converter: ValueConverter, call: CallValues) -> Callable[[Any], Any]:
+        """How one argument reaches the backend: arrays and tensors on the device."""
+        to_device = converter.to_device
+        return lambda value: to_device(value, call)
+
+    def backend_state(
+        self,
+        spec: OpSpec,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        backend_args: list[Any],
+        backend_kwargs: dict[str, Any],
+    ) -> Any:
+        """The state for ``to_library`` (none by default); may change the backend arguments."""
+        return None
+
+    def library_leaf(
+        self, spec: OpSpec, converter: ValueConverter, call: CallValues, state: object
+    ) -> Callable[[Any], Any]:
+        """What one result tensor becomes for the library."""
+        raise NotImplementedError
+
+    def to_backend(
+        self,
+        spec: OpSpec,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        converter: ValueConverter,
+        call: CallValues,
+    ) -> tuple[list[Any], dict[str, Any], Any]:
+        """Every argument through ``backend_value``, then the state of ``backend_state``."""
+        convert = self.backend_value(converter, call)
+        backend_args = [convert(v) for v in args]
+        backend_kwargs = {k: convert(v) for k, v in kwargs.items()} if kwargs else {}
+        state = self.backend_state(spec, args, kwargs, backend_args, backend_kwargs)
+        return backend_args, backend_kwargs, state
+
+    def to_library(
+        self,
+        spec: OpSpec,
+        result: object,
+        converter: ValueConverter,
+        call: CallValues,
+        state: object,
+    ) -> Any:
+        """Every result tensor (value of ``leaf_types``) through ``library_leaf``."""
+        return results(result, self.library_leaf(spec, converter, call, state), self.leaf_types)
 
 
 # Values ValueConverter.to_device converts (lists and tuples only when they hold arrays).

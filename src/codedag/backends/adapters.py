@@ -26,6 +26,7 @@ import torch
 
 from codedag.backends.adapter_values import (
     MISSING,
+    ValueAdapter,
     array_refusal,
     describe,
     is_scalar_like,
@@ -48,7 +49,7 @@ from codedag.errors import UnsupportedOperation
 __all__ = ["ArrayAdapter", "BatchAdapter", "TensorAdapter", "array_refusal", "describe", "results"]
 
 
-class ArrayAdapter:
+class ArrayAdapter(ValueAdapter):
     """NumPy semantics: arrays in and out as they are, 0-d results as NumPy scalars.
 
     Args:
@@ -96,39 +97,27 @@ class ArrayAdapter:
                         return reason
         return None
 
-    def to_backend(
+    def backend_state(
         self,
         spec: OpSpec,
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
-        converter: ValueConverter,
-        call: CallValues,
-    ) -> tuple[list[Any], dict[str, Any], Any]:
-        """Every array argument as a tensor on the device. The state: whether the first array
-        is Fortran-ordered (for ops declaring ``order="A"``, whose results follow it); the array
-        arguments (for ops declaring ``order="ufunc"``, whose results are laid out after them)."""
-        to_device = converter.to_device
-        state: bool | list[np.ndarray] = False
+        backend_args: list[Any],
+        backend_kwargs: dict[str, Any],
+    ) -> Any:
+        """Whether the first array is Fortran-ordered (for ops declaring ``order="A"``, whose
+        results follow it); the array arguments (for ops declaring ``order="ufunc"``, whose
+        results are laid out after them)."""
         if spec.quirks.order == "A":
             first = next((v for v in args if isinstance(v, np.ndarray)), None)
-            state = first is not None and first.ndim > 1 and fortran_only(first)
-        elif spec.quirks.order == "ufunc":
-            values = [*args, *kwargs.values()]
-            state = [v for v in values if isinstance(v, np.ndarray)]
-        return (
-            [to_device(v, call) for v in args],
-            {k: to_device(v, call) for k, v in kwargs.items()} if kwargs else {},
-            state,
-        )
+            return first is not None and first.ndim > 1 and fortran_only(first)
+        if spec.quirks.order == "ufunc":
+            return [v for v in (*args, *kwargs.values()) if isinstance(v, np.ndarray)]
+        return False
 
-    def to_library(
-        self,
-        spec: OpSpec,
-        result: object,
-        converter: ValueConverter,
-        call: CallValues,
-        state: object,
-    ) -> Any:
+    def library_leaf(
+        self, spec: OpSpec, converter: ValueConverter, call: CallValues, state: object
+    ) -> Callable[[Any], Any]:
         """Tensors back as arrays of the declared layout (``A``: Fortran order after a
         Fortran-ordered first array, else C order; ``ufunc``: NumPy's order K
         after the array arguments); 0-d ones as NumPy scalars."""
@@ -145,10 +134,7 @@ class ArrayAdapter:
                 array = keep_order(array, inputs)
             return numpy_scalar(array) if array.ndim == 0 else array
 
-        if isinstance(result, torch.Tensor):  # the common case without the recursion
-            return leaf(result)
-
-        return results(result, leaf)
+        return leaf
 
     def fast_path(self, spec: OpSpec) -> FastPath:
         """Calls whose values are arrays of an accepted dtype (writeable, non-negative strides,
@@ -233,7 +219,7 @@ class ArrayAdapter:
         return call_backend
 
 
-class BatchAdapter:
+class BatchAdapter(ValueAdapter):
     """Batch-first backends: data arguments get a batch axis of one, results lose it.
 
     Args:
@@ -323,37 +309,29 @@ class BatchAdapter:
             value = value[..., 0]
         return value.unsqueeze(0), True
 
-    def to_backend(
+    def backend_state(
         self,
         spec: OpSpec,
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
-        converter: ValueConverter,
-        call: CallValues,
-    ) -> tuple[list[Any], dict[str, Any], Any]:
-        """Arrays as tensors; data arguments as batches of one. The state: whether batched."""
-        to_device = converter.to_device
-        new_args = [to_device(v, call) for v in args]
-        new_kwargs = {k: to_device(v, call) for k, v in kwargs.items()}
+        backend_args: list[Any],
+        backend_kwargs: dict[str, Any],
+    ) -> Any:
+        """Data arguments as batches of one. The state: whether batched."""
         batched = False
         for position, name in self.data_positions(spec):
-            if 0 <= position < len(new_args):
-                new_args[position], did = self._batch(new_args[position])
-            elif name in new_kwargs:
-                new_kwargs[name], did = self._batch(new_kwargs[name])
+            if 0 <= position < len(backend_args):
+                backend_args[position], did = self._batch(backend_args[position])
+            elif name in backend_kwargs:
+                backend_kwargs[name], did = self._batch(backend_kwargs[name])
             else:
                 continue
             batched |= did
-        return new_args, new_kwargs, batched
+        return batched
 
-    def to_library(
-        self,
-        spec: OpSpec,
-        result: object,
-        converter: ValueConverter,
-        call: CallValues,
-        state: object,
-    ) -> Any:
+    def library_leaf(
+        self, spec: OpSpec, converter: ValueConverter, call: CallValues, state: object
+    ) -> Callable[[Any], Any]:
         """Results without their batch axis, as arrays of the declared layout or scalars."""
         order = spec.quirks.order or self.default_order
 
@@ -368,7 +346,7 @@ class BatchAdapter:
             array = converter.tensor_to_array(tensor, order, call)
             return self.scalar(array) if array.ndim == 0 else array
 
-        return results(result, leaf)
+        return leaf
 
     def fast_path(self, spec: OpSpec) -> FastPath | None:
         """Calls whose data arguments are exact arrays the op declares (dtype, rank, channels,

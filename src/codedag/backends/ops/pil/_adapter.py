@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import torch
 
-from codedag.backends.adapters import describe, results
+from codedag.backends.adapter_values import ValueAdapter, describe
 from codedag.backends.contract import OpSpec, Strategy, declare
 from codedag.backends.device_values import CallValues, ValueConverter
 from codedag.backends.ops.pil._batch import BANDS, PILBatch
@@ -29,11 +30,12 @@ def _image_type() -> Any:
     return getattr(module, "Image", None) if module is not None else None
 
 
-class PILAdapter:
+class PILAdapter(ValueAdapter):
     """PIL images in as batches of one, ``PILBatch`` results out as PIL images."""
 
     library = "pil"
     default_strategy = Strategy.STANDARD_OP
+    leaf_types = (PILBatch, torch.Tensor)
 
     def __init__(self) -> None:
         self._positions: dict[Any, tuple[tuple[int, str], ...]] = {}
@@ -69,14 +71,7 @@ class PILAdapter:
                 return f"{name}: empty image {value.size}"
         return None
 
-    def to_backend(
-        self,
-        spec: OpSpec,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        converter: ValueConverter,
-        call: CallValues,
-    ) -> tuple[list[Any], dict[str, Any], Any]:
+    def backend_value(self, converter: ValueConverter, call: CallValues) -> Callable[[Any], Any]:
         """Images as ``PILBatch`` of one; arrays as tensors; the rest as it is."""
         image_type = _image_type()
 
@@ -86,18 +81,16 @@ class PILAdapter:
                 return PILBatch(tensor.unsqueeze(0), value.mode)
             return converter.to_device(value, call)
 
-        return [convert(v) for v in args], {k: convert(v) for k, v in kwargs.items()}, True
+        return convert
 
-    def to_library(
-        self,
-        spec: OpSpec,
-        result: object,
-        converter: ValueConverter,
-        call: CallValues,
-        state: object,
-    ) -> Any:
+    def library_leaf(
+        self, spec: OpSpec, converter: ValueConverter, call: CallValues, state: object
+    ) -> Callable[[Any], Any]:
         """``PILBatch`` of one back to a PIL image; tensors to C-contiguous arrays."""
-        if isinstance(result, PILBatch):
+
+        def leaf(result: PILBatch | torch.Tensor) -> Any:
+            if isinstance(result, torch.Tensor):
+                return converter.tensor_to_array(result, "C", call)
             from PIL import Image
 
             data = result.data
@@ -107,9 +100,8 @@ class PILAdapter:
             if image.mode != result.mode:
                 raise UnsupportedOperation(f"result has mode {image.mode!r}, not {result.mode!r}")
             return image
-        if isinstance(result, tuple | list):
-            return type(result)(self.to_library(spec, r, converter, call, state) for r in result)
-        return results(result, lambda t: converter.tensor_to_array(t, "C", call))
+
+        return leaf
 
 
 PIL = PILAdapter()
