@@ -4,6 +4,7 @@ and the loader running out end a trial, and a failing setting is reported, not r
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Iterator
 
@@ -93,37 +94,54 @@ def test_summaries_of_a_run() -> None:
     assert worker_memory(iter([])) == (0, 0)  # no worker processes
 
 
+class _WorkerPids:
+    """Each sample is the id of the process that loaded it."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, index: int) -> int:
+        return os.getpid()
+
+
 def test_the_workers_end_with_the_trial_without_a_garbage_collection(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A full collection of a large process costs more than a trial: the workers are shut down
-    directly, and they end even while a reference cycle keeps the loader alive."""
+    directly, and they end even while the loader that keeps them (persistent) is still held."""
     import gc
 
     import psutil
-    import torch
-    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data import DataLoader
 
     def no_collection(*_args: object) -> int:
         raise AssertionError("run_trial collected garbage")
 
     monkeypatch.setattr(gc, "collect", no_collection)
-    me = psutil.Process()
-    before = {p.pid for p in me.children()}
-    seen: list[psutil.Process] = []
+    workers: set[int] = set()
     kept: list[object] = []
 
-    def make_loader() -> DataLoader[tuple[torch.Tensor, ...]]:
-        loader = DataLoader(TensorDataset(torch.arange(64.0)), batch_size=4, num_workers=1)
-        loader.cycle = kept  # type: ignore[attr-defined]
-        kept.append(loader)  # a cycle: only a collection would free it
+    def make_loader() -> DataLoader[int]:
+        loader = DataLoader(
+            _WorkerPids(),  # type: ignore[arg-type]
+            batch_size=4,
+            num_workers=1,
+            persistent_workers=True,
+        )
+        kept.append(loader)
         return loader
 
-    def note_workers(_batch: object) -> None:
-        seen.extend(p for p in me.children() if p.pid not in before and p not in seen)
+    def note_workers(batch: object) -> None:
+        workers.update(int(pid) for pid in batch)  # type: ignore[attr-defined]
 
     run = run_trial(
-        make_loader, LoaderSettings(num_workers=1), max_batches=6, max_s=60.0, consumer=note_workers
+        make_loader,
+        LoaderSettings(num_workers=1, persistent_workers=True),
+        max_batches=6,
+        max_s=60.0,
+        consumer=note_workers,
     )
-    assert run.error is None and run.batches >= 6 and seen
-    assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in seen)
+    assert run.error is None and run.batches >= 6
+    assert len(workers) == 1 and os.getpid() not in workers
+    for pid in workers:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
