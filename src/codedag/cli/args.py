@@ -108,6 +108,19 @@ def byte_size(text: str) -> int:
     return int(value)
 
 
+def folder_action(
+    action: argparse.ArgumentParser,
+    flag: str,
+    folder_help: str,
+    handler: Callable[[argparse.Namespace], int],
+) -> None:
+    """The options every action of a cache folder's subcommand takes (``cache``, ``plans``): the
+    folder (``flag`` or ``--dir``, into ``args.folder``) and ``--json``; ``handler`` runs it."""
+    action.add_argument(flag, "--dir", dest="folder", default=None, metavar="DIR", help=folder_help)
+    action.add_argument("--json", action="store_true", help="print JSON")
+    action.set_defaults(handler=handler)
+
+
 def subcommand_defaults(
     register: Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None],
     argv: list[str],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from codedag.cli.args import folder_action
 from codedag.cli.output import print_json, stdout_console
 
 
@@ -22,17 +23,12 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, text in (("info", "what each tier holds"), ("clear", "delete both tiers")):
         action = actions.add_parser(name, parents=[parent], help=text, description=text)
-        action.add_argument(
+        folder_action(
+            action,
             "--prefix-cache-dir",
-            "--dir",
-            dest="folder",
-            default=None,
-            metavar="DIR",
-            help="the cache's folder (default: $CODEDAG_PREFIX_CACHE_DIR or prefix/ in the user "
-            "cache)",
+            "the cache's folder (default: $CODEDAG_PREFIX_CACHE_DIR or prefix/ in the user cache)",
+            run,
         )
-        action.add_argument("--json", action="store_true", help="print JSON")
-        action.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

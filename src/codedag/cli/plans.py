@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codedag.cli.args import folder_action
 from codedag.cli.output import print_json, stdout_console
 
 if TYPE_CHECKING:
@@ -47,17 +48,12 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
             action.add_argument(
                 "keys", nargs="*", metavar="KEY", help="keys or unique prefixes (default: all)"
             )
-        action.add_argument(
+        folder_action(
+            action,
             "--cache-dir",
-            "--dir",
-            dest="folder",
-            default=None,
-            metavar="DIR",
-            help="the cache folder whose plans/ to use (default: $CODEDAG_CACHE_DIR or the user "
-            "cache)",
+            "the cache folder whose plans/ to use (default: $CODEDAG_CACHE_DIR or the user cache)",
+            run,
         )
-        action.add_argument("--json", action="store_true", help="print JSON")
-        action.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
