@@ -84,11 +84,13 @@ back cost with what computing it did (medians): a chain where storing does not p
 the second epoch is not cached any more, by any process, in this run or later ones."""
 
 STORE_SHARE = 0.03
-"""The share of a process's loading time (its DataLoader fetches) that storing values may take
-beyond what its hits saved. Storing costs the process CPU (the checksum, LMDB's copy, the kernel
-allocating the new pages of shared memory) on a machine whose cores the loading already fills: a
-first epoch stores what keeps it within this share of its own pace and leaves the other values
-for later (computed, delivered, not stored); a later epoch, paid for by its hits, stores them."""
+"""The share of a process's loading time (its DataLoader fetches) that storing values of a chain
+may take until the chain has a hit in the epoch (the DataLoader fetcher). Storing costs the
+process CPU (the checksum, LMDB's copy, the kernel allocating the new pages of shared memory) on
+a machine whose cores the loading already fills: a first epoch, which has no hit, stores what
+keeps it within this share of its own pace and leaves the other values for later (computed,
+delivered, not stored); the next epoch reads the first one's values back and, from its first
+hit on, stores every value it computes."""
 
 WRITE_NS_PER_BYTE = 0.7
 """What storing a byte costs until the process measured its own writes (LMDB into new pages of
@@ -140,6 +142,7 @@ class _Local(threading.local):
         self.lineages: list[Lineage] = []
         self.fetcher: weakref.ref[Any] | None = None  # the DataLoader fetcher of this thread
         self.cold: dict[str, bool] = {}  # chain: the store held none of its values (this fetcher)
+        self.found: set[str] = set()  # chains with a hit in this fetcher
         self.seen: bytearray | None = None  # sources met while cold (:data:`COLD_SEEN_BYTES`)
         self.fetch_started_ns = 0  # the current DataLoader fetch's start
 
@@ -476,8 +479,8 @@ class Session:
                 if self.verify_left > 0:
                     return self._verified(lineage, key, value, function, args, kwargs)
                 lineage.done = True
+                self.local.found.add(lineage.chain.id)
                 with self._lock:
-                    self._budget.hit(lineage.chain.id, elapsed)
                     self._found[lineage.chain.id] += 1
                     self.counts["hits"] += 1
                     self.counts["read_ns"] += elapsed
@@ -497,7 +500,7 @@ class Session:
         lineage.done = True
         started = time.perf_counter_ns()
         compute_ns = started - lineage.started_ns
-        if not self._affords_storing(lineage.chain.id, compute_ns, started):
+        if not self._affords_storing(lineage.chain.id, started):
             with self._lock:
                 self.counts["later"] += 1
                 self.counts[_MISS_FIELDS[reason]] += 1
@@ -528,15 +531,16 @@ class Session:
             self._judge_later(lineage.chain, key, compute_ns, queue_ns)
         return value
 
-    def _affords_storing(self, chain: str, compute_ns: int, now_ns: int) -> bool:
-        """Whether a value of ``chain`` that took ``compute_ns`` is stored now: always outside
-        a DataLoader fetch, else while what storing cost this process stays within
-        ``store_share`` of its loading time plus what its hits saved."""
-        if not self.store_share or not self.local.fetching:
+    def _affords_storing(self, chain: str, now_ns: int) -> bool:
+        """Whether a computed value of ``chain`` is stored now: always outside a DataLoader fetch
+        and once the chain had a hit in this fetcher (an epoch's), else while what storing cost
+        this process stays within ``store_share`` of its loading time."""
+        local = self.local
+        if not self.store_share or not local.fetching or chain in local.found:
             return True
-        loading_ns = now_ns - self.local.fetch_started_ns
+        loading_ns = now_ns - local.fetch_started_ns
         with self._lock:
-            return self._budget.affords(chain, compute_ns, loading_ns, self.store_share)
+            return self._budget.affords(loading_ns, self.store_share)
 
     def end_fetch(self) -> None:
         """A DataLoader fetch of this thread ended: its time counts as loading time."""
@@ -608,6 +612,7 @@ class Session:
             except TypeError:  # no weak reference to it: every source is looked up
                 local.fetcher = None
             local.cold = {}
+            local.found = set()
             local.seen = None
 
     def failed_sample(self) -> None:
@@ -641,35 +646,25 @@ class Session:
 
 
 class _StoreBudget:
-    """What storing has cost a process and what it may spend (:data:`STORE_SHARE`); the
-    session's lock guards it.
+    """What storing has cost a process and the loading time it may take a share of
+    (:data:`STORE_SHARE`); the session's lock guards it.
 
     Spent: each queued value's share on the loading thread (checksum, queueing) and its write,
-    estimated from its bytes until the writer reports the CPU time it took. Allowed: the share of
-    the loading time so far plus what hits saved: per hit, the chain's mean time from its source
-    to its cut over the values this process computed.
+    estimated from its bytes (at the rate this process's writes measured, :data:`WRITE_NS_PER_BYTE`
+    before the first) until the writer reports the CPU time it took.
     """
 
     def __init__(self) -> None:
         self.loading_ns = 0
         self.spent_ns = 0
-        self.read_ns = 0
         self.written_ns = 0
         self.written_bytes = 0
         self.estimates: dict[bytes, tuple[int, int]] = {}  # queued key: bytes, estimated ns
-        self.computed: dict[str, list[int]] = {}  # chain: values computed, their total ns
-        self.hits: Counter[str] = Counter()
 
-    def affords(self, chain: str, compute_ns: int, fetching_ns: int, share: float) -> bool:
-        total = self.computed.setdefault(chain, [0, 0])
-        total[0] += 1
-        total[1] += compute_ns
-        saved = -self.read_ns
-        for name, hits in self.hits.items():
-            count, ns = self.computed.get(name, (0, 0))
-            if count:
-                saved += hits * ns // count
-        return self.spent_ns <= share * (self.loading_ns + fetching_ns) + max(0, saved)
+    def affords(self, fetching_ns: int, share: float) -> bool:
+        """Whether what storing spent is within ``share`` of the loading time (``fetching_ns``:
+        the current fetch's so far)."""
+        return self.spent_ns <= share * (self.loading_ns + fetching_ns)
 
     def queued(self, key: bytes, nbytes: int, queue_ns: int) -> None:
         per_byte = self.written_ns / self.written_bytes if self.written_bytes else WRITE_NS_PER_BYTE
@@ -684,10 +679,6 @@ class _StoreBudget:
             self.spent_ns += elapsed_ns - estimate
             self.written_ns += elapsed_ns
             self.written_bytes += nbytes
-
-    def hit(self, chain: str, read_ns: int) -> None:
-        self.hits[chain] += 1
-        self.read_ns += read_ns
 
 
 def _unpaid_flag(chain: ChainSpec) -> bytes:
