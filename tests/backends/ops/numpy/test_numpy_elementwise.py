@@ -87,6 +87,34 @@ def test_unary_matches_numpy(device, name, dt, shape, seed):
     _both(getattr(np, name), fn, (a,), (to_dev(a, device),), f"numpy.{name}")
 
 
+EXTREMES = [1.5, -3.25, 0.0, -0.0, 7.0, 0.7, -0.7, 1e300, -1e300, 1e-310, -1e-310, 2.2e-309]
+EXTREMES += [5e-324, 1e-40, 65000.0, float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("name", ["remainder", "fmod"])
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64])
+def test_remainders_match_numpy_where_the_quotient_overflows(device, name, dt):
+    # every pair of extremes (subnormal divisors, 1e300 by 1e-310, signed zeros), as vectors long
+    # enough for torch's vectorized kernels, whose quotient overflows to NaN there
+    values = np.array(EXTREMES, dtype=dt)
+    a, b = (x.ravel() for x in np.meshgrid(values, values))
+    with np.errstate(all="ignore"):
+        _both(
+            getattr(np, name),
+            BACKENDS[f"numpy.{name}"],
+            (a, b),
+            (to_dev(a, device), to_dev(b, device)),
+            f"numpy.{name}",
+        )
+        _both(
+            getattr(np, name),
+            BACKENDS[f"numpy.{name}"],
+            (a, 1e-310),
+            (to_dev(a, device), 1e-310),
+            f"numpy.{name}",
+        )
+
+
 @PROPS
 @given(
     dt=st.sampled_from([np.uint8, np.int8, np.int32, np.int64, np.float32, np.float64]),

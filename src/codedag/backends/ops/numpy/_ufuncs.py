@@ -79,14 +79,47 @@ def power(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.pow(a, b)
 
 
+def fmod(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """C's ``fmod``, exact as NumPy's. torch's vectorized CPU kernel divides first and gives NaN
+    where ``a / b`` overflows (``fmod(1.5, 1e-310)``, or ``1e300`` by ``1e-10``, from eight
+    elements on): those elements are computed again by NumPy."""
+    mod = torch.fmod(a, b)
+    if mod.device.type != "cpu" or mod.dtype not in _NUMPY_FLOATS:
+        return mod
+    x, y = torch.broadcast_tensors(a, b)
+    wrong = torch.isnan(mod) & torch.isfinite(x) & torch.isfinite(y) & (y != 0)
+    if bool(wrong.any()):
+        exact = np.fmod(x[wrong].numpy(force=True), y[wrong].numpy(force=True))
+        mod[wrong] = torch.from_numpy(exact)
+    return mod
+
+
+_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+
+
+def remainder(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``numpy.remainder``'s kernel. Floats as NumPy's ``npy_divmod`` computes them: ``fmod``
+    (exact), moved to the divisor's sign, a zero signed as the divisor; torch's
+    ``a - b * floor(a / b)`` gives NaN where ``a / b`` overflows (a subnormal divisor) and other
+    signs of zero. Half floats in single precision, as NumPy does."""
+    if not a.dtype.is_floating_point:
+        return _int_safe(torch.remainder)(a, b)
+    wide = a.dtype == torch.float16
+    x, y = (a.float(), b.float()) if wide else (a, b)
+    mod = fmod(x, y)
+    mod = torch.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
+    mod = torch.where((mod == 0) & (y != 0), torch.copysign(torch.zeros_like(mod), y), mod)
+    return mod.to(a.dtype) if wide else mod
+
+
 ARITH: dict[str, TorchFn] = {
     "add": torch.add,
     "subtract": torch.sub,
     "multiply": torch.mul,
     "divide": torch.true_divide,
     "floor_divide": _int_safe(torch.floor_divide),
-    "remainder": _int_safe(torch.remainder),
-    "fmod": _int_safe(torch.fmod),
+    "remainder": remainder,
+    "fmod": _int_safe(fmod),
     "power": power,
     "maximum": torch.maximum,
     "minimum": torch.minimum,
