@@ -13,15 +13,6 @@ from torch.utils.data import DataLoader, Dataset
 from codedag.integrations.watch import LoaderWatch, WatchSettings, places_nothing
 
 
-@pytest.fixture(autouse=True)
-def _store_every_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tiny images cost about what storing them does: every value is stored in the epoch that
-    computes it, so the counts below do not depend on this machine's timings."""
-    from codedag.migrate.cache.session import Session
-
-    monkeypatch.setattr(Session, "_affords_storing", lambda self, *args: True)
-
-
 class Resized(Dataset):  # type: ignore[type-arg]
     def __len__(self) -> int:
         return 12

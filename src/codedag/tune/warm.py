@@ -210,7 +210,7 @@ def _applied(plan: MigrationPlan, judge_after: int | None) -> Iterator[PipelineM
     folder = Path(tempfile.mkdtemp(prefix="codedag-warm-"))
     try:
         store = StoreSettings(folder=folder / "cache", ram_budget_bytes=2 * SUBSET_BYTES)
-        settings = CacheSettings(store=store, store_share=0.0)  # the timed batches all stored
+        settings = CacheSettings(store=store)
         if judge_after is not None:
             settings = dataclasses.replace(settings, judge_after=judge_after)
         migrator = PipelineMigrator(data, guard=False, cache=settings)

@@ -38,7 +38,6 @@ from codedag.migrate.cache.session import (
     FIELDS,
     JUDGE_AFTER,
     REASONS,
-    STORE_SHARE,
     ChainSpec,
     Session,
 )
@@ -86,16 +85,17 @@ class CacheSettings:
             and reading them back cost with what computing them did, and gives the chain up
             where storing does not pay (0: never, and every value is stored whatever it costs).
         store_share: the share of each process's loading time that storing values may take
-            beyond what its hits saved; values past it are stored by a later epoch
-            (:data:`~codedag.migrate.cache.session.STORE_SHARE`; 0: every value is stored in
-            the epoch that computes it).
+            until a chain has a hit in the epoch; values past it are stored by the next epoch
+            (0, the default: every value is stored in the epoch that computes it;
+            :data:`~codedag.migrate.cache.session.STORE_SHARE` keeps a first epoch within a few
+            percent of its pace, and the whole run takes longer).
     """
 
     enabled: bool = True
     verify: int = 0
     store: StoreSettings = field(default_factory=StoreSettings)
     judge_after: int = JUDGE_AFTER
-    store_share: float = STORE_SHARE
+    store_share: float = 0.0
 
 
 def chains_from_plan(section: Any) -> list[ChainSpec]:

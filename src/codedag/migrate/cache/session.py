@@ -84,7 +84,10 @@ back cost with what computing it did (medians): a chain where storing does not p
 the second epoch is not cached any more, by any process, in this run or later ones."""
 
 STORE_SHARE = 0.03
-"""The share of a process's loading time (its DataLoader fetches) that storing values of a chain
+"""A storing share that keeps a first epoch within a few percent of its pace (``store_share``,
+off by default: every value a first epoch leaves is computed again in the next, so over a run
+of several epochs storing everything at once takes less time in all). The share of a process's
+loading time (its DataLoader fetches) that storing values of a chain
 may take until the chain has a hit in the epoch (the DataLoader fetcher). Storing costs the
 process CPU (the checksum, LMDB's copy, the kernel allocating the new pages of shared memory) on
 a machine whose cores the loading already fills: a first epoch, which has no hit, stores what
@@ -171,9 +174,9 @@ class Session:
         judge_after: values of a chain stored here before it is judged (:data:`JUDGE_AFTER`;
             0: chains are never given up for their cost, and flags of other processes are
             ignored).
-        store_share: the share of the loading time storing may take beyond what hits saved
-            (:data:`STORE_SHARE`; 0, or ``judge_after`` 0: every value is stored whatever it
-            costs).
+        store_share: the share of the loading time storing may take until a chain has a hit in
+            the epoch (:data:`STORE_SHARE`; 0, the default, or ``judge_after`` 0: every value
+            is stored in the epoch that computes it).
     """
 
     def __init__(
@@ -181,7 +184,7 @@ class Session:
         store: PrefixStore,
         verify: int = 0,
         judge_after: int = JUDGE_AFTER,
-        store_share: float = STORE_SHARE,
+        store_share: float = 0.0,
     ) -> None:
         self.store = store
         self.judge_after = judge_after
