@@ -34,13 +34,7 @@ import codedag.migrate.random_states as random_states
 from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.cache.prefix_values import has_prefix_value, outside_call, step
-from codedag.migrate.cache.session import (
-    FIELDS,
-    JUDGE_AFTER,
-    REASONS,
-    ChainSpec,
-    Session,
-)
+from codedag.migrate.cache.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.dispatch import FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.stats import CacheStats

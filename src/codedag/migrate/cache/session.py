@@ -84,16 +84,12 @@ back cost with what computing it did (medians): a chain where storing does not p
 the second epoch is not cached any more, by any process, in this run or later ones."""
 
 STORE_SHARE = 0.03
-"""A storing share that keeps a first epoch within a few percent of its pace (``store_share``,
-off by default: every value a first epoch leaves is computed again in the next, so over a run
-of several epochs storing everything at once takes less time in all). The share of a process's
-loading time (its DataLoader fetches) that storing values of a chain
-may take until the chain has a hit in the epoch (the DataLoader fetcher). Storing costs the
-process CPU (the checksum, LMDB's copy, the kernel allocating the new pages of shared memory) on
-a machine whose cores the loading already fills: a first epoch, which has no hit, stores what
-keeps it within this share of its own pace and leaves the other values for later (computed,
-delivered, not stored); the next epoch reads the first one's values back and, from its first
-hit on, stores every value it computes."""
+"""A ``store_share`` that keeps a first epoch within a few percent of its pace: the share of a
+process's loading time (its DataLoader fetches) that storing values of a chain may take until the
+chain has a hit in the epoch. A first epoch, which has no hit, stores what fits and leaves the
+other values for later (computed, delivered, not stored); the next epoch, from its first hit on,
+stores every value it computes. Off by default: a value left for later is computed again, so
+over a run of two epochs or more storing everything at once takes less time."""
 
 WRITE_NS_PER_BYTE = 0.7
 """What storing a byte costs until the process measured its own writes (LMDB into new pages of
@@ -482,7 +478,8 @@ class Session:
                 if self.verify_left > 0:
                     return self._verified(lineage, key, value, function, args, kwargs)
                 lineage.done = True
-                self.local.found.add(lineage.chain.id)
+                if self.store_share:
+                    self.local.found.add(lineage.chain.id)
                 with self._lock:
                     self._found[lineage.chain.id] += 1
                     self.counts["hits"] += 1
@@ -546,7 +543,10 @@ class Session:
             return self._budget.affords(loading_ns, self.store_share)
 
     def end_fetch(self) -> None:
-        """A DataLoader fetch of this thread ended: its time counts as loading time."""
+        """A DataLoader fetch of this thread ended: its time counts as loading time (for the
+        storing share; nothing is counted without one)."""
+        if not self.store_share:
+            return
         elapsed = time.perf_counter_ns() - self.local.fetch_started_ns
         with self._lock:
             self._budget.loading_ns += elapsed
