@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from codedag.integrations import prefetch
@@ -95,6 +95,7 @@ def batch_samples(batch: Any) -> int:
     return 1
 
 
+@dataclass(eq=False)
 class _TimedIterator:
     """The script's iterator over one epoch: torch's own, timed.
 
@@ -102,15 +103,17 @@ class _TimedIterator:
     epoch ends: the cost per batch stays a few hundred nanoseconds.
     """
 
-    def __init__(self, inner: Any, watch: LoaderWatch, figures: EpochFigures, start: float):
-        self._inner = inner
-        self._watch = watch
-        self.figures = figures
-        self.start = start
-        self.done = False
-        self.wait_s = figures.data_wait_s
-        self.batches = 0
-        self.samples = 0
+    _inner: Any
+    _watch: LoaderWatch
+    figures: EpochFigures
+    start: float
+    done: bool = field(default=False, init=False)
+    wait_s: float = field(default=0.0, init=False)
+    batches: int = field(default=0, init=False)
+    samples: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.wait_s = self.figures.data_wait_s
 
     def __iter__(self) -> _TimedIterator:
         return self

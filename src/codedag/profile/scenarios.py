@@ -15,6 +15,7 @@ the ``sync`` scenario's reads are the only ones.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -41,24 +42,16 @@ def _cpu_work(iterations: int, seed: int) -> float:
     return x
 
 
+@dataclasses.dataclass(eq=False)
 class SlowCPUDataset(Dataset):
     """Synthetic uint8 RGB images normalized on the CPU, with tunable CPU work and I/O latency."""
 
-    def __init__(
-        self,
-        size: int,
-        image_size_px: int,
-        num_classes: int,
-        cpu_work: int,
-        io_sleep_ms: float,
-        seed: int = 0,
-    ) -> None:
-        self.size = size
-        self.image_size_px = image_size_px
-        self.num_classes = num_classes
-        self.cpu_work = cpu_work
-        self.io_sleep_ms = io_sleep_ms
-        self.seed = seed
+    size: int
+    image_size_px: int
+    num_classes: int
+    cpu_work: int
+    io_sleep_ms: float
+    seed: int = 0
 
     def __len__(self) -> int:
         return self.size

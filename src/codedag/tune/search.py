@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from codedag.plan.loader import TUNABLE_KEYS, LoaderSettings, TrialStatus
@@ -114,6 +114,7 @@ def _fastest(trials: Iterable[Trial]) -> Trial | None:
     return min(usable, key=lambda t: t.run.interval_s) if usable else None  # type: ignore[union-attr]
 
 
+@dataclass(eq=False)
 class Search:
     """Time settings of one DataLoader and keep every trial (see the module docstring).
 
@@ -128,28 +129,17 @@ class Search:
             when it keeps the step fed.
     """
 
-    def __init__(
-        self,
-        loader: DataLoader[Any],
-        yours: LoaderSettings,
-        options: TuneOptions,
-        limits: MachineLimits,
-        fixed: dict[str, Any],
-        consumer: Consumer | None,
-        tick: Callable[[str], None],
-        step_s: float | None = None,
-    ) -> None:
-        self.loader = loader
-        self.step_s = step_s
-        self.yours = yours
-        self.options = options
-        self.limits = limits
-        self.fixed = fixed
-        self.consumer = consumer
-        self.tick = tick
-        self.trials: dict[tuple[Any, ...], Trial] = {}
-        self.started = time.perf_counter()
-        self.budget_note = ""
+    loader: DataLoader[Any]
+    yours: LoaderSettings
+    options: TuneOptions
+    limits: MachineLimits
+    fixed: dict[str, Any]
+    consumer: Consumer | None
+    tick: Callable[[str], None]
+    step_s: float | None = None
+    trials: dict[tuple[Any, ...], Trial] = field(default_factory=dict, init=False)
+    started: float = field(default_factory=time.perf_counter, init=False)
+    budget_note: str = field(default="", init=False)
 
     # ------------------------------------------------------------------ queries
     @property
