@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -219,6 +220,7 @@ class ArrayAdapter(ValueAdapter):
         return call_backend
 
 
+@dataclass(eq=False)
 class BatchAdapter(ValueAdapter):
     """Batch-first backends: data arguments get a batch axis of one, results lose it.
 
@@ -237,29 +239,19 @@ class BatchAdapter(ValueAdapter):
 
     default_strategy = Strategy.STANDARD_OP
 
-    def __init__(
-        self,
-        library: str,
-        params: frozenset[str],
-        ndims: tuple[int, ...],
-        *,
-        first_is_data: bool = True,
-        squeeze_channel: bool = False,
-        channel_axis: bool = False,
-        scalar: Callable[[np.ndarray], Any] = numpy_scalar,
-        default_order: str = "C",
-        scalar_params: frozenset[str] = frozenset(),
-    ) -> None:
-        self.library = library
-        self.params = params
-        self.ndims = ndims
-        self.first_is_data = first_is_data
-        self.squeeze_channel = squeeze_channel
-        self.channel_axis = channel_axis
-        self.scalar = scalar
-        self.default_order = default_order
-        self.scalar_params = scalar_params
-        self._positions: dict[Any, tuple[tuple[int, str], ...]] = {}
+    library: str
+    params: frozenset[str]
+    ndims: tuple[int, ...]
+    _: KW_ONLY
+    first_is_data: bool = True
+    squeeze_channel: bool = False
+    channel_axis: bool = False
+    scalar: Callable[[np.ndarray], Any] = numpy_scalar
+    default_order: str = "C"
+    scalar_params: frozenset[str] = frozenset()
+    _positions: dict[Any, tuple[tuple[int, str], ...]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def data_positions(self, spec: OpSpec) -> tuple[tuple[int, str], ...]:
         """(position, name) of the data parameters (position -1: keyword-only)."""
