@@ -16,6 +16,7 @@ Lightning-style hooks, duck-typed (lightning is not a dependency); with lightnin
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from codedag.monitor.experiment import ExperimentMonitor
@@ -35,6 +36,7 @@ def _scalar(value: Any) -> float | None:
         return None
 
 
+@dataclass(eq=False)
 class MonitorCallback:
     """Lightning-style hooks driving an :class:`ExperimentMonitor`.
 
@@ -47,23 +49,13 @@ class MonitorCallback:
         save: write the JSON (and plots when ``plot``) when training ends.
     """
 
-    def __init__(
-        self,
-        monitor: ExperimentMonitor,
-        mode: str = "baseline",
-        config: dict[str, Any] | None = None,
-        resource_interval: float | None = 1.0,
-        accuracy_key: str = "train_acc",
-        save: bool = True,
-        plot: bool = False,
-    ) -> None:
-        self.monitor = monitor
-        self.mode = mode
-        self.config = config
-        self.resource_interval = resource_interval
-        self.accuracy_key = accuracy_key
-        self.save = save
-        self.plot = plot
+    monitor: ExperimentMonitor
+    mode: str = "baseline"
+    config: dict[str, Any] | None = None
+    resource_interval: float | None = 1.0
+    accuracy_key: str = "train_acc"
+    save: bool = True
+    plot: bool = False
 
     def on_train_start(self, trainer: object, pl_module: object) -> None:
         self.monitor.start_mode(self.mode, self.config, self.resource_interval)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from codedag.monitor.metrics import MetricsLogger
@@ -32,30 +33,21 @@ def plain_config(value: object, depth: int = 0) -> Any:
     return str(value)
 
 
+@dataclass(eq=False)
 class ModeRecord:
     """Everything measured in one mode."""
 
-    def __init__(
-        self,
-        name: str,
-        config: dict[str, Any],
-        timer: Timer,
-        metrics: MetricsLogger,
-        resources: ResourceMonitor | None,
-        files: dict[str, str | None],
-        describe: dict[str, Any],
-    ) -> None:
-        self.name = name
-        self.config = config
-        self.timer = timer
-        self.metrics = metrics
-        self.resources = resources
-        self.files = files
-        self.describe = describe
-        self.status = "running"
-        self.error: str | None = None
-        self.started_at = time.time()
-        self.ended_at: float | None = None
+    name: str
+    config: dict[str, Any]
+    timer: Timer
+    metrics: MetricsLogger
+    resources: ResourceMonitor | None
+    files: dict[str, str | None]
+    describe: dict[str, Any]
+    status: str = field(default="running", init=False)
+    error: str | None = field(default=None, init=False)
+    started_at: float = field(default_factory=time.time, init=False)
+    ended_at: float | None = field(default=None, init=False)
 
     def results(self) -> ModeResults:
         """The mode as the results file holds it (a running mode has status ``running``)."""
