@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codedag.report.loader import loader_section_html
+from codedag.report.loader import TRIAL_COLUMNS, loader_section_html, trial_cells
 
 
 def _section(**extra: Any) -> dict[str, Any]:
@@ -78,3 +78,19 @@ def test_the_settings_for_epochs_the_cache_serves_have_their_own_table() -> None
     assert '<td class="num">45.00</td><td class="num">22.2</td>' in part
     assert "load &lt;in process&gt;" in part
     assert "Epochs the prefix cache serves" not in loader_section_html(_section())
+
+
+def test_trial_cells_are_the_same_text_for_a_plan_dict_and_a_validated_trial() -> None:
+    from codedag.plan import LoaderTrial
+
+    section = _section()
+    trial = section["trials"][1]
+    texts, tags = trial_cells(trial, section["chosen"], section["yours"])
+    assert len(texts) == len(TRIAL_COLUMNS) + 2
+    assert texts == ["workers", "2 workers x default threads [chosen]", "11.00", "90.0 ± 0.0",
+                     "0.0", "0", "30 / 400", ""]  # fmt: skip
+    assert tags == ["chosen"]
+    dumped = LoaderTrial.model_validate(trial).model_dump()
+    assert trial_cells(dumped, section["chosen"], section["yours"])[0][:-1] == texts[:-1]
+    unmeasured = trial_cells(section["trials"][2], section["chosen"], section["yours"])[0]
+    assert unmeasured[2:7] == ["-"] * 5 and unmeasured[-1] == "failed: worker crashed"

@@ -185,51 +185,22 @@ def loader_table(section: Any) -> Any:
     """Every measured setting: batches/s, interval, wait, start-up, worker memory, status."""
     from rich.table import Table
 
+    from codedag.report.loader import TRIAL_COLUMNS, trial_cells
+
     title = f"DataLoader settings measured ({section.duration_s:.0f} s"
     if section.step_ms is not None:
         title += f", against a {section.step_ms:.1f} ms step"
     table = Table(title=title + ")")
-    for column in (
-        "phase",
-        "setting",
-        "batches/s",
-        "ms/batch",
-        "wait ms",
-        "start-up ms",
-        "workers MiB",
-        "status",
-    ):
+    for column in (*TRIAL_COLUMNS, "workers MiB", "status"):
         table.add_column(
             column, justify="left" if column in ("phase", "setting", "status") else "right"
         )
-    chosen = section.chosen.normalized()
-    yours = section.yours.normalized()
+    chosen, yours = section.chosen.model_dump(), section.yours.model_dump()
     for trial in section.trials:
-        measured = trial.batches > 0
-        settings = trial.settings.normalized()
-        tags = [t for t, s in (("chosen", chosen), ("yours", yours)) if _same(settings, s)]
-        memory = "-"
-        if trial.settings.num_workers and measured:
-            unique = "" if trial.worker_uss_mb is None else f"{trial.worker_uss_mb:.0f} / "
-            memory = f"{unique}{trial.worker_rss_mb:.0f}"
-        status = trial.status if not trial.note else f"{trial.status}: {trial.note}"
-        table.add_row(
-            trial.phase,
-            trial.settings.label() + (f" [{', '.join(tags)}]" if tags else ""),
-            f"{trial.batches_per_s:.2f}" if measured else "-",
-            f"{trial.batch_ms:.1f} ± {trial.stderr_ms:.1f}" if measured else "-",
-            f"{trial.wait_ms:.1f}" if measured else "-",
-            f"{trial.startup_ms:.0f}" if measured else "-",
-            memory,
-            status,
-            style="bold green" if "chosen" in tags else "",
-        )
+        texts, tags = trial_cells(trial.model_dump(), chosen, yours)
+        table.add_row(*texts, style="bold green" if "chosen" in tags else "")
     table.caption = "workers MiB: unique / resident memory of all worker processes"
     return table
-
-
-def _same(a: Any, b: Any) -> bool:
-    return bool(a.model_dump() == b.model_dump())
 
 
 def print_section(section: Any, console: Any) -> None:

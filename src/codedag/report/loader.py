@@ -21,57 +21,55 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return one.model_dump() == two.model_dump()
 
 
+TRIAL_COLUMNS = ("phase", "setting", "batches/s", "ms/batch", "wait ms", "start-up ms")
+"""The columns of a trials table before its worker memory and status (:func:`trial_cells`)."""
+
+
+def trial_cells(
+    trial: dict[str, Any], chosen: dict[str, Any], yours: dict[str, Any]
+) -> tuple[list[str], list[str]]:
+    """One trial (a ``LoaderTrial`` as a dict) as plain text: the cells of
+    :data:`TRIAL_COLUMNS`, then worker memory (unique / resident MiB) and status, with the
+    figures ``-`` where nothing was timed; and its tags (``chosen``, ``yours``)."""
+    settings = trial.get("settings", {})
+    tags = [name for name, s in (("chosen", chosen), ("yours", yours)) if _same(settings, s)]
+    measured = trial.get("batches", 0) > 0
+    memory = "-"
+    if settings.get("num_workers") and measured:
+        unique = trial.get("worker_uss_mb")
+        memory = (
+            f"{unique:.0f} / " if isinstance(unique, int | float) else ""
+        ) + f"{trial.get('worker_rss_mb', 0):.0f}"
+    status = trial.get("status", "")
+    if trial.get("note"):
+        status += f": {trial['note']}"
+    figures = ["-"] * 4
+    if measured:
+        figures = [
+            f"{trial.get('batches_per_s', 0):.2f}",
+            f"{trial.get('batch_ms', 0):.1f} ± {trial.get('stderr_ms', 0):.1f}",
+            f"{trial.get('wait_ms', 0):.1f}",
+            f"{trial.get('startup_ms', 0):.0f}",
+        ]
+    label = _label(settings) + (f" [{', '.join(tags)}]" if tags else "")
+    return [trial.get("phase", ""), label, *figures, memory, status], tags
+
+
 def loader_section_html(section: dict[str, Any]) -> str:
     """The trials table (chosen row highlighted), the limits, the confirmation and the reason."""
     chosen, yours = section.get("chosen", {}), section.get("yours", {})
-    head = "".join(
-        f"<th>{html_text(c)}</th>"
-        for c in (
-            "phase",
-            "setting",
-            "batches/s",
-            "ms/batch",
-            "wait ms",
-            "start-up ms",
-            "workers MiB (unique / resident)",
-            "status",
-        )
-    )
+    columns = (*TRIAL_COLUMNS, "workers MiB (unique / resident)", "status")
+    head = "".join(f"<th>{html_text(c)}</th>" for c in columns)
     rows = []
     for trial in section.get("trials", []):
-        settings = trial.get("settings", {})
-        tags = [name for name, s in (("chosen", chosen), ("yours", yours)) if _same(settings, s)]
-        measured = trial.get("batches", 0) > 0
-        memory = "-"
-        if settings.get("num_workers") and measured:
-            unique = trial.get("worker_uss_mb")
-            memory = (
-                f"{unique:.0f} / " if isinstance(unique, int | float) else ""
-            ) + f"{trial.get('worker_rss_mb', 0):.0f}"
-        status = trial.get("status", "")
-        if trial.get("note"):
-            status += f": {trial['note']}"
-        cells = [
-            html_text(trial.get("phase", "")),
-            html_text(_label(settings) + (f" [{', '.join(tags)}]" if tags else "")),
-            f'<td class="num">{trial.get("batches_per_s", 0):.2f}</td>' if measured else "-",
-            (
-                f'<td class="num">{trial.get("batch_ms", 0):.1f} ± {trial.get("stderr_ms", 0):.1f}'
-                "</td>"
-                if measured
-                else "-"
-            ),
-            f'<td class="num">{trial.get("wait_ms", 0):.1f}</td>' if measured else "-",
-            f'<td class="num">{trial.get("startup_ms", 0):.0f}</td>' if measured else "-",
-            html_text(memory),
-            html_text(status),
-        ]
-        style = ' style="background:#e8f5e9;font-weight:600"' if "chosen" in tags else ""
-        rows.append(
-            f"<tr{style}>"
-            + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells)
-            + "</tr>"
+        texts, tags = trial_cells(trial, chosen, yours)
+        numbers = range(2, len(TRIAL_COLUMNS)) if trial.get("batches", 0) > 0 else ()
+        cells = "".join(
+            f'<td class="num">{text}</td>' if i in numbers else f"<td>{html_text(text)}</td>"
+            for i, text in enumerate(texts)
         )
+        style = ' style="background:#e8f5e9;font-weight:600"' if "chosen" in tags else ""
+        rows.append(f"<tr{style}>{cells}</tr>")
     parts = [
         f"<p>Chosen: <b>{html_text(_label(chosen))}</b>; yours: {html_text(_label(yours))}. "
         f"CPU limit {html_text(section.get('cpu_limit'))} ({html_text(section.get('cpu_limit_source', ''))}), "
