@@ -25,6 +25,14 @@ BORDER_REFLECT_101 = 4
 BORDER_TRANSPARENT = 5
 BORDER_ISOLATED = 16
 BORDER_DEFAULT = BORDER_REFLECT_101
+INTERPOLATED_BORDERS = (
+    BORDER_CONSTANT,
+    BORDER_REPLICATE,
+    BORDER_REFLECT,
+    BORDER_WRAP,
+    BORDER_REFLECT_101,
+)
+"""The borders :func:`torch_border` computes (every one but BORDER_TRANSPARENT)."""
 
 # Depths (cv2.CV_*).
 CV_8U, CV_8S, CV_16U, CV_16S, CV_32S, CV_32F, CV_64F = 0, 1, 2, 3, 4, 5, 6
@@ -143,8 +151,9 @@ def scalar_values(value: Any, n_channels: int, broadcast: bool = False) -> list[
     return [vals[c % 4] for c in range(n_channels)]
 
 
-def border_type_base(border_type: int, allowed: Sequence[int]) -> int:
-    """Strip BORDER_ISOLATED (a whole image has no outside ROI) and check the type is allowed."""
+def border_type_base(border_type: int, allowed: Sequence[int] = INTERPOLATED_BORDERS) -> int:
+    """Strip BORDER_ISOLATED (a whole image has no outside ROI) and check the type is allowed
+    (by default: every border :func:`torch_border` computes)."""
     base = int(border_type) & ~BORDER_ISOLATED
     if base not in allowed:
         raise UnsupportedOperation(
@@ -156,13 +165,10 @@ def border_type_base(border_type: int, allowed: Sequence[int]) -> int:
 def border_interpolate(p: np.ndarray, length: int, border_type: int) -> np.ndarray:
     """``cv::borderInterpolate`` on an integer array (:func:`torch_border` of its values); -1 marks
     constant-border positions."""
-    if border_type not in _INTERPOLATED:
+    if border_type not in INTERPOLATED_BORDERS:
         raise UnsupportedOperation(f"borderType {border_type} unsupported")
     index = torch.from_numpy(np.array(p, dtype=np.int64))
     return torch_border(index, length, border_type).numpy()
-
-
-_INTERPOLATED = (BORDER_CONSTANT, BORDER_REPLICATE, BORDER_WRAP, BORDER_REFLECT, BORDER_REFLECT_101)
 
 
 def torch_border(p: torch.Tensor, length: int, border: int) -> torch.Tensor:
@@ -299,8 +305,9 @@ def finite(src: np.ndarray) -> bool:
         return bool(np.isfinite(src.sum(dtype=np.float64)))
 
 
-def border_reason(border_type: Any, allowed: Sequence[int]) -> str | None:
-    """Why a borderType argument is not one of ``allowed`` (BORDER_ISOLATED stripped)."""
+def border_reason(border_type: Any, allowed: Sequence[int] = INTERPOLATED_BORDERS) -> str | None:
+    """Why a borderType argument is not one of ``allowed`` (BORDER_ISOLATED stripped; by
+    default every border :func:`torch_border` computes)."""
     if not is_int(border_type):
         return f"borderType {border_type!r} is not an integer"
     if int(border_type) & ~BORDER_ISOLATED not in allowed:

@@ -15,10 +15,6 @@ from codedag.backends.contract import Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     BORDER_CONSTANT,
-    BORDER_REFLECT,
-    BORDER_REFLECT_101,
-    BORDER_REPLICATE,
-    BORDER_WRAP,
     as_nhwc,
     border_reason,
     border_type_base,
@@ -127,7 +123,7 @@ def copyMakeBorder(
     [N, k]), replicate, reflect(101), wrap. Always a new image, as cv2 returns."""
     check_image(src)
     no_output("copyMakeBorder", dst)
-    base = border_type_base(borderType, _BORDERS)
+    base = border_type_base(borderType)
     x = as_nhwc(src)
     if isinstance(value, torch.Tensor) and value.dim() == 2:
         fill = torch.zeros((x.shape[0], max(4, x.shape[3])), dtype=torch.float64)
@@ -148,9 +144,6 @@ def copyMakeBorder(
     return like_input(out, src)
 
 
-_BORDERS = (BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, BORDER_WRAP, BORDER_REFLECT_101)
-
-
 def check_copy_make_border(
     src: Any,
     top: Any,
@@ -165,7 +158,7 @@ def check_copy_make_border(
     borders = (top, bottom, left, right)
     if not all(is_int(b) for b in borders) or min(int(b) for b in borders) < 0:
         return f"borders must be integers >= 0, got {borders}"
-    return border_reason(borderType, _BORDERS) or scalar_reason(value)
+    return border_reason(borderType) or scalar_reason(value)
 
 
 # int64 and uint64 arrays reach cv2 as int32 images (the binding converts them): left to cv2.

@@ -27,10 +27,6 @@ from codedag.backends.host_sync import host_sync_allowed
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     BORDER_CONSTANT,
-    BORDER_REFLECT,
-    BORDER_REFLECT_101,
-    BORDER_REPLICATE,
-    BORDER_WRAP,
     as_nhwc,
     border_reason,
     border_type_base,
@@ -55,7 +51,6 @@ INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, INTER_AREA, INTER_LANCZOS4 = 0, 1, 2, 
 WARP_INVERSE_MAP = 16
 _AB_BITS, _INTER_BITS = 10, 5
 _TAB = 1 << _INTER_BITS
-_BORDERS = (BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, BORDER_WRAP, BORDER_REFLECT_101)
 
 
 def _parse_flags(flags: int) -> tuple[int, bool]:
@@ -366,7 +361,7 @@ def _warp(
     if dst is not None:
         raise UnsupportedOperation("warp: an output array dst is not supported")
     mode, inverse = _parse_flags(flags)
-    border = border_type_base(border_mode, _BORDERS)
+    border = border_type_base(border_mode)
     dw, dh = (int(v) for v in dsize)
     if dw <= 0 or dh <= 0:
         dw, dh = int(src.shape[2]), int(src.shape[1])
@@ -513,7 +508,7 @@ def _check_warp(
         return "cubic or lanczos4 on more than 4 channels (cv2's remap raises)"
     if mode in (INTER_CUBIC, INTER_LANCZOS4) and not finite(src):
         return "non-finite values with cubic or lanczos4 taps"
-    return border_reason(border, _BORDERS) or scalar_reason(value)
+    return border_reason(border) or scalar_reason(value)
 
 
 MAX_COORDINATE = 2.0**28
