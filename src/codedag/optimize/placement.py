@@ -104,6 +104,7 @@ def blocked_reason(
     return None
 
 
+@dataclass(eq=False, repr=False)  # the repr would hold the whole DAG
 class Placer:
     """Decides every call of a coarsened DAG (see the module docstring).
 
@@ -115,20 +116,16 @@ class Placer:
         on_gpu: whether placed calls run on a GPU (uploads between placed calls are saved).
     """
 
-    def __init__(
-        self,
-        dag: CoarsenedDAG,
-        settings: PlacementSettings,
-        calibration: Any | None,
-        cost: CostModel,
-        on_gpu: bool,
-    ) -> None:
-        self.dag = dag
-        self.settings = settings
-        self.calibration = calibration
-        self.cost = cost
-        self.on_gpu = on_gpu
-        dispatch = getattr(calibration, "dispatch", None)
+    dag: CoarsenedDAG
+    settings: PlacementSettings
+    calibration: Any | None
+    cost: CostModel
+    on_gpu: bool
+    dispatch_ns: int = field(init=False)
+    passthrough_ns: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        dispatch = getattr(self.calibration, "dispatch", None)
         self.dispatch_ns = int(getattr(dispatch, "migrated_ns", 0))
         self.passthrough_ns = int(getattr(dispatch, "passthrough_ns", 0))
 
