@@ -14,6 +14,7 @@ import builtins
 import operator
 import types
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from codedag.backends.names import canonical_name
@@ -92,27 +93,23 @@ def _type_member_name(value_type: type, attr: str) -> str:
     return f"{value_type.__module__}.{value_type.__qualname__}.{attr}"
 
 
+@dataclass(eq=False, repr=False)
 class Evaluation:
     """Evaluates a statement's expressions against the frame and the records made meanwhile."""
 
-    until: types.CodeType | None = None  # a user call about to start (see call_arguments)
+    maker: StepRecords
+    frame: types.FrameType
+    local: dict[str, Any]
+    snap: dict[str, int]
+    children: list[list[Any]]
+    # a user call about to start (see call_arguments)
+    until: types.CodeType | None = field(default=None, init=False)
+    matched: list[bool] = field(init=False)
+    # operations computed in a recorded call's arguments: (region, call, value it received)
+    pending: list[tuple[Region, list[Any], int | None]] = field(default_factory=list, init=False)
 
-    def __init__(
-        self,
-        maker: StepRecords,
-        frame: types.FrameType,
-        local: dict[str, Any],
-        snap: dict[str, int],
-        children: list[list[Any]],
-    ) -> None:
-        self.maker = maker
-        self.frame = frame
-        self.local = local
-        self.snap = snap
-        self.children = children
-        self.matched = [False] * len(children)
-        # operations computed in a recorded call's arguments: (region, call, value it received)
-        self.pending: list[tuple[Region, list[Any], int | None]] = []
+    def __post_init__(self) -> None:
+        self.matched = [False] * len(self.children)
 
     # ------------------------------------------------------------------ helpers
     def _lookup_name(self, name: str) -> Any:
