@@ -134,7 +134,4 @@ def make_dataset(
     )
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``file_sample_rate``, ``sample_rate``, ``duration_s``, ``min_seconds``, ``max_seconds``, ``n_fft``, ``hop_length``, ``n_mels``, ``root``",
-)
+make_loader = loader_maker(make_dataset)

@@ -119,7 +119,4 @@ def make_dataset(
     return ComposeDataset(samples, train_transforms(img_size))
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``img_size``, ``min_size``, ``max_size``, ``image_format``",
-)
+make_loader = loader_maker(make_dataset)

@@ -55,7 +55,4 @@ def make_dataset(
     )
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``sample_rate``, ``seconds``, ``num_classes``, ``n_fft``, ``hop_length``, ``n_mels``",
-)
+make_loader = loader_maker(make_dataset)

@@ -45,7 +45,4 @@ def make_dataset(
     return ImageDemoDataset(samples, out_size=image_size, seed=seed)
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``image_size``, ``source_size``, ``num_classes``, ``image_format``",
-)
+make_loader = loader_maker(make_dataset)

@@ -130,7 +130,4 @@ def make_dataset(
     return LetterboxDataset(samples, img_size=img_size, blur_ksize=blur_ksize)
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``img_size``, ``min_size``, ``max_size``, ``blur_ksize``, ``image_format``",
-)
+make_loader = loader_maker(make_dataset)

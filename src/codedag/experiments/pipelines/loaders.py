@@ -17,6 +17,7 @@ see different augmentations, as in any real project.
 
 from __future__ import annotations
 
+import inspect
 import random
 import tempfile
 from collections.abc import Callable
@@ -130,7 +131,6 @@ def data_folder(root: str | None, name: str) -> Path:
 
 def loader_maker(
     make_dataset: Callable[..., Dataset],
-    dataset_options: str,
     *,
     batch_size: int = 16,
     n: int = 64,
@@ -138,8 +138,9 @@ def loader_maker(
     batching: str = "",
 ) -> Callable[..., DataLoader]:
     """A pipeline's ``make_loader(batch_size, num_workers, seed, *, n, shuffle, **options)``
-    over ``make_dataset`` (its defaults ``batch_size`` and ``n``), documented with the
-    ``dataset_options`` it takes and, in ``batching``, how it batches."""
+    over ``make_dataset`` (its defaults ``batch_size`` and ``n``), documented with the options
+    ``make_dataset`` takes (its parameters but ``n`` and ``seed``) and, in ``batching``, how it
+    batches."""
 
     def make_loader(
         batch_size: int = batch_size,
@@ -161,6 +162,7 @@ def loader_maker(
             collate_fn=collate_fn,
         )
 
+    dataset_options = ", ".join(f"``{p}``" for p in dataset_parameters(make_dataset))
     make_loader.__module__ = make_dataset.__module__
     make_loader.__qualname__ = make_loader.__name__
     make_loader.__doc__ = (
@@ -170,6 +172,11 @@ def loader_maker(
         + "."
     )
     return make_loader
+
+
+def dataset_parameters(make_dataset: Callable[..., Dataset]) -> list[str]:
+    """The options ``make_dataset`` takes, in order: its parameters but ``n`` and ``seed``."""
+    return [p for p in inspect.signature(make_dataset).parameters if p not in ("n", "seed")]
 
 
 def loader_from_factory(
@@ -188,9 +195,7 @@ def loader_from_factory(
     Raises:
         ConfigError: an option neither ``make_dataset`` nor the DataLoader takes.
     """
-    import inspect
-
-    dataset_params = set(inspect.signature(make_dataset).parameters) - {"n", "seed"}
+    dataset_params = set(dataset_parameters(make_dataset))
     unknown = sorted(set(options) - dataset_params - set(LOADER_OPTIONS))
     if unknown:
         accepted = ", ".join(sorted(dataset_params) + list(LOADER_OPTIONS))

@@ -176,7 +176,4 @@ def make_dataset(
     )
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``sample_rate``, ``duration_s``, ``min_seconds``, ``max_seconds``, ``n_fft``, ``hop_length``, ``n_mels``, ``out_height``, ``out_width``",
-)
+make_loader = loader_maker(make_dataset)

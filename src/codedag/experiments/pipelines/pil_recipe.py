@@ -100,7 +100,4 @@ def make_dataset(
     return PilRecipeDataset(write_files(folder, n, seed, min_size, max_size), resize, crop)
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``resize``, ``crop``, ``min_size``, ``max_size``, ``root``",
-)
+make_loader = loader_maker(make_dataset)

@@ -74,7 +74,4 @@ def make_dataset(
     return PilWithDataset(write_files(folder, n, seed, min_size, max_size), size)
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``size``, ``min_size``, ``max_size``, ``root``",
-)
+make_loader = loader_maker(make_dataset)

@@ -94,9 +94,4 @@ def make_dataset(
     return VolumeDataset(write_volumes(folder, n, seed, size), min(patch, size))
 
 
-make_loader = loader_maker(
-    make_dataset,
-    "``size``, ``patch``, ``root``",
-    batch_size=4,
-    n=32,
-)
+make_loader = loader_maker(make_dataset, batch_size=4, n=32)

@@ -249,7 +249,6 @@ def make_dataset(
 
 make_loader = loader_maker(
     make_dataset,
-    "``img_size``, ``min_size``, ``max_size``, ``image_format``, ``hyp``",
     collate_fn=collate_fn,
     batching=" batching with :func:`collate_fn`",
 )
