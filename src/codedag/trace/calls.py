@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import types
+from dataclasses import dataclass
 from typing import Any
 
 from codedag.trace.capture import SCALAR_TYPES, ArgumentCapture
@@ -60,6 +61,7 @@ def _same_shape(obj: Any, shape: Any) -> bool:
     return bool(describe(obj)[2] == shape)
 
 
+@dataclass(eq=False, repr=False)
 class CallRecorder:
     """Opens and closes the call records of one window.
 
@@ -73,24 +75,17 @@ class CallRecorder:
         lines: follows the statements of recorded user frames.
     """
 
-    def __init__(
-        self,
-        state: SessionState,
-        meter: Meter,
-        tracker: ValueTracker,
-        capture: ArgumentCapture,
-        classifier: Classifier,
-        memory: MemoryMeter | None,
-        lines: LineFollower,
-    ) -> None:
-        self.state = state
-        self.meter = meter
-        self.clock = meter.clock
-        self.tracker = tracker
-        self.capture = capture
-        self.classifier = classifier
-        self.memory = memory
-        self.lines = lines
+    state: SessionState
+    meter: Meter
+    tracker: ValueTracker
+    capture: ArgumentCapture
+    classifier: Classifier
+    memory: MemoryMeter | None
+    lines: LineFollower
+
+    def __post_init__(self) -> None:
+        state = self.state
+        self.clock = self.meter.clock
         self.stack = state.stack
         self.calls = state.calls
         self.uses = state.uses
