@@ -130,7 +130,7 @@ def call(
     if not (pending or nested):
         return fallback(*args, **kwargs)
     if nested or not STATE.active or op is None:
-        return _refused(op, fallback, args, kwargs, detail, nested)
+        return _forced_call(fallback, args, kwargs, *_refusal(op, fallback, detail))
     return _record(op, fallback, args, kwargs, detail, (metas, nodes, entry, arrays, plain))
 
 
@@ -155,23 +155,14 @@ def _scan(kwargs: dict[str, Any]) -> tuple[bool, bool, bool, bool]:
     return pending, nested, computed, plain
 
 
-def _refused(
-    op: Op | None,
-    fallback: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    detail: str,
-    nested: bool,
-) -> Any:
-    """The call forced: outside a :func:`deferring` block, without an op, or on a list of
-    deferred values."""
+def _refusal(op: Op | None, fallback: Callable[..., Any], detail: str) -> tuple[str, str]:
+    """Why a call is forced, and what it is: outside a :func:`deferring` block, without an op,
+    or on a list of deferred values."""
     if not STATE.active:
-        reason = "collate" if STATE.collating else "outside"
-        return _forced_call(fallback, args, kwargs, reason, _what(op, fallback, detail))
+        return "collate" if STATE.collating else "outside", _what(op, fallback, detail)
     if op is None:
-        return _forced_call(fallback, args, kwargs, "unsupported", _what(op, fallback, detail))
-    what = _what(op, fallback, detail)
-    return _forced_call(fallback, args, kwargs, "unsupported", f"{what} of a list")
+        return "unsupported", _what(op, fallback, detail)
+    return "unsupported", f"{_what(op, fallback, detail)} of a list"
 
 
 def _record(
