@@ -114,20 +114,22 @@ def _tables(
     return _Tables(ry * (sw * c), cols, wx, hb, wy, vb)
 
 
-_CACHE: dict[Any, _Tables] = {}
+_TableKey = tuple[
+    tuple[int, int, int],
+    tuple[int, int, float, float] | None,
+    tuple[int, int, int, int],
+    tuple[int, ...],
+]
+"""The arguments of :func:`_tables`: shape, resize size, pads, fill."""
+_CACHE: dict[_TableKey, _Tables] = {}
 _LOCK = threading.Lock()
 
 
-def _cached_tables(
-    shape: tuple[int, int, int],
-    size: tuple[int, int, float, float] | None,
-    pads: tuple[int, int, int, int],
-    fill: tuple[int, ...],
-) -> _Tables:
-    key = (shape, size, pads, fill)
+def _cached_tables(key: _TableKey) -> _Tables:
+    """``_tables(*key)``, kept for later records of the same key."""
     found = _CACHE.get(key)
     if found is None:
-        found = _tables(shape, size, pads, fill)
+        found = _tables(*key)
         with _LOCK:
             if len(_CACHE) >= _MAX_TABLES:
                 _CACHE.clear()
@@ -245,7 +247,7 @@ def _sample_tables(program: list[Step], k: int, entry: Meta) -> _Tables:
         if min(pads) < 0:
             raise UnsupportedOperation("ragged: a negative border")
         fill = _fill(a.get("value"), c)
-    return _cached_tables((sh, sw, c), size, pads, fill)
+    return _cached_tables(((sh, sw, c), size, pads, fill))
 
 
 RaggedGroup = tuple[list[int], Plan, list[list[Step]]]
