@@ -57,6 +57,15 @@ def _lightning_callback_class() -> type | None:
 _Callback = _lightning_callback_class()
 
 
+def require_lightning(name: str, instead: str) -> None:
+    """Raise :class:`ConfigError` saying that ``name`` needs lightning and what to do ``instead``,
+    when neither lightning nor pytorch_lightning is installed."""
+    if _Callback is None:
+        raise ConfigError(
+            f"{name} needs lightning: pip install 'codedag[lightning]' (or {instead})"
+        )
+
+
 class TrainerLoggersSink(Sink):
     """codedag's per-step figures, resources and summary in a trainer's loggers.
 
@@ -151,11 +160,10 @@ class CodedagCallback(MonitorCallback, *((_Callback,) if _Callback is not None e
         save: bool = True,
         plot: bool = False,
     ) -> None:
-        if _Callback is None:
-            raise ConfigError(
-                "CodedagCallback needs lightning: pip install 'codedag[lightning]' (or use "
-                "codedag.monitor.callbacks.MonitorCallback with a Lightning-style loop)"
-            )
+        require_lightning(
+            "CodedagCallback",
+            "use codedag.monitor.callbacks.MonitorCallback with a Lightning-style loop",
+        )
         self._own_monitor = monitor is None
         self._loggers_connected = False
         self._sinks = list(sinks)

@@ -32,7 +32,7 @@ from typing import Any
 
 from codedag.errors import ConfigError
 from codedag.integrations.accelerate import ScriptWatch
-from codedag.integrations.lightning import _Callback
+from codedag.integrations.lightning import _Callback, require_lightning
 from codedag.integrations.run_results import AcceleratedRun
 from codedag.integrations.watch import WatchSettings
 
@@ -100,11 +100,7 @@ class AccelerateCallback(*((_Callback,) if _Callback is not None else ())):  # t
         replan: bool = False,
         store_plans: bool = True,
     ) -> None:
-        if _Callback is None:
-            raise ConfigError(
-                "AccelerateCallback needs lightning: pip install 'codedag[lightning]' (or run the "
-                "script under codedag run)"
-            )
+        require_lightning("AccelerateCallback", "run the script under codedag run")
         if loader < 0:
             raise ConfigError(f"loader must be 0 or more, got {loader}")
         super().__init__()
