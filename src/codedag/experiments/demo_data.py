@@ -7,6 +7,9 @@ color conversion, random flip and affine, normalize, HWC to CHW), as a competiti
 Audio task (BirdCLEF-like): 5 s clips of class-specific chirps in noise; the Dataset computes a
 log-mel spectrogram with librosa per sample.
 
+The Datasets are dataclasses of their samples and settings (``eq=False``: compared and hashed
+by identity, as any Dataset; ``repr=False``: no repr of every sample).
+
 Random augmentation draws come from a generator seeded with ``seed + index``, so a sample is the
 same whichever device runs its preprocessing: that is what lets the demo check that migrated
 batches equal the baseline's.
@@ -78,13 +81,13 @@ def _image_samples(
     return tuple(samples)
 
 
+@dataclass(eq=False, repr=False)
 class ImageDemoDataset(Dataset):
     """Per-sample cv2/NumPy preprocessing of encoded images, returning (CHW float32, label)."""
 
-    def __init__(self, samples: list[ImageSample], out_size: int = 128, seed: int = 0) -> None:
-        self.samples = samples
-        self.out_size = out_size
-        self.seed = seed
+    samples: list[ImageSample]
+    out_size: int = 128
+    seed: int = 0
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -146,22 +149,15 @@ def make_audio_samples(
     return samples
 
 
+@dataclass(eq=False, repr=False)
 class AudioDemoDataset(Dataset):
     """Per-sample log-mel spectrogram with librosa, returning (1, n_mels, frames) and the label."""
 
-    def __init__(
-        self,
-        samples: list[AudioSample],
-        sample_rate: int = 32000,
-        n_fft: int = 2048,
-        hop_length: int = 512,
-        n_mels: int = 64,
-    ) -> None:
-        self.samples = samples
-        self.sample_rate = sample_rate
-        self.n_fft = n_fft
-        self.hop_length = hop_length
-        self.n_mels = n_mels
+    samples: list[AudioSample]
+    sample_rate: int = 32000
+    n_fft: int = 2048
+    hop_length: int = 512
+    n_mels: int = 64
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -11,6 +11,7 @@ A batch is ``(images, labels)``: float32 ``(B, 3, img_size, img_size)`` and int6
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -84,12 +85,12 @@ def train_transforms(img_size: int = 256, resize_margin: float = 1.15) -> Compos
     )
 
 
+@dataclass(eq=False, repr=False)
 class ComposeDataset(Dataset):
     """Encoded images through a ``transform`` (a callable on uint8 HWC RGB), with labels."""
 
-    def __init__(self, samples: list[SyntheticImage], transform: Any) -> None:
-        self.samples = samples
-        self.transform = transform
+    samples: list[SyntheticImage]
+    transform: Any
 
     def __len__(self) -> int:
         return len(self.samples)
