@@ -159,8 +159,13 @@ class Op:
         raise NotImplementedError
 
     def slot_kind(self, key: int | str, value: object) -> str:
-        """``DATA``, ``PER_SAMPLE`` or ``STATIC`` for the argument at ``key``."""
-        return DATA if isinstance(value, Meta) else STATIC
+        """``DATA``, ``PER_SAMPLE`` or ``STATIC`` for the argument at ``key``: deferred values
+        and the concrete values of :meth:`concrete_data` are data."""
+        return DATA if isinstance(value, Meta) or self.concrete_data(key, value) else STATIC
+
+    def concrete_data(self, key: int | str, value: Any) -> bool:
+        """Whether a concrete argument is data (stacked per sample), not static: none here."""
+        return False
 
     def infer(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Meta:
         """Result shape and dtype; lazy inputs arrive as :class:`Meta`.
@@ -433,12 +438,9 @@ class ElementwiseOp(FunctionOp):
         self.backend = backend
         self.keywords = keywords
 
-    def slot_kind(self, key: int | str, value: Any) -> str:
-        if isinstance(value, Meta):
-            return DATA
-        if isinstance(key, int) and is_array(value) and value.nbytes > SMALL_BYTES:
-            return DATA
-        return STATIC
+    def concrete_data(self, key: int | str, value: Any) -> bool:
+        """Positional arrays larger than ``SMALL_BYTES``."""
+        return isinstance(key, int) and is_array(value) and value.nbytes > SMALL_BYTES
 
     def infer(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Meta:
         extra = set(kwargs) - self.keywords

@@ -330,12 +330,9 @@ class TorchOp(FunctionOp):
         self.function = function
         self.view = view
 
-    def slot_kind(self, key: int | str, value: object) -> str:
-        if isinstance(value, Meta):
-            return DATA
-        if isinstance(value, torch.Tensor) and value.numel() * value.element_size() > 4096:
-            return DATA
-        return STATIC
+    def concrete_data(self, key: int | str, value: object) -> bool:
+        """Tensors of more than 4 KiB."""
+        return isinstance(value, torch.Tensor) and value.numel() * value.element_size() > 4096
 
     def infer(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Meta:
         """The shape from ``meta`` tensors; the dtype, and whether torch refuses the call, from
