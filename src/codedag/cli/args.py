@@ -14,6 +14,8 @@ import operator
 from collections.abc import Callable
 from pathlib import Path
 
+from codedag.errors import UsageError
+
 SEED_MAX = 2**32 - 1  # NumPy's legacy seeding takes 32-bit seeds
 
 
@@ -119,6 +121,20 @@ def folder_action(
     action.add_argument(flag, "--dir", dest="folder", default=None, metavar="DIR", help=folder_help)
     action.add_argument("--json", action="store_true", help="print JSON")
     action.set_defaults(handler=handler)
+
+
+def loader_source(parser: argparse.ArgumentParser, target_help: str, dataloader_help: str) -> None:
+    """TARGET or ``--dataloader MODULE:FACTORY``: where a command (``trace``, ``tune``) gets
+    its pipeline; :func:`check_loader_source` asks for exactly one."""
+    parser.add_argument("target", nargs="?", help=target_help)
+    parser.add_argument("--dataloader", metavar="MODULE:FACTORY", help=dataloader_help)
+
+
+def check_loader_source(args: argparse.Namespace) -> None:
+    """Refuse arguments of :func:`loader_source` that give both TARGET and ``--dataloader``,
+    or neither."""
+    if bool(args.target) == bool(args.dataloader):
+        raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
 
 
 def subcommand_defaults(

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codedag.cli.args import integer, nonempty_path
+from codedag.cli.args import check_loader_source, integer, loader_source, nonempty_path
 from codedag.cli.output import print_json
 from codedag.errors import TraceError, UsageError
 from codedag.util.drawing import SVG_MAX_NODES
@@ -35,13 +35,10 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
             "tracer and write the execution DAG (dag.json, dag.dot, dag.svg)."
         ),
     )
-    p.add_argument(
-        "target", nargs="?", help="path/to/script.py:function or package.module:function"
-    )
-    p.add_argument(
-        "--dataloader",
-        metavar="MODULE:FACTORY",
-        help="a function returning a torch DataLoader; one batch is traced",
+    loader_source(
+        p,
+        "path/to/script.py:function or package.module:function",
+        "a function returning a torch DataLoader; one batch is traced",
     )
     p.add_argument("--out", required=True, type=nonempty_path, help="output folder")
     p.add_argument(
@@ -259,8 +256,7 @@ def run(args: argparse.Namespace) -> int:
     """Trace, write the requested formats, print the summary."""
     from codedag.util.paths import check_output_dir, output_lock
 
-    if bool(args.target) == bool(args.dataloader):
-        raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
+    check_loader_source(args)
     if args.plan and not args.show:
         raise UsageError("--plan goes with --show")
     formats = _formats(args.format)

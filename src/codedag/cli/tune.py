@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from codedag.cli.args import nonempty_path
+from codedag.cli.args import check_loader_source, loader_source, nonempty_path
 from codedag.cli.output import print_json, progress_bar, stdout_console
 from codedag.errors import UsageError
 
@@ -30,14 +30,11 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
             "codedag tune train.py:loader --fix num_workers=4 --plan out/migration_plan.json"
         ),
     )
-    p.add_argument(
-        "target",
-        nargs="?",
-        help="path/to/script.py:function or package.module:function returning (or creating) "
-        "the DataLoader",
-    )
-    p.add_argument(
-        "--dataloader", metavar="MODULE:FACTORY", help="a function returning a torch DataLoader"
+    loader_source(
+        p,
+        "path/to/script.py:function or package.module:function returning (or creating) the "
+        "DataLoader",
+        "a function returning a torch DataLoader",
     )
     p.add_argument(
         "--plan",
@@ -130,8 +127,7 @@ def find_loader(args: argparse.Namespace) -> Any:
     from codedag.tune.capture import loader_from_factory
     from codedag.util.targets import load_target
 
-    if bool(args.target) == bool(args.dataloader):
-        raise UsageError("give exactly one of TARGET or --dataloader MODULE:FACTORY")
+    check_loader_source(args)
     if args.dataloader:
         return loader_from_factory(
             load_target(args.dataloader, what="--dataloader"), f"--dataloader {args.dataloader}"
