@@ -40,6 +40,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from codedag.devices.cgroups import container_cpus
@@ -96,6 +97,7 @@ def _creator_module() -> str:
     return ""
 
 
+@dataclass(eq=False, repr=False)
 class LoaderSettingsPatch:
     """Install, count and restore the DataLoader defaults of a loader section.
 
@@ -106,16 +108,12 @@ class LoaderSettingsPatch:
             container's limit, read when applied).
     """
 
-    def __init__(
-        self,
-        section: LoaderSection,
-        cuda_available: bool | None = None,
-        cpus: float | None = None,
-    ) -> None:
-        self.section = section
-        self.cuda_available = cuda_available
-        self.cpus = cpus
-        self.chosen: LoaderSettings = section.chosen
+    section: LoaderSection
+    cuda_available: bool | None = None
+    cpus: float | None = None
+
+    def __post_init__(self) -> None:
+        self.chosen: LoaderSettings = self.section.chosen
         """The settings applied: the section's, within this machine's bounds."""
         self._patcher = Patcher("codedag-loader")
         self._lock = threading.Lock()
