@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 FILE_IO = "file or network I/O"
 CODEC = "decoder or encoder of a compressed format (CPU library code)"
@@ -134,6 +135,13 @@ class LibraryFacts:
     protocols: tuple[str, ...] = ()
     thread_pool: ThreadPool | None = None
     verified_below: str | None = None
+
+    @classmethod
+    def one_module(cls, module: str, **facts: Any) -> LibraryFacts:
+        """A library that is one module (``cv2``, ``random``): its name, its only module,
+        namespace, indexed and wrapped module; ``facts`` the others."""
+        one = (module,)
+        return cls(module, one, namespaces=one, indexed=one, wrapped=one, **facts)
 
     def owns(self, name: str) -> bool:
         """Whether the qualified ``name`` belongs to one of the library's modules."""

@@ -2,12 +2,8 @@
 
 from codedag.backends.facts import CODEC, FILE_IO, FileSource, LibraryFacts, Requirement, ThreadPool
 
-FACTS = LibraryFacts(
-    name="cv2",
-    modules=("cv2",),
-    namespaces=("cv2",),
-    indexed=("cv2",),
-    wrapped=("cv2",),
+FACTS = LibraryFacts.one_module(
+    "cv2",
     distributions=("opencv-python-headless", "opencv-python", "opencv-contrib-python"),
     non_migratable={
         **dict.fromkeys(

@@ -8,12 +8,8 @@ numbers themselves are Python floats and ints that the tracer does not follow.
 
 from codedag.backends.facts import LibraryFacts
 
-FACTS = LibraryFacts(
-    name="random",
-    modules=("random",),
-    namespaces=("random",),
-    indexed=("random",),
-    wrapped=("random",),
+FACTS = LibraryFacts.one_module(
+    "random",
     random_prefixes=("random.",),
     # choice, sample and shuffle take a sequence through len() and indexing: a stand-in value
     # reaches them as it is
