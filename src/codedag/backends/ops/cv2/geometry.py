@@ -7,11 +7,12 @@ These are index permutations: results are bit-exact for every dtype cv2 takes. P
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from codedag.backends.contract import Tolerance
+from codedag.backends.contract import OpSpec, Tolerance
 from codedag.backends.ops.cv2._adapter import op
 from codedag.backends.ops.cv2._common import (
     BORDER_CONSTANT,
@@ -165,43 +166,25 @@ def check_copy_make_border(
 _ANY = frozenset(
     {"bool", "uint8", "int8", "uint16", "int16", "int32", "uint32", "float16", "float32", "float64"}
 )
+_EXACT = Tolerance(note="exact")
+
+
+def _exact(name: str, backend: Callable[..., Any], reproduces: str, **quirks: Any) -> OpSpec:
+    """A cv2 op of this module: exact, on every dtype above."""
+    return op(name, backend, reproduces=reproduces, dtypes=_ANY, tolerance=_EXACT, **quirks)
+
+
+_CHANNELS = (1, 2, 3, 4)
 OPS = [
-    op(
-        "cv2.flip",
-        flip,
-        reproduces="all codes",
-        check=check_flip,
-        dtypes=_ANY,
-        per_sample={"flipCode": "[N]"},
-        tolerance=Tolerance(note="exact"),
-    ),
-    op(
-        "cv2.transpose",
-        transpose,
-        reproduces="images of up to 4 channels",
-        dtypes=_ANY,
-        channels=(1, 2, 3, 4),
-        tolerance=Tolerance(note="exact"),
-    ),
-    op(
-        "cv2.rotate",
-        rotate,
-        reproduces="all codes",
-        check=check_rotate,
-        dtypes=_ANY,
-        channels=(1, 2, 3, 4),
-        tolerance=Tolerance(note="exact"),
-    ),
-    op(
+    _exact("cv2.flip", flip, "all codes", check=check_flip, per_sample={"flipCode": "[N]"}),
+    _exact("cv2.transpose", transpose, "images of up to 4 channels", channels=_CHANNELS),
+    _exact("cv2.rotate", rotate, "all codes", check=check_rotate, channels=_CHANNELS),
+    _exact(
         "cv2.copyMakeBorder",
         copyMakeBorder,
-        reproduces=(
-            "constant (per-channel value), replicate, reflect, reflect101, wrap; any border size"
-        ),
+        "constant (per-channel value), replicate, reflect, reflect101, wrap; any border size",
         check=check_copy_make_border,
-        dtypes=_ANY,
-        channels=(1, 2, 3, 4),
+        channels=_CHANNELS,
         per_sample={"value": "[N,k]"},
-        tolerance=Tolerance(note="exact"),
     ),
 ]
