@@ -21,20 +21,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from codedag.errors import TraceError
-from codedag.trace.records import (
-    ARG_CONTAINER,
-    ARG_OBJ,
-    ARG_SCALAR,
-    ARG_SMALL,
-    ARG_TYPE,
-    ARG_VALUE,
-    SMALL_ARRAY_BYTES,
-)
+from codedag.trace.records import ARG_CONTAINER, ARG_OBJ, ARG_SCALAR, ARG_SMALL, ARG_TYPE, ARG_VALUE
 from codedag.trace.value_nodes import format_dtype
 
 Entry = dict[str, Any]
 
 # ---------------------------------------------------------------------------- recording side
+# Arrays up to this size carry their bytes in a library call's argument description (ARG_SMALL).
+SMALL_ARRAY_BYTES = 4096
+
 _kept: dict[type, bool] = {}
 
 

@@ -63,15 +63,14 @@ IMPORT = ("<import>", None, (), None)
 # Argument payload kinds in ARGS entries ``(label, payload_kind, payload)``. Labels are ints for
 # positional arguments of wrapped calls, parameter names for Python frames, keyword names.
 # - ARG_VALUE: the value's sequence number (a value node);
-# - ARG_SMALL: ``(sequence number, C-order bytes)`` of a small array argument of a library call;
+# - ARG_SMALL: ``(sequence number, C-order bytes)`` of a small array argument of a library call
+#   (at most ``codedag.trace.args.SMALL_ARRAY_BYTES``);
 # - ARG_SCALAR: the scalar itself (int, float, bool, str, bytes, None, complex);
 # - ARG_CONTAINER: ``(type name, length, items)`` with ``items`` a list of ``(kind, payload)``
 #   (``(key, kind, payload)`` for dicts) for small containers of library calls, else None;
 # - ARG_OBJ: an immutable descriptive object kept as is (NumPy scalar, dtype, type, slice);
 # - ARG_TYPE: the type of anything else.
 ARG_VALUE, ARG_SCALAR, ARG_TYPE, ARG_CONTAINER, ARG_SMALL, ARG_OBJ = 0, 1, 2, 3, 4, 5
-# Arrays up to this size carry their bytes in a library call's argument description.
-SMALL_ARRAY_BYTES = 4096
 # Containers up to this length, nested up to this depth, carry their items.
 MAX_ITEMS, MAX_NESTING = 32, 2
 
