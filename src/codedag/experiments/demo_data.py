@@ -7,9 +7,6 @@ color conversion, random flip and affine, normalize, HWC to CHW), as a competiti
 Audio task (BirdCLEF-like): 5 s clips of class-specific chirps in noise; the Dataset computes a
 log-mel spectrogram with librosa per sample.
 
-The Datasets are dataclasses of their samples and settings (``eq=False``: compared and hashed
-by identity, as any Dataset; ``repr=False``: no repr of every sample).
-
 Random augmentation draws come from a generator seeded with ``seed + index``, so a sample is the
 same whichever device runs its preprocessing: that is what lets the demo check that migrated
 batches equal the baseline's.
@@ -28,6 +25,18 @@ from torch.utils.data import Dataset
 
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+
+
+@dataclass(eq=False, repr=False)
+class SampleDataset(Dataset):
+    """A Dataset of in-memory ``samples``, one item each; a subclass adds its settings as fields
+    and its ``__getitem__``. A dataclass: ``eq=False`` compares and hashes it by identity, as any
+    Dataset, ``repr=False`` spares a repr of every sample."""
+
+    samples: list[Any]
+
+    def __len__(self) -> int:
+        return len(self.samples)
 
 
 @dataclass(frozen=True)
@@ -82,15 +91,12 @@ def _image_samples(
 
 
 @dataclass(eq=False, repr=False)
-class ImageDemoDataset(Dataset):
-    """Per-sample cv2/NumPy preprocessing of encoded images, returning (CHW float32, label)."""
+class ImageDemoDataset(SampleDataset):
+    """Per-sample cv2/NumPy preprocessing of encoded images (:class:`ImageSample`), returning
+    (CHW float32, label)."""
 
-    samples: list[ImageSample]
     out_size: int = 128
     seed: int = 0
-
-    def __len__(self) -> int:
-        return len(self.samples)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         import cv2
@@ -150,17 +156,14 @@ def make_audio_samples(
 
 
 @dataclass(eq=False, repr=False)
-class AudioDemoDataset(Dataset):
-    """Per-sample log-mel spectrogram with librosa, returning (1, n_mels, frames) and the label."""
+class AudioDemoDataset(SampleDataset):
+    """Per-sample log-mel spectrogram of clips (:class:`AudioSample`) with librosa, returning
+    (1, n_mels, frames) and the label."""
 
-    samples: list[AudioSample]
     sample_rate: int = 32000
     n_fft: int = 2048
     hop_length: int = 512
     n_mels: int = 64
-
-    def __len__(self) -> int:
-        return len(self.samples)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         import librosa

@@ -17,10 +17,10 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
+from codedag.experiments.demo_data import SampleDataset
 from codedag.experiments.pipelines.loaders import check_sizes, loader_maker
-from codedag.experiments.pipelines.synthetic import SyntheticImage, make_images
+from codedag.experiments.pipelines.synthetic import make_images
 from codedag.experiments.pipelines.transforms import (
     Affine,
     Blur,
@@ -86,14 +86,11 @@ def train_transforms(img_size: int = 256, resize_margin: float = 1.15) -> Compos
 
 
 @dataclass(eq=False, repr=False)
-class ComposeDataset(Dataset):
-    """Encoded images through a ``transform`` (a callable on uint8 HWC RGB), with labels."""
+class ComposeDataset(SampleDataset):
+    """Encoded images (:class:`~codedag.experiments.pipelines.synthetic.SyntheticImage`) through a
+    ``transform`` (a callable on uint8 HWC RGB), with labels."""
 
-    samples: list[SyntheticImage]
     transform: Any
-
-    def __len__(self) -> int:
-        return len(self.samples)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         sample = self.samples[index]
