@@ -26,7 +26,7 @@ from codedag.util.text import listing, printable
 _PYTHONS = ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")
 
 
-def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add the ``migrate`` subcommand."""
     p = subparsers.add_parser(
         "migrate",
@@ -42,13 +42,16 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         "plan", type=nonempty_path, help="migration_plan.json written by `codedag optimize`"
     )
     _add_options(p)
-    p.add_argument(
-        "script_command",
-        nargs=argparse.REMAINDER,
-        metavar="-- COMMAND",
-        help="after --: python SCRIPT [ARGS...], python -m MODULE [ARGS...] or SCRIPT [ARGS...]",
-    )
+    add_script_command(p, "python SCRIPT [ARGS...], python -m MODULE [ARGS...] or SCRIPT [ARGS...]")
     p.set_defaults(handler=run)
+
+
+def add_script_command(p: argparse.ArgumentParser, forms: str) -> None:
+    """The command after ``--`` (``args.script_command``) that :func:`parse_command` reads;
+    ``forms`` lists the forms the help shows."""
+    p.add_argument(
+        "script_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help=f"after --: {forms}"
+    )
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ def _flag(group: Any, name: str, **kwargs: Any) -> None:
     group.add_argument(*spellings, dest=name, **kwargs)
 
 
-def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add the ``profile`` subcommand."""
     p = subparsers.add_parser(
         "profile",

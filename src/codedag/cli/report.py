@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from codedag.monitor.model import RunResults
 
 
-def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add the ``report`` subcommand."""
     parser = subparsers.add_parser(
         "report",

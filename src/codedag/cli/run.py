@@ -15,16 +15,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from codedag.cli.args import integer, nonempty_path, number
+from codedag.cli.migrate import add_script_command
 
 log = logging.getLogger("codedag.cli")
 
 DATA_DIR_ENV = "CODEDAG_DATA_DIR"
 
 
-def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add the ``run`` subcommand."""
     p = subparsers.add_parser(
         "run",
@@ -61,12 +61,7 @@ def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
         help="folder for results.json (default: a new folder under the user data dir's "
         "codedag/runs)",
     )
-    p.add_argument(
-        "script_command",
-        nargs=argparse.REMAINDER,
-        metavar="-- COMMAND",
-        help="after --: python SCRIPT [ARGS...] or python -m MODULE [ARGS...]",
-    )
+    add_script_command(p, "python SCRIPT [ARGS...] or python -m MODULE [ARGS...]")
     p.set_defaults(handler=run)
 
 

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 FORMATS = ("json", "dot", "svg")
 
 
-def register(subparsers: Any, parent: argparse.ArgumentParser) -> None:
+def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add the ``trace`` subcommand."""
     p = subparsers.add_parser(
         "trace",
