@@ -132,22 +132,18 @@ def stop(session: SessionState) -> None:
 Callbacks = dict[str, Callable[..., Any]]
 
 
-def monitoring_callbacks(
-    state: SessionState,
-    meter: Meter,
-    classifier: Classifier,
-    recorder: CallRecorder,
-    lines: LineFollower,
-) -> Callbacks:
-    """The callbacks of one window, by event name.
+def monitoring_callbacks(recorder: CallRecorder) -> Callbacks:
+    """The callbacks of one window, by event name: they drive ``recorder`` and its session's
+    meter, classifier and line follower.
 
     Callbacks get the code object and an offset; the frame is their caller's. Events of code the
     tracer never records are switched off where they happen (``DISABLE``). Events are global in
     ``sys.monitoring``: other threads' events are ignored, never disabled (the location may
     matter to the traced thread).
     """
+    state, meter, classifier = recorder.state, recorder.meter, recorder.classifier
     callbacks = _call_callbacks(state, meter, classifier, recorder)
-    callbacks.update(_return_callbacks(state, meter, classifier, recorder, lines))
+    callbacks.update(_return_callbacks(state, meter, classifier, recorder, recorder.lines))
     return callbacks
 
 

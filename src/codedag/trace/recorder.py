@@ -107,9 +107,7 @@ class Session(SessionState):
         )
         self.profile = make_profile_hook(self, self.meter, self.classifier, self.recorder)
         self.monitoring_callbacks = (
-            monitoring.monitoring_callbacks(
-                self, self.meter, self.classifier, self.recorder, self.lines
-            )
+            monitoring.monitoring_callbacks(self.recorder)
             if monitoring.monitoring_available()
             else {}
         )
