@@ -147,6 +147,21 @@ def stft(
     out: object = None,
 ) -> torch.Tensor:
     """``librosa.stft``: complex (N, ..., 1 + n_fft // 2, frames)."""
+    return _stft(y, n_fft, hop_length, win_length, window, center, dtype, pad_mode, out)
+
+
+def _stft(
+    y: torch.Tensor,
+    n_fft: int,
+    hop_length: int | None,
+    win_length: int | None,
+    window: object,
+    center: bool,
+    dtype: object,
+    pad_mode: str,
+    out: object,
+) -> torch.Tensor:
+    """:func:`stft` with its parameters by position (``melspectrogram``'s frames too)."""
     y = _signal(y)
     reason = _stft_refusal(
         y.shape[-1], n_fft, hop_length, win_length, window, center, dtype, pad_mode, out
@@ -321,15 +336,7 @@ def melspectrogram(
             raise UnsupportedOperation("S must be a (N, ..., F, frames) tensor")
         spec, n_fft = S, _spectrogram_n_fft(n_fft, S.shape[-2])
     elif y is not None:
-        z = stft(
-            y,
-            n_fft=n_fft,
-            hop_length=hop_length,
-            win_length=win_length,
-            window=window,
-            center=center,
-            pad_mode=pad_mode,
-        )
+        z = _stft(y, n_fft, hop_length, win_length, window, center, None, pad_mode, None)
         spec = z.abs() ** power if power != 1 else z.abs()
     else:
         raise UnsupportedOperation("melspectrogram needs y or S")
