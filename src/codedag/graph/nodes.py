@@ -46,11 +46,8 @@ class CallNode:
     is_builtin: bool = False
     args: list[dict[str, Any]] | None = None
     kind: ClassVar[str] = "call"
-
-    @property
-    def node_type(self) -> str:
-        """The node type name of the DAG's JSON form: ``"function_call"``."""
-        return "function_call"
+    node_type: ClassVar[str] = "function_call"
+    """The node type name of the DAG's JSON form."""
 
     @property
     def performance(self) -> dict[str, float]:
@@ -87,11 +84,8 @@ class ValueNode:
     nbytes: int = 0
     device: str = "cpu"
     kind: ClassVar[str] = "value"
-
-    @property
-    def node_type(self) -> str:
-        """The node type name of the DAG's JSON form: ``"variable"``."""
-        return "variable"
+    node_type: ClassVar[str] = "variable"
+    """The node type name of the DAG's JSON form."""
 
     @property
     def performance(self) -> dict[str, float]:
