@@ -46,7 +46,8 @@ class ModeRecord:
     describe: dict[str, Any]
     status: str = field(default="running", init=False)
     error: str | None = field(default=None, init=False)
-    started_at: float = field(default_factory=time.time, init=False)
+    # time.time looked up at each start, as a patched clock (freezegun) expects
+    started_at: float = field(default_factory=lambda: time.time(), init=False)
     ended_at: float | None = field(default=None, init=False)
 
     def results(self) -> ModeResults:
