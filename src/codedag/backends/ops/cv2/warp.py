@@ -610,21 +610,16 @@ _WARP_TOLERANCE = Tolerance(
 """Both warps: the same sampling and the same rounding."""
 OPS = [
     op(
-        "cv2.warpAffine",
-        warpAffine,
+        f"cv2.{backend.__name__}",
+        backend,
         reproduces=_WARP_MODES,
-        check=check_warp_affine,
+        check=check,
         dtypes=_WARP,
-        per_sample={"M": "[N,2,3]"},
+        per_sample={"M": f"[N,{rows},3]"},
         tolerance=_WARP_TOLERANCE,
-    ),
-    op(
-        "cv2.warpPerspective",
-        warpPerspective,
-        reproduces=_WARP_MODES,
-        check=check_warp_perspective,
-        dtypes=_WARP,
-        per_sample={"M": "[N,3,3]"},
-        tolerance=_WARP_TOLERANCE,
-    ),
+    )
+    for backend, check, rows in (
+        (warpAffine, check_warp_affine, 2),
+        (warpPerspective, check_warp_perspective, 3),
+    )
 ]
