@@ -80,16 +80,8 @@ def write_clips(
 class AudioFilesDataset(mel.LogMelFrontEnd):
     """WAV files to normalized log-mel spectrograms of a fixed duration, with their labels."""
 
-    def __init__(
-        self,
-        paths: list[Path],
-        sample_rate: int = 16000,
-        duration_s: float = 5.0,
-        n_fft: int = 1024,
-        hop_length: int = 320,
-        n_mels: int = 64,
-    ) -> None:
-        super().__init__(sample_rate, duration_s, n_fft, hop_length, n_mels)
+    def __init__(self, paths: list[Path], settings: mel.MelSettings) -> None:
+        super().__init__(settings)
         self.paths = [str(p) for p in paths]
 
     def __len__(self) -> int:
@@ -124,14 +116,8 @@ def make_dataset(
     check_sizes(n=n, file_sample_rate=file_sample_rate)
     folder = data_folder(root, "codedag-audio-files")
     paths = write_clips(folder, n, seed, file_sample_rate, min_seconds, max_seconds)
-    return AudioFilesDataset(
-        paths,
-        sample_rate=sample_rate,
-        duration_s=duration_s,
-        n_fft=n_fft,
-        hop_length=hop_length,
-        n_mels=n_mels,
-    )
+    settings = mel.MelSettings(sample_rate, duration_s, n_fft, hop_length, n_mels)
+    return AudioFilesDataset(paths, settings)
 
 
 make_loader = loader_maker(make_dataset)

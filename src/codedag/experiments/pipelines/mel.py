@@ -14,6 +14,7 @@ A batch is ``(spectrograms, labels)``: float32 ``(B, 1, out_height, out_width)``
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -66,36 +67,49 @@ def crop_or_pad(y: np.ndarray, length: int) -> np.ndarray:
     return padded
 
 
+@dataclass(frozen=True)
+class MelSettings:
+    """A log-mel front end's settings.
+
+    Args:
+        sample_rate: the clips' sample rate.
+        duration_s: the clips' duration.
+        n_fft, hop_length, n_mels: the mel spectrogram's settings.
+    """
+
+    sample_rate: int
+    duration_s: float
+    n_fft: int
+    hop_length: int
+    n_mels: int
+
+
 class LogMelFrontEnd(Dataset):
     """Clips of a fixed duration to min-max normalized log-mel spectrograms (librosa's mel power
     spectrogram in decibels relative to the clip's maximum, scaled to 0..1).
 
     Args:
-        sample_rate: the clips' sample rate.
-        duration_s: the clips' duration (``length`` samples).
-        n_fft, hop_length, n_mels: the mel spectrogram's settings.
+        settings: the sample rate, the clips' duration (``length`` samples) and the mel
+            spectrogram's settings.
         sizes: further sizes of the data set, checked positive with them.
     """
 
-    def __init__(
-        self,
-        sample_rate: int,
-        duration_s: float,
-        n_fft: int,
-        hop_length: int,
-        n_mels: int,
-        **sizes: int,
-    ) -> None:
+    def __init__(self, settings: MelSettings, **sizes: int) -> None:
+        sample_rate, duration_s = settings.sample_rate, settings.duration_s
         check_sizes(
-            sample_rate=sample_rate, n_fft=n_fft, hop_length=hop_length, n_mels=n_mels, **sizes
+            sample_rate=sample_rate,
+            n_fft=settings.n_fft,
+            hop_length=settings.hop_length,
+            n_mels=settings.n_mels,
+            **sizes,
         )
         if duration_s <= 0:
             raise ConfigError(f"duration_s must be > 0, got {duration_s!r}")
         self.sample_rate = sample_rate
         self.length = round(duration_s * sample_rate)
-        self.n_fft = n_fft
-        self.hop_length = hop_length
-        self.n_mels = n_mels
+        self.n_fft = settings.n_fft
+        self.hop_length = settings.hop_length
+        self.n_mels = settings.n_mels
 
     def log_mel(self, librosa: Any, y: np.ndarray, sr: int, **mel: Any) -> np.ndarray:
         """The normalized log-mel spectrogram of ``y`` (``mel``: more melspectrogram settings)."""
@@ -110,25 +124,9 @@ class MelDataset(LogMelFrontEnd):
     """Waveforms to normalized log-mel images of a fixed size, with their labels."""
 
     def __init__(
-        self,
-        clips: list[SyntheticClip],
-        sample_rate: int = 32000,
-        duration_s: float = 5.0,
-        n_fft: int = 2048,
-        hop_length: int = 512,
-        n_mels: int = 128,
-        out_height: int = 128,
-        out_width: int = 256,
+        self, clips: list[SyntheticClip], settings: MelSettings, out_height: int, out_width: int
     ) -> None:
-        super().__init__(
-            sample_rate,
-            duration_s,
-            n_fft,
-            hop_length,
-            n_mels,
-            out_height=out_height,
-            out_width=out_width,
-        )
+        super().__init__(settings, out_height=out_height, out_width=out_width)
         self.clips = clips
         self.out_size = (out_width, out_height)
 
@@ -164,16 +162,8 @@ def make_dataset(
     clips = make_clips(
         n, seed=seed, sample_rate=sample_rate, min_seconds=min_seconds, max_seconds=max_seconds
     )
-    return MelDataset(
-        clips,
-        sample_rate=sample_rate,
-        duration_s=duration_s,
-        n_fft=n_fft,
-        hop_length=hop_length,
-        n_mels=n_mels,
-        out_height=out_height,
-        out_width=out_width,
-    )
+    settings = MelSettings(sample_rate, duration_s, n_fft, hop_length, n_mels)
+    return MelDataset(clips, settings, out_height, out_width)
 
 
 make_loader = loader_maker(make_dataset)
