@@ -84,12 +84,10 @@ def pipeline_names() -> list[str]:
 
 def pipeline(name: str) -> ModuleType:
     """The module of pipeline ``name``; :class:`ConfigError` naming the known ones otherwise."""
-    try:
-        return PIPELINES[name]
-    except (KeyError, TypeError):
-        raise ConfigError(
-            f"unknown pipeline {name!r}; known: {', '.join(pipeline_names())}"
-        ) from None
+    module = PIPELINES.get(name) if isinstance(name, str) else None
+    if module is None:
+        raise ConfigError(f"unknown pipeline {name!r}; known: {', '.join(pipeline_names())}")
+    return module
 
 
 def describe(name: str) -> str:
