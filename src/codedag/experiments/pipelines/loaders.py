@@ -21,6 +21,7 @@ import inspect
 import random
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,43 @@ def seed_worker(worker_id: int) -> None:
     random.seed(worker_seed)
 
 
+@dataclass(frozen=True)
+class LoaderOptions:
+    """The DataLoader settings a pipeline's ``make_loader`` passes on as they are.
+
+    Args:
+        drop_last: drop the last incomplete batch.
+        pin_memory: copy batches into pinned memory (for fast host-to-device copies).
+        persistent_workers: keep workers alive between epochs (needs ``num_workers > 0``).
+        prefetch_factor: batches loaded in advance per worker (needs ``num_workers > 0``).
+    """
+
+    drop_last: bool = False
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None
+
+    def check(self, batch_size: int, num_workers: int, seed: int) -> None:
+        """Raise :class:`ConfigError` naming the first loader setting that cannot work with
+        these options."""
+        check_loader_settings(
+            batch_size, num_workers, seed, self.persistent_workers, self.prefetch_factor
+        )
+
+    def dataloader_kwargs(self, num_workers: int) -> dict[str, Any]:
+        """The DataLoader keywords for these options with ``num_workers`` workers (the two that
+        need workers only with some)."""
+        kwargs: dict[str, Any] = {"drop_last": self.drop_last, "pin_memory": self.pin_memory}
+        if num_workers > 0:
+            kwargs["persistent_workers"] = self.persistent_workers
+            if self.prefetch_factor is not None:
+                kwargs["prefetch_factor"] = self.prefetch_factor
+        return kwargs
+
+
+LOADER_OPTIONS = tuple(f.name for f in fields(LoaderOptions))
+
+
 def build_loader(
     dataset: Dataset,
     *,
@@ -45,11 +83,8 @@ def build_loader(
     num_workers: int,
     seed: int,
     shuffle: bool = True,
-    drop_last: bool = False,
-    pin_memory: bool = False,
-    persistent_workers: bool = False,
-    prefetch_factor: int | None = None,
     collate_fn: Callable[[list[Any]], Any] | None = None,
+    **options: Any,
 ) -> DataLoader:
     """A DataLoader over ``dataset`` whose batches depend only on ``seed`` and the settings.
 
@@ -60,34 +95,25 @@ def build_loader(
         seed: seeds the sampler's generator, hence the workers' seeds; with no workers, NumPy's
             and ``random``'s global state too.
         shuffle: draw samples in a random order from the seeded generator.
-        drop_last: drop the last incomplete batch.
-        pin_memory: copy batches into pinned memory (for fast host-to-device copies).
-        persistent_workers: keep workers alive between epochs (needs ``num_workers > 0``).
-        prefetch_factor: batches loaded in advance per worker (needs ``num_workers > 0``).
         collate_fn: how samples become a batch (torch's default when None).
+        options: :class:`LoaderOptions` (``drop_last``, ``pin_memory``, ``persistent_workers``,
+            ``prefetch_factor``).
     """
-    check_loader_settings(batch_size, num_workers, seed, persistent_workers, prefetch_factor)
-    generator = torch.Generator().manual_seed(seed)
+    loader_options = LoaderOptions(**options)
+    loader_options.check(batch_size, num_workers, seed)
     if num_workers == 0:
         np.random.seed(seed % 2**32)
         random.seed(seed)
         torch.manual_seed(seed)  # torchvision-style transforms draw from torch's global state
-    extra: dict[str, Any] = {}
-    if num_workers > 0:
-        extra["persistent_workers"] = persistent_workers
-        if prefetch_factor is not None:
-            extra["prefetch_factor"] = prefetch_factor
     return DataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=shuffle,
-        drop_last=drop_last,
         num_workers=num_workers,
-        pin_memory=pin_memory,
         collate_fn=collate_fn,
         worker_init_fn=seed_worker,
-        generator=generator,
-        **extra,
+        generator=torch.Generator().manual_seed(seed),
+        **loader_options.dataloader_kwargs(num_workers),
     )
 
 
@@ -118,9 +144,6 @@ def check_sizes(**sizes: int) -> None:
     for name, value in sizes.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-
-
-LOADER_OPTIONS = ("drop_last", "pin_memory", "persistent_workers", "prefetch_factor")
 
 
 def data_folder(root: str | None, name: str) -> Path:
@@ -202,13 +225,7 @@ def loader_from_factory(
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}; accepted: {accepted}")
     sizes = {k: v for k, v in options.items() if k in dataset_params}
     loader_options = {k: v for k, v in options.items() if k in LOADER_OPTIONS}
-    check_loader_settings(
-        batch_size,
-        num_workers,
-        seed,
-        loader_options.get("persistent_workers", False),
-        loader_options.get("prefetch_factor"),
-    )
+    LoaderOptions(**loader_options).check(batch_size, num_workers, seed)
     return build_loader(
         make_dataset(n=n, seed=seed, **sizes),
         batch_size=batch_size,
