@@ -165,6 +165,16 @@ class AudioDemoDataset(SampleDataset):
     hop_length: int = 512
     n_mels: int = 64
 
+    def __post_init__(self) -> None:
+        from codedag.experiments.pipelines.loaders import check_sizes
+
+        check_sizes(
+            sample_rate=self.sample_rate,
+            n_fft=self.n_fft,
+            hop_length=self.hop_length,
+            n_mels=self.n_mels,
+        )
+
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         import librosa
 

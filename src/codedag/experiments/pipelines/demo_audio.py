@@ -37,14 +37,7 @@ def make_dataset(
 ) -> AudioDemoDataset:
     """The demo's ``n`` clips of ``seconds`` seconds and its log-mel preprocessing."""
     require_librosa()
-    check_sizes(
-        n=n,
-        sample_rate=sample_rate,
-        num_classes=num_classes,
-        n_fft=n_fft,
-        hop_length=hop_length,
-        n_mels=n_mels,
-    )
+    check_sizes(n=n, sample_rate=sample_rate, num_classes=num_classes)
     if seconds < 0.5:
         raise ConfigError(f"seconds must be >= 0.5 (each clip holds 0.3 s chirps), got {seconds}")
     samples = make_audio_samples(
