@@ -18,9 +18,10 @@ see different augmentations, as in any real project.
 from __future__ import annotations
 
 import inspect
+import os
 import random
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,21 @@ def check_sizes(**sizes: int) -> None:
     for name, value in sizes.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(eq=False, repr=False)
+class FileDataset(Dataset):
+    """A Dataset of files, one sample each; a subclass adds its settings as fields and its
+    ``__getitem__``. The ``paths`` are kept as strings, what a worker is sent. A dataclass:
+    ``eq=False`` compares and hashes it by identity, as any Dataset."""
+
+    paths: Sequence[str | os.PathLike[str]]
+
+    def __post_init__(self) -> None:
+        self.paths = [str(p) for p in self.paths]
+
+    def __len__(self) -> int:
+        return len(self.paths)
 
 
 def data_folder(root: str | None, name: str) -> Path:

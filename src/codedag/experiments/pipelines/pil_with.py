@@ -15,14 +15,18 @@ A batch is ``(images, labels)``: float32 ``(B, 3, size, size)`` and int64 ``(B,)
 from __future__ import annotations
 
 import random
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import Dataset
 
-from codedag.experiments.pipelines.loaders import check_sizes, data_folder, loader_maker
+from codedag.experiments.pipelines.loaders import (
+    FileDataset,
+    check_sizes,
+    data_folder,
+    loader_maker,
+)
 from codedag.experiments.pipelines.pil_recipe import MEAN as MEAN
 from codedag.experiments.pipelines.pil_recipe import STD as STD
 from codedag.experiments.pipelines.pil_recipe import normalized_chw, write_files
@@ -41,16 +45,11 @@ CALLS = (
 )
 
 
-class PilWithDataset(Dataset):
+@dataclass(eq=False, repr=False)
+class PilWithDataset(FileDataset):
     """JPEG files opened in a ``with`` block to flipped, normalized CHW tensors with labels."""
 
-    def __init__(self, paths: list[Path], size: int = 224) -> None:
-        check_sizes(size=size)
-        self.paths = [str(p) for p in paths]
-        self.size = size
-
-    def __len__(self) -> int:
-        return len(self.paths)
+    size: int = 224
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         with Image.open(self.paths[index]) as im:
@@ -70,6 +69,7 @@ def make_dataset(
     root: str | None = None,
 ) -> PilWithDataset:
     """``n`` JPEG files in ``root`` (default: a folder under the system's temporary folder)."""
+    check_sizes(size=size)
     folder = data_folder(root, "codedag-pil-with")
     return PilWithDataset(write_files(folder, n, seed, min_size, max_size), size)
 

@@ -12,13 +12,18 @@ A batch is ``(patches, labels)``: float32 ``(B, 1, P, P, P)`` and int64 ``(B,)``
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from codedag.experiments.pipelines.loaders import check_sizes, data_folder, loader_maker
+from codedag.experiments.pipelines.loaders import (
+    FileDataset,
+    check_sizes,
+    data_folder,
+    loader_maker,
+)
 from codedag.util.io import atomic_write_bytes
 
 DESCRIPTION = (
@@ -58,16 +63,11 @@ def write_volumes(folder: Path, n: int, seed: int, size: int) -> list[Path]:
     return paths
 
 
-class VolumeDataset(Dataset):
+@dataclass(eq=False, repr=False)
+class VolumeDataset(FileDataset):
     """``.npy`` volumes to normalized, randomly cropped and flipped patches."""
 
-    def __init__(self, paths: list[Path], patch: int = 48) -> None:
-        check_sizes(patch=patch)
-        self.paths = [str(p) for p in paths]
-        self.patch = patch
-
-    def __len__(self) -> int:
-        return len(self.paths)
+    patch: int = 48
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         volume = np.load(self.paths[index])
@@ -89,7 +89,7 @@ def make_dataset(
     n: int = 32, seed: int = 0, size: int = 96, patch: int = 48, root: str | None = None
 ) -> VolumeDataset:
     """``n`` volumes of ``size``^3 voxels in ``root`` (default: under the temporary folder)."""
-    check_sizes(n=n, size=size)
+    check_sizes(n=n, size=size, patch=patch)
     folder = data_folder(root, "codedag-volumes")
     return VolumeDataset(write_volumes(folder, n, seed, size), min(patch, size))
 
