@@ -94,3 +94,19 @@ def test_trial_cells_are_the_same_text_for_a_plan_dict_and_a_validated_trial() -
     assert trial_cells(dumped, section["chosen"], section["yours"])[0][:-1] == texts[:-1]
     unmeasured = trial_cells(section["trials"][2], section["chosen"], section["yours"])[0]
     assert unmeasured[2:7] == ["-"] * 5 and unmeasured[-1] == "failed: worker crashed"
+
+
+def test_the_terminal_table_shows_each_trials_tags() -> None:
+    """rich would take "[chosen]" for markup and print nothing of it."""
+    from rich.console import Console
+
+    from codedag.cli.tune import loader_table
+    from codedag.plan import LoaderSection
+
+    console = Console(record=True, width=200)
+    section = _section()
+    section["trials"][2]["status"] = "not measured"
+    console.print(loader_table(LoaderSection.model_validate(section)))
+    text = console.export_text()
+    assert "2 workers x default threads [chosen]" in text
+    assert "in-process (0 workers) [yours]" in text

@@ -180,6 +180,7 @@ def _check(args: argparse.Namespace) -> None:
 def loader_table(section: Any) -> Any:
     """Every measured setting: batches/s, interval, wait, start-up, worker memory, status."""
     from rich.table import Table
+    from rich.text import Text
 
     from codedag.report.loader import TRIAL_COLUMNS, trial_cells
 
@@ -194,7 +195,8 @@ def loader_table(section: Any) -> Any:
     chosen, yours = section.chosen.model_dump(), section.yours.model_dump()
     for trial in section.trials:
         texts, tags = trial_cells(trial.model_dump(), chosen, yours)
-        table.add_row(*texts, style="bold green" if "chosen" in tags else "")
+        # Plain text: a tag such as "[chosen]" is not markup for rich to swallow.
+        table.add_row(*map(Text, texts), style="bold green" if "chosen" in tags else "")
     table.caption = "workers MiB: unique / resident memory of all worker processes"
     return table
 
