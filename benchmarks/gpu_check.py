@@ -14,7 +14,10 @@ wrote, text only), and prints a short verdict.
 Usage (``bin/gpu-check`` sets up the environment first)::
 
     python benchmarks/gpu_check.py [--device cuda|cpu] [--quick] [--budget-s 470] [--only a,b]
-        [--tests FILE ...]
+        [--tests FILE ...] [--jobs N]
+
+The rehearsal (``--device cpu --quick``) may run ``--jobs`` steps at a time; on a GPU machine
+steps measure and run one at a time.
 
 Exit code: 0 when every step that ran passed, 1 otherwise, 2 on bad arguments.
 """
@@ -161,11 +164,17 @@ def run_steps(
     budget_s: float,
     env: dict[str, str],
     echo: Callable[[str], None] = print,
+    jobs: int = 1,
 ) -> list[StepResult]:
-    """Run ``steps`` in order within ``budget_s`` overall; each gets ``min(limit, time left)``."""
+    """Run ``steps`` in order within ``budget_s`` overall; each gets ``min(limit, time left)``.
+
+    ``jobs`` steps run at a time (results still in the steps' order): only for the CPU rehearsal,
+    where nothing is measured; each of those steps gets a calibration folder of its own, so that
+    none reads a calibration another is still writing.
+    """
     deadline = time.monotonic() + budget_s
-    results = []
-    for step in steps:
+
+    def one(step: Step) -> StepResult:
         left = deadline - time.monotonic()
         if step.skip_reason:
             result = StepResult(step.name, "skipped", reason=step.skip_reason)
@@ -173,10 +182,19 @@ def run_steps(
             result = StepResult(step.name, "skipped", reason="no time left in the budget")
         else:
             echo(f"[gpu-check] {step.name} (up to {min(step.limit_s, left):.0f} s) ...")
-            result = run_step(step, work, min(step.limit_s, left), env)
-        results.append(result)
+            step_env = env
+            if jobs > 1:
+                step_env = {**env, "CODEDAG_CACHE_DIR": str(work / "calibration" / step.name)}
+            result = run_step(step, work, min(step.limit_s, left), step_env)
         echo(f"[gpu-check] {_line(result)}")
-    return results
+        return result
+
+    if jobs == 1:
+        return [one(step) for step in steps]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, steps))
 
 
 def _quote(argv: list[str]) -> str:
@@ -883,6 +901,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="test files for pytest-gpu (default: every file with a gpu mark)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="steps run at a time, only with --device cpu (the rehearsal measures nothing)",
+    )
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-out")
     parser.add_argument("--keep", action="store_true", help="keep the work folder and say where")
     parser.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
@@ -892,6 +916,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.device not in ("cuda", "cpu") and not args.device.startswith("cuda:"):
         parser.error(f"--device must be cuda, cuda:N or cpu, got {args.device!r}")
+    if args.jobs < 1 or (args.jobs > 1 and args.device != "cpu"):
+        parser.error(f"--jobs must be 1, or more with --device cpu only, got {args.jobs}")
     budget_s = args.budget_s or (600.0 if args.quick else 470.0)
     if not 0 < budget_s <= 3600:
         parser.error(f"--budget-s must be in (0, 3600], got {budget_s}")
@@ -911,7 +937,7 @@ def main(argv: list[str] | None = None) -> int:
         "CODEDAG_CACHE_DIR": str(work / "calibration-cache"),
     }
     started = time.monotonic()
-    results = run_steps(steps, work, budget_s, env)
+    results = run_steps(steps, work, budget_s, env, jobs=args.jobs)
     meta = {
         "device": args.device,
         "quick": args.quick,

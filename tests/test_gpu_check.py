@@ -100,9 +100,9 @@ def test_steps_run_in_order_each_within_its_limit(tmp_path: Path) -> None:
     assert "| hangs | timeout |" in (out / "summary.md").read_text()
 
 
-@pytest.mark.slow
 def test_a_spent_budget_skips_the_remaining_steps(tmp_path: Path) -> None:
     gc = _gpu_check()
+    gc.MIN_STEP_S = 0.5
     steps = [
         gc.Step("slow", _python("import time; time.sleep(30)"), 60),
         gc.Step("late", _python("pass"), 60),
@@ -113,6 +113,29 @@ def test_a_spent_budget_skips_the_remaining_steps(tmp_path: Path) -> None:
     assert [r.status for r in results] == ["timeout", "skipped"]
     assert results[0].seconds < gc.MIN_STEP_S + 1 + 2 * gc.KILL_GRACE_S
     assert results[1].reason == "no time left in the budget"
+
+
+def test_jobs_run_steps_together_each_with_its_own_calibrations(tmp_path: Path) -> None:
+    """Each step waits for the other's file: one at a time, both would run out of time."""
+    gc = _gpu_check()
+
+    def meets(mine: str, other: str) -> list[str]:
+        return _python(
+            "import os, pathlib, time\n"
+            f"pathlib.Path({str(tmp_path / mine)!r}).write_text(os.environ['CODEDAG_CACHE_DIR'])\n"
+            f"while not pathlib.Path({str(tmp_path / other)!r}).exists(): time.sleep(0.05)\n"
+        )
+
+    steps = [
+        gc.Step("a", meets("a.mark", "b.mark"), 60),
+        gc.Step("b", meets("b.mark", "a.mark"), 60),
+    ]
+    results = gc.run_steps(
+        steps, tmp_path, budget_s=120, env=dict(os.environ), echo=lambda _: None, jobs=2
+    )
+    assert [(r.name, r.status) for r in results] == [("a", "ok"), ("b", "ok")]
+    folders = {(tmp_path / f"{n}.mark").read_text() for n in "ab"}
+    assert folders == {str(tmp_path / "calibration" / n) for n in "ab"}
 
 
 def test_every_step_of_the_gpu_run_has_a_place_in_the_order(tmp_path: Path) -> None:
@@ -143,13 +166,17 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
         gc.main(["--only", "nonsense", "--out", str(tmp_path)])
     assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:  # steps on a GPU machine measure: one at a time
+        gc.main(["--device", "cuda", "--jobs", "2", "--out", str(tmp_path)])
+    assert exc.value.code == 2
 
 
 @pytest.mark.slow
 def test_the_cpu_rehearsal_passes(tmp_path: Path) -> None:
-    """The same steps as on a GPU machine, on the CPU with tiny sizes (about 460 s on a 2-core
-    machine busy with other work; the budget is raised so that a busier one does not fail it)."""
+    """The same steps as on a GPU machine, on the CPU with tiny sizes, two at a time (about
+    100 s on a quiet 2-core machine; the budget is raised so that a busy one does not fail it)."""
     command = [str(ROOT / "bin/gpu-check"), "--device", "cpu", "--quick", "--budget-s", "900"]
+    command += ["--jobs", "2"]
     proc = subprocess.run(
         [*command, "--out", str(tmp_path)],
         capture_output=True,
