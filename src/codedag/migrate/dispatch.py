@@ -129,19 +129,27 @@ class Dispatch:
             for part in self.parts:
                 prepared.append(part)
                 part.before_patching()
+            absent = (MigrationError, ImportError, AttributeError)  # not in this process
+            errors: dict[str, BaseException] = {}
+            groups = []
             for name in functions:
-                owners = self.owners(name)
                 try:
-                    self.patcher.patch_many(patch_sites(name, registry), self._factory(name))
-                except (MigrationError, ImportError, AttributeError) as error:  # absent here
-                    log.warning(
-                        "%s: cannot patch %s: %s",
-                        " and ".join(_what(p) for p in owners),
-                        name,
-                        error,
-                    )
-                    for part in owners:
-                        failed[part.section][name] = str(error)
+                    groups.append((name, patch_sites(name, registry), self._factory(name)))
+                except absent as error:
+                    errors[name] = error
+            errors.update(self.patcher.patch_groups(groups, errors=absent))
+            for name in functions:
+                if name not in errors:
+                    continue
+                owners = self.owners(name)
+                log.warning(
+                    "%s: cannot patch %s: %s",
+                    " and ".join(_what(p) for p in owners),
+                    name,
+                    errors[name],
+                )
+                for part in owners:
+                    failed[part.section][name] = str(errors[name])
             try:
                 self.patcher.patch_many(hooks, self._hook_factory, rebind_references=False)
             except MigrationError as error:

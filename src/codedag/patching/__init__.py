@@ -197,46 +197,110 @@ class Patcher:
         error propagates.
         """
         with self._lock:
+            self._begin()
             applied: list[PatchRecord] = []
-            applied_names: set[str] = set()
-            if self._modules_before is None:
-                self._modules_before = frozenset(sys.modules)
             try:
-                for name in names:
-                    if name in self._records or name in applied_names:
-                        continue
-                    applied.append(self._install(name, factory))
-                    applied_names.add(name)
-                if rebind_references and applied:
-                    targets = {}
-                    for record in applied:
-                        original = unwrap_descriptor(record.original)
-                        owner = record.sites[0].container
-                        targets[id(original)] = (
-                            original,
-                            _skip_packages(original, owner),
-                            owner,
-                            record.sites[0].key,
-                        )
-                    sites = reference_sites(targets)
-                    for record in applied:
-                        for site in sites[id(unwrap_descriptor(record.original))]:
-                            site.set(record.replacement)
-                            record.sites.append(site)
+                applied = self._install_all(names, factory, set())
+                if rebind_references:
+                    self._rebind(applied)
             except BaseException:
-                for record in reversed(applied):
-                    self._undo(record)
-                if not self._records:
-                    self._modules_before = None
+                self._abandon(applied)
                 raise
-            debug = log.isEnabledFor(logging.DEBUG)
-            for record in applied:
-                self._records[record.name] = record
-                if debug:
-                    log.debug("patched %s at %d site(s)", record.name, record.site_count)
-            for record in applied:  # every site of the batch is set: the baseline of restore
-                record.references = sys.getrefcount(record.replacement)
+            self._commit(applied)
             return applied
+
+    def patch_groups(
+        self,
+        groups: Iterable[
+            tuple[str, Iterable[str], Callable[[str, Callable[..., Any]], Callable[..., Any]]]
+        ],
+        errors: tuple[type[BaseException], ...] = (MigrationError,),
+    ) -> dict[str, BaseException]:
+        """Patch each group ``(key, names, factory)`` all or none, apart from the other groups,
+        with one reference scan for all of them (a scan reads every module namespace: one per
+        group would cost as many).
+
+        Returns:
+            ``key -> error`` for the groups left unpatched because installing them raised one of
+            ``errors``; any other error undoes everything this call applied and propagates.
+        """
+        with self._lock:
+            self._begin()
+            applied: list[PatchRecord] = []
+            failures: dict[str, BaseException] = {}
+            seen: set[str] = set()
+            try:
+                for key, names, factory in groups:
+                    try:
+                        applied += self._install_all(names, factory, seen)
+                    except errors as error:
+                        failures[key] = error
+                self._rebind(applied)
+            except BaseException:
+                self._abandon(applied)
+                raise
+            self._commit(applied)
+            return failures
+
+    def _begin(self) -> None:
+        if self._modules_before is None:
+            self._modules_before = frozenset(sys.modules)
+
+    def _install_all(
+        self,
+        names: Iterable[str],
+        factory: Callable[[str, Callable[..., Any]], Callable[..., Any]],
+        seen: set[str],
+    ) -> list[PatchRecord]:
+        """Install ``names`` (those not yet patched nor in ``seen``); all or none."""
+        applied: list[PatchRecord] = []
+        try:
+            for name in names:
+                if name in self._records or name in seen:
+                    continue
+                applied.append(self._install(name, factory))
+                seen.add(name)
+        except BaseException:
+            for record in reversed(applied):
+                self._undo(record)
+                seen.discard(record.name)
+            raise
+        return applied
+
+    def _rebind(self, applied: list[PatchRecord]) -> None:
+        """Point the references other modules hold to each original at its replacement."""
+        if not applied:
+            return
+        targets = {}
+        for record in applied:
+            original = unwrap_descriptor(record.original)
+            owner = record.sites[0].container
+            targets[id(original)] = (
+                original,
+                _skip_packages(original, owner),
+                owner,
+                record.sites[0].key,
+            )
+        sites = reference_sites(targets)
+        for record in applied:
+            for site in sites[id(unwrap_descriptor(record.original))]:
+                site.set(record.replacement)
+                record.sites.append(site)
+
+    def _abandon(self, applied: list[PatchRecord]) -> None:
+        for record in reversed(applied):
+            self._undo(record)
+        if not self._records:
+            self._modules_before = None
+
+    def _commit(self, applied: list[PatchRecord]) -> None:
+        debug = log.isEnabledFor(logging.DEBUG)
+        for record in applied:
+            self._records[record.name] = record
+            if debug:
+                log.debug("patched %s at %d site(s)", record.name, record.site_count)
+        for record in applied:  # every site of the batch is set: the baseline of restore
+            record.references = sys.getrefcount(record.replacement)
 
     def _install(
         self, qualified_name: str, factory: Callable[[str, Callable[..., Any]], Callable[..., Any]]
