@@ -196,18 +196,7 @@ class Patcher:
         are left as they are. On any failure everything this call applied is undone and the
         error propagates.
         """
-        with self._lock:
-            self._begin()
-            applied: list[PatchRecord] = []
-            try:
-                applied = self._install_all(names, factory, set())
-                if rebind_references:
-                    self._rebind(applied)
-            except BaseException:
-                self._abandon(applied)
-                raise
-            self._commit(applied)
-            return applied
+        return self._patch([("", names, factory)], (), rebind_references)[0]
 
     def patch_groups(
         self,
@@ -224,8 +213,19 @@ class Patcher:
             ``key -> error`` for the groups left unpatched because installing them raised one of
             ``errors``; any other error undoes everything this call applied and propagates.
         """
+        return self._patch(groups, errors, True)[1]
+
+    def _patch(
+        self,
+        groups: Iterable[
+            tuple[str, Iterable[str], Callable[[str, Callable[..., Any]], Callable[..., Any]]]
+        ],
+        errors: tuple[type[BaseException], ...],
+        rebind: bool,
+    ) -> tuple[list[PatchRecord], dict[str, BaseException]]:
         with self._lock:
-            self._begin()
+            if self._modules_before is None:
+                self._modules_before = frozenset(sys.modules)
             applied: list[PatchRecord] = []
             failures: dict[str, BaseException] = {}
             seen: set[str] = set()
@@ -235,16 +235,16 @@ class Patcher:
                         applied += self._install_all(names, factory, seen)
                     except errors as error:
                         failures[key] = error
-                self._rebind(applied)
+                if rebind:
+                    self._rebind(applied)
             except BaseException:
-                self._abandon(applied)
+                for record in reversed(applied):
+                    self._undo(record)
+                if not self._records:
+                    self._modules_before = None
                 raise
             self._commit(applied)
-            return failures
-
-    def _begin(self) -> None:
-        if self._modules_before is None:
-            self._modules_before = frozenset(sys.modules)
+            return applied, failures
 
     def _install_all(
         self,
@@ -286,12 +286,6 @@ class Patcher:
             for site in sites[id(unwrap_descriptor(record.original))]:
                 site.set(record.replacement)
                 record.sites.append(site)
-
-    def _abandon(self, applied: list[PatchRecord]) -> None:
-        for record in reversed(applied):
-            self._undo(record)
-        if not self._records:
-            self._modules_before = None
 
     def _commit(self, applied: list[PatchRecord]) -> None:
         debug = log.isEnabledFor(logging.DEBUG)
