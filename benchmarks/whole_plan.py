@@ -779,8 +779,9 @@ def main() -> None:
         "--store-share",
         type=float,
         default=None,
-        help="the prefix cache's storing share (default: its own; 0: every value stored in the "
-        "epoch that computes it)",
+        help="the prefix cache's storing share (default: the plan's, which paces the first "
+        "epoch where storing every value would slow it; 0: every value stored in the epoch that "
+        "computes it)",
     )
     parser.add_argument(
         "--step-ms",

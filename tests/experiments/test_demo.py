@@ -146,8 +146,13 @@ def _cache_consistent(result: object, out: Path, html: str, summary: dict) -> No
     stats = cache.stats
     samples = summary["epochs"][2]["samples"]
     # the untimed warm-up sample (``dataset[0]`` before epoch 1) goes through the cache as well:
-    # computed and stored first, it is read back in epoch 1
-    assert stats.misses == {"new": samples} and stats.hits == samples + 1
+    # computed and stored first, it is read back in epoch 1. Every new value is stored, or left
+    # for epoch 2 by a paced first epoch (docs/cache.md; how many depends on this machine's times)
+    later = stats.not_stored_later
+    assert later == 0 or cache.first_epoch.startswith("the first epoch stores values while")
+    assert stats.hits + sum(stats.misses.values()) == 2 * samples + 1
+    assert set(stats.misses) == {"new"} and stats.misses["new"] == stats.stored + later
+    assert stats.hits >= samples + 1 - later
     assert "<h2>Epochs</h2>" in html and "<h2>Prefix cache</h2>" in html
     assert "misses: new" in html and "cut after" in html
     tier = ram_folder(out / "prefix-cache")

@@ -219,6 +219,15 @@ def _cache_flags(parser: argparse.ArgumentParser) -> None:
         help="folder of the prefix cache's disk tier (default: $CODEDAG_PREFIX_CACHE_DIR or "
         "prefix/ in the user cache)",
     )
+    cache.add_argument(
+        "--first-epoch",
+        choices=("auto", "all", "paced"),
+        default="auto",
+        help="how the first epoch stores values: auto (the default) paces storing where storing "
+        "every value would slow the first epoch by more than 3 %% (it stores what fits in 3 %% of "
+        "the loading time, the next epoch the rest); all: every value in the epoch that "
+        "computes it (the fastest run of several epochs); paced: always paced (docs/cache.md)",
+    )
     parser.add_argument(
         "--tables",
         choices=("auto", "off"),
@@ -336,6 +345,7 @@ def _plan(
         cache_budget_bytes=args.cache_budget,
         cache_folder=args.prefix_cache_dir,
         tables=args.tables,
+        first_epoch=args.first_epoch,
     )
     with bar:
         result = manager.optimize(dag, export_dir=Path(args.out))

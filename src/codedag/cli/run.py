@@ -56,6 +56,14 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "--no-store", action="store_true", help="neither read nor keep plans across runs"
     )
     p.add_argument(
+        "--first-epoch",
+        choices=("auto", "all", "paced"),
+        default="auto",
+        help="how the prefix cache's first epoch stores values: auto (the plan's: paced where "
+        "storing every value would slow it), all (the fastest run of several epochs) or paced "
+        "(docs/cache.md)",
+    )
+    p.add_argument(
         "--out",
         type=nonempty_path,
         help="folder for results.json (default: a new folder under the user data dir's "
@@ -96,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         check_module(target)
     if not args.verbose:  # the script's output stays its own: codedag says only what matters
         logging.getLogger("codedag").setLevel(logging.WARNING)
-    settings = WatchSettings(args.plan_budget_s, args.replan, not args.no_store)
+    settings = WatchSettings(args.plan_budget_s, args.replan, not args.no_store, args.first_epoch)
     watch = ScriptWatch(settings, args.loader)
     code: int | None = None
     with watch:

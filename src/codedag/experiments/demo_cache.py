@@ -1,8 +1,8 @@
 """The demo's prefix cache: its own folder, emptied around the optimized run, and its summary.
 
 The optimized run keeps each sample's deterministic prefix (docs/cache.md) in ``prefix-cache``
-under the demo's output folder. It is emptied before the run, so the first epoch computes and
-stores every value as a first run does, and after it, so nothing stays in shared memory (the
+under the demo's output folder. It is emptied before the run, so the first epoch computes every
+value and stores them (all, or as many as its pace allows) as a first run does, and after it, so nothing stays in shared memory (the
 RAM tier lives in ``/dev/shm``). Its summary (the plan's cuts and the run's hits and misses)
 goes into ``demo_summary.json``, the terminal summary and the report.
 """
@@ -64,6 +64,7 @@ def cache_summary(
         chains=chains,
         stats=stats if isinstance(stats, CacheStats) and stats.enabled else None,
         tables=tables if isinstance(tables, TablesStats) and tables.enabled else None,
+        first_epoch=section.first_epoch,
     )
 
 

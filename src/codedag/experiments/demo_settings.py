@@ -253,6 +253,8 @@ class CacheSummary(StatsModel):
     """The optimized run's cache figures (None: the cache did not run)."""
     tables: TablesStats | None
     """The optimized run's lookup tables' figures (None: they did not run)."""
+    first_epoch: str = ""
+    """How the first epoch stores values, and why (the plan's line)."""
 
 
 @dataclass

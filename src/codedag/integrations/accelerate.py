@@ -26,11 +26,14 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.errors import ConfigError
 from codedag.integrations.run_results import AcceleratedRun
 from codedag.integrations.watch import LoaderWatch, WatchSettings, busy
+
+if TYPE_CHECKING:
+    from codedag.plan.cache import FirstEpoch
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,12 @@ def _accelerated_class(kind: type) -> type:
 
 
 def accelerate(
-    loader: Any, *, plan_budget_s: float = 60.0, replan: bool = False, store_plans: bool = True
+    loader: Any,
+    *,
+    plan_budget_s: float = 60.0,
+    replan: bool = False,
+    store_plans: bool = True,
+    first_epoch: FirstEpoch = "auto",
 ) -> Any:
     """Plan ``loader`` in its first epoch and apply the plan; return it.
 
@@ -79,6 +87,9 @@ def accelerate(
         plan_budget_s: seconds tracing and planning may take; past it the loader runs unmodified.
         replan: ignore a stored plan.
         store_plans: keep the plan for the next run of the same pipeline.
+        first_epoch: how the prefix cache's first epoch stores values: ``auto`` (the plan's:
+            paced where storing every value would slow it), ``all`` or ``paced``
+            (docs/cache.md).
 
     Returns:
         The same object, still an instance of its class (a subclass swapped in).
@@ -92,7 +103,9 @@ def accelerate(
         raise ConfigError(f"accelerate expects a torch DataLoader, got {type(loader).__name__}")
     if loader.__dict__.get(_WATCH_ATTR) is not None:
         return loader  # already accelerated
-    settings = WatchSettings(plan_budget_s, replan, store_plans)
+    if first_epoch not in ("auto", "all", "paced"):
+        raise ConfigError(f"first_epoch must be 'auto', 'all' or 'paced', got {first_epoch!r}")
+    settings = WatchSettings(plan_budget_s, replan, store_plans, first_epoch)
     loader.__dict__[_WATCH_ATTR] = LoaderWatch(loader, settings)
     loader.__class__ = _accelerated_class(type(loader))
     with _lock:

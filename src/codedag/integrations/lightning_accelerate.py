@@ -28,13 +28,16 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.errors import ConfigError
 from codedag.integrations.accelerate import ScriptWatch
 from codedag.integrations.lightning import _Callback, require_lightning
 from codedag.integrations.run_results import AcceleratedRun
 from codedag.integrations.watch import WatchSettings
+
+if TYPE_CHECKING:
+    from codedag.plan.cache import FirstEpoch
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,8 @@ class AccelerateCallback(*((_Callback,) if _Callback is not None else ())):  # t
         plan_budget_s: seconds tracing and planning may take; past it the loader runs unmodified.
         replan: plan again even when a plan is stored for this pipeline.
         store_plans: read and keep plans across runs.
+        first_epoch: how the prefix cache's first epoch stores values (``auto``, ``all``,
+            ``paced``; docs/cache.md).
 
     Attributes:
         results: what the fit measured and decided (set when ``fit`` ends).
@@ -99,6 +104,7 @@ class AccelerateCallback(*((_Callback,) if _Callback is not None else ())):  # t
         plan_budget_s: float = 60.0,
         replan: bool = False,
         store_plans: bool = True,
+        first_epoch: FirstEpoch = "auto",
     ) -> None:
         require_lightning("AccelerateCallback", "run the script under codedag run")
         if loader < 0:
@@ -106,7 +112,7 @@ class AccelerateCallback(*((_Callback,) if _Callback is not None else ())):  # t
         super().__init__()
         self.out = None if out is None else Path(out)
         self.loader = loader
-        self.settings = WatchSettings(plan_budget_s, replan, store_plans)
+        self.settings = WatchSettings(plan_budget_s, replan, store_plans, first_epoch)
         self.results: AcceleratedRun | None = None
         self._watch: ScriptWatch | None = None
         self._folder: Path | None = None

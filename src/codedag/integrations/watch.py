@@ -37,6 +37,7 @@ from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigu
 
 if TYPE_CHECKING:
     from codedag.plan import MigrationPlan
+    from codedag.plan.cache import FirstEpoch
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +66,14 @@ class WatchSettings:
         plan_budget_s: seconds tracing and planning may take (0: never plan).
         replan: plan again even when a plan is stored for this pipeline.
         store_plans: keep plans across runs (:mod:`codedag.integrations.plan_store`).
+        first_epoch: how the cache's first epoch stores values: ``auto`` (the plan's: paced
+            where storing every value would slow it), ``all`` or ``paced`` (docs/cache.md).
     """
 
     plan_budget_s: float = 60.0
     replan: bool = False
     store_plans: bool = True
+    first_epoch: FirstEpoch = "auto"
 
 
 def batch_samples(batch: Any) -> int:
@@ -321,7 +325,7 @@ class LoaderWatch:
             idle = places_nothing(plan)  # then no migrator, and no random draw to put back
             if not idle:
                 with _working(), preserved_random_state(self.loader), held_logs():
-                    migrator = _applied(plan)
+                    migrator = _applied(plan, self.settings.first_epoch)
                     idle = changes_nothing(migrator)
                     if idle:
                         migrator.restore()
@@ -394,10 +398,13 @@ def _record_first_indices(inner: Any) -> list[Any]:
     return found
 
 
-def _applied(plan: MigrationPlan) -> Any:
+def _applied(plan: MigrationPlan, first_epoch: FirstEpoch) -> Any:
     from codedag.migrate.api import PipelineMigrator
+    from codedag.migrate.cache.runtime import CacheSettings
+    from codedag.plan.cache import first_epoch_share
 
-    migrator = PipelineMigrator(plan)
+    share = first_epoch_share(first_epoch)
+    migrator = PipelineMigrator(plan, cache=CacheSettings(store_share=share))
     migrator.apply()
     return migrator
 

@@ -356,8 +356,8 @@ def _tables_runtime(plan: PlanView, enabled: bool) -> TablesRuntime:
 
 
 def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> PrefixCacheRuntime:
-    """The prefix cache of the plan's ``cache`` section, with the plan's folder and budget
-    where the settings name none."""
+    """The prefix cache of the plan's ``cache`` section, with the plan's folder, budget and
+    first-epoch storing share where the settings name none."""
     import dataclasses
 
     from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime, chains_from_plan
@@ -372,5 +372,6 @@ def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> Prefix
         store = dataclasses.replace(store, folder=plan_cache_folder(section.folder))
     if store.ram_budget_bytes is None and section.budget_bytes:
         store = dataclasses.replace(store, ram_budget_bytes=section.budget_bytes)
-    settings = dataclasses.replace(settings, store=store)
+    share = section.store_share if settings.store_share is None else settings.store_share
+    settings = dataclasses.replace(settings, store=store, store_share=share)
     return PrefixCacheRuntime(chains_from_plan(section), settings)

@@ -53,7 +53,15 @@ from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.cache_bytes import _mb, _ms, bytes_clause
 from codedag.optimize.chains import _is_operation, _samples
-from codedag.plan.cache import CacheChain, CacheCut, CacheSection, SkippedSource
+from codedag.plan.cache import (
+    FIRST_EPOCH_SLACK,
+    STORE_SHARE,
+    CacheChain,
+    CacheCut,
+    CacheSection,
+    FirstEpoch,
+    SkippedSource,
+)
 
 EPOCHS = 10
 """Epochs a cut is judged over: what it saves from the second on against storing in the first."""
@@ -202,6 +210,8 @@ class PrefixFound:
     """Names of the library calls the traced samples made (what a value may reach)."""
     skipped: list[Skipped] = field(default_factory=list)
     """The first calls of samples that start no chain, grouped by function and caller."""
+    sample_ns: int = 0
+    """A traced sample's library time (the median over samples of its operations' time)."""
 
 
 def _random(name: str) -> bool:
@@ -463,7 +473,10 @@ def find_prefixes(dag: Any) -> PrefixFound:
     from codedag.optimize.batched import traced_batch_size
 
     count = min(len(samples), traced_batch_size(dag, len(samples)))
-    return PrefixFound(chains, count, dataset_len, note, calls, _grouped(skipped))
+    sample_ns = int(
+        median(sum(int(n.total_ns) for n in ops if _is_operation(n)) for ops in samples)
+    )
+    return PrefixFound(chains, count, dataset_len, note, calls, _grouped(skipped), sample_ns)
 
 
 def _grouped(skipped: list[Skipped]) -> list[Skipped]:
@@ -533,7 +546,11 @@ Costs = Callable[[int], tuple[int, int]]
 
 
 def decide(
-    found: PrefixFound, costs: Costs | None, budget_bytes: int, mode: str = "auto"
+    found: PrefixFound,
+    costs: Costs | None,
+    budget_bytes: int,
+    mode: str = "auto",
+    first_epoch: FirstEpoch = "auto",
 ) -> CacheSection:
     """The plan's ``cache`` section for the chains found.
 
@@ -543,12 +560,15 @@ def decide(
             nothing is cached).
         budget_bytes: the memory the cached values may take (the RAM tier's budget).
         mode: ``auto`` or ``off``.
+        first_epoch: how the first epoch stores values (:data:`~codedag.plan.cache.FirstEpoch`;
+            :func:`pace_first_epoch`).
     """
     section = CacheSection(
         mode="off" if mode == "off" else "auto",
         budget_bytes=max(0, budget_bytes),
         dataset_len=found.dataset_len,
         samples=found.samples,
+        sample_ns=max(0, found.sample_ns),
     )
     left = budget_bytes
     per_sample = max(1, found.samples)
@@ -604,7 +624,40 @@ def decide(
     if not note and not section.cached_chains:
         note = "nothing is cached: " + "; ".join(c.reason for c in section.chains)
     section.note = note
+    pace_first_epoch(section, first_epoch)
     return section
+
+
+def pace_first_epoch(section: CacheSection, first_epoch: FirstEpoch = "auto") -> None:
+    """Set how the section's first epoch stores values, and say why (``first_epoch``).
+
+    A first epoch has no hit: what storing costs it (the writer's copy, the loading thread's
+    checksum) is added to it wherever the loading fills every core. ``auto`` paces storing
+    (:data:`~codedag.plan.cache.STORE_SHARE` of the loading time until a hit) where storing every
+    value would cost more than :data:`~codedag.plan.cache.FIRST_EPOCH_SLACK` of a sample's traced
+    library time, ``paced`` always, ``all`` never. A value a paced epoch leaves is stored by the
+    next one, which then gains that much less.
+    """
+    section.store_share, section.first_epoch = 0.0, ""
+    if not section.cached_chains:
+        return
+    write, sample = section.write_ns_per_sample, section.sample_ns
+    cost = f"storing every value adds {_ms(write)} per sample"
+    if sample:
+        cost += f", {write / sample:.0%} of a sample's {_ms(sample)} traced"
+    if first_epoch == "all" or (first_epoch == "auto" and write <= FIRST_EPOCH_SLACK * sample):
+        why = "" if first_epoch == "auto" else " (--first-epoch all)"
+        section.first_epoch = f"the first epoch stores every value{why}: {cost}"
+        return
+    section.store_share = STORE_SHARE
+    stored = min(1.0, STORE_SHARE * sample / write) if write and sample else 1.0
+    forgone = (1 - stored) * section.saved_ns_per_sample
+    why = " (--first-epoch paced)" if first_epoch == "paced" else ""
+    section.first_epoch = (
+        f"the first epoch stores values while storing takes under {STORE_SHARE:.0%} of its "
+        f"loading time{why} (about {stored:.0%} of them): {cost}; the second stores the rest "
+        f"from its first hit on and gains about {_ms(forgone)} per sample less"
+    )
 
 
 def _weigh_cuts(

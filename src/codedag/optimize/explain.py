@@ -431,6 +431,15 @@ def _cache_line(plan: MigrationPlan) -> str:
     )
 
 
+def _first_epoch_line(plan: MigrationPlan) -> list[str]:
+    """``cache, first epoch: ...``: how the cache's first epoch stores values (none where the
+    plan caches nothing, or was written before the plan said)."""
+    cache = plan.cache
+    if cache is None or not cache.cached_chains or not cache.first_epoch:
+        return []
+    return [f"cache, first epoch: {cache.first_epoch}"]
+
+
 def _cut_clause(chain: CacheChain) -> str:
     """``; prefix0 cut after X (2.08 MB float32): not at Y's 4x smaller value ...``: why a
     cached chain's cut sits where it does against its other values (empty where no other value
@@ -471,6 +480,7 @@ def section_lines(plan: MigrationPlan) -> list[str]:
         else "placement: kept: every call runs with its library (the reasons are above)",
         _batched_line(plan),
         _cache_line(plan),
+        *_first_epoch_line(plan),
         f"tables: applied where measured exact and faster: {len(runs)} run(s)"
         if runs
         else "tables: kept: no element-wise run on uint8 arrays (or --tables off)",

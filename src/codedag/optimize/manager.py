@@ -28,7 +28,7 @@ from codedag.optimize.plan_builder import (
 from codedag.optimize.refine import IterativeOptimizer
 from codedag.optimize.result import OptimizeResult
 from codedag.plan import CacheSection, MigrationPlan
-from codedag.plan.cache import MAX_BUDGET_BYTES
+from codedag.plan.cache import MAX_BUDGET_BYTES, FirstEpoch
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,9 @@ class OptimizerManager:
         cache_budget_bytes: the memory the cached values may take (default: the RAM tier's
             default budget on this machine).
         cache_folder: the prefix cache's folder, recorded in the plan (default: the user cache).
+        first_epoch: how the first epoch stores the cache's values: ``auto`` (default: paced
+            where storing every value would slow it), ``all`` or ``paced``
+            (:func:`codedag.optimize.cache.pace_first_epoch`).
         tables: element-wise runs on uint8 arrays through lookup tables: ``auto`` (the plan
             names where they start, :mod:`codedag.optimize.tables`) or ``off``; default: as
             ``cache``.
@@ -102,6 +105,7 @@ class OptimizerManager:
         cache_budget_bytes: int | None = None,
         cache_folder: str | None = None,
         tables: str | None = None,
+        first_epoch: FirstEpoch = "auto",
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"k must be an integer >= 1, got {k!r}")
@@ -121,12 +125,15 @@ class OptimizerManager:
                 f"cache_budget_bytes must be >= 0 and <= {MAX_BUDGET_BYTES} (1 PiB), got "
                 f"{cache_budget_bytes}"
             )
+        if first_epoch not in ("auto", "all", "paced"):
+            raise ConfigError(f"first_epoch must be 'auto', 'all' or 'paced', got {first_epoch!r}")
         if tables not in (None, "auto", "off"):
             raise ConfigError(f"tables must be 'auto' or 'off', got {tables!r}")
         self.cache = cache
         self.tables = cache if tables is None else tables
         self.cache_budget_bytes = cache_budget_bytes
         self.cache_folder = cache_folder
+        self.first_epoch = first_epoch
         self.calibrate = calibrate
         self.calibration = calibration
         self.calibration_options = dict(calibration_options or {})
@@ -400,7 +407,7 @@ class OptimizerManager:
             from codedag.store.tiers import default_ram_budget_bytes
 
             budget = default_ram_budget_bytes()
-        section = decide(found, measurements.store, budget, self.cache)
+        section = decide(found, measurements.store, budget, self.cache, self.first_epoch)
         section.folder = self.cache_folder
         return section
 

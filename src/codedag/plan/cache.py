@@ -16,6 +16,29 @@ from pydantic import BaseModel, ConfigDict, Field
 from codedag.plan.names import LibraryFunction
 
 CacheMode = Literal["auto", "off"]
+FirstEpoch = Literal["auto", "all", "paced"]
+"""How a plan's first epoch stores values: ``auto`` paces it where storing every value would slow
+it by more than :data:`FIRST_EPOCH_SLACK`, ``all`` stores every value in the epoch that computes
+it, ``paced`` always paces it (:data:`STORE_SHARE`)."""
+
+STORE_SHARE = 0.03
+"""The share of a process's loading time (its DataLoader fetches) that storing values of a chain
+may take until the chain has a hit in the epoch, in a paced first epoch: it stores what fits and
+leaves the other values for later (computed, delivered, not stored); the next epoch, from its
+first hit on, stores every value it computes. A value left for later is computed again, so over a
+run of several epochs storing everything at once takes less time: a plan paces only where
+storing every value would cost a first epoch more than :data:`FIRST_EPOCH_SLACK`."""
+
+
+def first_epoch_share(choice: FirstEpoch) -> float | None:
+    """The storing share a run's ``choice`` gives the cache: ``None`` for ``auto`` (the plan's),
+    0 for ``all``, :data:`STORE_SHARE` for ``paced``."""
+    return {"auto": None, "all": 0.0, "paced": STORE_SHARE}[choice]
+
+
+FIRST_EPOCH_SLACK = 0.03
+"""The share of a sample's traced library time that storing its values may add to a first epoch
+before the plan paces storing (``first_epoch`` ``auto``)."""
 
 MAX_BUDGET_BYTES = 1 << 50
 """The largest budget a plan or a setting may give a cache tier (1 PiB: more memory or disk than
@@ -135,6 +158,12 @@ class CacheSection(_Model):
         skipped: samples' first calls that start no chain, with the reason (plans written
             before it load with none).
         note: why nothing is cached, when nothing is.
+        sample_ns: a traced sample's library time (median over samples): what storing is
+            weighed against in the first epoch.
+        store_share: the share of each process's loading time storing may take until a chain
+            has a hit in the epoch (:data:`STORE_SHARE` where the first epoch is paced; 0:
+            every value is stored in the epoch that computes it, as plans written before it).
+        first_epoch: how the first epoch stores values and why, in one line.
     """
 
     mode: CacheMode = "auto"
@@ -148,6 +177,9 @@ class CacheSection(_Model):
     chains: list[CacheChain] = Field(default_factory=list)
     skipped: list[SkippedSource] = Field(default_factory=list)
     note: str = ""
+    sample_ns: int = Field(default=0, ge=0)
+    store_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    first_epoch: str = ""
 
     @property
     def in_use(self) -> bool:

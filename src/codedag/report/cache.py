@@ -55,7 +55,9 @@ def _plan_part(section: dict[str, Any]) -> str:
         + (f" for {items} items" if items else "")
         + f". Expected saving per sample from the second epoch on: "
         f"{section.get('saved_ns_per_sample', 0) / 1e6:.3g} ms; storing in the first epoch: "
-        f"{section.get('write_ns_per_sample', 0) / 1e6:.3g} ms per sample.</p>"
+        f"{section.get('write_ns_per_sample', 0) / 1e6:.3g} ms per sample"
+        + (f"; {_e(section['first_epoch'])}" if section.get("first_epoch") else "")
+        + ".</p>"
     ]
     head = [
         "chain",

@@ -80,16 +80,16 @@ class CacheSettings:
             where storing does not pay (0: never, and every value is stored whatever it costs).
         store_share: the share of each process's loading time that storing values may take
             until a chain has a hit in the epoch; values past it are stored by the next epoch
-            (0, the default: every value is stored in the epoch that computes it;
-            :data:`~codedag.migrate.cache.session.STORE_SHARE` keeps a first epoch within a few
-            percent of its pace, and the whole run takes longer).
+            (``None``, the default: the plan's ``cache.store_share``, which paces the first epoch
+            where storing every value would slow it; 0: every value is stored in the epoch that
+            computes it; :data:`~codedag.plan.cache.STORE_SHARE` paces it).
     """
 
     enabled: bool = True
     verify: int = 0
     store: StoreSettings = field(default_factory=StoreSettings)
     judge_after: int = JUDGE_AFTER
-    store_share: float = 0.0
+    store_share: float | None = None
 
 
 def chains_from_plan(section: Any) -> list[ChainSpec]:
@@ -138,7 +138,7 @@ class PrefixCacheRuntime(PatchedRuntime):
             self.store,
             self.settings.verify,
             self.settings.judge_after,
-            self.settings.store_share,
+            self.settings.store_share or 0.0,
         )
         self._sources: dict[str, list[ChainSpec]] = {}
         for chain in self.chains:

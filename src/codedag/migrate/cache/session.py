@@ -32,6 +32,7 @@ from codedag.migrate.cache.prefix_values import (
     concrete,
     concrete_kwargs,
 )
+from codedag.plan.cache import STORE_SHARE as STORE_SHARE
 from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.store.tiers import PrefixStore
 from codedag.store.writer import Writer
@@ -82,14 +83,6 @@ JUDGE_AFTER = 8
 """Values of a chain stored by a process, after which it compares what storing and reading one
 back cost with what computing it did (medians): a chain where storing does not pay for itself by
 the second epoch is not cached any more, by any process, in this run or later ones."""
-
-STORE_SHARE = 0.03
-"""A ``store_share`` that keeps a first epoch within a few percent of its pace: the share of a
-process's loading time (its DataLoader fetches) that storing values of a chain may take until the
-chain has a hit in the epoch. A first epoch, which has no hit, stores what fits and leaves the
-other values for later (computed, delivered, not stored); the next epoch, from its first hit on,
-stores every value it computes. Off by default: a value left for later is computed again, so
-over a run of two epochs or more storing everything at once takes less time."""
 
 WRITE_NS_PER_BYTE = 0.7
 """What storing a byte costs until the process measured its own writes (LMDB into new pages of
