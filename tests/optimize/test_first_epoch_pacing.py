@@ -151,3 +151,15 @@ def test_a_traced_samples_library_time_is_at_least_its_chains() -> None:
     (chain,) = found.chains
     longest = max(c.prefix_ns for c in candidates(chain))
     assert found.sample_ns >= longest > 0
+
+
+def test_a_planned_run_paces_by_default_and_a_watched_run_stores_every_value() -> None:
+    # codedag run traces and plans inside its first epoch and is judged by the epochs after it:
+    # it stores every value unless told otherwise; codedag optimize lets the plan decide
+    from codedag.cli.main import build_parser
+
+    optimize = build_parser("optimize").parse_args(["optimize", "dag.json"])
+    run = build_parser("run").parse_args(["run", "--", "python", "train.py"])
+    assert (optimize.first_epoch, run.first_epoch) == ("auto", "all")
+    paced = build_parser("run").parse_args(["run", "--first-epoch", "auto", "--", "python", "x"])
+    assert paced.first_epoch == "auto"

@@ -58,10 +58,10 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     p.add_argument(
         "--first-epoch",
         choices=("auto", "all", "paced"),
-        default="auto",
-        help="how the prefix cache's first epoch stores values: auto (the plan's: paced where "
-        "storing every value would slow it), all (the fastest run of several epochs) or paced "
-        "(docs/cache.md)",
+        default="all",
+        help="how the prefix cache's first epoch stores values: all (the default: every value in "
+        "the epoch that computes it, so the next epoch reads every one back), auto (the plan's: "
+        "paced where storing every value would slow it) or paced (docs/cache.md)",
     )
     p.add_argument(
         "--out",

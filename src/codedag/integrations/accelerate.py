@@ -72,7 +72,7 @@ def accelerate(
     plan_budget_s: float = 60.0,
     replan: bool = False,
     store_plans: bool = True,
-    first_epoch: FirstEpoch = "auto",
+    first_epoch: FirstEpoch = "all",
 ) -> Any:
     """Plan ``loader`` in its first epoch and apply the plan; return it.
 
@@ -87,8 +87,9 @@ def accelerate(
         plan_budget_s: seconds tracing and planning may take; past it the loader runs unmodified.
         replan: ignore a stored plan.
         store_plans: keep the plan for the next run of the same pipeline.
-        first_epoch: how the prefix cache's first epoch stores values: ``auto`` (the plan's:
-            paced where storing every value would slow it), ``all`` or ``paced``
+        first_epoch: how the prefix cache's first epoch stores values: ``all`` (the default:
+            every value in the epoch that computes it, so the next reads every one back),
+            ``auto`` (the plan's: paced where storing every value would slow it) or ``paced``
             (docs/cache.md).
 
     Returns:

@@ -86,8 +86,8 @@ class AccelerateCallback(*((_Callback,) if _Callback is not None else ())):  # t
         plan_budget_s: seconds tracing and planning may take; past it the loader runs unmodified.
         replan: plan again even when a plan is stored for this pipeline.
         store_plans: read and keep plans across runs.
-        first_epoch: how the prefix cache's first epoch stores values (``auto``, ``all``,
-            ``paced``; docs/cache.md).
+        first_epoch: how the prefix cache's first epoch stores values (``all``, the default,
+            ``auto`` or ``paced``; docs/cache.md).
 
     Attributes:
         results: what the fit measured and decided (set when ``fit`` ends).
@@ -104,7 +104,7 @@ class AccelerateCallback(*((_Callback,) if _Callback is not None else ())):  # t
         plan_budget_s: float = 60.0,
         replan: bool = False,
         store_plans: bool = True,
-        first_epoch: FirstEpoch = "auto",
+        first_epoch: FirstEpoch = "all",
     ) -> None:
         require_lightning("AccelerateCallback", "run the script under codedag run")
         if loader < 0:

@@ -66,14 +66,16 @@ class WatchSettings:
         plan_budget_s: seconds tracing and planning may take (0: never plan).
         replan: plan again even when a plan is stored for this pipeline.
         store_plans: keep plans across runs (:mod:`codedag.integrations.plan_store`).
-        first_epoch: how the cache's first epoch stores values: ``auto`` (the plan's: paced
-            where storing every value would slow it), ``all`` or ``paced`` (docs/cache.md).
+        first_epoch: how the cache's first epoch stores values: ``all`` (the default: the
+            epoch the plan first applies in already traces and plans, and the run is judged
+            by the epochs after it), ``auto`` (the plan's: paced where storing every value
+            would slow it) or ``paced`` (docs/cache.md).
     """
 
     plan_budget_s: float = 60.0
     replan: bool = False
     store_plans: bool = True
-    first_epoch: FirstEpoch = "auto"
+    first_epoch: FirstEpoch = "all"
 
 
 def batch_samples(batch: Any) -> int:
