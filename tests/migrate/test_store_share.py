@@ -81,33 +81,3 @@ def test_the_budget_allows_its_share_of_the_loading_time() -> None:
     assert budget.estimates[b"k2"] == (500_000, 1 * MS)
     budget.written(b"unknown", 5 * MS)  # a value queued before the budget counted: ignored
     assert budget.spent_ns == 20_000 + 2 * MS
-
-
-def test_a_spent_share_leaves_a_cold_chains_sources_untouched(
-    tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # once the share is spent in an epoch whose chain the store holds nothing of, a source runs
-    # as it is: no key, no prefix value (its value would be left for later anyway)
-    import codedag.migrate.cache.keys as keys
-
-    made: list[str] = []
-    source_key = keys.source_key
-    monkeypatch.setattr(keys, "source_key", lambda *a: made.append("key") or source_key(*a))
-    dataset = FileImages(images)
-    reference = epoch(dataset)
-    rt = runtime(tmp_path / "cache", judge_after=1000, store_share=1e-12)
-    rt.apply()
-    try:
-        assert equal(epoch(dataset), reference)
-        first = _totals(rt)
-        keyed = len(made)
-        assert equal(epoch(dataset), reference)  # warm: every source keyed and looked up
-    finally:
-        rt.restore()
-    # the first source finds the chain cold and is stored (nothing spent yet); the others are
-    # left for later without a key
-    assert first == {"hits": 0, "stored": 1, "later": len(images) - 1}
-    assert keyed == 1
-    assert len(made) == 1 + len(images)
-    # epoch 2 reads back the one and computes (and stores) the others: new misses again
-    assert rt.stats()["misses"] == {"new": 2 * len(images) - 1}

@@ -248,8 +248,6 @@ class Session:
         """A planned source call: the first prefix value of a chain."""
         if self.judge_after and chain.id not in self._checked and self._found_unpaid(chain):
             return original(*args, **kwargs)
-        if self._paced_out(chain):
-            return original(*args, **kwargs)
         where = _source_place(chain.source_slot, args, kwargs)
         data = args[where] if isinstance(where, int) else kwargs.get(where or "")
         try:
@@ -295,22 +293,6 @@ class Session:
             value = call(*args, **kwargs)
             head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
         return head if item is None else _assembled(head, item, echoes or {})
-
-    def _paced_out(self, chain: ChainSpec) -> bool:
-        """Whether a source of ``chain`` runs its calls as they are: in a paced epoch whose
-        storing share is spent, on a chain this fetcher found cold (the store holds none of its
-        values, :meth:`skips_lookup`) and without a hit here, its value would be left for later
-        whatever it is, so its keys and prefix values are not worth making. Counted as a new
-        miss left for later."""
-        local = self.local
-        if not self.store_share or not local.fetching or local.cold.get(chain.id) is not True:
-            return False
-        if self._affords_storing(chain.id, time.perf_counter_ns()):
-            return False
-        with self._lock:
-            self.counts["later"] += 1
-            self.counts[_MISS_FIELDS["new"]] += 1
-        return True
 
     def skips_lookup(self, chain: ChainSpec, key: bytes) -> bool:
         """Whether the source ``key`` of ``chain`` is computed without asking the store.
