@@ -48,9 +48,9 @@ def test_cheap_storing_keeps_every_value_in_the_first_epoch() -> None:
     assert "2% of a sample's 4 ms traced" in section.first_epoch
 
 
-def test_dear_storing_paces_the_first_epoch_and_says_what_the_second_forgoes() -> None:
+def test_dear_storing_paced_under_auto_says_what_the_second_epoch_forgoes() -> None:
     write = int(0.12 * SAMPLE_NS)  # 0.48 ms per value: 12 % of a sample
-    section = decide(_found(), _store(write), budget_bytes=1 << 30)
+    section = decide(_found(), _store(write), budget_bytes=1 << 30, first_epoch="auto")
     assert section.store_share == STORE_SHARE
     line = section.first_epoch
     assert "stores values while storing takes under 3% of its loading time" in line
@@ -60,13 +60,24 @@ def test_dear_storing_paces_the_first_epoch_and_says_what_the_second_forgoes() -
     assert f"gains about {forgone:.3g} ms per sample less" in line
 
 
-@pytest.mark.parametrize(("choice", "write", "share"), [("all", 0.5, 0.0), ("paced", 0.001, 0.03)])
-def test_the_users_choice_overrides_the_measure(choice: str, write: float, share: float) -> None:
-    section = decide(
-        _found(), _store(int(write * SAMPLE_NS)), budget_bytes=1 << 30, first_epoch=choice
+def test_by_default_every_value_is_stored_and_the_line_says_what_pacing_would_trade() -> None:
+    section = decide(_found(), _store(int(0.12 * SAMPLE_NS)), budget_bytes=1 << 30)
+    assert section.store_share == 0.0
+    line = section.first_epoch
+    assert line.startswith("the first epoch stores every value: storing every value adds 0.48")
+    forgone = 0.75 * section.saved_ns_per_sample / 1e6
+    assert line.endswith(
+        "; --first-epoch auto would pace it (about 25% stored in the first epoch, the second "
+        f"gaining about {forgone:.3g} ms per sample less)"
     )
-    assert section.store_share == share
-    assert f"(--first-epoch {choice})" in section.first_epoch
+
+
+def test_paced_always_paces() -> None:
+    section = decide(
+        _found(), _store(int(0.001 * SAMPLE_NS)), budget_bytes=1 << 30, first_epoch="paced"
+    )
+    assert section.store_share == STORE_SHARE
+    assert "(--first-epoch paced)" in section.first_epoch
 
 
 def test_nothing_cached_says_nothing_about_the_first_epoch() -> None:
@@ -111,7 +122,9 @@ def test_plan_explain_says_how_the_first_epoch_stores() -> None:
     from codedag.optimize.explain import section_lines
     from codedag.plan import MigrationPlan
 
-    section = decide(_found(), _store(int(0.12 * SAMPLE_NS)), budget_bytes=1 << 30)
+    section = decide(
+        _found(), _store(int(0.12 * SAMPLE_NS)), budget_bytes=1 << 30, first_epoch="auto"
+    )
     plan = MigrationPlan.from_dict(
         {"context_device_map": {}, "cache": section.model_dump(mode="json")}
     )
@@ -153,13 +166,11 @@ def test_a_traced_samples_library_time_is_at_least_its_chains() -> None:
     assert found.sample_ns >= longest > 0
 
 
-def test_a_planned_run_paces_by_default_and_a_watched_run_stores_every_value() -> None:
-    # codedag run traces and plans inside its first epoch and is judged by the epochs after it:
-    # it stores every value unless told otherwise; codedag optimize lets the plan decide
+def test_every_value_is_stored_by_default_and_pacing_is_asked_for() -> None:
     from codedag.cli.main import build_parser
 
     optimize = build_parser("optimize").parse_args(["optimize", "dag.json"])
     run = build_parser("run").parse_args(["run", "--", "python", "train.py"])
-    assert (optimize.first_epoch, run.first_epoch) == ("auto", "all")
+    assert (optimize.first_epoch, run.first_epoch) == ("all", "all")
     paced = build_parser("run").parse_args(["run", "--first-epoch", "auto", "--", "python", "x"])
     assert paced.first_epoch == "auto"

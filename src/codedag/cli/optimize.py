@@ -222,11 +222,11 @@ def _cache_flags(parser: argparse.ArgumentParser) -> None:
     cache.add_argument(
         "--first-epoch",
         choices=("auto", "all", "paced"),
-        default="auto",
-        help="how the first epoch stores values: auto (the default) paces storing where storing "
-        "every value would slow the first epoch by more than 3 %% (it stores what fits in 3 %% of "
-        "the loading time, the next epoch the rest); all: every value in the epoch that "
-        "computes it (the fastest run of several epochs); paced: always paced (docs/cache.md)",
+        default="all",
+        help="how the first epoch stores values: all (the default): every value in the epoch "
+        "that computes it, the fastest run of two epochs or more; auto: paced where storing "
+        "every value would slow the first epoch by more than 3 %% (it stores what fits in 3 %% "
+        "of the loading time, the next epoch the rest); paced: always (docs/cache.md)",
     )
     parser.add_argument(
         "--tables",

@@ -550,7 +550,7 @@ def decide(
     costs: Costs | None,
     budget_bytes: int,
     mode: str = "auto",
-    first_epoch: FirstEpoch = "auto",
+    first_epoch: FirstEpoch = "all",
 ) -> CacheSection:
     """The plan's ``cache`` section for the chains found.
 
@@ -628,15 +628,17 @@ def decide(
     return section
 
 
-def pace_first_epoch(section: CacheSection, first_epoch: FirstEpoch = "auto") -> None:
+def pace_first_epoch(section: CacheSection, first_epoch: FirstEpoch = "all") -> None:
     """Set how the section's first epoch stores values, and say why (``first_epoch``).
 
     A first epoch has no hit: what storing costs it (the writer's copy, the loading thread's
-    checksum) is added to it wherever the loading fills every core. ``auto`` paces storing
-    (:data:`~codedag.plan.cache.STORE_SHARE` of the loading time until a hit) where storing every
-    value would cost more than :data:`~codedag.plan.cache.FIRST_EPOCH_SLACK` of a sample's traced
-    library time, ``paced`` always, ``all`` never. A value a paced epoch leaves is stored by the
-    next one, which then gains that much less.
+    checksum) is added to it wherever the loading fills every core. ``all`` stores every value
+    in the epoch that computes it (the default: the fastest run of two epochs or more), ``auto``
+    paces storing (:data:`~codedag.plan.cache.STORE_SHARE` of the loading time until a hit)
+    where storing every value would cost more than
+    :data:`~codedag.plan.cache.FIRST_EPOCH_SLACK` of a sample's traced library time, ``paced``
+    always. A value a paced epoch leaves is stored by the next one, which then gains that much
+    less. The line says what storing costs either way.
     """
     section.store_share, section.first_epoch = 0.0, ""
     if not section.cached_chains:
@@ -645,18 +647,23 @@ def pace_first_epoch(section: CacheSection, first_epoch: FirstEpoch = "auto") ->
     cost = f"storing every value adds {_ms(write)} per sample"
     if sample:
         cost += f", {write / sample:.0%} of a sample's {_ms(sample)} traced"
-    if first_epoch == "all" or (first_epoch == "auto" and write <= FIRST_EPOCH_SLACK * sample):
-        why = "" if first_epoch == "auto" else " (--first-epoch all)"
-        section.first_epoch = f"the first epoch stores every value{why}: {cost}"
+    dear = first_epoch == "paced" or write > FIRST_EPOCH_SLACK * sample
+    stored = min(1.0, STORE_SHARE * sample / write) if write and sample else 1.0
+    forgone = _ms((1 - stored) * section.saved_ns_per_sample)
+    if first_epoch == "all" or not dear:
+        section.first_epoch = f"the first epoch stores every value: {cost}"
+        if first_epoch == "all" and dear:
+            section.first_epoch += (
+                f"; --first-epoch auto would pace it (about {stored:.0%} stored in the first "
+                f"epoch, the second gaining about {forgone} per sample less)"
+            )
         return
     section.store_share = STORE_SHARE
-    stored = min(1.0, STORE_SHARE * sample / write) if write and sample else 1.0
-    forgone = (1 - stored) * section.saved_ns_per_sample
     why = " (--first-epoch paced)" if first_epoch == "paced" else ""
     section.first_epoch = (
         f"the first epoch stores values while storing takes under {STORE_SHARE:.0%} of its "
         f"loading time{why} (about {stored:.0%} of them): {cost}; the second stores the rest "
-        f"from its first hit on and gains about {_ms(forgone)} per sample less"
+        f"from its first hit on and gains about {forgone} per sample less"
     )
 
 

@@ -70,8 +70,9 @@ class OptimizerManager:
         cache_budget_bytes: the memory the cached values may take (default: the RAM tier's
             default budget on this machine).
         cache_folder: the prefix cache's folder, recorded in the plan (default: the user cache).
-        first_epoch: how the first epoch stores the cache's values: ``auto`` (default: paced
-            where storing every value would slow it), ``all`` or ``paced``
+        first_epoch: how the first epoch stores the cache's values: ``all`` (default: every
+            value in the epoch that computes it), ``auto`` (paced where storing every value
+            would slow it) or ``paced``
             (:func:`codedag.optimize.cache.pace_first_epoch`).
         tables: element-wise runs on uint8 arrays through lookup tables: ``auto`` (the plan
             names where they start, :mod:`codedag.optimize.tables`) or ``off``; default: as
@@ -105,7 +106,7 @@ class OptimizerManager:
         cache_budget_bytes: int | None = None,
         cache_folder: str | None = None,
         tables: str | None = None,
-        first_epoch: FirstEpoch = "auto",
+        first_epoch: FirstEpoch = "all",
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"k must be an integer >= 1, got {k!r}")
