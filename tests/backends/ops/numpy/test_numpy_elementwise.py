@@ -91,7 +91,7 @@ EXTREMES = [1.5, -3.25, 0.0, -0.0, 7.0, 0.7, -0.7, 1e300, -1e300, 1e-310, -1e-31
 EXTREMES += [5e-324, 1e-40, 65000.0, float("inf"), float("-inf"), float("nan")]
 
 
-@pytest.mark.parametrize("name", ["remainder", "fmod"])
+@pytest.mark.parametrize("name", ["remainder", "fmod", "floor_divide"])
 @pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64])
 def test_remainders_match_numpy_where_the_quotient_overflows(device, name, dt):
     # every pair of extremes (subnormal divisors, 1e300 by 1e-310, signed zeros), as vectors long
@@ -113,6 +113,21 @@ def test_remainders_match_numpy_where_the_quotient_overflows(device, name, dt):
             (to_dev(a, device), 1e-310),
             f"numpy.{name}",
         )
+
+
+@pytest.mark.parametrize("name", ["floor_divide", "remainder", "divide"])
+def test_half_floats_divide_as_numpy_rounds_them(device, name):
+    # NumPy computes a half quotient in single precision and rounds it once; torch's half
+    # kernel rounds each intermediate (65000 // 7 came out 9288 against NumPy's 9280)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-65000, 65000, 50_000).astype(np.float16)
+    b = rng.uniform(-100, 100, 50_000).astype(np.float16)
+    a[:2], b[:2] = 65000, 7
+    with np.errstate(all="ignore"):
+        expected = getattr(np, name)(a, b)
+    got = BACKENDS[f"numpy.{name}"](to_dev(a, device), to_dev(b, device))
+    assert got.dtype == torch.float16
+    np.testing.assert_array_equal(got.cpu().numpy(), expected)
 
 
 @PROPS
