@@ -247,7 +247,7 @@ NOT_NAMES = {
     "PlacementInfo": {"device", "device_name", "only", "exclude", "calibration_cache"},
     "BatchedChain": {"id", "steps", "reason"},
     "BatchedInfo": {"device"},
-    "CacheSection": {"folder", "note"},
+    "CacheSection": {"folder", "note", "first_epoch"},
     "CacheChain": {"id", "source_kind", "source_slot", "callers", "context_keys", "steps", "stop",
                    "reason"},
     "CacheCut": {"step", "dtype"},
