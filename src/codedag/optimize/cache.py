@@ -576,23 +576,8 @@ def decide(
         entry = _chain_entry(chain, found.calls)
         distinct = found.dataset_len or len(chain.traced)
         best, unpaid = _weigh_cuts(chain, entry, costs, distinct, left)
-        if mode == "off":
-            entry.reason = "the cache is off (--cache off)"
-        elif costs is None:
-            entry.reason = "the store's costs were not measured: nothing is cached"
-        elif best is None and unpaid is not None:
-            entry.reason = (
-                f"no cut pays for storing: the best, after {unpaid.step}, costs "
-                f"{_ms(unpaid.write_ns)} to store and {_ms(unpaid.read_ns)} to read back "
-                f"({_mb(unpaid.bytes_per_sample)}), more than the {_ms(unpaid.prefix_ns)} "
-                "it takes to compute"
-            )
-        elif best is None:
-            entry.reason = (
-                "no cut saves time: reading a value back costs about what computing it does"
-                if entry.candidates
-                else "the chain has no value to keep"
-            )
+        if mode == "off" or costs is None or best is None:
+            entry.reason = _uncached_reason(mode, costs is not None, unpaid, bool(entry.candidates))
         else:
             cut = best[1]
             total = cut.bytes_per_sample * distinct
@@ -626,6 +611,25 @@ def decide(
     section.note = note
     pace_first_epoch(section, first_epoch)
     return section
+
+
+def _uncached_reason(mode: str, measured: bool, unpaid: CacheCut | None, candidates: bool) -> str:
+    """Why a chain is not cached: the cache is off, the store was not measured, its best cut
+    does not pay for storing (``unpaid``), or no cut saves time."""
+    if mode == "off":
+        return "the cache is off (--cache off)"
+    if not measured:
+        return "the store's costs were not measured: nothing is cached"
+    if unpaid is not None:
+        return (
+            f"no cut pays for storing: the best, after {unpaid.step}, costs "
+            f"{_ms(unpaid.write_ns)} to store and {_ms(unpaid.read_ns)} to read back "
+            f"({_mb(unpaid.bytes_per_sample)}), more than the {_ms(unpaid.prefix_ns)} "
+            "it takes to compute"
+        )
+    if candidates:
+        return "no cut saves time: reading a value back costs about what computing it does"
+    return "the chain has no value to keep"
 
 
 def pace_first_epoch(section: CacheSection, first_epoch: FirstEpoch = "all") -> None:
