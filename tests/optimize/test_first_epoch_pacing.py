@@ -174,3 +174,23 @@ def test_every_value_is_stored_by_default_and_pacing_is_asked_for() -> None:
     assert (optimize.first_epoch, run.first_epoch) == ("all", "all")
     paced = build_parser("run").parse_args(["run", "--first-epoch", "auto", "--", "python", "x"])
     assert paced.first_epoch == "auto"
+
+
+def test_the_command_lines_choices_are_the_plans() -> None:
+    from typing import get_args
+
+    from codedag.cli.args import FIRST_EPOCH_CHOICES
+    from codedag.plan.cache import FirstEpoch
+
+    assert sorted(FIRST_EPOCH_CHOICES) == sorted(get_args(FirstEpoch))
+
+
+def test_a_watched_run_refuses_an_unknown_choice() -> None:
+    import torch.utils.data
+
+    from codedag.integrations.accelerate import accelerate
+
+    loader = torch.utils.data.DataLoader(list(range(4)))
+    with pytest.raises(ConfigError, match="first_epoch must be 'auto', 'all' or 'paced'"):
+        accelerate(loader, first_epoch="sometimes")  # type: ignore[arg-type]
+    assert type(loader) is torch.utils.data.DataLoader  # left as it was

@@ -13,6 +13,7 @@ import math
 import operator
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from codedag.errors import UsageError
 
@@ -128,6 +129,25 @@ def loader_source(parser: argparse.ArgumentParser, target_help: str, dataloader_
     its pipeline; :func:`check_loader_source` asks for exactly one."""
     parser.add_argument("target", nargs="?", help=target_help)
     parser.add_argument("--dataloader", metavar="MODULE:FACTORY", help=dataloader_help)
+
+
+FIRST_EPOCH_CHOICES = ("all", "auto", "paced")
+"""``--first-epoch``'s values (:data:`codedag.plan.cache.FirstEpoch`, not imported here: the
+command line starts without pydantic)."""
+
+
+def first_epoch_flag(parser: Any, default_help: str) -> None:
+    """``--first-epoch all|auto|paced`` (default ``all``): how the prefix cache's first epoch
+    stores values; ``default_help`` says what ``all`` means to the command."""
+    parser.add_argument(
+        "--first-epoch",
+        choices=FIRST_EPOCH_CHOICES,
+        default="all",
+        help=f"how the prefix cache's first epoch stores values: all (the default: {default_help}), "
+        "auto (paced where storing every value would slow the first epoch by more than 3 %%: it "
+        "stores what fits in 3 %% of the loading time, the next epoch the rest) or paced (always; "
+        "docs/cache.md)",
+    )
 
 
 def check_loader_source(args: argparse.Namespace) -> None:

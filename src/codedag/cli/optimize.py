@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codedag.cli.args import byte_size, integer, number
+from codedag.cli.args import byte_size, first_epoch_flag, integer, number
 from codedag.cli.output import print_json
 
 if TYPE_CHECKING:
@@ -219,14 +219,8 @@ def _cache_flags(parser: argparse.ArgumentParser) -> None:
         help="folder of the prefix cache's disk tier (default: $CODEDAG_PREFIX_CACHE_DIR or "
         "prefix/ in the user cache)",
     )
-    cache.add_argument(
-        "--first-epoch",
-        choices=("auto", "all", "paced"),
-        default="all",
-        help="how the first epoch stores values: all (the default): every value in the epoch "
-        "that computes it, the fastest run of two epochs or more; auto: paced where storing "
-        "every value would slow the first epoch by more than 3 %% (it stores what fits in 3 %% "
-        "of the loading time, the next epoch the rest); paced: always (docs/cache.md)",
+    first_epoch_flag(
+        cache, "every value in the epoch that computes it, the fastest run of two epochs or more"
     )
     parser.add_argument(
         "--tables",

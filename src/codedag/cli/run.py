@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from codedag.cli.args import integer, nonempty_path, number
+from codedag.cli.args import first_epoch_flag, integer, nonempty_path, number
 from codedag.cli.migrate import add_script_command
 
 log = logging.getLogger("codedag.cli")
@@ -55,14 +55,7 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     p.add_argument(
         "--no-store", action="store_true", help="neither read nor keep plans across runs"
     )
-    p.add_argument(
-        "--first-epoch",
-        choices=("auto", "all", "paced"),
-        default="all",
-        help="how the prefix cache's first epoch stores values: all (the default: every value in "
-        "the epoch that computes it, so the next epoch reads every one back), auto (the plan's: "
-        "paced where storing every value would slow it) or paced (docs/cache.md)",
-    )
+    first_epoch_flag(p, "every value in the epoch that computes it, so the next reads each back")
     p.add_argument(
         "--out",
         type=nonempty_path,

@@ -2,8 +2,8 @@
 
 The optimized run keeps each sample's deterministic prefix (docs/cache.md) in ``prefix-cache``
 under the demo's output folder. It is emptied before the run, so the first epoch computes every
-value and stores them (all, or as many as its pace allows) as a first run does, and after it, so nothing stays in shared memory (the
-RAM tier lives in ``/dev/shm``). Its summary (the plan's cuts and the run's hits and misses)
+value and stores them (all, or as many as its pace allows) as a first run does, and after it, so
+nothing stays in shared memory (the RAM tier lives in ``/dev/shm``). Its summary (the plan's cuts and the run's hits and misses)
 goes into ``demo_summary.json``, the terminal summary and the report.
 """
 

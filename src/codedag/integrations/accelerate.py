@@ -104,8 +104,6 @@ def accelerate(
         raise ConfigError(f"accelerate expects a torch DataLoader, got {type(loader).__name__}")
     if loader.__dict__.get(_WATCH_ATTR) is not None:
         return loader  # already accelerated
-    if first_epoch not in ("auto", "all", "paced"):
-        raise ConfigError(f"first_epoch must be 'auto', 'all' or 'paced', got {first_epoch!r}")
     settings = WatchSettings(plan_budget_s, replan, store_plans, first_epoch)
     loader.__dict__[_WATCH_ATTR] = LoaderWatch(loader, settings)
     loader.__class__ = _accelerated_class(type(loader))

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from codedag.errors import ConfigError
 from codedag.integrations import prefetch
 from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
 
@@ -76,6 +77,12 @@ class WatchSettings:
     replan: bool = False
     store_plans: bool = True
     first_epoch: FirstEpoch = "all"
+
+    def __post_init__(self) -> None:
+        if self.first_epoch not in ("all", "auto", "paced"):  # FirstEpoch (no pydantic here)
+            raise ConfigError(
+                f"first_epoch must be 'auto', 'all' or 'paced', got {self.first_epoch!r}"
+            )
 
 
 def batch_samples(batch: Any) -> int:

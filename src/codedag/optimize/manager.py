@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from codedag.errors import ConfigError
 from codedag.optimize.assemble import assemble
@@ -126,7 +126,7 @@ class OptimizerManager:
                 f"cache_budget_bytes must be >= 0 and <= {MAX_BUDGET_BYTES} (1 PiB), got "
                 f"{cache_budget_bytes}"
             )
-        if first_epoch not in ("auto", "all", "paced"):
+        if first_epoch not in get_args(FirstEpoch):
             raise ConfigError(f"first_epoch must be 'auto', 'all' or 'paced', got {first_epoch!r}")
         if tables not in (None, "auto", "off"):
             raise ConfigError(f"tables must be 'auto' or 'off', got {tables!r}")

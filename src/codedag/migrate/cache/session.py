@@ -32,7 +32,6 @@ from codedag.migrate.cache.prefix_values import (
     concrete,
     concrete_kwargs,
 )
-from codedag.plan.cache import STORE_SHARE as STORE_SHARE
 from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same
 from codedag.store.tiers import PrefixStore
 from codedag.store.writer import Writer
@@ -164,7 +163,7 @@ class Session:
             0: chains are never given up for their cost, and flags of other processes are
             ignored).
         store_share: the share of the loading time storing may take until a chain has a hit in
-            the epoch (:data:`STORE_SHARE`; 0, the default, or ``judge_after`` 0: every value
+            the epoch (:data:`~codedag.plan.cache.STORE_SHARE`; 0, the default, or ``judge_after`` 0: every value
             is stored in the epoch that computes it).
     """
 
@@ -643,7 +642,7 @@ class Session:
 
 class _StoreBudget:
     """What storing has cost a process and the loading time it may take a share of
-    (:data:`STORE_SHARE`); the session's lock guards it.
+    (:data:`~codedag.plan.cache.STORE_SHARE`); the session's lock guards it.
 
     Spent: each queued value's share on the loading thread (checksum, queueing) and its write,
     estimated from its bytes (at the rate this process's writes measured, :data:`WRITE_NS_PER_BYTE`
