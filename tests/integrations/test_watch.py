@@ -56,13 +56,41 @@ class Rows(Dataset):  # type: ignore[type-arg]
         return self.x[i, :4]
 
 
+def _refuse(what: str) -> Any:
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(what)
+
+    return refused
+
+
+def test_samples_that_call_no_known_library_are_not_planned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import codedag.migrate.api
+    import codedag.optimize.manager
+
+    monkeypatch.setattr(codedag.optimize.manager, "OptimizerManager", _refuse("planned"))
+    monkeypatch.setattr(codedag.migrate.api, "PipelineMigrator", _refuse("applied"))
+    loader = DataLoader(Rows(), batch_size=4)
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    try:
+        batches = [list(watch.iterate(lambda: DataLoader.__iter__(loader))) for _ in range(2)]
+        assert all(torch.equal(a, b) for a, b in zip(*batches, strict=True))
+        results = watch.results
+        assert results.plan_status == "nothing to apply"
+        assert "no function" in results.plan_reason and results.device == "cpu"
+        assert watch.migrator is None and watch.plan is None
+        assert results.trace_s > 0 and not results.kept and not results.moved
+    finally:
+        watch.close()
+
+
 def test_a_plan_that_changes_nothing_is_not_applied(monkeypatch: pytest.MonkeyPatch) -> None:
     import codedag.migrate.api
+    from codedag.integrations import autoplan
 
-    def no_migrator(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("a plan that places nothing needs no migrator")
-
-    monkeypatch.setattr(codedag.migrate.api, "PipelineMigrator", no_migrator)
+    monkeypatch.setattr(autoplan, "nothing_to_plan", lambda dag: None)  # plan it all the same
+    monkeypatch.setattr(codedag.migrate.api, "PipelineMigrator", _refuse("applied"))
     loader = DataLoader(Rows(), batch_size=4)
     watch = LoaderWatch(loader, WatchSettings(store_plans=False))
     try:
@@ -204,8 +232,9 @@ def test_only_the_first_samples_of_the_warm_up_batch_are_traced(
 def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
     monkeypatch: Any,
 ) -> None:
-    """The background import starts with the first epoch and is waited for before the loader's
-    next iterator is made (workers fork there) and before planning imports anything."""
+    """With workers, the background import starts with the first epoch and is waited for before
+    the loader's next iterator is made (workers fork there) and before planning imports
+    anything."""
     import threading
 
     from codedag.integrations import prefetch
@@ -226,10 +255,14 @@ def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
         thread.start()
 
     monkeypatch.setattr(prefetch, "start", start)
-    loader = DataLoader(Rows(), batch_size=4, num_workers=0)
+    loader = DataLoader(Rows(), batch_size=4, num_workers=1)
     watch = LoaderWatch(loader, WatchSettings(store_plans=False, plan_budget_s=0))
     assert watch.iterate(lambda: DataLoader.__iter__(loader)) is not None
     assert started == []  # no plan will be made: nothing to import
+    here = DataLoader(Rows(), batch_size=4, num_workers=0)
+    watch = LoaderWatch(here, WatchSettings(store_plans=False))
+    assert watch.iterate(lambda: DataLoader.__iter__(here)) is not None
+    assert started == []  # planned after its first batch: no time to import meanwhile
     watch = LoaderWatch(loader, WatchSettings(store_plans=False))
 
     def make_iterator() -> Any:

@@ -22,9 +22,13 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codedag.errors import CodeDAGError
+
+if TYPE_CHECKING:
+    from codedag.graph.model import ExecutionDAG
+    from codedag.graph.nodes import CallNode
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +45,49 @@ class PlanBudgetExceeded(CodeDAGError):
 
 @dataclass
 class PlanOutcome:
-    """What :func:`plan_loader` produced: a plan dict, or ``None`` and the reason."""
+    """What :func:`plan_loader` produced: a plan dict, or ``None`` and the reason; ``idle``
+    when the reason is that no plan could change anything (:func:`nothing_to_plan`)."""
 
     plan: dict[str, Any] | None
     reason: str = ""
     trace_s: float = 0.0
     plan_s: float = 0.0
+    idle: bool = False
+
+
+_LOADER_CODE = "torch.utils.data."
+"""The DataLoader's own code (fetching, collation): a plan never changes it, nor what it calls."""
+
+
+def nothing_to_plan(dag: ExecutionDAG) -> str | None:
+    """Why no section of a plan could act on the traced samples, or ``None`` when one might.
+
+    A plan acts only on calls and values of the libraries codedag knows (``facts.py``): a call
+    of one, a value of one's types, a file source, or a torch function the samples' own code
+    calls (one the DataLoader's collation calls stays as it is). A pipeline with none of them
+    (one that slices tensors in memory) is not planned: the planner's imports and measurements
+    would cost a short run more than a tenth of a second and change nothing.
+    """
+    from codedag.backends.libraries import library_facts
+    from codedag.backends.sources import file_source
+
+    others = [f for f in library_facts() if "torch" not in f.modules]
+    torch_spaces = {s for f in library_facts() if "torch" in f.modules for s in f.namespaces}
+    for value in dag.values():
+        if any(f.owns(value.type_name) for f in others):
+            return None
+    for call in dag.calls():
+        if any(f.owns(call.name) for f in others) or file_source(call.name) is not None:
+            return None
+        if call.name.rpartition(".")[0] in torch_spaces and not _under_loader_code(call):
+            return None
+    return "the traced samples call no function and hold no value of a library codedag accelerates"
+
+
+def _under_loader_code(call: CallNode) -> bool:
+    """Whether the DataLoader's own code (collation) made ``call``: its caller is in it."""
+    segments = call.context_key.split("/")
+    return len(segments) > 1 and segments[-2].startswith(_LOADER_CODE)
 
 
 def script_device() -> str:
@@ -134,7 +175,6 @@ def plan_loader(
 def _trace_and_plan(
     loader: Any, device: str, start: float, deadline: float, indices: Any
 ) -> PlanOutcome:
-    from codedag.optimize.manager import OptimizerManager
     from codedag.trace.dataloader import trace_first_batch
     from codedag.trace.tracer import EnhancedTracer
 
@@ -156,6 +196,11 @@ def _trace_and_plan(
                 f"planning ran past the {budget_s:g} s plan budget (measuring {what or 'calls'}, "
                 f"{done} of {total})"
             )
+
+    idle = nothing_to_plan(tracer.dag)
+    if idle is not None:
+        return PlanOutcome(None, idle, traced - start, time.perf_counter() - traced, idle=True)
+    from codedag.optimize.manager import OptimizerManager
 
     manager = OptimizerManager(k=2, target_device=device, cache="auto", progress=within_budget)
     plan = dict(manager.optimize(tracer.dag)["migration_plan"])

@@ -6,10 +6,12 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
 * times each epoch from the iterator's creation to its exhaustion, and the time the script waits
   in ``__next__`` (the data wait), counting batches and samples;
 * with a plan stored for this pipeline (:mod:`.plan_store`), applies it before the first epoch;
-* else imports the planner in the background while the first batches train (waited for before
-  planning and before any watched loader's next iterator, where workers fork), then traces the
-  first samples of one batch and plans them (:func:`.autoplan.plan_loader`), with every random
-  generator put back, and applies the plan (``PipelineMigrator.apply``): with 0 workers after the first
+* else (a loader with workers) imports the planner in the background while the first epoch
+  trains (waited for before planning and before any watched loader's next iterator, where
+  workers fork), then traces the first samples of one batch and plans them
+  (:func:`.autoplan.plan_loader`; not at all when they call no library codedag knows), with
+  every random generator put back, and applies the plan (``PipelineMigrator.apply``): with 0
+  workers (whose first batch leaves no time to import in the background) after the first
   epoch's first batch (the fetch is this process's, so the plan serves the rest of the epoch and
   its cache stores what the second epoch reads), with workers once the first epoch has ended (its
   iterator exhausted, or the loader iterated again), before the next epoch starts; a plan
@@ -192,7 +194,7 @@ class LoaderWatch:
             inner = make_iterator()
             if not self.results.epochs and not self._tried and self._fetches_here():
                 self._first_indices = _record_first_indices(inner)
-            if not self._tried and self.settings.plan_budget_s > 0:
+            if not self._tried and self.settings.plan_budget_s > 0 and not self._fetches_here():
                 prefetch.start()
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
@@ -279,13 +281,17 @@ class LoaderWatch:
         """Trace, plan and apply; ``indices``: those of the warm-up batch (0 workers), traced in
         place of a new epoch's first batch and then stored in the prefix cache."""
         prefetch.settle()
-        from codedag.integrations.autoplan import plan_loader
+        from codedag.integrations.autoplan import plan_loader, script_device
 
         self._tried = True
+        self.results.device = script_device()
         self._first_indices = []
         with _working():
             outcome = plan_loader(self.loader, self.settings.plan_budget_s, indices=indices)
         self.results.trace_s, self.results.plan_s = outcome.trace_s, outcome.plan_s
+        if outcome.idle:
+            self._idle(outcome.reason)
+            return
         if outcome.plan is None:
             self._skip(outcome.reason)
             return
@@ -344,12 +350,14 @@ class LoaderWatch:
         self.plan = plan
         self.results.moved, self.results.kept = decisions(plan)
         if idle:  # the loader runs as it is: say so, rather than 'applied', and hold no patch
-            self.results.plan_status = "nothing to apply"
-            self.results.plan_reason = "the plan moves, batches, caches and tabulates nothing"
+            self._idle("the plan moves, batches, caches and tabulates nothing")
             return True
         self.migrator = migrator
         self.results.plan_status = "applied"
         return True
+
+    def _idle(self, reason: str) -> None:
+        self.results.plan_status, self.results.plan_reason = "nothing to apply", reason
 
     def _skip(self, reason: str) -> None:
         self.results.plan_status, self.results.plan_reason = "skipped", reason

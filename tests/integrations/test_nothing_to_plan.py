@@ -1,0 +1,50 @@
+"""nothing_to_plan: which traced samples the planner is not even imported for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from codedag.integrations.autoplan import nothing_to_plan
+from codedag.trace.dataloader import trace_first_batch
+from codedag.trace.tracer import EnhancedTracer
+
+
+class _Samples(Dataset):  # type: ignore[type-arg]
+    def __init__(self, make: Any) -> None:
+        self.make = make
+        self.x = torch.arange(8 * 6, dtype=torch.float32).reshape(8, 6)
+        self.a = np.arange(8 * 6, dtype=np.uint8).reshape(8, 6)
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> Any:
+        return self.make(self, i)
+
+
+def _reason(make: Any) -> str | None:
+    tracer = EnhancedTracer()
+    trace_first_batch(DataLoader(_Samples(make), batch_size=4), tracer, samples=2)
+    return nothing_to_plan(tracer.dag)
+
+
+def test_slicing_tensors_in_memory_and_collating_them_is_nothing_to_plan() -> None:
+    reason = _reason(lambda d, i: (d.x[i, :4] * 2, i % 3))
+    assert reason is not None and "no function" in reason
+
+
+def test_a_torch_function_of_the_samples_own_code_may_be_planned() -> None:
+    interpolate = torch.nn.functional.interpolate
+    assert _reason(lambda d, i: interpolate(d.x[None, None, i], size=12)[0, 0]) is None
+
+
+def test_an_operator_on_an_array_in_memory_may_be_planned() -> None:
+    assert _reason(lambda d, i: torch.from_numpy(d.a[i] * 2)) is None
+
+
+def test_a_library_call_may_be_planned() -> None:
+    assert _reason(lambda d, i: torch.from_numpy(np.clip(d.a[i], 3, 9))) is None
