@@ -23,6 +23,7 @@ from typing import Any
 
 from codedag.errors import CodeDAGError, WriteError
 from codedag.util.io import atomic_write_json, open_no_follow, read_json
+from codedag.util.paths import user_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,8 @@ CACHE_FILE = "calibration.json"
 
 
 def default_cache_path() -> Path:
-    """``$CODEDAG_CACHE_DIR/calibration.json``, else the platform's user cache directory."""
-    override = os.environ.get("CODEDAG_CACHE_DIR", "").strip()
-    if override:
-        return Path(override) / CACHE_FILE
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("codedag")) / CACHE_FILE
+    """``calibration.json`` in :func:`~codedag.util.paths.user_cache_dir`."""
+    return user_cache_dir() / CACHE_FILE
 
 
 def entry_key(device_name: str, versions: dict[str, str], function: str, signature: str) -> str:

@@ -36,6 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codedag.util.paths import user_cache_dir
+
 if TYPE_CHECKING:
     from codedag.plan import MigrationPlan
 
@@ -55,13 +57,8 @@ _reported: set[Path] = set()
 
 
 def plans_folder() -> Path:
-    """``$CODEDAG_CACHE_DIR/plans``, else ``plans`` under the platform's user cache folder."""
-    override = os.environ.get("CODEDAG_CACHE_DIR", "").strip()
-    if override:
-        return Path(override) / PLANS_FOLDER
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("codedag")) / PLANS_FOLDER
+    """``plans`` in :func:`~codedag.util.paths.user_cache_dir`."""
+    return user_cache_dir() / PLANS_FOLDER
 
 
 def _code_of(kind: type) -> str:

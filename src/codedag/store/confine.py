@@ -12,26 +12,14 @@ one warning and the default folder is used. A folder the user gives (a command-l
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from codedag.store.tiers import ENV_FOLDER, default_folder
+from codedag.util.paths import user_cache_dir
 from codedag.util.text import printable
 
 log = logging.getLogger(__name__)
-
-CACHE_DIR_ENV = "CODEDAG_CACHE_DIR"
-
-
-def user_cache_dir() -> Path:
-    """``$CODEDAG_CACHE_DIR``, else the platform's user cache directory for codedag."""
-    override = os.environ.get(CACHE_DIR_ENV, "").strip()
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("codedag"))
 
 
 def trusted_roots() -> list[Path]:

@@ -32,6 +32,7 @@ from codedag.plan.cache import MAX_BUDGET_BYTES
 from codedag.store import ram_owner, trust
 from codedag.store.entry import CorruptEntry, Encoded, Meta, decode, encode
 from codedag.store.lmdb_tier import TIER_FILES, LmdbTier, PutItem, TierError, TierInfo
+from codedag.util.paths import user_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,12 @@ DISK_MAX_BYTES = 32 << 30
 
 
 def default_folder() -> Path:
-    """``$CODEDAG_PREFIX_CACHE_DIR``, else ``prefix`` in the user cache directory."""
+    """``$CODEDAG_PREFIX_CACHE_DIR``, else ``prefix`` in the user cache directory
+    (:func:`~codedag.util.paths.user_cache_dir`: ``$CODEDAG_CACHE_DIR`` when set)."""
     override = os.environ.get(ENV_FOLDER, "").strip()
     if override:
         return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("codedag")) / "prefix"
+    return user_cache_dir() / "prefix"
 
 
 def default_ram_budget_bytes() -> int:

@@ -5,26 +5,50 @@ cannot time is the interpreter invoking the hook (and a wrapper's own frame), an
 which are not timed to keep them cheap. Those costs are measured here by tracing small loops whose
 untraced duration is known: per skipped event, and per recorded Python call, wrapped call and
 C call. The median over a few repetitions is kept (robust to preemption).
+
+Measuring takes 0.05-0.1 s, most of what tracing a few samples costs, so each measurement is
+kept in ``tracer_costs.json`` in the user cache directory (``$CODEDAG_CACHE_DIR``), keyed by the
+interpreter, codedag's version, the CPU model and the setting, and read back by later processes.
+The file only saves time: an entry that is not five finite costs between 0 and 1 ms (a file
+from elsewhere, a torn write) is measured again and replaced, and a file that cannot be read or
+written is left as it is.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import platform
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeGuard
 
+from codedag.errors import CodeDAGError
 from codedag.trace.costs import ZERO, Calibration
 from codedag.trace.filter import FunctionFilter
 from codedag.trace.value_nodes import DataTypes
 
 __all__ = ["ZERO", "Calibration", "calibration"]
 
+log = logging.getLogger(__name__)
+
 _N = 150
 _REPEATS = 5
 _cache: dict[tuple[bool, bool, bool], Calibration] = {}
 _lock = threading.Lock()
+
+COSTS_FILE = "tracer_costs.json"
+_MAX_COST_NS = 1e6
+"""A cost per event above 1 ms is no measurement of this hook: such an entry is measured again."""
+_MAX_FILE_BYTES = 1 << 20
+_FIELDS = tuple(f.name for f in dataclasses.fields(Calibration))
 
 
 def _leaf() -> None:
@@ -146,15 +170,71 @@ def calibration(track_memory: bool, line_level: bool = False) -> Calibration:
     with _lock:
         hit = _cache.get(key)
         if hit is None:
+            hit = _saved(key)
+        if hit is None:
             runs = [_once(track_memory, line_level) for _ in range(_REPEATS)]
             # A busy machine preempts some runs for a scheduler tick (milliseconds): inside the
             # hook that lowers a run's figures, elsewhere it raises them. The median of each
             # figure ignores both.
-            hit = Calibration(
-                *(
-                    statistics.median(getattr(r, f) for r in runs)
-                    for f in Calibration.__dataclass_fields__
-                )
-            )
-            _cache[key] = hit
+            hit = Calibration(*(statistics.median(getattr(r, f) for r in runs) for f in _FIELDS))
+            _save(key, hit)
+        _cache[key] = hit
         return hit
+
+
+def costs_path() -> Path:
+    """``tracer_costs.json`` in the user cache directory."""
+    from codedag.util.paths import user_cache_dir
+
+    return user_cache_dir() / COSTS_FILE
+
+
+def _entry_key(key: tuple[bool, bool, bool]) -> str:
+    from codedag.devices.cpus import cpu_model
+    from codedag.version import __version__
+
+    where = [sys.implementation.name, platform.python_version(), __version__, cpu_model()]
+    return hashlib.sha1(json.dumps([*where, list(key)]).encode()).hexdigest()
+
+
+def _sound(entry: object) -> TypeGuard[dict[str, float]]:
+    return (
+        isinstance(entry, dict)
+        and set(entry) == set(_FIELDS)
+        and all(
+            isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            and 0 <= v <= _MAX_COST_NS
+            for v in entry.values()
+        )
+    )
+
+
+def _entries() -> dict[str, Any]:
+    """The file's entries, or none when it is missing, unreadable or not ours."""
+    from codedag.util.io import read_json
+
+    path = costs_path()
+    try:
+        data = read_json(path, what="tracer costs", max_bytes=_MAX_FILE_BYTES, expect=dict)
+    except (CodeDAGError, OSError):  # missing or not ours: measured again, rewritten
+        return {}
+    entries = data.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def _saved(key: tuple[bool, bool, bool]) -> Calibration | None:
+    entry = _entries().get(_entry_key(key))
+    return Calibration(**{f: float(entry[f]) for f in _FIELDS}) if _sound(entry) else None
+
+
+def _save(key: tuple[bool, bool, bool], costs: Calibration) -> None:
+    from codedag.util.io import atomic_write_json
+
+    entries = {k: v for k, v in _entries().items() if _sound(v)}
+    entries[_entry_key(key)] = dataclasses.asdict(costs)
+    try:
+        atomic_write_json(costs_path(), {"entries": entries}, indent=None)
+    except (CodeDAGError, OSError) as error:  # it only saves time
+        log.debug("tracer costs not saved in %s: %s", costs_path(), error)

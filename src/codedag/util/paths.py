@@ -4,6 +4,8 @@ Both checks look at the path and write (then remove) one probe file in the neare
 folder, so an unwritable place (a read-only mount, ``/proc``, a folder of another user) is found
 up front; nothing is created when a check fails. An empty path is refused (``Path("")`` would be
 the current folder). :func:`output_lock` keeps two runs from writing into one folder at once.
+:func:`user_cache_dir` is where codedag keeps what only saves time (calibrations, plans, the
+prefix cache).
 """
 
 from __future__ import annotations
@@ -16,6 +18,18 @@ from pathlib import Path
 
 from codedag.errors import ConfigError
 from codedag.util.io import open_no_follow, write_error
+
+CACHE_DIR_ENV = "CODEDAG_CACHE_DIR"
+
+
+def user_cache_dir() -> Path:
+    """``$CODEDAG_CACHE_DIR``, else the platform's user cache directory for codedag."""
+    override = os.environ.get(CACHE_DIR_ENV, "").strip()
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("codedag"))
 
 
 def _nearest_existing(path: Path) -> Path:
