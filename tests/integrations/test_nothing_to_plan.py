@@ -48,3 +48,18 @@ def test_an_operator_on_an_array_in_memory_may_be_planned() -> None:
 
 def test_a_library_call_may_be_planned() -> None:
     assert _reason(lambda d, i: torch.from_numpy(np.clip(d.a[i], 3, 9))) is None
+
+
+def test_a_plan_is_likely_where_the_script_imported_a_library_besides_numpy(
+    monkeypatch: Any,
+) -> None:
+    import sys
+
+    from codedag.integrations import prefetch
+
+    for name in [k for k in sys.modules if k.split(".")[0] in ("cv2", "PIL", "librosa")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert "numpy" in sys.modules and "torch" in sys.modules
+    assert not prefetch.likely_to_plan()
+    monkeypatch.setitem(sys.modules, "cv2", np)  # any module object stands for it
+    assert prefetch.likely_to_plan()

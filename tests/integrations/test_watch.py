@@ -232,9 +232,9 @@ def test_only_the_first_samples_of_the_warm_up_batch_are_traced(
 def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
     monkeypatch: Any,
 ) -> None:
-    """With workers, the background import starts with the first epoch and is waited for before
-    the loader's next iterator is made (workers fork there) and before planning imports
-    anything."""
+    """The background import starts with the first epoch (with 0 workers where a plan is
+    likely) and is waited for before the loader's next iterator is made (workers fork there)
+    and before planning imports anything."""
     import threading
 
     from codedag.integrations import prefetch
@@ -260,9 +260,20 @@ def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
     assert watch.iterate(lambda: DataLoader.__iter__(loader)) is not None
     assert started == []  # no plan will be made: nothing to import
     here = DataLoader(Rows(), batch_size=4, num_workers=0)
+    monkeypatch.setattr(prefetch, "likely_to_plan", lambda: False)
     watch = LoaderWatch(here, WatchSettings(store_plans=False))
     assert watch.iterate(lambda: DataLoader.__iter__(here)) is not None
-    assert started == []  # planned after its first batch: no time to import meanwhile
+    assert started == []  # 0 workers and no library imported that a plan is likely for
+    monkeypatch.setattr(prefetch, "likely_to_plan", lambda: True)
+    watch = LoaderWatch(here, WatchSettings(store_plans=False))
+    assert watch.iterate(lambda: DataLoader.__iter__(here)) is not None
+    assert len(started) == 1  # the first batch overlaps the import
+    release.set()
+    prefetch.settle()
+    monkeypatch.setattr(prefetch, "_thread", None)
+    release.clear()
+    started.clear()
+    order.clear()
     watch = LoaderWatch(loader, WatchSettings(store_plans=False))
 
     def make_iterator() -> Any:

@@ -27,7 +27,26 @@ PLANNING_MODULES = (
 """What tracing, planning and applying import (with the backends' registry). None of them imports
 a module of torch's own, nor a library the script may be importing meanwhile."""
 
+_ALWAYS_IMPORTED = ("numpy", "torch", "random")
+"""Libraries every script with torch has imported: importing them says nothing of its samples."""
+
 _thread: threading.Thread | None = None
+
+
+def likely_to_plan() -> bool:
+    """Whether the script imported a library codedag accelerates besides numpy, torch and
+    ``random`` (cv2, PIL, librosa, ...): then its samples likely call it and a plan will be
+    made. Only whether to import in the background depends on it, never what is planned."""
+    import sys
+
+    from codedag.backends.libraries import library_facts
+
+    return any(
+        module in sys.modules
+        for facts in library_facts()
+        for module in facts.modules
+        if module not in _ALWAYS_IMPORTED
+    )
 
 
 def _run() -> None:

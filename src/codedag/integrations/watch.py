@@ -6,12 +6,13 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
 * times each epoch from the iterator's creation to its exhaustion, and the time the script waits
   in ``__next__`` (the data wait), counting batches and samples;
 * with a plan stored for this pipeline (:mod:`.plan_store`), applies it before the first epoch;
-* else (a loader with workers) imports the planner in the background while the first epoch
-  trains (waited for before planning and before any watched loader's next iterator, where
-  workers fork), then traces the first samples of one batch and plans them
+* else imports the planner in the background while the first batches train (with 0 workers
+  only where the script imported cv2, PIL or another library codedag accelerates besides numpy:
+  :func:`.prefetch.likely_to_plan`; waited for before planning and before any watched loader's
+  next iterator, where workers fork), then traces the first samples of one batch and plans them
   (:func:`.autoplan.plan_loader`; not at all when they call no library codedag knows), with
   every random generator put back, and applies the plan (``PipelineMigrator.apply``): with 0
-  workers (whose first batch leaves no time to import in the background) after the first
+  workers after the first
   epoch's first batch (the fetch is this process's, so the plan serves the rest of the epoch and
   its cache stores what the second epoch reads), with workers once the first epoch has ended (its
   iterator exhausted, or the loader iterated again), before the next epoch starts; a plan
@@ -194,7 +195,7 @@ class LoaderWatch:
             inner = make_iterator()
             if not self.results.epochs and not self._tried and self._fetches_here():
                 self._first_indices = _record_first_indices(inner)
-            if not self._tried and self.settings.plan_budget_s > 0 and not self._fetches_here():
+            if not self._tried and self.settings.plan_budget_s > 0 and self._prefetches():
                 prefetch.start()
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
@@ -241,6 +242,12 @@ class LoaderWatch:
 
     def _fetches_here(self) -> bool:
         return getattr(self.loader, "num_workers", 1) == 0
+
+    def _prefetches(self) -> bool:
+        """Whether to import the planner in the background: with workers (it has the first
+        epoch), and with 0 workers (it has the first batch) where the script imported a library
+        a plan is likely made for: samples with nothing to plan never import it at all."""
+        return not self._fetches_here() or prefetch.likely_to_plan()
 
     def end_epoch(self) -> None:
         """The epoch is over, as a trainer knows it (its last step ran): seal an epoch the loop left
