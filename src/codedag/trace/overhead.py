@@ -8,7 +8,8 @@ C call. The median over a few repetitions is kept (robust to preemption).
 
 Measuring takes 0.05-0.1 s, most of what tracing a few samples costs, so each measurement is
 kept in ``tracer_costs.json`` in the user cache directory (``$CODEDAG_CACHE_DIR``), keyed by the
-interpreter, codedag's version, the CPU model and the setting, and read back by later processes.
+interpreter, codedag's version, the CPU model, the event source and the setting, and read back by
+later processes.
 The file only saves time: an entry that is not five finite costs between 0 and 1 ms (a file
 from elsewhere, a torn write) is measured again and replaced, and a file that cannot be read or
 written is left as it is.
@@ -191,9 +192,12 @@ def costs_path() -> Path:
 
 def _entry_key(key: tuple[bool, bool, bool]) -> str:
     from codedag.devices.cpus import cpu_model
+    from codedag.trace import monitoring
     from codedag.version import __version__
 
-    where = [sys.implementation.name, platform.python_version(), __version__, cpu_model()]
+    # sys.monitoring taken by a debugger or coverage tool: the setprofile costs, measured apart
+    events = "sys.monitoring" if monitoring.tool_available() else "sys.setprofile"
+    where = [sys.implementation.name, platform.python_version(), __version__, cpu_model(), events]
     return hashlib.sha1(json.dumps([*where, list(key)]).encode()).hexdigest()
 
 
