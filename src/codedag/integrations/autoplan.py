@@ -4,7 +4,8 @@
 (``trace_first_batch`` on the same object: the warm-up batch the script fetched already when its
 indices are given, else a new epoch's first batch) and plans them
 (``OptimizerManager(k=2, cache="auto")``) on the device the script trains on, inside a time
-budget. Every random generator the script's next batches depend on is saved before and put back
+budget; samples that give a plan nothing to act on (:func:`nothing_to_plan`) are not planned,
+and the planner is not imported for them. Every random generator the script's next batches depend on is saved before and put back
 after: Python's, NumPy's and torch's global ones, CUDA's when CUDA is initialized, the loader's
 and its sampler's generators and those the dataset holds (``RandomSnapshot``), so the next epoch
 draws exactly what it would have drawn without codedag.
