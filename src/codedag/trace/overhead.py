@@ -192,11 +192,11 @@ def costs_path() -> Path:
 
 def _entry_key(key: tuple[bool, bool, bool]) -> str:
     from codedag.devices.cpus import cpu_model
-    from codedag.trace import monitoring
+    from codedag.trace.monitoring import tool_available
     from codedag.version import __version__
 
     # sys.monitoring taken by a debugger or coverage tool: the setprofile costs, measured apart
-    events = "sys.monitoring" if monitoring.tool_available() else "sys.setprofile"
+    events = "sys.monitoring" if tool_available() else "sys.setprofile"
     where = [sys.implementation.name, platform.python_version(), __version__, cpu_model(), events]
     return hashlib.sha1(json.dumps([*where, list(key)]).encode()).hexdigest()
 
