@@ -12,12 +12,12 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
   next iterator, where workers fork), then traces the first samples of one batch and plans them
   (:func:`.autoplan.plan_loader`; not at all when they call no library codedag knows), with
   every random generator put back, and applies the plan (``PipelineMigrator.apply``): with 0
-  workers after the first
-  epoch's first batch (the fetch is this process's, so the plan serves the rest of the epoch and
-  its cache stores what the second epoch reads), with workers once the first epoch has ended (its
-  iterator exhausted, or the loader iterated again), before the next epoch starts; a plan
-  that changes nothing (no function replaced, no batched chain, prefix cache, lookup table or
-  loader setting) is restored at once and reported as ``nothing to apply``;
+  workers after the first epoch's first batch (the fetch is this process's, so the plan serves
+  the rest of the epoch and its cache stores what the second epoch reads), with workers once the
+  first epoch has ended (its iterator exhausted, or the loader iterated again), before the next
+  epoch starts; a plan that changes nothing (no function replaced, no batched chain, prefix
+  cache, lookup table or loader setting) is restored at once and reported as ``nothing to
+  apply``;
 * on :meth:`close`, restores everything the plan patched and fills the run's results.
 
 The iterator the script receives yields the loader's own batches, unchanged; it forwards
