@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,45 @@ def test_a_cache_folder_that_cannot_be_written_still_gives_costs(
     _new_process(monkeypatch)
     costs = calibration(track_memory=False)
     assert isinstance(costs, Calibration) and not (blocker / "below").exists()
+
+
+def _valid_file(path: Path) -> str:
+    """A file holding costs of 1 ns for the default setting: what a read would take."""
+    key = overhead._entry_key((False, tracemalloc.is_tracing(), False))
+    text = json.dumps({"entries": {key: dict.fromkeys(overhead._FIELDS, 1.0)}})
+    path.write_text(text)
+    return text
+
+
+def test_costs_are_never_read_through_a_link(monkeypatch: Any, tmp_path: Path) -> None:
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    text = _valid_file(elsewhere)
+    (tmp_path / "cache" / overhead.COSTS_FILE).symlink_to(elsewhere)
+    _new_process(monkeypatch)
+    counted = _measurements(monkeypatch)
+    calibration(track_memory=False)
+    assert len(counted) == overhead._REPEATS  # measured, not read through the link
+    assert elsewhere.read_text() == text  # and nothing written through it
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to chown")
+def test_another_users_costs_are_not_read(monkeypatch: Any, tmp_path: Path) -> None:
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path))
+    path = tmp_path / overhead.COSTS_FILE
+    _valid_file(path)
+    os.chown(path, 12345, 12345)
+    _new_process(monkeypatch)
+    counted = _measurements(monkeypatch)
+    calibration(track_memory=False)
+    assert len(counted) == overhead._REPEATS
+
+
+def test_a_valid_file_of_this_user_is_read(monkeypatch: Any, tmp_path: Path) -> None:
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path))
+    _valid_file(tmp_path / overhead.COSTS_FILE)
+    _new_process(monkeypatch)
+    counted = _measurements(monkeypatch)
+    assert calibration(track_memory=False) == Calibration(*(1.0,) * len(overhead._FIELDS))
+    assert counted == []

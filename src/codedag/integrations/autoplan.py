@@ -5,10 +5,10 @@
 indices are given, else a new epoch's first batch) and plans them
 (``OptimizerManager(k=2, cache="auto")``) on the device the script trains on, inside a time
 budget; samples that give a plan nothing to act on (:func:`nothing_to_plan`) are not planned,
-and the planner is not imported for them. Every random generator the script's next batches depend on is saved before and put back
-after: Python's, NumPy's and torch's global ones, CUDA's when CUDA is initialized, the loader's
-and its sampler's generators and those the dataset holds (``RandomSnapshot``), so the next epoch
-draws exactly what it would have drawn without codedag.
+and the planner is not imported for them. Every random generator the script's next batches
+depend on is saved before and put back after: Python's, NumPy's and torch's global ones, CUDA's
+when CUDA is initialized, the loader's and its sampler's generators and those the dataset holds
+(``RandomSnapshot``), so the next epoch draws exactly what it would have drawn without codedag.
 
 The budget is checked between measurements (the optimizer's progress callback), so a plan stops
 at most one measurement past it. Log records of a failed attempt are dropped: the caller reports
@@ -72,8 +72,9 @@ def nothing_to_plan(dag: ExecutionDAG) -> str | None:
     from codedag.backends.libraries import library_facts
     from codedag.backends.sources import file_source
 
-    others = [f for f in library_facts() if "torch" not in f.modules]
-    torch_spaces = {s for f in library_facts() if "torch" in f.modules for s in f.namespaces}
+    known = library_facts()
+    others = [f for f in known if "torch" not in f.modules]
+    torch_spaces = {s for f in known if "torch" in f.modules for s in f.namespaces}
     for value in dag.values():
         if any(f.owns(value.type_name) for f in others):
             return None

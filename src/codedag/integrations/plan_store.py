@@ -19,7 +19,6 @@ validated :class:`~codedag.plan.MigrationPlan` with what it was made for.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import inspect
 import json
@@ -49,8 +48,6 @@ RECORD_FORMAT = 1
 KEY_NAME = re.compile(r"[0-9a-f]{24}\.json")
 """The name of a plan file: its key (24 hex digits) and ``.json``."""
 MAX_PLAN_BYTES = 64 * 2**20
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _LIBRARIES = ("torch", "numpy", "cv2", "PIL", "librosa", "scipy")
 _reported: set[Path] = set()
 """Plan files whose refusal :func:`load_plan` warned about in this process."""
@@ -156,27 +153,14 @@ def _iso(seconds: float) -> str:
 def _read_bytes(name: str, folder: int) -> tuple[bytes, os.stat_result]:
     """The bytes of the file ``name`` in the folder descriptor ``folder``: not through a link,
     a regular file this user owns, at most :data:`MAX_PLAN_BYTES`."""
-    from codedag.store.trust import Refused, check_owner
+    from codedag.store.trust import Refused, read_own_file
 
     try:
-        descriptor = os.open(name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK, dir_fd=folder)
+        return read_own_file(name, MAX_PLAN_BYTES, folder)
+    except Refused as error:
+        raise Unreadable(str(error)) from None
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise Unreadable("a symbolic link (plans are never read through one)") from None
         raise Unreadable(error.strerror or type(error).__name__) from None
-    try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            raise Unreadable("not a regular file")
-        try:
-            check_owner(info, "the file")
-        except Refused as error:
-            raise Unreadable(str(error)) from None
-        if info.st_size > MAX_PLAN_BYTES:
-            raise Unreadable(f"larger than {MAX_PLAN_BYTES >> 20} MiB")
-        return os.read(descriptor, MAX_PLAN_BYTES + 1), info
-    finally:
-        os.close(descriptor)
 
 
 def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 import threading
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,6 @@ def likely_to_plan() -> bool:
     """Whether the script imported a library codedag accelerates besides numpy, torch and
     ``random`` (cv2, PIL, librosa, ...): then its samples likely call it and a plan will be
     made. Only whether to import in the background depends on it, never what is planned."""
-    import sys
-
     from codedag.backends.libraries import library_facts
 
     return any(

@@ -37,6 +37,7 @@ SECRET_BYTES = 32
 STORE_FILES = ("data.mdb", "lock.mdb")
 _SHARED_BITS = 0o077
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a pipe planted at a name must not hang its open
 _CHECKED = hasattr(os, "getuid") and _NOFOLLOW != 0
 """Owners and modes are POSIX's: elsewhere folders are made without checks."""
 
@@ -115,6 +116,34 @@ def check_owner(info: os.stat_result, what: str) -> None:
     """
     if _CHECKED and info.st_uid != os.getuid():
         raise Refused(f"{what} belongs to uid {info.st_uid}, not to this user ({os.getuid()})")
+
+
+def read_own_file(
+    path: str | os.PathLike[str], limit: int, folder: int | None = None
+) -> tuple[bytes, os.stat_result]:
+    """The bytes of ``path`` (relative to the folder descriptor ``folder`` when given): not
+    through a link, a regular file this user owns, at most ``limit`` bytes.
+
+    Raises:
+        Refused: a symbolic link, not a regular file, another user's, or larger than ``limit``.
+        OSError: it cannot be opened (absent, say).
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK, dir_fd=folder)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise Refused("a symbolic link (never read through one)") from None
+        raise
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise Refused("not a regular file")
+        check_owner(info, "the file")
+        if info.st_size > limit:
+            raise Refused(f"larger than {limit >> 20} MiB")
+        return os.read(descriptor, limit + 1), info
+    finally:
+        os.close(descriptor)
 
 
 def _check_owned(info: os.stat_result, what: str) -> None:

@@ -9,10 +9,9 @@ C call. The median over a few repetitions is kept (robust to preemption).
 Measuring takes 0.05-0.1 s, most of what tracing a few samples costs, so each measurement is
 kept in ``tracer_costs.json`` in the user cache directory (``$CODEDAG_CACHE_DIR``), keyed by the
 interpreter, codedag's version, the CPU model, the event source and the setting, and read back by
-later processes.
-The file only saves time: an entry that is not five finite costs between 0 and 1 ms (a file
-from elsewhere, a torn write) is measured again and replaced, and a file that cannot be read or
-written is left as it is.
+later processes. The file only saves time and is read as hostile: a link, another user's file, a
+file over 1 MiB or not JSON is not read, an entry that is not five finite costs between 0 and 1
+ms is measured again and replaced, and a file that cannot be written is left as it is.
 """
 
 from __future__ import annotations
@@ -35,6 +34,8 @@ from codedag.errors import CodeDAGError
 from codedag.trace.costs import ZERO, Calibration
 from codedag.trace.filter import FunctionFilter
 from codedag.trace.value_nodes import DataTypes
+from codedag.util.io import atomic_write_json, parse_json_bytes
+from codedag.util.paths import user_cache_dir
 
 __all__ = ["ZERO", "Calibration", "calibration"]
 
@@ -171,26 +172,28 @@ def calibration(track_memory: bool, line_level: bool = False) -> Calibration:
     with _lock:
         hit = _cache.get(key)
         if hit is None:
-            hit = _saved(key)
-        if hit is None:
-            runs = [_once(track_memory, line_level) for _ in range(_REPEATS)]
-            # A busy machine preempts some runs for a scheduler tick (milliseconds): inside the
-            # hook that lowers a run's figures, elsewhere it raises them. The median of each
-            # figure ignores both.
-            hit = Calibration(*(statistics.median(getattr(r, f) for r in runs) for f in _FIELDS))
-            _save(key, hit)
-        _cache[key] = hit
+            saved_as = _entry_key(key)
+            hit = _saved(saved_as)
+            if hit is None:
+                runs = [_once(track_memory, line_level) for _ in range(_REPEATS)]
+                # A busy machine preempts some runs for a scheduler tick (milliseconds): inside
+                # the hook that lowers a run's figures, elsewhere it raises them. The median of
+                # each figure ignores both.
+                hit = Calibration(
+                    *(statistics.median(getattr(r, f) for r in runs) for f in _FIELDS)
+                )
+                _save(saved_as, hit)
+            _cache[key] = hit
         return hit
 
 
 def costs_path() -> Path:
     """``tracer_costs.json`` in the user cache directory."""
-    from codedag.util.paths import user_cache_dir
-
     return user_cache_dir() / COSTS_FILE
 
 
 def _entry_key(key: tuple[bool, bool, bool]) -> str:
+    """The file's key of the costs of setting ``key`` on this interpreter, codedag and CPU."""
     from codedag.devices.cpus import cpu_model
     from codedag.trace.monitoring import tool_available
     from codedag.version import __version__
@@ -216,28 +219,29 @@ def _sound(entry: object) -> TypeGuard[dict[str, float]]:
 
 
 def _entries() -> dict[str, Any]:
-    """The file's entries, or none when it is missing, unreadable or not ours."""
-    from codedag.util.io import read_json
+    """The file's entries, or none when it is missing, unreadable or not ours (a link, another
+    user's, too large, not JSON)."""
+    from codedag.store.trust import read_own_file
 
     path = costs_path()
     try:
-        data = read_json(path, what="tracer costs", max_bytes=_MAX_FILE_BYTES, expect=dict)
-    except (CodeDAGError, OSError):  # missing or not ours: measured again, rewritten
+        raw, _info = read_own_file(path, _MAX_FILE_BYTES)
+        data = parse_json_bytes(raw, f"tracer costs {path}")
+    except (CodeDAGError, OSError):  # measured again, rewritten
         return {}
-    entries = data.get("entries")
+    entries = data.get("entries") if isinstance(data, dict) else None
     return entries if isinstance(entries, dict) else {}
 
 
-def _saved(key: tuple[bool, bool, bool]) -> Calibration | None:
-    entry = _entries().get(_entry_key(key))
+def _saved(entry_key: str) -> Calibration | None:
+    entry = _entries().get(entry_key)
     return Calibration(**{f: float(entry[f]) for f in _FIELDS}) if _sound(entry) else None
 
 
-def _save(key: tuple[bool, bool, bool], costs: Calibration) -> None:
-    from codedag.util.io import atomic_write_json
-
+def _save(entry_key: str, costs: Calibration) -> None:
+    # read again: another process may have kept the costs of another setting meanwhile
     entries = {k: v for k, v in _entries().items() if _sound(v)}
-    entries[_entry_key(key)] = dataclasses.asdict(costs)
+    entries[entry_key] = dataclasses.asdict(costs)
     try:
         atomic_write_json(costs_path(), {"entries": entries}, indent=None)
     except (CodeDAGError, OSError) as error:  # it only saves time
