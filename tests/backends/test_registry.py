@@ -193,3 +193,79 @@ def test_a_library_release_past_the_verified_ones_keeps_its_calls_with_it(
     assert verified.is_migratable("cv2.resize") and "cv2" not in verified.load_errors
     versions.clear()  # not installed under any of its names: nothing to compare
     assert unverified_version(FACTS) is None
+
+
+def _lazy_package(monkeypatch: pytest.MonkeyPatch, loads: list[str]) -> None:
+    """``lazypkg``: a package whose submodule ``sub`` is imported by its module ``__getattr__``
+    (as lazy_loader packages such as librosa do), recording each load."""
+    import sys
+    import types
+
+    def sub_function(x: object) -> object:
+        return x
+
+    sub_function.__module__ = "lazypkg.sub"
+    sub_function.__qualname__ = "sub_function"
+    package = types.ModuleType("lazypkg")
+
+    def load(name: str) -> object:
+        if name != "sub":
+            raise AttributeError(name)
+        loads.append(name)
+        module = types.ModuleType("lazypkg.sub")
+        module.sub_function = sub_function  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "lazypkg.sub", module)
+        package.sub = module  # type: ignore[attr-defined]
+        return module
+
+    package.__getattr__ = load  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "lazypkg", package)
+
+
+def test_filing_what_is_loaded_never_loads_a_lazy_submodule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loads: list[str] = []
+    _lazy_package(monkeypatch, loads)
+    registry = Registry()
+    registry.register(OpSpec("lazypkg.sub.sub_function", Strategy.MOVE_ONLY))
+    registry._resolve_pending("lazypkg", imports=False)  # what building the default one does
+    assert loads == []  # an imported lazy package's submodules stay unloaded
+    # a lookup asks for the function: then it is loaded, and found
+    assert registry.get("lazypkg.sub.sub_function") is not None
+    assert loads == ["sub"]
+
+
+def test_a_function_loaded_already_is_filed_without_importing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loads: list[str] = []
+    _lazy_package(monkeypatch, loads)
+    import sys
+
+    sys.modules["lazypkg"].sub  # the script's own access loads it  # noqa: B018
+    registry = Registry()
+    registry.register(OpSpec("lazypkg.sub.sub_function", Strategy.MOVE_ONLY))
+    registry._resolve_pending("lazypkg", imports=False)
+    assert "lazypkg" not in registry._pending  # filed
+    assert registry.canonical("lazypkg.sub.sub_function") == "lazypkg.sub.sub_function"
+    assert loads == ["sub"]
+
+
+def test_the_default_registry_leaves_an_imported_lazy_package_unloaded() -> None:
+    """librosa imported but never called (as torchmetrics imports it under Lightning): building
+    the registry loads none of its submodules (seconds of numba compilation)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, librosa\n"
+        "from codedag.backends.registry import build_default_registry\n"
+        "build_default_registry()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('librosa.core')))\n"
+    )
+    pytest.importorskip("librosa")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]"

@@ -197,19 +197,31 @@ class Registry:
             self._tolerances[name] = tolerance
             self._tolerances_view = None
 
-    def _resolve_pending(self, top: str) -> None:
-        """File the pending specs of the library ``top`` under canonical names, with aliases."""
+    def _resolve_pending(self, top: str, imports: bool = True) -> None:
+        """File the pending specs of the library ``top`` under canonical names, with aliases.
+
+        Without ``imports``, only functions loaded already are filed (nothing is imported: a lazy
+        package such as librosa imports its submodules on first attribute access, seconds of
+        work for a library the script may never call); the rest stay pending.
+        """
         with self._lock:
             pending = self._pending.pop(top, None)
             if not pending:
                 return
             from codedag.backends.names import canonical_name
-            from codedag.patching import resolve
+            from codedag.patching import loaded_value, resolve
 
-            public = _public_names(self._namespaces.get(top, ()))
+            public = _public_names(self._namespaces.get(top, ()), imports)
             for name, spec in pending.items():
                 try:
-                    obj = _unwrap(resolve(name)[2])
+                    obj = _unwrap(resolve(name)[2] if imports else loaded_value(name))
+                except LookupError:
+                    if not imports:  # not loaded yet: filed by a later lookup
+                        self._pending.setdefault(top, {})[name] = spec
+                        continue
+                    log.debug("cannot resolve %s", name)
+                    self._file(spec, name, (name,))
+                    continue
                 except Exception as e:  # library missing or name absent in this version
                     log.debug("cannot resolve %s: %s", name, e)
                     self._file(spec, name, (name,))
@@ -231,6 +243,9 @@ class Registry:
                 self._alias[alias] = canonical
 
     def _canonical(self, name: str) -> str:
+        known = self._alias.get(name)
+        if known is not None:
+            return known
         top = name.split(".", 1)[0]
         if top in self._pending:
             self._resolve_pending(top)
@@ -285,12 +300,15 @@ class Registry:
         return out
 
 
-def _public_names(namespaces: tuple[str, ...]) -> dict[int, list[str]]:
-    """``{id(object): [module.attr, ...]}`` of the public callables of imported namespaces."""
+def _public_names(namespaces: tuple[str, ...], imports: bool = True) -> dict[int, list[str]]:
+    """``{id(object): [module.attr, ...]}`` of the public callables of the namespaces (imported
+    first, unless ``imports`` is false: then only those imported already)."""
     found: dict[int, list[str]] = {}
     for module_name in namespaces:
         module = sys.modules.get(module_name)
         if module is None:
+            if not imports:
+                continue
             try:
                 module = importlib.import_module(module_name)
             except Exception:  # an optional library or submodule missing: no aliases from it
@@ -366,10 +384,10 @@ def build_default_registry() -> Registry:
     for module in ops_modules():
         _load_ops_module(registry, module)
     for library in list(registry.libraries.values()):
-        # libraries imported already (by the backends, or the user): cheap to resolve now
+        # what libraries imported already (by the backends, or the user) hold: cheap to file now
         for top in library.facts.modules:
             if top in sys.modules:
-                registry._canonical(f"{top}.")
+                registry._resolve_pending(top, imports=False)
     return registry
 
 

@@ -74,6 +74,7 @@ class PatchRecord:
 
 
 _DESCRIPTORS = (staticmethod, classmethod)
+_MISSING = object()
 
 
 def resolve(qualified_name: str) -> tuple[Any, str, Any]:
@@ -115,11 +116,46 @@ def resolve(qualified_name: str) -> tuple[Any, str, Any]:
     attribute = parts[-1]
     if not hasattr(owner, attribute):
         raise MigrationError(f"{qualified_name!r}: {owner!r} has no attribute {attribute!r}")
-    # For classes, read the raw attribute so staticmethod/classmethod wrappers are preserved.
-    current = owner.__dict__[attribute] if attribute in getattr(owner, "__dict__", {}) else None
-    if current is None:
-        current = getattr(owner, attribute)
-    return owner, attribute, current
+    return owner, attribute, _raw(owner, attribute)
+
+
+def loaded_value(qualified_name: str) -> Any:
+    """The current value of ``qualified_name`` without importing anything.
+
+    Only modules already in ``sys.modules`` and their own attributes are read: a module's
+    ``__getattr__`` is never called, since lazy packages (librosa, SciPy) import a submodule
+    through it, which can take seconds.
+
+    Raises:
+        LookupError: a module on the path is not imported yet, or an attribute is missing.
+    """
+    parts = qualified_name.split(".")
+    split = next((i for i in range(len(parts) - 1, 0, -1) if ".".join(parts[:i]) in sys.modules), 0)
+    if split == 0:
+        raise LookupError(f"{qualified_name!r}: its module is not imported")
+    owner: Any = sys.modules[".".join(parts[:split])]
+    for i in range(split, len(parts)):
+        part = parts[i]
+        if isinstance(owner, ModuleType):
+            found = vars(owner).get(part, _MISSING)
+            if found is _MISSING:
+                found = sys.modules.get(".".join(parts[: i + 1]), _MISSING)
+            if found is _MISSING:
+                raise LookupError(f"{qualified_name!r}: {owner.__name__}.{part} is not loaded")
+            owner = found
+        else:
+            try:
+                owner = getattr(owner, part) if i < len(parts) - 1 else _raw(owner, part)
+            except AttributeError as error:
+                raise LookupError(f"{qualified_name!r}: {error}") from None
+    return owner
+
+
+def _raw(owner: Any, attribute: str) -> Any:
+    """``owner.attribute``, read from the class's own dict where it is there (so static and
+    class methods keep their wrappers, as :func:`resolve` returns them)."""
+    own = getattr(owner, "__dict__", {})
+    return own[attribute] if attribute in own else getattr(owner, attribute)
 
 
 def _skip_packages(original: object, owner: object) -> set[str]:
