@@ -3,13 +3,11 @@ per malformed dict, and older files' missing fields taking their defaults."""
 
 from __future__ import annotations
 
-import gc
-
 import pytest
 
 from codedag.errors import SchemaError
 from codedag.graph.nodes import CallNode, ValueNode
-from codedag.graph.serialize import call_dict, fast_node, gc_paused, node_from_dict, value_dict
+from codedag.graph.serialize import call_dict, fast_node, node_from_dict, value_dict
 
 CALL = CallNode(3, "cv2.resize", "f#0/cv2.resize#0", "a.py:4", 1, 900, 800, 64, ["x"], "y", True)
 VALUE = ValueNode(4, "ndarray", 1, "numpy.ndarray", [2, 3], "uint8", 6, "cpu")
@@ -44,17 +42,3 @@ def test_the_checked_parser_names_what_is_wrong() -> None:
 def test_fields_missing_from_older_files_take_their_defaults() -> None:
     node = node_from_dict({"kind": "value", "id": 7, "name": "Tensor"})
     assert node == ValueNode(7, "Tensor")
-
-
-def test_gc_is_paused_inside_and_restored_after() -> None:
-    assert gc.isenabled()
-    with gc_paused():
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()  # it was off before: it stays off
-    finally:
-        gc.enable()

@@ -26,10 +26,10 @@ from codedag.graph.nodes import EDGE_KINDS, SCHEMA_VERSION, CallNode, Edge, Node
 from codedag.graph.serialize import (
     call_dict,
     fast_node,
-    gc_paused,
     node_from_dict,
     value_dict,
 )
+from codedag.util.gc_pause import gc_paused
 
 __all__ = [
     "EDGE_KINDS",

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator
 from typing import Any
 
 from codedag.errors import SchemaError
@@ -62,18 +59,6 @@ def node_from_dict(raw: Any) -> Node:
             )
         kwargs[name] = value
     return cls(**kwargs)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC: building millions of acyclic objects triggers useless full passes."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def call_dict(n: CallNode) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from codedag.errors import ConfigError
 from codedag.integrations import prefetch
 from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
+from codedag.util.gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from codedag.plan import MigrationPlan
@@ -266,6 +267,7 @@ class LoaderWatch:
         self.results.plan_key = plan_key(self.loader, self.results.device)
         return self.results.plan_key
 
+    @gc_paused()
     def _apply_stored(self) -> None:
         if not self.settings.store_plans or self.settings.replan:
             return
@@ -284,6 +286,7 @@ class LoaderWatch:
         if self._apply(stored.plan):
             self.results.plan_status += " (stored plan)"
 
+    @gc_paused()
     def _plan_and_apply(self, indices: Any = None) -> None:
         """Trace, plan and apply; ``indices``: those of the warm-up batch (0 workers), traced in
         place of a new epoch's first batch and then stored in the prefix cache."""
@@ -375,6 +378,7 @@ class LoaderWatch:
         )
 
     # ------------------------------------------------------------------ the end
+    @gc_paused()
     def close(self) -> AcceleratedRun:
         """Seal an open epoch, restore the plan's patches and return the results (idempotent)."""
         with self._lock:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import heapq
 import os
 import sys
@@ -36,6 +35,7 @@ from codedag.trace.records import (
     SITE,
 )
 from codedag.trace.value_nodes import format_dtype, format_shape, short_repr, value_summary
+from codedag.util.gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from codedag.trace.session_state import SessionState
@@ -68,13 +68,8 @@ class DAGBuilder:
         self, session: SessionState, calibration: Calibration, metadata: dict[str, Any]
     ) -> ExecutionDAG:
         """Build the DAG from ``session``'s records and keep it as ``self.dag``."""
-        enabled = gc.isenabled()
-        gc.disable()  # only acyclic objects are made here; GC passes would only slow it down
-        try:
+        with gc_paused():  # only acyclic objects are made here; GC passes would only slow it down
             dag = _Build(session, calibration).dag(metadata)
-        finally:
-            if enabled:
-                gc.enable()
         self.dag = dag
         return dag
 

@@ -6,6 +6,8 @@
   each name is imported on first use
 * :mod:`.forks`: Fork hooks run in a declared order: what a forked child resets comes before what
   reads it
+* :mod:`.gc_pause`: Pause Python's cyclic garbage collector around work that makes many
+  long-lived objects
 * :mod:`.io`: Files in and out: atomic writes, and the one checked JSON reader for every file
   codedag reads
 * :mod:`.logs`: Logging set-up for the CLI and scripts
