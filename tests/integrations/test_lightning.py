@@ -12,6 +12,7 @@ from monitor_helpers import RecordingSink
 
 from codedag.errors import ConfigError
 from codedag.integrations import lightning as integration
+from codedag.integrations import lightning_base
 from codedag.monitor.experiment import ExperimentMonitor
 
 pl = pytest.importorskip(
@@ -112,6 +113,6 @@ def test_the_callback_makes_its_monitor_and_feeds_the_trainers_loggers(tmp_path:
 def test_without_lightning_the_callback_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(integration, "_Callback", None)
+    monkeypatch.setattr(lightning_base, "Callback", None)
     with pytest.raises(ConfigError, match=r"codedag\[lightning\]"):
         integration.CodedagCallback()

@@ -14,8 +14,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.errors import ConfigError
-from codedag.integrations import lightning as lightning_integration
 from codedag.integrations import lightning_accelerate as integration
+from codedag.integrations import lightning_base
 from codedag.integrations.run_results import load_run_results
 
 pl = pytest.importorskip(
@@ -165,7 +165,7 @@ def test_is_train_loader_finds_loaders_in_lists_and_dicts() -> None:
 def test_without_lightning_the_callback_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(lightning_integration, "_Callback", None)
+    monkeypatch.setattr(lightning_base, "Callback", None)
     with pytest.raises(
         ConfigError, match=r"AccelerateCallback needs lightning: .*codedag\[lightning\]"
     ):

@@ -13,6 +13,8 @@
 * :mod:`.watch`: One DataLoader watched through its epochs: timed, planned, accelerated
 * :mod:`.lightning`: One callback monitors a Lightning ``Trainer.fit``: the ExperimentMonitor's
   records, its sinks, and codedag's figures in the trainer's own loggers
+* :mod:`.lightning_base`: Lightning's ``Callback`` class, whichever package provides it, without
+  importing codedag's monitor
 * :mod:`.lightning_accelerate`: One callback accelerates a Lightning ``Trainer.fit``'s training
   DataLoader: planned in its first epoch, the plan applied from then on
 

@@ -27,7 +27,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from codedag.errors import ConfigError
+from codedag.integrations.lightning_base import Callback as _Callback
+from codedag.integrations.lightning_base import require_lightning
 from codedag.monitor.callbacks import MonitorCallback
 from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.probes import ResourceSample
@@ -36,34 +37,6 @@ from codedag.monitor.resources import sample_rows
 from codedag.monitor.sinks.base import Sink
 from codedag.monitor.sinks.names import STEP, resource_name, summary_name
 from codedag.monitor.sinks.window import StepWindow
-
-
-def _lightning_callback_class() -> type | None:
-    """``lightning.pytorch.Callback`` (or pytorch_lightning's), ``None`` when neither imports."""
-    try:
-        from lightning.pytorch import Callback
-
-        return Callback
-    except ImportError:
-        pass
-    try:
-        from pytorch_lightning import Callback as LegacyCallback
-
-        return LegacyCallback
-    except ImportError:
-        return None
-
-
-_Callback = _lightning_callback_class()
-
-
-def require_lightning(name: str, instead: str) -> None:
-    """Raise :class:`ConfigError` saying that ``name`` needs lightning and what to do ``instead``,
-    when neither lightning nor pytorch_lightning is installed."""
-    if _Callback is None:
-        raise ConfigError(
-            f"{name} needs lightning: pip install 'codedag[lightning]' (or {instead})"
-        )
 
 
 class TrainerLoggersSink(Sink):

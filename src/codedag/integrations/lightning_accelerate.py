@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from codedag.errors import ConfigError
 from codedag.integrations.accelerate import ScriptWatch
-from codedag.integrations.lightning import _Callback, require_lightning
+from codedag.integrations.lightning_base import Callback as _Callback
+from codedag.integrations.lightning_base import require_lightning
 from codedag.integrations.run_results import AcceleratedRun
 from codedag.integrations.watch import WatchSettings
 
