@@ -332,3 +332,30 @@ def _stop_error(tracer: EnhancedTracer) -> str:
     except TraceError as error:
         return str(error)
     return ""
+
+
+def test_a_cprofile_running_before_is_running_again_after() -> None:
+    """cProfile's hook, written in C, is not a callable: put back with sys.setprofile it would
+    raise in the program's next call. It keeps counting after the window."""
+    import cProfile
+
+    profiler = cProfile.Profile()
+    tracer = EnhancedTracer()
+    profiler.enable()
+    try:
+        before = sys.getprofile()
+        with tracer.tracing_context():
+            pipelines.helper(1)
+        restored = sys.getprofile()
+        pipelines.helper(2)  # raised TypeError when the hook came back as a Python function
+    finally:
+        profiler.disable()
+    assert restored is before
+    assert "trace_pipelines.helper" in [n.name for n in tracer.dag.calls()]
+    profiler.create_stats()
+    calls = [
+        stat[1]
+        for where, stat in profiler.stats.items()
+        if where[2] == "helper"  # type: ignore[attr-defined]
+    ]
+    assert calls and sum(calls) >= 1  # the call after the window was counted

@@ -150,7 +150,7 @@ class Session(SessionState):
         if self.use_monitoring:
             monitoring.stop(self)
         else:
-            sys.setprofile(self._previous_profile)
+            _restore_profile(self._previous_profile)
             if self.line_level:
                 sys.settrace(self._previous_trace)
         self.t_stop_ns = self.meter.clock()
@@ -164,6 +164,25 @@ class Session(SessionState):
             if gc.get_threshold() == (GC_WINDOW_THRESHOLD, *self._gc_threshold[1:]):
                 gc.set_threshold(*self._gc_threshold)  # unless the traced code changed it
         self.tracker.clear()
+
+
+def _restore_profile(previous: object) -> None:
+    """Give ``sys.setprofile`` back to what held it before the window.
+
+    A profiler written in C (cProfile's) installs its hook with ``enable()`` and shows as its
+    object in ``sys.getprofile()``, which is not callable: passed to ``sys.setprofile`` it would
+    raise in the traced program's next call, so it is enabled again instead (its counts miss
+    the window).
+    """
+    if previous is None or callable(previous):
+        sys.setprofile(previous)
+        return
+    enable = getattr(previous, "enable", None)
+    sys.setprofile(None)
+    if callable(enable):
+        enable()
+    else:
+        log.warning("codedag: the profiler %r set before tracing could not be restored", previous)
 
 
 def _after_fork_in_child() -> None:
