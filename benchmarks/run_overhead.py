@@ -14,6 +14,11 @@ against ``python -m codedag run -- python SCRIPT`` (codedag), in ``--rounds`` in
   (the process and its DataLoader workers: less disturbed by other work on a busy machine), and
   their ratios;
   whether the losses the script prints are the same (they must be).
+  ``--way`` picks how kaggle's codedag variant gets codedag: ``run`` (the default, the script
+  unmodified under ``codedag run``), ``accelerate`` (a ``loader = codedag.accelerate(loader)``
+  line in the script, which the plain variant skips) or ``lightning`` (the same training as a
+  LightningModule under ``Trainer.fit``, with codedag's ``AccelerateCallback`` in the codedag
+  variant; the data wait is then the time between batches, Lightning's hooks included).
 * ``slices``: a Dataset that only slices rows of a tensor in memory: nothing to gain, so the
   whole run's time ratio is what codedag costs (the goal: within 3 %), first run and second.
 
@@ -29,6 +34,7 @@ imports, which a longer training run pays once. It measures; it asserts nothing.
 
     python benchmarks/run_overhead.py [--rounds 3] [--images 512] [--epochs 3] [--json]
     python benchmarks/run_overhead.py --rounds 1 --images 64 --slice-samples 2048  # a quick check
+    python benchmarks/run_overhead.py --only kaggle --images 64 --way lightning
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from torch.utils.data import DataLoader, Dataset
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
 SETTINGS = {settings!r}
+OUT = os.environ.get("BENCH_CODEDAG_OUT")  # set: the accelerate way's codedag variant
 
 
 class ImageFiles(Dataset):
@@ -94,6 +101,10 @@ def main():
         ImageFiles(files), batch_size=SETTINGS["batch_size"], shuffle=True,
         num_workers=SETTINGS["workers"],
     )
+    if SETTINGS["accelerate"] and OUT:
+        import codedag
+
+        train = codedag.accelerate(train, replan=os.environ.get("BENCH_REPLAN") == "1")
     net = model()
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     for epoch in range(SETTINGS["epochs"]):
@@ -114,6 +125,106 @@ def main():
             total += loss.item()
         print(f"epoch {{epoch}} loss {{total!r}}", flush=True)
         print(f"timing {{epoch}} {{wait_s!r}} {{time.perf_counter() - start!r}}", flush=True)
+    if SETTINGS["accelerate"] and OUT:
+        from codedag.integrations.accelerate import release
+
+        release(train).save(OUT)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+LIGHTNING = """\
+import glob, os, sys, time, warnings
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+import lightning.pytorch as pl
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
+SETTINGS = {settings!r}
+OUT = os.environ.get("BENCH_CODEDAG_OUT")  # set: the callback's variant
+
+
+class ImageFiles(Dataset):
+    def __init__(self, files):
+        self.files = files
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        img = cv2.imread(self.files[i])
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        img = cv2.resize(img, (SETTINGS["input_px"], SETTINGS["input_px"]))
+        if np.random.rand() < 0.5:
+            img = cv2.flip(img, 1)
+        x = torch.from_numpy(img.astype(np.float32) / 255.0).permute(2, 0, 1)
+        return x, i % 10
+
+
+class Net(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(), torch.nn.Linear(32, 10),
+        )
+
+    def training_step(self, batch, index):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+class Timing(pl.Callback):
+    \"\"\"Time between batches (the loader's next() and Lightning's own hooks) and the losses.\"\"\"
+
+    def on_train_epoch_start(self, trainer, module):
+        self.total, self.wait_s = 0.0, 0.0
+        self.start = self.mark = time.perf_counter()
+
+    def on_train_batch_start(self, trainer, module, batch, index):
+        self.wait_s += time.perf_counter() - self.mark
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, index):
+        self.total += outputs["loss"].item()
+        self.mark = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer, module):
+        now = time.perf_counter()
+        self.wait_s += now - self.mark
+        epoch = trainer.current_epoch
+        print(f"epoch {{epoch}} loss {{self.total!r}}", flush=True)
+        print(f"timing {{epoch}} {{self.wait_s!r}} {{now - self.start!r}}", flush=True)
+
+
+def main():
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    np.random.seed(0)
+    files = sorted(glob.glob(os.path.join(ROOT, "*.png")))
+    train = DataLoader(
+        ImageFiles(files), batch_size=SETTINGS["batch_size"], shuffle=True,
+        num_workers=SETTINGS["workers"],
+    )
+    callbacks = [Timing()]
+    if OUT:
+        from codedag.integrations.lightning_accelerate import AccelerateCallback
+
+        callbacks.append(AccelerateCallback(OUT, replan=os.environ.get("BENCH_REPLAN") == "1"))
+    trainer = pl.Trainer(
+        max_epochs=SETTINGS["epochs"], accelerator="cpu", devices=1, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        callbacks=callbacks,
+    )
+    trainer.fit(Net(), train_dataloaders=train)
 
 
 if __name__ == "__main__":
@@ -172,6 +283,14 @@ if __name__ == "__main__":
 """
 
 
+WAYS = {
+    "run": "codedag run -- python train.py",
+    "accelerate": "loader = codedag.accelerate(loader) in the script",
+    "lightning": "Lightning Trainer.fit with codedag's AccelerateCallback",
+}
+"""How the kaggle script's codedag variant gets codedag (``--way``)."""
+
+
 @dataclass
 class Run:
     """One subprocess run of a script: its wall and CPU time, per-epoch figures and losses."""
@@ -218,14 +337,23 @@ def write_images(folder: Path, count: int, side_px: int) -> None:
 
 
 def run_script(
-    script: Path, codedag: bool, env: dict[str, str], out: Path | None, replan: bool = False
+    script: Path,
+    codedag: bool,
+    env: dict[str, str],
+    out: Path | None,
+    replan: bool = False,
+    way: str = "run",
 ) -> Run:
-    """Run ``script`` plainly or under ``codedag run`` (``--replan``: ignore a stored plan);
-    parse what it prints."""
+    """Run ``script`` plainly or with codedag (``way``: under ``codedag run``, or the script's own
+    ``codedag.accelerate`` line or Lightning callback, which ``BENCH_CODEDAG_OUT`` turns on;
+    ``replan``: ignore a stored plan); parse what it prints."""
     command = [sys.executable]
-    if codedag:
+    env = dict(env)
+    if codedag and way == "run":
         command += ["-m", "codedag", "run", "--out", str(out), *(["--replan"] if replan else [])]
         command += ["--", "python"]
+    elif codedag:
+        env.update(BENCH_CODEDAG_OUT=str(out), BENCH_REPLAN="1" if replan else "0")
     command.append(script.name)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -282,13 +410,15 @@ def environment(work: Path, caches: Path, cold: bool) -> dict[str, str]:
     return env
 
 
-def measure(script: Path, rounds: int, work: Path, cold: bool) -> dict[str, Variant]:
+def measure(
+    script: Path, rounds: int, work: Path, cold: bool, way: str = "run"
+) -> dict[str, Variant]:
     """``rounds`` interleaved rounds of plain, codedag's first run (``--replan``) and its second
     run, after one untimed run of each (bytecode compiled, files in the page cache, calibrations
     measured unless ``cold``)."""
     warm = work / "warm-up"
     run_script(script, False, environment(work, warm, cold), None)
-    run_script(script, True, environment(work, warm, cold), warm / "out")
+    run_script(script, True, environment(work, warm, cold), warm / "out", way=way)
     clear_prefix_cache(warm / "prefix")
     variants = {name: Variant(name) for name in ("plain", "codedag", "codedag 2nd run")}
     for r in range(rounds):
@@ -298,9 +428,9 @@ def measure(script: Path, rounds: int, work: Path, cold: bool) -> dict[str, Vari
             if name == "plain":
                 variants["plain"].runs.append(run_script(script, False, env, None))
                 continue
-            first = run_script(script, True, env, caches / "out1", replan=True)
+            first = run_script(script, True, env, caches / "out1", replan=True, way=way)
             variants["codedag"].runs.append(first)
-            again = run_script(script, True, env, caches / "out2")
+            again = run_script(script, True, env, caches / "out2", way=way)
             variants["codedag 2nd run"].runs.append(again)
         clear_prefix_cache(caches / "prefix")
         print(f"  round {r + 1} of {rounds} done", file=sys.stderr, flush=True)
@@ -404,6 +534,13 @@ def main() -> None:
     )
     parser.add_argument("--only", choices=("kaggle", "slices"), help="run one script only")
     parser.add_argument(
+        "--way",
+        choices=WAYS,
+        default="run",
+        help="how kaggle gets codedag: `codedag run` (the default), a `codedag.accelerate(loader)` "
+        "line in the script, or Lightning's Trainer.fit with the AccelerateCallback",
+    )
+    parser.add_argument(
         "--cold",
         action="store_true",
         help="fresh calibrations in every round (codedag's very first run on a machine)",
@@ -422,12 +559,14 @@ def main() -> None:
                 "batch_size": args.batch_size,
                 "workers": args.workers,
                 "epochs": args.epochs,
+                "accelerate": args.way == "accelerate",
             }
             script = folder / "train.py"
-            script.write_text(KAGGLE.format(settings=settings))
-            variants = measure(script, args.rounds, folder, args.cold)
+            text = LIGHTNING if args.way == "lightning" else KAGGLE
+            script.write_text(text.format(settings=settings))
+            variants = measure(script, args.rounds, folder, args.cold, args.way)
             title = (
-                f"kaggle: {args.images} PNG files of {args.image_px} px, cv2 decode, resize to "
+                f"kaggle ({WAYS[args.way]}): {args.images} PNG files of {args.image_px} px, cv2 decode, resize to "
                 f"{args.input_px} px, random flip, batch {args.batch_size}, "
                 f"{args.workers} workers, small CNN, {args.epochs} epochs, {args.rounds} rounds"
             )
