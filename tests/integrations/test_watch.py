@@ -303,3 +303,33 @@ def test_places_nothing_reads_every_section_of_the_plan() -> None:
     assert not places_nothing(MigrationPlan.from_dict(placed))
     mapped_only = {"context_device_map": {"ds.get/cv2.flip#0": "cpu"}, "calls": [kept]}
     assert not places_nothing(MigrationPlan.from_dict(mapped_only))
+
+
+def test_tracing_planning_and_applying_run_with_the_collector_paused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each full GC pass walks the training process's heap (0.1-0.3 s with torch and Lightning
+    loaded): the watch's one-off work runs without them, and the collector is back after."""
+    import gc
+
+    from codedag.integrations import autoplan
+
+    seen: list[bool] = []
+    plan_loader = autoplan.plan_loader
+
+    def planning(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return plan_loader(*args, **kwargs)
+
+    monkeypatch.setattr(autoplan, "plan_loader", planning)
+    loader = DataLoader(Resized(), batch_size=4)
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    try:
+        for _ in range(2):
+            list(watch.iterate(lambda: DataLoader.__iter__(loader)))
+            assert gc.isenabled()  # between the watch's steps, the script's collector runs
+    finally:
+        watch.close()
+    assert seen == [False]
+    assert watch.results.plan_status != "skipped", watch.results.plan_reason
+    assert gc.isenabled()
