@@ -269,3 +269,43 @@ def test_the_default_registry_leaves_an_imported_lazy_package_unloaded() -> None
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_lookup_of_a_loaded_function_loads_no_other_submodule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An audio pipeline calls librosa.load only: looking its name up files what is loaded and
+    leaves the other declared functions' lazy submodules unloaded."""
+    import sys
+    import types
+
+    loads: list[str] = []
+    _lazy_package(monkeypatch, loads)
+
+    def other_function(x: object) -> object:
+        return x
+
+    other_function.__module__ = "lazypkg.other"
+    package = sys.modules["lazypkg"]
+    lazy = package.__getattr__
+
+    def load(name: str) -> object:
+        if name != "other":
+            return lazy(name)
+        loads.append(name)
+        module = types.ModuleType("lazypkg.other")
+        module.other_function = other_function  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "lazypkg.other", module)
+        package.other = module  # type: ignore[attr-defined]
+        return module
+
+    package.__getattr__ = load  # type: ignore[attr-defined]
+    registry = Registry()
+    registry.register(OpSpec("lazypkg.sub.sub_function", Strategy.MOVE_ONLY))
+    registry.register(OpSpec("lazypkg.other.other_function", Strategy.MOVE_ONLY))
+    registry._resolve_pending("lazypkg", imports=False)
+    package.sub  # the pipeline's own call loads its submodule  # noqa: B018
+    assert registry.get("lazypkg.sub.sub_function") is not None
+    assert loads == ["sub"]  # "other" stays unloaded
+    assert registry.get("lazypkg.other.other_function") is not None  # asked for: loaded
+    assert loads == ["sub", "other"]

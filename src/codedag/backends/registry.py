@@ -247,8 +247,10 @@ class Registry:
         if known is not None:
             return known
         top = name.split(".", 1)[0]
-        if top in self._pending:
-            self._resolve_pending(top)
+        if top in self._pending:  # what was loaded since, then (still unknown) everything
+            self._resolve_pending(top, imports=False)
+            if name not in self._alias and top in self._pending:
+                self._resolve_pending(top)
         return self._alias.get(name, name)
 
     # -- queries ---------------------------------------------------------------------------
