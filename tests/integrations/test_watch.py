@@ -333,3 +333,44 @@ def test_tracing_planning_and_applying_run_with_the_collector_paused(
     assert seen == [False]
     assert watch.results.plan_status != "skipped", watch.results.plan_reason
     assert gc.isenabled()
+
+
+def test_persistent_workers_get_the_plan_before_they_fork(tmp_path: Any, monkeypatch: Any) -> None:
+    """Workers that persist keep the code they forked with: the plan is made before the first
+    epoch starts them, so their cache stores epoch 1 and serves epochs 2 and 3, and every batch
+    equals the loader's own (the flips draw from each worker's NumPy state, kept across epochs)."""
+    from codedag.migrate.cache.session import Session
+
+    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
+    judge = Session.judge  # tiny images: storing is judged to pay, whatever this machine times
+    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    paths = _png_files(tmp_path, 12)
+
+    def make() -> DataLoader:  # type: ignore[type-arg]
+        return DataLoader(
+            PngFiles(paths),
+            batch_size=4,
+            shuffle=True,
+            generator=torch.Generator(),
+            num_workers=2,
+            persistent_workers=True,
+        )
+
+    plain = make()
+    expected = _epochs(plain, lambda: iter(plain), 3)
+    plain._iterator = None  # type: ignore[attr-defined]  # its workers end
+    loader = make()
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False, first_epoch="all"))
+    try:
+        got = _epochs(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)), 3)
+    finally:
+        loader._iterator = None  # type: ignore[attr-defined]  # its workers end: their counts
+        results = watch.close()
+    assert results.plan_status == "applied", results.plan_reason
+    assert [e.planned for e in results.epochs] == [True, True, True]
+    assert results.cache["stored"] == 12  # stored by the workers in epoch 1
+    assert results.cache["hits"] == 24  # read back in epochs 2 and 3
+    for want_epoch, got_epoch in zip(expected, got, strict=True):
+        for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
+            assert torch.equal(want_i, got_i)
+            assert torch.equal(want_x, got_x)

@@ -15,7 +15,8 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
   workers after the first epoch's first batch (the fetch is this process's, so the plan serves
   the rest of the epoch and its cache stores what the second epoch reads), with workers once the
   first epoch has ended (its iterator exhausted, or the loader iterated again), before the next
-  epoch starts; a plan that changes nothing (no function replaced, no batched chain, prefix
+  epoch starts, and with persistent workers (which keep the code they forked with) before the
+  first epoch starts them; a plan that changes nothing (no function replaced, no batched chain, prefix
   cache, lookup table or loader setting) is restored at once and reported as ``nothing to
   apply``;
 * on :meth:`close`, restores everything the plan patched and fills the run's results.
@@ -190,9 +191,11 @@ class LoaderWatch:
         with self._lock:
             if self._open is not None:
                 self._epoch_ended(self._open, complete=False)  # the script stopped reading early
+            start = time.perf_counter()
             if not self.results.epochs and not self._tried:
                 self._apply_stored()
-            start = time.perf_counter()
+            if not self.results.epochs and not self._tried and self._workers_persist():
+                self._plan_and_apply()  # before its workers fork: they keep the code they fork with
             inner = make_iterator()
             if not self.results.epochs and not self._tried and self._fetches_here():
                 self._first_indices = _record_first_indices(inner)
@@ -243,6 +246,11 @@ class LoaderWatch:
 
     def _fetches_here(self) -> bool:
         return getattr(self.loader, "num_workers", 1) == 0
+
+    def _workers_persist(self) -> bool:
+        """Whether the loader's workers, once forked, serve every epoch: a plan applied after
+        they fork never reaches them, so it is made before the first epoch starts them."""
+        return not self._fetches_here() and bool(getattr(self.loader, "persistent_workers", False))
 
     def _prefetches(self) -> bool:
         """Whether to import the planner in the background: with workers (it has the first
