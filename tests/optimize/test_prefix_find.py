@@ -174,3 +174,28 @@ def test_a_first_call_reading_an_undeclared_file_says_why_it_starts_no_chain(tmp
     section = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)
     assert [s.reason for s in section.skipped] == [skipped.reason]
     assert skipped.reason in section.note
+
+
+class DecodedStream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """The same decode as Decoded, yielded by an iterable data set."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for data in ENCODED:
+            image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+            yield torch.from_numpy(cv2.resize(image, (32, 32)))
+
+
+def test_an_iterable_data_set_is_named_as_why_no_chain_is_found() -> None:
+    from codedag.integrations.watch import decisions
+    from codedag.plan import MigrationPlan
+    from codedag.plan.cache import CacheSection
+
+    tracer, _ = trace_dataloader(DataLoader(DecodedStream(), batch_size=4), warmup=0)
+    found = find_prefixes(tracer.dag)
+    assert found.chains == []
+    assert "DecodedStream) is iterable" in found.note and "__getitem__" in found.note
+    # a run's summary says it, as a kept row of the cache section
+    section = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)
+    plan = MigrationPlan(context_device_map={}, cache=CacheSection.model_validate(section))
+    _moved, kept = decisions(plan)
+    assert [(k.section, k.reason) for k in kept] == [("cache", found.note)]

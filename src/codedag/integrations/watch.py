@@ -482,10 +482,17 @@ def decisions(plan: MigrationPlan) -> tuple[list[Decision], list[Decision]]:
             what=name, section="batched", where=plan.batched.device or "", reason=chain.reason
         )
         (moved if chain.batched else kept).setdefault((name, "batched"), row)
-    for cached in plan.cache.chains if plan.cache is not None else []:
+    cache = plan.cache
+    for cached in cache.chains if cache is not None else []:
         name = " -> ".join(cached.steps or [cached.id])
         row = Decision(what=name, section="cache", where="prefix cache", reason=cached.reason)
         (moved if cached.cached else kept).setdefault((name, "cache"), row)
+    if cache is not None and not cache.chains:  # no chain to weigh: say why, once per source
+        unread = [(s.function, s.reason) for s in cache.skipped]
+        unread = unread or ([("samples", cache.note)] if cache.note else [])
+        for what, reason in unread:
+            row = Decision(what=what, section="cache", where="prefix cache", reason=reason)
+            kept.setdefault((what, "cache"), row)
     return list(moved.values()), list(kept.values())
 
 

@@ -453,7 +453,13 @@ def find_prefixes(dag: Any) -> PrefixFound:
     length = info.get("dataset_len")
     dataset_len = length if isinstance(length, int) and not isinstance(length, bool) else None
     if not samples:
-        return PrefixFound([], 0, dataset_len, "the trace holds no DataLoader samples")
+        note = "the trace holds no DataLoader samples"
+        if info.get("iterable"):
+            note = (
+                f"the data set ({info.get('dataset') or 'an IterableDataset'}) is iterable: the "
+                "prefix cache follows the samples of a map-style data set's __getitem__"
+            )
+        return PrefixFound([], 0, dataset_len, note)
     groups: dict[tuple[str, str], PrefixChain] = {}
     calls = frozenset(n.name for ops in samples for n in ops if _is_operation(n))
     skipped: list[Skipped] = []

@@ -178,7 +178,6 @@ def trace_first_batch(
                 base_seed=base_seed,
                 worker_id=0,
                 worker_init_fn_run=loader.worker_init_fn is not None,
-                iterable=isinstance(loader.dataset, IterableDataset),
             )
             log.info(
                 "DataLoader has %d workers: replaying worker 0's first batch in-process",
@@ -211,6 +210,7 @@ def trace_first_batch(
             "warmup": warmup,
             "batch_size": loader.batch_size,
             "dataset": type(loader.dataset).__qualname__,
+            "iterable": isinstance(loader.dataset, IterableDataset),
             "dataset_len": _length(loader.dataset),
             "random_state_restored": True,
         }
