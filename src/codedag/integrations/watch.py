@@ -489,7 +489,7 @@ def decisions(plan: MigrationPlan) -> tuple[list[Decision], list[Decision]]:
         (moved if cached.cached else kept).setdefault((name, "cache"), row)
     if cache is not None and not cache.chains:  # no chain to weigh: say why, once per source
         unread = [(s.function, s.reason) for s in cache.skipped]
-        unread = unread or ([("samples", cache.note)] if cache.note else [])
+        unread = unread or ([("traced samples", cache.note)] if cache.note else [])
         for what, reason in unread:
             row = Decision(what=what, section="cache", where="prefix cache", reason=reason)
             kept.setdefault((what, "cache"), row)
