@@ -374,3 +374,60 @@ def test_persistent_workers_get_the_plan_before_they_fork(tmp_path: Any, monkeyp
         for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
             assert torch.equal(want_i, got_i)
             assert torch.equal(want_x, got_x)
+
+
+def test_started_workers_are_told_apart_from_forked_ones() -> None:
+    import multiprocessing
+
+    def watch(**options: Any) -> LoaderWatch:
+        return LoaderWatch(DataLoader(Resized(), **options), WatchSettings(store_plans=False))
+
+    assert watch()._started_workers() is None  # 0 workers: this process fetches
+    fork = multiprocessing.get_context("fork")
+    assert watch(num_workers=2, multiprocessing_context=fork)._started_workers() is None
+    spawn = multiprocessing.get_context("spawn")
+    assert watch(num_workers=2, multiprocessing_context=spawn)._started_workers() == "spawn"
+    assert watch(num_workers=2, multiprocessing_context="forkserver")._started_workers() == (
+        "forkserver"
+    )
+
+
+@pytest.mark.slow
+def test_a_plan_that_spawned_workers_never_see_is_said_and_not_counted_as_on(
+    tmp_path: Any, monkeypatch: Any, caplog: Any
+) -> None:
+    """Spawned workers import the script afresh: the plan serves only this process, the summary
+    says so, the epochs they load are not marked as planned, and the batches are the loader's."""
+    from codedag.migrate.cache.session import Session
+
+    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
+    judge = Session.judge
+    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    paths = _png_files(tmp_path, 8)
+
+    def make() -> DataLoader:  # type: ignore[type-arg]
+        return DataLoader(
+            PngFiles(paths),
+            batch_size=4,
+            shuffle=True,
+            generator=torch.Generator(),
+            num_workers=1,
+            multiprocessing_context="spawn",
+        )
+
+    plain = make()
+    expected = _epochs(plain, lambda: iter(plain), 2)
+    loader = make()
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    with caplog.at_level("WARNING", logger="codedag.integrations.watch"):
+        try:
+            got = _epochs(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)), 2)
+        finally:
+            results = watch.close()
+    assert results.plan_status == "applied in this process only (spawn workers)"
+    assert [e.planned for e in results.epochs] == [False, False]
+    assert "starts its workers with 'spawn'" in caplog.text
+    for want_epoch, got_epoch in zip(expected, got, strict=True):
+        for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
+            assert torch.equal(want_i, got_i)
+            assert torch.equal(want_x, got_x)

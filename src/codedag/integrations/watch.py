@@ -203,7 +203,7 @@ class LoaderWatch:
                 prefetch.start()
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
-                planned=self.migrator is not None,
+                planned=self.migrator is not None and self._started_workers() is None,
                 data_wait_s=time.perf_counter() - start,
             )
             self._open = _TimedIterator(inner, self, figures, start)
@@ -372,7 +372,33 @@ class LoaderWatch:
             return True
         self.migrator = migrator
         self.results.plan_status = "applied"
+        method = self._started_workers()
+        if method is not None:
+            self.results.plan_status = f"applied in this process only ({method} workers)"
+            log.warning(
+                "codedag: the DataLoader over %s starts its workers with %r: they import the "
+                "script afresh and run its own code, so the plan (its prefix cache, tables and "
+                "calls) serves this process only; multiprocessing_context='fork' lets them "
+                "inherit it",
+                self.results.dataset,
+                method,
+            )
         return True
+
+    def _started_workers(self) -> str | None:
+        """How the loader starts workers that inherit nothing of this process ('spawn',
+        'forkserver'); None with 0 workers or forked ones, which run the plan applied here."""
+        if self._fetches_here():
+            return None
+        import multiprocessing
+
+        context = getattr(self.loader, "multiprocessing_context", None)
+        if context is not None:
+            method = context.get_start_method()
+        else:  # the default, read without fixing it (get_start_method() would)
+            method = multiprocessing.get_start_method(allow_none=True)
+            method = method or multiprocessing.get_all_start_methods()[0]
+        return None if method == "fork" else str(method)
 
     def _idle(self, reason: str) -> None:
         self.results.plan_status, self.results.plan_reason = "nothing to apply", reason
