@@ -55,16 +55,18 @@ from typing import Any
 
 from codedag.measure import round_order
 
-KAGGLE = """\
-import glob, os, sys, time
+_IMPORTS = """\
+import glob, os, sys, time, warnings
 import cv2
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
+"""
 
+_PIPELINE = """
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
 SETTINGS = {settings!r}
-OUT = os.environ.get("BENCH_CODEDAG_OUT")  # set: the accelerate way's codedag variant
+OUT = os.environ.get("BENCH_CODEDAG_OUT")  # set: the codedag variant of --way accelerate|lightning
 
 
 class ImageFiles(Dataset):
@@ -92,6 +94,13 @@ def model():
     )
 
 
+"""
+"""The data set and the CNN, the same in every way of running the kaggle script."""
+
+KAGGLE = (
+    _IMPORTS
+    + _PIPELINE
+    + """\
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -134,45 +143,17 @@ def main():
 if __name__ == "__main__":
     main()
 """
+)
 
-LIGHTNING = """\
-import glob, os, sys, time, warnings
-import cv2
-import numpy as np
-import torch
-from torch.utils.data import DataLoader, Dataset
-import lightning.pytorch as pl
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
-SETTINGS = {settings!r}
-OUT = os.environ.get("BENCH_CODEDAG_OUT")  # set: the callback's variant
-
-
-class ImageFiles(Dataset):
-    def __init__(self, files):
-        self.files = files
-
-    def __len__(self):
-        return len(self.files)
-
-    def __getitem__(self, i):
-        img = cv2.imread(self.files[i])
-        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-        img = cv2.resize(img, (SETTINGS["input_px"], SETTINGS["input_px"]))
-        if np.random.rand() < 0.5:
-            img = cv2.flip(img, 1)
-        x = torch.from_numpy(img.astype(np.float32) / 255.0).permute(2, 0, 1)
-        return x, i % 10
-
-
+LIGHTNING = (
+    _IMPORTS
+    + "import lightning.pytorch as pl\n"
+    + _PIPELINE
+    + """\
 class Net(pl.LightningModule):
     def __init__(self):
         super().__init__()
-        self.net = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-            torch.nn.Flatten(), torch.nn.Linear(32, 10),
-        )
+        self.net = model()
 
     def training_step(self, batch, index):
         x, y = batch
@@ -230,6 +211,7 @@ def main():
 if __name__ == "__main__":
     main()
 """
+)
 
 SLICES = """\
 import time

@@ -195,27 +195,30 @@ def test_a_library_release_past_the_verified_ones_keeps_its_calls_with_it(
     assert unverified_version(FACTS) is None
 
 
-def _lazy_package(monkeypatch: pytest.MonkeyPatch, loads: list[str]) -> None:
-    """``lazypkg``: a package whose submodule ``sub`` is imported by its module ``__getattr__``
-    (as lazy_loader packages such as librosa do), recording each load."""
+def _lazy_package(
+    monkeypatch: pytest.MonkeyPatch, loads: list[str], submodules: tuple[str, ...] = ("sub",)
+) -> None:
+    """``lazypkg``: a package whose submodules (each defining ``<name>_function``) are imported by
+    its module ``__getattr__`` (as lazy_loader packages such as librosa do), recording each load."""
     import sys
     import types
 
-    def sub_function(x: object) -> object:
-        return x
-
-    sub_function.__module__ = "lazypkg.sub"
-    sub_function.__qualname__ = "sub_function"
     package = types.ModuleType("lazypkg")
 
     def load(name: str) -> object:
-        if name != "sub":
+        if name not in submodules:
             raise AttributeError(name)
         loads.append(name)
-        module = types.ModuleType("lazypkg.sub")
-        module.sub_function = sub_function  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "lazypkg.sub", module)
-        package.sub = module  # type: ignore[attr-defined]
+
+        def function(x: object) -> object:
+            return x
+
+        function.__module__ = f"lazypkg.{name}"
+        function.__qualname__ = function.__name__ = f"{name}_function"
+        module = types.ModuleType(f"lazypkg.{name}")
+        setattr(module, function.__name__, function)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        setattr(package, name, module)
         return module
 
     package.__getattr__ = load  # type: ignore[attr-defined]
@@ -277,29 +280,10 @@ def test_a_lookup_of_a_loaded_function_loads_no_other_submodule(
     """An audio pipeline calls librosa.load only: looking its name up files what is loaded and
     leaves the other declared functions' lazy submodules unloaded."""
     import sys
-    import types
 
     loads: list[str] = []
-    _lazy_package(monkeypatch, loads)
-
-    def other_function(x: object) -> object:
-        return x
-
-    other_function.__module__ = "lazypkg.other"
+    _lazy_package(monkeypatch, loads, ("sub", "other"))
     package = sys.modules["lazypkg"]
-    lazy = package.__getattr__
-
-    def load(name: str) -> object:
-        if name != "other":
-            return lazy(name)
-        loads.append(name)
-        module = types.ModuleType("lazypkg.other")
-        module.other_function = other_function  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "lazypkg.other", module)
-        package.other = module  # type: ignore[attr-defined]
-        return module
-
-    package.__getattr__ = load  # type: ignore[attr-defined]
     registry = Registry()
     registry.register(OpSpec("lazypkg.sub.sub_function", Strategy.MOVE_ONLY))
     registry.register(OpSpec("lazypkg.other.other_function", Strategy.MOVE_ONLY))

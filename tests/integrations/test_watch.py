@@ -150,14 +150,28 @@ def _epochs(loader: DataLoader, iterate: Any, epochs: int) -> list[list[Any]]:  
     return [[b for b in iterate()] for _ in range(epochs)]
 
 
-def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
-    tmp_path: Any, monkeypatch: Any
-) -> None:
+def _storing_pays(tmp_path: Any, monkeypatch: Any) -> None:
+    """A prefix cache folder of the test's own, and storing judged to pay (tiny images: whatever
+    this machine times, every value is stored)."""
     from codedag.migrate.cache.session import Session
 
     monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
-    judge = Session.judge  # tiny images: storing is judged to pay, whatever this machine times
+    judge = Session.judge
     monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+
+
+def _assert_same_batches(expected: list[list[Any]], got: list[list[Any]]) -> None:
+    """Every ``(x, index)`` batch of every epoch equal, bit for bit."""
+    for want_epoch, got_epoch in zip(expected, got, strict=True):
+        for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
+            assert torch.equal(want_i, got_i)
+            assert torch.equal(want_x, got_x)
+
+
+def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    _storing_pays(tmp_path, monkeypatch)
     paths = _png_files(tmp_path, 24)
 
     def make() -> DataLoader:  # type: ignore[type-arg]
@@ -181,20 +195,13 @@ def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
     # served them, and those of its first batch, stored after planning
     assert (results.cache["hits"], results.cache["stored"]) == (24, 24)
     assert results.cache["misses"] == {"new": 24}  # all in epoch 1
-    for want_epoch, got_epoch in zip(expected, got, strict=True):
-        for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
-            assert torch.equal(want_i, got_i)
-            assert torch.equal(want_x, got_x)
+    _assert_same_batches(expected, got)
 
 
 def _one_planned_epoch(tmp_path: Any, monkeypatch: Any) -> tuple[Any, list[Any], Any]:
     """One epoch of 12 counted PNG samples (batches of 4, 0 workers) under a watch that plans at
     its second batch; the dataset, each batch's indices and the run's results."""
-    from codedag.migrate.cache.session import Session
-
-    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
-    judge = Session.judge
-    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    _storing_pays(tmp_path, monkeypatch)
     dataset = CountedPngFiles(_png_files(tmp_path, 12))
     loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator())
     # every value stored in the epoch that computes it: the counts below are exact
@@ -339,11 +346,7 @@ def test_persistent_workers_get_the_plan_before_they_fork(tmp_path: Any, monkeyp
     """Workers that persist keep the code they forked with: the plan is made before the first
     epoch starts them, so their cache stores epoch 1 and serves epochs 2 and 3, and every batch
     equals the loader's own (the flips draw from each worker's NumPy state, kept across epochs)."""
-    from codedag.migrate.cache.session import Session
-
-    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
-    judge = Session.judge  # tiny images: storing is judged to pay, whatever this machine times
-    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    _storing_pays(tmp_path, monkeypatch)
     paths = _png_files(tmp_path, 12)
 
     def make() -> DataLoader:  # type: ignore[type-arg]
@@ -370,10 +373,7 @@ def test_persistent_workers_get_the_plan_before_they_fork(tmp_path: Any, monkeyp
     assert [e.planned for e in results.epochs] == [True, True, True]
     assert results.cache["stored"] == 12  # stored by the workers in epoch 1
     assert results.cache["hits"] == 24  # read back in epochs 2 and 3
-    for want_epoch, got_epoch in zip(expected, got, strict=True):
-        for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
-            assert torch.equal(want_i, got_i)
-            assert torch.equal(want_x, got_x)
+    _assert_same_batches(expected, got)
 
 
 def test_started_workers_are_told_apart_from_forked_ones() -> None:
@@ -398,11 +398,7 @@ def test_a_plan_that_spawned_workers_never_see_is_said_and_not_counted_as_on(
 ) -> None:
     """Spawned workers import the script afresh: the plan serves only this process, the summary
     says so, the epochs they load are not marked as planned, and the batches are the loader's."""
-    from codedag.migrate.cache.session import Session
-
-    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "cache"))
-    judge = Session.judge
-    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    _storing_pays(tmp_path, monkeypatch)
     paths = _png_files(tmp_path, 8)
 
     def make() -> DataLoader:  # type: ignore[type-arg]
@@ -427,7 +423,4 @@ def test_a_plan_that_spawned_workers_never_see_is_said_and_not_counted_as_on(
     assert results.plan_status == "applied in this process only (spawn workers)"
     assert [e.planned for e in results.epochs] == [False, False]
     assert "starts its workers with 'spawn'" in caplog.text
-    for want_epoch, got_epoch in zip(expected, got, strict=True):
-        for (want_x, want_i), (got_x, got_i) in zip(want_epoch, got_epoch, strict=True):
-            assert torch.equal(want_i, got_i)
-            assert torch.equal(want_x, got_x)
+    _assert_same_batches(expected, got)
