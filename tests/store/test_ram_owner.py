@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import fcntl
+import multiprocessing
 import os
 import shutil
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,3 +141,58 @@ def test_a_tier_of_another_key_that_a_process_holds_is_not_used(tmp_path: Path) 
     (ram / "data.mdb").write_bytes(b"x" * 8192)
     assert ram_owner.bind_key(ram, digest, FILES) and (ram / "data.mdb").exists()
     assert ram_owner.key_digest(b"k" * 32) != ram_owner.key_digest(b"j" * 32)
+
+
+def _open_and_share(folder: Path, name: str, delay_s: float, barrier: Any, found: Any) -> None:
+    """One process of a machine's run: open the cache, store a value, read the other's."""
+    store = PrefixStore.open(
+        StoreSettings(folder=folder, ram_budget_bytes=8 << 20, disk_budget_bytes=0)
+    )
+    barrier.wait()
+    time.sleep(delay_s)
+    store.begin_run()
+    stored = store.put(name.encode(), np.arange(1000), [])
+    barrier.wait()  # both stored
+    other = b"b" if name == "a" else b"a"
+    found.put((name, stored, store.get(other) is not None, os.stat(store.tiers[0].path).st_ino))
+    barrier.wait()  # neither closes before both have read
+    store.close()
+
+
+@pytest.mark.skipif(ram_folder(Path("/")) is None, reason="no shared memory folder")
+def test_processes_opening_one_ram_tier_at_once_share_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranks of one machine open its RAM tier at once. The second one must not take the
+    tier the first has opened, but not yet recorded its key in, for one of an earlier key and
+    remove it: each must read what the other stored."""
+    record_key = ram_owner.record_key
+
+    def record_late(ram: Path, digest: str) -> None:
+        time.sleep(0.3)  # the window between opening the tier and recording its key, widened
+        record_key(ram, digest)
+
+    monkeypatch.setattr(ram_owner, "record_key", record_late)
+    context = multiprocessing.get_context("fork")
+    for round_ in range(3):
+        folder = tmp_path / f"cache{round_}"
+        barrier, found = context.Barrier(2), context.Queue()
+        processes = [
+            context.Process(target=_open_and_share, args=(folder, name, delay, barrier, found))
+            for name, delay in (("a", 0.0), ("b", 0.1))
+        ]
+        for process in processes:
+            process.start()
+        try:
+            seen = sorted(found.get(timeout=30) for _ in processes)
+        finally:
+            for process in processes:
+                process.join(30)
+        try:
+            assert [s[:3] for s in seen] == [("a", "stored", True), ("b", "stored", True)]
+            assert seen[0][3] == seen[1][3]  # one tier, not one removed under the other
+            assert all(p.exitcode == 0 for p in processes)
+        finally:
+            store = PrefixStore.open(StoreSettings(folder=folder, ram_budget_bytes=8 << 20))
+            store.begin_run()
+            store.clear()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from codedag.errors import WriteError
-from codedag.util.io import atomic_write_with, own_file
+from codedag.util.io import atomic_write_with, exclusive_lock, own_file
 
 KEEP = b"the victim's own bytes\n"
 
@@ -85,6 +85,38 @@ def test_own_file_makes_an_empty_file_and_keeps_one_there(tmp_path: Path) -> Non
 
 
 # --------------------------------------------------------------------------- energy
+
+
+def test_exclusive_lock_refuses_a_link_or_runs_unlocked_when_allowed(
+    tmp_path: Path, victim: Path
+) -> None:
+    link = _plant(tmp_path / "ram.lock", victim)
+    with pytest.raises(WriteError) as error, exclusive_lock(link):
+        pass
+    _refused(error, victim)
+    with exclusive_lock(link, required=False) as held:
+        assert held is False
+    assert victim.read_bytes() == KEEP and link.is_symlink()
+    with exclusive_lock(tmp_path / "new" / "ram.lock") as held:
+        assert held and (tmp_path / "new").stat().st_mode & 0o077 == 0
+
+
+def test_exclusive_lock_makes_a_second_process_wait(tmp_path: Path) -> None:
+    import fcntl
+
+    lock = tmp_path / "ram.lock"
+    with exclusive_lock(lock):
+        other = os.open(lock, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):  # flock is per open file: as another process
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    other = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released with the block
+    finally:
+        os.close(other)
 
 
 def test_results_database_is_never_opened_through_a_link(tmp_path: Path, victim: Path) -> None:

@@ -17,12 +17,11 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from codedag.errors import CodeDAGError, WriteError
-from codedag.util.io import atomic_write_json, open_no_follow, read_json
+from codedag.util.io import atomic_write_json, exclusive_lock, read_json
 from codedag.util.paths import user_cache_dir
 
 log = logging.getLogger(__name__)
@@ -53,22 +52,6 @@ def sound_entry(value: object) -> bool:
     if isinstance(value, list):
         return all(sound_entry(v) for v in value)
     return True
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no cross-process lock, writes stay atomic
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = open_no_follow(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 class CalibrationCache:
@@ -141,7 +124,7 @@ class CalibrationCache:
         if self.path is None:
             return
         try:
-            with _locked(self.path):
+            with exclusive_lock(self.path.with_suffix(".lock")):
                 current = self._read() if self.path.exists() else {}
                 current.update(self.entries)
                 self.entries = current

@@ -32,11 +32,14 @@ from codedag.plan.cache import MAX_BUDGET_BYTES
 from codedag.store import ram_owner, trust
 from codedag.store.entry import CorruptEntry, Encoded, Meta, decode, encode
 from codedag.store.lmdb_tier import TIER_FILES, LmdbTier, PutItem, TierError, TierInfo
+from codedag.util.io import exclusive_lock
 from codedag.util.paths import user_cache_dir
 
 log = logging.getLogger(__name__)
 
 ENV_FOLDER = "CODEDAG_PREFIX_CACHE_DIR"
+RAM_LOCK_FILE = "ram.lock"
+"""In the cache folder: held while a process opens the folder's RAM tier."""
 RAM_SHARE = 0.25
 DISK_SHARE = 0.5
 DISK_MAX_BYTES = 32 << 30
@@ -207,16 +210,30 @@ class PrefixStore:
         cache folders are removed first, and this store's RAM tier, once open, is claimed for
         its folder.
 
+        Processes opening one cache folder's RAM tier at once (the ranks of a machine) take
+        turns, holding ``ram.lock`` in the folder: one that found the tier before another
+        recorded its key would take it for a tier of an earlier key and remove it under the
+        other.
+
         Args:
             run: what the processes of one run share (:meth:`.LmdbTier.begin_run`): they join
                 one generation. ``""``: a run of its own.
         """
-        ram: LmdbTier | None = None
+        ram = next((t for t in self.tiers if t.kind == "ram" and t.enabled), None)
+        turn = (
+            exclusive_lock(self.folder / RAM_LOCK_FILE, required=False)
+            if ram is not None and self.folder is not None
+            else contextlib.nullcontext(False)
+        )
+        with turn:
+            self._open_tiers(ram, run)
+
+    def _open_tiers(self, ram: LmdbTier | None, run: str) -> None:
         for tier in self.tiers:
             tier.quiet = True
         try:
             self.secret  # noqa: B018 - read (or made) now: a key file refused turns every tier off
-            ram = next((t for t in self.tiers if t.kind == "ram" and t.enabled), None)
+            ram = ram if ram is not None and ram.enabled else None
             digest = ram_owner.key_digest(self.secret)
             if ram is not None and self.folder is not None:
                 ram_owner.sweep(ram.path.parent, _uid(), keep=ram.path)

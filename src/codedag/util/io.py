@@ -4,7 +4,7 @@ Writes go through a temporary file in the same folder and a rename, so a reader 
 file and a crash never destroys the old one. No file is written through a symbolic link: a link
 where codedag would write (planted in a shared folder, it would point the write at another file)
 is refused with :func:`link_error` and its target is left as it is (:func:`open_no_follow` for
-files opened in place: locks, logs, streams; :func:`atomic_write_with` for a library that writes
+files opened in place: locks, logs, streams; :func:`exclusive_lock` for a lock between processes; :func:`atomic_write_with` for a library that writes
 a file by name; :func:`own_file` before one that opens a database by name). :func:`read_json` reads DAGs, plans, results and
 configs with the same guarantees against bad or hostile input: a size cap on the raw bytes and on
 what a ``.gz`` file inflates to, strict UTF-8, a nesting-depth cap checked before the JSON parser
@@ -21,7 +21,7 @@ import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,49 @@ def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o666) 
             raise write_error(target, error) from error
         raise
     return fd
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike[str], required: bool = True) -> Iterator[bool]:
+    """Hold an exclusive ``flock`` on ``path`` (made if missing, never through a link) while the
+    block runs, waiting for another process that holds it; yields whether it is held.
+
+    Args:
+        path: the lock file; its folder is made (private) when missing.
+        required: raise when the lock cannot be taken; False runs the block unlocked instead
+            (a read-only folder, a file system without locks, a system without ``flock``).
+
+    Raises:
+        WriteError: ``required`` and the lock file cannot be made or is a link.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no cross-process lock
+        yield False
+        return
+    try:
+        Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        if required:
+            raise write_error(path, error) from error
+    try:
+        fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except WriteError:
+        if required:
+            raise
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # ENOLCK: a file system without locks
+            if required:
+                raise
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def own_file(path: str | os.PathLike[str]) -> Path:
