@@ -16,6 +16,7 @@ from codedag.errors import MigrationError
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.sites import alias_paths
+from codedag.migrate.spawned_workers import HOOK
 
 GET = "app.DS.__getitem__"
 
@@ -125,7 +126,7 @@ def test_aliases_share_one_wrapper_and_one_count() -> None:
         assert np.abs is np.absolute and np.abs is not absolute
         np.abs(np.array([-1.0, 2.0]))
         np.absolute(np.array([-3.0]))
-        assert m.patched_functions() == ["numpy.abs", "numpy.absolute"]
+        assert m.patched_functions() == ["numpy.abs", "numpy.absolute", HOOK]
     assert np.absolute is absolute and np.abs is absolute
     assert m.get_stats()["functions"]["numpy.abs"]["migrated"] == 2
 

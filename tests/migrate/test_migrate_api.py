@@ -52,7 +52,7 @@ def test_apply_migrates_and_restore_puts_back_the_exact_originals() -> None:
         clipped = np.clip(x, 0.0, 1.0)
         assert clipped.dtype == np.float32
         np.testing.assert_array_equal(clipped, originals["clip"](x, 0.0, 1.0))
-        assert migrator.restore() == 2 and migrator.restore() == 0
+        assert migrator.restore() == 3 and migrator.restore() == 0  # and where workers start
         assert cv2.flip is originals["flip"] and np.clip is originals["clip"]
         assert user.flip is originals["flip"]
         stats = migrator.get_stats()

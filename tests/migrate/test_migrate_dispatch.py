@@ -64,7 +64,7 @@ def test_layers_of_every_part_nest_in_the_declared_order_on_one_patch() -> None:
     dispatch.apply()
     try:
         assert json.dumps([1]) == "[1]"
-        assert log == ["cache:dumps", "tables:dumps", "batched:dumps", "calls:dumps"]
+        assert log == [f"{section}:dumps" for section in ORDER]  # outermost first
         assert "plan:json.dumps" in active_patches()
         assert sum(name.startswith("plan:") for name in active_patches()) == 2  # dumps, fetch
     finally:

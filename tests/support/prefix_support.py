@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,21 @@ class PlainFiles(FileImages):
         img = cv2.resize(img, (24, 24), interpolation=cv2.INTER_AREA)
         img = cv2.GaussianBlur(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), (3, 3), 0)
         return torch.from_numpy(np.ascontiguousarray(img)), index
+
+
+class DrawingFiles(FileImages):
+    """:class:`FileImages` whose samples also carry a draw of each global generator (Python's,
+    NumPy's, torch's) and the prefix cache hits counted so far in the process that loads them,
+    read from the plan a spawned worker applied (-1: none applied)."""
+
+    def __getitem__(self, index: int) -> Any:
+        from codedag.migrate.spawned_workers import _APPLIED
+
+        image, index = super().__getitem__(index)
+        draws = torch.tensor([random.random(), np.random.rand(), float(torch.rand(1))])
+        applied = _APPLIED[0] if _APPLIED else None
+        hits = -1 if applied is None else int(applied.cache.session.counts["hits"])
+        return image, index, draws, hits
 
 
 def count_store_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:

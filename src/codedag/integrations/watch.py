@@ -203,7 +203,7 @@ class LoaderWatch:
                 prefetch.start()
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
-                planned=self.migrator is not None and self._started_workers() is None,
+                planned=self.migrator is not None,
                 data_wait_s=time.perf_counter() - start,
             )
             self._open = _TimedIterator(inner, self, figures, start)
@@ -374,31 +374,21 @@ class LoaderWatch:
         self.results.plan_status = "applied"
         method = self._started_workers()
         if method is not None:
-            self.results.plan_status = f"applied in this process only ({method} workers)"
-            log.warning(
-                "codedag: the DataLoader over %s starts its workers with %r: they import the "
-                "script afresh and run its own code, so the plan (its prefix cache, tables and "
-                "calls) serves this process only; multiprocessing_context='fork' lets them "
-                "inherit it",
-                self.results.dataset,
-                method,
+            self.results.plan_status = (
+                f"applied ({method} workers apply it themselves; what they count is not in "
+                "this summary)"
             )
         return True
 
     def _started_workers(self) -> str | None:
         """How the loader starts workers that inherit nothing of this process ('spawn',
-        'forkserver'); None with 0 workers or forked ones, which run the plan applied here."""
+        'forkserver': they apply the plan themselves); None with 0 workers or forked ones."""
+        from codedag.migrate.spawned_workers import start_method
+
         if self._fetches_here():
             return None
-        import multiprocessing
-
-        context = getattr(self.loader, "multiprocessing_context", None)
-        if context is not None:
-            method = context.get_start_method()
-        else:  # the default, read without fixing it (get_start_method() would)
-            method = multiprocessing.get_start_method(allow_none=True)
-            method = method or multiprocessing.get_all_start_methods()[0]
-        return None if method == "fork" else str(method)
+        method = start_method(self.loader)
+        return None if method == "fork" else method
 
     def _idle(self, reason: str) -> None:
         self.results.plan_status, self.results.plan_reason = "nothing to apply", reason

@@ -21,6 +21,7 @@ The op library it runs (registry, backends, conversions, tolerances) is
 * :mod:`.patched_runtime`: What the run-time parts of a plan share: being applied through a
   :class:`~.dispatch.Dispatch`
 * :mod:`.placements`: The migrator's index of a migration plan: placements by function
+* :mod:`.spawned_workers`: DataLoader workers that inherit nothing apply the plan themselves
 * :mod:`.stats`: What a migrated run did: ``PipelineMigrator.get_stats`` as one model
 * :mod:`.sites`: Where patching a function means replacing it: its canonical name and every other
   public path

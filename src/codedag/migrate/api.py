@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -28,6 +29,7 @@ from codedag.migrate.guard import GuardSettings
 from codedag.migrate.injector import PatchInjector
 from codedag.migrate.loader_settings import LoaderSettingsPatch
 from codedag.migrate.placements import PlanView, load_plan_file, parse_plan
+from codedag.migrate.spawned_workers import SpawnedWorkers, WorkerPlan
 from codedag.migrate.stats import CallTotals, GuardSummary, MigrationStats, Off, ValueCacheCounts
 from codedag.migrate.wrapper import _install_fork_hook as install_wrapper_fork_hook
 from codedag.plan import MigrationPlan
@@ -105,14 +107,13 @@ class PipelineMigrator:
                 log.warning(warning)
             self.device_map[device] = used
         self._converters: dict[str, ValueConverter] = {}
+        self._batched_settings = batched or BatchedSettings(deliver=deliver, verify=verify)
         self._batched = _batched_runtime(
-            self.plan,
-            batched or BatchedSettings(deliver=deliver, verify=verify),
-            self.default_device,
-            self.admission,
+            self.plan, self._batched_settings, self.default_device, self.admission
         )
         self._cache = _cache_runtime(self.plan, cache)
         self._tables = _tables_runtime(self.plan, tables)
+        self._workers = SpawnedWorkers(self._worker_plan, self._workers_have_work)
         self._dispatch = Dispatch([])
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
@@ -190,7 +191,8 @@ class PipelineMigrator:
                 opted_in=model.placement.only if model is not None else (),
             )
             injector.check()  # refuses a plan placing what must stay on the CPU
-            dispatch = Dispatch([self._cache, self._tables, self._batched, injector])
+            parts = [self._workers, self._cache, self._tables, self._batched, injector]
+            dispatch = Dispatch(parts)
             try:
                 if self._loader is not None:
                     self._loader.apply()
@@ -214,6 +216,33 @@ class PipelineMigrator:
             )
             return counts
 
+    def _workers_have_work(self) -> bool:
+        """Whether any section of the plan runs in DataLoader workers."""
+        parts = (self._cache.active, self._tables.active, self._batched.active)
+        return any(parts) or bool(self._entries())
+
+    def _worker_plan(self) -> WorkerPlan | None:
+        """What a DataLoader worker that inherits nothing applies (None: the plan gives
+        workers nothing to do)."""
+        if not self._workers_have_work() or self.plan.plan is None:
+            return None
+        if self.registry is not default_registry():
+            log.warning(
+                "codedag: DataLoader workers started with 'spawn' or 'forkserver' run the "
+                "libraries' own functions: a migrator with a registry of its own cannot send "
+                "it to them"
+            )
+            return None
+        return WorkerPlan(
+            plan=self.plan.plan.model_copy(update={"loader": None}),
+            default_device=self.default_device,
+            guard=self.guard,
+            batched=self._batched_settings,
+            cache=dataclasses.replace(self._cache.settings, run=self._cache.run),
+            tables=self._tables.active,
+            migrator_type=type(self),
+        )
+
     def restore(self) -> int:
         """Put back every original function; returns how many were restored."""
         with self._lock:
@@ -230,8 +259,8 @@ class PipelineMigrator:
         return self._applied
 
     def patched_functions(self) -> list[str]:
-        """Every function replaced right now (placed calls and batched chains), by the names
-        it was patched under."""
+        """Every function replaced right now (placed calls, batched chains and the DataLoader
+        hooks), by the names it was patched under."""
         if not (self._injector and self._applied):
             return []
         return self._dispatch.patched_names()
@@ -358,8 +387,6 @@ def _tables_runtime(plan: PlanView, enabled: bool) -> TablesRuntime:
 def _cache_runtime(plan: PlanView, cache: CacheSettings | bool | None) -> PrefixCacheRuntime:
     """The prefix cache of the plan's ``cache`` section, with the plan's folder, budget and
     first-epoch storing share where the settings name none."""
-    import dataclasses
-
     from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime, chains_from_plan
     from codedag.store.confine import plan_cache_folder
 

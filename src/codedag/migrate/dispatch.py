@@ -33,9 +33,11 @@ FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
 NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
 """Where the process that iterates a DataLoader receives a batch."""
 
-ORDER = ("cache", "tables", "batched", "calls")
+ORDER = ("workers", "cache", "tables", "batched", "calls")
 """The parts' sections, outermost layer first.
 
+* ``workers`` alone replaces where a DataLoader starts its workers: workers that inherit nothing
+  receive the plan (:mod:`codedag.migrate.spawned_workers`);
 * ``cache`` first: a hit skips everything below it, and its fetch's retry (a batch that failed
   with cached values runs again without them) covers the other parts' values too;
 * ``tables`` next: a run's producer and guards take the values that calls give them;
@@ -153,8 +155,9 @@ class Dispatch:
             try:
                 self.patcher.patch_many(hooks, self._hook_factory, rebind_references=False)
             except MigrationError as error:
+                sections = [p.section for p in self.parts if p.section != "workers"]
                 raise MigrationError(
-                    f"cannot apply the plan's {' and '.join(p.section for p in self.parts)} "
+                    f"cannot apply the plan's {' and '.join(sections)} "
                     "section(s): the DataLoader's batch fetch is already replaced by something "
                     "else (another plan applied in this process? restore it first)"
                 ) from error
@@ -206,6 +209,7 @@ def compose(
 
 
 _WHAT = {
+    "workers": "workers started afresh",
     "cache": "prefix cache",
     "tables": "lookup tables",
     "batched": "batched execution",

@@ -25,7 +25,9 @@ store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -83,6 +85,10 @@ class CacheSettings:
             (``None``, the default: the plan's ``cache.store_share``, which paces the first epoch
             where storing every value would slow it; 0: every value is stored in the epoch that
             computes it; :data:`~codedag.plan.cache.STORE_SHARE` paces it).
+        run: what the processes of one run share in the store: they join one generation
+            (:meth:`~codedag.store.tiers.PrefixStore.begin_run`). ``None``, the default: the
+            ranks of this process's distributed launch on this machine, else this process and
+            the workers it starts.
     """
 
     enabled: bool = True
@@ -90,6 +96,7 @@ class CacheSettings:
     store: StoreSettings = field(default_factory=StoreSettings)
     judge_after: int = JUDGE_AFTER
     store_share: float | None = None
+    run: str | None = None
 
 
 def chains_from_plan(section: Any) -> list[ChainSpec]:
@@ -144,6 +151,7 @@ class PrefixCacheRuntime(PatchedRuntime):
         for chain in self.chains:
             self._sources.setdefault(chain.source_function, []).append(chain)
         self._guarded: set[str] = set()
+        self.run = self.settings.run or ""  # the generation joined (set when applied)
 
     @property
     def active(self) -> bool:
@@ -170,7 +178,11 @@ class PrefixCacheRuntime(PatchedRuntime):
 
         versions()  # read once here (tens of ms), not in the first sample of every worker
         self._guarded = self._functions()[1]
-        self.store.begin_run(machine_launch_key())  # ranks of one launch: one generation
+        run = self.settings.run
+        if run is None:  # the ranks of one launch, else this process and the workers it starts
+            run = machine_launch_key() or f"process={os.getpid()};{time.time_ns()}"
+        self.run = run
+        self.store.begin_run(run)
         if not self.store.enabled:
             log.warning(
                 "prefix cache: no usable store (%s); the run goes on without the cache",

@@ -1,0 +1,210 @@
+"""DataLoader workers that inherit nothing apply the plan themselves.
+
+A forked DataLoader worker inherits the functions the plan replaced in the process that applied
+it. A worker started with ``spawn`` or ``forkserver`` (the default start method on macOS and
+Windows, and on Linux from Python 3.14) imports the program afresh and would run the libraries'
+own functions: no cached prefix, no table, no placed call. So while a plan is applied,
+``DataLoader._get_iterator`` (where a loader starts its workers, once per epoch, or once for
+persistent workers) is replaced: a loader whose workers start that way hands them, as their
+``worker_init_fn``, a :class:`PlanInWorker` that carries the plan and the migrator's settings.
+In the worker it applies the plan (once per process) and then calls the program's own
+``worker_init_fn``, which still runs with the seeds torch gave the worker. The loader's own
+attribute is put back as soon as the workers have started.
+
+What such a worker applies is what a forked one inherits at its start: the same plan sections
+with the same settings, the same device rules (a worker never initializes CUDA), the prefix
+cache's store and generation (:attr:`~codedag.migrate.cache.runtime.CacheSettings.run`). Two
+things differ: applying costs each worker the import of codedag's run time and the registry
+(tenths of a second, beside the seconds a spawned worker takes to import torch), and what the
+worker counts stays in it (``get_stats()`` sums the counters of forked workers only). A plan the
+worker cannot apply leaves it running the libraries' own functions, with one warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import pickle
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from codedag.migrate.patched_runtime import PatchedRuntime
+
+log = logging.getLogger(__name__)
+
+HOOK = "torch.utils.data.dataloader.DataLoader._get_iterator"
+"""Where a DataLoader starts its workers."""
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What a worker needs to apply the plan as the process that started it did.
+
+    Attributes:
+        plan: the plan (its ``loader`` section left out: a worker makes no DataLoader).
+        default_device: the migrator's default device.
+        guard: the migrator's guard settings (None: off).
+        batched: its batched settings.
+        cache: its prefix cache settings, with the store's folder, budgets and generation
+            resolved.
+        tables: whether the plan's tables apply.
+        migrator_type: the class that applied it (:class:`~codedag.migrate.PipelineMigrator`,
+            sent by name).
+    """
+
+    plan: Any
+    default_device: str
+    guard: Any
+    batched: Any
+    cache: Any
+    tables: bool
+    migrator_type: Any = None
+
+    def migrator(self) -> Any:
+        """A migrator of this plan, not applied."""
+        return self.migrator_type(
+            self.plan,
+            self.default_device,
+            guard=self.guard if self.guard is not None else False,
+            batched=self.batched,
+            cache=self.cache,
+            tables=self.tables,
+        )
+
+
+_APPLIED: list[Any] = []
+"""The migrator applied in this worker process (kept: its patches live as long as it does)."""
+
+
+class PlanInWorker:
+    """A DataLoader ``worker_init_fn`` that applies a plan in the worker, then calls the
+    program's own (picklable: a spawned worker receives it pickled).
+
+    Args:
+        plan: what to apply.
+        own: the program's ``worker_init_fn`` (None: it had none).
+    """
+
+    def __init__(self, plan: WorkerPlan, own: Callable[[int], Any] | None) -> None:
+        self.plan = plan
+        self.own = own
+
+    def __call__(self, worker_id: int) -> None:
+        if not _APPLIED:
+            _apply_here(self.plan)
+        if self.own is not None:
+            self.own(worker_id)
+
+
+def _apply_here(plan: WorkerPlan) -> None:
+    """Apply ``plan`` in this worker; a failure leaves the libraries' own functions, with one
+    warning. The process that started the worker already said what applying the plan warns of:
+    those warnings are not repeated here."""
+    codedag_log = logging.getLogger("codedag")
+    level = codedag_log.level
+    codedag_log.setLevel(logging.ERROR)
+    try:
+        migrator = plan.migrator()
+        migrator.apply()
+    except Exception as error:  # the worker goes on as it would without codedag
+        codedag_log.setLevel(level)
+        log.warning(
+            "codedag: a DataLoader worker could not apply the plan (%s: %s); it runs the "
+            "libraries' own functions",
+            type(error).__name__,
+            error,
+        )
+        _APPLIED.append(None)
+        return
+    finally:
+        codedag_log.setLevel(level)
+    _APPLIED.append(migrator)
+
+
+def start_method(loader: Any) -> str:
+    """How ``loader`` starts its workers (``fork``, ``spawn``, ``forkserver``)."""
+    context = getattr(loader, "multiprocessing_context", None)
+    if context is not None:
+        return str(context.get_start_method())
+    method = multiprocessing.get_start_method(allow_none=True)  # read without fixing it
+    return str(method or multiprocessing.get_all_start_methods()[0])
+
+
+class SpawnedWorkers(PatchedRuntime):
+    """The run-time part that hands the plan to workers that inherit nothing.
+
+    Args:
+        plan: what such a worker applies, made when a loader starts them (None: the plan
+            gives workers nothing to do).
+        active: whether the plan gives workers anything to do (asked when it is applied).
+    """
+
+    section = "workers"
+
+    def __init__(
+        self, plan: Callable[[], WorkerPlan | None], active: Callable[[], bool] = lambda: True
+    ) -> None:
+        super().__init__()
+        self._plan = plan
+        self._active = active
+        self._shipped: tuple[WorkerPlan | None] | None = None  # made once per apply
+        self.handed = 0  # loaders whose started workers received the plan
+
+    @property
+    def active(self) -> bool:
+        """Whether the plan gives workers anything to do."""
+        return self._active()
+
+    def functions(self) -> list[str]:
+        """No library function."""
+        return []
+
+    def hooks(self) -> list[str]:
+        """Where a DataLoader starts its workers."""
+        return [HOOK]
+
+    def after_patching(self, failed: Mapping[str, str]) -> None:
+        """Mark applied (no worker counters: what such workers count stays in them)."""
+        self.failed = dict(failed)
+        self._shipped = None
+        self._applied = True
+
+    def shipped(self) -> WorkerPlan | None:
+        """What workers started afresh receive, made once while applied; None when the plan
+        gives them nothing, or cannot travel to them (one warning says why)."""
+        if self._shipped is None:
+            plan = self._plan()
+            if plan is not None:
+                try:
+                    pickle.dumps(plan)
+                except Exception as error:  # a setting of the program's that cannot travel
+                    log.warning(
+                        "codedag: DataLoader workers started with 'spawn' or 'forkserver' run "
+                        "the libraries' own functions: the plan's settings cannot be sent to "
+                        "them (%s: %s)",
+                        type(error).__name__,
+                        error,
+                    )
+                    plan = None
+            self._shipped = (plan,)
+        return self._shipped[0]
+
+    def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``_get_iterator`` handing a :class:`PlanInWorker` to workers started afresh."""
+
+        def _get_iterator(loader: Any) -> Any:
+            if not getattr(loader, "num_workers", 0) or start_method(loader) == "fork":
+                return original(loader)
+            plan = self.shipped()
+            if plan is None:
+                return original(loader)
+            own = loader.worker_init_fn
+            loader.worker_init_fn = PlanInWorker(plan, own)
+            self.handed += 1
+            try:
+                return original(loader)
+            finally:
+                loader.worker_init_fn = own
+
+        return _get_iterator

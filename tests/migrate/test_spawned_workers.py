@@ -1,0 +1,130 @@
+"""DataLoader workers started with 'spawn' or 'forkserver' apply the plan themselves."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from migrate_support import plan_for
+from prefix_support import DrawingFiles, cache_section, write_images
+from torch.utils.data import DataLoader
+
+from codedag.migrate.api import PipelineMigrator
+from codedag.migrate.cache.runtime import CacheSettings
+from codedag.migrate.spawned_workers import HOOK, PlanInWorker, SpawnedWorkers, WorkerPlan
+from codedag.store.tiers import StoreSettings
+
+
+class _Loader:
+    """What ``_get_iterator`` reads of a DataLoader."""
+
+    def __init__(self, workers: int, context: Any) -> None:
+        self.num_workers = workers
+        self.multiprocessing_context = context
+        self.worker_init_fn = _own_init
+
+
+def _own_init(worker_id: int) -> None:
+    """A program's own worker_init_fn."""
+
+
+def _mark(folder: Path, worker_id: int) -> None:
+    """A program's own worker_init_fn that leaves a trace of each call."""
+    folder.mkdir(exist_ok=True)
+    count = len(list(folder.iterdir()))
+    (folder / f"{count}-worker{worker_id}").touch()
+
+
+def _plan(folder: Path) -> tuple[dict[str, Any], CacheSettings]:
+    store = StoreSettings(folder=folder, ram_budget_bytes=16 << 20, disk_budget_bytes=0)
+    return {**plan_for({}), "cache": cache_section()}, CacheSettings(store=store, judge_after=0)
+
+
+def test_only_workers_that_inherit_nothing_receive_the_plan_and_the_loader_keeps_its_own() -> None:
+    plan = WorkerPlan(plan_for({}), "cpu", None, None, None, True)
+    seen: list[Any] = []
+    part = SpawnedWorkers(lambda: plan)
+    layer = part.layer(HOOK, lambda loader: seen.append(loader.worker_init_fn))
+    for workers, context in ((0, "spawn"), (2, multiprocessing.get_context("fork"))):
+        layer(_Loader(workers, None if context == "spawn" else context))
+    assert seen == [_own_init, _own_init] and part.handed == 0
+    for method in ("spawn", "forkserver"):
+        loader = _Loader(2, multiprocessing.get_context(method))
+        layer(loader)
+        handed = seen[-1]
+        assert isinstance(handed, PlanInWorker) and handed.plan is plan
+        assert handed.own is _own_init and loader.worker_init_fn is _own_init
+    assert part.handed == 2
+    nothing = SpawnedWorkers(lambda: None).layer(HOOK, lambda loader: loader.worker_init_fn)
+    assert nothing(_Loader(2, multiprocessing.get_context("spawn"))) is _own_init
+
+
+def test_settings_that_cannot_travel_leave_workers_unpatched_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plan = WorkerPlan(plan_for({}), "cpu", lambda: None, None, None, True)  # not picklable
+    part = SpawnedWorkers(lambda: plan)
+    part.after_patching({})
+    layer = part.layer(HOOK, lambda loader: loader.worker_init_fn)
+    with caplog.at_level("WARNING", logger="codedag.migrate.spawned_workers"):
+        for _ in range(3):
+            assert layer(_Loader(2, multiprocessing.get_context("spawn"))) is _own_init
+    assert len(caplog.records) == 1 and "cannot be sent" in caplog.text
+    assert part.handed == 0
+
+
+def test_a_migrator_with_nothing_for_workers_hands_them_nothing(tmp_path: Path) -> None:
+    with PipelineMigrator(plan_for({}), guard=False) as migrator:
+        assert migrator._worker_plan() is None
+    plan, settings = _plan(tmp_path / "cache")
+    with PipelineMigrator(plan, guard=False, cache=settings) as migrator:
+        shipped = migrator._worker_plan()
+        assert shipped is not None
+        again = pickle.loads(pickle.dumps(PlanInWorker(shipped, _own_init)))
+        assert again.plan.cache.store.folder == tmp_path / "cache"
+        assert again.plan.cache.run == migrator.cache.run != ""  # its workers join its generation
+        assert again.plan.plan.loader is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("persistent", [False, True])
+def test_spawned_workers_store_and_hit_with_the_loaders_own_batches(
+    tmp_path: Path, persistent: bool
+) -> None:
+    """The first epoch's spawned worker stores every value, the second's reads them back, the
+    program's own worker_init_fn still runs, and every batch is the unpatched loader's, random
+    draws of the worker included."""
+    paths = write_images(tmp_path / "images", 8)
+    plan, settings = _plan(tmp_path / "cache")
+
+    def epochs(marks: Path) -> list[list[Any]]:
+        loader = DataLoader(
+            DrawingFiles(paths),
+            batch_size=4,
+            num_workers=1,
+            multiprocessing_context="spawn",
+            persistent_workers=persistent,
+            worker_init_fn=functools.partial(_mark, marks),
+            generator=torch.Generator().manual_seed(3),
+        )
+        return [list(loader) for _ in range(2)]
+
+    own = epochs(tmp_path / "own")
+    with PipelineMigrator(plan, guard=False, cache=settings) as migrator:
+        got = epochs(tmp_path / "marks")
+        stored = sum(t.entries for t in migrator.cache.store.info())
+    for want, have in zip(own, got, strict=True):
+        for want_batch, have_batch in zip(want, have, strict=True):
+            for want_part, have_part in zip(want_batch[:3], have_batch[:3], strict=True):
+                assert torch.equal(want_part, have_part)
+    assert [int(h) for epoch in own for batch in epoch for h in batch[3]] == [-1] * 16
+    hits = [[int(h) for batch in epoch for h in batch[3]] for epoch in got]
+    assert hits[0] == [0] * 8  # the first epoch computes every value (its worker applied the plan)
+    assert hits[1] == list(range(1, 9))  # each sample of the second epoch read back
+    assert stored == 8
+    assert len(list((tmp_path / "marks").iterdir())) == (1 if persistent else 2)
