@@ -74,7 +74,7 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def steady_from_series(times: list[float], waits: list[float], warmup: int = 1) -> dict[str, Any]:
-    """The ``steady`` summary (:meth:`codedag.monitor.timer.Timer.steady_summary`) from raw
+    """The ``steady`` summary (that key of :meth:`codedag.monitor.timer.Timer.summary`) from raw
     per-batch series: the first ``warmup`` batches left out, exact quartiles."""
     times, waits = times[warmup:], waits[warmup:]
     steps = [t + w for t, w in zip(times, waits)]

@@ -396,12 +396,6 @@ class Timer:
             "steady": self._figures.steady(),
         }
 
-    def steady_summary(self) -> dict[str, Any]:
-        """The steps after the first ``warmup_batches``: counts, means, spread (quartiles of the
-        step time) and throughput (seconds, percent)."""
-        self.fold()
-        return self._figures.steady()
-
     def batch_series(self) -> tuple[list[list[float]], list[list[float]], int]:
         """Downsampled ``[[batch, batch_time_s]]``, ``[[batch, data_wait_s]]`` and the stride."""
         with self._lock:
