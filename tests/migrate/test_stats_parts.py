@@ -7,12 +7,18 @@ a stats file saved before the parts were models (:mod:`stats_support`) still val
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+import itertools
 import json
+import sys
 from typing import Any
 
 import pytest
 from plan_sections import epochs, full_plan
 from prefix_support import write_images
+from pydantic import BaseModel
 from stats_support import saved_stats
 
 from codedag.migrate.api import PipelineMigrator
@@ -133,8 +139,42 @@ def test_every_figure_is_typed_and_documented() -> None:
     nested += ("CacheLookup", "TierStats", "WarmStats")
     models = (BatchedStats, CacheStats, TablesStats, LoaderStats)
     for model in models + tuple(getattr(module, name) for name in nested):
-        docs = module.field_docs(model)
+        docs = _field_docs(model)
         for name, info in model.model_fields.items():
             doc = docs.get(name, "")
             assert doc and "\n" not in doc, f"{model.__name__}.{name}"
             assert "Any" not in str(info.annotation), f"{model.__name__}.{name}"
+
+
+def _field_docs(model: type[BaseModel]) -> dict[str, str]:
+    """The docstring under each field of ``model`` (its own and its bases'), by field name."""
+    docs: dict[str, str] = {}
+    for kind in reversed(model.__mro__):
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            docs.update(_class_field_docs(kind.__module__, kind.__qualname__))
+    return {name: docs[name] for name in model.model_fields if name in docs}
+
+
+@functools.cache
+def _class_field_docs(module: str, qualname: str) -> dict[str, str]:
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module]))
+    except (KeyError, OSError, TypeError):
+        return {}
+    body: list[ast.stmt] = tree.body
+    for part in qualname.split("."):
+        found = [n for n in body if isinstance(n, ast.ClassDef) and n.name == part]
+        if not found:
+            return {}
+        body = found[0].body
+    docs = {}
+    for stmt, after in itertools.pairwise(body):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs

@@ -18,13 +18,12 @@ import pytest
 from codedag.errors import SchemaError
 from codedag.monitor.experiment import ExperimentMonitor
 from codedag.monitor.probes import GpuReading, ResourceSample
-from codedag.monitor.results import (
-    SCHEMA_VERSION,
-    SEED_MODE_KEYS,
-    SEED_RESOURCE_KEYS,
-    SEED_TOP_KEYS,
-    load_results,
-)
+from codedag.monitor.results import SCHEMA_VERSION, load_results
+
+# The keys of the original results format, which every file keeps.
+SEED_TOP_KEYS = ("experiment_name", "timestamp", "datetime", "modes")
+SEED_MODE_KEYS = ("config", "batch_times", "resource_usage", "metrics", "summary")
+SEED_RESOURCE_KEYS = ("cpu_usage", "memory_usage", "gpu_usage", "gpu_memory")
 
 
 class FakeProbe:

@@ -63,7 +63,6 @@ __all__ = [
     "draws_random_numbers",
     "is_migratable",
     "list_supported_functions",
-    "non_migratable_reason",
     "placement_blocker",
     "spec_from_backend",
 ]
@@ -458,8 +457,3 @@ def placement_blocker(name: str) -> str | None:
     if spec.quirks.fidelity is Fidelity.DIFFERS:
         return spec.quirks.differs or "its backend is declared to differ from the library"
     return None
-
-
-def non_migratable_reason(name: str) -> str | None:
-    """Why ``name`` must stay on the CPU, or ``None`` when it is not on the NonMigratable list."""
-    return NON_MIGRATABLE.get(name)

@@ -6,17 +6,12 @@ to (``stats["totals"]["migrated"]``), so code written against the dict keeps wor
 too, one per runtime's ``stats()``: :class:`BatchedStats`, :class:`CacheStats`,
 :class:`TablesStats` and :class:`LoaderStats` (docs/batched.md, docs/cache.md, docs/tables.md and
 docs/loader-tuning.md); each dumps to the keys its dict had, so saved files validate into them.
-A figure is documented by the docstring under its field, which :func:`field_docs` reads (pydantic
-is not asked to: reading them at import cost every migrated run about 12 ms).
+A figure is documented by the docstring under its field (pydantic is not asked to read them:
+reading them at import cost every migrated run about 12 ms).
 """
 
 from __future__ import annotations
 
-import ast
-import functools
-import inspect
-import itertools
-import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
@@ -451,37 +446,3 @@ class MigrationStats(StatsModel):
     batched: BatchedStats | Off = Field(default_factory=Off)
     cache: CacheStats | Off = Field(default_factory=Off)
     tables: TablesStats | Off = Field(default_factory=Off)
-
-
-def field_docs(model: type[BaseModel]) -> dict[str, str]:
-    """The docstring under each field of ``model`` (its own and its bases'), by field name."""
-    docs: dict[str, str] = {}
-    for kind in reversed(model.__mro__):
-        if isinstance(kind, type) and issubclass(kind, BaseModel):
-            docs.update(_class_field_docs(kind.__module__, kind.__qualname__))
-    return {name: docs[name] for name in model.model_fields if name in docs}
-
-
-@functools.cache
-def _class_field_docs(module: str, qualname: str) -> dict[str, str]:
-    try:
-        tree = ast.parse(inspect.getsource(sys.modules[module]))
-    except (KeyError, OSError, TypeError):
-        return {}
-    body: list[ast.stmt] = tree.body
-    for part in qualname.split("."):
-        found = [n for n in body if isinstance(n, ast.ClassDef) and n.name == part]
-        if not found:
-            return {}
-        body = found[0].body
-    docs = {}
-    for stmt, after in itertools.pairwise(body):
-        if (
-            isinstance(stmt, ast.AnnAssign)
-            and isinstance(stmt.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[stmt.target.id] = inspect.cleandoc(after.value.value)
-    return docs

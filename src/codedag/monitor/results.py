@@ -46,9 +46,6 @@ from codedag.errors import SchemaError
 from codedag.monitor.model import ModeResults, RunResults
 
 SCHEMA_VERSION = 1
-SEED_TOP_KEYS = ("experiment_name", "timestamp", "datetime", "modes")
-SEED_MODE_KEYS = ("config", "batch_times", "resource_usage", "metrics", "summary")
-SEED_RESOURCE_KEYS = ("cpu_usage", "memory_usage", "gpu_usage", "gpu_memory")
 
 
 def _quantile(ordered: list[float], p: float) -> float:

@@ -95,11 +95,6 @@ def describe(name: str) -> str:
     return str(pipeline(name).DESCRIPTION)
 
 
-def library_calls(name: str) -> tuple[str, ...]:
-    """The canonical names of the library calls pipeline ``name`` makes per sample or batch."""
-    return tuple(pipeline(name).CALLS)
-
-
 def make_dataset(name: str, **kwargs: Any) -> Any:
     """Pipeline ``name``'s Dataset; ``kwargs`` go to its ``make_dataset``."""
     return pipeline(name).make_dataset(**kwargs)
@@ -113,7 +108,6 @@ def make_loader(name: str, **kwargs: Any) -> Any:
 __all__ = [
     "PIPELINES",
     "describe",
-    "library_calls",
     "make_dataset",
     "make_loader",
     "pipeline",
