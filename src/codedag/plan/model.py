@@ -17,9 +17,9 @@ section (the prefix cache's cuts, :mod:`codedag.plan.cache`) and the optional ``
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from codedag.errors import SchemaError
 from codedag.plan.cache import CacheSection
@@ -45,6 +45,10 @@ def check_device(value: str) -> str:
     if kind in DEVICE_KINDS and (not sep or (index.isdigit() and index.isascii())):
         return value
     raise ValueError(f"device {value!r} is not 'cpu', 'cuda' or 'cuda:<index >= 0>'")
+
+
+Device = Annotated[str, AfterValidator(check_device)]
+"""A device string checked by :func:`check_device`."""
 
 
 class _Model(BaseModel):
@@ -78,7 +82,7 @@ class PlannedCall(_Model):
     function: FunctionName
     context_keys: list[ContextKey] = Field(default_factory=list)
     instance_count: int = Field(default=1, ge=0)
-    device: str = "cpu"
+    device: Device = "cpu"
     migrate: bool = False
     measured_ns: int = 0
     original_ns: int | None = None
@@ -90,11 +94,6 @@ class PlannedCall(_Model):
     reason: str = ""
     estimated_gain_ns: int = 0
     transfer_cost_ns: int = 0
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        return check_device(value)
 
     @field_validator("context_keys")
     @classmethod
@@ -127,7 +126,7 @@ class PlacementInfo(_Model):
     """
 
     basis: Basis = "none"
-    device: str | None = None
+    device: Device | None = None
     device_name: str = ""
     margin_pct: float = Field(default=10.0, ge=0)
     assumed_speedup: float | None = Field(default=None, gt=0)
@@ -136,11 +135,6 @@ class PlacementInfo(_Model):
     calibration_cache: str | None = None
     dispatch_ns: int = 0
     passthrough_ns: int = 0
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str | None) -> str | None:
-        return None if value is None else check_device(value)
 
 
 BatchedMode = Literal["auto", "always", "never"]
@@ -196,13 +190,8 @@ class BatchedInfo(_Model):
     """
 
     mode: BatchedMode = "auto"
-    device: str | None = None
+    device: Device | None = None
     chains: list[BatchedChain] = Field(default_factory=list)
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str | None) -> str | None:
-        return None if value is None else check_device(value)
 
 
 class MigrationPlan(_Model):
@@ -231,7 +220,7 @@ class MigrationPlan(_Model):
     codedag_version: str = ""
     k: int = Field(default=1, ge=1)
     gpu_count: int = Field(default=0, ge=0)
-    target_device: str | None = None
+    target_device: Device | None = None
     partition_device_map: dict[str, str] = Field(default_factory=dict)
     context_device_map: dict[ContextKey, str]
     calls: list[PlannedCall] = Field(default_factory=list)
@@ -241,11 +230,6 @@ class MigrationPlan(_Model):
     batched: BatchedInfo = Field(default_factory=BatchedInfo)
     cache: CacheSection | None = None
     tables: TablesSection | None = None
-
-    @field_validator("target_device")
-    @classmethod
-    def _target(cls, value: str | None) -> str | None:
-        return None if value is None else check_device(value)
 
     @field_validator("partition_device_map", "context_device_map")
     @classmethod
