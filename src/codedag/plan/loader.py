@@ -18,9 +18,9 @@ an epoch whose values the cache stored or served (:mod:`codedag.migrate.warm_loa
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 # The DataLoader keywords a loader section may set, in the order tables show them.
 TUNABLE_KEYS = ("num_workers", "threads", "prefetch_factor", "persistent_workers", "pin_memory")
@@ -59,6 +59,10 @@ def known_keys(value: list[str]) -> list[str]:
     if unknown:
         raise ValueError(f"unknown loader setting(s) {unknown}; known: {list(TUNABLE_KEYS)}")
     return value
+
+
+TunableKeys = Annotated[list[str], AfterValidator(known_keys)]
+"""Loader settings named by key, checked by :func:`known_keys`."""
 
 
 class _Model(BaseModel):
@@ -241,7 +245,7 @@ class WarmLoader(_Model):
     """
 
     chosen: LoaderSettings
-    changed: list[str] = Field(default_factory=list)
+    changed: TunableKeys = Field(default_factory=list)
     reason: str = ""
     batches: int = Field(default=0, ge=0)
     hit_rate: float = Field(default=0.0, ge=0, le=1)
@@ -249,11 +253,6 @@ class WarmLoader(_Model):
     trials: list[LoaderTrial] = Field(default_factory=list)
     confirmation: LoaderConfirmation | None = None
     duration_s: float = Field(default=0.0, ge=0)
-
-    @field_validator("changed")
-    @classmethod
-    def _keys(cls, value: list[str]) -> list[str]:
-        return known_keys(value)
 
 
 class LoaderSection(_Model):
@@ -296,10 +295,10 @@ class LoaderSection(_Model):
     basis: Literal["measured"] = "measured"
     chosen: LoaderSettings
     yours: LoaderSettings
-    changed: list[str] = Field(default_factory=list)
+    changed: TunableKeys = Field(default_factory=list)
     reason: str = ""
-    fixed: list[str] = Field(default_factory=list)
-    override: list[str] = Field(default_factory=list)
+    fixed: TunableKeys = Field(default_factory=list)
+    override: TunableKeys = Field(default_factory=list)
     dataset: str | None = None
     batch_size: int | None = None
     batches_per_epoch: int | None = None
@@ -318,11 +317,6 @@ class LoaderSection(_Model):
     warm: WarmLoader | None = None
     draws: list[str] | None = None
     allow_changed_draws: bool = False
-
-    @field_validator("changed", "fixed", "override")
-    @classmethod
-    def _keys(cls, value: list[str]) -> list[str]:
-        return known_keys(value)
 
     @property
     def keeps_yours(self) -> bool:
