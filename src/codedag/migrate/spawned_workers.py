@@ -15,7 +15,7 @@ What such a worker applies is what a forked one inherits at its start: the same 
 with the same settings, the same device rules (a worker never initializes CUDA), the prefix
 cache's store and generation (:attr:`~codedag.migrate.cache.runtime.CacheSettings.run`). Two
 things differ: applying costs each worker the import of codedag's run time and the registry
-(tenths of a second, beside the seconds a spawned worker takes to import torch), and what the
+(about half a second, beside the seconds a spawned worker takes to import torch), and what the
 worker counts stays in it (``get_stats()`` sums the counters of forked workers only). A plan the
 worker cannot apply leaves it running the libraries' own functions, with one warning.
 """
