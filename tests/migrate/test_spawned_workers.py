@@ -8,8 +8,10 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
+from batched_support import Augmented, images, run, seed_worker
 from migrate_support import plan_for
 from prefix_support import DrawingFiles, cache_section, write_images
 from torch.utils.data import DataLoader
@@ -128,3 +130,42 @@ def test_spawned_workers_store_and_hit_with_the_loaders_own_batches(
     assert hits[1] == list(range(1, 9))  # each sample of the second epoch read back
     assert stored == 8
     assert len(list((tmp_path / "marks").iterdir())) == (1 if persistent else 2)
+
+
+def test_a_workers_migrator_never_defers_to_a_batched_run() -> None:
+    from batched_support import plan as batched_plan
+
+    from codedag.migrate.batched.settings import BatchedSettings
+
+    shipped = WorkerPlan(
+        batched_plan(), "cpu", None, BatchedSettings(verify=0), None, True, PipelineMigrator
+    )
+    migrator = shipped.migrator()
+    assert migrator.batched.active and not migrator.batched._switch.on
+
+
+@pytest.mark.slow
+def test_batched_chains_run_per_sample_in_spawned_workers_with_the_loaders_own_batches(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A worker started afresh shares no deferral switch with the process that runs the
+    batches: its chain runs per sample, batched execution stops with one warning, and the
+    batches (drawn at random in the worker) are the loader's own."""
+
+    def make() -> DataLoader:  # type: ignore[type-arg]
+        np.random.seed(1234)
+        return DataLoader(
+            Augmented(images(8)),
+            batch_size=4,
+            num_workers=1,
+            multiprocessing_context="spawn",
+            worker_init_fn=seed_worker,
+            generator=torch.Generator().manual_seed(1234),
+        )
+
+    with caplog.at_level("WARNING", logger="codedag.migrate.batched.runtime"):
+        reference, batches, stats = run(make)
+    assert stats["deferring"] is False
+    assert "they share no switch" in caplog.text
+    for (want_x, want_i), (got_x, got_i) in zip(reference, batches, strict=True):
+        assert torch.equal(want_x, got_x) and torch.equal(want_i, got_i)

@@ -233,6 +233,11 @@ class PipelineMigrator:
                 "it to them"
             )
             return None
+        if self._batched.active:
+            self._batched.stop(
+                "a DataLoader starts its workers with 'spawn' or 'forkserver': they share no "
+                "switch with this process, so batched chains run per sample"
+            )
         return WorkerPlan(
             plan=self.plan.plan.model_copy(update={"loader": None}),
             default_device=self.default_device,

@@ -16,8 +16,11 @@ with the same settings, the same device rules (a worker never initializes CUDA),
 cache's store and generation (:attr:`~codedag.migrate.cache.runtime.CacheSettings.run`). Two
 things differ: applying costs each worker the import of codedag's run time and the registry
 (about half a second, beside the seconds a spawned worker takes to import torch), and what the
-worker counts stays in it (``get_stats()`` sums the counters of forked workers only). A plan the
-worker cannot apply leaves it running the libraries' own functions, with one warning.
+worker counts stays in it (``get_stats()`` sums the counters of forked workers only), and
+batched chains run per sample: whether a worker defers its values to a batched run is a switch
+the process running the batches shares with forked workers only, so once a loader starts
+workers afresh, batched execution stops, with one warning. A plan the worker cannot apply leaves
+it running the libraries' own functions, with one warning.
 """
 
 from __future__ import annotations
@@ -62,8 +65,8 @@ class WorkerPlan:
     migrator_type: Any = None
 
     def migrator(self) -> Any:
-        """A migrator of this plan, not applied."""
-        return self.migrator_type(
+        """A migrator of this plan, not applied (its batched chains run per sample)."""
+        migrator = self.migrator_type(
             self.plan,
             self.default_device,
             guard=self.guard if self.guard is not None else False,
@@ -71,6 +74,8 @@ class WorkerPlan:
             cache=self.cache,
             tables=self.tables,
         )
+        migrator.batched.run_per_sample()
+        return migrator
 
 
 _APPLIED: list[Any] = []

@@ -195,6 +195,11 @@ class BatchedRuntime(PatchedRuntime):
             self._switch.off()
             log.warning("batched execution stops: %s", reason)
 
+    def run_per_sample(self) -> None:
+        """Never defer in this process: a DataLoader worker started afresh shares no switch
+        with the process that runs the batches."""
+        self._switch.off()
+
     # -- hooks ----------------------------------------------------------------------------------
     def _deferring(self) -> bool:
         return self._applied and self._switch.deferring
