@@ -239,8 +239,8 @@ def test_only_the_first_samples_of_the_warm_up_batch_are_traced(
 def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
     monkeypatch: Any,
 ) -> None:
-    """The background import starts with the first epoch (with 0 workers where a plan is
-    likely) and is waited for before the loader's next iterator is made (workers fork there)
+    """The background import starts with the first epoch where a plan is likely (with 0
+    workers or more) and is waited for before the loader's next iterator is made (workers fork there)
     and before planning imports anything."""
     import threading
 
@@ -281,6 +281,12 @@ def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
     release.clear()
     started.clear()
     order.clear()
+    monkeypatch.setattr(prefetch, "likely_to_plan", lambda: False)
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    assert list(watch.iterate(lambda: DataLoader.__iter__(loader)))
+    watch.close()
+    assert started == []  # workers, and no library a plan is likely for: nothing imported
+    monkeypatch.setattr(prefetch, "likely_to_plan", lambda: True)
     watch = LoaderWatch(loader, WatchSettings(store_plans=False))
 
     def make_iterator() -> Any:

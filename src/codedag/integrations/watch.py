@@ -253,10 +253,11 @@ class LoaderWatch:
         return not self._fetches_here() and bool(getattr(self.loader, "persistent_workers", False))
 
     def _prefetches(self) -> bool:
-        """Whether to import the planner in the background: with workers (it has the first
-        epoch), and with 0 workers (it has the first batch) where the script imported a library
-        a plan is likely made for: samples with nothing to plan never import it at all."""
-        return not self._fetches_here() or prefetch.likely_to_plan()
+        """Whether to import the planner in the background (with workers it has the first
+        epoch, with 0 workers the first batch): where the script imported a library a plan is
+        likely made for. Samples with nothing to plan never import it at all, and with workers
+        the import would take a core from them."""
+        return prefetch.likely_to_plan()
 
     def end_epoch(self) -> None:
         """The epoch is over, as a trainer knows it (its last step ran): seal an epoch the loop left
