@@ -13,7 +13,9 @@ against ``python -m codedag run -- python SCRIPT`` (codedag), in ``--rounds`` in
   whole run's wall time (interpreter start to exit, tracing and planning included) and CPU time
   (the process and its DataLoader workers: less disturbed by other work on a busy machine), and
   their ratios;
-  whether the losses the script prints are the same (they must be).
+  whether the losses the script prints are the same (they must be). ``--workers`` and
+  ``--start-method`` set its loader's ``num_workers`` and ``multiprocessing_context`` (workers
+  started with ``spawn`` or ``forkserver`` receive the plan and apply it themselves).
   ``--way`` picks how kaggle's codedag variant gets codedag: ``run`` (the default, the script
   unmodified under ``codedag run``), ``accelerate`` (a ``loader = codedag.accelerate(loader)``
   line in the script, which the plain variant skips) or ``lightning`` (the same training as a
@@ -108,7 +110,7 @@ def main():
     files = sorted(glob.glob(os.path.join(ROOT, "*.png")))
     train = DataLoader(
         ImageFiles(files), batch_size=SETTINGS["batch_size"], shuffle=True,
-        num_workers=SETTINGS["workers"],
+        num_workers=SETTINGS["workers"], multiprocessing_context=SETTINGS["start_method"],
     )
     if SETTINGS["accelerate"] and OUT:
         import codedag
@@ -193,7 +195,7 @@ def main():
     files = sorted(glob.glob(os.path.join(ROOT, "*.png")))
     train = DataLoader(
         ImageFiles(files), batch_size=SETTINGS["batch_size"], shuffle=True,
-        num_workers=SETTINGS["workers"],
+        num_workers=SETTINGS["workers"], multiprocessing_context=SETTINGS["start_method"],
     )
     callbacks = [Timing()]
     if OUT:
@@ -512,6 +514,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="batch size of both (32)")
     parser.add_argument("--workers", type=int, default=0, help="kaggle's DataLoader workers (0)")
     parser.add_argument(
+        "--start-method",
+        choices=["fork", "spawn", "forkserver"],
+        default=None,
+        help="how kaggle's loader starts its workers (default: the platform's)",
+    )
+    parser.add_argument(
         "--slice-samples", type=int, default=200_000, help="rows of the slices data set (200000)"
     )
     parser.add_argument("--only", choices=("kaggle", "slices"), help="run one script only")
@@ -540,6 +548,7 @@ def main() -> None:
                 "input_px": args.input_px,
                 "batch_size": args.batch_size,
                 "workers": args.workers,
+                "start_method": args.start_method if args.workers else None,
                 "epochs": args.epochs,
                 "accelerate": args.way == "accelerate",
             }
@@ -550,7 +559,13 @@ def main() -> None:
             title = (
                 f"kaggle ({WAYS[args.way]}): {args.images} PNG files of {args.image_px} px, cv2 decode, resize to "
                 f"{args.input_px} px, random flip, batch {args.batch_size}, "
-                f"{args.workers} workers, small CNN, {args.epochs} epochs, {args.rounds} rounds"
+                f"{args.workers} workers"
+                + (
+                    f" started with {args.start_method}"
+                    if args.start_method and args.workers
+                    else ""
+                )
+                + f", small CNN, {args.epochs} epochs, {args.rounds} rounds"
             )
             out["kaggle"] = report(title, variants)
         if args.only in (None, "slices"):

@@ -236,6 +236,49 @@ def test_only_the_first_samples_of_the_warm_up_batch_are_traced(
     assert results.cache["stored"] == 12
 
 
+class PngStream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """PngFiles' decode and resize yielded by an iterable data set, with a flip drawn from the
+    global NumPy generator."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __iter__(self) -> Any:
+        for path in self.paths:
+            img = cv2.resize(cv2.imread(path), (16, 16))
+            if np.random.rand() < 0.5:
+                img = cv2.flip(img, 1)
+            yield torch.from_numpy(np.ascontiguousarray(img))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_iterable_data_sets_files_are_cached_with_its_own_batches(
+    tmp_path: Any, monkeypatch: Any, workers: int
+) -> None:
+    """With 0 workers the plan serves epoch 1 from its second batch; with workers, from epoch 2
+    (each worker iterates every file here: what the data set yields is its own business)."""
+    _storing_pays(tmp_path, monkeypatch)
+    paths = _png_files(tmp_path, 12)
+
+    def epochs(iterate: Any) -> list[list[torch.Tensor]]:
+        np.random.seed(5)
+        torch.manual_seed(5)  # the workers' seeds are drawn from it
+        return [list(iterate()) for _ in range(3)]
+
+    plain = DataLoader(PngStream(paths), batch_size=4, num_workers=workers)
+    expected = epochs(lambda: iter(plain))
+    loader = DataLoader(PngStream(paths), batch_size=4, num_workers=workers)
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False, first_epoch="all"))
+    try:
+        got = epochs(lambda: watch.iterate(lambda: DataLoader.__iter__(loader)))
+    finally:
+        results = watch.close()
+    assert results.plan_status == "applied", results.plan_reason
+    assert results.cache["hits"] >= 12  # the third epoch reads every file back at least
+    for want, have in zip(expected, got, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(want, have, strict=True))
+
+
 def test_the_planner_is_imported_in_the_background_and_settled_before_a_fork(
     monkeypatch: Any,
 ) -> None:

@@ -185,15 +185,35 @@ class DecodedStream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             yield torch.from_numpy(cv2.resize(image, (32, 32)))
 
 
-def test_an_iterable_data_set_is_named_as_why_no_chain_is_found() -> None:
+class DelegatedStream(DecodedStream):
+    """An iterable data set whose ``__iter__`` hands the samples to another generator."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return self._decoded()
+
+    def _decoded(self):  # type: ignore[no-untyped-def]
+        yield from DecodedStream.__iter__(self)
+
+
+def test_an_iterable_data_sets_samples_are_its_generators_resumptions() -> None:
+    tracer, _ = trace_dataloader(DataLoader(DecodedStream(), batch_size=4), warmup=0)
+    found = find_prefixes(tracer.dag)
+    assert [(c.source_function, c.caller) for c in found.chains] == [
+        ("numpy.frombuffer", f"{__name__}.DecodedStream.__iter__")
+    ]
+    assert len(found.chains[0].traced) == 4  # one per sample of the batch
+    assert found.note == ""
+
+
+def test_an_iterable_data_set_that_delegates_is_named_as_why_no_chain_is_found() -> None:
     from codedag.integrations.watch import decisions
     from codedag.plan import MigrationPlan
     from codedag.plan.cache import CacheSection
 
-    tracer, _ = trace_dataloader(DataLoader(DecodedStream(), batch_size=4), warmup=0)
+    tracer, _ = trace_dataloader(DataLoader(DelegatedStream(), batch_size=4), warmup=0)
     found = find_prefixes(tracer.dag)
     assert found.chains == []
-    assert "DecodedStream) is iterable" in found.note and "__getitem__" in found.note
+    assert "DelegatedStream) is iterable" in found.note and "another generator" in found.note
     # a run's summary says it, as a kept row of the cache section
     section = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)
     plan = MigrationPlan(context_device_map={}, cache=CacheSection.model_validate(section))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 import codedag.migrate.cache.prefix_values as prefix_values
 from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime
@@ -65,6 +66,33 @@ class FileImages(Dataset):
         return torch.from_numpy(np.ascontiguousarray(image)), index
 
 
+class FileStream(IterableDataset):
+    """:class:`FileImages`' samples yielded by an iterable data set (each worker its share of
+    the files, in order); ``fail_at``: the file whose sample raises ``ValueError``."""
+
+    def __init__(self, paths: list[str], fail_at: int | None = None) -> None:
+        self.paths = paths
+        self.fail_at = fail_at
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, int]]:
+        info = get_worker_info()
+        indices = range(len(self.paths))
+        if info is not None:
+            indices = indices[info.id :: info.num_workers]
+        for index in indices:
+            image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+            image = cv2.resize(image, (32, 32), interpolation=cv2.INTER_AREA)
+            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+            if index == self.fail_at:
+                raise ValueError(f"sample {index} is broken")
+            if np.random.default_rng(index).random() < 0.5:
+                image = cv2.flip(image, 1)
+            yield torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+STREAM_CALLER = f"{__name__}.FileStream.__iter__"
+
+
 class PlainFiles(FileImages):
     """A chain whose code asks its values nothing between the source and the cut."""
 
@@ -104,13 +132,14 @@ def count_store_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return counts
 
 
-def chain(cut: str = "cv2.cvtColor") -> ChainSpec:
-    """The cached chain of :class:`FileImages` (source ``cv2.imread``)."""
+def chain(cut: str = "cv2.cvtColor", caller: str = CALLER) -> ChainSpec:
+    """The cached chain of :class:`FileImages` (source ``cv2.imread``; ``caller``: the function
+    calling it, :data:`STREAM_CALLER` for :class:`FileStream`)."""
     return ChainSpec(
         "prefix0",
         "cv2.imread",
         "0",
-        (CALLER,),
+        (caller,),
         ("cv2.cvtColor", "cv2.imread", "cv2.resize"),
         cut,
         0,
@@ -139,6 +168,7 @@ def runtime(
     disk: int = 64 << 20,
     judge_after: int = 0,
     store_share: float = 0.0,
+    caller: str = CALLER,
 ) -> PrefixCacheRuntime:
     """A runtime caching :func:`chain` in ``folder`` (its tiny images cost about what storing
     them does: by default the chain is never given up for its cost, and every value is stored
@@ -147,7 +177,7 @@ def runtime(
     settings = CacheSettings(
         verify=verify, store=store, judge_after=judge_after, store_share=store_share
     )
-    return PrefixCacheRuntime([chain()], settings)
+    return PrefixCacheRuntime([chain(caller=caller)], settings)
 
 
 def epoch(dataset: Dataset, workers: int = 0, batch_size: int = 4) -> list[Any]:

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 FETCH = "torch.utils.data._utils.fetch._MapDatasetFetcher.fetch"
 """Where a DataLoader (or one of its workers) makes a batch from indices."""
+ITERABLE_FETCH = "torch.utils.data._utils.fetch._IterableDatasetFetcher.fetch"
+"""Where a DataLoader (or one of its workers) makes a batch of an iterable data set."""
 NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
 """Where the process that iterates a DataLoader receives a batch."""
 
@@ -62,7 +64,8 @@ class RuntimePart(Protocol):
         """Library functions it replaces (each at every public path of the function)."""
 
     def hooks(self) -> list[str]:
-        """DataLoader hooks it replaces (:data:`FETCH`, :data:`NEXT`), never rebound elsewhere."""
+        """DataLoader hooks it replaces (:data:`FETCH`, :data:`ITERABLE_FETCH`, :data:`NEXT`),
+        never rebound elsewhere."""
 
     def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         """Its replacement of ``name``, calling ``original`` (the next layer or the library)."""

@@ -448,7 +448,7 @@ def _follow(
 def find_prefixes(dag: Any) -> PrefixFound:
     """The deterministic prefix chains of each traced sample, grouped across samples."""
     dag = getattr(dag, "source", dag)
-    samples = _samples(dag)
+    samples = _samples(dag, resumptions=True)
     info = (getattr(dag, "metadata", {}) or {}).get("dataloader") or {}
     length = info.get("dataset_len")
     dataset_len = length if isinstance(length, int) and not isinstance(length, bool) else None
@@ -456,8 +456,10 @@ def find_prefixes(dag: Any) -> PrefixFound:
         note = "the trace holds no DataLoader samples"
         if info.get("iterable"):
             note = (
-                f"the data set ({info.get('dataset') or 'an IterableDataset'}) is iterable: the "
-                "prefix cache follows the samples of a map-style data set's __getitem__"
+                f"the data set ({info.get('dataset') or 'an IterableDataset'}) is iterable and "
+                "its __iter__ hands its samples to another generator: the prefix cache follows "
+                "the samples of a map-style data set's __getitem__, or an iterable one's own "
+                "__iter__ from one yield to the next"
             )
         return PrefixFound([], 0, dataset_len, note)
     groups: dict[tuple[str, str], PrefixChain] = {}

@@ -190,13 +190,37 @@ def _is_operation(node: Any) -> bool:
     return bool(node.is_builtin) or node.args is not None
 
 
-def _sample_roots(dag: ExecutionDAG) -> list[Any]:
-    """The outermost ``__getitem__`` calls: one per traced sample (none when not recorded)."""
-    return [
+def _sample_roots(dag: ExecutionDAG, resumptions: bool = False) -> list[Any]:
+    """The outermost ``__getitem__`` calls: one per traced sample (none when not recorded);
+    ``resumptions``: for an iterable data set, its ``__iter__`` generator's resumptions
+    instead (:func:`_resumptions`)."""
+    roots = [
         n
         for n in sorted(dag.calls(), key=lambda n: n.id)
         if n.name.rsplit(".", 1)[-1] in ("__getitem__", "__getitems__")
         and not any(_ancestor_named(dag, n.id, "__getitem__"))
+    ]
+    return roots if roots or not resumptions else _resumptions(dag)
+
+
+def _resumptions(dag: ExecutionDAG) -> list[Any]:
+    """The resumptions of an iterable data set's ``__iter__`` generator by the DataLoader's
+    ``__next__``: the tracer records each as a call of its own, which runs from one ``yield``
+    to the next, so each makes one sample (none for a map-style data set, or an ``__iter__``
+    that hands its work to another generator)."""
+    info = (getattr(dag, "metadata", {}) or {}).get("dataloader") or {}
+    dataset = info.get("dataset")
+    if not info.get("iterable") or not isinstance(dataset, str) or not dataset:
+        return []
+    name = f".{dataset}.__iter__"
+    return [
+        n
+        for n in sorted(dag.calls(), key=lambda n: n.id)
+        if n.name.endswith(name)
+        and any(
+            dag.nodes[p].name.endswith("_BaseDataLoaderIter.__next__")
+            for p in dag.predecessors(n.id, "calls")
+        )
     ]
 
 
@@ -215,9 +239,10 @@ def _loader_samples(dag: ExecutionDAG) -> list[list[Any]]:
     return out
 
 
-def _samples(dag: ExecutionDAG) -> list[list[Any]]:
-    """The operations of each traced sample (see the module docstring)."""
-    roots = _sample_roots(dag)
+def _samples(dag: ExecutionDAG, resumptions: bool = False) -> list[list[Any]]:
+    """The operations of each traced sample (see the module docstring; ``resumptions``: an
+    iterable data set's samples are its generator's resumptions, :func:`_resumptions`)."""
+    roots = _sample_roots(dag, resumptions)
     if roots:
         return [[dag.nodes[i] for i in _descendants(dag, r.id)] for r in roots]
     return _loader_samples(dag)

@@ -37,7 +37,7 @@ from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.cache.prefix_values import has_prefix_value, outside_call, step
 from codedag.migrate.cache.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
-from codedag.migrate.dispatch import FETCH
+from codedag.migrate.dispatch import FETCH, ITERABLE_FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.stats import CacheStats
 from codedag.patching import like_original
@@ -170,7 +170,7 @@ class PrefixCacheRuntime(PatchedRuntime):
 
     def hooks(self) -> list[str]:
         """The fetch (samples begin there; a failing batch runs again without the cache)."""
-        return [FETCH] if self.active else []
+        return [FETCH, ITERABLE_FETCH] if self.active else []
 
     def before_patching(self) -> None:
         """Open the store (a new generation)."""
@@ -213,6 +213,8 @@ class PrefixCacheRuntime(PatchedRuntime):
         """The cache's replacement of ``name`` calling ``original``."""
         if name == FETCH:
             return self._make_fetch(original)
+        if name == ITERABLE_FETCH:
+            return self._make_iterable_fetch(original)
         if name in self._guarded:
             return _guard(name, original)
         return self._replacement(name, original)
@@ -275,6 +277,40 @@ class PrefixCacheRuntime(PatchedRuntime):
                 session.flush()
                 if workers is not None:
                     workers.publish()  # a worker's counts reach the owner with its batch
+            session.succeeded_sample()
+            return batch
+
+        return fetch
+
+    def _make_iterable_fetch(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The fetch of an iterable data set: as a map-style one's, except that a batch that
+        fails with cached values cannot run again (its samples came from the data set's
+        iterator, which has moved on): the error goes on to the program, and the chains of the
+        batch are not cached in this process any more."""
+        session = self.session
+        runtime = self
+
+        def fetch(fetcher: Any, index: Any) -> Any:
+            if not session.active:
+                return original(fetcher, index)
+            workers = runtime.workers
+            session.begin_sample(fetcher)
+            session.local.fetching += 1
+            try:
+                batch = original(fetcher, index)
+            except StopIteration:  # the data set's end
+                raise
+            except Exception as error:
+                if session.created:
+                    session.failed_for_good(error)
+                raise
+            finally:
+                session.local.fetching -= 1
+                session.end_fetch()
+                session.writer.wake()
+                session.flush()
+                if workers is not None:
+                    workers.publish()
             session.succeeded_sample()
             return batch
 

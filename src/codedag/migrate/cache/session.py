@@ -629,6 +629,26 @@ class Session:
                 )
         self.local.lineages = []
 
+    def failed_for_good(self, error: BaseException) -> None:
+        """A fetch that cannot run again (an iterable data set's) failed with prefix values:
+        its chains are given up in this process, with one warning naming the error."""
+        chains = sorted({lineage.chain.id for lineage in self.local.lineages} - self.given_up)
+        for lineage in self.local.lineages:
+            lineage.pending.clear()
+            if not lineage.done:
+                lineage.diverge("error")
+        if not chains:
+            return
+        self.given_up.update(chains)
+        log.warning(
+            "prefix cache: a batch of an iterable data set failed with cached values of %s "
+            "(%s: %s); its samples cannot be fetched again, so the error goes on to the program "
+            "and these chains are not cached in this process any more",
+            ", ".join(chains),
+            type(error).__name__,
+            str(error).splitlines()[0][:120] if str(error) else "",
+        )
+
     def succeeded_sample(self) -> None:
         """The fetch went through: the failure streaks of its chains end."""
         for lineage in self.local.lineages:
