@@ -442,12 +442,12 @@ def test_started_workers_are_told_apart_from_forked_ones() -> None:
 
 
 @pytest.mark.slow
-def test_spawned_workers_apply_the_plan_themselves_with_the_loaders_own_batches(
+def test_persistent_spawned_workers_apply_the_plan_themselves_with_the_loaders_own_batches(
     tmp_path: Any, monkeypatch: Any, caplog: Any
 ) -> None:
-    """Spawned workers import the script afresh: they receive the plan and apply it, the
-    summary says their counts are their own, and the batches (drawn at random in the
-    workers) are the loader's."""
+    """Spawned workers import the script afresh: persistent ones receive the plan (made before
+    they start) and apply it once, the summary says their counts are their own, and the batches
+    (drawn at random in the workers) are the loader's."""
     _storing_pays(tmp_path, monkeypatch)
     paths = _png_files(tmp_path, 8)
 
@@ -459,10 +459,12 @@ def test_spawned_workers_apply_the_plan_themselves_with_the_loaders_own_batches(
             generator=torch.Generator(),
             num_workers=1,
             multiprocessing_context="spawn",
+            persistent_workers=True,
         )
 
     plain = make()
     expected = _epochs(plain, lambda: iter(plain), 2)
+    plain._iterator = None  # its persistent worker ends
     loader = make()
     watch = LoaderWatch(loader, WatchSettings(store_plans=False))
     with caplog.at_level("WARNING", logger="codedag.integrations.watch"):
@@ -473,6 +475,30 @@ def test_spawned_workers_apply_the_plan_themselves_with_the_loaders_own_batches(
     assert results.plan_status == (
         "applied (spawn workers apply it themselves; what they count is not in this summary)"
     )
-    assert [e.planned for e in results.epochs] == [False, True]
+    assert [e.planned for e in results.epochs] == [True, True]
     assert not [r for r in caplog.records if r.name == "codedag.integrations.watch"]
     _assert_same_batches(expected, got)
+
+
+def test_workers_started_afresh_each_epoch_that_would_not_earn_the_plan_back_are_said() -> None:
+    from codedag.migrate.spawned_workers import WorkerPlan
+
+    class Applied:
+        def __init__(self, saved_ns: int | None) -> None:
+            self.shipped = WorkerPlan({}, "cpu", None, None, None, True, None, saved_ns)
+
+        def worker_plan(self) -> WorkerPlan:
+            return self.shipped
+
+    loader = DataLoader(Rows(), batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    watch.migrator = Applied(1_000_000)  # 1 ms a sample, 6 samples a worker
+    assert watch._afresh_status("spawn") == (
+        "applied in this process only (spawn workers: the plan would save each 0.01 s of an "
+        "epoch, less than applying it costs)"
+    )
+    assert watch._in_this_process_only
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    watch.migrator = Applied(None)
+    assert watch._afresh_status("spawn").startswith("applied (spawn workers apply it themselves")
+    assert not watch._in_this_process_only

@@ -18,7 +18,13 @@ from torch.utils.data import DataLoader
 
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.cache.runtime import CacheSettings
-from codedag.migrate.spawned_workers import HOOK, PlanInWorker, SpawnedWorkers, WorkerPlan
+from codedag.migrate.spawned_workers import (
+    HOOK,
+    PlanInWorker,
+    SpawnedWorkers,
+    WorkerPlan,
+    forgone_gain_s,
+)
 from codedag.store.tiers import StoreSettings
 
 
@@ -64,6 +70,38 @@ def test_only_workers_that_inherit_nothing_receive_the_plan_and_the_loader_keeps
     assert part.handed == 2
     nothing = SpawnedWorkers(lambda: None).layer(HOOK, lambda loader: loader.worker_init_fn)
     assert nothing(_Loader(2, multiprocessing.get_context("spawn"))) is _own_init
+
+
+class _Sized(_Loader):
+    """A loader over ``samples`` samples, its workers made afresh or persistent."""
+
+    def __init__(self, samples: int | None, persistent: bool = False) -> None:
+        super().__init__(2, multiprocessing.get_context("spawn"))
+        self.dataset = list(range(samples)) if samples is not None else iter(())
+        self.persistent_workers = persistent
+
+
+def test_workers_made_afresh_each_epoch_get_the_plan_only_where_it_saves_them_more(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def plan(saved_ns: int | None) -> WorkerPlan:
+        return WorkerPlan(plan_for({}), "cpu", None, None, None, True, None, saved_ns)
+
+    assert forgone_gain_s(_Sized(100), plan(1_000_000)) == pytest.approx(0.05)  # 50 x 1 ms
+    assert forgone_gain_s(_Sized(100), plan(20_000_000)) is None  # 1 s each: worth it
+    assert forgone_gain_s(_Sized(100, persistent=True), plan(1_000_000)) is None  # paid once
+    assert forgone_gain_s(_Sized(None), plan(1_000_000)) is None  # a length unknown
+    assert forgone_gain_s(_Sized(100), plan(None)) is None  # a plan saying nothing of it
+    cheap = plan(1_000_000)
+    part = SpawnedWorkers(lambda: cheap)
+    part.after_patching({})
+    layer = part.layer(HOOK, lambda loader: loader.worker_init_fn)
+    with caplog.at_level("WARNING", logger="codedag.migrate.spawned_workers"):
+        assert layer(_Sized(100)) is _own_init and layer(_Sized(100)) is _own_init
+        assert isinstance(layer(_Sized(100, persistent=True)), PlanInWorker)
+    assert (part.forgone, part.handed) == (2, 1)
+    assert len(caplog.records) == 1
+    assert "save each about 0.05 s" in caplog.text and "persistent_workers=True" in caplog.text
 
 
 def test_settings_that_cannot_travel_leave_workers_unpatched_with_one_warning(

@@ -179,6 +179,7 @@ class LoaderWatch:
         self.plan: MigrationPlan | None = None
         self._open: _TimedIterator | None = None
         self._tried = False
+        self._in_this_process_only = False  # workers started afresh receive no plan
         self._first_indices: list[Any] = []
         self._lock = threading.RLock()
 
@@ -203,7 +204,7 @@ class LoaderWatch:
                 prefetch.start()
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
-                planned=self.migrator is not None,
+                planned=self.migrator is not None and not self._in_this_process_only,
                 data_wait_s=time.perf_counter() - start,
             )
             self._open = _TimedIterator(inner, self, figures, start)
@@ -375,11 +376,27 @@ class LoaderWatch:
         self.results.plan_status = "applied"
         method = self._started_workers()
         if method is not None:
-            self.results.plan_status = (
-                f"applied ({method} workers apply it themselves; what they count is not in "
-                "this summary)"
-            )
+            self.results.plan_status = self._afresh_status(method)
         return True
+
+    def _afresh_status(self, method: str) -> str:
+        """The plan's status where the loader starts workers that inherit nothing."""
+        from codedag.migrate.spawned_workers import forgone_gain_s
+
+        shipped = self.migrator.worker_plan() if self.migrator is not None else None
+        gain_s = None if shipped is None else forgone_gain_s(self.loader, shipped)
+        if shipped is None or gain_s is not None:
+            self._in_this_process_only = True
+            why = (
+                "they receive nothing"
+                if shipped is None
+                else (
+                    f"the plan would save each {gain_s:.2f} s of an epoch, less than applying it "
+                    "costs"
+                )
+            )
+            return f"applied in this process only ({method} workers: {why})"
+        return f"applied ({method} workers apply it themselves; what they count is not in this summary)"
 
     def _started_workers(self) -> str | None:
         """How the loader starts workers that inherit nothing of this process ('spawn',

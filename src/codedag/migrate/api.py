@@ -216,6 +216,11 @@ class PipelineMigrator:
             )
             return counts
 
+    def worker_plan(self) -> WorkerPlan | None:
+        """What DataLoader workers started with 'spawn' or 'forkserver' receive while the plan
+        is applied (None: nothing, the plan gives them nothing or cannot be sent)."""
+        return self._workers.shipped() if self._applied else None
+
     def _workers_have_work(self) -> bool:
         """Whether any section of the plan runs in DataLoader workers."""
         parts = (self._cache.active, self._tables.active, self._batched.active)
@@ -246,6 +251,11 @@ class PipelineMigrator:
             cache=dataclasses.replace(self._cache.settings, run=self._cache.run),
             tables=self._tables.active,
             migrator_type=type(self),
+            saved_ns_per_sample=(  # 0: a plan that measured nothing
+                self.plan.plan.cache.saved_ns_per_sample or None
+                if self._cache.active and self.plan.plan.cache is not None
+                else None
+            ),
         )
 
     def restore(self) -> int:

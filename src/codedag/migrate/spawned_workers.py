@@ -20,7 +20,10 @@ worker counts stays in it (``get_stats()`` sums the counters of forked workers o
 batched chains run per sample: whether a worker defers its values to a batched run is a switch
 the process running the batches shares with forked workers only, so once a loader starts
 workers afresh, batched execution stops, with one warning. A plan the worker cannot apply leaves
-it running the libraries' own functions, with one warning.
+it running the libraries' own functions, with one warning. Non-persistent workers, started
+again for every epoch, receive the plan only where it saves each of them more in its epoch than
+applying it costs (:data:`APPLY_S`, against the prefix cache's expected saving per sample times
+the worker's share of the data set); otherwise one warning says what is forgone.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class WorkerPlan:
         tables: whether the plan's tables apply.
         migrator_type: the class that applied it (:class:`~codedag.migrate.PipelineMigrator`,
             sent by name).
+        saved_ns_per_sample: what the plan expects to save per sample from the second epoch on
+            (its prefix cache's figure); None where it says nothing (no cache).
     """
 
     plan: Any
@@ -63,6 +68,7 @@ class WorkerPlan:
     cache: Any
     tables: bool
     migrator_type: Any = None
+    saved_ns_per_sample: int | None = None
 
     def migrator(self) -> Any:
         """A migrator of this plan, not applied (its batched chains run per sample)."""
@@ -127,6 +133,25 @@ def _apply_here(plan: WorkerPlan) -> None:
     _APPLIED.append(migrator)
 
 
+APPLY_S = 0.5
+"""What receiving and applying a plan costs a worker started afresh (the import of codedag's run
+time, the registry and the plan: 0.4-0.65 s measured on a 2-CPU machine)."""
+
+
+def forgone_gain_s(loader: Any, plan: WorkerPlan) -> float | None:
+    """What a worker started afresh for one epoch would save with ``plan``, where that is less
+    than applying it costs (:data:`APPLY_S`); None where it is worth sending: persistent workers
+    (they pay once), a plan that says nothing of its saving, a data set of unknown length."""
+    if getattr(loader, "persistent_workers", False) or plan.saved_ns_per_sample is None:
+        return None
+    try:
+        samples = len(loader.dataset) / max(1, int(loader.num_workers))
+    except TypeError:  # an iterable data set without a length
+        return None
+    gain_s = plan.saved_ns_per_sample * samples / 1e9
+    return gain_s if gain_s < APPLY_S else None
+
+
 def start_method(loader: Any) -> str:
     """How ``loader`` starts its workers (``fork``, ``spawn``, ``forkserver``)."""
     context = getattr(loader, "multiprocessing_context", None)
@@ -155,6 +180,7 @@ class SpawnedWorkers(PatchedRuntime):
         self._active = active
         self._shipped: tuple[WorkerPlan | None] | None = None  # made once per apply
         self.handed = 0  # loaders whose started workers received the plan
+        self.forgone = 0  # loaders whose workers would have spent more on it than it saves
 
     @property
     def active(self) -> bool:
@@ -195,6 +221,25 @@ class SpawnedWorkers(PatchedRuntime):
             self._shipped = (plan,)
         return self._shipped[0]
 
+    def _not_worth_it(self, loader: Any, plan: WorkerPlan) -> bool:
+        """Whether ``loader``'s workers would spend more applying ``plan`` than it saves
+        them in their epoch (said once, with the gain forgone)."""
+        gain_s = forgone_gain_s(loader, plan)
+        if gain_s is None:
+            return False
+        if not self.forgone:
+            log.warning(
+                "codedag: the DataLoader's workers, started with %r for each epoch, run the "
+                "libraries' own functions: the plan would save each about %.2f s of its epoch, "
+                "less than the %.1f s applying it costs a worker started afresh "
+                "(persistent_workers=True lets them apply it once)",
+                start_method(loader),
+                gain_s,
+                APPLY_S,
+            )
+        self.forgone += 1
+        return True
+
     def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         """``_get_iterator`` handing a :class:`PlanInWorker` to workers started afresh."""
 
@@ -202,7 +247,7 @@ class SpawnedWorkers(PatchedRuntime):
             if not getattr(loader, "num_workers", 0) or start_method(loader) == "fork":
                 return original(loader)
             plan = self.shipped()
-            if plan is None:
+            if plan is None or self._not_worth_it(loader, plan):
                 return original(loader)
             own = loader.worker_init_fn
             loader.worker_init_fn = PlanInWorker(plan, own)

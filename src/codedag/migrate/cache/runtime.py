@@ -271,12 +271,7 @@ class PrefixCacheRuntime(PatchedRuntime):
                     return original(fetcher, index)
             finally:
                 random_states.release(taken)
-                session.local.fetching -= 1
-                session.end_fetch()
-                session.writer.wake()
-                session.flush()
-                if workers is not None:
-                    workers.publish()  # a worker's counts reach the owner with its batch
+                runtime._fetch_ended(workers)
             session.succeeded_sample()
             return batch
 
@@ -305,16 +300,22 @@ class PrefixCacheRuntime(PatchedRuntime):
                     session.failed_for_good(error)
                 raise
             finally:
-                session.local.fetching -= 1
-                session.end_fetch()
-                session.writer.wake()
-                session.flush()
-                if workers is not None:
-                    workers.publish()
+                runtime._fetch_ended(workers)
             session.succeeded_sample()
             return batch
 
         return fetch
+
+    def _fetch_ended(self, workers: Any) -> None:
+        """A DataLoader fetch of this thread ended: its values go to the writer, its hits'
+        generations to the store, and a worker's counts to the process that owns them."""
+        session = self.session
+        session.local.fetching -= 1
+        session.end_fetch()
+        session.writer.wake()
+        session.flush()
+        if workers is not None:
+            workers.publish()  # a worker's counts reach the owner with its batch
 
     # -- statistics -----------------------------------------------------------------------
     def _merged(self) -> dict[str, int]:
