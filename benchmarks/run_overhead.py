@@ -15,7 +15,8 @@ against ``python -m codedag run -- python SCRIPT`` (codedag), in ``--rounds`` in
   their ratios;
   whether the losses the script prints are the same (they must be). ``--workers`` and
   ``--start-method`` set its loader's ``num_workers`` and ``multiprocessing_context`` (workers
-  started with ``spawn`` or ``forkserver`` receive the plan and apply it themselves).
+  started with ``spawn`` or ``forkserver`` receive the plan and apply it themselves), and
+  ``--persistent`` its ``persistent_workers``.
   ``--way`` picks how kaggle's codedag variant gets codedag: ``run`` (the default, the script
   unmodified under ``codedag run``), ``accelerate`` (a ``loader = codedag.accelerate(loader)``
   line in the script, which the plain variant skips) or ``lightning`` (the same training as a
@@ -111,6 +112,7 @@ def main():
     train = DataLoader(
         ImageFiles(files), batch_size=SETTINGS["batch_size"], shuffle=True,
         num_workers=SETTINGS["workers"], multiprocessing_context=SETTINGS["start_method"],
+        persistent_workers=SETTINGS["persistent"],
     )
     if SETTINGS["accelerate"] and OUT:
         import codedag
@@ -196,6 +198,7 @@ def main():
     train = DataLoader(
         ImageFiles(files), batch_size=SETTINGS["batch_size"], shuffle=True,
         num_workers=SETTINGS["workers"], multiprocessing_context=SETTINGS["start_method"],
+        persistent_workers=SETTINGS["persistent"],
     )
     callbacks = [Timing()]
     if OUT:
@@ -520,6 +523,9 @@ def main() -> None:
         help="how kaggle's loader starts its workers (default: the platform's)",
     )
     parser.add_argument(
+        "--persistent", action="store_true", help="kaggle's workers persist across epochs"
+    )
+    parser.add_argument(
         "--slice-samples", type=int, default=200_000, help="rows of the slices data set (200000)"
     )
     parser.add_argument("--only", choices=("kaggle", "slices"), help="run one script only")
@@ -549,6 +555,7 @@ def main() -> None:
                 "batch_size": args.batch_size,
                 "workers": args.workers,
                 "start_method": args.start_method if args.workers else None,
+                "persistent": bool(args.persistent and args.workers),
                 "epochs": args.epochs,
                 "accelerate": args.way == "accelerate",
             }
@@ -565,6 +572,7 @@ def main() -> None:
                     if args.start_method and args.workers
                     else ""
                 )
+                + (" (persistent)" if args.persistent and args.workers else "")
                 + f", small CNN, {args.epochs} epochs, {args.rounds} rounds"
             )
             out["kaggle"] = report(title, variants)
