@@ -20,6 +20,7 @@ from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.cache.runtime import CacheSettings
 from codedag.migrate.spawned_workers import (
     HOOK,
+    CountsFolder,
     PlanInWorker,
     SpawnedWorkers,
     WorkerPlan,
@@ -118,6 +119,22 @@ def test_settings_that_cannot_travel_leave_workers_unpatched_with_one_warning(
     assert part.handed == 0
 
 
+def test_counts_files_are_summed_and_what_is_not_a_count_is_passed_over() -> None:
+    counted = CountsFolder({"hits": 1})
+    try:
+        assert counted.path.stat().st_mode & 0o077 == 0  # private to this user
+        (counted.path / "1.json").write_text('{"hits": 3, "stored": 2}')
+        (counted.path / "2.json").write_text('{"hits": 4, "stored": true, "queued": -5}')
+        (counted.path / "3.json").write_text("[1, 2]")  # not a map of counts
+        (counted.path / "4.json").write_text('{"hits": ' + "9" * 70_000 + "}")  # over the cap
+        (counted.path / "5.json").write_text("{half")
+        assert counted.totals() == {"hits": 8, "stored": 2}
+    finally:
+        counted.close()
+    assert counted.closed and not counted.path.exists()
+    assert counted.totals() == {"hits": 8, "stored": 2}  # kept after the folder is gone
+
+
 def test_a_migrator_with_nothing_for_workers_hands_them_nothing(tmp_path: Path) -> None:
     with PipelineMigrator(plan_for({}), guard=False) as migrator:
         assert migrator._worker_plan() is None
@@ -156,8 +173,12 @@ def test_spawned_workers_store_and_hit_with_the_loaders_own_batches(
 
     own = epochs(tmp_path / "own")
     with PipelineMigrator(plan, guard=False, cache=settings) as migrator:
-        got = epochs(tmp_path / "marks")
+        got = epochs(tmp_path / "marks")  # its workers have ended when it returns
         stored = sum(t.entries for t in migrator.cache.store.info())
+        folder = migrator._workers.counted.path
+    counted = migrator.get_stats()["cache"]  # what the workers' counts files said
+    assert (counted["hits"], counted["misses"], counted["stored"]) == (8, {"new": 8}, 8)
+    assert not folder.exists()  # removed at restore, its sums kept
     for want, have in zip(own, got, strict=True):
         for want_batch, have_batch in zip(want, have, strict=True):
             for want_part, have_part in zip(want_batch[:3], have_batch[:3], strict=True):

@@ -396,7 +396,7 @@ class LoaderWatch:
                 )
             )
             return f"applied in this process only ({method} workers: {why})"
-        return f"applied ({method} workers apply it themselves; what they count is not in this summary)"
+        return f"applied ({method} workers apply it themselves)"
 
     def _started_workers(self) -> str | None:
         """How the loader starts workers that inherit nothing of this process ('spawn',

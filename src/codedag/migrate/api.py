@@ -114,6 +114,7 @@ class PipelineMigrator:
         self._cache = _cache_runtime(self.plan, cache)
         self._tables = _tables_runtime(self.plan, tables)
         self._workers = SpawnedWorkers(self._worker_plan, self._workers_have_work)
+        self._cache.afresh_counts = self._workers.cache_counts
         self._dispatch = Dispatch([])
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()

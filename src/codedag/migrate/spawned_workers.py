@@ -16,7 +16,8 @@ with the same settings, the same device rules (a worker never initializes CUDA),
 cache's store and generation (:attr:`~codedag.migrate.cache.runtime.CacheSettings.run`). Two
 things differ: applying costs each worker the import of codedag's run time and the registry
 (about half a second, beside the seconds a spawned worker takes to import torch), and what the
-worker counts stays in it (``get_stats()`` sums the counters of forked workers only), and
+worker counts reaches the process that started it through files (its prefix cache's counts, in
+a private :class:`CountsFolder`; those of placed calls and tables stay in the worker), and
 batched chains run per sample: whether a worker defers its values to a batched run is a switch
 the process running the batches shares with forked workers only, so once a loader starts
 workers afresh, batched execution stops, with one warning. A plan the worker cannot apply leaves
@@ -28,14 +29,26 @@ the worker's share of the data set); otherwise one warning says what is forgone.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import multiprocessing
+import multiprocessing.util
+import os
 import pickle
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from codedag.errors import ConfigError
 from codedag.migrate.patched_runtime import PatchedRuntime
+from codedag.util.io import atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +72,8 @@ class WorkerPlan:
             sent by name).
         saved_ns_per_sample: what the plan expects to save per sample from the second epoch on
             (its prefix cache's figure); None where it says nothing (no cache).
+        counts_folder: where the worker leaves what its prefix cache counted
+            (:class:`CountsFolder`; None: nowhere).
     """
 
     plan: Any
@@ -69,6 +84,7 @@ class WorkerPlan:
     tables: bool
     migrator_type: Any = None
     saved_ns_per_sample: int | None = None
+    counts_folder: str | None = None
 
     def migrator(self) -> Any:
         """A migrator of this plan, not applied (its batched chains run per sample)."""
@@ -131,6 +147,74 @@ def _apply_here(plan: WorkerPlan) -> None:
     finally:
         codedag_log.setLevel(level)
     _APPLIED.append(migrator)
+    if plan.counts_folder is not None and migrator.cache.active:
+        _publish_counts(Path(plan.counts_folder), migrator.cache.session.values)
+
+
+PUBLISH_S = 1.0
+"""How often a worker started afresh rewrites its counts file (and once more at its exit)."""
+_EXIT_PRIORITY = 5  # multiprocessing finalizers: after the writer's (20) stored its queue
+
+
+def _publish_counts(folder: Path, values: Callable[[], dict[str, int]]) -> None:
+    """Rewrite this worker's counts file in ``folder`` every :data:`PUBLISH_S` while they
+    change, and at the worker's exit (a worker killed keeps its last file)."""
+    path = folder / f"{os.getpid()}.json"
+    last: list[dict[str, int]] = [{}]
+
+    def publish() -> None:
+        now = values()
+        if now != last[0]:
+            with contextlib.suppress(Exception):  # the run goes on without its counts
+                atomic_write_json(path, now, indent=None)
+                last[0] = now
+
+    def loop() -> None:
+        while True:
+            time.sleep(PUBLISH_S)
+            publish()
+
+    threading.Thread(target=loop, name="codedag-worker-counts", daemon=True).start()
+    multiprocessing.util.Finalize(None, publish, exitpriority=_EXIT_PRIORITY)
+
+
+class CountsFolder:
+    """A private folder (0700, made by :func:`tempfile.mkdtemp`) where workers started afresh
+    leave what their prefix cache counted, one JSON file each, rewritten whole: the process that
+    started them sums the files (read with a size cap; a file that is not a flat map of counts
+    is passed over)."""
+
+    MAX_BYTES = 1 << 16
+
+    def __init__(self, earlier: Mapping[str, int] | None = None) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="codedag-worker-counts-"))
+        self._earlier = Counter(earlier or {})  # an earlier application's sums
+        self._final: dict[str, int] | None = None
+
+    def totals(self) -> dict[str, int]:
+        """Every worker's counts, summed (as of its last file)."""
+        if self._final is not None:
+            return self._final
+        out = Counter(self._earlier)
+        for file in sorted(self.path.glob("*.json")):
+            try:
+                data = read_json(file, "worker counts", self.MAX_BYTES, expect=dict)
+            except (ConfigError, OSError):
+                continue
+            for name, value in data.items():
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    out[name] += value
+        return dict(out)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the folder was removed (its sums kept)."""
+        return self._final is not None
+
+    def close(self) -> None:
+        """Keep the sums and remove the folder."""
+        self._final = self.totals()
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 APPLY_S = 0.5
@@ -179,6 +263,7 @@ class SpawnedWorkers(PatchedRuntime):
         self._plan = plan
         self._active = active
         self._shipped: tuple[WorkerPlan | None] | None = None  # made once per apply
+        self.counted: CountsFolder | None = None  # what such workers' caches counted
         self.handed = 0  # loaders whose started workers received the plan
         self.forgone = 0  # loaders whose workers would have spent more on it than it saves
 
@@ -196,16 +281,31 @@ class SpawnedWorkers(PatchedRuntime):
         return [HOOK]
 
     def after_patching(self, failed: Mapping[str, str]) -> None:
-        """Mark applied (no worker counters: what such workers count stays in them)."""
+        """Mark applied (such workers report through files, :class:`CountsFolder`)."""
         self.failed = dict(failed)
         self._shipped = None
         self._applied = True
+
+    def cache_counts(self) -> dict[str, int]:
+        """What the prefix caches of workers started afresh counted, summed."""
+        return self.counted.totals() if self.counted is not None else {}
+
+    def after_restore(self) -> None:
+        """Keep the workers' counts and remove their folder."""
+        if self.counted is not None:
+            self.counted.close()
+        super().after_restore()
 
     def shipped(self) -> WorkerPlan | None:
         """What workers started afresh receive, made once while applied; None when the plan
         gives them nothing, or cannot travel to them (one warning says why)."""
         if self._shipped is None:
             plan = self._plan()
+            if plan is not None and plan.cache is not None and plan.cache.enabled:
+                if self.counted is None or self.counted.closed:
+                    earlier = self.counted.totals() if self.counted is not None else None
+                    self.counted = CountsFolder(earlier)
+                plan = dataclasses.replace(plan, counts_folder=str(self.counted.path))
             if plan is not None:
                 try:
                     pickle.dumps(plan)

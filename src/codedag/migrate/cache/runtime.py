@@ -152,6 +152,8 @@ class PrefixCacheRuntime(PatchedRuntime):
             self._sources.setdefault(chain.source_function, []).append(chain)
         self._guarded: set[str] = set()
         self.run = self.settings.run or ""  # the generation joined (set when applied)
+        # what the caches of workers started afresh counted (set by the migrator)
+        self.afresh_counts: Callable[[], dict[str, int]] = dict
 
     @property
     def active(self) -> bool:
@@ -321,7 +323,8 @@ class PrefixCacheRuntime(PatchedRuntime):
     def _merged(self) -> dict[str, int]:
         local = self.session.values()
         remote = self.workers.totals("cache") if self.workers is not None else {}
-        return {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
+        afresh = self.afresh_counts()
+        return {k: local.get(k, 0) + remote.get(k, 0) + afresh.get(k, 0) for k in FIELDS}
 
     def progress(self) -> CacheProgress:
         """What every process has counted so far (workers' counts as of their last batch)."""
