@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import pickle
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,22 @@ def test_batched_chains_run_per_sample_in_spawned_workers_with_the_loaders_own_b
     assert "they share no switch" in caplog.text
     for (want_x, want_i), (got_x, got_i) in zip(reference, batches, strict=True):
         assert torch.equal(want_x, got_x) and torch.equal(want_i, got_i)
+
+
+def test_a_workers_counts_file_is_never_written_into_a_folder_made_again(tmp_path: Path) -> None:
+    from codedag.migrate.spawned_workers import _write_counts
+
+    folder = tmp_path / "counts"
+    folder.mkdir()
+    _write_counts(folder / "1.json", {"hits": 2})
+    assert (folder / "1.json").read_text() == '{"hits": 2}'
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (folder / ".2.draft").symlink_to(victim)
+    with pytest.raises(OSError):  # a link planted at the draft's name is refused
+        _write_counts(folder / "2.json", {"hits": 3})
+    assert victim.read_text() == "keep"
+    shutil.rmtree(folder)  # the run ended: a late worker's write fails, nothing is made
+    with pytest.raises(FileNotFoundError):
+        _write_counts(folder / "1.json", {"hits": 5})
+    assert not folder.exists()

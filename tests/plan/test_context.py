@@ -85,3 +85,17 @@ def test_innermost_names_and_frame_names() -> None:
     here = sys._getframe()
     assert frame_name(here) == f"{__name__}.test_innermost_names_and_frame_names"
     assert frame_name(here) is frame_name(here)  # cached by the code object's identity
+
+
+def test_a_spawned_workers_copy_of_the_main_script_has_the_main_scripts_names() -> None:
+    """A worker started with spawn or forkserver imports the script as ``__mp_main__``: its data
+    set's ``__getitem__`` must keep the name the plan traced (``__main__....``)."""
+    import sys
+
+    from codedag.plan.context import frame_name
+
+    for module in ("__mp_main__", "__main__"):
+        scope: dict[str, object] = {"__name__": module, "sys": sys}
+        exec("class Images:\n    def get(self):\n        return sys._getframe()\n", scope)
+        frame = scope["Images"]().get()  # type: ignore[operator]
+        assert frame_name(frame) == "__main__.Images.get"

@@ -16,8 +16,9 @@ with the same settings, the same device rules (a worker never initializes CUDA),
 cache's store and generation (:attr:`~codedag.migrate.cache.runtime.CacheSettings.run`). Two
 things differ: applying costs each worker the import of codedag's run time and the registry
 (about half a second, beside the seconds a spawned worker takes to import torch), and what the
-worker counts reaches the process that started it through files (its prefix cache's counts, in
-a private :class:`CountsFolder`; those of placed calls and tables stay in the worker), and
+worker counts reaches the process that started it through a file rewritten after each batch
+(its prefix cache's counts, in a private :class:`CountsFolder`; those of placed calls and tables
+stay in the worker), and
 batched chains run per sample: whether a worker defers its values to a batched run is a switch
 the process running the batches shares with forked workers only, so once a loader starts
 workers afresh, batched execution stops, with one warning. A plan the worker cannot apply leaves
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import multiprocessing
 import multiprocessing.util
@@ -38,8 +40,6 @@ import os
 import pickle
 import shutil
 import tempfile
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -48,7 +48,7 @@ from typing import Any
 
 from codedag.errors import ConfigError
 from codedag.migrate.patched_runtime import PatchedRuntime
-from codedag.util.io import atomic_write_json, read_json
+from codedag.util.io import read_json
 
 log = logging.getLogger(__name__)
 
@@ -148,34 +148,39 @@ def _apply_here(plan: WorkerPlan) -> None:
         codedag_log.setLevel(level)
     _APPLIED.append(migrator)
     if plan.counts_folder is not None and migrator.cache.active:
-        _publish_counts(Path(plan.counts_folder), migrator.cache.session.values)
+        _publish_counts(Path(plan.counts_folder), migrator.cache)
 
 
-PUBLISH_S = 1.0
-"""How often a worker started afresh rewrites its counts file (and once more at its exit)."""
 _EXIT_PRIORITY = 5  # multiprocessing finalizers: after the writer's (20) stored its queue
 
 
-def _publish_counts(folder: Path, values: Callable[[], dict[str, int]]) -> None:
-    """Rewrite this worker's counts file in ``folder`` every :data:`PUBLISH_S` while they
-    change, and at the worker's exit (a worker killed keeps its last file)."""
+def _publish_counts(folder: Path, runtime: Any) -> None:
+    """Rewrite this worker's counts file in ``folder`` after each batch it fetches (when they
+    changed) and at its exit: what the process that started it reads is as of the worker's
+    last batch, even while the worker lives on (a persistent one)."""
     path = folder / f"{os.getpid()}.json"
     last: list[dict[str, int]] = [{}]
 
     def publish() -> None:
-        now = values()
+        now = runtime.session.values()
         if now != last[0]:
-            with contextlib.suppress(Exception):  # the run goes on without its counts
-                atomic_write_json(path, now, indent=None)
+            with contextlib.suppress(OSError, TypeError, ValueError):  # counts are a courtesy
+                _write_counts(path, now)
                 last[0] = now
 
-    def loop() -> None:
-        while True:
-            time.sleep(PUBLISH_S)
-            publish()
-
-    threading.Thread(target=loop, name="codedag-worker-counts", daemon=True).start()
+    runtime.after_fetch = publish
     multiprocessing.util.Finalize(None, publish, exitpriority=_EXIT_PRIORITY)
+
+
+def _write_counts(path: Path, values: Mapping[str, int]) -> None:
+    """Write ``values`` to ``path`` whole (a draft renamed over it), never through a link, and
+    never into a folder made again: a folder removed meanwhile fails the write."""
+    draft = path.with_name(f".{path.stem}.draft")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(draft, flags, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(dict(values), handle)
+    os.replace(draft, path)
 
 
 class CountsFolder:

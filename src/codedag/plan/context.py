@@ -188,6 +188,8 @@ def frame_name(frame: FrameType) -> str:
     if hit is not None and hit[0] is code:
         return hit[1]
     module = frame.f_globals.get("__name__", "?")
+    if module == "__mp_main__":  # the main script, imported again by a spawned worker
+        module = "__main__"
     name = f"{module}.{getattr(code, 'co_qualname', code.co_name)}"
     _CODE_NAMES[id(code)] = (code, name)
     return name

@@ -152,8 +152,10 @@ class PrefixCacheRuntime(PatchedRuntime):
             self._sources.setdefault(chain.source_function, []).append(chain)
         self._guarded: set[str] = set()
         self.run = self.settings.run or ""  # the generation joined (set when applied)
-        # what the caches of workers started afresh counted (set by the migrator)
+        # what the caches of workers started afresh counted (set by the migrator), and, in
+        # such a worker, what it does after each batch (report its counts)
         self.afresh_counts: Callable[[], dict[str, int]] = dict
+        self.after_fetch: Callable[[], None] | None = None
 
     @property
     def active(self) -> bool:
@@ -318,6 +320,8 @@ class PrefixCacheRuntime(PatchedRuntime):
         session.flush()
         if workers is not None:
             workers.publish()  # a worker's counts reach the owner with its batch
+        if self.after_fetch is not None:
+            self.after_fetch()
 
     # -- statistics -----------------------------------------------------------------------
     def _merged(self) -> dict[str, int]:
