@@ -13,19 +13,22 @@ attribute is put back as soon as the workers have started.
 
 What such a worker applies is what a forked one inherits at its start: the same plan sections
 with the same settings, the same device rules (a worker never initializes CUDA), the prefix
-cache's store and generation (:attr:`~codedag.migrate.cache.runtime.CacheSettings.run`). Two
-things differ: applying costs each worker the import of codedag's run time and the registry
-(about half a second, beside the seconds a spawned worker takes to import torch), and what the
-worker counts reaches the process that started it through a file rewritten after each batch
-(its prefix cache's counts, in a private :class:`CountsFolder`; those of placed calls and tables
-stay in the worker), and
-batched chains run per sample: whether a worker defers its values to a batched run is a switch
-the process running the batches shares with forked workers only, so once a loader starts
-workers afresh, batched execution stops, with one warning. A plan the worker cannot apply leaves
-it running the libraries' own functions, with one warning. Non-persistent workers, started
-again for every epoch, receive the plan only where it saves each of them more in its epoch than
-applying it costs (:data:`APPLY_S`, against the prefix cache's expected saving per sample times
-the worker's share of the data set); otherwise one warning says what is forgone.
+cache's store and generation (:attr:`~codedag.migrate.cache.runtime.CacheSettings.run`). What
+differs:
+
+* applying costs each worker the import of codedag's run time and the registry (about half a
+  second, beside the seconds a spawned worker takes to import torch), so workers started again
+  for every epoch receive the plan only where it saves each of them more in its epoch than that
+  (:data:`APPLY_S`, against the prefix cache's expected saving per sample times the worker's
+  share of the data set); otherwise one warning says what is forgone;
+* what the worker's prefix cache counts reaches the process that started it through a file
+  rewritten after each batch (:class:`CountsFolder`); the counts of placed calls and tables stay
+  in the worker;
+* batched chains run per sample: whether a worker defers its values to a batched run is a
+  switch the process running the batches shares with forked workers only, so once a loader
+  starts workers afresh, batched execution stops, with one warning.
+
+A plan the worker cannot apply leaves it running the libraries' own functions, with one warning.
 """
 
 from __future__ import annotations
