@@ -47,6 +47,31 @@ def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_
 
 
 @pytest.mark.slow
+def test_spawned_workers_of_a_script_cache_its_own_data_set_with_the_same_losses(
+    tmp_path: Path,
+) -> None:
+    """The data set is the script's own class, which a spawned worker imports as
+    ``__mp_main__``: its persistent worker applies the plan, caches the files in epoch 1 and reads
+    them back in epoch 2, and the script prints the losses it prints without codedag."""
+    options = 'num_workers=1, multiprocessing_context="spawn", persistent_workers=True'
+    write_train_script(tmp_path, loader_options=options)
+    (tmp_path / "plain").mkdir()
+    write_train_script(tmp_path / "plain", loader_options=options)
+    out = tmp_path / "out"
+    with ThreadPoolExecutor(2) as pool:
+        started = pool.submit(run_python, ["train.py"], tmp_path / "plain")
+        ran = codedag_run(["--no-store", "--out", str(out)], ["train.py"], tmp_path)
+        plain = started.result()
+    assert plain.returncode == 0, plain.stderr
+    assert ran.returncode == 0, ran.stderr
+    assert _losses(ran.stdout) == _losses(plain.stdout) and len(_losses(plain.stdout)) == 3
+    results = load_run_results(out)
+    assert results.plan_status == "applied (spawn workers apply it themselves)"
+    assert results.cache["hits"] == 32  # epochs 2 and 3, counted in the worker
+    assert results.cache["stored"] == 16
+
+
+@pytest.mark.slow
 def test_a_script_that_raises_keeps_its_traceback_and_exit_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -58,7 +58,7 @@ def main():
     np.random.seed(0)
     files = sorted(glob.glob(os.path.join(ROOT, "*.png")))
     data = ImageFiles(files)
-    train = DataLoader(data, batch_size=4, shuffle=True)
+    train = DataLoader(data, batch_size=4, shuffle=True{loader_options})
     valid = DataLoader(ImageFiles(files[:8]), batch_size=4)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -105,9 +105,12 @@ def write_train_script(
     validation: bool = False,
     ending: str = "",
     read_once: bool = False,
+    loader_options: str = "",
 ) -> Path:
-    """Write the training script (and nothing else: it writes its images on first run)."""
+    """Write the training script (and nothing else: it writes its images on first run);
+    ``loader_options``: more arguments of its training DataLoader (``num_workers=2``)."""
     text = TRAIN.format(
+        loader_options=f", {loader_options}" if loader_options else "",
         extra_methods=ONCE_PER_EPOCH_METHODS if read_once else "",
         guard=ONCE_PER_EPOCH_GUARD if read_once else "",
         epoch_start="        data.new_epoch()\n" if read_once else "",
