@@ -457,9 +457,9 @@ def find_prefixes(dag: Any) -> PrefixFound:
         if info.get("iterable"):
             note = (
                 f"the data set ({info.get('dataset') or 'an IterableDataset'}) is iterable and "
-                "its __iter__ hands its samples to another generator: the prefix cache follows "
-                "the samples of a map-style data set's __getitem__, or an iterable one's own "
-                "__iter__ from one yield to the next"
+                "its __iter__ hands its samples to a generator that is not one of its methods: "
+                "the prefix cache follows the samples of a map-style data set's __getitem__, or "
+                "an iterable one's own generator from one yield to the next"
             )
         return PrefixFound([], 0, dataset_len, note)
     groups: dict[tuple[str, str], PrefixChain] = {}

@@ -204,19 +204,20 @@ def _sample_roots(dag: ExecutionDAG, resumptions: bool = False) -> list[Any]:
 
 
 def _resumptions(dag: ExecutionDAG) -> list[Any]:
-    """The resumptions of an iterable data set's ``__iter__`` generator by the DataLoader's
-    ``__next__``: the tracer records each as a call of its own, which runs from one ``yield``
-    to the next, so each makes one sample (none for a map-style data set, or an ``__iter__``
-    that hands its work to another generator)."""
+    """The resumptions of an iterable data set's generator by the DataLoader's ``__next__``:
+    the tracer records each as a call of its own, which runs from one ``yield`` to the next, so
+    each makes one sample. The generator is the data set's ``__iter__`` or another method of its
+    class that ``__iter__`` hands the work to (none for a map-style data set, or a generator
+    that is not the data set's own)."""
     info = (getattr(dag, "metadata", {}) or {}).get("dataloader") or {}
     dataset = info.get("dataset")
     if not info.get("iterable") or not isinstance(dataset, str) or not dataset:
         return []
-    name = f".{dataset}.__iter__"
+    owner = f".{dataset}"
     return [
         n
         for n in sorted(dag.calls(), key=lambda n: n.id)
-        if n.name.endswith(name)
+        if n.name.rsplit(".", 1)[0].endswith(owner)
         and any(
             dag.nodes[p].name.endswith("_BaseDataLoaderIter.__next__")
             for p in dag.predecessors(n.id, "calls")
