@@ -7,6 +7,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.run_scripts import codedag_run, run_python, write_train_script
@@ -19,11 +20,13 @@ def _losses(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if line.startswith("epoch ")]
 
 
-@pytest.mark.slow
-def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_path: Path) -> None:
-    write_train_script(tmp_path)
+def _side_by_side(tmp_path: Path, **script: Any) -> tuple[Any, Any, Path]:
+    """The training script (``script``: :func:`write_train_script`'s options) run plainly and
+    under ``codedag run --no-store`` at once, each with its own images; both processes and the
+    run's output folder."""
+    write_train_script(tmp_path, **script)
     (tmp_path / "plain").mkdir()
-    write_train_script(tmp_path / "plain")  # its own images: the two runs start side by side
+    write_train_script(tmp_path / "plain", **script)  # its own images: the runs start together
     out = tmp_path / "out"
     with ThreadPoolExecutor(2) as pool:
         started = pool.submit(run_python, ["train.py"], tmp_path / "plain")
@@ -31,6 +34,12 @@ def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_
         plain = started.result()
     assert plain.returncode == 0, plain.stderr
     assert ran.returncode == 0, ran.stderr
+    return plain, ran, out
+
+
+@pytest.mark.slow
+def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_path: Path) -> None:
+    plain, ran, out = _side_by_side(tmp_path)
     assert _losses(ran.stdout) == _losses(plain.stdout)
     assert len(_losses(plain.stdout)) == 3
     results = load_run_results(out)
@@ -54,16 +63,7 @@ def test_spawned_workers_of_a_script_cache_its_own_data_set_with_the_same_losses
     ``__mp_main__``: its persistent worker applies the plan, caches the files in epoch 1 and reads
     them back in epoch 2, and the script prints the losses it prints without codedag."""
     options = 'num_workers=1, multiprocessing_context="spawn", persistent_workers=True'
-    write_train_script(tmp_path, loader_options=options)
-    (tmp_path / "plain").mkdir()
-    write_train_script(tmp_path / "plain", loader_options=options)
-    out = tmp_path / "out"
-    with ThreadPoolExecutor(2) as pool:
-        started = pool.submit(run_python, ["train.py"], tmp_path / "plain")
-        ran = codedag_run(["--no-store", "--out", str(out)], ["train.py"], tmp_path)
-        plain = started.result()
-    assert plain.returncode == 0, plain.stderr
-    assert ran.returncode == 0, ran.stderr
+    plain, ran, out = _side_by_side(tmp_path, loader_options=options)
     assert _losses(ran.stdout) == _losses(plain.stdout) and len(_losses(plain.stdout)) == 3
     results = load_run_results(out)
     assert results.plan_status == "applied (spawn workers apply it themselves)"

@@ -168,25 +168,40 @@ def _assert_same_batches(expected: list[list[Any]], got: list[list[Any]]) -> Non
             assert torch.equal(want_x, got_x)
 
 
+def _own_then_watched(
+    paths: list[str], epochs: int, settings: WatchSettings, **options: Any
+) -> tuple[list[list[Any]], list[list[Any]], Any]:
+    """The batches of a shuffled loader over ``paths`` (``options``: more DataLoader
+    arguments), then those of the same loader under a :class:`LoaderWatch`, and its results.
+    Each loader's persistent workers end before the next one starts (their counts reported)."""
+
+    def make() -> DataLoader:  # type: ignore[type-arg]
+        generator = torch.Generator()
+        return DataLoader(
+            PngFiles(paths), batch_size=4, shuffle=True, generator=generator, **options
+        )
+
+    plain = make()
+    expected = _epochs(plain, lambda: iter(plain), epochs)
+    plain._iterator = None  # type: ignore[attr-defined]
+    loader = make()
+    watch = LoaderWatch(loader, settings)
+    try:
+        got = _epochs(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)), epochs)
+    finally:
+        loader._iterator = None  # type: ignore[attr-defined]
+        results = watch.close()
+    return expected, got, results
+
+
 def test_with_0_workers_the_plan_serves_the_first_epoch_from_its_second_batch(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
     _storing_pays(tmp_path, monkeypatch)
     paths = _png_files(tmp_path, 24)
-
-    def make() -> DataLoader:  # type: ignore[type-arg]
-        generator = torch.Generator()
-        return DataLoader(PngFiles(paths), batch_size=4, shuffle=True, generator=generator)
-
-    plain = make()
-    expected = _epochs(plain, lambda: iter(plain), 2)
-    loader = make()
     # every value stored in the epoch that computes it: the counts below are exact
-    watch = LoaderWatch(loader, WatchSettings(store_plans=False, first_epoch="all"))
-    try:
-        got = _epochs(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)), 2)
-    finally:
-        results = watch.close()
+    settings = WatchSettings(store_plans=False, first_epoch="all")
+    expected, got, results = _own_then_watched(paths, 2, settings)
     assert results.plan_status == "applied", results.plan_reason
     first, second = results.epochs
     assert (first.planned, first.plan_from_batch) == (True, 2)
@@ -397,27 +412,10 @@ def test_persistent_workers_get_the_plan_before_they_fork(tmp_path: Any, monkeyp
     equals the loader's own (the flips draw from each worker's NumPy state, kept across epochs)."""
     _storing_pays(tmp_path, monkeypatch)
     paths = _png_files(tmp_path, 12)
-
-    def make() -> DataLoader:  # type: ignore[type-arg]
-        return DataLoader(
-            PngFiles(paths),
-            batch_size=4,
-            shuffle=True,
-            generator=torch.Generator(),
-            num_workers=2,
-            persistent_workers=True,
-        )
-
-    plain = make()
-    expected = _epochs(plain, lambda: iter(plain), 3)
-    plain._iterator = None  # type: ignore[attr-defined]  # its workers end
-    loader = make()
-    watch = LoaderWatch(loader, WatchSettings(store_plans=False, first_epoch="all"))
-    try:
-        got = _epochs(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)), 3)
-    finally:
-        loader._iterator = None  # type: ignore[attr-defined]  # its workers end: their counts
-        results = watch.close()
+    settings = WatchSettings(store_plans=False, first_epoch="all")
+    expected, got, results = _own_then_watched(
+        paths, 3, settings, num_workers=2, persistent_workers=True
+    )
     assert results.plan_status == "applied", results.plan_reason
     assert [e.planned for e in results.epochs] == [True, True, True]
     assert results.cache["stored"] == 12  # stored by the workers in epoch 1
@@ -446,33 +444,16 @@ def test_persistent_spawned_workers_apply_the_plan_themselves_with_the_loaders_o
     tmp_path: Any, monkeypatch: Any, caplog: Any
 ) -> None:
     """Spawned workers import the script afresh: persistent ones receive the plan (made before
-    they start) and apply it once, the summary says their counts are their own, and the batches
-    (drawn at random in the workers) are the loader's."""
+    they start) and apply it once, nothing is warned of, and the batches (drawn at random in
+    the workers) are the loader's."""
     _storing_pays(tmp_path, monkeypatch)
     paths = _png_files(tmp_path, 8)
-
-    def make() -> DataLoader:  # type: ignore[type-arg]
-        return DataLoader(
-            PngFiles(paths),
-            batch_size=4,
-            shuffle=True,
-            generator=torch.Generator(),
-            num_workers=1,
-            multiprocessing_context="spawn",
-            persistent_workers=True,
-        )
-
-    plain = make()
-    expected = _epochs(plain, lambda: iter(plain), 2)
-    plain._iterator = None  # its persistent worker ends
-    loader = make()
-    watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+    options = {"num_workers": 1, "multiprocessing_context": "spawn", "persistent_workers": True}
     with caplog.at_level("WARNING", logger="codedag.integrations.watch"):
-        try:
-            got = _epochs(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)), 2)
-        finally:
-            results = watch.close()
-    assert results.plan_status == ("applied (spawn workers apply it themselves)")
+        expected, got, results = _own_then_watched(
+            paths, 2, WatchSettings(store_plans=False), **options
+        )
+    assert results.plan_status == "applied (spawn workers apply it themselves)"
     assert [e.planned for e in results.epochs] == [True, True]
     assert not [r for r in caplog.records if r.name == "codedag.integrations.watch"]
     _assert_same_batches(expected, got)

@@ -229,7 +229,8 @@ class PipelineMigrator:
 
     def _worker_plan(self) -> WorkerPlan | None:
         """What a DataLoader worker that inherits nothing applies (None: the plan gives
-        workers nothing to do)."""
+        workers nothing to do). Asked once per application, when a loader first starts such
+        workers, which also stops batched execution: those workers defer nothing."""
         if not self._workers_have_work() or self.plan.plan is None:
             return None
         if self.registry is not default_registry():

@@ -177,7 +177,9 @@ def _publish_counts(folder: Path, runtime: Any) -> None:
 
 def _write_counts(path: Path, values: Mapping[str, int]) -> None:
     """Write ``values`` to ``path`` whole (a draft renamed over it), never through a link, and
-    never into a folder made again: a folder removed meanwhile fails the write."""
+    never into a folder made again: a folder removed meanwhile fails the write. Not
+    :func:`~codedag.util.io.atomic_write_json`, which makes the folder and syncs the file to
+    disk: this runs after every batch, for a reader that is alive."""
     draft = path.with_name(f".{path.stem}.draft")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     descriptor = os.open(draft, flags, 0o600)

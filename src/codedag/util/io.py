@@ -2,14 +2,15 @@
 
 Writes go through a temporary file in the same folder and a rename, so a reader never sees half a
 file and a crash never destroys the old one. No file is written through a symbolic link: a link
-where codedag would write (planted in a shared folder, it would point the write at another file)
-is refused with :func:`link_error` and its target is left as it is (:func:`open_no_follow` for
-files opened in place: locks, logs, streams; :func:`exclusive_lock` for a lock between processes; :func:`atomic_write_with` for a library that writes
-a file by name; :func:`own_file` before one that opens a database by name). :func:`read_json` reads DAGs, plans, results and
-configs with the same guarantees against bad or hostile input: a size cap on the raw bytes and on
-what a ``.gz`` file inflates to, strict UTF-8, a nesting-depth cap checked before the JSON parser
-recurses, and one error naming the file and the problem (``SchemaError`` for data files,
-``ConfigError`` for configs).
+where codedag would write (planted in a shared folder, it would point the write at another file) is
+refused with :func:`link_error` and its target is left as it is (:func:`open_no_follow` for files
+opened in place: locks, logs, streams; :func:`exclusive_lock` for a lock between processes;
+:func:`atomic_write_with` for a library that writes a file by name; :func:`own_file` before one
+that opens a database by name). :func:`read_json` reads DAGs, plans, results and configs with the
+same guarantees against bad or hostile input: a size cap on the raw bytes and on what a ``.gz``
+file inflates to, strict UTF-8, a nesting-depth cap checked before the JSON parser recurses, and
+one error naming the file and the problem (``SchemaError`` for data files, ``ConfigError`` for
+configs).
 """
 
 from __future__ import annotations
