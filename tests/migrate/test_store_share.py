@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from prefix_support import FileImages, epoch, equal, runtime, write_images
 
+from codedag.migrate.cache import keys
 from codedag.migrate.cache.session import WRITE_NS_PER_BYTE, _StoreBudget
 
 MS = 1_000_000
@@ -50,6 +51,31 @@ def test_a_first_epoch_stores_its_share_and_the_next_epoch_the_rest(
         {"hits": processes, "stored": n - processes, "later": 0},
         {"hits": n, "stored": 0, "later": 0},
     ]
+
+
+def test_a_value_left_for_later_costs_no_cache_work(
+    tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # past the share, a cold chain's source is the library's own call: its key is never
+    # computed (nor its stand-ins); the next epoch follows every sample again
+    keyed: list[object] = []
+    source_key = keys.source_key
+    monkeypatch.setattr(keys, "source_key", lambda *a: keyed.append(a) or source_key(*a))
+    dataset = FileImages(images)
+    reference = epoch(dataset)
+    rt = runtime(tmp_path / "cache", judge_after=1000, store_share=1e-12)
+    rt.apply()
+    try:
+        assert equal(epoch(dataset), reference)
+        first = len(keyed)
+        assert equal(epoch(dataset), reference)
+    finally:
+        rt.restore()
+    n = len(images)
+    assert first == 1  # the first value only: it was stored
+    assert len(keyed) - first == n
+    stats = rt.stats()
+    assert stats["not_stored_later"] == n - 1 and stats["hits"] == 1
 
 
 def test_a_share_of_zero_stores_every_value_in_the_epoch_that_computes_it(

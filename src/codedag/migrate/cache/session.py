@@ -247,6 +247,8 @@ class Session:
         """A planned source call: the first prefix value of a chain."""
         if self.judge_after and chain.id not in self._checked and self._found_unpaid(chain):
             return original(*args, **kwargs)
+        if self._left_for_later(chain):
+            return original(*args, **kwargs)
         where = _source_place(chain.source_slot, args, kwargs)
         data = args[where] if isinstance(where, int) else kwargs.get(where or "")
         try:
@@ -292,6 +294,24 @@ class Session:
             value = call(*args, **kwargs)
             head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
         return head if item is None else _assembled(head, item, echoes or {})
+
+    def _left_for_later(self, chain: ChainSpec) -> bool:
+        """Whether a source of ``chain`` runs as the library's own call, without the cache's
+        work (its key, stand-ins, headers): in a paced epoch, where the chain is cold in this
+        fetcher (its value can only be a miss) and storing has spent its share of the loading
+        time (the value would not be stored). It is counted as a miss left for later."""
+        local = self.local
+        if not self.store_share or not local.fetching or not local.cold.get(chain.id):
+            return False
+        if chain.id in local.found:  # a source met again in the epoch hit: stores everything
+            return False
+        loading_ns = time.perf_counter_ns() - local.fetch_started_ns
+        with self._lock:
+            if self._budget.affords(loading_ns, self.store_share):
+                return False
+            self.counts["later"] += 1
+            self.counts[_MISS_FIELDS["new"]] += 1
+        return True
 
     def skips_lookup(self, chain: ChainSpec, key: bytes) -> bool:
         """Whether the source ``key`` of ``chain`` is computed without asking the store.
