@@ -175,13 +175,20 @@ def _own_then_watched(
     arguments), then those of the same loader under a :class:`LoaderWatch`, and its results.
     Each loader's persistent workers end before the next one starts (their counts reported)."""
 
-    def make() -> DataLoader:  # type: ignore[type-arg]
+    def make(**override: Any) -> DataLoader:  # type: ignore[type-arg]
         generator = torch.Generator()
         return DataLoader(
-            PngFiles(paths), batch_size=4, shuffle=True, generator=generator, **options
+            PngFiles(paths),
+            batch_size=4,
+            shuffle=True,
+            generator=generator,
+            **{**options, **override},
         )
 
-    plain = make()
+    # the reference forks its workers: the batches of spawned ones, without their start-up
+    plain = make(
+        **{"multiprocessing_context": "fork"} if "multiprocessing_context" in options else {}
+    )
     expected = _epochs(plain, lambda: iter(plain), epochs)
     plain._iterator = None  # type: ignore[attr-defined]
     loader = make()

@@ -160,19 +160,19 @@ def test_spawned_workers_store_and_hit_with_the_loaders_own_batches(
     paths = write_images(tmp_path / "images", 8)
     plan, settings = _plan(tmp_path / "cache")
 
-    def epochs(marks: Path) -> list[list[Any]]:
+    def epochs(marks: Path, context: str = "spawn") -> list[list[Any]]:
         loader = DataLoader(
             DrawingFiles(paths),
             batch_size=4,
             num_workers=1,
-            multiprocessing_context="spawn",
+            multiprocessing_context=context,
             persistent_workers=persistent,
             worker_init_fn=functools.partial(_mark, marks),
             generator=torch.Generator().manual_seed(3),
         )
         return [list(loader) for _ in range(2)]
 
-    own = epochs(tmp_path / "own")
+    own = epochs(tmp_path / "own", "fork")  # the same batches as spawned workers', sooner
     with PipelineMigrator(plan, guard=False, cache=settings) as migrator:
         got = epochs(tmp_path / "marks")  # its workers have ended when it returns
         stored = sum(t.entries for t in migrator.cache.store.info())
@@ -212,13 +212,15 @@ def test_batched_chains_run_per_sample_in_spawned_workers_with_the_loaders_own_b
     batches: its chain runs per sample, batched execution stops with one warning, and the
     batches (drawn at random in the worker) are the loader's own."""
 
+    contexts = iter(["fork", "spawn"])  # the reference forks: the same batches, sooner
+
     def make() -> DataLoader:  # type: ignore[type-arg]
         np.random.seed(1234)
         return DataLoader(
             Augmented(images(8)),
             batch_size=4,
             num_workers=1,
-            multiprocessing_context="spawn",
+            multiprocessing_context=next(contexts),
             worker_init_fn=seed_worker,
             generator=torch.Generator().manual_seed(1234),
         )
