@@ -56,7 +56,7 @@ def _plan(folder: Path) -> tuple[dict[str, Any], CacheSettings]:
 
 
 def test_only_workers_that_inherit_nothing_receive_the_plan_and_the_loader_keeps_its_own() -> None:
-    plan = WorkerPlan(plan_for({}), "cpu", None, None, None, True)
+    plan = WorkerPlan(plan_for({}), "cpu", None, None, None, False)  # nothing to count
     seen: list[Any] = []
     part = SpawnedWorkers(lambda: plan)
     layer = part.layer(HOOK, lambda loader: seen.append(loader.worker_init_fn))

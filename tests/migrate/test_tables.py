@@ -189,21 +189,28 @@ def _plan(producer: str, caller: str, guards: list[str], cache: bool = False) ->
 NORMALIZED = _plan("cv2.warpAffine", f"{__name__}.Normalized.__getitem__", ["torch.from_numpy"])
 
 
-def _epoch(dataset: Dataset, workers: int = 0, seed: int = 0) -> list[torch.Tensor]:
+def _epoch(
+    dataset: Dataset, workers: int = 0, seed: int = 0, start: str | None = None
+) -> list[torch.Tensor]:
     np.random.seed(seed)
     torch.manual_seed(seed)
-    loader = DataLoader(dataset, batch_size=4, num_workers=workers, shuffle=False)
+    loader = DataLoader(
+        dataset, batch_size=4, num_workers=workers, shuffle=False, multiprocessing_context=start
+    )
     return [images.clone() for images, _ in loader]
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_loader_gives_the_same_batches_with_runs_counted_in_every_process(workers: int) -> None:
+@pytest.mark.parametrize(("workers", "start"), [(0, None), (2, None), (1, "spawn")])
+def test_a_loader_gives_the_same_batches_with_runs_counted_in_every_process(
+    workers: int, start: str | None
+) -> None:
+    # a spawned worker applies the plan itself and reports its counts through a file
     dataset = Normalized()
     expected = _epoch(dataset, workers)
     migrator = PipelineMigrator(NORMALIZED)
     with migrator:
-        got = _epoch(dataset, workers)
-        stats = migrator.get_stats()["tables"]
+        got = _epoch(dataset, workers, start=start)
+    stats = migrator.get_stats()["tables"]
     assert equal(got, expected)
     assert stats["producers"] == ["cv2.warpAffine"]
     assert stats["runs"] == len(dataset) and stats["errors"] == 0

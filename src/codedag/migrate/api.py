@@ -115,6 +115,7 @@ class PipelineMigrator:
         self._tables = _tables_runtime(self.plan, tables)
         self._workers = SpawnedWorkers(self._worker_plan, self._workers_have_work)
         self._cache.afresh_counts = self._workers.cache_counts
+        self._tables.afresh_counts = self._workers.tables_counts
         self._dispatch = Dispatch([])
         self._injector: PatchInjector | None = None
         self._lock = threading.RLock()
@@ -338,6 +339,11 @@ class PipelineMigrator:
     def batched(self) -> BatchedRuntime:
         """The batched execution of the plan's chains (inactive when it places none)."""
         return self._batched
+
+    @property
+    def tables(self) -> TablesRuntime:
+        """The lookup tables of the plan's ``tables`` section (inactive when it names none)."""
+        return self._tables
 
     @property
     def cache(self) -> PrefixCacheRuntime:

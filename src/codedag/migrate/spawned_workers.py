@@ -21,9 +21,9 @@ differs:
   for every epoch receive the plan only where it saves each of them more in its epoch than that
   (:data:`APPLY_S`, against the prefix cache's expected saving per sample times the worker's
   share of the data set); otherwise one warning says what is forgone;
-* what the worker's prefix cache counts reaches the process that started it through a file
-  rewritten after each batch (:class:`CountsFolder`); the counts of placed calls and tables stay
-  in the worker;
+* what the worker's prefix cache and lookup tables count reaches the process that started it
+  through a file rewritten after each batch (:class:`CountsFolder`); the counts of placed calls
+  stay in the worker;
 * batched chains run per sample: whether a worker defers its values to a batched run is a
   switch the process running the batches shares with forked workers only, so once a loader
   starts workers afresh, batched execution stops, with one warning.
@@ -75,8 +75,8 @@ class WorkerPlan:
             sent by name).
         saved_ns_per_sample: what the plan expects to save per sample from the second epoch on
             (its prefix cache's figure); None where it says nothing (no cache).
-        counts_folder: where the worker leaves what its prefix cache counted
-            (:class:`CountsFolder`; None: nowhere).
+        counts_folder: where the worker leaves what its prefix cache and its lookup tables
+            counted (:class:`CountsFolder`; None: nowhere).
     """
 
     plan: Any
@@ -88,6 +88,11 @@ class WorkerPlan:
     migrator_type: Any = None
     saved_ns_per_sample: int | None = None
     counts_folder: str | None = None
+
+    @property
+    def counts(self) -> bool:
+        """Whether a worker applying it counts what it reports (a prefix cache, lookup tables)."""
+        return self.tables or (self.cache is not None and self.cache.enabled)
 
     def migrator(self) -> Any:
         """A migrator of this plan, not applied (its batched chains run per sample)."""
@@ -150,29 +155,41 @@ def _apply_here(plan: WorkerPlan) -> None:
     finally:
         codedag_log.setLevel(level)
     _APPLIED.append(migrator)
-    if plan.counts_folder is not None and migrator.cache.active:
-        _publish_counts(Path(plan.counts_folder), migrator.cache)
+    if plan.counts_folder is not None:
+        _publish_counts(Path(plan.counts_folder), migrator)
 
 
 _EXIT_PRIORITY = 5  # multiprocessing finalizers: after the writer's (20) stored its queue
 
 
-def _publish_counts(folder: Path, runtime: Any) -> None:
+def _publish_counts(folder: Path, migrator: Any) -> None:
     """Rewrite this worker's counts file in ``folder`` after each batch it fetches (when they
     changed) and at its exit: what the process that started it reads is as of the worker's
-    last batch, even while the worker lives on (a persistent one)."""
+    last batch, even while the worker lives on (a persistent one). The file holds the prefix
+    cache's counts, and the lookup tables' prefixed with :data:`TABLES`."""
+    cache, tables = migrator.cache, migrator.tables
+    parts = [part for part in (cache, tables) if part.active]
+    if not parts:
+        return
     path = folder / f"{os.getpid()}.json"
     last: list[dict[str, int]] = [{}]
 
     def publish() -> None:
-        now = runtime.session.values()
+        now = cache.session.values() if cache.active else {}
+        if tables.active:
+            now.update({TABLES + name: value for name, value in tables.values().items()})
         if now != last[0]:
             with contextlib.suppress(OSError, TypeError, ValueError):  # counts are a courtesy
                 _write_counts(path, now)
                 last[0] = now
 
-    runtime.after_fetch = publish
+    for part in parts:
+        part.after_fetch = publish
     multiprocessing.util.Finalize(None, publish, exitpriority=_EXIT_PRIORITY)
+
+
+TABLES = "tables."
+"""The prefix of the lookup tables' counts in a worker's counts file."""
 
 
 def _write_counts(path: Path, values: Mapping[str, int]) -> None:
@@ -190,7 +207,7 @@ def _write_counts(path: Path, values: Mapping[str, int]) -> None:
 
 class CountsFolder:
     """A private folder (0700, made by :func:`tempfile.mkdtemp`) where workers started afresh
-    leave what their prefix cache counted, one JSON file each, rewritten whole: the process that
+    leave what their prefix cache and lookup tables counted, one JSON file each, rewritten whole: the process that
     started them sums the files (read with a size cap; a file that is not a flat map of counts
     is passed over)."""
 
@@ -298,7 +315,13 @@ class SpawnedWorkers(PatchedRuntime):
 
     def cache_counts(self) -> dict[str, int]:
         """What the prefix caches of workers started afresh counted, summed."""
-        return self.counted.totals() if self.counted is not None else {}
+        totals = self.counted.totals() if self.counted is not None else {}
+        return {name: n for name, n in totals.items() if not name.startswith(TABLES)}
+
+    def tables_counts(self) -> dict[str, int]:
+        """What the lookup tables of workers started afresh counted, summed."""
+        totals = self.counted.totals() if self.counted is not None else {}
+        return {name[len(TABLES) :]: n for name, n in totals.items() if name.startswith(TABLES)}
 
     def after_restore(self) -> None:
         """Keep the workers' counts and remove their folder."""
@@ -311,11 +334,6 @@ class SpawnedWorkers(PatchedRuntime):
         gives them nothing, or cannot travel to them (one warning says why)."""
         if self._shipped is None:
             plan = self._plan()
-            if plan is not None and plan.cache is not None and plan.cache.enabled:
-                if self.counted is None or self.counted.closed:
-                    earlier = self.counted.totals() if self.counted is not None else None
-                    self.counted = CountsFolder(earlier)
-                plan = dataclasses.replace(plan, counts_folder=str(self.counted.path))
             if plan is not None:
                 try:
                     pickle.dumps(plan)
@@ -328,6 +346,11 @@ class SpawnedWorkers(PatchedRuntime):
                         error,
                     )
                     plan = None
+            if plan is not None and plan.counts:  # a folder only for a plan that travels
+                if self.counted is None or self.counted.closed:
+                    earlier = self.counted.totals() if self.counted is not None else None
+                    self.counted = CountsFolder(earlier)
+                plan = dataclasses.replace(plan, counts_folder=str(self.counted.path))
             self._shipped = (plan,)
         return self._shipped[0]
 

@@ -83,6 +83,10 @@ class TablesRuntime(PatchedRuntime):
         self.guards = sorted(set(admitted) - {r.producer for r in runs})
         self.failures = 0
         self._baseline: dict[str, int] = {}
+        # what the tables of workers started afresh counted (set by the migrator), and, in such
+        # a worker, what it does after each batch (report its counts)
+        self.afresh_counts: Callable[[], dict[str, int]] = dict
+        self.after_fetch: Callable[[], None] | None = None
         callers: dict[str, set[str]] = {}
         for run in runs:
             callers.setdefault(run.producer, set()).update(run.callers or ("",))
@@ -105,7 +109,7 @@ class TablesRuntime(PatchedRuntime):
         """Count from here: what earlier plans in this process counted is not this one's."""
         self._baseline = counts()
 
-    def _counts(self) -> dict[str, int]:
+    def values(self) -> dict[str, int]:
         """This process's counters since the plan was applied (a forked worker inherits the
         baseline with the counters)."""
         return {k: v - self._baseline.get(k, 0) for k, v in counts().items()}
@@ -114,7 +118,7 @@ class TablesRuntime(PatchedRuntime):
         """The tables' counters of forked workers."""
         from codedag.migrate.workerstats import WorkerStats
 
-        return WorkerStats(["tables"], lambda _name: self._counts(), FIELDS)
+        return WorkerStats(["tables"], lambda _name: self.values(), FIELDS)
 
     def layer(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         """The replacement of ``name`` calling ``original`` (``original`` itself where the
@@ -161,6 +165,8 @@ class TablesRuntime(PatchedRuntime):
                 random_states.release(taken)
                 if runtime.workers is not None:
                     runtime.workers.publish()
+                if runtime.after_fetch is not None:
+                    runtime.after_fetch()
             runtime.failures = 0
             return batch
 
@@ -169,9 +175,10 @@ class TablesRuntime(PatchedRuntime):
     def stats(self) -> TablesStats:
         """``get_stats()["tables"]``: runs started, computed through a table or by their calls,
         trials and mismatches, failed batches (all processes)."""
-        local = self._counts()
+        local = self.values()
         remote = self.workers.totals("tables") if self.workers is not None else {}
-        merged = {k: local.get(k, 0) + remote.get(k, 0) for k in FIELDS}
+        afresh = self.afresh_counts()
+        merged = {k: local.get(k, 0) + remote.get(k, 0) + afresh.get(k, 0) for k in FIELDS}
         return TablesStats.model_validate(
             {
                 "enabled": self.active,
