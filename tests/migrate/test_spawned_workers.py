@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import multiprocessing
 import pickle
@@ -9,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -67,9 +69,12 @@ def test_only_workers_that_inherit_nothing_receive_the_plan_and_the_loader_keeps
         loader = _Loader(2, multiprocessing.get_context(method))
         layer(loader)
         handed = seen[-1]
-        assert isinstance(handed, PlanInWorker) and handed.plan is plan
-        assert handed.own is _own_init and loader.worker_init_fn is _own_init
+        assert isinstance(handed, PlanInWorker) and handed.own is _own_init
+        assert dataclasses.replace(handed.plan, counts_folder=None) == plan
+        assert handed.plan.counts_folder == str(part.counted.path)  # type: ignore[union-attr]
+        assert loader.worker_init_fn is _own_init
     assert part.handed == 2
+    part.after_restore()  # the counts folder removed
     nothing = SpawnedWorkers(lambda: None).layer(HOOK, lambda loader: loader.worker_init_fn)
     assert nothing(_Loader(2, multiprocessing.get_context("spawn"))) is _own_init
 
@@ -190,6 +195,33 @@ def test_spawned_workers_store_and_hit_with_the_loaders_own_batches(
     assert hits[1] == list(range(1, 9))  # each sample of the second epoch read back
     assert stored == 8
     assert len(list((tmp_path / "marks").iterdir())) == (1 if persistent else 2)
+
+
+class Flipping(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Images flipped with cv2 (a call the plan places on the CPU's torch backend)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = np.random.default_rng(index).integers(0, 256, (6, 8, 3), dtype=np.uint8)
+        return torch.from_numpy(cv2.flip(image, 1))
+
+
+@pytest.mark.slow
+def test_a_spawned_workers_placed_calls_are_counted_where_it_was_started() -> None:
+    def epoch(context: str) -> list[torch.Tensor]:
+        return list(
+            DataLoader(Flipping(), batch_size=4, num_workers=1, multiprocessing_context=context)
+        )
+
+    own = epoch("fork")
+    plan = plan_for({f"{__name__}.Flipping.__getitem__#0/cv2.flip#0": "cpu"})
+    with PipelineMigrator(plan, guard=False) as migrator:
+        got = epoch("spawn")
+    row = migrator.get_stats()["functions"]["cv2.flip"]
+    assert row["in_workers"]["migrated"] == 8 and row["migrated"] == 8
+    assert all(torch.equal(a, b) for a, b in zip(own, got, strict=True))
 
 
 def test_a_workers_migrator_never_defers_to_a_batched_run() -> None:

@@ -203,6 +203,7 @@ class PipelineMigrator:
                 if self._loader is not None:
                     self._loader.restore()  # nothing stays patched when apply fails half-way
                 raise
+            injector.afresh_counts = self._workers.call_counts
             self._injector, self._dispatch = injector, dispatch
             self._applied = True
             counts = injector.counts()
@@ -339,6 +340,11 @@ class PipelineMigrator:
     def batched(self) -> BatchedRuntime:
         """The batched execution of the plan's chains (inactive when it places none)."""
         return self._batched
+
+    def call_counts(self) -> dict[str, dict[str, int]]:
+        """This process's counters of each placed function (a worker started afresh reports
+        them to the process that started it); empty before :meth:`apply`."""
+        return self._injector.call_counts() if self._injector is not None else {}
 
     @property
     def tables(self) -> TablesRuntime:

@@ -21,7 +21,7 @@ import functools
 import logging
 import threading
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from codedag.backends.admission import UNKNOWN
@@ -73,6 +73,8 @@ class PatchInjector(PatchedRuntime):
         self.wrappers: dict[str, UniversalWrapper] = {}
         self.workers: WorkerStats | None = None
         """Counters and guard decisions of forked children (created by :meth:`apply_all`)."""
+        self.afresh_counts: Callable[[], Mapping[str, Mapping[str, int]]] = dict
+        """What workers started afresh counted, per function (set by the migrator)."""
         self.kept_on_cpu: dict[str, str] = {}
         """Placed functions that run with their library all the same -> why (random draws)."""
         self.skipped: dict[str, str] = {}
@@ -212,21 +214,28 @@ class PatchInjector(PatchedRuntime):
             wrapper.worker_reports = functools.partial(workers.children, name)
         self.workers = workers
 
+    def call_counts(self) -> dict[str, dict[str, int]]:
+        """Each patched function's counters in this process (:data:`COUNT_FIELDS`)."""
+        return {name: wrapper.counts() for name, wrapper in self.wrappers.items()}
+
     def stats(self) -> dict[str, dict[str, Any]]:
         """Each patched function's :meth:`UniversalWrapper.stats`, forked workers' counts added.
 
-        A row's ``in_workers`` holds what forked children counted (already included in its
-        totals, their fallbacks' reasons in ``fallback_reasons``); ``guard`` lists the workers'
-        guard decisions under ``workers``.
+        A row's ``in_workers`` holds what workers counted, forked or started afresh (already
+        included in its totals; forked children's fallbacks' reasons in ``fallback_reasons``);
+        ``guard`` lists the forked workers' guard decisions under ``workers``.
         """
         rows = {}
+        afresh = self.afresh_counts()
         for name, wrapper in sorted(self.wrappers.items()):
             row = wrapper.stats()
-            if self.workers is not None:
-                in_workers = self.workers.totals(name)
-                row["in_workers"] = in_workers
+            if self.workers is not None or name in afresh:
+                in_workers = Counter(self.workers.totals(name) if self.workers is not None else {})
+                in_workers.update(afresh.get(name, {}))
+                row["in_workers"] = dict(in_workers)
                 for key, count in in_workers.items():
                     row[key] += count
+            if self.workers is not None:
                 reasons = Counter(row["fallback_reasons"])
                 reasons.update(self.workers.label_totals(name))
                 row["fallback_reasons"] = dict(reasons)

@@ -21,9 +21,9 @@ differs:
   for every epoch receive the plan only where it saves each of them more in its epoch than that
   (:data:`APPLY_S`, against the prefix cache's expected saving per sample times the worker's
   share of the data set); otherwise one warning says what is forgone;
-* what the worker's prefix cache and lookup tables count reaches the process that started it
-  through a file rewritten after each batch (:class:`CountsFolder`); the counts of placed calls
-  stay in the worker;
+* what the worker's prefix cache, lookup tables and placed calls count reaches the process
+  that started it through a file rewritten after each batch and at the worker's exit
+  (:class:`CountsFolder`);
 * batched chains run per sample: whether a worker defers its values to a batched run is a
   switch the process running the batches shares with forked workers only, so once a loader
   starts workers afresh, batched execution stops, with one warning.
@@ -51,6 +51,7 @@ from typing import Any
 
 from codedag.errors import ConfigError
 from codedag.migrate.patched_runtime import PatchedRuntime
+from codedag.migrate.workerstats import COUNT_FIELDS
 from codedag.util.io import read_json
 
 log = logging.getLogger(__name__)
@@ -88,11 +89,6 @@ class WorkerPlan:
     migrator_type: Any = None
     saved_ns_per_sample: int | None = None
     counts_folder: str | None = None
-
-    @property
-    def counts(self) -> bool:
-        """Whether a worker applying it counts what it reports (a prefix cache, lookup tables)."""
-        return self.tables or (self.cache is not None and self.cache.enabled)
 
     def migrator(self) -> Any:
         """A migrator of this plan, not applied (its batched chains run per sample)."""
@@ -164,13 +160,11 @@ _EXIT_PRIORITY = 5  # multiprocessing finalizers: after the writer's (20) stored
 
 def _publish_counts(folder: Path, migrator: Any) -> None:
     """Rewrite this worker's counts file in ``folder`` after each batch it fetches (when they
-    changed) and at its exit: what the process that started it reads is as of the worker's
-    last batch, even while the worker lives on (a persistent one). The file holds the prefix
-    cache's counts, and the lookup tables' prefixed with :data:`TABLES`."""
+    changed; a plan without a prefix cache or lookup tables has no hook after a batch) and at its
+    exit: what the process that started it reads is as of the worker's last batch, even while
+    the worker lives on (a persistent one). The file holds the prefix cache's counts, the lookup
+    tables' prefixed with :data:`TABLES` and each placed function's with :data:`CALLS`."""
     cache, tables = migrator.cache, migrator.tables
-    parts = [part for part in (cache, tables) if part.active]
-    if not parts:
-        return
     path = folder / f"{os.getpid()}.json"
     last: list[dict[str, int]] = [{}]
 
@@ -178,18 +172,23 @@ def _publish_counts(folder: Path, migrator: Any) -> None:
         now = cache.session.values() if cache.active else {}
         if tables.active:
             now.update({TABLES + name: value for name, value in tables.values().items()})
+        for function, counts in migrator.call_counts().items():
+            now.update({f"{CALLS}{function}.{field}": n for field, n in counts.items() if n})
         if now != last[0]:
             with contextlib.suppress(OSError, TypeError, ValueError):  # counts are a courtesy
                 _write_counts(path, now)
                 last[0] = now
 
-    for part in parts:
-        part.after_fetch = publish
+    for part in (cache, tables):
+        if part.active:
+            part.after_fetch = publish
     multiprocessing.util.Finalize(None, publish, exitpriority=_EXIT_PRIORITY)
 
 
 TABLES = "tables."
 """The prefix of the lookup tables' counts in a worker's counts file."""
+CALLS = "calls."
+"""The prefix of the placed functions' counts (``calls.<function>.<field>``)."""
 
 
 def _write_counts(path: Path, values: Mapping[str, int]) -> None:
@@ -316,7 +315,18 @@ class SpawnedWorkers(PatchedRuntime):
     def cache_counts(self) -> dict[str, int]:
         """What the prefix caches of workers started afresh counted, summed."""
         totals = self.counted.totals() if self.counted is not None else {}
-        return {name: n for name, n in totals.items() if not name.startswith(TABLES)}
+        return {k: n for k, n in totals.items() if not k.startswith((TABLES, CALLS))}
+
+    def call_counts(self) -> dict[str, dict[str, int]]:
+        """What the placed functions of workers started afresh counted, summed, per function
+        (:data:`~codedag.migrate.workerstats.COUNT_FIELDS`)."""
+        out: dict[str, dict[str, int]] = {}
+        totals = self.counted.totals() if self.counted is not None else {}
+        for key, n in totals.items():
+            function, _, field = key[len(CALLS) :].rpartition(".")
+            if key.startswith(CALLS) and function and field in COUNT_FIELDS:
+                out.setdefault(function, {})[field] = n
+        return out
 
     def tables_counts(self) -> dict[str, int]:
         """What the lookup tables of workers started afresh counted, summed."""
@@ -346,7 +356,7 @@ class SpawnedWorkers(PatchedRuntime):
                         error,
                     )
                     plan = None
-            if plan is not None and plan.counts:  # a folder only for a plan that travels
+            if plan is not None:  # a folder only for a plan that travels
                 if self.counted is None or self.counted.closed:
                     earlier = self.counted.totals() if self.counted is not None else None
                     self.counted = CountsFolder(earlier)
