@@ -76,8 +76,8 @@ class WorkerPlan:
             sent by name).
         saved_ns_per_sample: what the plan expects to save per sample from the second epoch on
             (its prefix cache's figure); None where it says nothing (no cache).
-        counts_folder: where the worker leaves what its prefix cache and its lookup tables
-            counted (:class:`CountsFolder`; None: nowhere).
+        counts_folder: where the worker leaves what its prefix cache, lookup tables and
+            placed calls counted (:class:`CountsFolder`; None: nowhere).
     """
 
     plan: Any
@@ -206,9 +206,9 @@ def _write_counts(path: Path, values: Mapping[str, int]) -> None:
 
 class CountsFolder:
     """A private folder (0700, made by :func:`tempfile.mkdtemp`) where workers started afresh
-    leave what their prefix cache and lookup tables counted, one JSON file each, rewritten whole: the process that
-    started them sums the files (read with a size cap; a file that is not a flat map of counts
-    is passed over)."""
+    leave what their prefix cache, lookup tables and placed calls counted, one JSON file each,
+    rewritten whole: the process that started them sums the files (read with a size cap; a file
+    that is not a flat map of counts is passed over)."""
 
     MAX_BYTES = 1 << 16
 
