@@ -123,21 +123,24 @@ def write_train_script(
 
 
 def run_python(
-    args: list[str], cwd: Path, timeout_s: float = 120
+    args: list[str], cwd: Path, timeout_s: float = 120, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python ARGS`` in ``cwd`` with this interpreter and environment."""
+    """``python ARGS`` in ``cwd`` with this interpreter and environment (``env``: more)."""
     return subprocess.run(
         [sys.executable, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
+        env={**os.environ, "PYTHONHASHSEED": "0", **(env or {})},
     )
 
 
 def codedag_run(
     options: list[str], command: list[str], cwd: Path, timeout_s: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m codedag run OPTIONS -- python COMMAND`` in ``cwd``."""
-    return run_python(["-m", "codedag", "run", *options, "--", "python", *command], cwd, timeout_s)
+    """``python -m codedag run OPTIONS -- python COMMAND`` in ``cwd``, with a prefix cache of
+    its own there (what another test's run stored or judged, such as a chain found not to pay
+    on a loaded machine, never reaches it; two runs in one folder share it)."""
+    argv = ["-m", "codedag", "run", *options, "--", "python", *command]
+    return run_python(argv, cwd, timeout_s, {"CODEDAG_PREFIX_CACHE_DIR": str(cwd / "prefix-cache")})
