@@ -384,19 +384,16 @@ class LoaderWatch:
         from codedag.migrate.spawned_workers import forgone_gain_s
 
         shipped = self.migrator.worker_plan() if self.migrator is not None else None
-        gain_s = None if shipped is None else forgone_gain_s(self.loader, shipped)
-        if shipped is None or gain_s is not None:
-            self._in_this_process_only = True
+        if shipped is None:
+            why = "they receive nothing"
+        elif (gain_s := forgone_gain_s(self.loader, shipped)) is not None:
             why = (
-                "they receive nothing"
-                if shipped is None
-                else (
-                    f"the plan would save each {gain_s:.2f} s of an epoch, less than applying it "
-                    "costs"
-                )
+                f"the plan would save each {gain_s:.2f} s of an epoch, less than applying it costs"
             )
-            return f"applied in this process only ({method} workers: {why})"
-        return f"applied ({method} workers apply it themselves)"
+        else:
+            return f"applied ({method} workers apply it themselves)"
+        self._in_this_process_only = True
+        return f"applied in this process only ({method} workers: {why})"
 
     def _started_workers(self) -> str | None:
         """How the loader starts workers that inherit nothing of this process ('spawn',

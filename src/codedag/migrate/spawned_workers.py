@@ -312,17 +312,19 @@ class SpawnedWorkers(PatchedRuntime):
         self._shipped = None
         self._applied = True
 
+    def _totals(self) -> dict[str, int]:
+        """Every worker's counts file, summed (nothing before a plan was sent)."""
+        return self.counted.totals() if self.counted is not None else {}
+
     def cache_counts(self) -> dict[str, int]:
         """What the prefix caches of workers started afresh counted, summed."""
-        totals = self.counted.totals() if self.counted is not None else {}
-        return {k: n for k, n in totals.items() if not k.startswith((TABLES, CALLS))}
+        return {k: n for k, n in self._totals().items() if not k.startswith((TABLES, CALLS))}
 
     def call_counts(self) -> dict[str, dict[str, int]]:
         """What the placed functions of workers started afresh counted, summed, per function
         (:data:`~codedag.migrate.workerstats.COUNT_FIELDS`)."""
         out: dict[str, dict[str, int]] = {}
-        totals = self.counted.totals() if self.counted is not None else {}
-        for key, n in totals.items():
+        for key, n in self._totals().items():
             function, _, field = key[len(CALLS) :].rpartition(".")
             if key.startswith(CALLS) and function and field in COUNT_FIELDS:
                 out.setdefault(function, {})[field] = n
@@ -330,8 +332,7 @@ class SpawnedWorkers(PatchedRuntime):
 
     def tables_counts(self) -> dict[str, int]:
         """What the lookup tables of workers started afresh counted, summed."""
-        totals = self.counted.totals() if self.counted is not None else {}
-        return {name[len(TABLES) :]: n for name, n in totals.items() if name.startswith(TABLES)}
+        return {k[len(TABLES) :]: n for k, n in self._totals().items() if k.startswith(TABLES)}
 
     def after_restore(self) -> None:
         """Keep the workers' counts and remove their folder."""
