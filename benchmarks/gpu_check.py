@@ -251,6 +251,11 @@ class _Context:
         ]
 
     @property
+    def rehearsal(self) -> bool:
+        """The CPU rehearsal: it checks that every step runs and is read, and measures nothing."""
+        return self.quick and not self.cuda
+
+    @property
     def no_cuda(self) -> str | None:
         return None if self.cuda else "needs CUDA (rehearsal on the CPU)"
 
@@ -538,6 +543,8 @@ def _box_steps(c: _Context) -> list[Step]:
                 "16" if c.quick else "64",
                 "--batch-size",
                 "8" if c.quick else "16",
+                # one image and one audio pipeline: the rest run in the whole-plan benchmark's tests
+                *(["--pipelines", "demo_image", "audio_files"] if c.rehearsal else []),
                 "--out",
                 str(c.work / "gpu-box.json"),
             ],
