@@ -413,20 +413,31 @@ def test_tracing_planning_and_applying_run_with_the_collector_paused(
     assert gc.isenabled()
 
 
-def test_persistent_workers_get_the_plan_before_they_fork(tmp_path: Any, monkeypatch: Any) -> None:
-    """Workers that persist keep the code they forked with: the plan is made before the first
-    epoch starts them, so their cache stores epoch 1 and serves epochs 2 and 3, and every batch
-    equals the loader's own (the flips draw from each worker's NumPy state, kept across epochs)."""
+@pytest.mark.parametrize("persistent", [True, False])
+def test_running_workers_apply_the_plan_made_after_the_first_batch(
+    tmp_path: Any, monkeypatch: Any, persistent: bool
+) -> None:
+    """Workers started before the plan (persistent ones keep the code they started with) find
+    it in their mailbox after the first batch and apply it before their next fetch: the batches
+    they were handed already are computed as before, the rest of epoch 1 is stored, and every
+    batch equals the loader's own (the flips draw from each worker's NumPy state). Workers
+    started for one epoch receive it where it saves each more than applying it costs: here
+    always."""
     _storing_pays(tmp_path, monkeypatch)
-    paths = _png_files(tmp_path, 12)
+    monkeypatch.setattr("codedag.migrate.spawned_workers.APPLY_S", 0.0)
+    paths = _png_files(tmp_path, 48)
     settings = WatchSettings(store_plans=False, first_epoch="all")
     expected, got, results = _own_then_watched(
-        paths, 3, settings, num_workers=2, persistent_workers=True
+        paths, 3, settings, num_workers=2, persistent_workers=persistent
     )
     assert results.plan_status == "applied", results.plan_reason
-    assert [e.planned for e in results.epochs] == [True, True, True]
-    assert results.cache["stored"] == 12  # stored by the workers in epoch 1
-    assert results.cache["hits"] == 24  # read back in epochs 2 and 3
+    first = results.epochs[0]
+    # batches 2-5 were handed out when the first came (2 workers x 2): the plan serves batch 6 on
+    assert (first.planned, first.plan_from_batch) == (True, 6)
+    assert [e.planned for e in results.epochs[1:]] == [True, True]
+    assert results.cache["stored"] == 48 and results.cache["misses"] == {"new": 48}
+    # epoch 1 stored at least batches 6-12 (28 samples), which epoch 2 read back; epoch 3 all
+    assert 28 + 48 <= results.cache["hits"] < 48 + 48
     _assert_same_batches(expected, got)
 
 
@@ -450,9 +461,9 @@ def test_started_workers_are_told_apart_from_forked_ones() -> None:
 def test_persistent_spawned_workers_apply_the_plan_themselves_with_the_loaders_own_batches(
     tmp_path: Any, monkeypatch: Any, caplog: Any
 ) -> None:
-    """Spawned workers import the script afresh: persistent ones receive the plan (made before
-    they start) and apply it once, nothing is warned of, and the batches (drawn at random in
-    the workers) are the loader's."""
+    """Spawned workers import the script afresh: persistent ones receive the plan (made after
+    the first batch, through their mailbox) and apply it once, nothing is warned of, and the
+    batches (drawn at random in the workers) are the loader's."""
     _storing_pays(tmp_path, monkeypatch)
     paths = _png_files(tmp_path, 8)
     options = {"num_workers": 1, "multiprocessing_context": "spawn", "persistent_workers": True}

@@ -11,14 +11,15 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
   :func:`.prefetch.likely_to_plan`; waited for before planning and before any watched loader's
   next iterator, where workers fork), then traces the first samples of one batch and plans them
   (:func:`.autoplan.plan_loader`; not at all when they call no library codedag knows), with
-  every random generator put back, and applies the plan (``PipelineMigrator.apply``): with 0
-  workers after the first epoch's first batch (the fetch is this process's, so the plan serves
-  the rest of the epoch and its cache stores what the second epoch reads), with workers once the
-  first epoch has ended (its iterator exhausted, or the loader iterated again), before the next
-  epoch starts, and with persistent workers (which keep the code they forked with) before the
-  first epoch starts them; a plan that changes nothing (no function replaced, no batched chain, prefix
-  cache, lookup table or loader setting) is restored at once and reported as ``nothing to
-  apply``;
+  every random generator put back, and applies the plan (``PipelineMigrator.apply``) after the
+  first epoch's first batch, so that it serves the rest of the epoch and its cache stores what
+  the second epoch reads: with 0 workers the fetch is this process's; workers (persistent ones
+  included) were started with a mailbox (:mod:`codedag.migrate.plan_mailbox`) where the plan is
+  posted, and apply it before their next fetch. Where no plan was made in the first epoch (an epoch
+  of one batch), it is made when the epoch ends, and a persistent loader's
+  workers find it at the next epoch's first fetch. A plan that changes nothing (no function
+  replaced, no batched chain, prefix cache, lookup table or loader setting) is restored at once
+  and reported as ``nothing to apply``;
 * on :meth:`close`, restores everything the plan patched and fills the run's results.
 
 The iterator the script receives yields the loader's own batches, unchanged; it forwards
@@ -42,6 +43,7 @@ from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigu
 from codedag.util.gc_pause import gc_paused
 
 if TYPE_CHECKING:
+    from codedag.migrate.plan_mailbox import Mailbox
     from codedag.plan import MigrationPlan
     from codedag.plan.cache import FirstEpoch
 
@@ -180,6 +182,7 @@ class LoaderWatch:
         self._open: _TimedIterator | None = None
         self._tried = False
         self._in_this_process_only = False  # workers started afresh receive no plan
+        self._mailbox: Mailbox | None = None  # where the first epoch's workers look for the plan
         self._first_indices: list[Any] = []
         self._lock = threading.RLock()
 
@@ -195,9 +198,10 @@ class LoaderWatch:
             start = time.perf_counter()
             if not self.results.epochs and not self._tried:
                 self._apply_stored()
-            if not self.results.epochs and not self._tried and self._workers_persist():
-                self._plan_and_apply()  # before its workers fork: they keep the code they fork with
-            inner = make_iterator()
+            if self._tried or self._fetches_here() or self.settings.plan_budget_s <= 0:
+                inner = make_iterator()
+            else:
+                inner = self._started_with_mailbox(make_iterator)
             if not self.results.epochs and not self._tried and self._fetches_here():
                 self._first_indices = _record_first_indices(inner)
             if not self._tried and self.settings.plan_budget_s > 0 and self._prefetches():
@@ -228,30 +232,60 @@ class LoaderWatch:
         return self._tried
 
     def plan_within_epoch(self, timed: _TimedIterator) -> None:
-        """Plan after the first epoch's first batch when the loader fetches in this process.
+        """Plan after the first epoch's first batch.
 
-        With 0 workers the fetch that the plan patches is this process's, so a plan applied now
-        serves the epoch's remaining batches: its prefix cache stores them in the first epoch and
-        the second reads them back, instead of storing in the second. Workers forked for this
-        epoch would never see it, so a loader with workers is planned at the epoch's end.
+        A plan applied now serves the epoch's remaining batches: its prefix cache stores them
+        in the first epoch and the second reads them back, instead of storing in the second.
+        With 0 workers the fetch that the plan patches is this process's; the loader's workers,
+        started before the plan was made, receive it through their mailbox
+        (:mod:`codedag.migrate.plan_mailbox`) and apply it before their next fetch, so it
+        serves every batch after those they were handed already.
         """
-        if not self._fetches_here():
+        if not self._fetches_here() and self._mailbox is None:
             return
         with self._lock:
             if self._tried or timed.done:
                 return
+            handed = _batches_handed(timed._inner) if not self._fetches_here() else 0
             self._plan_and_apply(self._first_indices[0] if self._first_indices else None)
-            if self.migrator is not None:
+            served = self._fetches_here() or (self._mailbox is not None and self._mailbox.delivered)
+            if self.migrator is not None and served:
                 timed.figures.planned = True
-                timed.figures.plan_from_batch = timed.batches + 1
+                timed.figures.plan_from_batch = timed.batches + 1 + handed
+
+    def _started_with_mailbox(self, make_iterator: Callable[[], Any]) -> Any:
+        """The loader's iterator, its workers started with a mailbox where the plan made while
+        they run is posted (a loader with workers, not planned yet)."""
+        from codedag.migrate.plan_mailbox import Mailbox
+
+        if self._mailbox is not None:  # an epoch before planning: its workers are gone
+            self._mailbox.close()
+        self._mailbox = mailbox = Mailbox()
+        own = self.loader.worker_init_fn
+        self.loader.worker_init_fn = mailbox.worker_init(own)
+        try:
+            return make_iterator()
+        finally:
+            self.loader.worker_init_fn = own
+
+    def _post_to_workers(self) -> None:
+        """Post what the loader's running workers apply: the plan, or nothing (they stop
+        looking). Workers that would spend more applying it than it saves them receive
+        nothing."""
+        mailbox = self._mailbox
+        if mailbox is None or mailbox.posted:
+            return
+        plan = None
+        if self.migrator is not None and not self._in_this_process_only:
+            from codedag.migrate.spawned_workers import forgone_gain_s
+
+            plan = self.migrator.running_worker_plan()
+            if plan is not None and forgone_gain_s(self.loader, plan) is not None:
+                plan = None
+        mailbox.post(plan)
 
     def _fetches_here(self) -> bool:
         return getattr(self.loader, "num_workers", 1) == 0
-
-    def _workers_persist(self) -> bool:
-        """Whether the loader's workers, once forked, serve every epoch: a plan applied after
-        they fork never reaches them, so it is made before the first epoch starts them."""
-        return not self._fetches_here() and bool(getattr(self.loader, "persistent_workers", False))
 
     def _prefetches(self) -> bool:
         """Whether to import the planner in the background (with workers it has the first
@@ -298,8 +332,15 @@ class LoaderWatch:
 
     @gc_paused()
     def _plan_and_apply(self, indices: Any = None) -> None:
-        """Trace, plan and apply; ``indices``: those of the warm-up batch (0 workers), traced in
-        place of a new epoch's first batch and then stored in the prefix cache."""
+        """Trace, plan and apply, and post the outcome to the loader's running workers;
+        ``indices``: those of the warm-up batch (0 workers), traced in place of a new epoch's
+        first batch and then stored in the prefix cache."""
+        try:
+            self._plan_and_apply_here(indices)
+        finally:
+            self._post_to_workers()
+
+    def _plan_and_apply_here(self, indices: Any) -> None:
         prefetch.settle()
         from codedag.integrations.autoplan import plan_loader, script_device
 
@@ -426,6 +467,9 @@ class LoaderWatch:
                 self._tried = True  # the script is over: no planning now
                 self._epoch_ended(timed, complete=False)
             self._tried = True
+            if self._mailbox is not None:
+                self._mailbox.post(None)
+                self._mailbox.close()
             if self.migrator is not None:
                 migrator, self.migrator = self.migrator, None
                 try:
@@ -437,6 +481,16 @@ class LoaderWatch:
 
 def _discard(_samples: Any) -> None:
     return None
+
+
+def _batches_handed(inner: Any) -> int:
+    """Batches torch's iterator ``inner`` handed its workers and the script has not received:
+    fetched, or about to be, by workers that may not have the plan yet (0 when it keeps no
+    count)."""
+    sent, received = getattr(inner, "_send_idx", None), getattr(inner, "_rcvd_idx", None)
+    if isinstance(sent, int) and isinstance(received, int):
+        return max(0, sent - received)
+    return 0
 
 
 def _record_first_indices(inner: Any) -> list[Any]:

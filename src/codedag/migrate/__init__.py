@@ -20,6 +20,8 @@ The op library it runs (registry, backends, conversions, tolerances) is
   while the plan is applied
 * :mod:`.patched_runtime`: What the run-time parts of a plan share: being applied through a
   :class:`~.dispatch.Dispatch`
+* :mod:`.plan_mailbox`: DataLoader workers that started before the plan was made receive it where
+  they run
 * :mod:`.placements`: The migrator's index of a migration plan: placements by function
 * :mod:`.spawned_workers`: DataLoader workers that inherit nothing apply the plan themselves
 * :mod:`.stats`: What a migrated run did: ``PipelineMigrator.get_stats`` as one model

@@ -224,15 +224,25 @@ class PipelineMigrator:
         is applied (None: nothing, the plan gives them nothing or cannot be sent)."""
         return self._workers.shipped() if self._applied else None
 
+    def running_worker_plan(self) -> WorkerPlan | None:
+        """What DataLoader workers started before the plan was applied receive (however they
+        were started: :mod:`codedag.migrate.plan_mailbox`); None as for :meth:`worker_plan`.
+        Their batched chains run per sample, while this process keeps batching for the
+        workers it forks later."""
+        if not self._applied:
+            return None
+        return self._workers.travelling(self._worker_plan(stop_batched=False))
+
     def _workers_have_work(self) -> bool:
         """Whether any section of the plan runs in DataLoader workers."""
         parts = (self._cache.active, self._tables.active, self._batched.active)
         return any(parts) or bool(self._entries())
 
-    def _worker_plan(self) -> WorkerPlan | None:
+    def _worker_plan(self, stop_batched: bool = True) -> WorkerPlan | None:
         """What a DataLoader worker that inherits nothing applies (None: the plan gives
         workers nothing to do). Asked once per application, when a loader first starts such
-        workers, which also stops batched execution: those workers defer nothing."""
+        workers, which also stops batched execution (``stop_batched``): those workers defer
+        nothing."""
         if not self._workers_have_work() or self.plan.plan is None:
             return None
         if self.registry is not default_registry():
@@ -242,7 +252,7 @@ class PipelineMigrator:
                 "it to them"
             )
             return None
-        if self._batched.active:
+        if stop_batched and self._batched.active:
             self._batched.stop(
                 "a DataLoader starts its workers with 'spawn' or 'forkserver': they share no "
                 "switch with this process, so batched chains run per sample"

@@ -122,16 +122,17 @@ class PlanInWorker:
         self.own = own
 
     def __call__(self, worker_id: int) -> None:
-        if not _APPLIED:
-            _apply_here(self.plan)
+        apply_in_worker(self.plan)
         if self.own is not None:
             self.own(worker_id)
 
 
-def _apply_here(plan: WorkerPlan) -> None:
-    """Apply ``plan`` in this worker; a failure leaves the libraries' own functions, with one
-    warning. The process that started the worker already said what applying the plan warns of:
-    those warnings are not repeated here."""
+def apply_in_worker(plan: WorkerPlan) -> None:
+    """Apply ``plan`` in this worker process, once; a failure leaves the libraries' own
+    functions, with one warning. The process that started the worker already said what applying
+    the plan warns of: those warnings are not repeated here."""
+    if _APPLIED:
+        return
     codedag_log = logging.getLogger("codedag")
     level = codedag_log.level
     codedag_log.setLevel(logging.ERROR)
@@ -344,26 +345,29 @@ class SpawnedWorkers(PatchedRuntime):
         """What workers started afresh receive, made once while applied; None when the plan
         gives them nothing, or cannot travel to them (one warning says why)."""
         if self._shipped is None:
-            plan = self._plan()
-            if plan is not None:
-                try:
-                    pickle.dumps(plan)
-                except Exception as error:  # a setting of the program's that cannot travel
-                    log.warning(
-                        "codedag: DataLoader workers started with 'spawn' or 'forkserver' run "
-                        "the libraries' own functions: the plan's settings cannot be sent to "
-                        "them (%s: %s)",
-                        type(error).__name__,
-                        error,
-                    )
-                    plan = None
-            if plan is not None:  # a folder only for a plan that travels
-                if self.counted is None or self.counted.closed:
-                    earlier = self.counted.totals() if self.counted is not None else None
-                    self.counted = CountsFolder(earlier)
-                plan = dataclasses.replace(plan, counts_folder=str(self.counted.path))
-            self._shipped = (plan,)
+            self._shipped = (self.travelling(self._plan()),)
         return self._shipped[0]
+
+    def travelling(self, plan: WorkerPlan | None) -> WorkerPlan | None:
+        """``plan`` as it travels to a worker: with this part's counts folder, or None where it
+        cannot be pickled (one warning says why)."""
+        if plan is None:
+            return None
+        try:
+            pickle.dumps(plan)
+        except Exception as error:  # a setting of the program's that cannot travel
+            log.warning(
+                "codedag: DataLoader workers that did not fork from this process after the "
+                "plan was applied run the libraries' own functions: the plan's settings cannot "
+                "be sent to them (%s: %s)",
+                type(error).__name__,
+                error,
+            )
+            return None
+        if self.counted is None or self.counted.closed:  # a folder only for a plan that travels
+            earlier = self.counted.totals() if self.counted is not None else None
+            self.counted = CountsFolder(earlier)
+        return dataclasses.replace(plan, counts_folder=str(self.counted.path))
 
     def _not_worth_it(self, loader: Any, plan: WorkerPlan) -> bool:
         """Whether ``loader``'s workers would spend more applying ``plan`` than it saves
