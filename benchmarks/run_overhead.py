@@ -483,8 +483,8 @@ def report(title: str, variants: dict[str, Variant]) -> dict[str, Any]:
         statuses = sorted({run.plan_status for run in first.runs})
         print(
             f"  codedag's first run: plan {', '.join(statuses)}; traced in {trace:.2f} s, "
-            f"planned in {plan:.2f} s (median), within epoch 1 (after its first batch with 0 "
-            "workers, at its end with workers): its data wait includes them"
+            f"planned in {plan:.2f} s (median), within epoch 1 (after its first batch; with "
+            "workers once the planner's background import ended): its data wait includes them"
         )
     for name in ("codedag", "codedag 2nd run"):
         if name in variants:

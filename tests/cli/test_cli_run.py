@@ -60,16 +60,16 @@ def test_spawned_workers_of_a_script_cache_its_own_data_set_with_the_same_losses
     tmp_path: Path,
 ) -> None:
     """The data set is the script's own class, which a spawned worker imports as
-    ``__mp_main__``: its persistent worker applies the plan posted after the first batch,
-    caches the files it fetches from then on (at least the fourth batch's: the second and third
-    were handed to it with the first) and the rest in epoch 2, reads every one back in epoch 3,
-    and the script prints the losses it prints without codedag."""
+    ``__mp_main__``: its persistent worker applies the plan posted in epoch 1 (after the first
+    batch, once the planner's import in the background ended; at the epoch's end at the
+    latest), caches the files it fetches from then on and the rest in epoch 2, reads every one
+    back in epoch 3, and the script prints the losses it prints without codedag."""
     options = 'num_workers=1, multiprocessing_context="spawn", persistent_workers=True'
     plain, ran, out = _side_by_side(tmp_path, loader_options=options)
     assert _losses(ran.stdout) == _losses(plain.stdout) and len(_losses(plain.stdout)) == 3
     results = load_run_results(out)
     assert results.plan_status == "applied (spawn workers apply it themselves)"
-    assert 16 + 4 <= results.cache["hits"] <= 16 + 12  # counted in the worker
+    assert 16 <= results.cache["hits"] <= 16 + 12  # counted in the worker
     assert results.cache["stored"] == 16
 
 

@@ -82,3 +82,8 @@ def settle() -> None:
     """Wait for the background import to end (at once when none was started)."""
     if _thread is not None:
         _thread.join()
+
+
+def settled() -> bool:
+    """Whether the background import has ended, or none was started (never waits)."""
+    return _thread is None or not _thread.is_alive()

@@ -140,7 +140,7 @@ class _TimedIterator:
 
     def __next__(self) -> Any:
         began = time.perf_counter()
-        if self.batches == 1 and not self._watch.tried:
+        if self.batches >= 1 and not self._watch.tried:
             self._watch.plan_within_epoch(self)
         try:
             batch = next(self._inner)
@@ -232,16 +232,19 @@ class LoaderWatch:
         return self._tried
 
     def plan_within_epoch(self, timed: _TimedIterator) -> None:
-        """Plan after the first epoch's first batch.
+        """Plan within the first epoch: after its first batch, with workers once the planner's
+        background import has ended.
 
         A plan applied now serves the epoch's remaining batches: its prefix cache stores them
         in the first epoch and the second reads them back, instead of storing in the second.
-        With 0 workers the fetch that the plan patches is this process's; the loader's workers,
-        started before the plan was made, receive it through their mailbox
-        (:mod:`codedag.migrate.plan_mailbox`) and apply it before their next fetch, so it
-        serves every batch after those they were handed already.
+        With 0 workers the fetch that the plan patches is this process's, and every batch
+        fetched before the plan would have to be computed again to be stored: the plan is made
+        at the second batch, waiting for the import. The loader's workers, started before the
+        plan was made, receive it through their mailbox (:mod:`codedag.migrate.plan_mailbox`)
+        and apply it before their next fetch, so it serves every batch after those they were
+        handed already; meanwhile they load while the import runs, so the plan waits for it.
         """
-        if not self._fetches_here() and self._mailbox is None:
+        if not self._fetches_here() and (self._mailbox is None or not prefetch.settled()):
             return
         with self._lock:
             if self._tried or timed.done:
