@@ -15,11 +15,11 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
   first epoch's first batch, so that it serves the rest of the epoch and its cache stores what
   the second epoch reads: with 0 workers the fetch is this process's; workers (persistent ones
   included) were started with a mailbox (:mod:`codedag.migrate.plan_mailbox`) where the plan is
-  posted, and apply it before their next fetch. Where no plan was made in the first epoch (an epoch
-  of one batch), it is made when the epoch ends, and a persistent loader's
-  workers find it at the next epoch's first fetch. A plan that changes nothing (no function
-  replaced, no batched chain, prefix cache, lookup table or loader setting) is restored at once
-  and reported as ``nothing to apply``;
+  posted once the planner's background import has ended, and apply it before their next fetch.
+  Where no plan was made in the first epoch (an epoch of one batch), it is made when the epoch
+  ends, and a persistent loader's workers find it at the next epoch's first fetch. A plan that
+  changes nothing (no function replaced, no batched chain, prefix cache, lookup table or loader
+  setting) is restored at once and reported as ``nothing to apply``;
 * on :meth:`close`, restores everything the plan patched and fills the run's results.
 
 The iterator the script receives yields the loader's own batches, unchanged; it forwards
@@ -263,9 +263,16 @@ class LoaderWatch:
 
         if self._mailbox is not None:  # an epoch before planning: its workers are gone
             self._mailbox.close()
-        self._mailbox = mailbox = Mailbox()
+            self._mailbox = None
         own = self.loader.worker_init_fn
-        self.loader.worker_init_fn = mailbox.worker_init(own)
+        mailbox = Mailbox()
+        try:
+            self.loader.worker_init_fn = mailbox.worker_init(own)
+        except Exception as error:  # a loader that takes no other: its workers keep their code
+            log.debug("no mailbox for the DataLoader's workers: %s", error)
+            mailbox.close()
+            return make_iterator()
+        self._mailbox = mailbox
         try:
             return make_iterator()
         finally:
