@@ -502,3 +502,25 @@ def test_workers_started_afresh_each_epoch_that_would_not_earn_the_plan_back_are
     watch.migrator = Applied(None)
     assert watch._afresh_status("spawn").startswith("applied (spawn workers apply it themselves")
     assert not watch._in_this_process_only
+
+
+def test_running_workers_receive_the_plan_only_where_it_saves_them_more_than_applying_it() -> None:
+    """Workers started for one epoch get nothing from a plan that saves each of them less than
+    applying it costs (1 ms a sample, 6 samples a worker); persistent ones always get it."""
+    from codedag.migrate.plan_mailbox import Mailbox
+    from codedag.migrate.spawned_workers import WorkerPlan
+
+    class Applied:
+        def running_worker_plan(self) -> WorkerPlan:
+            return WorkerPlan({}, "cpu", None, None, None, True, None, 1_000_000)
+
+    for persistent, delivered in ((False, False), (True, True)):
+        loader = DataLoader(Rows(), batch_size=4, num_workers=2, persistent_workers=persistent)
+        watch = LoaderWatch(loader, WatchSettings(store_plans=False))
+        watch.migrator = Applied()
+        watch._mailbox = Mailbox()
+        try:
+            watch._post_to_workers()
+            assert watch._mailbox.posted and watch._mailbox.delivered is delivered
+        finally:
+            watch._mailbox.close()
