@@ -76,8 +76,8 @@ def accelerate(
 ) -> Any:
     """Plan ``loader`` in its first epoch and apply the plan; return it.
 
-    The plan is made after the first batch when the loader has 0 workers (it then serves the rest
-    of the epoch), else at the first epoch's end. The batches are those the loader yields without
+    The plan is made after the first batch (with workers once the planner's background import
+    ended; they receive it through a mailbox) and serves the rest of the epoch. The batches are those the loader yields without
     codedag: tracing puts every random generator back, and the plan's runtime reproduces the pipeline's
     values (docs/run.md). A plan stored for the same pipeline by an earlier run applies from the
     first batch (``replan=True`` plans again).

@@ -8,8 +8,8 @@
     trainer.fit(model, datamodule)  # summary in Lightning's log, results.json in trainer.log_dir
 
 What ``codedag run`` does for a script (docs/run.md), done for ``fit``: one batch of the training
-DataLoader is traced and planned after its first batch (0 workers) or at its first epoch's end,
-and the plan applies from then on; the end of ``fit`` (or an exception in it) restores everything the plan patched.
+DataLoader is traced and planned in its first epoch, after its first batch (with workers once the
+planner's background import ended), and the plan applies from then on; the end of ``fit`` (or an exception in it) restores everything the plan patched.
 The batches are those Lightning gets without the callback, so the losses are the same. A plan
 stored for the same pipeline by an earlier run applies from the first batch.
 
