@@ -90,7 +90,8 @@ def test_a_worker_stops_looking_once_nothing_is_posted_and_runs_the_libraries_ow
         fetcher = fetch._MapDatasetFetcher([10, 20, 30], False, lambda x: x, False)
         assert fetcher.fetch(1) == 20  # nothing posted yet: the original fetch
         assert [cls.__dict__["fetch"] for cls in classes] != originals
-        mailbox.post(None)
+        mailbox.post(WorkerPlan(plan_for({}), "cpu", lambda: None, None, None, False))
+        assert mailbox.posted and not mailbox.delivered  # it cannot travel: nothing comes
         mailbox.post(WorkerPlan(plan_for({}), "cpu", None, None, None, False))  # once only
         assert not mailbox.delivered
         assert fetcher.fetch(2) == 30

@@ -289,8 +289,12 @@ class LoaderWatch:
         if self.migrator is not None and not self._in_this_process_only:
             from codedag.migrate.spawned_workers import forgone_gain_s
 
-            plan = self.migrator.running_worker_plan()
-            if plan is not None and forgone_gain_s(self.loader, plan) is not None:
+            try:
+                plan = self.migrator.running_worker_plan()
+                if plan is not None and forgone_gain_s(self.loader, plan) is not None:
+                    plan = None
+            except Exception as error:  # the workers run on as they are
+                log.debug("no plan for the running workers: %s: %s", type(error).__name__, error)
                 plan = None
         mailbox.post(plan)
 

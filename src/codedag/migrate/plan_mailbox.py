@@ -54,11 +54,15 @@ class Mailbox:
         if self.posted:
             return
         self.posted = True
+        try:
+            data = pickle.dumps(plan)
+        except Exception:  # a setting that cannot travel: the workers run on unchanged
+            plan, data = None, pickle.dumps(None)
         draft = self.path / f".{PLAN_FILE}.draft"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         with contextlib.suppress(OSError):  # a folder removed meanwhile: the workers run on
             with os.fdopen(os.open(draft, flags, 0o600), "wb") as handle:
-                pickle.dump(plan, handle)
+                handle.write(data)
             os.replace(draft, self.path / PLAN_FILE)
             self.delivered = plan is not None
 
