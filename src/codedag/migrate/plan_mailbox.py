@@ -58,12 +58,10 @@ class Mailbox:
             data = pickle.dumps(plan)
         except Exception:  # a setting that cannot travel: the workers run on unchanged
             plan, data = None, pickle.dumps(None)
-        draft = self.path / f".{PLAN_FILE}.draft"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        from codedag.migrate.spawned_workers import write_private
+
         with contextlib.suppress(OSError):  # a folder removed meanwhile: the workers run on
-            with os.fdopen(os.open(draft, flags, 0o600), "wb") as handle:
-                handle.write(data)
-            os.replace(draft, self.path / PLAN_FILE)
+            write_private(self.path / PLAN_FILE, data)
             self.delivered = plan is not None
 
     def close(self) -> None:

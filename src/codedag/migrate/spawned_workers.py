@@ -193,15 +193,20 @@ CALLS = "calls."
 
 
 def _write_counts(path: Path, values: Mapping[str, int]) -> None:
-    """Write ``values`` to ``path`` whole (a draft renamed over it), never through a link, and
-    never into a folder made again: a folder removed meanwhile fails the write. Not
+    """Write ``values`` to ``path`` whole (:func:`write_private`). Not
     :func:`~codedag.util.io.atomic_write_json`, which makes the folder and syncs the file to
     disk: this runs after every batch, for a reader that is alive."""
+    write_private(path, json.dumps(dict(values)).encode("utf-8"))
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole (a draft, 0600, renamed over it) in a private folder of
+    this run's, never through a link, and never into a folder made again: a folder removed
+    meanwhile fails the write (``OSError``)."""
     draft = path.with_name(f".{path.stem}.draft")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    descriptor = os.open(draft, flags, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump(dict(values), handle)
+    with os.fdopen(os.open(draft, flags, 0o600), "wb") as handle:
+        handle.write(data)
     os.replace(draft, path)
 
 
