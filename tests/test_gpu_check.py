@@ -149,10 +149,20 @@ def test_every_step_of_the_gpu_run_has_a_place_in_the_order(tmp_path: Path) -> N
     )
     cpu = {s.name: s for s in gc.steps_for("cpu", quick=True, work=tmp_path)}
     assert cpu["nvml-energy"].skip_reason is not None
-    # the rehearsal boxes two pipelines; a quick run on the device boxes every one
-    assert "--pipelines" in cpu["gpu-box"].argv
-    cuda = {s.name: s for s in gc.steps_for("cuda", quick=True, work=tmp_path)}
-    assert "--pipelines" not in cuda["gpu-box"].argv
+    # the rehearsal boxes an image and the audio pipeline; the device the three image pipelines
+    box = cpu["gpu-box"].argv
+    assert box[box.index("--pipelines") + 1 :][:2] == ["demo_image", "audio_files"]
+    cuda = {s.name: s for s in gc.steps_for("cuda", quick=False, work=tmp_path)}
+    box = cuda["gpu-box"].argv
+    assert box[box.index("--pipelines") + 1 :][:4] == [
+        "letterbox",
+        "demo_image",
+        "yolo_mosaic",
+        "--out",
+    ]
+    # on the device the batched check runs the chain that calibration chooses to batch there
+    check = cuda["batched-check"].argv
+    assert check[check.index("--pipelines") + 1] == "letterbox"
 
 
 def test_tests_option_replaces_the_gpu_test_files(tmp_path: Path) -> None:
