@@ -12,13 +12,14 @@ a bare round trip of the call's own bytes (its input up, from pinned memory, and
 back, into pinned memory) plus one trivial op on the device, synchronized per call as the
 migrated call is; on the CPU a bare copy of the same bytes each way and the same op.
 
-    python benchmarks/call_anatomy.py [--device cuda:0] [--calls 20] [--size 128]
+    python benchmarks/call_anatomy.py [--device cuda:0] [--calls 20] [--size 128] [--json rows.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -116,6 +117,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args()
     cuda = args.device.startswith("cuda")
     print(f"device {args.device}, {args.size}x{args.size}x3 uint8; figures per call")
@@ -123,6 +125,7 @@ def main() -> None:
         f"{'call':18} {'us':>8} {'floor us':>9} {'x floor':>8} {'aten ops':>9} {'kernels':>8} "
         f"{'copies':>7} {'syncs':>6}  top ops"
     )
+    rows = []
     for name, call_args, kwargs in cases(args.size):
         call = migrated_call(name, args.device)
         row = anatomy(call, call_args, kwargs, args.calls, cuda)
@@ -136,11 +139,19 @@ def main() -> None:
             f"{row['ops']:9.0f} {row['kernels']:8.0f} {row['copies']:7.1f} {row['syncs']:6.1f}  "
             f"{top}"
         )
+        rows.append(
+            {"call": name, "us": wall, "floor_us": floor, "x_floor": wall / floor}
+            | {k: row[k] for k in ("ops", "kernels", "copies", "syncs")}
+        )
     print(
         "us: a call unprofiled (best of 3 runs); floor: the call's input bytes up and result bytes back"
         + (" through pinned memory" if cuda else " (bare copies)")
         + " plus one trivial op, synchronized per call, in this run"
     )
+    if args.json:
+        document = {"device": args.device, "size": args.size, "rows": rows}
+        with open(args.json, "w") as out:
+            json.dump(document, out, indent=1)
 
 
 if __name__ == "__main__":

@@ -484,8 +484,11 @@ def _dispatch_and_loader_steps(c: _Context) -> list[Step]:
                 "3" if c.quick else "20",
                 "--size",
                 str(c.image["size"]),
+                "--json",
+                str(c.work / "call-anatomy.json"),
             ],
             30,
+            _summarize_rows("call-anatomy.json"),
         ),
         Step(
             "loader-tune",

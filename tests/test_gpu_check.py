@@ -215,4 +215,6 @@ def test_the_cpu_rehearsal_passes(tmp_path: Path) -> None:
     }
     assert all(r["same"] in ("bit", "tol") for r in box["rows"]), box["rows"]
     assert [r["pipeline"] for r in figures["nvjpeg-decode"]["rows"]] == ["letterbox", "demo_image"]
+    anatomy = {r["call"]: r for r in figures["call-anatomy"]["rows"]}
+    assert "cv2.warpAffine" in anatomy and anatomy["cv2.warpAffine"]["floor_us"] > 0
     assert "verdict:" in proc.stdout
