@@ -395,7 +395,7 @@ def _benchmark_steps(c: _Context) -> list[Step]:
                 "--batch-size",
                 str(c.image["batch"]),
                 "--batches",
-                "40",
+                "40" if c.quick else "24",
                 "--rounds",
                 "1",
                 "--size",
