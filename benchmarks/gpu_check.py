@@ -389,7 +389,7 @@ def _benchmark_steps(c: _Context) -> list[Step]:
                 "--pipelines",
                 # on a GPU the letterbox chain is the one calibration runs batched (demo_image's
                 # stays per sample: nothing to check)
-                "demo_image" if c.quick else "letterbox",
+                "letterbox" if c.cuda else "demo_image",
                 "--workers",
                 "0",
                 "--batch-size",
