@@ -101,6 +101,42 @@ def test_measurement_is_verified_timed_and_cached(letterbox_chain: Any, tmp_path
     assert not second.measure(letterbox_chain, 2).cached
 
 
+def test_on_a_device_both_ways_end_with_the_batch_there(
+    letterbox_chain: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the per-sample batch is copied to the device as a training loop copies it, the batched one
+    # stays where it ran: the copy back to the host is timed alone, never charged to one way
+    moved: list[str] = []
+    left: list[bool] = []
+    real_to_device, real_run = replay.to_device, replay.run_batched
+
+    def to_device(value: Any, device: str) -> Any:
+        moved.append(device)
+        return real_to_device(value, device)
+
+    def run_batched(*args: Any, **kwargs: Any) -> Any:
+        left.append(bool(kwargs.get("on_device")))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(replay, "to_device", to_device)
+    monkeypatch.setattr(replay, "run_batched", run_batched)
+    m = ChainCalibrator("cpu", cache=CalibrationCache(None), on_device=True).measure(
+        letterbox_chain, 3
+    )
+    assert m.ok, m.error
+    assert m.delivered == "device"
+    timed = m.original.samples  # type: ignore[union-attr]
+    assert moved.count("cpu") >= timed + 1  # each timed original run, and the copy alone
+    assert left[0] is False  # the verifying run delivers on the host, where it is compared
+    assert left[1:] and all(left[1:])
+    assert ChainMeasurement.from_dict(m.to_dict()).delivered == "device"
+
+    moved.clear()
+    host = ChainCalibrator("cpu", cache=CalibrationCache(None)).measure(letterbox_chain, 3)
+    assert host.delivered == "host" and host.upload_ns == host.download_ns == 0
+    assert moved == []  # on the host nothing is copied
+
+
 def test_a_chain_the_backends_cannot_match_is_not_timed(
     letterbox_chain: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -75,6 +75,16 @@ def test_workers_share_the_per_sample_chain_and_the_recording() -> None:
     assert "4 DataLoader workers" in four.reason and "25 ms vs 35 ms" in four.reason
 
 
+def test_a_device_measurement_says_where_the_batch_ends_and_what_the_host_would_add() -> None:
+    m = _measured(100, 40)
+    m.delivered, m.upload_ns, m.download_ns = "device", 12 * MS, 48 * MS
+    chosen = decide_chain(_candidate(), m, "auto", "cuda:0", 10.0, 0, 16)
+    assert chosen.batched
+    assert "up to the batch on cuda:0" in chosen.reason
+    assert "copy there, 12 ms, included" in chosen.reason
+    assert "delivering it on the host would add 48 ms" in chosen.reason
+
+
 def test_forced_modes_are_labelled_assumed_without_a_measurement() -> None:
     always = _decide(None, "always")
     assert always.batched and always.basis == "assumed"

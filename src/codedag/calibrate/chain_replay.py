@@ -380,10 +380,29 @@ class BatchedRun:
     mismatches: list[str]
 
 
+def to_device(value: Any, device: str) -> Any:
+    """A collated batch's tensors copied to ``device`` (what a training loop's ``.to(device)``
+    does with the batch it receives)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
 def run_batched(
-    prepared: Prepared, device: str, verify: bool = False, count_transfers: bool = False
+    prepared: Prepared,
+    device: str,
+    verify: bool = False,
+    count_transfers: bool = False,
+    on_device: bool = False,
 ) -> BatchedRun:
-    """The batch through batched execution on ``device``, delivered on the host.
+    """The batch through batched execution on ``device``, delivered on the host (or left on the
+    device with ``on_device``).
 
     Args:
         prepared: the samples.
@@ -391,6 +410,8 @@ def run_batched(
         verify: also run every round through the original functions and compare (tolerance
             table); differences are returned in ``mismatches``.
         count_transfers: on the CPU, copy as a device would, to count host<->device bytes.
+        on_device: deliver the batch where it ran, with no copy back (what batched execution
+            does once the training loop moves its batches to that device).
     """
     import torch
 
@@ -400,8 +421,8 @@ def run_batched(
     batch = record(prepared)
     io = DeviceIO(torch.device(device), simulate=count_transfers)
     outcome = BatchExecutor(torch.device(device), io).run(batch, verify=verify)
-    output = io.download(outcome.tensor)
-    if output.device.type != "cpu":  # pragma: no cover - a device that DeviceIO does not move
+    output = outcome.tensor if on_device else io.download(outcome.tensor)
+    if output.device.type != "cpu" and not on_device:  # pragma: no cover - not moved by DeviceIO
         output = output.cpu()
     if outcome.failed:
         raise ValueError(f"the batched run failed for {len(outcome.failed)} sample(s)")

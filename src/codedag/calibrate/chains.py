@@ -4,11 +4,20 @@ For a chain found in the trace (:mod:`codedag.optimize.chains`), one batch of ``
 samples (the traced samples' recorded arguments, cycled) is run both ways on the target device
 (:mod:`.chain_replay`): each sample through the original libraries then ``default_collate``, and
 the samples recorded with deferral, collated into one record and run by the batched executor,
-delivered on the host. The first batched run is verified against the original functions, round
+delivered on the device. The first batched run is verified against the original functions, round
 by round, through the tolerance table: a chain whose batched result differs gets no time, only
 the reason. Both ways are then timed interleaved (:func:`~.timing.time_pair`), and the recording
 part alone (what DataLoader workers do) once more, so placement can charge it to the workers.
-Figures go to the calibration cache like the per-call ones.
+
+On an accelerator both ways end with the batch on the device, where the training step uses it:
+the per-sample batch is copied there as the training loop's ``.to(device)`` copies it, and the
+batched one stays where it ran, as batched execution delivers it once the loop moves its batches
+to that device (:mod:`codedag.migrate.batched.deliver`). Timing the batched way with a copy back
+to the host and the original without its copy to the device charged one way twice: a float32
+batch of 32 images of 512 px is 100 MB, whose copy back took longer on an H200 than the whole
+batched chain. The two copies are timed alone as well (``upload_ns``, ``download_ns``), so the
+reason can say what delivering on the host would add. Figures go to the calibration cache like
+the per-call ones.
 """
 
 from __future__ import annotations
@@ -42,8 +51,9 @@ CHAIN_BUDGET = Budget(min_samples=3, max_samples=51, target_ns=0, max_ns=3_000_0
 as soon as the comparison is decided."""
 
 
-REPLAY_VERSION = 2
-"""Raised when the replay covers more of a chain than before: older cached figures timed less."""
+REPLAY_VERSION = 3
+"""Raised when the replay times something else than before (more of a chain; both ways up to the
+batch on the device): older cached figures timed another thing."""
 
 
 @dataclass
@@ -56,9 +66,14 @@ class ChainMeasurement:
         device: where the batched executor ran.
         device_name: description of that device.
         batch_size: samples per batch.
-        original: timing of the batch per sample with the libraries (collate included).
-        batched: timing of the batch through batched execution (record, collate, executor,
-            copy back).
+        original: timing of the batch per sample with the libraries (collate, and on an
+            accelerator the copy to it, included).
+        batched: timing of the batch through batched execution (record, collate, executor;
+            delivered where ``delivered`` says).
+        delivered: where both ways leave the batch: ``"device"`` (on an accelerator) or
+            ``"host"``.
+        upload_ns: the per-sample batch's copy to the device alone (0 on the host).
+        download_ns: the batched batch's copy back to the host alone (0 on the host).
         record_ns: the recording and collating part of ``batched`` (done in the workers).
         backend_calls: backend calls of one batched run.
         groups: distinct sample programs in the batch.
@@ -79,6 +94,9 @@ class ChainMeasurement:
     original: Timing | None = None
     batched: Timing | None = None
     record_ns: int = 0
+    delivered: str = "host"
+    upload_ns: int = 0
+    download_ns: int = 0
     backend_calls: int = 0
     groups: int = 0
     h2d_bytes: int = 0
@@ -117,6 +135,9 @@ class ChainMeasurement:
             original=None if original is None else Timing.from_dict(original),
             batched=None if batched is None else Timing.from_dict(batched),
             record_ns=nanoseconds(data.get("record_ns", 0)),
+            delivered="device" if data.get("delivered") == "device" else "host",
+            upload_ns=nanoseconds(data.get("upload_ns", 0)),
+            download_ns=nanoseconds(data.get("download_ns", 0)),
             backend_calls=nanoseconds(data.get("backend_calls", 0)),
             groups=nanoseconds(data.get("groups", 0)),
             h2d_bytes=nanoseconds(data.get("h2d_bytes", 0)),
@@ -159,6 +180,8 @@ class ChainCalibrator:
         cache: the calibration cache (default: the user's cache file).
         stopwatch: how one batch is timed (tests inject fakes).
         budget: how long each chain is measured.
+        on_device: whether both ways end with the batch on ``device`` (module docstring);
+            ``None``: on every device but the CPU.
     """
 
     def __init__(
@@ -167,8 +190,10 @@ class ChainCalibrator:
         cache: CalibrationCache | None = None,
         stopwatch: Stopwatch | None = None,
         budget: Budget | None = None,
+        on_device: bool | None = None,
     ) -> None:
         self.device = device
+        self.on_device = not device.startswith("cpu") if on_device is None else on_device
         self.cache = cache if cache is not None else CalibrationCache.default()
         self.stopwatch = stopwatch or cpu_aware_stopwatch(device, device_sync(device))
         self.budget = budget or CHAIN_BUDGET
@@ -228,11 +253,15 @@ class ChainCalibrator:
         result.groups = run.groups
         result.h2d_bytes = run.h2d_bytes
         result.d2h_bytes = run.d2h_bytes
-        device = self.device
+        device, on_device = self.device, self.on_device
+
+        def original() -> Any:
+            batch = chain_replay.run_original(prepared)
+            return chain_replay.to_device(batch, device) if on_device else batch
 
         result.original, result.batched = time_pair(
-            lambda: chain_replay.run_original(prepared),
-            lambda: chain_replay.run_batched(prepared, device),
+            original,
+            lambda: chain_replay.run_batched(prepared, device, on_device=on_device),
             self.stopwatch,
             self.budget,
             what=f"batched chain {candidate.id}",
@@ -241,4 +270,18 @@ class ChainCalibrator:
             lambda: chain_replay.record(prepared), self.stopwatch, repeats=3, warmup=0
         )
         result.record_ns = record.median_ns
+        if on_device:
+            result.delivered = "device"
+            result.upload_ns, result.download_ns = self._copies(prepared)
         return result
+
+    def _copies(self, prepared: Any) -> tuple[int, int]:
+        """The per-sample batch's copy to the device and the batched batch's copy back, alone."""
+        from codedag.calibrate import chain_replay
+
+        host = chain_replay.run_original(prepared)
+        on_device = chain_replay.run_batched(prepared, self.device, on_device=True).output
+        watch = self.stopwatch
+        upload = pair.time_one(lambda: chain_replay.to_device(host, self.device), watch, 3)
+        download = pair.time_one(lambda: chain_replay.to_device(on_device, "cpu"), watch, 3)
+        return upload.median_ns, download.median_ns

@@ -14,6 +14,10 @@ margin of its time and more than the measurement spread (the rule of
 reason gives both figures. ``mode`` ``always`` and ``never`` force the choice; without a
 measurement their decisions are labelled ``assumed``.
 
+On an accelerator both figures end with the batch on the device (the per-sample one copied
+there as the training loop copies it; :mod:`codedag.calibrate.chains`): batched execution
+delivers there once the loop moves its batches to the device, which training loops do.
+
 Batched chains take their library functions away from per-call placement (the migrator patches
 them to record instead): :func:`apply_to_plan` says so in those calls' reasons.
 
@@ -55,10 +59,19 @@ def traced_batch_size(dag: ExecutionDAG, default: int) -> int:
 def _figures(m: Any, device: str, workers: int) -> tuple[str, int, int]:
     """The measured figures as text, and the per-batch times placement compares."""
     original, batched = m.original.median_ns, m.batched.median_ns
-    text = (
-        f"measured per batch of {m.batch_size}: {_ms(original)} sample by sample with the libraries vs "
-        f"{_ms(batched)} batched through torch on {device} ({m.backend_calls} backend calls)"
-    )
+    if getattr(m, "delivered", "host") == "device":
+        text = (
+            f"measured per batch of {m.batch_size}, up to the batch on {device}: {_ms(original)} "
+            f"sample by sample with the libraries (their batch's copy there, {_ms(m.upload_ns)}, "
+            f"included) vs {_ms(batched)} batched through torch on {device} ({m.backend_calls} "
+            f"backend calls; delivering it on the host would add {_ms(m.download_ns)})"
+        )
+    else:
+        text = (
+            f"measured per batch of {m.batch_size}: {_ms(original)} sample by sample with the "
+            f"libraries vs {_ms(batched)} batched through torch on {device} "
+            f"({m.backend_calls} backend calls)"
+        )
     if workers > 0:
         record = min(m.record_ns, batched)
         effective_original = original // workers
