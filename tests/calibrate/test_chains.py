@@ -48,6 +48,26 @@ def test_replay_repeats_the_traced_steps_on_ragged_inputs(letterbox_chain: Any) 
     assert tuple(out.shape) == (5, 3, 32, 32) and out.dtype == torch.float32
 
 
+def test_operators_are_replayed_with_operands_of_their_traced_shapes(letterbox_chain: Any) -> None:
+    # (x - mean) / std is one step of the trace, without its operands; broadcasting the
+    # 3-element mean over an image costs about ten times a scalar, so the replay must use
+    # operands of their shapes, not the scalar 1
+    divisions = [s for s in letterbox_chain.samples[0].steps if s.name == "operator.truediv"]
+    assert divisions[0].operands == ()  # x / 255.0: no array operand
+    assert divisions[1].operands == (((3,), "float32"), ((3,), "float32"))
+    prepared = replay.prepare(letterbox_chain.samples, 4)
+
+    def stand_ins(i: int) -> list[Any]:
+        return [s for s in prepared.samples[i].steps if s.name == "operator.truediv"]
+
+    assert stand_ins(0)[0].args[1:] == (1.0,)
+    mean, std = stand_ins(0)[1].args[1:]
+    assert mean.shape == std.shape == (3,) and mean.dtype == np.float32
+    assert stand_ins(1)[1].args[1] is mean  # one constant every sample shares, as the user's
+    out = replay.run_original(prepared)
+    assert out.dtype == torch.float32
+
+
 def test_a_replayed_result_unlike_the_trace_ends_the_replay(letterbox_chain: Any) -> None:
     from dataclasses import replace
 

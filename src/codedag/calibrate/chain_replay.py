@@ -16,16 +16,21 @@ Steps recorded without arguments are replayed where the trace says enough (``ast
 result's dtype, ``transpose`` to the result's shape, conversions to torch). Arithmetic operators
 recorded without their operands (a statement of several operations, such as
 ``(img.astype(np.float32) / 255.0 - mean) / std``, is one step of the trace) are replayed with a
-stand-in: the same operator with the scalar 1 of the result's kind, and an ``astype`` whose
-result was not observed converts to the dtype of the step it feeds. A stand-in costs what one
-operation of that kind, shape and dtype costs, on both sides of the comparison; its result is
-checked against the traced shape and dtype, and the replay stops where they differ.
+stand-in: the same operator once with an array of ones of each operand's traced shape and dtype
+that the chain did not make (``mean`` and ``std`` of 3 elements in ``(x - mean) / std``: one
+operation per operand, shared by every sample as a constant is), or with the scalar 1 of the
+result's kind where it read none, and an ``astype`` whose result was not observed converts to the
+dtype of the step it feeds. A stand-in costs what those operations of that kind, shape and dtype
+cost, on both sides of the comparison (NumPy broadcasting a 3-element operand over an image
+costs about ten times a scalar's, so the operand's shape matters); its result is checked
+against the traced shape and dtype, and the replay stops where they differ.
 :attr:`Prepared.stand_ins` names them. The replay stops at the first step it cannot repeat, and
 :attr:`Prepared.timed_steps` says how far it got.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import operator
@@ -143,6 +148,26 @@ def _numpy_dtype(text: str | None) -> np.dtype | None:
         return None
 
 
+@functools.lru_cache(maxsize=64)
+def _ones(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """A read-only array of ones, one object per shape and dtype (a constant every sample
+    shares, as the user's ``mean`` is)."""
+    out = np.ones(shape, dtype=np.dtype(dtype))
+    out.flags.writeable = False
+    return out
+
+
+def _each_operand(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` applied with each operand in turn: ``f(f(value, a), b)``."""
+
+    def apply(value: Any, *operands: Any) -> Any:
+        for operand in operands:
+            value = function(value, operand)
+        return value
+
+    return apply
+
+
 def _stand_in(step: Any, feeds: Any) -> _Step | None:
     """An operator or ``astype`` the trace kept no operands of, with stand-in operands."""
     name = step.name
@@ -150,9 +175,14 @@ def _stand_in(step: Any, feeds: Any) -> _Step | None:
         result = _numpy_dtype(step.out_dtype)
         if result is None:
             return None
-        one = 1.0 if result.kind in "fc" else 1
-        function = _function(name)
-        return _Step(name, function, function, (None, one), {}, "0", stand_in=True)
+        try:
+            operands: list[Any] = [_ones(shape, dtype) for shape, dtype in step.operands]
+        except (TypeError, ValueError):  # a dtype NumPy does not know: a scalar instead
+            operands = []
+        if not operands:
+            operands = [1.0 if result.kind in "fc" else 1]
+        function = _each_operand(_function(name))
+        return _Step(name, function, function, (None, *operands), {}, "0", stand_in=True)
     fed = _numpy_dtype(getattr(feeds, "out_dtype", None))
     if name == "numpy.ndarray.astype" and fed is not None:
         function = _function(name)

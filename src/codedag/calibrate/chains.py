@@ -53,7 +53,8 @@ as soon as the comparison is decided."""
 
 REPLAY_VERSION = 3
 """Raised when the replay times something else than before (more of a chain; both ways up to the
-batch on the device): older cached figures timed another thing."""
+batch on the device; operators with operands of their traced shapes): older cached figures timed
+another thing."""
 
 
 @dataclass
@@ -157,7 +158,13 @@ def chain_signature(candidate: Any, batch_size: int) -> str:
     for sample in candidate.samples:
         parts.append(
             [
-                [s.name, s.data_slot, None if s.args is None else signature(s.args), s.out_dtype]
+                [
+                    s.name,
+                    s.data_slot,
+                    None if s.args is None else signature(s.args),
+                    s.out_dtype,
+                    s.operands,
+                ]
                 for s in sample.steps
             ]
         )

@@ -109,6 +109,9 @@ class ChainStep:
         out_shape: shape of its result (``None``: not recorded).
         out_dtype: dtype of its result (``None``: not recorded).
         context_key: its context key.
+        operands: shape and dtype of each data value the step reads that the chain did not make
+            (``mean`` and ``std`` arrays in ``(x - mean) / std``), in the order it reads them;
+            what calibration needs to replay an operator the trace kept no operands of.
     """
 
     call_id: int
@@ -119,6 +122,7 @@ class ChainStep:
     out_shape: tuple[int, ...] | None
     out_dtype: str | None
     context_key: str
+    operands: tuple[tuple[tuple[int, ...], str], ...] = ()
 
 
 @dataclass
@@ -454,6 +458,7 @@ def _sample_chains(
                     out_shape=tuple(value.shape) if value is not None and value.shape else None,
                     out_dtype=str(value.dtype) if value is not None and value.dtype else None,
                     context_key=call.context_key,
+                    operands=_outside_operands(dag, member, members),
                 )
             )
         where = _enclosing(dag, node)
@@ -461,6 +466,20 @@ def _sample_chains(
         seen_entries[(where, node.name)] = ordinal + 1
         out.append(((where, node.name, ordinal), SampleChain(index, steps)))
     return out
+
+
+def _outside_operands(
+    dag: ExecutionDAG, node_id: int, chain: set[int]
+) -> tuple[tuple[tuple[int, ...], str], ...]:
+    """Shape and dtype of each data value ``node_id`` reads that no call of ``chain`` made."""
+    found = []
+    for v in dag.predecessors(node_id, "uses"):
+        if any(p in chain for p in dag.predecessors(v, "produces")):
+            continue
+        value = dag.value(v)
+        if value.shape is not None and value.dtype:
+            found.append((tuple(int(d) for d in value.shape), str(value.dtype)))
+    return tuple(found)
 
 
 def _entry_slot(call: Any) -> str | None:
