@@ -284,11 +284,13 @@ class ChainCalibrator:
 
     def _copies(self, prepared: Any) -> tuple[int, int]:
         """The per-sample batch's copy to the device and the batched batch's copy back, alone."""
+        from codedag.backends.batched.transfer import DeviceIO
         from codedag.calibrate import chain_replay
 
         host = chain_replay.run_original(prepared)
         on_device = chain_replay.run_batched(prepared, self.device, on_device=True).output
+        io = DeviceIO(self.device)
         watch = self.stopwatch
         upload = pair.time_one(lambda: chain_replay.to_device(host, self.device), watch, 3)
-        download = pair.time_one(lambda: chain_replay.to_device(on_device, "cpu"), watch, 3)
+        download = pair.time_one(lambda: io.download(on_device), watch, 3)
         return upload.median_ns, download.median_ns

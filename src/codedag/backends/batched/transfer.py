@@ -2,7 +2,9 @@
 
 :class:`DeviceIO` moves a record's payload to the device in one copy (from pinned memory: the
 DataLoader's pin thread pinned it, or a pooled pinned staging buffer is used, reused only after its
-copy's CUDA event completed) and brings results back. Every byte is counted: ``h2d_bytes`` and
+copy's CUDA event completed) and brings results back, into pinned memory from a CUDA device
+(torch's caching host allocator: a copy back into pageable memory ran at 1.3 GB/s on an H200, 79 ms
+for a float32 batch of 32 images of 512 px). Every byte is counted: ``h2d_bytes`` and
 ``d2h_bytes`` are what decides the time on a GPU. On the CPU device nothing moves (a tensor is
 already where it is used) and nothing is counted, unless ``simulate`` asks for real copies through
 the same code (tests of the GPU path on a machine without one).
@@ -38,6 +40,7 @@ class DeviceIO:
         self.moves = self.device.type != "cpu" or simulate
         self.cuda = self.device.type == "cuda"
         self.staging = HostBuffers(pinned=self.cuda and cuda_available())
+        self.pin_downloads = self.cuda and cuda_available()
         self.h2d_bytes = 0
         self.d2h_bytes = 0
         self._lock = threading.Lock()
@@ -83,7 +86,17 @@ class DeviceIO:
         if not self.moves:
             return tensor
         self._count(d2h=tensor.numel() * tensor.element_size())
-        return tensor.clone() if tensor.device.type == "cpu" else tensor.cpu()
+        if tensor.device.type == "cpu":
+            return tensor.clone()
+        if self.pin_downloads:
+            try:
+                host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+            except RuntimeError:  # no pinned memory to be had: pageable from now on
+                self.pin_downloads = False
+            else:
+                host.copy_(tensor)  # waits for the copy: the batch is ready when returned
+                return host
+        return tensor.cpu()
 
 
 @dataclass
