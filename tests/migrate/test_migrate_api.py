@@ -213,3 +213,31 @@ def test_the_run_time_check_compares_librosa_calls_under_their_traced_names() ->
         stats = migrator.get_stats()
     guard = stats["functions"][name]["guard"]
     assert guard["mismatches"] == 0, guard
+
+
+def test_a_plan_without_batched_chains_imports_no_batched_execution(tmp_path: Path) -> None:
+    # batched execution's run-time brings the executor and every op backend: a plan that runs
+    # no chain batched applies, runs and restores without importing it
+    import subprocess
+
+    plan = {**plan_for({}), "batched": {"mode": "auto", "device": None, "chains": []}}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    script = f"""
+import sys
+from codedag.migrate.api import PipelineMigrator
+migrator = PipelineMigrator.from_json({str(path)!r})
+with migrator:
+    assert not migrator.batched.active and migrator.batched.functions() == []
+    migrator.batched.run_per_sample()
+    stats = migrator.get_stats()
+assert stats.batched.enabled is False, stats.batched
+loaded = [m for m in ("codedag.migrate.batched.runtime", "codedag.backends.batched.executor")
+          if m in sys.modules]
+assert not loaded, loaded
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -23,6 +23,7 @@ from codedag.backends.registry import Registry, default_registry
 from codedag.devices.torch_devices import default_device as _default_device
 from codedag.devices.torch_devices import device_for_rank, resolve_device
 from codedag.devices.workers import install_fork_hook
+from codedag.migrate.batched.inactive import NoBatchedChains
 from codedag.migrate.batched.settings import BatchedSettings
 from codedag.migrate.dispatch import Dispatch
 from codedag.migrate.guard import GuardSettings
@@ -319,7 +320,9 @@ class PipelineMigrator:
             applied=self._applied,
             guard=self._guard_summary(functions),
             loader=None if self._loader is None else self._loader.stats(),
-            batched=self._batched.stats() if self._batched.active else Off(),
+            batched=Off()
+            if isinstance(self._batched, NoBatchedChains) or not self._batched.active
+            else self._batched.stats(),
             cache=self._cache.stats() if self._cache.active else Off(),
             tables=self._tables.stats() if self._tables.active else Off(),
         )
@@ -347,7 +350,7 @@ class PipelineMigrator:
         )
 
     @property
-    def batched(self) -> BatchedRuntime:
+    def batched(self) -> BatchedRuntime | NoBatchedChains:
         """The batched execution of the plan's chains (inactive when it places none)."""
         return self._batched
 
@@ -382,10 +385,10 @@ class PipelineMigrator:
 
 def _batched_runtime(
     plan: PlanView, settings: BatchedSettings, default: str, admission: Admission
-) -> BatchedRuntime:
+) -> BatchedRuntime | NoBatchedChains:
     """The runtime of the plan's batched chains, on the device they run on here; a chain
-    naming a function the registry does not admit is dropped (it runs per sample)."""
-    from codedag.migrate.batched.runtime import BatchedRuntime
+    naming a function the registry does not admit is dropped (it runs per sample). Without a
+    chain, an inactive part (batched execution's modules are not imported)."""
     from codedag.migrate.batched.settings import chains_from_plan
 
     model = plan.plan
@@ -402,8 +405,12 @@ def _batched_runtime(
             len(dropped),
             listing(shown, 5),
         )
+    if not chains.chains:
+        return NoBatchedChains(chains)
+    from codedag.migrate.batched.runtime import BatchedRuntime
+
     device, warning = resolve_device(device_for_rank(chains.device or default), default)
-    if warning and chains.chains:
+    if warning:
         log.warning(warning)
     others: dict[str, list[str]] = {}
     for call in model.calls if model is not None else []:
