@@ -417,6 +417,8 @@ def to_device(value: Any, device: str) -> Any:
 
     if isinstance(value, torch.Tensor):
         return value.to(device)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*(to_device(v, device) for v in value))
     if isinstance(value, (list, tuple)):
         return type(value)(to_device(v, device) for v in value)
     if isinstance(value, dict):
