@@ -8,7 +8,9 @@ The engine (deferred values, collate, the batched executor, delivery) is
 * :mod:`.check`: the run-time check: the first batches both ways, batched kept only where
   faster;
 * :mod:`.runtime`: :class:`~.runtime.BatchedRuntime`, applied by
-  :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``batched`` section.
+  :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``batched`` section;
+* :mod:`.inactive`: the part a plan without batched chains gets instead (imports none of the
+  above).
 
 Nothing is imported here: ``import codedag.migrate.batched`` stays free of torch.
 """
