@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -293,3 +295,31 @@ def test_a_lookup_of_a_loaded_function_loads_no_other_submodule(
     assert loads == ["sub"]  # "other" stays unloaded
     assert registry.get("lazypkg.other.other_function") is not None  # asked for: loaded
     assert loads == ["sub", "other"]
+
+
+def test_the_default_registry_loads_a_library_package_at_its_first_name() -> None:
+    # the six ops packages are ~50 modules: a plan placing nothing (or cv2 only) loads no other;
+    # what a loaded package would refuse is refused before it loads
+    script = """
+import sys
+from codedag.backends.admission import admit
+from codedag.backends.registry import build_default_registry
+loaded = lambda: sorted(
+    m.split(".")[3] for m in sys.modules
+    if m.startswith("codedag.backends.ops.") and m.count(".") == 3
+)
+registry = build_default_registry()
+assert loaded() == [], loaded()
+assert registry.get("cv2.resize") is not None
+assert loaded() == ["cv2"], loaded()
+found = admit([("calls.0", "numpy.ndarray.astype")], registry)
+assert "C type" in found.refused["numpy.ndarray.astype"], found
+assert loaded() == ["cv2", "numpy"], loaded()
+assert set(registry.libraries) == {"audio", "cv2", "numpy", "pil", "torch"}
+assert "cv2.resize" in registry.names()
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -115,7 +115,7 @@ def admit(
     for where, name in names:
         if name in result.admitted or name in result.refused or name in result.unknown:
             continue
-        reason = registry.non_migratable.get(name)
+        reason = registry.refusal(name)
         if reason is not None:
             result.refused[name] = reason
         elif registry.get(name) is not None:
@@ -125,10 +125,11 @@ def admit(
     for where, name in in_place:
         if name in result.in_place or name in result.admitted:
             continue
+        refusal = registry.refusal(name)
         if registry.get(name) is not None or _owned(name, registry):
             result.in_place.add(name)
-        elif name in registry.non_migratable:
-            result.refused.setdefault(name, registry.non_migratable[name])
+        elif refusal is not None:
+            result.refused.setdefault(name, refusal)
         else:
             result.unknown.setdefault(name, where)
     return result
@@ -136,7 +137,7 @@ def admit(
 
 def _owned(name: str, registry: Registry) -> bool:
     """Whether a library the registry loads owns ``name`` (by its top-level module)."""
-    return any(library.facts.owns(name) for library in registry.libraries.values())
+    return registry.owner(name) is not None
 
 
 def _admit_named(named: Iterable[NamedFunction], registry: Registry | None) -> Admission:

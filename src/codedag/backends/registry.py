@@ -2,7 +2,11 @@
 
 Specs come from the ``LIBRARY`` of every ``codedag.backends.ops.<library>`` package that imports
 (each loaded on its own, so the registry works with whichever libraries exist), and from
-:meth:`Registry.register` (tests, extensions).
+:meth:`Registry.register` (tests, extensions). The default registry loads a package when a name
+of its library is first looked up (by the name's top-level module, which the package's
+``facts.py`` declares without importing anything), or when every spec is asked for: the six
+packages are about 50 modules and 85-100 ms of imports, which a plan placing no call, or only
+cv2's, need not pay.
 
 A function has one canonical name: the one :func:`codedag.backends.names.canonical_name` gives its
 object, which is what traces and plans carry. Ops are declared under any public name; the first
@@ -138,10 +142,65 @@ class Registry:
         self._tolerances: dict[str, Tolerance] = {}
         self._tolerances_view: dict[str, Tolerance] | None = None
         self.non_migratable: dict[str, str] = dict(NON_MIGRATABLE)
-        self.libraries: dict[str, Library] = {}
-        self.load_errors: dict[str, str] = {}
+        self._libraries: dict[str, Library] = {}
+        self._load_errors: dict[str, str] = {}
+        self._unloaded: dict[str, str] = {}  # top-level module -> ops package not loaded yet
         for spec in (specs or {}).values():
             self._add(spec)
+
+    @property
+    def libraries(self) -> dict[str, Library]:
+        """Every loaded ops package's library, by name (every package loaded first)."""
+        self.load_all()
+        return self._libraries
+
+    @property
+    def load_errors(self) -> dict[str, str]:
+        """Ops packages that could not be used -> why (every package loaded first)."""
+        self.load_all()
+        return self._load_errors
+
+    # -- loading ops packages when needed ---------------------------------------------------
+    def defer_package(self, package: str, modules: Sequence[str]) -> None:
+        """Load the ops ``package`` when a name under one of ``modules`` is first looked up."""
+        with self._lock:
+            for top in modules:
+                self._unloaded[top] = package
+
+    def _load_top(self, top: str) -> None:
+        """Load the ops package of the top-level module ``top``, if one waits for it."""
+        if top not in self._unloaded:
+            return
+        with self._lock:
+            package = self._unloaded.get(top)
+            if package is None:
+                return
+            for other in [t for t, p in self._unloaded.items() if p == package]:
+                del self._unloaded[other]
+            _load_ops_module(self, package)
+            library = self._libraries.get(package)
+            for module in library.facts.modules if library is not None else ():
+                if module in sys.modules:  # what is imported already is cheap to file now
+                    self._resolve_pending(module, imports=False)
+
+    def load_all(self) -> None:
+        """Load every ops package still waiting."""
+        for top in list(self._unloaded):
+            self._load_top(top)
+
+    def owner(self, name: str) -> Library | None:
+        """The loaded library that owns ``name`` by its top-level module (its package loaded
+        first), or None."""
+        self._load_top(name.split(".", 1)[0])
+        for library in list(self._libraries.values()):
+            if library.facts.owns(name):
+                return library
+        return None
+
+    def refusal(self, name: str) -> str | None:
+        """Why ``name`` must stay on the CPU (its library's package loaded first), or None."""
+        self._load_top(name.split(".", 1)[0])
+        return self.non_migratable.get(name)
 
     # -- building --------------------------------------------------------------------------
     def _add(self, spec: OpSpec, namespaces: tuple[str, ...] = ()) -> None:
@@ -155,7 +214,7 @@ class Registry:
 
     def add_library(self, library: Library) -> None:
         """Add every spec of an ops package (resolved to canonical names on first lookup)."""
-        self.libraries[library.name] = library
+        self._libraries[library.name] = library
         for name, reason in library.non_migratable.items():
             self.non_migratable.setdefault(name, reason)
         for spec in library.specs:
@@ -171,6 +230,7 @@ class Registry:
 
     def register(self, spec: OpSpec) -> None:
         """Add or replace a spec; refused for NonMigratable names."""
+        self._load_top(spec.name.split(".", 1)[0])  # a package loaded later would replace it
         if spec.name in self.non_migratable:
             raise MigrationError(
                 f"{spec.name!r} cannot be registered: {self.non_migratable[spec.name]}"
@@ -179,6 +239,7 @@ class Registry:
 
     def unregister(self, name: str) -> None:
         """Remove a spec and its aliases (no error when absent)."""
+        self._load_top(name.split(".", 1)[0])  # a package loaded later would bring it back
         with self._lock:
             canonical = self._alias.get(name, name)
             self._specs.pop(canonical, None)
@@ -242,10 +303,11 @@ class Registry:
                 self._alias[alias] = canonical
 
     def _canonical(self, name: str) -> str:
+        top = name.split(".", 1)[0]
+        self._load_top(top)
         known = self._alias.get(name)
         if known is not None:
             return known
-        top = name.split(".", 1)[0]
         if top in self._pending:  # what was loaded since, then (still unknown) everything
             self._resolve_pending(top, imports=False)
             if name not in self._alias and top in self._pending:
@@ -275,6 +337,7 @@ class Registry:
 
     def names(self) -> list[str]:
         """Every migratable function, by canonical name."""
+        self.load_all()
         for top in list(self._pending):
             self._resolve_pending(top)
         return sorted(n for n in self._specs if n not in self.non_migratable)
@@ -287,6 +350,8 @@ class Registry:
         """``{name: tolerance}`` declared by the ops, sorted by name: under the name each op is
         declared with, and under its canonical name once its library is resolved. Ops declared
         without a tolerance (bit-exact) are absent."""
+        if self._unloaded:
+            self.load_all()
         view = self._tolerances_view
         if view is None:  # rebuilt after a change only: the run-time check reads it per call
             with self._lock:
@@ -344,7 +409,7 @@ def _load_ops_module(registry: Registry, module: str) -> None:
     try:
         package = importlib.import_module(f"codedag.backends.ops.{module}")
     except Exception as e:  # absent library or a broken package: the others still load
-        registry.load_errors[module] = f"{type(e).__name__}: {e}"
+        registry._load_errors[module] = f"{type(e).__name__}: {e}"
         log.warning("backend package %s not loaded: %s", module, e)
         return
     library = getattr(package, "LIBRARY", None)
@@ -355,7 +420,7 @@ def _load_ops_module(registry: Registry, module: str) -> None:
                 f"{library.name} {newer} is newer than the releases its backends are verified "
                 f"equal to (below {library.facts.verified_below}): its calls stay with it"
             )
-            registry.load_errors[module] = reason
+            registry._load_errors[module] = reason
             log.warning("backend package %s not used: %s", module, reason)
             library = replace(library, specs=())
         registry.add_library(library)
@@ -379,16 +444,17 @@ def unverified_version(facts: LibraryFacts) -> str | None:
     return None
 
 
-def build_default_registry() -> Registry:
-    """Build the registry from every importable ops package."""
+def build_default_registry(lazy: bool = True) -> Registry:
+    """The registry of every importable ops package, each loaded when a name of its library is
+    first looked up (``lazy``, see the module docstring) or at once."""
     registry = Registry()
+    facts = {f.name: f.modules for f in libraries.library_facts()}
     for module in ops_modules():
-        _load_ops_module(registry, module)
-    for library in list(registry.libraries.values()):
-        # what libraries imported already (by the backends, or the user) hold: cheap to file now
-        for top in library.facts.modules:
-            if top in sys.modules:
-                registry._resolve_pending(top, imports=False)
+        if lazy and facts.get(module):
+            registry.defer_package(module, facts[module])
+        else:
+            registry.defer_package(module, (f"<{module}>",))
+            registry._load_top(f"<{module}>")
     return registry
 
 
@@ -397,7 +463,8 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def default_registry() -> Registry:
-    """The process-wide registry, built on first use (imports torch and the ops packages)."""
+    """The process-wide registry, built on first use (each ops package imported when a name of
+    its library is first looked up)."""
     global _DEFAULT
     if _DEFAULT is None:
         with _DEFAULT_LOCK:

@@ -92,7 +92,7 @@ class PatchInjector(PatchedRuntime):
         for name, placements in sorted(self.entries.items()):
             if all(p is None for _key, p in placements):
                 continue
-            reason = self.registry.non_migratable.get(name)
+            reason = self.registry.refusal(name)
             if reason is not None:
                 refused.append(f"{name} ({reason})")
             elif name not in self.opted_in and draws_random_numbers(name, self.registry):
