@@ -8,20 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_loading import run_benchmark
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "core_interference.py"
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_both_works_are_timed_alone_and_beside_a_busy_cpu() -> None:
-    run = subprocess.run(
-        [sys.executable, str(BENCH), "--rounds", "1"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    lines = run.stdout.splitlines()
+    lines = run_benchmark("core_interference", "--rounds", "1")
     assert lines[0].endswith("medians of 1 alternating rounds")
     rows = {line[:12].strip(): line[12:].split() for line in lines[2:]}
     assert set(rows) == {"python loop", "numpy sort"}

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "store_write_floor.py"
+from bench_loading import run_benchmark
 
 
 def test_every_way_is_timed_and_the_shared_memory_folders_are_removed() -> None:
     before = set(Path("/dev/shm").glob("codedag-write-floor-*"))
-    run = subprocess.run(
-        [sys.executable, str(BENCH), "--values", "4", "--mb", "0.1", "--rounds", "2"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    lines = run.stdout.splitlines()
+    lines = run_benchmark("store_write_floor", "--values", "4", "--mb", "0.1", "--rounds", "2")
     assert lines[0].startswith("4 values of 0.10 MB into /dev/shm, 2 rounds")
     timed = {line[:26].strip(): float(line[26:].split()[0]) for line in lines[1:]}
     assert set(timed) == {

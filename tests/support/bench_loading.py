@@ -1,8 +1,10 @@
-"""Loading a script of ``benchmarks/`` as a module, as it runs (its folder on the path)."""
+"""Running a script of ``benchmarks/``: loaded as a module, as it runs (its folder on the
+path), or in a process of its own."""
 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -22,3 +24,10 @@ def load_benchmark(name: str) -> ModuleType:
         return module
     finally:
         sys.path.remove(str(BENCH))
+
+
+def run_benchmark(name: str, *args: str, timeout: float = 120) -> list[str]:
+    """The lines ``python benchmarks/<name>.py ARGS`` prints (it must exit 0)."""
+    command = [sys.executable, str(BENCH / f"{name}.py"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout)
+    return done.stdout.splitlines()

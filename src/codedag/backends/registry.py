@@ -177,6 +177,11 @@ class Registry:
                 return
             for other in [t for t, p in self._unloaded.items() if p == package]:
                 del self._unloaded[other]
+            self._load_package(package)
+
+    def _load_package(self, package: str) -> None:
+        """Load the ops ``package`` and file what its library has imported already."""
+        with self._lock:
             _load_ops_module(self, package)
             library = self._libraries.get(package)
             for module in library.facts.modules if library is not None else ():
@@ -444,17 +449,16 @@ def unverified_version(facts: LibraryFacts) -> str | None:
     return None
 
 
-def build_default_registry(lazy: bool = True) -> Registry:
+def build_default_registry() -> Registry:
     """The registry of every importable ops package, each loaded when a name of its library is
-    first looked up (``lazy``, see the module docstring) or at once."""
+    first looked up (see the module docstring; a package whose facts name no module: at once)."""
     registry = Registry()
-    facts = {f.name: f.modules for f in libraries.library_facts()}
-    for module in ops_modules():
-        if lazy and facts.get(module):
-            registry.defer_package(module, facts[module])
+    modules = {f.name: f.modules for f in libraries.library_facts()}
+    for package in ops_modules():
+        if modules.get(package):
+            registry.defer_package(package, modules[package])
         else:
-            registry.defer_package(module, (f"<{module}>",))
-            registry._load_top(f"<{module}>")
+            registry._load_package(package)
     return registry
 
 
