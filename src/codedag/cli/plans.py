@@ -209,6 +209,10 @@ def _show(folder: Path, key: str, show_all: bool, as_json: bool) -> int:
     if versions:
         text = ", ".join(f"{printable(k, 40)} {printable(v, 40)}" for k, v in versions.items())
         console.print(f"versions: {text}", markup=False)
+    code = inputs.get("code") or {}
+    if code:
+        text = ", ".join(printable(module, 80) for module in code)
+        console.print(f"code checked for changes: {text}", markup=False)
     explain(entry.plan, console, show_all=show_all)
     return 0
 

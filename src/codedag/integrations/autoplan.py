@@ -47,13 +47,16 @@ class PlanBudgetExceeded(CodeDAGError):
 @dataclass
 class PlanOutcome:
     """What :func:`plan_loader` produced: a plan dict, or ``None`` and the reason; ``idle``
-    when the reason is that no plan could change anything (:func:`nothing_to_plan`)."""
+    when the reason is that no plan could change anything (:func:`nothing_to_plan`);
+    ``functions``: the qualified names of the functions the traced samples ran
+    (:func:`traced_functions`)."""
 
     plan: dict[str, Any] | None
     reason: str = ""
     trace_s: float = 0.0
     plan_s: float = 0.0
     idle: bool = False
+    functions: frozenset[str] = frozenset()
 
 
 _LOADER_CODE = "torch.utils.data."
@@ -84,6 +87,19 @@ def nothing_to_plan(dag: ExecutionDAG) -> str | None:
         if call.name.rpartition(".")[0] in torch_spaces and not _under_loader_code(call):
             return None
     return "the traced samples call no function and hold no value of a library codedag accelerates"
+
+
+def traced_functions(dag: ExecutionDAG) -> frozenset[str]:
+    """The qualified names of every function the traced samples ran that made a traced call:
+    the segments of the calls' context keys (the pipeline's own functions among them)."""
+    from codedag.plan.context import split_segment
+
+    return frozenset(
+        split_segment(segment)[0]
+        for call in dag.calls()
+        for segment in call.context_key.split("/")
+        if segment
+    )
 
 
 def _under_loader_code(call: CallNode) -> bool:
@@ -207,4 +223,5 @@ def _trace_and_plan(
     manager = OptimizerManager(k=2, target_device=device, cache="auto", progress=within_budget)
     plan = dict(manager.optimize(tracer.dag)["migration_plan"])
     plan.pop("loader", None)  # the loader exists already: its settings are the script's
-    return PlanOutcome(plan, "", traced - start, time.perf_counter() - traced)
+    functions = traced_functions(tracer.dag)
+    return PlanOutcome(plan, "", traced - start, time.perf_counter() - traced, functions=functions)

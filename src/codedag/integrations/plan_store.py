@@ -1,13 +1,18 @@
 """Plans kept across runs: the next run of the same pipeline applies its plan from the first batch.
 
 A plan is stored under ``<user cache>/plans/<key>.json`` (``$CODEDAG_CACHE_DIR`` overrides the
-platform's cache folder). The key hashes what the plan depends on: the dataset class's source and
-its module file's content (the pipeline's code), the versions of codedag, Python and the libraries
-the pipeline calls, and the device it was planned for. Changing any of them makes another key, so
-a stale plan is never applied; ``codedag run --replan`` plans again and replaces the stored one.
+platform's cache folder). The key hashes what the plan depends on: the dataset class's name
+(module and qualified name: the plan's call sites name them), its source and its module file's
+content (the pipeline's code), the versions of codedag, Python and the libraries the pipeline
+calls, and the device it was planned for. Changing any of them makes another key. The record also
+keeps a digest of each other module of the pipeline's own code the traced samples ran (helpers
+in other files, :func:`code_digests`); a run where one of them has changed plans again
+(:func:`changed_code`), so a stale plan is never applied; ``codedag run --replan`` plans again and
+replaces the stored one.
 
 A stored file is a record (:data:`RECORD_FORMAT`): the plan under ``plan`` beside what it was made
-for (the dataset class, the script, the device, the versions the key hashed) and when; files
+for (the dataset class, the script, the device, the versions the key hashed, the digests of the
+pipeline's other modules) and when; files
 written before the record hold the bare plan and still load. A stored file is untrusted: it is
 read without following a link, only when this user owns it, size-capped, and its plan validated
 as every plan file is (:func:`codedag.plan.files.check_plan`, :func:`read_stored`); what fails is
@@ -29,7 +34,7 @@ import re
 import stat
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,7 +53,12 @@ RECORD_FORMAT = 1
 KEY_NAME = re.compile(r"[0-9a-f]{24}\.json")
 """The name of a plan file: its key (24 hex digits) and ``.json``."""
 MAX_PLAN_BYTES = 64 * 2**20
+MAX_CODE_MODULES = 64
+"""Modules of the pipeline's own code a record keeps a digest of, at most."""
 _LIBRARIES = ("torch", "numpy", "cv2", "PIL", "librosa", "scipy")
+_NOT_PIPELINE_CODE = frozenset(_LIBRARIES) | {"codedag"}
+"""Packages whose code is no pipeline's: versions in the key stand for the libraries'."""
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 _reported: set[Path] = set()
 """Plan files whose refusal :func:`load_plan` warned about in this process."""
 
@@ -59,18 +69,69 @@ def plans_folder() -> Path:
 
 
 def _code_of(kind: type) -> str:
-    """The dataset class's source and its module file's content ('' where there is none)."""
-    parts = []
-    try:
+    """The dataset class's name, its source and its module file's content."""
+    parts = [f"{kind.__module__}.{kind.__qualname__}"]
+    with contextlib.suppress(OSError, TypeError):
         parts.append(inspect.getsource(kind))
-    except (OSError, TypeError):
-        parts.append(f"{kind.__module__}.{kind.__qualname__}")
     module = sys.modules.get(kind.__module__)
     path = getattr(module, "__file__", None)
     if path:
         with contextlib.suppress(OSError):
             parts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
     return "\n".join(parts)
+
+
+def _module_of(name: str) -> str | None:
+    """The loaded module a qualified function name (``pkg.mod.Class.method``) belongs to: its
+    longest dotted prefix in ``sys.modules``."""
+    parts = name.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:end])
+        if module in sys.modules:
+            return module
+    return None
+
+
+def _file_digest(module: str) -> str | None:
+    """The SHA-256 of ``module``'s source file, None where it has none or it cannot be read."""
+    path = getattr(sys.modules.get(module), "__file__", None)
+    if not isinstance(path, str):
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def code_digests(names: Iterable[str]) -> dict[str, str]:
+    """The digest of each module of the pipeline's own code among ``names`` (the qualified
+    functions the traced samples ran): modules of Python's standard library, of codedag and of
+    the libraries whose versions the key holds are left out; at most :data:`MAX_CODE_MODULES`."""
+    digests: dict[str, str] = {}
+    for name in sorted(names):
+        module = _module_of(name)
+        top = (module or "").partition(".")[0]
+        if module is None or module in digests or top in _NOT_PIPELINE_CODE:
+            continue
+        if top in sys.stdlib_module_names:
+            continue
+        digest = _file_digest(module)
+        if digest is not None:
+            digests[module] = digest
+            if len(digests) == MAX_CODE_MODULES:
+                break
+    return digests
+
+
+def changed_code(recorded: Mapping[str, str]) -> list[str]:
+    """The modules of ``recorded`` (a stored plan's :func:`code_digests`) loaded in this process
+    whose source file is not what the plan was made from; modules not loaded are not checked
+    (nothing is imported for it: a stale plan's call sites then match less, never wrongly)."""
+    return sorted(
+        module
+        for module, digest in recorded.items()
+        if module in sys.modules and _file_digest(module) != digest
+    )
 
 
 def library_versions() -> dict[str, str]:
@@ -100,9 +161,10 @@ def plan_path(key: str) -> Path:
     return plans_folder() / f"{key}.json"
 
 
-def plan_inputs(loader: Any, device: str) -> dict[str, Any]:
+def plan_inputs(loader: Any, device: str, code: Iterable[str] = ()) -> dict[str, Any]:
     """What the key of ``loader``'s plan on ``device`` stands for, as the record keeps it: the
-    dataset class, the script that ran, the device and the versions."""
+    dataset class, the script that ran, the device, the versions and the digests of the modules
+    of ``code`` (the functions the traced samples ran: :func:`code_digests`)."""
     dataset = getattr(loader, "dataset", None)
     kind = type(dataset)
     main = sys.modules.get("__main__")
@@ -112,6 +174,7 @@ def plan_inputs(loader: Any, device: str) -> dict[str, Any]:
         "script": str(Path(script).resolve()) if script and os.path.isfile(script) else "",
         "device": device,
         "versions": library_versions(),
+        "code": code_digests(code),
     }
 
 
@@ -129,8 +192,8 @@ class StoredPlan:
         path: the file.
         size_bytes: its size.
         created: when it was stored (ISO 8601, UTC; a file without a record: its mtime).
-        inputs: what the key stands for (``pipeline``, ``script``, ``device``, ``versions``; empty
-            for a file written before records).
+        inputs: what the key stands for (``pipeline``, ``script``, ``device``, ``versions``,
+            ``code``; empty for a file written before records).
         plan: the validated plan, or None when unreadable.
         data: the plan's JSON as stored, or None when unreadable.
         problem: why it is unreadable, else ``""``.
@@ -180,7 +243,9 @@ def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], s
             shown = printable(repr(form), 40)
             raise Unreadable(f"stored_plan format {shown} is not {RECORD_FORMAT} (another codedag)")
         plan, created = data.get("plan"), data.get("created", "")
-        inputs = {k: data[k] for k in ("pipeline", "script", "device", "versions") if k in data}
+        inputs = {
+            k: data[k] for k in ("pipeline", "script", "device", "versions", "code") if k in data
+        }
         if not isinstance(created, str) or not all(
             isinstance(inputs.get(k, ""), str) for k in ("pipeline", "script", "device")
         ):
@@ -193,6 +258,11 @@ def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], s
         versions = inputs.get("versions", {})
         if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
             raise Unreadable("not a stored plan: versions is no object of strings")
+        code = inputs.get("code", {})
+        if not isinstance(code, dict) or not all(
+            isinstance(v, str) and _DIGEST.fullmatch(v) for v in code.values()
+        ):
+            raise Unreadable("not a stored plan: code is no object of SHA-256 digests")
     try:
         checked = check_plan(plan, "plan")
     except SchemaError as error:

@@ -88,6 +88,8 @@ class AcceleratedRun:
     """``applied``, ``nothing to apply`` (the plan changes nothing, so the loader runs as it
     is), either with `` (stored plan)``, ``skipped`` or ``not planned``."""
     plan_reason: str = ""
+    """Why the plan was skipped or changes nothing; with ``applied``, why a stored plan was not
+    used (``planned again: helpers changed since the stored plan``)."""
     plan_key: str = ""
     plan_path: str = ""
     trace_s: float = 0.0

@@ -184,6 +184,7 @@ class LoaderWatch:
         self._in_this_process_only = False  # workers started afresh receive no plan
         self._mailbox: Mailbox | None = None  # where the first epoch's workers look for the plan
         self._first_indices: list[Any] = []
+        self._replanned = ""  # why a stored plan was not applied, when it was not
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ the epochs
@@ -329,7 +330,7 @@ class LoaderWatch:
     def _apply_stored(self) -> None:
         if not self.settings.store_plans or self.settings.replan:
             return
-        from codedag.integrations.plan_store import load_plan, plan_path
+        from codedag.integrations.plan_store import changed_code, load_plan, plan_path
 
         try:
             key = self._key()
@@ -338,6 +339,11 @@ class LoaderWatch:
             return
         stored = load_plan(key)
         if stored is None or stored.plan is None:
+            return
+        changed = changed_code(stored.inputs.get("code", {}))
+        if changed:  # the plan's call sites may name code that is no more: plan again
+            self._replanned = f"planned again: {', '.join(changed)} changed since the stored plan"
+            log.info("codedag: %s", self._replanned)
             return
         self._tried = True
         self.results.plan_path = str(plan_path(key))
@@ -371,6 +377,8 @@ class LoaderWatch:
             self._skip(outcome.reason)
             return
         applied = self._apply(outcome.plan)
+        if applied and self._replanned and not self.results.plan_reason:
+            self.results.plan_reason = self._replanned
         if applied and indices is not None:
             self._store_warmup(indices)
         if applied and self.settings.store_plans:
@@ -379,7 +387,7 @@ class LoaderWatch:
             inputs = None
             with contextlib.suppress(Exception):
                 self._key()
-                inputs = plan_inputs(self.loader, self.results.device)
+                inputs = plan_inputs(self.loader, self.results.device, outcome.functions)
             if self.results.plan_key:
                 saved = save_plan(self.results.plan_key, outcome.plan, inputs)
                 self.results.plan_path = "" if saved is None else str(saved)

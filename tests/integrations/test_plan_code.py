@@ -1,0 +1,170 @@
+"""A stored plan is used only for the code it was made from: the dataset class's module and name
+in its key, and the other modules of the pipeline's code checked by digest."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from codedag.cli.main import main
+from codedag.integrations.plan_store import (
+    changed_code,
+    code_digests,
+    load_plan,
+    plan_key,
+    plan_path,
+    save_plan,
+)
+from codedag.integrations.run_results import load_run_results
+
+DATASET = """\
+class Samples:
+    def __getitem__(self, i):
+        return i
+"""
+
+
+def _module(path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Loader:
+    def __init__(self, dataset: object) -> None:
+        self.dataset = dataset
+
+
+def test_the_same_code_under_another_module_name_has_another_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "data.py").write_text(DATASET)
+    one = _module(tmp_path / "data.py", "pipeline_one", monkeypatch)
+    two = _module(tmp_path / "data.py", "pipeline_two", monkeypatch)
+    again = _module(tmp_path / "data.py", "pipeline_one", monkeypatch)
+    keys = [plan_key(_Loader(m.Samples()), "cpu") for m in (one, two, again)]
+    assert keys[0] != keys[1]  # the plan's call sites name the module: another plan
+    assert keys[0] == keys[2]
+
+
+def test_digests_keep_the_pipelines_own_modules_and_notice_a_changed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    helper = tmp_path / "pipeline_helpers.py"
+    helper.write_text("def load(path):\n    return path\n")
+    _module(helper, "pipeline_helpers", monkeypatch)
+    names = {
+        "pipeline_helpers.load",
+        "pipeline_helpers.load.<locals>.inner",
+        "cv2.resize",
+        "numpy.ndarray.astype",
+        "random.Random.random",
+        "codedag.integrations.plan_store.plan_key",
+        "torch.utils.data.dataloader._BaseDataLoaderIter.__next__",
+        "never_imported.load",
+    }
+    digests = code_digests(names)
+    assert list(digests) == ["pipeline_helpers"]
+    assert changed_code(digests) == []
+    helper.write_text("def load(path):\n    return path[::-1]\n")
+    assert changed_code(digests) == ["pipeline_helpers"]
+    # a module this process has not loaded is not imported to be checked
+    assert changed_code({"not_loaded_here": "0" * 64}) == []
+
+
+@pytest.mark.parametrize("code", [["a"], {"mod": "not a digest"}, {"mod": 7}])
+def test_a_record_whose_code_is_not_digests_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: object
+) -> None:
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    plan = {"context_device_map": {}, "calls": []}
+    key = "ab" * 12
+    path = save_plan(key, plan, {"pipeline": "m.Samples"})
+    assert path is not None and load_plan(key) is not None
+    record = json.loads(path.read_text())
+    record["code"] = code
+    path.write_text(json.dumps(record))
+    assert load_plan(key) is None
+
+
+SCRIPT = """\
+import os, sys
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pipeline_load
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
+
+
+class Files(Dataset):
+    def __init__(self, files):
+        self.files = files
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        return torch.from_numpy(pipeline_load.load(self.files[i]).astype(np.float32))
+
+
+if not os.path.isdir(ROOT):
+    os.makedirs(ROOT)
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        cv2.imwrite(os.path.join(ROOT, f"{i}.png"), rng.integers(0, 255, (96, 80, 3), dtype=np.uint8))
+files = sorted(os.path.join(ROOT, name) for name in os.listdir(ROOT))
+for epoch in range(2):
+    total = sum(float(x.sum()) for x in DataLoader(Files(files), batch_size=4))
+    print(f"epoch {epoch} sum {total!r}", flush=True)
+"""
+
+HELPER = """\
+import cv2
+
+
+def load(path):
+    img = cv2.imread(path)
+    img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return cv2.resize(img, ({size}, {size}))
+"""
+
+
+def test_a_changed_helper_module_plans_again_and_stores_the_new_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    helper = tmp_path / "pipeline_load.py"
+    statuses, reasons, sums = [], [], []
+    for run, size in enumerate((16, 16, 24, 24)):
+        helper.write_text(HELPER.format(size=size))
+        monkeypatch.delitem(sys.modules, "pipeline_load", raising=False)  # the script imports it
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        out = tmp_path / f"run{run}"
+        assert main(["run", "--out", str(out), "--", "python", str(script)]) == 0
+        results = load_run_results(out)
+        statuses.append(results.plan_status)
+        reasons.append(results.plan_reason)
+        sums.append([line for line in capsys.readouterr().out.splitlines() if "sum" in line])
+    assert statuses == ["applied", "applied (stored plan)", "applied", "applied (stored plan)"]
+    assert reasons[2] == "planned again: pipeline_load changed since the stored plan"
+    assert reasons[0] == reasons[1] == reasons[3] == ""
+    assert sums[0] == sums[1] and sums[2] == sums[3] and sums[0] != sums[2]
+    stored = load_plan(results.plan_key)
+    assert stored is not None and plan_path(results.plan_key).is_file()
+    code = stored.inputs["code"]
+    assert sorted(code) == ["__main__", "pipeline_load"]  # the script defines the data set
+    assert changed_code({"pipeline_load": code["pipeline_load"]}) == []
