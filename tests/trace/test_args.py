@@ -240,3 +240,56 @@ def test_views_count_the_bytes_they_reference() -> None:
     sizes = [v.nbytes for v in tracer.dag.values()]
     assert sizes[0] == (97_952 + 2047) * 4 + 4  # the span of the signal the frames cover
     assert sizes[1] == 1000  # apparent size of a column view: what it references is 999 * 1000 + 1
+
+
+def test_a_library_function_passed_as_an_argument_is_recorded_by_name_and_rebuilt() -> None:
+    spectrum = np.abs(librosa.stft(AUDIO, n_fft=256)) ** 2
+    librosa.power_to_db(spectrum, ref=np.max)  # warm
+    tracer = EnhancedTracer()
+    with tracer.tracing_context():
+        expected = librosa.power_to_db(spectrum, ref=np.max)
+        np.apply_along_axis(lambda row: row * 2, 0, IMG[:, :, 0])
+    (db,) = [n for n in tracer.dag.calls() if n.name.endswith("power_to_db")]
+    ref = {e["name"]: e for e in db.args}["ref"]
+    assert ref == {"name": "ref", "kind": "function", "value": "numpy.max"}
+    args, kwargs = rebuild_arguments(db.args, overrides={"S": spectrum})
+    assert kwargs["ref"] is np.max
+    np.testing.assert_array_equal(librosa.power_to_db(*args, **kwargs), expected)
+    (along,) = [n for n in tracer.dag.calls() if n.name.endswith("apply_along_axis")]
+    assert along.args[0]["kind"] == "object"  # a lambda is no library's function
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        (np.max, "numpy.max"),
+        (np.maximum, "numpy.maximum"),  # a ufunc
+        (librosa.util.normalize, "librosa.util.utils.normalize"),
+        (cv2.resize, None),  # a C function that names no module
+        (lambda x: x, None),
+        (__import__("random").Random(0).random, None),  # a bound method: another object
+        (np.float32, None),  # a type is a dtype, not a function
+        (len, None),  # not a library codedag knows
+    ],
+)
+def test_library_functions_are_those_their_name_finds_again(value: object, found: object) -> None:
+    from codedag.trace.args import library_function, library_function_name
+
+    assert library_function_name(value) == found
+    if found is not None:
+        assert library_function(str(found)) is value
+
+
+@pytest.mark.parametrize(
+    "name", ["os.system", "numpy", "numpy.__class__", "numpy..max", "numpy.max()", "numpy.float32"]
+)
+def test_a_function_name_from_a_file_reaches_only_a_library_function(name: str) -> None:
+    from codedag.graph.args_check import entry_problems
+    from codedag.trace.args import library_function
+
+    assert library_function(name) is None
+    with pytest.raises(TraceError, match="cannot be rebuilt"):
+        rebuild_value({"name": "ref", "kind": "function", "value": name})
+    bad = entry_problems({"kind": "function", "value": "numpy.max()"}, "args[0]")
+    assert bad and "dotted name" in bad[0]
+    assert entry_problems({"kind": "function", "value": "numpy.max"}, "args[0]") == []

@@ -10,6 +10,7 @@ opaque objects, or refused by the rebuild with a clear error), so the format can
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 MAX_ARRAY_BYTES = 4 * 2**30  # one described array; a 4K float32 image batch of 64 is ~6 GB
@@ -47,6 +48,7 @@ IMAGE_MODES = frozenset(
     ]
 )
 NON_FINITE = ("nan", "inf", "-inf")
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 def _is_int(value: object) -> bool:
@@ -183,6 +185,12 @@ def _slice(entry: dict[str, Any], where: str, depth: int, problems: list[str]) -
             problems.append(f"{where}.{key}: expected a whole number or null")
 
 
+def _function(entry: dict[str, Any], where: str, depth: int, problems: list[str]) -> None:
+    value = entry.get("value")
+    if not isinstance(value, str) or len(value) > 200 or not _DOTTED.fullmatch(value):
+        problems.append(f"{where}.value: expected a function's dotted name, got {value!r:.60}")
+
+
 def _object(entry: dict[str, Any], where: str, depth: int, problems: list[str]) -> None:
     if not isinstance(entry.get("type"), str):
         problems.append(f"{where}.type: expected a type name")
@@ -195,6 +203,7 @@ _CHECKS = {
     "image": _image,
     "dtype": _dtype,
     "slice": _slice,
+    "function": _function,
     "object": _object,
 }
 

@@ -53,7 +53,46 @@ def kept_object(obj: Any) -> bool:
         _kept[cls] = hit
     if hit:
         return True
-    return cls is type and _is_scalar_type(obj)
+    if cls is type:
+        return _is_scalar_type(obj)
+    return callable(obj) and library_function_name(obj) is not None
+
+
+def library_function_name(obj: Any) -> str | None:
+    """``module.qualname`` of a function of a library codedag knows, passed as an argument
+    (``librosa.power_to_db(S, ref=np.max)``), when that name finds the same function again
+    (:func:`library_function`); None for anything else (a lambda, a bound method, a class)."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if isinstance(obj, type) or not isinstance(module, str) or not isinstance(qualname, str):
+        return None
+    name = f"{module}.{qualname}"
+    return name if library_function(name) is obj else None
+
+
+def library_function(name: str) -> Any:
+    """The function a library codedag knows has under ``name`` (``numpy.max``), else None.
+
+    Only attributes of a library's modules this process has imported are looked up: a name read
+    from a file imports nothing and reaches nothing but a library's own functions.
+    """
+    from codedag.backends.libraries import library_packages
+
+    parts = name.split(".") if isinstance(name, str) and len(name) <= 200 else []
+    if len(parts) < 2 or parts[0] not in library_packages() or not all(parts):
+        return None
+    for end in range(len(parts) - 1, 0, -1):
+        found: Any = sys.modules.get(".".join(parts[:end]))
+        if found is not None:
+            break
+    else:
+        return None
+    for attribute in parts[end:]:
+        if not attribute.isidentifier():
+            return None
+        found = inspect.getattr_static(found, attribute, None)
+    if isinstance(found, staticmethod):
+        found = found.__func__
+    return found if callable(found) and not isinstance(found, type) else None
 
 
 def _is_scalar_type(obj: type) -> bool:
@@ -163,6 +202,9 @@ def _object_entry(obj: Any) -> Entry:
             return {"kind": "slice", "start": parts[0], "stop": parts[1], "step": parts[2]}
     if obj is Ellipsis:
         return {"kind": "ellipsis"}
+    function = library_function_name(obj) if callable(obj) else None
+    if function is not None:
+        return {"kind": "function", "value": function}
     return {"kind": "object", "type": _type_name(cls)}
 
 
@@ -381,6 +423,10 @@ def rebuild_value(entry: Entry, seed: int = 0) -> Any:
         return slice(entry.get("start"), entry.get("stop"), entry.get("step"))
     if kind == "ellipsis":
         return Ellipsis
+    if kind == "function":
+        function = library_function(entry.get("value", ""))
+        if function is not None:
+            return function
     if kind == "image":
         from PIL import Image
 
