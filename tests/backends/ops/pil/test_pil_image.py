@@ -36,6 +36,27 @@ def test_resize_is_bit_exact(device, ims, size, resample, use_box):
     )
 
 
+@pytest.mark.parametrize("resample", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize(
+    ("source", "size", "box"),
+    [
+        ((600, 40), (13, 40), None),  # 46x down: up to 277 taps of a LANCZOS row
+        ((40, 300), (40, 7), (0.0, 12.5, 40.0, 290.0)),  # the vertical pass alone, with a box
+        ((23, 17), (301, 160), None),  # 13x up: every output reads a few pixels
+        ((97, 61), (50, 122), (3.0, 0.0, 90.0, 61.0)),  # down one way, up the other
+    ],
+)
+def test_resize_with_many_or_few_taps_is_bit_exact(device, resample, source, size, box):
+    rng = np.random.default_rng(sum(source) + resample)
+    rgba = Image.fromarray(rng.integers(0, 256, (source[1], source[0], 4), dtype=np.uint8))
+    ims = [rgba, rgba.convert("RGB")]
+    for im in ims:  # extremes, where a sum of negative lobes would wrap first
+        im.paste((255,) * len(im.getbands()), (0, 0, source[0] // 2, source[1]))
+    for im in ims:
+        got = BACKENDS["PIL.Image.Image.resize"](from_pil([im], device), size, resample, box)
+        assert_pil_matches(got, [im.resize(size, resample, box)], "PIL.Image.Image.resize")
+
+
 @PROPS
 @given(ims=pil_images(), method=st.integers(0, 6), box=st.tuples(*[st.integers(-10, 50)] * 4))
 def test_transpose_and_crop(device, ims, method, box):

@@ -4,8 +4,9 @@ Pillow's integer arithmetic is reproduced bit for bit.
 
 ``resize`` follows Pillow's ``Resample.c``: a separable pass per axis (horizontal first, rounded
 to uint8 in between) with support-scaled filters when downscaling (antialiasing), coefficients
-normalized per output pixel and quantized to fixed point exactly as Pillow does; the sums run
-as float64 matrix products, which are exact for these integers, so results are bit-identical.
+normalized per output pixel and quantized to fixed point exactly as Pillow does; each output
+sums only its taps (the filter's support) in int32 as Pillow's own sums do, so results are
+bit-identical.
 LA/RGBA are premultiplied by alpha around the resampling as Pillow does.
 """
 
@@ -100,8 +101,10 @@ _PRECISION_BITS = 32 - 8 - 2
 @functools.lru_cache(maxsize=128)
 def _coeffs(
     in_size: int, in0: float, in1: float, out_size: int, resample: int
-) -> tuple[np.ndarray, int]:
-    """Pillow's precompute_coeffs + normalize_coeffs_8bpc: (out, in) fixed-point matrix, bits.
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pillow's precompute_coeffs + normalize_coeffs_8bpc as taps: for each output position the
+    input positions it reads and their fixed-point weights (``(out, taps)`` int64 arrays, padded
+    with weight 0), and the bits of the fixed point.
 
     The precision is the largest (below 22 bits) at which the largest coefficient of the pass
     still fits 15 bits, as Pillow's SIMD-ready normalization chooses it.
@@ -111,7 +114,6 @@ def _coeffs(
     in0 = float(np.float32(in0))
     filterscale = max(scale, 1.0)
     support = fsupport * filterscale
-    matrix = np.zeros((out_size, in_size), dtype=np.float64)
     rows = []
     for xx in range(out_size):
         center = in0 + (xx + 0.5) * scale
@@ -125,26 +127,41 @@ def _coeffs(
             w = w / ww
         rows.append((xx, xmin, w))
     bits = _PRECISION_BITS
+    taps = max((len(w) for _, _, w in rows), default=1)
+    index = np.zeros((out_size, taps), dtype=np.int64)
+    weights = np.zeros((out_size, taps), dtype=np.int32)
     for xx, xmin, w in rows:
         fixed = np.where(w < 0, np.trunc(-0.5 + w * (1 << bits)), np.trunc(0.5 + w * (1 << bits)))
-        matrix[xx, xmin : xmin + len(w)] = fixed
-    return matrix, bits
+        index[xx, : len(w)] = np.arange(xmin, xmin + len(w))
+        weights[xx, : len(w)] = fixed.astype(np.int32)
+    return index, weights, bits
 
 
 @functools.lru_cache(maxsize=64)
-def _device_matrix(key: tuple[Any, ...], device: str) -> torch.Tensor:
-    """The coefficient matrix of ``_coeffs(*key)`` as a float64 tensor kept on ``device``."""
-    return torch.from_numpy(_coeffs(*key)[0]).to(device)
+def _device_taps(key: tuple[Any, ...], device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The taps of ``_coeffs(*key)``, each column its own tensor kept on ``device``."""
+    index, weights, _ = _coeffs(*key)
+    return torch.from_numpy(index.T.copy()).to(device), torch.from_numpy(weights.T.copy()).to(
+        device
+    )
 
 
 def _resample_axis(x: torch.Tensor, key: tuple[Any, ...], dim: int) -> torch.Tensor:
-    """One Pillow pass along ``dim`` of (N, H, W, C) uint8 data: fixed-point sums, round, clip."""
-    bits = _coeffs(*key)[1]
-    m = _device_matrix(key, str(x.device))
-    moved = x.movedim(dim, -1).to(torch.float64)
-    acc = torch.matmul(moved, m.T) + float(1 << (bits - 1))
-    out = torch.floor(acc / float(1 << bits)).clamp(0, 255)
-    return out.to(torch.uint8).movedim(-1, dim)
+    """One Pillow pass along ``dim`` of (N, H, W, C) uint8 data: fixed-point sums, round, clip.
+
+    Each output position sums its few taps (the filter's support) in int32, as Pillow does:
+    work in proportion to the taps, not to the whole input row a dense coefficient matrix
+    would multiply, and whole rows or pixels gathered at a time in the data's own layout.
+    """
+    bits = _coeffs(*key)[2]
+    index, weights = _device_taps(key, str(x.device))
+    along = [1] * x.dim()
+    along[dim] = -1
+    wide = x.to(torch.int32)
+    acc = wide.index_select(dim, index[0]) * weights[0].view(along) + (1 << (bits - 1))
+    for tap in range(1, index.shape[0]):
+        acc += wide.index_select(dim, index[tap]) * weights[tap].view(along)
+    return (acc >> bits).clamp_(0, 255).to(torch.uint8)
 
 
 def _nearest_index(in_size: int, in0: float, in1: float, out_size: int, device: Any) -> Any:
