@@ -110,7 +110,7 @@ def test_measurement_is_verified_timed_and_cached(letterbox_chain: Any, tmp_path
     first = calibrator.measure(letterbox_chain, 4)
     assert first.ok, first.error
     assert not first.cached
-    assert first.original.samples >= 3 and first.batched.samples >= 3  # type: ignore[union-attr]
+    assert first.original.samples >= 2 and first.batched.samples >= 2  # type: ignore[union-attr]
     assert first.record_ns > 0
     assert first.backend_calls >= 4 and first.h2d_bytes > 0
     second = ChainCalibrator("cpu", cache=CalibrationCache(tmp_path / "c.json"))

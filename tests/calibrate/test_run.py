@@ -28,7 +28,7 @@ def test_each_signature_is_timed_both_ways_and_cached(tmp_path: Path) -> None:
     assert cal.measured == 3 and cal.from_cache == 0
     for m in cal.measurements.values():
         assert m.ok, m.error
-        assert m.original.samples >= 5 and m.backend.samples >= 5  # type: ignore[union-attr]
+        assert m.original.samples >= 2 and m.backend.samples >= 2  # type: ignore[union-attr]
         assert m.original.median_ns > 0 and m.backend.median_ns > 0  # type: ignore[union-attr]
         assert m.device == "cpu" and "torch threads" in m.device_name
     warp = _functions(cal)["cv2.warpAffine"]

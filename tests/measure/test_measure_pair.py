@@ -147,3 +147,29 @@ def test_failures_propagate_and_time_one_leaves_out_its_warm_up() -> None:
     assert (timing.median_ns, timing.samples) == (7, 5)
     with pytest.raises(ConfigError, match="min_samples"):
         Budget(min_samples=0)
+
+
+@pytest.mark.parametrize(
+    ("a_ns", "b_ns", "rounds"), [(1000, 5000, 2), (5000, 1000, 2), (1000, 3500, 5)]
+)
+def test_two_rounds_decide_a_pair_far_apart(a_ns: int, b_ns: int, rounds: int) -> None:
+    clock = FakeClock()
+    result = time_pair(
+        clock.call("a", lambda i: a_ns),
+        clock.call("b", lambda i: b_ns),
+        Stopwatch(clock=clock),
+        Budget(min_samples=5, max_samples=50, target_ns=0, warmup=0),
+    )
+    assert result.a.samples == result.b.samples == rounds  # 3.5x apart is sampled as usual
+    slower = Verdict.SLOWER if b_ns > a_ns else Verdict.FASTER
+    assert result.comparison.verdict is slower
+    clock = FakeClock()
+    never = time_pair(
+        clock.call("a", lambda i: a_ns),
+        clock.call("b", lambda i: b_ns),
+        Stopwatch(clock=clock),
+        Budget(min_samples=5, max_samples=5, target_ns=0, warmup=0, decisive=float("inf")),
+    )
+    assert never.a.samples == 5
+    with pytest.raises(ConfigError, match="decisive"):
+        Budget(decisive=0.5)

@@ -37,7 +37,10 @@ class Budget:
 
     Sampling goes on until both ways have ``min_samples`` and together took ``target_ns``; then
     it stops as soon as the comparison is decided (the verdict is not a tie, or the spread is
-    below ``precision`` of A's median), at ``max_ns`` or ``max_samples`` at the latest.
+    below ``precision`` of A's median), at ``max_ns`` or ``max_samples`` at the latest. A pair
+    that two rounds decide by far (one way's fastest sample ``decisive`` times the other's
+    slowest) stops then: a candidate 50 times slower would otherwise take the most time of all
+    for the least doubt.
 
     Attributes:
         min_samples: samples of each way, at least.
@@ -46,6 +49,7 @@ class Budget:
         max_ns: time spent at most (an undecided pair is reported with its spread).
         precision: spread relative to A's median that counts as decided.
         warmup: untimed rounds first.
+        decisive: the ratio between the two ways at which two rounds decide (``inf``: never).
     """
 
     min_samples: int = 5
@@ -54,6 +58,7 @@ class Budget:
     max_ns: int = 2_000_000_000
     precision: float = 0.02
     warmup: int = 2
+    decisive: float = 4.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_samples <= self.max_samples:
@@ -63,6 +68,8 @@ class Budget:
             )
         if self.warmup < 0 or self.target_ns < 0 or self.max_ns < 0 or self.precision < 0:
             raise ConfigError(f"budget values must not be negative, got {self!r}")
+        if not self.decisive >= 1:
+            raise ConfigError(f"budget's decisive ratio must be at least 1, got {self.decisive}")
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,12 @@ def _decided(samples: PairSamples, precision: float) -> bool:
     return judged.verdict is not Verdict.TIE or judged.spread_ns < precision * max(1, a.median_ns)
 
 
+def _far_apart(samples: PairSamples, ratio: float) -> bool:
+    """Whether one way's fastest sample is ``ratio`` times the other way's slowest."""
+    a, b = samples.a_ns, samples.b_ns
+    return min(b) > ratio * max(a) or min(a) > ratio * max(b)
+
+
 def time_pair(
     a: Callable[[], Any],
     b: Callable[[], Any],
@@ -187,6 +200,8 @@ def time_pair(
         (a_ns, a_cpu), (b_ns, b_cpu) = taken[0], taken[1]
         samples.add(a_ns, b_ns, a_cpu, b_cpu)
         spent += a_ns + b_ns
+        if index >= 1 and _far_apart(samples, plan.decisive):
+            break
         if index + 1 < plan.min_samples or spent < plan.target_ns:
             continue
         if spent >= plan.max_ns or _decided(samples, plan.precision):
