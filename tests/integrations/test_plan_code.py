@@ -26,6 +26,9 @@ DATASET = """\
 class Samples:
     def __getitem__(self, i):
         return i
+
+    def __len__(self):
+        return 4
 """
 
 
@@ -168,3 +171,27 @@ def test_a_changed_helper_module_plans_again_and_stores_the_new_plan(
     code = stored.inputs["code"]
     assert sorted(code) == ["__main__", "pipeline_load"]  # the script defines the data set
     assert changed_code({"pipeline_load": code["pipeline_load"]}) == []
+
+
+def test_torchs_wrappers_are_keyed_by_the_data_sets_they_wrap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from torch.utils.data import ConcatDataset, Subset, TensorDataset, random_split
+
+    from codedag.integrations.plan_store import pipeline_classes, pipeline_name
+
+    (tmp_path / "a.py").write_text(DATASET.replace("Samples", "Images"))
+    (tmp_path / "b.py").write_text(DATASET.replace("Samples", "Clips"))
+    a = _module(tmp_path / "a.py", "pipeline_a", monkeypatch).Images()
+    b = _module(tmp_path / "b.py", "pipeline_b", monkeypatch).Clips()
+    split_a, _ = random_split(range(10), [8, 2])  # a Subset of a range: keyed by range
+    subset_a, subset_b = Subset(a, [0, 1]), Subset(b, [0, 1])
+    keys = {plan_key(_Loader(d), "cpu") for d in (subset_a, subset_b, a)}
+    assert len(keys) == 2 and plan_key(_Loader(subset_a), "cpu") == plan_key(_Loader(a), "cpu")
+    both = ConcatDataset([Subset(a, [0]), b])
+    assert pipeline_classes(both) == [type(a), type(b)]
+    assert pipeline_name(both) == "Images, Clips in ConcatDataset"
+    assert pipeline_name(a) == "Images" and pipeline_classes(split_a) == [range]
+    tensors = TensorDataset(torch.zeros(2))
+    assert pipeline_classes(tensors) == [TensorDataset]  # torch's code is the pipeline's

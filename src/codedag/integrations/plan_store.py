@@ -3,7 +3,8 @@
 A plan is stored under ``<user cache>/plans/<key>.json`` (``$CODEDAG_CACHE_DIR`` overrides the
 platform's cache folder). The key hashes what the plan depends on: the dataset class's name
 (module and qualified name: the plan's call sites name them), its source and its module file's
-content (the pipeline's code), the versions of codedag, Python and the libraries the pipeline
+content (the pipeline's code; for torch's wrappers, ``Subset`` from ``random_split`` and the
+like, those of the data sets they wrap: :func:`pipeline_classes`), the versions of codedag, Python and the libraries the pipeline
 calls, and the device it was planned for. Changing any of them makes another key. The record also
 keeps a digest of each other module of the pipeline's own code the traced samples ran (helpers
 in other files, :func:`code_digests`); a run where one of them has changed plans again
@@ -81,6 +82,44 @@ def _code_of(kind: type) -> str:
     return "\n".join(parts)
 
 
+_TORCH_DATA = "torch.utils.data."
+MAX_WRAPPED = 16
+"""Data sets under torch's wrappers a key reads, at most."""
+
+
+def pipeline_classes(dataset: object) -> list[type]:
+    """The classes whose code makes ``dataset``'s samples: its own, or where it is one of torch's
+    wrappers (``Subset`` from ``random_split``, ``ConcatDataset``, ``StackDataset``, ...) those of
+    the data sets it wraps, in order, each once: torch's own code is the same in every script."""
+    found: list[type] = []
+    pending = [dataset]
+    while pending and len(found) < MAX_WRAPPED:
+        item = pending.pop(0)
+        kind = type(item)
+        if not kind.__module__.startswith(_TORCH_DATA):
+            if kind not in found:
+                found.append(kind)
+            continue
+        inner = getattr(item, "datasets", None)
+        if isinstance(inner, dict):
+            inner = list(inner.values())
+        if not isinstance(inner, list | tuple):
+            inner = [getattr(item, "dataset", None)] if hasattr(item, "dataset") else []
+        if not inner:
+            found.append(kind)  # a torch data set of its own (TensorDataset): its code is torch's
+        pending[:0] = inner[:MAX_WRAPPED]  # depth first: the wrapped data sets in their order
+    return found or [type(dataset)]
+
+
+def pipeline_name(dataset: object) -> str:
+    """What a summary calls ``dataset``: its class, or the classes torch's wrappers wrap
+    (``LeafDataset in Subset``)."""
+    classes = pipeline_classes(dataset)
+    names = ", ".join(c.__qualname__ for c in classes)
+    outer = type(dataset)
+    return names if classes == [outer] else f"{names} in {outer.__qualname__}"
+
+
 def _module_of(name: str) -> str | None:
     """The loaded module a qualified function name (``pkg.mod.Class.method``) belongs to: its
     longest dotted prefix in ``sys.modules``."""
@@ -150,9 +189,8 @@ def library_versions() -> dict[str, str]:
 def plan_key(loader: Any, device: str) -> str:
     """The key of ``loader``'s pipeline on ``device`` (hex, 24 characters)."""
     dataset = getattr(loader, "dataset", None)
-    text = json.dumps(
-        [_code_of(type(dataset)), sorted(library_versions().items()), device], sort_keys=True
-    )
+    code = [_code_of(kind) for kind in pipeline_classes(dataset)]
+    text = json.dumps([*code, sorted(library_versions().items()), device], sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
@@ -165,12 +203,11 @@ def plan_inputs(loader: Any, device: str, code: Iterable[str] = ()) -> dict[str,
     """What the key of ``loader``'s plan on ``device`` stands for, as the record keeps it: the
     dataset class, the script that ran, the device, the versions and the digests of the modules
     of ``code`` (the functions the traced samples ran: :func:`code_digests`)."""
-    dataset = getattr(loader, "dataset", None)
-    kind = type(dataset)
+    classes = pipeline_classes(getattr(loader, "dataset", None))
     main = sys.modules.get("__main__")
     script = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else "")
     return {
-        "pipeline": f"{kind.__module__}.{kind.__qualname__}",
+        "pipeline": ", ".join(f"{kind.__module__}.{kind.__qualname__}" for kind in classes),
         "script": str(Path(script).resolve()) if script and os.path.isfile(script) else "",
         "device": device,
         "versions": library_versions(),

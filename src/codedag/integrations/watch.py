@@ -172,10 +172,12 @@ class LoaderWatch:
     """Times, plans and accelerates one DataLoader; see the module docstring."""
 
     def __init__(self, loader: Any, settings: WatchSettings, index: int = 0) -> None:
+        from codedag.integrations.plan_store import pipeline_name
+
         self.loader = loader
         self.settings = settings
         self.results = AcceleratedRun(
-            loader_index=index, dataset=type(getattr(loader, "dataset", None)).__qualname__
+            loader_index=index, dataset=pipeline_name(getattr(loader, "dataset", None))
         )
         self.migrator: Any = None
         self.plan: MigrationPlan | None = None
