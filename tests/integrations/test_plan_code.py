@@ -195,3 +195,28 @@ def test_torchs_wrappers_are_keyed_by_the_data_sets_they_wrap(
     assert pipeline_name(a) == "Images" and pipeline_classes(split_a) == [range]
     tensors = TensorDataset(torch.zeros(2))
     assert pipeline_classes(tensors) == [TensorDataset]  # torch's code is the pipeline's
+
+
+def _cell(module: ModuleType, code: str) -> None:
+    """Run ``code`` in ``module`` as a notebook cell runs in ``__main__``: no file to read."""
+    exec(compile(code, f"<cell-{id(code)}>", "exec"), vars(module))
+
+
+def test_code_of_a_notebook_is_read_from_its_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
+    notebook = ModuleType("notebook_session")  # a kernel's __main__ has no __file__
+    monkeypatch.setitem(sys.modules, "notebook_session", notebook)
+    cell = "class Samples:\n    def __getitem__(self, i):\n        return load(i) + {0}\n"
+    helper = "def load(i):\n    return i in {{'a', 'b', 'c'}} or {0}\n"
+    _cell(notebook, cell.format(1))
+    _cell(notebook, helper.format(2))
+    first = plan_key(_Loader(notebook.Samples()), "cpu")
+    digests = code_digests({"notebook_session.load", "notebook_session.Samples.__getitem__"})
+    assert list(digests) == ["notebook_session"]
+    _cell(notebook, cell.format(1))  # the same cells run again (a restarted kernel)
+    _cell(notebook, helper.format(2))
+    assert plan_key(_Loader(notebook.Samples()), "cpu") == first
+    assert changed_code(digests) == []
+    _cell(notebook, helper.format(3))  # the helper edited
+    assert changed_code(digests) == ["notebook_session"]
+    _cell(notebook, cell.format(4))  # the data set's cell edited
+    assert plan_key(_Loader(notebook.Samples()), "cpu") != first

@@ -7,7 +7,8 @@ content (the pipeline's code; for torch's wrappers, ``Subset`` from ``random_spl
 like, those of the data sets they wrap: :func:`pipeline_classes`), the versions of codedag, Python and the libraries the pipeline
 calls, and the device it was planned for. Changing any of them makes another key. The record also
 keeps a digest of each other module of the pipeline's own code the traced samples ran (helpers
-in other files, :func:`code_digests`); a run where one of them has changed plans again
+in other files, :func:`code_digests`; a module without a file, a notebook's ``__main__``, by the
+bytecode of what it defines: :func:`code_fingerprint`); a run where one of them has changed plans again
 (:func:`changed_code`), so a stale plan is never applied; ``codedag run --replan`` plans again and
 replaces the stored one.
 
@@ -35,6 +36,7 @@ import re
 import stat
 import sys
 import time
+import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -70,8 +72,9 @@ def plans_folder() -> Path:
 
 
 def _code_of(kind: type) -> str:
-    """The dataset class's name, its source and its module file's content."""
-    parts = [f"{kind.__module__}.{kind.__qualname__}"]
+    """The dataset class's name, its source, its bytecode (where no source can be read: a class
+    of a notebook cell) and its module file's content."""
+    parts = [f"{kind.__module__}.{kind.__qualname__}", code_fingerprint([kind])]
     with contextlib.suppress(OSError, TypeError):
         parts.append(inspect.getsource(kind))
     module = sys.modules.get(kind.__module__)
@@ -131,11 +134,57 @@ def _module_of(name: str) -> str | None:
     return None
 
 
+def code_fingerprint(objects: Iterable[Any]) -> str:
+    """A SHA-256 of the bytecode of ``objects`` (functions, and classes' functions, properties,
+    static and class methods) and of the code they nest: the same for the same code under the
+    same Python, whatever file or notebook cell it came from."""
+    digest = hashlib.sha256()
+    for item in objects:
+        members = sorted(vars(item).items()) if isinstance(item, type) else [("", item)]
+        for name, member in members:
+            for function in _functions_of(member):
+                digest.update(name.encode())
+                _hash_code(function.__code__, digest)
+    return digest.hexdigest()
+
+
+def _functions_of(member: Any) -> list[Any]:
+    if isinstance(member, staticmethod | classmethod):
+        member = member.__func__
+    if isinstance(member, property):
+        return [f for f in (member.fget, member.fset, member.fdel) if hasattr(f, "__code__")]
+    return [member] if isinstance(getattr(member, "__code__", None), types.CodeType) else []
+
+
+def _hash_code(code: types.CodeType, digest: Any) -> None:
+    digest.update(code.co_code)
+    digest.update(repr((code.co_names, code.co_varnames)).encode())
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            _hash_code(constant, digest)
+        elif isinstance(constant, frozenset):  # its order follows the string hash seed
+            digest.update(repr(sorted(map(repr, constant))).encode())
+        else:
+            digest.update(repr(constant).encode())
+
+
 def _file_digest(module: str) -> str | None:
-    """The SHA-256 of ``module``'s source file, None where it has none or it cannot be read."""
-    path = getattr(sys.modules.get(module), "__file__", None)
+    """The SHA-256 of ``module``'s source file; for a module without one (a notebook's
+    ``__main__``), of the bytecode of the functions and classes it defines; None where neither
+    can be had."""
+    loaded = sys.modules.get(module)
+    path = getattr(loaded, "__file__", None)
     if not isinstance(path, str):
-        return None
+        own = (
+            [
+                v
+                for v in vars(loaded).values()
+                if getattr(v, "__module__", None) == module and (isinstance(v, type) or callable(v))
+            ]
+            if loaded is not None
+            else []
+        )
+        return code_fingerprint(own) if own else None
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
