@@ -13,7 +13,7 @@ the :class:`~.statistic.Comparison` and the :class:`~.interference.Interference`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from codedag.errors import ConfigError
@@ -37,10 +37,11 @@ class Budget:
 
     Sampling goes on until both ways have ``min_samples`` and together took ``target_ns``; then
     it stops as soon as the comparison is decided (the verdict is not a tie, or the spread is
-    below ``precision`` of A's median), at ``max_ns`` or ``max_samples`` at the latest. A pair
-    that two rounds decide by far (one way's fastest sample ``decisive`` times the other's
-    slowest) stops then: a candidate 50 times slower would otherwise take the most time of all
-    for the least doubt.
+    below ``precision`` of A's median), at ``max_ns`` or ``max_samples`` at the latest. A
+    candidate that two rounds show far slower (B's fastest sample ``decisive`` times A's
+    slowest) stops then, judged slower: one 50 times slower would otherwise take the most time
+    of all for the least doubt. (A candidate far faster is sampled as usual: two samples give
+    too wide an interval to judge the saving it is placed for.)
 
     Attributes:
         min_samples: samples of each way, at least.
@@ -49,7 +50,8 @@ class Budget:
         max_ns: time spent at most (an undecided pair is reported with its spread).
         precision: spread relative to A's median that counts as decided.
         warmup: untimed rounds first.
-        decisive: the ratio between the two ways at which two rounds decide (``inf``: never).
+        decisive: how many times slower than A two rounds must show B to judge it slower
+            (``inf``: never).
     """
 
     min_samples: int = 5
@@ -159,10 +161,9 @@ def _decided(samples: PairSamples, precision: float) -> bool:
     return judged.verdict is not Verdict.TIE or judged.spread_ns < precision * max(1, a.median_ns)
 
 
-def _far_apart(samples: PairSamples, ratio: float) -> bool:
-    """Whether one way's fastest sample is ``ratio`` times the other way's slowest."""
-    a, b = samples.a_ns, samples.b_ns
-    return min(b) > ratio * max(a) or min(a) > ratio * max(b)
+def _far_slower(samples: PairSamples, ratio: float) -> bool:
+    """Whether B's fastest sample is ``ratio`` times A's slowest."""
+    return min(samples.b_ns) > ratio * max(samples.a_ns)
 
 
 def time_pair(
@@ -200,8 +201,9 @@ def time_pair(
         (a_ns, a_cpu), (b_ns, b_cpu) = taken[0], taken[1]
         samples.add(a_ns, b_ns, a_cpu, b_cpu)
         spent += a_ns + b_ns
-        if index >= 1 and _far_apart(samples, plan.decisive):
-            break
+        if index >= 1 and _far_slower(samples, plan.decisive):
+            result = samples.result(margin, names)
+            return replace(result, comparison=replace(result.comparison, verdict=Verdict.SLOWER))
         if index + 1 < plan.min_samples or spent < plan.target_ns:
             continue
         if spent >= plan.max_ns or _decided(samples, plan.precision):
