@@ -93,3 +93,31 @@ def test_an_index_is_keyed_by_its_slices() -> None:
     assert encoded((Ellipsis, 0)) != encoded((slice(None), 0))
     with pytest.raises(Unkeyable):
         encoded(slice(object()))
+
+
+def test_an_in_memory_stream_is_identified_by_its_bytes_and_position() -> None:
+    import io
+
+    data = b"\x89PNG" + bytes(range(200))
+    first = source_identity(io.BytesIO(data))
+    assert source_identity(io.BytesIO(bytes(data))) == first  # another object, the same bytes
+    moved = io.BytesIO(data)
+    moved.seek(4)
+    assert source_identity(moved) != first
+    assert source_identity(io.BytesIO(data[:-1] + b"\x00")) != first
+    stream = io.BytesIO(data)
+    source_identity(stream)
+    stream.write(b"more")  # the digest's view of its buffer was released: it may grow
+
+
+def test_the_methods_prefix_values_record_are_named_as_the_tracer_names_them() -> None:
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from codedag.backends.names import canonical_name
+    from codedag.migrate.cache.headers import METHOD_NAMES
+
+    owners = {"ndarray": np.ndarray, "pil": Image.Image, "tensor": torch.Tensor}
+    for (kind, method), step in METHOD_NAMES.items():
+        assert canonical_name(getattr(owners[kind], method)) == step, (kind, method)

@@ -70,6 +70,33 @@ class Photos(FileDataset):
         return torch.from_numpy(np.ascontiguousarray(image)), index
 
 
+class PhotoBytes(FileDataset):
+    """A validation transform: the file's bytes in an ``io.BytesIO``, decoded by PIL, resized,
+    scaled and permuted to a CHW tensor with tensor methods; nothing drawn at random."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import io
+
+        from PIL import Image
+
+        with open(self.paths[index], "rb") as handle:
+            data = handle.read()
+        image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB").resize((48, 40)))
+        return torch.from_numpy(image.astype(np.float32) / 255.0).permute(2, 0, 1), index
+
+
+class Decoded(FileDataset):
+    """``cv2.imdecode(np.fromfile(path))`` (paths of any characters), resized, then tensor
+    methods to CHW floats."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        image = cv2.imdecode(np.fromfile(self.paths[index], np.uint8), cv2.IMREAD_COLOR)
+        image = cv2.resize(image, (40, 32), interpolation=cv2.INTER_AREA)
+        return torch.from_numpy(image).permute(2, 0, 1).float().div(255.0), index
+
+
 class Clips(FileDataset):
     """Load resampled to 16 kHz, pad to a second, random crop, log-mel spectrogram."""
 

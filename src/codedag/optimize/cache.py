@@ -87,7 +87,14 @@ NO_DISPATCH = frozenset(
 """NumPy functions that do not dispatch to ``__array_function__``: the cache patches them."""
 RANDOM_STOP = "cut ends before"
 """How a chain's stop begins when a random draw ends it (the plan's reason repeats it)."""
-_PROXY_HANDLED = ("operator.", "numpy.ndarray.", "PIL.Image.Image.", "torch.Tensor.")
+_PROXY_HANDLED = (
+    "operator.",
+    "numpy.ndarray.",
+    "PIL.Image.Image.",
+    "torch.Tensor.",
+    "torch._C.TensorBase.",
+)
+"""Steps a prefix value takes itself (operators and methods): never patched."""
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,13 @@ TENSOR_METHODS = frozenset(
 )  # fmt: skip
 METHODS = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METHODS}
 """The methods each header kind records as a step."""
-METHOD_OWNERS = {"ndarray": "numpy.ndarray", "pil": "PIL.Image.Image", "tensor": "torch.Tensor"}
-"""The qualified owner of each kind's methods (a step's name: ``numpy.ndarray.astype``)."""
+METHOD_OWNERS = {
+    "ndarray": "numpy.ndarray",
+    "pil": "PIL.Image.Image",
+    "tensor": "torch._C.TensorBase",
+}
+"""The qualified owner of each kind's methods, as the tracer names the class that defines them
+(a step's name: ``numpy.ndarray.astype``; torch's tensor methods are ``TensorBase``'s, in C)."""
 METHOD_NAMES = {
     (kind, name): f"{METHOD_OWNERS[kind]}.{name}"
     for kind, names in METHODS.items()

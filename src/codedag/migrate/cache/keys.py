@@ -11,7 +11,9 @@
   without the cache;
 * an in-memory buffer (``bytes``, ``bytearray``, ``memoryview``, a NumPy array, a CPU tensor) by
   a hash of its bytes with its dtype and shape; an immutable ``bytes`` object's hash is kept per
-  object while it lives (a data set's encoded images are hashed once per process);
+  object while it lives (a data set's encoded images are hashed once per process); an in-memory
+  binary stream (``io.BytesIO(open(path, "rb").read())``) by a hash of its bytes and its
+  position;
 * arguments by their value: numbers, strings, ``None``, enums, dtypes, tuples, lists and dicts of
   them, and arrays by a hash of their bytes. Anything else (an open handle, a user object, a
   function) has no stable value: the chain is not cached and says so;
@@ -23,6 +25,7 @@
 from __future__ import annotations
 
 import enum
+import io
 import os
 import struct
 import threading
@@ -159,6 +162,10 @@ def source_identity(value: Any) -> bytes:
         return _file_identity(value)
     if isinstance(value, np.ndarray):
         return b"array:" + _array_identity(value)
+    if isinstance(value, io.BytesIO):
+        with value.getbuffer() as view:  # no copy; released, so the stream may grow again
+            digest = xxhash.xxh3_128_digest(view)
+        return b"stream:" + digest + struct.pack("<q", value.tell())
     fileno = getattr(value, "fileno", None)
     name = getattr(value, "name", None)
     if callable(fileno) and isinstance(name, str):
