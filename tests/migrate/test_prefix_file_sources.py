@@ -143,3 +143,31 @@ def test_a_changed_source_file_gives_the_uncached_error_and_nothing_stale(
         plain_epoch = _epochs(dataset, 0, count=1)[0]
         assert all(torch.equal(a, b) for a, b in zip(second[0], plain_epoch, strict=True))
     assert first
+
+
+def test_a_chain_no_epoch_can_cache_is_given_up_with_one_warning(
+    files: file_pipelines.Files, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from codedag.migrate.cache.session import NEVER_CACHED_AFTER
+
+    paths = files.images * 3  # more samples than are tried
+    assert len(paths) > NEVER_CACHED_AFTER
+    loader = DataLoader(file_pipelines.Buffered(paths), batch_size=4)
+    from codedag.optimize.manager import OptimizerManager
+    from codedag.trace import trace_dataloader
+
+    tracer, _ = trace_dataloader(loader)
+    plan = OptimizerManager(k=1, target_device="cpu", cache="auto").optimize(tracer.dag)
+    plan = plan["migration_plan"]
+    (chain,) = plan["cache"]["chains"]
+    assert chain["cached"] and chain["source_function"] == "PIL.Image.open"
+    own = [batch for batch, _ in loader]
+    with caplog.at_level("WARNING"), _migrator(plan, tmp_path / "cache") as migrator:
+        got = [batch for epoch in range(2) for batch, _ in loader]
+        stats = migrator.get_stats()["cache"]
+    assert all(torch.equal(a, b) for a, b in zip(got, own * 2, strict=True))
+    warnings = [r.getMessage() for r in caplog.records if "can be cached" in r.getMessage()]
+    assert len(warnings) == 1
+    assert f"none of its first {NEVER_CACHED_AFTER} samples" in warnings[0]
+    assert "has no stable identity" in warnings[0]
+    assert stats["misses"] == {"source": NEVER_CACHED_AFTER} and stats["stored"] == 0

@@ -85,6 +85,21 @@ class PhotoBytes(FileDataset):
         return torch.from_numpy(image.astype(np.float32) / 255.0).permute(2, 0, 1), index
 
 
+class Buffered(FileDataset):
+    """PIL on a buffered reader over the file's bytes: a stream with no name nor position a
+    key can use, so no epoch can cache its prefix."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import io
+
+        from PIL import Image
+
+        with open(self.paths[index], "rb") as handle:
+            stream = io.BufferedReader(io.BytesIO(handle.read()))  # type: ignore[arg-type]
+        image = np.asarray(Image.open(stream).convert("RGB").resize((32, 24)))
+        return torch.from_numpy(image.astype(np.float32)), index
+
+
 class Decoded(FileDataset):
     """``cv2.imdecode(np.fromfile(path))`` (paths of any characters), resized, then tensor
     methods to CHW floats."""

@@ -74,6 +74,10 @@ FIELDS: tuple[str, ...] = (
     "lookup_mismatches",  # trials where a table differed from the calls (never used then)
     *_MISS_FIELDS.values(),
 )
+NEVER_CACHED_AFTER = 16
+"""Samples of a chain in one process that no epoch can cache (a source without a stable
+identity, an argument without a stable value, a value the store cannot keep), none of the
+chain's values stored or read back, after which the chain is given up in that process."""
 GIVE_UP_AFTER = 3
 """DataLoader fetches holding values of one chain that fail in a row, after which the chain is not
 cached in this process."""
@@ -196,6 +200,7 @@ class Session:
         self._found: Counter[str] = Counter()  # chain: hits at its cut in this process
         self._unfound: Counter[str] = Counter()  # chain: known sources whose cut was not found
         self._queued_chains: set[str] = set()  # chains of which this process queued values
+        self._never: Counter[str] = Counter()  # chain: samples no epoch can cache
         self._value_flags: dict[str, bytes] = {}  # chain: its flag (:func:`_values_flag`)
         self.cold_skips = 0  # source lookups skipped: the store held none of the chain's values
         self._lookups_before = lookup.counts()  # the process's counts are since its start
@@ -256,11 +261,13 @@ class Session:
         except keys.Unkeyable as error:
             self.miss(chain.id, "source")
             self.details[f"{chain.id}: {error}"[:160]] += 1
+            self._never_cached(chain.id, str(error))
             return original(*args, **kwargs)
         try:  # the call's other arguments (cv2.imread's flags, librosa.load's sr=)
             key = keys.step_key([key, *_other_arguments(where, args, kwargs)])
         except keys.Unkeyable as error:
             self.miss(chain.id, f"arguments: {error}")
+            self._never_cached(chain.id, f"an argument of its source: {error}")
             return original(*args, **kwargs)
         declared = file_source(chain.source_function)
         item = declared.item if declared is not None else None
@@ -541,7 +548,32 @@ class Session:
                 counts["dropped"] += 1
         if queued:
             self._judge_later(lineage.chain, key, compute_ns, queue_ns)
+        elif encoded is None:
+            self._never_cached(lineage.chain.id, f"the store cannot keep a {type(value).__name__}")
         return value
+
+    def _never_cached(self, chain: str, why: str) -> None:
+        """A sample of ``chain`` that no epoch can cache (``why``): after
+        :data:`NEVER_CACHED_AFTER` of them, none of the chain's values stored or read back in
+        this process, the chain is given up here with one warning: its prefix values would only
+        cost, and its plan's saving is not there to have."""
+        with self._lock:
+            self._never[chain] += 1
+            if (
+                self._never[chain] != NEVER_CACHED_AFTER
+                or self._found[chain]
+                or chain in self._queued_chains
+                or chain in self.given_up
+            ):
+                return
+            self.given_up.add(chain)
+        log.warning(
+            "prefix cache: %s: none of its first %d samples can be cached (%s); it is not cached "
+            "any more, and the saving its plan expected is forgone",
+            chain,
+            NEVER_CACHED_AFTER,
+            why[:160],
+        )
 
     def _affords_storing(self, chain: str, now_ns: int) -> bool:
         """Whether a computed value of ``chain`` is stored now: always outside a DataLoader fetch
