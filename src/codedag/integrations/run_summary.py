@@ -62,7 +62,7 @@ def _decision_lines(label: str, rows: list[Decision]) -> list[str]:
     for row in rows[:_MAX_ROWS]:
         where = f" on {row.where}" if row.where and label == "moved" else ""
         lines.append(
-            f"{label}: [{row.section}] {printable(row.what, 80)}{where}: {printable(row.reason, 160)}"
+            f"{label}: [{row.section}] {printable(row.what, 200)}{where}: {printable(row.reason, 600)}"
         )
     if len(rows) > _MAX_ROWS:
         lines.append(f"{label}: ... and {len(rows) - _MAX_ROWS} more (results.json lists them all)")
