@@ -102,14 +102,16 @@ class Buffered(FileDataset):
 
 class Decoded(FileDataset):
     """``cv2.imdecode(np.fromfile(path))`` (paths of any characters), resized, then tensor
-    methods to CHW floats."""
+    methods to CHW floats (``.to(torch.float32)``, ``.div``; ``.clamp``, which prefix values do
+    not record, ends the chain)."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         import cv2
 
         image = cv2.imdecode(np.fromfile(self.paths[index], np.uint8), cv2.IMREAD_COLOR)
         image = cv2.resize(image, (40, 32), interpolation=cv2.INTER_AREA)
-        return torch.from_numpy(image).permute(2, 0, 1).float().div(255.0), index
+        tensor = torch.from_numpy(image).permute(2, 0, 1).to(torch.float32).div(255.0)
+        return tensor.clamp(0.0, 1.0), index
 
 
 class Clips(FileDataset):

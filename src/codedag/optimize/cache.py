@@ -417,6 +417,21 @@ def _sample_chains(
     return chains
 
 
+_METHOD_OWNERS = ("numpy.ndarray.", "PIL.Image.Image.", "torch.Tensor.", "torch._C.TensorBase.")
+_LEFT_OUT_OPERATORS = frozenset({"operator.lshift", "operator.rshift"})
+
+
+def _followed(name: str) -> bool:
+    """Whether a chain's values record a call of ``name`` as a step at run time: a method of an
+    array, image or tensor only where they record it (``.astype``, ``.convert``, ``.permute``;
+    not ``.to``), and every operator they install."""
+    from codedag.migrate.cache.headers import RECORDED_METHODS
+
+    if name.startswith(_METHOD_OWNERS):
+        return name in RECORDED_METHODS
+    return name not in _LEFT_OUT_OPERATORS
+
+
 def _follow(
     dag: ExecutionDAG,
     node: Any,
@@ -440,6 +455,8 @@ def _follow(
             return steps, f"its value goes to {len(nexts)} operations"
         if after.name in _WRITES or _random(after.name):
             return steps, f"{after.name} writes or draws random numbers"
+        if not _followed(after.name):
+            return steps, f"{after.name} is a method the cache's values do not record"
         drawn = [r for r in randoms if node.id < r < after.id]
         if drawn:  # the draw's value may reach ``after`` (the tracer does not follow numbers)
             return (

@@ -22,9 +22,10 @@ IMAGE_METHODS = frozenset(
     {"convert", "resize", "crop", "transpose", "rotate", "copy", "reduce", "filter", "getchannel"}
 )
 TENSOR_METHODS = frozenset(
-    {"float", "double", "half", "byte", "long", "int", "contiguous", "permute", "unsqueeze",
+    {"float", "double", "half", "byte", "long", "int", "to", "contiguous", "permute", "unsqueeze",
      "squeeze", "clone", "div", "mul", "sub", "add", "flip"}
 )  # fmt: skip
+"""(``to`` keys its dtype or device name; a value moved off the CPU is never stored.)"""
 METHODS = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METHODS}
 """The methods each header kind records as a step."""
 METHOD_OWNERS = {
@@ -41,6 +42,9 @@ METHOD_NAMES = {
 }
 """Each kind's recorded methods by their step names (``("ndarray", "astype")``:
 ``numpy.ndarray.astype``)."""
+RECORDED_METHODS = frozenset(METHOD_NAMES.values()) | {"numpy.ndarray.T"}
+"""The step names of every method (and attribute) a prefix value records: a chain's planner
+follows no other method."""
 
 
 @functools.cache
