@@ -4,21 +4,21 @@ A plan is stored under ``<user cache>/plans/<key>.json`` (``$CODEDAG_CACHE_DIR``
 platform's cache folder). The key hashes what the plan depends on: the dataset class's name
 (module and qualified name: the plan's call sites name them), its source and its module file's
 content (the pipeline's code; for torch's wrappers, ``Subset`` from ``random_split`` and the
-like, those of the data sets they wrap: :func:`pipeline_classes`), the versions of codedag, Python and the libraries the pipeline
-calls, and the device it was planned for. Changing any of them makes another key. The record also
-keeps a digest of each other module of the pipeline's own code the traced samples ran (helpers
-in other files, :func:`code_digests`; a module without a file, a notebook's ``__main__``, by the
-bytecode of what it defines: :func:`code_fingerprint`); a run where one of them has changed plans again
-(:func:`changed_code`), so a stale plan is never applied; ``codedag run --replan`` plans again and
-replaces the stored one.
+like, those of the data sets they wrap: :func:`pipeline_classes`), the versions of codedag,
+Python and the libraries the pipeline calls, and the device it was planned for. Changing any of
+them makes another key. The record also keeps a digest of each other module of the pipeline's
+own code the traced samples ran (helpers in other files, :func:`code_digests`; a module without
+a file, a notebook's ``__main__``, by the bytecode of what it defines: :func:`code_fingerprint`);
+a run where one of them has changed plans again (:func:`changed_code`), so a stale plan is never
+applied; ``codedag run --replan`` plans again and replaces the stored one.
 
 A stored file is a record (:data:`RECORD_FORMAT`): the plan under ``plan`` beside what it was made
 for (the dataset class, the script, the device, the versions the key hashed, the digests of the
-pipeline's other modules) and when; files
-written before the record hold the bare plan and still load. A stored file is untrusted: it is
-read without following a link, only when this user owns it, size-capped, and its plan validated
-as every plan file is (:func:`codedag.plan.files.check_plan`, :func:`read_stored`); what fails is
-refused with the reason (:class:`Unreadable`). :func:`load_plan` hands ``codedag run`` the
+pipeline's other modules) and when; files written before the record hold the bare plan and still
+load. A stored file is untrusted: it is read without following a link, only when this user owns
+it, size-capped, and its plan validated as every plan file is
+(:func:`codedag.plan.files.check_plan`, :func:`read_stored`); what fails is refused with the
+reason (:class:`Unreadable`). :func:`load_plan` hands ``codedag run`` the
 validated :class:`~codedag.plan.MigrationPlan` with what it was made for.
 ``codedag plans list|show|clear`` lists, prints and removes them.
 """
