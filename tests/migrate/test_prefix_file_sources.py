@@ -176,3 +176,59 @@ def test_a_chain_no_epoch_can_cache_is_given_up_with_one_warning(
     assert f"none of its first {NEVER_CACHED_AFTER} samples" in warnings[0]
     assert "has no stable identity" in warnings[0]
     assert stats["misses"] == {"source": NEVER_CACHED_AFTER} and stats["stored"] == 0
+
+
+class _Resized(Dataset):
+    """``cv2.imread`` then a resize to ``size``: two of them are the same pipeline before and
+    after its code was edited."""
+
+    def __init__(self, paths: list[str], size: int) -> None:
+        self.paths, self.size = paths, size
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        image = cv2.resize(cv2.imread(self.paths[index]), (self.size, self.size))
+        return torch.from_numpy(image), index
+
+
+def test_an_edited_pipeline_over_the_same_files_is_cached_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import cv2
+
+    from codedag.migrate.cache.session import UNFOUND_AFTER
+    from codedag.optimize.manager import OptimizerManager
+    from codedag.trace import trace_dataloader
+
+    rng = np.random.default_rng(0)
+    paths = [str(tmp_path / f"{i}.png") for i in range(UNFOUND_AFTER + 4)]
+    for path in paths:  # more files than the misses after which a chain would be given up
+        cv2.imwrite(path, rng.integers(0, 255, (30, 36, 3), dtype=np.uint8))
+    store = tmp_path / "cache"
+    for run, size in enumerate((24, 40)):  # the second run: the resize size edited
+        loader = DataLoader(_Resized(paths, size), batch_size=4)
+        tracer, _ = trace_dataloader(loader)
+        plan = OptimizerManager(k=1, target_device="cpu", cache="auto").optimize(tracer.dag)
+        plan = plan["migration_plan"]
+        own = [batch for batch, _ in loader]
+        with caplog.at_level("WARNING"), _migrator(plan, store) as migrator:
+            got = [batch for _epoch in range(2) for batch, _ in loader]
+            stats = migrator.get_stats()["cache"]
+        assert all(torch.equal(a, b) for a, b in zip(got, own * 2, strict=True))
+        # the first run's headers of the same files are an earlier run's: not this chain's
+        assert stats["hits"] == len(paths), (run, stats["misses"])
+    assert not [r for r in caplog.records if "did not find their value" in r.getMessage()]
+
+
+def test_two_source_calls_of_one_file_have_two_keys(files: file_pipelines.Files) -> None:
+    from codedag.migrate.cache.keys import source_key
+
+    path = files.images[0]
+    assert source_key("prefix0", "cv2.imread", path) != source_key(
+        "prefix0", "PIL.Image.open", path
+    )
+    assert source_key("prefix0", "cv2.imread", path) == source_key("prefix0", "cv2.imread", path)

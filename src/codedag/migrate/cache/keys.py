@@ -1,6 +1,7 @@
 """A cached value's key is its provenance: the source, each call and its arguments, the versions.
 
-``key(source) = h(chain, versions, identity(source))`` and, for each call of the chain,
+``key(source) = h(chain, source function, versions, identity(source))`` and, for each call of
+the chain,
 ``key(result) = h(key(input), call name, arguments)``, where ``h`` is xxh3-128 and:
 
 * a file named by a path (``str``, ``os.PathLike``) or an open file is identified by its real
@@ -39,10 +40,10 @@ import xxhash
 import codedag.backends.libraries as libraries
 from codedag.store.entry import dtype_str
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """The cache's format, part of every key: entries of another format are never looked up (2: values
 tagged with the store's secret key instead of an xxh3 checksum; 3: the tag a keyed xxh3, not
-HMAC-SHA256)."""
+HMAC-SHA256; 4: a source's key names its source call)."""
 _MEMO_ENTRIES = 200_000
 
 
@@ -282,16 +283,19 @@ def _torch_dtype(value: Any) -> bytes | None:
     return None
 
 
-_OPENINGS: dict[str, tuple[bytes, bytes]] = {}
-"""Each chain's opening of its source keys: ``(versions, chain + versions)``."""
+_OPENINGS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+"""Each chain's and source call's opening of its source keys: ``(versions, chain + function +
+versions)``."""
 
 
-def source_key(chain: str, source: Any) -> bytes:
-    """The key of a chain's source value."""
+def source_key(chain: str, function: str, source: Any) -> bytes:
+    """The key of a chain's source value: the chain, the source call's function (two calls that
+    read one file make two values) and the source's identity."""
     current = versions()
-    found = _OPENINGS.get(chain)
+    found = _OPENINGS.get((chain, function))
     if found is None or found[0] is not current:
-        found = _OPENINGS[chain] = (current, chain.encode() + b"\0" + current + b"\0")
+        opening = b"\0".join((chain.encode(), function.encode(), current, b""))
+        found = _OPENINGS[(chain, function)] = (current, opening)
     return xxhash.xxh3_128_digest(found[1] + source_identity(source))
 
 

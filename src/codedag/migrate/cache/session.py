@@ -257,7 +257,7 @@ class Session:
         where = _source_place(chain.source_slot, args, kwargs)
         data = args[where] if isinstance(where, int) else kwargs.get(where or "")
         try:
-            key = keys.source_key(chain.id, data)
+            key = keys.source_key(chain.id, chain.source_function, data)
         except keys.Unkeyable as error:
             self.miss(chain.id, "source")
             self.details[f"{chain.id}: {error}"[:160]] += 1
@@ -293,7 +293,9 @@ class Session:
         found = None if skip else self.meta(key)
         if found is not None:
             meta, stale = found
-            lineage.known = True
+            # stored by an earlier epoch of this run: a chain whose key changes every epoch
+            # shows there; an earlier run's header may be another plan's (the code edited)
+            lineage.known = not stale
             if stale:
                 lineage.stale.append(key)
             head = PrefixValue(lineage, key, meta, call=(call, args, kwargs), cuts=cuts)
