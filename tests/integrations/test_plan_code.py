@@ -12,14 +12,8 @@ from types import ModuleType
 import pytest
 
 from codedag.cli.main import main
-from codedag.integrations.plan_store import (
-    changed_code,
-    code_digests,
-    load_plan,
-    plan_key,
-    plan_path,
-    save_plan,
-)
+from codedag.integrations.pipeline_code import changed_code, code_digests
+from codedag.integrations.plan_store import load_plan, plan_key, plan_path, save_plan
 from codedag.integrations.run_results import load_run_results
 
 DATASET = """\
@@ -179,7 +173,7 @@ def test_torchs_wrappers_are_keyed_by_the_data_sets_they_wrap(
     import torch
     from torch.utils.data import ConcatDataset, Subset, TensorDataset, random_split
 
-    from codedag.integrations.plan_store import pipeline_classes, pipeline_name
+    from codedag.integrations.pipeline_code import pipeline_classes, pipeline_name
 
     (tmp_path / "a.py").write_text(DATASET.replace("Samples", "Images"))
     (tmp_path / "b.py").write_text(DATASET.replace("Samples", "Clips"))

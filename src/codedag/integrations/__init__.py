@@ -7,6 +7,8 @@
 * :mod:`.prefetch`: The planner imported in a background thread while a script's first batches
   train
 * :mod:`.plan_store`: Plans kept across runs, keyed by the pipeline's code, versions and device
+* :mod:`.pipeline_code`: The code a plan is made for: the classes that make a loader's samples,
+  digests of the modules its samples ran, their bytecode where no file holds them
 * :mod:`.run_summary`: The summary an accelerated run prints at its end: epochs against the first,
   the cache, the plan
 * :mod:`.run_results`: The ``results.json`` of an accelerated run: one model for writer and reader

@@ -4,12 +4,12 @@ A plan is stored under ``<user cache>/plans/<key>.json`` (``$CODEDAG_CACHE_DIR``
 platform's cache folder). The key hashes what the plan depends on: the dataset class's name
 (module and qualified name: the plan's call sites name them), its source and its module file's
 content (the pipeline's code; for torch's wrappers, ``Subset`` from ``random_split`` and the
-like, those of the data sets they wrap: :func:`pipeline_classes`), the versions of codedag,
+like, those of the data sets they wrap: :func:`~.pipeline_code.pipeline_classes`), the versions of codedag,
 Python and the libraries the pipeline calls, and the device it was planned for. Changing any of
 them makes another key. The record also keeps a digest of each other module of the pipeline's
-own code the traced samples ran (helpers in other files, :func:`code_digests`; a module without
-a file, a notebook's ``__main__``, by the bytecode of what it defines: :func:`code_fingerprint`);
-a run where one of them has changed plans again (:func:`changed_code`), so a stale plan is never
+own code the traced samples ran (helpers in other files, :func:`~.pipeline_code.code_digests`; a module without
+a file, a notebook's ``__main__``, by the bytecode of what it defines: :func:`~.pipeline_code.code_fingerprint`);
+a run where one of them has changed plans again (:func:`~.pipeline_code.changed_code`), so a stale plan is never
 applied; ``codedag run --replan`` plans again and replaces the stored one.
 
 A stored file is a record (:data:`RECORD_FORMAT`): the plan under ``plan`` beside what it was made
@@ -25,9 +25,7 @@ validated :class:`~codedag.plan.MigrationPlan` with what it was made for.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import inspect
 import json
 import logging
 import os
@@ -36,13 +34,18 @@ import re
 import stat
 import sys
 import time
-import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codedag.integrations.pipeline_code import (
+    LIBRARIES,
+    code_digests,
+    pipeline_classes,
+    pipeline_source,
+)
 from codedag.util.paths import user_cache_dir
 
 if TYPE_CHECKING:
@@ -56,11 +59,6 @@ RECORD_FORMAT = 1
 KEY_NAME = re.compile(r"[0-9a-f]{24}\.json")
 """The name of a plan file: its key (24 hex digits) and ``.json``."""
 MAX_PLAN_BYTES = 64 * 2**20
-MAX_CODE_MODULES = 64
-"""Modules of the pipeline's own code a record keeps a digest of, at most."""
-_LIBRARIES = ("torch", "numpy", "cv2", "PIL", "librosa", "scipy")
-_NOT_PIPELINE_CODE = frozenset(_LIBRARIES) | {"codedag"}
-"""Packages whose code is no pipeline's: versions in the key stand for the libraries'."""
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _reported: set[Path] = set()
 """Plan files whose refusal :func:`load_plan` warned about in this process."""
@@ -71,163 +69,12 @@ def plans_folder() -> Path:
     return user_cache_dir() / PLANS_FOLDER
 
 
-def _code_of(kind: type) -> str:
-    """The dataset class's name, its source, its bytecode (where no source can be read: a class
-    of a notebook cell) and its module file's content."""
-    parts = [f"{kind.__module__}.{kind.__qualname__}", code_fingerprint([kind])]
-    with contextlib.suppress(OSError, TypeError):
-        parts.append(inspect.getsource(kind))
-    module = sys.modules.get(kind.__module__)
-    path = getattr(module, "__file__", None)
-    if path:
-        with contextlib.suppress(OSError):
-            parts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
-    return "\n".join(parts)
-
-
-_TORCH_DATA = "torch.utils.data."
-MAX_WRAPPED = 16
-"""Data sets under torch's wrappers a key reads, at most."""
-
-
-def pipeline_classes(dataset: object) -> list[type]:
-    """The classes whose code makes ``dataset``'s samples: its own, or where it is one of torch's
-    wrappers (``Subset`` from ``random_split``, ``ConcatDataset``, ``StackDataset``, ...) those of
-    the data sets it wraps, in order, each once: torch's own code is the same in every script."""
-    found: list[type] = []
-    pending = [dataset]
-    while pending and len(found) < MAX_WRAPPED:
-        item = pending.pop(0)
-        kind = type(item)
-        if not kind.__module__.startswith(_TORCH_DATA):
-            if kind not in found:
-                found.append(kind)
-            continue
-        inner = getattr(item, "datasets", None)
-        if isinstance(inner, dict):
-            inner = list(inner.values())
-        if not isinstance(inner, list | tuple):
-            inner = [getattr(item, "dataset", None)] if hasattr(item, "dataset") else []
-        if not inner:
-            found.append(kind)  # a torch data set of its own (TensorDataset): its code is torch's
-        pending[:0] = inner[:MAX_WRAPPED]  # depth first: the wrapped data sets in their order
-    return found or [type(dataset)]
-
-
-def pipeline_name(dataset: object) -> str:
-    """What a summary calls ``dataset``: its class, or the classes torch's wrappers wrap
-    (``LeafDataset in Subset``)."""
-    classes = pipeline_classes(dataset)
-    names = ", ".join(c.__qualname__ for c in classes)
-    outer = type(dataset)
-    return names if classes == [outer] else f"{names} in {outer.__qualname__}"
-
-
-def _module_of(name: str) -> str | None:
-    """The loaded module a qualified function name (``pkg.mod.Class.method``) belongs to: its
-    longest dotted prefix in ``sys.modules``."""
-    parts = name.split(".")
-    for end in range(len(parts) - 1, 0, -1):
-        module = ".".join(parts[:end])
-        if module in sys.modules:
-            return module
-    return None
-
-
-def code_fingerprint(objects: Iterable[Any]) -> str:
-    """A SHA-256 of the bytecode of ``objects`` (functions, and classes' functions, properties,
-    static and class methods) and of the code they nest: the same for the same code under the
-    same Python, whatever file or notebook cell it came from."""
-    digest = hashlib.sha256()
-    for item in objects:
-        members = sorted(vars(item).items()) if isinstance(item, type) else [("", item)]
-        for name, member in members:
-            for function in _functions_of(member):
-                digest.update(name.encode())
-                _hash_code(function.__code__, digest)
-    return digest.hexdigest()
-
-
-def _functions_of(member: Any) -> list[Any]:
-    if isinstance(member, staticmethod | classmethod):
-        member = member.__func__
-    if isinstance(member, property):
-        return [f for f in (member.fget, member.fset, member.fdel) if hasattr(f, "__code__")]
-    return [member] if isinstance(getattr(member, "__code__", None), types.CodeType) else []
-
-
-def _hash_code(code: types.CodeType, digest: Any) -> None:
-    digest.update(code.co_code)
-    digest.update(repr((code.co_names, code.co_varnames)).encode())
-    for constant in code.co_consts:
-        if isinstance(constant, types.CodeType):
-            _hash_code(constant, digest)
-        elif isinstance(constant, frozenset):  # its order follows the string hash seed
-            digest.update(repr(sorted(map(repr, constant))).encode())
-        else:
-            digest.update(repr(constant).encode())
-
-
-def _file_digest(module: str) -> str | None:
-    """The SHA-256 of ``module``'s source file; for a module without one (a notebook's
-    ``__main__``), of the bytecode of the functions and classes it defines; None where neither
-    can be had."""
-    loaded = sys.modules.get(module)
-    path = getattr(loaded, "__file__", None)
-    if not isinstance(path, str):
-        own = (
-            [
-                v
-                for v in vars(loaded).values()
-                if getattr(v, "__module__", None) == module and (isinstance(v, type) or callable(v))
-            ]
-            if loaded is not None
-            else []
-        )
-        return code_fingerprint(own) if own else None
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def code_digests(names: Iterable[str]) -> dict[str, str]:
-    """The digest of each module of the pipeline's own code among ``names`` (the qualified
-    functions the traced samples ran): modules of Python's standard library, of codedag and of
-    the libraries whose versions the key holds are left out; at most :data:`MAX_CODE_MODULES`."""
-    digests: dict[str, str] = {}
-    for name in sorted(names):
-        module = _module_of(name)
-        top = (module or "").partition(".")[0]
-        if module is None or module in digests or top in _NOT_PIPELINE_CODE:
-            continue
-        if top in sys.stdlib_module_names:
-            continue
-        digest = _file_digest(module)
-        if digest is not None:
-            digests[module] = digest
-            if len(digests) == MAX_CODE_MODULES:
-                break
-    return digests
-
-
-def changed_code(recorded: Mapping[str, str]) -> list[str]:
-    """The modules of ``recorded`` (a stored plan's :func:`code_digests`) loaded in this process
-    whose source file is not what the plan was made from; modules not loaded are not checked
-    (nothing is imported for it: a stale plan's call sites then match less, never wrongly)."""
-    return sorted(
-        module
-        for module, digest in recorded.items()
-        if module in sys.modules and _file_digest(module) != digest
-    )
-
-
 def library_versions() -> dict[str, str]:
     """codedag's, Python's and the imported pipeline libraries' versions."""
     from codedag.version import __version__
 
     versions = {"codedag": __version__, "python": platform.python_version()}
-    for name in _LIBRARIES:
+    for name in LIBRARIES:
         module = sys.modules.get(name)
         version = getattr(module, "__version__", None) if module is not None else None
         if version:
@@ -238,7 +85,7 @@ def library_versions() -> dict[str, str]:
 def plan_key(loader: Any, device: str) -> str:
     """The key of ``loader``'s pipeline on ``device`` (hex, 24 characters)."""
     dataset = getattr(loader, "dataset", None)
-    code = [_code_of(kind) for kind in pipeline_classes(dataset)]
+    code = [pipeline_source(kind) for kind in pipeline_classes(dataset)]
     text = json.dumps([*code, sorted(library_versions().items()), device], sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
@@ -251,7 +98,7 @@ def plan_path(key: str) -> Path:
 def plan_inputs(loader: Any, device: str, code: Iterable[str] = ()) -> dict[str, Any]:
     """What the key of ``loader``'s plan on ``device`` stands for, as the record keeps it: the
     dataset class, the script that ran, the device, the versions and the digests of the modules
-    of ``code`` (the functions the traced samples ran: :func:`code_digests`)."""
+    of ``code`` (the functions the traced samples ran: :func:`~.pipeline_code.code_digests`)."""
     classes = pipeline_classes(getattr(loader, "dataset", None))
     main = sys.modules.get("__main__")
     script = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else "")

@@ -172,7 +172,7 @@ class LoaderWatch:
     """Times, plans and accelerates one DataLoader; see the module docstring."""
 
     def __init__(self, loader: Any, settings: WatchSettings, index: int = 0) -> None:
-        from codedag.integrations.plan_store import pipeline_name
+        from codedag.integrations.pipeline_code import pipeline_name
 
         self.loader = loader
         self.settings = settings
@@ -332,7 +332,8 @@ class LoaderWatch:
     def _apply_stored(self) -> None:
         if not self.settings.store_plans or self.settings.replan:
             return
-        from codedag.integrations.plan_store import changed_code, load_plan, plan_path
+        from codedag.integrations.pipeline_code import changed_code
+        from codedag.integrations.plan_store import load_plan, plan_path
 
         try:
             key = self._key()
