@@ -30,6 +30,7 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     "numpy-load": (lambda f: file_pipelines.Volumes(f.volumes), "numpy.load", "file"),
     "pil-bytes": (lambda f: file_pipelines.PhotoBytes(f.images), "PIL.Image.open", "file"),
     "cv2-fromfile": (lambda f: file_pipelines.Decoded(f.images), "numpy.fromfile", "file"),
+    "soundfile-read": (lambda f: file_pipelines.SoundfileClips(f.clips), "soundfile.read", "file"),
 }
 
 

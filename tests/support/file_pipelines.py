@@ -131,6 +131,20 @@ class Clips(FileDataset):
         return torch.from_numpy(db.astype(np.float32)), index
 
 
+class SoundfileClips(FileDataset):
+    """``soundfile.read`` (its rate is the file's: the call runs every epoch), resampled to
+    16 kHz with librosa and padded to a second: the resampling is what a hit skips."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import librosa
+        import soundfile
+
+        y, rate = soundfile.read(self.paths[index], dtype="float32")
+        y = librosa.resample(y, orig_sr=rate, target_sr=SAMPLE_RATE)
+        y = np.pad(y, (0, max(0, SAMPLE_RATE - len(y))))
+        return torch.from_numpy(y[:SAMPLE_RATE]), index
+
+
 class Volumes(FileDataset):
     """A ``.npy`` volume, windowed and scaled to floats."""
 

@@ -50,15 +50,18 @@ class FileSource:
         item: for a function returning a tuple, the item the sample goes on computing with
             (``librosa.load``'s waveform); ``None``: the result itself.
         echoes: for a tuple result, items equal to an argument's value when that argument is
-            given (``librosa.load``'s rate is its ``sr=``): with every echoed argument given, a
-            stored value is read back without running the call; otherwise the call runs and
-            only what follows it is read back.
+            given (``librosa.load``'s rate is its ``sr=``): where every item but ``item`` is an
+            echo of an argument given, a stored value is read back without running the call;
+            otherwise the call runs and only what follows it is read back (``soundfile.read``'s
+            rate is the file's).
+        length: for a tuple result, its length.
     """
 
     argument: str
     position: int = 0
     item: int | None = None
     echoes: Mapping[int, str] = field(default_factory=dict)
+    length: int = 2
 
 
 @dataclass(frozen=True)
@@ -144,5 +147,6 @@ class LibraryFacts:
         return cls(module, one, namespaces=one, indexed=one, wrapped=one, **facts)
 
     def owns(self, name: str) -> bool:
-        """Whether the qualified ``name`` belongs to one of the library's modules."""
-        return name.split(".", 1)[0] in self.modules
+        """Whether the qualified ``name`` belongs to one of the library's modules, or is one of
+        its file sources (``soundfile.read``, which librosa reads files with)."""
+        return name.split(".", 1)[0] in self.modules or name in self.file_sources

@@ -453,9 +453,12 @@ def build_default_registry() -> Registry:
     """The registry of every importable ops package, each loaded when a name of its library is
     first looked up (see the module docstring; a package whose facts name no module: at once)."""
     registry = Registry()
-    modules = {f.name: f.modules for f in libraries.library_facts()}
+    modules = {
+        f.name: (*f.modules, *(n.split(".", 1)[0] for n in f.file_sources))
+        for f in libraries.library_facts()
+    }
     for package in ops_modules():
-        if modules.get(package):
+        if modules.get(package):  # a name of its modules or file sources loads it
             registry.defer_package(package, modules[package])
         else:
             registry._load_package(package)

@@ -556,6 +556,7 @@ def functions_to_guard(functions: list[str], calls: frozenset[str]) -> list[str]
         if name.split(".", 1)[0] in roots
         and name not in functions
         and not name.startswith(_PROXY_HANDLED)
+        and not name.endswith(".__del__")  # a destructor is handed no value of the chain
         and not takes_any_value(name)
     )
 

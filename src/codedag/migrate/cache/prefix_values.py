@@ -59,12 +59,15 @@ class Lineage:
         known: the store held the source's own header (an earlier epoch stored this lineage).
     """
 
-    __slots__ = ("chain", "done", "known", "pending", "session", "stale", "started_ns")
+    __slots__ = ("chain", "done", "known", "pending", "ran", "session", "stale", "started_ns")
 
     def __init__(self, chain: Any, session: Any) -> None:
         self.chain = chain
         self.session = session
         self.done = False
+        # the source call ran for the other items it returns (``soundfile.read``'s rate): its
+        # value is at hand, yet the calls after it wait, so that a hit at the cut skips them
+        self.ran = False
         self.stale: list[bytes] = []
         self.known = False
         self.started_ns = time.perf_counter_ns()  # the source call: what computing costs
@@ -436,13 +439,13 @@ def step(
     lineage = first._lineage
     if lineage.done:  # diverged earlier: computed normally from here on
         return _computed(function, args, kwargs)
-    deferred = first._value is PENDING
+    deferred = _waits(first)
     for value in inputs:
         if value._lineage is not lineage:
             for each in inputs:
                 each._lineage.diverge("values of two sources combined")
             return _computed(function, args, kwargs)
-        if value._value is not PENDING:
+        if not _waits(value):
             deferred = False
     if first._depth >= MAX_STEPS:
         lineage.diverge("more calls than a chain may make before its cut")
@@ -464,7 +467,7 @@ def step(
             return pending
     if lineage.pending:
         lineage.settle()
-        deferred = all(value._value is PENDING for value in inputs)
+        deferred = all(_waits(value) for value in inputs)
     if at_cut:
         value = session.cut(first, key, deferred, function, args, kwargs)
         lineage.settle()
@@ -474,6 +477,12 @@ def step(
         return PrefixValue(lineage, key, None, call=call, parent=first, cuts=cuts)
     value = computed_call(function, args, kwargs, inputs)
     return PrefixValue(lineage, key, meta_of(value), value, parent=first, cuts=cuts)
+
+
+def _waits(value: PrefixValue) -> bool:
+    """Whether a call on ``value`` waits for the cut (is deferred): ``value`` is not computed,
+    or it is the value of a source call that ran for its other items."""
+    return value._value is PENDING or (value._depth == 0 and value._lineage.ran)
 
 
 def _key_parts(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes]:
@@ -504,7 +513,7 @@ def _pending_run(
         return None
     if first._lookup is not None:
         parent, root = first._lookup
-    elif first._value is not PENDING and lookup.starts(first._value):
+    elif not _waits(first) and lookup.starts(first._value):
         parent, root = None, first._value
     else:
         return None

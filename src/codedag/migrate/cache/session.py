@@ -282,6 +282,7 @@ class Session:
                 lineage.done = True  # nothing to read back in place of the call
                 return result
             value = result[item]
+            lineage.ran = not self.skips_lookup(chain, key)  # a cold store: nothing to skip
             head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
             return (*result[:item], head, *result[item + 1 :])
         skip = self.skips_lookup(chain, key)
@@ -793,14 +794,17 @@ def _other_arguments(
 
 
 def _echoes(declared: FileSource, kwargs: dict[str, Any]) -> dict[int, Any] | None:
-    """The items of a tuple result that echo arguments given (``librosa.load``'s rate is its
-    ``sr=``), or ``None`` when one is not given: only the call can tell it then."""
+    """The items of a tuple result other than the followed one, each echoing an argument given
+    (``librosa.load``'s rate is its ``sr=``), or ``None`` when one is not given or is no echo
+    (``soundfile.read``'s rate is the file's): only the call can tell it then."""
     out = {}
     for index, argument in declared.echoes.items():
         value = kwargs.get(argument)
         if value is None:
             return None
         out[index] = value
+    if len(out) != declared.length - 1:
+        return None
     return out
 
 
