@@ -99,6 +99,31 @@ def test_one_chain_per_entry_grouped_across_samples_with_optional_steps() -> Non
     assert first[1].data_slot == "0"  # cvtColor received the resized image
 
 
+class TensorMethods(Dataset):
+    """resize, then a validation transform written with tensor methods (torch's C base class
+    defines them: the trace names them ``torch._C.TensorBase.<method>``)."""
+
+    def __init__(self, n: int = 4) -> None:
+        rng = np.random.default_rng(1)
+        self.images = [rng.integers(0, 256, (20, 28, 3), dtype=np.uint8) for _ in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        img = cv2.resize(self.images[index], (16, 16), interpolation=cv2.INTER_LINEAR)
+        return torch.from_numpy(img).permute(2, 0, 1).float().div(255.0), index
+
+
+def test_a_chain_goes_on_through_tensor_methods() -> None:
+    assert step_kind("torch._C.TensorBase.permute", lambda name: False) == TENSOR
+    (chain,) = find_chains(_trace(TensorMethods())).candidates
+    names = chain.steps
+    assert names[:2] == ["cv2.resize", "torch.from_numpy"]
+    assert "torch.Tensor.permute" in names and "torch.Tensor.float" in names  # as batched
+    assert not any(name.startswith("torch._C.") for name in names)  # execution names them
+
+
 def test_a_call_without_a_backend_on_the_value_cuts_the_chain() -> None:
     found = find_chains(_trace(Flipping(draw=True)))
     (chain,) = found.candidates

@@ -58,6 +58,9 @@ TENSOR_METHODS = frozenset(
         "true_divide", "clamp", "clip", "neg", "abs",
     }
 )  # fmt: skip
+TENSOR_OWNERS = ("torch.Tensor", "torch._C.TensorBase")
+"""Where the tracer finds a tensor's methods: ``torch.Tensor``'s own, or its C base's
+(``torch._C.TensorBase.permute``); a chain names both ``torch.Tensor.<method>``."""
 METADATA = frozenset(
     {"numpy.ndarray.shape", "numpy.ndarray.dtype", "numpy.ndarray.ndim", "numpy.ndarray.size"}
 )
@@ -70,6 +73,13 @@ NUMPY_UFUNCS = frozenset(
         "square", "sin", "cos", "tanh", "floor", "ceil", "rint",
     }
 )  # fmt: skip
+
+
+def _step_name(name: str) -> str:
+    """A traced call's name in a chain: a tensor method as ``torch.Tensor.<method>``, wherever
+    torch defines it, as batched execution and its calibration name it."""
+    module, _, short = name.rpartition(".")
+    return f"torch.Tensor.{short}" if module in TENSOR_OWNERS else name
 
 
 def step_kind(name: str, library: Callable[[str], bool]) -> str | None:
@@ -88,7 +98,7 @@ def step_kind(name: str, library: Callable[[str], bool]) -> str | None:
         return ELEMENTWISE
     if module == "numpy" and short in NUMPY_UFUNCS:
         return ELEMENTWISE
-    if module == "torch.Tensor" and short in TENSOR_METHODS:
+    if module in TENSOR_OWNERS and short in TENSOR_METHODS:
         return TENSOR
     if library(name):
         return LIBRARY
@@ -449,7 +459,7 @@ def _sample_chains(
             steps.append(
                 ChainStep(
                     call_id=member,
-                    name=call.name,
+                    name=_step_name(call.name),
                     kind=kinds[member] or "",
                     args=call.args,
                     data_slot=_data_slot(dag, call, members - {member})
