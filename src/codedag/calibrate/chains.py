@@ -4,9 +4,9 @@ For a chain found in the trace (:mod:`codedag.optimize.chains`), one batch of ``
 samples (the traced samples' recorded arguments, cycled) is run both ways on the target device
 (:mod:`.chain_replay`): each sample through the original libraries then ``default_collate``, and
 the samples recorded with deferral, collated into one record and run by the batched executor
-(on an accelerator both ways end with the batch there, below). The first batched run is verified against the original functions, round
-by round, through the tolerance table: a chain whose batched result differs gets no time, only
-the reason. Both ways are then timed interleaved (:func:`~.timing.time_pair`), and the recording
+(on an accelerator both ways end with the batch there, below). The first batched run is
+verified against the original functions, round by round, through the tolerance table: a chain
+whose batched result differs gets no time, only the reason. Both ways are then timed interleaved (:func:`~.timing.time_pair`), and the recording
 part alone (what DataLoader workers do) once more, so placement can charge it to the workers.
 
 On an accelerator both ways end with the batch on the device, where the training step uses it:

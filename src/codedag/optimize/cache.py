@@ -87,13 +87,9 @@ NO_DISPATCH = frozenset(
 """NumPy functions that do not dispatch to ``__array_function__``: the cache patches them."""
 RANDOM_STOP = "cut ends before"
 """How a chain's stop begins when a random draw ends it (the plan's reason repeats it)."""
-_PROXY_HANDLED = (
-    "operator.",
-    "numpy.ndarray.",
-    "PIL.Image.Image.",
-    "torch.Tensor.",
-    "torch._C.TensorBase.",
-)
+_METHOD_OWNERS = ("numpy.ndarray.", "PIL.Image.Image.", "torch.Tensor.", "torch._C.TensorBase.")
+"""Where the tracer names the methods of arrays, images and tensors."""
+_PROXY_HANDLED = ("operator.", *_METHOD_OWNERS)
 """Steps a prefix value takes itself (operators and methods): never patched."""
 
 
@@ -417,19 +413,16 @@ def _sample_chains(
     return chains
 
 
-_METHOD_OWNERS = ("numpy.ndarray.", "PIL.Image.Image.", "torch.Tensor.", "torch._C.TensorBase.")
-_LEFT_OUT_OPERATORS = frozenset({"operator.lshift", "operator.rshift"})
-
-
 def _followed(name: str) -> bool:
     """Whether a chain's values record a call of ``name`` as a step at run time: a method of an
     array, image or tensor only where they record it (``.astype``, ``.convert``, ``.permute``;
     not ``.to``), and every operator they install."""
-    from codedag.migrate.cache.headers import RECORDED_METHODS
+    from codedag.migrate.cache.headers import LEFT_OUT_OPERATORS, RECORDED_METHODS
 
     if name.startswith(_METHOD_OWNERS):
         return name in RECORDED_METHODS
-    return name not in _LEFT_OUT_OPERATORS
+    module, _, short = name.rpartition(".")
+    return module != "operator" or short not in LEFT_OUT_OPERATORS
 
 
 def _follow(

@@ -42,6 +42,9 @@ METHOD_NAMES = {
 }
 """Each kind's recorded methods by their step names (``("ndarray", "astype")``:
 ``numpy.ndarray.astype``)."""
+LEFT_OUT_OPERATORS = ("lshift", "rshift")
+"""Operators prefix values do not install (:mod:`.prefix_values` says why): a chain's planner
+follows neither."""
 RECORDED_METHODS = frozenset(METHOD_NAMES.values()) | {"numpy.ndarray.T"}
 """The step names of every method (and attribute) a prefix value records: a chain's planner
 follows no other method."""

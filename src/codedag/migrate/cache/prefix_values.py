@@ -306,7 +306,7 @@ lazy_values.install_recording_operators(
         name: "never installed on prefix values: `x << n` raises TypeError unless the other "
         "operand is an ndarray (its reflected operator reaches __array_ufunc__); installing "
         "them would change what a chain keys"
-        for name in ("lshift", "rshift")
+        for name in headers.LEFT_OUT_OPERATORS
     },
 )
 keys.STAND_INS.append(PrefixValue)

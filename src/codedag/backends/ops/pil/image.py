@@ -103,8 +103,8 @@ def _coeffs(
     in_size: int, in0: float, in1: float, out_size: int, resample: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Pillow's precompute_coeffs + normalize_coeffs_8bpc as taps: for each output position the
-    input positions it reads and their fixed-point weights (``(out, taps)`` int64 arrays, padded
-    with weight 0), and the bits of the fixed point.
+    input positions it reads (int64) and their fixed-point weights (int32), ``(out, taps)``
+    arrays padded with weight 0, and the bits of the fixed point.
 
     The precision is the largest (below 22 bits) at which the largest coefficient of the pass
     still fits 15 bits, as Pillow's SIMD-ready normalization chooses it.
