@@ -229,3 +229,38 @@ def test_stand_ins_need_a_numpy_dtype(letterbox_chain: Any) -> None:
     astype = next(s for s in steps if s.name == "numpy.ndarray.astype")
     assert replay._stand_in(astype, replace(division, out_dtype="bfloat16")) is None
     assert replay._stand_in(astype, division).args == (np.dtype("float32"),)
+
+
+class _FlippedCrops(torch.utils.data.Dataset):
+    """Resize, a random flip, then a random crop (a slice the replay cannot repeat)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        import cv2
+
+        img = np.full((40, 48, 3), index * 20, np.uint8)
+        img[:, :5] = 255
+        img = cv2.resize(img, (24, 24))
+        if index % 2 == 0:  # what np.random.rand() < 0.5 draws, known to the test
+            img = np.fliplr(img)
+        y = np.random.default_rng(index).integers(0, 4)  # a NumPy integer, as a draw gives
+        img = img[y : y + 20, :20].astype(np.float32) / 255.0
+        return torch.from_numpy(img.transpose(2, 0, 1).copy())
+
+
+def test_a_replay_that_stops_at_a_flip_is_timed(tmp_path: Path) -> None:
+    # the crop's slice is not repeatable from the trace, so the replay ends at the flip, whose
+    # view has negative strides, which torch refuses to collate: the original way copies it
+    loader = torch.utils.data.DataLoader(_FlippedCrops(), batch_size=4)
+    tracer, _ = trace_dataloader(loader)
+    (chain,) = find_chains(tracer.dag).candidates
+    assert "numpy.fliplr" in chain.steps
+    prepared = replay.prepare(chain.samples, 4)
+    assert prepared.timed_steps[-1] == "numpy.fliplr"
+    expected = replay.run_original(prepared)
+    run = replay.run_batched(prepared, "cpu", verify=True)
+    assert run.mismatches == [] and torch.equal(run.output, expected)
+    measured = ChainCalibrator("cpu", cache=CalibrationCache(tmp_path / "c.json")).measure(chain, 4)
+    assert measured.ok, measured.error

@@ -365,8 +365,17 @@ def run_original(prepared: Prepared) -> Any:
         value = sample.data
         for step in sample.steps:
             value = step.call(value, batched=False)
-        outputs.append(value)
+        outputs.append(_collatable(value))
     return default_collate(outputs)
+
+
+def _collatable(value: Any) -> Any:
+    """A replayed sample's last value as ``default_collate`` takes it: a view with negative
+    strides (a flip, where the replay stops before the copy the sample's next step makes)
+    copied, since torch takes no such array."""
+    if isinstance(value, np.ndarray) and any(stride < 0 for stride in value.strides):
+        return np.ascontiguousarray(value)
+    return value
 
 
 def record(prepared: Prepared) -> Any:

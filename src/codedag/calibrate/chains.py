@@ -51,10 +51,10 @@ CHAIN_BUDGET = Budget(min_samples=3, max_samples=51, target_ns=0, max_ns=3_000_0
 as soon as the comparison is decided."""
 
 
-REPLAY_VERSION = 3
+REPLAY_VERSION = 4
 """Raised when the replay times something else than before (more of a chain; both ways up to the
-batch on the device; operators with operands of their traced shapes): older cached figures timed
-another thing."""
+batch on the device; operators with operands of their traced shapes; a replay that stops at a
+flip collates a copy): older cached figures timed another thing, or failed where it now runs."""
 
 
 @dataclass
