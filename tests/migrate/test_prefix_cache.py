@@ -401,3 +401,47 @@ def test_a_chain_whose_cut_value_changes_every_epoch_is_given_up(
         r.getMessage() for r in caplog.records if "changes from epoch to epoch" in r.message
     ]
     assert len(warnings) == 1 and "prefix0" in warnings[0]
+
+
+class ImageAndMask(FileImages):
+    """Two reads by one function: the image, converted after its resize, and a mask."""
+
+    def __getitem__(self, index: int):  # type: ignore[no-untyped-def]
+        image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+        mask = cv2.imread(self.paths[-1 - index], cv2.IMREAD_GRAYSCALE)
+        image = cv2.cvtColor(cv2.resize(image, (32, 32)), cv2.COLOR_BGR2RGB)
+        mask = cv2.resize(mask, (32, 32), interpolation=cv2.INTER_NEAREST)
+        return torch.from_numpy(np.concatenate([image, mask[:, :, None]], 2)), index
+
+
+def test_chains_of_one_caller_are_told_apart_by_the_line_of_their_source_call(
+    tmp_path: Path, images: list[str]
+) -> None:
+    import inspect
+
+    from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime
+    from codedag.migrate.cache.session import ChainSpec
+    from codedag.store.tiers import StoreSettings
+
+    source, first = inspect.getsourcelines(ImageAndMask.__getitem__)
+    image_line, mask_line = (first + i for i, text in enumerate(source) if "cv2.imread(" in text)
+    caller = f"{__name__}.{ImageAndMask.__qualname__}.__getitem__"
+    # each chain has its own cut: taken for the other read, the mask's value would never reach
+    # the image's cut (cv2.cvtColor) and the image's would be cut at its resize
+    image = ChainSpec(
+        "prefix0", "cv2.imread", "0", (caller,), ("cv2.cvtColor", "cv2.imread", "cv2.resize"),
+        "cv2.cvtColor", 0, lines=(image_line,),
+    )  # fmt: skip
+    mask = ChainSpec(
+        "prefix1", "cv2.imread", "0", (caller,), ("cv2.imread", "cv2.resize"),
+        "cv2.resize", 0, lines=(mask_line,),
+    )  # fmt: skip
+    dataset = ImageAndMask(images)
+    reference = epoch(dataset)
+    store = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=64 << 20)
+    rt = PrefixCacheRuntime([image, mask], CacheSettings(store=store, judge_after=0))
+    first_epoch, second_epoch = _run(rt, dataset)
+    assert equal(first_epoch, reference) and equal(second_epoch, reference)
+    stats = rt.stats()
+    assert stats["misses"] == {"new": 2 * len(images)}, stats["diverged"]
+    assert stats["hits"] == 2 * len(images)

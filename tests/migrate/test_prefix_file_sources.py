@@ -1,6 +1,6 @@
 """The prefix cache on data sets that read files as projects write them: PIL in a ``with``
 block or on a file's bytes in an ``io.BytesIO``, ``cv2.imdecode(np.fromfile(path))``, librosa
-resampling a WAV file, ``np.load`` of a volume. Traced, optimized with the
+resampling a WAV file, ``np.load`` of a volume, an image and its mask read by two lines. Traced, optimized with the
 store's measured costs and migrated, for two epochs with 0 and 2 workers: the second epoch
 reads every prefix back and every batch equals the uncached run bit for bit. A file that
 disappears, shrinks or turns unreadable gives the error it gives without codedag."""
@@ -54,13 +54,15 @@ def _epochs(dataset: Dataset, workers: int, count: int = 2) -> list[list[torch.T
 _PLANS: dict[str, dict[str, Any]] = {}
 
 
-def _plan(name: str, files: file_pipelines.Files) -> dict[str, Any]:
-    """The optimizer's plan for a pipeline, the store's costs measured (once per module)."""
+def _plan(name: str, files: file_pipelines.Files, make: Make | None = None) -> dict[str, Any]:
+    """The optimizer's plan for a pipeline (``make``: its data set, when not one of
+    :data:`PIPELINES`), the store's costs measured (once per module)."""
     if name not in _PLANS:
         from codedag.optimize.manager import OptimizerManager
         from codedag.trace import trace_dataloader
 
-        loader = DataLoader(PIPELINES[name][0](files), batch_size=4, shuffle=False)
+        make = make or PIPELINES[name][0]
+        loader = DataLoader(make(files), batch_size=4, shuffle=False)
         # Python's random is not traced: the cut stays before a random flip only when the traced
         # samples differ (with seed 0 some flip and some do not in every batch)
         random.seed(0)
@@ -233,3 +235,30 @@ def test_two_source_calls_of_one_file_have_two_keys(files: file_pipelines.Files)
         "prefix0", "PIL.Image.open", path
     )
     assert source_key("prefix0", "cv2.imread", path) == source_key("prefix0", "cv2.imread", path)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_image_and_its_mask_read_by_two_lines_are_two_chains(
+    workers: int, files: file_pipelines.Files, tmp_path: Path
+) -> None:
+    # one caller reads both with cv2.imread: grouped by function alone, the chains shared only
+    # the read (the image is converted before its resize, the mask is not), and the cut was the
+    # decoded file, three times the resized value's bytes
+    make: Make = lambda f: file_pipelines.Segmented(f.images)  # noqa: E731
+    plan = _plan("segmented", files, make)
+    chains = plan["cache"]["chains"]
+    assert [c["steps"] for c in chains] == [
+        ["cv2.imread", "cv2.cvtColor", "cv2.resize"],
+        ["cv2.imread", "cv2.resize"],
+    ]
+    lines = [c["lines"] for c in chains]
+    assert all(len(found) == 1 for found in lines) and lines[0] != lines[1]
+    assert all(c["cached"] and c["cut"]["step"] == "cv2.resize" for c in chains), chains
+    own = _epochs(make(files), workers)
+    with _migrator(plan, tmp_path / "cache") as migrator:
+        got = _epochs(make(files), workers)
+        stats = migrator.get_stats()["cache"]
+    for epoch, (mine, theirs) in enumerate(zip(got, own, strict=True)):
+        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    assert stats["hits"] == 2 * len(files.images), stats["diverged"]

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from codedag.cli.main import main
+from codedag.errors import SchemaError
 from codedag.optimize.explain import (
     SECTION_ROWS,
     cache_table,
@@ -261,3 +263,13 @@ def test_the_passes_line_gives_each_figure_its_unit() -> None:
     line = passes_line(stats)
     assert "load balance (mean/max load) 65.6 % -> 70.0 %" in line
     assert "objective J (score) 1.3000 -> 1.2000" in line and line.endswith("edge cut 3 edges")
+
+
+def test_chains_of_one_source_function_show_the_line_of_their_source_call() -> None:
+    plan = cached_plan()
+    chain = plan["cache"]["chains"][0]
+    plan["cache"]["chains"] = [chain | {"lines": [14]}, chain | {"id": "prefix1", "lines": [16]}]
+    text = " ".join(render(cache_table(MigrationPlan.from_dict(plan))).split())
+    assert "cv2.imread (line 14)" in text and "cv2.imread (line 16)" in text
+    with pytest.raises(SchemaError, match="greater than or equal to 1"):
+        MigrationPlan.from_dict(cached_plan() | {"cache": {"chains": [chain | {"lines": [0]}]}})

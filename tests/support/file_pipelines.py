@@ -114,6 +114,25 @@ class Decoded(FileDataset):
         return tensor.clamp(0.0, 1.0), index
 
 
+class Segmented(FileDataset):
+    """An image and its mask from two files, as segmentation data sets read them: the image
+    converted to RGB and resized, the mask (the next file) read in grayscale and resized with
+    nearest neighbours, both flipped by one random draw."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        image = cv2.imread(self.paths[index])
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        mask = cv2.imread(self.paths[(index + 1) % len(self.paths)], cv2.IMREAD_GRAYSCALE)
+        image = cv2.resize(image, (40, 32))
+        mask = cv2.resize(mask, (40, 32), interpolation=cv2.INTER_NEAREST)
+        if random.random() < 0.5:
+            image, mask = image[:, ::-1], mask[:, ::-1]
+        both = np.concatenate([image, mask[:, :, None]], axis=2)
+        return torch.from_numpy(np.ascontiguousarray(both)), index
+
+
 class Clips(FileDataset):
     """Load resampled to 16 kHz, pad to a second, random crop, log-mel spectrogram."""
 

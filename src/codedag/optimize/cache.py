@@ -128,6 +128,8 @@ class TracedChain:
     source_kind: str
     steps: list[Step]
     stop: str
+    line: int = 0
+    """The line of the caller's code making the source call (0: not known)."""
 
 
 @dataclass
@@ -145,6 +147,9 @@ class PrefixChain:
     source_function: str
     caller: str
     traced: list[TracedChain] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    """The caller's lines that start it, where chains of one caller and source function start
+    at different lines (an image and its mask): empty, any line."""
 
     @property
     def common(self) -> list[tuple[str, int]]:
@@ -407,7 +412,9 @@ def _sample_chains(
         if slot[1] == "array" and any(r < node.id for r in randoms):
             continue  # an array that may come from a random draw the trace did not follow
         steps, stop = _follow(dag, node, randoms, producers, consumers)
-        chains.append(TracedChain(sample, caller_of(node), slot[0], slot[1], steps, stop))
+        caller = caller_of(node)
+        line = _site_line(node.call_site) if caller else 0
+        chains.append(TracedChain(sample, caller, slot[0], slot[1], steps, stop, line))
     if not chains and first is not None and skipped is not None:
         skipped.append(Skipped(first.name, caller_of(first), _not_a_source(first)))
     return chains
@@ -479,17 +486,10 @@ def find_prefixes(dag: Any) -> PrefixFound:
                 "an iterable one's own generator from one yield to the next"
             )
         return PrefixFound([], 0, dataset_len, note)
-    groups: dict[tuple[str, str], PrefixChain] = {}
     calls = frozenset(n.name for ops in samples for n in ops if _is_operation(n))
     skipped: list[Skipped] = []
-    for index, ops in enumerate(samples):
-        for traced in _sample_chains(dag, ops, index, skipped):
-            key = (traced.caller, traced.steps[0].name)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = PrefixChain(f"prefix{len(groups)}", key[1], key[0])
-            group.traced.append(traced)
-    chains = list(groups.values())
+    traced = [t for i, ops in enumerate(samples) for t in _sample_chains(dag, ops, i, skipped)]
+    chains = _grouped_chains(traced)
     note = "" if chains else "no sample reads a source (a buffer, a file) that a chain follows"
     if not chains and skipped:
         note = "no sample reads a source: " + "; ".join(s.reason for s in _grouped(skipped))
@@ -502,6 +502,32 @@ def find_prefixes(dag: Any) -> PrefixFound:
         median(sum(int(n.total_ns) for n in ops if _is_operation(n)) for ops in samples)
     )
     return PrefixFound(chains, count, dataset_len, note, calls, _grouped(skipped), sample_ns)
+
+
+def _site_line(site: str) -> int:
+    """The line of a traced call site (``path:line``; 0 when it names none)."""
+    line = site.rpartition(":")[2]
+    return int(line) if line.isdigit() else 0
+
+
+def _grouped_chains(traced: list[TracedChain]) -> list[PrefixChain]:
+    """The traced chains grouped by caller and source function, and by the caller's line where
+    one caller starts chains of one source function at several lines (they may go on through
+    different calls: an image converted and resized, its mask only resized)."""
+    lines: dict[tuple[str, str], set[int]] = {}
+    for chain in traced:
+        lines.setdefault((chain.caller, chain.steps[0].name), set()).add(chain.line)
+    groups: dict[tuple[str, str, int], PrefixChain] = {}
+    for chain in traced:
+        pair = (chain.caller, chain.steps[0].name)
+        line = chain.line if len(lines[pair]) > 1 and 0 not in lines[pair] else 0
+        group = groups.get((*pair, line))
+        if group is None:
+            group = PrefixChain(f"prefix{len(groups)}", pair[1], pair[0])
+            group.lines = [line] if line else []
+            groups[(*pair, line)] = group
+        group.traced.append(chain)
+    return list(groups.values())
 
 
 def _grouped(skipped: list[Skipped]) -> list[Skipped]:
@@ -741,6 +767,7 @@ def _chain_entry(chain: PrefixChain, calls: frozenset[str]) -> CacheChain:
         source_kind=chain.traced[0].source_kind,
         source_slot=chain.traced[0].source_slot,
         callers=[chain.caller] if chain.caller else [],
+        lines=chain.lines,
         context_keys=sorted({t.steps[0].context_key for t in chain.traced}),
         steps=steps,
         functions=functions,

@@ -296,7 +296,7 @@ def _cache_row(chain: CacheChain) -> list[str]:
     cut = chain.cut
     return [
         chain.id,
-        chain.source_function,
+        chain.source_function + "".join(f" (line {line})" for line in chain.lines),
         " > ".join(s.rsplit(".", 1)[-1] for s in chain.steps),
         cut.step if cut else "-",
         f"{cut.bytes_per_sample / 1e6:.3g}" if cut else "-",

@@ -9,7 +9,7 @@ is optional: plans without it load as before (``cache`` is ``None``: nothing is 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,6 +86,9 @@ class CacheChain(_Model):
         source_kind: what identifies the source: ``buffer``, ``file`` or ``array``.
         source_slot: the argument of the source call holding the source (``"0"``, a keyword).
         callers: the function that makes the source call (matched at run time).
+        lines: the lines of the caller's code whose source calls start the chain, where one
+            caller starts chains of one source function at several lines (matched at run time;
+            empty: any line).
         context_keys: the traced context keys of the source calls.
         steps: the chain's calls in order, up to the deepest deterministic one.
         functions: library functions patched while the plan is applied.
@@ -106,6 +109,7 @@ class CacheChain(_Model):
     source_kind: str = ""
     source_slot: str = "0"
     callers: list[str] = Field(default_factory=list)
+    lines: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
     context_keys: list[str] = Field(default_factory=list)
     steps: list[str] = Field(default_factory=list)
     functions: list[LibraryFunction] = Field(default_factory=list)

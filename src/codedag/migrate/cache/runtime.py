@@ -121,6 +121,7 @@ def chains_from_plan(section: Any) -> list[ChainSpec]:
                 cut_function=cut.step,
                 cut_occurrence=cut.occurrence,
                 guards=tuple(chain.guards),
+                lines=tuple(chain.lines),
             )
         )
     return out
@@ -230,16 +231,25 @@ class PrefixCacheRuntime(PatchedRuntime):
         session = self.session
         sources = self._sources.get(name, [])
         by_caller: dict[str, ChainSpec] = {}
+        by_line: dict[tuple[str, int], ChainSpec] = {}
         anywhere = next((c for c in sources if not c.callers), None)
         for chain in sources:
             for caller in chain.callers:
-                by_caller.setdefault(caller, chain)
+                for line in chain.lines:
+                    by_line.setdefault((caller, line), chain)
+                if not chain.lines:
+                    by_caller.setdefault(caller, chain)
 
         def replacement(*args: Any, **kwargs: Any) -> Any:
             if has_prefix_value(args, kwargs):
                 return step(name, original, args, kwargs)
             if sources and session.active:
-                chain = by_caller.get(frame_name(sys._getframe(1))) if by_caller else None
+                chain = None
+                if by_line or by_caller:
+                    frame = sys._getframe(1)
+                    caller = frame_name(frame)
+                    chain = by_line.get((caller, frame.f_lineno)) if by_line else None
+                    chain = chain or by_caller.get(caller)
                 if chain is None and anywhere is not None and session.fetching:
                     chain = anywhere
                 if chain is not None and chain.id not in session.given_up:

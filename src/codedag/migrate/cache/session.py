@@ -108,6 +108,7 @@ class ChainSpec:
         source_slot: the argument holding the source (``"0"``, or a keyword).
         callers: functions whose calls of ``source_function`` start the chain (empty: every
             call made inside a DataLoader fetch).
+        lines: the lines of ``callers``' code whose calls start it (empty: any line).
         functions: library functions patched for it.
         cut_function: the call whose result is stored.
         cut_occurrence: which call of that name (0: the first).
@@ -122,6 +123,7 @@ class ChainSpec:
     cut_function: str
     cut_occurrence: int
     guards: tuple[str, ...] = ()
+    lines: tuple[int, ...] = ()
 
 
 COLD_SEEN_BYTES = 1 << 18
