@@ -519,13 +519,14 @@ def _grouped_chains(traced: list[TracedChain]) -> list[PrefixChain]:
         lines.setdefault((chain.caller, chain.steps[0].name), set()).add(chain.line)
     groups: dict[tuple[str, str, int], PrefixChain] = {}
     for chain in traced:
-        pair = (chain.caller, chain.steps[0].name)
-        line = chain.line if len(lines[pair]) > 1 and 0 not in lines[pair] else 0
-        group = groups.get((*pair, line))
+        caller, function = chain.caller, chain.steps[0].name
+        found = lines[(caller, function)]
+        line = chain.line if len(found) > 1 and 0 not in found else 0
+        group = groups.get((caller, function, line))
         if group is None:
-            group = PrefixChain(f"prefix{len(groups)}", pair[1], pair[0])
+            group = PrefixChain(f"prefix{len(groups)}", function, caller)
             group.lines = [line] if line else []
-            groups[(*pair, line)] = group
+            groups[(caller, function, line)] = group
         group.traced.append(chain)
     return list(groups.values())
 
