@@ -9,11 +9,18 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from codedag.cli.main import main
 from codedag.integrations.pipeline_code import changed_code, code_digests
-from codedag.integrations.plan_store import load_plan, plan_key, plan_path, save_plan
+from codedag.integrations.plan_store import (
+    load_plan,
+    plan_inputs,
+    plan_key,
+    plan_path,
+    save_plan,
+)
 from codedag.integrations.run_results import load_run_results
 
 DATASET = """\
@@ -52,9 +59,29 @@ def test_the_same_code_under_another_module_name_has_another_key(
     assert keys[0] == keys[2]
 
 
+def test_a_key_made_before_a_librarys_lazy_import_is_the_key_made_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # librosa imports SciPy on its first load: a key that read the versions of the imported
+    # libraries changed between the lookup (the loader's first iteration) and the store (after
+    # tracing), so every run of an audio script planned again
+    (tmp_path / "data.py").write_text(DATASET)
+    loader = _Loader(_module(tmp_path / "data.py", "pipeline_lazy", monkeypatch).Samples())
+    import scipy
+
+    before = plan_key(loader, "cpu")
+    monkeypatch.delitem(sys.modules, "scipy")
+    assert plan_key(loader, "cpu") == before
+    monkeypatch.setitem(sys.modules, "scipy", scipy)
+    versions = plan_inputs(loader, "cpu")["versions"]
+    assert versions["scipy"] == scipy.__version__ and versions["numpy"] == np.__version__
+
+
 def test_digests_keep_the_pipelines_own_modules_and_notice_a_changed_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import soundfile  # noqa: F401  (loaded: its module is looked at)
+
     helper = tmp_path / "pipeline_helpers.py"
     helper.write_text("def load(path):\n    return path\n")
     _module(helper, "pipeline_helpers", monkeypatch)
@@ -67,6 +94,7 @@ def test_digests_keep_the_pipelines_own_modules_and_notice_a_changed_file(
         "codedag.integrations.plan_store.plan_key",
         "torch.utils.data.dataloader._BaseDataLoaderIter.__next__",
         "never_imported.load",
+        "soundfile.read",  # a package installed in site-packages: versioned, not the pipeline's
     }
     digests = code_digests(names)
     assert list(digests) == ["pipeline_helpers"]

@@ -20,10 +20,6 @@ from typing import Any
 
 MAX_CODE_MODULES = 64
 """Modules of the pipeline's own code a record keeps a digest of, at most."""
-LIBRARIES = ("torch", "numpy", "cv2", "PIL", "librosa", "scipy")
-"""The libraries whose versions a plan's key holds."""
-_NOT_PIPELINE_CODE = frozenset(LIBRARIES) | {"codedag"}
-"""Packages whose code is no pipeline's."""
 
 
 def pipeline_source(kind: type) -> str:
@@ -148,15 +144,16 @@ def _file_digest(module: str) -> str | None:
 
 def code_digests(names: Iterable[str]) -> dict[str, str]:
     """The digest of each module of the pipeline's own code among ``names`` (the qualified
-    functions the traced samples ran): modules of Python's standard library, of codedag and of
-    the libraries whose versions the key holds are left out; at most :data:`MAX_CODE_MODULES`."""
+    functions the traced samples ran): modules of codedag and of libraries (those codedag knows,
+    Python's standard library and packages installed in site-packages, which change with their
+    versions) are left out; at most :data:`MAX_CODE_MODULES`."""
+    from codedag.backends.libraries import is_library_module
+
     digests: dict[str, str] = {}
     for name in sorted(names):
         module = _module_of(name)
         top = (module or "").partition(".")[0]
-        if module is None or module in digests or top in _NOT_PIPELINE_CODE:
-            continue
-        if top in sys.stdlib_module_names:
+        if module is None or module in digests or top == "codedag" or is_library_module(top):
             continue
         digest = _file_digest(module)
         if digest is not None:

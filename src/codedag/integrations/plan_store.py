@@ -5,7 +5,9 @@ platform's cache folder). The key hashes what the plan depends on: the dataset c
 (module and qualified name: the plan's call sites name them), its source and its module file's
 content (the pipeline's code; for torch's wrappers, ``Subset`` from ``random_split`` and the
 like, those of the data sets they wrap: :func:`~.pipeline_code.pipeline_classes`), the versions of codedag,
-Python and the libraries the pipeline calls, and the device it was planned for. Changing any of
+Python and the installed libraries codedag knows (read from their distributions, so a library the
+script imports lazily keys the plan the same before and after), and the device it was planned
+for. Changing any of
 them makes another key. The record also keeps a digest of each other module of the pipeline's
 own code the traced samples ran (helpers in other files, :func:`~.pipeline_code.code_digests`; a module without
 a file, a notebook's ``__main__``, by the bytecode of what it defines: :func:`~.pipeline_code.code_fingerprint`);
@@ -25,6 +27,7 @@ validated :class:`~codedag.plan.MigrationPlan` with what it was made for.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -41,17 +44,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codedag.integrations.pipeline_code import (
-    LIBRARIES,
     code_digests,
     pipeline_classes,
     pipeline_source,
 )
 from codedag.util.paths import user_cache_dir
+from codedag.version import distribution_version
 
 if TYPE_CHECKING:
     from codedag.plan import MigrationPlan
 
 log = logging.getLogger(__name__)
+
+_installed_version = functools.cache(distribution_version)
 
 PLANS_FOLDER = "plans"
 RECORD_FORMAT = 1
@@ -70,15 +75,17 @@ def plans_folder() -> Path:
 
 
 def library_versions() -> dict[str, str]:
-    """codedag's, Python's and the imported pipeline libraries' versions."""
+    """codedag's, Python's and the installed versions of the distributions of every library
+    codedag knows (its facts name them), whether the script has imported it yet or not: a key
+    made before a library's lazy import (librosa's scipy) is the key made after it."""
+    from codedag.backends.libraries import all_distributions
     from codedag.version import __version__
 
     versions = {"codedag": __version__, "python": platform.python_version()}
-    for name in LIBRARIES:
-        module = sys.modules.get(name)
-        version = getattr(module, "__version__", None) if module is not None else None
-        if version:
-            versions[name] = str(version)
+    for distribution in all_distributions():
+        found = _installed_version(distribution)
+        if found:
+            versions[distribution] = found
     return versions
 
 
