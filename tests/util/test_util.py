@@ -114,3 +114,29 @@ def test_atomic_files_get_ordinary_permissions(tmp_path: Path) -> None:
     finally:
         os.umask(mask)
     assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_codedags_modules_and_first_log_record_draw_no_random_number() -> None:
+    # rich.style draws a number from Python's random when imported: the first warning a run
+    # logged (after the script seeded) changed every flip of the data set's later samples
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, random\n"
+        "import numpy as np, torch\n"
+        "random.seed(0); np.random.seed(0); torch.manual_seed(0)\n"
+        "states = lambda: (random.getstate(), repr(np.random.get_state()), "
+        "torch.get_rng_state().tolist())\n"
+        "before = states()\n"
+        "import codedag.integrations.accelerate, codedag.integrations.watch\n"
+        "import codedag.integrations.autoplan, codedag.migrate.api, codedag.optimize.assemble\n"
+        "import codedag.trace.tracer\n"
+        "from codedag.util.logs import setup_logging\n"
+        "setup_logging(0)\n"
+        "logging.getLogger('codedag.test').warning('a warning')\n"
+        "assert 'rich.style' in __import__('sys').modules\n"
+        "assert states() == before, 'a random generator moved'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -61,6 +61,20 @@ class BoundedRecords(logging.Filter):
         )
 
 
+@contextlib.contextmanager
+def _random_untouched() -> Iterator[None]:
+    """Put Python's global random state back after the block: importing rich draws a number from
+    it (``rich.style``), and the first record a training process logs would shift every random
+    draw the script makes after it (a data set's flips, a model's dropout)."""
+    import random
+
+    state = random.getstate()
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
 def level_for(verbosity: int) -> int:
     """Map -q/-v counts (negative is quieter) to a logging level."""
     if verbosity <= -1:
@@ -84,8 +98,10 @@ def setup_logging(verbosity: int = 0, stream: TextIO | None = None) -> logging.L
     Returns:
         The ``codedag`` logger.
     """
-    from rich.console import Console
-    from rich.logging import RichHandler
+    with _random_untouched():  # rich.style draws its style ids' start from Python's random
+        from rich.console import Console
+        from rich.highlighter import NullHighlighter
+        from rich.logging import RichHandler
 
     stream = stream if stream is not None else sys.stderr
     is_tty = hasattr(stream, "isatty") and stream.isatty()
@@ -96,8 +112,6 @@ def setup_logging(verbosity: int = 0, stream: TextIO | None = None) -> logging.L
         highlight=False,
         width=None if is_tty else 200,
     )
-    from rich.highlighter import NullHighlighter
-
     handler = RichHandler(
         console=console,
         show_time=is_tty,
