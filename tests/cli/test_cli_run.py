@@ -177,6 +177,42 @@ def test_a_stored_plan_applies_from_the_first_batch(
     assert losses[0:2] == losses[2:4] == losses[4:6]  # a stored plan changes no batch
 
 
+def test_a_stored_plan_for_another_path_through_the_code_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the script reads its images through a helper or not, by an environment variable: the same
+    # code, the same key, but the plan stored by one way caches nothing the other way
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "prefix-cache"))
+    monkeypatch.setenv("EPOCHS", "3")
+    script = write_train_script(tmp_path)
+    text = script.read_text().replace(
+        "        img = cv2.imread(self.files[i])\n",
+        '        img = read(self.files[i]) if os.environ.get("VIA_HELPER") else cv2.imread(self.files[i])\n',
+    )
+    script.write_text(
+        text.replace(
+            "class ImageFiles(",
+            "def read(path):\n    return cv2.imread(path)\n\n\nclass ImageFiles(",
+        )
+    )
+    runs = []
+    for name, helper in (("helper", "1"), ("direct", ""), ("again", "")):
+        monkeypatch.setenv("VIA_HELPER", helper)
+        assert main(["run", "--out", str(tmp_path / name), "--", "python", str(script)]) == 0
+        runs.append(load_run_results(tmp_path / name))
+    stored, replanned, again = runs
+    assert stored.plan_status == "applied" and stored.cache["hits"] > 0
+    assert replanned.plan_status == "applied"
+    assert replanned.plan_reason == (
+        "planned again: the stored plan's cached chains met none of their source calls in epoch 1"
+    )
+    assert [e.plan_from_batch for e in replanned.epochs] == [None, 2, None]
+    assert again.plan_status == "applied (stored plan)" and again.cache["hits"] == 3 * 16
+    losses = _losses(capsys.readouterr().out)
+    assert losses[0:3] == losses[3:6] == losses[6:9]  # no batch changed
+
+
 @pytest.mark.parametrize(
     ("command", "message"),
     [

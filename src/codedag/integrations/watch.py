@@ -5,7 +5,9 @@ A :class:`LoaderWatch` is handed each ``__iter__`` of its loader (by ``codedag r
 
 * times each epoch from the iterator's creation to its exhaustion, and the time the script waits
   in ``__next__`` (the data wait), counting batches and samples;
-* with a plan stored for this pipeline (:mod:`.plan_store`), applies it before the first epoch;
+* with a plan stored for this pipeline (:mod:`.plan_store`), applies it before the first epoch
+  (one whose cached chains met none of their source calls in that epoch was made for another path
+  through the code: it is dropped and the second epoch plans as a first run's first does);
 * else imports the planner in the background while the first batches train (with 0 workers
   only where the script imported cv2, PIL or another library codedag accelerates besides numpy:
   :func:`.prefetch.likely_to_plan`; waited for before planning and before any watched loader's
@@ -187,6 +189,7 @@ class LoaderWatch:
         self._mailbox: Mailbox | None = None  # where the first epoch's workers look for the plan
         self._first_indices: list[Any] = []
         self._replanned = ""  # why a stored plan was not applied, when it was not
+        self._from_store = False  # the plan applied was stored by an earlier run
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ the epochs
@@ -228,6 +231,38 @@ class LoaderWatch:
                 self._open = None
             if not self._tried:
                 self._plan_and_apply()
+            elif complete and self._stored_plan_met_nothing():
+                self._plan_again()
+
+    def _stored_plan_met_nothing(self) -> bool:
+        """Whether the stored plan this run applied caches chains none of whose source calls the
+        first epoch made: a plan for another path through the same code (the script run with
+        other arguments, another script over the same data set), which gains nothing here."""
+        if not self._from_store or len(self.results.epochs) != 1 or self.migrator is None:
+            return False
+        self._from_store = False
+        cache = self.migrator.cache
+        if not cache.active or cache.session.given_up or not self.results.epochs[0].samples:
+            return False
+        return cache.progress().lookups == 0
+
+    def _plan_again(self) -> None:
+        """Drop the stored plan that met nothing (its file too: the next run plans afresh) and
+        plan in the next epoch as a first run does; a loader whose workers persist keeps them
+        with the stored plan for this run (they take no other)."""
+        from codedag.integrations.plan_store import plan_path
+
+        why = "the stored plan's cached chains met none of their source calls in epoch 1"
+        log.warning("codedag: %s: it was made for another path through this code", why)
+        with contextlib.suppress(OSError):
+            plan_path(self.results.plan_key).unlink()
+        if getattr(self.loader, "persistent_workers", False) and not self._fetches_here():
+            self.results.plan_reason = f"{why}; the next run plans again"
+            return
+        self.migrator.restore()
+        self.migrator, self.plan, self._tried = None, None, False
+        self._replanned = f"planned again: {why}"
+        self.results.plan_status = "skipped"
 
     @property
     def tried(self) -> bool:
@@ -352,6 +387,7 @@ class LoaderWatch:
         self.results.plan_path = str(plan_path(key))
         if self._apply(stored.plan):
             self.results.plan_status += " (stored plan)"
+            self._from_store = True
 
     @gc_paused()
     def _plan_and_apply(self, indices: Any = None) -> None:
