@@ -84,6 +84,21 @@ def _migrator(plan: dict[str, Any], folder: Path) -> PipelineMigrator:
     return PipelineMigrator(plan, guard=False, cache=CacheSettings(store=store, judge_after=0))
 
 
+def _cached_epochs(
+    plan: dict[str, Any], dataset: Dataset, workers: int, folder: Path
+) -> dict[str, Any]:
+    """Two epochs of ``dataset`` with ``plan`` applied, each batch equal to the uncached run's
+    bit for bit; the cache's statistics."""
+    own = _epochs(dataset, workers)
+    with _migrator(plan, folder) as migrator:
+        got = _epochs(dataset, workers)
+        stats: dict[str, Any] = migrator.get_stats()["cache"]
+    for epoch, (mine, theirs) in enumerate(zip(got, own, strict=True)):
+        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    return stats
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
@@ -104,13 +119,7 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
         assert chain["stop"] == (
             "torch._C.TensorBase.clamp is a method the cache's values do not record"
         )
-    own = _epochs(make(files), workers)
-    with _migrator(plan, tmp_path / "cache") as migrator:
-        got = _epochs(make(files), workers)
-        stats = migrator.get_stats()["cache"]
-    for epoch, (mine, theirs) in enumerate(zip(got, own, strict=True)):
-        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    stats = _cached_epochs(plan, make(files), workers, tmp_path / "cache")
     assert stats["misses"] == {"new": len(files.images)}, stats["diverged"]
     assert stats["hits"] == len(files.images)  # the second epoch read every prefix back
 
@@ -257,11 +266,5 @@ def test_an_image_and_its_mask_read_by_two_lines_are_two_chains(
     for chain in chains:  # where the cut goes is measured (the mask's resize takes microseconds)
         assert chain["candidates"][-1]["step"] == "cv2.resize"
         chain.update(cut=chain["candidates"][-1], cached=True, share=1.0)
-    own = _epochs(make(files), workers)
-    with _migrator(plan, tmp_path / "cache") as migrator:
-        got = _epochs(make(files), workers)
-        stats = migrator.get_stats()["cache"]
-    for epoch, (mine, theirs) in enumerate(zip(got, own, strict=True)):
-        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    stats = _cached_epochs(plan, make(files), workers, tmp_path / "cache")
     assert stats["hits"] == 2 * len(files.images), stats["diverged"]
