@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from codedag.store import entry
-from codedag.store.entry import Meta, decode, encode, meta_of, same
+from codedag.store.entry import Meta, decode, encode, meta_of, same, value_nbytes
 
 SECRET = b"s" * 32
 KEY = b"k" * 16
@@ -132,3 +133,16 @@ def test_a_layout_read_once_still_checks_each_value_against_its_size() -> None:
         decode(forged, memoryview(cut), secret, key)
     with pytest.raises(entry.CorruptEntry, match="does not verify"):
         decode(header, memoryview(cut), secret, key)
+
+
+def test_a_values_bytes_are_its_datas_as_the_store_keeps_it() -> None:
+    # a hit's bytes read back were counted from ``.nbytes``: 0 for every PIL image
+    assert value_nbytes(Image.new("RGB", (5, 4))) == 5 * 4 * 3
+    assert value_nbytes(Image.new("F", (5, 4))) == 5 * 4 * 4
+    assert value_nbytes(Image.new("L", (5, 4))) == 5 * 4
+    assert value_nbytes(Image.new("P", (5, 4))) == 0  # a mode the store does not keep
+    assert value_nbytes(np.zeros((3, 2), np.float64)) == 48
+    assert value_nbytes(torch.zeros(3, 2, dtype=torch.float16)) == 12
+    assert value_nbytes("text") == 0
+    encoded = encode(Image.new("RGB", (5, 4)), SECRET, KEY)
+    assert encoded is not None and encoded.data.nbytes == value_nbytes(Image.new("RGB", (5, 4)))

@@ -303,6 +303,23 @@ def _pil_packed(image: Any) -> tuple[memoryview, bytes] | None:
     return memoryview(_pil_bytes(image, nbytes)), layout
 
 
+def value_nbytes(value: Any) -> int:
+    """The bytes of a value's data as the store keeps it: an array's or a tensor's, a PIL
+    image's pixels as ``numpy.asarray`` holds them (0 for anything else)."""
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    image = _pil_image_type()
+    if image is None or not isinstance(value, image) or value.mode not in PIL_MODES:
+        return 0
+    meta = _pil_meta(value)
+    found = _PIL_LAYOUTS.get(meta)
+    if found is None:
+        found = _pil_layout(value, meta)
+        _remember(_PIL_LAYOUTS, meta, found)
+    return found[1]
+
+
 def _pil_layout(image: Any, meta: Meta) -> tuple[bytes, int]:
     """The header opening of an image stored as ``numpy.asarray`` reads it, and its bytes: the
     array's dtype and shape as PIL gives NumPy them (its mode's type and bands)."""

@@ -32,7 +32,7 @@ from codedag.migrate.cache.prefix_values import (
     concrete,
     concrete_kwargs,
 )
-from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same
+from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same, value_nbytes
 from codedag.store.tiers import PrefixStore
 from codedag.store.writer import Writer
 
@@ -508,7 +508,7 @@ class Session:
                     self._found[lineage.chain.id] += 1
                     self.counts["hits"] += 1
                     self.counts["read_ns"] += elapsed
-                    self.counts["hit_bytes"] += getattr(value, "nbytes", 0)
+                    self.counts["hit_bytes"] += value_nbytes(value)
                 if tier is not None and (stale or lineage.stale):
                     self._queue_touch(tier, key, first, lineage)
                 return value
