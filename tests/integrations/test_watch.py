@@ -524,3 +524,28 @@ def test_running_workers_receive_the_plan_only_where_it_saves_them_more_than_app
             assert watch._mailbox.posted and watch._mailbox.delivered is delivered
         finally:
             watch._mailbox.close()
+
+
+def test_a_tables_run_is_among_what_the_plan_moved() -> None:
+    # a plan whose only section is a lookup-table run was reported as "applied" moving nothing
+    from codedag.integrations.watch import decisions
+    from codedag.plan import MigrationPlan
+
+    run = {
+        "producer": "numpy.stack",
+        "callers": ["train.Clips.__getitem__"],
+        "calls": ["numpy.ndarray.astype", "operator.truediv"],
+        "traced_ns": 230_000,
+        "samples": 4,
+    }
+    plan = MigrationPlan.from_dict({"context_device_map": {}, "tables": {"runs": [run]}})
+    moved, kept = decisions(plan)
+    assert [(d.what, d.section, d.where) for d in moved] == [
+        ("numpy.stack -> numpy.ndarray.astype -> operator.truediv", "tables", "lookup table")
+    ]
+    assert "2 element-wise call(s)" in moved[0].reason and "0.23 ms traced" in moved[0].reason
+    assert kept == []
+    off = MigrationPlan.from_dict(
+        {"context_device_map": {}, "tables": {"mode": "off", "runs": [run]}}
+    )
+    assert decisions(off) == ([], [])

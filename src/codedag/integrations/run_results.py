@@ -64,7 +64,7 @@ class Decision:
 
     what: str
     section: str
-    """``calls``, ``batched`` or ``cache``."""
+    """``calls``, ``batched``, ``cache`` or ``tables``."""
     where: str = ""
     reason: str = ""
 

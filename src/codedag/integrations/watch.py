@@ -639,6 +639,14 @@ def decisions(plan: MigrationPlan) -> tuple[list[Decision], list[Decision]]:
         for what, reason in unread:
             row = Decision(what=what, section="cache", where="prefix cache", reason=reason)
             kept.setdefault((what, "cache"), row)
+    for run in plan.tables.planned if plan.tables is not None else []:
+        name = " -> ".join([run.producer, *run.calls])
+        reason = (
+            f"{len(run.calls)} element-wise call(s) on {run.producer}'s uint8 array as one "
+            f"table lookup ({run.traced_ns / 1e6:.3g} ms traced per sample)"
+        )
+        row = Decision(what=name, section="tables", where="lookup table", reason=reason)
+        moved.setdefault((name, "tables"), row)
     return list(moved.values()), list(kept.values())
 
 
