@@ -445,3 +445,15 @@ def test_chains_of_one_caller_are_told_apart_by_the_line_of_their_source_call(
     stats = rt.stats()
     assert stats["misses"] == {"new": 2 * len(images)}, stats["diverged"]
     assert stats["hits"] == 2 * len(images)
+
+
+def test_a_chain_flagged_as_not_paying_by_another_process_is_unpaid_here(tmp_path: Path) -> None:
+    # what a run with workers reads in its own process: the workers gave the chain up
+    from codedag.migrate.cache import session as session_module
+
+    first, second = runtime(tmp_path / "cache"), runtime(tmp_path / "cache")
+    chain = first.chains[0]
+    assert not first.session.unpaid(chain) and not second.session.unpaid(chain)
+    first.session.store.set_flag(session_module._unpaid_flag(chain))
+    assert second.session.unpaid(chain)
+    assert not second.session.unpaid(dataclasses.replace(chain, cut_function="cv2.flip"))

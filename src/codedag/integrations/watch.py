@@ -242,8 +242,10 @@ class LoaderWatch:
             return False
         self._from_store = False
         cache = self.migrator.cache
-        if not cache.active or cache.session.given_up or not self.results.epochs[0].samples:
+        if not cache.active or not self.results.epochs[0].samples:
             return False
+        if any(cache.session.unpaid(chain) for chain in cache.chains):
+            return False  # met and given up (in a worker, or by an earlier run): no other path
         return cache.progress().lookups == 0
 
     def _plan_again(self) -> None:

@@ -471,6 +471,14 @@ class Session:
         with self.suspended():
             self.store.set_flag(_unpaid_flag(chain))
 
+    def unpaid(self, chain: ChainSpec) -> bool:
+        """Whether ``chain`` is given up here or flagged in the store as not paying (by any
+        process: a worker of this run, or an earlier run)."""
+        if chain.id in self.given_up:
+            return True
+        with self.suspended():
+            return bool(self.store.flag(_unpaid_flag(chain)))
+
     def _found_unpaid(self, chain: ChainSpec) -> bool:
         """Whether a process found ``chain`` not to pay (read once per process)."""
         self._checked.add(chain.id)
