@@ -233,3 +233,38 @@ def test_an_iterable_data_set_that_hands_its_samples_away_is_named_as_why_no_cha
     plan = MigrationPlan(context_device_map={}, cache=CacheSection.model_validate(section))
     _moved, kept = decisions(plan)
     assert [(k.section, k.reason) for k in kept] == [("cache", found.note)]
+
+
+class HeldGenerators(Dataset):
+    """decode, then a resize to a size a NumPy generator the data set holds draws (its methods
+    are Cython's: they make no profiling event of their own)."""
+
+    def __init__(self, legacy: bool) -> None:
+        self.rng = np.random.RandomState(0) if legacy else np.random.default_rng(0)
+
+    def __len__(self) -> int:
+        return len(ENCODED)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = cv2.imdecode(np.frombuffer(ENCODED[index], np.uint8), cv2.IMREAD_COLOR)
+        size = int(self.rng.randint(24, 32) if hasattr(self.rng, "randint") else 0)
+        size = size or int(self.rng.integers(24, 32))
+        image = cv2.resize(image, (size, size), interpolation=cv2.INTER_LINEAR)
+        return torch.from_numpy(np.ascontiguousarray(image[:16, :16]))
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_held_numpy_generators_draw_ends_the_cacheable_prefix(legacy: bool) -> None:
+    dataset = HeldGenerators(legacy)
+    generator = dataset.rng
+    state = repr(generator.get_state() if legacy else generator.bit_generator.state)
+    tracer, _ = trace_dataloader(DataLoader(dataset, batch_size=4), warmup=0)
+    # the generator is the data set's again, where it was before the trace
+    assert dataset.rng is generator
+    assert repr(generator.get_state() if legacy else generator.bit_generator.state) == state
+    drawn = {n.name for n in tracer.dag.calls() if ".random." in n.name}
+    method = "numpy.random.RandomState.randint" if legacy else "Generator.integers"
+    assert any(name.endswith(method) for name in drawn), drawn
+    (chain,) = find_prefixes(tracer.dag).chains
+    assert [name for name, _ in chain.common] == ["numpy.frombuffer", "cv2.imdecode"]
+    assert "cut ends before cv2.resize: it follows a random draw" in chain.stop

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from codedag.errors import ConfigError, TraceError
 from codedag.graph.model import ExecutionDAG
+from codedag.trace.interpose import recorded_generators
 from codedag.trace.replay import RandomSnapshot, worker_zero
 
 
@@ -194,14 +195,14 @@ def trace_first_batch(
             if workers:
                 with worker_zero(loader, base_seed):
                     iterator = iter(replica)
-                    batch = _next(iterator, tracer if traced else None)
+                    batch = _next(iterator, tracer if traced else None, loader.dataset)
             elif indices is not None:
                 iterator = iter(replica)
-                batch = _next(iterator, tracer if traced else None)
+                batch = _next(iterator, tracer if traced else None, loader.dataset)
             else:
                 snapshot.restore()  # every run is the epoch's first batch
                 iterator = iter(loader)
-                batch = _next(iterator, tracer if traced else None)
+                batch = _next(iterator, tracer if traced else None, loader.dataset)
             del iterator
     finally:
         snapshot.restore()
@@ -233,11 +234,13 @@ def _length(dataset: Any) -> int | None:
         return None
 
 
-def _next(iterator: Any, tracer: BatchTracer | None) -> Any:
+def _next(iterator: Any, tracer: BatchTracer | None, dataset: object) -> Any:
+    """The iterator's next batch, traced by ``tracer`` (None: untraced), with the draws of the
+    NumPy generators ``dataset`` holds recorded."""
     try:
         if tracer is None:
             return next(iterator)
-        with tracer.tracing_context():
+        with recorded_generators(dataset), tracer.tracing_context():
             return next(iterator)
     except StopIteration as error:
         raise TraceError("the DataLoader is empty: it yields no batch") from error

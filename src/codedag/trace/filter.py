@@ -98,6 +98,14 @@ class Decision:
     library: str | None
 
 
+def library_key(module: str) -> str:
+    """Library key of a module: its top-level package, or a finer key from LIBRARY_KEYS."""
+    for prefix, key in LIBRARY_KEYS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return key
+    return module.split(".", 1)[0]
+
+
 @dataclass
 class FunctionFilter:
     """Classify functions as skipped, user code or library entry points.
@@ -131,10 +139,7 @@ class FunctionFilter:
 
     def library_key(self, module: str) -> str:
         """Library key of a module: its top-level package, or a finer key from LIBRARY_KEYS."""
-        for prefix, key in LIBRARY_KEYS.items():
-            if module == prefix or module.startswith(prefix + "."):
-                return key
-        return module.split(".", 1)[0]
+        return library_key(module)
 
     def _path_kind(self, filename: str) -> int:
         """0: stdlib or interpreter internals, 1: other (user), 2: installed package."""

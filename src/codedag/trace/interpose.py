@@ -8,20 +8,26 @@ the tracer's hooks record. A wrapper only forwards the call: each has a code obj
 (:data:`WRAPPER_CODES`), and the hooks record a call of it, with its arguments and result, from
 the events of its frame, as a call of the function it wraps. Outside a traced thread nothing
 sees those events. Only modules already imported are wrapped: tracing never imports a library.
+
+A NumPy generator a data set holds (``self.rng = np.random.default_rng()``) draws through
+methods Cython compiled, which make no profiling event: :func:`recorded_generators` hands the
+traced samples a stand-in whose methods are recording wrappers, so a plan sees those draws too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from codedag.backends import libraries
 from codedag.backends.derived import SequenceView
 from codedag.backends.names import canonical_name, python_implementation
 from codedag.patching import ORIGINAL_ATTR, Patcher, like_original
+from codedag.trace.filter import library_key
 
 log = logging.getLogger(__name__)
 
@@ -132,3 +138,46 @@ def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], 
         except Exception as error:
             log.debug("cannot wrap %s: %s", name, error)
     return wrapped
+
+
+class _RecordedGenerator:
+    """A NumPy generator whose methods are recording wrappers (every other attribute is the
+    generator's own): see :func:`recorded_generators`."""
+
+    def __init__(self, generator: Any, library: str) -> None:
+        self._generator = generator
+        self._library = library
+        self._methods: dict[str, Callable[..., Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._generator, name)
+        if name.startswith("_") or not callable(value):
+            return value
+        wrapper = self._methods.get(name)
+        if wrapper is None:
+            wrapper = self._methods[name] = make_wrapper(
+                canonical_name(value), self._library, value
+            )
+        return wrapper
+
+
+@contextlib.contextmanager
+def recorded_generators(holder: object) -> Iterator[None]:
+    """Within the block, each NumPy ``Generator`` or ``RandomState`` ``holder`` keeps as an
+    attribute (one level deep, as a data set's ``self.rng``) is a stand-in whose methods are
+    recording wrappers; the generator itself draws, and is put back at the end."""
+    numpy = sys.modules.get("numpy")
+    namespace = getattr(holder, "__dict__", None)
+    if numpy is None or not isinstance(namespace, dict):
+        yield
+        return
+    kinds = (numpy.random.Generator, numpy.random.RandomState)
+    held = [(name, value) for name, value in list(namespace.items()) if isinstance(value, kinds)]
+    library = library_key("numpy.random")
+    for name, value in held:
+        namespace[name] = _RecordedGenerator(value, library)
+    try:
+        yield
+    finally:
+        for name, value in held:
+            namespace[name] = value
