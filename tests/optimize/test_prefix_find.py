@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
@@ -268,3 +271,49 @@ def test_a_held_numpy_generators_draw_ends_the_cacheable_prefix(legacy: bool) ->
     (chain,) = find_prefixes(tracer.dag).chains
     assert [name for name, _ in chain.common] == ["numpy.frombuffer", "cv2.imdecode"]
     assert "cut ends before cv2.resize: it follows a random draw" in chain.stop
+
+
+class PaletteMasks(Dataset):
+    """A palette (``P``) mask, as VOC's segmentation masks are, resized, flipped at random and
+    read as class indices; and the same mask converted to ``L`` first."""
+
+    def __init__(self, folder: Path, convert: bool) -> None:
+        from PIL import Image
+
+        self.paths = [str(folder / f"{i}.png") for i in range(4)]
+        for i, path in enumerate(self.paths):
+            mask = Image.fromarray(np.full((30, 40), i, np.uint8), mode="P")
+            mask.putpalette([0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255])
+            mask.save(path)
+        self.convert = convert
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        from PIL import Image
+
+        mask = Image.open(self.paths[index])
+        if self.convert:
+            mask = mask.convert("L")
+        mask = mask.resize((16, 16), Image.NEAREST)
+        if random.random() < 2.0:  # a draw, as a random flip makes: the chain ends here
+            mask = mask.transpose(Image.FLIP_LEFT_RIGHT)
+        return torch.from_numpy(np.array(mask, dtype=np.int64))
+
+
+@pytest.mark.parametrize("convert", [False, True])
+def test_a_chain_of_palette_images_is_not_cached_and_says_why(
+    tmp_path: Path, convert: bool
+) -> None:
+    # the store keeps no palette image: the chain was planned and then given up at run time,
+    # with a warning, after storing nothing for 16 samples
+    dataset = PaletteMasks(tmp_path, convert)
+    tracer, _ = trace_dataloader(DataLoader(dataset, batch_size=4), warmup=0)
+    section = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30)
+    (chain,) = section.chains
+    if convert:  # the L image after the conversion is kept
+        assert chain.cached and chain.cut is not None and chain.cut.dtype == "L"
+    else:
+        assert not chain.cached and chain.candidates == []
+        assert chain.reason.startswith("its values are PIL images of mode P, which the store")

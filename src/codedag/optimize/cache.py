@@ -62,6 +62,7 @@ from codedag.plan.cache import (
     FirstEpoch,
     SkippedSource,
 )
+from codedag.store.entry import PIL_MODES
 
 EPOCHS = 10
 """Epochs a cut is judged over: what it saves from the second on against storing in the first."""
@@ -106,6 +107,7 @@ class Step:
         shape: its value's shape (for an image: height, width, bands).
         dtype: its value's dtype (or PIL mode).
         context_key: its context key.
+        image_mode: the PIL mode of an image value (``""``: not an image, or not known).
     """
 
     call_id: int
@@ -116,6 +118,7 @@ class Step:
     shape: tuple[int, ...]
     dtype: str
     context_key: str
+    image_mode: str = ""
 
 
 @dataclass
@@ -187,6 +190,14 @@ class Candidate:
     nbytes: int
     shape: tuple[int, ...]
     dtype: str
+    image_mode: str = ""
+    """The PIL mode of an image value (``""``: not an image, or not known)."""
+
+    @property
+    def storable(self) -> bool:
+        """Whether the store keeps the value exactly: not an image of a mode it cannot keep
+        (a palette image, ``P``, whose palette NumPy's array of it leaves out)."""
+        return not self.image_mode or self.image_mode in PIL_MODES
 
 
 @dataclass
@@ -309,18 +320,33 @@ def _describe(dag: ExecutionDAG, node: Any, occurrence: int, consumer: Any | Non
     shape = tuple(value.shape or ()) if value is not None else ()
     dtype = str(value.dtype or "") if value is not None else ""
     nbytes = int(value.nbytes) if value is not None else 0
+    kind = str(getattr(value, "type_name", "") or "")
+    image_mode = dtype if kind.startswith("PIL.") else ""  # an image's dtype is its mode
     if consumer is not None and (not nbytes or not shape):
         for entry in consumer.args or ():  # a PIL image: its size and mode in the next call
             if entry.get("kind") == "image" and entry.get("size"):
                 width, height = entry["size"]
-                mode = str(entry.get("mode", ""))
-                bands = {"L": 1, "I": 4, "F": 4, "LA": 2, "RGB": 3, "RGBA": 4}.get(mode, 3)
-                shape = (height, width, bands) if mode not in ("L", "I", "F") else (height, width)
+                image_mode = mode = str(entry.get("mode", ""))
+                bands = _IMAGE_BYTES.get(mode, 3)
+                shape = (height, width, bands) if mode not in _ONE_BAND else (height, width)
                 nbytes, dtype = width * height * bands, mode
                 break
     return Step(
-        node.id, node.name, occurrence, int(node.total_ns), nbytes, shape, dtype, node.context_key
+        node.id,
+        node.name,
+        occurrence,
+        int(node.total_ns),
+        nbytes,
+        shape,
+        dtype,
+        node.context_key,
+        image_mode,
     )
+
+
+_IMAGE_BYTES = {"1": 1, "L": 1, "P": 1, "I": 4, "F": 4, "LA": 2, "PA": 2, "RGB": 3, "RGBA": 4}
+"""Bytes per pixel of a PIL mode's array (3 for a mode not named)."""
+_ONE_BAND = frozenset({"1", "L", "P", "I", "F"})
 
 
 _LOADER_FRAMES = ("torch.utils.data.",)
@@ -559,6 +585,7 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
                 int(median(sizes)),
                 first.shape,
                 first.dtype,
+                first.image_mode,
             )
         )
     return out
@@ -631,6 +658,13 @@ def decide(
         best, unpaid = _weigh_cuts(chain, entry, costs, distinct, left)
         if mode == "off" or costs is None or best is None:
             entry.reason = _uncached_reason(mode, costs is not None, unpaid, bool(entry.candidates))
+            unkept = sorted({c.image_mode for c in candidates(chain) if not c.storable})
+            if mode != "off" and costs is not None and unkept and not entry.candidates:
+                palette = " (an array of a palette image leaves its palette out)"
+                entry.reason = (
+                    f"its values are PIL images of mode {', '.join(unkept)}, which the store "
+                    "cannot keep exactly" + (palette if {"P", "PA"} & set(unkept) else "")
+                )
         else:
             cut = best[1]
             total = cut.bytes_per_sample * distinct
@@ -733,6 +767,8 @@ def _weigh_cuts(
     best: tuple[float, CacheCut] | None = None
     unpaid: CacheCut | None = None
     for cand in candidates(chain):
+        if not cand.storable:
+            continue
         cut = CacheCut(
             step=cand.step,
             occurrence=cand.occurrence,
