@@ -457,3 +457,13 @@ def test_a_chain_flagged_as_not_paying_by_another_process_is_unpaid_here(tmp_pat
     first.session.store.set_flag(session_module._unpaid_flag(chain))
     assert second.session.unpaid(chain)
     assert not second.session.unpaid(dataclasses.replace(chain, cut_function="cv2.flip"))
+
+
+def test_a_value_the_store_cannot_keep_is_named_in_words() -> None:
+    from PIL import Image
+
+    from codedag.migrate.cache.session import _described
+
+    assert _described(Image.new("P", (2, 2))) == "a PIL image of mode P"
+    assert _described({"a": 1}) == "a dict"
+    assert _described(object()) == "an object"

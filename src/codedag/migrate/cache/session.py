@@ -562,7 +562,7 @@ class Session:
         if queued:
             self._judge_later(lineage.chain, key, compute_ns, queue_ns)
         elif encoded is None:
-            self._never_cached(lineage.chain.id, f"the store cannot keep a {type(value).__name__}")
+            self._never_cached(lineage.chain.id, f"the store cannot keep {_described(value)}")
         return value
 
     def _never_cached(self, chain: str, why: str) -> None:
@@ -759,6 +759,15 @@ class _StoreBudget:
             self.spent_ns += elapsed_ns - estimate
             self.written_ns += elapsed_ns
             self.written_bytes += nbytes
+
+
+def _described(value: Any) -> str:
+    """A value the store cannot keep, in words: ``a PIL image of mode P``, ``a dict``."""
+    mode = getattr(value, "mode", None)
+    if isinstance(mode, str) and hasattr(value, "getbands"):
+        return f"a PIL image of mode {mode}"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _unpaid_flag(chain: ChainSpec) -> bytes:
