@@ -249,6 +249,8 @@ class HeldGenerators(Dataset):
         return len(ENCODED)
 
     def __getitem__(self, index: int) -> torch.Tensor:
+        # libraries taking a generator check its type (scipy's random_state=): so may the code
+        assert isinstance(self.rng, (np.random.Generator, np.random.RandomState))
         image = cv2.imdecode(np.frombuffer(ENCODED[index], np.uint8), cv2.IMREAD_COLOR)
         size = int(self.rng.randint(24, 32) if hasattr(self.rng, "randint") else 0)
         size = size or int(self.rng.integers(24, 32))

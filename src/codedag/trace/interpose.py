@@ -140,32 +140,48 @@ def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], 
     return wrapped
 
 
-class _RecordedGenerator:
-    """A NumPy generator whose methods are recording wrappers (every other attribute is the
-    generator's own): see :func:`recorded_generators`."""
+_RECORDING_TYPES: dict[type, type] = {}
+"""Each NumPy generator type's subclass whose draws are recording wrappers (made once)."""
 
-    def __init__(self, generator: Any, library: str) -> None:
-        self._generator = generator
-        self._library = library
-        self._methods: dict[str, Callable[..., Any]] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._generator, name)
-        if name.startswith("_") or not callable(value):
-            return value
-        wrapper = self._methods.get(name)
-        if wrapper is None:
-            wrapper = self._methods[name] = make_wrapper(
-                canonical_name(value), self._library, value
-            )
-        return wrapper
+def _recording_type(kind: type) -> type:
+    """A subclass of ``kind`` (a NumPy ``Generator`` or ``RandomState`` type) whose public
+    methods are recording wrappers of its own: an instance is still a ``kind`` to every check."""
+    found = _RECORDING_TYPES.get(kind)
+    if found is None:
+        library = library_key("numpy.random")
+        methods = {
+            name: make_wrapper(canonical_name(member), library, member)
+            for name in dir(kind)
+            if not name.startswith("_")
+            and callable(member := getattr(kind, name))
+            and not isinstance(member, type | property)
+        }
+        found = _RECORDING_TYPES[kind] = type(f"Recorded{kind.__name__}", (kind,), methods)
+    return found
+
+
+def _recording(generator: Any, numpy: Any) -> Any:
+    """A generator drawing from ``generator``'s own bit generator (one stream: each draw moves
+    both) whose draws are recorded; None where ``generator``'s type takes no bit generator."""
+    bits = (
+        generator.bit_generator
+        if isinstance(generator, numpy.random.Generator)
+        else getattr(generator, "_bit_generator", None)
+    )
+    try:
+        return _recording_type(type(generator))(bits) if bits is not None else None
+    except Exception:  # a subclass of the user's with another constructor: left as it is
+        return None
 
 
 @contextlib.contextmanager
 def recorded_generators(holder: object) -> Iterator[None]:
     """Within the block, each NumPy ``Generator`` or ``RandomState`` ``holder`` keeps as an
-    attribute (one level deep, as a data set's ``self.rng``) is a stand-in whose methods are
-    recording wrappers; the generator itself draws, and is put back at the end."""
+    attribute (one level deep, as a data set's ``self.rng``) is one of a subclass whose methods
+    are recording wrappers, drawing from the same bit generator; the generator itself is put
+    back at the end (a ``RandomState``'s cached normal draw is its own: the trace's draws of
+    ``standard_normal`` may differ from the script's, never the script's own)."""
     numpy = sys.modules.get("numpy")
     namespace = getattr(holder, "__dict__", None)
     if numpy is None or not isinstance(namespace, dict):
@@ -173,11 +189,14 @@ def recorded_generators(holder: object) -> Iterator[None]:
         return
     kinds = (numpy.random.Generator, numpy.random.RandomState)
     held = [(name, value) for name, value in list(namespace.items()) if isinstance(value, kinds)]
-    library = library_key("numpy.random")
+    swapped = []
     for name, value in held:
-        namespace[name] = _RecordedGenerator(value, library)
+        stand_in = _recording(value, numpy)
+        if stand_in is not None:
+            namespace[name] = stand_in
+            swapped.append((name, value))
     try:
         yield
     finally:
-        for name, value in held:
+        for name, value in swapped:
             namespace[name] = value
