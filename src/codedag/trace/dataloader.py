@@ -33,8 +33,7 @@ from typing import Any, Protocol
 
 from codedag.errors import ConfigError, TraceError
 from codedag.graph.model import ExecutionDAG
-from codedag.trace.interpose import recorded_generators
-from codedag.trace.replay import RandomSnapshot, worker_zero
+from codedag.trace.replay import RandomSnapshot, recorded_generators, worker_zero
 
 
 class BatchTracer(Protocol):

@@ -7,27 +7,20 @@ originals) by wrappers whose frames
 the tracer's hooks record. A wrapper only forwards the call: each has a code object of its own
 (:data:`WRAPPER_CODES`), and the hooks record a call of it, with its arguments and result, from
 the events of its frame, as a call of the function it wraps. Outside a traced thread nothing
-sees those events. Only modules already imported are wrapped: tracing never imports a library.
-
-A NumPy generator a data set holds (``self.rng = np.random.default_rng()``) draws through
-methods Cython compiled, which make no profiling event: :func:`recorded_generators` hands the
-traced samples a stand-in whose methods are recording wrappers, so a plan sees those draws too.
-"""
+sees those events. Only modules already imported are wrapped: tracing never imports a library."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 import types
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from codedag.backends import libraries
 from codedag.backends.derived import SequenceView
 from codedag.backends.names import canonical_name, python_implementation
 from codedag.patching import ORIGINAL_ATTR, Patcher, like_original
-from codedag.trace.filter import library_key
 
 log = logging.getLogger(__name__)
 
@@ -138,65 +131,3 @@ def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], 
         except Exception as error:
             log.debug("cannot wrap %s: %s", name, error)
     return wrapped
-
-
-_RECORDING_TYPES: dict[type, type] = {}
-"""Each NumPy generator type's subclass whose draws are recording wrappers (made once)."""
-
-
-def _recording_type(kind: type) -> type:
-    """A subclass of ``kind`` (a NumPy ``Generator`` or ``RandomState`` type) whose public
-    methods are recording wrappers of its own: an instance is still a ``kind`` to every check."""
-    found = _RECORDING_TYPES.get(kind)
-    if found is None:
-        library = library_key("numpy.random")
-        methods = {
-            name: make_wrapper(canonical_name(member), library, member)
-            for name in dir(kind)
-            if not name.startswith("_")
-            and callable(member := getattr(kind, name))
-            and not isinstance(member, type | property)
-        }
-        found = _RECORDING_TYPES[kind] = type(f"Recorded{kind.__name__}", (kind,), methods)
-    return found
-
-
-def _recording(generator: Any, numpy: Any) -> Any:
-    """A generator drawing from ``generator``'s own bit generator (one stream: each draw moves
-    both) whose draws are recorded; None where ``generator``'s type takes no bit generator."""
-    bits = (
-        generator.bit_generator
-        if isinstance(generator, numpy.random.Generator)
-        else getattr(generator, "_bit_generator", None)
-    )
-    try:
-        return _recording_type(type(generator))(bits) if bits is not None else None
-    except Exception:  # a subclass of the user's with another constructor: left as it is
-        return None
-
-
-@contextlib.contextmanager
-def recorded_generators(holder: object) -> Iterator[None]:
-    """Within the block, each NumPy ``Generator`` or ``RandomState`` ``holder`` keeps as an
-    attribute (one level deep, as a data set's ``self.rng``) is one of a subclass whose methods
-    are recording wrappers, drawing from the same bit generator; the generator itself is put
-    back at the end (a ``RandomState``'s cached normal draw is its own: the trace's draws of
-    ``standard_normal`` may differ from the script's, never the script's own)."""
-    numpy = sys.modules.get("numpy")
-    namespace = getattr(holder, "__dict__", None)
-    if numpy is None or not isinstance(namespace, dict):
-        yield
-        return
-    kinds = (numpy.random.Generator, numpy.random.RandomState)
-    held = [(name, value) for name, value in list(namespace.items()) if isinstance(value, kinds)]
-    swapped = []
-    for name, value in held:
-        stand_in = _recording(value, numpy)
-        if stand_in is not None:
-            namespace[name] = stand_in
-            swapped.append((name, value))
-    try:
-        yield
-    finally:
-        for name, value in swapped:
-            namespace[name] = value

@@ -8,7 +8,8 @@ worker info, then runs ``worker_init_fn(id)``. :func:`worker_zero` does the same
 process, so the first batch (which torch always hands to worker 0) can be replayed where the
 tracer runs. :class:`RandomSnapshot` saves and restores everything these touch, plus the random
 generators a dataset holds as attributes, so each replay starts from the same state and tracing
-leaves the process as it found it.
+leaves the process as it found it. :func:`recorded_generators` lets the traced samples' draws
+from a NumPy generator the data set holds show in the trace.
 """
 
 from __future__ import annotations
@@ -61,6 +62,73 @@ def _set_state(generator: Any, state: Any) -> None:
         generator.set_state(state)
     else:
         generator.set_state(state)
+
+
+_RECORDING_TYPES: dict[type, type] = {}
+"""Each NumPy generator type's subclass whose draws are recording wrappers (made once)."""
+
+
+def _recording_type(kind: type) -> type:
+    """A subclass of ``kind`` (a NumPy ``Generator`` or ``RandomState`` type) whose public
+    methods are recording wrappers of its own: an instance is still a ``kind`` to every check."""
+    from codedag.backends.names import canonical_name
+    from codedag.trace.filter import library_key
+    from codedag.trace.interpose import make_wrapper
+
+    found = _RECORDING_TYPES.get(kind)
+    if found is None:
+        library = library_key(kind.__module__)
+        methods = {
+            name: make_wrapper(canonical_name(member), library, member)
+            for name in dir(kind)
+            if not name.startswith("_")
+            and callable(member := getattr(kind, name))
+            and not isinstance(member, type | property)
+        }
+        found = _RECORDING_TYPES[kind] = type(f"Recorded{kind.__name__}", (kind,), methods)
+    return found
+
+
+def _recording(generator: Any) -> Any:
+    """A generator drawing from ``generator``'s own bit generator (one stream: each draw moves
+    both) whose draws are recorded; None for a generator that is not NumPy's, or whose type
+    takes no bit generator."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(
+        generator, numpy.random.Generator | numpy.random.RandomState
+    ):
+        return None  # Python's random.Random is Python code, traced; torch's draws are calls
+    bits = (
+        generator.bit_generator
+        if isinstance(generator, numpy.random.Generator)
+        else getattr(generator, "_bit_generator", None)
+    )
+    try:
+        return _recording_type(type(generator))(bits) if bits is not None else None
+    except Exception:  # a subclass of the user's with another constructor: left as it is
+        return None
+
+
+@contextlib.contextmanager
+def recorded_generators(holder: object) -> Iterator[None]:
+    """Within the block, each NumPy ``Generator`` or ``RandomState`` ``holder`` keeps as an
+    attribute (one level deep, as a data set's ``self.rng``) is one of a subclass whose methods
+    are recording wrappers, drawing from the same bit generator: their Cython methods make no
+    profiling event, so a plan would not see those draws. The generator itself is put back at
+    the end (a ``RandomState``'s cached normal draw is its own: the trace's draws of
+    ``standard_normal`` may differ from the script's, never the script's own)."""
+    swapped = []
+    for owner, name in _generator_attributes(holder):
+        generator = getattr(owner, name)
+        stand_in = _recording(generator)
+        if stand_in is not None:
+            vars(owner)[name] = stand_in
+            swapped.append((owner, name, generator))
+    try:
+        yield
+    finally:
+        for owner, name, generator in swapped:
+            vars(owner)[name] = generator
 
 
 class RandomSnapshot:
