@@ -319,3 +319,38 @@ def test_a_chain_of_palette_images_is_not_cached_and_says_why(
     else:
         assert not chain.cached and chain.candidates == []
         assert chain.reason.startswith("its values are PIL images of mode P, which the store")
+
+
+class Drafted(Dataset):
+    """PIL's fast JPEG idiom: ``draft`` changes the opened image in place before its
+    conversion."""
+
+    def __init__(self, folder: Path) -> None:
+        from PIL import Image
+
+        self.paths = [str(folder / f"{i}.jpg") for i in range(4)]
+        for i, path in enumerate(self.paths):
+            Image.fromarray(np.full((60, 80, 3), i * 40, np.uint8)).save(path)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        from PIL import Image
+
+        image = Image.open(self.paths[index])
+        image.draft("RGB", (40, 30))
+        image = image.convert("RGB").resize((16, 16))
+        return torch.from_numpy(np.asarray(image).copy())
+
+
+def test_a_value_several_operations_take_ends_the_chain_and_the_reason_names_them(
+    tmp_path: Path,
+) -> None:
+    tracer, _ = trace_dataloader(DataLoader(Drafted(tmp_path), batch_size=4), warmup=0)
+    section = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30)
+    (chain,) = section.chains
+    assert chain.steps == ["PIL.Image.open"]
+    draft = "PIL.JpegImagePlugin.JpegImageFile.draft"  # the JPEG image's own method
+    stop = f"its value goes to 2 operations ({draft}, PIL.Image.Image.convert)"
+    assert chain.stop == stop and chain.reason.endswith(f"; {stop}")

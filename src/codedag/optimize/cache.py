@@ -86,6 +86,9 @@ NO_DISPATCH = frozenset(
     }
 )  # fmt: skip
 """NumPy functions that do not dispatch to ``__array_function__``: the cache patches them."""
+SHARED_STOP = "its value goes to"
+"""How the reason a chain stops at a value several operations take begins (an in-place method,
+PIL's ``draft``, among them)."""
 RANDOM_STOP = "cut ends before"
 """How a chain's stop begins when a random draw ends it (the plan's reason repeats it)."""
 _METHOD_OWNERS = ("numpy.ndarray.", "PIL.Image.Image.", "torch.Tensor.", "torch._C.TensorBase.")
@@ -478,7 +481,8 @@ def _follow(
         if not nexts:
             return steps, "the sample's output"
         if after is None:
-            return steps, f"its value goes to {len(nexts)} operations"
+            names = ", ".join(dict.fromkeys(n.name for n in nexts))
+            return steps, f"{SHARED_STOP} {len(nexts)} operations ({names})"
         if after.name in _WRITES or _random(after.name):
             return steps, f"{after.name} writes or draws random numbers"
         if not _followed(after.name):
@@ -685,7 +689,7 @@ def decide(
             )
             clause = bytes_clause(entry.candidates, cut, EPOCHS, MIN_SAVING)
             entry.reason += f"; {clause}" if clause else ""
-        if entry.stop.startswith(RANDOM_STOP):  # why no later cut: one clause
+        if entry.stop.startswith((RANDOM_STOP, SHARED_STOP)):  # why no later cut: one clause
             entry.reason += f"; {entry.stop}"
         section.chains.append(entry)
     section.skipped = [
