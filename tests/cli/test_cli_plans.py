@@ -16,6 +16,7 @@ from run_scripts import write_train_script
 from codedag.cli.main import main
 from codedag.integrations import plan_store
 from codedag.integrations.plan_store import (
+    drop_plan,
     load_plan,
     plan_inputs,
     plan_key,
@@ -185,6 +186,19 @@ def test_links_are_neither_read_nor_removed(
     code, out, err = run_cli(capsys, "plans", "clear")
     assert code == 0 and out.startswith("removed 0 plans")
     assert "symbolic link" in err
+    assert link.is_symlink() and target.read_text() == json.dumps(PLAN)
+
+
+def test_a_run_drops_a_stored_plan_as_clear_does(tmp_path: Path, cache: Path) -> None:
+    # a stored plan a run finds made for another path through the code: a link stays
+    key = _stored()
+    assert drop_plan(key) == "" and load_plan(key) is None
+    assert drop_plan(key) != ""  # nothing left to remove
+    target = tmp_path / "precious.json"
+    target.write_text(json.dumps(PLAN))
+    link = plans_folder() / ("cd" * 12 + ".json")
+    link.symlink_to(target)
+    assert "symbolic link" in drop_plan("cd" * 12)
     assert link.is_symlink() and target.read_text() == json.dumps(PLAN)
 
 

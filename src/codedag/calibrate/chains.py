@@ -6,8 +6,9 @@ samples (the traced samples' recorded arguments, cycled) is run both ways on the
 the samples recorded with deferral, collated into one record and run by the batched executor
 (on an accelerator both ways end with the batch there, below). The first batched run is
 verified against the original functions, round by round, through the tolerance table: a chain
-whose batched result differs gets no time, only the reason. Both ways are then timed interleaved (:func:`~.timing.time_pair`), and the recording
-part alone (what DataLoader workers do) once more, so placement can charge it to the workers.
+whose batched result differs gets no time, only the reason. Both ways are then timed
+interleaved (:func:`~.timing.time_pair`), and the recording part alone (what DataLoader workers
+do) once more, so placement can charge it to the workers.
 
 On an accelerator both ways end with the batch on the device, where the training step uses it:
 the per-sample batch is copied there as the training loop's ``.to(device)`` copies it, and the

@@ -4,14 +4,14 @@ A plan is stored under ``<user cache>/plans/<key>.json`` (``$CODEDAG_CACHE_DIR``
 platform's cache folder). The key hashes what the plan depends on: the dataset class's name
 (module and qualified name: the plan's call sites name them), its source and its module file's
 content (the pipeline's code; for torch's wrappers, ``Subset`` from ``random_split`` and the
-like, those of the data sets they wrap: :func:`~.pipeline_code.pipeline_classes`), the versions of codedag,
-Python and the installed libraries codedag knows (read from their distributions, so a library the
-script imports lazily keys the plan the same before and after), and the device it was planned
-for. Changing any of
-them makes another key. The record also keeps a digest of each other module of the pipeline's
-own code the traced samples ran (helpers in other files, :func:`~.pipeline_code.code_digests`; a module without
-a file, a notebook's ``__main__``, by the bytecode of what it defines: :func:`~.pipeline_code.code_fingerprint`);
-a run where one of them has changed plans again (:func:`~.pipeline_code.changed_code`), so a stale plan is never
+like, those of the data sets they wrap: :func:`~.pipeline_code.pipeline_classes`), the versions
+of codedag, Python and the installed libraries codedag knows (read from their distributions, so
+a library the script imports lazily keys the plan the same before and after), and the device it
+was planned for. Changing any of them makes another key. The record also keeps a digest of each
+other module of the pipeline's own code the traced samples ran (helpers in other files,
+:func:`~.pipeline_code.code_digests`; a module without a file, a notebook's ``__main__``, by the
+bytecode of what it defines: :func:`~.pipeline_code.code_fingerprint`); a run where one of them
+has changed plans again (:func:`~.pipeline_code.changed_code`), so a stale plan is never
 applied; ``codedag run --replan`` plans again and replaces the stored one.
 
 A stored file is a record (:data:`RECORD_FORMAT`): the plan under ``plan`` beside what it was made
@@ -291,6 +291,26 @@ def remove_plan(entry: StoredPlan, folder: int) -> str:
     except OSError as error:
         return error.strerror or type(error).__name__
     return ""
+
+
+def drop_plan(key: str) -> str:
+    """Remove the stored plan of ``key`` as ``codedag plans clear`` removes one (a link, another
+    user's file or folder stays).
+
+    Returns:
+        Why it stays, or ``""`` when it was removed.
+    """
+    path = plan_path(key)
+    try:
+        descriptor = open_folder(path.parent)
+    except Unreadable as error:
+        return str(error)
+    if descriptor is None:
+        return "no plans folder"
+    try:
+        return remove_plan(StoredPlan(key=key, path=path), descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def load_plan(key: str) -> StoredPlan | None:

@@ -231,16 +231,17 @@ class LoaderWatch:
                 self._open = None
             if not self._tried:
                 self._plan_and_apply()
-            elif complete and self._stored_plan_met_nothing():
-                self._plan_again()
+            elif complete and self._from_store and len(self.results.epochs) == 1:
+                self._from_store = False  # judged once, by the first epoch
+                if self._stored_plan_met_nothing():
+                    self._plan_again()
 
     def _stored_plan_met_nothing(self) -> bool:
         """Whether the stored plan this run applied caches chains none of whose source calls the
         first epoch made: a plan for another path through the same code (the script run with
         other arguments, another script over the same data set), which gains nothing here."""
-        if not self._from_store or len(self.results.epochs) != 1 or self.migrator is None:
+        if self.migrator is None:
             return False
-        self._from_store = False
         cache = self.migrator.cache
         if not cache.active or not self.results.epochs[0].samples:
             return False
@@ -252,12 +253,11 @@ class LoaderWatch:
         """Drop the stored plan that met nothing (its file too: the next run plans afresh) and
         plan in the next epoch as a first run does; a loader whose workers persist keeps them
         with the stored plan for this run (they take no other)."""
-        from codedag.integrations.plan_store import plan_path
+        from codedag.integrations.plan_store import drop_plan
 
         why = "the stored plan's cached chains met none of their source calls in epoch 1"
         log.warning("codedag: %s: it was made for another path through this code", why)
-        with contextlib.suppress(OSError):
-            plan_path(self.results.plan_key).unlink()
+        drop_plan(self.results.plan_key)
         if getattr(self.loader, "persistent_workers", False) and not self._fetches_here():
             self.results.plan_reason = f"{why}; the next run plans again"
             return

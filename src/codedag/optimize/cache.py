@@ -662,13 +662,8 @@ def decide(
         best, unpaid = _weigh_cuts(chain, entry, costs, distinct, left)
         if mode == "off" or costs is None or best is None:
             entry.reason = _uncached_reason(mode, costs is not None, unpaid, bool(entry.candidates))
-            unkept = sorted({c.image_mode for c in candidates(chain) if not c.storable})
-            if mode != "off" and costs is not None and unkept and not entry.candidates:
-                palette = " (an array of a palette image leaves its palette out)"
-                entry.reason = (
-                    f"its values are PIL images of mode {', '.join(unkept)}, which the store "
-                    "cannot keep exactly" + (palette if {"P", "PA"} & set(unkept) else "")
-                )
+            if mode != "off" and costs is not None and not entry.candidates:
+                entry.reason = _unstorable_reason(chain) or entry.reason
         else:
             cut = best[1]
             total = cut.bytes_per_sample * distinct
@@ -702,6 +697,19 @@ def decide(
     section.note = note
     pace_first_epoch(section, first_epoch)
     return section
+
+
+def _unstorable_reason(chain: PrefixChain) -> str:
+    """Why a chain whose every value is a PIL image of a mode the store cannot keep is not
+    cached, or ``""``."""
+    unkept = sorted({c.image_mode for c in candidates(chain) if not c.storable})
+    if not unkept:
+        return ""
+    palette = " (an array of a palette image leaves its palette out)"
+    return (
+        f"its values are PIL images of mode {', '.join(unkept)}, which the store cannot keep "
+        "exactly" + (palette if {"P", "PA"} & set(unkept) else "")
+    )
 
 
 def _uncached_reason(mode: str, measured: bool, unpaid: CacheCut | None, candidates: bool) -> str:

@@ -294,13 +294,19 @@ def _pil_packed(image: Any) -> tuple[memoryview, bytes] | None:
     a mode NumPy does not round-trip exactly."""
     if image.mode not in PIL_MODES:
         return None
+    layout, nbytes = _pil_stored(image)
+    return memoryview(_pil_bytes(image, nbytes)), layout
+
+
+def _pil_stored(image: Any) -> tuple[bytes, int]:
+    """The header opening and the bytes of an image of a mode the store keeps (remembered by
+    mode and size)."""
     meta = _pil_meta(image)
     found = _PIL_LAYOUTS.get(meta)
     if found is None:
         found = _pil_layout(image, meta)
         _remember(_PIL_LAYOUTS, meta, found)
-    layout, nbytes = found
-    return memoryview(_pil_bytes(image, nbytes)), layout
+    return found
 
 
 def value_nbytes(value: Any) -> int:
@@ -312,12 +318,7 @@ def value_nbytes(value: Any) -> int:
     image = _pil_image_type()
     if image is None or not isinstance(value, image) or value.mode not in PIL_MODES:
         return 0
-    meta = _pil_meta(value)
-    found = _PIL_LAYOUTS.get(meta)
-    if found is None:
-        found = _pil_layout(value, meta)
-        _remember(_PIL_LAYOUTS, meta, found)
-    return found[1]
+    return _pil_stored(value)[1]
 
 
 def _pil_layout(image: Any, meta: Meta) -> tuple[bytes, int]:

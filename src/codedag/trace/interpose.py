@@ -7,7 +7,8 @@ originals) by wrappers whose frames
 the tracer's hooks record. A wrapper only forwards the call: each has a code object of its own
 (:data:`WRAPPER_CODES`), and the hooks record a call of it, with its arguments and result, from
 the events of its frame, as a call of the function it wraps. Outside a traced thread nothing
-sees those events. Only modules already imported are wrapped: tracing never imports a library."""
+sees those events. Only modules already imported are wrapped: tracing never imports a library.
+"""
 
 from __future__ import annotations
 

@@ -482,8 +482,7 @@ class Session:
     def _found_unpaid(self, chain: ChainSpec) -> bool:
         """Whether a process found ``chain`` not to pay (read once per process)."""
         self._checked.add(chain.id)
-        with self.suspended():
-            unpaid = self.store.flag(_unpaid_flag(chain))
+        unpaid = self.unpaid(chain)
         if unpaid:
             self.given_up.add(chain.id)
         return unpaid
