@@ -213,6 +213,37 @@ def test_a_stored_plan_for_another_path_through_the_code_is_made_again(
     assert losses[0:3] == losses[3:6] == losses[6:9]  # no batch changed
 
 
+def test_transforms_bound_by_functools_partial_are_cached_with_the_same_losses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a transform list of partials, as Compose-style code builds it: the calls in them are
+    # traced with their arguments and reach the cache's replacements at run time
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "prefix-cache"))
+    script = write_train_script(tmp_path)
+    text = script.read_text().replace(
+        "        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)\n        img = cv2.resize(img, (16, 16))\n",
+        "        for step in self.steps:\n            img = step(img)\n",
+    )
+    script.write_text(
+        text.replace(
+            "        self.files = files\n",
+            "        self.files = files\n        self.steps = [\n"
+            "            functools.partial(cv2.cvtColor, code=cv2.COLOR_BGR2RGB),\n"
+            "            functools.partial(cv2.resize, dsize=(16, 16)),\n        ]\n",
+        ).replace("import glob, os, sys", "import functools, glob, os, sys")
+    )
+    plain = run_python([str(script)], tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert main(["run", "--out", str(tmp_path / "out"), "--", "python", str(script)]) == 0
+    results = load_run_results(tmp_path / "out")
+    (cached,) = [d for d in results.moved if d.section == "cache"]
+    assert cached.what == "cv2.imread -> cv2.cvtColor -> cv2.resize", cached
+    assert results.cache["hits"] == 2 * 16
+    assert results.cache["hit_bytes"] == 2 * 16 * 16 * 16 * 3  # the resized image, not the file's
+    assert _losses(capsys.readouterr().out) == _losses(plain.stdout)
+
+
 @pytest.mark.parametrize(
     ("command", "message"),
     [

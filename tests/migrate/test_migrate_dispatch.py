@@ -9,7 +9,7 @@ import pytest
 from torch.utils.data._utils.fetch import _MapDatasetFetcher
 
 from codedag.errors import MigrationError
-from codedag.migrate.dispatch import FETCH, ORDER, Dispatch
+from codedag.migrate.dispatch import FETCH, ITERABLE_FETCH, ORDER, Dispatch
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.patching import Patcher, active_patches
 
@@ -66,9 +66,10 @@ def test_layers_of_every_part_nest_in_the_declared_order_on_one_patch() -> None:
         assert json.dumps([1]) == "[1]"
         assert log == [f"{section}:dumps" for section in ORDER]  # outermost first
         assert "plan:json.dumps" in active_patches()
-        assert sum(name.startswith("plan:") for name in active_patches()) == 2  # dumps, fetch
+        # dumps, the fetch, and the iterable data sets' fetch (a data set's references)
+        assert sum(name.startswith("plan:") for name in active_patches()) == 3
     finally:
-        assert dispatch.restore() == 2
+        assert dispatch.restore() == 3
     assert json.dumps([1]) == "[1]" and len(log) == len(ORDER)
     assert _MapDatasetFetcher.fetch is ORIGINAL_FETCH
     assert all(p.events == ["before", "after []", "restored"] for p in parts)
@@ -110,11 +111,11 @@ def test_a_part_applied_alone_restores_alone() -> None:
     import json
 
     part = Part("tables", ["json.dumps"], [])
-    assert part.apply() == {"patched": 2, "failed": 0}
+    assert part.apply() == {"patched": 2, "failed": 0}  # dumps and its fetch (names it asked)
     assert part.apply() == {"patched": 0, "failed": 0}  # a second call does nothing
     try:
-        assert part.patched_names() == sorted([FETCH, "json.dumps"])
+        assert part.patched_names() == sorted([FETCH, ITERABLE_FETCH, "json.dumps"])
     finally:
-        assert part.restore() == 2
+        assert part.restore() == 3
     assert part.patched_names() == []
     assert json.dumps([]) == "[]" and _MapDatasetFetcher.fetch is ORIGINAL_FETCH

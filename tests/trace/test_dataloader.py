@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,7 +27,7 @@ class CountingTracer:
         self.dag = SimpleNamespace(metadata={})
 
     @contextlib.contextmanager
-    def tracing_context(self) -> Iterator[None]:
+    def tracing_context(self, reach: Iterable[object] = ()) -> Iterator[None]:
         self.windows += 1
         yield
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
+import cv2
+import numpy as np
 import pytest
 import torch
 import trace_datasets
+from cv2 import cvtColor as bound_at_import  # as user code binds a library function
+from torch.utils.data import DataLoader, Dataset
 
 from codedag.trace import EnhancedTracer, trace_dataloader
 
@@ -139,3 +145,34 @@ def test_warmup_must_be_a_count() -> None:
 
     with pytest.raises(ConfigError, match="warmup must be an integer >= 0, got -1"):
         trace_dataloader(trace_datasets.loader(), warmup=-1)
+
+
+class PartialSteps(Dataset):
+    """Transforms as projects write them: a partial of a library function, a lambda calling a
+    name bound at import."""
+
+    def __init__(self) -> None:
+        self.steps = [
+            functools.partial(cv2.resize, dsize=(8, 8), interpolation=cv2.INTER_AREA),
+            lambda image: bound_at_import(image, cv2.COLOR_BGR2RGB),
+        ]
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        image = np.full((16, 16, 3), (i, 2 * i, 3 * i), np.uint8)
+        for step in self.steps:
+            image = step(image)
+        return torch.from_numpy(image)
+
+
+def test_calls_through_a_partial_or_a_name_bound_at_import_are_recorded_with_arguments() -> None:
+    dataset = PartialSteps()
+    tracer, batch = trace_dataloader(DataLoader(dataset, batch_size=4))
+    for name in ("cv2.resize", "cv2.cvtColor"):
+        calls = [n for n in tracer.dag.calls() if n.name == name]
+        assert len(calls) == 4 and all(n.args is not None for n in calls), name
+    assert batch.shape == (4, 8, 8, 3) and batch[1, 0, 0].tolist() == [3, 2, 1]
+    assert dataset.steps[0].func is cv2.resize  # put back after the window
+    assert bound_at_import is cv2.cvtColor

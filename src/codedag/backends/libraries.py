@@ -17,6 +17,7 @@ import importlib.util
 import logging
 import pkgutil
 import sys
+import types
 from collections.abc import Callable, Iterable
 
 from codedag.backends.facts import FileSource, LibraryFacts, Requirement, ThreadPool
@@ -151,6 +152,19 @@ def is_library_module(top: str) -> bool:
             return False
         path = getattr(spec, "origin", None) if spec is not None else None
     return "site-packages" in (path or "") or "dist-packages" in (path or "")
+
+
+def pipeline_modules() -> list[types.ModuleType]:
+    """The loaded modules of the pipeline's own code: ``__main__`` and every module that is not
+    codedag's, the standard library's or an installed package's."""
+    modules = []
+    for name, module in list(sys.modules.items()):
+        top = name.partition(".")[0]
+        if not isinstance(module, types.ModuleType) or top == "codedag":
+            continue
+        if name == "__main__" or not is_library_module(top):
+            modules.append(module)
+    return modules
 
 
 @functools.cache

@@ -157,6 +157,7 @@ class Dispatch:
                     failed[part.section][name] = str(errors[name])
             try:
                 self.patcher.patch_many(hooks, self._hook_factory, rebind_references=False)
+                self._reach_from_fetch(functions, hooks)
             except MigrationError as error:
                 sections = [p.section for p in self.parts if p.section != "workers"]
                 raise MigrationError(
@@ -174,6 +175,15 @@ class Dispatch:
         self.failed = {s: names for s, names in failed.items() if names}
         self._applied = True
         return self.failed
+
+    def _reach_from_fetch(self, functions: list[str], hooks: list[str]) -> None:
+        """Hook the fetch for the references a data set holds when no part does (placed calls
+        alone); where something else replaced it, those references stay unpatched."""
+        own = [h for h in (FETCH, ITERABLE_FETCH) if functions and h not in hooks]
+        try:
+            self.patcher.patch_many(own, self._hook_factory, rebind_references=False)
+        except MigrationError as error:
+            log.info("calls through a data set's own references stay unpatched: %s", error)
 
     def restore(self) -> int:
         """Remove every layer; returns how many names were put back."""
@@ -198,7 +208,26 @@ class Dispatch:
         return factory
 
     def _hook_factory(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        return compose(self.owners(name), name, original)
+        """The parts' layers of a hook; around a fetch, at a data set's first batch, the
+        references to patched functions the data set and the pipeline's modules hold
+        (``functools.partial(cv2.resize, ...)`` in its transforms) pointed at the replacements:
+        a module scan at patch time does not reach inside objects."""
+        from codedag.backends.libraries import pipeline_modules
+
+        fetch = compose(self.owners(name), name, original)
+        if name not in (FETCH, ITERABLE_FETCH):
+            return fetch
+        reached: dict[int, object] = {}  # id -> the data set (kept: its id stays its own)
+        patcher = self.patcher
+
+        def reaching_fetch(fetcher: Any, *args: Any, **kwargs: Any) -> Any:
+            dataset = fetcher.dataset
+            if id(dataset) not in reached:
+                reached[id(dataset)] = dataset
+                patcher.rebind_within((dataset, *pipeline_modules()))
+            return fetch(fetcher, *args, **kwargs)
+
+        return reaching_fetch
 
 
 def compose(

@@ -15,10 +15,13 @@ through a :class:`Patcher`. It
   namespace and the dicts and lists it holds (two levels deep); in modules imported while
   patched, also the attributes of the classes it defines and of the plain objects it holds; it
   puts the originals back wherever a replacement is found;
+* on request (:meth:`Patcher.rebind_within`), rebinds the references held inside given objects,
+  a data set's transforms and the ``functools.partial`` objects among them, and puts those back
+  too;
 * is thread-safe and exception-safe: a failure half-way rolls back what was already applied.
 
-What the sweep cannot reach (a tuple, a closure, ``functools.partial``, a local variable) still
-holds the replacement after restore; the migrator's replacements then forward to the original
+What the sweep cannot reach (a closure, a ``functools.partial`` made while patched, a local
+variable) still holds the replacement after restore; the migrator's replacements then forward to the original
 without doing or counting anything (see :meth:`codedag.migrate.wrapper.UniversalWrapper.deactivate`).
 
 :func:`active_patches` lists what any live patcher has applied; the test suite uses it to fail a
@@ -43,6 +46,7 @@ from codedag.errors import MigrationError
 from codedag.patching.references import (
     Site,
     package_of,
+    reachable_sites,
     reference_sites,
     sweep_modules,
     unwrap_descriptor,
@@ -322,6 +326,34 @@ class Patcher:
             for site in sites[id(unwrap_descriptor(record.original))]:
                 site.set(record.replacement)
                 record.sites.append(site)
+
+    def rebind_within(self, roots: Iterable[object]) -> int:
+        """Point the references to the patched originals reachable from ``roots`` at their
+        replacements; :meth:`restore` puts them back.
+
+        Reaches what a module scan does not: a data set's attributes, the lists and dicts of
+        transforms it holds, ``functools.partial(cv2.resize, ...)`` inside them (see
+        :func:`codedag.patching.references.reachable_sites`). Roots may be modules.
+
+        Returns:
+            How many references were rebound.
+        """
+        with self._lock:
+            by_original: dict[int, PatchRecord] = {}
+            for record in self._records.values():
+                by_original.setdefault(id(unwrap_descriptor(record.original)), record)
+            if not by_original:
+                return 0
+            targets = {key: unwrap_descriptor(r.original) for key, r in by_original.items()}
+            count = 0
+            for value, site in list(reachable_sites(roots, targets)):
+                record = by_original[id(value)]
+                site.set(record.replacement)
+                record.sites.append(site)
+                if record.references:
+                    record.references += 1  # a reference the patcher made: no sweep for it
+                count += 1
+            return count
 
     def _commit(self, applied: list[PatchRecord]) -> None:
         debug = log.isEnabledFor(logging.DEBUG)

@@ -6,14 +6,20 @@ replacement behind, so both search the module namespaces for an object by identi
 * at patch time (:func:`reference_sites`): module attributes (``from cv2 import resize``) and the
   entries of the small dicts and lists modules hold, two levels deep (``{"flip": cv2.flip}``);
 * at restore (:func:`sweep_modules`): the same, plus, in modules imported while patched, the
-  attributes of the classes they define and of the plain objects they hold.
+  attributes of the classes they define and of the plain objects they hold;
+* from given objects (:func:`reachable_sites`: a data set, a script's namespace), a few levels
+  deep through attributes, lists and dicts, including ``functools.partial`` objects that bind the
+  function (``partial(cv2.resize, dsize=(64, 64))`` in a transform list).
 
 Membership is tested in C (set operations on ids): most containers hold no target.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
+import types
+from collections import deque
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -33,6 +39,16 @@ class Site:
             self.container[self.key] = value
         else:
             setattr(self.container, self.key, value)
+
+
+class PartialSite(Site):
+    """A ``functools.partial`` whose function is the original: set through its pickling state
+    (``func`` is read-only; the state keeps its arguments and attributes)."""
+
+    def set(self, value: object) -> None:
+        bound = self.container
+        _func, args, keywords, namespace = bound.__reduce__()[2]
+        bound.__setstate__((value, args, keywords, namespace))
 
 
 def unwrap_descriptor(value: object) -> Any:
@@ -244,3 +260,86 @@ def sweep_modules(
             site.set(original)
             count += 1
     return count
+
+
+# What a walk from given objects descends into, and how far: the transforms a data set holds
+# (``self.transform.transforms[2]``) sit three or four levels down; bigger containers are data.
+_REACH_DEPTH = 4
+_REACH_OBJECTS = 20_000
+_ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+_NOT_WALKED = (type, ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType)
+
+
+def reachable_sites(roots: Iterable[object], targets: dict[int, Any]) -> Iterator[tuple[Any, Site]]:
+    """``(value, site)`` for every place reachable from ``roots`` that holds a target.
+
+    A root module contributes its attributes and its own classes' attributes; from there (and
+    from any other root) the walk goes through the items of lists and dicts and the attributes
+    of plain objects, ``_REACH_DEPTH`` levels down, and finds ``functools.partial`` objects whose
+    function is a target. Containers of more than ``_MAX_NESTED_ITEMS`` items are data: skipped
+    (a root module's namespace excepted).
+
+    Args:
+        roots: modules and objects to start from.
+        targets: ``id(original) -> original``.
+    """
+    seen: set[int] = set()
+    frontier: deque[tuple[Any, int]] = deque()  # breadth first: each object at its least depth
+    for root in roots:
+        if isinstance(root, ModuleType):
+            if id(root) in seen:
+                continue
+            seen.add(id(root))
+            yield from _module_hits(root, targets)
+            frontier += [(v, 1) for v in list(vars(root).values()) if _walked(v)]
+        else:
+            frontier.append((root, 0))
+    while frontier and len(seen) < _REACH_OBJECTS:
+        obj, level = frontier.popleft()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if type(obj) is functools.partial:
+            target = targets.get(id(obj.func))
+            if target is not None and target is obj.func:
+                yield target, PartialSite(obj, None, False)
+            continue
+        if type(obj) is tuple:  # nothing to set in it; what it holds may be
+            values: Any = obj if len(obj) <= _MAX_NESTED_ITEMS else ()
+        else:
+            container = _walked_container(obj)
+            if container is None or len(container) > _MAX_NESTED_ITEMS:
+                continue
+            yield from _hits(container, targets)
+            values = container.values() if type(container) is dict else container
+        if level < _REACH_DEPTH:
+            frontier += [(v, level + 1) for v in list(values) if _walked(v)]
+
+
+def _module_hits(module: ModuleType, targets: dict[int, Any]) -> Iterator[tuple[Any, Site]]:
+    """A module's attributes that are targets, and its own classes' plain attributes (one in a
+    ``staticmethod`` stays: put back, it would lose the wrapper)."""
+    namespace = vars(module)
+    yield from _hits(namespace, targets)
+    for value in list(namespace.values()):
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            for attr, raw in list(vars(value).items()):
+                target = targets.get(id(raw))
+                if target is not None and target is raw:
+                    yield raw, Site(value, attr, item=False)
+
+
+def _walked(value: object) -> bool:
+    return not isinstance(value, _NOT_WALKED) and type(value) not in _ATOMS
+
+
+def _walked_container(obj: object) -> Any:
+    """The dict or list to search in ``obj`` (a plain object's ``__dict__``), or None."""
+    kind = type(obj)
+    if kind is dict or kind is list:
+        return obj
+    try:
+        namespace = object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+    return namespace if type(namespace) is dict else None

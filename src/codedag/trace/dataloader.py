@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import operator
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -44,8 +45,9 @@ class BatchTracer(Protocol):
         """The DAG of the last tracing window."""
         ...
 
-    def tracing_context(self) -> AbstractContextManager[Any]:
-        """A tracing window."""
+    def tracing_context(self, reach: Iterable[object] = ()) -> AbstractContextManager[Any]:
+        """A tracing window; references to the wrapped functions reachable from ``reach`` are
+        recorded too."""
         ...
 
 
@@ -239,7 +241,7 @@ def _next(iterator: Any, tracer: BatchTracer | None, dataset: object) -> Any:
     try:
         if tracer is None:
             return next(iterator)
-        with recorded_generators(dataset), tracer.tracing_context():
+        with recorded_generators(dataset), tracer.tracing_context(reach=(dataset,)):
             return next(iterator)
     except StopIteration as error:
         raise TraceError("the DataLoader is empty: it yields no batch") from error

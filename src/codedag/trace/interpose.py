@@ -106,6 +106,12 @@ def make_wrapper(name: str, library: str, original: Callable[..., Any]) -> Calla
     return like_original(wrapper, original)
 
 
+def bind_references(patcher: Patcher, reach: Iterable[object] = ()) -> int:
+    """Point the references to wrapped functions held in the pipeline's modules, and reachable
+    from ``reach``, at the wrappers (restored with the patcher); returns how many."""
+    return patcher.rebind_within([*libraries.pipeline_modules(), *reach])
+
+
 def install(patcher: Patcher, names: Iterable[str], library_of: Callable[[str], str]) -> list[str]:
     """Wrap ``names`` through ``patcher``; return the names wrapped (failures are logged)."""
     names = list(names)

@@ -113,8 +113,15 @@ class EnhancedTracer:
         """Whether a window is open."""
         return self._session is not None
 
-    def start(self) -> None:
-        """Open a tracing window on the calling thread (prefer :meth:`tracing_context`)."""
+    def start(self, reach: Iterable[object] = ()) -> None:
+        """Open a tracing window on the calling thread (prefer :meth:`tracing_context`).
+
+        Args:
+            reach: objects (a data set) whose references to the wrapped library functions are
+                pointed at the wrappers for the window, as the pipeline's own modules' are
+                (``functools.partial(cv2.resize, ...)`` in a transform list, ``from cv2 import
+                resize``): calls through them are recorded with their arguments.
+        """
         if self._session is not None:
             if self._owner_thread != threading.get_ident():
                 raise TraceError("this tracer is already tracing another thread")
@@ -133,6 +140,7 @@ class EnhancedTracer:
             names = self._wrap_targets(classifications.filter)
             self._wrapped = interpose.install(patcher, names, self.function_filter.library_key)
         try:
+            interpose.bind_references(patcher, reach)
             session = Session(
                 self.function_filter,
                 self.max_depth,
@@ -235,13 +243,14 @@ class EnhancedTracer:
             patcher.restore()
 
     @contextmanager
-    def tracing_context(self) -> Iterator[EnhancedTracer]:
+    def tracing_context(self, reach: Iterable[object] = ()) -> Iterator[EnhancedTracer]:
         """Trace the calling thread inside the ``with`` block.
 
         The profile hook is removed and the previous one restored on exit, also when the block
-        raises: the exception propagates unchanged and the partial DAG is kept.
+        raises: the exception propagates unchanged and the partial DAG is kept. ``reach``: as
+        for :meth:`start`.
         """
-        self.start()
+        self.start(reach)
         try:
             yield self
         finally:
