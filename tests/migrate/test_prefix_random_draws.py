@@ -20,7 +20,10 @@ from codedag.migrate.cache.runtime import CacheSettings
 from codedag.optimize.cache import decide, find_prefixes
 from codedag.store.tiers import StoreSettings
 
-STOP = "cut ends before cv2.warpAffine: it follows a random draw (random.uniform)"
+STOP = (
+    "cut ends before cv2.warpAffine: it follows a random draw (random.uniform; its arguments "
+    "differ between samples)"
+)
 
 
 def _epochs(dataset: Dataset, count: int = 2) -> list[list[torch.Tensor]]:

@@ -20,7 +20,8 @@ ENCODED = [
 
 
 class Decoded(Dataset):
-    """decode, resize, then (optionally) a random draw before a BGR->RGB conversion."""
+    """decode, resize, then (optionally) a random draw before a BGR->RGB conversion and a
+    brightening by the drawn amount."""
 
     def __init__(self, draw_before_convert: bool) -> None:
         self.draw = draw_before_convert
@@ -31,9 +32,10 @@ class Decoded(Dataset):
     def __getitem__(self, index: int) -> torch.Tensor:
         image = cv2.imdecode(np.frombuffer(ENCODED[index], np.uint8), cv2.IMREAD_COLOR)
         image = cv2.resize(image, (32, 32), interpolation=cv2.INTER_LINEAR)
-        if self.draw:
-            shift = int(np.random.randint(0, 3))
-            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) + shift
+        if self.draw:  # a shift that differs in every sample (the draw's value, out of sight)
+            shift = int(np.random.randint(0, 3)) * 4 + index
+            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+            image = cv2.add(image, (shift, shift, shift, 0))
         else:
             image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
         return torch.from_numpy(np.ascontiguousarray(image))
@@ -45,18 +47,22 @@ def _found(draw: bool):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("draw", [False, True])
-def test_a_random_draw_before_a_call_ends_the_cacheable_prefix(draw: bool) -> None:
+def test_a_random_draw_ends_the_cacheable_prefix_at_a_call_whose_arguments_differ(
+    draw: bool,
+) -> None:
     found = _found(draw)
     assert found.dataset_len == 4 and found.samples == 4
     (chain,) = found.chains
     assert chain.source_function == "numpy.frombuffer"
     steps = [name for name, _ in chain.common]
-    assert steps[:3] == ["numpy.frombuffer", "cv2.imdecode", "cv2.resize"]
+    # after the draw, the conversion takes the same arguments in every sample: it stays
+    assert steps[:4] == ["numpy.frombuffer", "cv2.imdecode", "cv2.resize", "cv2.cvtColor"]
     if draw:
-        assert "cv2.cvtColor" not in steps
-        assert "random" in chain.stop
-    else:
-        assert "cv2.cvtColor" in steps
+        assert len(steps) == 4
+        assert chain.stop == (
+            "cut ends before cv2.add: it follows a random draw "
+            "(numpy.random.randint; its arguments differ between samples)"
+        )
 
 
 def test_the_cut_saves_the_most_within_the_budget_and_none_when_reading_costs_more() -> None:
@@ -80,9 +86,10 @@ def test_the_samples_other_functions_of_a_chains_library_are_its_guards(draw: bo
     section = decide(_found(draw), lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)
     (chain,) = section.chains
     assert "cv2.imdecode" in chain.functions
-    # after a random draw cv2.cvtColor is outside the chain: a value before the cut reaching it
-    # (on a branch the trace did not take) is computed there; NumPy and torch take it anyway
-    assert chain.guards == (["cv2.cvtColor"] if draw else [])
+    # cv2.add, whose arguments come from a draw, is outside the chain: a value before the cut
+    # reaching it (on a branch the trace did not take) is computed there; NumPy and torch take
+    # it anyway
+    assert chain.guards == (["cv2.add"] if draw else [])
 
 
 def _pipeline_found(name: str):  # type: ignore[no-untyped-def]
@@ -95,12 +102,13 @@ def _pipeline_found(name: str):  # type: ignore[no-untyped-def]
 
 def test_an_array_from_untraced_code_after_a_random_draw_is_no_source() -> None:
     # The demo's Dataset is not traced (codedag's own module): its samples are split by dataflow,
-    # and its normalized image reaches numpy.transpose with no traced producer after the draws.
+    # and its normalized image reaches numpy.transpose with no traced producer after the draws;
+    # its warp takes a matrix made from the draws.
     found = _pipeline_found("demo_image")
     (chain,) = found.chains
     assert chain.source_function == "numpy.frombuffer"
     assert [name for name, _ in chain.common][-1] == "cv2.cvtColor"
-    assert "random draw" in chain.stop
+    assert chain.stop == "cv2.warpAffine also takes a value computed in the sample"
 
 
 def test_reading_an_images_size_does_not_end_the_chain() -> None:
@@ -276,7 +284,7 @@ def test_a_held_numpy_generators_draw_ends_the_cacheable_prefix(legacy: bool) ->
 
 
 class PaletteMasks(Dataset):
-    """A palette (``P``) mask, as VOC's segmentation masks are, resized, flipped at random and
+    """A palette (``P``) mask, as VOC's segmentation masks are, resized, rotated at random and
     read as class indices; and the same mask converted to ``L`` first."""
 
     def __init__(self, folder: Path, convert: bool) -> None:
@@ -299,8 +307,8 @@ class PaletteMasks(Dataset):
         if self.convert:
             mask = mask.convert("L")
         mask = mask.resize((16, 16), Image.NEAREST)
-        if random.random() < 2.0:  # a draw, as a random flip makes: the chain ends here
-            mask = mask.transpose(Image.FLIP_LEFT_RIGHT)
+        # a random rotation: its angle differs between samples, the chain ends here
+        mask = mask.rotate(random.uniform(-10.0, 10.0))
         return torch.from_numpy(np.array(mask, dtype=np.int64))
 
 

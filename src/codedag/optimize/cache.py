@@ -14,11 +14,14 @@ arguments only:
   reads would see a stand-in on a hit); reading its metadata (an image's ``size``, an array's
   ``shape``) is no use: the stored header answers it, and neither is entering or leaving a
   ``with`` block (``with Image.open(path) as im``): a value read back has no file to close;
-* that operation draws no random numbers and reads no clock, and no random draw happens in the
-  sample between the source call and it (its arguments may come from one: the tracer records
-  every draw, Python's ``random`` included, but does not follow the Python numbers they return,
-  so a draw's place in the sample's calls is what counts), and it writes into nothing
+* that operation draws no random numbers and reads no clock, and it writes into nothing
   (``operator.setitem``);
+* where a random draw happens in the sample between the source call and it, its arguments
+  (other than arrays) are the same in every traced sample, two at least: the tracer records
+  every draw, Python's ``random`` included, but does not follow the numbers they return, so a
+  draw may reach the arguments (a random size); the same arguments everywhere say it did not (a
+  transform applied when ``random.random() < p`` with ``p=1``, as albumentations does). Were one
+  to come from a draw after all, the run-time key holds it: a miss, never a wrong value;
 * its other array inputs are not computed in the sample (constants such as a mean and std are
   fixed arguments; the run-time key holds their values).
 
@@ -42,6 +45,7 @@ bytes do, and the reason says which (:mod:`codedag.optimize.cache_bytes`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
@@ -111,6 +115,10 @@ class Step:
         dtype: its value's dtype (or PIL mode).
         context_key: its context key.
         image_mode: the PIL mode of an image value (``""``: not an image, or not known).
+        drawn: the first random draw the sample made between the source call and this call
+            (``""``: none).
+        arguments: its arguments other than arrays and images, as text (what must be the same
+            in every sample for a call after a draw to be cached).
     """
 
     call_id: int
@@ -122,6 +130,8 @@ class Step:
     dtype: str
     context_key: str
     image_mode: str = ""
+    drawn: str = ""
+    arguments: str = ""
 
 
 @dataclass
@@ -159,15 +169,26 @@ class PrefixChain:
 
     @property
     def common(self) -> list[tuple[str, int]]:
-        """``(name, occurrence)`` of the steps every traced source took, in order."""
+        """``(name, occurrence)`` of the steps every traced source took, in order; a step after
+        a random draw only where at least two samples took it with the same arguments."""
+        return self._common()[0]
+
+    def _common(self) -> tuple[list[tuple[str, int]], str]:
+        """The common steps, and why they end (``""``: at the end of every chain)."""
         sequences = [[(s.name, s.occurrence) for s in t.steps] for t in self.traced]
         out: list[tuple[str, int]] = []
         for position, item in enumerate(sequences[0]):
-            if all(len(seq) > position and seq[position] == item for seq in sequences):
-                out.append(item)
-            else:
-                break
-        return out
+            if not all(len(seq) > position and seq[position] == item for seq in sequences):
+                return out, "samples take different calls after this point"
+            steps = [t.steps[position] for t in self.traced]
+            drawn = next((s.drawn for s in steps if s.drawn), "")
+            if drawn and (self.samples < 2 or len({s.arguments for s in steps}) > 1):
+                # the draw's value may reach the call's arguments (the tracer does not follow
+                # numbers): only the same arguments in every sample say it did not
+                why = "its arguments differ between samples" if self.samples > 1 else "one sample"
+                return out, f"{RANDOM_STOP} {item[0]}: it follows a random draw ({drawn}; {why})"
+            out.append(item)
+        return out, ""
 
     @property
     def samples(self) -> int:
@@ -176,10 +197,9 @@ class PrefixChain:
 
     @property
     def stop(self) -> str:
-        """Why the chain ends where it does (the first source's reason)."""
-        if len(self.common) < max(len(t.steps) for t in self.traced):
-            return "samples take different calls after this point"
-        return self.traced[0].stop
+        """Why the chain ends where it does (the first source's reason where every source
+        went as far)."""
+        return self._common()[1] or self.traced[0].stop
 
 
 @dataclass(frozen=True)
@@ -318,7 +338,14 @@ def _not_a_source(node: Any) -> str:
     return f"the first call {node.name} takes {takes}, which is not a file"
 
 
-def _describe(dag: ExecutionDAG, node: Any, occurrence: int, consumer: Any | None) -> Step:
+def _describe(
+    dag: ExecutionDAG,
+    node: Any,
+    occurrence: int,
+    consumer: Any | None,
+    drawn: str = "",
+    before: Step | None = None,
+) -> Step:
     value = _value(dag, node.id)
     shape = tuple(value.shape or ()) if value is not None else ()
     dtype = str(value.dtype or "") if value is not None else ""
@@ -344,7 +371,29 @@ def _describe(dag: ExecutionDAG, node: Any, occurrence: int, consumer: Any | Non
         dtype,
         node.context_key,
         image_mode,
+        drawn,
+        _arguments(node, before) if drawn and before is not None else "",
     )
+
+
+def _arguments(node: Any, chain_value: Step) -> str:
+    """A call's recorded arguments as text (``"?"``: none recorded). The chain's own value (an
+    argument of its shape and dtype) and arrays too big for the trace to keep their bytes count by
+    kind only: the latter are fixed ones the run-time key holds (an array computed in the sample
+    ends the chain before)."""
+    if node.args is None:
+        return "?"
+    own = [*chain_value.shape], chain_value.dtype
+    entries = []
+    for entry in node.args:
+        kind = entry.get("kind")
+        if kind == "image" or (
+            kind == "array"
+            and ("data" not in entry or (entry.get("shape"), entry.get("dtype")) == own)
+        ):
+            entry = {"name": entry.get("name"), "kind": kind}
+        entries.append(entry)
+    return json.dumps(entries, sort_keys=True, default=str)
 
 
 _IMAGE_BYTES = {"1": 1, "L": 1, "P": 1, "I": 4, "F": 4, "LA": 2, "PA": 2, "RGB": 3, "RGBA": 4}
@@ -473,11 +522,13 @@ def _follow(
     counts: dict[str, int] = {}
     current = node
     chain_ids = {node.id}
+    drawn = ""
     while True:
         nexts = consumers(current)
         after = nexts[0] if len(nexts) == 1 else None
         counts[current.name] = counts.get(current.name, -1) + 1
-        steps.append(_describe(dag, current, counts[current.name], after))
+        before = steps[-1] if steps else None
+        steps.append(_describe(dag, current, counts[current.name], after, drawn, before))
         if not nexts:
             return steps, "the sample's output"
         if after is None:
@@ -487,12 +538,8 @@ def _follow(
             return steps, f"{after.name} writes or draws random numbers"
         if not _followed(after.name):
             return steps, f"{after.name} is a method the cache's values do not record"
-        drawn = [r for r in randoms if node.id < r < after.id]
-        if drawn:  # the draw's value may reach ``after`` (the tracer does not follow numbers)
-            return (
-                steps,
-                f"{RANDOM_STOP} {after.name}: it follows a random draw ({dag.nodes[drawn[0]].name})",
-            )
+        draws = [r for r in randoms if node.id < r < after.id]
+        drawn = dag.nodes[draws[0]].name if draws else ""  # judged across samples (``common``)
         if producers(after) - chain_ids:
             return steps, f"{after.name} also takes a value computed in the sample"
         chain_ids.add(after.id)
