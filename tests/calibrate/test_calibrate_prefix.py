@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
 from codedag.calibrate.store_costs import StoreCosts, measure_store
 
 
@@ -30,3 +35,15 @@ def test_measure_store_times_each_distinct_positive_size_once() -> None:
     assert len(costs.read_ns) == len(costs.write_ns) == 2
     assert all(ns > 0 for ns in (*costs.read_ns, *costs.write_ns))
     assert costs.where
+
+
+def test_a_larger_value_never_costs_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    # medians measured on a busy machine: the second size read faster than the first
+    medians = iter([900, 300, 800, 100, 2000, 400])  # write, read per size
+
+    def timed(_function: Any, **_options: Any) -> SimpleNamespace:
+        return SimpleNamespace(median_ns=next(medians))
+
+    monkeypatch.setattr("codedag.calibrate.store_costs.time_one", timed)
+    costs = measure_store([1024, 2048, 4096])
+    assert costs.write_ns == [900, 900, 2000] and costs.read_ns == [300, 300, 400]
