@@ -1,7 +1,9 @@
-"""A cut never lies after a draw of Python's ``random``: imread, resize, then a warp whose
-matrix comes from ``random.uniform`` outside any traced call. The plan caches up to the resize,
-says why it stops there, and two epochs with it equal the plain loader bit for bit, the second
-read back; the YOLO example's plan stops before its random perspective warp."""
+"""A cut lies after a draw of Python's ``random`` only where every traced sample gives the calls
+after it the same arguments. imread, resize, then a warp whose matrix comes from
+``random.uniform`` outside any traced call: the plan caches up to the resize, says why it stops
+there, and two epochs with it equal the plain loader bit for bit, the second read back; the YOLO
+example's plan stops before its random perspective warp; transforms applied with ``p=1`` are
+cached, and a path the trace never saw misses without a different batch."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ import random
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
-from prefix_support import write_images
-from random_pipelines import WarpedImages
+from prefix_support import FileDataset, write_images
+from random_pipelines import SIZE, WarpedImages
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.migrate.api import PipelineMigrator
@@ -87,3 +90,46 @@ def test_the_yolo_examples_cut_stops_before_its_random_perspective(tmp_path: Pat
     (entry,) = section.chains
     assert entry.steps == ["cv2.imread", "cv2.resize", "cv2.copyMakeBorder"]
     assert entry.stop in entry.reason
+
+
+class AlwaysApplied(FileDataset):
+    """Transforms applied when ``random.random() < p``, as albumentations applies them, with
+    ``p=1`` for the resize and the padding (``p`` lowered after planning: the resize is then
+    skipped where the draw says so, a path the trace never saw), then a random warp."""
+
+    p = 1.0
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
+        if random.random() < self.p:
+            image = cv2.resize(image, (SIZE - 4, SIZE - 4), interpolation=cv2.INTER_AREA)
+        if random.random() < 1.0:
+            image = cv2.copyMakeBorder(image, 2, 2, 2, 2, cv2.BORDER_CONSTANT, value=0)
+        matrix = np.float32([[1, 0, random.uniform(-4, 4)], [0, 1, random.uniform(-4, 4)]])
+        image = cv2.warpAffine(image, matrix, (SIZE, SIZE))
+        return torch.from_numpy(image), index
+
+
+def test_calls_after_draws_that_give_them_the_same_arguments_are_cached(tmp_path: Path) -> None:
+    paths = write_images(tmp_path / "images", n=8)
+    plan = _plan(AlwaysApplied(paths))
+    (chain,) = plan["cache"]["chains"]
+    assert chain["steps"] == ["cv2.imread", "cv2.resize", "cv2.copyMakeBorder"]
+    assert chain["cached"] and chain["cut"]["step"] == "cv2.copyMakeBorder", chain["reason"]
+    assert "cv2.warpAffine: it follows a random draw" in chain["stop"]
+    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    cache = CacheSettings(store=settings, judge_after=0)
+    for p in (1.0, 0.5):  # then a path the trace never saw: those samples miss, none differs
+        AlwaysApplied.p = p
+        try:
+            plain = _epochs(AlwaysApplied(paths), 3)
+            with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
+                cached = _epochs(AlwaysApplied(paths), 3)
+                stats = migrator.get_stats()["cache"]
+        finally:
+            AlwaysApplied.p = 1.0
+        for epoch, (mine, theirs) in enumerate(zip(cached, plain, strict=True)):
+            for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+                assert torch.equal(a, b), f"p={p}: epoch {epoch + 1}, batch {batch} differs"
+        if p == 1.0:
+            assert stats["hits"] == 2 * len(paths), stats
