@@ -25,3 +25,20 @@ def test_nothing_left_says_nothing_of_it() -> None:
     stats = {"enabled": True, "hits": 4, "stored": 8, "not_stored_later": 0, "hit_rate": 0.5}
     assert "later" not in _cache_line(cache_figures(stats))
     assert _cache_line({"enabled": False}) == "prefix cache: not used"
+
+
+def test_epochs_compare_with_the_first_whole_one() -> None:
+    # a look at one batch before training (next(iter(loader))) is a partial first epoch
+    from codedag.integrations.run_results import EpochFigures
+
+    epochs = [
+        EpochFigures(epoch=1, batches=1, samples=16, epoch_s=2.0, complete=False),
+        EpochFigures(epoch=2, batches=6, samples=96, epoch_s=0.4, complete=True),
+        EpochFigures(epoch=3, batches=6, samples=96, epoch_s=0.1, complete=True),
+    ]
+    results = AcceleratedRun(loader_index=0, dataset="Photos", epochs=epochs)
+    lines = summary_lines(results)
+    (header,) = [x for x in lines if x.strip().startswith("epoch")]
+    assert "vs epoch 2" in header
+    rows = [x.split() for x in lines if x.strip()[:1].isdigit()]
+    assert [row[5] for row in rows] == ["0.03x", "1.00x", "4.00x"]

@@ -9,10 +9,16 @@ _MAX_ROWS = 8
 
 
 def _epoch_lines(results: AcceleratedRun) -> list[str]:
+    # against the first whole epoch: a script that looks at one batch before training
+    # (``next(iter(loader))``) makes a first "epoch" of one batch, tracing included
+    base = next((e for e in results.epochs if e.complete), None)
+    base = base or (results.epochs[0] if results.epochs else None)
+    against = f"vs epoch {base.epoch if base is not None else 1}"
     lines = [
-        "  epoch  batches  samples   time s  samples/s  vs epoch 1  data wait s  wait share  plan"
+        "  epoch  batches  samples   time s  samples/s  "
+        f"{against:>10}  data wait s  wait share  plan"
     ]
-    first = results.epochs[0].samples_per_s if results.epochs else 0.0
+    first = base.samples_per_s if base is not None else 0.0
     for e in results.epochs:
         ratio = f"{e.samples_per_s / first:.2f}x" if first > 0 else "-"
         share = f"{100 * e.data_wait_s / e.epoch_s:.0f} %" if e.epoch_s > 0 else "-"
