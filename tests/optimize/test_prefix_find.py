@@ -362,3 +362,44 @@ def test_a_value_several_operations_take_ends_the_chain_and_the_reason_names_the
     draft = "PIL.JpegImagePlugin.JpegImageFile.draft"  # the JPEG image's own method
     stop = f"its value goes to 2 operations ({draft}, PIL.Image.Image.convert)"
     assert chain.stop == stop and chain.reason.endswith(f"; {stop}")
+
+
+class DrawnReads(Dataset):
+    """A source call after a draw: with the same arguments in every sample (a random flip
+    decided first), or with a drawn one (a read mode that differs between samples, as a random
+    ``offset=`` of ``librosa.load`` does)."""
+
+    def __init__(self, paths: list[str], drawn_argument: bool) -> None:
+        self.paths, self.drawn_argument = paths, drawn_argument
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        flip = random.random() < 0.5
+        flags = cv2.IMREAD_COLOR
+        if self.drawn_argument:
+            flags = (cv2.IMREAD_COLOR, cv2.IMREAD_REDUCED_COLOR_2)[(int(flip) + index) % 2]
+        image = cv2.resize(cv2.imread(self.paths[index], flags), (16, 16))
+        return torch.from_numpy(np.ascontiguousarray(image[:, ::-1] if flip else image))
+
+
+@pytest.mark.parametrize("drawn_argument", [False, True])
+def test_a_source_call_whose_arguments_a_draw_reaches_starts_no_cached_chain(
+    tmp_path: Path, drawn_argument: bool
+) -> None:
+    from prefix_support import write_images
+
+    paths = write_images(tmp_path, n=4)
+    loader = DataLoader(DrawnReads(paths, drawn_argument), batch_size=4)
+    tracer, _ = trace_dataloader(loader, warmup=0)
+    section = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30)
+    (chain,) = section.chains
+    if drawn_argument:  # its key would differ in every epoch: storing it would be all cost
+        assert not chain.cached and chain.candidates == []
+        assert chain.reason == (
+            "no value to keep: its source call follows a random draw "
+            "(random.random; its arguments differ between samples)"
+        )
+    else:
+        assert chain.cached and chain.steps[:2] == ["cv2.imread", "cv2.resize"]

@@ -186,6 +186,8 @@ class PrefixChain:
                 # the draw's value may reach the call's arguments (the tracer does not follow
                 # numbers): only the same arguments in every sample say it did not
                 why = "its arguments differ between samples" if self.samples > 1 else "one sample"
+                if not position:  # its key would differ in every epoch: nothing to read back
+                    return out, f"its source call follows a random draw ({drawn}; {why})"
                 return out, f"{RANDOM_STOP} {item[0]}: it follows a random draw ({drawn}; {why})"
             out.append(item)
         return out, ""
@@ -345,6 +347,7 @@ def _describe(
     consumer: Any | None,
     drawn: str = "",
     before: Step | None = None,
+    source_slot: str = "",
 ) -> Step:
     value = _value(dag, node.id)
     shape = tuple(value.shape or ()) if value is not None else ()
@@ -372,22 +375,24 @@ def _describe(
         node.context_key,
         image_mode,
         drawn,
-        _arguments(node, before) if drawn and before is not None else "",
+        _arguments(node, before, "" if before is not None else source_slot) if drawn else "",
     )
 
 
-def _arguments(node: Any, chain_value: Step) -> str:
+def _arguments(node: Any, chain_value: Step | None, source_slot: str = "") -> str:
     """A call's recorded arguments as text (``"?"``: none recorded). The chain's own value (an
-    argument of its shape and dtype) and arrays too big for the trace to keep their bytes count by
-    kind only: the latter are fixed ones the run-time key holds (an array computed in the sample
-    ends the chain before)."""
+    argument of its shape and dtype; a source call's ``source_slot``) and arrays too big for the
+    trace to keep their bytes count by kind only: the latter are fixed ones the run-time key
+    holds (an array computed in the sample ends the chain before)."""
     if node.args is None:
         return "?"
-    own = [*chain_value.shape], chain_value.dtype
+    own = ([*chain_value.shape], chain_value.dtype) if chain_value is not None else None
     entries = []
     for entry in node.args:
         kind = entry.get("kind")
-        if kind == "image" or (
+        if source_slot and str(entry.get("name", "")) == source_slot:
+            entry = {"name": source_slot, "kind": "source"}
+        elif kind == "image" or (
             kind == "array"
             and ("data" not in entry or (entry.get("shape"), entry.get("dtype")) == own)
         ):
@@ -489,7 +494,7 @@ def _sample_chains(
             continue
         if slot[1] == "array" and any(r < node.id for r in randoms):
             continue  # an array that may come from a random draw the trace did not follow
-        steps, stop = _follow(dag, node, randoms, producers, consumers)
+        steps, stop = _follow(dag, node, slot[0], randoms, producers, consumers)
         caller = caller_of(node)
         line = _site_line(node.call_site) if caller else 0
         chains.append(TracedChain(sample, caller, slot[0], slot[1], steps, stop, line))
@@ -513,6 +518,7 @@ def _followed(name: str) -> bool:
 def _follow(
     dag: ExecutionDAG,
     node: Any,
+    slot: str,
     randoms: list[int],
     producers: Callable[[Any], set[int]],
     consumers: Callable[[Any], list[Any]],
@@ -522,13 +528,15 @@ def _follow(
     counts: dict[str, int] = {}
     current = node
     chain_ids = {node.id}
-    drawn = ""
+    # a draw before the source call may reach its other arguments (``librosa.load(path,
+    # offset=random.uniform(...))``): then no key of it comes back in a later epoch
+    drawn = next((dag.nodes[r].name for r in randoms if r < node.id), "")
     while True:
         nexts = consumers(current)
         after = nexts[0] if len(nexts) == 1 else None
         counts[current.name] = counts.get(current.name, -1) + 1
         before = steps[-1] if steps else None
-        steps.append(_describe(dag, current, counts[current.name], after, drawn, before))
+        steps.append(_describe(dag, current, counts[current.name], after, drawn, before, slot))
         if not nexts:
             return steps, "the sample's output"
         if after is None:
@@ -707,7 +715,9 @@ def decide(
         entry = _chain_entry(chain, found.calls)
         distinct = found.dataset_len or len(chain.traced)
         best, unpaid = _weigh_cuts(chain, entry, costs, distinct, left)
-        if mode == "off" or costs is None or best is None:
+        if mode != "off" and not chain.common:  # not even its source call's value
+            entry.reason = f"no value to keep: {entry.stop}"
+        elif mode == "off" or costs is None or best is None:
             entry.reason = _uncached_reason(mode, costs is not None, unpaid, bool(entry.candidates))
             if mode != "off" and costs is not None and not entry.candidates:
                 entry.reason = _unstorable_reason(chain) or entry.reason
