@@ -177,24 +177,39 @@ def test_a_stored_plan_applies_from_the_first_batch(
     assert losses[0:2] == losses[2:4] == losses[4:6]  # a stored plan changes no batch
 
 
+def _edited_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *edits: tuple[str, str]
+) -> Path:
+    """The training script with each ``(old, new)`` of ``edits`` made, run with a plan store and
+    a prefix cache of the test's own."""
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "prefix-cache"))
+    script = write_train_script(tmp_path)
+    text = script.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    script.write_text(text)
+    return script
+
+
 def test_a_stored_plan_for_another_path_through_the_code_is_made_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the script reads its images through a helper or not, by an environment variable: the same
     # code, the same key, but the plan stored by one way caches nothing the other way
-    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "prefix-cache"))
     monkeypatch.setenv("EPOCHS", "3")
-    script = write_train_script(tmp_path)
-    text = script.read_text().replace(
-        "        img = cv2.imread(self.files[i])\n",
-        '        img = read(self.files[i]) if os.environ.get("VIA_HELPER") else cv2.imread(self.files[i])\n',
-    )
-    script.write_text(
-        text.replace(
+    script = _edited_script(
+        tmp_path,
+        monkeypatch,
+        (
+            "        img = cv2.imread(self.files[i])\n",
+            '        img = read(self.files[i]) if os.environ.get("VIA_HELPER") else cv2.imread(self.files[i])\n',
+        ),
+        (
             "class ImageFiles(",
             "def read(path):\n    return cv2.imread(path)\n\n\nclass ImageFiles(",
-        )
+        ),
     )
     runs = []
     for name, helper in (("helper", "1"), ("direct", ""), ("again", "")):
@@ -218,20 +233,20 @@ def test_transforms_bound_by_functools_partial_are_cached_with_the_same_losses(
 ) -> None:
     # a transform list of partials, as Compose-style code builds it: the calls in them are
     # traced with their arguments and reach the cache's replacements at run time
-    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "prefix-cache"))
-    script = write_train_script(tmp_path)
-    text = script.read_text().replace(
-        "        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)\n        img = cv2.resize(img, (16, 16))\n",
-        "        for step in self.steps:\n            img = step(img)\n",
-    )
-    script.write_text(
-        text.replace(
+    script = _edited_script(
+        tmp_path,
+        monkeypatch,
+        (
+            "        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)\n        img = cv2.resize(img, (16, 16))\n",
+            "        for step in self.steps:\n            img = step(img)\n",
+        ),
+        (
             "        self.files = files\n",
             "        self.files = files\n        self.steps = [\n"
             "            functools.partial(cv2.cvtColor, code=cv2.COLOR_BGR2RGB),\n"
             "            functools.partial(cv2.resize, dsize=(16, 16)),\n        ]\n",
-        ).replace("import glob, os, sys", "import functools, glob, os, sys")
+        ),
+        ("import glob, os, sys", "import functools, glob, os, sys"),
     )
     plain = run_python([str(script)], tmp_path)
     assert plain.returncode == 0, plain.stderr

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import functools
+import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import cv2
+import numpy as np
 import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
 from torch.utils.data._utils.fetch import _MapDatasetFetcher
 
 from codedag.errors import MigrationError
-from codedag.migrate.dispatch import FETCH, ITERABLE_FETCH, ORDER, Dispatch
+from codedag.migrate.dispatch import FETCH, ITERABLE_FETCH, ITERATOR, ORDER, Dispatch
 from codedag.migrate.patched_runtime import PatchedRuntime
-from codedag.patching import Patcher, active_patches
+from codedag.patching import Patcher, active_patches, like_original
 
 ORIGINAL_FETCH = _MapDatasetFetcher.fetch
 
@@ -41,7 +47,7 @@ class Part(PatchedRuntime):
             self.log.append(f"{self.section}:{name.rsplit('.', 1)[-1]}")
             return original(*args, **kwargs)
 
-        return replacement
+        return like_original(replacement, original)  # pickled by name, as the parts' are
 
     def before_patching(self) -> None:
         self.events.append("before")
@@ -66,10 +72,11 @@ def test_layers_of_every_part_nest_in_the_declared_order_on_one_patch() -> None:
         assert json.dumps([1]) == "[1]"
         assert log == [f"{section}:dumps" for section in ORDER]  # outermost first
         assert "plan:json.dumps" in active_patches()
-        # dumps, the fetch, and the iterable data sets' fetch (a data set's references)
-        assert sum(name.startswith("plan:") for name in active_patches()) == 3
+        # dumps, the fetch, and where a data set's references are rebound: the iterable data
+        # sets' fetch and where a loader makes its iterator
+        assert sum(name.startswith("plan:") for name in active_patches()) == 4
     finally:
-        assert dispatch.restore() == 3
+        assert dispatch.restore() == 4
     assert json.dumps([1]) == "[1]" and len(log) == len(ORDER)
     assert _MapDatasetFetcher.fetch is ORIGINAL_FETCH
     assert all(p.events == ["before", "after []", "restored"] for p in parts)
@@ -114,8 +121,47 @@ def test_a_part_applied_alone_restores_alone() -> None:
     assert part.apply() == {"patched": 2, "failed": 0}  # dumps and its fetch (names it asked)
     assert part.apply() == {"patched": 0, "failed": 0}  # a second call does nothing
     try:
-        assert part.patched_names() == sorted([FETCH, ITERABLE_FETCH, "json.dumps"])
+        assert part.patched_names() == sorted([FETCH, ITERABLE_FETCH, ITERATOR, "json.dumps"])
     finally:
-        assert part.restore() == 3
+        assert part.restore() == 4
     assert part.patched_names() == []
     assert json.dumps([]) == "[]" and _MapDatasetFetcher.fetch is ORIGINAL_FETCH
+
+
+class Converting(Dataset):  # type: ignore[type-arg]
+    """Its transform a ``functools.partial`` of a cv2 function (cv2 gives it no module)."""
+
+    def __init__(self) -> None:
+        self.steps = [functools.partial(cv2.cvtColor, code=cv2.COLOR_BGR2RGB)]
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = np.full((4, 4, 3), (index, 2, 3), np.uint8)
+        for step in self.steps:
+            image = step(image)
+        return torch.from_numpy(image)
+
+
+def test_a_data_sets_partial_reaches_the_replacement_and_pickles_while_applied() -> None:
+    log: list[str] = []
+    original = cv2.cvtColor
+    dataset = Converting()
+    dispatch = Dispatch([Part("calls", ["cv2.cvtColor"], log)])
+    dispatch.apply()
+    try:
+        # held where no module scan reaches, the original could not be pickled now: pickle
+        # finds a function without a module by looking for it in every module
+        with pytest.raises(pickle.PicklingError):
+            pickle.dumps(functools.partial(original))
+        loader = DataLoader(dataset, batch_size=2)
+        iterator = iter(loader)  # where spawned workers would pickle the data set
+        assert pickle.loads(pickle.dumps(dataset)).steps[0].keywords == {"code": cv2.COLOR_BGR2RGB}
+        batch = next(iterator)
+        assert log == ["calls:fetch", "calls:cvtColor", "calls:cvtColor"]
+        assert batch[1, 0, 0].tolist() == [3, 2, 1]
+    finally:
+        dispatch.restore()
+    assert dataset.steps[0].func is original is cv2.cvtColor
+    pickle.dumps(dataset)

@@ -34,6 +34,12 @@ ITERABLE_FETCH = "torch.utils.data._utils.fetch._IterableDatasetFetcher.fetch"
 """Where a DataLoader (or one of its workers) makes a batch of an iterable data set."""
 NEXT = "torch.utils.data.dataloader._BaseDataLoaderIter.__next__"
 """Where the process that iterates a DataLoader receives a batch."""
+ITERATOR = "torch.utils.data.dataloader.DataLoader._get_iterator"
+"""Where a DataLoader makes an epoch's iterator (and starts its workers, pickling its data set for
+workers that inherit nothing)."""
+REACHED_FROM = (ITERATOR, FETCH, ITERABLE_FETCH)
+"""The hooks whose first argument's ``dataset`` has its references to the patched functions
+rebound at its first call (:meth:`Dispatch._hook_factory`)."""
 
 ORDER = ("workers", "cache", "tables", "batched", "calls")
 """The parts' sections, outermost layer first.
@@ -157,7 +163,7 @@ class Dispatch:
                     failed[part.section][name] = str(errors[name])
             try:
                 self.patcher.patch_many(hooks, self._hook_factory, rebind_references=False)
-                self._reach_from_fetch(functions, hooks)
+                self._reach_from_hooks(functions, hooks)
             except MigrationError as error:
                 sections = [p.section for p in self.parts if p.section != "workers"]
                 raise MigrationError(
@@ -176,10 +182,11 @@ class Dispatch:
         self._applied = True
         return self.failed
 
-    def _reach_from_fetch(self, functions: list[str], hooks: list[str]) -> None:
-        """Hook the fetch for the references a data set holds when no part does (placed calls
-        alone); where something else replaced it, those references stay unpatched."""
-        own = [h for h in (FETCH, ITERABLE_FETCH) if functions and h not in hooks]
+    def _reach_from_hooks(self, functions: list[str], hooks: list[str]) -> None:
+        """Hook where a loader starts an epoch and fetches, for the references a data set
+        holds, where no part does (placed calls alone); where something else replaced them,
+        those references stay unpatched."""
+        own = [h for h in REACHED_FROM if functions and h not in hooks]
         try:
             self.patcher.patch_many(own, self._hook_factory, rebind_references=False)
         except MigrationError as error:
@@ -208,26 +215,29 @@ class Dispatch:
         return factory
 
     def _hook_factory(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        """The parts' layers of a hook; around a fetch, at a data set's first batch, the
-        references to patched functions the data set and the pipeline's modules hold
-        (``functools.partial(cv2.resize, ...)`` in its transforms) pointed at the replacements:
-        a module scan at patch time does not reach inside objects."""
+        """The parts' layers of a hook; around those of :data:`REACHED_FROM`, at a data set's
+        first call, the references to patched functions the data set and the pipeline's
+        modules hold (``functools.partial(cv2.resize, ...)`` in its transforms) pointed at the
+        replacements: a module scan at patch time does not reach inside objects, and a
+        data set holding an original could not be pickled for spawned workers (a function
+        NumPy or cv2 gives no module is pickled by finding it in one, and the patch replaced it
+        there)."""
         from codedag.backends.libraries import pipeline_modules
 
-        fetch = compose(self.owners(name), name, original)
-        if name not in (FETCH, ITERABLE_FETCH):
-            return fetch
+        layered = compose(self.owners(name), name, original)
+        if name not in REACHED_FROM:
+            return layered
         reached: dict[int, object] = {}  # id -> the data set (kept: its id stays its own)
         patcher = self.patcher
 
-        def reaching_fetch(fetcher: Any, *args: Any, **kwargs: Any) -> Any:
-            dataset = fetcher.dataset
-            if id(dataset) not in reached:
+        def reaching(owner: Any, *args: Any, **kwargs: Any) -> Any:
+            dataset = getattr(owner, "dataset", None)
+            if dataset is not None and id(dataset) not in reached:
                 reached[id(dataset)] = dataset
                 patcher.rebind_within((dataset, *pipeline_modules()))
-            return fetch(fetcher, *args, **kwargs)
+            return layered(owner, *args, **kwargs)
 
-        return reaching_fetch
+        return reaching
 
 
 def compose(

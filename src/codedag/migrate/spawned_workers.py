@@ -50,13 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from codedag.errors import ConfigError
+from codedag.migrate.dispatch import ITERATOR
 from codedag.migrate.patched_runtime import PatchedRuntime
 from codedag.migrate.workerstats import COUNT_FIELDS
 from codedag.util.io import read_json
 
 log = logging.getLogger(__name__)
 
-HOOK = "torch.utils.data.dataloader.DataLoader._get_iterator"
+HOOK = ITERATOR
 """Where a DataLoader starts its workers."""
 
 
