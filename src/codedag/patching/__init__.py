@@ -21,8 +21,9 @@ through a :class:`Patcher`. It
 * is thread-safe and exception-safe: a failure half-way rolls back what was already applied.
 
 What the sweep cannot reach (a closure, a ``functools.partial`` made while patched, a local
-variable) still holds the replacement after restore; the migrator's replacements then forward to the original
-without doing or counting anything (see :meth:`codedag.migrate.wrapper.UniversalWrapper.deactivate`).
+variable) still holds the replacement after restore; the migrator's replacements then forward to
+the original without doing or counting anything (see
+:meth:`codedag.migrate.wrapper.UniversalWrapper.deactivate`).
 
 :func:`active_patches` lists what any live patcher has applied; the test suite uses it to fail a
 test that leaves something patched. This package imports nothing of codedag but ``errors``.

@@ -274,10 +274,11 @@ def reachable_sites(roots: Iterable[object], targets: dict[int, Any]) -> Iterato
     """``(value, site)`` for every place reachable from ``roots`` that holds a target.
 
     A root module contributes its attributes and its own classes' attributes; from there (and
-    from any other root) the walk goes through the items of lists and dicts and the attributes
-    of plain objects, ``_REACH_DEPTH`` levels down, and finds ``functools.partial`` objects whose
-    function is a target. Containers of more than ``_MAX_NESTED_ITEMS`` items are data: skipped
-    (a root module's namespace excepted).
+    from any other root) the walk goes through the items of lists, tuples and dicts and the
+    attributes of plain objects, ``_REACH_DEPTH`` levels down, at most ``_REACH_OBJECTS``
+    objects, and finds ``functools.partial`` objects whose function is a target (a tuple's own
+    items cannot be set: only what they hold is). Containers of more than
+    ``_MAX_NESTED_ITEMS`` items are data: skipped (a root module's namespace excepted).
 
     Args:
         roots: modules and objects to start from.
