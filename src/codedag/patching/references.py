@@ -292,7 +292,8 @@ def reachable_sites(roots: Iterable[object], targets: dict[int, Any]) -> Iterato
                 continue
             seen.add(id(root))
             yield from _module_hits(root, targets)
-            frontier += [(v, 1) for v in list(vars(root).values()) if _walked(v)]
+            namespace = list(vars(root).items())
+            frontier += [(v, 1) for k, v in namespace if not k.startswith("__") and _walked(v)]
         else:
             frontier.append((root, 0))
     while frontier and len(seen) < _REACH_OBJECTS:
@@ -324,14 +325,34 @@ def _module_hits(module: ModuleType, targets: dict[int, Any]) -> Iterator[tuple[
     yield from _hits(namespace, targets)
     for value in list(namespace.values()):
         if isinstance(value, type) and value.__module__ == module.__name__:
-            for attr, raw in list(vars(value).items()):
+            attributes = vars(value)
+            if targets.keys().isdisjoint(map(id, attributes.values())):
+                continue  # most classes hold none (tested in C)
+            for attr, raw in list(attributes.items()):
                 target = targets.get(id(raw))
                 if target is not None and target is raw:
                     yield raw, Site(value, attr, item=False)
 
 
 def _walked(value: object) -> bool:
-    return not isinstance(value, _NOT_WALKED) and type(value) not in _ATOMS
+    kind = type(value)
+    if kind in _ATOMS or isinstance(value, _NOT_WALKED):
+        return False
+    walked = _WALKED_TYPES.get(kind)
+    if walked is None:  # the standard library's objects hold no transforms: a logger, a path
+        top = (getattr(kind, "__module__", None) or "").partition(".")[0]
+        walked = _WALKED_TYPES[kind] = top in _STDLIB_WALKED or top not in _STDLIB_ALL
+    return walked
+
+
+_WALKED_TYPES: dict[type, bool] = {}
+_STDLIB_ALL = frozenset(sys.stdlib_module_names) | {
+    "_frozen_importlib",
+    "_frozen_importlib_external",
+}
+_STDLIB_WALKED = frozenset({"builtins", "functools", "types", "collections"})
+"""Standard modules whose objects are walked: containers, ``functools.partial``,
+``types.SimpleNamespace``, ``collections``' containers."""
 
 
 def _walked_container(obj: object) -> Any:
