@@ -119,3 +119,25 @@ def test_the_walk_stops_at_its_depth_and_at_big_containers(library: types.Module
         assert patcher.rebind_within([deep[0][0][0]]) == 1  # four levels down from here
     finally:
         patcher.restore()
+
+
+def test_the_standard_librarys_objects_are_not_walked_but_its_containers_are(
+    library: types.ModuleType,
+) -> None:
+    import logging
+    import types as builtin_types
+
+    logger = logging.getLogger("reach-test")
+    logger.odd = functools.partial(library.scale)  # type: ignore[attr-defined]
+    config = builtin_types.SimpleNamespace(
+        resize=functools.partial(library.scale, factor=2.0), log=logger
+    )
+    patcher = Patcher("test")
+    patcher.patch("reach_fake_library.scale", _counting([]), rebind_references=False)
+    try:
+        assert patcher.rebind_within([config]) == 1  # a logger holds no transform
+        assert config.resize.func is not _scale
+        assert logger.odd.func is _scale  # type: ignore[attr-defined]
+    finally:
+        patcher.restore()
+        del logger.odd  # type: ignore[attr-defined]
