@@ -147,6 +147,23 @@ def test_mel_pipeline_through_slicing_and_min_max_arithmetic() -> None:
     assert dag.nodes[half].shape == [8000]
 
 
+def _window_level(img: np.ndarray, lo: float = 10.0, hi: float = 200.0) -> np.ndarray:
+    # operators in the arguments of recorded calls, the statements binding only their results
+    scan = np.clip((img.astype(np.float32) - lo) / (hi - lo), 0.0, 1.0)
+    small = cv2.resize(scan * 2.0, (20, 15))
+    return np.pad(small[::2] - 1.0, 1)
+
+
+def test_operations_in_a_recorded_calls_arguments_produce_the_value_it_received() -> None:
+    dag, out = trace(_window_level, IMG)
+    assert out.shape == (10, 22, 5)
+    chain(dag, "numpy.ndarray.astype", "operator.truediv", "numpy.clip")
+    chain(dag, "numpy.clip", "operator.mul", "cv2.resize", "operator.sub", "numpy.pad")
+    (resize,) = named(dag, "cv2.resize")
+    (received,) = [v for v in dag.predecessors(resize.id, "uses")]
+    assert [dag.nodes[c].name for c in dag.predecessors(received, "produces")] == ["operator.mul"]
+
+
 def test_np_concatenate_is_named_and_linked_to_the_operator_after_it() -> None:
     dag, out = trace(rp.two_channels, np.ones(3), np.zeros(4))
     assert out.shape == (7,)

@@ -159,7 +159,16 @@ class StepMaker:
         children = self._children(rec, state)
         has_c = any(r[KIND] == KIND_C for r in children)
         early: Early | None = state[ST_EARLY]
-        if early is None and not has_c and self._nothing_new(stmt, frame, local, returned):
+        # a recorded call that received what the statement computed in its arguments
+        # (``cv2.resize(img * 2, size)``): that value is made by a step even where the call's
+        # own result is all the statement binds
+        computed_arguments = bool(stmt.calls) and bool(children)
+        if (
+            early is None
+            and not has_c
+            and not computed_arguments
+            and self._nothing_new(stmt, frame, local, returned)
+        ):
             return False  # C calls recorded without their values are linked below
         snap = state[ST_SNAP] or {}
         run = (
@@ -186,8 +195,10 @@ class StepMaker:
             )
         elif stmt.kind == "expr" and stmt.value is not None:
             run.value(stmt.value)  # links recorded calls' arguments computed in the statement
-        if has_c and not any(run.matched) and stmt.value is not None:
-            run.value(stmt.value)  # link C calls made by a statement that produced nothing new
+        if (has_c or computed_arguments) and not any(run.matched) and stmt.value is not None:
+            # link C calls made by a statement that produced nothing new, and the arguments a
+            # recorded call received from operations of the statement
+            run.value(stmt.value)
         self._pending(run, make_step)
         if len(self.calls) > made or made_early:
             rec[DATA] = True
