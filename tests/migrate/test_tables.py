@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -416,3 +418,20 @@ def test_each_plan_applied_counts_only_its_own_runs() -> None:
         with PipelineMigrator(NORMALIZED) as migrator:
             _epoch(dataset)
         assert migrator.get_stats()["tables"]["runs"] == len(dataset)
+
+
+def test_applying_tables_imports_their_gatherer_before_workers_fork() -> None:
+    # a NumPy pipeline never imports cv2: each worker started afresh would, at its first table
+    code = (
+        "import sys\n"
+        "from codedag.migrate.tables.runtime import RunSpec, TablesRuntime\n"
+        "tables = TablesRuntime([RunSpec('numpy.asarray', ())])\n"
+        "assert 'cv2' not in sys.modules\n"
+        "tables.apply()\n"
+        "try:\n"
+        "    assert 'cv2' in sys.modules\n"
+        "finally:\n"
+        "    tables.restore()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -42,6 +42,7 @@ from codedag.trace.records import (
     KIND,
     KIND_C,
     KIND_STEP,
+    LIB,
     MEM,
     N0,
     N1,
@@ -159,10 +160,10 @@ class StepMaker:
         children = self._children(rec, state)
         has_c = any(r[KIND] == KIND_C for r in children)
         early: Early | None = state[ST_EARLY]
-        # a recorded call that received what the statement computed in its arguments
+        # a recorded library call that received what the statement computed in its arguments
         # (``cv2.resize(img * 2, size)``): that value is made by a step even where the call's
-        # own result is all the statement binds
-        computed_arguments = bool(stmt.calls) and bool(children)
+        # own result is all the statement binds (a user function's are made as it starts)
+        computed_arguments = bool(stmt.calls) and any(r[LIB] is not None for r in children)
         if (
             early is None
             and not has_c

@@ -260,6 +260,13 @@ def gather(table: Table, root: np.ndarray) -> np.ndarray:
 _OPENCV: list[Any] = []
 
 
+def prepare() -> None:
+    """Import OpenCV, which gathers the tables, in the process applying a plan: workers it forks
+    then inherit it, where each would import it at its first table (about 60 ms, every epoch a
+    loader starts its workers afresh, in a pipeline that never imports cv2 itself)."""
+    _cv2()
+
+
 def _cv2() -> Any:
     """OpenCV, or None where it cannot be imported (the calls then run as written)."""
     if not _OPENCV:

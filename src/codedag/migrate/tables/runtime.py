@@ -106,8 +106,10 @@ class TablesRuntime(PatchedRuntime):
         return [FETCH] if self.active else []
 
     def before_patching(self) -> None:
-        """Count from here: what earlier plans in this process counted is not this one's."""
+        """Count from here: what earlier plans in this process counted is not this one's; the
+        tables' gatherer imported here, before workers fork (:func:`.lookup.prepare`)."""
         self._baseline = counts()
+        lookup.prepare()
 
     def values(self) -> dict[str, int]:
         """This process's counters since the plan was applied (a forked worker inherits the
