@@ -88,7 +88,7 @@ def test_the_yolo_examples_cut_stops_before_its_random_perspective(tmp_path: Pat
     section = decide(found, lambda nbytes: (nbytes, nbytes), 1 << 30)
     (entry,) = section.chains
     assert entry.steps == ["cv2.imread", "cv2.resize", "cv2.copyMakeBorder"]
-    assert entry.stop == chain.stop
+    assert entry.stop == chain.stop and entry.reason.endswith(f"; {chain.stop}")
 
 
 class AlwaysApplied(FileDataset):

@@ -93,6 +93,8 @@ NO_DISPATCH = frozenset(
 SHARED_STOP = "its value goes to"
 """How the reason a chain stops at a value several operations take begins (an in-place method,
 PIL's ``draft``, among them)."""
+OUTPUT = "the sample's output"
+"""A chain's stop where its value is what the sample returns."""
 RANDOM_STOP = "cut ends before"
 """How a chain's stop begins when a random draw ends it (the plan's reason repeats it)."""
 _METHOD_OWNERS = ("numpy.ndarray.", "PIL.Image.Image.", "torch.Tensor.", "torch._C.TensorBase.")
@@ -538,7 +540,7 @@ def _follow(
         before = steps[-1] if steps else None
         steps.append(_describe(dag, current, counts[current.name], after, drawn, before, slot))
         if not nexts:
-            return steps, "the sample's output"
+            return steps, OUTPUT
         if after is None:
             names = ", ".join(dict.fromkeys(n.name for n in nexts))
             return steps, f"{SHARED_STOP} {len(nexts)} operations ({names})"
@@ -741,7 +743,10 @@ def decide(
             )
             clause = bytes_clause(entry.candidates, cut, EPOCHS, MIN_SAVING)
             entry.reason += f"; {clause}" if clause else ""
-        if entry.stop.startswith((RANDOM_STOP, SHARED_STOP)):  # why no later cut: one clause
+        # why no later cut, in one clause: a draw or a shared value, or whatever ends the chain
+        # where the cut is its last call
+        at_end = entry.cut is not None and entry.cut.position + 1 == len(entry.steps)
+        if entry.stop.startswith((RANDOM_STOP, SHARED_STOP)) or (at_end and entry.stop != OUTPUT):
             entry.reason += f"; {entry.stop}"
         section.chains.append(entry)
     section.skipped = [
