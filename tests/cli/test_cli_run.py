@@ -74,6 +74,22 @@ def test_spawned_workers_of_a_script_cache_its_own_data_set_with_the_same_losses
 
 
 @pytest.mark.slow
+def test_a_stored_plan_spawned_workers_do_not_receive_is_kept_for_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 16 small images: the plan saves a spawned worker less than applying it costs, so only
+    # the script's process applies it, and fetches nothing; the plan is not "for another path"
+    monkeypatch.setenv("EPOCHS", "2")
+    options = 'num_workers=2, multiprocessing_context="spawn"'
+    script = _edited_script(tmp_path, monkeypatch, ("shuffle=True", f"shuffle=True, {options}"))
+    for name in ("first", "second"):
+        assert main(["run", "--out", str(tmp_path / name), "--", "python", str(script)]) == 0
+    first, second = (load_run_results(tmp_path / name) for name in ("first", "second"))
+    assert first.plan_status.startswith("applied in this process only (spawn workers:")
+    assert second.plan_status.endswith("(stored plan)") and second.plan_reason == ""
+
+
+@pytest.mark.slow
 def test_a_script_that_raises_keeps_its_traceback_and_exit_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

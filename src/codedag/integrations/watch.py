@@ -242,6 +242,8 @@ class LoaderWatch:
         other arguments, another script over the same data set), which gains nothing here."""
         if self.migrator is None:
             return False
+        if self._in_this_process_only and not self._fetches_here():
+            return False  # its workers, started afresh, fetch without it: it met nothing there
         cache = self.migrator.cache
         if not cache.active or not self.results.epochs[0].samples:
             return False
