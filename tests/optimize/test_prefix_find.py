@@ -403,3 +403,30 @@ def test_a_source_call_whose_arguments_a_draw_reaches_starts_no_cached_chain(
         )
     else:
         assert chain.cached and chain.steps[:2] == ["cv2.imread", "cv2.resize"]
+
+
+def test_a_call_drawn_after_in_some_samples_only_is_judged_by_every_samples_arguments() -> None:
+    from codedag.optimize.cache import PrefixChain, Step, TracedChain
+
+    def chain(sample: int, drawn: str, size: str) -> TracedChain:
+        steps = [
+            Step(0, "cv2.imread", 0, 1000, 100, (4, 4, 3), "uint8", "k", "", "", "[]"),
+            Step(1, "cv2.resize", 0, 1000, 48, (4, 4, 3), "uint8", "k", "", drawn, size),
+        ]
+        return TracedChain(sample, "Data.__getitem__", "0", "file", steps, "the sample's output")
+
+    # a draw before the resize in two samples of three (a p=0.5 flip decided first)
+    same = PrefixChain("prefix0", "cv2.imread", "Data.__getitem__")
+    same.traced = [
+        chain(0, "", "[4]"),
+        chain(1, "random.random", "[4]"),
+        chain(2, "random.random", "[4]"),
+    ]
+    assert [name for name, _ in same.common] == ["cv2.imread", "cv2.resize"]
+    differ = PrefixChain("prefix0", "cv2.imread", "Data.__getitem__")
+    differ.traced = [chain(0, "", "[4]"), chain(1, "random.random", "[5]"), chain(2, "", "[4]")]
+    assert [name for name, _ in differ.common] == ["cv2.imread"]
+    assert differ.stop == (
+        "cut ends before cv2.resize: it follows a random draw "
+        "(random.random; its arguments differ between samples)"
+    )

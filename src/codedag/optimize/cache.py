@@ -120,7 +120,7 @@ class Step:
         drawn: the first random draw the sample made between the source call and this call
             (``""``: none).
         arguments: its arguments other than arrays and images, as text (what must be the same
-            in every sample for a call after a draw to be cached).
+            in every sample for a call after a draw to be cached, drawn in some samples or all).
     """
 
     call_id: int
@@ -377,7 +377,7 @@ def _describe(
         node.context_key,
         image_mode,
         drawn,
-        _arguments(node, before, "" if before is not None else source_slot) if drawn else "",
+        _arguments(node, before, "" if before is not None else source_slot),
     )
 
 
