@@ -165,3 +165,20 @@ def test_a_data_sets_partial_reaches_the_replacement_and_pickles_while_applied()
         dispatch.restore()
     assert dataset.steps[0].func is original is cv2.cvtColor
     pickle.dumps(dataset)
+
+
+def test_the_data_sets_reached_are_not_kept_alive_by_the_plan() -> None:
+    import gc
+    import weakref
+
+    dispatch = Dispatch([Part("calls", ["cv2.cvtColor"], [])])
+    dispatch.apply()
+    try:
+        dataset = Converting()  # a script may build a new data set every epoch
+        next(iter(DataLoader(dataset, batch_size=2)))
+        gone = weakref.ref(dataset)
+        del dataset
+        gc.collect()
+        assert gone() is None
+    finally:
+        dispatch.restore()

@@ -19,6 +19,7 @@ sections that wanted it (the others are still applied, as before).
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -227,17 +228,28 @@ class Dispatch:
         layered = compose(self.owners(name), name, original)
         if name not in REACHED_FROM:
             return layered
-        reached: dict[int, object] = {}  # id -> the data set (kept: its id stays its own)
+        # id -> a weak reference to the data set (a script may build one every epoch: none is
+        # kept alive here), or the data set itself where it takes none
+        reached: dict[int, Callable[[], object]] = {}
         patcher = self.patcher
 
         def reaching(owner: Any, *args: Any, **kwargs: Any) -> Any:
             dataset = getattr(owner, "dataset", None)
-            if dataset is not None and id(dataset) not in reached:
-                reached[id(dataset)] = dataset
+            known = reached.get(id(dataset)) if dataset is not None else None
+            if dataset is not None and (known is None or known() is not dataset):
+                reached[id(dataset)] = _reference(dataset)
                 patcher.rebind_within((dataset, *pipeline_modules()))
             return layered(owner, *args, **kwargs)
 
         return reaching
+
+
+def _reference(obj: object) -> Callable[[], object]:
+    """A weak reference to ``obj``, or a function returning it where it takes none."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
 
 
 def compose(
