@@ -79,11 +79,13 @@ def test_a_stored_plan_spawned_workers_do_not_receive_is_kept_for_the_next_run(
 ) -> None:
     # 16 small images: the plan saves a spawned worker less than applying it costs, so only
     # the script's process applies it, and fetches nothing; the plan is not "for another path"
+    # (in subprocesses: spawn leaves a resource tracker running beside the process that used it)
     monkeypatch.setenv("EPOCHS", "2")
     options = 'num_workers=2, multiprocessing_context="spawn"'
     script = _edited_script(tmp_path, monkeypatch, ("shuffle=True", f"shuffle=True, {options}"))
     for name in ("first", "second"):
-        assert main(["run", "--out", str(tmp_path / name), "--", "python", str(script)]) == 0
+        ran = codedag_run(["--out", str(tmp_path / name)], [script.name], tmp_path)
+        assert ran.returncode == 0, ran.stderr
     first, second = (load_run_results(tmp_path / name) for name in ("first", "second"))
     assert first.plan_status.startswith("applied in this process only (spawn workers:")
     assert second.plan_status.endswith("(stored plan)") and second.plan_reason == ""

@@ -112,8 +112,10 @@ def test_new_session_without_our_environment_is_found_by_the_snapshots(escaper: 
 
 
 def test_tree_never_includes_the_caller_or_its_ancestors() -> None:
+    # its children may be members (a multiprocessing resource tracker an earlier test started)
     tree = ProcessTree(os.getpid(), token=None)
-    assert tree.members() == []
+    protected = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    assert not protected & {p.pid for p in tree.members()}
 
 
 def mutate(tmp_path: Path, repo: Path, model: str, *extra: str) -> subprocess.Popen[str]:
