@@ -42,3 +42,10 @@ def test_epochs_compare_with_the_first_whole_one() -> None:
     assert "vs epoch 2" in header
     rows = [x.split() for x in lines if x.strip()[:1].isdigit()]
     assert [row[5] for row in rows] == ["0.03x", "1.00x", "4.00x"]
+
+
+def test_samples_computed_without_the_cache_say_why() -> None:
+    stats = {"enabled": True, "hits": 0, "stored": 0, "hit_rate": 0.0}
+    line = _cache_line(cache_figures(stats) | {"misses": {"arguments": 288, "new": 4}})
+    assert line.endswith("; computed without it: 288 (arguments)")
+    assert "computed" not in _cache_line(cache_figures(stats) | {"misses": {"new": 4}})

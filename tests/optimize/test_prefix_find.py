@@ -430,3 +430,27 @@ def test_a_call_drawn_after_in_some_samples_only_is_judged_by_every_samples_argu
         "cut ends before cv2.resize: it follows a random draw "
         "(random.random; its arguments differ between samples)"
     )
+
+
+class Equalized(Dataset):
+    """A CLAHE held by the data set, applied after the resize: its ``self`` has no key."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.clahe = cv2.createCLAHE(clipLimit=2.0, tileGridSize=(4, 4))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = cv2.resize(cv2.imread(self.paths[index], cv2.IMREAD_GRAYSCALE), (16, 16))
+        return torch.from_numpy(self.clahe.apply(image))
+
+
+def test_a_method_of_an_object_the_data_set_holds_ends_the_chain(tmp_path: Path) -> None:
+    from prefix_support import write_images
+
+    tracer, _ = trace_dataloader(DataLoader(Equalized(write_images(tmp_path, n=4)), batch_size=4))
+    (chain,) = find_prefixes(tracer.dag).chains
+    assert [name for name, _ in chain.common] == ["cv2.imread", "cv2.resize"]
+    assert chain.stop == "cv2.CLAHE.apply is a method of an object no key can hold"

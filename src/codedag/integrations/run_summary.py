@@ -48,9 +48,17 @@ def _cache_line(cache: dict[str, object]) -> str:
         if later
         else ""
     )
+    misses = cache.get("misses")
+    other = {k: v for k, v in misses.items() if k != "new"} if isinstance(misses, dict) else {}
+    computed = (
+        "; computed without it: "
+        + ", ".join(f"{int(n):,} ({reason})" for reason, n in sorted(other.items()))
+        if other
+        else ""
+    )
     return (
         f"prefix cache: {hits:,} hits ({100 * rate:.0f} %), {hit_bytes:,} bytes read back, "
-        f"{stored:,} values stored{left}"
+        f"{stored:,} values stored{left}{computed}"
     )
 
 

@@ -52,7 +52,7 @@ from statistics import median
 from typing import Any
 
 from codedag.backends.facts import FileSource
-from codedag.backends.libraries import takes_any_value
+from codedag.backends.libraries import data_types, takes_any_value
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.cache_bytes import _mb, _ms, bytes_clause
@@ -517,6 +517,32 @@ def _followed(name: str) -> bool:
     return module != "operator" or short not in LEFT_OUT_OPERATORS
 
 
+def _other_objects_method(name: str) -> bool:
+    """Whether ``name`` is a method of an object other than an array, image or tensor (a cv2
+    ``CLAHE``'s ``apply``): its ``self`` has no value a run-time key can hold."""
+    from codedag.patching import loaded_value
+
+    if name.startswith(_METHOD_OWNERS):
+        return False
+    try:
+        owner = loaded_value(name.rpartition(".")[0])
+    except LookupError:
+        return False
+    return isinstance(owner, type) and not issubclass(owner, _data_types())
+
+
+def _data_types() -> tuple[type, ...]:
+    """The libraries' data value types that are loaded (a PIL ``JpegImageFile`` is an image)."""
+    import sys
+
+    found = []
+    for module, attribute in data_types():
+        kind = getattr(sys.modules.get(module), attribute, None)
+        if isinstance(kind, type):
+            found.append(kind)
+    return tuple(found)
+
+
 def _follow(
     dag: ExecutionDAG,
     node: Any,
@@ -548,6 +574,8 @@ def _follow(
             return steps, f"{after.name} writes or draws random numbers"
         if not _followed(after.name):
             return steps, f"{after.name} is a method the cache's values do not record"
+        if _other_objects_method(after.name):  # ``self.clahe.apply(img)``: the CLAHE is its self
+            return steps, f"{after.name} is a method of an object no key can hold"
         draws = [r for r in randoms if node.id < r < after.id]
         drawn = dag.nodes[draws[0]].name if draws else ""  # judged across samples (``common``)
         if producers(after) - chain_ids:
