@@ -52,7 +52,7 @@ from statistics import median
 from typing import Any
 
 from codedag.backends.facts import FileSource
-from codedag.backends.libraries import data_types, takes_any_value
+from codedag.backends.libraries import takes_any_value
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.cache_bytes import _mb, _ms, bytes_clause
@@ -67,6 +67,7 @@ from codedag.plan.cache import (
     SkippedSource,
 )
 from codedag.store.entry import PIL_MODES
+from codedag.trace.value_nodes import DataTypes
 
 EPOCHS = 10
 """Epochs a cut is judged over: what it saves from the second on against storing in the first."""
@@ -517,6 +518,10 @@ def _followed(name: str) -> bool:
     return module != "operator" or short not in LEFT_OUT_OPERATORS
 
 
+_DATA_TYPES = DataTypes()
+"""The libraries' data value types (a PIL ``JpegImageFile`` is an image), resolved as loaded."""
+
+
 def _other_objects_method(name: str) -> bool:
     """Whether ``name`` is a method of an object other than an array, image or tensor (a cv2
     ``CLAHE``'s ``apply``): its ``self`` has no value a run-time key can hold."""
@@ -528,19 +533,7 @@ def _other_objects_method(name: str) -> bool:
         owner = loaded_value(name.rpartition(".")[0])
     except LookupError:
         return False
-    return isinstance(owner, type) and not issubclass(owner, _data_types())
-
-
-def _data_types() -> tuple[type, ...]:
-    """The libraries' data value types that are loaded (a PIL ``JpegImageFile`` is an image)."""
-    import sys
-
-    found = []
-    for module, attribute in data_types():
-        kind = getattr(sys.modules.get(module), attribute, None)
-        if isinstance(kind, type):
-            found.append(kind)
-    return tuple(found)
+    return isinstance(owner, type) and not _DATA_TYPES.is_data(owner)
 
 
 def _follow(

@@ -153,6 +153,22 @@ def _searchable(value: object, instances: bool) -> Any:
     return namespace if type(namespace) is dict else None
 
 
+def _class_sites(
+    cls: type, targets: dict[int, Any], *, descriptors: bool
+) -> Iterator[tuple[Any, Site]]:
+    """``(value, site)`` for a class's attributes that are targets; with ``descriptors`` also
+    those a ``staticmethod`` or ``classmethod`` wraps (the value is then the descriptor)."""
+    attributes = vars(cls)
+    found = attributes.values()
+    if targets.keys().isdisjoint(map(id, map(unwrap_descriptor, found) if descriptors else found)):
+        return  # most classes hold none (tested in C)
+    for attr, raw in list(attributes.items()):
+        inner = unwrap_descriptor(raw) if descriptors else raw
+        target = targets.get(id(inner))
+        if target is not None and target is inner:
+            yield raw, Site(cls, attr, item=False)
+
+
 def _namespace_sites(
     module: ModuleType, targets: dict[int, Any], *, instances: bool, classes: bool
 ) -> Iterator[tuple[Any, Site]]:
@@ -169,11 +185,7 @@ def _namespace_sites(
         module_name = getattr(module, "__name__", None)
         for value in values:
             if classes and isinstance(value, type) and value.__module__ == module_name:
-                for attr, raw in list(vars(value).items()):
-                    inner = unwrap_descriptor(raw)
-                    target = targets.get(id(inner))
-                    if target is not None and target is inner:
-                        yield raw, Site(value, attr, item=False)
+                yield from _class_sites(value, targets, descriptors=True)
                 continue
             searchable = _searchable(value, instances)
             if searchable is not None and 0 < len(searchable) <= _MAX_ITEMS:
@@ -325,13 +337,7 @@ def _module_hits(module: ModuleType, targets: dict[int, Any]) -> Iterator[tuple[
     yield from _hits(namespace, targets)
     for value in list(namespace.values()):
         if isinstance(value, type) and value.__module__ == module.__name__:
-            attributes = vars(value)
-            if targets.keys().isdisjoint(map(id, attributes.values())):
-                continue  # most classes hold none (tested in C)
-            for attr, raw in list(attributes.items()):
-                target = targets.get(id(raw))
-                if target is not None and target is raw:
-                    yield raw, Site(value, attr, item=False)
+            yield from _class_sites(value, targets, descriptors=False)
 
 
 def _walked(value: object) -> bool:

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import codedag.migrate.random_states as random_states
-import codedag.migrate.tables.lookup as lookup
 from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.cache.prefix_values import has_prefix_value, outside_call, step
@@ -183,7 +182,6 @@ class PrefixCacheRuntime(PatchedRuntime):
         from codedag.migrate.cache.keys import versions
 
         versions()  # read once here (tens of ms), not in the first sample of every worker
-        lookup.prepare()  # and the gatherer of the element-wise runs a miss computes
         self._guarded = self._functions()[1]
         run = self.settings.run
         if run is None:  # the ranks of one launch, else this process and the workers it starts
