@@ -7,6 +7,8 @@ import functools
 import multiprocessing
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +141,19 @@ def test_counts_files_are_summed_and_what_is_not_a_count_is_passed_over() -> Non
         counted.close()
     assert counted.closed and not counted.path.exists()
     assert counted.totals() == {"hits": 8, "stored": 2}  # kept after the folder is gone
+
+
+def test_a_counts_folder_left_open_is_removed_when_the_program_exits() -> None:
+    script = (
+        "from codedag.migrate.spawned_workers import CountsFolder\n"
+        "counted = CountsFolder()\n"
+        "print(counted.path)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    left = Path(done.stdout.strip())
+    assert left.name.startswith("codedag-worker-counts-") and not left.exists()
 
 
 def test_a_migrator_with_nothing_for_workers_hands_them_nothing(tmp_path: Path) -> None:

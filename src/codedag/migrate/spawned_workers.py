@@ -43,6 +43,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -215,7 +216,8 @@ class CountsFolder:
     """A private folder (0700, made by :func:`tempfile.mkdtemp`) where workers started afresh
     leave what their prefix cache, lookup tables and placed calls counted, one JSON file each,
     rewritten whole: the process that started them sums the files (read with a size cap; a file
-    that is not a flat map of counts is passed over)."""
+    that is not a flat map of counts is passed over). A program that exits with the plan still
+    applied removes the folder at its exit."""
 
     MAX_BYTES = 1 << 16
 
@@ -223,6 +225,7 @@ class CountsFolder:
         self.path = Path(tempfile.mkdtemp(prefix="codedag-worker-counts-"))
         self._earlier = Counter(earlier or {})  # an earlier application's sums
         self._final: dict[str, int] | None = None
+        self._removal = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
 
     def totals(self) -> dict[str, int]:
         """Every worker's counts, summed (as of its last file)."""
@@ -247,7 +250,7 @@ class CountsFolder:
     def close(self) -> None:
         """Keep the sums and remove the folder."""
         self._final = self.totals()
-        shutil.rmtree(self.path, ignore_errors=True)
+        self._removal()
 
 
 APPLY_S = 0.5
