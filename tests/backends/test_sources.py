@@ -44,3 +44,19 @@ def test_libraries_declare_the_protocols_their_functions_take_values_through() -
     assert libraries.modules_taking("__getitem__") == ("random",)
     pools = {facts.name: pool for facts, pool in libraries.thread_pools()}
     assert set(pools) == {"cv2"} and pools["cv2"].joins_on_shrink
+
+
+def _load(path: str, rate: int = 22_050, *, sr: int | None = 16_000) -> None:
+    """A reader of the shape of ``librosa.load``: a positional and a keyword-only default."""
+
+
+def test_an_arguments_value_is_read_from_the_call_or_its_default() -> None:
+    from codedag.backends.sources import argument_value
+
+    assert argument_value(_load, "sr", ("a.wav",), {"sr": 8_000}) == 8_000
+    assert argument_value(_load, "sr", ("a.wav",), {}) == 16_000  # keyword-only, by default
+    assert argument_value(_load, "rate", ("a.wav", 44_100), {}) == 44_100  # by position
+    assert argument_value(_load, "rate", ("a.wav",), {}) == 22_050
+    assert argument_value(_load, "nothing", ("a.wav",), {}) is None
+    assert argument_value(len, "obj", ([],), {}) == []  # a builtin, positional only
+    assert argument_value(len, "obj", (), {}) is None

@@ -32,6 +32,7 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     "pil-bytes": (lambda f: file_pipelines.PhotoBytes(f.images), "PIL.Image.open", "file"),
     "cv2-fromfile": (lambda f: file_pipelines.Decoded(f.images), "numpy.fromfile", "file"),
     "soundfile-read": (lambda f: file_pipelines.SoundfileClips(f.clips), "soundfile.read", "file"),
+    "soundfile-mono": (lambda f: file_pipelines.MonoClips(f.clips), "soundfile.read", "file"),
 }
 
 
@@ -111,6 +112,17 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
     assert chain["cached"], chain["reason"]
     if name == "librosa-load":  # the random crop ends the chain: the load and the pad are kept
         assert chain["steps"] == ["librosa.core.audio.load", "numpy.pad"]
+    if name == "soundfile-mono":  # .mean(axis=1) is a step; the crop's slice is not traced, so
+        # the gain after the draw, its arguments unrecorded, ends the chain
+        assert chain["steps"] == [
+            "soundfile.read",
+            "numpy.ndarray.mean",
+            "librosa.core.audio.resample",
+        ]
+        assert chain["stop"] == (
+            "cut ends before operator.mul: it follows a random draw "
+            "(random.randint; its arguments were not recorded)"
+        )
     if name in ("pil-bytes", "cv2-fromfile"):  # nothing random: the cut is the tensor's last
         assert chain["cut"]["step"].startswith("torch._C.TensorBase.")  # method, never patched
         assert not any(f.startswith("torch._C.") for f in chain["functions"])
@@ -122,6 +134,19 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
     stats = _cached_epochs(plan, make(files), workers, tmp_path / "cache")
     assert stats["misses"] == {"new": len(files.images)}, stats["diverged"]
     assert stats["hits"] == len(files.images)  # the second epoch read every prefix back
+
+
+def test_a_source_whose_other_results_come_from_the_file_is_not_a_cut(
+    files: file_pipelines.Files,
+) -> None:
+    plan = _plan("soundfile-raw", files, lambda f: file_pipelines.RawClips(f.clips))
+    (chain,) = plan["cache"]["chains"]
+    assert not chain["cached"] and chain["candidates"] == []
+    assert chain["reason"] == (
+        "soundfile.read's other results come from the file, so the call runs in every epoch, "
+        "and the chain has no value after it; cut ends before operator.getitem: it follows a "
+        "random draw (random.randint; its arguments differ between samples)"
+    )
 
 
 def _error(dataset: Dataset, index: int) -> tuple[type, str]:

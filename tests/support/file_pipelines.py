@@ -164,6 +164,33 @@ class SoundfileClips(FileDataset):
         return torch.from_numpy(y[:SAMPLE_RATE]), index
 
 
+class MonoClips(FileDataset):
+    """``soundfile.read`` as two channels made mono with ``.mean(axis=1)``, resampled, then a
+    random crop and gain: the read, the mean and the resampling are what a hit skips."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import librosa
+        import soundfile
+
+        y, rate = soundfile.read(self.paths[index], dtype="float32", always_2d=True)
+        y = librosa.resample(y.mean(axis=1), orig_sr=rate, target_sr=SAMPLE_RATE)
+        start = random.randint(0, max(0, len(y) - SAMPLE_RATE // 4))
+        y = y[start : start + SAMPLE_RATE // 4] * random.uniform(0.8, 1.2)
+        return torch.from_numpy(np.pad(y, (0, SAMPLE_RATE // 4 - len(y)))), index
+
+
+class RawClips(FileDataset):
+    """``soundfile.read`` followed by a random crop at once: its rate is the file's, so no value
+    stands in for the call, and nothing comes after it before the draw."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import soundfile
+
+        y, _rate = soundfile.read(self.paths[index], dtype="float32")
+        start = random.randint(0, len(y) - 4000)
+        return torch.from_numpy(y[start : start + 4000].copy()), index
+
+
 class Volumes(FileDataset):
     """A ``.npy`` volume, windowed and scaled to floats."""
 

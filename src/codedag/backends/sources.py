@@ -10,7 +10,11 @@ is not installed answers under its declared names only.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from codedag.backends import libraries
 from codedag.backends.facts import FileSource
@@ -28,6 +32,38 @@ def file_source(name: str) -> FileSource | None:
     if table is None:
         table = _resolve(top)
     return table.get(name)
+
+
+def argument_value(
+    function: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """The value parameter ``name`` of ``function`` takes in a call with ``args`` and
+    ``kwargs``: given by keyword or position, else its default (``None`` where it has none)."""
+    if name in kwargs:
+        return kwargs[name]
+    position, default = _parameter(function, name)
+    if position is not None and position < len(args):
+        return args[position]
+    return default
+
+
+@functools.cache
+def _parameter(function: Callable[..., Any], name: str) -> tuple[int | None, Any]:
+    """Parameter ``name``'s position (``None``: keyword-only, or not found) and default."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None, None
+    for position, parameter in enumerate(parameters):
+        if parameter.name != name:
+            continue
+        default = None if parameter.default is inspect.Parameter.empty else parameter.default
+        positional = parameter.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+        return (position if positional else None), default
+    return None, None
 
 
 def _resolve(top: str) -> dict[str, FileSource]:

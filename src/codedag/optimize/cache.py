@@ -185,10 +185,14 @@ class PrefixChain:
                 return out, "samples take different calls after this point"
             steps = [t.steps[position] for t in self.traced]
             drawn = next((s.drawn for s in steps if s.drawn), "")
-            if drawn and (self.samples < 2 or len({s.arguments for s in steps}) > 1):
+            unrecorded = any(s.arguments == "?" for s in steps)
+            if drawn and (self.samples < 2 or unrecorded or len({s.arguments for s in steps}) > 1):
                 # the draw's value may reach the call's arguments (the tracer does not follow
-                # numbers): only the same arguments in every sample say it did not
-                why = "its arguments differ between samples" if self.samples > 1 else "one sample"
+                # numbers): only the same arguments, recorded in every sample, say it did not
+                why = "one sample"
+                if self.samples > 1:
+                    why = "its arguments differ between samples"
+                    why = "its arguments were not recorded" if unrecorded else why
                 if not position:  # its key would differ in every epoch: nothing to read back
                     return out, f"its source call follows a random draw ({drawn}; {why})"
                 return out, f"{RANDOM_STOP} {item[0]}: it follows a random draw ({drawn}; {why})"
@@ -220,6 +224,9 @@ class Candidate:
     dtype: str
     image_mode: str = ""
     """The PIL mode of an image value (``""``: not an image, or not known)."""
+    stands_in: bool = True
+    """Whether a value read back stands in for every call up to the cut: not at a source call
+    whose other results only the call tells (``soundfile.read``'s rate is the file's)."""
 
     @property
     def storable(self) -> bool:
@@ -668,9 +675,29 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
                 first.shape,
                 first.dtype,
                 first.image_mode,
+                position > 0 or _source_stands_in(chain),
             )
         )
     return out
+
+
+def _source_stands_in(chain: PrefixChain) -> bool:
+    """Whether a value read back stands in for the chain's source call in every traced sample:
+    the call returns the value itself, or a tuple whose other items echo its arguments
+    (``librosa.load``'s rate is its ``sr``, unless that is ``None``)."""
+    declared = file_source(chain.source_function)
+    if declared is None or declared.item is None:
+        return True
+    if len(declared.echoes) != declared.length - 1:
+        return False
+    for traced in chain.traced:
+        text = traced.steps[0].arguments
+        if text == "?":  # not recorded: the run time tells
+            continue
+        given = {str(e.get("name")): e.get("value") for e in json.loads(text)}
+        if any(given.get(argument) is None for argument in declared.echoes.values()):
+            return False
+    return True
 
 
 def functions_to_guard(functions: list[str], calls: frozenset[str]) -> list[str]:
@@ -743,7 +770,7 @@ def decide(
         elif mode == "off" or costs is None or best is None:
             entry.reason = _uncached_reason(mode, costs is not None, unpaid, bool(entry.candidates))
             if mode != "off" and costs is not None and not entry.candidates:
-                entry.reason = _unstorable_reason(chain) or entry.reason
+                entry.reason = _unstorable_reason(chain) or _source_reason(chain) or entry.reason
         else:
             cut = best[1]
             total = cut.bytes_per_sample * distinct
@@ -792,6 +819,17 @@ def _unstorable_reason(chain: PrefixChain) -> str:
     return (
         f"its values are PIL images of mode {', '.join(unkept)}, which the store cannot keep "
         "exactly" + (palette if {"P", "PA"} & set(unkept) else "")
+    )
+
+
+def _source_reason(chain: PrefixChain) -> str:
+    """Why a chain whose only value is its source call's is not cached, where that call's other
+    results come from the call alone, or ``""``."""
+    if len(chain.common) != 1 or _source_stands_in(chain):
+        return ""
+    return (
+        f"{chain.source_function}'s other results come from the file, so the call runs in every "
+        "epoch, and the chain has no value after it"
     )
 
 
@@ -862,7 +900,7 @@ def _weigh_cuts(
     best: tuple[float, CacheCut] | None = None
     unpaid: CacheCut | None = None
     for cand in candidates(chain):
-        if not cand.storable:
+        if not cand.storable or not cand.stands_in:
             continue
         cut = CacheCut(
             step=cand.step,

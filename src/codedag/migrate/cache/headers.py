@@ -17,7 +17,11 @@ from codedag.store.entry import Meta
 
 ARRAY_METADATA = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize"})
 IMAGE_METADATA = frozenset({"size", "width", "height", "mode"})
-ARRAY_METHODS = frozenset({"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel"})
+ARRAY_METHODS = frozenset(
+    {"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel", "mean", "sum", "min",
+     "max"}
+)  # fmt: skip
+"""(A reduction over an axis keeps an array: ``y.mean(axis=1)`` makes a stereo file mono.)"""
 IMAGE_METHODS = frozenset(
     {"convert", "resize", "crop", "transpose", "rotate", "copy", "reduce", "filter", "getchannel"}
 )

@@ -24,7 +24,7 @@ from typing import Any
 import codedag.migrate.cache.keys as keys
 import codedag.migrate.tables.lookup as lookup
 from codedag.backends.facts import FileSource
-from codedag.backends.sources import file_source
+from codedag.backends.sources import argument_value, file_source
 from codedag.migrate.cache.prefix_values import (
     Lineage,
     PrefixValue,
@@ -273,7 +273,7 @@ class Session:
             return original(*args, **kwargs)
         declared = file_source(chain.source_function)
         item = declared.item if declared is not None else None
-        echoes = _echoes(declared, kwargs) if declared is not None else {}
+        echoes = _echoes(declared, original, args, kwargs) if declared is not None else {}
         lineage = Lineage(chain, self)
         self.local.lineages.append(lineage)
         cuts = int(chain.cut_function == chain.source_function)
@@ -282,6 +282,7 @@ class Session:
             result = original(*args, **kwargs)
             if cuts and chain.cut_occurrence == 0:
                 lineage.done = True  # nothing to read back in place of the call
+                self.miss(chain.id, f"{chain.source_function}'s other results come from the call")
                 return result
             value = result[item]
             lineage.ran = not self.skips_lookup(chain, key)  # a cold store: nothing to skip
@@ -811,18 +812,24 @@ def _other_arguments(
     return out
 
 
-def _echoes(declared: FileSource, kwargs: dict[str, Any]) -> dict[int, Any] | None:
-    """The items of a tuple result other than the followed one, each echoing an argument given
-    (``librosa.load``'s rate is its ``sr=``), or ``None`` when one is not given or is no echo
-    (``soundfile.read``'s rate is the file's): only the call can tell it then."""
+def _echoes(
+    declared: FileSource,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> dict[int, Any] | None:
+    """The items of a tuple result other than the followed one, each echoing its argument's
+    value (``librosa.load``'s rate is its ``sr=``, given or by default), or ``None`` when one
+    is ``None`` or is no echo (``soundfile.read``'s rate is the file's): only the call can tell
+    it then."""
+    if len(declared.echoes) != declared.length - 1:
+        return None
     out = {}
     for index, argument in declared.echoes.items():
-        value = kwargs.get(argument)
+        value = argument_value(function, argument, args, kwargs)
         if value is None:
             return None
         out[index] = value
-    if len(out) != declared.length - 1:
-        return None
     return out
 
 
