@@ -85,6 +85,45 @@ def test_same_batches_and_a_plan_from_the_first_epochs_second_batch(tmp_path: Pa
     assert release(loader) is None  # a second release does nothing
 
 
+def test_a_second_loader_runs_under_the_plan_applied_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    files = _files(tmp_path)
+    train_files, val_files = files[:8], files[8:]
+
+    def both(train: Any, val: Any) -> list[list[torch.Tensor]]:
+        np.random.seed(7)
+        out = []
+        for _ in range(3):  # validation after each epoch, as training scripts do
+            out.append(list(train))
+            out.append(list(val))
+        return out
+
+    expected = both(
+        DataLoader(FlipFiles(train_files), batch_size=4), DataLoader(FlipFiles(val_files))
+    )
+    train = codedag.accelerate(DataLoader(FlipFiles(train_files), batch_size=4), store_plans=False)
+    val = codedag.accelerate(DataLoader(FlipFiles(val_files)), store_plans=False)
+    try:
+        with caplog.at_level("WARNING", logger="codedag.integrations.watch"):
+            got = both(train, val)
+    finally:
+        val_results, train_results = release(val), release(train)
+    for want, have in zip(expected, got, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(want, have, strict=True))
+    assert train_results is not None and train_results.plan_status == "applied"
+    assert val_results is not None and val_results.plan_status == "not planned"
+    assert val_results.plan_reason.startswith(
+        "it runs under the plan applied for the DataLoader over FlipFiles, planned first"
+    )
+    assert val_results.trace_s == 0.0  # nothing traced for it
+    warned = [r for r in caplog.records if "is not planned" in r.getMessage()]
+    assert len(warned) == 1
+    # the second loader's samples go through the plan's prefix cache: the last two epochs read
+    # every one of them back
+    assert train_results.cache["hits"] >= 2 * len(files)
+
+
 def test_accelerate_refuses_what_is_not_a_dataloader() -> None:
     with pytest.raises(ConfigError, match="expects a torch DataLoader"):
         codedag.accelerate([1, 2, 3])

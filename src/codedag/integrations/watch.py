@@ -35,6 +35,7 @@ import contextlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -170,6 +171,11 @@ class _TimedIterator:
         return getattr(self._inner, name)
 
 
+_APPLIED: weakref.WeakSet[LoaderWatch] = weakref.WeakSet()
+"""The watches whose plan is applied in this process (one at a time: a plan's patches are the
+process's, and serve every DataLoader)."""
+
+
 class LoaderWatch:
     """Times, plans and accelerates one DataLoader; see the module docstring."""
 
@@ -264,6 +270,7 @@ class LoaderWatch:
             self.results.plan_reason = f"{why}; the next run plans again"
             return
         self.migrator.restore()
+        _APPLIED.discard(self)
         self.migrator, self.plan, self._tried = None, None, False
         self._replanned = f"planned again: {why}"
         self.results.plan_status = "skipped"
@@ -367,9 +374,31 @@ class LoaderWatch:
         self.results.plan_key = plan_key(self.loader, self.results.device)
         return self.results.plan_key
 
+    def _under_another_plan(self) -> bool:
+        """Whether another watched loader's plan is applied in this process: its patches serve
+        this loader too, and a plan of this loader's own cannot be applied beside it (said
+        once, and nothing traced or planned)."""
+        holder = next((w for w in list(_APPLIED) if w is not self and w.migrator is not None), None)
+        if holder is None:
+            return False
+        self._tried = True
+        self.results.plan_status = "not planned"
+        self.results.plan_reason = (
+            f"it runs under the plan applied for the DataLoader over {holder.results.dataset}, "
+            "planned first: one plan applies in a process, and its patches serve every "
+            "DataLoader (what the two pipelines share is cached, placed and tabulated alike); "
+            "a plan of its own would serve what they do not share"
+        )
+        log.warning(
+            "codedag: the DataLoader over %s is not planned: %s",
+            self.results.dataset,
+            self.results.plan_reason,
+        )
+        return True
+
     @gc_paused()
     def _apply_stored(self) -> None:
-        if not self.settings.store_plans or self.settings.replan:
+        if not self.settings.store_plans or self.settings.replan or self._under_another_plan():
             return
         from codedag.integrations.pipeline_code import changed_code
         from codedag.integrations.plan_store import load_plan, plan_path
@@ -407,6 +436,8 @@ class LoaderWatch:
         prefetch.settle()
         from codedag.integrations.autoplan import plan_loader, script_device
 
+        if self._under_another_plan():
+            return
         self._tried = True
         self.results.device = script_device()
         self._first_indices = []
@@ -479,6 +510,7 @@ class LoaderWatch:
             self._idle("the plan moves, batches, caches and tabulates nothing")
             return True
         self.migrator = migrator
+        _APPLIED.add(self)
         self.results.plan_status = "applied"
         method = self._started_workers()
         if method is not None:
@@ -537,6 +569,7 @@ class LoaderWatch:
                 self._mailbox.close()
             if self.migrator is not None:
                 migrator, self.migrator = self.migrator, None
+                _APPLIED.discard(self)
                 try:
                     migrator.restore()
                 finally:
