@@ -132,3 +132,43 @@ def test_calls_after_draws_that_give_them_the_same_arguments_are_cached(tmp_path
                 assert torch.equal(a, b), f"p={p}: epoch {epoch + 1}, batch {batch} differs"
         if p == 1.0:
             assert stats["hits"] == 2 * len(paths), stats
+
+
+class FlippedInTrace(FileDataset):
+    """A flip drawn with probability ``p``, taken by every traced sample (``p`` 1 while
+    planning), then a method of the array: with ``p`` lowered, a sample that does not flip
+    calls ``.astype`` on a value of the chain where its trace called ``cv2.flip``."""
+
+    p = 1.0
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        image = cv2.resize(cv2.imread(self.paths[index], cv2.IMREAD_COLOR), (SIZE, SIZE))
+        if random.random() < self.p:
+            image = cv2.flip(image, 1)
+        return torch.from_numpy(image.astype(np.float32) / 255.0), index
+
+
+def test_a_method_on_a_path_the_trace_did_not_take_computes_the_chain_there(
+    tmp_path: Path,
+) -> None:
+    paths = write_images(tmp_path / "images", n=8)
+    plan = _plan(FlippedInTrace(paths))
+    (chain,) = plan["cache"]["chains"]
+    assert chain["cached"] and chain["cut"]["step"] == "cv2.flip", chain["reason"]
+    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    FlippedInTrace.p = 0.5
+    try:
+        plain = _epochs(FlippedInTrace(paths), 2)
+        with PipelineMigrator(plan, guard=False, cache=CacheSettings(store=settings)) as migrator:
+            cached = _epochs(FlippedInTrace(paths), 2)
+            stats = migrator.get_stats()["cache"]
+    finally:
+        FlippedInTrace.p = 1.0
+    for epoch, (mine, theirs) in enumerate(zip(cached, plain, strict=True)):
+        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    # the samples that did not flip were computed where they left the chain: none failed and
+    # ran again (torch.from_numpy takes no stand-in), and the reason is counted
+    assert "error" not in stats["misses"], stats
+    assert stats["misses"]["diverged"] > 0
+    assert any("a path the chain's trace did not take" in k for k in stats["diverged"])

@@ -198,6 +198,7 @@ class StubChain:
     id: str = "prefix0"
     cut_function: str = "cut"
     cut_occurrence: int = 0
+    methods: frozenset[str] | None = None  # any method recorded
 
 
 @dataclass

@@ -439,6 +439,13 @@ def step(
     lineage = first._lineage
     if lineage.done:  # diverged earlier: computed normally from here on
         return _computed(function, args, kwargs)
+    chain = lineage.chain
+    methods = chain.methods
+    if methods is not None and name in headers.RECORDED_METHODS and name not in methods:
+        # a sample on a path the trace did not take (a flip drawn in every traced sample, not
+        # in this one): its values are computed here, not handed on to code that takes arrays
+        lineage.diverge(f"{name}: a path the chain's trace did not take")
+        return _computed(function, args, kwargs)
     deferred = _waits(first)
     for value in inputs:
         if value._lineage is not lineage:
@@ -450,7 +457,6 @@ def step(
     if first._depth >= MAX_STEPS:
         lineage.diverge("more calls than a chain may make before its cut")
         return _computed(function, args, kwargs)
-    chain = lineage.chain
     is_cut_function = name == chain.cut_function
     try:
         parts = _key_parts(name, args, kwargs)

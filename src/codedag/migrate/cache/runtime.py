@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import codedag.migrate.random_states as random_states
 from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
+from codedag.migrate.cache.headers import RECORDED_METHODS
 from codedag.migrate.cache.prefix_values import has_prefix_value, outside_call, step
 from codedag.migrate.cache.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.dispatch import FETCH, ITERABLE_FETCH
@@ -122,6 +123,7 @@ def chains_from_plan(section: Any) -> list[ChainSpec]:
                 cut_occurrence=cut.occurrence,
                 guards=tuple(chain.guards),
                 lines=tuple(chain.lines),
+                methods=frozenset(chain.steps) & RECORDED_METHODS,
             )
         )
     return out

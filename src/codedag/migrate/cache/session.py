@@ -113,6 +113,9 @@ class ChainSpec:
         cut_function: the call whose result is stored.
         cut_occurrence: which call of that name (0: the first).
         guards: other functions of its libraries, which take its values as computed arrays.
+        methods: the methods of arrays, images and tensors among its traced calls (None: any
+            is recorded): another method on its values is a path the trace did not take, and
+            computes the chain there.
     """
 
     id: str
@@ -124,6 +127,7 @@ class ChainSpec:
     cut_occurrence: int
     guards: tuple[str, ...] = ()
     lines: tuple[int, ...] = ()
+    methods: frozenset[str] | None = None
 
 
 COLD_SEEN_BYTES = 1 << 18
