@@ -118,3 +118,20 @@ def test_pythons_random_draws_are_never_guards() -> None:
     guards = find_runs(tracer.dag).guards
     assert "cv2.resize" in guards
     assert not [g for g in guards if g.startswith("random.")], guards
+
+
+class _FloatConversions(torch.utils.data.Dataset):
+    """``np.asarray`` of a float array, then a gain: a conversion, but of no uint8 array."""
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        wave = np.asarray(np.linspace(0, 1, 64, dtype=np.float64) + index, dtype=np.float32)
+        return torch.from_numpy(wave * 0.5 + 0.25)
+
+
+def test_a_conversion_of_an_array_that_is_not_uint8_starts_no_run() -> None:
+    loader = torch.utils.data.DataLoader(_FloatConversions(), batch_size=2)
+    tracer, _ = trace_dataloader(loader)
+    assert find_runs(tracer.dag).runs == []

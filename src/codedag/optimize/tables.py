@@ -98,11 +98,28 @@ def _arrays_only(name: str) -> bool:
     return top in library_modules() and not takes_values
 
 
+_UINT8_MODES = frozenset({"L", "RGB", "RGBA", "CMYK", "YCbCr", "LAB", "HSV", "LA", "RGBX"})
+"""PIL modes whose array is uint8."""
+
+
+def _casts_uint8(node: Any) -> bool:
+    """Whether a conversion's input is a uint8 array or an image of a uint8 mode (``True``
+    where its arguments were not recorded: the run time checks every call)."""
+    if node.args is None:
+        return True
+    for entry in node.args:
+        if entry.get("kind") == "array":
+            return bool(entry.get("dtype") == "uint8")
+        if entry.get("kind") == "image":
+            return str(entry.get("mode", "")) in _UINT8_MODES
+    return False
+
+
 def _run_from(dag: ExecutionDAG, node: Any, inside: set[int]) -> tuple[list[str], str, int] | None:
     """The run ``node`` produces: its calls, what takes its last value, its traced time."""
     value = _value_of(dag, node.id)
     dtype = getattr(value, "dtype", None)
-    conversion = node.name in CONVERSIONS and dtype not in (None, "uint8")
+    conversion = node.name in CONVERSIONS and dtype not in (None, "uint8") and _casts_uint8(node)
     if dtype != "uint8" and not conversion:
         return None
     names = ["numpy.ndarray.astype"] if conversion else []
