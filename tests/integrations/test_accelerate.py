@@ -133,3 +133,23 @@ def test_batch_samples_reads_the_first_dimension() -> None:
     assert batch_samples((torch.zeros(5, 3), torch.zeros(5))) == 5
     assert batch_samples({"x": np.zeros((2, 4))}) == 2
     assert batch_samples([1, 2, 3]) == 3
+
+
+def test_codedag_run_counts_no_loader_a_lightning_evaluation_loop_iterates(tmp_path: Path) -> None:
+    """Lightning's ``fit`` iterates the validation loader first, for its sanity check: ``codedag
+    run`` plans the training loader iterated after it."""
+    from codedag.integrations.accelerate import ScriptWatch, not_for_evaluation
+    from codedag.integrations.watch import WatchSettings
+
+    files = _files(tmp_path, n=4)
+    train, val = DataLoader(FlipFiles(files), batch_size=2), DataLoader(FlipFiles(files[:2]))
+    evaluation: dict[str, Any] = {"__name__": "lightning.pytorch.loops.evaluation_loop"}
+    exec("def run(loader):\n    return [batch for batch in loader]", evaluation)
+    settings = WatchSettings(plan_budget_s=0)  # counted and timed, never planned
+    with ScriptWatch(settings, 0, select=not_for_evaluation) as watch:
+        evaluation["run"](val)  # the sanity check
+        list(train)
+        evaluation["run"](val)  # validation after the epoch
+        assert watch.watch is not None and watch.watch.loader is train
+    assert watch.seen == 1
+    assert not_for_evaluation(train)  # called from here: no evaluation loop

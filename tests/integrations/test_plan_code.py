@@ -59,6 +59,24 @@ def test_the_same_code_under_another_module_name_has_another_key(
     assert keys[0] == keys[2]
 
 
+def test_a_training_and_a_validation_set_of_one_class_have_two_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "data.py").write_text(
+        DATASET + "\n    def __init__(self, paths, train, size=64):\n"
+        "        self.paths, self.train, self.size = paths, train, size\n"
+    )
+    samples = _module(tmp_path / "data.py", "pipeline_split", monkeypatch).Samples
+
+    def key(dataset: object) -> str:
+        return plan_key(_Loader(dataset), "cpu")
+
+    train, val = samples(["a.png", "b.png"], True), samples(["c.png"], False)
+    assert key(train) != key(val)  # one flag: another path through the same code
+    assert key(train) == key(samples(["d.png"], True))  # the files are data, not settings
+    assert key(train) != key(samples(["a.png"], True, size=96))
+
+
 def test_a_key_made_before_a_librarys_lazy_import_is_the_key_made_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -87,7 +87,7 @@ def default_out() -> Path:
 def run(args: argparse.Namespace) -> int:
     """Run the script under a :class:`ScriptWatch`; summarize; return the script's exit code."""
     from codedag.cli.migrate import check_module, parse_command, run_target
-    from codedag.integrations.accelerate import ScriptWatch
+    from codedag.integrations.accelerate import ScriptWatch, not_for_evaluation
     from codedag.integrations.watch import WatchSettings
     from codedag.util.paths import check_output_dir
 
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:  # the script's output stays its own: codedag says only what matters
         logging.getLogger("codedag").setLevel(logging.WARNING)
     settings = WatchSettings(args.plan_budget_s, args.replan, not args.no_store, args.first_epoch)
-    watch = ScriptWatch(settings, args.loader)
+    watch = ScriptWatch(settings, args.loader, select=not_for_evaluation)
     code: int | None = None
     with watch:
         try:

@@ -237,6 +237,27 @@ class ScriptWatch:
         self.close()
 
 
+_EVALUATION_LOOPS = frozenset(
+    f"{package}.loops.{loop}"
+    for package in ("lightning.pytorch", "pytorch_lightning")
+    for loop in ("evaluation_loop", "prediction_loop")
+)
+"""Lightning's loops that iterate loaders for a sanity check, validation, test or prediction."""
+
+
+def not_for_evaluation(_loader: Any) -> bool:
+    """Whether the loader about to be iterated is iterated elsewhere than in a Lightning
+    trainer's evaluation or prediction loop (``fit`` runs a sanity check over the validation
+    loader before the first training batch): ``codedag run`` counts only those. Reads the
+    calling frames' modules; imports nothing."""
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") in _EVALUATION_LOOPS:
+            return False
+        frame = frame.f_back
+    return True
+
+
 class _AfterImport:
     """A finder of ``sys.meta_path`` that calls ``then()`` once the module ``name`` has been
     executed by its own loader (imported, before the import statement returns). It finds nothing

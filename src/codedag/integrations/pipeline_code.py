@@ -41,18 +41,16 @@ MAX_WRAPPED = 16
 """Data sets under torch's wrappers a key reads, at most."""
 
 
-def pipeline_classes(dataset: object) -> list[type]:
-    """The classes whose code makes ``dataset``'s samples: its own, or where it is one of torch's
-    wrappers (``Subset`` from ``random_split``, ``ConcatDataset``, ``StackDataset``, ...) those of
-    the data sets it wraps, in order, each once: torch's own code is the same in every script."""
-    found: list[type] = []
+def pipeline_datasets(dataset: object) -> list[object]:
+    """The data sets whose code makes ``dataset``'s samples: itself, or where it is one of
+    torch's wrappers (``Subset`` from ``random_split``, ``ConcatDataset``, ``StackDataset``,
+    ...) the data sets it wraps, in order: torch's own code is the same in every script."""
+    found: list[object] = []
     pending = [dataset]
     while pending and len(found) < MAX_WRAPPED:
         item = pending.pop(0)
-        kind = type(item)
-        if not kind.__module__.startswith(_TORCH_DATA):
-            if kind not in found:
-                found.append(kind)
+        if not type(item).__module__.startswith(_TORCH_DATA):
+            found.append(item)
             continue
         inner = getattr(item, "datasets", None)
         if isinstance(inner, dict):
@@ -60,9 +58,38 @@ def pipeline_classes(dataset: object) -> list[type]:
         if not isinstance(inner, list | tuple):
             inner = [getattr(item, "dataset", None)] if hasattr(item, "dataset") else []
         if not inner:
-            found.append(kind)  # a torch data set of its own (TensorDataset): its code is torch's
+            found.append(item)  # a torch data set of its own (TensorDataset): its code is torch's
         pending[:0] = inner[:MAX_WRAPPED]  # depth first: the wrapped data sets in their order
-    return found or [type(dataset)]
+    return found or [dataset]
+
+
+def pipeline_classes(dataset: object) -> list[type]:
+    """The classes of :func:`pipeline_datasets`, each once, in order."""
+    return list(dict.fromkeys(type(item) for item in pipeline_datasets(dataset)))
+
+
+_SETTING_TYPES = (bool, int, float, str, type(None))
+MAX_SETTING_CHARS = 256
+"""A text attribute longer than this is data (a caption), not a setting."""
+
+
+def pipeline_settings(dataset: object) -> list[dict[str, Any]]:
+    """The settings of each of :func:`pipeline_datasets`: its attributes that hold a number, a
+    flag, a short text or ``None`` (``train=False``, ``size=224``), which choose the path its
+    samples take through the same code."""
+    out = []
+    for item in pipeline_datasets(dataset):
+        attributes = getattr(item, "__dict__", None) or {}
+        out.append(
+            {
+                name: value
+                for name, value in sorted(attributes.items())
+                if isinstance(value, _SETTING_TYPES)
+                and not (isinstance(value, str) and len(value) > MAX_SETTING_CHARS)
+                and not (isinstance(value, float) and value != value)  # NaN: never equal
+            }
+        )
+    return out
 
 
 def pipeline_name(dataset: object) -> str:

@@ -4,7 +4,10 @@ A plan is stored under ``<user cache>/plans/<key>.json`` (``$CODEDAG_CACHE_DIR``
 platform's cache folder). The key hashes what the plan depends on: the dataset class's name
 (module and qualified name: the plan's call sites name them), its source and its module file's
 content (the pipeline's code; for torch's wrappers, ``Subset`` from ``random_split`` and the
-like, those of the data sets they wrap: :func:`~.pipeline_code.pipeline_classes`), the versions
+like, those of the data sets they wrap: :func:`~.pipeline_code.pipeline_classes`), the data
+sets' settings (their attributes holding numbers, flags and short texts: a training and a
+validation set of one class, ``train=True`` and ``False``, take different paths through the same
+code: :func:`~.pipeline_code.pipeline_settings`), the versions
 of codedag, Python and the installed libraries codedag knows (read from their distributions, so
 a library the script imports lazily keys the plan the same before and after), and the device it
 was planned for. Changing any of them makes another key. The record also keeps a digest of each
@@ -46,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from codedag.integrations.pipeline_code import (
     code_digests,
     pipeline_classes,
+    pipeline_settings,
     pipeline_source,
 )
 from codedag.util.paths import user_cache_dir
@@ -90,10 +94,15 @@ def library_versions() -> dict[str, str]:
 
 
 def plan_key(loader: Any, device: str) -> str:
-    """The key of ``loader``'s pipeline on ``device`` (hex, 24 characters)."""
+    """The key of ``loader``'s pipeline on ``device`` (hex, 24 characters): its data sets'
+    code and settings (a training and a validation set of one class take different paths
+    through it), the libraries' versions, the device."""
     dataset = getattr(loader, "dataset", None)
     code = [pipeline_source(kind) for kind in pipeline_classes(dataset)]
-    text = json.dumps([*code, sorted(library_versions().items()), device], sort_keys=True)
+    settings = pipeline_settings(dataset)
+    text = json.dumps(
+        [*code, settings, sorted(library_versions().items()), device], sort_keys=True, default=str
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
