@@ -51,6 +51,21 @@ def _plan(dataset: Dataset) -> dict[str, Any]:
     return plan
 
 
+def _same_under_plan(
+    dataset: Dataset, plan: dict[str, Any], cache: CacheSettings, count: int
+) -> Any:
+    """``count`` epochs of ``dataset`` with ``plan`` applied, each batch equal to the plain
+    loader's bit for bit; the cache's statistics."""
+    plain = _epochs(dataset, count)
+    with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
+        cached = _epochs(dataset, count)
+        stats = migrator.get_stats()["cache"]
+    for epoch, (mine, theirs) in enumerate(zip(cached, plain, strict=True)):
+        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    return stats
+
+
 def test_the_cut_ends_at_the_resize_and_two_epochs_read_it_back(tmp_path: Path) -> None:
     paths = write_images(tmp_path / "images", n=8)
     plan = _plan(WarpedImages(paths))
@@ -58,15 +73,9 @@ def test_the_cut_ends_at_the_resize_and_two_epochs_read_it_back(tmp_path: Path) 
     assert chain["steps"] == ["cv2.imread", "cv2.resize"]
     assert chain["cached"] and chain["cut"]["step"] == "cv2.resize", chain["reason"]
     assert chain["stop"] == STOP and chain["reason"].endswith(f"; {STOP}")
-    plain = _epochs(WarpedImages(paths))
     settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
     cache = CacheSettings(store=settings, judge_after=0)
-    with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
-        cached = _epochs(WarpedImages(paths))
-        stats = migrator.get_stats()["cache"]
-    for epoch, (mine, theirs) in enumerate(zip(cached, plain, strict=True)):
-        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    stats = _same_under_plan(WarpedImages(paths), plan, cache, 2)
     assert stats["misses"] == {"new": len(paths)}, stats["diverged"]
     assert stats["hits"] == len(paths)  # the second epoch read every prefix back
 
@@ -121,15 +130,9 @@ def test_calls_after_draws_that_give_them_the_same_arguments_are_cached(tmp_path
     for p in (1.0, 0.5):  # then a path the trace never saw: those samples miss, none differs
         AlwaysApplied.p = p
         try:
-            plain = _epochs(AlwaysApplied(paths), 3)
-            with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
-                cached = _epochs(AlwaysApplied(paths), 3)
-                stats = migrator.get_stats()["cache"]
+            stats = _same_under_plan(AlwaysApplied(paths), plan, cache, 3)
         finally:
             AlwaysApplied.p = 1.0
-        for epoch, (mine, theirs) in enumerate(zip(cached, plain, strict=True)):
-            for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-                assert torch.equal(a, b), f"p={p}: epoch {epoch + 1}, batch {batch} differs"
         if p == 1.0:
             assert stats["hits"] == 2 * len(paths), stats
 
@@ -158,15 +161,9 @@ def test_a_method_on_a_path_the_trace_did_not_take_computes_the_chain_there(
     settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
     FlippedInTrace.p = 0.5
     try:
-        plain = _epochs(FlippedInTrace(paths), 2)
-        with PipelineMigrator(plan, guard=False, cache=CacheSettings(store=settings)) as migrator:
-            cached = _epochs(FlippedInTrace(paths), 2)
-            stats = migrator.get_stats()["cache"]
+        stats = _same_under_plan(FlippedInTrace(paths), plan, CacheSettings(store=settings), 2)
     finally:
         FlippedInTrace.p = 1.0
-    for epoch, (mine, theirs) in enumerate(zip(cached, plain, strict=True)):
-        for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
     # the samples that did not flip were computed where they left the chain: none failed and
     # ran again (torch.from_numpy takes no stand-in), and the reason is counted
     assert "error" not in stats["misses"], stats
