@@ -552,3 +552,37 @@ def test_a_tables_run_is_among_what_the_plan_moved() -> None:
         {"context_device_map": {}, "tables": {"mode": "off", "runs": [run]}}
     )
     assert decisions(off) == ([], [])
+
+
+class LazyOpened(PngFiles):
+    """PngFiles that opens a handle at its first sample and counts its samples, as an LMDB or
+    HDF5 data set does: attributes its samples change."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(paths)
+        self.handle: object = None
+        self.served = 0
+
+    def __getitem__(self, i: int) -> Any:
+        if self.handle is None:
+            self.handle = object()
+        self.served += 1
+        return super().__getitem__(i)
+
+
+def test_a_stored_plan_is_found_by_the_next_run_whatever_its_samples_set(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    _storing_pays(tmp_path, monkeypatch)
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "plans"))
+    paths = _png_files(tmp_path, 8)
+    statuses = []
+    for _run in range(2):
+        loader = DataLoader(LazyOpened(paths), batch_size=4)
+        watch = LoaderWatch(loader, WatchSettings(store_plans=True))
+        try:
+            for _ in range(2):
+                list(watch.iterate(lambda loader=loader: DataLoader.__iter__(loader)))
+        finally:
+            statuses.append(watch.close().plan_status)
+    assert statuses == ["applied", "applied (stored plan)"]

@@ -367,11 +367,15 @@ class LoaderWatch:
 
     # ------------------------------------------------------------------ planning
     def _key(self) -> str:
+        """The plan's key, made once, before the loader's first batch: the data set's settings
+        are read as the next run reads them there (an attribute its samples set, an LMDB
+        environment opened at the first sample, would give the plan a key never looked up)."""
         from codedag.integrations.autoplan import script_device
         from codedag.integrations.plan_store import plan_key
 
-        self.results.device = script_device()
-        self.results.plan_key = plan_key(self.loader, self.results.device)
+        if not self.results.plan_key:
+            self.results.device = script_device()
+            self.results.plan_key = plan_key(self.loader, self.results.device)
         return self.results.plan_key
 
     def _under_another_plan(self) -> bool:
@@ -398,15 +402,17 @@ class LoaderWatch:
 
     @gc_paused()
     def _apply_stored(self) -> None:
-        if not self.settings.store_plans or self.settings.replan or self._under_another_plan():
+        if not self.settings.store_plans or self._under_another_plan():
             return
         from codedag.integrations.pipeline_code import changed_code
         from codedag.integrations.plan_store import load_plan, plan_path
 
         try:
-            key = self._key()
+            key = self._key()  # before the first batch, replanned or not (see _key)
         except Exception as error:  # the pipeline's code cannot be read: plan as usual
             log.debug("no plan key: %s", error)
+            return
+        if self.settings.replan:
             return
         stored = load_plan(key)
         if stored is None or stored.plan is None:
