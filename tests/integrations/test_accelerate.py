@@ -86,8 +86,13 @@ def test_same_batches_and_a_plan_from_the_first_epochs_second_batch(tmp_path: Pa
 
 
 def test_a_second_loader_runs_under_the_plan_applied_first(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from codedag.migrate.cache.session import Session
+
+    # storing judged to pay whatever this machine times meanwhile: the hits below are exact
+    judge = Session.judge
+    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
     files = _files(tmp_path)
     train_files, val_files = files[:8], files[8:]
 

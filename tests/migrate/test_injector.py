@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -53,11 +54,11 @@ def test_a_failure_while_applying_leaves_nothing_patched(monkeypatch: pytest.Mon
     calls = {"n": 0}
     real = sites_module.alias_paths
 
-    def failing(name: str, raw: object, registered: set[str]) -> list[str]:
+    def failing(name: str, raw: object, registered: set[str], index: Any = None) -> list[str]:
         calls["n"] += 1
         if calls["n"] == 2:
             raise RuntimeError("boom while patching")
-        return real(name, raw, registered)
+        return real(name, raw, registered, index)
 
     monkeypatch.setattr(sites_module, "alias_paths", failing)
     plan = plan_for({f"{GET}#0/cv2.flip#0": "cpu", f"{GET}#0/numpy.clip#0": "cpu"})

@@ -266,22 +266,23 @@ def test_a_cached_pipeline_gathers_its_normalization_and_every_epoch_is_identica
     assert runs["gathered"] + runs["computed"] == len(paths) and runs["mismatches"] == 0
 
 
-class BlurredAfterNormalizing(NormalizedImages):
-    """A pending run reaches an OpenCV call the chain does not patch: OpenCV refuses it."""
+class RefusedAfterNormalizing(NormalizedImages):
+    """A pending run reaches ``torch.from_numpy``, which takes arrays only and which no library
+    of the chain guards (OpenCV's functions are all guarded): it refuses it."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
         image = cv2.resize(image, (96, 96), interpolation=cv2.INTER_AREA)
         image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-        x = cv2.GaussianBlur((image.astype(np.float32) / 255.0 - MEAN) / STD, (3, 3), 0)
-        return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1))), index
+        x = torch.from_numpy((image.astype(np.float32) / 255.0 - MEAN) / STD)
+        return x.permute(2, 0, 1).contiguous(), index
 
 
 def test_a_fetch_failing_with_a_pending_run_runs_again_without_the_cache(tmp_path: Path) -> None:
     paths = write_images(tmp_path / "images", n=8)
-    dataset = BlurredAfterNormalizing(paths)
+    dataset = RefusedAfterNormalizing(paths)
     reference = epoch(dataset)
-    caller = CALLER.replace("FileImages", "BlurredAfterNormalizing").replace(
+    caller = CALLER.replace("FileImages", "RefusedAfterNormalizing").replace(
         "prefix_support", __name__
     )
     functions = ("cv2.cvtColor", "cv2.imread", "cv2.resize", "numpy.ascontiguousarray")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from codedag.errors import MigrationError
-from codedag.migrate.sites import patch_sites
+from codedag.migrate.sites import AliasIndex, patch_sites
 from codedag.patching import Patcher
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ class Dispatch:
         self.patcher = Patcher(label)
         self.failed: dict[str, dict[str, str]] = {}
         self._applied = False
+        self._replaced: list[frozenset[str]] | None = None  # each part's names, while applying
 
     @property
     def applied(self) -> bool:
@@ -113,7 +114,12 @@ class Dispatch:
 
     def owners(self, name: str) -> list[RuntimePart]:
         """The parts that replace ``name``, outermost first."""
-        return [p for p in self.parts if name in p.functions() or name in p.hooks()]
+        replaced = self._replaced if self._replaced is not None else self._names_of_parts()
+        return [p for p, names in zip(self.parts, replaced, strict=True) if name in names]
+
+    def _names_of_parts(self) -> list[frozenset[str]]:
+        """What each part replaces (its functions and hooks), in the parts' order."""
+        return [frozenset(p.functions()) | frozenset(p.hooks()) for p in self.parts]
 
     def names(self) -> tuple[list[str], list[str]]:
         """Every library function and every hook the parts replace."""
@@ -141,12 +147,15 @@ class Dispatch:
             for part in self.parts:
                 prepared.append(part)
                 part.before_patching()
+            self._replaced = self._names_of_parts()  # read once: hundreds of names ask
             absent = (MigrationError, ImportError, AttributeError)  # not in this process
             errors: dict[str, BaseException] = {}
             groups = []
+            index = AliasIndex()  # the libraries' namespaces, read once for every name
             for name in functions:
                 try:
-                    groups.append((name, patch_sites(name, registry), self._factory(name)))
+                    sites = patch_sites(name, registry, index)
+                    groups.append((name, sites, self._factory(name)))
                 except absent as error:
                     errors[name] = error
             errors.update(self.patcher.patch_groups(groups, errors=absent))
@@ -174,6 +183,7 @@ class Dispatch:
                 ) from error
         except BaseException:
             self.patcher.restore()
+            self._replaced = None
             for part in reversed(prepared):
                 part.after_restore()
             raise
@@ -201,6 +211,7 @@ class Dispatch:
         for part in reversed(self.parts):
             part.after_restore()
         self._applied = False
+        self._replaced = None
         return count
 
     def patched_names(self) -> list[str]:

@@ -15,17 +15,49 @@ from codedag.errors import MigrationError
 from codedag.patching import resolve
 
 
-def patch_sites(name: str, registry: Any) -> list[str]:
-    """``name`` and every other public path of the same function: what patching it means.
+def patch_sites(name: str, registry: Any, index: AliasIndex | None = None) -> list[str]:
+    """``name`` and every other public path of the same function: what patching it means
+    (``index``: the public paths of the libraries' namespaces, made once for many names).
 
     Raises:
         MigrationError: ``name`` does not resolve.
     """
     _owner, _attr, raw = resolve(name)
-    return [name, *alias_paths(name, raw, registry.aliases(name))]
+    return [name, *alias_paths(name, raw, registry.aliases(name), index)]
 
 
-def alias_paths(name: str, raw: object, registered: set[str]) -> list[str]:
+class AliasIndex:
+    """The public paths of every object in the namespaces :func:`alias_paths` reads, by the
+    object's identity: made once, it answers each name's aliases without reading them again."""
+
+    def __init__(self) -> None:
+        self._paths: dict[int, list[str]] = {}
+        self._read: set[str] = set()
+
+    def paths(self, name: str, obj: object) -> list[str]:
+        """The public paths of ``obj`` in the namespaces of :data:`INDEXED_MODULES` and of
+        ``name``'s module and package."""
+        for module_name in _namespaces(name) - self._read:
+            self._read.add(module_name)
+            namespace = getattr(sys.modules.get(module_name), "__dict__", None)
+            if not isinstance(namespace, dict):
+                continue
+            for attr, value in list(namespace.items()):
+                if not attr.startswith("_"):
+                    self._paths.setdefault(id(value), []).append(f"{module_name}.{attr}")
+        return self._paths.get(id(obj), [])
+
+
+def _namespaces(name: str) -> set[str]:
+    modules = {m for m in INDEXED_MODULES if m in sys.modules}
+    modules.add(name.rsplit(".", 1)[0])
+    modules.add(name.split(".", 1)[0])
+    return modules
+
+
+def alias_paths(
+    name: str, raw: object, registered: set[str], index: AliasIndex | None = None
+) -> list[str]:
     """Other public paths of the function ``name`` resolves to (``numpy.absolute`` for
     ``numpy.abs``, ``torch.stft`` for ``torch.functional.stft``).
 
@@ -33,18 +65,7 @@ def alias_paths(name: str, raw: object, registered: set[str]) -> list[str]:
     each public spelling of the same object in the library's namespaces is patched as well.
     """
     obj = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
-    modules = {m for m in INDEXED_MODULES if m in sys.modules}
-    modules.add(name.rsplit(".", 1)[0])
-    modules.add(name.split(".", 1)[0])
-    found = set()
-    for module_name in modules:
-        module = sys.modules.get(module_name)
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for attr, value in list(namespace.items()):
-            if value is obj and not attr.startswith("_"):
-                found.add(f"{module_name}.{attr}")
+    found = set((index or AliasIndex()).paths(name, obj))
     for other in registered:
         try:
             _owner, _attr, value = resolve(other)

@@ -28,11 +28,13 @@ import logging
 import os
 import sys
 import time
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import codedag.migrate.random_states as random_states
+from codedag.backends.libraries import takes_any_value
 from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.cache.headers import RECORDED_METHODS
@@ -100,6 +102,24 @@ class CacheSettings:
     run: str | None = None
 
 
+def library_guards(functions: set[str]) -> set[str]:
+    """Every C function of the libraries of ``functions`` that take arrays only (OpenCV's):
+    a sample on a path its chain's trace did not take (a blur drawn with ``p=0.1`` in none of
+    the traced samples) hands a value before the cut to one the plan never saw, which a stand-in
+    would fail (the batch run again, or an iterable data set's error)."""
+    out: set[str] = set()
+    for root in {name.split(".", 1)[0] for name in functions if not takes_any_value(name)}:
+        module = sys.modules.get(root)
+        if module is None:
+            continue
+        out.update(
+            f"{root}.{name}"
+            for name, value in list(vars(module).items())
+            if isinstance(value, types.BuiltinFunctionType) and not name.startswith("_")
+        )
+    return out
+
+
 def chains_from_plan(section: Any) -> list[ChainSpec]:
     """The cached chains of a plan's ``cache`` section (the model or its dict)."""
     if section is None:
@@ -154,6 +174,7 @@ class PrefixCacheRuntime(PatchedRuntime):
         for chain in self.chains:
             self._sources.setdefault(chain.source_function, []).append(chain)
         self._guarded: set[str] = set()
+        self._library_guards: set[str] | None = None
         self.run = self.settings.run or ""  # the generation joined (set when applied)
         # what the caches of workers started afresh counted (set by the migrator), and, in
         # such a worker, what it does after each batch (report its counts)
@@ -166,9 +187,14 @@ class PrefixCacheRuntime(PatchedRuntime):
         return bool(self.chains)
 
     def _functions(self) -> tuple[set[str], set[str]]:
-        """The chains' functions (sources included) and their guards that are not chained."""
+        """The chains' functions (sources included) and their guards that are not chained: the
+        plan's, and every C function of the chains' libraries that take arrays only
+        (:func:`library_guards`)."""
         chained = {f for c in self.chains for f in c.functions} | set(self._sources)
-        return chained, {g for c in self.chains for g in c.guards} - chained
+        if self._library_guards is None:  # once: the libraries are imported by then
+            self._library_guards = library_guards(chained)
+        guards = {g for c in self.chains for g in c.guards} | self._library_guards
+        return chained, guards - chained
 
     def functions(self) -> list[str]:
         """The chains' functions (sources included) and their guards."""
