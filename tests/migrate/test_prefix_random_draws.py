@@ -137,6 +137,21 @@ def test_calls_after_draws_that_give_them_the_same_arguments_are_cached(tmp_path
             assert stats["hits"] == 2 * len(paths), stats
 
 
+def _off_the_traced_path(kind: Any, tmp_path: Path, p: float) -> tuple[dict[str, Any], Any]:
+    """``kind``'s chain, planned with the draw probability the class holds, and the cache's
+    statistics of two epochs run with it set to ``p`` (every batch as without the cache)."""
+    paths = write_images(tmp_path / "images", n=8)
+    plan = _plan(kind(paths))
+    (chain,) = plan["cache"]["chains"]
+    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    planned, kind.p = kind.p, p
+    try:
+        stats = _same_under_plan(kind(paths), plan, CacheSettings(store=settings), 2)
+    finally:
+        kind.p = planned
+    return chain, stats
+
+
 class FlippedInTrace(FileDataset):
     """A flip drawn with probability ``p``, taken by every traced sample (``p`` 1 while
     planning), then a method of the array: with ``p`` lowered, a sample that does not flip
@@ -154,16 +169,8 @@ class FlippedInTrace(FileDataset):
 def test_a_method_on_a_path_the_trace_did_not_take_computes_the_chain_there(
     tmp_path: Path,
 ) -> None:
-    paths = write_images(tmp_path / "images", n=8)
-    plan = _plan(FlippedInTrace(paths))
-    (chain,) = plan["cache"]["chains"]
+    chain, stats = _off_the_traced_path(FlippedInTrace, tmp_path, 0.5)
     assert chain["cached"] and chain["cut"]["step"] == "cv2.flip", chain["reason"]
-    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
-    FlippedInTrace.p = 0.5
-    try:
-        stats = _same_under_plan(FlippedInTrace(paths), plan, CacheSettings(store=settings), 2)
-    finally:
-        FlippedInTrace.p = 1.0
     # the samples that did not flip were computed where they left the chain: none failed and
     # ran again (torch.from_numpy takes no stand-in), and the reason is counted
     assert "error" not in stats["misses"], stats
@@ -186,16 +193,8 @@ class RarelyBlurred(FileDataset):
 
 
 def test_a_library_call_the_trace_never_saw_takes_the_computed_value(tmp_path: Path) -> None:
-    paths = write_images(tmp_path / "images", n=8)
-    plan = _plan(RarelyBlurred(paths))
-    (chain,) = plan["cache"]["chains"]
+    chain, stats = _off_the_traced_path(RarelyBlurred, tmp_path, 0.5)
     assert chain["cut"]["step"] == "cv2.cvtColor" and "cv2.GaussianBlur" not in chain["guards"]
-    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
-    RarelyBlurred.p = 0.5
-    try:
-        stats = _same_under_plan(RarelyBlurred(paths), plan, CacheSettings(store=settings), 2)
-    finally:
-        RarelyBlurred.p = 0.0
     # the blurred samples were computed where the blur took their value: no batch failed and
     # ran again (an iterable data set's could not have)
     assert "error" not in stats["misses"], stats
