@@ -164,6 +164,18 @@ def test_aliases_resolve_once_to_one_spec() -> None:
     assert len(names) == len(set(names))
 
 
+def test_aliases_follow_an_unregistered_and_a_registered_spec() -> None:
+    from codedag.backends.registry import build_default_registry
+
+    registry = build_default_registry()  # one of its own: the process's stays as it is
+    spec = registry.get("numpy.absolute")
+    assert spec is not None and "numpy.abs" in registry.aliases("numpy.absolute")  # read once
+    registry.unregister("numpy.abs")
+    assert "numpy.abs" not in registry.aliases(spec.name)
+    registry.register(spec)
+    assert "numpy.abs" in registry.aliases(spec.name)
+
+
 def test_a_library_release_past_the_verified_ones_keeps_its_calls_with_it(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -137,6 +137,7 @@ class Registry:
         self._lock = threading.RLock()
         self._specs: dict[str, OpSpec] = {}
         self._alias: dict[str, str] = {}
+        self._aliases_of: dict[str, set[str]] | None = None  # ``_alias`` by canonical name
         self._pending: dict[str, dict[str, OpSpec]] = {}
         self._namespaces: dict[str, tuple[str, ...]] = {}
         self._tolerances: dict[str, Tolerance] = {}
@@ -252,6 +253,7 @@ class Registry:
                 top_pending.pop(name, None)
             for alias in [a for a, c in self._alias.items() if c == canonical]:
                 del self._alias[alias]
+            self._aliases_of = None
             for key in {name, canonical} & set(self._tolerances):
                 del self._tolerances[key]
             self._tolerances_view = None
@@ -306,6 +308,7 @@ class Registry:
         for alias in names:
             if alias not in self.non_migratable:
                 self._alias[alias] = canonical
+        self._aliases_of = None
 
     def _canonical(self, name: str) -> str:
         top = name.split(".", 1)[0]
@@ -338,7 +341,11 @@ class Registry:
         """Every known name of the same function as ``name`` (``name`` included)."""
         canonical = self._canonical(name)
         with self._lock:
-            return {a for a, c in self._alias.items() if c == canonical} | {name, canonical}
+            if self._aliases_of is None:  # read once after each change, not once per name
+                self._aliases_of = {}
+                for alias, target in self._alias.items():
+                    self._aliases_of.setdefault(target, set()).add(alias)
+            return self._aliases_of.get(canonical, set()) | {name, canonical}
 
     def names(self) -> list[str]:
         """Every migratable function, by canonical name."""
