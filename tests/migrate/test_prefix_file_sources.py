@@ -245,7 +245,9 @@ def test_an_edited_pipeline_over_the_same_files_is_cached_again(
     rng = np.random.default_rng(0)
     paths = [str(tmp_path / f"{i}.png") for i in range(UNFOUND_AFTER + 4)]
     for path in paths:  # more files than the misses after which a chain would be given up
-        cv2.imwrite(path, rng.integers(0, 255, (30, 36, 3), dtype=np.uint8))
+        # noise that takes several times longer to decode than its resized value takes to
+        # store: the plan caches it however busy the machine is
+        cv2.imwrite(path, rng.integers(0, 255, (160, 192, 3), dtype=np.uint8))
     store = tmp_path / "cache"
     for run, size in enumerate((24, 40)):  # the second run: the resize size edited
         loader = DataLoader(_Resized(paths, size), batch_size=4)
