@@ -481,3 +481,12 @@ def test_a_value_the_store_cannot_keep_is_named_in_words() -> None:
     assert _described(Image.new("P", (2, 2))) == "a PIL image of mode P"
     assert _described({"a": 1}) == "a dict"
     assert _described(object()) == "an object"
+
+
+def test_every_c_function_of_a_library_taking_arrays_only_is_guarded() -> None:
+    from codedag.migrate.cache.runtime import library_guards
+
+    guards = library_guards({"cv2.imread", "numpy.pad"})
+    assert {"cv2.GaussianBlur", "cv2.flip", "cv2.warpAffine"} <= guards
+    assert not any(name.startswith("numpy.") for name in guards)  # NumPy takes stand-ins
+    assert library_guards({"numpy.pad", "torch.from_numpy"}) == set()

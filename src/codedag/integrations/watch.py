@@ -171,9 +171,9 @@ class _TimedIterator:
         return getattr(self._inner, name)
 
 
-_APPLIED: weakref.WeakSet[LoaderWatch] = weakref.WeakSet()
-"""The watches whose plan is applied in this process (one at a time: a plan's patches are the
-process's, and serve every DataLoader)."""
+_WATCHES: weakref.WeakSet[LoaderWatch] = weakref.WeakSet()
+"""The watches of this process: one plan applies at a time (a plan's patches are the process's,
+and serve every DataLoader)."""
 
 
 class LoaderWatch:
@@ -197,6 +197,7 @@ class LoaderWatch:
         self._replanned = ""  # why a stored plan was not applied, when it was not
         self._from_store = False  # the plan applied was stored by an earlier run
         self._lock = threading.RLock()
+        _WATCHES.add(self)
 
     # ------------------------------------------------------------------ the epochs
     def iterate(self, make_iterator: Callable[[], Any]) -> Any:
@@ -270,7 +271,6 @@ class LoaderWatch:
             self.results.plan_reason = f"{why}; the next run plans again"
             return
         self.migrator.restore()
-        _APPLIED.discard(self)
         self.migrator, self.plan, self._tried = None, None, False
         self._replanned = f"planned again: {why}"
         self.results.plan_status = "skipped"
@@ -382,7 +382,7 @@ class LoaderWatch:
         """Whether another watched loader's plan is applied in this process: its patches serve
         this loader too, and a plan of this loader's own cannot be applied beside it (said
         once, and nothing traced or planned)."""
-        holder = next((w for w in list(_APPLIED) if w is not self and w.migrator is not None), None)
+        holder = next((w for w in list(_WATCHES) if w is not self and w.migrator is not None), None)
         if holder is None:
             return False
         self._tried = True
@@ -516,7 +516,6 @@ class LoaderWatch:
             self._idle("the plan moves, batches, caches and tabulates nothing")
             return True
         self.migrator = migrator
-        _APPLIED.add(self)
         self.results.plan_status = "applied"
         method = self._started_workers()
         if method is not None:
@@ -575,7 +574,6 @@ class LoaderWatch:
                 self._mailbox.close()
             if self.migrator is not None:
                 migrator, self.migrator = self.migrator, None
-                _APPLIED.discard(self)
                 try:
                     migrator.restore()
                 finally:

@@ -31,7 +31,7 @@ class AliasIndex:
     object's identity: made once, it answers each name's aliases without reading them again."""
 
     def __init__(self) -> None:
-        self._paths: dict[int, list[str]] = {}
+        self._paths: dict[int, list[tuple[object, str]]] = {}  # id -> (object, path)
         self._read: set[str] = set()
 
     def paths(self, name: str, obj: object) -> list[str]:
@@ -44,8 +44,8 @@ class AliasIndex:
                 continue
             for attr, value in list(namespace.items()):
                 if not attr.startswith("_"):
-                    self._paths.setdefault(id(value), []).append(f"{module_name}.{attr}")
-        return self._paths.get(id(obj), [])
+                    self._paths.setdefault(id(value), []).append((value, f"{module_name}.{attr}"))
+        return [path for value, path in self._paths.get(id(obj), []) if value is obj]
 
 
 def _namespaces(name: str) -> set[str]:

@@ -24,6 +24,7 @@ store themselves; their counters reach :meth:`PrefixCacheRuntime.stats` through
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -109,8 +110,9 @@ def library_guards(functions: set[str]) -> set[str]:
     would fail (the batch run again, or an iterable data set's error)."""
     out: set[str] = set()
     for root in {name.split(".", 1)[0] for name in functions if not takes_any_value(name)}:
-        module = sys.modules.get(root)
-        if module is None:
+        try:  # imported here, as patching the chain's own functions would (a plan applied
+            module = importlib.import_module(root)  # before the script imported it)
+        except ImportError:
             continue
         out.update(
             f"{root}.{name}"
@@ -191,7 +193,7 @@ class PrefixCacheRuntime(PatchedRuntime):
         plan's, and every C function of the chains' libraries that take arrays only
         (:func:`library_guards`)."""
         chained = {f for c in self.chains for f in c.functions} | set(self._sources)
-        if self._library_guards is None:  # once: the libraries are imported by then
+        if self._library_guards is None:  # once: hundreds of names ask
             self._library_guards = library_guards(chained)
         guards = {g for c in self.chains for g in c.guards} | self._library_guards
         return chained, guards - chained
