@@ -13,6 +13,7 @@ from typing import Any
 
 import cv2
 import numpy as np
+import pytest
 import torch
 from prefix_support import FileDataset, write_images
 from random_pipelines import SIZE, WarpedImages
@@ -166,9 +167,20 @@ class FlippedInTrace(FileDataset):
         return torch.from_numpy(image.astype(np.float32) / 255.0), index
 
 
+def _every_sample_reaches_a_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cut after a draw is weighed by the share of samples expected to reach it, which keeps
+    cheap calls after a draw out of the cut (test_prefix_find); here every sample is taken to
+    reach it, so that the cut lies after the draw, as it does where the calls after a draw cost
+    the most, and a sample off the traced path meets the chain's values before the cut."""
+    from codedag.optimize import cache
+
+    monkeypatch.setattr(cache, "path_share", lambda candidate, samples: 1.0)
+
+
 def test_a_method_on_a_path_the_trace_did_not_take_computes_the_chain_there(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _every_sample_reaches_a_cut(monkeypatch)
     chain, stats = _off_the_traced_path(FlippedInTrace, tmp_path, 0.5)
     assert chain["cached"] and chain["cut"]["step"] == "cv2.flip", chain["reason"]
     # the samples that did not flip were computed where they left the chain: none failed and
@@ -192,7 +204,10 @@ class RarelyBlurred(FileDataset):
         return torch.from_numpy(cv2.cvtColor(image, cv2.COLOR_BGR2RGB)), index
 
 
-def test_a_library_call_the_trace_never_saw_takes_the_computed_value(tmp_path: Path) -> None:
+def test_a_library_call_the_trace_never_saw_takes_the_computed_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _every_sample_reaches_a_cut(monkeypatch)
     chain, stats = _off_the_traced_path(RarelyBlurred, tmp_path, 0.5)
     assert chain["cut"]["step"] == "cv2.cvtColor" and "cv2.GaussianBlur" not in chain["guards"]
     # the blurred samples were computed where the blur took their value: no batch failed and

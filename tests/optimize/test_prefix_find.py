@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -63,6 +64,36 @@ def test_a_random_draw_ends_the_cacheable_prefix_at_a_call_whose_arguments_diffe
             "cut ends before cv2.add: it follows a random draw "
             "(numpy.random.randint; its arguments differ between samples)"
         )
+
+
+def test_a_cut_after_a_random_draw_is_weighed_by_the_share_of_samples_expected_to_reach_it() -> (
+    None
+):
+    """After a draw a call may run on some paths only (``if random() < 0.5: flip``): four traced
+    samples that all took it say about 5 in 6 samples will, so a later cut must save more than
+    that share loses; a cut before the draw is taken where the call after it costs little."""
+    found = _found(True)
+    (chain,) = found.chains
+    costs = lambda nbytes: (1_000, 2_000)  # noqa: E731
+
+    def convert_costs(share: float) -> None:  # the conversion's traced time, of the prefix's
+        for traced in chain.traced:
+            prefix = sum(s.total_ns for s in traced.steps[:3])
+            traced.steps[3] = dataclasses.replace(traced.steps[3], total_ns=int(prefix * share))
+
+    convert_costs(0.1)
+    (cheap_step,) = decide(found, costs, budget_bytes=1 << 30).chains
+    assert cheap_step.cut is not None and cheap_step.cut.step == "cv2.resize"
+    assert "a cut after cv2.cvtColor follows a random draw (numpy.random.randint)" in (
+        cheap_step.reason
+    )
+    assert "weighed as reached by 5 samples in 6, though all 4 traced ones did" in (
+        cheap_step.reason
+    )
+    convert_costs(3)  # now most of the work: worth the risk
+    (dear_step,) = decide(found, costs, budget_bytes=1 << 30).chains
+    assert dear_step.cut is not None and dear_step.cut.step == "cv2.cvtColor"
+    assert "weighed as reached" not in dear_step.reason
 
 
 def test_the_cut_saves_the_most_within_the_budget_and_none_when_reading_costs_more() -> None:

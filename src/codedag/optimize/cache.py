@@ -227,6 +227,10 @@ class Candidate:
     stands_in: bool = True
     """Whether a value read back stands in for every call up to the cut: not at a source call
     whose other results only the call tells (``soundfile.read``'s rate is the file's)."""
+    after_draw: str = ""
+    """The random draw a traced sample made between the source call and the cut (``""``: none):
+    a call after it may run only on some paths (``if random.random() < 0.5: flip``), so a
+    sample that takes another one misses at this cut."""
 
     @property
     def storable(self) -> bool:
@@ -665,6 +669,7 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
         prefix = [sum(s.total_ns for s in t.steps[: position + 1]) for t in chain.traced]
         sizes = [t.steps[position].nbytes for t in chain.traced]
         first = chain.traced[0].steps[position]
+        drawn = (t.steps[q].drawn for t in chain.traced for q in range(1, position + 1))
         out.append(
             Candidate(
                 position,
@@ -676,9 +681,19 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
                 first.dtype,
                 first.image_mode,
                 position > 0 or _source_stands_in(chain),
+                next((d for d in drawn if d), ""),
             )
         )
     return out
+
+
+def path_share(candidate: Candidate, samples: int) -> float:
+    """The share of samples expected to reach ``candidate``'s cut on the traced path, where
+    ``samples`` traced samples all did: 1 before any random draw; after one, Laplace's rule of
+    succession, (n + 1) / (n + 2), as a call there may run only when a draw says so (all 4
+    traced samples flipped by a ``p=0.5`` draw once in 16 plans, and half of every epoch would
+    miss a cut after the flip)."""
+    return 1.0 if not candidate.after_draw else (samples + 1) / (samples + 2)
 
 
 def _source_stands_in(chain: PrefixChain) -> bool:
@@ -791,6 +806,7 @@ def decide(
             )
             clause = bytes_clause(entry.candidates, cut, EPOCHS, MIN_SAVING)
             entry.reason += f"; {clause}" if clause else ""
+            entry.reason += _path_clause(chain, cut)
         # why no later cut, in one clause: a draw or a shared value, or whatever ends the chain
         # where the cut is its last call
         at_end = entry.cut is not None and entry.cut.position + 1 == len(entry.steps)
@@ -807,6 +823,23 @@ def decide(
     section.note = note
     pace_first_epoch(section, first_epoch)
     return section
+
+
+def _path_clause(chain: PrefixChain, cut: CacheCut) -> str:
+    """Why the cut is not a later one that would save more on a hit, where that one follows a
+    random draw (:func:`path_share`), or ``""``."""
+    later = [
+        c
+        for c in candidates(chain)
+        if c.position > cut.position and c.after_draw and c.prefix_ns > cut.prefix_ns
+    ]
+    if not later:
+        return ""
+    n = chain.samples
+    return (
+        f"; a cut after {later[-1].step} follows a random draw ({later[0].after_draw}), so it "
+        f"is weighed as reached by {n + 1} samples in {n + 2}, though all {n} traced ones did"
+    )
 
 
 def _unstorable_reason(chain: PrefixChain) -> str:
@@ -902,6 +935,7 @@ def _weigh_cuts(
     for cand in candidates(chain):
         if not cand.storable or not cand.stands_in:
             continue
+        reached = path_share(cand, chain.samples)
         cut = CacheCut(
             step=cand.step,
             occurrence=cand.occurrence,
@@ -917,7 +951,7 @@ def _weigh_cuts(
             cut.saved_ns = cand.prefix_ns - read_ns
             total = cand.nbytes * distinct
             share = min(1.0, max(0, left) / total) if total else 0.0
-            value = share * (EPOCHS - 1) * cut.saved_ns - write_ns
+            value = share * (EPOCHS - 1) * reached * cut.saved_ns - write_ns
             saves = cut.saved_ns > MIN_SAVING * cand.prefix_ns
             pays_back = write_ns <= PAYBACK_EPOCHS * cut.saved_ns
             if saves and not pays_back and (unpaid is None or cut.saved_ns > unpaid.saved_ns):
