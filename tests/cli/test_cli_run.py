@@ -149,7 +149,7 @@ def test_two_loaders_plan_the_one_named(
 def test_a_pipeline_that_cannot_be_traced_runs_unmodified_with_one_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script = write_train_script(tmp_path, read_once=True)
+    script = write_train_script(tmp_path, original_only=True)
     monkeypatch.setenv("EPOCHS", "2")
     out = tmp_path / "out"
     assert main(["run", "--no-store", "--out", str(out), "--", "python", str(script)]) == 0
@@ -157,10 +157,25 @@ def test_a_pipeline_that_cannot_be_traced_runs_unmodified_with_one_warning(
     assert len(_losses(captured.out)) == 2
     warnings = [line for line in captured.err.splitlines() if "planning skipped" in line]
     assert len(warnings) == 1
-    assert "read twice in one epoch" in warnings[0]
+    assert "a copy of this data set reads nothing" in warnings[0]
     results = load_run_results(out)
     assert results.plan_status == "skipped"
     assert [e.planned for e in results.epochs] == [False, False]
+
+
+def test_tracing_and_storing_read_no_sample_of_the_scripts_own_data_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its data set refuses a second read of an index in one epoch: the plan is made and
+    applied in epoch 1 from copies of it, and the script's reads are its own."""
+    script = write_train_script(tmp_path, read_once=True)
+    monkeypatch.setenv("EPOCHS", "2")
+    out = tmp_path / "out"
+    assert main(["run", "--no-store", "--out", str(out), "--", "python", str(script)]) == 0
+    assert len(_losses(capsys.readouterr().out)) == 2
+    results = load_run_results(out)
+    assert results.plan_status == "applied", results.plan_reason
+    assert [e.planned for e in results.epochs] == [True, True]
 
 
 def test_zero_budget_skips_planning(

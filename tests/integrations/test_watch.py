@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import cv2
 import numpy as np
@@ -123,14 +123,21 @@ class PngFiles(Dataset):  # type: ignore[type-arg]
 
 
 class CountedPngFiles(PngFiles):
-    """PngFiles that lists every index it is asked for."""
+    """PngFiles that lists every index it is asked for, and every index its copies are asked
+    for in ``copies_asked`` (one list for every copy: a class attribute)."""
+
+    copies_asked: ClassVar[list[int]] = []
 
     def __init__(self, paths: list[str]) -> None:
         super().__init__(paths)
         self.asked: list[int] = []
+        type(self).copies_asked = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "asked": None}
 
     def __getitem__(self, i: int) -> Any:
-        self.asked.append(int(i))
+        (type(self).copies_asked if self.asked is None else self.asked).append(int(i))
         return super().__getitem__(i)
 
 
@@ -239,26 +246,87 @@ def _one_planned_epoch(tmp_path: Any, monkeypatch: Any) -> tuple[Any, list[Any],
     return dataset, first, results
 
 
-def test_the_warm_up_batch_is_traced_and_then_stored_with_no_other_fetch(
+def test_samples_the_warm_up_batch_did_not_fetch_are_traced_and_the_warm_up_batch_stored(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
-    """With 0 workers the plan is made from the warm-up batch itself (traced once, its code warm)
-    and that batch is fetched once more under the plan: no other sample is computed twice."""
+    """With 0 workers the plan is made from 8 samples the warm-up batch did not fetch (traced
+    once, their code warm) and the warm-up batch is fetched once more under the plan, both from
+    a copy of the data set: the script's own computes each sample once."""
     dataset, first, results = _one_planned_epoch(tmp_path, monkeypatch)
-    assert sorted(dataset.asked) == sorted([i for batch in first for i in batch] + first[0] * 2)
-    assert dataset.asked[:12] == first[0] * 3  # fetched, traced, stored; then batches 2 and 3
+    assert dataset.asked == [i for batch in first for i in batch]
+    traced, stored = dataset.copies_asked[:8], dataset.copies_asked[8:]
+    assert len(set(traced)) == 8 and not set(traced) & set(first[0])
+    assert stored == first[0]
     assert results.cache["stored"] == 12
 
 
-def test_only_the_first_samples_of_the_warm_up_batch_are_traced(
+def test_only_the_first_samples_not_in_the_warm_up_batch_are_traced(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
     from codedag.integrations import autoplan
 
     monkeypatch.setattr(autoplan, "TRACED_SAMPLES", 2)
     dataset, first, results = _one_planned_epoch(tmp_path, monkeypatch)
-    assert dataset.asked[:10] == first[0] + first[0][:2] + first[0]  # fetched, traced, stored
+    traced, stored = dataset.copies_asked[:2], dataset.copies_asked[2:]
+    assert len(set(traced)) == 2 and not set(traced) & set(first[0]) and stored == first[0]
     assert results.cache["stored"] == 12
+
+
+class KeptPngFiles(PngFiles):
+    """PngFiles that keeps each resized image it decoded in a dict, as many data sets do."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(paths)
+        self.kept: dict[int, Any] = {}
+
+    def __getitem__(self, i: int) -> Any:
+        if i not in self.kept:
+            self.kept[i] = cv2.resize(cv2.imread(self.paths[i]), (16, 16))
+        img = self.kept[i]
+        if np.random.rand() < 0.5:
+            img = cv2.flip(img, 1)
+        return torch.from_numpy(img.astype(np.float32) / 255.0), i
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_data_set_that_keeps_its_decoded_images_gets_its_decode_cached(
+    tmp_path: Any, monkeypatch: Any, workers: int
+) -> None:
+    """The warm-up batch's samples are in the data set's own dict when the plan is made with 0
+    workers: a trace of them would see no decode, and the plan (stored, and used by runs with
+    workers, whose dicts start empty every epoch) would cache nothing."""
+    _storing_pays(tmp_path, monkeypatch)
+    paths = _png_files(tmp_path, 16)
+
+    def epochs(loader: DataLoader, iterate: Any) -> list[list[Any]]:  # type: ignore[type-arg]
+        np.random.seed(5)
+        loader.generator.manual_seed(7)  # type: ignore[union-attr]
+        return [[(x, i) for x, i in iterate()] for _ in range(3)]
+
+    def make() -> DataLoader:  # type: ignore[type-arg]
+        return DataLoader(
+            KeptPngFiles(paths),
+            batch_size=4,
+            shuffle=True,
+            num_workers=workers,
+            generator=torch.Generator(),
+        )
+
+    plain = make()
+    expected = epochs(plain, lambda: iter(plain))
+    loader = make()
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False, first_epoch="all"))
+    try:
+        got = epochs(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)))
+    finally:
+        results = watch.close()
+    assert results.plan_status == "applied", results.plan_reason
+    assert watch.plan is not None
+    sources = [c.source_function for c in watch.plan.cache.cached_chains]  # type: ignore[union-attr]
+    assert sources == ["cv2.imread"], sources
+    if workers:  # each epoch's workers start with empty dicts: epochs 2 and 3 read back
+        assert results.cache["hits"] >= 16, results.cache
+    _assert_same_batches(expected, got)
 
 
 class PngStream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]

@@ -83,8 +83,8 @@ VALIDATION = """\
         print(f"epoch {epoch} val {val!r}", flush=True)
 """
 
-# A dataset that refuses a second read of an index within one epoch: tracing (which reads the
-# first batch again) fails on it, and the script, which reads each index once, runs.
+# A dataset that refuses a second read of an index within one epoch: the script reads each
+# index once, and so must codedag's tracing and storing (they read copies).
 ONCE_PER_EPOCH_METHODS = """\
         self.seen = set()
 
@@ -96,6 +96,18 @@ ONCE_PER_EPOCH_GUARD = """\
             raise RuntimeError(f"index {i} read twice in one epoch")
         self.seen.add(i)
 """
+# A dataset that reads in the object that made it only (its copies refuse): tracing, which reads
+# a copy, fails on it, and the script runs.
+ORIGINAL_ONLY_METHODS = """\
+        self.original = True
+
+    def __getstate__(self):
+        return {**self.__dict__, "original": False}
+"""
+ORIGINAL_ONLY_GUARD = """\
+        if not self.original:
+            raise RuntimeError("a copy of this data set reads nothing")
+"""
 
 
 def write_train_script(
@@ -105,14 +117,21 @@ def write_train_script(
     validation: bool = False,
     ending: str = "",
     read_once: bool = False,
+    original_only: bool = False,
     loader_options: str = "",
 ) -> Path:
     """Write the training script (and nothing else: it writes its images on first run);
-    ``loader_options``: more arguments of its training DataLoader (``num_workers=2``)."""
+    ``loader_options``: more arguments of its training DataLoader (``num_workers=2``);
+    ``read_once``: its data set refuses a second read of an index in one epoch;
+    ``original_only``: its data set's copies refuse to read."""
+    methods = ONCE_PER_EPOCH_METHODS if read_once else ""
+    methods += ORIGINAL_ONLY_METHODS if original_only else ""
+    guard = ONCE_PER_EPOCH_GUARD if read_once else ""
+    guard += ORIGINAL_ONLY_GUARD if original_only else ""
     text = TRAIN.format(
         loader_options=f", {loader_options}" if loader_options else "",
-        extra_methods=ONCE_PER_EPOCH_METHODS if read_once else "",
-        guard=ONCE_PER_EPOCH_GUARD if read_once else "",
+        extra_methods=methods,
+        guard=guard,
         epoch_start="        data.new_epoch()\n" if read_once else "",
         validation=VALIDATION if validation else "",
         ending=f"    {ending}\n" if ending else "",

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.errors import ConfigError, TraceError
-from codedag.trace.dataloader import _plain_index, trace_first_batch
+from codedag.trace.dataloader import _plain_index, isolated, trace_first_batch, unfetched_indices
 
 
 class CountingTracer:
@@ -108,3 +108,72 @@ def test_bad_inputs_get_one_clear_error() -> None:
 def test_indices_are_kept_as_plain_ints_or_their_repr() -> None:
     assert _plain_index(np.int64(3)) == 3 and type(_plain_index(torch.tensor(2))) is int
     assert _plain_index("key") == "'key'"
+
+
+class Remembering(Dataset):  # type: ignore[type-arg]
+    """Items computed once and then kept, with a handle opened at the first item (as data sets
+    open an HDF5 or LMDB file in each worker) and a count of items computed."""
+
+    def __init__(self) -> None:
+        self.kept: dict[int, Any] = {}
+        self.handle: object | None = None
+        self.computed = 0
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, index: int) -> Any:
+        if self.handle is None:
+            self.handle = object()
+        if index not in self.kept:
+            self.computed += 1
+            self.kept[index] = torch.tensor([float(index), float(np.random.rand())])
+        return self.kept[index]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_warm_up_runs_fetch_other_samples_and_the_data_set_is_left_as_it_was(workers: int) -> None:
+    """A data set that keeps what it computed would hand the traced run its warm-up's values
+    (no call to trace); the runs use a copy, so nothing of them stays in the script's data set
+    (a handle its workers would inherit, kept values, a count)."""
+    dataset = Remembering()
+    loader = DataLoader(dataset, batch_size=4, shuffle=True, num_workers=workers)
+    computed: list[int] = []
+
+    class Counting(CountingTracer):
+        @contextlib.contextmanager
+        def tracing_context(self, reach: Iterable[object] = ()) -> Iterator[None]:
+            (copy,) = [r for r in reach if isinstance(r, Remembering)]
+            before = copy.computed
+            with super().tracing_context(reach):
+                yield
+            computed.append(copy.computed - before)
+
+    trace_first_batch(loader, Counting(), warmup=1)
+    assert computed == [4]  # every traced sample computed, none handed back from the warm-up's
+    assert (dataset.handle, dataset.kept, dataset.computed) == (None, {}, 0)
+
+
+def test_unfetched_indices_skip_the_fetched_ones_in_the_samplers_order() -> None:
+    sequential = DataLoader(Noisy(), batch_size=4)
+    assert unfetched_indices(sequential, [0, 1, 2, 3], 6) == [4, 5, 6, 7, 8, 9]
+    assert unfetched_indices(sequential, [0, 1, 2, 3], 2) == [4, 5]
+    shuffled = DataLoader(Noisy(), batch_size=4, shuffle=True)
+    others = unfetched_indices(shuffled, [3, 5, 7, 9], 8)
+    assert len(set(others)) == 8 and not set(others) & {3, 5, 7, 9}
+    one_key = DataLoader(Noisy(), batch_size=None)  # no batch sampler: one key per fetch
+    assert unfetched_indices(one_key, 0, 4) == 1
+    tiny = DataLoader(Noisy(), batch_size=16)  # within 1 batch, every index was fetched
+    assert unfetched_indices(tiny, list(range(16)), 4) == list(range(16))
+    unhashable = [[0], [1]]
+    assert unfetched_indices(sequential, unhashable, 2) is unhashable
+
+
+def test_isolated_copies_a_picklable_data_set_only() -> None:
+    loader = DataLoader(Remembering(), batch_size=4)
+    view = isolated(loader)
+    assert view.dataset is not loader.dataset and isinstance(view.dataset, Remembering)
+    assert view.sampler is loader.sampler and view.batch_size == 4
+    lambdas = Remembering()
+    lambdas.handle = lambda: None  # not picklable: the data set itself
+    assert isolated(DataLoader(lambdas)).dataset is lambdas

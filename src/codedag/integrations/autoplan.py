@@ -1,8 +1,9 @@
 """Trace and plan a DataLoader the running script uses, without changing what the script sees.
 
-:func:`plan_loader` traces the first :data:`TRACED_SAMPLES` samples of one batch of the loader
-(``trace_first_batch`` on the same object: the warm-up batch the script fetched already when its
-indices are given, else a new epoch's first batch) and plans them
+:func:`plan_loader` traces :data:`TRACED_SAMPLES` samples of the loader (``trace_first_batch`` on
+the same object: when the indices of the warm-up batch the script fetched already are given,
+samples that batch did not fetch, whose code is warm and whose values the data set cannot have
+kept; else a new epoch's first batch) and plans them
 (``OptimizerManager(k=2, cache="auto")``) on the device the script trains on, inside a time
 budget; samples that give a plan nothing to act on (:func:`nothing_to_plan`) are not planned,
 and the planner is not imported for them. Every random generator the script's next batches
@@ -164,8 +165,9 @@ def plan_loader(
         budget_s: seconds tracing and planning may take together (0: do not plan).
         device: the device to calibrate on (default: :func:`script_device`).
         indices: the batch sampler's indices of a batch this process fetched already (the
-            warm-up batch): that batch is traced, without an untraced run first (its code is
-            warm). Default: the first batch of a new epoch, after one untraced run of it.
+            warm-up batch): samples that batch did not fetch are traced, without an untraced
+            run first (their code is warm). Default: the first batch of a new epoch, after one
+            untraced run of it.
 
     Returns:
         The plan, or ``None`` with the reason when tracing or planning failed or ran out of time.
@@ -193,14 +195,15 @@ def plan_loader(
 def _trace_and_plan(
     loader: Any, device: str, start: float, deadline: float, indices: Any
 ) -> PlanOutcome:
-    from codedag.trace.dataloader import trace_first_batch
+    from codedag.trace.dataloader import trace_first_batch, unfetched_indices
     from codedag.trace.tracer import EnhancedTracer
 
     tracer = EnhancedTracer()
     if indices is None:
         trace_first_batch(loader, tracer, samples=TRACED_SAMPLES)
     else:
-        trace_first_batch(loader, tracer, warmup=0, indices=indices, samples=TRACED_SAMPLES)
+        fresh = unfetched_indices(loader, indices, TRACED_SAMPLES)
+        trace_first_batch(loader, tracer, warmup=0, indices=fresh, samples=TRACED_SAMPLES)
     traced = time.perf_counter()
     budget_s = deadline - start
     if traced > deadline:

@@ -475,17 +475,18 @@ class LoaderWatch:
     def _store_warmup(self, indices: Any) -> None:
         """Fetch the warm-up batch's samples again under the applied plan, so that its prefix
         cache holds them too and the next epoch reads every sample back (0 workers: the fetch
-        is this process's). Collation is skipped; every random generator is put back."""
+        is this process's), from a copy of the data set where it can be made. Collation is
+        skipped; every random generator is put back."""
         migrator = self.migrator
         if migrator is None or not migrator.get_stats()["cache"].get("enabled"):
             return
         from codedag.integrations.autoplan import preserved_random_state
-        from codedag.trace.dataloader import indices_loader
+        from codedag.trace.dataloader import indices_loader, isolated
         from codedag.util.logs import held_logs
 
         try:
             with _working(), preserved_random_state(self.loader), held_logs():
-                for _ in indices_loader(self.loader, indices, collate_fn=_discard):
+                for _ in indices_loader(isolated(self.loader), indices, collate_fn=_discard):
                     pass
         except Exception as error:  # the next epoch computes these samples, as without it
             log.debug("the warm-up batch was not stored: %s: %s", type(error).__name__, error)

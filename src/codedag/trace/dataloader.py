@@ -1,15 +1,18 @@
 """Trace the first batch of a PyTorch DataLoader, warmed up, with or without worker processes.
 
 The first batch is what gets traced, in the calling thread, after ``warmup`` untraced runs of
-the same batch (a cold first batch pays imports, JIT compilation and caches: one function took
-2.6 s cold and 60 ms warm). Every run starts from the same random state, saved before the first
+as many other samples (a cold first batch pays imports, JIT compilation and caches: one function
+took 2.6 s cold and 60 ms warm; other samples, because a data set that keeps what it computed, in
+a dict or under ``functools.lru_cache``, would return the batch's samples from there in the
+traced run, and the trace would miss the decoding a new sample does). Every run starts from the same random state, saved before the first
 one: Python's ``random``, NumPy's global generator, torch's default generator, the loader's and
 its sampler's generators and the random generators the dataset holds as attributes. After
 tracing that state is put back, so tracing leaves the process as it found it.
 
-- ``num_workers == 0``: each run is ``next(iter(loader))``, as a training loop starts an epoch.
-- ``indices`` given (a batch the loader yielded already, in this process: ``codedag run``'s
-  warm-up batch): that batch is traced through a ``num_workers=0`` replica
+- ``num_workers == 0``: the traced run is ``next(iter(loader))``, as a training loop starts an
+  epoch.
+- ``indices`` given (``codedag run`` with 0 workers: samples the warm-up batch did not fetch,
+  :func:`unfetched_indices`): that batch is traced through a ``num_workers=0`` replica
   (:func:`indices_loader`); its code is warm, so no untraced run is needed (``warmup=0``).
 - ``num_workers > 0``: the per-sample work runs in worker processes, where the tracer's hook does
   not exist. Capturing it there would need a hook and library wrappers in every worker and
@@ -80,6 +83,61 @@ def _first_task(loader: Any) -> tuple[int, Any]:
     return base_seed, indices
 
 
+ISOLATED_BYTES = 64 << 20
+"""The largest pickled data set :func:`isolated` copies."""
+
+
+def isolated(loader: Any) -> Any:
+    """``loader`` over a copy of its data set, made as a spawned worker receives it (pickled),
+    sharing its sampler, generator and settings.
+
+    Tracing and storing run the user's code outside the training loop, and what a data set keeps
+    from a call would stay in the script's own: a file handle opened at its first sample (an
+    HDF5 or LMDB handle the workers forked later would share), decoded images kept in a dict,
+    a counter that a curriculum reads. ``loader`` itself where its data set cannot be pickled or
+    its pickle is over :data:`ISOLATED_BYTES`.
+    """
+    import copy
+    import pickle
+
+    try:
+        data = pickle.dumps(loader.dataset, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) > ISOLATED_BYTES:
+            return loader
+        dataset = pickle.loads(data)
+    except Exception:  # unpicklable (a lambda, an open handle), or user code that raises
+        return loader
+    view = copy.copy(loader)
+    object.__setattr__(view, "dataset", dataset)  # DataLoader refuses a new one once made
+    object.__setattr__(view, "_iterator", None)  # never the loader's persistent workers
+    return view
+
+
+def unfetched_indices(loader: Any, fetched: Any, samples: int, batches: int = 4) -> Any:
+    """Indices of up to ``samples`` samples of ``loader``'s map-style dataset that ``fetched`` (a
+    batch this process fetched already) does not hold, in the order a new epoch's batch sampler
+    yields them (within its first ``batches`` batches; its draws are the caller's to put back).
+
+    A data set that keeps what it computed (a dict of decoded images, ``functools.lru_cache``)
+    takes another path for a sample it computed already: a trace of those would see none of the
+    calls a new sample makes, the ones a fresh worker and every later epoch's workers run.
+    ``fetched`` itself where the sampler yields no other index or its indices are not hashable.
+    """
+    single = loader.batch_sampler is None  # one key per fetch, not a list
+    try:
+        seen = {fetched} if single else set(fetched)
+        found: list[Any] = []
+        for number, batch in enumerate(iter(loader._index_sampler)):
+            found.extend(i for i in ([batch] if single else batch) if i not in seen)
+            if len(found) >= samples or number + 1 >= batches:
+                break
+    except TypeError:  # unhashable indices
+        return fetched
+    if not found:
+        return fetched
+    return found[0] if single else found[:samples]
+
+
 def indices_loader(loader: Any, indices: Any, collate_fn: Any = None) -> Any:
     """A ``num_workers=0`` DataLoader over ``loader``'s map-style dataset yielding one batch: the
     one of ``indices`` (what ``loader``'s batch sampler yielded, or one key without
@@ -143,7 +201,8 @@ def trace_first_batch(
     Args:
         loader: a ``torch.utils.data.DataLoader``.
         tracer: the tracer to use.
-        warmup: untraced runs of the same batch before the traced one.
+        warmup: untraced runs before the traced one, of as many other samples of the data set
+            (the same batch where it has no other, or is iterable).
         indices: trace the batch of these indices instead (what the batch sampler yielded for a
             batch this process fetched already; a map-style dataset), in this process.
         samples: trace only the batch's first ``samples`` samples (a map-style dataset whose
@@ -160,6 +219,7 @@ def trace_first_batch(
         raise ConfigError("indices name a batch of a map-style dataset; this one is iterable")
     if samples is not None and (not isinstance(samples, int) or samples < 1):
         raise ConfigError(f"samples must be an integer >= 1, got {samples!r}")
+    loader = isolated(loader)
     sampler = getattr(loader, "sampler", None)
     snapshot = RandomSnapshot(
         generators=(loader.generator, getattr(sampler, "generator", None)),
@@ -189,19 +249,23 @@ def trace_first_batch(
             generators=(loader.generator, getattr(sampler, "generator", None)),
             holders=(loader.dataset, sampler),
         )
+        traced_indices = None if indices is None else _first_samples(loader, indices, samples)
+        warm = _warm_up_replica(loader, traced_indices, samples, warmup)
+        after_draws.restore()
         batch = None
         for run in range(warmup + 1):
             after_draws.restore()
             traced = run == warmup
+            if not workers and indices is None:
+                snapshot.restore()  # every run is the epoch's first batch
             if workers:
                 with worker_zero(loader, base_seed):
-                    iterator = iter(replica)
+                    iterator = iter(replica if traced or warm is None else warm)
                     batch = _next(iterator, tracer if traced else None, loader.dataset)
-            elif indices is not None:
-                iterator = iter(replica)
+            elif indices is not None or (warm is not None and not traced):
+                iterator = iter(replica if traced or warm is None else warm)
                 batch = _next(iterator, tracer if traced else None, loader.dataset)
             else:
-                snapshot.restore()  # every run is the epoch's first batch
                 iterator = iter(loader)
                 batch = _next(iterator, tracer if traced else None, loader.dataset)
             del iterator
@@ -217,6 +281,23 @@ def trace_first_batch(
             "random_state_restored": True,
         }
     return batch
+
+
+def _warm_up_replica(loader: Any, traced: Any, samples: int | None, warmup: int) -> Any:
+    """A replica (:func:`indices_loader`) over samples other than the traced ones (``traced``:
+    their indices; None: the first batch of a new epoch), for the untraced runs: a data set
+    that keeps what it computed would return the traced samples from its own cache, and their
+    trace would miss the calls a new sample makes. None: no untraced run, an iterable data set,
+    or no other sample; then the untraced runs fetch the traced samples."""
+    from torch.utils.data import IterableDataset
+
+    if warmup == 0 or isinstance(loader.dataset, IterableDataset):
+        return None
+    if traced is None:  # the first batch's, drawn as the traced run's iterator draws it
+        traced = _first_samples(loader, _first_task(loader)[1], samples)
+    count = 1 if loader.batch_sampler is None else len(list(traced))
+    others = unfetched_indices(loader, traced, count)
+    return None if others is traced else indices_loader(loader, others)
 
 
 def _first_samples(loader: Any, indices: Any, samples: int | None) -> Any:
