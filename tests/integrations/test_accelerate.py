@@ -129,6 +129,49 @@ def test_a_second_loader_runs_under_the_plan_applied_first(
     assert train_results.cache["hits"] >= 2 * len(files)
 
 
+class ResizedOnly(FlipFiles):
+    """FlipFiles edited: no flip, a smaller size (a notebook's cell changed and run again)."""
+
+    def __getitem__(self, i: int) -> Any:
+        return torch.from_numpy(cv2.resize(cv2.imread(self.files[i]), (8, 8)).astype(np.float32))
+
+
+def test_a_loader_dropped_with_its_plan_leaves_no_patch_and_the_next_one_is_planned(
+    tmp_path: Path,
+) -> None:
+    """A notebook's cell run again binds a new accelerated loader; the old one is unreachable,
+    its watch with it (a cycle the collector frees when it runs), but its plan's patches are
+    held by the functions they replaced: the next loader's plan restores them and applies."""
+    import gc
+    import weakref
+
+    import cv2 as cv2_module
+
+    files = _files(tmp_path)
+    original = cv2_module.imread
+    loader = codedag.accelerate(DataLoader(FlipFiles(files), batch_size=4), store_plans=False)
+    _epochs(loader, 2)
+    watch = weakref.ref(loader.__dict__["_codedag_watch"])
+    assert cv2_module.imread is not original  # the plan's cache patches it
+    gc.disable()  # the cycle stays until the next plan asks
+    try:
+        del loader
+        expected = _epochs(DataLoader(ResizedOnly(files), batch_size=4), 3)
+        edited = codedag.accelerate(DataLoader(ResizedOnly(files), batch_size=4), store_plans=False)
+        try:
+            got = _epochs(edited, 3)
+            results = results_of(edited)
+        finally:
+            release(edited)
+    finally:
+        gc.enable()
+    assert watch() is None
+    assert results is not None and results.plan_status == "applied", results.plan_reason
+    assert cv2_module.imread is original
+    for want, have in zip(expected, got, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(want, have, strict=True))
+
+
 def test_accelerate_refuses_what_is_not_a_dataloader() -> None:
     with pytest.raises(ConfigError, match="expects a torch DataLoader"):
         codedag.accelerate([1, 2, 3])

@@ -32,6 +32,7 @@ warning and the script runs on unmodified.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import threading
 import time
@@ -175,6 +176,31 @@ _WATCHES: weakref.WeakSet[LoaderWatch] = weakref.WeakSet()
 """The watches of this process: one plan applies at a time (a plan's patches are the process's,
 and serve every DataLoader)."""
 
+_APPLIED: list[tuple[weakref.ref[LoaderWatch], Any]] = []
+"""Each applied plan's watch and migrator. A loader dropped with its watch (a notebook's cell run
+again binds a new one) is collected without its plan being restored: the patched functions hold
+the migrator, so its patches stay until :func:`_restore_orphaned` finds the watch gone."""
+
+
+def _forget_applied(migrator: Any) -> None:
+    """Drop ``migrator`` from :data:`_APPLIED`: its watch restores it."""
+    _APPLIED[:] = [entry for entry in _APPLIED if entry[1] is not migrator]
+
+
+def _restore_orphaned() -> None:
+    """Restore the plans whose watch was collected with its loader (said once each)."""
+    for entry in list(_APPLIED):
+        watch, migrator = entry
+        if watch() is not None:
+            continue
+        _APPLIED.remove(entry)
+        try:
+            migrator.restore()
+        except Exception as error:  # its patches stay; the next apply says why it cannot
+            log.warning("codedag: a dropped DataLoader's plan was not restored: %s", error)
+        else:
+            log.info("codedag: the plan of a DataLoader no longer used was restored")
+
 
 class LoaderWatch:
     """Times, plans and accelerates one DataLoader; see the module docstring."""
@@ -270,6 +296,7 @@ class LoaderWatch:
         if getattr(self.loader, "persistent_workers", False) and not self._fetches_here():
             self.results.plan_reason = f"{why}; the next run plans again"
             return
+        _forget_applied(self.migrator)
         self.migrator.restore()
         self.migrator, self.plan, self._tried = None, None, False
         self._replanned = f"planned again: {why}"
@@ -382,7 +409,10 @@ class LoaderWatch:
         """Whether another watched loader's plan is applied in this process: its patches serve
         this loader too, and a plan of this loader's own cannot be applied beside it (said
         once, and nothing traced or planned)."""
-        holder = next((w for w in list(_WATCHES) if w is not self and w.migrator is not None), None)
+        if self._plan_holder() is not None:  # perhaps a loader dropped in a cycle with its
+            gc.collect()  # watch, which the cycle collector alone frees: then its plan goes
+        _restore_orphaned()
+        holder = self._plan_holder()
         if holder is None:
             return False
         self._tried = True
@@ -399,6 +429,10 @@ class LoaderWatch:
             self.results.plan_reason,
         )
         return True
+
+    def _plan_holder(self) -> LoaderWatch | None:
+        """Another watch whose plan is applied (None: none)."""
+        return next((w for w in list(_WATCHES) if w is not self and w.migrator is not None), None)
 
     @gc_paused()
     def _apply_stored(self) -> None:
@@ -517,6 +551,7 @@ class LoaderWatch:
             self._idle("the plan moves, batches, caches and tabulates nothing")
             return True
         self.migrator = migrator
+        _APPLIED.append((weakref.ref(self), migrator))
         self.results.plan_status = "applied"
         method = self._started_workers()
         if method is not None:
@@ -575,6 +610,7 @@ class LoaderWatch:
                 self._mailbox.close()
             if self.migrator is not None:
                 migrator, self.migrator = self.migrator, None
+                _forget_applied(migrator)
                 try:
                     migrator.restore()
                 finally:
