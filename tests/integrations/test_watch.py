@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, ClassVar
 
 import cv2
@@ -326,6 +327,53 @@ def test_a_data_set_that_keeps_its_decoded_images_gets_its_decode_cached(
     assert sources == ["cv2.imread"], sources
     if workers:  # each epoch's workers start with empty dicts: epochs 2 and 3 read back
         assert results.cache["hits"] >= 16, results.cache
+    _assert_same_batches(expected, got)
+
+
+def test_ctrl_c_while_planning_stops_the_loop_and_the_next_epoch_plans_again(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """A notebook's cell interrupted while codedag plans, inside the second batch's ``next()``,
+    then run again: the interrupt reaches the script, nothing stays patched, and the loader's
+    next epochs are planned and give the loader's own batches."""
+    from codedag.integrations import autoplan
+
+    _storing_pays(tmp_path, monkeypatch)
+    paths = _png_files(tmp_path, 12)
+    real, calls = autoplan.plan_loader, []
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(autoplan, "plan_loader", interrupted)
+
+    def run(loader: DataLoader, iterate: Any) -> list[list[Any]]:  # type: ignore[type-arg]
+        np.random.seed(5)
+        loader.generator.manual_seed(7)  # type: ignore[union-attr]
+        with contextlib.suppress(KeyboardInterrupt):
+            for _batch in iterate():  # the plain loop stops after its first batch too
+                if iterate is plain_iter:
+                    raise KeyboardInterrupt
+        return [list(iterate()) for _ in range(2)]
+
+    plain = DataLoader(PngFiles(paths), batch_size=4, shuffle=True, generator=torch.Generator())
+
+    def plain_iter() -> Any:
+        return iter(plain)
+
+    expected = run(plain, plain_iter)
+    loader = DataLoader(PngFiles(paths), batch_size=4, shuffle=True, generator=torch.Generator())
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False, first_epoch="all"))
+    try:
+        got = run(loader, lambda: watch.iterate(lambda: DataLoader.__iter__(loader)))
+    finally:
+        results = watch.close()
+    assert len(calls) == 2  # interrupted in epoch 1, planned in epoch 2
+    assert results.plan_status == "applied" and results.plan_reason == ""
+    assert [e.planned for e in results.epochs] == [False, True, True]
     _assert_same_batches(expected, got)
 
 

@@ -176,6 +176,8 @@ _WATCHES: weakref.WeakSet[LoaderWatch] = weakref.WeakSet()
 """The watches of this process: one plan applies at a time (a plan's patches are the process's,
 and serve every DataLoader)."""
 
+_INTERRUPTED = "planning was interrupted; the next epoch plans again"
+
 _APPLIED: list[tuple[weakref.ref[LoaderWatch], Any]] = []
 """Each applied plan's watch and migrator. A loader dropped with its watch (a notebook's cell run
 again binds a new one) is collected without its plan being restored: the patched functions hold
@@ -465,10 +467,18 @@ class LoaderWatch:
     @gc_paused()
     def _plan_and_apply(self, indices: Any = None) -> None:
         """Trace, plan and apply, and post the outcome to the loader's running workers;
-        ``indices``: those of the warm-up batch (0 workers), traced in place of a new epoch's
-        first batch and then stored in the prefix cache."""
+        ``indices``: those of the warm-up batch (0 workers): samples it did not fetch are
+        traced, and it is then stored in the prefix cache. Ctrl-C meanwhile stops the script's
+        loop, as it would have without codedag, and the next epoch plans again."""
+        if self.results.plan_reason == _INTERRUPTED:
+            self.results.plan_reason = ""
         try:
             self._plan_and_apply_here(indices)
+        except KeyboardInterrupt:
+            if self.migrator is None:  # nothing applied (an apply cut short restores itself)
+                self._tried = False
+                self.results.plan_status, self.results.plan_reason = "not planned", _INTERRUPTED
+            raise
         finally:
             self._post_to_workers()
 
