@@ -71,6 +71,10 @@ def test_a_librarys_adapter_and_facts_match_its_specs(library: str) -> None:
     declared = package.LIBRARY
     assert declared.facts is facts and facts.name == library
     registry = default_registry()
+    if not declared.specs:  # known without a backend (SciPy: the prefix cache patches it)
+        assert library in registry.libraries
+        assert not any(registry.get(n).library == library for n in registry.names())
+        return
     placed = 0
     for spec in declared.specs:
         registered = registry.get(spec.name)

@@ -327,7 +327,7 @@ assert loaded() == ["cv2"], loaded()
 found = admit([("calls.0", "numpy.ndarray.astype")], registry)
 assert "C type" in found.refused["numpy.ndarray.astype"], found
 assert loaded() == ["cv2", "numpy"], loaded()
-assert set(registry.libraries) == {"audio", "cv2", "numpy", "pil", "torch"}
+assert set(registry.libraries) == {"audio", "cv2", "numpy", "pil", "scipy", "torch"}
 assert "cv2.resize" in registry.names()
 print("ok")
 """

@@ -1,6 +1,6 @@
 """The prefix cache on data sets that read files as projects write them: PIL in a ``with``
 block or on a file's bytes in an ``io.BytesIO``, ``cv2.imdecode(np.fromfile(path))``, librosa
-resampling a WAV file, ``np.load`` of a volume, an image and its mask read by two lines. Traced, optimized with the
+resampling a WAV file, ``np.load`` of a volume (and resampled by ``scipy.ndimage.zoom``), an image and its mask read by two lines. Traced, optimized with the
 store's measured costs and migrated, for two epochs with 0 and 2 workers: the second epoch
 reads every prefix back and every batch equals the uncached run bit for bit. A file that
 disappears, shrinks or turns unreadable gives the error it gives without codedag."""
@@ -29,6 +29,7 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     "pil-with": (lambda f: file_pipelines.Photos(f.images), "PIL.Image.open", "file"),
     "librosa-load": (lambda f: file_pipelines.Clips(f.clips), "librosa.core.audio.load", "file"),
     "numpy-load": (lambda f: file_pipelines.Volumes(f.volumes), "numpy.load", "file"),
+    "scipy-zoom": (lambda f: file_pipelines.ZoomedVolumes(f.volumes), "numpy.load", "file"),
     "pil-bytes": (lambda f: file_pipelines.PhotoBytes(f.images), "PIL.Image.open", "file"),
     "cv2-fromfile": (lambda f: file_pipelines.Decoded(f.images), "numpy.fromfile", "file"),
     "soundfile-read": (lambda f: file_pipelines.SoundfileClips(f.clips), "soundfile.read", "file"),
@@ -123,6 +124,8 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
             "cut ends before operator.mul: it follows a random draw "
             "(random.randint; its arguments were not recorded)"
         )
+    if name == "scipy-zoom":  # SciPy is a library the cache patches: the zoom is a step
+        assert [s.rsplit(".", 1)[-1] for s in chain["steps"][:2]] == ["load", "zoom"]
     if name in ("pil-bytes", "cv2-fromfile"):  # nothing random: the cut is the tensor's last
         assert chain["cut"]["step"].startswith("torch._C.TensorBase.")  # method, never patched
         assert not any(f.startswith("torch._C.") for f in chain["functions"])

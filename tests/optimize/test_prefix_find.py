@@ -96,6 +96,28 @@ def test_a_cut_after_a_random_draw_is_weighed_by_the_share_of_samples_expected_t
     assert "weighed as reached" not in dear_step.reason
 
 
+class HalvedInline(Dataset):  # type: ignore[type-arg]
+    """A resize to half the decoded size, written inline: the size tuple reads the image's
+    ``shape``, which tells its size, not its pixels."""
+
+    def __len__(self) -> int:
+        return len(ENCODED)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = cv2.imdecode(np.frombuffer(ENCODED[index], np.uint8), cv2.IMREAD_COLOR)
+        image = cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2))
+        return torch.from_numpy(cv2.cvtColor(image, cv2.COLOR_BGR2RGB))
+
+
+def test_a_size_computed_from_the_values_shape_inline_keeps_the_chain_going() -> None:
+    tracer, _ = trace_dataloader(DataLoader(HalvedInline(), batch_size=4), warmup=0)
+    (chain,) = find_prefixes(tracer.dag).chains
+    steps = [name for name, _ in chain.common]
+    assert steps[:4] == ["numpy.frombuffer", "cv2.imdecode", "cv2.resize", "cv2.cvtColor"], (
+        chain.stop
+    )
+
+
 def test_the_cut_saves_the_most_within_the_budget_and_none_when_reading_costs_more() -> None:
     found = _found(False)
     cheap = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)

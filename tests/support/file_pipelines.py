@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from prefix_support import FileDataset
+from scipy import ndimage
 
 SAMPLE_RATE = 16_000
 CLIP = 8_000
@@ -198,6 +199,16 @@ class Volumes(FileDataset):
         volume = np.load(self.paths[index])
         volume = np.clip(volume, 0, 3000).astype(np.float32) / 3000.0
         return torch.from_numpy(volume), index
+
+
+class ZoomedVolumes(FileDataset):
+    """A ``.npy`` volume resampled to a fixed size by ``scipy.ndimage.zoom`` (its factors read
+    from the volume's shape), then windowed: a medical pipeline's usual first steps."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        volume = np.load(self.paths[index])
+        volume = ndimage.zoom(volume, (8 / volume.shape[0], 12 / volume.shape[1], 1), order=1)
+        return torch.from_numpy(np.clip(volume, 0, 3000).astype(np.float32)), index
 
 
 class Tables(FileDataset):

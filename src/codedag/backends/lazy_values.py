@@ -329,6 +329,78 @@ def resolve_kwargs(
     return {k: _resolved(v, resolve, kinds) for k, v in kwargs.items()} if kwargs else {}
 
 
+ARRAY_METADATA = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize"})
+"""An array's or a tensor's attributes that describe it without its elements."""
+IMAGE_METADATA = frozenset({"size", "width", "height", "mode"})
+"""A PIL image's attributes that describe it without its pixels."""
+
+
+def is_metadata_member(name: str) -> bool:
+    """Whether ``name`` (``numpy.ndarray.shape``, ``PIL.Image.Image.size``) reads a value's
+    metadata: what a stand-in answers from its header, and no use of the value's data."""
+    owner, _, attribute = name.rpartition(".")
+    if owner == "PIL.Image.Image":
+        return attribute in IMAGE_METADATA
+    return owner in ("numpy.ndarray", "torch.Tensor") and attribute in ARRAY_METADATA
+
+
+TREE_DEPTH = 6
+"""How deep :func:`in_tree` and :func:`resolve_tree` look into tuples, lists and dicts."""
+
+
+def in_tree(value: object, kinds: Kinds, pending: Callable[[Any], bool] | None = None) -> int:
+    """How many values of ``kinds`` are in ``value`` and its tuples, lists and dicts (``pending``:
+    count only those it says are not computed yet)."""
+
+    def count(item: object, depth: int) -> int:
+        if isinstance(item, kinds):
+            return 1 if pending is None or pending(item) else 0
+        if depth > TREE_DEPTH or type(item) in _PLAIN:
+            return 0
+        if isinstance(item, _SEQUENCES):
+            return sum(count(v, depth + 1) for v in item)
+        if isinstance(item, dict):
+            return sum(count(v, depth + 1) for v in item.values())
+        return 0
+
+    return count(value, 0)
+
+
+def resolve_tree(value: object, resolve: Callable[[Any], Any], kinds: Kinds) -> Any:
+    """``value`` with each value of ``kinds`` in it, and in its tuples (named ones too), lists
+    and dicts, resolved; containers that hold none are returned as they are."""
+
+    def walk(item: object, depth: int) -> Any:
+        if isinstance(item, kinds):
+            return resolve(item)
+        if depth > TREE_DEPTH or type(item) in _PLAIN:
+            return item
+        if isinstance(item, _SEQUENCES):
+            return rebuilt(item, [walk(v, depth + 1) for v in item])
+        if isinstance(item, dict):
+            items = {k: walk(v, depth + 1) for k, v in item.items()}
+            if all(items[k] is v for k, v in item.items()):
+                return item
+            clone = dict(item) if type(item) is dict else item.copy()
+            clone.update(items)
+            return clone
+        return item
+
+    return walk(value, 0)
+
+
+def rebuilt(original: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
+    """``original`` again where ``items`` are its own, else a container of its type holding
+    ``items`` (a named tuple by its fields)."""
+    if all(a is b for a, b in zip(original, items, strict=True)):
+        return original
+    if isinstance(original, tuple):
+        if hasattr(original, "_fields"):
+            return type(original)(*items)
+        return type(original)(items)
+    return type(original)(items) if type(original) is not list else items
+
+
 # -- operators ------------------------------------------------------------------------------------
 
 Record = Callable[[Any, str, Callable[..., Any], tuple[Any, ...]], Any]

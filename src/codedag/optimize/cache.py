@@ -92,6 +92,8 @@ NO_DISPATCH = frozenset(
 )  # fmt: skip
 """NumPy functions that do not dispatch to ``__array_function__``: the cache patches them."""
 SHARED_STOP = "its value goes to"
+_SAMPLE_METHODS = frozenset({"__getitem__", "__getitems__"})
+"""The data set's methods whose return is the sample."""
 """How the reason a chain stops at a value several operations take begins (an in-place method,
 PIL's ``draft``, among them)."""
 OUTPUT = "the sample's output"
@@ -435,14 +437,9 @@ def _metadata(name: str) -> bool:
     """Whether a traced step only reads a value's metadata (an image's ``size``, an array's
     ``shape``) or enters or leaves a ``with`` block: the cache answers it from the stored header
     (a value read back holds no file to close), so it does not use the value."""
-    from codedag.migrate.cache.headers import ARRAY_METADATA, IMAGE_METADATA
+    from codedag.backends.lazy_values import is_metadata_member
 
-    if name.endswith(_CONTEXT):
-        return True
-    owner, _, attribute = name.rpartition(".")
-    if owner == "PIL.Image.Image":
-        return attribute in IMAGE_METADATA
-    return owner in ("numpy.ndarray", "torch.Tensor") and attribute in ARRAY_METADATA
+    return name.endswith(_CONTEXT) or is_metadata_member(name)
 
 
 def _top_level(dag: ExecutionDAG, node: Any) -> bool:
@@ -497,6 +494,15 @@ def _sample_chains(
                     out[user] = dag.nodes[user]
         return [out[k] for k in sorted(out)]
 
+    def returned(node: Any) -> bool:
+        """Whether the sample returns ``node``'s value (``__getitem__`` hands it on in a tuple,
+        list or dict), where a hit would hand on a stand-in."""
+        return any(
+            p not in inside and dag.nodes[p].name.rsplit(".", 1)[-1] in _SAMPLE_METHODS
+            for value in dag.successors(node.id, "produces")
+            for p in dag.predecessors(value, "produces")
+        )
+
     chains = []
     first: Any = None
     for node in operations:
@@ -508,7 +514,7 @@ def _sample_chains(
             continue
         if slot[1] == "array" and any(r < node.id for r in randoms):
             continue  # an array that may come from a random draw the trace did not follow
-        steps, stop = _follow(dag, node, slot[0], randoms, producers, consumers)
+        steps, stop = _follow(dag, node, slot[0], randoms, producers, consumers, returned)
         caller = caller_of(node)
         line = _site_line(node.call_site) if caller else 0
         chains.append(TracedChain(sample, caller, slot[0], slot[1], steps, stop, line))
@@ -533,6 +539,18 @@ _DATA_TYPES = DataTypes()
 """The libraries' data value types (a PIL ``JpegImageFile`` is an image), resolved as loaded."""
 
 
+def _patchable(name: str) -> bool:
+    """Whether the cache's run time may patch ``name`` where it runs (a registered op, or a
+    function of a library the registry loads: :func:`~codedag.backends.admission.admit_in_place`)
+    where it is a function it patches at all (not an operator, a method or a NumPy function,
+    which its values record themselves)."""
+    if not functions_to_patch([name]):
+        return True
+    from codedag.backends.admission import admit_in_place
+
+    return admit_in_place([("", name)]).allows_in_place(name)
+
+
 def _other_objects_method(name: str) -> bool:
     """Whether ``name`` is a method of an object other than an array, image or tensor (a cv2
     ``CLAHE``'s ``apply``): its ``self`` has no value a run-time key can hold."""
@@ -554,6 +572,7 @@ def _follow(
     randoms: list[int],
     producers: Callable[[Any], set[int]],
     consumers: Callable[[Any], list[Any]],
+    returned: Callable[[Any], bool],
 ) -> tuple[list[Step], str]:
     """The steps of the chain from its source call ``node``, and why it stops where it does."""
     steps: list[Step] = []
@@ -571,8 +590,10 @@ def _follow(
         steps.append(_describe(dag, current, counts[current.name], after, drawn, before, slot))
         if not nexts:
             return steps, OUTPUT
-        if after is None:
+        if after is None or returned(current):
             names = ", ".join(dict.fromkeys(n.name for n in nexts))
+            if after is not None:  # and into the sample, which a hit hands a stand-in
+                return steps, f"{SHARED_STOP} {names} and into the sample"
             return steps, f"{SHARED_STOP} {len(nexts)} operations ({names})"
         if after.name in _WRITES or _random(after.name):
             return steps, f"{after.name} writes or draws random numbers"
@@ -580,6 +601,8 @@ def _follow(
             return steps, f"{after.name} is a method the cache's values do not record"
         if _other_objects_method(after.name):  # ``self.clahe.apply(img)``: the CLAHE is its self
             return steps, f"{after.name} is a method of an object no key can hold"
+        if not _patchable(after.name):  # the run time would leave it, and so the chain, alone
+            return steps, f"{after.name} is of no library codedag knows (it cannot be patched)"
         draws = [r for r in randoms if node.id < r < after.id]
         drawn = dag.nodes[draws[0]].name if draws else ""  # judged across samples (``common``)
         if producers(after) - chain_ids:

@@ -259,8 +259,9 @@ class CallRecorder:
             vseq = entry[1]
             if vseq > cseq:
                 produces.append((cseq, vseq))
-        if cls is tuple or cls is list:
-            for item in result[:MAX_CONTAINER_SCAN]:
+        if cls is tuple or cls is list or cls is dict:  # a sample's image and mask
+            items = result if cls is not dict else list(result.values())
+            for item in items[:MAX_CONTAINER_SCAN]:
                 if is_data(type(item)):
                     held = tracker.lookup(item)
                     if held is None:

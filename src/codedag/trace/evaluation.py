@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from codedag.backends.lazy_values import is_metadata_member
 from codedag.backends.names import canonical_name
 from codedag.trace.args import kept_object
 from codedag.trace.records import (
@@ -192,6 +193,8 @@ class Evaluation:
                 return self._from_object(_safe_attribute(owner[1], expr.name))
             if owner[0] == S_VALUE:
                 name = self._member_name(owner[1], expr.name)
+                if is_metadata_member(name):  # ``img.shape[1] // 2``: a number, not the data
+                    return (S_NONE, None)
                 return self._region(name, [owner])
             if owner[0] in (S_RECORD, S_REGION):
                 return self._region(f"attribute.{expr.name}", [owner])

@@ -18,6 +18,7 @@ import codedag.backends.ops.cv2.facts as cv2_facts
 import codedag.backends.ops.numpy.facts as numpy_facts
 import codedag.backends.ops.pil.facts as pil_facts
 import codedag.backends.ops.random.facts as random_facts
+import codedag.backends.ops.scipy.facts as scipy_facts
 import codedag.backends.ops.torch.facts as torch_facts
 from codedag.backends import libraries
 from codedag.backends.facts import LibraryFacts
@@ -28,6 +29,7 @@ FACT_MODULES = {
     "numpy": numpy_facts,
     "pil": pil_facts,
     "random": random_facts,
+    "scipy": scipy_facts,
     "torch": torch_facts,
 }
 
@@ -112,7 +114,7 @@ def test_facts_are_read_without_importing_torch_or_any_library() -> None:
         "import sys\n"
         "from codedag.backends import libraries\n"
         "names = [f.name for f in libraries.library_facts()]\n"
-        "heavy = {'torch', 'cv2', 'PIL', 'librosa'} & set(sys.modules)\n"
+        "heavy = {'torch', 'cv2', 'PIL', 'librosa', 'scipy'} & set(sys.modules)\n"
         "print(names, sorted(heavy))\n"
     )
     out = subprocess.run(

@@ -35,6 +35,7 @@ from codedag.backends.batched.forcing import FORCED
 from codedag.backends.batched.lazy_array import LazyArray
 from codedag.backends.batched.lazy_tensor import LazyTensor
 from codedag.backends.batched.ops import DATA, PER_SAMPLE, SMALL_BYTES, Meta, Op, meta_of
+from codedag.backends.lazy_values import in_tree, rebuilt, resolve_tree
 from codedag.devices.torch_devices import cuda_available
 from codedag.errors import UnsupportedOperation
 
@@ -329,26 +330,14 @@ def default_collate_deferred(batch: list[Any]) -> Any:
 def normalize(samples: list[Any]) -> list[Any]:
     """Make positions holding both deferred and concrete values all deferred (concrete ones
     dressed with :func:`~.deferred.ready`); other mixes force the deferred ones."""
-    if not samples or not any(_contains_lazy(s) for s in samples):
+    if not samples or not any(_holds_lazy(s) for s in samples):
         return samples
     return _normalized(samples)
 
 
 def has_deferred(value: object) -> bool:
     """Whether ``value`` (a sample, a list of samples) holds deferred values."""
-    return _contains_lazy(value, -1)
-
-
-def _contains_lazy(value: object, depth: int = 0) -> bool:
-    if isinstance(value, Lazy):
-        return True
-    if depth > 4:
-        return False
-    if isinstance(value, tuple | list):
-        return any(_contains_lazy(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return any(_contains_lazy(v, depth + 1) for v in value.values())
-    return False
+    return _holds_lazy(value)
 
 
 def _normalized(values: list[Any]) -> list[Any]:
@@ -358,7 +347,7 @@ def _normalized(values: list[Any]) -> list[Any]:
     if isinstance(first, tuple | list) and all(len(v) == len(first) for v in values):
         columns = [_normalized([v[i] for v in values]) for i in range(len(first))]
         rows = [list(items) for items in zip(*columns)]
-        return [_rebuild(v, row) for v, row in zip(values, rows)]
+        return [rebuilt(v, row) for v, row in zip(values, rows)]
     if isinstance(first, dict) and all(v.keys() == first.keys() for v in values):
         keys = list(first)
         columns = [_normalized([v[k] for v in values]) for k in keys]
@@ -369,16 +358,6 @@ def _normalized(values: list[Any]) -> list[Any]:
             out.append(clone)
         return out
     return _leaves(values)
-
-
-def _rebuild(original: Any, items: list[Any]) -> Any:
-    if all(a is b for a, b in zip(original, items)):
-        return original
-    if isinstance(original, tuple):
-        if hasattr(original, "_fields"):
-            return type(original)(*items)
-        return type(original)(items)
-    return type(original)(items) if type(original) is not list else items
 
 
 def _leaves(values: list[Any]) -> list[Any]:
@@ -392,41 +371,25 @@ def _leaves(values: list[Any]) -> list[Any]:
 
 
 def _forced_nested(value: object) -> Any:
-    if not _contains_lazy(value):
+    if not _holds_lazy(value):
         return value
     FORCED.forced("collate", "deferred values inside samples of different structure", None)
     return _force_tree(value)
 
 
+def _holds_lazy(value: object) -> bool:
+    return in_tree(value, Lazy) > 0
+
+
 def _force_tree(value: object) -> Any:
     """``value`` with every deferred value inside it forced (tuples, lists, dicts)."""
-    if isinstance(value, Lazy):
-        return _concrete(value)
-    if isinstance(value, tuple | list):
-        return _rebuild(value, [_force_tree(v) for v in value])
-    if isinstance(value, dict):
-        clone = dict(value) if type(value) is dict else value.copy()
-        clone.update({k: _force_tree(v) for k, v in value.items()})
-        return clone
-    return value
+    return resolve_tree(value, _concrete, Lazy)
 
 
 def force_tree(value: object, reason: str, detail: str, where: str | None = None) -> Any:
     """Every deferred value inside ``value`` forced, counted under ``reason`` (at ``where``)."""
-    count = _count_lazy(value)
+    count = in_tree(value, Lazy, lambda lazy: not lazy._node.done)
     if not count:
         return value
     FORCED.forced(reason, detail, None, count, where=where)
     return _force_tree(value)
-
-
-def _count_lazy(value: object, depth: int = 0) -> int:
-    if isinstance(value, Lazy):
-        return 0 if value._node.done else 1
-    if depth > 6:
-        return 0
-    if isinstance(value, tuple | list):
-        return sum(_count_lazy(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return sum(_count_lazy(v, depth + 1) for v in value.values())
-    return 0

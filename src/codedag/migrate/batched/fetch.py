@@ -102,9 +102,12 @@ def _fetch(fetcher: Any, index: Any) -> Any:
 
 
 def _collate(fetcher: Any, data: Any) -> Any:
-    if fetcher.auto_collation and fetcher.collate_fn is default_collate:
-        return default_collate_deferred(data)
     collate_fn = fetcher.collate_fn
+    prepare = getattr(collate_fn, "prepare_samples", None)
+    if prepare is not None:  # an outer layer's (the prefix cache's) around the loader's own
+        data, collate_fn = prepare(data), collate_fn.user_collate
+    if fetcher.auto_collation and collate_fn is default_collate:
+        return default_collate_deferred(data)
     name = getattr(collate_fn, "__qualname__", type(collate_fn).__qualname__)
     where = code_line(collate_fn)
     if has_deferred(data):

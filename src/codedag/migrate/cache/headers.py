@@ -13,10 +13,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from codedag.backends.lazy_values import ARRAY_METADATA, IMAGE_METADATA
 from codedag.store.entry import Meta
 
-ARRAY_METADATA = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize"})
-IMAGE_METADATA = frozenset({"size", "width", "height", "mode"})
 ARRAY_METHODS = frozenset(
     {"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel", "mean", "sum", "min",
      "max"}

@@ -346,6 +346,26 @@ def outside_call(
     return _computed(function, args, kwargs)
 
 
+SAMPLE_HOLDS = "the sample holds a value before the cut"
+"""The divergence of a chain whose value before its cut the sample itself returns."""
+
+
+def real_samples(data: Any) -> Any:
+    """``data`` (a fetch's samples, before collation) with each prefix value in it, in tuples,
+    lists and dicts, as its real value. The trace sees the calls a value goes to, not the
+    containers a sample returns it in: an image returned beside what the chain makes of it
+    (``{"image": rgb, "gray": cvtColor(rgb, ...)}``) is computed here, and its chain diverges,
+    rather than reaching ``collate`` as a stand-in (``torch.as_tensor`` of one reads it element
+    by element)."""
+    if not lazy_values.in_tree(data, PrefixValue):
+        return data
+    return lazy_values.resolve_tree(data, _sample_value, PrefixValue)
+
+
+def _sample_value(value: PrefixValue) -> Any:
+    return value._compute() if value._done else value._real(SAMPLE_HOLDS)
+
+
 def _prefix_values(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[PrefixValue]:
     return lazy_values.collect(args, kwargs, PrefixValue)
 

@@ -39,7 +39,12 @@ from codedag.backends.libraries import takes_any_value
 from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.cache.headers import RECORDED_METHODS
-from codedag.migrate.cache.prefix_values import has_prefix_value, outside_call, step
+from codedag.migrate.cache.prefix_values import (
+    has_prefix_value,
+    outside_call,
+    real_samples,
+    step,
+)
 from codedag.migrate.cache.session import FIELDS, JUDGE_AFTER, REASONS, ChainSpec, Session
 from codedag.migrate.dispatch import FETCH, ITERABLE_FETCH
 from codedag.migrate.patched_runtime import PatchedRuntime
@@ -299,6 +304,7 @@ class PrefixCacheRuntime(PatchedRuntime):
             workers = runtime.workers
             session.begin_sample(fetcher)
             session.local.fetching += 1
+            collate = _collating_real_samples(fetcher)
             try:
                 batch = original(fetcher, index)
             except Exception as error:
@@ -314,6 +320,7 @@ class PrefixCacheRuntime(PatchedRuntime):
                 with session.suspended():
                     return original(fetcher, index)
             finally:
+                fetcher.collate_fn = collate
                 random_states.release(taken)
                 runtime._fetch_ended(workers)
             session.succeeded_sample()
@@ -335,6 +342,7 @@ class PrefixCacheRuntime(PatchedRuntime):
             workers = runtime.workers
             session.begin_sample(fetcher)
             session.local.fetching += 1
+            collate = _collating_real_samples(fetcher)
             try:
                 batch = original(fetcher, index)
             except StopIteration:  # the data set's end
@@ -344,6 +352,7 @@ class PrefixCacheRuntime(PatchedRuntime):
                     session.failed_for_good(error)
                 raise
             finally:
+                fetcher.collate_fn = collate
                 runtime._fetch_ended(workers)
             session.succeeded_sample()
             return batch
@@ -426,6 +435,33 @@ class PrefixCacheRuntime(PatchedRuntime):
                 "problems": self.store.problems,
             }
         )
+
+
+class RealSamplesCollate:
+    """A fetcher's collate function for one fetch, handed the samples' real values
+    (:func:`~.prefix_values.real_samples`). A fetch that makes the samples itself (batched
+    execution's) reads ``user_collate`` and calls ``prepare_samples``."""
+
+    __slots__ = ("user_collate",)
+
+    def __init__(self, user_collate: Callable[[Any], Any]) -> None:
+        self.user_collate = user_collate
+
+    @staticmethod
+    def prepare_samples(data: Any) -> Any:
+        """The samples with their prefix values real."""
+        return real_samples(data)
+
+    def __call__(self, data: Any) -> Any:
+        return self.user_collate(real_samples(data))
+
+
+def _collating_real_samples(fetcher: Any) -> Any:
+    """Give ``fetcher`` a :class:`RealSamplesCollate` for one fetch; returns its own collate
+    function, to put back."""
+    collate = fetcher.collate_fn
+    fetcher.collate_fn = RealSamplesCollate(collate)
+    return collate
 
 
 def _guard(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
