@@ -30,8 +30,10 @@ PLANNING_MODULES = (
 """What tracing, planning and applying import (with the backends' registry). None of them imports
 a module of torch's own, nor a library the script may be importing meanwhile."""
 
-_ALWAYS_IMPORTED = ("numpy", "torch", "random")
-"""Libraries every script with torch has imported: importing them says nothing of its samples."""
+_ALWAYS_IMPORTED = ("numpy", "torch", "random", "scipy")
+"""Libraries every script with torch has imported, or that many import for other work than
+their samples (SciPy, through scikit-learn, librosa, metrics): importing them says nothing of
+the samples."""
 
 _thread: threading.Thread | None = None
 

@@ -1,7 +1,9 @@
 """Torch backends of library functions: one package per library (``cv2``, ``numpy``, ``pil``,
-``audio``, ``torch``), each exporting ``LIBRARY`` (:class:`~codedag.backends.contract.Library`: its
-adapter and the declared specs of its ops). ``random`` (Python's) declares facts only: the tracer
+``audio``, ``torch``, ``scipy``), each exporting ``LIBRARY``
+(:class:`~codedag.backends.contract.Library`: its adapter and the declared specs of its ops). ``random`` (Python's) declares facts only: the tracer
 records its draws and the optimizer keeps cuts before them; it has no backend and no ``LIBRARY``.
+``scipy`` has a ``LIBRARY`` without ops: the registry owns its functions, so a cached chain runs
+through them (``scipy.ndimage.zoom``), and none is placed.
 
 Contract of a backend (every package here follows it):
 
