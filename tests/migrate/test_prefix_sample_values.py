@@ -1,6 +1,7 @@
-"""A value of a cached chain that the sample itself returns: the plan ends the chain there, and
-a stand-in the trace could not see returned (nested deeper than it looks) reaches ``collate``
-as its real value, never as a stand-in."""
+"""What a sample receives from the prefix cache is what it computes without it: a value of a
+chain that the sample itself returns ends the chain, a stand-in returned deeper than the trace
+looks reaches ``collate`` as its real value, and a value torch computed with another thread
+count is not read back."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 import cv2
 import pytest
+import torch
+import torch.nn.functional as F
 from prefix_support import FileDataset, write_images
 from torch.utils.data import DataLoader, default_collate
 
@@ -101,3 +104,41 @@ def test_a_stand_in_returned_deeper_than_the_trace_looks_is_collated_as_its_valu
     assert cached == plain
     assert collate.types == {"ndarray"}  # never a stand-in, in any epoch
     assert stats.hits == 2 * len(paths)
+
+
+class Interpolated(FileDataset):
+    """A decode, then a resize in torch: ``F.interpolate``'s result depends on torch's thread
+    count."""
+
+    def __getitem__(self, index: int) -> Any:
+        image = torch.from_numpy(cv2.imread(self.paths[index])).permute(2, 0, 1).float()
+        resized = F.interpolate(image[None], size=(72, 72), mode="bilinear", align_corners=False)
+        return resized[0] / 255.0
+
+
+def test_a_value_torch_computed_with_other_threads_is_not_read_back(tmp_path: Path) -> None:
+    """A DataLoader worker runs torch with 1 thread where the script's process has 2: a value
+    stored by one would differ in its last bits from what the other computes."""
+    paths = write_images(tmp_path / "images", n=4, size=180)
+    dataset = Interpolated(paths)
+    plan = _plan(dataset)
+    (chain,) = plan["cache"]["chains"]
+    assert "torch.nn.functional.interpolate" in chain["steps"] and chain["cached"], chain["reason"]
+    threads = torch.get_num_threads()
+
+    def epoch(count: int) -> list[torch.Tensor]:
+        torch.set_num_threads(count)
+        return [b for b in DataLoader(dataset, batch_size=4)]
+
+    try:
+        own = {count: epoch(count) for count in (1, 2)}
+        assert not torch.equal(own[1][0], own[2][0])  # what the key must tell apart
+        settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+        cache = CacheSettings(store=settings, judge_after=0)
+        with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
+            for count in (2, 1, 1, 2):  # stored with 2, missed and stored with 1, read by both
+                assert all(torch.equal(a, b) for a, b in zip(epoch(count), own[count], strict=True))
+            stats = migrator.get_stats()["cache"]
+    finally:
+        torch.set_num_threads(threads)
+    assert (stats.stored, stats.hits) == (8, 8)

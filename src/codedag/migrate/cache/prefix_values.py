@@ -514,6 +514,8 @@ def _waits(value: PrefixValue) -> bool:
 def _key_parts(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bytes]:
     """A call's encoded name and arguments (its inputs by their keys)."""
     parts: list[bytes] = [_OPENINGS.get(name) or _opening(name)]
+    if name.startswith("torch."):  # torch splits a CPU kernel's work by its threads, and the
+        parts.append(_torch_threads())  # split moves bits (F.interpolate: 1 thread or 2)
     for value in args:
         _encode(value, parts)
     if kwargs:
@@ -521,6 +523,14 @@ def _key_parts(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list
             parts.append(keyword.encode() + b"=")
             _encode(kwargs[keyword], parts)
     return parts
+
+
+def _torch_threads() -> bytes:
+    """Torch's intra-op thread count, as a key part: a value a process with 2 threads stored is
+    not read back by a DataLoader worker, which torch runs with 1 (nor the other way round)."""
+    import torch
+
+    return b"threads=%d" % torch.get_num_threads()
 
 
 def _pending_run(
