@@ -29,6 +29,7 @@ tracing that state is put back, so tracing leaves the process as it found it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 from collections.abc import Iterable
@@ -209,16 +210,9 @@ def trace_first_batch(
             batch is given by ``indices`` or fetched by workers; else the whole batch): their
             random draws are the ones they get in the whole batch. The batch returned is theirs.
     """
-    from torch.utils.data import DataLoader, IterableDataset
+    from torch.utils.data import IterableDataset
 
-    if not isinstance(loader, DataLoader):
-        raise TraceError(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}")
-    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
-        raise ConfigError(f"warmup must be an integer >= 0, got {warmup!r}")
-    if indices is not None and isinstance(loader.dataset, IterableDataset):
-        raise ConfigError("indices name a batch of a map-style dataset; this one is iterable")
-    if samples is not None and (not isinstance(samples, int) or samples < 1):
-        raise ConfigError(f"samples must be an integer >= 1, got {samples!r}")
+    _check_arguments(loader, warmup, indices, samples)
     loader = isolated(loader)
     sampler = getattr(loader, "sampler", None)
     snapshot = RandomSnapshot(
@@ -227,6 +221,7 @@ def trace_first_batch(
     )
     workers = loader.num_workers > 0 and indices is None
     info: dict[str, Any] = {"num_workers": loader.num_workers, "reproduced_in_process": workers}
+    replica, base_seed = None, None
     try:
         if indices is not None:
             indices = _first_samples(loader, indices, samples)
@@ -258,17 +253,8 @@ def trace_first_batch(
             traced = run == warmup
             if not workers and indices is None:
                 snapshot.restore()  # every run is the epoch's first batch
-            if workers:
-                with worker_zero(loader, base_seed):
-                    iterator = iter(replica if traced or warm is None else warm)
-                    batch = _next(iterator, tracer if traced else None, loader.dataset)
-            elif indices is not None or (warm is not None and not traced):
-                iterator = iter(replica if traced or warm is None else warm)
-                batch = _next(iterator, tracer if traced else None, loader.dataset)
-            else:
-                iterator = iter(loader)
-                batch = _next(iterator, tracer if traced else None, loader.dataset)
-            del iterator
+            source = replica if traced or warm is None else warm  # None: the loader's own
+            batch = _run(loader, source, tracer if traced else None, base_seed)
     finally:
         snapshot.restore()
         tracer.dag.metadata["dataloader"] = {
@@ -281,6 +267,27 @@ def trace_first_batch(
             "random_state_restored": True,
         }
     return batch
+
+
+def _check_arguments(loader: Any, warmup: int, indices: Any, samples: int | None) -> None:
+    from torch.utils.data import DataLoader, IterableDataset
+
+    if not isinstance(loader, DataLoader):
+        raise TraceError(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}")
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ConfigError(f"warmup must be an integer >= 0, got {warmup!r}")
+    if indices is not None and isinstance(loader.dataset, IterableDataset):
+        raise ConfigError("indices name a batch of a map-style dataset; this one is iterable")
+    if samples is not None and (not isinstance(samples, int) or samples < 1):
+        raise ConfigError(f"samples must be an integer >= 1, got {samples!r}")
+
+
+def _run(loader: Any, source: Any, tracer: BatchTracer | None, base_seed: int | None) -> Any:
+    """One run's batch: ``source``'s (a replica; None: ``loader``'s own first batch), traced by
+    ``tracer`` (None: untraced), as worker 0 computes it where ``base_seed`` is given."""
+    replay = worker_zero(loader, base_seed) if base_seed is not None else contextlib.nullcontext()
+    with replay:
+        return _next(iter(loader if source is None else source), tracer, loader.dataset)
 
 
 def _warm_up_replica(loader: Any, traced: Any, samples: int | None, warmup: int) -> Any:
