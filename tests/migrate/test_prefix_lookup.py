@@ -267,14 +267,16 @@ def test_a_cached_pipeline_gathers_its_normalization_and_every_epoch_is_identica
 
 
 class RefusedAfterNormalizing(NormalizedImages):
-    """A pending run reaches ``torch.from_numpy``, which takes arrays only and which no library
-    of the chain guards (OpenCV's functions are all guarded): it refuses it."""
+    """A pending run reaches ``memoryview``, which takes a buffer only and which no library of
+    the chain guards (OpenCV's functions and ``torch.from_numpy`` are): it refuses it."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         image = cv2.imread(self.paths[index], cv2.IMREAD_COLOR)
         image = cv2.resize(image, (96, 96), interpolation=cv2.INTER_AREA)
         image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-        x = torch.from_numpy((image.astype(np.float32) / 255.0 - MEAN) / STD)
+        x = torch.from_numpy(
+            np.asarray(memoryview((image.astype(np.float32) / 255.0 - MEAN) / STD))
+        )
         return x.permute(2, 0, 1).contiguous(), index
 
 

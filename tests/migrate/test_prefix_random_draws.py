@@ -190,6 +190,30 @@ def test_a_method_on_a_path_the_trace_did_not_take_computes_the_chain_there(
     assert any("a path the chain's trace did not take" in k for k in stats["diverged"])
 
 
+class FlippedThenTensor(FlippedInTrace):
+    """FlippedInTrace handing the image to ``torch.from_numpy`` as it is: with ``p`` lowered, a
+    sample that does not flip hands it a value of the chain, and torch takes NumPy arrays only
+    there (its other functions take anything with ``__torch_function__``)."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        image = cv2.resize(cv2.imread(self.paths[index], cv2.IMREAD_COLOR), (SIZE, SIZE))
+        if random.random() < self.p:
+            image = cv2.flip(image, 1)
+        return torch.from_numpy(image), index
+
+
+def test_torch_from_numpy_on_a_path_the_trace_did_not_take_gets_the_computed_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _every_sample_reaches_a_cut(monkeypatch)
+    chain, stats = _off_the_traced_path(FlippedThenTensor, tmp_path, 0.5)
+    assert chain["cached"] and chain["cut"]["step"] == "cv2.flip", chain["reason"]
+    # no batch failed on a stand-in and ran again: the samples that did not flip were computed
+    # where torch.from_numpy took their value
+    assert "error" not in stats["misses"], stats
+    assert any("torch.from_numpy" in k for k in stats["diverged"]), stats["diverged"]
+
+
 class RarelyBlurred(FileDataset):
     """A blur drawn with probability ``p`` between the resize and the colour conversion, in no
     traced sample (``p`` 0 while planning): with ``p`` raised, a sample hands a value before

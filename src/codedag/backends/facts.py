@@ -115,6 +115,9 @@ class LibraryFacts:
             not its own array (``__array__``, ``__array_function__``, ``__torch_function__``):
             a stand-in value reaches them through these. A library with none (cv2, Pillow)
             takes its own arrays only, and a stand-in must be computed before it is called.
+        arrays_only: functions of a library with ``protocols`` that take its own arrays only
+            all the same (``torch.from_numpy`` takes a NumPy array, nothing with
+            ``__array__``): a stand-in must be computed before they are called.
         thread_pool: the library's own thread pool (``None``: none to size).
         verified_below: the first release of the library whose behaviour its backends were not
             verified against (``"5.1"``): with it or a newer one installed (the first of
@@ -136,6 +139,7 @@ class LibraryFacts:
     requirement: Requirement | None = None
     file_sources: Mapping[str, FileSource] = field(default_factory=dict)
     protocols: tuple[str, ...] = ()
+    arrays_only: tuple[str, ...] = ()
     thread_pool: ThreadPool | None = None
     verified_below: str | None = None
 

@@ -250,8 +250,22 @@ and methods (``len``, indexing, ``float``), or take no array at all."""
 def takes_any_value(name: str) -> bool:
     """Whether function ``name`` takes a stand-in value as it is: a function of Python's own
     modules, or of a library declaring the protocols it takes values through (``facts.py``:
-    NumPy's ``__array_function__``, torch's ``__torch_function__``)."""
+    NumPy's ``__array_function__``, torch's ``__torch_function__``), but not one it declares
+    to take its own arrays only (``torch.from_numpy``)."""
+    return name not in arrays_only() and library_takes_any_value(name)
+
+
+def library_takes_any_value(name: str) -> bool:
+    """Whether the library of function ``name`` takes stand-in values (:func:`takes_any_value`
+    of its functions but the few it declares to take its own arrays only)."""
     return name.startswith(PYTHON_MODULES) or name.split(".", 1)[0] in protocol_modules()
+
+
+@functools.cache
+def arrays_only() -> frozenset[str]:
+    """The functions of libraries with protocols that take their own arrays only, all the same
+    (:attr:`~codedag.backends.facts.LibraryFacts.arrays_only`)."""
+    return frozenset(name for facts in library_facts() for name in facts.arrays_only)
 
 
 @functools.cache
@@ -262,6 +276,7 @@ def thread_pools() -> tuple[tuple[LibraryFacts, ThreadPool], ...]:
 
 _DERIVED = (
     all_distributions,
+    arrays_only,
     indexed_modules,
     python_namespaces,
     python_modules,

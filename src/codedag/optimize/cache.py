@@ -52,7 +52,7 @@ from statistics import median
 from typing import Any
 
 from codedag.backends.facts import FileSource
-from codedag.backends.libraries import takes_any_value
+from codedag.backends.libraries import library_takes_any_value, takes_any_value
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.cache_bytes import _mb, _ms, bytes_clause
@@ -743,7 +743,7 @@ def functions_to_guard(functions: list[str], calls: frozenset[str]) -> list[str]
     where the chain is ``cv2.imdecode``, ``cv2.resize``): such a library takes arrays only (cv2
     ignores ``__array__``), so a value before the cut that reaches one, on a branch the chain does
     not take, is computed there and its chain computed normally."""
-    roots = {name.split(".", 1)[0] for name in functions if not takes_any_value(name)}
+    roots = {name.split(".", 1)[0] for name in functions if not library_takes_any_value(name)}
     return sorted(
         name
         for name in calls

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import codedag.migrate.random_states as random_states
-from codedag.backends.libraries import takes_any_value
+from codedag.backends.libraries import arrays_only, library_takes_any_value
 from codedag.devices.distributed import machine_launch_key
 from codedag.migrate.admitted import admitted_chains
 from codedag.migrate.cache.headers import RECORDED_METHODS
@@ -109,12 +109,13 @@ class CacheSettings:
 
 
 def library_guards(functions: set[str]) -> set[str]:
-    """Every C function of the libraries of ``functions`` that take arrays only (OpenCV's):
+    """Every C function of the libraries of ``functions`` that take arrays only (OpenCV's),
+    and the few functions that do in other libraries (``torch.from_numpy``):
     a sample on a path its chain's trace did not take (a blur drawn with ``p=0.1`` in none of
     the traced samples) hands a value before the cut to one the plan never saw, which a stand-in
     would fail (the batch run again, or an iterable data set's error)."""
     out: set[str] = set()
-    for root in {name.split(".", 1)[0] for name in functions if not takes_any_value(name)}:
+    for root in {n.split(".", 1)[0] for n in functions if not library_takes_any_value(n)}:
         try:  # imported here, as patching the chain's own functions would (a plan applied
             module = importlib.import_module(root)  # before the script imported it)
         except ImportError:
@@ -124,6 +125,9 @@ def library_guards(functions: set[str]) -> set[str]:
             for name, value in list(vars(module).items())
             if isinstance(value, types.BuiltinFunctionType) and not name.startswith("_")
         )
+    # and the functions that take arrays only in libraries that take any value otherwise
+    # (``torch.from_numpy``), where the script imported them
+    out.update(name for name in arrays_only() if name.split(".", 1)[0] in sys.modules)
     return out
 
 

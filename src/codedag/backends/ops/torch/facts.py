@@ -15,6 +15,8 @@ FACTS = LibraryFacts(
     distributions=("torch",),
     non_migratable=dict.fromkeys(("torch.load", "torch.save"), FILE_IO),
     random_prefixes=("torch.rand", "torch.normal"),
-    # its functions take any argument with __torch_function__ (torch.from_numpy does not)
+    # its functions take any argument with __torch_function__, but torch.from_numpy takes a
+    # NumPy array only
     protocols=("__torch_function__",),
+    arrays_only=("torch.from_numpy",),
 )
