@@ -16,7 +16,13 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from codedag.errors import ConfigError, TraceError
-from codedag.trace.dataloader import _plain_index, isolated, trace_first_batch, unfetched_indices
+from codedag.trace.dataloader import (
+    ISOLATED_BYTES,
+    _plain_index,
+    isolated,
+    trace_first_batch,
+    unfetched_indices,
+)
 
 
 class CountingTracer:
@@ -177,3 +183,6 @@ def test_isolated_copies_a_picklable_data_set_only() -> None:
     lambdas = Remembering()
     lambdas.handle = lambda: None  # not picklable: the data set itself
     assert isolated(DataLoader(lambdas)).dataset is lambdas
+    in_memory = Remembering()
+    in_memory.kept[0] = np.zeros(ISOLATED_BYTES + 1, np.uint8)  # samples held in memory
+    assert isolated(DataLoader(in_memory)).dataset is in_memory

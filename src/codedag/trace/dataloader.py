@@ -30,6 +30,7 @@ tracing that state is put back, so tracing leaves the process as it found it.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import operator
 from collections.abc import Iterable
@@ -84,8 +85,22 @@ def _first_task(loader: Any) -> tuple[int, Any]:
     return base_seed, indices
 
 
-ISOLATED_BYTES = 64 << 20
-"""The largest pickled data set :func:`isolated` copies."""
+ISOLATED_BYTES = 16 << 20
+"""The largest pickled data set :func:`isolated` copies (a file list pickles to kilobytes; one
+holding its samples in memory is used as it is, rather than copied at every plan)."""
+
+
+class _TooLarge(Exception):
+    """A pickle grew past :data:`ISOLATED_BYTES`."""
+
+
+class _BoundedBuffer(io.BytesIO):
+    """A pickle's buffer that stops it at :data:`ISOLATED_BYTES`, before copying more."""
+
+    def write(self, data: Any) -> int:
+        if self.tell() + len(data) > ISOLATED_BYTES:
+            raise _TooLarge
+        return super().write(data)
 
 
 def isolated(loader: Any) -> Any:
@@ -96,18 +111,19 @@ def isolated(loader: Any) -> Any:
     from a call would stay in the script's own: a file handle opened at its first sample (an
     HDF5 or LMDB handle the workers forked later would share), decoded images kept in a dict,
     a counter that a curriculum reads. ``loader`` itself where its data set cannot be pickled or
-    its pickle is over :data:`ISOLATED_BYTES`.
+    its pickle would be over :data:`ISOLATED_BYTES`.
     """
     import copy
     import pickle
 
+    buffer = _BoundedBuffer()
     try:
-        data = pickle.dumps(loader.dataset, protocol=pickle.HIGHEST_PROTOCOL)
-        if len(data) > ISOLATED_BYTES:
-            return loader
-        dataset = pickle.loads(data)
-    except Exception:  # unpicklable (a lambda, an open handle), or user code that raises
+        pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(loader.dataset)
+        dataset = pickle.loads(buffer.getbuffer())
+    except Exception:  # too large, unpicklable (a lambda, an open handle), or user code raising
         return loader
+    finally:
+        buffer.close()
     view = copy.copy(loader)
     object.__setattr__(view, "dataset", dataset)  # DataLoader refuses a new one once made
     object.__setattr__(view, "_iterator", None)  # never the loader's persistent workers
