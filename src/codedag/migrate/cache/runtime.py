@@ -308,7 +308,7 @@ class PrefixCacheRuntime(PatchedRuntime):
             workers = runtime.workers
             session.begin_sample(fetcher)
             session.local.fetching += 1
-            collate = _collating_real_samples(fetcher)
+            collate = _collating_real_samples(fetcher, session)
             try:
                 batch = original(fetcher, index)
             except Exception as error:
@@ -346,7 +346,7 @@ class PrefixCacheRuntime(PatchedRuntime):
             workers = runtime.workers
             session.begin_sample(fetcher)
             session.local.fetching += 1
-            collate = _collating_real_samples(fetcher)
+            collate = _collating_real_samples(fetcher, session)
             try:
                 batch = original(fetcher, index)
             except StopIteration:  # the data set's end
@@ -443,28 +443,29 @@ class PrefixCacheRuntime(PatchedRuntime):
 
 class RealSamplesCollate:
     """A fetcher's collate function for one fetch, handed the samples' real values
-    (:func:`~.prefix_values.real_samples`). A fetch that makes the samples itself (batched
-    execution's) reads ``user_collate`` and calls ``prepare_samples``."""
+    (:func:`~.prefix_values.real_samples`) where the fetch started chains. A fetch that makes
+    the samples itself (batched execution's) reads ``user_collate`` and calls
+    ``prepare_samples``."""
 
-    __slots__ = ("user_collate",)
+    __slots__ = ("session", "user_collate")
 
-    def __init__(self, user_collate: Callable[[Any], Any]) -> None:
+    def __init__(self, user_collate: Callable[[Any], Any], session: Session) -> None:
         self.user_collate = user_collate
+        self.session = session
 
-    @staticmethod
-    def prepare_samples(data: Any) -> Any:
+    def prepare_samples(self, data: Any) -> Any:
         """The samples with their prefix values real."""
-        return real_samples(data)
+        return real_samples(data) if self.session.created else data
 
     def __call__(self, data: Any) -> Any:
-        return self.user_collate(real_samples(data))
+        return self.user_collate(self.prepare_samples(data))
 
 
-def _collating_real_samples(fetcher: Any) -> Any:
+def _collating_real_samples(fetcher: Any, session: Session) -> Any:
     """Give ``fetcher`` a :class:`RealSamplesCollate` for one fetch; returns its own collate
     function, to put back."""
     collate = fetcher.collate_fn
-    fetcher.collate_fn = RealSamplesCollate(collate)
+    fetcher.collate_fn = RealSamplesCollate(collate, session)
     return collate
 
 
