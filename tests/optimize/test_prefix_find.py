@@ -507,3 +507,32 @@ def test_a_method_of_an_object_the_data_set_holds_ends_the_chain(tmp_path: Path)
     (chain,) = find_prefixes(tracer.dag).chains
     assert [name for name, _ in chain.common] == ["cv2.imread", "cv2.resize"]
     assert chain.stop == "cv2.CLAHE.apply is a method of an object no key can hold"
+
+
+class Archives(Dataset):  # type: ignore[type-arg]
+    """Samples in ``.npz`` archives: ``np.load`` returns an ``NpzFile``, read by key."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        with np.load(self.paths[index]) as data:
+            image = data["image"]
+        return torch.from_numpy(cv2.resize(image, (16, 16)))
+
+
+def test_a_source_that_returns_an_archive_says_the_store_keeps_none_of_it(tmp_path: Path) -> None:
+    paths = []
+    for i in range(4):
+        paths.append(tmp_path / f"{i}.npz")
+        np.savez(paths[-1], image=np.full((24, 24, 3), i, np.uint8))
+    tracer, _ = trace_dataloader(DataLoader(Archives(paths), batch_size=4), warmup=0)
+    (chain,) = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30).chains
+    assert not chain.cached
+    assert chain.reason == (
+        "numpy.load returns no array, image or tensor (an archive or a handle read further by "
+        "code the trace does not follow): nothing the store can keep"
+    )

@@ -809,6 +809,8 @@ def decide(
             entry.reason = _uncached_reason(mode, costs is not None, unpaid, bool(entry.candidates))
             if mode != "off" and costs is not None and not entry.candidates:
                 entry.reason = _unstorable_reason(chain) or _source_reason(chain) or entry.reason
+            elif mode != "off" and not any(c.bytes_per_sample for c in entry.candidates):
+                entry.reason = _no_data_reason(chain)
         else:
             cut = best[1]
             total = cut.bytes_per_sample * distinct
@@ -862,6 +864,17 @@ def _path_clause(chain: PrefixChain, cut: CacheCut) -> str:
     return (
         f"; a cut after {later[-1].step} follows a random draw ({later[0].after_draw}), so it "
         f"is weighed as reached by {n + 1} samples in {n + 2}, though all {n} traced ones did"
+    )
+
+
+def _no_data_reason(chain: PrefixChain) -> str:
+    """Why a chain whose values hold no data the store keeps (``np.load`` of an ``.npz``: an
+    archive its arrays are read from by key) is not cached."""
+    steps = [name for name, _ in chain.common]
+    return (
+        f"{' and '.join(steps)} return{'s' if len(steps) == 1 else ''} no array, image or "
+        "tensor (an archive or a handle read further by code the trace does not follow): "
+        "nothing the store can keep" + ("" if chain.stop == OUTPUT else f"; {chain.stop}")
     )
 
 
