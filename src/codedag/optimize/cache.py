@@ -92,10 +92,10 @@ NO_DISPATCH = frozenset(
 )  # fmt: skip
 """NumPy functions that do not dispatch to ``__array_function__``: the cache patches them."""
 SHARED_STOP = "its value goes to"
-_SAMPLE_METHODS = frozenset({"__getitem__", "__getitems__"})
-"""The data set's methods whose return is the sample."""
 """How the reason a chain stops at a value several operations take begins (an in-place method,
 PIL's ``draft``, among them)."""
+_SAMPLE_METHODS = frozenset({"__getitem__", "__getitems__"})
+"""The data set's methods whose return is the sample."""
 OUTPUT = "the sample's output"
 """A chain's stop where its value is what the sample returns."""
 RANDOM_STOP = "cut ends before"
