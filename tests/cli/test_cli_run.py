@@ -149,7 +149,14 @@ def test_two_loaders_plan_the_one_named(
 def test_a_pipeline_that_cannot_be_traced_runs_unmodified_with_one_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script = write_train_script(tmp_path, original_only=True)
+    from codedag.errors import TraceError
+    from codedag.trace import dataloader
+
+    def fails(*_args: object, **_kwargs: object) -> None:
+        raise TraceError("the data set cannot be read outside its loop")
+
+    monkeypatch.setattr(dataloader, "trace_first_batch", fails)
+    script = write_train_script(tmp_path)
     monkeypatch.setenv("EPOCHS", "2")
     out = tmp_path / "out"
     assert main(["run", "--no-store", "--out", str(out), "--", "python", str(script)]) == 0
@@ -157,10 +164,25 @@ def test_a_pipeline_that_cannot_be_traced_runs_unmodified_with_one_warning(
     assert len(_losses(captured.out)) == 2
     warnings = [line for line in captured.err.splitlines() if "planning skipped" in line]
     assert len(warnings) == 1
-    assert "a copy of this data set reads nothing" in warnings[0]
+    assert "the data set cannot be read outside its loop" in warnings[0]
     results = load_run_results(out)
     assert results.plan_status == "skipped"
     assert [e.planned for e in results.epochs] == [False, False]
+
+
+def test_a_data_set_whose_copies_cannot_read_is_traced_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its ``__getstate__`` drops what ``__getitem__`` reads (as data sets that reopen a file in
+    a ``worker_init_fn`` do): tracing and storing read it, not a copy."""
+    script = write_train_script(tmp_path, original_only=True)
+    monkeypatch.setenv("EPOCHS", "2")
+    out = tmp_path / "out"
+    assert main(["run", "--no-store", "--out", str(out), "--", "python", str(script)]) == 0
+    assert len(_losses(capsys.readouterr().out)) == 2
+    results = load_run_results(out)
+    assert results.plan_status == "applied", results.plan_reason
+    assert results.cache["stored"] == 16  # the warm-up batch's too: stored from the data set
 
 
 def test_tracing_and_storing_read_no_sample_of_the_scripts_own_data_set(

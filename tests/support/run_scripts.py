@@ -97,7 +97,7 @@ ONCE_PER_EPOCH_GUARD = """\
         self.seen.add(i)
 """
 # A dataset that reads in the object that made it only (its copies refuse): tracing, which reads
-# a copy, fails on it, and the script runs.
+# a copy where it can, reads the data set itself.
 ORIGINAL_ONLY_METHODS = """\
         self.original = True
 

@@ -525,13 +525,16 @@ class LoaderWatch:
         if migrator is None or not migrator.get_stats()["cache"].get("enabled"):
             return
         from codedag.integrations.autoplan import preserved_random_state
-        from codedag.trace.dataloader import indices_loader, isolated
+        from codedag.trace.dataloader import indices_loader, on_a_copy
         from codedag.util.logs import held_logs
+
+        def fetch(loader: Any) -> None:
+            for _ in indices_loader(loader, indices, collate_fn=_discard):
+                pass
 
         try:
             with _working(), preserved_random_state(self.loader), held_logs():
-                for _ in indices_loader(isolated(self.loader), indices, collate_fn=_discard):
-                    pass
+                on_a_copy(self.loader, fetch)
         except Exception as error:  # the next epoch computes these samples, as without it
             log.debug("the warm-up batch was not stored: %s: %s", type(error).__name__, error)
 

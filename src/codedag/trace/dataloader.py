@@ -33,9 +33,9 @@ import contextlib
 import io
 import logging
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from codedag.errors import ConfigError, TraceError
 from codedag.graph.model import ExecutionDAG
@@ -57,6 +57,7 @@ class BatchTracer(Protocol):
 
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 def _plain_index(index: Any) -> int | str:
@@ -226,10 +227,33 @@ def trace_first_batch(
             batch is given by ``indices`` or fetched by workers; else the whole batch): their
             random draws are the ones they get in the whole batch. The batch returned is theirs.
     """
+    _check_arguments(loader, warmup, indices, samples)
+    return on_a_copy(loader, lambda view: _trace_batch(view, tracer, warmup, indices, samples))
+
+
+def on_a_copy(loader: Any, run: Callable[[Any], _T]) -> _T:
+    """``run(view)`` on a view of ``loader`` over a copy of its data set (:func:`isolated`), or
+    ``run(loader)`` where no copy can be made or the copy fails (a ``__getstate__`` dropping a
+    handle that ``__getitem__`` reads, for a ``worker_init_fn`` to open again): then the data
+    set is run as it is, as without the copy."""
+    view = isolated(loader)
+    if view is loader:
+        return run(loader)
+    try:
+        return run(view)
+    except Exception as error:
+        log.debug(
+            "a copy of the data set failed (%s: %s): run as it is", type(error).__name__, error
+        )
+        return run(loader)
+
+
+def _trace_batch(
+    loader: Any, tracer: BatchTracer, warmup: int, indices: Any, samples: int | None
+) -> Any:
+    """:func:`trace_first_batch` on ``loader``, its arguments checked."""
     from torch.utils.data import IterableDataset
 
-    _check_arguments(loader, warmup, indices, samples)
-    loader = isolated(loader)
     sampler = getattr(loader, "sampler", None)
     snapshot = RandomSnapshot(
         generators=(loader.generator, getattr(sampler, "generator", None)),
