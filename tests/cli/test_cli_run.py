@@ -170,27 +170,18 @@ def test_a_pipeline_that_cannot_be_traced_runs_unmodified_with_one_warning(
     assert [e.planned for e in results.epochs] == [False, False]
 
 
-def test_a_data_set_whose_copies_cannot_read_is_traced_as_it_is(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("refusing", ["read_once", "original_only"])
+def test_data_sets_that_refuse_other_reads_are_planned_and_read_as_the_script_reads(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    refusing: str,
 ) -> None:
-    """Its ``__getstate__`` drops what ``__getitem__`` reads (as data sets that reopen a file in
-    a ``worker_init_fn`` do): tracing and storing read it, not a copy."""
-    script = write_train_script(tmp_path, original_only=True)
-    monkeypatch.setenv("EPOCHS", "2")
-    out = tmp_path / "out"
-    assert main(["run", "--no-store", "--out", str(out), "--", "python", str(script)]) == 0
-    assert len(_losses(capsys.readouterr().out)) == 2
-    results = load_run_results(out)
-    assert results.plan_status == "applied", results.plan_reason
-    assert results.cache["stored"] == 16  # the warm-up batch's too: stored from the data set
-
-
-def test_tracing_and_storing_read_no_sample_of_the_scripts_own_data_set(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Its data set refuses a second read of an index in one epoch: the plan is made and
-    applied in epoch 1 from copies of it, and the script's reads are its own."""
-    script = write_train_script(tmp_path, read_once=True)
+    """``read_once``: the data set refuses a second read of an index in one epoch, so tracing
+    and storing read copies of it, and the script's reads are its own. ``original_only``: its
+    ``__getstate__`` drops what ``__getitem__`` reads (as data sets that reopen a file in a
+    ``worker_init_fn`` do), so tracing and storing read the data set itself."""
+    script = write_train_script(tmp_path, **{refusing: True})
     monkeypatch.setenv("EPOCHS", "2")
     out = tmp_path / "out"
     assert main(["run", "--no-store", "--out", str(out), "--", "python", str(script)]) == 0

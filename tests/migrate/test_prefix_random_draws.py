@@ -177,19 +177,6 @@ def _every_sample_reaches_a_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache, "path_share", lambda candidate, samples: 1.0)
 
 
-def test_a_method_on_a_path_the_trace_did_not_take_computes_the_chain_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _every_sample_reaches_a_cut(monkeypatch)
-    chain, stats = _off_the_traced_path(FlippedInTrace, tmp_path, 0.5)
-    assert chain["cached"] and chain["cut"]["step"] == "cv2.flip", chain["reason"]
-    # the samples that did not flip were computed where they left the chain: none failed and
-    # ran again (torch.from_numpy takes no stand-in), and the reason is counted
-    assert "error" not in stats["misses"], stats
-    assert stats["misses"]["diverged"] > 0
-    assert any("a path the chain's trace did not take" in k for k in stats["diverged"])
-
-
 class FlippedThenTensor(FlippedInTrace):
     """FlippedInTrace handing the image to ``torch.from_numpy`` as it is: with ``p`` lowered, a
     sample that does not flip hands it a value of the chain, and torch takes NumPy arrays only
@@ -202,16 +189,24 @@ class FlippedThenTensor(FlippedInTrace):
         return torch.from_numpy(image), index
 
 
-def test_torch_from_numpy_on_a_path_the_trace_did_not_take_gets_the_computed_value(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        (FlippedInTrace, "a path the chain's trace did not take"),  # its .astype
+        (FlippedThenTensor, "torch.from_numpy"),  # guarded: torch takes NumPy arrays only there
+    ],
+)
+def test_a_sample_off_the_traced_path_computes_the_chain_where_it_leaves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: type, reason: str
 ) -> None:
     _every_sample_reaches_a_cut(monkeypatch)
-    chain, stats = _off_the_traced_path(FlippedThenTensor, tmp_path, 0.5)
+    chain, stats = _off_the_traced_path(kind, tmp_path, 0.5)
     assert chain["cached"] and chain["cut"]["step"] == "cv2.flip", chain["reason"]
-    # no batch failed on a stand-in and ran again: the samples that did not flip were computed
-    # where torch.from_numpy took their value
+    # the samples that did not flip were computed where they left the chain: none failed and
+    # ran again on a stand-in, and the reason is counted
     assert "error" not in stats["misses"], stats
-    assert any("torch.from_numpy" in k for k in stats["diverged"]), stats["diverged"]
+    assert stats["misses"]["diverged"] > 0
+    assert any(reason in k for k in stats["diverged"]), stats["diverged"]
 
 
 class RarelyBlurred(FileDataset):
