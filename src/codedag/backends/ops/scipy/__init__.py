@@ -1,5 +1,6 @@
-"""SciPy's image and signal functions: no backends, only the facts the tracer, the optimizer and
-the prefix cache read (a chain runs through ``scipy.ndimage.zoom`` as through ``cv2.resize``).
+"""SciPy's image functions (``scipy.ndimage``): no backends, only the facts the tracer, the
+optimizer and the prefix cache read (a chain runs through ``scipy.ndimage.zoom`` as through
+``cv2.resize``).
 
 * :mod:`.facts`: What codedag knows about SciPy: plain data, no imports
 """

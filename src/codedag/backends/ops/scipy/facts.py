@@ -8,7 +8,7 @@ which they read through ``__array__``), under their public names.
 
 from codedag.backends.facts import LibraryFacts
 
-_PUBLIC = ("scipy.ndimage", "scipy.signal")
+_PUBLIC = ("scipy.ndimage",)  # only what pipelines call on their arrays (not librosa's internals)
 
 FACTS = LibraryFacts(
     name="scipy",
