@@ -14,8 +14,9 @@ order and the same augmentation draws) in these variants:
   folder, so its epoch 1 is a true first epoch.
 
 Variants are interleaved in ``--rounds`` rounds (own tuned plan, plan tuned own, ...), so all see
-the same machine state; a figure is the median over rounds and the spread (lowest to highest
-round) is printed beside it. An epoch is timed whole, from ``iter(loader)`` to its last batch
+the same machine state (each after a full garbage collection, so that none left by tracing or
+an earlier variant falls in the next); a figure is the median over rounds and the spread (lowest
+to highest round) is printed beside it. An epoch is timed whole, from ``iter(loader)`` to its last batch
 (DataLoader workers start every epoch, as they do without ``persistent_workers``; with them,
 in the first epoch only). Printed per
 pipeline: samples/s of epoch 1 and of epochs 2+ for each variant, their ratios to ``own``, whether
@@ -66,6 +67,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import gc
 import math
 import os
 import random
@@ -515,6 +517,10 @@ def _rounds(case: Case, variants: list[str], rounds: int, epochs: int) -> dict[s
     runs: dict[str, list[Run]] = {v: [] for v in variants}
     for r in range(rounds):
         for variant in round_order(variants, r):
+            # the collector's pending work, left by tracing, planning and earlier variants,
+            # is not this variant's: a full collection of this process's heap takes ~90 ms,
+            # a fifth of a 128-sample epoch, and fell in whichever variant came next
+            gc.collect()
             runs[variant].append(VARIANTS[variant](case, epochs, False))
     runs["own_memory"] = [_own(case, epochs, True)]
     runs["plan_memory"] = [VARIANTS["plan"](case, epochs, True)]
