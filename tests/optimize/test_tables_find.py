@@ -96,6 +96,27 @@ def test_tensor_methods_are_never_guards() -> None:
     assert not [g for g in guards if g.startswith(("torch._C.", "torch.Tensor."))], guards
 
 
+class _ReflectedOperator(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = cv2.resize(np.full((8, 8, 3), index, np.uint8), (4, 4))
+        box = torch.tensor([1.0, 2.0])
+        return torch.from_numpy(image), 4 - box  # Tensor.__rsub__, a function made in a function
+
+
+def test_functions_without_a_path_from_their_module_are_never_guards() -> None:
+    """``Tensor.__rsub__`` is traced by its name, ``torch._tensor.<a decorator>.<locals>.
+    wrapped``: no module attribute holds it, so applying the plan could only warn that it
+    cannot be patched."""
+    tracer, _ = trace_dataloader(torch.utils.data.DataLoader(_ReflectedOperator(), batch_size=2))
+    assert [n.name for n in tracer.dag.calls() if "<locals>" in n.name]
+    guards = find_runs(tracer.dag).guards
+    assert "torch.from_numpy" in guards
+    assert not [g for g in guards if "<" in g], guards
+
+
 class _Drawn(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return 2

@@ -23,6 +23,7 @@ from codedag.migrate.tables.lookup import ELEMENTWISE
 from codedag.migrate.tables.runtime import CONVERSIONS
 from codedag.optimize.cache import caller_of
 from codedag.optimize.chains import _consumers, _is_operation, _samples, _value_of
+from codedag.patching import addressable
 from codedag.plan.tables import TableRun, TablesSection
 
 MIN_CALLS = 2
@@ -51,7 +52,7 @@ def find_runs(
         for node in ops:
             if node.name in ELEMENTWISE or node.name in cached or node.name in owned:
                 continue
-            if node.name.startswith(_NOT_PATCHABLE):
+            if node.name.startswith(_NOT_PATCHABLE) or not addressable(node.name):
                 continue
             run = _run_from(dag, node, inside)
             if run is not None:
@@ -67,7 +68,9 @@ def find_runs(
         )
         for (producer, caller), traced in sorted(found.items())
     ]
-    arrays_only = {n for n in calls if _arrays_only(n) and not n.startswith(_METHODS)}
+    arrays_only = {
+        n for n in calls if _arrays_only(n) and not n.startswith(_METHODS) and addressable(n)
+    }
     guards = sorted((arrays_only | set(ALWAYS_GUARDED)) - owned)
     return TablesSection(runs=runs, guards=guards, note=_note(runs))
 

@@ -124,6 +124,13 @@ def resolve(qualified_name: str) -> tuple[Any, str, Any]:
     return owner, attribute, _raw(owner, attribute)
 
 
+def addressable(qualified_name: str) -> bool:
+    """Whether ``qualified_name`` can name a module attribute at all: a function made inside
+    another (``<locals>``) or a lambda is traced under its ``__qualname__``, which no attribute
+    path reaches, so it can never be patched."""
+    return "<" not in qualified_name
+
+
 def loaded_value(qualified_name: str) -> Any:
     """The current value of ``qualified_name`` without importing anything.
 
