@@ -73,3 +73,30 @@ def test_plan_explains_cache_line_says_why_the_cut_sits_where_it_does() -> None:
     (line,) = [line for line in section_lines(plan) if line.startswith("cache:")]
     assert line.startswith("cache: applied: 1 chain(s) cached, 2.1 MB")
     assert "; prefix0 cut after cv2.resize (0.519 MB uint8): before operator.truediv's 4x" in line
+
+
+def _parts(samples: int, dataset_len: int) -> PrefixFound:
+    """Two chains of one data set's two parts (a ``ConcatDataset``): each ran in half the
+    traced samples."""
+    chains = []
+    for part in range(2):
+        chain = PrefixChain(f"prefix{part}", "numpy.frombuffer", f"data.Part{part}.__getitem__")
+        for sample in range(part, samples, 2):
+            steps = [
+                Step(100 * sample + i, name, 0, ns, nbytes, (nbytes,), dtype, f"k{i}")
+                for i, (name, ns, nbytes, dtype) in enumerate(STEPS)
+            ]
+            chain.traced.append(TracedChain(sample, chain.caller, "0", "buffer", steps, "output"))
+        chains.append(chain)
+    return PrefixFound(chains, samples, dataset_len)
+
+
+def test_chains_of_a_data_sets_parts_each_count_their_share_of_its_samples() -> None:
+    """A budget that holds one value per sample of the data set holds both parts' values:
+    each part's chain stores half the data set's samples, not all of them."""
+    dear = _per_byte(1.0, 0.5)  # the cut is resize's uint8 value
+    section = decide(_parts(4, 100), dear, budget_bytes=UINT8 * 100)
+    assert [c.cut.step if c.cut else None for c in section.chains] == ["cv2.resize"] * 2
+    assert [c.share for c in section.chains] == [1.0, 1.0]
+    assert all("for 50 sources" in c.reason for c in section.chains)
+    assert section.bytes_total == UINT8 * 100

@@ -801,7 +801,7 @@ def decide(
     per_sample = max(1, found.samples)
     for chain in found.chains:
         entry = _chain_entry(chain, found.calls)
-        distinct = found.dataset_len or len(chain.traced)
+        distinct = _distinct_sources(chain, found)
         best, unpaid = _weigh_cuts(chain, entry, costs, distinct, left)
         if mode != "off" and not chain.common:  # not even its source call's value
             entry.reason = f"no value to keep: {entry.stop}"
@@ -848,6 +848,17 @@ def decide(
     section.note = note
     pace_first_epoch(section, first_epoch)
     return section
+
+
+def _distinct_sources(chain: PrefixChain, found: PrefixFound) -> int:
+    """The values ``chain`` stores over an epoch: one per sample of the data set, in the share
+    of traced samples that ran it (a part of a ``ConcatDataset``, a branch some samples take:
+    two chains that each ran in half the samples do not each count the whole data set)."""
+    if not found.dataset_len:
+        return len(chain.traced)
+    if not found.samples or chain.samples >= found.samples:
+        return found.dataset_len
+    return max(1, round(found.dataset_len * chain.samples / found.samples))
 
 
 def _path_clause(chain: PrefixChain, cut: CacheCut) -> str:
