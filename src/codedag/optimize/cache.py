@@ -49,7 +49,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
+from typing import Any, NamedTuple
 
 from codedag.backends.facts import FileSource
 from codedag.backends.libraries import library_takes_any_value, takes_any_value
@@ -79,6 +79,15 @@ PAYBACK_EPOCHS = 1
 """Cached epochs within which a cut must win back what storing its values cost in the first:
 storing and reading a value back must cost less than computing it, so that a run of two epochs
 is not slower with the cache, whatever the number of epochs :data:`EPOCHS` assumes."""
+
+PAYBACK_MARGIN = 0.5
+"""The share of a cut's traced time that storing and reading its value back may take for the cut
+to be sure to pay. The run time measures those costs on a chain's first values, in a first epoch
+whose storing competes with loading for the cores, and gives the chain up where they exceed
+computing (:meth:`codedag.migrate.cache.session.Session.judge`); there they came out at up to
+twice the calibration's figures (a float32 tensor of 0.83 MB: 1.3-1.9 ms measured, 0.68 ms
+estimated, 0.85 ms to compute), so a cut within this share is preferred to one of more value
+beyond it, which would leave nothing cached."""
 
 _BUFFER_TYPES = ("builtins.bytes", "builtins.bytearray", "builtins.memoryview")
 _CONTEXT = (".__enter__", ".__exit__")
@@ -802,7 +811,7 @@ def decide(
     for chain in found.chains:
         entry = _chain_entry(chain, found.calls)
         distinct = _distinct_sources(chain, found)
-        best, unpaid = _weigh_cuts(chain, entry, costs, distinct, left)
+        best, unpaid, risky = _weigh_cuts(chain, entry, costs, distinct, left)
         if mode != "off" and not chain.common:  # not even its source call's value
             entry.reason = f"no value to keep: {entry.stop}"
         elif mode == "off" or costs is None or best is None:
@@ -831,6 +840,7 @@ def decide(
             )
             clause = bytes_clause(entry.candidates, cut, EPOCHS, MIN_SAVING)
             entry.reason += f"; {clause}" if clause else ""
+            entry.reason += _margin_clause(risky)
             entry.reason += _path_clause(chain, cut)
         # why no later cut, in one clause: a draw or a shared value, or whatever ends the chain
         # where the cut is its last call
@@ -971,13 +981,24 @@ def pace_first_epoch(section: CacheSection, first_epoch: FirstEpoch = "all") -> 
     )
 
 
+class _Weighed(NamedTuple):
+    """A chain's candidate cuts weighed: ``best`` (its value over the epochs, the cut), the cut
+    that saves the most on a hit but does not pay for its write (``unpaid``), and the cut of
+    more value than ``best`` passed over for paying with too thin a margin (``risky``)."""
+
+    best: tuple[float, CacheCut] | None
+    unpaid: CacheCut | None
+    risky: CacheCut | None
+
+
 def _weigh_cuts(
     chain: PrefixChain, entry: CacheChain, costs: Costs | None, distinct: int, left: int
-) -> tuple[tuple[float, CacheCut] | None, CacheCut | None]:
-    """Each candidate cut of ``chain`` with its measured costs (added to ``entry``): the cut of
-    most value over the epochs that pays for its write by :data:`PAYBACK_EPOCHS`, and the cut
-    that saves the most on a hit but does not pay for its write (``None`` where there is none)."""
+) -> _Weighed:
+    """Each candidate cut of ``chain`` with its measured costs (added to ``entry``), weighed:
+    the cut of most value over the epochs among those that pay for their write by
+    :data:`PAYBACK_EPOCHS` within :data:`PAYBACK_MARGIN` (any that pays where none does)."""
     best: tuple[float, CacheCut] | None = None
+    sure: tuple[float, CacheCut] | None = None
     unpaid: CacheCut | None = None
     for cand in candidates(chain):
         if not cand.storable or not cand.stands_in:
@@ -1005,8 +1026,26 @@ def _weigh_cuts(
                 unpaid = cut
             if saves and pays_back and value > 0 and (best is None or value > best[0]):
                 best = (value, cut)
+            margin = write_ns + read_ns <= PAYBACK_MARGIN * cand.prefix_ns
+            if saves and pays_back and margin and value > 0 and (sure is None or value > sure[0]):
+                sure = (value, cut)
         entry.candidates.append(cut)
-    return best, unpaid
+    if sure is None or best is None or sure[1] is best[1]:
+        return _Weighed(best, unpaid, None)
+    return _Weighed(sure, unpaid, best[1])
+
+
+def _margin_clause(risky: CacheCut | None) -> str:
+    """Why the cut is not the one of more value passed over for its thin margin, or ``""``."""
+    if risky is None:
+        return ""
+    costs = risky.write_ns + risky.read_ns
+    return (
+        f"; not at {risky.step}'s value ({_mb(risky.bytes_per_sample)} {risky.dtype}): storing "
+        f"and reading it back ({_ms(costs)}) would take {costs / max(1, risky.prefix_ns):.0%} "
+        f"of the {_ms(risky.prefix_ns)} computing it does, more than the "
+        f"{PAYBACK_MARGIN:.0%} that surely pays in a first epoch sharing the cores"
+    )
 
 
 def _chain_entry(chain: PrefixChain, calls: frozenset[str]) -> CacheChain:
