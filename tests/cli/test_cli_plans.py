@@ -343,3 +343,33 @@ def test_a_run_over_hostile_stored_plans_plans_afresh_with_one_warning_each(
             assert path.is_symlink()  # neither followed nor replaced
         else:
             assert load_plan(results.plan_key) is not None  # stored again, readable
+
+
+@pytest.mark.slow
+def test_a_stored_plan_that_cannot_be_applied_is_set_aside_and_planned_again(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A readable plan that names a function codedag must not move (edited by hand, or by
+    someone else) is rejected at apply; the run then plans as a first run does, once, rather
+    than running unmodified in every run after."""
+    from codedag.integrations.run_results import load_run_results
+
+    monkeypatch.setenv("EPOCHS", "1")
+    script = write_train_script(tmp_path)
+    first = tmp_path / "first"
+    assert main(["run", "--out", str(first), "--", "python", str(script)]) == 0
+    path = Path(load_run_results(first).plan_path)
+    stored = json.loads(path.read_text())
+    chain = stored["plan"]["cache"]["chains"][0]
+    chain["steps"][0], chain["functions"] = "os.system", ["os.system"]
+    path.write_text(json.dumps(stored))
+    capsys.readouterr()
+    for run, warned in (("second", 1), ("third", 0)):
+        out = tmp_path / run
+        assert main(["run", "--out", str(out), "--", "python", str(script)]) == 0
+        err = " ".join(capsys.readouterr().err.split())
+        assert err.count("set aside: the plan could not be applied") == warned, err
+        assert ("must stay on the CPU: os.system" in err) == bool(warned)
+        results = load_run_results(out)
+        assert results.plan_status.startswith("applied"), results.plan_reason
+    assert "os.system" not in path.read_text()  # the plan made again replaced it

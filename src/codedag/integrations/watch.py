@@ -460,7 +460,7 @@ class LoaderWatch:
             return
         self._tried = True
         self.results.plan_path = str(plan_path(key))
-        if self._apply(stored.plan):
+        if self._apply(stored.plan, stored=True):
             self.results.plan_status += " (stored plan)"
             self._from_store = True
 
@@ -538,9 +538,10 @@ class LoaderWatch:
         except Exception as error:  # the next epoch computes these samples, as without it
             log.debug("the warm-up batch was not stored: %s: %s", type(error).__name__, error)
 
-    def _apply(self, plan: Mapping[str, Any] | MigrationPlan) -> bool:
+    def _apply(self, plan: Mapping[str, Any] | MigrationPlan, stored: bool = False) -> bool:
         """Apply ``plan`` (validated here once when it is a fresh plan's dict); False when it
-        cannot be (the reason reported)."""
+        cannot be (the reason reported; a ``stored`` plan is set aside, and the loader planned
+        as in a first run)."""
         from codedag.integrations.autoplan import preserved_random_state
         from codedag.plan.files import check_plan
         from codedag.util.logs import held_logs
@@ -556,7 +557,11 @@ class LoaderWatch:
                     if idle:
                         migrator.restore()
         except Exception as error:
-            self._skip(f"the plan could not be applied: {type(error).__name__}: {error}")
+            reason = f"the plan could not be applied: {type(error).__name__}: {error}"
+            if stored:
+                self._set_aside(reason)
+            else:
+                self._skip(reason)
             return False
         self.plan = plan
         self.results.moved, self.results.kept = decisions(plan)
@@ -599,6 +604,19 @@ class LoaderWatch:
 
     def _idle(self, reason: str) -> None:
         self.results.plan_status, self.results.plan_reason = "nothing to apply", reason
+
+    def _set_aside(self, reason: str) -> None:
+        """Remove the stored plan that cannot be applied (edited, written by another version,
+        or naming what this process cannot patch) and plan as a first run does."""
+        from codedag.integrations.plan_store import drop_plan
+
+        log.warning(
+            "codedag: stored plan %s set aside: %s; planning again", self.results.plan_path, reason
+        )
+        drop_plan(self.results.plan_key)
+        self.results.plan_path = ""
+        self._tried = False
+        self._replanned = f"planned again: the stored plan was set aside ({reason})"
 
     def _skip(self, reason: str) -> None:
         self.results.plan_status, self.results.plan_reason = "skipped", reason
