@@ -18,12 +18,12 @@ STEPS = (  # decode -> resize -> astype(float32) / 255, per source: name, traced
 )
 
 
-def _found(sources: int = 4) -> PrefixFound:
+def _found(sources: int = 4, calls: tuple[tuple[str, int, int, str], ...] = STEPS) -> PrefixFound:
     chain = PrefixChain("prefix0", "numpy.frombuffer", "data.Images.__getitem__")
     for sample in range(sources):
         steps = [
             Step(100 * sample + i, name, 0, ns, nbytes, (nbytes,), dtype, f"k{i}")
-            for i, (name, ns, nbytes, dtype) in enumerate(STEPS)
+            for i, (name, ns, nbytes, dtype) in enumerate(calls)
         ]
         chain.traced.append(TracedChain(sample, chain.caller, "0", "buffer", steps, "output"))
     return PrefixFound([chain], sources, sources)
@@ -113,3 +113,20 @@ def test_a_cut_that_pays_by_a_thin_margin_gives_way_to_one_that_surely_pays() ->
     assert "would take 78% of the 3.51 ms computing it does" in chain.reason
     truediv = next(c for c in chain.candidates if c.step == "operator.truediv")
     assert truediv.write_ns <= truediv.saved_ns  # it pays, by the plain rule
+
+
+def test_a_thin_margin_stays_where_the_sure_cut_is_worth_less_than_half() -> None:
+    """A cheap decode then a costly float transform: the uint8 value is sure to pay but saves
+    little, so the float value stays the cut and the run time judges its margin."""
+    calls = (
+        ("numpy.frombuffer", 10_000, 20_000, "uint8"),
+        ("cv2.imdecode", 1_190_000, UINT8, "uint8"),
+        ("numpy.ndarray.astype", 2_500_000, FLOAT, "float32"),
+    )
+    section = decide(_found(calls=calls), _per_byte(0.5, 0.5), budget_bytes=1 << 30)
+    (chain,) = section.chains
+    assert chain.cut is not None and chain.cut.step == "numpy.ndarray.astype"
+    assert "surely pays" not in chain.reason
+    decode = next(c for c in chain.candidates if c.step == "cv2.imdecode")
+    assert decode.write_ns + decode.read_ns < decode.prefix_ns / 2  # sure, but worth too little
+    assert chain.cut.write_ns + chain.cut.read_ns > chain.cut.prefix_ns / 2

@@ -87,7 +87,7 @@ whose storing competes with loading for the cores, and gives the chain up where 
 computing (:meth:`codedag.migrate.cache.session.Session.judge`); there they came out at up to
 twice the calibration's figures (a float32 tensor of 0.83 MB: 1.3-1.9 ms measured, 0.68 ms
 estimated, 0.85 ms to compute), so a cut within this share is preferred to one of more value
-beyond it, which would leave nothing cached."""
+beyond it (which would leave nothing cached) where it is worth half as much at least."""
 
 _BUFFER_TYPES = ("builtins.bytes", "builtins.bytearray", "builtins.memoryview")
 _CONTEXT = (".__enter__", ".__exit__")
@@ -996,7 +996,8 @@ def _weigh_cuts(
 ) -> _Weighed:
     """Each candidate cut of ``chain`` with its measured costs (added to ``entry``), weighed:
     the cut of most value over the epochs among those that pay for their write by
-    :data:`PAYBACK_EPOCHS` within :data:`PAYBACK_MARGIN` (any that pays where none does)."""
+    :data:`PAYBACK_EPOCHS` within :data:`PAYBACK_MARGIN`, where that is worth half the best
+    one's value at least (else the best of those that pay)."""
     best: tuple[float, CacheCut] | None = None
     sure: tuple[float, CacheCut] | None = None
     unpaid: CacheCut | None = None
@@ -1030,8 +1031,8 @@ def _weigh_cuts(
             if saves and pays_back and margin and value > 0 and (sure is None or value > sure[0]):
                 sure = (value, cut)
         entry.candidates.append(cut)
-    if sure is None or best is None or sure[1] is best[1]:
-        return _Weighed(best, unpaid, None)
+    if sure is None or best is None or sure[1] is best[1] or sure[0] < best[0] / 2:
+        return _Weighed(best, unpaid, None)  # the run time judges a thin margin
     return _Weighed(sure, unpaid, best[1])
 
 
