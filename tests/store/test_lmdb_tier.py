@@ -298,3 +298,25 @@ def test_ranks_of_one_launch_share_a_run_and_never_evict_each_others_values(
     assert _get(rank1, (0).to_bytes(4, "little")) is None
     assert rank0.begin_run("the next launch") == earlier.generation + 2
     assert rank1.begin_run() == rank0.begin_run() - 1  # without a launch, every run is new
+
+
+def test_a_value_changed_before_it_is_stored_leaves_a_file_no_one_reads_as_cut_short(
+    tmp_path: Path,
+) -> None:
+    """Putting a large value and deleting it in the same transaction leaves its overflow pages
+    counted in the meta page but never written: the file is then shorter than its pages say,
+    and the next process opening the tier removed it as cut short (the cache started empty in
+    every worker of a pipeline that draws into the value after the cut)."""
+    from codedag.store.trust import short_store
+
+    tier = LmdbTier("ram", tmp_path / "env", 64 * MB)
+    tier.begin_run()
+    assert _put(tier, 1, 1000) == "stored"
+    written = np.zeros(MB, np.uint8)
+    changed = _encoded(written, (2).to_bytes(4, "little"))
+    written[7] = 1  # drawn into by the sample after the cut, before the writer stored it
+    items = [((2).to_bytes(4, "little"), changed, []), _item(3, np.full(1000, 3, np.uint8))]
+    assert tier.put_many(items) == ["changed", "stored"]
+    assert short_store(tier.path / "data.mdb") == ""
+    assert _get(tier, (3).to_bytes(4, "little")) is not None
+    assert _get(tier, (2).to_bytes(4, "little")) is None

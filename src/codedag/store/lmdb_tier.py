@@ -291,23 +291,35 @@ class LmdbTier:
                 is there.
         """
         marks = flags if flags is not None else [None] * len(items)
+        changed: set[int] = set()
         with self._env() as env:
-            outcomes: list[str | None] = []
-            try:
-                with env.begin(write=True, buffers=True) as txn:
-                    state = self._dbs[b"state"]
-                    used = _used(txn, state)
-                    for key, encoded, metas in items:
-                        outcome, used = self._add(txn, key, encoded, metas, used)
-                        outcomes.append(outcome)
-                    txn.put(_USED, _U64.pack(used), db=state)
-                    _mark(txn, state, marks, outcomes)
-            except lmdb.MapFullError:  # nothing was written: each value on its own
-                if len(items) == 1:
-                    return ["full"]
-                return [self.put_many([item], [mark])[0] for item, mark in zip(items, marks)]
-            except lmdb.Error as error:
-                raise self._failed(error) from error
+            while True:
+                outcomes: list[str | None] = []
+                try:
+                    with env.begin(write=True, buffers=True) as txn:
+                        state = self._dbs[b"state"]
+                        used = _used(txn, state)
+                        for index, (key, encoded, metas) in enumerate(items):
+                            if index in changed:
+                                outcomes.append("changed")
+                                continue
+                            try:
+                                outcome, used = self._add(txn, key, encoded, metas, used)
+                            except _Changed:
+                                changed.add(index)
+                                raise
+                            outcomes.append(outcome)
+                        txn.put(_USED, _U64.pack(used), db=state)
+                        _mark(txn, state, marks, outcomes)
+                except _Changed:  # aborted: the others are written again without it
+                    continue
+                except lmdb.MapFullError:  # nothing was written: each value on its own
+                    if len(items) == 1:
+                        return ["full"]
+                    return [self.put_many([item], [mark])[0] for item, mark in zip(items, marks)]
+                except lmdb.Error as error:
+                    raise self._failed(error) from error
+                break
             return [
                 outcome if outcome is not None else self._put_evicting(*item, flag=mark)
                 for outcome, item, mark in zip(outcomes, items, marks)
@@ -322,7 +334,12 @@ class LmdbTier:
         used: int,
     ) -> tuple[str | None, int]:
         """Write one value and its intermediates' headers in ``txn``: its outcome (None: it
-        needs older entries evicted first; nothing was written) and the bytes then in use."""
+        needs older entries evicted first; nothing was written) and the bytes then in use.
+
+        Raises:
+            _Changed: the bytes written no longer match the value's tag: ``txn`` must be
+                aborted.
+        """
         dbs = self._dbs
         size = encoded.nbytes
         meta_bytes = _meta_bytes(metas)  # at most
@@ -334,8 +351,7 @@ class LmdbTier:
             return None, used
         txn.put(key, encoded.data, db=dbs[b"data"])
         if not encoded.owned and not encoded.intact(txn.get(key, db=dbs[b"data"])):
-            txn.delete(key, db=dbs[b"data"])
-            return "changed", used
+            raise _Changed(key)
         used += self._put_metas(txn, metas) + size
         txn.put(key, _INFO.pack(self.generation, size) + encoded.header, db=dbs[b"info"])
         return "stored", used
@@ -364,7 +380,11 @@ class LmdbTier:
                     txn.put(_USED, _U64.pack(used), db=dbs[b"state"])
                 with env.begin(write=True, buffers=True) as txn:
                     used = _used(txn, dbs[b"state"])
-                    outcome, used = self._add(txn, key, encoded, metas, used)
+                    try:
+                        outcome, used = self._add(txn, key, encoded, metas, used)
+                    except _Changed:
+                        txn.abort()
+                        return "changed"
                     if outcome is None:
                         txn.abort()
                         return "full"
@@ -574,6 +594,13 @@ def _used(txn: Any, state: Any) -> int:
     """The bytes in use, as the ``state`` database of ``txn`` records them."""
     raw = txn.get(_USED, db=state)
     return _U64.unpack(raw)[0] if raw else 0
+
+
+class _Changed(Exception):
+    """A value's bytes no longer match its tag once written. The transaction that wrote them is
+    aborted, never committed with the value deleted: a put and a delete of a large value in one
+    transaction leave its pages counted by the meta page but never written, a file shorter than
+    its pages say, which the next process to open the tier removes as cut short."""
 
 
 def _mark(txn: Any, state: Any, flags: Sequence[bytes | None], outcomes: Sequence[Any]) -> None:
