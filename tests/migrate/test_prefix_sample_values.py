@@ -142,3 +142,44 @@ def test_a_value_torch_computed_with_other_threads_is_not_read_back(tmp_path: Pa
     finally:
         torch.set_num_threads(threads)
     assert (stats.stored, stats.hits) == (8, 8)
+
+
+class Drawn(FileDataset):
+    """OpenCV's drawing functions write into the image they receive and return it: a fixed
+    mark whose result the sample ignores, then a border set in place."""
+
+    def __getitem__(self, index: int) -> Any:
+        image = cv2.resize(cv2.imread(self.paths[index]), (24, 24))
+        cv2.circle(image, (6, 6), 3, (255, 255, 255), -1)
+        image[:, :2] = 0
+        return image
+
+
+def test_a_call_that_draws_into_its_input_is_never_the_cut_and_its_writes_are_kept(
+    tmp_path: Path,
+) -> None:
+    """Read back at ``cv2.circle``, the value was a new object while the sample went on with the
+    image it held, computed again without the mark: other batches from the second epoch. And
+    the image the sample then writes into is the value at the cut, which the writer found
+    changed and never stored (every worker then found the tier's file cut short)."""
+    paths = write_images(tmp_path / "images", n=8)
+    dataset = Drawn(paths)
+    plan = _plan(dataset)
+    (chain,) = plan["cache"]["chains"]
+    assert chain["steps"] == ["cv2.imread", "cv2.resize", "cv2.circle"], chain["stop"]
+    assert chain["cached"] and chain["cut"]["step"] == "cv2.resize", chain["reason"]
+    plain = _batches(dataset, default_collate, 3)
+    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    cache = CacheSettings(store=settings, judge_after=0)
+    with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
+        cached = []
+        for _ in range(3):
+            cached += _batches(dataset, default_collate, 1)
+            migrator.cache.session.writer.flush()  # each epoch's values stored, or found changed
+        stats = migrator.get_stats()["cache"]
+    assert cached == plain
+    # the values queued before the writer found one changed are not stored: computed again in
+    # the second epoch, and then copied at the cut and stored; the third reads every one back
+    changed, n = stats.not_stored_changed, len(paths)
+    assert 1 <= changed <= n and stats.stored == n
+    assert stats.hits == 2 * n - changed

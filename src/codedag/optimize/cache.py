@@ -133,6 +133,9 @@ class Step:
             (``""``: none).
         arguments: its arguments other than arrays and images, as text (what must be the same
             in every sample for a call after a draw to be cached, drawn in some samples or all).
+        returns_seen: it returned an object the sample held before, its input (``cv2.circle``
+            draws into the image it receives and returns it; ``np.ascontiguousarray`` of a
+            contiguous array returns it): never a cut (see :func:`candidates`).
     """
 
     call_id: int
@@ -146,6 +149,7 @@ class Step:
     image_mode: str = ""
     drawn: str = ""
     arguments: str = ""
+    returns_seen: bool = False
 
 
 @dataclass
@@ -401,6 +405,7 @@ def _describe(
         image_mode,
         drawn,
         _arguments(node, before, "" if before is not None else source_slot),
+        bool(value is not None and getattr(value, "version", 0) > 0),
     )
 
 
@@ -695,7 +700,13 @@ def _grouped(skipped: list[Skipped]) -> list[Skipped]:
 
 
 def candidates(chain: PrefixChain) -> list[Candidate]:
-    """Every cut along the part of the chain all traced sources share, with median figures."""
+    """Every cut along the part of the chain all traced sources share, with median figures.
+
+    A call that returns an object the sample held before (its input: ``cv2.circle(img, ...)``
+    draws into ``img`` and returns it) stands in for nothing: a value read back there is a new
+    object, while the sample goes on with the one it holds (``img``, the call's result
+    ignored), whose stand-in would then be computed without the call's writes.
+    """
     out = []
     for position, (name, occurrence) in enumerate(chain.common):
         prefix = [sum(s.total_ns for s in t.steps[: position + 1]) for t in chain.traced]
@@ -712,7 +723,8 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
                 first.shape,
                 first.dtype,
                 first.image_mode,
-                position > 0 or _source_stands_in(chain),
+                (position > 0 or _source_stands_in(chain))
+                and not any(t.steps[position].returns_seen for t in chain.traced),
                 next((d for d in drawn if d), ""),
             )
         )

@@ -261,9 +261,10 @@ def _tag(sealer: Any, data: memoryview | bytes) -> bytes:
     return hashing.hexdigest()[:TAG_HEX].encode()
 
 
-def encode(value: Any, secret: bytes, key: bytes) -> Encoded | None:
+def encode(value: Any, secret: bytes, key: bytes, copy: bool = False) -> Encoded | None:
     """How a value the cache can keep exactly is stored under ``key``, tagged with ``secret``
-    (the store's key), else None."""
+    (the store's key), else None; ``copy``: its bytes copied now, where the code that receives
+    the value writes into it before the writer would store it."""
     image = _pil_image_type()
     if image is not None and isinstance(value, image):
         packed = _pil_packed(value)
@@ -280,6 +281,8 @@ def encode(value: Any, secret: bytes, key: bytes) -> Encoded | None:
         found = _LAYOUTS.get((meta, array.dtype, array.shape))
         layout = _layout(meta, array) if found is None else found
         owned = not _shares_memory(array, value)
+        if copy and not owned:
+            data, owned = memoryview(bytes(data)), True
     sealing = sealer(secret, key, layout)
     tag = _tag(sealing, data)
     return Encoded(layout + tag + _HEADER_END, data, tag, sealing, owned)

@@ -32,7 +32,16 @@ from codedag.migrate.cache.prefix_values import (
     concrete,
     concrete_kwargs,
 )
-from codedag.store.entry import CorruptEntry, Meta, decode, encode, meta_of, same, value_nbytes
+from codedag.store.entry import (
+    CorruptEntry,
+    Encoded,
+    Meta,
+    decode,
+    encode,
+    meta_of,
+    same,
+    value_nbytes,
+)
 from codedag.store.tiers import PrefixStore
 from codedag.store.writer import Writer
 
@@ -206,6 +215,8 @@ class Session:
         self._found: Counter[str] = Counter()  # chain: hits at its cut in this process
         self._unfound: Counter[str] = Counter()  # chain: known sources whose cut was not found
         self._queued_chains: set[str] = set()  # chains of which this process queued values
+        self._queued_by: dict[bytes, str] = {}  # key: the chain of a value queued, not stored
+        self._copied: set[str] = set()  # chains whose values the sample writes into after the cut
         self._never: Counter[str] = Counter()  # chain: samples no epoch can cache
         self._value_flags: dict[str, bytes] = {}  # chain: its flag (:func:`_values_flag`)
         self.cold_skips = 0  # source lookups skipped: the store held none of the chain's values
@@ -398,6 +409,11 @@ class Session:
             self._budget.written(key, elapsed_ns)
             if outcome in ("stored", "full", "exists", "changed"):
                 self.counts[outcome] += 1
+            chain_id = self._queued_by.pop(key, None)
+            if outcome == "changed" and chain_id is not None:
+                # the sample wrote into the value after the cut (drew a box on it, set its
+                # border) before the writer stored it: its next values are copied at the cut
+                self._copied.add(chain_id)
             judging = self._judging.pop(key, None)
         if judging is None:
             return
@@ -541,17 +557,7 @@ class Session:
                 self.counts["later"] += 1
                 self.counts[_MISS_FIELDS[reason]] += 1
             return value
-        with self.suspended():
-            encoded = encode(value, self.store.secret, key)
-            queued = encoded is not None and self.writer.submit(
-                key,
-                encoded,
-                first._lineage_metas() if first._key else (),
-                wake=not self.local.fetching,  # a fetch wakes the writer at its end
-                flag=self._values_flag(lineage.chain),
-            )
-            if queued:
-                self._queued_chains.add(lineage.chain.id)
+        encoded, queued = self._queue(first, key, value)
         queue_ns = time.perf_counter_ns() - started
         with self._lock:  # the counts of a miss and of its queueing at once
             if queued and self.store_share:
@@ -568,6 +574,29 @@ class Session:
         elif encoded is None:
             self._never_cached(lineage.chain.id, f"the store cannot keep {_described(value)}")
         return value
+
+    def _queue(self, first: PrefixValue, key: bytes, value: Any) -> tuple[Encoded | None, bool]:
+        """Encode the cut's ``value`` and queue it for the writer: the encoding (None: the store
+        cannot keep it) and whether it was queued."""
+        chain = first._lineage.chain
+        with self.suspended():
+            encoded = encode(value, self.store.secret, key, copy=chain.id in self._copied)
+            if encoded is not None and not encoded.owned:  # before the writer may report it
+                with self._lock:
+                    self._queued_by[key] = chain.id
+            queued = encoded is not None and self.writer.submit(
+                key,
+                encoded,
+                first._lineage_metas() if first._key else (),
+                wake=not self.local.fetching,  # a fetch wakes the writer at its end
+                flag=self._values_flag(chain),
+            )
+        if queued:
+            self._queued_chains.add(chain.id)
+        else:
+            with self._lock:
+                self._queued_by.pop(key, None)
+        return encoded, queued
 
     def _never_cached(self, chain: str, why: str) -> None:
         """A sample of ``chain`` that no epoch can cache (``why``): after
