@@ -298,3 +298,26 @@ def test_an_image_and_its_mask_read_by_two_lines_are_two_chains(
         chain.update(cut=chain["candidates"][-1], cached=True, share=1.0)
     stats = _cached_epochs(plan, make(files), workers, tmp_path / "cache")
     assert stats["hits"] == 2 * len(files.images), stats["diverged"]
+
+
+def test_a_miss_after_a_source_that_ran_for_its_other_items_is_new(
+    files: file_pipelines.Files, tmp_path: Path
+) -> None:
+    """``soundfile.read`` runs for its rate where the store holds values of the chain, so the
+    header of its data is computed, not read: a miss at a cut right after it is a new value,
+    not one seen before and not stored (counted so whenever another worker had stored a value
+    of the chain first)."""
+    plan = _plan("soundfile-mono", files)
+    (chain,) = plan["cache"]["chains"]
+    # the clips are at the target rate: librosa.resample returns its input, never a cut
+    assert chain["cut"]["step"] == "numpy.ndarray.mean", chain["reason"]
+    dataset = file_pipelines.MonoClips(files.clips)
+    with _migrator(plan, tmp_path / "cache") as migrator:
+        for _ in DataLoader(torch.utils.data.Subset(dataset, [0]), batch_size=1):
+            pass  # one value stored: the chain is no longer cold
+        migrator.cache.session.writer.flush()
+        for _ in DataLoader(dataset, batch_size=4):
+            pass
+        stats = migrator.get_stats()["cache"]
+    assert stats["hits"] == 1
+    assert stats["misses"] == {"new": len(files.clips)}, stats["misses"]

@@ -26,6 +26,7 @@ import codedag.migrate.tables.lookup as lookup
 from codedag.backends.facts import FileSource
 from codedag.backends.sources import argument_value, file_source
 from codedag.migrate.cache.prefix_values import (
+    PENDING,
     Lineage,
     PrefixValue,
     computed_call,
@@ -540,9 +541,12 @@ class Session:
                 if tier is not None and (stale or lineage.stale):
                     self._queue_touch(tier, key, first, lineage)
                 return value
-            # seen before (not_stored) where the store holds the header of the cut's input: a
-            # deferred input's header may not have been read yet
-            seen = first._meta is not None or self.meta(first._key) is not None
+            # seen before (not_stored) where the store holds the header of the cut's input: read
+            # from it with a deferred input; an input computed here (a source call that ran for
+            # its other items, ``soundfile.read``'s rate) has its header from its value, so the
+            # store is asked
+            read = first._meta is not None and first._value is PENDING
+            seen = read or self.meta(first._key) is not None
             reason = "not_stored" if seen else "new"
         if lineage.known:
             self._not_found(lineage.chain)
