@@ -106,6 +106,11 @@ class Dispatch:
         self.failed: dict[str, dict[str, str]] = {}
         self._applied = False
         self._replaced: list[frozenset[str]] | None = None  # each part's names, while applying
+        # the data sets whose references are rebound, by id: a weak reference to each (a script
+        # may build one every epoch: none is kept alive here), or the data set itself where it
+        # takes none. One for every hook: a data set rebound where its loader starts an epoch
+        # is not walked again at its first fetch, nor in the workers forked meanwhile
+        self._reached: dict[int, Callable[[], object]] = {}
 
     @property
     def applied(self) -> bool:
@@ -212,6 +217,7 @@ class Dispatch:
             part.after_restore()
         self._applied = False
         self._replaced = None
+        self._reached.clear()  # an apply after this one rebinds anew
         return count
 
     def patched_names(self) -> list[str]:
@@ -239,9 +245,7 @@ class Dispatch:
         layered = compose(self.owners(name), name, original)
         if name not in REACHED_FROM:
             return layered
-        # id -> a weak reference to the data set (a script may build one every epoch: none is
-        # kept alive here), or the data set itself where it takes none
-        reached: dict[int, Callable[[], object]] = {}
+        reached = self._reached
         patcher = self.patcher
 
         def reaching(owner: Any, *args: Any, **kwargs: Any) -> Any:
