@@ -146,3 +146,18 @@ def test_a_values_bytes_are_its_datas_as_the_store_keeps_it() -> None:
     assert value_nbytes("text") == 0
     encoded = encode(Image.new("RGB", (5, 4)), SECRET, KEY)
     assert encoded is not None and encoded.data.nbytes == value_nbytes(Image.new("RGB", (5, 4)))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [np.array(3), np.array(2.5, np.float32), torch.tensor(7), np.zeros((4, 6))[:, ::2]],
+    ids=["int64", "float32", "tensor", "strided"],
+)
+def test_a_value_is_read_back_with_its_shape_a_scalars_included(value: Any) -> None:
+    """A 0-d array (an ``.npz`` archive's label) was stored as ``np.ascontiguousarray`` makes
+    it, 1-d: read back as ``[3]``, which ``int()`` refuses."""
+    encoded = encode(value, SECRET, KEY)
+    assert encoded is not None
+    out = decode(encoded.header, memoryview(bytes(encoded.data)), SECRET, KEY)
+    assert type(out) is type(value) and tuple(out.shape) == tuple(value.shape)
+    assert np.array_equal(np.asarray(out), np.asarray(value))

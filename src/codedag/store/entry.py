@@ -188,19 +188,26 @@ def _as_array(value: Any) -> np.ndarray | None:
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject or value.dtype.kind == "V":
             return None
-        return np.ascontiguousarray(value)
+        return _contiguous(value)
     tensor = _torch_tensor_type()
     if tensor is not None and isinstance(value, tensor):
         if value.device.type != "cpu" or value.requires_grad or value.is_sparse:
             return None
         try:
-            return np.ascontiguousarray(value.detach().numpy())
+            return _contiguous(value.detach().numpy())
         except (TypeError, RuntimeError):  # bfloat16 and other dtypes NumPy lacks
             return None
     image = _pil_image_type()
     if image is not None and isinstance(value, image) and value.mode in PIL_MODES:
         return np.ascontiguousarray(np.asarray(value))
     return None
+
+
+def _contiguous(array: np.ndarray) -> np.ndarray:
+    """``array`` itself where it is contiguous, else a contiguous copy: never
+    ``np.ascontiguousarray`` of a 0-d array, which makes it 1-d (a label read back as ``[3]``,
+    which ``int()`` refuses)."""
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
 
 class Encoded(NamedTuple):
