@@ -524,15 +524,20 @@ class Archives(Dataset):  # type: ignore[type-arg]
         return torch.from_numpy(cv2.resize(image, (16, 16)))
 
 
-def test_a_source_that_returns_an_archive_says_the_store_keeps_none_of_it(tmp_path: Path) -> None:
+def test_an_archive_read_by_key_starts_a_chain_at_each_read(tmp_path: Path) -> None:
+    """``np.load`` of an ``.npz`` returns an ``NpzFile``, which holds no data of its own; each
+    array read from it by key is a source, identified by the archive's file and the key."""
     paths = []
     for i in range(4):
         paths.append(tmp_path / f"{i}.npz")
         np.savez(paths[-1], image=np.full((24, 24, 3), i, np.uint8))
     tracer, _ = trace_dataloader(DataLoader(Archives(paths), batch_size=4), warmup=0)
-    (chain,) = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30).chains
-    assert not chain.cached
-    assert chain.reason == (
-        "numpy.load returns no array, image or tensor (an archive or a handle read further by "
-        "code the trace does not follow): nothing the store can keep"
+    load, read = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30).chains
+    assert not load.cached and load.source_function == "numpy.load"
+    assert load.reason == (
+        "numpy.load returns an archive, read further by "
+        "numpy.lib._npyio_impl.NpzFile.__getitem__: each read is a chain of its own"
     )
+    assert read.steps[:2] == ["numpy.lib._npyio_impl.NpzFile.__getitem__", "cv2.resize"]
+    assert read.source_kind == "file" and read.source_slot == "self"
+    assert read.cached, read.reason

@@ -55,6 +55,9 @@ class FileSource:
             otherwise the call runs and only what follows it is read back (``soundfile.read``'s
             rate is the file's).
         length: for a tuple result, its length.
+        opened_from: where ``argument`` is an object opened from a file that the call reads
+            further (NumPy's ``NpzFile``, read by key), the attribute holding that file, whose
+            path identifies the source (``"fid"``); ``""``: the argument is the file itself.
     """
 
     argument: str
@@ -62,6 +65,7 @@ class FileSource:
     item: int | None = None
     echoes: Mapping[int, str] = field(default_factory=dict)
     length: int = 2
+    opened_from: str = ""
 
 
 @dataclass(frozen=True)

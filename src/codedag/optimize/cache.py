@@ -310,6 +310,8 @@ def _source_slot(node: Any) -> tuple[str, str] | None:
     if declared is not None:
         entry = _declared_argument(node, declared)
         kind = _file_kind(entry) if entry is not None else None
+        if entry is not None and declared.opened_from and entry.get("kind") == "object":
+            kind = "file"  # an archive opened from a file, read further by this call
         return (str(entry.get("name", "0")), kind) if entry and kind else None
     for entry in node.args or ():
         if entry.get("kind") == "object" and entry.get("type") in _BUFFER_TYPES:
@@ -520,8 +522,11 @@ def _sample_chains(
     chains = []
     first: Any = None
     for node in operations:
-        if producers(node) or _random(node.name) or node.name.startswith(_PROXY_HANDLED):
+        opened = producers(node) and _reads_what_was_opened(node.name)
+        if (producers(node) and not opened) or _random(node.name):
             continue  # a slice or operator of a value: a source is read by a library call
+        if node.name.startswith(_PROXY_HANDLED):
+            continue
         slot = _source_slot(node)
         if slot is None:
             first = first or node
@@ -535,6 +540,14 @@ def _sample_chains(
     if not chains and first is not None and skipped is not None:
         skipped.append(Skipped(first.name, caller_of(first), _not_a_source(first)))
     return chains
+
+
+def _reads_what_was_opened(name: str) -> bool:
+    """Whether ``name`` is a declared file source reading an object the sample opened from a
+    file (``np.load(path)["image"]``): its input is computed in the sample, but from the file
+    alone, which identifies it (:attr:`~codedag.backends.facts.FileSource.opened_from`)."""
+    declared = file_source(name)
+    return declared is not None and bool(declared.opened_from)
 
 
 def _followed(name: str) -> bool:
@@ -831,7 +844,7 @@ def decide(
             if mode != "off" and costs is not None and not entry.candidates:
                 entry.reason = _unstorable_reason(chain) or _source_reason(chain) or entry.reason
             elif mode != "off" and not any(c.bytes_per_sample for c in entry.candidates):
-                entry.reason = _no_data_reason(chain)
+                entry.reason = _no_data_reason(chain, found.chains)
         else:
             cut = best[1]
             total = cut.bytes_per_sample * distinct
@@ -900,10 +913,23 @@ def _path_clause(chain: PrefixChain, cut: CacheCut) -> str:
     )
 
 
-def _no_data_reason(chain: PrefixChain) -> str:
+def _no_data_reason(chain: PrefixChain, chains: list[PrefixChain]) -> str:
     """Why a chain whose values hold no data the store keeps (``np.load`` of an ``.npz``: an
-    archive its arrays are read from by key) is not cached."""
+    archive its arrays are read from by key, each read a chain of its own among ``chains``) is
+    not cached."""
     steps = [name for name, _ in chain.common]
+    readers = sorted(
+        {
+            c.source_function
+            for c in chains
+            if c.caller == chain.caller and _reads_what_was_opened(c.source_function)
+        }
+    )
+    if readers:
+        return (
+            f"{' and '.join(steps)} return{'s' if len(steps) == 1 else ''} an archive, read "
+            f"further by {', '.join(readers)}: each read is a chain of its own"
+        )
     return (
         f"{' and '.join(steps)} return{'s' if len(steps) == 1 else ''} no array, image or "
         "tensor (an archive or a handle read further by code the trace does not follow): "

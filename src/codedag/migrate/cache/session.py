@@ -274,6 +274,9 @@ class Session:
             return original(*args, **kwargs)
         where = _source_place(chain.source_slot, args, kwargs)
         data = args[where] if isinstance(where, int) else kwargs.get(where or "")
+        declared = file_source(chain.source_function)
+        if declared is not None and declared.opened_from:
+            data = _opened_file(data, declared.opened_from)
         try:
             key = keys.source_key(chain.id, chain.source_function, data)
         except keys.Unkeyable as error:
@@ -287,7 +290,6 @@ class Session:
             self.miss(chain.id, f"arguments: {error}")
             self._never_cached(chain.id, f"an argument of its source: {error}")
             return original(*args, **kwargs)
-        declared = file_source(chain.source_function)
         item = declared.item if declared is not None else None
         echoes = _echoes(declared, original, args, kwargs) if declared is not None else {}
         lineage = Lineage(chain, self)
@@ -542,10 +544,10 @@ class Session:
                     self._queue_touch(tier, key, first, lineage)
                 return value
             # seen before (not_stored) where the store holds the header of the cut's input: read
-            # from it with a deferred input; an input computed here (a source call that ran for
-            # its other items, ``soundfile.read``'s rate) has its header from its value, so the
-            # store is asked
-            read = first._meta is not None and first._value is PENDING
+            # from it with a deferred input (its call kept); an input computed here (a source
+            # call that ran for its other items, ``soundfile.read``'s rate) has its header from
+            # its value, and a source that is its own cut none, so the store is asked
+            read = first._meta is not None and first._value is PENDING and first._call is not None
             seen = read or self.meta(first._key) is not None
             reason = "not_stored" if seen else "new"
         if lineage.known:
@@ -816,6 +818,14 @@ def _values_flag(chain: ChainSpec) -> bytes:
     """The store's flag of a chain of which a value was stored (the chain's name and the
     versions: what its source keys begin with)."""
     return keys.step_key([b"values", chain.id.encode(), keys.versions()])
+
+
+def _opened_file(handle: Any, attribute: str) -> Any:
+    """The path of the file ``handle`` was opened from (its ``attribute``: an open file, as an
+    ``NpzFile``'s ``fid``), or ``handle`` itself where it holds none (opened from bytes): that
+    has no identity to key, and the call runs as it is."""
+    name = getattr(getattr(handle, attribute, None), "name", None)
+    return name if isinstance(name, str) else handle
 
 
 def _source_place(slot: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | str | None:

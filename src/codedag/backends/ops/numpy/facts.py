@@ -45,6 +45,11 @@ FACTS = LibraryFacts(
         **{f"numpy.random.{n}": _GLOBAL_STATE for n in ("seed", "get_state", "set_state")},
     },
     random_prefixes=("numpy.random.",),
-    file_sources={f"numpy.{n}": FileSource("file") for n in ("load", "fromfile")},
+    file_sources={
+        **{f"numpy.{n}": FileSource("file") for n in ("load", "fromfile")},
+        # an .npz archive read by key: each array a source of its own, the archive's file and
+        # the key identifying it (the archive itself goes to as many reads as it has arrays)
+        "numpy.lib.npyio.NpzFile.__getitem__": FileSource("self", opened_from="fid"),
+    },
     protocols=("__array__", "__array_function__", "__array_ufunc__"),
 )
