@@ -522,11 +522,9 @@ def _sample_chains(
     chains = []
     first: Any = None
     for node in operations:
-        opened = producers(node) and _reads_what_was_opened(node.name)
-        if (producers(node) and not opened) or _random(node.name):
+        computed = producers(node) and not _reads_what_was_opened(node.name)
+        if computed or _random(node.name) or node.name.startswith(_PROXY_HANDLED):
             continue  # a slice or operator of a value: a source is read by a library call
-        if node.name.startswith(_PROXY_HANDLED):
-            continue
         slot = _source_slot(node)
         if slot is None:
             first = first or node

@@ -587,7 +587,8 @@ class Session:
         chain = first._lineage.chain
         with self.suspended():
             encoded = encode(value, self.store.secret, key, copy=chain.id in self._copied)
-            if encoded is not None and not encoded.owned:  # before the writer may report it
+            tracked = encoded is not None and not encoded.owned  # the sample may write into it
+            if tracked:  # before the writer may report it
                 with self._lock:
                     self._queued_by[key] = chain.id
             queued = encoded is not None and self.writer.submit(
@@ -599,7 +600,7 @@ class Session:
             )
         if queued:
             self._queued_chains.add(chain.id)
-        else:
+        elif tracked:
             with self._lock:
                 self._queued_by.pop(key, None)
         return encoded, queued
