@@ -407,8 +407,34 @@ def _describe(
         image_mode,
         drawn,
         _arguments(node, before, "" if before is not None else source_slot),
-        bool(value is not None and getattr(value, "version", 0) > 0),
+        _returns_seen(dag, node, value),
     )
+
+
+def _returns_seen(dag: ExecutionDAG, call: Any, value: Any) -> bool:
+    """Whether ``call`` returned an object the sample held before it: a later version of a value
+    made outside the call (``cv2.circle`` returns the image it drew into). A version made by a
+    call nested in it from a value also made in it (``librosa.resample``'s
+    ``np.ascontiguousarray`` of the array it resampled) is new to the sample."""
+    inside = call.context_key + "/"
+    todo, seen = [value], set()
+    while todo:
+        current = todo.pop()
+        if current is None or current.id in seen or not getattr(current, "version", 0):
+            continue
+        seen.add(current.id)
+        makers = [dag.nodes[p] for p in dag.predecessors(current.id, "produces")]
+        if not makers:
+            return True
+        maker = max(makers, key=lambda node: node.id)  # the deepest: the call that wrote it
+        if maker.id == call.id or not maker.context_key.startswith(inside):
+            return True
+        for used in dag.predecessors(maker.id, "uses"):
+            producers = [dag.nodes[p] for p in dag.predecessors(used, "produces")]
+            if not any(p.context_key.startswith(inside) for p in producers):
+                return True  # the maker took a value from outside the call
+            todo.append(dag.nodes[used])
+    return False
 
 
 def _arguments(node: Any, chain_value: Step | None, source_slot: str = "") -> str:
