@@ -47,6 +47,17 @@ def test_a_module_function_is_loaded_by_its_dotted_name() -> None:
     assert load_target("pathlib:Path.cwd")() == Path.cwd()  # an attribute path after the colon
 
 
+def test_a_module_of_the_current_folder_is_found_as_python_m_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _script(tmp_path, "def make():\n    return 'made'\n", "loader_target_here.py")
+    monkeypatch.chdir(tmp_path)
+    for entry in ("", ".", str(tmp_path)):
+        while entry in sys.path:
+            sys.path.remove(entry)
+    assert load_target("loader_target_here:make")() == "made"
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [

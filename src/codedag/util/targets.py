@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,16 @@ def _import_file(path: Path, raises: type[CodeDAGError]) -> Any:
     return module
 
 
+def _current_folder_importable() -> None:
+    """Make modules of the current folder importable, as ``python -m`` does: a console script's
+    ``sys.path`` starts with its own folder, so ``train:make_loader`` in a project's folder
+    would not be found."""
+    for entry in ("", os.curdir, os.getcwd()):
+        if entry in sys.path:
+            return
+    sys.path.insert(0, os.getcwd())
+
+
 def load_target(
     spec: str, what: str = "target", raises: type[CodeDAGError] = ConfigError
 ) -> Callable[..., Any]:
@@ -55,6 +66,7 @@ def load_target(
     if left.endswith(".py") or "/" in left or "\\" in left:
         module = _import_file(Path(left), raises)
     else:
+        _current_folder_importable()
         try:
             module = importlib.import_module(left)
         except ModuleNotFoundError as error:
