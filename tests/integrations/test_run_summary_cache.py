@@ -49,3 +49,23 @@ def test_samples_computed_without_the_cache_say_why() -> None:
     line = _cache_line(cache_figures(stats) | {"misses": {"arguments": 288, "new": 4}})
     assert line.endswith("; computed without it: 288 (arguments)")
     assert "computed" not in _cache_line(cache_figures(stats) | {"misses": {"new": 4}})
+
+
+def test_library_calls_kept_are_named_before_the_code_that_frames_them() -> None:
+    from codedag.integrations.run_results import Decision
+
+    names = [
+        "torch.utils.data.dataloader._BaseDataLoaderIter.__next__",
+        "__main__.Clips.__getitem__",
+        "cv2.imread",
+        "numpy.apply_along_axis",
+        "__main__.load_audio",
+        "soundfile.read",
+    ]
+    kept = [Decision(section="calls", what=n, reason=f"no torch backend for {n}") for n in names]
+    results = AcceleratedRun(loader_index=0, dataset="Clips", plan_status="applied", kept=kept)
+    (line,) = [x for x in summary_lines(results) if "no torch backend" in x]
+    assert line == (
+        "kept: 6 function(s) with no torch backend: cv2.imread, numpy.apply_along_axis, "
+        "soundfile.read, torch.utils.data.dataloader._BaseDataLoaderIter.__next__ and 2 more"
+    )

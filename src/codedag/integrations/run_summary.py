@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from codedag.backends.libraries import is_library_module
 from codedag.integrations.run_results import AcceleratedRun, Decision
 from codedag.util.text import printable
 
@@ -65,9 +66,16 @@ def _cache_line(cache: dict[str, object]) -> str:
 _NO_BACKEND = "no torch backend"
 
 
+def _framing(name: str) -> bool:
+    """Whether ``name`` is the pipeline's own code or the DataLoader's, which frame the library
+    calls a plan could move: named after them."""
+    top = name.split(".")[0]
+    return top == "__main__" or name.startswith("torch.utils.data.") or not is_library_module(top)
+
+
 def _decision_lines(label: str, rows: list[Decision]) -> list[str]:
     lines = []
-    plain = [r.what for r in rows if r.reason.startswith(_NO_BACKEND)]
+    plain = sorted((r.what for r in rows if r.reason.startswith(_NO_BACKEND)), key=_framing)
     rows = [r for r in rows if not r.reason.startswith(_NO_BACKEND)]
     if plain:
         names = ", ".join(printable(n, 60) for n in plain[:4])
