@@ -266,6 +266,11 @@ def test_plan_has_exactly_the_model_keys_and_validates() -> None:
     assert plan["context_device_map"], "the synthetic pipeline has cv2 calls worth placing"
     for call in plan["calls"]:
         assert call["instance_count"] == len(call["context_keys"])
+    # a reason's figures are the traced calls' sum, the entry's one call's: it says so
+    judged = [c for c in plan["calls"] if c["basis"] == "assumed" and c["instance_count"] > 1]
+    assert judged
+    for call in judged:
+        assert f"over its {call['instance_count']} traced calls" in call["reason"]
 
 
 def test_plan_keys_are_the_tracer_context_keys_of_the_placed_calls() -> None:

@@ -169,7 +169,7 @@ class Placer:
             transfer_ns=self.cost.h2d_ns(nbytes) if self.on_gpu else 0,
         )
 
-    def _judge(self, d: Decision, saved_upload_ns: int, device: str) -> None:
+    def _judge(self, d: Decision, saved_upload_ns: int, device: str, calls: int = 1) -> None:
         assert d.original_ns is not None and d.backend_ns is not None
         d.saving_ns = d.original_ns - d.backend_ns + saved_upload_ns
         margin = self.settings.margin_pct / 100.0 * d.original_ns
@@ -178,6 +178,8 @@ class Placer:
             f"{label} {_ms(d.original_ns)} with the library vs {_ms(d.backend_ns)} through "
             f"torch on {device}"
         )
+        if calls > 1:  # the figures are the traced calls' sum, the plan's entry one call's
+            figures += f" over its {calls} traced calls"
         if saved_upload_ns:
             figures += f" ({_ms(saved_upload_ns)} of uploads saved by placed producers)"
         if d.basis == "assumed":
@@ -216,7 +218,8 @@ class Placer:
                     continue
                 saved = self._saved_upload(node_id, d, placed)
                 was = d.migrate
-                self._judge(d, saved, device_of(node_id))
+                calls = int(getattr(self.dag.nodes[node_id], "instance_count", 1) or 1)
+                self._judge(d, saved, device_of(node_id), calls)
                 if d.migrate and node_id not in placed:
                     placed.add(node_id)
                     changed = True
