@@ -40,6 +40,12 @@ def test_end_epoch_seals_an_open_epoch_and_plans_it() -> None:
         second = list(watch.iterate(lambda: DataLoader.__iter__(loader)))
         assert len(second) == 3
         assert [e.complete for e in watch.results.epochs] == [False, True]
+        # a trainer that counts the batches stops at the last one, before the iterator's end
+        third = watch.iterate(lambda: DataLoader.__iter__(loader))
+        for _ in range(3):
+            next(third)
+        watch.end_epoch()
+        assert [e.complete for e in watch.results.epochs] == [False, True, True]
     finally:
         watch.close()
 

@@ -157,6 +157,14 @@ class _TimedIterator:
         self.samples += batch_samples(batch)
         return batch
 
+    def gave_every_batch(self) -> bool:
+        """Whether the epoch gave as many batches as the loader has: a trainer that counts them
+        (Lightning) stops reading at the last one and never meets the iterator's end."""
+        try:
+            return self.batches >= len(self._inner) > 0
+        except TypeError:  # an iterable data set without a length
+            return False
+
     def seal(self, complete: bool) -> None:
         """Write the epoch's counts and time into its figures."""
         figures = self.figures
@@ -260,6 +268,7 @@ class LoaderWatch:
             if timed.done:
                 return
             timed.done = True
+            complete = complete or timed.gave_every_batch()
             timed.seal(complete)
             self.results.epochs.append(timed.figures)
             if self._open is timed:
