@@ -423,14 +423,14 @@ def _returns_seen(dag: ExecutionDAG, call: Any, value: Any) -> bool:
         if current is None or current.id in seen or not getattr(current, "version", 0):
             continue
         seen.add(current.id)
-        makers = [dag.nodes[p] for p in dag.predecessors(current.id, "produces")]
+        makers: list[Any] = [dag.nodes[p] for p in dag.predecessors(current.id, "produces")]
         if not makers:
             return True
         maker = max(makers, key=lambda node: node.id)  # the deepest: the call that wrote it
         if maker.id == call.id or not maker.context_key.startswith(inside):
             return True
         for used in dag.predecessors(maker.id, "uses"):
-            producers = [dag.nodes[p] for p in dag.predecessors(used, "produces")]
+            producers: list[Any] = [dag.nodes[p] for p in dag.predecessors(used, "produces")]
             if not any(p.context_key.startswith(inside) for p in producers):
                 return True  # the maker took a value from outside the call
             todo.append(dag.nodes[used])
