@@ -45,6 +45,7 @@ from codedag.errors import ConfigError
 from codedag.integrations import prefetch
 from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
 from codedag.util.gc_pause import gc_paused
+from codedag.util.import_draws import ImportDraw, draws_line, noting_import_draws
 
 if TYPE_CHECKING:
     from codedag.migrate.plan_mailbox import Mailbox
@@ -232,6 +233,7 @@ class LoaderWatch:
         self._first_indices: list[Any] = []
         self._replanned = ""  # why a stored plan was not applied, when it was not
         self._from_store = False  # the plan applied was stored by an earlier run
+        self._import_draws: list[ImportDraw] = []  # imports of codedag's that drew (said once)
         self._lock = threading.RLock()
         _WATCHES.add(self)
 
@@ -262,6 +264,18 @@ class LoaderWatch:
             )
             self._open = _TimedIterator(inner, self, figures, start)
             return self._open
+
+    @contextlib.contextmanager
+    def _noting_draws(self, why: str) -> Iterator[None]:
+        """Note the modules the block imports whose import draws from a global random generator,
+        and say so once: the script's own run draws there, this one no more."""
+        said = bool(self._import_draws)
+        try:
+            with noting_import_draws(self._import_draws):
+                yield
+        finally:
+            if self._import_draws and not said:
+                log.warning("%s", draws_line(self._import_draws, why))
 
     def _epoch_ended(self, timed: _TimedIterator, complete: bool) -> None:
         with self._lock:
@@ -500,7 +514,7 @@ class LoaderWatch:
         self._tried = True
         self.results.device = script_device()
         self._first_indices = []
-        with _working():
+        with _working(), self._noting_draws("to trace a batch in the script's process"):
             outcome = plan_loader(self.loader, self.settings.plan_budget_s, indices=indices)
         self.results.trace_s, self.results.plan_s = outcome.trace_s, outcome.plan_s
         if outcome.idle:
@@ -560,7 +574,12 @@ class LoaderWatch:
             plan = check_plan(dict(plan) if isinstance(plan, Mapping) else plan, "the plan")
             idle = places_nothing(plan)  # then no migrator, and no random draw to put back
             if not idle:
-                with _working(), preserved_random_state(self.loader), held_logs():
+                with (
+                    _working(),
+                    self._noting_draws("to apply the plan"),
+                    preserved_random_state(self.loader),
+                    held_logs(),
+                ):
                     migrator = _applied(plan, self.settings.first_epoch)
                     idle = changes_nothing(migrator)
                     if idle:
