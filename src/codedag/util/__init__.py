@@ -8,6 +8,8 @@
   reads it
 * :mod:`.gc_pause`: Pause Python's cyclic garbage collector around work that makes many
   long-lived objects
+* :mod:`.import_draws`: Modules whose import draws from a global random generator, noted while
+  codedag imports
 * :mod:`.io`: Files in and out: atomic writes, and the one checked JSON reader for every file
   codedag reads
 * :mod:`.logs`: Logging set-up for the CLI and scripts
