@@ -67,3 +67,14 @@ def test_imports_outside_the_block_and_modules_already_imported_are_not_noted(
     import draws_at_import_np  # noqa: F401
 
     assert found == []
+
+
+def test_codedags_own_imports_are_not_noted(modules: None) -> None:
+    """rich, imported for codedag's logs with the random state put back, draws nothing from a
+    script that never imports it."""
+    from codedag.util.import_draws import own_imports
+
+    found: list[ImportDraw] = []
+    with noting_import_draws(found), own_imports():
+        importlib.import_module("imports_a_drawer")
+    assert found == []

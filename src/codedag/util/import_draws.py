@@ -45,6 +45,20 @@ def _drew(before: tuple[Any, Any], after: tuple[Any, Any]) -> bool:
     return before[0] != after[0] or (None not in (before[1], after[1]) and before[1] != after[1])
 
 
+_own = threading.local()
+
+
+@contextlib.contextmanager
+def own_imports() -> Iterator[None]:
+    """Mark the block's imports as codedag's own (rich for its logs): their draws are put back,
+    and a script that never imports those modules never makes them, so none is noted."""
+    _own.depth = getattr(_own, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _own.depth -= 1
+
+
 class _Finder:
     """A meta path finder that finds nothing itself: it wraps the ``exec_module`` of the spec
     the other finders give, for that one execution, to compare the generators' states around
@@ -58,6 +72,8 @@ class _Finder:
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if self.finding or threading.current_thread() is not self.owner:
+            return None
+        if getattr(_own, "depth", 0):
             return None
         self.finding = True
         try:

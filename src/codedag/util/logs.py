@@ -68,9 +68,12 @@ def _random_untouched() -> Iterator[None]:
     draw the script makes after it (a data set's flips, a model's dropout)."""
     import random
 
+    from codedag.util.import_draws import own_imports
+
     state = random.getstate()
     try:
-        yield
+        with own_imports():
+            yield
     finally:
         random.setstate(state)
 
