@@ -102,3 +102,30 @@ def test_the_log_handler_is_installed_by_the_first_record(
     finally:
         for old in [h for h in logger.handlers if h.get_name() == name]:
             logger.removeHandler(old)
+
+
+def test_a_record_from_another_thread_before_the_handler_is_written_plainly(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prefix cache's writer thread logs while the loading thread draws: importing rich
+    there (it draws from Python's random, put back) would shift the loading thread's draws."""
+    import logging
+    import random
+    import sys
+    import threading
+
+    monkeypatch.delitem(sys.modules, "rich.style", raising=False)  # as before rich is imported
+    logger = logging.getLogger("codedag")
+    cli_main._FirstRecord.install(0)
+    (name,) = [h.get_name() for h in logger.handlers if isinstance(h, cli_main._FirstRecord)]
+    try:
+        state = random.getstate()
+        thread = threading.Thread(target=lambda: logger.warning("from the writer %d", 3))
+        thread.start()
+        thread.join()
+        assert random.getstate() == state and "rich.style" not in sys.modules
+        assert any(isinstance(h, cli_main._FirstRecord) for h in logger.handlers)
+        assert capsys.readouterr().err == "WARNING  from the writer 3\n"
+    finally:
+        for old in [h for h in logger.handlers if h.get_name() == name]:
+            logger.removeHandler(old)

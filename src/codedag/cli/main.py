@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -192,6 +193,9 @@ class _FirstRecord(logging.Handler):
         logger.setLevel(level_for(verbosity) if distributed_rank()[0] == 0 else logging.ERROR)
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self._handler is None and not _may_import_rich():
+            self._plain(record)
+            return
         if self._handler is None:  # Handler.handle holds this handler's lock
             from codedag.util.logs import _HANDLER_NAME, setup_logging
 
@@ -206,6 +210,26 @@ class _FirstRecord(logging.Handler):
                 logger.setLevel(level)
             self._handler = next(h for h in logger.handlers if h.get_name() == _HANDLER_NAME)
         self._handler.handle(record)
+
+    def _plain(self, record: logging.LogRecord) -> None:
+        """Write ``record`` as the rich handler would, in plain text (its level, its message)."""
+        from codedag.util.text import printable
+
+        try:
+            text = printable(record.getMessage(), 2000)
+            self.stream.write(f"{record.levelname:<8} {text}\n")
+            self.stream.flush()
+        except Exception:  # a closed stream, a bad format: as a handler's emit would meet them
+            self.handleError(record)
+
+
+def _may_import_rich() -> bool:
+    """Whether the first record may import rich here: only on the main thread. Importing it
+    draws from Python's global random state, which the main thread puts back at once; from
+    another thread (the prefix cache's writer, in a DataLoader worker or in the script's
+    process) the draw and its putting back would land between the loading thread's own draws
+    and shift them (a flip, a crop), so such a record is written plainly until then."""
+    return "rich.style" in sys.modules or threading.current_thread() is threading.main_thread()
 
 
 def _report_suppressed() -> None:
