@@ -141,3 +141,21 @@ def test_the_standard_librarys_objects_are_not_walked_but_its_containers_are(
     finally:
         patcher.restore()
         del logger.odd  # type: ignore[attr-defined]
+
+
+def test_codedags_own_objects_are_not_walked(library: types.ModuleType) -> None:
+    """A script that keeps its migrator in a module global: the walk from that module must not
+    point a placed call's fallback (the original it holds) at the replacement, which would then
+    call itself once the call falls back."""
+    from codedag.util.import_draws import ImportDraw
+
+    held = ImportDraw(library.scale, "holds the original")  # type: ignore[arg-type]
+    holder = types.SimpleNamespace(migrator=held, transform=functools.partial(library.scale))
+    patcher = Patcher("test")
+    patcher.patch("reach_fake_library.scale", _counting([]), rebind_references=False)
+    try:
+        assert patcher.rebind_within([holder]) == 1  # the partial, not the record
+        assert holder.transform.func is not _scale
+        assert held.module is _scale
+    finally:
+        patcher.restore()

@@ -347,11 +347,15 @@ def _walked(value: object) -> bool:
     walked = _WALKED_TYPES.get(kind)
     if walked is None:  # the standard library's objects hold no transforms: a logger, a path
         top = (getattr(kind, "__module__", None) or "").partition(".")[0]
-        walked = _WALKED_TYPES[kind] = top in _STDLIB_WALKED or top not in _STDLIB_ALL
+        walked = top in _STDLIB_WALKED or top not in _STDLIB_ALL
+        # codedag's own objects hold the originals on purpose (a placed call's wrapper falls
+        # back to it): a script's migrator in a module global is never walked into
+        walked = _WALKED_TYPES[kind] = walked and top != _OWN_PACKAGE
     return walked
 
 
 _WALKED_TYPES: dict[type, bool] = {}
+_OWN_PACKAGE = __name__.partition(".")[0]
 _STDLIB_ALL = frozenset(sys.stdlib_module_names) | {
     "_frozen_importlib",
     "_frozen_importlib_external",
