@@ -86,8 +86,13 @@ class _Finder:
         finally:
             self.finding = False
         loader = getattr(spec, "loader", None)
-        if loader is None or isinstance(loader, type) or not hasattr(loader, "__dict__"):
-            return spec  # built-in and frozen modules: a class's methods, shared by all
+        if (
+            loader is None
+            or isinstance(loader, type)  # built-in and frozen modules: a class's methods
+            or not hasattr(loader, "__dict__")
+            or "exec_module" in vars(loader)  # a loader shared by modules, already wrapped
+        ):
+            return spec
         original = loader.exec_module
 
         def exec_module(module: Any) -> None:
