@@ -541,3 +541,39 @@ def test_an_archive_read_by_key_starts_a_chain_at_each_read(tmp_path: Path) -> N
     assert read.steps[:2] == ["numpy.lib._npyio_impl.NpzFile.__getitem__", "cv2.resize"]
     assert read.source_kind == "file" and read.source_slot == "self"
     assert read.cached, read.reason
+
+
+class Batched(Dataset):  # type: ignore[type-arg]
+    """A batched fetch (``__getitems__``, as Hugging Face data sets define it) that loads each
+    index with a helper, in a comprehension; each sample draws its flip from a generator seeded
+    by its index after the resize."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def load(self, index: int) -> torch.Tensor:
+        image = cv2.resize(cv2.imread(self.paths[index]), (12, 12))
+        if np.random.default_rng(index).random() < 0.5:
+            image = image[::-1]
+        return torch.from_numpy(np.ascontiguousarray(image))
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return self.load(index)
+
+    def __getitems__(self, indices: list[int]) -> list[torch.Tensor]:
+        return [self.load(i) for i in indices]
+
+
+def test_a_batched_fetchs_samples_are_its_calls_per_index(tmp_path: Path) -> None:
+    """Taken whole, the batch was one sample whose later sources followed the earlier ones'
+    draws: nothing was cached."""
+    from prefix_support import write_images
+
+    tracer, _ = trace_dataloader(DataLoader(Batched(write_images(tmp_path, n=4)), batch_size=4))
+    found = find_prefixes(tracer.dag)
+    (chain,) = found.chains
+    assert found.samples == 4 and chain.samples == 4
+    assert [name for name, _ in chain.common] == ["cv2.imread", "cv2.resize"]

@@ -20,6 +20,7 @@ per-sample warp matrices, ragged input sizes).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,7 +215,38 @@ def _sample_roots(dag: ExecutionDAG, resumptions: bool = False) -> list[Any]:
         if n.name.rsplit(".", 1)[-1] in ("__getitem__", "__getitems__")
         and not any(_ancestor_named(dag, n.id, "__getitem__"))
     ]
+    roots = [sample for n in roots for sample in _per_index(dag, n)]
     return roots if roots or not resumptions else _resumptions(dag)
+
+
+def _per_index(dag: ExecutionDAG, root: Any) -> list[Any]:
+    """A batched fetch's samples: where ``__getitems__`` makes the batch by calling one method
+    or function of the pipeline's once per index (``self[i]``, a ``load(i)`` helper), each of
+    those calls is a sample; otherwise (and for ``__getitem__``) the fetch is one."""
+    if not root.name.endswith(".__getitems__"):
+        return [root]
+    children = _calls_through_comprehensions(dag, root.id)
+    own = Counter(c.name for c in children if not _is_operation(c))
+    if not own:
+        return [root]
+    name, count = own.most_common(1)[0]
+    return [c for c in children if c.name == name] if count >= 2 else [root]
+
+
+_COMPREHENSIONS = ("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>")
+
+
+def _calls_through_comprehensions(dag: ExecutionDAG, node_id: int) -> list[Any]:
+    """The calls ``node_id`` makes, those of a comprehension it runs included (before Python
+    3.12 a comprehension is a function of its own: ``[self.load(i) for i in indices]``)."""
+    out = []
+    for child_id in sorted(dag.successors(node_id, "calls")):
+        child = dag.nodes[child_id]
+        if child.name.endswith(_COMPREHENSIONS):
+            out.extend(_calls_through_comprehensions(dag, child_id))
+        else:
+            out.append(child)
+    return out
 
 
 def _resumptions(dag: ExecutionDAG) -> list[Any]:
