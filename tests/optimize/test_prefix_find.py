@@ -548,8 +548,9 @@ class Batched(Dataset):  # type: ignore[type-arg]
     index with a helper, in a comprehension; each sample draws its flip from a generator seeded
     by its index after the resize."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], through_getitem: bool = False) -> None:
         self.paths = paths
+        self.through_getitem = through_getitem
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -564,16 +565,22 @@ class Batched(Dataset):  # type: ignore[type-arg]
         return self.load(index)
 
     def __getitems__(self, indices: list[int]) -> list[torch.Tensor]:
+        if self.through_getitem:
+            return [self[i] for i in indices]
         return [self.load(i) for i in indices]
 
 
-def test_a_batched_fetchs_samples_are_its_calls_per_index(tmp_path: Path) -> None:
+@pytest.mark.parametrize("through_getitem", [False, True])
+def test_a_batched_fetchs_samples_are_its_calls_per_index(
+    through_getitem: bool, tmp_path: Path
+) -> None:
     """Taken whole, the batch was one sample whose later sources followed the earlier ones'
-    draws: nothing was cached."""
+    draws: nothing was cached. Through ``self[i]``, each sample is counted once."""
     from prefix_support import write_images
 
-    tracer, _ = trace_dataloader(DataLoader(Batched(write_images(tmp_path, n=4)), batch_size=4))
+    dataset = Batched(write_images(tmp_path, n=4), through_getitem)
+    tracer, _ = trace_dataloader(DataLoader(dataset, batch_size=4))
     found = find_prefixes(tracer.dag)
     (chain,) = found.chains
-    assert found.samples == 4 and chain.samples == 4
+    assert found.samples == 4 and chain.samples == 4 and len(chain.traced) == 4
     assert [name for name, _ in chain.common] == ["cv2.imread", "cv2.resize"]

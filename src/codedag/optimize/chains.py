@@ -215,7 +215,9 @@ def _sample_roots(dag: ExecutionDAG, resumptions: bool = False) -> list[Any]:
         if n.name.rsplit(".", 1)[-1] in ("__getitem__", "__getitems__")
         and not any(_ancestor_named(dag, n.id, "__getitem__"))
     ]
-    roots = [sample for n in roots for sample in _per_index(dag, n)]
+    # a batched fetch calling self[i] holds __getitem__ roots of its own: each sample once
+    by_id = {sample.id: sample for n in roots for sample in _per_index(dag, n)}
+    roots = [by_id[i] for i in sorted(by_id)]
     return roots if roots or not resumptions else _resumptions(dag)
 
 
