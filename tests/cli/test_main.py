@@ -126,6 +126,13 @@ def test_a_record_from_another_thread_before_the_handler_is_written_plainly(
         assert random.getstate() == state and "rich.style" not in sys.modules
         assert any(isinstance(h, cli_main._FirstRecord) for h in logger.handlers)
         assert capsys.readouterr().err == "WARNING  from the writer 3\n"
+        # bounded and masked as the handler's own records are
+        url = "https://user:secret@example.com/data"
+        thread = threading.Thread(target=lambda: logger.warning("reading %s", url))
+        thread.start()
+        thread.join()
+        err = capsys.readouterr().err
+        assert err.startswith("WARNING  reading https://") and "secret" not in err
     finally:
         for old in [h for h in logger.handlers if h.get_name() == name]:
             logger.removeHandler(old)

@@ -18,11 +18,14 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from codedag.errors import CodeDAGError
 from codedag.util.text import redact_uri
 from codedag.version import __version__
+
+if TYPE_CHECKING:
+    from codedag.util.logs import BoundedRecords
 
 # Subcommand modules under codedag.cli, in the order --help lists them.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -174,6 +177,7 @@ class _FirstRecord(logging.Handler):
         self.verbosity = verbosity
         self.stream = sys.stderr  # the stream of now: a script may replace sys.stderr later
         self._handler: logging.Handler | None = None
+        self._bounded: BoundedRecords | None = None  # for records written before the handler
 
     @classmethod
     def install(cls, verbosity: int) -> None:
@@ -212,12 +216,16 @@ class _FirstRecord(logging.Handler):
         self._handler.handle(record)
 
     def _plain(self, record: logging.LogRecord) -> None:
-        """Write ``record`` as the rich handler would, in plain text (its level, its message)."""
-        from codedag.util.text import printable
+        """Write ``record`` as the rich handler would, in plain text (its level, its message),
+        bounded and masked as that handler's records are."""
+        from codedag.util.logs import BoundedRecords
 
+        if self._bounded is None:
+            self._bounded = BoundedRecords()
         try:
-            text = printable(record.getMessage(), 2000)
-            self.stream.write(f"{record.levelname:<8} {text}\n")
+            if not self._bounded.filter(record):  # a repeat past the flood limit
+                return
+            self.stream.write(f"{record.levelname:<8} {record.getMessage()}\n")
             self.stream.flush()
         except Exception:  # a closed stream, a bad format: as a handler's emit would meet them
             self.handleError(record)
