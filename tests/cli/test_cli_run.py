@@ -130,6 +130,26 @@ def test_exit_code_of_sys_exit_passes_through(
     assert "epoch 0 loss" in capsys.readouterr().out
 
 
+def test_a_script_named_by_a_relative_path_sees_what_python_gives_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An absolute ``__file__`` (a script that changes folder, then finds its files beside
+    itself, still finds them), ``sys.argv`` as typed, its folder first on ``sys.path``."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "train.py").write_text(
+        "import os, sys\n"
+        "os.chdir('elsewhere')\n"
+        "print(os.path.isfile(__file__), os.path.isabs(__file__), sys.argv, sys.path[0])\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    code = main(
+        ["run", "--no-store", "--out", str(tmp_path / "out"), "--", "python", "train.py", "a"]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out.splitlines()[0]
+    assert printed == f"True True ['train.py', 'a'] {tmp_path}"
+
+
 def test_two_loaders_plan_the_one_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,6 +1,6 @@
 """``codedag migrate PLAN -- python train.py ...``: run a script with a migration plan applied.
 
-The script runs in this process (``runpy``), as ``python train.py`` would run it, with the plan's
+The script runs in this process, as ``python train.py`` would run it, with the plan's
 functions patched; the originals are restored when it ends (also on errors and Ctrl-C) and the
 per-function counters are printed.
 
@@ -168,6 +168,34 @@ def _print_user_traceback(error: BaseException) -> None:
     traceback.print_exception(type(error), error, tb)
 
 
+def _run_script(path: str) -> None:
+    """Run ``path`` as ``python path`` does: in a ``__main__`` module whose ``__file__`` is
+    absolute (a script that changes folder still finds its files beside itself), with
+    ``sys.argv[0]`` as typed (``runpy.run_path`` makes both the path it is given)."""
+    import builtins
+    import importlib.machinery
+    import io
+    import types
+
+    absolute = os.path.abspath(path)
+    with io.open_code(absolute) as source:
+        code = compile(source.read(), absolute, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(
+        __file__=absolute,
+        __cached__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", absolute),
+        __builtins__=builtins,
+    )
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        exec(code, module.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
 def run_target(kind: str, target: str, argv: list[str]) -> int:
     import runpy
 
@@ -179,7 +207,7 @@ def run_target(kind: str, target: str, argv: list[str]) -> int:
         sys.path.insert(0, os.getcwd())
     try:
         if kind == "script":
-            runpy.run_path(target, run_name="__main__")
+            _run_script(target)
         else:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
     except SystemExit as done:
