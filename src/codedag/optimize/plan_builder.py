@@ -167,13 +167,22 @@ def build_plan(
     device_of_part = _partition_devices(partitions, part_of, placed, decisions, accels, device)
     context_map: dict[str, str] = {}
     entries: list[PlannedCall] = []
+    unplaceable: dict[str, PlannedCall] = {}
     for node in calls:
         d = decisions[node.id]
         call_device = device_of_part[part_of[node.id]] if d.migrate else "cpu"
         keys = _keys(dag, node.id)
         if d.migrate:
             context_map.update(dict.fromkeys(keys, call_device))
-        entries.append(_planned_call(node, keys, call_device, d))
+        entry = _planned_call(node, keys, call_device, d)
+        if rules.can(node.name):
+            entries.append(entry)
+        elif node.name in unplaceable:
+            _merge_unplaceable(unplaceable[node.name], entry)
+        else:
+            entry.context_keys = entry.context_keys[:UNPLACEABLE_KEYS]
+            unplaceable[node.name] = entry
+            entries.append(entry)
     entries.sort(key=lambda e: (not e.migrate, -e.measured_ns, e.context_keys[:1]))
     return MigrationPlan(
         schema_version=PLAN_SCHEMA_VERSION,
@@ -277,6 +286,22 @@ def _planned_call(node: Any, keys: list[str], device: str, d: Decision) -> Plann
         estimated_gain_ns=d.saving_ns,
         transfer_cost_ns=d.transfer_ns,
     )
+
+
+UNPLACEABLE_KEYS = 8
+"""Context keys an entry of a function with no torch backend keeps: nothing patches it, so its
+one entry (all its calls) only says where it ran, and a loop of 40,000 ``mask[lo:hi] = 1`` in a
+sample keeps the plan small (every instance an entry made it 27 MB, and slow to store, read and
+check at each run)."""
+
+
+def _merge_unplaceable(into: PlannedCall, entry: PlannedCall) -> None:
+    """Add ``entry``'s calls of a function with no torch backend to the function's one entry."""
+    into.instance_count += entry.instance_count
+    into.measured_ns += entry.measured_ns
+    room = UNPLACEABLE_KEYS - len(into.context_keys)
+    if room > 0:
+        into.context_keys.extend(entry.context_keys[:room])
 
 
 def _placement_info(

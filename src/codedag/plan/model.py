@@ -62,7 +62,8 @@ class PlannedCall(_Model):
 
     Attributes:
         function: canonical name (``cv2.resize``).
-        context_keys: the tracer's context keys of every instance.
+        context_keys: the tracer's context keys of every instance (of a function with no
+            torch backend, which one entry stands for, the first few: nothing patches it).
         instance_count: how many traced calls this entry stands for.
         device: where the calls run (``cpu`` when they stay).
         migrate: whether the calls run through a torch backend.
