@@ -175,6 +175,49 @@ def test_unfetched_indices_skip_the_fetched_ones_in_the_samplers_order() -> None
     assert unfetched_indices(sequential, unhashable, 2) is unhashable
 
 
+class EpochBatches:
+    """A batch sampler that seeds its order with the epochs it counted, as multi-scale training
+    samplers do, and yields ``(index, size)`` items."""
+
+    def __init__(self, n: int, batch: int) -> None:
+        self.n, self.batch, self.epoch = n, batch, 0
+        self.generator = torch.Generator()
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        self.generator.manual_seed(self.epoch)
+        self.epoch += 1
+        order = torch.randperm(self.n, generator=self.generator).tolist()
+        for start in range(0, self.n, self.batch):
+            yield [(i, 96 + 32 * (start % 3)) for i in order[start : start + self.batch]]
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch)
+
+
+class Sized(Dataset):
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, item: tuple[int, int]) -> torch.Tensor:
+        index, size = item
+        return torch.full((2,), float(index * size))
+
+
+def test_indices_drawn_for_tracing_leave_a_batch_samplers_own_state_alone() -> None:
+    sampler = EpochBatches(12, 4)
+    loader = DataLoader(Sized(), batch_sampler=sampler)
+    next(iter(loader))  # the script's first batch: epoch 0's order
+    fetched = next(iter(EpochBatches(12, 4)))
+    others = unfetched_indices(loader, fetched, 4)
+    assert len(others) == 4 and not set(others) & set(fetched)
+    trace_first_batch(loader, CountingTracer(), warmup=1, indices=fetched)
+    assert sampler.epoch == 1
+    expected = EpochBatches(12, 4)
+    expected.epoch = 1  # the script's next epoch: epoch 1's order, not epoch 3's
+    batches = [[Sized()[item].tolist() for item in batch] for batch in expected]
+    assert [batch.tolist() for batch in loader] == batches
+
+
 def test_isolated_copies_a_picklable_data_set_only() -> None:
     loader = DataLoader(Remembering(), batch_size=4)
     view = isolated(loader)

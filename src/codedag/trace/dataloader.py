@@ -30,6 +30,7 @@ tracing that state is put back, so tracing leaves the process as it found it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 import operator
@@ -68,6 +69,22 @@ def _plain_index(index: Any) -> int | str:
         return repr(index)
 
 
+def _index_sampler_copy(loader: Any) -> Any:
+    """A copy of ``loader``'s index sampler to draw a batch's indices from, as its next epoch
+    draws them, leaving the sampler as the script left it: a batch sampler that counts its
+    epochs in ``__iter__`` (multi-scale training's, one that seeds itself with the epoch) would
+    otherwise hand the script's next epoch the order of the one after. The data set it
+    refers to is shared, never copied, and so is the loader's generator (a ``RandomSampler``
+    draws its order from it after the iterator drew the workers' base seed: its draws are the
+    caller's to put back); the sampler itself where no copy can be made."""
+    sampler = loader._index_sampler
+    shared = [o for o in (loader.dataset, loader.generator) if o is not None]
+    try:
+        return copy.deepcopy(sampler, {id(o): o for o in shared})
+    except Exception:  # user code: a sampler holding a lock or a handle
+        return sampler
+
+
 def _first_task(loader: Any) -> tuple[int, Any]:
     """``(base seed, first batch of indices)`` drawn as torch's iterator draws them.
 
@@ -77,7 +94,7 @@ def _first_task(loader: Any) -> tuple[int, Any]:
     """
     import torch
 
-    sampler_iter = iter(loader._index_sampler)
+    sampler_iter = iter(_index_sampler_copy(loader))
     base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
     try:
         indices = next(sampler_iter)
@@ -145,7 +162,7 @@ def unfetched_indices(loader: Any, fetched: Any, samples: int, batches: int = 4)
     try:
         seen = {fetched} if single else set(fetched)
         found: list[Any] = []
-        for number, batch in enumerate(iter(loader._index_sampler)):
+        for number, batch in enumerate(iter(_index_sampler_copy(loader))):
             found.extend(i for i in ([batch] if single else batch) if i not in seen)
             if len(found) >= samples or number + 1 >= batches:
                 break
