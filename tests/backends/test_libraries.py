@@ -180,7 +180,7 @@ ALLOWED = {
         "numpy._core.multiarray",
     ],  # NumPy's dispatchers, ufuncs
     "backends/tolerances.py": ["PIL.Image"],  # comparing PIL images
-    "trace/filter.py": ["torch.utils.data._utils.collate", "torch.utils.data.collate", "numpy"],
+    "trace/filter.py": ["torch.utils.data._utils.collate", "torch.utils.data.collate"],
     "trace/value_nodes.py": ["numpy.ndarray", "torch", "torch."],  # describing arrays and tensors
     "calibrate/environment.py": ["torch", "torch"],  # torch's version keys every measurement
     "doctor.py": ["numpy", "numpy", *["torch"] * 10],  # codedag's own dependencies, torch's check

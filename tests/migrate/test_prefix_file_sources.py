@@ -1,6 +1,6 @@
 """The prefix cache on data sets that read files as projects write them: PIL in a ``with``
 block or on a file's bytes in an ``io.BytesIO``, ``cv2.imdecode(np.fromfile(path))``, librosa
-resampling a WAV file, ``np.load`` of a volume (and resampled by ``scipy.ndimage.zoom``), an image and its mask read by two lines. Traced, optimized with the
+resampling a WAV file (and SciPy reading and resampling one), ``np.load`` of a volume (and resampled by ``scipy.ndimage.zoom``), an image and its mask read by two lines. Traced, optimized with the
 store's measured costs and migrated, for two epochs with 0 and 2 workers: the second epoch
 reads every prefix back and every batch equals the uncached run bit for bit. A file that
 disappears, shrinks or turns unreadable gives the error it gives without codedag."""
@@ -34,6 +34,11 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     "cv2-fromfile": (lambda f: file_pipelines.Decoded(f.images), "numpy.fromfile", "file"),
     "soundfile-read": (lambda f: file_pipelines.SoundfileClips(f.clips), "soundfile.read", "file"),
     "soundfile-mono": (lambda f: file_pipelines.MonoClips(f.clips), "soundfile.read", "file"),
+    "wavfile-read": (
+        lambda f: file_pipelines.WavfileClips(f.clips),
+        "scipy.io.wavfile.read",
+        "file",
+    ),
 }
 
 
@@ -124,6 +129,12 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
             "cut ends before operator.mul: it follows a random draw "
             "(random.randint; its arguments were not recorded)"
         )
+    if name == "wavfile-read":  # under SciPy's public names, resampling the read's data
+        assert chain["steps"][:3] == [
+            "scipy.io.wavfile.read",
+            "numpy.ndarray.astype",
+            "scipy.signal.resample_poly",
+        ]
     if name == "scipy-zoom":  # SciPy is a library the cache patches: the zoom is a step
         assert [s.rsplit(".", 1)[-1] for s in chain["steps"][:2]] == ["load", "zoom"]
     if name in ("pil-bytes", "cv2-fromfile"):  # nothing random: the cut is the tensor's last

@@ -180,6 +180,21 @@ class MonoClips(FileDataset):
         return torch.from_numpy(np.pad(y, (0, SAMPLE_RATE // 4 - len(y)))), index
 
 
+class WavfileClips(FileDataset):
+    """``scipy.io.wavfile.read`` (its rate is the file's: the call runs every epoch), made
+    floats and resampled to 16 kHz by ``scipy.signal.resample_poly``, padded to a second: the
+    resampling is what a hit skips."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        from scipy.io import wavfile
+        from scipy.signal import resample_poly
+
+        rate, y = wavfile.read(self.paths[index])
+        y = resample_poly(y.astype(np.float32), SAMPLE_RATE, rate)
+        y = np.pad(y, (0, max(0, SAMPLE_RATE - len(y))))
+        return torch.from_numpy(y[:SAMPLE_RATE].astype(np.float32)), index
+
+
 class RawClips(FileDataset):
     """``soundfile.read`` followed by a random crop at once: its rate is the file's, so no value
     stands in for the call, and nothing comes after it before the draw."""

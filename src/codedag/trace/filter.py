@@ -234,10 +234,10 @@ def code_info(
         return None
     if decision.library is not None and qualname_of(code) in ("__getattr__", "__dir__"):
         return None  # a module's lazy attribute lookup (numpy.fft on first use), not a function
-    if decision.library is not None and module.startswith("numpy"):
+    if decision.library is not None:
         if is_numpy_dispatcher(code, module):
             return None  # it only forwards the arguments; the function itself comes next
-        public = public_code_name(code)
+        public = public_code_name(code)  # numpy.clip, scipy.signal.resample_poly
         if public is not None:
             decision = Decision(public, decision.library)
     varargs, varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)  # *args, **kwargs

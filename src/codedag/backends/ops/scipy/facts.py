@@ -1,14 +1,17 @@
 """What codedag knows about SciPy: plain data, no imports.
 
 Medical and volumetric pipelines resample, rotate and filter arrays with ``scipy.ndimage``
-(``zoom``, ``rotate``, ``gaussian_filter``). No torch backend is declared for them: they are
-known so that a cached chain may run through them (its value handed to them as a stand-in,
-which they read through ``__array__``), under their public names.
+(``zoom``, ``rotate``, ``gaussian_filter``); audio pipelines read WAV files with
+``scipy.io.wavfile.read`` and resample them with ``scipy.signal.resample_poly``. No torch
+backend is declared for them: they are known so that a cached chain may start at the read and
+run through them (its value handed to them as a stand-in, which they read through
+``__array__``), under their public names.
 """
 
-from codedag.backends.facts import LibraryFacts
+from codedag.backends.facts import FileSource, LibraryFacts
 
-_PUBLIC = ("scipy.ndimage",)  # only what pipelines call on their arrays (not librosa's internals)
+# only what pipelines call on their arrays (not librosa's internals)
+_PUBLIC = ("scipy.ndimage", "scipy.signal", "scipy.io.wavfile")
 
 FACTS = LibraryFacts(
     name="scipy",
@@ -18,4 +21,6 @@ FACTS = LibraryFacts(
     python_namespaces=_PUBLIC,
     distributions=("scipy",),
     protocols=("__array__",),
+    # (rate, data): the rate is the file's, so the read runs and what follows is read back
+    file_sources={"scipy.io.wavfile.read": FileSource("filename", item=1)},
 )
