@@ -230,6 +230,71 @@ def test_a_chain_no_epoch_can_cache_is_given_up_with_one_warning(
     assert stats["misses"] == {"source": NEVER_CACHED_AFTER} and stats["stored"] == 0
 
 
+def _row_reversed(row: np.ndarray) -> np.ndarray:
+    return row[::-1]
+
+
+class _Filtered(Dataset):
+    """Grey, smoothed by a filter class PIL names (``ImageFilter.SMOOTH``), then each row
+    reversed by the script's own function through ``np.apply_along_axis``, or not."""
+
+    def __init__(self, paths: list[str], reversed_rows: bool) -> None:
+        self.paths, self.reversed_rows = paths, reversed_rows
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        from PIL import Image, ImageFilter
+
+        im = Image.open(self.paths[index]).convert("L").filter(ImageFilter.SMOOTH)
+        image = np.asarray(im)
+        if self.reversed_rows:
+            image = np.apply_along_axis(_row_reversed, 1, image)
+        return torch.from_numpy(image.copy()), index
+
+
+def _filtered_plan(dataset: Dataset) -> dict[str, Any]:
+    from codedag.optimize.manager import OptimizerManager
+    from codedag.trace import trace_dataloader
+
+    tracer, _ = trace_dataloader(DataLoader(dataset, batch_size=4))
+    plan = OptimizerManager(k=1, target_device="cpu", cache="auto").optimize(tracer.dag)
+    return plan["migration_plan"]
+
+
+def test_a_step_taking_a_library_class_is_keyed_by_its_name(
+    files: file_pipelines.Files, tmp_path: Path
+) -> None:
+    dataset = _Filtered(files.images, reversed_rows=False)
+    plan = _filtered_plan(dataset)
+    (chain,) = plan["cache"]["chains"]
+    assert chain["cached"] and "PIL.Image.Image.filter" in chain["steps"], chain["reason"]
+    stats = _cached_epochs(plan, dataset, 0, tmp_path / "cache")
+    assert stats["hits"] == len(files.images), stats["misses"]
+
+
+def test_a_step_whose_arguments_no_key_holds_gives_its_chain_up_with_one_warning(
+    files: file_pipelines.Files, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from codedag.migrate.cache.session import NEVER_CACHED_AFTER
+
+    dataset = _Filtered(files.images * 3, reversed_rows=True)  # more samples than are tried
+    assert len(dataset) > NEVER_CACHED_AFTER
+    plan = _filtered_plan(dataset)
+    (chain,) = plan["cache"]["chains"]
+    # the per-row Python loop is most of a sample: the cut is after it
+    assert chain["cached"], chain["reason"]
+    assert chain["steps"].index("numpy.apply_along_axis") <= chain["cut"]["position"]
+    with caplog.at_level("WARNING"):
+        stats = _cached_epochs(plan, dataset, 0, tmp_path / "cache")
+    warnings = [r.getMessage() for r in caplog.records if "can be cached" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "numpy.apply_along_axis's arguments: an argument of type function" in warnings[0]
+    assert stats["misses"] == {"arguments": NEVER_CACHED_AFTER}, stats
+    assert stats["stored"] == 0
+
+
 class _Resized(Dataset):
     """``cv2.imread`` then a resize to ``size``: two of them are the same pipeline before and
     after its code was edited."""

@@ -177,6 +177,9 @@ def test_a_value_nested_inside_an_argument_diverges_its_chain() -> None:
     assert session.misses == [
         ("prefix0", "arguments: a value of a chain nested inside an argument")
     ]
+    assert session.never == [
+        ("prefix0", "first's arguments: a value of a chain nested inside an argument")
+    ]  # counted towards giving the chain up
 
 
 def _deferred_source(session: StubSession, array: np.ndarray) -> PrefixValue:

@@ -204,16 +204,20 @@ class StubChain:
 @dataclass
 class StubSession:
     """Knows the headers in ``known`` (those in ``stale`` from an older generation); records
-    misses, cuts and the headers asked for."""
+    misses, samples no epoch can cache, cuts and the headers asked for."""
 
     known: dict[bytes, Meta] = field(default_factory=dict)
     misses: list[tuple[str, str]] = field(default_factory=list)
     cuts: list[tuple[bytes, bool]] = field(default_factory=list)
     asked: list[bytes] = field(default_factory=list)
     stale: set[bytes] = field(default_factory=set)
+    never: list[tuple[str, str]] = field(default_factory=list)
 
     def miss(self, chain_id: str, reason: str) -> None:
         self.misses.append((chain_id, reason))
+
+    def never_cached(self, chain_id: str, why: str) -> None:
+        self.never.append((chain_id, why))
 
     def meta(self, key: bytes) -> tuple[Meta, bool] | None:
         self.asked.append(key)

@@ -16,7 +16,8 @@ the chain,
   binary stream (``io.BytesIO(open(path, "rb").read())``) by a hash of its bytes and its
   position;
 * arguments by their value: numbers, strings, ``None``, enums, dtypes, tuples, lists and dicts of
-  them, and arrays by a hash of their bytes. Anything else (an open handle, a user object, a
+  them, classes of Python and of the libraries below (``ImageFilter.SMOOTH``) by their names, and
+  arrays by a hash of their bytes. Anything else (an open handle, a user object, a
   function) has no stable value: the chain is not cached and says so;
 * versions: of torch and of the distributions every library package of
   :mod:`codedag.backends.ops` declares (NumPy, OpenCV, Pillow, librosa, SciPy) where installed,
@@ -254,7 +255,7 @@ def _encode_other(value: Any, out: list[bytes], depth: int) -> None:
         out.append(f"np:{value.dtype.str}:{value!r};".encode())
     elif isinstance(value, np.dtype):
         out.append(f"dtype:{value.str};".encode())
-    elif isinstance(value, type) and value.__module__ in ("numpy", "builtins"):
+    elif isinstance(value, type) and _library_type(value):
         out.append(f"type:{value.__module__}.{value.__qualname__};".encode())
     elif isinstance(value, tuple | list):
         _encode_sequence(value, out, depth)
@@ -269,6 +270,14 @@ def _encode_other(value: Any, out: list[bytes], depth: int) -> None:
         if dtype is None:
             raise Unkeyable(f"an argument of type {type(value).__qualname__} has no stable value")
         out.append(dtype)
+
+
+def _library_type(value: type) -> bool:
+    """Whether a class is Python's or a library's whose version is part of every key (NumPy's
+    ``np.float32``, Pillow's ``ImageFilter.SMOOTH`` given to ``.filter``): named, it is the
+    same class in every process and every run of those versions."""
+    top = value.__module__.split(".", 1)[0]
+    return top == "builtins" or top in libraries.library_modules()
 
 
 def _torch_dtype(value: Any) -> bytes | None:

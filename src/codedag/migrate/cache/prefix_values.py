@@ -480,8 +480,9 @@ def step(
     is_cut_function = name == chain.cut_function
     try:
         parts = _key_parts(name, args, kwargs)
-    except keys.Unkeyable as error:
+    except keys.Unkeyable as error:  # in every sample, as a rule (``im.point(lambda v: ...)``)
         lineage.diverge(f"arguments: {error}")
+        lineage.session.never_cached(chain.id, f"{name}'s arguments: {error}")
         return _computed(function, args, kwargs)
     key = keys.step_key(parts)
     session = lineage.session

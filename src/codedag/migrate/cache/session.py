@@ -282,13 +282,13 @@ class Session:
         except keys.Unkeyable as error:
             self.miss(chain.id, "source")
             self.details[f"{chain.id}: {error}"[:160]] += 1
-            self._never_cached(chain.id, str(error))
+            self.never_cached(chain.id, str(error))
             return original(*args, **kwargs)
         try:  # the call's other arguments (cv2.imread's flags, librosa.load's sr=)
             key = keys.step_key([key, *_other_arguments(where, args, kwargs)])
         except keys.Unkeyable as error:
             self.miss(chain.id, f"arguments: {error}")
-            self._never_cached(chain.id, f"an argument of its source: {error}")
+            self.never_cached(chain.id, f"an argument of its source: {error}")
             return original(*args, **kwargs)
         item = declared.item if declared is not None else None
         echoes = _echoes(declared, original, args, kwargs) if declared is not None else {}
@@ -578,7 +578,7 @@ class Session:
         if queued:
             self._judge_later(lineage.chain, key, compute_ns, queue_ns)
         elif encoded is None:
-            self._never_cached(lineage.chain.id, f"the store cannot keep {_described(value)}")
+            self.never_cached(lineage.chain.id, f"the store cannot keep {_described(value)}")
         return value
 
     def _queue(self, first: PrefixValue, key: bytes, value: Any) -> tuple[Encoded | None, bool]:
@@ -605,7 +605,7 @@ class Session:
                 self._queued_by.pop(key, None)
         return encoded, queued
 
-    def _never_cached(self, chain: str, why: str) -> None:
+    def never_cached(self, chain: str, why: str) -> None:
         """A sample of ``chain`` that no epoch can cache (``why``): after
         :data:`NEVER_CACHED_AFTER` of them, none of the chain's values stored or read back in
         this process, the chain is given up here with one warning: its prefix values would only
