@@ -474,6 +474,21 @@ def test_a_chain_flagged_as_not_paying_by_another_process_is_unpaid_here(tmp_pat
     assert not second.session.unpaid(dataclasses.replace(chain, cut_function="cv2.flip"))
 
 
+def test_processes_that_find_a_chain_unpaid_say_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # DataLoader workers judge their first values alike: the one that flags the chain says so
+    first = runtime(tmp_path / "cache", judge_after=1)
+    second = runtime(tmp_path / "cache", judge_after=1)
+    chain = first.chains[0]
+    with caplog.at_level("WARNING"):
+        assert first.session.judge(chain, compute_ns=1_000, store_ns=5_000) is False
+        assert second.session.judge(chain, compute_ns=1_000, store_ns=5_000) is False
+    said = [r for r in caplog.records if "computing it does" in r.getMessage()]
+    assert len(said) == 1
+    assert first.session.counts["unpaid"] == second.session.counts["unpaid"] == 1
+
+
 def test_a_value_the_store_cannot_keep_is_named_in_words() -> None:
     from PIL import Image
 

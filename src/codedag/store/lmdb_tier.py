@@ -458,12 +458,15 @@ class LmdbTier:
             except lmdb.Error as error:
                 raise self._failed(error) from error
 
-    def set_flag(self, name: bytes) -> None:
-        """Mark ``name`` for every process and later run (until the tier is cleared)."""
+    def set_flag(self, name: bytes) -> bool:
+        """Mark ``name`` for every process and later run (until the tier is cleared); whether
+        this call marked it (``False``: it was already)."""
         with self._env() as env:
             try:
                 with env.begin(write=True) as txn:
-                    txn.put(_FLAG + name, b"1", db=self._dbs[b"state"])
+                    return bool(
+                        txn.put(_FLAG + name, b"1", db=self._dbs[b"state"], overwrite=False)
+                    )
             except lmdb.Error as error:
                 raise self._failed(error) from error
 

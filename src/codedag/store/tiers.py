@@ -327,11 +327,14 @@ class PrefixStore:
                     return True
         return False
 
-    def set_flag(self, name: bytes) -> None:
-        """Set the flag ``name`` in every usable tier."""
+    def set_flag(self, name: bytes) -> bool:
+        """Set the flag ``name`` in every usable tier; ``False`` where one held it already (a
+        process of this run, or an earlier run, set it first)."""
+        first = True
         for tier in self._usable():
             with contextlib.suppress(TierError):
-                tier.set_flag(name)
+                first = tier.set_flag(name) and first
+        return first
 
     def touch(self, tier: LmdbTier, keys: list[bytes], metas: list[bytes]) -> None:
         """Move hit entries to the current generation."""

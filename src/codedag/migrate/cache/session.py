@@ -460,15 +460,16 @@ class Session:
                 return True
             self.given_up.add(chain.id)
             self.counts["unpaid"] += 1
-        log.warning(
-            "prefix cache: storing and reading back a value of %s costs %.3g ms, more than the "
-            "%.3g ms computing it does; it is not cached any more",
-            chain.id,
-            store / 1e6,
-            compute / 1e6,
-        )
         with self.suspended():
-            self.store.set_flag(_unpaid_flag(chain))
+            first = self.store.set_flag(_unpaid_flag(chain))
+        if first:  # said once, by the process that flagged it (DataLoader workers judge alike)
+            log.warning(
+                "prefix cache: storing and reading back a value of %s costs %.3g ms, more than "
+                "the %.3g ms computing it does; it is not cached any more",
+                chain.id,
+                store / 1e6,
+                compute / 1e6,
+            )
         return False
 
     def _not_found(self, chain: ChainSpec) -> None:
@@ -485,15 +486,16 @@ class Session:
                 return
             self.given_up.add(chain.id)
             self.counts["unpaid"] += 1
-        log.warning(
-            "prefix cache: %s: %d samples whose source was stored before did not find their "
-            "value at the cut, and none did: it changes from epoch to epoch (a random draw the "
-            "trace did not see reaches it), so it is not cached any more",
-            chain.id,
-            UNFOUND_AFTER,
-        )
         with self.suspended():
-            self.store.set_flag(_unpaid_flag(chain))
+            first = self.store.set_flag(_unpaid_flag(chain))
+        if first:
+            log.warning(
+                "prefix cache: %s: %d samples whose source was stored before did not find "
+                "their value at the cut, and none did: it changes from epoch to epoch (a random "
+                "draw the trace did not see reaches it), so it is not cached any more",
+                chain.id,
+                UNFOUND_AFTER,
+            )
 
     def unpaid(self, chain: ChainSpec) -> bool:
         """Whether ``chain`` is given up here or flagged in the store as not paying (by any
