@@ -74,11 +74,15 @@ def _index_sampler_copy(loader: Any) -> Any:
     draws them, leaving the sampler as the script left it: a batch sampler that counts its
     epochs in ``__iter__`` (multi-scale training's, one that seeds itself with the epoch) would
     otherwise hand the script's next epoch the order of the one after. The data set it
-    refers to is shared, never copied, and so is the loader's generator (a ``RandomSampler``
-    draws its order from it after the iterator drew the workers' base seed: its draws are the
-    caller's to put back); the sampler itself where no copy can be made."""
+    refers to is shared, never copied, and so are the loader's generator and torch's default
+    one (a ``RandomSampler`` draws its order from them after the iterator drew the workers'
+    base seed: their draws are the caller's to put back); the sampler itself where no copy can
+    be made."""
+    import torch
+
     sampler = loader._index_sampler
-    shared = [o for o in (loader.dataset, loader.generator) if o is not None]
+    generators = (loader.generator, torch.default_generator)
+    shared = [o for o in (loader.dataset, *generators) if o is not None]
     try:
         return copy.deepcopy(sampler, {id(o): o for o in shared})
     except Exception:  # user code: a sampler holding a lock or a handle
