@@ -1,12 +1,14 @@
 """The identity of a file source: the file a path names now, never a remembered one; an index's
-slices keyed by their values."""
+slices and a library's classes and plain objects keyed by their values."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from codedag.migrate.cache.keys import Unkeyable, encode_argument, source_identity
 
@@ -80,12 +82,14 @@ def test_a_file_in_a_linked_folder_is_named_by_its_real_path(tmp_path: Path) -> 
     )
 
 
-def test_an_index_is_keyed_by_its_slices() -> None:
-    def encoded(index: object) -> bytes:
-        out: list[bytes] = []
-        encode_argument(index, out)
-        return b"".join(out)
+def _encoded(value: object) -> bytes:
+    out: list[bytes] = []
+    encode_argument(value, out)
+    return b"".join(out)
 
+
+def test_an_index_is_keyed_by_its_slices() -> None:
+    encoded = _encoded
     assert encoded((slice(None), slice(None), slice(None, None, -1))) == encoded(
         (slice(None), slice(None), slice(None, None, -1))
     )
@@ -93,6 +97,32 @@ def test_an_index_is_keyed_by_its_slices() -> None:
     assert encoded((Ellipsis, 0)) != encoded((slice(None), 0))
     with pytest.raises(Unkeyable):
         encoded(slice(object()))
+
+
+def test_a_librarys_classes_and_plain_objects_are_keyed_by_what_they_compute_with() -> None:
+    import functools
+
+    import cv2
+    from PIL import ImageFilter
+
+    assert _encoded(ImageFilter.SMOOTH) == _encoded(ImageFilter.SMOOTH)
+    assert _encoded(ImageFilter.SMOOTH) != _encoded(ImageFilter.SHARPEN)
+    blur = _encoded(ImageFilter.GaussianBlur(2))
+    assert blur == _encoded(ImageFilter.GaussianBlur(2))
+    assert blur != _encoded(ImageFilter.GaussianBlur(3))
+    assert blur != _encoded(ImageFilter.BoxBlur(2))  # the same attributes, another class
+    # functions (Python's own objects), C objects, callables and plain user objects: no value
+    for unkeyable in (
+        lambda v: v,
+        functools.partial(abs),
+        cv2.createCLAHE(),
+        np.random.default_rng(0),
+        torch.nn.ReLU(),
+        Path("."),
+        type("Mine", (), {}),
+    ):
+        with pytest.raises(Unkeyable):
+            _encoded(unkeyable)
 
 
 def test_an_in_memory_stream_is_identified_by_its_bytes_and_position() -> None:

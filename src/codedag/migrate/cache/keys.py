@@ -16,7 +16,8 @@ the chain,
   binary stream (``io.BytesIO(open(path, "rb").read())``) by a hash of its bytes and its
   position;
 * arguments by their value: numbers, strings, ``None``, enums, dtypes, tuples, lists and dicts of
-  them, classes of Python and of the libraries below (``ImageFilter.SMOOTH``) by their names, and
+  them, classes of Python and of the libraries below (``ImageFilter.SMOOTH``) by their names, a
+  library's plain objects (``ImageFilter.GaussianBlur(2)``) by their class and attributes, and
   arrays by a hash of their bytes. Anything else (an open handle, a user object, a
   function) has no stable value: the chain is not cached and says so;
 * versions: of torch and of the distributions every library package of
@@ -266,10 +267,21 @@ def _encode_other(value: Any, out: list[bytes], depth: int) -> None:
             encode_argument(value[key], out, depth + 1)
         out.append(b")")
     else:
-        dtype = _torch_dtype(value)
-        if dtype is None:
-            raise Unkeyable(f"an argument of type {type(value).__qualname__} has no stable value")
+        _encode_object(value, out, depth)
+
+
+def _encode_object(value: Any, out: list[bytes], depth: int) -> None:
+    """A torch dtype or tensor, or a library's plain object (``ImageFilter.GaussianBlur(2)``)
+    by its class and its attributes, all it computes with."""
+    kind = type(value)
+    dtype = _torch_dtype(value)
+    if dtype is not None:
         out.append(dtype)
+    elif _plain_library_object(value):
+        out.append(f"object:{kind.__module__}.{kind.__qualname__}".encode())
+        encode_argument(vars(value), out, depth + 1)
+    else:
+        raise Unkeyable(f"an argument of type {kind.__qualname__} has no stable value")
 
 
 def _library_type(value: type) -> bool:
@@ -278,6 +290,15 @@ def _library_type(value: type) -> bool:
     same class in every process and every run of those versions."""
     top = value.__module__.split(".", 1)[0]
     return top == "builtins" or top in libraries.library_modules()
+
+
+def _plain_library_object(value: Any) -> bool:
+    """Whether ``value`` is an instance of a library's Python class, its state all in its
+    ``__dict__`` (not a function, nor Python's own objects, nor a C object such as a CLAHE)."""
+    kind = type(value)
+    if kind.__module__.split(".", 1)[0] not in libraries.library_modules():
+        return False
+    return type(getattr(value, "__dict__", None)) is dict and not callable(value)
 
 
 def _torch_dtype(value: Any) -> bytes | None:
