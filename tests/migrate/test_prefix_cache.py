@@ -489,6 +489,25 @@ def test_processes_that_find_a_chain_unpaid_say_so_once(
     assert first.session.counts["unpaid"] == second.session.counts["unpaid"] == 1
 
 
+def test_processes_that_can_cache_no_sample_of_a_chain_say_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # each DataLoader worker of each epoch meets the same unkeyable source: one warning, and
+    # the processes that start after it skip the chain from their start
+    from codedag.migrate.cache.session import NEVER_CACHED_AFTER
+
+    first, second = runtime(tmp_path / "cache"), runtime(tmp_path / "cache")
+    chain = first.chains[0]
+    with caplog.at_level("WARNING"):
+        for session in (first.session, second.session):
+            for _ in range(NEVER_CACHED_AFTER):
+                session.never_cached(chain, "a BufferedReader source has no stable identity")
+            assert chain.id in session.given_up
+    said = [r for r in caplog.records if "can be cached" in r.getMessage()]
+    assert len(said) == 1
+    assert runtime(tmp_path / "cache").session.unpaid(chain)  # a later worker skips it
+
+
 def test_a_value_the_store_cannot_keep_is_named_in_words() -> None:
     from PIL import Image
 

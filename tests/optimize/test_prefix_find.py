@@ -382,6 +382,32 @@ def test_a_chain_of_palette_images_is_not_cached_and_says_why(
         assert chain.reason.startswith("its values are PIL images of mode P, which the store")
 
 
+class PickledRecords(Dataset):
+    """A dict of arrays pickled into an ``.npy`` file, read back as ``np.load`` returns it: a 0-d
+    array of Python objects."""
+
+    def __init__(self, folder: Path) -> None:
+        self.paths = [str(folder / f"{i}.npy") for i in range(4)]
+        for i, path in enumerate(self.paths):
+            np.save(path, {"x": np.full((8, 3), i, np.float32), "y": i}, allow_pickle=True)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        record = np.load(self.paths[index], allow_pickle=True).item()
+        return torch.from_numpy(record["x"] * 2)
+
+
+def test_a_chain_of_arrays_of_python_objects_is_not_cached_and_says_why(tmp_path: Path) -> None:
+    # the store keeps no object array: planned, it was given up at run time after 16 samples
+    tracer, _ = trace_dataloader(DataLoader(PickledRecords(tmp_path), batch_size=4), warmup=0)
+    section = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30)
+    (chain,) = section.chains
+    assert not chain.cached and chain.candidates == []
+    assert chain.reason == "its values are arrays of Python objects, which the store cannot keep"
+
+
 class Drafted(Dataset):
     """PIL's fast JPEG idiom: ``draft`` changes the opened image in place before its
     conversion."""

@@ -216,8 +216,8 @@ class StubSession:
     def miss(self, chain_id: str, reason: str) -> None:
         self.misses.append((chain_id, reason))
 
-    def never_cached(self, chain_id: str, why: str) -> None:
-        self.never.append((chain_id, why))
+    def never_cached(self, chain: Any, why: str) -> None:
+        self.never.append((chain.id, why))
 
     def meta(self, key: bytes) -> tuple[Meta, bool] | None:
         self.asked.append(key)

@@ -250,7 +250,10 @@ class Candidate:
     @property
     def storable(self) -> bool:
         """Whether the store keeps the value exactly: not an image of a mode it cannot keep
-        (a palette image, ``P``, whose palette NumPy's array of it leaves out)."""
+        (a palette image, ``P``, whose palette NumPy's array of it leaves out), nor an array of
+        Python objects (``np.load(path, allow_pickle=True)`` of a pickled dict)."""
+        if self.dtype == "object":
+            return False
         return not self.image_mode or self.image_mode in PIL_MODES
 
 
@@ -962,15 +965,18 @@ def _no_data_reason(chain: PrefixChain, chains: list[PrefixChain]) -> str:
 
 
 def _unstorable_reason(chain: PrefixChain) -> str:
-    """Why a chain whose every value is a PIL image of a mode the store cannot keep is not
-    cached, or ``""``."""
-    unkept = sorted({c.image_mode for c in candidates(chain) if not c.storable})
+    """Why a chain whose every value the store cannot keep is not cached (PIL images of some
+    modes, arrays of Python objects), or ``""``."""
+    unkept = [c for c in candidates(chain) if not c.storable]
+    modes = sorted({c.image_mode for c in unkept if c.image_mode and c.dtype != "object"})
     if not unkept:
         return ""
+    if not modes:
+        return "its values are arrays of Python objects, which the store cannot keep"
     palette = " (an array of a palette image leaves its palette out)"
     return (
-        f"its values are PIL images of mode {', '.join(unkept)}, which the store cannot keep "
-        "exactly" + (palette if {"P", "PA"} & set(unkept) else "")
+        f"its values are PIL images of mode {', '.join(modes)}, which the store cannot keep "
+        "exactly" + (palette if {"P", "PA"} & set(modes) else "")
     )
 
 

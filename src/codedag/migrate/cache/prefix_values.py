@@ -482,7 +482,7 @@ def step(
         parts = _key_parts(name, args, kwargs)
     except keys.Unkeyable as error:  # in every sample, as a rule (``im.point(lambda v: ...)``)
         lineage.diverge(f"arguments: {error}")
-        lineage.session.never_cached(chain.id, f"{name}'s arguments: {error}")
+        lineage.session.never_cached(chain, f"{name}'s arguments: {error}")
         return _computed(function, args, kwargs)
     key = keys.step_key(parts)
     session = lineage.session

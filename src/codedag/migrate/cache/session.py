@@ -282,13 +282,13 @@ class Session:
         except keys.Unkeyable as error:
             self.miss(chain.id, "source")
             self.details[f"{chain.id}: {error}"[:160]] += 1
-            self.never_cached(chain.id, str(error))
+            self.never_cached(chain, str(error))
             return original(*args, **kwargs)
         try:  # the call's other arguments (cv2.imread's flags, librosa.load's sr=)
             key = keys.step_key([key, *_other_arguments(where, args, kwargs)])
         except keys.Unkeyable as error:
             self.miss(chain.id, f"arguments: {error}")
-            self.never_cached(chain.id, f"an argument of its source: {error}")
+            self.never_cached(chain, f"an argument of its source: {error}")
             return original(*args, **kwargs)
         item = declared.item if declared is not None else None
         echoes = _echoes(declared, original, args, kwargs) if declared is not None else {}
@@ -580,7 +580,7 @@ class Session:
         if queued:
             self._judge_later(lineage.chain, key, compute_ns, queue_ns)
         elif encoded is None:
-            self.never_cached(lineage.chain.id, f"the store cannot keep {_described(value)}")
+            self.never_cached(lineage.chain, f"the store cannot keep {_described(value)}")
         return value
 
     def _queue(self, first: PrefixValue, key: bytes, value: Any) -> tuple[Encoded | None, bool]:
@@ -607,28 +607,34 @@ class Session:
                 self._queued_by.pop(key, None)
         return encoded, queued
 
-    def never_cached(self, chain: str, why: str) -> None:
+    def never_cached(self, chain: ChainSpec, why: str) -> None:
         """A sample of ``chain`` that no epoch can cache (``why``): after
         :data:`NEVER_CACHED_AFTER` of them, none of the chain's values stored or read back in
-        this process, the chain is given up here with one warning: its prefix values would only
-        cost, and its plan's saving is not there to have."""
+        this process, the chain is given up here and flagged in the store for every process
+        (the next epoch's DataLoader workers skip it from their start), with one warning from
+        the process that flagged it: its prefix values would only cost, and its plan's saving
+        is not there to have."""
+        name = chain.id
         with self._lock:
-            self._never[chain] += 1
+            self._never[name] += 1
             if (
-                self._never[chain] != NEVER_CACHED_AFTER
-                or self._found[chain]
-                or chain in self._queued_chains
-                or chain in self.given_up
+                self._never[name] != NEVER_CACHED_AFTER
+                or self._found[name]
+                or name in self._queued_chains
+                or name in self.given_up
             ):
                 return
-            self.given_up.add(chain)
-        log.warning(
-            "prefix cache: %s: none of its first %d samples can be cached (%s); it is not cached "
-            "any more, and the saving its plan expected is forgone",
-            chain,
-            NEVER_CACHED_AFTER,
-            why[:160],
-        )
+            self.given_up.add(name)
+        with self.suspended():
+            first = self.store.set_flag(_unpaid_flag(chain))
+        if first:
+            log.warning(
+                "prefix cache: %s: none of its first %d samples can be cached (%s); it is not "
+                "cached any more, and the saving its plan expected is forgone",
+                name,
+                NEVER_CACHED_AFTER,
+                why[:160],
+            )
 
     def _affords_storing(self, chain: str, now_ns: int) -> bool:
         """Whether a computed value of ``chain`` is stored now: always outside a DataLoader fetch
