@@ -7,6 +7,7 @@ files on the fly: PNG images written with Pillow, 22,050 Hz WAV clips written wi
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,6 +215,22 @@ class Volumes(FileDataset):
         volume = np.load(self.paths[index])
         volume = np.clip(volume, 0, 3000).astype(np.float32) / 3000.0
         return torch.from_numpy(volume), index
+
+
+class SavedTensors(FileDataset):
+    """Features saved one tensor per file (``torch.save``, written beside each volume once),
+    read by ``torch.load`` and scaled with torch: the load is what a hit skips."""
+
+    def __init__(self, paths: list[str]) -> None:
+        saved = [f"{path}.pt" for path in paths]
+        for volume, path in zip(paths, saved, strict=True):
+            if not os.path.exists(path):
+                torch.save(torch.from_numpy(np.load(volume).astype(np.float32)), path)
+        super().__init__(saved)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        features = torch.load(self.paths[index], map_location="cpu")
+        return torch.clamp(features, 0, 3000) / 3000.0, index
 
 
 class ZoomedVolumes(FileDataset):

@@ -4,7 +4,7 @@ torch's version is part of every calibration key already; it is declared here as
 values computed through torch (the prefix cache's keys).
 """
 
-from codedag.backends.facts import FILE_IO, LibraryFacts
+from codedag.backends.facts import FILE_IO, FileSource, LibraryFacts
 
 FACTS = LibraryFacts(
     name="torch",
@@ -19,4 +19,6 @@ FACTS = LibraryFacts(
     # NumPy array only
     protocols=("__torch_function__",),
     arrays_only=("torch.from_numpy",),
+    # precomputed features, one tensor per file
+    file_sources={"torch.load": FileSource("f")},
 )
