@@ -165,25 +165,8 @@ def build_plan(
         decisions.update(figures)
     placed = _demote_nested(dag, decisions)
     device_of_part = _partition_devices(partitions, part_of, placed, decisions, accels, device)
-    context_map: dict[str, str] = {}
-    entries: list[PlannedCall] = []
-    unplaceable: dict[str, PlannedCall] = {}
-    for node in calls:
-        d = decisions[node.id]
-        call_device = device_of_part[part_of[node.id]] if d.migrate else "cpu"
-        keys = _keys(dag, node.id)
-        if d.migrate:
-            context_map.update(dict.fromkeys(keys, call_device))
-        entry = _planned_call(node, keys, call_device, d)
-        if rules.can(node.name):
-            entries.append(entry)
-        elif node.name in unplaceable:
-            _merge_unplaceable(unplaceable[node.name], entry)
-        else:
-            entry.context_keys = entry.context_keys[:UNPLACEABLE_KEYS]
-            unplaceable[node.name] = entry
-            entries.append(entry)
-    entries.sort(key=lambda e: (not e.migrate, -e.measured_ns, e.context_keys[:1]))
+    devices = {n.id: device_of_part[part_of[n.id]] for n in calls if decisions[n.id].migrate}
+    entries, context_map = _entries(dag, calls, decisions, devices, rules.can)
     return MigrationPlan(
         schema_version=PLAN_SCHEMA_VERSION,
         codedag_version=__version__,
@@ -286,6 +269,38 @@ def _planned_call(node: Any, keys: list[str], device: str, d: Decision) -> Plann
         estimated_gain_ns=d.saving_ns,
         transfer_cost_ns=d.transfer_ns,
     )
+
+
+def _entries(
+    dag: CoarsenedDAG,
+    calls: list[Any],
+    decisions: dict[int, Decision],
+    devices: dict[int, str],
+    can: CanMigrate,
+) -> tuple[list[PlannedCall], dict[str, str]]:
+    """The plan's calls, placed first, and the context keys of the placed ones with their
+    devices (``devices``: of each placed call); one entry for all the calls of a function with
+    no torch backend."""
+    context_map: dict[str, str] = {}
+    entries: list[PlannedCall] = []
+    unplaceable: dict[str, PlannedCall] = {}
+    for node in calls:
+        d = decisions[node.id]
+        call_device = devices.get(node.id, "cpu")
+        keys = _keys(dag, node.id)
+        if d.migrate:
+            context_map.update(dict.fromkeys(keys, call_device))
+        entry = _planned_call(node, keys, call_device, d)
+        if can(node.name):
+            entries.append(entry)
+        elif node.name in unplaceable:
+            _merge_unplaceable(unplaceable[node.name], entry)
+        else:
+            entry.context_keys = entry.context_keys[:UNPLACEABLE_KEYS]
+            unplaceable[node.name] = entry
+            entries.append(entry)
+    entries.sort(key=lambda e: (not e.migrate, -e.measured_ns, e.context_keys[:1]))
+    return entries, context_map
 
 
 UNPLACEABLE_KEYS = 8
