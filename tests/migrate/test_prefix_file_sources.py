@@ -1,9 +1,11 @@
 """The prefix cache on data sets that read files as projects write them: PIL in a ``with``
 block or on a file's bytes in an ``io.BytesIO``, ``cv2.imdecode(np.fromfile(path))``, librosa
-resampling a WAV file (and SciPy reading and resampling one), ``np.load`` (and ``torch.load``) of a volume (and resampled by ``scipy.ndimage.zoom``), an image and its mask read by two lines. Traced, optimized with the
-store's measured costs and migrated, for two epochs with 0 and 2 workers: the second epoch
-reads every prefix back and every batch equals the uncached run bit for bit. A file that
-disappears, shrinks or turns unreadable gives the error it gives without codedag."""
+resampling a WAV file (and SciPy reading and resampling one), ``np.load`` of a volume (and
+resampled by ``scipy.ndimage.zoom``), ``torch.load`` of a saved tensor, an image and its mask read
+by two lines. Traced, optimized with the store's measured costs and migrated, for two epochs with
+0 and 2 workers: the second epoch reads every prefix back and every batch equals the uncached run
+bit for bit. A file that disappears, shrinks or turns unreadable gives the error it gives without
+codedag."""
 
 from __future__ import annotations
 
