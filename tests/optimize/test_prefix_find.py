@@ -382,6 +382,41 @@ def test_a_chain_of_palette_images_is_not_cached_and_says_why(
         assert chain.reason.startswith("its values are PIL images of mode P, which the store")
 
 
+class BatchItems(Dataset):
+    """Items that are whole batches (a loader with ``batch_size=None``): each reads its files
+    in a loop, with a random flip drawn between one file's read and the next."""
+
+    def __init__(self, folder: Path) -> None:
+        self.paths = [str(folder / f"{i}.png") for i in range(8)]
+        for i, path in enumerate(self.paths):
+            cv2.imwrite(path, np.full((30, 40), i * 20, np.uint8))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, item: int) -> torch.Tensor:
+        images = []
+        for path in self.paths[item * 4 : item * 4 + 4]:
+            image = cv2.resize(cv2.imread(path, cv2.IMREAD_GRAYSCALE), (16, 16))
+            if random.random() < 0.5:
+                image = image[:, ::-1]
+            images.append(np.ascontiguousarray(image))
+        return torch.from_numpy(np.stack(images))
+
+
+def test_files_read_in_a_loop_by_one_item_are_a_chain_after_the_draws_between_them(
+    tmp_path: Path,
+) -> None:
+    # one traced item: its four reads take the same arguments, so the draws between them did
+    # not reach them (before, "one sample" ended the chain at its source)
+    loader = DataLoader(BatchItems(tmp_path), batch_size=None)
+    tracer, _ = trace_dataloader(loader, warmup=0)
+    section = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30)
+    (chain,) = section.chains
+    assert chain.cached, chain.reason
+    assert chain.cut is not None and chain.cut.step == "cv2.resize"
+
+
 class PickledRecords(Dataset):
     """A dict of arrays pickled into an ``.npy`` file, read back as ``np.load`` returns it: a 0-d
     array of Python objects."""

@@ -17,7 +17,8 @@ arguments only:
 * that operation draws no random numbers and reads no clock, and it writes into nothing
   (``operator.setitem``);
 * where a random draw happens in the sample between the source call and it, its arguments
-  (other than arrays) are the same in every traced sample, two at least: the tracer records
+  (other than arrays) are the same in every traced call of it, two at least (of two samples, or
+  of one that reads several files in a loop, a whole batch read by one item): the tracer records
   every draw, Python's ``random`` included, but does not follow the numbers they return, so a
   draw may reach the arguments (a random size); the same arguments everywhere say it did not (a
   transform applied when ``random.random() < p`` with ``p=1``, as albumentations does). Were one
@@ -188,7 +189,7 @@ class PrefixChain:
     @property
     def common(self) -> list[tuple[str, int]]:
         """``(name, occurrence)`` of the steps every traced source took, in order; a step after
-        a random draw only where at least two samples took it with the same arguments."""
+        a random draw only where at least two of its calls took it with the same arguments."""
         return self._common()[0]
 
     def _common(self) -> tuple[list[tuple[str, int]], str]:
@@ -201,11 +202,12 @@ class PrefixChain:
             steps = [t.steps[position] for t in self.traced]
             drawn = next((s.drawn for s in steps if s.drawn), "")
             unrecorded = any(s.arguments == "?" for s in steps)
-            if drawn and (self.samples < 2 or unrecorded or len({s.arguments for s in steps}) > 1):
+            if drawn and (len(steps) < 2 or unrecorded or len({s.arguments for s in steps}) > 1):
                 # the draw's value may reach the call's arguments (the tracer does not follow
-                # numbers): only the same arguments, recorded in every sample, say it did not
-                why = "one sample"
-                if self.samples > 1:
+                # numbers): only the same arguments, recorded in every call (two at least, of
+                # one sample or more: a batch read in a loop by one item), say it did not
+                why = "one call"
+                if len(steps) > 1:
                     why = "its arguments differ between samples"
                     why = "its arguments were not recorded" if unrecorded else why
                 if not position:  # its key would differ in every epoch: nothing to read back
