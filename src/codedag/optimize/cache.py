@@ -970,9 +970,9 @@ def _unstorable_reason(chain: PrefixChain) -> str:
     """Why a chain whose every value the store cannot keep is not cached (PIL images of some
     modes, arrays of Python objects), or ``""``."""
     unkept = [c for c in candidates(chain) if not c.storable]
-    modes = sorted({c.image_mode for c in unkept if c.image_mode and c.dtype != "object"})
     if not unkept:
         return ""
+    modes = sorted({c.image_mode for c in unkept if c.image_mode and c.dtype != "object"})
     if not modes:
         return "its values are arrays of Python objects, which the store cannot keep"
     palette = " (an array of a palette image leaves its palette out)"

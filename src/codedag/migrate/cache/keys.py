@@ -284,19 +284,22 @@ def _encode_object(value: Any, out: list[bytes], depth: int) -> None:
         raise Unkeyable(f"an argument of type {kind.__qualname__} has no stable value")
 
 
+def _of_a_library(cls: type) -> bool:
+    """Whether a class belongs to a library whose version is part of every key."""
+    return cls.__module__.split(".", 1)[0] in libraries.library_modules()
+
+
 def _library_type(value: type) -> bool:
-    """Whether a class is Python's or a library's whose version is part of every key (NumPy's
-    ``np.float32``, Pillow's ``ImageFilter.SMOOTH`` given to ``.filter``): named, it is the
-    same class in every process and every run of those versions."""
-    top = value.__module__.split(".", 1)[0]
-    return top == "builtins" or top in libraries.library_modules()
+    """Whether a class is Python's or a library's (NumPy's ``np.float32``, Pillow's
+    ``ImageFilter.SMOOTH`` given to ``.filter``): named, it is the same class in every process
+    and every run of those versions."""
+    return value.__module__ == "builtins" or _of_a_library(value)
 
 
 def _plain_library_object(value: Any) -> bool:
     """Whether ``value`` is an instance of a library's Python class, its state all in its
     ``__dict__`` (not a function, nor Python's own objects, nor a C object such as a CLAHE)."""
-    kind = type(value)
-    if kind.__module__.split(".", 1)[0] not in libraries.library_modules():
+    if not _of_a_library(type(value)):
         return False
     return type(getattr(value, "__dict__", None)) is dict and not callable(value)
 

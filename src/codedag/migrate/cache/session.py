@@ -460,16 +460,14 @@ class Session:
                 return True
             self.given_up.add(chain.id)
             self.counts["unpaid"] += 1
-        with self.suspended():
-            first = self.store.set_flag(_unpaid_flag(chain))
-        if first:  # said once, by the process that flagged it (DataLoader workers judge alike)
-            log.warning(
-                "prefix cache: storing and reading back a value of %s costs %.3g ms, more than "
-                "the %.3g ms computing it does; it is not cached any more",
-                chain.id,
-                store / 1e6,
-                compute / 1e6,
-            )
+        self._flag_unpaid(
+            chain,
+            "prefix cache: storing and reading back a value of %s costs %.3g ms, more than the "
+            "%.3g ms computing it does; it is not cached any more",
+            chain.id,
+            store / 1e6,
+            compute / 1e6,
+        )
         return False
 
     def _not_found(self, chain: ChainSpec) -> None:
@@ -486,16 +484,14 @@ class Session:
                 return
             self.given_up.add(chain.id)
             self.counts["unpaid"] += 1
-        with self.suspended():
-            first = self.store.set_flag(_unpaid_flag(chain))
-        if first:
-            log.warning(
-                "prefix cache: %s: %d samples whose source was stored before did not find "
-                "their value at the cut, and none did: it changes from epoch to epoch (a random "
-                "draw the trace did not see reaches it), so it is not cached any more",
-                chain.id,
-                UNFOUND_AFTER,
-            )
+        self._flag_unpaid(
+            chain,
+            "prefix cache: %s: %d samples whose source was stored before did not find their "
+            "value at the cut, and none did: it changes from epoch to epoch (a random draw the "
+            "trace did not see reaches it), so it is not cached any more",
+            chain.id,
+            UNFOUND_AFTER,
+        )
 
     def unpaid(self, chain: ChainSpec) -> bool:
         """Whether ``chain`` is given up here or flagged in the store as not paying (by any
@@ -625,16 +621,22 @@ class Session:
             ):
                 return
             self.given_up.add(name)
+        self._flag_unpaid(
+            chain,
+            "prefix cache: %s: none of its first %d samples can be cached (%s); it is not cached "
+            "any more, and the saving its plan expected is forgone",
+            name,
+            NEVER_CACHED_AFTER,
+            why[:160],
+        )
+
+    def _flag_unpaid(self, chain: ChainSpec, message: str, *args: object) -> None:
+        """Flag ``chain``, given up here, in the store for every process, and say why once: the
+        process that set the flag warns (DataLoader workers give a chain up alike)."""
         with self.suspended():
             first = self.store.set_flag(_unpaid_flag(chain))
         if first:
-            log.warning(
-                "prefix cache: %s: none of its first %d samples can be cached (%s); it is not "
-                "cached any more, and the saving its plan expected is forgone",
-                name,
-                NEVER_CACHED_AFTER,
-                why[:160],
-            )
+            log.warning(message, *args)
 
     def _affords_storing(self, chain: str, now_ns: int) -> bool:
         """Whether a computed value of ``chain`` is stored now: always outside a DataLoader fetch
