@@ -368,3 +368,61 @@ def test_a_run_that_iterates_no_loader_imports_no_model_logging_or_other_command
     assert "nothing planned" in done.stderr
     results = load_run_results(out)  # written without pydantic, read with it
     assert (results.exit_code, results.loaders_seen, results.epochs) == (0, 0, [])
+
+
+def _launch_env(tmp_path: Path, rank: int) -> dict[str, str]:
+    """What torchrun gives rank ``rank`` of 2 on one machine, with the user folders in
+    ``tmp_path``."""
+    return {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": "2",
+        "TORCHELASTIC_RUN_ID": "launch-a",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29511",
+        "CODEDAG_DATA_DIR": str(tmp_path / "data"),
+        "CODEDAG_CACHE_DIR": str(tmp_path / "cache"),
+        "CODEDAG_PREFIX_CACHE_DIR": str(tmp_path / "prefix-cache"),
+    }
+
+
+def test_ranks_of_one_launch_share_one_default_folder_and_another_launch_gets_its_own(
+    tmp_path: Path,
+) -> None:
+    from codedag.cli.run import default_out
+
+    first, second = (default_out(_launch_env(tmp_path, rank)) for rank in (0, 1))
+    assert first == second
+    assert first.parent == tmp_path / "data" / "runs"
+    other = default_out({**_launch_env(tmp_path, 0), "TORCHELASTIC_RUN_ID": "launch-b"})
+    assert other != first
+    alone = default_out({"CODEDAG_DATA_DIR": str(tmp_path / "data")})
+    assert alone.parent == first.parent and alone != first
+
+
+@pytest.mark.slow
+def test_ranks_of_a_launch_write_their_own_results_and_rank_zero_prints_the_summary(
+    tmp_path: Path,
+) -> None:
+    write_train_script(tmp_path)
+    run_python(["train.py"], tmp_path)  # writes the images once, before the ranks start
+    plain = run_python(["train.py"], tmp_path)
+    argv = ["-m", "codedag", "run", "--", "python", "train.py"]
+    with ThreadPoolExecutor(2) as pool:
+        started = [
+            pool.submit(run_python, argv, tmp_path, 180, _launch_env(tmp_path, rank))
+            for rank in (0, 1)
+        ]
+        ranks = [future.result() for future in started]
+    for rank, ran in enumerate(ranks):
+        assert ran.returncode == 0, ran.stderr
+        assert _losses(ran.stdout) == _losses(plain.stdout)
+        assert f"codedag run (rank {rank} of 2): results in" in ran.stderr
+    assert "codedag run (rank 0 of 2): DataLoader #0 over ImageFiles, plan" in ranks[0].stderr
+    assert "DataLoader #0" not in ranks[1].stderr  # one summary on the screen
+    (folder,) = (tmp_path / "data" / "runs").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["results.rank0.json", "results.rank1.json"]
+    for rank in (0, 1):
+        results = load_run_results(folder / f"results.rank{rank}.json")
+        assert results.plan_status.startswith("applied"), results.plan_reason
+        assert [e.samples for e in results.epochs] == [16, 16, 16]

@@ -10,14 +10,18 @@ stderr and ``results.json`` to ``--out``; the exit code is the script's.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from codedag.cli.args import first_epoch_flag, integer, nonempty_path, number
-from codedag.cli.migrate import add_script_command
+from codedag.cli.migrate import add_script_command, rank_suffixed
+from codedag.devices.distributed import distributed_rank, machine_launch_key
+from codedag.integrations.run_results import RESULTS_FILE
 
 log = logging.getLogger("codedag.cli")
 
@@ -66,15 +70,25 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     p.set_defaults(handler=run)
 
 
-def default_out() -> Path:
-    """``$CODEDAG_DATA_DIR/runs/<timestamp>``, else under the platform's user data folder."""
-    override = os.environ.get(DATA_DIR_ENV, "").strip()
+def default_out(environ: Mapping[str, str] | None = None) -> Path:
+    """``$CODEDAG_DATA_DIR/runs/<timestamp>``, else under the platform's user data folder.
+
+    The ranks of one distributed launch on this machine get one folder, named after the time
+    the launcher started and the launch (:func:`~codedag.devices.distributed.machine_launch_key`),
+    where each writes its own ``results.rank<R>.json``.
+    """
+    env = os.environ if environ is None else environ
+    override = env.get(DATA_DIR_ENV, "").strip()
     if override:
         base = Path(override)
     else:
         import platformdirs
 
         base = Path(platformdirs.user_data_dir("codedag"))
+    launch = machine_launch_key(env)
+    if launch:
+        digest = hashlib.sha256(launch.encode()).hexdigest()[:8]
+        return base / "runs" / f"{time.strftime('%Y%m%d-%H%M%S', _launcher_started())}-{digest}"
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = base / "runs" / stamp
     n = 1
@@ -82,6 +96,16 @@ def default_out() -> Path:
         n += 1
         folder = base / "runs" / f"{stamp}-{n}"
     return folder
+
+
+def _launcher_started() -> time.struct_time:
+    """When the process that started this one (a launcher's agent) started; now if unknown."""
+    import psutil
+
+    try:
+        return time.localtime(psutil.Process(os.getppid()).create_time())
+    except (psutil.Error, OSError):
+        return time.localtime()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
     kind, target, argv = parse_command(args.script_command)
     out = check_output_dir(args.out if args.out is not None else default_out(), "--out")
+    rank, world_size = distributed_rank()
     if kind == "module":
         check_module(target)
     if not args.verbose:  # the script's output stays its own: codedag says only what matters
@@ -112,11 +137,13 @@ def run(args: argparse.Namespace) -> int:
 
             results.codedag_version = __version__
             sys.stdout.flush()
-            for line in summary_lines(results, args.loader):
-                print(line, file=sys.stderr)
+            where = f" (rank {rank} of {world_size})" if world_size > 1 else ""
+            if rank == 0:  # the other ranks' figures are in their files: one summary on screen
+                for line in summary_lines(results, args.loader, f"codedag run{where}"):
+                    print(line, file=sys.stderr)
             try:
-                path = results.save(out)
-                print(f"codedag run: results in {path}", file=sys.stderr)
+                path = results.save(out, rank_suffixed(Path(RESULTS_FILE), rank, world_size).name)
+                print(f"codedag run{where}: results in {path}", file=sys.stderr)
             except Exception as error:  # the script's exit code matters more than our file
-                print(f"codedag run: results not written: {error}", file=sys.stderr)
+                print(f"codedag run{where}: results not written: {error}", file=sys.stderr)
     return 1 if code is None else code

@@ -101,11 +101,12 @@ class AcceleratedRun:
     """``hits``, ``stored``, ``not_stored_later``, ``hit_rate``, ``hit_bytes`` and ``bytes`` of
     the prefix cache."""
 
-    def save(self, folder: str | os.PathLike[str]) -> Path:
-        """Write ``results.json`` into ``folder`` (created) atomically; return its path."""
+    def save(self, folder: str | os.PathLike[str], name: str = RESULTS_FILE) -> Path:
+        """Write ``results.json`` (or ``name``) into ``folder`` (created) atomically; return its
+        path."""
         from codedag.util.io import atomic_write_text
 
-        path = Path(folder) / RESULTS_FILE
+        path = Path(folder) / name
         path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(_finite(dataclasses.asdict(self)), indent=2, ensure_ascii=False)
         atomic_write_text(path, text + "\n")
