@@ -53,6 +53,8 @@ def test_same_losses_as_plain_python_and_plan_applies_from_the_second_batch(tmp_
     assert all(e.complete for e in results.epochs)
     assert results.exit_code == 0
     assert "codedag run: DataLoader #0 over ImageFiles, plan applied" in ran.stderr
+    assert f"codedag run: report in {out / 'report.html'}" in ran.stderr
+    assert "Samples per second, by epoch" in (out / "report.html").read_text()
 
 
 @pytest.mark.slow
@@ -421,7 +423,12 @@ def test_ranks_of_a_launch_write_their_own_results_and_rank_zero_prints_the_summ
     assert "codedag run (rank 0 of 2): DataLoader #0 over ImageFiles, plan" in ranks[0].stderr
     assert "DataLoader #0" not in ranks[1].stderr  # one summary on the screen
     (folder,) = (tmp_path / "data" / "runs").iterdir()
-    assert sorted(p.name for p in folder.iterdir()) == ["results.rank0.json", "results.rank1.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "report.rank0.html",
+        "report.rank1.html",
+        "results.rank0.json",
+        "results.rank1.json",
+    ]
     for rank in (0, 1):
         results = load_run_results(folder / f"results.rank{rank}.json")
         assert results.plan_status.startswith("applied"), results.plan_reason

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import pytest
+from tests.support.browser import chromium_flags, needs_chromium, rendered_dom
 
 from codedag.report.html import ReportContent, render_html, write_html_report
 
@@ -79,27 +78,11 @@ def test_without_dot_the_dag_is_shown_as_text(tmp_path: Path) -> None:
     assert "digraph { a -&gt; b }" in page and "dot -Tsvg" in page
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+@needs_chromium
 def test_renders_in_headless_chromium(tmp_path: Path) -> None:
     report = write_html_report(tmp_path / "report.html", content(tmp_path))
-    flags = [
-        "chromium",
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--virtual-time-budget=5000",
-        "--enable-logging=stderr",
-        "--v=0",
-    ]
-    dom = subprocess.run(
-        [*flags, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120
-    )
+    flags = chromium_flags(tmp_path / "profile")
+    dom = rendered_dom(report, tmp_path / "profile")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-rendered="ok"' in dom.stdout
     assert 'data-broken-images="0"' in dom.stdout and 'data-images="1"' in dom.stdout

@@ -146,4 +146,14 @@ def run(args: argparse.Namespace) -> int:
                 print(f"codedag run{where}: results in {path}", file=sys.stderr)
             except Exception as error:  # the script's exit code matters more than our file
                 print(f"codedag run{where}: results not written: {error}", file=sys.stderr)
+            try:
+                from codedag.cli._run_report import REPORT_FILE, write_run_report
+
+                page = out / rank_suffixed(Path(REPORT_FILE), rank, world_size).name
+                print(
+                    f"codedag run{where}: report in {write_run_report(results, page)}",
+                    file=sys.stderr,
+                )
+            except Exception as error:
+                print(f"codedag run{where}: report not written: {error}", file=sys.stderr)
     return 1 if code is None else code

@@ -2,40 +2,71 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from codedag.backends.libraries import is_library_module
-from codedag.integrations.run_results import AcceleratedRun, Decision
+from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
 from codedag.util.text import printable
 
 _MAX_ROWS = 8
 
 
-def _epoch_lines(results: AcceleratedRun) -> list[str]:
+@dataclass(frozen=True)
+class EpochRow:
+    """One epoch's figures as the summary and the report show them."""
+
+    figures: EpochFigures
+    against_first: float | None
+    """Samples per second against the first whole epoch's (None when it has none)."""
+    wait_share: float | None
+    """The share of the epoch spent waiting for data, 0 to 1."""
+    plan: str
+    """``on``, ``off`` or ``from batch N``, with `` (partial)`` for an epoch left early."""
+
+
+def epoch_rows(results: AcceleratedRun) -> tuple[int, list[EpochRow]]:
+    """The epoch the others are compared with, and every epoch's row."""
     # against the first whole epoch: a script that looks at one batch before training
     # (``next(iter(loader))``) makes a first "epoch" of one batch, tracing included
     base = next((e for e in results.epochs if e.complete), None)
     base = base or (results.epochs[0] if results.epochs else None)
-    against = f"vs epoch {base.epoch if base is not None else 1}"
+    first = base.samples_per_s if base is not None else 0.0
+    rows = []
+    for e in results.epochs:
+        plan = "on" if e.planned else "off"
+        if e.planned and e.plan_from_batch:
+            plan = f"from batch {e.plan_from_batch}"
+        rows.append(
+            EpochRow(
+                e,
+                e.samples_per_s / first if first > 0 else None,
+                e.data_wait_s / e.epoch_s if e.epoch_s > 0 else None,
+                plan + ("" if e.complete else " (partial)"),
+            )
+        )
+    return (base.epoch if base is not None else 1), rows
+
+
+def _epoch_lines(results: AcceleratedRun) -> list[str]:
+    base, rows = epoch_rows(results)
+    against = f"vs epoch {base}"
     lines = [
         "  epoch  batches  samples   time s  samples/s  "
         f"{against:>10}  data wait s  wait share  plan"
     ]
-    first = base.samples_per_s if base is not None else 0.0
-    for e in results.epochs:
-        ratio = f"{e.samples_per_s / first:.2f}x" if first > 0 else "-"
-        share = f"{100 * e.data_wait_s / e.epoch_s:.0f} %" if e.epoch_s > 0 else "-"
-        partial = "" if e.complete else " (partial)"
-        plan = "on" if e.planned else "off"
-        if e.planned and e.plan_from_batch:
-            plan = f"from batch {e.plan_from_batch}"
+    for row in rows:
+        e = row.figures
+        ratio = f"{row.against_first:.2f}x" if row.against_first is not None else "-"
+        share = f"{100 * row.wait_share:.0f} %" if row.wait_share is not None else "-"
         lines.append(
             f"  {e.epoch:>5}  {e.batches:>7}  {e.samples:>7}  {e.epoch_s:>7.2f}  "
             f"{e.samples_per_s:>9.1f}  {ratio:>10}  {e.data_wait_s:>11.2f}  {share:>10}  "
-            f"{plan}{partial}"
+            f"{row.plan}"
         )
     return lines
 
 
-def _cache_line(cache: dict[str, object]) -> str:
+def cache_line(cache: dict[str, object]) -> str:
     if not cache.get("enabled"):
         return "prefix cache: not used"
     hits = int(cache.get("hits", 0) or 0)  # type: ignore[call-overload]
@@ -73,14 +104,26 @@ def _framing(name: str) -> bool:
     return top == "__main__" or name.startswith("torch.utils.data.") or not is_library_module(top)
 
 
+def grouped_decisions(rows: list[Decision]) -> tuple[list[str], list[Decision]]:
+    """The functions with no torch backend (the pipeline's own code and the DataLoader's last),
+    and the other decisions."""
+    plain = sorted((r.what for r in rows if r.reason.startswith(_NO_BACKEND)), key=_framing)
+    return plain, [r for r in rows if not r.reason.startswith(_NO_BACKEND)]
+
+
+def no_backend_text(plain: list[str], shown: int | None = 4) -> str:
+    """``N function(s) with no torch backend: a, b and M more`` (every name where ``shown`` is
+    None)."""
+    names = ", ".join(printable(n, 60) for n in plain[:shown])
+    more = f" and {len(plain) - shown} more" if shown is not None and len(plain) > shown else ""
+    return f"{len(plain)} function(s) with {_NO_BACKEND}: {names}{more}"
+
+
 def _decision_lines(label: str, rows: list[Decision]) -> list[str]:
     lines = []
-    plain = sorted((r.what for r in rows if r.reason.startswith(_NO_BACKEND)), key=_framing)
-    rows = [r for r in rows if not r.reason.startswith(_NO_BACKEND)]
+    plain, rows = grouped_decisions(rows)
     if plain:
-        names = ", ".join(printable(n, 60) for n in plain[:4])
-        more = f" and {len(plain) - 4} more" if len(plain) > 4 else ""
-        lines.append(f"{label}: {len(plain)} function(s) with {_NO_BACKEND}: {names}{more}")
+        lines.append(f"{label}: {no_backend_text(plain)}")
     for row in rows[:_MAX_ROWS]:
         where = f" on {row.where}" if row.where and label == "moved" else ""
         lines.append(
@@ -111,7 +154,7 @@ def summary_lines(
         lines.append(f"  traced in {results.trace_s:.2f} s, planned in {results.plan_s:.2f} s")
     lines.extend(_epoch_lines(results))
     if results.plan_status.startswith("applied"):
-        lines.append(_cache_line(results.cache))
+        lines.append(cache_line(results.cache))
     if results.plan_status.startswith(("applied", "nothing to apply")):
         lines.extend(_decision_lines("moved", results.moved))
         lines.extend(_decision_lines("kept", results.kept))

@@ -37,6 +37,7 @@ figcaption { color: #5b6575; font-size: 0.85rem; }
 .dag { overflow: auto; max-height: 900px; border: 1px solid #e3e8ef; padding: 0.5rem; }
 .dag svg { max-width: 100%; height: auto; }
 pre { background: #f6f8fa; padding: 0.6rem; overflow: auto; font-size: 0.8rem; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5rem; margin: 1rem 0; }
 .legend span { display: inline-block; padding: 0.1rem 0.5rem; margin-right: 0.4rem;
                border-radius: 3px; font-size: 0.85rem; }
 """
@@ -51,6 +52,15 @@ window.addEventListener('load', function () {
   document.body.setAttribute('data-rendered', broken.length === 0 ? 'ok' : 'broken');
 });
 """
+
+
+@dataclass(frozen=True)
+class TitledTable:
+    """A table with a heading of its own (what a run moved, what it kept)."""
+
+    title: str
+    columns: Sequence[str]
+    rows: Sequence[Sequence[Any]]
 
 
 @dataclass
@@ -77,6 +87,8 @@ class ReportContent:
     tables: dict[str, Any] | None = None  # a plan's tables section (lookup-table runs)
     tables_stats: dict[str, Any] | None = None  # the run's get_stats()["tables"]
     chain: ChainView | None = None  # the traced pipeline as one sample's chain
+    charts: Sequence[str] = ()  # inline SVG charts shown under the epochs
+    more_tables: Sequence[TitledTable] = ()  # shown after the notes
 
 
 def _cell(value: Any) -> str:
@@ -90,7 +102,8 @@ def _cell(value: Any) -> str:
 def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     head = "".join(f"<th>{html_text(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    thead = f"<thead><tr>{head}</tr></thead>" if any(columns) else ""  # a list of name, value
+    return f"<table>{thead}<tbody>{body}</tbody></table>"
 
 
 def _inline_svg(svg: str) -> str:
@@ -204,7 +217,12 @@ def render_html(content: ReportContent) -> str:
         parts += ["<h2>Summary</h2>", _table(content.summary_columns, content.summary_rows)]
     if content.epoch_rows:
         parts += ["<h2>Epochs</h2>", _table(content.epoch_columns, content.epoch_rows)]
+    if content.charts:
+        charts = "".join(_inline_svg(chart) for chart in content.charts)
+        parts.append(f'<div class="charts">{charts}</div>')
     parts += [f'<p class="note">{html_text(note)}</p>' for note in content.notes]
+    for table in content.more_tables:
+        parts += [f"<h2>{html_text(table.title)}</h2>", _table(table.columns, table.rows)]
     if content.equivalence is not None:
         parts += ["<h2>Equivalence check</h2>", _equivalence_section(content.equivalence)]
     parts.extend(_plan_sections(content))
