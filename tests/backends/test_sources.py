@@ -39,8 +39,8 @@ def test_every_source_is_declared_in_one_library_facts_module() -> None:
 
 
 def test_libraries_declare_the_protocols_their_functions_take_values_through() -> None:
-    assert libraries.protocol_modules() == ("numpy", "random", "scipy", "torch")
-    assert libraries.modules_taking("__array__") == ("numpy", "scipy")
+    assert libraries.protocol_modules() == ("numpy", "random", "scipy", "skimage", "torch")
+    assert libraries.modules_taking("__array__") == ("numpy", "scipy", "skimage")
     assert libraries.modules_taking("__getitem__") == ("random",)
     pools = {facts.name: pool for facts, pool in libraries.thread_pools()}
     assert set(pools) == {"cv2"} and pools["cv2"].joins_on_shrink

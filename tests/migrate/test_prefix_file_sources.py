@@ -1,7 +1,8 @@
 """The prefix cache on data sets that read files as projects write them: PIL in a ``with``
 block or on a file's bytes in an ``io.BytesIO``, ``cv2.imdecode(np.fromfile(path))``, librosa
 resampling a WAV file (and SciPy reading and resampling one), ``np.load`` of a volume (and
-resampled by ``scipy.ndimage.zoom``), ``torch.load`` of a saved tensor, an image and its mask read
+resampled by ``scipy.ndimage.zoom``), ``torch.load`` of a saved tensor, scikit-image's and
+imageio's readers (and scikit-image's resize), an image and its mask read
 by two lines. Traced, optimized with the store's measured costs and migrated, for two epochs with
 0 and 2 workers: the second epoch reads every prefix back and every batch equals the uncached run
 bit for bit. A file that disappears, shrinks or turns unreadable gives the error it gives without
@@ -46,6 +47,12 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
         "scipy.io.wavfile.read",
         "file",
     ),
+    "skimage-imread": (
+        lambda f: file_pipelines.SkimageImages(f.images),
+        "skimage.io.imread",
+        "file",
+    ),
+    "imageio-v3": (lambda f: file_pipelines.ImageioImages(f.images), "imageio.v3.imread", "file"),
 }
 
 
@@ -141,6 +148,12 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
             "scipy.io.wavfile.read",
             "numpy.ndarray.astype",
             "scipy.signal.resample_poly",
+        ]
+    if name == "skimage-imread":  # named through the decorator's shared wrapper, resized
+        assert chain["steps"][:3] == [
+            "skimage.io.imread",
+            "operator.getitem",
+            "skimage.transform.resize",
         ]
     if name == "scipy-zoom":  # SciPy is a library the cache patches: the zoom is a step
         assert [s.rsplit(".", 1)[-1] for s in chain["steps"][:2]] == ["load", "zoom"]
@@ -380,6 +393,25 @@ def test_an_image_and_its_mask_read_by_two_lines_are_two_chains(
         assert chain["candidates"][-1]["step"] == "cv2.resize"
         chain.update(cut=chain["candidates"][-1], cached=True, share=1.0)
     stats = _cached_epochs(plan, make(files), workers, tmp_path / "cache")
+    assert stats["hits"] == 2 * len(files.images), stats["diverged"]
+
+
+def test_reads_through_a_decorators_shared_wrapper_are_chains_of_their_own_lines(
+    files: file_pipelines.Files, tmp_path: Path
+) -> None:
+    # the frame that makes scikit-image's imread call is its decorator's wrapper, the same for
+    # both reads: the calls are made where the wrapper was called, on two lines
+    make: Make = lambda f: file_pipelines.SkimageSegmented(f.images)  # noqa: E731
+    plan = _plan("skimage-segmented", files, make)
+    chains = plan["cache"]["chains"]
+    assert [c["steps"][:2] for c in chains] == [
+        ["skimage.io.imread", "operator.getitem"],
+        ["skimage.io.imread", "skimage.transform.resize"],
+    ]
+    lines = [c["lines"] for c in chains]
+    assert all(len(found) == 1 for found in lines) and lines[0] != lines[1]
+    assert all(c["cached"] for c in chains), [c["reason"] for c in chains]
+    stats = _cached_epochs(plan, make(files), 0, tmp_path / "cache")
     assert stats["hits"] == 2 * len(files.images), stats["diverged"]
 
 

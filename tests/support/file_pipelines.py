@@ -196,6 +196,52 @@ class WavfileClips(FileDataset):
         return torch.from_numpy(y[:SAMPLE_RATE].astype(np.float32)), index
 
 
+class SkimageImages(FileDataset):
+    """``skimage.io.imread`` (which scikit-image wraps in a decorator it shares with other
+    functions), its RGB channels, an anti-aliased ``skimage.transform.resize``, scaled, flipped
+    at random: the resize is what a hit skips."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        from skimage.io import imread
+        from skimage.transform import resize
+
+        image = imread(self.paths[index])[:, :, :3]
+        image = resize(image, (32, 32), preserve_range=True).astype(np.float32) / 255
+        if random.random() < 0.5:
+            image = image[:, ::-1]
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+class SkimageSegmented(FileDataset):
+    """:class:`Segmented` read with scikit-image: ``imread`` of the image and of its mask (the
+    next file, as grey), both through the decorator scikit-image wraps ``imread`` in, the image
+    resized with interpolation and the mask with ``order=0``."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        from skimage.io import imread
+        from skimage.transform import resize
+
+        image = imread(self.paths[index])[:, :, :3]
+        mask = imread(self.paths[(index + 1) % len(self.paths)], as_gray=True)
+        image = resize(image, (32, 40), preserve_range=True)
+        mask = resize(mask, (32, 40), order=0) > 0.5
+        if random.random() < 0.5:
+            image, mask = image[:, ::-1], mask[:, ::-1]
+        both = np.concatenate([image, mask[:, :, None]], axis=2).astype(np.float32)
+        return torch.from_numpy(np.ascontiguousarray(both)), index
+
+
+class ImageioImages(FileDataset):
+    """``imageio.v3.imread`` and NumPy only: a crop, every other pixel, scaled."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import imageio.v3 as iio
+
+        image = iio.imread(self.paths[index])[:64, :64]
+        image = image[::2, ::2].astype(np.float32) / 255.0
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
 class RawClips(FileDataset):
     """``soundfile.read`` followed by a random crop at once: its rate is the file's, so no value
     stands in for the call, and nothing comes after it before the draw."""

@@ -41,6 +41,9 @@ _index: dict[int, tuple[Any, str]] = {}
 _indexed: set[str] = set()
 _lock = threading.Lock()
 _public_codes: dict[types.CodeType, str] = {}
+_code_functions: dict[types.CodeType, types.FunctionType] = {}  # the first function of a code
+_shared_wrappers: set[types.CodeType] = set()  # codes of several public functions
+_shared_wrapper_ids: set[int] = set()  # their ids (hashing a code object hashes its bytecode)
 _public_done: set[str] = set()
 # (len(sys.modules), the indexed modules' tuple) when every imported one was last found indexed
 _seen: list[tuple[int, tuple[str, ...]]] = [(-1, ())]
@@ -123,9 +126,27 @@ def _refresh_public_codes() -> None:
             impl = python_implementation(value)
             if impl is None or _top(impl.__module__) not in libraries_of_namespaces:
                 continue
-            # the first namespace wins; within one, the attribute named like the function
-            if _renames(_public_codes.get(impl.__code__), module_name, attr, impl):
-                _public_codes[impl.__code__] = f"{module_name}.{attr}"
+            _name_code(impl, module_name, attr)
+            # a decorated function (``functools.wraps``): the function it wraps runs next
+            inner = getattr(impl, "__wrapped__", None)
+            if isinstance(inner, types.FunctionType) and inner is not impl:
+                _name_code(inner, module_name, attr)
+
+
+def _name_code(impl: types.FunctionType, module_name: str, attr: str) -> None:
+    """Name ``impl``'s code ``module_name.attr``, unless several functions share that code."""
+    code = impl.__code__
+    if code in _shared_wrappers:
+        return
+    first = _code_functions.setdefault(code, impl)
+    if first is not impl:  # a decorator's wrapper, one per function it decorates: no one name
+        _shared_wrappers.add(code)
+        _shared_wrapper_ids.add(id(code))  # kept alive by _code_functions
+        _public_codes.pop(code, None)
+        return
+    # the first namespace wins; within one, the attribute named like the function
+    if _renames(_public_codes.get(code), module_name, attr, impl):
+        _public_codes[code] = f"{module_name}.{attr}"
 
 
 def _top(module: str | None) -> str:
@@ -137,6 +158,21 @@ def public_code_name(code: types.CodeType) -> str | None:
     for the code of ``numpy._core.fromnumeric.clip``), or None."""
     _refresh_public_codes()
     return _public_codes.get(code)
+
+
+def is_shared_wrapper(code: types.CodeType) -> bool:
+    """Whether ``code`` is the wrapper a library's decorator made for several of its public
+    functions (scikit-image's ``deprecate_parameter`` around ``imread`` and ``imread_collection``):
+    its frame does not say which one runs, the wrapped function's frame, named, comes next."""
+    _refresh_public_codes()
+    return code in _shared_wrappers
+
+
+def shared_wrapper_ids() -> set[int]:
+    """The ids of the codes :func:`is_shared_wrapper` accepts so far (the live set, which grows
+    as libraries are imported): a call made by such a wrapper is made where the wrapper was
+    called."""
+    return _shared_wrapper_ids
 
 
 def is_numpy_dispatcher(code: types.CodeType, module_name: str) -> bool:
@@ -172,6 +208,18 @@ def _type_name(cls: type) -> str:
     return f"{module}.{cls.__qualname__}"
 
 
+def _python_function_name(obj: types.FunctionType) -> str:
+    """A Python function's public name where a library declares it, else its own."""
+    if _top(obj.__module__) in libraries.python_modules():
+        # a decorator's shared wrapper is named after the function it wraps
+        inner = getattr(obj, "__wrapped__", None) if is_shared_wrapper(obj.__code__) else obj
+        if isinstance(inner, types.FunctionType):
+            public = public_code_name(inner.__code__)
+            if public is not None:
+                return public
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
 def canonical_name(obj: Any) -> str:
     """The canonical qualified name of a callable (``cv2.resize``, ``numpy.ndarray.astype``).
 
@@ -197,12 +245,7 @@ def canonical_name(obj: Any) -> str:
         if hit is not None and hit[0] is obj:
             return hit[1]
     if isinstance(obj, types.FunctionType):
-        public = (
-            public_code_name(obj.__code__)
-            if _top(obj.__module__) in libraries.python_modules()
-            else None
-        )
-        return public or f"{obj.__module__}.{obj.__qualname__}"
+        return _python_function_name(obj)
     if isinstance(obj, types.BuiltinFunctionType):  # builtin functions and bound builtin methods
         owner = obj.__self__
         if isinstance(owner, types.ModuleType):

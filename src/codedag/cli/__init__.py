@@ -4,6 +4,8 @@
   the notes and one table or line per section of the plan
 * :mod:`._profile_render`: Rich console output of ``codedag profile``: stats, top ops, diagnosis,
   scenario comparison
+* :mod:`._run_report`: ``report.html`` of ``codedag run``: the run's epochs as a table and two
+  charts, the prefix cache, and what the plan moved and kept
 * :mod:`._report_ranks`: ``codedag report`` of a multi-rank run: one table with every rank and the
   aggregate per mode
 * :mod:`.args`: Argument types for numeric flags: finite, in range, and a message that says why;

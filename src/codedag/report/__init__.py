@@ -15,6 +15,8 @@
   choice, why
 * :mod:`.tables`: The HTML section of a plan's ``tables`` section: where element-wise runs start,
   and what the run counted
+* :mod:`.svg_bars`: A bar chart as inline SVG markup: one bar per label, its value written above
+  it
 * :mod:`.ranks`: A multi-rank run (torchrun, SLURM, MPI) read as one: per-rank figures and the
   aggregate
 """

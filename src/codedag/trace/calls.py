@@ -17,6 +17,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from codedag.backends.names import shared_wrapper_ids
 from codedag.trace.capture import SCALAR_TYPES, ArgumentCapture
 from codedag.trace.classify import Classifier
 from codedag.trace.costs import MemoryMeter, Meter
@@ -51,6 +52,9 @@ from codedag.trace.session_state import SessionState
 from codedag.trace.value_nodes import MAX_CONTAINER_SCAN, describe
 
 _CONTAINERS = (tuple, list, dict)
+
+_WRAPPERS = shared_wrapper_ids()
+"""Codes of decorators' wrappers of several library functions, whose frames are not recorded."""
 
 
 def _same_shape(obj: Any, shape: Any) -> bool:
@@ -122,6 +126,8 @@ class CallRecorder:
                 else:
                     scan(name, value, args_out, found)
         back = frame.f_back
+        if back is not None and _WRAPPERS and id(back.f_code) in _WRAPPERS:
+            back = back.f_back  # called through a library's decorator: made where it was called
         site = (back.f_code, back.f_lasti) if back is not None else None
         rec = self.enter(h0, info[0], info[1], KIND_PY, site, args_out, found, frame, m0)
         self.open_frames.add(frame)

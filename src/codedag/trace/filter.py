@@ -30,6 +30,7 @@ from codedag.backends.derived import SetView
 from codedag.backends.names import (
     canonical_name,
     is_numpy_dispatcher,
+    is_shared_wrapper,
     public_code_name,
     qualname_of,
 )
@@ -237,6 +238,8 @@ def code_info(
     if decision.library is not None:
         if is_numpy_dispatcher(code, module):
             return None  # it only forwards the arguments; the function itself comes next
+        if is_shared_wrapper(code):
+            return None  # a decorator's wrapper: the function it wraps comes next, named
         public = public_code_name(code)  # numpy.clip, scipy.signal.resample_poly
         if public is not None:
             decision = Decision(public, decision.library)

@@ -15,10 +15,12 @@ import pytest
 
 import codedag.backends.ops.audio.facts as audio_facts
 import codedag.backends.ops.cv2.facts as cv2_facts
+import codedag.backends.ops.imageio.facts as imageio_facts
 import codedag.backends.ops.numpy.facts as numpy_facts
 import codedag.backends.ops.pil.facts as pil_facts
 import codedag.backends.ops.random.facts as random_facts
 import codedag.backends.ops.scipy.facts as scipy_facts
+import codedag.backends.ops.skimage.facts as skimage_facts
 import codedag.backends.ops.torch.facts as torch_facts
 from codedag.backends import libraries
 from codedag.backends.facts import LibraryFacts
@@ -26,10 +28,12 @@ from codedag.backends.facts import LibraryFacts
 FACT_MODULES = {
     "audio": audio_facts,
     "cv2": cv2_facts,
+    "imageio": imageio_facts,
     "numpy": numpy_facts,
     "pil": pil_facts,
     "random": random_facts,
     "scipy": scipy_facts,
+    "skimage": skimage_facts,
     "torch": torch_facts,
 }
 
