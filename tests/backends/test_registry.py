@@ -328,7 +328,7 @@ found = admit([("calls.0", "numpy.ndarray.astype")], registry)
 assert "C type" in found.refused["numpy.ndarray.astype"], found
 assert loaded() == ["cv2", "numpy"], loaded()
 assert set(registry.libraries) == {
-    "audio", "cv2", "imageio", "numpy", "pil", "scipy", "skimage", "torch"
+    "audio", "cv2", "imageio", "numpy", "pil", "scipy", "skimage", "tifffile", "torch"
 }
 assert "cv2.resize" in registry.names()
 print("ok")

@@ -1,8 +1,8 @@
 """The prefix cache on data sets that read files as projects write them: PIL in a ``with``
 block or on a file's bytes in an ``io.BytesIO``, ``cv2.imdecode(np.fromfile(path))``, librosa
 resampling a WAV file (and SciPy reading and resampling one), ``np.load`` of a volume (and
-resampled by ``scipy.ndimage.zoom``), ``torch.load`` of a saved tensor, scikit-image's and
-imageio's readers (and scikit-image's resize), an image and its mask read
+resampled by ``scipy.ndimage.zoom``), ``torch.load`` of a saved tensor, scikit-image's,
+imageio's and tifffile's readers (and scikit-image's resize), an image and its mask read
 by two lines. Traced, optimized with the store's measured costs and migrated, for two epochs with
 0 and 2 workers: the second epoch reads every prefix back and every batch equals the uncached run
 bit for bit. A file that disappears, shrinks or turns unreadable gives the error it gives without
@@ -53,6 +53,7 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
         "file",
     ),
     "imageio-v3": (lambda f: file_pipelines.ImageioImages(f.images), "imageio.v3.imread", "file"),
+    "tifffile-imread": (lambda f: file_pipelines.TiffTiles(f.tiles), "tifffile.imread", "file"),
 }
 
 
@@ -483,7 +484,7 @@ def test_arrays_read_by_key_from_an_archive_are_cached_each(workers: int, tmp_pa
     0-d array) is too where storing it pays (reading a tiny array costs about what storing it
     does: the measured costs decide)."""
     paths = _archives(tmp_path / "archives")
-    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], []), lambda f: Labelled(paths))
+    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], [], []), lambda f: Labelled(paths))
     reads = [c for c in plan["cache"]["chains"] if c["source_function"].endswith("__getitem__")]
     assert len(reads) == 3
     arrays = [c for c in reads if "truediv" in " ".join(c["steps"])]
@@ -498,6 +499,6 @@ def test_an_archive_loaded_from_bytes_is_read_as_it_is(tmp_path: Path) -> None:
     """An archive opened from an ``io.BytesIO`` holds no file: nothing keys its arrays, and the
     samples are computed as without the cache."""
     paths = _archives(tmp_path / "archives")
-    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], []), lambda f: Labelled(paths))
+    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], [], []), lambda f: Labelled(paths))
     stats = _cached_epochs(plan, Labelled(paths, in_memory=True), 0, tmp_path / "cache")
     assert stats["hits"] == 0 and stats["stored"] == 0

@@ -2,7 +2,8 @@
 
 A module of its own so the tracer's filter sees it as user code. :func:`write_files` makes the
 files on the fly: PNG images written with Pillow, 22,050 Hz WAV clips written with soundfile,
-``.npy`` volumes written with ``np.save`` and CSV tables written with ``np.savetxt``.
+``.npy`` volumes written with ``np.save``, CSV tables written with ``np.savetxt`` and 4-band
+16-bit TIFF tiles written with tifffile.
 """
 
 from __future__ import annotations
@@ -30,16 +31,18 @@ class Files:
     clips: list[str]
     volumes: list[str]
     tables: list[str]
+    tiles: list[str]
 
 
 def write_files(folder: Path, n: int = 8, seed: int = 0) -> Files:
     """``n`` files of each kind in ``folder``, of random content."""
     import soundfile
+    import tifffile
     from PIL import Image
 
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    files = Files([], [], [], [])
+    files = Files([], [], [], [], [])
     for i in range(n):
         image = folder / f"photo{i}.png"
         Image.fromarray(rng.integers(0, 255, (72, 90, 3), dtype=np.uint8)).save(image)
@@ -55,6 +58,9 @@ def write_files(folder: Path, n: int = 8, seed: int = 0) -> Files:
         files.clips.append(str(clip))
         files.volumes.append(str(volume))
         files.tables.append(str(table))
+        tile = folder / f"tile{i}.tif"
+        tifffile.imwrite(tile, rng.integers(0, 10_000, (4, 40, 40), dtype=np.uint16))
+        files.tiles.append(str(tile))
     return files
 
 
@@ -240,6 +246,18 @@ class ImageioImages(FileDataset):
         image = iio.imread(self.paths[index])[:64, :64]
         image = image[::2, ::2].astype(np.float32) / 255.0
         return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+class TiffTiles(FileDataset):
+    """Multi-band 16-bit tiles: ``tifffile.imread``, each band standardised, a random crop."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import tifffile
+
+        tile = tifffile.imread(self.paths[index]).astype(np.float32)
+        tile = (tile - 5_000.0) / 2_900.0
+        y, x = random.randint(0, 8), random.randint(0, 8)
+        return torch.from_numpy(np.ascontiguousarray(tile[:, y : y + 32, x : x + 32])), index
 
 
 class RawClips(FileDataset):

@@ -21,6 +21,7 @@ import codedag.backends.ops.pil.facts as pil_facts
 import codedag.backends.ops.random.facts as random_facts
 import codedag.backends.ops.scipy.facts as scipy_facts
 import codedag.backends.ops.skimage.facts as skimage_facts
+import codedag.backends.ops.tifffile.facts as tifffile_facts
 import codedag.backends.ops.torch.facts as torch_facts
 from codedag.backends import libraries
 from codedag.backends.facts import LibraryFacts
@@ -34,6 +35,7 @@ FACT_MODULES = {
     "random": random_facts,
     "scipy": scipy_facts,
     "skimage": skimage_facts,
+    "tifffile": tifffile_facts,
     "torch": torch_facts,
 }
 

@@ -2,9 +2,9 @@
 ``audio``, ``torch``, ``scipy``), each exporting ``LIBRARY``
 (:class:`~codedag.backends.contract.Library`: its adapter and the declared specs of its ops). ``random`` (Python's) declares facts only: the tracer
 records its draws and the optimizer keeps cuts before them; it has no backend and no ``LIBRARY``.
-``scipy``, ``skimage`` (scikit-image) and ``imageio`` have a ``LIBRARY`` without ops: the
-registry owns their functions, so a cached chain starts at their readers (``skimage.io.imread``,
-``imageio.v3.imread``) and runs through them (``scipy.ndimage.zoom``,
+``scipy``, ``skimage`` (scikit-image), ``imageio`` and ``tifffile`` have a ``LIBRARY`` without
+ops: the registry owns their functions, so a cached chain starts at their readers
+(``skimage.io.imread``, ``imageio.v3.imread``, ``tifffile.imread``) and runs through them (``scipy.ndimage.zoom``,
 ``skimage.transform.resize``), and none is placed.
 
 Contract of a backend (every package here follows it):

@@ -26,7 +26,6 @@ FACTS = LibraryFacts(
     namespaces=_PUBLIC,
     indexed=_PUBLIC,
     python_namespaces=_PUBLIC,
-    library_packages=("tifffile",),
     distributions=("scikit-image",),
     protocols=("__array__",),
     file_sources={"skimage.io.imread": FileSource("fname")},
