@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -85,10 +88,40 @@ def test_a_function_replaced_while_its_module_was_indexed_keeps_its_name(
 
     # a fresh index, built while cv2.warpAffine is the wrapper
     monkeypatch.setattr(names, "_index", {})
-    monkeypatch.setattr(names, "_indexed", set())
+    monkeypatch.setattr(names, "_indexed", {})
     monkeypatch.setattr(names, "_seen", [(-1, ())])
     with monkeypatch.context() as patched:
         patched.setattr(cv2, "warpAffine", wrapper)
         assert canonical_name(cv2.resize) == "cv2.resize"  # indexes cv2 now
     assert cv2.warpAffine is original
     assert canonical_name(original) == "cv2.warpAffine"
+
+
+def test_a_lazily_loaded_namespace_names_what_it_loads_after_a_first_scan() -> None:
+    # scikit-image's modules fill their namespace as names are first used (lazy_loader): a scan
+    # made before ``resize`` was used must not leave it under its private module's name
+    script = """
+import skimage.transform
+from codedag.backends import names
+names.public_code_name(names.public_code_name.__code__)
+from skimage.transform import resize
+print(names.public_code_name(resize.__code__), names.canonical_name(resize))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["skimage.transform.resize", "skimage.transform.resize"]
+
+
+def test_a_decorators_wrapper_shared_by_public_functions_is_named_after_the_one_it_wraps() -> None:
+    from skimage import io
+
+    from codedag.backends.names import canonical_name, is_shared_wrapper, public_code_name
+
+    assert io.imread.__code__ is io.imread_collection.__code__  # one wrapper's code for both
+    assert canonical_name(io.imread) == "skimage.io.imread"
+    assert canonical_name(io.imread_collection) == "skimage.io.imread_collection"
+    assert is_shared_wrapper(io.imread.__code__)
+    assert public_code_name(io.imread.__code__) is None
+    assert public_code_name(io.imread.__wrapped__.__code__) == "skimage.io.imread"

@@ -55,9 +55,14 @@ def test_a_plan_is_likely_where_the_script_imported_a_library_besides_numpy(
 ) -> None:
     import sys
 
+    import skimage.io  # noqa: F401  # imported by an earlier test as well: taken out below
+
+    from codedag.backends.libraries import library_facts
     from codedag.integrations import prefetch
 
-    for name in [k for k in sys.modules if k.split(".")[0] in ("cv2", "PIL", "librosa")]:
+    others = {m for f in library_facts() for m in f.modules} - {"numpy", "torch", "random", "scipy"}
+    assert {"cv2", "PIL", "librosa", "skimage"} <= others
+    for name in [k for k in sys.modules if k.split(".")[0] in others]:
         monkeypatch.delitem(sys.modules, name)
     assert "numpy" in sys.modules and "torch" in sys.modules
     assert not prefetch.likely_to_plan()

@@ -38,13 +38,13 @@ PUBLIC_PYTHON_MODULES: Sequence[str] = SequenceView(libraries.python_namespaces)
 dispatcher, or plain functions): their implementations' code objects carry the public name."""
 
 _index: dict[int, tuple[Any, str]] = {}
-_indexed: set[str] = set()
+_indexed: dict[str, int] = {}  # module -> its attributes when last indexed
 _lock = threading.Lock()
 _public_codes: dict[types.CodeType, str] = {}
 _code_functions: dict[types.CodeType, types.FunctionType] = {}  # the first function of a code
 _shared_wrappers: set[types.CodeType] = set()  # codes of several public functions
 _shared_wrapper_ids: set[int] = set()  # their ids (hashing a code object hashes its bytecode)
-_public_done: set[str] = set()
+_public_done: dict[str, int] = {}  # namespace -> its attributes when last scanned
 # (len(sys.modules), the indexed modules' tuple) when every imported one was last found indexed
 _seen: list[tuple[int, tuple[str, ...]]] = [(-1, ())]
 
@@ -56,7 +56,7 @@ def _refresh_index() -> None:
     last_count, last_indexed = _seen[0]
     if count == last_count and indexed is last_indexed:  # nothing imported since all indexed
         return
-    if all(m in _indexed or m not in sys.modules for m in indexed):
+    if not _changed(indexed, _indexed):
         _seen[0] = (count, indexed)
         return
     with _lock:
@@ -71,17 +71,31 @@ def _refresh_index() -> None:
                     _index[id(value)] = (value, f"{module_name}.{attr}")
 
 
-def _new_attributes(
-    module_names: Sequence[str], done: set[str]
-) -> Iterator[tuple[str, str, object]]:
-    """(module, attribute, value) of each public attribute of the modules named that are imported,
-    done running their body and not in ``done`` (each is added to ``done``)."""
+def _changed(module_names: Sequence[str], done: dict[str, int]) -> bool:
+    """Whether a module named is imported and has attributes ``done`` has not seen."""
     for module_name in module_names:
         module = sys.modules.get(module_name)
-        if module is None or module_name in done or _initializing(module):
+        if module is not None and done.get(module_name) != len(vars(module)):
+            return True
+    return False
+
+
+def _new_attributes(
+    module_names: Sequence[str], done: dict[str, int]
+) -> Iterator[tuple[str, str, object]]:
+    """(module, attribute, value) of each public attribute of the modules named that are imported,
+    done running their body and changed since ``done`` saw them (each is then noted there): a
+    module that loads its names lazily (scikit-image's, through ``lazy_loader``) fills its
+    namespace as names are first used."""
+    for module_name in module_names:
+        module = sys.modules.get(module_name)
+        if module is None or _initializing(module):
             continue
-        done.add(module_name)
-        for attr, value in list(vars(module).items()):
+        names = vars(module)
+        if done.get(module_name) == len(names):
+            continue
+        done[module_name] = len(names)
+        for attr, value in list(names.items()):
             if not attr.startswith("_"):
                 yield module_name, attr, value
 
@@ -118,7 +132,7 @@ def python_implementation(obj: object) -> types.FunctionType | None:
 
 def _refresh_public_codes() -> None:
     namespaces = libraries.python_namespaces()
-    if all(m in _public_done or m not in sys.modules for m in namespaces):
+    if not _changed(namespaces, _public_done):
         return
     libraries_of_namespaces = libraries.python_modules()
     with _lock:
