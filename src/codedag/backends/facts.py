@@ -154,6 +154,17 @@ class LibraryFacts:
         one = (module,)
         return cls(module, one, namespaces=one, indexed=one, wrapped=one, **facts)
 
+    @classmethod
+    def python_package(
+        cls, name: str, modules: tuple[str, ...], public: tuple[str, ...], **facts: Any
+    ) -> LibraryFacts:
+        """A library written in Python (SciPy's, scikit-image's, imageio's functions): its
+        ``public`` modules are searched, indexed and name the code of its functions; ``facts``
+        the others."""
+        return cls(
+            name, modules, namespaces=public, indexed=public, python_namespaces=public, **facts
+        )
+
     def owns(self, name: str) -> bool:
         """Whether the qualified ``name`` belongs to one of the library's modules, or is one of
         its file sources (``soundfile.read``, which librosa reads files with)."""

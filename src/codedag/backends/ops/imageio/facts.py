@@ -9,12 +9,10 @@ from codedag.backends.facts import FileSource, LibraryFacts
 
 _PUBLIC = ("imageio.v3", "imageio.v2", "imageio")
 
-FACTS = LibraryFacts(
-    name="imageio",
-    modules=("imageio",),
-    namespaces=_PUBLIC,
-    indexed=_PUBLIC,
-    python_namespaces=_PUBLIC,
+FACTS = LibraryFacts.python_package(
+    "imageio",
+    ("imageio",),
+    _PUBLIC,
     distributions=("imageio",),
     file_sources={
         "imageio.v3.imread": FileSource("uri"),

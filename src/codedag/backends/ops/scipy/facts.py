@@ -13,12 +13,10 @@ from codedag.backends.facts import FileSource, LibraryFacts
 # only what pipelines call on their arrays (not librosa's internals)
 _PUBLIC = ("scipy.ndimage", "scipy.signal", "scipy.io.wavfile")
 
-FACTS = LibraryFacts(
-    name="scipy",
-    modules=("scipy",),
-    namespaces=_PUBLIC,
-    indexed=_PUBLIC,
-    python_namespaces=_PUBLIC,
+FACTS = LibraryFacts.python_package(
+    "scipy",
+    ("scipy",),
+    _PUBLIC,
     distributions=("scipy",),
     protocols=("__array__",),
     # (rate, data): the rate is the file's, so the read runs and what follows is read back

@@ -20,12 +20,10 @@ _PUBLIC = (
     "skimage.util",
 )
 
-FACTS = LibraryFacts(
-    name="skimage",
-    modules=("skimage",),
-    namespaces=_PUBLIC,
-    indexed=_PUBLIC,
-    python_namespaces=_PUBLIC,
+FACTS = LibraryFacts.python_package(
+    "skimage",
+    ("skimage",),
+    _PUBLIC,
     distributions=("scikit-image",),
     protocols=("__array__",),
     file_sources={"skimage.io.imread": FileSource("fname")},

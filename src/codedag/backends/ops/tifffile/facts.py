@@ -7,12 +7,10 @@ so that a cached chain may start there.
 
 from codedag.backends.facts import FileSource, LibraryFacts
 
-FACTS = LibraryFacts(
-    name="tifffile",
-    modules=("tifffile",),
-    namespaces=("tifffile",),
-    indexed=("tifffile",),
-    python_namespaces=("tifffile",),
+FACTS = LibraryFacts.python_package(
+    "tifffile",
+    ("tifffile",),
+    ("tifffile",),
     distributions=("tifffile",),
     file_sources={"tifffile.imread": FileSource("files")},
 )
