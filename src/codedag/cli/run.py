@@ -4,7 +4,9 @@ The script runs in this process (``runpy``, as ``python train.py`` runs it). The
 it iterates (or ``--loader N``) is traced on one batch and planned after its first batch (0
 workers) or its first epoch (workers), and the plan applies from then on (docs/run.md). At exit, whatever the script
 did (return, ``sys.exit(code)``, an exception, Ctrl-C), everything is restored, a summary goes to
-stderr and ``results.json`` to ``--out``; the exit code is the script's.
+stderr and ``results.json`` and ``report.html`` to ``--out`` (``results.rank<R>.json`` and
+``report.rank<R>.html`` under a launcher with several ranks, where rank 0 prints the summary);
+the exit code is the script's.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
     p.add_argument(
         "--out",
         type=nonempty_path,
-        help="folder for results.json (default: a new folder under the user data dir's "
+        help="folder for results.json and report.html (default: a new folder under the user data dir's "
         "codedag/runs)",
     )
     add_script_command(p, "python SCRIPT [ARGS...] or python -m MODULE [ARGS...]")
