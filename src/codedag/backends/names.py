@@ -170,14 +170,19 @@ def _top(module: str | None) -> str:
 def public_code_name(code: types.CodeType) -> str | None:
     """The public name of a library function implemented by ``code`` in Python (``numpy.clip``
     for the code of ``numpy._core.fromnumeric.clip``), or None."""
-    _refresh_public_codes()
-    return _public_codes.get(code)
+    name = _public_codes.get(code)
+    if name is None and code not in _shared_wrappers:  # a name once given stays
+        _refresh_public_codes()
+        name = _public_codes.get(code)
+    return name
 
 
 def is_shared_wrapper(code: types.CodeType) -> bool:
     """Whether ``code`` is the wrapper a library's decorator made for several of its public
     functions (scikit-image's ``deprecate_parameter`` around ``imread`` and ``imread_collection``):
     its frame does not say which one runs, the wrapped function's frame, named, comes next."""
+    if code in _shared_wrappers:
+        return True
     _refresh_public_codes()
     return code in _shared_wrappers
 
