@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -223,6 +224,27 @@ def test_zero_budget_skips_planning(
     assert main(args) == 0
     assert "plan budget is 0 s" in load_run_results(out).plan_reason
     assert "planning skipped" in capsys.readouterr().err
+
+
+def test_a_rank_but_the_first_says_no_warning_and_keeps_its_reason_in_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_train_script(tmp_path)
+    monkeypatch.setenv("EPOCHS", "2")
+    for key, value in _launch_env(tmp_path, 1).items():
+        monkeypatch.setenv(key, value)
+    out = tmp_path / "out"
+    args = ["run", "--no-store", "--plan-budget-s", "0", "--out", str(out), "--", str(script)]
+    codedag_log = logging.getLogger("codedag")
+    level = codedag_log.level
+    try:
+        assert main(args) == 0
+    finally:
+        codedag_log.setLevel(level)  # the next tests' warnings are rank 0's
+    err = capsys.readouterr().err
+    assert "planning skipped" not in err  # rank 0 says it, once for the launch
+    assert "codedag run (rank 1 of 2): results in" in err
+    assert "plan budget is 0 s" in load_run_results(out / "results.rank1.json").plan_reason
 
 
 def test_a_stored_plan_applies_from_the_first_batch(

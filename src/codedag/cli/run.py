@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     if kind == "module":
         check_module(target)
     if not args.verbose:  # the script's output stays its own: codedag says only what matters
-        logging.getLogger("codedag").setLevel(logging.WARNING)
+        codedag_log = logging.getLogger("codedag")  # (a rank but 0 of a launch: errors only)
+        codedag_log.setLevel(max(codedag_log.getEffectiveLevel(), logging.WARNING))
     settings = WatchSettings(args.plan_budget_s, args.replan, not args.no_store, args.first_epoch)
     watch = ScriptWatch(settings, args.loader, select=not_for_evaluation)
     code: int | None = None
