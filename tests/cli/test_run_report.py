@@ -56,6 +56,7 @@ def test_a_run_that_planned_nothing_has_a_page_without_charts() -> None:
     results = AcceleratedRun(command=["module", "pkg.train"], exit_code=3, loaders_seen=0)
     page = render_html(run_report(results))
     assert "codedag run -- python -m pkg.train" in page
+    assert "<td>not planned</td>" in page  # the status alone where no reason was given
     assert "<svg" not in page and "<h2>Moved</h2>" not in page and "<h2>Epochs</h2>" not in page
 
 

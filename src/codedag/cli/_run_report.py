@@ -67,7 +67,7 @@ def run_report(results: AcceleratedRun) -> ReportContent:
     summary: list[list[Any]] = [
         ["command", f"codedag run -- {python} {command}"],
         ["exit code", "-" if results.exit_code is None else results.exit_code],
-        ["plan", f"{results.plan_status}: {results.plan_reason}".rstrip(": ")],
+        ["plan", results.plan_status + (f": {results.plan_reason}" if results.plan_reason else "")],
     ]
     if results.loader_index is not None:
         summary.append(["DataLoader", f"#{results.loader_index} over {results.dataset}"])
