@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tests.support.browser import needs_chromium, rendered_dom
 
 from codedag.cli._run_report import run_report, write_run_report
@@ -67,3 +68,31 @@ def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-rendered="ok"' in dom.stdout and 'data-svgs="2"' in dom.stdout
     assert "Uncaught" not in dom.stderr
+
+
+def test_codedag_report_of_an_accelerated_runs_results_writes_its_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from codedag.cli.main import main
+
+    path = _results().save(tmp_path / "lightning_logs")  # as the Lightning callback leaves it
+    assert main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"codedag report {path}: DataLoader #0 over Leaves <v2>, plan applied" in out
+    assert "Samples per second, by epoch" in (path.parent / "report.html").read_text()
+    assert main(["report", str(path.parent), "--out", str(tmp_path / "pages"), "--json"]) == 0
+    assert (tmp_path / "pages" / "report.html").is_file()
+    assert '"report"' in capsys.readouterr().out
+
+
+def test_codedag_report_of_a_broken_accelerated_run_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from codedag.cli.main import main
+
+    path = tmp_path / "results.json"
+    path.write_text('{"schema_version": 1, "plan_status": 3, "epochs": "x"}')
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "report.html").exists()

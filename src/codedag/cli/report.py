@@ -1,4 +1,5 @@
-"""``codedag report results.json --out DIR``: comparison table and plots of a monitored run."""
+"""``codedag report results.json --out DIR``: comparison table and plots of a monitored run, or
+the summary and ``report.html`` of an accelerated one (``codedag run``, ``codedag.accelerate``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction, parent: argparse.ArgumentPa
         "results",
         nargs="+",
         help="results.json written by ExperimentMonitor, its run folder, or a folder of run "
-        "folders (its newest run) (one or more)",
+        "folders (its newest run) (one or more); or one written by codedag run, "
+        "codedag.accelerate or the Lightning callback: its summary, and its report.html "
+        "written into --out (default: beside it)",
     )
     parser.add_argument(
         "--out", metavar="DIR", help="folder for the PNG figures (default: <results dir>/plots)"
@@ -95,6 +98,39 @@ def _loader(rebuild: bool) -> Callable[[Path], RunResults]:
     return load_results
 
 
+def _accelerated_run(path: Path) -> bool:
+    """Whether ``path`` holds the results of ``codedag run`` or ``codedag.accelerate`` (their
+    model has a plan status, an experiment's has modes)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # not text, not JSON, nested past the stack
+        return False  # the experiment reader says what is wrong with it
+    return isinstance(data, dict) and "plan_status" in data and "modes" not in data
+
+
+def _report_accelerated_run(args: argparse.Namespace, path: Path) -> int:
+    """Print an accelerated run's summary and write its ``report.html`` (into ``--out``, else
+    beside the file)."""
+    from codedag.cli._run_report import REPORT_FILE, write_run_report
+    from codedag.integrations.run_results import load_run_results
+    from codedag.integrations.run_summary import summary_lines
+    from codedag.util.paths import check_output_dir
+
+    results = load_run_results(path)
+    folder = check_output_dir(args.out if args.out is not None else path.parent, "--out")
+    page = write_run_report(results, folder / REPORT_FILE) if not args.no_plots else None
+    if args.json:
+        print_json({"results": str(path), "report": None if page is None else str(page)})
+        return 0
+    for line in summary_lines(results, results.loader_index or 0, f"codedag report {path}"):
+        print(line)
+    if page is not None:
+        print(f"report in {page}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Load, compare, plot and print."""
     from codedag.monitor.compare import compare_modes
@@ -103,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
 
     paths = [results_file(Path(p)) for p in args.results]
     path = paths[0]
+    if len(paths) == 1 and _accelerated_run(path):
+        return _report_accelerated_run(args, path)
     out = Path(args.out) if args.out is not None else path.parent / "plots"
     if not args.no_plots:
         from codedag.util.paths import check_output_dir
