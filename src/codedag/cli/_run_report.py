@@ -4,10 +4,11 @@ cache, and what the plan moved and kept, beside its ``results.json``."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from codedag.integrations.run_results import AcceleratedRun, Decision
+from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
 from codedag.integrations.run_summary import (
     cache_line,
     epoch_rows,
@@ -24,28 +25,27 @@ _LEGEND = (
 )
 
 
-def _kind(plan: str) -> str:
+def _kind(epoch: EpochFigures) -> str:
     """How an epoch's bar is coloured: served by the plan, in part, or not at all."""
-    if plan.startswith("on"):
-        return "on"
-    return "partly" if plan.startswith("from batch") else "off"
+    if not epoch.planned:
+        return "off"
+    return "partly" if epoch.plan_from_batch else "on"
 
 
 def _charts(results: AcceleratedRun) -> list[str]:
     _, rows = epoch_rows(results)
     if not rows:
         return []
-    speed = [
-        Bar(str(r.figures.epoch), r.figures.samples_per_s, _kind(r.plan), f"plan {r.plan}")
-        for r in rows
-    ]
-    wait = [
-        Bar(str(r.figures.epoch), r.figures.data_wait_s, _kind(r.plan), f"plan {r.plan}")
-        for r in rows
-    ]
+
+    def bars(value: Callable[[EpochFigures], float]) -> list[Bar]:
+        return [
+            Bar(str(r.figures.epoch), value(r.figures), _kind(r.figures), f"plan {r.plan}")
+            for r in rows
+        ]
+
     return [
-        bar_chart_svg("Samples per second, by epoch", speed),
-        bar_chart_svg("Data wait per epoch", wait, "s"),
+        bar_chart_svg("Samples per second, by epoch", bars(lambda e: e.samples_per_s)),
+        bar_chart_svg("Data wait per epoch", bars(lambda e: e.data_wait_s), "s"),
     ]
 
 

@@ -98,27 +98,29 @@ def _loader(rebuild: bool) -> Callable[[Path], RunResults]:
     return load_results
 
 
-def _accelerated_run(path: Path) -> bool:
-    """Whether ``path`` holds the results of ``codedag run`` or ``codedag.accelerate`` (their
-    model has a plan status, an experiment's has modes)."""
+def _accelerated_run(path: Path) -> Any:
+    """The parsed results of ``codedag run`` or ``codedag.accelerate`` in ``path``, or None for
+    anything else (an experiment's results, or a file the experiment reader will refuse)."""
     import json
+
+    from codedag.integrations.run_results import is_run_results
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):  # not text, not JSON, nested past the stack
-        return False  # the experiment reader says what is wrong with it
-    return isinstance(data, dict) and "plan_status" in data and "modes" not in data
+        return None  # the experiment reader says what is wrong with it
+    return data if is_run_results(data) else None
 
 
-def _report_accelerated_run(args: argparse.Namespace, path: Path) -> int:
+def _report_accelerated_run(args: argparse.Namespace, path: Path, data: Any) -> int:
     """Print an accelerated run's summary and write its ``report.html`` (into ``--out``, else
     beside the file)."""
     from codedag.cli._run_report import REPORT_FILE, write_run_report
-    from codedag.integrations.run_results import load_run_results
+    from codedag.integrations.run_results import run_results_of
     from codedag.integrations.run_summary import summary_lines
     from codedag.util.paths import check_output_dir
 
-    results = load_run_results(path)
+    results = run_results_of(data, path)
     folder = check_output_dir(args.out if args.out is not None else path.parent, "--out")
     page = write_run_report(results, folder / REPORT_FILE) if not args.no_plots else None
     if args.json:
@@ -139,8 +141,9 @@ def run(args: argparse.Namespace) -> int:
 
     paths = [results_file(Path(p)) for p in args.results]
     path = paths[0]
-    if len(paths) == 1 and _accelerated_run(path):
-        return _report_accelerated_run(args, path)
+    accelerated = _accelerated_run(path) if len(paths) == 1 else None
+    if accelerated is not None:
+        return _report_accelerated_run(args, path, accelerated)
     out = Path(args.out) if args.out is not None else path.parent / "plots"
     if not args.no_plots:
         from codedag.util.paths import check_output_dir

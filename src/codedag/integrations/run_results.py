@@ -126,6 +126,21 @@ def load_run_results(path: str | os.PathLike[str]) -> AcceleratedRun:
         data = json.loads(target.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise SchemaError(f"{target}: not JSON ({error.msg} at line {error.lineno})") from None
+    return run_results_of(data, target)
+
+
+def is_run_results(data: Any) -> bool:
+    """Whether parsed JSON looks like an accelerated run's results (a plan status, no modes: an
+    experiment's results have modes), before it is validated."""
+    return isinstance(data, dict) and "plan_status" in data and "modes" not in data
+
+
+def run_results_of(data: Any, target: Path) -> AcceleratedRun:
+    """Validate parsed JSON read from ``target`` as :class:`AcceleratedRun`.
+
+    Raises:
+        SchemaError: not this model, or a schema version newer than this codedag's.
+    """
     version = data.get("schema_version") if isinstance(data, dict) else None
     if not isinstance(version, int) or version > RUN_SCHEMA_VERSION:
         raise SchemaError(
