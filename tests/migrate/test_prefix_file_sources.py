@@ -3,7 +3,8 @@ block or on a file's bytes in an ``io.BytesIO``, ``cv2.imdecode(np.fromfile(path
 resampling a WAV file (and SciPy reading and resampling one), ``np.load`` of a volume (and
 resampled by ``scipy.ndimage.zoom``), ``torch.load`` of a saved tensor, scikit-image's,
 imageio's and tifffile's readers (and scikit-image's resize), an image and its mask read
-by two lines. Traced, optimized with the store's measured costs and migrated, for two epochs with
+by two lines, and prefixes that read the decoded image twice (percentile windowing, an unsharp
+mask, min-max scaling, per-band standardisation). Traced, optimized with the store's measured costs and migrated, for two epochs with
 0 and 2 workers: the second epoch reads every prefix back and every batch equals the uncached run
 bit for bit. A file that disappears, shrinks or turns unreadable gives the error it gives without
 codedag."""
@@ -54,6 +55,8 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     ),
     "imageio-v3": (lambda f: file_pipelines.ImageioImages(f.images), "imageio.v3.imread", "file"),
     "tifffile-imread": (lambda f: file_pipelines.TiffTiles(f.tiles), "tifffile.imread", "file"),
+    "percentile-window": (lambda f: file_pipelines.Windowed(f.images), "cv2.imread", "file"),
+    "unsharp-standardise": (lambda f: file_pipelines.Sharpened(f.images), "cv2.imread", "file"),
 }
 
 
@@ -156,6 +159,33 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
             "operator.getitem",
             "skimage.transform.resize",
         ]
+    if name == "percentile-window":  # the percentiles' branch meets the image again in the
+        # division: the cut is after the resize, past the values it reads twice
+        assert chain["steps"][:7] == [
+            "cv2.imread",
+            "numpy.ndarray.astype",
+            "numpy.percentile",
+            "operator.truediv",
+            "numpy.clip",
+            "numpy.ndarray.astype",
+            "cv2.resize",
+        ]
+        assert chain["cut"]["step"] == "cv2.resize"
+        assert "numpy.percentile" not in {c["step"] for c in chain["candidates"]}
+    if name == "unsharp-standardise":  # three branches, each meeting again: the cut is last
+        assert chain["steps"][:10] == [
+            "cv2.imread",
+            "numpy.ndarray.astype",
+            "cv2.GaussianBlur",
+            "cv2.addWeighted",
+            "numpy.ndarray.min",
+            "numpy.ndarray.max",
+            "numpy.ndarray.min",
+            "operator.truediv",
+            "numpy.ndarray.mean",
+            "numpy.ndarray.std",
+        ]
+        assert chain["cut"]["step"] == "operator.truediv" and chain["cut"]["occurrence"] == 1
     if name == "scipy-zoom":  # SciPy is a library the cache patches: the zoom is a step
         assert [s.rsplit(".", 1)[-1] for s in chain["steps"][:2]] == ["load", "zoom"]
     if name in ("pil-bytes", "cv2-fromfile"):  # nothing random: the cut is the tensor's last

@@ -645,3 +645,91 @@ def test_a_batched_fetchs_samples_are_its_calls_per_index(
     (chain,) = found.chains
     assert found.samples == 4 and chain.samples == 4 and len(chain.traced) == 4
     assert [name for name, _ in chain.common] == ["cv2.imread", "cv2.resize"]
+
+
+class ReadTwice(Dataset):
+    """A decoded image that two operations read before their values meet again: a scale taken
+    from a small copy of it (the cut's function on a branch), a maximum that leaves the trace
+    as a truth value, or a percentile pair unpacked out of the trace's sight."""
+
+    def __init__(self, folder: Path, kind: str) -> None:
+        self.kind = kind
+        self.paths = [str(folder / f"{i}.png") for i in range(4)]
+        for i, path in enumerate(self.paths):
+            cv2.imwrite(path, np.random.default_rng(i).integers(0, 255, (36, 48, 3), np.uint8))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        image = cv2.imread(self.paths[index]).astype(np.float32)
+        if self.kind == "small-copy":
+            small = cv2.resize(image, (8, 6))
+            image = cv2.resize(image, (40, 30)) - small.mean()
+        elif self.kind == "truth":
+            if image.max() > 1:
+                image = image / 255.0
+        else:
+            lo, hi = np.percentile(image, (1, 99))
+            image = (image - lo) / (hi - lo)
+        image = cv2.resize(image, (20, 15))
+        return torch.from_numpy(image)
+
+
+def _read_twice(kind: str, folder: Path):  # type: ignore[no-untyped-def]
+    tracer, _ = trace_dataloader(DataLoader(ReadTwice(folder, kind), batch_size=4), warmup=0)
+    section = decide(find_prefixes(tracer.dag), lambda nbytes: (1_000, 2_000), 1 << 30)
+    (chain,) = section.chains
+    return chain
+
+
+def test_branches_of_a_chains_value_that_meet_again_are_steps_and_never_cuts(
+    tmp_path: Path,
+) -> None:
+    chain = _read_twice("percentile", tmp_path)
+    assert chain.steps[:5] == [
+        "cv2.imread",
+        "numpy.ndarray.astype",
+        "numpy.percentile",
+        "operator.truediv",
+        "cv2.resize",
+    ]
+    cuts = [(c.step, c.occurrence) for c in chain.candidates]
+    assert cuts == [
+        ("cv2.imread", 0),
+        ("numpy.ndarray.astype", 0),
+        ("operator.truediv", 0),
+        ("cv2.resize", 0),
+        ("torch.from_numpy", 0),
+    ]
+
+
+def test_a_function_a_branch_calls_is_no_cut_after_it(tmp_path: Path) -> None:
+    """The run time counts a cut's calls on one way from the source, which may pass the
+    branch's ``cv2.resize``: the last resize is a step, never a cut."""
+    chain = _read_twice("small-copy", tmp_path)
+    assert chain.steps[:7] == [
+        "cv2.imread",
+        "numpy.ndarray.astype",
+        "cv2.resize",
+        "cv2.resize",
+        "numpy.ndarray.mean",
+        "operator.sub",
+        "cv2.resize",
+    ]
+    assert [c.step for c in chain.candidates] == [
+        "cv2.imread",
+        "numpy.ndarray.astype",
+        "operator.sub",
+        "torch.from_numpy",
+    ]
+
+
+def test_a_scalar_that_leaves_the_trace_ends_the_chain_before_its_branch(
+    tmp_path: Path,
+) -> None:
+    """``if image.max() > 1``: the comparison's truth needs the real value, so no cut can be
+    after the maximum."""
+    chain = _read_twice("truth", tmp_path)
+    assert chain.steps == ["cv2.imread", "numpy.ndarray.astype"]
+    assert chain.stop.startswith("its value goes to 2 operations (numpy.ndarray.max, ")

@@ -260,6 +260,39 @@ class TiffTiles(FileDataset):
         return torch.from_numpy(np.ascontiguousarray(tile[:, y : y + 32, x : x + 32])), index
 
 
+class Windowed(FileDataset):
+    """Intensity windowing as scans are read: the 1st and 99th percentiles of the decoded image
+    (unpacked from one call), the image clipped between them, resized, flipped at random."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        image = cv2.imread(self.paths[index], cv2.IMREAD_UNCHANGED).astype(np.float32)
+        lo, hi = np.percentile(image, (1, 99))
+        image = np.clip((image - lo) / (hi - lo + 1e-6), 0, 1).astype(np.float32)
+        image = cv2.resize(image, (40, 32), interpolation=cv2.INTER_AREA)
+        if random.random() < 0.5:
+            image = image[:, ::-1]
+        return torch.from_numpy(np.ascontiguousarray(image)), index
+
+
+class Sharpened(FileDataset):
+    """An unsharp mask (the image and its blur weighed together), a min-max scaling, each band
+    standardised by its own mean and deviation, a random crop."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        image = cv2.imread(self.paths[index]).astype(np.float32)
+        blur = cv2.GaussianBlur(image, (0, 0), 2)
+        image = cv2.addWeighted(image, 1.5, blur, -0.5, 0)
+        image = (image - image.min()) / (image.max() - image.min() + 1e-6)
+        mean = image.mean(axis=(0, 1), keepdims=True)
+        image = (image - mean) / (image.std(axis=(0, 1), keepdims=True) + 1e-6)
+        y, x = random.randint(0, 8), random.randint(0, 8)
+        return torch.from_numpy(np.ascontiguousarray(image[y : y + 48, x : x + 64])), index
+
+
 class RawClips(FileDataset):
     """``soundfile.read`` followed by a random crop at once: its rate is the file's, so no value
     stands in for the call, and nothing comes after it before the draw."""

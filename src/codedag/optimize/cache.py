@@ -11,9 +11,12 @@ follows the dataflow from call to call while each value is a function of the sou
 arguments only:
 
 * the value goes to exactly one next operation (an intermediate another part of the sample also
-  reads would see a stand-in on a hit); reading its metadata (an image's ``size``, an array's
-  ``shape``) is no use: the stored header answers it, and neither is entering or leaving a
-  ``with`` block (``with Image.open(path) as im``): a value read back has no file to close;
+  reads would see a stand-in on a hit), or to several whose values meet again in one call, all
+  of them of the chain (a min-max or percentile normalization: ``(img - img.min()) / ...``):
+  the calls on such branches are steps, never cuts (:func:`_meeting`); reading its metadata (an
+  image's ``size``, an array's ``shape``) is no use: the stored header answers it, and neither
+  is entering or leaving a ``with`` block (``with Image.open(path) as im``): a value read back
+  has no file to close;
 * that operation draws no random numbers and reads no clock, and it writes into nothing
   (``operator.setitem``);
 * where a random draw happens in the sample between the source call and it, its arguments
@@ -48,7 +51,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any, NamedTuple
 
@@ -137,6 +140,9 @@ class Step:
         returns_seen: it returned an object the sample held before, its input (``cv2.circle``
             draws into the image it receives and returns it; ``np.ascontiguousarray`` of a
             contiguous array returns it): never a cut (see :func:`candidates`).
+        branch: a call on a branch of the chain's value before the branches meet again
+            (``img.min()`` of ``(img - img.min()) / ...``): never a cut, as the call where
+            they meet takes other values of the chain too.
     """
 
     call_id: int
@@ -151,6 +157,7 @@ class Step:
     drawn: str = ""
     arguments: str = ""
     returns_seen: bool = False
+    branch: bool = False
 
 
 @dataclass
@@ -633,38 +640,108 @@ def _follow(
     """The steps of the chain from its source call ``node``, and why it stops where it does."""
     steps: list[Step] = []
     counts: dict[str, int] = {}
-    current = node
     chain_ids = {node.id}
     # a draw before the source call may reach its other arguments (``librosa.load(path,
     # offset=random.uniform(...))``): then no key of it comes back in a later epoch
     drawn = next((dag.nodes[r].name for r in randoms if r < node.id), "")
+
+    def add(call: Any, consumer: Any | None, branch: bool = False) -> None:
+        # the run time counts a cut's calls on the way through each call's first input of the
+        # chain: never on a branch, whose calls' occurrences count apart
+        name = f"{call.name} branch" if branch else call.name
+        counts[name] = counts.get(name, -1) + 1
+        before = steps[-1] if steps else None
+        draws = [r for r in randoms if node.id < r < call.id]
+        # a draw after the source call is judged across samples (``common``)
+        seen = (dag.nodes[draws[0]].name if draws else "") if steps else drawn
+        step = _describe(dag, call, counts[name], consumer, seen, before, slot)
+        steps.append(replace(step, branch=True) if branch else step)
+
+    current = node
     while True:
         nexts = consumers(current)
         after = nexts[0] if len(nexts) == 1 else None
-        counts[current.name] = counts.get(current.name, -1) + 1
-        before = steps[-1] if steps else None
-        steps.append(_describe(dag, current, counts[current.name], after, drawn, before, slot))
+        add(current, after)
         if not nexts:
             return steps, OUTPUT
-        if after is None or returned(current):
+        if returned(current):  # and into the sample, which a hit would hand a stand-in
             names = ", ".join(dict.fromkeys(n.name for n in nexts))
-            if after is not None:  # and into the sample, which a hit hands a stand-in
+            if after is not None:
                 return steps, f"{SHARED_STOP} {names} and into the sample"
             return steps, f"{SHARED_STOP} {len(nexts)} operations ({names})"
-        if after.name in _WRITES or _random(after.name):
-            return steps, f"{after.name} writes or draws random numbers"
-        if not _followed(after.name):
-            return steps, f"{after.name} is a method the cache's values do not record"
-        if _other_objects_method(after.name):  # ``self.clahe.apply(img)``: the CLAHE is its self
-            return steps, f"{after.name} is a method of an object no key can hold"
-        if not _patchable(after.name):  # the run time would leave it, and so the chain, alone
-            return steps, f"{after.name} is of no library codedag knows (it cannot be patched)"
-        draws = [r for r in randoms if node.id < r < after.id]
-        drawn = dag.nodes[draws[0]].name if draws else ""  # judged across samples (``common``)
+        if after is None:
+            met = _meeting(dag, nexts, chain_ids, producers, consumers, returned)
+            if isinstance(met, str):
+                return steps, met
+            branches, after = met
+            for call in branches:
+                add(call, None, branch=True)
+                chain_ids.add(call.id)
+        why = _stop_before(after)
+        if why:
+            return steps, why
         if producers(after) - chain_ids:
             return steps, f"{after.name} also takes a value computed in the sample"
         chain_ids.add(after.id)
         current = after
+
+
+MAX_BRANCH_CALLS = 16
+"""Calls the branches of a chain's value may make before they meet again (``img.min()`` and
+``img.max()`` meeting in ``(img - lo) / (hi - lo)``)."""
+
+
+def _meeting(
+    dag: ExecutionDAG,
+    nexts: list[Any],
+    chain_ids: set[int],
+    producers: Callable[[Any], set[int]],
+    consumers: Callable[[Any], list[Any]],
+    returned: Callable[[Any], bool],
+) -> tuple[list[Any], Any] | str:
+    """Where the operations taking a chain value (``nexts``, several) meet again: the calls on
+    the branches, in call order, and the one call every branch's value goes to (a min-max or
+    percentile normalization reads the image twice and gives one value); or why the chain stops
+    before them: a branch's call is one the chain cannot go into (:func:`_stop_before`), its
+    value goes into the sample or it takes a value computed outside the chain, or the branches
+    do not meet within :data:`MAX_BRANCH_CALLS` calls.
+
+    A branch whose array value nothing traced takes (``lo, hi = np.percentile(img, (1, 99))``:
+    the tracer does not follow unpacking) ends there, as a prefix value unpacks into steps at
+    run time; a scalar nothing traced takes ends the chain (``float(img.max())``, ``if
+    img.max() > 1``: a number or a truth value needs the real value)."""
+    names = ", ".join(dict.fromkeys(n.name for n in nexts))
+    stop = f"{SHARED_STOP} {len(nexts)} operations ({names})"
+    branches: dict[int, Any] = {}
+    waiting = {n.id: n for n in nexts}
+    while len(waiting) > 1 or not branches:
+        if len(branches) >= MAX_BRANCH_CALLS or not waiting:
+            return stop
+        call = waiting.pop(min(waiting))
+        if producers(call) - chain_ids - branches.keys() or returned(call) or _stop_before(call):
+            return stop
+        branches[call.id] = call
+        following = consumers(call)
+        if not following:
+            value = _value(dag, call.id)
+            if value is None or not value.shape:
+                return stop
+        waiting.update((n.id, n) for n in following)
+    (meeting,) = waiting.values()
+    return [branches[k] for k in sorted(branches)], meeting
+
+
+def _stop_before(call: Any) -> str:
+    """Why a chain cannot go on into ``call`` (``""``: it can)."""
+    if call.name in _WRITES or _random(call.name):
+        return f"{call.name} writes or draws random numbers"
+    if not _followed(call.name):
+        return f"{call.name} is a method the cache's values do not record"
+    if _other_objects_method(call.name):  # ``self.clahe.apply(img)``: the CLAHE is its self
+        return f"{call.name} is a method of an object no key can hold"
+    if not _patchable(call.name):  # the run time would leave it, and so the chain, alone
+        return f"{call.name} is of no library codedag knows (it cannot be patched)"
+    return ""
 
 
 def find_prefixes(dag: Any) -> PrefixFound:
@@ -748,9 +825,20 @@ def candidates(chain: PrefixChain) -> list[Candidate]:
     draws into ``img`` and returns it) stands in for nothing: a value read back there is a new
     object, while the sample goes on with the one it holds (``img``, the call's result
     ignored), whose stand-in would then be computed without the call's writes.
+
+    Nor is a call on a branch of the chain's value a cut (:attr:`Step.branch`), nor a call of
+    a function a branch before it calls too: the run time counts a cut function's calls on its
+    way from the source through each call's first input of the chain, and the calls every way
+    passes (not on a branch) are the ones the plan's occurrences count.
     """
     out = []
+    branches: set[str] = set()
     for position, (name, occurrence) in enumerate(chain.common):
+        if chain.traced[0].steps[position].branch:
+            branches.add(name)  # not a cut: where the branches meet takes other values too
+            continue
+        if name in branches:  # the run time counts a cut's calls on one way from the source,
+            continue  # which may pass a branch's call of the same function
         prefix = [sum(s.total_ns for s in t.steps[: position + 1]) for t in chain.traced]
         sizes = [t.steps[position].nbytes for t in chain.traced]
         first = chain.traced[0].steps[position]

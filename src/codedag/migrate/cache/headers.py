@@ -18,7 +18,7 @@ from codedag.store.entry import Meta
 
 ARRAY_METHODS = frozenset(
     {"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel", "mean", "sum", "min",
-     "max"}
+     "max", "std", "var"}
 )  # fmt: skip
 """(A reduction over an axis keeps an array: ``y.mean(axis=1)`` makes a stereo file mono.)"""
 IMAGE_METHODS = frozenset(

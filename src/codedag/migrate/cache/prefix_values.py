@@ -41,8 +41,9 @@ from codedag.store.entry import Meta, dtype_str, meta_of
 PENDING: Any = lazy_values.PENDING
 
 _Trail = list[Any]
-"""A value's key, its header (None until read or computed) and its parent's trail (None at the
-source)."""
+"""A value's key, its header (None until read or computed) and its inputs' trails: None at the
+source, the one input's trail, or a tuple of the trails of a call on several values of the chain
+(``(img - img.min()) / ...``)."""
 
 MAX_STEPS = 64
 """Calls a chain may make before its cut; past that it is computed normally."""
@@ -135,6 +136,7 @@ class PrefixValue(StandIn):
         parent: PrefixValue | None = None,
         cuts: int = 0,
         run: tuple[lookup.Table, Any] | None = None,
+        joined: tuple[PrefixValue, ...] = (),
     ) -> None:
         self._lineage = lineage
         self._lookup = run  # a pending value of an element-wise run: its table and uint8 array
@@ -142,12 +144,18 @@ class PrefixValue(StandIn):
         self._meta = meta  # None: a deferred value whose header was not read yet (:meth:`_header`)
         self._value = value
         self._call = None if call is None else Call(*call)
-        self._cuts = cuts  # calls of the cut's function so far, this one included
+        # calls of the cut's function so far on the way from the source through each call's
+        # first input of the chain, this one included: the plan counts a chain's calls so,
+        # leaving out those on its branches (``img.max()`` of ``img / img.max()``)
+        self._cuts = cuts
         self._depth: int = 0 if parent is None else parent._depth + 1  # calls since the source
         # the earlier values' keys and headers, not the values: an intermediate user code no
         # longer holds is freed as it would be without the cache; linked, not copied, so a
         # call adds one link whatever the chain's length
-        self._trail: _Trail = [key, meta, None if parent is None else parent._trail]
+        inputs: Any = None if parent is None else parent._trail
+        if joined:  # ``joined``: the call's other inputs of the chain
+            inputs = (inputs, *[value._trail for value in joined])
+        self._trail: _Trail = [key, meta, inputs]
 
     # -- the lazy-value core's hooks --------------------------------------------------------
     def _stands_for(self) -> type:
@@ -253,22 +261,24 @@ class PrefixValue(StandIn):
     # -- the chain's keys -------------------------------------------------------------------
     def _lineage_metas(self) -> tuple[tuple[bytes, bytes], ...]:
         """``(key, header)`` of this value and every earlier value of its chain."""
-        out = []
-        trail: _Trail | None = self._trail
-        while trail is not None:
-            key, meta, trail = trail
-            if meta is not None:  # None: never read nor computed (not on a miss's replay)
-                out.append((key, meta.to_bytes()))
-        return tuple(out)
+        return tuple(
+            (key, meta.to_bytes())
+            for key, meta in _trails(self._trail)
+            if meta is not None  # None: never read nor computed (not on a miss's replay)
+        )
 
     def _lineage_keys(self) -> list[bytes]:
         """The keys of this value and every earlier value of its chain."""
-        out = []
-        trail: _Trail | None = self._trail
-        while trail is not None:
-            key, _meta, trail = trail
-            out.append(key)
-        return out
+        return [key for key, _meta in _trails(self._trail)]
+
+    def __iter__(self) -> Any:
+        """Unpacking a small array (``lo, hi = np.percentile(img, (1, 99))``): its items as
+        steps (``operator.getitem``) while its header says how many; anything else gives the
+        real value, and the chain diverges."""
+        meta = self._meta if self._meta is not None else self._header()
+        if meta.kind == "ndarray" and meta.shape and meta.shape[0] <= MAX_UNPACKED:
+            return iter([self[index] for index in range(meta.shape[0])])
+        return iter(self._use("iteration", "iteration"))
 
     # -- a with block (``with Image.open(path) as im``) -----------------------------------
     def __enter__(self) -> Any:
@@ -291,6 +301,26 @@ class PrefixValue(StandIn):
         if headers.static_index(key):
             return step("operator.getitem", operator.getitem, (self, key), {})
         return self._real("indexing with an array")[key]
+
+
+MAX_UNPACKED = 16
+"""Items of an array a prefix value unpacks into steps (more: a loop over it, computed)."""
+
+
+def _trails(trail: _Trail) -> Any:
+    """``(key, header)`` of a trail's value and of every earlier value it was computed from,
+    each once."""
+    todo: list[_Trail] = [trail]
+    seen: set[int] = set()
+    while todo:
+        key, meta, inputs = todo.pop()
+        yield key, meta
+        if inputs is None:
+            continue
+        for earlier in inputs if type(inputs) is tuple else (inputs,):
+            if id(earlier) not in seen:
+                seen.add(id(earlier))
+                todo.append(earlier)
 
 
 def _record_operator(
@@ -499,11 +529,14 @@ def step(
         value = session.cut(first, key, deferred, function, args, kwargs)
         lineage.settle()
         return value
+    joined = tuple(inputs[1:])
     if deferred:  # its header is read when user code asks (:meth:`PrefixValue._header`)
         call = (function, _snapshot(args), _snapshot(kwargs))
-        return PrefixValue(lineage, key, None, call=call, parent=first, cuts=cuts)
+        return PrefixValue(lineage, key, None, call=call, parent=first, cuts=cuts, joined=joined)
     value = computed_call(function, args, kwargs, inputs)
-    return PrefixValue(lineage, key, meta_of(value), value, parent=first, cuts=cuts)
+    return PrefixValue(
+        lineage, key, meta_of(value), value, parent=first, cuts=cuts, joined=joined
+    )  # fmt: skip
 
 
 def _waits(value: PrefixValue) -> bool:
