@@ -194,6 +194,24 @@ def test_in_place_operators_and_returned_tuples() -> None:
     assert [dag.nodes[v].shape for v in produced] == [[60, 80, 3]]
 
 
+def test_chained_methods_writing_in_place_leave_the_dag_acyclic() -> None:
+    """``t.clamp(0, 1).sub_(0.5).div_(0.5)``: each method writes into the tensor it received
+    and returns it; the tensor keeps its node, which no method after it produces."""
+    import torch
+
+    def sample(img):
+        t = torch.from_numpy(img).permute(2, 0, 1).float().div(255.0)
+        return t.clamp(0.0, 1.0).sub_(0.5).div_(0.5)
+
+    dag, out = trace(sample, IMG)  # self_check: a cycle raises GraphError
+    assert float(out.min()) >= -1.0
+    (clamp,) = named(dag, "torch._C.TensorBase.clamp")
+    (sub,) = named(dag, "torch._C.TensorBase.sub_")
+    (value,) = dag.successors(clamp.id, "produces")
+    assert dag.predecessors(sub.id, "uses") == [value]
+    assert dag.successors(sub.id, "produces") == []
+
+
 def test_unrecorded_calls_and_attribute_reads_are_steps() -> None:
     def sample(img):
         f = img.astype(np.float64)

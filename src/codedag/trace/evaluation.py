@@ -327,10 +327,12 @@ class Evaluation:
             target = received.get(label)
             if kind == S_RECORD:
                 vseq = target if target is not None else self._intermediate(src[1])
-                if target is not None:
-                    maker.produces.append((src[1][SEQ], target))
-                else:
+                if target is None:
                     maker.uses.append((vseq, record[SEQ]))
+                elif target not in received_values(src[1]).values():
+                    maker.produces.append((src[1][SEQ], target))
+                # else: a method that wrote into what it received and returned it (``t.sub_(m)
+                # .div_(s)``): the value keeps its node, which it does not produce (no cycle)
             else:
                 self._pending_argument(src[1], record, target)
         ret = record[RET]
