@@ -4,7 +4,8 @@ resampling a WAV file (and SciPy reading and resampling one), ``np.load`` of a v
 resampled by ``scipy.ndimage.zoom``), ``torch.load`` of a saved tensor, scikit-image's,
 imageio's and tifffile's readers (and scikit-image's resize), an image and its mask read
 by two lines, and prefixes that read the decoded image twice (percentile windowing, an unsharp
-mask, min-max scaling, per-band standardisation). Traced, optimized with the store's measured costs and migrated, for two epochs with
+mask, min-max scaling, per-band standardisation, edges stacked onto it) or take constants the
+sample computes (an inline ImageNet mean and std). Traced, optimized with the store's measured costs and migrated, for two epochs with
 0 and 2 workers: the second epoch reads every prefix back and every batch equals the uncached run
 bit for bit. A file that disappears, shrinks or turns unreadable gives the error it gives without
 codedag."""
@@ -57,6 +58,7 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     "tifffile-imread": (lambda f: file_pipelines.TiffTiles(f.tiles), "tifffile.imread", "file"),
     "percentile-window": (lambda f: file_pipelines.Windowed(f.images), "cv2.imread", "file"),
     "unsharp-standardise": (lambda f: file_pipelines.Sharpened(f.images), "cv2.imread", "file"),
+    "edges-stacked": (lambda f: file_pipelines.EdgesStacked(f.images), "cv2.imread", "file"),
 }
 
 
@@ -110,13 +112,13 @@ def _migrator(plan: dict[str, Any], folder: Path) -> PipelineMigrator:
 
 
 def _cached_epochs(
-    plan: dict[str, Any], dataset: Dataset, workers: int, folder: Path
+    plan: dict[str, Any], dataset: Dataset, workers: int, folder: Path, count: int = 2
 ) -> dict[str, Any]:
-    """Two epochs of ``dataset`` with ``plan`` applied, each batch equal to the uncached run's
-    bit for bit; the cache's statistics."""
-    own = _epochs(dataset, workers)
+    """``count`` epochs of ``dataset`` with ``plan`` applied, each batch equal to the uncached
+    run's bit for bit; the cache's statistics."""
+    own = _epochs(dataset, workers, count)
     with _migrator(plan, folder) as migrator:
-        got = _epochs(dataset, workers)
+        got = _epochs(dataset, workers, count)
         stats: dict[str, Any] = migrator.get_stats()["cache"]
     for epoch, (mine, theirs) in enumerate(zip(got, own, strict=True)):
         for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
@@ -186,19 +188,38 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
             "numpy.ndarray.std",
         ]
         assert chain["cut"]["step"] == "operator.truediv" and chain["cut"]["occurrence"] == 1
+    if name == "edges-stacked":  # the edges' branch meets the image in the list np.dstack
+        # takes; the sample's own constants (mean, std) are no values of the sample's data
+        assert chain["steps"] == [
+            "cv2.imread",
+            "cv2.resize",
+            "cv2.cvtColor",
+            "cv2.Canny",
+            "numpy.dstack",
+            "numpy.ndarray.astype",
+            "operator.truediv",
+            "numpy.ndarray.transpose",
+            "numpy.ndarray.astype",
+            "torch.from_numpy",
+        ]
+        assert chain["cut"]["step"] == "torch.from_numpy"
     if name == "scipy-zoom":  # SciPy is a library the cache patches: the zoom is a step
         assert [s.rsplit(".", 1)[-1] for s in chain["steps"][:2]] == ["load", "zoom"]
     if name in ("pil-bytes", "cv2-fromfile"):  # nothing random: the cut is the tensor's last
         assert chain["cut"]["step"].startswith("torch._C.TensorBase.")  # method, never patched
         assert not any(f.startswith("torch._C.") for f in chain["functions"])
-    if name == "cv2-fromfile":  # .clamp would have diverged every sample
-        assert chain["cut"]["step"] == "torch._C.TensorBase.div"  # .to(torch.float32) is a step
+    if name == "cv2-fromfile":  # .to(torch.float32) and .clamp are steps; the methods writing
+        # in place, chained (each returns the tensor it wrote into), end the chain
+        assert chain["cut"]["step"] == "torch._C.TensorBase.clamp"
         assert chain["stop"] == (
-            "torch._C.TensorBase.clamp is a method the cache's values do not record"
+            "its value goes to 2 operations (torch._C.TensorBase.sub_, torch._C.TensorBase.div_)"
         )
-    stats = _cached_epochs(plan, make(files), workers, tmp_path / "cache")
+    # a third epoch where the sample writes into what it received (``.sub_``): the values read
+    # back in the second are not the store's own
+    count = 3 if name == "cv2-fromfile" else 2
+    stats = _cached_epochs(plan, make(files), workers, tmp_path / "cache", count)
     assert stats["misses"] == {"new": len(files.images)}, stats["diverged"]
-    assert stats["hits"] == len(files.images)  # the second epoch read every prefix back
+    assert stats["hits"] == (count - 1) * len(files.images)  # later epochs read every one back
 
 
 def test_a_source_whose_other_results_come_from_the_file_is_not_a_cut(

@@ -656,7 +656,7 @@ class ReadTwice(Dataset):
         self.kind = kind
         self.paths = [str(folder / f"{i}.png") for i in range(4)]
         for i, path in enumerate(self.paths):
-            cv2.imwrite(path, np.random.default_rng(i).integers(0, 255, (36, 48, 3), np.uint8))
+            cv2.imwrite(path, np.random.default_rng(i).integers(0, 255, (72, 96, 3), np.uint8))
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -669,6 +669,10 @@ class ReadTwice(Dataset):
         elif self.kind == "truth":
             if image.max() > 1:
                 image = image / 255.0
+        elif self.kind == "vignette":  # a constant the sample computes, too big to key
+            image = image * (np.ones((72, 96, 3)) * np.linspace(0.5, 1.0, 96)[:, None])
+        elif self.kind == "mean":  # a small one: keyed by its bytes
+            image = image - np.array([104.0, 117.0, 123.0]) * 1.0
         else:
             lo, hi = np.percentile(image, (1, 99))
             image = (image - lo) / (hi - lo)
@@ -733,3 +737,21 @@ def test_a_scalar_that_leaves_the_trace_ends_the_chain_before_its_branch(
     chain = _read_twice("truth", tmp_path)
     assert chain.steps == ["cv2.imread", "numpy.ndarray.astype"]
     assert chain.stop.startswith("its value goes to 2 operations (numpy.ndarray.max, ")
+
+
+@pytest.mark.parametrize("kind", ["vignette", "mean"])
+def test_a_constant_the_sample_computes_is_taken_up_to_its_size_limit(
+    kind: str, tmp_path: Path
+) -> None:
+    """The run-time key holds such a constant's bytes, in every call: up to 64 KB."""
+    chain = _read_twice(kind, tmp_path)
+    if kind == "mean":
+        assert chain.steps[:4] == [
+            "cv2.imread",
+            "numpy.ndarray.astype",
+            "operator.sub",
+            "cv2.resize",
+        ]
+    else:
+        assert chain.steps == ["cv2.imread", "numpy.ndarray.astype"]
+        assert chain.stop == "operator.mul also takes a value computed in the sample"

@@ -110,8 +110,8 @@ class Buffered(FileDataset):
 
 class Decoded(FileDataset):
     """``cv2.imdecode(np.fromfile(path))`` (paths of any characters), resized, then tensor
-    methods to CHW floats (``.to(torch.float32)``, ``.div``; ``.clamp``, which prefix values do
-    not record, ends the chain)."""
+    methods to CHW floats (``.to(torch.float32)``, ``.div``, ``.clamp``) and a normalization in
+    place (``.sub_(0.5).div_(0.5)``: a method writing into the tensor, which ends the chain)."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         import cv2
@@ -119,7 +119,7 @@ class Decoded(FileDataset):
         image = cv2.imdecode(np.fromfile(self.paths[index], np.uint8), cv2.IMREAD_COLOR)
         image = cv2.resize(image, (40, 32), interpolation=cv2.INTER_AREA)
         tensor = torch.from_numpy(image).permute(2, 0, 1).to(torch.float32).div(255.0)
-        return tensor.clamp(0.0, 1.0), index
+        return tensor.clamp(0.0, 1.0).sub_(0.5).div_(0.5), index
 
 
 class Segmented(FileDataset):
@@ -291,6 +291,23 @@ class Sharpened(FileDataset):
         image = (image - mean) / (image.std(axis=(0, 1), keepdims=True) + 1e-6)
         y, x = random.randint(0, 8), random.randint(0, 8)
         return torch.from_numpy(np.ascontiguousarray(image[y : y + 48, x : x + 64])), index
+
+
+class EdgesStacked(FileDataset):
+    """Edges stacked onto the image as a fourth band (``np.dstack([image, edges])``), then an
+    ImageNet normalization whose constants the sample itself computes (``np.array([...]) *
+    255``), to a CHW tensor."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        image = cv2.resize(cv2.imread(self.paths[index]), (40, 32))
+        edges = cv2.Canny(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), 50, 150)
+        image = np.dstack([image, edges]).astype(np.float32)
+        mean = np.array([0.485, 0.456, 0.406, 0.5]) * 255
+        std = np.array([0.229, 0.224, 0.225, 0.5]) * 255
+        image = (image - mean) / std
+        return torch.from_numpy(image.transpose(2, 0, 1).astype(np.float32)), index
 
 
 class RawClips(FileDataset):

@@ -26,8 +26,9 @@ arguments only:
   draw may reach the arguments (a random size); the same arguments everywhere say it did not (a
   transform applied when ``random.random() < p`` with ``p=1``, as albumentations does). Were one
   to come from a draw after all, the run-time key holds it: a miss, never a wrong value;
-* its other array inputs are not computed in the sample (constants such as a mean and std are
-  fixed arguments; the run-time key holds their values).
+* its other array inputs are not computed in the sample from its data or draws (constants such
+  as a mean and std are fixed arguments, or made from literals in the sample before any draw:
+  :meth:`_SampleGraph.fixed`; the run-time key holds their values).
 
 Where the data set's own code was not traced (its module is excluded), samples are split by
 dataflow and their bounds are unknown: a random draw anywhere earlier in the DataLoader fetch
@@ -523,53 +524,102 @@ def _fetch_randoms(dag: ExecutionDAG, operations: list[Any]) -> list[int]:
     ]
 
 
+class _SampleGraph:
+    """One traced sample's top-level calls and the dataflow between them."""
+
+    def __init__(self, dag: ExecutionDAG, operations: list[Any]) -> None:
+        self.dag = dag
+        self.inside = {n.id for n in operations}
+        self.randoms = sorted(
+            {n.id for n in operations if _random(n.name)}.union(_fetch_randoms(dag, operations))
+        )
+        self._fixed: dict[int, bool] = {}
+
+    def producers(self, node: Any) -> set[int]:
+        """The sample's calls whose values ``node`` takes (for a list or tuple of values it
+        takes, ``np.dstack([img, edges])``, the calls making its items)."""
+        dag, out = self.dag, set()
+        for value in dag.predecessors(node.id, "uses"):
+            for maker in dag.predecessors(value, "produces"):
+                if maker in self.inside:
+                    out.update(
+                        self.producers(dag.nodes[maker]) if not dag.nodes[maker].name else {maker}
+                    )
+        return out
+
+    def consumers(self, node: Any) -> list[Any]:
+        """The sample's calls taking ``node``'s value, in call order: not those reading its
+        metadata, nor a list or tuple of values a call takes (the call takes its items too)."""
+        dag, out = self.dag, {}
+        for value in dag.successors(node.id, "produces"):
+            for user in dag.successors(value, "uses"):
+                name = dag.nodes[user].name
+                if user in self.inside and user != node.id and name and not _metadata(name):
+                    out[user] = dag.nodes[user]
+        return [out[k] for k in sorted(out)]
+
+    def returned(self, node: Any) -> bool:
+        """Whether the sample returns ``node``'s value (``__getitem__`` hands it on in a tuple,
+        list or dict), where a hit would hand on a stand-in."""
+        dag = self.dag
+        return any(
+            p not in self.inside and dag.nodes[p].name.rsplit(".", 1)[-1] in _SAMPLE_METHODS
+            for value in dag.successors(node.id, "produces")
+            for p in dag.predecessors(value, "produces")
+        )
+
+    def fixed(self, call_id: int) -> bool:
+        """Whether a call's value is a constant the sample computes (``np.array([0.485, 0.456,
+        0.406]) * 255``): made from literals and other such constants only, before any random
+        draw, reading no source, at most :data:`FIXED_BYTES` (the run-time key holds its bytes,
+        the same in every epoch)."""
+        known = self._fixed.get(call_id)
+        if known is None:
+            node = self.dag.nodes[call_id]
+            value = _value(self.dag, call_id)
+            inputs = self.producers(node)
+            computed = inputs and not _reads_what_was_opened(node.name)
+            known = (
+                not _random(node.name)
+                and not any(r < call_id for r in self.randoms)
+                and (computed or _source_slot(node) is None)  # no source read
+                and (value is None or int(value.nbytes or 0) <= FIXED_BYTES)
+            )
+            self._fixed[call_id] = known  # before the inputs: the dataflow has no cycle
+            known = known and all(self.fixed(p) for p in inputs)
+            self._fixed[call_id] = known
+        return known
+
+    def outside(self, node: Any, chain_ids: set[int]) -> bool:
+        """Whether ``node`` takes a value computed in the sample outside the chain, other than
+        a constant (:meth:`fixed`)."""
+        return any(not self.fixed(p) for p in self.producers(node) - chain_ids)
+
+
+FIXED_BYTES = 1 << 16
+"""The largest constant computed in a sample that a chain's call may take besides its values."""
+
+
 def _sample_chains(
     dag: ExecutionDAG, ops: list[Any], sample: int, skipped: list[Skipped] | None = None
 ) -> list[TracedChain]:
     operations = sorted(
         (n for n in ops if _is_operation(n) and _top_level(dag, n)), key=lambda n: n.id
     )
-    inside = {n.id for n in operations}
-    randoms = sorted(
-        {n.id for n in operations if _random(n.name)}.union(_fetch_randoms(dag, operations))
-    )
-
-    def producers(node: Any) -> set[int]:
-        out: set[int] = set()
-        for value in dag.predecessors(node.id, "uses"):
-            out.update(p for p in dag.predecessors(value, "produces") if p in inside)
-        return out
-
-    def consumers(node: Any) -> list[Any]:
-        out: dict[int, Any] = {}
-        for value in dag.successors(node.id, "produces"):
-            for user in dag.successors(value, "uses"):
-                if user in inside and user != node.id and not _metadata(dag.nodes[user].name):
-                    out[user] = dag.nodes[user]
-        return [out[k] for k in sorted(out)]
-
-    def returned(node: Any) -> bool:
-        """Whether the sample returns ``node``'s value (``__getitem__`` hands it on in a tuple,
-        list or dict), where a hit would hand on a stand-in."""
-        return any(
-            p not in inside and dag.nodes[p].name.rsplit(".", 1)[-1] in _SAMPLE_METHODS
-            for value in dag.successors(node.id, "produces")
-            for p in dag.predecessors(value, "produces")
-        )
-
+    graph = _SampleGraph(dag, operations)
     chains = []
     first: Any = None
     for node in operations:
-        computed = producers(node) and not _reads_what_was_opened(node.name)
+        computed = graph.producers(node) and not _reads_what_was_opened(node.name)
         if computed or _random(node.name) or node.name.startswith(_PROXY_HANDLED):
             continue  # a slice or operator of a value: a source is read by a library call
         slot = _source_slot(node)
         if slot is None:
             first = first or node
             continue
-        if slot[1] == "array" and any(r < node.id for r in randoms):
+        if slot[1] == "array" and any(r < node.id for r in graph.randoms):
             continue  # an array that may come from a random draw the trace did not follow
-        steps, stop = _follow(dag, node, slot[0], randoms, producers, consumers, returned)
+        steps, stop = _follow(graph, node, slot[0])
         caller = caller_of(node)
         line = _site_line(node.call_site) if caller else 0
         chains.append(TracedChain(sample, caller, slot[0], slot[1], steps, stop, line))
@@ -628,16 +678,9 @@ def _other_objects_method(name: str) -> bool:
     return isinstance(owner, type) and not _DATA_TYPES.is_data(owner)
 
 
-def _follow(
-    dag: ExecutionDAG,
-    node: Any,
-    slot: str,
-    randoms: list[int],
-    producers: Callable[[Any], set[int]],
-    consumers: Callable[[Any], list[Any]],
-    returned: Callable[[Any], bool],
-) -> tuple[list[Step], str]:
+def _follow(graph: _SampleGraph, node: Any, slot: str) -> tuple[list[Step], str]:
     """The steps of the chain from its source call ``node``, and why it stops where it does."""
+    dag, randoms = graph.dag, graph.randoms
     steps: list[Step] = []
     counts: dict[str, int] = {}
     chain_ids = {node.id}
@@ -659,18 +702,18 @@ def _follow(
 
     current = node
     while True:
-        nexts = consumers(current)
+        nexts = graph.consumers(current)
         after = nexts[0] if len(nexts) == 1 else None
         add(current, after)
         if not nexts:
             return steps, OUTPUT
-        if returned(current):  # and into the sample, which a hit would hand a stand-in
+        if graph.returned(current):  # and into the sample, which a hit would hand a stand-in
             names = ", ".join(dict.fromkeys(n.name for n in nexts))
             if after is not None:
                 return steps, f"{SHARED_STOP} {names} and into the sample"
             return steps, f"{SHARED_STOP} {len(nexts)} operations ({names})"
         if after is None:
-            met = _meeting(dag, nexts, chain_ids, producers, consumers, returned)
+            met = _meeting(graph, nexts, chain_ids)
             if isinstance(met, str):
                 return steps, met
             branches, after = met
@@ -680,7 +723,7 @@ def _follow(
         why = _stop_before(after)
         if why:
             return steps, why
-        if producers(after) - chain_ids:
+        if graph.outside(after, chain_ids):
             return steps, f"{after.name} also takes a value computed in the sample"
         chain_ids.add(after.id)
         current = after
@@ -692,12 +735,7 @@ MAX_BRANCH_CALLS = 16
 
 
 def _meeting(
-    dag: ExecutionDAG,
-    nexts: list[Any],
-    chain_ids: set[int],
-    producers: Callable[[Any], set[int]],
-    consumers: Callable[[Any], list[Any]],
-    returned: Callable[[Any], bool],
+    graph: _SampleGraph, nexts: list[Any], chain_ids: set[int]
 ) -> tuple[list[Any], Any] | str:
     """Where the operations taking a chain value (``nexts``, several) meet again: the calls on
     the branches, in call order, and the one call every branch's value goes to (a min-max or
@@ -718,12 +756,13 @@ def _meeting(
         if len(branches) >= MAX_BRANCH_CALLS or not waiting:
             return stop
         call = waiting.pop(min(waiting))
-        if producers(call) - chain_ids - branches.keys() or returned(call) or _stop_before(call):
+        taken = chain_ids | branches.keys()
+        if graph.outside(call, taken) or graph.returned(call) or _stop_before(call):
             return stop
         branches[call.id] = call
-        following = consumers(call)
+        following = graph.consumers(call)
         if not following:
-            value = _value(dag, call.id)
+            value = _value(graph.dag, call.id)
             if value is None or not value.shape:
                 return stop
         waiting.update((n.id, n) for n in following)

@@ -26,9 +26,12 @@ IMAGE_METHODS = frozenset(
 )
 TENSOR_METHODS = frozenset(
     {"float", "double", "half", "byte", "long", "int", "to", "contiguous", "permute", "unsqueeze",
-     "squeeze", "clone", "div", "mul", "sub", "add", "flip"}
+     "squeeze", "clone", "div", "mul", "sub", "add", "flip", "clamp", "clip", "abs", "sqrt", "pow",
+     "exp", "log", "neg", "reshape", "view", "transpose", "repeat", "expand", "mean", "std",
+     "sum"}
 )  # fmt: skip
-"""(``to`` keys its dtype or device name; a value moved off the CPU is never stored.)"""
+"""(``to`` keys its dtype or device name; a value moved off the CPU is never stored. No method
+that writes in place, ``clamp_``: a write into a value before the cut computes its chain.)"""
 METHODS = {"ndarray": ARRAY_METHODS, "pil": IMAGE_METHODS, "tensor": TENSOR_METHODS}
 """The methods each header kind records as a step."""
 METHOD_OWNERS = {
