@@ -367,6 +367,35 @@ def test_the_first_epoch_judges_a_chain_from_what_it_measured(
     assert len(judged) == 4 and all(c > 0 and s > 0 for c, s in judged)
 
 
+def test_what_keying_a_source_costs_counts_against_its_chain(
+    tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hit pays its source's key as a miss does (a large array hashed at every sample would
+    cost more than the calls it spares): the judge counts it with storing and reading back."""
+    from codedag.migrate.cache import keys
+    from codedag.migrate.cache import session as session_module
+
+    judged: list[tuple[int, int]] = []
+    original_judge = session_module.Session.judge
+    original_key = keys.source_key
+
+    def spy(self, chain, compute_ns, store_ns):  # type: ignore[no-untyped-def]
+        judged.append((compute_ns, store_ns))
+        return original_judge(self, chain, compute_ns, store_ns)
+
+    def slow_key(*args):  # type: ignore[no-untyped-def]
+        time.sleep(0.03)
+        return original_key(*args)
+
+    monkeypatch.setattr(session_module.Session, "judge", spy)
+    monkeypatch.setattr(keys, "source_key", slow_key)
+    rt = runtime(tmp_path / "cache", judge_after=4)
+    (out,) = _run(rt, FileImages(images), epochs=1)
+    assert len(judged) == 4 and all(s >= 30_000_000 > c for c, s in judged)
+    assert "prefix0" in rt.session.given_up  # keying costs more than computing: given up
+    assert equal(out, epoch(FileImages(images)))
+
+
 class Jittered(FileImages):
     """The resize's factor drawn with Python's ``random`` (which the trace never sees): the cut's
     key changes every epoch, so no value stored is ever read back."""

@@ -150,3 +150,30 @@ def test_the_methods_prefix_values_record_are_named_as_the_tracer_names_them() -
     owners = {"ndarray": np.ndarray, "pil": Image.Image, "tensor": torch.Tensor}
     for (kind, method), step in METHOD_NAMES.items():
         assert canonical_name(getattr(owners[kind], method)) == step, (kind, method)
+
+
+def test_an_array_mapped_read_only_is_keyed_by_its_file_and_place_without_reading_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``np.load(path, mmap_mode="r")`` held by a data set and indexed per sample: hashing the
+    whole mapping at every index would cost more than the sample."""
+    import codedag.migrate.cache.keys as keys
+
+    path = tmp_path / "train.npy"
+    np.save(path, np.arange(6 * 4 * 5, dtype=np.uint16).reshape(6, 4, 5))
+    mapped = np.load(path, mmap_mode="r")
+
+    def hashed(array: np.ndarray) -> bytes:
+        raise AssertionError("a read-only mapped array's bytes were hashed")
+
+    monkeypatch.setattr(keys, "_array_identity", hashed)
+    whole = source_identity(mapped)
+    assert whole.startswith(b"mapped:") and whole == source_identity(np.load(path, mmap_mode="r"))
+    assert source_identity(mapped[2]) == source_identity(mapped[1:][1])  # one row, two views
+    assert len({source_identity(mapped[i]) for i in range(6)}) == 6
+    assert source_identity(mapped[:, 1]) != source_identity(mapped[1])  # strides differ
+    np.save(path, np.zeros((6, 4, 5), np.uint16))  # the file rewritten: another source
+    assert source_identity(np.load(path, mmap_mode="r")) != whole
+    monkeypatch.undo()
+    for mode in ("c", "r+"):  # writable in this process: its bytes may differ from the file's
+        assert source_identity(np.load(path, mmap_mode=mode)).startswith(b"array:")

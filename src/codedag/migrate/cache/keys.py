@@ -10,6 +10,9 @@ the chain,
   inode); the real path of its folder is resolved once per folder and process. A file that is
   gone or that this process may not read has no identity: the call runs, and fails as it does
   without the cache;
+* an array mapped read-only from a file (``np.load(path, mmap_mode="r")``, and any view of it)
+  by the file's identity and where in the mapping its bytes lie, so that indexing a large
+  mapped array per sample reads nothing to key it;
 * an in-memory buffer (``bytes``, ``bytearray``, ``memoryview``, a NumPy array, a CPU tensor) by
   a hash of its bytes with its dtype and shape; an immutable ``bytes`` object's hash is kept per
   object while it lives (a data set's encoded images are hashed once per process); an in-memory
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import io
+import mmap
 import os
 import struct
 import threading
@@ -164,7 +168,8 @@ def source_identity(value: Any) -> bytes:
     if isinstance(value, str | os.PathLike):
         return _file_identity(value)
     if isinstance(value, np.ndarray):
-        return b"array:" + _array_identity(value)
+        mapped = _mapped_identity(value)
+        return mapped if mapped is not None else b"array:" + _array_identity(value)
     if isinstance(value, io.BytesIO):
         with value.getbuffer() as view:  # no copy; released, so the stream may grow again
             digest = xxhash.xxh3_128_digest(view)
@@ -182,6 +187,25 @@ def source_identity(value: Any) -> bytes:
     if tensor is not None:
         return b"tensor:" + _array_identity(tensor)
     raise Unkeyable(f"a {type(value).__qualname__} source has no stable identity")
+
+
+def _mapped_identity(array: np.ndarray) -> bytes | None:
+    """The identity of an array mapped read-only from a file (``np.load(path, mmap_mode="r")``,
+    or a view of one): the file's, and where in its mapping the array's bytes lie (their
+    offset, dtype, shape and strides), without reading them. None for any other array (one
+    mapped writable or copy-on-write may differ from its file: its bytes are hashed)."""
+    if not isinstance(array, np.memmap) or getattr(array, "mode", None) != "r":
+        return None
+    name = getattr(array, "filename", None)
+    mapping: Any = array
+    while isinstance(mapping, np.ndarray):
+        mapping = mapping.base
+    if not isinstance(name, str | os.PathLike) or not isinstance(mapping, mmap.mmap):
+        return None
+    start = np.frombuffer(mapping, np.uint8).ctypes.data  # read-only: a view of the mapping
+    where = struct.pack("<qq", int(getattr(array, "offset", 0)), array.ctypes.data - start)
+    layout = f"{dtype_str(array.dtype)}{array.shape}{array.strides}".encode()
+    return b"mapped:" + _file_identity(name) + where + layout
 
 
 def _tensor(value: Any) -> np.ndarray | None:

@@ -58,12 +58,16 @@ class Lineage:
         done: the chain was counted (hit, miss or divergence).
         stale: keys of headers read from an older generation (touched on a hit).
         known: the store held the source's own header (an earlier epoch stored this lineage).
+        key_ns: what computing the source's key cost (a hit costs it too).
     """
 
-    __slots__ = ("chain", "done", "known", "pending", "ran", "session", "stale", "started_ns")
+    __slots__ = (
+        "chain", "done", "key_ns", "known", "pending", "ran", "session", "stale", "started_ns"
+    )  # fmt: skip
 
-    def __init__(self, chain: Any, session: Any) -> None:
+    def __init__(self, chain: Any, session: Any, key_ns: int = 0) -> None:
         self.chain = chain
+        self.key_ns = key_ns  # what keying the source cost: a hit pays it too
         self.session = session
         self.done = False
         # the source call ran for the other items it returns (``soundfile.read``'s rate): its

@@ -277,6 +277,7 @@ class Session:
         declared = file_source(chain.source_function)
         if declared is not None and declared.opened_from:
             data = _opened_file(data, declared.opened_from)
+        keying = time.perf_counter_ns()
         try:
             key = keys.source_key(chain.id, chain.source_function, data)
         except keys.Unkeyable as error:
@@ -292,7 +293,7 @@ class Session:
             return original(*args, **kwargs)
         item = declared.item if declared is not None else None
         echoes = _echoes(declared, original, args, kwargs) if declared is not None else {}
-        lineage = Lineage(chain, self)
+        lineage = Lineage(chain, self, time.perf_counter_ns() - keying)
         self.local.lineages.append(lineage)
         cuts = int(chain.cut_function == chain.source_function)
         call = original if item is None else _item_of(original, item)
@@ -444,8 +445,8 @@ class Session:
             self._judging[key] = (chain, compute_ns, queue_ns)
 
     def judge(self, chain: ChainSpec, compute_ns: int, store_ns: int) -> bool | None:
-        """Count what computing one value of ``chain`` cost and what storing and reading it back
-        did; after ``judge_after`` values, whether storing pays (None before). A chain where
+        """Count what computing one value of ``chain`` cost and what keying its source, storing
+        it and reading it back did; after ``judge_after`` values, whether storing pays (None before). A chain where
         it does not is given up here and flagged in the store for every process."""
         with self._lock:
             samples = self._judged.setdefault(chain.id, [])
@@ -462,7 +463,8 @@ class Session:
             self.counts["unpaid"] += 1
         self._flag_unpaid(
             chain,
-            "prefix cache: storing and reading back a value of %s costs %.3g ms, more than the "
+            "prefix cache: keying, storing and reading back a value of %s costs %.3g ms, more "
+            "than the "
             "%.3g ms computing it does; it is not cached any more",
             chain.id,
             store / 1e6,
@@ -574,7 +576,7 @@ class Session:
             elif encoded is not None:
                 counts["dropped"] += 1
         if queued:
-            self._judge_later(lineage.chain, key, compute_ns, queue_ns)
+            self._judge_later(lineage.chain, key, compute_ns, queue_ns + lineage.key_ns)
         elif encoded is None:
             self.never_cached(lineage.chain, f"the store cannot keep {_described(value)}")
         return value
