@@ -177,3 +177,26 @@ def test_an_array_mapped_read_only_is_keyed_by_its_file_and_place_without_readin
     monkeypatch.undo()
     for mode in ("c", "r+"):  # writable in this process: its bytes may differ from the file's
         assert source_identity(np.load(path, mmap_mode=mode)).startswith(b"array:")
+
+
+def test_a_librarys_function_given_as_an_argument_is_keyed_by_its_name() -> None:
+    """``librosa.power_to_db(m, ref=np.max)``: the reference is a NumPy function, the same in
+    every process of those versions; a lambda or a user's function may hold anything."""
+
+    def encoded(value: object) -> bytes:
+        out: list[bytes] = []
+        encode_argument(value, out)
+        return b"".join(out)
+
+    assert encoded(np.max) == b"function:numpy.max;"
+    assert encoded(np.median) != encoded(np.max)
+    assert encoded(np.add) == b"function:numpy.add;"  # a ufunc
+    assert encoded(np.linalg.norm) == b"function:numpy.linalg.norm;"
+    assert encoded(max) == b"function:builtins.max;"
+
+    def mine(x: np.ndarray) -> np.ndarray:
+        return x
+
+    for value in (lambda x: x, mine, np.zeros(2).max):  # a bound method too
+        with pytest.raises(Unkeyable):
+            encoded(value)

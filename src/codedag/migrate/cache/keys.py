@@ -20,8 +20,9 @@ the chain,
   position;
 * arguments by their value: numbers, strings, ``None``, enums, dtypes, tuples, lists and dicts of
   them, classes of Python and of the libraries below (``ImageFilter.SMOOTH``) by their names, a
-  library's plain objects (``ImageFilter.GaussianBlur(2)``) by their class and attributes, and
-  arrays by a hash of their bytes. Anything else (an open handle, a user object, a
+  library's plain objects (``ImageFilter.GaussianBlur(2)``) by their class and attributes, the
+  functions of Python and of those libraries by their names (``ref=np.max``), and arrays by a
+  hash of their bytes. Anything else (an open handle, a user object, a
   function) has no stable value: the chain is not cached and says so;
 * versions: of torch and of the distributions every library package of
   :mod:`codedag.backends.ops` declares (NumPy, OpenCV, Pillow, librosa, SciPy) where installed,
@@ -38,6 +39,7 @@ import struct
 import threading
 from collections import OrderedDict
 from stat import S_ISLNK
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -291,7 +293,11 @@ def _encode_other(value: Any, out: list[bytes], depth: int) -> None:
             encode_argument(value[key], out, depth + 1)
         out.append(b")")
     else:
-        _encode_object(value, out, depth)
+        function = _library_function(value)
+        if function is not None:  # ``librosa.power_to_db(m, ref=np.max)``
+            out.append(f"function:{function};".encode())
+        else:
+            _encode_object(value, out, depth)
 
 
 def _encode_object(value: Any, out: list[bytes], depth: int) -> None:
@@ -306,6 +312,31 @@ def _encode_object(value: Any, out: list[bytes], depth: int) -> None:
         encode_argument(vars(value), out, depth + 1)
     else:
         raise Unkeyable(f"an argument of type {kind.__qualname__} has no stable value")
+
+
+def _library_function(value: Any) -> str | None:
+    """The name of a function of Python or of a library (a NumPy function or ufunc, an OpenCV
+    function) under which its module holds it, None for anything else: named, it computes the
+    same in every process and every run of those versions (a lambda, a user's function or a
+    bound method may hold anything)."""
+    if isinstance(value, type) or not callable(value):
+        return None
+    module = getattr(value, "__module__", None)
+    if module is None:  # a C function of an extension module (``cv2.resize``)
+        owner = getattr(value, "__self__", None)
+        module = owner.__name__ if isinstance(owner, ModuleType) else None
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if not isinstance(module, str) or not isinstance(name, str) or "<" in name:
+        return None
+    if module != "builtins" and module.split(".", 1)[0] not in libraries.library_modules():
+        return None
+    from codedag.patching import loaded_value
+
+    try:
+        found = loaded_value(f"{module}.{name}")
+    except LookupError:
+        return None
+    return f"{module}.{name}" if found is value else None
 
 
 def _of_a_library(cls: type) -> bool:
