@@ -4,8 +4,9 @@ resampling a WAV file (and SciPy reading and resampling one), ``np.load`` of a v
 resampled by ``scipy.ndimage.zoom``), ``torch.load`` of a saved tensor, scikit-image's,
 imageio's and tifffile's readers (and scikit-image's resize), an image and its mask read
 by two lines, and prefixes that read the decoded image twice (percentile windowing, an unsharp
-mask, min-max scaling, per-band standardisation, edges stacked onto it) or take constants the
-sample computes (an inline ImageNet mean and std). Traced, optimized with the store's measured costs and migrated, for two epochs with
+mask, min-max scaling, per-band standardisation, edges stacked onto it, a log-mel spectrogram
+standardised) or take constants the sample computes (an inline ImageNet mean and std) or a
+NumPy function (``power_to_db(mel, ref=np.max)``). Traced, optimized with the store's measured costs and migrated, for two epochs with
 0 and 2 workers: the second epoch reads every prefix back and every batch equals the uncached run
 bit for bit. A file that disappears, shrinks or turns unreadable gives the error it gives without
 codedag."""
@@ -59,6 +60,7 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     "percentile-window": (lambda f: file_pipelines.Windowed(f.images), "cv2.imread", "file"),
     "unsharp-standardise": (lambda f: file_pipelines.Sharpened(f.images), "cv2.imread", "file"),
     "edges-stacked": (lambda f: file_pipelines.EdgesStacked(f.images), "cv2.imread", "file"),
+    "librosa-mel": (lambda f: file_pipelines.MelClips(f.clips), "librosa.core.audio.load", "file"),
 }
 
 
@@ -203,6 +205,16 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
             "torch.from_numpy",
         ]
         assert chain["cut"]["step"] == "torch.from_numpy"
+    if name == "librosa-mel":  # ref=np.max keyed by its name; standardised, then cropped
+        assert chain["steps"] == [
+            "librosa.core.audio.load",
+            "librosa.feature.spectral.melspectrogram",
+            "librosa.core.spectrum.power_to_db",
+            "numpy.ndarray.mean",
+            "numpy.ndarray.std",
+            "operator.truediv",
+        ]
+        assert chain["cut"]["step"] == "operator.truediv"
     if name == "scipy-zoom":  # SciPy is a library the cache patches: the zoom is a step
         assert [s.rsplit(".", 1)[-1] for s in chain["steps"][:2]] == ["load", "zoom"]
     if name in ("pil-bytes", "cv2-fromfile"):  # nothing random: the cut is the tensor's last

@@ -158,6 +158,23 @@ class Clips(FileDataset):
         return torch.from_numpy(db.astype(np.float32)), index
 
 
+class MelClips(FileDataset):
+    """The log-mel spectrogram of the whole clip first (``power_to_db(mel, ref=np.max)``), each
+    clip standardised by its own mean and deviation, then a random crop of its frames."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import librosa
+
+        y, _ = librosa.load(self.paths[index], sr=SAMPLE_RATE)
+        mel = librosa.feature.melspectrogram(
+            y=y, sr=SAMPLE_RATE, n_fft=512, hop_length=128, n_mels=32
+        )
+        mel = librosa.power_to_db(mel, ref=np.max)
+        mel = (mel - mel.mean()) / (mel.std() + 1e-6)
+        start = random.randint(0, mel.shape[1] - 48)
+        return torch.from_numpy(mel[:, start : start + 48].astype(np.float32)), index
+
+
 class SoundfileClips(FileDataset):
     """``soundfile.read`` (its rate is the file's: the call runs every epoch), resampled to
     16 kHz with librosa and padded to a second: the resampling is what a hit skips."""
