@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, Dataset
 import codedag
 from codedag.errors import ConfigError
 from codedag.integrations.accelerate import release, results_of
-from codedag.integrations.watch import batch_samples
+from codedag.integrations.watch import batch_samples, listed_batch_size
 
 
 class FlipFiles(Dataset):  # type: ignore[type-arg]
@@ -181,6 +181,29 @@ def test_batch_samples_reads_the_first_dimension() -> None:
     assert batch_samples((torch.zeros(5, 3), torch.zeros(5))) == 5
     assert batch_samples({"x": np.zeros((2, 4))}) == 2
     assert batch_samples([1, 2, 3]) == 3
+
+
+def test_a_loader_whose_collate_lists_its_samples_counts_them() -> None:
+    """Detection loaders hand on ``(list(images), list(targets))``: each image, of its own size,
+    is a sample, not a batch of 3 (its channels)."""
+    from torch.utils.data import DataLoader
+
+    def listed(batch: list[Any]) -> tuple[list[Any], list[Any]]:
+        images, targets = zip(*batch, strict=True)
+        return list(images), list(targets)
+
+    images = [torch.zeros(3, 10 + i, 12) for i in range(6)]
+    data = [(image, {"boxes": torch.zeros(1, 4)}) for image in images]
+    loader = DataLoader(data, batch_size=4, collate_fn=listed)
+    size = listed_batch_size(loader)
+    assert size == 4 and listed_batch_size(DataLoader(data, batch_size=4)) is None
+    assert [batch_samples(b, size) for b in loader] == [4, 2]
+    same = [torch.zeros(3, 8, 8)] * 4  # one size for all
+    assert batch_samples((same[:2], [{}] * 2), size) == 2
+    assert batch_samples((same[:2], [{}] * 2)) == 3  # without the loader's collate: a batch of 3
+    assert batch_samples(same, size) == 4  # the images alone: as many as the batch size
+    stacked = [torch.zeros(4, 3, 8, 8), torch.zeros(4, 1, 8, 8)]  # a collate that stacks
+    assert batch_samples(stacked, size) == 4
 
 
 def test_codedag_run_counts_no_loader_a_lightning_evaluation_loop_iterates(tmp_path: Path) -> None:

@@ -97,8 +97,18 @@ class WatchSettings:
             )
 
 
-def batch_samples(batch: Any) -> int:
-    """Samples in a batch: the first dimension of its first tensor or array (1 if none)."""
+def batch_samples(batch: Any, samples_listed: int | None = None) -> int:
+    """Samples in a batch: the first dimension of its first tensor or array (1 if none).
+
+    ``samples_listed``: for a loader whose own ``collate_fn`` may hand on its samples as they
+    are (:func:`listed_batch_size`), its batch size (0 where a batch sampler makes them): then
+    lists of one length side by side (``(list(images), list(targets))``) hold one item per
+    sample, and so does a list of as many tensors or arrays as the batch size.
+    """
+    if samples_listed is not None:
+        listed = _listed_samples(batch, samples_listed)
+        if listed:
+            return listed
     if type(batch) is tuple or type(batch) is list:  # the usual (inputs, targets) first
         shape = getattr(batch[0], "shape", None) if batch else None
         if shape is not None and len(shape) > 0:
@@ -120,6 +130,33 @@ def batch_samples(batch: Any) -> int:
     return 1
 
 
+def _listed_samples(batch: Any, batch_size: int) -> int:
+    """Samples in a batch its loader's own ``collate_fn`` made of lists (0: not such a batch)."""
+    if type(batch) not in (tuple, list) or not batch:
+        return 0
+    if len(batch) > 1 and all(type(part) is list for part in batch):
+        lengths = {len(part) for part in batch}
+        if len(lengths) == 1:  # (list(images), list(targets))
+            return lengths.pop()
+    shaped = all(len(getattr(item, "shape", ())) for item in batch)
+    return batch_size if type(batch) is list and len(batch) == batch_size and shaped else 0
+
+
+def listed_batch_size(loader: Any) -> int | None:
+    """For a loader that batches with a ``collate_fn`` of its own (not torch's default one),
+    which may hand on its samples as a list: its batch size (0 where a batch sampler makes the
+    batches); None for any other loader."""
+    from torch.utils.data import default_collate
+
+    collate = getattr(loader, "collate_fn", None)
+    if collate is None or collate is default_collate:
+        return None
+    size = getattr(loader, "batch_size", None)
+    if isinstance(size, int):
+        return size
+    return 0 if getattr(loader, "batch_sampler", None) is not None else None
+
+
 @dataclass(eq=False)
 class _TimedIterator:
     """The script's iterator over one epoch: torch's own, timed.
@@ -136,9 +173,11 @@ class _TimedIterator:
     wait_s: float = field(default=0.0, init=False)
     batches: int = field(default=0, init=False)
     samples: int = field(default=0, init=False)
+    samples_listed: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.wait_s = self.figures.data_wait_s
+        self.samples_listed = listed_batch_size(self._watch.loader)
 
     def __iter__(self) -> _TimedIterator:
         return self
@@ -155,7 +194,7 @@ class _TimedIterator:
             raise
         self.wait_s += time.perf_counter() - began
         self.batches += 1
-        self.samples += batch_samples(batch)
+        self.samples += batch_samples(batch, self.samples_listed)
         return batch
 
     def gave_every_batch(self) -> bool:
