@@ -264,3 +264,29 @@ def test_a_replay_that_stops_at_a_flip_is_timed(tmp_path: Path) -> None:
     assert run.mismatches == [] and torch.equal(run.output, expected)
     measured = ChainCalibrator("cpu", cache=CalibrationCache(tmp_path / "c.json")).measure(chain, 4)
     assert measured.ok, measured.error
+
+
+class _OwnSizes(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Images resized to keep their aspect (a detection loader's), each of its own size."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        import cv2
+
+        image = np.full((40, 30 + 10 * index, 3), index * 40, np.uint8)
+        scale = 32 / max(image.shape[:2])
+        size = (int(image.shape[1] * scale), int(image.shape[0] * scale))
+        image = cv2.cvtColor(cv2.resize(image, size), cv2.COLOR_BGR2RGB)
+        return torch.from_numpy(image)
+
+
+def test_a_chain_whose_samples_differ_in_shape_says_so(tmp_path: Path) -> None:
+    loader = torch.utils.data.DataLoader(_OwnSizes(), batch_size=4, collate_fn=list)
+    tracer, _ = trace_dataloader(loader)
+    (chain,) = find_chains(tracer.dag).candidates
+    result = ChainCalibrator("cpu", cache=CalibrationCache(tmp_path / "c.json")).measure(chain, 4)
+    assert result.error is not None
+    assert result.error.startswith("its replayed samples' values differ in shape ([")
+    assert result.error.endswith("]): one batch cannot hold them")

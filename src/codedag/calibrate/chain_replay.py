@@ -357,7 +357,11 @@ def _checked_depth(data: Any, steps: list[_Step], traced: list[Any]) -> int:
 
 
 def run_original(prepared: Prepared) -> Any:
-    """Each sample through the original functions, then ``default_collate``."""
+    """Each sample through the original functions, then ``default_collate``.
+
+    Raises:
+        ValueError: the samples' values differ in shape.
+    """
     from torch.utils.data import default_collate
 
     outputs = []
@@ -366,6 +370,12 @@ def run_original(prepared: Prepared) -> Any:
         for step in sample.steps:
             value = step.call(value, batched=False)
         outputs.append(_collatable(value))
+    shapes = list(dict.fromkeys(tuple(getattr(v, "shape", ())) for v in outputs))
+    if len(shapes) > 1:  # images kept at their own sizes, a flip on some samples' path only
+        raise ValueError(
+            "its replayed samples' values differ in shape "
+            f"({', '.join(str(list(shape)) for shape in shapes[:2])}): one batch cannot hold them"
+        )
     return default_collate(outputs)
 
 

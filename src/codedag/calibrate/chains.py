@@ -238,6 +238,9 @@ class ChainCalibrator:
         result.stand_in_steps = tuple(prepared.stand_ins)
         try:
             expected = chain_replay.run_original(prepared)
+        except ValueError as e:
+            result.error = str(e)
+            return result
         except Exception as e:
             result.error = f"the libraries refuse the rebuilt chain ({type(e).__name__}: {e})"
             return result
