@@ -30,7 +30,8 @@ def test_each_declared_source_is_found_by_its_public_and_canonical_name(
 
 def test_a_tuple_result_names_the_item_followed_and_the_items_echoing_arguments() -> None:
     assert file_source("librosa.load") == FileSource("path", item=0, echoes={1: "sr"})
-    assert file_source("cv2.resize") is None and file_source("numpy.loadtxt") is None
+    assert file_source("cv2.resize") is None and file_source("imageio.v3.improps") is None
+    assert file_source("numpy.loadtxt") == FileSource("fname")
 
 
 def test_every_source_is_declared_in_one_library_facts_module() -> None:

@@ -61,6 +61,8 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     "unsharp-standardise": (lambda f: file_pipelines.Sharpened(f.images), "cv2.imread", "file"),
     "edges-stacked": (lambda f: file_pipelines.EdgesStacked(f.images), "cv2.imread", "file"),
     "librosa-mel": (lambda f: file_pipelines.MelClips(f.clips), "librosa.core.audio.load", "file"),
+    "numpy-loadtxt": (lambda f: file_pipelines.PointClouds(f.tables), "numpy.loadtxt", "file"),
+    "scipy-loadmat": (lambda f: file_pipelines.Recordings(f.mats), "scipy.io.loadmat", "file"),
 }
 
 
@@ -215,6 +217,25 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
             "operator.truediv",
         ]
         assert chain["cut"]["step"] == "operator.truediv"
+    if name == "numpy-loadtxt":  # the table parsed and centred: the scale is a number np.max
+        # returns, which the trace does not follow into the division (it may go to an ``if``)
+        assert chain["steps"] == [
+            "numpy.loadtxt",
+            "operator.getitem",
+            "numpy.ndarray.mean",
+            "operator.sub",
+        ]
+        assert (
+            chain["stop"] == "its value goes to 2 operations (numpy.linalg.norm, operator.truediv)"
+        )
+        assert chain["cut"]["step"] == "operator.sub"
+    if name == "scipy-loadmat":  # the variable read by its name, resampled
+        assert chain["steps"][:4] == [
+            "scipy.io.loadmat",
+            "operator.getitem",
+            "numpy.ndarray.astype",
+            "scipy.signal.resample_poly",
+        ]
     if name == "scipy-zoom":  # SciPy is a library the cache patches: the zoom is a step
         assert [s.rsplit(".", 1)[-1] for s in chain["steps"][:2]] == ["load", "zoom"]
     if name in ("pil-bytes", "cv2-fromfile"):  # nothing random: the cut is the tensor's last
@@ -547,7 +568,7 @@ def test_arrays_read_by_key_from_an_archive_are_cached_each(workers: int, tmp_pa
     0-d array) is too where storing it pays (reading a tiny array costs about what storing it
     does: the measured costs decide)."""
     paths = _archives(tmp_path / "archives")
-    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], [], []), lambda f: Labelled(paths))
+    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], [], [], []), lambda f: Labelled(paths))
     reads = [c for c in plan["cache"]["chains"] if c["source_function"].endswith("__getitem__")]
     assert len(reads) == 3
     arrays = [c for c in reads if "truediv" in " ".join(c["steps"])]
@@ -562,6 +583,6 @@ def test_an_archive_loaded_from_bytes_is_read_as_it_is(tmp_path: Path) -> None:
     """An archive opened from an ``io.BytesIO`` holds no file: nothing keys its arrays, and the
     samples are computed as without the cache."""
     paths = _archives(tmp_path / "archives")
-    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], [], []), lambda f: Labelled(paths))
+    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], [], [], []), lambda f: Labelled(paths))
     stats = _cached_epochs(plan, Labelled(paths, in_memory=True), 0, tmp_path / "cache")
     assert stats["hits"] == 0 and stats["stored"] == 0

@@ -228,12 +228,12 @@ def test_a_declared_file_source_starts_a_chain(make, source, steps, tmp_path) ->
 
 
 def test_a_first_call_reading_an_undeclared_file_says_why_it_starts_no_chain(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    found = _files_found(lambda m, f: m.Tables(f.tables), tmp_path)
+    found = _files_found(lambda m, f: m.ImageSizes(f.images), tmp_path)
     assert found.chains == []
     (skipped,) = found.skipped
-    assert skipped.function == "numpy.loadtxt" and skipped.samples == 4
-    assert skipped.caller.endswith("Tables.__getitem__")
-    assert skipped.reason.startswith("the first call numpy.loadtxt takes fname='")
+    assert skipped.function == "imageio.v3.improps" and skipped.samples == 4
+    assert skipped.caller.endswith("ImageSizes.__getitem__")
+    assert skipped.reason.startswith("the first call imageio.v3.improps takes uri='")
     assert "which is not a file" in skipped.reason and "file_sources" in skipped.reason
     section = decide(found, lambda nbytes: (1_000, 2_000), budget_bytes=1 << 30)
     assert [s.reason for s in section.skipped] == [skipped.reason]

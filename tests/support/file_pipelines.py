@@ -2,8 +2,8 @@
 
 A module of its own so the tracer's filter sees it as user code. :func:`write_files` makes the
 files on the fly: PNG images written with Pillow, 22,050 Hz WAV clips written with soundfile,
-``.npy`` volumes written with ``np.save``, CSV tables written with ``np.savetxt`` and 4-band
-16-bit TIFF tiles written with tifffile.
+``.npy`` volumes written with ``np.save``, CSV tables written with ``np.savetxt``, 4-band
+16-bit TIFF tiles written with tifffile and MATLAB files written with SciPy.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class Files:
     volumes: list[str]
     tables: list[str]
     tiles: list[str]
+    mats: list[str]
 
 
 def write_files(folder: Path, n: int = 8, seed: int = 0) -> Files:
@@ -39,10 +40,11 @@ def write_files(folder: Path, n: int = 8, seed: int = 0) -> Files:
     import soundfile
     import tifffile
     from PIL import Image
+    from scipy.io import savemat
 
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    files = Files([], [], [], [], [])
+    files = Files([], [], [], [], [], [])
     for i in range(n):
         image = folder / f"photo{i}.png"
         Image.fromarray(rng.integers(0, 255, (72, 90, 3), dtype=np.uint8)).save(image)
@@ -61,6 +63,9 @@ def write_files(folder: Path, n: int = 8, seed: int = 0) -> Files:
         tile = folder / f"tile{i}.tif"
         tifffile.imwrite(tile, rng.integers(0, 10_000, (4, 40, 40), dtype=np.uint16))
         files.tiles.append(str(tile))
+        mat = folder / f"recording{i}.mat"
+        savemat(mat, {"signal": rng.standard_normal((3, 1_200)), "rate": 200.0})
+        files.mats.append(str(mat))
     return files
 
 
@@ -374,9 +379,38 @@ class ZoomedVolumes(FileDataset):
         return torch.from_numpy(np.clip(volume, 0, 3000).astype(np.float32)), index
 
 
-class Tables(FileDataset):
-    """A CSV table read with ``np.loadtxt``: no library declares it a file source."""
+class PointClouds(FileDataset):
+    """A point cloud's rows read with ``np.loadtxt``, centred and scaled into the unit sphere
+    (``pts / np.max(np.linalg.norm(pts, axis=1))``), jittered at random."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        rows = np.loadtxt(self.paths[index], delimiter=",", dtype=np.float32)
-        return torch.from_numpy(rows * 2.0), index
+        points = np.loadtxt(self.paths[index], delimiter=",", dtype=np.float32)[:, :3]
+        points = points - points.mean(axis=0)
+        points = points / np.max(np.linalg.norm(points, axis=1))
+        points = points + np.random.normal(0, 0.01, points.shape).astype(np.float32)
+        return torch.from_numpy(points), index
+
+
+class Recordings(FileDataset):
+    """EEG-style recordings: a MATLAB file's variable (``loadmat(path)["signal"]``), halved in
+    rate, a random window."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        from scipy.io import loadmat
+        from scipy.signal import resample_poly
+
+        signal = loadmat(self.paths[index])["signal"].astype(np.float32)
+        signal = resample_poly(signal, 1, 2, axis=-1)
+        start = random.randint(0, signal.shape[1] - 256)
+        return torch.from_numpy(np.ascontiguousarray(signal[:, start : start + 256])), index
+
+
+class ImageSizes(FileDataset):
+    """Each image's size read with ``imageio.v3.improps`` (its properties, without decoding
+    it), which no library declares a file source: a blank image of that size."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import imageio.v3 as iio
+
+        height, width = iio.improps(self.paths[index]).shape[:2]
+        return torch.zeros(height, width), index

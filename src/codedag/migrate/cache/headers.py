@@ -131,9 +131,10 @@ def attribute_reader(name: str) -> Callable[[Any], Any]:
 
 
 def static_index(key: Any) -> bool:
-    """Whether an index is static (integers, slices, ``None``, ``...``): a step, not data."""
+    """Whether an index is static (integers, slices, ``None``, ``...``, a name: ``mat["data"]``
+    of a MATLAB file's variables): a step, not data."""
     items = key if isinstance(key, tuple) else (key,)
     return all(
-        i is None or i is Ellipsis or (isinstance(i, int | slice) and not isinstance(i, bool))
+        i is None or i is Ellipsis or (isinstance(i, int | slice | str) and not isinstance(i, bool))
         for i in items
     )

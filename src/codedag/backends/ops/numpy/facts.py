@@ -47,6 +47,8 @@ FACTS = LibraryFacts(
     random_prefixes=("numpy.random.",),
     file_sources={
         **{f"numpy.{n}": FileSource("file") for n in ("load", "fromfile")},
+        # text tables (a point cloud's XYZ rows): parsing them is most of a sample
+        **{f"numpy.{n}": FileSource("fname") for n in ("loadtxt", "genfromtxt")},
         # an .npz archive read by key: each array a source of its own, the archive's file and
         # the key identifying it (the archive itself goes to as many reads as it has arrays)
         "numpy.lib.npyio.NpzFile.__getitem__": FileSource("self", opened_from="fid"),
