@@ -59,6 +59,7 @@ PIPELINES: dict[str, tuple[Make, str, str]] = {
     "tifffile-imread": (lambda f: file_pipelines.TiffTiles(f.tiles), "tifffile.imread", "file"),
     "percentile-window": (lambda f: file_pipelines.Windowed(f.images), "cv2.imread", "file"),
     "unsharp-standardise": (lambda f: file_pipelines.Sharpened(f.images), "cv2.imread", "file"),
+    "percentile-clip": (lambda f: file_pipelines.Clipped(f.images), "cv2.imread", "file"),
     "edges-stacked": (lambda f: file_pipelines.EdgesStacked(f.images), "cv2.imread", "file"),
     "librosa-mel": (lambda f: file_pipelines.MelClips(f.clips), "librosa.core.audio.load", "file"),
     "numpy-loadtxt": (lambda f: file_pipelines.PointClouds(f.tables), "numpy.loadtxt", "file"),
@@ -178,6 +179,9 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
         ]
         assert chain["cut"]["step"] == "cv2.resize"
         assert "numpy.percentile" not in {c["step"] for c in chain["candidates"]}
+    if name == "percentile-clip":  # the cut is where the branches meet: a hit unpacks the
+        # percentiles from their stored header, so nothing before the cut is computed
+        assert chain["cut"]["step"] == "numpy.clip"
     if name == "unsharp-standardise":  # three branches, each meeting again: the cut is last
         assert chain["steps"][:10] == [
             "cv2.imread",
@@ -568,7 +572,9 @@ def test_arrays_read_by_key_from_an_archive_are_cached_each(workers: int, tmp_pa
     0-d array) is too where storing it pays (reading a tiny array costs about what storing it
     does: the measured costs decide)."""
     paths = _archives(tmp_path / "archives")
-    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], [], [], []), lambda f: Labelled(paths))
+    plan = _plan(
+        "numpy-npz", file_pipelines.Files([], [], [], [], [], []), lambda f: Labelled(paths)
+    )
     reads = [c for c in plan["cache"]["chains"] if c["source_function"].endswith("__getitem__")]
     assert len(reads) == 3
     arrays = [c for c in reads if "truediv" in " ".join(c["steps"])]
@@ -583,6 +589,8 @@ def test_an_archive_loaded_from_bytes_is_read_as_it_is(tmp_path: Path) -> None:
     """An archive opened from an ``io.BytesIO`` holds no file: nothing keys its arrays, and the
     samples are computed as without the cache."""
     paths = _archives(tmp_path / "archives")
-    plan = _plan("numpy-npz", file_pipelines.Files([], [], [], [], [], []), lambda f: Labelled(paths))
+    plan = _plan(
+        "numpy-npz", file_pipelines.Files([], [], [], [], [], []), lambda f: Labelled(paths)
+    )
     stats = _cached_epochs(plan, Labelled(paths, in_memory=True), 0, tmp_path / "cache")
     assert stats["hits"] == 0 and stats["stored"] == 0

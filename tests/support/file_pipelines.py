@@ -298,6 +298,20 @@ class Windowed(FileDataset):
         return torch.from_numpy(np.ascontiguousarray(image)), index
 
 
+class Clipped(FileDataset):
+    """The image clipped between its own 2nd and 98th percentiles (``np.clip(image, lo, hi)``,
+    the call where the branches meet taking three values of the chain), a random crop."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        image = cv2.imread(self.paths[index], cv2.IMREAD_UNCHANGED).astype(np.float32)
+        lo, hi = np.percentile(image, (2, 98))
+        image = np.clip(image, lo, hi)
+        y, x = random.randint(0, 8), random.randint(0, 8)
+        return torch.from_numpy(np.ascontiguousarray(image[y : y + 48, x : x + 64])), index
+
+
 class Sharpened(FileDataset):
     """An unsharp mask (the image and its blur weighed together), a min-max scaling, each band
     standardised by its own mean and deviation, a random crop."""

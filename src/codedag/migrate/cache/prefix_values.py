@@ -263,17 +263,20 @@ class PrefixValue(StandIn):
         return function(*real_args(args, detail), **concrete_kwargs(kwargs))
 
     # -- the chain's keys -------------------------------------------------------------------
-    def _lineage_metas(self) -> tuple[tuple[bytes, bytes], ...]:
-        """``(key, header)`` of this value and every earlier value of its chain."""
+    def _lineage_metas(
+        self, joined: tuple[PrefixValue, ...] = ()
+    ) -> tuple[tuple[bytes, bytes], ...]:
+        """``(key, header)`` of this value and every earlier value of its chain (and of the
+        values ``joined`` with it in the cut's call: ``np.clip(img, lo, hi)``)."""
         return tuple(
             (key, meta.to_bytes())
-            for key, meta in _trails(self._trail)
+            for key, meta in _trails(self._trail, *[value._trail for value in joined])
             if meta is not None  # None: never read nor computed (not on a miss's replay)
         )
 
-    def _lineage_keys(self) -> list[bytes]:
-        """The keys of this value and every earlier value of its chain."""
-        return [key for key, _meta in _trails(self._trail)]
+    def _lineage_keys(self, joined: tuple[PrefixValue, ...] = ()) -> list[bytes]:
+        """The keys of this value and every earlier value of its chain (and of ``joined``)."""
+        return [key for key, _ in _trails(self._trail, *[value._trail for value in joined])]
 
     def __iter__(self) -> Any:
         """Unpacking a small array (``lo, hi = np.percentile(img, (1, 99))``): its items as
@@ -311,11 +314,11 @@ MAX_UNPACKED = 16
 """Items of an array a prefix value unpacks into steps (more: a loop over it, computed)."""
 
 
-def _trails(trail: _Trail) -> Any:
-    """``(key, header)`` of a trail's value and of every earlier value it was computed from,
-    each once."""
-    todo: list[_Trail] = [trail]
-    seen: set[int] = set()
+def _trails(*trails: _Trail) -> Any:
+    """``(key, header)`` of the trails' values and of every earlier value they were computed
+    from, each once."""
+    todo: list[_Trail] = list(trails)
+    seen = {id(trail) for trail in trails}
     while todo:
         key, meta, inputs = todo.pop()
         yield key, meta
@@ -530,7 +533,7 @@ def step(
         lineage.settle()
         deferred = all(_waits(value) for value in inputs)
     if at_cut:
-        value = session.cut(first, key, deferred, function, args, kwargs)
+        value = session.cut(first, key, deferred, function, args, kwargs, tuple(inputs[1:]))
         lineage.settle()
         return value
     joined = tuple(inputs[1:])

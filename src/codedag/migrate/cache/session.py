@@ -519,8 +519,10 @@ class Session:
         function: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        joined: tuple[PrefixValue, ...] = (),
     ) -> Any:
-        """The cut: the stored value on a hit, else the computed one (stored)."""
+        """The cut: the stored value on a hit, else the computed one (stored); ``joined``: the
+        call's other inputs of the chain, whose earlier values' headers are stored too."""
         lineage = first._lineage
         reason = "new"
         if deferred:
@@ -541,7 +543,7 @@ class Session:
                     self.counts["read_ns"] += elapsed
                     self.counts["hit_bytes"] += value_nbytes(value)
                 if tier is not None and (stale or lineage.stale):
-                    self._queue_touch(tier, key, first, lineage)
+                    self._queue_touch(tier, key, first._lineage_keys(joined))
                 return value
             # seen before (not_stored) where the store holds the header of the cut's input: read
             # from it with a deferred input (its call kept); an input computed here (a source
@@ -563,7 +565,7 @@ class Session:
                 self.counts["later"] += 1
                 self.counts[_MISS_FIELDS[reason]] += 1
             return value
-        encoded, queued = self._queue(first, key, value)
+        encoded, queued = self._queue(first, key, value, joined)
         queue_ns = time.perf_counter_ns() - started
         with self._lock:  # the counts of a miss and of its queueing at once
             if queued and self.store_share:
@@ -581,7 +583,9 @@ class Session:
             self.never_cached(lineage.chain, f"the store cannot keep {_described(value)}")
         return value
 
-    def _queue(self, first: PrefixValue, key: bytes, value: Any) -> tuple[Encoded | None, bool]:
+    def _queue(
+        self, first: PrefixValue, key: bytes, value: Any, joined: tuple[PrefixValue, ...] = ()
+    ) -> tuple[Encoded | None, bool]:
         """Encode the cut's ``value`` and queue it for the writer: the encoding (None: the store
         cannot keep it) and whether it was queued."""
         chain = first._lineage.chain
@@ -594,7 +598,7 @@ class Session:
             queued = encoded is not None and self.writer.submit(
                 key,
                 encoded,
-                first._lineage_metas() if first._key else (),
+                first._lineage_metas(joined) if first._key else (),
                 wake=not self.local.fetching,  # a fetch wakes the writer at its end
                 flag=self._values_flag(chain),
             )
@@ -691,8 +695,9 @@ class Session:
         )
         return value
 
-    def _queue_touch(self, tier: Any, key: bytes, first: PrefixValue, lineage: Lineage) -> None:
-        metas = [k for k in first._lineage_keys() if k]
+    def _queue_touch(self, tier: Any, key: bytes, keys: list[bytes]) -> None:
+        """Queue the generation update of a hit entry and of its chain's headers (``keys``)."""
+        metas = [k for k in keys if k]
         with self._lock:
             entry = self._touch.setdefault(id(tier), (tier, [], []))
             entry[1].append(key)
