@@ -673,6 +673,8 @@ class ReadTwice(Dataset):
             image = image * (np.ones((72, 96, 3)) * np.linspace(0.5, 1.0, 96)[:, None])
         elif self.kind == "mean":  # a small one: keyed by its bytes
             image = image - np.array([104.0, 117.0, 123.0]) * 1.0
+        elif self.kind == "functions":  # NumPy's functions return numbers, not arrays
+            image = (image - np.min(image)) / (np.max(image) - np.min(image))
         else:
             lo, hi = np.percentile(image, (1, 99))
             image = (image - lo) / (hi - lo)
@@ -706,6 +708,20 @@ def test_branches_of_a_chains_value_that_meet_again_are_steps_and_never_cuts(
         ("cv2.resize", 0),
         ("torch.from_numpy", 0),
     ]
+
+
+def test_numbers_numpys_functions_return_are_branches_that_meet_again(tmp_path: Path) -> None:
+    chain = _read_twice("functions", tmp_path)
+    assert chain.steps[:7] == [
+        "cv2.imread",
+        "numpy.ndarray.astype",
+        "numpy.min",
+        "numpy.max",
+        "numpy.min",
+        "operator.truediv",
+        "cv2.resize",
+    ]
+    assert chain.cut is not None and chain.cut.step in ("cv2.resize", "torch.from_numpy")
 
 
 def test_a_function_a_branch_calls_is_no_cut_after_it(tmp_path: Path) -> None:

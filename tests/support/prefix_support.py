@@ -224,6 +224,15 @@ class StubSession:
         meta = self.known.get(key)
         return None if meta is None else (meta, key in self.stale)
 
-    def cut(self, first: Any, key: bytes, deferred: bool, function: Any, args: Any, kw: Any) -> Any:
+    def cut(
+        self,
+        first: Any,
+        key: bytes,
+        deferred: bool,
+        function: Any,
+        args: Any,
+        kw: Any,
+        joined: tuple[Any, ...] = (),
+    ) -> Any:
         self.cuts.append((key, deferred))
         return function(*prefix_values.concrete(args), **prefix_values.concrete_kwargs(kw))

@@ -212,6 +212,28 @@ def test_chained_methods_writing_in_place_leave_the_dag_acyclic() -> None:
     assert dag.successors(sub.id, "produces") == []
 
 
+def test_a_number_a_recorded_call_computes_from_data_flows_into_the_operator_taking_it() -> None:
+    """``img / np.max(img)``: NumPy's function returns a scalar, which the division takes as it
+    takes a C method's value (not as a constant); a number that only decides a branch (``if
+    np.max(img) > 1``) goes to nothing."""
+
+    def sample(img):
+        x = img.astype(np.float32)
+        if np.min(x) >= 0:
+            x = x - np.mean(x)
+        return x / np.max(x)
+
+    dag, _ = trace(sample, IMG)
+    (maximum,) = named(dag, "numpy.max")
+    (minimum,) = named(dag, "numpy.min")
+    (division,) = named(dag, "operator.truediv")
+    assert flows(dag, maximum.id, division.id)
+    assert not dag.successors(minimum.id, "produces")
+    (mean,) = named(dag, "numpy.mean")
+    (subtraction,) = named(dag, "operator.sub")
+    assert flows(dag, mean.id, subtraction.id) and flows(dag, subtraction.id, division.id)
+
+
 def test_unrecorded_calls_and_attribute_reads_are_steps() -> None:
     def sample(img):
         f = img.astype(np.float64)

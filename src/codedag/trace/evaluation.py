@@ -25,6 +25,7 @@ from codedag.trace.records import (
     ARG_OBJ,
     ARG_SCALAR,
     ARG_SMALL,
+    ARG_TYPE,
     ARG_VALUE,
     ARGS,
     KIND,
@@ -340,6 +341,10 @@ class Evaluation:
             return (S_VALUE, ret[1])
         if record[KIND] == KIND_C:
             return (S_RECORD, record)
+        if received and ret is not None and _a_number(ret):
+            # a number computed from data (``img / np.max(img)``): what takes it in the
+            # statement takes the call's value, as a C method's (not a constant)
+            return (S_RECORD, record)
         return (S_NONE, None)
 
     def _pending_argument(self, region: Region, record: list[Any], target: int | None) -> None:
@@ -348,6 +353,14 @@ class Evaluation:
 
 
 _PLAIN = (bool, int, float, str, type(None))
+
+
+def _a_number(ret: tuple[Any, Any]) -> bool:
+    """Whether a recorded call's result is a number: a Python one, or a NumPy scalar (which
+    the tracer keeps by its type)."""
+    if ret[0] == ARG_SCALAR:
+        return type(ret[1]) in (int, float, complex)
+    return ret[0] == ARG_TYPE and isinstance(ret[1], type) and ret[1].__module__ == "numpy"
 
 
 def _fold(name: str, operands: list[tuple[int, Any]]) -> tuple[int, Any]:
