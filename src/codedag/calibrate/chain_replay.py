@@ -356,11 +356,15 @@ def _checked_depth(data: Any, steps: list[_Step], traced: list[Any]) -> int:
     return len(steps)
 
 
+class ShapesDiffer(ValueError):
+    """The replayed samples' values differ in shape: no batch holds them."""
+
+
 def run_original(prepared: Prepared) -> Any:
     """Each sample through the original functions, then ``default_collate``.
 
     Raises:
-        ValueError: the samples' values differ in shape.
+        ShapesDiffer: the samples' values differ in shape.
     """
     from torch.utils.data import default_collate
 
@@ -372,7 +376,7 @@ def run_original(prepared: Prepared) -> Any:
         outputs.append(_collatable(value))
     shapes = list(dict.fromkeys(tuple(getattr(v, "shape", ())) for v in outputs))
     if len(shapes) > 1:  # images kept at their own sizes, a flip on some samples' path only
-        raise ValueError(
+        raise ShapesDiffer(
             "its replayed samples' values differ in shape "
             f"({', '.join(str(list(shape)) for shape in shapes[:2])}): one batch cannot hold them"
         )

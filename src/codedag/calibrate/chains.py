@@ -238,7 +238,7 @@ class ChainCalibrator:
         result.stand_in_steps = tuple(prepared.stand_ins)
         try:
             expected = chain_replay.run_original(prepared)
-        except ValueError as e:
+        except chain_replay.ShapesDiffer as e:
             result.error = str(e)
             return result
         except Exception as e:

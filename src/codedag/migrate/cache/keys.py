@@ -39,7 +39,6 @@ import struct
 import threading
 from collections import OrderedDict
 from stat import S_ISLNK
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -315,16 +314,13 @@ def _encode_object(value: Any, out: list[bytes], depth: int) -> None:
 
 
 def _library_function(value: Any) -> str | None:
-    """The name of a function of Python or of a library (a NumPy function or ufunc, an OpenCV
+    """The name of a function of Python or of a library (a NumPy function or ufunc, a librosa
     function) under which its module holds it, None for anything else: named, it computes the
     same in every process and every run of those versions (a lambda, a user's function or a
-    bound method may hold anything)."""
+    bound method may hold anything; OpenCV's functions name no module, so they are not keyed)."""
     if isinstance(value, type) or not callable(value):
         return None
     module = getattr(value, "__module__", None)
-    if module is None:  # a C function of an extension module (``cv2.resize``)
-        owner = getattr(value, "__self__", None)
-        module = owner.__name__ if isinstance(owner, ModuleType) else None
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     if not isinstance(module, str) or not isinstance(name, str) or "<" in name:
         return None
