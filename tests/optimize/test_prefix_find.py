@@ -673,6 +673,8 @@ class ReadTwice(Dataset):
             image = image * (np.ones((72, 96, 3)) * np.linspace(0.5, 1.0, 96)[:, None])
         elif self.kind == "mean":  # a small one: keyed by its bytes
             image = image - np.array([104.0, 117.0, 123.0]) * 1.0
+        elif self.kind == "onehot":  # a mask one-hot encoded: the chain's value the index
+            image = np.eye(3, dtype=np.float32)[image[..., 0].astype(np.uint8) % 3]
         elif self.kind == "functions":  # NumPy's functions return numbers, not arrays
             image = (image - np.min(image)) / (np.max(image) - np.min(image))
         else:
@@ -771,3 +773,14 @@ def test_a_constant_the_sample_computes_is_taken_up_to_its_size_limit(
     else:
         assert chain.steps == ["cv2.imread", "numpy.ndarray.astype"]
         assert chain.stop == "operator.mul also takes a value computed in the sample"
+
+
+def test_an_array_indexed_by_the_chains_value_ends_the_chain(tmp_path: Path) -> None:
+    """``np.eye(C)[mask]``: the identity matrix's ``__getitem__`` needs the mask's real value,
+    so a cut after it would compute every sample; the cut is the mask before it (the statement
+    here is one step, ``np.eye(3)[image[..., 0].astype(np.uint8) % 3]``)."""
+    chain = _read_twice("onehot", tmp_path)
+    assert chain.steps[0] == "cv2.imread" and "cv2.resize" not in chain.steps
+    assert chain.stop == (
+        "operator.getitem may index an array with the chain's value, which needs the real value"
+    )

@@ -720,7 +720,7 @@ def _follow(graph: _SampleGraph, node: Any, slot: str) -> tuple[list[Step], str]
             for call in branches:
                 add(call, None, branch=True)
                 chain_ids.add(call.id)
-        why = _stop_before(after)
+        why = _stop_before(after) or _indexed_by_chain(graph, after, chain_ids, steps)
         if why:
             return steps, why
         if graph.outside(after, chain_ids):
@@ -768,6 +768,24 @@ def _meeting(
         waiting.update((n.id, n) for n in following)
     (meeting,) = waiting.values()
     return [branches[k] for k in sorted(branches)], meeting
+
+
+def _indexed_by_chain(
+    graph: _SampleGraph, call: Any, chain_ids: set[int], steps: list[Step]
+) -> str:
+    """Why a chain cannot go on into a subscript that also takes a constant the sample computes
+    and whose container is not known to be a value of the chain (``np.eye(C)[mask]``: the
+    chain's value is the index, and the array's own ``__getitem__`` needs its real value); ``""``
+    where it can (it takes only values of the chain, or its container has a chain value's
+    shape and dtype)."""
+    if call.name != "operator.getitem" or not graph.producers(call) - chain_ids:
+        return ""
+    container = next((e for e in call.args or () if str(e.get("name")) == "0"), None)
+    if container is not None and container.get("kind") == "array":
+        layout = (list(container.get("shape") or ()), str(container.get("dtype") or ""))
+        if any(layout == ([*s.shape], s.dtype) for s in steps):
+            return ""
+    return f"{call.name} may index an array with the chain's value, which needs the real value"
 
 
 def _stop_before(call: Any) -> str:
