@@ -675,6 +675,10 @@ class ReadTwice(Dataset):
             image = image - np.array([104.0, 117.0, 123.0]) * 1.0
         elif self.kind == "onehot":  # a mask one-hot encoded: the chain's value the index
             image = np.eye(3, dtype=np.float32)[image[..., 0].astype(np.uint8) % 3]
+        elif self.kind == "table":  # a table looked up on a branch: gamma of the gray image
+            table = ((np.arange(256) / 255.0) ** 0.5 * 255).astype(np.float32)
+            gray = table[cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.uint8)]
+            image = np.dstack([image, gray])
         elif self.kind == "functions":  # NumPy's functions return numbers, not arrays
             image = (image - np.min(image)) / (np.max(image) - np.min(image))
         else:
@@ -775,12 +779,17 @@ def test_a_constant_the_sample_computes_is_taken_up_to_its_size_limit(
         assert chain.stop == "operator.mul also takes a value computed in the sample"
 
 
-def test_an_array_indexed_by_the_chains_value_ends_the_chain(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["onehot", "table"])
+def test_an_array_indexed_by_the_chains_value_ends_the_chain(kind: str, tmp_path: Path) -> None:
     """``np.eye(C)[mask]``: the identity matrix's ``__getitem__`` needs the mask's real value,
     so a cut after it would compute every sample; the cut is the mask before it (the statement
     here is one step, ``np.eye(3)[image[..., 0].astype(np.uint8) % 3]``)."""
-    chain = _read_twice("onehot", tmp_path)
+    chain = _read_twice(kind, tmp_path)
     assert chain.steps[0] == "cv2.imread" and "cv2.resize" not in chain.steps
+    if kind == "table":  # on a branch: the chain stops before the branches
+        assert chain.steps == ["cv2.imread", "numpy.ndarray.astype"]
+        assert chain.stop.startswith("its value goes to 2 operations (cv2.cvtColor, ")
+        return
     assert chain.stop == (
         "operator.getitem may index an array with the chain's value, which needs the real value"
     )

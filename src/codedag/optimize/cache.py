@@ -713,7 +713,7 @@ def _follow(graph: _SampleGraph, node: Any, slot: str) -> tuple[list[Step], str]
                 return steps, f"{SHARED_STOP} {names} and into the sample"
             return steps, f"{SHARED_STOP} {len(nexts)} operations ({names})"
         if after is None:
-            met = _meeting(graph, nexts, chain_ids)
+            met = _meeting(graph, nexts, chain_ids, steps)
             if isinstance(met, str):
                 return steps, met
             branches, after = met
@@ -735,14 +735,15 @@ MAX_BRANCH_CALLS = 16
 
 
 def _meeting(
-    graph: _SampleGraph, nexts: list[Any], chain_ids: set[int]
+    graph: _SampleGraph, nexts: list[Any], chain_ids: set[int], steps: list[Step]
 ) -> tuple[list[Any], Any] | str:
     """Where the operations taking a chain value (``nexts``, several) meet again: the calls on
     the branches, in call order, and the one call every branch's value goes to (a min-max or
     percentile normalization reads the image twice and gives one value); or why the chain stops
-    before them: a branch's call is one the chain cannot go into (:func:`_stop_before`), its
-    value goes into the sample or it takes a value computed outside the chain, or the branches
-    do not meet within :data:`MAX_BRANCH_CALLS` calls.
+    before them: a branch's call is one the chain cannot go into (:func:`_stop_before`,
+    :func:`_indexed_by_chain`; ``steps``: the chain's so far), its value goes into the sample
+    or it takes a value computed outside the chain, or the branches do not meet within
+    :data:`MAX_BRANCH_CALLS` calls.
 
     A branch whose array value nothing traced takes (``lo, hi = np.percentile(img, (1, 99))``:
     the tracer does not follow unpacking) ends there, as a prefix value unpacks into steps at
@@ -758,6 +759,8 @@ def _meeting(
         call = waiting.pop(min(waiting))
         taken = chain_ids | branches.keys()
         if graph.outside(call, taken) or graph.returned(call) or _stop_before(call):
+            return stop
+        if _indexed_by_chain(graph, call, taken, steps):  # ``table[gray]`` on a branch
             return stop
         branches[call.id] = call
         following = graph.consumers(call)
