@@ -395,12 +395,14 @@ class ZoomedVolumes(FileDataset):
 
 class PointClouds(FileDataset):
     """A point cloud's rows read with ``np.loadtxt``, centred and scaled into the unit sphere
-    (``pts / np.max(np.linalg.norm(pts, axis=1))``), jittered at random."""
+    (by a number a name holds: ``scale = np.max(np.linalg.norm(pts, axis=1))``), jittered at
+    random."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         points = np.loadtxt(self.paths[index], delimiter=",", dtype=np.float32)[:, :3]
         points = points - points.mean(axis=0)
-        points = points / np.max(np.linalg.norm(points, axis=1))
+        scale = np.max(np.linalg.norm(points, axis=1))
+        points = points / scale
         points = points + np.random.normal(0, 0.01, points.shape).astype(np.float32)
         return torch.from_numpy(points), index
 

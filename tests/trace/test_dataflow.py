@@ -234,6 +234,38 @@ def test_a_number_a_recorded_call_computes_from_data_flows_into_the_operator_tak
     assert flows(dag, mean.id, subtraction.id) and flows(dag, subtraction.id, division.id)
 
 
+def test_a_number_a_name_holds_flows_into_the_statements_that_take_it() -> None:
+    """``mean, std = x.mean(), x.std()`` then ``(x - mean) / std``; ``lo =
+    np.percentile(x, 1)`` then ``np.clip(x, lo, hi)``: NumPy's scalars, held by names, are
+    followed; a Python ``float`` of one is not, nor a number only an ``if`` reads."""
+
+    def sample(img):
+        x = img.astype(np.float32)
+        mean, std = x.mean(), x.std()
+        x = (x - mean) / std
+        lo = np.percentile(x, 1)
+        hi = np.percentile(x, 99)
+        x = np.clip(x, lo, hi)
+        peak = float(x.max())
+        if x.min() < 0:
+            x = x / peak
+        return x
+
+    dag, _ = trace(sample, IMG)
+    (division, scaling) = named(dag, "operator.truediv")
+    (mean,) = named(dag, "numpy.ndarray.mean")
+    (std,) = named(dag, "numpy.ndarray.std")
+    assert flows(dag, mean.id, division.id) and flows(dag, std.id, division.id)
+    (clip,) = named(dag, "numpy.clip")
+    assert all(flows(dag, p.id, clip.id) for p in named(dag, "numpy.percentile"))
+    (maximum,) = named(dag, "numpy.ndarray.max")
+    (minimum,) = named(dag, "numpy.ndarray.min")
+    assert not flows(dag, maximum.id, scaling.id)
+    assert not dag.successors(minimum.id, "produces") or not any(
+        dag.successors(v, "uses") for v in dag.successors(minimum.id, "produces")
+    )
+
+
 def test_unrecorded_calls_and_attribute_reads_are_steps() -> None:
     def sample(img):
         f = img.astype(np.float64)

@@ -51,6 +51,8 @@ class ArgumentCapture:
                 self._items(obj, found)
             out.append((label, ARG_CONTAINER, (cls.__name__, len(obj), None)))
         else:
+            if self.tracker.lookup(obj) is not None:  # a number a call computed from data
+                self.tracker.use(obj, found)
             out.append((label, ARG_TYPE, cls))
 
     def library_arg(self, label: object, obj: object, out: list[Any], found: list[int]) -> None:
@@ -92,6 +94,8 @@ class ArgumentCapture:
                     else:
                         items.append(self._payload(item, found, depth + 1))
             return ARG_CONTAINER, (cls.__name__, n, items)
+        if self.tracker.lookup(obj) is not None:  # a number a call computed from data:
+            self.tracker.use(obj, found)  # ``np.clip(x, lo, hi)`` reads ``lo = x.min()``
         if kept_object(obj):
             return ARG_OBJ, obj
         return ARG_TYPE, cls

@@ -48,6 +48,7 @@ class StepRecords(Protocol):
     uses: list[tuple[int, int]]
     produces: list[tuple[int, int]]
     use: Callable[[Any, list[int]], int]
+    lookup: Callable[[Any], Any]
     is_data: Callable[[type], bool]
     next_seq: Callable[[], int]
     skipped: Callable[[Any], bool]
@@ -125,8 +126,9 @@ class Evaluation:
     def _from_object(self, obj: object) -> tuple[int, Any]:
         if obj is MISSING:
             return (S_NONE, None)
-        if self.maker.is_data(type(obj)):
-            return (S_VALUE, self.maker.use(obj, []))
+        maker = self.maker
+        if maker.is_data(type(obj)) or (numpy_scalar(obj) and maker.lookup(obj) is not None):
+            return (S_VALUE, maker.use(obj, []))
         return (S_OBJECT, obj)
 
     def _data(self, src: tuple[int, Any]) -> bool:
@@ -353,6 +355,13 @@ class Evaluation:
 
 
 _PLAIN = (bool, int, float, str, type(None))
+
+
+def numpy_scalar(obj: object) -> bool:
+    """Whether ``obj`` is a NumPy scalar (``img.max()``'s ``np.float32``): a number the trace
+    follows where a call computed it from data and a name holds it (``mean = img.mean()``)."""
+    cls = type(obj)
+    return cls.__module__ == "numpy" and cls.__name__ != "ndarray" and getattr(obj, "ndim", 1) == 0
 
 
 def _a_number(ret: tuple[Any, Any]) -> bool:

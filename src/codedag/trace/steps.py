@@ -32,7 +32,15 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from codedag.trace.call_arguments import Early, EarlyEvaluation, argument_values
-from codedag.trace.evaluation import MISSING, S_RECORD, S_REGION, S_VALUE, Evaluation, Region
+from codedag.trace.evaluation import (
+    MISSING,
+    S_RECORD,
+    S_REGION,
+    S_VALUE,
+    Evaluation,
+    Region,
+    numpy_scalar,
+)
 from codedag.trace.identity import ValueTracker
 from codedag.trace.records import (
     ARGS,
@@ -315,8 +323,12 @@ class StepMaker:
             if name in mutated:
                 continue
             obj = local.get(name, MISSING)
-            if obj is not MISSING and is_data(type(obj)) and lookup(obj) is None:
+            if obj is MISSING or lookup(obj) is not None:
+                continue
+            if is_data(type(obj)):
                 self._produce(run, make_step, obj, expr, 0)
+            elif numpy_scalar(obj):
+                self._number(run, obj, expr)
         for name, expr in stmt.mutated:
             obj = local.get(name, MISSING)
             if obj is MISSING:
@@ -328,6 +340,14 @@ class StepMaker:
                 self._produce(run, make_step, obj, expr, 0)  # x += y made a new object
             elif entry[1] < seq0:  # not already versioned by a call during the statement
                 self._produce(run, make_step, obj, expr, entry[2] + 1)
+
+    def _number(self, run: Evaluation, obj: object, expr: Expr) -> None:
+        """A NumPy scalar a name holds (``mean = img.mean()``, ``lo = np.percentile(x, 1)``):
+        a value node made by the call that returned it; nothing where no one call did (an item
+        unpacked from an array, ``lo, hi = np.percentile(x, (1, 99))``, or arithmetic)."""
+        src = run.value(expr)
+        if src[0] == S_RECORD:
+            self.produces.append((src[1][SEQ], self.new_value(obj, 0)))
 
     def _nothing_new(
         self, stmt: Statement, frame: types.FrameType, local: dict[str, Any], returned: object
@@ -345,7 +365,7 @@ class StepMaker:
             return False
         for name, _expr in stmt.targets:
             obj = local.get(name, MISSING)
-            if obj is not MISSING and is_data(type(obj)) and lookup(obj) is None:
+            if obj is not MISSING and _followed(obj, is_data) and lookup(obj) is None:
                 return False
         for name, _expr in stmt.mutated:
             obj = local.get(name, MISSING)
@@ -396,3 +416,9 @@ class StepMaker:
         for vseq in dict.fromkeys(region.leaves):
             self.uses.append((vseq, cseq))
         return cseq
+
+
+def _followed(obj: object, is_data: Callable[[type], bool]) -> bool:
+    """Whether a name's new object gets a value node: data, or a NumPy scalar (a number a call
+    computed, ``mean = img.mean()``, which later statements take)."""
+    return is_data(type(obj)) or numpy_scalar(obj)
