@@ -88,11 +88,21 @@ def test_same_batches_and_a_plan_from_the_first_epochs_second_batch(tmp_path: Pa
 def test_a_second_loader_runs_under_the_plan_applied_first(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import codedag.calibrate.store_costs as store_costs
     from codedag.migrate.cache.session import Session
 
-    # storing judged to pay whatever this machine times meanwhile: the hits below are exact
+    # storing planned and judged to pay whatever this machine times meanwhile (a busy machine
+    # once measured the store dearer than these tiny images' decode, and planned no cut): the
+    # hits below are exact
     judge = Session.judge
     monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    monkeypatch.setattr(
+        store_costs,
+        "measure_store",
+        lambda sizes, repeats=7: store_costs.StoreCosts(
+            sorted(set(sizes)), [1] * len(set(sizes)), [1] * len(set(sizes)), "test"
+        ),
+    )
     files = _files(tmp_path)
     train_files, val_files = files[:8], files[8:]
 
