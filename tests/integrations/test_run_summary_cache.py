@@ -48,7 +48,13 @@ def test_samples_computed_without_the_cache_say_why() -> None:
     stats = {"enabled": True, "hits": 0, "stored": 0, "hit_rate": 0.0}
     line = _cache_line(cache_figures(stats) | {"misses": {"arguments": 288, "new": 4}})
     assert line.endswith("; computed without it: 288 (arguments)")
+    line = _cache_line(cache_figures(stats) | {"misses": {"diverged": 2}, "diverged": {}})
+    assert line.endswith("; computed without it: 2 (diverged)")
     assert "computed" not in _cache_line(cache_figures(stats) | {"misses": {"new": 4}})
+    stats |= {"misses": {"diverged": 288}}
+    stats |= {"diverged": {"prefix0: conversion to an array": 280, "prefix0: error": 8}}
+    line = _cache_line(cache_figures(stats))
+    assert line.endswith("288 (diverged: most often prefix0: conversion to an array)")
 
 
 def test_library_calls_kept_are_named_before_the_code_that_frames_them() -> None:

@@ -134,6 +134,26 @@ def test_aliases_share_one_wrapper_and_one_count() -> None:
     assert m.get_stats()["functions"]["numpy.abs"]["migrated"] == 2
 
 
+def test_a_function_a_subpackage_re_exports_is_patched_there_too() -> None:
+    # ``librosa.feature.delta`` is ``librosa.feature.utils.delta``: the subpackage is neither the
+    # function's module nor its top package, and code reaches the function through it
+    import librosa
+
+    original = librosa.feature.delta
+    name = "librosa.feature.utils.delta"
+    assert "librosa.feature.delta" in alias_paths(name, original, set())
+
+    def delta_backend(data: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(original(data.numpy()))
+
+    plan = plan_for({f"{GET}#0/{name}#0": "cpu"})
+    with PipelineMigrator.from_plan(plan, registry=make_registry(**{name: delta_backend})) as m:
+        assert librosa.feature.delta is not original
+        librosa.feature.delta(np.arange(24.0).reshape(2, 12))
+        assert m.get_stats()["functions"][name]["migrated"] == 1
+    assert librosa.feature.delta is original
+
+
 def test_stats_merge_the_workers_and_restore_deactivates() -> None:
     entries = {"cv2.flip": [(f"{GET}#0/cv2.flip#0", "cpu")]}
     injector = PatchInjector(entries, make_registry(), {})

@@ -30,8 +30,8 @@ STOP = (
 )
 
 
-def _epochs(dataset: Dataset, count: int = 2) -> list[list[torch.Tensor]]:
-    loader = DataLoader(dataset, batch_size=4, shuffle=False)
+def _epochs(dataset: Dataset, count: int = 2, workers: int = 0) -> list[list[torch.Tensor]]:
+    loader = DataLoader(dataset, batch_size=4, shuffle=False, num_workers=workers)
     out = []
     for epoch in range(count):
         random.seed(epoch)
@@ -53,13 +53,13 @@ def _plan(dataset: Dataset) -> dict[str, Any]:
 
 
 def _same_under_plan(
-    dataset: Dataset, plan: dict[str, Any], cache: CacheSettings, count: int
+    dataset: Dataset, plan: dict[str, Any], cache: CacheSettings, count: int, workers: int = 0
 ) -> Any:
     """``count`` epochs of ``dataset`` with ``plan`` applied, each batch equal to the plain
     loader's bit for bit; the cache's statistics."""
-    plain = _epochs(dataset, count)
+    plain = _epochs(dataset, count, workers)
     with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
-        cached = _epochs(dataset, count)
+        cached = _epochs(dataset, count, workers)
         stats = migrator.get_stats()["cache"]
     for epoch, (mine, theirs) in enumerate(zip(cached, plain, strict=True)):
         for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
@@ -138,7 +138,9 @@ def test_calls_after_draws_that_give_them_the_same_arguments_are_cached(tmp_path
             assert stats["hits"] == 2 * len(paths), stats
 
 
-def _off_the_traced_path(kind: Any, tmp_path: Path, p: float) -> tuple[dict[str, Any], Any]:
+def _off_the_traced_path(
+    kind: Any, tmp_path: Path, p: float, workers: int = 0
+) -> tuple[dict[str, Any], Any]:
     """``kind``'s chain, planned with the draw probability the class holds, and the cache's
     statistics of two epochs run with it set to ``p`` (every batch as without the cache)."""
     paths = write_images(tmp_path / "images", n=8)
@@ -147,7 +149,7 @@ def _off_the_traced_path(kind: Any, tmp_path: Path, p: float) -> tuple[dict[str,
     settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
     planned, kind.p = kind.p, p
     try:
-        stats = _same_under_plan(kind(paths), plan, CacheSettings(store=settings), 2)
+        stats = _same_under_plan(kind(paths), plan, CacheSettings(store=settings), 2, workers)
     finally:
         kind.p = planned
     return chain, stats
@@ -207,6 +209,18 @@ def test_a_sample_off_the_traced_path_computes_the_chain_where_it_leaves_it(
     assert "error" not in stats["misses"], stats
     assert stats["misses"]["diverged"] > 0
     assert any(reason in k for k in stats["diverged"]), stats["diverged"]
+
+
+def test_why_workers_computed_samples_without_the_cache_reaches_the_loaders_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no sample flips (p 0): each leaves the chain in a worker, which says why
+    _every_sample_reaches_a_cut(monkeypatch)
+    _chain, stats = _off_the_traced_path(FlippedInTrace, tmp_path, 0.0, workers=2)
+    assert stats["misses"] == {"diverged": 16}, stats
+    (reason,) = stats["diverged"]
+    assert "a path the chain's trace did not take" in reason
+    assert stats["diverged"][reason] == 16
 
 
 class RarelyBlurred(FileDataset):

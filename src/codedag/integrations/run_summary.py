@@ -82,9 +82,15 @@ def cache_line(cache: dict[str, object]) -> str:
     )
     misses = cache.get("misses")
     other = {k: v for k, v in misses.items() if k != "new"} if isinstance(misses, dict) else {}
+    details = cache.get("diverged")
+    ranked = sorted(details.items(), key=lambda item: -item[1]) if isinstance(details, dict) else []
+    why = ranked[0][0] if ranked else ""
     computed = (
         "; computed without it: "
-        + ", ".join(f"{int(n):,} ({reason})" for reason, n in sorted(other.items()))
+        + ", ".join(
+            f"{int(n):,} ({reason}{': most often ' + why if why and reason == 'diverged' else ''})"
+            for reason, n in sorted(other.items())
+        )
         if other
         else ""
     )

@@ -831,5 +831,5 @@ def cache_figures(stats: dict[str, Any]) -> dict[str, Any]:
     if not stats.get("enabled"):
         return {"enabled": False}
     keys: tuple[str, ...] = ("hits", "stored", "not_stored_later", "hit_rate", "hit_bytes")
-    keys += ("bytes", "misses", "problems")
+    keys += ("bytes", "misses", "diverged", "problems")
     return {"enabled": True, **{k: stats[k] for k in keys if k in stats}}

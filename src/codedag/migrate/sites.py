@@ -49,9 +49,11 @@ class AliasIndex:
 
 
 def _namespaces(name: str) -> set[str]:
+    """The indexed modules, and every package above ``name``: a subpackage re-exports its
+    modules' functions (``librosa.feature.delta`` for ``librosa.feature.utils.delta``)."""
     modules = {m for m in INDEXED_MODULES if m in sys.modules}
-    modules.add(name.rsplit(".", 1)[0])
-    modules.add(name.split(".", 1)[0])
+    parts = name.split(".")[:-1]
+    modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
     return modules
 
 

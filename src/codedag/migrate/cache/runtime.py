@@ -30,6 +30,7 @@ import os
 import sys
 import time
 import types
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -244,7 +245,12 @@ class PrefixCacheRuntime(PatchedRuntime):
         """The cache's counters of forked workers."""
         from codedag.migrate.workerstats import WorkerStats
 
-        return WorkerStats(["cache"], lambda _name: self.session.values(), FIELDS)
+        return WorkerStats(
+            ["cache"],
+            lambda _name: self.session.values(),
+            FIELDS,
+            labels=lambda: {"cache": dict(self.session.details)},
+        )
 
     def after_restore(self) -> None:
         """Write pending updates, stop counting and close the store."""
@@ -383,6 +389,13 @@ class PrefixCacheRuntime(PatchedRuntime):
         afresh = self.afresh_counts()
         return {k: local.get(k, 0) + remote.get(k, 0) + afresh.get(k, 0) for k in FIELDS}
 
+    def _diverged(self) -> dict[str, int]:
+        """Why chains were computed normally (every process), the ten most common reasons."""
+        details = Counter(self.session.details)
+        if self.workers is not None:
+            details.update(self.workers.label_totals("cache"))
+        return dict(details.most_common(10))
+
     def progress(self) -> CacheProgress:
         """What every process has counted so far (workers' counts as of their last batch)."""
         merged = self._merged()
@@ -435,7 +448,7 @@ class PrefixCacheRuntime(PatchedRuntime):
                     "computed": merged["lookup_computed"],
                     "mismatches": merged["lookup_mismatches"],
                 },
-                "diverged": dict(self.session.details.most_common(10)),
+                "diverged": self._diverged(),
                 "problems": self.store.problems,
             }
         )
