@@ -312,6 +312,22 @@ class Clipped(FileDataset):
         return torch.from_numpy(np.ascontiguousarray(image[y : y + 48, x : x + 64])), index
 
 
+class Thresholded(FileDataset):
+    """A scanned page's binarisation: Otsu's threshold (its level and image unpacked from the
+    call's tuple), a morphological opening, a resize, a dilation drawn at random."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        image = cv2.imread(self.paths[index], cv2.IMREAD_GRAYSCALE)
+        _, binary = cv2.threshold(image, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
+        binary = cv2.morphologyEx(binary, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
+        binary = cv2.resize(binary, (40, 32), interpolation=cv2.INTER_AREA)
+        if random.random() < 0.5:
+            binary = cv2.dilate(binary, np.ones((3, 3), np.uint8))
+        return torch.from_numpy(binary), index
+
+
 class Sharpened(FileDataset):
     """An unsharp mask (the image and its blur weighed together), a min-max scaling, each band
     standardised by its own mean and deviation, a random crop."""

@@ -43,7 +43,8 @@ class Meta(NamedTuple):
 
     Attributes:
         kind: ``ndarray``, ``tensor``, ``pil`` or ``other``.
-        shape: array shape (for a PIL image: ``(height, width[, bands])``).
+        shape: array shape (for a PIL image: ``(height, width[, bands])``; for a tuple or list:
+            ``(length,)``).
         dtype: NumPy dtype name (``uint8``); ``""`` for ``other``.
         mode: the PIL mode (``RGB``); ``""`` otherwise.
         type_name: the value's type, for ``other``.
@@ -163,7 +164,10 @@ def meta_of(value: Any) -> Meta:
             found = Meta("tensor", shape, str(value.dtype).removeprefix("torch."))
             _remember(_ARRAY_METAS, ("tensor", shape, value.dtype), found)
         return found
-    return Meta("other", type_name=f"{type(value).__module__}.{type(value).__qualname__}")
+    name = f"{type(value).__module__}.{type(value).__qualname__}"
+    if type(value) in (tuple, list):  # its length: unpacked as steps (``_, mask = cv2.threshold``)
+        return Meta("other", (len(value),), type_name=name)
+    return Meta("other", type_name=name)
 
 
 _PIL_METAS: dict[tuple[str, tuple[int, int]], Meta] = {}

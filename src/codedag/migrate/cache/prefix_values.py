@@ -114,6 +114,10 @@ _DIVERGENCES = {
 """Why a use diverges the chain, by the core's use (others: the use's detail, ``"float()"``)."""
 
 
+_SEQUENCE_TYPES = ("builtins.tuple", "builtins.list")
+"""The types a header gives the length of (:func:`~codedag.store.entry.meta_of`)."""
+
+
 class PrefixValue(StandIn):
     """A value of a cached chain before its cut (see the module docstring)."""
 
@@ -279,11 +283,12 @@ class PrefixValue(StandIn):
         return [key for key, _ in _trails(self._trail, *[value._trail for value in joined])]
 
     def __iter__(self) -> Any:
-        """Unpacking a small array (``lo, hi = np.percentile(img, (1, 99))``): its items as
-        steps (``operator.getitem``) while its header says how many; anything else gives the
-        real value, and the chain diverges."""
+        """Unpacking a small array (``lo, hi = np.percentile(img, (1, 99))``) or a call's tuple
+        (``_, mask = cv2.threshold(...)``): its items as steps (``operator.getitem``) while its
+        header says how many; anything else gives the real value, and the chain diverges."""
         meta = self._meta if self._meta is not None else self._header()
-        if meta.kind == "ndarray" and meta.shape and meta.shape[0] <= MAX_UNPACKED:
+        sized = meta.kind == "ndarray" or meta.type_name in _SEQUENCE_TYPES
+        if sized and meta.shape and meta.shape[0] <= MAX_UNPACKED:
             return iter([self[index] for index in range(meta.shape[0])])
         return iter(self._use("iteration", "iteration"))
 
