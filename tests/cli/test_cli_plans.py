@@ -268,6 +268,27 @@ def test_a_stored_plan_loads_validated_once_with_what_it_was_made_for(
     assert len(seen) == 1  # the migrator takes the validated plan as it is
 
 
+def test_a_plan_that_applies_nothing_is_read_as_its_decisions_and_checked_where_they_are_not(
+    cache: Path,
+) -> None:
+    from codedag.integrations.run_results import Decision
+
+    key = plan_key(Loader(), "cpu")
+    held = ([], [Decision("numpy.clip", "calls", "cpu", "2.5x slower through torch, stays")])
+    assert save_plan(key, PLAN, plan_inputs(Loader(), "cpu"), held) is not None
+    stored = load_plan(key, idle=True)
+    assert stored is not None and stored.idle == held and stored.plan is None
+    assert stored.inputs["pipeline"] == f"{__name__}.Flips"
+    whole = load_plan(key)  # asked for the plan: the plan
+    assert whole is not None and whole.idle is None and whole.plan is not None
+    path = plans_folder() / f"{key}.json"
+    record = json.loads(path.read_text())
+    record["idle"]["kept"][0]["reason"] = 5  # not a decision of strings: the plan is read
+    path.write_text(json.dumps(record))
+    spoiled = load_plan(key, idle=True)
+    assert spoiled is not None and spoiled.idle is None and spoiled.plan is not None
+
+
 def _spoil(path: Path, case: str, elsewhere: Path) -> None:
     """Make the stored plan file ``path`` hostile in the way ``case`` names."""
     if case == "a link":

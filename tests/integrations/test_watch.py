@@ -112,6 +112,35 @@ def test_a_plan_that_changes_nothing_is_not_applied(monkeypatch: pytest.MonkeyPa
         watch.close()
 
 
+def test_a_stored_plan_that_changes_nothing_is_read_back_without_the_plans_models(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    import codedag.plan.files
+    from codedag.integrations import autoplan
+
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autoplan, "nothing_to_plan", lambda dag: None)  # plan it all the same
+    loader = DataLoader(Rows(), batch_size=4)
+    first = LoaderWatch(loader, WatchSettings())
+    try:
+        for _ in range(2):
+            list(first.iterate(lambda: DataLoader.__iter__(loader)))
+    finally:
+        first.close()
+    assert first.results.plan_status == "nothing to apply" and first.results.plan_path
+    # the next run reads what the plan kept, and checks no plan (a fifth of a second's imports)
+    monkeypatch.setattr(codedag.plan.files, "check_plan", _refuse("the plan was read"))
+    second = LoaderWatch(loader, WatchSettings())
+    try:
+        assert len(list(second.iterate(lambda: DataLoader.__iter__(loader)))) == 3
+    finally:
+        second.close()
+    results = second.results
+    assert results.plan_status == "nothing to apply (stored plan)", results.plan_reason
+    assert results.kept == first.results.kept and results.moved == first.results.moved == []
+    assert second.migrator is None and results.trace_s == 0
+
+
 class PngFiles(Dataset):  # type: ignore[type-arg]
     """Image files decoded by path, resized, flipped at random: a cacheable decode."""
 

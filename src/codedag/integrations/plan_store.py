@@ -56,6 +56,7 @@ from codedag.util.paths import user_cache_dir
 from codedag.version import distribution_version
 
 if TYPE_CHECKING:
+    from codedag.integrations.run_results import Decision
     from codedag.plan import MigrationPlan
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,11 @@ RECORD_FORMAT = 1
 KEY_NAME = re.compile(r"[0-9a-f]{24}\.json")
 """The name of a plan file: its key (24 hex digits) and ``.json``."""
 MAX_PLAN_BYTES = 64 * 2**20
+IDLE = "idle"
+"""The record's key of what a plan that applies nothing moved and kept (``moved`` and ``kept``:
+lists of decisions): a run reads it instead of the plan, without importing the plan's models
+(they cost a script that plans nothing a fifth of a second)."""
+_MAX_IDLE_ROWS = 4096
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _reported: set[Path] = set()
 """Plan files whose refusal :func:`load_plan` warned about in this process."""
@@ -143,9 +149,11 @@ class StoredPlan:
         created: when it was stored (ISO 8601, UTC; a file without a record: its mtime).
         inputs: what the key stands for (``pipeline``, ``script``, ``device``, ``versions``,
             ``code``; empty for a file written before records).
-        plan: the validated plan, or None when unreadable.
+        plan: the validated plan, or None when unreadable (or read as ``idle`` only).
         data: the plan's JSON as stored, or None when unreadable.
         problem: why it is unreadable, else ``""``.
+        idle: what a plan that applies nothing moved and kept (:data:`IDLE`), read without
+            the plan's models where it was asked for; None otherwise.
     """
 
     key: str
@@ -156,6 +164,7 @@ class StoredPlan:
     plan: MigrationPlan | None = None
     data: dict[str, Any] | None = None
     problem: str = ""
+    idle: tuple[list[Decision], list[Decision]] | None = None
 
 
 def _iso(seconds: float) -> str:
@@ -175,10 +184,9 @@ def _read_bytes(name: str, folder: int) -> tuple[bytes, os.stat_result]:
         raise Unreadable(error.strerror or type(error).__name__) from None
 
 
-def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], str]:
-    """The plan, the inputs and the creation time of a parsed file (a record or a bare plan)."""
-    from codedag.errors import SchemaError
-    from codedag.plan.files import check_plan
+def _record(data: Any) -> tuple[Any, dict[str, Any], str]:
+    """The plan (unchecked), the inputs and the creation time of a parsed file (a record or a
+    bare plan)."""
     from codedag.util.text import printable
 
     plan: Any
@@ -212,17 +220,48 @@ def _record(data: Any) -> tuple[MigrationPlan, dict[str, Any], dict[str, Any], s
             isinstance(v, str) and _DIGEST.fullmatch(v) for v in code.values()
         ):
             raise Unreadable("not a stored plan: code is no object of SHA-256 digests")
+    return plan, inputs, created
+
+
+def _checked(plan: Any) -> MigrationPlan:
+    from codedag.errors import SchemaError
+    from codedag.plan.files import check_plan
+
     try:
-        checked = check_plan(plan, "plan")
+        return check_plan(plan, "plan")
     except SchemaError as error:
         raise Unreadable(str(error)) from None
-    assert isinstance(plan, dict)
-    return checked, plan, inputs, created
 
 
-def read_stored(name: str, folder: int, where: Path) -> StoredPlan:
+def _idle(data: Any) -> tuple[list[Decision], list[Decision]] | None:
+    """The decisions a record keeps for a plan that applies nothing; None where it keeps none or
+    they are not lists of decisions of strings (then the plan is read)."""
+    from codedag.integrations.run_results import Decision
+
+    idle = data.get(IDLE) if isinstance(data, dict) else None
+    if not isinstance(idle, dict):
+        return None
+    found: list[list[Decision]] = []
+    for side in ("moved", "kept"):
+        rows = idle.get(side)
+        if not isinstance(rows, list) or len(rows) > _MAX_IDLE_ROWS:
+            return None
+        fields = ("what", "section", "where", "reason")
+        if not all(
+            isinstance(row, dict)
+            and set(row) == set(fields)
+            and all(isinstance(row[f], str) for f in fields)
+            for row in rows
+        ):
+            return None
+        found.append([Decision(**row) for row in rows])
+    return found[0], found[1]
+
+
+def read_stored(name: str, folder: int, where: Path, idle: bool = False) -> StoredPlan:
     """The plan file ``name`` of the folder descriptor ``folder`` (``where``), read and checked;
-    an unreadable one has ``problem`` set."""
+    an unreadable one has ``problem`` set. ``idle``: a plan that applies nothing is read as its
+    decisions alone (:data:`IDLE`), its plan left unread."""
     from codedag.errors import SchemaError
     from codedag.util.io import parse_json_bytes
 
@@ -234,8 +273,11 @@ def read_stored(name: str, folder: int, where: Path) -> StoredPlan:
             data = parse_json_bytes(raw, "the file")
         except SchemaError as error:
             raise Unreadable(str(error).removeprefix("the file ")) from None
-        entry.plan, entry.data, entry.inputs, created = _record(data)
+        plan, entry.inputs, created = _record(data)
         entry.created = created or entry.created
+        entry.idle = _idle(data) if idle else None
+        if entry.idle is None:
+            entry.plan, entry.data = _checked(plan), plan
     except Unreadable as error:
         entry.plan, entry.data, entry.problem = None, None, str(error)
     return entry
@@ -322,9 +364,10 @@ def drop_plan(key: str) -> str:
         os.close(descriptor)
 
 
-def load_plan(key: str) -> StoredPlan | None:
-    """The stored plan of ``key``, validated (its ``plan`` set), with what it was made for; None
-    when none is stored or it is unreadable (one warning says why: a run plans again)."""
+def load_plan(key: str, idle: bool = False) -> StoredPlan | None:
+    """The stored plan of ``key``, validated (its ``plan`` set, or ``idle`` where asked for and
+    the plan applies nothing), with what it was made for; None when none is stored or it is
+    unreadable (one warning says why: a run plans again)."""
     path = plan_path(key)
     try:
         descriptor = open_folder(path.parent)
@@ -337,10 +380,10 @@ def load_plan(key: str) -> StoredPlan | None:
     try:
         if not os.path.lexists(path):
             return None
-        entry = read_stored(path.name, descriptor, path.parent)
+        entry = read_stored(path.name, descriptor, path.parent, idle)
     finally:
         os.close(descriptor)
-    if entry.plan is None:
+    if entry.plan is None and entry.idle is None:
         log.warning("stored plan %s is unreadable (%s); planning again", path, entry.problem)
         _reported.add(path)
         return None
@@ -348,15 +391,24 @@ def load_plan(key: str) -> StoredPlan | None:
 
 
 def save_plan(
-    key: str, plan: Mapping[str, Any], inputs: dict[str, Any] | None = None
+    key: str,
+    plan: Mapping[str, Any],
+    inputs: dict[str, Any] | None = None,
+    idle: tuple[list[Decision], list[Decision]] | None = None,
 ) -> Path | None:
-    """Store ``plan`` under ``key`` with ``inputs`` (:func:`plan_inputs`) and the time; return its
-    path (None when it cannot be written: logged)."""
+    """Store ``plan`` under ``key`` with ``inputs`` (:func:`plan_inputs`) and the time (and,
+    for a plan that applies nothing, ``idle``: what it moved and kept); return its path (None
+    when it cannot be written: logged)."""
+    from dataclasses import asdict
+
     from codedag.util.io import atomic_write_json
 
     path = plan_path(key)
-    record = {"stored_plan": RECORD_FORMAT, "key": key, "created": _iso(time.time())}
+    record: dict[str, Any] = {"stored_plan": RECORD_FORMAT, "key": key}
+    record["created"] = _iso(time.time())
     record.update(inputs or {})
+    if idle is not None:
+        record[IDLE] = {"moved": [asdict(d) for d in idle[0]], "kept": [asdict(d) for d in idle[1]]}
     record["plan"] = dict(plan)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

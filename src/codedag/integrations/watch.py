@@ -225,6 +225,7 @@ _WATCHES: weakref.WeakSet[LoaderWatch] = weakref.WeakSet()
 and serve every DataLoader)."""
 
 _INTERRUPTED = "planning was interrupted; the next epoch plans again"
+NOTHING_APPLIED = "the plan moves, batches, caches and tabulates nothing"
 
 _APPLIED: list[tuple[weakref.ref[LoaderWatch], Any]] = []
 """Each applied plan's watch and migrator. A loader dropped with its watch (a notebook's cell run
@@ -512,8 +513,8 @@ class LoaderWatch:
             return
         if self.settings.replan:
             return
-        stored = load_plan(key)
-        if stored is None or stored.plan is None:
+        stored = load_plan(key, idle=True)
+        if stored is None or (stored.plan is None and stored.idle is None):
             return
         changed = changed_code(stored.inputs.get("code", {}))
         if changed:  # the plan's call sites may name code that is no more: plan again
@@ -522,9 +523,13 @@ class LoaderWatch:
             return
         self._tried = True
         self.results.plan_path = str(plan_path(key))
-        if self._apply(stored.plan, stored=True):
-            self.results.plan_status += " (stored plan)"
-            self._from_store = True
+        if stored.idle is not None:  # nothing to apply: its decisions, no model imported
+            self.results.moved, self.results.kept = stored.idle
+            self._idle(NOTHING_APPLIED)
+        elif stored.plan is None or not self._apply(stored.plan, stored=True):
+            return
+        self.results.plan_status += " (stored plan)"
+        self._from_store = True
 
     @gc_paused()
     def _plan_and_apply(self, indices: Any = None) -> None:
@@ -575,7 +580,9 @@ class LoaderWatch:
                 self._key()
                 inputs = plan_inputs(self.loader, self.results.device, outcome.functions)
             if self.results.plan_key:
-                saved = save_plan(self.results.plan_key, outcome.plan, inputs)
+                idle = self.results.plan_status == "nothing to apply" and self.migrator is None
+                held = (self.results.moved, self.results.kept) if idle else None
+                saved = save_plan(self.results.plan_key, outcome.plan, inputs, held)
                 self.results.plan_path = "" if saved is None else str(saved)
 
     def _store_warmup(self, indices: Any) -> None:
@@ -633,7 +640,7 @@ class LoaderWatch:
         self.plan = plan
         self.results.moved, self.results.kept = decisions(plan)
         if idle:  # the loader runs as it is: say so, rather than 'applied', and hold no patch
-            self._idle("the plan moves, batches, caches and tabulates nothing")
+            self._idle(NOTHING_APPLIED)
             return True
         self.migrator = migrator
         _APPLIED.append((weakref.ref(self), migrator))
