@@ -47,9 +47,11 @@ def test_epochs_compare_with_the_first_whole_one() -> None:
 def test_samples_computed_without_the_cache_say_why() -> None:
     stats = {"enabled": True, "hits": 0, "stored": 0, "hit_rate": 0.0}
     line = _cache_line(cache_figures(stats) | {"misses": {"arguments": 288, "new": 4}})
-    assert line.endswith("; computed without it: 288 (arguments)")
+    assert line.endswith("; computed without it: 288 (an argument without a stable value)")
     line = _cache_line(cache_figures(stats) | {"misses": {"diverged": 2}, "diverged": {}})
     assert line.endswith("; computed without it: 2 (diverged)")
+    line = _cache_line(cache_figures(stats) | {"misses": {"not_stored": 72}})
+    assert "72 (not in the store: evicted, left unstored, or new arguments" in line
     assert "computed" not in _cache_line(cache_figures(stats) | {"misses": {"new": 4}})
     stats |= {"misses": {"diverged": 288}}
     stats |= {"diverged": {"prefix0: conversion to an array": 280, "prefix0: error": 8}}

@@ -82,14 +82,10 @@ def cache_line(cache: dict[str, object]) -> str:
     )
     misses = cache.get("misses")
     other = {k: v for k, v in misses.items() if k != "new"} if isinstance(misses, dict) else {}
-    details = cache.get("diverged")
-    ranked = sorted(details.items(), key=lambda item: -item[1]) if isinstance(details, dict) else []
-    why = ranked[0][0] if ranked else ""
     computed = (
         "; computed without it: "
         + ", ".join(
-            f"{int(n):,} ({reason}{': most often ' + why if why and reason == 'diverged' else ''})"
-            for reason, n in sorted(other.items())
+            f"{int(n):,} ({_miss_text(reason, cache)})" for reason, n in sorted(other.items())
         )
         if other
         else ""
@@ -98,6 +94,17 @@ def cache_line(cache: dict[str, object]) -> str:
         f"prefix cache: {hits:,} hits ({100 * rate:.0f} %), {hit_bytes:,} bytes read back, "
         f"{stored:,} values stored{left}{computed}"
     )
+
+
+def _miss_text(reason: str, cache: dict[str, object]) -> str:
+    """What a miss reason means; for ``diverged``, the most common way chains diverged."""
+    from codedag.migrate.cache.reasons import MISS_REASONS
+
+    text = MISS_REASONS.get(reason, reason)
+    details = cache.get("diverged")
+    if reason == "diverged" and isinstance(details, dict) and details:
+        text += f": most often {max(details.items(), key=lambda item: item[1])[0]}"
+    return text
 
 
 _NO_BACKEND = "no torch backend"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from codedag.migrate.cache.reasons import MISS_REASONS
+
 
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
@@ -85,7 +87,7 @@ def _run_part(stats: dict[str, Any]) -> str:
     rows = [
         ("hits", stats.get("hits", 0)),
         ("hit rate", f"{100 * stats.get('hit_rate', 0.0):.1f} %"),
-        *((f"misses: {reason}", count) for reason, count in misses.items()),
+        *((f"misses: {MISS_REASONS.get(r, r)}", count) for r, count in misses.items()),
         ("values stored", stats.get("stored", 0)),
         ("not stored: budget full", stats.get("not_stored_full", 0)),
         ("not stored: written to before storing", stats.get("not_stored_changed", 0)),

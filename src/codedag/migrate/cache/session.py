@@ -33,6 +33,7 @@ from codedag.migrate.cache.prefix_values import (
     concrete,
     concrete_kwargs,
 )
+from codedag.migrate.cache.reasons import MISS_REASONS
 from codedag.store.entry import (
     CorruptEntry,
     Encoded,
@@ -48,17 +49,8 @@ from codedag.store.writer import Writer
 
 log = logging.getLogger(__name__)
 
-REASONS: tuple[str, ...] = (
-    "new",  # the provenance was not seen before (first epoch, a changed file, argument, version)
-    "not_stored",  # seen, but its value is not in the store (evicted, or it did not fit)
-    "arguments",  # an argument without a stable value
-    "diverged",  # a use outside the chain, a call the chain does not make, two sources combined
-    "source",  # the source has no stable identity
-    "error",  # the sample failed with prefix values: it ran again without the cache
-    "unstorable",  # a value type the cache cannot keep exactly
-    "verify",  # a verified hit differed from its recomputation
-    "off",  # no usable store
-)
+REASONS: tuple[str, ...] = tuple(MISS_REASONS)
+"""Why a chain was computed without the cache (:data:`.reasons.MISS_REASONS` says each)."""
 _MISS_FIELDS = {reason: f"miss_{reason}" for reason in REASONS}
 """The counter of each reason's misses."""
 FIELDS: tuple[str, ...] = (
