@@ -383,6 +383,24 @@ class Volumes(FileDataset):
         return torch.from_numpy(volume), index
 
 
+class SliceResized(FileDataset):
+    """A volume resized slice by slice in a loop (each slice a branch of the loaded value, 24
+    calls on them before ``np.stack`` takes them back together), scaled, flipped at random."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        volume = np.load(self.paths[index])
+        slices = []
+        for z in range(volume.shape[0]):
+            plane = volume[z].astype(np.float32)
+            slices.append(cv2.resize(plane, (32, 32), interpolation=cv2.INTER_LINEAR))
+        stack = np.stack(slices) / 4000.0
+        if random.random() < 0.5:
+            stack = stack[:, ::-1]
+        return torch.from_numpy(np.ascontiguousarray(stack)), index
+
+
 class SavedTensors(FileDataset):
     """Features saved one tensor per file (``torch.save``, written beside each volume once),
     read by ``torch.load`` and scaled with torch: the load is what a hit skips."""

@@ -729,9 +729,11 @@ def _follow(graph: _SampleGraph, node: Any, slot: str) -> tuple[list[Step], str]
         current = after
 
 
-MAX_BRANCH_CALLS = 16
+MAX_BRANCH_CALLS = 64
 """Calls the branches of a chain's value may make before they meet again (``img.min()`` and
-``img.max()`` meeting in ``(img - lo) / (hi - lo)``)."""
+``img.max()`` meeting in ``(img - lo) / (hi - lo)``; a clip's 16 frames, each taken, resized
+and converted, meeting in ``np.stack``). A chain makes at most
+:data:`~codedag.migrate.cache.prefix_values.MAX_STEPS` calls along its first inputs."""
 
 
 def _meeting(
