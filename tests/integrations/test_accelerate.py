@@ -234,3 +234,33 @@ def test_codedag_run_counts_no_loader_a_lightning_evaluation_loop_iterates(tmp_p
         assert watch.watch is not None and watch.watch.loader is train
     assert watch.seen == 1
     assert not_for_evaluation(train)  # called from here: no evaluation loop
+
+
+def test_a_loader_made_again_each_epoch_is_the_planned_loaders_next_epoch(tmp_path: Path) -> None:
+    """A helper that builds the DataLoader each epoch: the loaders over the same data set and
+    settings are one loader, its epochs counted and served by one plan; another loader over
+    the same data set with other settings, or over another data set, is a loader of its own."""
+    from codedag.integrations.accelerate import ScriptWatch
+    from codedag.integrations.run_summary import summary_lines
+    from codedag.integrations.watch import WatchSettings
+
+    files = _files(tmp_path, n=8)
+    dataset = FlipFiles(files)
+
+    def make(batch_size: int = 4) -> DataLoader:  # type: ignore[type-arg]
+        return DataLoader(dataset, batch_size=batch_size)
+
+    plain = _epochs(make())
+    np.random.seed(7)
+    torch.manual_seed(7)
+    with ScriptWatch(WatchSettings(store_plans=False), 0) as watch:
+        made = [list(make()) for _ in range(3)]
+        list(make(batch_size=2))  # other settings: a loader of its own
+        list(DataLoader(FlipFiles(files[:4]), batch_size=4))  # another data set's
+    results = watch.close()
+    for mine, theirs in zip(made, plain, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(mine, theirs, strict=True))
+    assert [e.batches for e in results.epochs] == [2, 2, 2]
+    assert results.epochs[2].planned, results.plan_reason
+    assert results.loaders_made == 3 and results.loaders_seen == 3
+    assert "over FlipFiles (made 3 times alike)" in summary_lines(results)[0]

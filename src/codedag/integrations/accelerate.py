@@ -164,6 +164,9 @@ class ScriptWatch:
         self.watch: LoaderWatch | None = None
         self.seen = 0
         self._order: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        # a loader's data set and settings -> its order: a loader made again over them (a
+        # helper that builds one each epoch) is the same loader
+        self._made: dict[tuple[Any, ...], tuple[Any, int]] = {}
         self._patcher = Patcher("codedag-run", stable_references=True)
         self._lock = threading.Lock()
         self._waiting: _AfterImport | None = None
@@ -210,12 +213,41 @@ class ScriptWatch:
             if order is None:
                 if self.select is not None and not self.select(loader):
                     return None
-                order = self._order[loader] = self.seen
-                self.seen += 1
-                if order == self.index:
+                order = self._made_again(loader)
+                if order is None:
+                    order, self.seen = self.seen, self.seen + 1
+                self._order[loader] = order
+                if order == self.index and self.watch is None:
                     self.watch = LoaderWatch(loader, self.settings, order)
+                elif order == self.index and self.watch is not None:
+                    self.watch.follow(loader)
         if self.watch is not None and self.watch.loader is loader:
             return self.watch
+        return None
+
+    def _made_again(self, loader: Any) -> int | None:
+        """The order of the loader ``loader`` was made again of (the same data set object, batch
+        size, workers, sampler's and collate function's kinds, ``drop_last``), or None where it
+        is new (then remembered)."""
+        dataset = getattr(loader, "dataset", None)
+        try:
+            held: Any = weakref.ref(dataset)
+        except TypeError:  # a data set without weak references is compared while alive
+            held = lambda: dataset  # noqa: E731
+        settings = (
+            id(dataset),
+            type(dataset),
+            getattr(loader, "batch_size", None),
+            getattr(loader, "num_workers", None),
+            getattr(loader, "drop_last", None),
+            type(getattr(loader, "sampler", None)),
+            type(getattr(loader, "batch_sampler", None)),
+            getattr(loader, "collate_fn", None),
+        )
+        found = self._made.get(settings)
+        if found is not None and found[0]() is dataset:
+            return int(found[1])
+        self._made[settings] = (held, self.seen)
         return None
 
     def end_epoch(self) -> None:

@@ -80,6 +80,9 @@ class AcceleratedRun:
     command: list[str] = field(default_factory=list)
     exit_code: int | None = None
     loaders_seen: int = 0
+    loaders_made: int = 1
+    """DataLoader objects the planned loader's epochs ran on: more than one where the script
+    made it again over the same data set and settings (one each epoch)."""
     loader_index: int | None = None
     """Which DataLoader was planned, counted from 0 in the order of first iteration."""
     dataset: str = ""

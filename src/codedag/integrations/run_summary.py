@@ -154,8 +154,9 @@ def summary_lines(
     if results.loader_index is None:
         seen = results.loaders_seen
         return [f"{label}: no DataLoader #{wanted} was iterated ({seen} seen): nothing planned"]
+    made = f" (made {results.loaders_made} times alike)" if results.loaders_made > 1 else ""
     head = (
-        f"{label}: DataLoader #{results.loader_index} over {results.dataset}, "
+        f"{label}: DataLoader #{results.loader_index} over {results.dataset}{made}, "
         f"plan {results.plan_status}"
     )
     if results.device:

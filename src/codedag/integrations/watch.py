@@ -277,6 +277,16 @@ class LoaderWatch:
         self._lock = threading.RLock()
         _WATCHES.add(self)
 
+    def follow(self, loader: Any) -> None:
+        """Watch ``loader`` from its next epoch on: the script made the watched loader again
+        over the same data set and settings (a helper that builds one each epoch), so its
+        epochs are this loader's next ones, under the plan applied in this process."""
+        with self._lock:
+            if self._open is not None:
+                self._epoch_ended(self._open, complete=False)
+            self.loader = loader
+            self.results.loaders_made += 1
+
     # ------------------------------------------------------------------ the epochs
     def iterate(self, make_iterator: Callable[[], Any]) -> Any:
         """Start an epoch: ``make_iterator()`` is the loader's own ``__iter__``."""
