@@ -12,6 +12,7 @@ code the stored value and the calls before it never run.
 * :mod:`.headers`: what a deferred value's stored header answers (metadata, recorded methods,
   the type ``isinstance`` sees);
 * :mod:`.session`: one process's side: starting chains, answering cuts, counting;
+* :mod:`.reasons`: why a sample's chain was computed without the cache, each reason said;
 * :mod:`.runtime`: :class:`~.runtime.PrefixCacheRuntime`, applied by
   :class:`codedag.migrate.api.PipelineMigrator` for a plan's ``cache`` section.
 
