@@ -39,6 +39,7 @@ PIPELINES: dict[str, tuple[Make, str]] = {
     "numpy-load": (lambda f: FP.Volumes(f.volumes), "numpy.load"),
     "scipy-zoom": (lambda f: FP.ZoomedVolumes(f.volumes), "numpy.load"),
     "slices-looped": (lambda f: FP.SliceResized(f.volumes), "numpy.load"),
+    "slices-iterated": (lambda f: FP.SlicesIterated(f.volumes), "numpy.load"),
     "pil-bytes": (lambda f: FP.PhotoBytes(f.images), "PIL.Image.open"),
     "cv2-fromfile": (lambda f: FP.Decoded(f.images), "numpy.fromfile"),
     "soundfile-read": (lambda f: FP.SoundfileClips(f.clips), "soundfile.read"),
@@ -103,6 +104,13 @@ PLANNED: dict[str, Planned] = {
     # or its scaling (of one size: which, the timings decide), past all 24 calls on branches
     "slices-looped": Planned(
         ("numpy.load", "operator.getitem", "numpy.ndarray.astype", "cv2.resize"),
+        whole=False,
+        cut=("numpy.stack", "operator.truediv"),
+    ),
+    # the comprehension's items are taken from the volume by subscripts (the trace makes them
+    # steps, a prefix value iterated makes them at run time): the cut is past the stack
+    "slices-iterated": Planned(
+        ("numpy.load", "numpy.ndarray.astype", "operator.getitem", "cv2.resize"),
         whole=False,
         cut=("numpy.stack", "operator.truediv"),
     ),

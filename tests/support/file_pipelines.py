@@ -401,6 +401,20 @@ class SliceResized(FileDataset):
         return torch.from_numpy(np.ascontiguousarray(stack)), index
 
 
+class SlicesIterated(FileDataset):
+    """A volume's slices resized in a comprehension over it (``for plane in volume``: the items
+    are views NumPy makes as it iterates), stacked, scaled, flipped at random."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        volume = np.load(self.paths[index]).astype(np.float32)
+        stack = np.stack([cv2.resize(plane, (32, 32)) for plane in volume]) / 4000.0
+        if random.random() < 0.5:
+            stack = stack[:, ::-1]
+        return torch.from_numpy(np.ascontiguousarray(stack)), index
+
+
 class SavedTensors(FileDataset):
     """Features saved one tensor per file (``torch.save``, written beside each volume once),
     read by ``torch.load`` and scaled with torch: the load is what a hit skips."""

@@ -266,6 +266,43 @@ def test_a_number_a_name_holds_flows_into_the_statements_that_take_it() -> None:
     )
 
 
+def test_iterating_over_an_array_takes_each_item_from_it() -> None:
+    """``for frame in video`` and ``[f(frame) for frame in video]`` make the items in C, as
+    views of the memory the array views (here a reshape of a flat buffer, as ``np.load``'s
+    array is of its file's): each is taken from the array by an ``operator.getitem`` step. A
+    view of the same memory that is no item of it (a channel, ``video[..., 0]``'s) is not."""
+
+    def looped(flat):
+        video = flat.reshape(4, 12, 10, 3)
+        frames = []
+        for frame in video:
+            frames.append(cv2.resize(frame, (8, 6)))
+        return np.stack(frames)
+
+    def comprehended(flat):
+        video = flat.reshape(4, 12, 10, 3)
+        return np.stack([cv2.resize(frame, (8, 6)) for frame in video])
+
+    def channel(flat):
+        video = flat.reshape(4, 12, 10, 3)
+        planes = np.split(video[0], 3, axis=-1)  # views NumPy makes: no items of video
+        return cv2.resize(np.ascontiguousarray(planes[0]), (8, 6))
+
+    flat = np.arange(4 * 12 * 10 * 3, dtype=np.uint8)
+    for sample in (looped, comprehended):
+        dag, out = trace(sample, flat)
+        resizes = named(dag, "cv2.resize")
+        assert out.shape == (4, 6, 8, 3) and len(resizes) == 4
+        assert len(named(dag, "operator.getitem")) == 4, [n.name for n in dag.calls()]
+        (reshape,) = named(dag, "numpy.ndarray.reshape")
+        assert all(flows(dag, reshape.id, r.id) for r in resizes), sample.__name__
+        (stack,) = named(dag, "numpy.stack")
+        assert all(flows(dag, r.id, stack.id) for r in resizes)
+    dag, _ = trace(channel, flat)
+    (item,) = named(dag, "operator.getitem")  # video[0]'s own: no step makes a plane from it
+    assert item.args is not None and item.args[1]["value"] == 0
+
+
 def test_unrecorded_calls_and_attribute_reads_are_steps() -> None:
     def sample(img):
         f = img.astype(np.float64)

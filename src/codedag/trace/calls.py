@@ -12,6 +12,7 @@ subtracted; skipped events only increment a counter.
 
 from __future__ import annotations
 
+import bisect
 import gc
 import types
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from codedag.trace.records import (
     ARG_SCALAR,
     ARG_TYPE,
     ARG_VALUE,
+    ARGS,
     DATA,
     DEPTH,
     FRAME,
@@ -34,15 +36,23 @@ from codedag.trace.records import (
     KIND,
     KIND_C,
     KIND_PY,
+    KIND_STEP,
     KIND_WRAPPED,
     LINES,
+    MEM,
+    N0,
     N1,
     NAME,
+    NFIELDS,
+    NL0,
     NL1,
     OV0,
     OV1,
+    PARENT,
     RET,
     SEQ,
+    SITE,
+    SKIP0,
     SKIP1,
     T0,
     T1,
@@ -63,6 +73,10 @@ def _same_shape(obj: Any, shape: Any) -> bool:
     if cls.__name__ == "ndarray" and cls.__module__ == "numpy":  # the common case, cheaply
         return bool(obj.shape == shape)
     return bool(describe(obj)[2] == shape)
+
+
+def _seq(record: list[Any]) -> int:
+    return int(record[SEQ])
 
 
 @dataclass(eq=False, repr=False)
@@ -98,6 +112,9 @@ class CallRecorder:
         self.freeze_gc = state.freeze_gc
         self.prune_after = state.prune_after
         self.open_frames: set[Any] = set()  # frames of open Python and wrapped-call records
+        self.tracker.view_step = self.view_step
+        # (step seq, base value, view value, parent record, site) of views made in C
+        self.views: list[tuple[int, int, int, list[Any] | None, Any]] = []
         # id(code) -> [recorded calls, touched data, code (kept alive: its id stays its own)]
         self.code_stats: dict[int, list[Any]] = {}
 
@@ -210,6 +227,57 @@ class CallRecorder:
         rec[T0] = t0
         rec[OV0] = meter.overhead_ns
         return rec
+
+    def view_step(self, view: object, base: int) -> int:
+        """The value of ``view``, an untracked NumPy item of the tracked array ``base`` (made in
+        C: ``for frame in video``, a comprehension over it). Unless a statement's own subscript
+        makes it (``video[t].astype(...)``: the line-level step, found as the statement ends),
+        it is made by an ``operator.getitem`` step taking ``base``, of no time of its own, in
+        the innermost open record, when the window closes (:meth:`_settle_views`): a run time
+        iterating a stand-in of ``base`` makes the same subscripts."""
+        stack = self.stack
+        parent = stack[-1] if stack else None
+        cseq = self.sequence.next
+        self.sequence.next = cseq + 1
+        site = parent[SITE] if parent is not None else None
+        frame = parent[FRAME] if parent is not None else None
+        if isinstance(frame, types.FrameType):  # the Python frame whose code iterates
+            site = (frame.f_code, frame.f_lasti)
+        vseq = self.tracker.new_value(view, 0)
+        self.views.append((cseq, base, vseq, parent, site))
+        return vseq
+
+    def _settle_views(self) -> None:
+        """Make the steps of :meth:`view_step`'s views that nothing else produced, in order."""
+        views, self.views = self.views, []
+        if not views:
+            return
+        produced = {vseq for _, vseq in self.produces}
+        calls = self.calls
+        meter = self.meter
+        for cseq, base, vseq, parent, site in views:
+            if vseq in produced:
+                continue
+            step: list[Any] = [None] * NFIELDS
+            step[SEQ], step[NAME], step[SITE], step[KIND] = (
+                cseq,
+                "operator.getitem",
+                site,
+                KIND_STEP,
+            )
+            step[PARENT] = parent[SEQ] if parent is not None else -1
+            step[DEPTH] = parent[DEPTH] + 1 if parent is not None else 0
+            at = parent[T0] if parent is not None and parent[T0] else meter.clock()
+            step[T0] = step[T1] = at
+            step[OV0] = step[OV1] = parent[OV0] if parent is not None else meter.overhead_ns
+            step[SKIP0] = step[SKIP1] = parent[SKIP0] if parent is not None else 0
+            step[N0] = step[N1] = step[MEM] = 0
+            step[NL0] = step[NL1] = parent[NL0] if parent is not None else 0
+            step[ARGS] = [(0, ARG_VALUE, base)]
+            step[INFO] = ((step[PARENT], ("view", cseq)), ())
+            calls.insert(bisect.bisect(calls, cseq, key=_seq), step)
+            self.uses.append((base, cseq))
+            self.produces.append((cseq, vseq))
 
     # ------------------------------------------------------------------ closing
     def leave(self, t1: int, rec: list[Any], result: object, returned: bool) -> None:
@@ -340,7 +408,8 @@ class CallRecorder:
             self.meter.skipped += 1
 
     def close_open(self, t_stop: int) -> None:
-        """Close the records still open when the window closes."""
+        """Close the records still open when the window closes, and make the steps of the
+        views made in C (:meth:`_settle_views`)."""
         stack = self.stack
         while stack:
             rec = stack[-1]
@@ -351,3 +420,4 @@ class CallRecorder:
                 if stack and stack[-1] is rec:
                     stack.pop()
         self.open_frames.clear()
+        self._settle_views()

@@ -48,6 +48,11 @@ class ValueTracker:
         self.live: dict[int, Entry] = {}
         self._weakrefable: dict[type, bool] = {}
         self._forget = self._forget_ref  # one bound method for every weak reference
+        # makes the step by which an untracked view of a tracked array was taken from it
+        # (``(view, base's value) -> the view's value``); set by the call recorder
+        self.view_step: Callable[[object, int], int] | None = None
+        # id of the array owning a tracked NumPy view's memory -> the tracked views of it
+        self._sharing: dict[int, list[weakref.ref[Any]]] = {}
 
     def _forget_ref(self, ref: _KeyedRef) -> None:
         """Weak reference callback: the tracked object died, its id may be reused."""
@@ -91,19 +96,71 @@ class ValueTracker:
             )
         self.values.append([vseq, name, version, type_name, shape, dtype, nbytes, device, strides])
         self.hold(obj, vseq, version, shape)
+        if self.view_step is not None:
+            base = _numpy_base(obj)
+            if base is not None:  # a view (``np.load``'s array of its file's flat buffer)
+                self._sharing.setdefault(id(base), []).append(weakref.ref(obj))
         return vseq
 
     def use(self, obj: object, found: list[int]) -> int:
-        """The value node of ``obj`` (made at version 0 when new), added to ``found`` once."""
+        """The value node of ``obj`` (made at version 0 when new), added to ``found`` once. A
+        new NumPy view of a tracked array (an item of iterating over it, ``for frame in
+        video``, made where no traced code sees it) is made by a step taking that array."""
         entry = self.lookup(obj)
-        vseq = entry[1] if entry is not None else self.new_value(obj, 0)
+        if entry is not None:
+            vseq = entry[1]
+        else:
+            base = self._tracked_base(obj)
+            view_step = self.view_step
+            vseq = (
+                view_step(obj, base)
+                if base is not None and view_step is not None
+                else self.new_value(obj, 0)
+            )
         if vseq not in found:
             found.append(vseq)
         return vseq
 
+    def _tracked_base(self, obj: object) -> int | None:
+        """The value of the tracked array ``obj`` is an item of (an item of iterating over it:
+        one less dimension, the rest of its shape and strides), where ``obj`` is a NumPy view
+        of the memory it views."""
+        base = _numpy_base(obj)
+        if base is None:
+            return None
+        entry = self.lookup(base)
+        if entry is not None and _item_of(base, obj):
+            return entry[1]
+        for ref in reversed(self._sharing.get(id(base), ())):
+            held = ref()
+            if held is not None and held.base is base and _item_of(held, obj):
+                entry = self.lookup(held)
+                if entry is not None:
+                    return entry[1]
+        return None
+
     def clear(self) -> None:
         """Drop every reference (the window closed)."""
         self.live.clear()
+        self._sharing.clear()
+
+
+def _numpy_base(obj: object) -> Any:
+    """The array owning the memory of the NumPy view ``obj``; None for anything else."""
+    cls = type(obj)
+    if cls.__name__ != "ndarray" or cls.__module__ != "numpy":
+        return None
+    base = getattr(obj, "base", None)
+    return base if type(base) is cls else None
+
+
+def _item_of(array: Any, item: Any) -> bool:
+    """Whether ``item`` can be an item of iterating over ``array`` (``array[k]``)."""
+    return (
+        array.ndim == item.ndim + 1
+        and array.shape[1:] == item.shape
+        and array.strides[1:] == item.strides
+    )
 
 
 def _supports_weakref(obj: object) -> bool:

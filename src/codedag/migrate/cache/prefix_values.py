@@ -315,8 +315,9 @@ class PrefixValue(StandIn):
         return self._real("indexing with an array")[key]
 
 
-MAX_UNPACKED = 16
-"""Items of an array a prefix value unpacks into steps (more: a loop over it, computed)."""
+MAX_UNPACKED = 64
+"""Items of an array a prefix value unpacks or iterates into steps (a clip's frames, a volume's
+slices; more: the loop gets the real value, and the chain is computed)."""
 
 
 def _trails(*trails: _Trail) -> Any:
