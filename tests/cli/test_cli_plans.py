@@ -283,6 +283,16 @@ def test_a_plan_that_applies_nothing_is_read_as_its_decisions_and_checked_where_
     assert whole is not None and whole.idle is None and whole.plan is not None
     path = plans_folder() / f"{key}.json"
     record = json.loads(path.read_text())
+    record["idle"]["kept"][0]["section"] = "calls\x1b[2J"  # shown as printable text only
+    path.write_text(json.dumps(record))
+    from codedag.integrations.run_results import AcceleratedRun
+    from codedag.integrations.run_summary import summary_lines
+
+    shown = load_plan(key, idle=True)
+    assert shown is not None and shown.idle is not None
+    run = AcceleratedRun(loader_index=0, plan_status="nothing to apply (stored plan)")
+    run.moved, run.kept = shown.idle
+    assert not any("\x1b" in line for line in summary_lines(run))
     record["idle"]["kept"][0]["reason"] = 5  # not a decision of strings: the plan is read
     path.write_text(json.dumps(record))
     spoiled = load_plan(key, idle=True)

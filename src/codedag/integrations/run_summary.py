@@ -138,9 +138,11 @@ def _decision_lines(label: str, rows: list[Decision]) -> list[str]:
     if plain:
         lines.append(f"{label}: {no_backend_text(plain)}")
     for row in rows[:_MAX_ROWS]:
-        where = f" on {row.where}" if row.where and label == "moved" else ""
+        # a stored plan's record holds them (``idle``): every field is shown as printable text
+        where = f" on {printable(row.where, 60)}" if row.where and label == "moved" else ""
         lines.append(
-            f"{label}: [{row.section}] {printable(row.what, 200)}{where}: {printable(row.reason, 600)}"
+            f"{label}: [{printable(row.section, 20)}] {printable(row.what, 200)}{where}: "
+            f"{printable(row.reason, 600)}"
         )
     if len(rows) > _MAX_ROWS:
         lines.append(f"{label}: ... and {len(rows) - _MAX_ROWS} more (results.json lists them all)")
