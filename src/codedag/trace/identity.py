@@ -20,6 +20,8 @@ from codedag.trace.value_nodes import MAX_CONTAINER_SCAN, DataTypes, describe
 Entry = tuple[Any, int, int, Any, bool]
 
 _CONTAINERS = (tuple, list, dict)
+_MAX_SHARING = 8
+"""The latest tracked views of one memory and shape rank an item's array is looked for among."""
 
 
 class _KeyedRef(weakref.ref[Any]):
@@ -51,8 +53,9 @@ class ValueTracker:
         # makes the step by which an untracked view of a tracked array was taken from it
         # (``(view, base's value) -> the view's value``); set by the call recorder
         self.view_step: Callable[[object, int], int] | None = None
-        # id of the array owning a tracked NumPy view's memory -> the tracked views of it
-        self._sharing: dict[int, list[weakref.ref[Any]]] = {}
+        # (id of the array owning a tracked NumPy view's memory, the view's dimensions) -> the
+        # tracked views of it (an item's array is looked for among those of one more dimension)
+        self._sharing: dict[tuple[int, int], list[weakref.ref[Any]]] = {}
 
     def _forget_ref(self, ref: _KeyedRef) -> None:
         """Weak reference callback: the tracked object died, its id may be reused."""
@@ -99,7 +102,8 @@ class ValueTracker:
         if self.view_step is not None:
             base = _numpy_base(obj)
             if base is not None:  # a view (``np.load``'s array of its file's flat buffer)
-                self._sharing.setdefault(id(base), []).append(weakref.ref(obj))
+                key = (id(base), obj.ndim)  # type: ignore[attr-defined]
+                self._sharing.setdefault(key, []).append(weakref.ref(obj))
         return vseq
 
     def use(self, obj: object, found: list[int]) -> int:
@@ -131,7 +135,8 @@ class ValueTracker:
         entry = self.lookup(base)
         if entry is not None and _item_of(base, obj):
             return entry[1]
-        for ref in reversed(self._sharing.get(id(base), ())):
+        views = self._sharing.get((id(base), obj.ndim + 1), ())  # type: ignore[attr-defined]
+        for ref in views[-_MAX_SHARING:]:
             held = ref()
             if held is not None and held.base is base and _item_of(held, obj):
                 entry = self.lookup(held)
