@@ -40,3 +40,17 @@ def test_html_text_shows_controls_escapes_markup_and_cuts_long_text() -> None:
         "&lt;b title=&quot;x&quot;&gt;\\x1b[2J&amp;&lt;/b&gt;"
     )
     assert html_text("a" * 10, limit=4) == "aaaa... (6 more characters)"
+
+
+def test_a_repeated_run_of_steps_is_folded_once() -> None:
+    from codedag.util.text import folded_path
+
+    frames = ["operator.getitem", "cv2.resize", "cv2.cvtColor"] * 16
+    steps = ["numpy.load", *frames, "numpy.stack", "operator.truediv"]
+    assert folded_path(steps) == (
+        "numpy.load -> 16x (operator.getitem -> cv2.resize -> cv2.cvtColor) -> numpy.stack "
+        "-> operator.truediv"
+    )
+    assert folded_path(["a", "b", "b", "b", "c"]) == "a -> 3x b -> c"
+    assert folded_path(["a", "b", "a", "b", "c"]) == "a -> b -> a -> b -> c"  # twice: as it is
+    assert folded_path([]) == ""

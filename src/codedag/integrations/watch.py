@@ -46,6 +46,7 @@ from codedag.integrations import prefetch
 from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
 from codedag.util.gc_pause import gc_paused
 from codedag.util.import_draws import ImportDraw, draws_line, noting_import_draws
+from codedag.util.text import folded_path
 
 if TYPE_CHECKING:
     from codedag.migrate.plan_mailbox import Mailbox
@@ -816,14 +817,14 @@ def decisions(plan: MigrationPlan) -> tuple[list[Decision], list[Decision]]:
         row = Decision(what=call.function, section="calls", where=call.device, reason=call.reason)
         (moved if call.migrate else kept).setdefault((call.function, "calls"), row)
     for chain in plan.batched.chains:
-        name = " -> ".join(chain.steps or [chain.id])
+        name = folded_path(chain.steps or [chain.id])
         row = Decision(
             what=name, section="batched", where=plan.batched.device or "", reason=chain.reason
         )
         (moved if chain.batched else kept).setdefault((name, "batched"), row)
     cache = plan.cache
     for cached in cache.chains if cache is not None else []:
-        name = " -> ".join(cached.steps or [cached.id])
+        name = folded_path(cached.steps or [cached.id])
         row = Decision(what=name, section="cache", where="prefix cache", reason=cached.reason)
         (moved if cached.cached else kept).setdefault((name, "cache"), row)
     if cache is not None and not cache.chains:  # no chain to weigh: say why, once per source

@@ -101,3 +101,28 @@ def redact_uri(text: object) -> str:
     written into a results file.
     """
     return _USERINFO.sub(_mask, str(text))
+
+
+def folded_path(steps: Sequence[str], longest: int = 4) -> str:
+    """``steps`` joined by ``" -> "``, a run of one block of up to ``longest`` steps repeated three
+    times or more folded into ``16x (operator.getitem -> cv2.resize)`` (a clip's frames each
+    resized: the path a reader can take in)."""
+    out: list[str] = []
+    i, n = 0, len(steps)
+    while i < n:
+        best_length, best_count = 1, 1
+        for length in range(1, longest + 1):
+            block = list(steps[i : i + length])
+            count = 1
+            while list(steps[i + count * length : i + (count + 1) * length]) == block:
+                count += 1
+            if count >= 3 and length * count > best_length * best_count:
+                best_length, best_count = length, count
+        if best_count >= 3:
+            run = " -> ".join(steps[i : i + best_length])
+            out.append(f"{best_count}x ({run})" if best_length > 1 else f"{best_count}x {run}")
+            i += best_length * best_count
+        else:
+            out.append(steps[i])
+            i += 1
+    return " -> ".join(out)
