@@ -220,7 +220,7 @@ class ScriptWatch:
                 if order == self.index and self.watch is None:
                     self.watch = LoaderWatch(loader, self.settings, order)
                 elif order == self.index and self.watch is not None:
-                    self.watch.follow(loader)
+                    self.watch.follow(loader)  # the same loader, made again
         if self.watch is not None and self.watch.loader is loader:
             return self.watch
         return None

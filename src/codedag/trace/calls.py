@@ -28,7 +28,6 @@ from codedag.trace.records import (
     ARG_SCALAR,
     ARG_TYPE,
     ARG_VALUE,
-    ARGS,
     DATA,
     DEPTH,
     FRAME,
@@ -36,19 +35,14 @@ from codedag.trace.records import (
     KIND,
     KIND_C,
     KIND_PY,
-    KIND_STEP,
     KIND_WRAPPED,
     LINES,
-    MEM,
-    N0,
     N1,
     NAME,
-    NFIELDS,
     NL0,
     NL1,
     OV0,
     OV1,
-    PARENT,
     RET,
     SEQ,
     SITE,
@@ -57,6 +51,7 @@ from codedag.trace.records import (
     T0,
     T1,
     has_data,
+    step_record,
 )
 from codedag.trace.session_state import SessionState
 from codedag.trace.value_nodes import MAX_CONTAINER_SCAN, describe
@@ -258,23 +253,25 @@ class CallRecorder:
         for cseq, base, vseq, parent, site in views:
             if vseq in produced:
                 continue
-            step: list[Any] = [None] * NFIELDS
-            step[SEQ], step[NAME], step[SITE], step[KIND] = (
+            # no time of its own: at its parent's start
+            at = parent[T0] if parent is not None and parent[T0] else meter.clock()
+            times = (at, at, meter.overhead_ns, meter.overhead_ns, 0, 0, 0, 0)
+            if parent is not None:
+                ov, skip, lines = parent[OV0], parent[SKIP0], parent[NL0] or 0
+                times = (at, at, ov, ov, skip, skip, lines, lines)
+            owner = parent[SEQ] if parent is not None else -1
+            depth = parent[DEPTH] + 1 if parent is not None else 0
+            args = [(0, ARG_VALUE, base)]
+            step = step_record(
                 cseq,
                 "operator.getitem",
+                owner,
                 site,
-                KIND_STEP,
+                depth,
+                times,
+                args,
+                ((owner, ("view", cseq)), ()),
             )
-            step[PARENT] = parent[SEQ] if parent is not None else -1
-            step[DEPTH] = parent[DEPTH] + 1 if parent is not None else 0
-            at = parent[T0] if parent is not None and parent[T0] else meter.clock()
-            step[T0] = step[T1] = at
-            step[OV0] = step[OV1] = parent[OV0] if parent is not None else meter.overhead_ns
-            step[SKIP0] = step[SKIP1] = parent[SKIP0] if parent is not None else 0
-            step[N0] = step[N1] = step[MEM] = 0
-            step[NL0] = step[NL1] = parent[NL0] if parent is not None else 0
-            step[ARGS] = [(0, ARG_VALUE, base)]
-            step[INFO] = ((step[PARENT], ("view", cseq)), ())
             calls.insert(bisect.bisect(calls, cseq, key=_seq), step)
             self.uses.append((base, cseq))
             self.produces.append((cseq, vseq))

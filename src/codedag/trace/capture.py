@@ -44,15 +44,11 @@ class ArgumentCapture:
         elif self.data_cache.get(cls) or self.is_data(cls):
             out.append((label, ARG_VALUE, self.tracker.use(obj, found)))
         elif cls is tuple or cls is list or cls is dict:
-            tracker = self.tracker
-            if tracker.lookup(obj) is not None:
-                tracker.use(obj, found)
-            elif len(obj) <= MAX_CONTAINER_SCAN:
+            if not self.tracker.use_tracked(obj, found) and len(obj) <= MAX_CONTAINER_SCAN:
                 self._items(obj, found)
             out.append((label, ARG_CONTAINER, (cls.__name__, len(obj), None)))
         else:
-            if self.tracker.lookup(obj) is not None:  # a number a call computed from data
-                self.tracker.use(obj, found)
+            self.tracker.use_tracked(obj, found)  # a number a call computed from data
             out.append((label, ARG_TYPE, cls))
 
     def library_arg(self, label: object, obj: object, out: list[Any], found: list[int]) -> None:
@@ -76,8 +72,7 @@ class ArgumentCapture:
             data = small_bytes(obj)
             return (ARG_VALUE, vseq) if data is None else (ARG_SMALL, (vseq, data))
         if cls is tuple or cls is list or cls is dict:
-            if self.tracker.lookup(obj) is not None:
-                self.tracker.use(obj, found)
+            self.tracker.use_tracked(obj, found)
             n = len(obj)
             if n > MAX_ITEMS or depth >= MAX_NESTING:
                 if n <= MAX_CONTAINER_SCAN:
@@ -94,8 +89,8 @@ class ArgumentCapture:
                     else:
                         items.append(self._payload(item, found, depth + 1))
             return ARG_CONTAINER, (cls.__name__, n, items)
-        if self.tracker.lookup(obj) is not None:  # a number a call computed from data:
-            self.tracker.use(obj, found)  # ``np.clip(x, lo, hi)`` reads ``lo = x.min()``
+        # a number a call computed from data: ``np.clip(x, lo, hi)`` reads ``lo = x.min()``
+        self.tracker.use_tracked(obj, found)
         if kept_object(obj):
             return ARG_OBJ, obj
         return ARG_TYPE, cls

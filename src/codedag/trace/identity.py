@@ -125,6 +125,14 @@ class ValueTracker:
             found.append(vseq)
         return vseq
 
+    def use_tracked(self, obj: object, found: list[int]) -> bool:
+        """Add the value of ``obj`` to ``found`` where it is tracked (a container a call
+        returned, a number a call computed from data); whether it is."""
+        entry = self.lookup(obj)
+        if entry is not None and entry[1] not in found:
+            found.append(entry[1])
+        return entry is not None
+
     def _tracked_base(self, obj: object) -> int | None:
         """The value of the tracked array ``obj`` is an item of (an item of iterating over it:
         one less dimension, the rest of its shape and strides), where ``obj`` is a NumPy view

@@ -46,6 +46,30 @@ from codedag.trace.value_nodes import MAX_CONTAINER_SCAN
 # step: the operators, subscripts and unrecorded calls of one statement of a user frame.
 KIND_PY, KIND_WRAPPED, KIND_C, KIND_STEP = 0, 1, 2, 3
 NFIELDS = 27
+
+
+def step_record(
+    seq: int,
+    name: str,
+    parent: int,
+    site: object,
+    depth: int,
+    times: tuple[int, int, int, int, int, int, int, int],
+    args: Any,
+    info: object,
+) -> list[Any]:
+    """A ``KIND_STEP`` record: ``times`` are ``(t0, t1, ov0, ov1, skip0, skip1, nl0, nl1)``;
+    ``args`` its raw arguments (None: what it read, from its uses); ``info`` the unit of
+    steps that share one statement's time, and their recorded siblings."""
+    step: list[Any] = [None] * NFIELDS
+    step[SEQ], step[NAME], step[PARENT], step[SITE] = seq, name, parent, site
+    step[DEPTH], step[KIND] = depth, KIND_STEP
+    step[T0], step[T1], step[OV0], step[OV1], step[SKIP0], step[SKIP1], step[NL0], step[NL1] = times
+    step[N0] = step[N1] = step[MEM] = 0
+    step[ARGS], step[INFO] = args, info
+    return step
+
+
 # Memory measurement modes (Session.memory_mode):
 # - per_call (tracemalloc not running when the window opens): a tracemalloc session of its own
 #   (start/stop cost ~0.3 us) around each recorded C-level call (wrapped library functions and

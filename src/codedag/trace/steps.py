@@ -43,7 +43,6 @@ from codedag.trace.evaluation import (
 )
 from codedag.trace.identity import ValueTracker
 from codedag.trace.records import (
-    ARGS,
     DATA,
     DEPTH,
     INFO,
@@ -51,23 +50,14 @@ from codedag.trace.records import (
     KIND_C,
     KIND_STEP,
     LIB,
-    MEM,
-    N0,
-    N1,
-    NAME,
-    NFIELDS,
-    NL0,
     NL1,
-    OV0,
     OV1,
     PARENT,
     SEQ,
-    SITE,
-    SKIP0,
     SKIP1,
-    T0,
     T1,
     Sequence,
+    step_record,
 )
 from codedag.trace.statements import GROUP, Expr, Statement
 
@@ -402,16 +392,10 @@ class StepMaker:
     ) -> int:
         cseq = self.next_seq()
         t1, ov1, skip1, nl1 = timing
-        step: list[Any] = [None] * NFIELDS
-        step[SEQ], step[NAME], step[PARENT] = cseq, region.name, rec[SEQ]
-        step[SITE] = (frame.f_code, state[ST_START])
-        step[DEPTH], step[KIND] = rec[DEPTH] + 1, KIND_STEP
-        step[T0], step[T1], step[OV0], step[OV1] = state[ST_T0], t1, state[ST_OV0], ov1
-        step[SKIP0], step[SKIP1], step[N0], step[N1] = state[ST_SKIP0], skip1, 0, 0
-        step[MEM] = 0
-        step[ARGS] = region.raw_args if region.single else None
-        step[NL0], step[NL1] = state[ST_NL0], nl1
-        step[INFO] = info
+        times = (state[ST_T0], t1, state[ST_OV0], ov1, state[ST_SKIP0], skip1, state[ST_NL0], nl1)
+        site = (frame.f_code, state[ST_START])
+        args = region.raw_args if region.single else None
+        step = step_record(cseq, region.name, rec[SEQ], site, rec[DEPTH] + 1, times, args, info)
         self.calls.append(step)
         for vseq in dict.fromkeys(region.leaves):
             self.uses.append((vseq, cseq))
