@@ -269,18 +269,21 @@ def test_a_stored_plan_loads_validated_once_with_what_it_was_made_for(
 
 
 def test_a_plan_that_applies_nothing_is_read_as_its_decisions_and_checked_where_they_are_not(
-    cache: Path,
+    cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from codedag.integrations.plan_store import IdlePlan
     from codedag.integrations.run_results import Decision
 
     key = plan_key(Loader(), "cpu")
-    held = ([], [Decision("numpy.clip", "calls", "cpu", "2.5x slower through torch, stays")])
+    held = IdlePlan(
+        [], [Decision("numpy.clip", "calls", "cpu", "2.5x slower through torch, stays")]
+    )
     assert save_plan(key, PLAN, plan_inputs(Loader(), "cpu"), held) is not None
     stored = load_plan(key, idle=True)
     assert stored is not None and stored.idle == held and stored.plan is None
     assert stored.inputs["pipeline"] == f"{__name__}.Flips"
     whole = load_plan(key)  # asked for the plan: the plan
-    assert whole is not None and whole.idle is None and whole.plan is not None
+    assert whole is not None and whole.idle == held and whole.plan is not None
     path = plans_folder() / f"{key}.json"
     record = json.loads(path.read_text())
     record["idle"]["kept"][0]["section"] = "calls\x1b[2J"  # shown as printable text only
@@ -288,11 +291,23 @@ def test_a_plan_that_applies_nothing_is_read_as_its_decisions_and_checked_where_
     from codedag.integrations.run_results import AcceleratedRun
     from codedag.integrations.run_summary import summary_lines
 
+    record["idle"]["reason"] = "nothing\x1b[2J to trace"
+    path.write_text(json.dumps(record))
+    code, out, _ = run_cli(capsys, "plans", "show", key[:8])
+    assert code == 0 and "applies nothing: nothing\\x1b[2J to trace" in out.replace("\n", "")
+    code, out, _ = run_cli(capsys, "plans", "list", "--json")
+    assert json.loads(out)["plans"][0]["applies_nothing"] == "nothing\x1b[2J to trace"
     shown = load_plan(key, idle=True)
     assert shown is not None and shown.idle is not None
     run = AcceleratedRun(loader_index=0, plan_status="nothing to apply (stored plan)")
-    run.moved, run.kept = shown.idle
+    run.moved, run.kept = shown.idle.moved, shown.idle.kept
     assert not any("\x1b" in line for line in summary_lines(run))
+    for spoil in ({"reason": 5}, {"reason": "x" * 5000}):  # no string, or one too long
+        record["idle"].update(spoil)
+        path.write_text(json.dumps(record))
+        spoiled = load_plan(key, idle=True)
+        assert spoiled is not None and spoiled.idle is None and spoiled.plan is not None
+    record["idle"]["reason"] = ""
     record["idle"]["kept"][0]["reason"] = 5  # not a decision of strings: the plan is read
     path.write_text(json.dumps(record))
     spoiled = load_plan(key, idle=True)

@@ -141,6 +141,34 @@ def test_a_stored_plan_that_changes_nothing_is_read_back_without_the_plans_model
     assert second.migrator is None and results.trace_s == 0
 
 
+def test_samples_with_nothing_to_plan_are_traced_once_across_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from codedag.integrations import autoplan
+
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path))
+    loader = DataLoader(Rows(), batch_size=4)
+    first = LoaderWatch(loader, WatchSettings())
+    try:
+        for _ in range(2):
+            list(first.iterate(lambda: DataLoader.__iter__(loader)))
+    finally:
+        first.close()
+    assert first.results.plan_status == "nothing to apply" and first.results.plan_path
+    assert "call no function" in first.results.plan_reason
+    # the next run of the same code reads that, and neither traces nor plans
+    monkeypatch.setattr(autoplan, "plan_loader", _refuse("traced again"))
+    second = LoaderWatch(loader, WatchSettings())
+    try:
+        assert len(list(second.iterate(lambda: DataLoader.__iter__(loader)))) == 3
+    finally:
+        second.close()
+    results = second.results
+    assert results.plan_status == "nothing to apply (stored plan)", results.plan_reason
+    assert results.plan_reason == first.results.plan_reason and results.trace_s == 0
+    assert second.migrator is None and results.moved == results.kept == []
+
+
 class PngFiles(Dataset):  # type: ignore[type-arg]
     """Image files decoded by path, resized, flipped at random: a cacheable decode."""
 

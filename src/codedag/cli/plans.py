@@ -133,6 +133,7 @@ def _row(entry: StoredPlan) -> dict[str, Any]:
         "created": entry.created,
         "size_bytes": entry.size_bytes,
         "sections": sections(entry),
+        "applies_nothing": None if entry.idle is None else entry.idle.reason,
         "problem": entry.problem,
     }
 
@@ -213,6 +214,9 @@ def _show(folder: Path, key: str, show_all: bool, as_json: bool) -> int:
     if code:
         text = ", ".join(printable(module, 80) for module in code)
         console.print(f"code checked for changes: {text}", markup=False)
+    if entry.idle is not None:
+        why = entry.idle.reason or "its sections change nothing"
+        console.print(f"applies nothing: {printable(why, 300)}", markup=False)
     explain(entry.plan, console, show_all=show_all)
     return 0
 

@@ -218,13 +218,14 @@ def _trace_and_plan(
                 f"{done} of {total})"
             )
 
+    functions = traced_functions(tracer.dag)
     idle = nothing_to_plan(tracer.dag)
     if idle is not None:
-        return PlanOutcome(None, idle, traced - start, time.perf_counter() - traced, idle=True)
+        plan_s = time.perf_counter() - traced
+        return PlanOutcome(None, idle, traced - start, plan_s, idle=True, functions=functions)
     from codedag.optimize.manager import OptimizerManager
 
     manager = OptimizerManager(k=2, target_device=device, cache="auto", progress=within_budget)
     plan = dict(manager.optimize(tracer.dag)["migration_plan"])
     plan.pop("loader", None)  # the loader exists already: its settings are the script's
-    functions = traced_functions(tracer.dag)
     return PlanOutcome(plan, "", traced - start, time.perf_counter() - traced, functions=functions)

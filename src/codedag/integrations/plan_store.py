@@ -71,9 +71,14 @@ KEY_NAME = re.compile(r"[0-9a-f]{24}\.json")
 MAX_PLAN_BYTES = 64 * 2**20
 IDLE = "idle"
 """The record's key of what a plan that applies nothing moved and kept (``moved`` and ``kept``:
-lists of decisions): a run reads it instead of the plan, without importing the plan's models
-(they cost a script that plans nothing a fifth of a second)."""
+lists of decisions) and why it applies nothing (``reason``): a run reads it instead of the plan,
+without importing the plan's models (they cost a script that plans nothing a fifth of a
+second), and one whose samples gave nothing to plan traces nothing again."""
+NO_PLAN: dict[str, Any] = {"context_device_map": {}}
+"""The plan stored for samples with nothing to plan: the smallest valid plan (it applies
+nothing), beside its :data:`IDLE` record."""
 _MAX_IDLE_ROWS = 4096
+_MAX_REASON_CHARS = 2000
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _reported: set[Path] = set()
 """Plan files whose refusal :func:`load_plan` warned about in this process."""
@@ -149,11 +154,11 @@ class StoredPlan:
         created: when it was stored (ISO 8601, UTC; a file without a record: its mtime).
         inputs: what the key stands for (``pipeline``, ``script``, ``device``, ``versions``,
             ``code``; empty for a file written before records).
-        plan: the validated plan, or None when unreadable (or read as ``idle`` only).
+        plan: the validated plan, or None when unreadable (or read as ``idle`` alone).
         data: the plan's JSON as stored, or None when unreadable.
         problem: why it is unreadable, else ``""``.
-        idle: what a plan that applies nothing moved and kept (:data:`IDLE`), read without
-            the plan's models where it was asked for; None otherwise.
+        idle: what the record keeps of a plan that applies nothing (:data:`IDLE`; None: it
+            applies something, or the record keeps nothing readable).
     """
 
     key: str
@@ -164,7 +169,22 @@ class StoredPlan:
     plan: MigrationPlan | None = None
     data: dict[str, Any] | None = None
     problem: str = ""
-    idle: tuple[list[Decision], list[Decision]] | None = None
+    idle: IdlePlan | None = None
+
+
+@dataclass
+class IdlePlan:
+    """What a record keeps of a plan that applies nothing (:data:`IDLE`).
+
+    Attributes:
+        moved: the plan's decisions that moved a call (none applied).
+        kept: its decisions that kept one, with their reasons.
+        reason: why it applies nothing (``""``: the plan's sections change nothing).
+    """
+
+    moved: list[Decision] = field(default_factory=list)
+    kept: list[Decision] = field(default_factory=list)
+    reason: str = ""
 
 
 def _iso(seconds: float) -> str:
@@ -233,9 +253,10 @@ def _checked(plan: Any) -> MigrationPlan:
         raise Unreadable(str(error)) from None
 
 
-def _idle(data: Any) -> tuple[list[Decision], list[Decision]] | None:
-    """The decisions a record keeps for a plan that applies nothing; None where it keeps none or
-    they are not lists of decisions of strings (then the plan is read)."""
+def _idle(data: Any) -> IdlePlan | None:
+    """What a record keeps of a plan that applies nothing; None where it keeps nothing, or its
+    decisions are not lists of decisions of strings or its reason no string of at most
+    :data:`_MAX_REASON_CHARS` (then the plan is read)."""
     from codedag.integrations.run_results import Decision
 
     idle = data.get(IDLE) if isinstance(data, dict) else None
@@ -255,13 +276,16 @@ def _idle(data: Any) -> tuple[list[Decision], list[Decision]] | None:
         ):
             return None
         found.append([Decision(**row) for row in rows])
-    return found[0], found[1]
+    reason = idle.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > _MAX_REASON_CHARS:
+        return None
+    return IdlePlan(found[0], found[1], reason)
 
 
 def read_stored(name: str, folder: int, where: Path, idle: bool = False) -> StoredPlan:
     """The plan file ``name`` of the folder descriptor ``folder`` (``where``), read and checked;
-    an unreadable one has ``problem`` set. ``idle``: a plan that applies nothing is read as its
-    decisions alone (:data:`IDLE`), its plan left unread."""
+    an unreadable one has ``problem`` set. ``idle``: a plan that applies nothing is read as what
+    its record keeps alone (:data:`IDLE`), its plan left unread."""
     from codedag.errors import SchemaError
     from codedag.util.io import parse_json_bytes
 
@@ -275,8 +299,8 @@ def read_stored(name: str, folder: int, where: Path, idle: bool = False) -> Stor
             raise Unreadable(str(error).removeprefix("the file ")) from None
         plan, entry.inputs, created = _record(data)
         entry.created = created or entry.created
-        entry.idle = _idle(data) if idle else None
-        if entry.idle is None:
+        entry.idle = _idle(data)
+        if entry.idle is None or not idle:
             entry.plan, entry.data = _checked(plan), plan
     except Unreadable as error:
         entry.plan, entry.data, entry.problem = None, None, str(error)
@@ -394,10 +418,10 @@ def save_plan(
     key: str,
     plan: Mapping[str, Any],
     inputs: dict[str, Any] | None = None,
-    idle: tuple[list[Decision], list[Decision]] | None = None,
+    idle: IdlePlan | None = None,
 ) -> Path | None:
     """Store ``plan`` under ``key`` with ``inputs`` (:func:`plan_inputs`) and the time (and,
-    for a plan that applies nothing, ``idle``: what it moved and kept); return its path (None
+    for a plan that applies nothing, ``idle``: what it moved and kept, and why); return its path (None
     when it cannot be written: logged)."""
     from dataclasses import asdict
 
@@ -408,7 +432,7 @@ def save_plan(
     record["created"] = _iso(time.time())
     record.update(inputs or {})
     if idle is not None:
-        record[IDLE] = {"moved": [asdict(d) for d in idle[0]], "kept": [asdict(d) for d in idle[1]]}
+        record[IDLE] = asdict(idle)
     record["plan"] = dict(plan)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

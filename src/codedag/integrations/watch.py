@@ -49,6 +49,7 @@ from codedag.util.import_draws import ImportDraw, draws_line, noting_import_draw
 from codedag.util.text import folded_path
 
 if TYPE_CHECKING:
+    from codedag.integrations.plan_store import IdlePlan
     from codedag.migrate.plan_mailbox import Mailbox
     from codedag.plan import MigrationPlan
     from codedag.plan.cache import FirstEpoch
@@ -535,8 +536,8 @@ class LoaderWatch:
         self._tried = True
         self.results.plan_path = str(plan_path(key))
         if stored.idle is not None:  # nothing to apply: its decisions, no model imported
-            self.results.moved, self.results.kept = stored.idle
-            self._idle(NOTHING_APPLIED)
+            self.results.moved, self.results.kept = stored.idle.moved, stored.idle.kept
+            self._idle(stored.idle.reason or NOTHING_APPLIED)
         elif stored.plan is None or not self._apply(stored.plan, stored=True):
             return
         self.results.plan_status += " (stored plan)"
@@ -572,8 +573,11 @@ class LoaderWatch:
         with _working(), self._noting_draws("to trace a batch in the script's process"):
             outcome = plan_loader(self.loader, self.settings.plan_budget_s, indices=indices)
         self.results.trace_s, self.results.plan_s = outcome.trace_s, outcome.plan_s
-        if outcome.idle:
+        if outcome.idle:  # the samples gave nothing to plan: the next run traces nothing
+            from codedag.integrations.plan_store import NO_PLAN, IdlePlan
+
             self._idle(outcome.reason)
+            self._save(NO_PLAN, outcome.functions, IdlePlan(reason=outcome.reason))
             return
         if outcome.plan is None:
             self._skip(outcome.reason)
@@ -583,18 +587,27 @@ class LoaderWatch:
             self.results.plan_reason = self._replanned
         if applied and indices is not None:
             self._store_warmup(indices)
-        if applied and self.settings.store_plans:
-            from codedag.integrations.plan_store import plan_inputs, save_plan
+        if applied:
+            from codedag.integrations.plan_store import IdlePlan
 
-            inputs = None
-            with contextlib.suppress(Exception):
-                self._key()
-                inputs = plan_inputs(self.loader, self.results.device, outcome.functions)
-            if self.results.plan_key:
-                idle = self.results.plan_status == "nothing to apply" and self.migrator is None
-                held = (self.results.moved, self.results.kept) if idle else None
-                saved = save_plan(self.results.plan_key, outcome.plan, inputs, held)
-                self.results.plan_path = "" if saved is None else str(saved)
+            idle = self.results.plan_status == "nothing to apply" and self.migrator is None
+            held = IdlePlan(self.results.moved, self.results.kept) if idle else None
+            self._save(outcome.plan, outcome.functions, held)
+
+    def _save(self, plan: dict[str, Any], functions: frozenset[str], idle: IdlePlan | None) -> None:
+        """Store ``plan`` (made for samples that ran ``functions``; ``idle``: what a plan that
+        applies nothing keeps) for the next run of this pipeline, where plans are stored."""
+        if not self.settings.store_plans:
+            return
+        from codedag.integrations.plan_store import plan_inputs, save_plan
+
+        inputs = None
+        with contextlib.suppress(Exception):
+            self._key()
+            inputs = plan_inputs(self.loader, self.results.device, functions)
+        if self.results.plan_key:
+            saved = save_plan(self.results.plan_key, plan, inputs, idle)
+            self.results.plan_path = "" if saved is None else str(saved)
 
     def _store_warmup(self, indices: Any) -> None:
         """Fetch the warm-up batch's samples again under the applied plan, so that its prefix
