@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -392,6 +393,61 @@ def test_a_run_that_iterates_no_loader_imports_no_model_logging_or_other_command
     assert "nothing planned" in done.stderr
     results = load_run_results(out)  # written without pydantic, read with it
     assert (results.exit_code, results.loaders_seen, results.epochs) == (0, 0, [])
+
+
+_SLICES = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Rows(Dataset):
+    def __init__(self):
+        self.x = torch.arange(64 * 8, dtype=torch.float32).reshape(64, 8)
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return self.x[i, :6]
+
+
+for epoch in range(2):
+    print("epoch", epoch, float(sum(b.sum() for b in DataLoader(Rows(), batch_size=8))))
+"""
+
+
+def test_samples_with_nothing_to_plan_import_no_plan_model_and_are_traced_once(
+    tmp_path: Path,
+) -> None:
+    """A pipeline that only slices tensors costs its first run one traced batch, and the
+    next runs of the same code nothing but reading that it plans nothing."""
+    script = tmp_path / "slices.py"
+    script.write_text(_SLICES)
+    env = {**os.environ, "CODEDAG_CACHE_DIR": str(tmp_path / "cache")}
+    seen = []
+    for run in ("first", "second"):
+        out = tmp_path / run
+        probe = (
+            "import json, sys\n"
+            "from codedag.cli.main import main\n"
+            f"code = main(['run', '--out', {str(out)!r}, '--', 'python', {str(script)!r}])\n"
+            "names = ('pydantic', 'codedag.plan', 'codedag.trace.tracer')\n"
+            "print(json.dumps([code, sorted(n for n in names if n in sys.modules)]))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        seen.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        results = load_run_results(out)
+        assert "call no function" in results.plan_reason, results.plan_reason
+        seen.append(results.plan_status)
+    assert seen == [
+        [0, ["codedag.trace.tracer"]],
+        "nothing to apply",
+        [0, []],  # nothing traced
+        "nothing to apply (stored plan)",
+    ]
 
 
 def _launch_env(tmp_path: Path, rank: int) -> dict[str, str]:

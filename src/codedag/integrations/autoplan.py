@@ -93,7 +93,7 @@ def nothing_to_plan(dag: ExecutionDAG) -> str | None:
 def traced_functions(dag: ExecutionDAG) -> frozenset[str]:
     """The qualified names of every function the traced samples ran that made a traced call:
     the segments of the calls' context keys (the pipeline's own functions among them)."""
-    from codedag.plan.context import split_segment
+    from codedag.util.context_keys import split_segment
 
     return frozenset(
         split_segment(segment)[0]

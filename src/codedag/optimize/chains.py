@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codedag.graph.model import ExecutionDAG
+from codedag.util.context_keys import split_segment
 
 LIBRARY = "library"
 ELEMENTWISE = "elementwise"
@@ -535,10 +536,7 @@ def _entry_slot(call: Any) -> str | None:
 
 def _enclosing(dag: ExecutionDAG, node: Any) -> tuple[str, ...]:
     """Names of the user functions between the sample and the call (no per-sample counters)."""
-    names = []
-    for segment in node.context_key.split("/")[:-1]:
-        name = segment.rpartition("#")[0] or segment
-        names.append(name)
+    names = [split_segment(segment)[0] for segment in node.context_key.split("/")[:-1]]
     # Keep what lies inside the sample: after the last __getitem__ (or __next__) segment.
     for marker in ("__getitem__", "__getitems__", "__next__"):
         hits = [i for i, n in enumerate(names) if n.endswith(marker)]

@@ -32,6 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
+from codedag.util.context_keys import split_segment
+
 # Placement of a call: a device string, or None for "keep the original".
 Placement = str | None
 
@@ -43,14 +45,6 @@ class NormalizedKey:
     parents: tuple[str, ...]
     name: str
     counter: int
-
-
-def split_segment(segment: str) -> tuple[str, int]:
-    """``"cv2.resize#3"`` -> ``("cv2.resize", 3)``; a segment without a counter gets 0."""
-    name, sep, count = segment.rpartition("#")
-    if sep and count.isdigit():
-        return name, int(count)
-    return segment, 0
 
 
 def normalize_key(key: str) -> NormalizedKey:

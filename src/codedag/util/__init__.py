@@ -1,5 +1,7 @@
 """Small helpers of every layer: safe reading and atomic writing, paths, signals, logs, seeding.
 
+* :mod:`.context_keys`: The segments of a traced context key: a canonical name and a counter
+  each
 * :mod:`.drawing`: How large a traced DAG Graphviz draws in seconds: the limit ``codedag trace``,
   its drawings and the reports share, readable without importing the tracer
 * :mod:`.exports`: Lazy package exports: a package names what it re-exports and from where, and
