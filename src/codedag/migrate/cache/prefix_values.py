@@ -8,15 +8,15 @@ image method) returns the next one, keyed by the call and its arguments, until t
 the store is asked for the key, and user code receives the stored value on a hit.
 
 A prefix value is *deferred* while its input is (nothing is computed) and *computed* otherwise
-(the call ran through the original function, as without the cache). The source's header is read
-from the store at the source call: a source the store does not know is computed, and so is the
-rest of its chain (a first epoch, on a store holding no value of the chain, does not ask:
-:meth:`~.session.Session.skips_lookup`). A deferred intermediate's header
-(its shape, dtype or mode) is read only when user code asks something it answers (``.shape``, a
-method, ``isinstance``); a header the store does not hold computes the value there. A chain whose
-code asks nothing goes from its source to its cut with two reads (the source's header, the cut's
-value). On a miss at the cut the deferred calls replay through the original functions, and the
-value is stored with the headers of its intermediates.
+(the call ran through the original function, as without the cache). The source call is deferred
+too, except in a first epoch, on a store holding no value of the chain, where it is computed
+and so is the rest of its chain (:meth:`~.session.Session.skips_lookup`). A deferred value's
+header (its shape, dtype or mode) is read only when user code asks something it answers
+(``.shape``, a method, ``isinstance``); a header the store does not hold computes the value
+there, and the chain goes on computed. A chain whose code asks nothing goes from its source to
+its cut with one read (the cut's value). On a miss at the cut the deferred calls replay through
+the original functions (the source's header is read then, once, to tell a lineage an earlier
+epoch stored), and the value is stored with the headers of its intermediates.
 
 Anything else done with a prefix value (an attribute the header cannot answer, a conversion to an
 array, a write, a truth test, iteration) gives the real value (replaying the calls if deferred) and
@@ -57,16 +57,20 @@ class Lineage:
         session: the process's cache session (store and counters).
         done: the chain was counted (hit, miss or divergence).
         stale: keys of headers read from an older generation (touched on a hit).
-        known: the store held the source's own header (an earlier epoch stored this lineage).
+        known: the store held the source's own header (an earlier epoch stored this lineage);
+            None: not asked yet (a hit never asks: :meth:`~.session.Session._known`).
+        source_key: the source value's key.
         key_ns: what computing the source's key cost (a hit costs it too).
     """
 
     __slots__ = (
-        "chain", "done", "key_ns", "known", "pending", "ran", "session", "stale", "started_ns"
+        "chain", "done", "key_ns", "known", "pending", "ran", "session", "source_key", "stale",
+        "started_ns",
     )  # fmt: skip
 
-    def __init__(self, chain: Any, session: Any, key_ns: int = 0) -> None:
+    def __init__(self, chain: Any, session: Any, key_ns: int = 0, source_key: bytes = b"") -> None:
         self.chain = chain
+        self.source_key = source_key
         self.key_ns = key_ns  # what keying the source cost: a hit pays it too
         self.session = session
         self.done = False
@@ -74,7 +78,7 @@ class Lineage:
         # value is at hand, yet the calls after it wait, so that a hit at the cut skips them
         self.ran = False
         self.stale: list[bytes] = []
-        self.known = False
+        self.known: bool | None = None
         self.started_ns = time.perf_counter_ns()  # the source call: what computing costs
         # values of element-wise runs not computed yet (:mod:`.lookup`), newest last
         self.pending: list[weakref.ref[PrefixValue]] = []
@@ -195,6 +199,8 @@ class PrefixValue(StandIn):
         meta, stale = found
         if stale:
             lineage.stale.append(self._key)
+        if self._depth == 0 and lineage.known is None:
+            lineage.known = not stale
         self._meta = self._trail[1] = meta
         return meta
 

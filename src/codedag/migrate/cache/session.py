@@ -285,7 +285,7 @@ class Session:
             return original(*args, **kwargs)
         item = declared.item if declared is not None else None
         echoes = _echoes(declared, original, args, kwargs) if declared is not None else {}
-        lineage = Lineage(chain, self, time.perf_counter_ns() - keying)
+        lineage = Lineage(chain, self, time.perf_counter_ns() - keying, key)
         self.local.lineages.append(lineage)
         cuts = int(chain.cut_function == chain.source_function)
         call = original if item is None else _item_of(original, item)
@@ -305,19 +305,22 @@ class Session:
             cut_key = keys.step_key([b"source", key])
             value = self.cut(head, cut_key, not skip, call, args, kwargs)
             return value if item is None else _assembled(value, item, echoes or {})
-        found = None if skip else self.meta(key)
-        if found is not None:
-            meta, stale = found
-            # stored by an earlier epoch of this run: a chain whose key changes every epoch
-            # shows there; an earlier run's header may be another plan's (the code edited)
-            lineage.known = not stale
-            if stale:
-                lineage.stale.append(key)
-            head = PrefixValue(lineage, key, meta, call=(call, args, kwargs), cuts=cuts)
-        else:
+        if skip:  # a cold store: computed, no header asked for
+            lineage.known = False
             value = call(*args, **kwargs)
             head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
+        else:  # deferred: its header is read where user code asks, the cut's value at the cut
+            head = PrefixValue(lineage, key, None, call=(call, args, kwargs), cuts=cuts)
         return head if item is None else _assembled(head, item, echoes or {})
+
+    def _known(self, lineage: Lineage) -> bool:
+        """Whether the store holds the header of ``lineage``'s source from this run (an earlier
+        epoch stored the lineage: a chain whose key changes every epoch shows there; an earlier
+        run's header may be another plan's, the code edited), read once."""
+        if lineage.known is None:
+            found = self.meta(lineage.source_key) if lineage.source_key else None
+            lineage.known = found is not None and not found[1]
+        return lineage.known
 
     def _left_for_later(self, chain: ChainSpec) -> bool:
         """Whether a source of ``chain`` runs as the library's own call, without the cache's
@@ -544,7 +547,7 @@ class Session:
             read = first._meta is not None and first._value is PENDING and first._call is not None
             seen = read or self.meta(first._key) is not None
             reason = "not_stored" if seen else "new"
-        if lineage.known:
+        if self._known(lineage):
             self._not_found(lineage.chain)
         value = computed_call(function, args, kwargs)
         if lineage.done:
