@@ -39,6 +39,15 @@ def test_the_checked_parser_names_what_is_wrong() -> None:
         node_from_dict([])
 
 
+def test_a_steps_merged_operations_round_trip_and_are_checked() -> None:
+    step = CallNode(5, "operator.truediv", operations=["operator.sub", "operator.truediv"])
+    assert "operations" not in call_dict(CALL)  # written only where a step merges several
+    assert node_from_dict(call_dict(step)) == step
+    for spoiled in ([1], ["x" * 600], ["operator.add"] * 300):
+        with pytest.raises(SchemaError, match="field 'operations' is not a list of at most"):
+            node_from_dict({**call_dict(step), "operations": spoiled})
+
+
 def test_fields_missing_from_older_files_take_their_defaults() -> None:
     node = node_from_dict({"kind": "value", "id": 7, "name": "Tensor"})
     assert node == ValueNode(7, "Tensor")

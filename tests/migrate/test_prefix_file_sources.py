@@ -309,6 +309,29 @@ def test_a_file_sources_prefix_is_cached_and_read_back_bit_for_bit(
     assert stats["hits"] == (count - 1) * len(files.images)  # later epochs read every one back
 
 
+def test_a_statement_of_several_operations_is_cut_after_its_last(
+    files: file_pipelines.Files, tmp_path: Path
+) -> None:
+    """``(img / 255.0 - MEAN) / STD`` is one step to the trace and three calls at run time: its
+    cut is the second division, and a hit hands the whole normalization back."""
+    name = "normalized-expression"
+    plan = copy.deepcopy(_plan(name, files, lambda f: file_pipelines.Normalized(f.images)))
+    (chain,) = plan["cache"]["chains"]
+    assert chain["steps"][:4] == [
+        "cv2.imread", "cv2.cvtColor", "cv2.resize", "operator.truediv",
+    ]  # fmt: skip
+    (division,) = [c for c in chain["candidates"] if c["step"] == "operator.truediv"]
+    assert division["occurrence"] == 1 and division["shape"] == [20, 24, 3]
+    chain["cut"], chain["cached"] = division, True  # whichever the timings chose
+    for workers in (0, 2):
+        stats = _cached_epochs(
+            plan, file_pipelines.Normalized(files.images), workers, tmp_path / f"w{workers}"
+        )
+        n = len(files.images)
+        assert stats["hits"] == n and stats["misses"] == {"new": n}, stats["diverged"]
+        assert stats["hit_bytes"] == n * 20 * 24 * 3 * 8  # float64: the normalized image
+
+
 def test_a_source_whose_other_results_come_from_the_file_is_not_a_cut(
     files: file_pipelines.Files,
 ) -> None:

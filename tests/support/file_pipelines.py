@@ -312,6 +312,25 @@ class Clipped(FileDataset):
         return torch.from_numpy(np.ascontiguousarray(image[y : y + 48, x : x + 64])), index
 
 
+MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+
+
+class Normalized(FileDataset):
+    """A Kaggle notebook's normalization in one statement with module-level arrays, after a
+    decode and a resize, then a flip drawn at random."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        img = cv2.imread(self.paths[index])
+        img = cv2.resize(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), (24, 20))
+        img = (img / 255.0 - MEAN) / STD
+        if random.random() < 0.5:
+            img = np.fliplr(img)
+        return torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1))), index
+
+
 class Thresholded(FileDataset):
     """A scanned page's binarisation: Otsu's threshold (its level and image unpacked from the
     call's tuple), a morphological opening, a resize, a dilation drawn at random."""

@@ -51,6 +51,26 @@ def test_a_subscript_store_produces_a_new_version_of_the_container() -> None:
     assert statement[0] == store[PARENT]  # the statement unit belongs to the frame
 
 
+MEAN = np.array([0.5, 0.25])
+
+
+def _normalized(x):  # type: ignore[no-untyped-def]
+    y = (x / 255.0 - MEAN) / (MEAN * 2)
+    z = 1.0 - np.abs(y) * 2
+    return np.flip(z)
+
+
+def test_a_step_of_several_operations_names_those_on_the_way_to_its_value() -> None:
+    """The operations through each one's first operand that is an operation, in the order they
+    ran: what a chain's value meets at run time (``MEAN * 2`` is another operand's)."""
+    s = traced(_normalized, np.ones((3, 2)), line_level=True)
+    paths = {r[NAME]: r[INFO][2] for r in s.calls if r[KIND] == KIND_STEP}
+    assert paths["operator.truediv"] == ("operator.truediv", "operator.sub", "operator.truediv")
+    # an unrecorded call of the statement is an operation of the step, as it is a call at run
+    # time; the constant 1.0 is no operation
+    assert paths["operator.sub"] == ("numpy.absolute", "operator.mul", "operator.sub")
+
+
 def test_without_line_level_there_are_no_steps() -> None:
     s = traced(_pipeline, np.ones(4), np.zeros(4))
     assert _steps(s) == {}

@@ -31,6 +31,9 @@ class CallNode:
             ones named ``"0"``, ``"1"``, ..., then keywords by name), enough to synthesize inputs
             of the same shapes, dtypes and parameters (see docs/dag-format.md); ``None`` when
             not recorded.
+        operations: for a step that merges several operations of one statement (``(img /
+            255.0 - MEAN) / STD``), the canonical names of those on the way to its value, in
+            the order they ran, its own ``name`` last; empty for any other call.
     """
 
     id: int
@@ -45,6 +48,7 @@ class CallNode:
     return_summary: str | None = None
     is_builtin: bool = False
     args: list[dict[str, Any]] | None = None
+    operations: list[str] = field(default_factory=list)
     kind: ClassVar[str] = "call"
     node_type: ClassVar[str] = "function_call"
     """The node type name of the DAG's JSON form."""

@@ -22,6 +22,7 @@ FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {
         "return_summary": (str, type(None)),
         "is_builtin": (bool,),
         "args": (list, type(None)),
+        "operations": (list,),
     },
     ValueNode: {
         "id": (int,),
@@ -35,6 +36,9 @@ FIELD_TYPES: dict[type, dict[str, tuple[type, ...]]] = {
     },
 }
 KIND_CLASS: dict[str, type] = {"call": CallNode, "value": ValueNode}
+MAX_OPERATIONS = 256
+"""The most operations a step's ``operations`` may name (a statement's merged operators)."""
+MAX_NAME_CHARS = 512
 
 
 def node_from_dict(raw: Any) -> Node:
@@ -58,11 +62,21 @@ def node_from_dict(raw: Any) -> Node:
                 f"{' or '.join(t.__name__ for t in accepted)}"
             )
         kwargs[name] = value
+    operations = kwargs.get("operations")
+    if operations is not None and (
+        len(operations) > MAX_OPERATIONS
+        or not all(type(o) is str and len(o) <= MAX_NAME_CHARS for o in operations)
+    ):
+        raise SchemaError(
+            f"field 'operations' is not a list of at most {MAX_OPERATIONS} names (strings of "
+            f"at most {MAX_NAME_CHARS} characters)"
+        )
     return cls(**kwargs)
 
 
 def call_dict(n: CallNode) -> dict[str, Any]:
-    return {
+    """The JSON form of a call node (``operations`` only where a step merges several)."""
+    out = {
         "id": n.id,
         "kind": "call",
         "name": n.name,
@@ -77,6 +91,9 @@ def call_dict(n: CallNode) -> dict[str, Any]:
         "is_builtin": n.is_builtin,
         "args": n.args,
     }
+    if n.operations:
+        out["operations"] = n.operations
+    return out
 
 
 def value_dict(n: ValueNode) -> dict[str, Any]:

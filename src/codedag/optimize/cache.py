@@ -690,8 +690,12 @@ def _follow(graph: _SampleGraph, node: Any, slot: str) -> tuple[list[Step], str]
 
     def add(call: Any, consumer: Any | None, branch: bool = False) -> None:
         # the run time counts a cut's calls on the way through each call's first input of the
-        # chain: never on a branch, whose calls' occurrences count apart
-        name = f"{call.name} branch" if branch else call.name
+        # chain: never on a branch, whose calls' occurrences count apart; a step that merges a
+        # statement's operations is as many calls there (``(img / 255.0 - MEAN) / STD``)
+        suffix = " branch" if branch else ""
+        for merged in call.operations[:-1]:
+            counts[merged + suffix] = counts.get(merged + suffix, -1) + 1
+        name = call.name + suffix
         counts[name] = counts.get(name, -1) + 1
         before = steps[-1] if steps else None
         draws = [r for r in randoms if node.id < r < call.id]
@@ -794,15 +798,16 @@ def _indexed_by_chain(
 
 
 def _stop_before(call: Any) -> str:
-    """Why a chain cannot go on into ``call`` (``""``: it can)."""
-    if call.name in _WRITES or _random(call.name):
-        return f"{call.name} writes or draws random numbers"
-    if not _followed(call.name):
-        return f"{call.name} is a method the cache's values do not record"
-    if _other_objects_method(call.name):  # ``self.clahe.apply(img)``: the CLAHE is its self
-        return f"{call.name} is a method of an object no key can hold"
-    if not _patchable(call.name):  # the run time would leave it, and so the chain, alone
-        return f"{call.name} is of no library codedag knows (it cannot be patched)"
+    """Why a chain cannot go on into ``call``, or an operation it merges (``""``: it can)."""
+    for name in (*call.operations[:-1], call.name):
+        if name in _WRITES or _random(name):
+            return f"{name} writes or draws random numbers"
+        if not _followed(name):
+            return f"{name} is a method the cache's values do not record"
+        if _other_objects_method(name):  # ``self.clahe.apply(img)``: the CLAHE is its self
+            return f"{name} is a method of an object no key can hold"
+        if not _patchable(name):  # the run time would leave it, and so the chain, alone
+            return f"{name} is of no library codedag knows (it cannot be patched)"
     return ""
 
 

@@ -137,6 +137,7 @@ class _Build:
         if raw_args is None:  # a step of several operations: what it read
             raw_args = [(i, ARG_VALUE, v) for i, v in enumerate(self.step_uses.get(seq, ()))]
         value_by_seq = self.value_by_seq
+        path = rec[INFO][2] if rec[KIND] == KIND_STEP else ()
         return CallNode(
             seq,
             name,
@@ -150,6 +151,7 @@ class _Build:
             _ret(rec[RET], value_by_seq),
             rec[KIND] != KIND_PY,
             _arguments(rec, value_by_seq),
+            list(path) if len(path) > 1 else [],
         )
 
     def _summary(self, arg: tuple[Any, int, Any]) -> str:

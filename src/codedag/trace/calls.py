@@ -270,7 +270,7 @@ class CallRecorder:
                 depth,
                 times,
                 args,
-                ((owner, ("view", cseq)), ()),
+                ((owner, ("view", cseq)), (), ()),
             )
             calls.insert(bisect.bisect(calls, cseq, key=_seq), step)
             self.uses.append((base, cseq))

@@ -64,15 +64,22 @@ _PLAIN_PAYLOAD = frozenset((bool, int, float, str, type(None)))
 
 
 class Region:
-    """Operations of one statement that will become one step: its name, inputs and arguments."""
+    """Operations of one statement that will become one step: its name, inputs and arguments,
+    and the operations on the way to it (``path``).
 
-    __slots__ = ("leaves", "name", "raw_args", "single")
+    ``path`` names the merged operations through each one's first operand that is itself a merged
+    operation, in the order they run, this one last (``(img / 255.0 - MEAN) / STD``:
+    ``truediv``, ``sub``, ``truediv``): the calls a value carried through the statement meets,
+    which a chain counts at run time where the trace sees one step."""
+
+    __slots__ = ("leaves", "name", "path", "raw_args", "single")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.leaves: list[int] = []  # value sequence numbers the operations read
         self.single = True  # one operation whose operands are all plain values or constants
         self.raw_args: list[tuple[Any, int, Any]] = []
+        self.path: tuple[str, ...] = (name,) if name else ()
 
 
 def _safe_attribute(obj: object, name: str) -> Any:
@@ -149,6 +156,7 @@ class Evaluation:
         (operands that are steps merge into it)."""
         region = Region(name)
         leaves, raw_args = region.leaves, region.raw_args
+        followed = False
         for label, src in enumerate(operands) if labels is None else zip(labels, operands):
             kind = src[0]
             if kind == S_VALUE:
@@ -159,6 +167,9 @@ class Evaluation:
                 region.single = False  # an operand of unknown shape: not rebuildable
             elif kind == S_REGION:
                 leaves.extend(src[1].leaves)
+                if not followed:  # the first operand that is an operation: the way to this one
+                    region.path = (*src[1].path, *region.path)
+                    followed = True
                 region.single = False
             elif kind == S_OBJECT:
                 payload = _object_payload(src[1], 0)

@@ -60,7 +60,8 @@ def step_record(
 ) -> list[Any]:
     """A ``KIND_STEP`` record: ``times`` are ``(t0, t1, ov0, ov1, skip0, skip1, nl0, nl1)``;
     ``args`` its raw arguments (None: what it read, from its uses); ``info`` the unit of
-    steps that share one statement's time, and their recorded siblings."""
+    steps that share one statement's time, their recorded siblings, and the names of the
+    operations merged on the way to it (:attr:`~codedag.trace.evaluation.Region.path`)."""
     step: list[Any] = [None] * NFIELDS
     step[SEQ], step[NAME], step[PARENT], step[SITE] = seq, name, parent, site
     step[DEPTH], step[KIND] = depth, KIND_STEP

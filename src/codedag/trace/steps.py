@@ -182,7 +182,7 @@ class StepMaker:
         if early is not None:  # steps made as user calls started: the statement's time is theirs
             for step in early.steps:
                 step[T1], step[OV1], step[SKIP1], step[NL1] = timing
-                step[INFO] = (unit, siblings)
+                step[INFO] = (unit, siblings, step[INFO][2])
 
         def make_step(region: Region) -> int:
             return self._step(region, rec, state, frame, timing, (unit, siblings))
@@ -395,6 +395,7 @@ class StepMaker:
         times = (state[ST_T0], t1, state[ST_OV0], ov1, state[ST_SKIP0], skip1, state[ST_NL0], nl1)
         site = (frame.f_code, state[ST_START])
         args = region.raw_args if region.single else None
+        info = (*info, region.path)
         step = step_record(cseq, region.name, rec[SEQ], site, rec[DEPTH] + 1, times, args, info)
         self.calls.append(step)
         for vseq in dict.fromkeys(region.leaves):
