@@ -454,7 +454,9 @@ def _holds_prefix_value(items: list[Any] | tuple[Any, ...]) -> bool:
 
 
 def _snapshot(values: Any) -> Any:
-    """Array arguments copied (a later write by user code must not reach a deferred call)."""
+    """Array arguments copied (a later write by user code must not reach a deferred call);
+    ``values`` itself where it holds none (a call's own tuple or dict, which nothing else
+    changes)."""
     import numpy as np
 
     def own(value: Any) -> Any:  # a prefix value is kept as it is (its type checked first:
@@ -462,6 +464,12 @@ def _snapshot(values: Any) -> Any:
         plain = type(value) is not PrefixValue and isinstance(value, np.ndarray)
         return value.copy() if plain else value
 
+    items = values.values() if isinstance(values, dict) else values
+    for value in items:
+        if type(value) is not PrefixValue and isinstance(value, np.ndarray):
+            break
+    else:
+        return values
     if isinstance(values, dict):
         return {k: own(v) for k, v in values.items()}
     return tuple([own(v) for v in values])
