@@ -21,6 +21,14 @@ def test_values_left_for_a_later_epoch_are_said_with_why() -> None:
     assert "10 left for a later epoch" in line and "storing share" in line
 
 
+def test_values_the_sample_wrote_into_before_they_were_stored_are_said() -> None:
+    # ``x[:, f:f + 8] = 0`` on the value a hit hands out: its first values changed under the
+    # writer, and the next epoch computes them again
+    stats = {"enabled": True, "hits": 153, "stored": 80, "not_stored_changed": 7}
+    line = _cache_line(cache_figures(stats | {"hit_rate": 0.64, "misses": {"new": 87}}))
+    assert "80 values stored (7 written into by the sample before the writer stored them" in line
+
+
 def test_nothing_left_says_nothing_of_it() -> None:
     stats = {"enabled": True, "hits": 4, "stored": 8, "not_stored_later": 0, "hit_rate": 0.5}
     assert "later" not in _cache_line(cache_figures(stats))

@@ -74,12 +74,18 @@ def cache_line(cache: dict[str, object]) -> str:
     hit_bytes = int(cache.get("hit_bytes", 0) or 0)  # type: ignore[call-overload]
     later = int(cache.get("not_stored_later", 0) or 0)  # type: ignore[call-overload]
     rate = float(cache.get("hit_rate", 0.0) or 0.0)  # type: ignore[arg-type]
+    changed = int(cache.get("not_stored_changed", 0) or 0)  # type: ignore[call-overload]
     left = (
         f" ({later:,} left for a later epoch: storing them would have passed the storing share "
         "of the loading time)"
         if later
         else ""
     )
+    if changed:
+        left += (
+            f" ({changed:,} written into by the sample before the writer stored them: stored "
+            "when a later epoch computes them, the chain's values copied at the cut from then on)"
+        )
     misses = cache.get("misses")
     other = {k: v for k, v in misses.items() if k != "new"} if isinstance(misses, dict) else {}
     computed = (

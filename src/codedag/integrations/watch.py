@@ -861,6 +861,7 @@ def cache_figures(stats: dict[str, Any]) -> dict[str, Any]:
     """The prefix cache's counters a summary shows (``get_stats()["cache"]``)."""
     if not stats.get("enabled"):
         return {"enabled": False}
-    keys: tuple[str, ...] = ("hits", "stored", "not_stored_later", "hit_rate", "hit_bytes")
+    keys: tuple[str, ...] = ("hits", "stored", "not_stored_later", "not_stored_changed")
+    keys += ("hit_rate", "hit_bytes")
     keys += ("bytes", "misses", "diverged", "problems")
     return {"enabled": True, **{k: stats[k] for k in keys if k in stats}}
