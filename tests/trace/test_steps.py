@@ -57,18 +57,24 @@ MEAN = np.array([0.5, 0.25])
 def _normalized(x):  # type: ignore[no-untyped-def]
     y = (x / 255.0 - MEAN) / (MEAN * 2)
     z = 1.0 - np.abs(y) * 2
-    return np.flip(z)
+    w = z - MEAN * 3
+    return np.flip(w)
 
 
 def test_a_step_of_several_operations_names_those_on_the_way_to_its_value() -> None:
-    """The operations through each one's first operand that is an operation, in the order they
-    ran: what a chain's value meets at run time (``MEAN * 2`` is another operand's)."""
+    """The operations through each one's first data operand while that is an operation, in the
+    order they ran: what a chain's value meets at run time (``MEAN * 2`` is another operand's)."""
     s = traced(_normalized, np.ones((3, 2)), line_level=True)
-    paths = {r[NAME]: r[INFO][2] for r in s.calls if r[KIND] == KIND_STEP}
-    assert paths["operator.truediv"] == ("operator.truediv", "operator.sub", "operator.truediv")
-    # an unrecorded call of the statement is an operation of the step, as it is a call at run
-    # time; the constant 1.0 is no operation
-    assert paths["operator.sub"] == ("numpy.absolute", "operator.mul", "operator.sub")
+    steps = sorted((r[SEQ], r[NAME], r[INFO][2]) for r in s.calls if r[KIND] == KIND_STEP)
+    paths = [(name, path) for _, name, path in steps]
+    assert paths == [
+        ("operator.truediv", ("operator.truediv", "operator.sub", "operator.truediv")),
+        # an unrecorded call of the statement is an operation of the step, as it is a call at
+        # run time; the constant 1.0 is no operation
+        ("operator.sub", ("numpy.absolute", "operator.mul", "operator.sub")),
+        # the first data operand is the value itself: ``MEAN * 3`` is another operand's
+        ("operator.sub", ("operator.sub",)),
+    ]
 
 
 def test_without_line_level_there_are_no_steps() -> None:

@@ -421,8 +421,8 @@ def save_plan(
     idle: IdlePlan | None = None,
 ) -> Path | None:
     """Store ``plan`` under ``key`` with ``inputs`` (:func:`plan_inputs`) and the time (and,
-    for a plan that applies nothing, ``idle``: what it moved and kept, and why); return its path (None
-    when it cannot be written: logged)."""
+    for a plan that applies nothing, ``idle``: what it moved and kept, and why); return its
+    path (None when it cannot be written: logged)."""
     from dataclasses import asdict
 
     from codedag.util.io import atomic_write_json

@@ -67,10 +67,11 @@ class Region:
     """Operations of one statement that will become one step: its name, inputs and arguments,
     and the operations on the way to it (``path``).
 
-    ``path`` names the merged operations through each one's first operand that is itself a merged
-    operation, in the order they run, this one last (``(img / 255.0 - MEAN) / STD``:
-    ``truediv``, ``sub``, ``truediv``): the calls a value carried through the statement meets,
-    which a chain counts at run time where the trace sees one step."""
+    ``path`` names the merged operations through each one's first data operand while that is a
+    merged operation itself, in the order they run, this one last (``(img / 255.0 - MEAN) /
+    STD``: ``truediv``, ``sub``, ``truediv``; ``img - MEAN * 2``: ``sub`` alone): the calls a
+    value carried through the statement meets, which a chain counts at run time where the trace
+    sees one step."""
 
     __slots__ = ("leaves", "name", "path", "raw_args", "single")
 
@@ -159,6 +160,10 @@ class Evaluation:
         followed = False
         for label, src in enumerate(operands) if labels is None else zip(labels, operands):
             kind = src[0]
+            if not followed and kind in _DATA_SOURCES:  # the first operand that is data: the
+                followed = True  # way a value carried through the statement came, where it is
+                if kind == S_REGION:  # an operation itself
+                    region.path = (*src[1].path, *region.path)
             if kind == S_VALUE:
                 leaves.append(src[1])
                 raw_args.append((label, ARG_VALUE, src[1]))
@@ -167,9 +172,6 @@ class Evaluation:
                 region.single = False  # an operand of unknown shape: not rebuildable
             elif kind == S_REGION:
                 leaves.extend(src[1].leaves)
-                if not followed:  # the first operand that is an operation: the way to this one
-                    region.path = (*src[1].path, *region.path)
-                    followed = True
                 region.single = False
             elif kind == S_OBJECT:
                 payload = _object_payload(src[1], 0)
