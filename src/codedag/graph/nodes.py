@@ -32,8 +32,9 @@ class CallNode:
             of the same shapes, dtypes and parameters (see docs/dag-format.md); ``None`` when
             not recorded.
         operations: for a step that merges several operations of one statement (``(img /
-            255.0 - MEAN) / STD``), the canonical names of those on the way to its value, in
-            the order they ran, its own ``name`` last; empty for any other call.
+            255.0 - MEAN) / STD``), the canonical names of those on the way to its value
+            (through each one's first data operand), in the order they ran, its own ``name``
+            last; empty for any other call.
     """
 
     id: int
