@@ -112,6 +112,17 @@ def test_a_plan_that_changes_nothing_is_not_applied(monkeypatch: pytest.MonkeyPa
         watch.close()
 
 
+def _watched(loader: DataLoader, epochs: int) -> LoaderWatch:  # type: ignore[type-arg]
+    """A run of ``epochs`` whole epochs of ``loader`` under a watch of its own (closed)."""
+    watch = LoaderWatch(loader, WatchSettings())
+    try:
+        for _ in range(epochs):
+            assert len(list(watch.iterate(lambda: DataLoader.__iter__(loader)))) == len(loader)
+    finally:
+        watch.close()
+    return watch
+
+
 def test_a_stored_plan_that_changes_nothing_is_read_back_without_the_plans_models(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
@@ -121,20 +132,11 @@ def test_a_stored_plan_that_changes_nothing_is_read_back_without_the_plans_model
     monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(autoplan, "nothing_to_plan", lambda dag: None)  # plan it all the same
     loader = DataLoader(Rows(), batch_size=4)
-    first = LoaderWatch(loader, WatchSettings())
-    try:
-        for _ in range(2):
-            list(first.iterate(lambda: DataLoader.__iter__(loader)))
-    finally:
-        first.close()
+    first = _watched(loader, epochs=2)
     assert first.results.plan_status == "nothing to apply" and first.results.plan_path
     # the next run reads what the plan kept, and checks no plan (a fifth of a second's imports)
     monkeypatch.setattr(codedag.plan.files, "check_plan", _refuse("the plan was read"))
-    second = LoaderWatch(loader, WatchSettings())
-    try:
-        assert len(list(second.iterate(lambda: DataLoader.__iter__(loader)))) == 3
-    finally:
-        second.close()
+    second = _watched(loader, epochs=1)
     results = second.results
     assert results.plan_status == "nothing to apply (stored plan)", results.plan_reason
     assert results.kept == first.results.kept and results.moved == first.results.moved == []
@@ -148,21 +150,12 @@ def test_samples_with_nothing_to_plan_are_traced_once_across_runs(
 
     monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path))
     loader = DataLoader(Rows(), batch_size=4)
-    first = LoaderWatch(loader, WatchSettings())
-    try:
-        for _ in range(2):
-            list(first.iterate(lambda: DataLoader.__iter__(loader)))
-    finally:
-        first.close()
+    first = _watched(loader, epochs=2)
     assert first.results.plan_status == "nothing to apply" and first.results.plan_path
     assert "call no function" in first.results.plan_reason
     # the next run of the same code reads that, and neither traces nor plans
     monkeypatch.setattr(autoplan, "plan_loader", _refuse("traced again"))
-    second = LoaderWatch(loader, WatchSettings())
-    try:
-        assert len(list(second.iterate(lambda: DataLoader.__iter__(loader)))) == 3
-    finally:
-        second.close()
+    second = _watched(loader, epochs=1)
     results = second.results
     assert results.plan_status == "nothing to apply (stored plan)", results.plan_reason
     assert results.plan_reason == first.results.plan_reason and results.trace_s == 0
