@@ -758,3 +758,54 @@ def test_a_stored_plan_is_found_by_the_next_run_whatever_its_samples_set(
         finally:
             statuses.append(watch.close().plan_status)
     assert statuses == ["applied", "applied (stored plan)"]
+
+
+def test_a_stored_plan_naming_modules_not_imported_yet_applies_from_the_second_batch(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """With 0 workers, a stored plan whose functions lie in modules the script has not imported
+    yet waits for the script's first batch to import them (a module whose import draws from a
+    global generator then draws where the script's own run does); the first batch is the
+    script's own, the rest of the epoch runs under the plan."""
+    from codedag.integrations import watch as watch_module
+
+    _storing_pays(tmp_path, monkeypatch)
+    monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "plans"))
+    paths = _png_files(tmp_path, 8)
+    runs = []
+    for run in range(2):
+        if run == 1:  # as if cv2.resize lay in a module the script imports in its first sample
+            monkeypatch.setattr(watch_module, "_unloaded", lambda p: ["cv2.resize"], raising=False)
+        loader = DataLoader(PngFiles(paths), batch_size=2)
+        watch = LoaderWatch(loader, WatchSettings(store_plans=True))
+        try:
+            for _ in range(2):
+                list(watch.iterate(lambda loader=loader: DataLoader.__iter__(loader)))
+        finally:
+            runs.append(watch.close())
+    first, second = runs
+    assert second.plan_status == "applied (stored plan)" and second.trace_s == 0
+    assert [e.plan_from_batch for e in second.epochs[:1]] == [2]  # the first batch ran plainly
+    assert first.epochs[0].plan_from_batch == 2  # as a first run's plan does
+
+
+def test_the_functions_of_modules_not_imported_are_those_a_plan_would_import(
+    monkeypatch: Any,
+) -> None:
+    import sys
+
+    from codedag.integrations.watch import _unloaded
+    from codedag.plan import MigrationPlan
+
+    plan = MigrationPlan.from_dict(
+        {
+            "context_device_map": {"ds.get/cv2.flip#0": "cpu"},
+            "calls": [
+                {"function": "cv2.flip", "migrate": True, "context_keys": ["ds.get/cv2.flip#0"]},
+                {"function": "cv2.blur", "migrate": False, "context_keys": ["ds.get/cv2.blur#0"]},
+            ],
+        }
+    )
+    assert _unloaded(plan) == []
+    monkeypatch.delitem(sys.modules, "cv2")
+    assert _unloaded(plan) == ["cv2.flip"]  # what the plan keeps as it is, it never imports

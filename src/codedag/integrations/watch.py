@@ -222,6 +222,22 @@ class _TimedIterator:
         return getattr(self._inner, name)
 
 
+def _unloaded(plan: MigrationPlan) -> list[str]:
+    """The functions ``plan`` patches whose modules are not imported yet (applying it would
+    import them)."""
+    from codedag.patching import loaded_value
+    from codedag.plan.names import named_functions
+
+    out = []
+    for named in named_functions(plan):
+        if named.used and named.name not in out:
+            try:
+                loaded_value(named.name)
+            except LookupError:
+                out.append(named.name)
+    return out
+
+
 _WATCHES: weakref.WeakSet[LoaderWatch] = weakref.WeakSet()
 """The watches of this process: one plan applies at a time (a plan's patches are the process's,
 and serve every DataLoader)."""
@@ -275,6 +291,10 @@ class LoaderWatch:
         self._first_indices: list[Any] = []
         self._replanned = ""  # why a stored plan was not applied, when it was not
         self._from_store = False  # the plan applied was stored by an earlier run
+        # a stored plan naming functions of modules the script has not imported yet, applied at
+        # the second batch with 0 workers: the script's first batch imports what it uses, as its
+        # own run does (a module whose import draws from a global generator draws in its place)
+        self._deferred: MigrationPlan | None = None
         self._import_draws: list[ImportDraw] = []  # imports of codedag's that drew (said once)
         self._lock = threading.RLock()
         _WATCHES.add(self)
@@ -403,7 +423,10 @@ class LoaderWatch:
             if self._tried or timed.done:
                 return
             handed = _batches_handed(timed._inner) if not self._fetches_here() else 0
-            self._plan_and_apply(self._first_indices[0] if self._first_indices else None)
+            if self._deferred is not None:
+                self._apply_deferred()
+            else:
+                self._plan_and_apply(self._first_indices[0] if self._first_indices else None)
             served = self._fetches_here() or (self._mailbox is not None and self._mailbox.delivered)
             if self.migrator is not None and served:
                 timed.figures.planned = True
@@ -533,8 +556,18 @@ class LoaderWatch:
             self._replanned = f"planned again: {', '.join(changed)} changed since the stored plan"
             log.info("codedag: %s", self._replanned)
             return
-        self._tried = True
         self.results.plan_path = str(plan_path(key))
+        if stored.idle is None and stored.plan is not None and self._fetches_here():
+            unloaded = _unloaded(stored.plan)
+            if unloaded:  # see _deferred
+                self._deferred = stored.plan
+                log.info(
+                    "codedag: the stored plan applies from the second batch: it names %s, of "
+                    "modules the script has not imported yet",
+                    ", ".join(unloaded[:3]),
+                )
+                return
+        self._tried = True
         if stored.idle is not None:  # nothing to apply: its decisions, no model imported
             self.results.moved, self.results.kept = stored.idle.moved, stored.idle.kept
             self._idle(stored.idle.reason or NOTHING_APPLIED)
@@ -542,6 +575,15 @@ class LoaderWatch:
             return
         self.results.plan_status += " (stored plan)"
         self._from_store = True
+
+    def _apply_deferred(self) -> None:
+        """Apply the stored plan kept for the second batch (see :attr:`_deferred`)."""
+        plan, self._deferred = self._deferred, None
+        assert plan is not None
+        self._tried = True
+        if self._apply(plan, stored=True):
+            self.results.plan_status += " (stored plan)"
+            self._from_store = True
 
     @gc_paused()
     def _plan_and_apply(self, indices: Any = None) -> None:
