@@ -748,16 +748,20 @@ def test_a_stored_plan_is_found_by_the_next_run_whatever_its_samples_set(
     _storing_pays(tmp_path, monkeypatch)
     monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "plans"))
     paths = _png_files(tmp_path, 8)
-    statuses = []
-    for _run in range(2):
-        loader = DataLoader(LazyOpened(paths), batch_size=4)
-        watch = LoaderWatch(loader, WatchSettings(store_plans=True))
-        try:
-            for _ in range(2):
-                list(watch.iterate(lambda loader=loader: DataLoader.__iter__(loader)))
-        finally:
-            statuses.append(watch.close().plan_status)
-    assert statuses == ["applied", "applied (stored plan)"]
+    first = _stored_run(DataLoader(LazyOpened(paths), batch_size=4))
+    second = _stored_run(DataLoader(LazyOpened(paths), batch_size=4))
+    assert [first.plan_status, second.plan_status] == ["applied", "applied (stored plan)"]
+
+
+def _stored_run(loader: DataLoader) -> Any:  # type: ignore[type-arg]
+    """Two epochs of ``loader`` under a watch that stores plans: its results."""
+    watch = LoaderWatch(loader, WatchSettings(store_plans=True))
+    try:
+        for _ in range(2):
+            list(watch.iterate(lambda: DataLoader.__iter__(loader)))
+    finally:
+        results = watch.close()
+    return results
 
 
 def test_a_stored_plan_naming_modules_not_imported_yet_applies_from_the_second_batch(
@@ -772,18 +776,10 @@ def test_a_stored_plan_naming_modules_not_imported_yet_applies_from_the_second_b
     _storing_pays(tmp_path, monkeypatch)
     monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "plans"))
     paths = _png_files(tmp_path, 8)
-    runs = []
-    for run in range(2):
-        if run == 1:  # as if cv2.resize lay in a module the script imports in its first sample
-            monkeypatch.setattr(watch_module, "_unloaded", lambda p: ["cv2.resize"], raising=False)
-        loader = DataLoader(PngFiles(paths), batch_size=2)
-        watch = LoaderWatch(loader, WatchSettings(store_plans=True))
-        try:
-            for _ in range(2):
-                list(watch.iterate(lambda loader=loader: DataLoader.__iter__(loader)))
-        finally:
-            runs.append(watch.close())
-    first, second = runs
+    first = _stored_run(DataLoader(PngFiles(paths), batch_size=2))
+    # as if cv2.resize lay in a module the script imports in its first sample
+    monkeypatch.setattr(watch_module, "_unloaded", lambda p: ["cv2.resize"], raising=False)
+    second = _stored_run(DataLoader(PngFiles(paths), batch_size=2))
     assert second.plan_status == "applied (stored plan)" and second.trace_s == 0
     assert [e.plan_from_batch for e in second.epochs[:1]] == [2]  # the first batch ran plainly
     assert first.epochs[0].plan_from_batch == 2  # as a first run's plan does
