@@ -783,6 +783,10 @@ def test_a_stored_plan_naming_modules_not_imported_yet_applies_from_the_second_b
     assert second.plan_status == "applied (stored plan)" and second.trace_s == 0
     assert [e.plan_from_batch for e in second.epochs[:1]] == [2]  # the first batch ran plainly
     assert first.epochs[0].plan_from_batch == 2  # as a first run's plan does
+    # an epoch of one batch: the stored plan applies at its end, for the next epoch
+    third = _stored_run(DataLoader(PngFiles(paths), batch_size=len(paths)))
+    assert third.plan_status == "applied (stored plan)" and third.trace_s == 0
+    assert third.epochs[0].plan_from_batch == 2 and third.epochs[1].planned  # and kept
 
 
 def test_the_functions_of_modules_not_imported_are_those_a_plan_would_import(

@@ -327,7 +327,8 @@ class LoaderWatch:
                 inner = self._started_with_mailbox(make_iterator)
             if not self.results.epochs and not self._tried and self._fetches_here():
                 self._first_indices = _record_first_indices(inner)
-            if not self._tried and self.settings.plan_budget_s > 0 and self._prefetches():
+            planning = not self._tried and self._deferred is None
+            if planning and self.settings.plan_budget_s > 0 and self._prefetches():
                 prefetch.start()
             figures = EpochFigures(
                 epoch=len(self.results.epochs) + 1,
@@ -359,11 +360,15 @@ class LoaderWatch:
             self.results.epochs.append(timed.figures)
             if self._open is timed:
                 self._open = None
-            if not self._tried:
+            if self._deferred is not None:  # an epoch of one batch
+                self._apply_deferred()
+            elif not self._tried:
                 self._plan_and_apply()
             elif complete and self._from_store and len(self.results.epochs) == 1:
                 self._from_store = False  # judged once, by the first epoch
-                if self._stored_plan_met_nothing():
+                # a plan applied from the second batch of an epoch of one met no batch yet
+                served = (timed.figures.plan_from_batch or 1) <= timed.batches
+                if served and self._stored_plan_met_nothing():
                     self._plan_again()
 
     def _stored_plan_met_nothing(self) -> bool:
