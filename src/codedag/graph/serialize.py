@@ -39,6 +39,7 @@ KIND_CLASS: dict[str, type] = {"call": CallNode, "value": ValueNode}
 MAX_OPERATIONS = 256
 """The most operations a step's ``operations`` may name (a statement's merged operators)."""
 MAX_NAME_CHARS = 512
+"""The longest name ``operations`` may hold."""
 
 
 def node_from_dict(raw: Any) -> Node:

@@ -229,12 +229,11 @@ def _unloaded(plan: MigrationPlan) -> list[str]:
     from codedag.plan.names import named_functions
 
     out = []
-    for named in named_functions(plan):
-        if named.used and named.name not in out:
-            try:
-                loaded_value(named.name)
-            except LookupError:
-                out.append(named.name)
+    for name in dict.fromkeys(n.name for n in named_functions(plan) if n.used):
+        try:
+            loaded_value(name)
+        except LookupError:
+            out.append(name)
     return out
 
 
