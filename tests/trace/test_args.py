@@ -11,7 +11,8 @@ import pytest
 from codedag.errors import TraceError
 from codedag.graph import ExecutionDAG
 from codedag.trace import EnhancedTracer
-from codedag.trace.args import layout_of, rebuild_arguments, rebuild_value
+from codedag.trace.args import layout_of
+from codedag.trace.rebuild import rebuild_arguments, rebuild_value
 
 librosa = pytest.importorskip("librosa")
 

@@ -12,7 +12,7 @@ import real_pipelines as rp
 
 from codedag.graph import ExecutionDAG
 from codedag.trace import EnhancedTracer
-from codedag.trace.args import rebuild_arguments
+from codedag.trace.rebuild import rebuild_arguments
 
 IMG = np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8)
 

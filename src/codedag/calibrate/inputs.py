@@ -27,7 +27,7 @@ def rebuild_call(
     Raises:
         TraceError: an argument cannot be rebuilt (an object recorded by its type only).
     """
-    from codedag.trace.args import rebuild_arguments
+    from codedag.trace.rebuild import rebuild_arguments
 
     return rebuild_arguments(args, seed)
 

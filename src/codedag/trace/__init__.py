@@ -3,8 +3,7 @@
 Importing this package installs nothing: the profile hook and library wrappers exist only inside
 a tracing window.
 
-* :mod:`.args`: Argument descriptions of library calls (``CallNode.args``) and rebuilding calls
-  from them
+* :mod:`.args`: Argument descriptions of library calls (``CallNode.args``)
 * :mod:`.builder`: Turn a session's raw records into an :class:`ExecutionDAG`: ids, times, context
   keys, edges
 * :mod:`.overhead`: Measure the tracer's unmeasured per-event cost, once per process and memory
@@ -31,6 +30,7 @@ a tracing window.
 * :mod:`.lines`: Following the statements of user frames: where one ends, the next starts (line
   events)
 * :mod:`.monitoring`: The tracer's event source on Python 3.12+: ``sys.monitoring`` (PEP 669)
+* :mod:`.rebuild`: Calls rebuilt from the argument entries of the trace (``CallNode.args``)
 * :mod:`.recorder`: A tracing window: the session that builds the tracer's core and installs its
   event source
 * :mod:`.records`: Layout of the tracer's raw records: field indices, kinds, memory modes, small
