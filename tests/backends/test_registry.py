@@ -182,7 +182,6 @@ def test_a_library_release_past_the_verified_ones_keeps_its_calls_with_it(
     import importlib.metadata
 
     from codedag.backends.ops.cv2.facts import FACTS
-    from codedag.backends.registry import unverified_version
 
     versions = {"opencv-python-headless": "5.1.0.95"}
 
@@ -192,7 +191,7 @@ def test_a_library_release_past_the_verified_ones_keeps_its_calls_with_it(
         return versions[distribution]
 
     monkeypatch.setattr(importlib.metadata, "version", version)
-    assert FACTS.verified_below == "5.1" and unverified_version(FACTS) == "5.1.0.95"
+    assert FACTS.verified_below == "5.1" and FACTS.unverified_version() == "5.1.0.95"
     newer = Registry()
     with caplog.at_level("WARNING", logger="codedag.backends.registry"):
         _load_ops_module(newer, "cv2")
@@ -201,12 +200,12 @@ def test_a_library_release_past_the_verified_ones_keeps_its_calls_with_it(
     assert "5.1.0.95 is newer than the releases" in newer.load_errors["cv2"]
     assert len(caplog.records) == 1
     versions["opencv-python-headless"] = "5.0.0.93"
-    assert unverified_version(FACTS) is None
+    assert FACTS.unverified_version() is None
     verified = Registry()
     _load_ops_module(verified, "cv2")
     assert verified.is_migratable("cv2.resize") and "cv2" not in verified.load_errors
     versions.clear()  # not installed under any of its names: nothing to compare
-    assert unverified_version(FACTS) is None
+    assert FACTS.unverified_version() is None
 
 
 def _lazy_package(

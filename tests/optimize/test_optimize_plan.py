@@ -157,7 +157,7 @@ def test_patching_cost_of_the_unplaced_calls_can_outweigh_the_saving() -> None:
 
 def test_semantics_first_random_draws_output_buffers_and_user_choices() -> None:
     dag = _sandwich("numpy.random.uniform")
-    from codedag.backends.registry import placement_blocker
+    from codedag.backends.placement_blockers import placement_blocker
 
     coarse = as_coarse(dag)
     parts = [Partition(0, min(coarse.nodes), set(coarse.nodes))]

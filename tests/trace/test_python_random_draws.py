@@ -11,8 +11,8 @@ from random_pipelines import Draws
 from torch.utils.data import DataLoader
 
 from codedag.backends.names import canonical_name
-from codedag.backends.registry import draws_random_numbers
-from codedag.optimize.chains import _is_operation, _samples
+from codedag.backends.placement_blockers import draws_random_numbers
+from codedag.optimize.samples import is_operation, traced_samples
 from codedag.trace import trace_dataloader
 
 DRAWS = [
@@ -32,10 +32,10 @@ def test_every_draw_is_a_call_of_its_sample_in_call_order() -> None:
     originals = (random.uniform, random.random, random.Random.uniform)
     random.seed(0)
     tracer, batch = trace_dataloader(DataLoader(Draws(), batch_size=2))
-    samples = _samples(tracer.dag)
+    samples = traced_samples(tracer.dag)
     assert len(samples) == 2
     for sample in samples:
-        names = [n.name for n in sorted(sample, key=lambda n: n.id) if _is_operation(n)]
+        names = [n.name for n in sorted(sample, key=lambda n: n.id) if is_operation(n)]
         assert [n for n in names if n.startswith("random.")] == DRAWS
         assert all(draws_random_numbers(n) for n in DRAWS)
     assert (random.uniform, random.random, random.Random.uniform) == originals

@@ -13,6 +13,8 @@
   :mod:`.adapter_values`: what they share (refusal reasons, results tensor by tensor, the fast
   paths' zero-copy tensors); :mod:`.tensor_adapter`: the adapter of torch functions;
 * :mod:`.registry`: one :class:`~.contract.OpSpec` per canonical name, built from :mod:`.ops`;
+* :mod:`.placement_blockers`: which calls a plan must not place unless the user opts in by name
+  (random draws, backends declared to differ);
 * :mod:`.admission`: function names from plans and DAGs admitted by the registry before anything
   is imported;
 * :mod:`.exact_tables`: which element-wise NumPy calls a 256-entry lookup table computes exactly;

@@ -169,3 +169,25 @@ class LibraryFacts:
         """Whether the qualified ``name`` belongs to one of the library's modules, or is one of
         its file sources (``soundfile.read``, which librosa reads files with)."""
         return name.split(".", 1)[0] in self.modules or name in self.file_sources
+
+    def unverified_version(self) -> str | None:
+        """The installed version of the library when it is at or past :attr:`verified_below`
+        (its backends were not verified against it), else None."""
+        if self.verified_below is None:
+            return None
+        import importlib.metadata
+
+        for distribution in self.distributions:
+            try:
+                installed = importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            return installed if _release(installed) >= _release(self.verified_below) else None
+        return None
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """The first three numbers of a version (``5.1.0.95`` -> ``(5, 1, 0)``)."""
+    import re
+
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])

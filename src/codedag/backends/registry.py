@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
-import re
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +36,6 @@ from codedag.backends import libraries
 from codedag.backends.contract import (
     DEVICE,
     FactoryOp,
-    Fidelity,
     Library,
     MoveOnly,
     OpSpec,
@@ -46,7 +44,6 @@ from codedag.backends.contract import (
     Tolerance,
 )
 from codedag.backends.derived import MappingView, SequenceView
-from codedag.backends.facts import LibraryFacts
 from codedag.errors import MigrationError
 
 log = logging.getLogger(__name__)
@@ -55,7 +52,6 @@ __all__ = [
     "DEVICE",
     "NON_MIGRATABLE",
     "PYTHON_NON_MIGRATABLE",
-    "RANDOM_DRAW",
     "RANDOM_PREFIXES",
     "FactoryOp",
     "MoveOnly",
@@ -64,10 +60,8 @@ __all__ = [
     "StandardOp",
     "Strategy",
     "default_registry",
-    "draws_random_numbers",
     "is_migratable",
     "list_supported_functions",
-    "placement_blocker",
     "spec_from_backend",
 ]
 
@@ -426,7 +420,7 @@ def _load_ops_module(registry: Registry, module: str) -> None:
         return
     library = getattr(package, "LIBRARY", None)
     if isinstance(library, Library):
-        newer = unverified_version(library.facts)
+        newer = library.facts.unverified_version()
         if newer is not None:
             reason = (
                 f"{library.name} {newer} is newer than the releases its backends are verified "
@@ -436,24 +430,6 @@ def _load_ops_module(registry: Registry, module: str) -> None:
             log.warning("backend package %s not used: %s", module, reason)
             library = replace(library, specs=())
         registry.add_library(library)
-
-
-def _release(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
-
-
-def unverified_version(facts: LibraryFacts) -> str | None:
-    """The installed version of the library when it is at or past ``facts.verified_below``
-    (its backends were not verified against it), else None."""
-    if facts.verified_below is None:
-        return None
-    for distribution in facts.distributions:
-        try:
-            installed = importlib.metadata.version(distribution)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        return installed if _release(installed) >= _release(facts.verified_below) else None
-    return None
 
 
 def build_default_registry() -> Registry:
@@ -508,33 +484,3 @@ def _random_prefixes() -> tuple[str, ...]:
 RANDOM_PREFIXES: Sequence[str] = SequenceView(_random_prefixes)
 """Prefixes of functions without a spec whose result is not a function of their arguments, as
 each library package declares them (Python's ``random`` among them)."""
-
-
-RANDOM_DRAW = "draws random numbers: a backend draws from another stream and the data changes"
-"""Why a random draw is not placed (the optimizer) or not moved (the migrator) unless opted in."""
-
-
-def draws_random_numbers(name: str, registry: Registry | None = None) -> bool:
-    """Whether ``name`` is a random draw: its spec says so (``random``), or it has no spec and
-    its name starts with one of :data:`RANDOM_PREFIXES` (``numpy.random.Generator.normal``)."""
-    spec = (registry if registry is not None else default_registry()).get(name)
-    if spec is None:
-        return name.startswith(_random_prefixes())
-    return spec.quirks.random
-
-
-def placement_blocker(name: str) -> str | None:
-    """Why a plan must not place ``name`` unless the user opts in by name, or ``None``.
-
-    Read from the op's declaration: functions whose result is not a function of their arguments
-    (``random``), and backends declared to differ from the library beyond the tolerance table
-    (``Fidelity.DIFFERS``). Names without a spec: random draws by prefix.
-    """
-    if draws_random_numbers(name):
-        return RANDOM_DRAW
-    spec = default_registry().get(name)
-    if spec is None:
-        return None
-    if spec.quirks.fidelity is Fidelity.DIFFERS:
-        return spec.quirks.differs or "its backend is declared to differ from the library"
-    return None

@@ -26,7 +26,8 @@ from typing import Any
 
 from codedag.backends.admission import UNKNOWN
 from codedag.backends.device_values import ValueConverter
-from codedag.backends.registry import Registry, draws_random_numbers
+from codedag.backends.placement_blockers import draws_random_numbers
+from codedag.backends.registry import Registry
 from codedag.errors import MigrationError
 from codedag.migrate import guard as guard_module
 from codedag.migrate.guard import GuardSettings

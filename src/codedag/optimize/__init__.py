@@ -40,6 +40,8 @@
 * :mod:`.refine`: Iterative refinement: boundary moves from a gain heap that lower the objective
 * :mod:`.result`: What OptimizerManager.optimize returns: the passes' outputs as typed fields, also
   readable as a dict
+* :mod:`.samples`: The traced samples of a DataLoader batch: which calls of the trace each sample
+  made
 * :mod:`.schedule`: Makespan of a two-device placement under the cost model, and HEFT as a
   reference scheduler
 * :mod:`.tables`: Finding element-wise runs on uint8 arrays in a traced batch, for lookup tables

@@ -61,7 +61,7 @@ from codedag.backends.libraries import library_takes_any_value, takes_any_value
 from codedag.backends.sources import file_source
 from codedag.graph.model import ExecutionDAG
 from codedag.optimize.cache_bytes import _mb, _ms, bytes_clause
-from codedag.optimize.chains import _is_operation, _samples
+from codedag.optimize.samples import is_operation, traced_samples
 from codedag.plan.cache import (
     FIRST_EPOCH_SLACK,
     STORE_SHARE,
@@ -301,7 +301,7 @@ class PrefixFound:
 
 
 def _random(name: str) -> bool:
-    from codedag.backends.registry import placement_blocker
+    from codedag.backends.placement_blockers import placement_blocker
 
     if name.startswith(_CLOCKS):
         return True
@@ -501,7 +501,7 @@ def _top_level(dag: ExecutionDAG, node: Any) -> bool:
     """Whether a call is made by user code (not by a library call it is inside)."""
     for parent_id in dag.predecessors(node.id, "calls"):
         parent = dag.nodes[parent_id]
-        if _is_operation(parent) and not parent.name.startswith(_LOADER_FRAMES):
+        if is_operation(parent) and not parent.name.startswith(_LOADER_FRAMES):
             return False
     return True
 
@@ -520,7 +520,7 @@ def _fetch_randoms(dag: ExecutionDAG, operations: list[Any]) -> list[int]:
         child
         for parent in parents
         for child in dag.successors(parent, "calls")
-        if _is_operation(dag.nodes[child]) and _random(dag.nodes[child].name)
+        if is_operation(dag.nodes[child]) and _random(dag.nodes[child].name)
     ]
 
 
@@ -604,7 +604,7 @@ def _sample_chains(
     dag: ExecutionDAG, ops: list[Any], sample: int, skipped: list[Skipped] | None = None
 ) -> list[TracedChain]:
     operations = sorted(
-        (n for n in ops if _is_operation(n) and _top_level(dag, n)), key=lambda n: n.id
+        (n for n in ops if is_operation(n) and _top_level(dag, n)), key=lambda n: n.id
     )
     graph = _SampleGraph(dag, operations)
     chains = []
@@ -814,7 +814,7 @@ def _stop_before(call: Any) -> str:
 def find_prefixes(dag: Any) -> PrefixFound:
     """The deterministic prefix chains of each traced sample, grouped across samples."""
     dag = getattr(dag, "source", dag)
-    samples = _samples(dag, resumptions=True)
+    samples = traced_samples(dag, resumptions=True)
     info = (getattr(dag, "metadata", {}) or {}).get("dataloader") or {}
     length = info.get("dataset_len")
     dataset_len = length if isinstance(length, int) and not isinstance(length, bool) else None
@@ -828,7 +828,7 @@ def find_prefixes(dag: Any) -> PrefixFound:
                 "an iterable one's own generator from one yield to the next"
             )
         return PrefixFound([], 0, dataset_len, note)
-    calls = frozenset(n.name for ops in samples for n in ops if _is_operation(n))
+    calls = frozenset(n.name for ops in samples for n in ops if is_operation(n))
     skipped: list[Skipped] = []
     traced = [t for i, ops in enumerate(samples) for t in _sample_chains(dag, ops, i, skipped)]
     chains = _grouped_chains(traced)
@@ -840,9 +840,7 @@ def find_prefixes(dag: Any) -> PrefixFound:
     from codedag.optimize.batched import traced_batch_size
 
     count = min(len(samples), traced_batch_size(dag, len(samples)))
-    sample_ns = int(
-        median(sum(int(n.total_ns) for n in ops if _is_operation(n)) for ops in samples)
-    )
+    sample_ns = int(median(sum(int(n.total_ns) for n in ops if is_operation(n)) for ops in samples))
     return PrefixFound(chains, count, dataset_len, note, calls, _grouped(skipped), sample_ns)
 
 

@@ -392,7 +392,7 @@ def random_draw_lines(
         is_draw: ``function -> draws random numbers`` (default: the registry's).
     """
     if is_draw is None:
-        from codedag.backends.registry import draws_random_numbers
+        from codedag.backends.placement_blockers import draws_random_numbers
 
         is_draw = draws_random_numbers
     only = set(plan.placement.only)

@@ -77,7 +77,7 @@ def _keys(dag: CoarsenedDAG, node_id: int) -> list[str]:
 
 
 def _default_blocker() -> Callable[[str], str | None]:
-    from codedag.backends.registry import placement_blocker
+    from codedag.backends.placement_blockers import placement_blocker
 
     return placement_blocker
 

@@ -22,7 +22,8 @@ from codedag.graph.model import ExecutionDAG
 from codedag.migrate.tables.lookup import ELEMENTWISE
 from codedag.migrate.tables.runtime import CONVERSIONS
 from codedag.optimize.cache import caller_of
-from codedag.optimize.chains import _consumers, _is_operation, _samples, _value_of
+from codedag.optimize.chains import _consumers, _value_of
+from codedag.optimize.samples import is_operation, traced_samples
 from codedag.patching import addressable
 from codedag.plan.tables import TableRun, TablesSection
 
@@ -45,8 +46,8 @@ def find_runs(
     placement or a batched chain: one owner per function) are neither producers nor guards."""
     found: dict[tuple[str, str], list[tuple[list[str], str, int]]] = {}
     calls: set[str] = set()
-    for sample in _samples(dag):
-        ops = [n for n in sample if _is_operation(n)]
+    for sample in traced_samples(dag):
+        ops = [n for n in sample if is_operation(n)]
         inside = {n.id for n in ops}
         calls.update(n.name for n in ops)
         for node in ops:

@@ -5,7 +5,7 @@ sample goes through, what each call costs and where it runs. :func:`chain_view` 
 a DAG (and, when there is one, a migration plan):
 
 - the **sample chain**: each sample's top-level calls (what ``__getitem__`` calls; see
-  :func:`codedag.optimize.chains.sample_steps`), coarsened over the samples: the n-th call of a
+  :func:`codedag.optimize.samples.sample_steps`), coarsened over the samples: the n-th call of a
   function in one sample lines up with the n-th call of it in the others, so a step only some
   samples take (a random flip) is one box saying how many did. Each box has the mean time per
   sample that ran it, its share of the samples' time, and where it runs: its library, torch on a
@@ -181,7 +181,7 @@ def _open_big_calls(
 def chain_view(dag: ExecutionDAG, plan: dict[str, Any] | None = None) -> ChainView:
     """The chain view of a traced DAG (see the module docstring)."""
     from codedag.backends.libraries import is_library_module
-    from codedag.optimize.chains import sample_steps
+    from codedag.optimize.samples import sample_steps
 
     per_call, batched = _placements(plan)
     root = _batch_root(dag)
