@@ -148,13 +148,13 @@ def test_a_gain_within_the_noise_is_measured_again_with_twice_the_rounds(
     rounds: list[int] = []
     grown: list[int] = []
 
-    def confirm(loader, yours, candidate, options, consumer, tick, first_epoch):  # type: ignore[no-untyped-def]
+    def confirm(sides, options):  # type: ignore[no-untyped-def]
         rounds.append(options.rounds)
         faster, ratio = outcomes[len(rounds) - 1]
         pooled = [0.01 if faster else 0.02]
         return pooled, [0.02], LoaderConfirmation(rounds=options.rounds, ratio=ratio)
 
-    monkeypatch.setattr(choice, "confirm", confirm)
+    monkeypatch.setattr(choice, "_confirm", confirm)
     monkeypatch.setattr(choice, "beats", lambda candidate, yours, margin: candidate == [0.01])
     options = TuneOptions(rounds=2, batches=4)
     *_pooled, confirmation, faster, note = choice.confirm_decided(

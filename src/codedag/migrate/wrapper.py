@@ -274,19 +274,22 @@ class UniversalWrapper:
         if self._route.slow:
             return self._migrate_slow(args, kwargs, device, level, sys._getframe(2).f_code)
         used = device if device == "cpu" else effective_device(device)
+        try:
+            result = self._executed(args, kwargs, used)
+        except Exception as error:
+            return self._failed(error, args, kwargs, sys._getframe(2).f_code)
+        self._calls.placement(level, used).add()
+        return result
+
+    def _executed(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        """The call through its backend on ``device``, this thread marked busy meanwhile (the
+        patched calls the backend makes run their originals)."""
         ident = threading.get_ident()
         _BUSY.add(ident)
         try:
-            result = self.executor.run(args, kwargs, used)
-        except Exception as error:
+            return self.executor.run(args, kwargs, device)
+        finally:
             _BUSY.discard(ident)
-            return self._failed(error, args, kwargs, sys._getframe(2).f_code)
-        except BaseException:
-            _BUSY.discard(ident)
-            raise
-        _BUSY.discard(ident)
-        self._calls.placement(level, used).add()
-        return result
 
     def _slow_constant(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Frames: 0 _slow_constant, 1 replacement, 2 the caller.
@@ -310,15 +313,10 @@ class UniversalWrapper:
         used = effective_device(device)
         if guard.checking:
             return self._guarded(args, kwargs, used, level, code)
-        ident = threading.get_ident()
-        _BUSY.add(ident)
         try:
-            result = self.executor.run(args, kwargs, used)
+            result = self._executed(args, kwargs, used)
         except Exception as error:
-            _BUSY.discard(ident)
             return self._failed(error, args, kwargs, code)
-        finally:
-            _BUSY.discard(ident)
         self._succeeded(code)
         counter = self._calls.placement(level, used)
         counter.add()

@@ -120,18 +120,27 @@ def pick(search: Search, step_s: float | None, margin: float) -> Candidate:
     return Candidate(chosen, why)
 
 
-def confirm(
-    loader: DataLoader[Any],
-    yours: LoaderSettings,
-    candidate: LoaderSettings,
-    options: TuneOptions,
-    consumer: Consumer | None,
-    tick: Callable[[str], None],
-    first_epoch: bool = True,
+@dataclass(frozen=True)
+class _SideBySide:
+    """Yours and the candidate, timed on ``loader`` the same way (``first_epoch``: each side's
+    time to load the loader's first epoch too)."""
+
+    loader: DataLoader[Any]
+    yours: LoaderSettings
+    candidate: LoaderSettings
+    consumer: Consumer | None
+    tick: Callable[[str], None]
+    first_epoch: bool
+
+
+def _confirm(
+    sides: _SideBySide, options: TuneOptions
 ) -> tuple[list[float], list[float], LoaderConfirmation]:
     """Time yours and the candidate in ``options.rounds`` interleaved rounds of
     ``options.batches`` batches (at most ``options.trial_s`` each); pooled cycle intervals of
-    each, and (``first_epoch``) each side's time to load the loader's first epoch."""
+    each, and each side's time to load the loader's first epoch where ``sides`` asks."""
+    loader, yours, candidate = sides.loader, sides.yours, sides.candidate
+    consumer, tick, first_epoch = sides.consumer, sides.tick, sides.first_epoch
     rounds, batches, max_s = options.rounds, options.batches, options.trial_s
     pooled: dict[str, list[float]] = {"yours": [], "candidate": []}
     epoch = (epoch_length(loader) or 0) if first_epoch else 0
@@ -181,7 +190,7 @@ def confirm_decided(
     first_epoch: bool = True,
     more_batches: Callable[[int], None] | None = None,
 ) -> tuple[list[float], list[float], LoaderConfirmation, bool, str]:
-    """:func:`confirm`, judged by :func:`beats`; where the candidate measured faster by more than
+    """Yours and the candidate timed side by side, judged by :func:`beats`; where the candidate measured faster by more than
     the margin but not beyond the noise, timed once more with twice the rounds, and that
     measurement decides (on a busy machine two rounds once left a 1.87x gain within the noise).
 
@@ -190,9 +199,8 @@ def confirm_decided(
         yours, and a note saying it was measured again (empty if not).
     """
     margin = options.margin_pct / 100.0
-    theirs, mine, confirmation = confirm(
-        loader, yours, candidate, options, consumer, tick, first_epoch
-    )
+    sides = _SideBySide(loader, yours, candidate, consumer, tick, first_epoch)
+    theirs, mine, confirmation = _confirm(sides, options)
     faster = beats(theirs, mine, margin=margin)
     if faster or confirmation.ratio <= 1.0 + margin or options.rounds >= MAX_ROUNDS:
         return theirs, mine, confirmation, faster, ""
@@ -203,9 +211,7 @@ def confirm_decided(
         f"measured again in {more.rounds} rounds: {options.rounds} had left a "
         f"{confirmation.ratio:.2f}x gain within the noise"
     )
-    theirs, mine, confirmation = confirm(
-        loader, yours, candidate, more, consumer, tick, first_epoch
-    )
+    theirs, mine, confirmation = _confirm(sides, more)
     return theirs, mine, confirmation, beats(theirs, mine, margin=margin), note
 
 

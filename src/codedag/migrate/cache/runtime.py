@@ -312,9 +312,7 @@ class PrefixCacheRuntime(PatchedRuntime):
                 return original(fetcher, index)
             states, taken = random_states.hold()
             workers = runtime.workers
-            session.begin_sample(fetcher)
-            session.local.fetching += 1
-            collate = _collating_real_samples(fetcher, session)
+            collate = _fetch_started(fetcher, session)
             try:
                 batch = original(fetcher, index)
             except Exception as error:
@@ -350,9 +348,7 @@ class PrefixCacheRuntime(PatchedRuntime):
             if not session.active:
                 return original(fetcher, index)
             workers = runtime.workers
-            session.begin_sample(fetcher)
-            session.local.fetching += 1
-            collate = _collating_real_samples(fetcher, session)
+            collate = _fetch_started(fetcher, session)
             try:
                 batch = original(fetcher, index)
             except StopIteration:  # the data set's end
@@ -474,9 +470,12 @@ class RealSamplesCollate:
         return self.user_collate(self.prepare_samples(data))
 
 
-def _collating_real_samples(fetcher: Any, session: Session) -> Any:
-    """Give ``fetcher`` a :class:`RealSamplesCollate` for one fetch; returns its own collate
-    function, to put back."""
+def _fetch_started(fetcher: Any, session: Session) -> Any:
+    """Start a fetch of ``fetcher`` in ``session`` (samples begin, chains start) and give the
+    fetcher a :class:`RealSamplesCollate` for it; returns its own collate function, to put
+    back when the fetch ends."""
+    session.begin_sample(fetcher)
+    session.local.fetching += 1
     collate = fetcher.collate_fn
     fetcher.collate_fn = RealSamplesCollate(collate, session)
     return collate
