@@ -183,6 +183,12 @@ class Registry:
                 if module in sys.modules:  # what is imported already is cheap to file now
                     self._resolve_pending(module, imports=False)
 
+    def load_imported(self) -> None:
+        """Load the ops packages waiting for a top-level module this process has imported (a
+        script that imported cv2 will have its calls admitted: their backends load now)."""
+        for top in [t for t in list(self._unloaded) if t in sys.modules]:
+            self._load_top(top)
+
     def load_all(self) -> None:
         """Load every ops package still waiting."""
         for top in list(self._unloaded):

@@ -11,8 +11,6 @@ import platform
 from codedag.backends.libraries import distributions
 from codedag.version import __version__, distribution_version
 
-_version = functools.cache(distribution_version)
-
 
 @functools.cache
 def backends_fingerprint() -> str:
@@ -39,11 +37,11 @@ def library_versions(function: str) -> dict[str, str]:
         "codedag": __version__,
         "codedag_backends": backends_fingerprint(),
         "python": platform.python_version(),
-        "torch": _version("torch") or "",
+        "torch": distribution_version("torch") or "",
     }
     declared = distributions(function)
     for distribution in declared if declared is not None else (function.split(".", 1)[0],):
-        found = _version(distribution)
+        found = distribution_version(distribution)
         if found:
             versions[distribution] = found
     return versions

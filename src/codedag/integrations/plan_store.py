@@ -30,7 +30,6 @@ validated :class:`~codedag.plan.MigrationPlan` with what it was made for.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -60,8 +59,6 @@ if TYPE_CHECKING:
     from codedag.plan import MigrationPlan
 
 log = logging.getLogger(__name__)
-
-_installed_version = functools.cache(distribution_version)
 
 PLANS_FOLDER = "plans"
 RECORD_FORMAT = 1
@@ -98,7 +95,7 @@ def library_versions() -> dict[str, str]:
 
     versions = {"codedag": __version__, "python": platform.python_version()}
     for distribution in all_distributions():
-        found = _installed_version(distribution)
+        found = distribution_version(distribution)
         if found:
             versions[distribution] = found
     return versions

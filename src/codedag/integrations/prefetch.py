@@ -26,6 +26,10 @@ PLANNING_MODULES = (
     "codedag.trace.dataloader",
     "codedag.optimize.manager",
     "codedag.migrate.api",
+    "codedag.trace.recorder",
+    "codedag.calibrate.run",
+    "codedag.calibrate.store_costs",
+    "codedag.backends.batched.backends",
 )
 """What tracing, planning and applying import (with the backends' registry). None of them imports
 a module of torch's own, nor a library the script may be importing meanwhile."""
@@ -64,10 +68,11 @@ def _import_planner() -> None:
         except Exception as error:  # the planner imports it again and reports why
             log.debug("importing %s in the background failed: %s", name, error)
             return
-    try:  # the registry loads every ops module (under its own lock)
+    try:  # the registry, with the ops packages of the libraries the script imported (under
+        # its own lock): planning admits their calls
         from codedag.backends.registry import default_registry
 
-        default_registry()
+        default_registry().load_imported()
     except Exception as error:
         log.debug("building the registry in the background failed: %s", error)
 

@@ -46,6 +46,7 @@ import xxhash
 
 import codedag.backends.libraries as libraries
 from codedag.store.entry import dtype_str
+from codedag.version import distribution_version
 
 FORMAT_VERSION = 4
 """The cache's format, part of every key: entries of another format are never looked up (2: values
@@ -65,14 +66,11 @@ def versions() -> bytes:
     """The library versions a cached value depends on, as bytes (computed once per process)."""
     global _versions
     if _versions is None:
-        from importlib import metadata
-
         parts = [f"format={FORMAT_VERSION}"]
         for name in libraries.all_distributions():
-            try:
-                parts.append(f"{name}={metadata.version(name)}")
-            except metadata.PackageNotFoundError:
-                continue
+            installed = distribution_version(name)
+            if installed is not None:
+                parts.append(f"{name}={installed}")
         _versions = ";".join(parts).encode()
     return _versions
 
