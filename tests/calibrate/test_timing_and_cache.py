@@ -132,8 +132,8 @@ def test_disturbed_timings_in_a_calibration_are_said_in_one_line(caplog) -> None
     assert seen == names
     assert len(caplog.records) == 1
     line = caplog.records[0].getMessage()
-    assert line.startswith("6 timings disturbed by other work (cv2.resize, numpy.max, cv2.flip")
-    assert "and 2 more)" in line and "--recalibrate" in line
+    assert line.startswith("6 timings of cv2.resize, numpy.max, cv2.flip")
+    assert "and 2 more disturbed by other work: " in line and "--recalibrate" in line
 
 
 def test_a_nested_calibration_leaves_the_summary_to_the_outer_one(caplog) -> None:
@@ -145,7 +145,7 @@ def test_a_nested_calibration_leaves_the_summary_to_the_outer_one(caplog) -> Non
         assert caplog.records == []
         time_pair(lambda: None, lambda: None, _starved(), QUICK_PAIR, what="batched chain c0")
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
-        "2 timings disturbed by other work (cv2.flip, batched chain c0)"
+        "2 timings of cv2.flip and batched chain c0 disturbed by other work"
     ]
 
 
@@ -177,4 +177,4 @@ def test_a_calibrator_says_its_disturbed_measurements_once(caplog) -> None:
         calibrator.calibrate(dag.calls())
     lines = [r.getMessage() for r in caplog.records if "disturbed" in r.getMessage()]
     assert len(lines) == 1, lines
-    assert lines[0].startswith("6 timings disturbed by other work (numpy.clip, numpy.max)")
+    assert lines[0].startswith("6 timings of numpy.clip and numpy.max disturbed by other work")

@@ -69,13 +69,14 @@ def summarized_disturbances() -> Iterator[list[str]]:
 def disturbance_summary(names: list[str]) -> str:
     """One line for disturbed measurements of ``names`` (one entry per measurement)."""
     distinct = list(dict.fromkeys(names))
-    shown = ", ".join(distinct[:SUMMARY_NAMES])
-    more = len(distinct) - SUMMARY_NAMES
+    shown = distinct[:SUMMARY_NAMES]
+    more = len(distinct) - len(shown)
     if more > 0:
-        shown += f" and {more} more"
+        shown.append(f"{more} more")
+    listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
     count = len(names)
     return (
-        f"{count} timing{'s' if count != 1 else ''} disturbed by other work ({shown}): "
+        f"{count} timing{'s' if count != 1 else ''} of {listed} disturbed by other work: "
         "their figures may be off; measure again on a quieter machine (--recalibrate)"
     )
 
