@@ -107,3 +107,43 @@ def test_the_receiver_of_a_method_is_a_used_value() -> None:
     found: list[int] = []
     cap.receiver(image, out, found)
     assert out == [("self", ARG_VALUE, found[0])]
+
+
+def test_an_image_argument_is_never_asked_for_its_pixels(tmp_path) -> None:
+    # a PIL image's __array_interface__ is a property that decodes the file and copies every
+    # pixel: the tracer asking a recorded call's argument for it made the decode its own work,
+    # subtracted from the call that decodes (ImageOps.exif_transpose's copy), so the planner
+    # saw a JPEG decode as free
+    from PIL import Image, ImageOps
+    from torch.utils.data import DataLoader, Dataset
+
+    from codedag.trace.tracer import trace_dataloader
+
+    paths = []
+    for i in range(4):
+        path = tmp_path / f"{i}.jpg"
+        Image.fromarray(np.full((96, 128, 3), 40 * i, np.uint8)).save(path)
+        paths.append(path)
+
+    class Files(Dataset):
+        def __len__(self) -> int:
+            return len(paths)
+
+        def __getitem__(self, i: int) -> np.ndarray:
+            im = ImageOps.exif_transpose(Image.open(paths[i]))
+            return np.asarray(im.convert("L").resize((8, 8))).copy()
+
+    pixels: list[tuple[int, int]] = []
+    original = Image.Image.tobytes
+
+    def tobytes(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        pixels.append(self.size)
+        return original(self, *args, **kwargs)
+
+    Image.Image.tobytes = tobytes  # type: ignore[method-assign]
+    try:
+        tracer, _ = trace_dataloader(DataLoader(Files(), batch_size=2))
+    finally:
+        Image.Image.tobytes = original  # type: ignore[method-assign]
+    assert pixels and set(pixels) == {(8, 8)}  # the samples' own np.asarray, nothing else
+    assert any(n.name == "PIL.ImageOps.exif_transpose" for n in tracer.dag.calls())

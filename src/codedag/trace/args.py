@@ -98,10 +98,29 @@ def _is_scalar_type(obj: type) -> bool:
     return numpy is not None and issubclass(obj, numpy.generic)
 
 
+_EXPOSES_MEMORY: dict[type, bool] = {}
+
+
+def _exposes_memory(cls: type) -> bool:
+    """Whether instances of ``cls`` are arrays over memory they hold: NumPy's types, and types
+    whose ``__array_interface__`` is data rather than a property that computes it (a PIL
+    image's decodes its file and copies every pixel: asking an argument for it would do the
+    decode inside the tracer, where its time is the tracer's own and is subtracted from the
+    call that would have decoded)."""
+    found = _EXPOSES_MEMORY.get(cls)
+    if found is None:
+        attribute = inspect.getattr_static(cls, "__array_interface__", None)
+        found = cls.__module__ == "numpy" or (
+            attribute is not None and not isinstance(attribute, property)
+        )
+        _EXPOSES_MEMORY[cls] = found
+    return found
+
+
 def small_bytes(obj: Any) -> bytes | None:
     """The C-order bytes of a CPU array of at most SMALL_ARRAY_BYTES bytes, else None."""
     try:
-        if type(obj).__module__ == "numpy" or hasattr(obj, "__array_interface__"):
+        if _exposes_memory(type(obj)):
             nbytes = obj.nbytes
             return obj.tobytes() if nbytes <= SMALL_ARRAY_BYTES else None
         if hasattr(obj, "element_size") and hasattr(obj, "nelement"):  # a torch tensor
