@@ -604,11 +604,13 @@ def test_a_miss_after_a_source_that_ran_for_its_other_items_is_new(
 class Labelled(Dataset):  # type: ignore[type-arg]
     """An image, its depth (smoothed) and its label in one ``.npz`` archive each, read by key;
     ``in_memory``: the archive's bytes read first and loaded from an ``io.BytesIO`` (no file to
-    key it by)."""
+    key it by); ``closed``: the image read in a ``with`` block, which closes the archive before
+    anything is computed from it."""
 
-    def __init__(self, paths: list[Path], in_memory: bool = False) -> None:
+    def __init__(self, paths: list[Path], in_memory: bool = False, closed: bool = False) -> None:
         self.paths = paths
         self.in_memory = in_memory
+        self.closed = closed
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -619,6 +621,11 @@ class Labelled(Dataset):  # type: ignore[type-arg]
         import cv2
 
         path = self.paths[index]
+        if self.closed:
+            with np.load(path) as archive:
+                image = archive["image"]
+            image = cv2.resize(image, (20, 24)).astype(np.float32) / 255.0
+            return torch.from_numpy(image), index
         archive = np.load(io.BytesIO(path.read_bytes()) if self.in_memory else path)
         image = archive["image"].astype(np.float32) / 255.0
         image = (image - 0.5) * image.std()
@@ -671,3 +678,25 @@ def test_an_archive_loaded_from_bytes_is_read_as_it_is(tmp_path: Path) -> None:
     )
     stats = _cached_epochs(plan, Labelled(paths, in_memory=True), 0, tmp_path / "cache")
     assert stats["hits"] == 0 and stats["stored"] == 0
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_array_read_from_an_archive_closed_before_the_cut_is_read_back(
+    workers: int, tmp_path: Path
+) -> None:
+    """``with np.load(path) as archive: image = archive["image"]``, resized after the block:
+    the read runs at once, while the archive is open (a read waiting for the cut found it
+    closed, the sample failed and ran again without the cache, and the chain was given up),
+    and the calls after it are read back in the second epoch."""
+    paths = _archives(tmp_path / "archives")
+    plan = _plan(
+        "numpy-npz-closed",
+        file_pipelines.Files([], [], [], [], [], []),
+        lambda f: Labelled(paths, closed=True),
+    )
+    (chain,) = [c for c in plan["cache"]["chains"] if c["cached"]]
+    assert chain["source_function"].endswith("NpzFile.__getitem__")
+    assert chain["steps"][1] == "cv2.resize", chain["steps"]
+    stats = _cached_epochs(plan, Labelled(paths, closed=True), workers, tmp_path / "cache")
+    assert stats["misses"] == {"new": len(paths)}, stats["diverged"]
+    assert stats["hits"] == len(paths)

@@ -58,6 +58,9 @@ class FileSource:
         opened_from: where ``argument`` is an object opened from a file that the call reads
             further (NumPy's ``NpzFile``, read by key), the attribute holding that file, whose
             path identifies the source (``"fid"``); ``""``: the argument is the file itself.
+        reads_later: the result goes on reading an open file it was given after the call
+            returns (a PIL image decodes at ``load()``): running the call at once would keep
+            nothing from the file's closing.
     """
 
     argument: str
@@ -66,6 +69,7 @@ class FileSource:
     echoes: Mapping[int, str] = field(default_factory=dict)
     length: int = 2
     opened_from: str = ""
+    reads_later: bool = False
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ stores it from a thread of its own.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -265,10 +266,10 @@ class Session:
         if self._left_for_later(chain):
             return original(*args, **kwargs)
         where = _source_place(chain.source_slot, args, kwargs)
-        data = args[where] if isinstance(where, int) else kwargs.get(where or "")
+        given = data = args[where] if isinstance(where, int) else kwargs.get(where or "")
         declared = file_source(chain.source_function)
         if declared is not None and declared.opened_from:
-            data = _opened_file(data, declared.opened_from)
+            data = _opened_file(given, declared.opened_from)
         keying = time.perf_counter_ns()
         try:
             key = keys.source_key(chain.id, chain.source_function, data)
@@ -289,9 +290,15 @@ class Session:
         self.local.lineages.append(lineage)
         cuts = int(chain.cut_function == chain.source_function)
         call = original if item is None else _item_of(original, item)
-        if item is not None and echoes is None:  # the other items need the call: it runs
+        at_source = bool(cuts) and chain.cut_occurrence == 0  # looked up at once, never waits
+        now = not at_source and declared is not None and _reads_now(declared, given)
+        if item is None and now:  # its handle may be closed before the cut: it runs now
+            value = original(*args, **kwargs)
+            lineage.ran = not self.skips_lookup(chain, key)  # a cold store: nothing to skip
+            return PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
+        if item is not None and (echoes is None or now):  # the other items need the call
             result = original(*args, **kwargs)
-            if cuts and chain.cut_occurrence == 0:
+            if at_source:
                 lineage.done = True  # nothing to read back in place of the call
                 self.miss(chain.id, f"{chain.source_function}'s other results come from the call")
                 return result
@@ -300,7 +307,7 @@ class Session:
             head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
             return (*result[:item], head, *result[item + 1 :])
         skip = self.skips_lookup(chain, key)
-        if cuts and chain.cut_occurrence == 0:
+        if at_source:
             head = PrefixValue(lineage, key, meta_of(None), cuts=cuts)
             cut_key = keys.step_key([b"source", key])
             value = self.cut(head, cut_key, not skip, call, args, kwargs)
@@ -831,6 +838,20 @@ def _values_flag(chain: ChainSpec) -> bytes:
     """The store's flag of a chain of which a value was stored (the chain's name and the
     versions: what its source keys begin with)."""
     return keys.step_key([b"values", chain.id.encode(), keys.versions()])
+
+
+def _reads_now(declared: FileSource, given: Any) -> bool:
+    """Whether a source call runs at once rather than when its chain's cut misses: its file
+    is a handle (an open file, an archive opened from one) that user code may close before the
+    cut (``with np.load(path) as z: img = z["image"]``), and the call reads it whole (a PIL
+    image reads its file later: ``reads_later``)."""
+    if declared.reads_later:
+        return False
+    if declared.opened_from:
+        return True
+    return not isinstance(given, str | bytes | bytearray | memoryview | os.PathLike) and callable(
+        getattr(given, "read", None)
+    )
 
 
 def _opened_file(handle: Any, attribute: str) -> Any:

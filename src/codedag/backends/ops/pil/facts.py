@@ -12,6 +12,6 @@ FACTS = LibraryFacts(
         **dict.fromkeys(("PIL.Image.open", "PIL.Image.Image.save"), FILE_IO),
         **dict.fromkeys(("PIL.Image.frombytes", "PIL.Image.Image.tobytes"), CODEC),
     },
-    file_sources={"PIL.Image.open": FileSource("fp")},
+    file_sources={"PIL.Image.open": FileSource("fp", reads_later=True)},
     requirement=Requirement("pillow", "PIL", "PIL pipelines"),
 )
