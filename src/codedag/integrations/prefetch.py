@@ -31,8 +31,10 @@ PLANNING_MODULES = (
     "codedag.calibrate.store_costs",
     "codedag.backends.batched.backends",
 )
-"""What tracing, planning and applying import (with the backends' registry). None of them imports
-a module of torch's own, nor a library the script may be importing meanwhile."""
+"""What tracing, planning and applying import (with the backends' registry, and the backends of
+the libraries the script imported). None of them imports a module of torch's own; the backends
+of an imported library import some of its modules (``PIL.ImageFilter``), which Python's lock
+per module keeps safe beside a script importing the same module meanwhile."""
 
 _ALWAYS_IMPORTED = ("numpy", "torch", "random", "scipy")
 """Libraries every script with torch has imported, or that many import for other work than
