@@ -700,3 +700,48 @@ def test_an_array_read_from_an_archive_closed_before_the_cut_is_read_back(
     stats = _cached_epochs(plan, Labelled(paths, closed=True), workers, tmp_path / "cache")
     assert stats["misses"] == {"new": len(paths)}, stats["diverged"]
     assert stats["hits"] == len(paths)
+
+
+class Boxes(Dataset):  # type: ignore[type-arg]
+    """Two crops of every image, each its own sample (boxes from a table, as detection data
+    sets give them): consecutive samples share their source file."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.rows = [(p, (2 * k, 3 * k, 16 + 2 * k, 20 + k)) for p in paths for k in (0, 1)]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        import cv2
+
+        path, (x1, y1, x2, y2) = self.rows[index]
+        image = cv2.imread(path)
+        crop = cv2.resize(image[y1:y2, x1:x2], (12, 12)).astype(np.float32) / 255.0
+        return torch.from_numpy(crop), index
+
+
+def test_samples_sharing_a_source_file_are_cached_each(tmp_path: Path) -> None:
+    """A crop whose image another sample of the epoch read first finds that image's header
+    stored, and its own value not (a different crop): that is no sign of a key that changes
+    from epoch to epoch, so the chain is not given up in the first epoch and the second reads
+    every crop back."""
+    import cv2
+
+    paths = []
+    for i in range(18):  # more pairs than the samples it takes to give a chain up
+        path = tmp_path / f"{i}.png"
+        cv2.imwrite(str(path), np.full((40, 48, 3), 10 * i, np.uint8))
+        paths.append(str(path))
+    plan = _plan("boxes", file_pipelines.Files([], [], [], [], [], []), lambda f: Boxes(paths))
+    (chain,) = [c for c in plan["cache"]["chains"] if c["cached"]]
+    assert chain["source_function"] == "cv2.imread"
+    store = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    dataset = Boxes(paths)
+    own = _epochs(dataset, 0)
+    with PipelineMigrator(plan, guard=False, cache=CacheSettings(store=store)) as migrator:
+        got = _epochs(dataset, 0)
+        stats = migrator.get_stats()["cache"]
+    assert all(torch.equal(a, b) for e, f in zip(got, own) for a, b in zip(e, f))
+    assert stats["unpaid"] == 0
+    assert stats["hits"] == len(dataset), stats["misses"]

@@ -99,6 +99,9 @@ UNFOUND_AFTER = 16
 cut value it never finds, with no hit, after which the process gives the chain up and flags it
 for every process: its value changes from epoch to epoch (a random draw the trace did not see
 reaches the prefix), so storing it only costs."""
+_MAX_CUTS_NOTED = 1 << 20
+"""Sources whose cut keys a thread notes per fetcher (:meth:`Session._shares_source`); past
+that the notes start again."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ class _Local(threading.local):
         self.cold: dict[str, bool] = {}  # chain: the store held none of its values (this fetcher)
         self.found: set[str] = set()  # chains with a hit in this fetcher
         self.seen: bytearray | None = None  # sources met while cold (:data:`COLD_SEEN_BYTES`)
+        self.cuts: dict[bytes, bytes] = {}  # source key: its last sample's cut key (this fetcher)
         self.fetch_started_ns = 0  # the current DataLoader fetch's start
 
 
@@ -208,6 +212,9 @@ class Session:
         self._claimed: Counter[str] = Counter()  # chain: values judged or waiting to be
         self._found: Counter[str] = Counter()  # chain: hits at its cut in this process
         self._unfound: Counter[str] = Counter()  # chain: known sources whose cut was not found
+        self._shared: set[str] = (
+            set()
+        )  # chains whose samples share sources (:meth:`_shares_source`)
         self._queued_chains: set[str] = set()  # chains of which this process queued values
         self._queued_by: dict[bytes, str] = {}  # key: the chain of a value queued, not stored
         self._copied: set[str] = set()  # chains whose values the sample writes into after the cut
@@ -474,10 +481,32 @@ class Session:
         )
         return False
 
+    def _shares_source(self, lineage: Lineage, key: bytes) -> None:
+        """Note the cut ``key`` of ``lineage``'s source in this fetcher: a source another
+        sample of the epoch cut at another key (two crops of one image, the rows of one file)
+        marks the chain as one whose sources are shared, where a known source whose value is
+        not found says nothing of keys changing between epochs (:meth:`_not_found`)."""
+        source = lineage.source_key
+        if not source or lineage.chain.id in self._shared:
+            return
+        cuts = self.local.cuts
+        earlier = cuts.get(source)
+        if earlier is not None and earlier != key:
+            with self._lock:
+                self._shared.add(lineage.chain.id)
+            return
+        if len(cuts) >= _MAX_CUTS_NOTED:
+            cuts.clear()
+        cuts[source] = key
+
     def _not_found(self, chain: ChainSpec) -> None:
         """A known source's cut value was not found (its key changed after the source, or the
         value was not stored): after :data:`UNFOUND_AFTER` of them and no hit, the chain is
-        given up here and flagged in the store for every process."""
+        given up here and flagged in the store for every process. Not for a chain whose
+        sources samples share (:meth:`_shares_source`): another sample stored the source, in
+        this epoch as likely as in an earlier one."""
+        if chain.id in self._shared:
+            return
         with self._lock:
             self._unfound[chain.id] += 1
             if (
@@ -526,6 +555,7 @@ class Session:
         """The cut: the stored value on a hit, else the computed one (stored); ``joined``: the
         call's other inputs of the chain, whose earlier values' headers are stored too."""
         lineage = first._lineage
+        self._shares_source(lineage, key)
         reason = "new"
         if deferred:
             started = time.perf_counter_ns()
@@ -733,6 +763,7 @@ class Session:
             local.cold = {}
             local.found = set()
             local.seen = None
+            local.cuts = {}
 
     def failed_sample(self) -> None:
         """The fetch failed with prefix values: its open chains count as ``error``, and each of
