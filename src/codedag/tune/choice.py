@@ -190,9 +190,10 @@ def confirm_decided(
     first_epoch: bool = True,
     more_batches: Callable[[int], None] | None = None,
 ) -> tuple[list[float], list[float], LoaderConfirmation, bool, str]:
-    """Yours and the candidate timed side by side, judged by :func:`beats`; where the candidate measured faster by more than
-    the margin but not beyond the noise, timed once more with twice the rounds, and that
-    measurement decides (on a busy machine two rounds once left a 1.87x gain within the noise).
+    """Yours and the candidate timed side by side, judged by :func:`beats`; where the
+    candidate measured faster by more than the margin but not beyond the noise, timed once more
+    with twice the rounds, and that measurement decides (on a busy machine two rounds once left
+    a 1.87x gain within the noise).
 
     Returns:
         The candidate's and your pooled intervals, the confirmation, whether the candidate beats

@@ -212,9 +212,8 @@ class Session:
         self._claimed: Counter[str] = Counter()  # chain: values judged or waiting to be
         self._found: Counter[str] = Counter()  # chain: hits at its cut in this process
         self._unfound: Counter[str] = Counter()  # chain: known sources whose cut was not found
-        self._shared: set[str] = (
-            set()
-        )  # chains whose samples share sources (:meth:`_shares_source`)
+        # chains whose samples share sources (:meth:`_shares_source`)
+        self._shared: set[str] = set()
         self._queued_chains: set[str] = set()  # chains of which this process queued values
         self._queued_by: dict[bytes, str] = {}  # key: the chain of a value queued, not stored
         self._copied: set[str] = set()  # chains whose values the sample writes into after the cut
