@@ -16,6 +16,8 @@ from __future__ import annotations
 import copy
 import os
 import random
+import zipfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +27,7 @@ import file_pipelines
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 
 from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.cache.runtime import CacheSettings
@@ -700,6 +702,42 @@ def test_an_array_read_from_an_archive_closed_before_the_cut_is_read_back(
     stats = _cached_epochs(plan, Labelled(paths, closed=True), workers, tmp_path / "cache")
     assert stats["misses"] == {"new": len(paths)}, stats["diverged"]
     assert stats["hits"] == len(paths)
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_an_archives_array_is_read_at_a_miss_only_even_after_its_archive_closed(
+    closed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An array read by key waits for its chain's cut: a hit opens no member of the archive,
+    and a miss with a warm store reads the array then, from the archive opened again from its
+    path where the sample's ``with`` block closed it first. A first epoch over half the
+    archives, then two over all of them, each batch the uncached run's bit for bit."""
+    paths = _archives(tmp_path / "archives")
+    name = "numpy-npz-closed" if closed else "numpy-npz"
+    files = file_pipelines.Files([], [], [], [], [], [])
+    plan = _plan(name, files, lambda f: Labelled(paths, closed=closed))
+    dataset = Labelled(paths, closed=closed)
+    loaders = [DataLoader(d, batch_size=4) for d in (Subset(dataset, range(4)), dataset, dataset)]
+    own = [[batch.clone() for batch, _ in loader] for loader in loaders]
+    opened: list[Counter[str]] = []
+    open_member = zipfile.ZipFile.open
+
+    def counted(archive: zipfile.ZipFile, member: Any, *args: Any, **kwargs: Any) -> Any:
+        opened[-1][str(member)] += 1
+        return open_member(archive, member, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", counted)
+    with _migrator(plan, tmp_path / "cache") as migrator:
+        got = []
+        for loader in loaders:
+            opened.append(Counter())
+            got.append([batch.clone() for batch, _ in loader])
+        tables = migrator.get_stats()["tables"]
+    for mine, theirs in zip(got, own, strict=True):
+        assert all(map(torch.equal, mine, theirs))
+    assert [reads["image.npy"] for reads in opened] == [4, 4, 0]
+    # a cut ending a table run (``(image - 0.5) * image.std()``) stores the run's value computed
+    assert tables["errors"] == 0, tables
 
 
 class Boxes(Dataset):  # type: ignore[type-arg]

@@ -12,7 +12,7 @@ the library itself. This module imports nothing of codedag.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,10 @@ class FileSource:
         reads_later: the result goes on reading an open file it was given after the call
             returns (a PIL image decodes at ``load()``): running the call at once would keep
             nothing from the file's closing.
+        reopen: for an ``opened_from`` object, a function of the object and its file's path
+            returning the object opened again, with its settings, for a read that runs after
+            user code closed it (``with np.load(path) as z: img = z["image"]``, the cut after
+            the block); ``None``: the read runs at once, before anything can close it.
     """
 
     argument: str
@@ -70,6 +74,7 @@ class FileSource:
     length: int = 2
     opened_from: str = ""
     reads_later: bool = False
+    reopen: Callable[[Any, str], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -252,6 +252,12 @@ class StandIn(RecordsNumpy):
         return found[0]._forced(func, args, kwargs, "a torch function")
 
 
+def value_of(value: Any, detail: str) -> Any:
+    """``value`` itself, or where it is a lazy value, its value computed (a ``conversion`` use,
+    ``detail`` saying whose: another part's lazy value reaching code that needs the data)."""
+    return value._use("conversion", detail) if isinstance(value, LazyValue) else value
+
+
 def identity(value: Any) -> Any:
     """The value itself (what unpickles a forced lazy value)."""
     return value

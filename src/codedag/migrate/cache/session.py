@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
+import codedag.backends.lazy_values as lazy_values
 import codedag.migrate.cache.keys as keys
 import codedag.migrate.tables.lookup as lookup
 from codedag.backends.facts import FileSource
@@ -297,7 +298,7 @@ class Session:
         cuts = int(chain.cut_function == chain.source_function)
         call = original if item is None else _item_of(original, item)
         at_source = bool(cuts) and chain.cut_occurrence == 0  # looked up at once, never waits
-        now = not at_source and declared is not None and _reads_now(declared, given)
+        now = not at_source and declared is not None and _reads_now(declared, given, data)
         if item is None and now:  # its handle may be closed before the cut: it runs now
             value = original(*args, **kwargs)
             lineage.ran = not self.skips_lookup(chain, key)  # a cold store: nothing to skip
@@ -323,6 +324,8 @@ class Session:
             value = call(*args, **kwargs)
             head = PrefixValue(lineage, key, meta_of(value), value, cuts=cuts)
         else:  # deferred: its header is read where user code asks, the cut's value at the cut
+            if declared is not None and declared.reopen is not None and isinstance(data, str):
+                call = _reopening(call, declared, where, data)
             head = PrefixValue(lineage, key, None, call=(call, args, kwargs), cuts=cuts)
         return head if item is None else _assembled(head, item, echoes or {})
 
@@ -589,6 +592,8 @@ class Session:
         if lineage.done:
             return value
         lineage.done = True
+        # a table run's value (the cut ends an element-wise run): stored, and served, computed
+        value = lazy_values.value_of(value, "the prefix cache's cut")
         started = time.perf_counter_ns()
         compute_ns = started - lineage.started_ns
         if not self._affords_storing(lineage.chain.id, started):
@@ -870,18 +875,42 @@ def _values_flag(chain: ChainSpec) -> bytes:
     return keys.step_key([b"values", chain.id.encode(), keys.versions()])
 
 
-def _reads_now(declared: FileSource, given: Any) -> bool:
+def _reads_now(declared: FileSource, given: Any, file: Any) -> bool:
     """Whether a source call runs at once rather than when its chain's cut misses: its file
     is a handle (an open file, an archive opened from one) that user code may close before the
-    cut (``with np.load(path) as z: img = z["image"]``), and the call reads it whole (a PIL
-    image reads its file later: ``reads_later``)."""
+    cut (``with np.load(path) as z: img = z["image"]``) and that cannot be opened again from
+    ``file``, its path (``reopen``), and the call reads it whole (a PIL image reads its file
+    later: ``reads_later``)."""
     if declared.reads_later:
         return False
     if declared.opened_from:
-        return True
+        return declared.reopen is None or not isinstance(file, str)
     return not isinstance(given, str | bytes | bytearray | memoryview | os.PathLike) and callable(
         getattr(given, "read", None)
     )
+
+
+def _reopening(
+    call: Callable[..., Any], declared: FileSource, where: int | str | None, path: str
+) -> Callable[..., Any]:
+    """``call``, reading its handle (``where``) opened again from ``path`` where user code
+    closed it before a miss ran the read (the handle's ``opened_from`` attribute is gone)."""
+    reopen = declared.reopen
+    assert reopen is not None and where is not None
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        handle = args[where] if isinstance(where, int) else kwargs[where]
+        if getattr(handle, declared.opened_from, None) is not None:
+            return call(*args, **kwargs)
+        fresh = reopen(handle, path)
+        try:
+            if isinstance(where, int):
+                return call(*args[:where], fresh, *args[where + 1 :], **kwargs)
+            return call(*args, **{**kwargs, where: fresh})
+        finally:
+            fresh.close()
+
+    return read
 
 
 def _opened_file(handle: Any, attribute: str) -> Any:

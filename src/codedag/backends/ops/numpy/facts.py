@@ -1,4 +1,7 @@
-"""What codedag knows about NumPy besides its backends: plain data, no imports."""
+"""What codedag knows about NumPy besides its backends: plain data (and how an archive
+opens again), no imports."""
+
+from typing import Any
 
 from codedag.backends.facts import FILE_IO, VIEW, FileSource, LibraryFacts
 
@@ -20,6 +23,14 @@ _VIEWS = (
     "ascontiguousarray",
 )
 _GLOBAL_STATE = "draws from NumPy's global random state: a device RNG gives other numbers"
+
+
+def _reopened_archive(archive: Any, path: str) -> Any:
+    """``archive`` (an ``NpzFile`` opened from ``path``) opened again with its settings."""
+    settings = ("allow_pickle", "pickle_kwargs", "max_header_size")  # the last: NumPy 1.24+
+    given = {name: getattr(archive, name) for name in settings if hasattr(archive, name)}
+    return type(archive)(open(path, "rb"), own_fid=True, **given)
+
 
 FACTS = LibraryFacts(
     name="numpy",
@@ -51,7 +62,9 @@ FACTS = LibraryFacts(
         **{f"numpy.{n}": FileSource("fname") for n in ("loadtxt", "genfromtxt")},
         # an .npz archive read by key: each array a source of its own, the archive's file and
         # the key identifying it (the archive itself goes to as many reads as it has arrays)
-        "numpy.lib.npyio.NpzFile.__getitem__": FileSource("self", opened_from="fid"),
+        "numpy.lib.npyio.NpzFile.__getitem__": FileSource(
+            "self", opened_from="fid", reopen=_reopened_archive
+        ),
     },
     protocols=("__array__", "__array_function__", "__array_ufunc__"),
 )
