@@ -150,19 +150,19 @@ def test_failures_propagate_and_time_one_leaves_out_its_warm_up() -> None:
 
 
 @pytest.mark.parametrize(
-    ("a_ns", "b_ns", "rounds"), [(1000, 5000, 2), (5000, 1000, 5), (1000, 3500, 5)]
+    ("a_ns", "b_ns", "rounds"), [(1000, 2500, 3), (5000, 1000, 5), (1000, 1800, 5)]
 )
-def test_two_rounds_judge_a_candidate_far_slower(a_ns: int, b_ns: int, rounds: int) -> None:
+def test_three_rounds_judge_a_candidate_far_slower(a_ns: int, b_ns: int, rounds: int) -> None:
     clock = FakeClock()
     result = time_pair(
         clock.call("a", lambda i: a_ns),
-        clock.call("b", lambda i: b_ns * (1 + i % 2)),  # noisy: two rounds would judge a tie
+        clock.call("b", lambda i: b_ns * (1 + i % 2)),  # noisy: three rounds would judge a tie
         Stopwatch(clock=clock),
         Budget(min_samples=5, max_samples=50, target_ns=0, warmup=0),
     )
     assert result.a.samples == result.b.samples
-    if rounds == 2:
-        assert result.a.samples == 2 and result.comparison.verdict is Verdict.SLOWER
+    if rounds == 3:
+        assert result.a.samples == 3 and result.comparison.verdict is Verdict.SLOWER
     else:  # far faster, or not far enough: sampled as usual
         assert result.a.samples >= rounds
     clock = FakeClock()

@@ -31,6 +31,10 @@ def round_order(ways: Sequence[T], round_index: int) -> list[T]:
     return list(ways) if round_index % 2 == 0 else list(reversed(ways))
 
 
+DECISIVE_ROUNDS = 3
+"""Rounds after which a candidate far slower stops (:attr:`Budget.decisive`)."""
+
+
 @dataclass(frozen=True)
 class Budget:
     """How long to time one pair.
@@ -38,10 +42,13 @@ class Budget:
     Sampling goes on until both ways have ``min_samples`` and together took ``target_ns``; then
     it stops as soon as the comparison is decided (the verdict is not a tie, or the spread is
     below ``precision`` of A's median), at ``max_ns`` or ``max_samples`` at the latest. A
-    candidate that two rounds show far slower (B's fastest sample ``decisive`` times A's
-    slowest) stops then, judged slower: one 50 times slower would otherwise take the most time
-    of all for the least doubt. (A candidate far faster is sampled as usual: two samples give
-    too wide an interval to judge the saving it is placed for.)
+    candidate that :data:`DECISIVE_ROUNDS` rounds show far slower (B's fastest sample
+    ``decisive`` times A's slowest) stops then, judged slower: a placement needs it faster, and
+    for B to be faster every one of its samples would have to be slowed twice as much as every
+    interleaved sample of A; sampling it on would take the most time for the least doubt (a
+    resize 3.5 times slower through torch took 150 ms of calibration per input size). (A
+    candidate far faster is sampled as usual: three samples give too wide an interval to judge
+    the saving it is placed for.)
 
     Attributes:
         min_samples: samples of each way, at least.
@@ -50,8 +57,8 @@ class Budget:
         max_ns: time spent at most (an undecided pair is reported with its spread).
         precision: spread relative to A's median that counts as decided.
         warmup: untimed rounds first.
-        decisive: how many times slower than A two rounds must show B to judge it slower
-            (``inf``: never).
+        decisive: how many times slower than A the first :data:`DECISIVE_ROUNDS` rounds must
+            show B to judge it slower (``inf``: never).
     """
 
     min_samples: int = 5
@@ -60,7 +67,7 @@ class Budget:
     max_ns: int = 2_000_000_000
     precision: float = 0.02
     warmup: int = 2
-    decisive: float = 4.0
+    decisive: float = 2.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_samples <= self.max_samples:
@@ -201,7 +208,7 @@ def time_pair(
         (a_ns, a_cpu), (b_ns, b_cpu) = taken[0], taken[1]
         samples.add(a_ns, b_ns, a_cpu, b_cpu)
         spent += a_ns + b_ns
-        if index >= 1 and _far_slower(samples, plan.decisive):
+        if index + 1 >= DECISIVE_ROUNDS and _far_slower(samples, plan.decisive):
             result = samples.result(margin, names)
             return replace(result, comparison=replace(result.comparison, verdict=Verdict.SLOWER))
         if index + 1 < plan.min_samples or spent < plan.target_ns:
