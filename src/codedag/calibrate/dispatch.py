@@ -36,20 +36,44 @@ def _extra_per_call_ns(
     ``calls`` times in a tight loop per sample, in interleaved rounds (:mod:`codedag.measure`);
     the difference of the medians."""
 
-    def loop(fn: Callable[[Any], Any]) -> Callable[[], None]:
-        def run() -> None:
-            for _ in range(calls):
-                fn(arg)
-
-        return run
-
-    measured = time_pair(loop(base), loop(wrapped), budget=_ROUNDS)
+    measured = time_pair(_loop(base, arg, calls), _loop(wrapped, arg, calls), budget=_ROUNDS)
     return max(0, -measured.comparison.saving_ns // calls)
+
+
+def _loop(fn: Callable[[Any], Any], arg: object, calls: int) -> Callable[[], None]:
+    """``fn(arg)`` ``calls`` times in a tight loop (the caller of the wrappers measured)."""
+
+    def run() -> None:
+        for _ in range(calls):
+            fn(arg)
+
+    return run
+
+
+def _loop_context() -> str:
+    """The context segment of the loop's frame (:func:`codedag.plan.context.frame_name`)."""
+    code = _loop(_noop, None, 0).__code__
+    return f"{__name__}.{getattr(code, 'co_qualname', code.co_name)}#0"
 
 
 @functools.cache
 def measure_dispatch(device: str = "cpu") -> DispatchCost:
     """Measured wrapper costs: migrated dispatch (beyond the migrated path) and pass-through."""
+    value = np.zeros(4, np.float32)
+    direct, migrated, kept = dispatch_ways(device)
+    return DispatchCost(
+        migrated_ns=_extra_per_call_ns(direct, migrated, value, calls=500),
+        passthrough_ns=_extra_per_call_ns(_noop, kept, value, calls=2000),
+    )
+
+
+def dispatch_ways(
+    device: str,
+) -> tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]]:
+    """A do-nothing function three ways: run by its backend on ``device`` directly, through the
+    migrator's wrapper placing the call there, and through a wrapper whose plan keeps the
+    calls of the measuring loop on the CPU but places the function's calls from elsewhere (it
+    hands the loop's calls to the original)."""
     from codedag.backends.device_values import ValueConverter
     from codedag.backends.executor import Executor
     from codedag.backends.registry import OpSpec, Strategy
@@ -58,8 +82,6 @@ def measure_dispatch(device: str = "cpu") -> DispatchCost:
 
     spec = OpSpec(_NAME, Strategy.MOVE_ONLY, _noop)  # NumPy semantics: the default adapter
     converters = {device: ValueConverter(device)}
-    value = np.zeros(4, np.float32)
-
     migrated = UniversalWrapper(
         spec, _noop, ContextMatcher(_NAME, [(f"{_NAME}#0", device)]), converters
     )
@@ -68,13 +90,8 @@ def measure_dispatch(device: str = "cpu") -> DispatchCost:
     def direct(x: object) -> object:
         return executor.run((x,), {}, device)
 
-    kept = UniversalWrapper(
-        spec,
-        _noop,
-        ContextMatcher(_NAME, [(f"elsewhere#0/{_NAME}#0", device), (f"other#0/{_NAME}#0", None)]),
-        converters,
-    )
-    return DispatchCost(
-        migrated_ns=_extra_per_call_ns(direct, migrated.function, value, calls=500),
-        passthrough_ns=_extra_per_call_ns(_noop, kept.function, value, calls=2000),
-    )
+    # the plan keeps the loop's calls and places those of another caller: the wrapper finds
+    # the loop's placement once and keeps it for its code, as for any caller the plan names
+    keys = [(f"{_loop_context()}/{_NAME}#0", None), (f"elsewhere#0/{_NAME}#0", device)]
+    kept = UniversalWrapper(spec, _noop, ContextMatcher(_NAME, keys), converters)
+    return direct, migrated.function, kept.function
