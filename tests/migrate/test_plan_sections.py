@@ -66,11 +66,17 @@ def test_every_combination_gives_the_users_batches(
         assert len(mine) == len(theirs)
         for batch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
             assert torch.equal(a, b), f"epoch {epoch + 1}, batch {batch} differs"
+    # each part ran as planned: none failed a batch or a sample and ran it again without itself
+    # (the batches would be the same: a fallback hides the failure)
     if "cache" in sections:
         assert stats["cache"]["hits"] == len(paths)  # the second epoch read every prefix back
+        assert stats["cache"]["misses"] == {"new": len(paths)}, stats["cache"]["diverged"]
     if "batched" in sections:
         assert stats["batched"]["samples"] == 2 * len(paths)
-        assert stats["batched"]["forced"] == {}
+        assert stats["batched"]["forced"] == {} and stats["batched"]["retried_samples"] == 0
+    if "tables" in sections:  # the batched chain takes the run's producer where it runs
+        assert stats["tables"]["errors"] == 0, stats["tables"]
+        assert bool(stats["tables"]["runs"]) is ("batched" not in sections), stats["tables"]
     if "calls" in sections and "batched" not in sections:
         assert stats["functions"]["cv2.cvtColor"]["migrated"] == 2 * len(paths)
     assert not migrator.is_applied()
