@@ -878,7 +878,8 @@ def _tables_clause(stats: dict[str, Any]) -> str:
     return (
         f"; lookup tables ({', '.join(stats['producers'])}): {stats['runs']} runs, "
         f"{stats['gathered']} gathered, {stats['computed']} computed by their calls, "
-        f"{stats['mismatches']} mismatches"
+        f"{stats['mismatches']} mismatches, {stats['errors']} failed batches run again without "
+        "them"
     )
 
 
