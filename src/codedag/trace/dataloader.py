@@ -310,6 +310,7 @@ def _trace_batch(
         after_draws.restore()
         batch = None
         for run in range(warmup + 1):
+            batch = None  # freed first, as a training loop frees a batch it has trained on
             after_draws.restore()
             traced = run == warmup
             if not workers and indices is None:
