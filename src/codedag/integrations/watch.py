@@ -45,7 +45,13 @@ from codedag.errors import ConfigError
 from codedag.integrations import prefetch
 from codedag.integrations.run_results import AcceleratedRun, Decision, EpochFigures
 from codedag.util.gc_pause import gc_paused
-from codedag.util.import_draws import ImportDraw, draws_line, noting_import_draws
+from codedag.util.import_draws import (
+    ImportDraw,
+    draws_line,
+    noting_import_draws,
+    replay_in_forked_children,
+    stop_replaying,
+)
 from codedag.util.text import folded_path
 
 if TYPE_CHECKING:
@@ -294,7 +300,8 @@ class LoaderWatch:
         # the second batch with 0 workers: the script's first batch imports what it uses, as its
         # own run does (a module whose import draws from a global generator draws in its place)
         self._deferred: MigrationPlan | None = None
-        self._import_draws: list[ImportDraw] = []  # imports of codedag's that drew (said once)
+        self._import_draws: list[ImportDraw] = []  # imports of codedag's that drew
+        self._unreplayable: list[ImportDraw] = []  # those a forked worker cannot make (said once)
         self._lock = threading.RLock()
         _WATCHES.add(self)
 
@@ -339,15 +346,19 @@ class LoaderWatch:
 
     @contextlib.contextmanager
     def _noting_draws(self, why: str) -> Iterator[None]:
-        """Note the modules the block imports whose import draws from a global random generator,
-        and say so once: the script's own run draws there, this one no more."""
-        said = bool(self._import_draws)
+        """Note the modules the block imports whose import draws from a global random generator:
+        the processes forked from now on (the loader's workers) make those draws where their
+        code first imports the modules, as the script's own workers do; a draw that cannot be
+        made again is said once (the script's own run makes it, this one no more)."""
+        said = bool(self._unreplayable)
         try:
             with noting_import_draws(self._import_draws):
                 yield
         finally:
-            if self._import_draws and not said:
-                log.warning("%s", draws_line(self._import_draws, why))
+            if self._import_draws:
+                self._unreplayable = replay_in_forked_children(self._import_draws)
+                if self._unreplayable and not said:
+                    log.warning("%s", draws_line(self._unreplayable, why))
 
     def _epoch_ended(self, timed: _TimedIterator, complete: bool) -> None:
         with self._lock:
@@ -783,6 +794,8 @@ class LoaderWatch:
             if self._mailbox is not None:
                 self._mailbox.post(None)
                 self._mailbox.close()
+            if self._import_draws:
+                stop_replaying()
             if self.migrator is not None:
                 migrator, self.migrator = self.migrator, None
                 _forget_applied(migrator)

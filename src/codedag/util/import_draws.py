@@ -1,32 +1,44 @@
-"""Modules whose import draws from a global random generator, noted while codedag imports.
+"""Modules whose import draws from a global random generator, noted while codedag imports, and
+their draws made again where a forked process would have imported them.
 
 Importing a module runs its body, and a few draw from Python's or NumPy's global generator there
 (``rich.style`` takes ``random.getrandbits(24)``). A script that imports such a module lazily,
 after seeding (``librosa.effects`` imports scikit-learn, which imports rich), makes that draw
 when it first uses the module; where codedag imports it first (to trace a batch in the script's
 process, or to patch a function of it), the draw is left out of the script's stream, and every
-draw after it differs from the script's own run. Nothing can put that draw back where the script
-would have made it; :func:`noting_import_draws` finds such modules so that the run says so.
+draw after it differs from the script's own run. :func:`noting_import_draws` finds such modules
+and counts the words of each generator the import took. The script's process gets its state
+back (codedag puts every generator back after its work); a process forked from it afterwards (a
+DataLoader worker) inherits the module and would never make the draw its own import makes:
+:func:`replay_in_forked_children` makes such a child import the module again where its code
+first imports it, with the module's body not run a second time but its draws made, word for
+word.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.util
+import os
 import random
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
 @dataclass(frozen=True)
 class ImportDraw:
-    """A module whose body drew from a global generator (``module``), and the first module the
-    block imported on the way to it (``through``: the one the script would import itself)."""
+    """A module whose body drew from a global generator (``module``), the first module the
+    block imported on the way to it (``through``: the one the script would import itself), and
+    the 32-bit words of Python's and NumPy's global generators importing ``through`` took
+    (``None``: not a whole number of words, as a Gaussian kept for the next draw)."""
 
     module: str
     through: str
+    words: tuple[int, int] | None = None
 
 
 def _states() -> tuple[Any, Any]:
@@ -43,6 +55,45 @@ def _states() -> tuple[Any, Any]:
 
 def _drew(before: tuple[Any, Any], after: tuple[Any, Any]) -> bool:
     return before[0] != after[0] or (None not in (before[1], after[1]) and before[1] != after[1])
+
+
+_MAX_WORDS = 1 << 16
+"""The most words of one generator an import is counted to take (more: not made again)."""
+
+
+def _words(before: tuple[Any, Any], after: tuple[Any, Any]) -> tuple[int, int] | None:
+    """The 32-bit words of Python's and NumPy's generators between two states, or None."""
+    python = _python_words(before[0], after[0])
+    numpy = 0 if None in (before[1], after[1]) else _numpy_words(before[1], after[1])
+    return None if python is None or numpy is None else (python, numpy)
+
+
+def _python_words(before: Any, after: Any) -> int | None:
+    if before[2] != after[2]:  # a Gaussian kept for the next call
+        return None
+    generator = random.Random()
+    generator.setstate(before)
+    for count in range(_MAX_WORDS + 1):
+        if generator.getstate() == after:
+            return count
+        generator.getrandbits(32)
+    return None
+
+
+def _numpy_words(before: Any, after: Any) -> int | None:
+    if before[2:] != after[2:]:
+        return None
+    import numpy as np
+
+    generator = np.random.MT19937()
+    key = np.frombuffer(before[1], dtype=np.uint32)
+    generator.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": before[0]}}
+    for count in range(_MAX_WORDS + 1):
+        state = generator.state["state"]
+        if state["pos"] == after[0] and state["key"].tobytes() == after[1]:
+            return count
+        generator.random_raw(1)
+    return None
 
 
 _own = threading.local()
@@ -97,6 +148,7 @@ class _Finder:
 
         def exec_module(module: Any) -> None:
             vars(loader).pop("exec_module", None)
+            outermost = not self.executing
             through = self.executing[0] if self.executing else name
             self.executing.append(name)
             before, noted = _states(), len(self.found)
@@ -104,8 +156,12 @@ class _Finder:
                 original(module)
             finally:
                 self.executing.pop()
-                if len(self.found) == noted and _drew(before, _states()):
+                after = _states()
+                if len(self.found) == noted and _drew(before, after):
                     self.found.append(ImportDraw(name, through))
+                if outermost and len(self.found) > noted:  # what importing ``through`` took
+                    words = _words(before, after)
+                    self.found[noted:] = [replace(d, words=words) for d in self.found[noted:]]
 
         loader.exec_module = exec_module
         return spec
@@ -138,3 +194,97 @@ def draws_line(found: list[ImportDraw], why: str) -> str:
         f"random draws after that point differ from this run's; import {first} at the top of "
         "the script, before seeding, to keep every batch the script's own"
     )
+
+
+_REPLAYS: dict[str, tuple[int, int]] = {}  # module -> the words its import takes
+_replaying = threading.Lock()
+_registered = False
+
+
+def replay_in_forked_children(found: list[ImportDraw]) -> list[ImportDraw]:
+    """Make the draws of ``found``'s imports in each process forked from this one from now on,
+    where its code first imports the module codedag imported (``through``), until
+    :func:`stop_replaying`; the draws that cannot be made again (``words`` None) are returned.
+
+    A forked child (a DataLoader worker) inherits the module, so its own import would take
+    nothing. The child forgets the module at its start (``sys.modules`` and the attribute of
+    its package); its first import of it finds the same module object again, its body not run
+    a second time, and takes the words the import took here from each generator, in the
+    child's stream where the script's own child takes them."""
+    global _registered
+    with _replaying:
+        for draw in found:
+            if draw.words is not None:
+                _REPLAYS.setdefault(draw.through, draw.words)
+        if _REPLAYS and not _registered and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_forked)
+            _registered = True
+    return [draw for draw in found if draw.words is None]
+
+
+def stop_replaying() -> None:
+    """Processes forked from now on inherit the modules codedag imported as they are."""
+    with _replaying:
+        _REPLAYS.clear()
+
+
+def _forked() -> None:
+    """In a forked child: forget the modules whose imports draw, to import them again."""
+    if not _REPLAYS:
+        return
+    modules = {}
+    for name, words in _REPLAYS.items():
+        module = sys.modules.pop(name, None)
+        if module is None:
+            continue
+        parent, _, child = name.rpartition(".")
+        package = sys.modules.get(parent) if parent else None
+        if package is not None and getattr(package, child, None) is module:
+            with contextlib.suppress(AttributeError):
+                delattr(package, child)
+        modules[name] = (module, words)
+    _REPLAYS.clear()  # the child's own children inherit what it imports again
+    if modules:
+        sys.meta_path.insert(0, _Replayer(modules))
+
+
+class _Replayer:
+    """A meta path finder that gives a forgotten module back (:func:`_forked`), once each."""
+
+    def __init__(self, modules: dict[str, tuple[Any, tuple[int, int]]]) -> None:
+        self.modules = modules
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        found = self.modules.pop(name, None)
+        if found is None:
+            return None
+        module, words = found
+        original = getattr(module, "__spec__", None)
+        spec = importlib.util.spec_from_loader(
+            name,
+            _ReplayLoader(module, words, original),
+            origin=getattr(original, "origin", None),
+            is_package=hasattr(module, "__path__"),
+        )
+        if spec is not None and original is not None:
+            spec.submodule_search_locations = original.submodule_search_locations
+        return spec
+
+
+class _ReplayLoader(importlib.abc.Loader):
+    """Gives the module object back and makes its import's draws."""
+
+    def __init__(self, module: Any, words: tuple[int, int], spec: Any) -> None:
+        self.module, self.words, self.spec = module, words, spec
+
+    def create_module(self, spec: Any) -> Any:
+        return self.module
+
+    def exec_module(self, module: Any) -> None:
+        python, numpy = self.words
+        if python:
+            random.getrandbits(32 * python)
+        if numpy and "numpy.random" in sys.modules:
+            sys.modules["numpy.random"].mtrand._rand._bit_generator.random_raw(numpy)
+        if self.spec is not None:
+            module.__spec__ = self.spec  # the import set its own
