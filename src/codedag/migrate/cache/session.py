@@ -592,7 +592,8 @@ class Session:
         if lineage.done:
             return value
         lineage.done = True
-        # a table run's value (the cut ends an element-wise run): stored, and served, computed
+        # a table run's value (the cut ends an element-wise run): stored, and served, computed,
+        # its time counted as computing's, not storing's
         value = lazy_values.value_of(value, "the prefix cache's cut")
         started = time.perf_counter_ns()
         compute_ns = started - lineage.started_ns
