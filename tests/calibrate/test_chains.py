@@ -290,3 +290,43 @@ def test_a_chain_whose_samples_differ_in_shape_says_so(tmp_path: Path) -> None:
     assert result.error is not None
     assert result.error.startswith("its replayed samples' values differ in shape ([")
     assert result.error.endswith("]): one batch cannot hold them")
+
+
+def _chain_of(*calls: tuple[int | None, int]) -> tuple[Any, Any, dict[int, int]]:
+    """A candidate of one sample whose steps' library and torch times are ``calls`` (ns; a
+    torch time of None: a step calibration did not measure, traced at its library time)."""
+    from types import SimpleNamespace
+
+    from codedag.calibrate.measurement import CallEstimate, Measurement
+    from codedag.measure.summary import Timing
+
+    steps, estimates, traced = [], {}, {}
+    for call_id, (torch_ns, library_ns) in enumerate(calls):
+        steps.append(SimpleNamespace(call_id=call_id))
+        traced[call_id] = library_ns
+        if torch_ns is not None:
+            measured = Measurement(f"f{call_id}", "sig", "()", "cpu", "cpu")
+            measured.original, measured.backend = Timing.of([library_ns]), Timing.of([torch_ns])
+            estimates[call_id] = CallEstimate(measured)
+    candidate = SimpleNamespace(samples=[SimpleNamespace(steps=steps)])
+    return candidate, SimpleNamespace(estimate=estimates.get), traced
+
+
+def test_a_chain_whose_calls_compute_far_slower_through_torch_is_not_measured_batched() -> None:
+    """Batched execution runs the same backends on the same CPU: it saves each call's
+    overhead and its threads divide the computation at most, so a chain whose calls compute
+    through torch for more than threads times the libraries' time is not timed batched."""
+    from codedag.calibrate.chains import CALL_OVERHEAD_NS, slower_per_call
+
+    # a colour conversion 14x and a resize 31x slower through torch, an untimed division
+    candidate, calibration, traced = _chain_of(
+        (3_870_000, 281_000), (9_120_000, 296_000), (None, 40_000)
+    )
+    reason = slower_per_call(candidate, calibration, traced.__getitem__, threads=2)
+    assert reason is not None and reason.startswith("not measured batched")
+    assert "more than 2 thread(s) times the 0.617 ms" in reason
+    # enough threads could divide it: measured
+    assert slower_per_call(candidate, calibration, traced.__getitem__, threads=32) is None
+    # slower per call by its overhead alone (a small array): batching may win, so it is measured
+    candidate, calibration, traced = _chain_of((CALL_OVERHEAD_NS + 20_000, 30_000))
+    assert slower_per_call(candidate, calibration, traced.__getitem__, threads=1) is None

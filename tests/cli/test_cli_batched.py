@@ -22,8 +22,13 @@ def dag_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_batched_auto_measures_and_explain_shows_the_figures(
-    dag_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    dag_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # no call's overhead bounded: its calls' calibration never rules the chain out on the CPU
+    monkeypatch.setattr("codedag.calibrate.chains.CALL_OVERHEAD_NS", 10**15)
     out = tmp_path / "auto"
     args = ["optimize", str(dag_file), "-k", "1", "--target-device", "cpu", "--out", str(out)]
     assert main(args) == 0
@@ -42,6 +47,21 @@ def test_batched_auto_measures_and_explain_shows_the_figures(
     shown = capsys.readouterr().out
     assert "chain0" in shown and "resize > copyMakeBorder" in shown
     assert "measured" in shown and ("slower" in shown or "faster" in shown)
+
+
+def test_a_chain_its_calls_rule_out_on_the_cpu_is_not_timed_and_explain_says_why(
+    dag_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "auto"
+    args = ["optimize", str(dag_file), "-k", "1", "--target-device", "cpu", "--out", str(out)]
+    assert main(args) == 0
+    capsys.readouterr()
+    (chain,) = json.loads((out / "migration_plan.json").read_text())["batched"]["chains"]
+    assert not chain["batched"] and chain["batched_ns"] is None
+    assert chain["reason"].startswith("stays per sample: not measured batched: its calls compute")
+    assert main(["plan", "explain", str(out / "migration_plan.json")]) == 0
+    shown = capsys.readouterr().out  # the reason's column folds it over lines
+    assert "chain0" in shown and "not" in shown and "thread(s)" in shown
 
 
 @pytest.mark.parametrize("mode", ["always", "never"])

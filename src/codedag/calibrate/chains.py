@@ -19,6 +19,9 @@ batch of 32 images of 512 px is 100 MB, whose copy back took longer on an H200 t
 batched chain. The two copies are timed alone as well (``upload_ns``, ``download_ns``), so the
 reason can say what delivering on the host would add. Figures go to the calibration cache like
 the per-call ones.
+
+On the CPU a chain is not measured where its calls' own calibration already rules batching out
+(:func:`slower_per_call`): batched execution runs the same torch backends on the same cores.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,6 +228,13 @@ class ChainCalibrator:
             self.cache.put(key, result.to_dict())
         return result
 
+    def unmeasured(self, candidate: Any, batch_size: int, reason: str) -> ChainMeasurement:
+        """``candidate``'s entry where it is not measured, and why (nothing cached)."""
+        sig = chain_signature(candidate, batch_size)
+        found = ChainMeasurement(candidate.id, sig, self.device, self.device_name, batch_size)
+        found.error = reason
+        return found
+
     def _measure(self, candidate: Any, batch_size: int, sig: str) -> ChainMeasurement:
         from codedag.calibrate import chain_replay
 
@@ -298,3 +309,42 @@ class ChainCalibrator:
         upload = pair.time_one(lambda: chain_replay.to_device(host, self.device), watch, 3)
         download = pair.time_one(lambda: io.download(on_device), watch, 3)
         return upload.median_ns, download.median_ns
+
+
+CALL_OVERHEAD_NS = 100_000
+"""A generous bound on what one call through a torch backend on the CPU spends besides its
+computation (the wrapper, conversions, operator launches): all that batching saves per call."""
+
+
+def slower_per_call(
+    candidate: Any, calibration: Any, library_ns: Callable[[int], int], threads: int
+) -> str | None:
+    """Why ``candidate`` cannot run faster batched on the CPU, from its calls' calibration
+    (``calibration.estimate(call_id)``), or ``None``: then it is measured.
+
+    Batched execution runs the same torch backends on the same CPU: it saves each call's
+    overhead, and its ``threads`` divide the computation at most. Where the computation of the
+    chain's calls through torch (each calibrated backend time less :data:`CALL_OVERHEAD_NS`)
+    exceeds ``threads`` times what every step takes with its library (calibrated, or traced by
+    ``library_ns(call_id)`` where not), the chain is slower batched, and timing it would only
+    add its rounds to a first run's planning.
+    """
+    torch_ns = own_ns = 0
+    for sample in candidate.samples:
+        for step in sample.steps:
+            estimate = calibration.estimate(step.call_id)
+            if estimate is not None and estimate.measurement.ok:
+                torch_ns += max(0, estimate.backend_ns - CALL_OVERHEAD_NS)
+                own_ns += estimate.original_ns
+            else:
+                own_ns += library_ns(step.call_id)
+    if torch_ns <= max(1, threads) * own_ns:
+        return None
+    samples = max(1, len(candidate.samples))
+    return (
+        f"not measured batched: its calls compute for {torch_ns / samples / 1e6:.3g} ms a sample "
+        f"through torch on the CPU (calibrated per call, less {CALL_OVERHEAD_NS / 1e3:g} us of "
+        f"each call's overhead), more than {max(1, threads)} thread(s) times the "
+        f"{own_ns / samples / 1e6:.3g} ms its steps take with the libraries: batching cannot make "
+        "that up"
+    )

@@ -218,7 +218,7 @@ class OptimizerManager:
         coarse = as_coarse(dag)
         with summarized_disturbances():  # one warning for the calls and the chains
             calibration, problem = self._calibrate_calls(coarse)
-            chains = self._calibrate_chains(coarse)
+            chains = self._calibrate_chains(coarse, calibration)
         store = self._measure_store(coarse) if self.cache == "auto" else None
         return PlanMeasurements(calibration, chains, store, problem)
 
@@ -352,9 +352,11 @@ class OptimizerManager:
 
         return find_chains(as_coarse(dag).source, allowed=allowed)
 
-    def _calibrate_chains(self, dag: Any) -> dict[str, Any]:
+    def _calibrate_chains(self, dag: Any, calibration: Any | None = None) -> dict[str, Any]:
         """Each sample chain of ``dag`` measured batched vs per sample on the batched device
-        (``auto`` only: ``always``/``never`` decide without measuring)."""
+        (``auto`` only: ``always``/``never`` decide without measuring); on the CPU, not those
+        its calls' ``calibration`` rules out (:func:`~codedag.calibrate.chains.
+        slower_per_call`)."""
         if self.placement.batched != "auto" or not self.calibrate:
             return {}
         device = self._batched_device()
@@ -372,11 +374,16 @@ class OptimizerManager:
             return {}
         cache = self.calibration_options.get("cache")
         calibrator = ChainCalibrator(device, cache=cache)
-        batch_size = traced_batch_size(as_coarse(dag).source, found.samples)
+        source = as_coarse(dag).source
+        batch_size = traced_batch_size(source, found.samples)
         out = {}
         for i, candidate in enumerate(found.candidates):
             if self.progress is not None:
                 self.progress(i, len(found.candidates), f"batched {candidate.id}")
+            ruled_out = _ruled_out_on_cpu(candidate, calibration, source, device)
+            if ruled_out is not None:
+                out[candidate.id] = calibrator.unmeasured(candidate, batch_size, ruled_out)
+                continue
             log.info("calibrating batched %s (%s)", candidate.id, ", ".join(candidate.steps))
             out[candidate.id] = calibrator.measure(candidate, batch_size)
         return out
@@ -441,3 +448,18 @@ def _loader_section(loader: Any | None) -> Any | None:
         return LoaderSection.model_validate(loader)
     except ValueError as e:
         raise ConfigError(f"loader settings: {e}") from None
+
+
+def _ruled_out_on_cpu(candidate: Any, calibration: Any | None, dag: Any, device: str) -> str | None:
+    """Why a chain is not measured batched on the CPU (its calls' calibration rules it out), or
+    None."""
+    if calibration is None or not device.startswith("cpu"):
+        return None
+    import torch
+
+    from codedag.calibrate.chains import slower_per_call
+
+    def traced_ns(call_id: int) -> int:
+        return int(getattr(dag.nodes.get(call_id), "total_ns", 0) or 0)
+
+    return slower_per_call(candidate, calibration, traced_ns, torch.get_num_threads())
