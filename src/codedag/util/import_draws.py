@@ -18,8 +18,6 @@ word.
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.util
 import os
 import random
 import sys
@@ -258,11 +256,14 @@ class _Replayer:
         found = self.modules.pop(name, None)
         if found is None:
             return None
+        import importlib.util  # in a forked child only: no import time where nothing drew
+
         module, words = found
         original = getattr(module, "__spec__", None)
+        loader: Any = _ReplayLoader(module, words, original)
         spec = importlib.util.spec_from_loader(
             name,
-            _ReplayLoader(module, words, original),
+            loader,
             origin=getattr(original, "origin", None),
             is_package=hasattr(module, "__path__"),
         )
@@ -271,7 +272,7 @@ class _Replayer:
         return spec
 
 
-class _ReplayLoader(importlib.abc.Loader):
+class _ReplayLoader:
     """Gives the module object back and makes its import's draws."""
 
     def __init__(self, module: Any, words: tuple[int, int], spec: Any) -> None:
