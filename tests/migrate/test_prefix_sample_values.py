@@ -183,3 +183,43 @@ def test_a_call_that_draws_into_its_input_is_never_the_cut_and_its_writes_are_ke
     changed, n = stats.not_stored_changed, len(paths)
     assert 1 <= changed <= n and stats.stored == n
     assert stats.hits == 2 * n - changed
+
+
+class ChannelsFirstViews(FileDataset):
+    """A normalized image returned as a ``(3, H, W)`` view of its ``(H, W, 3)`` array, stacked
+    by the script's own collate function (channels-last in memory, as the view is)."""
+
+    def __getitem__(self, index: int) -> Any:
+        image = cv2.resize(cv2.imread(self.paths[index]), (24, 24)).astype("float32")
+        return (image / 255.0 - 0.5).transpose(2, 0, 1)
+
+
+def _stacked(data: list[Any]) -> torch.Tensor:
+    import numpy as np
+
+    return torch.from_numpy(np.stack(data))
+
+
+def test_a_value_read_back_keeps_its_layout_so_training_computes_the_same(
+    tmp_path: Path,
+) -> None:
+    """Read back in C order, the stacked batch was contiguous where the script's own is
+    channels-last: the same values, while a convolution over it rounded otherwise."""
+    paths = write_images(tmp_path / "images", n=8)
+    dataset = ChannelsFirstViews(paths)
+    plan = _plan(dataset)
+    (chain,) = plan["cache"]["chains"]
+    assert chain["cached"] and chain["cut"]["step"] == "numpy.ndarray.transpose", chain
+    plain = [b for _ in range(3) for b in DataLoader(dataset, batch_size=4, collate_fn=_stacked)]
+    assert not plain[0].is_contiguous()
+    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    cache = CacheSettings(store=settings, judge_after=0)
+    with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
+        cached = []
+        for _ in range(3):
+            cached += list(DataLoader(dataset, batch_size=4, collate_fn=_stacked))
+            migrator.cache.session.writer.flush()
+        stats = migrator.get_stats()["cache"]
+    assert stats.hits == 2 * len(paths)
+    for a, b in zip(cached, plain, strict=True):
+        assert torch.equal(a, b) and a.stride() == b.stride()

@@ -110,7 +110,7 @@ def test_an_image_header_reads_the_bands_of_its_mode_once_per_mode_and_size(
     ],
 )
 def test_a_header_opening_is_written_as_json_wrote_it(meta: Meta, array: np.ndarray) -> None:
-    assert entry._layout(meta, array) == _json_layout(meta, array)
+    assert entry._layout(meta, array, None) == _json_layout(meta, array)
 
 
 def test_a_layout_read_once_still_checks_each_value_against_its_size() -> None:

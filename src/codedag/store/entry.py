@@ -187,31 +187,78 @@ def _pil_meta(image: Any) -> Meta:
     return found
 
 
-def _as_array(value: Any) -> np.ndarray | None:
-    """The contiguous array holding ``value``'s data, or None when it cannot be kept exactly."""
+class _Order(NamedTuple):
+    """How an array's axes lie in memory, where that is not NumPy's default (C order).
+
+    Attributes:
+        axes: the axes from the largest step in memory to the smallest (``(1, 2, 0)`` for a
+            ``(3, H, W)`` view of an ``(H, W, 3)`` image).
+        flipped: the axes that run backwards in memory (``image[:, ::-1]``).
+    """
+
+    axes: tuple[int, ...]
+    flipped: tuple[int, ...]
+
+
+def _stored_array(value: Any) -> tuple[np.ndarray, _Order | None] | None:
+    """The contiguous array the store keeps of ``value`` and the order its axes lie in memory
+    (None: C order), or None when it cannot be kept exactly."""
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject or value.dtype.kind == "V":
             return None
-        return _contiguous(value)
+        return _in_memory_order(value)
     tensor = _torch_tensor_type()
     if tensor is not None and isinstance(value, tensor):
         if value.device.type != "cpu" or value.requires_grad or value.is_sparse:
             return None
         try:
-            return _contiguous(value.detach().numpy())
+            return _in_memory_order(value.detach().numpy())
         except (TypeError, RuntimeError):  # bfloat16 and other dtypes NumPy lacks
             return None
     image = _pil_image_type()
     if image is not None and isinstance(value, image) and value.mode in PIL_MODES:
-        return np.ascontiguousarray(np.asarray(value))
+        return np.ascontiguousarray(np.asarray(value)), None
     return None
 
 
-def _contiguous(array: np.ndarray) -> np.ndarray:
-    """``array`` itself where it is contiguous, else a contiguous copy: never
+def _in_memory_order(array: np.ndarray) -> tuple[np.ndarray, _Order | None]:
+    """``array``'s elements in the order they lie in memory, contiguous (``array`` itself where
+    it is C-contiguous, else a copy, which code writing into the value cannot change before it
+    is stored), and that order.
+
+    A value keeps its layout through the store: what NumPy and torch compute from it follows the
+    layout (``np.stack`` of ``(3, H, W)`` views of ``(H, W, 3)`` images is channels-last in
+    memory, and torch's convolutions take another path on it, rounding differently). Never
     ``np.ascontiguousarray`` of a 0-d array, which makes it 1-d (a label read back as ``[3]``,
     which ``int()`` refuses)."""
-    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    if array.flags.c_contiguous:
+        return array, None
+    strides = array.strides
+    flipped = tuple(i for i, n in enumerate(array.shape) if n > 1 and strides[i] < 0)
+    if flipped:
+        steps = [slice(None)] * array.ndim
+        for axis in flipped:
+            steps[axis] = slice(None, None, -1)
+        array = array[tuple(steps)]
+    axes = tuple(sorted(range(array.ndim), key=lambda i: -abs(strides[i])))
+    order = _Order(axes, flipped)
+    if order == _Order(tuple(range(array.ndim)), ()):
+        return np.ascontiguousarray(array), None
+    return np.array(array.transpose(axes), order="C"), order
+
+
+def _laid_out(array: np.ndarray, order: _Order) -> np.ndarray:
+    """A contiguous ``array`` read back as the view that lays its axes out in ``order``."""
+    inverse = [0] * len(order.axes)
+    for position, axis in enumerate(order.axes):
+        inverse[axis] = position
+    array = array.transpose(inverse)
+    if order.flipped:
+        steps = [slice(None)] * array.ndim
+        for axis in order.flipped:
+            steps[axis] = slice(None, None, -1)
+        array = array[tuple(steps)]
+    return array
 
 
 class Encoded(NamedTuple):
@@ -284,13 +331,14 @@ def encode(value: Any, secret: bytes, key: bytes, copy: bool = False) -> Encoded
         data, layout = packed
         owned = True  # packed bytes of its own
     else:
-        array = _as_array(value)
-        if array is None:
+        stored = _stored_array(value)
+        if stored is None:
             return None
+        array, order = stored
         meta = meta_of(value)
         data = memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
-        found = _LAYOUTS.get((meta, array.dtype, array.shape))
-        layout = _layout(meta, array) if found is None else found
+        found = _LAYOUTS.get((meta, array.dtype, array.shape, order))
+        layout = _layout(meta, array, order) if found is None else found
         owned = not _shares_memory(array, value)
         if copy and not owned:
             data, owned = memoryview(bytes(data)), True
@@ -369,25 +417,33 @@ def _pil_bytes(image: Any, nbytes: int) -> bytes:
     return image.tobytes()
 
 
-_LAYOUTS: dict[tuple[Meta, np.dtype[Any], tuple[int, ...]], bytes] = {}
+_LAYOUTS: dict[tuple[Meta, np.dtype[Any], tuple[int, ...], _Order | None], bytes] = {}
 """Each header's opening, up to its tag (a data set's values share a few)."""
 
 
-def _layout(meta: Meta, array: np.ndarray) -> bytes:
-    """The header of ``meta`` stored as ``array``, up to the tag: the value's Meta with the
-    stored array's layout."""
-    layout = _layout_of(meta, dtype_str(array.dtype), array.shape)
-    _remember(_LAYOUTS, (meta, array.dtype, array.shape), layout)
+def _layout(meta: Meta, array: np.ndarray, order: _Order | None) -> bytes:
+    """The header of ``meta`` stored as ``array`` whose axes lie in ``order``, up to the tag:
+    the value's Meta with the stored array's layout."""
+    layout = _layout_of(meta, dtype_str(array.dtype), array.shape, order)
+    _remember(_LAYOUTS, (meta, array.dtype, array.shape, order), layout)
     return layout
 
 
-def _layout_of(meta: Meta, dtype: str, shape: tuple[int, ...]) -> bytes:
-    """The header of ``meta`` stored as an array of ``dtype`` (its ``str``) and ``shape``, up to
-    the tag: the fields of :meth:`Meta.to_bytes` but its dtype, in its order and spelling (as
-    ``json.dumps`` writes them), then the array's. Written directly: a data set of images of
-    many sizes makes a new header for nearly every value."""
+def _layout_of(
+    meta: Meta, dtype: str, shape: tuple[int, ...], order: _Order | None = None
+) -> bytes:
+    """The header of ``meta`` stored as an array of ``dtype`` (its ``str``) and ``shape`` (the
+    shape in memory order), up to the tag: the fields of :meth:`Meta.to_bytes` but its dtype,
+    in its order and spelling (as ``json.dumps`` writes them), then the array's, and its axes'
+    order where it is not C order. Written directly: a data set of images of many sizes makes a
+    new header for nearly every value."""
     array_shape = ",".join([str(int(n)) for n in shape])
-    array = f',"dtype":"{dtype}","array_shape":[{array_shape}],"tag":"'
+    laid = ""
+    if order is not None:
+        axes = ",".join([str(n) for n in order.axes])
+        flipped = ",".join([str(n) for n in order.flipped])
+        laid = f',"axes":[{axes}],"flipped":[{flipped}]'
+    array = f',"dtype":"{dtype}","array_shape":[{array_shape}]{laid},"tag":"'
     return f"{_opening(meta)}{_extras(meta)}{array}".encode()
 
 
@@ -410,13 +466,15 @@ def _shares_memory(array: np.ndarray, value: Any) -> bool:
 
 
 class _ReadLayout(NamedTuple):
-    """What a header says of its value: kind, dtype, shape, element count and PIL mode."""
+    """What a header says of its value: kind, dtype, shape (in memory order), element count, PIL
+    mode and the order its axes lie in memory (None: C order)."""
 
     kind: str
     dtype: np.dtype[Any]
     shape: tuple[int, ...]
     items: int
     mode: Any
+    order: _Order | None
 
 
 _READ_LAYOUTS: dict[bytes, _ReadLayout] = {}
@@ -426,8 +484,15 @@ _READ_LAYOUTS: dict[bytes, _ReadLayout] = {}
 def _read_layout(header: bytes) -> _ReadLayout:
     info = json.loads(header)
     shape = tuple(int(x) for x in info["array_shape"])
+    order = None
+    if "axes" in info:
+        axes = tuple(int(x) for x in info["axes"])
+        flipped = tuple(int(x) for x in info["flipped"])
+        if sorted(axes) != list(range(len(shape))) or not set(flipped) <= set(axes):
+            raise CorruptEntry(f"axes {axes} flipped {flipped} for {len(shape)} dimensions")
+        order = _Order(axes, flipped)
     return _ReadLayout(
-        info["kind"], np.dtype(info["dtype"]), shape, math.prod(shape), info.get("mode")
+        info["kind"], np.dtype(info["dtype"]), shape, math.prod(shape), info.get("mode"), order
     )
 
 
@@ -450,7 +515,7 @@ def decode(header: bytes, data: memoryview, secret: bytes, key: bytes) -> Any:
     if read is None:  # values of one chain share their layout: parsed once
         read = _read_layout(header)
         _remember(_READ_LAYOUTS, layout, read)
-    kind, dtype, shape, count, mode = read  # count: the elements
+    kind, dtype, shape, count, mode, order = read  # count: the elements
     if count * dtype.itemsize != data.nbytes:
         raise CorruptEntry(f"{data.nbytes} bytes for {shape} {dtype}")
     if kind == "pil":
@@ -460,6 +525,8 @@ def decode(header: bytes, data: memoryview, secret: bytes, key: bytes) -> Any:
             raise CorruptEntry(f"PIL mode {mode!r}")
         return Image.frombytes(mode, (shape[1], shape[0]), data)
     array = np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
+    if order is not None:
+        array = _laid_out(array, order)
     if kind == "tensor":
         import torch
 
@@ -468,10 +535,11 @@ def decode(header: bytes, data: memoryview, secret: bytes, key: bytes) -> Any:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether two values are equal bit for bit (type, dtype, shape, mode and data)."""
+    """Whether two values are equal bit for bit (type, dtype, shape, mode, data and the order
+    their axes lie in memory)."""
     if meta_of(a) != meta_of(b):
         return False
-    array_a, array_b = _as_array(a), _as_array(b)
-    if array_a is None or array_b is None:
+    stored_a, stored_b = _stored_array(a), _stored_array(b)
+    if stored_a is None or stored_b is None or stored_a[1] != stored_b[1]:
         return False
-    return array_a.tobytes() == array_b.tobytes()
+    return stored_a[0].tobytes() == stored_b[0].tobytes()

@@ -462,7 +462,7 @@ def _snapshot(values: Any) -> Any:
     def own(value: Any) -> Any:  # a prefix value is kept as it is (its type checked first:
         # isinstance(np.ndarray) would read a deferred value's header)
         plain = type(value) is not PrefixValue and isinstance(value, np.ndarray)
-        return value.copy() if plain else value
+        return value.copy(order="K") if plain else value  # as laid out: what it computes follows
 
     items = values.values() if isinstance(values, dict) else values
     for value in items:
