@@ -24,7 +24,7 @@ from codedag.backends.lazy_values import (
 )
 from codedag.migrate.cache.prefix_values import Lineage, PrefixValue
 from codedag.migrate.tables.run_values import RunArray, RunValue
-from codedag.store.entry import Meta
+from codedag.store.meta import Meta
 
 
 class _Session:

@@ -19,7 +19,7 @@ import codedag.migrate.tables.lookup as lookup
 from codedag.migrate.cache.prefix_values import Lineage, PrefixValue
 from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.cache.session import ChainSpec
-from codedag.store.entry import meta_of
+from codedag.store.meta import meta_of
 from codedag.store.tiers import StoreSettings
 
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)

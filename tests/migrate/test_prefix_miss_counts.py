@@ -17,7 +17,7 @@ import codedag.migrate.cache.keys as keys
 import codedag.migrate.cache.prefix_values as prefix_values
 import codedag.migrate.cache.session as session_module
 from codedag.migrate.cache.prefix_values import Lineage, PrefixValue
-from codedag.store.entry import meta_of
+from codedag.store.meta import meta_of
 
 FUNCTIONS = (
     "cv2.imread",

@@ -223,3 +223,55 @@ def test_a_value_read_back_keeps_its_layout_so_training_computes_the_same(
     assert stats.hits == 2 * len(paths)
     for a, b in zip(cached, plain, strict=True):
         assert torch.equal(a, b) and a.stride() == b.stride()
+
+
+class TurnedAfterTheFlip(FileDataset):
+    """Photos turned upright by their EXIF orientation after a random flip: the cut (before the
+    flip) must carry the EXIF that ``ImageOps.exif_transpose`` reads."""
+
+    def __getitem__(self, index: int) -> Any:
+        import random
+
+        import numpy as np
+        from PIL import Image, ImageOps
+
+        image = Image.open(self.paths[index]).convert("RGB").resize((16, 16))
+        if random.random() < 0.5:
+            image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        image = ImageOps.exif_transpose(image)
+        return torch.from_numpy(np.asarray(image).copy())
+
+
+def test_an_image_read_back_keeps_its_exif_so_it_is_turned_upright(tmp_path: Path) -> None:
+    """Read back without its ``info``, an image of a photo taken sideways stayed sideways."""
+    import random
+
+    from PIL import Image
+
+    paths = []
+    for index, path in enumerate(write_images(tmp_path / "images", n=8)):
+        exif = Image.Exif()
+        exif[0x0112] = (6, 8, 3, 1)[index % 4]
+        turned = str(tmp_path / f"exif{index}.jpg")
+        Image.open(path).save(turned, exif=exif.tobytes(), quality=95)
+        paths.append(turned)
+    dataset = TurnedAfterTheFlip(paths)
+    plan = _plan(dataset)
+    (chain,) = plan["cache"]["chains"]
+    assert chain["cached"] and chain["cut"]["step"] == "PIL.Image.Image.resize", chain
+
+    def epochs() -> list[torch.Tensor]:
+        out = []
+        for epoch in range(3):
+            random.seed(epoch)
+            out += [t for t in DataLoader(dataset, batch_size=1)]
+        return out
+
+    plain = epochs()
+    settings = StoreSettings(folder=tmp_path / "cache", ram_budget_bytes=16 << 20)
+    cache = CacheSettings(store=settings, judge_after=0)
+    with PipelineMigrator(plan, guard=False, cache=cache) as migrator:
+        cached = epochs()
+        stats = migrator.get_stats()["cache"]
+    assert stats.hits == 2 * len(paths)
+    assert all(torch.equal(a, b) for a, b in zip(cached, plain, strict=True))

@@ -11,7 +11,7 @@ from prefix_support import StubChain, StubSession
 
 import codedag.migrate.cache.prefix_values as prefix_values
 from codedag.migrate.cache.prefix_values import Lineage, PrefixValue, has_prefix_value, step
-from codedag.store.entry import Meta, meta_of
+from codedag.store.meta import Meta, meta_of
 
 
 def _source(session: StubSession, array: np.ndarray) -> PrefixValue:

@@ -11,11 +11,13 @@ import torch
 from PIL import Image
 
 from codedag.store import entry
-from codedag.store.entry import Meta, decode, encode, meta_of, same, value_nbytes
+from codedag.store import meta as meta_module
+from codedag.store.entry import decode, encode, same, value_nbytes
+from codedag.store.meta import Meta, meta_of
 
 SECRET = b"s" * 32
 KEY = b"k" * 16
-MODES = sorted(entry.PIL_MODES)
+MODES = sorted(meta_module.PIL_MODES)
 
 
 def _image(mode: str, size: tuple[int, int]) -> Image.Image:
@@ -87,7 +89,7 @@ def test_an_image_header_reads_the_bands_of_its_mode_once_per_mode_and_size(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     images = [_image("RGB", (12, 8)), _image("RGB", (12, 8)), _image("L", (12, 8))]
-    entry._PIL_METAS.clear()
+    meta_module._PIL_METAS.clear()
     counted: list[str] = []
     real = Image.Image.getbands
     monkeypatch.setattr(

@@ -211,7 +211,7 @@ def test_argument_encodings_take_the_same_bytes_by_the_fast_path_and_the_general
 def test_headers_are_the_json_of_their_fields_and_read_back() -> None:
     import json
 
-    from codedag.store.entry import Meta, meta_of
+    from codedag.store.meta import Meta, meta_of
 
     metas = [
         Meta("ndarray", (411, 416, 3), "|u1"),

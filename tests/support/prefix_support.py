@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 import codedag.migrate.cache.prefix_values as prefix_values
 from codedag.migrate.cache.runtime import CacheSettings, PrefixCacheRuntime
 from codedag.migrate.cache.session import ChainSpec
-from codedag.store.entry import Meta
+from codedag.store.meta import Meta
 from codedag.store.tiers import PrefixStore, StoreSettings
 
 CALLER = f"{__name__}.FileImages.__getitem__"

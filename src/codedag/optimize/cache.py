@@ -71,7 +71,7 @@ from codedag.plan.cache import (
     FirstEpoch,
     SkippedSource,
 )
-from codedag.store.entry import PIL_MODES
+from codedag.store.meta import PIL_MODES
 from codedag.trace.value_nodes import DataTypes
 
 EPOCHS = 10

@@ -30,8 +30,9 @@ import xxhash
 from codedag.errors import ConfigError
 from codedag.plan.cache import MAX_BUDGET_BYTES
 from codedag.store import ram_owner, trust
-from codedag.store.entry import CorruptEntry, Encoded, Meta, decode, encode
+from codedag.store.entry import CorruptEntry, Encoded, decode, encode
 from codedag.store.lmdb_tier import TIER_FILES, LmdbTier, PutItem, TierError, TierInfo
+from codedag.store.meta import Meta
 from codedag.util.io import exclusive_lock
 from codedag.util.paths import user_cache_dir
 

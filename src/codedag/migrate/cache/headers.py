@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codedag.backends.lazy_values import ARRAY_METADATA, IMAGE_METADATA
-from codedag.store.entry import Meta
+from codedag.store.meta import Meta
 
 ARRAY_METHODS = frozenset(
     {"astype", "copy", "transpose", "reshape", "clip", "squeeze", "ravel", "mean", "sum", "min",

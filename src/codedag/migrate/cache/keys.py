@@ -45,14 +45,14 @@ import numpy as np
 import xxhash
 
 import codedag.backends.libraries as libraries
-from codedag.store.entry import dtype_str
+from codedag.store.meta import dtype_str
 from codedag.version import distribution_version
 
 FORMAT_VERSION = 5
 """The cache's format, part of every key: entries of another format are never looked up (2: values
 tagged with the store's secret key instead of an xxh3 checksum; 3: the tag a keyed xxh3, not
-HMAC-SHA256; 4: a source's key names its source call; 5: an array's values keep the order its
-axes lie in memory)."""
+HMAC-SHA256; 4: a source's key names its source call; 5: an array keeps the order its axes lie in
+memory, an image its ``info``)."""
 _MEMO_ENTRIES = 200_000
 
 

@@ -36,7 +36,7 @@ import codedag.migrate.cache.headers as headers
 import codedag.migrate.cache.keys as keys
 import codedag.migrate.tables.lookup as lookup
 from codedag.backends.lazy_values import MISSING, Args, Call, Kwargs, StandIn
-from codedag.store.entry import Meta, dtype_str, meta_of
+from codedag.store.meta import Meta, dtype_str, meta_of
 
 PENDING: Any = lazy_values.PENDING
 
@@ -119,7 +119,7 @@ _DIVERGENCES = {
 
 
 _SEQUENCE_TYPES = ("builtins.tuple", "builtins.list")
-"""The types a header gives the length of (:func:`~codedag.store.entry.meta_of`)."""
+"""The types a header gives the length of (:func:`~codedag.store.meta.meta_of`)."""
 
 
 class PrefixValue(StandIn):

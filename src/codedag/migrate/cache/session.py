@@ -36,16 +36,8 @@ from codedag.migrate.cache.prefix_values import (
     concrete_kwargs,
 )
 from codedag.migrate.cache.reasons import MISS_REASONS
-from codedag.store.entry import (
-    CorruptEntry,
-    Encoded,
-    Meta,
-    decode,
-    encode,
-    meta_of,
-    same,
-    value_nbytes,
-)
+from codedag.store.entry import CorruptEntry, Encoded, decode, encode, same, value_nbytes
+from codedag.store.meta import Meta, meta_of
 from codedag.store.tiers import PrefixStore
 from codedag.store.writer import Writer
 
