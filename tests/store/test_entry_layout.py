@@ -84,3 +84,23 @@ def test_a_header_whose_axes_do_not_fit_its_shape_is_refused() -> None:
         tag = entry._tag(entry.sealer(SECRET, KEY, forged_layout), encoded.data)
         with pytest.raises(CorruptEntry, match="axes"):
             decode(forged_layout + tag + b'"}', memoryview(bytes(encoded.data)), SECRET, KEY)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.ma.masked_array([1.0, 2.0, 3.0], mask=[0, 1, 0]),  # its mean ignores the masked
+        np.matrix([[1, 2], [3, 4]]),  # its ``*`` multiplies matrices
+        torch.nn.Parameter(torch.zeros(2), requires_grad=False),
+    ],
+    ids=["masked", "matrix", "parameter"],
+)
+def test_a_subclass_whose_type_changes_what_is_computed_is_not_stored(value: Any) -> None:
+    assert encode(value, SECRET, KEY) is None
+
+
+def test_a_memory_mapped_array_is_stored_as_the_array_it_maps(tmp_path: Any) -> None:
+    np.save(tmp_path / "a.npy", HWC)
+    mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
+    out = _read_back(mapped[1:3].transpose(2, 0, 1))
+    assert type(out) is np.ndarray and np.array_equal(out, HWC[1:3].transpose(2, 0, 1))

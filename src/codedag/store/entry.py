@@ -51,13 +51,15 @@ class CorruptEntry(Exception):
 
 def _stored_array(value: Any) -> tuple[np.ndarray, Order | None] | None:
     """The contiguous array the store keeps of ``value`` and the order its axes lie in memory
-    (None: C order), or None when it cannot be kept exactly."""
-    if isinstance(value, np.ndarray):
+    (None: C order), or None when it cannot be kept exactly: a subclass whose type changes
+    what is computed from it (a masked array's mask, a matrix's ``*``, a ``Parameter``) is not
+    kept; a memory-mapped array is kept as the array it maps."""
+    if type(value) is np.ndarray or type(value) is np.memmap:
         if value.dtype.hasobject or value.dtype.kind == "V":
             return None
         return in_memory_order(value)
     tensor = torch_tensor_type()
-    if tensor is not None and isinstance(value, tensor):
+    if tensor is not None and type(value) is tensor:
         if value.device.type != "cpu" or value.requires_grad or value.is_sparse:
             return None
         try:
