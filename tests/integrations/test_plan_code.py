@@ -11,6 +11,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from prefix_support import storing_pays
 
 from codedag.cli.main import main
 from codedag.integrations.pipeline_code import changed_code, code_digests
@@ -188,6 +189,7 @@ def test_a_changed_helper_module_plans_again_and_stores_the_new_plan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("CODEDAG_CACHE_DIR", str(tmp_path / "cache"))
+    storing_pays(monkeypatch)  # a chain given up would leave the next run nothing to apply
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     helper = tmp_path / "pipeline_load.py"

@@ -503,6 +503,32 @@ def test_a_chain_flagged_as_not_paying_by_another_process_is_unpaid_here(tmp_pat
     assert not second.session.unpaid(dataclasses.replace(chain, cut_function="cv2.flip"))
 
 
+def test_a_chains_unpaid_flag_is_the_same_in_every_process_and_run() -> None:
+    """The flag was keyed by the chain's repr, whose set of methods prints in the order of the
+    process's string hashing: a later run (or a spawned worker) never saw a chain an earlier
+    one had given up, and paid for it again."""
+    import subprocess
+    import sys
+
+    code = (
+        "from codedag.migrate.cache.session import ChainSpec, _unpaid_flag\n"
+        "chain = ChainSpec('prefix0', 'numpy.load', '0', ('m.D.__getitem__',), ('numpy.load',),"
+        " 'numpy.load', 0, methods=frozenset({'permute', 'float', 'div_', 'flip', 'contiguous'}))\n"
+        "print(_unpaid_flag(chain).hex())"
+    )
+    flags = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3)
+    }
+    assert len(flags) == 1, flags
+
+
 def test_processes_that_find_a_chain_unpaid_say_so_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -24,6 +24,20 @@ from codedag.store.tiers import PrefixStore, StoreSettings
 CALLER = f"{__name__}.FileImages.__getitem__"
 
 
+def storing_pays(monkeypatch: pytest.MonkeyPatch, pays: bool = True) -> None:
+    """Every chain judged to pay for storing (``pays``) or not, whatever this machine times:
+    tiny images can go either way, and a chain given up changes what a later run applies."""
+    from codedag.migrate.cache.session import Session
+
+    judge = Session.judge
+
+    def judged(self: Session, chain: ChainSpec, compute_ns: int, store_ns: int) -> bool | None:
+        costs = (store_ns + 1, store_ns) if pays else (compute_ns, compute_ns + 1)
+        return judge(self, chain, *costs)
+
+    monkeypatch.setattr(Session, "judge", judged)
+
+
 def write_images(folder: Path, n: int = 8, size: int = 48, seed: int = 0) -> list[str]:
     """``n`` PNG files of noise with a square, ``size`` pixels; their paths."""
     rng = np.random.default_rng(seed)

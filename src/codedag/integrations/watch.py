@@ -296,6 +296,7 @@ class LoaderWatch:
         self._first_indices: list[Any] = []
         self._replanned = ""  # why a stored plan was not applied, when it was not
         self._from_store = False  # the plan applied was stored by an earlier run
+        self._inputs: dict[str, Any] | None = None  # what the stored plan's key stands for
         # a stored plan naming functions of modules the script has not imported yet, applied at
         # the second batch with 0 workers: the script's first batch imports what it uses, as its
         # own run does (a module whose import draws from a global generator draws in its place)
@@ -572,6 +573,7 @@ class LoaderWatch:
             log.info("codedag: %s", self._replanned)
             return
         self.results.plan_path = str(plan_path(key))
+        self._inputs = stored.inputs or None
         if stored.idle is None and stored.plan is not None and self._fetches_here():
             unloaded = _unloaded(stored.plan)
             if unloaded:  # see _deferred
@@ -665,6 +667,7 @@ class LoaderWatch:
         if self.results.plan_key:
             saved = save_plan(self.results.plan_key, plan, inputs, idle)
             self.results.plan_path = "" if saved is None else str(saved)
+            self._inputs = inputs
 
     def _store_warmup(self, indices: Any) -> None:
         """Fetch the warm-up batch's samples again under the applied plan, so that its prefix
@@ -799,15 +802,56 @@ class LoaderWatch:
             if self.migrator is not None:
                 migrator, self.migrator = self.migrator, None
                 _forget_applied(migrator)
+                given_up = _given_up(migrator)
                 try:
                     migrator.restore()
                 finally:
                     self.results.cache = cache_figures(migrator.get_stats().get("cache") or {})
+                if given_up:
+                    self._forget_given_up(given_up)
             return self.results
+
+    def _forget_given_up(self, chains: frozenset[str]) -> None:
+        """Keep the stored plan from caching the prefix ``chains`` a process of this run gave up
+        (flagged in the store: a later run would patch and key their calls for nothing, and a
+        plan left with nothing to apply then imports nothing), and say so in the summary."""
+        plan = self.plan
+        if plan is None or plan.cache is None:
+            return
+        reason = (
+            "given up at run time: it did not pay (a warning of the run that gave it up says "
+            "why); codedag run --replan plans it again"
+        )
+        rows = [
+            c.model_copy(update={"cached": False, "reason": reason}) if c.id in chains else c
+            for c in plan.cache.chains
+        ]
+        plan = plan.model_copy(update={"cache": plan.cache.model_copy(update={"chains": rows})})
+        self.plan = plan
+        self.results.moved, self.results.kept = decisions(plan)
+        if not self.settings.store_plans or not self.results.plan_key or self._inputs is None:
+            return
+        from codedag.integrations.plan_store import IdlePlan, save_plan
+
+        held = IdlePlan(self.results.moved, self.results.kept) if places_nothing(plan) else None
+        save_plan(self.results.plan_key, plan.to_dict(), self._inputs, held)
 
 
 def _discard(_samples: Any) -> None:
     return None
+
+
+def _given_up(migrator: Any) -> frozenset[str]:
+    """The prefix chains a process of this run gave up (the store's flags: workers' too),
+    read before the migrator closes its store."""
+    cache = migrator.cache
+    if not cache.active:
+        return frozenset()
+    try:
+        return frozenset(c.id for c in cache.chains if cache.session.unpaid(c))
+    except Exception as error:  # a store that cannot be read: the plan is kept as it is
+        log.debug("the prefix cache's flags were not read: %s", error)
+        return frozenset()
 
 
 def _batches_handed(inner: Any) -> int:

@@ -18,7 +18,7 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any
 
@@ -127,6 +127,15 @@ class ChainSpec:
     guards: tuple[str, ...] = ()
     lines: tuple[int, ...] = ()
     methods: frozenset[str] | None = None
+
+    def identity(self) -> bytes:
+        """The chain as the same bytes in every process and run (the repr of a set of strings
+        follows the process's string hashing, which differs from run to run and in a spawned
+        worker)."""
+        fields = asdict(self)
+        if self.methods is not None:
+            fields["methods"] = sorted(self.methods)
+        return repr(sorted(fields.items())).encode()
 
 
 COLD_SEEN_BYTES = 1 << 18
@@ -859,7 +868,7 @@ def _described(value: Any) -> str:
 
 def _unpaid_flag(chain: ChainSpec) -> bytes:
     """The store's flag of a chain found not to pay on this machine, with these versions."""
-    return keys.step_key([b"unpaid", repr(chain).encode(), keys.versions()])
+    return keys.step_key([b"unpaid", chain.identity(), keys.versions()])
 
 
 def _values_flag(chain: ChainSpec) -> bytes:
