@@ -52,6 +52,9 @@ def test_an_info_is_read_back_equal_with_its_types(info: dict[str, Any]) -> None
 
 def test_an_info_holding_another_type_is_not_kept_nor_its_image_stored() -> None:
     assert info_bytes({"odd": object()}) is None
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert info_bytes({"cycle": cycle}) is None
     image = Image.new("L", (3, 2))
     image.info["odd"] = {1, 2}
     assert encode(image, SECRET, KEY) is None

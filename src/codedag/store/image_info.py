@@ -37,7 +37,14 @@ def info_from_bytes(raw: bytes) -> dict[Any, Any]:
     if found is None:
         try:
             info = _read(json.loads(raw))
-        except (KeyError, TypeError, IndexError, AttributeError, ImportError) as error:
+        except (
+            KeyError,
+            TypeError,
+            IndexError,
+            AttributeError,
+            ImportError,
+            RecursionError,
+        ) as error:
             raise ValueError(f"an image's info unreadable: {error!r}") from None
         if not isinstance(info, dict):
             raise ValueError("an image's info is not a dict")
@@ -64,21 +71,27 @@ class _Unkept(Exception):
     pass
 
 
-def _written(value: Any) -> Any:
-    kind = type(value)
+_DEPTH = 8
+"""How deep an ``info``'s values may nest (PIL's nest two deep; user code could make a cycle)."""
+
+
+def _written(value: Any, depth: int = 0) -> Any:
+    if depth > _DEPTH:
+        raise _Unkept("nested too deeply")
+    kind, deeper = type(value), depth + 1
     if kind in _PLAIN:
         return value
     if kind is bytes:
         return {"b": base64.b64encode(value).decode("ascii")}
     if kind is tuple:
-        return {"t": [_written(v) for v in value]}
+        return {"t": [_written(v, deeper) for v in value]}
     if kind is list:
-        return {"l": [_written(v) for v in value]}
+        return {"l": [_written(v, deeper) for v in value]}
     if kind is dict:
-        return {"d": [[_written(k), _written(v)] for k, v in value.items()]}
+        return {"d": [[_written(k, deeper), _written(v, deeper)] for k, v in value.items()]}
     rational = _rational_type()
     if rational is not None and kind is rational:
-        return {"r": [_written(value.numerator), _written(value.denominator)]}
+        return {"r": [_written(value.numerator, deeper), _written(value.denominator, deeper)]}
     raise _Unkept(kind.__name__)
 
 
