@@ -5,6 +5,10 @@ a disk tier in the cache folder. Each value carries a keyed tag, so only what th
 itself is ever read back.
 
 * :mod:`.entry`: how a value is stored (header, keyed tag, raw buffer) and read back as a copy;
+* :mod:`.meta`: what a value is without its data (:class:`~.meta.Meta`), and the header's
+  opening that says it;
+* :mod:`.memory_order`: the order an array's axes lie in memory, kept through the store;
+* :mod:`.image_info`: a PIL image's ``info`` (EXIF, ICC profile, dpi) kept beside its pixels;
 * :mod:`.trust`: private tier folders and files (owner, mode, no link), the secret key, store
   files cut short;
 * :mod:`.network_fs`: whether a folder lies on a network filesystem, where LMDB is not safe;
