@@ -833,3 +833,26 @@ def test_a_prefix_chain_a_run_gave_up_is_not_cached_by_the_next(
     assert second.results.kept == first.results.kept
     assert second.plan is None or not second.plan.cache.cached_chains  # type: ignore[union-attr]
     assert not second.results.cache.get("enabled")
+
+
+def test_an_epoch_the_script_left_early_ends_at_its_last_batch_and_step() -> None:
+    """A loop that stops after a number of steps left the epoch open until the next epoch or the
+    script's end: its time took in the pause between epochs (validation, saving) and the end of
+    the script, and its samples/s fell accordingly."""
+    import time
+
+    loader = DataLoader(Rows(), batch_size=2)
+    watch = LoaderWatch(loader, WatchSettings(store_plans=False, plan_budget_s=0))
+    try:
+        for _ in range(2):
+            for step, _batch in enumerate(watch.iterate(lambda: DataLoader.__iter__(loader))):
+                time.sleep(0.02)  # a training step
+                if step == 2:
+                    break
+            time.sleep(0.5)  # validation, or the rest of the script
+    finally:
+        results = watch.close()
+    assert [e.batches for e in results.epochs] == [3, 3]
+    assert not any(e.complete for e in results.epochs)
+    for epoch in results.epochs:  # three steps of 20 ms, none of the pauses
+        assert 0.06 <= epoch.epoch_s < 0.3, epoch

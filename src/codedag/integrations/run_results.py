@@ -39,7 +39,8 @@ class EpochFigures:
     batches: int = 0
     samples: int = 0
     epoch_s: float = 0.0
-    """From the iterator's creation to its last batch (or the next epoch's start)."""
+    """From the iterator's creation to its end; for an epoch the script stopped reading early,
+    to its last batch and the epoch's mean step after it."""
     data_wait_s: float = 0.0
     """Time the script spent waiting in ``__next__`` (and creating the iterator)."""
     complete: bool = False

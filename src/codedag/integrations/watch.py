@@ -182,6 +182,7 @@ class _TimedIterator:
     batches: int = field(default=0, init=False)
     samples: int = field(default=0, init=False)
     samples_listed: int | None = field(default=None, init=False)
+    last_s: float = field(default=0.0, init=False)  # when the last batch was handed
 
     def __post_init__(self) -> None:
         self.wait_s = self.figures.data_wait_s
@@ -200,7 +201,8 @@ class _TimedIterator:
             self.wait_s += time.perf_counter() - began
             self._watch._epoch_ended(self, complete=True)
             raise
-        self.wait_s += time.perf_counter() - began
+        self.last_s = time.perf_counter()
+        self.wait_s += self.last_s - began
         self.batches += 1
         self.samples += batch_samples(batch, self.samples_listed)
         return batch
@@ -214,9 +216,16 @@ class _TimedIterator:
             return False
 
     def seal(self, complete: bool) -> None:
-        """Write the epoch's counts and time into its figures."""
+        """Write the epoch's counts and time into its figures: an epoch the script stopped
+        reading early ends at its last batch and the epoch's mean step after it (not when the
+        next epoch starts or the script ends: validation, saving, a worker's shutdown)."""
         figures = self.figures
-        figures.epoch_s = time.perf_counter() - self.start
+        end = time.perf_counter()
+        if not complete and self.batches:
+            steps = self.batches - 1  # between the first batch handed and the last
+            stepping = max(0.0, self.last_s - self.start - self.wait_s)
+            end = min(end, self.last_s + (stepping / steps if steps else 0.0))
+        figures.epoch_s = end - self.start
         figures.complete = complete
         figures.data_wait_s = self.wait_s
         figures.batches, figures.samples = self.batches, self.samples
