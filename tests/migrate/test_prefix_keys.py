@@ -88,6 +88,17 @@ def _encoded(value: object) -> bytes:
     return b"".join(out)
 
 
+def test_an_array_is_keyed_by_its_values_and_its_layout() -> None:
+    """The same values laid out otherwise compute values laid out otherwise (a ufunc keeps its
+    input's layout), and the store reads a value back as it was laid out."""
+    hwc = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    view = hwc.transpose(2, 0, 1)
+    assert _encoded(view) == _encoded(view.copy(order="K"))  # the same values and layout
+    assert _encoded(view) != _encoded(np.ascontiguousarray(view))
+    assert _encoded(view) != _encoded(view[:, ::-1])
+    assert _encoded(hwc) == _encoded(hwc.copy())
+
+
 def test_an_index_is_keyed_by_its_slices() -> None:
     assert _encoded((slice(None), slice(None), slice(None, None, -1))) == _encoded(
         (slice(None), slice(None), slice(None, None, -1))

@@ -45,6 +45,7 @@ import numpy as np
 import xxhash
 
 import codedag.backends.libraries as libraries
+from codedag.store.memory_order import in_memory_order
 from codedag.store.meta import dtype_str
 from codedag.version import distribution_version
 
@@ -104,10 +105,14 @@ _MEMO = _BytesMemo()
 
 
 def _array_identity(array: np.ndarray) -> bytes:
+    """An array's dtype, shape, bytes and the order its axes lie in memory: what is computed
+    from it follows its layout, and a value read back keeps the layout it was computed with."""
     if array.dtype.hasobject:
         raise Unkeyable("an array of Python objects")
     header = f"{dtype_str(array.dtype)}{array.shape}".encode()
-    data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    data, order = in_memory_order(array)
+    if order is not None:
+        header += order.fields().encode()
     raw = memoryview(data).cast("B") if data.size else b""  # type: ignore[arg-type]
     return header + xxhash.xxh3_128_digest(raw)
 
