@@ -19,6 +19,11 @@ from codedag.migrate.api import PipelineMigrator
 from codedag.migrate.cache.runtime import CacheSettings
 from codedag.store.tiers import StoreSettings
 
+SIZE = 256
+"""Side of the test images: decoding one costs far more than storing what the samples keep,
+so the plan caches its chain however busy the machine (48 px images cost about what storing
+their prefix did, and a busy machine's plan cached nothing)."""
+
 
 class RgbAndGray(FileDataset):
     """The RGB image and its grayscale, both returned: in a dict, a tuple, or a dict inside a
@@ -76,7 +81,7 @@ def _batches(dataset: FileDataset, collate: Any, epochs: int) -> list[bytes]:
 
 @pytest.mark.parametrize("shape", ["dict", "tuple"])
 def test_a_value_the_sample_returns_ends_the_chain(tmp_path: Path, shape: str) -> None:
-    paths = write_images(tmp_path / "images", n=8)
+    paths = write_images(tmp_path / "images", n=8, size=SIZE)
     dataset = RgbAndGray(paths)
     dataset.shape = shape
     (chain,) = _plan(dataset)["cache"]["chains"]
@@ -87,7 +92,7 @@ def test_a_value_the_sample_returns_ends_the_chain(tmp_path: Path, shape: str) -
 def test_a_stand_in_returned_deeper_than_the_trace_looks_is_collated_as_its_value(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    paths = write_images(tmp_path / "images", n=8)
+    paths = write_images(tmp_path / "images", n=8, size=SIZE)
     dataset = RgbAndGray(paths)
     dataset.shape = "nested"
     plan = _plan(dataset)
@@ -162,7 +167,7 @@ def test_a_call_that_draws_into_its_input_is_never_the_cut_and_its_writes_are_ke
     image it held, computed again without the mark: other batches from the second epoch. And
     the image the sample then writes into is the value at the cut, which the writer found
     changed and never stored (every worker then found the tier's file cut short)."""
-    paths = write_images(tmp_path / "images", n=8)
+    paths = write_images(tmp_path / "images", n=8, size=SIZE)
     dataset = Drawn(paths)
     plan = _plan(dataset)
     (chain,) = plan["cache"]["chains"]
@@ -205,7 +210,7 @@ def test_a_value_read_back_keeps_its_layout_so_training_computes_the_same(
 ) -> None:
     """Read back in C order, the stacked batch was contiguous where the script's own is
     channels-last: the same values, while a convolution over it rounded otherwise."""
-    paths = write_images(tmp_path / "images", n=8)
+    paths = write_images(tmp_path / "images", n=8, size=SIZE)
     dataset = ChannelsFirstViews(paths)
     plan = _plan(dataset)
     (chain,) = plan["cache"]["chains"]
@@ -249,7 +254,7 @@ def test_an_image_read_back_keeps_its_exif_so_it_is_turned_upright(tmp_path: Pat
     from PIL import Image
 
     paths = []
-    for index, path in enumerate(write_images(tmp_path / "images", n=8)):
+    for index, path in enumerate(write_images(tmp_path / "images", n=8, size=SIZE)):
         exif = Image.Exif()
         exif[0x0112] = (6, 8, 3, 1)[index % 4]
         turned = str(tmp_path / f"exif{index}.jpg")

@@ -857,6 +857,7 @@ def _given_up(migrator: Any) -> frozenset[str]:
     if not cache.active:
         return frozenset()
     try:
+        cache.session.writer.flush()  # the values queued judged first (restoring waits for them)
         return frozenset(c.id for c in cache.chains if cache.session.unpaid(c))
     except Exception as error:  # a store that cannot be read: the plan is kept as it is
         log.debug("the prefix cache's flags were not read: %s", error)
