@@ -88,14 +88,14 @@ def test_same_batches_and_a_plan_from_the_first_epochs_second_batch(tmp_path: Pa
 def test_a_second_loader_runs_under_the_plan_applied_first(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from prefix_support import storing_pays
+
     import codedag.calibrate.store_costs as store_costs
-    from codedag.migrate.cache.session import Session
 
     # storing planned and judged to pay whatever this machine times meanwhile (a busy machine
     # once measured the store dearer than these tiny images' decode, and planned no cut): the
     # hits below are exact
-    judge = Session.judge
-    monkeypatch.setattr(Session, "judge", lambda self, chain, _c, s: judge(self, chain, s + 1, s))
+    storing_pays(monkeypatch)
     # a store of its own: the session's shared one may hold an earlier test's flag that this
     # chain (the same data set class and calls) did not pay on a busy machine
     monkeypatch.setenv("CODEDAG_PREFIX_CACHE_DIR", str(tmp_path / "prefix"))

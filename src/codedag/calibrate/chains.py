@@ -31,11 +31,14 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import codedag.measure.pair as pair
 from codedag.calibrate.environment import library_versions
 from codedag.calibrate.inputs import signature
+
+if TYPE_CHECKING:
+    from codedag.calibrate.measurement import Calibration
 from codedag.calibrate.saved_times import CalibrationCache, entry_key
 from codedag.calibrate.timing import (
     Budget,
@@ -317,7 +320,7 @@ computation (the wrapper, conversions, operator launches): all that batching sav
 
 
 def slower_per_call(
-    candidate: Any, calibration: Any, library_ns: Callable[[int], int], threads: int
+    candidate: Any, calibration: Calibration, library_ns: Callable[[int], int], threads: int
 ) -> str | None:
     """Why ``candidate`` cannot run faster batched on the CPU, from its calls' calibration
     (``calibration.estimate(call_id)``), or ``None``: then it is measured.

@@ -829,7 +829,7 @@ class LoaderWatch:
             return
         reason = (
             "given up at run time: it did not pay (a warning of the run that gave it up says "
-            "why); codedag run --replan plans it again"
+            "why); planning again (codedag run --replan, accelerate(replan=True)) weighs it again"
         )
         rows = [
             c.model_copy(update={"cached": False, "reason": reason}) if c.id in chains else c

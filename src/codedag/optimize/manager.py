@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from codedag.errors import ConfigError
 from codedag.optimize.assemble import assemble
@@ -29,6 +29,9 @@ from codedag.optimize.refine import IterativeOptimizer
 from codedag.optimize.result import OptimizeResult
 from codedag.plan import CacheSection, MigrationPlan
 from codedag.plan.cache import MAX_BUDGET_BYTES, FirstEpoch
+
+if TYPE_CHECKING:
+    from codedag.calibrate.measurement import Calibration
 
 log = logging.getLogger(__name__)
 
@@ -450,7 +453,9 @@ def _loader_section(loader: Any | None) -> Any | None:
         raise ConfigError(f"loader settings: {e}") from None
 
 
-def _ruled_out_on_cpu(candidate: Any, calibration: Any | None, dag: Any, device: str) -> str | None:
+def _ruled_out_on_cpu(
+    candidate: Any, calibration: Calibration | None, dag: Any, device: str
+) -> str | None:
     """Why a chain is not measured batched on the CPU (its calls' calibration rules it out), or
     None."""
     if calibration is None or not device.startswith("cpu"):
